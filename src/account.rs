@@ -1,0 +1,119 @@
+//! Accounts: what the indexer watches. An account belongs to an organization,
+//! holds addresses valid on a list of chains, and keeps receiving deposits
+//! whatever its status (funds that arrived on chain are always recorded).
+
+use std::{fmt, str::FromStr};
+
+use serde::{Deserialize, Serialize};
+
+use crate::chain::Chain;
+
+/// The organization every account belongs to unless told otherwise.
+pub const DEFAULT_ORGANIZATION: &str = "default";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum AccountType {
+    Omnibus,
+    Segregated,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum AccountStatus {
+    Active,
+    Frozen,
+    Closed,
+}
+
+/// An address and the chains it is valid on, as in the Account resource.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AccountAddress {
+    pub chains: Vec<Chain>,
+    pub address: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Account {
+    pub id: String,
+    #[serde(skip)]
+    pub organization: String,
+    pub identity_id: String,
+    #[serde(rename = "type")]
+    pub kind: AccountType,
+    pub addresses: Vec<AccountAddress>,
+    pub status: AccountStatus,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("unknown {what} {value:?} (expected {expected})")]
+pub struct UnknownValue {
+    what: &'static str,
+    value: String,
+    expected: &'static str,
+}
+
+impl AccountType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AccountType::Omnibus => "OMNIBUS",
+            AccountType::Segregated => "SEGREGATED",
+        }
+    }
+}
+
+/// Accepts the legacy names `LEDGER` (omnibus) and `ONCHAIN` (segregated).
+impl FromStr for AccountType {
+    type Err = UnknownValue;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_uppercase().as_str() {
+            "OMNIBUS" | "LEDGER" => Ok(Self::Omnibus),
+            "SEGREGATED" | "ONCHAIN" => Ok(Self::Segregated),
+            _ => Err(UnknownValue {
+                what: "account type",
+                value: s.into(),
+                expected: "OMNIBUS or SEGREGATED",
+            }),
+        }
+    }
+}
+
+impl AccountStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AccountStatus::Active => "ACTIVE",
+            AccountStatus::Frozen => "FROZEN",
+            AccountStatus::Closed => "CLOSED",
+        }
+    }
+}
+
+impl FromStr for AccountStatus {
+    type Err = UnknownValue;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_uppercase().as_str() {
+            "ACTIVE" => Ok(Self::Active),
+            "FROZEN" => Ok(Self::Frozen),
+            "CLOSED" => Ok(Self::Closed),
+            _ => Err(UnknownValue {
+                what: "account status",
+                value: s.into(),
+                expected: "ACTIVE, FROZEN or CLOSED",
+            }),
+        }
+    }
+}
+
+impl fmt::Display for AccountType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Display for AccountStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}

@@ -1,0 +1,107 @@
+//! The chains of the API's `Chain` enum and the family each belongs to.
+
+use std::{fmt, str::FromStr};
+
+use serde::{Deserialize, Serialize};
+
+/// A chain as the API names it (`destination_chain`, `addresses[].chains`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Chain {
+    EthereumMainnet,
+    PolygonMainnet,
+    BaseMainnet,
+    OptimismMainnet,
+    EthereumTestnet,
+    OptimismSepolia,
+    BaseSepolia,
+    PolygonAmoy,
+    SolanaMainnet,
+    SolanaDevnet,
+}
+
+/// Chain families share address formats, RPC protocols and watchers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Family {
+    Evm,
+    Solana,
+}
+
+impl Chain {
+    pub const ALL: [Chain; 10] = [
+        Chain::EthereumMainnet,
+        Chain::PolygonMainnet,
+        Chain::BaseMainnet,
+        Chain::OptimismMainnet,
+        Chain::EthereumTestnet,
+        Chain::OptimismSepolia,
+        Chain::BaseSepolia,
+        Chain::PolygonAmoy,
+        Chain::SolanaMainnet,
+        Chain::SolanaDevnet,
+    ];
+
+    /// The API's spelling, e.g. `ETHEREUM_MAINNET`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Chain::EthereumMainnet => "ETHEREUM_MAINNET",
+            Chain::PolygonMainnet => "POLYGON_MAINNET",
+            Chain::BaseMainnet => "BASE_MAINNET",
+            Chain::OptimismMainnet => "OPTIMISM_MAINNET",
+            Chain::EthereumTestnet => "ETHEREUM_TESTNET",
+            Chain::OptimismSepolia => "OPTIMISM_SEPOLIA",
+            Chain::BaseSepolia => "BASE_SEPOLIA",
+            Chain::PolygonAmoy => "POLYGON_AMOY",
+            Chain::SolanaMainnet => "SOLANA_MAINNET",
+            Chain::SolanaDevnet => "SOLANA_DEVNET",
+        }
+    }
+
+    pub fn family(self) -> Family {
+        match self {
+            Chain::SolanaMainnet | Chain::SolanaDevnet => Family::Solana,
+            _ => Family::Evm,
+        }
+    }
+}
+
+impl fmt::Display for Chain {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("unknown chain {0:?} (expected one of: {list})", list = Chain::ALL.map(Chain::as_str).join(", "))]
+pub struct UnknownChain(pub String);
+
+impl FromStr for Chain {
+    type Err = UnknownChain;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Chain::ALL
+            .into_iter()
+            .find(|c| c.as_str().eq_ignore_ascii_case(s.trim()))
+            .ok_or_else(|| UnknownChain(s.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_through_serde_and_from_str() {
+        for chain in Chain::ALL {
+            let json = serde_json::to_string(&chain).unwrap();
+            assert_eq!(json, format!("\"{}\"", chain.as_str()));
+            assert_eq!(serde_json::from_str::<Chain>(&json).unwrap(), chain);
+            assert_eq!(chain.as_str().parse::<Chain>().unwrap(), chain);
+        }
+        assert_eq!(
+            "ethereum_testnet".parse::<Chain>().unwrap(),
+            Chain::EthereumTestnet
+        );
+        assert!("CHAIN_UNSPECIFIED".parse::<Chain>().is_err());
+    }
+}

@@ -1,0 +1,440 @@
+//! Chain files: one TOML per chain under `chains/`, loaded once and validated
+//! strictly (`deny_unknown_fields`), with RPC endpoints overridable from the
+//! environment so that keys never live in the repository.
+
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use serde::Deserialize;
+
+use crate::{
+    address,
+    chain::{Chain, Family},
+    redact::RpcUrl,
+};
+
+/// The chain files of the repository, compiled in so the binary runs anywhere.
+mod embedded {
+    include!(concat!(env!("OUT_DIR"), "/embedded_chains.rs"));
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read chain files in {path}")]
+    ReadDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot read chain file {path}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("invalid chain file {path}: {message}")]
+    Invalid { path: PathBuf, message: String },
+    #[error("chain {chain} is defined twice: {first} and {second}")]
+    Duplicate {
+        chain: Chain,
+        first: PathBuf,
+        second: PathBuf,
+    },
+    #[error("no chain file for {0}")]
+    Missing(Chain),
+}
+
+/// When a block's deposits count as `CONFIRMED`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Confirmation {
+    /// The node's `finalized` block tag (Solana: `finalized` commitment).
+    Finalized,
+    /// At least this many blocks on top of the deposit's block.
+    Depth(u64),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NativeAsset {
+    pub symbol: String,
+    pub decimals: u8,
+}
+
+/// A token the platform accepts on a chain. Transfers of any other token are
+/// ignored: spam tokens are common.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AssetConfig {
+    pub symbol: String,
+    /// ERC-20 contract (EVM, normalised to EIP-55) or mint (Solana).
+    pub contract_address: String,
+    pub decimals: u8,
+    /// Solana only: the token program that owns the mint.
+    #[serde(default)]
+    pub token_program: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ChainFile {
+    chain: Chain,
+    #[serde(default)]
+    chain_id: Option<u64>,
+    #[serde(default)]
+    genesis_hash: Option<String>,
+    rpc_urls: Vec<String>,
+    #[serde(default)]
+    ws_url: Option<String>,
+    confirmation: Confirmation,
+    poll_interval_ms: u64,
+    #[serde(default = "defaults::max_block_range")]
+    max_block_range: u64,
+    #[serde(default = "defaults::batch_size")]
+    batch_size: usize,
+    #[serde(default = "defaults::concurrency")]
+    concurrency: usize,
+    #[serde(default)]
+    traces: bool,
+    #[serde(default)]
+    start_block: Option<u64>,
+    #[serde(default = "defaults::reorg_window")]
+    reorg_window: u64,
+    #[serde(default = "defaults::dropped_after_blocks")]
+    dropped_after_blocks: u64,
+    native: NativeAsset,
+    #[serde(default)]
+    assets: Vec<AssetConfig>,
+}
+
+mod defaults {
+    pub fn max_block_range() -> u64 {
+        500
+    }
+    pub fn batch_size() -> usize {
+        50
+    }
+    pub fn concurrency() -> usize {
+        4
+    }
+    pub fn reorg_window() -> u64 {
+        256
+    }
+    pub fn dropped_after_blocks() -> u64 {
+        64
+    }
+}
+
+/// One chain's validated configuration.
+#[derive(Debug, Clone)]
+pub struct ChainConfig {
+    pub chain: Chain,
+    /// EVM: the id `eth_chainId` must answer.
+    pub chain_id: Option<u64>,
+    /// Solana: the cluster's genesis hash.
+    pub genesis_hash: Option<String>,
+    pub rpc_urls: Vec<RpcUrl>,
+    pub ws_url: Option<RpcUrl>,
+    pub confirmation: Confirmation,
+    pub poll_interval: Duration,
+    /// Most blocks asked of one `eth_getLogs`; halved when a provider refuses.
+    pub max_block_range: u64,
+    /// Blocks per JSON-RPC batch.
+    pub batch_size: usize,
+    /// Batches in flight at once.
+    pub concurrency: usize,
+    /// Follow internal native transfers with `debug_traceBlockByNumber`.
+    pub traces: bool,
+    /// Where `run` starts on a chain it has never indexed (default: the head).
+    pub start_block: Option<u64>,
+    /// How many recent block hashes are kept to find a reorg's common ancestor.
+    pub reorg_window: u64,
+    /// A reorged deposit whose transaction is still pending this many blocks
+    /// later is `FAILED`.
+    pub dropped_after_blocks: u64,
+    pub native: NativeAsset,
+    pub assets: Vec<AssetConfig>,
+    /// Where the file came from, for error messages.
+    pub source: PathBuf,
+}
+
+impl ChainConfig {
+    pub fn family(&self) -> Family {
+        self.chain.family()
+    }
+
+    /// Parses and validates one chain file; `env` supplies overrides such as
+    /// `ETHEREUM_MAINNET_RPC_URLS` (comma-separated) and `ETHEREUM_MAINNET_WS_URL`.
+    pub fn from_toml(
+        text: &str,
+        source: &Path,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
+        let invalid = |message: String| ConfigError::Invalid {
+            path: source.to_path_buf(),
+            message,
+        };
+        let file: ChainFile = toml::from_str(text).map_err(|e| invalid(e.message().to_string()))?;
+        let chain = file.chain;
+
+        let urls = match env(&format!("{chain}_RPC_URLS")) {
+            Some(list) => list
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(String::from)
+                .collect(),
+            None => file.rpc_urls,
+        };
+        if urls.is_empty() {
+            return Err(invalid(format!(
+                "no rpc_urls (set them in the file or in {chain}_RPC_URLS)"
+            )));
+        }
+        let rpc_urls = urls
+            .iter()
+            .map(|u| RpcUrl::parse(u).map_err(|e| invalid(e.to_string())))
+            .collect::<Result<Vec<_>, _>>()?;
+        let ws_url = env(&format!("{chain}_WS_URL"))
+            .or(file.ws_url)
+            .filter(|s| !s.trim().is_empty())
+            .map(|u| RpcUrl::parse(&u).map_err(|e| invalid(e.to_string())))
+            .transpose()?;
+        if ws_url.as_ref().is_some_and(|u| !u.is_websocket()) {
+            return Err(invalid("ws_url must be a ws:// or wss:// url".into()));
+        }
+
+        match chain.family() {
+            Family::Evm if file.chain_id.is_none() => {
+                return Err(invalid("missing chain_id".into()));
+            }
+            Family::Solana if file.genesis_hash.is_none() => {
+                return Err(invalid("missing genesis_hash".into()));
+            }
+            _ => {}
+        }
+        if file.poll_interval_ms == 0
+            || file.max_block_range == 0
+            || file.batch_size == 0
+            || file.concurrency == 0
+        {
+            return Err(invalid(
+                "poll_interval_ms, max_block_range, batch_size and concurrency must be positive"
+                    .into(),
+            ));
+        }
+        if file.confirmation == Confirmation::Depth(0) {
+            return Err(invalid("confirmation depth must be at least 1".into()));
+        }
+        if file.reorg_window < 2 {
+            return Err(invalid("reorg_window must be at least 2".into()));
+        }
+
+        let mut assets = Vec::with_capacity(file.assets.len());
+        for mut asset in file.assets {
+            asset.contract_address = address::normalize(chain.family(), &asset.contract_address)
+                .map_err(|e| invalid(format!("asset {}: {e}", asset.symbol)))?;
+            if asset.symbol == file.native.symbol
+                || assets
+                    .iter()
+                    .any(|a: &AssetConfig| a.symbol == asset.symbol)
+            {
+                return Err(invalid(format!(
+                    "asset symbol {} is listed twice",
+                    asset.symbol
+                )));
+            }
+            assets.push(asset);
+        }
+
+        Ok(Self {
+            chain,
+            chain_id: file.chain_id,
+            genesis_hash: file.genesis_hash,
+            rpc_urls,
+            ws_url,
+            confirmation: file.confirmation,
+            poll_interval: Duration::from_millis(file.poll_interval_ms),
+            max_block_range: file.max_block_range,
+            batch_size: file.batch_size,
+            concurrency: file.concurrency,
+            traces: file.traces,
+            start_block: file.start_block,
+            reorg_window: file.reorg_window,
+            dropped_after_blocks: file.dropped_after_blocks,
+            native: file.native,
+            assets,
+            source: source.to_path_buf(),
+        })
+    }
+
+    /// The asset with this symbol, native included, with its decimals.
+    pub fn decimals_of(&self, symbol: &str) -> Option<u8> {
+        if self.native.symbol == symbol {
+            return Some(self.native.decimals);
+        }
+        self.assets
+            .iter()
+            .find(|a| a.symbol == symbol)
+            .map(|a| a.decimals)
+    }
+}
+
+/// All configured chains, keyed by chain.
+#[derive(Debug, Clone, Default)]
+pub struct Chains(BTreeMap<Chain, ChainConfig>);
+
+impl Chains {
+    /// Loads `dir/*.toml`, or the compiled-in files of the repository's
+    /// `chains/` when `dir` is `None`. Environment overrides apply to both.
+    pub fn load(dir: Option<&Path>) -> Result<Self, ConfigError> {
+        let env = |key: &str| std::env::var(key).ok();
+        let mut files = Vec::new();
+        match dir {
+            None => {
+                for (name, text) in embedded::CHAINS {
+                    files.push((PathBuf::from(format!("chains/{name}")), text.to_string()));
+                }
+            }
+            Some(dir) => {
+                let read_dir = std::fs::read_dir(dir).map_err(|source| ConfigError::ReadDir {
+                    path: dir.into(),
+                    source,
+                })?;
+                let mut paths: Vec<PathBuf> = read_dir
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+                    .collect();
+                paths.sort();
+                for path in paths {
+                    let text =
+                        std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
+                            path: path.clone(),
+                            source,
+                        })?;
+                    files.push((path, text));
+                }
+            }
+        }
+        let mut chains = BTreeMap::new();
+        for (path, text) in files {
+            let config = ChainConfig::from_toml(&text, &path, &env)?;
+            if let Some(first) = chains.get(&config.chain) {
+                let first: &ChainConfig = first;
+                return Err(ConfigError::Duplicate {
+                    chain: config.chain,
+                    first: first.source.clone(),
+                    second: path,
+                });
+            }
+            chains.insert(config.chain, config);
+        }
+        Ok(Self(chains))
+    }
+
+    pub fn get(&self, chain: Chain) -> Result<&ChainConfig, ConfigError> {
+        self.0.get(&chain).ok_or(ConfigError::Missing(chain))
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &ChainConfig> {
+        self.0.values()
+    }
+
+    pub fn insert(&mut self, config: ChainConfig) {
+        self.0.insert(config.chain, config);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = r#"
+        chain = "ETHEREUM_TESTNET"
+        chain_id = 11155111
+        rpc_urls = ["https://rpc.example/key/SECRET"]
+        confirmation = { depth = 12 }
+        poll_interval_ms = 2000
+        native = { symbol = "ETH", decimals = 18 }
+        [[assets]]
+        symbol = "USDC"
+        contract_address = "0x1c7d4b196cb0c7b01d743fbc6116a902379c7238"
+        decimals = 6
+    "#;
+
+    fn no_env(_: &str) -> Option<String> {
+        None
+    }
+
+    #[test]
+    fn every_repository_chain_file_loads_and_covers_the_chain_enum() {
+        let chains = Chains::load(None).unwrap();
+        for chain in Chain::ALL {
+            let config = chains.get(chain).unwrap();
+            assert!(!config.rpc_urls.is_empty(), "{chain}");
+            assert!(
+                config.assets.iter().any(|a| a.symbol == "USDC"),
+                "{chain} lists USDC"
+            );
+        }
+        let eth = chains.get(Chain::EthereumMainnet).unwrap();
+        assert_eq!(eth.chain_id, Some(1));
+        let usdc = eth.assets.iter().find(|a| a.symbol == "USDC").unwrap();
+        assert_eq!(
+            usdc.contract_address,
+            "0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48"
+        );
+    }
+
+    #[test]
+    fn parses_and_normalises_a_file() {
+        let c = ChainConfig::from_toml(MINIMAL, Path::new("t.toml"), &no_env).unwrap();
+        assert_eq!(c.confirmation, Confirmation::Depth(12));
+        assert_eq!(
+            c.assets[0].contract_address,
+            "0x1c7D4B196Cb0C7B01d743Fbc6116a902379C7238"
+        );
+        assert_eq!(c.max_block_range, 500);
+        assert!(!c.traces);
+    }
+
+    #[test]
+    fn environment_overrides_rpc_urls() {
+        let env = |key: &str| {
+            (key == "ETHEREUM_TESTNET_RPC_URLS").then(|| "http://a:1, http://b:2".to_string())
+        };
+        let c = ChainConfig::from_toml(MINIMAL, Path::new("t.toml"), &env).unwrap();
+        assert_eq!(c.rpc_urls.len(), 2);
+        assert_eq!(c.rpc_urls[1].expose().as_str(), "http://b:2/");
+    }
+
+    #[test]
+    fn rejects_unknown_fields_and_bad_values_naming_the_file() {
+        let unknown = format!("{MINIMAL}\nconfirmations = 3\n");
+        let err = ChainConfig::from_toml(&unknown, Path::new("chains/x.toml"), &no_env)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("chains/x.toml") && err.contains("confirmations"),
+            "{err}"
+        );
+
+        let bad_asset = MINIMAL.replace("0x1c7d4b196cb0c7b01d743fbc6116a902379c7238", "0x1234");
+        let err = ChainConfig::from_toml(&bad_asset, Path::new("x.toml"), &no_env)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("USDC"), "{err}");
+
+        let no_id = MINIMAL.replace("chain_id = 11155111", "");
+        assert!(ChainConfig::from_toml(&no_id, Path::new("x.toml"), &no_env).is_err());
+
+        let secret = MINIMAL.replace("https://rpc.example/key/SECRET", "nonsense://SECRET");
+        let err = ChainConfig::from_toml(&secret, Path::new("x.toml"), &no_env)
+            .unwrap_err()
+            .to_string();
+        assert!(!err.contains("SECRET"), "{err}");
+    }
+}

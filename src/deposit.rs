@@ -1,0 +1,196 @@
+//! The Deposit resource and what a watcher detects before it becomes one.
+
+use std::{fmt, str::FromStr};
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::{Serialize, Serializer};
+
+use crate::{amount::Amount, chain::Chain};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum DepositStatus {
+    Pending,
+    Confirmed,
+    Failed,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum SourceType {
+    OnChain,
+    Account,
+}
+
+/// Where in its transaction a transfer sits; with the chain and the
+/// transaction hash it is the deposit's natural key.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Position {
+    /// The transaction's own value.
+    Native,
+    /// A token `Transfer` log, by its index in the block.
+    Log(u64),
+    /// An internal call carrying value, by its path in the call tree (`0.2.1`).
+    Trace(String),
+}
+
+/// A transfer into a watched address, as decoded from a block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Detected {
+    pub chain: Chain,
+    pub tx_hash: String,
+    pub position: Position,
+    pub block_number: u64,
+    pub block_hash: String,
+    /// The block's timestamp, seconds since the epoch.
+    pub block_time: u64,
+    pub account_id: String,
+    pub account_address: String,
+    pub source_address: String,
+    /// Set when the sender is itself a watched address of the platform.
+    pub source_account_id: Option<String>,
+    pub currency_symbol: String,
+    pub amount: Amount,
+}
+
+/// A deposit exactly as the API serves it: the Deposit resource's fields and
+/// no others, `source_account_id` only when set.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Deposit {
+    pub id: String,
+    pub dedup_key: String,
+    pub account_id: String,
+    pub account_address: String,
+    pub source_address: String,
+    pub source_type: SourceType,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source_account_id: Option<String>,
+    pub currency_symbol: String,
+    pub amount: String,
+    pub destination_chain: Chain,
+    pub transaction_hash: String,
+    pub status: DepositStatus,
+    /// The zero time `1970-01-01T00:00:00Z` until the deposit is confirmed:
+    /// the field is required by the resource.
+    #[serde(serialize_with = "rfc3339")]
+    pub confirmed_at: DateTime<Utc>,
+    /// The timestamp of the block that holds the transaction.
+    #[serde(serialize_with = "rfc3339")]
+    pub created_at: DateTime<Utc>,
+}
+
+/// RFC 3339 in UTC with a `Z`, fractional seconds only when present.
+pub fn rfc3339<S: Serializer>(time: &DateTime<Utc>, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(&time.to_rfc3339_opts(SecondsFormat::AutoSi, true))
+}
+
+impl Position {
+    pub fn key(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl fmt::Display for Position {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Position::Native => f.write_str("native"),
+            Position::Log(index) => write!(f, "log:{index}"),
+            Position::Trace(path) => write!(f, "trace:{path}"),
+        }
+    }
+}
+
+impl DepositStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DepositStatus::Pending => "PENDING",
+            DepositStatus::Confirmed => "CONFIRMED",
+            DepositStatus::Failed => "FAILED",
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("unknown deposit status {0:?}")]
+pub struct UnknownStatus(String);
+
+impl FromStr for DepositStatus {
+    type Err = UnknownStatus;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "PENDING" => Ok(Self::Pending),
+            "CONFIRMED" => Ok(Self::Confirmed),
+            "FAILED" => Ok(Self::Failed),
+            _ => Err(UnknownStatus(s.into())),
+        }
+    }
+}
+
+impl SourceType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SourceType::OnChain => "ON_CHAIN",
+            SourceType::Account => "ACCOUNT",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serializes_exactly_the_resource_fields() {
+        let deposit = Deposit {
+            id: "d1".into(),
+            dedup_key: "e1".into(),
+            account_id: "acc".into(),
+            account_address: "0xA".into(),
+            source_address: "0xB".into(),
+            source_type: SourceType::OnChain,
+            source_account_id: None,
+            currency_symbol: "USDC".into(),
+            amount: "1.5".into(),
+            destination_chain: Chain::BaseSepolia,
+            transaction_hash: "0xabc".into(),
+            status: DepositStatus::Pending,
+            confirmed_at: DateTime::UNIX_EPOCH,
+            created_at: DateTime::from_timestamp(1_700_000_000, 0).unwrap(),
+        };
+        let json = serde_json::to_value(&deposit).unwrap();
+        let mut keys: Vec<_> = json.as_object().unwrap().keys().cloned().collect();
+        keys.sort();
+        assert_eq!(
+            keys,
+            [
+                "account_address",
+                "account_id",
+                "amount",
+                "confirmed_at",
+                "created_at",
+                "currency_symbol",
+                "dedup_key",
+                "destination_chain",
+                "id",
+                "source_address",
+                "source_type",
+                "status",
+                "transaction_hash"
+            ]
+        );
+        assert_eq!(json["confirmed_at"], "1970-01-01T00:00:00Z");
+        assert_eq!(json["created_at"], "2023-11-14T22:13:20Z");
+        assert_eq!(json["destination_chain"], "BASE_SEPOLIA");
+        assert_eq!(json["source_type"], "ON_CHAIN");
+
+        let internal = Deposit {
+            source_type: SourceType::Account,
+            source_account_id: Some("acc2".into()),
+            ..deposit
+        };
+        let json = serde_json::to_value(&internal).unwrap();
+        assert_eq!(json["source_account_id"], "acc2");
+        assert_eq!(json["source_type"], "ACCOUNT");
+    }
+}

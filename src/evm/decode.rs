@@ -1,0 +1,234 @@
+//! Pure decoding: blocks, receipts, logs and traces in, detected deposits
+//! out. No I/O, so it is tested on recorded mainnet responses.
+
+use std::collections::{HashMap, HashSet};
+
+use alloy::{
+    primitives::{Address, B256, U256},
+    rpc::types::{
+        Log,
+        trace::geth::{CallFrame, GethTrace, TraceResult},
+    },
+    sol,
+    sol_types::SolEvent,
+};
+
+use super::rpc::{RpcBlock, RpcReceipt};
+use crate::{
+    amount::Amount,
+    chain::Chain,
+    config::ChainConfig,
+    deposit::{Detected, Position},
+    watch::WatchSet,
+};
+
+sol! {
+    /// ERC-20 `Transfer`; ERC-721 shares the signature with a fourth topic.
+    event Transfer(address indexed from, address indexed to, uint256 value);
+}
+
+pub type EvmWatchSet = WatchSet<Address>;
+
+/// The assets a chain accepts, keyed for matching.
+#[derive(Debug, Clone)]
+pub struct EvmAssets {
+    native: (String, u8),
+    tokens: HashMap<Address, (String, u8)>,
+}
+
+impl EvmAssets {
+    pub fn from_config(config: &ChainConfig) -> Self {
+        let tokens = config
+            .assets
+            .iter()
+            .filter_map(|a| {
+                Some((
+                    a.contract_address.parse().ok()?,
+                    (a.symbol.clone(), a.decimals),
+                ))
+            })
+            .collect();
+        Self {
+            native: (config.native.symbol.clone(), config.native.decimals),
+            tokens,
+        }
+    }
+
+    pub fn contracts(&self) -> Vec<Address> {
+        let mut contracts: Vec<Address> = self.tokens.keys().copied().collect();
+        contracts.sort();
+        contracts
+    }
+}
+
+pub fn transfer_topic() -> B256 {
+    Transfer::SIGNATURE_HASH
+}
+
+/// Transactions in the block that send native value to a watched address:
+/// their receipts decide whether they count.
+pub fn native_candidates(block: &RpcBlock, watch: &EvmWatchSet) -> Vec<B256> {
+    block
+        .transactions
+        .iter()
+        .filter(|tx| !tx.value.is_zero() && tx.to.is_some_and(|to| watch.account_of(&to).is_some()))
+        .map(|tx| tx.hash)
+        .collect()
+}
+
+/// What a block's transactions moved into watched addresses: native value of
+/// successful transactions, `Transfer` logs of listed tokens, and (with
+/// traces) native value sent by contracts. Zero amounts, unlisted tokens,
+/// removed logs and failed transactions produce nothing.
+pub struct BlockInput<'a> {
+    pub block: &'a RpcBlock,
+    /// Receipts of (at least) the block's native candidates.
+    pub receipts: &'a [RpcReceipt],
+    /// The block's `Transfer` logs of listed contracts.
+    pub logs: &'a [Log],
+    /// The block's call traces, when the chain enables them.
+    pub traces: Option<&'a [TraceResult]>,
+}
+
+pub fn deposits_in_block(
+    chain: Chain,
+    input: &BlockInput<'_>,
+    watch: &EvmWatchSet,
+    assets: &EvmAssets,
+) -> Vec<Detected> {
+    let block = input.block;
+    let succeeded: HashSet<B256> = input
+        .receipts
+        .iter()
+        .filter(|r| r.succeeded())
+        .map(|r| r.transaction_hash)
+        .collect();
+    let detected = |tx_hash: B256,
+                    position: Position,
+                    from: Address,
+                    to: Address,
+                    symbol: &str,
+                    raw: U256,
+                    decimals: u8| {
+        let account_id = watch.account_of(&to)?;
+        if raw.is_zero() {
+            return None;
+        }
+        Some(Detected {
+            chain,
+            tx_hash: tx_hash.to_string(),
+            position,
+            block_number: block.number.to(),
+            block_hash: block.hash.to_string(),
+            block_time: block.timestamp.to(),
+            account_id: account_id.to_string(),
+            account_address: to.to_checksum(None),
+            source_address: from.to_checksum(None),
+            source_account_id: watch.account_of(&from).map(|id| id.to_string()),
+            currency_symbol: symbol.to_string(),
+            amount: Amount::from_raw(raw, decimals),
+        })
+    };
+    let (native_symbol, native_decimals) = (&assets.native.0, assets.native.1);
+    let mut out = Vec::new();
+
+    for tx in &block.transactions {
+        let Some(to) = tx.to else { continue };
+        if succeeded.contains(&tx.hash) {
+            out.extend(detected(
+                tx.hash,
+                Position::Native,
+                tx.from,
+                to,
+                native_symbol,
+                tx.value,
+                native_decimals,
+            ));
+        }
+    }
+
+    for log in input.logs {
+        if log.removed || log.block_hash != Some(block.hash) {
+            continue;
+        }
+        let Some((symbol, decimals)) = assets.tokens.get(&log.address()) else {
+            continue;
+        };
+        let Ok(transfer) = Transfer::decode_log(&log.inner) else {
+            continue;
+        };
+        let (Some(tx_hash), Some(index)) = (log.transaction_hash, log.log_index) else {
+            continue;
+        };
+        out.extend(detected(
+            tx_hash,
+            Position::Log(index),
+            transfer.from,
+            transfer.to,
+            symbol,
+            transfer.value,
+            *decimals,
+        ));
+    }
+
+    for (tx, trace) in block
+        .transactions
+        .iter()
+        .zip(input.traces.unwrap_or_default())
+    {
+        let TraceResult::Success {
+            result: GethTrace::CallTracer(root),
+            ..
+        } = trace
+        else {
+            continue;
+        };
+        for (path, frame) in internal_transfers(root) {
+            let Some(to) = frame.to else { continue };
+            let value = frame.value.unwrap_or_default();
+            out.extend(detected(
+                tx.hash,
+                Position::Trace(path),
+                frame.from,
+                to,
+                native_symbol,
+                value,
+                native_decimals,
+            ));
+        }
+    }
+    out
+}
+
+/// Value-carrying internal calls of a successful transaction, with their path
+/// in the call tree. A frame that reverted undoes its whole subtree.
+fn internal_transfers(root: &CallFrame) -> Vec<(String, &CallFrame)> {
+    fn walk<'a>(frame: &'a CallFrame, path: String, out: &mut Vec<(String, &'a CallFrame)>) {
+        for (i, call) in frame.calls.iter().enumerate() {
+            if call.error.is_some() || call.revert_reason.is_some() {
+                continue;
+            }
+            let path = if path.is_empty() {
+                i.to_string()
+            } else {
+                format!("{path}.{i}")
+            };
+            let moves_value = matches!(
+                call.typ.as_str(),
+                "CALL" | "SELFDESTRUCT" | "CREATE" | "CREATE2"
+            );
+            if moves_value && call.value.is_some_and(|v| !v.is_zero()) {
+                out.push((path.clone(), call));
+            }
+            walk(call, path, out);
+        }
+    }
+    let mut out = Vec::new();
+    if root.error.is_none() {
+        walk(root, String::new(), &mut out);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

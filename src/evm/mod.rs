@@ -1,0 +1,10 @@
+//! EVM chains: the RPC edge, pure decoding, and the watcher that scans blocks
+//! into the store.
+
+pub mod decode;
+mod heads;
+mod reorg;
+pub mod rpc;
+mod watcher;
+
+pub use watcher::{BackfillReport, EvmWatcher, Tick, WatchError};

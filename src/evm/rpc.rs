@@ -1,0 +1,468 @@
+//! The EVM JSON-RPC edge: alloy's client with its fallback layer over every
+//! configured URL and its retry layer on top, plus the batched and adaptive
+//! calls the watcher needs. Names that mirror the RPC stay in this file.
+//!
+//! Blocks, receipts and transactions are read into small projections of the
+//! fields the indexer uses rather than alloy's full envelopes: OP-stack and
+//! Polygon blocks carry transaction types that Ethereum's envelope refuses,
+//! and the projection decodes faster.
+
+use std::{
+    collections::{HashMap, HashSet},
+    num::NonZeroUsize,
+    sync::atomic::{AtomicU64, Ordering},
+    time::Duration,
+};
+
+use alloy::{
+    primitives::{Address, B256, U64, U256},
+    rpc::{
+        client::{ClientBuilder, RpcClient},
+        types::{
+            BlockNumberOrTag, Filter, Log,
+            trace::geth::{GethDebugBuiltInTracerType, GethDebugTracingOptions, TraceResult},
+        },
+    },
+    transports::{
+        RpcError, TransportError, TransportErrorKind,
+        http::{Http, reqwest},
+        layers::{FallbackLayer, RateLimitRetryPolicy, RetryBackoffLayer, RetryPolicy},
+    },
+};
+use futures::{StreamExt, TryStreamExt, stream};
+use serde::Deserialize;
+
+use crate::{
+    chain::Chain,
+    redact::{RpcUrl, redact_urls},
+};
+
+/// Every method the indexer calls. The fallback layer sends each of them to
+/// one URL at a time, in order of health, instead of racing all URLs.
+const METHODS: [&str; 7] = [
+    "eth_chainId",
+    "eth_blockNumber",
+    "eth_getBlockByNumber",
+    "eth_getLogs",
+    "eth_getTransactionReceipt",
+    "eth_getTransactionByHash",
+    "debug_traceBlockByNumber",
+];
+
+#[derive(Debug, thiserror::Error)]
+#[error("rpc {method} failed on {chain}: {message}")]
+pub struct RpcFailure {
+    pub chain: Chain,
+    pub method: &'static str,
+    /// The transport's message with every URL reduced to its host.
+    pub message: String,
+    pub retryable: bool,
+    pub range_too_large: bool,
+}
+
+/// A block with the fields the indexer reads.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RpcBlock {
+    pub number: U64,
+    pub hash: B256,
+    pub parent_hash: B256,
+    pub timestamp: U64,
+    #[serde(default)]
+    pub transactions: Vec<RpcTransaction>,
+}
+
+/// A block header projection, for hashes only.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RpcHeader {
+    pub number: U64,
+    pub hash: B256,
+    pub parent_hash: B256,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RpcTransaction {
+    pub hash: B256,
+    pub from: Address,
+    #[serde(default)]
+    pub to: Option<Address>,
+    #[serde(default)]
+    pub value: U256,
+    #[serde(default)]
+    pub block_number: Option<U64>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RpcReceipt {
+    pub transaction_hash: B256,
+    /// Absent before Byzantium, where a receipt carried a state root instead.
+    #[serde(default)]
+    pub status: Option<U64>,
+}
+
+impl RpcReceipt {
+    pub fn succeeded(&self) -> bool {
+        self.status.is_none_or(|s| s == U64::from(1))
+    }
+}
+
+/// Where a transaction stands now, for deposits whose block was reorged away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxStatus {
+    /// The node does not know it: dropped.
+    Unknown,
+    /// In the mempool.
+    Pending,
+    Mined(u64),
+}
+
+pub struct EvmRpc {
+    chain: Chain,
+    client: RpcClient,
+    /// The `eth_getLogs` range providers currently accept; halved on refusal.
+    log_range: AtomicU64,
+    batch_size: usize,
+    concurrency: usize,
+}
+
+impl EvmRpc {
+    pub fn new(
+        chain: Chain,
+        urls: &[RpcUrl],
+        max_block_range: u64,
+        batch_size: usize,
+        concurrency: usize,
+    ) -> Self {
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .connect_timeout(Duration::from_secs(5))
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .expect("a reqwest client with static settings builds");
+        let transports: Vec<_> = urls
+            .iter()
+            .map(|u| Http::with_client(http.clone(), u.expose().clone()))
+            .collect();
+        let count = NonZeroUsize::new(transports.len()).unwrap_or(NonZeroUsize::MIN);
+        let fallback = tower::ServiceBuilder::new()
+            .layer(
+                FallbackLayer::default()
+                    .with_active_transport_count(count)
+                    .with_sequential_methods(
+                        METHODS
+                            .iter()
+                            .map(|m| m.to_string())
+                            .collect::<HashSet<_>>(),
+                    ),
+            )
+            .service(transports);
+        let retry = RetryBackoffLayer::new_with_policy(3, 250, u64::MAX, TransientPolicy);
+        let client = ClientBuilder::default()
+            .layer(retry)
+            .transport(fallback, false);
+        Self {
+            chain,
+            client,
+            log_range: AtomicU64::new(max_block_range.max(1)),
+            batch_size,
+            concurrency,
+        }
+    }
+
+    /// A client for one URL alone, to check what that endpoint serves.
+    pub fn single(chain: Chain, url: &RpcUrl) -> Self {
+        Self::new(chain, std::slice::from_ref(url), 1, 1, 1)
+    }
+
+    fn failure(&self, method: &'static str, err: TransportError) -> RpcFailure {
+        RpcFailure {
+            chain: self.chain,
+            method,
+            message: redact_urls(&err.to_string()),
+            retryable: is_transient(&err) || matches!(err, RpcError::NullResp),
+            range_too_large: is_range_too_large(&err),
+        }
+    }
+
+    pub async fn chain_id(&self) -> Result<u64, RpcFailure> {
+        let id: U64 = self
+            .client
+            .request_noparams("eth_chainId")
+            .await
+            .map_err(|e| self.failure("eth_chainId", e))?;
+        Ok(id.to())
+    }
+
+    pub async fn head(&self) -> Result<u64, RpcFailure> {
+        let n: U64 = self
+            .client
+            .request_noparams("eth_blockNumber")
+            .await
+            .map_err(|e| self.failure("eth_blockNumber", e))?;
+        Ok(n.to())
+    }
+
+    /// The number of the block the node reports under `tag` (e.g. `finalized`).
+    pub async fn tagged(&self, tag: BlockNumberOrTag) -> Result<Option<u64>, RpcFailure> {
+        let header: Option<RpcHeader> = self
+            .client
+            .request("eth_getBlockByNumber", (tag, false))
+            .await
+            .map_err(|e| self.failure("eth_getBlockByNumber", e))?;
+        Ok(header.map(|h| h.number.to()))
+    }
+
+    /// Full blocks `from..=to`, in order, fetched in concurrent JSON-RPC batches.
+    pub async fn blocks(&self, from: u64, to: u64) -> Result<Vec<RpcBlock>, RpcFailure> {
+        self.batched_by_number(from, to, true).await
+    }
+
+    /// Headers `from..=to`, in order.
+    pub async fn headers(&self, numbers: &[u64]) -> Result<Vec<RpcHeader>, RpcFailure> {
+        let batches: Vec<_> = numbers
+            .chunks(self.batch_size)
+            .map(|chunk| self.batch_by_number::<RpcHeader>(chunk, false))
+            .collect();
+        let results: Vec<Vec<RpcHeader>> = stream::iter(batches)
+            .buffered(self.concurrency)
+            .try_collect()
+            .await?;
+        Ok(results.into_iter().flatten().collect())
+    }
+
+    async fn batched_by_number(
+        &self,
+        from: u64,
+        to: u64,
+        full: bool,
+    ) -> Result<Vec<RpcBlock>, RpcFailure> {
+        let numbers: Vec<u64> = (from..=to).collect();
+        let batches: Vec<_> = numbers
+            .chunks(self.batch_size)
+            .map(|chunk| self.batch_by_number::<RpcBlock>(chunk, full))
+            .collect();
+        let results: Vec<Vec<RpcBlock>> = stream::iter(batches)
+            .buffered(self.concurrency)
+            .try_collect()
+            .await?;
+        Ok(results.into_iter().flatten().collect())
+    }
+
+    async fn batch_by_number<
+        T: serde::de::DeserializeOwned + Send + Sync + Unpin + std::fmt::Debug + 'static,
+    >(
+        &self,
+        numbers: &[u64],
+        full: bool,
+    ) -> Result<Vec<T>, RpcFailure> {
+        const METHOD: &str = "eth_getBlockByNumber";
+        let mut batch = self.client.new_batch();
+        let mut waiters = Vec::with_capacity(numbers.len());
+        for n in numbers {
+            let params = (BlockNumberOrTag::Number(*n), full);
+            waiters.push(
+                batch
+                    .add_call::<_, Option<T>>(METHOD, &params)
+                    .map_err(|e| self.failure(METHOD, e))?,
+            );
+        }
+        batch.send().await.map_err(|e| self.failure(METHOD, e))?;
+        let mut out = Vec::with_capacity(waiters.len());
+        for (waiter, n) in waiters.into_iter().zip(numbers) {
+            match waiter.await.map_err(|e| self.failure(METHOD, e))? {
+                Some(block) => out.push(block),
+                // The node does not have the block (yet, or any more): retry later.
+                None => {
+                    return Err(RpcFailure {
+                        chain: self.chain,
+                        method: METHOD,
+                        message: format!("block {n} is not available"),
+                        retryable: true,
+                        range_too_large: false,
+                    });
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// `Transfer` logs of the given contracts in `from..=to`. A range the
+    /// provider refuses as too large is split in halves, and the smaller
+    /// range is kept for later calls.
+    pub async fn logs(
+        &self,
+        from: u64,
+        to: u64,
+        contracts: &[Address],
+        topic0: B256,
+    ) -> Result<Vec<Log>, RpcFailure> {
+        let mut out = Vec::new();
+        let mut start = from;
+        while start <= to {
+            let range = self.log_range.load(Ordering::Relaxed).max(1);
+            let end = to.min(start.saturating_add(range - 1));
+            let filter = Filter::new()
+                .from_block(start)
+                .to_block(end)
+                .address(contracts.to_vec())
+                .event_signature(topic0);
+            match self
+                .client
+                .request::<_, Vec<Log>>("eth_getLogs", (filter,))
+                .await
+            {
+                Ok(logs) => {
+                    out.extend(logs);
+                    start = end + 1;
+                }
+                Err(err) => {
+                    let failure = self.failure("eth_getLogs", err);
+                    if !failure.range_too_large || end == start {
+                        return Err(failure);
+                    }
+                    let width = end - start + 1;
+                    let smaller = (width / 2).max(1);
+                    tracing::warn!(chain = %self.chain, from = start, to = end, new_range = smaller, "provider refused the log range; narrowing it");
+                    self.log_range.store(smaller, Ordering::Relaxed);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Receipts of the given transactions, batched.
+    pub async fn receipts(&self, hashes: &[B256]) -> Result<Vec<RpcReceipt>, RpcFailure> {
+        const METHOD: &str = "eth_getTransactionReceipt";
+        let mut out = Vec::with_capacity(hashes.len());
+        for chunk in hashes.chunks(self.batch_size) {
+            let mut batch = self.client.new_batch();
+            let mut waiters = Vec::with_capacity(chunk.len());
+            for hash in chunk {
+                waiters.push(
+                    batch
+                        .add_call::<_, Option<RpcReceipt>>(METHOD, &(hash,))
+                        .map_err(|e| self.failure(METHOD, e))?,
+                );
+            }
+            batch.send().await.map_err(|e| self.failure(METHOD, e))?;
+            for (waiter, hash) in waiters.into_iter().zip(chunk) {
+                let receipt = waiter
+                    .await
+                    .map_err(|e| self.failure(METHOD, e))?
+                    .ok_or_else(|| RpcFailure {
+                        chain: self.chain,
+                        method: METHOD,
+                        message: format!("no receipt for mined transaction {hash}"),
+                        retryable: true,
+                        range_too_large: false,
+                    })?;
+                out.push(receipt);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Where each transaction stands now.
+    pub async fn transaction_status(
+        &self,
+        hashes: &[B256],
+    ) -> Result<HashMap<B256, TxStatus>, RpcFailure> {
+        const METHOD: &str = "eth_getTransactionByHash";
+        let mut out = HashMap::with_capacity(hashes.len());
+        for chunk in hashes.chunks(self.batch_size) {
+            let mut batch = self.client.new_batch();
+            let mut waiters = Vec::with_capacity(chunk.len());
+            for hash in chunk {
+                waiters.push(
+                    batch
+                        .add_call::<_, Option<RpcTransaction>>(METHOD, &(hash,))
+                        .map_err(|e| self.failure(METHOD, e))?,
+                );
+            }
+            batch.send().await.map_err(|e| self.failure(METHOD, e))?;
+            for (waiter, hash) in waiters.into_iter().zip(chunk) {
+                let status = match waiter.await.map_err(|e| self.failure(METHOD, e))? {
+                    None => TxStatus::Unknown,
+                    Some(tx) => tx
+                        .block_number
+                        .map_or(TxStatus::Pending, |n| TxStatus::Mined(n.to())),
+                };
+                out.insert(*hash, status);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Call traces of every transaction in a block (`callTracer`).
+    pub async fn traces(&self, number: u64) -> Result<Vec<TraceResult>, RpcFailure> {
+        const METHOD: &str = "debug_traceBlockByNumber";
+        let options = GethDebugTracingOptions::default()
+            .with_tracer(GethDebugBuiltInTracerType::CallTracer.into());
+        self.client
+            .request(METHOD, (BlockNumberOrTag::Number(number), options))
+            .await
+            .map_err(|e| self.failure(METHOD, e))
+    }
+}
+
+/// Retries what a later attempt can fix: rate limits, 5xx, timeouts and
+/// refused connections (the fallback layer has then tried every URL).
+#[derive(Debug, Clone, Copy)]
+struct TransientPolicy;
+
+impl RetryPolicy for TransientPolicy {
+    fn should_retry(&self, error: &TransportError) -> bool {
+        RateLimitRetryPolicy::default().should_retry(error) || is_transient(error)
+    }
+
+    fn backoff_hint(&self, error: &TransportError) -> Option<Duration> {
+        RateLimitRetryPolicy::default().backoff_hint(error)
+    }
+}
+
+fn is_transient(err: &TransportError) -> bool {
+    match err {
+        RpcError::Transport(kind) => match kind {
+            TransportErrorKind::HttpError(e) => {
+                e.status == 429 || e.status == 408 || e.status >= 500
+            }
+            TransportErrorKind::HttpErrorWithRetryAfter { .. } => true,
+            TransportErrorKind::Custom(_)
+            | TransportErrorKind::BackendGone
+            | TransportErrorKind::MissingBatchResponse(_) => true,
+            _ => false,
+        },
+        RpcError::ErrorResp(payload) => {
+            matches!(payload.code, 429 | -32005 | -32603) && !mentions_range(&payload.message)
+        }
+        _ => false,
+    }
+}
+
+fn mentions_range(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    [
+        "block range",
+        "range is too",
+        "range too",
+        "more than",
+        "too many",
+        "exceed",
+        "response size",
+        "limit",
+    ]
+    .iter()
+    .any(|needle| m.contains(needle))
+}
+
+/// Providers word "your `eth_getLogs` range is too large" in many ways.
+fn is_range_too_large(err: &TransportError) -> bool {
+    match err {
+        RpcError::ErrorResp(payload) => mentions_range(&payload.message),
+        RpcError::Transport(TransportErrorKind::HttpError(e)) => mentions_range(&e.body),
+        _ => false,
+    }
+}

@@ -1,0 +1,503 @@
+//! The EVM watcher: scans block ranges into the store, moves deposits to
+//! `CONFIRMED` under the chain's policy, and follows the head.
+
+use std::{collections::HashMap, sync::Arc, time::Duration};
+
+use alloy::{
+    primitives::{Address, B256},
+    rpc::types::{BlockNumberOrTag, Log},
+};
+use backon::{BackoffBuilder, ExponentialBuilder, Retryable};
+use futures::{StreamExt, TryStreamExt, stream};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use super::{
+    decode::{self, BlockInput, EvmAssets, EvmWatchSet},
+    rpc::{EvmRpc, RpcBlock, RpcFailure},
+};
+use crate::{
+    config::{ChainConfig, Confirmation},
+    deposit::Detected,
+    store::{BlockRef, CursorMove, ScanCommit, Store, StoreError},
+    watch::WatchSet,
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum WatchError {
+    #[error(transparent)]
+    Rpc(#[from] RpcFailure),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(
+        "{chain}: rpc {url} answers chain id {actual}, expected {expected}; refusing to index it"
+    )]
+    WrongChain {
+        chain: crate::chain::Chain,
+        url: String,
+        expected: u64,
+        actual: u64,
+    },
+    #[error("{chain}: no rpc url answered eth_chainId")]
+    Unreachable { chain: crate::chain::Chain },
+    #[error("{chain}: blocks changed while they were read ({detail}); scanning again")]
+    Inconsistent {
+        chain: crate::chain::Chain,
+        detail: String,
+    },
+    #[error(
+        "{chain}: reorg deeper than the {window} stored block hashes below block {below}; indexing stopped"
+    )]
+    ReorgTooDeep {
+        chain: crate::chain::Chain,
+        window: u64,
+        below: u64,
+    },
+    #[error(
+        "{chain}: backfill --to {to} is above the confirmed height {confirmed}; newer blocks are indexed by `run`"
+    )]
+    AboveConfirmed {
+        chain: crate::chain::Chain,
+        to: u64,
+        confirmed: u64,
+    },
+    #[error("{chain}: backfill range {from}..={to} is empty")]
+    EmptyRange {
+        chain: crate::chain::Chain,
+        from: u64,
+        to: u64,
+    },
+}
+
+impl WatchError {
+    /// Whether a later attempt can succeed without an operator.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            WatchError::Rpc(e) => e.retryable,
+            WatchError::Store(StoreError::Conflict(_) | StoreError::Query(_)) => true,
+            WatchError::Unreachable { .. } | WatchError::Inconsistent { .. } => true,
+            _ => false,
+        }
+    }
+}
+
+/// What one step of the live watcher did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Tick {
+    /// Indexed `from..=to`; `caught_up` when `to` is the head.
+    Scanned {
+        from: u64,
+        to: u64,
+        deposits: usize,
+        caught_up: bool,
+    },
+    /// Nothing new since the last step.
+    Idle,
+    /// A reorg was undone down to the common ancestor.
+    Reorged { common_ancestor: u64 },
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BackfillReport {
+    pub from: u64,
+    pub to: u64,
+    pub blocks: u64,
+    /// Deposits found in the range, new or already known.
+    pub deposits_found: usize,
+    /// Deposits this backfill created or changed.
+    pub deposits_changed: usize,
+}
+
+/// A scanned range before it is committed.
+struct Scanned {
+    blocks: Vec<BlockRef>,
+    deposits: Vec<Detected>,
+}
+
+pub struct EvmWatcher {
+    config: ChainConfig,
+    rpc: EvmRpc,
+    store: Store,
+    assets: EvmAssets,
+    contracts: Vec<Address>,
+    watch: EvmWatchSet,
+    watch_version: Option<i64>,
+}
+
+impl EvmWatcher {
+    /// Checks every RPC URL's chain id, then loads the watched addresses. A
+    /// URL answering another chain's id is refused outright; one that does
+    /// not answer stays as a fallback, but at least one must answer.
+    pub async fn connect(config: ChainConfig, store: Store) -> Result<Self, WatchError> {
+        let chain = config.chain;
+        let expected = config.chain_id.unwrap_or_default();
+        let mut verified = 0;
+        for url in &config.rpc_urls {
+            match EvmRpc::single(chain, url).chain_id().await {
+                Ok(actual) if actual == expected => verified += 1,
+                Ok(actual) => {
+                    return Err(WatchError::WrongChain {
+                        chain,
+                        url: url.to_string(),
+                        expected,
+                        actual,
+                    });
+                }
+                Err(error) => {
+                    warn!(%chain, %url, %error, "rpc url did not answer eth_chainId; kept as a fallback")
+                }
+            }
+        }
+        if verified == 0 {
+            return Err(WatchError::Unreachable { chain });
+        }
+        let rpc = EvmRpc::new(
+            chain,
+            &config.rpc_urls,
+            config.max_block_range,
+            config.batch_size,
+            config.concurrency,
+        );
+        let assets = EvmAssets::from_config(&config);
+        let contracts = assets.contracts();
+        let mut watcher = Self {
+            config,
+            rpc,
+            store,
+            assets,
+            contracts,
+            watch: WatchSet::default(),
+            watch_version: None,
+        };
+        watcher.refresh_watch().await?;
+        Ok(watcher)
+    }
+
+    pub fn config(&self) -> &ChainConfig {
+        &self.config
+    }
+
+    pub(super) fn rpc(&self) -> &EvmRpc {
+        &self.rpc
+    }
+
+    pub(super) fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Reloads the watched addresses when accounts changed, so an account
+    /// added while `run` runs is watched from the next step on.
+    async fn refresh_watch(&mut self) -> Result<(), WatchError> {
+        let version = self.store.accounts_version().await?;
+        if self.watch_version == Some(version) {
+            return Ok(());
+        }
+        let pairs = self.store.watched_addresses(self.config.chain).await?;
+        self.watch = WatchSet::build(pairs, |a| a.parse().ok());
+        self.watch_version = Some(version);
+        info!(chain = %self.config.chain, addresses = self.watch.len(), "watching addresses");
+        Ok(())
+    }
+
+    /// The highest block whose deposits satisfy the confirmation policy.
+    async fn confirmed_height(&self, head: u64) -> Result<Option<u64>, WatchError> {
+        Ok(match self.config.confirmation {
+            Confirmation::Depth(depth) => head.checked_sub(depth),
+            Confirmation::Finalized => self.rpc.tagged(BlockNumberOrTag::Finalized).await?,
+        })
+    }
+
+    /// Fetches and decodes `from..=to` without writing anything.
+    async fn scan(&self, from: u64, to: u64) -> Result<Scanned, WatchError> {
+        let chain = self.config.chain;
+        let topic = decode::transfer_topic();
+        let logs = async {
+            if self.contracts.is_empty() {
+                Ok(Vec::new())
+            } else {
+                self.rpc.logs(from, to, &self.contracts, topic).await
+            }
+        };
+        let (blocks, logs) = tokio::try_join!(self.rpc.blocks(from, to), logs)?;
+        check_linked(&blocks).map_err(|detail| WatchError::Inconsistent { chain, detail })?;
+
+        let mut logs_by_block: HashMap<u64, Vec<Log>> = HashMap::new();
+        for log in logs {
+            let number = log.block_number.unwrap_or_default();
+            let index = number.checked_sub(from).map(|i| i as usize);
+            let expected = index.and_then(|i| blocks.get(i)).map(|b| b.hash);
+            if log.block_hash.is_none() || log.block_hash != expected {
+                let detail = format!("log of block {number} does not match the block's hash");
+                return Err(WatchError::Inconsistent { chain, detail });
+            }
+            logs_by_block.entry(number).or_default().push(log);
+        }
+
+        let candidates: Vec<B256> = blocks
+            .iter()
+            .flat_map(|b| decode::native_candidates(b, &self.watch))
+            .collect();
+        let receipts = if candidates.is_empty() {
+            Vec::new()
+        } else {
+            self.rpc.receipts(&candidates).await?
+        };
+        let traces = if self.config.traces {
+            let calls: Vec<_> = blocks
+                .iter()
+                .map(|b| self.rpc.traces(b.number.to()))
+                .collect();
+            stream::iter(calls)
+                .buffered(self.config.concurrency)
+                .try_collect::<Vec<_>>()
+                .await?
+        } else {
+            Vec::new()
+        };
+
+        let mut deposits = Vec::new();
+        for (i, block) in blocks.iter().enumerate() {
+            let input = BlockInput {
+                block,
+                receipts: &receipts,
+                logs: logs_by_block
+                    .get(&block.number.to())
+                    .map(Vec::as_slice)
+                    .unwrap_or_default(),
+                traces: traces.get(i).map(Vec::as_slice),
+            };
+            deposits.extend(decode::deposits_in_block(
+                chain,
+                &input,
+                &self.watch,
+                &self.assets,
+            ));
+        }
+        let blocks = blocks
+            .iter()
+            .map(|b| BlockRef {
+                number: b.number.to(),
+                hash: b.hash.to_string(),
+                parent_hash: b.parent_hash.to_string(),
+            })
+            .collect();
+        Ok(Scanned { blocks, deposits })
+    }
+
+    /// One step of live indexing: detect a reorg, or scan the next range up to
+    /// the head and commit it with the cursor; then confirm what the policy
+    /// allows and settle deposits whose blocks were reorged away.
+    pub async fn tick(&mut self) -> Result<Tick, WatchError> {
+        let chain = self.config.chain;
+        self.refresh_watch().await?;
+        let head = self.rpc.head().await?;
+        metrics::gauge!("custody_indexer_head_block", "chain" => chain.as_str()).set(head as f64);
+        let confirmed = self.confirmed_height(head).await?;
+        let state = self.store.chain_state(chain).await?;
+        let (next, expected) = match &state {
+            Some(state) => (state.next_block, Some(state.next_block)),
+            None => (self.config.start_block.unwrap_or(head), None),
+        };
+
+        if next > head {
+            if let Some(ancestor) = self.check_tip(next, head).await? {
+                return Ok(Tick::Reorged {
+                    common_ancestor: ancestor,
+                });
+            }
+            if let Some(through) = confirmed.map(|c| c.min(next - 1)) {
+                self.store.confirm_through(chain, through).await?;
+            }
+            self.settle_orphans(next - 1).await?;
+            return Ok(Tick::Idle);
+        }
+
+        let to = head.min(next.saturating_add(self.config.max_block_range - 1));
+        let scanned = self.scan(next, to).await?;
+        if let Some(expected_next) = expected
+            && let Some(ancestor) = self.check_parent(expected_next, &scanned.blocks[0]).await?
+        {
+            return Ok(Tick::Reorged {
+                common_ancestor: ancestor,
+            });
+        }
+        let found = scanned.deposits.len();
+        let commit = ScanCommit {
+            chain,
+            from: next,
+            to,
+            head,
+            blocks: scanned.blocks,
+            deposits: scanned.deposits,
+            confirmed_through: confirmed.map(|c| c.min(to)),
+            cursor: CursorMove::Live { expected },
+            keep_blocks: self.config.reorg_window,
+        };
+        let changed = self.store.commit_scan(&commit).await?;
+        metrics::gauge!("custody_indexer_indexed_block", "chain" => chain.as_str()).set(to as f64);
+        if found > 0 || !changed.is_empty() {
+            info!(%chain, from = next, to, found, changed = changed.len(), "scanned range");
+        } else {
+            debug!(%chain, from = next, to, "scanned range");
+        }
+        self.settle_orphans(to).await?;
+        Ok(Tick::Scanned {
+            from: next,
+            to,
+            deposits: found,
+            caught_up: to == head,
+        })
+    }
+
+    /// Follows the chain until `shutdown`: steps immediately while behind,
+    /// waits for the poll interval (or a `newHeads` notification) when caught
+    /// up, and backs off exponentially on transient errors. Returns an error
+    /// only for what needs an operator.
+    pub async fn run(mut self, shutdown: CancellationToken) -> Result<(), WatchError> {
+        let chain = self.config.chain;
+        let heads = Arc::new(Notify::new());
+        if let Some(url) = self.config.ws_url.clone() {
+            tokio::spawn(super::heads::follow_heads(
+                chain,
+                url,
+                heads.clone(),
+                shutdown.clone(),
+            ));
+        }
+        let backoff = || {
+            ExponentialBuilder::default()
+                .with_min_delay(Duration::from_millis(500))
+                .with_max_delay(Duration::from_secs(60))
+                .without_max_times()
+                .with_jitter()
+                .build()
+        };
+        let mut delays = backoff();
+        info!(%chain, "watcher started");
+        loop {
+            let step = tokio::select! {
+                _ = shutdown.cancelled() => break,
+                step = self.tick() => step,
+            };
+            let wait = match step {
+                Ok(
+                    Tick::Scanned {
+                        caught_up: false, ..
+                    }
+                    | Tick::Reorged { .. },
+                ) => {
+                    delays = backoff();
+                    continue;
+                }
+                Ok(_) => {
+                    delays = backoff();
+                    self.config.poll_interval
+                }
+                Err(error) if error.is_retryable() => {
+                    metrics::counter!("custody_indexer_watch_errors_total", "chain" => chain.as_str()).increment(1);
+                    let delay = delays.next().unwrap_or(Duration::from_secs(60));
+                    warn!(%chain, %error, retry_in_ms = delay.as_millis() as u64, "step failed; retrying");
+                    delay
+                }
+                Err(error) => return Err(error),
+            };
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = tokio::time::sleep(wait) => {}
+                _ = heads.notified() => {}
+            }
+        }
+        info!(%chain, "watcher stopped");
+        Ok(())
+    }
+
+    /// Scans `from..=to` (default: the confirmed height) into the store without
+    /// touching the live cursor. Idempotent: deposits are upserted on their
+    /// natural key, so a repeated or overlapping backfill, or one beside a
+    /// running `run`, adds nothing twice. Only confirmed blocks are accepted:
+    /// reorgs above them are the live watcher's business.
+    pub async fn backfill(
+        &mut self,
+        from: u64,
+        to: Option<u64>,
+        progress: &(dyn Fn(u64, usize) + Sync),
+    ) -> Result<BackfillReport, WatchError> {
+        let chain = self.config.chain;
+        self.refresh_watch().await?;
+        let head = self.rpc.head().await?;
+        let confirmed = self.confirmed_height(head).await?.unwrap_or(0);
+        let to = to.unwrap_or(confirmed);
+        if to > confirmed {
+            return Err(WatchError::AboveConfirmed {
+                chain,
+                to,
+                confirmed,
+            });
+        }
+        if from > to {
+            return Err(WatchError::EmptyRange { chain, from, to });
+        }
+        let step = self.config.max_block_range;
+        let ranges: Vec<(u64, u64)> = (from..=to)
+            .step_by(step as usize)
+            .map(|start| (start, to.min(start + step - 1)))
+            .collect();
+        let retry = ExponentialBuilder::default()
+            .with_min_delay(Duration::from_millis(200))
+            .with_max_times(8)
+            .with_jitter();
+        let this = &*self;
+        let scans: Vec<_> = ranges
+            .into_iter()
+            .map(|(start, end)| {
+                let scan =
+                    move || async move { this.scan(start, end).await.map(|s| (start, end, s)) };
+                scan.retry(retry).when(WatchError::is_retryable)
+            })
+            .collect();
+        let mut scans = stream::iter(scans).buffered(2);
+        let mut report = BackfillReport {
+            from,
+            to,
+            ..Default::default()
+        };
+        while let Some((start, end, scanned)) = scans.try_next().await? {
+            let commit = ScanCommit {
+                chain,
+                from: start,
+                to: end,
+                head,
+                blocks: Vec::new(),
+                deposits: scanned.deposits,
+                confirmed_through: Some(confirmed),
+                cursor: CursorMove::Backfill,
+                keep_blocks: 0,
+            };
+            let changed = (|| this.store.commit_scan(&commit))
+                .retry(retry)
+                .when(|e| matches!(e, StoreError::Query(_)))
+                .await?;
+            report.blocks += end - start + 1;
+            report.deposits_found += commit.deposits.len();
+            report.deposits_changed += changed.len();
+            progress(report.blocks, report.deposits_found);
+        }
+        info!(%chain, from, to, found = report.deposits_found, changed = report.deposits_changed, "backfill done");
+        Ok(report)
+    }
+}
+
+/// Consecutive blocks must link by parent hash; a break means the node
+/// switched forks between two reads.
+fn check_linked(blocks: &[RpcBlock]) -> Result<(), String> {
+    for pair in blocks.windows(2) {
+        if pair[1].parent_hash != pair[0].hash {
+            return Err(format!(
+                "block {} does not extend block {}",
+                pair[1].number, pair[0].number
+            ));
+        }
+    }
+    Ok(())
+}

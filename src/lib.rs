@@ -1,0 +1,15 @@
+//! custody-indexer: watches EVM chains and Solana for deposits to custody
+//! accounts and records each exactly once, `PENDING` → `CONFIRMED` (or
+//! `FAILED` when a reorg drops it), in a SQLite or PostgreSQL store.
+
+pub mod account;
+pub mod address;
+pub mod amount;
+pub mod chain;
+pub mod cli;
+pub mod config;
+pub mod deposit;
+pub mod evm;
+pub mod redact;
+pub mod store;
+pub mod watch;

@@ -1,0 +1,198 @@
+//! Accounts and the addresses the watchers follow.
+
+use std::collections::BTreeMap;
+
+use sqlx::Row;
+
+use super::{Store, StoreError, now_micros, parse_column};
+use crate::{
+    account::{Account, AccountAddress, AccountStatus, AccountType},
+    address,
+    chain::Chain,
+};
+
+/// An account to register, with addresses not yet normalised.
+#[derive(Debug, Clone)]
+pub struct NewAccount {
+    pub id: String,
+    pub organization: String,
+    pub identity_id: String,
+    pub kind: AccountType,
+    pub status: AccountStatus,
+    pub addresses: Vec<AccountAddress>,
+}
+
+impl Store {
+    /// Registers an account and its addresses in one transaction. Each address
+    /// must be valid for the family of every chain it is listed on, and an
+    /// address is watched for one account per chain.
+    pub async fn add_account(&self, new: NewAccount) -> Result<Account, StoreError> {
+        let id = new.id.clone();
+        self.add_accounts(std::slice::from_ref(&new)).await?;
+        self.account(&id).await
+    }
+
+    /// Registers many accounts in one transaction: all or none.
+    pub async fn add_accounts(&self, accounts: &[NewAccount]) -> Result<(), StoreError> {
+        let mut tx = self.begin().await?;
+        let created_at = now_micros();
+        for new in accounts {
+            let addresses = validate(new)?;
+            let organization = sqlx::query("SELECT id FROM organizations WHERE id = $1")
+                .bind(&new.organization)
+                .fetch_optional(&mut *tx)
+                .await?;
+            if organization.is_none() {
+                return Err(StoreError::NotFound(format!(
+                    "organization {}",
+                    new.organization
+                )));
+            }
+            let inserted = sqlx::query(
+                "INSERT INTO accounts (id, organization_id, identity_id, type, status, created_at)
+                 VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING",
+            )
+            .bind(&new.id)
+            .bind(&new.organization)
+            .bind(&new.identity_id)
+            .bind(new.kind.as_str())
+            .bind(new.status.as_str())
+            .bind(created_at)
+            .execute(&mut *tx)
+            .await?;
+            if inserted.rows_affected() == 0 {
+                return Err(StoreError::Conflict(format!(
+                    "account {} already exists",
+                    new.id
+                )));
+            }
+            for (chain, address) in &addresses {
+                let row = sqlx::query(
+                    "INSERT INTO account_addresses (chain, address, account_id) VALUES ($1, $2, $3)
+                     ON CONFLICT (chain, address) DO NOTHING",
+                )
+                .bind(chain.as_str())
+                .bind(address)
+                .bind(&new.id)
+                .execute(&mut *tx)
+                .await?;
+                if row.rows_affected() == 0 {
+                    return Err(StoreError::Conflict(format!(
+                        "address {address} is already watched on {chain}"
+                    )));
+                }
+            }
+        }
+        sqlx::query("UPDATE store_meta SET value = value + 1 WHERE key = 'accounts_version'")
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub async fn account(&self, id: &str) -> Result<Account, StoreError> {
+        let mut accounts = self.load_accounts(Some(id), None).await?;
+        accounts
+            .pop()
+            .ok_or_else(|| StoreError::NotFound(format!("account {id}")))
+    }
+
+    /// Accounts ordered by id, optionally of one organization.
+    pub async fn accounts(&self, organization: Option<&str>) -> Result<Vec<Account>, StoreError> {
+        self.load_accounts(None, organization).await
+    }
+
+    async fn load_accounts(
+        &self,
+        id: Option<&str>,
+        organization: Option<&str>,
+    ) -> Result<Vec<Account>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT a.id, a.organization_id, a.identity_id, a.type, a.status, d.chain, d.address
+             FROM accounts a LEFT JOIN account_addresses d ON d.account_id = a.id
+             WHERE ($1 IS NULL OR a.id = $1) AND ($2 IS NULL OR a.organization_id = $2)
+             ORDER BY a.id, d.address, d.chain",
+        )
+        .bind(id)
+        .bind(organization)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut accounts: BTreeMap<String, Account> = BTreeMap::new();
+        for row in rows {
+            let id: String = row.try_get("id")?;
+            let account = match accounts.entry(id.clone()) {
+                std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::btree_map::Entry::Vacant(e) => e.insert(Account {
+                    id,
+                    organization: row.try_get("organization_id")?,
+                    identity_id: row.try_get("identity_id")?,
+                    kind: parse_column(&row.try_get::<String, _>("type")?, "accounts.type")?,
+                    status: parse_column(&row.try_get::<String, _>("status")?, "accounts.status")?,
+                    addresses: Vec::new(),
+                }),
+            };
+            let (Some(chain), Some(address)) = (
+                row.try_get::<Option<String>, _>("chain")?,
+                row.try_get::<Option<String>, _>("address")?,
+            ) else {
+                continue;
+            };
+            let chain: Chain = parse_column(&chain, "account_addresses.chain")?;
+            match account.addresses.iter_mut().find(|a| a.address == address) {
+                Some(entry) => entry.chains.push(chain),
+                None => account.addresses.push(AccountAddress {
+                    chains: vec![chain],
+                    address,
+                }),
+            }
+        }
+        Ok(accounts.into_values().collect())
+    }
+
+    /// Every watched address on a chain with its account: `(address, account_id)`.
+    pub async fn watched_addresses(
+        &self,
+        chain: Chain,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        let rows =
+            sqlx::query("SELECT address, account_id FROM account_addresses WHERE chain = $1")
+                .bind(chain.as_str())
+                .fetch_all(&self.pool)
+                .await?;
+        rows.into_iter()
+            .map(|r| Ok((r.try_get("address")?, r.try_get("account_id")?)))
+            .collect()
+    }
+
+    /// Grows with every change to accounts or addresses, so watchers reload
+    /// their address sets only when something changed.
+    pub async fn accounts_version(&self) -> Result<i64, StoreError> {
+        let row = sqlx::query("SELECT value FROM store_meta WHERE key = 'accounts_version'")
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(row.try_get("value")?)
+    }
+}
+
+/// The account's `(chain, canonical address)` pairs, or why it is refused.
+fn validate(new: &NewAccount) -> Result<Vec<(Chain, String)>, StoreError> {
+    if new.id.trim().is_empty() || new.identity_id.trim().is_empty() {
+        return Err(StoreError::Invalid(
+            "account id and identity id must not be empty".into(),
+        ));
+    }
+    if new.addresses.is_empty() || new.addresses.iter().any(|a| a.chains.is_empty()) {
+        return Err(StoreError::Invalid(
+            "an account needs at least one address with at least one chain".into(),
+        ));
+    }
+    let mut addresses = Vec::new();
+    for entry in &new.addresses {
+        for chain in &entry.chains {
+            let canonical = address::normalize(chain.family(), &entry.address)
+                .map_err(|e| StoreError::Invalid(format!("{e} on {chain}")))?;
+            addresses.push((*chain, canonical));
+        }
+    }
+    Ok(addresses)
+}

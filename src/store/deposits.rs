@@ -1,0 +1,338 @@
+//! Deposits and the scans that produce them.
+
+use chrono::DateTime;
+use sqlx::{Row, any::AnyRow};
+
+use super::{Store, StoreError, now_micros, parse_column, to_i64};
+use crate::{
+    amount::Amount,
+    chain::Chain,
+    deposit::{Deposit, DepositStatus, Detected, SourceType},
+};
+
+/// A block as the watcher saw it, kept to detect reorgs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockRef {
+    pub number: u64,
+    pub hash: String,
+    pub parent_hash: String,
+}
+
+/// How a scan moves the live cursor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CursorMove {
+    /// Live indexing: the cursor must still be at `expected` (`None`: no
+    /// cursor yet) and moves past the scanned range. Another writer having
+    /// moved it first is a [`StoreError::Conflict`] and nothing is written.
+    Live { expected: Option<u64> },
+    /// Backfill: deposits only, the live cursor is left alone.
+    Backfill,
+}
+
+/// Everything one scanned block range produced, committed atomically.
+#[derive(Debug, Clone)]
+pub struct ScanCommit {
+    pub chain: Chain,
+    /// Inclusive block range.
+    pub from: u64,
+    pub to: u64,
+    /// The chain head when the range was scanned.
+    pub head: u64,
+    pub blocks: Vec<BlockRef>,
+    pub deposits: Vec<Detected>,
+    /// Deposits in blocks up to here satisfy the confirmation policy.
+    pub confirmed_through: Option<u64>,
+    pub cursor: CursorMove,
+    /// How many block hashes to keep below the range's end.
+    pub keep_blocks: u64,
+}
+
+/// A deposit whose block was reorged away, awaiting its transaction's fate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Orphan {
+    pub id: String,
+    pub tx_hash: String,
+    pub orphaned_at_block: u64,
+}
+
+const DEPOSIT_COLUMNS: &str = "id, dedup_key, chain, tx_hash, account_id, account_address, source_address, \
+     source_type, source_account_id, currency_symbol, amount_raw, decimals, status, created_at, confirmed_at";
+
+impl Store {
+    /// Commits a scanned range: upserts its deposits on their natural key,
+    /// records block hashes, confirms what the policy allows and moves the
+    /// cursor, all in one transaction. A crash before the commit leaves
+    /// nothing; a crash after it leaves everything, so a restart neither
+    /// misses nor duplicates a deposit.
+    ///
+    /// Returns the deposits whose status this commit set or changed.
+    pub async fn commit_scan(
+        &self,
+        scan: &ScanCommit,
+    ) -> Result<Vec<(String, DepositStatus)>, StoreError> {
+        let chain = scan.chain.as_str();
+        let now = now_micros();
+        let mut tx = self.begin().await?;
+
+        if let CursorMove::Live { expected } = scan.cursor {
+            let next = to_i64(scan.to + 1)?;
+            let moved = match expected {
+                Some(expected) => sqlx::query(
+                    "UPDATE chain_cursors SET next_block = $1, head = $2, updated_at = $3
+                     WHERE chain = $4 AND next_block = $5",
+                )
+                .bind(next)
+                .bind(to_i64(scan.head)?)
+                .bind(now)
+                .bind(chain)
+                .bind(to_i64(expected)?)
+                .execute(&mut *tx)
+                .await?,
+                None => sqlx::query(
+                    "INSERT INTO chain_cursors (chain, next_block, head, updated_at) VALUES ($1, $2, $3, $4)
+                     ON CONFLICT (chain) DO NOTHING",
+                )
+                .bind(chain)
+                .bind(next)
+                .bind(to_i64(scan.head)?)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?,
+            };
+            if moved.rows_affected() != 1 {
+                return Err(StoreError::Conflict(format!(
+                    "the {chain} cursor moved under this scan (another instance is indexing it)"
+                )));
+            }
+            for block in &scan.blocks {
+                sqlx::query(
+                    "INSERT INTO chain_blocks (chain, number, hash, parent_hash) VALUES ($1, $2, $3, $4)
+                     ON CONFLICT (chain, number) DO UPDATE SET hash = excluded.hash, parent_hash = excluded.parent_hash",
+                )
+                .bind(chain)
+                .bind(to_i64(block.number)?)
+                .bind(&block.hash)
+                .bind(&block.parent_hash)
+                .execute(&mut *tx)
+                .await?;
+            }
+            sqlx::query("DELETE FROM chain_blocks WHERE chain = $1 AND number < $2")
+                .bind(chain)
+                .bind(to_i64(scan.to.saturating_sub(scan.keep_blocks))?)
+                .execute(&mut *tx)
+                .await?;
+        }
+
+        let mut changed = Vec::new();
+        for deposit in &scan.deposits {
+            let confirmed = scan
+                .confirmed_through
+                .is_some_and(|c| deposit.block_number <= c);
+            let status = if confirmed {
+                DepositStatus::Confirmed
+            } else {
+                DepositStatus::Pending
+            };
+            // A re-seen deposit takes its (new) block; a CONFIRMED one is never
+            // rewritten, and a FAILED one whose transaction came back is revived
+            // rather than lost.
+            let row = sqlx::query(
+                "INSERT INTO deposits (id, dedup_key, chain, tx_hash, position, account_id, account_address,
+                    source_address, source_type, source_account_id, currency_symbol, amount_raw, decimals,
+                    status, block_number, block_hash, orphaned_at_block, created_at, confirmed_at, updated_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, NULL, $17, $18, $19)
+                 ON CONFLICT (chain, tx_hash, position) DO UPDATE SET
+                    block_number = excluded.block_number, block_hash = excluded.block_hash,
+                    created_at = excluded.created_at, orphaned_at_block = NULL,
+                    status = excluded.status, confirmed_at = excluded.confirmed_at, updated_at = excluded.updated_at
+                 WHERE deposits.status <> 'CONFIRMED'
+                   AND (deposits.block_hash <> excluded.block_hash OR deposits.status <> excluded.status
+                        OR deposits.orphaned_at_block IS NOT NULL)
+                 RETURNING id, status",
+            )
+            .bind(uuid::Uuid::new_v4().to_string())
+            .bind(uuid::Uuid::new_v4().to_string())
+            .bind(chain)
+            .bind(&deposit.tx_hash)
+            .bind(deposit.position.key())
+            .bind(&deposit.account_id)
+            .bind(&deposit.account_address)
+            .bind(&deposit.source_address)
+            .bind(if deposit.source_account_id.is_some() { SourceType::Account } else { SourceType::OnChain }.as_str())
+            .bind(deposit.source_account_id.as_deref())
+            .bind(&deposit.currency_symbol)
+            .bind(deposit.amount.raw().to_string())
+            .bind(i64::from(deposit.amount.decimals()))
+            .bind(status.as_str())
+            .bind(to_i64(deposit.block_number)?)
+            .bind(&deposit.block_hash)
+            .bind(to_i64(deposit.block_time)?.saturating_mul(1_000_000))
+            .bind(confirmed.then_some(now))
+            .bind(now)
+            .fetch_optional(&mut *tx)
+            .await?;
+            if let Some(row) = row {
+                changed.push(changed_row(&row)?);
+            }
+        }
+
+        if let Some(through) = scan.confirmed_through {
+            changed.extend(confirm_through(&mut tx, scan.chain, through, now).await?);
+        }
+        tx.commit().await?;
+        Ok(changed)
+    }
+
+    /// Deposits of an account, newest first.
+    pub async fn deposits_of_account(&self, account_id: &str) -> Result<Vec<Deposit>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {DEPOSIT_COLUMNS} FROM deposits WHERE account_id = $1 ORDER BY created_at DESC, id DESC"
+        ))
+        .bind(account_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(deposit_from_row).collect()
+    }
+
+    /// Every deposit on a chain, oldest block first (for audits and tests).
+    pub async fn deposits_on_chain(&self, chain: Chain) -> Result<Vec<Deposit>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {DEPOSIT_COLUMNS} FROM deposits WHERE chain = $1 ORDER BY block_number, tx_hash, position"
+        ))
+        .bind(chain.as_str())
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(deposit_from_row).collect()
+    }
+
+    pub async fn deposit(&self, id: &str) -> Result<Deposit, StoreError> {
+        let row = sqlx::query(&format!(
+            "SELECT {DEPOSIT_COLUMNS} FROM deposits WHERE id = $1"
+        ))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?
+        .ok_or_else(|| StoreError::NotFound(format!("deposit {id}")))?;
+        deposit_from_row(&row)
+    }
+
+    /// Deposits whose block was reorged away and which were not seen again.
+    pub async fn orphans(&self, chain: Chain) -> Result<Vec<Orphan>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, tx_hash, orphaned_at_block FROM deposits
+             WHERE chain = $1 AND status = 'PENDING' AND orphaned_at_block IS NOT NULL ORDER BY id",
+        )
+        .bind(chain.as_str())
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(Orphan {
+                    id: r.try_get("id")?,
+                    tx_hash: r.try_get("tx_hash")?,
+                    orphaned_at_block: r.try_get::<i64, _>("orphaned_at_block")? as u64,
+                })
+            })
+            .collect()
+    }
+
+    /// Marks orphaned deposits `FAILED`; one seen again in the meantime is
+    /// left alone. Returns the ids that failed.
+    pub async fn fail_orphans(&self, ids: &[String]) -> Result<Vec<String>, StoreError> {
+        let mut tx = self.begin().await?;
+        let now = now_micros();
+        let mut failed = Vec::new();
+        for id in ids {
+            let row = sqlx::query(
+                "UPDATE deposits SET status = 'FAILED', updated_at = $1
+                 WHERE id = $2 AND status = 'PENDING' AND orphaned_at_block IS NOT NULL RETURNING id",
+            )
+            .bind(now)
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?;
+            if row.is_some() {
+                failed.push(id.clone());
+            }
+        }
+        tx.commit().await?;
+        Ok(failed)
+    }
+
+    /// Confirms the pending deposits of blocks up to `through` outside a scan
+    /// (when the finalized block moves while no new block arrives).
+    pub async fn confirm_through(
+        &self,
+        chain: Chain,
+        through: u64,
+    ) -> Result<Vec<(String, DepositStatus)>, StoreError> {
+        let mut tx = self.begin().await?;
+        let changed = confirm_through(&mut tx, chain, through, now_micros()).await?;
+        tx.commit().await?;
+        Ok(changed)
+    }
+}
+
+async fn confirm_through(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    chain: Chain,
+    through: u64,
+    now: i64,
+) -> Result<Vec<(String, DepositStatus)>, StoreError> {
+    let rows = sqlx::query(
+        "UPDATE deposits SET status = 'CONFIRMED', confirmed_at = $1, updated_at = $1
+         WHERE chain = $2 AND status = 'PENDING' AND orphaned_at_block IS NULL AND block_number <= $3
+         RETURNING id, status",
+    )
+    .bind(now)
+    .bind(chain.as_str())
+    .bind(to_i64(through)?)
+    .fetch_all(&mut **tx)
+    .await?;
+    rows.iter().map(changed_row).collect()
+}
+
+fn changed_row(row: &AnyRow) -> Result<(String, DepositStatus), StoreError> {
+    Ok((
+        row.try_get("id")?,
+        parse_column(&row.try_get::<String, _>("status")?, "deposits.status")?,
+    ))
+}
+
+fn deposit_from_row(row: &AnyRow) -> Result<Deposit, StoreError> {
+    let raw: String = row.try_get("amount_raw")?;
+    let decimals: i64 = row.try_get("decimals")?;
+    let raw = alloy::primitives::U256::from_str_radix(&raw, 10)
+        .map_err(|_| StoreError::Corrupt(format!("deposits.amount_raw = {raw:?}")))?;
+    let decimals = u8::try_from(decimals)
+        .map_err(|_| StoreError::Corrupt(format!("deposits.decimals = {decimals}")))?;
+    let time = |micros: i64| {
+        DateTime::from_timestamp_micros(micros)
+            .ok_or_else(|| StoreError::Corrupt(format!("time {micros}")))
+    };
+    let source_type = match row.try_get::<String, _>("source_type")?.as_str() {
+        "ACCOUNT" => SourceType::Account,
+        "ON_CHAIN" => SourceType::OnChain,
+        other => {
+            return Err(StoreError::Corrupt(format!(
+                "deposits.source_type = {other:?}"
+            )));
+        }
+    };
+    Ok(Deposit {
+        id: row.try_get("id")?,
+        dedup_key: row.try_get("dedup_key")?,
+        account_id: row.try_get("account_id")?,
+        account_address: row.try_get("account_address")?,
+        source_address: row.try_get("source_address")?,
+        source_type,
+        source_account_id: row.try_get("source_account_id")?,
+        currency_symbol: row.try_get("currency_symbol")?,
+        amount: Amount::from_raw(raw, decimals).to_string(),
+        destination_chain: parse_column(&row.try_get::<String, _>("chain")?, "deposits.chain")?,
+        transaction_hash: row.try_get("tx_hash")?,
+        status: parse_column(&row.try_get::<String, _>("status")?, "deposits.status")?,
+        confirmed_at: time(row.try_get::<Option<i64>, _>("confirmed_at")?.unwrap_or(0))?,
+        created_at: time(row.try_get("created_at")?)?,
+    })
+}

@@ -1,0 +1,169 @@
+//! The deposit store: every SQL statement of the service lives here. One
+//! portable dialect runs on SQLite (the default, an embedded file) and on
+//! PostgreSQL (production, several instances) through sqlx's `Any` driver.
+
+mod accounts;
+mod chain_state;
+mod deposits;
+
+use std::{str::FromStr, time::Duration};
+
+use sqlx::{
+    AnyPool, Transaction,
+    any::{Any, AnyPoolOptions},
+};
+
+pub use accounts::NewAccount;
+pub use chain_state::{ChainState, Rewind, RewindOutcome};
+pub use deposits::{BlockRef, CursorMove, Orphan, ScanCommit};
+
+use crate::redact::redact_urls;
+
+/// The SQLite file a new user gets without configuring anything.
+pub const DEFAULT_DATABASE_URL: &str = "sqlite://custody-indexer.db";
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("cannot open the store at {url}")]
+    Connect {
+        url: String,
+        #[source]
+        source: sqlx::Error,
+    },
+    #[error("unsupported database url {0} (expected sqlite:// or postgres://)")]
+    UnsupportedUrl(String),
+    #[error("migrating the store failed")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("store query failed")]
+    Query(#[from] sqlx::Error),
+    #[error("{0} not found")]
+    NotFound(String),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("invalid input: {0}")]
+    Invalid(String),
+    #[error("stored row is corrupt: {0}")]
+    Corrupt(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+#[derive(Debug, Clone)]
+pub struct Store {
+    pool: AnyPool,
+    backend: Backend,
+}
+
+impl Store {
+    /// Opens the store (creating a SQLite file if needed) and applies pending
+    /// migrations.
+    pub async fn open(url: &str) -> Result<Self, StoreError> {
+        let store = Self::connect(url).await?;
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    /// Opens the store without migrating.
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        sqlx::any::install_default_drivers();
+        let (backend, url) = if url.starts_with("sqlite:") {
+            (Backend::Sqlite, sqlite_url(url))
+        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            (Backend::Postgres, url.to_string())
+        } else {
+            return Err(StoreError::UnsupportedUrl(redact_urls(url)));
+        };
+        let options = AnyPoolOptions::new()
+            .max_connections(if backend == Backend::Sqlite { 4 } else { 10 })
+            .acquire_timeout(Duration::from_secs(30))
+            .after_connect(move |conn, _| {
+                Box::pin(async move {
+                    if backend == Backend::Sqlite {
+                        // WAL lets `backfill` and `run` share the file; FULL sync keeps
+                        // a committed deposit through a power loss.
+                        sqlx::query("PRAGMA journal_mode = WAL")
+                            .execute(&mut *conn)
+                            .await?;
+                        sqlx::query("PRAGMA synchronous = FULL")
+                            .execute(&mut *conn)
+                            .await?;
+                        sqlx::query("PRAGMA busy_timeout = 30000")
+                            .execute(&mut *conn)
+                            .await?;
+                        sqlx::query("PRAGMA foreign_keys = ON")
+                            .execute(&mut *conn)
+                            .await?;
+                    }
+                    Ok(())
+                })
+            });
+        let pool = options
+            .connect(&url)
+            .await
+            .map_err(|source| StoreError::Connect {
+                url: redact_urls(&url),
+                source,
+            })?;
+        Ok(Self { pool, backend })
+    }
+
+    pub async fn migrate(&self) -> Result<(), StoreError> {
+        MIGRATOR.run(&self.pool).await?;
+        Ok(())
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// Checks that the store answers.
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    /// A write transaction. SQLite takes the write lock up front so two
+    /// processes never fail on a lock upgrade half-way through.
+    async fn begin(&self) -> Result<Transaction<'static, Any>, StoreError> {
+        Ok(match self.backend {
+            Backend::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await?,
+            Backend::Postgres => self.pool.begin().await?,
+        })
+    }
+}
+
+/// `sqlite://file.db` creates the file when missing (`mode=rwc`).
+fn sqlite_url(url: &str) -> String {
+    if url.contains("mode=") || url.contains(":memory:") {
+        url.to_string()
+    } else if url.contains('?') {
+        format!("{url}&mode=rwc")
+    } else {
+        format!("{url}?mode=rwc")
+    }
+}
+
+/// Microseconds since the epoch, the store's time unit.
+pub fn now_micros() -> i64 {
+    chrono::Utc::now().timestamp_micros()
+}
+
+fn parse_column<T: FromStr>(value: &str, column: &str) -> Result<T, StoreError> {
+    value
+        .parse()
+        .map_err(|_| StoreError::Corrupt(format!("{column} = {value:?}")))
+}
+
+fn to_i64(value: u64) -> Result<i64, StoreError> {
+    i64::try_from(value).map_err(|_| StoreError::Invalid(format!("{value} does not fit the store")))
+}

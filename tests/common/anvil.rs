@@ -1,0 +1,191 @@
+//! A real anvil node per test, on a free 127.0.0.1 port.
+
+use std::{
+    path::PathBuf,
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use alloy::{
+    network::TransactionBuilder,
+    primitives::{Address, B256, Bytes, U256},
+    providers::{DynProvider, Provider, ProviderBuilder},
+    rpc::types::TransactionRequest,
+    sol,
+};
+
+sol!(
+    #[sol(rpc)]
+    TestToken,
+    "tests/contracts/build/TestToken.json"
+);
+sol!(
+    #[sol(rpc)]
+    Forwarder,
+    "tests/contracts/build/Forwarder.json"
+);
+
+pub struct Anvil {
+    child: Child,
+    pub port: u16,
+    pub provider: DynProvider,
+    /// anvil's funded, unlocked dev accounts.
+    pub accounts: Vec<Address>,
+}
+
+/// The anvil binary: `ANVIL_BIN`, the cache `scripts/install-anvil.sh` fills,
+/// or `anvil` on the PATH. Missing, the tests fail: they never skip.
+pub fn anvil_bin() -> PathBuf {
+    if let Some(bin) = std::env::var_os("ANVIL_BIN") {
+        return bin.into();
+    }
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    let cached = home.join(
+        ".cache/custody-indexer/anvil-1.7.1/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil",
+    );
+    if cached.exists() {
+        return cached;
+    }
+    let on_path = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|dir| dir.join("anvil"))
+        .find(|p| p.exists());
+    on_path.expect("anvil not found: run scripts/install-anvil.sh (or set ANVIL_BIN)")
+}
+
+impl Anvil {
+    pub async fn start() -> Self {
+        Self::start_with(&[]).await
+    }
+
+    pub async fn start_with(args: &[&str]) -> Self {
+        let port = super::dead_port();
+        let child = Command::new(anvil_bin())
+            .args([
+                "--host",
+                "127.0.0.1",
+                "--port",
+                &port.to_string(),
+                "--accounts",
+                "10",
+            ])
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("anvil starts");
+        let provider = ProviderBuilder::new()
+            .connect_http(format!("http://127.0.0.1:{port}").parse().unwrap())
+            .erased();
+        let started = Instant::now();
+        loop {
+            if provider.get_chain_id().await.is_ok() {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "anvil did not answer on port {port}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let accounts = provider.get_accounts().await.unwrap();
+        Self {
+            child,
+            port,
+            provider,
+            accounts,
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    pub fn ws_url(&self) -> String {
+        format!("ws://127.0.0.1:{}", self.port)
+    }
+
+    pub async fn head(&self) -> u64 {
+        self.provider.get_block_number().await.unwrap()
+    }
+
+    pub async fn mine(&self, blocks: u64) {
+        self.provider
+            .raw_request::<_, ()>("anvil_mine".into(), (U256::from(blocks),))
+            .await
+            .unwrap();
+    }
+
+    /// Sends native value from an unlocked dev account; returns the mined tx hash.
+    pub async fn send_eth(&self, from: Address, to: Address, wei: U256) -> B256 {
+        let tx = TransactionRequest::default()
+            .with_from(from)
+            .with_to(to)
+            .with_value(wei);
+        let receipt = self
+            .provider
+            .send_transaction(tx)
+            .await
+            .unwrap()
+            .get_receipt()
+            .await
+            .unwrap();
+        assert!(receipt.status());
+        receipt.transaction_hash
+    }
+
+    pub async fn deploy_token(&self, symbol: &str) -> Address {
+        TestToken::deploy_builder(
+            &self.provider,
+            format!("Test {symbol}"),
+            symbol.to_string(),
+            6,
+        )
+        .from(self.accounts[0])
+        .deploy()
+        .await
+        .unwrap()
+    }
+
+    pub fn token(&self, address: Address) -> TestToken::TestTokenInstance<DynProvider> {
+        TestToken::new(address, self.provider.clone())
+    }
+
+    pub async fn deploy_forwarder(&self) -> Address {
+        Forwarder::deploy_builder(&self.provider)
+            .from(self.accounts[0])
+            .deploy()
+            .await
+            .unwrap()
+    }
+
+    pub fn forwarder(&self, address: Address) -> Forwarder::ForwarderInstance<DynProvider> {
+        Forwarder::new(address, self.provider.clone())
+    }
+
+    pub async fn raw_transaction(&self, hash: B256) -> Bytes {
+        self.provider
+            .raw_request("eth_getRawTransactionByHash".into(), (hash,))
+            .await
+            .unwrap()
+    }
+
+    /// Replaces the last `depth` blocks; `reinclude` puts raw transactions back
+    /// into the new blocks at the given offsets.
+    pub async fn reorg(&self, depth: u64, reinclude: Vec<(Bytes, u64)>) {
+        self.provider
+            .raw_request::<_, ()>("anvil_reorg".into(), (depth, reinclude))
+            .await
+            .unwrap();
+    }
+}
+
+impl Drop for Anvil {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,90 @@
+//! Fresh, migrated stores: a SQLite file in a temporary directory, or a new
+//! database on the PostgreSQL at `TEST_DATABASE_URL`, dropped afterwards.
+
+use custody_indexer::store::Store;
+use sqlx::{Connection, Executor, PgConnection};
+
+pub const DEFAULT_TEST_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+pub const BACKENDS: [Backend; 2] = [Backend::Sqlite, Backend::Postgres];
+
+pub struct TestDb {
+    pub url: String,
+    pub store: Store,
+    _dir: Option<tempfile::TempDir>,
+    postgres: Option<(String, String)>,
+}
+
+fn admin_url() -> String {
+    std::env::var("TEST_DATABASE_URL").unwrap_or_else(|_| DEFAULT_TEST_DATABASE_URL.into())
+}
+
+impl TestDb {
+    pub async fn new(backend: Backend) -> Self {
+        match backend {
+            Backend::Sqlite => {
+                let dir = tempfile::tempdir().unwrap();
+                let url = format!("sqlite://{}", dir.path().join("store.db").display());
+                let store = Store::open(&url).await.unwrap();
+                Self {
+                    url,
+                    store,
+                    _dir: Some(dir),
+                    postgres: None,
+                }
+            }
+            Backend::Postgres => {
+                let admin = admin_url();
+                let name = format!("ci_{}", uuid::Uuid::new_v4().simple());
+                let mut conn = PgConnection::connect(&admin).await.unwrap_or_else(|e| {
+                    panic!(
+                        "PostgreSQL at TEST_DATABASE_URL does not answer ({e}); run scripts/test.sh"
+                    )
+                });
+                conn.execute(format!("CREATE DATABASE {name}").as_str())
+                    .await
+                    .unwrap();
+                conn.close().await.unwrap();
+                let (base, _) = admin.rsplit_once('/').unwrap();
+                let url = format!("{base}/{name}");
+                let store = Store::open(&url).await.unwrap();
+                Self {
+                    url,
+                    store,
+                    _dir: None,
+                    postgres: Some((admin, name)),
+                }
+            }
+        }
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        let Some((admin, name)) = self.postgres.take() else {
+            return;
+        };
+        // Drop runs inside the test's runtime: clean up on a thread of our own.
+        // FORCE ends the store's connections, which belong to the test runtime.
+        let _ = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async move {
+                if let Ok(mut conn) = PgConnection::connect(&admin).await {
+                    let _ = conn
+                        .execute(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)").as_str())
+                        .await;
+                }
+            });
+        })
+        .join();
+    }
+}

@@ -1,0 +1,103 @@
+//! Shared test helpers: a real anvil on a free port, fresh SQLite and
+//! PostgreSQL stores, chain files pointing at the node, and contract bindings.
+#![allow(dead_code)]
+
+pub mod anvil;
+pub mod db;
+
+use std::{future::Future, path::Path, time::Duration};
+
+use custody_indexer::{
+    account::{AccountAddress, AccountStatus, AccountType, DEFAULT_ORGANIZATION},
+    chain::Chain,
+    config::ChainConfig,
+    store::{NewAccount, Store},
+};
+
+#[allow(unused_imports)]
+pub use anvil::Anvil;
+pub use db::{Backend, TestDb};
+
+/// The chain the EVM tests index: anvil labelled as the API's Sepolia.
+pub const CHAIN: Chain = Chain::EthereumTestnet;
+
+/// A chain file for anvil, with the test token listed as `TUSD` (6 decimals).
+pub fn chain_toml(rpc_urls: &[String], token: Option<&str>, extra: &str) -> String {
+    let urls: Vec<String> = rpc_urls.iter().map(|u| format!("{u:?}")).collect();
+    let mut text = format!(
+        "chain = \"{CHAIN}\"\nchain_id = 31337\nrpc_urls = [{}]\nconfirmation = {{ depth = 3 }}\n\
+         poll_interval_ms = 100\nmax_block_range = 20\nstart_block = 0\n{extra}\n\
+         native = {{ symbol = \"ETH\", decimals = 18 }}\n",
+        urls.join(", ")
+    );
+    if let Some(token) = token {
+        text.push_str(&format!(
+            "\n[[assets]]\nsymbol = \"TUSD\"\ncontract_address = \"{token}\"\ndecimals = 6\n"
+        ));
+    }
+    text
+}
+
+pub fn chain_config(rpc_urls: &[String], token: Option<&str>, extra: &str) -> ChainConfig {
+    let text = chain_toml(rpc_urls, token, extra);
+    ChainConfig::from_toml(&text, Path::new("test-chain.toml"), &|_| None).expect("test chain file")
+}
+
+/// Writes a chains directory holding only the test chain.
+pub fn chains_dir(
+    dir: &Path,
+    rpc_urls: &[String],
+    token: Option<&str>,
+    extra: &str,
+) -> std::path::PathBuf {
+    let chains = dir.join("chains");
+    std::fs::create_dir_all(&chains).unwrap();
+    std::fs::write(
+        chains.join("anvil.toml"),
+        chain_toml(rpc_urls, token, extra),
+    )
+    .unwrap();
+    chains
+}
+
+pub async fn add_account(store: &Store, id: &str, address: &str) {
+    store
+        .add_account(NewAccount {
+            id: id.into(),
+            organization: DEFAULT_ORGANIZATION.into(),
+            identity_id: format!("identity-{id}"),
+            kind: AccountType::Segregated,
+            status: AccountStatus::Active,
+            addresses: vec![AccountAddress {
+                chains: vec![CHAIN],
+                address: address.into(),
+            }],
+        })
+        .await
+        .expect("account added");
+}
+
+/// Polls `check` until it yields a value or `timeout` passes.
+pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A local port nothing listens on.
+pub fn dead_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}

@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: Apache-2.0
+// Contracts the integration tests deploy on anvil. Rebuild the artifacts in
+// build/ with scripts/build-contracts.sh after changing this file.
+pragma solidity 0.8.30;
+
+/// A minimal ERC-20 whose balances the tests mint freely.
+contract TestToken {
+    event Transfer(address indexed from, address indexed to, uint256 value);
+
+    string public name;
+    string public symbol;
+    uint8 public decimals;
+    mapping(address => uint256) public balanceOf;
+
+    constructor(string memory name_, string memory symbol_, uint8 decimals_) {
+        name = name_;
+        symbol = symbol_;
+        decimals = decimals_;
+    }
+
+    function mint(address to, uint256 value) external {
+        balanceOf[to] += value;
+        emit Transfer(address(0), to, value);
+    }
+
+    function transfer(address to, uint256 value) external returns (bool) {
+        _move(msg.sender, to, value);
+        return true;
+    }
+
+    /// Several Transfer logs in one transaction.
+    function batchTransfer(address[] calldata to, uint256[] calldata value) external {
+        require(to.length == value.length, "length");
+        for (uint256 i = 0; i < to.length; i++) {
+            _move(msg.sender, to[i], value[i]);
+        }
+    }
+
+    /// Emits a Transfer and then reverts, so the log never lands on chain.
+    function transferThenRevert(address to, uint256 value) external {
+        _move(msg.sender, to, value);
+        revert("reverted on purpose");
+    }
+
+    function _move(address from, address to, uint256 value) private {
+        require(balanceOf[from] >= value, "balance");
+        balanceOf[from] -= value;
+        balanceOf[to] += value;
+        emit Transfer(from, to, value);
+    }
+}
+
+/// Sends native currency from inside a contract: an internal transfer that only
+/// a trace shows.
+contract Forwarder {
+    function forward(address payable to) external payable {
+        (bool ok, ) = to.call{value: msg.value}("");
+        require(ok, "forward failed");
+    }
+
+    function forwardThenRevert(address payable to) external payable {
+        (bool ok, ) = to.call{value: msg.value}("");
+        require(ok, "forward failed");
+        revert("reverted on purpose");
+    }
+
+    receive() external payable {
+        revert("refused");
+    }
+}

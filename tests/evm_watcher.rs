@@ -1,0 +1,501 @@
+//! The EVM watcher against a real anvil: what counts as a deposit, the
+//! confirmation policy, reorgs, traces, RPC failover and backfill.
+
+mod common;
+
+use std::time::Duration;
+
+use alloy::{
+    network::TransactionBuilder,
+    primitives::{Address, U256},
+    providers::Provider,
+    rpc::types::TransactionRequest,
+};
+use common::{Anvil, Backend, CHAIN, TestDb, add_account, chain_config, db::BACKENDS, eventually};
+use custody_indexer::{
+    deposit::{Deposit, DepositStatus, SourceType},
+    evm::{EvmWatcher, Tick, WatchError},
+    store::Store,
+};
+use tokio_util::sync::CancellationToken;
+
+const ETH: u64 = 1_000_000_000_000_000_000;
+
+async fn watcher(anvil: &Anvil, store: &Store, token: Option<Address>, extra: &str) -> EvmWatcher {
+    let token = token.map(|t| t.to_checksum(None));
+    let config = chain_config(&[anvil.url()], token.as_deref(), extra);
+    EvmWatcher::connect(config, store.clone())
+        .await
+        .expect("watcher connects")
+}
+
+/// Steps the watcher until it has indexed the current head.
+async fn catch_up(watcher: &mut EvmWatcher) {
+    for _ in 0..1000 {
+        match watcher.tick().await.expect("tick") {
+            Tick::Idle
+            | Tick::Scanned {
+                caught_up: true, ..
+            } => return,
+            _ => {}
+        }
+    }
+    panic!("watcher did not catch up");
+}
+
+fn summary(deposits: &[Deposit]) -> Vec<(String, String, String, SourceType, Option<String>)> {
+    let mut out: Vec<_> = deposits
+        .iter()
+        .map(|d| {
+            (
+                d.account_id.clone(),
+                d.currency_symbol.clone(),
+                d.amount.clone(),
+                d.source_type,
+                d.source_account_id.clone(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[tokio::test]
+async fn deposits_are_detected_pending_then_confirmed_on_both_stores() {
+    for backend in BACKENDS {
+        detects_exactly_the_deposits(backend).await;
+    }
+}
+
+async fn detects_exactly_the_deposits(backend: Backend) {
+    let anvil = Anvil::start().await;
+    let db = TestDb::new(backend).await;
+    let [outsider, alice, bob, carol] = [
+        anvil.accounts[0],
+        anvil.accounts[1],
+        anvil.accounts[2],
+        anvil.accounts[3],
+    ];
+    add_account(&db.store, "alice", &alice.to_string()).await;
+    add_account(&db.store, "bob", &bob.to_string()).await;
+
+    let token_address = anvil.deploy_token("TUSD").await;
+    let spam_address = anvil.deploy_token("SPAM").await;
+    let (token, spam) = (anvil.token(token_address), anvil.token(spam_address));
+    token
+        .mint(outsider, U256::from(100_000_000u64))
+        .from(outsider)
+        .send()
+        .await
+        .unwrap()
+        .get_receipt()
+        .await
+        .unwrap();
+    spam.mint(outsider, U256::from(100_000_000u64))
+        .from(outsider)
+        .send()
+        .await
+        .unwrap()
+        .get_receipt()
+        .await
+        .unwrap();
+    let mut watcher = watcher(&anvil, &db.store, Some(token_address), "").await;
+
+    // Native, from outside: ON_CHAIN.
+    anvil.send_eth(outsider, alice, U256::from(ETH + 1)).await;
+    // Token, from outside; then several Transfer logs in one transaction.
+    token
+        .transfer(alice, U256::from(2_500_000u64))
+        .from(outsider)
+        .send()
+        .await
+        .unwrap()
+        .get_receipt()
+        .await
+        .unwrap();
+    token
+        .batchTransfer(
+            vec![alice, bob, carol],
+            vec![U256::from(1u64), U256::from(3_000_000u64), U256::from(7u64)],
+        )
+        .from(outsider)
+        .send()
+        .await
+        .unwrap()
+        .get_receipt()
+        .await
+        .unwrap();
+    // Nothing: an unlisted token, a zero-value transfer, a reverted transfer,
+    // a zero-value native transaction, and outgoing transfers to outsiders.
+    spam.transfer(alice, U256::from(5u64))
+        .from(outsider)
+        .send()
+        .await
+        .unwrap()
+        .get_receipt()
+        .await
+        .unwrap();
+    token
+        .transfer(alice, U256::ZERO)
+        .from(outsider)
+        .send()
+        .await
+        .unwrap()
+        .get_receipt()
+        .await
+        .unwrap();
+    let reverted = token
+        .transferThenRevert(alice, U256::from(9u64))
+        .from(outsider)
+        .gas(200_000)
+        .send()
+        .await
+        .unwrap()
+        .get_receipt()
+        .await
+        .unwrap();
+    assert!(!reverted.status());
+    anvil.send_eth(outsider, alice, U256::ZERO).await;
+    anvil.send_eth(alice, carol, U256::from(ETH)).await;
+    token
+        .transfer(carol, U256::from(1u64))
+        .from(alice)
+        .send()
+        .await
+        .unwrap()
+        .get_receipt()
+        .await
+        .unwrap();
+    // Account to account: ACCOUNT with the sender's account id.
+    anvil.send_eth(alice, bob, U256::from(42u64)).await;
+    token
+        .transfer(bob, U256::from(1_000_000u64))
+        .from(alice)
+        .send()
+        .await
+        .unwrap()
+        .get_receipt()
+        .await
+        .unwrap();
+
+    catch_up(&mut watcher).await;
+    let deposits = db.store.deposits_on_chain(CHAIN).await.unwrap();
+    let on_chain = SourceType::OnChain;
+    let from_alice = (SourceType::Account, Some("alice".to_string()));
+    let expected = vec![
+        (
+            "alice".into(),
+            "ETH".into(),
+            "1.000000000000000001".into(),
+            on_chain,
+            None,
+        ),
+        (
+            "alice".into(),
+            "TUSD".into(),
+            "0.000001".into(),
+            on_chain,
+            None,
+        ),
+        ("alice".into(), "TUSD".into(), "2.5".into(), on_chain, None),
+        (
+            "bob".into(),
+            "ETH".into(),
+            "0.000000000000000042".into(),
+            from_alice.0,
+            from_alice.1.clone(),
+        ),
+        (
+            "bob".into(),
+            "TUSD".into(),
+            "1".into(),
+            from_alice.0,
+            from_alice.1.clone(),
+        ),
+        ("bob".into(), "TUSD".into(), "3".into(), on_chain, None),
+    ];
+    assert_eq!(summary(&deposits), expected, "{backend:?}");
+    let head = anvil.head().await;
+    // Depth 3: only deposits with 3 blocks on top are CONFIRMED already.
+    for d in &deposits {
+        let block = anvil
+            .provider
+            .get_transaction_receipt(d.transaction_hash.parse().unwrap())
+            .await
+            .unwrap()
+            .unwrap()
+            .block_number
+            .unwrap();
+        let expected = if block + 3 <= head {
+            DepositStatus::Confirmed
+        } else {
+            DepositStatus::Pending
+        };
+        assert_eq!(
+            d.status, expected,
+            "deposit in block {block} at head {head}"
+        );
+        assert_eq!(d.destination_chain, CHAIN);
+        assert_eq!(d.dedup_key.len(), 36);
+    }
+    assert!(deposits.iter().any(|d| d.status == DepositStatus::Pending));
+
+    anvil.mine(3).await;
+    catch_up(&mut watcher).await;
+    let confirmed = db.store.deposits_on_chain(CHAIN).await.unwrap();
+    assert!(
+        confirmed
+            .iter()
+            .all(|d| d.status == DepositStatus::Confirmed && d.confirmed_at.timestamp() > 0)
+    );
+    let ids = |ds: &[Deposit]| ds.iter().map(|d| d.id.clone()).collect::<Vec<_>>();
+    assert_eq!(ids(&confirmed), ids(&deposits), "confirmation keeps ids");
+
+    // Backfilling the range the live watcher covered adds and changes nothing.
+    let report = watcher.backfill(0, None, &|_, _| {}).await.unwrap();
+    assert_eq!(report.deposits_found, 6);
+    assert_eq!(report.deposits_changed, 0);
+    assert_eq!(db.store.deposits_on_chain(CHAIN).await.unwrap(), confirmed);
+}
+
+#[tokio::test]
+async fn a_reorg_fails_dropped_deposits_and_keeps_reincluded_ones() {
+    let anvil = Anvil::start().await;
+    let db = TestDb::new(Backend::Sqlite).await;
+    let (outsider, alice) = (anvil.accounts[0], anvil.accounts[1]);
+    add_account(&db.store, "alice", &alice.to_string()).await;
+    let mut watcher = watcher(&anvil, &db.store, None, "").await;
+
+    let kept = anvil.send_eth(outsider, alice, U256::from(7u64)).await;
+    let dropped = anvil.send_eth(outsider, alice, U256::from(9u64)).await;
+    catch_up(&mut watcher).await;
+    let before = db.store.deposits_on_chain(CHAIN).await.unwrap();
+    assert_eq!(before.len(), 2);
+    assert!(before.iter().all(|d| d.status == DepositStatus::Pending));
+
+    // Replace both blocks; only `kept` is included again, in the new block.
+    let raw = anvil.raw_transaction(kept).await;
+    anvil.reorg(2, vec![(raw, 0)]).await;
+    let tick = watcher.tick().await.unwrap();
+    assert!(matches!(tick, Tick::Reorged { .. }), "{tick:?}");
+    catch_up(&mut watcher).await;
+
+    let after = db.store.deposits_on_chain(CHAIN).await.unwrap();
+    assert_eq!(after.len(), 2, "no deposit is duplicated");
+    let find = |hash: alloy::primitives::B256| {
+        after
+            .iter()
+            .find(|d| d.transaction_hash == hash.to_string())
+            .unwrap()
+    };
+    let (kept_after, dropped_after) = (find(kept), find(dropped));
+    assert_eq!(
+        kept_after.id,
+        before
+            .iter()
+            .find(|d| d.transaction_hash == kept.to_string())
+            .unwrap()
+            .id
+    );
+    assert_eq!(kept_after.status, DepositStatus::Pending);
+    assert_eq!(dropped_after.status, DepositStatus::Failed);
+    assert_eq!(db.store.reorg_count(CHAIN).await.unwrap(), 1);
+
+    anvil.mine(3).await;
+    catch_up(&mut watcher).await;
+    let end = db.store.deposits_on_chain(CHAIN).await.unwrap();
+    assert_eq!(
+        end.iter().find(|d| d.id == kept_after.id).unwrap().status,
+        DepositStatus::Confirmed
+    );
+    assert_eq!(
+        end.iter()
+            .find(|d| d.id == dropped_after.id)
+            .unwrap()
+            .status,
+        DepositStatus::Failed
+    );
+}
+
+#[tokio::test]
+async fn internal_transfers_are_found_with_traces_only() {
+    let anvil = Anvil::start().await;
+    let (outsider, alice) = (anvil.accounts[0], anvil.accounts[1]);
+    let forwarder = anvil.forwarder(anvil.deploy_forwarder().await);
+    forwarder
+        .forward(alice)
+        .from(outsider)
+        .value(U256::from(11u64))
+        .send()
+        .await
+        .unwrap()
+        .get_receipt()
+        .await
+        .unwrap();
+    let failed = forwarder
+        .forwardThenRevert(alice)
+        .from(outsider)
+        .value(U256::from(13u64))
+        .gas(200_000)
+        .send()
+        .await
+        .unwrap()
+        .get_receipt()
+        .await
+        .unwrap();
+    assert!(!failed.status());
+    // A native transfer to a contract that refuses it reverts: nothing.
+    let refused = TransactionRequest::default()
+        .with_from(outsider)
+        .with_to(*forwarder.address())
+        .with_value(U256::from(17u64))
+        .with_gas_limit(100_000);
+    let receipt = anvil
+        .provider
+        .send_transaction(refused)
+        .await
+        .unwrap()
+        .get_receipt()
+        .await
+        .unwrap();
+    assert!(!receipt.status());
+
+    // The forwarder is itself a watched account: the value sent to it is a
+    // plain deposit; what it passes on to alice only a trace shows.
+    let to_vault = (
+        "vault".to_string(),
+        "0.000000000000000011".to_string(),
+        SourceType::OnChain,
+    );
+    let to_alice = (
+        "alice".to_string(),
+        "0.000000000000000011".to_string(),
+        SourceType::Account,
+    );
+    for (traces, expected) in [
+        (false, vec![to_vault.clone()]),
+        (true, vec![to_alice, to_vault]),
+    ] {
+        let db = TestDb::new(Backend::Sqlite).await;
+        add_account(&db.store, "alice", &alice.to_string()).await;
+        add_account(&db.store, "vault", &forwarder.address().to_string()).await;
+        let mut watcher = watcher(&anvil, &db.store, None, &format!("traces = {traces}")).await;
+        catch_up(&mut watcher).await;
+        let deposits = db.store.deposits_on_chain(CHAIN).await.unwrap();
+        let mut found: Vec<_> = deposits
+            .iter()
+            .map(|d| (d.account_id.clone(), d.amount.clone(), d.source_type))
+            .collect();
+        found.sort();
+        assert_eq!(found, expected, "traces = {traces}");
+        if traces {
+            let internal = deposits.iter().find(|d| d.account_id == "alice").unwrap();
+            assert_eq!(
+                internal.source_address,
+                forwarder.address().to_checksum(None)
+            );
+            assert_eq!(internal.source_account_id.as_deref(), Some("vault"));
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_dead_first_rpc_url_fails_over_to_the_second() {
+    let anvil = Anvil::start().await;
+    let db = TestDb::new(Backend::Sqlite).await;
+    let (outsider, alice) = (anvil.accounts[0], anvil.accounts[1]);
+    add_account(&db.store, "alice", &alice.to_string()).await;
+    anvil.send_eth(outsider, alice, U256::from(5u64)).await;
+    let dead = format!("http://127.0.0.1:{}/v2/SECRET", common::dead_port());
+    let config = chain_config(&[dead, anvil.url()], None, "");
+    let mut watcher = EvmWatcher::connect(config, db.store.clone()).await.unwrap();
+    catch_up(&mut watcher).await;
+    assert_eq!(db.store.deposits_on_chain(CHAIN).await.unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn a_chain_id_mismatch_refuses_to_index() {
+    let anvil = Anvil::start_with(&["--chain-id", "1"]).await;
+    let db = TestDb::new(Backend::Sqlite).await;
+    let config = chain_config(&[anvil.url()], None, "");
+    let error = EvmWatcher::connect(config, db.store.clone())
+        .await
+        .err()
+        .expect("refused");
+    assert!(
+        matches!(
+            error,
+            WatchError::WrongChain {
+                expected: 31337,
+                actual: 1,
+                ..
+            }
+        ),
+        "{error}"
+    );
+    assert!(!error.is_retryable());
+    assert!(db.store.chain_state(CHAIN).await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn an_account_added_while_running_is_watched_without_restart() {
+    let anvil = Anvil::start().await;
+    let db = TestDb::new(Backend::Postgres).await;
+    let (outsider, alice, bob) = (anvil.accounts[0], anvil.accounts[1], anvil.accounts[2]);
+    add_account(&db.store, "alice", &alice.to_string()).await;
+    let watcher = watcher(&anvil, &db.store, None, "").await;
+    let shutdown = CancellationToken::new();
+    let running = tokio::spawn(watcher.run(shutdown.clone()));
+
+    anvil.send_eth(outsider, alice, U256::from(1u64)).await;
+    let store = db.store.clone();
+    eventually(Duration::from_secs(20), "alice's deposit", || {
+        let store = store.clone();
+        async move { (store.deposits_on_chain(CHAIN).await.unwrap().len() == 1).then_some(()) }
+    })
+    .await;
+    add_account(&db.store, "bob", &bob.to_string()).await;
+    anvil.send_eth(outsider, bob, U256::from(2u64)).await;
+    eventually(Duration::from_secs(20), "bob's deposit", || {
+        let store = store.clone();
+        async move { (store.deposits_of_account("bob").await.unwrap().len() == 1).then_some(()) }
+    })
+    .await;
+    shutdown.cancel();
+    running.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn new_heads_over_websocket_wake_the_watcher_before_the_poll_interval() {
+    let anvil = Anvil::start().await;
+    let db = TestDb::new(Backend::Sqlite).await;
+    let (outsider, alice) = (anvil.accounts[0], anvil.accounts[1]);
+    add_account(&db.store, "alice", &alice.to_string()).await;
+    // Polling every 10 minutes: only a newHeads notification can wake the watcher.
+    let extra = format!("ws_url = \"{}\"\npoll_interval_ms = 600000", anvil.ws_url());
+    let text = common::chain_toml(&[anvil.url()], None, "").replace("poll_interval_ms = 100\n", "")
+        + &extra;
+    let config = custody_indexer::config::ChainConfig::from_toml(
+        &text,
+        std::path::Path::new("ws.toml"),
+        &|_| None,
+    )
+    .unwrap();
+    let watcher = EvmWatcher::connect(config, db.store.clone()).await.unwrap();
+    let shutdown = CancellationToken::new();
+    let running = tokio::spawn(watcher.run(shutdown.clone()));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    anvil.send_eth(outsider, alice, U256::from(3u64)).await;
+    let store = db.store.clone();
+    eventually(
+        Duration::from_secs(30),
+        "a deposit found through newHeads",
+        || {
+            let store = store.clone();
+            async move { (store.deposits_on_chain(CHAIN).await.unwrap().len() == 1).then_some(()) }
+        },
+    )
+    .await;
+    shutdown.cancel();
+    running.await.unwrap().unwrap();
+}

@@ -1,0 +1,359 @@
+//! The deposit store on both backends: accounts, idempotent scans, the
+//! cursor's compare-and-set, reorg rewinds and orphan settlement.
+
+mod common;
+
+use alloy::primitives::U256;
+use common::{Backend, TestDb, db::BACKENDS};
+use custody_indexer::{
+    account::{AccountAddress, AccountStatus, AccountType},
+    amount::Amount,
+    chain::Chain,
+    deposit::{DepositStatus, Detected, Position, SourceType},
+    store::{BlockRef, CursorMove, NewAccount, Rewind, ScanCommit, Store, StoreError},
+};
+
+const ALICE: &str = "0x1111111111111111111111111111111111111111";
+const BOB: &str = "0x2222222222222222222222222222222222222222";
+const CHAIN: Chain = Chain::BaseSepolia;
+
+fn account(id: &str, address: &str, chains: Vec<Chain>) -> NewAccount {
+    NewAccount {
+        id: id.into(),
+        organization: "default".into(),
+        identity_id: format!("identity-{id}"),
+        kind: AccountType::Segregated,
+        status: AccountStatus::Active,
+        addresses: vec![AccountAddress {
+            chains,
+            address: address.into(),
+        }],
+    }
+}
+
+fn detected(tx: u8, position: Position, block: u64, hash: &str, raw: u64) -> Detected {
+    Detected {
+        chain: CHAIN,
+        tx_hash: format!("0x{tx:064x}"),
+        position,
+        block_number: block,
+        block_hash: hash.into(),
+        block_time: 1_700_000_000 + block,
+        account_id: "alice".into(),
+        account_address: ALICE.into(),
+        source_address: BOB.into(),
+        source_account_id: None,
+        currency_symbol: "USDC".into(),
+        amount: Amount::from_raw(U256::from(raw), 6),
+    }
+}
+
+fn block(number: u64, hash: &str, parent: &str) -> BlockRef {
+    BlockRef {
+        number,
+        hash: hash.into(),
+        parent_hash: parent.into(),
+    }
+}
+
+fn scan(
+    from: u64,
+    to: u64,
+    deposits: Vec<Detected>,
+    blocks: Vec<BlockRef>,
+    expected: Option<u64>,
+) -> ScanCommit {
+    ScanCommit {
+        chain: CHAIN,
+        from,
+        to,
+        head: to,
+        blocks,
+        deposits,
+        confirmed_through: None,
+        cursor: CursorMove::Live { expected },
+        keep_blocks: 100,
+    }
+}
+
+async fn each_backend<F, Fut>(test: F)
+where
+    F: Fn(Store, Backend) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    for backend in BACKENDS {
+        let db = TestDb::new(backend).await;
+        test(db.store.clone(), backend).await;
+    }
+}
+
+#[tokio::test]
+async fn accounts_are_validated_normalised_and_unique_per_chain_address() {
+    each_backend(|store, backend| async move {
+        let version = store.accounts_version().await.unwrap();
+        let lower = "0xa0b86991c6218b36c1d19d4a2e9eb0ce3606eb48";
+        let added = store
+            .add_account(account("a1", lower, vec![CHAIN, Chain::EthereumMainnet]))
+            .await
+            .unwrap();
+        assert_eq!(added.addresses.len(), 1, "{backend:?}");
+        assert_eq!(
+            added.addresses[0].address,
+            "0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48"
+        );
+        assert_eq!(added.addresses[0].chains.len(), 2);
+        assert!(
+            store.accounts_version().await.unwrap() > version,
+            "adding bumps the version"
+        );
+
+        let taken = store
+            .add_account(account("a2", lower, vec![CHAIN]))
+            .await
+            .unwrap_err();
+        assert!(matches!(taken, StoreError::Conflict(_)), "{taken}");
+        assert!(
+            store.account("a2").await.is_err(),
+            "a refused account leaves nothing behind"
+        );
+
+        let duplicate = store
+            .add_account(account("a1", BOB, vec![CHAIN]))
+            .await
+            .unwrap_err();
+        assert!(matches!(duplicate, StoreError::Conflict(_)));
+        let bad = store
+            .add_account(account("a3", "0x1234", vec![CHAIN]))
+            .await
+            .unwrap_err();
+        assert!(matches!(bad, StoreError::Invalid(_)), "{bad}");
+        let wrong_family = store
+            .add_account(account("a4", BOB, vec![Chain::SolanaDevnet]))
+            .await
+            .unwrap_err();
+        assert!(matches!(wrong_family, StoreError::Invalid(_)));
+        let mut stranger = account("a5", BOB, vec![CHAIN]);
+        stranger.organization = "nobody".into();
+        assert!(matches!(
+            store.add_account(stranger).await.unwrap_err(),
+            StoreError::NotFound(_)
+        ));
+
+        let watched = store.watched_addresses(CHAIN).await.unwrap();
+        assert_eq!(
+            watched,
+            vec![(
+                "0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48".to_string(),
+                "a1".to_string()
+            )]
+        );
+        assert_eq!(store.accounts(None).await.unwrap().len(), 1);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn rescanning_a_range_never_duplicates_and_confirmation_is_terminal() {
+    each_backend(|store, backend| async move {
+        store
+            .add_account(account("alice", ALICE, vec![CHAIN]))
+            .await
+            .unwrap();
+        let deposits = vec![
+            detected(1, Position::Native, 10, "0xb10", 5),
+            detected(2, Position::Log(3), 11, "0xb11", 1_500_000),
+            detected(2, Position::Log(4), 11, "0xb11", 2),
+        ];
+        let blocks = vec![block(10, "0xb10", "0xb09"), block(11, "0xb11", "0xb10")];
+        let changed = store
+            .commit_scan(&scan(10, 11, deposits.clone(), blocks.clone(), None))
+            .await
+            .unwrap();
+        assert_eq!(changed.len(), 3, "{backend:?}");
+        assert!(changed.iter().all(|(_, s)| *s == DepositStatus::Pending));
+
+        // The same range again, as a backfill: nothing changes.
+        let mut again = scan(10, 11, deposits.clone(), vec![], None);
+        again.cursor = CursorMove::Backfill;
+        assert!(store.commit_scan(&again).await.unwrap().is_empty());
+        let listed = store.deposits_of_account("alice").await.unwrap();
+        assert_eq!(listed.len(), 3);
+        let usdc = listed.iter().find(|d| d.amount == "1.5").unwrap();
+        assert_eq!(usdc.status, DepositStatus::Pending);
+        assert_eq!(usdc.source_type, SourceType::OnChain);
+        assert_eq!(
+            usdc.confirmed_at.timestamp(),
+            0,
+            "zero time until confirmed"
+        );
+        assert_eq!(usdc.created_at.timestamp(), 1_700_000_011);
+        assert_eq!(store.deposit(&usdc.id).await.unwrap(), *usdc);
+
+        // Confirmation through block 10 confirms only that block's deposit.
+        let confirmed = store.confirm_through(CHAIN, 10).await.unwrap();
+        assert_eq!(confirmed.len(), 1);
+        let native = store.deposit(&confirmed[0].0).await.unwrap();
+        assert_eq!(
+            (native.status, native.amount.as_str()),
+            (DepositStatus::Confirmed, "0.000005")
+        );
+        assert!(native.confirmed_at.timestamp() > 0);
+
+        // A later scan claiming block 10 changed cannot touch a CONFIRMED deposit.
+        let mut moved = deposits[0].clone();
+        moved.block_hash = "0xother".into();
+        let mut replay = scan(10, 10, vec![moved], vec![], None);
+        replay.cursor = CursorMove::Backfill;
+        assert!(store.commit_scan(&replay).await.unwrap().is_empty());
+        assert_eq!(store.deposit(&native.id).await.unwrap(), native);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_cursor_moves_only_from_where_the_scan_started() {
+    each_backend(|store, _| async move {
+        store
+            .commit_scan(&scan(0, 4, vec![], vec![], None))
+            .await
+            .unwrap();
+        assert_eq!(
+            store.chain_state(CHAIN).await.unwrap().unwrap().next_block,
+            5
+        );
+        // A second instance that still believes the chain is new is refused.
+        let stale = store
+            .commit_scan(&scan(0, 4, vec![], vec![], None))
+            .await
+            .unwrap_err();
+        assert!(matches!(stale, StoreError::Conflict(_)));
+        // One that read an old cursor is refused, and writes none of its deposits.
+        store
+            .add_account(account("alice", ALICE, vec![CHAIN]))
+            .await
+            .unwrap();
+        let late = scan(
+            3,
+            6,
+            vec![detected(9, Position::Native, 6, "0xb6", 1)],
+            vec![],
+            Some(3),
+        );
+        assert!(matches!(
+            store.commit_scan(&late).await.unwrap_err(),
+            StoreError::Conflict(_)
+        ));
+        assert!(store.deposits_of_account("alice").await.unwrap().is_empty());
+        store
+            .commit_scan(&scan(5, 6, vec![], vec![], Some(5)))
+            .await
+            .unwrap();
+        assert_eq!(
+            store.chain_state(CHAIN).await.unwrap().unwrap().next_block,
+            7
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_rewind_orphans_pending_deposits_which_reappear_or_fail() {
+    each_backend(|store, backend| async move {
+        store
+            .add_account(account("alice", ALICE, vec![CHAIN]))
+            .await
+            .unwrap();
+        let blocks = vec![
+            block(20, "0xa20", "0xa19"),
+            block(21, "0xa21", "0xa20"),
+            block(22, "0xa22", "0xa21"),
+        ];
+        let deposits = vec![
+            detected(1, Position::Native, 20, "0xa20", 1),
+            detected(2, Position::Native, 21, "0xa21", 2),
+            detected(3, Position::Native, 22, "0xa22", 3),
+        ];
+        let mut first = scan(20, 22, deposits.clone(), blocks, None);
+        first.confirmed_through = Some(20);
+        store.commit_scan(&first).await.unwrap();
+
+        let outcome = store
+            .rewind(Rewind {
+                chain: CHAIN,
+                common_ancestor: 20,
+                expected_next: 23,
+                scanned_height: 22,
+            })
+            .await
+            .unwrap();
+        assert_eq!(
+            (outcome.orphaned, outcome.confirmed_affected),
+            (2, 0),
+            "{backend:?}"
+        );
+        assert_eq!(
+            store.chain_state(CHAIN).await.unwrap().unwrap().next_block,
+            21
+        );
+        assert_eq!(store.blocks_below(CHAIN, 100, 10).await.unwrap().len(), 1);
+        assert_eq!(store.reorg_count(CHAIN).await.unwrap(), 1);
+        let orphans = store.orphans(CHAIN).await.unwrap();
+        assert_eq!(orphans.len(), 2);
+
+        // Transaction 2 reappears in another block; transaction 3 does not.
+        let mut back = deposits[1].clone();
+        back.block_number = 22;
+        back.block_hash = "0xc22".into();
+        let rescan = scan(
+            21,
+            22,
+            vec![back],
+            vec![block(21, "0xc21", "0xa20"), block(22, "0xc22", "0xc21")],
+            Some(21),
+        );
+        store.commit_scan(&rescan).await.unwrap();
+        let orphans = store.orphans(CHAIN).await.unwrap();
+        assert_eq!(orphans.len(), 1);
+        assert_eq!(orphans[0].tx_hash, format!("0x{:064x}", 3));
+        let ids: Vec<String> = store
+            .deposits_on_chain(CHAIN)
+            .await
+            .unwrap()
+            .iter()
+            .map(|d| d.id.clone())
+            .collect();
+        assert_eq!(
+            store.fail_orphans(&ids).await.unwrap(),
+            vec![orphans[0].id.clone()],
+            "only the orphan fails"
+        );
+
+        let all = store.deposits_on_chain(CHAIN).await.unwrap();
+        let statuses: Vec<_> = all.iter().map(|d| (d.amount.as_str(), d.status)).collect();
+        assert_eq!(
+            statuses,
+            vec![
+                ("0.000001", DepositStatus::Confirmed),
+                ("0.000002", DepositStatus::Pending),
+                ("0.000003", DepositStatus::Failed)
+            ]
+        );
+
+        // A rewind below a CONFIRMED deposit reports it and leaves it alone.
+        let deep = store
+            .rewind(Rewind {
+                chain: CHAIN,
+                common_ancestor: 19,
+                expected_next: 23,
+                scanned_height: 22,
+            })
+            .await
+            .unwrap();
+        assert_eq!(deep.confirmed_affected, 1);
+        assert_eq!(
+            store.deposits_on_chain(CHAIN).await.unwrap()[0].status,
+            DepositStatus::Confirmed
+        );
+    })
+    .await;
+}
