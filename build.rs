@@ -16,15 +16,8 @@ fn main() {
     for path in files {
         println!("cargo:rerun-if-changed={}", path.display());
         let name = path.file_name().unwrap().to_string_lossy();
-        out.push_str(&format!(
-            "    ({name:?}, include_str!({:?})),\n",
-            path.display().to_string()
-        ));
+        out.push_str(&format!("    ({name:?}, include_str!({:?})),\n", path.display().to_string()));
     }
     out.push_str("];\n");
-    fs::write(
-        PathBuf::from(env::var("OUT_DIR").unwrap()).join("embedded_chains.rs"),
-        out,
-    )
-    .unwrap();
+    fs::write(PathBuf::from(env::var("OUT_DIR").unwrap()).join("embedded_chains.rs"), out).unwrap();
 }

@@ -70,11 +70,9 @@ impl FromStr for AccountType {
         match s.to_ascii_uppercase().as_str() {
             "OMNIBUS" | "LEDGER" => Ok(Self::Omnibus),
             "SEGREGATED" | "ONCHAIN" => Ok(Self::Segregated),
-            _ => Err(UnknownValue {
-                what: "account type",
-                value: s.into(),
-                expected: "OMNIBUS or SEGREGATED",
-            }),
+            _ => {
+                Err(UnknownValue { what: "account type", value: s.into(), expected: "OMNIBUS or SEGREGATED" })
+            }
         }
     }
 }

@@ -21,27 +21,16 @@ pub fn normalize(family: Family, text: &str) -> Result<String, AddressError> {
     match family {
         Family::Evm => parse_evm(text).map(|a| a.to_checksum(None)),
         Family::Solana => {
-            let bytes = bs58::decode(text)
-                .into_vec()
-                .map_err(|_| AddressError::NotSolana(text.into()))?;
-            if bytes.len() == 32 {
-                Ok(text.to_string())
-            } else {
-                Err(AddressError::NotSolana(text.into()))
-            }
+            let bytes = bs58::decode(text).into_vec().map_err(|_| AddressError::NotSolana(text.into()))?;
+            if bytes.len() == 32 { Ok(text.to_string()) } else { Err(AddressError::NotSolana(text.into())) }
         }
     }
 }
 
 pub fn parse_evm(text: &str) -> Result<Address, AddressError> {
-    let hex = text
-        .strip_prefix("0x")
-        .ok_or_else(|| AddressError::NotEvm(text.into()))?;
-    let address: Address = text
-        .parse()
-        .map_err(|_| AddressError::NotEvm(text.into()))?;
-    let mixed =
-        hex.chars().any(|c| c.is_ascii_lowercase()) && hex.chars().any(|c| c.is_ascii_uppercase());
+    let hex = text.strip_prefix("0x").ok_or_else(|| AddressError::NotEvm(text.into()))?;
+    let address: Address = text.parse().map_err(|_| AddressError::NotEvm(text.into()))?;
+    let mixed = hex.chars().any(|c| c.is_ascii_lowercase()) && hex.chars().any(|c| c.is_ascii_uppercase());
     if mixed && address.to_checksum(None) != text {
         return Err(AddressError::BadChecksum(text.into()));
     }
@@ -59,9 +48,7 @@ mod tests {
         assert_eq!(normalize(Family::Evm, usdc).unwrap(), usdc);
         assert_eq!(
             normalize(Family::Evm, "0xa0B86991c6218b36c1d19D4a2e9Eb0cE3606eB48"),
-            Err(AddressError::BadChecksum(
-                "0xa0B86991c6218b36c1d19D4a2e9Eb0cE3606eB48".into()
-            ))
+            Err(AddressError::BadChecksum("0xa0B86991c6218b36c1d19D4a2e9Eb0cE3606eB48".into()))
         );
         assert!(normalize(Family::Evm, "0x1234").is_err());
         assert!(normalize(Family::Evm, "A0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48").is_err());

@@ -42,22 +42,14 @@ impl Amount {
         let malformed = || AmountError::Malformed(text.to_string());
         let (whole, frac) = text.split_once('.').unwrap_or((text, ""));
         let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
-        if whole.is_empty()
-            || !digits(whole)
-            || !digits(frac)
-            || (text.contains('.') && frac.is_empty())
-        {
+        if whole.is_empty() || !digits(whole) || !digits(frac) || (text.contains('.') && frac.is_empty()) {
             return Err(malformed());
         }
         if frac.len() > decimals as usize {
-            return Err(AmountError::TooPrecise {
-                amount: text.to_string(),
-                decimals,
-            });
+            return Err(AmountError::TooPrecise { amount: text.to_string(), decimals });
         }
         let padded = format!("{whole}{frac:0<width$}", width = decimals as usize);
-        let raw = U256::from_str_radix(&padded, 10)
-            .map_err(|_| AmountError::Overflow(text.to_string()))?;
+        let raw = U256::from_str_radix(&padded, 10).map_err(|_| AmountError::Overflow(text.to_string()))?;
         Ok(Self { raw, decimals })
     }
 }
@@ -74,11 +66,7 @@ impl std::fmt::Display for Amount {
         let padded = format!("{digits:0>width$}", width = decimals + 1);
         let (whole, frac) = padded.split_at(padded.len() - decimals);
         let frac = frac.trim_end_matches('0');
-        if frac.is_empty() {
-            f.write_str(whole)
-        } else {
-            write!(f, "{whole}.{frac}")
-        }
+        if frac.is_empty() { f.write_str(whole) } else { write!(f, "{whole}.{frac}") }
     }
 }
 
@@ -104,10 +92,7 @@ mod tests {
     #[test]
     fn formats_amounts_above_u64_and_uint256_max() {
         // 2^64 wei and 123456.789 ETH: both beyond u64.
-        assert_eq!(
-            fmt(U256::from(u64::MAX) + U256::from(1u64), 18),
-            "18.446744073709551616"
-        );
+        assert_eq!(fmt(U256::from(u64::MAX) + U256::from(1u64), 18), "18.446744073709551616");
         let big = U256::from_str_radix("123456789000000000000000", 10).unwrap();
         assert_eq!(fmt(big, 18), "123456.789");
         assert_eq!(
@@ -122,14 +107,8 @@ mod tests {
 
     #[test]
     fn parses_major_units_exactly() {
-        assert_eq!(
-            Amount::parse("1", 6).unwrap().raw(),
-            U256::from(1_000_000u64)
-        );
-        assert_eq!(
-            Amount::parse("0.000001", 6).unwrap().raw(),
-            U256::from(1u64)
-        );
+        assert_eq!(Amount::parse("1", 6).unwrap().raw(), U256::from(1_000_000u64));
+        assert_eq!(Amount::parse("0.000001", 6).unwrap().raw(), U256::from(1u64));
         assert_eq!(Amount::parse("12.5", 18).unwrap().to_string(), "12.5");
         let max = "115792089237316195423570985008687907853269984665640564039457.584007913129639935";
         assert_eq!(Amount::parse(max, 18).unwrap().raw(), U256::MAX);
@@ -138,15 +117,9 @@ mod tests {
     #[test]
     fn rejects_malformed_and_too_precise_input() {
         for bad in ["", ".5", "1.", "-1", "1e6", "1,5", " 1", "0x10", "1.2.3"] {
-            assert!(
-                matches!(Amount::parse(bad, 6), Err(AmountError::Malformed(_))),
-                "{bad:?}"
-            );
+            assert!(matches!(Amount::parse(bad, 6), Err(AmountError::Malformed(_))), "{bad:?}");
         }
-        assert!(matches!(
-            Amount::parse("0.0000001", 6),
-            Err(AmountError::TooPrecise { .. })
-        ));
+        assert!(matches!(Amount::parse("0.0000001", 6), Err(AmountError::TooPrecise { .. })));
         assert!(matches!(
             Amount::parse(
                 "115792089237316195423570985008687907853269984665640564039457.584007913129639936",

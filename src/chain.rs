@@ -98,10 +98,7 @@ mod tests {
             assert_eq!(serde_json::from_str::<Chain>(&json).unwrap(), chain);
             assert_eq!(chain.as_str().parse::<Chain>().unwrap(), chain);
         }
-        assert_eq!(
-            "ethereum_testnet".parse::<Chain>().unwrap(),
-            Chain::EthereumTestnet
-        );
+        assert_eq!("ethereum_testnet".parse::<Chain>().unwrap(), Chain::EthereumTestnet);
         assert!("CHAIN_UNSPECIFIED".parse::<Chain>().is_err());
     }
 }

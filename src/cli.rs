@@ -28,16 +28,26 @@ pub struct Cli {
     #[arg(long, global = true, env = "DATABASE_URL", default_value = DEFAULT_DATABASE_URL, hide_env_values = true)]
     pub database_url: String,
 
-    /// A directory of chain files (`*.toml`) replacing the built-in ones.
-    #[arg(long, global = true, env = "CUSTODY_INDEXER_CHAINS")]
-    pub chains: Option<PathBuf>,
-
     /// Log format on standard error.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
 
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// Where the chain files come from (`run`, `backfill`).
+#[derive(Debug, Clone, Args)]
+pub struct ChainFiles {
+    /// A directory of chain files (`*.toml`) replacing the built-in ones.
+    #[arg(long = "chains", value_name = "DIR", env = "CUSTODY_INDEXER_CHAINS")]
+    pub dir: Option<PathBuf>,
+}
+
+impl ChainFiles {
+    fn load(&self) -> anyhow::Result<Chains> {
+        Chains::load(self.dir.as_deref()).context("loading chain files")
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -51,8 +61,10 @@ pub enum Command {
     /// Follow every configured chain (or the named ones) until SIGINT or SIGTERM.
     Run {
         /// Index only this chain; repeat for several.
-        #[arg(long = "chain")]
-        chains: Vec<Chain>,
+        #[arg(long = "chain", value_name = "CHAIN")]
+        only: Vec<Chain>,
+        #[command(flatten)]
+        chain_files: ChainFiles,
     },
     /// Scan a historical block range for deposits, then exit. Idempotent.
     Backfill {
@@ -64,6 +76,8 @@ pub enum Command {
         /// Last block of the range (default: the highest confirmed block).
         #[arg(long)]
         to: Option<u64>,
+        #[command(flatten)]
+        chain_files: ChainFiles,
     },
     /// Register and list the accounts whose addresses are watched.
     #[command(subcommand)]
@@ -130,19 +144,19 @@ pub enum DepositsCommand {
 
 impl Cli {
     pub async fn execute(self) -> anyhow::Result<()> {
-        let load_chains = || Chains::load(self.chains.as_deref()).context("loading chain files");
         match self.command {
             Command::Migrate => {
                 Store::open(&self.database_url).await?;
                 println!("store is up to date");
             }
-            Command::Run { chains } => {
+            Command::Run { only, chain_files } => {
+                let chains = chain_files.load()?;
                 let store = Store::open(&self.database_url).await?;
-                run(store, load_chains()?, chains).await?;
+                run(store, chains, only).await?;
             }
-            Command::Backfill { chain, from, to } => {
+            Command::Backfill { chain, from, to, chain_files } => {
+                let config = chain_files.load()?.get(chain)?.clone();
                 let store = Store::open(&self.database_url).await?;
-                let config = load_chains()?.get(chain)?.clone();
                 backfill(store, config, from, to).await?;
             }
             Command::Accounts(command) => {
@@ -162,9 +176,7 @@ async fn run(store: Store, chains: Chains, only: Vec<Chain>) -> anyhow::Result<(
     let selected: Vec<ChainConfig> = if only.is_empty() {
         chains.iter().cloned().collect()
     } else {
-        only.iter()
-            .map(|c| chains.get(*c).cloned())
-            .collect::<Result<_, _>>()?
+        only.iter().map(|c| chains.get(*c).cloned()).collect::<Result<_, _>>()?
     };
     let shutdown = CancellationToken::new();
     tokio::spawn(cancel_on_signal(shutdown.clone()));
@@ -172,10 +184,7 @@ async fn run(store: Store, chains: Chains, only: Vec<Chain>) -> anyhow::Result<(
     for config in selected {
         if config.family() == Family::Solana {
             if !only.is_empty() {
-                bail!(
-                    "{}: Solana indexing is not available in this version",
-                    config.chain
-                );
+                bail!("{}: Solana indexing is not available in this version", config.chain);
             }
             warn!(chain = %config.chain, "Solana indexing is not available in this version; skipped");
             continue;
@@ -186,10 +195,9 @@ async fn run(store: Store, chains: Chains, only: Vec<Chain>) -> anyhow::Result<(
             let chain = config.chain;
             let watcher = connect(config, store, &shutdown).await?;
             match watcher {
-                Some(watcher) => watcher
-                    .run(shutdown)
-                    .await
-                    .with_context(|| format!("{chain} watcher stopped")),
+                Some(watcher) => {
+                    watcher.run(shutdown).await.with_context(|| format!("{chain} watcher stopped"))
+                }
                 None => Ok(()),
             }
         });
@@ -242,10 +250,8 @@ async fn connect(
 
 async fn cancel_on_signal(shutdown: CancellationToken) {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
+    else {
         error!("cannot listen for signals");
         return;
     };
@@ -256,17 +262,9 @@ async fn cancel_on_signal(shutdown: CancellationToken) {
     shutdown.cancel();
 }
 
-async fn backfill(
-    store: Store,
-    config: ChainConfig,
-    from: u64,
-    to: Option<u64>,
-) -> anyhow::Result<()> {
+async fn backfill(store: Store, config: ChainConfig, from: u64, to: Option<u64>) -> anyhow::Result<()> {
     if config.family() == Family::Solana {
-        bail!(
-            "{}: Solana backfill is not available in this version",
-            config.chain
-        );
+        bail!("{}: Solana backfill is not available in this version", config.chain);
     }
     let chain = config.chain;
     let mut watcher = EvmWatcher::connect(config, store).await?;
@@ -275,10 +273,8 @@ async fn backfill(
         bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
     }
     bar.set_style(
-        ProgressStyle::with_template(
-            "{spinner} {pos}/{len} blocks [{elapsed_precise}] {per_sec} {msg}",
-        )
-        .expect("static template"),
+        ProgressStyle::with_template("{spinner} {pos}/{len} blocks [{elapsed_precise}] {per_sec} {msg}")
+            .expect("static template"),
     );
     let report = watcher
         .backfill(from, to, &|blocks, found| {
@@ -287,9 +283,16 @@ async fn backfill(
         })
         .await?;
     bar.finish_and_clear();
+    let seconds = report.elapsed.as_secs_f64().max(1e-9);
     println!(
-        "{chain}: scanned blocks {}..={} ({} blocks): {} deposits found, {} new or updated",
-        report.from, report.to, report.blocks, report.deposits_found, report.deposits_changed
+        "{chain}: scanned blocks {}..={} ({} blocks in {:.3} s, {:.0} blocks/s): {} deposits found, {} new or updated",
+        report.from,
+        report.to,
+        report.blocks,
+        seconds,
+        report.blocks as f64 / seconds,
+        report.deposits_found,
+        report.deposits_changed
     );
     Ok(())
 }
@@ -304,10 +307,7 @@ async fn accounts(store: &Store, command: AccountsCommand) -> anyhow::Result<()>
                     identity_id: add.identity_id,
                     kind: add.kind,
                     status: add.status,
-                    addresses: vec![AccountAddress {
-                        chains: add.chains,
-                        address: add.address,
-                    }],
+                    addresses: vec![AccountAddress { chains: add.chains, address: add.address }],
                 })
                 .await?;
             if add.json {
@@ -376,7 +376,6 @@ fn print_deposit(d: &Deposit) {
         d.destination_chain,
         d.source_address,
         d.transaction_hash,
-        d.created_at
-            .to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
+        d.created_at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
     );
 }

@@ -38,11 +38,7 @@ pub enum ConfigError {
     #[error("invalid chain file {path}: {message}")]
     Invalid { path: PathBuf, message: String },
     #[error("chain {chain} is defined twice: {first} and {second}")]
-    Duplicate {
-        chain: Chain,
-        first: PathBuf,
-        second: PathBuf,
-    },
+    Duplicate { chain: Chain, first: PathBuf, second: PathBuf },
     #[error("no chain file for {0}")]
     Missing(Chain),
 }
@@ -173,26 +169,18 @@ impl ChainConfig {
         source: &Path,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Self, ConfigError> {
-        let invalid = |message: String| ConfigError::Invalid {
-            path: source.to_path_buf(),
-            message,
-        };
+        let invalid = |message: String| ConfigError::Invalid { path: source.to_path_buf(), message };
         let file: ChainFile = toml::from_str(text).map_err(|e| invalid(e.message().to_string()))?;
         let chain = file.chain;
 
         let urls = match env(&format!("{chain}_RPC_URLS")) {
-            Some(list) => list
-                .split(',')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(String::from)
-                .collect(),
+            Some(list) => {
+                list.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect()
+            }
             None => file.rpc_urls,
         };
         if urls.is_empty() {
-            return Err(invalid(format!(
-                "no rpc_urls (set them in the file or in {chain}_RPC_URLS)"
-            )));
+            return Err(invalid(format!("no rpc_urls (set them in the file or in {chain}_RPC_URLS)")));
         }
         let rpc_urls = urls
             .iter()
@@ -222,8 +210,7 @@ impl ChainConfig {
             || file.concurrency == 0
         {
             return Err(invalid(
-                "poll_interval_ms, max_block_range, batch_size and concurrency must be positive"
-                    .into(),
+                "poll_interval_ms, max_block_range, batch_size and concurrency must be positive".into(),
             ));
         }
         if file.confirmation == Confirmation::Depth(0) {
@@ -238,14 +225,9 @@ impl ChainConfig {
             asset.contract_address = address::normalize(chain.family(), &asset.contract_address)
                 .map_err(|e| invalid(format!("asset {}: {e}", asset.symbol)))?;
             if asset.symbol == file.native.symbol
-                || assets
-                    .iter()
-                    .any(|a: &AssetConfig| a.symbol == asset.symbol)
+                || assets.iter().any(|a: &AssetConfig| a.symbol == asset.symbol)
             {
-                return Err(invalid(format!(
-                    "asset symbol {} is listed twice",
-                    asset.symbol
-                )));
+                return Err(invalid(format!("asset symbol {} is listed twice", asset.symbol)));
             }
             assets.push(asset);
         }
@@ -276,10 +258,7 @@ impl ChainConfig {
         if self.native.symbol == symbol {
             return Some(self.native.decimals);
         }
-        self.assets
-            .iter()
-            .find(|a| a.symbol == symbol)
-            .map(|a| a.decimals)
+        self.assets.iter().find(|a| a.symbol == symbol).map(|a| a.decimals)
     }
 }
 
@@ -300,21 +279,16 @@ impl Chains {
                 }
             }
             Some(dir) => {
-                let read_dir = std::fs::read_dir(dir).map_err(|source| ConfigError::ReadDir {
-                    path: dir.into(),
-                    source,
-                })?;
+                let read_dir = std::fs::read_dir(dir)
+                    .map_err(|source| ConfigError::ReadDir { path: dir.into(), source })?;
                 let mut paths: Vec<PathBuf> = read_dir
                     .filter_map(|e| e.ok().map(|e| e.path()))
                     .filter(|p| p.extension().is_some_and(|x| x == "toml"))
                     .collect();
                 paths.sort();
                 for path in paths {
-                    let text =
-                        std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
-                            path: path.clone(),
-                            source,
-                        })?;
+                    let text = std::fs::read_to_string(&path)
+                        .map_err(|source| ConfigError::Read { path: path.clone(), source })?;
                     files.push((path, text));
                 }
             }
@@ -375,37 +349,27 @@ mod tests {
         for chain in Chain::ALL {
             let config = chains.get(chain).unwrap();
             assert!(!config.rpc_urls.is_empty(), "{chain}");
-            assert!(
-                config.assets.iter().any(|a| a.symbol == "USDC"),
-                "{chain} lists USDC"
-            );
+            assert!(config.assets.iter().any(|a| a.symbol == "USDC"), "{chain} lists USDC");
         }
         let eth = chains.get(Chain::EthereumMainnet).unwrap();
         assert_eq!(eth.chain_id, Some(1));
         let usdc = eth.assets.iter().find(|a| a.symbol == "USDC").unwrap();
-        assert_eq!(
-            usdc.contract_address,
-            "0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48"
-        );
+        assert_eq!(usdc.contract_address, "0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48");
     }
 
     #[test]
     fn parses_and_normalises_a_file() {
         let c = ChainConfig::from_toml(MINIMAL, Path::new("t.toml"), &no_env).unwrap();
         assert_eq!(c.confirmation, Confirmation::Depth(12));
-        assert_eq!(
-            c.assets[0].contract_address,
-            "0x1c7D4B196Cb0C7B01d743Fbc6116a902379C7238"
-        );
+        assert_eq!(c.assets[0].contract_address, "0x1c7D4B196Cb0C7B01d743Fbc6116a902379C7238");
         assert_eq!(c.max_block_range, 500);
         assert!(!c.traces);
     }
 
     #[test]
     fn environment_overrides_rpc_urls() {
-        let env = |key: &str| {
-            (key == "ETHEREUM_TESTNET_RPC_URLS").then(|| "http://a:1, http://b:2".to_string())
-        };
+        let env =
+            |key: &str| (key == "ETHEREUM_TESTNET_RPC_URLS").then(|| "http://a:1, http://b:2".to_string());
         let c = ChainConfig::from_toml(MINIMAL, Path::new("t.toml"), &env).unwrap();
         assert_eq!(c.rpc_urls.len(), 2);
         assert_eq!(c.rpc_urls[1].expose().as_str(), "http://b:2/");
@@ -414,27 +378,19 @@ mod tests {
     #[test]
     fn rejects_unknown_fields_and_bad_values_naming_the_file() {
         let unknown = format!("{MINIMAL}\nconfirmations = 3\n");
-        let err = ChainConfig::from_toml(&unknown, Path::new("chains/x.toml"), &no_env)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("chains/x.toml") && err.contains("confirmations"),
-            "{err}"
-        );
+        let err =
+            ChainConfig::from_toml(&unknown, Path::new("chains/x.toml"), &no_env).unwrap_err().to_string();
+        assert!(err.contains("chains/x.toml") && err.contains("confirmations"), "{err}");
 
         let bad_asset = MINIMAL.replace("0x1c7d4b196cb0c7b01d743fbc6116a902379c7238", "0x1234");
-        let err = ChainConfig::from_toml(&bad_asset, Path::new("x.toml"), &no_env)
-            .unwrap_err()
-            .to_string();
+        let err = ChainConfig::from_toml(&bad_asset, Path::new("x.toml"), &no_env).unwrap_err().to_string();
         assert!(err.contains("USDC"), "{err}");
 
         let no_id = MINIMAL.replace("chain_id = 11155111", "");
         assert!(ChainConfig::from_toml(&no_id, Path::new("x.toml"), &no_env).is_err());
 
         let secret = MINIMAL.replace("https://rpc.example/key/SECRET", "nonsense://SECRET");
-        let err = ChainConfig::from_toml(&secret, Path::new("x.toml"), &no_env)
-            .unwrap_err()
-            .to_string();
+        let err = ChainConfig::from_toml(&secret, Path::new("x.toml"), &no_env).unwrap_err().to_string();
         assert!(!err.contains("SECRET"), "{err}");
     }
 }

@@ -184,11 +184,8 @@ mod tests {
         assert_eq!(json["destination_chain"], "BASE_SEPOLIA");
         assert_eq!(json["source_type"], "ON_CHAIN");
 
-        let internal = Deposit {
-            source_type: SourceType::Account,
-            source_account_id: Some("acc2".into()),
-            ..deposit
-        };
+        let internal =
+            Deposit { source_type: SourceType::Account, source_account_id: Some("acc2".into()), ..deposit };
         let json = serde_json::to_value(&internal).unwrap();
         assert_eq!(json["source_account_id"], "acc2");
         assert_eq!(json["source_type"], "ACCOUNT");

@@ -64,10 +64,7 @@ pub fn redact_urls(text: &str) -> String {
 }
 
 fn find_scheme(text: &str) -> Option<usize> {
-    ["https://", "http://", "wss://", "ws://"]
-        .iter()
-        .filter_map(|s| text.find(s))
-        .min()
+    ["https://", "http://", "wss://", "ws://"].iter().filter_map(|s| text.find(s)).min()
 }
 
 fn redact_one(url: &str) -> String {
@@ -75,11 +72,7 @@ fn redact_one(url: &str) -> String {
     let authority = after.split(['/', '?', '#']).next().unwrap_or("");
     let host = authority.rsplit('@').next().unwrap_or("");
     let hidden = authority.contains('@') || after.len() > authority.len() + 1;
-    if hidden {
-        format!("{scheme}://{host}/…")
-    } else {
-        format!("{scheme}://{host}")
-    }
+    if hidden { format!("{scheme}://{host}/…") } else { format!("{scheme}://{host}") }
 }
 
 #[cfg(test)]
@@ -89,24 +82,13 @@ mod tests {
     #[test]
     fn hides_paths_queries_and_credentials() {
         assert_eq!(
-            redact_urls(
-                "error sending request for url (https://eth-mainnet.example.com/v2/SECRETKEY)"
-            ),
+            redact_urls("error sending request for url (https://eth-mainnet.example.com/v2/SECRETKEY)"),
             "error sending request for url (https://eth-mainnet.example.com/…)"
         );
-        assert_eq!(
-            redact_urls("wss://user:pass@node.example:8546"),
-            "wss://node.example:8546/…"
-        );
+        assert_eq!(redact_urls("wss://user:pass@node.example:8546"), "wss://node.example:8546/…");
         assert_eq!(redact_urls("x http://h/?apikey=abc y"), "x http://h/… y");
-        assert_eq!(
-            redact_urls("http://127.0.0.1:8545"),
-            "http://127.0.0.1:8545"
-        );
-        assert_eq!(
-            redact_urls("http://127.0.0.1:8545/"),
-            "http://127.0.0.1:8545"
-        );
+        assert_eq!(redact_urls("http://127.0.0.1:8545"), "http://127.0.0.1:8545");
+        assert_eq!(redact_urls("http://127.0.0.1:8545/"), "http://127.0.0.1:8545");
         assert_eq!(redact_urls("no url here"), "no url here");
     }
 
@@ -115,10 +97,7 @@ mod tests {
         let url = RpcUrl::parse("https://rpc.example/key/abc123?token=zzz").unwrap();
         assert!(!url.to_string().contains("abc123"));
         assert!(!format!("{url:?}").contains("zzz"));
-        assert_eq!(
-            url.expose().as_str(),
-            "https://rpc.example/key/abc123?token=zzz"
-        );
+        assert_eq!(url.expose().as_str(), "https://rpc.example/key/abc123?token=zzz");
         let err = RpcUrl::parse("ftp://h/secret").unwrap_err().to_string();
         assert!(!err.contains("secret"), "{err}");
     }

@@ -3,36 +3,31 @@
 
 use std::{collections::HashMap, hash::Hash, sync::Arc};
 
-/// Watched address → the account it belongs to, plus each address's
-/// canonical text. Account ids are shared, so a million addresses of a few
-/// accounts cost little more than the keys.
+/// Watched address → the account it belongs to.
 #[derive(Debug, Clone, Default)]
 pub struct WatchSet<K: Eq + Hash> {
     accounts: HashMap<K, Arc<str>>,
 }
 
 impl<K: Eq + Hash> WatchSet<K> {
-    /// Builds the set from `(address, account_id)` pairs, skipping addresses
-    /// `parse` refuses (they were validated on the way in).
+    /// Builds the set from `(address, account_id)` pairs.
     pub fn build(pairs: Vec<(String, String)>, parse: impl Fn(&str) -> Option<K>) -> Self {
-        let mut ids: HashMap<String, Arc<str>> = HashMap::new();
-        let mut accounts = HashMap::with_capacity(pairs.len());
+        let mut set = Self { accounts: HashMap::with_capacity(pairs.len()) };
         for (address, account_id) in pairs {
-            let Some(key) = parse(&address) else {
-                tracing::error!(
-                    address,
-                    account_id,
-                    "stored address does not parse; it is not watched"
-                );
-                continue;
-            };
-            let id = ids
-                .entry(account_id)
-                .or_insert_with_key(|k| Arc::from(k.as_str()))
-                .clone();
-            accounts.insert(key, id);
+            set.insert(&address, &account_id, &parse);
         }
-        Self { accounts }
+        set
+    }
+
+    /// Adds an address; one `parse` refuses was validated on the way in, so it
+    /// is logged and skipped rather than stopping the watcher.
+    pub fn insert(&mut self, address: &str, account_id: &str, parse: impl Fn(&str) -> Option<K>) {
+        match parse(address) {
+            Some(key) => {
+                self.accounts.insert(key, Arc::from(account_id));
+            }
+            None => tracing::error!(address, account_id, "stored address does not parse; it is not watched"),
+        }
     }
 
     pub fn account_of(&self, address: &K) -> Option<&Arc<str>> {

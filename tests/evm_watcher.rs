@@ -3,7 +3,7 @@
 
 mod common;
 
-use std::time::Duration;
+use std::{sync::atomic::Ordering::SeqCst, time::Duration};
 
 use alloy::{
     network::TransactionBuilder,
@@ -11,11 +11,14 @@ use alloy::{
     providers::Provider,
     rpc::types::TransactionRequest,
 };
-use common::{Anvil, Backend, CHAIN, TestDb, add_account, chain_config, db::BACKENDS, eventually};
+use common::{
+    Anvil, Backend, CHAIN, TestDb, add_account, anvil::Mined, chain_config, db::BACKENDS, eventually,
+};
 use custody_indexer::{
+    account::{AccountAddress, AccountStatus, AccountType},
     deposit::{Deposit, DepositStatus, SourceType},
     evm::{EvmWatcher, Tick, WatchError},
-    store::Store,
+    store::{NewAccount, Store},
 };
 use tokio_util::sync::CancellationToken;
 
@@ -24,19 +27,31 @@ const ETH: u64 = 1_000_000_000_000_000_000;
 async fn watcher(anvil: &Anvil, store: &Store, token: Option<Address>, extra: &str) -> EvmWatcher {
     let token = token.map(|t| t.to_checksum(None));
     let config = chain_config(&[anvil.url()], token.as_deref(), extra);
-    EvmWatcher::connect(config, store.clone())
-        .await
-        .expect("watcher connects")
+    EvmWatcher::connect(config, store.clone()).await.expect("watcher connects")
+}
+
+/// A fresh anvil and store with `alice` (dev account 1) watched; dev
+/// account 0 is the outsider that funds everything.
+struct Setup {
+    anvil: Anvil,
+    db: TestDb,
+    outsider: Address,
+    alice: Address,
+}
+
+async fn setup(backend: Backend) -> Setup {
+    let anvil = Anvil::start().await;
+    let db = TestDb::new(backend).await;
+    let (outsider, alice) = (anvil.accounts[0], anvil.accounts[1]);
+    add_account(&db.store, "alice", &alice.to_string()).await;
+    Setup { anvil, db, outsider, alice }
 }
 
 /// Steps the watcher until it has indexed the current head.
 async fn catch_up(watcher: &mut EvmWatcher) {
     for _ in 0..1000 {
         match watcher.tick().await.expect("tick") {
-            Tick::Idle
-            | Tick::Scanned {
-                caught_up: true, ..
-            } => return,
+            Tick::Idle | Tick::Scanned { caught_up: true, .. } => return,
             _ => {}
         }
     }
@@ -70,148 +85,54 @@ async fn deposits_are_detected_pending_then_confirmed_on_both_stores() {
 async fn detects_exactly_the_deposits(backend: Backend) {
     let anvil = Anvil::start().await;
     let db = TestDb::new(backend).await;
-    let [outsider, alice, bob, carol] = [
-        anvil.accounts[0],
-        anvil.accounts[1],
-        anvil.accounts[2],
-        anvil.accounts[3],
-    ];
+    let [outsider, alice, bob, carol] =
+        [anvil.accounts[0], anvil.accounts[1], anvil.accounts[2], anvil.accounts[3]];
     add_account(&db.store, "alice", &alice.to_string()).await;
     add_account(&db.store, "bob", &bob.to_string()).await;
 
     let token_address = anvil.deploy_token("TUSD").await;
     let spam_address = anvil.deploy_token("SPAM").await;
     let (token, spam) = (anvil.token(token_address), anvil.token(spam_address));
-    token
-        .mint(outsider, U256::from(100_000_000u64))
-        .from(outsider)
-        .send()
-        .await
-        .unwrap()
-        .get_receipt()
-        .await
-        .unwrap();
-    spam.mint(outsider, U256::from(100_000_000u64))
-        .from(outsider)
-        .send()
-        .await
-        .unwrap()
-        .get_receipt()
-        .await
-        .unwrap();
+    token.mint(outsider, U256::from(100_000_000u64)).from(outsider).mined().await;
+    spam.mint(outsider, U256::from(100_000_000u64)).from(outsider).mined().await;
     let mut watcher = watcher(&anvil, &db.store, Some(token_address), "").await;
 
     // Native, from outside: ON_CHAIN.
     anvil.send_eth(outsider, alice, U256::from(ETH + 1)).await;
     // Token, from outside; then several Transfer logs in one transaction.
-    token
-        .transfer(alice, U256::from(2_500_000u64))
-        .from(outsider)
-        .send()
-        .await
-        .unwrap()
-        .get_receipt()
-        .await
-        .unwrap();
+    token.transfer(alice, U256::from(2_500_000u64)).from(outsider).mined().await;
     token
         .batchTransfer(
             vec![alice, bob, carol],
             vec![U256::from(1u64), U256::from(3_000_000u64), U256::from(7u64)],
         )
         .from(outsider)
-        .send()
-        .await
-        .unwrap()
-        .get_receipt()
-        .await
-        .unwrap();
+        .mined()
+        .await;
     // Nothing: an unlisted token, a zero-value transfer, a reverted transfer,
     // a zero-value native transaction, and outgoing transfers to outsiders.
-    spam.transfer(alice, U256::from(5u64))
-        .from(outsider)
-        .send()
-        .await
-        .unwrap()
-        .get_receipt()
-        .await
-        .unwrap();
-    token
-        .transfer(alice, U256::ZERO)
-        .from(outsider)
-        .send()
-        .await
-        .unwrap()
-        .get_receipt()
-        .await
-        .unwrap();
-    let reverted = token
-        .transferThenRevert(alice, U256::from(9u64))
-        .from(outsider)
-        .gas(200_000)
-        .send()
-        .await
-        .unwrap()
-        .get_receipt()
-        .await
-        .unwrap();
+    spam.transfer(alice, U256::from(5u64)).from(outsider).mined().await;
+    token.transfer(alice, U256::ZERO).from(outsider).mined().await;
+    let reverted =
+        token.transferThenRevert(alice, U256::from(9u64)).from(outsider).gas(200_000).mined().await;
     assert!(!reverted.status());
     anvil.send_eth(outsider, alice, U256::ZERO).await;
     anvil.send_eth(alice, carol, U256::from(ETH)).await;
-    token
-        .transfer(carol, U256::from(1u64))
-        .from(alice)
-        .send()
-        .await
-        .unwrap()
-        .get_receipt()
-        .await
-        .unwrap();
+    token.transfer(carol, U256::from(1u64)).from(alice).mined().await;
     // Account to account: ACCOUNT with the sender's account id.
     anvil.send_eth(alice, bob, U256::from(42u64)).await;
-    token
-        .transfer(bob, U256::from(1_000_000u64))
-        .from(alice)
-        .send()
-        .await
-        .unwrap()
-        .get_receipt()
-        .await
-        .unwrap();
+    token.transfer(bob, U256::from(1_000_000u64)).from(alice).mined().await;
 
     catch_up(&mut watcher).await;
     let deposits = db.store.deposits_on_chain(CHAIN).await.unwrap();
     let on_chain = SourceType::OnChain;
     let from_alice = (SourceType::Account, Some("alice".to_string()));
     let expected = vec![
-        (
-            "alice".into(),
-            "ETH".into(),
-            "1.000000000000000001".into(),
-            on_chain,
-            None,
-        ),
-        (
-            "alice".into(),
-            "TUSD".into(),
-            "0.000001".into(),
-            on_chain,
-            None,
-        ),
+        ("alice".into(), "ETH".into(), "1.000000000000000001".into(), on_chain, None),
+        ("alice".into(), "TUSD".into(), "0.000001".into(), on_chain, None),
         ("alice".into(), "TUSD".into(), "2.5".into(), on_chain, None),
-        (
-            "bob".into(),
-            "ETH".into(),
-            "0.000000000000000042".into(),
-            from_alice.0,
-            from_alice.1.clone(),
-        ),
-        (
-            "bob".into(),
-            "TUSD".into(),
-            "1".into(),
-            from_alice.0,
-            from_alice.1.clone(),
-        ),
+        ("bob".into(), "ETH".into(), "0.000000000000000042".into(), from_alice.0, from_alice.1.clone()),
+        ("bob".into(), "TUSD".into(), "1".into(), from_alice.0, from_alice.1.clone()),
         ("bob".into(), "TUSD".into(), "3".into(), on_chain, None),
     ];
     assert_eq!(summary(&deposits), expected, "{backend:?}");
@@ -226,15 +147,8 @@ async fn detects_exactly_the_deposits(backend: Backend) {
             .unwrap()
             .block_number
             .unwrap();
-        let expected = if block + 3 <= head {
-            DepositStatus::Confirmed
-        } else {
-            DepositStatus::Pending
-        };
-        assert_eq!(
-            d.status, expected,
-            "deposit in block {block} at head {head}"
-        );
+        let expected = if block + 3 <= head { DepositStatus::Confirmed } else { DepositStatus::Pending };
+        assert_eq!(d.status, expected, "deposit in block {block} at head {head}");
         assert_eq!(d.destination_chain, CHAIN);
         assert_eq!(d.dedup_key.len(), 36);
     }
@@ -243,11 +157,7 @@ async fn detects_exactly_the_deposits(backend: Backend) {
     anvil.mine(3).await;
     catch_up(&mut watcher).await;
     let confirmed = db.store.deposits_on_chain(CHAIN).await.unwrap();
-    assert!(
-        confirmed
-            .iter()
-            .all(|d| d.status == DepositStatus::Confirmed && d.confirmed_at.timestamp() > 0)
-    );
+    assert!(confirmed.iter().all(|d| d.status == DepositStatus::Confirmed && d.confirmed_at.timestamp() > 0));
     let ids = |ds: &[Deposit]| ds.iter().map(|d| d.id.clone()).collect::<Vec<_>>();
     assert_eq!(ids(&confirmed), ids(&deposits), "confirmation keeps ids");
 
@@ -260,10 +170,7 @@ async fn detects_exactly_the_deposits(backend: Backend) {
 
 #[tokio::test]
 async fn a_reorg_fails_dropped_deposits_and_keeps_reincluded_ones() {
-    let anvil = Anvil::start().await;
-    let db = TestDb::new(Backend::Sqlite).await;
-    let (outsider, alice) = (anvil.accounts[0], anvil.accounts[1]);
-    add_account(&db.store, "alice", &alice.to_string()).await;
+    let Setup { anvil, db, outsider, alice } = setup(Backend::Sqlite).await;
     let mut watcher = watcher(&anvil, &db.store, None, "").await;
 
     let kept = anvil.send_eth(outsider, alice, U256::from(7u64)).await;
@@ -283,20 +190,10 @@ async fn a_reorg_fails_dropped_deposits_and_keeps_reincluded_ones() {
     let after = db.store.deposits_on_chain(CHAIN).await.unwrap();
     assert_eq!(after.len(), 2, "no deposit is duplicated");
     let find = |hash: alloy::primitives::B256| {
-        after
-            .iter()
-            .find(|d| d.transaction_hash == hash.to_string())
-            .unwrap()
+        after.iter().find(|d| d.transaction_hash == hash.to_string()).unwrap()
     };
     let (kept_after, dropped_after) = (find(kept), find(dropped));
-    assert_eq!(
-        kept_after.id,
-        before
-            .iter()
-            .find(|d| d.transaction_hash == kept.to_string())
-            .unwrap()
-            .id
-    );
+    assert_eq!(kept_after.id, before.iter().find(|d| d.transaction_hash == kept.to_string()).unwrap().id);
     assert_eq!(kept_after.status, DepositStatus::Pending);
     assert_eq!(dropped_after.status, DepositStatus::Failed);
     assert_eq!(db.store.reorg_count(CHAIN).await.unwrap(), 1);
@@ -304,17 +201,8 @@ async fn a_reorg_fails_dropped_deposits_and_keeps_reincluded_ones() {
     anvil.mine(3).await;
     catch_up(&mut watcher).await;
     let end = db.store.deposits_on_chain(CHAIN).await.unwrap();
-    assert_eq!(
-        end.iter().find(|d| d.id == kept_after.id).unwrap().status,
-        DepositStatus::Confirmed
-    );
-    assert_eq!(
-        end.iter()
-            .find(|d| d.id == dropped_after.id)
-            .unwrap()
-            .status,
-        DepositStatus::Failed
-    );
+    assert_eq!(end.iter().find(|d| d.id == kept_after.id).unwrap().status, DepositStatus::Confirmed);
+    assert_eq!(end.iter().find(|d| d.id == dropped_after.id).unwrap().status, DepositStatus::Failed);
 }
 
 #[tokio::test]
@@ -322,27 +210,9 @@ async fn internal_transfers_are_found_with_traces_only() {
     let anvil = Anvil::start().await;
     let (outsider, alice) = (anvil.accounts[0], anvil.accounts[1]);
     let forwarder = anvil.forwarder(anvil.deploy_forwarder().await);
-    forwarder
-        .forward(alice)
-        .from(outsider)
-        .value(U256::from(11u64))
-        .send()
-        .await
-        .unwrap()
-        .get_receipt()
-        .await
-        .unwrap();
-    let failed = forwarder
-        .forwardThenRevert(alice)
-        .from(outsider)
-        .value(U256::from(13u64))
-        .gas(200_000)
-        .send()
-        .await
-        .unwrap()
-        .get_receipt()
-        .await
-        .unwrap();
+    forwarder.forward(alice).from(outsider).value(U256::from(11u64)).mined().await;
+    let failed =
+        forwarder.forwardThenRevert(alice).from(outsider).value(U256::from(13u64)).gas(200_000).mined().await;
     assert!(!failed.status());
     // A native transfer to a contract that refuses it reverts: nothing.
     let refused = TransactionRequest::default()
@@ -350,50 +220,27 @@ async fn internal_transfers_are_found_with_traces_only() {
         .with_to(*forwarder.address())
         .with_value(U256::from(17u64))
         .with_gas_limit(100_000);
-    let receipt = anvil
-        .provider
-        .send_transaction(refused)
-        .await
-        .unwrap()
-        .get_receipt()
-        .await
-        .unwrap();
+    let receipt = anvil.provider.send_transaction(refused).await.unwrap().get_receipt().await.unwrap();
     assert!(!receipt.status());
 
     // The forwarder is itself a watched account: the value sent to it is a
     // plain deposit; what it passes on to alice only a trace shows.
-    let to_vault = (
-        "vault".to_string(),
-        "0.000000000000000011".to_string(),
-        SourceType::OnChain,
-    );
-    let to_alice = (
-        "alice".to_string(),
-        "0.000000000000000011".to_string(),
-        SourceType::Account,
-    );
-    for (traces, expected) in [
-        (false, vec![to_vault.clone()]),
-        (true, vec![to_alice, to_vault]),
-    ] {
+    let to_vault = ("vault".to_string(), "0.000000000000000011".to_string(), SourceType::OnChain);
+    let to_alice = ("alice".to_string(), "0.000000000000000011".to_string(), SourceType::Account);
+    for (traces, expected) in [(false, vec![to_vault.clone()]), (true, vec![to_alice, to_vault])] {
         let db = TestDb::new(Backend::Sqlite).await;
         add_account(&db.store, "alice", &alice.to_string()).await;
         add_account(&db.store, "vault", &forwarder.address().to_string()).await;
         let mut watcher = watcher(&anvil, &db.store, None, &format!("traces = {traces}")).await;
         catch_up(&mut watcher).await;
         let deposits = db.store.deposits_on_chain(CHAIN).await.unwrap();
-        let mut found: Vec<_> = deposits
-            .iter()
-            .map(|d| (d.account_id.clone(), d.amount.clone(), d.source_type))
-            .collect();
+        let mut found: Vec<_> =
+            deposits.iter().map(|d| (d.account_id.clone(), d.amount.clone(), d.source_type)).collect();
         found.sort();
         assert_eq!(found, expected, "traces = {traces}");
         if traces {
             let internal = deposits.iter().find(|d| d.account_id == "alice").unwrap();
-            assert_eq!(
-                internal.source_address,
-                forwarder.address().to_checksum(None)
-            );
+            assert_eq!(internal.source_address, forwarder.address().to_checksum(None));
             assert_eq!(internal.source_account_id.as_deref(), Some("vault"));
         }
     }
@@ -401,10 +248,7 @@ async fn internal_transfers_are_found_with_traces_only() {
 
 #[tokio::test]
 async fn a_dead_first_rpc_url_fails_over_to_the_second() {
-    let anvil = Anvil::start().await;
-    let db = TestDb::new(Backend::Sqlite).await;
-    let (outsider, alice) = (anvil.accounts[0], anvil.accounts[1]);
-    add_account(&db.store, "alice", &alice.to_string()).await;
+    let Setup { anvil, db, outsider, alice } = setup(Backend::Sqlite).await;
     anvil.send_eth(outsider, alice, U256::from(5u64)).await;
     let dead = format!("http://127.0.0.1:{}/v2/SECRET", common::dead_port());
     let config = chain_config(&[dead, anvil.url()], None, "");
@@ -418,21 +262,8 @@ async fn a_chain_id_mismatch_refuses_to_index() {
     let anvil = Anvil::start_with(&["--chain-id", "1"]).await;
     let db = TestDb::new(Backend::Sqlite).await;
     let config = chain_config(&[anvil.url()], None, "");
-    let error = EvmWatcher::connect(config, db.store.clone())
-        .await
-        .err()
-        .expect("refused");
-    assert!(
-        matches!(
-            error,
-            WatchError::WrongChain {
-                expected: 31337,
-                actual: 1,
-                ..
-            }
-        ),
-        "{error}"
-    );
+    let error = EvmWatcher::connect(config, db.store.clone()).await.err().expect("refused");
+    assert!(matches!(error, WatchError::WrongChain { expected: 31337, actual: 1, .. }), "{error}");
     assert!(!error.is_retryable());
     assert!(db.store.chain_state(CHAIN).await.unwrap().is_none());
 }
@@ -467,35 +298,117 @@ async fn an_account_added_while_running_is_watched_without_restart() {
 
 #[tokio::test]
 async fn new_heads_over_websocket_wake_the_watcher_before_the_poll_interval() {
-    let anvil = Anvil::start().await;
-    let db = TestDb::new(Backend::Sqlite).await;
-    let (outsider, alice) = (anvil.accounts[0], anvil.accounts[1]);
-    add_account(&db.store, "alice", &alice.to_string()).await;
+    let Setup { anvil, db, outsider, alice } = setup(Backend::Sqlite).await;
     // Polling every 10 minutes: only a newHeads notification can wake the watcher.
     let extra = format!("ws_url = \"{}\"\npoll_interval_ms = 600000", anvil.ws_url());
-    let text = common::chain_toml(&[anvil.url()], None, "").replace("poll_interval_ms = 100\n", "")
-        + &extra;
-    let config = custody_indexer::config::ChainConfig::from_toml(
-        &text,
-        std::path::Path::new("ws.toml"),
-        &|_| None,
-    )
-    .unwrap();
+    let text = common::chain_toml(&[anvil.url()], None, "").replace("poll_interval_ms = 100\n", "") + &extra;
+    let config =
+        custody_indexer::config::ChainConfig::from_toml(&text, std::path::Path::new("ws.toml"), &|_| None)
+            .unwrap();
     let watcher = EvmWatcher::connect(config, db.store.clone()).await.unwrap();
     let shutdown = CancellationToken::new();
     let running = tokio::spawn(watcher.run(shutdown.clone()));
     tokio::time::sleep(Duration::from_secs(2)).await;
     anvil.send_eth(outsider, alice, U256::from(3u64)).await;
     let store = db.store.clone();
-    eventually(
-        Duration::from_secs(30),
-        "a deposit found through newHeads",
-        || {
-            let store = store.clone();
-            async move { (store.deposits_on_chain(CHAIN).await.unwrap().len() == 1).then_some(()) }
-        },
-    )
+    eventually(Duration::from_secs(30), "a deposit found through newHeads", || {
+        let store = store.clone();
+        async move { (store.deposits_on_chain(CHAIN).await.unwrap().len() == 1).then_some(()) }
+    })
     .await;
     shutdown.cancel();
     running.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn refused_log_ranges_are_narrowed_and_transient_errors_retried() {
+    let Setup { anvil, db, outsider, alice } = setup(Backend::Sqlite).await;
+    let token = anvil.token(anvil.deploy_token("TUSD").await);
+    token.mint(outsider, U256::from(1_000u64)).from(outsider).mined().await;
+    for i in 1..=12u64 {
+        token.transfer(alice, U256::from(i)).from(outsider).mined().await;
+    }
+
+    let rpc = common::proxy::start(anvil.url()).await;
+    rpc.faults.max_log_range.store(4, SeqCst);
+    let token_address = token.address().to_checksum(None);
+    let config = chain_config(std::slice::from_ref(&rpc.url), Some(&token_address), "max_block_range = 50");
+    let mut watcher = EvmWatcher::connect(config, db.store.clone()).await.unwrap();
+    // Rate limits and an unavailable node, then answers again.
+    rpc.faults.status.store(429, SeqCst);
+    rpc.faults.fail_next.store(2, SeqCst);
+    catch_up(&mut watcher).await;
+    rpc.faults.status.store(503, SeqCst);
+    rpc.faults.fail_next.store(2, SeqCst);
+    anvil.send_eth(outsider, alice, U256::from(1u64)).await;
+    catch_up(&mut watcher).await;
+
+    let deposits = db.store.deposits_on_chain(CHAIN).await.unwrap();
+    assert_eq!(deposits.iter().filter(|d| d.currency_symbol == "TUSD").count(), 12);
+    assert_eq!(deposits.iter().filter(|d| d.currency_symbol == "ETH").count(), 1);
+    assert!(rpc.faults.refused.load(SeqCst) >= 1, "the range was refused");
+    assert_eq!(rpc.faults.failed.load(SeqCst), 4, "every injected failure was met");
+    let ranges = rpc.faults.log_ranges.lock().unwrap().clone();
+    assert!(ranges.iter().all(|span| *span <= 4), "{ranges:?}");
+}
+
+#[tokio::test]
+async fn the_finalized_policy_waits_for_the_finalized_block() {
+    // anvil reports head - 64 as finalized.
+    let Setup { anvil, db, outsider, alice } = setup(Backend::Postgres).await;
+    let mut watcher = watcher(&anvil, &db.store, None, "confirmation = \"finalized\"").await;
+    let tx = anvil.send_eth(outsider, alice, U256::from(1u64)).await;
+    let block = anvil.provider.get_transaction_receipt(tx).await.unwrap().unwrap().block_number.unwrap();
+    anvil.mine(block + 63 - anvil.head().await).await;
+    catch_up(&mut watcher).await;
+    let status = || async { db.store.deposits_on_chain(CHAIN).await.unwrap()[0].status };
+    assert_eq!(status().await, DepositStatus::Pending, "63 blocks on top: not finalized yet");
+    anvil.mine(1).await;
+    catch_up(&mut watcher).await;
+    assert_eq!(status().await, DepositStatus::Confirmed);
+}
+
+#[tokio::test]
+async fn a_reorg_below_a_confirmed_deposit_leaves_it_confirmed() {
+    let Setup { anvil, db, outsider, alice } = setup(Backend::Sqlite).await;
+    let mut watcher = watcher(&anvil, &db.store, None, "").await;
+    anvil.mine(2).await;
+    anvil.send_eth(outsider, alice, U256::from(1u64)).await;
+    anvil.mine(3).await;
+    catch_up(&mut watcher).await;
+    let confirmed = db.store.deposits_on_chain(CHAIN).await.unwrap();
+    assert_eq!(confirmed[0].status, DepositStatus::Confirmed);
+
+    // Deeper than the policy's 3 blocks: the deposit's block is replaced.
+    anvil.reorg(4, vec![]).await;
+    catch_up(&mut watcher).await;
+    assert_eq!(db.store.deposits_on_chain(CHAIN).await.unwrap(), confirmed, "CONFIRMED is never rewritten");
+    assert_eq!(db.store.reorg_count(CHAIN).await.unwrap(), 1);
+}
+
+#[tokio::test]
+async fn deposits_to_frozen_and_closed_accounts_are_recorded() {
+    let anvil = Anvil::start().await;
+    let db = TestDb::new(Backend::Sqlite).await;
+    let outsider = anvil.accounts[0];
+    for (i, status) in [AccountStatus::Frozen, AccountStatus::Closed].into_iter().enumerate() {
+        let address = anvil.accounts[i + 1];
+        db.store
+            .add_account(NewAccount {
+                id: format!("{status}"),
+                organization: "default".into(),
+                identity_id: "identity".into(),
+                kind: AccountType::Omnibus,
+                status,
+                addresses: vec![AccountAddress { chains: vec![CHAIN], address: address.to_string() }],
+            })
+            .await
+            .unwrap();
+        anvil.send_eth(outsider, address, U256::from(5u64)).await;
+    }
+    let mut watcher = watcher(&anvil, &db.store, None, "").await;
+    catch_up(&mut watcher).await;
+    let accounts: Vec<String> =
+        db.store.deposits_on_chain(CHAIN).await.unwrap().into_iter().map(|d| d.account_id).collect();
+    assert_eq!(accounts, ["FROZEN", "CLOSED"]);
 }

@@ -24,10 +24,7 @@ fn account(id: &str, address: &str, chains: Vec<Chain>) -> NewAccount {
         identity_id: format!("identity-{id}"),
         kind: AccountType::Segregated,
         status: AccountStatus::Active,
-        addresses: vec![AccountAddress {
-            chains,
-            address: address.into(),
-        }],
+        addresses: vec![AccountAddress { chains, address: address.into() }],
     }
 }
 
@@ -49,11 +46,7 @@ fn detected(tx: u8, position: Position, block: u64, hash: &str, raw: u64) -> Det
 }
 
 fn block(number: u64, hash: &str, parent: &str) -> BlockRef {
-    BlockRef {
-        number,
-        hash: hash.into(),
-        parent_hash: parent.into(),
-    }
+    BlockRef { number, hash: hash.into(), parent_hash: parent.into() }
 }
 
 fn scan(
@@ -92,60 +85,32 @@ async fn accounts_are_validated_normalised_and_unique_per_chain_address() {
     each_backend(|store, backend| async move {
         let version = store.accounts_version().await.unwrap();
         let lower = "0xa0b86991c6218b36c1d19d4a2e9eb0ce3606eb48";
-        let added = store
-            .add_account(account("a1", lower, vec![CHAIN, Chain::EthereumMainnet]))
-            .await
-            .unwrap();
+        let added =
+            store.add_account(account("a1", lower, vec![CHAIN, Chain::EthereumMainnet])).await.unwrap();
         assert_eq!(added.addresses.len(), 1, "{backend:?}");
-        assert_eq!(
-            added.addresses[0].address,
-            "0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48"
-        );
+        assert_eq!(added.addresses[0].address, "0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48");
         assert_eq!(added.addresses[0].chains.len(), 2);
-        assert!(
-            store.accounts_version().await.unwrap() > version,
-            "adding bumps the version"
-        );
+        assert!(store.accounts_version().await.unwrap() > version, "adding bumps the version");
 
-        let taken = store
-            .add_account(account("a2", lower, vec![CHAIN]))
-            .await
-            .unwrap_err();
+        let taken = store.add_account(account("a2", lower, vec![CHAIN])).await.unwrap_err();
         assert!(matches!(taken, StoreError::Conflict(_)), "{taken}");
-        assert!(
-            store.account("a2").await.is_err(),
-            "a refused account leaves nothing behind"
-        );
+        assert!(store.account("a2").await.is_err(), "a refused account leaves nothing behind");
 
-        let duplicate = store
-            .add_account(account("a1", BOB, vec![CHAIN]))
-            .await
-            .unwrap_err();
+        let duplicate = store.add_account(account("a1", BOB, vec![CHAIN])).await.unwrap_err();
         assert!(matches!(duplicate, StoreError::Conflict(_)));
-        let bad = store
-            .add_account(account("a3", "0x1234", vec![CHAIN]))
-            .await
-            .unwrap_err();
+        let bad = store.add_account(account("a3", "0x1234", vec![CHAIN])).await.unwrap_err();
         assert!(matches!(bad, StoreError::Invalid(_)), "{bad}");
-        let wrong_family = store
-            .add_account(account("a4", BOB, vec![Chain::SolanaDevnet]))
-            .await
-            .unwrap_err();
+        let wrong_family =
+            store.add_account(account("a4", BOB, vec![Chain::SolanaDevnet])).await.unwrap_err();
         assert!(matches!(wrong_family, StoreError::Invalid(_)));
         let mut stranger = account("a5", BOB, vec![CHAIN]);
         stranger.organization = "nobody".into();
-        assert!(matches!(
-            store.add_account(stranger).await.unwrap_err(),
-            StoreError::NotFound(_)
-        ));
+        assert!(matches!(store.add_account(stranger).await.unwrap_err(), StoreError::NotFound(_)));
 
         let watched = store.watched_addresses(CHAIN).await.unwrap();
         assert_eq!(
             watched,
-            vec![(
-                "0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48".to_string(),
-                "a1".to_string()
-            )]
+            vec![("0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48".to_string(), "a1".to_string())]
         );
         assert_eq!(store.accounts(None).await.unwrap().len(), 1);
     })
@@ -155,20 +120,14 @@ async fn accounts_are_validated_normalised_and_unique_per_chain_address() {
 #[tokio::test]
 async fn rescanning_a_range_never_duplicates_and_confirmation_is_terminal() {
     each_backend(|store, backend| async move {
-        store
-            .add_account(account("alice", ALICE, vec![CHAIN]))
-            .await
-            .unwrap();
+        store.add_account(account("alice", ALICE, vec![CHAIN])).await.unwrap();
         let deposits = vec![
             detected(1, Position::Native, 10, "0xb10", 5),
             detected(2, Position::Log(3), 11, "0xb11", 1_500_000),
             detected(2, Position::Log(4), 11, "0xb11", 2),
         ];
         let blocks = vec![block(10, "0xb10", "0xb09"), block(11, "0xb11", "0xb10")];
-        let changed = store
-            .commit_scan(&scan(10, 11, deposits.clone(), blocks.clone(), None))
-            .await
-            .unwrap();
+        let changed = store.commit_scan(&scan(10, 11, deposits.clone(), blocks.clone(), None)).await.unwrap();
         assert_eq!(changed.len(), 3, "{backend:?}");
         assert!(changed.iter().all(|(_, s)| *s == DepositStatus::Pending));
 
@@ -181,11 +140,7 @@ async fn rescanning_a_range_never_duplicates_and_confirmation_is_terminal() {
         let usdc = listed.iter().find(|d| d.amount == "1.5").unwrap();
         assert_eq!(usdc.status, DepositStatus::Pending);
         assert_eq!(usdc.source_type, SourceType::OnChain);
-        assert_eq!(
-            usdc.confirmed_at.timestamp(),
-            0,
-            "zero time until confirmed"
-        );
+        assert_eq!(usdc.confirmed_at.timestamp(), 0, "zero time until confirmed");
         assert_eq!(usdc.created_at.timestamp(), 1_700_000_011);
         assert_eq!(store.deposit(&usdc.id).await.unwrap(), *usdc);
 
@@ -193,10 +148,7 @@ async fn rescanning_a_range_never_duplicates_and_confirmation_is_terminal() {
         let confirmed = store.confirm_through(CHAIN, 10).await.unwrap();
         assert_eq!(confirmed.len(), 1);
         let native = store.deposit(&confirmed[0].0).await.unwrap();
-        assert_eq!(
-            (native.status, native.amount.as_str()),
-            (DepositStatus::Confirmed, "0.000005")
-        );
+        assert_eq!((native.status, native.amount.as_str()), (DepositStatus::Confirmed, "0.000005"));
         assert!(native.confirmed_at.timestamp() > 0);
 
         // A later scan claiming block 10 changed cannot touch a CONFIRMED deposit.
@@ -213,45 +165,18 @@ async fn rescanning_a_range_never_duplicates_and_confirmation_is_terminal() {
 #[tokio::test]
 async fn the_cursor_moves_only_from_where_the_scan_started() {
     each_backend(|store, _| async move {
-        store
-            .commit_scan(&scan(0, 4, vec![], vec![], None))
-            .await
-            .unwrap();
-        assert_eq!(
-            store.chain_state(CHAIN).await.unwrap().unwrap().next_block,
-            5
-        );
+        store.commit_scan(&scan(0, 4, vec![], vec![], None)).await.unwrap();
+        assert_eq!(store.chain_state(CHAIN).await.unwrap().unwrap().next_block, 5);
         // A second instance that still believes the chain is new is refused.
-        let stale = store
-            .commit_scan(&scan(0, 4, vec![], vec![], None))
-            .await
-            .unwrap_err();
+        let stale = store.commit_scan(&scan(0, 4, vec![], vec![], None)).await.unwrap_err();
         assert!(matches!(stale, StoreError::Conflict(_)));
         // One that read an old cursor is refused, and writes none of its deposits.
-        store
-            .add_account(account("alice", ALICE, vec![CHAIN]))
-            .await
-            .unwrap();
-        let late = scan(
-            3,
-            6,
-            vec![detected(9, Position::Native, 6, "0xb6", 1)],
-            vec![],
-            Some(3),
-        );
-        assert!(matches!(
-            store.commit_scan(&late).await.unwrap_err(),
-            StoreError::Conflict(_)
-        ));
+        store.add_account(account("alice", ALICE, vec![CHAIN])).await.unwrap();
+        let late = scan(3, 6, vec![detected(9, Position::Native, 6, "0xb6", 1)], vec![], Some(3));
+        assert!(matches!(store.commit_scan(&late).await.unwrap_err(), StoreError::Conflict(_)));
         assert!(store.deposits_of_account("alice").await.unwrap().is_empty());
-        store
-            .commit_scan(&scan(5, 6, vec![], vec![], Some(5)))
-            .await
-            .unwrap();
-        assert_eq!(
-            store.chain_state(CHAIN).await.unwrap().unwrap().next_block,
-            7
-        );
+        store.commit_scan(&scan(5, 6, vec![], vec![], Some(5))).await.unwrap();
+        assert_eq!(store.chain_state(CHAIN).await.unwrap().unwrap().next_block, 7);
     })
     .await;
 }
@@ -259,15 +184,9 @@ async fn the_cursor_moves_only_from_where_the_scan_started() {
 #[tokio::test]
 async fn a_rewind_orphans_pending_deposits_which_reappear_or_fail() {
     each_backend(|store, backend| async move {
-        store
-            .add_account(account("alice", ALICE, vec![CHAIN]))
-            .await
-            .unwrap();
-        let blocks = vec![
-            block(20, "0xa20", "0xa19"),
-            block(21, "0xa21", "0xa20"),
-            block(22, "0xa22", "0xa21"),
-        ];
+        store.add_account(account("alice", ALICE, vec![CHAIN])).await.unwrap();
+        let blocks =
+            vec![block(20, "0xa20", "0xa19"), block(21, "0xa21", "0xa20"), block(22, "0xa22", "0xa21")];
         let deposits = vec![
             detected(1, Position::Native, 20, "0xa20", 1),
             detected(2, Position::Native, 21, "0xa21", 2),
@@ -278,23 +197,11 @@ async fn a_rewind_orphans_pending_deposits_which_reappear_or_fail() {
         store.commit_scan(&first).await.unwrap();
 
         let outcome = store
-            .rewind(Rewind {
-                chain: CHAIN,
-                common_ancestor: 20,
-                expected_next: 23,
-                scanned_height: 22,
-            })
+            .rewind(Rewind { chain: CHAIN, common_ancestor: 20, expected_next: 23, scanned_height: 22 })
             .await
             .unwrap();
-        assert_eq!(
-            (outcome.orphaned, outcome.confirmed_affected),
-            (2, 0),
-            "{backend:?}"
-        );
-        assert_eq!(
-            store.chain_state(CHAIN).await.unwrap().unwrap().next_block,
-            21
-        );
+        assert_eq!((outcome.orphaned, outcome.confirmed_affected), (2, 0), "{backend:?}");
+        assert_eq!(store.chain_state(CHAIN).await.unwrap().unwrap().next_block, 21);
         assert_eq!(store.blocks_below(CHAIN, 100, 10).await.unwrap().len(), 1);
         assert_eq!(store.reorg_count(CHAIN).await.unwrap(), 1);
         let orphans = store.orphans(CHAIN).await.unwrap();
@@ -315,13 +222,8 @@ async fn a_rewind_orphans_pending_deposits_which_reappear_or_fail() {
         let orphans = store.orphans(CHAIN).await.unwrap();
         assert_eq!(orphans.len(), 1);
         assert_eq!(orphans[0].tx_hash, format!("0x{:064x}", 3));
-        let ids: Vec<String> = store
-            .deposits_on_chain(CHAIN)
-            .await
-            .unwrap()
-            .iter()
-            .map(|d| d.id.clone())
-            .collect();
+        let ids: Vec<String> =
+            store.deposits_on_chain(CHAIN).await.unwrap().iter().map(|d| d.id.clone()).collect();
         assert_eq!(
             store.fail_orphans(&ids).await.unwrap(),
             vec![orphans[0].id.clone()],
@@ -341,19 +243,11 @@ async fn a_rewind_orphans_pending_deposits_which_reappear_or_fail() {
 
         // A rewind below a CONFIRMED deposit reports it and leaves it alone.
         let deep = store
-            .rewind(Rewind {
-                chain: CHAIN,
-                common_ancestor: 19,
-                expected_next: 23,
-                scanned_height: 22,
-            })
+            .rewind(Rewind { chain: CHAIN, common_ancestor: 19, expected_next: 23, scanned_height: 22 })
             .await
             .unwrap();
         assert_eq!(deep.confirmed_affected, 1);
-        assert_eq!(
-            store.deposits_on_chain(CHAIN).await.unwrap()[0].status,
-            DepositStatus::Confirmed
-        );
+        assert_eq!(store.deposits_on_chain(CHAIN).await.unwrap()[0].status, DepositStatus::Confirmed);
     })
     .await;
 }

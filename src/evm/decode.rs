@@ -41,17 +41,9 @@ impl EvmAssets {
         let tokens = config
             .assets
             .iter()
-            .filter_map(|a| {
-                Some((
-                    a.contract_address.parse().ok()?,
-                    (a.symbol.clone(), a.decimals),
-                ))
-            })
+            .filter_map(|a| Some((a.contract_address.parse().ok()?, (a.symbol.clone(), a.decimals))))
             .collect();
-        Self {
-            native: (config.native.symbol.clone(), config.native.decimals),
-            tokens,
-        }
+        Self { native: (config.native.symbol.clone(), config.native.decimals), tokens }
     }
 
     pub fn contracts(&self) -> Vec<Address> {
@@ -97,12 +89,8 @@ pub fn deposits_in_block(
     assets: &EvmAssets,
 ) -> Vec<Detected> {
     let block = input.block;
-    let succeeded: HashSet<B256> = input
-        .receipts
-        .iter()
-        .filter(|r| r.succeeded())
-        .map(|r| r.transaction_hash)
-        .collect();
+    let succeeded: HashSet<B256> =
+        input.receipts.iter().filter(|r| r.succeeded()).map(|r| r.transaction_hash).collect();
     let detected = |tx_hash: B256,
                     position: Position,
                     from: Address,
@@ -171,16 +159,8 @@ pub fn deposits_in_block(
         ));
     }
 
-    for (tx, trace) in block
-        .transactions
-        .iter()
-        .zip(input.traces.unwrap_or_default())
-    {
-        let TraceResult::Success {
-            result: GethTrace::CallTracer(root),
-            ..
-        } = trace
-        else {
+    for (tx, trace) in block.transactions.iter().zip(input.traces.unwrap_or_default()) {
+        let TraceResult::Success { result: GethTrace::CallTracer(root), .. } = trace else {
             continue;
         };
         for (path, frame) in internal_transfers(root) {
@@ -208,15 +188,8 @@ fn internal_transfers(root: &CallFrame) -> Vec<(String, &CallFrame)> {
             if call.error.is_some() || call.revert_reason.is_some() {
                 continue;
             }
-            let path = if path.is_empty() {
-                i.to_string()
-            } else {
-                format!("{path}.{i}")
-            };
-            let moves_value = matches!(
-                call.typ.as_str(),
-                "CALL" | "SELFDESTRUCT" | "CREATE" | "CREATE2"
-            );
+            let path = if path.is_empty() { i.to_string() } else { format!("{path}.{i}") };
+            let moves_value = matches!(call.typ.as_str(), "CALL" | "SELFDESTRUCT" | "CREATE" | "CREATE2");
             if moves_value && call.value.is_some_and(|v| !v.is_zero()) {
                 out.push((path.clone(), call));
             }

@@ -15,18 +15,11 @@ use crate::{
     redact::{RpcUrl, redact_urls},
 };
 
-pub async fn follow_heads(
-    chain: Chain,
-    url: RpcUrl,
-    heads: Arc<Notify>,
-    shutdown: CancellationToken,
-) {
+pub async fn follow_heads(chain: Chain, url: RpcUrl, heads: Arc<Notify>, shutdown: CancellationToken) {
     let mut delay = Duration::from_secs(1);
     while !shutdown.is_cancelled() {
         let session = async {
-            let provider = ProviderBuilder::new()
-                .connect_ws(WsConnect::new(url.expose().as_str()))
-                .await?;
+            let provider = ProviderBuilder::new().connect_ws(WsConnect::new(url.expose().as_str())).await?;
             let subscription = provider.subscribe_blocks().await?;
             debug!(%chain, %url, "following newHeads");
             let mut stream = subscription.into_stream();

@@ -25,21 +25,14 @@ impl EvmWatcher {
             return Ok(None);
         };
         let canonical = self.rpc().headers(&[tip]).await?;
-        if canonical
-            .first()
-            .is_some_and(|h| h.hash.to_string() == stored.hash)
-        {
+        if canonical.first().is_some_and(|h| h.hash.to_string() == stored.hash) {
             return Ok(None);
         }
         self.rewind(next, head).await.map(Some)
     }
 
     /// The first new block must extend the last stored one.
-    pub(super) async fn check_parent(
-        &self,
-        next: u64,
-        first: &BlockRef,
-    ) -> Result<Option<u64>, WatchError> {
+    pub(super) async fn check_parent(&self, next: u64, first: &BlockRef) -> Result<Option<u64>, WatchError> {
         let chain = self.config().chain;
         let Some(tip) = next.checked_sub(1) else {
             return Ok(None);
@@ -60,11 +53,7 @@ impl EvmWatcher {
         let chain = self.config().chain;
         let window = self.config().reorg_window;
         let stored = self.store().blocks_below(chain, next - 1, window).await?;
-        let numbers: Vec<u64> = stored
-            .iter()
-            .map(|b| b.number)
-            .filter(|n| *n <= head)
-            .collect();
+        let numbers: Vec<u64> = stored.iter().map(|b| b.number).filter(|n| *n <= head).collect();
         let canonical: HashMap<u64, String> = self
             .rpc()
             .headers(&numbers)
@@ -76,11 +65,7 @@ impl EvmWatcher {
             .iter()
             .find(|b| canonical.get(&b.number) == Some(&b.hash))
             .map(|b| b.number)
-            .ok_or(WatchError::ReorgTooDeep {
-                chain,
-                window,
-                below: next,
-            })?;
+            .ok_or(WatchError::ReorgTooDeep { chain, window, below: next })?;
         let outcome = self
             .store()
             .rewind(Rewind {
@@ -93,8 +78,7 @@ impl EvmWatcher {
         metrics::counter!("custody_indexer_reorgs_total", "chain" => chain.as_str()).increment(1);
         warn!(%chain, common_ancestor = ancestor, depth = next - 1 - ancestor, orphaned = outcome.orphaned, "reorg: rewound to the common ancestor");
         if outcome.confirmed_affected > 0 {
-            metrics::counter!("custody_indexer_deep_reorgs_total", "chain" => chain.as_str())
-                .increment(1);
+            metrics::counter!("custody_indexer_deep_reorgs_total", "chain" => chain.as_str()).increment(1);
             error!(%chain, common_ancestor = ancestor, confirmed_deposits = outcome.confirmed_affected,
                 "reorg deeper than the confirmation policy: CONFIRMED deposits are in reorged blocks and were left unchanged");
         }
@@ -111,10 +95,7 @@ impl EvmWatcher {
         if orphans.is_empty() {
             return Ok(());
         }
-        let hashes: Vec<B256> = orphans
-            .iter()
-            .filter_map(|o| o.tx_hash.parse().ok())
-            .collect();
+        let hashes: Vec<B256> = orphans.iter().filter_map(|o| o.tx_hash.parse().ok()).collect();
         let status = self.rpc().transaction_status(&hashes).await?;
         let grace = self.config().dropped_after_blocks;
         let failed: Vec<String> = orphans

@@ -56,7 +56,6 @@ pub struct RpcFailure {
     pub method: &'static str,
     /// The transport's message with every URL reduced to its host.
     pub message: String,
-    pub retryable: bool,
     pub range_too_large: bool,
 }
 
@@ -142,34 +141,19 @@ impl EvmRpc {
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .expect("a reqwest client with static settings builds");
-        let transports: Vec<_> = urls
-            .iter()
-            .map(|u| Http::with_client(http.clone(), u.expose().clone()))
-            .collect();
+        let transports: Vec<_> =
+            urls.iter().map(|u| Http::with_client(http.clone(), u.expose().clone())).collect();
         let count = NonZeroUsize::new(transports.len()).unwrap_or(NonZeroUsize::MIN);
         let fallback = tower::ServiceBuilder::new()
             .layer(
                 FallbackLayer::default()
                     .with_active_transport_count(count)
-                    .with_sequential_methods(
-                        METHODS
-                            .iter()
-                            .map(|m| m.to_string())
-                            .collect::<HashSet<_>>(),
-                    ),
+                    .with_sequential_methods(METHODS.iter().map(|m| m.to_string()).collect::<HashSet<_>>()),
             )
             .service(transports);
         let retry = RetryBackoffLayer::new_with_policy(3, 250, u64::MAX, TransientPolicy);
-        let client = ClientBuilder::default()
-            .layer(retry)
-            .transport(fallback, false);
-        Self {
-            chain,
-            client,
-            log_range: AtomicU64::new(max_block_range.max(1)),
-            batch_size,
-            concurrency,
-        }
+        let client = ClientBuilder::default().layer(retry).transport(fallback, false);
+        Self { chain, client, log_range: AtomicU64::new(max_block_range.max(1)), batch_size, concurrency }
     }
 
     /// A client for one URL alone, to check what that endpoint serves.
@@ -182,17 +166,13 @@ impl EvmRpc {
             chain: self.chain,
             method,
             message: redact_urls(&err.to_string()),
-            retryable: is_transient(&err) || matches!(err, RpcError::NullResp),
             range_too_large: is_range_too_large(&err),
         }
     }
 
     pub async fn chain_id(&self) -> Result<u64, RpcFailure> {
-        let id: U64 = self
-            .client
-            .request_noparams("eth_chainId")
-            .await
-            .map_err(|e| self.failure("eth_chainId", e))?;
+        let id: U64 =
+            self.client.request_noparams("eth_chainId").await.map_err(|e| self.failure("eth_chainId", e))?;
         Ok(id.to())
     }
 
@@ -226,28 +206,19 @@ impl EvmRpc {
             .chunks(self.batch_size)
             .map(|chunk| self.batch_by_number::<RpcHeader>(chunk, false))
             .collect();
-        let results: Vec<Vec<RpcHeader>> = stream::iter(batches)
-            .buffered(self.concurrency)
-            .try_collect()
-            .await?;
+        let results: Vec<Vec<RpcHeader>> =
+            stream::iter(batches).buffered(self.concurrency).try_collect().await?;
         Ok(results.into_iter().flatten().collect())
     }
 
-    async fn batched_by_number(
-        &self,
-        from: u64,
-        to: u64,
-        full: bool,
-    ) -> Result<Vec<RpcBlock>, RpcFailure> {
+    async fn batched_by_number(&self, from: u64, to: u64, full: bool) -> Result<Vec<RpcBlock>, RpcFailure> {
         let numbers: Vec<u64> = (from..=to).collect();
         let batches: Vec<_> = numbers
             .chunks(self.batch_size)
             .map(|chunk| self.batch_by_number::<RpcBlock>(chunk, full))
             .collect();
-        let results: Vec<Vec<RpcBlock>> = stream::iter(batches)
-            .buffered(self.concurrency)
-            .try_collect()
-            .await?;
+        let results: Vec<Vec<RpcBlock>> =
+            stream::iter(batches).buffered(self.concurrency).try_collect().await?;
         Ok(results.into_iter().flatten().collect())
     }
 
@@ -263,11 +234,8 @@ impl EvmRpc {
         let mut waiters = Vec::with_capacity(numbers.len());
         for n in numbers {
             let params = (BlockNumberOrTag::Number(*n), full);
-            waiters.push(
-                batch
-                    .add_call::<_, Option<T>>(METHOD, &params)
-                    .map_err(|e| self.failure(METHOD, e))?,
-            );
+            waiters
+                .push(batch.add_call::<_, Option<T>>(METHOD, &params).map_err(|e| self.failure(METHOD, e))?);
         }
         batch.send().await.map_err(|e| self.failure(METHOD, e))?;
         let mut out = Vec::with_capacity(waiters.len());
@@ -280,7 +248,6 @@ impl EvmRpc {
                         chain: self.chain,
                         method: METHOD,
                         message: format!("block {n} is not available"),
-                        retryable: true,
                         range_too_large: false,
                     });
                 }
@@ -309,11 +276,7 @@ impl EvmRpc {
                 .to_block(end)
                 .address(contracts.to_vec())
                 .event_signature(topic0);
-            match self
-                .client
-                .request::<_, Vec<Log>>("eth_getLogs", (filter,))
-                .await
-            {
+            match self.client.request::<_, Vec<Log>>("eth_getLogs", (filter,)).await {
                 Ok(logs) => {
                     out.extend(logs);
                     start = end + 1;
@@ -349,14 +312,11 @@ impl EvmRpc {
             }
             batch.send().await.map_err(|e| self.failure(METHOD, e))?;
             for (waiter, hash) in waiters.into_iter().zip(chunk) {
-                let receipt = waiter
-                    .await
-                    .map_err(|e| self.failure(METHOD, e))?
-                    .ok_or_else(|| RpcFailure {
+                let receipt =
+                    waiter.await.map_err(|e| self.failure(METHOD, e))?.ok_or_else(|| RpcFailure {
                         chain: self.chain,
                         method: METHOD,
                         message: format!("no receipt for mined transaction {hash}"),
-                        retryable: true,
                         range_too_large: false,
                     })?;
                 out.push(receipt);
@@ -366,10 +326,7 @@ impl EvmRpc {
     }
 
     /// Where each transaction stands now.
-    pub async fn transaction_status(
-        &self,
-        hashes: &[B256],
-    ) -> Result<HashMap<B256, TxStatus>, RpcFailure> {
+    pub async fn transaction_status(&self, hashes: &[B256]) -> Result<HashMap<B256, TxStatus>, RpcFailure> {
         const METHOD: &str = "eth_getTransactionByHash";
         let mut out = HashMap::with_capacity(hashes.len());
         for chunk in hashes.chunks(self.batch_size) {
@@ -386,9 +343,7 @@ impl EvmRpc {
             for (waiter, hash) in waiters.into_iter().zip(chunk) {
                 let status = match waiter.await.map_err(|e| self.failure(METHOD, e))? {
                     None => TxStatus::Unknown,
-                    Some(tx) => tx
-                        .block_number
-                        .map_or(TxStatus::Pending, |n| TxStatus::Mined(n.to())),
+                    Some(tx) => tx.block_number.map_or(TxStatus::Pending, |n| TxStatus::Mined(n.to())),
                 };
                 out.insert(*hash, status);
             }
@@ -399,8 +354,8 @@ impl EvmRpc {
     /// Call traces of every transaction in a block (`callTracer`).
     pub async fn traces(&self, number: u64) -> Result<Vec<TraceResult>, RpcFailure> {
         const METHOD: &str = "debug_traceBlockByNumber";
-        let options = GethDebugTracingOptions::default()
-            .with_tracer(GethDebugBuiltInTracerType::CallTracer.into());
+        let options =
+            GethDebugTracingOptions::default().with_tracer(GethDebugBuiltInTracerType::CallTracer.into());
         self.client
             .request(METHOD, (BlockNumberOrTag::Number(number), options))
             .await
@@ -415,7 +370,9 @@ struct TransientPolicy;
 
 impl RetryPolicy for TransientPolicy {
     fn should_retry(&self, error: &TransportError) -> bool {
-        RateLimitRetryPolicy::default().should_retry(error) || is_transient(error)
+        // A refused range fails the same way every time: it is narrowed instead.
+        !is_range_too_large(error)
+            && (RateLimitRetryPolicy::default().should_retry(error) || is_transient(error))
     }
 
     fn backoff_hint(&self, error: &TransportError) -> Option<Duration> {
@@ -426,9 +383,7 @@ impl RetryPolicy for TransientPolicy {
 fn is_transient(err: &TransportError) -> bool {
     match err {
         RpcError::Transport(kind) => match kind {
-            TransportErrorKind::HttpError(e) => {
-                e.status == 429 || e.status == 408 || e.status >= 500
-            }
+            TransportErrorKind::HttpError(e) => e.status == 429 || e.status == 408 || e.status >= 500,
             TransportErrorKind::HttpErrorWithRetryAfter { .. } => true,
             TransportErrorKind::Custom(_)
             | TransportErrorKind::BackendGone
@@ -444,18 +399,9 @@ fn is_transient(err: &TransportError) -> bool {
 
 fn mentions_range(message: &str) -> bool {
     let m = message.to_ascii_lowercase();
-    [
-        "block range",
-        "range is too",
-        "range too",
-        "more than",
-        "too many",
-        "exceed",
-        "response size",
-        "limit",
-    ]
-    .iter()
-    .any(|needle| m.contains(needle))
+    ["block range", "range is too", "range too", "more than", "too many", "exceed", "response size", "limit"]
+        .iter()
+        .any(|needle| m.contains(needle))
 }
 
 /// Providers word "your `eth_getLogs` range is too large" in many ways.

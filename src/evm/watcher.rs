@@ -30,55 +30,38 @@ pub enum WatchError {
     Rpc(#[from] RpcFailure),
     #[error(transparent)]
     Store(#[from] StoreError),
-    #[error(
-        "{chain}: rpc {url} answers chain id {actual}, expected {expected}; refusing to index it"
-    )]
-    WrongChain {
-        chain: crate::chain::Chain,
-        url: String,
-        expected: u64,
-        actual: u64,
-    },
+    #[error("{chain}: rpc {url} answers chain id {actual}, expected {expected}; refusing to index it")]
+    WrongChain { chain: crate::chain::Chain, url: String, expected: u64, actual: u64 },
     #[error("{chain}: no rpc url answered eth_chainId")]
     Unreachable { chain: crate::chain::Chain },
     #[error("{chain}: blocks changed while they were read ({detail}); scanning again")]
-    Inconsistent {
-        chain: crate::chain::Chain,
-        detail: String,
-    },
+    Inconsistent { chain: crate::chain::Chain, detail: String },
     #[error(
         "{chain}: reorg deeper than the {window} stored block hashes below block {below}; indexing stopped"
     )]
-    ReorgTooDeep {
-        chain: crate::chain::Chain,
-        window: u64,
-        below: u64,
-    },
+    ReorgTooDeep { chain: crate::chain::Chain, window: u64, below: u64 },
     #[error(
         "{chain}: backfill --to {to} is above the confirmed height {confirmed}; newer blocks are indexed by `run`"
     )]
-    AboveConfirmed {
-        chain: crate::chain::Chain,
-        to: u64,
-        confirmed: u64,
-    },
+    AboveConfirmed { chain: crate::chain::Chain, to: u64, confirmed: u64 },
+    #[error("{chain}: no block is confirmed yet; nothing to backfill")]
+    NothingConfirmed { chain: crate::chain::Chain },
     #[error("{chain}: backfill range {from}..={to} is empty")]
-    EmptyRange {
-        chain: crate::chain::Chain,
-        from: u64,
-        to: u64,
-    },
+    EmptyRange { chain: crate::chain::Chain, from: u64, to: u64 },
 }
 
 impl WatchError {
-    /// Whether a later attempt can succeed without an operator.
+    /// Whether a later attempt can succeed without an operator. Every RPC
+    /// failure counts: nodes lag, rate-limit and return garbage for a while,
+    /// and the watcher backs off rather than stopping the chain.
     pub fn is_retryable(&self) -> bool {
-        match self {
-            WatchError::Rpc(e) => e.retryable,
-            WatchError::Store(StoreError::Conflict(_) | StoreError::Query(_)) => true,
-            WatchError::Unreachable { .. } | WatchError::Inconsistent { .. } => true,
-            _ => false,
-        }
+        matches!(
+            self,
+            WatchError::Rpc(_)
+                | WatchError::Store(StoreError::Conflict(_) | StoreError::Query(_))
+                | WatchError::Unreachable { .. }
+                | WatchError::Inconsistent { .. }
+        )
     }
 }
 
@@ -86,12 +69,7 @@ impl WatchError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Tick {
     /// Indexed `from..=to`; `caught_up` when `to` is the head.
-    Scanned {
-        from: u64,
-        to: u64,
-        deposits: usize,
-        caught_up: bool,
-    },
+    Scanned { from: u64, to: u64, deposits: usize, caught_up: bool },
     /// Nothing new since the last step.
     Idle,
     /// A reorg was undone down to the common ancestor.
@@ -107,6 +85,8 @@ pub struct BackfillReport {
     pub deposits_found: usize,
     /// Deposits this backfill created or changed.
     pub deposits_changed: usize,
+    /// Time spent scanning and committing the range.
+    pub elapsed: Duration,
 }
 
 /// A scanned range before it is committed.
@@ -137,12 +117,7 @@ impl EvmWatcher {
             match EvmRpc::single(chain, url).chain_id().await {
                 Ok(actual) if actual == expected => verified += 1,
                 Ok(actual) => {
-                    return Err(WatchError::WrongChain {
-                        chain,
-                        url: url.to_string(),
-                        expected,
-                        actual,
-                    });
+                    return Err(WatchError::WrongChain { chain, url: url.to_string(), expected, actual });
                 }
                 Err(error) => {
                     warn!(%chain, %url, %error, "rpc url did not answer eth_chainId; kept as a fallback")
@@ -161,15 +136,8 @@ impl EvmWatcher {
         );
         let assets = EvmAssets::from_config(&config);
         let contracts = assets.contracts();
-        let mut watcher = Self {
-            config,
-            rpc,
-            store,
-            assets,
-            contracts,
-            watch: WatchSet::default(),
-            watch_version: None,
-        };
+        let mut watcher =
+            Self { config, rpc, store, assets, contracts, watch: WatchSet::default(), watch_version: None };
         watcher.refresh_watch().await?;
         Ok(watcher)
     }
@@ -186,17 +154,24 @@ impl EvmWatcher {
         &self.store
     }
 
-    /// Reloads the watched addresses when accounts changed, so an account
-    /// added while `run` runs is watched from the next step on.
+    /// Loads the addresses added since the last look, so an account added
+    /// while `run` runs is watched from the next step on. Addresses are never
+    /// removed, so increments are enough.
     async fn refresh_watch(&mut self) -> Result<(), WatchError> {
         let version = self.store.accounts_version().await?;
-        if self.watch_version == Some(version) {
+        let seen = self.watch_version.unwrap_or(-1);
+        if version == seen {
             return Ok(());
         }
-        let pairs = self.store.watched_addresses(self.config.chain).await?;
-        self.watch = WatchSet::build(pairs, |a| a.parse().ok());
+        let watch = &mut self.watch;
+        let added = self
+            .store
+            .watched_addresses_between(self.config.chain, seen, version, |address, account| {
+                watch.insert(&address, &account, |a| a.parse().ok())
+            })
+            .await?;
         self.watch_version = Some(version);
-        info!(chain = %self.config.chain, addresses = self.watch.len(), "watching addresses");
+        info!(chain = %self.config.chain, added, watched = self.watch.len(), "watching addresses");
         Ok(())
     }
 
@@ -234,24 +209,13 @@ impl EvmWatcher {
             logs_by_block.entry(number).or_default().push(log);
         }
 
-        let candidates: Vec<B256> = blocks
-            .iter()
-            .flat_map(|b| decode::native_candidates(b, &self.watch))
-            .collect();
-        let receipts = if candidates.is_empty() {
-            Vec::new()
-        } else {
-            self.rpc.receipts(&candidates).await?
-        };
+        let candidates: Vec<B256> =
+            blocks.iter().flat_map(|b| decode::native_candidates(b, &self.watch)).collect();
+        let receipts =
+            if candidates.is_empty() { Vec::new() } else { self.rpc.receipts(&candidates).await? };
         let traces = if self.config.traces {
-            let calls: Vec<_> = blocks
-                .iter()
-                .map(|b| self.rpc.traces(b.number.to()))
-                .collect();
-            stream::iter(calls)
-                .buffered(self.config.concurrency)
-                .try_collect::<Vec<_>>()
-                .await?
+            let calls: Vec<_> = blocks.iter().map(|b| self.rpc.traces(b.number.to())).collect();
+            stream::iter(calls).buffered(self.config.concurrency).try_collect::<Vec<_>>().await?
         } else {
             Vec::new()
         };
@@ -261,18 +225,10 @@ impl EvmWatcher {
             let input = BlockInput {
                 block,
                 receipts: &receipts,
-                logs: logs_by_block
-                    .get(&block.number.to())
-                    .map(Vec::as_slice)
-                    .unwrap_or_default(),
+                logs: logs_by_block.get(&block.number.to()).map(Vec::as_slice).unwrap_or_default(),
                 traces: traces.get(i).map(Vec::as_slice),
             };
-            deposits.extend(decode::deposits_in_block(
-                chain,
-                &input,
-                &self.watch,
-                &self.assets,
-            ));
+            deposits.extend(decode::deposits_in_block(chain, &input, &self.watch, &self.assets));
         }
         let blocks = blocks
             .iter()
@@ -302,9 +258,7 @@ impl EvmWatcher {
 
         if next > head {
             if let Some(ancestor) = self.check_tip(next, head).await? {
-                return Ok(Tick::Reorged {
-                    common_ancestor: ancestor,
-                });
+                return Ok(Tick::Reorged { common_ancestor: ancestor });
             }
             if let Some(through) = confirmed.map(|c| c.min(next - 1)) {
                 self.store.confirm_through(chain, through).await?;
@@ -318,9 +272,7 @@ impl EvmWatcher {
         if let Some(expected_next) = expected
             && let Some(ancestor) = self.check_parent(expected_next, &scanned.blocks[0]).await?
         {
-            return Ok(Tick::Reorged {
-                common_ancestor: ancestor,
-            });
+            return Ok(Tick::Reorged { common_ancestor: ancestor });
         }
         let found = scanned.deposits.len();
         let commit = ScanCommit {
@@ -342,12 +294,7 @@ impl EvmWatcher {
             debug!(%chain, from = next, to, "scanned range");
         }
         self.settle_orphans(to).await?;
-        Ok(Tick::Scanned {
-            from: next,
-            to,
-            deposits: found,
-            caught_up: to == head,
-        })
+        Ok(Tick::Scanned { from: next, to, deposits: found, caught_up: to == head })
     }
 
     /// Follows the chain until `shutdown`: steps immediately while behind,
@@ -358,12 +305,7 @@ impl EvmWatcher {
         let chain = self.config.chain;
         let heads = Arc::new(Notify::new());
         if let Some(url) = self.config.ws_url.clone() {
-            tokio::spawn(super::heads::follow_heads(
-                chain,
-                url,
-                heads.clone(),
-                shutdown.clone(),
-            ));
+            tokio::spawn(super::heads::follow_heads(chain, url, heads.clone(), shutdown.clone()));
         }
         let backoff = || {
             ExponentialBuilder::default()
@@ -381,12 +323,7 @@ impl EvmWatcher {
                 step = self.tick() => step,
             };
             let wait = match step {
-                Ok(
-                    Tick::Scanned {
-                        caught_up: false, ..
-                    }
-                    | Tick::Reorged { .. },
-                ) => {
+                Ok(Tick::Scanned { caught_up: false, .. } | Tick::Reorged { .. }) => {
                     delays = backoff();
                     continue;
                 }
@@ -395,7 +332,8 @@ impl EvmWatcher {
                     self.config.poll_interval
                 }
                 Err(error) if error.is_retryable() => {
-                    metrics::counter!("custody_indexer_watch_errors_total", "chain" => chain.as_str()).increment(1);
+                    metrics::counter!("custody_indexer_watch_errors_total", "chain" => chain.as_str())
+                        .increment(1);
                     let delay = delays.next().unwrap_or(Duration::from_secs(60));
                     warn!(%chain, %error, retry_in_ms = delay.as_millis() as u64, "step failed; retrying");
                     delay
@@ -426,23 +364,17 @@ impl EvmWatcher {
         let chain = self.config.chain;
         self.refresh_watch().await?;
         let head = self.rpc.head().await?;
-        let confirmed = self.confirmed_height(head).await?.unwrap_or(0);
+        let confirmed = self.confirmed_height(head).await?.ok_or(WatchError::NothingConfirmed { chain })?;
         let to = to.unwrap_or(confirmed);
         if to > confirmed {
-            return Err(WatchError::AboveConfirmed {
-                chain,
-                to,
-                confirmed,
-            });
+            return Err(WatchError::AboveConfirmed { chain, to, confirmed });
         }
         if from > to {
             return Err(WatchError::EmptyRange { chain, from, to });
         }
         let step = self.config.max_block_range;
-        let ranges: Vec<(u64, u64)> = (from..=to)
-            .step_by(step as usize)
-            .map(|start| (start, to.min(start + step - 1)))
-            .collect();
+        let ranges: Vec<(u64, u64)> =
+            (from..=to).step_by(step as usize).map(|start| (start, to.min(start + step - 1))).collect();
         let retry = ExponentialBuilder::default()
             .with_min_delay(Duration::from_millis(200))
             .with_max_times(8)
@@ -451,17 +383,13 @@ impl EvmWatcher {
         let scans: Vec<_> = ranges
             .into_iter()
             .map(|(start, end)| {
-                let scan =
-                    move || async move { this.scan(start, end).await.map(|s| (start, end, s)) };
+                let scan = move || async move { this.scan(start, end).await.map(|s| (start, end, s)) };
                 scan.retry(retry).when(WatchError::is_retryable)
             })
             .collect();
         let mut scans = stream::iter(scans).buffered(2);
-        let mut report = BackfillReport {
-            from,
-            to,
-            ..Default::default()
-        };
+        let started = std::time::Instant::now();
+        let mut report = BackfillReport { from, to, ..Default::default() };
         while let Some((start, end, scanned)) = scans.try_next().await? {
             let commit = ScanCommit {
                 chain,
@@ -483,6 +411,7 @@ impl EvmWatcher {
             report.deposits_changed += changed.len();
             progress(report.blocks, report.deposits_found);
         }
+        report.elapsed = started.elapsed();
         info!(%chain, from, to, found = report.deposits_found, changed = report.deposits_changed, "backfill done");
         Ok(report)
     }
@@ -493,10 +422,7 @@ impl EvmWatcher {
 fn check_linked(blocks: &[RpcBlock]) -> Result<(), String> {
     for pair in blocks.windows(2) {
         if pair[1].parent_hash != pair[0].hash {
-            return Err(format!(
-                "block {} does not extend block {}",
-                pair[1].number, pair[0].number
-            ));
+            return Err(format!("block {} does not extend block {}", pair[1].number, pair[0].number));
         }
     }
     Ok(())

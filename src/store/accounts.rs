@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use futures::TryStreamExt;
 use sqlx::Row;
 
 use super::{Store, StoreError, now_micros, parse_column};
@@ -36,6 +37,14 @@ impl Store {
     pub async fn add_accounts(&self, accounts: &[NewAccount]) -> Result<(), StoreError> {
         let mut tx = self.begin().await?;
         let created_at = now_micros();
+        // Taking the version first serialises concurrent writers on its row, so
+        // versions grow in commit order and watchers can load increments.
+        let version: i64 = sqlx::query(
+            "UPDATE store_meta SET value = value + 1 WHERE key = 'accounts_version' RETURNING value",
+        )
+        .fetch_one(&mut *tx)
+        .await?
+        .try_get("value")?;
         for new in accounts {
             let addresses = validate(new)?;
             let organization = sqlx::query("SELECT id FROM organizations WHERE id = $1")
@@ -43,10 +52,7 @@ impl Store {
                 .fetch_optional(&mut *tx)
                 .await?;
             if organization.is_none() {
-                return Err(StoreError::NotFound(format!(
-                    "organization {}",
-                    new.organization
-                )));
+                return Err(StoreError::NotFound(format!("organization {}", new.organization)));
             }
             let inserted = sqlx::query(
                 "INSERT INTO accounts (id, organization_id, identity_id, type, status, created_at)
@@ -61,19 +67,17 @@ impl Store {
             .execute(&mut *tx)
             .await?;
             if inserted.rows_affected() == 0 {
-                return Err(StoreError::Conflict(format!(
-                    "account {} already exists",
-                    new.id
-                )));
+                return Err(StoreError::Conflict(format!("account {} already exists", new.id)));
             }
             for (chain, address) in &addresses {
                 let row = sqlx::query(
-                    "INSERT INTO account_addresses (chain, address, account_id) VALUES ($1, $2, $3)
+                    "INSERT INTO account_addresses (chain, address, account_id, version) VALUES ($1, $2, $3, $4)
                      ON CONFLICT (chain, address) DO NOTHING",
                 )
                 .bind(chain.as_str())
                 .bind(address)
                 .bind(&new.id)
+                .bind(version)
                 .execute(&mut *tx)
                 .await?;
                 if row.rows_affected() == 0 {
@@ -83,18 +87,13 @@ impl Store {
                 }
             }
         }
-        sqlx::query("UPDATE store_meta SET value = value + 1 WHERE key = 'accounts_version'")
-            .execute(&mut *tx)
-            .await?;
         tx.commit().await?;
         Ok(())
     }
 
     pub async fn account(&self, id: &str) -> Result<Account, StoreError> {
         let mut accounts = self.load_accounts(Some(id), None).await?;
-        accounts
-            .pop()
-            .ok_or_else(|| StoreError::NotFound(format!("account {id}")))
+        accounts.pop().ok_or_else(|| StoreError::NotFound(format!("account {id}")))
     }
 
     /// Accounts ordered by id, optionally of one organization.
@@ -131,37 +130,51 @@ impl Store {
                     addresses: Vec::new(),
                 }),
             };
-            let (Some(chain), Some(address)) = (
-                row.try_get::<Option<String>, _>("chain")?,
-                row.try_get::<Option<String>, _>("address")?,
-            ) else {
+            let (Some(chain), Some(address)) =
+                (row.try_get::<Option<String>, _>("chain")?, row.try_get::<Option<String>, _>("address")?)
+            else {
                 continue;
             };
             let chain: Chain = parse_column(&chain, "account_addresses.chain")?;
             match account.addresses.iter_mut().find(|a| a.address == address) {
                 Some(entry) => entry.chains.push(chain),
-                None => account.addresses.push(AccountAddress {
-                    chains: vec![chain],
-                    address,
-                }),
+                None => account.addresses.push(AccountAddress { chains: vec![chain], address }),
             }
         }
         Ok(accounts.into_values().collect())
     }
 
     /// Every watched address on a chain with its account: `(address, account_id)`.
-    pub async fn watched_addresses(
+    pub async fn watched_addresses(&self, chain: Chain) -> Result<Vec<(String, String)>, StoreError> {
+        let mut out = Vec::new();
+        self.watched_addresses_between(chain, 0, i64::MAX, |address, account| out.push((address, account)))
+            .await?;
+        Ok(out)
+    }
+
+    /// Streams the addresses added with versions in `(after, up_to]` to `each`,
+    /// without holding them all in memory: a million addresses load in a
+    /// watcher's set, not in a copy beside it.
+    pub async fn watched_addresses_between(
         &self,
         chain: Chain,
-    ) -> Result<Vec<(String, String)>, StoreError> {
-        let rows =
-            sqlx::query("SELECT address, account_id FROM account_addresses WHERE chain = $1")
-                .bind(chain.as_str())
-                .fetch_all(&self.pool)
-                .await?;
-        rows.into_iter()
-            .map(|r| Ok((r.try_get("address")?, r.try_get("account_id")?)))
-            .collect()
+        after: i64,
+        up_to: i64,
+        mut each: impl FnMut(String, String),
+    ) -> Result<u64, StoreError> {
+        let mut rows = sqlx::query(
+            "SELECT address, account_id FROM account_addresses WHERE chain = $1 AND version > $2 AND version <= $3",
+        )
+        .bind(chain.as_str())
+        .bind(after)
+        .bind(up_to)
+        .fetch(&self.pool);
+        let mut count = 0;
+        while let Some(row) = rows.try_next().await? {
+            each(row.try_get("address")?, row.try_get("account_id")?);
+            count += 1;
+        }
+        Ok(count)
     }
 
     /// Grows with every change to accounts or addresses, so watchers reload
@@ -177,9 +190,7 @@ impl Store {
 /// The account's `(chain, canonical address)` pairs, or why it is refused.
 fn validate(new: &NewAccount) -> Result<Vec<(Chain, String)>, StoreError> {
     if new.id.trim().is_empty() || new.identity_id.trim().is_empty() {
-        return Err(StoreError::Invalid(
-            "account id and identity id must not be empty".into(),
-        ));
+        return Err(StoreError::Invalid("account id and identity id must not be empty".into()));
     }
     if new.addresses.is_empty() || new.addresses.iter().any(|a| a.chains.is_empty()) {
         return Err(StoreError::Invalid(

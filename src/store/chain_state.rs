@@ -39,18 +39,16 @@ pub struct RewindOutcome {
 
 impl Store {
     pub async fn chain_state(&self, chain: Chain) -> Result<Option<ChainState>, StoreError> {
-        let row =
-            sqlx::query("SELECT next_block, head, updated_at FROM chain_cursors WHERE chain = $1")
-                .bind(chain.as_str())
-                .fetch_optional(&self.pool)
-                .await?;
+        let row = sqlx::query("SELECT next_block, head, updated_at FROM chain_cursors WHERE chain = $1")
+            .bind(chain.as_str())
+            .fetch_optional(&self.pool)
+            .await?;
         row.map(|r| {
             Ok(ChainState {
                 chain,
                 next_block: r.try_get::<i64, _>("next_block")? as u64,
                 head: r.try_get::<i64, _>("head")? as u64,
-                updated_at: DateTime::from_timestamp_micros(r.try_get("updated_at")?)
-                    .unwrap_or_default(),
+                updated_at: DateTime::from_timestamp_micros(r.try_get("updated_at")?).unwrap_or_default(),
             })
         })
         .transpose()
@@ -100,9 +98,7 @@ impl Store {
         .execute(&mut *tx)
         .await?;
         if moved.rows_affected() != 1 {
-            return Err(StoreError::Conflict(format!(
-                "the {chain} cursor moved under this rewind"
-            )));
+            return Err(StoreError::Conflict(format!("the {chain} cursor moved under this rewind")));
         }
         sqlx::query("DELETE FROM chain_blocks WHERE chain = $1 AND number > $2")
             .bind(chain)
@@ -136,20 +132,13 @@ impl Store {
         .bind(chain)
         .bind(now_micros())
         .bind(ancestor)
-        .bind(to_i64(
-            rewind
-                .expected_next
-                .saturating_sub(rewind.common_ancestor + 1),
-        )?)
+        .bind(to_i64(rewind.expected_next.saturating_sub(rewind.common_ancestor + 1))?)
         .bind(to_i64(orphaned)?)
         .bind(confirmed_affected)
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
-        Ok(RewindOutcome {
-            orphaned,
-            confirmed_affected: confirmed_affected as u64,
-        })
+        Ok(RewindOutcome { orphaned, confirmed_affected: confirmed_affected as u64 })
     }
 
     /// How many reorgs were recorded on a chain.

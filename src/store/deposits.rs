@@ -66,10 +66,7 @@ impl Store {
     /// misses nor duplicates a deposit.
     ///
     /// Returns the deposits whose status this commit set or changed.
-    pub async fn commit_scan(
-        &self,
-        scan: &ScanCommit,
-    ) -> Result<Vec<(String, DepositStatus)>, StoreError> {
+    pub async fn commit_scan(&self, scan: &ScanCommit) -> Result<Vec<(String, DepositStatus)>, StoreError> {
         let chain = scan.chain.as_str();
         let now = now_micros();
         let mut tx = self.begin().await?;
@@ -77,17 +74,19 @@ impl Store {
         if let CursorMove::Live { expected } = scan.cursor {
             let next = to_i64(scan.to + 1)?;
             let moved = match expected {
-                Some(expected) => sqlx::query(
-                    "UPDATE chain_cursors SET next_block = $1, head = $2, updated_at = $3
+                Some(expected) => {
+                    sqlx::query(
+                        "UPDATE chain_cursors SET next_block = $1, head = $2, updated_at = $3
                      WHERE chain = $4 AND next_block = $5",
-                )
-                .bind(next)
-                .bind(to_i64(scan.head)?)
-                .bind(now)
-                .bind(chain)
-                .bind(to_i64(expected)?)
-                .execute(&mut *tx)
-                .await?,
+                    )
+                    .bind(next)
+                    .bind(to_i64(scan.head)?)
+                    .bind(now)
+                    .bind(chain)
+                    .bind(to_i64(expected)?)
+                    .execute(&mut *tx)
+                    .await?
+                }
                 None => sqlx::query(
                     "INSERT INTO chain_cursors (chain, next_block, head, updated_at) VALUES ($1, $2, $3, $4)
                      ON CONFLICT (chain) DO NOTHING",
@@ -125,14 +124,8 @@ impl Store {
 
         let mut changed = Vec::new();
         for deposit in &scan.deposits {
-            let confirmed = scan
-                .confirmed_through
-                .is_some_and(|c| deposit.block_number <= c);
-            let status = if confirmed {
-                DepositStatus::Confirmed
-            } else {
-                DepositStatus::Pending
-            };
+            let confirmed = scan.confirmed_through.is_some_and(|c| deposit.block_number <= c);
+            let status = if confirmed { DepositStatus::Confirmed } else { DepositStatus::Pending };
             // A re-seen deposit takes its (new) block; a CONFIRMED one is never
             // rewritten, and a FAILED one whose transaction came back is revived
             // rather than lost.
@@ -206,13 +199,11 @@ impl Store {
     }
 
     pub async fn deposit(&self, id: &str) -> Result<Deposit, StoreError> {
-        let row = sqlx::query(&format!(
-            "SELECT {DEPOSIT_COLUMNS} FROM deposits WHERE id = $1"
-        ))
-        .bind(id)
-        .fetch_optional(&self.pool)
-        .await?
-        .ok_or_else(|| StoreError::NotFound(format!("deposit {id}")))?;
+        let row = sqlx::query(&format!("SELECT {DEPOSIT_COLUMNS} FROM deposits WHERE id = $1"))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("deposit {id}")))?;
         deposit_from_row(&row)
     }
 
@@ -293,10 +284,7 @@ async fn confirm_through(
 }
 
 fn changed_row(row: &AnyRow) -> Result<(String, DepositStatus), StoreError> {
-    Ok((
-        row.try_get("id")?,
-        parse_column(&row.try_get::<String, _>("status")?, "deposits.status")?,
-    ))
+    Ok((row.try_get("id")?, parse_column(&row.try_get::<String, _>("status")?, "deposits.status")?))
 }
 
 fn deposit_from_row(row: &AnyRow) -> Result<Deposit, StoreError> {
@@ -304,19 +292,16 @@ fn deposit_from_row(row: &AnyRow) -> Result<Deposit, StoreError> {
     let decimals: i64 = row.try_get("decimals")?;
     let raw = alloy::primitives::U256::from_str_radix(&raw, 10)
         .map_err(|_| StoreError::Corrupt(format!("deposits.amount_raw = {raw:?}")))?;
-    let decimals = u8::try_from(decimals)
-        .map_err(|_| StoreError::Corrupt(format!("deposits.decimals = {decimals}")))?;
+    let decimals =
+        u8::try_from(decimals).map_err(|_| StoreError::Corrupt(format!("deposits.decimals = {decimals}")))?;
     let time = |micros: i64| {
-        DateTime::from_timestamp_micros(micros)
-            .ok_or_else(|| StoreError::Corrupt(format!("time {micros}")))
+        DateTime::from_timestamp_micros(micros).ok_or_else(|| StoreError::Corrupt(format!("time {micros}")))
     };
     let source_type = match row.try_get::<String, _>("source_type")?.as_str() {
         "ACCOUNT" => SourceType::Account,
         "ON_CHAIN" => SourceType::OnChain,
         other => {
-            return Err(StoreError::Corrupt(format!(
-                "deposits.source_type = {other:?}"
-            )));
+            return Err(StoreError::Corrupt(format!("deposits.source_type = {other:?}")));
         }
     };
     Ok(Deposit {

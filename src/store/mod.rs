@@ -87,18 +87,10 @@ impl Store {
                     if backend == Backend::Sqlite {
                         // WAL lets `backfill` and `run` share the file; FULL sync keeps
                         // a committed deposit through a power loss.
-                        sqlx::query("PRAGMA journal_mode = WAL")
-                            .execute(&mut *conn)
-                            .await?;
-                        sqlx::query("PRAGMA synchronous = FULL")
-                            .execute(&mut *conn)
-                            .await?;
-                        sqlx::query("PRAGMA busy_timeout = 30000")
-                            .execute(&mut *conn)
-                            .await?;
-                        sqlx::query("PRAGMA foreign_keys = ON")
-                            .execute(&mut *conn)
-                            .await?;
+                        sqlx::query("PRAGMA journal_mode = WAL").execute(&mut *conn).await?;
+                        sqlx::query("PRAGMA synchronous = FULL").execute(&mut *conn).await?;
+                        sqlx::query("PRAGMA busy_timeout = 30000").execute(&mut *conn).await?;
+                        sqlx::query("PRAGMA foreign_keys = ON").execute(&mut *conn).await?;
                     }
                     Ok(())
                 })
@@ -106,10 +98,7 @@ impl Store {
         let pool = options
             .connect(&url)
             .await
-            .map_err(|source| StoreError::Connect {
-                url: redact_urls(&url),
-                source,
-            })?;
+            .map_err(|source| StoreError::Connect { url: redact_urls(&url), source })?;
         Ok(Self { pool, backend })
     }
 
@@ -159,9 +148,7 @@ pub fn now_micros() -> i64 {
 }
 
 fn parse_column<T: FromStr>(value: &str, column: &str) -> Result<T, StoreError> {
-    value
-        .parse()
-        .map_err(|_| StoreError::Corrupt(format!("{column} = {value:?}")))
+    value.parse().map_err(|_| StoreError::Corrupt(format!("{column} = {value:?}")))
 }
 
 fn to_i64(value: u64) -> Result<i64, StoreError> {

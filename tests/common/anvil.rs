@@ -7,10 +7,11 @@ use std::{
 };
 
 use alloy::{
+    contract::{CallBuilder, CallDecoder},
     network::TransactionBuilder,
     primitives::{Address, B256, Bytes, U256},
     providers::{DynProvider, Provider, ProviderBuilder},
-    rpc::types::TransactionRequest,
+    rpc::types::{TransactionReceipt, TransactionRequest},
     sol,
 };
 
@@ -24,6 +25,17 @@ sol!(
     Forwarder,
     "tests/contracts/build/Forwarder.json"
 );
+
+/// Sends a contract call and waits for its receipt.
+pub trait Mined {
+    fn mined(self) -> impl std::future::Future<Output = TransactionReceipt>;
+}
+
+impl<P: Provider, D: CallDecoder> Mined for CallBuilder<P, D> {
+    async fn mined(self) -> TransactionReceipt {
+        self.send().await.unwrap().get_receipt().await.unwrap()
+    }
+}
 
 pub struct Anvil {
     child: Child,
@@ -39,12 +51,9 @@ pub fn anvil_bin() -> PathBuf {
     if let Some(bin) = std::env::var_os("ANVIL_BIN") {
         return bin.into();
     }
-    let home = std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .unwrap_or_default();
-    let cached = home.join(
-        ".cache/custody-indexer/anvil-1.7.1/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil",
-    );
+    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
+    let cached =
+        home.join(".cache/custody-indexer/anvil-1.7.1/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil");
     if cached.exists() {
         return cached;
     }
@@ -64,40 +73,24 @@ impl Anvil {
     pub async fn start_with(args: &[&str]) -> Self {
         let port = super::dead_port();
         let child = Command::new(anvil_bin())
-            .args([
-                "--host",
-                "127.0.0.1",
-                "--port",
-                &port.to_string(),
-                "--accounts",
-                "10",
-            ])
+            .args(["--host", "127.0.0.1", "--port", &port.to_string(), "--accounts", "10"])
             .args(args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("anvil starts");
-        let provider = ProviderBuilder::new()
-            .connect_http(format!("http://127.0.0.1:{port}").parse().unwrap())
-            .erased();
+        let provider =
+            ProviderBuilder::new().connect_http(format!("http://127.0.0.1:{port}").parse().unwrap()).erased();
         let started = Instant::now();
         loop {
             if provider.get_chain_id().await.is_ok() {
                 break;
             }
-            assert!(
-                started.elapsed() < Duration::from_secs(30),
-                "anvil did not answer on port {port}"
-            );
+            assert!(started.elapsed() < Duration::from_secs(30), "anvil did not answer on port {port}");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         let accounts = provider.get_accounts().await.unwrap();
-        Self {
-            child,
-            port,
-            provider,
-            accounts,
-        }
+        Self { child, port, provider, accounts }
     }
 
     pub fn url(&self) -> String {
@@ -113,41 +106,23 @@ impl Anvil {
     }
 
     pub async fn mine(&self, blocks: u64) {
-        self.provider
-            .raw_request::<_, ()>("anvil_mine".into(), (U256::from(blocks),))
-            .await
-            .unwrap();
+        self.provider.raw_request::<_, ()>("anvil_mine".into(), (U256::from(blocks),)).await.unwrap();
     }
 
     /// Sends native value from an unlocked dev account; returns the mined tx hash.
     pub async fn send_eth(&self, from: Address, to: Address, wei: U256) -> B256 {
-        let tx = TransactionRequest::default()
-            .with_from(from)
-            .with_to(to)
-            .with_value(wei);
-        let receipt = self
-            .provider
-            .send_transaction(tx)
-            .await
-            .unwrap()
-            .get_receipt()
-            .await
-            .unwrap();
+        let tx = TransactionRequest::default().with_from(from).with_to(to).with_value(wei);
+        let receipt = self.provider.send_transaction(tx).await.unwrap().get_receipt().await.unwrap();
         assert!(receipt.status());
         receipt.transaction_hash
     }
 
     pub async fn deploy_token(&self, symbol: &str) -> Address {
-        TestToken::deploy_builder(
-            &self.provider,
-            format!("Test {symbol}"),
-            symbol.to_string(),
-            6,
-        )
-        .from(self.accounts[0])
-        .deploy()
-        .await
-        .unwrap()
+        TestToken::deploy_builder(&self.provider, format!("Test {symbol}"), symbol.to_string(), 6)
+            .from(self.accounts[0])
+            .deploy()
+            .await
+            .unwrap()
     }
 
     pub fn token(&self, address: Address) -> TestToken::TestTokenInstance<DynProvider> {
@@ -155,11 +130,7 @@ impl Anvil {
     }
 
     pub async fn deploy_forwarder(&self) -> Address {
-        Forwarder::deploy_builder(&self.provider)
-            .from(self.accounts[0])
-            .deploy()
-            .await
-            .unwrap()
+        Forwarder::deploy_builder(&self.provider).from(self.accounts[0]).deploy().await.unwrap()
     }
 
     pub fn forwarder(&self, address: Address) -> Forwarder::ForwarderInstance<DynProvider> {
@@ -167,19 +138,13 @@ impl Anvil {
     }
 
     pub async fn raw_transaction(&self, hash: B256) -> Bytes {
-        self.provider
-            .raw_request("eth_getRawTransactionByHash".into(), (hash,))
-            .await
-            .unwrap()
+        self.provider.raw_request("eth_getRawTransactionByHash".into(), (hash,)).await.unwrap()
     }
 
     /// Replaces the last `depth` blocks; `reinclude` puts raw transactions back
     /// into the new blocks at the given offsets.
     pub async fn reorg(&self, depth: u64, reinclude: Vec<(Bytes, u64)>) {
-        self.provider
-            .raw_request::<_, ()>("anvil_reorg".into(), (depth, reinclude))
-            .await
-            .unwrap();
+        self.provider.raw_request::<_, ()>("anvil_reorg".into(), (depth, reinclude)).await.unwrap();
     }
 }
 

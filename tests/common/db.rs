@@ -32,34 +32,20 @@ impl TestDb {
                 let dir = tempfile::tempdir().unwrap();
                 let url = format!("sqlite://{}", dir.path().join("store.db").display());
                 let store = Store::open(&url).await.unwrap();
-                Self {
-                    url,
-                    store,
-                    _dir: Some(dir),
-                    postgres: None,
-                }
+                Self { url, store, _dir: Some(dir), postgres: None }
             }
             Backend::Postgres => {
                 let admin = admin_url();
                 let name = format!("ci_{}", uuid::Uuid::new_v4().simple());
                 let mut conn = PgConnection::connect(&admin).await.unwrap_or_else(|e| {
-                    panic!(
-                        "PostgreSQL at TEST_DATABASE_URL does not answer ({e}); run scripts/test.sh"
-                    )
+                    panic!("PostgreSQL at TEST_DATABASE_URL does not answer ({e}); run scripts/test.sh")
                 });
-                conn.execute(format!("CREATE DATABASE {name}").as_str())
-                    .await
-                    .unwrap();
+                conn.execute(format!("CREATE DATABASE {name}").as_str()).await.unwrap();
                 conn.close().await.unwrap();
                 let (base, _) = admin.rsplit_once('/').unwrap();
                 let url = format!("{base}/{name}");
                 let store = Store::open(&url).await.unwrap();
-                Self {
-                    url,
-                    store,
-                    _dir: None,
-                    postgres: Some((admin, name)),
-                }
+                Self { url, store, _dir: None, postgres: Some((admin, name)) }
             }
         }
     }
@@ -73,15 +59,11 @@ impl Drop for TestDb {
         // Drop runs inside the test's runtime: clean up on a thread of our own.
         // FORCE ends the store's connections, which belong to the test runtime.
         let _ = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
             runtime.block_on(async move {
                 if let Ok(mut conn) = PgConnection::connect(&admin).await {
-                    let _ = conn
-                        .execute(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)").as_str())
-                        .await;
+                    let _ =
+                        conn.execute(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)").as_str()).await;
                 }
             });
         })

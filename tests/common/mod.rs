@@ -4,6 +4,7 @@
 
 pub mod anvil;
 pub mod db;
+pub mod proxy;
 
 use std::{future::Future, path::Path, time::Duration};
 
@@ -16,20 +17,31 @@ use custody_indexer::{
 
 #[allow(unused_imports)]
 pub use anvil::Anvil;
+#[allow(unused_imports)]
 pub use db::{Backend, TestDb};
 
 /// The chain the EVM tests index: anvil labelled as the API's Sepolia.
 pub const CHAIN: Chain = Chain::EthereumTestnet;
 
 /// A chain file for anvil, with the test token listed as `TUSD` (6 decimals).
+/// `extra` lines (`key = value`) replace the defaults of the same key.
 pub fn chain_toml(rpc_urls: &[String], token: Option<&str>, extra: &str) -> String {
     let urls: Vec<String> = rpc_urls.iter().map(|u| format!("{u:?}")).collect();
-    let mut text = format!(
-        "chain = \"{CHAIN}\"\nchain_id = 31337\nrpc_urls = [{}]\nconfirmation = {{ depth = 3 }}\n\
-         poll_interval_ms = 100\nmax_block_range = 20\nstart_block = 0\n{extra}\n\
-         native = {{ symbol = \"ETH\", decimals = 18 }}\n",
-        urls.join(", ")
-    );
+    let defaults = [
+        format!("chain = \"{CHAIN}\""),
+        "chain_id = 31337".to_string(),
+        format!("rpc_urls = [{}]", urls.join(", ")),
+        "confirmation = { depth = 3 }".to_string(),
+        "poll_interval_ms = 100".to_string(),
+        "max_block_range = 20".to_string(),
+        "start_block = 0".to_string(),
+        "native = { symbol = \"ETH\", decimals = 18 }".to_string(),
+    ];
+    let key = |line: &str| line.split('=').next().unwrap_or_default().trim().to_string();
+    let overridden: Vec<String> = extra.lines().filter(|l| l.contains('=')).map(key).collect();
+    let mut lines: Vec<String> = defaults.into_iter().filter(|l| !overridden.contains(&key(l))).collect();
+    lines.extend(extra.lines().map(String::from));
+    let mut text = lines.join("\n") + "\n";
     if let Some(token) = token {
         text.push_str(&format!(
             "\n[[assets]]\nsymbol = \"TUSD\"\ncontract_address = \"{token}\"\ndecimals = 6\n"
@@ -44,19 +56,10 @@ pub fn chain_config(rpc_urls: &[String], token: Option<&str>, extra: &str) -> Ch
 }
 
 /// Writes a chains directory holding only the test chain.
-pub fn chains_dir(
-    dir: &Path,
-    rpc_urls: &[String],
-    token: Option<&str>,
-    extra: &str,
-) -> std::path::PathBuf {
+pub fn chains_dir(dir: &Path, rpc_urls: &[String], token: Option<&str>, extra: &str) -> std::path::PathBuf {
     let chains = dir.join("chains");
     std::fs::create_dir_all(&chains).unwrap();
-    std::fs::write(
-        chains.join("anvil.toml"),
-        chain_toml(rpc_urls, token, extra),
-    )
-    .unwrap();
+    std::fs::write(chains.join("anvil.toml"), chain_toml(rpc_urls, token, extra)).unwrap();
     chains
 }
 
@@ -68,10 +71,7 @@ pub async fn add_account(store: &Store, id: &str, address: &str) {
             identity_id: format!("identity-{id}"),
             kind: AccountType::Segregated,
             status: AccountStatus::Active,
-            addresses: vec![AccountAddress {
-                chains: vec![CHAIN],
-                address: address.into(),
-            }],
+            addresses: vec![AccountAddress { chains: vec![CHAIN], address: address.into() }],
         })
         .await
         .expect("account added");
@@ -88,10 +88,7 @@ where
         if let Some(value) = check().await {
             return value;
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
+        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

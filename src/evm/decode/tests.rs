@@ -11,20 +11,11 @@ use crate::config::{AssetConfig, Chains, NativeAsset};
 fn fixture<T: DeserializeOwned>(name: &str) -> Option<T> {
     let dir = std::env::var_os("MAINNET_FIXTURES")
         .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/mainnet/evm")
-        });
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/mainnet/evm"));
     let path = dir.join(name);
     let Ok(text) = std::fs::read_to_string(&path) else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "mainnet fixture {} is missing",
-            path.display()
-        );
-        eprintln!(
-            "SKIPPED: mainnet fixture {} not found (set MAINNET_FIXTURES)",
-            path.display()
-        );
+        assert!(std::env::var_os("CI").is_none(), "mainnet fixture {} is missing", path.display());
+        eprintln!("SKIPPED: mainnet fixture {} not found (set MAINNET_FIXTURES)", path.display());
         return None;
     };
     let value: serde_json::Value = serde_json::from_str(&text).unwrap();
@@ -39,11 +30,8 @@ fn mainnet_assets() -> EvmAssets {
 }
 
 fn watch(addresses: impl IntoIterator<Item = Address>) -> EvmWatchSet {
-    let pairs = addresses
-        .into_iter()
-        .enumerate()
-        .map(|(i, a)| (a.to_checksum(None), format!("acc-{i}")))
-        .collect();
+    let pairs =
+        addresses.into_iter().enumerate().map(|(i, a)| (a.to_checksum(None), format!("acc-{i}"))).collect();
     WatchSet::build(pairs, |s| s.parse().ok())
 }
 
@@ -55,32 +43,20 @@ struct Block18m {
 
 fn block_18000000() -> Option<Block18m> {
     let block: RpcBlock = fixture("eth-mainnet-18000000.eth_getBlockByNumber_full.json")?;
-    let receipts: Vec<serde_json::Value> =
-        fixture("eth-mainnet-18000000.eth_getBlockReceipts.json")?;
+    let receipts: Vec<serde_json::Value> = fixture("eth-mainnet-18000000.eth_getBlockReceipts.json")?;
     let logs = receipts
         .iter()
         .flat_map(|r| r["logs"].as_array().unwrap().clone())
         .map(|l| serde_json::from_value(l).unwrap())
         .collect();
-    let receipts = receipts
-        .into_iter()
-        .map(|r| serde_json::from_value(r).unwrap())
-        .collect();
-    Some(Block18m {
-        block,
-        receipts,
-        logs,
-    })
+    let receipts = receipts.into_iter().map(|r| serde_json::from_value(r).unwrap()).collect();
+    Some(Block18m { block, receipts, logs })
 }
 
 /// Every recipient of value in the block: native `to`s and token `Transfer` recipients.
 fn all_recipients(b: &Block18m) -> Vec<Address> {
     let mut out: Vec<Address> = b.block.transactions.iter().filter_map(|t| t.to).collect();
-    out.extend(
-        b.logs
-            .iter()
-            .filter_map(|l| Transfer::decode_log(&l.inner).ok().map(|t| t.to)),
-    );
+    out.extend(b.logs.iter().filter_map(|l| Transfer::decode_log(&l.inner).ok().map(|t| t.to)));
     out.sort();
     out.dedup();
     out
@@ -91,37 +67,19 @@ fn block_18000000_yields_every_nonzero_listed_transfer_and_nothing_else() {
     let Some(b) = block_18000000() else { return };
     assert_eq!(b.block.transactions.len(), 94);
     let watch = watch(all_recipients(&b));
-    let input = BlockInput {
-        block: &b.block,
-        receipts: &b.receipts,
-        logs: &b.logs,
-        traces: None,
-    };
+    let input = BlockInput { block: &b.block, receipts: &b.receipts, logs: &b.logs, traces: None };
     let deposits = deposits_in_block(Chain::EthereumMainnet, &input, &watch, &mainnet_assets());
 
     // 39 successful value transfers (a 40th reverted) and 10 non-zero USDC/USDT
     // transfers; the block's 48 zero-value USDT transfers are address poisoning.
-    let native = deposits
-        .iter()
-        .filter(|d| d.position == Position::Native)
-        .count();
-    let tokens: Vec<_> = deposits
-        .iter()
-        .filter(|d| matches!(d.position, Position::Log(_)))
-        .collect();
+    let native = deposits.iter().filter(|d| d.position == Position::Native).count();
+    let tokens: Vec<_> = deposits.iter().filter(|d| matches!(d.position, Position::Log(_))).collect();
     assert_eq!(native, 39);
     assert_eq!(tokens.len(), 10);
     assert!(deposits.iter().all(|d| !d.amount.is_zero()));
-    assert!(
-        deposits
-            .iter()
-            .all(|d| d.block_number == 18_000_000 && d.block_time == 0x64ea268f)
-    );
+    assert!(deposits.iter().all(|d| d.block_number == 18_000_000 && d.block_time == 0x64ea268f));
     let reverted = "0x10a315bbd6c9500b24debc5882cc7d9193ed314b864e26a23a2d4d343dfdfc28";
-    assert!(
-        deposits.iter().all(|d| d.tx_hash != reverted),
-        "a reverted transaction is no deposit"
-    );
+    assert!(deposits.iter().all(|d| d.tx_hash != reverted), "a reverted transaction is no deposit");
 
     let usdc = tokens
         .iter()
@@ -131,77 +89,37 @@ fn block_18000000_yields_every_nonzero_listed_transfer_and_nothing_else() {
     assert_eq!(usdc.amount.to_string(), "8000");
     assert_eq!(usdc.position, Position::Log(0x42));
     let checksummed = |hex: &str| hex.parse::<Address>().unwrap().to_checksum(None);
-    assert_eq!(
-        usdc.account_address,
-        checksummed("0xdf455882303fa4fa16bd96da7f0ae3b13983cc4c")
-    );
-    assert_eq!(
-        usdc.source_address,
-        checksummed("0x98c23e9d8f34fefb1b7bd6a91b7ff122f4e16f5c")
-    );
-    assert!(
-        usdc.source_account_id.is_none(),
-        "the sender is not watched"
-    );
+    assert_eq!(usdc.account_address, checksummed("0xdf455882303fa4fa16bd96da7f0ae3b13983cc4c"));
+    assert_eq!(usdc.source_address, checksummed("0x98c23e9d8f34fefb1b7bd6a91b7ff122f4e16f5c"));
+    assert!(usdc.source_account_id.is_none(), "the sender is not watched");
 
     let eth = deposits
         .iter()
         .find(|d| d.tx_hash == "0x8bd66e08dbe4a169dc82834cc382976ee80f39012e028195aa7f092929d96af5")
         .unwrap();
-    assert_eq!(
-        (
-            eth.currency_symbol.as_str(),
-            eth.amount.to_string().as_str()
-        ),
-        ("ETH", "29.9982")
-    );
-    assert_eq!(
-        eth.block_hash,
-        "0x95b198e154acbfc64109dfd22d8224fe927fd8dfdedfae01587674482ba4baf3"
-    );
+    assert_eq!((eth.currency_symbol.as_str(), eth.amount.to_string().as_str()), ("ETH", "29.9982"));
+    assert_eq!(eth.block_hash, "0x95b198e154acbfc64109dfd22d8224fe927fd8dfdedfae01587674482ba4baf3");
 }
 
 #[test]
 fn only_watched_addresses_and_listed_tokens_count() {
     let Some(b) = block_18000000() else { return };
-    let input = BlockInput {
-        block: &b.block,
-        receipts: &b.receipts,
-        logs: &b.logs,
-        traces: None,
-    };
+    let input = BlockInput { block: &b.block, receipts: &b.receipts, logs: &b.logs, traces: None };
     let assets = mainnet_assets();
     assert!(deposits_in_block(Chain::EthereumMainnet, &input, &watch([]), &assets).is_empty());
 
-    let recipient: Address = "0xdf455882303fa4fa16bd96da7f0ae3b13983cc4c"
-        .parse()
-        .unwrap();
-    let sender: Address = "0x98c23e9d8f34fefb1b7bd6a91b7ff122f4e16f5c"
-        .parse()
-        .unwrap();
+    let recipient: Address = "0xdf455882303fa4fa16bd96da7f0ae3b13983cc4c".parse().unwrap();
+    let sender: Address = "0x98c23e9d8f34fefb1b7bd6a91b7ff122f4e16f5c".parse().unwrap();
     let both = watch([recipient, sender]);
     let found = deposits_in_block(Chain::EthereumMainnet, &input, &both, &assets);
-    let usdc: Vec<_> = found
-        .iter()
-        .filter(|d| d.account_address == recipient.to_checksum(None))
-        .collect();
+    let usdc: Vec<_> = found.iter().filter(|d| d.account_address == recipient.to_checksum(None)).collect();
     assert_eq!(usdc.len(), 1);
-    assert_eq!(
-        usdc[0].source_account_id.as_deref(),
-        both.account_of(&sender).map(|s| &**s)
-    );
+    assert_eq!(usdc[0].source_account_id.as_deref(), both.account_of(&sender).map(|s| &**s));
 
     // With USDC unlisted, the same log is ignored.
-    let mut config = Chains::load(None)
-        .unwrap()
-        .get(Chain::EthereumMainnet)
-        .unwrap()
-        .clone();
+    let mut config = Chains::load(None).unwrap().get(Chain::EthereumMainnet).unwrap().clone();
     config.assets.retain(|a: &AssetConfig| a.symbol != "USDC");
-    config.native = NativeAsset {
-        symbol: "ETH".into(),
-        decimals: 18,
-    };
+    config.native = NativeAsset { symbol: "ETH".into(), decimals: 18 };
     let no_usdc = EvmAssets::from_config(&config);
     assert!(
         deposits_in_block(Chain::EthereumMainnet, &input, &both, &no_usdc)
@@ -219,20 +137,15 @@ fn pre_byzantium_receipts_without_status_count_as_successful() {
     };
     assert!(receipt.status.is_none());
     assert!(receipt.succeeded());
-    let Some(block) = fixture::<RpcBlock>("eth-mainnet-1755635.eth_getBlockByNumber_full.json")
-    else {
+    let Some(block) = fixture::<RpcBlock>("eth-mainnet-1755635.eth_getBlockByNumber_full.json") else {
         return;
     };
     assert_eq!(block.transactions.len(), 2);
-    let Some(empty) = fixture::<RpcBlock>("eth-mainnet-1755634.eth_getBlockByNumber_full.json")
-    else {
+    let Some(empty) = fixture::<RpcBlock>("eth-mainnet-1755634.eth_getBlockByNumber_full.json") else {
         return;
     };
     assert!(empty.transactions.is_empty());
-    assert_eq!(
-        block.parent_hash, empty.hash,
-        "consecutive blocks link by parent hash"
-    );
+    assert_eq!(block.parent_hash, empty.hash, "consecutive blocks link by parent hash");
 }
 
 #[test]
@@ -273,31 +186,14 @@ fn reverted_subcalls_and_zero_values_are_not_internal_transfers() {
         None,
         vec![
             frame("CALL", 5, None, vec![frame("CALL", 2, None, vec![])]),
-            frame(
-                "CALL",
-                7,
-                Some("execution reverted"),
-                vec![frame("CALL", 1, None, vec![])],
-            ),
+            frame("CALL", 7, Some("execution reverted"), vec![frame("CALL", 1, None, vec![])]),
             frame("STATICCALL", 0, None, vec![]),
             frame("DELEGATECALL", 9, None, vec![]),
             frame("CALL", 0, None, vec![]),
         ],
     );
-    let found: Vec<_> = internal_transfers(&root)
-        .into_iter()
-        .map(|(p, f)| (p, f.value.unwrap()))
-        .collect();
-    assert_eq!(
-        found,
-        vec![
-            ("0".to_string(), U256::from(5)),
-            ("0.0".to_string(), U256::from(2))
-        ]
-    );
-    let failed = CallFrame {
-        error: Some("out of gas".into()),
-        ..root
-    };
+    let found: Vec<_> = internal_transfers(&root).into_iter().map(|(p, f)| (p, f.value.unwrap())).collect();
+    assert_eq!(found, vec![("0".to_string(), U256::from(5)), ("0.0".to_string(), U256::from(2))]);
+    let failed = CallFrame { error: Some("out of gas".into()), ..root };
     assert!(internal_transfers(&failed).is_empty());
 }

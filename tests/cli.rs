@@ -1,0 +1,282 @@
+//! The `custody-indexer` binary end to end: crashes and restarts, clean
+//! shutdown, backfill beside `run`, refusal of a wrong chain, JSON output.
+
+mod common;
+
+use std::{
+    collections::BTreeSet,
+    path::Path,
+    process::{Child, Command, Output, Stdio},
+    time::Duration,
+};
+
+use alloy::primitives::{B256, U256};
+use common::{Anvil, CHAIN, chains_dir, eventually};
+use custody_indexer::{deposit::DepositStatus, store::Store};
+
+fn binary() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_custody-indexer"))
+}
+
+struct Env {
+    dir: tempfile::TempDir,
+    database_url: String,
+    chains: std::path::PathBuf,
+}
+
+impl Env {
+    fn new(anvil: &Anvil, extra: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let database_url = format!("sqlite://{}", dir.path().join("store.db").display());
+        let chains = chains_dir(dir.path(), &[anvil.url()], None, extra);
+        Self { dir, database_url, chains }
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = binary();
+        command
+            .args(args)
+            .env("DATABASE_URL", &self.database_url)
+            .env("CUSTODY_INDEXER_CHAINS", &self.chains)
+            .env("RUST_LOG", "info")
+            .current_dir(self.dir.path());
+        command
+    }
+
+    fn output(&self, args: &[&str]) -> Output {
+        self.command(args).output().unwrap()
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.output(args);
+        assert!(out.status.success(), "{args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    fn spawn_run(&self) -> Child {
+        let log =
+            std::fs::File::create(self.dir.path().join(format!("run-{}.log", uuid::Uuid::new_v4()))).unwrap();
+        self.command(&["run", "--chain", CHAIN.as_str()]).stdout(Stdio::null()).stderr(log).spawn().unwrap()
+    }
+
+    async fn store(&self) -> Store {
+        Store::open(&self.database_url).await.unwrap()
+    }
+
+    fn add_account(&self, id: &str, address: &str) {
+        self.ok(&[
+            "accounts",
+            "add",
+            "--account-id",
+            id,
+            "--identity-id",
+            "identity-1",
+            "--type",
+            "SEGREGATED",
+            "--address",
+            address,
+            "--chains",
+            CHAIN.as_str(),
+        ]);
+    }
+}
+
+/// SIGTERM, then the exit status.
+fn terminate(child: &mut Child) -> std::process::ExitStatus {
+    let sent = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(sent.success());
+    child.wait().unwrap()
+}
+
+async fn send_deposits(anvil: &Anvil, to: alloy::primitives::Address, count: u64) -> BTreeSet<B256> {
+    let mut hashes = BTreeSet::new();
+    for i in 0..count {
+        hashes.insert(anvil.send_eth(anvil.accounts[0], to, U256::from(1_000 + i)).await);
+    }
+    hashes
+}
+
+#[tokio::test]
+async fn a_killed_run_restarts_without_missing_or_duplicating_a_deposit() {
+    let anvil = Anvil::start().await;
+    let env = Env::new(&anvil, "max_block_range = 1");
+    let alice = anvil.accounts[1];
+    env.add_account("alice", &alice.to_string());
+    let sent = send_deposits(&anvil, alice, 300).await;
+    let store = env.store().await;
+
+    let mut run = env.spawn_run();
+    let seen_at_kill = eventually(Duration::from_secs(60), "the first deposits", || {
+        let store = store.clone();
+        async move {
+            let n = store.deposits_on_chain(CHAIN).await.unwrap().len();
+            (n >= 10).then_some(n)
+        }
+    })
+    .await;
+    run.kill().unwrap(); // SIGKILL, wherever it is
+    run.wait().unwrap();
+    let after_kill = store.deposits_on_chain(CHAIN).await.unwrap().len();
+    assert!(after_kill < sent.len(), "the kill must land mid-scan (found {after_kill} of {})", sent.len());
+    assert!(after_kill >= seen_at_kill);
+
+    let mut run = env.spawn_run();
+    let last_block = anvil.head().await;
+    eventually(Duration::from_secs(120), "the restarted run to catch up", || {
+        let store = store.clone();
+        async move {
+            let state = store.chain_state(CHAIN).await.unwrap()?;
+            (state.next_block > last_block).then_some(())
+        }
+    })
+    .await;
+    let status = terminate(&mut run);
+    assert!(status.success(), "SIGTERM stops run cleanly: {status}");
+
+    let deposits = store.deposits_on_chain(CHAIN).await.unwrap();
+    let found: BTreeSet<B256> = deposits.iter().map(|d| d.transaction_hash.parse().unwrap()).collect();
+    assert_eq!(deposits.len(), sent.len(), "no duplicates");
+    assert_eq!(found, sent, "nothing missed");
+}
+
+#[tokio::test]
+async fn backfill_beside_a_running_indexer_adds_each_deposit_once() {
+    let anvil = Anvil::start().await;
+    let env = Env::new(&anvil, "");
+    let alice = anvil.accounts[1];
+    env.add_account("alice", &alice.to_string());
+    let sent = send_deposits(&anvil, alice, 60).await;
+    anvil.mine(5).await;
+    let head = anvil.head().await;
+
+    let mut run = env.spawn_run();
+    let backfill = env.output(&["backfill", "--chain", CHAIN.as_str(), "--from", "0"]);
+    assert!(backfill.status.success(), "{}", String::from_utf8_lossy(&backfill.stderr));
+    let stdout = String::from_utf8(backfill.stdout).unwrap();
+    assert!(
+        stdout.contains(&format!("0..={}", head - 3)),
+        "backfill stops at the confirmed height: {stdout}"
+    );
+    assert!(stdout.contains("60 deposits found"), "{stdout}");
+
+    let store = env.store().await;
+    eventually(Duration::from_secs(60), "run to catch up", || {
+        let store = store.clone();
+        async move { (store.chain_state(CHAIN).await.unwrap()?.next_block > head).then_some(()) }
+    })
+    .await;
+    assert!(terminate(&mut run).success());
+    let deposits = store.deposits_on_chain(CHAIN).await.unwrap();
+    assert_eq!(deposits.len(), sent.len());
+    assert!(deposits.iter().all(|d| d.status == DepositStatus::Confirmed));
+
+    let again = env.ok(&["backfill", "--chain", CHAIN.as_str(), "--from", "0"]);
+    assert!(again.contains("60 deposits found, 0 new or updated"), "{again}");
+    let above =
+        env.output(&["backfill", "--chain", CHAIN.as_str(), "--from", "0", "--to", &(head + 10).to_string()]);
+    assert!(!above.status.success());
+    let stderr = String::from_utf8_lossy(&above.stderr);
+    assert!(stderr.contains("above the confirmed height"), "{stderr}");
+}
+
+#[tokio::test]
+async fn run_refuses_a_node_of_another_chain() {
+    let anvil = Anvil::start_with(&["--chain-id", "5"]).await;
+    let env = Env::new(&anvil, "");
+    let out = env.output(&["run", "--chain", CHAIN.as_str()]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("answers chain id 5, expected 31337"), "{stderr}");
+}
+
+#[tokio::test]
+async fn rpc_url_secrets_never_reach_the_logs() {
+    let anvil = Anvil::start().await;
+    let dead = format!("http://127.0.0.1:{}/v3/TOPSECRETKEY", common::dead_port());
+    let env = Env::new(&anvil, "");
+    let chains = chains_dir(env.dir.path(), &[dead, format!("{}/?key=ALSOSECRET", anvil.url())], None, "");
+    let mut run =
+        env.command(&["run"]).env("CUSTODY_INDEXER_CHAINS", &chains).stderr(Stdio::piped()).spawn().unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(terminate(&mut run).success());
+    let mut logs = String::new();
+    std::io::Read::read_to_string(run.stderr.as_mut().unwrap(), &mut logs).unwrap();
+    assert!(logs.contains("watcher started"), "{logs}");
+    assert!(logs.contains("127.0.0.1"), "logs name the host: {logs}");
+    assert!(!logs.contains("TOPSECRETKEY") && !logs.contains("ALSOSECRET"), "{logs}");
+}
+
+#[tokio::test]
+async fn json_output_is_the_api_resource() {
+    let anvil = Anvil::start().await;
+    let env = Env::new(&anvil, "");
+    let (alice, bob) = (anvil.accounts[1], anvil.accounts[2]);
+    env.add_account("alice", &alice.to_string().to_lowercase());
+    env.add_account("bob", &bob.to_string());
+    let accounts: serde_json::Value = serde_json::from_str(&env.ok(&["accounts", "list", "--json"])).unwrap();
+    assert_eq!(accounts[0]["id"], "alice");
+    assert_eq!(accounts[0]["type"], "SEGREGATED");
+    assert_eq!(accounts[0]["status"], "ACTIVE");
+    assert_eq!(accounts[0]["addresses"][0]["address"], alice.to_checksum(None));
+    assert_eq!(accounts[0]["addresses"][0]["chains"][0], CHAIN.as_str());
+
+    anvil.send_eth(alice, bob, U256::from(1_500_000_000_000_000_000u64)).await;
+    anvil.mine(3).await;
+    env.ok(&["backfill", "--chain", CHAIN.as_str(), "--from", "0"]);
+    let list: serde_json::Value =
+        serde_json::from_str(&env.ok(&["deposits", "list", "--account-id", "bob", "--json"])).unwrap();
+    let deposit = &list[0];
+    let mut fields: Vec<&str> = deposit.as_object().unwrap().keys().map(String::as_str).collect();
+    fields.sort();
+    assert_eq!(
+        fields,
+        [
+            "account_address",
+            "account_id",
+            "amount",
+            "confirmed_at",
+            "created_at",
+            "currency_symbol",
+            "dedup_key",
+            "destination_chain",
+            "id",
+            "source_account_id",
+            "source_address",
+            "source_type",
+            "status",
+            "transaction_hash"
+        ]
+    );
+    assert_eq!(deposit["amount"], "1.5");
+    assert_eq!(deposit["currency_symbol"], "ETH");
+    assert_eq!(deposit["source_type"], "ACCOUNT");
+    assert_eq!(deposit["source_account_id"], "alice");
+    assert_eq!(deposit["status"], "CONFIRMED");
+    assert!(deposit["created_at"].as_str().unwrap().ends_with('Z'));
+    let id = deposit["id"].as_str().unwrap();
+    let one: serde_json::Value = serde_json::from_str(&env.ok(&["deposits", "get", id, "--json"])).unwrap();
+    assert_eq!(&one, deposit);
+
+    let missing = env.output(&["deposits", "get", "nope"]);
+    assert!(!missing.status.success());
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("deposit nope not found"));
+    let bad = env.output(&[
+        "accounts",
+        "add",
+        "--account-id",
+        "x",
+        "--identity-id",
+        "i",
+        "--type",
+        "SEGREGATED",
+        "--address",
+        "0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB4",
+        "--chains",
+        CHAIN.as_str(),
+    ]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("not a 20-byte hex address"));
+    let bad_chain = env.output(&["deposits", "list", "--account-id", "bob", "--chains", "x"]);
+    assert!(!bad_chain.status.success());
+    assert!(Path::new(&env.dir.path().join("store.db")).exists());
+}

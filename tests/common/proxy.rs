@@ -1,0 +1,89 @@
+//! A JSON-RPC proxy in front of anvil that injects the faults a real node
+//! cannot be told to produce: refused `eth_getLogs` ranges and HTTP 429/503.
+
+use std::{
+    net::SocketAddr,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU32, AtomicU64, Ordering},
+    },
+};
+
+use alloy::transports::http::reqwest;
+use axum::{Json, Router, extract::State, http::StatusCode, response::IntoResponse, routing::post};
+use serde_json::{Value, json};
+
+#[derive(Default)]
+pub struct Faults {
+    /// `eth_getLogs` spanning more blocks than this is refused (0: no limit).
+    pub max_log_range: AtomicU64,
+    /// The next this many requests get `status` instead of an answer.
+    pub fail_next: AtomicU32,
+    pub status: AtomicU32,
+    /// Block spans of the `eth_getLogs` calls anvil answered.
+    pub log_ranges: Mutex<Vec<u64>>,
+    pub refused: AtomicU32,
+    pub failed: AtomicU32,
+}
+
+struct Proxy {
+    upstream: String,
+    client: reqwest::Client,
+    faults: Arc<Faults>,
+}
+
+pub struct FaultyRpc {
+    pub url: String,
+    pub faults: Arc<Faults>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for FaultyRpc {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+pub async fn start(upstream: String) -> FaultyRpc {
+    let faults = Arc::new(Faults::default());
+    let proxy = Arc::new(Proxy { upstream, client: reqwest::Client::new(), faults: faults.clone() });
+    let app = Router::new().route("/", post(handle)).with_state(proxy);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr: SocketAddr = listener.local_addr().unwrap();
+    let task = tokio::spawn(async move {
+        axum::serve(listener, app).await.unwrap();
+    });
+    FaultyRpc { url: format!("http://{addr}"), faults, task }
+}
+
+fn span(call: &Value) -> Option<u64> {
+    let filter = call.get("params")?.get(0)?;
+    let number =
+        |key: &str| u64::from_str_radix(filter.get(key)?.as_str()?.trim_start_matches("0x"), 16).ok();
+    Some(number("toBlock")? - number("fromBlock")? + 1)
+}
+
+async fn handle(State(proxy): State<Arc<Proxy>>, Json(body): Json<Value>) -> axum::response::Response {
+    let faults = &proxy.faults;
+    if faults.fail_next.load(Ordering::SeqCst) > 0 {
+        faults.fail_next.fetch_sub(1, Ordering::SeqCst);
+        faults.failed.fetch_add(1, Ordering::SeqCst);
+        let status = StatusCode::from_u16(faults.status.load(Ordering::SeqCst) as u16).unwrap();
+        return (status, "injected failure").into_response();
+    }
+    let limit = faults.max_log_range.load(Ordering::SeqCst);
+    if body["method"] == "eth_getLogs"
+        && let Some(span) = span(&body)
+    {
+        if limit > 0 && span > limit {
+            faults.refused.fetch_add(1, Ordering::SeqCst);
+            let error = json!({"jsonrpc": "2.0", "id": body["id"], "error": {
+                "code": -32005, "message": format!("query exceeds max block range {limit}")}});
+            return Json(error).into_response();
+        }
+        faults.log_ranges.lock().unwrap().push(span);
+    }
+    let answer = proxy.client.post(&proxy.upstream).json(&body).send().await.unwrap();
+    let value: Value = answer.json().await.unwrap();
+    Json(value).into_response()
+}
