@@ -412,3 +412,35 @@ async fn deposits_to_frozen_and_closed_accounts_are_recorded() {
         db.store.deposits_on_chain(CHAIN).await.unwrap().into_iter().map(|d| d.account_id).collect();
     assert_eq!(accounts, ["FROZEN", "CLOSED"]);
 }
+
+#[tokio::test]
+async fn two_instances_on_one_postgres_record_each_deposit_once() {
+    let Setup { anvil, db, outsider, alice } = setup(Backend::Postgres).await;
+    let mut sent = Vec::new();
+    for i in 0..40u64 {
+        sent.push(anvil.send_eth(outsider, alice, U256::from(100 + i)).await);
+    }
+    let shutdown = CancellationToken::new();
+    let mut instances = Vec::new();
+    for _ in 0..2 {
+        let watcher = watcher(&anvil, &db.store, None, "max_block_range = 3").await;
+        instances.push(tokio::spawn(watcher.run(shutdown.clone())));
+    }
+    let head = anvil.head().await;
+    let store = db.store.clone();
+    eventually(Duration::from_secs(60), "both instances to index the chain", || {
+        let store = store.clone();
+        async move { (store.chain_state(CHAIN).await.unwrap()?.next_block > head).then_some(()) }
+    })
+    .await;
+    shutdown.cancel();
+    for instance in instances {
+        instance.await.unwrap().unwrap();
+    }
+    let deposits = db.store.deposits_on_chain(CHAIN).await.unwrap();
+    let mut found: Vec<String> = deposits.iter().map(|d| d.transaction_hash.clone()).collect();
+    found.sort();
+    let mut expected: Vec<String> = sent.iter().map(|h| h.to_string()).collect();
+    expected.sort();
+    assert_eq!(found, expected);
+}

@@ -331,6 +331,12 @@ impl EvmWatcher {
                     delays = backoff();
                     self.config.poll_interval
                 }
+                Err(WatchError::Store(StoreError::Conflict(reason))) => {
+                    // Another instance on the same store indexed this range first.
+                    debug!(%chain, reason, "range already indexed elsewhere");
+                    delays = backoff();
+                    self.config.poll_interval
+                }
                 Err(error) if error.is_retryable() => {
                     metrics::counter!("custody_indexer_watch_errors_total", "chain" => chain.as_str())
                         .increment(1);
