@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite, as on a fresh machine: installs the pinned anvil, makes
+# The whole test suite, as on a fresh machine: installs the pinned anvil and
+# builds the pinned local Solana network (cached outside the clone), makes
 # sure a PostgreSQL answers (or starts a throwaway one), then runs every test
 # against real nodes and both store backends.
 set -euo pipefail
@@ -7,6 +8,8 @@ cd "$(dirname "$0")/.."
 
 ANVIL_BIN=$(scripts/install-anvil.sh)
 export ANVIL_BIN
+SOLANA_NODE_BIN=$(scripts/install-solana-node.sh)
+export SOLANA_NODE_BIN
 # shellcheck source=scripts/ensure-postgres.sh
 source scripts/ensure-postgres.sh
 

@@ -14,7 +14,9 @@ use crate::{
     config::{ChainConfig, Chains},
     deposit::Deposit,
     evm::EvmWatcher,
+    solana::SolanaWatcher,
     store::{DEFAULT_DATABASE_URL, NewAccount, Store},
+    watcher::WatchError,
 };
 
 #[derive(Debug, Parser)]
@@ -66,16 +68,26 @@ pub enum Command {
         #[command(flatten)]
         chain_files: ChainFiles,
     },
-    /// Scan a historical block range for deposits, then exit. Idempotent.
+    /// Scan a historical block (slot) range, or a Solana address's signature
+    /// history, for deposits, then exit. Idempotent.
     Backfill {
         #[arg(long)]
         chain: Chain,
-        /// First block of the range.
-        #[arg(long)]
-        from: u64,
-        /// Last block of the range (default: the highest confirmed block).
-        #[arg(long)]
+        /// First block (slot) of the range.
+        #[arg(long, required_unless_present = "address")]
+        from: Option<u64>,
+        /// Last block (slot) of the range (default: the highest confirmed one).
+        #[arg(long, conflicts_with = "address")]
         to: Option<u64>,
+        /// Solana: read this address's signature history instead of a slot range.
+        #[arg(long, conflicts_with = "from")]
+        address: Option<String>,
+        /// Solana, with --address: start below this signature.
+        #[arg(long, requires = "address")]
+        before: Option<String>,
+        /// Solana, with --address: stop at this signature.
+        #[arg(long, requires = "address")]
+        until: Option<String>,
         #[command(flatten)]
         chain_files: ChainFiles,
     },
@@ -154,10 +166,14 @@ impl Cli {
                 let store = Store::open(&self.database_url).await?;
                 run(store, chains, only).await?;
             }
-            Command::Backfill { chain, from, to, chain_files } => {
+            Command::Backfill { chain, from, to, address, before, until, chain_files } => {
                 let config = chain_files.load()?.get(chain)?.clone();
                 let store = Store::open(&self.database_url).await?;
-                backfill(store, config, from, to).await?;
+                let range = match address {
+                    Some(address) => Range::Address { address, before, until },
+                    None => Range::Blocks { from: from.unwrap_or_default(), to },
+                };
+                backfill(store, config, range).await?;
             }
             Command::Accounts(command) => {
                 let store = Store::open(&self.database_url).await?;
@@ -182,24 +198,21 @@ async fn run(store: Store, chains: Chains, only: Vec<Chain>) -> anyhow::Result<(
     tokio::spawn(cancel_on_signal(shutdown.clone()));
     let mut tasks = tokio::task::JoinSet::new();
     for config in selected {
-        if config.family() == Family::Solana {
-            if !only.is_empty() {
-                bail!("{}: Solana indexing is not available in this version", config.chain);
-            }
-            warn!(chain = %config.chain, "Solana indexing is not available in this version; skipped");
-            continue;
-        }
         let store = store.clone();
         let shutdown = shutdown.clone();
         tasks.spawn(async move {
             let chain = config.chain;
-            let watcher = connect(config, store, &shutdown).await?;
-            match watcher {
-                Some(watcher) => {
-                    watcher.run(shutdown).await.with_context(|| format!("{chain} watcher stopped"))
-                }
-                None => Ok(()),
-            }
+            let outcome = match config.family() {
+                Family::Evm => match connect(config, store, &shutdown, EvmWatcher::connect).await? {
+                    Some(watcher) => watcher.run(shutdown).await,
+                    None => Ok(()),
+                },
+                Family::Solana => match connect(config, store, &shutdown, SolanaWatcher::connect).await? {
+                    Some(watcher) => watcher.run(shutdown).await,
+                    None => Ok(()),
+                },
+            };
+            outcome.with_context(|| format!("{chain} watcher stopped"))
         });
     }
     if tasks.is_empty() {
@@ -225,15 +238,19 @@ async fn run(store: Store, chains: Chains, only: Vec<Chain>) -> anyhow::Result<(
 }
 
 /// Connects a watcher, retrying while no RPC URL answers; `None` on shutdown.
-async fn connect(
+async fn connect<W, F>(
     config: ChainConfig,
     store: Store,
     shutdown: &CancellationToken,
-) -> anyhow::Result<Option<EvmWatcher>> {
+    connect: impl Fn(ChainConfig, Store) -> F,
+) -> anyhow::Result<Option<W>>
+where
+    F: std::future::Future<Output = Result<W, WatchError>>,
+{
     let chain = config.chain;
     let mut delay = std::time::Duration::from_secs(1);
     loop {
-        match EvmWatcher::connect(config.clone(), store.clone()).await {
+        match connect(config.clone(), store.clone()).await {
             Ok(watcher) => return Ok(Some(watcher)),
             Err(error) if error.is_retryable() => {
                 warn!(%chain, %error, retry_in_s = delay.as_secs(), "cannot start the watcher yet");
@@ -262,30 +279,48 @@ async fn cancel_on_signal(shutdown: CancellationToken) {
     shutdown.cancel();
 }
 
-async fn backfill(store: Store, config: ChainConfig, from: u64, to: Option<u64>) -> anyhow::Result<()> {
-    if config.family() == Family::Solana {
-        bail!("{}: Solana backfill is not available in this version", config.chain);
-    }
+/// What `backfill` reads.
+enum Range {
+    Blocks { from: u64, to: Option<u64> },
+    Address { address: String, before: Option<String>, until: Option<String> },
+}
+
+async fn backfill(store: Store, config: ChainConfig, range: Range) -> anyhow::Result<()> {
     let chain = config.chain;
-    let mut watcher = EvmWatcher::connect(config, store).await?;
-    let bar = ProgressBar::new(to.map_or(0, |to| to.saturating_sub(from) + 1));
+    let expected = match &range {
+        Range::Blocks { from, to: Some(to) } => to.saturating_sub(*from) + 1,
+        _ => 0,
+    };
+    let bar = ProgressBar::new(expected);
     if !std::io::stderr().is_terminal() {
         bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
     }
     bar.set_style(
-        ProgressStyle::with_template("{spinner} {pos}/{len} blocks [{elapsed_precise}] {per_sec} {msg}")
+        ProgressStyle::with_template("{spinner} {pos}/{len} [{elapsed_precise}] {per_sec} {msg}")
             .expect("static template"),
     );
-    let report = watcher
-        .backfill(from, to, &|blocks, found| {
-            bar.set_position(blocks);
-            bar.set_message(format!("{found} deposits"));
-        })
-        .await?;
+    let progress = |done: u64, found: usize| {
+        bar.set_position(done);
+        bar.set_message(format!("{found} deposits"));
+    };
+    let (report, unit) = match (config.family(), range) {
+        (Family::Evm, Range::Blocks { from, to }) => {
+            (EvmWatcher::connect(config, store).await?.backfill(from, to, &progress).await?, "blocks")
+        }
+        (Family::Evm, Range::Address { .. }) => bail!("{chain}: --address applies to Solana chains only"),
+        (Family::Solana, Range::Blocks { from, to }) => {
+            (SolanaWatcher::connect(config, store).await?.backfill_slots(from, to, &progress).await?, "slots")
+        }
+        (Family::Solana, Range::Address { address, before, until }) => {
+            let mut watcher = SolanaWatcher::connect(config, store).await?;
+            (watcher.backfill_address(&address, before, until, &progress).await?, "signatures")
+        }
+    };
     bar.finish_and_clear();
     let seconds = report.elapsed.as_secs_f64().max(1e-9);
+    let range = if unit == "signatures" { "slots" } else { unit };
     println!(
-        "{chain}: scanned blocks {}..={} ({} blocks in {:.3} s, {:.0} blocks/s): {} deposits found, {} new or updated",
+        "{chain}: scanned {range} {}..={} ({} {unit} in {:.3} s, {:.0} {unit}/s): {} deposits found, {} new or updated",
         report.from,
         report.to,
         report.blocks,

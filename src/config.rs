@@ -60,6 +60,19 @@ pub struct NativeAsset {
     pub decimals: u8,
 }
 
+/// How a Solana watcher finds transactions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Strategy {
+    /// Walk every slot (`getBlocks`, `getBlock`) and match all account keys:
+    /// the way for many addresses.
+    #[default]
+    Blocks,
+    /// Poll `getSignaturesForAddress` of each wallet and token account: the
+    /// way for few addresses.
+    Signatures,
+}
+
 /// A token the platform accepts on a chain. Transfers of any other token are
 /// ignored: spam tokens are common.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -101,6 +114,8 @@ struct ChainFile {
     reorg_window: u64,
     #[serde(default = "defaults::dropped_after_blocks")]
     dropped_after_blocks: u64,
+    #[serde(default)]
+    strategy: Option<Strategy>,
     native: NativeAsset,
     #[serde(default)]
     assets: Vec<AssetConfig>,
@@ -151,6 +166,8 @@ pub struct ChainConfig {
     /// A reorged deposit whose transaction is still pending this many blocks
     /// later is `FAILED`.
     pub dropped_after_blocks: u64,
+    /// Solana: how transactions are found.
+    pub strategy: Strategy,
     pub native: NativeAsset,
     pub assets: Vec<AssetConfig>,
     /// Where the file came from, for error messages.
@@ -247,6 +264,7 @@ impl ChainConfig {
             start_block: file.start_block,
             reorg_window: file.reorg_window,
             dropped_after_blocks: file.dropped_after_blocks,
+            strategy: file.strategy.unwrap_or_default(),
             native: file.native,
             assets,
             source: source.to_path_buf(),

@@ -32,6 +32,10 @@ pub enum Position {
     Log(u64),
     /// An internal call carrying value, by its path in the call tree (`0.2.1`).
     Trace(String),
+    /// Solana: the rise of a wallet's lamport balance.
+    Lamports { wallet: String },
+    /// Solana: the rise of a wallet's balance of a mint, over all its token accounts.
+    Token { owner: String, mint: String },
 }
 
 /// A transfer into a watched address, as decoded from a block.
@@ -96,6 +100,8 @@ impl fmt::Display for Position {
             Position::Native => f.write_str("native"),
             Position::Log(index) => write!(f, "log:{index}"),
             Position::Trace(path) => write!(f, "trace:{path}"),
+            Position::Lamports { wallet } => write!(f, "sol:{wallet}"),
+            Position::Token { owner, mint } => write!(f, "spl:{owner}:{mint}"),
         }
     }
 }

@@ -11,5 +11,7 @@ pub mod config;
 pub mod deposit;
 pub mod evm;
 pub mod redact;
+pub mod solana;
 pub mod store;
 pub mod watch;
+pub mod watcher;

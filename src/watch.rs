@@ -1,7 +1,7 @@
 //! The set of watched addresses of one chain, in the form its decoder matches
 //! fastest (20-byte EVM addresses, 32-byte Solana keys).
 
-use std::{collections::HashMap, hash::Hash, sync::Arc};
+use std::{borrow::Borrow, collections::HashMap, hash::Hash, sync::Arc};
 
 /// Watched address → the account it belongs to.
 #[derive(Debug, Clone, Default)]
@@ -30,7 +30,11 @@ impl<K: Eq + Hash> WatchSet<K> {
         }
     }
 
-    pub fn account_of(&self, address: &K) -> Option<&Arc<str>> {
+    pub fn account_of<Q>(&self, address: &Q) -> Option<&Arc<str>>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         self.accounts.get(address)
     }
 

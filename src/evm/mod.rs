@@ -7,4 +7,6 @@ mod reorg;
 pub mod rpc;
 mod watcher;
 
-pub use watcher::{BackfillReport, EvmWatcher, Tick, WatchError};
+pub use watcher::EvmWatcher;
+
+pub use crate::watcher::{BackfillReport, Tick, WatchError};

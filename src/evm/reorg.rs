@@ -7,11 +7,11 @@ use std::collections::HashMap;
 use alloy::primitives::B256;
 use tracing::{error, info, warn};
 
-use super::{
-    rpc::TxStatus,
-    watcher::{EvmWatcher, WatchError},
+use super::{rpc::TxStatus, watcher::EvmWatcher};
+use crate::{
+    store::{BlockRef, Rewind},
+    watcher::WatchError,
 };
-use crate::store::{BlockRef, Rewind};
 
 impl EvmWatcher {
     /// While no new block arrived: the stored tip must still be canonical.

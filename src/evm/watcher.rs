@@ -7,7 +7,7 @@ use alloy::{
     primitives::{Address, B256},
     rpc::types::{BlockNumberOrTag, Log},
 };
-use backon::{BackoffBuilder, ExponentialBuilder, Retryable};
+use backon::{ExponentialBuilder, Retryable};
 use futures::{StreamExt, TryStreamExt, stream};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -15,79 +15,15 @@ use tracing::{debug, info, warn};
 
 use super::{
     decode::{self, BlockInput, EvmAssets, EvmWatchSet},
-    rpc::{EvmRpc, RpcBlock, RpcFailure},
+    rpc::{EvmRpc, RpcBlock},
 };
 use crate::{
     config::{ChainConfig, Confirmation},
     deposit::Detected,
     store::{BlockRef, CursorMove, ScanCommit, Store, StoreError},
     watch::WatchSet,
+    watcher::{BackfillReport, Step, Tick, WatchError, follow},
 };
-
-#[derive(Debug, thiserror::Error)]
-pub enum WatchError {
-    #[error(transparent)]
-    Rpc(#[from] RpcFailure),
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error("{chain}: rpc {url} answers chain id {actual}, expected {expected}; refusing to index it")]
-    WrongChain { chain: crate::chain::Chain, url: String, expected: u64, actual: u64 },
-    #[error("{chain}: no rpc url answered eth_chainId")]
-    Unreachable { chain: crate::chain::Chain },
-    #[error("{chain}: blocks changed while they were read ({detail}); scanning again")]
-    Inconsistent { chain: crate::chain::Chain, detail: String },
-    #[error(
-        "{chain}: reorg deeper than the {window} stored block hashes below block {below}; indexing stopped"
-    )]
-    ReorgTooDeep { chain: crate::chain::Chain, window: u64, below: u64 },
-    #[error(
-        "{chain}: backfill --to {to} is above the confirmed height {confirmed}; newer blocks are indexed by `run`"
-    )]
-    AboveConfirmed { chain: crate::chain::Chain, to: u64, confirmed: u64 },
-    #[error("{chain}: no block is confirmed yet; nothing to backfill")]
-    NothingConfirmed { chain: crate::chain::Chain },
-    #[error("{chain}: backfill range {from}..={to} is empty")]
-    EmptyRange { chain: crate::chain::Chain, from: u64, to: u64 },
-}
-
-impl WatchError {
-    /// Whether a later attempt can succeed without an operator. Every RPC
-    /// failure counts: nodes lag, rate-limit and return garbage for a while,
-    /// and the watcher backs off rather than stopping the chain.
-    pub fn is_retryable(&self) -> bool {
-        matches!(
-            self,
-            WatchError::Rpc(_)
-                | WatchError::Store(StoreError::Conflict(_) | StoreError::Query(_))
-                | WatchError::Unreachable { .. }
-                | WatchError::Inconsistent { .. }
-        )
-    }
-}
-
-/// What one step of the live watcher did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Tick {
-    /// Indexed `from..=to`; `caught_up` when `to` is the head.
-    Scanned { from: u64, to: u64, deposits: usize, caught_up: bool },
-    /// Nothing new since the last step.
-    Idle,
-    /// A reorg was undone down to the common ancestor.
-    Reorged { common_ancestor: u64 },
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct BackfillReport {
-    pub from: u64,
-    pub to: u64,
-    pub blocks: u64,
-    /// Deposits found in the range, new or already known.
-    pub deposits_found: usize,
-    /// Deposits this backfill created or changed.
-    pub deposits_changed: usize,
-    /// Time spent scanning and committing the range.
-    pub elapsed: Duration,
-}
 
 /// A scanned range before it is committed.
 struct Scanned {
@@ -297,63 +233,14 @@ impl EvmWatcher {
         Ok(Tick::Scanned { from: next, to, deposits: found, caught_up: to == head })
     }
 
-    /// Follows the chain until `shutdown`: steps immediately while behind,
-    /// waits for the poll interval (or a `newHeads` notification) when caught
-    /// up, and backs off exponentially on transient errors. Returns an error
-    /// only for what needs an operator.
-    pub async fn run(mut self, shutdown: CancellationToken) -> Result<(), WatchError> {
-        let chain = self.config.chain;
+    /// Follows the chain until `shutdown` (see [`crate::watcher::follow`]),
+    /// woken early by `newHeads` when the chain file gives a WebSocket URL.
+    pub async fn run(self, shutdown: CancellationToken) -> Result<(), WatchError> {
         let heads = Arc::new(Notify::new());
         if let Some(url) = self.config.ws_url.clone() {
-            tokio::spawn(super::heads::follow_heads(chain, url, heads.clone(), shutdown.clone()));
+            tokio::spawn(super::heads::follow_heads(self.config.chain, url, heads.clone(), shutdown.clone()));
         }
-        let backoff = || {
-            ExponentialBuilder::default()
-                .with_min_delay(Duration::from_millis(500))
-                .with_max_delay(Duration::from_secs(60))
-                .without_max_times()
-                .with_jitter()
-                .build()
-        };
-        let mut delays = backoff();
-        info!(%chain, "watcher started");
-        loop {
-            let step = tokio::select! {
-                _ = shutdown.cancelled() => break,
-                step = self.tick() => step,
-            };
-            let wait = match step {
-                Ok(Tick::Scanned { caught_up: false, .. } | Tick::Reorged { .. }) => {
-                    delays = backoff();
-                    continue;
-                }
-                Ok(_) => {
-                    delays = backoff();
-                    self.config.poll_interval
-                }
-                Err(WatchError::Store(StoreError::Conflict(reason))) => {
-                    // Another instance on the same store indexed this range first.
-                    debug!(%chain, reason, "range already indexed elsewhere");
-                    delays = backoff();
-                    self.config.poll_interval
-                }
-                Err(error) if error.is_retryable() => {
-                    metrics::counter!("custody_indexer_watch_errors_total", "chain" => chain.as_str())
-                        .increment(1);
-                    let delay = delays.next().unwrap_or(Duration::from_secs(60));
-                    warn!(%chain, %error, retry_in_ms = delay.as_millis() as u64, "step failed; retrying");
-                    delay
-                }
-                Err(error) => return Err(error),
-            };
-            tokio::select! {
-                _ = shutdown.cancelled() => break,
-                _ = tokio::time::sleep(wait) => {}
-                _ = heads.notified() => {}
-            }
-        }
-        info!(%chain, "watcher stopped");
-        Ok(())
+        follow(self, shutdown, heads).await
     }
 
     /// Scans `from..=to` (default: the confirmed height) into the store without
@@ -420,6 +307,20 @@ impl EvmWatcher {
         report.elapsed = started.elapsed();
         info!(%chain, from, to, found = report.deposits_found, changed = report.deposits_changed, "backfill done");
         Ok(report)
+    }
+}
+
+impl Step for EvmWatcher {
+    fn chain(&self) -> crate::chain::Chain {
+        self.config.chain
+    }
+
+    fn poll_interval(&self) -> Duration {
+        self.config.poll_interval
+    }
+
+    async fn step(&mut self) -> Result<Tick, WatchError> {
+        self.tick().await
     }
 }
 

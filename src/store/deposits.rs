@@ -19,12 +19,15 @@ pub struct BlockRef {
 }
 
 /// How a scan moves the live cursor.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CursorMove {
     /// Live indexing: the cursor must still be at `expected` (`None`: no
     /// cursor yet) and moves past the scanned range. Another writer having
     /// moved it first is a [`StoreError::Conflict`] and nothing is written.
     Live { expected: Option<u64> },
+    /// Solana's signatures strategy: the address's cursor must still be at
+    /// `expected` and moves to `next` (a signature in `slot`).
+    Address { address: String, expected: Option<String>, next: String, slot: u64 },
     /// Backfill: deposits only, the live cursor is left alone.
     Backfill,
 }
@@ -71,7 +74,7 @@ impl Store {
         let now = now_micros();
         let mut tx = self.begin().await?;
 
-        if let CursorMove::Live { expected } = scan.cursor {
+        if let CursorMove::Live { expected } = scan.cursor.clone() {
             let next = to_i64(scan.to + 1)?;
             let moved = match expected {
                 Some(expected) => {
@@ -103,25 +106,11 @@ impl Store {
                     "the {chain} cursor moved under this scan (another instance is indexing it)"
                 )));
             }
-            for block in &scan.blocks {
-                sqlx::query(
-                    "INSERT INTO chain_blocks (chain, number, hash, parent_hash) VALUES ($1, $2, $3, $4)
-                     ON CONFLICT (chain, number) DO UPDATE SET hash = excluded.hash, parent_hash = excluded.parent_hash",
-                )
-                .bind(chain)
-                .bind(to_i64(block.number)?)
-                .bind(&block.hash)
-                .bind(&block.parent_hash)
-                .execute(&mut *tx)
-                .await?;
-            }
-            sqlx::query("DELETE FROM chain_blocks WHERE chain = $1 AND number < $2")
-                .bind(chain)
-                .bind(to_i64(scan.to.saturating_sub(scan.keep_blocks))?)
-                .execute(&mut *tx)
-                .await?;
+            record_blocks(&mut tx, scan).await?;
         }
-
+        if let CursorMove::Address { address, expected, next, slot } = &scan.cursor {
+            move_address_cursor(&mut tx, scan.chain, address, expected.as_deref(), next, *slot, now).await?;
+        }
         let mut changed = Vec::new();
         for deposit in &scan.deposits {
             let confirmed = scan.confirmed_through.is_some_and(|c| deposit.block_number <= c);
@@ -250,6 +239,66 @@ impl Store {
         Ok(failed)
     }
 
+    /// The newest signature processed for an address (Solana).
+    pub async fn address_cursor(&self, chain: Chain, address: &str) -> Result<Option<String>, StoreError> {
+        let row = sqlx::query("SELECT last_signature FROM address_cursors WHERE chain = $1 AND address = $2")
+            .bind(chain.as_str())
+            .bind(address)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(|r| r.try_get("last_signature")).transpose()?)
+    }
+
+    /// Pending deposits of blocks up to `through`: `(id, block number)`.
+    pub async fn pending_through(
+        &self,
+        chain: Chain,
+        through: u64,
+    ) -> Result<Vec<(String, u64)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, block_number FROM deposits WHERE chain = $1 AND status = 'PENDING' AND block_number <= $2
+             ORDER BY block_number, id",
+        )
+        .bind(chain.as_str())
+        .bind(to_i64(through)?)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(|r| Ok((r.try_get("id")?, r.try_get::<i64, _>("block_number")? as u64))).collect()
+    }
+
+    /// Settles pending deposits at once: `confirmed` become `CONFIRMED`,
+    /// `failed` (their block never became final) `FAILED`.
+    pub async fn settle(
+        &self,
+        confirmed: &[String],
+        failed: &[String],
+    ) -> Result<Vec<(String, DepositStatus)>, StoreError> {
+        let now = now_micros();
+        let mut tx = self.begin().await?;
+        let mut changed = Vec::new();
+        for (ids, status, confirmed_at) in
+            [(confirmed, DepositStatus::Confirmed, Some(now)), (failed, DepositStatus::Failed, None)]
+        {
+            for id in ids {
+                let row = sqlx::query(
+                    "UPDATE deposits SET status = $1, confirmed_at = $2, updated_at = $3
+                     WHERE id = $4 AND status = 'PENDING' RETURNING id, status",
+                )
+                .bind(status.as_str())
+                .bind(confirmed_at)
+                .bind(now)
+                .bind(id)
+                .fetch_optional(&mut *tx)
+                .await?;
+                if let Some(row) = row {
+                    changed.push(changed_row(&row)?);
+                }
+            }
+        }
+        tx.commit().await?;
+        Ok(changed)
+    }
+
     /// Confirms the pending deposits of blocks up to `through` outside a scan
     /// (when the finalized block moves while no new block arrives).
     pub async fn confirm_through(
@@ -262,6 +311,77 @@ impl Store {
         tx.commit().await?;
         Ok(changed)
     }
+}
+
+/// Keeps the scanned blocks' hashes (and only the recent ones).
+async fn record_blocks(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    scan: &ScanCommit,
+) -> Result<(), StoreError> {
+    let chain = scan.chain.as_str();
+    for block in &scan.blocks {
+        sqlx::query(
+            "INSERT INTO chain_blocks (chain, number, hash, parent_hash) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (chain, number) DO UPDATE SET hash = excluded.hash, parent_hash = excluded.parent_hash",
+        )
+        .bind(chain)
+        .bind(to_i64(block.number)?)
+        .bind(&block.hash)
+        .bind(&block.parent_hash)
+        .execute(&mut **tx)
+        .await?;
+    }
+    sqlx::query("DELETE FROM chain_blocks WHERE chain = $1 AND number < $2")
+        .bind(chain)
+        .bind(to_i64(scan.to.saturating_sub(scan.keep_blocks))?)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+/// Compare-and-set of an address's signature cursor.
+async fn move_address_cursor(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    chain: Chain,
+    address: &str,
+    expected: Option<&str>,
+    next: &str,
+    slot: u64,
+    now: i64,
+) -> Result<(), StoreError> {
+    let moved = match expected {
+        Some(expected) => {
+            sqlx::query(
+                "UPDATE address_cursors SET last_signature = $1, last_slot = $2, updated_at = $3
+             WHERE chain = $4 AND address = $5 AND last_signature = $6",
+            )
+            .bind(next)
+            .bind(to_i64(slot)?)
+            .bind(now)
+            .bind(chain.as_str())
+            .bind(address)
+            .bind(expected)
+            .execute(&mut **tx)
+            .await?
+        }
+        None => {
+            sqlx::query(
+                "INSERT INTO address_cursors (chain, address, last_signature, last_slot, updated_at)
+             VALUES ($1, $2, $3, $4, $5) ON CONFLICT (chain, address) DO NOTHING",
+            )
+            .bind(chain.as_str())
+            .bind(address)
+            .bind(next)
+            .bind(to_i64(slot)?)
+            .bind(now)
+            .execute(&mut **tx)
+            .await?
+        }
+    };
+    if moved.rows_affected() != 1 {
+        return Err(StoreError::Conflict(format!("the {chain} cursor of {address} moved under this scan")));
+    }
+    Ok(())
 }
 
 async fn confirm_through(

@@ -5,6 +5,7 @@
 pub mod anvil;
 pub mod db;
 pub mod proxy;
+pub mod solana;
 
 use std::{future::Future, path::Path, time::Duration};
 

@@ -1,0 +1,437 @@
+//! The Solana watcher: finds transactions by walking slots (`blocks`) or by
+//! polling each address's signatures (`signatures`), records deposits seen at
+//! `confirmed` as `PENDING`, and settles them once their slot is `finalized`
+//! (`CONFIRMED`) or was skipped (`FAILED`).
+
+use std::{collections::HashSet, sync::Arc, time::Duration};
+
+use futures::{StreamExt, TryStreamExt, stream};
+use solana_commitment_config::CommitmentConfig;
+use solana_transaction_status_client_types::UiConfirmedBlock;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use super::{
+    accounts::associated_token_accounts,
+    decode::{self, SolanaAssets, SolanaWatchSet, TOKEN_2022_PROGRAM, TOKEN_PROGRAM},
+    rpc::{RpcFailure, SolanaRpc},
+};
+use crate::{
+    config::{ChainConfig, Strategy},
+    deposit::Detected,
+    store::{BlockRef, CursorMove, ScanCommit, Store},
+    watch::WatchSet,
+    watcher::{BackfillReport, Step, Tick, WatchError, follow},
+};
+
+/// Most signatures `getSignaturesForAddress` returns per page.
+const PAGE: usize = 1000;
+
+pub struct SolanaWatcher {
+    config: ChainConfig,
+    rpc: SolanaRpc,
+    store: Store,
+    assets: SolanaAssets,
+    watch: SolanaWatchSet,
+    /// Signatures strategy: the wallets and their token accounts.
+    polled: Vec<String>,
+    watch_version: Option<i64>,
+}
+
+struct Scanned {
+    blocks: Vec<BlockRef>,
+    deposits: Vec<Detected>,
+}
+
+impl SolanaWatcher {
+    /// Checks every RPC URL's genesis hash against the chain file, then loads
+    /// the watched wallets. A URL of another cluster is refused outright.
+    pub async fn connect(config: ChainConfig, store: Store) -> Result<Self, WatchError> {
+        let chain = config.chain;
+        let expected = config.genesis_hash.clone().unwrap_or_default();
+        let mut verified = 0;
+        for url in &config.rpc_urls {
+            match SolanaRpc::genesis_hash_of(chain, url).await {
+                Ok(actual) if actual == expected => verified += 1,
+                Ok(actual) => {
+                    return Err(WatchError::WrongCluster { chain, url: url.to_string(), expected, actual });
+                }
+                Err(error) => {
+                    warn!(%chain, %url, %error, "rpc url did not answer getGenesisHash; kept as a fallback")
+                }
+            }
+        }
+        if verified == 0 {
+            return Err(WatchError::Unreachable { chain });
+        }
+        let rpc = SolanaRpc::new(chain, &config.rpc_urls);
+        let assets = SolanaAssets::from_config(&config);
+        let mut watcher = Self {
+            config,
+            rpc,
+            store,
+            assets,
+            watch: WatchSet::default(),
+            polled: Vec::new(),
+            watch_version: None,
+        };
+        watcher.refresh_watch().await?;
+        Ok(watcher)
+    }
+
+    pub fn config(&self) -> &ChainConfig {
+        &self.config
+    }
+
+    /// Loads wallets added since the last look; for the signatures strategy
+    /// also their associated token accounts (every listed mint, both token
+    /// programs) and any other token account they own.
+    async fn refresh_watch(&mut self) -> Result<(), WatchError> {
+        let version = self.store.accounts_version().await?;
+        let seen = self.watch_version.unwrap_or(-1);
+        if version == seen {
+            return Ok(());
+        }
+        let mut wallets = Vec::new();
+        self.store
+            .watched_addresses_between(self.config.chain, seen, version, |address, account| {
+                wallets.push((address, account));
+            })
+            .await?;
+        for (wallet, account) in &wallets {
+            self.watch.insert(wallet, account, |a| Some(Box::from(a)));
+        }
+        if self.config.strategy == Strategy::Signatures {
+            for (wallet, _) in &wallets {
+                self.polled.push(wallet.clone());
+                let mut accounts =
+                    associated_token_accounts(wallet, self.assets.mints().map(|(mint, _)| mint));
+                for program in [TOKEN_PROGRAM, TOKEN_2022_PROGRAM] {
+                    accounts.extend(self.rpc.token_accounts(wallet, program).await?);
+                }
+                accounts.sort();
+                accounts.dedup();
+                self.polled.extend(accounts);
+            }
+        }
+        self.watch_version = Some(version);
+        info!(chain = %self.config.chain, added = wallets.len(), wallets = self.watch.len(), polled = self.polled.len(), "watching wallets");
+        Ok(())
+    }
+
+    /// One step: scan what is new at `confirmed`, then settle what became final.
+    pub async fn tick(&mut self) -> Result<Tick, WatchError> {
+        let chain = self.config.chain;
+        self.refresh_watch().await?;
+        let confirmed = self.rpc.slot(CommitmentConfig::confirmed()).await?;
+        let finalized = self.rpc.slot(CommitmentConfig::finalized()).await?;
+        metrics::gauge!("custody_indexer_head_block", "chain" => chain.as_str()).set(confirmed as f64);
+        let tick = match self.config.strategy {
+            Strategy::Blocks => self.tick_blocks(confirmed).await?,
+            Strategy::Signatures => self.tick_signatures(confirmed).await?,
+        };
+        self.settle(finalized).await?;
+        Ok(tick)
+    }
+
+    async fn tick_blocks(&mut self, confirmed: u64) -> Result<Tick, WatchError> {
+        let chain = self.config.chain;
+        let (next, expected) = match self.store.chain_state(chain).await? {
+            Some(state) => (state.next_block, Some(state.next_block)),
+            None => (self.config.start_block.unwrap_or(confirmed), None),
+        };
+        if next > confirmed {
+            return Ok(Tick::Idle);
+        }
+        let to = confirmed.min(next.saturating_add(self.config.max_block_range - 1));
+        let scanned = self.scan_slots(next, to, CommitmentConfig::confirmed()).await?;
+        let found = scanned.deposits.len();
+        let commit = ScanCommit {
+            chain,
+            from: next,
+            to,
+            head: confirmed,
+            blocks: scanned.blocks,
+            deposits: scanned.deposits,
+            confirmed_through: None,
+            cursor: CursorMove::Live { expected },
+            keep_blocks: self.config.reorg_window,
+        };
+        let changed = self.store.commit_scan(&commit).await?;
+        metrics::gauge!("custody_indexer_indexed_block", "chain" => chain.as_str()).set(to as f64);
+        if found > 0 {
+            info!(%chain, from = next, to, found, changed = changed.len(), "scanned slots");
+        } else {
+            debug!(%chain, from = next, to, "scanned slots");
+        }
+        Ok(Tick::Scanned { from: next, to, deposits: found, caught_up: to == confirmed })
+    }
+
+    /// Fetches and decodes the blocks of `from..=to` at `commitment`. A slot
+    /// the node lists but cannot return stops the scan: the cursor never
+    /// moves past a slot that was not read.
+    async fn scan_slots(
+        &self,
+        from: u64,
+        to: u64,
+        commitment: CommitmentConfig,
+    ) -> Result<Scanned, WatchError> {
+        let chain = self.config.chain;
+        let slots = self.rpc.blocks(from, to, commitment).await?;
+        let fetches: Vec<_> = slots
+            .iter()
+            .map(|slot| async move {
+                self.rpc.block(*slot, commitment).await.map(|b| (*slot, b)).map_err(|e| unavailable(e, *slot))
+            })
+            .collect();
+        let blocks: Vec<(u64, UiConfirmedBlock)> =
+            stream::iter(fetches).buffered(self.config.concurrency).try_collect().await?;
+        let mut scanned = Scanned { blocks: Vec::with_capacity(blocks.len()), deposits: Vec::new() };
+        for (slot, block) in &blocks {
+            let at = decode::Slot {
+                chain,
+                slot: *slot,
+                block_hash: &block.blockhash,
+                block_time: block.block_time.unwrap_or_default().max(0) as u64,
+            };
+            for tx in block.transactions.iter().flatten() {
+                scanned.deposits.extend(decode::deposits_in_transaction(at, tx, &self.watch, &self.assets));
+            }
+            scanned.blocks.push(BlockRef {
+                number: *slot,
+                hash: block.blockhash.clone(),
+                parent_hash: block.previous_blockhash.clone(),
+            });
+        }
+        Ok(scanned)
+    }
+
+    async fn tick_signatures(&mut self, confirmed: u64) -> Result<Tick, WatchError> {
+        let mut found = 0;
+        for address in self.polled.clone() {
+            found += self.scan_address(&address, confirmed).await?;
+        }
+        Ok(if found > 0 {
+            Tick::Scanned { from: confirmed, to: confirmed, deposits: found, caught_up: true }
+        } else {
+            Tick::Idle
+        })
+    }
+
+    /// Reads an address's signatures newer than its cursor, decodes their
+    /// transactions and commits the deposits with the moved cursor.
+    async fn scan_address(&self, address: &str, confirmed: u64) -> Result<usize, WatchError> {
+        let chain = self.config.chain;
+        let cursor = self.store.address_cursor(chain, address).await?;
+        let mut signatures = Vec::new();
+        let mut before: Option<String> = None;
+        loop {
+            let page = self.rpc.signatures(address, before.as_deref(), cursor.as_deref(), PAGE).await?;
+            let full = page.len() == PAGE;
+            before = page.last().map(|s| s.signature.clone());
+            signatures.extend(page);
+            if !full {
+                break;
+            }
+        }
+        let Some(newest) = signatures.first().cloned() else { return Ok(0) };
+        let deposits = self
+            .decode_signatures(
+                signatures.iter().rev().filter(|s| s.err.is_none()).map(|s| s.signature.as_str()),
+            )
+            .await?;
+        let found = deposits.len();
+        let commit = ScanCommit {
+            chain,
+            from: signatures.last().map_or(newest.slot, |s| s.slot),
+            to: newest.slot,
+            head: confirmed,
+            blocks: Vec::new(),
+            deposits,
+            confirmed_through: None,
+            cursor: CursorMove::Address {
+                address: address.to_string(),
+                expected: cursor,
+                next: newest.signature,
+                slot: newest.slot,
+            },
+            keep_blocks: 0,
+        };
+        self.store.commit_scan(&commit).await?;
+        if found > 0 {
+            info!(%chain, address, signatures = signatures.len(), found, "scanned signatures");
+        }
+        Ok(found)
+    }
+
+    /// Fetches and decodes transactions by signature, in the given order.
+    async fn decode_signatures<'a>(
+        &self,
+        signatures: impl Iterator<Item = &'a str>,
+    ) -> Result<Vec<Detected>, WatchError> {
+        let chain = self.config.chain;
+        let fetches: Vec<_> = signatures.map(|s| async move { (s, self.rpc.transaction(s).await) }).collect();
+        let results: Vec<_> = stream::iter(fetches).buffered(self.config.concurrency).collect().await;
+        let mut deposits = Vec::new();
+        for (signature, result) in results {
+            let Some(tx) = result? else {
+                // Listed but not yet served: try again on the next step.
+                return Err(WatchError::SlotUnavailable {
+                    chain,
+                    slot: 0,
+                    message: format!("transaction {signature} is not available yet"),
+                });
+            };
+            let at = decode::Slot {
+                chain,
+                slot: tx.slot,
+                block_hash: "",
+                block_time: tx.block_time.unwrap_or_default().max(0) as u64,
+            };
+            deposits.extend(decode::deposits_in_transaction(at, &tx.transaction, &self.watch, &self.assets));
+        }
+        Ok(deposits)
+    }
+
+    /// Pending deposits at or below the finalized slot become `CONFIRMED` when
+    /// their slot is in the finalized chain, `FAILED` when it was skipped.
+    async fn settle(&self, finalized: u64) -> Result<(), WatchError> {
+        let chain = self.config.chain;
+        let pending = self.store.pending_through(chain, finalized).await?;
+        let Some(lowest) = pending.iter().map(|(_, slot)| *slot).min() else { return Ok(()) };
+        let final_slots: HashSet<u64> =
+            self.rpc.blocks(lowest, finalized, CommitmentConfig::finalized()).await?.into_iter().collect();
+        let (confirmed, failed): (Vec<_>, Vec<_>) =
+            pending.into_iter().partition(|(_, slot)| final_slots.contains(slot));
+        let ids = |v: Vec<(String, u64)>| v.into_iter().map(|(id, _)| id).collect::<Vec<_>>();
+        let (confirmed, failed) = (ids(confirmed), ids(failed));
+        let changed = self.store.settle(&confirmed, &failed).await?;
+        if !failed.is_empty() {
+            warn!(%chain, failed = failed.len(), "deposits in slots that never became final are FAILED");
+        }
+        debug!(%chain, finalized, changed = changed.len(), "settled");
+        Ok(())
+    }
+
+    /// Scans finalized slots `from..=to` (default: up to the finalized slot)
+    /// without touching the live cursor. Idempotent, safe beside `run`.
+    pub async fn backfill_slots(
+        &mut self,
+        from: u64,
+        to: Option<u64>,
+        progress: &(dyn Fn(u64, usize) + Sync),
+    ) -> Result<BackfillReport, WatchError> {
+        let chain = self.config.chain;
+        self.refresh_watch().await?;
+        let finalized = self.rpc.slot(CommitmentConfig::finalized()).await?;
+        let to = to.unwrap_or(finalized);
+        if to > finalized {
+            return Err(WatchError::AboveConfirmed { chain, to, confirmed: finalized });
+        }
+        if from > to {
+            return Err(WatchError::EmptyRange { chain, from, to });
+        }
+        let started = std::time::Instant::now();
+        let mut report = BackfillReport { from, to, ..Default::default() };
+        let mut start = from;
+        while start <= to {
+            let end = to.min(start + self.config.max_block_range - 1);
+            let scanned = self.scan_slots(start, end, CommitmentConfig::finalized()).await?;
+            let commit = backfill_commit(chain, start, end, finalized, scanned.deposits);
+            report.deposits_changed += self.store.commit_scan(&commit).await?.len();
+            report.deposits_found += commit.deposits.len();
+            report.blocks += end - start + 1;
+            progress(report.blocks, report.deposits_found);
+            start = end + 1;
+        }
+        report.elapsed = started.elapsed();
+        Ok(report)
+    }
+
+    /// Reads an address's signature history (newest first, from `before`
+    /// down to `until`, both optional) and records its deposits.
+    pub async fn backfill_address(
+        &mut self,
+        address: &str,
+        before: Option<String>,
+        until: Option<String>,
+        progress: &(dyn Fn(u64, usize) + Sync),
+    ) -> Result<BackfillReport, WatchError> {
+        let chain = self.config.chain;
+        self.refresh_watch().await?;
+        let finalized = self.rpc.slot(CommitmentConfig::finalized()).await?;
+        let started = std::time::Instant::now();
+        let mut report = BackfillReport::default();
+        let mut before = before;
+        loop {
+            let page = self.rpc.signatures(address, before.as_deref(), until.as_deref(), PAGE).await?;
+            let (Some(newest), Some(oldest)) = (page.first(), page.last()) else { break };
+            report.to = report.to.max(newest.slot);
+            report.from = if report.blocks == 0 { oldest.slot } else { report.from.min(oldest.slot) };
+            let deposits = self
+                .decode_signatures(
+                    page.iter().rev().filter(|s| s.err.is_none()).map(|s| s.signature.as_str()),
+                )
+                .await?;
+            let commit = backfill_commit(chain, oldest.slot, newest.slot, finalized, deposits);
+            report.deposits_changed += self.store.commit_scan(&commit).await?.len();
+            report.deposits_found += commit.deposits.len();
+            report.blocks += page.len() as u64;
+            progress(report.blocks, report.deposits_found);
+            if page.len() < PAGE {
+                break;
+            }
+            before = Some(oldest.signature.clone());
+        }
+        report.elapsed = started.elapsed();
+        Ok(report)
+    }
+
+    /// Follows the cluster until `shutdown`.
+    pub async fn run(self, shutdown: CancellationToken) -> Result<(), WatchError> {
+        follow(self, shutdown, Arc::new(Notify::new())).await
+    }
+}
+
+fn backfill_commit(
+    chain: crate::chain::Chain,
+    from: u64,
+    to: u64,
+    finalized: u64,
+    deposits: Vec<Detected>,
+) -> ScanCommit {
+    ScanCommit {
+        chain,
+        from,
+        to,
+        head: finalized,
+        blocks: Vec::new(),
+        deposits,
+        confirmed_through: Some(finalized),
+        cursor: CursorMove::Backfill,
+        keep_blocks: 0,
+    }
+}
+
+fn unavailable(error: RpcFailure, slot: u64) -> WatchError {
+    if error.slot_unavailable {
+        WatchError::SlotUnavailable { chain: error.chain, slot, message: error.message }
+    } else {
+        error.into()
+    }
+}
+
+impl Step for SolanaWatcher {
+    fn chain(&self) -> crate::chain::Chain {
+        self.config.chain
+    }
+
+    fn poll_interval(&self) -> Duration {
+        self.config.poll_interval
+    }
+
+    async fn step(&mut self) -> Result<Tick, WatchError> {
+        self.tick().await
+    }
+}

@@ -1,0 +1,154 @@
+//! What every chain family's watcher shares: its errors, the outcome of a
+//! step, and the loop that follows a chain until shutdown.
+
+use std::{future::Future, sync::Arc, time::Duration};
+
+use backon::{BackoffBuilder, ExponentialBuilder};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use crate::{
+    chain::Chain, evm::rpc::RpcFailure, solana::rpc::RpcFailure as SolanaRpcFailure, store::StoreError,
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum WatchError {
+    #[error(transparent)]
+    Rpc(#[from] RpcFailure),
+    #[error(transparent)]
+    SolanaRpc(#[from] SolanaRpcFailure),
+    #[error("{chain}: rpc {url} serves cluster {actual}, expected {expected}; refusing to index it")]
+    WrongCluster { chain: Chain, url: String, expected: String, actual: String },
+    #[error(
+        "{chain}: slot {slot} holds a block the node cannot return ({message}); retrying, the cursor stays"
+    )]
+    SlotUnavailable { chain: Chain, slot: u64, message: String },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("{chain}: rpc {url} answers chain id {actual}, expected {expected}; refusing to index it")]
+    WrongChain { chain: Chain, url: String, expected: u64, actual: u64 },
+    #[error("{chain}: no rpc url answered")]
+    Unreachable { chain: Chain },
+    #[error("{chain}: blocks changed while they were read ({detail}); scanning again")]
+    Inconsistent { chain: Chain, detail: String },
+    #[error(
+        "{chain}: reorg deeper than the {window} stored block hashes below block {below}; indexing stopped"
+    )]
+    ReorgTooDeep { chain: Chain, window: u64, below: u64 },
+    #[error(
+        "{chain}: backfill --to {to} is above the confirmed height {confirmed}; newer blocks are indexed by `run`"
+    )]
+    AboveConfirmed { chain: Chain, to: u64, confirmed: u64 },
+    #[error("{chain}: no block is confirmed yet; nothing to backfill")]
+    NothingConfirmed { chain: Chain },
+    #[error("{chain}: backfill range {from}..={to} is empty")]
+    EmptyRange { chain: Chain, from: u64, to: u64 },
+}
+
+impl WatchError {
+    /// Whether a later attempt can succeed without an operator. Every RPC
+    /// failure counts: nodes lag, rate-limit and return garbage for a while,
+    /// and the watcher backs off rather than stopping the chain.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            WatchError::Rpc(_)
+                | WatchError::SolanaRpc(_)
+                | WatchError::SlotUnavailable { .. }
+                | WatchError::Store(StoreError::Conflict(_) | StoreError::Query(_))
+                | WatchError::Unreachable { .. }
+                | WatchError::Inconsistent { .. }
+        )
+    }
+}
+
+/// What one step of the live watcher did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Tick {
+    /// Indexed `from..=to`; `caught_up` when `to` is the head.
+    Scanned { from: u64, to: u64, deposits: usize, caught_up: bool },
+    /// Nothing new since the last step.
+    Idle,
+    /// A reorg was undone down to the common ancestor.
+    Reorged { common_ancestor: u64 },
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BackfillReport {
+    pub from: u64,
+    pub to: u64,
+    pub blocks: u64,
+    /// Deposits found in the range, new or already known.
+    pub deposits_found: usize,
+    /// Deposits this backfill created or changed.
+    pub deposits_changed: usize,
+    /// Time spent scanning and committing the range.
+    pub elapsed: Duration,
+}
+
+/// One step of a live watcher.
+pub trait Step {
+    fn chain(&self) -> Chain;
+    fn poll_interval(&self) -> Duration;
+    fn step(&mut self) -> impl Future<Output = Result<Tick, WatchError>> + Send;
+}
+
+/// Follows a chain until `shutdown`: steps immediately while behind, waits for
+/// the poll interval (or a `wake` notification) when caught up, and backs off
+/// exponentially on transient errors. Returns an error only for what needs an
+/// operator. A step cut short by shutdown rolls back: every commit is atomic.
+pub async fn follow<S: Step>(
+    mut watcher: S,
+    shutdown: CancellationToken,
+    wake: Arc<Notify>,
+) -> Result<(), WatchError> {
+    let chain = watcher.chain();
+    let backoff = || {
+        ExponentialBuilder::default()
+            .with_min_delay(Duration::from_millis(500))
+            .with_max_delay(Duration::from_secs(60))
+            .without_max_times()
+            .with_jitter()
+            .build()
+    };
+    let mut delays = backoff();
+    info!(%chain, "watcher started");
+    loop {
+        let step = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            step = watcher.step() => step,
+        };
+        let wait = match step {
+            Ok(Tick::Scanned { caught_up: false, .. } | Tick::Reorged { .. }) => {
+                delays = backoff();
+                continue;
+            }
+            Ok(_) => {
+                delays = backoff();
+                watcher.poll_interval()
+            }
+            Err(WatchError::Store(StoreError::Conflict(reason))) => {
+                // Another instance on the same store indexed this range first.
+                debug!(%chain, reason, "range already indexed elsewhere");
+                delays = backoff();
+                watcher.poll_interval()
+            }
+            Err(error) if error.is_retryable() => {
+                metrics::counter!("custody_indexer_watch_errors_total", "chain" => chain.as_str())
+                    .increment(1);
+                let delay = delays.next().unwrap_or(Duration::from_secs(60));
+                warn!(%chain, %error, retry_in_ms = delay.as_millis() as u64, "step failed; retrying");
+                delay
+            }
+            Err(error) => return Err(error),
+        };
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            _ = tokio::time::sleep(wait) => {}
+            _ = wake.notified() => {}
+        }
+    }
+    info!(%chain, "watcher stopped");
+    Ok(())
+}

@@ -1,0 +1,270 @@
+//! A real local Solana network per test (surfpool, built by
+//! scripts/install-solana-node.sh) and helpers that build SOL, SPL Token,
+//! Token-2022 and version-0 lookup-table transactions against it.
+
+use std::{
+    io::{BufRead, BufReader},
+    path::PathBuf,
+    process::{Child, Command, Stdio},
+    str::FromStr,
+    time::{Duration, Instant},
+};
+
+use custody_indexer::solana::{accounts::associated_token_account, decode::SYSTEM_PROGRAM};
+use solana_address_lookup_table_interface::{instruction as alt, state::AddressLookupTable};
+use solana_commitment_config::CommitmentConfig;
+use solana_instruction::{AccountMeta, Instruction};
+use solana_keypair::Keypair;
+use solana_message::{AddressLookupTableAccount, VersionedMessage, v0};
+use solana_pubkey::Pubkey;
+use solana_rpc_client::nonblocking::rpc_client::RpcClient;
+use solana_rpc_client_api::config::RpcSendTransactionConfig;
+use solana_signer::Signer;
+use solana_transaction::{Transaction, versioned::VersionedTransaction};
+
+pub const TOKEN: &str = "TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA";
+pub const TOKEN_2022: &str = "TokenzQdBNbLqP5VEhdkAS6EPFLC1PHnBqCXEpPxuEb";
+pub const ASSOCIATED_TOKEN: &str = "ATokenGPvbdGVxr1b2hvZbsiqW5xWH25efTNsLJA8knL";
+pub const SOL: u64 = 1_000_000_000;
+
+pub fn key(text: &str) -> Pubkey {
+    Pubkey::from_str(text).unwrap()
+}
+
+/// The node binary: `SOLANA_NODE_BIN` or the cache the install script fills.
+/// Missing, the tests fail: they never skip.
+pub fn node_bin() -> PathBuf {
+    if let Some(bin) = std::env::var_os("SOLANA_NODE_BIN") {
+        return bin.into();
+    }
+    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
+    let cached = home.join(".cache/custody-indexer/solana-node-target/debug/custody-indexer-solana-node");
+    assert!(
+        cached.exists(),
+        "the Solana test node is missing: run scripts/install-solana-node.sh (or set SOLANA_NODE_BIN)"
+    );
+    cached
+}
+
+pub struct SolanaNode {
+    child: Child,
+    pub url: String,
+    pub rpc: RpcClient,
+    pub genesis_hash: String,
+}
+
+impl Drop for SolanaNode {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl SolanaNode {
+    pub async fn start() -> Self {
+        let (rpc_port, ws_port) = (super::dead_port(), super::dead_port());
+        let mut child = Command::new(node_bin())
+            .args([
+                "--rpc-port",
+                &rpc_port.to_string(),
+                "--ws-port",
+                &ws_port.to_string(),
+                "--slot-time-ms",
+                "50",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the Solana test node starts");
+        let stdout = child.stdout.take().unwrap();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if line == "ready" {
+                    let _ = ready_tx.send(());
+                }
+            }
+        });
+        ready_rx.recv_timeout(Duration::from_secs(60)).expect("the Solana test node is ready");
+        let url = format!("http://127.0.0.1:{rpc_port}");
+        let rpc = RpcClient::new_with_commitment(url.clone(), CommitmentConfig::confirmed());
+        let started = Instant::now();
+        let genesis_hash = loop {
+            if let Ok(hash) = rpc.get_genesis_hash().await {
+                break hash.to_string();
+            }
+            assert!(started.elapsed() < Duration::from_secs(30), "the Solana test node does not answer");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        Self { child, url, rpc, genesis_hash }
+    }
+
+    pub async fn slot(&self, commitment: CommitmentConfig) -> u64 {
+        self.rpc.get_slot_with_commitment(commitment).await.unwrap()
+    }
+
+    /// Waits until `slot` is finalized.
+    pub async fn wait_finalized(&self, slot: u64) {
+        let started = Instant::now();
+        while self.slot(CommitmentConfig::finalized()).await < slot {
+            assert!(started.elapsed() < Duration::from_secs(60), "slot {slot} was not finalized");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// A new keypair holding `lamports` from the faucet.
+    pub async fn funded(&self, lamports: u64) -> Keypair {
+        let keypair = Keypair::new();
+        let signature = self.rpc.request_airdrop(&keypair.pubkey(), lamports).await.unwrap();
+        let started = Instant::now();
+        while !self.rpc.confirm_transaction(&signature).await.unwrap() {
+            assert!(started.elapsed() < Duration::from_secs(30), "airdrop not confirmed");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        keypair
+    }
+
+    /// Signs and sends a legacy transaction, waiting for confirmation.
+    pub async fn send(&self, instructions: &[Instruction], payer: &Keypair, signers: &[&Keypair]) -> String {
+        let blockhash = self.rpc.get_latest_blockhash().await.unwrap();
+        let mut all: Vec<&Keypair> = vec![payer];
+        all.extend(signers.iter().copied());
+        let tx = Transaction::new_signed_with_payer(instructions, Some(&payer.pubkey()), &all, blockhash);
+        self.rpc.send_and_confirm_transaction(&tx).await.unwrap().to_string()
+    }
+
+    /// Sends a transaction that fails on chain (preflight skipped) and waits
+    /// until it is recorded.
+    pub async fn send_failing(&self, instructions: &[Instruction], payer: &Keypair) -> String {
+        let blockhash = self.rpc.get_latest_blockhash().await.unwrap();
+        let tx = Transaction::new_signed_with_payer(instructions, Some(&payer.pubkey()), &[payer], blockhash);
+        let config = RpcSendTransactionConfig { skip_preflight: true, ..Default::default() };
+        let signature = self.rpc.send_transaction_with_config(&tx, config).await.unwrap();
+        let started = Instant::now();
+        loop {
+            let status = self.rpc.get_signature_statuses(&[signature]).await.unwrap().value[0].clone();
+            if let Some(status) = status {
+                assert!(status.err.is_some(), "the transaction was meant to fail");
+                return signature.to_string();
+            }
+            assert!(started.elapsed() < Duration::from_secs(30), "failing transaction not recorded");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Signs and sends a version-0 transaction that resolves accounts through
+    /// the given lookup tables.
+    pub async fn send_v0(
+        &self,
+        instructions: &[Instruction],
+        payer: &Keypair,
+        tables: &[AddressLookupTableAccount],
+    ) -> String {
+        let blockhash = self.rpc.get_latest_blockhash().await.unwrap();
+        let message = v0::Message::try_compile(&payer.pubkey(), instructions, tables, blockhash).unwrap();
+        assert!(!message.address_table_lookups.is_empty(), "the message uses the lookup table");
+        let tx = VersionedTransaction::try_new(VersionedMessage::V0(message), &[payer]).unwrap();
+        self.rpc.send_and_confirm_transaction(&tx).await.unwrap().to_string()
+    }
+
+    /// Creates a lookup table holding `addresses` and waits until it is usable.
+    pub async fn lookup_table(&self, payer: &Keypair, addresses: Vec<Pubkey>) -> AddressLookupTableAccount {
+        let slot = self.slot(CommitmentConfig::finalized()).await;
+        let (create, table) = alt::create_lookup_table(payer.pubkey(), payer.pubkey(), slot);
+        let extend = alt::extend_lookup_table(table, payer.pubkey(), Some(payer.pubkey()), addresses.clone());
+        self.send(&[create, extend], payer, &[]).await;
+        // Addresses added in a slot are usable from the next one.
+        let after = self.slot(CommitmentConfig::confirmed()).await + 2;
+        while self.slot(CommitmentConfig::confirmed()).await < after {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let account = self.rpc.get_account(&table).await.unwrap();
+        let state = AddressLookupTable::deserialize(&account.data).unwrap();
+        assert_eq!(state.addresses.len(), addresses.len());
+        AddressLookupTableAccount { key: table, addresses }
+    }
+
+    /// A new mint of `program` (SPL Token or Token-2022) with `payer` as authority.
+    pub async fn create_mint(&self, payer: &Keypair, program: &str, decimals: u8) -> Pubkey {
+        let mint = Keypair::new();
+        let rent = self.rpc.get_minimum_balance_for_rent_exemption(82).await.unwrap();
+        let create = solana_system_interface::instruction::create_account(
+            &payer.pubkey(),
+            &mint.pubkey(),
+            rent,
+            82,
+            &key(program),
+        );
+        // InitializeMint2: tag 20, decimals, mint authority, no freeze authority.
+        let mut data = vec![20, decimals];
+        data.extend_from_slice(payer.pubkey().as_ref());
+        data.push(0);
+        let init =
+            Instruction::new_with_bytes(key(program), &data, vec![AccountMeta::new(mint.pubkey(), false)]);
+        self.send(&[create, init], payer, &[&mint]).await;
+        mint.pubkey()
+    }
+}
+
+pub fn ata(wallet: &Pubkey, mint: &Pubkey, program: &str) -> Pubkey {
+    key(&associated_token_account(&wallet.to_string(), &mint.to_string(), program).unwrap())
+}
+
+/// Creates `wallet`'s associated token account for `mint`, paid by `payer`.
+pub fn create_ata(payer: &Pubkey, wallet: &Pubkey, mint: &Pubkey, program: &str) -> Instruction {
+    Instruction::new_with_bytes(
+        key(ASSOCIATED_TOKEN),
+        &[1], // CreateIdempotent
+        vec![
+            AccountMeta::new(*payer, true),
+            AccountMeta::new(ata(wallet, mint, program), false),
+            AccountMeta::new_readonly(*wallet, false),
+            AccountMeta::new_readonly(*mint, false),
+            AccountMeta::new_readonly(key(SYSTEM_PROGRAM), false),
+            AccountMeta::new_readonly(key(program), false),
+        ],
+    )
+}
+
+pub fn mint_to(program: &str, mint: &Pubkey, to: &Pubkey, authority: &Pubkey, amount: u64) -> Instruction {
+    let mut data = vec![7];
+    data.extend_from_slice(&amount.to_le_bytes());
+    Instruction::new_with_bytes(
+        key(program),
+        &data,
+        vec![
+            AccountMeta::new(*mint, false),
+            AccountMeta::new(*to, false),
+            AccountMeta::new_readonly(*authority, true),
+        ],
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+pub fn transfer_checked(
+    program: &str,
+    from: &Pubkey,
+    mint: &Pubkey,
+    to: &Pubkey,
+    owner: &Pubkey,
+    amount: u64,
+    decimals: u8,
+) -> Instruction {
+    let mut data = vec![12];
+    data.extend_from_slice(&amount.to_le_bytes());
+    data.push(decimals);
+    Instruction::new_with_bytes(
+        key(program),
+        &data,
+        vec![
+            AccountMeta::new(*from, false),
+            AccountMeta::new_readonly(*mint, false),
+            AccountMeta::new(*to, false),
+            AccountMeta::new_readonly(*owner, true),
+        ],
+    )
+}
+
+pub fn transfer_sol(from: &Pubkey, to: &Pubkey, lamports: u64) -> Instruction {
+    solana_system_interface::instruction::transfer(from, to, lamports)
+}

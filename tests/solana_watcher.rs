@@ -1,0 +1,208 @@
+//! The Solana watcher against a real local network: SOL, SPL Token and
+//! Token-2022 deposits, new and existing token accounts, version-0
+//! transactions with lookup tables, what must produce nothing, both scanning
+//! strategies, and `PENDING` → `CONFIRMED` at finalization.
+
+mod common;
+
+use std::path::Path;
+
+use common::{
+    Backend, TestDb,
+    solana::{SOL, SolanaNode, TOKEN, TOKEN_2022, ata, create_ata, mint_to, transfer_checked, transfer_sol},
+};
+use custody_indexer::{
+    account::{AccountAddress, AccountStatus, AccountType},
+    chain::Chain,
+    config::ChainConfig,
+    deposit::{DepositStatus, SourceType},
+    evm::Tick,
+    solana::SolanaWatcher,
+    store::{NewAccount, Store},
+};
+use solana_commitment_config::CommitmentConfig;
+use solana_keypair::Keypair;
+use solana_pubkey::Pubkey;
+use solana_signer::Signer;
+
+const CHAIN: Chain = Chain::SolanaDevnet;
+
+struct Mints {
+    usd: Pubkey,
+    t22: Pubkey,
+    spam: Pubkey,
+}
+
+fn chain_config(node: &SolanaNode, mints: &Mints, strategy: &str) -> ChainConfig {
+    let text = format!(
+        "chain = \"{CHAIN}\"\ngenesis_hash = \"{}\"\nrpc_urls = [\"{}\"]\nconfirmation = \"finalized\"\n\
+         poll_interval_ms = 100\nmax_block_range = 200\nstart_block = 0\nstrategy = \"{strategy}\"\n\
+         native = {{ symbol = \"SOL\", decimals = 9 }}\n\
+         [[assets]]\nsymbol = \"TUSD\"\ncontract_address = \"{}\"\ndecimals = 6\ntoken_program = \"{TOKEN}\"\n\
+         [[assets]]\nsymbol = \"T22\"\ncontract_address = \"{}\"\ndecimals = 9\ntoken_program = \"{TOKEN_2022}\"\n",
+        node.genesis_hash, node.url, mints.usd, mints.t22
+    );
+    ChainConfig::from_toml(&text, Path::new("solana-test.toml"), &|_| None).unwrap()
+}
+
+async fn add_wallet(store: &Store, id: &str, wallet: &Pubkey) {
+    store
+        .add_account(NewAccount {
+            id: id.into(),
+            organization: "default".into(),
+            identity_id: format!("identity-{id}"),
+            kind: AccountType::Segregated,
+            status: AccountStatus::Active,
+            addresses: vec![AccountAddress { chains: vec![CHAIN], address: wallet.to_string() }],
+        })
+        .await
+        .unwrap();
+}
+
+async fn catch_up(watcher: &mut SolanaWatcher, node: &SolanaNode) {
+    let target = node.slot(CommitmentConfig::confirmed()).await;
+    for _ in 0..500 {
+        let tick = watcher.tick().await.expect("tick");
+        let done = match tick {
+            Tick::Scanned { to, caught_up, .. } => caught_up && to >= target,
+            Tick::Idle => true,
+            Tick::Reorged { .. } => false,
+        };
+        if done {
+            return;
+        }
+    }
+    panic!("watcher did not catch up");
+}
+
+type Row = (String, String, String, SourceType, Option<String>);
+
+async fn found(store: &Store) -> Vec<Row> {
+    let mut rows: Vec<Row> = store
+        .deposits_on_chain(CHAIN)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|d| (d.account_id, d.currency_symbol, d.amount, d.source_type, d.source_account_id))
+        .collect();
+    rows.sort();
+    rows
+}
+
+/// Makes every kind of transfer the watcher must judge; returns the
+/// deposits it must find.
+async fn make_transfers(node: &SolanaNode, alice: &Keypair, bob: &Pubkey) -> (Mints, u64) {
+    let outsider = node.funded(100 * SOL).await;
+    let o = outsider.pubkey();
+    let a = alice.pubkey();
+    let usd = node.create_mint(&outsider, TOKEN, 6).await;
+    let t22 = node.create_mint(&outsider, TOKEN_2022, 9).await;
+    let spam = node.create_mint(&outsider, TOKEN, 6).await;
+    let mints = Mints { usd, t22, spam };
+    for (mint, program) in [(usd, TOKEN), (t22, TOKEN_2022), (spam, TOKEN)] {
+        let create = create_ata(&o, &o, &mint, program);
+        node.send(
+            &[create, mint_to(program, &mint, &ata(&o, &mint, program), &o, 1_000 * SOL)],
+            &outsider,
+            &[],
+        )
+        .await;
+    }
+
+    // SOL from outside, to alice (who holds nothing yet).
+    node.send(&[transfer_sol(&o, &a, 3 * SOL / 2)], &outsider, &[]).await;
+    // SPL: a transfer that creates alice's token account, then one into it.
+    let to_alice =
+        |amount| transfer_checked(TOKEN, &ata(&o, &usd, TOKEN), &usd, &ata(&a, &usd, TOKEN), &o, amount, 6);
+    node.send(&[create_ata(&o, &a, &usd, TOKEN), to_alice(2_500_000)], &outsider, &[]).await;
+    node.send(&[to_alice(1_000_000)], &outsider, &[]).await;
+    // Token-2022, creating the account in the same transaction.
+    let t22_to_alice = transfer_checked(
+        TOKEN_2022,
+        &ata(&o, &t22, TOKEN_2022),
+        &t22,
+        &ata(&a, &t22, TOKEN_2022),
+        &o,
+        10_000_000,
+        9,
+    );
+    node.send(&[create_ata(&o, &a, &t22, TOKEN_2022), t22_to_alice], &outsider, &[]).await;
+    // Version 0: bob's address comes from a lookup table.
+    let table = node.lookup_table(&outsider, vec![*bob]).await;
+    node.send_v0(&[transfer_sol(&o, bob, SOL / 4)], &outsider, &[table]).await;
+
+    // Nothing: a failed transfer, an unlisted mint, outgoing transfers.
+    node.send_failing(
+        &[transfer_checked(TOKEN, &ata(&o, &usd, TOKEN), &usd, &ata(&a, &usd, TOKEN), &o, u64::MAX, 6)],
+        &outsider,
+    )
+    .await;
+    let spam_to_alice =
+        transfer_checked(TOKEN, &ata(&o, &spam, TOKEN), &spam, &ata(&a, &spam, TOKEN), &o, 5, 6);
+    node.send(&[create_ata(&o, &a, &spam, TOKEN), spam_to_alice], &outsider, &[]).await;
+    node.send(&[transfer_sol(&a, &o, SOL / 10)], alice, &[]).await;
+    // Account to account: alice pays bob.
+    node.send(&[transfer_sol(&a, bob, SOL / 5)], alice, &[]).await;
+    let last = node.slot(CommitmentConfig::confirmed()).await;
+    (mints, last)
+}
+
+fn expected() -> Vec<Row> {
+    let on_chain = |account: &str, symbol: &str, amount: &str| {
+        (account.to_string(), symbol.to_string(), amount.to_string(), SourceType::OnChain, None)
+    };
+    let mut rows = vec![
+        on_chain("alice", "SOL", "1.5"),
+        on_chain("alice", "T22", "0.01"),
+        on_chain("alice", "TUSD", "1"),
+        on_chain("alice", "TUSD", "2.5"),
+        on_chain("bob", "SOL", "0.25"),
+        ("bob".into(), "SOL".into(), "0.2".into(), SourceType::Account, Some("alice".into())),
+    ];
+    rows.sort();
+    rows
+}
+
+#[tokio::test]
+async fn both_strategies_find_exactly_the_deposits_and_confirm_them_when_final() {
+    let node = SolanaNode::start().await;
+    let alice = Keypair::new();
+    let bob = Keypair::new().pubkey();
+    let (mints, last) = make_transfers(&node, &alice, &bob).await;
+    let _ = &mints.spam;
+
+    let mut expected = expected();
+    for (strategy, backend, fresh_lamports) in
+        [("blocks", Backend::Sqlite, 7), ("signatures", Backend::Postgres, 9)]
+    {
+        let db = TestDb::new(backend).await;
+        add_wallet(&db.store, "alice", &alice.pubkey()).await;
+        add_wallet(&db.store, "bob", &bob).await;
+        let mut watcher =
+            SolanaWatcher::connect(chain_config(&node, &mints, strategy), db.store.clone()).await.unwrap();
+        catch_up(&mut watcher, &node).await;
+        assert_eq!(found(&db.store).await, expected, "{strategy}");
+
+        // Seen at `confirmed`, a fresh deposit is PENDING until its slot is final.
+        let payer = node.funded(SOL).await;
+        node.send(&[transfer_sol(&payer.pubkey(), &bob, fresh_lamports)], &payer, &[]).await;
+        catch_up(&mut watcher, &node).await;
+        let amount = format!("0.00000000{fresh_lamports}");
+        let fresh = db.store.deposits_of_account("bob").await.unwrap();
+        let fresh = fresh.iter().find(|d| d.amount == amount).expect("the fresh deposit");
+        assert_eq!(fresh.status, DepositStatus::Pending, "{strategy}");
+        assert_eq!(fresh.confirmed_at.timestamp(), 0);
+        let last = node.slot(CommitmentConfig::confirmed()).await.max(last);
+
+        node.wait_finalized(last).await;
+        catch_up(&mut watcher, &node).await;
+        let deposits = db.store.deposits_on_chain(CHAIN).await.unwrap();
+        assert!(
+            deposits.iter().all(|d| d.status == DepositStatus::Confirmed && d.confirmed_at.timestamp() > 0),
+            "{strategy}: {deposits:?}"
+        );
+        expected.push(("bob".into(), "SOL".into(), amount, SourceType::OnChain, None));
+        expected.sort();
+        assert_eq!(found(&db.store).await, expected, "{strategy}: confirmation adds nothing");
+    }
+}
