@@ -3,89 +3,18 @@
 
 mod common;
 
-use std::{
-    collections::BTreeSet,
-    path::Path,
-    process::{Child, Command, Output, Stdio},
-    time::Duration,
-};
+use std::{collections::BTreeSet, path::Path, process::Stdio, time::Duration};
 
 use alloy::primitives::{B256, U256};
-use common::{Anvil, CHAIN, chains_dir, eventually};
-use custody_indexer::{deposit::DepositStatus, store::Store};
+use common::{
+    Anvil, CHAIN, chain_toml,
+    cli::{Env, terminate},
+    eventually,
+};
+use custody_indexer::deposit::DepositStatus;
 
-fn binary() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_custody-indexer"))
-}
-
-struct Env {
-    dir: tempfile::TempDir,
-    database_url: String,
-    chains: std::path::PathBuf,
-}
-
-impl Env {
-    fn new(anvil: &Anvil, extra: &str) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let database_url = format!("sqlite://{}", dir.path().join("store.db").display());
-        let chains = chains_dir(dir.path(), &[anvil.url()], None, extra);
-        Self { dir, database_url, chains }
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut command = binary();
-        command
-            .args(args)
-            .env("DATABASE_URL", &self.database_url)
-            .env("CUSTODY_INDEXER_CHAINS", &self.chains)
-            .env("RUST_LOG", "info")
-            .current_dir(self.dir.path());
-        command
-    }
-
-    fn output(&self, args: &[&str]) -> Output {
-        self.command(args).output().unwrap()
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let out = self.output(args);
-        assert!(out.status.success(), "{args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8(out.stdout).unwrap()
-    }
-
-    fn spawn_run(&self) -> Child {
-        let log =
-            std::fs::File::create(self.dir.path().join(format!("run-{}.log", uuid::Uuid::new_v4()))).unwrap();
-        self.command(&["run", "--chain", CHAIN.as_str()]).stdout(Stdio::null()).stderr(log).spawn().unwrap()
-    }
-
-    async fn store(&self) -> Store {
-        Store::open(&self.database_url).await.unwrap()
-    }
-
-    fn add_account(&self, id: &str, address: &str) {
-        self.ok(&[
-            "accounts",
-            "add",
-            "--account-id",
-            id,
-            "--identity-id",
-            "identity-1",
-            "--type",
-            "SEGREGATED",
-            "--address",
-            address,
-            "--chains",
-            CHAIN.as_str(),
-        ]);
-    }
-}
-
-/// SIGTERM, then the exit status.
-fn terminate(child: &mut Child) -> std::process::ExitStatus {
-    let sent = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
-    assert!(sent.success());
-    child.wait().unwrap()
+fn env(anvil: &Anvil, extra: &str) -> Env {
+    Env::with_chain_file(&chain_toml(&[anvil.url()], None, extra))
 }
 
 async fn send_deposits(anvil: &Anvil, to: alloy::primitives::Address, count: u64) -> BTreeSet<B256> {
@@ -99,13 +28,13 @@ async fn send_deposits(anvil: &Anvil, to: alloy::primitives::Address, count: u64
 #[tokio::test]
 async fn a_killed_run_restarts_without_missing_or_duplicating_a_deposit() {
     let anvil = Anvil::start().await;
-    let env = Env::new(&anvil, "max_block_range = 1");
+    let env = env(&anvil, "max_block_range = 1");
     let alice = anvil.accounts[1];
-    env.add_account("alice", &alice.to_string());
+    env.add_account("alice", &alice.to_string(), CHAIN);
     let sent = send_deposits(&anvil, alice, 300).await;
     let store = env.store().await;
 
-    let mut run = env.spawn_run();
+    let mut run = env.spawn_run(CHAIN);
     let seen_at_kill = eventually(Duration::from_secs(60), "the first deposits", || {
         let store = store.clone();
         async move {
@@ -120,7 +49,7 @@ async fn a_killed_run_restarts_without_missing_or_duplicating_a_deposit() {
     assert!(after_kill < sent.len(), "the kill must land mid-scan (found {after_kill} of {})", sent.len());
     assert!(after_kill >= seen_at_kill);
 
-    let mut run = env.spawn_run();
+    let mut run = env.spawn_run(CHAIN);
     let last_block = anvil.head().await;
     eventually(Duration::from_secs(120), "the restarted run to catch up", || {
         let store = store.clone();
@@ -142,14 +71,14 @@ async fn a_killed_run_restarts_without_missing_or_duplicating_a_deposit() {
 #[tokio::test]
 async fn backfill_beside_a_running_indexer_adds_each_deposit_once() {
     let anvil = Anvil::start().await;
-    let env = Env::new(&anvil, "");
+    let env = env(&anvil, "");
     let alice = anvil.accounts[1];
-    env.add_account("alice", &alice.to_string());
+    env.add_account("alice", &alice.to_string(), CHAIN);
     let sent = send_deposits(&anvil, alice, 60).await;
     anvil.mine(5).await;
     let head = anvil.head().await;
 
-    let mut run = env.spawn_run();
+    let mut run = env.spawn_run(CHAIN);
     let backfill = env.output(&["backfill", "--chain", CHAIN.as_str(), "--from", "0"]);
     assert!(backfill.status.success(), "{}", String::from_utf8_lossy(&backfill.stderr));
     let stdout = String::from_utf8(backfill.stdout).unwrap();
@@ -182,7 +111,7 @@ async fn backfill_beside_a_running_indexer_adds_each_deposit_once() {
 #[tokio::test]
 async fn run_refuses_a_node_of_another_chain() {
     let anvil = Anvil::start_with(&["--chain-id", "5"]).await;
-    let env = Env::new(&anvil, "");
+    let env = env(&anvil, "");
     let out = env.output(&["run", "--chain", CHAIN.as_str()]);
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -193,10 +122,9 @@ async fn run_refuses_a_node_of_another_chain() {
 async fn rpc_url_secrets_never_reach_the_logs() {
     let anvil = Anvil::start().await;
     let dead = format!("http://127.0.0.1:{}/v3/TOPSECRETKEY", common::dead_port());
-    let env = Env::new(&anvil, "");
-    let chains = chains_dir(env.dir.path(), &[dead, format!("{}/?key=ALSOSECRET", anvil.url())], None, "");
-    let mut run =
-        env.command(&["run"]).env("CUSTODY_INDEXER_CHAINS", &chains).stderr(Stdio::piped()).spawn().unwrap();
+    let env =
+        Env::with_chain_file(&chain_toml(&[dead, format!("{}/?key=ALSOSECRET", anvil.url())], None, ""));
+    let mut run = env.command(&["run"]).stderr(Stdio::piped()).spawn().unwrap();
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(terminate(&mut run).success());
     let mut logs = String::new();
@@ -209,10 +137,10 @@ async fn rpc_url_secrets_never_reach_the_logs() {
 #[tokio::test]
 async fn json_output_is_the_api_resource() {
     let anvil = Anvil::start().await;
-    let env = Env::new(&anvil, "");
+    let env = env(&anvil, "");
     let (alice, bob) = (anvil.accounts[1], anvil.accounts[2]);
-    env.add_account("alice", &alice.to_string().to_lowercase());
-    env.add_account("bob", &bob.to_string());
+    env.add_account("alice", &alice.to_string().to_lowercase(), CHAIN);
+    env.add_account("bob", &bob.to_string(), CHAIN);
     let accounts: serde_json::Value = serde_json::from_str(&env.ok(&["accounts", "list", "--json"])).unwrap();
     assert_eq!(accounts[0]["id"], "alice");
     assert_eq!(accounts[0]["type"], "SEGREGATED");

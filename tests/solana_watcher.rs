@@ -206,3 +206,48 @@ async fn both_strategies_find_exactly_the_deposits_and_confirm_them_when_final()
         assert_eq!(found(&db.store).await, expected, "{strategy}: confirmation adds nothing");
     }
 }
+
+#[tokio::test]
+async fn unavailable_slots_and_rate_limits_never_move_the_cursor_past_unread_slots() {
+    let node = SolanaNode::start().await;
+    let outsider = node.funded(10 * SOL).await;
+    let alice = Keypair::new().pubkey();
+    let mints = Mints {
+        usd: node.create_mint(&outsider, TOKEN, 6).await,
+        t22: Pubkey::new_unique(),
+        spam: Pubkey::new_unique(),
+    };
+    let db = TestDb::new(Backend::Sqlite).await;
+    add_wallet(&db.store, "alice", &alice).await;
+
+    let rpc = common::proxy::start(node.url.clone()).await;
+    let mut config = chain_config(&node, &mints, "blocks");
+    config.rpc_urls = vec![custody_indexer::redact::RpcUrl::parse(&rpc.url).unwrap()];
+    let mut watcher = SolanaWatcher::connect(config, db.store.clone()).await.unwrap();
+    catch_up(&mut watcher, &node).await;
+    let before = db.store.chain_state(CHAIN).await.unwrap().unwrap().next_block;
+
+    node.send(&[transfer_sol(&outsider.pubkey(), &alice, SOL)], &outsider, &[]).await;
+    let missing = "Slot was skipped, or missing in long-term storage".to_string();
+    rpc.faults.method_errors.lock().unwrap().push(("getBlock".into(), -32009, missing, 1_000));
+    let error = watcher.tick().await.unwrap_err();
+    assert!(matches!(error, custody_indexer::watcher::WatchError::SlotUnavailable { .. }), "{error}");
+    assert!(error.is_retryable());
+    assert!(error.to_string().contains("cursor stays"), "{error}");
+    assert_eq!(
+        db.store.chain_state(CHAIN).await.unwrap().unwrap().next_block,
+        before,
+        "the cursor did not move"
+    );
+    assert!(db.store.deposits_on_chain(CHAIN).await.unwrap().is_empty());
+
+    // The node recovers; rate limits on the way are retried.
+    rpc.faults.method_errors.lock().unwrap().clear();
+    rpc.faults.status.store(429, std::sync::atomic::Ordering::SeqCst);
+    rpc.faults.fail_next.store(2, std::sync::atomic::Ordering::SeqCst);
+    catch_up(&mut watcher, &node).await;
+    assert_eq!(
+        found(&db.store).await,
+        vec![("alice".into(), "SOL".into(), "1".into(), SourceType::OnChain, None)]
+    );
+}

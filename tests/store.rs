@@ -251,3 +251,33 @@ async fn a_rewind_orphans_pending_deposits_which_reappear_or_fail() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn settling_confirms_final_slots_and_fails_skipped_ones() {
+    each_backend(|store, backend| async move {
+        store.add_account(account("alice", ALICE, vec![CHAIN])).await.unwrap();
+        let mut backfill = scan(
+            30,
+            32,
+            vec![
+                detected(1, Position::Native, 30, "0xs30", 1),
+                detected(2, Position::Native, 32, "0xs32", 2),
+            ],
+            vec![],
+            None,
+        );
+        backfill.cursor = CursorMove::Backfill;
+        store.commit_scan(&backfill).await.unwrap();
+        let pending = store.pending_through(CHAIN, 31).await.unwrap();
+        assert_eq!(pending.iter().map(|(_, slot)| *slot).collect::<Vec<_>>(), vec![30], "{backend:?}");
+        let all: Vec<String> =
+            store.pending_through(CHAIN, 100).await.unwrap().into_iter().map(|(id, _)| id).collect();
+        let changed = store.settle(&all[..1], &all[1..]).await.unwrap();
+        assert_eq!(changed.len(), 2);
+        let statuses: Vec<_> =
+            store.deposits_on_chain(CHAIN).await.unwrap().iter().map(|d| d.status).collect();
+        assert_eq!(statuses, vec![DepositStatus::Confirmed, DepositStatus::Failed]);
+        assert!(store.settle(&all, &[]).await.unwrap().is_empty(), "settled deposits stay as they are");
+    })
+    .await;
+}

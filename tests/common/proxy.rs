@@ -24,6 +24,9 @@ pub struct Faults {
     pub log_ranges: Mutex<Vec<u64>>,
     pub refused: AtomicU32,
     pub failed: AtomicU32,
+    /// JSON-RPC errors `(method, code, message, times)` to answer instead of
+    /// forwarding.
+    pub method_errors: Mutex<Vec<(String, i64, String, u32)>>,
 }
 
 struct Proxy {
@@ -71,6 +74,9 @@ async fn handle(State(proxy): State<Arc<Proxy>>, Json(body): Json<Value>) -> axu
         let status = StatusCode::from_u16(faults.status.load(Ordering::SeqCst) as u16).unwrap();
         return (status, "injected failure").into_response();
     }
+    if let Some(error) = injected_error(faults, &body) {
+        return Json(error).into_response();
+    }
     let limit = faults.max_log_range.load(Ordering::SeqCst);
     if body["method"] == "eth_getLogs"
         && let Some(span) = span(&body)
@@ -86,4 +92,13 @@ async fn handle(State(proxy): State<Arc<Proxy>>, Json(body): Json<Value>) -> axu
     let answer = proxy.client.post(&proxy.upstream).json(&body).send().await.unwrap();
     let value: Value = answer.json().await.unwrap();
     Json(value).into_response()
+}
+
+fn injected_error(faults: &Faults, body: &Value) -> Option<Value> {
+    let mut errors = faults.method_errors.lock().unwrap();
+    let entry =
+        errors.iter_mut().find(|(method, _, _, times)| body["method"] == method.as_str() && *times > 0)?;
+    entry.3 -= 1;
+    faults.failed.fetch_add(1, Ordering::SeqCst);
+    Some(json!({"jsonrpc": "2.0", "id": body["id"], "error": {"code": entry.1, "message": entry.2}}))
 }

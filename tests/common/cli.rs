@@ -1,0 +1,82 @@
+//! Runs the `custody-indexer` binary against a temporary SQLite store and a
+//! chains directory of the test's own.
+
+use std::{
+    path::PathBuf,
+    process::{Child, Command, Output, Stdio},
+};
+
+use custody_indexer::{chain::Chain, store::Store};
+
+pub struct Env {
+    pub dir: tempfile::TempDir,
+    pub database_url: String,
+    pub chains: PathBuf,
+}
+
+impl Env {
+    /// A store and a chains directory holding one chain file.
+    pub fn with_chain_file(toml: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let database_url = format!("sqlite://{}", dir.path().join("store.db").display());
+        let chains = dir.path().join("chains");
+        std::fs::create_dir_all(&chains).unwrap();
+        std::fs::write(chains.join("test.toml"), toml).unwrap();
+        Self { dir, database_url, chains }
+    }
+
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_custody-indexer"));
+        command
+            .args(args)
+            .env("DATABASE_URL", &self.database_url)
+            .env("CUSTODY_INDEXER_CHAINS", &self.chains)
+            .env("RUST_LOG", "info")
+            .current_dir(self.dir.path());
+        command
+    }
+
+    pub fn output(&self, args: &[&str]) -> Output {
+        self.command(args).output().unwrap()
+    }
+
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.output(args);
+        assert!(out.status.success(), "{args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    pub fn spawn_run(&self, chain: Chain) -> Child {
+        let log =
+            std::fs::File::create(self.dir.path().join(format!("run-{}.log", uuid::Uuid::new_v4()))).unwrap();
+        self.command(&["run", "--chain", chain.as_str()]).stdout(Stdio::null()).stderr(log).spawn().unwrap()
+    }
+
+    pub async fn store(&self) -> Store {
+        Store::open(&self.database_url).await.unwrap()
+    }
+
+    pub fn add_account(&self, id: &str, address: &str, chain: Chain) {
+        self.ok(&[
+            "accounts",
+            "add",
+            "--account-id",
+            id,
+            "--identity-id",
+            "identity-1",
+            "--type",
+            "SEGREGATED",
+            "--address",
+            address,
+            "--chains",
+            chain.as_str(),
+        ]);
+    }
+}
+
+/// SIGTERM, then the exit status.
+pub fn terminate(child: &mut Child) -> std::process::ExitStatus {
+    let sent = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(sent.success());
+    child.wait().unwrap()
+}
