@@ -24,6 +24,8 @@ pub enum WatchError {
         "{chain}: slot {slot} holds a block the node cannot return ({message}); retrying, the cursor stays"
     )]
     SlotUnavailable { chain: Chain, slot: u64, message: String },
+    #[error("{chain}: transaction {signature} is listed but not served yet; retrying, the cursor stays")]
+    NotServedYet { chain: Chain, signature: String },
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("{chain}: rpc {url} answers chain id {actual}, expected {expected}; refusing to index it")]
@@ -56,6 +58,7 @@ impl WatchError {
             WatchError::Rpc(_)
                 | WatchError::SolanaRpc(_)
                 | WatchError::SlotUnavailable { .. }
+                | WatchError::NotServedYet { .. }
                 | WatchError::Store(StoreError::Conflict(_) | StoreError::Query(_))
                 | WatchError::Unreachable { .. }
                 | WatchError::Inconsistent { .. }

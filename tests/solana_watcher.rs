@@ -59,10 +59,24 @@ async fn add_wallet(store: &Store, id: &str, wallet: &Pubkey) {
         .unwrap();
 }
 
+/// Set by scripts/solana-fidelity.sh when the tests run against Agave's test
+/// validator, whose getTransaction answers only for finalized slots.
+fn fidelity() -> bool {
+    std::env::var_os("CUSTODY_INDEXER_FIDELITY").is_some()
+}
+
 async fn catch_up(watcher: &mut SolanaWatcher, node: &SolanaNode) {
     let target = node.slot(CommitmentConfig::confirmed()).await;
     for _ in 0..500 {
-        let tick = watcher.tick().await.expect("tick");
+        let tick = match watcher.tick().await {
+            Ok(tick) => tick,
+            // A transaction listed before the node serves it: the next step reads it.
+            Err(error) if error.is_retryable() => {
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                continue;
+            }
+            Err(error) => panic!("tick: {error}"),
+        };
         let done = match tick {
             Tick::Scanned { to, caught_up, .. } => caught_up && to >= target,
             Tick::Idle => true,
@@ -190,8 +204,10 @@ async fn both_strategies_find_exactly_the_deposits_and_confirm_them_when_final()
         let amount = format!("0.00000000{fresh_lamports}");
         let fresh = db.store.deposits_of_account("bob").await.unwrap();
         let fresh = fresh.iter().find(|d| d.amount == amount).expect("the fresh deposit");
-        assert_eq!(fresh.status, DepositStatus::Pending, "{strategy}");
-        assert_eq!(fresh.confirmed_at.timestamp(), 0);
+        if !(fidelity() && strategy == "signatures") {
+            assert_eq!(fresh.status, DepositStatus::Pending, "{strategy}");
+            assert_eq!(fresh.confirmed_at.timestamp(), 0);
+        }
         let last = node.slot(CommitmentConfig::confirmed()).await.max(last);
 
         node.wait_finalized(last).await;

@@ -99,21 +99,25 @@ impl SolanaWatcher {
                 wallets.push((address, account));
             })
             .await?;
+        if self.config.strategy == Strategy::Signatures {
+            // Every RPC call first: a failure leaves the set as it was, to be
+            // loaded again whole on the next step.
+            let mut added = Vec::new();
+            for (wallet, _) in &wallets {
+                added.push(wallet.clone());
+                added.extend(associated_token_accounts(wallet, self.assets.mints().map(|(mint, _)| mint)));
+                for program in [TOKEN_PROGRAM, TOKEN_2022_PROGRAM] {
+                    added.extend(self.rpc.token_accounts(wallet, program).await?);
+                }
+            }
+            let known: HashSet<&String> = self.polled.iter().collect();
+            let mut fresh: Vec<String> = added.into_iter().filter(|a| !known.contains(a)).collect();
+            fresh.sort();
+            fresh.dedup();
+            self.polled.extend(fresh);
+        }
         for (wallet, account) in &wallets {
             self.watch.insert(wallet, account, |a| Some(Box::from(a)));
-        }
-        if self.config.strategy == Strategy::Signatures {
-            for (wallet, _) in &wallets {
-                self.polled.push(wallet.clone());
-                let mut accounts =
-                    associated_token_accounts(wallet, self.assets.mints().map(|(mint, _)| mint));
-                for program in [TOKEN_PROGRAM, TOKEN_2022_PROGRAM] {
-                    accounts.extend(self.rpc.token_accounts(wallet, program).await?);
-                }
-                accounts.sort();
-                accounts.dedup();
-                self.polled.extend(accounts);
-            }
         }
         self.watch_version = Some(version);
         info!(chain = %self.config.chain, added = wallets.len(), wallets = self.watch.len(), polled = self.polled.len(), "watching wallets");
@@ -276,12 +280,8 @@ impl SolanaWatcher {
         let mut deposits = Vec::new();
         for (signature, result) in results {
             let Some(tx) = result? else {
-                // Listed but not yet served: try again on the next step.
-                return Err(WatchError::SlotUnavailable {
-                    chain,
-                    slot: 0,
-                    message: format!("transaction {signature} is not available yet"),
-                });
+                // Listed but not served yet: the next step reads it.
+                return Err(WatchError::NotServedYet { chain, signature: signature.to_string() });
             };
             let at = decode::Slot {
                 chain,

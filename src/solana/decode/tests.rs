@@ -195,3 +195,51 @@ fn version_0_keys_include_lookup_table_addresses() {
     // transfer: no SOL deposit.
     assert!(decode(name, &["7fibbSXkUuc4HqPWnyszmtgwUnPzZJUQFBhZJTHUS5cL"], &mainnet()).unwrap().is_empty());
 }
+
+fn raw_fixture(name: &str) -> Option<serde_json::Value> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/mainnet/solana").join(name);
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        assert!(std::env::var_os("CI").is_none(), "mainnet fixture {} is missing", path.display());
+        eprintln!("SKIPPED: mainnet fixture {} not found", path.display());
+        return None;
+    };
+    let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+    Some(value.get("result").cloned().unwrap_or(value))
+}
+
+#[test]
+fn a_get_block_response_decodes_and_its_failed_votes_yield_nothing() {
+    let Some(value) = raw_fixture("sol-mainnet-2021.getBlock.79662905.TRIMMED-2-txs.json") else { return };
+    let block: solana_transaction_status_client_types::UiConfirmedBlock =
+        serde_json::from_value(value).unwrap();
+    assert_eq!(
+        (block.parent_slot, block.blockhash.as_str()),
+        (79_662_904, "5wLhsKAH9SCPbRZc4qWf3GBiod9CD8sCEZfMiU25qW8")
+    );
+    let transactions = block.transactions.clone().unwrap();
+    assert_eq!(transactions.len(), 2);
+    // Watch every key of both transactions: failed votes move nothing.
+    let mut keys = Vec::new();
+    for tx in &transactions {
+        let EncodedTransaction::Json(ui) = &tx.transaction else { panic!("json encoding") };
+        keys.extend(account_keys(&ui.message, tx.meta.as_ref().unwrap()));
+    }
+    let wallets: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let at =
+        Slot { chain: Chain::SolanaMainnet, slot: 79_662_905, block_hash: &block.blockhash, block_time: 0 };
+    let assets = SolanaAssets::from_config(&mainnet());
+    assert!(
+        transactions.iter().all(|tx| deposits_in_transaction(at, tx, &watch(&wallets), &assets).is_empty())
+    );
+}
+
+#[test]
+fn a_signatures_page_decodes_with_slots_and_statuses() {
+    let Some(value) = raw_fixture("sol-mainnet-2021.getSignaturesForAddress.4Rf9mGD7.json") else { return };
+    let page: Vec<solana_rpc_client_api::response::RpcConfirmedTransactionStatusWithSignature> =
+        serde_json::from_value(value).unwrap();
+    let slots: Vec<u64> = page.iter().map(|s| s.slot).collect();
+    assert_eq!(slots, vec![68_710_495, 66_979_017, 62_482_980], "newest first");
+    assert!(page.iter().all(|s| s.err.is_none()));
+    assert!(page[0].signature.starts_with("5Jofwx5J"));
+}
