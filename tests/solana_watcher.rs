@@ -267,3 +267,37 @@ async fn unavailable_slots_and_rate_limits_never_move_the_cursor_past_unread_slo
         vec![("alice".into(), "SOL".into(), "1".into(), SourceType::OnChain, None)]
     );
 }
+
+#[tokio::test]
+async fn a_deposit_whose_slot_never_becomes_final_fails() {
+    let node = SolanaNode::start().await;
+    let outsider = node.funded(10 * SOL).await;
+    let alice = Keypair::new().pubkey();
+    let mints = Mints { usd: Pubkey::new_unique(), t22: Pubkey::new_unique(), spam: Pubkey::new_unique() };
+    let db = TestDb::new(Backend::Postgres).await;
+    add_wallet(&db.store, "alice", &alice).await;
+    let rpc = common::proxy::start(node.url.clone()).await;
+    let mut config = chain_config(&node, &mints, "blocks");
+    config.rpc_urls = vec![custody_indexer::redact::RpcUrl::parse(&rpc.url).unwrap()];
+    let mut watcher = SolanaWatcher::connect(config, db.store.clone()).await.unwrap();
+
+    let kept = node.send(&[transfer_sol(&outsider.pubkey(), &alice, SOL)], &outsider, &[]).await;
+    let encoding = solana_transaction_status_client_types::UiTransactionEncoding::Json;
+    let kept_slot = node.rpc.get_transaction(&kept.parse().unwrap(), encoding).await.unwrap().slot;
+    while node.slot(CommitmentConfig::confirmed()).await <= kept_slot {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let lost = node.send(&[transfer_sol(&outsider.pubkey(), &alice, 2 * SOL)], &outsider, &[]).await;
+    let lost_slot = node.rpc.get_transaction(&lost.parse().unwrap(), encoding).await.unwrap().slot;
+    assert_ne!(kept_slot, lost_slot);
+    // The cluster "skips" the second transfer's slot: finalized blocks leave it out.
+    rpc.faults.skipped_slots.lock().unwrap().push(lost_slot);
+    catch_up(&mut watcher, &node).await;
+    node.wait_finalized(node.slot(CommitmentConfig::confirmed()).await).await;
+    catch_up(&mut watcher, &node).await;
+
+    let deposits = db.store.deposits_on_chain(CHAIN).await.unwrap();
+    let status = |tx: &str| deposits.iter().find(|d| d.transaction_hash == tx).unwrap().status;
+    assert_eq!(status(&kept), DepositStatus::Confirmed);
+    assert_eq!(status(&lost), DepositStatus::Failed);
+}

@@ -27,6 +27,9 @@ pub struct Faults {
     /// JSON-RPC errors `(method, code, message, times)` to answer instead of
     /// forwarding.
     pub method_errors: Mutex<Vec<(String, i64, String, u32)>>,
+    /// Slots left out of `getBlocks` answers at `finalized` commitment: as if
+    /// the cluster had skipped them.
+    pub skipped_slots: Mutex<Vec<u64>>,
 }
 
 struct Proxy {
@@ -90,7 +93,15 @@ async fn handle(State(proxy): State<Arc<Proxy>>, Json(body): Json<Value>) -> axu
         faults.log_ranges.lock().unwrap().push(span);
     }
     let answer = proxy.client.post(&proxy.upstream).json(&body).send().await.unwrap();
-    let value: Value = answer.json().await.unwrap();
+    let mut value: Value = answer.json().await.unwrap();
+    let finalized =
+        body["params"].as_array().is_some_and(|p| p.iter().any(|v| v["commitment"] == "finalized"));
+    if body["method"] == "getBlocks" && finalized {
+        let skipped = faults.skipped_slots.lock().unwrap().clone();
+        if let Some(slots) = value["result"].as_array_mut() {
+            slots.retain(|slot| slot.as_u64().is_none_or(|s| !skipped.contains(&s)));
+        }
+    }
     Json(value).into_response()
 }
 
