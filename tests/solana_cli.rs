@@ -27,8 +27,9 @@ fn chain_file(node: &SolanaNode, extra: &str) -> String {
     )
 }
 
-/// `count` SOL transfers to `to`, sent without waiting between them.
-async fn send_many(node: &SolanaNode, to: &Pubkey, count: u64) -> BTreeSet<String> {
+/// `count` SOL transfers to `to`, sent without waiting between them; returns
+/// their signatures and the highest slot holding one, once all are confirmed.
+async fn send_many(node: &SolanaNode, to: &Pubkey, count: u64) -> (BTreeSet<String>, u64) {
     let payer = node.funded(100 * SOL).await;
     let mut blockhash = node.rpc.get_latest_blockhash().await.unwrap();
     let mut signatures = Vec::new();
@@ -41,21 +42,31 @@ async fn send_many(node: &SolanaNode, to: &Pubkey, count: u64) -> BTreeSet<Strin
         let tx = Transaction::new_signed_with_payer(&[ix], Some(&payer.pubkey()), &[&payer], blockhash);
         signatures.push(node.rpc.send_transaction(&tx).await.unwrap());
     }
+    let mut last = 0;
     for chunk in signatures.chunks(100) {
-        eventually(Duration::from_secs(60), "transfers to confirm", || async {
+        let slot = eventually(Duration::from_secs(60), "transfers to confirm", || async {
             let statuses = node.rpc.get_signature_statuses(chunk).await.unwrap().value;
-            statuses.iter().all(|s| s.is_some()).then_some(())
+            let confirmed = statuses
+                .iter()
+                .map(|s| {
+                    s.as_ref()
+                        .filter(|s| s.satisfies_commitment(CommitmentConfig::confirmed()))
+                        .map(|s| s.slot)
+                })
+                .collect::<Option<Vec<u64>>>()?;
+            confirmed.into_iter().max()
         })
         .await;
+        last = last.max(slot);
     }
-    signatures.iter().map(|s| s.to_string()).collect()
+    (signatures.iter().map(|s| s.to_string()).collect(), last)
 }
 
 #[tokio::test]
 async fn a_killed_run_restarts_without_missing_or_duplicating_a_deposit() {
     let node = SolanaNode::start().await;
     let alice = Keypair::new().pubkey();
-    let sent = send_many(&node, &alice, 150).await;
+    let (sent, last) = send_many(&node, &alice, 150).await;
     let env = Env::with_chain_file(&chain_file(&node, "max_block_range = 1\nstrategy = \"blocks\""));
     env.add_account("alice", &alice.to_string(), CHAIN);
     let store = env.store().await;
@@ -70,7 +81,6 @@ async fn a_killed_run_restarts_without_missing_or_duplicating_a_deposit() {
     let after_kill = store.deposits_on_chain(CHAIN).await.unwrap().len();
     assert!(after_kill < sent.len(), "the kill must land mid-scan (found {after_kill} of {})", sent.len());
 
-    let last = node.slot(CommitmentConfig::confirmed()).await;
     let mut run = env.spawn_run(CHAIN);
     eventually(Duration::from_secs(120), "the restarted run to catch up", || async {
         (store.chain_state(CHAIN).await.unwrap()?.next_block > last).then_some(())
@@ -87,8 +97,7 @@ async fn a_killed_run_restarts_without_missing_or_duplicating_a_deposit() {
 async fn backfills_by_slots_and_by_address_are_idempotent() {
     let node = SolanaNode::start().await;
     let alice = Keypair::new().pubkey();
-    let sent = send_many(&node, &alice, 30).await;
-    let last = node.slot(CommitmentConfig::confirmed()).await;
+    let (sent, last) = send_many(&node, &alice, 30).await;
     node.wait_finalized(last).await;
     let env = Env::with_chain_file(&chain_file(&node, "max_block_range = 50"));
     env.add_account("alice", &alice.to_string(), CHAIN);

@@ -65,8 +65,11 @@ fn fidelity() -> bool {
     std::env::var_os("CUSTODY_INDEXER_FIDELITY").is_some()
 }
 
+/// Steps until the watcher has read everything up to the current confirmed
+/// slot: for the blocks strategy, until its cursor passed that slot.
 async fn catch_up(watcher: &mut SolanaWatcher, node: &SolanaNode) {
     let target = node.slot(CommitmentConfig::confirmed()).await;
+    let blocks = watcher.config().strategy == custody_indexer::config::Strategy::Blocks;
     for _ in 0..500 {
         let tick = match watcher.tick().await {
             Ok(tick) => tick,
@@ -79,14 +82,14 @@ async fn catch_up(watcher: &mut SolanaWatcher, node: &SolanaNode) {
         };
         let done = match tick {
             Tick::Scanned { to, caught_up, .. } => caught_up && to >= target,
-            Tick::Idle => true,
+            Tick::Idle => !blocks,
             Tick::Reorged { .. } => false,
         };
         if done {
             return;
         }
     }
-    panic!("watcher did not catch up");
+    panic!("watcher did not catch up to slot {target}");
 }
 
 type Row = (String, String, String, SourceType, Option<String>);
@@ -282,13 +285,12 @@ async fn a_deposit_whose_slot_never_becomes_final_fails() {
     let mut watcher = SolanaWatcher::connect(config, db.store.clone()).await.unwrap();
 
     let kept = node.send(&[transfer_sol(&outsider.pubkey(), &alice, SOL)], &outsider, &[]).await;
-    let encoding = solana_transaction_status_client_types::UiTransactionEncoding::Json;
-    let kept_slot = node.rpc.get_transaction(&kept.parse().unwrap(), encoding).await.unwrap().slot;
+    let kept_slot = node.slot_of(&kept).await;
     while node.slot(CommitmentConfig::confirmed()).await <= kept_slot {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     let lost = node.send(&[transfer_sol(&outsider.pubkey(), &alice, 2 * SOL)], &outsider, &[]).await;
-    let lost_slot = node.rpc.get_transaction(&lost.parse().unwrap(), encoding).await.unwrap().slot;
+    let lost_slot = node.slot_of(&lost).await;
     assert_ne!(kept_slot, lost_slot);
     // The cluster "skips" the second transfer's slot: finalized blocks leave it out.
     rpc.faults.skipped_slots.lock().unwrap().push(lost_slot);

@@ -25,6 +25,9 @@ use crate::{
     watcher::{BackfillReport, Step, Tick, WatchError, follow},
 };
 
+/// Slots below the confirmed one whose block a node may not list yet.
+const TIP_SLOTS: u64 = 8;
+
 /// Most signatures `getSignaturesForAddress` returns per page.
 const PAGE: usize = 1000;
 
@@ -148,8 +151,20 @@ impl SolanaWatcher {
         if next > confirmed {
             return Ok(Tick::Idle);
         }
-        let to = confirmed.min(next.saturating_add(self.config.max_block_range - 1));
-        let scanned = self.scan_slots(next, to, CommitmentConfig::confirmed()).await?;
+        let upper = confirmed.min(next.saturating_add(self.config.max_block_range - 1));
+        let scanned = self.scan_slots(next, upper, CommitmentConfig::confirmed()).await?;
+        // Near the tip the cursor moves only to the last block the node listed:
+        // a node can list a confirmed block a moment after reporting its slot,
+        // and a slot passed over would never be read. Further down, a slot
+        // without a block was skipped.
+        let to = if upper + TIP_SLOTS < confirmed {
+            upper
+        } else {
+            match scanned.blocks.last() {
+                Some(block) => block.number,
+                None => return Ok(Tick::Idle),
+            }
+        };
         let found = scanned.deposits.len();
         let commit = ScanCommit {
             chain,
@@ -169,7 +184,7 @@ impl SolanaWatcher {
         } else {
             debug!(%chain, from = next, to, "scanned slots");
         }
-        Ok(Tick::Scanned { from: next, to, deposits: found, caught_up: to == confirmed })
+        Ok(Tick::Scanned { from: next, to, deposits: found, caught_up: upper == confirmed })
     }
 
     /// Fetches and decodes the blocks of `from..=to` at `commitment`. A slot

@@ -112,6 +112,13 @@ impl SolanaNode {
         }
     }
 
+    /// The slot of a confirmed transaction.
+    pub async fn slot_of(&self, signature: &str) -> u64 {
+        let signature = signature.parse().unwrap();
+        let statuses = self.rpc.get_signature_statuses(&[signature]).await.unwrap().value;
+        statuses[0].as_ref().expect("a known transaction").slot
+    }
+
     /// A new keypair holding `lamports` from the faucet.
     pub async fn funded(&self, lamports: u64) -> Keypair {
         let keypair = Keypair::new();

@@ -7,6 +7,10 @@
 
 use std::process::ExitCode;
 
+use solana_faucet::faucet::run_local_faucet_for_tests;
+use solana_keypair::Keypair;
+use solana_net_utils::SocketAddrSpace;
+use solana_rpc::rpc::JsonRpcConfig;
 use solana_test_validator::TestValidatorGenesis;
 
 fn arg(name: &str) -> Option<u16> {
@@ -22,9 +26,21 @@ async fn main() -> ExitCode {
     };
     let ledger = std::env::temp_dir().join(format!("custody-indexer-validator-{rpc_port}"));
     let _ = std::fs::remove_dir_all(&ledger);
+    // A faucet on 127.0.0.1 for requestAirdrop, funded by the mint.
+    let mint = Keypair::new();
+    let faucet = run_local_faucet_for_tests(mint.insecure_clone(), None, 0);
     let mut genesis = TestValidatorGenesis::default();
-    genesis.rpc_port(rpc_port).ledger_path(&ledger);
-    let (validator, _faucet) = genesis.start_async().await;
+    // Transaction history (getBlock, getTransaction, getSignaturesForAddress)
+    // is off unless asked for.
+    let rpc = JsonRpcConfig { enable_rpc_transaction_history: true, ..JsonRpcConfig::default_for_test() };
+    genesis.rpc_config(rpc).rpc_port(rpc_port).ledger_path(&ledger).faucet_addr(Some(faucet));
+    let validator = match genesis.start_async_with_mint_address(&mint, SocketAddrSpace::Unspecified).await {
+        Ok(validator) => validator,
+        Err(error) => {
+            eprintln!("validator did not start: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
     println!("ready");
     let _keep = validator;
     loop {
