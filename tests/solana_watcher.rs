@@ -203,10 +203,19 @@ async fn both_strategies_find_exactly_the_deposits_and_confirm_them_when_final()
         // Seen at `confirmed`, a fresh deposit is PENDING until its slot is final.
         let payer = node.funded(SOL).await;
         node.send(&[transfer_sol(&payer.pubkey(), &bob, fresh_lamports)], &payer, &[]).await;
-        catch_up(&mut watcher, &node).await;
         let amount = format!("0.00000000{fresh_lamports}");
-        let fresh = db.store.deposits_of_account("bob").await.unwrap();
-        let fresh = fresh.iter().find(|d| d.amount == amount).expect("the fresh deposit");
+        // A node may list a new signature a moment after confirming it.
+        let mut fresh = None;
+        for _ in 0..100 {
+            catch_up(&mut watcher, &node).await;
+            let deposits = db.store.deposits_of_account("bob").await.unwrap();
+            fresh = deposits.into_iter().find(|d| d.amount == amount);
+            if fresh.is_some() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+        let fresh = fresh.expect("the fresh deposit");
         if !(fidelity() && strategy == "signatures") {
             assert_eq!(fresh.status, DepositStatus::Pending, "{strategy}");
             assert_eq!(fresh.confirmed_at.timestamp(), 0);
