@@ -9,7 +9,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::{
-    chain::Chain, evm::rpc::RpcFailure, solana::rpc::RpcFailure as SolanaRpcFailure, store::StoreError,
+    chain::Chain, evm::rpc::RpcFailure, redact::RpcUrl, solana::rpc::RpcFailure as SolanaRpcFailure,
+    store::StoreError,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -88,6 +89,36 @@ pub struct BackfillReport {
     pub deposits_changed: usize,
     /// Time spent scanning and committing the range.
     pub elapsed: Duration,
+}
+
+/// Asks every RPC URL of a chain who it is (`identify`: chain id, genesis
+/// hash). A URL answering `expected` counts; one answering anything else
+/// refuses the whole chain (`mismatch`); one that does not answer stays as a
+/// fallback. At least one URL must answer.
+pub async fn verify_endpoints<T, E, Fut>(
+    chain: Chain,
+    urls: &[RpcUrl],
+    expected: &T,
+    identify: impl Fn(RpcUrl) -> Fut,
+    mismatch: impl Fn(String, T) -> WatchError,
+) -> Result<(), WatchError>
+where
+    T: PartialEq,
+    E: std::fmt::Display,
+    Fut: Future<Output = Result<T, E>>,
+{
+    let mut verified = 0;
+    for url in urls {
+        match identify(url.clone()).await {
+            Ok(actual) if actual == *expected => verified += 1,
+            Ok(actual) => return Err(mismatch(url.to_string(), actual)),
+            Err(error) => warn!(%chain, %url, %error, "rpc url did not answer; kept as a fallback"),
+        }
+    }
+    if verified == 0 {
+        return Err(WatchError::Unreachable { chain });
+    }
+    Ok(())
 }
 
 /// One step of a live watcher.

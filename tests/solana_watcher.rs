@@ -312,3 +312,15 @@ async fn a_deposit_whose_slot_never_becomes_final_fails() {
     assert_eq!(status(&kept), DepositStatus::Confirmed);
     assert_eq!(status(&lost), DepositStatus::Failed);
 }
+
+#[tokio::test]
+async fn a_node_of_another_cluster_is_refused() {
+    let node = SolanaNode::start().await;
+    let db = TestDb::new(Backend::Sqlite).await;
+    let mints = Mints { usd: Pubkey::new_unique(), t22: Pubkey::new_unique(), spam: Pubkey::new_unique() };
+    let mut config = chain_config(&node, &mints, "blocks");
+    config.genesis_hash = Some("5eykt4UsFv8P8NJdTREpY1vzqKqZKvdpKuc147dw2N9d".into());
+    let error = SolanaWatcher::connect(config, db.store.clone()).await.err().expect("refused");
+    assert!(matches!(error, custody_indexer::watcher::WatchError::WrongCluster { .. }), "{error}");
+    assert!(!error.is_retryable());
+}

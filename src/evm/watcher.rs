@@ -11,7 +11,7 @@ use backon::{ExponentialBuilder, Retryable};
 use futures::{StreamExt, TryStreamExt, stream};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info, warn};
+use tracing::{debug, info};
 
 use super::{
     decode::{self, BlockInput, EvmAssets, EvmWatchSet},
@@ -20,9 +20,10 @@ use super::{
 use crate::{
     config::{ChainConfig, Confirmation},
     deposit::Detected,
+    redact::RpcUrl,
     store::{BlockRef, CursorMove, ScanCommit, Store, StoreError},
     watch::WatchSet,
-    watcher::{BackfillReport, Step, Tick, WatchError, follow},
+    watcher::{BackfillReport, Step, Tick, WatchError, follow, verify_endpoints},
 };
 
 /// A scanned range before it is committed.
@@ -48,21 +49,9 @@ impl EvmWatcher {
     pub async fn connect(config: ChainConfig, store: Store) -> Result<Self, WatchError> {
         let chain = config.chain;
         let expected = config.chain_id.unwrap_or_default();
-        let mut verified = 0;
-        for url in &config.rpc_urls {
-            match EvmRpc::single(chain, url).chain_id().await {
-                Ok(actual) if actual == expected => verified += 1,
-                Ok(actual) => {
-                    return Err(WatchError::WrongChain { chain, url: url.to_string(), expected, actual });
-                }
-                Err(error) => {
-                    warn!(%chain, %url, %error, "rpc url did not answer eth_chainId; kept as a fallback")
-                }
-            }
-        }
-        if verified == 0 {
-            return Err(WatchError::Unreachable { chain });
-        }
+        let identify = |url: RpcUrl| async move { EvmRpc::single(chain, &url).chain_id().await };
+        let mismatch = |url, actual| WatchError::WrongChain { chain, url, expected, actual };
+        verify_endpoints(chain, &config.rpc_urls, &expected, identify, mismatch).await?;
         let rpc = EvmRpc::new(
             chain,
             &config.rpc_urls,

@@ -20,9 +20,10 @@ use super::{
 use crate::{
     config::{ChainConfig, Strategy},
     deposit::Detected,
+    redact::RpcUrl,
     store::{BlockRef, CursorMove, ScanCommit, Store},
     watch::WatchSet,
-    watcher::{BackfillReport, Step, Tick, WatchError, follow},
+    watcher::{BackfillReport, Step, Tick, WatchError, follow, verify_endpoints},
 };
 
 /// Slots below the confirmed one whose block a node may not list yet.
@@ -53,21 +54,10 @@ impl SolanaWatcher {
     pub async fn connect(config: ChainConfig, store: Store) -> Result<Self, WatchError> {
         let chain = config.chain;
         let expected = config.genesis_hash.clone().unwrap_or_default();
-        let mut verified = 0;
-        for url in &config.rpc_urls {
-            match SolanaRpc::genesis_hash_of(chain, url).await {
-                Ok(actual) if actual == expected => verified += 1,
-                Ok(actual) => {
-                    return Err(WatchError::WrongCluster { chain, url: url.to_string(), expected, actual });
-                }
-                Err(error) => {
-                    warn!(%chain, %url, %error, "rpc url did not answer getGenesisHash; kept as a fallback")
-                }
-            }
-        }
-        if verified == 0 {
-            return Err(WatchError::Unreachable { chain });
-        }
+        let identify = |url: RpcUrl| async move { SolanaRpc::genesis_hash_of(chain, &url).await };
+        let mismatch =
+            |url, actual| WatchError::WrongCluster { chain, url, expected: expected.clone(), actual };
+        verify_endpoints(chain, &config.rpc_urls, &expected, identify, mismatch).await?;
         let rpc = SolanaRpc::new(chain, &config.rpc_urls);
         let assets = SolanaAssets::from_config(&config);
         let mut watcher = Self {
