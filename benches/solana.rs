@@ -175,7 +175,7 @@ async fn strategies(node: &SolanaNode, transfers: u64, max_wallets: u64, dir: &P
         let started = Instant::now();
         let mut watcher = SolanaWatcher::connect(config(node, "signatures"), fresh.clone()).await.unwrap();
         loop {
-            if let Tick::Idle = watcher.tick().await.unwrap() {
+            if let Tick::Idle { .. } = watcher.tick().await.unwrap() {
                 break;
             }
             if fresh.deposits_on_chain(CHAIN).await.unwrap().len() as u64 >= transfers {

@@ -5,7 +5,9 @@ use std::{fmt, str::FromStr};
 use serde::{Deserialize, Serialize};
 
 /// A chain as the API names it (`destination_chain`, `addresses[].chains`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, utoipa::ToSchema,
+)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Chain {
     EthereumMainnet,

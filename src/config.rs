@@ -116,6 +116,10 @@ struct ChainFile {
     dropped_after_blocks: u64,
     #[serde(default)]
     strategy: Option<Strategy>,
+    #[serde(default = "defaults::max_lag_blocks")]
+    max_lag_blocks: u64,
+    #[serde(default)]
+    stale_after_ms: Option<u64>,
     native: NativeAsset,
     #[serde(default)]
     assets: Vec<AssetConfig>,
@@ -136,6 +140,14 @@ mod defaults {
     }
     pub fn dropped_after_blocks() -> u64 {
         64
+    }
+    pub fn max_lag_blocks() -> u64 {
+        100
+    }
+    /// A chain is stale when no step succeeded for ten poll intervals, and
+    /// never sooner than a minute.
+    pub fn stale_after_ms(poll_interval_ms: u64) -> u64 {
+        poll_interval_ms.saturating_mul(10).max(60_000)
     }
 }
 
@@ -168,6 +180,10 @@ pub struct ChainConfig {
     pub dropped_after_blocks: u64,
     /// Solana: how transactions are found.
     pub strategy: Strategy,
+    /// Health: the most blocks (slots) the indexed height may trail the head.
+    pub max_lag_blocks: u64,
+    /// Health: how long a chain may go without a successful step.
+    pub stale_after: Duration,
     pub native: NativeAsset,
     pub assets: Vec<AssetConfig>,
     /// Where the file came from, for error messages.
@@ -222,12 +238,14 @@ impl ChainConfig {
             _ => {}
         }
         if file.poll_interval_ms == 0
+            || file.max_lag_blocks == 0
+            || file.stale_after_ms == Some(0)
             || file.max_block_range == 0
             || file.batch_size == 0
             || file.concurrency == 0
         {
             return Err(invalid(
-                "poll_interval_ms, max_block_range, batch_size and concurrency must be positive".into(),
+                "poll_interval_ms, max_lag_blocks, stale_after_ms, max_block_range, batch_size and concurrency must be positive".into(),
             ));
         }
         if file.confirmation == Confirmation::Depth(0) {
@@ -265,6 +283,10 @@ impl ChainConfig {
             reorg_window: file.reorg_window,
             dropped_after_blocks: file.dropped_after_blocks,
             strategy: file.strategy.unwrap_or_default(),
+            max_lag_blocks: file.max_lag_blocks,
+            stale_after: Duration::from_millis(
+                file.stale_after_ms.unwrap_or_else(|| defaults::stale_after_ms(file.poll_interval_ms)),
+            ),
             native: file.native,
             assets,
             source: source.to_path_buf(),

@@ -4,10 +4,11 @@ use std::{fmt, str::FromStr};
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Serialize, Serializer};
+use utoipa::ToSchema;
 
 use crate::{amount::Amount, chain::Chain};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, ToSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum DepositStatus {
     Pending,
@@ -15,7 +16,7 @@ pub enum DepositStatus {
     Failed,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, ToSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum SourceType {
     OnChain,
@@ -59,7 +60,8 @@ pub struct Detected {
 
 /// A deposit exactly as the API serves it: the Deposit resource's fields and
 /// no others, `source_account_id` only when set.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct Deposit {
     pub id: String,
     pub dedup_key: String,
@@ -86,6 +88,13 @@ pub struct Deposit {
 /// RFC 3339 in UTC with a `Z`, fractional seconds only when present.
 pub fn rfc3339<S: Serializer>(time: &DateTime<Utc>, serializer: S) -> Result<S::Ok, S::Error> {
     serializer.serialize_str(&time.to_rfc3339_opts(SecondsFormat::AutoSi, true))
+}
+
+pub fn rfc3339_opt<S: Serializer>(time: &Option<DateTime<Utc>>, serializer: S) -> Result<S::Ok, S::Error> {
+    match time {
+        Some(time) => rfc3339(time, serializer),
+        None => serializer.serialize_none(),
+    }
 }
 
 impl Position {

@@ -12,7 +12,7 @@ async fn main() -> std::process::ExitCode {
         LogFormat::Text => logs.init(),
     }
     match cli.execute().await {
-        Ok(()) => std::process::ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(error) => {
             eprintln!("error: {error:#}");
             std::process::ExitCode::FAILURE

@@ -1,7 +1,11 @@
 //! What every chain family's watcher shares: its errors, the outcome of a
 //! step, and the loop that follows a chain until shutdown.
 
-use std::{future::Future, sync::Arc, time::Duration};
+use std::{
+    future::Future,
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use backon::{BackoffBuilder, ExponentialBuilder};
 use tokio::sync::Notify;
@@ -9,8 +13,11 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::{
-    chain::Chain, evm::rpc::RpcFailure, redact::RpcUrl, solana::rpc::RpcFailure as SolanaRpcFailure,
-    store::StoreError,
+    chain::Chain,
+    evm::rpc::RpcFailure,
+    redact::RpcUrl,
+    solana::rpc::RpcFailure as SolanaRpcFailure,
+    store::{Store, StoreError},
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -67,13 +74,33 @@ impl WatchError {
     }
 }
 
+impl WatchError {
+    /// A short label of what failed, for the `kind` label of
+    /// `custody_indexer_rpc_errors_total` and the health report.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            WatchError::Rpc(failure) => failure.kind,
+            WatchError::SolanaRpc(failure) => failure.kind,
+            WatchError::SlotUnavailable { .. } | WatchError::NotServedYet { .. } => "missing_data",
+            WatchError::Store(_) => "store",
+            WatchError::WrongCluster { .. } | WatchError::WrongChain { .. } => "wrong_chain",
+            WatchError::Unreachable { .. } => "unreachable",
+            WatchError::Inconsistent { .. } => "inconsistent",
+            WatchError::ReorgTooDeep { .. } => "reorg_too_deep",
+            WatchError::AboveConfirmed { .. }
+            | WatchError::NothingConfirmed { .. }
+            | WatchError::EmptyRange { .. } => "invalid_range",
+        }
+    }
+}
+
 /// What one step of the live watcher did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Tick {
-    /// Indexed `from..=to`; `caught_up` when `to` is the head.
-    Scanned { from: u64, to: u64, deposits: usize, caught_up: bool },
-    /// Nothing new since the last step.
-    Idle,
+    /// Indexed `from..=to` with the chain at `head`; `caught_up` when `to` is the head.
+    Scanned { from: u64, to: u64, head: u64, deposits: usize, caught_up: bool },
+    /// Nothing new since the last step: everything up to `indexed` is indexed.
+    Idle { head: u64, indexed: u64 },
     /// A reorg was undone down to the common ancestor.
     Reorged { common_ancestor: u64 },
 }
@@ -121,9 +148,21 @@ where
     Ok(())
 }
 
+impl Tick {
+    /// `(head, indexed)` after the step, when the step knows them.
+    fn progress(&self) -> Option<(u64, u64)> {
+        match *self {
+            Tick::Scanned { to, head, .. } => Some((head, to)),
+            Tick::Idle { head, indexed } => Some((head, indexed)),
+            Tick::Reorged { .. } => None,
+        }
+    }
+}
+
 /// One step of a live watcher.
 pub trait Step {
     fn chain(&self) -> Chain;
+    fn store(&self) -> &Store;
     fn poll_interval(&self) -> Duration;
     fn step(&mut self) -> impl Future<Output = Result<Tick, WatchError>> + Send;
 }
@@ -147,12 +186,14 @@ pub async fn follow<S: Step>(
             .build()
     };
     let mut delays = backoff();
+    let mut recorded: Option<Instant> = None;
     info!(%chain, "watcher started");
     loop {
         let step = tokio::select! {
             _ = shutdown.cancelled() => break,
             step = watcher.step() => step,
         };
+        record(&watcher, &step, &mut recorded).await;
         let wait = match step {
             Ok(Tick::Scanned { caught_up: false, .. } | Tick::Reorged { .. }) => {
                 delays = backoff();
@@ -169,8 +210,6 @@ pub async fn follow<S: Step>(
                 watcher.poll_interval()
             }
             Err(error) if error.is_retryable() => {
-                metrics::counter!("custody_indexer_watch_errors_total", "chain" => chain.as_str())
-                    .increment(1);
                 let delay = delays.next().unwrap_or(Duration::from_secs(60));
                 warn!(%chain, %error, retry_in_ms = delay.as_millis() as u64, "step failed; retrying");
                 delay
@@ -185,4 +224,33 @@ pub async fn follow<S: Step>(
     }
     info!(%chain, "watcher stopped");
     Ok(())
+}
+
+/// Records a step's outcome in the store for health checks (a success at most
+/// once a second while catching up) and counts failures by kind.
+async fn record<S: Step>(watcher: &S, step: &Result<Tick, WatchError>, recorded: &mut Option<Instant>) {
+    let chain = watcher.chain();
+    let result = match step {
+        Ok(tick) => {
+            let Some((head, indexed)) = tick.progress() else { return };
+            let idle = matches!(tick, Tick::Idle { .. } | Tick::Scanned { caught_up: true, .. });
+            if !idle && recorded.is_some_and(|at| at.elapsed() < Duration::from_secs(1)) {
+                return;
+            }
+            *recorded = Some(Instant::now());
+            metrics::gauge!("custody_indexer_last_success_timestamp_seconds", "chain" => chain.as_str())
+                .set(chrono::Utc::now().timestamp() as f64);
+            watcher.store().record_check(chain, head, indexed).await
+        }
+        Err(WatchError::Store(StoreError::Conflict(_))) => return,
+        Err(error) => {
+            let kind = error.kind();
+            metrics::counter!("custody_indexer_rpc_errors_total", "chain" => chain.as_str(), "kind" => kind)
+                .increment(1);
+            watcher.store().record_failure(chain, kind, &error.to_string()).await
+        }
+    };
+    if let Err(error) = result {
+        warn!(%chain, error = %error, "cannot record the watcher's health");
+    }
 }

@@ -51,7 +51,7 @@ async fn setup(backend: Backend) -> Setup {
 async fn catch_up(watcher: &mut EvmWatcher) {
     for _ in 0..1000 {
         match watcher.tick().await.expect("tick") {
-            Tick::Idle | Tick::Scanned { caught_up: true, .. } => return,
+            Tick::Idle { .. } | Tick::Scanned { caught_up: true, .. } => return,
             _ => {}
         }
     }

@@ -82,7 +82,7 @@ async fn catch_up(watcher: &mut SolanaWatcher, node: &SolanaNode) {
         };
         let done = match tick {
             Tick::Scanned { to, caught_up, .. } => caught_up && to >= target,
-            Tick::Idle => !blocks,
+            Tick::Idle { .. } => !blocks,
             Tick::Reorged { .. } => false,
         };
         if done {

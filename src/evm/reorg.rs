@@ -10,7 +10,7 @@ use tracing::{error, info, warn};
 use super::{rpc::TxStatus, watcher::EvmWatcher};
 use crate::{
     store::{BlockRef, Rewind},
-    watcher::WatchError,
+    watcher::{Step, WatchError},
 };
 
 impl EvmWatcher {

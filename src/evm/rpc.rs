@@ -15,7 +15,7 @@ use std::{
 };
 
 use alloy::{
-    primitives::{Address, B256, U64, U256},
+    primitives::{Address, B256, Bytes, U64, U256},
     rpc::{
         client::{ClientBuilder, RpcClient},
         types::{
@@ -29,6 +29,7 @@ use alloy::{
         layers::{FallbackLayer, RateLimitRetryPolicy, RetryBackoffLayer, RetryPolicy},
     },
 };
+use alloy::{sol, sol_types::SolCall};
 use futures::{StreamExt, TryStreamExt, stream};
 use serde::Deserialize;
 
@@ -37,10 +38,16 @@ use crate::{
     redact::{RpcUrl, redact_urls},
 };
 
+sol! {
+    function balanceOf(address owner) external view returns (uint256);
+}
+
 /// Every method the indexer calls. The fallback layer sends each of them to
 /// one URL at a time, in order of health, instead of racing all URLs.
-const METHODS: [&str; 7] = [
+const METHODS: [&str; 9] = [
     "eth_chainId",
+    "eth_getBalance",
+    "eth_call",
     "eth_blockNumber",
     "eth_getBlockByNumber",
     "eth_getLogs",
@@ -56,6 +63,8 @@ pub struct RpcFailure {
     pub method: &'static str,
     /// The transport's message with every URL reduced to its host.
     pub message: String,
+    /// What went wrong, for metrics: see [`crate::watcher::WatchError::kind`].
+    pub kind: &'static str,
     pub range_too_large: bool,
 }
 
@@ -166,6 +175,7 @@ impl EvmRpc {
             chain: self.chain,
             method,
             message: redact_urls(&err.to_string()),
+            kind: error_kind(&err),
             range_too_large: is_range_too_large(&err),
         }
     }
@@ -193,6 +203,34 @@ impl EvmRpc {
             .await
             .map_err(|e| self.failure("eth_getBlockByNumber", e))?;
         Ok(header.map(|h| h.number.to()))
+    }
+
+    /// The native balance of `address` at the latest block, in wei.
+    pub async fn balance(&self, address: Address) -> Result<U256, RpcFailure> {
+        self.client
+            .request("eth_getBalance", (address, BlockNumberOrTag::Latest))
+            .await
+            .map_err(|e| self.failure("eth_getBalance", e))
+    }
+
+    /// An ERC-20 balance of `owner` at the latest block, in the token's base units.
+    pub async fn token_balance(&self, token: Address, owner: Address) -> Result<U256, RpcFailure> {
+        let call = serde_json::json!({
+            "to": token,
+            "data": Bytes::from(balanceOfCall { owner }.abi_encode()),
+        });
+        let output: Bytes = self
+            .client
+            .request("eth_call", (call, BlockNumberOrTag::Latest))
+            .await
+            .map_err(|e| self.failure("eth_call", e))?;
+        balanceOfCall::abi_decode_returns(&output).map_err(|e| RpcFailure {
+            chain: self.chain,
+            method: "eth_call",
+            message: format!("balanceOf of {token} returned {output}: {e}"),
+            kind: "bad_response",
+            range_too_large: false,
+        })
     }
 
     /// Full blocks `from..=to`, in order, fetched in concurrent JSON-RPC batches.
@@ -248,6 +286,7 @@ impl EvmRpc {
                         chain: self.chain,
                         method: METHOD,
                         message: format!("block {n} is not available"),
+                        kind: "missing_data",
                         range_too_large: false,
                     });
                 }
@@ -317,6 +356,7 @@ impl EvmRpc {
                         chain: self.chain,
                         method: METHOD,
                         message: format!("no receipt for mined transaction {hash}"),
+                        kind: "missing_data",
                         range_too_large: false,
                     })?;
                 out.push(receipt);
@@ -394,6 +434,23 @@ fn is_transient(err: &TransportError) -> bool {
             matches!(payload.code, 429 | -32005 | -32603) && !mentions_range(&payload.message)
         }
         _ => false,
+    }
+}
+
+/// A short label of what failed, for the `kind` of error metrics.
+fn error_kind(err: &TransportError) -> &'static str {
+    match err {
+        RpcError::ErrorResp(payload) if payload.code == 429 => "rate_limited",
+        RpcError::ErrorResp(_) => "rpc_error",
+        RpcError::DeserError { .. } | RpcError::SerError(_) | RpcError::NullResp => "bad_response",
+        RpcError::Transport(TransportErrorKind::HttpError(e)) if e.status == 429 => "rate_limited",
+        RpcError::Transport(TransportErrorKind::HttpErrorWithRetryAfter { .. }) => "rate_limited",
+        RpcError::Transport(TransportErrorKind::HttpError(_)) => "http_status",
+        RpcError::Transport(TransportErrorKind::Custom(e)) if e.to_string().contains("timed out") => {
+            "timeout"
+        }
+        RpcError::Transport(_) => "unreachable",
+        _ => "other",
     }
 }
 

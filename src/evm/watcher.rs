@@ -75,10 +75,6 @@ impl EvmWatcher {
         &self.rpc
     }
 
-    pub(super) fn store(&self) -> &Store {
-        &self.store
-    }
-
     /// Loads the addresses added since the last look, so an account added
     /// while `run` runs is watched from the next step on. Addresses are never
     /// removed, so increments are enough.
@@ -189,7 +185,7 @@ impl EvmWatcher {
                 self.store.confirm_through(chain, through).await?;
             }
             self.settle_orphans(next - 1).await?;
-            return Ok(Tick::Idle);
+            return Ok(Tick::Idle { head, indexed: next - 1 });
         }
 
         let to = head.min(next.saturating_add(self.config.max_block_range - 1));
@@ -219,7 +215,7 @@ impl EvmWatcher {
             debug!(%chain, from = next, to, "scanned range");
         }
         self.settle_orphans(to).await?;
-        Ok(Tick::Scanned { from: next, to, deposits: found, caught_up: to == head })
+        Ok(Tick::Scanned { from: next, to, head, deposits: found, caught_up: to == head })
     }
 
     /// Follows the chain until `shutdown` (see [`crate::watcher::follow`]),
@@ -302,6 +298,10 @@ impl EvmWatcher {
 impl Step for EvmWatcher {
     fn chain(&self) -> crate::chain::Chain {
         self.config.chain
+    }
+
+    fn store(&self) -> &Store {
+        &self.store
     }
 
     fn poll_interval(&self) -> Duration {

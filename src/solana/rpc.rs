@@ -35,6 +35,8 @@ pub struct RpcFailure {
     pub chain: Chain,
     pub method: &'static str,
     pub message: String,
+    /// What went wrong, for metrics: see [`crate::watcher::WatchError::kind`].
+    pub kind: &'static str,
     /// The node answered that it has no block for the slot.
     pub slot_unavailable: bool,
 }
@@ -75,6 +77,7 @@ impl SolanaRpc {
                 chain: self.chain,
                 method: "none",
                 message: "no rpc url".into(),
+                kind: "unreachable",
                 slot_unavailable: false,
             }))
         };
@@ -92,6 +95,7 @@ impl SolanaRpc {
             chain: self.chain,
             method: method_name(request),
             message: redact_urls(&error.to_string()),
+            kind: error_kind(error),
             slot_unavailable: code.is_some_and(|c| SLOT_UNAVAILABLE.contains(&c)),
         }
     }
@@ -160,6 +164,44 @@ impl SolanaRpc {
         self.call(RpcRequest::GetTransaction, json!([signature, config])).await
     }
 
+    /// A wallet's lamports at `confirmed`.
+    pub async fn balance(&self, address: &str) -> Result<u64, RpcFailure> {
+        let response: Value =
+            self.call(RpcRequest::GetBalance, json!([address, { "commitment": "confirmed" }])).await?;
+        response.get("value").and_then(Value::as_u64).ok_or_else(|| self.malformed("getBalance", &response))
+    }
+
+    /// A wallet's token balances under a token program at `confirmed`:
+    /// `(mint, amount in base units)` per token account.
+    pub async fn token_balances(&self, owner: &str, program: &str) -> Result<Vec<(String, u64)>, RpcFailure> {
+        let filter = json!({ "programId": program });
+        let config = json!({ "encoding": "jsonParsed", "commitment": "confirmed" });
+        let response: Value =
+            self.call(RpcRequest::GetTokenAccountsByOwner, json!([owner, filter, config])).await?;
+        let accounts = response.get("value").and_then(Value::as_array).cloned().unwrap_or_default();
+        accounts
+            .iter()
+            .map(|account| {
+                let info = &account["account"]["data"]["parsed"]["info"];
+                let mint = info["mint"].as_str();
+                let amount = info["tokenAmount"]["amount"].as_str().and_then(|a| a.parse().ok());
+                mint.zip(amount)
+                    .map(|(mint, amount)| (mint.to_string(), amount))
+                    .ok_or_else(|| self.malformed("getTokenAccountsByOwner", account))
+            })
+            .collect()
+    }
+
+    fn malformed(&self, method: &'static str, value: &Value) -> RpcFailure {
+        RpcFailure {
+            chain: self.chain,
+            method,
+            message: format!("unexpected answer {value}"),
+            kind: "bad_response",
+            slot_unavailable: false,
+        }
+    }
+
     /// Token accounts a wallet owns under a token program.
     pub async fn token_accounts(&self, owner: &str, program: &str) -> Result<Vec<String>, RpcFailure> {
         let filter = json!({ "programId": program });
@@ -176,6 +218,22 @@ fn answered(error: &ClientError) -> bool {
     matches!(error.kind.as_ref(), ErrorKind::RpcError(RpcError::RpcResponseError { code, .. }) if SLOT_UNAVAILABLE.contains(code))
 }
 
+/// A short label of what failed, for the `kind` of error metrics.
+fn error_kind(error: &ClientError) -> &'static str {
+    match error.kind.as_ref() {
+        ErrorKind::Reqwest(e) if e.status().is_some_and(|s| s.as_u16() == 429) => "rate_limited",
+        ErrorKind::Reqwest(e) if e.is_timeout() => "timeout",
+        ErrorKind::Reqwest(e) if e.status().is_some() => "http_status",
+        ErrorKind::Reqwest(_) => "unreachable",
+        ErrorKind::RpcError(RpcError::RpcResponseError { code, .. }) if SLOT_UNAVAILABLE.contains(code) => {
+            "missing_data"
+        }
+        ErrorKind::RpcError(RpcError::RpcResponseError { .. }) => "rpc_error",
+        ErrorKind::SerdeJson(_) | ErrorKind::RpcError(_) => "bad_response",
+        _ => "other",
+    }
+}
+
 fn method_name(request: RpcRequest) -> &'static str {
     match request {
         RpcRequest::GetGenesisHash => "getGenesisHash",
@@ -185,6 +243,7 @@ fn method_name(request: RpcRequest) -> &'static str {
         RpcRequest::GetSignaturesForAddress => "getSignaturesForAddress",
         RpcRequest::GetTransaction => "getTransaction",
         RpcRequest::GetTokenAccountsByOwner => "getTokenAccountsByOwner",
+        RpcRequest::GetBalance => "getBalance",
         _ => "rpc",
     }
 }

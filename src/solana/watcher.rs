@@ -139,7 +139,7 @@ impl SolanaWatcher {
             None => (self.config.start_block.unwrap_or(confirmed), None),
         };
         if next > confirmed {
-            return Ok(Tick::Idle);
+            return Ok(Tick::Idle { head: confirmed, indexed: next - 1 });
         }
         let upper = confirmed.min(next.saturating_add(self.config.max_block_range - 1));
         let scanned = self.scan_slots(next, upper, CommitmentConfig::confirmed()).await?;
@@ -152,7 +152,7 @@ impl SolanaWatcher {
         } else {
             match scanned.blocks.last() {
                 Some(block) => block.number,
-                None => return Ok(Tick::Idle),
+                None => return Ok(Tick::Idle { head: confirmed, indexed: next.saturating_sub(1) }),
             }
         };
         let found = scanned.deposits.len();
@@ -174,7 +174,7 @@ impl SolanaWatcher {
         } else {
             debug!(%chain, from = next, to, "scanned slots");
         }
-        Ok(Tick::Scanned { from: next, to, deposits: found, caught_up: upper == confirmed })
+        Ok(Tick::Scanned { from: next, to, head: confirmed, deposits: found, caught_up: upper == confirmed })
     }
 
     /// Fetches and decodes the blocks of `from..=to` at `commitment`. A slot
@@ -222,9 +222,15 @@ impl SolanaWatcher {
             found += self.scan_address(&address, confirmed).await?;
         }
         Ok(if found > 0 {
-            Tick::Scanned { from: confirmed, to: confirmed, deposits: found, caught_up: true }
+            Tick::Scanned {
+                from: confirmed,
+                to: confirmed,
+                head: confirmed,
+                deposits: found,
+                caught_up: true,
+            }
         } else {
-            Tick::Idle
+            Tick::Idle { head: confirmed, indexed: confirmed }
         })
     }
 
@@ -430,6 +436,10 @@ fn unavailable(error: RpcFailure, slot: u64) -> WatchError {
 impl Step for SolanaWatcher {
     fn chain(&self) -> crate::chain::Chain {
         self.config.chain
+    }
+
+    fn store(&self) -> &Store {
+        &self.store
     }
 
     fn poll_interval(&self) -> Duration {

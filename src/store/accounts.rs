@@ -1,9 +1,7 @@
 //! Accounts and the addresses the watchers follow.
 
-use std::collections::BTreeMap;
-
 use futures::TryStreamExt;
-use sqlx::Row;
+use sqlx::{Row, any::AnyRow};
 
 use super::{Store, StoreError, now_micros, parse_column};
 use crate::{
@@ -11,6 +9,17 @@ use crate::{
     address,
     chain::Chain,
 };
+
+/// A page of an organization's accounts, by id.
+#[derive(Debug, Clone, Default)]
+pub struct AccountPage {
+    pub organization: String,
+    /// Only accounts of these identities (all when empty).
+    pub identity_ids: Vec<String>,
+    /// Only accounts whose id sorts after this one: the previous page's last.
+    pub after: Option<String>,
+    pub limit: u32,
+}
 
 /// An account to register, with addresses not yet normalised.
 #[derive(Debug, Clone)]
@@ -106,42 +115,48 @@ impl Store {
         id: Option<&str>,
         organization: Option<&str>,
     ) -> Result<Vec<Account>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT a.id, a.organization_id, a.identity_id, a.type, a.status, d.chain, d.address
-             FROM accounts a LEFT JOIN account_addresses d ON d.account_id = a.id
+        let rows = sqlx::query(&format!(
+            "{ACCOUNT_SELECT} FROM accounts a LEFT JOIN account_addresses d ON d.account_id = a.id
              WHERE ($1 IS NULL OR a.id = $1) AND ($2 IS NULL OR a.organization_id = $2)
-             ORDER BY a.id, d.address, d.chain",
-        )
+             ORDER BY a.id, d.address, d.chain"
+        ))
         .bind(id)
         .bind(organization)
         .fetch_all(&self.pool)
         .await?;
-        let mut accounts: BTreeMap<String, Account> = BTreeMap::new();
-        for row in rows {
-            let id: String = row.try_get("id")?;
-            let account = match accounts.entry(id.clone()) {
-                std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
-                std::collections::btree_map::Entry::Vacant(e) => e.insert(Account {
-                    id,
-                    organization: row.try_get("organization_id")?,
-                    identity_id: row.try_get("identity_id")?,
-                    kind: parse_column(&row.try_get::<String, _>("type")?, "accounts.type")?,
-                    status: parse_column(&row.try_get::<String, _>("status")?, "accounts.status")?,
-                    addresses: Vec::new(),
-                }),
-            };
-            let (Some(chain), Some(address)) =
-                (row.try_get::<Option<String>, _>("chain")?, row.try_get::<Option<String>, _>("address")?)
-            else {
-                continue;
-            };
-            let chain: Chain = parse_column(&chain, "account_addresses.chain")?;
-            match account.addresses.iter_mut().find(|a| a.address == address) {
-                Some(entry) => entry.chains.push(chain),
-                None => account.addresses.push(AccountAddress { chains: vec![chain], address }),
-            }
+        accounts_from_rows(rows)
+    }
+
+    /// An account, if it belongs to `organization`.
+    pub async fn organization_account(&self, organization: &str, id: &str) -> Result<Account, StoreError> {
+        let mut accounts = self.load_accounts(Some(id), Some(organization)).await?;
+        accounts.pop().ok_or_else(|| StoreError::NotFound(format!("account {id}")))
+    }
+
+    /// A page of an organization's accounts ordered by id; see [`AccountPage`].
+    pub async fn account_page(&self, page: &AccountPage) -> Result<Vec<Account>, StoreError> {
+        let identities = (0..page.identity_ids.len()).map(|i| format!("${}", i + 4)).collect::<Vec<_>>();
+        let identity_filter = if identities.is_empty() {
+            String::new()
+        } else {
+            format!("AND identity_id IN ({})", identities.join(", "))
+        };
+        let sql = format!(
+            "{ACCOUNT_SELECT} FROM (
+                 SELECT id, organization_id, identity_id, type, status FROM accounts
+                 WHERE organization_id = $1 AND ($2 IS NULL OR id > $2) {identity_filter}
+                 ORDER BY id LIMIT $3
+             ) a LEFT JOIN account_addresses d ON d.account_id = a.id
+             ORDER BY a.id, d.address, d.chain"
+        );
+        let mut query = sqlx::query(&sql)
+            .bind(&page.organization)
+            .bind(page.after.as_deref())
+            .bind(i64::from(page.limit));
+        for identity in &page.identity_ids {
+            query = query.bind(identity);
         }
-        Ok(accounts.into_values().collect())
+        accounts_from_rows(query.fetch_all(&self.pool).await?)
     }
 
     /// Every watched address on a chain with its account: `(address, account_id)`.
@@ -185,6 +200,40 @@ impl Store {
             .await?;
         Ok(row.try_get("value")?)
     }
+}
+
+const ACCOUNT_SELECT: &str =
+    "SELECT a.id, a.organization_id, a.identity_id, a.type, a.status, d.chain, d.address";
+
+/// Accounts from rows of [`ACCOUNT_SELECT`] ordered by account id: one row per
+/// address and chain, or one without an address.
+fn accounts_from_rows(rows: Vec<AnyRow>) -> Result<Vec<Account>, StoreError> {
+    let mut accounts: Vec<Account> = Vec::new();
+    for row in rows {
+        let id: String = row.try_get("id")?;
+        if accounts.last().is_none_or(|a| a.id != id) {
+            accounts.push(Account {
+                id,
+                organization: row.try_get("organization_id")?,
+                identity_id: row.try_get("identity_id")?,
+                kind: parse_column(&row.try_get::<String, _>("type")?, "accounts.type")?,
+                status: parse_column(&row.try_get::<String, _>("status")?, "accounts.status")?,
+                addresses: Vec::new(),
+            });
+        }
+        let account = accounts.last_mut().expect("pushed above");
+        let (Some(chain), Some(address)) =
+            (row.try_get::<Option<String>, _>("chain")?, row.try_get::<Option<String>, _>("address")?)
+        else {
+            continue;
+        };
+        let chain: Chain = parse_column(&chain, "account_addresses.chain")?;
+        match account.addresses.iter_mut().find(|a| a.address == address) {
+            Some(entry) => entry.chains.push(chain),
+            None => account.addresses.push(AccountAddress { chains: vec![chain], address }),
+        }
+    }
+    Ok(accounts)
 }
 
 /// The account's `(chain, canonical address)` pairs, or why it is refused.

@@ -1,9 +1,8 @@
 //! Deposits and the scans that produce them.
 
-use chrono::DateTime;
 use sqlx::{Row, any::AnyRow};
 
-use super::{Store, StoreError, now_micros, parse_column, to_i64};
+use super::{Store, StoreError, now_micros, parse_column, time, to_i64};
 use crate::{
     amount::Amount,
     chain::Chain,
@@ -56,6 +55,25 @@ pub struct Orphan {
     pub id: String,
     pub tx_hash: String,
     pub orphaned_at_block: u64,
+}
+
+/// A page of an account's deposits, newest first (`created_at`, then `id`,
+/// both descending), as the API lists them.
+#[derive(Debug, Clone, Default)]
+pub struct DepositPage {
+    pub organization: String,
+    pub account_id: String,
+    pub chain: Option<Chain>,
+    pub currency_symbol: Option<String>,
+    /// Only deposits created at or after this time (microseconds).
+    pub start: Option<i64>,
+    /// Only deposits created before this time (microseconds).
+    pub end: Option<i64>,
+    /// Only deposits after this `(created_at, id)` in the order: the keyset of
+    /// the previous page's last deposit, so pages neither repeat nor skip a
+    /// deposit while new ones arrive.
+    pub after: Option<(i64, String)>,
+    pub limit: u32,
 }
 
 const DEPOSIT_COLUMNS: &str = "id, dedup_key, chain, tx_hash, account_id, account_address, source_address, \
@@ -193,6 +211,49 @@ impl Store {
             .fetch_optional(&self.pool)
             .await?
             .ok_or_else(|| StoreError::NotFound(format!("deposit {id}")))?;
+        deposit_from_row(&row)
+    }
+
+    /// A page of deposits of one organization's account; see [`DepositPage`].
+    pub async fn deposit_page(&self, page: &DepositPage) -> Result<Vec<Deposit>, StoreError> {
+        let (after_time, after_id) = page.after.clone().unzip();
+        let rows = sqlx::query(&format!(
+            "SELECT {DEPOSIT_COLUMNS} FROM deposits
+             WHERE account_id = $1
+               AND account_id IN (SELECT id FROM accounts WHERE organization_id = $2)
+               AND ($3 IS NULL OR chain = $3)
+               AND ($4 IS NULL OR currency_symbol = $4)
+               AND ($5 IS NULL OR created_at >= $5)
+               AND ($6 IS NULL OR created_at < $6)
+               AND ($7 IS NULL OR created_at < $7 OR (created_at = $7 AND id < $8))
+             ORDER BY created_at DESC, id DESC
+             LIMIT $9"
+        ))
+        .bind(&page.account_id)
+        .bind(&page.organization)
+        .bind(page.chain.map(|c| c.as_str()))
+        .bind(page.currency_symbol.as_deref())
+        .bind(page.start)
+        .bind(page.end)
+        .bind(after_time)
+        .bind(after_id)
+        .bind(i64::from(page.limit))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(deposit_from_row).collect()
+    }
+
+    /// A deposit, if it belongs to an account of `organization`.
+    pub async fn organization_deposit(&self, organization: &str, id: &str) -> Result<Deposit, StoreError> {
+        let row = sqlx::query(&format!(
+            "SELECT {DEPOSIT_COLUMNS} FROM deposits
+             WHERE id = $1 AND account_id IN (SELECT id FROM accounts WHERE organization_id = $2)"
+        ))
+        .bind(id)
+        .bind(organization)
+        .fetch_optional(&self.pool)
+        .await?
+        .ok_or_else(|| StoreError::NotFound(format!("deposit {id}")))?;
         deposit_from_row(&row)
     }
 
@@ -414,9 +475,6 @@ fn deposit_from_row(row: &AnyRow) -> Result<Deposit, StoreError> {
         .map_err(|_| StoreError::Corrupt(format!("deposits.amount_raw = {raw:?}")))?;
     let decimals =
         u8::try_from(decimals).map_err(|_| StoreError::Corrupt(format!("deposits.decimals = {decimals}")))?;
-    let time = |micros: i64| {
-        DateTime::from_timestamp_micros(micros).ok_or_else(|| StoreError::Corrupt(format!("time {micros}")))
-    };
     let source_type = match row.try_get::<String, _>("source_type")?.as_str() {
         "ACCOUNT" => SourceType::Account,
         "ON_CHAIN" => SourceType::OnChain,

@@ -5,6 +5,8 @@
 mod accounts;
 mod chain_state;
 mod deposits;
+mod health;
+mod organizations;
 
 use std::{str::FromStr, time::Duration};
 
@@ -13,9 +15,11 @@ use sqlx::{
     any::{Any, AnyPoolOptions},
 };
 
-pub use accounts::NewAccount;
+pub use accounts::{AccountPage, NewAccount};
 pub use chain_state::{ChainState, Rewind, RewindOutcome};
-pub use deposits::{BlockRef, CursorMove, Orphan, ScanCommit};
+pub use deposits::{BlockRef, CursorMove, DepositPage, Orphan, ScanCommit};
+pub use health::{ChainHealth, DepositCount};
+pub use organizations::{ApiKey, MAX_API_KEYS, Organization};
 
 use crate::redact::redact_urls;
 
@@ -71,9 +75,19 @@ impl Store {
 
     /// Opens the store without migrating.
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        Self::connect_with(url, true).await
+    }
+
+    /// Opens an existing store without migrating; a missing SQLite file is an
+    /// error rather than a new empty store (for read-only checks).
+    pub async fn connect_existing(url: &str) -> Result<Self, StoreError> {
+        Self::connect_with(url, false).await
+    }
+
+    async fn connect_with(url: &str, create: bool) -> Result<Self, StoreError> {
         sqlx::any::install_default_drivers();
         let (backend, url) = if url.starts_with("sqlite:") {
-            (Backend::Sqlite, sqlite_url(url))
+            (Backend::Sqlite, sqlite_url(url, create))
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             (Backend::Postgres, url.to_string())
         } else {
@@ -131,20 +145,26 @@ impl Store {
     }
 }
 
-/// `sqlite://file.db` creates the file when missing (`mode=rwc`).
-fn sqlite_url(url: &str) -> String {
+/// `sqlite://file.db` creates the file when missing (`mode=rwc`) if `create`.
+fn sqlite_url(url: &str, create: bool) -> String {
+    let mode = if create { "mode=rwc" } else { "mode=rw" };
     if url.contains("mode=") || url.contains(":memory:") {
         url.to_string()
     } else if url.contains('?') {
-        format!("{url}&mode=rwc")
+        format!("{url}&{mode}")
     } else {
-        format!("{url}?mode=rwc")
+        format!("{url}?{mode}")
     }
 }
 
 /// Microseconds since the epoch, the store's time unit.
 pub fn now_micros() -> i64 {
     chrono::Utc::now().timestamp_micros()
+}
+
+fn time(micros: i64) -> Result<chrono::DateTime<chrono::Utc>, StoreError> {
+    chrono::DateTime::from_timestamp_micros(micros)
+        .ok_or_else(|| StoreError::Corrupt(format!("time {micros}")))
 }
 
 fn parse_column<T: FromStr>(value: &str, column: &str) -> Result<T, StoreError> {

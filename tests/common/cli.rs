@@ -32,6 +32,7 @@ impl Env {
             .env("DATABASE_URL", &self.database_url)
             .env("CUSTODY_INDEXER_CHAINS", &self.chains)
             .env("RUST_LOG", "info")
+            .env("CUSTODY_INDEXER_LISTEN", "127.0.0.1:0")
             .current_dir(self.dir.path());
         command
     }

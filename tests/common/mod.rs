@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod anvil;
+pub mod api;
 pub mod cli;
 pub mod db;
 pub mod proxy;

@@ -1,0 +1,86 @@
+//! `GET /v2/accounts/{account_id}/balances` and `GET /v2/assets`.
+
+use alloy::primitives::U256;
+use axum::{
+    Extension, Json,
+    extract::{Path, RawQuery, State},
+};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::{ApiError, ApiState, ErrorBody, auth::Caller, params::Params};
+use crate::assets::{Asset, Balance, assets_of};
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BalanceList {
+    pub balances: Vec<Balance>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AssetList {
+    pub assets: Vec<Asset>,
+}
+
+/// An account's balances, read from the chains for its addresses.
+///
+/// One entry per supported asset of every chain the account has an address
+/// on (or of `chain` only). `total` is what the chain holds at its latest
+/// block; `available` is `total` less what outbound transfers in flight hold.
+#[utoipa::path(
+    get,
+    path = "/v2/accounts/{account_id}/balances",
+    tag = "accounts",
+    params(
+        ("account_id" = String, Path, description = "The account's id"),
+        ("chain" = Option<crate::chain::Chain>, Query, description = "Only balances on this chain"),
+    ),
+    responses(
+        (status = 200, description = "The account's balances", body = BalanceList),
+        (status = 400, description = "Malformed query", body = ErrorBody),
+        (status = 401, description = "Missing, malformed or unknown API key", body = ErrorBody),
+        (status = 404, description = "No such account in the organization", body = ErrorBody),
+        (status = 429, description = "Rate limit exceeded; see Retry-After", body = ErrorBody),
+        (status = 503, description = "A chain's RPC endpoints did not answer", body = ErrorBody),
+    )
+)]
+pub async fn balances(
+    State(state): State<ApiState>,
+    Extension(caller): Extension<Caller>,
+    Path(account_id): Path<String>,
+    RawQuery(query): RawQuery,
+) -> Result<Json<BalanceList>, ApiError> {
+    let params = Params::parse(query.as_deref(), &["chain"])?;
+    let chain = params.chain("chain")?;
+    let account = state.store().organization_account(&caller.organization, &account_id).await?;
+    let balances = state.0.balances.balances(&account, chain, |_, _| U256::ZERO).await?;
+    Ok(Json(BalanceList { balances }))
+}
+
+/// The supported assets: each configured chain's coin and listed tokens.
+#[utoipa::path(
+    get,
+    path = "/v2/assets",
+    tag = "assets",
+    params(("chain" = Option<crate::chain::Chain>, Query, description = "Only assets on this chain")),
+    responses(
+        (status = 200, description = "The supported assets", body = AssetList),
+        (status = 400, description = "Malformed query", body = ErrorBody),
+        (status = 401, description = "Missing, malformed or unknown API key", body = ErrorBody),
+        (status = 429, description = "Rate limit exceeded; see Retry-After", body = ErrorBody),
+    )
+)]
+pub async fn list(
+    State(state): State<ApiState>,
+    Extension(_caller): Extension<Caller>,
+    RawQuery(query): RawQuery,
+) -> Result<Json<AssetList>, ApiError> {
+    let params = Params::parse(query.as_deref(), &["chain"])?;
+    let chain = params.chain("chain")?;
+    let assets = state
+        .chains()
+        .iter()
+        .filter(|c| chain.is_none_or(|only| only == c.chain))
+        .flat_map(assets_of)
+        .collect();
+    Ok(Json(AssetList { assets }))
+}

@@ -1,0 +1,49 @@
+//! `Authorization: Bearer <API_KEY>` on every `/v2` request, then the key's
+//! rate limit. The organization of the key scopes everything the handler sees.
+
+use axum::{
+    extract::{Request, State},
+    http::header::AUTHORIZATION,
+    middleware::Next,
+    response::Response,
+};
+use governor::clock::{Clock, DefaultClock};
+
+use super::{ApiError, ApiState};
+use crate::api_key;
+
+/// Who is calling: the organization of the key the request authenticated with.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub organization: String,
+}
+
+pub async fn authenticate(
+    State(state): State<ApiState>,
+    mut request: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    let token = request
+        .headers()
+        .get(AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim().to_string())
+        .ok_or_else(|| {
+            ApiError::unauthorized("missing or malformed Authorization header; send `Bearer <API_KEY>`")
+        })?;
+    let invalid = || ApiError::unauthorized("invalid or revoked API key");
+    let id = api_key::key_id(&token).ok_or_else(invalid)?;
+    let (key, hash) = state.store().active_api_key(id).await?.ok_or_else(invalid)?;
+    if !api_key::matches(&token, &hash) {
+        return Err(invalid());
+    }
+    if let Err(not_until) = state.0.limiter.check_key(&key.id) {
+        let wait = not_until.wait_time_from(DefaultClock::default().now());
+        return Err(ApiError::rate_limited((wait.as_secs() + u64::from(wait.subsec_nanos() > 0)).max(1)));
+    }
+    tracing::debug!(api_key = %key.id, organization = %key.organization_id, "authenticated");
+    request.extensions_mut().insert(Caller { organization: key.organization_id });
+    Ok(next.run(request).await)
+}

@@ -1,0 +1,150 @@
+//! The HTTP API: the deposit store and the chain-facing reads under `/v2`
+//! (every request authenticated by an organization's API key and scoped to
+//! that organization), operator health at `/healthz`, `/readyz` and
+//! `/metrics`, and the OpenAPI document generated from the handlers at
+//! `/openapi.json`.
+
+mod accounts;
+mod assets;
+mod auth;
+mod deposits;
+mod error;
+mod ops;
+mod params;
+
+use std::{net::SocketAddr, num::NonZeroU32, sync::Arc};
+
+use axum::{Router, middleware};
+use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tower_http::trace::{DefaultOnFailure, TraceLayer};
+use utoipa::{
+    Modify, OpenApi,
+    openapi::security::{Http, HttpAuthScheme, SecurityScheme},
+};
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+pub use error::{ApiError, ErrorBody};
+
+use crate::{assets::BalanceReader, chain::Chain, config::Chains, store::Store};
+
+/// Requests per second each API key may make, with bursts up to `burst`.
+#[derive(Debug, Clone, Copy)]
+pub struct RateLimit {
+    pub per_second: NonZeroU32,
+    pub burst: NonZeroU32,
+}
+
+impl Default for RateLimit {
+    fn default() -> Self {
+        Self {
+            per_second: NonZeroU32::new(50).expect("nonzero"),
+            burst: NonZeroU32::new(100).expect("nonzero"),
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct ApiState(Arc<Inner>);
+
+struct Inner {
+    store: Store,
+    balances: BalanceReader,
+    limiter: DefaultKeyedRateLimiter<String>,
+    /// The chains `/readyz` requires; empty: every chain with a recorded step.
+    required: Vec<Chain>,
+}
+
+impl ApiState {
+    pub fn new(store: Store, chains: Chains, required: Vec<Chain>, rate_limit: RateLimit) -> Self {
+        let quota = Quota::per_second(rate_limit.per_second).allow_burst(rate_limit.burst);
+        Self(Arc::new(Inner {
+            store,
+            balances: BalanceReader::new(chains),
+            limiter: RateLimiter::keyed(quota),
+            required,
+        }))
+    }
+
+    fn store(&self) -> &Store {
+        &self.0.store
+    }
+
+    fn chains(&self) -> &Chains {
+        self.0.balances.chains()
+    }
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "custody-indexer",
+        description = "Deposits, accounts, balances and assets of a custody platform's chains. \
+            Every /v2 request needs `Authorization: Bearer <API_KEY>` and sees only its organization's data. \
+            Errors share one shape: `{ \"code\": \"…\", \"message\": \"…\" }`."
+    ),
+    modifiers(&BearerAuth),
+    security(("api_key" = []))
+)]
+struct ApiDoc;
+
+struct BearerAuth;
+
+impl Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme("api_key", SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)));
+    }
+}
+
+/// The `/v2` routes and their OpenAPI document, built from the same handlers.
+fn v2() -> (Router<ApiState>, utoipa::openapi::OpenApi) {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(deposits::list))
+        .routes(routes!(deposits::get))
+        .routes(routes!(accounts::list))
+        .routes(routes!(accounts::get))
+        .routes(routes!(assets::balances))
+        .routes(routes!(assets::list))
+        .split_for_parts()
+}
+
+/// The OpenAPI document of the whole API.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    let (_, mut doc) = v2();
+    doc.merge(ops::openapi());
+    doc
+}
+
+pub fn router(state: ApiState) -> Router {
+    let (v2, _) = v2();
+    let v2 = v2.layer(middleware::from_fn_with_state(state.clone(), auth::authenticate));
+    let document = Arc::new(openapi());
+    Router::new()
+        .merge(v2)
+        .merge(ops::router(document))
+        .fallback(ops::not_found)
+        .method_not_allowed_fallback(ops::method_not_allowed)
+        // 5xx answers are logged where they arise; `/readyz` answers 503 by design.
+        .layer(TraceLayer::new_for_http().on_failure(DefaultOnFailure::new().level(tracing::Level::DEBUG)))
+        .with_state(state)
+}
+
+/// Binds `listen`; fails with the address when it is taken.
+pub async fn bind(listen: SocketAddr) -> std::io::Result<TcpListener> {
+    TcpListener::bind(listen)
+        .await
+        .map_err(|e| std::io::Error::new(e.kind(), format!("cannot listen on {listen}: {e}")))
+}
+
+/// Serves the API on `listener` until `shutdown`, finishing requests in flight.
+pub async fn serve(
+    listener: TcpListener,
+    state: ApiState,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
+    let address = listener.local_addr()?;
+    tracing::info!(%address, "api listening");
+    axum::serve(listener, router(state)).with_graceful_shutdown(shutdown.cancelled_owned()).await
+}

@@ -1,0 +1,78 @@
+//! API key secrets. A key is `cik_<id>_<secret>`: the id finds the stored
+//! row, the whole token is checked against its stored SHA-256 in constant
+//! time. The secret has 256 random bits, so a plain hash is enough: there is
+//! nothing to brute-force, unlike a password.
+
+use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+const PREFIX: &str = "cik_";
+
+/// A freshly generated key: the token is shown once, only the hash is kept.
+#[derive(Debug)]
+pub struct NewSecret {
+    pub id: String,
+    pub token: String,
+    pub hash: String,
+}
+
+/// Generates a key id and its secret token from the operating system's CSPRNG.
+pub fn generate() -> NewSecret {
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    let mut secret = [0u8; 32];
+    getrandom::fill(&mut secret).expect("the operating system's random source is available");
+    let token = format!("{PREFIX}{id}_{}", URL_SAFE_NO_PAD.encode(secret));
+    let hash = hash(&token);
+    NewSecret { id, token, hash }
+}
+
+/// The key id a token names, or `None` when it is not shaped like a key.
+pub fn key_id(token: &str) -> Option<&str> {
+    let rest = token.strip_prefix(PREFIX)?;
+    let (id, secret) = rest.split_once('_')?;
+    let well_formed = id.len() == 32
+        && id.bytes().all(|b| b.is_ascii_hexdigit())
+        && secret.len() == 43
+        && URL_SAFE_NO_PAD.decode(secret).is_ok_and(|bytes| bytes.len() == 32);
+    well_formed.then_some(id)
+}
+
+/// The stored form of a token: lowercase hex SHA-256.
+pub fn hash(token: &str) -> String {
+    let digest = Sha256::digest(token.as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Whether `token` hashes to `stored`, compared in constant time.
+pub fn matches(token: &str, stored: &str) -> bool {
+    hash(token).as_bytes().ct_eq(stored.as_bytes()).into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_generated_token_names_its_id_and_matches_its_hash() {
+        let key = generate();
+        assert_eq!(key_id(&key.token), Some(key.id.as_str()));
+        assert!(matches(&key.token, &key.hash));
+        assert!(!key.token.contains(&key.hash));
+
+        let other = generate();
+        assert_ne!(key.token, other.token);
+        assert!(!matches(&other.token, &key.hash));
+    }
+
+    #[test]
+    fn malformed_tokens_name_no_key() {
+        let key = generate();
+        let mut tampered = key.token.clone();
+        tampered.pop();
+        for token in ["", "cik_", "cik_abc_def", &tampered, &key.token.replacen("cik_", "sk_", 1), "Bearer x"]
+        {
+            assert_eq!(key_id(token), None, "{token:?}");
+        }
+    }
+}

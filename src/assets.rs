@@ -1,0 +1,247 @@
+//! The supported assets of every chain file, and account balances read from
+//! the chains themselves.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use alloy::primitives::{Address, U256};
+use futures::future::try_join_all;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::{
+    account::Account,
+    amount::Amount,
+    chain::{Chain, Family},
+    config::{ChainConfig, Chains},
+    evm::rpc::EvmRpc,
+    solana::{
+        decode::TOKEN_PROGRAM,
+        rpc::{RpcFailure as SolanaRpcFailure, SolanaRpc},
+    },
+};
+
+/// What kind of asset: the chain's own coin, an ERC-20 token or an SPL token
+/// (Token or Token-2022 program).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum AssetType {
+    Base,
+    Erc20,
+    SplToken,
+}
+
+/// A supported asset, as `GET /v2/assets` lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+pub struct Asset {
+    pub chain: Chain,
+    pub symbol: String,
+    /// Decimal places, as a string (the resource's type).
+    pub decimals: String,
+    #[serde(rename = "type")]
+    pub kind: AssetType,
+    /// The token contract or mint; empty for the chain's own coin.
+    pub contract_address: String,
+}
+
+/// One asset's balance of an account on one chain, summed over the account's
+/// addresses there. Amounts are in the major unit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+pub struct Balance {
+    pub symbol: String,
+    /// What the chain holds for the account's addresses.
+    pub total: String,
+    /// `total` less what transfers in flight hold.
+    pub available: String,
+    pub decimals: u8,
+    #[serde(rename = "type")]
+    pub kind: AssetType,
+    pub chain: Chain,
+    pub contract_address: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BalanceError {
+    #[error(transparent)]
+    Evm(#[from] crate::evm::rpc::RpcFailure),
+    #[error(transparent)]
+    Solana(#[from] SolanaRpcFailure),
+}
+
+impl BalanceError {
+    pub fn chain(&self) -> Chain {
+        match self {
+            BalanceError::Evm(e) => e.chain,
+            BalanceError::Solana(e) => e.chain,
+        }
+    }
+}
+
+/// The assets of one chain file: its coin first, then its tokens in file order.
+pub fn assets_of(config: &ChainConfig) -> Vec<Asset> {
+    let token_kind = match config.family() {
+        Family::Evm => AssetType::Erc20,
+        Family::Solana => AssetType::SplToken,
+    };
+    let native = Asset {
+        chain: config.chain,
+        symbol: config.native.symbol.clone(),
+        decimals: config.native.decimals.to_string(),
+        kind: AssetType::Base,
+        contract_address: String::new(),
+    };
+    let tokens = config.assets.iter().map(|a| Asset {
+        chain: config.chain,
+        symbol: a.symbol.clone(),
+        decimals: a.decimals.to_string(),
+        kind: token_kind,
+        contract_address: a.contract_address.clone(),
+    });
+    std::iter::once(native).chain(tokens).collect()
+}
+
+enum Client {
+    Evm(EvmRpc),
+    Solana(SolanaRpc),
+}
+
+/// Reads balances from each configured chain's RPC endpoints.
+pub struct BalanceReader {
+    chains: Chains,
+    clients: HashMap<Chain, Client>,
+}
+
+impl BalanceReader {
+    pub fn new(chains: Chains) -> Self {
+        let clients = chains
+            .iter()
+            .map(|c| {
+                let client = match c.family() {
+                    Family::Evm => Client::Evm(EvmRpc::new(
+                        c.chain,
+                        &c.rpc_urls,
+                        c.max_block_range,
+                        c.batch_size,
+                        c.concurrency,
+                    )),
+                    Family::Solana => Client::Solana(SolanaRpc::new(c.chain, &c.rpc_urls)),
+                };
+                (c.chain, client)
+            })
+            .collect();
+        Self { chains, clients }
+    }
+
+    pub fn chains(&self) -> &Chains {
+        &self.chains
+    }
+
+    /// The account's balance of every asset on every configured chain it has
+    /// an address on (or on `only`), chains in API order. `held` gives what
+    /// transfers in flight hold of `(chain, symbol)` in base units.
+    pub async fn balances(
+        &self,
+        account: &Account,
+        only: Option<Chain>,
+        held: impl Fn(Chain, &str) -> U256,
+    ) -> Result<Vec<Balance>, BalanceError> {
+        let mut addresses: BTreeMap<Chain, BTreeSet<&str>> = BTreeMap::new();
+        for entry in &account.addresses {
+            for chain in entry.chains.iter().filter(|c| only.is_none_or(|o| o == **c)) {
+                addresses.entry(*chain).or_default().insert(&entry.address);
+            }
+        }
+        let reads = addresses.into_iter().filter_map(|(chain, addresses)| {
+            let config = self.chains.get(chain).ok()?;
+            let client = self.clients.get(&chain)?;
+            Some(async move {
+                let raw = match client {
+                    Client::Evm(rpc) => evm_totals(rpc, config, &addresses).await?,
+                    Client::Solana(rpc) => solana_totals(rpc, config, &addresses).await?,
+                };
+                Ok::<_, BalanceError>((config, raw))
+            })
+        });
+        let mut balances = Vec::new();
+        for (config, totals) in try_join_all(reads).await? {
+            for (asset, total) in assets_of(config).into_iter().zip(totals) {
+                let decimals: u8 = asset.decimals.parse().expect("formatted from a u8");
+                let available = total.saturating_sub(held(config.chain, &asset.symbol));
+                balances.push(Balance {
+                    total: Amount::from_raw(total, decimals).to_string(),
+                    available: Amount::from_raw(available, decimals).to_string(),
+                    symbol: asset.symbol,
+                    decimals,
+                    kind: asset.kind,
+                    chain: asset.chain,
+                    contract_address: asset.contract_address,
+                });
+            }
+        }
+        Ok(balances)
+    }
+}
+
+/// Totals in [`assets_of`] order over `addresses`.
+async fn evm_totals(
+    rpc: &EvmRpc,
+    config: &ChainConfig,
+    addresses: &BTreeSet<&str>,
+) -> Result<Vec<U256>, BalanceError> {
+    let owners: Vec<Address> = addresses.iter().filter_map(|a| a.parse().ok()).collect();
+    let tokens: Vec<Address> = config.assets.iter().filter_map(|a| a.contract_address.parse().ok()).collect();
+    let mut totals = Vec::with_capacity(1 + tokens.len());
+    totals.push(sum(try_join_all(owners.iter().map(|o| rpc.balance(*o))).await?));
+    for token in tokens {
+        totals.push(sum(try_join_all(owners.iter().map(|o| rpc.token_balance(token, *o))).await?));
+    }
+    Ok(totals)
+}
+
+/// Totals in [`assets_of`] order over `addresses`: every token account the
+/// wallets own under the programs of the listed mints counts.
+async fn solana_totals(
+    rpc: &SolanaRpc,
+    config: &ChainConfig,
+    addresses: &BTreeSet<&str>,
+) -> Result<Vec<U256>, BalanceError> {
+    let programs: BTreeSet<&str> =
+        config.assets.iter().map(|a| a.token_program.as_deref().unwrap_or(TOKEN_PROGRAM)).collect();
+    let lamports = try_join_all(addresses.iter().map(|a| rpc.balance(a))).await?;
+    let reads = addresses.iter().flat_map(|a| programs.iter().map(move |p| rpc.token_balances(a, p)));
+    let accounts = try_join_all(reads).await?;
+    let mut totals = vec![sum(lamports.into_iter().map(U256::from))];
+    for asset in &config.assets {
+        let of_mint = accounts.iter().flatten().filter(|(mint, _)| *mint == asset.contract_address);
+        totals.push(sum(of_mint.map(|(_, amount)| U256::from(*amount))));
+    }
+    Ok(totals)
+}
+
+fn sum(values: impl IntoIterator<Item = U256>) -> U256 {
+    values.into_iter().fold(U256::ZERO, |total, v| total.saturating_add(v))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_the_coin_then_the_tokens_of_a_chain_file() {
+        let chains = Chains::load(None).unwrap();
+        let ethereum = assets_of(chains.get(Chain::EthereumMainnet).unwrap());
+        let json = serde_json::to_value(&ethereum).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!([
+                { "chain": "ETHEREUM_MAINNET", "symbol": "ETH", "decimals": "18", "type": "BASE", "contract_address": "" },
+                { "chain": "ETHEREUM_MAINNET", "symbol": "USDC", "decimals": "6", "type": "ERC20",
+                  "contract_address": "0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48" },
+                { "chain": "ETHEREUM_MAINNET", "symbol": "USDT", "decimals": "6", "type": "ERC20",
+                  "contract_address": "0xdAC17F958D2ee523a2206206994597C13D831ec7" },
+            ])
+        );
+        let solana = assets_of(chains.get(Chain::SolanaMainnet).unwrap());
+        assert_eq!(solana[0].kind, AssetType::Base);
+        assert!(solana[1..].iter().all(|a| a.kind == AssetType::SplToken));
+    }
+}

@@ -1,0 +1,207 @@
+//! The administrative commands: accounts, deposits, organizations, API keys
+//! and the health check.
+
+use std::process::ExitCode;
+
+use super::{AccountsCommand, ApiKeysCommand, DepositsCommand, OrganizationsCommand};
+use crate::{
+    account::{Account, AccountAddress},
+    api_key,
+    chain::Chain,
+    config::Chains,
+    deposit::Deposit,
+    health,
+    store::{ApiKey, NewAccount, Store},
+};
+
+pub async fn accounts(store: &Store, command: AccountsCommand) -> anyhow::Result<()> {
+    match command {
+        AccountsCommand::Add(add) => {
+            let account = store
+                .add_account(NewAccount {
+                    id: add.account_id,
+                    organization: add.organization,
+                    identity_id: add.identity_id,
+                    kind: add.kind,
+                    status: add.status,
+                    addresses: vec![AccountAddress { chains: add.chains, address: add.address }],
+                })
+                .await?;
+            if add.json {
+                println!("{}", serde_json::to_string_pretty(&account)?);
+            } else {
+                print_account(&account);
+            }
+        }
+        AccountsCommand::List { organization, json } => {
+            let accounts = store.accounts(organization.as_deref()).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&accounts)?);
+            } else if accounts.is_empty() {
+                println!("no accounts");
+            } else {
+                accounts.iter().for_each(print_account);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn print_account(account: &Account) {
+    println!(
+        "{} ({}, {}, identity {}, organization {})",
+        account.id, account.kind, account.status, account.identity_id, account.organization
+    );
+    for address in &account.addresses {
+        let chains: Vec<&str> = address.chains.iter().map(|c| c.as_str()).collect();
+        println!("  {} on {}", address.address, chains.join(","));
+    }
+}
+
+pub async fn deposits(store: &Store, command: DepositsCommand) -> anyhow::Result<()> {
+    match command {
+        DepositsCommand::List { account_id, json } => {
+            store.account(&account_id).await?;
+            let deposits = store.deposits_of_account(&account_id).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&deposits)?);
+            } else if deposits.is_empty() {
+                println!("no deposits");
+            } else {
+                deposits.iter().for_each(print_deposit);
+            }
+        }
+        DepositsCommand::Get { id, json } => {
+            let deposit = store.deposit(&id).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&deposit)?);
+            } else {
+                print_deposit(&deposit);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn print_deposit(d: &Deposit) {
+    println!(
+        "{}  {:9}  {} {} on {}  from {}  tx {}  created {}",
+        d.id,
+        d.status.as_str(),
+        d.amount,
+        d.currency_symbol,
+        d.destination_chain,
+        d.source_address,
+        d.transaction_hash,
+        rfc3339(&d.created_at)
+    );
+}
+
+pub async fn organizations(store: &Store, command: OrganizationsCommand) -> anyhow::Result<()> {
+    match command {
+        OrganizationsCommand::Create { id, name } => {
+            let organization = store.create_organization(&id, name.as_deref()).await?;
+            println!("created organization {} ({})", organization.id, organization.name);
+        }
+        OrganizationsCommand::List { json } => {
+            let organizations = store.organizations().await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&organizations)?);
+            } else {
+                for o in &organizations {
+                    println!("{}  {}  created {}", o.id, o.name, rfc3339(&o.created_at));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+pub async fn api_keys(store: &Store, command: ApiKeysCommand) -> anyhow::Result<()> {
+    match command {
+        ApiKeysCommand::Create { organization, name } => {
+            let secret = api_key::generate();
+            let key = store.create_api_key(&organization, &name, &secret.id, &secret.hash).await?;
+            println!("created API key {} ({}) for organization {}", key.id, key.name, key.organization_id);
+            println!("the secret below is shown once; store it now:");
+            println!("{}", secret.token);
+        }
+        ApiKeysCommand::List { organization, json } => {
+            let keys = store.api_keys(organization.as_deref()).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&keys)?);
+            } else if keys.is_empty() {
+                println!("no API keys");
+            } else {
+                keys.iter().for_each(print_api_key);
+            }
+        }
+        ApiKeysCommand::Revoke { id } => {
+            let key = store.revoke_api_key(&id).await?;
+            print_api_key(&key);
+        }
+    }
+    Ok(())
+}
+
+fn print_api_key(key: &ApiKey) {
+    let state = match &key.revoked_at {
+        Some(at) => format!("revoked {}", rfc3339(at)),
+        None => "active".to_string(),
+    };
+    println!(
+        "{}  {:?}  organization {}  created {}  {state}",
+        key.id,
+        key.name,
+        key.organization_id,
+        rfc3339(&key.created_at)
+    );
+}
+
+/// Prints the health report; the exit code says whether all is well. Reads
+/// the store without migrating or creating it.
+pub async fn health(url: &str, chains: &Chains, required: &[Chain], json: bool) -> anyhow::Result<ExitCode> {
+    for chain in required {
+        chains.get(*chain)?;
+    }
+    let report = match Store::connect_existing(url).await {
+        Ok(store) => health::check(&store, chains, required).await,
+        Err(error) => health::unreachable(error),
+    };
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_health(&report);
+    }
+    Ok(if report.healthy { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+fn print_health(report: &health::Report) {
+    let now = report.checked_at;
+    println!("store: {}", if report.store.reachable { "reachable" } else { "UNREACHABLE" });
+    for c in &report.chains {
+        let number = |n: Option<u64>| n.map_or("-".to_string(), |n| n.to_string());
+        let age =
+            c.last_success_at.map_or("never".to_string(), |at| format!("{}s ago", (now - at).num_seconds()));
+        println!(
+            "{:<17} {:<9} head {}  indexed {}  lag {} (limit {})  last success {age}",
+            c.chain.as_str(),
+            if c.healthy { "healthy" } else { "UNHEALTHY" },
+            number(c.head),
+            number(c.indexed),
+            number(c.lag),
+            c.max_lag_blocks,
+        );
+    }
+    if report.healthy {
+        println!("healthy");
+    } else {
+        for problem in &report.problems {
+            println!("unhealthy: {problem}");
+        }
+    }
+}
+
+fn rfc3339(time: &chrono::DateTime<chrono::Utc>) -> String {
+    time.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
+}

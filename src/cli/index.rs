@@ -1,0 +1,201 @@
+//! The indexing commands: `run` (watchers and the API), `serve` (the API
+//! alone) and `backfill`.
+
+use std::io::IsTerminal;
+
+use anyhow::{Context, bail};
+use indicatif::{ProgressBar, ProgressStyle};
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, error, info, info_span, warn};
+
+use super::ApiOptions;
+use crate::{
+    api::{self, ApiState},
+    chain::{Chain, Family},
+    config::{ChainConfig, Chains},
+    evm::EvmWatcher,
+    solana::SolanaWatcher,
+    store::Store,
+    telemetry,
+    watcher::WatchError,
+};
+
+pub async fn run(store: Store, chains: Chains, only: Vec<Chain>, api: ApiOptions) -> anyhow::Result<()> {
+    let selected: Vec<ChainConfig> = if only.is_empty() {
+        chains.iter().cloned().collect()
+    } else {
+        only.iter().map(|c| chains.get(*c).cloned()).collect::<Result<_, _>>()?
+    };
+    if selected.is_empty() {
+        bail!("no chain to index");
+    }
+    telemetry::prometheus();
+    let listener = api::bind(api.listen).await?;
+    let required = selected.iter().map(|c| c.chain).collect();
+    let state = ApiState::new(store.clone(), chains, required, api.rate_limit());
+
+    let shutdown = CancellationToken::new();
+    tokio::spawn(cancel_on_signal(shutdown.clone()));
+    let mut tasks = tokio::task::JoinSet::new();
+    let server = shutdown.clone();
+    tasks.spawn(async move { api::serve(listener, state, server).await.context("the HTTP API stopped") });
+    for config in selected {
+        let store = store.clone();
+        let shutdown = shutdown.clone();
+        let span = info_span!("chain", chain = %config.chain);
+        tasks.spawn(
+            async move {
+                let chain = config.chain;
+                let outcome = match config.family() {
+                    Family::Evm => match connect(config, store, &shutdown, EvmWatcher::connect).await? {
+                        Some(watcher) => watcher.run(shutdown).await,
+                        None => Ok(()),
+                    },
+                    Family::Solana => {
+                        match connect(config, store, &shutdown, SolanaWatcher::connect).await? {
+                            Some(watcher) => watcher.run(shutdown).await,
+                            None => Ok(()),
+                        }
+                    }
+                };
+                outcome.with_context(|| format!("{chain} watcher stopped"))
+            }
+            .instrument(span),
+        );
+    }
+    let mut failure = None;
+    while let Some(joined) = tasks.join_next().await {
+        let result = joined.map_err(anyhow::Error::from).and_then(|r| r);
+        if let Err(error) = result {
+            error!(error = format!("{error:#}"), "stopping every watcher");
+            shutdown.cancel();
+            failure.get_or_insert(error);
+        }
+    }
+    store.close().await;
+    match failure {
+        Some(error) => Err(error),
+        None => {
+            info!("stopped cleanly");
+            Ok(())
+        }
+    }
+}
+
+pub async fn serve(
+    store: Store,
+    chains: Chains,
+    required: Vec<Chain>,
+    api: ApiOptions,
+) -> anyhow::Result<()> {
+    for chain in &required {
+        chains.get(*chain)?;
+    }
+    telemetry::prometheus();
+    let listener = api::bind(api.listen).await?;
+    let state = ApiState::new(store.clone(), chains, required, api.rate_limit());
+    let shutdown = CancellationToken::new();
+    tokio::spawn(cancel_on_signal(shutdown.clone()));
+    api::serve(listener, state, shutdown).await.context("the HTTP API stopped")?;
+    store.close().await;
+    info!("stopped cleanly");
+    Ok(())
+}
+
+/// Connects a watcher, retrying while no RPC URL answers; `None` on shutdown.
+async fn connect<W, F>(
+    config: ChainConfig,
+    store: Store,
+    shutdown: &CancellationToken,
+    connect: impl Fn(ChainConfig, Store) -> F,
+) -> anyhow::Result<Option<W>>
+where
+    F: std::future::Future<Output = Result<W, WatchError>>,
+{
+    let chain = config.chain;
+    let mut delay = std::time::Duration::from_secs(1);
+    loop {
+        match connect(config.clone(), store.clone()).await {
+            Ok(watcher) => return Ok(Some(watcher)),
+            Err(error) if error.is_retryable() => {
+                warn!(%chain, %error, retry_in_s = delay.as_secs(), "cannot start the watcher yet");
+                if let Err(e) = store.record_failure(chain, error.kind(), &error.to_string()).await {
+                    warn!(%chain, error = %e, "cannot record the watcher's health");
+                }
+            }
+            Err(error) => return Err(error.into()),
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return Ok(None),
+            _ = tokio::time::sleep(delay) => {}
+        }
+        delay = (delay * 2).min(std::time::Duration::from_secs(60));
+    }
+}
+
+async fn cancel_on_signal(shutdown: CancellationToken) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
+    else {
+        error!("cannot listen for signals");
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => info!("SIGTERM: shutting down"),
+        _ = int.recv() => info!("SIGINT: shutting down"),
+    }
+    shutdown.cancel();
+}
+
+/// What `backfill` reads.
+pub enum Range {
+    Blocks { from: u64, to: Option<u64> },
+    Address { address: String, before: Option<String>, until: Option<String> },
+}
+
+pub async fn backfill(store: Store, config: ChainConfig, range: Range) -> anyhow::Result<()> {
+    let chain = config.chain;
+    let expected = match &range {
+        Range::Blocks { from, to: Some(to) } => to.saturating_sub(*from) + 1,
+        _ => 0,
+    };
+    let bar = ProgressBar::new(expected);
+    if !std::io::stderr().is_terminal() {
+        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {pos}/{len} [{elapsed_precise}] {per_sec} {msg}")
+            .expect("static template"),
+    );
+    let progress = |done: u64, found: usize| {
+        bar.set_position(done);
+        bar.set_message(format!("{found} deposits"));
+    };
+    let (report, unit) = match (config.family(), range) {
+        (Family::Evm, Range::Blocks { from, to }) => {
+            (EvmWatcher::connect(config, store).await?.backfill(from, to, &progress).await?, "blocks")
+        }
+        (Family::Evm, Range::Address { .. }) => bail!("{chain}: --address applies to Solana chains only"),
+        (Family::Solana, Range::Blocks { from, to }) => {
+            (SolanaWatcher::connect(config, store).await?.backfill_slots(from, to, &progress).await?, "slots")
+        }
+        (Family::Solana, Range::Address { address, before, until }) => {
+            let mut watcher = SolanaWatcher::connect(config, store).await?;
+            (watcher.backfill_address(&address, before, until, &progress).await?, "signatures")
+        }
+    };
+    bar.finish_and_clear();
+    let seconds = report.elapsed.as_secs_f64().max(1e-9);
+    let range = if unit == "signatures" { "slots" } else { unit };
+    println!(
+        "{chain}: scanned {range} {}..={} ({} {unit} in {:.3} s, {:.0} {unit}/s): {} deposits found, {} new or updated",
+        report.from,
+        report.to,
+        report.blocks,
+        seconds,
+        report.blocks as f64 / seconds,
+        report.deposits_found,
+        report.deposits_changed
+    );
+    Ok(())
+}

@@ -1,0 +1,284 @@
+//! The command line: `run`, `serve`, `backfill`, `health`, `accounts`,
+//! `deposits`, `organizations`, `api-keys`, `migrate`.
+
+mod admin;
+mod index;
+
+use std::{net::SocketAddr, num::NonZeroU32, path::PathBuf};
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::{
+    account::{AccountStatus, AccountType, DEFAULT_ORGANIZATION},
+    api::RateLimit,
+    chain::Chain,
+    config::Chains,
+    store::{DEFAULT_DATABASE_URL, Store},
+};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "custody-indexer",
+    version,
+    about = "Watches EVM chains and Solana for deposits to custody accounts"
+)]
+pub struct Cli {
+    /// The deposit store: `sqlite://FILE` (created when missing) or `postgres://…`.
+    #[arg(long, global = true, env = "DATABASE_URL", default_value = DEFAULT_DATABASE_URL, hide_env_values = true)]
+    pub database_url: String,
+
+    /// Log format on standard error.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Where the chain files come from.
+#[derive(Debug, Clone, Args)]
+pub struct ChainFiles {
+    /// A directory of chain files (`*.toml`) replacing the built-in ones.
+    #[arg(long = "chains", value_name = "DIR", env = "CUSTODY_INDEXER_CHAINS")]
+    pub dir: Option<PathBuf>,
+}
+
+impl ChainFiles {
+    fn load(&self) -> anyhow::Result<Chains> {
+        Chains::load(self.dir.as_deref()).context("loading chain files")
+    }
+}
+
+/// How the HTTP API is served (`run`, `serve`).
+#[derive(Debug, Clone, Args)]
+pub struct ApiOptions {
+    /// The address the HTTP API listens on (port 0: any free port, logged at start).
+    #[arg(long, value_name = "ADDR", env = "CUSTODY_INDEXER_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// Requests per second each API key may make; more get `429` with `Retry-After`.
+    #[arg(long, value_name = "N", env = "CUSTODY_INDEXER_RATE_LIMIT", default_value = "50")]
+    pub rate_limit: NonZeroU32,
+    /// Requests an API key may make at once above its rate.
+    #[arg(long, value_name = "N", env = "CUSTODY_INDEXER_RATE_LIMIT_BURST", default_value = "100")]
+    pub rate_limit_burst: NonZeroU32,
+}
+
+impl ApiOptions {
+    fn rate_limit(&self) -> RateLimit {
+        RateLimit { per_second: self.rate_limit, burst: self.rate_limit_burst }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Follow every configured chain (or the named ones) and serve the HTTP
+    /// API until SIGINT or SIGTERM.
+    Run {
+        /// Index only this chain; repeat for several.
+        #[arg(long = "chain", value_name = "CHAIN")]
+        only: Vec<Chain>,
+        #[command(flatten)]
+        chain_files: ChainFiles,
+        #[command(flatten)]
+        api: ApiOptions,
+    },
+    /// Serve the HTTP API from the store without indexing.
+    Serve {
+        /// A chain `/readyz` requires to be healthy; repeat for several
+        /// (default: every chain with a recorded scan).
+        #[arg(long = "chain", value_name = "CHAIN")]
+        required: Vec<Chain>,
+        #[command(flatten)]
+        chain_files: ChainFiles,
+        #[command(flatten)]
+        api: ApiOptions,
+    },
+    /// Scan a historical block (slot) range, or a Solana address's signature
+    /// history, for deposits, then exit. Idempotent.
+    Backfill {
+        #[arg(long)]
+        chain: Chain,
+        /// First block (slot) of the range.
+        #[arg(long, required_unless_present = "address")]
+        from: Option<u64>,
+        /// Last block (slot) of the range (default: the highest confirmed one).
+        #[arg(long, conflicts_with = "address")]
+        to: Option<u64>,
+        /// Solana: read this address's signature history instead of a slot range.
+        #[arg(long, conflicts_with = "from")]
+        address: Option<String>,
+        /// Solana, with --address: start below this signature.
+        #[arg(long, requires = "address")]
+        before: Option<String>,
+        /// Solana, with --address: stop at this signature.
+        #[arg(long, requires = "address")]
+        until: Option<String>,
+        #[command(flatten)]
+        chain_files: ChainFiles,
+    },
+    /// Print each chain's indexing state from the store; exit 0 when every
+    /// chain is healthy, 1 (with the reasons) when one lags, is stale, or the
+    /// store is unreachable.
+    Health {
+        /// A chain that must be healthy; repeat for several (default: every
+        /// chain with a recorded scan).
+        #[arg(long = "chain", value_name = "CHAIN")]
+        required: Vec<Chain>,
+        #[command(flatten)]
+        chain_files: ChainFiles,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Register and list the accounts whose addresses are watched.
+    #[command(subcommand)]
+    Accounts(AccountsCommand),
+    /// Show recorded deposits.
+    #[command(subcommand)]
+    Deposits(DepositsCommand),
+    /// Create and list organizations: each holds accounts and API keys.
+    #[command(subcommand)]
+    Organizations(OrganizationsCommand),
+    /// Create, list and revoke API keys.
+    #[command(subcommand, name = "api-keys")]
+    ApiKeys(ApiKeysCommand),
+    /// Apply the store's pending migrations, then exit.
+    Migrate,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AccountsCommand {
+    /// Register an account and the address it receives deposits on.
+    Add(AddAccount),
+    /// List accounts.
+    List {
+        #[arg(long)]
+        organization: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct AddAccount {
+    #[arg(long, default_value = DEFAULT_ORGANIZATION)]
+    organization: String,
+    #[arg(long)]
+    account_id: String,
+    #[arg(long)]
+    identity_id: String,
+    /// SEGREGATED or OMNIBUS (legacy ONCHAIN and LEDGER are accepted).
+    #[arg(long = "type")]
+    kind: AccountType,
+    #[arg(long, default_value = "ACTIVE")]
+    status: AccountStatus,
+    /// The address deposits arrive at.
+    #[arg(long)]
+    address: String,
+    /// The chains the address is valid on, comma-separated.
+    #[arg(long, value_delimiter = ',', required = true)]
+    chains: Vec<Chain>,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DepositsCommand {
+    /// An account's deposits, newest first.
+    List {
+        #[arg(long)]
+        account_id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// One deposit by id.
+    Get {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum OrganizationsCommand {
+    /// Create an organization.
+    Create {
+        /// Letters, digits, `-` and `_`, up to 64.
+        #[arg(long)]
+        id: String,
+        /// A display name (default: the id).
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// List organizations.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ApiKeysCommand {
+    /// Create a key; its secret is printed once, alone on the last line.
+    Create {
+        #[arg(long)]
+        organization: String,
+        /// What the key is for; required.
+        #[arg(long)]
+        name: String,
+    },
+    /// List keys: names, ids, creation and revocation times, never secrets.
+    List {
+        #[arg(long)]
+        organization: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke a key: every later request with it gets `401`.
+    Revoke { id: String },
+}
+
+impl Cli {
+    pub async fn execute(self) -> anyhow::Result<std::process::ExitCode> {
+        let url = self.database_url;
+        match self.command {
+            Command::Migrate => {
+                Store::open(&url).await?;
+                println!("store is up to date");
+            }
+            Command::Run { only, chain_files, api } => {
+                let chains = chain_files.load()?;
+                index::run(Store::open(&url).await?, chains, only, api).await?;
+            }
+            Command::Serve { required, chain_files, api } => {
+                let chains = chain_files.load()?;
+                index::serve(Store::open(&url).await?, chains, required, api).await?;
+            }
+            Command::Backfill { chain, from, to, address, before, until, chain_files } => {
+                let config = chain_files.load()?.get(chain)?.clone();
+                let range = match address {
+                    Some(address) => index::Range::Address { address, before, until },
+                    None => index::Range::Blocks { from: from.unwrap_or_default(), to },
+                };
+                index::backfill(Store::open(&url).await?, config, range).await?;
+            }
+            Command::Health { required, chain_files, json } => {
+                let chains = chain_files.load()?;
+                return admin::health(&url, &chains, &required, json).await;
+            }
+            Command::Accounts(command) => admin::accounts(&Store::open(&url).await?, command).await?,
+            Command::Deposits(command) => admin::deposits(&Store::open(&url).await?, command).await?,
+            Command::Organizations(command) => {
+                admin::organizations(&Store::open(&url).await?, command).await?
+            }
+            Command::ApiKeys(command) => admin::api_keys(&Store::open(&url).await?, command).await?,
+        }
+        Ok(std::process::ExitCode::SUCCESS)
+    }
+}

@@ -1,0 +1,195 @@
+//! Operator health: whether the store answers and every chain's watcher keeps
+//! up. Computed from what the watchers record in the store, so `/readyz` of
+//! `run`, `/readyz` of a separate `serve` and `custody-indexer health` agree.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use crate::{
+    chain::Chain,
+    config::Chains,
+    deposit::{rfc3339, rfc3339_opt},
+    store::{ChainHealth, Store, StoreError},
+};
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub healthy: bool,
+    /// Why the whole service is unhealthy, beyond each chain's problems.
+    pub problems: Vec<String>,
+    pub store: StoreReport,
+    pub chains: Vec<ChainReport>,
+    #[serde(serialize_with = "rfc3339")]
+    pub checked_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StoreReport {
+    pub reachable: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ChainReport {
+    pub chain: Chain,
+    pub healthy: bool,
+    /// Why the chain is unhealthy; empty when healthy.
+    pub problems: Vec<String>,
+    pub head: Option<u64>,
+    pub indexed: Option<u64>,
+    pub lag: Option<u64>,
+    pub max_lag_blocks: u64,
+    #[serde(serialize_with = "rfc3339_opt")]
+    pub last_success_at: Option<DateTime<Utc>>,
+    pub stale_after_seconds: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    #[serde(serialize_with = "rfc3339_opt", skip_serializing_if = "Option::is_none")]
+    pub last_error_at: Option<DateTime<Utc>>,
+}
+
+/// Checks the store and the chains: `required` ones when given (a chain with
+/// no recorded step is unhealthy), else every configured chain a watcher has
+/// reported on.
+pub async fn check(store: &Store, chains: &Chains, required: &[Chain]) -> Report {
+    let now = Utc::now();
+    let recorded = match store.chain_health().await {
+        Ok(recorded) => recorded,
+        Err(error) => return unreachable(error),
+    };
+    let selected: Vec<Chain> = if required.is_empty() {
+        recorded.iter().map(|r| r.chain).filter(|c| chains.get(*c).is_ok()).collect()
+    } else {
+        required.to_vec()
+    };
+    let reports: Vec<ChainReport> = selected
+        .into_iter()
+        .filter_map(|chain| {
+            let config = chains.get(chain).ok()?;
+            let state = recorded.iter().find(|r| r.chain == chain);
+            Some(assess(chain, state, config.max_lag_blocks, config.stale_after, now))
+        })
+        .collect();
+    let mut problems = Vec::new();
+    if reports.is_empty() {
+        problems.push("no chain has recorded a scan yet: is `custody-indexer run` running?".to_string());
+    }
+    problems.extend(
+        reports.iter().filter(|c| !c.healthy).map(|c| format!("{}: {}", c.chain, c.problems.join("; "))),
+    );
+    Report {
+        healthy: problems.is_empty(),
+        problems,
+        store: StoreReport { reachable: true, error: None },
+        chains: reports,
+        checked_at: now,
+    }
+}
+
+/// The report when the store cannot be read.
+pub fn unreachable(error: StoreError) -> Report {
+    let error = format!("{:#}", anyhow::Error::from(error));
+    Report {
+        healthy: false,
+        problems: vec![format!("the store is unreachable: {error}")],
+        store: StoreReport { reachable: false, error: Some(error) },
+        chains: Vec::new(),
+        checked_at: Utc::now(),
+    }
+}
+
+/// Judges one chain's recorded state against its thresholds.
+pub fn assess(
+    chain: Chain,
+    state: Option<&ChainHealth>,
+    max_lag_blocks: u64,
+    stale_after: std::time::Duration,
+    now: DateTime<Utc>,
+) -> ChainReport {
+    let head = state.and_then(|s| s.head);
+    let indexed = state.and_then(|s| s.indexed);
+    let lag = head.zip(indexed).map(|(head, indexed)| head.saturating_sub(indexed));
+    let last_success_at = state.and_then(|s| s.checked_at);
+    let mut problems = Vec::new();
+    match last_success_at {
+        None => problems.push("no successful scan recorded".to_string()),
+        Some(at) => {
+            let age = (now - at).to_std().unwrap_or_default();
+            if age > stale_after {
+                problems.push(format!(
+                    "last successful scan {}s ago (limit {}s)",
+                    age.as_secs(),
+                    stale_after.as_secs()
+                ));
+            }
+        }
+    }
+    if let Some(lag) = lag.filter(|lag| *lag > max_lag_blocks) {
+        problems.push(format!("indexing trails the head by {lag} blocks (limit {max_lag_blocks})"));
+    }
+    let last_error_at = state.and_then(|s| s.last_error_at);
+    let error_is_current = last_error_at.is_some_and(|e| last_success_at.is_none_or(|ok| e > ok));
+    if !problems.is_empty()
+        && error_is_current
+        && let Some(error) = state.and_then(|s| s.last_error.as_deref())
+    {
+        problems.push(format!("last error: {error}"));
+    }
+    ChainReport {
+        chain,
+        healthy: problems.is_empty(),
+        problems,
+        head,
+        indexed,
+        lag,
+        max_lag_blocks,
+        last_success_at,
+        stale_after_seconds: stale_after.as_secs(),
+        last_error: state.and_then(|s| s.last_error.clone()),
+        last_error_at,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn state(head: u64, indexed: u64, seconds_ago: i64, now: DateTime<Utc>) -> ChainHealth {
+        ChainHealth {
+            chain: Chain::BaseSepolia,
+            head: Some(head),
+            indexed: Some(indexed),
+            checked_at: Some(now - chrono::Duration::seconds(seconds_ago)),
+            last_error: None,
+            last_error_kind: None,
+            last_error_at: None,
+        }
+    }
+
+    #[test]
+    fn judges_lag_staleness_and_absence() {
+        let now = Utc::now();
+        let limit = Duration::from_secs(60);
+        let fresh = assess(Chain::BaseSepolia, Some(&state(1000, 990, 5, now)), 100, limit, now);
+        assert!(fresh.healthy, "{:?}", fresh.problems);
+        assert_eq!(fresh.lag, Some(10));
+
+        let lagging = assess(Chain::BaseSepolia, Some(&state(1000, 800, 5, now)), 100, limit, now);
+        assert!(!lagging.healthy);
+        assert_eq!(lagging.problems, ["indexing trails the head by 200 blocks (limit 100)"]);
+
+        let mut stale = state(1000, 1000, 120, now);
+        stale.last_error = Some("rpc eth_blockNumber failed on BASE_SEPOLIA: connection refused".into());
+        stale.last_error_at = Some(now - chrono::Duration::seconds(1));
+        let stale = assess(Chain::BaseSepolia, Some(&stale), 100, limit, now);
+        assert!(!stale.healthy);
+        assert_eq!(stale.problems[0], "last successful scan 120s ago (limit 60s)");
+        assert!(stale.problems[1].contains("connection refused"), "{:?}", stale.problems);
+
+        let never = assess(Chain::BaseSepolia, None, 100, limit, now);
+        assert_eq!(never.problems, ["no successful scan recorded"]);
+    }
+}

@@ -1,0 +1,185 @@
+//! Organizations and their API keys. Every API read and write is scoped to the
+//! organization of the key that made it.
+
+use chrono::{DateTime, Utc};
+use sqlx::{Row, any::AnyRow};
+
+use super::{Store, StoreError, now_micros, time};
+
+/// Active (unrevoked) API keys an organization may hold at once.
+pub const MAX_API_KEYS: i64 = 50;
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Organization {
+    pub id: String,
+    pub name: String,
+    #[serde(serialize_with = "crate::deposit::rfc3339")]
+    pub created_at: DateTime<Utc>,
+}
+
+/// An API key as listed: never its secret.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ApiKey {
+    pub id: String,
+    pub organization_id: String,
+    pub name: String,
+    #[serde(serialize_with = "crate::deposit::rfc3339")]
+    pub created_at: DateTime<Utc>,
+    #[serde(serialize_with = "crate::deposit::rfc3339_opt", skip_serializing_if = "Option::is_none")]
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+impl Store {
+    /// Creates an organization. Ids are short machine names: letters, digits,
+    /// `-` and `_`.
+    pub async fn create_organization(
+        &self,
+        id: &str,
+        name: Option<&str>,
+    ) -> Result<Organization, StoreError> {
+        let valid = !id.is_empty()
+            && id.len() <= 64
+            && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        if !valid {
+            return Err(StoreError::Invalid(format!(
+                "organization id {id:?} must be 1 to 64 letters, digits, '-' or '_'"
+            )));
+        }
+        let name = name.unwrap_or(id);
+        let created_at = now_micros();
+        let inserted = sqlx::query(
+            "INSERT INTO organizations (id, name, created_at) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING",
+        )
+        .bind(id)
+        .bind(name)
+        .bind(created_at)
+        .execute(&self.pool)
+        .await?;
+        if inserted.rows_affected() == 0 {
+            return Err(StoreError::Conflict(format!("organization {id} already exists")));
+        }
+        Ok(Organization { id: id.into(), name: name.into(), created_at: time(created_at)? })
+    }
+
+    pub async fn organizations(&self) -> Result<Vec<Organization>, StoreError> {
+        let rows = sqlx::query("SELECT id, name, created_at FROM organizations ORDER BY id")
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(Organization {
+                    id: r.try_get("id")?,
+                    name: r.try_get("name")?,
+                    created_at: time(r.try_get("created_at")?)?,
+                })
+            })
+            .collect()
+    }
+
+    /// Stores a key's hash under its organization; refused beyond
+    /// [`MAX_API_KEYS`] active keys.
+    pub async fn create_api_key(
+        &self,
+        organization: &str,
+        name: &str,
+        id: &str,
+        secret_hash: &str,
+    ) -> Result<ApiKey, StoreError> {
+        if name.trim().is_empty() {
+            return Err(StoreError::Invalid("an API key needs a name".into()));
+        }
+        let mut tx = self.begin().await?;
+        // Touching the organization's row serialises key creation per
+        // organization on PostgreSQL, so two creations cannot both pass the count.
+        let locked = sqlx::query("UPDATE organizations SET name = name WHERE id = $1")
+            .bind(organization)
+            .execute(&mut *tx)
+            .await?;
+        if locked.rows_affected() == 0 {
+            return Err(StoreError::NotFound(format!("organization {organization}")));
+        }
+        let active: i64 = sqlx::query(
+            "SELECT COUNT(*) AS n FROM api_keys WHERE organization_id = $1 AND revoked_at IS NULL",
+        )
+        .bind(organization)
+        .fetch_one(&mut *tx)
+        .await?
+        .try_get("n")?;
+        if active >= MAX_API_KEYS {
+            return Err(StoreError::Conflict(format!(
+                "organization {organization} already has {MAX_API_KEYS} active API keys; revoke one first"
+            )));
+        }
+        let created_at = now_micros();
+        sqlx::query(
+            "INSERT INTO api_keys (id, organization_id, name, secret_hash, created_at) VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(id)
+        .bind(organization)
+        .bind(name)
+        .bind(secret_hash)
+        .bind(created_at)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(ApiKey {
+            id: id.into(),
+            organization_id: organization.into(),
+            name: name.into(),
+            created_at: time(created_at)?,
+            revoked_at: None,
+        })
+    }
+
+    /// Keys, oldest first, optionally of one organization; revoked ones included.
+    pub async fn api_keys(&self, organization: Option<&str>) -> Result<Vec<ApiKey>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, organization_id, name, created_at, revoked_at FROM api_keys
+             WHERE ($1 IS NULL OR organization_id = $1) ORDER BY created_at, id",
+        )
+        .bind(organization)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(api_key).collect()
+    }
+
+    /// Revokes a key: every later request with it is refused. Revoking a
+    /// revoked key changes nothing.
+    pub async fn revoke_api_key(&self, id: &str) -> Result<ApiKey, StoreError> {
+        sqlx::query("UPDATE api_keys SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL")
+            .bind(now_micros())
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        let row = sqlx::query(
+            "SELECT id, organization_id, name, created_at, revoked_at FROM api_keys WHERE id = $1",
+        )
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?
+        .ok_or_else(|| StoreError::NotFound(format!("API key {id}")))?;
+        api_key(&row)
+    }
+
+    /// An active key and its stored hash, for authentication.
+    pub async fn active_api_key(&self, id: &str) -> Result<Option<(ApiKey, String)>, StoreError> {
+        let row = sqlx::query(
+            "SELECT id, organization_id, name, created_at, revoked_at, secret_hash FROM api_keys
+             WHERE id = $1 AND revoked_at IS NULL",
+        )
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|r| Ok((api_key(&r)?, r.try_get("secret_hash")?))).transpose()
+    }
+}
+
+fn api_key(row: &AnyRow) -> Result<ApiKey, StoreError> {
+    Ok(ApiKey {
+        id: row.try_get("id")?,
+        organization_id: row.try_get("organization_id")?,
+        name: row.try_get("name")?,
+        created_at: time(row.try_get("created_at")?)?,
+        revoked_at: row.try_get::<Option<i64>, _>("revoked_at")?.map(time).transpose()?,
+    })
+}

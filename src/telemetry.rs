@@ -1,0 +1,101 @@
+//! Metrics in the Prometheus text format. Watchers record through the
+//! `metrics` facade as they work; what lives in the store (deposits by
+//! status, each chain's last reported state, reorgs) is read at every scrape,
+//! so a `serve` process that indexes nothing reports it too.
+
+use std::sync::OnceLock;
+
+use metrics::{Unit, describe_counter, describe_gauge, gauge};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+
+use crate::{config::Chains, deposit::DepositStatus, store::Store};
+
+static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+
+/// Installs the process's Prometheus recorder on first use and returns its
+/// handle. Metrics recorded before the first call are lost, so `run` and
+/// `serve` call this before anything starts.
+pub fn prometheus() -> PrometheusHandle {
+    HANDLE
+        .get_or_init(|| {
+            let recorder = PrometheusBuilder::new().build_recorder();
+            let handle = recorder.handle();
+            // Another recorder may be installed when embedded; the handle then renders only ours.
+            let _ = metrics::set_global_recorder(recorder);
+            describe();
+            handle
+        })
+        .clone()
+}
+
+fn describe() {
+    describe_gauge!(
+        "custody_indexer_head_block",
+        "The chain head the watcher last saw (Solana: confirmed slot)"
+    );
+    describe_gauge!("custody_indexer_indexed_block", "The highest block (slot) indexed");
+    describe_gauge!("custody_indexer_lag_blocks", "Blocks (slots) between the head and the indexed height");
+    describe_gauge!(
+        "custody_indexer_last_success_timestamp_seconds",
+        Unit::Seconds,
+        "When a watcher step (and its RPC calls) last succeeded"
+    );
+    describe_gauge!(
+        "custody_indexer_chain_healthy",
+        "1 when the chain is within its lag and staleness limits"
+    );
+    describe_gauge!("custody_indexer_deposits", "Deposits in the store by chain and status");
+    describe_gauge!("custody_indexer_reorgs_recorded", "Reorgs recorded in the store by chain");
+    describe_counter!(
+        "custody_indexer_rpc_errors_total",
+        "Failed watcher steps by chain and kind of failure"
+    );
+    describe_counter!("custody_indexer_reorgs_total", "Reorgs this process detected");
+    describe_counter!("custody_indexer_deep_reorgs_total", "Reorgs below a confirmed deposit");
+}
+
+/// Refreshes the store-backed gauges and renders every metric.
+pub async fn render(store: &Store, chains: &Chains, required: &[crate::chain::Chain]) -> String {
+    let handle = prometheus();
+    let report = crate::health::check(store, chains, required).await;
+    for chain in &report.chains {
+        let label = chain.chain.as_str();
+        if let Some(head) = chain.head {
+            gauge!("custody_indexer_head_block", "chain" => label).set(head as f64);
+        }
+        if let Some(indexed) = chain.indexed {
+            gauge!("custody_indexer_indexed_block", "chain" => label).set(indexed as f64);
+        }
+        if let Some(lag) = chain.lag {
+            gauge!("custody_indexer_lag_blocks", "chain" => label).set(lag as f64);
+        }
+        if let Some(at) = chain.last_success_at {
+            gauge!("custody_indexer_last_success_timestamp_seconds", "chain" => label)
+                .set(at.timestamp() as f64);
+        }
+        gauge!("custody_indexer_chain_healthy", "chain" => label).set(if chain.healthy { 1.0 } else { 0.0 });
+    }
+    if let Ok(counts) = store.deposit_counts().await {
+        for count in &counts {
+            gauge!("custody_indexer_deposits", "chain" => count.chain.as_str(), "status" => count.status.as_str())
+                .set(count.count as f64);
+        }
+        // A status that no deposit has any more reads 0 rather than its last count.
+        let active: std::collections::BTreeSet<_> =
+            counts.iter().map(|c| c.chain).chain(report.chains.iter().map(|c| c.chain)).collect();
+        for chain in active {
+            for status in [DepositStatus::Pending, DepositStatus::Confirmed, DepositStatus::Failed] {
+                if !counts.iter().any(|c| c.chain == chain && c.status == status) {
+                    gauge!("custody_indexer_deposits", "chain" => chain.as_str(), "status" => status.as_str())
+                        .set(0.0);
+                }
+            }
+        }
+    }
+    if let Ok(reorgs) = store.reorg_counts().await {
+        for (chain, count) in reorgs {
+            gauge!("custody_indexer_reorgs_recorded", "chain" => chain.as_str()).set(count as f64);
+        }
+    }
+    handle.render()
+}

@@ -1,0 +1,83 @@
+//! The HTTP API on a random port over a fresh store (`spawn_app`), and a
+//! client that returns each answer's status, headers and JSON body.
+
+use alloy::transports::http::reqwest;
+use custody_indexer::{
+    api::{self, ApiState, RateLimit},
+    api_key,
+    chain::Chain,
+    config::Chains,
+    store::Store,
+};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::db::{Backend, TestDb};
+
+pub struct App {
+    pub base: String,
+    pub db: TestDb,
+    shutdown: CancellationToken,
+}
+
+/// One HTTP answer.
+#[derive(Debug)]
+pub struct Answer {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: Value,
+}
+
+impl App {
+    pub fn store(&self) -> &Store {
+        &self.db.store
+    }
+
+    /// Creates `organization` (if new) and a key of it; returns the token.
+    pub async fn key(&self, organization: &str) -> String {
+        if !self.store().organizations().await.unwrap().iter().any(|o| o.id == organization) {
+            self.store().create_organization(organization, None).await.unwrap();
+        }
+        let secret = api_key::generate();
+        self.store().create_api_key(organization, "test", &secret.id, &secret.hash).await.unwrap();
+        secret.token
+    }
+
+    pub async fn get(&self, path: &str, token: &str) -> Answer {
+        self.request(reqwest::Method::GET, path, Some(token)).await
+    }
+
+    pub async fn request(&self, method: reqwest::Method, path: &str, token: Option<&str>) -> Answer {
+        send(method, &format!("{}{path}", self.base), token).await
+    }
+}
+
+pub async fn send(method: reqwest::Method, url: &str, token: Option<&str>) -> Answer {
+    let mut request = reqwest::Client::new().request(method, url);
+    if let Some(token) = token {
+        request = request.header("authorization", format!("Bearer {token}"));
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let text = response.text().await.unwrap();
+    let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    Answer { status, headers, body }
+}
+
+impl Drop for App {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+/// Serves the API over a fresh store of `backend` on a random port.
+pub async fn spawn_app(backend: Backend, chains: Chains, rate_limit: RateLimit) -> App {
+    let db = TestDb::new(backend).await;
+    let listener = api::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let state = ApiState::new(db.store.clone(), chains, Vec::<Chain>::new(), rate_limit);
+    let shutdown = CancellationToken::new();
+    tokio::spawn(api::serve(listener, state, shutdown.clone()));
+    App { base, db, shutdown }
+}
