@@ -34,6 +34,24 @@ fn organization_with_key(env: &Env) -> String {
     secret
 }
 
+/// An account of `acme` with one address on the test chain.
+fn add_account(env: &Env, id: &str, kind: &str, address: &str) {
+    env.ok(&["accounts", "add", "--organization", "acme", "--account-id", id, "--identity-id", "identity-1"]
+        .into_iter()
+        .chain(["--type", kind, "--address", address, "--chains", CHAIN.as_str()])
+        .collect::<Vec<_>>());
+}
+
+/// `run` or `serve` of the test chain on `port`, logging to a file of the test's directory.
+fn listen(env: &Env, command: &str, port: u16) -> std::process::Child {
+    let log = std::fs::File::create(env.dir.path().join(format!("{command}.log"))).unwrap();
+    env.command(&[command, "--chain", CHAIN.as_str(), "--listen", &format!("127.0.0.1:{port}")])
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap()
+}
+
 async fn get(port: u16, path: &str, key: Option<&str>) -> Answer {
     send(Method::GET, &format!("http://127.0.0.1:{port}{path}"), key).await
 }
@@ -63,30 +81,9 @@ async fn run_serves_what_it_indexes_and_reports_its_health() {
             env.database_url = db.url.clone();
         }
         let key = organization_with_key(&env);
-        env.ok(&[
-            "accounts",
-            "add",
-            "--organization",
-            "acme",
-            "--account-id",
-            "alice",
-            "--identity-id",
-            "id-1",
-            "--type",
-            "SEGREGATED",
-            "--address",
-            &alice.to_string(),
-            "--chains",
-            CHAIN.as_str(),
-        ]);
+        add_account(&env, "alice", "SEGREGATED", &alice.to_string());
         let port = dead_port();
-        let log = std::fs::File::create(env.dir.path().join("run.log")).unwrap();
-        let mut run = env
-            .command(&["run", "--chain", CHAIN.as_str(), "--listen", &format!("127.0.0.1:{port}")])
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
+        let mut run = listen(&env, "run", port);
 
         anvil.send_eth(outsider, alice, U256::from(ETH + ETH / 2)).await;
         token.transfer(alice, U256::from(2_500_000u64)).from(outsider).mined().await;
@@ -212,28 +209,9 @@ async fn health_fails_when_the_store_cannot_be_read() {
 async fn serve_answers_from_the_store_without_indexing() {
     let env = Env::with_chain_file(&chain_toml(&["http://127.0.0.1:1".into()], None, ""));
     let key = organization_with_key(&env);
-    env.ok(&[
-        "accounts",
-        "add",
-        "--organization",
-        "acme",
-        "--account-id",
-        "a1",
-        "--identity-id",
-        "i1",
-        "--type",
-        "LEDGER",
-        "--address",
-        &Address::repeat_byte(7).to_string(),
-        "--chains",
-        CHAIN.as_str(),
-    ]);
+    add_account(&env, "a1", "LEDGER", &Address::repeat_byte(7).to_string());
     let port = dead_port();
-    let mut serve = env
-        .command(&["serve", "--chain", CHAIN.as_str(), "--listen", &format!("127.0.0.1:{port}")])
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut serve = listen(&env, "serve", port);
     let account = eventually(Duration::from_secs(10), "serve to answer", || async {
         let client = alloy::transports::http::reqwest::Client::new();
         client.get(format!("http://127.0.0.1:{port}/healthz")).send().await.ok()?;

@@ -7,14 +7,17 @@ mod common;
 
 use std::path::Path;
 
+use alloy::primitives::U256;
 use common::{
     Backend, TestDb,
     solana::{SOL, SolanaNode, TOKEN, TOKEN_2022, ata, create_ata, mint_to, transfer_checked, transfer_sol},
 };
 use custody_indexer::{
     account::{AccountAddress, AccountStatus, AccountType},
+    amount::Amount,
+    assets::{AssetType, BalanceReader},
     chain::Chain,
-    config::ChainConfig,
+    config::{ChainConfig, Chains},
     deposit::{DepositStatus, SourceType},
     evm::Tick,
     solana::SolanaWatcher,
@@ -323,4 +326,43 @@ async fn a_node_of_another_cluster_is_refused() {
     let error = SolanaWatcher::connect(config, db.store.clone()).await.err().expect("refused");
     assert!(matches!(error, custody_indexer::watcher::WatchError::WrongCluster { .. }), "{error}");
     assert!(!error.is_retryable());
+}
+
+#[tokio::test]
+async fn balances_are_read_from_the_cluster() {
+    let node = SolanaNode::start().await;
+    let alice = Keypair::new();
+    let bob = Keypair::new().pubkey();
+    let (mints, _) = make_transfers(&node, &alice, &bob).await;
+    let db = TestDb::new(Backend::Sqlite).await;
+    add_wallet(&db.store, "alice", &alice.pubkey()).await;
+    let account = db.store.account("alice").await.unwrap();
+
+    let mut chains = Chains::default();
+    chains.insert(chain_config(&node, &mints, "blocks"));
+    let reader = BalanceReader::new(chains);
+    let lamports = node.rpc.get_balance(&alice.pubkey()).await.unwrap();
+    let balances = reader.balances(&account, None, |_, _| U256::ZERO).await.unwrap();
+    let rows: Vec<(&str, &str, &str, AssetType)> = balances
+        .iter()
+        .map(|b| (b.symbol.as_str(), b.total.as_str(), b.available.as_str(), b.kind))
+        .collect();
+    let sol = Amount::from_raw(U256::from(lamports), 9).to_string();
+    assert_eq!(
+        rows,
+        [
+            ("SOL", sol.as_str(), sol.as_str(), AssetType::Base),
+            ("TUSD", "3.5", "3.5", AssetType::SplToken),
+            ("T22", "0.01", "0.01", AssetType::SplToken),
+        ],
+        "the unlisted mint is not a balance"
+    );
+    assert!(balances.iter().all(|b| b.chain == CHAIN));
+    assert_eq!(balances[1].contract_address, mints.usd.to_string());
+
+    // What transfers in flight hold is not available.
+    let held = |_: Chain, symbol: &str| if symbol == "TUSD" { U256::from(500_000u64) } else { U256::ZERO };
+    let balances = reader.balances(&account, Some(CHAIN), held).await.unwrap();
+    assert_eq!((balances[1].total.as_str(), balances[1].available.as_str()), ("3.5", "3"));
+    assert!(reader.balances(&account, Some(Chain::SolanaMainnet), held).await.unwrap().is_empty());
 }

@@ -21,7 +21,7 @@ pub struct TestDb {
     postgres: Option<(String, String)>,
 }
 
-fn admin_url() -> String {
+pub fn admin_url() -> String {
     std::env::var("TEST_DATABASE_URL").unwrap_or_else(|_| DEFAULT_TEST_DATABASE_URL.into())
 }
 
