@@ -7,6 +7,7 @@
 mod accounts;
 mod assets;
 mod auth;
+mod body;
 mod deposits;
 mod error;
 mod ops;
@@ -25,6 +26,7 @@ use utoipa::{
 };
 use utoipa_axum::{router::OpenApiRouter, routes};
 
+pub use body::Body;
 pub use error::{ApiError, ErrorBody};
 
 use crate::{assets::BalanceReader, chain::Chain, config::Chains, store::Store};

@@ -220,7 +220,7 @@ impl Store {
         let rows = sqlx::query(&format!(
             "SELECT {DEPOSIT_COLUMNS} FROM deposits
              WHERE account_id = $1
-               AND account_id IN (SELECT id FROM accounts WHERE organization_id = $2)
+               AND EXISTS (SELECT 1 FROM accounts a WHERE a.id = deposits.account_id AND a.organization_id = $2)
                AND ($3 IS NULL OR chain = $3)
                AND ($4 IS NULL OR currency_symbol = $4)
                AND ($5 IS NULL OR created_at >= $5)
@@ -247,7 +247,8 @@ impl Store {
     pub async fn organization_deposit(&self, organization: &str, id: &str) -> Result<Deposit, StoreError> {
         let row = sqlx::query(&format!(
             "SELECT {DEPOSIT_COLUMNS} FROM deposits
-             WHERE id = $1 AND account_id IN (SELECT id FROM accounts WHERE organization_id = $2)"
+             WHERE id = $1
+               AND EXISTS (SELECT 1 FROM accounts a WHERE a.id = deposits.account_id AND a.organization_id = $2)"
         ))
         .bind(id)
         .bind(organization)
