@@ -12,6 +12,7 @@ pub mod chain;
 pub mod cli;
 pub mod config;
 pub mod deposit;
+pub mod events;
 pub mod evm;
 pub mod health;
 pub mod redact;

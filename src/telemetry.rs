@@ -50,6 +50,11 @@ fn describe() {
         "custody_indexer_rpc_errors_total",
         "Failed watcher steps by chain and kind of failure"
     );
+    describe_gauge!(
+        "custody_indexer_webhook_backlog",
+        "Webhook deliveries not yet done (pending or retrying)"
+    );
+    describe_counter!("custody_indexer_webhook_deliveries_total", "Delivery attempts by outcome");
     describe_counter!("custody_indexer_reorgs_total", "Reorgs this process detected");
     describe_counter!("custody_indexer_deep_reorgs_total", "Reorgs below a confirmed deposit");
 }
@@ -91,6 +96,9 @@ pub async fn render(store: &Store, chains: &Chains, required: &[crate::chain::Ch
                 }
             }
         }
+    }
+    if let Ok(backlog) = store.delivery_backlog().await {
+        gauge!("custody_indexer_webhook_backlog").set(backlog as f64);
     }
     if let Ok(reorgs) = store.reorg_counts().await {
         for (chain, count) in reorgs {

@@ -21,7 +21,7 @@ use custody_indexer::{
     deposit::{Detected, Position},
     store::{CursorMove, MAX_API_KEYS, NewAccount, ScanCommit, StoreError},
 };
-use serde_json::Value;
+use serde_json::{Value, json};
 
 const EVM: Chain = Chain::BaseSepolia;
 const BOB: &str = "0x2222222222222222222222222222222222222222";
@@ -161,7 +161,86 @@ async fn another_organizations_data_is_not_found_on_every_endpoint() {
         assert_eq!(app.get("/v2/accounts/acme-1", &acme).await.status, 200);
         let identities = app.get("/v2/accounts?identity_ids=identity-a,identity-g", &globex).await;
         assert_eq!(ids(&identities.body, "accounts"), ["globex-1"]);
+
+        // Webhooks and events.
+        let hook = app.post("/v2/webhooks", &acme, &json!({ "url": "https://93.184.215.14/hook" })).await;
+        assert_eq!(hook.status, 201, "{:?}", hook.body);
+        let hook = hook.body["id"].as_str().unwrap().to_string();
+        assert_eq!(ids(&app.get("/v2/webhooks", &acme).await.body, "webhooks"), std::slice::from_ref(&hook));
+        assert!(ids(&app.get("/v2/webhooks", &globex).await.body, "webhooks").is_empty());
+        assert_error(
+            &app.post(&format!("/v2/webhooks/{hook}/rotate-signing-key"), &globex, &json!({})).await,
+            404,
+            "NOT_FOUND",
+        );
+        assert_error(
+            &app.request(Method::DELETE, &format!("/v2/webhooks/{hook}"), Some(&globex)).await,
+            404,
+            "NOT_FOUND",
+        );
+        let events = app.get("/v2/events", &acme).await;
+        let acme_events = ids(&events.body, "events");
+        assert_eq!(acme_events.len(), 1, "{backend:?}: the deposit's PENDING event");
+        assert!(ids(&app.get("/v2/events", &globex).await.body, "events").is_empty());
+        assert_error(
+            &app.get(&format!("/v2/events?after={}", acme_events[0]), &globex).await,
+            404,
+            "NOT_FOUND",
+        );
+        let deleted = app.request(Method::DELETE, &format!("/v2/webhooks/{hook}"), Some(&acme)).await;
+        assert_eq!((deleted.status, deleted.body.clone()), (200, json!({})));
+        assert!(ids(&app.get("/v2/webhooks", &acme).await.body, "webhooks").is_empty());
     }
+}
+
+#[tokio::test]
+async fn webhooks_need_a_public_https_url_and_show_their_secret_once() {
+    let app = app(Backend::Sqlite).await;
+    let key = app.key("acme").await;
+    for (body, mentions) in [
+        (json!({ "url": "https://127.0.0.1/hook" }), "may not reach"),
+        (json!({ "url": "https://10.1.2.3/hook" }), "may not reach"),
+        (json!({ "url": "https://169.254.169.254/latest/meta-data/" }), "may not reach"),
+        (json!({ "url": "https://localhost/hook" }), "may not reach"),
+        (json!({ "url": "http://93.184.215.14/hook" }), "https"),
+        (json!({ "url": "not a url" }), "valid URL"),
+        (json!({ "url": "https://93.184.215.14/hook", "signingSecret": "x" }), "signingSecret"),
+        (json!({ "URL": "https://93.184.215.14/hook" }), "URL"),
+        (json!({ "label": "no url" }), "url"),
+    ] {
+        let answer = app.post("/v2/webhooks", &key, &body).await;
+        assert_error(&answer, 400, "INVALID_REQUEST");
+        assert!(answer.body["message"].as_str().unwrap().contains(mentions), "{body}: {:?}", answer.body);
+    }
+    let created = app
+        .post("/v2/webhooks", &key, &json!({ "url": "https://93.184.215.14/hook", "label": "ledger" }))
+        .await;
+    assert_eq!(created.status, 201);
+    let secret = created.body["signing_secret"].as_str().unwrap();
+    assert!(secret.starts_with("whsec_"));
+    let fields: BTreeSet<&str> = created.body.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(
+        fields,
+        BTreeSet::from([
+            "created_at",
+            "id",
+            "label",
+            "signing_key_created_at",
+            "signing_key_id",
+            "signing_secret",
+            "status",
+            "url"
+        ])
+    );
+    let listed = app.get("/v2/webhooks", &key).await;
+    assert_eq!(listed.body["webhooks"][0]["status"], "ACTIVE");
+    assert!(!listed.body.to_string().contains(secret), "a listing never shows the secret");
+    let id = created.body["id"].as_str().unwrap();
+    let rotated = app.post(&format!("/v2/webhooks/{id}/rotate-signing-key"), &key, &json!({})).await;
+    assert_eq!(rotated.status, 200);
+    assert_ne!(rotated.body["signing_secret"], secret);
+    assert_ne!(rotated.body["signing_key_id"], created.body["signing_key_id"]);
+    assert!(rotated.body["previous_key_expires_at"].is_string());
 }
 
 #[tokio::test]
@@ -488,11 +567,26 @@ async fn the_openapi_document_matches_the_routes_and_resources() {
             "/v2/assets",
             "/v2/crypto/deposits",
             "/v2/crypto/deposits/{deposit_id}",
+            "/v2/events",
+            "/v2/webhooks",
+            "/v2/webhooks/{webhook_id}",
+            "/v2/webhooks/{webhook_id}/rotate-signing-key",
         ])
     );
     // Every documented operation is served (neither 404 nor 405).
+    let hook = |label: &'static str| {
+        let store = app.store().clone();
+        async move {
+            store.create_webhook("acme", "https://93.184.215.14/hook", label, "whsec_AAAA").await.unwrap().id
+        }
+    };
+    let (deleted, rotated) = (hook("deleted").await, hook("rotated").await);
     for (path, operations) in paths {
-        let concrete = path.replace("{account_id}", "acct").replace("{deposit_id}", &deposit_id);
+        let webhook = if path.ends_with("rotate-signing-key") { &rotated } else { &deleted };
+        let concrete = path
+            .replace("{account_id}", "acct")
+            .replace("{deposit_id}", &deposit_id)
+            .replace("{webhook_id}", webhook);
         let concrete =
             if concrete == "/v2/crypto/deposits" { format!("{concrete}?account_id=acct") } else { concrete };
         for method in operations.as_object().unwrap().keys() {

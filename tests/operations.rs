@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::{process::Stdio, time::Duration};
+use std::time::Duration;
 
 use alloy::{
     primitives::{Address, U256},
@@ -24,33 +24,6 @@ use common::{
 use custody_indexer::amount::Amount;
 
 const ETH: u64 = 1_000_000_000_000_000_000;
-
-/// An organization `acme` with one key; returns the key's secret.
-fn organization_with_key(env: &Env) -> String {
-    env.ok(&["organizations", "create", "--id", "acme", "--name", "Acme Treasury"]);
-    let out = env.ok(&["api-keys", "create", "--organization", "acme", "--name", "monitoring"]);
-    let secret = out.lines().last().unwrap().to_string();
-    assert!(secret.starts_with("cik_") && !secret.contains(' '), "{out}");
-    secret
-}
-
-/// An account of `acme` with one address on the test chain.
-fn add_account(env: &Env, id: &str, kind: &str, address: &str) {
-    env.ok(&["accounts", "add", "--organization", "acme", "--account-id", id, "--identity-id", "identity-1"]
-        .into_iter()
-        .chain(["--type", kind, "--address", address, "--chains", CHAIN.as_str()])
-        .collect::<Vec<_>>());
-}
-
-/// `run` or `serve` of the test chain on `port`, logging to a file of the test's directory.
-fn listen(env: &Env, command: &str, port: u16) -> std::process::Child {
-    let log = std::fs::File::create(env.dir.path().join(format!("{command}.log"))).unwrap();
-    env.command(&[command, "--chain", CHAIN.as_str(), "--listen", &format!("127.0.0.1:{port}")])
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .unwrap()
-}
 
 async fn get(port: u16, path: &str, key: Option<&str>) -> Answer {
     send(Method::GET, &format!("http://127.0.0.1:{port}{path}"), key).await
@@ -80,10 +53,10 @@ async fn run_serves_what_it_indexes_and_reports_its_health() {
         if backend == Backend::Postgres {
             env.database_url = db.url.clone();
         }
-        let key = organization_with_key(&env);
-        add_account(&env, "alice", "SEGREGATED", &alice.to_string());
+        let key = env.organization_with_key();
+        env.add_account_of("acme", "alice", "SEGREGATED", &alice.to_string(), CHAIN);
         let port = dead_port();
-        let mut run = listen(&env, "run", port);
+        let mut run = env.listen("run", CHAIN, port, &[]);
 
         anvil.send_eth(outsider, alice, U256::from(ETH + ETH / 2)).await;
         token.transfer(alice, U256::from(2_500_000u64)).from(outsider).mined().await;
@@ -208,10 +181,10 @@ async fn health_fails_when_the_store_cannot_be_read() {
 #[tokio::test]
 async fn serve_answers_from_the_store_without_indexing() {
     let env = Env::with_chain_file(&chain_toml(&["http://127.0.0.1:1".into()], None, ""));
-    let key = organization_with_key(&env);
-    add_account(&env, "a1", "LEDGER", &Address::repeat_byte(7).to_string());
+    let key = env.organization_with_key();
+    env.add_account_of("acme", "a1", "LEDGER", &Address::repeat_byte(7).to_string(), CHAIN);
     let port = dead_port();
-    let mut serve = listen(&env, "serve", port);
+    let mut serve = env.listen("serve", CHAIN, port, &[]);
     let account = eventually(Duration::from_secs(10), "serve to answer", || async {
         let client = alloy::transports::http::reqwest::Client::new();
         client.get(format!("http://127.0.0.1:{port}/healthz")).send().await.ok()?;
@@ -229,7 +202,7 @@ async fn serve_answers_from_the_store_without_indexing() {
 #[tokio::test]
 async fn keys_are_shown_once_limited_to_fifty_and_revocable() {
     let env = Env::with_chain_file(&chain_toml(&["http://127.0.0.1:1".into()], None, ""));
-    let secret = organization_with_key(&env);
+    let secret = env.organization_with_key();
     let listed = env.ok(&["api-keys", "list", "--json"]);
     let keys: serde_json::Value = serde_json::from_str(&listed).unwrap();
     let id = keys[0]["id"].as_str().unwrap().to_string();

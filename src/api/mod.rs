@@ -12,8 +12,9 @@ mod deposits;
 mod error;
 mod ops;
 mod params;
+mod webhooks;
 
-use std::{net::SocketAddr, num::NonZeroU32, sync::Arc};
+use std::{net::SocketAddr, num::NonZeroU32, sync::Arc, time::Duration};
 
 use axum::{Router, middleware};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
@@ -29,7 +30,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 pub use body::Body;
 pub use error::{ApiError, ErrorBody};
 
-use crate::{assets::BalanceReader, chain::Chain, config::Chains, store::Store};
+use crate::{assets::BalanceReader, chain::Chain, config::Chains, events::url::Policy, store::Store};
 
 /// Requests per second each API key may make, with bursts up to `burst`.
 #[derive(Debug, Clone, Copy)]
@@ -56,7 +57,13 @@ struct Inner {
     limiter: DefaultKeyedRateLimiter<String>,
     /// The chains `/readyz` requires; empty: every chain with a recorded step.
     required: Vec<Chain>,
+    webhook_policy: Policy,
+    /// How long a rotated-out signing key keeps signing.
+    key_overlap: Duration,
 }
+
+/// How long the previous signing key stays valid after a rotation.
+pub const DEFAULT_KEY_OVERLAP: Duration = Duration::from_secs(24 * 3600);
 
 impl ApiState {
     pub fn new(store: Store, chains: Chains, required: Vec<Chain>, rate_limit: RateLimit) -> Self {
@@ -66,6 +73,8 @@ impl ApiState {
             balances: BalanceReader::new(chains),
             limiter: RateLimiter::keyed(quota),
             required,
+            webhook_policy: Policy::from_env(),
+            key_overlap: DEFAULT_KEY_OVERLAP,
         }))
     }
 
@@ -109,6 +118,10 @@ fn v2() -> (Router<ApiState>, utoipa::openapi::OpenApi) {
         .routes(routes!(accounts::get))
         .routes(routes!(assets::balances))
         .routes(routes!(assets::list))
+        .routes(routes!(webhooks::create, webhooks::list))
+        .routes(routes!(webhooks::delete))
+        .routes(routes!(webhooks::rotate))
+        .routes(routes!(webhooks::events))
         .split_for_parts()
 }
 

@@ -13,6 +13,7 @@ use crate::{
     api::{self, ApiState},
     chain::{Chain, Family},
     config::{ChainConfig, Chains},
+    events::{self, delivery::DeliveryConfig},
     evm::EvmWatcher,
     solana::SolanaWatcher,
     store::Store,
@@ -20,7 +21,13 @@ use crate::{
     watcher::WatchError,
 };
 
-pub async fn run(store: Store, chains: Chains, only: Vec<Chain>, api: ApiOptions) -> anyhow::Result<()> {
+pub async fn run(
+    store: Store,
+    chains: Chains,
+    only: Vec<Chain>,
+    api: ApiOptions,
+    delivery: DeliveryConfig,
+) -> anyhow::Result<()> {
     let selected: Vec<ChainConfig> = if only.is_empty() {
         chains.iter().cloned().collect()
     } else {
@@ -39,6 +46,13 @@ pub async fn run(store: Store, chains: Chains, only: Vec<Chain>, api: ApiOptions
     let mut tasks = tokio::task::JoinSet::new();
     let server = shutdown.clone();
     tasks.spawn(async move { api::serve(listener, state, server).await.context("the HTTP API stopped") });
+    if delivery.concurrency > 0 {
+        let (store, shutdown) = (store.clone(), shutdown.clone());
+        tasks.spawn(async move {
+            events::delivery::run(store, delivery, shutdown).await;
+            Ok(())
+        });
+    }
     for config in selected {
         let store = store.clone();
         let shutdown = shutdown.clone();

@@ -1,8 +1,9 @@
 //! The command line: `run`, `serve`, `backfill`, `health`, `accounts`,
-//! `deposits`, `organizations`, `api-keys`, `migrate`.
+//! `deposits`, `organizations`, `api-keys`, `webhooks`, `migrate`.
 
 mod admin;
 mod index;
+mod webhooks;
 
 use std::{net::SocketAddr, num::NonZeroU32, path::PathBuf};
 
@@ -88,6 +89,8 @@ pub enum Command {
         chain_files: ChainFiles,
         #[command(flatten)]
         api: ApiOptions,
+        #[command(flatten)]
+        delivery: webhooks::DeliveryOptions,
     },
     /// Serve the HTTP API from the store without indexing.
     Serve {
@@ -148,6 +151,9 @@ pub enum Command {
     /// Create, list and revoke API keys.
     #[command(subcommand, name = "api-keys")]
     ApiKeys(ApiKeysCommand),
+    /// Register webhooks, inspect and re-send deliveries, verify signatures.
+    #[command(subcommand)]
+    Webhooks(webhooks::WebhooksCommand),
     /// Apply the store's pending migrations, then exit.
     Migrate,
 }
@@ -252,9 +258,9 @@ impl Cli {
                 Store::open(&url).await?;
                 println!("store is up to date");
             }
-            Command::Run { only, chain_files, api } => {
+            Command::Run { only, chain_files, api, delivery } => {
                 let chains = chain_files.load()?;
-                index::run(Store::open(&url).await?, chains, only, api).await?;
+                index::run(Store::open(&url).await?, chains, only, api, delivery.config()?).await?;
             }
             Command::Serve { required, chain_files, api } => {
                 let chains = chain_files.load()?;
@@ -278,6 +284,7 @@ impl Cli {
                 admin::organizations(&Store::open(&url).await?, command).await?
             }
             Command::ApiKeys(command) => admin::api_keys(&Store::open(&url).await?, command).await?,
+            Command::Webhooks(command) => return webhooks::webhooks(&url, command).await,
         }
         Ok(std::process::ExitCode::SUCCESS)
     }

@@ -2,7 +2,7 @@
 
 use sqlx::{Row, any::AnyRow};
 
-use super::{Store, StoreError, now_micros, parse_column, time, to_i64};
+use super::{Store, StoreError, events::announce_deposits, now_micros, parse_column, time, to_i64};
 use crate::{
     amount::Amount,
     chain::Chain,
@@ -76,7 +76,7 @@ pub struct DepositPage {
     pub limit: u32,
 }
 
-const DEPOSIT_COLUMNS: &str = "id, dedup_key, chain, tx_hash, account_id, account_address, source_address, \
+pub(super) const DEPOSIT_COLUMNS: &str = "id, dedup_key, chain, tx_hash, account_id, account_address, source_address, \
      source_type, source_account_id, currency_symbol, amount_raw, decimals, status, created_at, confirmed_at";
 
 impl Store {
@@ -179,6 +179,7 @@ impl Store {
         if let Some(through) = scan.confirmed_through {
             changed.extend(confirm_through(&mut tx, scan.chain, through, now).await?);
         }
+        announce_deposits(&mut tx, changed.iter().map(|(id, _)| id.as_str()), now).await?;
         tx.commit().await?;
         Ok(changed)
     }
@@ -297,6 +298,7 @@ impl Store {
                 failed.push(id.clone());
             }
         }
+        announce_deposits(&mut tx, failed.iter().map(String::as_str), now).await?;
         tx.commit().await?;
         Ok(failed)
     }
@@ -357,6 +359,7 @@ impl Store {
                 }
             }
         }
+        announce_deposits(&mut tx, changed.iter().map(|(id, _)| id.as_str()), now).await?;
         tx.commit().await?;
         Ok(changed)
     }
@@ -369,7 +372,9 @@ impl Store {
         through: u64,
     ) -> Result<Vec<(String, DepositStatus)>, StoreError> {
         let mut tx = self.begin().await?;
-        let changed = confirm_through(&mut tx, chain, through, now_micros()).await?;
+        let now = now_micros();
+        let changed = confirm_through(&mut tx, chain, through, now).await?;
+        announce_deposits(&mut tx, changed.iter().map(|(id, _)| id.as_str()), now).await?;
         tx.commit().await?;
         Ok(changed)
     }
@@ -469,7 +474,7 @@ fn changed_row(row: &AnyRow) -> Result<(String, DepositStatus), StoreError> {
     Ok((row.try_get("id")?, parse_column(&row.try_get::<String, _>("status")?, "deposits.status")?))
 }
 
-fn deposit_from_row(row: &AnyRow) -> Result<Deposit, StoreError> {
+pub(super) fn deposit_from_row(row: &AnyRow) -> Result<Deposit, StoreError> {
     let raw: String = row.try_get("amount_raw")?;
     let decimals: i64 = row.try_get("decimals")?;
     let raw = alloy::primitives::U256::from_str_radix(&raw, 10)

@@ -104,6 +104,15 @@ impl Store {
             .collect()
     }
 
+    /// Deliveries of events to webhooks not yet done (pending or retrying).
+    pub async fn delivery_backlog(&self) -> Result<u64, StoreError> {
+        let n: i64 = sqlx::query("SELECT COUNT(*) AS n FROM deliveries WHERE state = 'PENDING'")
+            .fetch_one(&self.pool)
+            .await?
+            .try_get("n")?;
+        Ok(n as u64)
+    }
+
     /// Reorgs recorded per chain.
     pub async fn reorg_counts(&self) -> Result<Vec<(Chain, u64)>, StoreError> {
         let rows = sqlx::query("SELECT chain, COUNT(*) AS n FROM reorgs GROUP BY chain ORDER BY chain")

@@ -5,8 +5,10 @@
 mod accounts;
 mod chain_state;
 mod deposits;
+mod events;
 mod health;
 mod organizations;
+mod webhooks;
 
 use std::{str::FromStr, time::Duration};
 
@@ -20,6 +22,7 @@ pub use chain_state::{ChainState, Rewind, RewindOutcome};
 pub use deposits::{BlockRef, CursorMove, DepositPage, Orphan, ScanCommit};
 pub use health::{ChainHealth, DepositCount};
 pub use organizations::{ApiKey, MAX_API_KEYS, Organization};
+pub use webhooks::{Attempt, Claimed, Delivery, Outcome, Webhook};
 
 use crate::redact::redact_urls;
 

@@ -50,12 +50,29 @@ impl App {
     pub async fn request(&self, method: reqwest::Method, path: &str, token: Option<&str>) -> Answer {
         send(method, &format!("{}{path}", self.base), token).await
     }
+
+    pub async fn post(&self, path: &str, token: &str, body: &Value) -> Answer {
+        send_json(reqwest::Method::POST, &format!("{}{path}", self.base), Some(token), Some(body)).await
+    }
 }
 
 pub async fn send(method: reqwest::Method, url: &str, token: Option<&str>) -> Answer {
+    send_json(method, url, token, None).await
+}
+
+/// Sends `body` as JSON when given.
+pub async fn send_json(
+    method: reqwest::Method,
+    url: &str,
+    token: Option<&str>,
+    body: Option<&Value>,
+) -> Answer {
     let mut request = reqwest::Client::new().request(method, url);
     if let Some(token) = token {
         request = request.header("authorization", format!("Bearer {token}"));
+    }
+    if let Some(body) = body {
+        request = request.header("content-type", "application/json").body(body.to_string());
     }
     let response = request.send().await.unwrap();
     let status = response.status().as_u16();

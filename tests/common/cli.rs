@@ -53,20 +53,49 @@ impl Env {
         self.command(&["run", "--chain", chain.as_str()]).stdout(Stdio::null()).stderr(log).spawn().unwrap()
     }
 
+    /// Creates organization `acme` with one API key; returns the key's secret.
+    pub fn organization_with_key(&self) -> String {
+        self.ok(&["organizations", "create", "--id", "acme", "--name", "Acme Treasury"]);
+        let out = self.ok(&["api-keys", "create", "--organization", "acme", "--name", "monitoring"]);
+        let secret = out.lines().last().unwrap().to_string();
+        assert!(secret.starts_with("cik_") && !secret.contains(' '), "{out}");
+        secret
+    }
+
+    /// `run` or `serve` of `chain` on `port`, logging to a file of the test's directory.
+    pub fn listen(&self, command: &str, chain: Chain, port: u16, env: &[(&str, &str)]) -> Child {
+        let log =
+            std::fs::File::create(self.dir.path().join(format!("{command}-{}.log", uuid::Uuid::new_v4())))
+                .unwrap();
+        self.command(&[command, "--chain", chain.as_str(), "--listen", &format!("127.0.0.1:{port}")])
+            .envs(env.iter().copied())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap()
+    }
+
     pub async fn store(&self) -> Store {
         Store::open(&self.database_url).await.unwrap()
     }
 
     pub fn add_account(&self, id: &str, address: &str, chain: Chain) {
+        self.add_account_of("default", id, "SEGREGATED", address, chain);
+    }
+
+    /// An account of `organization` with one address on `chain`.
+    pub fn add_account_of(&self, organization: &str, id: &str, kind: &str, address: &str, chain: Chain) {
         self.ok(&[
             "accounts",
             "add",
+            "--organization",
+            organization,
             "--account-id",
             id,
             "--identity-id",
             "identity-1",
             "--type",
-            "SEGREGATED",
+            kind,
             "--address",
             address,
             "--chains",

@@ -7,6 +7,7 @@ pub mod api;
 pub mod cli;
 pub mod db;
 pub mod proxy;
+pub mod receiver;
 pub mod solana;
 
 use std::{future::Future, path::Path, time::Duration};

@@ -1,0 +1,234 @@
+//! Delivery workers: lease due deliveries from the store, POST each signed
+//! event to its webhook, record every attempt, and schedule the next one with
+//! exponential backoff and jitter (honouring `Retry-After`) until the
+//! schedule runs out and the delivery is dead-lettered.
+
+use std::time::{Duration, Instant};
+
+use alloy::transports::http::reqwest;
+use futures::{StreamExt, stream};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use super::{
+    signing::{Secret, signature_header},
+    url::{GuardedResolver, Policy},
+};
+use crate::store::{Attempt, Claimed, Outcome, Store, now_micros};
+
+/// Waits after each failed attempt: immediately, then 5 s, 5 min, 30 min,
+/// 2 h, 5 h and 10 h six times, about 68 hours in all (12 attempts).
+pub const DEFAULT_SCHEDULE: [Duration; 11] = [
+    Duration::from_secs(5),
+    Duration::from_secs(5 * 60),
+    Duration::from_secs(30 * 60),
+    Duration::from_secs(2 * 3600),
+    Duration::from_secs(5 * 3600),
+    Duration::from_secs(10 * 3600),
+    Duration::from_secs(10 * 3600),
+    Duration::from_secs(10 * 3600),
+    Duration::from_secs(10 * 3600),
+    Duration::from_secs(10 * 3600),
+    Duration::from_secs(10 * 3600),
+];
+
+#[derive(Debug, Clone)]
+pub struct DeliveryConfig {
+    /// Concurrent deliveries of this process.
+    pub concurrency: usize,
+    /// A receiver must answer 2xx within this.
+    pub timeout: Duration,
+    /// The waits between attempts; its length is the number of retries.
+    pub schedule: Vec<Duration>,
+    /// How often to look for due deliveries.
+    pub poll: Duration,
+    pub policy: Policy,
+}
+
+impl Default for DeliveryConfig {
+    fn default() -> Self {
+        Self {
+            concurrency: 8,
+            timeout: Duration::from_secs(15),
+            schedule: DEFAULT_SCHEDULE.to_vec(),
+            poll: Duration::from_millis(200),
+            policy: Policy::from_env(),
+        }
+    }
+}
+
+/// Delivers until `shutdown`. A delivery in flight at shutdown keeps its lease
+/// until the lease expires, then another worker (or the next start) sends it
+/// again: delivery is at least once.
+pub async fn run(store: Store, config: DeliveryConfig, shutdown: CancellationToken) {
+    let client = reqwest::Client::builder()
+        .timeout(config.timeout)
+        .connect_timeout(config.timeout.min(Duration::from_secs(10)))
+        .redirect(reqwest::redirect::Policy::none())
+        .dns_resolver(std::sync::Arc::new(GuardedResolver(config.policy)))
+        .user_agent(concat!("custody-indexer/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .expect("a reqwest client with static settings builds");
+    let owner = uuid::Uuid::new_v4().to_string();
+    // A lease outlives an attempt (its timeout) with a margin; a worker that
+    // dies mid-attempt delays that delivery by at most the lease.
+    let lease = config.timeout * 2 + Duration::from_secs(5);
+    info!(worker = %owner, "webhook delivery started");
+    loop {
+        let lease_until = now_micros() + lease.as_micros() as i64;
+        let claimed = match store.claim_deliveries(&owner, lease_until, config.concurrency as u32 * 4).await {
+            Ok(claimed) => claimed,
+            Err(error) => {
+                warn!(%error, "cannot claim webhook deliveries");
+                Vec::new()
+            }
+        };
+        let idle = claimed.is_empty();
+        stream::iter(claimed)
+            .for_each_concurrent(config.concurrency, |claimed| {
+                let (store, client, config, owner) = (&store, &client, &config, &owner);
+                async move {
+                    let (attempt, outcome) = attempt(client, config, &claimed).await;
+                    let label = match outcome {
+                        Outcome::Delivered => "delivered",
+                        Outcome::Retry(_) => "retry",
+                        Outcome::Failed => "failed",
+                        Outcome::Gone => "gone",
+                    };
+                    metrics::counter!("custody_indexer_webhook_deliveries_total", "outcome" => label).increment(1);
+                    match store.finish_attempt(&claimed, owner, &attempt, &outcome).await {
+                        Ok(true) => debug!(delivery = %claimed.delivery_id, event = %claimed.event_id, outcome = label, "webhook attempt"),
+                        Ok(false) => warn!(delivery = %claimed.delivery_id, "lease lost before the attempt was recorded"),
+                        Err(error) => warn!(delivery = %claimed.delivery_id, %error, "cannot record a webhook attempt"),
+                    }
+                    if matches!(outcome, Outcome::Failed | Outcome::Gone) {
+                        warn!(delivery = %claimed.delivery_id, webhook = %claimed.webhook_id, event = %claimed.event_id,
+                            status = ?attempt.status_code, error = ?attempt.error, outcome = label, "webhook delivery dead-lettered");
+                    }
+                }
+            })
+            .await;
+        if idle {
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = tokio::time::sleep(config.poll) => {}
+            }
+        } else if shutdown.is_cancelled() {
+            break;
+        }
+    }
+    info!(worker = %owner, "webhook delivery stopped");
+}
+
+/// One attempt of one delivery, and what follows from its answer.
+async fn attempt(client: &reqwest::Client, config: &DeliveryConfig, claimed: &Claimed) -> (Attempt, Outcome) {
+    let at = now_micros();
+    let started = Instant::now();
+    let answer = send(client, config, claimed, at / 1_000_000).await;
+    let duration_ms = started.elapsed().as_millis() as u64;
+    let (status_code, error, retry_after) = match &answer {
+        Ok((status, retry_after)) => (Some(*status), None, *retry_after),
+        Err(error) => (None, Some(error.clone()), None),
+    };
+    let outcome = match status_code {
+        Some(200..=299) => Outcome::Delivered,
+        Some(410) => Outcome::Gone,
+        _ => match config.schedule.get(claimed.attempts as usize) {
+            None => Outcome::Failed,
+            Some(wait) => {
+                let wait = jittered(*wait).max(retry_after.unwrap_or_default());
+                Outcome::Retry(at + wait.as_micros() as i64)
+            }
+        },
+    };
+    (Attempt { at, status_code, error, duration_ms }, outcome)
+}
+
+/// POSTs the event; the status and any `Retry-After` (seconds), or why no
+/// answer came.
+async fn send(
+    client: &reqwest::Client,
+    config: &DeliveryConfig,
+    claimed: &Claimed,
+    timestamp: i64,
+) -> Result<(u16, Option<Duration>), String> {
+    let url = config.policy.check(&claimed.url).await.map_err(|e| e.to_string())?;
+    let secrets: Vec<Secret> = claimed.secrets.iter().filter_map(|s| Secret::parse(s).ok()).collect();
+    let signature = signature_header(
+        &secrets.iter().collect::<Vec<_>>(),
+        &claimed.event_id,
+        timestamp,
+        claimed.payload.as_bytes(),
+    );
+    let response = client
+        .post(url)
+        .header("content-type", "application/json")
+        .header("webhook-id", &claimed.event_id)
+        .header("webhook-timestamp", timestamp.to_string())
+        .header("webhook-signature", signature)
+        .body(claimed.payload.clone())
+        .send()
+        .await
+        .map_err(|e| crate::redact::redact_urls(&format!("{e:#}")))?;
+    let retry_after = response
+        .headers()
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Duration::from_secs);
+    Ok((response.status().as_u16(), retry_after))
+}
+
+/// ±20% so that receivers coming back are not hit by every retry at once.
+fn jittered(wait: Duration) -> Duration {
+    let mut byte = [0u8; 1];
+    let _ = getrandom::fill(&mut byte);
+    let factor = 0.8 + 0.4 * f64::from(byte[0]) / 255.0;
+    wait.mul_f64(factor)
+}
+
+/// Parses a retry schedule such as `5s,5m,30m,2h` (units `ms`, `s`, `m`, `h`).
+pub fn parse_schedule(text: &str) -> Result<Vec<Duration>, String> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+            let (number, unit) = s.split_at(split);
+            let n: u64 = number.parse().map_err(|_| format!("{s:?} is not a duration such as 5s"))?;
+            match unit {
+                "ms" => Ok(Duration::from_millis(n)),
+                "s" => Ok(Duration::from_secs(n)),
+                "m" => Ok(Duration::from_secs(n * 60)),
+                "h" => Ok(Duration::from_secs(n * 3600)),
+                _ => Err(format!("{s:?}: the unit must be ms, s, m or h")),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_schedule_spans_about_three_days() {
+        let total: Duration = DEFAULT_SCHEDULE.iter().sum();
+        assert!((60..=80).contains(&(total.as_secs() / 3600)), "{total:?}");
+        assert_eq!(
+            parse_schedule("0s, 5s,5m,2h,250ms").unwrap(),
+            [
+                Duration::ZERO,
+                Duration::from_secs(5),
+                Duration::from_secs(300),
+                Duration::from_secs(7200),
+                Duration::from_millis(250)
+            ]
+        );
+        assert!(parse_schedule("5x").is_err());
+        for _ in 0..100 {
+            let wait = jittered(Duration::from_secs(100));
+            assert!((80..=120).contains(&wait.as_secs()), "{wait:?}");
+        }
+    }
+}
