@@ -235,6 +235,19 @@ async fn both_strategies_find_exactly_the_deposits_and_confirm_them_when_final()
         expected.push(("bob".into(), "SOL".into(), amount, SourceType::OnChain, None));
         expected.sort();
         assert_eq!(found(&db.store).await, expected, "{strategy}: confirmation adds nothing");
+
+        // Each deposit announced itself PENDING, then CONFIRMED, in commit order.
+        let events = db.store.events_after("default", None, 100).await.unwrap();
+        let mut by_deposit: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+        for event in &events {
+            let data = &event.envelope["data"];
+            by_deposit
+                .entry(data["id"].as_str().unwrap().into())
+                .or_default()
+                .push(data["status"].as_str().unwrap().into());
+        }
+        assert_eq!(by_deposit.len(), expected.len(), "{strategy}");
+        assert!(by_deposit.values().all(|s| s == &["PENDING", "CONFIRMED"]), "{strategy}: {by_deposit:?}");
     }
 }
 

@@ -261,6 +261,31 @@ async fn a_rotation_signs_with_both_keys_until_the_old_one_expires() {
         assert_eq!(r.signature.split(' ').count(), 2, "{}", r.signature);
         assert!(r.signed_by(&s.secret) && r.signed_by(&new_secret));
     }
+    // What a receiver can run from a shell.
+    let body = s.env.dir.path().join("body.json");
+    std::fs::write(&body, &during[0].body).unwrap();
+    let verify = |secret: &str| {
+        s.env.output(&[
+            "webhooks",
+            "verify",
+            "--secret",
+            secret,
+            "--id",
+            &during[0].id,
+            "--timestamp",
+            &during[0].timestamp,
+            "--signature",
+            &during[0].signature,
+            "--body-file",
+            body.to_str().unwrap(),
+        ])
+    };
+    let valid = verify(&new_secret);
+    assert!(valid.status.success() && String::from_utf8_lossy(&valid.stdout).trim() == "valid");
+    let forged = verify(custody_indexer::events::signing::Secret::generate().expose());
+    assert_eq!(forged.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&forged.stdout).contains("no signature matches"));
+
     tokio::time::sleep(Duration::from_secs(4)).await;
     s.deposits(1).await;
     let after = s.delivered(4).await;

@@ -1,0 +1,203 @@
+//! Webhook delivery: throughput to a local receiver, and the time from a
+//! block's arrival to its deposit's `PENDING` event reaching the receiver.
+//!
+//! Throughput: `BENCH_EVENTS` deposits are written to a fresh store
+//! (PostgreSQL at `TEST_DATABASE_URL`, else SQLite) with one webhook
+//! registered, then the delivery workers send them to a receiver on
+//! 127.0.0.1 at 8 and 32 deliveries in flight. Latency: a live watcher and
+//! the delivery workers follow anvil; `BENCH_LATENCY_SAMPLES` transfers are
+//! sent one at a time and each is timed from its block being mined to its
+//! event's arrival. Prints figures; asserts nothing.
+//!
+//! `cargo bench --bench webhooks`
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::{
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use alloy::primitives::U256;
+use axum::{Router, body::Bytes, extract::State, routing::post};
+use common::{
+    Anvil, add_account, chain_config,
+    db::{Backend, TestDb},
+};
+use custody_indexer::{
+    amount::Amount,
+    chain::Chain,
+    deposit::{Detected, Position},
+    events::{
+        delivery::{self, DeliveryConfig},
+        signing::Secret,
+        url::Policy,
+    },
+    evm::EvmWatcher,
+    store::{CursorMove, ScanCommit, Store},
+};
+use tokio_util::sync::CancellationToken;
+
+fn env_or(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// Arrival times of events by transaction hash.
+type Arrivals = Arc<Mutex<Vec<(String, Instant)>>>;
+
+async fn receiver() -> (String, Arrivals) {
+    let arrivals: Arrivals = Arc::default();
+    async fn receive(State(arrivals): State<Arrivals>, body: Bytes) {
+        let event: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        let tx = event["data"]["transaction_hash"].as_str().unwrap_or_default().to_string();
+        arrivals.lock().unwrap().push((tx, Instant::now()));
+    }
+    let app = Router::new().route("/hook", post(receive)).with_state(arrivals.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (url, arrivals)
+}
+
+fn config(concurrency: usize) -> DeliveryConfig {
+    DeliveryConfig {
+        concurrency,
+        poll: Duration::from_millis(50),
+        policy: Policy { allow_private: true },
+        ..DeliveryConfig::default()
+    }
+}
+
+async fn backend() -> Backend {
+    match sqlx::PgPool::connect(&common::db::admin_url()).await {
+        Ok(_) => Backend::Postgres,
+        Err(_) => Backend::Sqlite,
+    }
+}
+
+/// Writes `events` PENDING deposits of `account` (one event each).
+async fn write_events(store: &Store, account: &str, address: &str, first: u64, events: u64) {
+    for chunk in (first..first + events).collect::<Vec<_>>().chunks(1_000) {
+        let deposits = chunk
+            .iter()
+            .map(|&n| Detected {
+                chain: Chain::BaseSepolia,
+                tx_hash: format!("0x{n:064x}"),
+                position: Position::Log(0),
+                block_number: n,
+                block_hash: format!("0x{n:064x}"),
+                block_time: 1_700_000_000 + n,
+                account_id: account.into(),
+                account_address: address.into(),
+                source_address: "0x2222222222222222222222222222222222222222".into(),
+                source_account_id: None,
+                currency_symbol: "USDC".into(),
+                amount: Amount::from_raw(U256::from(n), 6),
+            })
+            .collect();
+        store
+            .commit_scan(&ScanCommit {
+                chain: Chain::BaseSepolia,
+                from: chunk[0],
+                to: *chunk.last().unwrap(),
+                head: *chunk.last().unwrap(),
+                blocks: Vec::new(),
+                deposits,
+                confirmed_through: None,
+                cursor: CursorMove::Backfill,
+                keep_blocks: 1,
+            })
+            .await
+            .unwrap();
+    }
+}
+
+async fn throughput(backend: Backend, events: u64) {
+    let db = TestDb::new(backend).await;
+    let (url, arrivals) = receiver().await;
+    let address = "0x1111111111111111111111111111111111111111";
+    db.store
+        .add_account(custody_indexer::store::NewAccount {
+            id: "acct".into(),
+            organization: "default".into(),
+            identity_id: "identity".into(),
+            kind: custody_indexer::account::AccountType::Segregated,
+            status: custody_indexer::account::AccountStatus::Active,
+            addresses: vec![custody_indexer::account::AccountAddress {
+                chains: vec![Chain::BaseSepolia],
+                address: address.into(),
+            }],
+        })
+        .await
+        .unwrap();
+    db.store.create_webhook("default", &url, "bench", Secret::generate().expose()).await.unwrap();
+    for (round, concurrency) in [8usize, 32].into_iter().enumerate() {
+        let written = Instant::now();
+        write_events(&db.store, "acct", address, round as u64 * events, events).await;
+        let write = written.elapsed();
+        arrivals.lock().unwrap().clear();
+        let shutdown = CancellationToken::new();
+        let started = Instant::now();
+        let worker = tokio::spawn(delivery::run(db.store.clone(), config(concurrency), shutdown.clone()));
+        while (arrivals.lock().unwrap().len() as u64) < events {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let elapsed = started.elapsed();
+        shutdown.cancel();
+        worker.await.unwrap();
+        println!(
+            "{backend:?}: {events} events written in {:.2} s ({:.0}/s); delivered at {concurrency} in flight in {:.2} s: {:.0} events/s",
+            write.as_secs_f64(),
+            events as f64 / write.as_secs_f64(),
+            elapsed.as_secs_f64(),
+            events as f64 / elapsed.as_secs_f64()
+        );
+    }
+}
+
+async fn latency(backend: Backend, samples: u64) {
+    let anvil = Anvil::start().await;
+    let db = TestDb::new(backend).await;
+    let alice = anvil.accounts[1];
+    add_account(&db.store, "alice", &alice.to_string()).await;
+    let (url, arrivals) = receiver().await;
+    db.store.create_webhook("default", &url, "bench", Secret::generate().expose()).await.unwrap();
+    let shutdown = CancellationToken::new();
+    let config_file =
+        chain_config(&[anvil.url()], None, "poll_interval_ms = 100\nconfirmation = { depth = 1000 }");
+    let watcher = EvmWatcher::connect(config_file, db.store.clone()).await.unwrap();
+    tokio::spawn(watcher.run(shutdown.clone()));
+    tokio::spawn(delivery::run(db.store.clone(), config(8), shutdown.clone()));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let mut latencies = Vec::new();
+    for i in 0..samples {
+        let hash = anvil.send_eth(anvil.accounts[0], alice, U256::from(1_000 + i)).await.to_string();
+        let mined = Instant::now();
+        let arrived = loop {
+            if let Some((_, at)) = arrivals.lock().unwrap().iter().find(|(tx, _)| *tx == hash) {
+                break *at;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        };
+        latencies.push(arrived.saturating_duration_since(mined));
+    }
+    shutdown.cancel();
+    latencies.sort();
+    let pick =
+        |q: f64| latencies[((latencies.len() as f64 - 1.0) * q).round() as usize].as_secs_f64() * 1000.0;
+    println!(
+        "{backend:?}: block mined → PENDING event at the receiver over {samples} deposits: p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms \
+         (watcher poll 100 ms, delivery poll 50 ms)",
+        pick(0.5),
+        pick(0.99),
+        pick(1.0)
+    );
+}
+
+#[tokio::main]
+async fn main() {
+    let backend = backend().await;
+    throughput(backend, env_or("BENCH_EVENTS", 5_000)).await;
+    latency(backend, env_or("BENCH_LATENCY_SAMPLES", 100)).await;
+}
