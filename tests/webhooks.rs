@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::{collections::BTreeMap, process::Child, time::Duration};
+use std::{collections::BTreeMap, time::Duration};
 
 use alloy::{
     primitives::{Address, U256},
@@ -14,7 +14,7 @@ use common::{
     Anvil, CHAIN,
     api::{Answer, send, send_json},
     chain_toml,
-    cli::{Env, terminate},
+    cli::{Env, Process, terminate},
     db::{Backend, TestDb},
     dead_port, eventually,
     receiver::{Received, Receiver},
@@ -31,7 +31,7 @@ struct Setup {
     _db: TestDb,
     key: String,
     port: u16,
-    run: Child,
+    run: Process,
     receiver: Receiver,
     secret: String,
     webhook: String,
@@ -68,7 +68,7 @@ async fn setup(backend: Backend, schedule: &str) -> Setup {
     Setup { anvil, env, _db: db, key, port, run, receiver, secret, webhook, alice }
 }
 
-fn spawn_run(env: &Env, port: u16, schedule: &str) -> Child {
+fn spawn_run(env: &Env, port: u16, schedule: &str) -> Process {
     env.listen(
         "run",
         CHAIN,

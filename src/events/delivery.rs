@@ -61,14 +61,7 @@ impl Default for DeliveryConfig {
 /// until the lease expires, then another worker (or the next start) sends it
 /// again: delivery is at least once.
 pub async fn run(store: Store, config: DeliveryConfig, shutdown: CancellationToken) {
-    let client = reqwest::Client::builder()
-        .timeout(config.timeout)
-        .connect_timeout(config.timeout.min(Duration::from_secs(10)))
-        .redirect(reqwest::redirect::Policy::none())
-        .dns_resolver(std::sync::Arc::new(GuardedResolver(config.policy)))
-        .user_agent(concat!("custody-indexer/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .expect("a reqwest client with static settings builds");
+    let client = client(&config);
     let owner = uuid::Uuid::new_v4().to_string();
     // A lease outlives an attempt (its timeout) with a margin; a worker that
     // dies mid-attempt delays that delivery by at most the lease.
@@ -118,6 +111,18 @@ pub async fn run(store: Store, config: DeliveryConfig, shutdown: CancellationTok
         }
     }
     info!(worker = %owner, "webhook delivery stopped");
+}
+
+/// The delivery client: no redirects, the policy's resolver, the timeout.
+fn client(config: &DeliveryConfig) -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(config.timeout)
+        .connect_timeout(config.timeout.min(Duration::from_secs(10)))
+        .redirect(reqwest::redirect::Policy::none())
+        .dns_resolver(std::sync::Arc::new(GuardedResolver(config.policy)))
+        .user_agent(concat!("custody-indexer/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .expect("a reqwest client with static settings builds")
 }
 
 /// One attempt of one delivery, and what follows from its answer.
@@ -209,7 +214,66 @@ pub fn parse_schedule(text: &str) -> Result<Vec<Duration>, String> {
 
 #[cfg(test)]
 mod tests {
+    use axum::{Router, http::StatusCode, response::IntoResponse, routing::post};
+
     use super::*;
+
+    /// Answers `/ok` 204, `/later` 429 with `Retry-After: 120`, `/moved` a
+    /// redirect to `/ok`, `/gone` 410.
+    async fn server() -> String {
+        let app = Router::new()
+            .route("/ok", post(|| async { StatusCode::NO_CONTENT }))
+            .route(
+                "/later",
+                post(|| async { (StatusCode::TOO_MANY_REQUESTS, [("retry-after", "120")]).into_response() }),
+            )
+            .route("/moved", post(|| async { (StatusCode::FOUND, [("location", "/ok")]).into_response() }))
+            .route("/gone", post(|| async { StatusCode::GONE }));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        base
+    }
+
+    #[tokio::test]
+    async fn answers_decide_the_outcome() {
+        let base = server().await;
+        let config = DeliveryConfig {
+            schedule: vec![Duration::from_secs(5)],
+            policy: Policy { allow_private: true },
+            ..DeliveryConfig::default()
+        };
+        let client = client(&config);
+        let claimed = |path: &str, attempts: u32| Claimed {
+            delivery_id: "d".into(),
+            attempts,
+            event_id: "e".into(),
+            payload: "{}".into(),
+            webhook_id: "w".into(),
+            url: format!("{base}{path}"),
+            secrets: vec![Secret::generate().expose().to_string()],
+        };
+        let (attempt_ok, ok) = attempt(&client, &config, &claimed("/ok", 0)).await;
+        assert_eq!((ok, attempt_ok.status_code), (Outcome::Delivered, Some(204)));
+
+        let (later, outcome) = attempt(&client, &config, &claimed("/later", 0)).await;
+        let Outcome::Retry(at) = outcome else { panic!("{outcome:?}") };
+        assert!(at - later.at >= 120_000_000, "Retry-After outweighs the 5 s of the schedule");
+
+        let (moved, outcome) = attempt(&client, &config, &claimed("/moved", 0)).await;
+        assert_eq!(moved.status_code, Some(302), "redirects are not followed");
+        assert!(matches!(outcome, Outcome::Retry(_)));
+
+        let (_, outcome) = attempt(&client, &config, &claimed("/moved", 1)).await;
+        assert_eq!(outcome, Outcome::Failed, "the schedule is spent");
+        assert_eq!(attempt(&client, &config, &claimed("/gone", 0)).await.1, Outcome::Gone);
+
+        let strict = DeliveryConfig { policy: Policy { allow_private: false }, ..config.clone() };
+        let (refused, outcome) = attempt(&client, &strict, &claimed("/ok", 0)).await;
+        assert_eq!(refused.status_code, None, "nothing was sent");
+        assert!(refused.error.unwrap().contains("https"));
+        assert!(matches!(outcome, Outcome::Retry(_)));
+    }
 
     #[test]
     fn the_default_schedule_spans_about_three_days() {

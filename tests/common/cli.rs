@@ -47,10 +47,16 @@ impl Env {
         String::from_utf8(out.stdout).unwrap()
     }
 
-    pub fn spawn_run(&self, chain: Chain) -> Child {
+    pub fn spawn_run(&self, chain: Chain) -> Process {
         let log =
             std::fs::File::create(self.dir.path().join(format!("run-{}.log", uuid::Uuid::new_v4()))).unwrap();
-        self.command(&["run", "--chain", chain.as_str()]).stdout(Stdio::null()).stderr(log).spawn().unwrap()
+        Process(
+            self.command(&["run", "--chain", chain.as_str()])
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .unwrap(),
+        )
     }
 
     /// Creates organization `acme` with one API key; returns the key's secret.
@@ -62,8 +68,9 @@ impl Env {
         secret
     }
 
-    /// `run` or `serve` of `chain` on `port`, logging to a file of the test's directory.
-    pub fn listen(&self, command: &str, chain: Chain, port: u16, env: &[(&str, &str)]) -> Child {
+    /// `run` or `serve` of `chain` on `port`, logging to a file of the test's
+    /// directory; killed when dropped, so a failing test leaves nothing running.
+    pub fn listen(&self, command: &str, chain: Chain, port: u16, env: &[(&str, &str)]) -> Process {
         let log =
             std::fs::File::create(self.dir.path().join(format!("{command}-{}.log", uuid::Uuid::new_v4())))
                 .unwrap();
@@ -72,6 +79,7 @@ impl Env {
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
+            .map(Process)
             .unwrap()
     }
 
@@ -101,6 +109,31 @@ impl Env {
             "--chains",
             chain.as_str(),
         ]);
+    }
+}
+
+/// A child process killed when dropped.
+pub struct Process(pub Child);
+
+impl std::ops::Deref for Process {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Process {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
     }
 }
 
