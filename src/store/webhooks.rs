@@ -196,6 +196,17 @@ impl Store {
         limit: u32,
     ) -> Result<Vec<Claimed>, StoreError> {
         let now = now_micros();
+        // A read first: idle workers poll often, and a write transaction would
+        // take SQLite's write lock from the watchers each time.
+        let due = sqlx::query(
+            "SELECT id FROM deliveries WHERE state = 'PENDING' AND next_attempt_at <= $1 LIMIT 1",
+        )
+        .bind(now)
+        .fetch_optional(&self.pool)
+        .await?;
+        if due.is_none() {
+            return Ok(Vec::new());
+        }
         let skip_locked = if self.backend == Backend::Postgres { "FOR UPDATE OF d SKIP LOCKED" } else { "" };
         let mut tx = self.begin().await?;
         let claimed = sqlx::query(&format!(
