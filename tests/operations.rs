@@ -15,7 +15,7 @@ use alloy::{
 use common::{
     Anvil, CHAIN,
     anvil::Mined,
-    api::{Answer, send},
+    api::{Answer, answers, send},
     chain_toml,
     cli::{Env, terminate},
     db::{BACKENDS, Backend, TestDb},
@@ -58,6 +58,9 @@ async fn run_serves_what_it_indexes_and_reports_its_health() {
         let port = dead_port();
         let mut run = env.listen("run", CHAIN, port, &[]);
 
+        let healthz = format!("http://127.0.0.1:{port}/healthz");
+        eventually(Duration::from_secs(30), "the API", || async { answers(&healthz).await.then_some(()) })
+            .await;
         anvil.send_eth(outsider, alice, U256::from(ETH + ETH / 2)).await;
         token.transfer(alice, U256::from(2_500_000u64)).from(outsider).mined().await;
         let deposits = eventually(Duration::from_secs(30), "both deposits over the API", || async {
@@ -185,12 +188,12 @@ async fn serve_answers_from_the_store_without_indexing() {
     env.add_account_of("acme", "a1", "LEDGER", &Address::repeat_byte(7).to_string(), CHAIN);
     let port = dead_port();
     let mut serve = env.listen("serve", CHAIN, port, &[]);
-    let account = eventually(Duration::from_secs(10), "serve to answer", || async {
-        let client = alloy::transports::http::reqwest::Client::new();
-        client.get(format!("http://127.0.0.1:{port}/healthz")).send().await.ok()?;
-        Some(get(port, "/v2/accounts/a1", Some(&key)).await)
+    let healthz = format!("http://127.0.0.1:{port}/healthz");
+    eventually(Duration::from_secs(30), "serve to answer", || async {
+        answers(&healthz).await.then_some(())
     })
     .await;
+    let account = get(port, "/v2/accounts/a1", Some(&key)).await;
     assert_eq!(account.status, 200);
     assert_eq!(account.body["type"], "OMNIBUS");
     let ready = get(port, "/readyz", None).await;

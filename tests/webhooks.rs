@@ -12,7 +12,7 @@ use alloy::{
 };
 use common::{
     Anvil, CHAIN,
-    api::{Answer, send, send_json},
+    api::{Answer, answers, send, send_json},
     chain_toml,
     cli::{Env, Process, terminate},
     db::{Backend, TestDb},
@@ -57,10 +57,8 @@ async fn setup(backend: Backend, schedule: &str) -> Setup {
     let receiver = Receiver::start().await;
     let port = dead_port();
     let run = spawn_run(&env, port, schedule);
-    eventually(Duration::from_secs(20), "the API", || async {
-        (get(port, "/healthz", None).await.status == 200).then_some(())
-    })
-    .await;
+    let healthz = format!("http://127.0.0.1:{port}/healthz");
+    eventually(Duration::from_secs(30), "the API", || async { answers(&healthz).await.then_some(()) }).await;
     let created = post(port, "/v2/webhooks", &key, &json!({ "url": receiver.url, "label": "ledger" })).await;
     assert_eq!(created.status, 201, "{:?}", created.body);
     let secret = created.body["signing_secret"].as_str().unwrap().to_string();

@@ -56,6 +56,11 @@ impl App {
     }
 }
 
+/// Whether something answers `GET url` (a server still starting refuses connections).
+pub async fn answers(url: &str) -> bool {
+    reqwest::Client::new().get(url).send().await.is_ok_and(|r| r.status().is_success())
+}
+
 pub async fn send(method: reqwest::Method, url: &str, token: Option<&str>) -> Answer {
     send_json(method, url, token, None).await
 }
