@@ -87,7 +87,12 @@ pub struct Deposit {
 
 /// RFC 3339 in UTC with a `Z`, fractional seconds only when present.
 pub fn rfc3339<S: Serializer>(time: &DateTime<Utc>, serializer: S) -> Result<S::Ok, S::Error> {
-    serializer.serialize_str(&time.to_rfc3339_opts(SecondsFormat::AutoSi, true))
+    serializer.serialize_str(&format_time(time))
+}
+
+/// The API's time format: RFC 3339 in UTC with a `Z`.
+pub fn format_time(time: &DateTime<Utc>) -> String {
+    time.to_rfc3339_opts(SecondsFormat::AutoSi, true)
 }
 
 pub fn rfc3339_opt<S: Serializer>(time: &Option<DateTime<Utc>>, serializer: S) -> Result<S::Ok, S::Error> {

@@ -9,7 +9,7 @@ use crate::{
     api_key,
     chain::Chain,
     config::Chains,
-    deposit::Deposit,
+    deposit::{Deposit, format_time},
     health,
     store::{ApiKey, NewAccount, Store},
 };
@@ -93,7 +93,7 @@ fn print_deposit(d: &Deposit) {
         d.destination_chain,
         d.source_address,
         d.transaction_hash,
-        rfc3339(&d.created_at)
+        format_time(&d.created_at)
     );
 }
 
@@ -109,7 +109,7 @@ pub async fn organizations(store: &Store, command: OrganizationsCommand) -> anyh
                 println!("{}", serde_json::to_string_pretty(&organizations)?);
             } else {
                 for o in &organizations {
-                    println!("{}  {}  created {}", o.id, o.name, rfc3339(&o.created_at));
+                    println!("{}  {}  created {}", o.id, o.name, format_time(&o.created_at));
                 }
             }
         }
@@ -146,7 +146,7 @@ pub async fn api_keys(store: &Store, command: ApiKeysCommand) -> anyhow::Result<
 
 fn print_api_key(key: &ApiKey) {
     let state = match &key.revoked_at {
-        Some(at) => format!("revoked {}", rfc3339(at)),
+        Some(at) => format!("revoked {}", format_time(at)),
         None => "active".to_string(),
     };
     println!(
@@ -154,7 +154,7 @@ fn print_api_key(key: &ApiKey) {
         key.id,
         key.name,
         key.organization_id,
-        rfc3339(&key.created_at)
+        format_time(&key.created_at)
     );
 }
 
@@ -200,8 +200,4 @@ fn print_health(report: &health::Report) {
             println!("unhealthy: {problem}");
         }
     }
-}
-
-fn rfc3339(time: &chrono::DateTime<chrono::Utc>) -> String {
-    time.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
 }

@@ -37,8 +37,31 @@ impl Policy {
         Self { allow_private: allow }
     }
 
-    /// Checks a URL's shape and every address its host resolves to now.
+    /// Checks a URL's shape and every address its host resolves to now
+    /// (at registration).
     pub async fn check(&self, text: &str) -> Result<Url, UrlError> {
+        let url = self.check_shape(text)?;
+        if let Some(Host::Domain(domain)) = url.host() {
+            let port = url.port_or_known_default().unwrap_or(443);
+            let addresses: Vec<IpAddr> = tokio::net::lookup_host((domain, port))
+                .await
+                .map_err(|_| UrlError::Unresolvable(domain.to_string()))?
+                .map(|a| a.ip())
+                .collect();
+            if addresses.is_empty() {
+                return Err(UrlError::Unresolvable(domain.to_string()));
+            }
+            for address in addresses {
+                self.allow(domain, address)?;
+            }
+        }
+        Ok(url)
+    }
+
+    /// Checks a URL without resolving it: scheme, credentials, and the address
+    /// when the host is one. At delivery the [`GuardedResolver`] checks what a
+    /// name resolves to as it connects, so no second lookup is needed.
+    pub fn check_shape(&self, text: &str) -> Result<Url, UrlError> {
         let url = Url::parse(text).map_err(|_| UrlError::Malformed(text.to_string()))?;
         match url.scheme() {
             "https" => {}
@@ -48,22 +71,11 @@ impl Policy {
         if !url.username().is_empty() || url.password().is_some() {
             return Err(UrlError::Credentials);
         }
-        let host = url.host().ok_or_else(|| UrlError::Malformed(text.to_string()))?;
-        let port = url.port_or_known_default().unwrap_or(443);
-        let addresses: Vec<IpAddr> = match host {
-            Host::Ipv4(ip) => vec![IpAddr::V4(ip)],
-            Host::Ipv6(ip) => vec![IpAddr::V6(ip)],
-            Host::Domain(domain) => tokio::net::lookup_host((domain, port))
-                .await
-                .map_err(|_| UrlError::Unresolvable(domain.to_string()))?
-                .map(|a| a.ip())
-                .collect(),
-        };
-        if addresses.is_empty() {
-            return Err(UrlError::Unresolvable(host.to_string()));
-        }
-        for address in addresses {
-            self.allow(&host.to_string(), address)?;
+        match url.host() {
+            None => return Err(UrlError::Malformed(text.to_string())),
+            Some(Host::Ipv4(ip)) => self.allow(&ip.to_string(), IpAddr::V4(ip))?,
+            Some(Host::Ipv6(ip)) => self.allow(&ip.to_string(), IpAddr::V6(ip))?,
+            Some(Host::Domain(_)) => {}
         }
         Ok(url)
     }
@@ -161,6 +173,14 @@ mod tests {
         assert_eq!(strict.check("ftp://example.com/").await, Err(UrlError::NotHttps));
         assert_eq!(strict.check("https://user:pw@93.184.215.14/").await, Err(UrlError::Credentials));
         assert!(matches!(strict.check("not a url").await, Err(UrlError::Malformed(_))));
+
+        assert!(matches!(strict.check_shape("https://10.0.0.8/hook"), Err(UrlError::Forbidden { .. })));
+        assert!(strict.check_shape("https://hooks.invalid/hook").is_ok(), "names are left to the resolver");
+        // At delivery the resolver drops what a name resolves to when forbidden.
+        let name: Name = "localhost".parse().unwrap();
+        assert!(GuardedResolver(strict).resolve(name).await.is_err());
+        let name: Name = "localhost".parse().unwrap();
+        assert!(GuardedResolver(dev).resolve(name).await.is_ok());
 
         assert!(dev.check("http://127.0.0.1:8080/hook").await.is_ok());
         for url in [
