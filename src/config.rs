@@ -12,6 +12,7 @@ use serde::Deserialize;
 
 use crate::{
     address,
+    amount::Amount,
     chain::{Chain, Family},
     redact::RpcUrl,
 };
@@ -85,6 +86,63 @@ pub struct AssetConfig {
     /// Solana only: the token program that owns the mint.
     #[serde(default)]
     pub token_program: Option<String>,
+    /// EVM only: the token implements EIP-3009 `transferWithAuthorization`
+    /// (USDC does), so a segregated account's transfer needs no gas of its own.
+    #[serde(default)]
+    pub eip3009: bool,
+}
+
+/// How the platform sends gas-sponsored transfers on a chain.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TransferConfig {
+    /// How long after submission a transfer may take to be included before it
+    /// is cancelled and `DROPPED`.
+    #[serde(default = "defaults::window_secs")]
+    pub window_secs: u64,
+    /// A transaction not included after this long is sent again with a higher fee.
+    #[serde(default = "defaults::rebroadcast_after_secs")]
+    pub rebroadcast_after_secs: u64,
+    /// How much each re-broadcast raises the fee, in percent (at least 10, the
+    /// replacement minimum of EVM nodes).
+    #[serde(default = "defaults::fee_bump_percent")]
+    pub fee_bump_percent: u64,
+    /// EVM: the highest `maxFeePerGas` the platform pays, in wei.
+    #[serde(default = "defaults::max_fee_per_gas")]
+    pub max_fee_per_gas: u64,
+    /// The USD price of one native coin used to value fees in the gas ledger
+    /// (a decimal string); `<CHAIN>_NATIVE_USD` overrides it. Without a price
+    /// the chain takes no transfers.
+    #[serde(default)]
+    pub native_usd: Option<String>,
+}
+
+impl Default for TransferConfig {
+    fn default() -> Self {
+        Self {
+            window_secs: defaults::window_secs(),
+            rebroadcast_after_secs: defaults::rebroadcast_after_secs(),
+            fee_bump_percent: defaults::fee_bump_percent(),
+            max_fee_per_gas: defaults::max_fee_per_gas(),
+            native_usd: None,
+        }
+    }
+}
+
+impl TransferConfig {
+    pub fn window(&self) -> Duration {
+        Duration::from_secs(self.window_secs)
+    }
+
+    pub fn rebroadcast_after(&self) -> Duration {
+        Duration::from_secs(self.rebroadcast_after_secs)
+    }
+
+    /// The native coin's price in micro-USD per coin, if configured.
+    pub fn native_usd_micros(&self) -> Option<u128> {
+        let price = self.native_usd.as_deref()?;
+        Amount::parse(price, 6).ok().map(|a| a.raw().to::<u128>())
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -123,9 +181,24 @@ struct ChainFile {
     native: NativeAsset,
     #[serde(default)]
     assets: Vec<AssetConfig>,
+    #[serde(default)]
+    transfers: TransferConfig,
 }
 
 mod defaults {
+    pub fn window_secs() -> u64 {
+        300
+    }
+    pub fn rebroadcast_after_secs() -> u64 {
+        30
+    }
+    pub fn fee_bump_percent() -> u64 {
+        20
+    }
+    /// 500 gwei.
+    pub fn max_fee_per_gas() -> u64 {
+        500_000_000_000
+    }
     pub fn max_block_range() -> u64 {
         500
     }
@@ -186,6 +259,7 @@ pub struct ChainConfig {
     pub stale_after: Duration,
     pub native: NativeAsset,
     pub assets: Vec<AssetConfig>,
+    pub transfers: TransferConfig,
     /// Where the file came from, for error messages.
     pub source: PathBuf,
 }
@@ -255,6 +329,24 @@ impl ChainConfig {
             return Err(invalid("reorg_window must be at least 2".into()));
         }
 
+        let mut transfers = file.transfers;
+        if let Some(price) = env(&format!("{chain}_NATIVE_USD")) {
+            transfers.native_usd = Some(price.trim().to_string());
+        }
+        if transfers.native_usd.is_some() && transfers.native_usd_micros().is_none() {
+            return Err(invalid(
+                "transfers.native_usd must be a decimal price with at most 6 decimal places".into(),
+            ));
+        }
+        if transfers.window_secs == 0 || transfers.rebroadcast_after_secs == 0 || transfers.max_fee_per_gas == 0 {
+            return Err(invalid(
+                "transfers.window_secs, rebroadcast_after_secs and max_fee_per_gas must be positive".into(),
+            ));
+        }
+        if transfers.fee_bump_percent < 10 {
+            return Err(invalid("transfers.fee_bump_percent must be at least 10".into()));
+        }
+
         let mut assets = Vec::with_capacity(file.assets.len());
         for mut asset in file.assets {
             asset.contract_address = address::normalize(chain.family(), &asset.contract_address)
@@ -289,6 +381,7 @@ impl ChainConfig {
             ),
             native: file.native,
             assets,
+            transfers,
             source: source.to_path_buf(),
         })
     }

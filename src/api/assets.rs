@@ -52,7 +52,14 @@ pub async fn balances(
     let params = Params::parse(query.as_deref(), &["chain"])?;
     let chain = params.chain("chain")?;
     let account = state.store().organization_account(&caller.organization, &account_id).await?;
-    let balances = state.0.balances.balances(&account, chain, |_, _| U256::ZERO).await?;
+    let held = state.store().held_amounts(&account.id).await?;
+    let balances = state
+        .0
+        .balances
+        .balances(&account, chain, |chain, symbol| {
+            held.get(&(chain, symbol.to_string())).copied().unwrap_or(U256::ZERO)
+        })
+        .await?;
     Ok(Json(BalanceList { balances }))
 }
 

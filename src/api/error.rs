@@ -17,10 +17,16 @@ use crate::{assets::BalanceError, store::StoreError};
 pub struct ErrorBody {
     /// A stable machine-readable code: `INVALID_REQUEST`, `UNAUTHORIZED`,
     /// `NOT_FOUND`, `METHOD_NOT_ALLOWED`, `CONFLICT`, `RATE_LIMITED`,
-    /// `CHAIN_UNAVAILABLE` or `INTERNAL`.
+    /// `CHAIN_UNAVAILABLE`, `INTERNAL`; for transfers also
+    /// `DUPLICATE_TRANSACTION`, `REQUEST_ID_REUSED`, `ACCOUNT_NOT_ACTIVE`,
+    /// `INSUFFICIENT_BALANCE`, `LIMIT_EXCEEDED` and `TRANSFERS_UNAVAILABLE`.
     pub code: &'static str,
     /// What went wrong, for people.
     pub message: String,
+    /// `DUPLICATE_TRANSACTION` and `REQUEST_ID_REUSED`: the transfer that
+    /// already holds the `request_id`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transfer_id: Option<String>,
 }
 
 #[derive(Debug)]
@@ -32,7 +38,7 @@ pub struct ApiError {
 
 impl ApiError {
     fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        Self { status, body: ErrorBody { code, message: message.into() }, retry_after: None }
+        Self { status, body: ErrorBody { code, message: message.into(), transfer_id: None }, retry_after: None }
     }
 
     pub fn invalid(message: impl Into<String>) -> Self {
@@ -59,6 +65,17 @@ impl ApiError {
         );
         error.retry_after = Some(retry_after_seconds);
         error
+    }
+
+    /// A refusal with its own code, e.g. `INSUFFICIENT_BALANCE`.
+    pub fn coded(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(status, code, message)
+    }
+
+    /// Names the transfer the error is about.
+    pub fn with_transfer(mut self, id: impl Into<String>) -> Self {
+        self.body.transfer_id = Some(id.into());
+        self
     }
 
     pub fn internal() -> Self {

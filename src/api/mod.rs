@@ -12,6 +12,7 @@ mod deposits;
 mod error;
 mod ops;
 mod params;
+mod transfers;
 mod webhooks;
 
 use std::{net::SocketAddr, num::NonZeroU32, sync::Arc, time::Duration};
@@ -30,7 +31,9 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 pub use body::Body;
 pub use error::{ApiError, ErrorBody};
 
-use crate::{assets::BalanceReader, chain::Chain, config::Chains, events::url::Policy, store::Store};
+use crate::{
+    assets::BalanceReader, chain::Chain, config::Chains, events::url::Policy, keys::Signer, store::Store,
+};
 
 /// Requests per second each API key may make, with bursts up to `burst`.
 #[derive(Debug, Clone, Copy)]
@@ -60,7 +63,14 @@ struct Inner {
     webhook_policy: Policy,
     /// How long a rotated-out signing key keeps signing.
     key_overlap: Duration,
+    /// Signs transfers; without it transfers are refused.
+    signer: Option<Arc<dyn Signer>>,
+    /// Each organization's sponsored-gas credit, in micro-USD.
+    gas_credit_usd_micros: i64,
 }
+
+/// Each organization's sponsored-gas credit: 100 USD.
+pub const DEFAULT_GAS_CREDIT_USD_MICROS: i64 = 100_000_000;
 
 /// How long the previous signing key stays valid after a rotation.
 pub const DEFAULT_KEY_OVERLAP: Duration = Duration::from_secs(24 * 3600);
@@ -75,7 +85,18 @@ impl ApiState {
             required,
             webhook_policy: Policy::from_env(),
             key_overlap: DEFAULT_KEY_OVERLAP,
+            signer: None,
+            gas_credit_usd_micros: DEFAULT_GAS_CREDIT_USD_MICROS,
         }))
+    }
+
+    /// Enables transfers signed by `signer`, with each organization's gas
+    /// credit in micro-USD.
+    pub fn with_transfers(mut self, signer: Option<Arc<dyn Signer>>, gas_credit_usd_micros: i64) -> Self {
+        let inner = Arc::get_mut(&mut self.0).expect("configured before it is shared");
+        inner.signer = signer;
+        inner.gas_credit_usd_micros = gas_credit_usd_micros;
+        self
     }
 
     fn store(&self) -> &Store {
@@ -122,6 +143,10 @@ fn v2() -> (Router<ApiState>, utoipa::openapi::OpenApi) {
         .routes(routes!(webhooks::delete))
         .routes(routes!(webhooks::rotate))
         .routes(routes!(webhooks::events))
+        .routes(routes!(transfers::create, transfers::list))
+        .routes(routes!(transfers::get))
+        .routes(routes!(transfers::policy))
+        .routes(routes!(transfers::gas_usage))
         .split_for_parts()
 }
 

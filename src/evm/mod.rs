@@ -1,12 +1,14 @@
-//! EVM chains: the RPC edge, pure decoding, and the watcher that scans blocks
-//! into the store.
+//! EVM chains: the RPC edge, pure decoding, the watcher that scans blocks
+//! into the store, and the sender of gas-sponsored transfers.
 
 pub mod decode;
 mod heads;
 mod reorg;
 pub mod rpc;
+mod sender;
 mod watcher;
 
+pub use sender::{EvmSender, SendError};
 pub use watcher::EvmWatcher;
 
 pub use crate::watcher::{BackfillReport, Tick, WatchError};

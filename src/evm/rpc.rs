@@ -44,8 +44,14 @@ sol! {
 
 /// Every method the indexer calls. The fallback layer sends each of them to
 /// one URL at a time, in order of health, instead of racing all URLs.
-const METHODS: [&str; 9] = [
+const METHODS: [&str; 15] = [
     "eth_chainId",
+    "eth_getTransactionCount",
+    "eth_maxPriorityFeePerGas",
+    "eth_estimateGas",
+    "eth_sendRawTransaction",
+    "eth_getBlockByHash",
+    "eth_gasPrice",
     "eth_getBalance",
     "eth_call",
     "eth_blockNumber",
@@ -115,6 +121,50 @@ impl RpcReceipt {
     pub fn succeeded(&self) -> bool {
         self.status.is_none_or(|s| s == U64::from(1))
     }
+}
+
+/// A receipt with what the sender needs: where it was included, whether it
+/// succeeded and what it cost.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FeeReceipt {
+    pub transaction_hash: B256,
+    pub block_number: U64,
+    pub block_hash: B256,
+    #[serde(default)]
+    pub status: Option<U64>,
+    pub gas_used: U256,
+    pub effective_gas_price: U256,
+    /// OP-stack chains: the L1 data fee the sender paid on top.
+    #[serde(default)]
+    pub l1_fee: Option<U256>,
+}
+
+impl FeeReceipt {
+    pub fn succeeded(&self) -> bool {
+        self.status.is_none_or(|s| s == U64::from(1))
+    }
+
+    /// `gasUsed × effectiveGasPrice`.
+    pub fn execution_fee(&self) -> U256 {
+        self.gas_used * self.effective_gas_price
+    }
+}
+
+/// What became of `eth_sendRawTransaction`.
+#[derive(Debug)]
+pub enum Broadcast {
+    /// The node took it, or already had it.
+    Accepted,
+    /// The node refused it, with its reason.
+    Rejected(String),
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct FeeHeader {
+    #[serde(default)]
+    base_fee_per_gas: Option<U256>,
 }
 
 /// Where a transaction stands now, for deposits whose block was reorged away.
@@ -231,6 +281,89 @@ impl EvmRpc {
             kind: "bad_response",
             range_too_large: false,
         })
+    }
+
+    /// The number of transactions `address` sent, counting the node's pending
+    /// ones when `pending`: the next nonce.
+    pub async fn nonce(&self, address: Address, pending: bool) -> Result<u64, RpcFailure> {
+        let tag = if pending { BlockNumberOrTag::Pending } else { BlockNumberOrTag::Latest };
+        let n: U64 = self
+            .client
+            .request("eth_getTransactionCount", (address, tag))
+            .await
+            .map_err(|e| self.failure("eth_getTransactionCount", e))?;
+        Ok(n.to())
+    }
+
+    /// The latest block's base fee and the node's suggested priority fee, in wei.
+    pub async fn fee_market(&self) -> Result<(u128, u128), RpcFailure> {
+        let header: Option<FeeHeader> = self
+            .client
+            .request("eth_getBlockByNumber", (BlockNumberOrTag::Latest, false))
+            .await
+            .map_err(|e| self.failure("eth_getBlockByNumber", e))?;
+        let base = header.and_then(|h| h.base_fee_per_gas).unwrap_or_default();
+        let tip: U256 = self
+            .client
+            .request_noparams("eth_maxPriorityFeePerGas")
+            .await
+            .map_err(|e| self.failure("eth_maxPriorityFeePerGas", e))?;
+        Ok((base.saturating_to(), tip.saturating_to()))
+    }
+
+    /// `eth_estimateGas` of a call from `from`; `Err` carries the node's reason
+    /// (a revert, for instance).
+    pub async fn estimate_gas(
+        &self,
+        from: Address,
+        to: Address,
+        value: U256,
+        input: &Bytes,
+    ) -> Result<u64, RpcFailure> {
+        let call = serde_json::json!({ "from": from, "to": to, "value": value, "input": input });
+        let gas: U64 =
+            self.client.request("eth_estimateGas", (call,)).await.map_err(|e| self.failure("eth_estimateGas", e))?;
+        Ok(gas.to())
+    }
+
+    /// `eth_call` at the latest block.
+    pub async fn call(&self, to: Address, input: Bytes) -> Result<Bytes, RpcFailure> {
+        let call = serde_json::json!({ "to": to, "input": input });
+        self.client
+            .request("eth_call", (call, BlockNumberOrTag::Latest))
+            .await
+            .map_err(|e| self.failure("eth_call", e))
+    }
+
+    /// Sends a signed transaction. A node that already has it (or has already
+    /// included it) counts as accepting it: sending again is always safe.
+    pub async fn send_raw(&self, raw: &Bytes) -> Result<Broadcast, RpcFailure> {
+        const METHOD: &str = "eth_sendRawTransaction";
+        match self.client.request::<_, B256>(METHOD, (raw,)).await {
+            Ok(_) => Ok(Broadcast::Accepted),
+            Err(RpcError::ErrorResp(payload)) => {
+                let message = payload.message.to_string();
+                let lower = message.to_ascii_lowercase();
+                if lower.contains("already known") || lower.contains("known transaction") || lower.contains("already imported") {
+                    Ok(Broadcast::Accepted)
+                } else {
+                    Ok(Broadcast::Rejected(message))
+                }
+            }
+            Err(e) => Err(self.failure(METHOD, e)),
+        }
+    }
+
+    /// The receipt of a transaction, `None` while it is not included.
+    pub async fn fee_receipt(&self, hash: B256) -> Result<Option<FeeReceipt>, RpcFailure> {
+        self.client
+            .request("eth_getTransactionReceipt", (hash,))
+            .await
+            .map_err(|e| self.failure("eth_getTransactionReceipt", e))
+    }
+
+    pub fn chain(&self) -> Chain {
+        self.chain
     }
 
     /// Full blocks `from..=to`, in order, fetched in concurrent JSON-RPC batches.

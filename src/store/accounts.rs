@@ -1,13 +1,14 @@
 //! Accounts and the addresses the watchers follow.
 
 use futures::TryStreamExt;
-use sqlx::{Row, any::AnyRow};
+use sqlx::{Any, Row, Transaction, any::AnyRow};
 
 use super::{Store, StoreError, now_micros, parse_column};
 use crate::{
     account::{Account, AccountAddress, AccountStatus, AccountType},
     address,
     chain::Chain,
+    keys::FIRST_ACCOUNT_INDEX,
 };
 
 /// A page of an organization's accounts, by id.
@@ -45,20 +46,63 @@ impl Store {
     /// Registers many accounts in one transaction: all or none.
     pub async fn add_accounts(&self, accounts: &[NewAccount]) -> Result<(), StoreError> {
         let mut tx = self.begin().await?;
+        insert_accounts(&mut tx, accounts).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Registers a segregated account whose key the service holds: takes the
+    /// next free derivation index (from [`FIRST_ACCOUNT_INDEX`] up), derives
+    /// the account's addresses with `derive`, and records the index beside
+    /// the account in one transaction, so an index is never given twice.
+    pub async fn add_keyed_account(
+        &self,
+        mut new: NewAccount,
+        derive: impl Fn(u32) -> Result<Vec<AccountAddress>, StoreError>,
+    ) -> Result<(Account, u32), StoreError> {
+        let mut tx = self.begin().await?;
+        let top: Option<i64> = sqlx::query("SELECT MAX(key_index) AS top FROM account_keys")
+            .fetch_one(&mut *tx)
+            .await?
+            .try_get("top")?;
+        let index = top.map_or(FIRST_ACCOUNT_INDEX, |t| (t as u32).saturating_add(1).max(FIRST_ACCOUNT_INDEX));
+        new.addresses = derive(index)?;
+        insert_accounts(&mut tx, std::slice::from_ref(&new)).await?;
+        sqlx::query("INSERT INTO account_keys (account_id, key_index) VALUES ($1, $2)")
+            .bind(&new.id)
+            .bind(i64::from(index))
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok((self.account(&new.id).await?, index))
+    }
+
+    /// The derivation index of the account's key, if the service holds it.
+    pub async fn account_key(&self, account_id: &str) -> Result<Option<u32>, StoreError> {
+        let row = sqlx::query("SELECT key_index FROM account_keys WHERE account_id = $1")
+            .bind(account_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|r| r.try_get::<i64, _>("key_index").map(|i| i as u32)).transpose().map_err(Into::into)
+    }
+}
+
+async fn insert_accounts(tx: &mut Transaction<'static, Any>, accounts: &[NewAccount]) -> Result<(), StoreError> {
+    {
         let created_at = now_micros();
         // Taking the version first serialises concurrent writers on its row, so
         // versions grow in commit order and watchers can load increments.
         let version: i64 = sqlx::query(
             "UPDATE store_meta SET value = value + 1 WHERE key = 'accounts_version' RETURNING value",
         )
-        .fetch_one(&mut *tx)
+        .fetch_one(&mut **tx)
         .await?
         .try_get("value")?;
         for new in accounts {
             let addresses = validate(new)?;
             let organization = sqlx::query("SELECT id FROM organizations WHERE id = $1")
                 .bind(&new.organization)
-                .fetch_optional(&mut *tx)
+                .fetch_optional(&mut **tx)
                 .await?;
             if organization.is_none() {
                 return Err(StoreError::NotFound(format!("organization {}", new.organization)));
@@ -73,7 +117,7 @@ impl Store {
             .bind(new.kind.as_str())
             .bind(new.status.as_str())
             .bind(created_at)
-            .execute(&mut *tx)
+            .execute(&mut **tx)
             .await?;
             if inserted.rows_affected() == 0 {
                 return Err(StoreError::Conflict(format!("account {} already exists", new.id)));
@@ -87,7 +131,7 @@ impl Store {
                 .bind(address)
                 .bind(&new.id)
                 .bind(version)
-                .execute(&mut *tx)
+                .execute(&mut **tx)
                 .await?;
                 if row.rows_affected() == 0 {
                     return Err(StoreError::Conflict(format!(
@@ -96,9 +140,11 @@ impl Store {
                 }
             }
         }
-        tx.commit().await?;
-        Ok(())
     }
+    Ok(())
+}
+
+impl Store {
 
     pub async fn account(&self, id: &str) -> Result<Account, StoreError> {
         let mut accounts = self.load_accounts(Some(id), None).await?;

@@ -8,6 +8,7 @@ mod deposits;
 mod events;
 mod health;
 mod organizations;
+mod transfers;
 mod webhooks;
 
 use std::{str::FromStr, time::Duration};
@@ -22,6 +23,10 @@ pub use chain_state::{ChainState, Rewind, RewindOutcome};
 pub use deposits::{BlockRef, CursorMove, DepositPage, Orphan, ScanCommit};
 pub use health::{ChainHealth, DepositCount};
 pub use organizations::{ApiKey, MAX_API_KEYS, Organization};
+pub use transfers::{
+    ChainGas, Created, Fee, GasUsage, LimitPolicy, NewTransfer, Outgoing, Refusal, SentTransaction, Settlement,
+    TransferPage, TxRole, TxState, USD_DECIMALS, usd_micros,
+};
 pub use webhooks::{Attempt, Claimed, Delivery, Outcome, Webhook};
 
 use crate::redact::redact_urls;

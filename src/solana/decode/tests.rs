@@ -124,6 +124,7 @@ fn token_2022_is_matched_with_its_program() {
         contract_address: mint,
         decimals: 9,
         token_program: Some(TOKEN_2022_PROGRAM.into()),
+        eip3009: false,
     });
     assert_eq!(decode(name, &[to], &config).unwrap(), vec![row(to, "HELP", "0.01", from)]);
     config.assets.last_mut().unwrap().token_program = Some(TOKEN_PROGRAM.into());

@@ -1,0 +1,304 @@
+//! `/v2/crypto/transfers`, `GET /v2/transaction-limits/policies/{id}` and
+//! `GET /v2/gas/usage`.
+
+use axum::{
+    Extension, Json,
+    extract::{Path, RawQuery, State},
+    http::StatusCode,
+};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::{
+    ApiError, ApiState, Body, ErrorBody,
+    auth::Caller,
+    params::{Params, encode_cursor},
+};
+use crate::{
+    account::{Account, AccountType},
+    address,
+    amount::Amount,
+    chain::{Chain, Family},
+    keys::KeyRef,
+    store::{Created, GasUsage, LimitPolicy, NewTransfer, Refusal, TransferPage},
+    transfer::{Route, Transfer},
+};
+
+const DEFAULT_LIMIT: u32 = 10;
+const MAX_LIMIT: u32 = 100;
+
+/// Where to send: the preferred structured form.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AddressDestination {
+    pub address: String,
+    pub chain: String,
+}
+
+/// A transfer request. Give the destination either as `address_destination`
+/// (preferred) or as `destination_address` with `destination_chain`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TransferRequest {
+    /// A UUID: the idempotency key.
+    pub request_id: String,
+    pub account_id: String,
+    /// Major unit, e.g. `"12.5"`; no more decimals than the asset has.
+    pub amount: String,
+    pub currency_symbol: String,
+    #[serde(default)]
+    pub address_destination: Option<AddressDestination>,
+    #[serde(default)]
+    pub destination_address: Option<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<Chain>)]
+    pub destination_chain: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TransferList {
+    pub transfers: Vec<Transfer>,
+    /// Pass it back as `cursor` for the next page; absent on the last page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Keyset {
+    t: i64,
+    id: String,
+}
+
+/// Sends funds out of an account; the platform pays the network fee.
+///
+/// Validated before acceptance; sent asynchronously (read the status with
+/// GET or follow the `crypto_transfer_*` events). Idempotent by `request_id`:
+/// the same request again returns the existing transfer (`200`) while it is
+/// `ACCEPTED` and `409 DUPLICATE_TRANSACTION` once it was processed; the same
+/// `request_id` with a different request is `409 REQUEST_ID_REUSED`.
+#[utoipa::path(post, path = "/v2/crypto/transfers", tag = "transfers", request_body = TransferRequest,
+    responses(
+        (status = 201, description = "Accepted", body = Transfer),
+        (status = 200, description = "The same request again: the existing transfer", body = Transfer),
+        (status = 400, description = "Invalid request, inactive account, insufficient balance or a limit exceeded", body = ErrorBody),
+        (status = 401, description = "Missing, malformed or unknown API key", body = ErrorBody),
+        (status = 404, description = "No such account in the organization", body = ErrorBody),
+        (status = 409, description = "DUPLICATE_TRANSACTION or REQUEST_ID_REUSED", body = ErrorBody),
+        (status = 503, description = "No signing keys configured, or the chain did not answer", body = ErrorBody),
+    ))]
+pub async fn create(
+    State(state): State<ApiState>,
+    Extension(caller): Extension<Caller>,
+    Body(request): Body<TransferRequest>,
+) -> Result<(StatusCode, Json<Transfer>), ApiError> {
+    let Some(signer) = state.0.signer.clone() else {
+        return Err(ApiError::coded(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "TRANSFERS_UNAVAILABLE",
+            "transfers are disabled: the service has no signing keys",
+        ));
+    };
+    uuid::Uuid::parse_str(&request.request_id)
+        .map_err(|_| ApiError::invalid(format!("request_id {:?} is not a UUID", request.request_id)))?;
+    let (destination, chain) = match (&request.address_destination, &request.destination_address, &request.destination_chain) {
+        (Some(d), None, None) => (d.address.as_str(), d.chain.as_str()),
+        (None, Some(address), Some(chain)) => (address.as_str(), chain.as_str()),
+        (None, None, None) => {
+            return Err(ApiError::invalid(
+                "a destination is required: address_destination, or destination_address with destination_chain",
+            ));
+        }
+        _ => {
+            return Err(ApiError::invalid(
+                "give either address_destination or destination_address with destination_chain, not a mix",
+            ));
+        }
+    };
+    let chain: Chain = chain.parse().map_err(|e: crate::chain::UnknownChain| ApiError::invalid(e.to_string()))?;
+    let config = state
+        .chains()
+        .get(chain)
+        .map_err(|_| ApiError::invalid(format!("{chain} is not configured on this service")))?;
+    if chain.family() == Family::Solana {
+        return Err(ApiError::invalid(format!("transfers on {chain} are not supported yet")));
+    }
+    if config.transfers.native_usd_micros().is_none() {
+        return Err(ApiError::invalid(format!(
+            "transfers on {chain} are disabled: no native_usd price is configured for the gas ledger"
+        )));
+    }
+    let destination = address::normalize(chain.family(), destination)
+        .map_err(|e| ApiError::invalid(format!("destination: {e}")))?;
+    let decimals = config.decimals_of(&request.currency_symbol).ok_or_else(|| {
+        ApiError::invalid(format!("{} is not supported on {chain}", request.currency_symbol))
+    })?;
+    let amount = Amount::parse(&request.amount, decimals).map_err(|e| ApiError::invalid(e.to_string()))?;
+    if amount.is_zero() {
+        return Err(ApiError::invalid("amount must be positive"));
+    }
+
+    let account = state.store().organization_account(&caller.organization, &request.account_id).await?;
+    let source = address_on(&account, chain)
+        .ok_or_else(|| ApiError::invalid(format!("account {} has no address on {chain}", account.id)))?;
+    if source == destination {
+        return Err(ApiError::invalid("the destination is the account's own address"));
+    }
+    let native = request.currency_symbol == config.native.symbol;
+    let (route, key_index) = match account.kind {
+        AccountType::Omnibus => {
+            let omnibus = signer.evm_address(KeyRef::Omnibus).map_err(|_| ApiError::internal())?;
+            if omnibus.to_checksum(None) != source {
+                return Err(ApiError::invalid(format!(
+                    "omnibus account {} does not hold the omnibus wallet's address on {chain}",
+                    account.id
+                )));
+            }
+            (Route::Omnibus, None)
+        }
+        AccountType::Segregated => {
+            let index = state.store().account_key(&account.id).await?.ok_or_else(|| {
+                ApiError::invalid(format!("account {} is watch-only: the service holds no key for it", account.id))
+            })?;
+            let own = signer.evm_address(KeyRef::Account(index)).map_err(|_| ApiError::internal())?;
+            if own.to_checksum(None) != source {
+                return Err(ApiError::invalid(format!("account {}'s key does not match its address", account.id)));
+            }
+            let eip3009 = config.assets.iter().any(|a| a.symbol == request.currency_symbol && a.eip3009);
+            (if eip3009 && !native { Route::Authorization } else { Route::TopUp }, Some(index))
+        }
+    };
+    let balances = state.0.balances.balances(&account, Some(chain), |_, _| Default::default()).await?;
+    let balance = balances
+        .iter()
+        .find(|b| b.symbol == request.currency_symbol)
+        .and_then(|b| Amount::parse(&b.total, decimals).ok())
+        .map(|a| a.raw())
+        .unwrap_or_default();
+
+    let new = NewTransfer {
+        organization: caller.organization,
+        request_id: request.request_id.to_ascii_lowercase(),
+        account_id: account.id.clone(),
+        chain,
+        source_address: source,
+        destination_address: destination,
+        currency_symbol: request.currency_symbol,
+        amount,
+        route,
+        key_index,
+    };
+    match state.store().create_transfer(&new, balance).await {
+        Ok(Created::New(transfer)) => Ok((StatusCode::CREATED, Json(transfer))),
+        Ok(Created::Existing(transfer)) => Ok((StatusCode::OK, Json(transfer))),
+        Err(refusal) => Err(refused(refusal)),
+    }
+}
+
+fn refused(refusal: Refusal) -> ApiError {
+    let message = refusal.to_string();
+    match refusal {
+        Refusal::Duplicate(id) => {
+            ApiError::coded(StatusCode::CONFLICT, "DUPLICATE_TRANSACTION", message).with_transfer(id)
+        }
+        Refusal::RequestReused(id) => {
+            ApiError::coded(StatusCode::CONFLICT, "REQUEST_ID_REUSED", message).with_transfer(id)
+        }
+        Refusal::NotActive(..) => ApiError::coded(StatusCode::BAD_REQUEST, "ACCOUNT_NOT_ACTIVE", message),
+        Refusal::Insufficient { .. } => ApiError::coded(StatusCode::BAD_REQUEST, "INSUFFICIENT_BALANCE", message),
+        Refusal::Limit { .. } => ApiError::coded(StatusCode::BAD_REQUEST, "LIMIT_EXCEEDED", message),
+        Refusal::Store(error) => error.into(),
+    }
+}
+
+/// The account's address on `chain`.
+fn address_on(account: &Account, chain: Chain) -> Option<String> {
+    account.addresses.iter().find(|a| a.chains.contains(&chain)).map(|a| a.address.clone())
+}
+
+/// One transfer.
+#[utoipa::path(get, path = "/v2/crypto/transfers/{transfer_id}", tag = "transfers",
+    params(("transfer_id" = String, Path, description = "The transfer's id")),
+    responses(
+        (status = 200, description = "The transfer", body = Transfer),
+        (status = 401, description = "Missing, malformed or unknown API key", body = ErrorBody),
+        (status = 404, description = "No such transfer in the organization", body = ErrorBody),
+    ))]
+pub async fn get(
+    State(state): State<ApiState>,
+    Extension(caller): Extension<Caller>,
+    Path(transfer_id): Path<String>,
+) -> Result<Json<Transfer>, ApiError> {
+    Ok(Json(state.store().organization_transfer(&caller.organization, &transfer_id).await?))
+}
+
+/// Lists transfers, newest first.
+#[utoipa::path(get, path = "/v2/crypto/transfers", tag = "transfers",
+    params(
+        ("account_id" = Option<String>, Query, description = "Only this account's transfers"),
+        ("identity_id" = Option<String>, Query, description = "Only transfers of this identity's accounts"),
+        ("status" = Option<crate::transfer::TransferStatus>, Query, description = "Only transfers in this status"),
+        ("limit" = Option<u32>, Query, minimum = 1, maximum = 100, description = "Page size, 1 to 100 (default 10)"),
+        ("cursor" = Option<String>, Query, description = "The cursor of the previous page"),
+    ),
+    responses(
+        (status = 200, description = "A page of transfers", body = TransferList),
+        (status = 400, description = "Malformed query", body = ErrorBody),
+        (status = 401, description = "Missing, malformed or unknown API key", body = ErrorBody),
+    ))]
+pub async fn list(
+    State(state): State<ApiState>,
+    Extension(caller): Extension<Caller>,
+    RawQuery(query): RawQuery,
+) -> Result<Json<TransferList>, ApiError> {
+    let params = Params::parse(query.as_deref(), &["account_id", "identity_id", "status", "limit", "cursor"])?;
+    let status = params
+        .one("status")?
+        .map(|s| s.parse().map_err(|e: crate::transfer::UnknownStatus| ApiError::invalid(e.to_string())))
+        .transpose()?;
+    let limit = params.limit("limit", DEFAULT_LIMIT, MAX_LIMIT)?;
+    let page = TransferPage {
+        organization: caller.organization,
+        account_id: params.one("account_id")?.map(String::from),
+        identity_id: params.one("identity_id")?.map(String::from),
+        status,
+        after: params.cursor::<Keyset>()?.map(|k| (k.t, k.id)),
+        limit: limit + 1,
+    };
+    let mut transfers = state.store().transfer_page(&page).await?;
+    let cursor = if transfers.len() > limit as usize {
+        transfers.truncate(limit as usize);
+        transfers.last().map(|t| encode_cursor(&Keyset { t: t.created_at.timestamp_micros(), id: t.id.clone() }))
+    } else {
+        None
+    };
+    Ok(Json(TransferList { transfers, cursor }))
+}
+
+/// A transaction-limit policy.
+#[utoipa::path(get, path = "/v2/transaction-limits/policies/{policy_id}", tag = "transfers",
+    params(("policy_id" = String, Path, description = "The policy's id")),
+    responses(
+        (status = 200, description = "The policy", body = LimitPolicy),
+        (status = 401, description = "Missing, malformed or unknown API key", body = ErrorBody),
+        (status = 404, description = "No such policy in the organization", body = ErrorBody),
+    ))]
+pub async fn policy(
+    State(state): State<ApiState>,
+    Extension(caller): Extension<Caller>,
+    Path(policy_id): Path<String>,
+) -> Result<Json<LimitPolicy>, ApiError> {
+    Ok(Json(state.store().limit_policy(&caller.organization, &policy_id).await?))
+}
+
+/// The organization's sponsored gas: spent, remaining credit and billable.
+#[utoipa::path(get, path = "/v2/gas/usage", tag = "transfers",
+    responses(
+        (status = 200, description = "Gas spent against the credit", body = GasUsage),
+        (status = 401, description = "Missing, malformed or unknown API key", body = ErrorBody),
+    ))]
+pub async fn gas_usage(
+    State(state): State<ApiState>,
+    Extension(caller): Extension<Caller>,
+) -> Result<Json<GasUsage>, ApiError> {
+    Ok(Json(state.store().gas_usage(&caller.organization, state.0.gas_credit_usd_micros).await?))
+}
