@@ -67,6 +67,8 @@ CREATE TABLE transfer_transactions (
     sender TEXT NOT NULL,
     nonce BIGINT NOT NULL,
     gas_limit BIGINT NOT NULL,
+    -- The native value it carries (a top-up's amount).
+    value TEXT NOT NULL,
     max_fee_per_gas TEXT NOT NULL,
     max_priority_fee_per_gas TEXT NOT NULL,
     raw TEXT NOT NULL,

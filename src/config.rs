@@ -338,7 +338,10 @@ impl ChainConfig {
                 "transfers.native_usd must be a decimal price with at most 6 decimal places".into(),
             ));
         }
-        if transfers.window_secs == 0 || transfers.rebroadcast_after_secs == 0 || transfers.max_fee_per_gas == 0 {
+        if transfers.window_secs == 0
+            || transfers.rebroadcast_after_secs == 0
+            || transfers.max_fee_per_gas == 0
+        {
             return Err(invalid(
                 "transfers.window_secs, rebroadcast_after_secs and max_fee_per_gas must be positive".into(),
             ));

@@ -114,7 +114,8 @@ impl fmt::Debug for MnemonicSigner {
 impl MnemonicSigner {
     pub fn from_phrase(phrase: &str) -> Result<Self, KeyError> {
         let phrase = Zeroizing::new(phrase.split_whitespace().collect::<Vec<_>>().join(" "));
-        let mnemonic = Mnemonic::<English>::new_from_phrase(&phrase).map_err(|_| KeyError::InvalidMnemonic)?;
+        let mnemonic =
+            Mnemonic::<English>::new_from_phrase(&phrase).map_err(|_| KeyError::InvalidMnemonic)?;
         let seed = Zeroizing::new(mnemonic.to_seed(None).map_err(|_| KeyError::InvalidMnemonic)?);
         Ok(Self { phrase, seed, evm: Mutex::default(), solana: Mutex::default() })
     }
@@ -239,8 +240,11 @@ mod tests {
 
         let message = b"message".to_vec();
         let signature = signer.sign_solana(KeyRef::Account(5), message.clone()).await.unwrap();
-        let pubkey: [u8; 32] =
-            bs58::decode(signer.solana_address(KeyRef::Account(5)).unwrap()).into_vec().unwrap().try_into().unwrap();
+        let pubkey: [u8; 32] = bs58::decode(signer.solana_address(KeyRef::Account(5)).unwrap())
+            .into_vec()
+            .unwrap()
+            .try_into()
+            .unwrap();
         let verified = solana_signature_valid(&pubkey, &message, &signature);
         assert!(verified);
     }

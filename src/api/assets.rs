@@ -52,7 +52,16 @@ pub async fn balances(
     let params = Params::parse(query.as_deref(), &["chain"])?;
     let chain = params.chain("chain")?;
     let account = state.store().organization_account(&caller.organization, &account_id).await?;
-    let held = state.store().held_amounts(&account.id).await?;
+    let mut held = state.store().held_amounts(&account.id).await?;
+    // Sponsor money left at the account's addresses for gas is not the account's.
+    for entry in &account.addresses {
+        for chain in &entry.chains {
+            let left = state.store().sponsored_gas_left(*chain, &entry.address).await?;
+            if let (false, Ok(config)) = (left.is_zero(), state.chains().get(*chain)) {
+                *held.entry((*chain, config.native.symbol.clone())).or_default() += left;
+            }
+        }
+    }
     let balances = state
         .0
         .balances

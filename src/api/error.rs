@@ -38,7 +38,11 @@ pub struct ApiError {
 
 impl ApiError {
     fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        Self { status, body: ErrorBody { code, message: message.into(), transfer_id: None }, retry_after: None }
+        Self {
+            status,
+            body: ErrorBody { code, message: message.into(), transfer_id: None },
+            retry_after: None,
+        }
     }
 
     pub fn invalid(message: impl Into<String>) -> Self {

@@ -15,7 +15,7 @@ use super::{
     params::{Params, encode_cursor},
 };
 use crate::{
-    account::{Account, AccountType},
+    account::{Account, AccountStatus, AccountType},
     address,
     amount::Amount,
     chain::{Chain, Family},
@@ -100,7 +100,11 @@ pub async fn create(
     };
     uuid::Uuid::parse_str(&request.request_id)
         .map_err(|_| ApiError::invalid(format!("request_id {:?} is not a UUID", request.request_id)))?;
-    let (destination, chain) = match (&request.address_destination, &request.destination_address, &request.destination_chain) {
+    let (destination, chain) = match (
+        &request.address_destination,
+        &request.destination_address,
+        &request.destination_chain,
+    ) {
         (Some(d), None, None) => (d.address.as_str(), d.chain.as_str()),
         (None, Some(address), Some(chain)) => (address.as_str(), chain.as_str()),
         (None, None, None) => {
@@ -114,7 +118,8 @@ pub async fn create(
             ));
         }
     };
-    let chain: Chain = chain.parse().map_err(|e: crate::chain::UnknownChain| ApiError::invalid(e.to_string()))?;
+    let chain: Chain =
+        chain.parse().map_err(|e: crate::chain::UnknownChain| ApiError::invalid(e.to_string()))?;
     let config = state
         .chains()
         .get(chain)
@@ -138,6 +143,9 @@ pub async fn create(
     }
 
     let account = state.store().organization_account(&caller.organization, &request.account_id).await?;
+    if account.status != AccountStatus::Active {
+        return Err(refused(Refusal::NotActive(account.id, account.status)));
+    }
     let source = address_on(&account, chain)
         .ok_or_else(|| ApiError::invalid(format!("account {} has no address on {chain}", account.id)))?;
     if source == destination {
@@ -157,23 +165,32 @@ pub async fn create(
         }
         AccountType::Segregated => {
             let index = state.store().account_key(&account.id).await?.ok_or_else(|| {
-                ApiError::invalid(format!("account {} is watch-only: the service holds no key for it", account.id))
+                ApiError::invalid(format!(
+                    "account {} is watch-only: the service holds no key for it",
+                    account.id
+                ))
             })?;
             let own = signer.evm_address(KeyRef::Account(index)).map_err(|_| ApiError::internal())?;
             if own.to_checksum(None) != source {
-                return Err(ApiError::invalid(format!("account {}'s key does not match its address", account.id)));
+                return Err(ApiError::invalid(format!(
+                    "account {}'s key does not match its address",
+                    account.id
+                )));
             }
             let eip3009 = config.assets.iter().any(|a| a.symbol == request.currency_symbol && a.eip3009);
             (if eip3009 && !native { Route::Authorization } else { Route::TopUp }, Some(index))
         }
     };
     let balances = state.0.balances.balances(&account, Some(chain), |_, _| Default::default()).await?;
-    let balance = balances
+    let mut balance = balances
         .iter()
         .find(|b| b.symbol == request.currency_symbol)
         .and_then(|b| Amount::parse(&b.total, decimals).ok())
         .map(|a| a.raw())
         .unwrap_or_default();
+    if native && route == Route::TopUp {
+        balance = balance.saturating_sub(state.store().sponsored_gas_left(chain, &source).await?);
+    }
 
     let new = NewTransfer {
         organization: caller.organization,
@@ -204,7 +221,9 @@ fn refused(refusal: Refusal) -> ApiError {
             ApiError::coded(StatusCode::CONFLICT, "REQUEST_ID_REUSED", message).with_transfer(id)
         }
         Refusal::NotActive(..) => ApiError::coded(StatusCode::BAD_REQUEST, "ACCOUNT_NOT_ACTIVE", message),
-        Refusal::Insufficient { .. } => ApiError::coded(StatusCode::BAD_REQUEST, "INSUFFICIENT_BALANCE", message),
+        Refusal::Insufficient { .. } => {
+            ApiError::coded(StatusCode::BAD_REQUEST, "INSUFFICIENT_BALANCE", message)
+        }
         Refusal::Limit { .. } => ApiError::coded(StatusCode::BAD_REQUEST, "LIMIT_EXCEEDED", message),
         Refusal::Store(error) => error.into(),
     }
@@ -250,7 +269,8 @@ pub async fn list(
     Extension(caller): Extension<Caller>,
     RawQuery(query): RawQuery,
 ) -> Result<Json<TransferList>, ApiError> {
-    let params = Params::parse(query.as_deref(), &["account_id", "identity_id", "status", "limit", "cursor"])?;
+    let params =
+        Params::parse(query.as_deref(), &["account_id", "identity_id", "status", "limit", "cursor"])?;
     let status = params
         .one("status")?
         .map(|s| s.parse().map_err(|e: crate::transfer::UnknownStatus| ApiError::invalid(e.to_string())))
@@ -267,7 +287,9 @@ pub async fn list(
     let mut transfers = state.store().transfer_page(&page).await?;
     let cursor = if transfers.len() > limit as usize {
         transfers.truncate(limit as usize);
-        transfers.last().map(|t| encode_cursor(&Keyset { t: t.created_at.timestamp_micros(), id: t.id.clone() }))
+        transfers
+            .last()
+            .map(|t| encode_cursor(&Keyset { t: t.created_at.timestamp_micros(), id: t.id.clone() }))
     } else {
         None
     };

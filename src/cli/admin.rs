@@ -33,6 +33,7 @@ pub async fn accounts(store: &Store, command: AccountsCommand) -> anyhow::Result
                 print_account(&account);
             }
         }
+        AccountsCommand::Create(create) => super::transfers::create_account(store, create).await?,
         AccountsCommand::List { organization, json } => {
             let accounts = store.accounts(organization.as_deref()).await?;
             if json {
@@ -47,7 +48,7 @@ pub async fn accounts(store: &Store, command: AccountsCommand) -> anyhow::Result
     Ok(())
 }
 
-fn print_account(account: &Account) {
+pub(super) fn print_account(account: &Account) {
     println!(
         "{} ({}, {}, identity {}, organization {})",
         account.id, account.kind, account.status, account.identity_id, account.organization

@@ -1,7 +1,7 @@
-//! The indexing commands: `run` (watchers and the API), `serve` (the API
-//! alone) and `backfill`.
+//! The indexing commands: `run` (watchers, transfer senders and the API),
+//! `serve` (the API alone) and `backfill`.
 
-use std::io::IsTerminal;
+use std::{io::IsTerminal, sync::Arc};
 
 use anyhow::{Context, bail};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -14,7 +14,8 @@ use crate::{
     chain::{Chain, Family},
     config::{ChainConfig, Chains},
     events::{self, delivery::DeliveryConfig},
-    evm::EvmWatcher,
+    evm::{EvmSender, EvmWatcher},
+    keys::{MNEMONIC_ENV, MNEMONIC_FILE_ENV, MnemonicSigner, Signer},
     solana::SolanaWatcher,
     store::Store,
     telemetry,
@@ -39,7 +40,9 @@ pub async fn run(
     telemetry::prometheus();
     let listener = api::bind(api.listen).await?;
     let required = selected.iter().map(|c| c.chain).collect();
-    let state = ApiState::new(store.clone(), chains, required, api.rate_limit());
+    let signer = signer()?;
+    let state = ApiState::new(store.clone(), chains, required, api.rate_limit())
+        .with_transfers(signer.clone(), api.gas.usd_micros);
 
     let shutdown = CancellationToken::new();
     tokio::spawn(cancel_on_signal(shutdown.clone()));
@@ -52,6 +55,18 @@ pub async fn run(
             events::delivery::run(store, delivery, shutdown).await;
             Ok(())
         });
+    }
+    for config in selected.iter().filter(|c| c.family() == Family::Evm) {
+        let Some(signer) = signer.clone() else { break };
+        let sender = EvmSender::new(config.clone(), store.clone(), signer);
+        let shutdown = shutdown.clone();
+        tasks.spawn(
+            async move {
+                sender.run(shutdown).await;
+                Ok(())
+            }
+            .instrument(info_span!("sender", chain = %config.chain)),
+        );
     }
     for config in selected {
         let store = store.clone();
@@ -107,13 +122,24 @@ pub async fn serve(
     }
     telemetry::prometheus();
     let listener = api::bind(api.listen).await?;
-    let state = ApiState::new(store.clone(), chains, required, api.rate_limit());
+    let state = ApiState::new(store.clone(), chains, required, api.rate_limit())
+        .with_transfers(signer()?, api.gas.usd_micros);
     let shutdown = CancellationToken::new();
     tokio::spawn(cancel_on_signal(shutdown.clone()));
     api::serve(listener, state, shutdown).await.context("the HTTP API stopped")?;
     store.close().await;
     info!("stopped cleanly");
     Ok(())
+}
+
+/// The signing keys the environment configures; without them transfers are
+/// refused and nothing is sent.
+fn signer() -> anyhow::Result<Option<Arc<dyn Signer>>> {
+    let signer = MnemonicSigner::from_env()?;
+    if signer.is_none() {
+        info!("no signing keys ({MNEMONIC_ENV} or {MNEMONIC_FILE_ENV}): transfers are disabled");
+    }
+    Ok(signer.map(|s| Arc::new(s) as Arc<dyn Signer>))
 }
 
 /// Connects a watcher, retrying while no RPC URL answers; `None` on shutdown.

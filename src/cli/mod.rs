@@ -1,8 +1,10 @@
 //! The command line: `run`, `serve`, `backfill`, `health`, `accounts`,
-//! `deposits`, `organizations`, `api-keys`, `webhooks`, `migrate`.
+//! `deposits`, `organizations`, `api-keys`, `webhooks`, `wallets`, `gas`,
+//! `limits`, `migrate`.
 
 mod admin;
 mod index;
+mod transfers;
 mod webhooks;
 
 use std::{net::SocketAddr, num::NonZeroU32, path::PathBuf};
@@ -63,6 +65,22 @@ pub struct ApiOptions {
     /// Requests an API key may make at once above its rate.
     #[arg(long, value_name = "N", env = "CUSTODY_INDEXER_RATE_LIMIT_BURST", default_value = "100")]
     pub rate_limit_burst: NonZeroU32,
+    #[command(flatten)]
+    pub gas: GasCredit,
+}
+
+/// Each organization's sponsored-gas credit.
+#[derive(Debug, Clone, Args)]
+pub struct GasCredit {
+    /// USD of network fees the platform pays for each organization before
+    /// billing it.
+    #[arg(long = "gas-credit-usd", value_name = "USD", env = "CUSTODY_INDEXER_GAS_CREDIT_USD", default_value = "100", value_parser = parse_usd)]
+    pub usd_micros: i64,
+}
+
+fn parse_usd(text: &str) -> Result<i64, String> {
+    let amount = crate::amount::Amount::parse(text, crate::store::USD_DECIMALS).map_err(|e| e.to_string())?;
+    i64::try_from(amount.raw()).map_err(|_| format!("{text} USD is too large"))
 }
 
 impl ApiOptions {
@@ -154,14 +172,28 @@ pub enum Command {
     /// Register webhooks, inspect and re-send deliveries, verify signatures.
     #[command(subcommand)]
     Webhooks(webhooks::WebhooksCommand),
+    /// The platform's wallets: what to fund.
+    #[command(subcommand)]
+    Wallets(transfers::WalletsCommand),
+    /// Sponsored gas spent per organization against its credit.
+    #[command(subcommand)]
+    Gas(transfers::GasCommand),
+    /// Transaction-limit policies of transfers.
+    #[command(subcommand)]
+    Limits(transfers::LimitsCommand),
     /// Apply the store's pending migrations, then exit.
     Migrate,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum AccountsCommand {
-    /// Register an account and the address it receives deposits on.
+    /// Register an account and the address it receives deposits on (watch
+    /// only: the service holds no key for it).
     Add(AddAccount),
+    /// Create an account whose keys the service holds: a SEGREGATED account
+    /// gets its own EVM and Solana addresses derived from the mnemonic; an
+    /// OMNIBUS account is the omnibus wallet. It can send transfers.
+    Create(transfers::CreateAccount),
     /// List accounts.
     List {
         #[arg(long)]
@@ -285,6 +317,9 @@ impl Cli {
             }
             Command::ApiKeys(command) => admin::api_keys(&Store::open(&url).await?, command).await?,
             Command::Webhooks(command) => return webhooks::webhooks(&url, command).await,
+            Command::Wallets(command) => transfers::wallets(command)?,
+            Command::Gas(command) => transfers::gas(&Store::open(&url).await?, command).await?,
+            Command::Limits(command) => transfers::limits(&Store::open(&url).await?, command).await?,
         }
         Ok(std::process::ExitCode::SUCCESS)
     }

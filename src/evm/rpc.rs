@@ -321,8 +321,11 @@ impl EvmRpc {
         input: &Bytes,
     ) -> Result<u64, RpcFailure> {
         let call = serde_json::json!({ "from": from, "to": to, "value": value, "input": input });
-        let gas: U64 =
-            self.client.request("eth_estimateGas", (call,)).await.map_err(|e| self.failure("eth_estimateGas", e))?;
+        let gas: U64 = self
+            .client
+            .request("eth_estimateGas", (call,))
+            .await
+            .map_err(|e| self.failure("eth_estimateGas", e))?;
         Ok(gas.to())
     }
 
@@ -344,7 +347,10 @@ impl EvmRpc {
             Err(RpcError::ErrorResp(payload)) => {
                 let message = payload.message.to_string();
                 let lower = message.to_ascii_lowercase();
-                if lower.contains("already known") || lower.contains("known transaction") || lower.contains("already imported") {
+                if lower.contains("already known")
+                    || lower.contains("known transaction")
+                    || lower.contains("already imported")
+                {
                     Ok(Broadcast::Accepted)
                 } else {
                     Ok(Broadcast::Rejected(message))

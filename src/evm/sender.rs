@@ -148,7 +148,25 @@ impl EvmSender {
             Confirmation::Depth(depth) => head.checked_sub(depth),
             Confirmation::Finalized => self.rpc.tagged(BlockNumberOrTag::Finalized).await?,
         };
+        // A topped-up account sends one transfer at a time: its gas budget
+        // assumes nothing else spends from the address meanwhile.
+        let mut busy: HashSet<&str> = transfers
+            .iter()
+            .filter(|t| {
+                t.route == Route::TopUp
+                    && (t.status == TransferStatus::Submitted || !t.transactions.is_empty())
+            })
+            .map(|t| t.source_address.as_str())
+            .collect();
         for transfer in &transfers {
+            if transfer.route == Route::TopUp
+                && transfer.status == TransferStatus::Accepted
+                && transfer.transactions.is_empty()
+            {
+                if !busy.insert(&transfer.source_address) {
+                    continue;
+                }
+            }
             let outcome = match transfer.status {
                 TransferStatus::Accepted => self.submit(transfer).await,
                 TransferStatus::Submitted => self.follow(transfer, confirmed).await,
@@ -171,7 +189,8 @@ impl EvmSender {
     /// persist and broadcast its transfer transaction.
     async fn submit(&self, t: &Outgoing) -> Result<(), SendError> {
         // Signed before a crash or while the node was unreachable: send it again.
-        if let Some(tx) = t.transactions.iter().rev().find(|x| x.role == TxRole::Transfer && x.state == TxState::Sent)
+        if let Some(tx) =
+            t.transactions.iter().rev().find(|x| x.role == TxRole::Transfer && x.state == TxState::Sent)
         {
             return self.broadcast_first(t, tx).await;
         }
@@ -182,8 +201,11 @@ impl EvmSender {
             return self.fail(t, "NOT_SUBMITTED", message).await;
         }
         if t.route == Route::TopUp {
-            let pending: Vec<&SentTransaction> =
-                t.transactions.iter().filter(|x| x.role == TxRole::TopUp && x.state == TxState::Sent).collect();
+            let pending: Vec<&SentTransaction> = t
+                .transactions
+                .iter()
+                .filter(|x| x.role == TxRole::TopUp && x.state == TxState::Sent)
+                .collect();
             if !pending.is_empty() {
                 match self.included(&pending).await? {
                     Some((tx, receipt)) if receipt.succeeded() => self.record_inclusion(tx, &receipt).await?,
@@ -200,14 +222,16 @@ impl EvmSender {
         let (max_fee, tip) = self.fees(None, self.cap()).await?;
         let gas_limit = self.gas_limit(&call).await?;
         if t.route == Route::TopUp {
-            // Gas for the transfer and for replacements up to twice today's fee.
-            let budget = U256::from(gas_limit) * U256::from(max_fee) * U256::from(2u8) + call.value;
-            let balance = self.rpc.balance(call.from).await?;
-            if balance < budget {
-                return self.top_up(t, call.from, budget - balance).await;
+            // Gas for the transfer and its replacements up to twice today's
+            // fee, less what earlier top-ups left at the address: the
+            // account's own ether never pays for gas.
+            let budget = U256::from(gas_limit) * U256::from(max_fee) * U256::from(2u8);
+            let left = self.store.sponsored_gas_left(self.config.chain, &t.source_address).await?;
+            if left < budget {
+                return self.top_up(t, call.from, budget - left).await;
             }
         }
-        let max_fee = if t.route == Route::TopUp { max_fee.min(self.affordable(&call, gas_limit).await?) } else { max_fee };
+        let max_fee = max_fee.min(self.replacement_cap(t, gas_limit).await?);
         let tx = TxEip1559 {
             chain_id: self.chain_id(),
             nonce: self.next_nonce(call.from).await?,
@@ -226,7 +250,14 @@ impl EvmSender {
         let sent = self.sign(call.key, tx, TxRole::Transfer).await?;
         let authorization = call.authorization.map(|(nonce, _)| format!("{nonce:#x}"));
         self.store
-            .record_transaction(&t.id, self.config.chain, &sent, true, Some(window_ends_at), authorization.as_deref())
+            .record_transaction(
+                &t.id,
+                self.config.chain,
+                &sent,
+                true,
+                Some(window_ends_at),
+                authorization.as_deref(),
+            )
             .await?;
         self.broadcast_first(t, &sent).await
     }
@@ -279,7 +310,8 @@ impl EvmSender {
     /// the transfer is tried again; any other reason fails the transfer.
     async fn rejected(&self, t: &Outgoing, tx: &SentTransaction, reason: &str) -> Result<(), SendError> {
         let lower = reason.to_ascii_lowercase();
-        if lower.contains("nonce too low") || lower.contains("underpriced") || lower.contains("already used") {
+        if lower.contains("nonce too low") || lower.contains("underpriced") || lower.contains("already used")
+        {
             let from: Address = tx.sender.parse().map_err(|_| SendError::Invalid("bad sender".into()))?;
             let pending = self.rpc.nonce(from, true).await?;
             warn!(chain = %self.config.chain, sender = %tx.sender, nonce = tx.nonce, chain_nonce = pending, reason, "nonce in use; re-syncing with the chain");
@@ -309,7 +341,10 @@ impl EvmSender {
                     (_, true) => (TransferStatus::Confirmed, None),
                     (_, false) => (
                         TransferStatus::Failed,
-                        Some(FailureDetails { code: "REVERTED".into(), message: "the transaction reverted".into() }),
+                        Some(FailureDetails {
+                            code: "REVERTED".into(),
+                            message: "the transaction reverted".into(),
+                        }),
                     ),
                 };
                 return self.settle(t, status, Some(&tx.hash), failure).await;
@@ -330,7 +365,7 @@ impl EvmSender {
         let cancelling = group.iter().any(|x| x.role == TxRole::Cancel);
         if window_over && !cancelling {
             let from: Address = last.sender.parse().map_err(|_| SendError::Invalid("bad sender".into()))?;
-            let cap = self.replacement_cap(t, from, TRANSFER_GAS, U256::ZERO).await?;
+            let cap = self.replacement_cap(t, TRANSFER_GAS).await?;
             let (max_fee, tip) = self.fees(Some(last), cap).await?;
             let cancel = TxEip1559 {
                 chain_id: self.chain_id(),
@@ -363,11 +398,10 @@ impl EvmSender {
         let waited = now_micros() - last.created_at;
         if waited >= self.config.transfers.rebroadcast_after().as_micros() as i64 {
             let mut tx = decode(&last.raw)?;
-            let from: Address = last.sender.parse().map_err(|_| SendError::Invalid("bad sender".into()))?;
             let cap = if last.role == TxRole::TopUp {
                 cap
             } else {
-                cap.min(self.replacement_cap(t, from, tx.gas_limit, tx.value).await?)
+                cap.min(self.replacement_cap(t, tx.gas_limit).await?)
             };
             let (max_fee, tip) = self.fees(Some(last), cap).await?;
             if max_fee > last.max_fee_per_gas {
@@ -437,7 +471,11 @@ impl EvmSender {
             }
             let parsed: B256 = tx.hash.parse().map_err(|_| SendError::Invalid("bad hash".into()))?;
             let Some(receipt) = self.rpc.fee_receipt(parsed).await? else { continue };
-            fees.push(Fee { transaction_hash: tx.hash.clone(), kind: "NETWORK_FEE", amount: receipt.execution_fee() });
+            fees.push(Fee {
+                transaction_hash: tx.hash.clone(),
+                kind: "NETWORK_FEE",
+                amount: receipt.execution_fee(),
+            });
             if let Some(l1) = receipt.l1_fee.filter(|f| !f.is_zero()) {
                 fees.push(Fee { transaction_hash: tx.hash.clone(), kind: "L1_DATA_FEE", amount: l1 });
             }
@@ -474,17 +512,28 @@ impl EvmSender {
         let token = if native {
             None
         } else {
-            let asset = self.config.assets.iter().find(|a| a.symbol == t.currency_symbol).ok_or_else(|| {
-                SendError::Invalid(format!("{} is no longer listed on {}", t.currency_symbol, self.config.chain))
-            })?;
-            Some(asset.contract_address.parse::<Address>().map_err(|_| SendError::Invalid("bad token".into()))?)
+            let asset =
+                self.config.assets.iter().find(|a| a.symbol == t.currency_symbol).ok_or_else(|| {
+                    SendError::Invalid(format!(
+                        "{} is no longer listed on {}",
+                        t.currency_symbol, self.config.chain
+                    ))
+                })?;
+            Some(
+                asset
+                    .contract_address
+                    .parse::<Address>()
+                    .map_err(|_| SendError::Invalid("bad token".into()))?,
+            )
         };
         let key = self.sender_key(t)?;
         let (to, value, input) = match token {
             None => (destination, t.amount, Bytes::new()),
-            Some(token) => {
-                (token, U256::ZERO, Bytes::from(transferCall { to: destination, value: t.amount }.abi_encode()))
-            }
+            Some(token) => (
+                token,
+                U256::ZERO,
+                Bytes::from(transferCall { to: destination, value: t.amount }.abi_encode()),
+            ),
         };
         if t.route != Route::Authorization {
             let from = self.signer.evm_address(key)?;
@@ -549,7 +598,9 @@ impl EvmSender {
         Ok(match t.route {
             Route::Omnibus => KeyRef::Omnibus,
             Route::Authorization => KeyRef::Sponsor,
-            Route::TopUp => KeyRef::Account(t.key_index.ok_or_else(|| SendError::Invalid("no account key".into()))?),
+            Route::TopUp => {
+                KeyRef::Account(t.key_index.ok_or_else(|| SendError::Invalid("no account key".into()))?)
+            }
         })
     }
 
@@ -572,7 +623,9 @@ impl EvmSender {
         let mut max_fee = base.saturating_mul(2).saturating_add(tip);
         let mut tip = tip;
         if let Some(previous) = previous {
-            let bump = |fee: u128| fee.saturating_mul(100 + u128::from(self.config.transfers.fee_bump_percent)).div_ceil(100);
+            let bump = |fee: u128| {
+                fee.saturating_mul(100 + u128::from(self.config.transfers.fee_bump_percent)).div_ceil(100)
+            };
             max_fee = max_fee.max(bump(previous.max_fee_per_gas));
             tip = tip.max(bump(previous.max_priority_fee_per_gas));
         }
@@ -584,19 +637,14 @@ impl EvmSender {
         u128::from(self.config.transfers.max_fee_per_gas)
     }
 
-    /// For a topped-up account, the highest fee its balance pays for.
-    async fn replacement_cap(&self, t: &Outgoing, from: Address, gas: u64, value: U256) -> Result<u128, SendError> {
+    /// For a topped-up account, the highest fee the sponsor's money left at
+    /// its address pays for `gas`; otherwise the configured cap.
+    async fn replacement_cap(&self, t: &Outgoing, gas: u64) -> Result<u128, SendError> {
         if t.route != Route::TopUp {
             return Ok(self.cap());
         }
-        let balance = self.rpc.balance(from).await?;
-        let per_gas = balance.saturating_sub(value) / U256::from(gas.max(1));
-        Ok(self.cap().min(per_gas.saturating_to()))
-    }
-
-    async fn affordable(&self, call: &Call, gas: u64) -> Result<u128, SendError> {
-        let balance = self.rpc.balance(call.from).await?;
-        Ok((balance.saturating_sub(call.value) / U256::from(gas.max(1))).saturating_to())
+        let left = self.store.sponsored_gas_left(self.config.chain, &t.source_address).await?;
+        Ok(self.cap().min((left / U256::from(gas.max(1))).saturating_to()))
     }
 
     /// The sender's next nonce: the store's counter, moved up to the chain's
@@ -622,7 +670,8 @@ impl EvmSender {
     async fn sign(&self, key: KeyRef, tx: TxEip1559, role: TxRole) -> Result<SentTransaction, SendError> {
         let sender = self.signer.evm_address(key)?;
         let signature = self.signer.sign_evm_hash(key, tx.signature_hash()).await?;
-        let (nonce, gas_limit, max_fee, tip) = (tx.nonce, tx.gas_limit, tx.max_fee_per_gas, tx.max_priority_fee_per_gas);
+        let (nonce, gas_limit, value) = (tx.nonce, tx.gas_limit, tx.value);
+        let (max_fee, tip) = (tx.max_fee_per_gas, tx.max_priority_fee_per_gas);
         let envelope = TxEnvelope::from(tx.into_signed(signature));
         Ok(SentTransaction {
             hash: format!("{:#x}", envelope.tx_hash()),
@@ -630,6 +679,7 @@ impl EvmSender {
             sender: sender.to_checksum(None),
             nonce,
             gas_limit,
+            value,
             max_fee_per_gas: max_fee,
             max_priority_fee_per_gas: tip,
             raw: hex::encode_prefixed(envelope.encoded_2718()),
@@ -642,7 +692,8 @@ impl EvmSender {
     }
 
     async fn send(&self, tx: &SentTransaction) -> Result<Broadcast, SendError> {
-        let raw = hex::decode(&tx.raw).map_err(|_| SendError::Invalid("stored transaction is not hex".into()))?;
+        let raw =
+            hex::decode(&tx.raw).map_err(|_| SendError::Invalid("stored transaction is not hex".into()))?;
         let outcome = self.rpc.send_raw(&Bytes::from(raw)).await?;
         if matches!(outcome, Broadcast::Accepted) {
             self.broadcast.lock().expect("broadcast set").insert(tx.hash.clone());

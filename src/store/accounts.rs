@@ -65,7 +65,8 @@ impl Store {
             .fetch_one(&mut *tx)
             .await?
             .try_get("top")?;
-        let index = top.map_or(FIRST_ACCOUNT_INDEX, |t| (t as u32).saturating_add(1).max(FIRST_ACCOUNT_INDEX));
+        let index =
+            top.map_or(FIRST_ACCOUNT_INDEX, |t| (t as u32).saturating_add(1).max(FIRST_ACCOUNT_INDEX));
         new.addresses = derive(index)?;
         insert_accounts(&mut tx, std::slice::from_ref(&new)).await?;
         sqlx::query("INSERT INTO account_keys (account_id, key_index) VALUES ($1, $2)")
@@ -87,7 +88,10 @@ impl Store {
     }
 }
 
-async fn insert_accounts(tx: &mut Transaction<'static, Any>, accounts: &[NewAccount]) -> Result<(), StoreError> {
+async fn insert_accounts(
+    tx: &mut Transaction<'static, Any>,
+    accounts: &[NewAccount],
+) -> Result<(), StoreError> {
     {
         let created_at = now_micros();
         // Taking the version first serialises concurrent writers on its row, so
@@ -145,7 +149,6 @@ async fn insert_accounts(tx: &mut Transaction<'static, Any>, accounts: &[NewAcco
 }
 
 impl Store {
-
     pub async fn account(&self, id: &str) -> Result<Account, StoreError> {
         let mut accounts = self.load_accounts(Some(id), None).await?;
         accounts.pop().ok_or_else(|| StoreError::NotFound(format!("account {id}")))

@@ -24,8 +24,8 @@ pub use deposits::{BlockRef, CursorMove, DepositPage, Orphan, ScanCommit};
 pub use health::{ChainHealth, DepositCount};
 pub use organizations::{ApiKey, MAX_API_KEYS, Organization};
 pub use transfers::{
-    ChainGas, Created, Fee, GasUsage, LimitPolicy, NewTransfer, Outgoing, Refusal, SentTransaction, Settlement,
-    TransferPage, TxRole, TxState, USD_DECIMALS, usd_micros,
+    ChainGas, Created, Fee, GasUsage, LimitPolicy, NewTransfer, Outgoing, Refusal, SentTransaction,
+    Settlement, TransferPage, TxRole, TxState, USD_DECIMALS, usd_micros,
 };
 pub use webhooks::{Attempt, Claimed, Delivery, Outcome, Webhook};
 

@@ -145,6 +145,8 @@ pub struct SentTransaction {
     pub sender: String,
     pub nonce: u64,
     pub gas_limit: u64,
+    /// The native value it carries.
+    pub value: U256,
     pub max_fee_per_gas: u128,
     pub max_priority_fee_per_gas: u128,
     /// The signed bytes, hex: what is broadcast, again and again if need be.
@@ -230,7 +232,7 @@ const TRANSFER_COLUMNS: &str = "id, organization_id, request_id, account_id, ide
     fee_amount, fee_currency_symbol, fee_usd_micros, failure_code, failure_message, authorization_nonce, window_ends_at, submitted_at, \
     confirmed_at, created_at, updated_at";
 
-const TX_COLUMNS: &str = "hash, transfer_id, role, sender, nonce, gas_limit, max_fee_per_gas, \
+const TX_COLUMNS: &str = "hash, transfer_id, role, sender, nonce, gas_limit, value, max_fee_per_gas, \
     max_priority_fee_per_gas, raw, state, block_number, block_hash, fee_raw, created_at";
 
 /// The scale every amount is brought to before amounts of one symbol with
@@ -263,7 +265,8 @@ impl Store {
         .fetch_optional(&mut *tx)
         .await?
         .ok_or_else(|| StoreError::NotFound(format!("account {}", new.account_id)))?;
-        let status: AccountStatus = parse_column(&account.try_get::<String, _>("status")?, "accounts.status")?;
+        let status: AccountStatus =
+            parse_column(&account.try_get::<String, _>("status")?, "accounts.status")?;
         if status != AccountStatus::Active {
             return Err(Refusal::NotActive(new.account_id.clone(), status));
         }
@@ -310,10 +313,9 @@ impl Store {
         if inserted.rows_affected() == 0 {
             // A concurrent request with this request_id committed first.
             drop(tx);
-            return self
-                .existing_request(new, &fingerprint)
-                .await?
-                .unwrap_or_else(|| Err(StoreError::Corrupt("request_id conflict without a row".into()).into()));
+            return self.existing_request(new, &fingerprint).await?.unwrap_or_else(|| {
+                Err(StoreError::Corrupt("request_id conflict without a row".into()).into())
+            });
         }
         tx.commit().await?;
         Ok(Created::New(self.transfer(&id).await?))
@@ -401,7 +403,8 @@ impl Store {
         let mut held: HashMap<(Chain, String), U256> = HashMap::new();
         for row in rows {
             let chain: Chain = parse_column(&row.try_get::<String, _>("chain")?, "transfers.chain")?;
-            let amount: U256 = parse_column(&row.try_get::<String, _>("amount_raw")?, "transfers.amount_raw")?;
+            let amount: U256 =
+                parse_column(&row.try_get::<String, _>("amount_raw")?, "transfers.amount_raw")?;
             *held.entry((chain, row.try_get("currency_symbol")?)).or_default() += amount;
         }
         Ok(held)
@@ -483,6 +486,34 @@ impl Store {
         Ok(out)
     }
 
+    /// Sponsor money still at a topped-up address: the top-ups it received
+    /// less the fees its own transactions paid. The next top-up only adds what
+    /// this lacks, and the account's available native balance excludes it.
+    pub async fn sponsored_gas_left(&self, chain: Chain, address: &str) -> Result<U256, StoreError> {
+        let received = sqlx::query(
+            "SELECT x.value FROM transfer_transactions x JOIN transfers t ON t.id = x.transfer_id
+             WHERE t.chain = $1 AND t.source_address = $2 AND x.role = 'TOP_UP' AND x.state = 'MINED'",
+        )
+        .bind(chain.as_str())
+        .bind(address)
+        .fetch_all(&self.pool)
+        .await?;
+        let spent = sqlx::query(
+            "SELECT fee_raw FROM transfer_transactions
+             WHERE chain = $1 AND sender = $2 AND state IN ('MINED', 'REVERTED') AND fee_raw IS NOT NULL",
+        )
+        .bind(chain.as_str())
+        .bind(address)
+        .fetch_all(&self.pool)
+        .await?;
+        let sum = |rows: Vec<AnyRow>, column: &str| -> Result<U256, StoreError> {
+            rows.iter().try_fold(U256::ZERO, |total, row| {
+                Ok(total + parse_column::<U256>(&row.try_get::<String, _>(column)?, column)?)
+            })
+        };
+        Ok(sum(received, "value")?.saturating_sub(sum(spent, "fee_raw")?))
+    }
+
     /// The next nonce the store has for a sender, if it ever sent.
     pub async fn stored_nonce(&self, chain: Chain, address: &str) -> Result<Option<u64>, StoreError> {
         let row = sqlx::query("SELECT next_nonce FROM sender_nonces WHERE chain = $1 AND address = $2")
@@ -495,13 +526,20 @@ impl Store {
 
     /// Moves a sender's next nonce up to what the chain has counted (someone
     /// else sent from the address): never down.
-    pub async fn resync_nonce(&self, chain: Chain, address: &str, chain_next: u64) -> Result<bool, StoreError> {
-        let moved = sqlx::query("UPDATE sender_nonces SET next_nonce = $3 WHERE chain = $1 AND address = $2 AND next_nonce < $3")
-            .bind(chain.as_str())
-            .bind(address)
-            .bind(super::to_i64(chain_next)?)
-            .execute(&self.pool)
-            .await?;
+    pub async fn resync_nonce(
+        &self,
+        chain: Chain,
+        address: &str,
+        chain_next: u64,
+    ) -> Result<bool, StoreError> {
+        let moved = sqlx::query(
+            "UPDATE sender_nonces SET next_nonce = $3 WHERE chain = $1 AND address = $2 AND next_nonce < $3",
+        )
+        .bind(chain.as_str())
+        .bind(address)
+        .bind(super::to_i64(chain_next)?)
+        .execute(&self.pool)
+        .await?;
         Ok(moved.rows_affected() > 0)
     }
 
@@ -542,7 +580,7 @@ impl Store {
         }
         sqlx::query(&format!(
             "INSERT INTO transfer_transactions ({TX_COLUMNS}, chain)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'SENT', NULL, NULL, NULL, $10, $11)"
+             VALUES ($1, $2, $3, $4, $5, $6, $12, $7, $8, $9, 'SENT', NULL, NULL, NULL, $10, $11)"
         ))
         .bind(&sent.hash)
         .bind(transfer_id)
@@ -555,15 +593,18 @@ impl Store {
         .bind(&sent.raw)
         .bind(sent.created_at)
         .bind(chain.as_str())
+        .bind(sent.value.to_string())
         .execute(&mut *tx)
         .await?;
         let now = now_micros();
         if let Some(nonce) = authorization_nonce {
-            sqlx::query("UPDATE transfers SET authorization_nonce = $2 WHERE id = $1 AND authorization_nonce IS NULL")
-                .bind(transfer_id)
-                .bind(nonce)
-                .execute(&mut *tx)
-                .await?;
+            sqlx::query(
+                "UPDATE transfers SET authorization_nonce = $2 WHERE id = $1 AND authorization_nonce IS NULL",
+            )
+            .bind(transfer_id)
+            .bind(nonce)
+            .execute(&mut *tx)
+            .await?;
         }
         if sent.role != TxRole::TopUp {
             sqlx::query("UPDATE transfers SET transaction_hash = $2, updated_at = $3 WHERE id = $1")
@@ -723,7 +764,11 @@ impl Store {
     }
 
     /// The organization's sponsored gas against `credit_usd_micros`.
-    pub async fn gas_usage(&self, organization: &str, credit_usd_micros: i64) -> Result<GasUsage, StoreError> {
+    pub async fn gas_usage(
+        &self,
+        organization: &str,
+        credit_usd_micros: i64,
+    ) -> Result<GasUsage, StoreError> {
         let rows = sqlx::query(
             "SELECT chain, currency_symbol, decimals, amount_raw, usd_micros, transaction_hash FROM gas_ledger
              WHERE organization_id = $1 ORDER BY chain",
@@ -735,7 +780,8 @@ impl Store {
         let mut spent: i64 = 0;
         for row in rows {
             let chain: Chain = parse_column(&row.try_get::<String, _>("chain")?, "gas_ledger.chain")?;
-            let amount: U256 = parse_column(&row.try_get::<String, _>("amount_raw")?, "gas_ledger.amount_raw")?;
+            let amount: U256 =
+                parse_column(&row.try_get::<String, _>("amount_raw")?, "gas_ledger.amount_raw")?;
             let usd: i64 = row.try_get("usd_micros")?;
             spent += usd;
             if by_chain.last().is_none_or(|c| c.0 != chain) {
@@ -814,7 +860,9 @@ impl Store {
         max_rolling_24h: Option<&str>,
     ) -> Result<LimitPolicy, StoreError> {
         if account_id.is_some() == identity_id.is_some() {
-            return Err(StoreError::Invalid("a policy applies to exactly one account or one identity".into()));
+            return Err(StoreError::Invalid(
+                "a policy applies to exactly one account or one identity".into(),
+            ));
         }
         if max_per_transfer.is_none() && max_rolling_24h.is_none() {
             return Err(StoreError::Invalid("a policy needs a per-transfer or a rolling 24 h limit".into()));
@@ -962,7 +1010,8 @@ async fn check_limits(
             .await?;
             let mut volume = amount;
             for row in rows {
-                let raw: U256 = parse_column(&row.try_get::<String, _>("amount_raw")?, "transfers.amount_raw")?;
+                let raw: U256 =
+                    parse_column(&row.try_get::<String, _>("amount_raw")?, "transfers.amount_raw")?;
                 volume += scale(raw, row.try_get::<i64, _>("decimals")? as u8);
             }
             if volume > limit(max)? {
@@ -993,10 +1042,11 @@ pub fn usd_micros(amount: U256, decimals: u8, price: u128) -> i64 {
 /// announced: `crypto_transfer_submitted`, `crypto_transfer_updated`, or
 /// `crypto_transfer_failed` with `failure_details`.
 async fn announce_transfer(tx: &mut Transaction<'static, Any>, id: &str, now: i64) -> Result<(), StoreError> {
-    let row = sqlx::query(&format!("SELECT {TRANSFER_COLUMNS}, announced_status FROM transfers WHERE id = $1"))
-        .bind(id)
-        .fetch_one(&mut **tx)
-        .await?;
+    let row =
+        sqlx::query(&format!("SELECT {TRANSFER_COLUMNS}, announced_status FROM transfers WHERE id = $1"))
+            .bind(id)
+            .fetch_one(&mut **tx)
+            .await?;
     let transfer = transfer_from_row(&row)?;
     let announced: Option<String> = row.try_get("announced_status")?;
     if announced.as_deref() == Some(transfer.status.as_str()) {
@@ -1075,6 +1125,7 @@ fn tx_from_row(row: &AnyRow) -> Result<SentTransaction, StoreError> {
         sender: row.try_get("sender")?,
         nonce: row.try_get::<i64, _>("nonce")? as u64,
         gas_limit: row.try_get::<i64, _>("gas_limit")? as u64,
+        value: parse_column(&row.try_get::<String, _>("value")?, "transfer_transactions.value")?,
         max_fee_per_gas: u128_column("max_fee_per_gas")?,
         max_priority_fee_per_gas: u128_column("max_priority_fee_per_gas")?,
         raw: row.try_get("raw")?,

@@ -22,6 +22,11 @@ sol!(
 );
 sol!(
     #[sol(rpc)]
+    TestAuthToken,
+    "tests/contracts/build/TestAuthToken.json"
+);
+sol!(
+    #[sol(rpc)]
     Forwarder,
     "tests/contracts/build/Forwarder.json"
 );
@@ -119,6 +124,15 @@ impl Anvil {
 
     pub async fn deploy_token(&self, symbol: &str) -> Address {
         TestToken::deploy_builder(&self.provider, format!("Test {symbol}"), symbol.to_string(), 6)
+            .from(self.accounts[0])
+            .deploy()
+            .await
+            .unwrap()
+    }
+
+    /// A token with EIP-3009 `transferWithAuthorization`, like USDC.
+    pub async fn deploy_auth_token(&self, symbol: &str) -> Address {
+        TestAuthToken::deploy_builder(&self.provider, format!("Test {symbol}"), symbol.to_string(), 6)
             .from(self.accounts[0])
             .deploy()
             .await

@@ -1,0 +1,263 @@
+//! The commands around sending: `wallets list`, `accounts create`,
+//! `gas usage` and `limits create|list`.
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use serde::Serialize;
+
+use super::{ChainFiles, GasCredit};
+use crate::{
+    account::{AccountAddress, AccountStatus, AccountType, DEFAULT_ORGANIZATION},
+    chain::{Chain, Family},
+    config::Chains,
+    keys::{KeyError, KeyRef, MnemonicSigner, Signer},
+    store::{NewAccount, Store, StoreError},
+};
+
+#[derive(Debug, Subcommand)]
+pub enum WalletsCommand {
+    /// The gas sponsor's and the omnibus wallet's address on every configured
+    /// chain (never keys): fund the sponsor with each chain's coin.
+    List {
+        #[command(flatten)]
+        chain_files: ChainFiles,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct CreateAccount {
+    #[arg(long, default_value = DEFAULT_ORGANIZATION)]
+    organization: String,
+    /// The account's id (default: a new UUID).
+    #[arg(long)]
+    account_id: Option<String>,
+    #[arg(long)]
+    identity_id: String,
+    /// SEGREGATED (its own keys) or OMNIBUS (the omnibus wallet).
+    #[arg(long = "type")]
+    kind: AccountType,
+    #[command(flatten)]
+    chain_files: ChainFiles,
+    /// Print the Account resource as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum GasCommand {
+    /// Sponsored network fees per organization: spent, remaining credit and
+    /// what is billable beyond it.
+    Usage {
+        /// One organization (default: every one).
+        #[arg(long)]
+        organization: Option<String>,
+        #[command(flatten)]
+        credit: GasCredit,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum LimitsCommand {
+    /// Add a policy limiting an account's or an identity's transfers of one asset.
+    Create {
+        #[arg(long, default_value = DEFAULT_ORGANIZATION)]
+        organization: String,
+        #[arg(long, conflicts_with = "identity_id", required_unless_present = "identity_id")]
+        account_id: Option<String>,
+        #[arg(long)]
+        identity_id: Option<String>,
+        /// The asset's symbol, e.g. USDC: the limit counts it on every chain.
+        #[arg(long)]
+        currency_symbol: String,
+        /// The most one transfer may send (major unit).
+        #[arg(long, value_name = "AMOUNT")]
+        max_per_transfer: Option<String>,
+        /// The most the scope may send in any 24 hours (major unit).
+        #[arg(long = "max-24h", value_name = "AMOUNT")]
+        max_rolling_24h: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List an organization's policies.
+    List {
+        #[arg(long, default_value = DEFAULT_ORGANIZATION)]
+        organization: String,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// The signer the environment configures, required here.
+fn signer() -> anyhow::Result<MnemonicSigner> {
+    MnemonicSigner::from_env()?.ok_or(KeyError::Missing).map_err(Into::into)
+}
+
+#[derive(Debug, Serialize)]
+struct Wallet {
+    chain: Chain,
+    sponsor: String,
+    omnibus: String,
+}
+
+/// The sponsor and omnibus address of one chain.
+fn wallet(signer: &dyn Signer, chain: Chain) -> Result<Wallet, KeyError> {
+    let address = |key| match chain.family() {
+        Family::Evm => signer.evm_address(key).map(|a| a.to_checksum(None)),
+        Family::Solana => signer.solana_address(key),
+    };
+    Ok(Wallet { chain, sponsor: address(KeyRef::Sponsor)?, omnibus: address(KeyRef::Omnibus)? })
+}
+
+pub fn wallets(command: WalletsCommand) -> anyhow::Result<()> {
+    let WalletsCommand::List { chain_files, json } = command;
+    let chains = chain_files.load()?;
+    let signer = signer()?;
+    let wallets = chains.iter().map(|c| wallet(&signer, c.chain)).collect::<Result<Vec<_>, _>>()?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&wallets)?);
+    } else {
+        for w in &wallets {
+            println!("{}\n  sponsor {}\n  omnibus {}", w.chain, w.sponsor, w.omnibus);
+        }
+    }
+    Ok(())
+}
+
+pub async fn create_account(store: &Store, create: CreateAccount) -> anyhow::Result<()> {
+    let chains = create.chain_files.load()?;
+    let signer = signer()?;
+    let new = NewAccount {
+        id: create.account_id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
+        organization: create.organization,
+        identity_id: create.identity_id,
+        kind: create.kind,
+        status: AccountStatus::Active,
+        addresses: Vec::new(),
+    };
+    let account = match create.kind {
+        AccountType::Segregated => {
+            let (account, _) = store
+                .add_keyed_account(new, |index| addresses(&signer, &chains, KeyRef::Account(index)))
+                .await?;
+            account
+        }
+        AccountType::Omnibus => {
+            let addresses = addresses(&signer, &chains, KeyRef::Omnibus)?;
+            store
+                .add_account(NewAccount { addresses, ..new })
+                .await
+                .context("the omnibus wallet's addresses belong to one account")?
+        }
+    };
+    if create.json {
+        println!("{}", serde_json::to_string_pretty(&account)?);
+    } else {
+        super::admin::print_account(&account);
+    }
+    Ok(())
+}
+
+/// The key's EVM address on every configured EVM chain and its Solana address
+/// on every configured Solana chain.
+fn addresses(signer: &dyn Signer, chains: &Chains, key: KeyRef) -> Result<Vec<AccountAddress>, StoreError> {
+    let of = |family: Family| chains.iter().filter(move |c| c.family() == family).map(|c| c.chain).collect();
+    let key_error = |e: KeyError| StoreError::Invalid(e.to_string());
+    let mut out = Vec::new();
+    let evm: Vec<Chain> = of(Family::Evm);
+    if !evm.is_empty() {
+        let address = signer.evm_address(key).map_err(key_error)?.to_checksum(None);
+        out.push(AccountAddress { chains: evm, address });
+    }
+    let solana: Vec<Chain> = of(Family::Solana);
+    if !solana.is_empty() {
+        out.push(AccountAddress { chains: solana, address: signer.solana_address(key).map_err(key_error)? });
+    }
+    Ok(out)
+}
+
+pub async fn gas(store: &Store, command: GasCommand) -> anyhow::Result<()> {
+    let GasCommand::Usage { organization, credit, json } = command;
+    let organizations = match organization {
+        Some(id) => vec![id],
+        None => store.organizations().await?.into_iter().map(|o| o.id).collect(),
+    };
+    let mut usage = Vec::with_capacity(organizations.len());
+    for organization in &organizations {
+        usage.push(store.gas_usage(organization, credit.usd_micros).await?);
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&usage)?);
+        return Ok(());
+    }
+    for u in &usage {
+        println!(
+            "{}: spent {} USD of {} USD credit, {} USD remaining, {} USD billable",
+            u.organization_id, u.spent_usd, u.credit_usd, u.remaining_credit_usd, u.billable_usd
+        );
+        for c in &u.by_chain {
+            println!(
+                "  {} {} {} ({} USD, {} transactions)",
+                c.chain, c.amount, c.currency_symbol, c.usd, c.transactions
+            );
+        }
+    }
+    Ok(())
+}
+
+pub async fn limits(store: &Store, command: LimitsCommand) -> anyhow::Result<()> {
+    match command {
+        LimitsCommand::Create {
+            organization,
+            account_id,
+            identity_id,
+            currency_symbol,
+            max_per_transfer,
+            max_rolling_24h,
+            json,
+        } => {
+            let policy = store
+                .create_limit_policy(
+                    &organization,
+                    account_id.as_deref(),
+                    identity_id.as_deref(),
+                    &currency_symbol,
+                    max_per_transfer.as_deref(),
+                    max_rolling_24h.as_deref(),
+                )
+                .await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&policy)?);
+            } else {
+                println!("{}", policy.id);
+            }
+        }
+        LimitsCommand::List { organization, json } => {
+            let policies = store.limit_policies(&organization).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&policies)?);
+            } else if policies.is_empty() {
+                println!("no policies");
+            } else {
+                for p in &policies {
+                    let scope = p.account_id.as_ref().map_or_else(
+                        || format!("identity {}", p.identity_id.as_deref().unwrap_or_default()),
+                        |a| format!("account {a}"),
+                    );
+                    println!(
+                        "{} {} {}: per transfer {}, 24 h {}",
+                        p.id,
+                        scope,
+                        p.currency_symbol,
+                        p.max_per_transfer.as_deref().unwrap_or("-"),
+                        p.max_rolling_24h.as_deref().unwrap_or("-")
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,437 @@
+//! Gas-sponsored transfers end to end: `run` with keys from a mnemonic,
+//! sending on a real anvil through every route (EIP-3009 authorization, gas
+//! top-up, omnibus), fee bumps and cancellation on a node that does not mine,
+//! restarts, nonce drift, validation, idempotency and the gas ledger checked
+//! against the receipts.
+
+mod common;
+
+use std::{collections::BTreeMap, time::Duration};
+
+use alloy::{
+    primitives::{Address, B256, U256},
+    providers::Provider,
+    transports::http::reqwest::Method,
+};
+use common::{
+    Anvil, CHAIN,
+    anvil::Mined,
+    api::{Answer, answers, send, send_json},
+    chain_toml,
+    cli::{Env, Process},
+    db::{Backend, TestDb},
+    dead_port, eventually,
+};
+use custody_indexer::{
+    amount::Amount,
+    store::{SentTransaction, Store, TxRole},
+};
+use serde_json::{Value, json};
+
+/// The service's keys: not anvil's dev mnemonic, so every wallet starts empty.
+const MNEMONIC: &str =
+    "abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon about";
+const ETH: u128 = 1_000_000_000_000_000_000;
+const DEPTH: u64 = 2;
+/// USD per ETH in the tests' chain file: high enough that a few transfers
+/// spend more than the 100 USD credit.
+const ETH_USD: u128 = 10_000_000;
+
+struct Setup {
+    anvil: Anvil,
+    env: Env,
+    _db: TestDb,
+    key: String,
+    port: u16,
+    tusd: Address,
+    usdc: Address,
+    sponsor: Address,
+    omnibus: Address,
+    /// An address outside the platform.
+    outside: Address,
+}
+
+impl Setup {
+    /// anvil with a plain token (TUSD) and an EIP-3009 one (USDC), organization
+    /// `acme` with a key, and `transfers` lines for the chain file.
+    async fn new(backend: Backend, transfers: &str) -> Self {
+        let anvil = Anvil::start().await;
+        let tusd = anvil.deploy_token("TUSD").await;
+        let usdc = anvil.deploy_auth_token("USDC").await;
+        let mut toml = chain_toml(
+            &[anvil.url()],
+            Some(&tusd.to_string()),
+            &format!("confirmation = {{ depth = {DEPTH} }}"),
+        );
+        toml.push_str(&format!(
+            "\n[[assets]]\nsymbol = \"USDC\"\ncontract_address = \"{usdc}\"\ndecimals = 6\neip3009 = true\n\
+             \n[transfers]\nnative_usd = \"{ETH_USD}\"\n{transfers}\n"
+        ));
+        let mut env = Env::with_chain_file(&toml);
+        let db = TestDb::new(backend).await;
+        if backend == Backend::Postgres {
+            env.database_url = db.url.clone();
+        }
+        let key = env.organization_with_key();
+        let mut s = Self {
+            anvil,
+            env,
+            _db: db,
+            key,
+            port: dead_port(),
+            tusd,
+            usdc,
+            sponsor: Address::ZERO,
+            omnibus: Address::ZERO,
+            outside: Address::repeat_byte(0x42),
+        };
+        // What an operator does first: list the wallets and fund them.
+        let wallets: Value = serde_json::from_str(&s.cli(&["wallets", "list", "--json"])).unwrap();
+        assert_eq!(wallets[0]["chain"], CHAIN.as_str());
+        s.sponsor = wallets[0]["sponsor"].as_str().unwrap().parse().unwrap();
+        s.omnibus = wallets[0]["omnibus"].as_str().unwrap().parse().unwrap();
+        assert!(!s.anvil.accounts.contains(&s.sponsor));
+        s.anvil.send_eth(s.anvil.accounts[0], s.sponsor, U256::from(100 * ETH)).await;
+        s.anvil.send_eth(s.anvil.accounts[0], s.omnibus, U256::from(100 * ETH)).await;
+        s
+    }
+
+    /// A command with the mnemonic in its environment.
+    fn cli(&self, args: &[&str]) -> String {
+        let out = self.env.command(args).env("CUSTODY_INDEXER_MNEMONIC", MNEMONIC).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// `accounts create` of `acme`; returns the account's address.
+    fn create_account(&self, id: &str, kind: &str) -> Address {
+        let out = self.cli(&[
+            "accounts",
+            "create",
+            "--organization",
+            "acme",
+            "--account-id",
+            id,
+            "--identity-id",
+            &format!("identity-{id}"),
+            "--type",
+            kind,
+            "--json",
+        ]);
+        let account: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(account["type"], kind);
+        assert_eq!(account["addresses"][0]["chains"], json!([CHAIN.as_str()]));
+        account["addresses"][0]["address"].as_str().unwrap().parse().unwrap()
+    }
+
+    /// `run` (or `serve`) with the keys, waiting until the API answers.
+    async fn start(&self, command: &str) -> Process {
+        let process = self.env.listen(command, CHAIN, self.port, &[("CUSTODY_INDEXER_MNEMONIC", MNEMONIC)]);
+        let healthz = format!("http://127.0.0.1:{}/healthz", self.port);
+        eventually(Duration::from_secs(30), "the API", || async { answers(&healthz).await.then_some(()) })
+            .await;
+        process
+    }
+
+    async fn get(&self, path: &str) -> Answer {
+        send(Method::GET, &format!("http://127.0.0.1:{}{path}", self.port), Some(&self.key)).await
+    }
+
+    async fn post(&self, body: &Value) -> Answer {
+        let url = format!("http://127.0.0.1:{}/v2/crypto/transfers", self.port);
+        send_json(Method::POST, &url, Some(&self.key), Some(body)).await
+    }
+
+    /// Posts a transfer that must be accepted; returns its id.
+    async fn transfer(&self, account: &str, amount: &str, symbol: &str, to: Address) -> String {
+        let body = json!({
+            "request_id": uuid::Uuid::new_v4().to_string(),
+            "account_id": account,
+            "amount": amount,
+            "currency_symbol": symbol,
+            "address_destination": { "address": to.to_string(), "chain": CHAIN.as_str() },
+        });
+        let answer = self.post(&body).await;
+        assert_eq!(answer.status, 201, "{body}: {:?}", answer.body);
+        assert_eq!(answer.body["status"], "ACCEPTED");
+        answer.body["id"].as_str().unwrap().to_string()
+    }
+
+    /// Waits until the transfer reaches `status`, mining a block each poll
+    /// when `mine`; returns it as the API serves it.
+    async fn until(&self, id: &str, status: &str, mine: bool) -> Value {
+        eventually(Duration::from_secs(60), &format!("transfer {id} {status}"), || async {
+            if mine {
+                self.anvil.mine(1).await;
+            }
+            let transfer = self.get(&format!("/v2/crypto/transfers/{id}")).await.body;
+            assert!(
+                transfer["status"] == status
+                    || !["CONFIRMED", "FAILED", "DROPPED"].contains(&transfer["status"].as_str().unwrap()),
+                "{id} ended {transfer} instead of {status}"
+            );
+            (transfer["status"] == status).then_some(transfer)
+        })
+        .await
+    }
+
+    async fn eth(&self, address: Address) -> U256 {
+        self.anvil.provider.get_balance(address).await.unwrap()
+    }
+
+    async fn tokens(&self, token: Address, owner: Address) -> U256 {
+        self.anvil.token(token).balanceOf(owner).call().await.unwrap()
+    }
+
+    /// `gasUsed × effectiveGasPrice` of a transaction, from its receipt.
+    async fn fee(&self, hash: &str) -> U256 {
+        let receipt = self
+            .anvil
+            .provider
+            .get_transaction_receipt(hash.parse::<B256>().unwrap())
+            .await
+            .unwrap()
+            .unwrap();
+        U256::from(receipt.gas_used) * U256::from(receipt.effective_gas_price)
+    }
+
+    /// The transfer's transactions that made it into a block.
+    async fn included(&self, store: &Store, id: &str) -> Vec<SentTransaction> {
+        store
+            .transfer_transactions(id)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|t| t.block_number.is_some())
+            .collect()
+    }
+}
+
+/// `raw` wei as micro-USD at [`ETH_USD`], rounded half up: what the ledger must hold.
+fn usd_micros(wei: U256) -> U256 {
+    let price = U256::from(ETH_USD * 1_000_000);
+    (wei * price + U256::from(ETH / 2)) / U256::from(ETH)
+}
+
+fn usd(micros: U256) -> String {
+    Amount::from_raw(micros, 6).to_string()
+}
+
+#[tokio::test]
+async fn every_route_sends_once_and_the_gas_ledger_matches_the_receipts() {
+    for backend in [Backend::Sqlite, Backend::Postgres] {
+        let s = Setup::new(backend, "").await;
+        let alice = s.create_account("alice", "SEGREGATED");
+        let bob = s.create_account("bob", "SEGREGATED");
+        let treasury = s.create_account("treasury", "OMNIBUS");
+        assert_eq!(treasury, s.omnibus, "the omnibus account is the omnibus wallet");
+        assert_ne!(alice, bob);
+
+        let minter = s.anvil.accounts[5];
+        s.anvil.token(s.tusd).mint(alice, U256::from(100_000_000)).from(minter).mined().await;
+        s.anvil.token(s.usdc).mint(alice, U256::from(100_000_000)).from(minter).mined().await;
+        s.anvil.token(s.tusd).mint(s.omnibus, U256::from(50_000_000)).from(minter).mined().await;
+        s.anvil.send_eth(s.anvil.accounts[5], alice, U256::from(ETH / 2)).await;
+        let (sponsor_before, omnibus_before) = (s.eth(s.sponsor).await, s.eth(s.omnibus).await);
+
+        let mut run = s.start("run").await;
+        let authorization = s.transfer("alice", "10", "USDC", s.outside).await;
+        // The legacy destination form, to another platform account.
+        let legacy = json!({
+            "request_id": uuid::Uuid::new_v4().to_string(), "account_id": "alice", "amount": "5",
+            "currency_symbol": "TUSD", "destination_address": bob.to_string(), "destination_chain": CHAIN.as_str(),
+        });
+        let answer = s.post(&legacy).await;
+        assert_eq!(answer.status, 201, "{:?}", answer.body);
+        let top_up_token = answer.body["id"].as_str().unwrap().to_string();
+        let omnibus_native = s.transfer("treasury", "1.5", "ETH", s.outside).await;
+        let omnibus_token = s.transfer("treasury", "3", "TUSD", s.outside).await;
+        // All of alice's ether: the sponsor must top up the gas.
+        let top_up_native = s.transfer("alice", "0.5", "ETH", s.outside).await;
+        let all = [&authorization, &top_up_token, &omnibus_native, &omnibus_token, &top_up_native];
+        let mut settled = BTreeMap::new();
+        for id in all {
+            settled.insert(id.clone(), s.until(id, "CONFIRMED", true).await);
+        }
+
+        // Funds arrived exactly.
+        assert_eq!(s.eth(s.outside).await, U256::from(2 * ETH));
+        assert_eq!(s.tokens(s.usdc, s.outside).await, U256::from(10_000_000));
+        assert_eq!(s.tokens(s.tusd, s.outside).await, U256::from(3_000_000));
+        assert_eq!(s.tokens(s.tusd, bob).await, U256::from(5_000_000));
+        assert_eq!(s.tokens(s.usdc, alice).await, U256::from(90_000_000));
+
+        // Who sent what: the routes.
+        let store = s.env.store().await;
+        let senders = |txs: &[SentTransaction]| -> Vec<(TxRole, String)> {
+            txs.iter().map(|t| (t.role, t.sender.clone())).collect()
+        };
+        let included = s.included(&store, &authorization).await;
+        assert_eq!(
+            senders(&included),
+            [(TxRole::Transfer, s.sponsor.to_string())],
+            "EIP-3009: the sponsor sends"
+        );
+        let included = s.included(&store, &top_up_token).await;
+        assert_eq!(
+            senders(&included),
+            [(TxRole::TopUp, s.sponsor.to_string()), (TxRole::Transfer, alice.to_string())],
+            "top-up first, then the account's own transaction"
+        );
+        // The second transfer tops up only what the first one's gas money lacks.
+        let included = s.included(&store, &top_up_native).await;
+        assert_eq!(
+            included.last().map(|t| (t.role, t.sender.clone())),
+            Some((TxRole::Transfer, alice.to_string()))
+        );
+        assert!(
+            included.iter().filter(|t| t.role == TxRole::TopUp).all(|t| t.sender == s.sponsor.to_string())
+        );
+        // Alice's own ether paid no gas: all that is left at her address is the
+        // sponsor's, and none of it is available to her.
+        let left = store.sponsored_gas_left(CHAIN, &alice.to_string()).await.unwrap();
+        assert_eq!(s.eth(alice).await, left);
+        let balances = s.get("/v2/accounts/alice/balances").await.body;
+        let eth =
+            balances["balances"].as_array().unwrap().iter().find(|b| b["symbol"] == "ETH").unwrap().clone();
+        assert_eq!(eth["available"], "0", "{balances}");
+        for id in [&omnibus_native, &omnibus_token] {
+            assert_eq!(senders(&s.included(&store, id).await), [(TxRole::Transfer, s.omnibus.to_string())]);
+        }
+
+        // The ledger holds each included transaction's receipt fee, to the wei,
+        // and the API's network_fee is their sum.
+        let mut sponsor_paid = U256::ZERO;
+        let mut omnibus_paid = U256::ZERO;
+        let mut expected_usd = U256::ZERO;
+        for id in all {
+            let mut total = U256::ZERO;
+            let mut entries = store.gas_entries(id).await.unwrap();
+            entries.sort();
+            let mut expected = Vec::new();
+            for tx in s.included(&store, id).await {
+                let fee = s.fee(&tx.hash).await;
+                total += fee;
+                expected_usd += usd_micros(fee);
+                expected.push((tx.hash.clone(), "NETWORK_FEE".to_string(), fee));
+                match tx.sender.parse::<Address>().unwrap() {
+                    a if a == s.sponsor => sponsor_paid += fee,
+                    a if a == s.omnibus => omnibus_paid += fee,
+                    _ => {}
+                }
+                if tx.role == TxRole::TopUp {
+                    // The top-up's value left the sponsor too.
+                    let sent = s
+                        .anvil
+                        .provider
+                        .get_transaction_by_hash(tx.hash.parse().unwrap())
+                        .await
+                        .unwrap()
+                        .unwrap();
+                    sponsor_paid += alloy::consensus::Transaction::value(sent.inner.inner());
+                }
+            }
+            expected.sort();
+            assert_eq!(entries, expected, "{id}");
+            let fee = &settled[id]["network_fee"];
+            assert_eq!(fee["currency_symbol"], "ETH");
+            assert_eq!(Amount::parse(fee["amount"].as_str().unwrap(), 18).unwrap().raw(), total, "{id}");
+            assert!(settled[id]["transaction_hash"].is_string());
+            assert!(settled[id]["confirmed_at"].is_string());
+        }
+        assert_eq!(
+            sponsor_before - s.eth(s.sponsor).await,
+            sponsor_paid,
+            "the sponsor paid fees and top-ups only"
+        );
+        assert_eq!(
+            omnibus_before - s.eth(s.omnibus).await,
+            omnibus_paid + U256::from(3 * ETH / 2),
+            "the omnibus wallet paid its ether sent and its own gas"
+        );
+
+        // The credit: spent valued per entry, remaining zero past 100 USD, the rest billable.
+        let usage = s.get("/v2/gas/usage").await.body;
+        assert_eq!(usage["spent_usd"], usd(expected_usd));
+        assert!(expected_usd > U256::from(100_000_000u64), "the test spends past the credit");
+        assert_eq!(usage["credit_usd"], "100");
+        assert_eq!(usage["remaining_credit_usd"], "0");
+        assert_eq!(usage["billable_usd"], usd(expected_usd - U256::from(100_000_000u64)));
+        // Exactly at the boundary, and one micro-dollar below it.
+        let spent = usd(expected_usd);
+        let at: Value = serde_json::from_str(&s.cli(&[
+            "gas",
+            "usage",
+            "--organization",
+            "acme",
+            "--gas-credit-usd",
+            &spent,
+            "--json",
+        ]))
+        .unwrap();
+        assert_eq!(
+            (at[0]["remaining_credit_usd"].as_str(), at[0]["billable_usd"].as_str()),
+            (Some("0"), Some("0"))
+        );
+        let below = usd(expected_usd - U256::from(1));
+        let under: Value = serde_json::from_str(&s.cli(&[
+            "gas",
+            "usage",
+            "--organization",
+            "acme",
+            "--gas-credit-usd",
+            &below,
+            "--json",
+        ]))
+        .unwrap();
+        assert_eq!(under[0]["billable_usd"], "0.000001");
+
+        // Bob received a deposit from another platform account.
+        let deposits = eventually(Duration::from_secs(30), "bob's deposit", || async {
+            let list = s.get("/v2/crypto/deposits?account_id=bob").await.body;
+            (list["deposits"].as_array().is_some_and(|d| d.len() == 1)).then_some(list)
+        })
+        .await;
+        let deposit = &deposits["deposits"][0];
+        assert_eq!(
+            (deposit["amount"].as_str(), deposit["currency_symbol"].as_str()),
+            (Some("5"), Some("TUSD"))
+        );
+        assert_eq!(deposit["source_type"], "ACCOUNT");
+        assert_eq!(deposit["source_account_id"], "alice");
+        assert_eq!(deposit["transaction_hash"], settled[&top_up_token]["transaction_hash"]);
+
+        // Each transfer announced SUBMITTED, then CONFIRMED, once.
+        let events = s.get("/v2/events?limit=100").await.body;
+        for id in all {
+            let of: Vec<(String, String)> = events["events"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|e| e["data"]["id"] == id.as_str())
+                .map(|e| {
+                    (
+                        e["type"].as_str().unwrap().to_string(),
+                        e["data"]["status"].as_str().unwrap().to_string(),
+                    )
+                })
+                .collect();
+            assert_eq!(
+                of,
+                [
+                    ("crypto_transfer_submitted".to_string(), "SUBMITTED".to_string()),
+                    ("crypto_transfer_updated".to_string(), "CONFIRMED".to_string())
+                ],
+                "{id}"
+            );
+        }
+        // Listing filters by account, identity and status.
+        let alices = s.get("/v2/crypto/transfers?account_id=alice&limit=100").await.body;
+        assert_eq!(alices["transfers"].as_array().unwrap().len(), 3);
+        let by_identity = s.get("/v2/crypto/transfers?identity_id=identity-treasury").await.body;
+        assert_eq!(by_identity["transfers"].as_array().unwrap().len(), 2);
+        let failed = s.get("/v2/crypto/transfers?status=FAILED").await.body;
+        assert_eq!(failed["transfers"], json!([]));
+        run.kill().unwrap();
+    }
+}
