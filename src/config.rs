@@ -100,6 +100,10 @@ pub struct TransferConfig {
     /// is cancelled and `DROPPED`.
     #[serde(default = "defaults::window_secs")]
     pub window_secs: u64,
+    /// An accepted transfer not submitted within this long (the chain was
+    /// unreachable, no sender ran) fails instead of leaving much later.
+    #[serde(default = "defaults::window_secs")]
+    pub submit_within_secs: u64,
     /// A transaction not included after this long is sent again with a higher fee.
     #[serde(default = "defaults::rebroadcast_after_secs")]
     pub rebroadcast_after_secs: u64,
@@ -121,6 +125,7 @@ impl Default for TransferConfig {
     fn default() -> Self {
         Self {
             window_secs: defaults::window_secs(),
+            submit_within_secs: defaults::window_secs(),
             rebroadcast_after_secs: defaults::rebroadcast_after_secs(),
             fee_bump_percent: defaults::fee_bump_percent(),
             max_fee_per_gas: defaults::max_fee_per_gas(),

@@ -435,3 +435,131 @@ async fn every_route_sends_once_and_the_gas_ledger_matches_the_receipts() {
         run.kill().unwrap();
     }
 }
+
+/// `(event type, status)` of every event of one transfer, in commit order.
+async fn events_of(s: &Setup, id: &str) -> Vec<(String, String)> {
+    let events = s.get("/v2/events?limit=100").await.body;
+    events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["data"]["id"] == id)
+        .map(|e| (e["type"].as_str().unwrap().to_string(), e["data"]["status"].as_str().unwrap().to_string()))
+        .collect()
+}
+
+fn roles(txs: &[SentTransaction], role: TxRole) -> Vec<&SentTransaction> {
+    txs.iter().filter(|t| t.role == role).collect()
+}
+
+#[tokio::test]
+async fn stuck_transfers_are_bumped_then_cancelled_and_a_late_original_still_confirms() {
+    let s = Setup::new(Backend::Sqlite, "window_secs = 3\nsubmit_within_secs = 120\nrebroadcast_after_secs = 1").await;
+    s.create_account("treasury", "OMNIBUS");
+    let omnibus_before = s.eth(s.omnibus).await;
+    s.anvil.provider.raw_request::<_, Value>("evm_setAutomine".into(), (false,)).await.unwrap();
+    let mut run = s.start("run").await;
+    let late = s.transfer("treasury", "0.1", "ETH", s.outside).await;
+    let dropped = s.transfer("treasury", "0.2", "ETH", s.outside).await;
+    s.until(&late, "SUBMITTED", false).await;
+    s.until(&dropped, "SUBMITTED", false).await;
+
+    // In flight, the amounts are held from the available balance.
+    let balances = s.get("/v2/accounts/treasury/balances").await.body;
+    let eth = balances["balances"].as_array().unwrap().iter().find(|b| b["symbol"] == "ETH").unwrap().clone();
+    assert_eq!(eth["total"].as_str().unwrap(), Amount::from_raw(omnibus_before, 18).to_string());
+    let available = omnibus_before - U256::from(3 * ETH / 10);
+    assert_eq!(eth["available"].as_str().unwrap(), Amount::from_raw(available, 18).to_string());
+
+    // Nothing is mined: each is sent again with a higher fee at its nonce,
+    // then cancelled when its window ends.
+    let store = s.env.store().await;
+    eventually(Duration::from_secs(30), "both cancellations", || async {
+        let mut cancelled = 0;
+        for id in [&late, &dropped] {
+            let txs = store.transfer_transactions(id).await.unwrap();
+            cancelled += usize::from(!roles(&txs, TxRole::Cancel).is_empty());
+        }
+        (cancelled == 2).then_some(())
+    })
+    .await;
+    // kill -9 while the cancellations are pending.
+    run.kill().unwrap();
+    run.wait().unwrap();
+    let late_txs = store.transfer_transactions(&late).await.unwrap();
+    let dropped_txs = store.transfer_transactions(&dropped).await.unwrap();
+    for txs in [&late_txs, &dropped_txs] {
+        let sent = roles(txs, TxRole::Transfer);
+        assert!(sent.len() >= 2, "sent again with a higher fee");
+        assert!(sent.windows(2).all(|w| w[1].max_fee_per_gas > w[0].max_fee_per_gas));
+        assert!(txs.iter().all(|t| t.nonce == txs[0].nonce), "replacements share the nonce");
+        let cancel = roles(txs, TxRole::Cancel)[0];
+        assert!(cancel.max_fee_per_gas > sent.last().unwrap().max_fee_per_gas);
+    }
+    assert_eq!(dropped_txs[0].nonce, late_txs[0].nonce + 1);
+
+    // The node loses `late`'s cancellation and includes its transfer after all.
+    for tx in roles(&late_txs, TxRole::Cancel) {
+        s.anvil.provider.raw_request::<_, Value>("anvil_dropTransaction".into(), (&tx.hash,)).await.unwrap();
+    }
+    let original = *roles(&late_txs, TxRole::Transfer).last().unwrap();
+    let raw: alloy::primitives::Bytes = original.raw.parse().unwrap();
+    s.anvil.provider.raw_request::<_, B256>("eth_sendRawTransaction".into(), (raw,)).await.unwrap();
+    // Someone else sends from the omnibus wallet meanwhile: its nonce drifts.
+    s.anvil.provider.raw_request::<_, ()>("anvil_impersonateAccount".into(), (s.omnibus,)).await.unwrap();
+    let outside_send = alloy::rpc::types::TransactionRequest::default()
+        .from(s.omnibus)
+        .to(s.omnibus)
+        .value(U256::ZERO)
+        .nonce(dropped_txs[0].nonce + 1);
+    let drift = *s.anvil.provider.send_transaction(outside_send).await.unwrap().tx_hash();
+    s.anvil.mine(1).await;
+    s.anvil.provider.raw_request::<_, Value>("evm_setAutomine".into(), (true,)).await.unwrap();
+
+    // A transfer accepted while no sender runs (the API alone) waits ACCEPTED.
+    let serve = s.start("serve").await;
+    let waiting = s.transfer("treasury", "0.3", "ETH", s.outside).await;
+    drop(serve);
+
+    let mut run = s.start("run").await;
+    let confirmed = s.until(&late, "CONFIRMED", true).await;
+    assert_eq!(confirmed["transaction_hash"].as_str(), Some(original.hash.as_str()), "the original settled it");
+    s.until(&dropped, "DROPPED", true).await;
+    s.until(&waiting, "CONFIRMED", true).await;
+
+    assert_eq!(
+        events_of(&s, &late).await,
+        [
+            ("crypto_transfer_submitted".to_string(), "SUBMITTED".to_string()),
+            ("crypto_transfer_updated".to_string(), "CONFIRMED".to_string())
+        ],
+        "confirmed, never dropped"
+    );
+    assert_eq!(
+        events_of(&s, &dropped).await,
+        [
+            ("crypto_transfer_submitted".to_string(), "SUBMITTED".to_string()),
+            ("crypto_transfer_updated".to_string(), "DROPPED".to_string())
+        ]
+    );
+    // The nonce manager re-synced past the outside transaction.
+    let waiting_tx = s.included(&store, &waiting).await;
+    assert_eq!(waiting_tx.len(), 1);
+    assert_eq!(waiting_tx[0].nonce, dropped_txs[0].nonce + 2);
+
+    // Only `late` and `waiting` moved funds; the ledger holds each settling
+    // transaction's fee, the cancellation's for `dropped`.
+    assert_eq!(s.eth(s.outside).await, U256::from(4 * ETH / 10));
+    let mut fees = U256::ZERO;
+    for id in [&late, &dropped, &waiting] {
+        let included = s.included(&store, id).await;
+        assert_eq!(included.len(), 1, "{id}: one transaction was included");
+        let fee = s.fee(&included[0].hash).await;
+        assert_eq!(store.gas_entries(id).await.unwrap(), [(included[0].hash.clone(), "NETWORK_FEE".to_string(), fee)]);
+        fees += fee;
+    }
+    assert_eq!(roles(&s.included(&store, &dropped).await, TxRole::Cancel).len(), 1);
+    let drift_fee = s.fee(&format!("{drift:#x}")).await;
+    assert_eq!(omnibus_before - s.eth(s.omnibus).await, U256::from(4 * ETH / 10) + fees + drift_fee);
+    run.kill().unwrap();
+}

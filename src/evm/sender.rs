@@ -57,6 +57,9 @@ sol! {
     }
 }
 
+/// How long the sender lease lasts at least without renewal.
+const LEASE: Duration = Duration::from_secs(15);
+
 /// Gas of a plain value transfer, the cancellation's.
 const TRANSFER_GAS: u64 = 21_000;
 
@@ -111,7 +114,8 @@ impl EvmSender {
     /// Sends and follows transfers until `shutdown`, while holding the lease.
     pub async fn run(self, shutdown: CancellationToken) {
         let chain = self.config.chain;
-        let ttl = (self.config.poll_interval * 10).max(Duration::from_secs(30));
+        // A killed instance's lease lapses after this; a live one renews it every step.
+        let ttl = (self.config.poll_interval * 5).max(LEASE);
         let mut holding = false;
         while !shutdown.is_cancelled() {
             match self.store.sender_lease(chain, &self.owner, ttl.as_micros() as i64).await {
@@ -195,9 +199,9 @@ impl EvmSender {
             return self.broadcast_first(t, tx).await;
         }
         if t.transactions.is_empty()
-            && now_micros() - t.created_at() > self.config.transfers.window().as_micros() as i64
+            && now_micros() - t.created_at() > self.config.transfers.submit_within_secs as i64 * 1_000_000
         {
-            let message = "could not be submitted within the confirmation window";
+            let message = "could not be submitted in time";
             return self.fail(t, "NOT_SUBMITTED", message).await;
         }
         if t.route == Route::TopUp {
