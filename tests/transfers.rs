@@ -454,7 +454,9 @@ fn roles(txs: &[SentTransaction], role: TxRole) -> Vec<&SentTransaction> {
 
 #[tokio::test]
 async fn stuck_transfers_are_bumped_then_cancelled_and_a_late_original_still_confirms() {
-    let s = Setup::new(Backend::Sqlite, "window_secs = 3\nsubmit_within_secs = 120\nrebroadcast_after_secs = 1").await;
+    let s =
+        Setup::new(Backend::Sqlite, "window_secs = 3\nsubmit_within_secs = 120\nrebroadcast_after_secs = 1")
+            .await;
     s.create_account("treasury", "OMNIBUS");
     let omnibus_before = s.eth(s.omnibus).await;
     s.anvil.provider.raw_request::<_, Value>("evm_setAutomine".into(), (false,)).await.unwrap();
@@ -523,7 +525,11 @@ async fn stuck_transfers_are_bumped_then_cancelled_and_a_late_original_still_con
 
     let mut run = s.start("run").await;
     let confirmed = s.until(&late, "CONFIRMED", true).await;
-    assert_eq!(confirmed["transaction_hash"].as_str(), Some(original.hash.as_str()), "the original settled it");
+    assert_eq!(
+        confirmed["transaction_hash"].as_str(),
+        Some(original.hash.as_str()),
+        "the original settled it"
+    );
     s.until(&dropped, "DROPPED", true).await;
     s.until(&waiting, "CONFIRMED", true).await;
 
@@ -555,11 +561,235 @@ async fn stuck_transfers_are_bumped_then_cancelled_and_a_late_original_still_con
         let included = s.included(&store, id).await;
         assert_eq!(included.len(), 1, "{id}: one transaction was included");
         let fee = s.fee(&included[0].hash).await;
-        assert_eq!(store.gas_entries(id).await.unwrap(), [(included[0].hash.clone(), "NETWORK_FEE".to_string(), fee)]);
+        assert_eq!(
+            store.gas_entries(id).await.unwrap(),
+            [(included[0].hash.clone(), "NETWORK_FEE".to_string(), fee)]
+        );
         fees += fee;
     }
     assert_eq!(roles(&s.included(&store, &dropped).await, TxRole::Cancel).len(), 1);
     let drift_fee = s.fee(&format!("{drift:#x}")).await;
     assert_eq!(omnibus_before - s.eth(s.omnibus).await, U256::from(4 * ETH / 10) + fees + drift_fee);
+    run.kill().unwrap();
+}
+
+#[tokio::test]
+async fn requests_are_validated_and_idempotent_by_request_id() {
+    let s = Setup::new(Backend::Postgres, "").await;
+    let alice = s.create_account("alice", "SEGREGATED");
+    let watched = Address::repeat_byte(0x17).to_string();
+    s.env.add_account_of("acme", "watched", "SEGREGATED", &watched, CHAIN);
+    let frozen = Address::repeat_byte(0x18).to_string();
+    s.env.ok(&[
+        "accounts",
+        "add",
+        "--organization",
+        "acme",
+        "--account-id",
+        "frozen",
+        "--identity-id",
+        "identity-frozen",
+        "--type",
+        "SEGREGATED",
+        "--status",
+        "FROZEN",
+        "--address",
+        &frozen,
+        "--chains",
+        CHAIN.as_str(),
+    ]);
+    s.env.ok(&["organizations", "create", "--id", "other"]);
+    let other_key = s
+        .env
+        .ok(&["api-keys", "create", "--organization", "other", "--name", "x"])
+        .lines()
+        .last()
+        .unwrap()
+        .to_string();
+    s.cli(&[
+        "accounts",
+        "create",
+        "--organization",
+        "other",
+        "--account-id",
+        "stranger",
+        "--identity-id",
+        "s",
+        "--type",
+        "SEGREGATED",
+    ]);
+    let minter = s.anvil.accounts[5];
+    s.anvil.token(s.tusd).mint(alice, U256::from(100_000_000)).from(minter).mined().await;
+    let policy: Value = serde_json::from_str(&s.env.ok(&[
+        "limits",
+        "create",
+        "--organization",
+        "acme",
+        "--account-id",
+        "alice",
+        "--currency-symbol",
+        "TUSD",
+        "--max-per-transfer",
+        "50",
+        "--max-24h",
+        "60",
+        "--json",
+    ]))
+    .unwrap();
+    let policy_id = policy["id"].as_str().unwrap();
+
+    // Without keys, transfers are refused as unavailable.
+    let keyless = s.env.listen("serve", CHAIN, s.port, &[]);
+    let healthz = format!("http://127.0.0.1:{}/healthz", s.port);
+    eventually(Duration::from_secs(30), "the API", || async { answers(&healthz).await.then_some(()) }).await;
+    let base = json!({
+        "request_id": uuid::Uuid::new_v4().to_string(), "account_id": "alice", "amount": "1", "currency_symbol": "TUSD",
+        "address_destination": { "address": s.outside.to_string(), "chain": CHAIN.as_str() },
+    });
+    let answer = s.post(&base).await;
+    assert_eq!((answer.status, answer.body["code"].as_str()), (503, Some("TRANSFERS_UNAVAILABLE")));
+    drop(keyless);
+
+    // The API alone accepts transfers and sends nothing: they stay ACCEPTED.
+    let serve = s.start("serve").await;
+    let with = |changes: Value| {
+        let mut body = base.clone();
+        body["request_id"] = json!(uuid::Uuid::new_v4().to_string());
+        for (key, value) in changes.as_object().unwrap() {
+            if value.is_null() {
+                body.as_object_mut().unwrap().remove(key);
+            } else {
+                body[key] = value.clone();
+            }
+        }
+        body
+    };
+    let destination = |address: &str, chain: &str| json!({ "address": address, "chain": chain });
+    let refusals = [
+        (json!({ "requestId": "x" }), 400, "INVALID_REQUEST", "requestId"),
+        (json!({ "request_id": "not-a-uuid" }), 400, "INVALID_REQUEST", "UUID"),
+        (
+            json!({ "destination_address": s.outside.to_string(), "destination_chain": CHAIN.as_str() }),
+            400,
+            "INVALID_REQUEST",
+            "not a mix",
+        ),
+        (json!({ "address_destination": null }), 400, "INVALID_REQUEST", "destination is required"),
+        (
+            json!({ "address_destination": destination("0xa0B86991c6218b36c1d19D4a2e9Eb0cE3606eB48", CHAIN.as_str()) }),
+            400,
+            "INVALID_REQUEST",
+            "checksum",
+        ),
+        (
+            json!({ "address_destination": destination("EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v", CHAIN.as_str()) }),
+            400,
+            "INVALID_REQUEST",
+            "20-byte",
+        ),
+        (
+            json!({ "address_destination": destination(&s.outside.to_string(), "DOGE_MAINNET") }),
+            400,
+            "INVALID_REQUEST",
+            "unknown chain",
+        ),
+        (
+            json!({ "address_destination": destination(&s.outside.to_string(), "SOLANA_DEVNET") }),
+            400,
+            "INVALID_REQUEST",
+            "not configured",
+        ),
+        (json!({ "currency_symbol": "DOGE" }), 400, "INVALID_REQUEST", "not supported"),
+        (json!({ "amount": "1.0000001" }), 400, "INVALID_REQUEST", "decimal places"),
+        (json!({ "amount": "0" }), 400, "INVALID_REQUEST", "positive"),
+        (json!({ "amount": "-1" }), 400, "INVALID_REQUEST", "not a decimal"),
+        (json!({ "amount": 1 }), 400, "INVALID_REQUEST", "amount"),
+        (json!({ "account_id": "nobody" }), 404, "NOT_FOUND", "nobody"),
+        (json!({ "account_id": "stranger" }), 404, "NOT_FOUND", "stranger"),
+        (json!({ "account_id": "watched" }), 400, "INVALID_REQUEST", "watch-only"),
+        (json!({ "account_id": "frozen" }), 400, "ACCOUNT_NOT_ACTIVE", "FROZEN"),
+        (
+            json!({ "address_destination": destination(&alice.to_string(), CHAIN.as_str()) }),
+            400,
+            "INVALID_REQUEST",
+            "own address",
+        ),
+        (json!({ "amount": "101" }), 400, "INSUFFICIENT_BALANCE", "100 TUSD available"),
+        (json!({ "amount": "51" }), 400, "LIMIT_EXCEEDED", "per transfer"),
+    ];
+    for (changes, status, code, mentions) in refusals {
+        let body = with(changes.clone());
+        let answer = s.post(&body).await;
+        assert_eq!(answer.status, status, "{changes}: {:?}", answer.body);
+        assert_eq!(answer.body["code"], code, "{changes}: {:?}", answer.body);
+        let message = answer.body["message"].as_str().unwrap();
+        assert!(message.contains(mentions), "{changes}: {message}");
+    }
+
+    let first = with(json!({ "amount": "40" }));
+    let created = s.post(&first).await;
+    assert_eq!(created.status, 201, "{:?}", created.body);
+    let id = created.body["id"].as_str().unwrap().to_string();
+    // 40 held: 60 available; the rolling 24 h limit counts the 40.
+    let balances = s.get("/v2/accounts/alice/balances").await.body;
+    let tusd =
+        balances["balances"].as_array().unwrap().iter().find(|b| b["symbol"] == "TUSD").unwrap().clone();
+    assert_eq!((tusd["total"].as_str(), tusd["available"].as_str()), (Some("100"), Some("60")));
+    let over = s.post(&with(json!({ "amount": "30" }))).await;
+    assert_eq!((over.status, over.body["code"].as_str()), (400, Some("LIMIT_EXCEEDED")));
+    assert!(over.body["message"].as_str().unwrap().contains("24 hours"), "{:?}", over.body);
+    assert!(over.body["message"].as_str().unwrap().contains(policy_id));
+    let policy = s.get(&format!("/v2/transaction-limits/policies/{policy_id}")).await;
+    assert_eq!(policy.status, 200);
+    assert_eq!(
+        (
+            policy.body["account_id"].as_str(),
+            policy.body["max_per_transfer"].as_str(),
+            policy.body["max_rolling_24h"].as_str()
+        ),
+        (Some("alice"), Some("50"), Some("60"))
+    );
+    assert_eq!(s.get("/v2/transaction-limits/policies/nope").await.status, 404);
+
+    // The same request again: the same transfer. Another request with its
+    // request_id: refused, naming the transfer.
+    let again = s.post(&first).await;
+    assert_eq!((again.status, again.body["id"].as_str()), (200, Some(id.as_str())));
+    let mut reused = first.clone();
+    reused["amount"] = json!("41");
+    let reused = s.post(&reused).await;
+    assert_eq!((reused.status, reused.body["code"].as_str()), (409, Some("REQUEST_ID_REUSED")));
+    assert_eq!(reused.body["transfer_id"], id.as_str());
+
+    // Concurrent duplicates create one transfer.
+    let duplicate = with(json!({ "amount": "1" }));
+    let answers = futures::future::join_all((0..8).map(|_| s.post(&duplicate))).await;
+    let mut statuses: Vec<u16> = answers.iter().map(|a| a.status).collect();
+    statuses.sort();
+    assert_eq!(statuses, [200, 200, 200, 200, 200, 200, 200, 201], "{answers:?}");
+    assert!(answers.iter().all(|a| a.body["id"] == answers[0].body["id"]));
+    let listed = s.get("/v2/crypto/transfers?account_id=alice&limit=100").await.body;
+    let same: Vec<&Value> = listed["transfers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["request_id"] == duplicate["request_id"])
+        .collect();
+    assert_eq!(same.len(), 1);
+
+    // Another organization sees none of it.
+    let url = format!("http://127.0.0.1:{}/v2/crypto/transfers/{id}", s.port);
+    assert_eq!(send(Method::GET, &url, Some(&other_key)).await.status, 404);
+    let url = format!("http://127.0.0.1:{}/v2/crypto/transfers", s.port);
+    assert_eq!(send(Method::GET, &url, Some(&other_key)).await.body["transfers"], json!([]));
+    drop(serve);
+
+    // Once processed, the same request is a duplicate transaction.
+    let mut run = s.start("run").await;
+    s.until(&id, "CONFIRMED", true).await;
+    let duplicate = s.post(&first).await;
+    assert_eq!((duplicate.status, duplicate.body["code"].as_str()), (409, Some("DUPLICATE_TRANSACTION")));
+    assert_eq!(duplicate.body["transfer_id"], id.as_str());
+    assert_eq!(s.get("/v2/crypto/transfers/not-a-transfer").await.status, 404);
     run.kill().unwrap();
 }
