@@ -1,15 +1,19 @@
 //! Outbound crypto transfers: the resource the API serves, its states and the
 //! events that announce them.
 
-use std::{fmt, str::FromStr};
+use std::{fmt, future::Future, str::FromStr, time::Duration};
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
 use utoipa::ToSchema;
 
 use crate::{
     chain::Chain,
+    config::ChainConfig,
     deposit::{rfc3339, rfc3339_opt},
+    store::{Fee, Settlement, Store},
 };
 
 /// `ACCEPTED` → `SUBMITTED` → `CONFIRMED`; `FAILED` or `DROPPED` otherwise.
@@ -95,6 +99,8 @@ pub enum Route {
     Authorization,
     /// The sponsor first sends the account's address the gas it lacks.
     TopUp,
+    /// Solana: the sponsor pays the fee (and any rent) as fee payer.
+    FeePayer,
 }
 
 impl Route {
@@ -103,6 +109,7 @@ impl Route {
             Route::Omnibus => "OMNIBUS",
             Route::Authorization => "AUTHORIZATION",
             Route::TopUp => "TOP_UP",
+            Route::FeePayer => "FEE_PAYER",
         }
     }
 }
@@ -111,7 +118,7 @@ impl FromStr for Route {
     type Err = UnknownStatus;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        [Route::Omnibus, Route::Authorization, Route::TopUp]
+        [Route::Omnibus, Route::Authorization, Route::TopUp, Route::FeePayer]
             .into_iter()
             .find(|r| r.as_str() == s)
             .ok_or_else(|| UnknownStatus(s.into()))
@@ -170,6 +177,72 @@ pub struct Transfer {
     #[serde(serialize_with = "rfc3339_opt", skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<String>, format = DateTime)]
     pub confirmed_at: Option<DateTime<Utc>>,
+}
+
+/// A chain family's sender: moves the chain's transfers one step on.
+pub trait Sender: Send + Sync {
+    fn config(&self) -> &ChainConfig;
+    /// Sends, follows and settles every transfer that is not terminal.
+    fn step(&self) -> impl Future<Output = Result<usize, Box<dyn std::error::Error + Send + Sync>>> + Send;
+}
+
+/// How long a sender lease lasts at least without renewal: a killed
+/// instance's chain is taken over after this.
+const LEASE: Duration = Duration::from_secs(15);
+
+/// Runs `sender` until `shutdown`, stepping only while this instance holds
+/// the chain's sender lease, so one instance sends on a chain at a time.
+pub async fn run_sender(sender: impl Sender, store: Store, shutdown: CancellationToken) {
+    let chain = sender.config().chain;
+    let poll = sender.config().poll_interval;
+    let owner = uuid::Uuid::new_v4().to_string();
+    let ttl = (poll * 5).max(LEASE);
+    let mut holding = false;
+    while !shutdown.is_cancelled() {
+        match store.sender_lease(chain, &owner, ttl.as_micros() as i64).await {
+            Ok(true) => {
+                if !holding {
+                    info!(%chain, "sending transfers on this chain");
+                    holding = true;
+                }
+                if let Err(error) = sender.step().await {
+                    warn!(%chain, error = %error, "transfer step failed; retrying");
+                }
+            }
+            Ok(false) => holding = false,
+            Err(error) => warn!(%chain, error = %error, "cannot take the sender lease"),
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            _ = tokio::time::sleep(poll) => {}
+        }
+    }
+    if holding && let Err(error) = store.release_sender_lease(chain, &owner).await {
+        warn!(%chain, error = %error, "cannot release the sender lease");
+    }
+}
+
+/// A terminal outcome with `fees` valued at the chain's configured price.
+pub fn settlement(
+    config: &ChainConfig,
+    status: TransferStatus,
+    transaction_hash: Option<&str>,
+    failure: Option<FailureDetails>,
+    fees: Vec<Fee>,
+) -> Settlement {
+    let price = config.transfers.native_usd_micros().unwrap_or_else(|| {
+        warn!(chain = %config.chain, "no native_usd price; fees are valued at 0 USD");
+        0
+    });
+    Settlement {
+        status,
+        transaction_hash: transaction_hash.map(String::from),
+        failure,
+        fees,
+        native_symbol: config.native.symbol.clone(),
+        native_decimals: config.native.decimals,
+        usd_micros_per_coin: price,
+    }
 }
 
 #[cfg(test)]

@@ -124,9 +124,6 @@ pub async fn create(
         .chains()
         .get(chain)
         .map_err(|_| ApiError::invalid(format!("{chain} is not configured on this service")))?;
-    if chain.family() == Family::Solana {
-        return Err(ApiError::invalid(format!("transfers on {chain} are not supported yet")));
-    }
     if config.transfers.native_usd_micros().is_none() {
         return Err(ApiError::invalid(format!(
             "transfers on {chain} are disabled: no native_usd price is configured for the gas ledger"
@@ -152,10 +149,13 @@ pub async fn create(
         return Err(ApiError::invalid("the destination is the account's own address"));
     }
     let native = request.currency_symbol == config.native.symbol;
+    let address_of = |key| match chain.family() {
+        Family::Evm => signer.evm_address(key).map(|a| a.to_checksum(None)),
+        Family::Solana => signer.solana_address(key),
+    };
     let (route, key_index) = match account.kind {
         AccountType::Omnibus => {
-            let omnibus = signer.evm_address(KeyRef::Omnibus).map_err(|_| ApiError::internal())?;
-            if omnibus.to_checksum(None) != source {
+            if address_of(KeyRef::Omnibus).map_err(|_| ApiError::internal())? != source {
                 return Err(ApiError::invalid(format!(
                     "omnibus account {} does not hold the omnibus wallet's address on {chain}",
                     account.id
@@ -170,15 +170,19 @@ pub async fn create(
                     account.id
                 ))
             })?;
-            let own = signer.evm_address(KeyRef::Account(index)).map_err(|_| ApiError::internal())?;
-            if own.to_checksum(None) != source {
+            if address_of(KeyRef::Account(index)).map_err(|_| ApiError::internal())? != source {
                 return Err(ApiError::invalid(format!(
                     "account {}'s key does not match its address",
                     account.id
                 )));
             }
             let eip3009 = config.assets.iter().any(|a| a.symbol == request.currency_symbol && a.eip3009);
-            (if eip3009 && !native { Route::Authorization } else { Route::TopUp }, Some(index))
+            let route = match chain.family() {
+                Family::Solana => Route::FeePayer,
+                Family::Evm if eip3009 && !native => Route::Authorization,
+                Family::Evm => Route::TopUp,
+            };
+            (route, Some(index))
         }
     };
     let balances = state.0.balances.balances(&account, Some(chain), |_, _| Default::default()).await?;

@@ -16,9 +16,10 @@ use crate::{
     events::{self, delivery::DeliveryConfig},
     evm::{EvmSender, EvmWatcher},
     keys::{MNEMONIC_ENV, MNEMONIC_FILE_ENV, MnemonicSigner, Signer},
-    solana::SolanaWatcher,
+    solana::{SolanaSender, SolanaWatcher},
     store::Store,
     telemetry,
+    transfer::run_sender,
     watcher::WatchError,
 };
 
@@ -56,16 +57,23 @@ pub async fn run(
             Ok(())
         });
     }
-    for config in selected.iter().filter(|c| c.family() == Family::Evm) {
-        let Some(signer) = signer.clone() else { break };
-        let sender = EvmSender::new(config.clone(), store.clone(), signer);
-        let shutdown = shutdown.clone();
+    for config in selected.iter().filter(|_| signer.is_some()) {
+        let (signer, store, shutdown) = (signer.clone().expect("filtered"), store.clone(), shutdown.clone());
+        let span = info_span!("sender", chain = %config.chain);
+        let config = config.clone();
         tasks.spawn(
             async move {
-                sender.run(shutdown).await;
+                match config.family() {
+                    Family::Evm => {
+                        run_sender(EvmSender::new(config, store.clone(), signer), store, shutdown).await
+                    }
+                    Family::Solana => {
+                        run_sender(SolanaSender::new(config, store.clone(), signer), store, shutdown).await
+                    }
+                }
                 Ok(())
             }
-            .instrument(info_span!("sender", chain = %config.chain)),
+            .instrument(span),
         );
     }
     for config in selected {

@@ -4,7 +4,7 @@
 //! broadcast, so a crash at any point is recovered by sending the same bytes
 //! again: a nonce is never used for two different purposes nor skipped. One
 //! instance sends on a chain at a time (a lease in the store), which makes the
-//! per-sender nonce counter single-writer.
+//! per-sender nonce counter single-writer ([`crate::transfer::run_sender`]).
 //!
 //! A transfer's transfer transaction and its replacements share one nonce: a
 //! replacement with a higher fee when it is not included after
@@ -16,7 +16,6 @@
 use std::{
     collections::HashSet,
     sync::{Arc, Mutex},
-    time::Duration,
 };
 
 use alloy::{
@@ -27,15 +26,14 @@ use alloy::{
     sol,
     sol_types::{SolCall, SolStruct},
 };
-use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::rpc::{Broadcast, EvmRpc, FeeReceipt, RpcFailure};
 use crate::{
     config::{ChainConfig, Confirmation},
     keys::{KeyError, KeyRef, Signer},
-    store::{Fee, Outgoing, SentTransaction, Settlement, Store, StoreError, TxRole, TxState, now_micros},
-    transfer::{FailureDetails, Route, TransferStatus},
+    store::{Fee, Outgoing, SentTransaction, Store, StoreError, TxRole, TxState, now_micros},
+    transfer::{FailureDetails, Route, Sender, TransferStatus, settlement},
 };
 
 sol! {
@@ -56,9 +54,6 @@ sol! {
         bytes32 nonce;
     }
 }
-
-/// How long the sender lease lasts at least without renewal.
-const LEASE: Duration = Duration::from_secs(15);
 
 /// Gas of a plain value transfer, the cancellation's.
 const TRANSFER_GAS: u64 = 21_000;
@@ -91,8 +86,6 @@ pub struct EvmSender {
     rpc: EvmRpc,
     store: Store,
     signer: Arc<dyn Signer>,
-    /// Who holds the chain's sender lease.
-    owner: String,
     /// Hashes this process broadcast; any other still pending is sent again
     /// at once (it may never have left before a restart).
     broadcast: Mutex<HashSet<String>>,
@@ -101,48 +94,11 @@ pub struct EvmSender {
 impl EvmSender {
     pub fn new(config: ChainConfig, store: Store, signer: Arc<dyn Signer>) -> Self {
         let rpc = EvmRpc::new(config.chain, &config.rpc_urls, 1, config.batch_size, 1);
-        Self {
-            config,
-            rpc,
-            store,
-            signer,
-            owner: uuid::Uuid::new_v4().to_string(),
-            broadcast: Mutex::default(),
-        }
-    }
-
-    /// Sends and follows transfers until `shutdown`, while holding the lease.
-    pub async fn run(self, shutdown: CancellationToken) {
-        let chain = self.config.chain;
-        // A killed instance's lease lapses after this; a live one renews it every step.
-        let ttl = (self.config.poll_interval * 5).max(LEASE);
-        let mut holding = false;
-        while !shutdown.is_cancelled() {
-            match self.store.sender_lease(chain, &self.owner, ttl.as_micros() as i64).await {
-                Ok(true) => {
-                    if !holding {
-                        info!(%chain, "sending transfers on this chain");
-                        holding = true;
-                    }
-                    if let Err(error) = self.step().await {
-                        warn!(%chain, error = %error, "transfer step failed; retrying");
-                    }
-                }
-                Ok(false) => holding = false,
-                Err(error) => warn!(%chain, error = %error, "cannot take the sender lease"),
-            }
-            tokio::select! {
-                _ = shutdown.cancelled() => break,
-                _ = tokio::time::sleep(self.config.poll_interval) => {}
-            }
-        }
-        if holding && let Err(error) = self.store.release_sender_lease(chain, &self.owner).await {
-            warn!(%chain, error = %error, "cannot release the sender lease");
-        }
+        Self { config, rpc, store, signer, broadcast: Mutex::default() }
     }
 
     /// Moves every transfer of the chain that is not terminal one step on.
-    pub async fn step(&self) -> Result<usize, SendError> {
+    pub async fn step_once(&self) -> Result<usize, SendError> {
         let transfers = self.store.outgoing(self.config.chain).await?;
         if transfers.is_empty() {
             return Ok(0);
@@ -484,20 +440,7 @@ impl EvmSender {
                 fees.push(Fee { transaction_hash: tx.hash.clone(), kind: "L1_DATA_FEE", amount: l1 });
             }
         }
-        let price = self.config.transfers.native_usd_micros().unwrap_or_else(|| {
-            warn!(chain = %self.config.chain, "no native_usd price; fees are valued at 0 USD");
-            0
-        });
-        let settlement = Settlement {
-            status,
-            transaction_hash: hash.map(String::from),
-            failure,
-            fees,
-            native_symbol: self.config.native.symbol.clone(),
-            native_decimals: self.config.native.decimals,
-            usd_micros_per_coin: price,
-        };
-        self.store.settle_transfer(&t.id, &settlement).await?;
+        self.store.settle_transfer(&t.id, &settlement(&self.config, status, hash, failure, fees)).await?;
         info!(chain = %self.config.chain, transfer = %t.id, status = %status, "transfer settled");
         Ok(())
     }
@@ -602,7 +545,7 @@ impl EvmSender {
         Ok(match t.route {
             Route::Omnibus => KeyRef::Omnibus,
             Route::Authorization => KeyRef::Sponsor,
-            Route::TopUp => {
+            Route::TopUp | Route::FeePayer => {
                 KeyRef::Account(t.key_index.ok_or_else(|| SendError::Invalid("no account key".into()))?)
             }
         })
@@ -703,6 +646,16 @@ impl EvmSender {
             self.broadcast.lock().expect("broadcast set").insert(tx.hash.clone());
         }
         Ok(outcome)
+    }
+}
+
+impl Sender for EvmSender {
+    fn config(&self) -> &ChainConfig {
+        &self.config
+    }
+
+    async fn step(&self) -> Result<usize, Box<dyn std::error::Error + Send + Sync>> {
+        Ok(self.step_once().await?)
     }
 }
 

@@ -1,9 +1,13 @@
 //! Solana: the RPC edge, pure decoding of `getTransaction` / `getBlock`
-//! responses, and the watcher that scans by blocks or by signatures.
+//! responses, the watcher that scans by blocks or by signatures, and the
+//! sender of sponsored transfers.
 
 pub mod accounts;
 pub mod decode;
+pub mod instructions;
 pub mod rpc;
+mod sender;
 mod watcher;
 
+pub use sender::SolanaSender;
 pub use watcher::SolanaWatcher;

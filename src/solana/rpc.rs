@@ -41,6 +41,21 @@ pub struct RpcFailure {
     pub slot_unavailable: bool,
 }
 
+/// A signature's status, as `getSignatureStatuses` reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignatureStatus {
+    pub slot: u64,
+    pub failed: bool,
+    pub confirmation: String,
+}
+
+/// What became of `sendTransaction`.
+#[derive(Debug)]
+pub enum SolanaBroadcast {
+    Accepted,
+    Rejected(String),
+}
+
 pub struct SolanaRpc {
     chain: Chain,
     clients: Vec<RpcClient>,
@@ -164,6 +179,78 @@ impl SolanaRpc {
         self.call(RpcRequest::GetTransaction, json!([signature, config])).await
     }
 
+    /// The latest blockhash at `confirmed` and the last block height at which
+    /// a transaction using it can be included.
+    pub async fn latest_blockhash(&self) -> Result<(String, u64), RpcFailure> {
+        let response: Value =
+            self.call(RpcRequest::GetLatestBlockhash, json!([{ "commitment": "confirmed" }])).await?;
+        let value = &response["value"];
+        value["blockhash"]
+            .as_str()
+            .zip(value["lastValidBlockHeight"].as_u64())
+            .map(|(hash, height)| (hash.to_string(), height))
+            .ok_or_else(|| self.malformed("getLatestBlockhash", &response))
+    }
+
+    pub async fn block_height(&self, commitment: CommitmentConfig) -> Result<u64, RpcFailure> {
+        self.call(RpcRequest::GetBlockHeight, json!([commitment])).await
+    }
+
+    /// Whether an account exists at `confirmed`.
+    pub async fn account_exists(&self, address: &str) -> Result<bool, RpcFailure> {
+        let config = json!({ "encoding": "base64", "commitment": "confirmed", "dataSlice": { "offset": 0, "length": 0 } });
+        let response: Value = self.call(RpcRequest::GetAccountInfo, json!([address, config])).await?;
+        Ok(!response["value"].is_null())
+    }
+
+    /// Where each signature stands: `None` when the node has no status for
+    /// it, else its slot, its error (`Some` when it failed on chain) and its
+    /// confirmation level (`processed`, `confirmed` or `finalized`).
+    pub async fn signature_statuses(
+        &self,
+        signatures: &[&str],
+    ) -> Result<Vec<Option<SignatureStatus>>, RpcFailure> {
+        let response: Value = self
+            .call(RpcRequest::GetSignatureStatuses, json!([signatures, { "searchTransactionHistory": true }]))
+            .await?;
+        let values =
+            response["value"].as_array().ok_or_else(|| self.malformed("getSignatureStatuses", &response))?;
+        Ok(values
+            .iter()
+            .map(|v| {
+                (!v.is_null()).then(|| SignatureStatus {
+                    slot: v["slot"].as_u64().unwrap_or_default(),
+                    failed: !v["err"].is_null(),
+                    confirmation: v["confirmationStatus"].as_str().unwrap_or("processed").to_string(),
+                })
+            })
+            .collect())
+    }
+
+    /// Sends a signed transaction (base64) with preflight: the node refusing
+    /// it (a failed simulation, a bad signature) is `Rejected`; a signature it
+    /// has already processed counts as accepted.
+    pub async fn send_transaction(&self, base64: &str) -> Result<SolanaBroadcast, RpcFailure> {
+        let params = json!([base64, { "encoding": "base64", "preflightCommitment": "confirmed" }]);
+        let mut last = None;
+        for client in &self.clients {
+            match client.send::<String>(RpcRequest::SendTransaction, params.clone()).await {
+                Ok(_) => return Ok(SolanaBroadcast::Accepted),
+                Err(error) => match error.kind.as_ref() {
+                    ErrorKind::RpcError(RpcError::RpcResponseError { message, data, .. }) => {
+                        let text = format!("{message} {data:?}");
+                        if text.contains("AlreadyProcessed") || text.contains("already been processed") {
+                            return Ok(SolanaBroadcast::Accepted);
+                        }
+                        return Ok(SolanaBroadcast::Rejected(message.clone()));
+                    }
+                    _ => last = Some(self.failure(RpcRequest::SendTransaction, &error)),
+                },
+            }
+        }
+        Err(last.unwrap_or_else(|| self.malformed("sendTransaction", &Value::Null)))
+    }
+
     /// A wallet's lamports at `confirmed`.
     pub async fn balance(&self, address: &str) -> Result<u64, RpcFailure> {
         let response: Value =
@@ -244,6 +331,11 @@ fn method_name(request: RpcRequest) -> &'static str {
         RpcRequest::GetTransaction => "getTransaction",
         RpcRequest::GetTokenAccountsByOwner => "getTokenAccountsByOwner",
         RpcRequest::GetBalance => "getBalance",
+        RpcRequest::GetLatestBlockhash => "getLatestBlockhash",
+        RpcRequest::GetBlockHeight => "getBlockHeight",
+        RpcRequest::GetAccountInfo => "getAccountInfo",
+        RpcRequest::GetSignatureStatuses => "getSignatureStatuses",
+        RpcRequest::SendTransaction => "sendTransaction",
         _ => "rpc",
     }
 }

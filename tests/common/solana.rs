@@ -6,11 +6,11 @@ use std::{
     io::{BufRead, BufReader},
     path::PathBuf,
     process::{Child, Command, Stdio},
-    str::FromStr,
     time::{Duration, Instant},
 };
 
-use custody_indexer::solana::{accounts::associated_token_account, decode::SYSTEM_PROGRAM};
+#[allow(unused_imports)]
+pub use custody_indexer::solana::instructions::{ata, create_ata, key, transfer_checked, transfer_sol};
 use solana_address_lookup_table_interface::{instruction as alt, state::AddressLookupTable};
 use solana_commitment_config::CommitmentConfig;
 use solana_instruction::{AccountMeta, Instruction};
@@ -24,12 +24,7 @@ use solana_transaction::{Transaction, versioned::VersionedTransaction};
 
 pub const TOKEN: &str = "TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA";
 pub const TOKEN_2022: &str = "TokenzQdBNbLqP5VEhdkAS6EPFLC1PHnBqCXEpPxuEb";
-pub const ASSOCIATED_TOKEN: &str = "ATokenGPvbdGVxr1b2hvZbsiqW5xWH25efTNsLJA8knL";
 pub const SOL: u64 = 1_000_000_000;
-
-pub fn key(text: &str) -> Pubkey {
-    Pubkey::from_str(text).unwrap()
-}
 
 /// The node binary: `SOLANA_NODE_BIN` or the cache the install script fills.
 /// Missing, the tests fail: they never skip.
@@ -213,26 +208,6 @@ impl SolanaNode {
     }
 }
 
-pub fn ata(wallet: &Pubkey, mint: &Pubkey, program: &str) -> Pubkey {
-    key(&associated_token_account(&wallet.to_string(), &mint.to_string(), program).unwrap())
-}
-
-/// Creates `wallet`'s associated token account for `mint`, paid by `payer`.
-pub fn create_ata(payer: &Pubkey, wallet: &Pubkey, mint: &Pubkey, program: &str) -> Instruction {
-    Instruction::new_with_bytes(
-        key(ASSOCIATED_TOKEN),
-        &[1], // CreateIdempotent
-        vec![
-            AccountMeta::new(*payer, true),
-            AccountMeta::new(ata(wallet, mint, program), false),
-            AccountMeta::new_readonly(*wallet, false),
-            AccountMeta::new_readonly(*mint, false),
-            AccountMeta::new_readonly(key(SYSTEM_PROGRAM), false),
-            AccountMeta::new_readonly(key(program), false),
-        ],
-    )
-}
-
 pub fn mint_to(program: &str, mint: &Pubkey, to: &Pubkey, authority: &Pubkey, amount: u64) -> Instruction {
     let mut data = vec![7];
     data.extend_from_slice(&amount.to_le_bytes());
@@ -245,33 +220,4 @@ pub fn mint_to(program: &str, mint: &Pubkey, to: &Pubkey, authority: &Pubkey, am
             AccountMeta::new_readonly(*authority, true),
         ],
     )
-}
-
-#[allow(clippy::too_many_arguments)]
-pub fn transfer_checked(
-    program: &str,
-    from: &Pubkey,
-    mint: &Pubkey,
-    to: &Pubkey,
-    owner: &Pubkey,
-    amount: u64,
-    decimals: u8,
-) -> Instruction {
-    let mut data = vec![12];
-    data.extend_from_slice(&amount.to_le_bytes());
-    data.push(decimals);
-    Instruction::new_with_bytes(
-        key(program),
-        &data,
-        vec![
-            AccountMeta::new(*from, false),
-            AccountMeta::new_readonly(*mint, false),
-            AccountMeta::new(*to, false),
-            AccountMeta::new_readonly(*owner, true),
-        ],
-    )
-}
-
-pub fn transfer_sol(from: &Pubkey, to: &Pubkey, lamports: u64) -> Instruction {
-    solana_system_interface::instruction::transfer(from, to, lamports)
 }

@@ -1,0 +1,355 @@
+//! Sends sponsored transfers on Solana: the sponsor is the fee payer (and
+//! pays the rent of a destination token account it must create); the
+//! account's key, or the omnibus wallet's, signs as the owner.
+//!
+//! A signed transaction is persisted (with its blockhash's last valid block
+//! height) before it is sent, and re-sent until that blockhash expires. Only
+//! once the finalized block height has passed it with no status for any of
+//! the transfer's signatures is it provably never going to land; then it is
+//! re-signed with a fresh blockhash, or `DROPPED` when the window is over. A
+//! transfer can never land twice.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::Instant,
+};
+
+use base64::{Engine, engine::general_purpose::STANDARD as BASE64};
+use solana_commitment_config::CommitmentConfig;
+use solana_hash::Hash;
+use solana_instruction::Instruction;
+use solana_message::Message;
+use solana_pubkey::Pubkey;
+use solana_transaction::Transaction;
+use tracing::{info, warn};
+
+use super::{
+    decode::TOKEN_PROGRAM,
+    instructions::{ata, create_ata, transfer_checked, transfer_sol},
+    rpc::{RpcFailure, SignatureStatus, SolanaBroadcast, SolanaRpc},
+};
+use crate::{
+    config::{ChainConfig, Confirmation},
+    keys::{KeyError, KeyRef, Signer},
+    store::{Fee, Outgoing, SentTransaction, Store, StoreError, TxRole, TxState, now_micros},
+    transfer::{FailureDetails, Route, Sender, TransferStatus, settlement},
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum SolanaSendError {
+    #[error(transparent)]
+    Rpc(#[from] RpcFailure),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Key(#[from] KeyError),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+pub struct SolanaSender {
+    config: ChainConfig,
+    rpc: SolanaRpc,
+    store: Store,
+    signer: Arc<dyn Signer>,
+    /// When this process last sent each signature.
+    sent: Mutex<HashMap<String, Instant>>,
+}
+
+impl SolanaSender {
+    pub fn new(config: ChainConfig, store: Store, signer: Arc<dyn Signer>) -> Self {
+        let rpc = SolanaRpc::new(config.chain, &config.rpc_urls);
+        Self { config, rpc, store, signer, sent: Mutex::default() }
+    }
+
+    async fn step_once(&self) -> Result<usize, SolanaSendError> {
+        let transfers = self.store.outgoing(self.config.chain).await?;
+        for transfer in &transfers {
+            let outcome = match transfer.status {
+                TransferStatus::Accepted => self.submit(transfer).await,
+                TransferStatus::Submitted => self.follow(transfer).await,
+                _ => Ok(()),
+            };
+            match outcome {
+                Ok(()) => {}
+                Err(e @ (SolanaSendError::Rpc(_) | SolanaSendError::Store(_))) => return Err(e),
+                Err(SolanaSendError::Key(error)) => {
+                    self.fail(transfer, "SIGNING_FAILED", &error.to_string()).await?
+                }
+                Err(SolanaSendError::Invalid(message)) => {
+                    self.fail(transfer, "INVALID_TRANSFER", &message).await?
+                }
+            }
+        }
+        Ok(transfers.len())
+    }
+
+    /// An `ACCEPTED` transfer: sign, persist and send its first transaction.
+    async fn submit(&self, t: &Outgoing) -> Result<(), SolanaSendError> {
+        if let Some(tx) = t.transactions.iter().rev().find(|x| x.state == TxState::Sent) {
+            return self.send_first(t, tx).await;
+        }
+        if t.transactions.is_empty()
+            && now_micros() - t.created_at() > self.config.transfers.submit_within_secs as i64 * 1_000_000
+        {
+            return self.fail(t, "NOT_SUBMITTED", "could not be submitted in time").await;
+        }
+        let window_ends_at = now_micros() + self.config.transfers.window().as_micros() as i64;
+        let sent = self.sign(t).await?;
+        self.store
+            .record_transaction(&t.id, self.config.chain, &sent, false, Some(window_ends_at), None)
+            .await?;
+        self.send_first(t, &sent).await
+    }
+
+    async fn send_first(&self, t: &Outgoing, tx: &SentTransaction) -> Result<(), SolanaSendError> {
+        match self.send(tx).await? {
+            SolanaBroadcast::Accepted => {
+                self.store.mark_submitted(&t.id).await?;
+                info!(chain = %self.config.chain, transfer = %t.id, signature = %tx.hash, "transfer submitted");
+                Ok(())
+            }
+            SolanaBroadcast::Rejected(reason) => {
+                self.store.reject_transaction(self.config.chain, tx).await?;
+                self.fail(t, "REJECTED_BY_NODE", &reason).await
+            }
+        }
+    }
+
+    /// A `SUBMITTED` transfer: settle it once a signature lands at the
+    /// chain's commitment; re-send while its blockhash is valid; re-sign or
+    /// drop once it provably expired.
+    async fn follow(&self, t: &Outgoing) -> Result<(), SolanaSendError> {
+        let group: Vec<&SentTransaction> =
+            t.transactions.iter().filter(|x| x.state != TxState::Rejected).collect();
+        let Some(last) = group.last().copied() else {
+            return Err(SolanaSendError::Invalid("a submitted transfer without a transaction".into()));
+        };
+        let signatures: Vec<&str> = group.iter().map(|x| x.hash.as_str()).collect();
+        let statuses = self.rpc.signature_statuses(&signatures).await?;
+        if let Some((tx, status)) =
+            group.iter().zip(&statuses).find_map(|(tx, s)| s.as_ref().map(|s| (*tx, s)))
+        {
+            return self.landed(t, tx, status).await;
+        }
+        let height = self.rpc.block_height(CommitmentConfig::finalized()).await?;
+        if height > last.nonce {
+            // Provably expired: no signature of the transfer has a status and
+            // the finalized chain is past every blockhash it used.
+            if t.window_ends_at.is_some_and(|end| now_micros() >= end) {
+                info!(chain = %self.config.chain, transfer = %t.id, "window over and the last blockhash expired");
+                return self.settle(t, TransferStatus::Dropped, None, None).await;
+            }
+            let sent = self.sign(t).await?;
+            info!(chain = %self.config.chain, transfer = %t.id, signature = %sent.hash, "blockhash expired; signed again");
+            self.store.record_transaction(&t.id, self.config.chain, &sent, false, None, None).await?;
+            if let SolanaBroadcast::Rejected(reason) = self.send(&sent).await? {
+                self.store.reject_transaction(self.config.chain, &sent).await?;
+                return self.fail(t, "REJECTED_BY_NODE", &reason).await;
+            }
+            return Ok(());
+        }
+        let due = self
+            .sent
+            .lock()
+            .expect("sent map")
+            .get(&last.hash)
+            .is_none_or(|at| at.elapsed() >= self.config.transfers.rebroadcast_after());
+        if due && let SolanaBroadcast::Rejected(reason) = self.send(last).await? {
+            warn!(chain = %self.config.chain, signature = %last.hash, reason, "node refused a re-send");
+        }
+        Ok(())
+    }
+
+    /// A signature with a status: settled once at the chain's commitment.
+    async fn landed(
+        &self,
+        t: &Outgoing,
+        tx: &SentTransaction,
+        status: &SignatureStatus,
+    ) -> Result<(), SolanaSendError> {
+        let settled = match self.config.confirmation {
+            Confirmation::Finalized => status.confirmation == "finalized",
+            Confirmation::Depth(_) => status.confirmation != "processed",
+        };
+        if !settled {
+            return Ok(());
+        }
+        let (state, outcome, failure) = if status.failed {
+            let failure =
+                FailureDetails { code: "REVERTED".into(), message: "the transaction failed on chain".into() };
+            (TxState::Reverted, TransferStatus::Failed, Some(failure))
+        } else {
+            (TxState::Mined, TransferStatus::Confirmed, None)
+        };
+        let fees = self.fees(&tx.hash).await?;
+        let total = fees.iter().fold(alloy::primitives::U256::ZERO, |sum, f| sum + f.amount);
+        self.store.update_transaction(&tx.hash, state, Some((status.slot, "")), Some(total)).await?;
+        self.settle(t, outcome, Some(&tx.hash), failure).await
+    }
+
+    /// What the fee payer paid for a landed transaction: the fee, and rent
+    /// (its balance fell by more than the fee when it created an account).
+    async fn fees(&self, signature: &str) -> Result<Vec<Fee>, SolanaSendError> {
+        let Some(tx) = self.rpc.transaction(signature).await? else {
+            return Err(SolanaSendError::Invalid(format!("{signature} has a status but no transaction")));
+        };
+        let meta =
+            tx.transaction.meta.ok_or_else(|| SolanaSendError::Invalid("no transaction meta".into()))?;
+        let paid = meta
+            .pre_balances
+            .first()
+            .copied()
+            .unwrap_or_default()
+            .saturating_sub(meta.post_balances.first().copied().unwrap_or_default());
+        let mut fees = vec![Fee {
+            transaction_hash: signature.to_string(),
+            kind: "NETWORK_FEE",
+            amount: alloy::primitives::U256::from(meta.fee),
+        }];
+        if paid > meta.fee {
+            fees.push(Fee {
+                transaction_hash: signature.to_string(),
+                kind: "RENT",
+                amount: alloy::primitives::U256::from(paid - meta.fee),
+            });
+        }
+        Ok(fees)
+    }
+
+    async fn settle(
+        &self,
+        t: &Outgoing,
+        status: TransferStatus,
+        signature: Option<&str>,
+        failure: Option<FailureDetails>,
+    ) -> Result<(), SolanaSendError> {
+        let mut fees = Vec::new();
+        for tx in self.store.transfer_transactions(&t.id).await? {
+            if tx.block_number.is_some() && tx.fee.is_some() {
+                fees.extend(self.fees(&tx.hash).await?);
+            }
+        }
+        self.store
+            .settle_transfer(&t.id, &settlement(&self.config, status, signature, failure, fees))
+            .await?;
+        info!(chain = %self.config.chain, transfer = %t.id, status = %status, "transfer settled");
+        Ok(())
+    }
+
+    async fn fail(&self, t: &Outgoing, code: &str, message: &str) -> Result<(), SolanaSendError> {
+        warn!(chain = %self.config.chain, transfer = %t.id, code, message, "transfer failed");
+        let failure = FailureDetails { code: code.into(), message: message.into() };
+        self.settle(t, TransferStatus::Failed, None, Some(failure)).await
+    }
+
+    /// The transfer's instructions with a fresh blockhash, signed by the
+    /// sponsor (fee payer) and the owner.
+    async fn sign(&self, t: &Outgoing) -> Result<SentTransaction, SolanaSendError> {
+        let owner_key = match t.route {
+            Route::Omnibus => KeyRef::Omnibus,
+            _ => {
+                KeyRef::Account(t.key_index.ok_or_else(|| SolanaSendError::Invalid("no account key".into()))?)
+            }
+        };
+        let owner = pubkey(&self.signer.solana_address(owner_key)?)?;
+        if owner.to_string() != t.source_address {
+            return Err(SolanaSendError::Invalid(format!(
+                "the key held for {} does not sign for {}",
+                t.account_id, t.source_address
+            )));
+        }
+        let sponsor = pubkey(&self.signer.solana_address(KeyRef::Sponsor)?)?;
+        let destination = pubkey(&t.destination_address)?;
+        let amount =
+            u64::try_from(t.amount).map_err(|_| SolanaSendError::Invalid("amount exceeds u64".into()))?;
+        let mut instructions: Vec<Instruction> = Vec::new();
+        if t.currency_symbol == self.config.native.symbol {
+            instructions.push(transfer_sol(&owner, &destination, amount));
+        } else {
+            let asset =
+                self.config.assets.iter().find(|a| a.symbol == t.currency_symbol).ok_or_else(|| {
+                    SolanaSendError::Invalid(format!(
+                        "{} is no longer listed on {}",
+                        t.currency_symbol, self.config.chain
+                    ))
+                })?;
+            let program = asset.token_program.as_deref().unwrap_or(TOKEN_PROGRAM);
+            let mint = pubkey(&asset.contract_address)?;
+            let target = ata(&destination, &mint, program);
+            if !self.rpc.account_exists(&target.to_string()).await? {
+                instructions.push(create_ata(&sponsor, &destination, &mint, program));
+            }
+            let source = ata(&owner, &mint, program);
+            instructions.push(transfer_checked(
+                program,
+                &source,
+                &mint,
+                &target,
+                &owner,
+                amount,
+                asset.decimals,
+            ));
+        }
+        let (blockhash, last_valid) = self.rpc.latest_blockhash().await?;
+        let blockhash: Hash =
+            blockhash.parse().map_err(|_| SolanaSendError::Invalid("bad blockhash".into()))?;
+        let message = Message::new_with_blockhash(&instructions, Some(&sponsor), &blockhash);
+        let mut tx = Transaction::new_unsigned(message);
+        let data = tx.message_data();
+        let signers = tx.message.header.num_required_signatures as usize;
+        for (position, key) in tx.message.account_keys[..signers].to_vec().into_iter().enumerate() {
+            let which = if key == sponsor {
+                KeyRef::Sponsor
+            } else if key == owner {
+                owner_key
+            } else {
+                return Err(SolanaSendError::Invalid(format!("unexpected signer {key}")));
+            };
+            let signature = self.signer.sign_solana(which, data.clone()).await?;
+            tx.signatures[position] = signature.into();
+        }
+        let bytes =
+            wincode::serialize(&tx).map_err(|e| SolanaSendError::Invalid(format!("cannot encode: {e}")))?;
+        Ok(SentTransaction {
+            hash: tx.signatures[0].to_string(),
+            role: TxRole::Transfer,
+            sender: sponsor.to_string(),
+            // The blockhash's last valid block height takes the nonce's place.
+            nonce: last_valid,
+            gas_limit: 0,
+            value: alloy::primitives::U256::ZERO,
+            max_fee_per_gas: 0,
+            max_priority_fee_per_gas: 0,
+            raw: BASE64.encode(bytes),
+            state: TxState::Sent,
+            block_number: None,
+            block_hash: None,
+            fee: None,
+            created_at: now_micros(),
+        })
+    }
+
+    async fn send(&self, tx: &SentTransaction) -> Result<SolanaBroadcast, SolanaSendError> {
+        let outcome = self.rpc.send_transaction(&tx.raw).await?;
+        if matches!(outcome, SolanaBroadcast::Accepted) {
+            self.sent.lock().expect("sent map").insert(tx.hash.clone(), Instant::now());
+        }
+        Ok(outcome)
+    }
+}
+
+fn pubkey(text: &str) -> Result<Pubkey, SolanaSendError> {
+    text.parse().map_err(|_| SolanaSendError::Invalid(format!("{text} is not a Solana address")))
+}
+
+impl Sender for SolanaSender {
+    fn config(&self) -> &ChainConfig {
+        &self.config
+    }
+
+    async fn step(&self) -> Result<usize, Box<dyn std::error::Error + Send + Sync>> {
+        Ok(self.step_once().await?)
+    }
+}
