@@ -19,7 +19,8 @@ use custody_indexer::{
     chain::Chain,
     config::Chains,
     deposit::{Detected, Position},
-    store::{CursorMove, MAX_API_KEYS, NewAccount, ScanCommit, StoreError},
+    store::{Created, CursorMove, MAX_API_KEYS, NewAccount, NewTransfer, ScanCommit, StoreError},
+    transfer::Route,
 };
 use serde_json::{Value, json};
 
@@ -567,7 +568,11 @@ async fn the_openapi_document_matches_the_routes_and_resources() {
             "/v2/assets",
             "/v2/crypto/deposits",
             "/v2/crypto/deposits/{deposit_id}",
+            "/v2/crypto/transfers",
+            "/v2/crypto/transfers/{transfer_id}",
             "/v2/events",
+            "/v2/gas/usage",
+            "/v2/transaction-limits/policies/{policy_id}",
             "/v2/webhooks",
             "/v2/webhooks/{webhook_id}",
             "/v2/webhooks/{webhook_id}/rotate-signing-key",
@@ -581,12 +586,33 @@ async fn the_openapi_document_matches_the_routes_and_resources() {
         }
     };
     let (deleted, rotated) = (hook("deleted").await, hook("rotated").await);
+    let policy =
+        app.store().create_limit_policy("acme", Some("acct"), None, "ETH", Some("1"), None).await.unwrap().id;
+    let transfer = NewTransfer {
+        organization: "acme".into(),
+        request_id: uuid::Uuid::new_v4().to_string(),
+        account_id: "acct".into(),
+        chain: Chain::EthereumMainnet,
+        source_address: evm_address(5),
+        destination_address: evm_address(6),
+        currency_symbol: "ETH".into(),
+        amount: Amount::parse("0.5", 18).unwrap(),
+        route: Route::Omnibus,
+        key_index: None,
+    };
+    let Created::New(transfer) =
+        app.store().create_transfer(&transfer, U256::from(10u64).pow(U256::from(18))).await.unwrap()
+    else {
+        panic!("a new transfer")
+    };
     for (path, operations) in paths {
         let webhook = if path.ends_with("rotate-signing-key") { &rotated } else { &deleted };
         let concrete = path
             .replace("{account_id}", "acct")
             .replace("{deposit_id}", &deposit_id)
-            .replace("{webhook_id}", webhook);
+            .replace("{webhook_id}", webhook)
+            .replace("{transfer_id}", &transfer.id)
+            .replace("{policy_id}", &policy);
         let concrete =
             if concrete == "/v2/crypto/deposits" { format!("{concrete}?account_id=acct") } else { concrete };
         for method in operations.as_object().unwrap().keys() {
