@@ -122,10 +122,9 @@ impl EvmSender {
             if transfer.route == Route::TopUp
                 && transfer.status == TransferStatus::Accepted
                 && transfer.transactions.is_empty()
+                && !busy.insert(&transfer.source_address)
             {
-                if !busy.insert(&transfer.source_address) {
-                    continue;
-                }
+                continue;
             }
             let outcome = match transfer.status {
                 TransferStatus::Accepted => self.submit(transfer).await,

@@ -299,7 +299,8 @@ impl SolanaSender {
         let mut tx = Transaction::new_unsigned(message);
         let data = tx.message_data();
         let signers = tx.message.header.num_required_signatures as usize;
-        for (position, key) in tx.message.account_keys[..signers].to_vec().into_iter().enumerate() {
+        let keys: Vec<Pubkey> = tx.message.account_keys[..signers].to_vec();
+        for (position, key) in keys.into_iter().enumerate() {
             let which = if key == sponsor {
                 KeyRef::Sponsor
             } else if key == owner {

@@ -21,6 +21,7 @@ sol!(
     "tests/contracts/build/TestToken.json"
 );
 sol!(
+    #[allow(clippy::too_many_arguments)]
     #[sol(rpc)]
     TestAuthToken,
     "tests/contracts/build/TestAuthToken.json"
