@@ -791,5 +791,31 @@ async fn requests_are_validated_and_idempotent_by_request_id() {
     assert_eq!((duplicate.status, duplicate.body["code"].as_str()), (409, Some("DUPLICATE_TRANSACTION")));
     assert_eq!(duplicate.body["transfer_id"], id.as_str());
     assert_eq!(s.get("/v2/crypto/transfers/not-a-transfer").await.status, 404);
+
+    // An omnibus wallet without ether for gas: the transfer fails, says why,
+    // and its hold is released.
+    s.create_account("treasury", "OMNIBUS");
+    let minter = s.anvil.accounts[5];
+    s.anvil.token(s.tusd).mint(s.omnibus, U256::from(7_000_000)).from(minter).mined().await;
+    s.anvil.provider.raw_request::<_, Value>("anvil_setBalance".into(), (s.omnibus, U256::ZERO)).await.unwrap();
+    let doomed = s.transfer("treasury", "7", "TUSD", s.outside).await;
+    let failed = s.until(&doomed, "FAILED", true).await;
+    let code = failed["failure_details"]["code"].as_str().unwrap();
+    assert!(["REJECTED_BY_NODE", "INVALID_TRANSFER"].contains(&code), "{failed}");
+    assert!(failed["failure_details"]["message"].as_str().unwrap().contains("funds"), "{failed}");
+    let events = events_of(&s, &doomed).await;
+    assert_eq!(events.last().unwrap(), &("crypto_transfer_failed".to_string(), "FAILED".to_string()));
+    let event = s.get("/v2/events?limit=100").await.body["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["type"] == "crypto_transfer_failed")
+        .unwrap()
+        .clone();
+    assert_eq!(event["data"]["failure_details"], failed["failure_details"]);
+    assert_eq!(s.env.store().await.gas_entries(&doomed).await.unwrap(), []);
+    let balances = s.get("/v2/accounts/treasury/balances").await.body;
+    let tusd = balances["balances"].as_array().unwrap().iter().find(|b| b["symbol"] == "TUSD").unwrap().clone();
+    assert_eq!(tusd["available"], "7", "nothing is held any more");
     run.kill().unwrap();
 }
