@@ -797,7 +797,11 @@ async fn requests_are_validated_and_idempotent_by_request_id() {
     s.create_account("treasury", "OMNIBUS");
     let minter = s.anvil.accounts[5];
     s.anvil.token(s.tusd).mint(s.omnibus, U256::from(7_000_000)).from(minter).mined().await;
-    s.anvil.provider.raw_request::<_, Value>("anvil_setBalance".into(), (s.omnibus, U256::ZERO)).await.unwrap();
+    s.anvil
+        .provider
+        .raw_request::<_, Value>("anvil_setBalance".into(), (s.omnibus, U256::ZERO))
+        .await
+        .unwrap();
     let doomed = s.transfer("treasury", "7", "TUSD", s.outside).await;
     let failed = s.until(&doomed, "FAILED", true).await;
     let code = failed["failure_details"]["code"].as_str().unwrap();
@@ -815,7 +819,8 @@ async fn requests_are_validated_and_idempotent_by_request_id() {
     assert_eq!(event["data"]["failure_details"], failed["failure_details"]);
     assert_eq!(s.env.store().await.gas_entries(&doomed).await.unwrap(), []);
     let balances = s.get("/v2/accounts/treasury/balances").await.body;
-    let tusd = balances["balances"].as_array().unwrap().iter().find(|b| b["symbol"] == "TUSD").unwrap().clone();
+    let tusd =
+        balances["balances"].as_array().unwrap().iter().find(|b| b["symbol"] == "TUSD").unwrap().clone();
     assert_eq!(tusd["available"], "7", "nothing is held any more");
     run.kill().unwrap();
 }

@@ -1,5 +1,6 @@
-//! A JSON-RPC proxy in front of anvil that injects the faults a real node
-//! cannot be told to produce: refused `eth_getLogs` ranges and HTTP 429/503.
+//! A JSON-RPC proxy in front of a node that injects the faults a real node
+//! cannot be told to produce: refused `eth_getLogs` ranges, HTTP 429/503,
+//! errors, hidden slots and lost transactions.
 
 use std::{
     net::SocketAddr,
@@ -30,6 +31,10 @@ pub struct Faults {
     /// Slots left out of `getBlocks` answers at `finalized` commitment: as if
     /// the cluster had skipped them.
     pub skipped_slots: Mutex<Vec<u64>>,
+    /// Methods answered with `result` without reaching the node, like an
+    /// endpoint that accepts a transaction and loses it: `(method, result)`.
+    pub swallowed: Mutex<Vec<(String, Value)>>,
+    pub swallowed_count: AtomicU32,
 }
 
 struct Proxy {
@@ -79,6 +84,12 @@ async fn handle(State(proxy): State<Arc<Proxy>>, Json(body): Json<Value>) -> axu
     }
     if let Some(error) = injected_error(faults, &body) {
         return Json(error).into_response();
+    }
+    let swallowed =
+        faults.swallowed.lock().unwrap().iter().find(|(m, _)| body["method"] == m.as_str()).cloned();
+    if let Some((_, result)) = swallowed {
+        faults.swallowed_count.fetch_add(1, Ordering::SeqCst);
+        return Json(json!({"jsonrpc": "2.0", "id": body["id"], "result": result})).into_response();
     }
     let limit = faults.max_log_range.load(Ordering::SeqCst);
     if body["method"] == "eth_getLogs"
