@@ -432,7 +432,37 @@ async fn every_route_sends_once_and_the_gas_ledger_matches_the_receipts() {
         assert_eq!(by_identity["transfers"].as_array().unwrap().len(), 2);
         let failed = s.get("/v2/crypto/transfers?status=FAILED").await.body;
         assert_eq!(failed["transfers"], json!([]));
+        // Pages of two walk all five, newest first, without a repeat.
+        let mut walked = Vec::new();
+        let mut cursor = String::new();
+        loop {
+            let after = if cursor.is_empty() { String::new() } else { format!("&cursor={cursor}") };
+            let page = s.get(&format!("/v2/crypto/transfers?limit=2{after}")).await.body;
+            walked.extend(
+                page["transfers"].as_array().unwrap().iter().map(|t| t["id"].as_str().unwrap().to_string()),
+            );
+            match page["cursor"].as_str() {
+                Some(next) => cursor = next.to_string(),
+                None => break,
+            }
+        }
+        let mut newest_first: Vec<String> = all.iter().rev().map(|id| id.to_string()).collect();
+        assert_eq!(walked, newest_first);
+        newest_first.sort();
+        newest_first.dedup();
+        assert_eq!(newest_first.len(), 5);
         run.kill().unwrap();
+        run.wait().unwrap();
+
+        // No key material reached a log.
+        for entry in std::fs::read_dir(s.env.dir.path()).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "log") {
+                let log = std::fs::read_to_string(&path).unwrap();
+                assert!(log.contains("transfer settled"), "{}", path.display());
+                assert!(!log.contains("abandon"), "the mnemonic leaked into {}", path.display());
+            }
+        }
     }
 }
 
@@ -637,6 +667,19 @@ async fn requests_are_validated_and_idempotent_by_request_id() {
     ]))
     .unwrap();
     let policy_id = policy["id"].as_str().unwrap();
+    let identity_policy = s.env.ok(&[
+        "limits",
+        "create",
+        "--organization",
+        "acme",
+        "--identity-id",
+        "identity-alice",
+        "--currency-symbol",
+        "TUSD",
+        "--max-per-transfer",
+        "45",
+    ]);
+    let identity_policy = identity_policy.trim();
 
     // Without keys, transfers are refused as unavailable.
     let keyless = s.env.listen("serve", CHAIN, s.port, &[]);
@@ -716,6 +759,7 @@ async fn requests_are_validated_and_idempotent_by_request_id() {
         ),
         (json!({ "amount": "101" }), 400, "INSUFFICIENT_BALANCE", "100 TUSD available"),
         (json!({ "amount": "51" }), 400, "LIMIT_EXCEEDED", "per transfer"),
+        (json!({ "amount": "46" }), 400, "LIMIT_EXCEEDED", identity_policy),
     ];
     for (changes, status, code, mentions) in refusals {
         let body = with(changes.clone());

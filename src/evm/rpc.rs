@@ -608,3 +608,39 @@ fn is_range_too_large(err: &TransportError) -> bool {
         _ => false,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_op_stack_receipt_carries_its_l1_data_fee() {
+        // The fields an OP-stack node adds to a receipt (Base, Optimism).
+        let op = serde_json::json!({
+            "transactionHash": "0x5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c",
+            "blockNumber": "0x1a2b3c",
+            "blockHash": "0x8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f",
+            "status": "0x1",
+            "gasUsed": "0xb41d",
+            "effectiveGasPrice": "0xf4628",
+            "l1Fee": "0x2d79883d2000",
+            "l1GasUsed": "0x640",
+            "l1GasPrice": "0x3b9aca00",
+            "l1FeeScalar": "1"
+        });
+        let receipt: FeeReceipt = serde_json::from_value(op).unwrap();
+        assert!(receipt.succeeded());
+        assert_eq!(receipt.execution_fee(), U256::from(0xb41du64 * 0xf4628u64));
+        assert_eq!(receipt.l1_fee, Some(U256::from(0x2d79883d2000u64)));
+
+        // Ethereum receipts have none.
+        let plain = serde_json::json!({
+            "transactionHash": "0x5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c",
+            "blockNumber": "0x1", "blockHash": "0x8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f",
+            "status": "0x0", "gasUsed": "0x5208", "effectiveGasPrice": "0x3b9aca00"
+        });
+        let receipt: FeeReceipt = serde_json::from_value(plain).unwrap();
+        assert!(!receipt.succeeded());
+        assert_eq!((receipt.execution_fee(), receipt.l1_fee), (U256::from(21_000u64 * 1_000_000_000), None));
+    }
+}
