@@ -13,7 +13,7 @@ use crate::{
     chain::Chain,
     config::ChainConfig,
     deposit::{rfc3339, rfc3339_opt},
-    store::{Fee, Settlement, Store},
+    store::{Fee, Settlement, Store, StoreError},
 };
 
 /// `ACCEPTED` → `SUBMITTED` → `CONFIRMED`; `FAILED` or `DROPPED` otherwise.
@@ -222,19 +222,28 @@ pub async fn run_sender(sender: impl Sender, store: Store, shutdown: Cancellatio
     }
 }
 
-/// A terminal outcome with `fees` valued at the chain's configured price.
-pub fn settlement(
+/// Ends a transfer with `fees` valued at the chain's configured price, and
+/// logs it.
+pub async fn settle(
+    store: &Store,
     config: &ChainConfig,
+    id: &str,
     status: TransferStatus,
     transaction_hash: Option<&str>,
     failure: Option<FailureDetails>,
     fees: Vec<Fee>,
-) -> Settlement {
+) -> Result<(), StoreError> {
     let price = config.transfers.native_usd_micros().unwrap_or_else(|| {
         warn!(chain = %config.chain, "no native_usd price; fees are valued at 0 USD");
         0
     });
-    Settlement {
+    match &failure {
+        Some(f) => {
+            warn!(chain = %config.chain, transfer = %id, code = %f.code, message = %f.message, "transfer failed")
+        }
+        None => info!(chain = %config.chain, transfer = %id, status = %status, "transfer settled"),
+    }
+    let settlement = Settlement {
         status,
         transaction_hash: transaction_hash.map(String::from),
         failure,
@@ -242,7 +251,13 @@ pub fn settlement(
         native_symbol: config.native.symbol.clone(),
         native_decimals: config.native.decimals,
         usd_micros_per_coin: price,
-    }
+    };
+    store.settle_transfer(id, &settlement).await
+}
+
+/// Why a transfer failed.
+pub fn failure(code: &str, message: &str) -> FailureDetails {
+    FailureDetails { code: code.into(), message: message.into() }
 }
 
 #[cfg(test)]

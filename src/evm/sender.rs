@@ -33,7 +33,7 @@ use crate::{
     config::{ChainConfig, Confirmation},
     keys::{KeyError, KeyRef, Signer},
     store::{Fee, Outgoing, SentTransaction, Store, StoreError, TxRole, TxState, now_micros},
-    transfer::{FailureDetails, Route, Sender, TransferStatus, settlement},
+    transfer::{FailureDetails, Route, Sender, TransferStatus, failure, settle},
 };
 
 sol! {
@@ -295,18 +295,14 @@ impl EvmSender {
         if let Some((tx, receipt)) = self.included(&group).await? {
             self.record_inclusion(tx, &receipt).await?;
             if confirmed.is_some_and(|c| receipt.block_number.to::<u64>() <= c) {
-                let (status, failure) = match (tx.role, receipt.succeeded()) {
+                let (status, reason) = match (tx.role, receipt.succeeded()) {
                     (TxRole::Cancel, _) => (TransferStatus::Dropped, None),
                     (_, true) => (TransferStatus::Confirmed, None),
-                    (_, false) => (
-                        TransferStatus::Failed,
-                        Some(FailureDetails {
-                            code: "REVERTED".into(),
-                            message: "the transaction reverted".into(),
-                        }),
-                    ),
+                    (_, false) => {
+                        (TransferStatus::Failed, Some(failure("REVERTED", "the transaction reverted")))
+                    }
                 };
-                return self.settle(t, status, Some(&tx.hash), failure).await;
+                return self.settle(t, status, Some(&tx.hash), reason).await;
             }
             return Ok(());
         }
@@ -439,15 +435,12 @@ impl EvmSender {
                 fees.push(Fee { transaction_hash: tx.hash.clone(), kind: "L1_DATA_FEE", amount: l1 });
             }
         }
-        self.store.settle_transfer(&t.id, &settlement(&self.config, status, hash, failure, fees)).await?;
-        info!(chain = %self.config.chain, transfer = %t.id, status = %status, "transfer settled");
+        settle(&self.store, &self.config, &t.id, status, hash, failure, fees).await?;
         Ok(())
     }
 
     async fn fail(&self, t: &Outgoing, code: &str, message: &str) -> Result<(), SendError> {
-        warn!(chain = %self.config.chain, transfer = %t.id, code, message, "transfer failed");
-        let failure = FailureDetails { code: code.into(), message: message.into() };
-        self.settle(t, TransferStatus::Failed, None, Some(failure)).await
+        self.settle(t, TransferStatus::Failed, None, Some(failure(code, message))).await
     }
 
     /// The call that moves the funds, signed by the right key.

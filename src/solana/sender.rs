@@ -33,7 +33,7 @@ use crate::{
     config::{ChainConfig, Confirmation},
     keys::{KeyError, KeyRef, Signer},
     store::{Fee, Outgoing, SentTransaction, Store, StoreError, TxRole, TxState, now_micros},
-    transfer::{FailureDetails, Route, Sender, TransferStatus, settlement},
+    transfer::{FailureDetails, Route, Sender, TransferStatus, failure, settle},
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -176,17 +176,19 @@ impl SolanaSender {
         if !settled {
             return Ok(());
         }
-        let (state, outcome, failure) = if status.failed {
-            let failure =
-                FailureDetails { code: "REVERTED".into(), message: "the transaction failed on chain".into() };
-            (TxState::Reverted, TransferStatus::Failed, Some(failure))
+        let (state, outcome, reason) = if status.failed {
+            (
+                TxState::Reverted,
+                TransferStatus::Failed,
+                Some(failure("REVERTED", "the transaction failed on chain")),
+            )
         } else {
             (TxState::Mined, TransferStatus::Confirmed, None)
         };
         let fees = self.fees(&tx.hash).await?;
         let total = fees.iter().fold(alloy::primitives::U256::ZERO, |sum, f| sum + f.amount);
         self.store.update_transaction(&tx.hash, state, Some((status.slot, "")), Some(total)).await?;
-        self.settle(t, outcome, Some(&tx.hash), failure).await
+        self.settle(t, outcome, Some(&tx.hash), reason).await
     }
 
     /// What the fee payer paid for a landed transaction: the fee, and rent
@@ -231,17 +233,12 @@ impl SolanaSender {
                 fees.extend(self.fees(&tx.hash).await?);
             }
         }
-        self.store
-            .settle_transfer(&t.id, &settlement(&self.config, status, signature, failure, fees))
-            .await?;
-        info!(chain = %self.config.chain, transfer = %t.id, status = %status, "transfer settled");
+        settle(&self.store, &self.config, &t.id, status, signature, failure, fees).await?;
         Ok(())
     }
 
     async fn fail(&self, t: &Outgoing, code: &str, message: &str) -> Result<(), SolanaSendError> {
-        warn!(chain = %self.config.chain, transfer = %t.id, code, message, "transfer failed");
-        let failure = FailureDetails { code: code.into(), message: message.into() };
-        self.settle(t, TransferStatus::Failed, None, Some(failure)).await
+        self.settle(t, TransferStatus::Failed, None, Some(failure(code, message))).await
     }
 
     /// The transfer's instructions with a fresh blockhash, signed by the
