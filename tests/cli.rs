@@ -208,3 +208,52 @@ async fn json_output_is_the_api_resource() {
     assert!(!bad_chain.status.success());
     assert!(Path::new(&env.dir.path().join("store.db")).exists());
 }
+
+#[test]
+fn keys_come_from_the_mnemonic_or_its_file_and_never_show() {
+    let env = Env::with_chain_file(&chain_toml(&["http://127.0.0.1:1".to_string()], None, ""));
+    let phrase = "legal winner thank year wave sausage worth useful legal winner thank yellow";
+    let wallets = |vars: &[(&str, &str)]| {
+        env.command(&["wallets", "list", "--json"]).envs(vars.iter().copied()).output().unwrap()
+    };
+
+    let inline = wallets(&[("CUSTODY_INDEXER_MNEMONIC", phrase)]);
+    assert!(inline.status.success(), "{}", String::from_utf8_lossy(&inline.stderr));
+    let file = env.dir.path().join("mnemonic");
+    std::fs::write(&file, format!("{phrase}\n")).unwrap();
+    let from_file = wallets(&[("CUSTODY_INDEXER_MNEMONIC_FILE", file.to_str().unwrap())]);
+    assert_eq!(from_file.stdout, inline.stdout, "the file holds the same keys");
+    let listed: serde_json::Value = serde_json::from_slice(&inline.stdout).unwrap();
+    assert_eq!(listed[0]["chain"], CHAIN.as_str());
+    assert_ne!(listed[0]["sponsor"], listed[0]["omnibus"]);
+
+    // Refusals name the variables, never a word of the phrase.
+    let wrong = phrase.replace("yellow", "zebra");
+    for (vars, says) in [
+        (vec![], "CUSTODY_INDEXER_MNEMONIC"),
+        (vec![("CUSTODY_INDEXER_MNEMONIC", wrong.as_str())], "not a valid BIP-39"),
+        (
+            vec![
+                ("CUSTODY_INDEXER_MNEMONIC", phrase),
+                ("CUSTODY_INDEXER_MNEMONIC_FILE", file.to_str().unwrap()),
+            ],
+            "only one",
+        ),
+    ] {
+        let out = wallets(&vars);
+        assert!(!out.status.success());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(says), "{stderr}");
+        assert!(!stderr.contains("legal") && !stderr.contains("zebra"), "{stderr}");
+    }
+    let created = env
+        .command(&["accounts", "create", "--identity-id", "i", "--type", "SEGREGATED", "--json"])
+        .env("CUSTODY_INDEXER_MNEMONIC", phrase)
+        .output()
+        .unwrap();
+    assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stderr));
+    let account: serde_json::Value = serde_json::from_slice(&created.stdout).unwrap();
+    assert_eq!(account["type"], "SEGREGATED");
+    assert_eq!(account["status"], "ACTIVE");
+    assert!(!String::from_utf8_lossy(&created.stdout).contains("legal"));
+}
