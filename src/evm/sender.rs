@@ -322,6 +322,10 @@ impl EvmSender {
             let from: Address = last.sender.parse().map_err(|_| SendError::Invalid("bad sender".into()))?;
             let cap = self.replacement_cap(t, TRANSFER_GAS).await?;
             let (max_fee, tip) = self.fees(Some(last), cap).await?;
+            if !replaces(last, max_fee, tip) {
+                warn!(chain = %self.config.chain, transfer = %t.id, max_fee, "window over but the fee cap leaves no room for a cancellation; waiting for inclusion");
+                return self.keep_alive(t, &group, key, self.cap()).await;
+            }
             let cancel = TxEip1559 {
                 chain_id: self.chain_id(),
                 nonce: last.nonce,
@@ -359,7 +363,7 @@ impl EvmSender {
                 cap.min(self.replacement_cap(t, tx.gas_limit).await?)
             };
             let (max_fee, tip) = self.fees(Some(last), cap).await?;
-            if max_fee > last.max_fee_per_gas {
+            if replaces(last, max_fee, tip) {
                 tx.max_fee_per_gas = max_fee;
                 tx.max_priority_fee_per_gas = tip.min(max_fee);
                 info!(chain = %self.config.chain, transfer = %t.id, nonce = last.nonce, max_fee, "not included yet; raising the fee");
@@ -651,11 +655,54 @@ impl Sender for EvmSender {
     }
 }
 
+/// Whether fees this high replace `previous` in a node's pool: nodes want
+/// both at least a tenth above the pending transaction's.
+fn replaces(previous: &SentTransaction, max_fee: u128, tip: u128) -> bool {
+    let enough = |new: u128, old: u128| new.saturating_mul(10) >= old.saturating_mul(11) && new > old;
+    enough(max_fee, previous.max_fee_per_gas) && enough(tip.min(max_fee), previous.max_priority_fee_per_gas)
+}
+
 /// The unsigned EIP-1559 transaction inside stored signed bytes.
 fn decode(raw: &str) -> Result<TxEip1559, SendError> {
     let bytes = hex::decode(raw).map_err(|_| SendError::Invalid("stored transaction is not hex".into()))?;
     match TxEnvelope::decode_2718(&mut bytes.as_slice()) {
         Ok(TxEnvelope::Eip1559(signed)) => Ok(signed.strip_signature()),
         _ => Err(SendError::Invalid("stored transaction is not EIP-1559".into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sent(max_fee: u128, tip: u128) -> SentTransaction {
+        SentTransaction {
+            hash: String::new(),
+            role: TxRole::Transfer,
+            sender: String::new(),
+            nonce: 0,
+            gas_limit: TRANSFER_GAS,
+            value: U256::ZERO,
+            max_fee_per_gas: max_fee,
+            max_priority_fee_per_gas: tip,
+            raw: String::new(),
+            state: TxState::Sent,
+            block_number: None,
+            block_hash: None,
+            fee: None,
+            created_at: 0,
+        }
+    }
+
+    #[test]
+    fn a_replacement_must_raise_both_fees_by_a_tenth() {
+        let previous = sent(100, 10);
+        assert!(replaces(&previous, 110, 11));
+        assert!(!replaces(&previous, 109, 11), "max fee short of +10%");
+        assert!(!replaces(&previous, 200, 10), "tip unchanged");
+        assert!(!replaces(&previous, 100, 100), "capped at the previous fee");
+        // The tip counts only up to the max fee.
+        assert!(replaces(&sent(10, 10), 11, 50));
+        assert!(!replaces(&sent(100, 100), 120, 105));
     }
 }
