@@ -149,13 +149,19 @@ pub async fn create(
         return Err(ApiError::invalid("the destination is the account's own address"));
     }
     let native = request.currency_symbol == config.native.symbol;
-    let address_of = |key| match chain.family() {
-        Family::Evm => signer.evm_address(key).map(|a| a.to_checksum(None)),
-        Family::Solana => signer.solana_address(key),
+    let address_of = |key| {
+        let address = match chain.family() {
+            Family::Evm => signer.evm_address(key).map(|a| a.to_checksum(None)),
+            Family::Solana => signer.solana_address(key),
+        };
+        address.map_err(|e| {
+            tracing::error!(error = %e, "the signer cannot derive an address");
+            ApiError::internal()
+        })
     };
     let (route, key_index) = match account.kind {
         AccountType::Omnibus => {
-            if address_of(KeyRef::Omnibus).map_err(|_| ApiError::internal())? != source {
+            if address_of(KeyRef::Omnibus)? != source {
                 return Err(ApiError::invalid(format!(
                     "omnibus account {} does not hold the omnibus wallet's address on {chain}",
                     account.id
@@ -170,7 +176,7 @@ pub async fn create(
                     account.id
                 ))
             })?;
-            if address_of(KeyRef::Account(index)).map_err(|_| ApiError::internal())? != source {
+            if address_of(KeyRef::Account(index))? != source {
                 return Err(ApiError::invalid(format!(
                     "account {}'s key does not match its address",
                     account.id
