@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use metrics::{Unit, describe_counter, describe_gauge, gauge};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
-use crate::{config::Chains, deposit::DepositStatus, store::Store};
+use crate::{config::Chains, deposit::DepositStatus, store::Store, transfer::TransferStatus};
 
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
 
@@ -46,6 +46,7 @@ fn describe() {
     );
     describe_gauge!("custody_indexer_deposits", "Deposits in the store by chain and status");
     describe_gauge!("custody_indexer_reorgs_recorded", "Reorgs recorded in the store by chain");
+    describe_gauge!("custody_indexer_transfers", "Outbound transfers in the store by chain and status");
     describe_counter!(
         "custody_indexer_rpc_errors_total",
         "Failed watcher steps by chain and kind of failure"
@@ -94,6 +95,17 @@ pub async fn render(store: &Store, chains: &Chains, required: &[crate::chain::Ch
                     gauge!("custody_indexer_deposits", "chain" => chain.as_str(), "status" => status.as_str())
                         .set(0.0);
                 }
+            }
+        }
+    }
+    if let Ok(counts) = store.transfer_counts().await {
+        let chains: std::collections::BTreeSet<_> = counts.iter().map(|(chain, ..)| *chain).collect();
+        for chain in chains {
+            for status in TransferStatus::ALL {
+                let count =
+                    counts.iter().find(|(c, s, _)| *c == chain && *s == status).map_or(0, |(.., n)| *n);
+                gauge!("custody_indexer_transfers", "chain" => chain.as_str(), "status" => status.as_str())
+                    .set(count as f64);
             }
         }
     }

@@ -432,6 +432,17 @@ async fn every_route_sends_once_and_the_gas_ledger_matches_the_receipts() {
         assert_eq!(by_identity["transfers"].as_array().unwrap().len(), 2);
         let failed = s.get("/v2/crypto/transfers?status=FAILED").await.body;
         assert_eq!(failed["transfers"], json!([]));
+        let metrics = send(Method::GET, &format!("http://127.0.0.1:{}/metrics", s.port), None).await.body;
+        let metrics = metrics.as_str().unwrap();
+        assert!(
+            metrics
+                .contains(&format!("custody_indexer_transfers{{chain=\"{CHAIN}\",status=\"CONFIRMED\"}} 5")),
+            "{metrics}"
+        );
+        assert!(
+            metrics.contains(&format!("custody_indexer_transfers{{chain=\"{CHAIN}\",status=\"FAILED\"}} 0")),
+            "{metrics}"
+        );
         // Pages of two walk all five, newest first, without a repeat.
         let mut walked = Vec::new();
         let mut cursor = String::new();

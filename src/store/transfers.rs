@@ -390,6 +390,22 @@ impl Store {
         rows.iter().map(transfer_from_row).collect()
     }
 
+    /// Transfers by chain and status, for metrics.
+    pub async fn transfer_counts(&self) -> Result<Vec<(Chain, TransferStatus, u64)>, StoreError> {
+        let rows = sqlx::query("SELECT chain, status, COUNT(*) AS n FROM transfers GROUP BY chain, status")
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok((
+                    parse_column(&r.try_get::<String, _>("chain")?, "transfers.chain")?,
+                    parse_column(&r.try_get::<String, _>("status")?, "transfers.status")?,
+                    r.try_get::<i64, _>("n")? as u64,
+                ))
+            })
+            .collect()
+    }
+
     /// What transfers in flight hold of the account, by `(chain, symbol)`, in
     /// the smallest unit: `available` balances exclude it.
     pub async fn held_amounts(&self, account_id: &str) -> Result<HashMap<(Chain, String), U256>, StoreError> {
