@@ -499,11 +499,15 @@ async fn stuck_transfers_are_bumped_then_cancelled_and_a_late_original_still_con
         Setup::new(Backend::Sqlite, "window_secs = 3\nsubmit_within_secs = 120\nrebroadcast_after_secs = 1")
             .await;
     s.create_account("treasury", "OMNIBUS");
+    let alice = s.create_account("alice", "SEGREGATED");
+    s.anvil.token(s.tusd).mint(alice, U256::from(9_000_000)).from(s.anvil.accounts[5]).mined().await;
     let omnibus_before = s.eth(s.omnibus).await;
     s.anvil.provider.raw_request::<_, Value>("evm_setAutomine".into(), (false,)).await.unwrap();
     let mut run = s.start("run").await;
     let late = s.transfer("treasury", "0.1", "ETH", s.outside).await;
     let dropped = s.transfer("treasury", "0.2", "ETH", s.outside).await;
+    // A top-up transfer: its gas top-up cannot be mined either.
+    let topped = s.transfer("alice", "9", "TUSD", s.outside).await;
     s.until(&late, "SUBMITTED", false).await;
     s.until(&dropped, "SUBMITTED", false).await;
 
@@ -526,7 +530,13 @@ async fn stuck_transfers_are_bumped_then_cancelled_and_a_late_original_still_con
         (cancelled == 2).then_some(())
     })
     .await;
-    // kill -9 while the cancellations are pending.
+    // The top-up was sent again with a higher fee at the sponsor's nonce,
+    // while the transfer itself waits for it.
+    let top_ups = store.transfer_transactions(&topped).await.unwrap();
+    assert!(top_ups.len() >= 2 && top_ups.iter().all(|t| t.role == TxRole::TopUp), "{top_ups:?}");
+    assert!(top_ups.iter().all(|t| t.nonce == top_ups[0].nonce && t.sender == s.sponsor.to_string()));
+    assert_eq!(s.get(&format!("/v2/crypto/transfers/{topped}")).await.body["status"], "ACCEPTED");
+    // kill -9 while the cancellations and the top-up are pending.
     run.kill().unwrap();
     run.wait().unwrap();
     let late_txs = store.transfer_transactions(&late).await.unwrap();
@@ -573,6 +583,22 @@ async fn stuck_transfers_are_bumped_then_cancelled_and_a_late_original_still_con
     );
     s.until(&dropped, "DROPPED", true).await;
     s.until(&waiting, "CONFIRMED", true).await;
+    // The top-up route resumed: one top-up included, then alice's own transfer.
+    s.until(&topped, "CONFIRMED", true).await;
+    assert_eq!(s.tokens(s.tusd, s.outside).await, U256::from(9_000_000));
+    let included = s.included(&store, &topped).await;
+    assert_eq!(
+        included.iter().map(|t| (t.role, t.sender.clone())).collect::<Vec<_>>(),
+        [(TxRole::TopUp, s.sponsor.to_string()), (TxRole::Transfer, alice.to_string())]
+    );
+    let mut expected = Vec::new();
+    for tx in &included {
+        expected.push((tx.hash.clone(), "NETWORK_FEE".to_string(), s.fee(&tx.hash).await));
+    }
+    let mut entries = store.gas_entries(&topped).await.unwrap();
+    entries.sort();
+    expected.sort();
+    assert_eq!(entries, expected);
 
     assert_eq!(
         events_of(&s, &late).await,
