@@ -471,15 +471,22 @@ impl Store {
         .bind(chain.as_str())
         .fetch_all(&self.pool)
         .await?;
+        // Every transaction of those transfers in one query, grouped below.
+        let txs = sqlx::query(&format!(
+            "SELECT {TX_COLUMNS} FROM transfer_transactions
+             WHERE transfer_id IN (SELECT id FROM transfers WHERE chain = $1 AND status IN ('ACCEPTED', 'SUBMITTED'))
+             ORDER BY created_at, hash"
+        ))
+        .bind(chain.as_str())
+        .fetch_all(&self.pool)
+        .await?;
+        let mut by_transfer: HashMap<String, Vec<SentTransaction>> = HashMap::new();
+        for row in &txs {
+            by_transfer.entry(row.try_get("transfer_id")?).or_default().push(tx_from_row(row)?);
+        }
         let mut out = Vec::with_capacity(rows.len());
         for row in rows {
             let id: String = row.try_get("id")?;
-            let txs = sqlx::query(&format!(
-                "SELECT {TX_COLUMNS} FROM transfer_transactions WHERE transfer_id = $1 ORDER BY created_at, hash"
-            ))
-            .bind(&id)
-            .fetch_all(&self.pool)
-            .await?;
             out.push(Outgoing {
                 organization: row.try_get("organization_id")?,
                 account_id: row.try_get("account_id")?,
@@ -495,7 +502,7 @@ impl Store {
                 authorization_nonce: row.try_get("authorization_nonce")?,
                 window_ends_at: row.try_get("window_ends_at")?,
                 created_at: row.try_get("created_at")?,
-                transactions: txs.iter().map(tx_from_row).collect::<Result<_, _>>()?,
+                transactions: by_transfer.remove(&id).unwrap_or_default(),
                 id,
             });
         }
