@@ -21,6 +21,7 @@ use common::{
     cli::{Env, Process},
     db::{Backend, TestDb},
     dead_port, eventually,
+    proxy::{self, FaultyRpc},
 };
 use custody_indexer::{
     amount::Amount,
@@ -49,17 +50,26 @@ struct Setup {
     omnibus: Address,
     /// An address outside the platform.
     outside: Address,
+    /// Between the service and anvil, when asked for.
+    proxy: Option<FaultyRpc>,
 }
 
 impl Setup {
     /// anvil with a plain token (TUSD) and an EIP-3009 one (USDC), organization
     /// `acme` with a key, and `transfers` lines for the chain file.
     async fn new(backend: Backend, transfers: &str) -> Self {
+        Self::with_rpc(backend, transfers, false).await
+    }
+
+    /// As [`Setup::new`], the service reaching anvil through a fault proxy
+    /// when `through_proxy`.
+    async fn with_rpc(backend: Backend, transfers: &str, through_proxy: bool) -> Self {
         let anvil = Anvil::start().await;
         let tusd = anvil.deploy_token("TUSD").await;
         let usdc = anvil.deploy_auth_token("USDC").await;
+        let proxy = if through_proxy { Some(proxy::start(anvil.url()).await) } else { None };
         let mut toml = chain_toml(
-            &[anvil.url()],
+            &[proxy.as_ref().map_or_else(|| anvil.url(), |p| p.url.clone())],
             Some(&tusd.to_string()),
             &format!("confirmation = {{ depth = {DEPTH} }}"),
         );
@@ -84,6 +94,7 @@ impl Setup {
             sponsor: Address::ZERO,
             omnibus: Address::ZERO,
             outside: Address::repeat_byte(0x42),
+            proxy,
         };
         // What an operator does first: list the wallets and fund them.
         let wallets: Value = serde_json::from_str(&s.cli(&["wallets", "list", "--json"])).unwrap();
@@ -402,22 +413,9 @@ async fn every_route_sends_once_and_the_gas_ledger_matches_the_receipts() {
         assert_eq!(deposit["transaction_hash"], settled[&top_up_token]["transaction_hash"]);
 
         // Each transfer announced SUBMITTED, then CONFIRMED, once.
-        let events = s.get("/v2/events?limit=100").await.body;
         for id in all {
-            let of: Vec<(String, String)> = events["events"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter(|e| e["data"]["id"] == id.as_str())
-                .map(|e| {
-                    (
-                        e["type"].as_str().unwrap().to_string(),
-                        e["data"]["status"].as_str().unwrap().to_string(),
-                    )
-                })
-                .collect();
             assert_eq!(
-                of,
+                events_of(&s, id).await,
                 [
                     ("crypto_transfer_submitted".to_string(), "SUBMITTED".to_string()),
                     ("crypto_transfer_updated".to_string(), "CONFIRMED".to_string())
@@ -903,5 +901,26 @@ async fn requests_are_validated_and_idempotent_by_request_id() {
     let tusd =
         balances["balances"].as_array().unwrap().iter().find(|b| b["symbol"] == "TUSD").unwrap().clone();
     assert_eq!(tusd["available"], "7", "nothing is held any more");
+    run.kill().unwrap();
+}
+
+#[tokio::test]
+async fn a_lost_broadcast_answer_never_sends_twice() {
+    let s = Setup::with_rpc(Backend::Sqlite, "", true).await;
+    s.create_account("treasury", "OMNIBUS");
+    // The node takes (and mines) the transaction, but its answer is lost:
+    // the sender's next attempt meets its own transaction already mined.
+    let faults = &s.proxy.as_ref().unwrap().faults;
+    faults.lost_answers.lock().unwrap().push(("eth_sendRawTransaction".into(), 1));
+    let mut run = s.start("run").await;
+    let id = s.transfer("treasury", "0.7", "ETH", s.outside).await;
+    s.until(&id, "CONFIRMED", true).await;
+    assert_eq!(faults.failed.load(std::sync::atomic::Ordering::SeqCst), 1, "the answer was lost once");
+
+    assert_eq!(s.eth(s.outside).await, U256::from(7 * ETH / 10), "sent once");
+    assert_eq!(s.anvil.provider.get_transaction_count(s.omnibus).await.unwrap(), 1, "one nonce used");
+    let signed = s.env.store().await.transfer_transactions(&id).await.unwrap();
+    assert_eq!(signed.len(), 1, "never signed again: {signed:?}");
+    assert!(signed[0].block_number.is_some());
     run.kill().unwrap();
 }

@@ -9,7 +9,10 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::{ApiError, ApiState, ErrorBody, auth::Caller, params::Params};
-use crate::assets::{Asset, Balance, assets_of};
+use crate::{
+    assets::{Asset, Balance, assets_of},
+    chain::Family,
+};
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct BalanceList {
@@ -53,12 +56,18 @@ pub async fn balances(
     let chain = params.chain("chain")?;
     let account = state.store().organization_account(&caller.organization, &account_id).await?;
     let mut held = state.store().held_amounts(&account.id).await?;
-    // Sponsor money left at the account's addresses for gas is not the account's.
-    for entry in &account.addresses {
-        for chain in &entry.chains {
-            let left = state.store().sponsored_gas_left(*chain, &entry.address).await?;
-            if let (false, Ok(config)) = (left.is_zero(), state.chains().get(*chain)) {
-                *held.entry((*chain, config.native.symbol.clone())).or_default() += left;
+    // Sponsor money left at the account's addresses for gas is not the
+    // account's. Only EVM addresses of accounts whose key the service holds
+    // are ever topped up.
+    if state.store().account_key(&account.id).await?.is_some() {
+        for entry in &account.addresses {
+            for chain in
+                entry.chains.iter().filter(|c| c.family() == Family::Evm && chain.is_none_or(|o| o == **c))
+            {
+                let left = state.store().sponsored_gas_left(*chain, &entry.address).await?;
+                if let (false, Ok(config)) = (left.is_zero(), state.chains().get(*chain)) {
+                    *held.entry((*chain, config.native.symbol.clone())).or_default() += left;
+                }
             }
         }
     }

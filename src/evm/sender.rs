@@ -28,7 +28,7 @@ use alloy::{
 };
 use tracing::{info, warn};
 
-use super::rpc::{Broadcast, EvmRpc, FeeReceipt, RpcFailure};
+use super::rpc::{Broadcast, EvmRpc, FeeReceipt, RpcFailure, TxStatus};
 use crate::{
     config::{ChainConfig, Confirmation},
     keys::{KeyError, KeyRef, Signer},
@@ -154,7 +154,7 @@ impl EvmSender {
             return self.broadcast_first(t, tx).await;
         }
         if t.transactions.is_empty()
-            && now_micros() - t.created_at() > self.config.transfers.submit_within_secs as i64 * 1_000_000
+            && now_micros() - t.created_at > self.config.transfers.submit_within_secs as i64 * 1_000_000
         {
             let message = "could not be submitted in time";
             return self.fail(t, "NOT_SUBMITTED", message).await;
@@ -429,6 +429,7 @@ impl EvmSender {
                 continue;
             }
             let parsed: B256 = tx.hash.parse().map_err(|_| SendError::Invalid("bad hash".into()))?;
+            // No receipt: reorged out since, so nothing was paid for it.
             let Some(receipt) = self.rpc.fee_receipt(parsed).await? else { continue };
             fees.push(Fee {
                 transaction_hash: tx.hash.clone(),
@@ -637,7 +638,18 @@ impl EvmSender {
     async fn send(&self, tx: &SentTransaction) -> Result<Broadcast, SendError> {
         let raw =
             hex::decode(&tx.raw).map_err(|_| SendError::Invalid("stored transaction is not hex".into()))?;
-        let outcome = self.rpc.send_raw(&Bytes::from(raw)).await?;
+        let mut outcome = self.rpc.send_raw(&Bytes::from(raw)).await?;
+        if let Broadcast::Rejected(reason) = &outcome {
+            // Sent before (an answer lost, a crash) and already pending or
+            // mined: "nonce too low" then means ours was taken, not refused,
+            // and must never lead to signing the transfer again.
+            let hash: B256 = tx.hash.parse().map_err(|_| SendError::Invalid("bad hash".into()))?;
+            let known = self.rpc.transaction_status(&[hash]).await?;
+            if known.get(&hash).is_some_and(|s| *s != TxStatus::Unknown) {
+                info!(chain = %self.config.chain, hash = %tx.hash, reason, "the node already has this transaction");
+                outcome = Broadcast::Accepted;
+            }
+        }
         if matches!(outcome, Broadcast::Accepted) {
             self.broadcast.lock().expect("broadcast set").insert(tx.hash.clone());
         }

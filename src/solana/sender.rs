@@ -91,7 +91,7 @@ impl SolanaSender {
             return self.send_first(t, tx).await;
         }
         if t.transactions.is_empty()
-            && now_micros() - t.created_at() > self.config.transfers.submit_within_secs as i64 * 1_000_000
+            && now_micros() - t.created_at > self.config.transfers.submit_within_secs as i64 * 1_000_000
         {
             return self.fail(t, "NOT_SUBMITTED", "could not be submitted in time").await;
         }
@@ -139,7 +139,7 @@ impl SolanaSender {
             // the finalized chain is past every blockhash it used.
             if t.window_ends_at.is_some_and(|end| now_micros() >= end) {
                 info!(chain = %self.config.chain, transfer = %t.id, "window over and the last blockhash expired");
-                return self.settle(t, TransferStatus::Dropped, None, None).await;
+                return self.settle(t, TransferStatus::Dropped, None).await;
             }
             let sent = self.sign(t).await?;
             info!(chain = %self.config.chain, transfer = %t.id, signature = %sent.hash, "blockhash expired; signed again");
@@ -188,17 +188,26 @@ impl SolanaSender {
         let fees = self.fees(&tx.hash).await?;
         let total = fees.iter().fold(alloy::primitives::U256::ZERO, |sum, f| sum + f.amount);
         self.store.update_transaction(&tx.hash, state, Some((status.slot, "")), Some(total)).await?;
-        self.settle(t, outcome, Some(&tx.hash), reason).await
+        settle(&self.store, &self.config, &t.id, outcome, Some(&tx.hash), reason, fees).await?;
+        Ok(())
     }
 
     /// What the fee payer paid for a landed transaction: the fee, and rent
     /// (its balance fell by more than the fee when it created an account).
     async fn fees(&self, signature: &str) -> Result<Vec<Fee>, SolanaSendError> {
-        let Some(tx) = self.rpc.transaction(signature).await? else {
-            return Err(SolanaSendError::Invalid(format!("{signature} has a status but no transaction")));
+        // A node can report a status before it serves the transaction: a
+        // retried failure, never a reason to fail the transfer.
+        let not_served = || {
+            SolanaSendError::Rpc(RpcFailure {
+                chain: self.config.chain,
+                method: "getTransaction",
+                message: format!("{signature} has a status but is not served yet"),
+                kind: "missing_data",
+                slot_unavailable: false,
+            })
         };
-        let meta =
-            tx.transaction.meta.ok_or_else(|| SolanaSendError::Invalid("no transaction meta".into()))?;
+        let tx = self.rpc.transaction(signature).await?.ok_or_else(not_served)?;
+        let meta = tx.transaction.meta.ok_or_else(not_served)?;
         let paid = meta
             .pre_balances
             .first()
@@ -220,25 +229,19 @@ impl SolanaSender {
         Ok(fees)
     }
 
+    /// Ends a transfer none of whose signatures landed: nothing was paid.
     async fn settle(
         &self,
         t: &Outgoing,
         status: TransferStatus,
-        signature: Option<&str>,
         failure: Option<FailureDetails>,
     ) -> Result<(), SolanaSendError> {
-        let mut fees = Vec::new();
-        for tx in self.store.transfer_transactions(&t.id).await? {
-            if tx.block_number.is_some() && tx.fee.is_some() {
-                fees.extend(self.fees(&tx.hash).await?);
-            }
-        }
-        settle(&self.store, &self.config, &t.id, status, signature, failure, fees).await?;
+        settle(&self.store, &self.config, &t.id, status, None, failure, Vec::new()).await?;
         Ok(())
     }
 
     async fn fail(&self, t: &Outgoing, code: &str, message: &str) -> Result<(), SolanaSendError> {
-        self.settle(t, TransferStatus::Failed, None, Some(failure(code, message))).await
+        self.settle(t, TransferStatus::Failed, Some(failure(code, message))).await
     }
 
     /// The transfer's instructions with a fresh blockhash, signed by the
@@ -330,7 +333,15 @@ impl SolanaSender {
     }
 
     async fn send(&self, tx: &SentTransaction) -> Result<SolanaBroadcast, SolanaSendError> {
-        let outcome = self.rpc.send_transaction(&tx.raw).await?;
+        let mut outcome = self.rpc.send_transaction(&tx.raw).await?;
+        if let SolanaBroadcast::Rejected(reason) = &outcome
+            && self.rpc.signature_statuses(&[tx.hash.as_str()]).await?.first().is_some_and(Option::is_some)
+        {
+            // Sent before (an answer lost, a crash) and already landed: its
+            // blockhash may have expired since, which is no refusal.
+            info!(chain = %self.config.chain, signature = %tx.hash, reason, "the chain already has this transaction");
+            outcome = SolanaBroadcast::Accepted;
+        }
         if matches!(outcome, SolanaBroadcast::Accepted) {
             self.sent.lock().expect("sent map").insert(tx.hash.clone(), Instant::now());
         }

@@ -114,12 +114,6 @@ pub struct Outgoing {
     pub transactions: Vec<SentTransaction>,
 }
 
-impl Outgoing {
-    pub fn created_at(&self) -> i64 {
-        self.created_at
-    }
-}
-
 /// A transaction's purpose within its transfer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TxRole {

@@ -35,6 +35,9 @@ pub struct Faults {
     /// endpoint that accepts a transaction and loses it: `(method, result)`.
     pub swallowed: Mutex<Vec<(String, Value)>>,
     pub swallowed_count: AtomicU32,
+    /// Methods forwarded to the node whose answer is then lost (HTTP 503
+    /// instead), `(method, times)`: the node acted, the client cannot know.
+    pub lost_answers: Mutex<Vec<(String, u32)>>,
 }
 
 struct Proxy {
@@ -105,6 +108,15 @@ async fn handle(State(proxy): State<Arc<Proxy>>, Json(body): Json<Value>) -> axu
     }
     let answer = proxy.client.post(&proxy.upstream).json(&body).send().await.unwrap();
     let mut value: Value = answer.json().await.unwrap();
+    let lose = {
+        let mut lost = faults.lost_answers.lock().unwrap();
+        let entry = lost.iter_mut().find(|(method, times)| body["method"] == method.as_str() && *times > 0);
+        entry.map(|e| e.1 -= 1).is_some()
+    };
+    if lose {
+        faults.failed.fetch_add(1, Ordering::SeqCst);
+        return (StatusCode::SERVICE_UNAVAILABLE, "answer lost").into_response();
+    }
     let finalized =
         body["params"].as_array().is_some_and(|p| p.iter().any(|v| v["commitment"] == "finalized"));
     if body["method"] == "getBlocks" && finalized {
