@@ -10,12 +10,12 @@
 use std::{
     collections::{HashMap, HashSet},
     num::NonZeroUsize,
-    sync::atomic::{AtomicU64, Ordering},
+    sync::atomic::{AtomicBool, AtomicU64, Ordering},
     time::Duration,
 };
 
 use alloy::{
-    primitives::{Address, B256, Bytes, U64, U256},
+    primitives::{Address, B256, Bloom, Bytes, U64, U256},
     rpc::{
         client::{ClientBuilder, RpcClient},
         types::{
@@ -59,7 +59,7 @@ const METHODS: [&str; 15] = [
     "eth_getLogs",
     "eth_getTransactionReceipt",
     "eth_getTransactionByHash",
-    "debug_traceBlockByNumber",
+    "debug_traceBlockByHash",
 ];
 
 #[derive(Debug, thiserror::Error)]
@@ -82,6 +82,10 @@ pub struct RpcBlock {
     pub hash: B256,
     pub parent_hash: B256,
     pub timestamp: U64,
+    /// Which (address, topic) pairs the block's logs may hold; all zero on
+    /// chains that do not publish blooms (see [`super::completeness`]).
+    #[serde(default)]
+    pub logs_bloom: Bloom,
     #[serde(default)]
     pub transactions: Vec<RpcTransaction>,
 }
@@ -182,6 +186,9 @@ pub struct EvmRpc {
     client: RpcClient,
     /// The `eth_getLogs` range providers currently accept; halved on refusal.
     log_range: AtomicU64,
+    /// Set once a log arrives that its block's bloom does not admit: from
+    /// then on logs are read per block by hash, blooms proving nothing.
+    blooms_unreliable: AtomicBool,
     batch_size: usize,
     concurrency: usize,
 }
@@ -212,7 +219,14 @@ impl EvmRpc {
             .service(transports);
         let retry = RetryBackoffLayer::new_with_policy(3, 250, u64::MAX, TransientPolicy);
         let client = ClientBuilder::default().layer(retry).transport(fallback, false);
-        Self { chain, client, log_range: AtomicU64::new(max_block_range.max(1)), batch_size, concurrency }
+        Self {
+            chain,
+            client,
+            log_range: AtomicU64::new(max_block_range.max(1)),
+            blooms_unreliable: AtomicBool::new(false),
+            batch_size,
+            concurrency,
+        }
     }
 
     /// A client for one URL alone, to check what that endpoint serves.
@@ -530,15 +544,59 @@ impl EvmRpc {
         Ok(out)
     }
 
-    /// Call traces of every transaction in a block (`callTracer`).
-    pub async fn traces(&self, number: u64) -> Result<Vec<TraceResult>, RpcFailure> {
-        const METHOD: &str = "debug_traceBlockByNumber";
+    /// Call traces of every transaction in a block (`callTracer`), asked by
+    /// hash so that a backend on another fork cannot answer for the number.
+    pub async fn traces(&self, hash: B256) -> Result<Vec<TraceResult>, RpcFailure> {
+        const METHOD: &str = "debug_traceBlockByHash";
         let options =
             GethDebugTracingOptions::default().with_tracer(GethDebugBuiltInTracerType::CallTracer.into());
-        self.client
-            .request(METHOD, (BlockNumberOrTag::Number(number), options))
-            .await
-            .map_err(|e| self.failure(METHOD, e))
+        self.client.request(METHOD, (hash, options)).await.map_err(|e| self.failure(METHOD, e))
+    }
+
+    /// Whether this chain's blooms were caught not admitting a log.
+    pub fn blooms_unreliable(&self) -> bool {
+        self.blooms_unreliable.load(Ordering::Relaxed)
+    }
+
+    pub fn distrust_blooms(&self) {
+        if !self.blooms_unreliable.swap(true, Ordering::Relaxed) {
+            tracing::warn!(chain = %self.chain, "a log its block's bloom does not admit: reading logs per block by hash from now on");
+        }
+    }
+
+    /// `Transfer` logs of the given contracts in each block, asked by block
+    /// hash (EIP-234) in batches: a node that lacks a block answers an error
+    /// for it, never an empty list, so each answer is complete.
+    pub async fn logs_by_hash(
+        &self,
+        hashes: &[B256],
+        contracts: &[Address],
+        topic0: B256,
+    ) -> Result<Vec<Vec<Log>>, RpcFailure> {
+        const METHOD: &str = "eth_getLogs";
+        let batches: Vec<_> = hashes
+            .chunks(self.batch_size)
+            .map(|chunk| async move {
+                let mut batch = self.client.new_batch();
+                let mut waiters = Vec::with_capacity(chunk.len());
+                for hash in chunk {
+                    let filter =
+                        Filter::new().at_block_hash(*hash).address(contracts.to_vec()).event_signature(topic0);
+                    waiters.push(
+                        batch.add_call::<_, Vec<Log>>(METHOD, &(filter,)).map_err(|e| self.failure(METHOD, e))?,
+                    );
+                }
+                batch.send().await.map_err(|e| self.failure(METHOD, e))?;
+                let mut out = Vec::with_capacity(waiters.len());
+                for waiter in waiters {
+                    out.push(waiter.await.map_err(|e| self.failure(METHOD, e))?);
+                }
+                Ok::<_, RpcFailure>(out)
+            })
+            .collect();
+        let results: Vec<Vec<Vec<Log>>> =
+            stream::iter(batches).buffered(self.concurrency).try_collect().await?;
+        Ok(results.into_iter().flatten().collect())
     }
 }
 

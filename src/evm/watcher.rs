@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
 
 use super::{
+    completeness,
     decode::{self, BlockInput, EvmAssets, EvmWatchSet},
     rpc::{EvmRpc, RpcBlock},
 };
@@ -104,12 +105,15 @@ impl EvmWatcher {
         })
     }
 
-    /// Fetches and decodes `from..=to` without writing anything.
+    /// Fetches and decodes `from..=to` without writing anything. Every read
+    /// is checked to be complete for the range (see [`super::completeness`]):
+    /// each request may land on a backend that is behind.
     async fn scan(&self, from: u64, to: u64) -> Result<Scanned, WatchError> {
         let chain = self.config.chain;
         let topic = decode::transfer_topic();
+        let by_range = self.contracts.is_empty() || self.rpc.blooms_unreliable();
         let logs = async {
-            if self.contracts.is_empty() {
+            if by_range {
                 Ok(Vec::new())
             } else {
                 self.rpc.logs(from, to, &self.contracts, topic).await
@@ -129,13 +133,14 @@ impl EvmWatcher {
             }
             logs_by_block.entry(number).or_default().push(log);
         }
+        self.complete_logs(&blocks, &mut logs_by_block).await?;
 
         let candidates: Vec<B256> =
             blocks.iter().flat_map(|b| decode::native_candidates(b, &self.watch)).collect();
         let receipts =
             if candidates.is_empty() { Vec::new() } else { self.rpc.receipts(&candidates).await? };
         let traces = if self.config.traces {
-            let calls: Vec<_> = blocks.iter().map(|b| self.rpc.traces(b.number.to())).collect();
+            let calls: Vec<_> = blocks.iter().map(|b| self.rpc.traces(b.hash)).collect();
             stream::iter(calls).buffered(self.config.concurrency).try_collect::<Vec<_>>().await?
         } else {
             Vec::new()
@@ -160,6 +165,41 @@ impl EvmWatcher {
             })
             .collect();
         Ok(Scanned { blocks, deposits })
+    }
+
+    /// Reads again, by block hash, the logs of every block whose bloom the
+    /// answer does not satisfy; on a chain whose blooms proved unreliable,
+    /// of every block. Without listed contracts there is nothing to read.
+    async fn complete_logs(
+        &self,
+        blocks: &[RpcBlock],
+        logs: &mut HashMap<u64, Vec<Log>>,
+    ) -> Result<(), WatchError> {
+        if self.contracts.is_empty() {
+            return Ok(());
+        }
+        let audit = completeness::audit(blocks, logs, &self.contracts, decode::transfer_topic());
+        if audit.blooms_unreliable {
+            self.rpc.distrust_blooms();
+        }
+        let reread: Vec<&RpcBlock> = if self.rpc.blooms_unreliable() {
+            blocks.iter().collect()
+        } else {
+            audit.suspect.iter().map(|i| &blocks[*i]).collect()
+        };
+        if reread.is_empty() {
+            return Ok(());
+        }
+        let chain = self.config.chain;
+        metrics::counter!("custody_indexer_log_rereads_total", "chain" => chain.as_str())
+            .increment(reread.len() as u64);
+        debug!(%chain, blocks = reread.len(), "reading logs by block hash");
+        let hashes: Vec<B256> = reread.iter().map(|b| b.hash).collect();
+        let fresh = self.rpc.logs_by_hash(&hashes, &self.contracts, decode::transfer_topic()).await?;
+        for (block, block_logs) in reread.into_iter().zip(fresh) {
+            logs.insert(block.number.to(), block_logs);
+        }
+        Ok(())
     }
 
     /// One step of live indexing: detect a reorg, or scan the next range up to

@@ -4,6 +4,7 @@
 
 pub mod accounts;
 pub mod decode;
+mod finality;
 pub mod instructions;
 pub mod rpc;
 mod sender;

@@ -29,6 +29,10 @@ use crate::{
 /// (-32004) or cleaned up (-32001).
 const SLOT_UNAVAILABLE: [i64; 4] = [-32001, -32004, -32007, -32009];
 
+/// The widest range `getBlocks` accepts (`end - start`), Agave's
+/// `MAX_GET_CONFIRMED_BLOCKS_RANGE`.
+pub const MAX_BLOCKS_RANGE: u64 = 500_000;
+
 #[derive(Debug, thiserror::Error)]
 #[error("rpc {method} failed on {chain}: {message}")]
 pub struct RpcFailure {
@@ -123,7 +127,10 @@ impl SolanaRpc {
         self.call(RpcRequest::GetSlot, json!([commitment])).await
     }
 
-    /// Slots in `start..=end` that hold a block at `commitment`.
+    /// Slots in `start..=end` that hold a block at `commitment`, as one
+    /// answer: a node lists blocks only up to its own height, so callers
+    /// judge each answer on its own and page ranges wider than
+    /// [`MAX_BLOCKS_RANGE`] themselves.
     pub async fn blocks(
         &self,
         start: u64,
@@ -131,6 +138,14 @@ impl SolanaRpc {
         commitment: CommitmentConfig,
     ) -> Result<Vec<u64>, RpcFailure> {
         self.call(RpcRequest::GetBlocks, json!([start, end, commitment])).await
+    }
+
+    /// The first slot at or after `start` that holds a block at `commitment`,
+    /// as the answering node knows it (`getBlocksWithLimit` with limit 1):
+    /// every slot between `start` and it is provably empty on that node.
+    pub async fn first_block(&self, start: u64, commitment: CommitmentConfig) -> Result<Option<u64>, RpcFailure> {
+        let slots: Vec<u64> = self.call(RpcRequest::GetBlocksWithLimit, json!([start, 1, commitment])).await?;
+        Ok(slots.first().copied())
     }
 
     /// A block with every transaction in `json` encoding, version 0 included.
@@ -326,6 +341,7 @@ fn method_name(request: RpcRequest) -> &'static str {
         RpcRequest::GetGenesisHash => "getGenesisHash",
         RpcRequest::GetSlot => "getSlot",
         RpcRequest::GetBlocks => "getBlocks",
+        RpcRequest::GetBlocksWithLimit => "getBlocksWithLimit",
         RpcRequest::GetBlock => "getBlock",
         RpcRequest::GetSignaturesForAddress => "getSignaturesForAddress",
         RpcRequest::GetTransaction => "getTransaction",

@@ -3,7 +3,11 @@
 //! `confirmed` as `PENDING`, and settles them once their slot is `finalized`
 //! (`CONFIRMED`) or was skipped (`FAILED`).
 
-use std::{collections::HashSet, sync::Arc, time::Duration};
+use std::{
+    collections::{HashMap, HashSet},
+    sync::Arc,
+    time::Duration,
+};
 
 use futures::{StreamExt, TryStreamExt, stream};
 use solana_commitment_config::CommitmentConfig;
@@ -15,6 +19,7 @@ use tracing::{debug, info, warn};
 use super::{
     accounts::associated_token_accounts,
     decode::{self, SolanaAssets, SolanaWatchSet, TOKEN_2022_PROGRAM, TOKEN_PROGRAM},
+    finality::{self, Verdict},
     rpc::{RpcFailure, SolanaRpc},
 };
 use crate::{
@@ -25,9 +30,6 @@ use crate::{
     watch::WatchSet,
     watcher::{BackfillReport, Step, Tick, WatchError, follow, verify_endpoints},
 };
-
-/// Slots below the confirmed one whose block a node may not list yet.
-const TIP_SLOTS: u64 = 8;
 
 /// Most signatures `getSignaturesForAddress` returns per page.
 const PAGE: usize = 1000;
@@ -143,17 +145,12 @@ impl SolanaWatcher {
         }
         let upper = confirmed.min(next.saturating_add(self.config.max_block_range - 1));
         let scanned = self.scan_slots(next, upper, CommitmentConfig::confirmed()).await?;
-        // Near the tip the cursor moves only to the last block the node listed:
-        // a node can list a confirmed block a moment after reporting its slot,
-        // and a slot passed over would never be read. Further down, a slot
-        // without a block was skipped.
-        let to = if upper + TIP_SLOTS < confirmed {
-            upper
-        } else {
-            match scanned.blocks.last() {
-                Some(block) => block.number,
-                None => return Ok(Tick::Idle { head: confirmed, indexed: next.saturating_sub(1) }),
-            }
+        // The cursor moves only as far as the answers provably cover (see
+        // `covered_through`): a node lists blocks up to its own height only,
+        // and a slot passed over would never be read.
+        let listed = scanned.blocks.last().map(|block| block.number);
+        let Some(to) = self.covered_through(next, upper, listed, CommitmentConfig::confirmed()).await? else {
+            return Ok(Tick::Idle { head: confirmed, indexed: next.saturating_sub(1) });
         };
         let found = scanned.deposits.len();
         let commit = ScanCommit {
@@ -175,6 +172,28 @@ impl SolanaWatcher {
             debug!(%chain, from = next, to, "scanned slots");
         }
         Ok(Tick::Scanned { from: next, to, head: confirmed, deposits: found, caught_up: upper == confirmed })
+    }
+
+    /// How far `from..=to` is provably read, given the last block a
+    /// `getBlocks` answer listed in it: through that block, and further
+    /// through the slots after it that a node shows to be empty by listing
+    /// its next block beyond them. A backend behind lists neither, so slots it
+    /// has not seen are never passed over; skipped slots cost one request.
+    async fn covered_through(
+        &self,
+        from: u64,
+        to: u64,
+        listed: Option<u64>,
+        commitment: CommitmentConfig,
+    ) -> Result<Option<u64>, WatchError> {
+        if listed == Some(to) {
+            return Ok(listed);
+        }
+        let after = listed.map_or(from, |slot| slot + 1);
+        Ok(match self.rpc.first_block(after, commitment).await? {
+            Some(next_block) if next_block > after => Some(to.min(next_block - 1)),
+            _ => listed,
+        })
     }
 
     /// Fetches and decodes the blocks of `from..=to` at `commitment`. A slot
@@ -306,22 +325,49 @@ impl SolanaWatcher {
     }
 
     /// Pending deposits at or below the finalized slot become `CONFIRMED` when
-    /// their slot is in the finalized chain, `FAILED` when it was skipped.
+    /// an answer lists their slot among finalized blocks, `FAILED` only when
+    /// the cluster provably skipped it (see [`super::finality`]); otherwise
+    /// they stay `PENDING` and are asked about again next step. The slots are
+    /// read in small ranges around the pending ones, none wider than
+    /// `getBlocks` accepts, however old the deposits are.
     async fn settle(&self, finalized: u64) -> Result<(), WatchError> {
         let chain = self.config.chain;
         let pending = self.store.pending_through(chain, finalized).await?;
-        let Some(lowest) = pending.iter().map(|(_, slot)| *slot).min() else { return Ok(()) };
-        let final_slots: HashSet<u64> =
-            self.rpc.blocks(lowest, finalized, CommitmentConfig::finalized()).await?.into_iter().collect();
-        let (confirmed, failed): (Vec<_>, Vec<_>) =
-            pending.into_iter().partition(|(_, slot)| final_slots.contains(slot));
-        let ids = |v: Vec<(String, u64)>| v.into_iter().map(|(id, _)| id).collect::<Vec<_>>();
-        let (confirmed, failed) = (ids(confirmed), ids(failed));
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let mut slots: Vec<u64> = pending.iter().map(|(_, slot)| *slot).collect();
+        slots.sort_unstable();
+        slots.dedup();
+        let reads: Vec<_> = finality::windows(&slots, finalized)
+            .into_iter()
+            .map(|(start, end)| async move {
+                self.rpc.blocks(start, end, CommitmentConfig::finalized()).await.map(|b| (start, end, b))
+            })
+            .collect();
+        let answers: Vec<(u64, u64, Vec<u64>)> =
+            stream::iter(reads).buffered(self.config.concurrency).try_collect().await?;
+        let mut verdicts: HashMap<u64, Verdict> = HashMap::new();
+        for (start, end, listed) in &answers {
+            for slot in slots.iter().filter(|s| (*start..=*end).contains(*s)) {
+                let verdict = finality::verdict(*slot, listed);
+                let known = verdicts.entry(*slot).or_insert(Verdict::Unknown);
+                if *known != Verdict::Final && verdict != Verdict::Unknown {
+                    *known = verdict;
+                }
+            }
+        }
+        let with = |wanted: Verdict| -> Vec<String> {
+            let judged = pending.iter().filter(|(_, slot)| verdicts.get(slot) == Some(&wanted));
+            judged.map(|(id, _)| id.clone()).collect()
+        };
+        let (confirmed, failed) = (with(Verdict::Final), with(Verdict::Skipped));
         let changed = self.store.settle(&confirmed, &failed).await?;
         if !failed.is_empty() {
-            warn!(%chain, failed = failed.len(), "deposits in slots that never became final are FAILED");
+            warn!(%chain, failed = failed.len(), "deposits in slots the cluster skipped are FAILED");
         }
-        debug!(%chain, finalized, changed = changed.len(), "settled");
+        let waiting = pending.len() - confirmed.len() - failed.len();
+        debug!(%chain, finalized, changed = changed.len(), waiting, "settled");
         Ok(())
     }
 
@@ -349,12 +395,19 @@ impl SolanaWatcher {
         while start <= to {
             let end = to.min(start + self.config.max_block_range - 1);
             let scanned = self.scan_slots(start, end, CommitmentConfig::finalized()).await?;
-            let commit = backfill_commit(chain, start, end, finalized, scanned.deposits);
+            let listed = scanned.blocks.last().map(|block| block.number);
+            // Only what the answers provably cover; the rest is asked again.
+            let Some(through) = self.covered_through(start, end, listed, CommitmentConfig::finalized()).await?
+            else {
+                tokio::time::sleep(self.config.poll_interval).await;
+                continue;
+            };
+            let commit = backfill_commit(chain, start, through, finalized, scanned.deposits);
             report.deposits_changed += self.store.commit_scan(&commit).await?.len();
             report.deposits_found += commit.deposits.len();
-            report.blocks += end - start + 1;
+            report.blocks += through - start + 1;
             progress(report.blocks, report.deposits_found);
-            start = end + 1;
+            start = through + 1;
         }
         report.elapsed = started.elapsed();
         Ok(report)

@@ -6,6 +6,7 @@ pub mod anvil;
 pub mod api;
 pub mod cli;
 pub mod db;
+pub mod lagging;
 pub mod proxy;
 pub mod receiver;
 pub mod solana;

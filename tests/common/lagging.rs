@@ -1,0 +1,299 @@
+//! One load-balanced RPC URL over two backends at different heights, as
+//! public endpoints are: the real node (fresh) and a backend `lag` blocks or
+//! slots behind, whose answers are computed from the real node as it was
+//! then. Every HTTP request (a JSON-RPC batch counts as one) goes to either
+//! backend at random.
+//!
+//! The backend behind answers like a real node that lacks the newest blocks,
+//! without an error where a real node gives none:
+//! - EVM: a lower `eth_blockNumber`; `null` for blocks it does not have (by
+//!   number, tag or hash); `eth_getLogs` over a range without their logs;
+//!   an error for `eth_getLogs` and traces by the hash of a block it lacks
+//!   (EIP-234: a real node and anvil answer `-32000 unknown block`); `null`
+//!   receipts and transactions for transactions in those blocks.
+//! - Solana: a lower `getSlot`; `getBlocks` listing slots up to its own
+//!   height at the asked commitment (`getBlocksWithLimit` too);
+//!   `-32004 Block not available` from
+//!   `getBlock` above it; `getSignaturesForAddress` without newer
+//!   signatures; `getTransaction` `null` for transactions above it.
+//!
+//! Both backends refuse a `getBlocks` range wider than 500,000 slots, as
+//! Agave does (`MAX_GET_CONFIRMED_BLOCKS_RANGE`: `end` is first clamped to
+//! the node's height, then `-32602 Slot range too large; max 500000`).
+
+use std::{
+    net::SocketAddr,
+    sync::{
+        Arc,
+        atomic::{AtomicU32, AtomicU64, Ordering},
+    },
+};
+
+use alloy::transports::http::reqwest;
+use axum::{Json, Router, extract::State, routing::post};
+use serde_json::{Value, json};
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    Evm,
+    Solana,
+}
+
+/// Agave's `MAX_GET_CONFIRMED_BLOCKS_RANGE`.
+pub const MAX_BLOCKS_RANGE: u64 = 500_000;
+
+#[derive(Default)]
+pub struct Stats {
+    /// Requests the fresh and the lagging backend answered.
+    pub fresh: AtomicU32,
+    pub stale: AtomicU32,
+    /// Answers the lagging backend gave differently from the real node.
+    pub withheld: AtomicU32,
+    /// `getBlocks` calls refused as too wide.
+    pub refused_ranges: AtomicU32,
+    /// Widest `getBlocks` range asked (`end - start`).
+    pub widest_range: AtomicU64,
+}
+
+struct Proxy {
+    upstream: String,
+    family: Family,
+    lag: u64,
+    client: reqwest::Client,
+    stats: Arc<Stats>,
+    seed: AtomicU64,
+}
+
+pub struct LaggingRpc {
+    pub url: String,
+    pub stats: Arc<Stats>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for LaggingRpc {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+pub async fn start(upstream: String, family: Family, lag: u64) -> LaggingRpc {
+    let stats = Arc::new(Stats::default());
+    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
+    let proxy = Arc::new(Proxy {
+        upstream,
+        family,
+        lag,
+        client: reqwest::Client::new(),
+        stats: stats.clone(),
+        seed: AtomicU64::new(seed | 1),
+    });
+    let app = Router::new().route("/", post(handle)).with_state(proxy);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr: SocketAddr = listener.local_addr().unwrap();
+    let task = tokio::spawn(async move {
+        axum::serve(listener, app).await.unwrap();
+    });
+    LaggingRpc { url: format!("http://{addr}"), stats, task }
+}
+
+impl Proxy {
+    /// A coin toss per request (xorshift: no shared RNG state to lock).
+    fn stale(&self) -> bool {
+        let mut x = self.seed.load(Ordering::Relaxed);
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.seed.store(x, Ordering::Relaxed);
+        x & 1 == 1
+    }
+
+    async fn forward(&self, call: &Value) -> Value {
+        let answer = self.client.post(&self.upstream).json(call).send().await.unwrap();
+        answer.json().await.unwrap()
+    }
+
+    async fn result(&self, method: &str, params: Value) -> Value {
+        let call = json!({"jsonrpc": "2.0", "id": 0, "method": method, "params": params});
+        self.forward(&call).await["result"].take()
+    }
+
+    /// The backend's height for a call: the real one, less the lag when stale.
+    async fn height(&self, call: &Value, stale: bool) -> u64 {
+        let real = match self.family {
+            Family::Evm => hex(&self.result("eth_blockNumber", json!([])).await).unwrap_or_default(),
+            Family::Solana => {
+                let commitment = commitment(call);
+                self.result("getSlot", json!([{"commitment": commitment}])).await.as_u64().unwrap_or_default()
+            }
+        };
+        if stale { real.saturating_sub(self.lag) } else { real }
+    }
+
+    async fn answer(&self, call: &Value, stale: bool) -> Value {
+        let method = call["method"].as_str().unwrap_or_default();
+        if self.family == Family::Solana && method == "getBlocks" {
+            return self.get_blocks(call, stale).await;
+        }
+        if !stale {
+            return self.forward(call).await;
+        }
+        let height = self.height(call, true).await;
+        let answer = match self.family {
+            Family::Evm => self.evm_stale(call, method, height).await,
+            Family::Solana => self.solana_stale(call, method, height).await,
+        };
+        // Reads only: asking the real node again must change nothing.
+        let read = !["eth_send", "sendTransaction", "anvil_", "evm_", "surfnet_", "requestAirdrop"]
+            .iter()
+            .any(|prefix| method.starts_with(prefix));
+        if read && answer != self.forward(call).await {
+            self.stats.withheld.fetch_add(1, Ordering::SeqCst);
+        }
+        answer
+    }
+
+    async fn evm_stale(&self, call: &Value, method: &str, height: u64) -> Value {
+        let params = &call["params"];
+        let above = |v: &Value| hex(&v["blockNumber"]).or_else(|| hex(&v["number"])).is_some_and(|n| n > height);
+        match method {
+            "eth_blockNumber" => reply(call, json!(format!("0x{height:x}"))),
+            "eth_getBlockByNumber" => {
+                let number = match params[0].as_str().unwrap_or_default() {
+                    tag if tag.starts_with("0x") => hex(&params[0]).unwrap_or_default(),
+                    "latest" | "pending" => height,
+                    // `finalized`, `safe`: the real node's, unless above this backend's head.
+                    _ => {
+                        let answer = self.forward(call).await;
+                        if !above(&answer["result"]) {
+                            return answer;
+                        }
+                        height
+                    }
+                };
+                if number > height {
+                    return reply(call, Value::Null);
+                }
+                let mut asked = call.clone();
+                asked["params"][0] = json!(format!("0x{number:x}"));
+                self.forward(&asked).await
+            }
+            "eth_getLogs" if params[0].get("blockHash").is_some() => {
+                let block = self.result("eth_getBlockByHash", json!([params[0]["blockHash"], false])).await;
+                if block.is_null() || above(&block) {
+                    return error(call, -32000, "unknown block");
+                }
+                self.forward(call).await
+            }
+            "debug_traceBlockByHash" => {
+                let block = self.result("eth_getBlockByHash", json!([params[0], false])).await;
+                if block.is_null() || above(&block) {
+                    return error(call, -32000, "unknown block");
+                }
+                self.forward(call).await
+            }
+            _ => {
+                let mut answer = self.forward(call).await;
+                let result = &mut answer["result"];
+                if let Some(logs) = result.as_array_mut() {
+                    logs.retain(|log| !above(log));
+                } else if result.is_object() && above(result) {
+                    *result = Value::Null;
+                }
+                answer
+            }
+        }
+    }
+
+    async fn solana_stale(&self, call: &Value, method: &str, height: u64) -> Value {
+        let params = &call["params"];
+        match method {
+            "getSlot" => reply(call, json!(height)),
+            "getBlock" if params[0].as_u64().is_some_and(|slot| slot > height) => {
+                let slot = params[0].as_u64().unwrap_or_default();
+                error(call, -32004, &format!("Block not available for slot {slot}"))
+            }
+            "getBlocksWithLimit" => {
+                let mut answer = self.forward(call).await;
+                if let Some(list) = answer["result"].as_array_mut() {
+                    list.retain(|slot| slot.as_u64().is_some_and(|slot| slot <= height));
+                }
+                answer
+            }
+            "getSignaturesForAddress" => {
+                let mut answer = self.forward(call).await;
+                if let Some(list) = answer["result"].as_array_mut() {
+                    list.retain(|s| s["slot"].as_u64().is_some_and(|slot| slot <= height));
+                }
+                answer
+            }
+            "getTransaction" => {
+                let mut answer = self.forward(call).await;
+                if answer["result"]["slot"].as_u64().is_some_and(|slot| slot > height) {
+                    answer["result"] = Value::Null;
+                }
+                answer
+            }
+            _ => self.forward(call).await,
+        }
+    }
+
+    /// `getBlocks` as Agave answers it: `end` clamped to the node's height at
+    /// the asked commitment, then a range over 500,000 slots refused.
+    async fn get_blocks(&self, call: &Value, stale: bool) -> Value {
+        let start = call["params"][0].as_u64().unwrap_or_default();
+        let height = self.height(call, stale).await;
+        let end = call["params"][1].as_u64().unwrap_or(u64::MAX).min(height);
+        if end < start {
+            return reply(call, json!([]));
+        }
+        self.stats.widest_range.fetch_max(end - start, Ordering::SeqCst);
+        if end - start > MAX_BLOCKS_RANGE {
+            self.stats.refused_ranges.fetch_add(1, Ordering::SeqCst);
+            return error(call, -32602, &format!("Slot range too large; max {MAX_BLOCKS_RANGE}"));
+        }
+        let mut asked = call.clone();
+        asked["params"][1] = json!(end);
+        self.forward(&asked).await
+    }
+}
+
+async fn handle(State(proxy): State<Arc<Proxy>>, Json(body): Json<Value>) -> Json<Value> {
+    let stale = proxy.stale();
+    let counter = if stale { &proxy.stats.stale } else { &proxy.stats.fresh };
+    counter.fetch_add(1, Ordering::SeqCst);
+    let answer = match body.as_array() {
+        Some(batch) => {
+            let mut out = Vec::with_capacity(batch.len());
+            for call in batch {
+                out.push(proxy.answer(call, stale).await);
+            }
+            Value::Array(out)
+        }
+        None => proxy.answer(&body, stale).await,
+    };
+    Json(answer)
+}
+
+/// The commitment a Solana call asks for (`confirmed` when it names none,
+/// as the indexer's client sets it).
+fn commitment(call: &Value) -> String {
+    let params = call["params"].as_array().cloned().unwrap_or_default();
+    let named = params.iter().find_map(|p| p.get("commitment").and_then(Value::as_str).map(String::from));
+    match named.as_deref() {
+        Some("finalized") => "finalized".into(),
+        Some("processed") => "processed".into(),
+        _ => "confirmed".into(),
+    }
+}
+
+fn hex(value: &Value) -> Option<u64> {
+    u64::from_str_radix(value.as_str()?.trim_start_matches("0x"), 16).ok()
+}
+
+fn reply(call: &Value, result: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": call["id"], "result": result})
+}
+
+fn error(call: &Value, code: i64, message: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": call["id"], "error": {"code": code, "message": message}})
+}

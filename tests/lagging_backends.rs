@@ -1,0 +1,278 @@
+//! The watchers through one load-balanced URL whose backends disagree: the
+//! real node and a backend 12 blocks (Solana: 50 slots) behind, chosen at
+//! random per request (tests/common/lagging.rs). Nothing may be missed,
+//! recorded twice, or failed while it is final.
+
+mod common;
+
+use std::time::Duration;
+
+use alloy::primitives::{Address, U256};
+use common::{
+    Anvil, Backend, CHAIN, TestDb, add_account,
+    anvil::{Mined, TestToken::TestTokenInstance},
+    chain_config,
+    lagging::{self, Family, LaggingRpc},
+    solana::{SOL, SolanaNode, transfer_sol},
+};
+use custody_indexer::{
+    account::{AccountAddress, AccountStatus, AccountType},
+    chain::Chain,
+    config::ChainConfig,
+    deposit::DepositStatus,
+    evm::{EvmWatcher, WatchError},
+    solana::SolanaWatcher,
+    store::{NewAccount, Store},
+};
+use serde_json::{Value, json};
+use solana_commitment_config::CommitmentConfig;
+use solana_keypair::Keypair;
+use solana_pubkey::Pubkey;
+use solana_rpc_client_api::request::RpcRequest;
+use solana_signer::Signer;
+use tokio_util::sync::CancellationToken;
+
+const ETH: u64 = 1_000_000_000_000_000_000;
+const SOLANA: Chain = Chain::SolanaDevnet;
+
+/// `(transaction, account, currency, amount)` of each deposit, sorted.
+type Row = (String, String, String, String);
+
+async fn rows(store: &Store, chain: Chain) -> Vec<Row> {
+    let mut rows: Vec<Row> = store
+        .deposits_on_chain(chain)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|d| (d.transaction_hash, d.account_id, d.currency_symbol, d.amount))
+        .collect();
+    rows.sort();
+    rows
+}
+
+/// Waits until the store holds `expected.len()` deposits, all `CONFIRMED`
+/// (or the time is up), then returns what it holds.
+async fn settled(store: &Store, chain: Chain, expected: usize, timeout: Duration) -> Vec<Row> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    while tokio::time::Instant::now() < deadline {
+        let deposits = store.deposits_on_chain(chain).await.unwrap();
+        if deposits.len() >= expected && deposits.iter().all(|d| d.status == DepositStatus::Confirmed) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    rows(store, chain).await
+}
+
+fn sorted(mut rows: Vec<Row>) -> Vec<Row> {
+    rows.sort();
+    rows
+}
+
+/// Sends the `i`-th EVM deposit: native (`i` ETH) or token (`i` TUSD), to
+/// alice or bob; returns its row.
+async fn evm_deposit(anvil: &Anvil, token: &TestTokenInstance<alloy::providers::DynProvider>, i: u64) -> Row {
+    let (outsider, alice, bob) = (anvil.accounts[0], anvil.accounts[1], anvil.accounts[2]);
+    let (to, account) = if i % 2 == 0 { (alice, "alice") } else { (bob, "bob") };
+    let (hash, symbol) = if i % 3 == 0 {
+        (anvil.send_eth(outsider, to, U256::from(i) * U256::from(ETH)).await, "ETH")
+    } else {
+        let receipt = token.transfer(to, U256::from(i * 1_000_000)).from(outsider).mined().await;
+        (receipt.transaction_hash, "TUSD")
+    };
+    (hash.to_string(), account.into(), symbol.into(), i.to_string())
+}
+
+struct EvmSetup {
+    anvil: Anvil,
+    db: TestDb,
+    token: TestTokenInstance<alloy::providers::DynProvider>,
+    token_address: Address,
+    rpc: LaggingRpc,
+}
+
+async fn evm_setup(backend: Backend) -> EvmSetup {
+    let anvil = Anvil::start().await;
+    let db = TestDb::new(backend).await;
+    add_account(&db.store, "alice", &anvil.accounts[1].to_string()).await;
+    add_account(&db.store, "bob", &anvil.accounts[2].to_string()).await;
+    let token_address = anvil.deploy_token("TUSD").await;
+    let token = anvil.token(token_address);
+    token.mint(anvil.accounts[0], U256::from(1_000_000_000_000u64)).from(anvil.accounts[0]).mined().await;
+    let rpc = lagging::start(anvil.url(), Family::Evm, 12).await;
+    EvmSetup { anvil, db, token, token_address, rpc }
+}
+
+async fn evm_watcher(setup: &EvmSetup) -> EvmWatcher {
+    let token = setup.token_address.to_checksum(None);
+    let config = chain_config(&[setup.rpc.url.clone()], Some(&token), "max_block_range = 4");
+    EvmWatcher::connect(config, setup.db.store.clone()).await.expect("watcher connects")
+}
+
+#[tokio::test]
+async fn evm_live_deposits_through_a_lagging_backend_are_found_exactly_once() {
+    let setup = evm_setup(Backend::Sqlite).await;
+    let watcher = evm_watcher(&setup).await;
+    let shutdown = CancellationToken::new();
+    let running = tokio::spawn(watcher.run(shutdown.clone()));
+
+    let mut expected = Vec::new();
+    for i in 1..=60 {
+        expected.push(evm_deposit(&setup.anvil, &setup.token, i).await);
+        if i % 7 == 0 {
+            setup.anvil.mine(2).await;
+        }
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+    // Past the confirmation depth and the lagging backend's head.
+    setup.anvil.mine(20).await;
+    let found = settled(&setup.db.store, CHAIN, expected.len(), Duration::from_secs(90)).await;
+    shutdown.cancel();
+    running.await.unwrap().unwrap();
+
+    assert_eq!(found, sorted(expected), "every deposit, once");
+    let stats = &setup.rpc.stats;
+    assert!(stats.withheld.load(std::sync::atomic::Ordering::SeqCst) > 0, "the backend behind withheld answers");
+}
+
+#[tokio::test]
+async fn evm_backfill_through_a_lagging_backend_finds_every_deposit_once() {
+    let setup = evm_setup(Backend::Postgres).await;
+    let mut expected = Vec::new();
+    for i in 1..=40 {
+        expected.push(evm_deposit(&setup.anvil, &setup.token, i).await);
+    }
+    // Confirmed on the real node; the newest deposits are still beyond the
+    // backend behind.
+    setup.anvil.mine(3).await;
+    let to = setup.anvil.head().await - 3;
+    let mut watcher = evm_watcher(&setup).await;
+    let mut report = None;
+    for _ in 0..50 {
+        match watcher.backfill(0, Some(to), &|_, _| {}).await {
+            Ok(done) => {
+                report = Some(done);
+                break;
+            }
+            // The head came from the backend behind: `to` is not confirmed there.
+            Err(WatchError::AboveConfirmed { .. }) => {}
+            Err(error) if error.is_retryable() => {}
+            Err(error) => panic!("backfill: {error}"),
+        }
+    }
+    let report = report.expect("a backfill completed");
+    let found = settled(&setup.db.store, CHAIN, expected.len(), Duration::from_secs(5)).await;
+    assert_eq!(found, sorted(expected.clone()), "every deposit, once");
+    assert_eq!(report.deposits_found, expected.len());
+    let stats = &setup.rpc.stats;
+    assert!(stats.withheld.load(std::sync::atomic::Ordering::SeqCst) > 0, "the backend behind withheld answers");
+}
+
+fn solana_config(node: &SolanaNode, url: &str, strategy: &str, start: u64) -> ChainConfig {
+    let text = format!(
+        "chain = \"{SOLANA}\"\ngenesis_hash = \"{}\"\nrpc_urls = [\"{url}\"]\nconfirmation = \"finalized\"\n\
+         poll_interval_ms = 100\nmax_block_range = 20\nstart_block = {start}\nstrategy = \"{strategy}\"\n\
+         native = {{ symbol = \"SOL\", decimals = 9 }}\n",
+        node.genesis_hash
+    );
+    ChainConfig::from_toml(&text, std::path::Path::new("solana-lagging.toml"), &|_| None).unwrap()
+}
+
+async fn add_wallet(store: &Store, id: &str, wallet: &Pubkey) {
+    let address = AccountAddress { chains: vec![SOLANA], address: wallet.to_string() };
+    store
+        .add_account(NewAccount {
+            id: id.into(),
+            organization: "default".into(),
+            identity_id: format!("identity-{id}"),
+            kind: AccountType::Segregated,
+            status: AccountStatus::Active,
+            addresses: vec![address],
+        })
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn solana_deposits_through_a_lagging_backend_are_found_once_and_never_failed_in_both_strategies() {
+    let node = SolanaNode::start().await;
+    let rpc = lagging::start(node.url.clone(), Family::Solana, 50).await;
+    let outsider = node.funded(100 * SOL).await;
+    let (alice, bob) = (Keypair::new().pubkey(), Keypair::new().pubkey());
+    let start = node.slot(CommitmentConfig::confirmed()).await;
+    let shutdown = CancellationToken::new();
+    let mut watchers = Vec::new();
+    for (strategy, backend) in [("blocks", Backend::Sqlite), ("signatures", Backend::Postgres)] {
+        let db = TestDb::new(backend).await;
+        add_wallet(&db.store, "alice", &alice).await;
+        add_wallet(&db.store, "bob", &bob).await;
+        let config = solana_config(&node, &rpc.url, strategy, start);
+        let watcher = SolanaWatcher::connect(config, db.store.clone()).await.unwrap();
+        watchers.push((strategy, db, tokio::spawn(watcher.run(shutdown.clone()))));
+    }
+
+    let mut expected = Vec::new();
+    for i in 1..=24u64 {
+        let (to, account) = if i % 2 == 0 { (alice, "alice") } else { (bob, "bob") };
+        // i tenths of a SOL.
+        let signature = node.send(&[transfer_sol(&outsider.pubkey(), &to, i * SOL / 10)], &outsider, &[]).await;
+        let amount = if i % 10 == 0 { (i / 10).to_string() } else { format!("{}.{}", i / 10, i % 10) };
+        expected.push((signature, account.to_string(), "SOL".to_string(), amount));
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    let expected = sorted(expected);
+    node.wait_finalized(node.slot(CommitmentConfig::confirmed()).await).await;
+
+    let mut results = Vec::new();
+    for (strategy, db, _) in &watchers {
+        let found = settled(&db.store, SOLANA, expected.len(), Duration::from_secs(90)).await;
+        let deposits = db.store.deposits_on_chain(SOLANA).await.unwrap();
+        let failed = deposits.iter().filter(|d| d.status == DepositStatus::Failed).count();
+        results.push((*strategy, found, failed));
+    }
+    shutdown.cancel();
+    for (_, _, running) in watchers {
+        running.await.unwrap().unwrap();
+    }
+    for (strategy, found, failed) in results {
+        assert_eq!(failed, 0, "{strategy}: a final deposit FAILED");
+        assert_eq!(found, expected, "{strategy}: every deposit, once");
+    }
+    assert!(rpc.stats.withheld.load(std::sync::atomic::Ordering::SeqCst) > 0, "the backend behind withheld answers");
+}
+
+#[tokio::test]
+async fn settlement_reads_get_blocks_in_pages_for_deposits_500_000_slots_apart() {
+    let node = SolanaNode::start().await;
+    let rpc = lagging::start(node.url.clone(), Family::Solana, 50).await;
+    let outsider = node.funded(10 * SOL).await;
+    let alice = Keypair::new().pubkey();
+    let first = node.send(&[transfer_sol(&outsider.pubkey(), &alice, SOL)], &outsider, &[]).await;
+    let first_slot = node.slot_of(&first).await;
+    // The network moves 600,000 slots on, as after a long outage.
+    let warp = RpcRequest::Custom { method: "surfnet_timeTravel" };
+    let _: Value = node.rpc.send(warp, json!([{ "absoluteSlot": first_slot + 600_000 }])).await.unwrap();
+    let second = node.send(&[transfer_sol(&outsider.pubkey(), &alice, 2 * SOL)], &outsider, &[]).await;
+    let second_slot = node.slot_of(&second).await;
+    assert!(second_slot - first_slot > lagging::MAX_BLOCKS_RANGE, "{first_slot} → {second_slot}");
+    node.wait_finalized(second_slot).await;
+
+    // The first read of alice's signature history finds both deposits,
+    // PENDING; settling them needs slots 600,000 apart judged.
+    let db = TestDb::new(Backend::Sqlite).await;
+    add_wallet(&db.store, "alice", &alice).await;
+    let config = solana_config(&node, &rpc.url, "signatures", 0);
+    let watcher = SolanaWatcher::connect(config, db.store.clone()).await.unwrap();
+    let shutdown = CancellationToken::new();
+    let running = tokio::spawn(watcher.run(shutdown.clone()));
+    let found = settled(&db.store, SOLANA, 2, Duration::from_secs(30)).await;
+    shutdown.cancel();
+    running.await.unwrap().unwrap();
+
+    let deposits = db.store.deposits_on_chain(SOLANA).await.unwrap();
+    let statuses: Vec<_> = deposits.iter().map(|d| (d.amount.clone(), d.status)).collect();
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert!(statuses.iter().all(|(_, s)| *s == DepositStatus::Confirmed), "{statuses:?}");
+    let widest = rpc.stats.widest_range.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(widest <= lagging::MAX_BLOCKS_RANGE, "asked for {widest} slots at once");
+}
