@@ -44,7 +44,8 @@ pub fn audit(
     for (i, block) in blocks.iter().enumerate() {
         let returned = logs.get(&block.number.to()).map(Vec::as_slice).unwrap_or_default();
         let bloom = &block.logs_bloom;
-        let admits = |log: &Log| bloom.contains_raw_log(log.address(), log.topics().get(..1).unwrap_or_default());
+        let admits =
+            |log: &Log| bloom.contains_raw_log(log.address(), log.topics().get(..1).unwrap_or_default());
         if !returned.iter().all(admits) {
             out.blooms_unreliable = true;
         }
@@ -103,7 +104,10 @@ mod tests {
 
     fn log(number: u64, address: Address) -> Log {
         Log {
-            inner: alloy::primitives::Log { address, data: LogData::new_unchecked(vec![TOPIC], Default::default()) },
+            inner: alloy::primitives::Log {
+                address,
+                data: LogData::new_unchecked(vec![TOPIC], Default::default()),
+            },
             block_number: Some(number),
             ..Default::default()
         }

@@ -580,10 +580,14 @@ impl EvmRpc {
                 let mut batch = self.client.new_batch();
                 let mut waiters = Vec::with_capacity(chunk.len());
                 for hash in chunk {
-                    let filter =
-                        Filter::new().at_block_hash(*hash).address(contracts.to_vec()).event_signature(topic0);
+                    let filter = Filter::new()
+                        .at_block_hash(*hash)
+                        .address(contracts.to_vec())
+                        .event_signature(topic0);
                     waiters.push(
-                        batch.add_call::<_, Vec<Log>>(METHOD, &(filter,)).map_err(|e| self.failure(METHOD, e))?,
+                        batch
+                            .add_call::<_, Vec<Log>>(METHOD, &(filter,))
+                            .map_err(|e| self.failure(METHOD, e))?,
                     );
                 }
                 batch.send().await.map_err(|e| self.failure(METHOD, e))?;

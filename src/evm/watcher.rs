@@ -113,11 +113,7 @@ impl EvmWatcher {
         let topic = decode::transfer_topic();
         let by_range = self.contracts.is_empty() || self.rpc.blooms_unreliable();
         let logs = async {
-            if by_range {
-                Ok(Vec::new())
-            } else {
-                self.rpc.logs(from, to, &self.contracts, topic).await
-            }
+            if by_range { Ok(Vec::new()) } else { self.rpc.logs(from, to, &self.contracts, topic).await }
         };
         let (blocks, logs) = tokio::try_join!(self.rpc.blocks(from, to), logs)?;
         check_linked(&blocks).map_err(|detail| WatchError::Inconsistent { chain, detail })?;

@@ -143,8 +143,13 @@ impl SolanaRpc {
     /// The first slot at or after `start` that holds a block at `commitment`,
     /// as the answering node knows it (`getBlocksWithLimit` with limit 1):
     /// every slot between `start` and it is provably empty on that node.
-    pub async fn first_block(&self, start: u64, commitment: CommitmentConfig) -> Result<Option<u64>, RpcFailure> {
-        let slots: Vec<u64> = self.call(RpcRequest::GetBlocksWithLimit, json!([start, 1, commitment])).await?;
+    pub async fn first_block(
+        &self,
+        start: u64,
+        commitment: CommitmentConfig,
+    ) -> Result<Option<u64>, RpcFailure> {
+        let slots: Vec<u64> =
+            self.call(RpcRequest::GetBlocksWithLimit, json!([start, 1, commitment])).await?;
         Ok(slots.first().copied())
     }
 

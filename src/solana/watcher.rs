@@ -397,7 +397,8 @@ impl SolanaWatcher {
             let scanned = self.scan_slots(start, end, CommitmentConfig::finalized()).await?;
             let listed = scanned.blocks.last().map(|block| block.number);
             // Only what the answers provably cover; the rest is asked again.
-            let Some(through) = self.covered_through(start, end, listed, CommitmentConfig::finalized()).await?
+            let Some(through) =
+                self.covered_through(start, end, listed, CommitmentConfig::finalized()).await?
             else {
                 tokio::time::sleep(self.config.poll_interval).await;
                 continue;

@@ -49,6 +49,8 @@ pub struct Stats {
     pub stale: AtomicU32,
     /// Answers the lagging backend gave differently from the real node.
     pub withheld: AtomicU32,
+    /// Logs left out of `eth_getLogs` range answers (EVM).
+    pub dropped_logs: AtomicU32,
     /// `getBlocks` calls refused as too wide.
     pub refused_ranges: AtomicU32,
     /// Widest `getBlocks` range asked (`end - start`).
@@ -154,7 +156,8 @@ impl Proxy {
 
     async fn evm_stale(&self, call: &Value, method: &str, height: u64) -> Value {
         let params = &call["params"];
-        let above = |v: &Value| hex(&v["blockNumber"]).or_else(|| hex(&v["number"])).is_some_and(|n| n > height);
+        let above =
+            |v: &Value| hex(&v["blockNumber"]).or_else(|| hex(&v["number"])).is_some_and(|n| n > height);
         match method {
             "eth_blockNumber" => reply(call, json!(format!("0x{height:x}"))),
             "eth_getBlockByNumber" => {
@@ -195,7 +198,9 @@ impl Proxy {
                 let mut answer = self.forward(call).await;
                 let result = &mut answer["result"];
                 if let Some(logs) = result.as_array_mut() {
+                    let all = logs.len();
                     logs.retain(|log| !above(log));
+                    self.stats.dropped_logs.fetch_add((all - logs.len()) as u32, Ordering::SeqCst);
                 } else if result.is_object() && above(result) {
                     *result = Value::Null;
                 }
