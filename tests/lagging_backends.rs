@@ -76,8 +76,8 @@ fn assert_exact(found: &[Row], expected: &[Row], what: &str) {
 /// alice or bob; returns its row.
 async fn evm_deposit(anvil: &Anvil, token: &TestTokenInstance<alloy::providers::DynProvider>, i: u64) -> Row {
     let (outsider, alice, bob) = (anvil.accounts[0], anvil.accounts[1], anvil.accounts[2]);
-    let (to, account) = if i % 2 == 0 { (alice, "alice") } else { (bob, "bob") };
-    let (hash, symbol) = if i % 3 == 0 {
+    let (to, account) = if i.is_multiple_of(2) { (alice, "alice") } else { (bob, "bob") };
+    let (hash, symbol) = if i.is_multiple_of(3) {
         (anvil.send_eth(outsider, to, U256::from(i) * U256::from(ETH)).await, "ETH")
     } else {
         let receipt = token.transfer(to, U256::from(i * 1_000_000)).from(outsider).mined().await;
@@ -108,7 +108,7 @@ async fn evm_setup(backend: Backend) -> EvmSetup {
 
 async fn evm_watcher(setup: &EvmSetup) -> EvmWatcher {
     let token = setup.token_address.to_checksum(None);
-    let config = chain_config(&[setup.rpc.url.clone()], Some(&token), "max_block_range = 4");
+    let config = chain_config(std::slice::from_ref(&setup.rpc.url), Some(&token), "max_block_range = 4");
     EvmWatcher::connect(config, setup.db.store.clone()).await.expect("watcher connects")
 }
 
@@ -217,7 +217,7 @@ async fn solana_deposits_through_a_lagging_backend_are_found_once_and_never_fail
 
     let mut expected = Vec::new();
     for i in 1..=24u64 {
-        let (to, account) = if i % 2 == 0 { (alice, "alice") } else { (bob, "bob") };
+        let (to, account) = if i.is_multiple_of(2) { (alice, "alice") } else { (bob, "bob") };
         // i tenths of a SOL.
         let signature =
             node.send(&[transfer_sol(&outsider.pubkey(), &to, i * SOL / 10)], &outsider, &[]).await;
