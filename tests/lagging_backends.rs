@@ -16,13 +16,12 @@ use common::{
     solana::{SOL, SolanaNode, transfer_sol},
 };
 use custody_indexer::{
-    account::{AccountAddress, AccountStatus, AccountType},
     chain::Chain,
     config::ChainConfig,
     deposit::DepositStatus,
     evm::{EvmWatcher, WatchError},
     solana::SolanaWatcher,
-    store::{NewAccount, Store},
+    store::Store,
 };
 use serde_json::{Value, json};
 use solana_commitment_config::CommitmentConfig;
@@ -183,18 +182,7 @@ fn solana_config(node: &SolanaNode, url: &str, strategy: &str, start: u64) -> Ch
 }
 
 async fn add_wallet(store: &Store, id: &str, wallet: &Pubkey) {
-    let address = AccountAddress { chains: vec![SOLANA], address: wallet.to_string() };
-    store
-        .add_account(NewAccount {
-            id: id.into(),
-            organization: "default".into(),
-            identity_id: format!("identity-{id}"),
-            kind: AccountType::Segregated,
-            status: AccountStatus::Active,
-            addresses: vec![address],
-        })
-        .await
-        .unwrap();
+    common::add_account_on(store, SOLANA, id, &wallet.to_string()).await;
 }
 
 #[tokio::test]

@@ -69,6 +69,12 @@ pub fn chains_dir(dir: &Path, rpc_urls: &[String], token: Option<&str>, extra: &
 }
 
 pub async fn add_account(store: &Store, id: &str, address: &str) {
+    add_account_on(store, CHAIN, id, address).await;
+}
+
+/// An active segregated account of the default organization with one
+/// address on `chain`.
+pub async fn add_account_on(store: &Store, chain: Chain, id: &str, address: &str) {
     store
         .add_account(NewAccount {
             id: id.into(),
@@ -76,7 +82,7 @@ pub async fn add_account(store: &Store, id: &str, address: &str) {
             identity_id: format!("identity-{id}"),
             kind: AccountType::Segregated,
             status: AccountStatus::Active,
-            addresses: vec![AccountAddress { chains: vec![CHAIN], address: address.into() }],
+            addresses: vec![AccountAddress { chains: vec![chain], address: address.into() }],
         })
         .await
         .expect("account added");
