@@ -593,7 +593,13 @@ impl EvmRpc {
                 batch.send().await.map_err(|e| self.failure(METHOD, e))?;
                 let mut out = Vec::with_capacity(waiters.len());
                 for waiter in waiters {
-                    out.push(waiter.await.map_err(|e| self.failure(METHOD, e))?);
+                    // EIP-234: a node answers an error for a block hash it
+                    // does not have; another backend may have it.
+                    out.push(waiter.await.map_err(|e| {
+                        let answered = matches!(e, RpcError::ErrorResp(_));
+                        let failure = self.failure(METHOD, e);
+                        if answered { RpcFailure { kind: "missing_data", ..failure } } else { failure }
+                    })?);
                 }
                 Ok::<_, RpcFailure>(out)
             })

@@ -16,7 +16,7 @@ use tracing::{debug, info};
 use super::{
     completeness,
     decode::{self, BlockInput, EvmAssets, EvmWatchSet},
-    rpc::{EvmRpc, RpcBlock},
+    rpc::{EvmRpc, RpcBlock, RpcFailure},
 };
 use crate::{
     config::{ChainConfig, Confirmation},
@@ -115,7 +115,8 @@ impl EvmWatcher {
         let logs = async {
             if by_range { Ok(Vec::new()) } else { self.rpc.logs(from, to, &self.contracts, topic).await }
         };
-        let (blocks, logs) = tokio::try_join!(self.rpc.blocks(from, to), logs)?;
+        let blocks = again_if_missing(|| self.rpc.blocks(from, to));
+        let (blocks, logs) = tokio::try_join!(blocks, logs)?;
         check_linked(&blocks).map_err(|detail| WatchError::Inconsistent { chain, detail })?;
 
         let mut logs_by_block: HashMap<u64, Vec<Log>> = HashMap::new();
@@ -133,8 +134,11 @@ impl EvmWatcher {
 
         let candidates: Vec<B256> =
             blocks.iter().flat_map(|b| decode::native_candidates(b, &self.watch)).collect();
-        let receipts =
-            if candidates.is_empty() { Vec::new() } else { self.rpc.receipts(&candidates).await? };
+        let receipts = if candidates.is_empty() {
+            Vec::new()
+        } else {
+            again_if_missing(|| self.rpc.receipts(&candidates)).await?
+        };
         let traces = if self.config.traces {
             let calls: Vec<_> = blocks.iter().map(|b| self.rpc.traces(b.hash)).collect();
             stream::iter(calls).buffered(self.config.concurrency).try_collect::<Vec<_>>().await?
@@ -191,7 +195,8 @@ impl EvmWatcher {
             .increment(reread.len() as u64);
         debug!(%chain, blocks = reread.len(), "reading logs by block hash");
         let hashes: Vec<B256> = reread.iter().map(|b| b.hash).collect();
-        let fresh = self.rpc.logs_by_hash(&hashes, &self.contracts, decode::transfer_topic()).await?;
+        let topic = decode::transfer_topic();
+        let fresh = again_if_missing(|| self.rpc.logs_by_hash(&hashes, &self.contracts, topic)).await?;
         for (block, block_logs) in reread.into_iter().zip(fresh) {
             logs.insert(block.number.to(), block_logs);
         }
@@ -347,6 +352,19 @@ impl Step for EvmWatcher {
     async fn step(&mut self) -> Result<Tick, WatchError> {
         self.tick().await
     }
+}
+
+/// A backend behind answers `null` (or, by block hash, an error) for what it
+/// lacks, and the next request may reach another backend: a missing block,
+/// receipt or block's logs is asked again a few times at once before the
+/// whole step is retried.
+async fn again_if_missing<T, F, Fut>(call: F) -> Result<T, RpcFailure>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, RpcFailure>>,
+{
+    let again = ExponentialBuilder::default().with_min_delay(Duration::from_millis(25)).with_max_times(3);
+    call.retry(again).when(|e: &RpcFailure| e.kind == "missing_data").await
 }
 
 /// Consecutive blocks must link by parent hash; a break means the node
