@@ -171,6 +171,34 @@ async fn evm_backfill_through_a_lagging_backend_finds_every_deposit_once() {
     assert!(dropped > 0, "the backend behind answered eth_getLogs without logs");
 }
 
+#[tokio::test]
+async fn complete_log_answers_cost_no_extra_request() {
+    // A backend 0 blocks behind: every answer is complete.
+    let anvil = Anvil::start().await;
+    let db = TestDb::new(Backend::Sqlite).await;
+    let (outsider, alice) = (anvil.accounts[0], anvil.accounts[1]);
+    add_account(&db.store, "alice", &alice.to_string()).await;
+    let token_address = anvil.deploy_token("TUSD").await;
+    let token = anvil.token(token_address);
+    token.mint(outsider, U256::from(1_000_000_000u64)).from(outsider).mined().await;
+    for i in 1..=20u64 {
+        token.transfer(alice, U256::from(i)).from(outsider).mined().await;
+    }
+    anvil.mine(5).await;
+    let rpc = lagging::start(anvil.url(), Family::Evm, 0).await;
+    let config = chain_config(
+        std::slice::from_ref(&rpc.url),
+        Some(&token_address.to_checksum(None)),
+        "max_block_range = 4",
+    );
+    let mut watcher = EvmWatcher::connect(config, db.store.clone()).await.unwrap();
+    let head = anvil.head().await;
+    watcher.backfill(0, Some(head - 3), &|_, _| {}).await.unwrap();
+    assert_eq!(db.store.deposits_on_chain(CHAIN).await.unwrap().len(), 20);
+    let by_hash = rpc.stats.logs_by_hash.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(by_hash, 0, "blocks read again by hash although every answer was complete");
+}
+
 fn solana_config(node: &SolanaNode, url: &str, strategy: &str, start: u64) -> ChainConfig {
     let text = format!(
         "chain = \"{SOLANA}\"\ngenesis_hash = \"{}\"\nrpc_urls = [\"{url}\"]\nconfirmation = \"finalized\"\n\

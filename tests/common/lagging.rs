@@ -49,6 +49,8 @@ pub struct Stats {
     pub stale: AtomicU32,
     /// Answers the lagging backend gave differently from the real node.
     pub withheld: AtomicU32,
+    /// `eth_getLogs` calls by block hash (EVM).
+    pub logs_by_hash: AtomicU32,
     /// Logs left out of `eth_getLogs` range answers (EVM).
     pub dropped_logs: AtomicU32,
     /// `getBlocks` calls refused as too wide.
@@ -133,6 +135,9 @@ impl Proxy {
 
     async fn answer(&self, call: &Value, stale: bool) -> Value {
         let method = call["method"].as_str().unwrap_or_default();
+        if method == "eth_getLogs" && call["params"][0].get("blockHash").is_some() {
+            self.stats.logs_by_hash.fetch_add(1, Ordering::SeqCst);
+        }
         if self.family == Family::Solana && method == "getBlocks" {
             return self.get_blocks(call, stale).await;
         }
