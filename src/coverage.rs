@@ -15,10 +15,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::{
-    chain::Chain,
     deposit::Detected,
-    store::{ChainState, CursorMove, Gap, ScanCommit, Store, StoreError},
-    watcher::WatchError,
+    store::{ChainState, CursorMove, Gap, ScanCommit, StoreError},
+    watcher::{Step, WatchError},
 };
 
 /// How far before its registration an address's watch begins: block times
@@ -28,11 +27,8 @@ pub const CLOCK_MARGIN_SECS: u64 = 120;
 /// Registrations resolved to blocks per round of the gap scanner.
 const RESOLVE_BATCH: u32 = 64;
 
-/// What the gap scanner needs of a chain family's watcher.
-pub trait History: Send + Sync {
-    fn chain(&self) -> Chain;
-    fn store(&self) -> &Store;
-    fn poll_interval(&self) -> Duration;
+/// What the gap scanner needs of a chain family's watcher, beyond a step.
+pub trait History: Step + Send + Sync {
     /// Most blocks (slots) per gap scan step.
     fn max_range(&self) -> u64;
     /// The last block (slot) whose time is at or before `time` (seconds since

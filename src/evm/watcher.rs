@@ -18,7 +18,6 @@ use super::{
     rpc::{EvmRpc, RpcBlock},
 };
 use crate::{
-    chain::Chain,
     config::{ChainConfig, Confirmation},
     coverage::{self, History},
     deposit::Detected,
@@ -319,18 +318,6 @@ impl Step for EvmWatcher {
 }
 
 impl History for EvmWatcher {
-    fn chain(&self) -> Chain {
-        self.config.chain
-    }
-
-    fn store(&self) -> &Store {
-        &self.store
-    }
-
-    fn poll_interval(&self) -> Duration {
-        self.config.poll_interval
-    }
-
     fn max_range(&self) -> u64 {
         self.config.max_block_range
     }

@@ -412,18 +412,6 @@ impl SolanaWatcher {
 }
 
 impl History for SolanaWatcher {
-    fn chain(&self) -> crate::chain::Chain {
-        self.config.chain
-    }
-
-    fn store(&self) -> &Store {
-        &self.store
-    }
-
-    fn poll_interval(&self) -> Duration {
-        self.config.poll_interval
-    }
-
     fn max_range(&self) -> u64 {
         self.config.max_block_range
     }

@@ -5,11 +5,7 @@ use sqlx::{Any, Row, Transaction, any::AnyRow};
 
 use std::collections::HashSet;
 
-use super::{
-    Store, StoreError,
-    events::{CHUNK, placeholders},
-    now_micros, parse_column,
-};
+use super::{Store, StoreError, events::placeholders, now_micros, parse_column};
 use crate::{
     account::{Account, AccountAddress, AccountStatus, AccountType},
     address,
@@ -128,14 +124,18 @@ async fn insert_accounts(
         }
     }
     check_organizations(tx, accounts).await?;
-    for chunk in accounts.chunks(CHUNK) {
+    for chunk in accounts.chunks(ROWS) {
         insert_account_rows(tx, chunk, created_at).await?;
     }
-    for chunk in addresses.chunks(CHUNK) {
+    for chunk in addresses.chunks(ROWS) {
         insert_address_rows(tx, chunk).await?;
     }
     Ok(())
 }
+
+/// Rows per insert statement: SQLite looks bind parameters up by name in a
+/// list, so a statement's cost grows with the square of its parameters.
+const ROWS: usize = 100;
 
 /// An address row to insert, with where its watch begins.
 struct NewAddress<'a> {
