@@ -383,3 +383,63 @@ async fn solana_wallets_are_watched_from_registration_and_from_a_past_slot() {
     assert_eq!(alices.len(), 1);
     assert_eq!(alices[0].transaction_hash, alice_deposit);
 }
+
+#[tokio::test]
+async fn solana_run_killed_again_and_again_misses_nothing() {
+    use common::solana::{SOL, SolanaNode, transfer_sol};
+    use solana_commitment_config::CommitmentConfig;
+    use solana_keypair::Keypair;
+    use solana_signer::Signer;
+    const SOLANA: Chain = Chain::SolanaDevnet;
+
+    let node = SolanaNode::start().await;
+    let payer = node.funded(10 * SOL).await;
+    let wallets: Vec<_> = (0..3).map(|_| Keypair::new().pubkey()).collect();
+    let env = Env::with_chain_file(&format!(
+        "chain = \"{SOLANA}\"\ngenesis_hash = \"{}\"\nrpc_urls = [\"{}\"]\nconfirmation = \"finalized\"\n\
+         poll_interval_ms = 100\nstrategy = \"blocks\"\nmax_block_range = 5\n\
+         native = {{ symbol = \"SOL\", decimals = 9 }}\n",
+        node.genesis_hash, node.url
+    ));
+    for (i, wallet) in wallets.iter().enumerate() {
+        env.add_account(&format!("wallet-{i}"), &wallet.to_string(), SOLANA);
+    }
+    // Deposits arrive from registration on: before the first `run`, and all
+    // along while it is killed again and again.
+    let stop = AtomicBool::new(false);
+    let depositing = async {
+        let mut sent = BTreeSet::new();
+        let mut i = 0u64;
+        while !stop.load(Ordering::Relaxed) {
+            let to = wallets[i as usize % wallets.len()];
+            sent.insert(node.send(&[transfer_sol(&payer.pubkey(), &to, SOL / 1000 + i)], &payer, &[]).await);
+            i += 1;
+        }
+        sent
+    };
+    let killing = async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        for wait_ms in [30, 150, 400, 900, 300, 1200] {
+            let mut run = env.spawn_run(SOLANA);
+            tokio::time::sleep(Duration::from_millis(wait_ms)).await;
+            run.kill().unwrap();
+            run.wait().unwrap();
+        }
+        stop.store(true, Ordering::Relaxed);
+    };
+    let (sent, ()) = tokio::join!(depositing, killing);
+    assert!(sent.len() >= 10, "deposits kept arriving ({})", sent.len());
+
+    let confirmed = node.slot(CommitmentConfig::confirmed()).await;
+    let mut run = env.spawn_run(SOLANA);
+    let store = env.store().await;
+    eventually(Duration::from_secs(60), "run to catch up", || async {
+        (store.chain_state(SOLANA).await.unwrap()?.next_block > confirmed).then_some(())
+    })
+    .await;
+    assert!(terminate(&mut run).success());
+    let deposits = store.deposits_on_chain(SOLANA).await.unwrap();
+    let found: BTreeSet<String> = deposits.iter().map(|d| d.transaction_hash.clone()).collect();
+    assert_eq!(deposits.len(), sent.len(), "no deposit recorded twice");
+    assert_eq!(found, sent, "no deposit missed");
+}
