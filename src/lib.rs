@@ -14,6 +14,8 @@ pub mod config;
 pub mod deposit;
 pub mod events;
 pub mod evm;
+#[cfg(test)]
+mod fixtures;
 pub mod health;
 pub mod keys;
 pub mod redact;

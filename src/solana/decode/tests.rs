@@ -1,26 +1,18 @@
-//! Decoding checked against real mainnet responses from `../shared/fixtures`.
-
-use std::path::PathBuf;
+//! Decoding checked against real mainnet responses from `tests/fixtures/mainnet`.
 
 use solana_transaction_status_client_types::EncodedConfirmedTransactionWithStatusMeta;
+
+use solana_transaction::versioned::TransactionVersion;
 
 use super::*;
 use crate::config::Chains;
 
-fn fixture(name: &str) -> Option<EncodedConfirmedTransactionWithStatusMeta> {
-    let dir =
-        std::env::var_os("MAINNET_FIXTURES").map(|d| PathBuf::from(d).join("../solana")).unwrap_or_else(
-            || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/mainnet/solana"),
-        );
-    let path = dir.join(name);
-    let Ok(text) = std::fs::read_to_string(&path) else {
-        assert!(std::env::var_os("CI").is_none(), "mainnet fixture {} is missing", path.display());
-        eprintln!("SKIPPED: mainnet fixture {} not found (set MAINNET_FIXTURES)", path.display());
-        return None;
-    };
-    let value: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let result = value.get("result").cloned().unwrap_or(value);
-    Some(serde_json::from_value(result).unwrap_or_else(|e| panic!("{name}: {e}")))
+fn fixture(name: &str) -> EncodedConfirmedTransactionWithStatusMeta {
+    serde_json::from_value(raw_fixture(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+fn raw_fixture(name: &str) -> serde_json::Value {
+    crate::fixtures::mainnet("solana", name)
 }
 
 fn mainnet() -> ChainConfig {
@@ -33,12 +25,8 @@ fn watch(wallets: &[&str]) -> SolanaWatchSet {
 }
 
 /// `(account_address, symbol, amount, source_address)` of each deposit.
-fn decode(
-    name: &str,
-    wallets: &[&str],
-    config: &ChainConfig,
-) -> Option<Vec<(String, String, String, String)>> {
-    let tx = fixture(name)?;
+fn decode(name: &str, wallets: &[&str], config: &ChainConfig) -> Vec<(String, String, String, String)> {
+    let tx = fixture(name);
     let at = Slot { chain: config.chain, slot: tx.slot, block_hash: "hash", block_time: 1 };
     let assets = SolanaAssets::from_config(config);
     let mut out: Vec<_> = deposits_in_transaction(at, &tx.transaction, &watch(wallets), &assets)
@@ -46,7 +34,7 @@ fn decode(
         .map(|d| (d.account_address, d.currency_symbol, d.amount.to_string(), d.source_address))
         .collect();
     out.sort();
-    Some(out)
+    out
 }
 
 fn row(to: &str, symbol: &str, amount: &str, from: &str) -> (String, String, String, String) {
@@ -58,10 +46,10 @@ fn a_sol_transfer_credits_the_receiver_only() {
     let name = "sol-mainnet.getTransaction.sol-transfer.2kHbPUGz.json";
     let (to, from) =
         ("3eF3iBQqi2DmDLS7o9y8gG7necF5VBbwYy5gqF7sh899", "4Y5YjAPB4hMdCsiFy7BaBSscyiAvB7cuAbhxnBZ5xmgy");
-    let Some(found) = decode(name, &[to, from], &mainnet()) else { return };
+    let found = decode(name, &[to, from], &mainnet());
     assert_eq!(found, vec![row(to, "SOL", "0.024922118", from)]);
 
-    let tx = fixture(name).unwrap();
+    let tx = fixture(name);
     let at = Slot { chain: Chain::SolanaMainnet, slot: tx.slot, block_hash: "h", block_time: 7 };
     let both = watch(&[to, from]);
     let deposit =
@@ -78,18 +66,18 @@ fn two_transfers_in_one_transaction_are_two_deposits() {
     let (a, b) =
         ("9AcRtqNTy4wUD9KKuB2mKrP5n6U3i2dMqeJchrsQU4ke", "Ah6ubKzHJMDStLD1i6P51bugRMggARUhDCc8Gxfsg4sU");
     let from = "5tzFkiKscXHK5ZXCGbXZxdw7gTjjD1mBwuoFbhUvuAi9";
-    let Some(found) = decode(name, &[a, b], &mainnet()) else { return };
+    let found = decode(name, &[a, b], &mainnet());
     assert_eq!(found, vec![row(a, "SOL", "0.10567307", from), row(b, "SOL", "30.92350865", from)]);
 }
 
 #[test]
 fn dust_is_recorded_exactly() {
     let name = "sol-mainnet.getTransaction.dust-20x1-lamport.5LUArY58.json";
-    let Some(tx) = fixture(name) else { return };
+    let tx = fixture(name);
     let EncodedTransaction::Json(ui) = &tx.transaction.transaction else { panic!("json encoding") };
     let UiMessage::Raw(raw) = &ui.message else { panic!("raw message") };
     let wallets: Vec<&str> = raw.account_keys[1..21].iter().map(String::as_str).collect();
-    let found = decode(name, &wallets, &mainnet()).unwrap();
+    let found = decode(name, &wallets, &mainnet());
     assert_eq!(found.len(), 20);
     assert!(found.iter().all(|(_, symbol, amount, _)| symbol == "SOL" && amount == "0.000000001"));
 }
@@ -100,14 +88,14 @@ fn spl_deposits_to_new_and_existing_token_accounts() {
     let creates = "sol-mainnet.getTransaction.usdc-transfer-creates-ata.LPaVYsnh.json";
     let (to, from) =
         ("9fE6zKgca6K2EEa3yjbcq7zGMusUNqSQeWQNL2YDZ2Yi", "FQT9SSwEZ6UUQxsmTzgt5JzjrS4M5zm13M1QiYF8TEo6");
-    let Some(found) = decode(creates, &[to], &config) else { return };
+    let found = decode(creates, &[to], &config);
     assert_eq!(found, vec![row(to, "USDC", "1", from)], "the new token account started at 0");
-    assert_eq!(decode(creates, &[from], &config).unwrap(), vec![], "outgoing is no deposit");
+    assert_eq!(decode(creates, &[from], &config), vec![], "outgoing is no deposit");
 
     let existing = "sol-mainnet.getTransaction.usdc-transferChecked-existing-ata.4LXpF3MC.json";
     let (to, from) =
         ("B2v68t8MXb9zUms1VQKuCcvjrjKDK6fLd8ZngqmBGy1M", "3V9bd3EN5aNuhE4RiHGbZ1eZakJ1F9cDb8V4YLjCG8cg");
-    assert_eq!(decode(existing, &[to], &config).unwrap(), vec![row(to, "USDC", "3.8", from)]);
+    assert_eq!(decode(existing, &[to], &config), vec![row(to, "USDC", "3.8", from)]);
 }
 
 #[test]
@@ -115,10 +103,10 @@ fn token_2022_is_matched_with_its_program() {
     let name = "sol-mainnet.getTransaction.token2022-transfer-creates-ata.4G24SgaZ.json";
     let (to, from) =
         ("BYh4CfuGDvFMKaZp3RPmkw9y6qg3sWukA2TiGJDeLKZi", "EMmTjuHsYCYX7vgPcQ2QVbNwYAwcvGoSMCEaHKc19DdE");
-    let Some(tx) = fixture(name) else { return };
+    let tx = fixture(name);
     let mint = tx.transaction.meta.as_ref().unwrap().post_token_balances.clone().unwrap()[0].mint.clone();
     let mut config = mainnet();
-    assert!(decode(name, &[to], &config).unwrap().is_empty(), "an unlisted mint is ignored");
+    assert!(decode(name, &[to], &config).is_empty(), "an unlisted mint is ignored");
     config.assets.push(crate::config::AssetConfig {
         symbol: "HELP".into(),
         contract_address: mint,
@@ -126,9 +114,9 @@ fn token_2022_is_matched_with_its_program() {
         token_program: Some(TOKEN_2022_PROGRAM.into()),
         eip3009: false,
     });
-    assert_eq!(decode(name, &[to], &config).unwrap(), vec![row(to, "HELP", "0.01", from)]);
+    assert_eq!(decode(name, &[to], &config), vec![row(to, "HELP", "0.01", from)]);
     config.assets.last_mut().unwrap().token_program = Some(TOKEN_PROGRAM.into());
-    assert!(decode(name, &[to], &config).unwrap().is_empty(), "the mint's program must match");
+    assert!(decode(name, &[to], &config).is_empty(), "the mint's program must match");
 }
 
 #[test]
@@ -137,7 +125,7 @@ fn cpi_transfers_credit_each_watched_owner() {
     let (a, b) =
         ("6KFjWcLbGE6cRafEfzRAQJNpncTCYGoty8rPZnqAQ4uu", "CcquFeCYNZM48kLPyG3HWxdwgigmyxPBi6iHwve9Myhj");
     let source = "EPvHL5ZBdqFqx7E3LJEjkApzbhHXaXjgsPs6X2PGqC4v";
-    let Some(found) = decode(name, &[a, b], &mainnet()) else { return };
+    let found = decode(name, &[a, b], &mainnet());
     assert_eq!(found, vec![row(a, "USDC", "0.696238", source), row(b, "USDC", "138.551462", source)]);
 }
 
@@ -161,12 +149,12 @@ fn failed_self_and_account_creation_transactions_produce_nothing() {
             ],
         ),
     ] {
-        let Some(found) = decode(name, &wallets, &config) else { return };
+        let found = decode(name, &wallets, &config);
         assert!(found.is_empty(), "{name}: {found:?}");
     }
     // The failed swap's token owners get nothing either.
     let failed = "sol-mainnet.getTransaction.FAILED-v0-alt-swap.58FymkjJ.json";
-    let tx = fixture(failed).unwrap();
+    let tx = fixture(failed);
     let owners: Vec<String> = tx
         .transaction
         .meta
@@ -179,38 +167,28 @@ fn failed_self_and_account_creation_transactions_produce_nothing() {
         .filter_map(|b| Option::<String>::from(b.owner))
         .collect();
     let owners: Vec<&str> = owners.iter().map(String::as_str).collect();
-    assert!(decode(failed, &owners, &config).unwrap().is_empty());
+    assert!(decode(failed, &owners, &config).is_empty());
 }
 
 #[test]
 fn version_0_keys_include_lookup_table_addresses() {
     let name = "sol-mainnet.getTransaction.v0-alt-swap-trump-to-jup-fees.4VhDRLUK.json";
-    let Some(tx) = fixture(name) else { return };
+    let tx = fixture(name);
     let EncodedTransaction::Json(ui) = &tx.transaction.transaction else { panic!("json encoding") };
     let meta = tx.transaction.meta.as_ref().unwrap();
     let keys = account_keys(&ui.message, meta);
     assert_eq!(keys.len(), 44, "24 static + 13 writable + 7 read-only loaded");
     assert_eq!(keys.len(), meta.post_balances.len());
     assert_eq!(keys[25], "7fibbSXkUuc4HqPWnyszmtgwUnPzZJUQFBhZJTHUS5cL");
-    // Its lamports rose by closing a wrapped-SOL account, not by a system
-    // transfer: no SOL deposit.
-    assert!(decode(name, &["7fibbSXkUuc4HqPWnyszmtgwUnPzZJUQFBhZJTHUS5cL"], &mainnet()).unwrap().is_empty());
-}
-
-fn raw_fixture(name: &str) -> Option<serde_json::Value> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/mainnet/solana").join(name);
-    let Ok(text) = std::fs::read_to_string(&path) else {
-        assert!(std::env::var_os("CI").is_none(), "mainnet fixture {} is missing", path.display());
-        eprintln!("SKIPPED: mainnet fixture {} not found", path.display());
-        return None;
-    };
-    let value: serde_json::Value = serde_json::from_str(&text).unwrap();
-    Some(value.get("result").cloned().unwrap_or(value))
+    // A pool's wrapped-SOL vault: its lamports rose by a token transfer of
+    // wrapped SOL, neither a system transfer nor a token account paying out
+    // its lamports: no SOL deposit.
+    assert!(decode(name, &["7fibbSXkUuc4HqPWnyszmtgwUnPzZJUQFBhZJTHUS5cL"], &mainnet()).is_empty());
 }
 
 #[test]
 fn a_get_block_response_decodes_and_its_failed_votes_yield_nothing() {
-    let Some(value) = raw_fixture("sol-mainnet-2021.getBlock.79662905.TRIMMED-2-txs.json") else { return };
+    let value = raw_fixture("sol-mainnet-2021.getBlock.79662905.TRIMMED-2-txs.json");
     let block: solana_transaction_status_client_types::UiConfirmedBlock =
         serde_json::from_value(value).unwrap();
     assert_eq!(
@@ -236,11 +214,272 @@ fn a_get_block_response_decodes_and_its_failed_votes_yield_nothing() {
 
 #[test]
 fn a_signatures_page_decodes_with_slots_and_statuses() {
-    let Some(value) = raw_fixture("sol-mainnet-2021.getSignaturesForAddress.4Rf9mGD7.json") else { return };
+    let value = raw_fixture("sol-mainnet-2021.getSignaturesForAddress.4Rf9mGD7.json");
     let page: Vec<solana_rpc_client_api::response::RpcConfirmedTransactionStatusWithSignature> =
         serde_json::from_value(value).unwrap();
     let slots: Vec<u64> = page.iter().map(|s| s.slot).collect();
     assert_eq!(slots, vec![68_710_495, 66_979_017, 62_482_980], "newest first");
     assert!(page.iter().all(|s| s.err.is_none()));
     assert!(page[0].signature.starts_with("5Jofwx5J"));
+}
+
+const V1_BLOCK: &str = "sol-mainnet.getBlock.449391489.v1-EXCERPT-1-tx.json";
+const V1_SLOT: u64 = 449_391_489;
+
+fn v1_block() -> solana_transaction_status_client_types::UiConfirmedBlock {
+    serde_json::from_value(raw_fixture(V1_BLOCK)).unwrap()
+}
+
+#[test]
+fn a_recorded_version_1_block_decodes_and_its_failed_transaction_yields_nothing() {
+    let block = v1_block();
+    assert_eq!((block.parent_slot, block.block_time), (V1_SLOT - 1, Some(1_790_083_456)));
+    let transactions = block.transactions.unwrap();
+    let [tx] = transactions.as_slice() else { panic!("one transaction") };
+    assert_eq!(tx.version, Some(TransactionVersion::Number(1)));
+    assert_eq!(readable(V1_SLOT, tx), Ok(()), "version 1 is read");
+    let EncodedTransaction::Json(ui) = &tx.transaction else { panic!("json encoding") };
+    let UiMessage::Raw(raw) = &ui.message else { panic!("raw message") };
+    let config = raw.transaction_config.as_ref().expect("message.transactionConfig");
+    assert_eq!((config.priority_fee, config.compute_unit_limit), (Some(3), Some(19)));
+    assert!(raw.address_table_lookups.is_none(), "no lookup tables in version 1");
+    let meta = tx.meta.as_ref().unwrap();
+    assert_eq!(meta.fee, 5_003, "base fee and priority fee in one");
+    let keys = account_keys(&ui.message, meta);
+    assert_eq!(keys, raw.account_keys, "static keys only");
+    assert_eq!(keys.len(), meta.pre_balances.len());
+    // It failed: every key watched, still nothing, not even the fee payer's
+    // or the instruction's receiver.
+    let wallets: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let at = Slot { chain: Chain::SolanaMainnet, slot: V1_SLOT, block_hash: &block.blockhash, block_time: 1 };
+    let assets = SolanaAssets::from_config(&mainnet());
+    assert!(deposits_in_transaction(at, tx, &watch(&wallets), &assets).is_empty());
+}
+
+/// The recorded version-1 transaction rewritten: `keys` (the system and
+/// token programs appended), compiled `instructions` as
+/// `(program index, accounts, data)`, balances and token balances, and
+/// whether it failed. The version, header and `transactionConfig` stay.
+struct V1 {
+    keys: Vec<&'static str>,
+    instructions: Vec<(u8, Vec<u8>, Vec<u8>)>,
+    balances: (Vec<u64>, Vec<u64>),
+    token_balances: (serde_json::Value, serde_json::Value),
+    err: Option<serde_json::Value>,
+    fee: u64,
+}
+
+impl V1 {
+    fn build(&self) -> EncodedTransactionWithStatusMeta {
+        let mut tx = raw_fixture(V1_BLOCK)["transactions"][0].clone();
+        let message = &mut tx["transaction"]["message"];
+        message["accountKeys"] = serde_json::json!(self.keys);
+        message["instructions"] = self
+            .instructions
+            .iter()
+            .map(|(program, accounts, data)| {
+                serde_json::json!({
+                    "programIdIndex": program, "accounts": accounts,
+                    "data": bs58::encode(data).into_string(), "stackHeight": 1,
+                })
+            })
+            .collect();
+        let meta = &mut tx["meta"];
+        meta["preBalances"] = serde_json::json!(self.balances.0);
+        meta["postBalances"] = serde_json::json!(self.balances.1);
+        meta["preTokenBalances"] = self.token_balances.0.clone();
+        meta["postTokenBalances"] = self.token_balances.1.clone();
+        meta["fee"] = self.fee.into();
+        meta["err"] = self.err.clone().unwrap_or_default();
+        meta["status"] = match &self.err {
+            Some(err) => serde_json::json!({ "Err": err }),
+            None => serde_json::json!({ "Ok": null }),
+        };
+        meta["logMessages"] = serde_json::json!([]);
+        serde_json::from_value(tx).unwrap()
+    }
+
+    fn deposits(&self, wallets: &[&str], config: &ChainConfig) -> Vec<(String, String, String, String)> {
+        let at = Slot { chain: Chain::SolanaMainnet, slot: V1_SLOT, block_hash: "h", block_time: 1 };
+        let tx = self.build();
+        assert_eq!(readable(V1_SLOT, &tx), Ok(()));
+        let mut out: Vec<_> =
+            deposits_in_transaction(at, &tx, &watch(wallets), &SolanaAssets::from_config(config))
+                .into_iter()
+                .map(|d| (d.account_address, d.currency_symbol, d.amount.to_string(), d.source_address))
+                .collect();
+        out.sort();
+        out
+    }
+}
+
+const PAYER: &str = "updftC18GBD8tzneHb87mf5FyZJUZ9YMcS6PgEiSWmB";
+const WALLET: &str = "Cr7GWeCZbsQfbtkYUVCdCfJNQvKUV9rZ9weptryRU3ds";
+const TOKEN_ACCOUNT: &str = "W1LDCARDa67SPBG7TFpQivHnEZXRtxCFP13ysEd1bWR";
+const WRAPPED_SOL: &str = "So11111111111111111111111111111111111111112";
+
+fn system_transfer_data(lamports: u64) -> Vec<u8> {
+    [2u32.to_le_bytes().as_slice(), &lamports.to_le_bytes()].concat()
+}
+
+/// A version-1 transaction paying 1,000,000 lamports from the payer to the
+/// wallet, in `json` encoding.
+fn v1_transfer() -> V1 {
+    V1 {
+        keys: vec![PAYER, WALLET, TOKEN_ACCOUNT, SYSTEM_PROGRAM],
+        instructions: vec![(3, vec![0, 1], system_transfer_data(1_000_000))],
+        balances: (vec![588_947_744, 1_781_760, 1_141_440, 1], vec![587_942_741, 2_781_760, 1_141_440, 1]),
+        token_balances: (serde_json::json!([]), serde_json::json!([])),
+        err: None,
+        fee: 5_003,
+    }
+}
+
+#[test]
+fn a_version_1_system_transfer_is_a_deposit_unless_it_did_not_execute() {
+    let config = mainnet();
+    let transfer = v1_transfer();
+    assert_eq!(transfer.deposits(&[WALLET, PAYER], &config), vec![row(WALLET, "SOL", "0.001", PAYER)]);
+
+    let failed =
+        V1 { err: Some(serde_json::json!({ "InstructionError": [0, { "Custom": 2 }] })), ..v1_transfer() };
+    assert!(failed.deposits(&[WALLET], &config).is_empty(), "failed");
+    // SIMD-0290: included without executing, no fee charged, balances as
+    // before; even a node reporting the transfer's balances changes nothing.
+    let not_executed =
+        V1 { err: Some(serde_json::json!("InsufficientFundsForFee")), fee: 0, ..v1_transfer() };
+    assert!(not_executed.deposits(&[WALLET], &config).is_empty(), "not executed");
+}
+
+#[test]
+fn a_version_1_transaction_in_json_parsed_encoding_decodes_the_same() {
+    let mut tx = serde_json::to_value(v1_transfer().build()).unwrap();
+    let keys: Vec<serde_json::Value> = v1_transfer()
+        .keys
+        .iter()
+        .enumerate()
+        .map(|(i, k)| serde_json::json!({ "pubkey": k, "writable": i < 2, "signer": i == 0, "source": "transaction" }))
+        .collect();
+    let message = &mut tx["transaction"]["message"];
+    message["accountKeys"] = keys.into();
+    message["instructions"] = serde_json::json!([{
+        "program": "system", "programId": SYSTEM_PROGRAM, "stackHeight": 1,
+        "parsed": { "type": "transfer", "info": { "source": PAYER, "destination": WALLET, "lamports": 1_000_000 } },
+    }]);
+    message.as_object_mut().unwrap().remove("header");
+    let tx: EncodedTransactionWithStatusMeta = serde_json::from_value(tx).unwrap();
+    let EncodedTransaction::Json(ui) = &tx.transaction else { panic!("json") };
+    let UiMessage::Parsed(parsed) = &ui.message else { panic!("jsonParsed message") };
+    assert_eq!(parsed.transaction_config.as_ref().and_then(|c| c.priority_fee), Some(3));
+    let at = Slot { chain: Chain::SolanaMainnet, slot: V1_SLOT, block_hash: "h", block_time: 1 };
+    let assets = SolanaAssets::from_config(&mainnet());
+    let found = deposits_in_transaction(at, &tx, &watch(&[WALLET]), &assets);
+    assert_eq!(found.len(), 1);
+    assert_eq!((found[0].amount.to_string(), found[0].source_address.as_str()), ("0.001".into(), PAYER));
+}
+
+#[test]
+fn a_version_the_decoder_cannot_read_is_named_with_its_slot_and_signature() {
+    let block = raw_fixture(V1_BLOCK);
+    let signature = block["transactions"][0]["transaction"]["signatures"][0].as_str().unwrap().to_string();
+    let with = |change: &dyn Fn(&mut serde_json::Value)| {
+        let mut tx = block["transactions"][0].clone();
+        change(&mut tx);
+        readable(V1_SLOT, &serde_json::from_value(tx).unwrap())
+    };
+    assert_eq!(with(&|tx| tx["version"] = "legacy".into()), Ok(()));
+    assert_eq!(with(&|tx| tx["version"] = 0.into()), Ok(()));
+    let newer = with(&|tx| tx["version"] = 2.into()).unwrap_err();
+    assert_eq!((newer.slot, newer.signature.as_deref()), (Some(V1_SLOT), Some(signature.as_str())));
+    let text = newer.to_string();
+    assert!(
+        text.contains("slot 449391489") && text.contains(&signature) && text.contains("version 2"),
+        "{text}"
+    );
+    let no_meta = with(&|tx| tx["meta"] = serde_json::Value::Null).unwrap_err();
+    assert!(no_meta.reason.contains("meta"), "{no_meta}");
+    let binary = with(&|tx| tx["transaction"] = serde_json::json!(["AQID", "base64"])).unwrap_err();
+    assert!(binary.reason.contains("json"), "{binary}");
+}
+
+/// Token account `TOKEN_ACCOUNT` of `owner` holding `lamports` pays them out
+/// to the wallet by the token program instruction `data`, signed by
+/// `owner` (the payer or the wallet).
+fn payout(owner: &str, data: Vec<u8>) -> V1 {
+    let owner_index = if owner == PAYER { 0 } else { 1 };
+    let balance = |amount: &str| {
+        serde_json::json!([{
+            "accountIndex": 2, "mint": WRAPPED_SOL, "owner": owner, "programId": TOKEN_PROGRAM,
+            "uiTokenAmount": { "amount": amount, "decimals": 9, "uiAmount": null, "uiAmountString": "0" },
+        }])
+    };
+    V1 {
+        keys: vec![PAYER, WALLET, TOKEN_ACCOUNT, TOKEN_PROGRAM],
+        instructions: vec![(3, vec![2, 1, owner_index], data)],
+        balances: (vec![1_000_000_000, 5_000_000, 52_039_280, 1], vec![999_995_000, 57_039_280, 0, 1]),
+        token_balances: (balance("50000000"), balance("0")),
+        err: None,
+        fee: 5_000,
+    }
+}
+
+#[test]
+fn lamports_paid_out_of_another_partys_token_account_are_a_deposit() {
+    let config = mainnet();
+    for (what, data) in [("CloseAccount", vec![9]), ("UnwrapLamports", vec![45, 0])] {
+        assert_eq!(
+            payout(PAYER, data.clone()).deposits(&[WALLET], &config),
+            vec![row(WALLET, "SOL", "0.05203928", PAYER)],
+            "{what} of the payer's wrapped SOL into the wallet"
+        );
+        assert!(
+            payout(WALLET, data).deposits(&[WALLET], &config).is_empty(),
+            "{what} of the wallet's own token account returns its own lamports"
+        );
+    }
+}
+
+#[test]
+fn a_token_2022_transfer_fee_is_not_credited() {
+    // 1,000 units sent, 1% withheld by the mint's transfer fee: the wallet's
+    // token account received 990, and 990 is the deposit.
+    let mint = "2b1kV6DkPAnxd5ixfnxCpjxmKwqjjaYmCZfHsFu24GXo";
+    let balance = |owner: &str, index: u8, amount: &str| {
+        serde_json::json!({
+            "accountIndex": index, "mint": mint, "owner": owner, "programId": TOKEN_2022_PROGRAM,
+            "uiTokenAmount": { "amount": amount, "decimals": 2, "uiAmount": null, "uiAmountString": "0" },
+        })
+    };
+    let fee_data =
+        [vec![26, 1], 1_000u64.to_le_bytes().to_vec(), vec![2], 10u64.to_le_bytes().to_vec()].concat();
+    let tx = V1 {
+        keys: vec![
+            PAYER,
+            "4Nd1mBQtrMJVYVfKf2PJy9NZUZdTAsp7D4xWLs4gDB4T",
+            TOKEN_ACCOUNT,
+            mint,
+            WALLET,
+            TOKEN_2022_PROGRAM,
+        ],
+        instructions: vec![(5, vec![1, 3, 2, 0], fee_data)],
+        balances: (
+            vec![1_000_000_000, 2_074_080, 2_074_080, 1, 1, 1],
+            vec![999_995_000, 2_074_080, 2_074_080, 1, 1, 1],
+        ),
+        token_balances: (
+            serde_json::json!([balance(PAYER, 1, "5000"), balance(WALLET, 2, "0")]),
+            serde_json::json!([balance(PAYER, 1, "4000"), balance(WALLET, 2, "990")]),
+        ),
+        err: None,
+        fee: 5_000,
+    };
+    let mut config = mainnet();
+    config.assets.push(crate::config::AssetConfig {
+        symbol: "FEE".into(),
+        contract_address: mint.into(),
+        decimals: 2,
+        token_program: Some(TOKEN_2022_PROGRAM.into()),
+        eip3009: false,
+    });
+    assert_eq!(tx.deposits(&[WALLET], &config), vec![row(WALLET, "FEE", "9.9", PAYER)]);
 }
