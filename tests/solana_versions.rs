@@ -11,8 +11,8 @@ use std::{path::Path, time::Duration};
 use common::{
     Backend, TestDb,
     solana::{
-        SOL, SolanaNode, TOKEN, TOKEN_2022, ata, close_account, create_ata, mint_to, transfer_checked,
-        transfer_sol,
+        SOL, SolanaNode, TOKEN, TOKEN_2022, ata, close_account, create_ata, mint_to, sync_native,
+        transfer_checked, transfer_sol, unwrap_lamports,
     },
 };
 use custody_indexer::{
@@ -29,9 +29,11 @@ use solana_commitment_config::CommitmentConfig;
 use solana_keypair::Keypair;
 use solana_pubkey::Pubkey;
 use solana_signer::Signer;
+use solana_transaction::versioned::TransactionVersion;
 use tokio_util::sync::CancellationToken;
 
 const CHAIN: Chain = Chain::SolanaDevnet;
+const NATIVE_MINT: Pubkey = Pubkey::from_str_const("So11111111111111111111111111111111111111112");
 
 /// A listed mint: symbol, mint, decimals, token program.
 type Listed<'a> = (&'a str, Pubkey, u8, &'a str);
@@ -133,7 +135,8 @@ async fn legacy_version_0_and_version_1_deposits_are_found_exactly_by_both_strat
     let table = node.lookup_table(&outsider, vec![bob]).await;
     node.send_v0(&[transfer_sol(&o, &bob, SOL / 4)], &outsider, &[table]).await;
     // Version 1 with a priority fee: SOL, and SPL creating alice's account.
-    node.send_v1(&[transfer_sol(&o, &a, 3 * SOL / 4)], &outsider, &[], 5_000).await;
+    let v1 = node.send_v1(&[transfer_sol(&o, &a, 3 * SOL / 4)], &outsider, &[], 5_000).await;
+    assert_eq!(node.version_of(&v1).await, Some(TransactionVersion::Number(1)), "served as version 1");
     let usd_to_alice =
         transfer_checked(TOKEN, &ata(&o, &usd, TOKEN), &usd, &ata(&a, &usd, TOKEN), &o, 2_500_000, 6);
     node.send_v1(&[create_ata(&o, &a, &usd, TOKEN), usd_to_alice], &outsider, &[], 1).await;
@@ -155,6 +158,15 @@ async fn legacy_version_0_and_version_1_deposits_are_found_exactly_by_both_strat
     node.send(&[create_ata(&o, &o, &rent_mint, TOKEN)], &outsider, &[]).await;
     let rent = node.rpc.get_balance(&ata(&o, &rent_mint, TOKEN)).await.unwrap();
     node.send_v1(&[close_account(TOKEN, &ata(&o, &rent_mint, TOKEN), &a, &o)], &outsider, &[], 0).await;
+    // The outsider wraps 0.5 SOL and unwraps it into bob's wallet: a deposit.
+    let wrapped = ata(&o, &NATIVE_MINT, TOKEN);
+    let wrap = [
+        create_ata(&o, &o, &NATIVE_MINT, TOKEN),
+        transfer_sol(&o, &wrapped, SOL / 2),
+        sync_native(TOKEN, &wrapped),
+    ];
+    node.send(&wrap, &outsider, &[]).await;
+    node.send_v1(&[unwrap_lamports(TOKEN, &wrapped, &bob, &o)], &outsider, &[], 0).await;
 
     // Nothing: a failed version-1 transfer, alice closing her own token
     // account into her wallet, and an outgoing version-1 transfer.
@@ -174,6 +186,7 @@ async fn legacy_version_0_and_version_1_deposits_are_found_exactly_by_both_strat
         on_chain("alice", "TUSD", "2.5"),
         on_chain("alice", "SOL", &rent),
         on_chain("bob", "SOL", "0.25"),
+        on_chain("bob", "SOL", "0.5"),
         on_chain("bob", "FEE", "0.99"),
         ("bob".into(), "SOL".into(), "0.2".into(), SourceType::Account, Some("alice".into())),
     ];

@@ -238,13 +238,31 @@ impl SolanaNode {
         priority_fee: u64,
     ) -> VersionedTransaction {
         let blockhash = self.rpc.get_latest_blockhash().await.unwrap();
-        let config =
-            v1::TransactionConfig { priority_fee: Some(priority_fee), ..v1::TransactionConfig::empty() };
+        // Unset, a version-1 limit is 0: ask for what a legacy transaction
+        // may use.
+        let config = v1::TransactionConfig::empty()
+            .with_priority_fee(priority_fee)
+            .with_compute_unit_limit(400_000)
+            .with_loaded_accounts_data_size_limit(64 * 1024 * 1024);
         let message =
             v1::Message::try_compile_with_config(&payer.pubkey(), instructions, blockhash, config).unwrap();
         let mut all: Vec<&Keypair> = vec![payer];
         all.extend(signers.iter().copied());
         VersionedTransaction::try_new(VersionedMessage::V1(message), &all).unwrap()
+    }
+
+    /// The version the node serves a confirmed transaction as.
+    pub async fn version_of(
+        &self,
+        signature: &str,
+    ) -> Option<solana_transaction::versioned::TransactionVersion> {
+        let config = solana_rpc_client_api::config::RpcTransactionConfig {
+            encoding: None,
+            commitment: Some(CommitmentConfig::confirmed()),
+            max_supported_transaction_version: Some(1),
+        };
+        let tx = self.rpc.get_transaction_with_config(&signature.parse().unwrap(), config).await.unwrap();
+        tx.transaction.version
     }
 
     /// Sends a version-1 transaction that fails on chain (preflight skipped)
