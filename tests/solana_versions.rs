@@ -203,19 +203,37 @@ async fn legacy_version_0_and_version_1_deposits_are_found_exactly_by_both_strat
     }
 }
 
+/// A watcher of alice's wallet reading the node through a fault proxy.
+struct Refusing {
+    node: SolanaNode,
+    outsider: Keypair,
+    alice: Pubkey,
+    db: TestDb,
+    rpc: common::proxy::FaultyRpc,
+    watcher: SolanaWatcher,
+}
+
+impl Refusing {
+    async fn start(strategy: &str, backend: Backend) -> Self {
+        let node = SolanaNode::start().await;
+        let outsider = node.funded(10 * SOL).await;
+        let alice = Keypair::new().pubkey();
+        let db = TestDb::new(backend).await;
+        add_wallet(&db.store, "alice", &alice).await;
+        let rpc = common::proxy::start(node.url.clone()).await;
+        let config = chain_config(&rpc.url, &node.genesis_hash, strategy, &[]);
+        let watcher = SolanaWatcher::connect(config, db.store.clone()).await.unwrap();
+        Self { node, outsider, alice, db, rpc, watcher }
+    }
+}
+
 /// A node answering `-32015` (a transaction newer than the declared
 /// version) for every block: the watcher names the slot, keeps its cursor,
 /// counts the failure and reports it, and finds the deposit once served.
 #[tokio::test]
 async fn a_slot_the_node_will_not_serve_holds_the_cursor_and_is_reported() {
-    let node = SolanaNode::start().await;
-    let outsider = node.funded(10 * SOL).await;
-    let alice = Keypair::new().pubkey();
-    let db = TestDb::new(Backend::Sqlite).await;
-    add_wallet(&db.store, "alice", &alice).await;
-    let rpc = common::proxy::start(node.url.clone()).await;
-    let config = chain_config(&rpc.url, &node.genesis_hash, "blocks", &[]);
-    let mut watcher = SolanaWatcher::connect(config, db.store.clone()).await.unwrap();
+    let Refusing { node, outsider, alice, db, rpc, mut watcher } =
+        Refusing::start("blocks", Backend::Sqlite).await;
     catch_up(&mut watcher, &node).await;
     let before = db.store.chain_state(CHAIN).await.unwrap().unwrap().next_block;
 
@@ -259,14 +277,8 @@ async fn a_slot_the_node_will_not_serve_holds_the_cursor_and_is_reported() {
 /// signature and its slot, and the address's cursor stays before it.
 #[tokio::test]
 async fn a_transaction_the_node_will_not_serve_is_named_by_signature_and_slot() {
-    let node = SolanaNode::start().await;
-    let outsider = node.funded(10 * SOL).await;
-    let alice = Keypair::new().pubkey();
-    let db = TestDb::new(Backend::Postgres).await;
-    add_wallet(&db.store, "alice", &alice).await;
-    let rpc = common::proxy::start(node.url.clone()).await;
-    let config = chain_config(&rpc.url, &node.genesis_hash, "signatures", &[]);
-    let mut watcher = SolanaWatcher::connect(config, db.store.clone()).await.unwrap();
+    let Refusing { node, outsider, alice, db, rpc, mut watcher } =
+        Refusing::start("signatures", Backend::Postgres).await;
 
     let signature = node.send_v1(&[transfer_sol(&outsider.pubkey(), &alice, SOL)], &outsider, &[], 0).await;
     let slot = node.slot_of(&signature).await;
