@@ -351,31 +351,57 @@ fn a_version_1_system_transfer_is_a_deposit_unless_it_did_not_execute() {
     assert!(not_executed.deposits(&[WALLET], &config).is_empty(), "not executed");
 }
 
-#[test]
-fn a_version_1_transaction_in_json_parsed_encoding_decodes_the_same() {
-    let mut tx = serde_json::to_value(v1_transfer().build()).unwrap();
-    let keys: Vec<serde_json::Value> = v1_transfer()
+/// `tx` in `jsonParsed` encoding with its instructions given parsed.
+fn json_parsed(tx: &V1, instructions: serde_json::Value) -> EncodedTransactionWithStatusMeta {
+    let mut value = serde_json::to_value(tx.build()).unwrap();
+    let keys: Vec<serde_json::Value> = tx
         .keys
         .iter()
         .enumerate()
-        .map(|(i, k)| serde_json::json!({ "pubkey": k, "writable": i < 2, "signer": i == 0, "source": "transaction" }))
+        .map(|(i, k)| serde_json::json!({ "pubkey": k, "writable": i < 3, "signer": i == 0, "source": "transaction" }))
         .collect();
-    let message = &mut tx["transaction"]["message"];
+    let message = &mut value["transaction"]["message"];
     message["accountKeys"] = keys.into();
-    message["instructions"] = serde_json::json!([{
+    message["instructions"] = instructions;
+    message.as_object_mut().unwrap().remove("header");
+    let parsed: EncodedTransactionWithStatusMeta = serde_json::from_value(value).unwrap();
+    let EncodedTransaction::Json(ui) = &parsed.transaction else { panic!("json") };
+    let UiMessage::Parsed(message) = &ui.message else { panic!("jsonParsed message") };
+    assert_eq!(message.transaction_config.as_ref().and_then(|c| c.priority_fee), Some(3));
+    parsed
+}
+
+fn deposits_of(tx: &EncodedTransactionWithStatusMeta, wallets: &[&str]) -> Vec<(String, String)> {
+    let at = Slot { chain: Chain::SolanaMainnet, slot: V1_SLOT, block_hash: "h", block_time: 1 };
+    let assets = SolanaAssets::from_config(&mainnet());
+    let found = deposits_in_transaction(at, tx, &watch(wallets), &assets);
+    found.into_iter().map(|d| (d.amount.to_string(), d.source_address)).collect()
+}
+
+#[test]
+fn a_version_1_transaction_in_json_parsed_encoding_decodes_the_same() {
+    let transfer = serde_json::json!([{
         "program": "system", "programId": SYSTEM_PROGRAM, "stackHeight": 1,
         "parsed": { "type": "transfer", "info": { "source": PAYER, "destination": WALLET, "lamports": 1_000_000 } },
     }]);
-    message.as_object_mut().unwrap().remove("header");
-    let tx: EncodedTransactionWithStatusMeta = serde_json::from_value(tx).unwrap();
-    let EncodedTransaction::Json(ui) = &tx.transaction else { panic!("json") };
-    let UiMessage::Parsed(parsed) = &ui.message else { panic!("jsonParsed message") };
-    assert_eq!(parsed.transaction_config.as_ref().and_then(|c| c.priority_fee), Some(3));
-    let at = Slot { chain: Chain::SolanaMainnet, slot: V1_SLOT, block_hash: "h", block_time: 1 };
-    let assets = SolanaAssets::from_config(&mainnet());
-    let found = deposits_in_transaction(at, &tx, &watch(&[WALLET]), &assets);
-    assert_eq!(found.len(), 1);
-    assert_eq!((found[0].amount.to_string(), found[0].source_address.as_str()), ("0.001".into(), PAYER));
+    let tx = json_parsed(&v1_transfer(), transfer);
+    assert_eq!(deposits_of(&tx, &[WALLET]), vec![("0.001".into(), PAYER.into())]);
+
+    // Token payouts, parsed: from the account's owner, not the wallet's own.
+    for (kind, account, authority) in
+        [("closeAccount", "account", "owner"), ("unwrapLamports", "source", "authority")]
+    {
+        for (owner, expected) in
+            [(PAYER, vec![("0.05203928".to_string(), PAYER.to_string())]), (WALLET, vec![])]
+        {
+            let instruction = serde_json::json!([{
+                "program": "spl-token", "programId": TOKEN_PROGRAM, "stackHeight": 1,
+                "parsed": { "type": kind, "info": { account: TOKEN_ACCOUNT, "destination": WALLET, authority: owner } },
+            }]);
+            let tx = json_parsed(&payout(owner, vec![]), instruction);
+            assert_eq!(deposits_of(&tx, &[WALLET]), expected, "{kind} of {owner}'s account");
+        }
+    }
 }
 
 #[test]
