@@ -11,6 +11,7 @@ pub mod assets;
 pub mod chain;
 pub mod cli;
 pub mod config;
+pub mod coverage;
 pub mod deposit;
 pub mod events;
 pub mod evm;

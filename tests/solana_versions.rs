@@ -56,6 +56,7 @@ fn chain_config(url: &str, genesis_hash: &str, strategy: &str, assets: &[Listed<
 async fn add_wallet(store: &Store, id: &str, wallet: &Pubkey) {
     let addresses = vec![AccountAddress { chains: vec![CHAIN], address: wallet.to_string() }];
     let account = NewAccount {
+        watch_from: Default::default(),
         id: id.into(),
         organization: "default".into(),
         identity_id: format!("identity-{id}"),

@@ -18,7 +18,9 @@ use super::{
     rpc::{EvmRpc, RpcBlock},
 };
 use crate::{
+    chain::Chain,
     config::{ChainConfig, Confirmation},
+    coverage::{self, History},
     deposit::Detected,
     redact::RpcUrl,
     store::{BlockRef, CursorMove, ScanCommit, Store, StoreError},
@@ -52,8 +54,16 @@ impl EvmWatcher {
         let identify = |url: RpcUrl| async move { EvmRpc::single(chain, &url).chain_id().await };
         let mismatch = |url, actual| WatchError::WrongChain { chain, url, expected, actual };
         verify_endpoints(chain, &config.rpc_urls, &expected, identify, mismatch).await?;
+        let mut watcher = Self::history(config, store);
+        watcher.refresh_watch().await?;
+        Ok(watcher)
+    }
+
+    /// A watcher without addresses, for scanning the gaps of late-registered
+    /// addresses (see [`crate::coverage`]) beside a connected one.
+    pub fn history(config: ChainConfig, store: Store) -> Self {
         let rpc = EvmRpc::new(
-            chain,
+            config.chain,
             &config.rpc_urls,
             config.max_block_range,
             config.batch_size,
@@ -61,10 +71,7 @@ impl EvmWatcher {
         );
         let assets = EvmAssets::from_config(&config);
         let contracts = assets.contracts();
-        let mut watcher =
-            Self { config, rpc, store, assets, contracts, watch: WatchSet::default(), watch_version: None };
-        watcher.refresh_watch().await?;
-        Ok(watcher)
+        Self { config, rpc, store, assets, contracts, watch: WatchSet::default(), watch_version: None }
     }
 
     pub fn config(&self) -> &ChainConfig {
@@ -104,8 +111,9 @@ impl EvmWatcher {
         })
     }
 
-    /// Fetches and decodes `from..=to` without writing anything.
-    async fn scan(&self, from: u64, to: u64) -> Result<Scanned, WatchError> {
+    /// Fetches and decodes `from..=to` for the addresses of `watch`, without
+    /// writing anything.
+    async fn scan(&self, watch: &EvmWatchSet, from: u64, to: u64) -> Result<Scanned, WatchError> {
         let chain = self.config.chain;
         let topic = decode::transfer_topic();
         let logs = async {
@@ -130,8 +138,7 @@ impl EvmWatcher {
             logs_by_block.entry(number).or_default().push(log);
         }
 
-        let candidates: Vec<B256> =
-            blocks.iter().flat_map(|b| decode::native_candidates(b, &self.watch)).collect();
+        let candidates: Vec<B256> = blocks.iter().flat_map(|b| decode::native_candidates(b, watch)).collect();
         let receipts =
             if candidates.is_empty() { Vec::new() } else { self.rpc.receipts(&candidates).await? };
         let traces = if self.config.traces {
@@ -149,7 +156,7 @@ impl EvmWatcher {
                 logs: logs_by_block.get(&block.number.to()).map(Vec::as_slice).unwrap_or_default(),
                 traces: traces.get(i).map(Vec::as_slice),
             };
-            deposits.extend(decode::deposits_in_block(chain, &input, &self.watch, &self.assets));
+            deposits.extend(decode::deposits_in_block(chain, &input, watch, &self.assets));
         }
         let blocks = blocks
             .iter()
@@ -171,11 +178,8 @@ impl EvmWatcher {
         let head = self.rpc.head().await?;
         metrics::gauge!("custody_indexer_head_block", "chain" => chain.as_str()).set(head as f64);
         let confirmed = self.confirmed_height(head).await?;
-        let state = self.store.chain_state(chain).await?;
-        let (next, expected) = match &state {
-            Some(state) => (state.next_block, Some(state.next_block)),
-            None => (self.config.start_block.unwrap_or(head), None),
-        };
+        let state = coverage::live_cursor(self, self.config.start_block, head).await?;
+        let (next, expected) = (state.next_block, Some(state.next_block));
 
         if next > head {
             if let Some(ancestor) = self.check_tip(next, head).await? {
@@ -189,7 +193,7 @@ impl EvmWatcher {
         }
 
         let to = head.min(next.saturating_add(self.config.max_block_range - 1));
-        let scanned = self.scan(next, to).await?;
+        let scanned = self.scan(&self.watch, next, to).await?;
         if let Some(expected_next) = expected
             && let Some(ancestor) = self.check_parent(expected_next, &scanned.blocks[0]).await?
         {
@@ -204,7 +208,7 @@ impl EvmWatcher {
             blocks: scanned.blocks,
             deposits: scanned.deposits,
             confirmed_through: confirmed.map(|c| c.min(to)),
-            cursor: CursorMove::Live { expected },
+            cursor: CursorMove::Live { expected, watch_version: self.watch_version.unwrap_or(0) },
             keep_blocks: self.config.reorg_window,
         };
         let changed = self.store.commit_scan(&commit).await?;
@@ -261,7 +265,8 @@ impl EvmWatcher {
         let scans: Vec<_> = ranges
             .into_iter()
             .map(|(start, end)| {
-                let scan = move || async move { this.scan(start, end).await.map(|s| (start, end, s)) };
+                let scan =
+                    move || async move { this.scan(&this.watch, start, end).await.map(|s| (start, end, s)) };
                 scan.retry(retry).when(WatchError::is_retryable)
             })
             .collect();
@@ -310,6 +315,45 @@ impl Step for EvmWatcher {
 
     async fn step(&mut self) -> Result<Tick, WatchError> {
         self.tick().await
+    }
+}
+
+impl History for EvmWatcher {
+    fn chain(&self) -> Chain {
+        self.config.chain
+    }
+
+    fn store(&self) -> &Store {
+        &self.store
+    }
+
+    fn poll_interval(&self) -> Duration {
+        self.config.poll_interval
+    }
+
+    fn max_range(&self) -> u64 {
+        self.config.max_block_range
+    }
+
+    async fn block_at(&self, time: u64) -> Result<u64, WatchError> {
+        let head = self.rpc.head().await?;
+        let at_or_before = |n| async move { Ok(self.rpc.block_time(n).await? <= time) };
+        coverage::last_at_or_before(0, head, at_or_before).await
+    }
+
+    async fn settled(&self) -> Result<Option<u64>, WatchError> {
+        let head = self.rpc.head().await?;
+        self.confirmed_height(head).await
+    }
+
+    async fn deposits_for(
+        &self,
+        addresses: &[(String, String)],
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<Detected>, WatchError> {
+        let watch = WatchSet::build(addresses.to_vec(), |a| a.parse().ok());
+        Ok(self.scan(&watch, from, to).await?.deposits)
     }
 }
 

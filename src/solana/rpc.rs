@@ -157,6 +157,26 @@ impl SolanaRpc {
         self.call(RpcRequest::GetBlocks, json!([start, end, commitment])).await
     }
 
+    /// The first slot at or after `start` (and at most `end`) holding a
+    /// finalized block, if any.
+    pub async fn first_block_from(&self, start: u64, end: u64) -> Result<Option<u64>, RpcFailure> {
+        let slots: Vec<u64> = self
+            .call(RpcRequest::GetBlocksWithLimit, json!([start, 1, CommitmentConfig::finalized()]))
+            .await?;
+        Ok(slots.first().copied().filter(|slot| *slot <= end))
+    }
+
+    /// A block's estimated production time, in seconds since the epoch.
+    pub async fn block_time(&self, slot: u64) -> Result<u64, RpcFailure> {
+        let time: Option<i64> = self.call(RpcRequest::GetBlockTime, json!([slot])).await?;
+        time.map(|t| t.max(0) as u64).ok_or_else(|| self.malformed("getBlockTime", &Value::Null))
+    }
+
+    /// The lowest slot the node still holds a block for.
+    pub async fn first_available_block(&self) -> Result<u64, RpcFailure> {
+        self.call(RpcRequest::GetFirstAvailableBlock, Value::Null).await
+    }
+
     /// A block with every transaction in `json` encoding, versions up to
     /// [`decode::READABLE_VERSION`] included. A slot holding a transaction
     /// this release cannot read fails as a whole, naming the slot (and the
@@ -392,6 +412,9 @@ fn method_name(request: RpcRequest) -> &'static str {
         RpcRequest::GetSlot => "getSlot",
         RpcRequest::GetBlocks => "getBlocks",
         RpcRequest::GetBlock => "getBlock",
+        RpcRequest::GetBlocksWithLimit => "getBlocksWithLimit",
+        RpcRequest::GetBlockTime => "getBlockTime",
+        RpcRequest::GetFirstAvailableBlock => "getFirstAvailableBlock",
         RpcRequest::GetSignaturesForAddress => "getSignaturesForAddress",
         RpcRequest::GetTransaction => "getTransaction",
         RpcRequest::GetTokenAccountsByOwner => "getTokenAccountsByOwner",

@@ -70,6 +70,7 @@ pub fn chains_dir(dir: &Path, rpc_urls: &[String], token: Option<&str>, extra: &
 pub async fn add_account(store: &Store, id: &str, address: &str) {
     store
         .add_account(NewAccount {
+            watch_from: Default::default(),
             id: id.into(),
             organization: DEFAULT_ORGANIZATION.into(),
             identity_id: format!("identity-{id}"),
