@@ -22,7 +22,7 @@ use custody_indexer::{
     deposit::SourceType,
     evm::Tick,
     solana::SolanaWatcher,
-    store::{NewAccount, Store},
+    store::{NewAccount, Store, WatchFrom},
     watcher::WatchError,
 };
 use solana_commitment_config::CommitmentConfig;
@@ -56,7 +56,8 @@ fn chain_config(url: &str, genesis_hash: &str, strategy: &str, assets: &[Listed<
 async fn add_wallet(store: &Store, id: &str, wallet: &Pubkey) {
     let addresses = vec![AccountAddress { chains: vec![CHAIN], address: wallet.to_string() }];
     let account = NewAccount {
-        watch_from: Default::default(),
+        // Watched from the first slot: the transfers precede registration.
+        watch_from: WatchFrom::Block(0),
         id: id.into(),
         organization: "default".into(),
         identity_id: format!("identity-{id}"),
