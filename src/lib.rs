@@ -15,6 +15,8 @@ pub mod coverage;
 pub mod deposit;
 pub mod events;
 pub mod evm;
+#[cfg(test)]
+mod fixtures;
 pub mod health;
 pub mod keys;
 pub mod redact;
