@@ -44,6 +44,7 @@ fn address(n: u64) -> String {
 async fn fill(store: &Store, accounts: u64, deposits: u64) {
     let new: Vec<NewAccount> = (0..accounts)
         .map(|i| NewAccount {
+            watch_from: Default::default(),
             id: format!("acct-{i}"),
             organization: "default".into(),
             identity_id: format!("identity-{}", i % 100),

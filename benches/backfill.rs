@@ -178,6 +178,7 @@ async fn prepare_store(chain: &Chain, watched: u64, path: &std::path::Path) -> f
         .map(|i| {
             let address = if i < 10 { chain.recipients[i as usize] } else { address(1_000_000 + i) };
             NewAccount {
+                watch_from: Default::default(),
                 id: format!("acc-{i}"),
                 organization: "default".into(),
                 identity_id: format!("identity-{i}"),

@@ -83,6 +83,7 @@ async fn store_with(wallets: u64, recipients: &[Pubkey], path: &Path) -> Store {
     let store = Store::open(&format!("sqlite://{}", path.display())).await.unwrap();
     let accounts: Vec<NewAccount> = (0..wallets)
         .map(|i| NewAccount {
+            watch_from: Default::default(),
             id: format!("acc-{i}"),
             organization: "default".into(),
             identity_id: format!("identity-{i}"),

@@ -150,6 +150,7 @@ async fn main() {
     let secret = api_key::generate();
     store.create_api_key("acme", "bench", &secret.id, &secret.hash).await.unwrap();
     let account = |id: &str, kind| NewAccount {
+        watch_from: Default::default(),
         id: id.into(),
         organization: "acme".into(),
         identity_id: id.into(),

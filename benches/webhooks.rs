@@ -119,6 +119,7 @@ async fn throughput(backend: Backend, events: u64) {
     let address = "0x1111111111111111111111111111111111111111";
     db.store
         .add_account(custody_indexer::store::NewAccount {
+            watch_from: Default::default(),
             id: "acct".into(),
             organization: "default".into(),
             identity_id: "identity".into(),

@@ -47,6 +47,12 @@ pub struct ChainReport {
     pub last_error: Option<String>,
     #[serde(serialize_with = "rfc3339_opt", skip_serializing_if = "Option::is_none")]
     pub last_error_at: Option<DateTime<Utc>>,
+    /// Addresses registered after the live cursor passed their watch start,
+    /// whose earlier blocks are still being scanned (or resolved).
+    pub addresses_catching_up: u64,
+    /// The lowest block (slot) still to scan for them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub catching_up_from: Option<u64>,
 }
 
 /// Checks the store and the chains: `required` ones when given (a chain with
@@ -63,7 +69,7 @@ pub async fn check(store: &Store, chains: &Chains, required: &[Chain]) -> Report
     } else {
         required.to_vec()
     };
-    let reports: Vec<ChainReport> = selected
+    let mut reports: Vec<ChainReport> = selected
         .into_iter()
         .filter_map(|chain| {
             let config = chains.get(chain).ok()?;
@@ -71,6 +77,15 @@ pub async fn check(store: &Store, chains: &Chains, required: &[Chain]) -> Report
             Some(assess(chain, state, config.max_lag_blocks, config.stale_after, now))
         })
         .collect();
+    for report in &mut reports {
+        match store.coverage(report.chain).await {
+            Ok(coverage) => {
+                report.addresses_catching_up = coverage.catching_up;
+                report.catching_up_from = coverage.lowest_gap_block;
+            }
+            Err(error) => return unreachable(error),
+        }
+    }
     let mut problems = Vec::new();
     if reports.is_empty() {
         problems.push("no chain has recorded a scan yet: is `custody-indexer run` running?".to_string());
@@ -148,6 +163,8 @@ pub fn assess(
         stale_after_seconds: stale_after.as_secs(),
         last_error: state.and_then(|s| s.last_error.clone()),
         last_error_at,
+        addresses_catching_up: 0,
+        catching_up_from: None,
     }
 }
 

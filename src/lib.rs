@@ -11,9 +11,12 @@ pub mod assets;
 pub mod chain;
 pub mod cli;
 pub mod config;
+pub mod coverage;
 pub mod deposit;
 pub mod events;
 pub mod evm;
+#[cfg(test)]
+mod fixtures;
 pub mod health;
 pub mod keys;
 pub mod redact;

@@ -16,7 +16,7 @@ use crate::{
     chain::Chain,
     evm::rpc::RpcFailure,
     redact::RpcUrl,
-    solana::rpc::RpcFailure as SolanaRpcFailure,
+    solana::{decode::UnreadableTransaction, rpc::RpcFailure as SolanaRpcFailure},
     store::{Store, StoreError},
 };
 
@@ -25,7 +25,17 @@ pub enum WatchError {
     #[error(transparent)]
     Rpc(#[from] RpcFailure),
     #[error(transparent)]
-    SolanaRpc(#[from] SolanaRpcFailure),
+    SolanaRpc(SolanaRpcFailure),
+    /// A transaction (or a slot holding one) this release cannot read: the
+    /// node refused to serve its version (`-32015`), or the decoder does not
+    /// know its version or encoding. Retryable on purpose: skipping it could
+    /// skip a deposit, and a fatal error stops `run` with every other chain's
+    /// watcher; the cause may also be one backend of a load-balanced URL. So
+    /// the watcher keeps its cursor before the slot, backs off and asks
+    /// again, counted under `unsupported_version` and unhealthy, until the
+    /// node serves the transaction or a release that reads it is running.
+    #[error("{chain}: {unreadable}; retrying, the cursor stays")]
+    UnsupportedVersion { chain: Chain, unreadable: Box<UnreadableTransaction> },
     #[error("{chain}: rpc {url} serves cluster {actual}, expected {expected}; refusing to index it")]
     WrongCluster { chain: Chain, url: String, expected: String, actual: String },
     #[error(
@@ -65,6 +75,7 @@ impl WatchError {
             self,
             WatchError::Rpc(_)
                 | WatchError::SolanaRpc(_)
+                | WatchError::UnsupportedVersion { .. }
                 | WatchError::SlotUnavailable { .. }
                 | WatchError::NotServedYet { .. }
                 | WatchError::Store(StoreError::Conflict(_) | StoreError::Query(_))
@@ -81,6 +92,7 @@ impl WatchError {
         match self {
             WatchError::Rpc(failure) => failure.kind,
             WatchError::SolanaRpc(failure) => failure.kind,
+            WatchError::UnsupportedVersion { .. } => "unsupported_version",
             WatchError::SlotUnavailable { .. } | WatchError::NotServedYet { .. } => "missing_data",
             WatchError::Store(_) => "store",
             WatchError::WrongCluster { .. } | WatchError::WrongChain { .. } => "wrong_chain",
@@ -90,6 +102,15 @@ impl WatchError {
             WatchError::AboveConfirmed { .. }
             | WatchError::NothingConfirmed { .. }
             | WatchError::EmptyRange { .. } => "invalid_range",
+        }
+    }
+}
+
+impl From<SolanaRpcFailure> for WatchError {
+    fn from(failure: SolanaRpcFailure) -> Self {
+        match failure.unreadable {
+            Some(unreadable) => WatchError::UnsupportedVersion { chain: failure.chain, unreadable },
+            None => WatchError::SolanaRpc(failure),
         }
     }
 }

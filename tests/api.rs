@@ -38,6 +38,7 @@ async fn app(backend: Backend) -> App {
 async fn add_account(app: &App, organization: &str, id: &str, identity: &str, address: &str) {
     app.store()
         .add_account(NewAccount {
+            watch_from: Default::default(),
             id: id.into(),
             organization: organization.into(),
             identity_id: identity.into(),

@@ -395,6 +395,7 @@ async fn deposits_to_frozen_and_closed_accounts_are_recorded() {
         let address = anvil.accounts[i + 1];
         db.store
             .add_account(NewAccount {
+                watch_from: Default::default(),
                 id: format!("{status}"),
                 organization: "default".into(),
                 identity_id: "identity".into(),

@@ -51,6 +51,7 @@ fn chain_config(node: &SolanaNode, mints: &Mints, strategy: &str) -> ChainConfig
 async fn add_wallet(store: &Store, id: &str, wallet: &Pubkey) {
     store
         .add_account(NewAccount {
+            watch_from: Default::default(),
             id: id.into(),
             organization: "default".into(),
             identity_id: format!("identity-{id}"),

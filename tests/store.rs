@@ -19,6 +19,7 @@ const CHAIN: Chain = Chain::BaseSepolia;
 
 fn account(id: &str, address: &str, chains: Vec<Chain>) -> NewAccount {
     NewAccount {
+        watch_from: Default::default(),
         id: id.into(),
         organization: "default".into(),
         identity_id: format!("identity-{id}"),
@@ -64,7 +65,7 @@ fn scan(
         blocks,
         deposits,
         confirmed_through: None,
-        cursor: CursorMove::Live { expected },
+        cursor: CursorMove::Live { expected, watch_version: 0 },
         keep_blocks: 100,
     }
 }

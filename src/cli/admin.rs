@@ -17,8 +17,11 @@ use crate::{
 pub async fn accounts(store: &Store, command: AccountsCommand) -> anyhow::Result<()> {
     match command {
         AccountsCommand::Add(add) => {
+            let watch_from = super::import::watch_from(add.from_block, add.from_time.as_deref(), &add.chains)
+                .map_err(anyhow::Error::msg)?;
             let account = store
                 .add_account(NewAccount {
+                    watch_from,
                     id: add.account_id,
                     organization: add.organization,
                     identity_id: add.identity_id,
@@ -34,6 +37,10 @@ pub async fn accounts(store: &Store, command: AccountsCommand) -> anyhow::Result
             }
         }
         AccountsCommand::Create(create) => super::transfers::create_account(store, create).await?,
+        AccountsCommand::Import { file } => {
+            let imported = super::import::import(store, &file).await?;
+            println!("imported {} accounts with {} addresses", imported.accounts, imported.addresses);
+        }
         AccountsCommand::List { organization, json } => {
             let accounts = store.accounts(organization.as_deref()).await?;
             if json {
@@ -193,6 +200,10 @@ fn print_health(report: &health::Report) {
             number(c.lag),
             c.max_lag_blocks,
         );
+        if c.addresses_catching_up > 0 {
+            let from = c.catching_up_from.map_or(String::new(), |b| format!(" from block {b}"));
+            println!("  {} addresses catching up{from}", c.addresses_catching_up);
+        }
     }
     if report.healthy {
         println!("healthy");

@@ -12,7 +12,8 @@ use super::ApiOptions;
 use crate::{
     api::{self, ApiState},
     chain::{Chain, Family},
-    config::{ChainConfig, Chains},
+    config::{ChainConfig, Chains, Strategy},
+    coverage::{self, History},
     events::{self, delivery::DeliveryConfig},
     evm::{EvmSender, EvmWatcher},
     keys::{MNEMONIC_ENV, MNEMONIC_FILE_ENV, MnemonicSigner, Signer},
@@ -84,13 +85,26 @@ pub async fn run(
             async move {
                 let chain = config.chain;
                 let outcome = match config.family() {
-                    Family::Evm => match connect(config, store, &shutdown, EvmWatcher::connect).await? {
-                        Some(watcher) => watcher.run(shutdown).await,
-                        None => Ok(()),
-                    },
+                    Family::Evm => {
+                        match connect(config.clone(), store.clone(), &shutdown, EvmWatcher::connect).await? {
+                            Some(watcher) => {
+                                let history = EvmWatcher::history(config, store);
+                                with_gaps(watcher.run(shutdown.clone()), Some(history), &shutdown).await
+                            }
+                            None => Ok(()),
+                        }
+                    }
                     Family::Solana => {
-                        match connect(config, store, &shutdown, SolanaWatcher::connect).await? {
-                            Some(watcher) => watcher.run(shutdown).await,
+                        match connect(config.clone(), store.clone(), &shutdown, SolanaWatcher::connect)
+                            .await?
+                        {
+                            Some(watcher) => {
+                                // The signatures strategy reads each address's whole
+                                // history on first sight: it has no gaps.
+                                let history = (config.strategy == Strategy::Blocks)
+                                    .then(|| SolanaWatcher::history(config, store));
+                                with_gaps(watcher.run(shutdown.clone()), history, &shutdown).await
+                            }
                             None => Ok(()),
                         }
                     }
@@ -117,6 +131,23 @@ pub async fn run(
             Ok(())
         }
     }
+}
+
+/// Follows a chain while the gaps of late-registered addresses are scanned
+/// beside it; the gap scan stops with the watcher.
+async fn with_gaps<H: History + 'static>(
+    follow: impl Future<Output = Result<(), WatchError>>,
+    history: Option<H>,
+    shutdown: &CancellationToken,
+) -> Result<(), WatchError> {
+    let stop = shutdown.child_token();
+    let gaps = history.map(|history| tokio::spawn(coverage::fill_gaps(history, stop.clone())));
+    let outcome = follow.await;
+    stop.cancel();
+    if let Some(gaps) = gaps {
+        let _ = gaps.await;
+    }
+    outcome
 }
 
 pub async fn serve(

@@ -3,6 +3,7 @@
 //! `limits`, `migrate`.
 
 mod admin;
+mod import;
 mod index;
 mod transfers;
 mod webhooks;
@@ -194,6 +195,15 @@ pub enum AccountsCommand {
     /// gets its own EVM and Solana addresses derived from the mnemonic; an
     /// OMNIBUS account is the omnibus wallet. It can send transfers.
     Create(transfers::CreateAccount),
+    /// Register many watch-only accounts from a file: CSV with a header line
+    /// (`account_id,identity_id,type,address,chains` and optionally
+    /// `organization,status,from_block,from_time`; chains separated by `;`)
+    /// or JSON lines with the same fields. The file is checked whole first (a
+    /// bad line is named) and imported in one transaction: all or nothing.
+    Import {
+        /// The file (`.csv`, or JSON lines).
+        file: std::path::PathBuf,
+    },
     /// List accounts.
     List {
         #[arg(long)]
@@ -222,6 +232,14 @@ pub struct AddAccount {
     /// The chains the address is valid on, comma-separated.
     #[arg(long, value_delimiter = ',', required = true)]
     chains: Vec<Chain>,
+    /// Watch the address from this block (Solana: slot) of its chain on,
+    /// instead of from its registration: deposits since then are found.
+    #[arg(long, visible_alias = "from-slot", value_name = "BLOCK")]
+    from_block: Option<u64>,
+    /// Watch the address from this time on (RFC 3339, e.g.
+    /// 2026-11-01T00:00:00Z), resolved to a block by block time.
+    #[arg(long, value_name = "TIME", conflicts_with = "from_block")]
+    from_time: Option<String>,
     #[arg(long)]
     json: bool,
 }

@@ -131,6 +131,7 @@ pub async fn create_account(store: &Store, create: CreateAccount) -> anyhow::Res
     let chains = create.chain_files.load()?;
     let signer = signer()?;
     let new = NewAccount {
+        watch_from: Default::default(),
         id: create.account_id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
         organization: create.organization,
         identity_id: create.identity_id,

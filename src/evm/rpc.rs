@@ -99,6 +99,11 @@ pub struct RpcHeader {
     pub parent_hash: B256,
 }
 
+#[derive(Debug, Clone, Copy, Deserialize)]
+struct RpcBlockTime {
+    timestamp: U64,
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RpcTransaction {
@@ -267,6 +272,24 @@ impl EvmRpc {
             .await
             .map_err(|e| self.failure("eth_getBlockByNumber", e))?;
         Ok(header.map(|h| h.number.to()))
+    }
+
+    /// The timestamp of block `number`, in seconds; a block the node does not
+    /// have is an error (retried later), never a guess.
+    pub async fn block_time(&self, number: u64) -> Result<u64, RpcFailure> {
+        const METHOD: &str = "eth_getBlockByNumber";
+        let header: Option<RpcBlockTime> = self
+            .client
+            .request(METHOD, (BlockNumberOrTag::Number(number), false))
+            .await
+            .map_err(|e| self.failure(METHOD, e))?;
+        header.map(|h| h.timestamp.to()).ok_or_else(|| RpcFailure {
+            chain: self.chain,
+            method: METHOD,
+            message: format!("block {number} is not available"),
+            kind: "missing_data",
+            range_too_large: false,
+        })
     }
 
     /// The native balance of `address` at the latest block, in wei.

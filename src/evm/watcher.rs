@@ -20,6 +20,7 @@ use super::{
 };
 use crate::{
     config::{ChainConfig, Confirmation},
+    coverage::{self, History},
     deposit::Detected,
     redact::RpcUrl,
     store::{BlockRef, CursorMove, ScanCommit, Store, StoreError},
@@ -53,8 +54,16 @@ impl EvmWatcher {
         let identify = |url: RpcUrl| async move { EvmRpc::single(chain, &url).chain_id().await };
         let mismatch = |url, actual| WatchError::WrongChain { chain, url, expected, actual };
         verify_endpoints(chain, &config.rpc_urls, &expected, identify, mismatch).await?;
+        let mut watcher = Self::history(config, store);
+        watcher.refresh_watch().await?;
+        Ok(watcher)
+    }
+
+    /// A watcher without addresses, for scanning the gaps of late-registered
+    /// addresses (see [`crate::coverage`]) beside a connected one.
+    pub fn history(config: ChainConfig, store: Store) -> Self {
         let rpc = EvmRpc::new(
-            chain,
+            config.chain,
             &config.rpc_urls,
             config.max_block_range,
             config.batch_size,
@@ -62,10 +71,7 @@ impl EvmWatcher {
         );
         let assets = EvmAssets::from_config(&config);
         let contracts = assets.contracts();
-        let mut watcher =
-            Self { config, rpc, store, assets, contracts, watch: WatchSet::default(), watch_version: None };
-        watcher.refresh_watch().await?;
-        Ok(watcher)
+        Self { config, rpc, store, assets, contracts, watch: WatchSet::default(), watch_version: None }
     }
 
     pub fn config(&self) -> &ChainConfig {
@@ -105,10 +111,11 @@ impl EvmWatcher {
         })
     }
 
-    /// Fetches and decodes `from..=to` without writing anything. Every read
-    /// is checked to be complete for the range (see [`super::completeness`]):
-    /// each request may land on a backend that is behind.
-    async fn scan(&self, from: u64, to: u64) -> Result<Scanned, WatchError> {
+    /// Fetches and decodes `from..=to` for the addresses of `watch`, without
+    /// writing anything. Every read is checked to be complete for the range
+    /// (see [`super::completeness`]): each request may land on a backend
+    /// that is behind.
+    async fn scan(&self, watch: &EvmWatchSet, from: u64, to: u64) -> Result<Scanned, WatchError> {
         let chain = self.config.chain;
         let topic = decode::transfer_topic();
         let by_range = self.contracts.is_empty() || self.rpc.blooms_unreliable();
@@ -132,8 +139,7 @@ impl EvmWatcher {
         }
         self.complete_logs(&blocks, &mut logs_by_block).await?;
 
-        let candidates: Vec<B256> =
-            blocks.iter().flat_map(|b| decode::native_candidates(b, &self.watch)).collect();
+        let candidates: Vec<B256> = blocks.iter().flat_map(|b| decode::native_candidates(b, watch)).collect();
         let receipts = if candidates.is_empty() {
             Vec::new()
         } else {
@@ -154,7 +160,7 @@ impl EvmWatcher {
                 logs: logs_by_block.get(&block.number.to()).map(Vec::as_slice).unwrap_or_default(),
                 traces: traces.get(i).map(Vec::as_slice),
             };
-            deposits.extend(decode::deposits_in_block(chain, &input, &self.watch, &self.assets));
+            deposits.extend(decode::deposits_in_block(chain, &input, watch, &self.assets));
         }
         let blocks = blocks
             .iter()
@@ -212,11 +218,8 @@ impl EvmWatcher {
         let head = self.rpc.head().await?;
         metrics::gauge!("custody_indexer_head_block", "chain" => chain.as_str()).set(head as f64);
         let confirmed = self.confirmed_height(head).await?;
-        let state = self.store.chain_state(chain).await?;
-        let (next, expected) = match &state {
-            Some(state) => (state.next_block, Some(state.next_block)),
-            None => (self.config.start_block.unwrap_or(head), None),
-        };
+        let state = coverage::live_cursor(self, self.config.start_block, head).await?;
+        let (next, expected) = (state.next_block, Some(state.next_block));
 
         if next > head {
             if let Some(ancestor) = self.check_tip(next, head).await? {
@@ -230,7 +233,7 @@ impl EvmWatcher {
         }
 
         let to = head.min(next.saturating_add(self.config.max_block_range - 1));
-        let scanned = self.scan(next, to).await?;
+        let scanned = self.scan(&self.watch, next, to).await?;
         if let Some(expected_next) = expected
             && let Some(ancestor) = self.check_parent(expected_next, &scanned.blocks[0]).await?
         {
@@ -245,7 +248,7 @@ impl EvmWatcher {
             blocks: scanned.blocks,
             deposits: scanned.deposits,
             confirmed_through: confirmed.map(|c| c.min(to)),
-            cursor: CursorMove::Live { expected },
+            cursor: CursorMove::Live { expected, watch_version: self.watch_version.unwrap_or(0) },
             keep_blocks: self.config.reorg_window,
         };
         let changed = self.store.commit_scan(&commit).await?;
@@ -302,7 +305,8 @@ impl EvmWatcher {
         let scans: Vec<_> = ranges
             .into_iter()
             .map(|(start, end)| {
-                let scan = move || async move { this.scan(start, end).await.map(|s| (start, end, s)) };
+                let scan =
+                    move || async move { this.scan(&this.watch, start, end).await.map(|s| (start, end, s)) };
                 scan.retry(retry).when(WatchError::is_retryable)
             })
             .collect();
@@ -365,6 +369,33 @@ where
 {
     let again = ExponentialBuilder::default().with_min_delay(Duration::from_millis(25)).with_max_times(3);
     call.retry(again).when(|e: &RpcFailure| e.kind == "missing_data").await
+}
+
+impl History for EvmWatcher {
+    fn max_range(&self) -> u64 {
+        self.config.max_block_range
+    }
+
+    async fn block_at(&self, time: u64) -> Result<u64, WatchError> {
+        let head = self.rpc.head().await?;
+        let at_or_before = |n| async move { Ok(self.rpc.block_time(n).await? <= time) };
+        coverage::last_at_or_before(0, head, at_or_before).await
+    }
+
+    async fn settled(&self) -> Result<Option<u64>, WatchError> {
+        let head = self.rpc.head().await?;
+        self.confirmed_height(head).await
+    }
+
+    async fn deposits_for(
+        &self,
+        addresses: &[(String, String)],
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<Detected>, WatchError> {
+        let watch = WatchSet::build(addresses.to_vec(), |a| a.parse().ok());
+        Ok(self.scan(&watch, from, to).await?.deposits)
+    }
 }
 
 /// Consecutive blocks must link by parent hash; a break means the node

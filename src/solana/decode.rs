@@ -1,22 +1,38 @@
 //! Pure decoding of Solana transactions, as `getTransaction` and `getBlock`
-//! return them (`json` or `jsonParsed` encoding, versions legacy and 0), into
-//! deposits. No I/O: tested on recorded mainnet responses.
+//! return them (`json` or `jsonParsed` encoding, versions legacy, 0 and 1),
+//! into deposits. No I/O: tested on recorded mainnet responses.
 //!
-//! - SOL: a successful transaction that raises a watched wallet's lamport
-//!   balance and carries a system transfer into it from another account; the
-//!   amount is the balance's rise.
+//! Keys are the static keys, then for version 0 the addresses loaded from
+//! lookup tables; version 1 (SIMD-0385) has static keys only and carries its
+//! compute budget in `message.transactionConfig`, its priority fee inside
+//! `meta.fee`. Neither changes what a deposit is. A transaction of another
+//! version, in another encoding or without its status is not guessed at:
+//! [`readable`] names it, and the RPC edge refuses the answer holding it.
+//!
+//! - Only a transaction that executed successfully counts: one that failed,
+//!   or was included without executing (SIMD-0290: `err` set, `fee` 0),
+//!   produces nothing.
+//! - SOL: a watched wallet's lamport balance rose and lamports were moved into
+//!   it from another party: a system transfer from another account, or a
+//!   token account owned by someone else paying out its lamports into the
+//!   wallet (`CloseAccount`, `UnwrapLamports`). The amount is the balance's
+//!   rise. The wallet closing or unwrapping its own token accounts returns
+//!   its own lamports and is no deposit.
 //! - SPL: the rise of a watched owner's balance of a listed mint, summed over
 //!   the owner's token accounts from `preTokenBalances` / `postTokenBalances`
 //!   (an account missing from the pre list was created in the transaction and
-//!   started at 0). The source is the owner whose balance of the mint fell
-//!   most, else the fee payer.
+//!   started at 0). For a Token-2022 mint with a transfer fee that is what the
+//!   wallet received, the fee withheld already taken off, never the gross.
+//!   The source is the owner whose balance of the mint fell most, else the
+//!   fee payer.
 
 use std::collections::{BTreeMap, HashMap};
 
 use alloy::primitives::U256;
+use solana_transaction::versioned::TransactionVersion;
 use solana_transaction_status_client_types::{
-    EncodedTransaction, EncodedTransactionWithStatusMeta, UiInstruction, UiMessage, UiParsedInstruction,
-    UiTransactionStatusMeta, UiTransactionTokenBalance, option_serializer::OptionSerializer,
+    EncodedTransaction, EncodedTransactionWithStatusMeta, UiMessage, UiTransactionStatusMeta,
+    UiTransactionTokenBalance, option_serializer::OptionSerializer,
 };
 
 use crate::{
@@ -30,6 +46,72 @@ use crate::{
 pub const SYSTEM_PROGRAM: &str = "11111111111111111111111111111111";
 pub const TOKEN_PROGRAM: &str = "TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA";
 pub const TOKEN_2022_PROGRAM: &str = "TokenzQdBNbLqP5VEhdkAS6EPFLC1PHnBqCXEpPxuEb";
+
+/// The newest transaction version the decoder reads, and the
+/// `maxSupportedTransactionVersion` every request declares.
+pub const READABLE_VERSION: u8 = 1;
+
+/// A transaction this release cannot decode, or a slot holding one: what the
+/// node refused to serve (`-32015`) or the decoder does not read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnreadableTransaction {
+    pub slot: Option<u64>,
+    pub signature: Option<String>,
+    /// Why, e.g. `version 2`.
+    pub reason: String,
+}
+
+impl UnreadableTransaction {
+    /// The node refused to serve a transaction of a version newer than
+    /// [`READABLE_VERSION`]; `message` is its answer.
+    pub fn refused(slot: Option<u64>, signature: Option<&str>, message: &str) -> Self {
+        Self {
+            slot,
+            signature: signature.map(String::from),
+            reason: format!("the node serves it only to clients reading newer versions ({message})"),
+        }
+    }
+}
+
+impl std::fmt::Display for UnreadableTransaction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let slot = self.slot.map_or_else(|| "an unknown slot".to_string(), |s| format!("slot {s}"));
+        match &self.signature {
+            Some(signature) => write!(f, "transaction {signature} in {slot}")?,
+            None => write!(f, "a transaction in {slot}")?,
+        }
+        write!(f, " cannot be read by this release (versions legacy to {READABLE_VERSION}): {}", self.reason)
+    }
+}
+
+/// Whether [`deposits_in_transaction`] can read `tx`: a version up to
+/// [`READABLE_VERSION`] (none given is legacy), `json` encoding, with its
+/// status meta. Anything else could hide a deposit, so it is an error for
+/// the caller, never a transaction skipped.
+pub fn readable(slot: u64, tx: &EncodedTransactionWithStatusMeta) -> Result<(), UnreadableTransaction> {
+    let signature = match &tx.transaction {
+        EncodedTransaction::Json(ui) => ui.signatures.first().cloned(),
+        EncodedTransaction::Accounts(list) => list.signatures.first().cloned(),
+        EncodedTransaction::LegacyBinary(_) | EncodedTransaction::Binary(..) => None,
+    };
+    let unreadable =
+        |reason: String| UnreadableTransaction { slot: Some(slot), signature: signature.clone(), reason };
+    match &tx.version {
+        None | Some(TransactionVersion::Legacy(_)) => {}
+        Some(TransactionVersion::Number(n)) if *n <= READABLE_VERSION => {}
+        Some(TransactionVersion::Number(n)) => return Err(unreadable(format!("version {n}"))),
+    }
+    let EncodedTransaction::Json(ui) = &tx.transaction else {
+        return Err(unreadable("not in json encoding".into()));
+    };
+    if ui.signatures.is_empty() {
+        return Err(unreadable("no signature".into()));
+    }
+    if tx.meta.is_none() {
+        return Err(unreadable("no status meta".into()));
+    }
+    Ok(())
+}
 
 /// Watched wallets (and their token accounts) by base58 address, matched
 /// without decoding every key of every transaction.
@@ -80,7 +162,8 @@ pub struct Slot<'a> {
     pub block_time: u64,
 }
 
-/// Deposits into watched wallets made by one transaction.
+/// Deposits into watched wallets made by one transaction. A transaction
+/// that is not [`readable`] yields none: check it first.
 pub fn deposits_in_transaction(
     at: Slot<'_>,
     tx: &EncodedTransactionWithStatusMeta,
@@ -112,7 +195,7 @@ pub fn deposits_in_transaction(
     };
 
     let mut out = Vec::new();
-    let transfers = system_transfers(&ui.message, meta, &keys);
+    let credits = credits::lamport_credits(&ui.message, meta, &keys);
     for (index, key) in keys.iter().enumerate() {
         if watch.account_of(key.as_str()).is_none() {
             continue;
@@ -121,7 +204,7 @@ pub fn deposits_in_transaction(
             continue;
         };
         let Some(rise) = post.checked_sub(*pre).filter(|r| *r > 0) else { continue };
-        let Some(source) = transfers
+        let Some(source) = credits
             .iter()
             .filter(|t| t.to == *key && t.from != *key)
             .max_by_key(|t| t.lamports)
@@ -172,88 +255,6 @@ pub fn account_keys(message: &UiMessage, meta: &UiTransactionStatusMeta) -> Vec<
     }
 }
 
-/// A system-program transfer, top-level or by CPI.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SystemTransfer {
-    pub from: String,
-    pub to: String,
-    pub lamports: u64,
-}
-
-fn system_transfers(
-    message: &UiMessage,
-    meta: &UiTransactionStatusMeta,
-    keys: &[String],
-) -> Vec<SystemTransfer> {
-    let outer: Vec<&UiInstruction> = match message {
-        UiMessage::Parsed(parsed) => parsed.instructions.iter().collect(),
-        UiMessage::Raw(_) => Vec::new(),
-    };
-    let mut out: Vec<SystemTransfer> = outer.into_iter().filter_map(|ix| system_transfer(ix, keys)).collect();
-    if let UiMessage::Raw(raw) = message {
-        for ix in &raw.instructions {
-            let accounts: Vec<Option<&String>> = ix.accounts.iter().map(|i| keys.get(*i as usize)).collect();
-            let program = keys.get(ix.program_id_index as usize);
-            out.extend(compiled_transfer(program.map(String::as_str), &accounts, &ix.data));
-        }
-    }
-    if let OptionSerializer::Some(inner) = &meta.inner_instructions {
-        out.extend(
-            inner.iter().flat_map(|set| set.instructions.iter()).filter_map(|ix| system_transfer(ix, keys)),
-        );
-    }
-    out
-}
-
-fn system_transfer(ix: &UiInstruction, keys: &[String]) -> Option<SystemTransfer> {
-    match ix {
-        UiInstruction::Compiled(c) => {
-            let accounts: Vec<Option<&String>> = c.accounts.iter().map(|i| keys.get(*i as usize)).collect();
-            compiled_transfer(keys.get(c.program_id_index as usize).map(String::as_str), &accounts, &c.data)
-        }
-        UiInstruction::Parsed(UiParsedInstruction::PartiallyDecoded(p)) => {
-            let accounts: Vec<Option<&String>> = p.accounts.iter().map(Some).collect();
-            compiled_transfer(Some(&p.program_id), &accounts, &p.data)
-        }
-        UiInstruction::Parsed(UiParsedInstruction::Parsed(p)) => {
-            if p.program_id != SYSTEM_PROGRAM {
-                return None;
-            }
-            let kind = p.parsed.get("type")?.as_str()?;
-            if kind != "transfer" && kind != "transferWithSeed" {
-                return None;
-            }
-            let info = p.parsed.get("info")?;
-            Some(SystemTransfer {
-                from: info.get("source")?.as_str()?.to_string(),
-                to: info.get("destination")?.as_str()?.to_string(),
-                lamports: info.get("lamports")?.as_u64()?,
-            })
-        }
-    }
-}
-
-/// Decodes `Transfer` (2: from, to) and `TransferWithSeed` (11: from, base, to)
-/// of the system program from base58 instruction data.
-fn compiled_transfer(
-    program: Option<&str>,
-    accounts: &[Option<&String>],
-    data: &str,
-) -> Option<SystemTransfer> {
-    if program != Some(SYSTEM_PROGRAM) {
-        return None;
-    }
-    let data = bs58::decode(data).into_vec().ok()?;
-    let kind = u32::from_le_bytes(data.get(0..4)?.try_into().ok()?);
-    let lamports = u64::from_le_bytes(data.get(4..12)?.try_into().ok()?);
-    let (from, to) = match kind {
-        2 => (accounts.first()?, accounts.get(1)?),
-        11 => (accounts.first()?, accounts.get(2)?),
-        _ => return None,
-    };
-    Some(SystemTransfer { from: (*from)?.clone(), to: (*to)?.clone(), lamports })
-}
-
 /// The change of each owner's balance of each mint over the transaction.
 #[derive(Debug, Default)]
 struct Change {
@@ -280,5 +281,6 @@ fn token_changes(meta: &UiTransactionStatusMeta) -> BTreeMap<(String, String), C
     changes
 }
 
+mod credits;
 #[cfg(test)]
 mod tests;

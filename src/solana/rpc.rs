@@ -19,6 +19,7 @@ use solana_transaction_status_client_types::{
     EncodedConfirmedTransactionWithStatusMeta, TransactionDetails, UiConfirmedBlock, UiTransactionEncoding,
 };
 
+use super::decode::{self, UnreadableTransaction};
 use crate::{
     chain::Chain,
     redact::{RpcUrl, redact_urls},
@@ -33,6 +34,10 @@ const SLOT_UNAVAILABLE: [i64; 4] = [-32001, -32004, -32007, -32009];
 /// `MAX_GET_CONFIRMED_BLOCKS_RANGE`.
 pub const MAX_BLOCKS_RANGE: u64 = 500_000;
 
+/// The JSON-RPC code a node answers when a transaction (for `getBlock`: any
+/// transaction of the slot) is of a version newer than the request declared.
+const UNSUPPORTED_TRANSACTION_VERSION: i64 = -32015;
+
 #[derive(Debug, thiserror::Error)]
 #[error("rpc {method} failed on {chain}: {message}")]
 pub struct RpcFailure {
@@ -43,6 +48,9 @@ pub struct RpcFailure {
     pub kind: &'static str,
     /// The node answered that it has no block for the slot.
     pub slot_unavailable: bool,
+    /// The answer holds a transaction this release cannot read (the node's
+    /// `-32015`, or a version or encoding the decoder does not know).
+    pub unreadable: Option<Box<UnreadableTransaction>>,
 }
 
 /// A signature's status, as `getSignatureStatuses` reports it.
@@ -98,11 +106,12 @@ impl SolanaRpc {
                 message: "no rpc url".into(),
                 kind: "unreachable",
                 slot_unavailable: false,
+                unreadable: None,
             }))
         };
         let backoff =
             ExponentialBuilder::default().with_min_delay(Duration::from_millis(200)).with_max_times(3);
-        attempt.retry(backoff).when(|e: &RpcFailure| !e.slot_unavailable).await
+        attempt.retry(backoff).when(|e: &RpcFailure| !e.slot_unavailable && !unsupported_version(e)).await
     }
 
     fn failure(&self, request: RpcRequest, error: &ClientError) -> RpcFailure {
@@ -116,6 +125,21 @@ impl SolanaRpc {
             message: redact_urls(&error.to_string()),
             kind: error_kind(error),
             slot_unavailable: code.is_some_and(|c| SLOT_UNAVAILABLE.contains(&c)),
+            unreadable: None,
+        }
+    }
+
+    /// `failure` naming the slot and signature of the transaction it is about
+    /// when the node refused its version (`-32015`) or the decoder cannot
+    /// read it.
+    fn unreadable(&self, method: &'static str, unreadable: UnreadableTransaction) -> RpcFailure {
+        RpcFailure {
+            chain: self.chain,
+            method,
+            message: unreadable.to_string(),
+            kind: "unsupported_version",
+            slot_unavailable: false,
+            unreadable: Some(Box::new(unreadable)),
         }
     }
 
@@ -153,7 +177,27 @@ impl SolanaRpc {
         Ok(slots.first().copied())
     }
 
-    /// A block with every transaction in `json` encoding, version 0 included.
+    /// The first slot at or after `start` (and at most `end`) holding a
+    /// finalized block, if any.
+    pub async fn first_block_from(&self, start: u64, end: u64) -> Result<Option<u64>, RpcFailure> {
+        Ok(self.first_block(start, CommitmentConfig::finalized()).await?.filter(|slot| *slot <= end))
+    }
+
+    /// A block's estimated production time, in seconds since the epoch.
+    pub async fn block_time(&self, slot: u64) -> Result<u64, RpcFailure> {
+        let time: Option<i64> = self.call(RpcRequest::GetBlockTime, json!([slot])).await?;
+        time.map(|t| t.max(0) as u64).ok_or_else(|| self.malformed("getBlockTime", &Value::Null))
+    }
+
+    /// The lowest slot the node still holds a block for.
+    pub async fn first_available_block(&self) -> Result<u64, RpcFailure> {
+        self.call(RpcRequest::GetFirstAvailableBlock, Value::Null).await
+    }
+
+    /// A block with every transaction in `json` encoding, versions up to
+    /// [`decode::READABLE_VERSION`] included. A slot holding a transaction
+    /// this release cannot read fails as a whole, naming the slot (and the
+    /// transaction when the node served it): the cursor never passes it.
     pub async fn block(
         &self,
         slot: u64,
@@ -164,9 +208,19 @@ impl SolanaRpc {
             transaction_details: Some(TransactionDetails::Full),
             rewards: Some(false),
             commitment: Some(commitment),
-            max_supported_transaction_version: Some(0),
+            max_supported_transaction_version: Some(decode::READABLE_VERSION),
         };
-        self.call(RpcRequest::GetBlock, json!([slot, config])).await
+        let block: UiConfirmedBlock = match self.call(RpcRequest::GetBlock, json!([slot, config])).await {
+            Err(failure) if unsupported_version(&failure) => {
+                let unreadable = UnreadableTransaction::refused(Some(slot), None, &failure.message);
+                return Err(self.unreadable("getBlock", unreadable));
+            }
+            answer => answer?,
+        };
+        for tx in block.transactions.iter().flatten() {
+            decode::readable(slot, tx).map_err(|u| self.unreadable("getBlock", u))?;
+        }
+        Ok(block)
     }
 
     /// One page of an address's signatures, newest first.
@@ -187,6 +241,10 @@ impl SolanaRpc {
         self.call(RpcRequest::GetSignaturesForAddress, json!([address, config])).await
     }
 
+    /// A transaction by signature in `json` encoding, versions up to
+    /// [`decode::READABLE_VERSION`] included. One this release cannot read is
+    /// an error naming its signature and slot (the slot from
+    /// `getSignatureStatuses` when the node refused to serve it).
     pub async fn transaction(
         &self,
         signature: &str,
@@ -194,9 +252,23 @@ impl SolanaRpc {
         let config = RpcTransactionConfig {
             encoding: Some(UiTransactionEncoding::Json),
             commitment: Some(CommitmentConfig::confirmed()),
-            max_supported_transaction_version: Some(0),
+            max_supported_transaction_version: Some(decode::READABLE_VERSION),
         };
-        self.call(RpcRequest::GetTransaction, json!([signature, config])).await
+        let answer: Option<EncodedConfirmedTransactionWithStatusMeta> =
+            match self.call(RpcRequest::GetTransaction, json!([signature, config])).await {
+                Err(failure) if unsupported_version(&failure) => {
+                    let slot =
+                        self.signature_statuses(&[signature]).await.ok().and_then(|s| s.first()?.clone());
+                    let slot = slot.map(|s| s.slot);
+                    let unreadable = UnreadableTransaction::refused(slot, Some(signature), &failure.message);
+                    return Err(self.unreadable("getTransaction", unreadable));
+                }
+                answer => answer?,
+            };
+        if let Some(tx) = &answer {
+            decode::readable(tx.slot, &tx.transaction).map_err(|u| self.unreadable("getTransaction", u))?;
+        }
+        Ok(answer)
     }
 
     /// The latest blockhash at `confirmed` and the last block height at which
@@ -306,6 +378,7 @@ impl SolanaRpc {
             message: format!("unexpected answer {value}"),
             kind: "bad_response",
             slot_unavailable: false,
+            unreadable: None,
         }
     }
 
@@ -318,6 +391,12 @@ impl SolanaRpc {
         let accounts = response.get("value").and_then(Value::as_array).cloned().unwrap_or_default();
         Ok(accounts.iter().filter_map(|a| a.get("pubkey")?.as_str().map(String::from)).collect())
     }
+}
+
+/// The node answered `-32015`: the request declared an older transaction
+/// version than the answer holds. Asking again cannot help.
+fn unsupported_version(failure: &RpcFailure) -> bool {
+    failure.kind == "unsupported_version"
 }
 
 /// The node answered with a JSON-RPC error: asking another URL would not help.
@@ -335,6 +414,9 @@ fn error_kind(error: &ClientError) -> &'static str {
         ErrorKind::RpcError(RpcError::RpcResponseError { code, .. }) if SLOT_UNAVAILABLE.contains(code) => {
             "missing_data"
         }
+        ErrorKind::RpcError(RpcError::RpcResponseError { code: UNSUPPORTED_TRANSACTION_VERSION, .. }) => {
+            "unsupported_version"
+        }
         ErrorKind::RpcError(RpcError::RpcResponseError { .. }) => "rpc_error",
         ErrorKind::SerdeJson(_) | ErrorKind::RpcError(_) => "bad_response",
         _ => "other",
@@ -346,8 +428,10 @@ fn method_name(request: RpcRequest) -> &'static str {
         RpcRequest::GetGenesisHash => "getGenesisHash",
         RpcRequest::GetSlot => "getSlot",
         RpcRequest::GetBlocks => "getBlocks",
-        RpcRequest::GetBlocksWithLimit => "getBlocksWithLimit",
         RpcRequest::GetBlock => "getBlock",
+        RpcRequest::GetBlocksWithLimit => "getBlocksWithLimit",
+        RpcRequest::GetBlockTime => "getBlockTime",
+        RpcRequest::GetFirstAvailableBlock => "getFirstAvailableBlock",
         RpcRequest::GetSignaturesForAddress => "getSignaturesForAddress",
         RpcRequest::GetTransaction => "getTransaction",
         RpcRequest::GetTokenAccountsByOwner => "getTokenAccountsByOwner",

@@ -204,6 +204,7 @@ impl SolanaSender {
                 message: format!("{signature} has a status but is not served yet"),
                 kind: "missing_data",
                 slot_unavailable: false,
+                unreadable: None,
             })
         };
         let tx = self.rpc.transaction(signature).await?.ok_or_else(not_served)?;

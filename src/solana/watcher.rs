@@ -24,6 +24,7 @@ use super::{
 };
 use crate::{
     config::{ChainConfig, Strategy},
+    coverage::{self, History},
     deposit::Detected,
     redact::RpcUrl,
     store::{BlockRef, CursorMove, ScanCommit, Store},
@@ -60,9 +61,17 @@ impl SolanaWatcher {
         let mismatch =
             |url, actual| WatchError::WrongCluster { chain, url, expected: expected.clone(), actual };
         verify_endpoints(chain, &config.rpc_urls, &expected, identify, mismatch).await?;
-        let rpc = SolanaRpc::new(chain, &config.rpc_urls);
+        let mut watcher = Self::history(config, store);
+        watcher.refresh_watch().await?;
+        Ok(watcher)
+    }
+
+    /// A watcher without wallets, for scanning the gaps of late-registered
+    /// wallets (see [`crate::coverage`]) beside a connected one.
+    pub fn history(config: ChainConfig, store: Store) -> Self {
+        let rpc = SolanaRpc::new(config.chain, &config.rpc_urls);
         let assets = SolanaAssets::from_config(&config);
-        let mut watcher = Self {
+        Self {
             config,
             rpc,
             store,
@@ -70,9 +79,7 @@ impl SolanaWatcher {
             watch: WatchSet::default(),
             polled: Vec::new(),
             watch_version: None,
-        };
-        watcher.refresh_watch().await?;
-        Ok(watcher)
+        }
     }
 
     pub fn config(&self) -> &ChainConfig {
@@ -136,15 +143,13 @@ impl SolanaWatcher {
 
     async fn tick_blocks(&mut self, confirmed: u64) -> Result<Tick, WatchError> {
         let chain = self.config.chain;
-        let (next, expected) = match self.store.chain_state(chain).await? {
-            Some(state) => (state.next_block, Some(state.next_block)),
-            None => (self.config.start_block.unwrap_or(confirmed), None),
-        };
+        let state = coverage::live_cursor(self, self.config.start_block, confirmed).await?;
+        let (next, expected) = (state.next_block, Some(state.next_block));
         if next > confirmed {
             return Ok(Tick::Idle { head: confirmed, indexed: next - 1 });
         }
         let upper = confirmed.min(next.saturating_add(self.config.max_block_range - 1));
-        let scanned = self.scan_slots(next, upper, CommitmentConfig::confirmed()).await?;
+        let scanned = self.scan_slots(&self.watch, next, upper, CommitmentConfig::confirmed()).await?;
         // The cursor moves only as far as the answers provably cover (see
         // `covered_through`): a node lists blocks up to its own height only,
         // and a slot passed over would never be read.
@@ -161,7 +166,7 @@ impl SolanaWatcher {
             blocks: scanned.blocks,
             deposits: scanned.deposits,
             confirmed_through: None,
-            cursor: CursorMove::Live { expected },
+            cursor: CursorMove::Live { expected, watch_version: self.watch_version.unwrap_or(0) },
             keep_blocks: self.config.reorg_window,
         };
         let changed = self.store.commit_scan(&commit).await?;
@@ -196,11 +201,12 @@ impl SolanaWatcher {
         })
     }
 
-    /// Fetches and decodes the blocks of `from..=to` at `commitment`. A slot
-    /// the node lists but cannot return stops the scan: the cursor never
-    /// moves past a slot that was not read.
+    /// Fetches and decodes the blocks of `from..=to` at `commitment` for the
+    /// wallets of `watch`. A slot the node lists but cannot return stops the
+    /// scan: the cursor never moves past a slot that was not read.
     async fn scan_slots(
         &self,
+        watch: &SolanaWatchSet,
         from: u64,
         to: u64,
         commitment: CommitmentConfig,
@@ -224,7 +230,7 @@ impl SolanaWatcher {
                 block_time: block.block_time.unwrap_or_default().max(0) as u64,
             };
             for tx in block.transactions.iter().flatten() {
-                scanned.deposits.extend(decode::deposits_in_transaction(at, tx, &self.watch, &self.assets));
+                scanned.deposits.extend(decode::deposits_in_transaction(at, tx, watch, &self.assets));
             }
             scanned.blocks.push(BlockRef {
                 number: *slot,
@@ -394,7 +400,7 @@ impl SolanaWatcher {
         let mut start = from;
         while start <= to {
             let end = to.min(start + self.config.max_block_range - 1);
-            let scanned = self.scan_slots(start, end, CommitmentConfig::finalized()).await?;
+            let scanned = self.scan_slots(&self.watch, start, end, CommitmentConfig::finalized()).await?;
             let listed = scanned.blocks.last().map(|block| block.number);
             // Only what the answers provably cover; the rest is asked again.
             let Some(through) =
@@ -456,6 +462,38 @@ impl SolanaWatcher {
     /// Follows the cluster until `shutdown`.
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), WatchError> {
         follow(self, shutdown, Arc::new(Notify::new())).await
+    }
+}
+
+impl History for SolanaWatcher {
+    fn max_range(&self) -> u64 {
+        self.config.max_block_range
+    }
+
+    /// Slots are searched by the time of the first block at or after them:
+    /// skipped slots have no time of their own.
+    async fn block_at(&self, time: u64) -> Result<u64, WatchError> {
+        let low = self.rpc.first_available_block().await?;
+        let high = self.rpc.slot(CommitmentConfig::finalized()).await?;
+        let at_or_before = |slot| async move {
+            let Some(block) = self.rpc.first_block_from(slot, high).await? else { return Ok(false) };
+            Ok(self.rpc.block_time(block).await? <= time)
+        };
+        coverage::last_at_or_before(low, high, at_or_before).await
+    }
+
+    async fn settled(&self) -> Result<Option<u64>, WatchError> {
+        Ok(Some(self.rpc.slot(CommitmentConfig::finalized()).await?))
+    }
+
+    async fn deposits_for(
+        &self,
+        addresses: &[(String, String)],
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<Detected>, WatchError> {
+        let watch = WatchSet::build(addresses.to_vec(), |a| Some(Box::from(a)));
+        Ok(self.scan_slots(&watch, from, to, CommitmentConfig::finalized()).await?.deposits)
     }
 }
 

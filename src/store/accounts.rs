@@ -3,7 +3,9 @@
 use futures::TryStreamExt;
 use sqlx::{Any, Row, Transaction, any::AnyRow};
 
-use super::{Store, StoreError, now_micros, parse_column};
+use std::collections::HashSet;
+
+use super::{Store, StoreError, events::placeholders, now_micros, parse_column};
 use crate::{
     account::{Account, AccountAddress, AccountStatus, AccountType},
     address,
@@ -31,6 +33,21 @@ pub struct NewAccount {
     pub kind: AccountType,
     pub status: AccountStatus,
     pub addresses: Vec<AccountAddress>,
+    /// Where the watch of its addresses begins.
+    pub watch_from: WatchFrom,
+}
+
+/// Where the watch of a new account's addresses begins: every deposit to
+/// them from there on is found, whenever the watchers run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum WatchFrom {
+    /// At its registration (now): resolved to a block by block time.
+    #[default]
+    Registration,
+    /// At a point in time (microseconds since the epoch): resolved likewise.
+    Time(i64),
+    /// At a block (Solana: slot) of its chain.
+    Block(u64),
 }
 
 impl Store {
@@ -92,60 +109,139 @@ async fn insert_accounts(
     tx: &mut Transaction<'static, Any>,
     accounts: &[NewAccount],
 ) -> Result<(), StoreError> {
-    {
-        let created_at = now_micros();
-        // Taking the version first serialises concurrent writers on its row, so
-        // versions grow in commit order and watchers can load increments.
-        let version: i64 = sqlx::query(
-            "UPDATE store_meta SET value = value + 1 WHERE key = 'accounts_version' RETURNING value",
-        )
-        .fetch_one(&mut **tx)
-        .await?
-        .try_get("value")?;
-        for new in accounts {
-            let addresses = validate(new)?;
-            let organization = sqlx::query("SELECT id FROM organizations WHERE id = $1")
-                .bind(&new.organization)
-                .fetch_optional(&mut **tx)
-                .await?;
-            if organization.is_none() {
-                return Err(StoreError::NotFound(format!("organization {}", new.organization)));
-            }
-            let inserted = sqlx::query(
-                "INSERT INTO accounts (id, organization_id, identity_id, type, status, created_at)
-                 VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING",
-            )
+    let created_at = now_micros();
+    // Taking the version first serialises concurrent writers on its row, so
+    // versions grow in commit order and watchers can load increments.
+    let version: i64 =
+        sqlx::query("UPDATE store_meta SET value = value + 1 WHERE key = 'accounts_version' RETURNING value")
+            .fetch_one(&mut **tx)
+            .await?
+            .try_get("value")?;
+    let mut addresses = Vec::new();
+    for new in accounts {
+        for (chain, address) in validate(new)? {
+            addresses.push(NewAddress { chain, address, account: new, version, created_at });
+        }
+    }
+    check_organizations(tx, accounts).await?;
+    for chunk in accounts.chunks(ROWS) {
+        insert_account_rows(tx, chunk, created_at).await?;
+    }
+    for chunk in addresses.chunks(ROWS) {
+        insert_address_rows(tx, chunk).await?;
+    }
+    Ok(())
+}
+
+/// Rows per insert statement: SQLite looks bind parameters up by name in a
+/// list, so a statement's cost grows with the square of its parameters.
+const ROWS: usize = 100;
+
+/// An address row to insert, with where its watch begins.
+struct NewAddress<'a> {
+    chain: Chain,
+    address: String,
+    account: &'a NewAccount,
+    version: i64,
+    created_at: i64,
+}
+
+async fn check_organizations(
+    tx: &mut Transaction<'static, Any>,
+    accounts: &[NewAccount],
+) -> Result<(), StoreError> {
+    let mut organizations: Vec<&str> = accounts.iter().map(|a| a.organization.as_str()).collect();
+    organizations.sort_unstable();
+    organizations.dedup();
+    for organization in organizations {
+        let found = sqlx::query("SELECT id FROM organizations WHERE id = $1")
+            .bind(organization)
+            .fetch_optional(&mut **tx)
+            .await?;
+        if found.is_none() {
+            return Err(StoreError::NotFound(format!("organization {organization}")));
+        }
+    }
+    Ok(())
+}
+
+/// Inserts accounts in one statement; an id that exists already, or twice in
+/// the batch, is a conflict naming it.
+async fn insert_account_rows(
+    tx: &mut Transaction<'static, Any>,
+    chunk: &[NewAccount],
+    created_at: i64,
+) -> Result<(), StoreError> {
+    let values: Vec<String> = (0..chunk.len()).map(|i| format!("({})", placeholders(i * 6 + 1, 6))).collect();
+    let sql = format!(
+        "INSERT INTO accounts (id, organization_id, identity_id, type, status, created_at) VALUES {}
+         ON CONFLICT (id) DO NOTHING RETURNING id",
+        values.join(", ")
+    );
+    let mut query = sqlx::query(&sql);
+    for new in chunk {
+        query = query
             .bind(&new.id)
             .bind(&new.organization)
             .bind(&new.identity_id)
             .bind(new.kind.as_str())
             .bind(new.status.as_str())
-            .bind(created_at)
-            .execute(&mut **tx)
-            .await?;
-            if inserted.rows_affected() == 0 {
-                return Err(StoreError::Conflict(format!("account {} already exists", new.id)));
-            }
-            for (chain, address) in &addresses {
-                let row = sqlx::query(
-                    "INSERT INTO account_addresses (chain, address, account_id, version) VALUES ($1, $2, $3, $4)
-                     ON CONFLICT (chain, address) DO NOTHING",
-                )
-                .bind(chain.as_str())
-                .bind(address)
-                .bind(&new.id)
-                .bind(version)
-                .execute(&mut **tx)
-                .await?;
-                if row.rows_affected() == 0 {
-                    return Err(StoreError::Conflict(format!(
-                        "address {address} is already watched on {chain}"
-                    )));
-                }
-            }
-        }
+            .bind(created_at);
     }
-    Ok(())
+    let inserted: HashSet<String> =
+        query.fetch_all(&mut **tx).await?.iter().map(|r| r.try_get("id")).collect::<Result<_, _>>()?;
+    let mut seen = HashSet::new();
+    match chunk.iter().find(|new| !inserted.contains(&new.id) || !seen.insert(new.id.as_str())) {
+        Some(new) => Err(StoreError::Conflict(format!("account {} already exists", new.id))),
+        None => Ok(()),
+    }
+}
+
+/// Inserts address rows in one statement; an address already watched on its
+/// chain, or twice in the batch, is a conflict naming it.
+async fn insert_address_rows(
+    tx: &mut Transaction<'static, Any>,
+    chunk: &[NewAddress<'_>],
+) -> Result<(), StoreError> {
+    let values: Vec<String> = (0..chunk.len()).map(|i| format!("({})", placeholders(i * 7 + 1, 7))).collect();
+    let sql = format!(
+        "INSERT INTO account_addresses (chain, address, account_id, version, registered_at, watch_from, gap_next)
+         VALUES {} ON CONFLICT (chain, address) DO NOTHING RETURNING chain, address",
+        values.join(", ")
+    );
+    let mut query = sqlx::query(&sql);
+    for row in chunk {
+        let (registered_at, watch_from) = match row.account.watch_from {
+            WatchFrom::Registration => (row.created_at, None),
+            WatchFrom::Time(at) => (at, None),
+            WatchFrom::Block(block) => (row.created_at, Some(super::to_i64(block)?)),
+        };
+        query = query
+            .bind(row.chain.as_str())
+            .bind(&row.address)
+            .bind(&row.account.id)
+            .bind(row.version)
+            .bind(registered_at)
+            .bind(watch_from)
+            .bind(watch_from);
+    }
+    let inserted: HashSet<(String, String)> = query
+        .fetch_all(&mut **tx)
+        .await?
+        .iter()
+        .map(|r| Ok((r.try_get("chain")?, r.try_get("address")?)))
+        .collect::<Result<_, StoreError>>()?;
+    let mut seen = HashSet::new();
+    let clash = chunk.iter().find(|row| {
+        let key = (row.chain.as_str().to_string(), row.address.clone());
+        !inserted.contains(&key) || !seen.insert(key)
+    });
+    match clash {
+        Some(row) => {
+            Err(StoreError::Conflict(format!("address {} is already watched on {}", row.address, row.chain)))
+        }
+        None => Ok(()),
+    }
 }
 
 impl Store {

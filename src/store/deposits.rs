@@ -2,7 +2,7 @@
 
 use sqlx::{Row, any::AnyRow};
 
-use super::{Store, StoreError, events::announce_deposits, now_micros, parse_column, time, to_i64};
+use super::{Store, StoreError, coverage, events::announce_deposits, now_micros, parse_column, time, to_i64};
 use crate::{
     amount::Amount,
     chain::Chain,
@@ -21,14 +21,19 @@ pub struct BlockRef {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CursorMove {
     /// Live indexing: the cursor must still be at `expected` (`None`: no
-    /// cursor yet) and moves past the scanned range. Another writer having
-    /// moved it first is a [`StoreError::Conflict`] and nothing is written.
-    Live { expected: Option<u64> },
+    /// cursor yet) and moves past the scanned range; `watch_version` is the
+    /// address-set version the range was matched against. Another writer
+    /// having moved it first, or with a newer address set, is a
+    /// [`StoreError::Conflict`] and nothing is written.
+    Live { expected: Option<u64>, watch_version: i64 },
     /// Solana's signatures strategy: the address's cursor must still be at
     /// `expected` and moves to `next` (a signature in `slot`).
     Address { address: String, expected: Option<String>, next: String, slot: u64 },
     /// Backfill: deposits only, the live cursor is left alone.
     Backfill,
+    /// A gap of newly registered addresses: those at `gap_next == from` with
+    /// this `live_from` are done through the range.
+    Gap { live_from: u64 },
 }
 
 /// Everything one scanned block range produced, committed atomically.
@@ -92,42 +97,15 @@ impl Store {
         let now = now_micros();
         let mut tx = self.begin().await?;
 
-        if let CursorMove::Live { expected } = scan.cursor.clone() {
-            let next = to_i64(scan.to + 1)?;
-            let moved = match expected {
-                Some(expected) => {
-                    sqlx::query(
-                        "UPDATE chain_cursors SET next_block = $1, head = $2, updated_at = $3
-                     WHERE chain = $4 AND next_block = $5",
-                    )
-                    .bind(next)
-                    .bind(to_i64(scan.head)?)
-                    .bind(now)
-                    .bind(chain)
-                    .bind(to_i64(expected)?)
-                    .execute(&mut *tx)
-                    .await?
-                }
-                None => sqlx::query(
-                    "INSERT INTO chain_cursors (chain, next_block, head, updated_at) VALUES ($1, $2, $3, $4)
-                     ON CONFLICT (chain) DO NOTHING",
-                )
-                .bind(chain)
-                .bind(next)
-                .bind(to_i64(scan.head)?)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?,
-            };
-            if moved.rows_affected() != 1 {
-                return Err(StoreError::Conflict(format!(
-                    "the {chain} cursor moved under this scan (another instance is indexing it)"
-                )));
-            }
+        if let CursorMove::Live { expected, watch_version } = scan.cursor {
+            coverage::move_live_cursor(&mut tx, scan, expected, watch_version, now).await?;
             record_blocks(&mut tx, scan).await?;
         }
         if let CursorMove::Address { address, expected, next, slot } = &scan.cursor {
             move_address_cursor(&mut tx, scan.chain, address, expected.as_deref(), next, *slot, now).await?;
+        }
+        if let CursorMove::Gap { live_from } = scan.cursor {
+            coverage::move_gap_cursor(&mut tx, scan, live_from).await?;
         }
         let mut changed = Vec::new();
         for deposit in &scan.deposits {

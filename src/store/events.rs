@@ -77,10 +77,10 @@ pub(super) async fn announce_deposits<'a>(
 }
 
 /// Rows per multi-row statement: well inside both databases' parameter limits.
-const CHUNK: usize = 500;
+pub(super) const CHUNK: usize = 500;
 
 /// `$first, $first+1, …` for `count` parameters.
-fn placeholders(first: usize, count: usize) -> String {
+pub(super) fn placeholders(first: usize, count: usize) -> String {
     (first..first + count).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ")
 }
 

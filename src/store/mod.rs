@@ -4,6 +4,7 @@
 
 mod accounts;
 mod chain_state;
+mod coverage;
 mod deposits;
 mod events;
 mod health;
@@ -18,8 +19,9 @@ use sqlx::{
     any::{Any, AnyPoolOptions},
 };
 
-pub use accounts::{AccountPage, NewAccount};
+pub use accounts::{AccountPage, NewAccount, WatchFrom};
 pub use chain_state::{ChainState, Rewind, RewindOutcome};
+pub use coverage::{Coverage, Gap, WatchStart};
 pub use deposits::{BlockRef, CursorMove, DepositPage, Orphan, ScanCommit};
 pub use health::{ChainHealth, DepositCount};
 pub use organizations::{ApiKey, MAX_API_KEYS, Organization};

@@ -77,6 +77,7 @@ pub async fn add_account(store: &Store, id: &str, address: &str) {
 pub async fn add_account_on(store: &Store, chain: Chain, id: &str, address: &str) {
     store
         .add_account(NewAccount {
+            watch_from: Default::default(),
             id: id.into(),
             organization: DEFAULT_ORGANIZATION.into(),
             identity_id: format!("identity-{id}"),

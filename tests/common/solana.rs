@@ -1,6 +1,7 @@
 //! A real local Solana network per test (surfpool, built by
 //! scripts/install-solana-node.sh) and helpers that build SOL, SPL Token,
-//! Token-2022 and version-0 lookup-table transactions against it.
+//! Token-2022 (with a transfer fee too), version-0 lookup-table and version-1
+//! transactions against it.
 
 use std::{
     io::{BufRead, BufReader},
@@ -15,7 +16,7 @@ use solana_address_lookup_table_interface::{instruction as alt, state::AddressLo
 use solana_commitment_config::CommitmentConfig;
 use solana_instruction::{AccountMeta, Instruction};
 use solana_keypair::Keypair;
-use solana_message::{AddressLookupTableAccount, VersionedMessage, v0};
+use solana_message::{AddressLookupTableAccount, VersionedMessage, v0, v1};
 use solana_pubkey::Pubkey;
 use solana_rpc_client::nonblocking::rpc_client::RpcClient;
 use solana_rpc_client_api::config::RpcSendTransactionConfig;
@@ -142,16 +143,7 @@ impl SolanaNode {
         let tx = Transaction::new_signed_with_payer(instructions, Some(&payer.pubkey()), &[payer], blockhash);
         let config = RpcSendTransactionConfig { skip_preflight: true, ..Default::default() };
         let signature = self.rpc.send_transaction_with_config(&tx, config).await.unwrap();
-        let started = Instant::now();
-        loop {
-            let status = self.rpc.get_signature_statuses(&[signature]).await.unwrap().value[0].clone();
-            if let Some(status) = status {
-                assert!(status.err.is_some(), "the transaction was meant to fail");
-                return signature.to_string();
-            }
-            assert!(started.elapsed() < Duration::from_secs(30), "failing transaction not recorded");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        self.wait_failed(&signature.to_string()).await
     }
 
     /// Signs and sends a version-0 transaction that resolves accounts through
@@ -220,4 +212,155 @@ pub fn mint_to(program: &str, mint: &Pubkey, to: &Pubkey, authority: &Pubkey, am
             AccountMeta::new_readonly(*authority, true),
         ],
     )
+}
+
+impl SolanaNode {
+    /// Signs and sends a version-1 transaction (SIMD-0385: static keys, the
+    /// compute budget in the message's config) paying `priority_fee`
+    /// lamports, waiting for confirmation.
+    pub async fn send_v1(
+        &self,
+        instructions: &[Instruction],
+        payer: &Keypair,
+        signers: &[&Keypair],
+        priority_fee: u64,
+    ) -> String {
+        let tx = self.v1_transaction(instructions, payer, signers, priority_fee).await;
+        self.rpc.send_and_confirm_transaction(&tx).await.unwrap().to_string()
+    }
+
+    /// A signed version-1 transaction on the latest blockhash.
+    pub async fn v1_transaction(
+        &self,
+        instructions: &[Instruction],
+        payer: &Keypair,
+        signers: &[&Keypair],
+        priority_fee: u64,
+    ) -> VersionedTransaction {
+        let blockhash = self.rpc.get_latest_blockhash().await.unwrap();
+        // Unset, a version-1 limit is 0: ask for what a legacy transaction
+        // may use.
+        let config = v1::TransactionConfig::empty()
+            .with_priority_fee(priority_fee)
+            .with_compute_unit_limit(400_000)
+            .with_loaded_accounts_data_size_limit(64 * 1024 * 1024);
+        let message =
+            v1::Message::try_compile_with_config(&payer.pubkey(), instructions, blockhash, config).unwrap();
+        let mut all: Vec<&Keypair> = vec![payer];
+        all.extend(signers.iter().copied());
+        VersionedTransaction::try_new(VersionedMessage::V1(message), &all).unwrap()
+    }
+
+    /// The version the node serves a confirmed transaction as.
+    pub async fn version_of(
+        &self,
+        signature: &str,
+    ) -> Option<solana_transaction::versioned::TransactionVersion> {
+        let config = solana_rpc_client_api::config::RpcTransactionConfig {
+            encoding: None,
+            commitment: Some(CommitmentConfig::confirmed()),
+            max_supported_transaction_version: Some(1),
+        };
+        let tx = self.rpc.get_transaction_with_config(&signature.parse().unwrap(), config).await.unwrap();
+        tx.transaction.version
+    }
+
+    /// Sends a version-1 transaction that fails on chain (preflight skipped)
+    /// and waits until it is recorded.
+    pub async fn send_v1_failing(&self, instructions: &[Instruction], payer: &Keypair) -> String {
+        let tx = self.v1_transaction(instructions, payer, &[], 0).await;
+        let config = RpcSendTransactionConfig { skip_preflight: true, ..Default::default() };
+        let signature = self.rpc.send_transaction_with_config(&tx, config).await.unwrap();
+        self.wait_failed(&signature.to_string()).await
+    }
+
+    /// Waits until the node records `signature`, which must have failed.
+    async fn wait_failed(&self, signature: &str) -> String {
+        let parsed = signature.parse().unwrap();
+        let started = Instant::now();
+        loop {
+            let status = self.rpc.get_signature_statuses(&[parsed]).await.unwrap().value[0].clone();
+            if let Some(status) = status {
+                assert!(status.err.is_some(), "the transaction was meant to fail");
+                return signature.to_string();
+            }
+            assert!(started.elapsed() < Duration::from_secs(30), "failing transaction not recorded");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// A new Token-2022 mint with a transfer fee of `basis_points` (at most
+    /// `maximum_fee` base units), `payer` its mint and fee authority.
+    pub async fn create_fee_mint(
+        &self,
+        payer: &Keypair,
+        decimals: u8,
+        basis_points: u16,
+        maximum_fee: u64,
+    ) -> Pubkey {
+        // Mint (82 bytes) padded to an account's 165, the account type, and
+        // the TransferFeeConfig extension: type and length (4) and 108 bytes.
+        const LEN: usize = 165 + 1 + 4 + 108;
+        let mint = Keypair::new();
+        let rent = self.rpc.get_minimum_balance_for_rent_exemption(LEN).await.unwrap();
+        let create = solana_system_interface::instruction::create_account(
+            &payer.pubkey(),
+            &mint.pubkey(),
+            rent,
+            LEN as u64,
+            &key(TOKEN_2022),
+        );
+        // TransferFeeExtension (26) / InitializeTransferFeeConfig (0): config
+        // and withdraw authorities, basis points, maximum fee.
+        let mut fee = vec![26, 0, 1];
+        fee.extend_from_slice(payer.pubkey().as_ref());
+        fee.push(1);
+        fee.extend_from_slice(payer.pubkey().as_ref());
+        fee.extend_from_slice(&basis_points.to_le_bytes());
+        fee.extend_from_slice(&maximum_fee.to_le_bytes());
+        let accounts = vec![AccountMeta::new(mint.pubkey(), false)];
+        let init_fee = Instruction::new_with_bytes(key(TOKEN_2022), &fee, accounts.clone());
+        let mut data = vec![20, decimals];
+        data.extend_from_slice(payer.pubkey().as_ref());
+        data.push(0);
+        let init = Instruction::new_with_bytes(key(TOKEN_2022), &data, accounts);
+        self.send(&[create, init_fee, init], payer, &[&mint]).await;
+        mint.pubkey()
+    }
+}
+
+/// The token program's `CloseAccount` (9): `account`'s lamports go to
+/// `destination`, signed by its owner.
+pub fn close_account(program: &str, account: &Pubkey, destination: &Pubkey, owner: &Pubkey) -> Instruction {
+    token_payout(program, vec![9], account, destination, owner)
+}
+
+/// The token program's `UnwrapLamports` (45) of all of a wrapped-SOL
+/// account's lamports above its rent to `destination`.
+pub fn unwrap_lamports(program: &str, account: &Pubkey, destination: &Pubkey, owner: &Pubkey) -> Instruction {
+    token_payout(program, vec![45, 0], account, destination, owner)
+}
+
+fn token_payout(
+    program: &str,
+    data: Vec<u8>,
+    account: &Pubkey,
+    destination: &Pubkey,
+    owner: &Pubkey,
+) -> Instruction {
+    Instruction::new_with_bytes(
+        key(program),
+        &data,
+        vec![
+            AccountMeta::new(*account, false),
+            AccountMeta::new(*destination, false),
+            AccountMeta::new_readonly(*owner, true),
+        ],
+    )
+}
+
+/// The token program's `SyncNative` (17): a wrapped-SOL account's token
+/// amount follows the lamports sent to it.
+pub fn sync_native(program: &str, account: &Pubkey) -> Instruction {
+    Instruction::new_with_bytes(key(program), &[17], vec![AccountMeta::new(*account, false)])
 }

@@ -1,6 +1,4 @@
-//! Decoding checked against real mainnet responses from `../shared/fixtures`.
-
-use std::path::PathBuf;
+//! Decoding checked against real mainnet responses from `tests/fixtures/mainnet`.
 
 use alloy::primitives::{Address, address};
 use serde::de::DeserializeOwned;
@@ -9,19 +7,7 @@ use super::*;
 use crate::config::{AssetConfig, Chains, NativeAsset};
 
 fn fixture<T: DeserializeOwned>(name: &str) -> Option<T> {
-    let dir = std::env::var_os("MAINNET_FIXTURES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/mainnet/evm"));
-    let path = dir.join(name);
-    let Ok(text) = std::fs::read_to_string(&path) else {
-        assert!(std::env::var_os("CI").is_none(), "mainnet fixture {} is missing", path.display());
-        eprintln!("SKIPPED: mainnet fixture {} not found (set MAINNET_FIXTURES)", path.display());
-        return None;
-    };
-    let value: serde_json::Value = serde_json::from_str(&text).unwrap();
-    // Envelopes {"jsonrpc", "id", "result"} and bare results both occur.
-    let result = value.get("result").cloned().unwrap_or(value);
-    Some(serde_json::from_value(result).unwrap())
+    Some(serde_json::from_value(crate::fixtures::mainnet("evm", name)).unwrap())
 }
 
 fn mainnet_assets() -> EvmAssets {
