@@ -36,13 +36,15 @@ pub trait History: Step + Send + Sync {
     fn block_at(&self, time: u64) -> impl Future<Output = Result<u64, WatchError>> + Send;
     /// The highest block (slot) the chain's confirmation policy settles.
     fn settled(&self) -> impl Future<Output = Result<Option<u64>, WatchError>> + Send;
-    /// Deposits to `addresses` (`(address, account_id)`) in `from..=to`.
+    /// Deposits to `addresses` (`(address, account_id)`) in `from..=to`, and
+    /// the last block (slot) the answers provably covered: a backend behind
+    /// may answer for less than asked (`None`: nothing).
     fn deposits_for(
         &self,
         addresses: &[(String, String)],
         from: u64,
         to: u64,
-    ) -> impl Future<Output = Result<Vec<Detected>, WatchError>> + Send;
+    ) -> impl Future<Output = Result<(Vec<Detected>, Option<u64>), WatchError>> + Send;
 }
 
 /// The block a registration time (microseconds) is watched from.
@@ -123,13 +125,15 @@ async fn step<H: History>(history: &H) -> Result<bool, WatchError> {
     if to < gap.from {
         return Ok(false);
     }
-    scan(history, &gap, to, settled).await?;
-    Ok(true)
+    scan(history, &gap, to, settled).await
 }
 
-async fn scan<H: History>(history: &H, gap: &Gap, to: u64, settled: u64) -> Result<(), WatchError> {
+/// Scans a gap through `to` at most, and commits as far as the answers
+/// covered; `Ok(false)` when they covered nothing.
+async fn scan<H: History>(history: &H, gap: &Gap, to: u64, settled: u64) -> Result<bool, WatchError> {
     let chain = history.chain();
-    let deposits = history.deposits_for(&gap.addresses, gap.from, to).await?;
+    let (deposits, covered) = history.deposits_for(&gap.addresses, gap.from, to).await?;
+    let Some(to) = covered.map(|c| c.min(to)) else { return Ok(false) };
     let commit = ScanCommit {
         chain,
         from: gap.from,
@@ -144,7 +148,7 @@ async fn scan<H: History>(history: &H, gap: &Gap, to: u64, settled: u64) -> Resu
     let changed = history.store().commit_scan(&commit).await?;
     let (addresses, found) = (gap.addresses.len(), commit.deposits.len());
     info!(%chain, from = gap.from, to, addresses, found, changed = changed.len(), "scanned a registration gap");
-    Ok(())
+    Ok(true)
 }
 
 /// The largest `n` in `low..=high` with `at_or_before(n)`, or `low` when

@@ -104,10 +104,14 @@ impl EvmWatcher {
                 let Ok(hash) = o.tx_hash.parse::<B256>() else {
                     return false;
                 };
+                // Whatever the node says, the transaction gets the grace: the
+                // answer may come from a backend behind the reorg (it knows the
+                // transaction in the old block, or not at all), and a
+                // transaction that reappears within it revives the deposit.
+                let aged = scanned.saturating_sub(o.orphaned_at_block) >= grace;
                 match status.get(&hash) {
-                    Some(TxStatus::Unknown) => true,
-                    Some(TxStatus::Mined(n)) => *n <= scanned,
-                    Some(TxStatus::Pending) => scanned.saturating_sub(o.orphaned_at_block) >= grace,
+                    Some(TxStatus::Unknown | TxStatus::Pending) => aged,
+                    Some(TxStatus::Mined(n)) => *n <= scanned && aged,
                     None => false,
                 }
             })

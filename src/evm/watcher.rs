@@ -392,9 +392,9 @@ impl History for EvmWatcher {
         addresses: &[(String, String)],
         from: u64,
         to: u64,
-    ) -> Result<Vec<Detected>, WatchError> {
+    ) -> Result<(Vec<Detected>, Option<u64>), WatchError> {
         let watch = WatchSet::build(addresses.to_vec(), |a| a.parse().ok());
-        Ok(self.scan(&watch, from, to).await?.deposits)
+        Ok((self.scan(&watch, from, to).await?.deposits, Some(to)))
     }
 }
 

@@ -177,12 +177,6 @@ impl SolanaRpc {
         Ok(slots.first().copied())
     }
 
-    /// The first slot at or after `start` (and at most `end`) holding a
-    /// finalized block, if any.
-    pub async fn first_block_from(&self, start: u64, end: u64) -> Result<Option<u64>, RpcFailure> {
-        Ok(self.first_block(start, CommitmentConfig::finalized()).await?.filter(|slot| *slot <= end))
-    }
-
     /// A block's estimated production time, in seconds since the epoch.
     pub async fn block_time(&self, slot: u64) -> Result<u64, RpcFailure> {
         let time: Option<i64> = self.call(RpcRequest::GetBlockTime, json!([slot])).await?;

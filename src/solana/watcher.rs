@@ -476,7 +476,8 @@ impl History for SolanaWatcher {
         let low = self.rpc.first_available_block().await?;
         let high = self.rpc.slot(CommitmentConfig::finalized()).await?;
         let at_or_before = |slot| async move {
-            let Some(block) = self.rpc.first_block_from(slot, high).await? else { return Ok(false) };
+            let first = self.rpc.first_block(slot, CommitmentConfig::finalized()).await?;
+            let Some(block) = first.filter(|block| *block <= high) else { return Ok(false) };
             Ok(self.rpc.block_time(block).await? <= time)
         };
         coverage::last_at_or_before(low, high, at_or_before).await
@@ -491,9 +492,13 @@ impl History for SolanaWatcher {
         addresses: &[(String, String)],
         from: u64,
         to: u64,
-    ) -> Result<Vec<Detected>, WatchError> {
+    ) -> Result<(Vec<Detected>, Option<u64>), WatchError> {
         let watch = WatchSet::build(addresses.to_vec(), |a| Some(Box::from(a)));
-        Ok(self.scan_slots(&watch, from, to, CommitmentConfig::finalized()).await?.deposits)
+        let finalized = CommitmentConfig::finalized();
+        let scanned = self.scan_slots(&watch, from, to, finalized).await?;
+        let listed = scanned.blocks.last().map(|block| block.number);
+        let covered = self.covered_through(from, to, listed, finalized).await?;
+        Ok((scanned.deposits, covered))
     }
 }
 
