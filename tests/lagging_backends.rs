@@ -299,3 +299,94 @@ async fn settlement_reads_get_blocks_in_pages_for_deposits_500_000_slots_apart()
     let widest = rpc.stats.widest_range.load(std::sync::atomic::Ordering::SeqCst);
     assert!(widest <= lagging::MAX_BLOCKS_RANGE, "asked for {widest} slots at once");
 }
+
+/// An address registered late, from block (slot) 0: its gap is scanned in the
+/// background through the lagging URL, and exactly its deposits are found.
+#[tokio::test]
+async fn a_late_registration_gap_scanned_through_a_lagging_backend_misses_nothing() {
+    use custody_indexer::{coverage, store::WatchFrom};
+
+    let setup = evm_setup(Backend::Sqlite).await;
+    let carol = setup.anvil.accounts[3];
+    let shutdown = CancellationToken::new();
+    let running = tokio::spawn(evm_watcher(&setup).await.run(shutdown.clone()));
+    let mut expected = Vec::new();
+    for i in 1..=12u64 {
+        let (hash, symbol) = if i.is_multiple_of(2) {
+            let wei = U256::from(i) * U256::from(ETH);
+            (setup.anvil.send_eth(setup.anvil.accounts[0], carol, wei).await, "ETH")
+        } else {
+            let transfer =
+                setup.token.transfer(carol, U256::from(i * 1_000_000)).from(setup.anvil.accounts[0]);
+            (transfer.mined().await.transaction_hash, "TUSD")
+        };
+        expected.push((hash.to_string(), "carol".to_string(), symbol.to_string(), i.to_string()));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    common::add_account_from(&setup.db.store, CHAIN, "carol", &carol.to_string(), WatchFrom::Block(0)).await;
+    let token = setup.token_address.to_checksum(None);
+    let config = chain_config(std::slice::from_ref(&setup.rpc.url), Some(&token), "max_block_range = 4");
+    let gaps = tokio::spawn(coverage::fill_gaps(
+        EvmWatcher::history(config, setup.db.store.clone()),
+        shutdown.clone(),
+    ));
+    for _ in 0..20 {
+        setup.anvil.mine(1).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let found = settled(&setup.db.store, CHAIN, expected.len(), Duration::from_secs(60)).await;
+    shutdown.cancel();
+    running.await.unwrap().unwrap();
+    gaps.await.unwrap();
+    assert_exact(&found, &expected, "gap");
+    assert_eq!(setup.db.store.coverage(CHAIN).await.unwrap().catching_up, 0);
+}
+
+#[tokio::test]
+async fn a_late_solana_registration_gap_scanned_through_a_lagging_backend_misses_nothing() {
+    use custody_indexer::{coverage, store::WatchFrom};
+
+    let node = SolanaNode::start().await;
+    let rpc = lagging::start(node.url.clone(), Family::Solana, 50).await;
+    let outsider = node.funded(100 * SOL).await;
+    let (alice, carol) = (Keypair::new().pubkey(), Keypair::new().pubkey());
+    let db = TestDb::new(Backend::Postgres).await;
+    add_wallet(&db.store, "alice", &alice).await;
+    let config = solana_config(&node, &rpc.url, "blocks", 0);
+    let shutdown = CancellationToken::new();
+    let running = tokio::spawn(
+        SolanaWatcher::connect(config.clone(), db.store.clone()).await.unwrap().run(shutdown.clone()),
+    );
+    let mut expected = Vec::new();
+    for i in 1..=12u64 {
+        let signature = node.send(&[transfer_sol(&outsider.pubkey(), &carol, i * SOL)], &outsider, &[]).await;
+        expected.push((signature, "carol".to_string(), "SOL".to_string(), i.to_string()));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    common::add_account_from(&db.store, SOLANA, "carol", &carol.to_string(), WatchFrom::Block(0)).await;
+    // A deposit to alice, so that a live scan knows carol.
+    node.send(&[transfer_sol(&outsider.pubkey(), &alice, SOL)], &outsider, &[]).await;
+    // Wide gap steps reach up to the finalized slot, where the backend
+    // behind lists fewer blocks than were asked for.
+    let mut wide = config.clone();
+    wide.max_block_range = 10_000;
+    let gaps =
+        tokio::spawn(coverage::fill_gaps(SolanaWatcher::history(wide, db.store.clone()), shutdown.clone()));
+    let found = eventually_rows(&db.store, "carol", expected.len()).await;
+    shutdown.cancel();
+    running.await.unwrap().unwrap();
+    gaps.await.unwrap();
+    assert_exact(&found, &expected, "gap");
+}
+
+/// The rows of `account`'s deposits once there are `count` (or after a minute).
+async fn eventually_rows(store: &Store, account: &str, count: usize) -> Vec<Row> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let rows: Vec<Row> = rows(store, SOLANA).await.into_iter().filter(|r| r.1 == account).collect();
+        if rows.len() >= count || tokio::time::Instant::now() > deadline {
+            return rows;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

@@ -17,7 +17,7 @@ use custody_indexer::{
     account::{AccountAddress, AccountStatus, AccountType, DEFAULT_ORGANIZATION},
     chain::Chain,
     config::ChainConfig,
-    store::{NewAccount, Store},
+    store::{NewAccount, Store, WatchFrom},
 };
 
 #[allow(unused_imports)]
@@ -75,9 +75,14 @@ pub async fn add_account(store: &Store, id: &str, address: &str) {
 /// An active segregated account of the default organization with one
 /// address on `chain`.
 pub async fn add_account_on(store: &Store, chain: Chain, id: &str, address: &str) {
+    add_account_from(store, chain, id, address, WatchFrom::Registration).await;
+}
+
+/// An account with one address on `chain`, watched from `watch_from`.
+pub async fn add_account_from(store: &Store, chain: Chain, id: &str, address: &str, watch_from: WatchFrom) {
     store
         .add_account(NewAccount {
-            watch_from: Default::default(),
+            watch_from,
             id: id.into(),
             organization: DEFAULT_ORGANIZATION.into(),
             identity_id: format!("identity-{id}"),
