@@ -136,14 +136,12 @@ pub fn deposits_in_block(
     }
 
     for t in token_transfers(block, input.logs, assets) {
-        let key = TokenTransfer::new(
-            &t.symbol,
-            &t.from.to_string(),
-            &t.to.to_string(),
-            &t.value.to_string(),
-            t.occurrence,
-        );
-        out.extend(detected(t.tx_hash, Position::Log(key), t.from, t.to, &t.symbol, t.value, t.decimals));
+        if watch.account_of(&t.to).is_none() {
+            continue;
+        }
+        let (from, to, raw) = (format!("{:#x}", t.from), format!("{:#x}", t.to), t.value.to_string());
+        let key = TokenTransfer::new(t.symbol, &from, &to, &raw, t.occurrence);
+        out.extend(detected(t.tx_hash, Position::Log(key), t.from, t.to, t.symbol, t.value, t.decimals));
     }
 
     for (tx, trace) in block.transactions.iter().zip(input.traces.unwrap_or_default()) {
@@ -169,9 +167,9 @@ pub fn deposits_in_block(
 
 /// A listed token's `Transfer` log, with its occurrence among the identical
 /// transfers of its transaction.
-struct TokenLog {
+struct TokenLog<'a> {
     tx_hash: B256,
-    symbol: String,
+    symbol: &'a str,
     decimals: u8,
     from: Address,
     to: Address,
@@ -183,7 +181,7 @@ struct TokenLog {
 /// among the logs of its transaction that move the same token, from the same
 /// sender, to the same receiver, the same amount. Removed logs and logs of
 /// another block are not counted.
-fn token_transfers(block: &RpcBlock, logs: &[Log], assets: &EvmAssets) -> Vec<TokenLog> {
+fn token_transfers<'a>(block: &RpcBlock, logs: &[Log], assets: &'a EvmAssets) -> Vec<TokenLog<'a>> {
     let mut logs: Vec<&Log> =
         logs.iter().filter(|log| !log.removed && log.block_hash == Some(block.hash)).collect();
     logs.sort_by_key(|log| log.log_index);
@@ -203,7 +201,7 @@ fn token_transfers(block: &RpcBlock, logs: &[Log], assets: &EvmAssets) -> Vec<To
         let count = seen.entry((tx_hash, log.address(), from, to, value)).or_default();
         let occurrence = *count;
         *count += 1;
-        out.push(TokenLog { tx_hash, symbol: symbol.clone(), decimals: *decimals, from, to, value, occurrence });
+        out.push(TokenLog { tx_hash, symbol, decimals: *decimals, from, to, value, occurrence });
     }
     out
 }

@@ -16,9 +16,10 @@ use crate::deposit::{DepositStatus, Detected, SourceType};
 /// Parameters per row of the upsert.
 const PARAMS: usize = 19;
 
-/// Rows per upsert: 1,900 parameters a statement, well inside SQLite's
-/// (32,766) and PostgreSQL's (65,535) limits.
-const ROWS: usize = 100;
+/// Rows per upsert: 475 parameters a statement, like the outbox's batches.
+/// SQLite resolves `$N` parameters by name when it prepares a statement, at
+/// a cost that grows with the square of their number.
+const ROWS: usize = 25;
 
 /// Upserts a scan's deposits on their natural key and returns the rows the
 /// statements inserted or changed, in the scan's order. A re-seen deposit
