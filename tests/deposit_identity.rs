@@ -401,7 +401,8 @@ async fn token_deposits_stored_before_the_upgrade_keep_their_identity() {
         let changed = store.commit_scan(&scan).await.unwrap();
         assert!(changed.is_empty(), "{backend:?}: {changed:?}");
         assert_eq!(store.deposits_on_chain(CHAIN).await.unwrap(), stored);
-        let t2: Vec<_> = stored.iter().filter(|d| d.id.starts_with("t2")).map(|d| (&*d.id, d.status)).collect();
+        let t2: Vec<_> =
+            stored.iter().filter(|d| d.id.starts_with("t2")).map(|d| (&*d.id, d.status)).collect();
         assert_eq!(t2, vec![("t2-old", DepositStatus::Failed), ("t2-live", DepositStatus::Pending)]);
 
         // The upgrade also stopped naming another organization's account.

@@ -123,7 +123,13 @@ async fn rescanning_a_range_never_duplicates_and_confirmation_is_terminal() {
         store.add_account(account("alice", ALICE, vec![CHAIN])).await.unwrap();
         let deposits = vec![
             detected(1, Position::Native, 10, "0xb10", 5),
-            detected(2, Position::Log(TokenTransfer::new("USDC", BOB, ALICE, "1500000", 0)), 11, "0xb11", 1_500_000),
+            detected(
+                2,
+                Position::Log(TokenTransfer::new("USDC", BOB, ALICE, "1500000", 0)),
+                11,
+                "0xb11",
+                1_500_000,
+            ),
             detected(2, Position::Log(TokenTransfer::new("USDC", BOB, ALICE, "2", 0)), 11, "0xb11", 2),
         ];
         let blocks = vec![block(10, "0xb10", "0xb09"), block(11, "0xb11", "0xb10")];

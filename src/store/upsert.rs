@@ -116,8 +116,10 @@ async fn organizations(
     ids.dedup();
     let mut out = HashMap::new();
     for chunk in ids.chunks(500) {
-        let sql =
-            format!("SELECT id, organization_id FROM accounts WHERE id IN ({})", placeholders(1, chunk.len()));
+        let sql = format!(
+            "SELECT id, organization_id FROM accounts WHERE id IN ({})",
+            placeholders(1, chunk.len())
+        );
         let rows = chunk.iter().fold(sqlx::query(&sql), |q, id| q.bind(*id)).fetch_all(&mut **tx).await?;
         for row in rows {
             out.insert(row.try_get("id")?, row.try_get("organization_id")?);

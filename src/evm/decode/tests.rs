@@ -169,6 +169,7 @@ fn a_token_deposit_keeps_its_position_when_its_logs_move_in_the_block() {
         .iter()
         .find(|l| {
             l.transaction_hash.is_some_and(|h| h.to_string() == usdc_tx)
+                && assets.contracts().contains(&l.address())
                 && Transfer::decode_log(&l.inner).is_ok_and(|t| t.to == recipient)
         })
         .unwrap()
