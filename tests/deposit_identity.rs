@@ -11,7 +11,9 @@ use alloy::{
     primitives::{Address, B256, U256},
     providers::Provider,
 };
-use common::{Anvil, Backend, CHAIN, TestDb, add_account, anvil::Mined, chain_config, db::BACKENDS};
+use common::{
+    Anvil, Backend, CHAIN, TestDb, add_account, anvil::Mined, catch_up, chain_config, db::BACKENDS,
+};
 use custody_indexer::{
     account::{AccountAddress, AccountStatus, AccountType},
     amount::Amount,
@@ -25,16 +27,6 @@ use sqlx::{AnyPool, migrate::Migrator};
 async fn watcher(anvil: &Anvil, store: &Store, token: Address) -> EvmWatcher {
     let config = chain_config(&[anvil.url()], Some(&token.to_checksum(None)), "");
     EvmWatcher::connect(config, store.clone()).await.expect("watcher connects")
-}
-
-async fn catch_up(watcher: &mut EvmWatcher) {
-    for _ in 0..1000 {
-        match watcher.tick().await.expect("tick") {
-            Tick::Idle { .. } | Tick::Scanned { caught_up: true, .. } => return,
-            _ => {}
-        }
-    }
-    panic!("watcher did not catch up");
 }
 
 /// Where a transaction is now: its block and the block-wide index of its first log.
@@ -109,7 +101,7 @@ async fn reincluded_token_transfer(backend: Backend) {
     }
 }
 
-async fn add_to(store: &Store, organization: &str, id: &str, address: Address, chain: Chain) {
+async fn add_to(store: &Store, organization: &str, id: &str, address: &str, chain: Chain) {
     store
         .add_account(NewAccount {
             id: id.into(),
@@ -117,7 +109,7 @@ async fn add_to(store: &Store, organization: &str, id: &str, address: Address, c
             identity_id: format!("identity-{id}"),
             kind: AccountType::Segregated,
             status: AccountStatus::Active,
-            addresses: vec![AccountAddress { chains: vec![chain], address: address.to_string() }],
+            addresses: vec![AccountAddress { chains: vec![chain], address: address.into() }],
         })
         .await
         .unwrap();
@@ -130,9 +122,9 @@ async fn a_deposit_names_the_senders_account_only_within_its_organization() {
     let [outsider, alice, bob, carol] =
         [anvil.accounts[0], anvil.accounts[1], anvil.accounts[2], anvil.accounts[3]];
     db.store.create_organization("other", None).await.unwrap();
-    add_to(&db.store, "default", "alice", alice, CHAIN).await;
-    add_to(&db.store, "other", "bob", bob, CHAIN).await;
-    add_to(&db.store, "default", "carol", carol, CHAIN).await;
+    add_to(&db.store, "default", "alice", &alice.to_string(), CHAIN).await;
+    add_to(&db.store, "other", "bob", &bob.to_string(), CHAIN).await;
+    add_to(&db.store, "default", "carol", &carol.to_string(), CHAIN).await;
     let token = anvil.token(anvil.deploy_token("TUSD").await);
     token.mint(alice, U256::from(1_000u64)).from(outsider).mined().await;
     token.mint(bob, U256::from(1_000u64)).from(outsider).mined().await;
@@ -219,9 +211,9 @@ async fn the_store_keeps_a_source_account_of_another_organization_out_on_every_c
         store.create_organization("other", None).await.unwrap();
         // Solana addresses: the rule is the store's, whatever decoded the deposit.
         let key = |n: u8| solana_address(n);
-        add_solana(store, "default", "alice", &key(1)).await;
-        add_solana(store, "other", "bob", &key(2)).await;
-        add_solana(store, "default", "carol", &key(3)).await;
+        add_to(store, "default", "alice", &key(1), SOLANA).await;
+        add_to(store, "other", "bob", &key(2), SOLANA).await;
+        add_to(store, "default", "carol", &key(3), SOLANA).await;
         let scan = backfill(
             SOLANA,
             vec![
@@ -254,20 +246,6 @@ async fn the_store_keeps_a_source_account_of_another_organization_out_on_every_c
 /// A valid base58 Solana address made of one repeated byte.
 fn solana_address(byte: u8) -> String {
     bs58::encode([byte; 32]).into_string()
-}
-
-async fn add_solana(store: &Store, organization: &str, id: &str, address: &str) {
-    store
-        .add_account(NewAccount {
-            id: id.into(),
-            organization: organization.into(),
-            identity_id: format!("identity-{id}"),
-            kind: AccountType::Segregated,
-            status: AccountStatus::Active,
-            addresses: vec![AccountAddress { chains: vec![SOLANA], address: address.into() }],
-        })
-        .await
-        .unwrap();
 }
 
 // ---- The upgrade: token positions stored under the old key. ----
@@ -352,9 +330,9 @@ async fn token_deposits_stored_before_the_upgrade_keep_their_identity() {
         migrate_before_0008(&db.url).await;
         let store = &db.store;
         store.create_organization("other", None).await.unwrap();
-        add_to(store, "default", "alice", RECEIVER.parse().unwrap(), CHAIN).await;
-        add_to(store, "default", "sam", SENDER.parse().unwrap(), Chain::EthereumMainnet).await;
-        add_to(store, "other", "bob", Address::repeat_byte(0xbb), CHAIN).await;
+        add_to(store, "default", "alice", RECEIVER, CHAIN).await;
+        add_to(store, "default", "sam", SENDER, Chain::EthereumMainnet).await;
+        add_to(store, "other", "bob", &Address::repeat_byte(0xbb).to_string(), CHAIN).await;
         let row = |id, tx, position, raw| OldRow {
             id,
             tx,
