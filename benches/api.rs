@@ -63,7 +63,7 @@ async fn fill(store: &Store, accounts: u64, deposits: u64) {
                 Detected {
                     chain: CHAIN,
                     tx_hash: format!("0x{n:064x}"),
-                    position: Position::Log(0),
+                    position: Position::Native,
                     block_number: n,
                     block_hash: format!("0x{n:064x}"),
                     block_time: 1_700_000_000 + n / 4,

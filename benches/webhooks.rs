@@ -84,7 +84,7 @@ async fn write_events(store: &Store, account: &str, address: &str, first: u64, e
             .map(|&n| Detected {
                 chain: Chain::BaseSepolia,
                 tx_hash: format!("0x{n:064x}"),
-                position: Position::Log(0),
+                position: Position::Native,
                 block_number: n,
                 block_hash: format!("0x{n:064x}"),
                 block_time: 1_700_000_000 + n,

@@ -23,20 +23,52 @@ pub enum SourceType {
     Account,
 }
 
-/// Where in its transaction a transfer sits; with the chain and the
-/// transaction hash it is the deposit's natural key.
+/// Which transfer of its transaction a deposit is; with the chain and the
+/// transaction hash it is the deposit's natural key. Every variant is fixed
+/// by the transaction alone, never by where the block put it, so a reorg
+/// that re-includes the transaction elsewhere finds the same deposit.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Position {
     /// The transaction's own value.
     Native,
-    /// A token `Transfer` log, by its index in the block.
-    Log(u64),
+    /// A token `Transfer` log, by what it moves and, among the transaction's
+    /// `Transfer` logs that move exactly the same (same token, sender,
+    /// receiver and amount), its occurrence in log order. A block-wide
+    /// `logIndex` changes when the transaction moves; this does not, and it
+    /// needs neither receipts nor the transaction's other logs.
+    Log(TokenTransfer),
     /// An internal call carrying value, by its path in the call tree (`0.2.1`).
     Trace(String),
     /// Solana: the rise of a wallet's lamport balance.
     Lamports { wallet: String },
     /// Solana: the rise of a wallet's balance of a mint, over all its token accounts.
     Token { owner: String, mint: String },
+}
+
+/// The identity of a token `Transfer` log within its transaction.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TokenTransfer {
+    /// The listed token's symbol, unique on its chain.
+    pub symbol: String,
+    /// Sender and receiver, lowercase hex.
+    pub from: String,
+    pub to: String,
+    /// The amount in the token's smallest unit, in decimal.
+    pub raw: String,
+    /// 0 for the first such transfer of the transaction, then 1, 2, ….
+    pub occurrence: u32,
+}
+
+impl TokenTransfer {
+    pub fn new(symbol: &str, from: &str, to: &str, raw: &str, occurrence: u32) -> Self {
+        Self {
+            symbol: symbol.to_string(),
+            from: from.to_ascii_lowercase(),
+            to: to.to_ascii_lowercase(),
+            raw: raw.to_string(),
+            occurrence,
+        }
+    }
 }
 
 /// A transfer into a watched address, as decoded from a block.
@@ -52,7 +84,9 @@ pub struct Detected {
     pub account_id: String,
     pub account_address: String,
     pub source_address: String,
-    /// Set when the sender is itself a watched address of the platform.
+    /// Set when the sender is itself a watched address of the platform. The
+    /// store keeps it only when that account belongs to the receiver's
+    /// organization.
     pub source_account_id: Option<String>,
     pub currency_symbol: String,
     pub amount: Amount,
@@ -112,7 +146,8 @@ impl fmt::Display for Position {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Position::Native => f.write_str("native"),
-            Position::Log(index) => write!(f, "log:{index}"),
+            // The same text migration 0008 computes for rows stored before.
+            Position::Log(t) => write!(f, "log:{}:{}:{}:{}:{}", t.symbol, t.from, t.to, t.raw, t.occurrence),
             Position::Trace(path) => write!(f, "trace:{path}"),
             Position::Lamports { wallet } => write!(f, "sol:{wallet}"),
             Position::Token { owner, mint } => write!(f, "spl:{owner}:{mint}"),

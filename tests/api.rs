@@ -59,7 +59,7 @@ fn deposit(account: &str, address: &str, tx: u64, block: u64, time: u64, raw: u6
     Detected {
         chain: EVM,
         tx_hash: format!("0x{tx:064x}"),
-        position: Position::Log(0),
+        position: Position::Native,
         block_number: block,
         block_hash: format!("0x{block:064x}"),
         block_time: 1_700_000_000 + time,

@@ -12,7 +12,8 @@ use alloy::{
     rpc::types::TransactionRequest,
 };
 use common::{
-    Anvil, Backend, CHAIN, TestDb, add_account, anvil::Mined, chain_config, db::BACKENDS, eventually,
+    Anvil, Backend, CHAIN, TestDb, add_account, anvil::Mined, catch_up, chain_config, db::BACKENDS,
+    eventually,
 };
 use custody_indexer::{
     account::{AccountAddress, AccountStatus, AccountType},
@@ -45,17 +46,6 @@ async fn setup(backend: Backend) -> Setup {
     let (outsider, alice) = (anvil.accounts[0], anvil.accounts[1]);
     add_account(&db.store, "alice", &alice.to_string()).await;
     Setup { anvil, db, outsider, alice }
-}
-
-/// Steps the watcher until it has indexed the current head.
-async fn catch_up(watcher: &mut EvmWatcher) {
-    for _ in 0..1000 {
-        match watcher.tick().await.expect("tick") {
-            Tick::Idle { .. } | Tick::Scanned { caught_up: true, .. } => return,
-            _ => {}
-        }
-    }
-    panic!("watcher did not catch up");
 }
 
 fn summary(deposits: &[Deposit]) -> Vec<(String, String, String, SourceType, Option<String>)> {

@@ -9,7 +9,7 @@ use custody_indexer::{
     account::{AccountAddress, AccountStatus, AccountType},
     amount::Amount,
     chain::Chain,
-    deposit::{DepositStatus, Detected, Position, SourceType},
+    deposit::{DepositStatus, Detected, Position, SourceType, TokenTransfer},
     store::{BlockRef, CursorMove, NewAccount, Rewind, ScanCommit, Store, StoreError},
 };
 
@@ -124,8 +124,14 @@ async fn rescanning_a_range_never_duplicates_and_confirmation_is_terminal() {
         store.add_account(account("alice", ALICE, vec![CHAIN])).await.unwrap();
         let deposits = vec![
             detected(1, Position::Native, 10, "0xb10", 5),
-            detected(2, Position::Log(3), 11, "0xb11", 1_500_000),
-            detected(2, Position::Log(4), 11, "0xb11", 2),
+            detected(
+                2,
+                Position::Log(TokenTransfer::new("USDC", BOB, ALICE, "1500000", 0)),
+                11,
+                "0xb11",
+                1_500_000,
+            ),
+            detected(2, Position::Log(TokenTransfer::new("USDC", BOB, ALICE, "2", 0)), 11, "0xb11", 2),
         ];
         let blocks = vec![block(10, "0xb10", "0xb09"), block(11, "0xb11", "0xb10")];
         let changed = store.commit_scan(&scan(10, 11, deposits.clone(), blocks.clone(), None)).await.unwrap();

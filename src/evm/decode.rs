@@ -18,7 +18,7 @@ use crate::{
     amount::Amount,
     chain::Chain,
     config::ChainConfig,
-    deposit::{Detected, Position},
+    deposit::{Detected, Position, TokenTransfer},
     watch::WatchSet,
 };
 
@@ -135,28 +135,13 @@ pub fn deposits_in_block(
         }
     }
 
-    for log in input.logs {
-        if log.removed || log.block_hash != Some(block.hash) {
+    for t in token_transfers(block, input.logs, assets) {
+        if watch.account_of(&t.to).is_none() {
             continue;
         }
-        let Some((symbol, decimals)) = assets.tokens.get(&log.address()) else {
-            continue;
-        };
-        let Ok(transfer) = Transfer::decode_log(&log.inner) else {
-            continue;
-        };
-        let (Some(tx_hash), Some(index)) = (log.transaction_hash, log.log_index) else {
-            continue;
-        };
-        out.extend(detected(
-            tx_hash,
-            Position::Log(index),
-            transfer.from,
-            transfer.to,
-            symbol,
-            transfer.value,
-            *decimals,
-        ));
+        let (from, to, raw) = (format!("{:#x}", t.from), format!("{:#x}", t.to), t.value.to_string());
+        let key = TokenTransfer::new(t.symbol, &from, &to, &raw, t.occurrence);
+        out.extend(detected(t.tx_hash, Position::Log(key), t.from, t.to, t.symbol, t.value, t.decimals));
     }
 
     for (tx, trace) in block.transactions.iter().zip(input.traces.unwrap_or_default()) {
@@ -176,6 +161,47 @@ pub fn deposits_in_block(
                 native_decimals,
             ));
         }
+    }
+    out
+}
+
+/// A listed token's `Transfer` log, with its occurrence among the identical
+/// transfers of its transaction.
+struct TokenLog<'a> {
+    tx_hash: B256,
+    symbol: &'a str,
+    decimals: u8,
+    from: Address,
+    to: Address,
+    value: U256,
+    occurrence: u32,
+}
+
+/// The block's `Transfer` logs of listed tokens, in log order, each numbered
+/// among the logs of its transaction that move the same token, from the same
+/// sender, to the same receiver, the same amount. Removed logs and logs of
+/// another block are not counted.
+fn token_transfers<'a>(block: &RpcBlock, logs: &[Log], assets: &'a EvmAssets) -> Vec<TokenLog<'a>> {
+    let mut logs: Vec<&Log> =
+        logs.iter().filter(|log| !log.removed && log.block_hash == Some(block.hash)).collect();
+    logs.sort_by_key(|log| log.log_index);
+    let mut seen: HashMap<(B256, Address, Address, Address, U256), u32> = HashMap::new();
+    let mut out = Vec::new();
+    for log in logs {
+        let Some((symbol, decimals)) = assets.tokens.get(&log.address()) else {
+            continue;
+        };
+        let Ok(transfer) = Transfer::decode_log(&log.inner) else {
+            continue;
+        };
+        let Some(tx_hash) = log.transaction_hash else {
+            continue;
+        };
+        let (from, to, value) = (transfer.from, transfer.to, transfer.value);
+        let count = seen.entry((tx_hash, log.address(), from, to, value)).or_default();
+        let occurrence = *count;
+        *count += 1;
+        out.push(TokenLog { tx_hash, symbol, decimals: *decimals, from, to, value, occurrence });
     }
     out
 }

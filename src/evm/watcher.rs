@@ -313,7 +313,10 @@ impl EvmWatcher {
         let mut scans = stream::iter(scans).buffered(2);
         let started = std::time::Instant::now();
         let mut report = BackfillReport { from, to, ..Default::default() };
-        while let Some((start, end, scanned)) = scans.try_next().await? {
+        // Each range is committed while the next ones are fetched: the store
+        // and the node work at the same time, and ranges still commit in order.
+        let mut next = scans.try_next().await?;
+        while let Some((start, end, scanned)) = next {
             let commit = ScanCommit {
                 chain,
                 from: start,
@@ -325,14 +328,15 @@ impl EvmWatcher {
                 cursor: CursorMove::Backfill,
                 keep_blocks: 0,
             };
-            let changed = (|| this.store.commit_scan(&commit))
-                .retry(retry)
-                .when(|e| matches!(e, StoreError::Query(_)))
-                .await?;
+            let committing =
+                (|| this.store.commit_scan(&commit)).retry(retry).when(|e| matches!(e, StoreError::Query(_)));
+            let (changed, fetched) = tokio::join!(committing, scans.try_next());
+            let changed = changed?;
             report.blocks += end - start + 1;
             report.deposits_found += commit.deposits.len();
             report.deposits_changed += changed.len();
             progress(report.blocks, report.deposits_found);
+            next = fetched?;
         }
         report.elapsed = started.elapsed();
         info!(%chain, from, to, found = report.deposits_found, changed = report.deposits_changed, "backfill done");

@@ -2,7 +2,12 @@
 
 use sqlx::{Row, any::AnyRow};
 
-use super::{Store, StoreError, coverage, events::announce_deposits, now_micros, parse_column, time, to_i64};
+use super::{
+    Store, StoreError, coverage,
+    events::{ChangedDeposit, announce_changed, announce_deposits, changed_columns},
+    now_micros, parse_column, time, to_i64,
+    upsert::upsert_deposits,
+};
 use crate::{
     amount::Amount,
     chain::Chain,
@@ -85,15 +90,15 @@ pub(super) const DEPOSIT_COLUMNS: &str = "id, dedup_key, chain, tx_hash, account
      source_type, source_account_id, currency_symbol, amount_raw, decimals, status, created_at, confirmed_at";
 
 impl Store {
-    /// Commits a scanned range: upserts its deposits on their natural key,
-    /// records block hashes, confirms what the policy allows and moves the
-    /// cursor, all in one transaction. A crash before the commit leaves
-    /// nothing; a crash after it leaves everything, so a restart neither
-    /// misses nor duplicates a deposit.
+    /// Commits a scanned range: upserts its deposits on their natural key
+    /// (in multi-row statements), records block hashes, confirms what the
+    /// policy allows, announces what changed and moves the cursor, all in one
+    /// transaction. A crash before the commit leaves nothing; a crash after
+    /// it leaves everything, so a restart neither misses nor duplicates a
+    /// deposit.
     ///
     /// Returns the deposits whose status this commit set or changed.
     pub async fn commit_scan(&self, scan: &ScanCommit) -> Result<Vec<(String, DepositStatus)>, StoreError> {
-        let chain = scan.chain.as_str();
         let now = now_micros();
         let mut tx = self.begin().await?;
 
@@ -107,59 +112,14 @@ impl Store {
         if let CursorMove::Gap { live_from } = scan.cursor {
             coverage::move_gap_cursor(&mut tx, scan, live_from).await?;
         }
-        let mut changed = Vec::new();
-        for deposit in &scan.deposits {
-            let confirmed = scan.confirmed_through.is_some_and(|c| deposit.block_number <= c);
-            let status = if confirmed { DepositStatus::Confirmed } else { DepositStatus::Pending };
-            // A re-seen deposit takes its (new) block; a CONFIRMED one is never
-            // rewritten, and a FAILED one whose transaction came back is revived
-            // rather than lost.
-            let row = sqlx::query(
-                "INSERT INTO deposits (id, dedup_key, chain, tx_hash, position, account_id, account_address,
-                    source_address, source_type, source_account_id, currency_symbol, amount_raw, decimals,
-                    status, block_number, block_hash, orphaned_at_block, created_at, confirmed_at, updated_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, NULL, $17, $18, $19)
-                 ON CONFLICT (chain, tx_hash, position) DO UPDATE SET
-                    block_number = excluded.block_number, block_hash = excluded.block_hash,
-                    created_at = excluded.created_at, orphaned_at_block = NULL,
-                    status = excluded.status, confirmed_at = excluded.confirmed_at, updated_at = excluded.updated_at
-                 WHERE deposits.status <> 'CONFIRMED'
-                   AND (deposits.block_hash <> excluded.block_hash OR deposits.status <> excluded.status
-                        OR deposits.orphaned_at_block IS NOT NULL)
-                 RETURNING id, status",
-            )
-            .bind(uuid::Uuid::new_v4().to_string())
-            .bind(uuid::Uuid::new_v4().to_string())
-            .bind(chain)
-            .bind(&deposit.tx_hash)
-            .bind(deposit.position.key())
-            .bind(&deposit.account_id)
-            .bind(&deposit.account_address)
-            .bind(&deposit.source_address)
-            .bind(if deposit.source_account_id.is_some() { SourceType::Account } else { SourceType::OnChain }.as_str())
-            .bind(deposit.source_account_id.as_deref())
-            .bind(&deposit.currency_symbol)
-            .bind(deposit.amount.raw().to_string())
-            .bind(i64::from(deposit.amount.decimals()))
-            .bind(status.as_str())
-            .bind(to_i64(deposit.block_number)?)
-            .bind(&deposit.block_hash)
-            .bind(to_i64(deposit.block_time)?.saturating_mul(1_000_000))
-            .bind(confirmed.then_some(now))
-            .bind(now)
-            .fetch_optional(&mut *tx)
-            .await?;
-            if let Some(row) = row {
-                changed.push(changed_row(&row)?);
-            }
-        }
-
+        let mut changed = upsert_deposits(&mut tx, scan, now).await?;
         if let Some(through) = scan.confirmed_through {
             changed.extend(confirm_through(&mut tx, scan.chain, through, now).await?);
         }
-        announce_deposits(&mut tx, changed.iter().map(|(id, _)| id.as_str()), now).await?;
+        let statuses = changed.iter().map(|c| (c.deposit.id.clone(), c.deposit.status)).collect();
+        announce_changed(&mut tx, changed, now).await?;
         tx.commit().await?;
-        Ok(changed)
+        Ok(statuses)
     }
 
     /// Deposits of an account, newest first.
@@ -352,9 +312,10 @@ impl Store {
         let mut tx = self.begin().await?;
         let now = now_micros();
         let changed = confirm_through(&mut tx, chain, through, now).await?;
-        announce_deposits(&mut tx, changed.iter().map(|(id, _)| id.as_str()), now).await?;
+        let statuses = changed.iter().map(|c| (c.deposit.id.clone(), c.deposit.status)).collect();
+        announce_changed(&mut tx, changed, now).await?;
         tx.commit().await?;
-        Ok(changed)
+        Ok(statuses)
     }
 }
 
@@ -429,23 +390,25 @@ async fn move_address_cursor(
     Ok(())
 }
 
+/// Confirms the pending, unorphaned deposits of blocks up to `through`.
 async fn confirm_through(
     tx: &mut sqlx::Transaction<'static, sqlx::Any>,
     chain: Chain,
     through: u64,
     now: i64,
-) -> Result<Vec<(String, DepositStatus)>, StoreError> {
-    let rows = sqlx::query(
+) -> Result<Vec<ChangedDeposit>, StoreError> {
+    let rows = sqlx::query(&format!(
         "UPDATE deposits SET status = 'CONFIRMED', confirmed_at = $1, updated_at = $1
          WHERE chain = $2 AND status = 'PENDING' AND orphaned_at_block IS NULL AND block_number <= $3
-         RETURNING id, status",
-    )
+         RETURNING {}",
+        changed_columns()
+    ))
     .bind(now)
     .bind(chain.as_str())
     .bind(to_i64(through)?)
     .fetch_all(&mut **tx)
     .await?;
-    rows.iter().map(changed_row).collect()
+    rows.iter().map(|row| ChangedDeposit::from_row(row, false)).collect()
 }
 
 fn changed_row(row: &AnyRow) -> Result<(String, DepositStatus), StoreError> {

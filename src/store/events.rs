@@ -5,19 +5,54 @@
 use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
-use sqlx::{Any, Row, Transaction};
+use sqlx::{Any, Row, Transaction, any::AnyRow};
 
 use super::{Store, StoreError, deposits::deposit_from_row, parse_column, time};
 use crate::{
-    deposit::DepositStatus,
+    deposit::{Deposit, DepositStatus},
     events::{DEPOSIT_V2, Event},
 };
 
-/// Announces each deposit whose status differs from the one its last event
-/// announced: the first event's id is the deposit's `dedup_key`, later ones
-/// get ids of their own. Called inside the transaction that changed them, so
-/// a rolled-back change announces nothing and a committed one always has its
-/// event. Works in batches: a backfill announces thousands at once.
+/// A deposit as a statement of the current transaction left it, read from
+/// that statement's `RETURNING` (see [`CHANGED_COLUMNS`]).
+pub(super) struct ChangedDeposit {
+    pub deposit: Deposit,
+    pub organization: String,
+    /// What the deposit's last event announced before this transaction
+    /// (`None`: it has had no event yet).
+    pub announced_before: Option<DepositStatus>,
+    /// The `announced_status` column as the statement left it.
+    pub announced_column: Option<DepositStatus>,
+}
+
+/// What a statement on `deposits` returns to announce its rows without
+/// reading them again.
+pub(super) fn changed_columns() -> String {
+    format!(
+        "{}, announced_status,
+         (SELECT organization_id FROM accounts a WHERE a.id = deposits.account_id) AS organization_id",
+        super::deposits::DEPOSIT_COLUMNS
+    )
+}
+
+impl ChangedDeposit {
+    /// `inserted`: the statement created the row, setting `announced_status`
+    /// to the status the event this transaction writes will announce.
+    pub(super) fn from_row(row: &AnyRow, inserted: bool) -> Result<Self, StoreError> {
+        let announced: Option<String> = row.try_get("announced_status")?;
+        let announced_column: Option<DepositStatus> =
+            announced.map(|s| parse_column(&s, "deposits.announced_status")).transpose()?;
+        Ok(Self {
+            deposit: deposit_from_row(row)?,
+            organization: row.try_get("organization_id")?,
+            announced_before: if inserted { None } else { announced_column },
+            announced_column,
+        })
+    }
+}
+
+/// Announces the deposits of `ids` (read back here), for changes whose
+/// statements return only ids.
 pub(super) async fn announce_deposits<'a>(
     tx: &mut Transaction<'static, Any>,
     ids: impl IntoIterator<Item = &'a str>,
@@ -25,48 +60,64 @@ pub(super) async fn announce_deposits<'a>(
 ) -> Result<(), StoreError> {
     let mut seen = HashSet::new();
     let ids: Vec<&str> = ids.into_iter().filter(|id| seen.insert(*id)).collect();
-    let mut announce = Vec::new();
+    let mut changed = Vec::with_capacity(ids.len());
     for chunk in ids.chunks(CHUNK) {
         let sql = format!(
-            "SELECT {}, announced_status,
-                (SELECT organization_id FROM accounts a WHERE a.id = deposits.account_id) AS organization_id
-             FROM deposits WHERE id IN ({})",
-            super::deposits::DEPOSIT_COLUMNS,
+            "SELECT {} FROM deposits WHERE id IN ({})",
+            changed_columns(),
             placeholders(1, chunk.len())
         );
         let rows = chunk.iter().fold(sqlx::query(&sql), |q, id| q.bind(*id)).fetch_all(&mut **tx).await?;
-        let mut found = HashMap::new();
-        for row in rows {
-            let deposit = deposit_from_row(&row)?;
-            let announced: Option<String> = row.try_get("announced_status")?;
-            let announced: Option<DepositStatus> =
-                announced.map(|s| parse_column(&s, "deposits.announced_status")).transpose()?;
-            if announced != Some(deposit.status) {
-                let organization: String = row.try_get("organization_id")?;
-                found.insert(deposit.id.clone(), (deposit, announced.is_none(), organization));
-            }
+        let mut found: HashMap<String, ChangedDeposit> = HashMap::new();
+        for row in &rows {
+            let deposit = ChangedDeposit::from_row(row, false)?;
+            found.insert(deposit.deposit.id.clone(), deposit);
         }
         // In the order the changes were made.
-        announce.extend(chunk.iter().filter_map(|id| found.remove(*id)));
+        changed.extend(chunk.iter().filter_map(|id| found.remove(*id)));
     }
-    if announce.is_empty() {
-        return Ok(());
+    announce_changed(tx, changed, now).await
+}
+
+/// Announces each deposit whose status differs from the one its last event
+/// announced: the first event's id is the deposit's `dedup_key`, later ones
+/// get ids of their own. Called inside the transaction that changed them, so
+/// a rolled-back change announces nothing and a committed one always has its
+/// event. A deposit changed by several statements (in their order) gets one
+/// event, for where it ended. Works in batches: a backfill announces
+/// thousands at once.
+pub(super) async fn announce_changed(
+    tx: &mut Transaction<'static, Any>,
+    changed: Vec<ChangedDeposit>,
+    now: i64,
+) -> Result<(), StoreError> {
+    let changed = merge(changed);
+    let mut events = Vec::new();
+    let mut unmarked = Vec::new();
+    for c in &changed {
+        let status = Some(c.deposit.status);
+        if c.announced_before != status {
+            let event_id = match c.announced_before {
+                None => c.deposit.dedup_key.clone(),
+                Some(_) => uuid::Uuid::new_v4().to_string(),
+            };
+            let data = serde_json::to_value(&c.deposit).map_err(|e| StoreError::Invalid(e.to_string()))?;
+            events.push(NewEvent {
+                organization: &c.organization,
+                kind: DEPOSIT_V2,
+                resource_id: &c.deposit.id,
+                id: event_id,
+                data,
+            });
+        }
+        if c.announced_column != status {
+            unmarked.push(c.deposit.id.as_str());
+        }
     }
-    let mut events = Vec::with_capacity(announce.len());
-    for (deposit, first, organization) in &announce {
-        let event_id = if *first { deposit.dedup_key.clone() } else { uuid::Uuid::new_v4().to_string() };
-        let data = serde_json::to_value(deposit).map_err(|e| StoreError::Invalid(e.to_string()))?;
-        events.push(NewEvent {
-            organization,
-            kind: DEPOSIT_V2,
-            resource_id: &deposit.id,
-            id: event_id,
-            data,
-        });
+    if !events.is_empty() {
+        append(tx, &events, now).await?;
     }
-    append(tx, &events, now).await?;
-    let changed: Vec<&str> = announce.iter().map(|(d, ..)| d.id.as_str()).collect();
-    for chunk in changed.chunks(CHUNK) {
+    for chunk in unmarked.chunks(CHUNK) {
         let query = format!(
             "UPDATE deposits SET announced_status = status WHERE id IN ({})",
             placeholders(1, chunk.len())
@@ -74,6 +125,26 @@ pub(super) async fn announce_deposits<'a>(
         chunk.iter().fold(sqlx::query(&query), |q, id| q.bind(*id)).execute(&mut **tx).await?;
     }
     Ok(())
+}
+
+/// One entry per deposit, in the order of first change: the last statement's
+/// row, with what was announced before the first.
+fn merge(changed: Vec<ChangedDeposit>) -> Vec<ChangedDeposit> {
+    let mut at: HashMap<String, usize> = HashMap::new();
+    let mut out: Vec<ChangedDeposit> = Vec::with_capacity(changed.len());
+    for c in changed {
+        match at.get(&c.deposit.id) {
+            Some(&i) => {
+                let before = out[i].announced_before;
+                out[i] = ChangedDeposit { announced_before: before, ..c };
+            }
+            None => {
+                at.insert(c.deposit.id.clone(), out.len());
+                out.push(c);
+            }
+        }
+    }
+    out
 }
 
 /// Rows per multi-row statement: well inside both databases' parameter limits.

@@ -10,6 +10,7 @@ mod events;
 mod health;
 mod organizations;
 mod transfers;
+mod upsert;
 mod webhooks;
 
 use std::{str::FromStr, time::Duration};

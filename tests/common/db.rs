@@ -27,11 +27,18 @@ pub fn admin_url() -> String {
 
 impl TestDb {
     pub async fn new(backend: Backend) -> Self {
+        let db = Self::unmigrated(backend).await;
+        db.store.migrate().await.unwrap();
+        db
+    }
+
+    /// A new, empty database: no migration applied yet.
+    pub async fn unmigrated(backend: Backend) -> Self {
         match backend {
             Backend::Sqlite => {
                 let dir = tempfile::tempdir().unwrap();
                 let url = format!("sqlite://{}", dir.path().join("store.db").display());
-                let store = Store::open(&url).await.unwrap();
+                let store = Store::connect(&url).await.unwrap();
                 Self { url, store, _dir: Some(dir), postgres: None }
             }
             Backend::Postgres => {
@@ -44,7 +51,7 @@ impl TestDb {
                 conn.close().await.unwrap();
                 let (base, _) = admin.rsplit_once('/').unwrap();
                 let url = format!("{base}/{name}");
-                let store = Store::open(&url).await.unwrap();
+                let store = Store::connect(&url).await.unwrap();
                 Self { url, store, _dir: None, postgres: Some((admin, name)) }
             }
         }

@@ -94,6 +94,18 @@ pub async fn add_account_from(store: &Store, chain: Chain, id: &str, address: &s
         .expect("account added");
 }
 
+/// Steps an EVM watcher until it has indexed the current head.
+pub async fn catch_up(watcher: &mut custody_indexer::evm::EvmWatcher) {
+    use custody_indexer::evm::Tick;
+    for _ in 0..1000 {
+        match watcher.tick().await.expect("tick") {
+            Tick::Idle { .. } | Tick::Scanned { caught_up: true, .. } => return,
+            _ => {}
+        }
+    }
+    panic!("watcher did not catch up");
+}
+
 /// Polls `check` until it yields a value or `timeout` passes.
 pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut check: F) -> T
 where

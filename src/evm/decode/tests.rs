@@ -73,7 +73,18 @@ fn block_18000000_yields_every_nonzero_listed_transfer_and_nothing_else() {
         .unwrap();
     assert_eq!(usdc.currency_symbol, "USDC");
     assert_eq!(usdc.amount.to_string(), "8000");
-    assert_eq!(usdc.position, Position::Log(0x42));
+    let key = TokenTransfer::new(
+        "USDC",
+        "0x98c23e9d8f34fefb1b7bd6a91b7ff122f4e16f5c",
+        "0xdf455882303fa4fa16bd96da7f0ae3b13983cc4c",
+        "8000000000",
+        0,
+    );
+    assert_eq!(usdc.position, Position::Log(key));
+    assert_eq!(
+        usdc.position.key(),
+        "log:USDC:0x98c23e9d8f34fefb1b7bd6a91b7ff122f4e16f5c:0xdf455882303fa4fa16bd96da7f0ae3b13983cc4c:8000000000:0"
+    );
     let checksummed = |hex: &str| hex.parse::<Address>().unwrap().to_checksum(None);
     assert_eq!(usdc.account_address, checksummed("0xdf455882303fa4fa16bd96da7f0ae3b13983cc4c"));
     assert_eq!(usdc.source_address, checksummed("0x98c23e9d8f34fefb1b7bd6a91b7ff122f4e16f5c"));
@@ -112,6 +123,50 @@ fn only_watched_addresses_and_listed_tokens_count() {
             .iter()
             .all(|d| d.currency_symbol != "USDC")
     );
+}
+
+#[test]
+fn a_token_deposit_keeps_its_position_when_its_logs_move_in_the_block() {
+    let Some(mut b) = block_18000000() else { return };
+    let watch = watch(all_recipients(&b));
+    let assets = mainnet_assets();
+    let positions = |b: &Block18m| {
+        let input = BlockInput { block: &b.block, receipts: &b.receipts, logs: &b.logs, traces: None };
+        let mut found: Vec<_> = deposits_in_block(Chain::EthereumMainnet, &input, &watch, &assets)
+            .into_iter()
+            .map(|d| (d.tx_hash, d.position.key()))
+            .collect();
+        found.sort();
+        found
+    };
+    let before = positions(&b);
+
+    // The same transactions behind another transaction's 9 logs.
+    for log in &mut b.logs {
+        log.log_index = log.log_index.map(|i| i + 9);
+    }
+    assert_eq!(positions(&b), before);
+
+    // A second, identical transfer in the same transaction is a deposit of its own.
+    let usdc_tx = "0xde0ca4c3db355459e8573d7d6f6373256ef1e883e331f3aaf9e4cb8bd668138d";
+    let recipient = address!("0xdf455882303fa4fa16bd96da7f0ae3b13983cc4c");
+    let mut twin = b
+        .logs
+        .iter()
+        .find(|l| {
+            l.transaction_hash.is_some_and(|h| h.to_string() == usdc_tx)
+                && assets.contracts().contains(&l.address())
+                && Transfer::decode_log(&l.inner).is_ok_and(|t| t.to == recipient)
+        })
+        .unwrap()
+        .clone();
+    twin.log_index = Some(10_000);
+    b.logs.push(twin);
+    let after = positions(&b);
+    assert_eq!(after.len(), before.len() + 1);
+    let ours: Vec<&String> = after.iter().filter(|(tx, _)| tx == usdc_tx).map(|(_, p)| p).collect();
+    assert_eq!(ours.len(), 2);
+    assert!(ours[0].ends_with(":8000000000:0") && ours[1].ends_with(":8000000000:1"), "{ours:?}");
 }
 
 #[test]
