@@ -370,7 +370,10 @@ impl Store {
         fingerprint: &str,
     ) -> Result<Option<Result<Created, Refusal>>, StoreError> {
         let mut conn = self.pool.acquire().await?;
-        match find_request(&mut *conn, organization, request_id).await? {
+        let found = find_request(&mut conn, organization, request_id).await?;
+        // Given back before answering, which takes a connection of its own.
+        drop(conn);
+        match found {
             Some(found) => Ok(Some(self.answer_repeat(found, fingerprint).await)),
             None => Ok(None),
         }
