@@ -304,7 +304,7 @@ impl Store {
             return Err(Refusal::NotActive(new.account_id.clone(), status));
         }
         let identity_id: String = account.try_get("identity_id")?;
-        if let Some(found) = find_request(&mut *tx, &new.organization, &new.request_id).await? {
+        if let Some(found) = find_request(&mut tx, &new.organization, &new.request_id).await? {
             drop(tx);
             return self.answer_repeat(found, &fingerprint).await;
         }
