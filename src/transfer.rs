@@ -342,7 +342,8 @@ async fn expire_chain(store: &Store, config: &ChainConfig) -> Result<(), StoreEr
         native_decimals: config.native.decimals,
         usd_micros_per_coin: price,
     };
-    let before = now_micros() - i64::try_from(within).unwrap_or(i64::MAX / 2_000_000) * 1_000_000;
+    let within_micros = i64::try_from(within.saturating_mul(1_000_000)).unwrap_or(i64::MAX);
+    let before = now_micros().saturating_sub(within_micros);
     for id in store.expire_unsent(config.chain, before, &settlement).await? {
         warn!(chain = %config.chain, transfer = %id, "transfer failed: no sender took it in time");
     }

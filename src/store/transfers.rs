@@ -1089,10 +1089,14 @@ pub(super) async fn settle_in(
     settlement: &Settlement,
 ) -> Result<(), StoreError> {
     let now = now_micros();
-    let row = sqlx::query("SELECT organization_id, chain, status FROM transfers WHERE id = $1")
-        .bind(id)
-        .fetch_one(&mut **tx)
-        .await?;
+    // Takes the transfer's row lock first, as recording a transaction does:
+    // settlements and recordings of one transfer are judged one at a time.
+    let row = sqlx::query(
+        "UPDATE transfers SET updated_at = updated_at WHERE id = $1 RETURNING organization_id, chain, status",
+    )
+    .bind(id)
+    .fetch_one(&mut **tx)
+    .await?;
     let status: TransferStatus = parse_column(&row.try_get::<String, _>("status")?, "transfers.status")?;
     if status.is_terminal() {
         return Ok(());
