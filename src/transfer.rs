@@ -327,27 +327,44 @@ pub async fn expire_unsent(store: Store, chains: Chains, shutdown: CancellationT
 
 async fn expire_chain(store: &Store, config: &ChainConfig) -> Result<(), StoreError> {
     // A chain without a price accepts no transfers.
-    let Some(price) = config.transfers.native_usd_micros() else { return Ok(()) };
+    if config.transfers.native_usd_micros().is_none() {
+        return Ok(());
+    }
     let within = config.transfers.submit_within_secs;
+    let within_micros = i64::try_from(within.saturating_mul(1_000_000)).unwrap_or(i64::MAX);
+    let before = now_micros().saturating_sub(within_micros);
+    for id in store.expire_unsent(config.chain, before, &unsent(config)).await? {
+        warn!(chain = %config.chain, transfer = %id, "transfer failed: no sender took it in time");
+    }
+    Ok(())
+}
+
+/// Fails the transfer `id` if it is still `ACCEPTED` with no transaction
+/// (its sender found it past `submit_within_secs`); whether it did. A
+/// transaction another sender recorded meanwhile keeps it alive.
+pub async fn expire_if_unsent(store: &Store, config: &ChainConfig, id: &str) -> Result<bool, StoreError> {
+    let expired = store.expire_if_unsent(id, &unsent(config)).await?;
+    if expired {
+        warn!(chain = %config.chain, transfer = %id, "transfer failed: not submitted in time");
+    }
+    Ok(expired)
+}
+
+/// The failure of a transfer not submitted within `submit_within_secs`.
+fn unsent(config: &ChainConfig) -> Settlement {
     let message = format!(
-        "no sender took the transfer within submit_within_secs ({within} s): no instance sent on {} meanwhile",
-        config.chain
+        "not submitted within submit_within_secs ({} s): no sender on {} took the transfer",
+        config.transfers.submit_within_secs, config.chain
     );
-    let settlement = Settlement {
+    Settlement {
         status: TransferStatus::Failed,
         transaction_hash: None,
         failure: Some(failure("NOT_SUBMITTED", &message)),
         fees: Vec::new(),
         native_symbol: config.native.symbol.clone(),
         native_decimals: config.native.decimals,
-        usd_micros_per_coin: price,
-    };
-    let within_micros = i64::try_from(within.saturating_mul(1_000_000)).unwrap_or(i64::MAX);
-    let before = now_micros().saturating_sub(within_micros);
-    for id in store.expire_unsent(config.chain, before, &settlement).await? {
-        warn!(chain = %config.chain, transfer = %id, "transfer failed: no sender took it in time");
+        usd_micros_per_coin: config.transfers.native_usd_micros().unwrap_or_default(),
     }
-    Ok(())
 }
 
 /// Why a transfer failed.

@@ -33,7 +33,7 @@ use crate::{
     config::{ChainConfig, Confirmation},
     keys::{KeyError, KeyRef, Signer},
     store::{Fee, Lineage, Outgoing, SentTransaction, Store, StoreError, TxRole, TxState, now_micros},
-    transfer::{FailureDetails, Route, Sender, TransferStatus, failure, settle},
+    transfer::{FailureDetails, Route, Sender, TransferStatus, expire_if_unsent, failure, settle},
 };
 
 sol! {
@@ -156,8 +156,9 @@ impl EvmSender {
         if t.transactions.is_empty()
             && now_micros() - t.created_at > self.config.transfers.submit_within_secs as i64 * 1_000_000
         {
-            let message = "could not be submitted in time";
-            return self.fail(t, "NOT_SUBMITTED", message).await;
+            // Unless another sender recorded a transaction meanwhile.
+            expire_if_unsent(&self.store, &self.config, &t.id).await?;
+            return Ok(());
         }
         if t.route == Route::TopUp {
             let pending: Vec<&SentTransaction> = t

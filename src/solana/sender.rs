@@ -33,7 +33,7 @@ use crate::{
     config::{ChainConfig, Confirmation},
     keys::{KeyError, KeyRef, Signer},
     store::{Fee, Lineage, Outgoing, SentTransaction, Store, StoreError, TxRole, TxState, now_micros},
-    transfer::{FailureDetails, Route, Sender, TransferStatus, failure, settle},
+    transfer::{FailureDetails, Route, Sender, TransferStatus, expire_if_unsent, failure, settle},
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -93,7 +93,9 @@ impl SolanaSender {
         if t.transactions.is_empty()
             && now_micros() - t.created_at > self.config.transfers.submit_within_secs as i64 * 1_000_000
         {
-            return self.fail(t, "NOT_SUBMITTED", "could not be submitted in time").await;
+            // Unless another sender recorded a transaction meanwhile.
+            expire_if_unsent(&self.store, &self.config, &t.id).await?;
+            return Ok(());
         }
         let window_ends_at = now_micros() + self.config.transfers.window().as_micros() as i64;
         let sent = self.sign(t).await?;

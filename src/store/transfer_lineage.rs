@@ -152,23 +152,31 @@ impl Store {
         let mut expired = Vec::new();
         for row in candidates {
             let id: String = row.try_get("id")?;
-            let mut tx = self.begin().await?;
-            if lock(&mut tx, &id).await? != Some(TransferStatus::Accepted) {
-                continue;
+            if self.expire_if_unsent(&id, settlement).await? {
+                expired.push(id);
             }
-            let recorded: i64 =
-                sqlx::query("SELECT COUNT(*) AS n FROM transfer_transactions WHERE transfer_id = $1")
-                    .bind(&id)
-                    .fetch_one(&mut *tx)
-                    .await?
-                    .try_get("n")?;
-            if recorded > 0 {
-                continue;
-            }
-            settle_in(&mut tx, &id, settlement).await?;
-            tx.commit().await?;
-            expired.push(id);
         }
         Ok(expired)
+    }
+
+    /// Ends one transfer with `settlement` if it is still `ACCEPTED` with no
+    /// transaction recorded, judged under its row lock; whether it did.
+    pub async fn expire_if_unsent(&self, id: &str, settlement: &Settlement) -> Result<bool, StoreError> {
+        let mut tx = self.begin().await?;
+        if lock(&mut tx, id).await? != Some(TransferStatus::Accepted) {
+            return Ok(false);
+        }
+        let recorded: i64 =
+            sqlx::query("SELECT COUNT(*) AS n FROM transfer_transactions WHERE transfer_id = $1")
+                .bind(id)
+                .fetch_one(&mut *tx)
+                .await?
+                .try_get("n")?;
+        if recorded > 0 {
+            return Ok(false);
+        }
+        settle_in(&mut tx, id, settlement).await?;
+        tx.commit().await?;
+        Ok(true)
     }
 }
