@@ -10,10 +10,11 @@ use tracing::{info, warn};
 use utoipa::ToSchema;
 
 use crate::{
-    chain::Chain,
-    config::ChainConfig,
+    address::{self, AddressError},
+    chain::{Chain, Family},
+    config::{ChainConfig, Chains},
     deposit::{rfc3339, rfc3339_opt},
-    store::{Fee, Settlement, Store, StoreError},
+    store::{Fee, Settlement, Store, StoreError, now_micros},
 };
 
 /// `ACCEPTED` → `SUBMITTED` → `CONFIRMED`; `FAILED` or `DROPPED` otherwise.
@@ -128,8 +129,8 @@ impl FromStr for Route {
 /// Why a transfer failed: a stable `code` and a message for people.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
 pub struct FailureDetails {
-    /// `REVERTED`, `REJECTED_BY_NODE`, `SIGNING_FAILED`, `INSUFFICIENT_GAS_FUNDS`
-    /// or `CHAIN_UNAVAILABLE`.
+    /// `REVERTED`, `REJECTED_BY_NODE`, `SIGNING_FAILED`, `INVALID_TRANSFER`,
+    /// `NOT_SUBMITTED`, `INSUFFICIENT_GAS_FUNDS` or `CHAIN_UNAVAILABLE`.
     pub code: String,
     pub message: String,
 }
@@ -177,6 +178,53 @@ pub struct Transfer {
     #[serde(serialize_with = "rfc3339_opt", skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<String>, format = DateTime)]
     pub confirmed_at: Option<DateTime<Utc>>,
+}
+
+/// Why a destination cannot receive a transfer.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum BadDestination {
+    #[error(transparent)]
+    Address(#[from] AddressError),
+    #[error("{0} is the zero address: what is sent there is burnt")]
+    Zero(String),
+    #[error(
+        "{0} is not a wallet: it is off the ed25519 curve (a token account or a program-derived address); \
+         give the owner's wallet address"
+    )]
+    NotWallet(String),
+}
+
+/// The canonical text of a transfer's destination on `chain`. Beyond a valid
+/// address: never the EVM zero address, and on Solana a wallet, i.e. a point
+/// on the ed25519 curve. Token accounts and program-derived addresses are off
+/// it; a token transfer to one would create a token account that only the
+/// program could move, and the API has no field to say one is meant.
+pub fn destination(chain: Chain, text: &str) -> Result<String, BadDestination> {
+    match chain.family() {
+        Family::Evm => {
+            let address = address::parse_evm(text)?;
+            if address.is_zero() {
+                return Err(BadDestination::Zero(text.to_string()));
+            }
+            Ok(address.to_checksum(None))
+        }
+        Family::Solana => {
+            let normalized = address::normalize(Family::Solana, text)?;
+            let key: solana_pubkey::Pubkey =
+                normalized.parse().map_err(|_| AddressError::NotSolana(text.to_string()))?;
+            if !key.is_on_curve() {
+                return Err(BadDestination::NotWallet(normalized));
+            }
+            Ok(normalized)
+        }
+    }
+}
+
+/// A `request_id` in its one canonical form, lowercase hyphenated: every
+/// textual form of one UUID (upper case, braces, no hyphens, `urn:uuid:`) is
+/// the same request.
+pub fn canonical_request_id(text: &str) -> Option<String> {
+    uuid::Uuid::try_parse(text).ok().map(|id| id.hyphenated().to_string())
 }
 
 /// A chain family's sender: moves the chain's transfers one step on.
@@ -255,6 +303,70 @@ pub async fn settle(
     store.settle_transfer(id, &settlement).await
 }
 
+/// Fails, until `shutdown`, every transfer of `chains` still `ACCEPTED` with
+/// no transaction `submit_within_secs` after it was accepted: no instance
+/// sends on its chain (none runs it, or its sender never took the
+/// transfer), and its funds must not stay held. The API server runs this, so
+/// whatever accepts transfers also ends those no sender takes; any number of
+/// instances may run it at once ([`Store::expire_unsent`]).
+pub async fn expire_unsent(store: Store, chains: Chains, shutdown: CancellationToken) {
+    let shortest = chains.iter().map(|c| c.transfers.submit_within_secs).min().unwrap_or(60);
+    let poll = Duration::from_secs(shortest / 4).clamp(Duration::from_secs(1), Duration::from_secs(30));
+    loop {
+        for config in chains.iter() {
+            if let Err(error) = expire_chain(&store, config).await {
+                warn!(chain = %config.chain, error = %error, "cannot expire unsent transfers; retrying");
+            }
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            _ = tokio::time::sleep(poll) => {}
+        }
+    }
+}
+
+async fn expire_chain(store: &Store, config: &ChainConfig) -> Result<(), StoreError> {
+    // A chain without a price accepts no transfers.
+    if config.transfers.native_usd_micros().is_none() {
+        return Ok(());
+    }
+    let within = config.transfers.submit_within_secs;
+    let within_micros = i64::try_from(within.saturating_mul(1_000_000)).unwrap_or(i64::MAX);
+    let before = now_micros().saturating_sub(within_micros);
+    for id in store.expire_unsent(config.chain, before, &unsent(config)).await? {
+        warn!(chain = %config.chain, transfer = %id, "transfer failed: no sender took it in time");
+    }
+    Ok(())
+}
+
+/// Fails the transfer `id` if it is still `ACCEPTED` with no transaction
+/// (its sender found it past `submit_within_secs`); whether it did. A
+/// transaction another sender recorded meanwhile keeps it alive.
+pub async fn expire_if_unsent(store: &Store, config: &ChainConfig, id: &str) -> Result<bool, StoreError> {
+    let expired = store.expire_if_unsent(id, &unsent(config)).await?;
+    if expired {
+        warn!(chain = %config.chain, transfer = %id, "transfer failed: not submitted in time");
+    }
+    Ok(expired)
+}
+
+/// The failure of a transfer not submitted within `submit_within_secs`.
+fn unsent(config: &ChainConfig) -> Settlement {
+    let message = format!(
+        "not submitted within submit_within_secs ({} s): no sender on {} took the transfer",
+        config.transfers.submit_within_secs, config.chain
+    );
+    Settlement {
+        status: TransferStatus::Failed,
+        transaction_hash: None,
+        failure: Some(failure("NOT_SUBMITTED", &message)),
+        fees: Vec::new(),
+        native_symbol: config.native.symbol.clone(),
+        native_decimals: config.native.decimals,
+        usd_micros_per_coin: config.transfers.native_usd_micros().unwrap_or_default(),
+    }
+}
+
 /// Why a transfer failed.
 pub fn failure(code: &str, message: &str) -> FailureDetails {
     FailureDetails { code: code.into(), message: message.into() }
@@ -274,5 +386,46 @@ mod tests {
         assert_eq!(TransferStatus::Failed.event_type(), Some("crypto_transfer_failed"));
         assert_eq!(TransferStatus::Dropped.event_type(), Some("crypto_transfer_updated"));
         assert!("accepted".parse::<TransferStatus>().is_err());
+    }
+
+    #[test]
+    fn every_form_of_a_uuid_is_one_request_id() {
+        let canonical = "6ba7b810-9dad-11d1-80b4-00c04fd430c8";
+        for form in [
+            canonical,
+            "6BA7B810-9DAD-11D1-80B4-00C04FD430C8",
+            "{6ba7b810-9dad-11d1-80b4-00c04fd430c8}",
+            "6ba7b8109dad11d180b400c04fd430c8",
+            "urn:uuid:6ba7b810-9dad-11d1-80b4-00c04fd430c8",
+        ] {
+            assert_eq!(canonical_request_id(form).as_deref(), Some(canonical), "{form}");
+        }
+        assert_eq!(canonical_request_id("not-a-uuid"), None);
+        assert_eq!(canonical_request_id(""), None);
+    }
+
+    #[test]
+    fn destinations_are_wallets() {
+        let evm = Chain::EthereumTestnet;
+        let zero = "0x0000000000000000000000000000000000000000";
+        assert_eq!(destination(evm, zero), Err(BadDestination::Zero(zero.into())));
+        let usdc = "0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48";
+        assert_eq!(destination(evm, &usdc.to_lowercase()).as_deref(), Ok(usdc));
+        let solana = Chain::SolanaDevnet;
+        let phrase =
+            "abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon about";
+        let signer = crate::keys::MnemonicSigner::from_phrase(phrase).unwrap();
+        let wallet = crate::keys::Signer::solana_address(&signer, crate::keys::KeyRef::Omnibus).unwrap();
+        assert_eq!(destination(solana, &wallet).as_deref(), Ok(wallet.as_str()));
+        // The wallet's USDC token account: a program-derived address.
+        let mint: solana_pubkey::Pubkey = "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v".parse().unwrap();
+        let program = crate::solana::decode::TOKEN_PROGRAM;
+        let token_account =
+            crate::solana::instructions::ata(&wallet.parse().unwrap(), &mint, program).to_string();
+        assert_eq!(
+            destination(solana, &token_account),
+            Err(BadDestination::NotWallet(token_account.clone()))
+        );
+        assert!(matches!(destination(solana, "0x00"), Err(BadDestination::Address(_))));
     }
 }

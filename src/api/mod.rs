@@ -186,5 +186,11 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let address = listener.local_addr()?;
     tracing::info!(%address, "api listening");
+    // Whatever accepts transfers also ends those no sender takes in time.
+    tokio::spawn(crate::transfer::expire_unsent(
+        state.store().clone(),
+        state.chains().clone(),
+        shutdown.clone(),
+    ));
     axum::serve(listener, router(state)).with_graceful_shutdown(shutdown.cancelled_owned()).await
 }

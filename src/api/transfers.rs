@@ -16,12 +16,11 @@ use super::{
 };
 use crate::{
     account::{Account, AccountStatus, AccountType},
-    address,
     amount::Amount,
     chain::{Chain, Family},
     keys::KeyRef,
-    store::{Created, GasUsage, LimitPolicy, NewTransfer, Refusal, TransferPage},
-    transfer::{Route, Transfer},
+    store::{self, Created, GasUsage, LimitPolicy, NewTransfer, Refusal, TransferPage},
+    transfer::{self, Route, Transfer},
 };
 
 const DEFAULT_LIMIT: u32 = 10;
@@ -72,10 +71,12 @@ struct Keyset {
 /// Sends funds out of an account; the platform pays the network fee.
 ///
 /// Validated before acceptance; sent asynchronously (read the status with
-/// GET or follow the `crypto_transfer_*` events). Idempotent by `request_id`:
-/// the same request again returns the existing transfer (`200`) while it is
-/// `ACCEPTED` and `409 DUPLICATE_TRANSACTION` once it was processed; the same
-/// `request_id` with a different request is `409 REQUEST_ID_REUSED`.
+/// GET or follow the `crypto_transfer_*` events). Idempotent by `request_id`,
+/// a UUID in any textual form (kept lowercase hyphenated): the same request
+/// again returns the existing transfer (`200`) while it is in flight
+/// (`ACCEPTED` or `SUBMITTED`), whatever it holds, and `409
+/// DUPLICATE_TRANSACTION` naming it once it was processed (terminal); the
+/// same `request_id` with a different request is `409 REQUEST_ID_REUSED`.
 #[utoipa::path(post, path = "/v2/crypto/transfers", tag = "transfers", request_body = TransferRequest,
     responses(
         (status = 201, description = "Accepted", body = Transfer),
@@ -98,15 +99,15 @@ pub async fn create(
             "transfers are disabled: the service has no signing keys",
         ));
     };
-    uuid::Uuid::parse_str(&request.request_id)
-        .map_err(|_| ApiError::invalid(format!("request_id {:?} is not a UUID", request.request_id)))?;
-    let (destination, chain) = match (
+    let request_id = transfer::canonical_request_id(&request.request_id)
+        .ok_or_else(|| ApiError::invalid(format!("request_id {:?} is not a UUID", request.request_id)))?;
+    let (field, destination, chain) = match (
         &request.address_destination,
         &request.destination_address,
         &request.destination_chain,
     ) {
-        (Some(d), None, None) => (d.address.as_str(), d.chain.as_str()),
-        (None, Some(address), Some(chain)) => (address.as_str(), chain.as_str()),
+        (Some(d), None, None) => ("address_destination.address", d.address.as_str(), d.chain.as_str()),
+        (None, Some(address), Some(chain)) => ("destination_address", address.as_str(), chain.as_str()),
         (None, None, None) => {
             return Err(ApiError::invalid(
                 "a destination is required: address_destination, or destination_address with destination_chain",
@@ -129,14 +130,24 @@ pub async fn create(
             "transfers on {chain} are disabled: no native_usd price is configured for the gas ledger"
         )));
     }
-    let destination = address::normalize(chain.family(), destination)
-        .map_err(|e| ApiError::invalid(format!("destination: {e}")))?;
+    let destination =
+        transfer::destination(chain, destination).map_err(|e| ApiError::invalid(format!("{field}: {e}")))?;
     let decimals = config.decimals_of(&request.currency_symbol).ok_or_else(|| {
         ApiError::invalid(format!("{} is not supported on {chain}", request.currency_symbol))
     })?;
     let amount = Amount::parse(&request.amount, decimals).map_err(|e| ApiError::invalid(e.to_string()))?;
     if amount.is_zero() {
         return Err(ApiError::invalid("amount must be positive"));
+    }
+    // The same request again is answered from its transfer before anything
+    // that transfer changed (the account's balance and holds, its status) is
+    // checked again.
+    let fingerprint =
+        store::fingerprint(&request.account_id, chain, &destination, &request.currency_symbol, &amount);
+    if let Some(answer) =
+        state.store().repeated_request(&caller.organization, &request_id, &fingerprint).await?
+    {
+        return answered(answer);
     }
 
     let account = state.store().organization_account(&caller.organization, &request.account_id).await?;
@@ -204,7 +215,7 @@ pub async fn create(
 
     let new = NewTransfer {
         organization: caller.organization,
-        request_id: request.request_id.to_ascii_lowercase(),
+        request_id,
         account_id: account.id.clone(),
         chain,
         source_address: source,
@@ -214,7 +225,11 @@ pub async fn create(
         route,
         key_index,
     };
-    match state.store().create_transfer(&new, balance).await {
+    answered(state.store().create_transfer(&new, balance).await)
+}
+
+fn answered(created: Result<Created, Refusal>) -> Result<(StatusCode, Json<Transfer>), ApiError> {
+    match created {
         Ok(Created::New(transfer)) => Ok((StatusCode::CREATED, Json(transfer))),
         Ok(Created::Existing(transfer)) => Ok((StatusCode::OK, Json(transfer))),
         Err(refusal) => Err(refused(refusal)),

@@ -71,8 +71,11 @@ pub enum LimitsCommand {
         #[arg(long)]
         identity_id: Option<String>,
         /// The asset's symbol, e.g. USDC: the limit counts it on every chain.
+        /// It must be listed (native or token) on a configured chain.
         #[arg(long)]
         currency_symbol: String,
+        #[command(flatten)]
+        chain_files: ChainFiles,
         /// The most one transfer may send (major unit).
         #[arg(long, value_name = "AMOUNT")]
         max_per_transfer: Option<String>,
@@ -218,8 +221,15 @@ pub async fn limits(store: &Store, command: LimitsCommand) -> anyhow::Result<()>
             currency_symbol,
             max_per_transfer,
             max_rolling_24h,
+            chain_files,
             json,
         } => {
+            let chains = chain_files.load()?;
+            if !chains.iter().any(|c| c.decimals_of(&currency_symbol).is_some()) {
+                anyhow::bail!(
+                    "{currency_symbol} is not listed on any configured chain: a policy on it would never apply"
+                );
+            }
             let policy = store
                 .create_limit_policy(
                     &organization,

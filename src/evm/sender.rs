@@ -32,8 +32,8 @@ use super::rpc::{Broadcast, EvmRpc, FeeReceipt, RpcFailure, TxStatus};
 use crate::{
     config::{ChainConfig, Confirmation},
     keys::{KeyError, KeyRef, Signer},
-    store::{Fee, Outgoing, SentTransaction, Store, StoreError, TxRole, TxState, now_micros},
-    transfer::{FailureDetails, Route, Sender, TransferStatus, failure, settle},
+    store::{Fee, Lineage, Outgoing, SentTransaction, Store, StoreError, TxRole, TxState, now_micros},
+    transfer::{FailureDetails, Route, Sender, TransferStatus, expire_if_unsent, failure, settle},
 };
 
 sol! {
@@ -156,8 +156,9 @@ impl EvmSender {
         if t.transactions.is_empty()
             && now_micros() - t.created_at > self.config.transfers.submit_within_secs as i64 * 1_000_000
         {
-            let message = "could not be submitted in time";
-            return self.fail(t, "NOT_SUBMITTED", message).await;
+            // Unless another sender recorded a transaction meanwhile.
+            expire_if_unsent(&self.store, &self.config, &t.id).await?;
+            return Ok(());
         }
         if t.route == Route::TopUp {
             let pending: Vec<&SentTransaction> = t
@@ -213,7 +214,7 @@ impl EvmSender {
                 &t.id,
                 self.config.chain,
                 &sent,
-                true,
+                Lineage::Start,
                 Some(window_ends_at),
                 authorization.as_deref(),
             )
@@ -237,7 +238,7 @@ impl EvmSender {
             input: Bytes::new(),
         };
         let sent = self.sign(KeyRef::Sponsor, tx, TxRole::TopUp).await?;
-        self.store.record_transaction(&t.id, self.config.chain, &sent, true, None, None).await?;
+        self.store.record_transaction(&t.id, self.config.chain, &sent, Lineage::Start, None, None).await?;
         info!(chain = %self.config.chain, transfer = %t.id, hash = %sent.hash, %amount, "topping up gas");
         match self.send(&sent).await? {
             Broadcast::Accepted => Ok(()),
@@ -338,7 +339,7 @@ impl EvmSender {
                 input: Bytes::new(),
             };
             info!(chain = %self.config.chain, transfer = %t.id, nonce = last.nonce, "window over; cancelling");
-            return self.replace(t, key, cancel, TxRole::Cancel).await;
+            return self.replace(t, key, cancel, TxRole::Cancel, &last.hash).await;
         }
         self.keep_alive(t, &group, key, self.cap()).await
     }
@@ -367,7 +368,7 @@ impl EvmSender {
                 tx.max_fee_per_gas = max_fee;
                 tx.max_priority_fee_per_gas = tip.min(max_fee);
                 info!(chain = %self.config.chain, transfer = %t.id, nonce = last.nonce, max_fee, "not included yet; raising the fee");
-                return self.replace(t, key, tx, last.role).await;
+                return self.replace(t, key, tx, last.role, &last.hash).await;
             }
         }
         for tx in group {
@@ -379,10 +380,18 @@ impl EvmSender {
         Ok(())
     }
 
-    /// Signs, persists and broadcasts a replacement at the same nonce.
-    async fn replace(&self, t: &Outgoing, key: KeyRef, tx: TxEip1559, role: TxRole) -> Result<(), SendError> {
+    /// Signs, persists and broadcasts a replacement of `previous` at its nonce.
+    async fn replace(
+        &self,
+        t: &Outgoing,
+        key: KeyRef,
+        tx: TxEip1559,
+        role: TxRole,
+        previous: &str,
+    ) -> Result<(), SendError> {
         let sent = self.sign(key, tx, role).await?;
-        self.store.record_transaction(&t.id, self.config.chain, &sent, false, None, None).await?;
+        let lineage = Lineage::After(previous);
+        self.store.record_transaction(&t.id, self.config.chain, &sent, lineage, None, None).await?;
         if let Broadcast::Rejected(reason) = self.send(&sent).await? {
             warn!(chain = %self.config.chain, transfer = %t.id, hash = %sent.hash, reason, "node refused a replacement");
             self.store.reject_transaction(self.config.chain, &sent).await?;

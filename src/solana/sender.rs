@@ -32,8 +32,8 @@ use super::{
 use crate::{
     config::{ChainConfig, Confirmation},
     keys::{KeyError, KeyRef, Signer},
-    store::{Fee, Outgoing, SentTransaction, Store, StoreError, TxRole, TxState, now_micros},
-    transfer::{FailureDetails, Route, Sender, TransferStatus, failure, settle},
+    store::{Fee, Lineage, Outgoing, SentTransaction, Store, StoreError, TxRole, TxState, now_micros},
+    transfer::{FailureDetails, Route, Sender, TransferStatus, expire_if_unsent, failure, settle},
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -93,12 +93,14 @@ impl SolanaSender {
         if t.transactions.is_empty()
             && now_micros() - t.created_at > self.config.transfers.submit_within_secs as i64 * 1_000_000
         {
-            return self.fail(t, "NOT_SUBMITTED", "could not be submitted in time").await;
+            // Unless another sender recorded a transaction meanwhile.
+            expire_if_unsent(&self.store, &self.config, &t.id).await?;
+            return Ok(());
         }
         let window_ends_at = now_micros() + self.config.transfers.window().as_micros() as i64;
         let sent = self.sign(t).await?;
         self.store
-            .record_transaction(&t.id, self.config.chain, &sent, false, Some(window_ends_at), None)
+            .record_transaction(&t.id, self.config.chain, &sent, Lineage::Start, Some(window_ends_at), None)
             .await?;
         self.send_first(t, &sent).await
     }
@@ -143,7 +145,8 @@ impl SolanaSender {
             }
             let sent = self.sign(t).await?;
             info!(chain = %self.config.chain, transfer = %t.id, signature = %sent.hash, "blockhash expired; signed again");
-            self.store.record_transaction(&t.id, self.config.chain, &sent, false, None, None).await?;
+            let lineage = Lineage::After(&last.hash);
+            self.store.record_transaction(&t.id, self.config.chain, &sent, lineage, None, None).await?;
             if let SolanaBroadcast::Rejected(reason) = self.send(&sent).await? {
                 self.store.reject_transaction(self.config.chain, &sent).await?;
                 return self.fail(t, "REJECTED_BY_NODE", &reason).await;

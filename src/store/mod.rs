@@ -9,6 +9,7 @@ mod deposits;
 mod events;
 mod health;
 mod organizations;
+mod transfer_lineage;
 mod transfers;
 mod upsert;
 mod webhooks;
@@ -27,8 +28,8 @@ pub use deposits::{BlockRef, CursorMove, DepositPage, Orphan, ScanCommit};
 pub use health::{ChainHealth, DepositCount};
 pub use organizations::{ApiKey, MAX_API_KEYS, Organization};
 pub use transfers::{
-    ChainGas, Created, Fee, GasUsage, LimitPolicy, NewTransfer, Outgoing, Refusal, SentTransaction,
-    Settlement, TransferPage, TxRole, TxState, USD_DECIMALS, usd_micros,
+    ChainGas, Created, Fee, GasUsage, LimitPolicy, Lineage, NewTransfer, Outgoing, Refusal, SentTransaction,
+    Settlement, TransferPage, TxRole, TxState, USD_DECIMALS, fingerprint, usd_micros,
 };
 pub use webhooks::{Attempt, Claimed, Delivery, Outcome, Webhook};
 

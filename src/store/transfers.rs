@@ -37,17 +37,29 @@ pub struct NewTransfer {
 
 impl NewTransfer {
     /// What makes two requests with one `request_id` the same request.
-    fn fingerprint(&self) -> String {
-        let text = format!(
-            "{}\n{}\n{}\n{}\n{}",
-            self.account_id,
+    pub fn fingerprint(&self) -> String {
+        fingerprint(
+            &self.account_id,
             self.chain,
-            self.destination_address,
-            self.currency_symbol,
-            self.amount.raw()
-        );
-        hex(&Sha256::digest(text.as_bytes()))
+            &self.destination_address,
+            &self.currency_symbol,
+            &self.amount,
+        )
     }
+}
+
+/// What makes two requests with one `request_id` the same request: the
+/// account, the chain, the normalised destination, the asset and the amount
+/// in the smallest unit (so `"1.50"` and `"1.5"` are the same request).
+pub fn fingerprint(
+    account_id: &str,
+    chain: Chain,
+    destination: &str,
+    symbol: &str,
+    amount: &Amount,
+) -> String {
+    let text = format!("{account_id}\n{chain}\n{destination}\n{symbol}\n{}", amount.raw());
+    hex(&Sha256::digest(text.as_bytes()))
 }
 
 /// Why a transfer request was not accepted.
@@ -77,8 +89,29 @@ impl From<sqlx::Error> for Refusal {
 #[derive(Debug)]
 pub enum Created {
     New(Transfer),
-    /// The same request again while the first is still `ACCEPTED`.
+    /// The same request again while the first is in flight (`ACCEPTED` or
+    /// `SUBMITTED`), whatever it holds.
     Existing(Transfer),
+}
+
+/// Where a new transaction stands in its transfer's one lineage. A transfer
+/// has at most one live lineage of transfer transactions (the transfer
+/// transaction, its fee bumps and its cancellation, all at one nonce; on
+/// Solana its re-signings after a provable expiry), and a top-up only while
+/// no other top-up is pending and no transfer transaction lives: recording
+/// checks this against the transfer's locked row, so two senders racing on
+/// one transfer cannot both sign it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lineage<'a> {
+    /// A new lineage: the transfer is still `ACCEPTED`, no transfer or
+    /// cancellation transaction of it lives (every one was `REJECTED`) and no
+    /// top-up is pending. On EVM it takes a new nonce from the counter.
+    Start,
+    /// Continues the lineage whose newest live transaction of the same kind
+    /// (top-up, or transfer and cancellation) is this hash, in a transfer
+    /// not yet terminal: a replacement at the same nonce on EVM, a
+    /// re-signing with a fresh blockhash on Solana.
+    After(&'a str),
 }
 
 /// A page of an organization's transfers, newest first.
@@ -241,10 +274,16 @@ impl Store {
     /// flight, and that every matching limit policy allows it. Concurrent
     /// duplicates meet the unique `(organization_id, request_id)` constraint:
     /// one inserts, the others find its row.
+    ///
+    /// A request whose `request_id` is taken is answered from the transfer
+    /// holding it (see [`Store::repeated_request`]) before anything is
+    /// checked, and again once the account's row is held: a duplicate that
+    /// waited for the first request's commit finds its transfer, never a
+    /// balance or a limit its own hold exhausted.
     pub async fn create_transfer(&self, new: &NewTransfer, balance: U256) -> Result<Created, Refusal> {
         let fingerprint = new.fingerprint();
-        if let Some(existing) = self.existing_request(new, &fingerprint).await? {
-            return existing;
+        if let Some(answer) = self.repeated_request(&new.organization, &new.request_id, &fingerprint).await? {
+            return answer;
         }
         let mut tx = self.begin().await?;
         let now = now_micros();
@@ -265,6 +304,10 @@ impl Store {
             return Err(Refusal::NotActive(new.account_id.clone(), status));
         }
         let identity_id: String = account.try_get("identity_id")?;
+        if let Some(found) = find_request(&mut tx, &new.organization, &new.request_id).await? {
+            drop(tx);
+            return self.answer_repeat(found, &fingerprint).await;
+        }
 
         let held = in_flight(&mut tx, &new.account_id, new.chain, &new.currency_symbol).await?;
         let decimals = new.amount.decimals();
@@ -307,37 +350,43 @@ impl Store {
         if inserted.rows_affected() == 0 {
             // A concurrent request with this request_id committed first.
             drop(tx);
-            return self.existing_request(new, &fingerprint).await?.unwrap_or_else(|| {
-                Err(StoreError::Corrupt("request_id conflict without a row".into()).into())
-            });
+            return match self.repeated_request(&new.organization, &new.request_id, &fingerprint).await? {
+                Some(answer) => answer,
+                None => Err(StoreError::Corrupt("request_id conflict without a row".into()).into()),
+            };
         }
         tx.commit().await?;
         Ok(Created::New(self.transfer(&id).await?))
     }
 
-    /// The answer to a request whose `request_id` is taken, if it is.
-    async fn existing_request(
+    /// The answer to a request whose `request_id` (canonical) is taken in
+    /// the organization, if it is: the existing transfer while it is in
+    /// flight, [`Refusal::Duplicate`] once it is terminal (processed), and
+    /// [`Refusal::RequestReused`] when `fingerprint` differs.
+    pub async fn repeated_request(
         &self,
-        new: &NewTransfer,
+        organization: &str,
+        request_id: &str,
         fingerprint: &str,
     ) -> Result<Option<Result<Created, Refusal>>, StoreError> {
-        let row = sqlx::query(
-            "SELECT id, request_fingerprint, status FROM transfers WHERE organization_id = $1 AND request_id = $2",
-        )
-        .bind(&new.organization)
-        .bind(&new.request_id)
-        .fetch_optional(&self.pool)
-        .await?;
-        let Some(row) = row else { return Ok(None) };
-        let id: String = row.try_get("id")?;
-        if row.try_get::<String, _>("request_fingerprint")? != fingerprint {
-            return Ok(Some(Err(Refusal::RequestReused(id))));
+        let mut conn = self.pool.acquire().await?;
+        let found = find_request(&mut conn, organization, request_id).await?;
+        // Given back before answering, which takes a connection of its own.
+        drop(conn);
+        match found {
+            Some(found) => Ok(Some(self.answer_repeat(found, fingerprint).await)),
+            None => Ok(None),
         }
-        let status: TransferStatus = parse_column(&row.try_get::<String, _>("status")?, "transfers.status")?;
-        if status == TransferStatus::Accepted {
-            return Ok(Some(Ok(Created::Existing(self.transfer(&id).await?))));
+    }
+
+    async fn answer_repeat(&self, found: FoundRequest, fingerprint: &str) -> Result<Created, Refusal> {
+        if found.fingerprint != fingerprint {
+            return Err(Refusal::RequestReused(found.id));
         }
-        Ok(Some(Err(Refusal::Duplicate(id))))
+        if found.status.is_terminal() {
+            return Err(Refusal::Duplicate(found.id));
+        }
+        Ok(Created::Existing(self.transfer(&found.id).await?))
     }
 
     pub async fn transfer(&self, id: &str) -> Result<Transfer, StoreError> {
@@ -560,23 +609,29 @@ impl Store {
         Ok(moved.rows_affected() > 0)
     }
 
-    /// Persists a signed transaction before it is broadcast. A transaction at
-    /// a new nonce takes it from the sender's counter by compare-and-set (the
-    /// counter must still be at `nonce`, or absent), so a nonce is never given
-    /// twice nor skipped; a replacement reuses its predecessor's nonce.
-    /// `window_ends_at` (microseconds) is kept if the transfer has none yet.
+    /// Persists a signed transaction before it is broadcast, if `lineage`
+    /// still holds for the transfer (checked in the same transaction, under
+    /// the transfer's row lock); otherwise [`StoreError::Conflict`] and
+    /// nothing is recorded, so the transaction must not be broadcast. An EVM
+    /// transaction that starts a lineage takes a new nonce from the sender's
+    /// counter by compare-and-set (the counter must still be at `nonce`, or
+    /// absent), so a nonce is never given twice nor skipped; a replacement
+    /// reuses its predecessor's nonce. `window_ends_at` (microseconds) is
+    /// kept if the transfer has none yet.
     pub async fn record_transaction(
         &self,
         transfer_id: &str,
         chain: Chain,
         sent: &SentTransaction,
-        new_nonce: bool,
+        lineage: Lineage<'_>,
         window_ends_at: Option<i64>,
         authorization_nonce: Option<&str>,
     ) -> Result<(), StoreError> {
         let mut tx = self.begin().await?;
+        let evm = chain.family() == crate::chain::Family::Evm;
+        super::transfer_lineage::check(&mut tx, transfer_id, sent, lineage, evm).await?;
         let nonce = super::to_i64(sent.nonce)?;
-        if new_nonce {
+        if lineage == Lineage::Start && evm {
             let taken = sqlx::query(
                 "INSERT INTO sender_nonces (chain, address, next_nonce) VALUES ($1, $2, $4)
                  ON CONFLICT (chain, address) DO UPDATE SET next_nonce = excluded.next_nonce
@@ -720,62 +775,7 @@ impl Store {
     /// its event, in one transaction. A transfer already terminal is left alone.
     pub async fn settle_transfer(&self, id: &str, settlement: &Settlement) -> Result<(), StoreError> {
         let mut tx = self.begin().await?;
-        let now = now_micros();
-        let row = sqlx::query("SELECT organization_id, chain, status FROM transfers WHERE id = $1")
-            .bind(id)
-            .fetch_one(&mut *tx)
-            .await?;
-        let status: TransferStatus = parse_column(&row.try_get::<String, _>("status")?, "transfers.status")?;
-        if status.is_terminal() {
-            return Ok(());
-        }
-        let organization: String = row.try_get("organization_id")?;
-        let chain: String = row.try_get("chain")?;
-        let mut total = U256::ZERO;
-        let mut total_usd: i64 = 0;
-        for fee in &settlement.fees {
-            let usd = usd_micros(fee.amount, settlement.native_decimals, settlement.usd_micros_per_coin);
-            total += fee.amount;
-            total_usd += usd;
-            sqlx::query(
-                "INSERT INTO gas_ledger (id, organization_id, transfer_id, chain, transaction_hash, kind, amount_raw,
-                     decimals, currency_symbol, usd_micros, created_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (transaction_hash, kind) DO NOTHING",
-            )
-            .bind(uuid::Uuid::new_v4().to_string())
-            .bind(&organization)
-            .bind(id)
-            .bind(&chain)
-            .bind(&fee.transaction_hash)
-            .bind(fee.kind)
-            .bind(fee.amount.to_string())
-            .bind(i64::from(settlement.native_decimals))
-            .bind(&settlement.native_symbol)
-            .bind(usd)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-        }
-        let (code, message) =
-            settlement.failure.as_ref().map_or((None, None), |f| (Some(&f.code), Some(&f.message)));
-        sqlx::query(
-            "UPDATE transfers SET status = $2, transaction_hash = COALESCE($3, transaction_hash), fee_amount = $4,
-                 fee_usd_micros = $5, failure_code = $6, failure_message = $7, updated_at = $8,
-                 confirmed_at = CASE WHEN $2 = 'CONFIRMED' THEN $8 ELSE NULL END, fee_currency_symbol = $9
-             WHERE id = $1",
-        )
-        .bind(id)
-        .bind(settlement.status.as_str())
-        .bind(settlement.transaction_hash.as_deref())
-        .bind(Amount::from_raw(total, settlement.native_decimals).to_string())
-        .bind(total_usd)
-        .bind(code)
-        .bind(message)
-        .bind(now)
-        .bind(&settlement.native_symbol)
-        .execute(&mut *tx)
-        .await?;
-        announce_transfer(&mut tx, id, now).await?;
+        settle_in(&mut tx, id, settlement).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -948,6 +948,33 @@ fn policy_from_row(row: &AnyRow) -> Result<LimitPolicy, StoreError> {
     })
 }
 
+/// The transfer holding a `request_id`.
+struct FoundRequest {
+    id: String,
+    fingerprint: String,
+    status: TransferStatus,
+}
+
+async fn find_request(
+    conn: &mut sqlx::AnyConnection,
+    organization: &str,
+    request_id: &str,
+) -> Result<Option<FoundRequest>, StoreError> {
+    let row = sqlx::query(
+        "SELECT id, request_fingerprint, status FROM transfers WHERE organization_id = $1 AND request_id = $2",
+    )
+    .bind(organization)
+    .bind(request_id)
+    .fetch_optional(&mut *conn)
+    .await?;
+    let Some(row) = row else { return Ok(None) };
+    Ok(Some(FoundRequest {
+        id: row.try_get("id")?,
+        fingerprint: row.try_get("request_fingerprint")?,
+        status: parse_column(&row.try_get::<String, _>("status")?, "transfers.status")?,
+    }))
+}
+
 /// What the account's transfers in flight hold of one asset on one chain.
 async fn in_flight(
     tx: &mut Transaction<'static, Any>,
@@ -1053,6 +1080,74 @@ pub fn usd_micros(amount: U256, decimals: u8, price: u128) -> i64 {
     let unit = U256::from(10).pow(U256::from(decimals));
     let value = (amount * U256::from(price) + unit / U256::from(2)) / unit;
     i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+/// [`Store::settle_transfer`] inside `tx`.
+pub(super) async fn settle_in(
+    tx: &mut Transaction<'static, Any>,
+    id: &str,
+    settlement: &Settlement,
+) -> Result<(), StoreError> {
+    let now = now_micros();
+    // Takes the transfer's row lock first, as recording a transaction does:
+    // settlements and recordings of one transfer are judged one at a time.
+    let row = sqlx::query(
+        "UPDATE transfers SET updated_at = updated_at WHERE id = $1 RETURNING organization_id, chain, status",
+    )
+    .bind(id)
+    .fetch_one(&mut **tx)
+    .await?;
+    let status: TransferStatus = parse_column(&row.try_get::<String, _>("status")?, "transfers.status")?;
+    if status.is_terminal() {
+        return Ok(());
+    }
+    let organization: String = row.try_get("organization_id")?;
+    let chain: String = row.try_get("chain")?;
+    let mut total = U256::ZERO;
+    let mut total_usd: i64 = 0;
+    for fee in &settlement.fees {
+        let usd = usd_micros(fee.amount, settlement.native_decimals, settlement.usd_micros_per_coin);
+        total += fee.amount;
+        total_usd += usd;
+        sqlx::query(
+                "INSERT INTO gas_ledger (id, organization_id, transfer_id, chain, transaction_hash, kind, amount_raw,
+                     decimals, currency_symbol, usd_micros, created_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (transaction_hash, kind) DO NOTHING",
+            )
+            .bind(uuid::Uuid::new_v4().to_string())
+            .bind(&organization)
+            .bind(id)
+            .bind(&chain)
+            .bind(&fee.transaction_hash)
+            .bind(fee.kind)
+            .bind(fee.amount.to_string())
+            .bind(i64::from(settlement.native_decimals))
+            .bind(&settlement.native_symbol)
+            .bind(usd)
+            .bind(now)
+            .execute(&mut **tx)
+            .await?;
+    }
+    let (code, message) =
+        settlement.failure.as_ref().map_or((None, None), |f| (Some(&f.code), Some(&f.message)));
+    sqlx::query(
+            "UPDATE transfers SET status = $2, transaction_hash = COALESCE($3, transaction_hash), fee_amount = $4,
+                 fee_usd_micros = $5, failure_code = $6, failure_message = $7, updated_at = $8,
+                 confirmed_at = CASE WHEN $2 = 'CONFIRMED' THEN $8 ELSE NULL END, fee_currency_symbol = $9
+             WHERE id = $1",
+        )
+        .bind(id)
+        .bind(settlement.status.as_str())
+        .bind(settlement.transaction_hash.as_deref())
+        .bind(Amount::from_raw(total, settlement.native_decimals).to_string())
+        .bind(total_usd)
+        .bind(code)
+        .bind(message)
+        .bind(now)
+        .bind(&settlement.native_symbol)
+        .execute(&mut **tx)
+        .await?;
+    announce_transfer(tx, id, now).await
 }
 
 /// Writes the transfer's event when its status differs from the last one

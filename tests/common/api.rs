@@ -1,12 +1,15 @@
 //! The HTTP API on a random port over a fresh store (`spawn_app`), and a
 //! client that returns each answer's status, headers and JSON body.
 
+use std::sync::Arc;
+
 use alloy::transports::http::reqwest;
 use custody_indexer::{
     api::{self, ApiState, RateLimit},
     api_key,
     chain::Chain,
     config::Chains,
+    keys::Signer,
     store::Store,
 };
 use serde_json::Value;
@@ -95,10 +98,21 @@ impl Drop for App {
 
 /// Serves the API over a fresh store of `backend` on a random port.
 pub async fn spawn_app(backend: Backend, chains: Chains, rate_limit: RateLimit) -> App {
+    spawn_app_with_signer(backend, chains, rate_limit, None).await
+}
+
+/// As [`spawn_app`], taking transfers signed by `signer` when given.
+pub async fn spawn_app_with_signer(
+    backend: Backend,
+    chains: Chains,
+    rate_limit: RateLimit,
+    signer: Option<Arc<dyn Signer>>,
+) -> App {
     let db = TestDb::new(backend).await;
     let listener = api::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
-    let state = ApiState::new(db.store.clone(), chains, Vec::<Chain>::new(), rate_limit);
+    let state = ApiState::new(db.store.clone(), chains, Vec::<Chain>::new(), rate_limit)
+        .with_transfers(signer, api::DEFAULT_GAS_CREDIT_USD_MICROS);
     let shutdown = CancellationToken::new();
     tokio::spawn(api::serve(listener, state, shutdown.clone()));
     App { base, db, shutdown }

@@ -1,0 +1,182 @@
+//! The one-lineage rule of a transfer's transactions, checked under the
+//! transfer's row lock, and the expiry of transfers no sender took.
+//!
+//! Both lock the transfer's row first (an `UPDATE` of it: PostgreSQL holds
+//! the row until commit, SQLite's write lock is already held) and only then
+//! read its transactions: under PostgreSQL's read committed, a statement
+//! after the lock sees what the previous holder committed, whereas a
+//! `NOT EXISTS` inside one conditional statement would be judged on the
+//! snapshot taken before waiting. Recording a transaction and expiring the
+//! transfer therefore serialise on the row, whichever instance runs them.
+
+use sqlx::{Any, Row, Transaction};
+
+use super::{
+    Store, StoreError, parse_column,
+    transfers::{Lineage, SentTransaction, Settlement, TxRole, settle_in},
+};
+use crate::{chain::Chain, transfer::TransferStatus};
+
+/// Transfers expired in one pass at most; the next pass takes the rest.
+const EXPIRY_BATCH: i64 = 100;
+
+/// Refuses `sent` with [`StoreError::Conflict`] unless `lineage` holds for
+/// the transfer (see [`Lineage`]); takes the transfer's row lock.
+pub(super) async fn check(
+    tx: &mut Transaction<'static, Any>,
+    transfer_id: &str,
+    sent: &SentTransaction,
+    lineage: Lineage<'_>,
+    same_nonce: bool,
+) -> Result<(), StoreError> {
+    let status = lock(tx, transfer_id)
+        .await?
+        .ok_or_else(|| StoreError::NotFound(format!("transfer {transfer_id}")))?;
+    let rows = sqlx::query(
+        "SELECT hash, role, sender, nonce, state FROM transfer_transactions
+         WHERE transfer_id = $1 AND state <> 'REJECTED' ORDER BY created_at, hash",
+    )
+    .bind(transfer_id)
+    .fetch_all(&mut **tx)
+    .await?;
+    let live = rows
+        .iter()
+        .map(|r| {
+            Ok(Live {
+                hash: r.try_get("hash")?,
+                top_up: r.try_get::<String, _>("role")? == "TOP_UP",
+                sender: r.try_get("sender")?,
+                nonce: r.try_get::<i64, _>("nonce")?,
+                pending: r.try_get::<String, _>("state")? == "SENT",
+            })
+        })
+        .collect::<Result<Vec<_>, StoreError>>()?;
+    let refusal = refusal(status, &live, sent, lineage, same_nonce);
+    match refusal {
+        None => Ok(()),
+        Some(reason) => Err(StoreError::Conflict(format!(
+            "transaction {} not recorded for transfer {transfer_id}: {reason}",
+            sent.hash
+        ))),
+    }
+}
+
+/// A transaction of the transfer that was not refused.
+struct Live {
+    hash: String,
+    top_up: bool,
+    sender: String,
+    nonce: i64,
+    pending: bool,
+}
+
+/// Why `sent` breaks the lineage rule, if it does. With `same_nonce` (EVM)
+/// a continuation keeps its predecessor's sender and nonce; on Solana a
+/// re-signing carries a new last valid block height in the nonce's place.
+fn refusal(
+    status: TransferStatus,
+    live: &[Live],
+    sent: &SentTransaction,
+    lineage: Lineage<'_>,
+    same_nonce: bool,
+) -> Option<String> {
+    let top_up = sent.role == TxRole::TopUp;
+    match lineage {
+        Lineage::Start => {
+            if status != TransferStatus::Accepted {
+                return Some(format!("the transfer is {status}, no longer ACCEPTED"));
+            }
+            if let Some(other) = live.iter().find(|x| !x.top_up) {
+                return Some(format!("transaction {} of the transfer is live", other.hash));
+            }
+            // A top-up replaced by an included one at its nonce stays `SENT`
+            // but can never be included: it is not pending.
+            let settled = |x: &Live| {
+                live.iter().any(|y| y.top_up && !y.pending && y.sender == x.sender && y.nonce == x.nonce)
+            };
+            live.iter()
+                .find(|x| x.top_up && x.pending && !settled(x))
+                .map(|other| format!("top-up {} of the transfer is pending", other.hash))
+        }
+        Lineage::After(previous) => {
+            if status.is_terminal() {
+                return Some(format!("the transfer is {status}"));
+            }
+            let newest = live.iter().rev().find(|x| x.top_up == top_up);
+            match newest {
+                Some(x) if x.hash != previous => Some(format!(
+                    "{} is no longer the newest transaction of its kind: {} is",
+                    previous, x.hash
+                )),
+                None => Some(format!("{previous} is not a live transaction of the transfer")),
+                Some(x) if sent.sender == x.sender && (!same_nonce || sent.nonce as i64 == x.nonce) => None,
+                Some(x) => Some(format!("it does not replace {} at its sender and nonce", x.hash)),
+            }
+        }
+    }
+}
+
+/// Locks the transfer's row; its status, if it exists.
+async fn lock(tx: &mut Transaction<'static, Any>, id: &str) -> Result<Option<TransferStatus>, StoreError> {
+    let row = sqlx::query("UPDATE transfers SET updated_at = updated_at WHERE id = $1 RETURNING status")
+        .bind(id)
+        .fetch_optional(&mut **tx)
+        .await?;
+    row.map(|r| parse_column(&r.try_get::<String, _>("status")?, "transfers.status")).transpose()
+}
+
+impl Store {
+    /// Ends with `settlement` (a failure, no fees) every transfer of `chain`
+    /// still `ACCEPTED` with no transaction recorded that was created before
+    /// `created_before` (microseconds): no sender took it in time, and its
+    /// hold is released. Each in its own transaction with its event, after
+    /// locking its row and reading its transactions again, so a sender that
+    /// recorded one meanwhile keeps it, and instances running this at once
+    /// expire each transfer once. Returns the ids it expired.
+    pub async fn expire_unsent(
+        &self,
+        chain: Chain,
+        created_before: i64,
+        settlement: &Settlement,
+    ) -> Result<Vec<String>, StoreError> {
+        let candidates = sqlx::query(
+            "SELECT id FROM transfers t WHERE chain = $1 AND status = 'ACCEPTED' AND created_at < $2
+               AND NOT EXISTS (SELECT 1 FROM transfer_transactions x WHERE x.transfer_id = t.id)
+             ORDER BY created_at, id LIMIT $3",
+        )
+        .bind(chain.as_str())
+        .bind(created_before)
+        .bind(EXPIRY_BATCH)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut expired = Vec::new();
+        for row in candidates {
+            let id: String = row.try_get("id")?;
+            if self.expire_if_unsent(&id, settlement).await? {
+                expired.push(id);
+            }
+        }
+        Ok(expired)
+    }
+
+    /// Ends one transfer with `settlement` if it is still `ACCEPTED` with no
+    /// transaction recorded, judged under its row lock; whether it did.
+    pub async fn expire_if_unsent(&self, id: &str, settlement: &Settlement) -> Result<bool, StoreError> {
+        let mut tx = self.begin().await?;
+        if lock(&mut tx, id).await? != Some(TransferStatus::Accepted) {
+            return Ok(false);
+        }
+        let recorded: i64 =
+            sqlx::query("SELECT COUNT(*) AS n FROM transfer_transactions WHERE transfer_id = $1")
+                .bind(id)
+                .fetch_one(&mut *tx)
+                .await?
+                .try_get("n")?;
+        if recorded > 0 {
+            return Ok(false);
+        }
+        settle_in(&mut tx, id, settlement).await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+}
