@@ -54,6 +54,12 @@ pub struct UnknownValue {
     expected: &'static str,
 }
 
+impl UnknownValue {
+    pub(crate) fn new(what: &'static str, value: &str, expected: &'static str) -> Self {
+        Self { what, value: value.into(), expected }
+    }
+}
+
 impl AccountType {
     pub fn as_str(self) -> &'static str {
         match self {

@@ -18,6 +18,7 @@ pub mod evm;
 #[cfg(test)]
 mod fixtures;
 pub mod health;
+pub mod identity;
 pub mod keys;
 pub mod redact;
 pub mod solana;
