@@ -399,3 +399,47 @@ async fn eventually_rows(store: &Store, account: &str, count: usize) -> Vec<Row>
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+#[tokio::test]
+async fn solana_backfill_through_a_lagging_backend_finds_every_deposit_once() {
+    let node = SolanaNode::start().await;
+    let rpc = lagging::start(node.url.clone(), Family::Solana, 50).await;
+    let outsider = node.funded(100 * SOL).await;
+    let alice = Keypair::new().pubkey();
+    let db = TestDb::new(Backend::Postgres).await;
+    add_wallet(&db.store, "alice", &alice).await;
+    let mut expected = Vec::new();
+    for i in 1..=20u64 {
+        // i tenths of a SOL.
+        let signature =
+            node.send(&[transfer_sol(&outsider.pubkey(), &alice, i * SOL / 10)], &outsider, &[]).await;
+        let amount = if i % 10 == 0 { (i / 10).to_string() } else { format!("{}.{}", i / 10, i % 10) };
+        expected.push((signature, "alice".to_string(), "SOL".to_string(), amount));
+    }
+    let last = node.slot(CommitmentConfig::confirmed()).await;
+    node.wait_finalized(last).await;
+    // Finalized on the real node; the newest deposits are beyond the backend behind.
+    let mut watcher =
+        SolanaWatcher::connect(solana_config(&node, &rpc.url, "blocks", 0), db.store.clone()).await.unwrap();
+    let mut done = None;
+    for _ in 0..100 {
+        match watcher.backfill_slots(0, Some(last), &|_, _| {}).await {
+            Ok(report) => {
+                done = Some(report);
+                break;
+            }
+            // The finalized slot came from the backend behind.
+            Err(WatchError::AboveConfirmed { .. }) => {}
+            Err(error) if error.is_retryable() => {}
+            Err(error) => panic!("backfill: {error}"),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let report = done.expect("a backfill completed");
+    assert_eq!(report.deposits_found, expected.len());
+    assert_exact(&rows(&db.store, SOLANA).await, &expected, "solana backfill");
+    assert!(
+        rpc.stats.withheld.load(std::sync::atomic::Ordering::SeqCst) > 0,
+        "the backend behind withheld answers"
+    );
+}

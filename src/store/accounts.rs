@@ -5,7 +5,11 @@ use sqlx::{Any, Row, Transaction, any::AnyRow};
 
 use std::collections::HashSet;
 
-use super::{Store, StoreError, events::placeholders, now_micros, parse_column};
+use super::{
+    Store, StoreError,
+    events::{CHUNK, placeholders},
+    now_micros, parse_column,
+};
 use crate::{
     account::{Account, AccountAddress, AccountStatus, AccountType},
     address,
@@ -133,9 +137,9 @@ async fn insert_accounts(
     Ok(())
 }
 
-/// Rows per insert statement: SQLite looks bind parameters up by name in a
-/// list, so a statement's cost grows with the square of its parameters.
-const ROWS: usize = 100;
+/// Rows per insert statement of at most 7 columns, within the parameters per
+/// statement that keep SQLite's lookup of bind parameters by name cheap.
+const ROWS: usize = CHUNK / 7;
 
 /// An address row to insert, with where its watch begins.
 struct NewAddress<'a> {

@@ -8,7 +8,7 @@ use sqlx::{Any, Row, Transaction};
 use super::{
     StoreError,
     deposits::ScanCommit,
-    events::{ChangedDeposit, changed_columns, placeholders},
+    events::{CHUNK, ChangedDeposit, changed_columns, placeholders},
     to_i64,
 };
 use crate::deposit::{DepositStatus, Detected, SourceType};
@@ -16,10 +16,10 @@ use crate::deposit::{DepositStatus, Detected, SourceType};
 /// Parameters per row of the upsert.
 const PARAMS: usize = 19;
 
-/// Rows per upsert: 475 parameters a statement, like the outbox's batches.
-/// SQLite resolves `$N` parameters by name when it prepares a statement, at
-/// a cost that grows with the square of their number.
-const ROWS: usize = 25;
+/// Rows per upsert, within the outbox's parameters per statement ([`CHUNK`]):
+/// SQLite resolves `$N` parameters by name, at a cost that grows with the
+/// square of their number.
+const ROWS: usize = CHUNK / PARAMS;
 
 /// Upserts a scan's deposits on their natural key and returns the rows the
 /// statements inserted or changed, in the scan's order. A re-seen deposit
@@ -115,7 +115,7 @@ async fn organizations(
     ids.sort_unstable();
     ids.dedup();
     let mut out = HashMap::new();
-    for chunk in ids.chunks(500) {
+    for chunk in ids.chunks(CHUNK) {
         let sql = format!(
             "SELECT id, organization_id FROM accounts WHERE id IN ({})",
             placeholders(1, chunk.len())
