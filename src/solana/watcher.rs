@@ -24,13 +24,15 @@ use super::{
 };
 use crate::{
     config::{ChainConfig, Strategy},
-    coverage::{self, History},
+    coverage,
     deposit::Detected,
     redact::RpcUrl,
     store::{BlockRef, CursorMove, ScanCommit, Store},
     watch::WatchSet,
     watcher::{BackfillReport, Step, Tick, WatchError, follow, verify_endpoints},
 };
+
+mod history;
 
 /// Most signatures `getSignaturesForAddress` returns per page.
 const PAGE: usize = 1000;
@@ -462,43 +464,6 @@ impl SolanaWatcher {
     /// Follows the cluster until `shutdown`.
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), WatchError> {
         follow(self, shutdown, Arc::new(Notify::new())).await
-    }
-}
-
-impl History for SolanaWatcher {
-    fn max_range(&self) -> u64 {
-        self.config.max_block_range
-    }
-
-    /// Slots are searched by the time of the first block at or after them:
-    /// skipped slots have no time of their own.
-    async fn block_at(&self, time: u64) -> Result<u64, WatchError> {
-        let low = self.rpc.first_available_block().await?;
-        let high = self.rpc.slot(CommitmentConfig::finalized()).await?;
-        let at_or_before = |slot| async move {
-            let first = self.rpc.first_block(slot, CommitmentConfig::finalized()).await?;
-            let Some(block) = first.filter(|block| *block <= high) else { return Ok(false) };
-            Ok(self.rpc.block_time(block).await? <= time)
-        };
-        coverage::last_at_or_before(low, high, at_or_before).await
-    }
-
-    async fn settled(&self) -> Result<Option<u64>, WatchError> {
-        Ok(Some(self.rpc.slot(CommitmentConfig::finalized()).await?))
-    }
-
-    async fn deposits_for(
-        &self,
-        addresses: &[(String, String)],
-        from: u64,
-        to: u64,
-    ) -> Result<(Vec<Detected>, Option<u64>), WatchError> {
-        let watch = WatchSet::build(addresses.to_vec(), |a| Some(Box::from(a)));
-        let finalized = CommitmentConfig::finalized();
-        let scanned = self.scan_slots(&watch, from, to, finalized).await?;
-        let listed = scanned.blocks.last().map(|block| block.number);
-        let covered = self.covered_through(from, to, listed, finalized).await?;
-        Ok((scanned.deposits, covered))
     }
 }
 
