@@ -65,6 +65,7 @@ pub async fn live_cursor<H: History>(
     if let Some(state) = store.chain_state(chain).await? {
         return Ok(state);
     }
+    let seen = store.accounts_version().await?;
     let starts = store.watch_start(chain).await?;
     let resolved = match starts.earliest_time {
         Some(time) => Some(resolve(history, time).await?),
@@ -73,7 +74,7 @@ pub async fn live_cursor<H: History>(
     let registered = starts.earliest_block.into_iter().chain(resolved).min();
     let start = registered.into_iter().chain(configured).min().unwrap_or(head).min(head);
     info!(%chain, start, head, "first start: indexing from the earliest watch start");
-    Ok(store.start_cursor(chain, start, head).await?)
+    Ok(store.start_cursor(chain, start, head, seen).await?)
 }
 
 /// Scans the gaps of late-registered addresses until `shutdown`. Errors are
@@ -132,8 +133,9 @@ async fn step<H: History>(history: &H) -> Result<bool, WatchError> {
 /// covered; `Ok(false)` when they covered nothing.
 async fn scan<H: History>(history: &H, gap: &Gap, to: u64, settled: u64) -> Result<bool, WatchError> {
     let chain = history.chain();
-    let (deposits, covered) = history.deposits_for(&gap.addresses, gap.from, to).await?;
+    let (mut deposits, covered) = history.deposits_for(&gap.addresses, gap.from, to).await?;
     let Some(to) = covered.map(|c| c.min(to)) else { return Ok(false) };
+    name_sources(history, &mut deposits).await?;
     let commit = ScanCommit {
         chain,
         from: gap.from,
@@ -142,13 +144,32 @@ async fn scan<H: History>(history: &H, gap: &Gap, to: u64, settled: u64) -> Resu
         blocks: Vec::new(),
         deposits,
         confirmed_through: Some(settled),
-        cursor: CursorMove::Gap { live_from: gap.live_from },
+        cursor: CursorMove::Gap {
+            live_from: gap.live_from,
+            addresses: gap.addresses.iter().map(|(address, _)| address.clone()).collect(),
+        },
         keep_blocks: 0,
     };
     let changed = history.store().commit_scan(&commit).await?;
     let (addresses, found) = (gap.addresses.len(), commit.deposits.len());
     info!(%chain, from = gap.from, to, addresses, found, changed = changed.len(), "scanned a registration gap");
     Ok(true)
+}
+
+/// A gap is decoded against its own addresses only: a transfer from another
+/// watched address is named here, as a live scan would have named it (the
+/// store then keeps it only within the receiver's organization).
+async fn name_sources<H: History>(history: &H, deposits: &mut [Detected]) -> Result<(), WatchError> {
+    let unnamed: Vec<String> =
+        deposits.iter().filter(|d| d.source_account_id.is_none()).map(|d| d.source_address.clone()).collect();
+    if unnamed.is_empty() {
+        return Ok(());
+    }
+    let known = history.store().accounts_at(history.chain(), &unnamed).await?;
+    for deposit in deposits.iter_mut().filter(|d| d.source_account_id.is_none()) {
+        deposit.source_account_id = known.get(&deposit.source_address).cloned();
+    }
+    Ok(())
 }
 
 /// The largest `n` in `low..=high` with `at_or_before(n)`, or `low` when

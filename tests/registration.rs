@@ -245,7 +245,8 @@ async fn an_address_registered_while_running_is_scanned_from_its_watch_start() {
     let store = env.store().await;
 
     // Carol's deposits land while nobody watches her address.
-    let early = anvil.send_eth(sender, carol, U256::from(5_000u64)).await;
+    // The first from alice, a registered account: an internal transfer.
+    let early = anvil.send_eth(alice, carol, U256::from(5_000u64)).await;
     let early_block = anvil.provider.get_block_number().await.unwrap();
     let early_token = anvil.token(token).transfer(carol, U256::from(6_000u64)).from(sender).mined().await;
     anvil.send_eth(sender, alice, U256::from(1u64)).await;
@@ -278,6 +279,8 @@ async fn an_address_registered_while_running_is_scanned_from_its_watch_start() {
     assert!(terminate(&mut run).success());
     let deposits = store.deposits_of_account("carol").await.unwrap();
     assert_eq!(deposits.len(), 3, "no duplicates");
+    let internal = deposits.iter().find(|d| d.transaction_hash == early.to_string()).unwrap();
+    assert_eq!(internal.source_account_id.as_deref(), Some("alice"), "found by the gap scan, still internal");
     assert!(
         deposits
             .iter()

@@ -9,13 +9,19 @@
 //! `live_from` is set in the transaction that moves the live cursor, so it is
 //! exact: every block from it on is covered by live scans that knew the address.
 
+use std::collections::HashMap;
+
 use sqlx::{Any, Row, Transaction};
 
 /// The rows still catching up, spelled as the partial index
 /// `account_addresses_catching_up` is, so every query below can use it.
 const CATCHING_UP: &str = "live_from IS NOT NULL AND (watch_from IS NULL OR gap_next < live_from)";
 
-use super::{ChainState, ScanCommit, Store, StoreError, now_micros, to_i64};
+use super::{
+    ChainState, ScanCommit, Store, StoreError,
+    events::{CHUNK, placeholders},
+    now_micros, to_i64,
+};
 use crate::chain::Chain;
 
 /// Where a chain's first live scan may begin.
@@ -70,7 +76,15 @@ impl Store {
     /// first), and the addresses registered so far without a block are
     /// stamped with it, since they were registered at or after it. A crash
     /// before the first commit then restarts from the same block.
-    pub async fn start_cursor(&self, chain: Chain, start: u64, head: u64) -> Result<ChainState, StoreError> {
+    /// Only the addresses of versions up to `seen` (those the start was
+    /// computed from) are stamped; later ones are resolved by time.
+    pub async fn start_cursor(
+        &self,
+        chain: Chain,
+        start: u64,
+        head: u64,
+        seen: i64,
+    ) -> Result<ChainState, StoreError> {
         let mut tx = self.begin().await?;
         let created = sqlx::query(
             "INSERT INTO chain_cursors (chain, next_block, head, updated_at, watch_version)
@@ -85,10 +99,11 @@ impl Store {
         if created.rows_affected() == 1 {
             sqlx::query(
                 "UPDATE account_addresses SET watch_from = $1, gap_next = $1
-                 WHERE chain = $2 AND watch_from IS NULL AND live_from IS NULL",
+                 WHERE chain = $2 AND watch_from IS NULL AND live_from IS NULL AND version <= $3",
             )
             .bind(to_i64(start)?)
             .bind(chain.as_str())
+            .bind(seen)
             .execute(&mut *tx)
             .await?;
         }
@@ -154,6 +169,27 @@ impl Store {
             .map(|r| Ok((r.try_get("address")?, r.try_get("account_id")?)))
             .collect::<Result<_, StoreError>>()?;
         Ok(Some(Gap { from: from as u64, live_from: live_from as u64, addresses }))
+    }
+
+    /// The accounts that watch the given addresses on `chain`:
+    /// `address → account_id`, for those that are watched.
+    pub async fn accounts_at(
+        &self,
+        chain: Chain,
+        addresses: &[String],
+    ) -> Result<HashMap<String, String>, StoreError> {
+        let mut out = HashMap::new();
+        for chunk in addresses.chunks(CHUNK - 1) {
+            let sql = format!(
+                "SELECT address, account_id FROM account_addresses WHERE chain = $1 AND address IN ({})",
+                placeholders(2, chunk.len())
+            );
+            let query = chunk.iter().fold(sqlx::query(&sql).bind(chain.as_str()), |q, a| q.bind(a));
+            for row in query.fetch_all(&self.pool).await? {
+                out.insert(row.try_get("address")?, row.try_get("account_id")?);
+            }
+        }
+        Ok(out)
     }
 
     /// How many addresses of `chain` are still catching up.
@@ -240,19 +276,27 @@ pub(super) async fn move_gap_cursor(
     tx: &mut Transaction<'static, Any>,
     scan: &ScanCommit,
     live_from: u64,
+    addresses: &[String],
 ) -> Result<(), StoreError> {
     let next = (scan.to + 1).min(live_from);
-    let moved = sqlx::query(&format!(
-        "UPDATE account_addresses SET gap_next = $1
-         WHERE chain = $2 AND {CATCHING_UP} AND gap_next = $3 AND live_from = $4"
-    ))
-    .bind(to_i64(next)?)
-    .bind(scan.chain.as_str())
-    .bind(to_i64(scan.from)?)
-    .bind(to_i64(live_from)?)
-    .execute(&mut **tx)
-    .await?;
-    if moved.rows_affected() == 0 {
+    let mut moved = 0;
+    // Only the addresses scanned: another one may have joined this gap's
+    // position (resolved meanwhile) without its blocks being read.
+    for chunk in addresses.chunks(CHUNK - 4) {
+        let sql = format!(
+            "UPDATE account_addresses SET gap_next = $1
+             WHERE chain = $2 AND {CATCHING_UP} AND gap_next = $3 AND live_from = $4 AND address IN ({})",
+            placeholders(5, chunk.len())
+        );
+        let query = sqlx::query(&sql)
+            .bind(to_i64(next)?)
+            .bind(scan.chain.as_str())
+            .bind(to_i64(scan.from)?)
+            .bind(to_i64(live_from)?);
+        let query = chunk.iter().fold(query, |q, address| q.bind(address));
+        moved += query.execute(&mut **tx).await?.rows_affected();
+    }
+    if moved != addresses.len() as u64 {
         return Err(StoreError::Conflict(format!(
             "the {} gap at block {} was scanned by another process",
             scan.chain, scan.from

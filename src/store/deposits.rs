@@ -36,9 +36,9 @@ pub enum CursorMove {
     Address { address: String, expected: Option<String>, next: String, slot: u64 },
     /// Backfill: deposits only, the live cursor is left alone.
     Backfill,
-    /// A gap of newly registered addresses: those at `gap_next == from` with
-    /// this `live_from` are done through the range.
-    Gap { live_from: u64 },
+    /// A gap of newly registered addresses: these `addresses`, at
+    /// `gap_next == from` with this `live_from`, are done through the range.
+    Gap { live_from: u64, addresses: Vec<String> },
 }
 
 /// Everything one scanned block range produced, committed atomically.
@@ -52,7 +52,8 @@ pub struct ScanCommit {
     pub head: u64,
     pub blocks: Vec<BlockRef>,
     pub deposits: Vec<Detected>,
-    /// Deposits in blocks up to here satisfy the confirmation policy.
+    /// Deposits in blocks up to here satisfy the confirmation policy; a live
+    /// commit also confirms the chain's pending deposits up to here.
     pub confirmed_through: Option<u64>,
     pub cursor: CursorMove,
     /// How many block hashes to keep below the range's end.
@@ -109,11 +110,14 @@ impl Store {
         if let CursorMove::Address { address, expected, next, slot } = &scan.cursor {
             move_address_cursor(&mut tx, scan.chain, address, expected.as_deref(), next, *slot, now).await?;
         }
-        if let CursorMove::Gap { live_from } = scan.cursor {
-            coverage::move_gap_cursor(&mut tx, scan, live_from).await?;
+        if let CursorMove::Gap { live_from, addresses } = &scan.cursor {
+            coverage::move_gap_cursor(&mut tx, scan, *live_from, addresses).await?;
         }
         let mut changed = upsert_deposits(&mut tx, scan, now).await?;
-        if let Some(through) = scan.confirmed_through {
+        // Only the live watcher, which follows reorgs (EVM) and settles slots
+        // (Solana) before it confirms, confirms the chain's other pending
+        // deposits; a backfill or a gap scan records its own deposits alone.
+        if let (Some(through), CursorMove::Live { .. }) = (scan.confirmed_through, &scan.cursor) {
             changed.extend(confirm_through(&mut tx, scan.chain, through, now).await?);
         }
         let statuses = changed.iter().map(|c| (c.deposit.id.clone(), c.deposit.status)).collect();
