@@ -34,6 +34,10 @@ use crate::{
 
 mod history;
 
+/// Slots listed below a scanned range to prove the answering node's ledger
+/// reaches it; runs of skipped slots are far shorter.
+const LEDGER_PROBE: u64 = 100;
+
 /// Most signatures `getSignaturesForAddress` returns per page.
 const PAGE: usize = 1000;
 
@@ -214,7 +218,17 @@ impl SolanaWatcher {
         commitment: CommitmentConfig,
     ) -> Result<Scanned, WatchError> {
         let chain = self.config.chain;
-        let slots = self.rpc.blocks(from, to, commitment).await?;
+        // A node lists only the blocks its ledger holds: the same answer must
+        // list one below `from` too (or `from` be the cluster's first slot),
+        // else the slots it left out may be pruned there rather than skipped.
+        let listed = self.rpc.blocks(from.saturating_sub(LEDGER_PROBE), to, commitment).await?;
+        let reaches = listed.first().is_some_and(|first| *first < from)
+            || from <= self.rpc.first_available_block().await?;
+        if !reaches {
+            let message = "the answering node's ledger does not reach it".to_string();
+            return Err(WatchError::SlotUnavailable { chain, slot: from, message });
+        }
+        let slots: Vec<u64> = listed.into_iter().filter(|slot| *slot >= from).collect();
         let fetches: Vec<_> = slots
             .iter()
             .map(|slot| async move {
