@@ -84,7 +84,12 @@ pub async fn fill_gaps<H: History>(history: H, shutdown: CancellationToken) {
     let chain = history.chain();
     let mut failures = 0u32;
     loop {
-        let wait = match step(&history).await {
+        // A step cut short by shutdown rolls back: its commit is atomic.
+        let step = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            step = step(&history) => step,
+        };
+        let wait = match step {
             Ok(true) => {
                 failures = 0;
                 continue;
