@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 use serde_json::Value;
 use sqlx::{Any, Row, Transaction, any::AnyRow};
 
-use super::{Store, StoreError, deposits::deposit_from_row, parse_column, time};
+use super::{Store, StoreError, deposits::deposit_from_row, params::Params, parse_column, time};
 use crate::{
     deposit::{Deposit, DepositStatus},
     events::{DEPOSIT_V2, Event},
@@ -61,11 +61,12 @@ pub(super) async fn announce_deposits<'a>(
     let mut seen = HashSet::new();
     let ids: Vec<&str> = ids.into_iter().filter(|id| seen.insert(*id)).collect();
     let mut changed = Vec::with_capacity(ids.len());
-    for chunk in ids.chunks(CHUNK) {
+    let mut params = Params::of(tx);
+    for chunk in ids.chunks(params.rows_per_statement(1)) {
         let sql = format!(
             "SELECT {} FROM deposits WHERE id IN ({})",
             changed_columns(),
-            placeholders(1, chunk.len())
+            params.restart().take(chunk.len())
         );
         let rows = chunk.iter().fold(sqlx::query(&sql), |q, id| q.bind(*id)).fetch_all(&mut **tx).await?;
         let mut found: HashMap<String, ChangedDeposit> = HashMap::new();
@@ -99,7 +100,7 @@ pub(super) async fn announce_changed(
         if c.announced_before != status {
             let event_id = match c.announced_before {
                 None => c.deposit.dedup_key.clone(),
-                Some(_) => uuid::Uuid::new_v4().to_string(),
+                Some(_) => uuid::Uuid::now_v7().to_string(),
             };
             let data = serde_json::to_value(&c.deposit).map_err(|e| StoreError::Invalid(e.to_string()))?;
             events.push(NewEvent {
@@ -117,10 +118,11 @@ pub(super) async fn announce_changed(
     if !events.is_empty() {
         append(tx, &events, now).await?;
     }
-    for chunk in unmarked.chunks(CHUNK) {
+    let mut params = Params::of(tx);
+    for chunk in unmarked.chunks(params.rows_per_statement(1)) {
         let query = format!(
             "UPDATE deposits SET announced_status = status WHERE id IN ({})",
-            placeholders(1, chunk.len())
+            params.restart().take(chunk.len())
         );
         chunk.iter().fold(sqlx::query(&query), |q, id| q.bind(*id)).execute(&mut **tx).await?;
     }
@@ -147,11 +149,9 @@ fn merge(changed: Vec<ChangedDeposit>) -> Vec<ChangedDeposit> {
     out
 }
 
-/// Parameters per multi-row statement (a statement of `n` columns takes
-/// `CHUNK / n` rows). SQLite looks each bind parameter up by name in a list,
-/// so a statement's cost grows with the square of its parameters: 500 spent
-/// a sixth of a backfill there, 200 a negligible part.
-pub(super) const CHUNK: usize = 200;
+/// Parameters per multi-row statement written with numbered parameters (a
+/// statement of `n` columns takes `CHUNK / n` rows); see [`super::params`].
+pub(super) const CHUNK: usize = super::params::NUMBERED;
 
 /// `$first, $first+1, …` for `count` parameters.
 pub(super) fn placeholders(first: usize, count: usize) -> String {
@@ -195,9 +195,10 @@ pub(super) async fn append(
         }
     }
     let numbered: Vec<(i64, &NewEvent)> = (first..).zip(events).collect();
-    for chunk in numbered.chunks(CHUNK / 7) {
-        let values: Vec<String> =
-            (0..chunk.len()).map(|i| format!("({})", placeholders(i * 7 + 1, 7))).collect();
+    let mut params = Params::of(tx);
+    for chunk in numbered.chunks(params.rows_per_statement(7)) {
+        params.restart();
+        let values: Vec<String> = chunk.iter().map(|_| params.row(7)).collect();
         let sql = format!(
             "INSERT INTO events (seq, id, organization_id, type, resource_id, payload, created_at) VALUES {}",
             values.join(", ")
@@ -221,20 +222,10 @@ pub(super) async fn append(
         .iter()
         .flat_map(|(seq, e)| webhooks[e.organization].iter().map(move |w| (*seq, w.as_str(), e.resource_id)))
         .collect();
-    for chunk in deliveries.chunks(CHUNK / 5) {
-        let values: Vec<String> = (0..chunk.len())
-            .map(|i| {
-                let p = i * 5;
-                format!(
-                    "(${}, ${}, ${}, ${}, 'PENDING', 0, ${n}, ${n}, ${n})",
-                    p + 1,
-                    p + 2,
-                    p + 3,
-                    p + 4,
-                    n = p + 5
-                )
-            })
-            .collect();
+    for chunk in deliveries.chunks(params.rows_per_statement(7)) {
+        params.restart();
+        let values: Vec<String> =
+            chunk.iter().map(|_| format!("({}, 'PENDING', 0, {})", params.take(4), params.take(3))).collect();
         let sql = format!(
             "INSERT INTO deliveries (id, event_seq, webhook_id, resource_id, state, attempts, next_attempt_at,
                 created_at, updated_at) VALUES {}",
@@ -243,10 +234,12 @@ pub(super) async fn append(
         let mut query = sqlx::query(&sql);
         for (seq, webhook, resource) in chunk {
             query = query
-                .bind(uuid::Uuid::new_v4().to_string())
+                .bind(uuid::Uuid::now_v7().to_string())
                 .bind(*seq)
                 .bind(*webhook)
                 .bind(*resource)
+                .bind(now)
+                .bind(now)
                 .bind(now);
         }
         query.execute(&mut **tx).await?;

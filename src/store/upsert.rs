@@ -8,18 +8,14 @@ use sqlx::{Any, Row, Transaction};
 use super::{
     StoreError,
     deposits::ScanCommit,
-    events::{CHUNK, ChangedDeposit, changed_columns, placeholders},
+    events::{ChangedDeposit, changed_columns},
+    params::Params,
     to_i64,
 };
 use crate::deposit::{DepositStatus, Detected, SourceType};
 
 /// Parameters per row of the upsert.
-const PARAMS: usize = 19;
-
-/// Rows per upsert, within the outbox's parameters per statement ([`CHUNK`]):
-/// SQLite resolves `$N` parameters by name, at a cost that grows with the
-/// square of their number.
-const ROWS: usize = CHUNK / PARAMS;
+const PARAMS: usize = 20;
 
 /// Upserts a scan's deposits on their natural key and returns the rows the
 /// statements inserted or changed, in the scan's order. A re-seen deposit
@@ -35,19 +31,20 @@ pub(super) async fn upsert_deposits(
     let deposits = distinct(&scan.deposits);
     let organizations = organizations(tx, &deposits).await?;
     let mut changed = Vec::new();
-    for chunk in deposits.chunks(ROWS) {
-        let sql = upsert_sql(chunk.len());
+    let mut params = Params::of(tx);
+    for chunk in deposits.chunks(params.rows_per_statement(PARAMS)) {
+        let sql = upsert_sql(params.restart(), chunk.len());
         let mut query = sqlx::query(&sql);
         let mut new_ids = HashSet::new();
         for (deposit, position) in chunk {
             let confirmed = scan.confirmed_through.is_some_and(|c| deposit.block_number <= c);
             let status = if confirmed { DepositStatus::Confirmed } else { DepositStatus::Pending };
             let source = disclosed_source(deposit, &organizations);
-            let id = uuid::Uuid::new_v4().to_string();
+            let id = uuid::Uuid::now_v7().to_string();
             new_ids.insert(id.clone());
             query = query
                 .bind(id)
-                .bind(uuid::Uuid::new_v4().to_string())
+                .bind(uuid::Uuid::now_v7().to_string())
                 .bind(scan.chain.as_str())
                 .bind(&deposit.tx_hash)
                 .bind(position.as_str())
@@ -64,7 +61,9 @@ pub(super) async fn upsert_deposits(
                 .bind(&deposit.block_hash)
                 .bind(to_i64(deposit.block_time)?.saturating_mul(1_000_000))
                 .bind(confirmed.then_some(now))
-                .bind(now);
+                .bind(now)
+                // announced_status: what this transaction's event announces.
+                .bind(status.as_str());
         }
         let rows = query.fetch_all(&mut **tx).await?;
         let order: HashMap<(&str, &str), usize> =
@@ -115,10 +114,11 @@ async fn organizations(
     ids.sort_unstable();
     ids.dedup();
     let mut out = HashMap::new();
-    for chunk in ids.chunks(CHUNK) {
+    let mut params = Params::of(tx);
+    for chunk in ids.chunks(params.rows_per_statement(1)) {
         let sql = format!(
             "SELECT id, organization_id FROM accounts WHERE id IN ({})",
-            placeholders(1, chunk.len())
+            params.restart().take(chunk.len())
         );
         let rows = chunk.iter().fold(sqlx::query(&sql), |q, id| q.bind(*id)).fetch_all(&mut **tx).await?;
         for row in rows {
@@ -138,14 +138,10 @@ fn disclosed_source<'a>(deposit: &'a Detected, organizations: &HashMap<String, S
 }
 
 /// `INSERT … ON CONFLICT … RETURNING` for `rows` deposits.
-fn upsert_sql(rows: usize) -> String {
-    let values: Vec<String> = (0..rows)
-        .map(|i| {
-            let p = i * PARAMS;
-            // Columns 1–16, orphaned_at_block, 17–19, and announced_status = status ($14).
-            format!("({}, NULL, ${}, ${}, ${}, ${})", placeholders(p + 1, 16), p + 17, p + 18, p + 19, p + 14)
-        })
-        .collect();
+fn upsert_sql(params: &mut Params, rows: usize) -> String {
+    // Columns 1–16, orphaned_at_block, then the last four.
+    let values: Vec<String> =
+        (0..rows).map(|_| format!("({}, NULL, {})", params.take(16), params.take(PARAMS - 16))).collect();
     format!(
         "INSERT INTO deposits (id, dedup_key, chain, tx_hash, position, account_id, account_address,
             source_address, source_type, source_account_id, currency_symbol, amount_raw, decimals,
