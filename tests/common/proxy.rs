@@ -99,9 +99,8 @@ async fn handle(State(proxy): State<Arc<Proxy>>, Json(body): Json<Value>) -> axu
     if let Some(error) = injected_error(faults, &body) {
         return Json(error).into_response();
     }
-    if take(&faults.nulled, &body) {
-        faults.failed.fetch_add(1, Ordering::SeqCst);
-        return Json(json!({"jsonrpc": "2.0", "id": body["id"], "result": null})).into_response();
+    if let Some(nulls) = nulled(faults, &body) {
+        return Json(nulls).into_response();
     }
     let params = body["params"].to_string();
     let failing = faults.failing_params.lock().unwrap().iter().any(|(method, needle)| {
@@ -174,4 +173,25 @@ fn take(list: &Mutex<Vec<(String, u32)>>, body: &Value) -> bool {
     let mut list = list.lock().unwrap();
     let entry = list.iter_mut().find(|(method, times)| body["method"] == method.as_str() && *times > 0);
     entry.map(|e| e.1 -= 1).is_some()
+}
+
+/// The `null` answer to `body` (one call, or a batch of calls) when each of
+/// its calls is listed in `nulled`.
+fn nulled(faults: &Faults, body: &Value) -> Option<Value> {
+    let calls = body.as_array().cloned().unwrap_or_else(|| vec![body.clone()]);
+    let listed = |call: &Value| {
+        faults.nulled.lock().unwrap().iter().any(|(m, t)| call["method"] == m.as_str() && *t > 0)
+    };
+    if calls.is_empty() || !calls.iter().all(listed) {
+        return None;
+    }
+    let answers: Vec<Value> = calls
+        .iter()
+        .map(|call| {
+            take(&faults.nulled, call);
+            faults.failed.fetch_add(1, Ordering::SeqCst);
+            json!({"jsonrpc": "2.0", "id": call["id"], "result": null})
+        })
+        .collect();
+    Some(if body.is_array() { Value::Array(answers) } else { answers[0].clone() })
 }
