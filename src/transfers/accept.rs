@@ -106,13 +106,9 @@ impl Acceptance<'_> {
         let key_index = self.key_index(&account, chain, &source).await?;
         let eip3009 = config.assets.iter().any(|a| a.symbol == symbol && a.eip3009);
         let route = route(account.kind, chain.family(), eip3009 && !native);
-        let balances = self.balances.balances(&account, Some(chain), |_, _| Default::default()).await?;
-        let mut balance = balances
-            .iter()
-            .find(|b| b.symbol == symbol)
-            .and_then(|b| Amount::parse(&b.total, decimals).ok())
-            .map_or(U256::ZERO, |a| a.raw());
+        let mut balance = self.balance(&account, chain, symbol, decimals).await?;
         if native && route == super::Route::TopUp {
+            // The sponsor's gas money at the address is not the account's.
             balance = balance.saturating_sub(self.store.sponsored_gas_left(chain, &source).await?);
         }
         let new = NewTransfer {
@@ -158,6 +154,23 @@ impl Acceptance<'_> {
                 Ok(Some(index))
             }
         }
+    }
+
+    /// What the chain holds of `symbol` at the account's addresses on `chain`,
+    /// in the smallest unit.
+    async fn balance(
+        &self,
+        account: &Account,
+        chain: Chain,
+        symbol: &str,
+        decimals: u8,
+    ) -> Result<U256, AcceptError> {
+        let balances = self.balances.balances(account, Some(chain), |_, _| Default::default()).await?;
+        Ok(balances
+            .iter()
+            .find(|b| b.symbol == symbol)
+            .and_then(|b| Amount::parse(&b.total, decimals).ok())
+            .map_or(U256::ZERO, |a| a.raw()))
     }
 
     fn address_of(&self, chain: Chain, key: KeyRef) -> Result<String, KeyError> {
