@@ -184,3 +184,37 @@ async fn one_transfers_failing_receipt_lookups_hold_back_no_other_transfer() {
     }
     run.kill().unwrap();
 }
+
+#[tokio::test]
+async fn a_nonce_gap_is_filled_and_the_transfers_after_it_confirm() {
+    let s = Setup::new(Backend::Sqlite, "").await;
+    s.create_account("treasury", "OMNIBUS");
+    let mut run = s.start("run").await;
+    let first = s.transfer("treasury", "0.1", "ETH", s.outside).await;
+    s.until(&first, "CONFIRMED", true).await;
+    // The omnibus wallet's counter skips nonce 1, which nothing will use
+    // (as after a re-sync to a pending count whose transaction was dropped).
+    let store = s.env.store().await;
+    let omnibus = s.omnibus.to_string();
+    assert!(store.resync_nonce(common::CHAIN, &omnibus, 2).await.unwrap());
+    let later = [
+        s.transfer("treasury", "0.2", "ETH", s.outside).await,
+        s.transfer("treasury", "0.3", "ETH", s.outside).await,
+    ];
+    for id in &later {
+        s.until(id, "CONFIRMED", true).await;
+    }
+
+    // Nonce 1 went to a zero-value self-transfer, the platform's cost; each
+    // transfer landed once, at the nonces after it.
+    assert_eq!(s.anvil.provider.get_transaction_count(s.omnibus).await.unwrap(), 4);
+    for (id, nonce) in later.iter().zip([2, 3]) {
+        let signed = store.transfer_transactions(id).await.unwrap();
+        assert_eq!(signed.iter().map(|t| t.nonce).collect::<Vec<_>>(), [nonce], "{id}");
+    }
+    assert_eq!(s.eth(s.outside).await, U256::from(6 * ETH / 10));
+    let (fillers, cost) = store.filler_costs(common::CHAIN).await.unwrap();
+    assert_eq!(fillers, 1);
+    assert!(cost > U256::ZERO);
+    run.kill().unwrap();
+}

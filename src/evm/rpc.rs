@@ -179,9 +179,9 @@ pub enum Broadcast {
 /// them alike) rather than a failure to answer. Anything not listed is
 /// unknown: a transaction is never taken as refused on a guess.
 pub fn refusal(message: &str) -> bool {
-    const REFUSALS: [&str; 14] = [
+    // "nonce too high" is no refusal: the missing nonce is a gap to fill.
+    const REFUSALS: [&str; 13] = [
         "nonce too low",
-        "nonce too high",
         "already used",
         "insufficient funds",
         "intrinsic gas too low",

@@ -10,6 +10,7 @@ mod events;
 mod gas_ledger;
 mod health;
 mod limits;
+mod nonce_fillers;
 mod organizations;
 mod transfer_lineage;
 mod transfer_txs;

@@ -15,6 +15,7 @@
 
 mod authorization;
 mod broadcast;
+mod gaps;
 mod outcome;
 mod plan;
 mod pricing;
@@ -69,6 +70,9 @@ impl EvmSender {
             return Ok(0);
         }
         let confirmed = self.confirmed_block().await?;
+        if let Err(error) = self.fill_gaps(&transfers, confirmed).await {
+            warn!(chain = %self.config.chain, %error, "cannot fill nonce gaps; retrying");
+        }
         // A topped-up account sends one transfer at a time: its gas budget
         // assumes nothing else spends from the address meanwhile.
         let mut busy: HashSet<&str> = transfers
