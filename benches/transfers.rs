@@ -38,7 +38,7 @@ use custody_indexer::{
     evm::EvmSender,
     keys::{KeyRef, MnemonicSigner, Signer},
     store::{NewAccount, Store, StoreError},
-    transfer::run_sender,
+    transfers::run_sender,
 };
 use futures::{StreamExt, stream};
 use serde_json::json;

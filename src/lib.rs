@@ -24,6 +24,6 @@ pub mod redact;
 pub mod solana;
 pub mod store;
 pub mod telemetry;
-pub mod transfer;
+pub mod transfers;
 pub mod watch;
 pub mod watcher;

@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use metrics::{Unit, describe_counter, describe_gauge, gauge};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
-use crate::{config::Chains, deposit::DepositStatus, store::Store, transfer::TransferStatus};
+use crate::{config::Chains, deposit::DepositStatus, store::Store, transfers::TransferStatus};
 
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
 

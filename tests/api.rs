@@ -20,7 +20,7 @@ use custody_indexer::{
     config::Chains,
     deposit::{Detected, Position},
     store::{Created, CursorMove, MAX_API_KEYS, NewAccount, NewTransfer, ScanCommit, StoreError},
-    transfer::Route,
+    transfers::Route,
 };
 use serde_json::{Value, json};
 

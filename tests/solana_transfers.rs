@@ -269,3 +269,26 @@ async fn a_lost_transaction_is_signed_again_after_expiry_then_dropped_at_the_win
     s.until(&next, "CONFIRMED").await;
     assert_eq!(lamports(node, &outside).await, SOL / 10);
 }
+
+#[tokio::test]
+async fn a_lagging_nodes_blockhash_not_found_does_not_fail_the_transfer_before_expiry() {
+    let s = Setup::new("rebroadcast_after_secs = 1", true).await;
+    let faults = &s.proxy.as_ref().unwrap().faults;
+    // A node behind the cluster: its preflight does not know the fresh
+    // blockhash yet, for the first few sends.
+    let refusal = "Transaction simulation failed: Blockhash not found";
+    faults.method_errors.lock().unwrap().push(("sendTransaction".into(), -32002, refusal.into(), 5));
+    let outside = Keypair::new().pubkey();
+    let answer = s.post("alice", "0.1", "SOL", outside.to_string()).await;
+    assert_eq!(answer.status, 201, "{:?}", answer.body);
+    let id = answer.body["id"].as_str().unwrap().to_string();
+    // `until` fails on any other terminal status on the way.
+    let confirmed = s.until(&id, "CONFIRMED").await;
+    assert_eq!(faults.failed.load(std::sync::atomic::Ordering::SeqCst), 5, "every refusal was met");
+
+    // Sent once: one signature, which is the transfer's, and the lamports arrived once.
+    let signed = s.env.store().await.transfer_transactions(&id).await.unwrap();
+    assert_eq!(signed.len(), 1, "{signed:?}");
+    assert_eq!(confirmed["transaction_hash"], signed[0].hash.as_str());
+    assert_eq!(lamports(&s.node, &outside).await, SOL / 10);
+}

@@ -14,7 +14,7 @@ use custody_indexer::{
         Created, Lineage, NewAccount, NewTransfer, SentTransaction, Settlement, Store, StoreError, TxRole,
         TxState,
     },
-    transfer::{FailureDetails, Route, TransferStatus},
+    transfers::{FailureDetails, Route, TransferStatus},
 };
 
 const EVM: Chain = Chain::EthereumTestnet;

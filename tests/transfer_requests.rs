@@ -24,7 +24,7 @@ use custody_indexer::{
     config::Chains,
     keys::{KeyRef, MnemonicSigner, Signer},
     store::{NewAccount, Settlement},
-    transfer::{FailureDetails, TransferStatus},
+    transfers::{FailureDetails, TransferStatus},
 };
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -277,7 +277,7 @@ async fn a_transfer_no_sender_takes_fails_after_submit_within_secs() {
         let s = Setup::new(backend, "submit_within_secs = 2", 5_000_000).await;
         // A second instance sweeping the same store at the same time.
         let other = CancellationToken::new();
-        tokio::spawn(custody_indexer::transfer::expire_unsent(
+        tokio::spawn(custody_indexer::transfers::expire_unsent(
             s.app.store().clone(),
             s.chains.clone(),
             other.clone(),

@@ -187,7 +187,7 @@ pub async fn serve(
     let address = listener.local_addr()?;
     tracing::info!(%address, "api listening");
     // Whatever accepts transfers also ends those no sender takes in time.
-    tokio::spawn(crate::transfer::expire_unsent(
+    tokio::spawn(crate::transfers::expire_unsent(
         state.store().clone(),
         state.chains().clone(),
         shutdown.clone(),

@@ -15,12 +15,9 @@ use super::{
     params::{Params, encode_cursor},
 };
 use crate::{
-    account::{Account, AccountStatus, AccountType},
-    amount::Amount,
-    chain::{Chain, Family},
-    keys::KeyRef,
-    store::{self, Created, GasUsage, LimitPolicy, NewTransfer, Refusal, TransferPage},
-    transfer::{self, Route, Transfer},
+    chain::Chain,
+    store::{GasUsage, LimitPolicy, TransferPage},
+    transfers::{AcceptError, Acceptance, Created, Refusal, Request, Transfer},
 };
 
 const DEFAULT_LIMIT: u32 = 10;
@@ -99,9 +96,7 @@ pub async fn create(
             "transfers are disabled: the service has no signing keys",
         ));
     };
-    let request_id = transfer::canonical_request_id(&request.request_id)
-        .ok_or_else(|| ApiError::invalid(format!("request_id {:?} is not a UUID", request.request_id)))?;
-    let (field, destination, chain) = match (
+    let (destination_field, destination, chain) = match (
         &request.address_destination,
         &request.destination_address,
         &request.destination_chain,
@@ -119,120 +114,33 @@ pub async fn create(
             ));
         }
     };
-    let chain: Chain =
-        chain.parse().map_err(|e: crate::chain::UnknownChain| ApiError::invalid(e.to_string()))?;
-    let config = state
-        .chains()
-        .get(chain)
-        .map_err(|_| ApiError::invalid(format!("{chain} is not configured on this service")))?;
-    if config.transfers.native_usd_micros().is_none() {
-        return Err(ApiError::invalid(format!(
-            "transfers on {chain} are disabled: no native_usd price is configured for the gas ledger"
-        )));
-    }
-    let destination =
-        transfer::destination(chain, destination).map_err(|e| ApiError::invalid(format!("{field}: {e}")))?;
-    let decimals = config.decimals_of(&request.currency_symbol).ok_or_else(|| {
-        ApiError::invalid(format!("{} is not supported on {chain}", request.currency_symbol))
-    })?;
-    let amount = Amount::parse(&request.amount, decimals).map_err(|e| ApiError::invalid(e.to_string()))?;
-    if amount.is_zero() {
-        return Err(ApiError::invalid("amount must be positive"));
-    }
-    // The same request again is answered from its transfer before anything
-    // that transfer changed (the account's balance and holds, its status) is
-    // checked again.
-    let fingerprint =
-        store::fingerprint(&request.account_id, chain, &destination, &request.currency_symbol, &amount);
-    if let Some(answer) =
-        state.store().repeated_request(&caller.organization, &request_id, &fingerprint).await?
-    {
-        return answered(answer);
-    }
-
-    let account = state.store().organization_account(&caller.organization, &request.account_id).await?;
-    if account.status != AccountStatus::Active {
-        return Err(refused(Refusal::NotActive(account.id, account.status)));
-    }
-    let source = address_on(&account, chain)
-        .ok_or_else(|| ApiError::invalid(format!("account {} has no address on {chain}", account.id)))?;
-    if source == destination {
-        return Err(ApiError::invalid("the destination is the account's own address"));
-    }
-    let native = request.currency_symbol == config.native.symbol;
-    let address_of = |key| {
-        let address = match chain.family() {
-            Family::Evm => signer.evm_address(key).map(|a| a.to_checksum(None)),
-            Family::Solana => signer.solana_address(key),
-        };
-        address.map_err(|e| {
-            tracing::error!(error = %e, "the signer cannot derive an address");
-            ApiError::internal()
-        })
+    let acceptance = Acceptance {
+        store: state.store(),
+        chains: state.chains(),
+        balances: &state.0.balances,
+        signer: signer.as_ref(),
     };
-    let (route, key_index) = match account.kind {
-        AccountType::Omnibus => {
-            if address_of(KeyRef::Omnibus)? != source {
-                return Err(ApiError::invalid(format!(
-                    "omnibus account {} does not hold the omnibus wallet's address on {chain}",
-                    account.id
-                )));
-            }
-            (Route::Omnibus, None)
-        }
-        AccountType::Segregated => {
-            let index = state.store().account_key(&account.id).await?.ok_or_else(|| {
-                ApiError::invalid(format!(
-                    "account {} is watch-only: the service holds no key for it",
-                    account.id
-                ))
-            })?;
-            if address_of(KeyRef::Account(index))? != source {
-                return Err(ApiError::invalid(format!(
-                    "account {}'s key does not match its address",
-                    account.id
-                )));
-            }
-            let eip3009 = config.assets.iter().any(|a| a.symbol == request.currency_symbol && a.eip3009);
-            let route = match chain.family() {
-                Family::Solana => Route::FeePayer,
-                Family::Evm if eip3009 && !native => Route::Authorization,
-                Family::Evm => Route::TopUp,
-            };
-            (route, Some(index))
-        }
-    };
-    let balances = state.0.balances.balances(&account, Some(chain), |_, _| Default::default()).await?;
-    let mut balance = balances
-        .iter()
-        .find(|b| b.symbol == request.currency_symbol)
-        .and_then(|b| Amount::parse(&b.total, decimals).ok())
-        .map(|a| a.raw())
-        .unwrap_or_default();
-    if native && route == Route::TopUp {
-        balance = balance.saturating_sub(state.store().sponsored_gas_left(chain, &source).await?);
-    }
-
-    let new = NewTransfer {
-        organization: caller.organization,
-        request_id,
-        account_id: account.id.clone(),
+    let request = Request {
+        organization: &caller.organization,
+        request_id: &request.request_id,
+        account_id: &request.account_id,
+        amount: &request.amount,
+        currency_symbol: &request.currency_symbol,
+        destination_field,
+        destination,
         chain,
-        source_address: source,
-        destination_address: destination,
-        currency_symbol: request.currency_symbol,
-        amount,
-        route,
-        key_index,
     };
-    answered(state.store().create_transfer(&new, balance).await)
-}
-
-fn answered(created: Result<Created, Refusal>) -> Result<(StatusCode, Json<Transfer>), ApiError> {
-    match created {
+    match acceptance.accept(&request).await {
         Ok(Created::New(transfer)) => Ok((StatusCode::CREATED, Json(transfer))),
         Ok(Created::Existing(transfer)) => Ok((StatusCode::OK, Json(transfer))),
-        Err(refusal) => Err(refused(refusal)),
+        Err(AcceptError::Invalid(message)) => Err(ApiError::invalid(message)),
+        Err(AcceptError::Refused(refusal)) => Err(refused(refusal)),
+        Err(AcceptError::Store(error)) => Err(error.into()),
+        Err(AcceptError::Balance(error)) => Err(error.into()),
+        Err(AcceptError::Key(error)) => {
+            tracing::error!(error = %error, "the signer cannot derive an address");
+            Err(ApiError::internal())
+        }
     }
 }
 
@@ -252,11 +160,6 @@ fn refused(refusal: Refusal) -> ApiError {
         Refusal::Limit { .. } => ApiError::coded(StatusCode::BAD_REQUEST, "LIMIT_EXCEEDED", message),
         Refusal::Store(error) => error.into(),
     }
-}
-
-/// The account's address on `chain`.
-fn address_on(account: &Account, chain: Chain) -> Option<String> {
-    account.addresses.iter().find(|a| a.chains.contains(&chain)).map(|a| a.address.clone())
 }
 
 /// One transfer.
@@ -280,7 +183,7 @@ pub async fn get(
     params(
         ("account_id" = Option<String>, Query, description = "Only this account's transfers"),
         ("identity_id" = Option<String>, Query, description = "Only transfers of this identity's accounts"),
-        ("status" = Option<crate::transfer::TransferStatus>, Query, description = "Only transfers in this status"),
+        ("status" = Option<crate::transfers::TransferStatus>, Query, description = "Only transfers in this status"),
         ("limit" = Option<u32>, Query, minimum = 1, maximum = 100, description = "Page size, 1 to 100 (default 10)"),
         ("cursor" = Option<String>, Query, description = "The cursor of the previous page"),
     ),
@@ -298,7 +201,7 @@ pub async fn list(
         Params::parse(query.as_deref(), &["account_id", "identity_id", "status", "limit", "cursor"])?;
     let status = params
         .one("status")?
-        .map(|s| s.parse().map_err(|e: crate::transfer::UnknownStatus| ApiError::invalid(e.to_string())))
+        .map(|s| s.parse().map_err(|e: crate::transfers::UnknownStatus| ApiError::invalid(e.to_string())))
         .transpose()?;
     let limit = params.limit("limit", DEFAULT_LIMIT, MAX_LIMIT)?;
     let page = TransferPage {

@@ -20,7 +20,7 @@ use crate::{
     solana::{SolanaSender, SolanaWatcher},
     store::Store,
     telemetry,
-    transfer::run_sender,
+    transfers::run_sender,
     watcher::WatchError,
 };
 

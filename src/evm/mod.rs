@@ -9,7 +9,7 @@ pub mod rpc;
 mod sender;
 mod watcher;
 
-pub use sender::{EvmSender, SendError};
+pub use sender::EvmSender;
 pub use watcher::EvmWatcher;
 
 pub use crate::watcher::{BackfillReport, Tick, WatchError};

@@ -165,8 +165,38 @@ impl FeeReceipt {
 pub enum Broadcast {
     /// The node took it, or already had it.
     Accepted,
-    /// The node refused it, with its reason.
-    Rejected(String),
+    /// The node refused it for a reason found in the transaction against the
+    /// node's state (see [`refusal`]): it is not in that node's pool. Whether
+    /// it can still land elsewhere is for the chain to say.
+    Refused(String),
+    /// No answer, or one that decides nothing (an internal error, a timeout,
+    /// a rate limit): the node may have taken it and it may be mined.
+    Unknown(String),
+}
+
+/// Whether a node's error answer to `eth_sendRawTransaction` is a refusal of
+/// the transaction itself (geth, reth, Erigon, Nethermind and anvil word
+/// them alike) rather than a failure to answer. Anything not listed is
+/// unknown: a transaction is never taken as refused on a guess.
+pub fn refusal(message: &str) -> bool {
+    // "nonce too high" is no refusal: the missing nonce is a gap to fill.
+    const REFUSALS: [&str; 13] = [
+        "nonce too low",
+        "already used",
+        "insufficient funds",
+        "intrinsic gas too low",
+        "exceeds block gas limit",
+        "gas limit reached",
+        "underpriced",
+        "less than block base fee",
+        "fee cap less than",
+        "higher than max fee",
+        "tip higher than fee cap",
+        "invalid sender",
+        "invalid chain id",
+    ];
+    let lower = message.to_ascii_lowercase();
+    REFUSALS.iter().any(|r| lower.contains(r))
 }
 
 #[derive(Debug, Clone, Copy, Deserialize)]
@@ -376,11 +406,12 @@ impl EvmRpc {
     }
 
     /// Sends a signed transaction. A node that already has it (or has already
-    /// included it) counts as accepting it: sending again is always safe.
-    pub async fn send_raw(&self, raw: &Bytes) -> Result<Broadcast, RpcFailure> {
+    /// included it) counts as accepting it: sending again is always safe. No
+    /// answer is no refusal: see [`Broadcast`].
+    pub async fn send_raw(&self, raw: &Bytes) -> Broadcast {
         const METHOD: &str = "eth_sendRawTransaction";
         match self.client.request::<_, B256>(METHOD, (raw,)).await {
-            Ok(_) => Ok(Broadcast::Accepted),
+            Ok(_) => Broadcast::Accepted,
             Err(RpcError::ErrorResp(payload)) => {
                 let message = payload.message.to_string();
                 let lower = message.to_ascii_lowercase();
@@ -388,13 +419,41 @@ impl EvmRpc {
                     || lower.contains("known transaction")
                     || lower.contains("already imported")
                 {
-                    Ok(Broadcast::Accepted)
+                    Broadcast::Accepted
+                } else if refusal(&message) {
+                    Broadcast::Refused(message)
                 } else {
-                    Ok(Broadcast::Rejected(message))
+                    Broadcast::Unknown(message)
                 }
             }
-            Err(e) => Err(self.failure(METHOD, e)),
+            Err(e) => Broadcast::Unknown(self.failure(METHOD, e).message),
         }
+    }
+
+    /// The number of transactions `address` sent up to block `number`.
+    pub async fn nonce_at(&self, address: Address, number: u64) -> Result<u64, RpcFailure> {
+        let n: U64 = self
+            .client
+            .request("eth_getTransactionCount", (address, BlockNumberOrTag::Number(number)))
+            .await
+            .map_err(|e| self.failure("eth_getTransactionCount", e))?;
+        Ok(n.to())
+    }
+
+    /// Logs of `contract` in blocks `from..=to` whose topics start with
+    /// `topics`, in one call: for a filter narrow enough to be answered whole.
+    pub async fn logs_with_topics(
+        &self,
+        contract: Address,
+        topics: &[B256],
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<Log>, RpcFailure> {
+        let mut filter = Filter::new().from_block(from).to_block(to).address(contract);
+        for (i, topic) in topics.iter().enumerate() {
+            filter.topics[i] = (*topic).into();
+        }
+        self.client.request("eth_getLogs", (filter,)).await.map_err(|e| self.failure("eth_getLogs", e))
     }
 
     /// The receipt of a transaction, `None` while it is not included.
@@ -703,6 +762,24 @@ fn is_range_too_large(err: &TransportError) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_refusal_of_the_transaction_itself_is_a_refusal() {
+        for refused in [
+            "nonce too low: next nonce 5, tx nonce 4",
+            "Insufficient funds for gas * price + value",
+            "replacement transaction underpriced",
+            "max fee per gas less than block base fee",
+            "intrinsic gas too low",
+        ] {
+            assert!(refusal(refused), "{refused}");
+        }
+        for unknown in
+            ["internal error", "request timed out", "context deadline exceeded", "rate limited", ""]
+        {
+            assert!(!refusal(unknown), "{unknown}");
+        }
+    }
 
     #[test]
     fn an_op_stack_receipt_carries_its_l1_data_fee() {

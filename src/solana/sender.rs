@@ -8,6 +8,13 @@
 //! the transfer's signatures is it provably never going to land; then it is
 //! re-signed with a fresh blockhash, or `DROPPED` when the window is over. A
 //! transfer can never land twice.
+//!
+//! A node's refusal or silence decides nothing before that: the transfer is
+//! `SUBMITTED` and its transaction sent again (a lagging node's preflight
+//! answers "Blockhash not found" for a blockhash the cluster knows). Only a
+//! transaction every send of which this process saw refused for a reason
+//! of its own (a failed simulation), expired with no status, fails the
+//! transfer with that reason.
 
 use std::{
     collections::HashMap,
@@ -31,22 +38,13 @@ use super::{
 };
 use crate::{
     config::{ChainConfig, Confirmation},
-    keys::{KeyError, KeyRef, Signer},
-    store::{Fee, Lineage, Outgoing, SentTransaction, Store, StoreError, TxRole, TxState, now_micros},
-    transfer::{FailureDetails, Route, Sender, TransferStatus, expire_if_unsent, failure, settle},
+    keys::{KeyRef, Signer},
+    store::{Store, now_micros},
+    transfers::{
+        FailureDetails, Fee, Lineage, Outgoing, Route, SendError, Sender, SentTransaction, TransferStatus,
+        TxRole, TxState, after_step, expire_if_unsent, failure, settle, waiting,
+    },
 };
-
-#[derive(Debug, thiserror::Error)]
-pub enum SolanaSendError {
-    #[error(transparent)]
-    Rpc(#[from] RpcFailure),
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error(transparent)]
-    Key(#[from] KeyError),
-    #[error("{0}")]
-    Invalid(String),
-}
 
 pub struct SolanaSender {
     config: ChainConfig,
@@ -55,38 +53,36 @@ pub struct SolanaSender {
     signer: Arc<dyn Signer>,
     /// When this process last sent each signature.
     sent: Mutex<HashMap<String, Instant>>,
+    /// Why a node refused each signature it never took: a refusal decides
+    /// nothing before the blockhash expires (a lagging node's preflight does
+    /// not know the blockhash yet), and once it expired with no status it
+    /// names the failure.
+    refused: Mutex<HashMap<String, String>>,
 }
 
 impl SolanaSender {
     pub fn new(config: ChainConfig, store: Store, signer: Arc<dyn Signer>) -> Self {
         let rpc = SolanaRpc::new(config.chain, &config.rpc_urls);
-        Self { config, rpc, store, signer, sent: Mutex::default() }
+        Self { config, rpc, store, signer, sent: Mutex::default(), refused: Mutex::default() }
     }
 
-    async fn step_once(&self) -> Result<usize, SolanaSendError> {
+    async fn step_once(&self) -> Result<usize, SendError> {
         let transfers = self.store.outgoing(self.config.chain).await?;
-        for transfer in &transfers {
+        for transfer in transfers.iter().filter(|t| !waiting(t)) {
             let outcome = match transfer.status {
                 TransferStatus::Accepted => self.submit(transfer).await,
                 TransferStatus::Submitted => self.follow(transfer).await,
                 _ => Ok(()),
             };
-            match outcome {
-                Ok(()) => {}
-                Err(e @ (SolanaSendError::Rpc(_) | SolanaSendError::Store(_))) => return Err(e),
-                Err(SolanaSendError::Key(error)) => {
-                    self.fail(transfer, "SIGNING_FAILED", &error.to_string()).await?
-                }
-                Err(SolanaSendError::Invalid(message)) => {
-                    self.fail(transfer, "INVALID_TRANSFER", &message).await?
-                }
+            if let Some(reason) = after_step(&self.store, &self.config, transfer, outcome).await? {
+                self.fail(transfer, &reason.code, &reason.message).await?;
             }
         }
         Ok(transfers.len())
     }
 
     /// An `ACCEPTED` transfer: sign, persist and send its first transaction.
-    async fn submit(&self, t: &Outgoing) -> Result<(), SolanaSendError> {
+    async fn submit(&self, t: &Outgoing) -> Result<(), SendError> {
         if let Some(tx) = t.transactions.iter().rev().find(|x| x.state == TxState::Sent) {
             return self.send_first(t, tx).await;
         }
@@ -105,28 +101,34 @@ impl SolanaSender {
         self.send_first(t, &sent).await
     }
 
-    async fn send_first(&self, t: &Outgoing, tx: &SentTransaction) -> Result<(), SolanaSendError> {
-        match self.send(tx).await? {
-            SolanaBroadcast::Accepted => {
-                self.store.mark_submitted(&t.id).await?;
-                info!(chain = %self.config.chain, transfer = %t.id, signature = %tx.hash, "transfer submitted");
-                Ok(())
+    /// Sends a transfer's first transaction; the transfer is `SUBMITTED`
+    /// whatever the node answered: until its blockhash provably expired the
+    /// transaction may land (see [`SolanaSender::follow`]), so funds stay held.
+    async fn send_first(&self, t: &Outgoing, tx: &SentTransaction) -> Result<(), SendError> {
+        let outcome = self.send(tx).await;
+        match &outcome {
+            Ok(SolanaBroadcast::Accepted) => {
+                info!(chain = %self.config.chain, transfer = %t.id, signature = %tx.hash, "transfer submitted")
             }
-            SolanaBroadcast::Rejected(reason) => {
-                self.store.reject_transaction(self.config.chain, tx).await?;
-                self.fail(t, "REJECTED_BY_NODE", &reason).await
+            Ok(SolanaBroadcast::Rejected(reason)) => {
+                warn!(chain = %self.config.chain, transfer = %t.id, signature = %tx.hash, reason, "node refused the transaction; held and sent again until its blockhash expires")
+            }
+            Err(error) => {
+                warn!(chain = %self.config.chain, transfer = %t.id, signature = %tx.hash, %error, "no answer to the transaction's broadcast; held and sent again")
             }
         }
+        self.store.mark_submitted(&t.id).await?;
+        outcome.map(|_| ())
     }
 
     /// A `SUBMITTED` transfer: settle it once a signature lands at the
     /// chain's commitment; re-send while its blockhash is valid; re-sign or
     /// drop once it provably expired.
-    async fn follow(&self, t: &Outgoing) -> Result<(), SolanaSendError> {
+    async fn follow(&self, t: &Outgoing) -> Result<(), SendError> {
         let group: Vec<&SentTransaction> =
             t.transactions.iter().filter(|x| x.state != TxState::Rejected).collect();
         let Some(last) = group.last().copied() else {
-            return Err(SolanaSendError::Invalid("a submitted transfer without a transaction".into()));
+            return Err(SendError::Invalid("a submitted transfer without a transaction".into()));
         };
         let signatures: Vec<&str> = group.iter().map(|x| x.hash.as_str()).collect();
         let statuses = self.rpc.signature_statuses(&signatures).await?;
@@ -139,6 +141,9 @@ impl SolanaSender {
         if height > last.nonce {
             // Provably expired: no signature of the transfer has a status and
             // the finalized chain is past every blockhash it used.
+            if let Some(reason) = self.refusal(&last.hash) {
+                return self.fail(t, "REJECTED_BY_NODE", &reason).await;
+            }
             if t.window_ends_at.is_some_and(|end| now_micros() >= end) {
                 info!(chain = %self.config.chain, transfer = %t.id, "window over and the last blockhash expired");
                 return self.settle(t, TransferStatus::Dropped, None).await;
@@ -148,8 +153,7 @@ impl SolanaSender {
             let lineage = Lineage::After(&last.hash);
             self.store.record_transaction(&t.id, self.config.chain, &sent, lineage, None, None).await?;
             if let SolanaBroadcast::Rejected(reason) = self.send(&sent).await? {
-                self.store.reject_transaction(self.config.chain, &sent).await?;
-                return self.fail(t, "REJECTED_BY_NODE", &reason).await;
+                warn!(chain = %self.config.chain, signature = %sent.hash, reason, "node refused the transaction; sending it again until its blockhash expires");
             }
             return Ok(());
         }
@@ -171,7 +175,7 @@ impl SolanaSender {
         t: &Outgoing,
         tx: &SentTransaction,
         status: &SignatureStatus,
-    ) -> Result<(), SolanaSendError> {
+    ) -> Result<(), SendError> {
         let settled = match self.config.confirmation {
             Confirmation::Finalized => status.confirmation == "finalized",
             Confirmation::Depth(_) => status.confirmation != "processed",
@@ -197,11 +201,11 @@ impl SolanaSender {
 
     /// What the fee payer paid for a landed transaction: the fee, and rent
     /// (its balance fell by more than the fee when it created an account).
-    async fn fees(&self, signature: &str) -> Result<Vec<Fee>, SolanaSendError> {
+    async fn fees(&self, signature: &str) -> Result<Vec<Fee>, SendError> {
         // A node can report a status before it serves the transaction: a
         // retried failure, never a reason to fail the transfer.
         let not_served = || {
-            SolanaSendError::Rpc(RpcFailure {
+            SendError::Solana(RpcFailure {
                 chain: self.config.chain,
                 method: "getTransaction",
                 message: format!("{signature} has a status but is not served yet"),
@@ -239,42 +243,39 @@ impl SolanaSender {
         t: &Outgoing,
         status: TransferStatus,
         failure: Option<FailureDetails>,
-    ) -> Result<(), SolanaSendError> {
+    ) -> Result<(), SendError> {
         settle(&self.store, &self.config, &t.id, status, None, failure, Vec::new()).await?;
         Ok(())
     }
 
-    async fn fail(&self, t: &Outgoing, code: &str, message: &str) -> Result<(), SolanaSendError> {
+    async fn fail(&self, t: &Outgoing, code: &str, message: &str) -> Result<(), SendError> {
         self.settle(t, TransferStatus::Failed, Some(failure(code, message))).await
     }
 
     /// The transfer's instructions with a fresh blockhash, signed by the
     /// sponsor (fee payer) and the owner.
-    async fn sign(&self, t: &Outgoing) -> Result<SentTransaction, SolanaSendError> {
+    async fn sign(&self, t: &Outgoing) -> Result<SentTransaction, SendError> {
         let owner_key = match t.route {
             Route::Omnibus => KeyRef::Omnibus,
-            _ => {
-                KeyRef::Account(t.key_index.ok_or_else(|| SolanaSendError::Invalid("no account key".into()))?)
-            }
+            _ => KeyRef::Account(t.key_index.ok_or_else(|| SendError::Invalid("no account key".into()))?),
         };
         let owner = pubkey(&self.signer.solana_address(owner_key)?)?;
         if owner.to_string() != t.source_address {
-            return Err(SolanaSendError::Invalid(format!(
+            return Err(SendError::Invalid(format!(
                 "the key held for {} does not sign for {}",
                 t.account_id, t.source_address
             )));
         }
         let sponsor = pubkey(&self.signer.solana_address(KeyRef::Sponsor)?)?;
         let destination = pubkey(&t.destination_address)?;
-        let amount =
-            u64::try_from(t.amount).map_err(|_| SolanaSendError::Invalid("amount exceeds u64".into()))?;
+        let amount = u64::try_from(t.amount).map_err(|_| SendError::Invalid("amount exceeds u64".into()))?;
         let mut instructions: Vec<Instruction> = Vec::new();
         if t.currency_symbol == self.config.native.symbol {
             instructions.push(transfer_sol(&owner, &destination, amount));
         } else {
             let asset =
                 self.config.assets.iter().find(|a| a.symbol == t.currency_symbol).ok_or_else(|| {
-                    SolanaSendError::Invalid(format!(
+                    SendError::Invalid(format!(
                         "{} is no longer listed on {}",
                         t.currency_symbol, self.config.chain
                     ))
@@ -297,8 +298,7 @@ impl SolanaSender {
             ));
         }
         let (blockhash, last_valid) = self.rpc.latest_blockhash().await?;
-        let blockhash: Hash =
-            blockhash.parse().map_err(|_| SolanaSendError::Invalid("bad blockhash".into()))?;
+        let blockhash: Hash = blockhash.parse().map_err(|_| SendError::Invalid("bad blockhash".into()))?;
         let message = Message::new_with_blockhash(&instructions, Some(&sponsor), &blockhash);
         let mut tx = Transaction::new_unsigned(message);
         let data = tx.message_data();
@@ -310,13 +310,12 @@ impl SolanaSender {
             } else if key == owner {
                 owner_key
             } else {
-                return Err(SolanaSendError::Invalid(format!("unexpected signer {key}")));
+                return Err(SendError::Invalid(format!("unexpected signer {key}")));
             };
             let signature = self.signer.sign_solana(which, data.clone()).await?;
             tx.signatures[position] = signature.into();
         }
-        let bytes =
-            wincode::serialize(&tx).map_err(|e| SolanaSendError::Invalid(format!("cannot encode: {e}")))?;
+        let bytes = wincode::serialize(&tx).map_err(|e| SendError::Invalid(format!("cannot encode: {e}")))?;
         Ok(SentTransaction {
             hash: tx.signatures[0].to_string(),
             role: TxRole::Transfer,
@@ -336,7 +335,18 @@ impl SolanaSender {
         })
     }
 
-    async fn send(&self, tx: &SentTransaction) -> Result<SolanaBroadcast, SolanaSendError> {
+    /// The refusal that ends a transfer whose last signature expired with no
+    /// status: a node refused it every time this process sent it, for a
+    /// reason in the transaction, not in the node's view of the chain.
+    fn refusal(&self, signature: &str) -> Option<String> {
+        let reason = self.refused.lock().expect("refused map").get(signature).cloned()?;
+        let lagging = reason.contains("Blockhash not found") || reason.contains("BlockhashNotFound");
+        (!lagging && !self.sent.lock().expect("sent map").contains_key(signature)).then_some(reason)
+    }
+
+    /// Sends the signed bytes. No answer is no refusal: it is retried as a
+    /// failure of the chain, the transaction left as it is.
+    async fn send(&self, tx: &SentTransaction) -> Result<SolanaBroadcast, SendError> {
         let mut outcome = self.rpc.send_transaction(&tx.raw).await?;
         if let SolanaBroadcast::Rejected(reason) = &outcome
             && self.rpc.signature_statuses(&[tx.hash.as_str()]).await?.first().is_some_and(Option::is_some)
@@ -346,15 +356,20 @@ impl SolanaSender {
             info!(chain = %self.config.chain, signature = %tx.hash, reason, "the chain already has this transaction");
             outcome = SolanaBroadcast::Accepted;
         }
-        if matches!(outcome, SolanaBroadcast::Accepted) {
-            self.sent.lock().expect("sent map").insert(tx.hash.clone(), Instant::now());
+        match &outcome {
+            SolanaBroadcast::Accepted => {
+                self.sent.lock().expect("sent map").insert(tx.hash.clone(), Instant::now());
+            }
+            SolanaBroadcast::Rejected(reason) => {
+                self.refused.lock().expect("refused map").insert(tx.hash.clone(), reason.clone());
+            }
         }
         Ok(outcome)
     }
 }
 
-fn pubkey(text: &str) -> Result<Pubkey, SolanaSendError> {
-    text.parse().map_err(|_| SolanaSendError::Invalid(format!("{text} is not a Solana address")))
+fn pubkey(text: &str) -> Result<Pubkey, SendError> {
+    text.parse().map_err(|_| SendError::Invalid(format!("{text} is not a Solana address")))
 }
 
 impl Sender for SolanaSender {
@@ -362,7 +377,7 @@ impl Sender for SolanaSender {
         &self.config
     }
 
-    async fn step(&self) -> Result<usize, Box<dyn std::error::Error + Send + Sync>> {
-        Ok(self.step_once().await?)
+    async fn step(&self) -> Result<usize, SendError> {
+        self.step_once().await
     }
 }

@@ -7,10 +7,14 @@ mod chain_state;
 mod coverage;
 mod deposits;
 mod events;
+mod gas_ledger;
 mod health;
+mod limits;
+mod nonce_fillers;
 mod organizations;
 mod params;
 mod transfer_lineage;
+mod transfer_txs;
 mod transfers;
 mod upsert;
 mod webhooks;
@@ -22,16 +26,19 @@ use sqlx::{
     any::{Any, AnyPoolOptions},
 };
 
+/// The transfer types the store takes and returns, where they were first kept.
+pub use crate::transfers::{
+    ChainGas, Created, Fee, GasUsage, LimitPolicy, Lineage, NewTransfer, Outgoing, Refusal, SentTransaction,
+    Settlement, TxRole, TxState, USD_DECIMALS, fingerprint, usd_micros,
+};
 pub use accounts::{AccountPage, NewAccount, WatchFrom};
 pub use chain_state::{ChainState, Rewind, RewindOutcome};
 pub use coverage::{Coverage, Gap, WatchStart};
 pub use deposits::{BlockRef, CursorMove, DepositPage, Orphan, ScanCommit};
 pub use health::{ChainHealth, DepositCount};
 pub use organizations::{ApiKey, MAX_API_KEYS, Organization};
-pub use transfers::{
-    ChainGas, Created, Fee, GasUsage, LimitPolicy, Lineage, NewTransfer, Outgoing, Refusal, SentTransaction,
-    Settlement, TransferPage, TxRole, TxState, USD_DECIMALS, fingerprint, usd_micros,
-};
+pub use transfers::TransferPage;
+use transfers::{TRANSFER_COLUMNS, transfer_from_row};
 pub use webhooks::{Attempt, Claimed, Delivery, Outcome, Webhook};
 
 use crate::redact::redact_urls;

@@ -11,11 +11,11 @@
 
 use sqlx::{Any, Row, Transaction};
 
-use super::{
-    Store, StoreError, parse_column,
-    transfers::{Lineage, SentTransaction, Settlement, TxRole, settle_in},
+use super::{Store, StoreError, gas_ledger::settle_in, parse_column};
+use crate::{
+    chain::Chain,
+    transfers::{Lineage, SentTransaction, Settlement, TransferStatus, TxRole},
 };
-use crate::{chain::Chain, transfer::TransferStatus};
 
 /// Transfers expired in one pass at most; the next pass takes the rest.
 const EXPIRY_BATCH: i64 = 100;

@@ -10,6 +10,7 @@ pub mod lagging;
 pub mod proxy;
 pub mod receiver;
 pub mod solana;
+pub mod transfers;
 
 use std::{future::Future, path::Path, time::Duration};
 

@@ -1,6 +1,7 @@
 //! A JSON-RPC proxy in front of a node that injects the faults a real node
 //! cannot be told to produce: refused `eth_getLogs` ranges, HTTP 429/503,
-//! errors, hidden slots and lost transactions.
+//! errors, hidden slots, lost transactions and answers that lie about what
+//! the node did.
 
 use std::{
     net::SocketAddr,
@@ -38,6 +39,16 @@ pub struct Faults {
     /// Methods forwarded to the node whose answer is then lost (HTTP 503
     /// instead), `(method, times)`: the node acted, the client cannot know.
     pub lost_answers: Mutex<Vec<(String, u32)>>,
+    /// Methods forwarded to the node whose answer is then replaced by a
+    /// JSON-RPC error `(method, code, message, times)`: the node acted, the
+    /// client is told it failed (an internal error, a timeout).
+    pub answered_errors: Mutex<Vec<(String, i64, String, u32)>>,
+    /// Methods answered `null` without reaching the node `(method, times)`,
+    /// as a backend behind a load balancer that has not seen a transaction.
+    pub nulled: Mutex<Vec<(String, u32)>>,
+    /// Methods whose calls mention one of these strings in their parameters
+    /// (a transaction hash) are answered with an error: `(method, needle)`.
+    pub failing_params: Mutex<Vec<(String, String)>>,
 }
 
 struct Proxy {
@@ -88,6 +99,18 @@ async fn handle(State(proxy): State<Arc<Proxy>>, Json(body): Json<Value>) -> axu
     if let Some(error) = injected_error(faults, &body) {
         return Json(error).into_response();
     }
+    if let Some(nulls) = nulled(faults, &body) {
+        return Json(nulls).into_response();
+    }
+    let params = body["params"].to_string();
+    let failing = faults.failing_params.lock().unwrap().iter().any(|(method, needle)| {
+        body["method"] == method.as_str() && params.to_lowercase().contains(&needle.to_lowercase())
+    });
+    if failing {
+        faults.failed.fetch_add(1, Ordering::SeqCst);
+        let error = json!({"code": -32603, "message": "internal error"});
+        return Json(json!({"jsonrpc": "2.0", "id": body["id"], "error": error})).into_response();
+    }
     let swallowed =
         faults.swallowed.lock().unwrap().iter().find(|(m, _)| body["method"] == m.as_str()).cloned();
     if let Some((_, result)) = swallowed {
@@ -108,14 +131,22 @@ async fn handle(State(proxy): State<Arc<Proxy>>, Json(body): Json<Value>) -> axu
     }
     let answer = proxy.client.post(&proxy.upstream).json(&body).send().await.unwrap();
     let mut value: Value = answer.json().await.unwrap();
-    let lose = {
-        let mut lost = faults.lost_answers.lock().unwrap();
-        let entry = lost.iter_mut().find(|(method, times)| body["method"] == method.as_str() && *times > 0);
-        entry.map(|e| e.1 -= 1).is_some()
-    };
-    if lose {
+    if take(&faults.lost_answers, &body) {
         faults.failed.fetch_add(1, Ordering::SeqCst);
         return (StatusCode::SERVICE_UNAVAILABLE, "answer lost").into_response();
+    }
+    let replaced = {
+        let mut errors = faults.answered_errors.lock().unwrap();
+        let entry =
+            errors.iter_mut().find(|(method, _, _, times)| body["method"] == method.as_str() && *times > 0);
+        entry.map(|e| {
+            e.3 -= 1;
+            json!({"code": e.1, "message": e.2})
+        })
+    };
+    if let Some(error) = replaced {
+        faults.failed.fetch_add(1, Ordering::SeqCst);
+        return Json(json!({"jsonrpc": "2.0", "id": body["id"], "error": error})).into_response();
     }
     let finalized =
         body["params"].as_array().is_some_and(|p| p.iter().any(|v| v["commitment"] == "finalized"));
@@ -135,4 +166,32 @@ fn injected_error(faults: &Faults, body: &Value) -> Option<Value> {
     entry.3 -= 1;
     faults.failed.fetch_add(1, Ordering::SeqCst);
     Some(json!({"jsonrpc": "2.0", "id": body["id"], "error": {"code": entry.1, "message": entry.2}}))
+}
+
+/// Takes one of the times `body`'s method is listed for in `list`; whether it did.
+fn take(list: &Mutex<Vec<(String, u32)>>, body: &Value) -> bool {
+    let mut list = list.lock().unwrap();
+    let entry = list.iter_mut().find(|(method, times)| body["method"] == method.as_str() && *times > 0);
+    entry.map(|e| e.1 -= 1).is_some()
+}
+
+/// The `null` answer to `body` (one call, or a batch of calls) when each of
+/// its calls is listed in `nulled`.
+fn nulled(faults: &Faults, body: &Value) -> Option<Value> {
+    let calls = body.as_array().cloned().unwrap_or_else(|| vec![body.clone()]);
+    let listed = |call: &Value| {
+        faults.nulled.lock().unwrap().iter().any(|(m, t)| call["method"] == m.as_str() && *t > 0)
+    };
+    if calls.is_empty() || !calls.iter().all(listed) {
+        return None;
+    }
+    let answers: Vec<Value> = calls
+        .iter()
+        .map(|call| {
+            take(&faults.nulled, call);
+            faults.failed.fetch_add(1, Ordering::SeqCst);
+            json!({"jsonrpc": "2.0", "id": call["id"], "result": null})
+        })
+        .collect();
+    Some(if body.is_array() { Value::Array(answers) } else { answers[0].clone() })
 }

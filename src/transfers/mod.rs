@@ -1,5 +1,23 @@
-//! Outbound crypto transfers: the resource the API serves, its states and the
-//! events that announce them.
+//! Outbound crypto transfers, in one place: the resource the API serves,
+//! its states and the events that announce them (here); the domain types
+//! the store takes and returns (`model`); the pure rules, route, limits'
+//! scale and fee valuation (`rules`); acceptance of a request, whatever
+//! asked (`accept`); and the sender loop with its one error (`send`,
+//! [`run_sender`]). The chain families' senders are `evm::EvmSender` and
+//! `solana::SolanaSender`; the SQL is in `store`.
+
+mod accept;
+mod model;
+mod rules;
+mod send;
+
+pub use accept::{AcceptError, Acceptance, Request};
+pub use model::{
+    ChainGas, Created, Fee, GasUsage, LimitPolicy, Lineage, NewTransfer, Outgoing, Refusal, SentTransaction,
+    Settlement, TxRole, TxState, fingerprint,
+};
+pub use rules::{COMMON_DECIMALS, USD_DECIMALS, route, scale, usd_micros};
+pub use send::{SendError, after_step, waiting};
 
 use std::{fmt, future::Future, str::FromStr, time::Duration};
 
@@ -14,7 +32,7 @@ use crate::{
     chain::{Chain, Family},
     config::{ChainConfig, Chains},
     deposit::{rfc3339, rfc3339_opt},
-    store::{Fee, Settlement, Store, StoreError, now_micros},
+    store::{Store, StoreError, now_micros},
 };
 
 /// `ACCEPTED` → `SUBMITTED` → `CONFIRMED`; `FAILED` or `DROPPED` otherwise.
@@ -231,7 +249,7 @@ pub fn canonical_request_id(text: &str) -> Option<String> {
 pub trait Sender: Send + Sync {
     fn config(&self) -> &ChainConfig;
     /// Sends, follows and settles every transfer that is not terminal.
-    fn step(&self) -> impl Future<Output = Result<usize, Box<dyn std::error::Error + Send + Sync>>> + Send;
+    fn step(&self) -> impl Future<Output = Result<usize, SendError>> + Send;
 }
 
 /// How long a sender lease lasts at least without renewal: a killed

@@ -1,0 +1,97 @@
+//! Nonce gaps: a nonce of a sending address that nothing holds, below
+//! transactions signed after it, keeps them all out of every block. Each
+//! gap is filled by a zero-value self-transfer at that nonce, the
+//! platform's own cost.
+
+use std::collections::BTreeMap;
+
+use alloy::{
+    consensus::TxEip1559,
+    primitives::{Address, B256, Bytes, TxKind, U256, hex},
+};
+use tracing::{info, warn};
+
+use super::{EvmSender, TRANSFER_GAS, broadcast::sender_of};
+use crate::{
+    keys::KeyRef,
+    transfers::{Outgoing, SendError, TxRole, TxState},
+};
+
+impl EvmSender {
+    /// Follows the fillers sent before, then fills every gap below the
+    /// pending transactions of `transfers`' senders.
+    pub(super) async fn fill_gaps(
+        &self,
+        transfers: &[Outgoing],
+        confirmed: Option<u64>,
+    ) -> Result<(), SendError> {
+        self.follow_fillers(confirmed).await?;
+        let mut senders: BTreeMap<&str, (Address, KeyRef)> = BTreeMap::new();
+        for t in transfers {
+            for tx in t.transactions.iter().filter(|x| x.state == TxState::Sent) {
+                let key = if tx.role == TxRole::TopUp { KeyRef::Sponsor } else { self.sender_key(t)? };
+                senders.insert(&tx.sender, (sender_of(tx)?, key));
+            }
+        }
+        for (sender, (from, key)) in senders {
+            // The node's pending count stops at the first missing nonce.
+            let pending = self.rpc.nonce(from, true).await?;
+            let held = self.store.held_nonces(self.config.chain, sender, pending).await?;
+            let Some(&highest) = held.last() else { continue };
+            for nonce in (pending..highest).filter(|n| held.binary_search(n).is_err()) {
+                self.fill(key, from, nonce).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Signs, records and broadcasts a zero-value self-transfer of `from` at `nonce`.
+    async fn fill(&self, key: KeyRef, from: Address, nonce: u64) -> Result<(), SendError> {
+        let (max_fee, tip) = self.fees(None, self.cap()).await?;
+        let tx = TxEip1559 {
+            chain_id: self.chain_id(),
+            nonce,
+            gas_limit: TRANSFER_GAS,
+            max_fee_per_gas: max_fee,
+            max_priority_fee_per_gas: tip.min(max_fee),
+            to: TxKind::Call(from),
+            value: U256::ZERO,
+            access_list: Default::default(),
+            input: Bytes::new(),
+        };
+        let sent = self.sign(key, tx, TxRole::Cancel).await?;
+        let chain = self.config.chain;
+        self.store.record_filler(chain, &sent.sender, nonce, &sent.hash, &sent.raw, sent.created_at).await?;
+        warn!(%chain, sender = %sent.sender, nonce, hash = %sent.hash, "nonce gap below later transactions; filling it");
+        self.send(&sent).await?;
+        Ok(())
+    }
+
+    /// Records the fee of each filler included; sends the others again, and
+    /// forgets one whose nonce another transaction used at a final block.
+    async fn follow_fillers(&self, confirmed: Option<u64>) -> Result<(), SendError> {
+        for (hash, sender, nonce, raw) in self.store.pending_fillers(self.config.chain).await? {
+            let parsed: B256 = hash.parse().map_err(|_| SendError::Invalid(format!("bad hash {hash}")))?;
+            if let Some(receipt) = self.rpc.fee_receipt(parsed).await? {
+                let fee = receipt.execution_fee() + receipt.l1_fee.unwrap_or_default();
+                info!(chain = %self.config.chain, nonce, %hash, %fee, "nonce gap filled");
+                self.store.filler_included(&hash, fee).await?;
+                continue;
+            }
+            let bytes =
+                hex::decode(&raw).map_err(|_| SendError::Invalid("stored filler is not hex".into()))?;
+            let from: Address =
+                sender.parse().map_err(|_| SendError::Invalid(format!("bad filler sender {sender}")))?;
+            let used = match confirmed {
+                Some(block) => self.rpc.nonce_at(from, block).await? > nonce,
+                None => false,
+            };
+            if used && self.rpc.fee_receipt(parsed).await?.is_none() {
+                self.store.filler_superseded(&hash).await?;
+                continue;
+            }
+            self.rpc.send_raw(&Bytes::from(bytes)).await;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,360 @@
+//! Sends gas-sponsored transfers on one EVM chain.
+//!
+//! Every transaction is signed, persisted with its nonce and only then
+//! broadcast, so a crash at any point is recovered by sending the same bytes
+//! again: a nonce is never used for two different purposes nor skipped. One
+//! instance sends on a chain at a time (a lease in the store), which makes the
+//! per-sender nonce counter single-writer ([`crate::transfers::run_sender`]).
+//!
+//! A transfer's transfer transaction and its replacements share one nonce: a
+//! replacement with a higher fee when it is not included after
+//! `rebroadcast_after`, and at the window's end a zero-value self-transfer
+//! (the cancellation). Whichever of them is included decides: the transfer is
+//! `CONFIRMED` (or `FAILED` if it reverted), or `DROPPED` if the cancellation
+//! won. It can never be both.
+
+mod authorization;
+mod broadcast;
+mod gaps;
+mod outcome;
+mod plan;
+mod pricing;
+
+use std::{
+    collections::HashSet,
+    sync::{Arc, Mutex},
+};
+
+use alloy::{
+    consensus::TxEip1559,
+    primitives::{Address, Bytes, TxKind, U256},
+    rpc::types::BlockNumberOrTag,
+};
+use tracing::{info, warn};
+
+use self::{broadcast::NonceUse, plan::decode, pricing::replaces};
+use super::rpc::{Broadcast, EvmRpc};
+use crate::{
+    config::{ChainConfig, Confirmation},
+    keys::{KeyRef, Signer},
+    store::{Store, now_micros},
+    transfers::{
+        Lineage, Outgoing, Route, SendError, Sender, SentTransaction, TransferStatus, TxRole, TxState,
+        after_step, expire_if_unsent, waiting,
+    },
+};
+
+/// Gas of a plain value transfer, the cancellation's.
+const TRANSFER_GAS: u64 = 21_000;
+
+pub struct EvmSender {
+    config: ChainConfig,
+    rpc: EvmRpc,
+    store: Store,
+    signer: Arc<dyn Signer>,
+    /// Hashes this process broadcast; any other still pending is sent again
+    /// at once (it may never have left before a restart).
+    broadcast: Mutex<HashSet<String>>,
+}
+
+impl EvmSender {
+    pub fn new(config: ChainConfig, store: Store, signer: Arc<dyn Signer>) -> Self {
+        let rpc = EvmRpc::new(config.chain, &config.rpc_urls, 1, config.batch_size, 1);
+        Self { config, rpc, store, signer, broadcast: Mutex::default() }
+    }
+
+    /// Moves every transfer of the chain that is not terminal one step on.
+    pub async fn step_once(&self) -> Result<usize, SendError> {
+        let transfers = self.store.outgoing(self.config.chain).await?;
+        if transfers.is_empty() {
+            return Ok(0);
+        }
+        let confirmed = self.confirmed_block().await?;
+        if let Err(error) = self.fill_gaps(&transfers, confirmed).await {
+            warn!(chain = %self.config.chain, %error, "cannot fill nonce gaps; retrying");
+        }
+        // A topped-up account sends one transfer at a time: its gas budget
+        // assumes nothing else spends from the address meanwhile.
+        let mut busy: HashSet<&str> = transfers
+            .iter()
+            .filter(|t| {
+                t.route == Route::TopUp
+                    && (t.status == TransferStatus::Submitted || !t.transactions.is_empty())
+            })
+            .map(|t| t.source_address.as_str())
+            .collect();
+        for transfer in &transfers {
+            if transfer.route == Route::TopUp
+                && transfer.status == TransferStatus::Accepted
+                && transfer.transactions.is_empty()
+                && !busy.insert(&transfer.source_address)
+            {
+                continue;
+            }
+            if waiting(transfer) {
+                continue;
+            }
+            let outcome = match transfer.status {
+                TransferStatus::Accepted => self.submit(transfer).await,
+                TransferStatus::Submitted => self.follow(transfer, confirmed).await,
+                _ => Ok(()),
+            };
+            if let Some(reason) = after_step(&self.store, &self.config, transfer, outcome).await? {
+                self.fail(transfer, &reason.code, &reason.message).await?;
+            }
+        }
+        Ok(transfers.len())
+    }
+
+    /// The newest block final under the chain's confirmation policy.
+    async fn confirmed_block(&self) -> Result<Option<u64>, SendError> {
+        Ok(match self.config.confirmation {
+            Confirmation::Depth(depth) => self.rpc.head().await?.checked_sub(depth),
+            Confirmation::Finalized => self.rpc.tagged(BlockNumberOrTag::Finalized).await?,
+        })
+    }
+
+    /// An `ACCEPTED` transfer: top up the sender if it lacks gas, then sign,
+    /// persist and broadcast its transfer transaction.
+    async fn submit(&self, t: &Outgoing) -> Result<(), SendError> {
+        // Signed before a crash or while the node was unreachable: send it again.
+        if let Some(tx) =
+            t.transactions.iter().rev().find(|x| x.role == TxRole::Transfer && x.state == TxState::Sent)
+        {
+            return self.broadcast_first(t, tx).await;
+        }
+        if t.transactions.is_empty()
+            && now_micros() - t.created_at > self.config.transfers.submit_within_secs as i64 * 1_000_000
+        {
+            // Unless another sender recorded a transaction meanwhile.
+            expire_if_unsent(&self.store, &self.config, &t.id).await?;
+            return Ok(());
+        }
+        if t.route == Route::TopUp {
+            let pending: Vec<&SentTransaction> = t
+                .transactions
+                .iter()
+                .filter(|x| x.role == TxRole::TopUp && x.state == TxState::Sent)
+                .collect();
+            if !pending.is_empty() {
+                match self.included(&pending).await? {
+                    Some((tx, receipt)) if receipt.succeeded() => self.record_inclusion(tx, &receipt).await?,
+                    Some((tx, receipt)) => {
+                        self.record_inclusion(tx, &receipt).await?;
+                        return self.fail(t, "REVERTED", "the gas top-up reverted").await;
+                    }
+                    None => return self.keep_alive(t, &pending, KeyRef::Sponsor, self.cap()).await,
+                }
+            }
+        }
+
+        let call = self.plan(t).await?;
+        let (max_fee, tip) = self.fees(None, self.cap()).await?;
+        let gas_limit = self.gas_limit(&call).await?;
+        if t.route == Route::TopUp {
+            // Gas for the transfer and its replacements up to twice today's
+            // fee, less what earlier top-ups left at the address: the
+            // account's own ether never pays for gas.
+            let budget = U256::from(gas_limit) * U256::from(max_fee) * U256::from(2u8);
+            let left = self.store.sponsored_gas_left(self.config.chain, &t.source_address).await?;
+            if left < budget {
+                return self.top_up(t, call.from, budget - left).await;
+            }
+        }
+        let max_fee = max_fee.min(self.replacement_cap(t, gas_limit).await?);
+        let tx = TxEip1559 {
+            chain_id: self.chain_id(),
+            nonce: self.next_nonce(call.from).await?,
+            gas_limit,
+            max_fee_per_gas: max_fee,
+            max_priority_fee_per_gas: tip.min(max_fee),
+            to: TxKind::Call(call.to),
+            value: call.value,
+            access_list: Default::default(),
+            input: call.input,
+        };
+        let window_ends_at = call
+            .authorization
+            .map(|(_, ends)| ends)
+            .unwrap_or_else(|| now_micros() + self.config.transfers.window().as_micros() as i64);
+        let sent = self.sign(call.key, tx, TxRole::Transfer).await?;
+        let authorization = call.authorization.map(|(nonce, _)| format!("{nonce:#x}"));
+        self.store
+            .record_transaction(
+                &t.id,
+                self.config.chain,
+                &sent,
+                Lineage::Start,
+                Some(window_ends_at),
+                authorization.as_deref(),
+            )
+            .await?;
+        self.broadcast_first(t, &sent).await
+    }
+
+    /// Sends `amount` of gas money from the sponsor to `to`.
+    async fn top_up(&self, t: &Outgoing, to: Address, amount: U256) -> Result<(), SendError> {
+        let sponsor = self.signer.evm_address(KeyRef::Sponsor)?;
+        let (max_fee, tip) = self.fees(None, self.cap()).await?;
+        let tx = TxEip1559 {
+            chain_id: self.chain_id(),
+            nonce: self.next_nonce(sponsor).await?,
+            gas_limit: TRANSFER_GAS,
+            max_fee_per_gas: max_fee,
+            max_priority_fee_per_gas: tip.min(max_fee),
+            to: TxKind::Call(to),
+            value: amount,
+            access_list: Default::default(),
+            input: Bytes::new(),
+        };
+        let sent = self.sign(KeyRef::Sponsor, tx, TxRole::TopUp).await?;
+        self.store.record_transaction(&t.id, self.config.chain, &sent, Lineage::Start, None, None).await?;
+        info!(chain = %self.config.chain, transfer = %t.id, hash = %sent.hash, %amount, "topping up gas");
+        match self.send(&sent).await? {
+            Broadcast::Accepted => Ok(()),
+            Broadcast::Unknown(reason) => {
+                warn!(chain = %self.config.chain, transfer = %t.id, hash = %sent.hash, reason, "the top-up's broadcast answer decides nothing; sending it again");
+                Ok(())
+            }
+            Broadcast::Refused(reason) => self.refused(t, &sent, &reason).await,
+        }
+    }
+
+    /// A `SUBMITTED` transfer: settles it once one of its transactions is
+    /// included deep enough (see [`EvmSender::decide`]), or once their nonce
+    /// went to another transaction at a final block; otherwise
+    /// re-broadcasts, bumps the fee, or cancels at the window's end.
+    async fn follow(&self, t: &Outgoing, confirmed: Option<u64>) -> Result<(), SendError> {
+        let group: Vec<&SentTransaction> = t
+            .transactions
+            .iter()
+            .filter(|x| matches!(x.role, TxRole::Transfer | TxRole::Cancel) && x.state != TxState::Rejected)
+            .collect();
+        let Some(last) = group.last().copied() else {
+            return Err(SendError::Invalid("a submitted transfer without a transaction".into()));
+        };
+        if let Some((tx, receipt)) = self.included(&group).await? {
+            self.record_inclusion(tx, &receipt).await?;
+            if confirmed.is_some_and(|c| receipt.block_number.to::<u64>() <= c) {
+                return self.decide(t, tx, &receipt, confirmed).await;
+            }
+            return Ok(());
+        }
+        // A transaction recorded as included whose receipt is gone was reorged out.
+        for tx in &group {
+            if tx.state != TxState::Sent {
+                warn!(chain = %self.config.chain, transfer = %t.id, hash = %tx.hash, "included transaction reorged out; sending it again");
+                self.store.update_transaction(&tx.hash, TxState::Sent, None, None).await?;
+            }
+        }
+        if self.nonce_use(last, &group, confirmed).await? == NonceUse::Other {
+            return self.lost(t, confirmed).await;
+        }
+
+        let key = self.sender_key(t)?;
+        let now = now_micros();
+        let window_over = t.window_ends_at.is_some_and(|end| now >= end);
+        let cancelling = group.iter().any(|x| x.role == TxRole::Cancel);
+        if window_over && !cancelling {
+            let from: Address = last.sender.parse().map_err(|_| SendError::Invalid("bad sender".into()))?;
+            let cap = self.replacement_cap(t, TRANSFER_GAS).await?;
+            let (max_fee, tip) = self.fees(Some(last), cap).await?;
+            if !replaces(last, max_fee, tip) {
+                warn!(chain = %self.config.chain, transfer = %t.id, max_fee, "window over but the fee cap leaves no room for a cancellation; waiting for inclusion");
+                return self.keep_alive(t, &group, key, self.cap()).await;
+            }
+            let cancel = TxEip1559 {
+                chain_id: self.chain_id(),
+                nonce: last.nonce,
+                gas_limit: TRANSFER_GAS,
+                max_fee_per_gas: max_fee,
+                max_priority_fee_per_gas: tip.min(max_fee),
+                to: TxKind::Call(from),
+                value: U256::ZERO,
+                access_list: Default::default(),
+                input: Bytes::new(),
+            };
+            info!(chain = %self.config.chain, transfer = %t.id, nonce = last.nonce, "window over; cancelling");
+            return self.replace(t, key, cancel, TxRole::Cancel, &last.hash).await;
+        }
+        self.keep_alive(t, &group, key, self.cap()).await
+    }
+
+    /// Keeps a group of same-nonce transactions moving: sends again what this
+    /// process never sent, and replaces the latest with a higher fee once it
+    /// waited `rebroadcast_after`.
+    async fn keep_alive(
+        &self,
+        t: &Outgoing,
+        group: &[&SentTransaction],
+        key: KeyRef,
+        cap: u128,
+    ) -> Result<(), SendError> {
+        let last = *group.last().expect("a non-empty group");
+        let waited = now_micros() - last.created_at;
+        if waited >= self.config.transfers.rebroadcast_after().as_micros() as i64 {
+            let mut tx = decode(&last.raw)?;
+            let cap = if last.role == TxRole::TopUp {
+                cap
+            } else {
+                cap.min(self.replacement_cap(t, tx.gas_limit).await?)
+            };
+            let (max_fee, tip) = self.fees(Some(last), cap).await?;
+            if replaces(last, max_fee, tip) {
+                tx.max_fee_per_gas = max_fee;
+                tx.max_priority_fee_per_gas = tip.min(max_fee);
+                info!(chain = %self.config.chain, transfer = %t.id, nonce = last.nonce, max_fee, "not included yet; raising the fee");
+                return self.replace(t, key, tx, last.role, &last.hash).await;
+            }
+        }
+        for tx in group {
+            let sent = self.broadcast.lock().expect("broadcast set").contains(&tx.hash);
+            if !sent {
+                match self.send(tx).await? {
+                    Broadcast::Accepted => {}
+                    Broadcast::Refused(reason) | Broadcast::Unknown(reason) => {
+                        warn!(chain = %self.config.chain, hash = %tx.hash, reason, "a re-broadcast was not taken; sending it again later");
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Signs, persists and broadcasts a replacement of `previous` at its nonce.
+    async fn replace(
+        &self,
+        t: &Outgoing,
+        key: KeyRef,
+        tx: TxEip1559,
+        role: TxRole,
+        previous: &str,
+    ) -> Result<(), SendError> {
+        let sent = self.sign(key, tx, role).await?;
+        let lineage = Lineage::After(previous);
+        self.store.record_transaction(&t.id, self.config.chain, &sent, lineage, None, None).await?;
+        match self.send(&sent).await? {
+            Broadcast::Accepted => {}
+            // Its predecessor lives at the nonce: refusing the replacement
+            // releases nothing.
+            Broadcast::Refused(reason) => {
+                warn!(chain = %self.config.chain, transfer = %t.id, hash = %sent.hash, reason, "node refused a replacement");
+                self.store.reject_transaction(self.config.chain, &sent).await?;
+            }
+            Broadcast::Unknown(reason) => {
+                warn!(chain = %self.config.chain, transfer = %t.id, hash = %sent.hash, reason, "the replacement's broadcast answer decides nothing; sending it again");
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Sender for EvmSender {
+    fn config(&self) -> &ChainConfig {
+        &self.config
+    }
+
+    async fn step(&self) -> Result<usize, SendError> {
+        self.step_once().await
+    }
+}

@@ -1,0 +1,113 @@
+//! Zero-value self-transfers that fill a sending address's nonce gaps.
+
+use alloy::primitives::U256;
+use sqlx::Row;
+
+use super::{Store, StoreError, to_i64};
+use crate::chain::Chain;
+
+/// A filler not yet included: `(hash, sender, nonce, raw)`.
+pub type PendingFiller = (String, String, u64, String);
+
+impl Store {
+    /// The nonces of `sender` from `from` up that a live transfer
+    /// transaction or a filler holds, ascending.
+    pub async fn held_nonces(&self, chain: Chain, sender: &str, from: u64) -> Result<Vec<u64>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT nonce FROM transfer_transactions WHERE chain = $1 AND sender = $2 AND nonce >= $3
+               AND state <> 'REJECTED'
+             UNION SELECT nonce FROM nonce_fillers WHERE chain = $1 AND sender = $2 AND nonce >= $3
+             ORDER BY nonce",
+        )
+        .bind(chain.as_str())
+        .bind(sender)
+        .bind(to_i64(from)?)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(|r| Ok(r.try_get::<i64, _>("nonce")? as u64)).collect()
+    }
+
+    /// Records a signed filler before it is broadcast; a nonce already
+    /// filled is a conflict, and nothing is recorded.
+    pub async fn record_filler(
+        &self,
+        chain: Chain,
+        sender: &str,
+        nonce: u64,
+        hash: &str,
+        raw: &str,
+        created_at: i64,
+    ) -> Result<(), StoreError> {
+        let inserted = sqlx::query(
+            "INSERT INTO nonce_fillers (hash, chain, sender, nonce, raw, state, created_at)
+             VALUES ($1, $2, $3, $4, $5, 'SENT', $6) ON CONFLICT (chain, sender, nonce) DO NOTHING",
+        )
+        .bind(hash)
+        .bind(chain.as_str())
+        .bind(sender)
+        .bind(to_i64(nonce)?)
+        .bind(raw)
+        .bind(created_at)
+        .execute(&self.pool)
+        .await?;
+        if inserted.rows_affected() == 0 {
+            return Err(StoreError::Conflict(format!(
+                "nonce {nonce} of {sender} on {chain} is filled already"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Fillers of `chain` not yet included.
+    pub async fn pending_fillers(&self, chain: Chain) -> Result<Vec<PendingFiller>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT hash, sender, nonce, raw FROM nonce_fillers WHERE chain = $1 AND state = 'SENT'",
+        )
+        .bind(chain.as_str())
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok((
+                    r.try_get("hash")?,
+                    r.try_get("sender")?,
+                    r.try_get::<i64, _>("nonce")? as u64,
+                    r.try_get("raw")?,
+                ))
+            })
+            .collect()
+    }
+
+    /// A filler was included, at `fee`: the platform's own cost.
+    pub async fn filler_included(&self, hash: &str, fee: U256) -> Result<(), StoreError> {
+        sqlx::query("UPDATE nonce_fillers SET state = 'MINED', fee_raw = $2 WHERE hash = $1")
+            .bind(hash)
+            .bind(fee.to_string())
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// A filler whose nonce another transaction used: it can never be included.
+    pub async fn filler_superseded(&self, hash: &str) -> Result<(), StoreError> {
+        sqlx::query("UPDATE nonce_fillers SET state = 'SUPERSEDED' WHERE hash = $1")
+            .bind(hash)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// What fillers cost the platform on `chain`: `(count, fees)`.
+    pub async fn filler_costs(&self, chain: Chain) -> Result<(u64, U256), StoreError> {
+        let rows = sqlx::query("SELECT fee_raw FROM nonce_fillers WHERE chain = $1 AND fee_raw IS NOT NULL")
+            .bind(chain.as_str())
+            .fetch_all(&self.pool)
+            .await?;
+        let mut total = U256::ZERO;
+        for row in &rows {
+            total +=
+                super::parse_column::<U256>(&row.try_get::<String, _>("fee_raw")?, "nonce_fillers.fee_raw")?;
+        }
+        Ok((rows.len() as u64, total))
+    }
+}

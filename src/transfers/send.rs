@@ -1,0 +1,81 @@
+//! What can stop a transfer's step, on either chain family: one error that
+//! knows whether trying again can help.
+
+use std::time::Duration;
+
+use tracing::warn;
+
+use super::{FailureDetails, Outgoing, failure};
+use crate::{
+    config::ChainConfig,
+    keys::KeyError,
+    store::{Store, StoreError, now_micros},
+};
+
+/// The longest a transfer waits between two failed steps.
+const MAX_RETRY_WAIT: Duration = Duration::from_secs(300);
+
+#[derive(Debug, thiserror::Error)]
+pub enum SendError {
+    #[error(transparent)]
+    Evm(#[from] crate::evm::rpc::RpcFailure),
+    #[error(transparent)]
+    Solana(#[from] crate::solana::rpc::RpcFailure),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Key(#[from] KeyError),
+    /// The transfer cannot be sent as it stands (a delisted asset, a key that
+    /// does not sign for its source, a call the chain says would fail).
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl SendError {
+    /// Whether the same step can succeed later: the chain or the store did
+    /// not answer, or answered in a way that decides nothing about the
+    /// transfer. The transfer then stays as it is, funds held.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, SendError::Evm(_) | SendError::Solana(_) | SendError::Store(_))
+    }
+
+    /// How the transfer fails when the error is not retryable.
+    pub fn failure(&self) -> Option<FailureDetails> {
+        match self {
+            SendError::Key(error) => Some(failure("SIGNING_FAILED", &error.to_string())),
+            SendError::Invalid(message) => Some(failure("INVALID_TRANSFER", message)),
+            _ => None,
+        }
+    }
+}
+
+/// Whether `t` still waits out its last failed step.
+pub fn waiting(t: &Outgoing) -> bool {
+    t.retry_at.is_some_and(|at| at > now_micros())
+}
+
+/// Keeps a step's error with its transfer, so that the chain's other
+/// transfers move on: a retryable error defers this transfer alone, its
+/// wait doubling from the poll interval with each failure in a row (up to
+/// five minutes); a lasting one is returned as the failure to end it with.
+/// A success clears the count.
+pub async fn after_step(
+    store: &Store,
+    config: &ChainConfig,
+    t: &Outgoing,
+    outcome: Result<(), SendError>,
+) -> Result<Option<FailureDetails>, StoreError> {
+    match outcome {
+        Ok(()) if t.retries > 0 || t.retry_at.is_some() => store.clear_retries(&t.id).await.map(|()| None),
+        Ok(()) => Ok(None),
+        Err(error) if error.is_retryable() => {
+            let retries = t.retries.saturating_add(1);
+            let wait = config.poll_interval.saturating_mul(1 << retries.min(16)).min(MAX_RETRY_WAIT);
+            warn!(chain = %config.chain, transfer = %t.id, retries, wait_ms = wait.as_millis() as u64, error = %error, "transfer step failed; retrying it later");
+            let retry_at = now_micros().saturating_add(wait.as_micros() as i64);
+            store.defer_transfer(&t.id, retries, retry_at, &error.to_string()).await?;
+            Ok(None)
+        }
+        Err(error) => Ok(error.failure()),
+    }
+}

@@ -1,0 +1,220 @@
+//! Sending through RPC answers that lie or say nothing, on a real anvil:
+//! a broadcast the node took but answered with an error, an EIP-3009
+//! authorization the account holder submits before the sponsor's call
+//! lands. Every transfer lands exactly once, counted on chain.
+
+mod common;
+
+use alloy::{
+    consensus::{Transaction as _, TxEnvelope},
+    eips::eip2718::Decodable2718,
+    primitives::{Address, B256, Bytes, U256},
+    providers::Provider,
+    rpc::types::{Filter, TransactionRequest},
+    sol_types::SolEvent,
+};
+use common::{
+    anvil::{Mined, TestToken},
+    db::Backend,
+    transfers::{ETH, Setup},
+};
+use custody_indexer::store::TxState;
+use serde_json::Value;
+
+/// How many `Transfer` logs of `token` paid `to`.
+async fn payments(s: &Setup, token: Address, to: Address) -> usize {
+    let filter = Filter::new()
+        .address(token)
+        .event_signature(TestToken::Transfer::SIGNATURE_HASH)
+        .topic2(to.into_word())
+        .from_block(0);
+    s.anvil.provider.get_logs(&filter).await.unwrap().len()
+}
+
+/// The available balance of `symbol` the API shows for `account`.
+async fn available(s: &Setup, account: &str, symbol: &str) -> String {
+    let balances = s.get(&format!("/v2/accounts/{account}/balances")).await.body;
+    let balance = balances["balances"].as_array().unwrap().iter().find(|b| b["symbol"] == symbol).cloned();
+    balance.unwrap()["available"].as_str().unwrap().to_string()
+}
+
+async fn automine(s: &Setup, on: bool) {
+    s.anvil.provider.raw_request::<_, Value>("evm_setAutomine".into(), (on,)).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_broadcast_answered_with_an_error_or_a_timeout_confirms_once_funds_held_throughout() {
+    for (code, message) in [(-32603, "internal error"), (-32000, "request timed out")] {
+        let s = Setup::with_rpc(Backend::Sqlite, "", true).await;
+        s.create_account("treasury", "OMNIBUS");
+        let minter = s.anvil.accounts[5];
+        s.anvil.token(s.tusd).mint(s.omnibus, U256::from(5_000_000)).from(minter).mined().await;
+        let faults = &s.proxy.as_ref().unwrap().faults;
+        // The node takes each transaction, but every answer (retries
+        // included) is an error, and the backend asked next has not seen it.
+        let times = 16;
+        faults.answered_errors.lock().unwrap().push((
+            "eth_sendRawTransaction".into(),
+            code,
+            message.into(),
+            times,
+        ));
+        faults.nulled.lock().unwrap().push(("eth_getTransactionByHash".into(), 100));
+        automine(&s, false).await;
+        let mut run = s.start("run").await;
+        let ether = s.transfer("treasury", "0.7", "ETH", s.outside).await;
+        let token = s.transfer("treasury", "2", "TUSD", s.outside).await;
+        for id in [&ether, &token] {
+            s.until(id, "SUBMITTED", false).await;
+        }
+        // The node answered nothing that decides: both held, nothing released.
+        assert_eq!(available(&s, "treasury", "TUSD").await, "3", "{message}");
+        let held = s.eth(s.omnibus).await - U256::from(7 * ETH / 10);
+        assert_eq!(
+            available(&s, "treasury", "ETH").await,
+            custody_indexer::amount::Amount::from_raw(held, 18).to_string()
+        );
+        automine(&s, true).await;
+        for id in [&ether, &token] {
+            s.until(id, "CONFIRMED", true).await;
+        }
+        assert!(
+            faults.failed.load(std::sync::atomic::Ordering::SeqCst) >= 2,
+            "{message}: the faults were hit"
+        );
+
+        // Each landed once: one signed transaction each, two nonces used.
+        let store = s.env.store().await;
+        for id in [&ether, &token] {
+            let signed = store.transfer_transactions(id).await.unwrap();
+            assert_eq!(signed.len(), 1, "{message}: never signed again: {signed:?}");
+            assert_eq!(signed[0].state, TxState::Mined);
+        }
+        assert_eq!(s.eth(s.outside).await, U256::from(7 * ETH / 10), "{message}");
+        assert_eq!(s.tokens(s.tusd, s.outside).await, U256::from(2_000_000), "{message}");
+        assert_eq!(payments(&s, s.tusd, s.outside).await, 1, "{message}");
+        assert_eq!(s.anvil.provider.get_transaction_count(s.omnibus).await.unwrap(), 2, "{message}");
+        run.kill().unwrap();
+    }
+}
+
+#[tokio::test]
+async fn an_authorization_front_run_by_the_account_holder_confirms_with_the_front_runners_transaction() {
+    let s = Setup::new(Backend::Postgres, "").await;
+    let alice = s.create_account("alice", "SEGREGATED");
+    let minter = s.anvil.accounts[5];
+    s.anvil.token(s.usdc).mint(alice, U256::from(100_000_000)).from(minter).mined().await;
+    let sponsor_before = s.eth(s.sponsor).await;
+    automine(&s, false).await;
+    let mut run = s.start("run").await;
+    let id = s.transfer("alice", "10", "USDC", s.outside).await;
+    s.until(&id, "SUBMITTED", false).await;
+
+    // The authorization is public in the mempool: the account holder (any
+    // funded address) submits the same call with a higher tip.
+    let store = s.env.store().await;
+    let ours = store.transfer_transactions(&id).await.unwrap().remove(0);
+    let raw: Bytes = ours.raw.parse().unwrap();
+    let input = TxEnvelope::decode_2718(&mut raw.as_ref()).unwrap().input().clone();
+    let front = TransactionRequest::default()
+        .from(s.anvil.accounts[1])
+        .to(s.usdc)
+        .input(input.into())
+        .gas_limit(300_000)
+        .max_fee_per_gas(200_000_000_000)
+        .max_priority_fee_per_gas(100_000_000_000);
+    let front: B256 = *s.anvil.provider.send_transaction(front).await.unwrap().tx_hash();
+    s.anvil.mine(1).await;
+    automine(&s, true).await;
+
+    // The sponsor's call reverted behind it; the transfer confirms with the
+    // transaction that moved the funds.
+    let confirmed = s.until(&id, "CONFIRMED", true).await;
+    assert_eq!(confirmed["transaction_hash"], format!("{front:#x}"));
+    let receipt =
+        s.anvil.provider.get_transaction_receipt(ours.hash.parse().unwrap()).await.unwrap().unwrap();
+    assert!(!receipt.status(), "the sponsor's call reverted");
+    let signed = store.transfer_transactions(&id).await.unwrap();
+    assert_eq!(signed.len(), 1, "never signed again: {signed:?}");
+    assert_eq!(signed[0].state, TxState::Reverted);
+
+    // Funds moved once; the sponsor paid its reverted call's gas, which the
+    // ledger holds.
+    assert_eq!(s.tokens(s.usdc, s.outside).await, U256::from(10_000_000));
+    assert_eq!(s.tokens(s.usdc, alice).await, U256::from(90_000_000));
+    assert_eq!(payments(&s, s.usdc, s.outside).await, 1);
+    let fee = s.fee(&ours.hash).await;
+    assert_eq!(sponsor_before - s.eth(s.sponsor).await, fee);
+    assert_eq!(store.gas_entries(&id).await.unwrap(), [(ours.hash.clone(), "NETWORK_FEE".to_string(), fee)]);
+    assert_eq!(available(&s, "alice", "USDC").await, "90");
+    run.kill().unwrap();
+}
+
+#[tokio::test]
+async fn one_transfers_failing_receipt_lookups_hold_back_no_other_transfer() {
+    let s = Setup::with_rpc(Backend::Postgres, "", true).await;
+    s.create_account("treasury", "OMNIBUS");
+    let faults = &s.proxy.as_ref().unwrap().faults;
+    let mut run = s.start("run").await;
+    let stuck = s.transfer("treasury", "0.1", "ETH", s.outside).await;
+    s.until(&stuck, "SUBMITTED", false).await;
+    // Every receipt lookup of its transaction fails from now on.
+    let store = s.env.store().await;
+    let hash = store.transfer_transactions(&stuck).await.unwrap()[0].hash.clone();
+    faults.failing_params.lock().unwrap().push(("eth_getTransactionReceipt".into(), hash));
+
+    // The transfers accepted after it confirm meanwhile; it waits on its own.
+    let mut others = Vec::new();
+    for amount in ["0.2", "0.3"] {
+        others.push(s.transfer("treasury", amount, "ETH", s.outside).await);
+    }
+    for id in &others {
+        s.until(id, "CONFIRMED", true).await;
+    }
+    assert_eq!(s.get(&format!("/v2/crypto/transfers/{stuck}")).await.body["status"], "SUBMITTED");
+    assert!(faults.failed.load(std::sync::atomic::Ordering::SeqCst) > 0, "its lookups failed");
+
+    // Once its lookups answer, it confirms too; each landed once.
+    faults.failing_params.lock().unwrap().clear();
+    s.until(&stuck, "CONFIRMED", true).await;
+    assert_eq!(s.eth(s.outside).await, U256::from(6 * ETH / 10));
+    assert_eq!(s.anvil.provider.get_transaction_count(s.omnibus).await.unwrap(), 3);
+    for id in others.iter().chain([&stuck]) {
+        assert_eq!(store.transfer_transactions(id).await.unwrap().len(), 1, "{id} signed once");
+    }
+    run.kill().unwrap();
+}
+
+#[tokio::test]
+async fn a_nonce_gap_is_filled_and_the_transfers_after_it_confirm() {
+    let s = Setup::new(Backend::Sqlite, "").await;
+    s.create_account("treasury", "OMNIBUS");
+    let mut run = s.start("run").await;
+    let first = s.transfer("treasury", "0.1", "ETH", s.outside).await;
+    s.until(&first, "CONFIRMED", true).await;
+    // The omnibus wallet's counter skips nonce 1, which nothing will use
+    // (as after a re-sync to a pending count whose transaction was dropped).
+    let store = s.env.store().await;
+    let omnibus = s.omnibus.to_string();
+    assert!(store.resync_nonce(common::CHAIN, &omnibus, 2).await.unwrap());
+    let later = [
+        s.transfer("treasury", "0.2", "ETH", s.outside).await,
+        s.transfer("treasury", "0.3", "ETH", s.outside).await,
+    ];
+    for id in &later {
+        s.until(id, "CONFIRMED", true).await;
+    }
+
+    // Nonce 1 went to a zero-value self-transfer, the platform's cost; each
+    // transfer landed once, at the nonces after it.
+    assert_eq!(s.anvil.provider.get_transaction_count(s.omnibus).await.unwrap(), 4);
+    for (id, nonce) in later.iter().zip([2, 3]) {
+        let signed = store.transfer_transactions(id).await.unwrap();
+        assert_eq!(signed.iter().map(|t| t.nonce).collect::<Vec<_>>(), [nonce], "{id}");
+    }
+    assert_eq!(s.eth(s.outside).await, U256::from(6 * ETH / 10));
+    let (fillers, cost) = store.filler_costs(common::CHAIN).await.unwrap();
+    assert_eq!(fillers, 1);
+    assert!(cost > U256::ZERO);
+    run.kill().unwrap();
+}
