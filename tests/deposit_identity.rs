@@ -15,7 +15,7 @@ use common::{
     Anvil, Backend, CHAIN, TestDb, add_account, anvil::Mined, catch_up, chain_config, db::BACKENDS,
 };
 use custody_indexer::{
-    account::{AccountAddress, AccountStatus, AccountType},
+    account::{AccountAddress, AccountType},
     amount::Amount,
     chain::Chain,
     deposit::{Deposit, DepositStatus, Detected, Position, SourceType, TokenTransfer},
@@ -102,6 +102,7 @@ async fn reincluded_token_transfer(backend: Backend) {
 }
 
 async fn add_to(store: &Store, organization: &str, id: &str, address: &str, chain: Chain) {
+    common::identity(store, organization, &format!("identity-{id}")).await;
     store
         .add_account(NewAccount {
             watch_from: Default::default(),
@@ -109,7 +110,7 @@ async fn add_to(store: &Store, organization: &str, id: &str, address: &str, chai
             organization: organization.into(),
             identity_id: format!("identity-{id}"),
             kind: AccountType::Segregated,
-            status: AccountStatus::Active,
+            request_id: None,
             addresses: vec![AccountAddress { chains: vec![chain], address: address.into() }],
         })
         .await

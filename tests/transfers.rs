@@ -116,6 +116,7 @@ impl Setup {
 
     /// `accounts create` of `acme`; returns the account's address.
     fn create_account(&self, id: &str, kind: &str) -> Address {
+        self.env.identity("acme", &format!("identity-{id}"));
         let out = self.cli(&[
             "accounts",
             "create",
@@ -645,6 +646,7 @@ async fn requests_are_validated_and_idempotent_by_request_id() {
     let watched = Address::repeat_byte(0x17).to_string();
     s.env.add_account_of("acme", "watched", "SEGREGATED", &watched, CHAIN);
     let frozen = Address::repeat_byte(0x18).to_string();
+    s.env.identity_in("acme", "identity-frozen", "SUSPENDED");
     s.env.ok(&[
         "accounts",
         "add",
@@ -656,8 +658,6 @@ async fn requests_are_validated_and_idempotent_by_request_id() {
         "identity-frozen",
         "--type",
         "SEGREGATED",
-        "--status",
-        "FROZEN",
         "--address",
         &frozen,
         "--chains",

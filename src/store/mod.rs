@@ -8,10 +8,12 @@ mod coverage;
 mod deposits;
 mod events;
 mod health;
+mod identities;
 mod organizations;
 mod transfer_lineage;
 mod transfers;
 mod upsert;
+mod verification;
 mod webhooks;
 
 use std::{str::FromStr, time::Duration};
@@ -26,11 +28,13 @@ pub use chain_state::{ChainState, Rewind, RewindOutcome};
 pub use coverage::{Coverage, Gap, WatchStart};
 pub use deposits::{BlockRef, CursorMove, DepositPage, Orphan, ScanCommit};
 pub use health::{ChainHealth, DepositCount};
+pub use identities::{Action, Change, NewIdentity, Registered, UnsentFailure};
 pub use organizations::{ApiKey, MAX_API_KEYS, Organization};
 pub use transfers::{
     ChainGas, Created, Fee, GasUsage, LimitPolicy, Lineage, NewTransfer, Outgoing, Refusal, SentTransaction,
     Settlement, TransferPage, TxRole, TxState, USD_DECIMALS, fingerprint, usd_micros,
 };
+pub use verification::{CheckStep, Review};
 pub use webhooks::{Attempt, Claimed, Delivery, Outcome, Webhook};
 
 use crate::redact::redact_urls;

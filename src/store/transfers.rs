@@ -71,6 +71,8 @@ pub enum Refusal {
     RequestReused(String),
     #[error("account {0} is {1}; only ACTIVE accounts can send")]
     NotActive(String, AccountStatus),
+    #[error("account {0}'s identity is {1}; only an ACTIVE identity's accounts can send")]
+    IdentityNotActive(String, crate::identity::Status),
     #[error("insufficient available balance: {available} {symbol} available, {requested} requested")]
     Insufficient { available: String, requested: String, symbol: String },
     #[error("transaction limit policy {policy}: {message}")]
@@ -304,6 +306,11 @@ impl Store {
             return Err(Refusal::NotActive(new.account_id.clone(), status));
         }
         let identity_id: String = account.try_get("identity_id")?;
+        if let Some(status) =
+            super::identities::not_transacting(&mut tx, &new.organization, &identity_id).await?
+        {
+            return Err(Refusal::IdentityNotActive(new.account_id.clone(), status));
+        }
         if let Some(found) = find_request(&mut tx, &new.organization, &new.request_id).await? {
             drop(tx);
             return self.answer_repeat(found, &fingerprint).await;
