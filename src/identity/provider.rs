@@ -111,7 +111,7 @@ impl Sandbox {
             },
             Step::IdvRequired => Some(Decision {
                 event: Event::IdvRequested,
-                step: CheckStep::Issue(self.check(review)),
+                step: CheckStep::Issue(Box::new(self.check(review))),
                 reason: None,
             }),
             Step::IdvRequested if name != "IDVEXPIRE" => Some(Decision {

@@ -34,7 +34,7 @@ pub struct Review {
 pub enum CheckStep {
     None,
     /// Issues this check (with `IdvRequested`).
-    Issue(IdVerificationCheck),
+    Issue(Box<IdVerificationCheck>),
     /// Moves the review's check to this status (with `IdvStarted`/`IdvCompleted`).
     Set(CheckStatus),
 }
