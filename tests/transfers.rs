@@ -671,6 +671,7 @@ async fn requests_are_validated_and_idempotent_by_request_id() {
         .last()
         .unwrap()
         .to_string();
+    s.env.identity("other", "s");
     s.cli(&[
         "accounts",
         "create",
