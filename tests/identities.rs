@@ -84,17 +84,19 @@ async fn transitions(app: &App, key: &str, id: &str) -> Vec<String> {
     events
         .iter()
         .filter(|e| e["type"] == "identity_status_update" && e["data"]["identity"]["id"] == id)
-        .map(|e| {
-            let d = &e["data"];
-            format!(
-                "{}/{} -> {}/{}",
-                d["previous_status"].as_str().unwrap(),
-                d["previous_sub_status"].as_str().unwrap(),
-                d["identity"]["status"].as_str().unwrap(),
-                d["identity"]["sub_status"].as_str().unwrap()
-            )
-        })
+        .map(|e| transition(&e["data"]))
         .collect()
+}
+
+/// An event's `data` as `PREVIOUS_STATUS/PREVIOUS_SUB -> STATUS/SUB`.
+fn transition(d: &Value) -> String {
+    format!(
+        "{}/{} -> {}/{}",
+        d["previous_status"].as_str().unwrap(),
+        d["previous_sub_status"].as_str().unwrap(),
+        d["identity"]["status"].as_str().unwrap(),
+        d["identity"]["sub_status"].as_str().unwrap()
+    )
 }
 
 fn says(answer: &common::api::Answer, status: u16, mentions: &str) {
@@ -504,4 +506,41 @@ async fn operator_commands_record_who_and_why_and_refuse_what_the_lifecycle_refu
     assert!(shown["actions"].as_array().unwrap().iter().skip(1).all(|a| a["reason"] == "policy 7"));
     let events = env.store().await.events_after("default", None, 100).await.unwrap();
     assert_eq!(events.len(), 4, "one event per change");
+}
+
+#[tokio::test]
+async fn identity_events_reach_a_webhook_signed_and_in_order_through_retries() {
+    use custody_indexer::events::{
+        delivery::{self, DeliveryConfig},
+        signing::Secret,
+        url::Policy,
+    };
+    let app = app(Backend::Postgres, Duration::from_secs(3600)).await;
+    let key = app.key("acme").await;
+    let receiver = common::receiver::Receiver::start().await;
+    let secret = Secret::generate();
+    app.store().create_webhook("acme", &receiver.url, "hook", secret.expose()).await.unwrap();
+    receiver.fail_next(3, 503);
+    let config = DeliveryConfig {
+        schedule: vec![Duration::from_millis(100); 10],
+        poll: Duration::from_millis(50),
+        policy: Policy { allow_private: true },
+        ..DeliveryConfig::default()
+    };
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(delivery::run(app.store().clone(), config, shutdown.clone()));
+    let ada = identity(&app, &key, "INDIVIDUAL", "ada").await;
+    assert_eq!(app.post(&format!("/v2/identities/{ada}/compliance"), &key, &kyc("Idv")).await.status, 200);
+    wait_for(&app, &key, &ada, "ACTIVE/").await;
+    let pulled = transitions(&app, &key, &ada).await;
+    assert_eq!(pulled.len(), 6, "{pulled:?}");
+    let delivered = eventually(Duration::from_secs(30), "every event delivered", || async {
+        let delivered = receiver.delivered();
+        (delivered.len() == pulled.len()).then_some(delivered)
+    })
+    .await;
+    shutdown.cancel();
+    assert!(delivered.iter().all(|d| d.signed_by(secret.expose())), "signed");
+    let pushed: Vec<String> = delivered.iter().map(|d| transition(&d.json()["data"])).collect();
+    assert_eq!(pushed, pulled, "in order per identity, as the pull API has them");
 }
