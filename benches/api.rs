@@ -18,7 +18,7 @@ use std::{num::NonZeroU32, time::Instant};
 use alloy::{primitives::U256, transports::http::reqwest};
 use common::db::{BACKENDS, Backend, TestDb};
 use custody_indexer::{
-    account::{AccountAddress, AccountStatus, AccountType},
+    account::{AccountAddress, AccountType},
     amount::Amount,
     api::{self, ApiState, RateLimit},
     api_key,
@@ -49,10 +49,13 @@ async fn fill(store: &Store, accounts: u64, deposits: u64) {
             organization: "default".into(),
             identity_id: format!("identity-{}", i % 100),
             kind: AccountType::Segregated,
-            status: AccountStatus::Active,
+            request_id: None,
             addresses: vec![AccountAddress { chains: vec![CHAIN], address: address(i + 1) }],
         })
         .collect();
+    for i in 0..100 {
+        common::identity(store, "default", &format!("identity-{i}")).await;
+    }
     store.add_accounts(&new).await.unwrap();
     let busy = deposits / 10;
     for chunk in (0..deposits).collect::<Vec<_>>().chunks(2_000) {

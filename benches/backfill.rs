@@ -28,7 +28,7 @@ use alloy::{
 };
 use common::{Anvil, CHAIN, anvil::TestToken, chains_dir};
 use custody_indexer::{
-    account::{AccountAddress, AccountStatus, AccountType},
+    account::{AccountAddress, AccountType},
     store::{NewAccount, Store},
 };
 use futures::{StreamExt, stream};
@@ -181,13 +181,16 @@ async fn prepare_store(chain: &Chain, watched: u64, path: &std::path::Path) -> f
                 watch_from: Default::default(),
                 id: format!("acc-{i}"),
                 organization: "default".into(),
-                identity_id: format!("identity-{i}"),
+                identity_id: format!("identity-{}", i % 100),
                 kind: AccountType::Segregated,
-                status: AccountStatus::Active,
+                request_id: None,
                 addresses: vec![AccountAddress { chains: vec![CHAIN], address: address.to_string() }],
             }
         })
         .collect();
+    for i in 0..100 {
+        common::identity(&store, "default", &format!("identity-{i}")).await;
+    }
     for chunk in accounts.chunks(100_000) {
         store.add_accounts(chunk).await.unwrap();
     }

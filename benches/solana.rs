@@ -14,7 +14,7 @@ use std::{
 
 use common::solana::{SOL, SolanaNode, transfer_sol};
 use custody_indexer::{
-    account::{AccountAddress, AccountStatus, AccountType},
+    account::{AccountAddress, AccountType},
     chain::Chain,
     config::ChainConfig,
     solana::{
@@ -86,15 +86,18 @@ async fn store_with(wallets: u64, recipients: &[Pubkey], path: &Path) -> Store {
             watch_from: Default::default(),
             id: format!("acc-{i}"),
             organization: "default".into(),
-            identity_id: format!("identity-{i}"),
+            identity_id: format!("identity-{}", i % 100),
             kind: AccountType::Segregated,
-            status: AccountStatus::Active,
+            request_id: None,
             addresses: vec![AccountAddress {
                 chains: vec![CHAIN],
                 address: recipients.get(i as usize).copied().unwrap_or_else(Pubkey::new_unique).to_string(),
             }],
         })
         .collect();
+    for i in 0..100 {
+        common::identity(&store, "default", &format!("identity-{i}")).await;
+    }
     for chunk in accounts.chunks(50_000) {
         store.add_accounts(chunk).await.unwrap();
     }

@@ -31,7 +31,7 @@ use common::{
     db::{Backend, TestDb},
 };
 use custody_indexer::{
-    account::{AccountAddress, AccountStatus, AccountType},
+    account::{AccountAddress, AccountType},
     api::{self, ApiState, RateLimit},
     api_key,
     config::Chains,
@@ -155,9 +155,13 @@ async fn main() {
         organization: "acme".into(),
         identity_id: id.into(),
         kind,
-        status: AccountStatus::Active,
+        request_id: None,
         addresses: vec![AccountAddress { chains: vec![CHAIN], address: omnibus.to_checksum(None) }],
     };
+    common::identity(&store, "acme", "treasury").await;
+    for i in 0..10 {
+        common::identity(&store, "acme", &format!("holder-{i}")).await;
+    }
     store.add_account(account("treasury", AccountType::Omnibus)).await.unwrap();
     let mut holders = Vec::new();
     for i in 0..10 {

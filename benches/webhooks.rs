@@ -117,6 +117,7 @@ async fn throughput(backend: Backend, events: u64) {
     let db = TestDb::new(backend).await;
     let (url, arrivals) = receiver().await;
     let address = "0x1111111111111111111111111111111111111111";
+    common::identity(&db.store, "default", "identity").await;
     db.store
         .add_account(custody_indexer::store::NewAccount {
             watch_from: Default::default(),
@@ -124,7 +125,7 @@ async fn throughput(backend: Backend, events: u64) {
             organization: "default".into(),
             identity_id: "identity".into(),
             kind: custody_indexer::account::AccountType::Segregated,
-            status: custody_indexer::account::AccountStatus::Active,
+            request_id: None,
             addresses: vec![custody_indexer::account::AccountAddress {
                 chains: vec![Chain::BaseSepolia],
                 address: address.into(),

@@ -34,16 +34,26 @@ pub struct AccountAddress {
     pub address: String,
 }
 
+/// An account. Its `status` is derived from its identity's (`FROZEN` while
+/// the identity is `SUSPENDED`, `CLOSED` once it is `TERMINATED`, `ACTIVE`
+/// otherwise), and `identity_status`/`identity_sub_status` mirror the
+/// identity's own.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
 pub struct Account {
     pub id: String,
+    /// The client's idempotency key; `null` for accounts an operator registered.
+    pub request_id: Option<String>,
     #[serde(skip)]
     pub organization: String,
     pub identity_id: String,
+    pub identity_type: crate::identity::Type,
     #[serde(rename = "type")]
     pub kind: AccountType,
     pub addresses: Vec<AccountAddress>,
     pub status: AccountStatus,
+    pub identity_status: crate::identity::Status,
+    /// `null` when the identity has none.
+    pub identity_sub_status: Option<crate::identity::SubStatus>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -69,14 +79,25 @@ impl AccountType {
     }
 }
 
-/// Accepts the legacy names `LEDGER` (omnibus) and `ONCHAIN` (segregated).
+/// Refuses the legacy names `LEDGER` and `ONCHAIN`, removed on 2026-06-24,
+/// naming the value that replaced each.
 impl FromStr for AccountType {
     type Err = UnknownValue;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s.to_ascii_uppercase().as_str() {
-            "OMNIBUS" | "LEDGER" => Ok(Self::Omnibus),
-            "SEGREGATED" | "ONCHAIN" => Ok(Self::Segregated),
+            "OMNIBUS" => Ok(Self::Omnibus),
+            "SEGREGATED" => Ok(Self::Segregated),
+            "LEDGER" => Err(UnknownValue {
+                what: "account type",
+                value: s.into(),
+                expected: "OMNIBUS: LEDGER was renamed OMNIBUS and removed on 2026-06-24",
+            }),
+            "ONCHAIN" => Err(UnknownValue {
+                what: "account type",
+                value: s.into(),
+                expected: "SEGREGATED: ONCHAIN was renamed SEGREGATED and removed on 2026-06-24",
+            }),
             _ => {
                 Err(UnknownValue { what: "account type", value: s.into(), expected: "OMNIBUS or SEGREGATED" })
             }

@@ -194,6 +194,33 @@ impl Signer for MnemonicSigner {
     }
 }
 
+/// The key's EVM address on every configured EVM chain and its Solana address
+/// on every configured Solana chain.
+pub fn account_addresses(
+    signer: &dyn Signer,
+    chains: &crate::config::Chains,
+    key: KeyRef,
+) -> Result<Vec<crate::account::AccountAddress>, crate::store::StoreError> {
+    let of = |family: crate::chain::Family| {
+        chains.iter().filter(move |c| c.family() == family).map(|c| c.chain).collect()
+    };
+    let key_error = |e: KeyError| crate::store::StoreError::Invalid(e.to_string());
+    let mut out = Vec::new();
+    let evm: Vec<crate::chain::Chain> = of(crate::chain::Family::Evm);
+    if !evm.is_empty() {
+        let address = signer.evm_address(key).map_err(key_error)?.to_checksum(None);
+        out.push(crate::account::AccountAddress { chains: evm, address });
+    }
+    let solana: Vec<crate::chain::Chain> = of(crate::chain::Family::Solana);
+    if !solana.is_empty() {
+        out.push(crate::account::AccountAddress {
+            chains: solana,
+            address: signer.solana_address(key).map_err(key_error)?,
+        });
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -188,6 +188,7 @@ async fn json_output_is_the_api_resource() {
     let missing = env.output(&["deposits", "get", "nope"]);
     assert!(!missing.status.success());
     assert!(String::from_utf8_lossy(&missing.stderr).contains("deposit nope not found"));
+    env.identity("default", "i");
     let bad = env.output(&[
         "accounts",
         "add",
@@ -246,6 +247,7 @@ fn keys_come_from_the_mnemonic_or_its_file_and_never_show() {
         assert!(stderr.contains(says), "{stderr}");
         assert!(!stderr.contains("legal") && !stderr.contains("zebra"), "{stderr}");
     }
+    env.identity("default", "i");
     let created = env
         .command(&["accounts", "create", "--identity-id", "i", "--type", "SEGREGATED", "--json"])
         .env("CUSTODY_INDEXER_MNEMONIC", phrase)

@@ -15,7 +15,7 @@ use common::{
     Anvil, Backend, CHAIN, TestDb, add_account, anvil::Mined, catch_up, chain_config, db::BACKENDS,
 };
 use custody_indexer::{
-    account::{AccountAddress, AccountStatus, AccountType},
+    account::{AccountAddress, AccountType},
     amount::Amount,
     chain::Chain,
     deposit::{Deposit, DepositStatus, Detected, Position, SourceType, TokenTransfer},
@@ -102,6 +102,7 @@ async fn reincluded_token_transfer(backend: Backend) {
 }
 
 async fn add_to(store: &Store, organization: &str, id: &str, address: &str, chain: Chain) {
+    common::identity(store, organization, &format!("identity-{id}")).await;
     store
         .add_account(NewAccount {
             watch_from: Default::default(),
@@ -109,7 +110,7 @@ async fn add_to(store: &Store, organization: &str, id: &str, address: &str, chai
             organization: organization.into(),
             identity_id: format!("identity-{id}"),
             kind: AccountType::Segregated,
-            status: AccountStatus::Active,
+            request_id: None,
             addresses: vec![AccountAddress { chains: vec![chain], address: address.into() }],
         })
         .await
@@ -276,6 +277,37 @@ struct OldRow<'a> {
     source_account: Option<&'a str>,
 }
 
+/// An account with one address, inserted as the store before identities did.
+async fn add_old(url: &str, organization: &str, id: &str, address: &str, chain: Chain) {
+    let pool = AnyPool::connect(url).await.unwrap();
+    sqlx::query(
+        "INSERT INTO accounts (id, organization_id, identity_id, type, status, created_at)
+         VALUES ($1, $2, $3, 'SEGREGATED', 'ACTIVE', 0)",
+    )
+    .bind(id)
+    .bind(organization)
+    .bind(format!("identity-{id}"))
+    .execute(&pool)
+    .await
+    .unwrap();
+    sqlx::query("UPDATE store_meta SET value = value + 1 WHERE key = 'accounts_version'")
+        .execute(&pool)
+        .await
+        .unwrap();
+    sqlx::query(
+        "INSERT INTO account_addresses (chain, address, account_id, version, registered_at, watch_from, live_from,
+             gap_next)
+         VALUES ($1, $2, $3, (SELECT value FROM store_meta WHERE key = 'accounts_version'), 0, 0, 0, 0)",
+    )
+    .bind(chain.as_str())
+        .bind(address)
+        .bind(id)
+        .execute(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+}
+
 async fn insert_old(url: &str, row: OldRow<'_>) {
     let pool = AnyPool::connect(url).await.unwrap();
     let symbol = if row.position == "native" { "ETH" } else { "USDC" };
@@ -331,9 +363,10 @@ async fn token_deposits_stored_before_the_upgrade_keep_their_identity() {
         migrate_before_0008(&db.url).await;
         let store = &db.store;
         store.create_organization("other", None).await.unwrap();
-        add_to(store, "default", "alice", RECEIVER, CHAIN).await;
-        add_to(store, "default", "sam", SENDER, Chain::EthereumMainnet).await;
-        add_to(store, "other", "bob", &Address::repeat_byte(0xbb).to_string(), CHAIN).await;
+        // Accounts as they were registered before identities existed.
+        add_old(&db.url, "default", "alice", RECEIVER, CHAIN).await;
+        add_old(&db.url, "default", "sam", SENDER, Chain::EthereumMainnet).await;
+        add_old(&db.url, "other", "bob", &Address::repeat_byte(0xbb).to_string(), CHAIN).await;
         let row = |id, tx, position, raw| OldRow {
             id,
             tx,
@@ -362,6 +395,13 @@ async fn token_deposits_stored_before_the_upgrade_keep_their_identity() {
         store.migrate().await.unwrap();
         let stored = store.deposits_on_chain(CHAIN).await.unwrap();
         assert_eq!(stored.len(), 8, "{backend:?}");
+        // Each account's identity was created by the upgrade, active.
+        let bobs = store.identity("other", "identity-bob").await.unwrap();
+        assert_eq!((bobs.status.as_str(), bobs.account_ids.as_slice()), ("ACTIVE", &["bob".to_string()][..]));
+        assert!(
+            store.identity("default", "identity-bob").await.is_err(),
+            "identities stay in their organization"
+        );
 
         // A backfill after the upgrade decodes the same transfers: it finds
         // every row, adds none and changes none.

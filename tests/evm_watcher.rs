@@ -19,7 +19,8 @@ use custody_indexer::{
     account::{AccountAddress, AccountStatus, AccountType},
     deposit::{Deposit, DepositStatus, SourceType},
     evm::{EvmWatcher, Tick, WatchError},
-    store::{NewAccount, Store},
+    identity::Event,
+    store::{Change, NewAccount, Store},
 };
 use tokio_util::sync::CancellationToken;
 
@@ -383,20 +384,37 @@ async fn deposits_to_frozen_and_closed_accounts_are_recorded() {
     let anvil = Anvil::start().await;
     let db = TestDb::new(Backend::Sqlite).await;
     let outsider = anvil.accounts[0];
-    for (i, status) in [AccountStatus::Frozen, AccountStatus::Closed].into_iter().enumerate() {
+    // Accounts follow their identities: suspended (FROZEN) and terminated (CLOSED).
+    let unsent = |_| unreachable!("no transfers");
+    for (i, (event, status)) in
+        [(Event::Suspended, AccountStatus::Frozen), (Event::Terminated, AccountStatus::Closed)]
+            .into_iter()
+            .enumerate()
+    {
         let address = anvil.accounts[i + 1];
+        let identity = format!("identity-{status}");
+        common::identity(&db.store, "default", &identity).await;
         db.store
             .add_account(NewAccount {
                 watch_from: Default::default(),
                 id: format!("{status}"),
                 organization: "default".into(),
-                identity_id: "identity".into(),
+                identity_id: identity.clone(),
                 kind: AccountType::Omnibus,
-                status,
+                request_id: None,
                 addresses: vec![AccountAddress { chains: vec![CHAIN], address: address.to_string() }],
             })
             .await
             .unwrap();
+        let change = Change {
+            organization: "default",
+            identity_id: &identity,
+            event,
+            actor: "operator:test",
+            reason: None,
+        };
+        db.store.change_identity(&change, &unsent).await.unwrap();
+        assert_eq!(db.store.account(&format!("{status}")).await.unwrap().status, status);
         anvil.send_eth(outsider, address, U256::from(5u64)).await;
     }
     let mut watcher = watcher(&anvil, &db.store, None, "").await;

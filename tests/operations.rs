@@ -185,7 +185,7 @@ async fn health_fails_when_the_store_cannot_be_read() {
 async fn serve_answers_from_the_store_without_indexing() {
     let env = Env::with_chain_file(&chain_toml(&["http://127.0.0.1:1".into()], None, ""));
     let key = env.organization_with_key();
-    env.add_account_of("acme", "a1", "LEDGER", &Address::repeat_byte(7).to_string(), CHAIN);
+    env.add_account_of("acme", "a1", "OMNIBUS", &Address::repeat_byte(7).to_string(), CHAIN);
     let port = dead_port();
     let mut serve = env.listen("serve", CHAIN, port, &[]);
     let healthz = format!("http://127.0.0.1:{port}/healthz");

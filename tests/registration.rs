@@ -57,6 +57,7 @@ async fn funded_token(anvil: &Anvil) -> Address {
 /// (`--from-block`, `--from-slot`, `--from-time`) = `value`.
 fn register_from(env: &Env, id: &str, address: &str, chain: Chain, flag: &str, value: &str) {
     let identity = format!("identity-{id}");
+    env.identity("default", &identity);
     env.ok(&[
         "accounts",
         "add",
@@ -299,6 +300,10 @@ async fn accounts_import_registers_100000_addresses_or_nothing() {
     }
     let file = env.dir.path().join("accounts.csv");
     std::fs::write(&file, &csv).unwrap();
+    let store = env.store().await;
+    for identity in (0..100).map(|i| format!("identity-{i}")).chain(["i".to_string()]) {
+        common::identity(&store, "default", &identity).await;
+    }
     let started = std::time::Instant::now();
     let out = env.ok(&["accounts", "import", file.to_str().unwrap()]);
     eprintln!("imported 100,000 addresses in {:.2?}", started.elapsed());

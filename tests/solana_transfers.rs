@@ -78,6 +78,7 @@ impl Setup {
         airdrop(&node, &sponsor, 5 * SOL).await;
         airdrop(&node, &omnibus, 5 * SOL).await;
         let created = |id: &str, kind: &str| -> Pubkey {
+            env.identity("acme", id);
             let out = cli(&[
                 "accounts",
                 "create",

@@ -16,7 +16,7 @@ use common::{
     },
 };
 use custody_indexer::{
-    account::{AccountAddress, AccountStatus, AccountType},
+    account::{AccountAddress, AccountType},
     chain::Chain,
     config::{ChainConfig, Strategy},
     deposit::SourceType,
@@ -62,9 +62,10 @@ async fn add_wallet(store: &Store, id: &str, wallet: &Pubkey) {
         organization: "default".into(),
         identity_id: format!("identity-{id}"),
         kind: AccountType::Segregated,
-        status: AccountStatus::Active,
+        request_id: None,
         addresses,
     };
+    common::identity(store, "default", &format!("identity-{id}")).await;
     store.add_account(account).await.unwrap();
 }
 

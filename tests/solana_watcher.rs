@@ -13,7 +13,7 @@ use common::{
     solana::{SOL, SolanaNode, TOKEN, TOKEN_2022, ata, create_ata, mint_to, transfer_checked, transfer_sol},
 };
 use custody_indexer::{
-    account::{AccountAddress, AccountStatus, AccountType},
+    account::{AccountAddress, AccountType},
     amount::Amount,
     assets::{AssetType, BalanceReader},
     chain::Chain,
@@ -49,6 +49,7 @@ fn chain_config(node: &SolanaNode, mints: &Mints, strategy: &str) -> ChainConfig
 }
 
 async fn add_wallet(store: &Store, id: &str, wallet: &Pubkey) {
+    common::identity(store, "default", &format!("identity-{id}")).await;
     store
         .add_account(NewAccount {
             watch_from: Default::default(),
@@ -56,7 +57,7 @@ async fn add_wallet(store: &Store, id: &str, wallet: &Pubkey) {
             organization: "default".into(),
             identity_id: format!("identity-{id}"),
             kind: AccountType::Segregated,
-            status: AccountStatus::Active,
+            request_id: None,
             addresses: vec![AccountAddress { chains: vec![CHAIN], address: wallet.to_string() }],
         })
         .await

@@ -6,7 +6,7 @@ mod common;
 use alloy::primitives::U256;
 use common::{Backend, TestDb, db::BACKENDS};
 use custody_indexer::{
-    account::{AccountAddress, AccountStatus, AccountType},
+    account::{AccountAddress, AccountType},
     amount::Amount,
     chain::Chain,
     deposit::{DepositStatus, Detected, Position, SourceType, TokenTransfer},
@@ -22,9 +22,9 @@ fn account(id: &str, address: &str, chains: Vec<Chain>) -> NewAccount {
         watch_from: Default::default(),
         id: id.into(),
         organization: "default".into(),
-        identity_id: format!("identity-{id}"),
+        identity_id: "identity".into(),
         kind: AccountType::Segregated,
-        status: AccountStatus::Active,
+        request_id: None,
         addresses: vec![AccountAddress { chains, address: address.into() }],
     }
 }
@@ -77,6 +77,7 @@ where
 {
     for backend in BACKENDS {
         let db = TestDb::new(backend).await;
+        common::identity(&db.store, "default", "identity").await;
         test(db.store.clone(), backend).await;
     }
 }

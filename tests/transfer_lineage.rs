@@ -7,7 +7,7 @@ mod common;
 use alloy::primitives::U256;
 use common::{Backend, TestDb, db::BACKENDS};
 use custody_indexer::{
-    account::{AccountAddress, AccountStatus, AccountType},
+    account::{AccountAddress, AccountType},
     amount::Amount,
     chain::Chain,
     store::{
@@ -29,6 +29,7 @@ const BOB_SOL: &str = "4Nd1mBQtrMJVYVfKf2PJy9NZUZdTAsp7D4xWLs4gDB4T";
 async fn store(backend: Backend) -> TestDb {
     let db = TestDb::new(backend).await;
     let address = |chain, address: &str| AccountAddress { chains: vec![chain], address: address.into() };
+    common::identity(&db.store, "default", "identity-alice").await;
     db.store
         .add_account(NewAccount {
             watch_from: Default::default(),
@@ -36,7 +37,7 @@ async fn store(backend: Backend) -> TestDb {
             organization: "default".into(),
             identity_id: "identity-alice".into(),
             kind: AccountType::Segregated,
-            status: AccountStatus::Active,
+            request_id: None,
             addresses: vec![address(EVM, ALICE), address(SOLANA, ALICE_SOL)],
         })
         .await

@@ -18,7 +18,7 @@ use common::{
     eventually,
 };
 use custody_indexer::{
-    account::{AccountAddress, AccountStatus, AccountType},
+    account::{AccountAddress, AccountType},
     api::RateLimit,
     chain::Chain,
     config::Chains,
@@ -55,6 +55,7 @@ impl Setup {
         let signer: Arc<dyn Signer> = Arc::new(signer);
         let app = spawn_app_with_signer(backend, chains.clone(), RateLimit::default(), Some(signer)).await;
         let key = app.key("acme").await;
+        common::identity(app.store(), "acme", "identity-treasury").await;
         app.store()
             .add_account(NewAccount {
                 watch_from: Default::default(),
@@ -62,7 +63,7 @@ impl Setup {
                 organization: "acme".into(),
                 identity_id: "identity-treasury".into(),
                 kind: AccountType::Omnibus,
-                status: AccountStatus::Active,
+                request_id: None,
                 addresses: vec![AccountAddress { chains: vec![CHAIN], address: omnibus.to_checksum(None) }],
             })
             .await
@@ -226,6 +227,7 @@ async fn a_limit_policy_names_a_listed_asset() {
     let anvil = Anvil::start().await;
     let token = anvil.deploy_token("TUSD").await;
     let env = Env::with_chain_file(&chain_toml(&[anvil.url()], Some(&token.to_string()), ""));
+    env.identity("default", "i");
     env.ok(&[
         "accounts",
         "add",

@@ -449,6 +449,7 @@ async fn requests_are_validated_and_idempotent_by_request_id() {
     let watched = Address::repeat_byte(0x17).to_string();
     s.env.add_account_of("acme", "watched", "SEGREGATED", &watched, CHAIN);
     let frozen = Address::repeat_byte(0x18).to_string();
+    s.env.identity_in("acme", "identity-frozen", "SUSPENDED");
     s.env.ok(&[
         "accounts",
         "add",
@@ -460,8 +461,6 @@ async fn requests_are_validated_and_idempotent_by_request_id() {
         "identity-frozen",
         "--type",
         "SEGREGATED",
-        "--status",
-        "FROZEN",
         "--address",
         &frozen,
         "--chains",
@@ -475,6 +474,7 @@ async fn requests_are_validated_and_idempotent_by_request_id() {
         .last()
         .unwrap()
         .to_string();
+    s.env.identity("other", "s");
     s.cli(&[
         "accounts",
         "create",

@@ -1,18 +1,25 @@
-//! `GET /v2/accounts` and `GET /v2/accounts/{account_id}`.
+//! `POST /v2/accounts`, `GET /v2/accounts` and `GET /v2/accounts/{account_id}`.
 
 use axum::{
     Extension, Json,
     extract::{Path, RawQuery, State},
+    http::StatusCode,
 };
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use utoipa::ToSchema;
 
 use super::{
-    ApiError, ApiState, ErrorBody,
+    ApiError, ApiState, Body, ErrorBody,
     auth::Caller,
+    body::exact,
     params::{Params, encode_cursor},
 };
-use crate::{account::Account, store::AccountPage};
+use crate::{
+    account::{Account, AccountType},
+    keys::{KeyRef, account_addresses},
+    store::{AccountPage, NewAccount},
+};
 
 const DEFAULT_LIMIT: u32 = 25;
 const MAX_LIMIT: u32 = 100;
@@ -24,6 +31,20 @@ pub struct AccountList {
     /// Pass it back as `cursor` for the next page; absent on the last page.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cursor: Option<String>,
+}
+
+/// A new account of an existing identity of the organization.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AccountRequest {
+    /// The idempotency key.
+    pub request_id: String,
+    pub identity_id: String,
+    /// `SEGREGATED` (an on-chain wallet of its own). `OMNIBUS` accounts
+    /// share the omnibus wallet and are registered by an operator.
+    #[serde(rename = "type")]
+    #[schema(value_type = AccountType)]
+    pub kind: String,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -93,4 +114,90 @@ pub async fn get(
     Path(account_id): Path<String>,
 ) -> Result<Json<Account>, ApiError> {
     Ok(Json(state.store().organization_account(&caller.organization, &account_id).await?))
+}
+
+/// Opens an account for an identity of the organization, with its own
+/// addresses on every configured chain.
+///
+/// The identity must exist in the organization (`404` otherwise) and not be
+/// `REJECTED` or `TERMINATED` (`400`). The account's status follows the
+/// identity's: a pending identity's account receives deposits but cannot
+/// send until the identity is `ACTIVE`. Idempotent by `request_id`.
+#[utoipa::path(post, path = "/v2/accounts", tag = "accounts", request_body = AccountRequest,
+    responses(
+        (status = 201, description = "Created", body = Account),
+        (status = 200, description = "The same request again: the existing account", body = Account),
+        (status = 400, description = "Invalid request, or an identity that cannot open accounts", body = ErrorBody),
+        (status = 401, description = "Missing, malformed or unknown API key", body = ErrorBody),
+        (status = 404, description = "No such identity in the organization", body = ErrorBody),
+        (status = 409, description = "request_id used with another request", body = ErrorBody),
+        (status = 503, description = "The service holds no keys to derive addresses from", body = ErrorBody),
+    ))]
+pub async fn create(
+    State(state): State<ApiState>,
+    Extension(caller): Extension<Caller>,
+    Body(body): Body<Value>,
+) -> Result<(StatusCode, Json<Account>), ApiError> {
+    let request: AccountRequest = exact(body)?;
+    let kind: AccountType = request.kind.parse().map_err(|e| ApiError::invalid(format!("type: {e}")))?;
+    if request.request_id.trim().is_empty() || request.request_id.len() > 256 {
+        return Err(ApiError::invalid("request_id: must be 1 to 256 characters"));
+    }
+    if let Some(found) = repeated(&state, &caller.organization, &request, kind).await? {
+        return Ok((StatusCode::OK, Json(found)));
+    }
+    if kind == AccountType::Omnibus {
+        return Err(ApiError::invalid(
+            "type: OMNIBUS accounts share the omnibus wallet and are registered by an operator; use SEGREGATED",
+        ));
+    }
+    let Some(signer) = state.0.signer.clone() else {
+        return Err(ApiError::coded(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ACCOUNTS_UNAVAILABLE",
+            "the service has no signing keys to derive an account's addresses from",
+        ));
+    };
+    let new = NewAccount {
+        id: uuid::Uuid::new_v4().to_string(),
+        organization: caller.organization.clone(),
+        identity_id: request.identity_id.clone(),
+        request_id: Some(request.request_id.clone()),
+        kind,
+        addresses: Vec::new(),
+        watch_from: Default::default(),
+    };
+    let chains = state.chains().clone();
+    let created = state
+        .store()
+        .add_keyed_account(new, |index| account_addresses(&*signer, &chains, KeyRef::Account(index)))
+        .await;
+    match created {
+        Ok((account, _)) => Ok((StatusCode::CREATED, Json(account))),
+        // A concurrent request with this request_id committed first.
+        Err(error) => match repeated(&state, &caller.organization, &request, kind).await? {
+            Some(found) => Ok((StatusCode::OK, Json(found))),
+            None => Err(error.into()),
+        },
+    }
+}
+
+/// The account an earlier request with this `request_id` created, if any.
+async fn repeated(
+    state: &ApiState,
+    organization: &str,
+    request: &AccountRequest,
+    kind: AccountType,
+) -> Result<Option<Account>, ApiError> {
+    let Some(found) = state.store().account_by_request(organization, &request.request_id).await? else {
+        return Ok(None);
+    };
+    if found.identity_id != request.identity_id || found.kind != kind {
+        return Err(ApiError::coded(
+            StatusCode::CONFLICT,
+            "CONFLICT",
+            format!("request_id was already used by account {} with a different request", found.id),
+        ));
+    }
+    Ok(Some(found))
 }

@@ -32,6 +32,27 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Body<T> {
     }
 }
 
+/// Fields removed from the interface and what replaced each.
+const LEGACY_FIELDS: &[(&str, &str)] = &[
+    ("identity_type", "was renamed type"),
+    ("account_type", "was renamed type"),
+    ("kyc_status", "was removed on 2026-08-05; the identity's status replaces it"),
+    ("kyb_status", "was removed on 2026-08-05; the identity's status replaces it"),
+    ("frozen", "was removed on 2026-08-05; status FROZEN replaces it"),
+    ("account_status", "was removed on 2026-08-05; status replaces it"),
+];
+
+/// `body` as `T` (which denies unknown fields), refusing a legacy field
+/// with the name of what replaced it.
+pub fn exact<T: DeserializeOwned>(body: serde_json::Value) -> Result<T, ApiError> {
+    if let Some(object) = body.as_object()
+        && let Some((name, why)) = LEGACY_FIELDS.iter().find(|(name, _)| object.contains_key(*name))
+    {
+        return Err(ApiError::invalid(format!("{name}: {why}")));
+    }
+    serde_json::from_value(body).map_err(|e| ApiError::invalid(format!("invalid request body: {e}")))
+}
+
 #[cfg(test)]
 mod tests {
     use axum::http::StatusCode;

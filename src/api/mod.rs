@@ -10,6 +10,7 @@ mod auth;
 mod body;
 mod deposits;
 mod error;
+mod identities;
 mod ops;
 mod params;
 mod transfers;
@@ -67,6 +68,8 @@ struct Inner {
     signer: Option<Arc<dyn Signer>>,
     /// Each organization's sponsored-gas credit, in micro-USD.
     gas_credit_usd_micros: i64,
+    /// How the sandbox compliance provider's worker runs.
+    compliance: crate::identity::provider::Options,
 }
 
 /// Each organization's sponsored-gas credit: 100 USD.
@@ -87,7 +90,14 @@ impl ApiState {
             key_overlap: DEFAULT_KEY_OVERLAP,
             signer: None,
             gas_credit_usd_micros: DEFAULT_GAS_CREDIT_USD_MICROS,
+            compliance: Default::default(),
         }))
+    }
+
+    /// Runs the sandbox compliance provider's worker with `options`.
+    pub fn with_compliance(mut self, options: crate::identity::provider::Options) -> Self {
+        Arc::get_mut(&mut self.0).expect("configured before it is shared").compliance = options;
+        self
     }
 
     /// Enables transfers signed by `signer`, with each organization's gas
@@ -135,7 +145,11 @@ fn v2() -> (Router<ApiState>, utoipa::openapi::OpenApi) {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(routes!(deposits::list))
         .routes(routes!(deposits::get))
-        .routes(routes!(accounts::list))
+        .routes(routes!(identities::create, identities::list))
+        .routes(routes!(identities::get))
+        .routes(routes!(identities::compliance))
+        .routes(routes!(identities::id_verification))
+        .routes(routes!(accounts::create, accounts::list))
         .routes(routes!(accounts::get))
         .routes(routes!(assets::balances))
         .routes(routes!(assets::list))
@@ -190,6 +204,14 @@ pub async fn serve(
     tokio::spawn(crate::transfers::expire_unsent(
         state.store().clone(),
         state.chains().clone(),
+        shutdown.clone(),
+    ));
+    // Whatever accepts compliance data also has it reviewed.
+    let compliance = state.0.compliance;
+    tokio::spawn(crate::identity::provider::worker(
+        state.store().clone(),
+        crate::identity::provider::Sandbox::new(compliance.idv_expiry),
+        compliance,
         shutdown.clone(),
     ));
     axum::serve(listener, router(state)).with_graceful_shutdown(shutdown.cancelled_owned()).await

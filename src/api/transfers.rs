@@ -153,7 +153,9 @@ fn refused(refusal: Refusal) -> ApiError {
         Refusal::RequestReused(id) => {
             ApiError::coded(StatusCode::CONFLICT, "REQUEST_ID_REUSED", message).with_transfer(id)
         }
-        Refusal::NotActive(..) => ApiError::coded(StatusCode::BAD_REQUEST, "ACCOUNT_NOT_ACTIVE", message),
+        Refusal::NotActive(..) | Refusal::IdentityNotActive(..) => {
+            ApiError::coded(StatusCode::BAD_REQUEST, "ACCOUNT_NOT_ACTIVE", message)
+        }
         Refusal::Insufficient { .. } => {
             ApiError::coded(StatusCode::BAD_REQUEST, "INSUFFICIENT_BALANCE", message)
         }

@@ -25,8 +25,8 @@ pub async fn accounts(store: &Store, command: AccountsCommand) -> anyhow::Result
                     id: add.account_id,
                     organization: add.organization,
                     identity_id: add.identity_id,
+                    request_id: None,
                     kind: add.kind,
-                    status: add.status,
                     addresses: vec![AccountAddress { chains: add.chains, address: add.address }],
                 })
                 .await?;

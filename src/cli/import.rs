@@ -10,7 +10,7 @@ use chrono::DateTime;
 use serde::Deserialize;
 
 use crate::{
-    account::{AccountAddress, AccountStatus, AccountType, DEFAULT_ORGANIZATION},
+    account::{AccountAddress, AccountType, DEFAULT_ORGANIZATION},
     address,
     chain::Chain,
     store::{NewAccount, Store, StoreError, WatchFrom},
@@ -30,8 +30,6 @@ struct Line {
     chains: Chains,
     #[serde(default)]
     organization: Option<String>,
-    #[serde(default)]
-    status: Option<String>,
     #[serde(default, alias = "from_slot")]
     from_block: Option<u64>,
     #[serde(default)]
@@ -140,14 +138,8 @@ fn accounts(lines: Vec<(u64, Line)>) -> anyhow::Result<Parsed> {
         match index.get(&account.id) {
             Some(&i) => {
                 let known = &mut accounts[i];
-                if (&known.identity_id, known.kind, known.status, &known.organization, known.watch_from)
-                    != (
-                        &account.identity_id,
-                        account.kind,
-                        account.status,
-                        &account.organization,
-                        account.watch_from,
-                    )
+                if (&known.identity_id, known.kind, &known.organization, known.watch_from)
+                    != (&account.identity_id, account.kind, &account.organization, account.watch_from)
                 {
                     bail!(
                         "line {number}: account {} differs from its earlier lines; nothing was imported",
@@ -185,10 +177,6 @@ fn parse(line: Line) -> Result<(NewAccount, String), String> {
     let canonical = address::normalize(first.family(), &line.address).map_err(|e| e.to_string())?;
     let watch_from = watch_from(line.from_block, line.from_time.as_deref(), &chains)?;
     let kind = AccountType::from_str(&line.kind).map_err(|e| e.to_string())?;
-    let status = match line.status.as_deref() {
-        None | Some("") => AccountStatus::Active,
-        Some(status) => AccountStatus::from_str(status).map_err(|e| e.to_string())?,
-    };
     if line.account_id.trim().is_empty() || line.identity_id.trim().is_empty() {
         return Err("account_id and identity_id must not be empty".into());
     }
@@ -199,8 +187,8 @@ fn parse(line: Line) -> Result<(NewAccount, String), String> {
             .filter(|o| !o.is_empty())
             .unwrap_or_else(|| DEFAULT_ORGANIZATION.into()),
         identity_id: line.identity_id,
+        request_id: None,
         kind,
-        status,
         addresses: vec![AccountAddress { chains, address: canonical.clone() }],
         watch_from,
     };

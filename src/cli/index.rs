@@ -44,7 +44,8 @@ pub async fn run(
     let required = selected.iter().map(|c| c.chain).collect();
     let signer = signer()?;
     let state = ApiState::new(store.clone(), chains, required, api.rate_limit())
-        .with_transfers(signer.clone(), api.gas.usd_micros);
+        .with_transfers(signer.clone(), api.gas.usd_micros)
+        .with_compliance(api.compliance());
 
     let shutdown = CancellationToken::new();
     tokio::spawn(cancel_on_signal(shutdown.clone()));
@@ -162,7 +163,8 @@ pub async fn serve(
     telemetry::prometheus();
     let listener = api::bind(api.listen).await?;
     let state = ApiState::new(store.clone(), chains, required, api.rate_limit())
-        .with_transfers(signer()?, api.gas.usd_micros);
+        .with_transfers(signer()?, api.gas.usd_micros)
+        .with_compliance(api.compliance());
     let shutdown = CancellationToken::new();
     tokio::spawn(cancel_on_signal(shutdown.clone()));
     api::serve(listener, state, shutdown).await.context("the HTTP API stopped")?;

@@ -1,8 +1,9 @@
-//! The command line: `run`, `serve`, `backfill`, `health`, `accounts`,
+//! The command line: `run`, `serve`, `backfill`, `health`, `identities`, `accounts`,
 //! `deposits`, `organizations`, `api-keys`, `webhooks`, `wallets`, `gas`,
 //! `limits`, `migrate`.
 
 mod admin;
+mod identities;
 mod import;
 mod index;
 mod transfers;
@@ -14,7 +15,7 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::{
-    account::{AccountStatus, AccountType, DEFAULT_ORGANIZATION},
+    account::{AccountType, DEFAULT_ORGANIZATION},
     api::RateLimit,
     chain::Chain,
     config::Chains,
@@ -68,6 +69,12 @@ pub struct ApiOptions {
     pub rate_limit_burst: NonZeroU32,
     #[command(flatten)]
     pub gas: GasCredit,
+    /// How long an identity verification check stays open before it expires.
+    #[arg(long, value_name = "SECONDS", env = "CUSTODY_INDEXER_IDV_EXPIRY_SECS", default_value = "86400")]
+    pub idv_expiry_secs: u64,
+    /// How often the sandbox compliance provider reviews identities in onboarding.
+    #[arg(long, value_name = "MS", env = "CUSTODY_INDEXER_COMPLIANCE_POLL_MS", default_value = "1000")]
+    pub compliance_poll_ms: u64,
 }
 
 /// Each organization's sponsored-gas credit.
@@ -87,6 +94,13 @@ fn parse_usd(text: &str) -> Result<i64, String> {
 impl ApiOptions {
     fn rate_limit(&self) -> RateLimit {
         RateLimit { per_second: self.rate_limit, burst: self.rate_limit_burst }
+    }
+
+    fn compliance(&self) -> crate::identity::provider::Options {
+        crate::identity::provider::Options {
+            poll: std::time::Duration::from_millis(self.compliance_poll_ms.max(10)),
+            idv_expiry: std::time::Duration::from_secs(self.idv_expiry_secs),
+        }
     }
 }
 
@@ -161,6 +175,10 @@ pub enum Command {
     /// Register and list the accounts whose addresses are watched.
     #[command(subcommand)]
     Accounts(AccountsCommand),
+    /// Register identities and act on them as compliance staff: every action
+    /// is recorded with who took it and why.
+    #[command(subcommand)]
+    Identities(identities::IdentitiesCommand),
     /// Show recorded deposits.
     #[command(subcommand)]
     Deposits(DepositsCommand),
@@ -197,7 +215,7 @@ pub enum AccountsCommand {
     Create(transfers::CreateAccount),
     /// Register many watch-only accounts from a file: CSV with a header line
     /// (`account_id,identity_id,type,address,chains` and optionally
-    /// `organization,status,from_block,from_time`; chains separated by `;`)
+    /// `organization,from_block,from_time`; chains separated by `;`)
     /// or JSON lines with the same fields. The file is checked whole first (a
     /// bad line is named) and imported in one transaction: all or nothing.
     Import {
@@ -221,11 +239,9 @@ pub struct AddAccount {
     account_id: String,
     #[arg(long)]
     identity_id: String,
-    /// SEGREGATED or OMNIBUS (legacy ONCHAIN and LEDGER are accepted).
+    /// SEGREGATED or OMNIBUS. The account's status follows its identity's.
     #[arg(long = "type")]
     kind: AccountType,
-    #[arg(long, default_value = "ACTIVE")]
-    status: AccountStatus,
     /// The address deposits arrive at.
     #[arg(long)]
     address: String,
@@ -329,6 +345,7 @@ impl Cli {
                 return admin::health(&url, &chains, &required, json).await;
             }
             Command::Accounts(command) => admin::accounts(&Store::open(&url).await?, command).await?,
+            Command::Identities(command) => identities::run(&Store::open(&url).await?, command).await?,
             Command::Deposits(command) => admin::deposits(&Store::open(&url).await?, command).await?,
             Command::Organizations(command) => {
                 admin::organizations(&Store::open(&url).await?, command).await?

@@ -7,11 +7,10 @@ use serde::Serialize;
 
 use super::{ChainFiles, GasCredit};
 use crate::{
-    account::{AccountAddress, AccountStatus, AccountType, DEFAULT_ORGANIZATION},
+    account::{AccountType, DEFAULT_ORGANIZATION},
     chain::{Chain, Family},
-    config::Chains,
-    keys::{KeyError, KeyRef, MnemonicSigner, Signer},
-    store::{NewAccount, Store, StoreError},
+    keys::{KeyError, KeyRef, MnemonicSigner, Signer, account_addresses},
+    store::{NewAccount, Store},
 };
 
 #[derive(Debug, Subcommand)]
@@ -138,19 +137,19 @@ pub async fn create_account(store: &Store, create: CreateAccount) -> anyhow::Res
         id: create.account_id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
         organization: create.organization,
         identity_id: create.identity_id,
+        request_id: None,
         kind: create.kind,
-        status: AccountStatus::Active,
         addresses: Vec::new(),
     };
     let account = match create.kind {
         AccountType::Segregated => {
             let (account, _) = store
-                .add_keyed_account(new, |index| addresses(&signer, &chains, KeyRef::Account(index)))
+                .add_keyed_account(new, |index| account_addresses(&signer, &chains, KeyRef::Account(index)))
                 .await?;
             account
         }
         AccountType::Omnibus => {
-            let addresses = addresses(&signer, &chains, KeyRef::Omnibus)?;
+            let addresses = account_addresses(&signer, &chains, KeyRef::Omnibus)?;
             store
                 .add_account(NewAccount { addresses, ..new })
                 .await
@@ -163,24 +162,6 @@ pub async fn create_account(store: &Store, create: CreateAccount) -> anyhow::Res
         super::admin::print_account(&account);
     }
     Ok(())
-}
-
-/// The key's EVM address on every configured EVM chain and its Solana address
-/// on every configured Solana chain.
-fn addresses(signer: &dyn Signer, chains: &Chains, key: KeyRef) -> Result<Vec<AccountAddress>, StoreError> {
-    let of = |family: Family| chains.iter().filter(move |c| c.family() == family).map(|c| c.chain).collect();
-    let key_error = |e: KeyError| StoreError::Invalid(e.to_string());
-    let mut out = Vec::new();
-    let evm: Vec<Chain> = of(Family::Evm);
-    if !evm.is_empty() {
-        let address = signer.evm_address(key).map_err(key_error)?.to_checksum(None);
-        out.push(AccountAddress { chains: evm, address });
-    }
-    let solana: Vec<Chain> = of(Family::Solana);
-    if !solana.is_empty() {
-        out.push(AccountAddress { chains: solana, address: signer.solana_address(key).map_err(key_error)? });
-    }
-    Ok(out)
 }
 
 pub async fn gas(store: &Store, command: GasCommand) -> anyhow::Result<()> {

@@ -9,7 +9,10 @@
 //! states. Storage, HTTP and event delivery call it and persist what it
 //! answers.
 
+pub mod compliance;
 mod lifecycle;
+pub mod provider;
+pub mod resource;
 mod state;
 #[cfg(test)]
 mod tests;
@@ -21,6 +24,7 @@ use utoipa::ToSchema;
 
 pub use crate::account::UnknownValue;
 pub use lifecycle::{Event, Reason, Refusal, Transition, apply};
+pub use resource::{CheckStatus, IdVerificationCheck, Identity};
 pub use state::{InvalidState, State, Step, account_status};
 
 /// Whether an identity is a person (KYC) or a company (KYB).

@@ -3,11 +3,12 @@
 use futures::TryStreamExt;
 use sqlx::{Any, Row, Transaction, any::AnyRow};
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use super::{
     Store, StoreError,
     events::{CHUNK, placeholders},
+    identities::lock_identity,
     now_micros, parse_column,
 };
 use crate::{
@@ -33,9 +34,12 @@ pub struct AccountPage {
 pub struct NewAccount {
     pub id: String,
     pub organization: String,
+    /// An identity of the same organization that may open accounts (not
+    /// `REJECTED` or `TERMINATED`); the account's status is derived from it.
     pub identity_id: String,
+    /// The client's idempotency key, for accounts created through the API.
+    pub request_id: Option<String>,
     pub kind: AccountType,
-    pub status: AccountStatus,
     pub addresses: Vec<AccountAddress>,
     /// Where the watch of its addresses begins.
     pub watch_from: WatchFrom,
@@ -128,8 +132,9 @@ async fn insert_accounts(
         }
     }
     check_organizations(tx, accounts).await?;
-    for chunk in accounts.chunks(ROWS) {
-        insert_account_rows(tx, chunk, created_at).await?;
+    let statuses = identity_statuses(tx, accounts).await?;
+    for (chunk, statuses) in accounts.chunks(ROWS).zip(statuses.chunks(ROWS)) {
+        insert_account_rows(tx, chunk, statuses, created_at).await?;
     }
     for chunk in addresses.chunks(ROWS) {
         insert_address_rows(tx, chunk).await?;
@@ -169,28 +174,60 @@ async fn check_organizations(
     Ok(())
 }
 
+/// Each account's status, derived from its identity, whose row stays
+/// locked until commit: an identity's change and an account opened for it
+/// are judged one at a time, so no account misses its identity's status.
+/// An identity not of the account's organization is not found; a `REJECTED`
+/// or `TERMINATED` one opens no accounts.
+async fn identity_statuses(
+    tx: &mut Transaction<'static, Any>,
+    accounts: &[NewAccount],
+) -> Result<Vec<AccountStatus>, StoreError> {
+    let mut known: HashMap<(&str, &str), AccountStatus> = HashMap::new();
+    let mut statuses = Vec::with_capacity(accounts.len());
+    for new in accounts {
+        let key = (new.organization.as_str(), new.identity_id.as_str());
+        if let Some(status) = known.get(&key) {
+            statuses.push(*status);
+            continue;
+        }
+        let (identity, state) = lock_identity(tx, &new.organization, &new.identity_id).await?;
+        if !state.may_open_accounts() {
+            return Err(StoreError::Invalid(format!(
+                "identity {} is {}: it cannot open accounts",
+                identity.id, identity.status
+            )));
+        }
+        known.insert(key, state.account_status());
+        statuses.push(state.account_status());
+    }
+    Ok(statuses)
+}
+
 /// Inserts accounts in one statement; an id that exists already, or twice in
 /// the batch, is a conflict naming it.
 async fn insert_account_rows(
     tx: &mut Transaction<'static, Any>,
     chunk: &[NewAccount],
+    statuses: &[AccountStatus],
     created_at: i64,
 ) -> Result<(), StoreError> {
-    let values: Vec<String> = (0..chunk.len()).map(|i| format!("({})", placeholders(i * 6 + 1, 6))).collect();
+    let values: Vec<String> = (0..chunk.len()).map(|i| format!("({})", placeholders(i * 7 + 1, 7))).collect();
     let sql = format!(
-        "INSERT INTO accounts (id, organization_id, identity_id, type, status, created_at) VALUES {}
+        "INSERT INTO accounts (id, organization_id, identity_id, type, status, created_at, request_id) VALUES {}
          ON CONFLICT (id) DO NOTHING RETURNING id",
         values.join(", ")
     );
     let mut query = sqlx::query(&sql);
-    for new in chunk {
+    for (new, status) in chunk.iter().zip(statuses) {
         query = query
             .bind(&new.id)
             .bind(&new.organization)
             .bind(&new.identity_id)
             .bind(new.kind.as_str())
-            .bind(new.status.as_str())
-            .bind(created_at);
+            .bind(status.as_str())
+            .bind(created_at)
+            .bind(new.request_id.as_deref());
     }
     let inserted: HashSet<String> =
         query.fetch_all(&mut **tx).await?.iter().map(|r| r.try_get("id")).collect::<Result<_, _>>()?;
@@ -265,7 +302,7 @@ impl Store {
         organization: Option<&str>,
     ) -> Result<Vec<Account>, StoreError> {
         let rows = sqlx::query(&format!(
-            "{ACCOUNT_SELECT} FROM accounts a LEFT JOIN account_addresses d ON d.account_id = a.id
+            "{ACCOUNT_SELECT} FROM accounts a {IDENTITY_JOIN} LEFT JOIN account_addresses d ON d.account_id = a.id
              WHERE ($1 IS NULL OR a.id = $1) AND ($2 IS NULL OR a.organization_id = $2)
              ORDER BY a.id, d.address, d.chain"
         ))
@@ -274,6 +311,23 @@ impl Store {
         .fetch_all(&self.pool)
         .await?;
         accounts_from_rows(rows)
+    }
+
+    /// The account created with `request_id` in `organization`, if any.
+    pub async fn account_by_request(
+        &self,
+        organization: &str,
+        request_id: &str,
+    ) -> Result<Option<Account>, StoreError> {
+        let row = sqlx::query("SELECT id FROM accounts WHERE organization_id = $1 AND request_id = $2")
+            .bind(organization)
+            .bind(request_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        match row {
+            Some(row) => Ok(Some(self.account(&row.try_get::<String, _>("id")?).await?)),
+            None => Ok(None),
+        }
     }
 
     /// An account, if it belongs to `organization`.
@@ -292,10 +346,10 @@ impl Store {
         };
         let sql = format!(
             "{ACCOUNT_SELECT} FROM (
-                 SELECT id, organization_id, identity_id, type, status FROM accounts
+                 SELECT id, request_id, organization_id, identity_id, type, status FROM accounts
                  WHERE organization_id = $1 AND ($2 IS NULL OR id > $2) {identity_filter}
                  ORDER BY id LIMIT $3
-             ) a LEFT JOIN account_addresses d ON d.account_id = a.id
+             ) a {IDENTITY_JOIN} LEFT JOIN account_addresses d ON d.account_id = a.id
              ORDER BY a.id, d.address, d.chain"
         );
         let mut query = sqlx::query(&sql)
@@ -351,8 +405,13 @@ impl Store {
     }
 }
 
-const ACCOUNT_SELECT: &str =
-    "SELECT a.id, a.organization_id, a.identity_id, a.type, a.status, d.chain, d.address";
+/// Accounts with their identity's mirrors (`i`) and addresses (`d`).
+const ACCOUNT_SELECT: &str = "SELECT a.id, a.request_id, a.organization_id, a.identity_id, a.type, a.status, \
+     i.type AS identity_type, i.status AS identity_status, i.sub_status AS identity_sub_status, d.chain, d.address";
+
+/// Joins each account (`a`) to its identity (`i`).
+const IDENTITY_JOIN: &str =
+    "JOIN identities i ON i.organization_id = a.organization_id AND i.id = a.identity_id";
 
 /// Accounts from rows of [`ACCOUNT_SELECT`] ordered by account id: one row per
 /// address and chain, or one without an address.
@@ -361,13 +420,24 @@ fn accounts_from_rows(rows: Vec<AnyRow>) -> Result<Vec<Account>, StoreError> {
     for row in rows {
         let id: String = row.try_get("id")?;
         if accounts.last().is_none_or(|a| a.id != id) {
+            let identity_sub_status = row
+                .try_get::<Option<String>, _>("identity_sub_status")?
+                .map(|s| parse_column(&s, "identities.sub_status"))
+                .transpose()?;
             accounts.push(Account {
                 id,
+                request_id: row.try_get("request_id")?,
                 organization: row.try_get("organization_id")?,
                 identity_id: row.try_get("identity_id")?,
+                identity_type: parse_column(&row.try_get::<String, _>("identity_type")?, "identities.type")?,
                 kind: parse_column(&row.try_get::<String, _>("type")?, "accounts.type")?,
-                status: parse_column(&row.try_get::<String, _>("status")?, "accounts.status")?,
                 addresses: Vec::new(),
+                status: parse_column(&row.try_get::<String, _>("status")?, "accounts.status")?,
+                identity_status: parse_column(
+                    &row.try_get::<String, _>("identity_status")?,
+                    "identities.status",
+                )?,
+                identity_sub_status,
             });
         }
         let account = accounts.last_mut().expect("pushed above");

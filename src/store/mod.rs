@@ -9,6 +9,7 @@ mod deposits;
 mod events;
 mod gas_ledger;
 mod health;
+mod identities;
 mod limits;
 mod nonce_fillers;
 mod organizations;
@@ -17,6 +18,7 @@ mod transfer_lineage;
 mod transfer_txs;
 mod transfers;
 mod upsert;
+mod verification;
 mod webhooks;
 
 use std::{str::FromStr, time::Duration};
@@ -36,9 +38,11 @@ pub use chain_state::{ChainState, Rewind, RewindOutcome};
 pub use coverage::{Coverage, Gap, WatchStart};
 pub use deposits::{BlockRef, CursorMove, DepositPage, Orphan, ScanCommit};
 pub use health::{ChainHealth, DepositCount};
+pub use identities::{Action, Change, NewIdentity, Registered, UnsentFailure};
 pub use organizations::{ApiKey, MAX_API_KEYS, Organization};
 pub use transfers::TransferPage;
 use transfers::{TRANSFER_COLUMNS, transfer_from_row};
+pub use verification::{CheckStep, Review};
 pub use webhooks::{Attempt, Claimed, Delivery, Outcome, Webhook};
 
 use crate::redact::redact_urls;

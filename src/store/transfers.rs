@@ -71,6 +71,11 @@ impl Store {
             return Err(Refusal::NotActive(new.account_id.clone(), status));
         }
         let identity_id: String = account.try_get("identity_id")?;
+        if let Some(status) =
+            super::identities::not_transacting(&mut tx, &new.organization, &identity_id).await?
+        {
+            return Err(Refusal::IdentityNotActive(new.account_id.clone(), status));
+        }
         if let Some(found) = find_request(&mut tx, &new.organization, &new.request_id).await? {
             drop(tx);
             return self.answer_repeat(found, &fingerprint).await;

@@ -61,6 +61,8 @@ pub enum Refusal {
     RequestReused(String),
     #[error("account {0} is {1}; only ACTIVE accounts can send")]
     NotActive(String, AccountStatus),
+    #[error("account {0}'s identity is {1}; only an ACTIVE identity's accounts can send")]
+    IdentityNotActive(String, crate::identity::Status),
     #[error("insufficient available balance: {available} {symbol} available, {requested} requested")]
     Insufficient { available: String, requested: String, symbol: String },
     #[error("transaction limit policy {policy}: {message}")]

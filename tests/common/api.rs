@@ -101,6 +101,21 @@ pub async fn spawn_app(backend: Backend, chains: Chains, rate_limit: RateLimit) 
     spawn_app_with_signer(backend, chains, rate_limit, None).await
 }
 
+/// As [`spawn_app`], with the state `configure` makes of the default one.
+pub async fn spawn_configured(
+    backend: Backend,
+    chains: Chains,
+    configure: impl FnOnce(ApiState) -> ApiState,
+) -> App {
+    let db = TestDb::new(backend).await;
+    let listener = api::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let state = configure(ApiState::new(db.store.clone(), chains, Vec::<Chain>::new(), RateLimit::default()));
+    let shutdown = CancellationToken::new();
+    tokio::spawn(api::serve(listener, state, shutdown.clone()));
+    App { base, db, shutdown }
+}
+
 /// As [`spawn_app`], taking transfers signed by `signer` when given.
 pub async fn spawn_app_with_signer(
     backend: Backend,

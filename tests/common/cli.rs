@@ -91,8 +91,38 @@ impl Env {
         self.add_account_of("default", id, "SEGREGATED", address, chain);
     }
 
+    /// An `ACTIVE` identity `id` of `organization`, registered by an
+    /// operator once (again: nothing happens).
+    pub fn identity(&self, organization: &str, id: &str) {
+        self.identity_in(organization, id, "ACTIVE");
+    }
+
+    /// An identity registered by an operator in `status` (once).
+    pub fn identity_in(&self, organization: &str, id: &str, status: &str) {
+        let args = [
+            "identities",
+            "import",
+            "--organization",
+            organization,
+            "--id",
+            id,
+            "--type",
+            "INDIVIDUAL",
+            "--status",
+            status,
+            "--by",
+            "test",
+            "--reason",
+            "test setup",
+        ];
+        let out = self.output(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success() || stderr.contains("already exists"), "{args:?} failed: {stderr}");
+    }
+
     /// An account of `organization` with one address on `chain`.
     pub fn add_account_of(&self, organization: &str, id: &str, kind: &str, address: &str, chain: Chain) {
+        self.identity(organization, "identity-1");
         self.ok(&[
             "accounts",
             "add",

@@ -15,10 +15,11 @@ pub mod transfers;
 use std::{future::Future, path::Path, time::Duration};
 
 use custody_indexer::{
-    account::{AccountAddress, AccountStatus, AccountType, DEFAULT_ORGANIZATION},
+    account::{AccountAddress, AccountType, DEFAULT_ORGANIZATION},
     chain::Chain,
     config::ChainConfig,
-    store::{NewAccount, Store, WatchFrom},
+    identity::{State, Type},
+    store::{NewAccount, NewIdentity, Store, StoreError, WatchFrom},
 };
 
 #[allow(unused_imports)]
@@ -69,6 +70,24 @@ pub fn chains_dir(dir: &Path, rpc_urls: &[String], token: Option<&str>, extra: &
     chains
 }
 
+/// An `ACTIVE` individual identity `id` of `organization`, registered once
+/// (again: nothing happens), as an operator registers one onboarded elsewhere.
+pub async fn identity(store: &Store, organization: &str, id: &str) {
+    let new = NewIdentity {
+        organization: organization.into(),
+        id: id.into(),
+        request_id: None,
+        kind: Type::Individual,
+        label: id.into(),
+        state: State::Active { rfi: false },
+        actor: "operator:test".into(),
+    };
+    match store.create_identity(&new).await {
+        Ok(_) | Err(StoreError::Conflict(_)) => {}
+        Err(error) => panic!("identity {id}: {error}"),
+    }
+}
+
 pub async fn add_account(store: &Store, id: &str, address: &str) {
     add_account_on(store, CHAIN, id, address).await;
 }
@@ -81,6 +100,7 @@ pub async fn add_account_on(store: &Store, chain: Chain, id: &str, address: &str
 
 /// An account with one address on `chain`, watched from `watch_from`.
 pub async fn add_account_from(store: &Store, chain: Chain, id: &str, address: &str, watch_from: WatchFrom) {
+    identity(store, DEFAULT_ORGANIZATION, &format!("identity-{id}")).await;
     store
         .add_account(NewAccount {
             watch_from,
@@ -88,7 +108,7 @@ pub async fn add_account_from(store: &Store, chain: Chain, id: &str, address: &s
             organization: DEFAULT_ORGANIZATION.into(),
             identity_id: format!("identity-{id}"),
             kind: AccountType::Segregated,
-            status: AccountStatus::Active,
+            request_id: None,
             addresses: vec![AccountAddress { chains: vec![chain], address: address.into() }],
         })
         .await

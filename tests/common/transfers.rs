@@ -111,6 +111,7 @@ impl Setup {
 
     /// `accounts create` of `acme`; returns the account's address.
     pub fn create_account(&self, id: &str, kind: &str) -> Address {
+        self.env.identity("acme", &format!("identity-{id}"));
         let out = self.cli(&[
             "accounts",
             "create",

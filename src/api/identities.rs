@@ -1,0 +1,196 @@
+//! `/v2/identities`: create, read and list identities, submit their
+//! compliance data, and read their identity verification checks.
+
+use axum::{
+    Extension, Json,
+    extract::{Path, RawQuery, State},
+    http::StatusCode,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use utoipa::ToSchema;
+
+use super::{
+    ApiError, ApiState, Body, ErrorBody,
+    auth::Caller,
+    body::exact,
+    params::{Params, encode_cursor},
+};
+use crate::{
+    identity::{IdVerificationCheck, Identity, State as Lifecycle, Type, compliance},
+    store::{NewIdentity, Registered},
+};
+
+const DEFAULT_LIMIT: u32 = 25;
+const MAX_LIMIT: u32 = 100;
+
+/// A new identity. `request_id` is the idempotency key.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IdentityRequest {
+    pub request_id: String,
+    #[serde(rename = "type")]
+    #[schema(value_type = Type)]
+    pub kind: String,
+    pub label: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct IdentityList {
+    pub identities: Vec<Identity>,
+    /// Pass it back as `cursor` for the next page; absent on the last page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct IdVerificationAnswer {
+    pub id_verification_check: IdVerificationCheck,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Keyset {
+    id: String,
+}
+
+/// Creates an identity (`PENDING_ONBOARDING`, sub-status `CREATED`).
+///
+/// Idempotent by `request_id`: the same request again answers the identity
+/// it created (`200`); the same `request_id` with another type or label is
+/// `409`.
+#[utoipa::path(post, path = "/v2/identities", tag = "identities", request_body = IdentityRequest,
+    responses(
+        (status = 201, description = "Created", body = Identity),
+        (status = 200, description = "The same request again: the existing identity", body = Identity),
+        (status = 400, description = "Invalid request, naming the field", body = ErrorBody),
+        (status = 401, description = "Missing, malformed or unknown API key", body = ErrorBody),
+        (status = 409, description = "request_id used with another request", body = ErrorBody),
+    ))]
+pub async fn create(
+    State(state): State<ApiState>,
+    Extension(caller): Extension<Caller>,
+    Body(body): Body<Value>,
+) -> Result<(StatusCode, Json<Identity>), ApiError> {
+    let request: IdentityRequest = exact(body)?;
+    let kind: Type = request.kind.parse().map_err(|e| ApiError::invalid(format!("type: {e}")))?;
+    for (field, value) in [("request_id", &request.request_id), ("label", &request.label)] {
+        if value.trim().is_empty() || value.len() > 256 {
+            return Err(ApiError::invalid(format!("{field}: must be 1 to 256 characters")));
+        }
+    }
+    let new = NewIdentity {
+        organization: caller.organization,
+        id: uuid::Uuid::new_v4().to_string(),
+        request_id: Some(request.request_id),
+        kind,
+        label: request.label,
+        state: Lifecycle::CREATED,
+        actor: "client".into(),
+    };
+    match state.store().create_identity(&new).await? {
+        Registered::New(identity) => Ok((StatusCode::CREATED, Json(identity))),
+        Registered::Existing(identity) => Ok((StatusCode::OK, Json(identity))),
+    }
+}
+
+/// One identity.
+#[utoipa::path(get, path = "/v2/identities/{identity_id}", tag = "identities",
+    params(("identity_id" = String, Path, description = "The identity's id")),
+    responses(
+        (status = 200, description = "The identity", body = Identity),
+        (status = 401, description = "Missing, malformed or unknown API key", body = ErrorBody),
+        (status = 404, description = "No such identity in the organization", body = ErrorBody),
+    ))]
+pub async fn get(
+    State(state): State<ApiState>,
+    Extension(caller): Extension<Caller>,
+    Path(identity_id): Path<String>,
+) -> Result<Json<Identity>, ApiError> {
+    Ok(Json(state.store().identity(&caller.organization, &identity_id).await?))
+}
+
+/// Lists the organization's identities by id.
+#[utoipa::path(get, path = "/v2/identities", tag = "identities",
+    params(
+        ("limit" = Option<u32>, Query, minimum = 1, maximum = 100, description = "Page size, 1 to 100 (default 25)"),
+        ("cursor" = Option<String>, Query, description = "The cursor of the previous page"),
+    ),
+    responses(
+        (status = 200, description = "A page of identities", body = IdentityList),
+        (status = 400, description = "Malformed query", body = ErrorBody),
+        (status = 401, description = "Missing, malformed or unknown API key", body = ErrorBody),
+    ))]
+pub async fn list(
+    State(state): State<ApiState>,
+    Extension(caller): Extension<Caller>,
+    RawQuery(query): RawQuery,
+) -> Result<Json<IdentityList>, ApiError> {
+    let params = Params::parse(query.as_deref(), &["limit", "cursor"])?;
+    let limit = params.limit("limit", DEFAULT_LIMIT, MAX_LIMIT)?;
+    let after = params.cursor::<Keyset>()?.map(|k| k.id);
+    let mut identities =
+        state.store().identity_page(&caller.organization, after.as_deref(), limit + 1).await?;
+    let cursor = if identities.len() > limit as usize {
+        identities.truncate(limit as usize);
+        identities.last().map(|i| encode_cursor(&Keyset { id: i.id.clone() }))
+    } else {
+        None
+    };
+    Ok(Json(IdentityList { identities, cursor }))
+}
+
+/// Submits KYC (`kyc`, individuals) or KYB (`kyb`, US businesses) data and
+/// starts the compliance checks; their outcome arrives as
+/// `identity_status_update` events.
+///
+/// KYC: `first_name`, `last_name`, `date_of_birth` (YYYY-MM-DD),
+/// `nationality` and `country_of_birth` (ISO 3166-1 alpha-2), `occupation`,
+/// `source_of_funds`, `account_purpose` (enums), `addresses` (each `line1`,
+/// `city`, `region_code`, `postal_code`, `country_code`),
+/// `additional_id_number` for residents of US, BR, MX, IN and AR; optional
+/// `middle_name`, `email`, `phone`. KYB: `business_name`, `business_type`,
+/// `tax_id` (EIN), `incorporation_country` (`US` only), `source_of_funds`,
+/// `account_purpose`, `addresses` (US); optional `doing_business_as`,
+/// `incorporation_date`, `website`, `email`. Data resubmitted while an RFI
+/// is open is accepted, keeps the RFI open and emits no event.
+#[utoipa::path(post, path = "/v2/identities/{identity_id}/compliance", tag = "identities",
+    params(("identity_id" = String, Path, description = "The identity's id")),
+    request_body = Value,
+    responses(
+        (status = 200, description = "Accepted: `{}`", body = Value),
+        (status = 400, description = "Validation failures, each naming its field", body = ErrorBody),
+        (status = 401, description = "Missing, malformed or unknown API key", body = ErrorBody),
+        (status = 404, description = "No such identity in the organization", body = ErrorBody),
+        (status = 409, description = "The identity's state takes no data now", body = ErrorBody),
+    ))]
+pub async fn compliance(
+    State(state): State<ApiState>,
+    Extension(caller): Extension<Caller>,
+    Path(identity_id): Path<String>,
+    Body(body): Body<Value>,
+) -> Result<Json<Value>, ApiError> {
+    let identity = state.store().identity(&caller.organization, &identity_id).await?;
+    compliance::validate(identity.kind, &body).map_err(|errors| ApiError::invalid(errors.join("; ")))?;
+    state.store().submit_compliance(&caller.organization, &identity_id, &body).await?;
+    Ok(Json(json!({})))
+}
+
+/// One identity verification check of an identity.
+#[utoipa::path(get, path = "/v2/identities/{identity_id}/id_verification/{check_id}", tag = "identities",
+    params(
+        ("identity_id" = String, Path, description = "The identity's id"),
+        ("check_id" = String, Path, description = "The check's id"),
+    ),
+    responses(
+        (status = 200, description = "The check", body = IdVerificationAnswer),
+        (status = 401, description = "Missing, malformed or unknown API key", body = ErrorBody),
+        (status = 404, description = "No such check of this identity in the organization", body = ErrorBody),
+    ))]
+pub async fn id_verification(
+    State(state): State<ApiState>,
+    Extension(caller): Extension<Caller>,
+    Path((identity_id, check_id)): Path<(String, String)>,
+) -> Result<Json<IdVerificationAnswer>, ApiError> {
+    let check = state.store().idv_check(&caller.organization, &identity_id, &check_id).await?;
+    Ok(Json(IdVerificationAnswer { id_verification_check: check }))
+}

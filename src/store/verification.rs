@@ -1,0 +1,273 @@
+//! What the compliance provider reads and writes: identities awaiting a
+//! review with their newest submission, identity verification checks, and
+//! each decision applied with its check in one transaction.
+
+use serde_json::Value;
+use sqlx::{Row, any::AnyRow};
+
+use super::{
+    Store, StoreError,
+    identities::{Change, apply_in, lock_identity, state_of},
+    now_micros, parse_column, time,
+};
+use crate::identity::{CheckStatus, Event, IdVerificationCheck, State, Type};
+
+/// An identity in onboarding, as the provider reviews it.
+#[derive(Debug, Clone)]
+pub struct Review {
+    pub organization: String,
+    pub identity_id: String,
+    pub kind: Type,
+    pub state: State,
+    pub submission_id: String,
+    /// The newest submission: `{ "kyc": … }` or `{ "kyb": … }`.
+    pub submission: Value,
+    pub submitted_at: i64,
+    /// When the open RFI was raised, if one is open.
+    pub rfi_opened_at: Option<i64>,
+    /// The newest check issued for this submission.
+    pub check: Option<IdVerificationCheck>,
+}
+
+/// What a provider's decision does to the check beside the lifecycle event.
+#[derive(Debug, Clone)]
+pub enum CheckStep {
+    None,
+    /// Issues this check (with `IdvRequested`).
+    Issue(Box<IdVerificationCheck>),
+    /// Moves the review's check to this status (with `IdvStarted`/`IdvCompleted`).
+    Set(CheckStatus),
+}
+
+const CHECK_COLUMNS: &str = "id, identity_id, submission_id, request_id, reason, status, verification_url, \
+     redirect_url, labels, created_at, updated_at";
+
+impl Store {
+    /// A check of the organization's identity; any other is not found.
+    pub async fn idv_check(
+        &self,
+        organization: &str,
+        identity_id: &str,
+        id: &str,
+    ) -> Result<IdVerificationCheck, StoreError> {
+        let row = sqlx::query(&format!(
+            "SELECT {CHECK_COLUMNS}, expires_at FROM id_verification_checks
+             WHERE organization_id = $1 AND identity_id = $2 AND id = $3"
+        ))
+        .bind(organization)
+        .bind(identity_id)
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?
+        .ok_or_else(|| StoreError::NotFound(format!("identity verification check {id}")))?;
+        check_from_row(&row)
+    }
+
+    /// The identity's checks, newest first.
+    pub async fn idv_checks(
+        &self,
+        organization: &str,
+        identity_id: &str,
+    ) -> Result<Vec<IdVerificationCheck>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {CHECK_COLUMNS}, expires_at FROM id_verification_checks WHERE organization_id = $1 AND identity_id = $2
+             ORDER BY created_at DESC, id"
+        ))
+        .bind(organization)
+        .bind(identity_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(check_from_row).collect()
+    }
+
+    /// Up to `limit` identities in onboarding past `CREATED`, each with its
+    /// newest submission: what the provider has to decide on.
+    pub async fn reviews(&self, limit: u32) -> Result<Vec<Review>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT i.organization_id, i.id, i.type, i.status, i.sub_status, i.rfi_step,
+                 s.id AS submission_id, s.data, s.created_at AS submitted_at,
+                 (SELECT MAX(x.created_at) FROM identity_actions x WHERE x.organization_id = i.organization_id
+                     AND x.identity_id = i.id AND x.sub_status = 'RFI_REQUIRED'
+                     AND (x.previous_sub_status IS NULL OR x.previous_sub_status <> 'RFI_REQUIRED')) AS rfi_opened_at
+             FROM identities i JOIN compliance_submissions s
+                 ON s.organization_id = i.organization_id AND s.identity_id = i.id
+             WHERE i.status = 'PENDING_ONBOARDING' AND i.sub_status <> 'CREATED'
+               AND s.created_at = (SELECT MAX(t.created_at) FROM compliance_submissions t
+                   WHERE t.organization_id = i.organization_id AND t.identity_id = i.id)
+             ORDER BY i.updated_at, i.id LIMIT $1",
+        )
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        let mut reviews = Vec::with_capacity(rows.len());
+        for row in rows {
+            reviews.push(self.review_from_row(&row).await?);
+        }
+        Ok(reviews)
+    }
+
+    async fn review_from_row(&self, row: &AnyRow) -> Result<Review, StoreError> {
+        let kind: Type = parse_column(&row.try_get::<String, _>("type")?, "identities.type")?;
+        let organization: String = row.try_get("organization_id")?;
+        let identity_id: String = row.try_get("id")?;
+        let submission_id: String = row.try_get("submission_id")?;
+        let data: String = row.try_get("data")?;
+        let check = self
+            .idv_checks(&organization, &identity_id)
+            .await?
+            .into_iter()
+            .find(|c| c.submission_id == submission_id);
+        let state = state_of(row, kind)?;
+        Ok(Review {
+            organization,
+            identity_id,
+            kind,
+            rfi_opened_at: if state.rfi_open() { row.try_get("rfi_opened_at")? } else { None },
+            state,
+            submission_id,
+            submission: serde_json::from_str(&data)
+                .map_err(|_| StoreError::Corrupt("compliance_submissions.data".into()))?,
+            submitted_at: row.try_get("submitted_at")?,
+            check,
+        })
+    }
+
+    /// Applies a provider's decision on `review` with its check step, in one
+    /// transaction, if the identity is still in the reviewed state (whether
+    /// it was): a decision on a state that moved meanwhile is dropped and
+    /// taken again on the next review.
+    pub async fn decide(
+        &self,
+        review: &Review,
+        event: Event,
+        step: &CheckStep,
+        actor: &str,
+        reason: Option<&str>,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.begin().await?;
+        let (_, state) = lock_identity(&mut tx, &review.organization, &review.identity_id).await?;
+        if state != review.state {
+            return Ok(false);
+        }
+        let now = now_micros();
+        match step {
+            CheckStep::None => {}
+            CheckStep::Issue(check) => insert_check(&mut tx, &review.organization, check).await?,
+            CheckStep::Set(status) => {
+                let id = review.check.as_ref().map(|c| c.id.as_str()).unwrap_or_default();
+                set_check(&mut tx, id, *status, now).await?;
+            }
+        }
+        let change = Change {
+            organization: &review.organization,
+            identity_id: &review.identity_id,
+            event,
+            actor,
+            reason,
+        };
+        apply_in(&mut tx, &change, None).await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    /// Expires every check not completed by its `expires_at`, moving its
+    /// identity to `IDV_EXPIRED` if it still waits on it; the identities
+    /// whose check expired.
+    pub async fn expire_idv_checks(&self, now: i64) -> Result<Vec<String>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, organization_id, identity_id FROM id_verification_checks
+             WHERE status IN ('NOT_STARTED', 'IN_PROGRESS') AND expires_at <= $1 ORDER BY expires_at, id",
+        )
+        .bind(now)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut expired = Vec::new();
+        for row in rows {
+            let (id, organization, identity_id): (String, String, String) =
+                (row.try_get("id")?, row.try_get("organization_id")?, row.try_get("identity_id")?);
+            let mut tx = self.begin().await?;
+            let (_, state) = lock_identity(&mut tx, &organization, &identity_id).await?;
+            if !set_check(&mut tx, &id, CheckStatus::Expired, now).await? {
+                continue;
+            }
+            let change = Change {
+                organization: &organization,
+                identity_id: &identity_id,
+                event: Event::IdvExpired,
+                actor: "provider",
+                reason: Some("the identity verification check expired"),
+            };
+            if crate::identity::apply(crate::identity::Type::Individual, state, Event::IdvExpired).is_ok() {
+                apply_in(&mut tx, &change, None).await?;
+            }
+            tx.commit().await?;
+            expired.push(identity_id);
+        }
+        Ok(expired)
+    }
+}
+
+async fn insert_check(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    organization: &str,
+    check: &IdVerificationCheck,
+) -> Result<(), StoreError> {
+    sqlx::query(&format!(
+        "INSERT INTO id_verification_checks ({CHECK_COLUMNS}, organization_id, expires_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"
+    ))
+    .bind(&check.id)
+    .bind(&check.identity_id)
+    .bind(&check.submission_id)
+    .bind(&check.request_id)
+    .bind(&check.reason)
+    .bind(check.status.as_str())
+    .bind(&check.verification_url)
+    .bind(check.redirect_url.as_deref())
+    .bind(serde_json::to_string(&check.labels).expect("strings serialize"))
+    .bind(check.created_at.timestamp_micros())
+    .bind(check.updated_at.timestamp_micros())
+    .bind(organization)
+    .bind(check.expires_at.timestamp_micros())
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// Moves an open check to `status`; whether it was still open.
+async fn set_check(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    id: &str,
+    status: CheckStatus,
+    now: i64,
+) -> Result<bool, StoreError> {
+    let done = sqlx::query(
+        "UPDATE id_verification_checks SET status = $2, updated_at = $3
+         WHERE id = $1 AND status IN ('NOT_STARTED', 'IN_PROGRESS')",
+    )
+    .bind(id)
+    .bind(status.as_str())
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    Ok(done.rows_affected() > 0)
+}
+
+fn check_from_row(row: &AnyRow) -> Result<IdVerificationCheck, StoreError> {
+    let labels: String = row.try_get("labels")?;
+    Ok(IdVerificationCheck {
+        id: row.try_get("id")?,
+        identity_id: row.try_get("identity_id")?,
+        verification_url: row.try_get("verification_url")?,
+        reason: row.try_get("reason")?,
+        request_id: row.try_get("request_id")?,
+        redirect_url: row.try_get("redirect_url")?,
+        status: parse_column(&row.try_get::<String, _>("status")?, "id_verification_checks.status")?,
+        created_at: time(row.try_get("created_at")?)?,
+        updated_at: time(row.try_get("updated_at")?)?,
+        labels: serde_json::from_str(&labels)
+            .map_err(|_| StoreError::Corrupt("id_verification_checks.labels".into()))?,
+        submission_id: row.try_get("submission_id")?,
+        expires_at: time(row.try_get("expires_at")?)?,
+    })
+}

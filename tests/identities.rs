@@ -1,0 +1,546 @@
+//! Identities through real HTTP on SQLite and PostgreSQL: creation,
+//! tenancy, pages, compliance validation, accounts of identities, the
+//! sandbox provider driving onboarding (IDV, an RFI, KYB, a denial, an
+//! expiry), `identity_status_update` events through the pull API, and what
+//! a suspension does to transfers.
+
+mod common;
+
+use std::{sync::Arc, time::Duration};
+
+use alloy::primitives::U256;
+use common::{
+    api::{App, spawn_configured},
+    db::{BACKENDS, Backend},
+    eventually,
+};
+use custody_indexer::{
+    amount::Amount,
+    api::DEFAULT_GAS_CREDIT_USD_MICROS,
+    chain::Chain,
+    config::Chains,
+    identity::{Event, provider::Options},
+    keys::{MnemonicSigner, Signer},
+    store::{Change, Created, NewTransfer, Refusal, Settlement},
+    transfers::{Route, TransferStatus, failure},
+};
+use serde_json::{Value, json};
+
+const PHRASE: &str = "test test test test test test test test test test test junk";
+
+async fn app(backend: Backend, idv_expiry: Duration) -> App {
+    let signer: Arc<dyn Signer> = Arc::new(MnemonicSigner::from_phrase(PHRASE).unwrap());
+    let options = Options { poll: Duration::from_millis(50), idv_expiry };
+    spawn_configured(backend, Chains::load(None).unwrap(), |state| {
+        state.with_transfers(Some(signer), DEFAULT_GAS_CREDIT_USD_MICROS).with_compliance(options)
+    })
+    .await
+}
+
+async fn identity(app: &App, key: &str, kind: &str, label: &str) -> String {
+    let answer =
+        app.post("/v2/identities", key, &json!({ "request_id": label, "type": kind, "label": label })).await;
+    assert_eq!(answer.status, 201, "{answer:?}");
+    answer.body["id"].as_str().unwrap().to_string()
+}
+
+fn kyc(last_name: &str) -> Value {
+    json!({ "kyc": {
+        "first_name": "Ada", "last_name": last_name, "date_of_birth": "1990-12-10",
+        "nationality": "GB", "country_of_birth": "GB", "occupation": "EMPLOYED",
+        "source_of_funds": "SALARY", "account_purpose": "SAVINGS",
+        "addresses": [{ "line1": "1 Main St", "city": "London", "region_code": "LND",
+                        "postal_code": "N1 1AA", "country_code": "GB" }]
+    }})
+}
+
+fn kyb(business_name: &str, country: &str) -> Value {
+    json!({ "kyb": {
+        "business_name": business_name, "business_type": "LLC", "tax_id": "12-3456789",
+        "incorporation_country": country, "source_of_funds": "BUSINESS_INCOME",
+        "account_purpose": "TREASURY_MANAGEMENT",
+        "addresses": [{ "line1": "1 Market St", "city": "San Francisco", "region_code": "CA",
+                        "postal_code": "94105", "country_code": "US" }]
+    }})
+}
+
+/// `STATUS/SUB_STATUS` of the identity as the API shows it.
+async fn state(app: &App, key: &str, id: &str) -> String {
+    let body = app.get(&format!("/v2/identities/{id}"), key).await.body;
+    format!("{}/{}", body["status"].as_str().unwrap(), body["sub_status"].as_str().unwrap_or(""))
+}
+
+async fn wait_for(app: &App, key: &str, id: &str, wanted: &str) {
+    eventually(Duration::from_secs(30), wanted, || async {
+        (state(app, key, id).await == wanted).then_some(())
+    })
+    .await;
+}
+
+/// The organization's identity_status_update events for `id`, each as
+/// `PREVIOUS_STATUS/PREVIOUS_SUB -> STATUS/SUB`.
+async fn transitions(app: &App, key: &str, id: &str) -> Vec<String> {
+    let events = app.get("/v2/events?limit=100", key).await.body["events"].as_array().unwrap().clone();
+    events
+        .iter()
+        .filter(|e| e["type"] == "identity_status_update" && e["data"]["identity"]["id"] == id)
+        .map(|e| transition(&e["data"]))
+        .collect()
+}
+
+/// An event's `data` as `PREVIOUS_STATUS/PREVIOUS_SUB -> STATUS/SUB`.
+fn transition(d: &Value) -> String {
+    format!(
+        "{}/{} -> {}/{}",
+        d["previous_status"].as_str().unwrap(),
+        d["previous_sub_status"].as_str().unwrap(),
+        d["identity"]["status"].as_str().unwrap(),
+        d["identity"]["sub_status"].as_str().unwrap()
+    )
+}
+
+fn says(answer: &common::api::Answer, status: u16, mentions: &str) {
+    assert_eq!(answer.status, status, "{answer:?}");
+    let message = answer.body["message"].as_str().unwrap_or_default();
+    assert!(message.contains(mentions), "{mentions:?} not in {message:?}");
+}
+
+#[tokio::test]
+async fn identities_are_created_once_per_request_id_listed_in_pages_and_scoped_to_the_organization() {
+    for backend in BACKENDS {
+        let app = app(backend, Duration::from_secs(3600)).await;
+        let (acme, globex) = (app.key("acme").await, app.key("globex").await);
+        let body = json!({ "request_id": "r-1", "type": "INDIVIDUAL", "label": "Ada" });
+        let created = app.post("/v2/identities", &acme, &body).await;
+        assert_eq!(created.status, 201, "{created:?}");
+        let id = created.body["id"].as_str().unwrap().to_string();
+        assert_eq!(created.body["status"], "PENDING_ONBOARDING");
+        assert_eq!(created.body["sub_status"], "CREATED");
+        assert_eq!(created.body["account_ids"], json!([]));
+        assert_eq!(created.body["fiat_operations_enabled"], false);
+        let again = app.post("/v2/identities", &acme, &body).await;
+        assert_eq!((again.status, &again.body["id"]), (200, &created.body["id"]));
+        let reused = json!({ "request_id": "r-1", "type": "INDIVIDUAL", "label": "Grace" });
+        assert_eq!(app.post("/v2/identities", &acme, &reused).await.status, 409);
+
+        assert_eq!(app.get(&format!("/v2/identities/{id}"), &acme).await.body["label"], "Ada");
+        says(&app.get(&format!("/v2/identities/{id}"), &globex).await, 404, "identity");
+        let other = app.post("/v2/identities", &globex, &body).await;
+        assert_eq!(other.status, 201, "the same request_id in another organization is another identity");
+
+        for n in 2..=5 {
+            identity(&app, &acme, "BUSINESS", &format!("r-{n}")).await;
+        }
+        let mut seen = Vec::new();
+        let mut path = "/v2/identities?limit=2".to_string();
+        loop {
+            let page = app.get(&path, &acme).await.body;
+            seen.extend(page["identities"].as_array().unwrap().iter().map(|i| i["id"].clone()));
+            match page["cursor"].as_str() {
+                Some(cursor) => path = format!("/v2/identities?limit=2&cursor={cursor}"),
+                None => break,
+            }
+        }
+        assert_eq!(seen.len(), 5, "{backend:?}");
+        for (path, mentions) in [
+            ("/v2/identities?limit=0", "limit"),
+            ("/v2/identities?limit=101", "limit"),
+            ("/v2/identities?cursor=nope", "cursor"),
+        ] {
+            says(&app.get(path, &acme).await, 400, mentions);
+        }
+        for (body, mentions) in [
+            (json!({ "request_id": "x", "identity_type": "INDIVIDUAL", "label": "A" }), "renamed type"),
+            (json!({ "request_id": "x", "type": "PERSON", "label": "A" }), "type"),
+            (json!({ "request_id": "x", "type": "INDIVIDUAL", "label": "" }), "label"),
+            (json!({ "requestId": "x", "type": "INDIVIDUAL", "label": "A" }), "requestId"),
+        ] {
+            says(&app.post("/v2/identities", &acme, &body).await, 400, mentions);
+        }
+    }
+}
+
+#[tokio::test]
+async fn compliance_data_is_validated_naming_each_field() {
+    for backend in BACKENDS {
+        let app = app(backend, Duration::from_secs(3600)).await;
+        let (acme, globex) = (app.key("acme").await, app.key("globex").await);
+        let person = identity(&app, &acme, "INDIVIDUAL", "person").await;
+        let business = identity(&app, &acme, "BUSINESS", "business").await;
+        let path = |id: &str| format!("/v2/identities/{id}/compliance");
+        let with = |mut body: Value, field: &str, value: Value| {
+            body["kyc"][field] = value;
+            body
+        };
+        let mut no_region = kyc("Lovelace");
+        no_region["kyc"]["addresses"][0].as_object_mut().unwrap().remove("region_code");
+        for (body, mentions) in [
+            (json!({}), "kyc: required"),
+            (kyb("Acme", "US"), "kyb: a INDIVIDUAL identity submits kyc"),
+            (with(kyc("L"), "gov_id_image_front", json!("data")), "kyc.gov_id_image_front"),
+            (with(kyc("L"), "kycLevel", json!(2)), "kyc.kycLevel"),
+            (with(kyc("L"), "countryOfBirth", json!("GB")), "kyc.countryOfBirth: camelCase"),
+            (with(kyc("L"), "nationality", json!("UK")), "kyc.nationality"),
+            (with(kyc("L"), "occupation", json!("ASTRONAUT")), "kyc.occupation"),
+            (with(kyc("L"), "account_purpose", json!(null)), "kyc.account_purpose"),
+            (no_region, "kyc.addresses[0].region_code: required"),
+        ] {
+            says(&app.post(&path(&person), &acme, &body).await, 400, mentions);
+        }
+        let mut american = kyc("Lovelace");
+        american["kyc"]["addresses"][0]["country_code"] = json!("US");
+        says(&app.post(&path(&person), &acme, &american).await, 400, "kyc.additional_id_number");
+        says(&app.post(&path(&business), &acme, &kyb("Acme", "DE")).await, 400, "kyb.incorporation_country");
+        says(
+            &app.post(&path(&business), &acme, &kyc("L")).await,
+            400,
+            "kyc: a BUSINESS identity submits kyb",
+        );
+        says(&app.post(&path(&person), &globex, &kyc("L")).await, 404, "identity");
+        assert_eq!(
+            transitions(&app, &acme, &person).await,
+            Vec::<String>::new(),
+            "refused data changes nothing"
+        );
+
+        let accepted = app.post(&path(&person), &acme, &kyc("Lovelace")).await;
+        assert_eq!((accepted.status, &accepted.body), (200, &json!({})), "{backend:?}");
+    }
+}
+
+#[tokio::test]
+async fn accounts_belong_to_an_identity_of_the_organization_and_mirror_it() {
+    for backend in BACKENDS {
+        let app = app(backend, Duration::from_secs(3600)).await;
+        let (acme, globex) = (app.key("acme").await, app.key("globex").await);
+        let ada = identity(&app, &acme, "INDIVIDUAL", "ada").await;
+        let theirs = identity(&app, &globex, "INDIVIDUAL", "theirs").await;
+        let open = |identity: &str, request: &str, kind: &str| json!({ "request_id": request, "identity_id": identity, "type": kind });
+        says(
+            &app.post("/v2/accounts", &acme, &open("nobody", "a", "SEGREGATED")).await,
+            404,
+            "identity nobody",
+        );
+        says(&app.post("/v2/accounts", &acme, &open(&theirs, "a", "SEGREGATED")).await, 404, "identity");
+        says(&app.post("/v2/accounts", &acme, &open(&ada, "a", "ONCHAIN")).await, 400, "SEGREGATED");
+        says(&app.post("/v2/accounts", &acme, &open(&ada, "a", "LEDGER")).await, 400, "OMNIBUS");
+        let legacy = json!({ "request_id": "a", "identity_id": ada, "account_type": "SEGREGATED" });
+        says(&app.post("/v2/accounts", &acme, &legacy).await, 400, "account_type: was renamed type");
+
+        let created = app.post("/v2/accounts", &acme, &open(&ada, "a", "SEGREGATED")).await;
+        assert_eq!(created.status, 201, "{created:?}");
+        let account = &created.body;
+        assert_eq!(account["identity_id"], ada.as_str());
+        assert_eq!(account["request_id"], "a");
+        assert_eq!(account["identity_type"], "INDIVIDUAL");
+        assert_eq!(account["status"], "ACTIVE");
+        assert_eq!(account["identity_status"], "PENDING_ONBOARDING");
+        assert_eq!(account["identity_sub_status"], "CREATED");
+        assert!(!account["addresses"].as_array().unwrap().is_empty());
+        let again = app.post("/v2/accounts", &acme, &open(&ada, "a", "SEGREGATED")).await;
+        assert_eq!((again.status, &again.body["id"]), (200, &account["id"]));
+        assert_eq!(
+            app.get(&format!("/v2/identities/{ada}"), &acme).await.body["account_ids"],
+            json!([account["id"]])
+        );
+
+        let filtered = app.get(&format!("/v2/accounts?identity_ids={ada},{theirs}"), &acme).await.body;
+        assert_eq!(filtered["accounts"].as_array().unwrap().len(), 1);
+        let too_many: Vec<String> = (0..26).map(|i| format!("i{i}")).collect();
+        says(&app.get(&format!("/v2/accounts?identity_ids={}", too_many.join(",")), &acme).await, 400, "25");
+
+        let store = app.store();
+        let unsent = |_| unreachable!("no transfers");
+        let deny = Change {
+            organization: "acme",
+            identity_id: &ada,
+            event: Event::Denied,
+            actor: "operator:t",
+            reason: None,
+        };
+        store.change_identity(&deny, &unsent).await.unwrap();
+        says(&app.post("/v2/accounts", &acme, &open(&ada, "b", "SEGREGATED")).await, 400, "REJECTED");
+    }
+}
+
+#[tokio::test]
+async fn the_sandbox_takes_an_individual_through_an_rfi_and_idv_to_active() {
+    for backend in BACKENDS {
+        let app = app(backend, Duration::from_secs(3600)).await;
+        let key = app.key("acme").await;
+        let ada = identity(&app, &key, "INDIVIDUAL", "ada").await;
+        let path = format!("/v2/identities/{ada}/compliance");
+        assert_eq!(app.post(&path, &key, &kyc("Rfi")).await.status, 200);
+        wait_for(&app, &key, &ada, "PENDING_ONBOARDING/RFI_REQUIRED").await;
+        let before = transitions(&app, &key, &ada).await;
+        // Data resubmitted during the RFI is accepted silently and keeps it open.
+        assert_eq!(app.post(&path, &key, &kyc("Rfi")).await.status, 200);
+        assert_eq!(state(&app, &key, &ada).await, "PENDING_ONBOARDING/RFI_REQUIRED");
+        assert_eq!(transitions(&app, &key, &ada).await, before, "no event for a resubmission");
+        // Corrected data answers the RFI; the checks then ask for IDV.
+        assert_eq!(app.post(&path, &key, &kyc("Idv")).await.status, 200);
+        wait_for(&app, &key, &ada, "ACTIVE/").await;
+        assert_eq!(
+            transitions(&app, &key, &ada).await,
+            [
+                "PENDING_ONBOARDING/CREATED -> PENDING_ONBOARDING/COMPLIANCE_CHECKS_IN_PROGRESS",
+                "PENDING_ONBOARDING/COMPLIANCE_CHECKS_IN_PROGRESS -> PENDING_ONBOARDING/RFI_REQUIRED",
+                "PENDING_ONBOARDING/RFI_REQUIRED -> PENDING_ONBOARDING/COMPLIANCE_CHECKS_IN_PROGRESS",
+                "PENDING_ONBOARDING/COMPLIANCE_CHECKS_IN_PROGRESS -> PENDING_ONBOARDING/IDV_REQUIRED",
+                "PENDING_ONBOARDING/IDV_REQUIRED -> PENDING_ONBOARDING/IDV_REQUESTED",
+                "PENDING_ONBOARDING/IDV_REQUESTED -> PENDING_ONBOARDING/IDV_IN_PROGRESS",
+                "PENDING_ONBOARDING/IDV_IN_PROGRESS -> PENDING_ONBOARDING/COMPLIANCE_CHECKS_IN_PROGRESS",
+                "PENDING_ONBOARDING/COMPLIANCE_CHECKS_IN_PROGRESS -> ACTIVE/",
+            ],
+            "{backend:?}"
+        );
+        let checks = app.store().idv_checks("acme", &ada).await.unwrap();
+        let check = app.get(&format!("/v2/identities/{ada}/id_verification/{}", checks[0].id), &key).await;
+        assert_eq!(check.status, 200, "{check:?}");
+        let check = &check.body["id_verification_check"];
+        assert_eq!(
+            (check["status"].as_str(), check["reason"].as_str()),
+            (Some("COMPLETED"), Some("ONBOARDING"))
+        );
+        assert_eq!(check["identity_id"], ada.as_str());
+        assert!(check["verification_url"].as_str().unwrap().starts_with("https://"));
+        let globex = app.key("globex").await;
+        assert_eq!(
+            app.get(&format!("/v2/identities/{ada}/id_verification/{}", checks[0].id), &globex).await.status,
+            404
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_sandbox_approves_a_business_denies_on_its_magic_value_and_expires_idv_checks() {
+    for backend in BACKENDS {
+        let app = app(backend, Duration::from_millis(300)).await;
+        let key = app.key("acme").await;
+        let (acme, denied, late) = (
+            identity(&app, &key, "BUSINESS", "acme-inc").await,
+            identity(&app, &key, "INDIVIDUAL", "denied").await,
+            identity(&app, &key, "INDIVIDUAL", "late").await,
+        );
+        let submit = |id: &str, body: Value| {
+            let path = format!("/v2/identities/{id}/compliance");
+            let app = &app;
+            let key = &key;
+            async move { assert_eq!(app.post(&path, key, &body).await.status, 200) }
+        };
+        submit(&acme, kyb("Acme Inc", "US")).await;
+        submit(&denied, kyc("Deny")).await;
+        submit(&late, kyc("IdvExpire")).await;
+        wait_for(&app, &key, &acme, "ACTIVE/").await;
+        wait_for(&app, &key, &denied, "REJECTED/").await;
+        wait_for(&app, &key, &late, "PENDING_ONBOARDING/IDV_EXPIRED").await;
+        let events = app.get("/v2/events?limit=100", &key).await.body["events"].as_array().unwrap().clone();
+        let rejection = events.iter().find(|e| e["data"]["identity"]["status"] == "REJECTED").unwrap();
+        assert_eq!(rejection["data"]["identity"]["identity_type"], "INDIVIDUAL");
+        assert!(rejection["data"]["status_reason"].as_str().unwrap().contains("denied"), "{rejection}");
+        let checks = app.store().idv_checks("acme", &late).await.unwrap();
+        let check = app.get(&format!("/v2/identities/{late}/id_verification/{}", checks[0].id), &key).await;
+        assert_eq!(check.body["id_verification_check"]["status"], "EXPIRED", "{backend:?}");
+        // A new submission starts over and asks for a new check.
+        submit(&late, kyc("Idv")).await;
+        wait_for(&app, &key, &late, "ACTIVE/").await;
+    }
+}
+
+/// An `ACCEPTED` transfer of `account`, held against a balance of 1000.
+fn transfer(account: &str) -> NewTransfer {
+    NewTransfer {
+        organization: "acme".into(),
+        request_id: uuid::Uuid::new_v4().to_string(),
+        account_id: account.into(),
+        chain: Chain::BaseSepolia,
+        source_address: "0x1111111111111111111111111111111111111111".into(),
+        destination_address: "0x2222222222222222222222222222222222222222".into(),
+        currency_symbol: "USDC".into(),
+        amount: Amount::from_raw(U256::from(10u64), 6),
+        route: Route::Authorization,
+        key_index: Some(2),
+    }
+}
+
+fn not_active(_: Chain) -> Settlement {
+    Settlement {
+        status: TransferStatus::Failed,
+        transaction_hash: None,
+        failure: Some(failure("ACCOUNT_NOT_ACTIVE", "suspended")),
+        fees: Vec::new(),
+        native_symbol: "ETH".into(),
+        native_decimals: 18,
+        usd_micros_per_coin: 0,
+    }
+}
+
+#[tokio::test]
+async fn only_an_active_identity_sends_and_a_suspension_fails_its_unsent_transfers() {
+    for backend in BACKENDS {
+        let app = app(backend, Duration::from_secs(3600)).await;
+        let key = app.key("acme").await;
+        let ada = identity(&app, &key, "INDIVIDUAL", "ada").await;
+        let opened = app
+            .post(
+                "/v2/accounts",
+                &key,
+                &json!({ "request_id": "a", "identity_id": ada, "type": "SEGREGATED" }),
+            )
+            .await;
+        let account = opened.body["id"].as_str().unwrap().to_string();
+        let store = app.store();
+        let balance = U256::from(1_000u64);
+        let refused = store.create_transfer(&transfer(&account), balance).await.unwrap_err();
+        assert!(
+            matches!(refused, Refusal::IdentityNotActive(..)),
+            "a pending identity cannot send: {refused:?}"
+        );
+
+        assert_eq!(
+            app.post(&format!("/v2/identities/{ada}/compliance"), &key, &kyc("Lovelace")).await.status,
+            200
+        );
+        wait_for(&app, &key, &ada, "ACTIVE/").await;
+        let Ok(Created::New(accepted)) = store.create_transfer(&transfer(&account), balance).await else {
+            panic!("an active identity's account sends");
+        };
+        let change = |event, reason| Change {
+            organization: "acme",
+            identity_id: &ada,
+            event,
+            actor: "operator:alice",
+            reason: Some(reason),
+        };
+        store.change_identity(&change(Event::Suspended, "fraud review"), &not_active).await.unwrap();
+        let failed = store.transfer(&accepted.id).await.unwrap();
+        assert_eq!(failed.status, TransferStatus::Failed, "{backend:?}");
+        assert_eq!(failed.failure_details.unwrap().code, "ACCOUNT_NOT_ACTIVE");
+        assert!(
+            store.held_amounts(&account).await.unwrap().values().all(|held| held.is_zero()),
+            "hold released"
+        );
+        let account_now = app.get(&format!("/v2/accounts/{account}"), &key).await.body;
+        assert_eq!(
+            (&account_now["status"], &account_now["identity_status"]),
+            (&json!("FROZEN"), &json!("SUSPENDED"))
+        );
+        let refused = store.create_transfer(&transfer(&account), balance).await.unwrap_err();
+        assert!(matches!(refused, Refusal::NotActive(..)), "a frozen account cannot send: {refused:?}");
+
+        let events = app.get("/v2/events?limit=100", &key).await.body["events"].as_array().unwrap().clone();
+        let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+        assert!(types.contains(&"crypto_transfer_failed"), "{types:?}");
+        let suspension = events.iter().rfind(|e| e["type"] == "identity_status_update").unwrap();
+        assert_eq!(suspension["data"]["previous_status"], "ACTIVE");
+        assert_eq!(suspension["data"]["identity"]["status"], "SUSPENDED");
+        assert_eq!(suspension["data"]["affected_account_ids"], json!([account]));
+        assert_eq!(suspension["data"]["status_reason"], "fraud review");
+
+        // Rule 4: reinstating with an RFI keeps the identity transacting (rule 5).
+        store.change_identity(&change(Event::RfiRaised, "documents"), &not_active).await.unwrap();
+        store.change_identity(&change(Event::ReinstatedWithRfi, "cleared"), &not_active).await.unwrap();
+        assert_eq!(state(&app, &key, &ada).await, "ACTIVE/RFI_REQUIRED");
+        assert!(matches!(store.create_transfer(&transfer(&account), balance).await, Ok(Created::New(_))));
+        store.change_identity(&change(Event::Terminated, "closed"), &not_active).await.unwrap();
+        assert_eq!(app.get(&format!("/v2/accounts/{account}"), &key).await.body["status"], "CLOSED");
+        let again = store.change_identity(&change(Event::Reinstated, "no"), &not_active).await.unwrap_err();
+        assert!(again.to_string().contains("terminated"), "{again}");
+        assert_eq!(
+            transitions(&app, &key, &ada).await[2..],
+            [
+                "ACTIVE/ -> SUSPENDED/",
+                "SUSPENDED/ -> SUSPENDED/RFI_REQUIRED",
+                "SUSPENDED/RFI_REQUIRED -> ACTIVE/RFI_REQUIRED",
+                "ACTIVE/RFI_REQUIRED -> TERMINATED/",
+            ]
+        );
+    }
+}
+
+#[tokio::test]
+async fn operator_commands_record_who_and_why_and_refuse_what_the_lifecycle_refuses() {
+    let env =
+        common::cli::Env::with_chain_file(&common::chain_toml(&["http://127.0.0.1:1".into()], None, ""));
+    env.identity_in("default", "ada", "PENDING_ONBOARDING");
+    let act = |args: &[&str]| {
+        let mut all = vec!["identities"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["--by", "grace", "--reason", "policy 7"]);
+        env.output(&all)
+    };
+    let refused = act(&["approve", "ada"]);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("no compliance data was submitted"));
+    for args in
+        [&["rfi", "raise", "ada"][..], &["rfi", "fulfil", "ada"], &["reject", "ada"], &["terminate", "ada"]]
+    {
+        let out = act(args);
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let shown: Value = serde_json::from_str(&env.ok(&["identities", "show", "ada", "--json"])).unwrap();
+    assert_eq!(shown["identity"]["status"], "TERMINATED");
+    let actions: Vec<(String, String, String)> = shown["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .skip(1)
+        .map(|a| {
+            (
+                a["event"].as_str().unwrap().into(),
+                a["actor"].as_str().unwrap().into(),
+                a["status"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    let by = "operator:grace".to_string();
+    assert_eq!(
+        actions,
+        [
+            ("RfiRaised".into(), by.clone(), "PENDING_ONBOARDING".into()),
+            ("RfiFulfilled".into(), by.clone(), "PENDING_ONBOARDING".into()),
+            ("Denied".into(), by.clone(), "REJECTED".into()),
+            ("Terminated".into(), by, "TERMINATED".into()),
+        ]
+    );
+    assert!(shown["actions"].as_array().unwrap().iter().skip(1).all(|a| a["reason"] == "policy 7"));
+    let events = env.store().await.events_after("default", None, 100).await.unwrap();
+    assert_eq!(events.len(), 4, "one event per change");
+}
+
+#[tokio::test]
+async fn identity_events_reach_a_webhook_signed_and_in_order_through_retries() {
+    use custody_indexer::events::{
+        delivery::{self, DeliveryConfig},
+        signing::Secret,
+        url::Policy,
+    };
+    let app = app(Backend::Postgres, Duration::from_secs(3600)).await;
+    let key = app.key("acme").await;
+    let receiver = common::receiver::Receiver::start().await;
+    let secret = Secret::generate();
+    app.store().create_webhook("acme", &receiver.url, "hook", secret.expose()).await.unwrap();
+    receiver.fail_next(3, 503);
+    let config = DeliveryConfig {
+        schedule: vec![Duration::from_millis(100); 10],
+        poll: Duration::from_millis(50),
+        policy: Policy { allow_private: true },
+        ..DeliveryConfig::default()
+    };
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(delivery::run(app.store().clone(), config, shutdown.clone()));
+    let ada = identity(&app, &key, "INDIVIDUAL", "ada").await;
+    assert_eq!(app.post(&format!("/v2/identities/{ada}/compliance"), &key, &kyc("Idv")).await.status, 200);
+    wait_for(&app, &key, &ada, "ACTIVE/").await;
+    let pulled = transitions(&app, &key, &ada).await;
+    assert_eq!(pulled.len(), 6, "{pulled:?}");
+    let delivered = eventually(Duration::from_secs(30), "every event delivered", || async {
+        let delivered = receiver.delivered();
+        (delivered.len() == pulled.len()).then_some(delivered)
+    })
+    .await;
+    shutdown.cancel();
+    assert!(delivered.iter().all(|d| d.signed_by(secret.expose())), "signed");
+    let pushed: Vec<String> = delivered.iter().map(|d| transition(&d.json()["data"])).collect();
+    assert_eq!(pushed, pulled, "in order per identity, as the pull API has them");
+}
