@@ -32,7 +32,7 @@ use super::rpc::{Broadcast, EvmRpc, FeeReceipt, RpcFailure, TxStatus};
 use crate::{
     config::{ChainConfig, Confirmation},
     keys::{KeyError, KeyRef, Signer},
-    store::{Fee, Lineage, Outgoing, SentTransaction, Store, StoreError, TxRole, TxState, now_micros},
+    store::{Fee, Fence, Lineage, Outgoing, SentTransaction, Store, StoreError, TxRole, TxState, now_micros},
     transfer::{FailureDetails, Route, Sender, TransferStatus, expire_if_unsent, failure, settle},
 };
 
@@ -86,15 +86,17 @@ pub struct EvmSender {
     rpc: EvmRpc,
     store: Store,
     signer: Arc<dyn Signer>,
+    /// The chain's sender lease this sender records its transactions under.
+    fence: Fence,
     /// Hashes this process broadcast; any other still pending is sent again
     /// at once (it may never have left before a restart).
     broadcast: Mutex<HashSet<String>>,
 }
 
 impl EvmSender {
-    pub fn new(config: ChainConfig, store: Store, signer: Arc<dyn Signer>) -> Self {
+    pub fn new(config: ChainConfig, store: Store, signer: Arc<dyn Signer>, fence: Fence) -> Self {
         let rpc = EvmRpc::new(config.chain, &config.rpc_urls, 1, config.batch_size, 1);
-        Self { config, rpc, store, signer, broadcast: Mutex::default() }
+        Self { config, rpc, store, signer, fence, broadcast: Mutex::default() }
     }
 
     /// Moves every transfer of the chain that is not terminal one step on.
@@ -217,6 +219,7 @@ impl EvmSender {
                 Lineage::Start,
                 Some(window_ends_at),
                 authorization.as_deref(),
+                &self.fence,
             )
             .await?;
         self.broadcast_first(t, &sent).await
@@ -238,7 +241,9 @@ impl EvmSender {
             input: Bytes::new(),
         };
         let sent = self.sign(KeyRef::Sponsor, tx, TxRole::TopUp).await?;
-        self.store.record_transaction(&t.id, self.config.chain, &sent, Lineage::Start, None, None).await?;
+        self.store
+            .record_transaction(&t.id, self.config.chain, &sent, Lineage::Start, None, None, &self.fence)
+            .await?;
         info!(chain = %self.config.chain, transfer = %t.id, hash = %sent.hash, %amount, "topping up gas");
         match self.send(&sent).await? {
             Broadcast::Accepted => Ok(()),
@@ -391,7 +396,9 @@ impl EvmSender {
     ) -> Result<(), SendError> {
         let sent = self.sign(key, tx, role).await?;
         let lineage = Lineage::After(previous);
-        self.store.record_transaction(&t.id, self.config.chain, &sent, lineage, None, None).await?;
+        self.store
+            .record_transaction(&t.id, self.config.chain, &sent, lineage, None, None, &self.fence)
+            .await?;
         if let Broadcast::Rejected(reason) = self.send(&sent).await? {
             warn!(chain = %self.config.chain, transfer = %t.id, hash = %sent.hash, reason, "node refused a replacement");
             self.store.reject_transaction(self.config.chain, &sent).await?;

@@ -32,7 +32,7 @@ use super::{
 use crate::{
     config::{ChainConfig, Confirmation},
     keys::{KeyError, KeyRef, Signer},
-    store::{Fee, Lineage, Outgoing, SentTransaction, Store, StoreError, TxRole, TxState, now_micros},
+    store::{Fee, Fence, Lineage, Outgoing, SentTransaction, Store, StoreError, TxRole, TxState, now_micros},
     transfer::{FailureDetails, Route, Sender, TransferStatus, expire_if_unsent, failure, settle},
 };
 
@@ -53,14 +53,16 @@ pub struct SolanaSender {
     rpc: SolanaRpc,
     store: Store,
     signer: Arc<dyn Signer>,
+    /// The chain's sender lease this sender records its transactions under.
+    fence: Fence,
     /// When this process last sent each signature.
     sent: Mutex<HashMap<String, Instant>>,
 }
 
 impl SolanaSender {
-    pub fn new(config: ChainConfig, store: Store, signer: Arc<dyn Signer>) -> Self {
+    pub fn new(config: ChainConfig, store: Store, signer: Arc<dyn Signer>, fence: Fence) -> Self {
         let rpc = SolanaRpc::new(config.chain, &config.rpc_urls);
-        Self { config, rpc, store, signer, sent: Mutex::default() }
+        Self { config, rpc, store, signer, fence, sent: Mutex::default() }
     }
 
     async fn step_once(&self) -> Result<usize, SolanaSendError> {
@@ -100,7 +102,15 @@ impl SolanaSender {
         let window_ends_at = now_micros() + self.config.transfers.window().as_micros() as i64;
         let sent = self.sign(t).await?;
         self.store
-            .record_transaction(&t.id, self.config.chain, &sent, Lineage::Start, Some(window_ends_at), None)
+            .record_transaction(
+                &t.id,
+                self.config.chain,
+                &sent,
+                Lineage::Start,
+                Some(window_ends_at),
+                None,
+                &self.fence,
+            )
             .await?;
         self.send_first(t, &sent).await
     }
@@ -146,7 +156,9 @@ impl SolanaSender {
             let sent = self.sign(t).await?;
             info!(chain = %self.config.chain, transfer = %t.id, signature = %sent.hash, "blockhash expired; signed again");
             let lineage = Lineage::After(&last.hash);
-            self.store.record_transaction(&t.id, self.config.chain, &sent, lineage, None, None).await?;
+            self.store
+                .record_transaction(&t.id, self.config.chain, &sent, lineage, None, None, &self.fence)
+                .await?;
             if let SolanaBroadcast::Rejected(reason) = self.send(&sent).await? {
                 self.store.reject_transaction(self.config.chain, &sent).await?;
                 return self.fail(t, "REJECTED_BY_NODE", &reason).await;

@@ -98,10 +98,14 @@ impl Store {
     /// it leaves everything, so a restart neither misses nor duplicates a
     /// deposit.
     ///
+    /// On a handle [`Store::fenced`] by a watcher's lease, nothing is written
+    /// ([`StoreError::Conflict`]) unless the lease is still held.
+    ///
     /// Returns the deposits whose status this commit set or changed.
     pub async fn commit_scan(&self, scan: &ScanCommit) -> Result<Vec<(String, DepositStatus)>, StoreError> {
         let now = now_micros();
         let mut tx = self.begin().await?;
+        self.check_own_fence(&mut tx).await?;
 
         if let CursorMove::Live { expected, watch_version } = scan.cursor {
             coverage::move_live_cursor(&mut tx, scan, expected, watch_version, now).await?;

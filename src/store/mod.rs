@@ -8,6 +8,7 @@ mod coverage;
 mod deposits;
 mod events;
 mod health;
+mod leases;
 mod organizations;
 mod transfer_lineage;
 mod transfers;
@@ -26,6 +27,7 @@ pub use chain_state::{ChainState, Rewind, RewindOutcome};
 pub use coverage::{Coverage, Gap, WatchStart};
 pub use deposits::{BlockRef, CursorMove, DepositPage, Orphan, ScanCommit};
 pub use health::{ChainHealth, DepositCount};
+pub use leases::{Fence, WorkerKind, WorkerLease};
 pub use organizations::{ApiKey, MAX_API_KEYS, Organization};
 pub use transfers::{
     ChainGas, Created, Fee, GasUsage, LimitPolicy, Lineage, NewTransfer, Outgoing, Refusal, SentTransaction,
@@ -74,6 +76,9 @@ pub enum Backend {
 pub struct Store {
     pool: AnyPool,
     backend: Backend,
+    /// The lease of the singleton worker this handle writes for, checked in
+    /// its writes' transactions (see [`Store::fenced`]).
+    fence: Option<std::sync::Arc<Fence>>,
 }
 
 impl Store {
@@ -125,7 +130,7 @@ impl Store {
             .connect(&url)
             .await
             .map_err(|source| StoreError::Connect { url: redact_urls(&url), source })?;
-        Ok(Self { pool, backend })
+        Ok(Self { pool, backend, fence: None })
     }
 
     pub async fn migrate(&self) -> Result<(), StoreError> {

@@ -469,41 +469,6 @@ impl Store {
         Ok(held)
     }
 
-    /// Takes or renews the right to send on `chain` for `ttl_micros`; false
-    /// while another live instance holds it.
-    pub async fn sender_lease(&self, chain: Chain, owner: &str, ttl_micros: i64) -> Result<bool, StoreError> {
-        let now = now_micros();
-        let mut tx = self.begin().await?;
-        sqlx::query(
-            "INSERT INTO sender_leases (chain, owner, until) VALUES ($1, $2, $3)
-             ON CONFLICT (chain) DO UPDATE SET owner = excluded.owner, until = excluded.until
-             WHERE sender_leases.owner = excluded.owner OR sender_leases.until < $4",
-        )
-        .bind(chain.as_str())
-        .bind(owner)
-        .bind(now + ttl_micros)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
-        let holder: String = sqlx::query("SELECT owner FROM sender_leases WHERE chain = $1")
-            .bind(chain.as_str())
-            .fetch_one(&mut *tx)
-            .await?
-            .try_get("owner")?;
-        tx.commit().await?;
-        Ok(holder == owner)
-    }
-
-    /// Gives the lease up (on shutdown), so another instance takes over at once.
-    pub async fn release_sender_lease(&self, chain: Chain, owner: &str) -> Result<(), StoreError> {
-        sqlx::query("DELETE FROM sender_leases WHERE chain = $1 AND owner = $2")
-            .bind(chain.as_str())
-            .bind(owner)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
-    }
-
     /// Every transfer of `chain` still `ACCEPTED` or `SUBMITTED`, oldest first,
     /// with its transactions.
     pub async fn outgoing(&self, chain: Chain) -> Result<Vec<Outgoing>, StoreError> {
@@ -617,7 +582,9 @@ impl Store {
     /// counter by compare-and-set (the counter must still be at `nonce`, or
     /// absent), so a nonce is never given twice nor skipped; a replacement
     /// reuses its predecessor's nonce. `window_ends_at` (microseconds) is
-    /// kept if the transfer has none yet.
+    /// kept if the transfer has none yet. Nothing is recorded either unless
+    /// `fence`, the chain's sender lease, is still held.
+    #[allow(clippy::too_many_arguments)]
     pub async fn record_transaction(
         &self,
         transfer_id: &str,
@@ -626,8 +593,10 @@ impl Store {
         lineage: Lineage<'_>,
         window_ends_at: Option<i64>,
         authorization_nonce: Option<&str>,
+        fence: &super::Fence,
     ) -> Result<(), StoreError> {
         let mut tx = self.begin().await?;
+        self.check_fence(&mut tx, fence).await?;
         let evm = chain.family() == crate::chain::Family::Evm;
         super::transfer_lineage::check(&mut tx, transfer_id, sent, lineage, evm).await?;
         let nonce = super::to_i64(sent.nonce)?;
