@@ -38,6 +38,10 @@ pub struct Faults {
     /// Methods forwarded to the node whose answer is then lost (HTTP 503
     /// instead), `(method, times)`: the node acted, the client cannot know.
     pub lost_answers: Mutex<Vec<(String, u32)>>,
+    /// Every answer waits a random time between these (milliseconds) before
+    /// it is forwarded, like a slow or overloaded node.
+    pub slow_min_ms: AtomicU64,
+    pub slow_max_ms: AtomicU64,
 }
 
 struct Proxy {
@@ -79,6 +83,12 @@ fn span(call: &Value) -> Option<u64> {
 
 async fn handle(State(proxy): State<Arc<Proxy>>, Json(body): Json<Value>) -> axum::response::Response {
     let faults = &proxy.faults;
+    let (min, max) = (faults.slow_min_ms.load(Ordering::SeqCst), faults.slow_max_ms.load(Ordering::SeqCst));
+    if max > 0 {
+        let random = u64::from(u16::from_le_bytes(uuid::Uuid::new_v4().as_bytes()[..2].try_into().unwrap()));
+        let wait = min + random * max.saturating_sub(min) / u64::from(u16::MAX);
+        tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
+    }
     if faults.fail_next.load(Ordering::SeqCst) > 0 {
         faults.fail_next.fetch_sub(1, Ordering::SeqCst);
         faults.failed.fetch_add(1, Ordering::SeqCst);
