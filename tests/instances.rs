@@ -37,13 +37,19 @@ const LEASE: &str = "1s";
 struct Instance {
     process: Process,
     port: u16,
+    /// Its order of start, which names it in [`Cluster::proxies`].
+    number: usize,
 }
 
 struct Cluster {
     anvil: Anvil,
     env: Env,
     db: TestDb,
-    _proxy: proxy::FaultyRpc,
+    /// One per instance started, in order: each instance reaches anvil
+    /// through its own, so calls tell which instance made them.
+    proxies: Vec<proxy::FaultyRpc>,
+    /// The instances killed, by number.
+    killed: Vec<usize>,
     key: String,
     omnibus: Address,
     alice: Address,
@@ -51,17 +57,12 @@ struct Cluster {
 }
 
 impl Cluster {
-    /// anvil behind a proxy that delays every answer 20 ms to 1.2 s, one
-    /// PostgreSQL, the omnibus wallet funded, `alice` watched, and `count`
-    /// `run` instances.
+    /// anvil, one PostgreSQL, the omnibus wallet funded, `alice` watched,
+    /// and `count` `run` instances, each behind a proxy that delays every
+    /// answer 20 ms to 1.2 s.
     async fn start(count: usize) -> Self {
         let anvil = Anvil::start().await;
-        let proxy = proxy::start(anvil.url()).await;
-        proxy.faults.slow_min_ms.store(20, Ordering::SeqCst);
-        proxy.faults.slow_max_ms.store(1200, Ordering::SeqCst);
-        let mut toml = chain_toml(&[proxy.url.clone()], None, "confirmation = { depth = 2 }");
-        toml.push_str("\n[transfers]\nnative_usd = \"2000\"\n");
-        let mut env = Env::with_chain_file(&toml);
+        let mut env = Env::with_chain_file(&chain_file(&anvil.url()));
         let db = TestDb::new(Backend::Postgres).await;
         env.database_url = db.url.clone();
         let key = env.organization_with_key();
@@ -80,7 +81,17 @@ impl Cluster {
         let omnibus = create("treasury", "OMNIBUS");
         let alice = create("alice", "SEGREGATED");
         anvil.send_eth(anvil.accounts[0], omnibus, U256::from(100 * ETH)).await;
-        let mut cluster = Self { anvil, env, db, _proxy: proxy, key, omnibus, alice, instances: Vec::new() };
+        let mut cluster = Self {
+            anvil,
+            env,
+            db,
+            proxies: Vec::new(),
+            killed: Vec::new(),
+            key,
+            omnibus,
+            alice,
+            instances: Vec::new(),
+        };
         for _ in 0..count {
             cluster.add_instance().await;
         }
@@ -88,13 +99,58 @@ impl Cluster {
     }
 
     async fn add_instance(&mut self) {
+        let number = self.proxies.len();
+        let proxy = proxy::start(self.anvil.url()).await;
+        proxy.faults.slow_min_ms.store(20, Ordering::SeqCst);
+        proxy.faults.slow_max_ms.store(1200, Ordering::SeqCst);
+        let chains = self.env.dir.path().join(format!("chains-{number}"));
+        std::fs::create_dir_all(&chains).unwrap();
+        std::fs::write(chains.join("test.toml"), chain_file(&proxy.url)).unwrap();
+        let chains = chains.display().to_string();
+        self.proxies.push(proxy);
         let port = dead_port();
-        let env = [("CUSTODY_INDEXER_MNEMONIC", MNEMONIC), ("CUSTODY_INDEXER_WORKER_LEASE", LEASE)];
+        let env = [
+            ("CUSTODY_INDEXER_MNEMONIC", MNEMONIC),
+            ("CUSTODY_INDEXER_WORKER_LEASE", LEASE),
+            ("CUSTODY_INDEXER_CHAINS", chains.as_str()),
+        ];
         let process = self.env.listen("run", CHAIN, port, &env);
         let healthz = format!("http://127.0.0.1:{port}/healthz");
         eventually(Duration::from_secs(30), "the API", || async { answers(&healthz).await.then_some(()) })
             .await;
-        self.instances.push(Instance { process, port });
+        self.instances.push(Instance { process, port, number });
+    }
+
+    /// The instances that made calls of `methods`, in the order of the
+    /// calls, each run of calls by one instance as one entry.
+    fn runs(&self, methods: &[&str]) -> Vec<usize> {
+        let mut calls: Vec<(std::time::Instant, usize)> = Vec::new();
+        for (number, proxy) in self.proxies.iter().enumerate() {
+            let recorded = proxy.faults.calls.lock().unwrap();
+            calls.extend(
+                recorded.iter().filter(|(_, m)| methods.contains(&m.as_str())).map(|(at, _)| (*at, number)),
+            );
+        }
+        calls.sort();
+        let mut runs: Vec<usize> = calls.into_iter().map(|(_, number)| number).collect();
+        runs.dedup();
+        runs
+    }
+
+    /// One instance at a time did the work of `methods`: the work moved
+    /// from one instance to another only when the first was killed, and
+    /// never back.
+    fn assert_one_at_a_time(&self, what: &str, methods: &[&str]) {
+        let runs = self.runs(methods);
+        assert!(!runs.is_empty(), "{what}: no calls");
+        let distinct: BTreeSet<usize> = runs.iter().copied().collect();
+        assert_eq!(distinct.len(), runs.len(), "{what} moved back and forth between instances: {runs:?}");
+        for number in &runs[..runs.len() - 1] {
+            assert!(
+                self.killed.contains(number),
+                "{what} left instance {number}, which was not killed: {runs:?}"
+            );
+        }
     }
 
     fn store(&self) -> &Store {
@@ -119,6 +175,7 @@ impl Cluster {
         let mut killed = self.instances.remove(index);
         killed.process.kill().unwrap();
         killed.process.wait().unwrap();
+        self.killed.push(killed.number);
         epoch
     }
 
@@ -141,6 +198,13 @@ impl Cluster {
         let transfer = send(Method::GET, &url, Some(&self.key)).await.body;
         transfer["status"].as_str().unwrap_or_default().to_string()
     }
+}
+
+/// The chain file of an instance reaching anvil at `url`.
+fn chain_file(url: &str) -> String {
+    let mut toml = chain_toml(&[url.to_string()], None, "confirmation = { depth = 2 }");
+    toml.push_str("\n[transfers]\nnative_usd = \"2000\"\n");
+    toml
 }
 
 /// `wei` as a decimal amount of ETH.
@@ -201,6 +265,10 @@ async fn scenario(instances: usize, kills: usize, transfers: usize, deposits: us
         done.then_some(())
     })
     .await;
+
+    // The chain's watcher and sender each ran on one instance at a time.
+    c.assert_one_at_a_time("the sender", &["eth_sendRawTransaction", "eth_getTransactionCount"]);
+    c.assert_one_at_a_time("the watcher", &["eth_getBlockByNumber(full)"]);
 
     // Every destination holds exactly its amount: paid once.
     for (to, wei) in &destinations {

@@ -42,6 +42,9 @@ pub struct Faults {
     /// it is forwarded, like a slow or overloaded node.
     pub slow_min_ms: AtomicU64,
     pub slow_max_ms: AtomicU64,
+    /// Every method called, batched or not, with when it arrived; a block
+    /// read with full transactions is `eth_getBlockByNumber(full)`.
+    pub calls: Mutex<Vec<(std::time::Instant, String)>>,
 }
 
 struct Proxy {
@@ -83,6 +86,7 @@ fn span(call: &Value) -> Option<u64> {
 
 async fn handle(State(proxy): State<Arc<Proxy>>, Json(body): Json<Value>) -> axum::response::Response {
     let faults = &proxy.faults;
+    record_calls(faults, &body);
     let (min, max) = (faults.slow_min_ms.load(Ordering::SeqCst), faults.slow_max_ms.load(Ordering::SeqCst));
     if max > 0 {
         let random = u64::from(u16::from_le_bytes(uuid::Uuid::new_v4().as_bytes()[..2].try_into().unwrap()));
@@ -136,6 +140,17 @@ async fn handle(State(proxy): State<Arc<Proxy>>, Json(body): Json<Value>) -> axu
         }
     }
     Json(value).into_response()
+}
+
+fn record_calls(faults: &Faults, body: &Value) {
+    let calls = body.as_array().cloned().unwrap_or_else(|| vec![body.clone()]);
+    let now = std::time::Instant::now();
+    let mut recorded = faults.calls.lock().unwrap();
+    for call in calls {
+        let method = call["method"].as_str().unwrap_or_default();
+        let full = method == "eth_getBlockByNumber" && call["params"][1] == true;
+        recorded.push((now, if full { format!("{method}(full)") } else { method.to_string() }));
+    }
 }
 
 fn injected_error(faults: &Faults, body: &Value) -> Option<Value> {
