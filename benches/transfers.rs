@@ -37,7 +37,7 @@ use custody_indexer::{
     config::Chains,
     evm::EvmSender,
     keys::{KeyRef, MnemonicSigner, Signer},
-    store::{NewAccount, Store, StoreError},
+    store::{NewAccount, Store, StoreError, WorkerKind},
     transfers::run_sender,
 };
 use futures::{StreamExt, stream};
@@ -198,8 +198,11 @@ async fn main() {
     let base = format!("http://{}", listener.local_addr().unwrap());
     let shutdown = CancellationToken::new();
     tokio::spawn(api::serve(listener, state, shutdown.clone()));
-    let sender = EvmSender::new(config, store.clone(), signer.clone());
-    tokio::spawn(run_sender(sender, store.clone(), shutdown.clone()));
+    // The bench's one sender holds the chain's lease for an hour, unrenewed.
+    let fence =
+        store.take_lease(WorkerKind::Sender, config.chain, "bench", 3_600_000_000, true).await.unwrap();
+    let sender = EvmSender::new(config, store.fenced(fence.unwrap()), signer.clone());
+    tokio::spawn(run_sender(sender, shutdown.clone()));
     println!("store: {backend:?}, 2 cores, anvil automine, confirmation depth 1");
 
     let started = Instant::now();

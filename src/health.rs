@@ -9,7 +9,7 @@ use crate::{
     chain::Chain,
     config::Chains,
     deposit::{rfc3339, rfc3339_opt},
-    store::{ChainHealth, Store, StoreError},
+    store::{ChainHealth, Store, StoreError, WorkerKind, WorkerLease},
 };
 
 #[derive(Debug, Clone, Serialize)]
@@ -53,6 +53,24 @@ pub struct ChainReport {
     /// The lowest block (slot) still to scan for them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub catching_up_from: Option<u64>,
+    /// Which instance runs the chain's live watcher and its transfer
+    /// sender: their leases (one instance holds each at a time).
+    pub workers: Vec<WorkerReport>,
+}
+
+/// A singleton worker of a chain and the instance running it.
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkerReport {
+    /// `WATCHER` or `SENDER`.
+    pub kind: WorkerKind,
+    /// The instance holding the lease, or that held it last.
+    pub instance: String,
+    /// Grows with every takeover.
+    pub epoch: i64,
+    /// Whether the lease is live; a lapsed one awaits a takeover.
+    pub held: bool,
+    #[serde(serialize_with = "rfc3339")]
+    pub until: DateTime<Utc>,
 }
 
 /// Checks the store and the chains: `required` ones when given (a chain with
@@ -77,7 +95,12 @@ pub async fn check(store: &Store, chains: &Chains, required: &[Chain]) -> Report
             Some(assess(chain, state, config.max_lag_blocks, config.stale_after, now))
         })
         .collect();
+    let leases = match store.worker_leases().await {
+        Ok(leases) => leases,
+        Err(error) => return unreachable(error),
+    };
     for report in &mut reports {
+        report.workers = workers(&leases, report.chain, now);
         match store.coverage(report.chain).await {
             Ok(coverage) => {
                 report.addresses_catching_up = coverage.catching_up;
@@ -165,7 +188,23 @@ pub fn assess(
         last_error_at,
         addresses_catching_up: 0,
         catching_up_from: None,
+        workers: Vec::new(),
     }
+}
+
+/// The leases of `chain`'s workers as of `now`.
+fn workers(leases: &[WorkerLease], chain: Chain, now: DateTime<Utc>) -> Vec<WorkerReport> {
+    leases
+        .iter()
+        .filter(|l| l.chain == chain)
+        .map(|l| WorkerReport {
+            kind: l.kind,
+            instance: l.owner.clone(),
+            epoch: l.epoch,
+            held: l.held_at(now),
+            until: l.until,
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ mod fixtures;
 pub mod health;
 pub mod identity;
 pub mod keys;
+pub mod lease;
 pub mod redact;
 pub mod solana;
 pub mod store;

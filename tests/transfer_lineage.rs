@@ -11,8 +11,8 @@ use custody_indexer::{
     amount::Amount,
     chain::Chain,
     store::{
-        Created, Lineage, NewAccount, NewTransfer, SentTransaction, Settlement, Store, StoreError, TxRole,
-        TxState,
+        Created, Fence, Lineage, NewAccount, NewTransfer, SentTransaction, Settlement, Store, StoreError,
+        TxRole, TxState, WorkerKind,
     },
     transfers::{FailureDetails, Route, TransferStatus},
 };
@@ -93,7 +93,24 @@ async fn record(
     sent: &SentTransaction,
     lineage: Lineage<'_>,
 ) -> Result<(), StoreError> {
-    store.record_transaction(id, chain, sent, lineage, None, None).await
+    store
+        .fenced(sender_lease(store, chain).await)
+        .record_transaction(id, chain, sent, lineage, None, None)
+        .await
+}
+
+/// The chain's sender lease, held by these tests for an hour.
+async fn sender_lease(store: &Store, chain: Chain) -> Fence {
+    let owner = "lineage-tests";
+    if let Some(fence) =
+        store.take_lease(WorkerKind::Sender, chain, owner, 3_600_000_000, false).await.unwrap()
+    {
+        return fence;
+    }
+    let held = store.worker_leases().await.unwrap();
+    let lease = held.iter().find(|l| l.kind == WorkerKind::Sender && l.chain == chain).unwrap();
+    assert_eq!(lease.owner, owner);
+    Fence { kind: WorkerKind::Sender, chain, owner: owner.into(), epoch: lease.epoch }
 }
 
 fn conflict(result: Result<(), StoreError>, what: &str) {
@@ -303,5 +320,29 @@ async fn expiring_an_unsent_transfer_and_recording_its_transaction_exclude_each_
         );
         assert_eq!(store.transfer(&young).await.unwrap().status, TransferStatus::Accepted);
         assert_eq!(outcomes.iter().sum::<usize>(), 6, "{outcomes:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_sender_whose_lease_was_taken_over_records_nothing() {
+    for backend in BACKENDS {
+        let db = store(backend).await;
+        let store = &db.store;
+        let id = accepted(store, EVM).await;
+        let minute = 60_000_000;
+        let stale = store.take_lease(WorkerKind::Sender, EVM, "first", minute, false).await.unwrap().unwrap();
+        // The first instance is presumed dead; another takes the chain over.
+        let current =
+            store.take_lease(WorkerKind::Sender, EVM, "second", minute, true).await.unwrap().unwrap();
+        assert_eq!(current.epoch, stale.epoch + 1);
+        let sent = signed(1, TxRole::Transfer, SPONSOR, 0);
+        let refused =
+            store.fenced(stale).record_transaction(&id, EVM, &sent, Lineage::Start, None, None).await;
+        conflict(refused, &format!("{backend:?}: a stale epoch"));
+        assert!(store.transfer_transactions(&id).await.unwrap().is_empty(), "{backend:?}");
+        assert_eq!(store.stored_nonce(EVM, SPONSOR).await.unwrap(), None, "{backend:?}: no nonce taken");
+        assert_eq!(store.transfer(&id).await.unwrap().transaction_hash, None);
+        store.fenced(current).record_transaction(&id, EVM, &sent, Lineage::Start, None, None).await.unwrap();
+        assert_eq!(store.stored_nonce(EVM, SPONSOR).await.unwrap(), Some(1));
     }
 }

@@ -204,6 +204,10 @@ fn print_health(report: &health::Report) {
             let from = c.catching_up_from.map_or(String::new(), |b| format!(" from block {b}"));
             println!("  {} addresses catching up{from}", c.addresses_catching_up);
         }
+        for w in &c.workers {
+            let state = if w.held { "held by" } else { "LAPSED, last held by" };
+            println!("  {:<7} {state} {} (epoch {})", w.kind.as_str(), w.instance, w.epoch);
+        }
     }
     if report.healthy {
         println!("healthy");

@@ -17,8 +17,9 @@ use crate::{
     events::{self, delivery::DeliveryConfig},
     evm::{EvmSender, EvmWatcher},
     keys::{MNEMONIC_ENV, MNEMONIC_FILE_ENV, MnemonicSigner, Signer},
+    lease::Leases,
     solana::{SolanaSender, SolanaWatcher},
-    store::Store,
+    store::{Store, WorkerKind},
     telemetry,
     transfers::run_sender,
     watcher::WatchError,
@@ -30,6 +31,7 @@ pub async fn run(
     only: Vec<Chain>,
     api: ApiOptions,
     delivery: DeliveryConfig,
+    leases: Leases,
 ) -> anyhow::Result<()> {
     let selected: Vec<ChainConfig> = if only.is_empty() {
         chains.iter().cloned().collect()
@@ -60,57 +62,43 @@ pub async fn run(
         });
     }
     for config in selected.iter().filter(|_| signer.is_some()) {
-        let (signer, store, shutdown) = (signer.clone().expect("filtered"), store.clone(), shutdown.clone());
+        let (signer, store, shutdown, leases) =
+            (signer.clone().expect("filtered"), store.clone(), shutdown.clone(), leases.clone());
         let span = info_span!("sender", chain = %config.chain);
         let config = config.clone();
+        let chain = config.chain;
         tasks.spawn(
             async move {
-                match config.family() {
-                    Family::Evm => {
-                        run_sender(EvmSender::new(config, store.clone(), signer), store, shutdown).await
+                let send = |fence, stop| {
+                    let (config, store, signer) = (config.clone(), store.clone(), signer.clone());
+                    async move {
+                        match config.family() {
+                            Family::Evm => {
+                                run_sender(EvmSender::new(config, store.fenced(fence), signer), stop).await
+                            }
+                            Family::Solana => {
+                                run_sender(SolanaSender::new(config, store.fenced(fence), signer), stop).await
+                            }
+                        }
+                        Ok::<(), anyhow::Error>(())
                     }
-                    Family::Solana => {
-                        run_sender(SolanaSender::new(config, store.clone(), signer), store, shutdown).await
-                    }
-                }
-                Ok(())
+                };
+                leases.hold(WorkerKind::Sender, chain, &shutdown, send).await
             }
             .instrument(span),
         );
     }
     for config in selected {
-        let store = store.clone();
-        let shutdown = shutdown.clone();
+        let (store, shutdown, leases) = (store.clone(), shutdown.clone(), leases.clone());
         let span = info_span!("chain", chain = %config.chain);
+        let chain = config.chain;
         tasks.spawn(
             async move {
-                let chain = config.chain;
-                let outcome = match config.family() {
-                    Family::Evm => {
-                        match connect(config.clone(), store.clone(), &shutdown, EvmWatcher::connect).await? {
-                            Some(watcher) => {
-                                let history = EvmWatcher::history(config, store);
-                                with_gaps(watcher.run(shutdown.clone()), Some(history), &shutdown).await
-                            }
-                            None => Ok(()),
-                        }
-                    }
-                    Family::Solana => {
-                        match connect(config.clone(), store.clone(), &shutdown, SolanaWatcher::connect)
-                            .await?
-                        {
-                            Some(watcher) => {
-                                // The signatures strategy reads each address's whole
-                                // history on first sight: it has no gaps.
-                                let history = (config.strategy == Strategy::Blocks)
-                                    .then(|| SolanaWatcher::history(config, store));
-                                with_gaps(watcher.run(shutdown.clone()), history, &shutdown).await
-                            }
-                            None => Ok(()),
-                        }
-                    }
-                };
-                outcome.with_context(|| format!("{chain} watcher stopped"))
+                let watch = |fence, stop| watch(config.clone(), store.fenced(fence), stop);
+                leases
+                    .hold(WorkerKind::Watcher, chain, &shutdown, watch)
+                    .await
+                    .with_context(|| format!("{chain} watcher stopped"))
             }
             .instrument(span),
         );
@@ -132,6 +120,33 @@ pub async fn run(
             Ok(())
         }
     }
+}
+
+/// Follows a chain until `stop`, with a store handle fenced by this
+/// instance's watcher lease of the chain.
+async fn watch(config: ChainConfig, store: Store, stop: CancellationToken) -> anyhow::Result<()> {
+    let outcome = match config.family() {
+        Family::Evm => match connect(config.clone(), store.clone(), &stop, EvmWatcher::connect).await? {
+            Some(watcher) => {
+                let history = EvmWatcher::history(config, store);
+                with_gaps(watcher.run(stop.clone()), Some(history), &stop).await
+            }
+            None => Ok(()),
+        },
+        Family::Solana => {
+            match connect(config.clone(), store.clone(), &stop, SolanaWatcher::connect).await? {
+                Some(watcher) => {
+                    // The signatures strategy reads each address's whole history
+                    // on first sight: it has no gaps.
+                    let history =
+                        (config.strategy == Strategy::Blocks).then(|| SolanaWatcher::history(config, store));
+                    with_gaps(watcher.run(stop.clone()), history, &stop).await
+                }
+                None => Ok(()),
+            }
+        }
+    };
+    Ok(outcome?)
 }
 
 /// Follows a chain while the gaps of late-registered addresses are scanned

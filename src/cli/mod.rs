@@ -6,6 +6,7 @@ mod admin;
 mod identities;
 mod import;
 mod index;
+mod instance;
 mod transfers;
 mod webhooks;
 
@@ -19,6 +20,7 @@ use crate::{
     api::RateLimit,
     chain::Chain,
     config::Chains,
+    lease::Leases,
     store::{DEFAULT_DATABASE_URL, Store},
 };
 
@@ -124,6 +126,8 @@ pub enum Command {
         api: ApiOptions,
         #[command(flatten)]
         delivery: webhooks::DeliveryOptions,
+        #[command(flatten)]
+        instance: instance::InstanceOptions,
     },
     /// Serve the HTTP API from the store without indexing.
     Serve {
@@ -324,9 +328,13 @@ impl Cli {
                 Store::open(&url).await?;
                 println!("store is up to date");
             }
-            Command::Run { only, chain_files, api, delivery } => {
+            Command::Run { only, chain_files, api, delivery, instance } => {
                 let chains = chain_files.load()?;
-                index::run(Store::open(&url).await?, chains, only, api, delivery.config()?).await?;
+                let lock = instance::sqlite_lock(&url)?;
+                let store = Store::open(&url).await?;
+                let leases = Leases::new(store.clone(), instance.worker_lease, lock.is_some());
+                index::run(store, chains, only, api, delivery.config()?, leases).await?;
+                drop(lock);
             }
             Command::Serve { required, chain_files, api } => {
                 let chains = chain_files.load()?;

@@ -105,7 +105,7 @@ impl DeliveryOptions {
     }
 }
 
-fn one_duration(text: &str) -> Result<Duration, String> {
+pub(super) fn one_duration(text: &str) -> Result<Duration, String> {
     match parse_schedule(text)?.as_slice() {
         [one] => Ok(*one),
         _ => Err(format!("{text:?} is not one duration such as 24h")),

@@ -57,19 +57,32 @@ impl Default for DeliveryConfig {
     }
 }
 
+/// Above an attempt's timeout, what a lease leaves for recording the answer
+/// and for clocks between instances that disagree by less than this.
+const LEASE_MARGIN: Duration = Duration::from_secs(5);
+
+/// How many deliveries a worker claims at once for each one in flight.
+const ROUNDS: u32 = 4;
+
 /// Delivers until `shutdown`. A delivery in flight at shutdown keeps its lease
 /// until the lease expires, then another worker (or the next start) sends it
 /// again: delivery is at least once.
+///
+/// No attempt is sent by two workers: a claim leases a batch for as long as
+/// sending it `concurrency` at a time can take, and right before each attempt
+/// the worker extends that delivery's lease to cover the attempt, only if it
+/// still holds it ([`Store::start_attempt`]). A delivery whose lease lapsed
+/// while it waited is left to whichever worker claims it next.
 pub async fn run(store: Store, config: DeliveryConfig, shutdown: CancellationToken) {
     let client = client(&config);
     let owner = uuid::Uuid::new_v4().to_string();
-    // A lease outlives an attempt (its timeout) with a margin; a worker that
-    // dies mid-attempt delays that delivery by at most the lease.
-    let lease = config.timeout * 2 + Duration::from_secs(5);
+    let batch = config.concurrency as u32 * ROUNDS;
+    // A batch is sent in `ROUNDS` rounds of at most `timeout` each.
+    let claim_lease = config.timeout * ROUNDS + LEASE_MARGIN;
     info!(worker = %owner, "webhook delivery started");
     loop {
-        let lease_until = now_micros() + lease.as_micros() as i64;
-        let claimed = match store.claim_deliveries(&owner, lease_until, config.concurrency as u32 * 4).await {
+        let lease_until = now_micros() + claim_lease.as_micros() as i64;
+        let claimed = match store.claim_deliveries(&owner, lease_until, batch).await {
             Ok(claimed) => claimed,
             Err(error) => {
                 warn!(%error, "cannot claim webhook deliveries");
@@ -79,26 +92,7 @@ pub async fn run(store: Store, config: DeliveryConfig, shutdown: CancellationTok
         let idle = claimed.is_empty();
         stream::iter(claimed)
             .for_each_concurrent(config.concurrency, |claimed| {
-                let (store, client, config, owner) = (&store, &client, &config, &owner);
-                async move {
-                    let (attempt, outcome) = attempt(client, config, &claimed).await;
-                    let label = match outcome {
-                        Outcome::Delivered => "delivered",
-                        Outcome::Retry(_) => "retry",
-                        Outcome::Failed => "failed",
-                        Outcome::Gone => "gone",
-                    };
-                    metrics::counter!("custody_indexer_webhook_deliveries_total", "outcome" => label).increment(1);
-                    match store.finish_attempt(&claimed, owner, &attempt, &outcome).await {
-                        Ok(true) => debug!(delivery = %claimed.delivery_id, event = %claimed.event_id, outcome = label, "webhook attempt"),
-                        Ok(false) => warn!(delivery = %claimed.delivery_id, "lease lost before the attempt was recorded"),
-                        Err(error) => warn!(delivery = %claimed.delivery_id, %error, "cannot record a webhook attempt"),
-                    }
-                    if matches!(outcome, Outcome::Failed | Outcome::Gone) {
-                        warn!(delivery = %claimed.delivery_id, webhook = %claimed.webhook_id, event = %claimed.event_id,
-                            status = ?attempt.status_code, error = ?attempt.error, outcome = label, "webhook delivery dead-lettered");
-                    }
-                }
+                deliver(&store, &client, &config, &owner, claimed)
             })
             .await;
         if idle {
@@ -111,6 +105,49 @@ pub async fn run(store: Store, config: DeliveryConfig, shutdown: CancellationTok
         }
     }
     info!(worker = %owner, "webhook delivery stopped");
+}
+
+/// Sends one claimed delivery if its lease still holds, and records the
+/// attempt under that lease.
+async fn deliver(
+    store: &Store,
+    client: &reqwest::Client,
+    config: &DeliveryConfig,
+    owner: &str,
+    claimed: Claimed,
+) {
+    // The attempt's lease outlives the attempt (its timeout) with a margin.
+    let until = now_micros() + (config.timeout + LEASE_MARGIN).as_micros() as i64;
+    match store.start_attempt(&claimed.delivery_id, owner, until).await {
+        Ok(true) => {}
+        Ok(false) => {
+            debug!(delivery = %claimed.delivery_id, "lease lapsed before the attempt; left to the next claim");
+            return;
+        }
+        Err(error) => {
+            warn!(delivery = %claimed.delivery_id, %error, "cannot extend a webhook delivery's lease");
+            return;
+        }
+    }
+    let (attempt, outcome) = attempt(client, config, &claimed).await;
+    let label = match outcome {
+        Outcome::Delivered => "delivered",
+        Outcome::Retry(_) => "retry",
+        Outcome::Failed => "failed",
+        Outcome::Gone => "gone",
+    };
+    metrics::counter!("custody_indexer_webhook_deliveries_total", "outcome" => label).increment(1);
+    match store.finish_attempt(&claimed, owner, &attempt, &outcome).await {
+        Ok(true) => {
+            debug!(delivery = %claimed.delivery_id, event = %claimed.event_id, outcome = label, "webhook attempt")
+        }
+        Ok(false) => warn!(delivery = %claimed.delivery_id, "lease lost before the attempt was recorded"),
+        Err(error) => warn!(delivery = %claimed.delivery_id, %error, "cannot record a webhook attempt"),
+    }
+    if matches!(outcome, Outcome::Failed | Outcome::Gone) {
+        warn!(delivery = %claimed.delivery_id, webhook = %claimed.webhook_id, event = %claimed.event_id,
+            status = ?attempt.status_code, error = ?attempt.error, outcome = label, "webhook delivery dead-lettered");
+    }
 }
 
 /// The delivery client: no redirects, the policy's resolver, the timeout.

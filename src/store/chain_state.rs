@@ -88,6 +88,7 @@ impl Store {
         let chain = rewind.chain.as_str();
         let ancestor = to_i64(rewind.common_ancestor)?;
         let mut tx = self.begin().await?;
+        self.check_own_fence(&mut tx).await?;
         let moved = sqlx::query(
             "UPDATE chain_cursors SET next_block = $1, updated_at = $2 WHERE chain = $3 AND next_block = $4",
         )

@@ -98,10 +98,14 @@ impl Store {
     /// it leaves everything, so a restart neither misses nor duplicates a
     /// deposit.
     ///
+    /// On a handle [`Store::fenced`] by a watcher's lease, nothing is written
+    /// ([`StoreError::Conflict`]) unless the lease is still held.
+    ///
     /// Returns the deposits whose status this commit set or changed.
     pub async fn commit_scan(&self, scan: &ScanCommit) -> Result<Vec<(String, DepositStatus)>, StoreError> {
         let now = now_micros();
         let mut tx = self.begin().await?;
+        self.check_own_fence(&mut tx).await?;
 
         if let CursorMove::Live { expected, watch_version } = scan.cursor {
             coverage::move_live_cursor(&mut tx, scan, expected, watch_version, now).await?;
@@ -225,6 +229,7 @@ impl Store {
     /// left alone. Returns the ids that failed.
     pub async fn fail_orphans(&self, ids: &[String]) -> Result<Vec<String>, StoreError> {
         let mut tx = self.begin().await?;
+        self.check_own_fence(&mut tx).await?;
         let now = now_micros();
         let mut failed = Vec::new();
         for id in ids {
@@ -281,6 +286,7 @@ impl Store {
     ) -> Result<Vec<(String, DepositStatus)>, StoreError> {
         let now = now_micros();
         let mut tx = self.begin().await?;
+        self.check_own_fence(&mut tx).await?;
         let mut changed = Vec::new();
         for (ids, status, confirmed_at) in
             [(confirmed, DepositStatus::Confirmed, Some(now)), (failed, DepositStatus::Failed, None)]
@@ -314,6 +320,7 @@ impl Store {
         through: u64,
     ) -> Result<Vec<(String, DepositStatus)>, StoreError> {
         let mut tx = self.begin().await?;
+        self.check_own_fence(&mut tx).await?;
         let now = now_micros();
         let changed = confirm_through(&mut tx, chain, through, now).await?;
         let statuses = changed.iter().map(|c| (c.deposit.id.clone(), c.deposit.status)).collect();

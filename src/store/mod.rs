@@ -10,6 +10,7 @@ mod events;
 mod gas_ledger;
 mod health;
 mod identities;
+mod leases;
 mod limits;
 mod nonce_fillers;
 mod organizations;
@@ -39,6 +40,7 @@ pub use coverage::{Coverage, Gap, WatchStart};
 pub use deposits::{BlockRef, CursorMove, DepositPage, Orphan, ScanCommit};
 pub use health::{ChainHealth, DepositCount};
 pub use identities::{Action, Change, NewIdentity, Registered, UnsentFailure};
+pub use leases::{Fence, WorkerKind, WorkerLease};
 pub use organizations::{ApiKey, MAX_API_KEYS, Organization};
 pub use transfers::TransferPage;
 use transfers::{TRANSFER_COLUMNS, transfer_from_row};
@@ -86,6 +88,9 @@ pub enum Backend {
 pub struct Store {
     pool: AnyPool,
     backend: Backend,
+    /// The lease of the singleton worker this handle writes for, checked in
+    /// its writes' transactions (see [`Store::fenced`]).
+    fence: Option<std::sync::Arc<Fence>>,
 }
 
 impl Store {
@@ -150,7 +155,7 @@ impl Store {
             .connect(&url)
             .await
             .map_err(|source| StoreError::Connect { url: redact_urls(&url), source })?;
-        Ok(Self { pool, backend })
+        Ok(Self { pool, backend, fence: None })
     }
 
     pub async fn migrate(&self) -> Result<(), StoreError> {

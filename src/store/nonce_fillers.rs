@@ -28,7 +28,8 @@ impl Store {
     }
 
     /// Records a signed filler before it is broadcast; a nonce already
-    /// filled is a conflict, and nothing is recorded.
+    /// filled is a conflict, and nothing is recorded. Fenced like
+    /// [`Store::record_transaction`].
     pub async fn record_filler(
         &self,
         chain: Chain,
@@ -38,6 +39,8 @@ impl Store {
         raw: &str,
         created_at: i64,
     ) -> Result<(), StoreError> {
+        let mut tx = self.begin().await?;
+        self.check_own_fence(&mut tx).await?;
         let inserted = sqlx::query(
             "INSERT INTO nonce_fillers (hash, chain, sender, nonce, raw, state, created_at)
              VALUES ($1, $2, $3, $4, $5, 'SENT', $6) ON CONFLICT (chain, sender, nonce) DO NOTHING",
@@ -48,13 +51,14 @@ impl Store {
         .bind(to_i64(nonce)?)
         .bind(raw)
         .bind(created_at)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?;
         if inserted.rows_affected() == 0 {
             return Err(StoreError::Conflict(format!(
                 "nonce {nonce} of {sender} on {chain} is filled already"
             )));
         }
+        tx.commit().await?;
         Ok(())
     }
 

@@ -105,21 +105,25 @@ impl Store {
     }
 
     /// Moves a sender's next nonce up to what the chain has counted (someone
-    /// else sent from the address): never down.
+    /// else sent from the address): never down. Fenced like
+    /// [`Store::record_transaction`].
     pub async fn resync_nonce(
         &self,
         chain: Chain,
         address: &str,
         chain_next: u64,
     ) -> Result<bool, StoreError> {
+        let mut tx = self.begin().await?;
+        self.check_own_fence(&mut tx).await?;
         let moved = sqlx::query(
             "UPDATE sender_nonces SET next_nonce = $3 WHERE chain = $1 AND address = $2 AND next_nonce < $3",
         )
         .bind(chain.as_str())
         .bind(address)
         .bind(super::to_i64(chain_next)?)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?;
+        tx.commit().await?;
         Ok(moved.rows_affected() > 0)
     }
 
@@ -131,7 +135,9 @@ impl Store {
     /// counter by compare-and-set (the counter must still be at `nonce`, or
     /// absent), so a nonce is never given twice nor skipped; a replacement
     /// reuses its predecessor's nonce. `window_ends_at` (microseconds) is
-    /// kept if the transfer has none yet.
+    /// kept if the transfer has none yet. On a handle [`Store::fenced`] by
+    /// the chain's sender lease, nothing is recorded unless the lease is
+    /// still held.
     pub async fn record_transaction(
         &self,
         transfer_id: &str,
@@ -142,6 +148,7 @@ impl Store {
         authorization_nonce: Option<&str>,
     ) -> Result<(), StoreError> {
         let mut tx = self.begin().await?;
+        self.check_own_fence(&mut tx).await?;
         let evm = chain.family() == crate::chain::Family::Evm;
         super::transfer_lineage::check(&mut tx, transfer_id, sent, lineage, evm).await?;
         let nonce = super::to_i64(sent.nonce)?;

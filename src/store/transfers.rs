@@ -240,41 +240,6 @@ impl Store {
         }
         Ok(held)
     }
-
-    /// Takes or renews the right to send on `chain` for `ttl_micros`; false
-    /// while another live instance holds it.
-    pub async fn sender_lease(&self, chain: Chain, owner: &str, ttl_micros: i64) -> Result<bool, StoreError> {
-        let now = now_micros();
-        let mut tx = self.begin().await?;
-        sqlx::query(
-            "INSERT INTO sender_leases (chain, owner, until) VALUES ($1, $2, $3)
-             ON CONFLICT (chain) DO UPDATE SET owner = excluded.owner, until = excluded.until
-             WHERE sender_leases.owner = excluded.owner OR sender_leases.until < $4",
-        )
-        .bind(chain.as_str())
-        .bind(owner)
-        .bind(now + ttl_micros)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
-        let holder: String = sqlx::query("SELECT owner FROM sender_leases WHERE chain = $1")
-            .bind(chain.as_str())
-            .fetch_one(&mut *tx)
-            .await?
-            .try_get("owner")?;
-        tx.commit().await?;
-        Ok(holder == owner)
-    }
-
-    /// Gives the lease up (on shutdown), so another instance takes over at once.
-    pub async fn release_sender_lease(&self, chain: Chain, owner: &str) -> Result<(), StoreError> {
-        sqlx::query("DELETE FROM sender_leases WHERE chain = $1 AND owner = $2")
-            .bind(chain.as_str())
-            .bind(owner)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
-    }
 }
 
 /// The transfer holding a `request_id`.

@@ -259,6 +259,30 @@ impl Store {
         Ok(out)
     }
 
+    /// Extends `owner`'s lease on a delivery to `lease_until` right before an
+    /// attempt, if `owner` still holds it (its lease has not lapsed, so no
+    /// other worker can have claimed it); whether it did. One statement: on
+    /// PostgreSQL a concurrent claim either sees the extended lease or has
+    /// taken the delivery, and then this matches nothing.
+    pub async fn start_attempt(
+        &self,
+        delivery_id: &str,
+        owner: &str,
+        lease_until: i64,
+    ) -> Result<bool, StoreError> {
+        let updated = sqlx::query(
+            "UPDATE deliveries SET lease_until = $1
+             WHERE id = $2 AND lease_owner = $3 AND state = 'PENDING' AND lease_until > $4",
+        )
+        .bind(lease_until)
+        .bind(delivery_id)
+        .bind(owner)
+        .bind(now_micros())
+        .execute(&self.pool)
+        .await?;
+        Ok(updated.rows_affected() == 1)
+    }
+
     /// Records an attempt and its outcome, if `owner` still holds the lease.
     /// Returns whether it did.
     pub async fn finish_attempt(

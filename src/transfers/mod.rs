@@ -252,40 +252,29 @@ pub trait Sender: Send + Sync {
     fn step(&self) -> impl Future<Output = Result<usize, SendError>> + Send;
 }
 
-/// How long a sender lease lasts at least without renewal: a killed
-/// instance's chain is taken over after this.
-const LEASE: Duration = Duration::from_secs(15);
-
-/// Runs `sender` until `shutdown`, stepping only while this instance holds
-/// the chain's sender lease, so one instance sends on a chain at a time.
-pub async fn run_sender(sender: impl Sender, store: Store, shutdown: CancellationToken) {
+/// Runs `sender` until `stop`. The caller holds the chain's sender lease
+/// ([`crate::lease::Leases::hold`]), cancels `stop` when it is lost, and gave
+/// the sender a store [`Store::fenced`] by it: a transaction (or a nonce
+/// filler) is recorded, and so broadcast, only while the lease is held. A step cut short by `stop` is as safe as a crash:
+/// what it recorded is sent again by the next holder.
+pub async fn run_sender(sender: impl Sender, stop: CancellationToken) {
     let chain = sender.config().chain;
     let poll = sender.config().poll_interval;
-    let owner = uuid::Uuid::new_v4().to_string();
-    let ttl = (poll * 5).max(LEASE);
-    let mut holding = false;
-    while !shutdown.is_cancelled() {
-        match store.sender_lease(chain, &owner, ttl.as_micros() as i64).await {
-            Ok(true) => {
-                if !holding {
-                    info!(%chain, "sending transfers on this chain");
-                    holding = true;
-                }
-                if let Err(error) = sender.step().await {
-                    warn!(%chain, error = %error, "transfer step failed; retrying");
-                }
-            }
-            Ok(false) => holding = false,
-            Err(error) => warn!(%chain, error = %error, "cannot take the sender lease"),
+    info!(%chain, "sending transfers on this chain");
+    while !stop.is_cancelled() {
+        let step = tokio::select! {
+            _ = stop.cancelled() => break,
+            step = sender.step() => step,
+        };
+        if let Err(error) = step {
+            warn!(%chain, error = %error, "transfer step failed; retrying");
         }
         tokio::select! {
-            _ = shutdown.cancelled() => break,
+            _ = stop.cancelled() => break,
             _ = tokio::time::sleep(poll) => {}
         }
     }
-    if holding && let Err(error) = store.release_sender_lease(chain, &owner).await {
-        warn!(%chain, error = %error, "cannot release the sender lease");
-    }
+    info!(%chain, "stopped sending transfers on this chain");
 }
 
 /// Ends a transfer with `fees` valued at the chain's configured price, and

@@ -49,6 +49,13 @@ pub struct Faults {
     /// Methods whose calls mention one of these strings in their parameters
     /// (a transaction hash) are answered with an error: `(method, needle)`.
     pub failing_params: Mutex<Vec<(String, String)>>,
+    /// Every answer waits a random time between these (milliseconds) before
+    /// it is forwarded, like a slow or overloaded node.
+    pub slow_min_ms: AtomicU64,
+    pub slow_max_ms: AtomicU64,
+    /// Every method called, batched or not, with when it arrived; a block
+    /// read with full transactions is `eth_getBlockByNumber(full)`.
+    pub calls: Mutex<Vec<(std::time::Instant, String)>>,
 }
 
 struct Proxy {
@@ -90,6 +97,13 @@ fn span(call: &Value) -> Option<u64> {
 
 async fn handle(State(proxy): State<Arc<Proxy>>, Json(body): Json<Value>) -> axum::response::Response {
     let faults = &proxy.faults;
+    record_calls(faults, &body);
+    let (min, max) = (faults.slow_min_ms.load(Ordering::SeqCst), faults.slow_max_ms.load(Ordering::SeqCst));
+    if max > 0 {
+        let random = u64::from(u16::from_le_bytes(uuid::Uuid::new_v4().as_bytes()[..2].try_into().unwrap()));
+        let wait = min + random * max.saturating_sub(min) / u64::from(u16::MAX);
+        tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
+    }
     if faults.fail_next.load(Ordering::SeqCst) > 0 {
         faults.fail_next.fetch_sub(1, Ordering::SeqCst);
         faults.failed.fetch_add(1, Ordering::SeqCst);
@@ -157,6 +171,17 @@ async fn handle(State(proxy): State<Arc<Proxy>>, Json(body): Json<Value>) -> axu
         }
     }
     Json(value).into_response()
+}
+
+fn record_calls(faults: &Faults, body: &Value) {
+    let calls = body.as_array().cloned().unwrap_or_else(|| vec![body.clone()]);
+    let now = std::time::Instant::now();
+    let mut recorded = faults.calls.lock().unwrap();
+    for call in calls {
+        let method = call["method"].as_str().unwrap_or_default();
+        let full = method == "eth_getBlockByNumber" && call["params"][1] == true;
+        recorded.push((now, if full { format!("{method}(full)") } else { method.to_string() }));
+    }
 }
 
 fn injected_error(faults: &Faults, body: &Value) -> Option<Value> {

@@ -5,6 +5,7 @@
 use std::{
     collections::VecDeque,
     sync::{Arc, Mutex},
+    time::Duration,
 };
 
 use axum::{Router, body::Bytes, extract::State, http::HeaderMap, routing::post};
@@ -47,6 +48,8 @@ struct Inner {
     /// Statuses to answer next, then `fallback`.
     queued: VecDeque<u16>,
     fallback: u16,
+    /// How long each request waits before it is answered.
+    delay: Duration,
 }
 
 #[derive(Clone)]
@@ -70,6 +73,11 @@ impl Receiver {
         self.inner.lock().unwrap().queued.extend(std::iter::repeat_n(status, count));
     }
 
+    /// Waits `delay` before answering each request, like a slow receiver.
+    pub fn delay(&self, delay: Duration) {
+        self.inner.lock().unwrap().delay = delay;
+    }
+
     /// Answers every request with `status` from now on.
     pub fn answer(&self, status: u16) {
         self.inner.lock().unwrap().fallback = status;
@@ -91,6 +99,8 @@ async fn receive(
     body: Bytes,
 ) -> axum::http::StatusCode {
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
+    let delay = inner.lock().unwrap().delay;
+    tokio::time::sleep(delay).await;
     let mut inner = inner.lock().unwrap();
     let status = inner.queued.pop_front().unwrap_or(inner.fallback);
     inner.received.push(Received {

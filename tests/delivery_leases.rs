@@ -1,0 +1,110 @@
+//! Webhook deliveries under several delivery workers on one PostgreSQL, with
+//! receivers so slow that a claimed batch takes longer to send than the
+//! claim's first lease: every attempt is still sent by one worker only.
+
+mod common;
+
+use std::{collections::BTreeMap, time::Duration};
+
+use common::{
+    db::{Backend, TestDb},
+    eventually,
+    receiver::Receiver,
+};
+use custody_indexer::{
+    events::{
+        delivery::{self, DeliveryConfig},
+        signing::Secret,
+        url::Policy,
+    },
+    store::now_micros,
+};
+use sqlx::{Connection, PgConnection};
+use tokio_util::sync::CancellationToken;
+
+const EVENTS: usize = 24;
+
+/// `count` events of distinct resources, each with a delivery due now to `webhook`.
+async fn pending_deliveries(url: &str, organization: &str, webhook: &str, count: usize) {
+    let mut conn = PgConnection::connect(url).await.unwrap();
+    let now = now_micros();
+    for seq in 1..=count as i64 {
+        let (event, resource) = (format!("event-{seq}"), format!("resource-{seq}"));
+        let payload = serde_json::json!({ "id": event, "type": "deposit_v2", "data": { "id": resource } });
+        sqlx::query(
+            "INSERT INTO events (seq, id, organization_id, type, resource_id, payload, created_at)
+             VALUES ($1, $2, $3, 'deposit_v2', $4, $5, $6)",
+        )
+        .bind(seq)
+        .bind(&event)
+        .bind(organization)
+        .bind(&resource)
+        .bind(payload.to_string())
+        .bind(now)
+        .execute(&mut conn)
+        .await
+        .unwrap();
+        sqlx::query(
+            "INSERT INTO deliveries (id, event_seq, webhook_id, resource_id, state, attempts, next_attempt_at,
+                created_at, updated_at) VALUES ($1, $2, $3, $4, 'PENDING', 0, $5, $5, $5)",
+        )
+        .bind(format!("delivery-{seq}"))
+        .bind(seq)
+        .bind(webhook)
+        .bind(&resource)
+        .bind(now)
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    }
+}
+
+/// Two workers, two in flight each with a 4 s timeout, and a receiver that
+/// answers after 3.6 s: a batch of eight takes four rounds, 14.4 s, longer
+/// than an attempt's lease (the timeout twice plus 5 s). Each event must
+/// arrive exactly once and each delivery record one attempt.
+#[tokio::test]
+async fn slow_receivers_get_each_attempt_from_one_worker() {
+    let db = TestDb::new(Backend::Postgres).await;
+    let store = &db.store;
+    store.create_organization("acme", None).await.unwrap();
+    let receiver = Receiver::start().await;
+    receiver.delay(Duration::from_millis(3600));
+    let secret = Secret::generate().expose().to_string();
+    let webhook = store.create_webhook("acme", &receiver.url, "ledger", &secret).await.unwrap();
+    pending_deliveries(&db.url, "acme", &webhook.id, EVENTS).await;
+
+    let config = DeliveryConfig {
+        concurrency: 2,
+        timeout: Duration::from_secs(4),
+        schedule: vec![Duration::from_secs(1)],
+        poll: Duration::from_millis(100),
+        policy: Policy { allow_private: true },
+    };
+    let shutdown = CancellationToken::new();
+    let workers: Vec<_> = (0..2)
+        .map(|_| tokio::spawn(delivery::run(store.clone(), config.clone(), shutdown.clone())))
+        .collect();
+    eventually(Duration::from_secs(120), "every delivery done", || async {
+        let deliveries = store.deliveries(false, None).await.unwrap();
+        deliveries.iter().all(|d| d.state == "DELIVERED").then_some(())
+    })
+    .await;
+    shutdown.cancel();
+    for worker in workers {
+        worker.await.unwrap();
+    }
+
+    let mut receipts: BTreeMap<String, usize> = BTreeMap::new();
+    for received in receiver.received() {
+        assert!(received.signed_by(&secret));
+        *receipts.entry(received.id).or_default() += 1;
+    }
+    let twice: Vec<_> = receipts.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "events received more than once: {twice:?}");
+    assert_eq!(receipts.len(), EVENTS, "every event arrived");
+    for delivery in store.deliveries(false, None).await.unwrap() {
+        let attempts = store.delivery_attempts(&delivery.id).await.unwrap();
+        assert_eq!(attempts.len(), 1, "{}: {attempts:?}", delivery.id);
+    }
+}
