@@ -73,6 +73,7 @@ impl Cluster {
         };
         let create = |id: &str, kind: &str| -> Address {
             let identity = format!("identity-{id}");
+            env.identity("acme", &identity);
             let args = ["accounts", "create", "--organization", "acme", "--account-id", id, "--identity-id"];
             let out = cli(&[&args[..], &[identity.as_str(), "--type", kind, "--json"]].concat());
             let account: Value = serde_json::from_str(&out).unwrap();

@@ -337,12 +337,33 @@ async fn a_sender_whose_lease_was_taken_over_records_nothing() {
         assert_eq!(current.epoch, stale.epoch + 1);
         let sent = signed(1, TxRole::Transfer, SPONSOR, 0);
         let refused =
-            store.fenced(stale).record_transaction(&id, EVM, &sent, Lineage::Start, None, None).await;
+            store.fenced(stale.clone()).record_transaction(&id, EVM, &sent, Lineage::Start, None, None).await;
         conflict(refused, &format!("{backend:?}: a stale epoch"));
         assert!(store.transfer_transactions(&id).await.unwrap().is_empty(), "{backend:?}");
         assert_eq!(store.stored_nonce(EVM, SPONSOR).await.unwrap(), None, "{backend:?}: no nonce taken");
         assert_eq!(store.transfer(&id).await.unwrap().transaction_hash, None);
-        store.fenced(current).record_transaction(&id, EVM, &sent, Lineage::Start, None, None).await.unwrap();
+        let current = store.fenced(current);
+        current.record_transaction(&id, EVM, &sent, Lineage::Start, None, None).await.unwrap();
         assert_eq!(store.stored_nonce(EVM, SPONSOR).await.unwrap(), Some(1));
+
+        // Nor does the stale sender write anything else of the transfer: it
+        // neither submits, defers, follows nor ends what the new holder sends.
+        let stale = store.fenced(stale);
+        conflict(stale.mark_submitted(&id).await, &format!("{backend:?}: stale submit"));
+        conflict(stale.defer_transfer(&id, 5, i64::MAX, "x").await, &format!("{backend:?}: stale deferral"));
+        conflict(
+            stale.update_transaction(&sent.hash, TxState::Rejected, None, None).await,
+            &format!("{backend:?}: stale follow-up"),
+        );
+        conflict(stale.reject_transaction(EVM, &sent).await, &format!("{backend:?}: stale refusal"));
+        conflict(
+            stale.settle_transfer(&id, &failed("LOST")).await,
+            &format!("{backend:?}: stale settlement"),
+        );
+        let transfer = store.transfer(&id).await.unwrap();
+        assert_eq!(transfer.status, TransferStatus::Accepted, "{backend:?}");
+        assert_eq!(store.transfer_transactions(&id).await.unwrap()[0].state, TxState::Sent, "{backend:?}");
+        current.mark_submitted(&id).await.unwrap();
+        assert_eq!(store.transfer(&id).await.unwrap().status, TransferStatus::Submitted, "{backend:?}");
     }
 }

@@ -321,15 +321,24 @@ async fn stuck_transfers_are_bumped_then_cancelled_and_a_late_original_still_con
     assert_eq!(eth["available"].as_str().unwrap(), Amount::from_raw(available, 18).to_string());
 
     // Nothing is mined: each is sent again with a higher fee at its nonce,
-    // then cancelled when its window ends.
+    // then cancelled when its window ends. A cancellation is recorded before
+    // it is broadcast: wait until the node holds both.
     let store = s.env.store().await;
-    eventually(Duration::from_secs(30), "both cancellations", || async {
+    eventually(Duration::from_secs(30), "both cancellations in the node's pool", || async {
         let mut cancelled = 0;
         for id in [&late, &dropped] {
             let txs = store.transfer_transactions(id).await.unwrap();
-            cancelled += usize::from(!roles(&txs, TxRole::Cancel).is_empty());
+            for cancel in roles(&txs, TxRole::Cancel) {
+                let pooled: Value = s
+                    .anvil
+                    .provider
+                    .raw_request("eth_getTransactionByHash".into(), (&cancel.hash,))
+                    .await
+                    .unwrap();
+                cancelled += usize::from(!pooled.is_null());
+            }
         }
-        (cancelled == 2).then_some(())
+        (cancelled >= 2).then_some(())
     })
     .await;
     // The top-up was sent again with a higher fee at the sponsor's nonce,

@@ -13,9 +13,11 @@ use crate::{
 
 impl Store {
     /// Ends a transfer: its terminal status, the fees into the gas ledger and
-    /// its event, in one transaction. A transfer already terminal is left alone.
+    /// its event, in one transaction. A transfer already terminal is left
+    /// alone. On a sender's fenced handle, only while its lease is held.
     pub async fn settle_transfer(&self, id: &str, settlement: &Settlement) -> Result<(), StoreError> {
         let mut tx = self.begin().await?;
+        self.check_own_fence(&mut tx).await?;
         settle_in(&mut tx, id, settlement).await?;
         tx.commit().await?;
         Ok(())

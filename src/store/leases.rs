@@ -190,6 +190,19 @@ impl Store {
         self.fence.as_deref()
     }
 
+    /// Runs one statement in a transaction that first checks this handle's
+    /// fence, if it has one; returns the rows it changed.
+    pub(super) async fn execute_fenced<'q>(
+        &self,
+        query: sqlx::query::Query<'q, Any, sqlx::any::AnyArguments<'q>>,
+    ) -> Result<u64, StoreError> {
+        let mut tx = self.begin().await?;
+        self.check_own_fence(&mut tx).await?;
+        let done = query.execute(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(done.rows_affected())
+    }
+
     /// Checks this handle's fence, if it has one, inside `tx`.
     pub(super) async fn check_own_fence(&self, tx: &mut Transaction<'static, Any>) -> Result<(), StoreError> {
         match &self.fence {

@@ -39,26 +39,25 @@ impl Store {
         raw: &str,
         created_at: i64,
     ) -> Result<(), StoreError> {
-        let mut tx = self.begin().await?;
-        self.check_own_fence(&mut tx).await?;
-        let inserted = sqlx::query(
-            "INSERT INTO nonce_fillers (hash, chain, sender, nonce, raw, state, created_at)
-             VALUES ($1, $2, $3, $4, $5, 'SENT', $6) ON CONFLICT (chain, sender, nonce) DO NOTHING",
-        )
-        .bind(hash)
-        .bind(chain.as_str())
-        .bind(sender)
-        .bind(to_i64(nonce)?)
-        .bind(raw)
-        .bind(created_at)
-        .execute(&mut *tx)
-        .await?;
-        if inserted.rows_affected() == 0 {
+        let inserted = self
+            .execute_fenced(
+                sqlx::query(
+                    "INSERT INTO nonce_fillers (hash, chain, sender, nonce, raw, state, created_at)
+                     VALUES ($1, $2, $3, $4, $5, 'SENT', $6) ON CONFLICT (chain, sender, nonce) DO NOTHING",
+                )
+                .bind(hash)
+                .bind(chain.as_str())
+                .bind(sender)
+                .bind(to_i64(nonce)?)
+                .bind(raw)
+                .bind(created_at),
+            )
+            .await?;
+        if inserted == 0 {
             return Err(StoreError::Conflict(format!(
                 "nonce {nonce} of {sender} on {chain} is filled already"
             )));
         }
-        tx.commit().await?;
         Ok(())
     }
 
@@ -84,20 +83,21 @@ impl Store {
 
     /// A filler was included, at `fee`: the platform's own cost.
     pub async fn filler_included(&self, hash: &str, fee: U256) -> Result<(), StoreError> {
-        sqlx::query("UPDATE nonce_fillers SET state = 'MINED', fee_raw = $2 WHERE hash = $1")
-            .bind(hash)
-            .bind(fee.to_string())
-            .execute(&self.pool)
-            .await?;
+        self.execute_fenced(
+            sqlx::query("UPDATE nonce_fillers SET state = 'MINED', fee_raw = $2 WHERE hash = $1")
+                .bind(hash)
+                .bind(fee.to_string()),
+        )
+        .await?;
         Ok(())
     }
 
     /// A filler whose nonce another transaction used: it can never be included.
     pub async fn filler_superseded(&self, hash: &str) -> Result<(), StoreError> {
-        sqlx::query("UPDATE nonce_fillers SET state = 'SUPERSEDED' WHERE hash = $1")
-            .bind(hash)
-            .execute(&self.pool)
-            .await?;
+        self.execute_fenced(
+            sqlx::query("UPDATE nonce_fillers SET state = 'SUPERSEDED' WHERE hash = $1").bind(hash),
+        )
+        .await?;
         Ok(())
     }
 

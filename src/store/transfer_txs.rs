@@ -113,18 +113,18 @@ impl Store {
         address: &str,
         chain_next: u64,
     ) -> Result<bool, StoreError> {
-        let mut tx = self.begin().await?;
-        self.check_own_fence(&mut tx).await?;
-        let moved = sqlx::query(
-            "UPDATE sender_nonces SET next_nonce = $3 WHERE chain = $1 AND address = $2 AND next_nonce < $3",
-        )
-        .bind(chain.as_str())
-        .bind(address)
-        .bind(super::to_i64(chain_next)?)
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok(moved.rows_affected() > 0)
+        let moved = self
+            .execute_fenced(
+                sqlx::query(
+                    "UPDATE sender_nonces SET next_nonce = $3
+                     WHERE chain = $1 AND address = $2 AND next_nonce < $3",
+                )
+                .bind(chain.as_str())
+                .bind(address)
+                .bind(super::to_i64(chain_next)?),
+            )
+            .await?;
+        Ok(moved > 0)
     }
 
     /// Persists a signed transaction before it is broadcast, if `lineage`
@@ -227,28 +227,31 @@ impl Store {
         retry_at: i64,
         error: &str,
     ) -> Result<(), StoreError> {
-        sqlx::query("UPDATE transfers SET retries = $2, retry_at = $3, last_error = $4 WHERE id = $1")
-            .bind(transfer_id)
-            .bind(i64::from(retries))
-            .bind(retry_at)
-            .bind(error)
-            .execute(&self.pool)
-            .await?;
+        self.execute_fenced(
+            sqlx::query("UPDATE transfers SET retries = $2, retry_at = $3, last_error = $4 WHERE id = $1")
+                .bind(transfer_id)
+                .bind(i64::from(retries))
+                .bind(retry_at)
+                .bind(error),
+        )
+        .await?;
         Ok(())
     }
 
     /// The transfer's step succeeded again: no more waiting.
     pub async fn clear_retries(&self, transfer_id: &str) -> Result<(), StoreError> {
-        sqlx::query("UPDATE transfers SET retries = 0, retry_at = NULL, last_error = NULL WHERE id = $1")
-            .bind(transfer_id)
-            .execute(&self.pool)
-            .await?;
+        self.execute_fenced(
+            sqlx::query("UPDATE transfers SET retries = 0, retry_at = NULL, last_error = NULL WHERE id = $1")
+                .bind(transfer_id),
+        )
+        .await?;
         Ok(())
     }
 
     /// A node accepted the transfer's transaction: `SUBMITTED`, announced.
     pub async fn mark_submitted(&self, transfer_id: &str) -> Result<(), StoreError> {
         let mut tx = self.begin().await?;
+        self.check_own_fence(&mut tx).await?;
         let now = now_micros();
         sqlx::query(
             "UPDATE transfers SET status = 'SUBMITTED', submitted_at = $2, updated_at = $2
@@ -272,16 +275,17 @@ impl Store {
         block: Option<(u64, &str)>,
         fee: Option<U256>,
     ) -> Result<(), StoreError> {
-        sqlx::query(
-            "UPDATE transfer_transactions SET state = $2, block_number = $3, block_hash = $4, fee_raw = $5
-             WHERE hash = $1",
+        self.execute_fenced(
+            sqlx::query(
+                "UPDATE transfer_transactions SET state = $2, block_number = $3, block_hash = $4, fee_raw = $5
+                 WHERE hash = $1",
+            )
+            .bind(hash)
+            .bind(state_str(state))
+            .bind(block.map(|(n, _)| super::to_i64(n)).transpose()?)
+            .bind(block.map(|(_, h)| h))
+            .bind(fee.map(|f| f.to_string())),
         )
-        .bind(hash)
-        .bind(state_str(state))
-        .bind(block.map(|(n, _)| super::to_i64(n)).transpose()?)
-        .bind(block.map(|(_, h)| h))
-        .bind(fee.map(|f| f.to_string()))
-        .execute(&self.pool)
         .await?;
         Ok(())
     }
@@ -290,6 +294,7 @@ impl Store {
     /// new nonce that nothing else uses, the nonce is given back.
     pub async fn reject_transaction(&self, chain: Chain, sent: &SentTransaction) -> Result<(), StoreError> {
         let mut tx = self.begin().await?;
+        self.check_own_fence(&mut tx).await?;
         sqlx::query("UPDATE transfer_transactions SET state = 'REJECTED' WHERE hash = $1")
             .bind(&sent.hash)
             .execute(&mut *tx)

@@ -307,7 +307,10 @@ impl EvmSender {
                 return self.replace(t, key, tx, last.role, &last.hash).await;
             }
         }
-        for tx in group {
+        // Newest first: the latest decision (a higher fee, a cancellation at
+        // the window's end) is what the node should hold; an older version
+        // sent after it is refused as underpriced, never included first.
+        for tx in group.iter().rev() {
             let sent = self.broadcast.lock().expect("broadcast set").contains(&tx.hash);
             if !sent {
                 match self.send(tx).await? {
