@@ -29,8 +29,11 @@ use serde_json::{Value, json};
 const PHRASE: &str = "test test test test test test test test test test test junk";
 
 async fn app(backend: Backend, idv_expiry: Duration) -> App {
+    app_with(backend, Options { poll: Duration::from_millis(50), idv_expiry, review_page: 100 }).await
+}
+
+async fn app_with(backend: Backend, options: Options) -> App {
     let signer: Arc<dyn Signer> = Arc::new(MnemonicSigner::from_phrase(PHRASE).unwrap());
-    let options = Options { poll: Duration::from_millis(50), idv_expiry };
     spawn_configured(backend, Chains::load(None).unwrap(), |state| {
         state.with_transfers(Some(signer), DEFAULT_GAS_CREDIT_USD_MICROS).with_compliance(options)
     })
@@ -344,6 +347,39 @@ async fn the_sandbox_approves_a_business_denies_on_its_magic_value_and_expires_i
         // A new submission starts over and asks for a new check.
         submit(&late, kyc("Idv")).await;
         wait_for(&app, &key, &late, "ACTIVE/").await;
+    }
+}
+
+#[tokio::test]
+async fn identities_left_waiting_on_their_client_do_not_keep_a_newer_one_from_review() {
+    for backend in BACKENDS {
+        let options = Options {
+            poll: Duration::from_millis(50),
+            idv_expiry: Duration::from_secs(3600),
+            review_page: 2,
+        };
+        let app = app_with(backend, options).await;
+        let (acme, globex) = (app.key("acme").await, app.key("globex").await);
+        // More than a page of identities whose RFI nobody answers: the
+        // provider only waits on them, so they never change.
+        let mut waiting = Vec::new();
+        for n in 0..5 {
+            let id = identity(&app, &acme, "INDIVIDUAL", &format!("waits-{n}")).await;
+            assert_eq!(
+                app.post(&format!("/v2/identities/{id}/compliance"), &acme, &kyc("Rfi")).await.status,
+                200
+            );
+            waiting.push(id);
+        }
+        for id in &waiting {
+            wait_for(&app, &acme, id, "PENDING_ONBOARDING/RFI_REQUIRED").await;
+        }
+        let newer = identity(&app, &globex, "INDIVIDUAL", "newer").await;
+        assert_eq!(
+            app.post(&format!("/v2/identities/{newer}/compliance"), &globex, &kyc("Lovelace")).await.status,
+            200
+        );
+        wait_for(&app, &globex, &newer, "ACTIVE/").await;
     }
 }
 

@@ -27,6 +27,9 @@ pub struct Review {
     pub rfi_opened_at: Option<i64>,
     /// The newest check issued for this submission.
     pub check: Option<IdVerificationCheck>,
+    /// The identity's last change: with `identity_id`, the key reviews are
+    /// paged on.
+    pub updated_at: i64,
 }
 
 /// What a provider's decision does to the check beside the lifecycle event.
@@ -81,10 +84,22 @@ impl Store {
     }
 
     /// Up to `limit` identities in onboarding past `CREATED`, each with its
-    /// newest submission: what the provider has to decide on.
-    pub async fn reviews(&self, limit: u32) -> Result<Vec<Review>, StoreError> {
+    /// newest submission: what the provider has to decide on. Ordered by
+    /// (`updated_at`, id) and taken after `after` (the last review of the
+    /// previous page), so that a caller pages through all of them: the
+    /// identities the provider only waits on (an unanswered RFI, an expired
+    /// or unopened check) keep their place at the front and would otherwise
+    /// fill every page. Only identities changed at or before `until` are
+    /// taken, so that one decided during the pass is not met again in it.
+    pub async fn reviews(
+        &self,
+        after: Option<&Review>,
+        until: i64,
+        limit: u32,
+    ) -> Result<Vec<Review>, StoreError> {
+        let (after_at, after_id) = after.map_or((i64::MIN, ""), |r| (r.updated_at, r.identity_id.as_str()));
         let rows = sqlx::query(
-            "SELECT i.organization_id, i.id, i.type, i.status, i.sub_status, i.rfi_step,
+            "SELECT i.organization_id, i.id, i.type, i.status, i.sub_status, i.rfi_step, i.updated_at,
                  s.id AS submission_id, s.data, s.created_at AS submitted_at,
                  (SELECT MAX(x.created_at) FROM identity_actions x WHERE x.organization_id = i.organization_id
                      AND x.identity_id = i.id AND x.sub_status = 'RFI_REQUIRED'
@@ -94,8 +109,12 @@ impl Store {
              WHERE i.status = 'PENDING_ONBOARDING' AND i.sub_status <> 'CREATED'
                AND s.created_at = (SELECT MAX(t.created_at) FROM compliance_submissions t
                    WHERE t.organization_id = i.organization_id AND t.identity_id = i.id)
-             ORDER BY i.updated_at, i.id LIMIT $1",
+               AND (i.updated_at > $1 OR (i.updated_at = $1 AND i.id > $2)) AND i.updated_at <= $3
+             ORDER BY i.updated_at, i.id LIMIT $4",
         )
+        .bind(after_at)
+        .bind(after_id)
+        .bind(until)
         .bind(i64::from(limit))
         .fetch_all(&self.pool)
         .await?;
@@ -129,6 +148,7 @@ impl Store {
                 .map_err(|_| StoreError::Corrupt("compliance_submissions.data".into()))?,
             submitted_at: row.try_get("submitted_at")?,
             check,
+            updated_at: row.try_get("updated_at")?,
         })
     }
 
