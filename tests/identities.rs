@@ -19,9 +19,12 @@ use custody_indexer::{
     api::DEFAULT_GAS_CREDIT_USD_MICROS,
     chain::Chain,
     config::Chains,
-    identity::{Event, provider::Options},
+    identity::{
+        CheckStatus, Event, State, Type,
+        provider::{Options, Sandbox},
+    },
     keys::{MnemonicSigner, Signer},
-    store::{Change, Created, NewTransfer, Refusal, Settlement},
+    store::{Change, Created, NewIdentity, NewTransfer, Refusal, Review, Settlement, Store, now_micros},
     transfers::{Route, TransferStatus, failure},
 };
 use serde_json::{Value, json};
@@ -380,6 +383,71 @@ async fn identities_left_waiting_on_their_client_do_not_keep_a_newer_one_from_re
             200
         );
         wait_for(&app, &globex, &newer, "ACTIVE/").await;
+    }
+}
+
+/// An individual of `acme` in a store of its own, with `data` submitted.
+async fn submitted(store: &Store, data: &Value) -> String {
+    store.create_organization("acme", None).await.unwrap();
+    let id = uuid::Uuid::new_v4().to_string();
+    let new = NewIdentity {
+        organization: "acme".into(),
+        id: id.clone(),
+        request_id: None,
+        kind: Type::Individual,
+        label: "Ada".into(),
+        state: State::CREATED,
+        actor: "client".into(),
+    };
+    store.create_identity(&new).await.unwrap();
+    store.submit_compliance("acme", &id, data).await.unwrap();
+    id
+}
+
+/// The review of `id` the provider would take now.
+async fn review_of(store: &Store, id: &str) -> Review {
+    store.reviews(None, i64::MAX, 100).await.unwrap().into_iter().find(|r| r.identity_id == id).unwrap()
+}
+
+/// Applies `sandbox`'s next decision on `id`; its event.
+async fn step(store: &Store, sandbox: &Sandbox, id: &str) -> Event {
+    let review = review_of(store, id).await;
+    let decision = sandbox.decide(&review).unwrap();
+    assert!(store.decide(&review, decision.event, &decision.step, "provider:sandbox", None).await.unwrap());
+    decision.event
+}
+
+/// `STATUS/SUB_STATUS` of the stored identity.
+async fn stored_state(store: &Store, id: &str) -> String {
+    let body = serde_json::to_value(store.identity("acme", id).await.unwrap()).unwrap();
+    format!("{}/{}", body["status"].as_str().unwrap(), body["sub_status"].as_str().unwrap_or(""))
+}
+
+#[tokio::test]
+async fn a_check_left_open_by_earlier_data_expires_without_moving_the_identity_off_its_current_check() {
+    for backend in BACKENDS {
+        let db = common::db::TestDb::new(backend).await;
+        let store = &db.store;
+        let (at_once, in_an_hour) = (Sandbox::new(Duration::ZERO), Sandbox::new(Duration::from_secs(3600)));
+        let id = submitted(store, &kyc("Idv")).await;
+        assert_eq!(step(store, &at_once, &id).await, Event::IdvRequired);
+        assert_eq!(step(store, &at_once, &id).await, Event::IdvRequested);
+        // New data while the first check is still open: the checks start over.
+        store.submit_compliance("acme", &id, &kyc("Idv")).await.unwrap();
+        assert_eq!(step(store, &in_an_hour, &id).await, Event::IdvRequired);
+        assert_eq!(step(store, &in_an_hour, &id).await, Event::IdvRequested);
+
+        assert_eq!(store.expire_idv_checks(now_micros()).await.unwrap(), [id.clone()]);
+        assert_eq!(stored_state(store, &id).await, "PENDING_ONBOARDING/IDV_REQUESTED", "{backend:?}");
+        let statuses: Vec<_> =
+            store.idv_checks("acme", &id).await.unwrap().iter().map(|c| c.status).collect();
+        assert_eq!(statuses, [CheckStatus::NotStarted, CheckStatus::Expired]);
+        let actions = store.identity_actions("acme", &id).await.unwrap();
+        assert!(actions.iter().all(|a| a.event != "IdvExpired"), "{actions:?}");
+
+        // The current check expiring still moves it.
+        store.expire_idv_checks(i64::MAX).await.unwrap();
+        assert_eq!(stored_state(store, &id).await, "PENDING_ONBOARDING/IDV_EXPIRED");
     }
 }
 

@@ -190,9 +190,11 @@ impl Store {
         Ok(true)
     }
 
-    /// Expires every check not completed by its `expires_at`, moving its
-    /// identity to `IDV_EXPIRED` if it still waits on it; the identities
-    /// whose check expired.
+    /// Expires every check not completed by its `expires_at`; the identities
+    /// whose check expired. The identity moves to `IDV_EXPIRED` only if the
+    /// check is its current one (the newest check of its newest
+    /// submission) and it still waits on it: a check left open by earlier
+    /// data is only marked expired.
     pub async fn expire_idv_checks(&self, now: i64) -> Result<Vec<String>, StoreError> {
         let rows = sqlx::query(
             "SELECT id, organization_id, identity_id FROM id_verification_checks
@@ -206,10 +208,11 @@ impl Store {
             let (id, organization, identity_id): (String, String, String) =
                 (row.try_get("id")?, row.try_get("organization_id")?, row.try_get("identity_id")?);
             let mut tx = self.begin().await?;
-            let (_, state) = lock_identity(&mut tx, &organization, &identity_id).await?;
+            let (identity, state) = lock_identity(&mut tx, &organization, &identity_id).await?;
             if !set_check(&mut tx, &id, CheckStatus::Expired, now).await? {
                 continue;
             }
+            let current = current_check(&mut tx, &organization, &identity_id).await?;
             let change = Change {
                 organization: &organization,
                 identity_id: &identity_id,
@@ -217,7 +220,9 @@ impl Store {
                 actor: "provider",
                 reason: Some("the identity verification check expired"),
             };
-            if crate::identity::apply(crate::identity::Type::Individual, state, Event::IdvExpired).is_ok() {
+            if current.as_deref() == Some(id.as_str())
+                && crate::identity::apply(identity.kind, state, Event::IdvExpired).is_ok()
+            {
                 apply_in(&mut tx, &change, None).await?;
             }
             tx.commit().await?;
@@ -225,6 +230,42 @@ impl Store {
         }
         Ok(expired)
     }
+}
+
+/// The id of the identity's newest compliance submission, inside `tx`.
+async fn newest_submission(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    organization: &str,
+    identity_id: &str,
+) -> Result<Option<String>, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT id FROM compliance_submissions WHERE organization_id = $1 AND identity_id = $2
+         ORDER BY created_at DESC, id DESC LIMIT 1",
+    )
+    .bind(organization)
+    .bind(identity_id)
+    .fetch_optional(&mut **tx)
+    .await?)
+}
+
+/// The id of the newest check issued for the identity's newest submission
+/// (the one a review sees), inside `tx`.
+async fn current_check(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    organization: &str,
+    identity_id: &str,
+) -> Result<Option<String>, StoreError> {
+    let Some(submission) = newest_submission(tx, organization, identity_id).await? else { return Ok(None) };
+    Ok(sqlx::query_scalar(
+        "SELECT id FROM id_verification_checks
+         WHERE organization_id = $1 AND identity_id = $2 AND submission_id = $3
+         ORDER BY created_at DESC, id LIMIT 1",
+    )
+    .bind(organization)
+    .bind(identity_id)
+    .bind(submission)
+    .fetch_optional(&mut **tx)
+    .await?)
 }
 
 async fn insert_check(
