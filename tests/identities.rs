@@ -451,6 +451,25 @@ async fn a_check_left_open_by_earlier_data_expires_without_moving_the_identity_o
     }
 }
 
+#[tokio::test]
+async fn a_decision_taken_on_data_resubmitted_meanwhile_is_dropped_and_taken_again_on_the_new_data() {
+    for backend in BACKENDS {
+        let db = common::db::TestDb::new(backend).await;
+        let store = &db.store;
+        let sandbox = Sandbox::new(Duration::from_secs(3600));
+        let id = submitted(store, &kyc("Lovelace")).await;
+        let review = review_of(store, &id).await;
+        let decision = sandbox.decide(&review).unwrap();
+        assert_eq!(decision.event, Event::Approved);
+        store.submit_compliance("acme", &id, &kyc("Deny")).await.unwrap();
+        let applied = store.decide(&review, decision.event, &decision.step, "provider:sandbox", None).await;
+        assert!(!applied.unwrap(), "approved on data the client replaced ({backend:?})");
+        assert_eq!(stored_state(store, &id).await, "PENDING_ONBOARDING/COMPLIANCE_CHECKS_IN_PROGRESS");
+        assert_eq!(step(store, &sandbox, &id).await, Event::Denied);
+        assert_eq!(stored_state(store, &id).await, "REJECTED/");
+    }
+}
+
 /// An `ACCEPTED` transfer of `account`, held against a balance of 1000.
 fn transfer(account: &str) -> NewTransfer {
     NewTransfer {

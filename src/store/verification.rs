@@ -153,9 +153,10 @@ impl Store {
     }
 
     /// Applies a provider's decision on `review` with its check step, in one
-    /// transaction, if the identity is still in the reviewed state (whether
-    /// it was): a decision on a state that moved meanwhile is dropped and
-    /// taken again on the next review.
+    /// transaction, if the identity is still in the reviewed state and the
+    /// reviewed submission is still its newest (both read under the
+    /// identity's lock): a decision on a state or data that moved meanwhile
+    /// is dropped and taken again on the next review; whether it applied.
     pub async fn decide(
         &self,
         review: &Review,
@@ -166,7 +167,8 @@ impl Store {
     ) -> Result<bool, StoreError> {
         let mut tx = self.begin().await?;
         let (_, state) = lock_identity(&mut tx, &review.organization, &review.identity_id).await?;
-        if state != review.state {
+        let newest = newest_submission(&mut tx, &review.organization, &review.identity_id).await?;
+        if state != review.state || newest.as_deref() != Some(review.submission_id.as_str()) {
             return Ok(false);
         }
         let now = now_micros();
