@@ -178,11 +178,14 @@ async fn compliance_data_is_validated_naming_each_field() {
             body["kyc"][field] = value;
             body
         };
+        let mut both = kyc("Lovelace");
+        both["kyb"] = kyb("Acme", "US")["kyb"].clone();
         let mut no_region = kyc("Lovelace");
         no_region["kyc"]["addresses"][0].as_object_mut().unwrap().remove("region_code");
         for (body, mentions) in [
             (json!({}), "kyc: required"),
-            (kyb("Acme", "US"), "kyb: a INDIVIDUAL identity submits kyc"),
+            (kyb("Acme", "US"), "kyb: an INDIVIDUAL identity submits kyc"),
+            (both, "kyb: an INDIVIDUAL identity submits kyc, not kyb"),
             (with(kyc("L"), "gov_id_image_front", json!("data")), "kyc.gov_id_image_front"),
             (with(kyc("L"), "kycLevel", json!(2)), "kyc.kycLevel"),
             (with(kyc("L"), "countryOfBirth", json!("GB")), "kyc.countryOfBirth: camelCase"),
@@ -266,6 +269,8 @@ async fn accounts_belong_to_an_identity_of_the_organization_and_mirror_it() {
         };
         store.change_identity(&deny, &unsent).await.unwrap();
         says(&app.post("/v2/accounts", &acme, &open(&ada, "b", "SEGREGATED")).await, 400, "REJECTED");
+        store.change_identity(&Change { event: Event::Terminated, ..deny }, &unsent).await.unwrap();
+        says(&app.post("/v2/accounts", &acme, &open(&ada, "c", "SEGREGATED")).await, 400, "TERMINATED");
     }
 }
 
