@@ -637,6 +637,29 @@ async fn operator_commands_record_who_and_why_and_refuse_what_the_lifecycle_refu
 }
 
 #[tokio::test]
+async fn an_operator_suspension_fails_the_accounts_accepted_transfers_not_yet_sent() {
+    let env =
+        common::cli::Env::with_chain_file(&common::chain_toml(&["http://127.0.0.1:1".into()], None, ""));
+    env.ok(&["organizations", "create", "--id", "acme"]);
+    env.identity_in("acme", "bob", "ACTIVE");
+    let address = "0x1111111111111111111111111111111111111111";
+    let chain = common::CHAIN.as_str();
+    let add = ["accounts", "add", "--organization", "acme", "--account-id", "bob-1", "--identity-id", "bob"];
+    env.ok(&[&add[..], &["--type", "SEGREGATED", "--address", address, "--chains", chain]].concat());
+    let store = env.store().await;
+    let new = NewTransfer { chain: common::CHAIN, ..transfer("bob-1") };
+    let Ok(Created::New(accepted)) = store.create_transfer(&new, U256::from(1_000u64)).await else {
+        panic!("an active identity's account sends");
+    };
+    let suspend = ["identities", "suspend", "bob", "--organization", "acme"];
+    env.ok(&[&suspend[..], &["--by", "grace", "--reason", "fraud review"]].concat());
+    let failed = store.transfer(&accepted.id).await.unwrap();
+    assert_eq!(failed.status, TransferStatus::Failed);
+    assert_eq!(failed.failure_details.unwrap().code, "ACCOUNT_NOT_ACTIVE");
+    assert!(store.held_amounts("bob-1").await.unwrap().values().all(|held| held.is_zero()), "hold released");
+}
+
+#[tokio::test]
 async fn identity_events_reach_a_webhook_signed_and_in_order_through_retries() {
     use custody_indexer::events::{
         delivery::{self, DeliveryConfig},
