@@ -442,7 +442,7 @@ async fn a_check_left_open_by_earlier_data_expires_without_moving_the_identity_o
         assert_eq!(step(store, &in_an_hour, &id).await, Event::IdvRequired);
         assert_eq!(step(store, &in_an_hour, &id).await, Event::IdvRequested);
 
-        assert_eq!(store.expire_idv_checks(now_micros()).await.unwrap(), [id.clone()]);
+        assert_eq!(store.expire_idv_checks(now_micros()).await.unwrap(), vec![id.clone()]);
         assert_eq!(stored_state(store, &id).await, "PENDING_ONBOARDING/IDV_REQUESTED", "{backend:?}");
         let statuses: Vec<_> =
             store.idv_checks("acme", &id).await.unwrap().iter().map(|c| c.status).collect();
