@@ -19,9 +19,12 @@ use custody_indexer::{
     api::DEFAULT_GAS_CREDIT_USD_MICROS,
     chain::Chain,
     config::Chains,
-    identity::{Event, provider::Options},
+    identity::{
+        CheckStatus, Event, State, Type,
+        provider::{Options, Sandbox},
+    },
     keys::{MnemonicSigner, Signer},
-    store::{Change, Created, NewTransfer, Refusal, Settlement},
+    store::{Change, Created, NewIdentity, NewTransfer, Refusal, Review, Settlement, Store, now_micros},
     transfers::{Route, TransferStatus, failure},
 };
 use serde_json::{Value, json};
@@ -29,8 +32,11 @@ use serde_json::{Value, json};
 const PHRASE: &str = "test test test test test test test test test test test junk";
 
 async fn app(backend: Backend, idv_expiry: Duration) -> App {
+    app_with(backend, Options { poll: Duration::from_millis(50), idv_expiry, review_page: 100 }).await
+}
+
+async fn app_with(backend: Backend, options: Options) -> App {
     let signer: Arc<dyn Signer> = Arc::new(MnemonicSigner::from_phrase(PHRASE).unwrap());
-    let options = Options { poll: Duration::from_millis(50), idv_expiry };
     spawn_configured(backend, Chains::load(None).unwrap(), |state| {
         state.with_transfers(Some(signer), DEFAULT_GAS_CREDIT_USD_MICROS).with_compliance(options)
     })
@@ -119,7 +125,7 @@ async fn identities_are_created_once_per_request_id_listed_in_pages_and_scoped_t
         assert_eq!(created.body["account_ids"], json!([]));
         assert_eq!(created.body["fiat_operations_enabled"], false);
         let again = app.post("/v2/identities", &acme, &body).await;
-        assert_eq!((again.status, &again.body["id"]), (200, &created.body["id"]));
+        assert_eq!((again.status, &again.body), (201, &created.body), "a replay answers as the creation did");
         let reused = json!({ "request_id": "r-1", "type": "INDIVIDUAL", "label": "Grace" });
         assert_eq!(app.post("/v2/identities", &acme, &reused).await.status, 409);
 
@@ -172,11 +178,14 @@ async fn compliance_data_is_validated_naming_each_field() {
             body["kyc"][field] = value;
             body
         };
+        let mut both = kyc("Lovelace");
+        both["kyb"] = kyb("Acme", "US")["kyb"].clone();
         let mut no_region = kyc("Lovelace");
         no_region["kyc"]["addresses"][0].as_object_mut().unwrap().remove("region_code");
         for (body, mentions) in [
             (json!({}), "kyc: required"),
-            (kyb("Acme", "US"), "kyb: a INDIVIDUAL identity submits kyc"),
+            (kyb("Acme", "US"), "kyb: an INDIVIDUAL identity submits kyc"),
+            (both, "kyb: an INDIVIDUAL identity submits kyc, not kyb"),
             (with(kyc("L"), "gov_id_image_front", json!("data")), "kyc.gov_id_image_front"),
             (with(kyc("L"), "kycLevel", json!(2)), "kyc.kycLevel"),
             (with(kyc("L"), "countryOfBirth", json!("GB")), "kyc.countryOfBirth: camelCase"),
@@ -238,7 +247,7 @@ async fn accounts_belong_to_an_identity_of_the_organization_and_mirror_it() {
         assert_eq!(account["identity_sub_status"], "CREATED");
         assert!(!account["addresses"].as_array().unwrap().is_empty());
         let again = app.post("/v2/accounts", &acme, &open(&ada, "a", "SEGREGATED")).await;
-        assert_eq!((again.status, &again.body["id"]), (200, &account["id"]));
+        assert_eq!((again.status, &again.body), (201, account), "a replay answers as the creation did");
         assert_eq!(
             app.get(&format!("/v2/identities/{ada}"), &acme).await.body["account_ids"],
             json!([account["id"]])
@@ -260,6 +269,8 @@ async fn accounts_belong_to_an_identity_of_the_organization_and_mirror_it() {
         };
         store.change_identity(&deny, &unsent).await.unwrap();
         says(&app.post("/v2/accounts", &acme, &open(&ada, "b", "SEGREGATED")).await, 400, "REJECTED");
+        store.change_identity(&Change { event: Event::Terminated, ..deny }, &unsent).await.unwrap();
+        says(&app.post("/v2/accounts", &acme, &open(&ada, "c", "SEGREGATED")).await, 400, "TERMINATED");
     }
 }
 
@@ -344,6 +355,123 @@ async fn the_sandbox_approves_a_business_denies_on_its_magic_value_and_expires_i
         // A new submission starts over and asks for a new check.
         submit(&late, kyc("Idv")).await;
         wait_for(&app, &key, &late, "ACTIVE/").await;
+    }
+}
+
+#[tokio::test]
+async fn identities_left_waiting_on_their_client_do_not_keep_a_newer_one_from_review() {
+    for backend in BACKENDS {
+        let options = Options {
+            poll: Duration::from_millis(50),
+            idv_expiry: Duration::from_secs(3600),
+            review_page: 2,
+        };
+        let app = app_with(backend, options).await;
+        let (acme, globex) = (app.key("acme").await, app.key("globex").await);
+        // More than a page of identities whose RFI nobody answers: the
+        // provider only waits on them, so they never change.
+        let mut waiting = Vec::new();
+        for n in 0..5 {
+            let id = identity(&app, &acme, "INDIVIDUAL", &format!("waits-{n}")).await;
+            assert_eq!(
+                app.post(&format!("/v2/identities/{id}/compliance"), &acme, &kyc("Rfi")).await.status,
+                200
+            );
+            waiting.push(id);
+        }
+        for id in &waiting {
+            wait_for(&app, &acme, id, "PENDING_ONBOARDING/RFI_REQUIRED").await;
+        }
+        let newer = identity(&app, &globex, "INDIVIDUAL", "newer").await;
+        assert_eq!(
+            app.post(&format!("/v2/identities/{newer}/compliance"), &globex, &kyc("Lovelace")).await.status,
+            200
+        );
+        wait_for(&app, &globex, &newer, "ACTIVE/").await;
+    }
+}
+
+/// An individual of `acme` in a store of its own, with `data` submitted.
+async fn submitted(store: &Store, data: &Value) -> String {
+    store.create_organization("acme", None).await.unwrap();
+    let id = uuid::Uuid::new_v4().to_string();
+    let new = NewIdentity {
+        organization: "acme".into(),
+        id: id.clone(),
+        request_id: None,
+        kind: Type::Individual,
+        label: "Ada".into(),
+        state: State::CREATED,
+        actor: "client".into(),
+    };
+    store.create_identity(&new).await.unwrap();
+    store.submit_compliance("acme", &id, data).await.unwrap();
+    id
+}
+
+/// The review of `id` the provider would take now.
+async fn review_of(store: &Store, id: &str) -> Review {
+    store.reviews(None, i64::MAX, 100).await.unwrap().into_iter().find(|r| r.identity_id == id).unwrap()
+}
+
+/// Applies `sandbox`'s next decision on `id`; its event.
+async fn step(store: &Store, sandbox: &Sandbox, id: &str) -> Event {
+    let review = review_of(store, id).await;
+    let decision = sandbox.decide(&review).unwrap();
+    assert!(store.decide(&review, decision.event, &decision.step, "provider:sandbox", None).await.unwrap());
+    decision.event
+}
+
+/// `STATUS/SUB_STATUS` of the stored identity.
+async fn stored_state(store: &Store, id: &str) -> String {
+    let body = serde_json::to_value(store.identity("acme", id).await.unwrap()).unwrap();
+    format!("{}/{}", body["status"].as_str().unwrap(), body["sub_status"].as_str().unwrap_or(""))
+}
+
+#[tokio::test]
+async fn a_check_left_open_by_earlier_data_expires_without_moving_the_identity_off_its_current_check() {
+    for backend in BACKENDS {
+        let db = common::db::TestDb::new(backend).await;
+        let store = &db.store;
+        let (at_once, in_an_hour) = (Sandbox::new(Duration::ZERO), Sandbox::new(Duration::from_secs(3600)));
+        let id = submitted(store, &kyc("Idv")).await;
+        assert_eq!(step(store, &at_once, &id).await, Event::IdvRequired);
+        assert_eq!(step(store, &at_once, &id).await, Event::IdvRequested);
+        // New data while the first check is still open: the checks start over.
+        store.submit_compliance("acme", &id, &kyc("Idv")).await.unwrap();
+        assert_eq!(step(store, &in_an_hour, &id).await, Event::IdvRequired);
+        assert_eq!(step(store, &in_an_hour, &id).await, Event::IdvRequested);
+
+        assert_eq!(store.expire_idv_checks(now_micros()).await.unwrap(), vec![id.clone()]);
+        assert_eq!(stored_state(store, &id).await, "PENDING_ONBOARDING/IDV_REQUESTED", "{backend:?}");
+        let statuses: Vec<_> =
+            store.idv_checks("acme", &id).await.unwrap().iter().map(|c| c.status).collect();
+        assert_eq!(statuses, [CheckStatus::NotStarted, CheckStatus::Expired]);
+        let actions = store.identity_actions("acme", &id).await.unwrap();
+        assert!(actions.iter().all(|a| a.event != "IdvExpired"), "{actions:?}");
+
+        // The current check expiring still moves it.
+        store.expire_idv_checks(i64::MAX).await.unwrap();
+        assert_eq!(stored_state(store, &id).await, "PENDING_ONBOARDING/IDV_EXPIRED");
+    }
+}
+
+#[tokio::test]
+async fn a_decision_taken_on_data_resubmitted_meanwhile_is_dropped_and_taken_again_on_the_new_data() {
+    for backend in BACKENDS {
+        let db = common::db::TestDb::new(backend).await;
+        let store = &db.store;
+        let sandbox = Sandbox::new(Duration::from_secs(3600));
+        let id = submitted(store, &kyc("Lovelace")).await;
+        let review = review_of(store, &id).await;
+        let decision = sandbox.decide(&review).unwrap();
+        assert_eq!(decision.event, Event::Approved);
+        store.submit_compliance("acme", &id, &kyc("Deny")).await.unwrap();
+        let applied = store.decide(&review, decision.event, &decision.step, "provider:sandbox", None).await;
+        assert!(!applied.unwrap(), "approved on data the client replaced ({backend:?})");
+        assert_eq!(stored_state(store, &id).await, "PENDING_ONBOARDING/COMPLIANCE_CHECKS_IN_PROGRESS");
+        assert_eq!(step(store, &sandbox, &id).await, Event::Denied);
+        assert_eq!(stored_state(store, &id).await, "REJECTED/");
     }
 }
 
@@ -506,6 +634,29 @@ async fn operator_commands_record_who_and_why_and_refuse_what_the_lifecycle_refu
     assert!(shown["actions"].as_array().unwrap().iter().skip(1).all(|a| a["reason"] == "policy 7"));
     let events = env.store().await.events_after("default", None, 100).await.unwrap();
     assert_eq!(events.len(), 4, "one event per change");
+}
+
+#[tokio::test]
+async fn an_operator_suspension_fails_the_accounts_accepted_transfers_not_yet_sent() {
+    let env =
+        common::cli::Env::with_chain_file(&common::chain_toml(&["http://127.0.0.1:1".into()], None, ""));
+    env.ok(&["organizations", "create", "--id", "acme"]);
+    env.identity_in("acme", "bob", "ACTIVE");
+    let address = "0x1111111111111111111111111111111111111111";
+    let chain = common::CHAIN.as_str();
+    let add = ["accounts", "add", "--organization", "acme", "--account-id", "bob-1", "--identity-id", "bob"];
+    env.ok(&[&add[..], &["--type", "SEGREGATED", "--address", address, "--chains", chain]].concat());
+    let store = env.store().await;
+    let new = NewTransfer { chain: common::CHAIN, ..transfer("bob-1") };
+    let Ok(Created::New(accepted)) = store.create_transfer(&new, U256::from(1_000u64)).await else {
+        panic!("an active identity's account sends");
+    };
+    let suspend = ["identities", "suspend", "bob", "--organization", "acme"];
+    env.ok(&[&suspend[..], &["--by", "grace", "--reason", "fraud review"]].concat());
+    let failed = store.transfer(&accepted.id).await.unwrap();
+    assert_eq!(failed.status, TransferStatus::Failed);
+    assert_eq!(failed.failure_details.unwrap().code, "ACCOUNT_NOT_ACTIVE");
+    assert!(store.held_amounts("bob-1").await.unwrap().values().all(|held| held.is_zero()), "hold released");
 }
 
 #[tokio::test]

@@ -475,6 +475,45 @@ async fn requests_are_validated_and_idempotent_by_request_id() {
         "--chains",
         CHAIN.as_str(),
     ]);
+    // An identity still onboarding: its account receives but cannot send.
+    s.env.identity_in("acme", "identity-pending", "PENDING_ONBOARDING");
+    s.cli(&[
+        "accounts",
+        "create",
+        "--organization",
+        "acme",
+        "--account-id",
+        "pending",
+        "--identity-id",
+        "identity-pending",
+        "--type",
+        "SEGREGATED",
+    ]);
+    // An identity terminated after its account opened: the account is CLOSED.
+    s.env.identity_in("acme", "identity-closed", "ACTIVE");
+    s.cli(&[
+        "accounts",
+        "create",
+        "--organization",
+        "acme",
+        "--account-id",
+        "closed",
+        "--identity-id",
+        "identity-closed",
+        "--type",
+        "SEGREGATED",
+    ]);
+    s.env.ok(&[
+        "identities",
+        "terminate",
+        "identity-closed",
+        "--organization",
+        "acme",
+        "--by",
+        "t",
+        "--reason",
+        "closed",
+    ]);
     s.env.ok(&["organizations", "create", "--id", "other"]);
     let other_key = s
         .env
@@ -599,6 +638,8 @@ async fn requests_are_validated_and_idempotent_by_request_id() {
         (json!({ "account_id": "stranger" }), 404, "NOT_FOUND", "stranger"),
         (json!({ "account_id": "watched" }), 400, "INVALID_REQUEST", "watch-only"),
         (json!({ "account_id": "frozen" }), 400, "ACCOUNT_NOT_ACTIVE", "FROZEN"),
+        (json!({ "account_id": "pending" }), 400, "ACCOUNT_NOT_ACTIVE", "identity is PENDING_ONBOARDING"),
+        (json!({ "account_id": "closed" }), 400, "ACCOUNT_NOT_ACTIVE", "CLOSED"),
         (
             json!({ "address_destination": destination(&alice.to_string(), CHAIN.as_str()) }),
             400,

@@ -122,11 +122,11 @@ pub async fn get(
 /// The identity must exist in the organization (`404` otherwise) and not be
 /// `REJECTED` or `TERMINATED` (`400`). The account's status follows the
 /// identity's: a pending identity's account receives deposits but cannot
-/// send until the identity is `ACTIVE`. Idempotent by `request_id`.
+/// send until the identity is `ACTIVE`. Idempotent by `request_id`: the same
+/// request again answers the account it created, `201` like the first.
 #[utoipa::path(post, path = "/v2/accounts", tag = "accounts", request_body = AccountRequest,
     responses(
-        (status = 201, description = "Created", body = Account),
-        (status = 200, description = "The same request again: the existing account", body = Account),
+        (status = 201, description = "Created; the same request again answers the same account", body = Account),
         (status = 400, description = "Invalid request, or an identity that cannot open accounts", body = ErrorBody),
         (status = 401, description = "Missing, malformed or unknown API key", body = ErrorBody),
         (status = 404, description = "No such identity in the organization", body = ErrorBody),
@@ -144,7 +144,7 @@ pub async fn create(
         return Err(ApiError::invalid("request_id: must be 1 to 256 characters"));
     }
     if let Some(found) = repeated(&state, &caller.organization, &request, kind).await? {
-        return Ok((StatusCode::OK, Json(found)));
+        return Ok((StatusCode::CREATED, Json(found)));
     }
     if kind == AccountType::Omnibus {
         return Err(ApiError::invalid(
@@ -176,7 +176,7 @@ pub async fn create(
         Ok((account, _)) => Ok((StatusCode::CREATED, Json(account))),
         // A concurrent request with this request_id committed first.
         Err(error) => match repeated(&state, &caller.organization, &request, kind).await? {
-            Some(found) => Ok((StatusCode::OK, Json(found))),
+            Some(found) => Ok((StatusCode::CREATED, Json(found))),
             None => Err(error.into()),
         },
     }

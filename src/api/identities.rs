@@ -56,12 +56,12 @@ struct Keyset {
 /// Creates an identity (`PENDING_ONBOARDING`, sub-status `CREATED`).
 ///
 /// Idempotent by `request_id`: the same request again answers the identity
-/// it created (`200`); the same `request_id` with another type or label is
+/// it created, `201` like the first answer (the reference answers every
+/// create `201`); the same `request_id` with another type or label is
 /// `409`.
 #[utoipa::path(post, path = "/v2/identities", tag = "identities", request_body = IdentityRequest,
     responses(
-        (status = 201, description = "Created", body = Identity),
-        (status = 200, description = "The same request again: the existing identity", body = Identity),
+        (status = 201, description = "Created; the same request again answers the same identity", body = Identity),
         (status = 400, description = "Invalid request, naming the field", body = ErrorBody),
         (status = 401, description = "Missing, malformed or unknown API key", body = ErrorBody),
         (status = 409, description = "request_id used with another request", body = ErrorBody),
@@ -89,7 +89,7 @@ pub async fn create(
     };
     match state.store().create_identity(&new).await? {
         Registered::New(identity) => Ok((StatusCode::CREATED, Json(identity))),
-        Registered::Existing(identity) => Ok((StatusCode::OK, Json(identity))),
+        Registered::Existing(identity) => Ok((StatusCode::CREATED, Json(identity))),
     }
 }
 

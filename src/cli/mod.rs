@@ -102,6 +102,7 @@ impl ApiOptions {
         crate::identity::provider::Options {
             poll: std::time::Duration::from_millis(self.compliance_poll_ms.max(10)),
             idv_expiry: std::time::Duration::from_secs(self.idv_expiry_secs),
+            ..Default::default()
         }
     }
 }

@@ -108,7 +108,8 @@ pub fn validate(kind: Type, body: &Value) -> Result<(), Vec<String>> {
     };
     names(&mut errors, "", top, &["kyc", "kyb"]);
     if top.contains_key(other) {
-        errors.push(format!("{other}: a {kind} identity submits {expected}, not {other}"));
+        let article = if kind == Type::Individual { "an" } else { "a" };
+        errors.push(format!("{other}: {article} {kind} identity submits {expected}, not {other}"));
     }
     match top.get(expected) {
         None if !top.contains_key(other) => {
@@ -333,5 +334,7 @@ mod tests {
         }
         let errors = validate(Type::Business, &kyc()).unwrap_err().join("\n");
         assert!(errors.contains("kyc: a BUSINESS identity submits kyb"), "{errors}");
+        let errors = validate(Type::Individual, &json!({ "kyb": {} })).unwrap_err().join("\n");
+        assert!(errors.contains("kyb: an INDIVIDUAL identity submits kyc"), "{errors}");
     }
 }

@@ -56,11 +56,14 @@ pub struct Options {
     pub poll: Duration,
     /// How long an identity verification check stays open.
     pub idv_expiry: Duration,
+    /// Reviews read at once; a round reads page after page until it has
+    /// seen every identity in onboarding.
+    pub review_page: u32,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Self { poll: Duration::from_secs(1), idv_expiry: Duration::from_secs(24 * 3600) }
+        Self { poll: Duration::from_secs(1), idv_expiry: Duration::from_secs(24 * 3600), review_page: 100 }
     }
 }
 
@@ -163,7 +166,7 @@ impl Provider for Sandbox {
 /// processes: a decision applies only to the state it was taken on.
 pub async fn worker<P: Provider>(store: Store, provider: P, options: Options, shutdown: CancellationToken) {
     loop {
-        if let Err(error) = round(&store, &provider).await {
+        if let Err(error) = round(&store, &provider, options.review_page).await {
             warn!(error = %error, "compliance review failed; retrying");
         }
         tokio::select! {
@@ -173,20 +176,39 @@ pub async fn worker<P: Provider>(store: Store, provider: P, options: Options, sh
     }
 }
 
-/// One round: expiries first, then one decision per identity.
-pub async fn round<P: Provider>(store: &Store, provider: &P) -> Result<(), anyhow::Error> {
+/// One round: expiries first, then one decision per identity, over every
+/// identity in onboarding, `page` at a time: however many wait on their
+/// client, a newer identity is still reviewed in the same round.
+pub async fn round<P: Provider>(store: &Store, provider: &P, page: u32) -> Result<(), anyhow::Error> {
     for identity in store.expire_idv_checks(now_micros()).await? {
         info!(identity = %identity, "identity verification check expired");
     }
     let actor = format!("provider:{}", provider.name());
-    for review in store.reviews(100).await? {
-        let Some(decision) = provider.review(&review).await? else { continue };
-        match store.decide(&review, decision.event, &decision.step, &actor, decision.reason.as_deref()).await
-        {
-            Ok(_) => info!(identity = %review.identity_id, event = ?decision.event, "compliance decision"),
-            Err(StoreError::Conflict(refusal)) => warn!(%refusal, "compliance decision refused"),
-            Err(error) => return Err(error.into()),
+    let (until, page) = (now_micros(), page.max(1));
+    let mut after = None;
+    loop {
+        let reviews = store.reviews(after.as_ref(), until, page).await?;
+        for review in &reviews {
+            decide(store, provider, review, &actor).await?;
         }
+        if reviews.len() < page as usize {
+            return Ok(());
+        }
+        after = reviews.into_iter().last();
+    }
+}
+
+async fn decide<P: Provider>(
+    store: &Store,
+    provider: &P,
+    review: &Review,
+    actor: &str,
+) -> Result<(), anyhow::Error> {
+    let Some(decision) = provider.review(review).await? else { return Ok(()) };
+    match store.decide(review, decision.event, &decision.step, actor, decision.reason.as_deref()).await {
+        Ok(_) => info!(identity = %review.identity_id, event = ?decision.event, "compliance decision"),
+        Err(StoreError::Conflict(refusal)) => warn!(%refusal, "compliance decision refused"),
+        Err(error) => return Err(error.into()),
     }
     Ok(())
 }

@@ -27,6 +27,9 @@ pub struct Review {
     pub rfi_opened_at: Option<i64>,
     /// The newest check issued for this submission.
     pub check: Option<IdVerificationCheck>,
+    /// The identity's last change: with `identity_id`, the key reviews are
+    /// paged on.
+    pub updated_at: i64,
 }
 
 /// What a provider's decision does to the check beside the lifecycle event.
@@ -81,10 +84,22 @@ impl Store {
     }
 
     /// Up to `limit` identities in onboarding past `CREATED`, each with its
-    /// newest submission: what the provider has to decide on.
-    pub async fn reviews(&self, limit: u32) -> Result<Vec<Review>, StoreError> {
+    /// newest submission: what the provider has to decide on. Ordered by
+    /// (`updated_at`, id) and taken after `after` (the last review of the
+    /// previous page), so that a caller pages through all of them: the
+    /// identities the provider only waits on (an unanswered RFI, an expired
+    /// or unopened check) keep their place at the front and would otherwise
+    /// fill every page. Only identities changed at or before `until` are
+    /// taken, so that one decided during the pass is not met again in it.
+    pub async fn reviews(
+        &self,
+        after: Option<&Review>,
+        until: i64,
+        limit: u32,
+    ) -> Result<Vec<Review>, StoreError> {
+        let (after_at, after_id) = after.map_or((i64::MIN, ""), |r| (r.updated_at, r.identity_id.as_str()));
         let rows = sqlx::query(
-            "SELECT i.organization_id, i.id, i.type, i.status, i.sub_status, i.rfi_step,
+            "SELECT i.organization_id, i.id, i.type, i.status, i.sub_status, i.rfi_step, i.updated_at,
                  s.id AS submission_id, s.data, s.created_at AS submitted_at,
                  (SELECT MAX(x.created_at) FROM identity_actions x WHERE x.organization_id = i.organization_id
                      AND x.identity_id = i.id AND x.sub_status = 'RFI_REQUIRED'
@@ -94,8 +109,12 @@ impl Store {
              WHERE i.status = 'PENDING_ONBOARDING' AND i.sub_status <> 'CREATED'
                AND s.created_at = (SELECT MAX(t.created_at) FROM compliance_submissions t
                    WHERE t.organization_id = i.organization_id AND t.identity_id = i.id)
-             ORDER BY i.updated_at, i.id LIMIT $1",
+               AND (i.updated_at > $1 OR (i.updated_at = $1 AND i.id > $2)) AND i.updated_at <= $3
+             ORDER BY i.updated_at, i.id LIMIT $4",
         )
+        .bind(after_at)
+        .bind(after_id)
+        .bind(until)
         .bind(i64::from(limit))
         .fetch_all(&self.pool)
         .await?;
@@ -129,13 +148,15 @@ impl Store {
                 .map_err(|_| StoreError::Corrupt("compliance_submissions.data".into()))?,
             submitted_at: row.try_get("submitted_at")?,
             check,
+            updated_at: row.try_get("updated_at")?,
         })
     }
 
     /// Applies a provider's decision on `review` with its check step, in one
-    /// transaction, if the identity is still in the reviewed state (whether
-    /// it was): a decision on a state that moved meanwhile is dropped and
-    /// taken again on the next review.
+    /// transaction, if the identity is still in the reviewed state and the
+    /// reviewed submission is still its newest (both read under the
+    /// identity's lock): a decision on a state or data that moved meanwhile
+    /// is dropped and taken again on the next review; whether it applied.
     pub async fn decide(
         &self,
         review: &Review,
@@ -146,7 +167,8 @@ impl Store {
     ) -> Result<bool, StoreError> {
         let mut tx = self.begin().await?;
         let (_, state) = lock_identity(&mut tx, &review.organization, &review.identity_id).await?;
-        if state != review.state {
+        let newest = newest_submission(&mut tx, &review.organization, &review.identity_id).await?;
+        if state != review.state || newest.as_deref() != Some(review.submission_id.as_str()) {
             return Ok(false);
         }
         let now = now_micros();
@@ -170,9 +192,11 @@ impl Store {
         Ok(true)
     }
 
-    /// Expires every check not completed by its `expires_at`, moving its
-    /// identity to `IDV_EXPIRED` if it still waits on it; the identities
-    /// whose check expired.
+    /// Expires every check not completed by its `expires_at`; the identities
+    /// whose check expired. The identity moves to `IDV_EXPIRED` only if the
+    /// check is its current one (the newest check of its newest
+    /// submission) and it still waits on it: a check left open by earlier
+    /// data is only marked expired.
     pub async fn expire_idv_checks(&self, now: i64) -> Result<Vec<String>, StoreError> {
         let rows = sqlx::query(
             "SELECT id, organization_id, identity_id FROM id_verification_checks
@@ -186,10 +210,11 @@ impl Store {
             let (id, organization, identity_id): (String, String, String) =
                 (row.try_get("id")?, row.try_get("organization_id")?, row.try_get("identity_id")?);
             let mut tx = self.begin().await?;
-            let (_, state) = lock_identity(&mut tx, &organization, &identity_id).await?;
+            let (identity, state) = lock_identity(&mut tx, &organization, &identity_id).await?;
             if !set_check(&mut tx, &id, CheckStatus::Expired, now).await? {
                 continue;
             }
+            let current = current_check(&mut tx, &organization, &identity_id).await?;
             let change = Change {
                 organization: &organization,
                 identity_id: &identity_id,
@@ -197,7 +222,9 @@ impl Store {
                 actor: "provider",
                 reason: Some("the identity verification check expired"),
             };
-            if crate::identity::apply(crate::identity::Type::Individual, state, Event::IdvExpired).is_ok() {
+            if current.as_deref() == Some(id.as_str())
+                && crate::identity::apply(identity.kind, state, Event::IdvExpired).is_ok()
+            {
                 apply_in(&mut tx, &change, None).await?;
             }
             tx.commit().await?;
@@ -205,6 +232,42 @@ impl Store {
         }
         Ok(expired)
     }
+}
+
+/// The id of the identity's newest compliance submission, inside `tx`.
+async fn newest_submission(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    organization: &str,
+    identity_id: &str,
+) -> Result<Option<String>, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT id FROM compliance_submissions WHERE organization_id = $1 AND identity_id = $2
+         ORDER BY created_at DESC, id DESC LIMIT 1",
+    )
+    .bind(organization)
+    .bind(identity_id)
+    .fetch_optional(&mut **tx)
+    .await?)
+}
+
+/// The id of the newest check issued for the identity's newest submission
+/// (the one a review sees), inside `tx`.
+async fn current_check(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    organization: &str,
+    identity_id: &str,
+) -> Result<Option<String>, StoreError> {
+    let Some(submission) = newest_submission(tx, organization, identity_id).await? else { return Ok(None) };
+    Ok(sqlx::query_scalar(
+        "SELECT id FROM id_verification_checks
+         WHERE organization_id = $1 AND identity_id = $2 AND submission_id = $3
+         ORDER BY created_at DESC, id LIMIT 1",
+    )
+    .bind(organization)
+    .bind(identity_id)
+    .bind(submission)
+    .fetch_optional(&mut **tx)
+    .await?)
 }
 
 async fn insert_check(
