@@ -5,13 +5,10 @@
 
 use std::collections::BTreeMap;
 
-use alloy::{
-    consensus::TxEip1559,
-    primitives::{Address, B256, Bytes, TxKind, U256, hex},
-};
+use alloy::primitives::{Address, B256, Bytes, hex};
 use tracing::{info, warn};
 
-use super::{EvmSender, TRANSFER_GAS, broadcast::sender_of};
+use super::{EvmSender, broadcast::sender_of};
 use crate::{
     keys::KeyRef,
     transfers::{Outgoing, SendError, TxRole, TxState},
@@ -48,17 +45,7 @@ impl EvmSender {
     /// Signs, records and broadcasts a zero-value self-transfer of `from` at `nonce`.
     async fn fill(&self, key: KeyRef, from: Address, nonce: u64) -> Result<(), SendError> {
         let (max_fee, tip) = self.fees(None, self.cap()).await?;
-        let tx = TxEip1559 {
-            chain_id: self.chain_id(),
-            nonce,
-            gas_limit: TRANSFER_GAS,
-            max_fee_per_gas: max_fee,
-            max_priority_fee_per_gas: tip.min(max_fee),
-            to: TxKind::Call(from),
-            value: U256::ZERO,
-            access_list: Default::default(),
-            input: Bytes::new(),
-        };
+        let tx = self.self_transfer(from, nonce, max_fee, tip);
         let sent = self.sign(key, tx, TxRole::Cancel).await?;
         let chain = self.config.chain;
         self.store.record_filler(chain, &sent.sender, nonce, &sent.hash, &sent.raw, sent.created_at).await?;

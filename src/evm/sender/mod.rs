@@ -263,21 +263,27 @@ impl EvmSender {
                 warn!(chain = %self.config.chain, transfer = %t.id, max_fee, "window over but the fee cap leaves no room for a cancellation; waiting for inclusion");
                 return self.keep_alive(t, &group, key, self.cap()).await;
             }
-            let cancel = TxEip1559 {
-                chain_id: self.chain_id(),
-                nonce: last.nonce,
-                gas_limit: TRANSFER_GAS,
-                max_fee_per_gas: max_fee,
-                max_priority_fee_per_gas: tip.min(max_fee),
-                to: TxKind::Call(from),
-                value: U256::ZERO,
-                access_list: Default::default(),
-                input: Bytes::new(),
-            };
+            let cancel = self.self_transfer(from, last.nonce, max_fee, tip);
             info!(chain = %self.config.chain, transfer = %t.id, nonce = last.nonce, "window over; cancelling");
             return self.replace(t, key, cancel, TxRole::Cancel, &last.hash).await;
         }
         self.keep_alive(t, &group, key, self.cap()).await
+    }
+
+    /// A zero-value transfer of `from` to itself at `nonce`: what cancels a
+    /// transfer at its nonce, and what fills a nonce gap.
+    fn self_transfer(&self, from: Address, nonce: u64, max_fee: u128, tip: u128) -> TxEip1559 {
+        TxEip1559 {
+            chain_id: self.chain_id(),
+            nonce,
+            gas_limit: TRANSFER_GAS,
+            max_fee_per_gas: max_fee,
+            max_priority_fee_per_gas: tip.min(max_fee),
+            to: TxKind::Call(from),
+            value: U256::ZERO,
+            access_list: Default::default(),
+            input: Bytes::new(),
+        }
     }
 
     /// Keeps a group of same-nonce transactions moving: sends again what this
