@@ -42,7 +42,7 @@ use crate::{
     store::{Store, now_micros},
     transfers::{
         FailureDetails, Fee, Lineage, Outgoing, Route, SendError, Sender, SentTransaction, TransferStatus,
-        TxRole, TxState, after_step, expire_if_unsent, failure, settle, waiting,
+        TxRole, TxState, after_step, expire_if_unsent, failure, listed_asset, settle, waiting,
     },
 };
 
@@ -273,13 +273,7 @@ impl SolanaSender {
         if t.currency_symbol == self.config.native.symbol {
             instructions.push(transfer_sol(&owner, &destination, amount));
         } else {
-            let asset =
-                self.config.assets.iter().find(|a| a.symbol == t.currency_symbol).ok_or_else(|| {
-                    SendError::Invalid(format!(
-                        "{} is no longer listed on {}",
-                        t.currency_symbol, self.config.chain
-                    ))
-                })?;
+            let asset = listed_asset(&self.config, t)?;
             let program = asset.token_program.as_deref().unwrap_or(TOKEN_PROGRAM);
             let mint = pubkey(&asset.contract_address)?;
             let target = ata(&destination, &mint, program);

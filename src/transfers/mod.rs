@@ -17,7 +17,7 @@ pub use model::{
     Settlement, TxRole, TxState, fingerprint,
 };
 pub use rules::{COMMON_DECIMALS, USD_DECIMALS, route, scale, usd_micros};
-pub use send::{SendError, after_step, waiting};
+pub use send::{SendError, after_step, listed_asset, waiting};
 
 use std::{fmt, future::Future, str::FromStr, time::Duration};
 

@@ -7,7 +7,7 @@ use tracing::warn;
 
 use super::{FailureDetails, Outgoing, failure};
 use crate::{
-    config::ChainConfig,
+    config::{AssetConfig, ChainConfig},
     keys::KeyError,
     store::{Store, StoreError, now_micros},
 };
@@ -47,6 +47,14 @@ impl SendError {
             _ => None,
         }
     }
+}
+
+/// The listed token `t` moves: a transfer accepted for an asset delisted
+/// since cannot be sent.
+pub fn listed_asset<'a>(config: &'a ChainConfig, t: &Outgoing) -> Result<&'a AssetConfig, SendError> {
+    config.assets.iter().find(|a| a.symbol == t.currency_symbol).ok_or_else(|| {
+        SendError::Invalid(format!("{} is no longer listed on {}", t.currency_symbol, config.chain))
+    })
 }
 
 /// Whether `t` still waits out its last failed step.

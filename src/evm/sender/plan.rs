@@ -14,7 +14,7 @@ use super::{EvmSender, TRANSFER_GAS};
 use crate::{
     keys::KeyRef,
     store::now_micros,
-    transfers::{Outgoing, Route, SendError, SentTransaction, TxRole, TxState},
+    transfers::{Outgoing, Route, SendError, SentTransaction, TxRole, TxState, listed_asset},
 };
 
 sol! {
@@ -58,13 +58,7 @@ impl EvmSender {
         let token = if native {
             None
         } else {
-            let asset =
-                self.config.assets.iter().find(|a| a.symbol == t.currency_symbol).ok_or_else(|| {
-                    SendError::Invalid(format!(
-                        "{} is no longer listed on {}",
-                        t.currency_symbol, self.config.chain
-                    ))
-                })?;
+            let asset = listed_asset(&self.config, t)?;
             Some(
                 asset
                     .contract_address
