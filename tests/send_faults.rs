@@ -19,7 +19,7 @@ use common::{
     transfers::{ETH, Setup},
 };
 use custody_indexer::store::TxState;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// How many `Transfer` logs of `token` paid `to`.
 async fn payments(s: &Setup, token: Address, to: Address) -> usize {
@@ -216,5 +216,73 @@ async fn a_nonce_gap_is_filled_and_the_transfers_after_it_confirm() {
     let (fillers, cost) = store.filler_costs(common::CHAIN).await.unwrap();
     assert_eq!(fillers, 1);
     assert!(cost > U256::ZERO);
+    run.kill().unwrap();
+}
+
+/// The first broadcast reaches the node, which takes the transaction, and
+/// its answer is lost; every broadcast after it meets "nonce too low", and
+/// for a while the backends asked after it are behind: they know neither
+/// the transaction nor that its nonce was used.
+#[tokio::test]
+async fn a_refusal_after_a_lost_answer_never_signs_the_transfer_again() {
+    let s = Setup::with_rpc(Backend::Sqlite, "", true).await;
+    s.create_account("treasury", "OMNIBUS");
+    let faults = &s.proxy.as_ref().unwrap().faults;
+    faults.lost_answers.lock().unwrap().push(("eth_sendRawTransaction".into(), 1));
+    let behind = 12;
+    for method in ["eth_getTransactionByHash", "eth_getTransactionReceipt"] {
+        faults.nulled.lock().unwrap().push((method.into(), behind));
+    }
+    faults.stale.lock().unwrap().push(("eth_getTransactionCount".into(), json!("0x0"), behind));
+    let mut run = s.start("run").await;
+    let id = s.transfer("treasury", "0.7", "ETH", s.outside).await;
+    let confirmed = s.until(&id, "CONFIRMED", true).await;
+    let stale = faults.stale.lock().unwrap()[0].2;
+    assert_eq!(stale, 0, "the backends behind answered first");
+
+    assert_eq!(s.eth(s.outside).await, U256::from(7 * ETH / 10), "paid once");
+    assert_eq!(s.anvil.provider.get_transaction_count(s.omnibus).await.unwrap(), 1, "one nonce used");
+    let signed = s.env.store().await.transfer_transactions(&id).await.unwrap();
+    assert_eq!(signed.len(), 1, "never signed again: {signed:?}");
+    assert_eq!(confirmed["transaction_hash"], signed[0].hash);
+    run.kill().unwrap();
+}
+
+/// The EIP-3009 nonce and `validBefore` a `transferWithAuthorization` call carries.
+fn authorization_terms(raw: &str) -> (B256, U256) {
+    let raw: Bytes = raw.parse().unwrap();
+    let input = TxEnvelope::decode_2718(&mut raw.as_ref()).unwrap().input().clone();
+    let word = |i: usize| B256::from_slice(&input[4 + 32 * i..4 + 32 * (i + 1)]);
+    (word(5), U256::from_be_bytes(word(4).0))
+}
+
+#[tokio::test]
+async fn a_refused_authorization_is_signed_again_with_the_same_authorization() {
+    let s = Setup::with_rpc(Backend::Postgres, "", true).await;
+    let alice = s.create_account("alice", "SEGREGATED");
+    let minter = s.anvil.accounts[5];
+    s.anvil.token(s.usdc).mint(alice, U256::from(100_000_000)).from(minter).mined().await;
+    // The node refuses the first broadcast for a nonce it says is used.
+    let faults = &s.proxy.as_ref().unwrap().faults;
+    faults.method_errors.lock().unwrap().push((
+        "eth_sendRawTransaction".into(),
+        -32000,
+        "nonce too low".into(),
+        1,
+    ));
+    let mut run = s.start("run").await;
+    let id = s.transfer("alice", "10", "USDC", s.outside).await;
+    let confirmed = s.until(&id, "CONFIRMED", true).await;
+    assert_eq!(faults.failed.load(std::sync::atomic::Ordering::SeqCst), 1, "refused once");
+
+    // Every transaction signed for it carries one authorization: at most one
+    // of them can ever move the funds.
+    let signed = s.env.store().await.transfer_transactions(&id).await.unwrap();
+    let terms: Vec<_> = signed.iter().map(|tx| authorization_terms(&tx.raw)).collect();
+    assert!(terms.windows(2).all(|w| w[0] == w[1]), "one authorization: {terms:?}");
+    assert!(signed.iter().any(|tx| confirmed["transaction_hash"] == tx.hash.as_str()));
+    assert_eq!(payments(&s, s.usdc, s.outside).await, 1);
+    assert_eq!(s.tokens(s.usdc, s.outside).await, U256::from(10_000_000));
+    assert_eq!(available(&s, "alice", "USDC").await, "90");
     run.kill().unwrap();
 }

@@ -33,6 +33,8 @@ use alloy::{sol, sol_types::SolCall};
 use futures::{StreamExt, TryStreamExt, stream};
 use serde::Deserialize;
 
+pub use super::broadcast::Broadcast;
+use super::broadcast::Broadcaster;
 use crate::{
     chain::Chain,
     redact::{RpcUrl, redact_urls},
@@ -44,12 +46,11 @@ sol! {
 
 /// Every method the indexer calls. The fallback layer sends each of them to
 /// one URL at a time, in order of health, instead of racing all URLs.
-const METHODS: [&str; 15] = [
+const METHODS: [&str; 14] = [
     "eth_chainId",
     "eth_getTransactionCount",
     "eth_maxPriorityFeePerGas",
     "eth_estimateGas",
-    "eth_sendRawTransaction",
     "eth_getBlockByHash",
     "eth_gasPrice",
     "eth_getBalance",
@@ -160,45 +161,6 @@ impl FeeReceipt {
     }
 }
 
-/// What became of `eth_sendRawTransaction`.
-#[derive(Debug)]
-pub enum Broadcast {
-    /// The node took it, or already had it.
-    Accepted,
-    /// The node refused it for a reason found in the transaction against the
-    /// node's state (see [`refusal`]): it is not in that node's pool. Whether
-    /// it can still land elsewhere is for the chain to say.
-    Refused(String),
-    /// No answer, or one that decides nothing (an internal error, a timeout,
-    /// a rate limit): the node may have taken it and it may be mined.
-    Unknown(String),
-}
-
-/// Whether a node's error answer to `eth_sendRawTransaction` is a refusal of
-/// the transaction itself (geth, reth, Erigon, Nethermind and anvil word
-/// them alike) rather than a failure to answer. Anything not listed is
-/// unknown: a transaction is never taken as refused on a guess.
-pub fn refusal(message: &str) -> bool {
-    // "nonce too high" is no refusal: the missing nonce is a gap to fill.
-    const REFUSALS: [&str; 13] = [
-        "nonce too low",
-        "already used",
-        "insufficient funds",
-        "intrinsic gas too low",
-        "exceeds block gas limit",
-        "gas limit reached",
-        "underpriced",
-        "less than block base fee",
-        "fee cap less than",
-        "higher than max fee",
-        "tip higher than fee cap",
-        "invalid sender",
-        "invalid chain id",
-    ];
-    let lower = message.to_ascii_lowercase();
-    REFUSALS.iter().any(|r| lower.contains(r))
-}
-
 #[derive(Debug, Clone, Copy, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct FeeHeader {
@@ -219,6 +181,8 @@ pub enum TxStatus {
 pub struct EvmRpc {
     chain: Chain,
     client: RpcClient,
+    /// Broadcasts go to each URL on their own: see [`Broadcaster`].
+    broadcaster: Broadcaster,
     /// The `eth_getLogs` range providers currently accept; halved on refusal.
     log_range: AtomicU64,
     /// Set once a log arrives that its block's bloom does not admit: from
@@ -236,12 +200,7 @@ impl EvmRpc {
         batch_size: usize,
         concurrency: usize,
     ) -> Self {
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(30))
-            .connect_timeout(Duration::from_secs(5))
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .expect("a reqwest client with static settings builds");
+        let http = http_client();
         let transports: Vec<_> =
             urls.iter().map(|u| Http::with_client(http.clone(), u.expose().clone())).collect();
         let count = NonZeroUsize::new(transports.len()).unwrap_or(NonZeroUsize::MIN);
@@ -257,6 +216,7 @@ impl EvmRpc {
         Self {
             chain,
             client,
+            broadcaster: Broadcaster::new(&http, urls),
             log_range: AtomicU64::new(max_block_range.max(1)),
             blooms_unreliable: AtomicBool::new(false),
             batch_size,
@@ -405,29 +365,9 @@ impl EvmRpc {
             .map_err(|e| self.failure("eth_call", e))
     }
 
-    /// Sends a signed transaction. A node that already has it (or has already
-    /// included it) counts as accepting it: sending again is always safe. No
-    /// answer is no refusal: see [`Broadcast`].
+    /// Sends a signed transaction: see [`Broadcaster::send_raw`].
     pub async fn send_raw(&self, raw: &Bytes) -> Broadcast {
-        const METHOD: &str = "eth_sendRawTransaction";
-        match self.client.request::<_, B256>(METHOD, (raw,)).await {
-            Ok(_) => Broadcast::Accepted,
-            Err(RpcError::ErrorResp(payload)) => {
-                let message = payload.message.to_string();
-                let lower = message.to_ascii_lowercase();
-                if lower.contains("already known")
-                    || lower.contains("known transaction")
-                    || lower.contains("already imported")
-                {
-                    Broadcast::Accepted
-                } else if refusal(&message) {
-                    Broadcast::Refused(message)
-                } else {
-                    Broadcast::Unknown(message)
-                }
-            }
-            Err(e) => Broadcast::Unknown(self.failure(METHOD, e).message),
-        }
+        self.broadcaster.send_raw(raw).await
     }
 
     /// The number of transactions `address` sent up to block `number`.
@@ -692,6 +632,17 @@ impl EvmRpc {
     }
 }
 
+/// The HTTP client of every RPC URL: bounded waits, no redirects (a
+/// redirect could carry the URL's key elsewhere).
+pub(super) fn http_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .connect_timeout(Duration::from_secs(5))
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("a reqwest client with static settings builds")
+}
+
 /// Retries what a later attempt can fix: rate limits, 5xx, timeouts and
 /// refused connections (the fallback layer has then tried every URL).
 #[derive(Debug, Clone, Copy)]
@@ -762,24 +713,6 @@ fn is_range_too_large(err: &TransportError) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn only_a_refusal_of_the_transaction_itself_is_a_refusal() {
-        for refused in [
-            "nonce too low: next nonce 5, tx nonce 4",
-            "Insufficient funds for gas * price + value",
-            "replacement transaction underpriced",
-            "max fee per gas less than block base fee",
-            "intrinsic gas too low",
-        ] {
-            assert!(refusal(refused), "{refused}");
-        }
-        for unknown in
-            ["internal error", "request timed out", "context deadline exceeded", "rate limited", ""]
-        {
-            assert!(!refusal(unknown), "{unknown}");
-        }
-    }
 
     #[test]
     fn an_op_stack_receipt_carries_its_l1_data_fee() {

@@ -171,9 +171,14 @@ impl Store {
                 )));
             }
         }
-        sqlx::query(&format!(
+        // The same bytes signed again (same nonce, fees and call) after every
+        // node refused them: the refused row is live again.
+        let inserted = sqlx::query(&format!(
             "INSERT INTO transfer_transactions ({TX_COLUMNS}, chain)
-             VALUES ($1, $2, $3, $4, $5, $6, $12, $7, $8, $9, 'SENT', NULL, NULL, NULL, $10, $11)"
+             VALUES ($1, $2, $3, $4, $5, $6, $12, $7, $8, $9, 'SENT', NULL, NULL, NULL, $10, $11)
+             ON CONFLICT (hash) DO UPDATE SET state = 'SENT', created_at = excluded.created_at
+             WHERE transfer_transactions.state = 'REJECTED'
+               AND transfer_transactions.transfer_id = excluded.transfer_id"
         ))
         .bind(&sent.hash)
         .bind(transfer_id)
@@ -189,6 +194,9 @@ impl Store {
         .bind(sent.value.to_string())
         .execute(&mut *tx)
         .await?;
+        if inserted.rows_affected() == 0 {
+            return Err(StoreError::Conflict(format!("transaction {} is recorded already", sent.hash)));
+        }
         let now = now_micros();
         if let Some(nonce) = authorization_nonce {
             sqlx::query(

@@ -5,6 +5,7 @@
 pub mod anvil;
 pub mod api;
 pub mod cli;
+pub mod cluster;
 pub mod db;
 pub mod lagging;
 pub mod proxy;

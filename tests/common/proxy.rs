@@ -46,6 +46,9 @@ pub struct Faults {
     /// Methods answered `null` without reaching the node `(method, times)`,
     /// as a backend behind a load balancer that has not seen a transaction.
     pub nulled: Mutex<Vec<(String, u32)>>,
+    /// Methods answered with `result` without reaching the node, `(method,
+    /// result, times)`: a backend behind that reports an older state.
+    pub stale: Mutex<Vec<(String, Value, u32)>>,
     /// Methods whose calls mention one of these strings in their parameters
     /// (a transaction hash) are answered with an error: `(method, needle)`.
     pub failing_params: Mutex<Vec<(String, String)>>,
@@ -115,6 +118,9 @@ async fn handle(State(proxy): State<Arc<Proxy>>, Json(body): Json<Value>) -> axu
     }
     if let Some(nulls) = nulled(faults, &body) {
         return Json(nulls).into_response();
+    }
+    if let Some(result) = stale(faults, &body) {
+        return Json(json!({"jsonrpc": "2.0", "id": body["id"], "result": result})).into_response();
     }
     let params = body["params"].to_string();
     let failing = faults.failing_params.lock().unwrap().iter().any(|(method, needle)| {
@@ -191,6 +197,16 @@ fn injected_error(faults: &Faults, body: &Value) -> Option<Value> {
     entry.3 -= 1;
     faults.failed.fetch_add(1, Ordering::SeqCst);
     Some(json!({"jsonrpc": "2.0", "id": body["id"], "error": {"code": entry.1, "message": entry.2}}))
+}
+
+/// The stale result `body`'s method is listed with, one of its times taken.
+fn stale(faults: &Faults, body: &Value) -> Option<Value> {
+    let mut stale = faults.stale.lock().unwrap();
+    let entry =
+        stale.iter_mut().find(|(method, _, times)| body["method"] == method.as_str() && *times > 0)?;
+    entry.2 -= 1;
+    faults.failed.fetch_add(1, Ordering::SeqCst);
+    Some(entry.1.clone())
 }
 
 /// Takes one of the times `body`'s method is listed for in `list`; whether it did.

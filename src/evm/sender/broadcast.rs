@@ -5,9 +5,9 @@
 //! `eth_sendRawTransaction` leaves the transaction `SENT` and its transfer
 //! `SUBMITTED`, funds held and nonce used, and the same bytes are sent again
 //! until the chain decides. A refusal releases the nonce and the transfer
-//! only once the chain confirms it: the sender's nonce still unused at the
-//! latest block (so at every final one), or used at a final block by a
-//! transaction that is not one of the transfer's.
+//! only when no node can hold the transaction (see [`EvmSender::refused`]);
+//! otherwise the chain decides: the nonce used at a final block by one of
+//! the transfer's transactions, or by another.
 
 use alloy::primitives::{Address, B256, Bytes, hex};
 use tracing::{info, warn};
@@ -16,13 +16,13 @@ use super::{
     super::rpc::{Broadcast, TxStatus},
     EvmSender,
 };
-use crate::transfers::{Outgoing, Route, SendError, SentTransaction};
+use crate::transfers::{Outgoing, SendError, SentTransaction, TxRole};
 
-/// What the chain says of a refused transaction's nonce.
+/// What the chain says of a transaction's nonce.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum NonceUse {
-    /// Unused at the latest block: the refusal holds, nothing of it can be
-    /// mined before the nonce is.
+    /// Unused at the latest block, as the answering node says: nothing is
+    /// decided yet.
     Unused,
     /// One of the given transactions is included (at least at the latest block).
     Ours,
@@ -55,48 +55,34 @@ impl EvmSender {
     }
 
     /// A node refused a transaction of an `ACCEPTED` transfer (its first
-    /// transfer transaction, or a top-up). Released only as the chain
-    /// confirms; otherwise the transaction stays `SENT` and is sent again.
+    /// transfer transaction, or a top-up). Released only when no node can
+    /// hold it: this process signed it and every node it asked refused it,
+    /// with no answer before that could hide a node taking it. Otherwise (an
+    /// earlier broadcast decided nothing, or it was signed before a restart)
+    /// a node may hold it whatever this one says, so it stays `SENT`, the
+    /// transfer `SUBMITTED`, and the chain decides: its nonce used by one of
+    /// the transfer's transactions, or by the cancellation at the window's end.
     pub(super) async fn refused(
         &self,
         t: &Outgoing,
         tx: &SentTransaction,
         reason: &str,
     ) -> Result<(), SendError> {
-        match self.nonce_use(tx, &[tx], None).await? {
-            NonceUse::Unused => {
-                self.store.reject_transaction(self.config.chain, tx).await?;
-                self.rejected(t, tx, reason).await
+        if !self.only_refused.lock().expect("refusal set").contains(&tx.hash) {
+            warn!(chain = %self.config.chain, transfer = %t.id, hash = %tx.hash, nonce = tx.nonce, reason, "refused, but an earlier broadcast may have reached a node; holding it until the chain decides");
+            if tx.role != TxRole::TopUp {
+                self.store.mark_submitted(&t.id).await?;
             }
-            NonceUse::Ours => {
-                info!(chain = %self.config.chain, transfer = %t.id, hash = %tx.hash, reason, "refused, but the transaction is included");
-                if tx.role != crate::transfers::TxRole::TopUp {
-                    self.store.mark_submitted(&t.id).await?;
-                }
-                Ok(())
-            }
-            NonceUse::Other if t.route == Route::Authorization && !self.authorization_void(t).await? => {
-                warn!(chain = %self.config.chain, transfer = %t.id, hash = %tx.hash, "the nonce went to another transaction, but the authorization may still be used; holding");
-                Ok(())
-            }
-            NonceUse::Other => {
-                warn!(chain = %self.config.chain, transfer = %t.id, hash = %tx.hash, nonce = tx.nonce, reason, "the nonce went to another transaction at a final block; signing again");
-                self.store.reject_transaction(self.config.chain, tx).await?;
-                let from = sender_of(tx)?;
-                let pending = self.rpc.nonce(from, true).await?;
-                self.store.resync_nonce(self.config.chain, &tx.sender, pending).await?;
-                Ok(())
-            }
-            NonceUse::Undecided => {
-                warn!(chain = %self.config.chain, transfer = %t.id, hash = %tx.hash, reason, "refused while its nonce is used by a transaction not yet final; holding");
-                Ok(())
-            }
+            return Ok(());
         }
+        self.store.reject_transaction(self.config.chain, tx).await?;
+        self.rejected(t, tx, reason).await
     }
 
-    /// After a refusal the chain confirmed: a nonce conflict means someone
-    /// else sent from the address, so the counter re-syncs and the transfer
-    /// is tried again; any other reason fails the transfer.
+    /// After a refusal no node can undo: a nonce conflict means someone else
+    /// sent from the address, so the counter re-syncs and the transfer is
+    /// tried again (an EIP-3009 transfer with the authorization it signed
+    /// first); any other reason fails the transfer.
     pub(super) async fn rejected(
         &self,
         t: &Outgoing,
@@ -114,8 +100,12 @@ impl EvmSender {
         self.fail(t, "REJECTED_BY_NODE", reason).await
     }
 
-    /// Who used the nonce of `tx`, among `group` (transactions at that nonce)
-    /// and others; `confirmed` is the newest final block, looked up if `None`.
+    /// Who used the nonce of `tx`, among `group` (every transaction the
+    /// transfer signed at that nonce, refused ones included) and others;
+    /// `confirmed` is the newest final block, looked up if `None`. A nonce
+    /// used at a final block is judged by the block that used it, read by
+    /// number: a backend that lacks it errors instead of answering without
+    /// it, as a receipt lookup would.
     pub(super) async fn nonce_use(
         &self,
         tx: &SentTransaction,
@@ -130,16 +120,49 @@ impl EvmSender {
             Some(c) => Some(c),
             None => self.confirmed_block().await?,
         };
-        // Read before the receipts: a receipt missing after the nonce was
-        // seen final is missing from the chain, not from a slower backend's view.
-        let final_count = match confirmed {
-            Some(block) => self.rpc.nonce_at(from, block).await?,
-            None => 0,
-        };
+        if let Some(block) = confirmed
+            && self.rpc.nonce_at(from, block).await? > tx.nonce
+        {
+            let hashes = self.nonce_block(from, tx.nonce, block).await?;
+            let ours = group.iter().any(|g| g.hash.parse::<B256>().is_ok_and(|h| hashes.contains(&h)));
+            return Ok(if ours { NonceUse::Ours } else { NonceUse::Other });
+        }
         if self.included(group).await?.is_some() {
             return Ok(NonceUse::Ours);
         }
-        Ok(if final_count > tx.nonce { NonceUse::Other } else { NonceUse::Undecided })
+        Ok(NonceUse::Undecided)
+    }
+
+    /// The transactions of the block where `from`'s count passed `nonce`,
+    /// at or below `used_at` (where it is known passed): searched back from
+    /// `used_at` in growing strides, then halved, so that only recent states
+    /// are read (a full node keeps no old ones).
+    pub(super) async fn nonce_block(
+        &self,
+        from: Address,
+        nonce: u64,
+        used_at: u64,
+    ) -> Result<Vec<B256>, SendError> {
+        let (mut low, mut high) = (used_at, used_at);
+        let mut stride = 1;
+        while low > 0 {
+            low = high.saturating_sub(stride);
+            if self.rpc.nonce_at(from, low).await? <= nonce {
+                break;
+            }
+            (high, stride) = (low, stride * 2);
+        }
+        // The count is at most `nonce` at `low` (block 0 sent nothing) and past it at `high`.
+        while high - low > 1 {
+            let middle = low + (high - low) / 2;
+            if self.rpc.nonce_at(from, middle).await? > nonce {
+                high = middle;
+            } else {
+                low = middle;
+            }
+        }
+        let block = self.rpc.blocks(high, high).await?;
+        Ok(block.into_iter().flat_map(|b| b.transactions).map(|x| x.hash).collect())
     }
 
     /// The sender's next nonce: the store's counter, moved up to the chain's
@@ -174,8 +197,15 @@ impl EvmSender {
                 outcome = Broadcast::Accepted;
             }
         }
-        if matches!(outcome, Broadcast::Accepted) {
-            self.broadcast.lock().expect("broadcast set").insert(tx.hash.clone());
+        match outcome {
+            Broadcast::Accepted => {
+                self.broadcast.lock().expect("broadcast set").insert(tx.hash.clone());
+                self.only_refused.lock().expect("refusal set").remove(&tx.hash);
+            }
+            Broadcast::Unknown(_) => {
+                self.only_refused.lock().expect("refusal set").remove(&tx.hash);
+            }
+            Broadcast::Refused(_) => {}
         }
         Ok(outcome)
     }

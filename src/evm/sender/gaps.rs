@@ -69,12 +69,14 @@ impl EvmSender {
                 hex::decode(&raw).map_err(|_| SendError::Invalid("stored filler is not hex".into()))?;
             let from: Address =
                 sender.parse().map_err(|_| SendError::Invalid(format!("bad filler sender {sender}")))?;
-            let used = match confirmed {
-                Some(block) => self.rpc.nonce_at(from, block).await? > nonce,
-                None => false,
-            };
-            if used && self.rpc.fee_receipt(parsed).await?.is_none() {
-                self.store.filler_superseded(&hash).await?;
+            if let Some(block) = confirmed
+                && self.rpc.nonce_at(from, block).await? > nonce
+            {
+                // Read from the block that used the nonce: a receipt missing
+                // may only be missing from a backend behind.
+                if !self.nonce_block(from, nonce, block).await?.contains(&parsed) {
+                    self.store.filler_superseded(&hash).await?;
+                }
                 continue;
             }
             self.rpc.send_raw(&Bytes::from(bytes)).await;

@@ -55,12 +55,16 @@ pub struct EvmSender {
     /// Hashes this process broadcast; any other still pending is sent again
     /// at once (it may never have left before a restart).
     broadcast: Mutex<HashSet<String>>,
+    /// Hashes this process signed that every node it asked refused, with no
+    /// answer before that could hide a node taking it: no node holds them,
+    /// so they can never be mined (see [`EvmSender::refused`]).
+    only_refused: Mutex<HashSet<String>>,
 }
 
 impl EvmSender {
     pub fn new(config: ChainConfig, store: Store, signer: Arc<dyn Signer>) -> Self {
         let rpc = EvmRpc::new(config.chain, &config.rpc_urls, 1, config.batch_size, 1);
-        Self { config, rpc, store, signer, broadcast: Mutex::default() }
+        Self { config, rpc, store, signer, broadcast: Mutex::default(), only_refused: Mutex::default() }
     }
 
     /// Moves every transfer of the chain that is not terminal one step on.
@@ -225,15 +229,15 @@ impl EvmSender {
     /// went to another transaction at a final block; otherwise
     /// re-broadcasts, bumps the fee, or cancels at the window's end.
     async fn follow(&self, t: &Outgoing, confirmed: Option<u64>) -> Result<(), SendError> {
-        let group: Vec<&SentTransaction> = t
-            .transactions
-            .iter()
-            .filter(|x| matches!(x.role, TxRole::Transfer | TxRole::Cancel) && x.state != TxState::Rejected)
-            .collect();
+        // Refused ones included: what the chain says outranks what a node said.
+        let signed: Vec<&SentTransaction> =
+            t.transactions.iter().filter(|x| matches!(x.role, TxRole::Transfer | TxRole::Cancel)).collect();
+        let group: Vec<&SentTransaction> =
+            signed.iter().copied().filter(|x| x.state != TxState::Rejected).collect();
         let Some(last) = group.last().copied() else {
             return Err(SendError::Invalid("a submitted transfer without a transaction".into()));
         };
-        if let Some((tx, receipt)) = self.included(&group).await? {
+        if let Some((tx, receipt)) = self.included(&signed).await? {
             self.record_inclusion(tx, &receipt).await?;
             if confirmed.is_some_and(|c| receipt.block_number.to::<u64>() <= c) {
                 return self.decide(t, tx, &receipt, confirmed).await;
@@ -247,7 +251,7 @@ impl EvmSender {
                 self.store.update_transaction(&tx.hash, TxState::Sent, None, None).await?;
             }
         }
-        if self.nonce_use(last, &group, confirmed).await? == NonceUse::Other {
+        if self.nonce_use(last, &signed, confirmed).await? == NonceUse::Other {
             return self.lost(t, confirmed).await;
         }
 

@@ -90,11 +90,7 @@ impl EvmSender {
         };
         let index = t.key_index.ok_or_else(|| SendError::Invalid("no account key".into()))?;
         let owner = self.signer.evm_address(KeyRef::Account(index))?;
-        let window = self.config.transfers.window();
-        let ends = now_micros() + window.as_micros() as i64;
-        let mut nonce = [0u8; 32];
-        getrandom::fill(&mut nonce).map_err(|e| SendError::Invalid(format!("no randomness: {e}")))?;
-        let nonce = B256::from(nonce);
+        let (nonce, ends) = self.authorization_terms(t)?;
         let message = TransferWithAuthorization {
             from: owner,
             to: destination,
@@ -131,6 +127,22 @@ impl EvmSender {
             input: Bytes::from(call.abi_encode()),
             authorization: Some((nonce, ends)),
         })
+    }
+
+    /// The EIP-3009 nonce and `validBefore` (microseconds) `t` signs: those
+    /// recorded when it was first signed, so that signing it again (its first
+    /// transaction refused by every node) makes no second authorization;
+    /// new ones otherwise.
+    fn authorization_terms(&self, t: &Outgoing) -> Result<(B256, i64), SendError> {
+        if let (Some(nonce), Some(ends)) = (t.authorization_nonce.as_deref(), t.window_ends_at) {
+            let nonce =
+                nonce.parse().map_err(|_| SendError::Invalid(format!("bad authorization nonce {nonce}")))?;
+            return Ok((nonce, ends));
+        }
+        let ends = now_micros() + self.config.transfers.window().as_micros() as i64;
+        let mut nonce = [0u8; 32];
+        getrandom::fill(&mut nonce).map_err(|e| SendError::Invalid(format!("no randomness: {e}")))?;
+        Ok((B256::from(nonce), ends))
     }
 
     /// The key that signs the transfer's transfer and cancellation transactions.
@@ -171,8 +183,11 @@ impl EvmSender {
         let (nonce, gas_limit, value) = (tx.nonce, tx.gas_limit, tx.value);
         let (max_fee, tip) = (tx.max_fee_per_gas, tx.max_priority_fee_per_gas);
         let envelope = TxEnvelope::from(tx.into_signed(signature));
+        let hash = format!("{:#x}", envelope.tx_hash());
+        // Nothing was sent yet: only refusals so far.
+        self.only_refused.lock().expect("refusal set").insert(hash.clone());
         Ok(SentTransaction {
-            hash: format!("{:#x}", envelope.tx_hash()),
+            hash,
             role,
             sender: sender.to_checksum(None),
             nonce,
