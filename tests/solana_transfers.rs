@@ -5,7 +5,10 @@
 
 mod common;
 
-use std::time::Duration;
+use std::{
+    sync::atomic::Ordering,
+    time::{Duration, Instant},
+};
 
 use alloy::primitives::U256;
 use alloy::transports::http::reqwest::Method;
@@ -240,7 +243,7 @@ async fn a_lost_transaction_is_signed_again_after_expiry_then_dropped_at_the_win
     let signatures: Vec<_> = signed.iter().map(|t| t.hash.parse().unwrap()).collect();
     let statuses = node.rpc.get_signature_statuses_with_history(&signatures).await.unwrap().value;
     assert!(statuses.iter().all(Option::is_none), "{statuses:?}");
-    assert!(faults.swallowed_count.load(std::sync::atomic::Ordering::SeqCst) >= 2);
+    assert!(faults.swallowed_count.load(Ordering::SeqCst) >= 2);
     assert_eq!(dropped["transaction_hash"], signed.last().unwrap().hash.as_str());
 
     // Nothing moved, nothing was paid, and the drop was announced.
@@ -285,11 +288,58 @@ async fn a_lagging_nodes_blockhash_not_found_does_not_fail_the_transfer_before_e
     let id = answer.body["id"].as_str().unwrap().to_string();
     // `until` fails on any other terminal status on the way.
     let confirmed = s.until(&id, "CONFIRMED").await;
-    assert_eq!(faults.failed.load(std::sync::atomic::Ordering::SeqCst), 5, "every refusal was met");
+    assert_eq!(faults.failed.load(Ordering::SeqCst), 5, "every refusal was met");
 
     // Sent once: one signature, which is the transfer's, and the lamports arrived once.
     let signed = s.env.store().await.transfer_transactions(&id).await.unwrap();
     assert_eq!(signed.len(), 1, "{signed:?}");
     assert_eq!(confirmed["transaction_hash"], signed[0].hash.as_str());
     assert_eq!(lamports(&s.node, &outside).await, SOL / 10);
+}
+
+#[tokio::test]
+async fn a_lagging_nodes_missing_status_does_not_end_a_transfer_that_landed() {
+    // A short window: a blockhash taken as expired would drop the transfer.
+    let s = Setup::new("window_secs = 5\nrebroadcast_after_secs = 1", true).await;
+    let node = &s.node;
+    let faults = &s.proxy.as_ref().unwrap().faults;
+    // Statuses come from a node far behind, which has not seen the slot the
+    // transaction lands in; heights and blockhashes from the real node.
+    faults.statuses_behind.store(1_000_000, Ordering::SeqCst);
+    let outside = Keypair::new().pubkey();
+    let answer = s.post("alice", "0.1", "SOL", outside.to_string()).await;
+    assert_eq!(answer.status, 201, "{:?}", answer.body);
+    let id = answer.body["id"].as_str().unwrap().to_string();
+    s.until(&id, "SUBMITTED").await;
+    let store = s.env.store().await;
+    let sent = store.transfer_transactions(&id).await.unwrap().remove(0);
+    let signature = sent.hash.parse().unwrap();
+
+    // The transaction landed, then the finalized chain passed its blockhash.
+    eventually(Duration::from_secs(60), "the landed transaction's blockhash to expire", || async {
+        let statuses = node.rpc.get_signature_statuses_with_history(&[signature]).await.unwrap().value;
+        let height = node.rpc.get_block_height_with_commitment(CommitmentConfig::finalized()).await.unwrap();
+        (statuses[0].is_some() && height > sent.nonce).then_some(())
+    })
+    .await;
+    let expired_at = Instant::now();
+    let asked_since = || {
+        let calls = faults.calls.lock().unwrap();
+        calls.iter().filter(|(at, method)| *at > expired_at && method == "getSignatureStatuses").count()
+    };
+    eventually(Duration::from_secs(30), "the lagging node to be asked again", || async {
+        let t = s.get(&format!("/v2/crypto/transfers/{id}")).await;
+        assert_eq!(t["status"], "SUBMITTED", "a lagging node's silence ended a landed transfer: {t}");
+        (asked_since() >= 5).then_some(())
+    })
+    .await;
+
+    // A node that saw the slot answers: the transfer settles with the
+    // transaction that landed, signed once, and the lamports moved once.
+    faults.statuses_behind.store(0, Ordering::SeqCst);
+    let confirmed = s.until(&id, "CONFIRMED").await;
+    let signed = store.transfer_transactions(&id).await.unwrap();
+    assert_eq!(signed.len(), 1, "never signed again: {signed:?}");
+    assert_eq!(confirmed["transaction_hash"], sent.hash.as_str());
+    assert_eq!(lamports(node, &outside).await, SOL / 10);
 }

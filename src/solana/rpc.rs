@@ -61,6 +61,24 @@ pub struct SignatureStatus {
     pub confirmation: String,
 }
 
+/// Signatures' statuses as one node saw them: `slot` is the answer's
+/// `context.slot`, the slot that node had processed when it answered. A
+/// node behind the slot where a transaction landed answers no status for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Statuses {
+    pub slot: u64,
+    /// `None` where the node has no status for the signature.
+    pub values: Vec<Option<SignatureStatus>>,
+}
+
+/// A block the chain reached at a commitment, as one answer tells it: its
+/// slot and its block height belong to the same bank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tip {
+    pub slot: u64,
+    pub block_height: u64,
+}
+
 /// What became of `sendTransaction`.
 #[derive(Debug)]
 pub enum SolanaBroadcast {
@@ -251,8 +269,11 @@ impl SolanaRpc {
         let answer: Option<EncodedConfirmedTransactionWithStatusMeta> =
             match self.call(RpcRequest::GetTransaction, json!([signature, config])).await {
                 Err(failure) if unsupported_version(&failure) => {
-                    let slot =
-                        self.signature_statuses(&[signature]).await.ok().and_then(|s| s.first()?.clone());
+                    let slot = self
+                        .signature_statuses(&[signature])
+                        .await
+                        .ok()
+                        .and_then(|s| s.values.into_iter().next().flatten());
                     let slot = slot.map(|s| s.slot);
                     let unreadable = UnreadableTransaction::refused(slot, Some(signature), &failure.message);
                     return Err(self.unreadable("getTransaction", unreadable));
@@ -278,8 +299,16 @@ impl SolanaRpc {
             .ok_or_else(|| self.malformed("getLatestBlockhash", &response))
     }
 
-    pub async fn block_height(&self, commitment: CommitmentConfig) -> Result<u64, RpcFailure> {
-        self.call(RpcRequest::GetBlockHeight, json!([commitment])).await
+    /// The slot and block height of the node's bank at `commitment`, from
+    /// one answer (`getEpochInfo`): `getSlot` and `getBlockHeight` are two
+    /// answers that two backends behind one URL can give at different heights.
+    pub async fn tip(&self, commitment: CommitmentConfig) -> Result<Tip, RpcFailure> {
+        let info: Value = self.call(RpcRequest::GetEpochInfo, json!([commitment])).await?;
+        info["absoluteSlot"]
+            .as_u64()
+            .zip(info["blockHeight"].as_u64())
+            .map(|(slot, block_height)| Tip { slot, block_height })
+            .ok_or_else(|| self.malformed("getEpochInfo", &info))
     }
 
     /// Whether an account exists at `confirmed`.
@@ -289,19 +318,18 @@ impl SolanaRpc {
         Ok(!response["value"].is_null())
     }
 
-    /// Where each signature stands: `None` when the node has no status for
-    /// it, else its slot, its error (`Some` when it failed on chain) and its
-    /// confirmation level (`processed`, `confirmed` or `finalized`).
-    pub async fn signature_statuses(
-        &self,
-        signatures: &[&str],
-    ) -> Result<Vec<Option<SignatureStatus>>, RpcFailure> {
+    /// Where each signature stands, its whole history searched: `None` when
+    /// the node has no status for it, else its slot, its error (`Some` when
+    /// it failed on chain) and its confirmation level (`processed`,
+    /// `confirmed` or `finalized`); with the slot the node answered at.
+    pub async fn signature_statuses(&self, signatures: &[&str]) -> Result<Statuses, RpcFailure> {
         let response: Value = self
             .call(RpcRequest::GetSignatureStatuses, json!([signatures, { "searchTransactionHistory": true }]))
             .await?;
-        let values =
-            response["value"].as_array().ok_or_else(|| self.malformed("getSignatureStatuses", &response))?;
-        Ok(values
+        let malformed = || self.malformed("getSignatureStatuses", &response);
+        let slot = response["context"]["slot"].as_u64().ok_or_else(malformed)?;
+        let values = response["value"].as_array().ok_or_else(malformed)?;
+        let values = values
             .iter()
             .map(|v| {
                 (!v.is_null()).then(|| SignatureStatus {
@@ -310,7 +338,8 @@ impl SolanaRpc {
                     confirmation: v["confirmationStatus"].as_str().unwrap_or("processed").to_string(),
                 })
             })
-            .collect())
+            .collect();
+        Ok(Statuses { slot, values })
     }
 
     /// Sends a signed transaction (base64) with preflight: the node refusing
@@ -431,7 +460,7 @@ fn method_name(request: RpcRequest) -> &'static str {
         RpcRequest::GetTokenAccountsByOwner => "getTokenAccountsByOwner",
         RpcRequest::GetBalance => "getBalance",
         RpcRequest::GetLatestBlockhash => "getLatestBlockhash",
-        RpcRequest::GetBlockHeight => "getBlockHeight",
+        RpcRequest::GetEpochInfo => "getEpochInfo",
         RpcRequest::GetAccountInfo => "getAccountInfo",
         RpcRequest::GetSignatureStatuses => "getSignatureStatuses",
         RpcRequest::SendTransaction => "sendTransaction",

@@ -5,9 +5,10 @@
 //! A signed transaction is persisted (with its blockhash's last valid block
 //! height) before it is sent, and re-sent until that blockhash expires. Only
 //! once the finalized block height has passed it with no status for any of
-//! the transfer's signatures is it provably never going to land; then it is
-//! re-signed with a fresh blockhash, or `DROPPED` when the window is over. A
-//! transfer can never land twice.
+//! the transfer's signatures, from a node that had reached that finalized
+//! slot, is it provably never going to land; then it is re-signed with a
+//! fresh blockhash, or `DROPPED` when the window is over. A transfer can
+//! never land twice.
 //!
 //! A node's refusal or silence decides nothing before that: the transfer is
 //! `SUBMITTED` and its transaction sent again (a lagging node's preflight
@@ -131,40 +132,84 @@ impl SolanaSender {
             return Err(SendError::Invalid("a submitted transfer without a transaction".into()));
         };
         let signatures: Vec<&str> = group.iter().map(|x| x.hash.as_str()).collect();
-        let statuses = self.rpc.signature_statuses(&signatures).await?;
-        if let Some((tx, status)) =
-            group.iter().zip(&statuses).find_map(|(tx, s)| s.as_ref().map(|s| (*tx, s)))
-        {
-            return self.landed(t, tx, status).await;
+        match self.standing(&signatures, last.nonce).await? {
+            Standing::Landed(i, status) => self.landed(t, group[i], &status).await,
+            Standing::Expired => self.expired(t, last, &signatures).await,
+            Standing::Unproven { finalized_slot, answered_at } => {
+                info!(chain = %self.config.chain, transfer = %t.id, finalized_slot, answered_at, "blockhash expired but the statuses came from a node behind the finalized slot; asking again");
+                Ok(())
+            }
+            Standing::Live => {
+                let due = self
+                    .sent
+                    .lock()
+                    .expect("sent map")
+                    .get(&last.hash)
+                    .is_none_or(|at| at.elapsed() >= self.config.transfers.rebroadcast_after());
+                if due && let SolanaBroadcast::Rejected(reason) = self.send(last).await? {
+                    warn!(chain = %self.config.chain, signature = %last.hash, reason, "node refused a re-send");
+                }
+                Ok(())
+            }
         }
-        let height = self.rpc.block_height(CommitmentConfig::finalized()).await?;
-        if height > last.nonce {
-            // Provably expired: no signature of the transfer has a status and
-            // the finalized chain is past every blockhash it used.
-            if let Some(reason) = self.refusal(&last.hash) {
-                return self.fail(t, "REJECTED_BY_NODE", &reason).await;
-            }
-            if t.window_ends_at.is_some_and(|end| now_micros() >= end) {
-                info!(chain = %self.config.chain, transfer = %t.id, "window over and the last blockhash expired");
-                return self.settle(t, TransferStatus::Dropped, None).await;
-            }
-            let sent = self.sign(t).await?;
-            info!(chain = %self.config.chain, transfer = %t.id, signature = %sent.hash, "blockhash expired; signed again");
-            let lineage = Lineage::After(&last.hash);
-            self.store.record_transaction(&t.id, self.config.chain, &sent, lineage, None, None).await?;
-            if let SolanaBroadcast::Rejected(reason) = self.send(&sent).await? {
-                warn!(chain = %self.config.chain, signature = %sent.hash, reason, "node refused the transaction; sending it again until its blockhash expires");
-            }
+    }
+
+    /// Where a transfer's signatures stand, from answers that agree: the
+    /// finalized slot and block height first, as one answer
+    /// ([`SolanaRpc::tip`]), then the statuses. No status proves nothing by
+    /// itself: a node behind the slot where a transaction landed has none,
+    /// and behind one load-balanced URL (or among the configured ones) the
+    /// statuses and the height can come from different nodes. So the
+    /// blockhash expired only when the node that answered the statuses had
+    /// reached the finalized slot whose height passed `last_valid`
+    /// (`context.slot` at or past it): every block the transaction could
+    /// have landed in was then before that node.
+    async fn standing(&self, signatures: &[&str], last_valid: u64) -> Result<Standing, SendError> {
+        let finalized = self.rpc.tip(CommitmentConfig::finalized()).await?;
+        let statuses = self.rpc.signature_statuses(signatures).await?;
+        let answered_at = statuses.slot;
+        if let Some((i, status)) = statuses.values.into_iter().enumerate().find_map(|(i, s)| Some((i, s?))) {
+            return Ok(Standing::Landed(i, status));
+        }
+        Ok(if finalized.block_height <= last_valid {
+            Standing::Live
+        } else if answered_at < finalized.slot {
+            Standing::Unproven { finalized_slot: finalized.slot, answered_at }
+        } else {
+            Standing::Expired
+        })
+    }
+
+    /// A transfer whose last blockhash provably expired with no status for
+    /// any of its signatures: failed when every send of the last one was
+    /// refused for a reason of its own, `DROPPED` once the window is over,
+    /// else signed again with a fresh blockhash. The chain is asked again
+    /// right before the outcome is recorded (signing takes calls and time):
+    /// anything but expired again leaves the transfer to the next step.
+    async fn expired(
+        &self,
+        t: &Outgoing,
+        last: &SentTransaction,
+        signatures: &[&str],
+    ) -> Result<(), SendError> {
+        let refusal = self.refusal(&last.hash);
+        let over = t.window_ends_at.is_some_and(|end| now_micros() >= end);
+        let next = if refusal.is_none() && !over { Some(self.sign(t).await?) } else { None };
+        if !matches!(self.standing(signatures, last.nonce).await?, Standing::Expired) {
             return Ok(());
         }
-        let due = self
-            .sent
-            .lock()
-            .expect("sent map")
-            .get(&last.hash)
-            .is_none_or(|at| at.elapsed() >= self.config.transfers.rebroadcast_after());
-        if due && let SolanaBroadcast::Rejected(reason) = self.send(last).await? {
-            warn!(chain = %self.config.chain, signature = %last.hash, reason, "node refused a re-send");
+        if let Some(reason) = refusal {
+            return self.fail(t, "REJECTED_BY_NODE", &reason).await;
+        }
+        let Some(sent) = next else {
+            info!(chain = %self.config.chain, transfer = %t.id, "window over and the last blockhash expired");
+            return self.settle(t, TransferStatus::Dropped, None).await;
+        };
+        info!(chain = %self.config.chain, transfer = %t.id, signature = %sent.hash, "blockhash expired; signed again");
+        let lineage = Lineage::After(&last.hash);
+        self.store.record_transaction(&t.id, self.config.chain, &sent, lineage, None, None).await?;
+        if let SolanaBroadcast::Rejected(reason) = self.send(&sent).await? {
+            warn!(chain = %self.config.chain, signature = %sent.hash, reason, "node refused the transaction; sending it again until its blockhash expires");
         }
         Ok(())
     }
@@ -343,7 +388,7 @@ impl SolanaSender {
     async fn send(&self, tx: &SentTransaction) -> Result<SolanaBroadcast, SendError> {
         let mut outcome = self.rpc.send_transaction(&tx.raw).await?;
         if let SolanaBroadcast::Rejected(reason) = &outcome
-            && self.rpc.signature_statuses(&[tx.hash.as_str()]).await?.first().is_some_and(Option::is_some)
+            && self.rpc.signature_statuses(&[tx.hash.as_str()]).await?.values.iter().any(Option::is_some)
         {
             // Sent before (an answer lost, a crash) and already landed: its
             // blockhash may have expired since, which is no refusal.
@@ -360,6 +405,20 @@ impl SolanaSender {
         }
         Ok(outcome)
     }
+}
+
+/// Where a transfer's signatures stand: see [`SolanaSender::standing`].
+enum Standing {
+    /// One of them has a status: its position in the transfer's group.
+    Landed(usize, SignatureStatus),
+    /// The finalized chain has not passed the last blockhash: it may land.
+    Live,
+    /// The finalized chain passed it, but the node that answered the
+    /// statuses was behind that finalized slot: its silence proves nothing.
+    Unproven { finalized_slot: u64, answered_at: u64 },
+    /// The finalized chain passed every blockhash the transfer used, and a
+    /// node at or past that point has no status for any of its signatures.
+    Expired,
 }
 
 fn pubkey(text: &str) -> Result<Pubkey, SendError> {

@@ -52,6 +52,10 @@ pub struct Faults {
     /// Methods whose calls mention one of these strings in their parameters
     /// (a transaction hash) are answered with an error: `(method, needle)`.
     pub failing_params: Mutex<Vec<(String, String)>>,
+    /// `getSignatureStatuses` answered as by a node this many slots behind
+    /// the real one (0: as the node is): its `context.slot` that much lower
+    /// and no status for a transaction in a slot above it.
+    pub statuses_behind: AtomicU64,
     /// Every answer waits a random time between these (milliseconds) before
     /// it is forwarded, like a slow or overloaded node.
     pub slow_min_ms: AtomicU64,
@@ -176,7 +180,27 @@ async fn handle(State(proxy): State<Arc<Proxy>>, Json(body): Json<Value>) -> axu
             slots.retain(|slot| slot.as_u64().is_none_or(|s| !skipped.contains(&s)));
         }
     }
+    let lag = faults.statuses_behind.load(Ordering::SeqCst);
+    if body["method"] == "getSignatureStatuses"
+        && let Some(result) = value.get_mut("result")
+    {
+        lag_statuses(result, lag);
+    }
     Json(value).into_response()
+}
+
+/// A `getSignatureStatuses` result as a node `lag` slots behind gives it.
+fn lag_statuses(result: &mut Value, lag: u64) {
+    let Some(slot) = result["context"]["slot"].as_u64().filter(|_| lag > 0) else {
+        return;
+    };
+    let at = slot.saturating_sub(lag);
+    result["context"]["slot"] = json!(at);
+    for status in result["value"].as_array_mut().into_iter().flatten() {
+        if status["slot"].as_u64().is_some_and(|s| s > at) {
+            *status = Value::Null;
+        }
+    }
 }
 
 fn record_calls(faults: &Faults, body: &Value) {
