@@ -76,6 +76,7 @@ impl EvmSender {
             return Ok(());
         }
         self.store.reject_transaction(self.config.chain, tx).await?;
+        self.only_refused.lock().expect("refusal set").remove(&tx.hash);
         self.rejected(t, tx, reason).await
     }
 
