@@ -298,18 +298,38 @@ async fn unavailable_slots_and_rate_limits_never_move_the_cursor_past_unread_slo
     );
 }
 
+/// A local network, a funded outsider, `alice` watched, and a blocks
+/// watcher reaching the node through a fault proxy.
+struct Watched {
+    node: SolanaNode,
+    outsider: Keypair,
+    alice: Pubkey,
+    db: TestDb,
+    rpc: common::proxy::FaultyRpc,
+    watcher: SolanaWatcher,
+}
+
+impl Watched {
+    async fn through_proxy(backend: Backend) -> Self {
+        let node = SolanaNode::start().await;
+        let outsider = node.funded(10 * SOL).await;
+        let alice = Keypair::new().pubkey();
+        let mints =
+            Mints { usd: Pubkey::new_unique(), t22: Pubkey::new_unique(), spam: Pubkey::new_unique() };
+        let db = TestDb::new(backend).await;
+        add_wallet(&db.store, "alice", &alice).await;
+        let rpc = common::proxy::start(node.url.clone()).await;
+        let mut config = chain_config(&node, &mints, "blocks");
+        config.rpc_urls = vec![custody_indexer::redact::RpcUrl::parse(&rpc.url).unwrap()];
+        let watcher = SolanaWatcher::connect(config, db.store.clone()).await.unwrap();
+        Self { node, outsider, alice, db, rpc, watcher }
+    }
+}
+
 #[tokio::test]
 async fn a_deposit_whose_slot_never_becomes_final_fails() {
-    let node = SolanaNode::start().await;
-    let outsider = node.funded(10 * SOL).await;
-    let alice = Keypair::new().pubkey();
-    let mints = Mints { usd: Pubkey::new_unique(), t22: Pubkey::new_unique(), spam: Pubkey::new_unique() };
-    let db = TestDb::new(Backend::Postgres).await;
-    add_wallet(&db.store, "alice", &alice).await;
-    let rpc = common::proxy::start(node.url.clone()).await;
-    let mut config = chain_config(&node, &mints, "blocks");
-    config.rpc_urls = vec![custody_indexer::redact::RpcUrl::parse(&rpc.url).unwrap()];
-    let mut watcher = SolanaWatcher::connect(config, db.store.clone()).await.unwrap();
+    let Watched { node, outsider, alice, db, rpc, mut watcher } =
+        Watched::through_proxy(Backend::Postgres).await;
 
     let kept = node.send(&[transfer_sol(&outsider.pubkey(), &alice, SOL)], &outsider, &[]).await;
     let kept_slot = node.slot_of(&kept).await;
@@ -329,6 +349,29 @@ async fn a_deposit_whose_slot_never_becomes_final_fails() {
     let status = |tx: &str| deposits.iter().find(|d| d.transaction_hash == tx).unwrap().status;
     assert_eq!(status(&kept), DepositStatus::Confirmed);
     assert_eq!(status(&lost), DepositStatus::Failed);
+}
+
+#[tokio::test]
+async fn a_hole_in_the_nodes_ledger_fails_no_deposit() {
+    let Watched { node, outsider, alice, db, rpc, mut watcher } =
+        Watched::through_proxy(Backend::Sqlite).await;
+
+    // The node lists finalized blocks on both sides of the deposit's slot
+    // but not the slot itself, as after a restore from a snapshot: it reads
+    // as a skip, yet the transaction has a status.
+    let deposit = node.send(&[transfer_sol(&outsider.pubkey(), &alice, SOL)], &outsider, &[]).await;
+    let slot = node.slot_of(&deposit).await;
+    rpc.faults.ledger_holes.lock().unwrap().push(slot);
+    catch_up(&mut watcher, &node).await;
+    node.wait_finalized(node.slot(CommitmentConfig::confirmed()).await).await;
+    catch_up(&mut watcher, &node).await;
+    let status = || async { db.store.deposits_on_chain(CHAIN).await.unwrap()[0].status };
+    assert_eq!(status().await, DepositStatus::Pending, "a hole proves nothing");
+
+    // A node whose ledger holds the slot settles it.
+    rpc.faults.ledger_holes.lock().unwrap().clear();
+    catch_up(&mut watcher, &node).await;
+    assert_eq!(status().await, DepositStatus::Confirmed);
 }
 
 #[tokio::test]

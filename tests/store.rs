@@ -277,9 +277,10 @@ async fn settling_confirms_final_slots_and_fails_skipped_ones() {
         backfill.cursor = CursorMove::Backfill;
         store.commit_scan(&backfill).await.unwrap();
         let pending = store.pending_through(CHAIN, 31).await.unwrap();
-        assert_eq!(pending.iter().map(|(_, slot)| *slot).collect::<Vec<_>>(), vec![30], "{backend:?}");
+        assert_eq!(pending.iter().map(|(_, slot, _)| *slot).collect::<Vec<_>>(), vec![30], "{backend:?}");
+        assert_eq!(pending[0].2, "0xs30");
         let all: Vec<String> =
-            store.pending_through(CHAIN, 100).await.unwrap().into_iter().map(|(id, _)| id).collect();
+            store.pending_through(CHAIN, 100).await.unwrap().into_iter().map(|(id, _, _)| id).collect();
         let changed = store.settle(&all[..1], &all[1..]).await.unwrap();
         assert_eq!(changed.len(), 2);
         let statuses: Vec<_> =

@@ -93,29 +93,43 @@ async fn send_one(client: &RpcClient, raw: &Bytes) -> Broadcast {
     }
 }
 
+/// How nodes word a refusal of a transaction (geth, reth, Erigon, Nethermind
+/// and anvil alike), each with whether it is of the transaction's bytes
+/// alone (see [`intrinsic`]). "nonce too high" is no refusal: the missing
+/// nonce is a gap to fill.
+const REFUSALS: [(&str, bool); 13] = [
+    ("nonce too low", false),
+    ("already used", false),
+    ("insufficient funds", false),
+    ("intrinsic gas too low", true),
+    ("exceeds block gas limit", true),
+    ("gas limit reached", false),
+    ("underpriced", false),
+    ("less than block base fee", false),
+    ("fee cap less than", false),
+    ("higher than max fee", true),
+    ("tip higher than fee cap", true),
+    ("invalid sender", true),
+    ("invalid chain id", true),
+];
+
 /// Whether a node's error answer to `eth_sendRawTransaction` is a refusal of
-/// the transaction itself (geth, reth, Erigon, Nethermind and anvil word
-/// them alike) rather than a failure to answer. Anything not listed is
-/// unknown: a transaction is never taken as refused on a guess.
+/// the transaction itself rather than a failure to answer. Anything not
+/// listed is unknown: a transaction is never taken as refused on a guess.
 pub fn refusal(message: &str) -> bool {
-    // "nonce too high" is no refusal: the missing nonce is a gap to fill.
-    const REFUSALS: [&str; 13] = [
-        "nonce too low",
-        "already used",
-        "insufficient funds",
-        "intrinsic gas too low",
-        "exceeds block gas limit",
-        "gas limit reached",
-        "underpriced",
-        "less than block base fee",
-        "fee cap less than",
-        "higher than max fee",
-        "tip higher than fee cap",
-        "invalid sender",
-        "invalid chain id",
-    ];
     let lower = message.to_ascii_lowercase();
-    REFUSALS.iter().any(|r| lower.contains(r))
+    REFUSALS.iter().any(|(r, _)| lower.contains(r))
+}
+
+/// Whether a refusal is of the transaction's bytes alone (its gas, fee
+/// fields, signature or chain id), whatever state the node is at: no node
+/// anywhere can take it. Every other refusal (nonce too low, underpriced,
+/// insufficient funds, a fee under the base fee) depends on the answering
+/// node's state, and a node at another state, or another backend of the
+/// same request, may have taken the transaction.
+pub fn intrinsic(message: &str) -> bool {
+    let lower = message.to_ascii_lowercase();
+    REFUSALS.iter().any(|(r, of_bytes)| *of_bytes && lower.contains(r))
 }
 
 #[cfg(test)]
@@ -123,20 +137,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_a_refusal_of_the_transaction_itself_is_a_refusal() {
-        for refused in [
-            "nonce too low: next nonce 5, tx nonce 4",
-            "Insufficient funds for gas * price + value",
-            "replacement transaction underpriced",
-            "max fee per gas less than block base fee",
-            "intrinsic gas too low",
+    fn refusals_are_told_from_failures_and_intrinsic_ones_from_those_of_state() {
+        // (answer, a refusal of the transaction, of its bytes alone)
+        for (message, refused, of_bytes) in [
+            ("intrinsic gas too low: have 20000, want 21000", true, true),
+            ("invalid sender", true, true),
+            ("invalid chain id", true, true),
+            ("nonce too low: next nonce 5, tx nonce 4", true, false),
+            ("replacement transaction underpriced", true, false),
+            ("Insufficient funds for gas * price + value", true, false),
+            ("max fee per gas less than block base fee", true, false),
+            ("internal error", false, false),
+            ("request timed out", false, false),
+            ("context deadline exceeded", false, false),
+            ("rate limited", false, false),
+            ("", false, false),
         ] {
-            assert!(refusal(refused), "{refused}");
-        }
-        for unknown in
-            ["internal error", "request timed out", "context deadline exceeded", "rate limited", ""]
-        {
-            assert!(!refusal(unknown), "{unknown}");
+            assert_eq!((refusal(message), intrinsic(message)), (refused, of_bytes), "{message}");
         }
     }
 }

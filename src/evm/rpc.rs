@@ -358,11 +358,19 @@ impl EvmRpc {
 
     /// `eth_call` at the latest block.
     pub async fn call(&self, to: Address, input: Bytes) -> Result<Bytes, RpcFailure> {
+        self.call_at(to, input, BlockNumberOrTag::Latest).await
+    }
+
+    /// `eth_call` against the state at `block`: by number, a node that
+    /// lacks the block errors instead of answering from an older state.
+    pub async fn call_at(
+        &self,
+        to: Address,
+        input: Bytes,
+        block: BlockNumberOrTag,
+    ) -> Result<Bytes, RpcFailure> {
         let call = serde_json::json!({ "to": to, "input": input });
-        self.client
-            .request("eth_call", (call, BlockNumberOrTag::Latest))
-            .await
-            .map_err(|e| self.failure("eth_call", e))
+        self.client.request("eth_call", (call, block)).await.map_err(|e| self.failure("eth_call", e))
     }
 
     /// Sends a signed transaction: see [`Broadcaster::send_raw`].

@@ -3,23 +3,18 @@
 //! `confirmed` as `PENDING`, and settles them once their slot is `finalized`
 //! (`CONFIRMED`) or was skipped (`FAILED`).
 
-use std::{
-    collections::{HashMap, HashSet},
-    sync::Arc,
-    time::Duration,
-};
+use std::{collections::HashSet, sync::Arc, time::Duration};
 
 use futures::{StreamExt, TryStreamExt, stream};
 use solana_commitment_config::CommitmentConfig;
 use solana_transaction_status_client_types::UiConfirmedBlock;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info, warn};
+use tracing::{debug, info};
 
 use super::{
     accounts::associated_token_accounts,
     decode::{self, SolanaAssets, SolanaWatchSet, TOKEN_2022_PROGRAM, TOKEN_PROGRAM},
-    finality::{self, Verdict},
     rpc::{RpcFailure, SolanaRpc},
 };
 use crate::{
@@ -33,6 +28,7 @@ use crate::{
 };
 
 mod history;
+mod settle;
 
 /// Slots listed below a scanned range to prove the answering node's ledger
 /// reaches it; runs of skipped slots are far shorter.
@@ -344,53 +340,6 @@ impl SolanaWatcher {
             deposits.extend(decode::deposits_in_transaction(at, &tx.transaction, &self.watch, &self.assets));
         }
         Ok(deposits)
-    }
-
-    /// Pending deposits at or below the finalized slot become `CONFIRMED` when
-    /// an answer lists their slot among finalized blocks, `FAILED` only when
-    /// the cluster provably skipped it (see [`super::finality`]); otherwise
-    /// they stay `PENDING` and are asked about again next step. The slots are
-    /// read in small ranges around the pending ones, none wider than
-    /// `getBlocks` accepts, however old the deposits are.
-    async fn settle(&self, finalized: u64) -> Result<(), WatchError> {
-        let chain = self.config.chain;
-        let pending = self.store.pending_through(chain, finalized).await?;
-        if pending.is_empty() {
-            return Ok(());
-        }
-        let mut slots: Vec<u64> = pending.iter().map(|(_, slot)| *slot).collect();
-        slots.sort_unstable();
-        slots.dedup();
-        let reads: Vec<_> = finality::windows(&slots, finalized)
-            .into_iter()
-            .map(|(start, end)| async move {
-                self.rpc.blocks(start, end, CommitmentConfig::finalized()).await.map(|b| (start, end, b))
-            })
-            .collect();
-        let answers: Vec<(u64, u64, Vec<u64>)> =
-            stream::iter(reads).buffered(self.config.concurrency).try_collect().await?;
-        let mut verdicts: HashMap<u64, Verdict> = HashMap::new();
-        for (start, end, listed) in &answers {
-            for slot in slots.iter().filter(|s| (*start..=*end).contains(*s)) {
-                let verdict = finality::verdict(*slot, listed);
-                let known = verdicts.entry(*slot).or_insert(Verdict::Unknown);
-                if *known != Verdict::Final && verdict != Verdict::Unknown {
-                    *known = verdict;
-                }
-            }
-        }
-        let with = |wanted: Verdict| -> Vec<String> {
-            let judged = pending.iter().filter(|(_, slot)| verdicts.get(slot) == Some(&wanted));
-            judged.map(|(id, _)| id.clone()).collect()
-        };
-        let (confirmed, failed) = (with(Verdict::Final), with(Verdict::Skipped));
-        let changed = self.store.settle(&confirmed, &failed).await?;
-        if !failed.is_empty() {
-            warn!(%chain, failed = failed.len(), "deposits in slots the cluster skipped are FAILED");
-        }
-        let waiting = pending.len() - confirmed.len() - failed.len();
-        debug!(%chain, finalized, changed = changed.len(), waiting, "settled");
-        Ok(())
     }
 
     /// Scans finalized slots `from..=to` (default: up to the finalized slot)

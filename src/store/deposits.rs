@@ -260,21 +260,27 @@ impl Store {
         Ok(row.map(|r| r.try_get("last_signature")).transpose()?)
     }
 
-    /// Pending deposits of blocks up to `through`: `(id, block number)`.
+    /// Pending deposits of blocks up to `through`: `(id, block number,
+    /// transaction hash)`.
     pub async fn pending_through(
         &self,
         chain: Chain,
         through: u64,
-    ) -> Result<Vec<(String, u64)>, StoreError> {
+    ) -> Result<Vec<(String, u64, String)>, StoreError> {
         let rows = sqlx::query(
-            "SELECT id, block_number FROM deposits WHERE chain = $1 AND status = 'PENDING' AND block_number <= $2
+            "SELECT id, block_number, tx_hash FROM deposits
+             WHERE chain = $1 AND status = 'PENDING' AND block_number <= $2
              ORDER BY block_number, id",
         )
         .bind(chain.as_str())
         .bind(to_i64(through)?)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter().map(|r| Ok((r.try_get("id")?, r.try_get::<i64, _>("block_number")? as u64))).collect()
+        rows.iter()
+            .map(|r| {
+                Ok((r.try_get("id")?, r.try_get::<i64, _>("block_number")? as u64, r.try_get("tx_hash")?))
+            })
+            .collect()
     }
 
     /// Settles pending deposits at once: `confirmed` become `CONFIRMED`,

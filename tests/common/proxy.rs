@@ -29,9 +29,13 @@ pub struct Faults {
     /// JSON-RPC errors `(method, code, message, times)` to answer instead of
     /// forwarding.
     pub method_errors: Mutex<Vec<(String, i64, String, u32)>>,
-    /// Slots left out of `getBlocks` answers at `finalized` commitment: as if
-    /// the cluster had skipped them.
+    /// Slots left out of `getBlocks` answers at `finalized` commitment, and
+    /// their transactions' statuses out of `getSignatureStatuses`: as if the
+    /// cluster had skipped them.
     pub skipped_slots: Mutex<Vec<u64>>,
+    /// Slots left out of `getBlocks` answers at `finalized` commitment only:
+    /// a hole in the node's ledger (its statuses still know the transactions).
+    pub ledger_holes: Mutex<Vec<u64>>,
     /// Methods answered with `result` without reaching the node, like an
     /// endpoint that accepts a transaction and loses it: `(method, result)`.
     pub swallowed: Mutex<Vec<(String, Value)>>,
@@ -174,10 +178,11 @@ async fn handle(State(proxy): State<Arc<Proxy>>, Json(body): Json<Value>) -> axu
     }
     let finalized =
         body["params"].as_array().is_some_and(|p| p.iter().any(|v| v["commitment"] == "finalized"));
+    let skipped = faults.skipped_slots.lock().unwrap().clone();
     if body["method"] == "getBlocks" && finalized {
-        let skipped = faults.skipped_slots.lock().unwrap().clone();
+        let holes = faults.ledger_holes.lock().unwrap().clone();
         if let Some(slots) = value["result"].as_array_mut() {
-            slots.retain(|slot| slot.as_u64().is_none_or(|s| !skipped.contains(&s)));
+            slots.retain(|slot| slot.as_u64().is_none_or(|s| !skipped.contains(&s) && !holes.contains(&s)));
         }
     }
     let lag = faults.statuses_behind.load(Ordering::SeqCst);
@@ -185,6 +190,11 @@ async fn handle(State(proxy): State<Arc<Proxy>>, Json(body): Json<Value>) -> axu
         && let Some(result) = value.get_mut("result")
     {
         lag_statuses(result, lag);
+        for status in result["value"].as_array_mut().into_iter().flatten() {
+            if status["slot"].as_u64().is_some_and(|s| skipped.contains(&s)) {
+                *status = Value::Null;
+            }
+        }
     }
     Json(value).into_response()
 }

@@ -7,6 +7,7 @@
 
 use alloy::{
     primitives::{Address, B256, Bytes},
+    rpc::types::BlockNumberOrTag,
     sol_types::{SolCall, SolEvent},
 };
 
@@ -64,16 +65,26 @@ impl EvmSender {
     }
 
     /// Whether `t`'s authorization can never move funds: unused at a block
-    /// whose timestamp reached its `validBefore` (timestamps only grow).
+    /// whose timestamp reached its `validBefore` (timestamps only grow). The
+    /// token is asked at that block, by number, so both answers are of one
+    /// state: a backend behind, which lacks the block, errors instead of
+    /// saying "unused" from before the authorization was used.
     pub(super) async fn authorization_void(&self, t: &Outgoing) -> Result<bool, SendError> {
         let Some(valid_before) = t.window_ends_at.map(|micros| (micros / 1_000_000) as u64) else {
             return Ok(false);
         };
-        if self.authorization_use(t).await? != AuthorizationUse::Unused {
+        let head = self.rpc.head().await?;
+        if self.rpc.block_time(head).await? < valid_before {
             return Ok(false);
         }
-        let head = self.rpc.head().await?;
-        Ok(self.rpc.block_time(head).await? >= valid_before)
+        let (token, owner, nonce) = self.authorization_of(t)?;
+        let call = authorizationStateCall { authorizer: owner, nonce };
+        let answer =
+            self.rpc.call_at(token, Bytes::from(call.abi_encode()), BlockNumberOrTag::Number(head)).await?;
+        let used = authorizationStateCall::abi_decode_returns(&answer).map_err(|e| {
+            SendError::Invalid(format!("{} has no authorizationState: {e}", t.currency_symbol))
+        })?;
+        Ok(!used)
     }
 
     /// The token, the authorizer and the nonce of `t`'s authorization.

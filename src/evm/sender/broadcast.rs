@@ -7,13 +7,18 @@
 //! until the chain decides. A refusal releases the nonce and the transfer
 //! only when no node can hold the transaction (see [`EvmSender::refused`]);
 //! otherwise the chain decides: the nonce used at a final block by one of
-//! the transfer's transactions, or by another.
+//! the transfer's transactions, or by another. What a node would refuse for
+//! the sender's own state (too little ether for the gas) is checked before
+//! anything is signed, so it fails a transfer with nothing sent.
 
-use alloy::primitives::{Address, B256, Bytes, hex};
+use alloy::primitives::{Address, B256, Bytes, U256, hex};
 use tracing::{info, warn};
 
 use super::{
-    super::rpc::{Broadcast, TxStatus},
+    super::{
+        broadcast::intrinsic,
+        rpc::{Broadcast, TxStatus},
+    },
     EvmSender,
 };
 use crate::transfers::{Outgoing, SendError, SentTransaction, TxRole};
@@ -56,20 +61,24 @@ impl EvmSender {
 
     /// A node refused a transaction of an `ACCEPTED` transfer (its first
     /// transfer transaction, or a top-up). Released only when no node can
-    /// hold it: this process signed it and every node it asked refused it,
-    /// with no answer before that could hide a node taking it. Otherwise (an
-    /// earlier broadcast decided nothing, or it was signed before a restart)
-    /// a node may hold it whatever this one says, so it stays `SENT`, the
-    /// transfer `SUBMITTED`, and the chain decides: its nonce used by one of
-    /// the transfer's transactions, or by the cancellation at the window's end.
+    /// hold it: the refusal is of its bytes alone ([`intrinsic`]), this
+    /// process signed it, and every node it asked refused it, with no answer
+    /// before that could hide a node taking it; the transfer then fails.
+    /// Otherwise (a refusal that depends on the node's state, such as nonce
+    /// too low or insufficient funds, which a backend of the same request at
+    /// another state may not share; an earlier answer that decided nothing;
+    /// a transaction signed before a restart) it stays `SENT`, the transfer
+    /// `SUBMITTED`, and the chain decides: its nonce used by one of the
+    /// transfer's transactions, or by the cancellation at the window's end.
     pub(super) async fn refused(
         &self,
         t: &Outgoing,
         tx: &SentTransaction,
         reason: &str,
     ) -> Result<(), SendError> {
-        if !self.only_refused.lock().expect("refusal set").contains(&tx.hash) {
-            warn!(chain = %self.config.chain, transfer = %t.id, hash = %tx.hash, nonce = tx.nonce, reason, "refused, but an earlier broadcast may have reached a node; holding it until the chain decides");
+        let only_refused = self.only_refused.lock().expect("refusal set").contains(&tx.hash);
+        if !only_refused || !intrinsic(reason) {
+            warn!(chain = %self.config.chain, transfer = %t.id, hash = %tx.hash, nonce = tx.nonce, reason, "refused, but a node may hold it; holding it until the chain decides");
             if tx.role != TxRole::TopUp {
                 self.store.mark_submitted(&t.id).await?;
             }
@@ -77,27 +86,6 @@ impl EvmSender {
         }
         self.store.reject_transaction(self.config.chain, tx).await?;
         self.only_refused.lock().expect("refusal set").remove(&tx.hash);
-        self.rejected(t, tx, reason).await
-    }
-
-    /// After a refusal no node can undo: a nonce conflict means someone else
-    /// sent from the address, so the counter re-syncs and the transfer is
-    /// tried again (an EIP-3009 transfer with the authorization it signed
-    /// first); any other reason fails the transfer.
-    pub(super) async fn rejected(
-        &self,
-        t: &Outgoing,
-        tx: &SentTransaction,
-        reason: &str,
-    ) -> Result<(), SendError> {
-        let lower = reason.to_ascii_lowercase();
-        if lower.contains("nonce too low") || lower.contains("underpriced") || lower.contains("already used")
-        {
-            let pending = self.rpc.nonce(sender_of(tx)?, true).await?;
-            warn!(chain = %self.config.chain, sender = %tx.sender, nonce = tx.nonce, chain_nonce = pending, reason, "nonce in use; re-syncing with the chain");
-            self.store.resync_nonce(self.config.chain, &tx.sender, pending).await?;
-            return Ok(());
-        }
         self.fail(t, "REJECTED_BY_NODE", reason).await
     }
 
@@ -164,6 +152,26 @@ impl EvmSender {
         }
         let block = self.rpc.blocks(high, high).await?;
         Ok(block.into_iter().flat_map(|b| b.transactions).map(|x| x.hash).collect())
+    }
+
+    /// Fails before signing when `from` holds less ether than a transaction
+    /// may spend (`gas_limit × max_fee + value`): a node would refuse it, and
+    /// a refusal that depends on state releases nothing once signed.
+    pub(super) async fn check_funds(
+        &self,
+        from: Address,
+        gas_limit: u64,
+        max_fee: u128,
+        value: U256,
+    ) -> Result<(), SendError> {
+        let need = U256::from(gas_limit) * U256::from(max_fee) + value;
+        let have = self.rpc.balance(from).await?;
+        if have < need {
+            return Err(SendError::Invalid(format!(
+                "insufficient funds: {from} holds {have} wei, the transaction may spend {need} wei"
+            )));
+        }
+        Ok(())
     }
 
     /// The sender's next nonce: the store's counter, moved up to the chain's

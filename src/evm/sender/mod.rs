@@ -147,7 +147,7 @@ impl EvmSender {
                         self.record_inclusion(tx, &receipt).await?;
                         return self.fail(t, "REVERTED", "the gas top-up reverted").await;
                     }
-                    None => return self.keep_alive(t, &pending, KeyRef::Sponsor, self.cap()).await,
+                    None => return self.top_up_pending(t, &pending).await,
                 }
             }
         }
@@ -166,6 +166,7 @@ impl EvmSender {
             }
         }
         let max_fee = max_fee.min(self.replacement_cap(t, gas_limit).await?);
+        self.check_funds(call.from, gas_limit, max_fee, call.value).await?;
         let tx = TxEip1559 {
             chain_id: self.chain_id(),
             nonce: self.next_nonce(call.from).await?,
@@ -200,6 +201,7 @@ impl EvmSender {
     async fn top_up(&self, t: &Outgoing, to: Address, amount: U256) -> Result<(), SendError> {
         let sponsor = self.signer.evm_address(KeyRef::Sponsor)?;
         let (max_fee, tip) = self.fees(None, self.cap()).await?;
+        self.check_funds(sponsor, TRANSFER_GAS, max_fee, amount).await?;
         let tx = TxEip1559 {
             chain_id: self.chain_id(),
             nonce: self.next_nonce(sponsor).await?,
@@ -222,6 +224,21 @@ impl EvmSender {
             }
             Broadcast::Refused(reason) => self.refused(t, &sent, &reason).await,
         }
+    }
+
+    /// Top-ups of `t` not included yet: kept moving, unless their nonce went
+    /// to another transaction at a final block; then none can ever land and
+    /// they are set aside, so that the next step tops up again.
+    async fn top_up_pending(&self, t: &Outgoing, pending: &[&SentTransaction]) -> Result<(), SendError> {
+        let last = *pending.last().expect("a non-empty group");
+        if self.nonce_use(last, pending, None).await? == NonceUse::Other {
+            warn!(chain = %self.config.chain, transfer = %t.id, nonce = last.nonce, "the top-up's nonce went to another transaction at a final block; topping up again");
+            for tx in pending {
+                self.store.reject_transaction(self.config.chain, tx).await?;
+            }
+            return Ok(());
+        }
+        self.keep_alive(t, pending, KeyRef::Sponsor, self.cap()).await
     }
 
     /// A `SUBMITTED` transfer: settles it once one of its transactions is
