@@ -31,8 +31,8 @@ use sqlx::{
 
 /// The transfer types the store takes and returns, where they were first kept.
 pub use crate::transfers::{
-    ChainGas, Created, Fee, GasUsage, LimitPolicy, Lineage, NewTransfer, Outgoing, Refusal, SentTransaction,
-    Settlement, TxRole, TxState, USD_DECIMALS, fingerprint, usd_micros,
+    ChainGas, Created, Fee, GasUsage, LimitPolicy, Lineage, NewTransfer, Outgoing, PlatformCost, Refusal,
+    SentTransaction, Settlement, TxRole, TxState, USD_DECIMALS, fingerprint, usd_micros,
 };
 pub use accounts::{AccountPage, NewAccount, WatchFrom};
 pub use chain_state::{ChainState, Rewind, RewindOutcome};
