@@ -100,7 +100,7 @@ pub async fn check(store: &Store, chains: &Chains, required: &[Chain]) -> Report
         Err(error) => return unreachable(error),
     };
     for report in &mut reports {
-        report.workers = workers(&leases, report.chain, now);
+        report.workers = workers(&leases, report.chain);
         match store.coverage(report.chain).await {
             Ok(coverage) => {
                 report.addresses_catching_up = coverage.catching_up;
@@ -192,8 +192,9 @@ pub fn assess(
     }
 }
 
-/// The leases of `chain`'s workers as of `now`.
-fn workers(leases: &[WorkerLease], chain: Chain, now: DateTime<Utc>) -> Vec<WorkerReport> {
+/// The leases of `chain`'s workers, held or not as the store judged them
+/// when it read them (on PostgreSQL by the database's clock).
+fn workers(leases: &[WorkerLease], chain: Chain) -> Vec<WorkerReport> {
     leases
         .iter()
         .filter(|l| l.chain == chain)
@@ -201,7 +202,7 @@ fn workers(leases: &[WorkerLease], chain: Chain, now: DateTime<Utc>) -> Vec<Work
             kind: l.kind,
             instance: l.owner.clone(),
             epoch: l.epoch,
-            held: l.held_at(now),
+            held: l.held,
             until: l.until,
         })
         .collect()

@@ -1,6 +1,7 @@
 //! Webhook deliveries under several delivery workers on one PostgreSQL, with
 //! receivers so slow that a claimed batch takes longer to send than the
-//! claim's first lease: every attempt is still sent by one worker only.
+//! claim's first lease: every attempt is still sent by one worker only;
+//! leases run on the database's clock, whatever the workers' clocks say.
 
 mod common;
 
@@ -17,7 +18,7 @@ use custody_indexer::{
         signing::Secret,
         url::Policy,
     },
-    store::now_micros,
+    store::{Clock, now_micros},
 };
 use sqlx::{Connection, PgConnection};
 use tokio_util::sync::CancellationToken;
@@ -107,4 +108,34 @@ async fn slow_receivers_get_each_attempt_from_one_worker() {
         let attempts = store.delivery_attempts(&delivery.id).await.unwrap();
         assert_eq!(attempts.len(), 1, "{}: {attempts:?}", delivery.id);
     }
+}
+
+/// Delivery workers on one PostgreSQL whose clocks disagree by an hour: a
+/// claim's lease runs on the database's clock, so a worker whose clock is
+/// ahead claims nothing another worker holds, and one whose clock is behind
+/// starts no attempt once its lease lapsed.
+#[tokio::test]
+async fn delivery_leases_lapse_by_the_databases_clock_not_a_workers() {
+    const HOUR: i64 = 3_600_000_000;
+    let db = TestDb::new(Backend::Postgres).await;
+    db.store.create_organization("acme", None).await.unwrap();
+    let secret = Secret::generate().expose().to_string();
+    let webhook = db.store.create_webhook("acme", "https://receiver.test/", "ledger", &secret).await.unwrap();
+    pending_deliveries(&db.url, "acme", &webhook.id, 1).await;
+    let slow = db.store.with_clock(Clock::skewed(-HOUR));
+    let fast = db.store.with_clock(Clock::skewed(HOUR));
+
+    let claimed = db.store.claim_deliveries("a", 2_000_000, 8).await.unwrap();
+    assert_eq!(claimed.len(), 1);
+    assert!(fast.claim_deliveries("b", 60_000_000, 8).await.unwrap().is_empty(), "the lease is live");
+    // `a`'s clock falls an hour behind: it still extends its live lease.
+    assert!(slow.start_attempt(&claimed[0].delivery_id, "a", 2_000_000).await.unwrap());
+
+    tokio::time::sleep(Duration::from_millis(2_200)).await;
+    assert!(
+        !slow.start_attempt(&claimed[0].delivery_id, "a", 2_000_000).await.unwrap(),
+        "lapsed by the database's clock"
+    );
+    let taken = fast.claim_deliveries("b", 60_000_000, 8).await.unwrap();
+    assert_eq!(taken.iter().map(|c| c.delivery_id.as_str()).collect::<Vec<_>>(), ["delivery-1"]);
 }

@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::{borrow::Cow, collections::BTreeSet, path::Path};
+use std::collections::BTreeSet;
 
 use alloy::{
     primitives::{Address, B256, U256},
@@ -22,7 +22,7 @@ use custody_indexer::{
     evm::{EvmWatcher, Tick},
     store::{CursorMove, NewAccount, ScanCommit, Store},
 };
-use sqlx::{AnyPool, migrate::Migrator};
+use sqlx::AnyPool;
 
 async fn watcher(anvil: &Anvil, store: &Store, token: Address) -> EvmWatcher {
     let config = chain_config(&[anvil.url()], Some(&token.to_checksum(None)), "");
@@ -255,16 +255,6 @@ fn solana_address(byte: u8) -> String {
 const SENDER: &str = "0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48";
 const RECEIVER: &str = "0xdAC17F958D2ee523a2206206994597C13D831ec7";
 
-/// Applies the migrations before the one that changed the token key.
-async fn migrate_before_0008(url: &str) {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations");
-    let mut migrator = Migrator::new(dir.as_path()).await.unwrap();
-    migrator.migrations = Cow::Owned(migrator.iter().filter(|m| m.version < 8).cloned().collect());
-    let pool = AnyPool::connect(url).await.unwrap();
-    migrator.run(&pool).await.unwrap();
-    pool.close().await;
-}
-
 /// A row exactly as the old decoder stored it.
 struct OldRow<'a> {
     id: &'a str,
@@ -359,8 +349,8 @@ fn decoded(tx: u8, raw: u64, occurrence: u32, block: u64) -> Detected {
 #[tokio::test]
 async fn token_deposits_stored_before_the_upgrade_keep_their_identity() {
     for backend in BACKENDS {
-        let db = TestDb::unmigrated(backend).await;
-        migrate_before_0008(&db.url).await;
+        // The store before the migration that changed the token key.
+        let db = TestDb::migrated_before(backend, 8).await;
         let store = &db.store;
         store.create_organization("other", None).await.unwrap();
         // Accounts as they were registered before identities existed.

@@ -1,13 +1,15 @@
 //! Sending through RPC answers that lie or say nothing, on a real anvil:
 //! a broadcast the node took but answered with an error, an EIP-3009
 //! authorization the account holder submits before the sponsor's call
-//! lands. Every transfer lands exactly once, counted on chain.
+//! lands, a nonce gap below later transactions. Every transfer lands exactly
+//! once, counted on chain, and every fee is where the gas ledger says.
 
 mod common;
 
 use alloy::{
     consensus::{Transaction as _, TxEnvelope},
     eips::eip2718::Decodable2718,
+    network::TransactionResponse as _,
     primitives::{Address, B256, Bytes, U256},
     providers::Provider,
     rpc::types::{Filter, TransactionRequest},
@@ -16,9 +18,12 @@ use alloy::{
 use common::{
     anvil::{Mined, TestToken},
     db::Backend,
-    transfers::{ETH, Setup},
+    transfers::{ETH, Setup, usd, usd_micros},
 };
-use custody_indexer::store::TxState;
+use custody_indexer::{
+    amount::Amount,
+    store::{Store, TxRole, TxState},
+};
 use serde_json::{Value, json};
 
 /// How many `Transfer` logs of `token` paid `to`.
@@ -205,17 +210,16 @@ async fn a_nonce_gap_is_filled_and_the_transfers_after_it_confirm() {
         s.until(id, "CONFIRMED", true).await;
     }
 
-    // Nonce 1 went to a zero-value self-transfer, the platform's cost; each
-    // transfer landed once, at the nonces after it.
+    // Nonce 1 went to a zero-value self-transfer; each transfer landed once,
+    // at the nonces after it.
     assert_eq!(s.anvil.provider.get_transaction_count(s.omnibus).await.unwrap(), 4);
     for (id, nonce) in later.iter().zip([2, 3]) {
         let signed = store.transfer_transactions(id).await.unwrap();
         assert_eq!(signed.iter().map(|t| t.nonce).collect::<Vec<_>>(), [nonce], "{id}");
     }
     assert_eq!(s.eth(s.outside).await, U256::from(6 * ETH / 10));
-    let (fillers, cost) = store.filler_costs(common::CHAIN).await.unwrap();
-    assert_eq!(fillers, 1);
-    assert!(cost > U256::ZERO);
+    let filler = sent_at(&s, s.omnibus, 1).await;
+    assert_platform_cost(&s, &store, &filler, &[&first, &later[0], &later[1]]).await;
     run.kill().unwrap();
 }
 
@@ -285,4 +289,87 @@ async fn a_refused_authorization_is_signed_again_with_the_same_authorization() {
     assert_eq!(s.tokens(s.usdc, s.outside).await, U256::from(10_000_000));
     assert_eq!(available(&s, "alice", "USDC").await, "90");
     run.kill().unwrap();
+}
+
+#[tokio::test]
+async fn a_nonce_gap_of_a_topped_up_address_is_filled_and_its_fee_taken_off_the_sponsors_money() {
+    let s = Setup::new(Backend::Postgres, "").await;
+    let alice = s.create_account("alice", "SEGREGATED");
+    let minter = s.anvil.accounts[5];
+    s.anvil.token(s.tusd).mint(alice, U256::from(100_000_000)).from(minter).mined().await;
+    let mut run = s.start("run").await;
+    let first = s.transfer("alice", "1", "TUSD", s.outside).await;
+    s.until(&first, "CONFIRMED", true).await;
+    // Alice's counter skips nonce 1: the gap is hers, filled from her
+    // address with what the sponsor's top-ups left there.
+    let store = s.env.store().await;
+    let address = alice.to_string();
+    assert!(store.resync_nonce(common::CHAIN, &address, 2).await.unwrap());
+    let second = s.transfer("alice", "2", "TUSD", s.outside).await;
+    s.until(&second, "CONFIRMED", true).await;
+    assert_eq!(s.tokens(s.tusd, s.outside).await, U256::from(3_000_000));
+    assert_eq!(s.anvil.provider.get_transaction_count(alice).await.unwrap(), 3);
+    let filler = sent_at(&s, alice, 1).await;
+
+    // The sponsor's money left at her address: its top-ups less the fees of
+    // her transactions, the filler's included, to the wei. She never had
+    // ether of her own, so that is her whole balance.
+    let (mut received, mut paid) = (U256::ZERO, U256::ZERO);
+    for id in [&first, &second] {
+        for tx in s.included(&store, id).await {
+            match tx.role {
+                TxRole::TopUp => received += tx.value,
+                _ => paid += s.fee(&tx.hash).await,
+            }
+        }
+    }
+    let filler_fee = s.fee(&format!("{filler:#x}")).await;
+    let left = store.sponsored_gas_left(common::CHAIN, &address).await.unwrap();
+    assert_eq!(left, received - paid - filler_fee);
+    assert_eq!(s.eth(alice).await, left);
+    assert_platform_cost(&s, &store, &filler, &[&first, &second]).await;
+    run.kill().unwrap();
+}
+
+/// The hash of `from`'s transaction at `nonce`, found in the chain's blocks.
+async fn sent_at(s: &Setup, from: Address, nonce: u64) -> B256 {
+    let head = s.anvil.provider.get_block_number().await.unwrap();
+    for number in 0..=head {
+        let block = s.anvil.provider.get_block_by_number(number.into()).full().await.unwrap().unwrap();
+        if let Some(tx) =
+            block.transactions.into_transactions().find(|t| t.from() == from && t.nonce() == nonce)
+        {
+            return tx.tx_hash();
+        }
+    }
+    panic!("no transaction of {from} at nonce {nonce}");
+}
+
+/// The gas ledger holds `filler`'s fee, from its receipt, as the platform's
+/// own cost (`gas platform`), and bills the organization only its
+/// `transfers`' fees (`gas usage`).
+async fn assert_platform_cost(s: &Setup, store: &Store, filler: &B256, transfers: &[&String]) {
+    let fee = s.fee(&format!("{filler:#x}")).await;
+    let platform: Value = serde_json::from_str(&s.cli(&["gas", "platform", "--json"])).unwrap();
+    assert_eq!(
+        platform,
+        json!([{
+            "chain": common::CHAIN.as_str(), "amount": Amount::from_raw(fee, 18).to_string(),
+            "currency_symbol": "ETH", "usd": usd(usd_micros(fee)), "transactions": 1,
+        }])
+    );
+    let mut billed = U256::ZERO;
+    let mut hashes = Vec::new();
+    for id in transfers {
+        for (hash, _, amount) in store.gas_entries(id).await.unwrap() {
+            assert_ne!(hash, format!("{filler:#x}"), "the filler is billed to no transfer");
+            billed += amount;
+            hashes.push(hash);
+        }
+    }
+    let usage: Value =
+        serde_json::from_str(&s.cli(&["gas", "usage", "--organization", "acme", "--json"])).unwrap();
+    let chain = &usage[0]["by_chain"][0];
+    assert_eq!(chain["amount"], Amount::from_raw(billed, 18).to_string(), "{usage}");
+    assert_eq!(chain["transactions"], hashes.len(), "{usage}");
 }

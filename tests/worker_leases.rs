@@ -1,14 +1,18 @@
 //! Worker leases on both backends: one holder at a time, an epoch that grows
-//! with every takeover, and no write under a stale epoch.
+//! with every takeover, and no write under a stale epoch; on PostgreSQL,
+//! whatever the instances' clocks say.
 
 mod common;
 
 use std::time::Duration;
 
-use common::{TestDb, db::BACKENDS};
+use common::{
+    TestDb,
+    db::{BACKENDS, Backend},
+};
 use custody_indexer::{
     chain::Chain,
-    store::{CursorMove, ScanCommit, Store, StoreError, WorkerKind},
+    store::{Clock, CursorMove, ScanCommit, Store, StoreError, WorkerKind},
 };
 
 const CHAIN: Chain = Chain::BaseSepolia;
@@ -58,7 +62,7 @@ async fn a_lease_has_one_holder_and_a_new_epoch_at_each_takeover() {
         let leases = store.worker_leases().await.unwrap();
         let watcher = leases.iter().find(|l| l.kind == WorkerKind::Watcher).unwrap();
         assert_eq!((watcher.owner.as_str(), watcher.epoch), ("a", 3));
-        assert!(watcher.held_at(chrono::Utc::now()));
+        assert!(watcher.held);
     }
 }
 
@@ -85,4 +89,40 @@ async fn a_watcher_whose_lease_was_taken_over_commits_no_cursor() {
         b.commit_scan(&live_scan(5, 6, Some(5))).await.unwrap();
         assert_eq!(next_block(store).await, 7);
     }
+}
+
+/// Instances on one PostgreSQL whose clocks disagree by an hour: lease times
+/// are the database's clock, so none of them takes over a live lease or
+/// keeps writing under a lapsed one.
+#[tokio::test]
+async fn on_postgres_a_lease_lapses_by_the_databases_clock_not_an_instances() {
+    const HOUR: i64 = 3_600_000_000;
+    let db = TestDb::new(Backend::Postgres).await;
+    let fast = db.store.with_clock(Clock::skewed(HOUR));
+    let slow = db.store.with_clock(Clock::skewed(-HOUR));
+
+    // `a` holds the watcher's lease for two seconds; `b`, whose clock is an
+    // hour ahead, finds it live, and so does `health` read through it.
+    let held = db.store.take_lease(WorkerKind::Watcher, CHAIN, "a", 2_000_000, false).await.unwrap().unwrap();
+    assert_eq!(fast.take_lease(WorkerKind::Watcher, CHAIN, "b", MINUTE, false).await.unwrap(), None);
+    let leases = fast.worker_leases().await.unwrap();
+    assert!(leases.iter().all(|l| l.held), "{leases:?}");
+
+    // `c`, whose clock is an hour behind, takes the sender's lease for two
+    // seconds and renews it: still two seconds ahead of the database's now,
+    // not an hour in its past, so `b` cannot take it either.
+    let sender = slow.take_lease(WorkerKind::Sender, CHAIN, "c", 2_000_000, false).await.unwrap().unwrap();
+    assert!(slow.renew_lease(&sender, 2_000_000).await.unwrap());
+    assert_eq!(fast.take_lease(WorkerKind::Sender, CHAIN, "b", MINUTE, false).await.unwrap(), None);
+
+    // Once the watcher's lease lapsed by the database's clock, `a` writes
+    // nothing even through a handle whose clock is an hour behind, and `b`
+    // takes over.
+    tokio::time::sleep(Duration::from_millis(2_200)).await;
+    let lapsed = slow.fenced(held).commit_scan(&live_scan(0, 4, None)).await.unwrap_err();
+    assert!(matches!(lapsed, StoreError::Conflict(_)), "{lapsed:?}");
+    let leases = slow.worker_leases().await.unwrap();
+    assert!(leases.iter().all(|l| !l.held), "{leases:?}");
+    let taken = fast.take_lease(WorkerKind::Watcher, CHAIN, "b", MINUTE, false).await.unwrap().unwrap();
+    assert_eq!((taken.owner.as_str(), taken.epoch), ("b", 2));
 }

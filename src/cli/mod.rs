@@ -199,7 +199,8 @@ pub enum Command {
     /// The platform's wallets: what to fund.
     #[command(subcommand)]
     Wallets(transfers::WalletsCommand),
-    /// Sponsored gas spent per organization against its credit.
+    /// Network fees paid: per organization against its credit, and the
+    /// platform's own.
     #[command(subcommand)]
     Gas(transfers::GasCommand),
     /// Transaction-limit policies of transfers.

@@ -1,5 +1,5 @@
 //! The commands around sending: `wallets list`, `accounts create`,
-//! `gas usage` and `limits create|list`.
+//! `gas usage|platform` and `limits create|list`.
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
@@ -10,7 +10,7 @@ use crate::{
     account::{AccountType, DEFAULT_ORGANIZATION},
     chain::{Chain, Family},
     keys::{KeyError, KeyRef, MnemonicSigner, Signer, account_addresses},
-    store::{NewAccount, Store},
+    store::{ChainGas, NewAccount, Store},
 };
 
 #[derive(Debug, Subcommand)]
@@ -54,6 +54,12 @@ pub enum GasCommand {
         organization: Option<String>,
         #[command(flatten)]
         credit: GasCredit,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The platform's own network fees (nonce fillers), per chain: billed
+    /// to no organization.
+    Platform {
         #[arg(long)]
         json: bool,
     },
@@ -165,7 +171,10 @@ pub async fn create_account(store: &Store, create: CreateAccount) -> anyhow::Res
 }
 
 pub async fn gas(store: &Store, command: GasCommand) -> anyhow::Result<()> {
-    let GasCommand::Usage { organization, credit, json } = command;
+    let (organization, credit, json) = match command {
+        GasCommand::Usage { organization, credit, json } => (organization, credit, json),
+        GasCommand::Platform { json } => return platform_gas(store, json).await,
+    };
     let organizations = match organization {
         Some(id) => vec![id],
         None => store.organizations().await?.into_iter().map(|o| o.id).collect(),
@@ -183,14 +192,30 @@ pub async fn gas(store: &Store, command: GasCommand) -> anyhow::Result<()> {
             "{}: spent {} USD of {} USD credit, {} USD remaining, {} USD billable",
             u.organization_id, u.spent_usd, u.credit_usd, u.remaining_credit_usd, u.billable_usd
         );
-        for c in &u.by_chain {
-            println!(
-                "  {} {} {} ({} USD, {} transactions)",
-                c.chain, c.amount, c.currency_symbol, c.usd, c.transactions
-            );
-        }
+        print_chains(&u.by_chain);
     }
     Ok(())
+}
+
+/// `gas platform`: the ledger's entries billed to no organization.
+async fn platform_gas(store: &Store, json: bool) -> anyhow::Result<()> {
+    let by_chain = store.platform_gas().await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&by_chain)?);
+        return Ok(());
+    }
+    println!("platform: own cost, billed to no organization");
+    print_chains(&by_chain);
+    Ok(())
+}
+
+fn print_chains(by_chain: &[ChainGas]) {
+    for c in by_chain {
+        println!(
+            "  {} {} {} ({} USD, {} transactions)",
+            c.chain, c.amount, c.currency_symbol, c.usd, c.transactions
+        );
+    }
 }
 
 pub async fn limits(store: &Store, command: LimitsCommand) -> anyhow::Result<()> {

@@ -57,8 +57,8 @@ impl Default for DeliveryConfig {
     }
 }
 
-/// Above an attempt's timeout, what a lease leaves for recording the answer
-/// and for clocks between instances that disagree by less than this.
+/// Above an attempt's timeout, what a lease leaves for recording the answer.
+/// (Lease times are the database's clock, so instances' clocks may differ.)
 const LEASE_MARGIN: Duration = Duration::from_secs(5);
 
 /// How many deliveries a worker claims at once for each one in flight.
@@ -81,8 +81,7 @@ pub async fn run(store: Store, config: DeliveryConfig, shutdown: CancellationTok
     let claim_lease = config.timeout * ROUNDS + LEASE_MARGIN;
     info!(worker = %owner, "webhook delivery started");
     loop {
-        let lease_until = now_micros() + claim_lease.as_micros() as i64;
-        let claimed = match store.claim_deliveries(&owner, lease_until, batch).await {
+        let claimed = match store.claim_deliveries(&owner, micros(claim_lease), batch).await {
             Ok(claimed) => claimed,
             Err(error) => {
                 warn!(%error, "cannot claim webhook deliveries");
@@ -117,8 +116,7 @@ async fn deliver(
     claimed: Claimed,
 ) {
     // The attempt's lease outlives the attempt (its timeout) with a margin.
-    let until = now_micros() + (config.timeout + LEASE_MARGIN).as_micros() as i64;
-    match store.start_attempt(&claimed.delivery_id, owner, until).await {
+    match store.start_attempt(&claimed.delivery_id, owner, micros(config.timeout + LEASE_MARGIN)).await {
         Ok(true) => {}
         Ok(false) => {
             debug!(delivery = %claimed.delivery_id, "lease lapsed before the attempt; left to the next claim");
@@ -219,6 +217,10 @@ async fn send(
         .and_then(|v| v.trim().parse::<u64>().ok())
         .map(Duration::from_secs);
     Ok((response.status().as_u16(), retry_after))
+}
+
+fn micros(duration: Duration) -> i64 {
+    i64::try_from(duration.as_micros()).unwrap_or(i64::MAX)
 }
 
 /// ±20% so that receivers coming back are not hit by every retry at once.

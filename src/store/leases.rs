@@ -7,14 +7,15 @@
 //! fence inside the write's own transaction ([`check`]); on PostgreSQL that
 //! check locks the lease row, so a takeover either waits for the write to
 //! commit or the write sees the new epoch and commits nothing. Safety rests
-//! on the epoch alone; `until` (each holder's own clock) only decides when a
-//! silent holder may be replaced.
+//! on the epoch alone; `until` only decides when a silent holder may be
+//! replaced, and it is written and compared on the database's clock (see
+//! [`super::clock`]), never on an instance's.
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::{Any, Row, Transaction};
 
-use super::{Backend, Store, StoreError, now_micros, parse_column, time};
+use super::{Backend, Store, StoreError, parse_column, time};
 use crate::chain::Chain;
 
 /// The singleton workers of a chain.
@@ -74,17 +75,13 @@ pub struct WorkerLease {
     /// The instance that holds (or last held) it.
     pub owner: String,
     pub epoch: i64,
+    /// Whether the holder renewed it recently enough to still hold it, by
+    /// the clock lease times come from, when it was read.
+    pub held: bool,
     #[serde(serialize_with = "crate::deposit::rfc3339")]
     pub until: DateTime<Utc>,
     #[serde(serialize_with = "crate::deposit::rfc3339")]
     pub acquired_at: DateTime<Utc>,
-}
-
-impl WorkerLease {
-    /// Whether the holder renewed it recently enough to still hold it.
-    pub fn held_at(&self, now: DateTime<Utc>) -> bool {
-        self.until > now
-    }
 }
 
 impl Store {
@@ -101,23 +98,23 @@ impl Store {
         ttl_micros: i64,
         force: bool,
     ) -> Result<Option<Fence>, StoreError> {
-        let now = now_micros();
-        let mut tx = self.begin().await?;
-        let taken = sqlx::query(
-            "INSERT INTO worker_leases (kind, chain, owner, epoch, until, acquired_at) VALUES ($1, $2, $3, 1, $4, $5)
+        let now = self.lease_now(6);
+        let sql = format!(
+            "INSERT INTO worker_leases (kind, chain, owner, epoch, until, acquired_at)
+             VALUES ($1, $2, $3, 1, {now} + $4, {now})
              ON CONFLICT (kind, chain) DO UPDATE SET owner = excluded.owner, epoch = worker_leases.epoch + 1,
                 until = excluded.until, acquired_at = excluded.acquired_at
-             WHERE worker_leases.until <= $5 OR $6 = 1
-             RETURNING epoch",
-        )
-        .bind(kind.as_str())
-        .bind(chain.as_str())
-        .bind(owner)
-        .bind(now.saturating_add(ttl_micros))
-        .bind(now)
-        .bind(i64::from(force))
-        .fetch_optional(&mut *tx)
-        .await?;
+             WHERE worker_leases.until <= {now} OR $5 = 1
+             RETURNING epoch"
+        );
+        let query = sqlx::query(&sql)
+            .bind(kind.as_str())
+            .bind(chain.as_str())
+            .bind(owner)
+            .bind(ttl_micros)
+            .bind(i64::from(force));
+        let mut tx = self.begin().await?;
+        let taken = self.bind_lease_now(query).fetch_optional(&mut *tx).await?;
         tx.commit().await?;
         let Some(row) = taken else { return Ok(None) };
         Ok(Some(Fence { kind, chain, owner: owner.to_string(), epoch: row.try_get("epoch")? }))
@@ -127,16 +124,17 @@ impl Store {
     /// another epoch (it was taken over: the holder must stop). A holder that
     /// renews late keeps its lease if nobody took it meanwhile.
     pub async fn renew_lease(&self, fence: &Fence, ttl_micros: i64) -> Result<bool, StoreError> {
-        let renewed = sqlx::query(
-            "UPDATE worker_leases SET until = $1 WHERE kind = $2 AND chain = $3 AND owner = $4 AND epoch = $5",
-        )
-        .bind(now_micros().saturating_add(ttl_micros))
-        .bind(fence.kind.as_str())
-        .bind(fence.chain.as_str())
-        .bind(&fence.owner)
-        .bind(fence.epoch)
-        .execute(&self.pool)
-        .await?;
+        let sql = format!(
+            "UPDATE worker_leases SET until = {} + $1 WHERE kind = $2 AND chain = $3 AND owner = $4 AND epoch = $5",
+            self.lease_now(6)
+        );
+        let query = sqlx::query(&sql)
+            .bind(ttl_micros)
+            .bind(fence.kind.as_str())
+            .bind(fence.chain.as_str())
+            .bind(&fence.owner)
+            .bind(fence.epoch);
+        let renewed = self.bind_lease_now(query).execute(&self.pool).await?;
         Ok(renewed.rows_affected() == 1)
     }
 
@@ -157,11 +155,13 @@ impl Store {
 
     /// Every lease, by chain then kind.
     pub async fn worker_leases(&self) -> Result<Vec<WorkerLease>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT kind, chain, owner, epoch, until, acquired_at FROM worker_leases ORDER BY chain, kind",
-        )
-        .fetch_all(&self.pool)
-        .await?;
+        let sql = format!(
+            "SELECT kind, chain, owner, epoch, until, acquired_at,
+                CAST(CASE WHEN until > {} THEN 1 ELSE 0 END AS BIGINT) AS held
+             FROM worker_leases ORDER BY chain, kind",
+            self.lease_now(1)
+        );
+        let rows = self.bind_lease_now(sqlx::query(&sql)).fetch_all(&self.pool).await?;
         rows.iter()
             .map(|r| {
                 let kind: String = r.try_get("kind")?;
@@ -172,6 +172,7 @@ impl Store {
                     chain: parse_column(&r.try_get::<String, _>("chain")?, "worker_leases.chain")?,
                     owner: r.try_get("owner")?,
                     epoch: r.try_get("epoch")?,
+                    held: r.try_get::<i64, _>("held")? == 1,
                     until: time(r.try_get("until")?)?,
                     acquired_at: time(r.try_get("acquired_at")?)?,
                 })
@@ -221,29 +222,20 @@ impl Store {
         tx: &mut Transaction<'static, Any>,
         fence: &Fence,
     ) -> Result<(), StoreError> {
-        check(tx, fence, self.backend).await
-    }
-}
-
-async fn check(
-    tx: &mut Transaction<'static, Any>,
-    fence: &Fence,
-    backend: Backend,
-) -> Result<(), StoreError> {
-    let lock = if backend == Backend::Postgres { "FOR SHARE" } else { "" };
-    let held = sqlx::query(&format!(
-        "SELECT epoch FROM worker_leases
-         WHERE kind = $1 AND chain = $2 AND owner = $3 AND epoch = $4 AND until > $5 {lock}"
-    ))
-    .bind(fence.kind.as_str())
-    .bind(fence.chain.as_str())
-    .bind(&fence.owner)
-    .bind(fence.epoch)
-    .bind(now_micros())
-    .fetch_optional(&mut **tx)
-    .await?;
-    match held {
-        Some(_) => Ok(()),
-        None => Err(StoreError::Conflict(format!("{fence} is no longer held: nothing written"))),
+        let lock = if self.backend == Backend::Postgres { "FOR SHARE" } else { "" };
+        let sql = format!(
+            "SELECT epoch FROM worker_leases
+             WHERE kind = $1 AND chain = $2 AND owner = $3 AND epoch = $4 AND until > {} {lock}",
+            self.lease_now(5)
+        );
+        let query = sqlx::query(&sql)
+            .bind(fence.kind.as_str())
+            .bind(fence.chain.as_str())
+            .bind(&fence.owner)
+            .bind(fence.epoch);
+        match self.bind_lease_now(query).fetch_optional(&mut **tx).await? {
+            Some(_) => Ok(()),
+            None => Err(StoreError::Conflict(format!("{fence} is no longer held: nothing written"))),
+        }
     }
 }

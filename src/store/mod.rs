@@ -4,6 +4,7 @@
 
 mod accounts;
 mod chain_state;
+mod clock;
 mod coverage;
 mod deposits;
 mod events;
@@ -31,11 +32,12 @@ use sqlx::{
 
 /// The transfer types the store takes and returns, where they were first kept.
 pub use crate::transfers::{
-    ChainGas, Created, Fee, GasUsage, LimitPolicy, Lineage, NewTransfer, Outgoing, Refusal, SentTransaction,
-    Settlement, TxRole, TxState, USD_DECIMALS, fingerprint, usd_micros,
+    ChainGas, Created, Fee, GasUsage, LimitPolicy, Lineage, NewTransfer, Outgoing, PlatformCost, Refusal,
+    SentTransaction, Settlement, TxRole, TxState, USD_DECIMALS, fingerprint, usd_micros,
 };
 pub use accounts::{AccountPage, NewAccount, WatchFrom};
 pub use chain_state::{ChainState, Rewind, RewindOutcome};
+pub use clock::Clock;
 pub use coverage::{Coverage, Gap, WatchStart};
 pub use deposits::{BlockRef, CursorMove, DepositPage, Orphan, ScanCommit};
 pub use health::{ChainHealth, DepositCount};
@@ -91,6 +93,9 @@ pub struct Store {
     /// The lease of the singleton worker this handle writes for, checked in
     /// its writes' transactions (see [`Store::fenced`]).
     fence: Option<std::sync::Arc<Fence>>,
+    /// This instance's own clock, which lease times come from on SQLite only
+    /// (see [`Clock`]).
+    clock: Clock,
 }
 
 impl Store {
@@ -155,7 +160,7 @@ impl Store {
             .connect(&url)
             .await
             .map_err(|source| StoreError::Connect { url: redact_urls(&url), source })?;
-        Ok(Self { pool, backend, fence: None })
+        Ok(Self { pool, backend, fence: None, clock: Clock::default() })
     }
 
     pub async fn migrate(&self) -> Result<(), StoreError> {

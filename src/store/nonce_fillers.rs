@@ -1,10 +1,11 @@
-//! Zero-value self-transfers that fill a sending address's nonce gaps.
+//! Zero-value self-transfers that fill a sending address's nonce gaps, at
+//! the platform's own cost.
 
 use alloy::primitives::U256;
 use sqlx::Row;
 
-use super::{Store, StoreError, to_i64};
-use crate::chain::Chain;
+use super::{Store, StoreError, gas_ledger::record_platform_cost, now_micros, to_i64};
+use crate::{chain::Chain, transfers::PlatformCost};
 
 /// A filler not yet included: `(hash, sender, nonce, raw)`.
 pub type PendingFiller = (String, String, u64, String);
@@ -61,10 +62,12 @@ impl Store {
         Ok(())
     }
 
-    /// Fillers of `chain` not yet included.
+    /// Fillers of `chain` not yet included, and those included before the
+    /// gas ledger held fillers' fees (their receipts are read again).
     pub async fn pending_fillers(&self, chain: Chain) -> Result<Vec<PendingFiller>, StoreError> {
         let rows = sqlx::query(
-            "SELECT hash, sender, nonce, raw FROM nonce_fillers WHERE chain = $1 AND state = 'SENT'",
+            "SELECT hash, sender, nonce, raw FROM nonce_fillers f WHERE chain = $1 AND (state = 'SENT'
+               OR (state = 'MINED' AND NOT EXISTS (SELECT 1 FROM gas_ledger g WHERE g.transaction_hash = f.hash)))",
         )
         .bind(chain.as_str())
         .fetch_all(&self.pool)
@@ -81,14 +84,24 @@ impl Store {
             .collect()
     }
 
-    /// A filler was included, at `fee`: the platform's own cost.
-    pub async fn filler_included(&self, hash: &str, fee: U256) -> Result<(), StoreError> {
-        self.execute_fenced(
-            sqlx::query("UPDATE nonce_fillers SET state = 'MINED', fee_raw = $2 WHERE hash = $1")
-                .bind(hash)
-                .bind(fee.to_string()),
+    /// A filler was included, at `cost`: `MINED`, and its fees into the gas
+    /// ledger as the platform's own cost, in one transaction. Fenced like
+    /// [`Store::record_transaction`].
+    pub async fn filler_included(&self, hash: &str, cost: &PlatformCost) -> Result<(), StoreError> {
+        let mut tx = self.begin().await?;
+        self.check_own_fence(&mut tx).await?;
+        let fee = cost.fees.iter().fold(U256::ZERO, |total, fee| total + fee.amount);
+        let row = sqlx::query(
+            "UPDATE nonce_fillers SET state = 'MINED', fee_raw = $2 WHERE hash = $1 RETURNING chain",
         )
-        .await?;
+        .bind(hash)
+        .bind(fee.to_string())
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or_else(|| StoreError::NotFound(format!("nonce filler {hash}")))?;
+        let chain: String = row.try_get("chain")?;
+        record_platform_cost(&mut tx, &chain, cost, now_micros()).await?;
+        tx.commit().await?;
         Ok(())
     }
 
@@ -99,19 +112,5 @@ impl Store {
         )
         .await?;
         Ok(())
-    }
-
-    /// What fillers cost the platform on `chain`: `(count, fees)`.
-    pub async fn filler_costs(&self, chain: Chain) -> Result<(u64, U256), StoreError> {
-        let rows = sqlx::query("SELECT fee_raw FROM nonce_fillers WHERE chain = $1 AND fee_raw IS NOT NULL")
-            .bind(chain.as_str())
-            .fetch_all(&self.pool)
-            .await?;
-        let mut total = U256::ZERO;
-        for row in &rows {
-            total +=
-                super::parse_column::<U256>(&row.try_get::<String, _>("fee_raw")?, "nonce_fillers.fee_raw")?;
-        }
-        Ok((rows.len() as u64, total))
     }
 }

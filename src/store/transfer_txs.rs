@@ -67,8 +67,9 @@ impl Store {
     }
 
     /// Sponsor money still at a topped-up address: the top-ups it received
-    /// less the fees its own transactions paid. The next top-up only adds what
-    /// this lacks, and the account's available native balance excludes it.
+    /// less the fees its own transactions paid, nonce fillers included. The
+    /// next top-up only adds what this lacks, and the account's available
+    /// native balance excludes it.
     pub async fn sponsored_gas_left(&self, chain: Chain, address: &str) -> Result<U256, StoreError> {
         let received = sqlx::query(
             "SELECT x.value FROM transfer_transactions x JOIN transfers t ON t.id = x.transfer_id
@@ -80,7 +81,9 @@ impl Store {
         .await?;
         let spent = sqlx::query(
             "SELECT fee_raw FROM transfer_transactions
-             WHERE chain = $1 AND sender = $2 AND state IN ('MINED', 'REVERTED') AND fee_raw IS NOT NULL",
+             WHERE chain = $1 AND sender = $2 AND state IN ('MINED', 'REVERTED') AND fee_raw IS NOT NULL
+             UNION ALL SELECT fee_raw FROM nonce_fillers
+             WHERE chain = $1 AND sender = $2 AND state = 'MINED' AND fee_raw IS NOT NULL",
         )
         .bind(chain.as_str())
         .bind(address)

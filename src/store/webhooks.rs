@@ -2,7 +2,7 @@
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use sqlx::{Row, any::AnyRow};
+use sqlx::{Any, Row, Transaction, any::AnyRow};
 use utoipa::ToSchema;
 
 use super::{Backend, Store, StoreError, now_micros, time};
@@ -184,102 +184,68 @@ impl Store {
         self.webhook(organization, id).await
     }
 
-    /// Leases up to `limit` due deliveries to `owner` until `lease_until`. A
+    /// Leases up to `limit` due deliveries to `owner` for `lease_micros`. A
     /// delivery waits while an earlier event of the same resource is still
     /// pending for the same webhook, so each receiver gets a deposit's events
     /// in order. PostgreSQL skips rows other workers are claiming; SQLite
-    /// serialises claims with its write lock.
+    /// serialises claims with its write lock. Lease times are the database's
+    /// clock on PostgreSQL (see [`super::clock`]).
     pub async fn claim_deliveries(
         &self,
         owner: &str,
-        lease_until: i64,
+        lease_micros: i64,
         limit: u32,
     ) -> Result<Vec<Claimed>, StoreError> {
-        let now = now_micros();
         // A read first: idle workers poll often, and a write transaction would
         // take SQLite's write lock from the watchers each time.
-        let due = sqlx::query(
-            "SELECT id FROM deliveries WHERE state = 'PENDING' AND next_attempt_at <= $1 LIMIT 1",
-        )
-        .bind(now)
-        .fetch_optional(&self.pool)
-        .await?;
-        if due.is_none() {
+        let sql = format!(
+            "SELECT id FROM deliveries WHERE state = 'PENDING' AND next_attempt_at <= {} LIMIT 1",
+            self.lease_now(1)
+        );
+        if self.bind_lease_now(sqlx::query(&sql)).fetch_optional(&self.pool).await?.is_none() {
             return Ok(Vec::new());
         }
         let skip_locked = if self.backend == Backend::Postgres { "FOR UPDATE OF d SKIP LOCKED" } else { "" };
-        let mut tx = self.begin().await?;
-        let claimed = sqlx::query(&format!(
-            "UPDATE deliveries SET lease_owner = $1, lease_until = $2 WHERE id IN (
+        let now = self.lease_now(4);
+        let sql = format!(
+            "UPDATE deliveries SET lease_owner = $1, lease_until = {now} + $2 WHERE id IN (
                 SELECT d.id FROM deliveries d JOIN webhooks w ON w.id = d.webhook_id
-                WHERE d.state = 'PENDING' AND d.next_attempt_at <= $3
-                  AND (d.lease_until IS NULL OR d.lease_until < $3) AND w.status = 'ACTIVE'
+                WHERE d.state = 'PENDING' AND d.next_attempt_at <= {now}
+                  AND (d.lease_until IS NULL OR d.lease_until < {now}) AND w.status = 'ACTIVE'
                   AND NOT EXISTS (SELECT 1 FROM deliveries e WHERE e.webhook_id = d.webhook_id
                       AND e.resource_id = d.resource_id AND e.event_seq < d.event_seq AND e.state = 'PENDING')
-                ORDER BY d.event_seq LIMIT $4 {skip_locked}
+                ORDER BY d.event_seq LIMIT $3 {skip_locked}
              ) RETURNING id"
-        ))
-        .bind(owner)
-        .bind(lease_until)
-        .bind(now)
-        .bind(i64::from(limit))
-        .fetch_all(&mut *tx)
-        .await?;
+        );
+        let query = sqlx::query(&sql).bind(owner).bind(lease_micros).bind(i64::from(limit));
+        let mut tx = self.begin().await?;
+        let claimed = self.bind_lease_now(query).fetch_all(&mut *tx).await?;
         let mut out = Vec::with_capacity(claimed.len());
         for row in claimed {
-            let id: String = row.try_get("id")?;
-            let row = sqlx::query(
-                "SELECT d.id, d.attempts, e.id AS event_id, e.payload, w.id AS webhook_id, w.url,
-                    w.signing_secret, w.previous_secret, w.previous_key_expires_at
-                 FROM deliveries d JOIN events e ON e.seq = d.event_seq JOIN webhooks w ON w.id = d.webhook_id
-                 WHERE d.id = $1",
-            )
-            .bind(&id)
-            .fetch_one(&mut *tx)
-            .await?;
-            let mut secrets = vec![row.try_get::<String, _>("signing_secret")?];
-            let previous: Option<String> = row.try_get("previous_secret")?;
-            let expires: Option<i64> = row.try_get("previous_key_expires_at")?;
-            if let (Some(previous), Some(expires)) = (previous, expires)
-                && expires > now
-            {
-                secrets.push(previous);
-            }
-            out.push(Claimed {
-                delivery_id: id,
-                attempts: row.try_get::<i64, _>("attempts")? as u32,
-                event_id: row.try_get("event_id")?,
-                payload: row.try_get("payload")?,
-                webhook_id: row.try_get("webhook_id")?,
-                url: row.try_get("url")?,
-                secrets,
-            });
+            out.push(claimed_delivery(&mut tx, row.try_get("id")?).await?);
         }
         tx.commit().await?;
         Ok(out)
     }
 
-    /// Extends `owner`'s lease on a delivery to `lease_until` right before an
-    /// attempt, if `owner` still holds it (its lease has not lapsed, so no
-    /// other worker can have claimed it); whether it did. One statement: on
-    /// PostgreSQL a concurrent claim either sees the extended lease or has
-    /// taken the delivery, and then this matches nothing.
+    /// Extends `owner`'s lease on a delivery to `lease_micros` from now right
+    /// before an attempt, if `owner` still holds it (its lease has not
+    /// lapsed, so no other worker can have claimed it); whether it did. One
+    /// statement: on PostgreSQL a concurrent claim either sees the extended
+    /// lease or has taken the delivery, and then this matches nothing.
     pub async fn start_attempt(
         &self,
         delivery_id: &str,
         owner: &str,
-        lease_until: i64,
+        lease_micros: i64,
     ) -> Result<bool, StoreError> {
-        let updated = sqlx::query(
-            "UPDATE deliveries SET lease_until = $1
-             WHERE id = $2 AND lease_owner = $3 AND state = 'PENDING' AND lease_until > $4",
-        )
-        .bind(lease_until)
-        .bind(delivery_id)
-        .bind(owner)
-        .bind(now_micros())
-        .execute(&self.pool)
-        .await?;
+        let now = self.lease_now(4);
+        let sql = format!(
+            "UPDATE deliveries SET lease_until = {now} + $1
+             WHERE id = $2 AND lease_owner = $3 AND state = 'PENDING' AND lease_until > {now}"
+        );
+        let query = sqlx::query(&sql).bind(lease_micros).bind(delivery_id).bind(owner);
+        let updated = self.bind_lease_now(query).execute(&self.pool).await?;
         Ok(updated.rows_affected() == 1)
     }
 
@@ -413,6 +379,38 @@ impl Store {
             })
             .collect()
     }
+}
+
+/// What sending a claimed delivery needs: its event, its webhook's URL and
+/// the secrets to sign with (the previous one while its overlap lasts).
+async fn claimed_delivery(tx: &mut Transaction<'static, Any>, id: String) -> Result<Claimed, StoreError> {
+    let now = now_micros();
+    let row = sqlx::query(
+        "SELECT d.id, d.attempts, e.id AS event_id, e.payload, w.id AS webhook_id, w.url,
+            w.signing_secret, w.previous_secret, w.previous_key_expires_at
+         FROM deliveries d JOIN events e ON e.seq = d.event_seq JOIN webhooks w ON w.id = d.webhook_id
+         WHERE d.id = $1",
+    )
+    .bind(&id)
+    .fetch_one(&mut **tx)
+    .await?;
+    let mut secrets = vec![row.try_get::<String, _>("signing_secret")?];
+    let previous: Option<String> = row.try_get("previous_secret")?;
+    let expires: Option<i64> = row.try_get("previous_key_expires_at")?;
+    if let (Some(previous), Some(expires)) = (previous, expires)
+        && expires > now
+    {
+        secrets.push(previous);
+    }
+    Ok(Claimed {
+        delivery_id: id,
+        attempts: row.try_get::<i64, _>("attempts")? as u32,
+        event_id: row.try_get("event_id")?,
+        payload: row.try_get("payload")?,
+        webhook_id: row.try_get("webhook_id")?,
+        url: row.try_get("url")?,
+        secrets,
+    })
 }
 
 fn webhook_from_row(row: &AnyRow) -> Result<Webhook, StoreError> {

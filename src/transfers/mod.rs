@@ -13,8 +13,8 @@ mod send;
 
 pub use accept::{AcceptError, Acceptance, Request};
 pub use model::{
-    ChainGas, Created, Fee, GasUsage, LimitPolicy, Lineage, NewTransfer, Outgoing, Refusal, SentTransaction,
-    Settlement, TxRole, TxState, fingerprint,
+    ChainGas, Created, Fee, GasUsage, LimitPolicy, Lineage, NewTransfer, Outgoing, PlatformCost, Refusal,
+    SentTransaction, Settlement, TxRole, TxState, fingerprint,
 };
 pub use rules::{COMMON_DECIMALS, USD_DECIMALS, route, scale, usd_micros};
 pub use send::{SendError, after_step, listed_asset, waiting};

@@ -193,6 +193,16 @@ pub struct Settlement {
     pub usd_micros_per_coin: u128,
 }
 
+/// Fees the platform paid for itself (a nonce filler's), for the gas ledger:
+/// billed to no organization.
+#[derive(Debug, Clone)]
+pub struct PlatformCost {
+    pub fees: Vec<Fee>,
+    pub native_symbol: String,
+    pub native_decimals: u8,
+    pub usd_micros_per_coin: u128,
+}
+
 /// A transaction limit on an account or an identity, for one asset.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
 pub struct LimitPolicy {

@@ -195,7 +195,7 @@ impl Cluster {
     pub async fn holder(&self, kind: WorkerKind) -> usize {
         eventually(Duration::from_secs(30), &format!("a live {kind} holder"), || async {
             let lease = lease(self.store(), kind).await?;
-            let held = lease.held_at(chrono::Utc::now());
+            let held = lease.held;
             let index = self.instances.iter().position(|i| owner_pid(&lease) == i.process.id());
             index.filter(|_| held)
         })

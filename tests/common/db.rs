@@ -1,8 +1,10 @@
 //! Fresh, migrated stores: a SQLite file in a temporary directory, or a new
 //! database on the PostgreSQL at `TEST_DATABASE_URL`, dropped afterwards.
 
+use std::borrow::Cow;
+
 use custody_indexer::store::Store;
-use sqlx::{Connection, Executor, PgConnection};
+use sqlx::{AnyPool, Connection, Executor, PgConnection, migrate::Migrator};
 
 pub const DEFAULT_TEST_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
 
@@ -29,6 +31,19 @@ impl TestDb {
     pub async fn new(backend: Backend) -> Self {
         let db = Self::unmigrated(backend).await;
         db.store.migrate().await.unwrap();
+        db
+    }
+
+    /// A new database with the migrations before `version` applied: a store
+    /// as an older release left it.
+    pub async fn migrated_before(backend: Backend, version: i64) -> Self {
+        let db = Self::unmigrated(backend).await;
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations");
+        let mut migrator = Migrator::new(dir.as_path()).await.unwrap();
+        migrator.migrations = Cow::Owned(migrator.iter().filter(|m| m.version < version).cloned().collect());
+        let pool = AnyPool::connect(&db.url).await.unwrap();
+        migrator.run(&pool).await.unwrap();
+        pool.close().await;
         db
     }
 

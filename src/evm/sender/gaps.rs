@@ -8,10 +8,10 @@ use std::collections::BTreeMap;
 use alloy::primitives::{Address, B256, Bytes, hex};
 use tracing::{info, warn};
 
-use super::{EvmSender, broadcast::sender_of};
+use super::{EvmSender, broadcast::sender_of, outcome::receipt_fees};
 use crate::{
     keys::KeyRef,
-    transfers::{Outgoing, SendError, TxRole, TxState},
+    transfers::{Outgoing, PlatformCost, SendError, TxRole, TxState},
 };
 
 impl EvmSender {
@@ -54,15 +54,22 @@ impl EvmSender {
         Ok(())
     }
 
-    /// Records the fee of each filler included; sends the others again, and
+    /// Records the fee of each filler included, in the gas ledger as the
+    /// platform's own cost; sends the others again, and
     /// forgets one whose nonce another transaction used at a final block.
     async fn follow_fillers(&self, confirmed: Option<u64>) -> Result<(), SendError> {
         for (hash, sender, nonce, raw) in self.store.pending_fillers(self.config.chain).await? {
             let parsed: B256 = hash.parse().map_err(|_| SendError::Invalid(format!("bad hash {hash}")))?;
             if let Some(receipt) = self.rpc.fee_receipt(parsed).await? {
+                let cost = PlatformCost {
+                    fees: receipt_fees(&hash, &receipt),
+                    native_symbol: self.config.native.symbol.clone(),
+                    native_decimals: self.config.native.decimals,
+                    usd_micros_per_coin: self.config.transfers.native_usd_micros().unwrap_or_default(),
+                };
                 let fee = receipt.execution_fee() + receipt.l1_fee.unwrap_or_default();
                 info!(chain = %self.config.chain, nonce, %hash, %fee, "nonce gap filled");
-                self.store.filler_included(&hash, fee).await?;
+                self.store.filler_included(&hash, &cost).await?;
                 continue;
             }
             let bytes =

@@ -111,14 +111,7 @@ impl EvmSender {
             let parsed: B256 = tx.hash.parse().map_err(|_| SendError::Invalid("bad hash".into()))?;
             // No receipt: reorged out since, so nothing was paid for it.
             let Some(receipt) = self.rpc.fee_receipt(parsed).await? else { continue };
-            fees.push(Fee {
-                transaction_hash: tx.hash.clone(),
-                kind: "NETWORK_FEE",
-                amount: receipt.execution_fee(),
-            });
-            if let Some(l1) = receipt.l1_fee.filter(|f| !f.is_zero()) {
-                fees.push(Fee { transaction_hash: tx.hash.clone(), kind: "L1_DATA_FEE", amount: l1 });
-            }
+            fees.extend(receipt_fees(&tx.hash, &receipt));
         }
         settle(&self.store, &self.config, &t.id, status, hash, failure, fees).await?;
         Ok(())
@@ -127,4 +120,18 @@ impl EvmSender {
     pub(super) async fn fail(&self, t: &Outgoing, code: &str, message: &str) -> Result<(), SendError> {
         self.settle(t, TransferStatus::Failed, None, Some(failure(code, message))).await
     }
+}
+
+/// What an included transaction cost, for the gas ledger: `gasUsed ×
+/// effectiveGasPrice`, and the OP-stack's L1 data fee when there is one.
+pub(super) fn receipt_fees(hash: &str, receipt: &FeeReceipt) -> Vec<Fee> {
+    let mut fees = vec![Fee {
+        transaction_hash: hash.to_string(),
+        kind: "NETWORK_FEE",
+        amount: receipt.execution_fee(),
+    }];
+    if let Some(l1) = receipt.l1_fee.filter(|f| !f.is_zero()) {
+        fees.push(Fee { transaction_hash: hash.to_string(), kind: "L1_DATA_FEE", amount: l1 });
+    }
+    fees
 }
