@@ -25,8 +25,6 @@ use super::{
     transfers::{ETH, MNEMONIC},
 };
 
-/// The worker lease's time to live: slowed answers take longer.
-pub const LEASE: &str = "1s";
 /// Each payer's TUSD and USDC, in base units (6 decimals).
 const PAYER_TOKENS: u64 = 1_000_000_000;
 
@@ -67,6 +65,8 @@ pub struct Cluster {
     pub proxies: Vec<proxy::FaultyRpc>,
     /// Every answer of a proxy waits this long (milliseconds, min and max).
     slow_ms: (u64, u64),
+    /// The worker lease's time to live.
+    lease: &'static str,
     /// The instances killed, by number.
     pub killed: Vec<usize>,
     pub key: String,
@@ -83,8 +83,9 @@ pub struct Cluster {
 
 impl Cluster {
     /// Starts anvil with both tokens, one PostgreSQL, the wallets funded,
-    /// `payers` payer accounts, and `count` `run` instances.
-    pub async fn start(count: usize, payers: usize, slow_ms: (u64, u64)) -> Self {
+    /// `payers` payer accounts, and `count` `run` instances holding worker
+    /// leases for `lease`.
+    pub async fn start(count: usize, payers: usize, slow_ms: (u64, u64), lease: &'static str) -> Self {
         let anvil = Anvil::start().await;
         let tusd = anvil.deploy_token("TUSD").await;
         let usdc = anvil.deploy_auth_token("USDC").await;
@@ -104,6 +105,7 @@ impl Cluster {
             db,
             proxies: Vec::new(),
             slow_ms,
+            lease,
             killed: Vec::new(),
             key,
             tusd,
@@ -146,7 +148,7 @@ impl Cluster {
         let port = dead_port();
         let env = [
             ("CUSTODY_INDEXER_MNEMONIC", MNEMONIC),
-            ("CUSTODY_INDEXER_WORKER_LEASE", LEASE),
+            ("CUSTODY_INDEXER_WORKER_LEASE", self.lease),
             ("CUSTODY_INDEXER_CHAINS", chains.as_str()),
         ];
         let process = self.env.listen("run", CHAIN, port, &env);

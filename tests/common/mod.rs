@@ -7,6 +7,7 @@ pub mod api;
 pub mod cli;
 pub mod cluster;
 pub mod db;
+pub mod instances;
 pub mod lagging;
 pub mod proxy;
 pub mod receiver;

@@ -1,0 +1,176 @@
+//! Several `run` instances on one PostgreSQL, transfers of every sending
+//! route posted at once (omnibus ETH and TUSD, a `SEGREGATED` account's TUSD
+//! with a gas top-up, its USDC by EIP-3009 authorization) and deposits
+//! arriving while the instances holding the chain are killed (SIGKILL):
+//! every transfer lands exactly once, no sending address has a nonce gap or
+//! a transaction left pending, the chain's watcher and sender are each held
+//! by one live instance and taken over after a kill, and no deposit is
+//! missed or doubled. Once with every RPC answer slowed past the worker
+//! lease's time to live, once with many transfers.
+
+use std::{collections::BTreeSet, time::Duration};
+
+use super::{
+    CHAIN,
+    cluster::{Cluster, Order, lease},
+    eventually,
+    transfers::ETH,
+};
+use alloy::primitives::U256;
+use custody_indexer::{
+    deposit::DepositStatus,
+    store::{TxRole, TxState, WorkerKind},
+};
+use serde_json::Value;
+
+/// `per_route` orders of each route, amounts distinct within each asset.
+fn orders(per_route: usize, payers: usize) -> Vec<Order> {
+    let mut orders = Vec::new();
+    for i in 0..per_route {
+        let payer = format!("payer-{}", i % payers);
+        orders.push(Order::new("treasury", "ETH", ETH / 1000 + i as u128));
+        orders.push(Order::new("treasury", "TUSD", 1_000_000 + i as u128));
+        orders.push(Order::new(&payer, "TUSD", 2_000_000 + i as u128));
+        orders.push(Order::new(&payer, "USDC", 3_000_000 + i as u128));
+    }
+    orders
+}
+
+/// A random pause of up to `max_ms`.
+async fn random_pause(max_ms: u64) {
+    let random = u64::from(uuid::Uuid::new_v4().as_bytes()[0]);
+    tokio::time::sleep(Duration::from_millis(random * max_ms / 255)).await;
+}
+
+/// Kills a holder of the sender or the watcher after each of the first
+/// `kills` deposits; the killed (kind, epoch) pairs.
+async fn deposits_and_kills(c: &mut Cluster, amounts: &[u128], kills: usize) -> Vec<(WorkerKind, i64)> {
+    let mut epochs = Vec::new();
+    for (round, amount) in amounts.iter().enumerate() {
+        c.anvil.send_eth(c.anvil.accounts[1], c.alice, U256::from(*amount)).await;
+        if round < kills {
+            random_pause(2000).await;
+            let kind = if round % 2 == 0 { WorkerKind::Sender } else { WorkerKind::Watcher };
+            epochs.push((kind, c.kill_holder(kind).await));
+        }
+    }
+    epochs
+}
+
+async fn all_confirmed(c: &Cluster, ids: &[String], deposits: usize) {
+    eventually(Duration::from_secs(300), "every transfer and deposit CONFIRMED", || async {
+        c.anvil.mine(1).await;
+        let mut confirmed = 0;
+        for (_, status, count) in c.store().transfer_counts().await.unwrap() {
+            let status = status.as_str();
+            assert!(["ACCEPTED", "SUBMITTED", "CONFIRMED"].contains(&status), "{count} transfers {status}");
+            confirmed += if status == "CONFIRMED" { count } else { 0 };
+        }
+        let seen = c.store().deposits_of_account("alice").await.unwrap();
+        let deposited = seen.len() >= deposits && seen.iter().all(|d| d.status == DepositStatus::Confirmed);
+        (confirmed == ids.len() as u64 && deposited).then_some(())
+    })
+    .await;
+    for id in ids {
+        assert_eq!(c.status(id).await, "CONFIRMED", "{id} as the API serves it");
+    }
+}
+
+/// Every destination holds exactly its amount, each transfer has one
+/// included transaction of its own, and every sending address used one
+/// nonce per transaction, none skipped or left pending.
+async fn assert_each_landed_once(c: &Cluster, orders: &[Order], ids: &[String], omnibus_before: u64) {
+    for order in orders {
+        assert_eq!(c.received(order).await, U256::from(order.raw), "{order:?}");
+    }
+    let mut omnibus_nonces = BTreeSet::new();
+    for id in ids {
+        let txs = c.store().transfer_transactions(id).await.unwrap();
+        let included: Vec<_> =
+            txs.iter().filter(|t| t.role == TxRole::Transfer && t.state == TxState::Mined).collect();
+        assert_eq!(included.len(), 1, "{id}: {txs:?}");
+        if included[0].sender == c.omnibus.to_string() {
+            assert!(omnibus_nonces.insert(included[0].nonce), "{id}: nonce {} used twice", included[0].nonce);
+        }
+    }
+    let expected: BTreeSet<u64> = (omnibus_before..c.nonces(c.omnibus).await.0).collect();
+    assert_eq!(omnibus_nonces, expected, "the omnibus transfers' nonces are contiguous");
+    for address in [c.omnibus, c.sponsor].into_iter().chain(c.payers.iter().copied()) {
+        let (mined, pending) = c.nonces(address).await;
+        assert_eq!(pending, mined, "{address}: nothing left pending at a later nonce");
+        assert_eq!(
+            c.store().stored_nonce(CHAIN, &address.to_string()).await.unwrap().unwrap_or(mined),
+            mined
+        );
+    }
+    for (i, payer) in c.payers.iter().enumerate() {
+        let sent = orders.iter().filter(|o| o.account == format!("payer-{i}") && o.symbol == "TUSD").count();
+        assert_eq!(
+            c.nonces(*payer).await.0,
+            sent as u64,
+            "payer-{i}: one transaction per topped-up transfer"
+        );
+    }
+}
+
+/// What the cluster runs: see the module's text.
+pub struct Scenario {
+    pub instances: usize,
+    pub kills: usize,
+    pub per_route: usize,
+    pub deposits: usize,
+    /// Every RPC answer waits this long (milliseconds, min and max).
+    pub slow_ms: (u64, u64),
+    /// The worker lease's time to live.
+    pub lease: &'static str,
+}
+
+pub async fn scenario(s: Scenario) {
+    let Scenario { instances, kills, per_route, deposits, slow_ms, lease: ttl } = s;
+    let payers = per_route.clamp(1, 10);
+    let mut c = Cluster::start(instances, payers, slow_ms, ttl).await;
+    let omnibus_before = c.nonces(c.omnibus).await.0;
+    let orders = orders(per_route, payers);
+    let posts = orders.iter().enumerate().map(|(i, order)| c.post(i % instances, order));
+    let ids = futures::future::join_all(posts).await;
+    let amounts: Vec<u128> = (0..deposits).map(|i| ETH / 100 + i as u128).collect();
+    let epochs = deposits_and_kills(&mut c, &amounts, kills).await;
+    c.assert_one_at_a_time("the sender", &["eth_sendRawTransaction", "eth_getTransactionCount"]);
+    c.assert_one_at_a_time("the watcher", &["eth_getBlockByNumber(full)"]);
+    // A killed holder's chain is taken over by a live instance.
+    for (kind, killed_at) in &epochs {
+        c.holder(*kind).await;
+        let now = lease(c.store(), *kind).await.unwrap().epoch;
+        assert!(now > *killed_at, "{kind}: taken over after the kill ({killed_at} -> {now})");
+    }
+    all_confirmed(&c, &ids, deposits).await;
+
+    // The chain's watcher and sender each ran on one instance at a time.
+    assert!(
+        !c.runs(&["eth_sendRawTransaction"]).is_empty()
+            && !c.runs(&["eth_getBlockByNumber(full)"]).is_empty()
+    );
+    c.assert_one_at_a_time("the sender", &["eth_sendRawTransaction", "eth_getTransactionCount"]);
+    c.assert_one_at_a_time("the watcher", &["eth_getBlockByNumber(full)"]);
+    assert_each_landed_once(&c, &orders, &ids, omnibus_before).await;
+
+    // Every deposit recorded once, with its amount.
+    let seen = c.store().deposits_of_account("alice").await.unwrap();
+    let ether = |wei: u128| custody_indexer::amount::Amount::from_raw(U256::from(wei), 18).to_string();
+    let mut got: Vec<String> = seen.iter().map(|d| d.amount.clone()).collect();
+    let mut expected: Vec<String> = amounts.iter().map(|wei| ether(*wei)).collect();
+    got.sort();
+    expected.sort();
+    assert_eq!(got, expected, "no deposit missed or doubled");
+
+    // `health` names the live instance holding each worker.
+    let health = c.env.output(&["health", "--json", "--chain", CHAIN.as_str()]);
+    let report: Value = serde_json::from_slice(&health.stdout).unwrap();
+    let workers = report["chains"][0]["workers"].as_array().unwrap().clone();
+    assert_eq!(workers.len(), 2, "{report}");
+    for worker in workers {
+        assert_eq!(worker["held"], true, "{worker}");
+        let pid: u32 = worker["instance"].as_str().unwrap().split('/').nth(1).unwrap().parse().unwrap();
+        assert!(c.instances.iter().any(|i| i.process.id() == pid), "{worker}: held by a live instance");
+    }
+}

@@ -1,0 +1,14 @@
+//! Several `run` instances on one PostgreSQL sending a hundred transfers of
+//! every route at once: see [`common::instances`]. A test target of its
+//! own, so that no other cluster competes with it for the machine (a
+//! worker starved of CPU past its lease loses it, as it should).
+
+mod common;
+
+use common::instances::{Scenario, scenario};
+
+#[tokio::test]
+async fn two_instances_one_killed_send_a_hundred_transfers_of_every_route_once() {
+    scenario(Scenario { instances: 2, kills: 1, per_route: 100, deposits: 4, slow_ms: (0, 0), lease: "3s" })
+        .await;
+}
