@@ -418,7 +418,8 @@ async fn solana_run_killed_again_and_again_misses_nothing() {
     let depositing = async {
         let mut sent = BTreeSet::new();
         let mut i = 0u64;
-        while !stop.load(Ordering::Relaxed) {
+        // At least ten, however slow the machine.
+        while !stop.load(Ordering::Relaxed) || sent.len() < 10 {
             let to = wallets[i as usize % wallets.len()];
             sent.insert(node.send(&[transfer_sol(&payer.pubkey(), &to, SOL / 1000 + i)], &payer, &[]).await);
             i += 1;

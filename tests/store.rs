@@ -278,7 +278,7 @@ async fn settling_confirms_final_slots_and_fails_skipped_ones() {
         store.commit_scan(&backfill).await.unwrap();
         let pending = store.pending_through(CHAIN, 31).await.unwrap();
         assert_eq!(pending.iter().map(|(_, slot, _)| *slot).collect::<Vec<_>>(), vec![30], "{backend:?}");
-        assert_eq!(pending[0].2, "0xs30");
+        assert_eq!(pending[0].2, format!("0x{:064x}", 1), "its transaction");
         let all: Vec<String> =
             store.pending_through(CHAIN, 100).await.unwrap().into_iter().map(|(id, _, _)| id).collect();
         let changed = store.settle(&all[..1], &all[1..]).await.unwrap();

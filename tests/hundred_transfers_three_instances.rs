@@ -1,0 +1,15 @@
+//! Three `run` instances on one PostgreSQL sending a hundred transfers of
+//! every route at once, two holders killed: see [`common::instances`]. A
+//! test target of its own, so that no other cluster competes with it for
+//! the machine (a worker starved of CPU past its lease loses it, as it
+//! should).
+
+mod common;
+
+use common::instances::{Scenario, scenario};
+
+#[tokio::test]
+async fn three_instances_two_killed_send_a_hundred_transfers_of_every_route_once() {
+    scenario(Scenario { instances: 3, kills: 2, per_route: 100, deposits: 5, slow_ms: (0, 0), lease: "3s" })
+        .await;
+}
