@@ -10,6 +10,6 @@ use common::instances::{Scenario, scenario};
 
 #[tokio::test]
 async fn three_instances_two_killed_send_a_hundred_transfers_of_every_route_once() {
-    scenario(Scenario { instances: 3, kills: 2, per_route: 100, deposits: 5, slow_ms: (0, 0), lease: "3s" })
+    scenario(Scenario { instances: 3, kills: 2, per_route: 100, deposits: 5, slow_ms: (0, 0), lease: "10s" })
         .await;
 }

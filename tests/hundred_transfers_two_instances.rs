@@ -9,6 +9,6 @@ use common::instances::{Scenario, scenario};
 
 #[tokio::test]
 async fn two_instances_one_killed_send_a_hundred_transfers_of_every_route_once() {
-    scenario(Scenario { instances: 2, kills: 1, per_route: 100, deposits: 4, slow_ms: (0, 0), lease: "3s" })
+    scenario(Scenario { instances: 2, kills: 1, per_route: 100, deposits: 4, slow_ms: (0, 0), lease: "10s" })
         .await;
 }

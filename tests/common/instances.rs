@@ -10,6 +10,8 @@
 
 use std::{collections::BTreeSet, time::Duration};
 
+use futures::StreamExt;
+
 use super::{
     CHAIN,
     cluster::{Cluster, Order, lease},
@@ -131,8 +133,9 @@ pub async fn scenario(s: Scenario) {
     let mut c = Cluster::start(instances, payers, slow_ms, ttl).await;
     let omnibus_before = c.nonces(c.omnibus).await.0;
     let orders = orders(per_route, payers);
+    // Posted as a busy client does: many at a time, in order.
     let posts = orders.iter().enumerate().map(|(i, order)| c.post(i % instances, order));
-    let ids = futures::future::join_all(posts).await;
+    let ids: Vec<String> = futures::stream::iter(posts).buffered(32).collect().await;
     let amounts: Vec<u128> = (0..deposits).map(|i| ETH / 100 + i as u128).collect();
     let epochs = deposits_and_kills(&mut c, &amounts, kills).await;
     c.assert_one_at_a_time("the sender", &["eth_sendRawTransaction", "eth_getTransactionCount"]);
