@@ -95,8 +95,9 @@ impl Leases {
 }
 
 /// Renews `fence` every third of `ttl` until `stop`; cancels `stop` when the
-/// lease is taken over or lapses without a successful renewal. Whether it
-/// is still held at the end.
+/// lease is taken over, or when it lapses without a successful renewal
+/// (a renewal still unanswered then counts as failed). Whether it is still
+/// held at the end.
 async fn renew(store: Store, fence: Fence, ttl: Duration, stop: CancellationToken) -> bool {
     let mut held_until = Instant::now() + ttl;
     loop {
@@ -105,21 +106,27 @@ async fn renew(store: Store, fence: Fence, ttl: Duration, stop: CancellationToke
             _ = tokio::time::sleep(ttl / 3) => {}
         }
         let asked = Instant::now();
-        match store.renew_lease(&fence, micros(ttl)).await {
-            Ok(true) => held_until = asked + ttl,
-            Ok(false) => {
+        let renewal = tokio::time::timeout_at(held_until, store.renew_lease(&fence, micros(ttl)));
+        let lapsed = match renewal.await {
+            Ok(Ok(true)) => {
+                held_until = asked + ttl;
+                continue;
+            }
+            Ok(Ok(false)) => {
                 warn!(chain = %fence.chain, kind = %fence.kind, epoch = fence.epoch, "lease taken over: stopping here");
                 stop.cancel();
                 return false;
             }
-            Err(error) if Instant::now() >= held_until => {
-                warn!(chain = %fence.chain, kind = %fence.kind, %error, "lease lapsed unrenewed: stopping here");
-                stop.cancel();
-                return false;
+            Ok(Err(error)) => {
+                warn!(chain = %fence.chain, kind = %fence.kind, %error, "cannot renew the lease; retrying");
+                Instant::now() >= held_until
             }
-            Err(error) => {
-                warn!(chain = %fence.chain, kind = %fence.kind, %error, "cannot renew the lease; retrying")
-            }
+            Err(_) => true,
+        };
+        if lapsed {
+            warn!(chain = %fence.chain, kind = %fence.kind, epoch = fence.epoch, "lease lapsed unrenewed: stopping here");
+            stop.cancel();
+            return false;
         }
     }
 }

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::instances::{Scenario, scenario};
+use common::{fleet::Scenario, instances::scenario};
 
 #[tokio::test]
 async fn three_instances_two_killed_send_a_hundred_transfers_of_every_route_once() {

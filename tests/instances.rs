@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::instances::{Scenario, scenario};
+use common::{fleet::Scenario, instances::scenario};
 
 #[tokio::test]
 async fn two_slow_instances_one_killed_send_each_transfer_of_every_route_once() {

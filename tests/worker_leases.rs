@@ -12,8 +12,11 @@ use common::{
 };
 use custody_indexer::{
     chain::Chain,
+    lease::Leases,
     store::{Clock, CursorMove, ScanCommit, Store, StoreError, WorkerKind},
 };
+
+use tokio_util::sync::CancellationToken;
 
 const CHAIN: Chain = Chain::BaseSepolia;
 const MINUTE: i64 = 60_000_000;
@@ -125,4 +128,55 @@ async fn on_postgres_a_lease_lapses_by_the_databases_clock_not_an_instances() {
     assert!(leases.iter().all(|l| !l.held), "{leases:?}");
     let taken = fast.take_lease(WorkerKind::Watcher, CHAIN, "b", MINUTE, false).await.unwrap().unwrap();
     assert_eq!((taken.owner.as_str(), taken.epoch), ("b", 2));
+}
+
+/// A renewal that hangs (another transaction holds the lease row's lock)
+/// does not keep the worker running past its lease: the worker is stopped
+/// when the lease ends, not when the database answers.
+#[tokio::test]
+async fn a_worker_whose_renewal_hangs_is_stopped_when_its_lease_ends() {
+    use sqlx::{Connection, Executor};
+    for backend in BACKENDS {
+        let db = TestDb::new(backend).await;
+        let leases = Leases::new(db.store.apart(1).await.unwrap(), Duration::from_millis(900), false);
+        let shutdown = CancellationToken::new();
+        let (events, mut seen) = tokio::sync::mpsc::unbounded_channel();
+        let holding = tokio::spawn({
+            let shutdown = shutdown.clone();
+            async move {
+                let work = |_fence, stop: CancellationToken| {
+                    let events = events.clone();
+                    async move {
+                        events.send("started").unwrap();
+                        stop.cancelled().await;
+                        events.send("stopped").unwrap();
+                        Ok::<(), std::convert::Infallible>(())
+                    }
+                };
+                leases.hold(WorkerKind::Watcher, CHAIN, &shutdown, work).await
+            }
+        });
+        assert_eq!(seen.recv().await, Some("started"), "{backend:?}");
+
+        // Another transaction locks the lease row (on SQLite, the whole file)
+        // and keeps it far longer than the lease lasts.
+        let mut locker = sqlx::AnyConnection::connect(&db.url).await.unwrap();
+        match backend {
+            Backend::Sqlite => locker.execute("BEGIN IMMEDIATE").await.unwrap(),
+            Backend::Postgres => {
+                locker.execute("BEGIN").await.unwrap();
+                locker.execute("SELECT epoch FROM worker_leases FOR UPDATE").await.unwrap()
+            }
+        };
+        let stopped = tokio::time::timeout(Duration::from_secs(10), seen.recv()).await;
+        assert_eq!(
+            stopped.ok().flatten(),
+            Some("stopped"),
+            "{backend:?}: stopped while the renewal still hangs"
+        );
+
+        locker.execute("ROLLBACK").await.unwrap();
+        shutdown.cancel();
+        holding.await.unwrap().unwrap();
+    }
 }

@@ -334,7 +334,8 @@ impl Cli {
                 let chains = chain_files.load()?;
                 let lock = instance::sqlite_lock(&url)?;
                 let store = Store::open(&url).await?;
-                let leases = Leases::new(store.clone(), instance.worker_lease, lock.is_some());
+                // Renewals on connections of their own, never queued behind API work.
+                let leases = Leases::new(store.apart(2).await?, instance.worker_lease, lock.is_some());
                 index::run(store, chains, only, api, delivery.config()?, leases).await?;
                 drop(lock);
             }

@@ -127,40 +127,21 @@ impl Store {
         } else {
             return Err(StoreError::UnsupportedUrl(redact_urls(url)));
         };
-        let options = AnyPoolOptions::new()
-            .max_connections(if backend == Backend::Sqlite { 4 } else { 10 })
-            .acquire_timeout(Duration::from_secs(30))
-            .after_connect(move |conn, _| {
-                Box::pin(async move {
-                    if backend == Backend::Sqlite {
-                        // WAL lets `backfill` and `run` share the file; FULL sync keeps
-                        // a committed deposit through a power loss.
-                        sqlx::query("PRAGMA journal_mode = WAL").execute(&mut *conn).await?;
-                        sqlx::query("PRAGMA synchronous = FULL").execute(&mut *conn).await?;
-                        sqlx::query("PRAGMA busy_timeout = 30000").execute(&mut *conn).await?;
-                        sqlx::query("PRAGMA foreign_keys = ON").execute(&mut *conn).await?;
-                        // A multi-row statement inside a transaction keeps the pages it
-                        // changes in a statement journal, to undo only itself if it
-                        // fails. In a temporary file that was half of a backfill's
-                        // writes; in memory it costs no system call. (Recovery after a
-                        // crash reads the WAL, never these journals.)
-                        sqlx::query("PRAGMA temp_store = MEMORY").execute(&mut *conn).await?;
-                        // A range's thousands of rows touch index pages all over the
-                        // tree (transaction hashes are random): a 32 MiB page cache
-                        // keeps them instead of reading them back for every statement,
-                        // and checkpointing every 10,000 WAL pages (not 1,000) copies a
-                        // page changed by several commits into the file once.
-                        sqlx::query("PRAGMA cache_size = -32768").execute(&mut *conn).await?;
-                        sqlx::query("PRAGMA wal_autocheckpoint = 10000").execute(&mut *conn).await?;
-                    }
-                    Ok(())
-                })
-            });
+        let options = pool_options(backend, if backend == Backend::Sqlite { 4 } else { 10 });
         let pool = options
             .connect(&url)
             .await
             .map_err(|source| StoreError::Connect { url: redact_urls(&url), source })?;
         Ok(Self { pool, backend, fence: None, clock: Clock::default() })
+    }
+
+    /// The same store through a pool of its own of `connections`: what
+    /// runs on it never waits for a connection behind the main pool's work
+    /// (the worker leases' renewals behind a burst of API requests).
+    pub async fn apart(&self, connections: u32) -> Result<Self, StoreError> {
+        let options = (*self.pool.connect_options()).clone();
+        let pool = pool_options(self.backend, connections).connect_with(options).await?;
+        Ok(Self { pool, ..self.clone() })
     }
 
     pub async fn migrate(&self) -> Result<(), StoreError> {
@@ -190,6 +171,38 @@ impl Store {
             Backend::Postgres => self.pool.begin().await?,
         })
     }
+}
+
+/// The pool's options: `connections` at most, and SQLite's settings on each.
+fn pool_options(backend: Backend, connections: u32) -> AnyPoolOptions {
+    AnyPoolOptions::new().max_connections(connections).acquire_timeout(Duration::from_secs(30)).after_connect(
+        move |conn, _| {
+            Box::pin(async move {
+                if backend == Backend::Sqlite {
+                    // WAL lets `backfill` and `run` share the file; FULL sync keeps
+                    // a committed deposit through a power loss.
+                    sqlx::query("PRAGMA journal_mode = WAL").execute(&mut *conn).await?;
+                    sqlx::query("PRAGMA synchronous = FULL").execute(&mut *conn).await?;
+                    sqlx::query("PRAGMA busy_timeout = 30000").execute(&mut *conn).await?;
+                    sqlx::query("PRAGMA foreign_keys = ON").execute(&mut *conn).await?;
+                    // A multi-row statement inside a transaction keeps the pages it
+                    // changes in a statement journal, to undo only itself if it
+                    // fails. In a temporary file that was half of a backfill's
+                    // writes; in memory it costs no system call. (Recovery after a
+                    // crash reads the WAL, never these journals.)
+                    sqlx::query("PRAGMA temp_store = MEMORY").execute(&mut *conn).await?;
+                    // A range's thousands of rows touch index pages all over the
+                    // tree (transaction hashes are random): a 32 MiB page cache
+                    // keeps them instead of reading them back for every statement,
+                    // and checkpointing every 10,000 WAL pages (not 1,000) copies a
+                    // page changed by several commits into the file once.
+                    sqlx::query("PRAGMA cache_size = -32768").execute(&mut *conn).await?;
+                    sqlx::query("PRAGMA wal_autocheckpoint = 10000").execute(&mut *conn).await?;
+                }
+                Ok(())
+            })
+        },
+    )
 }
 
 /// `sqlite://file.db` creates the file when missing (`mode=rwc`) if `create`.

@@ -8,74 +8,44 @@
 //! missed or doubled. Once with every RPC answer slowed past the worker
 //! lease's time to live, once with many transfers.
 
-use std::{collections::BTreeSet, time::Duration};
+use std::collections::BTreeSet;
 
 use futures::StreamExt;
 
 use super::{
     CHAIN,
-    cluster::{Cluster, Order, lease},
-    eventually,
+    cluster::{Cluster, order},
+    fleet::{Order, Scenario},
     transfers::ETH,
 };
 use alloy::primitives::U256;
-use custody_indexer::{
-    deposit::DepositStatus,
-    store::{TxRole, TxState, WorkerKind},
-};
-use serde_json::Value;
+use custody_indexer::store::{TxRole, TxState, WorkerKind};
 
 /// `per_route` orders of each route, amounts distinct within each asset.
 fn orders(per_route: usize, payers: usize) -> Vec<Order> {
     let mut orders = Vec::new();
     for i in 0..per_route {
         let payer = format!("payer-{}", i % payers);
-        orders.push(Order::new("treasury", "ETH", ETH / 1000 + i as u128));
-        orders.push(Order::new("treasury", "TUSD", 1_000_000 + i as u128));
-        orders.push(Order::new(&payer, "TUSD", 2_000_000 + i as u128));
-        orders.push(Order::new(&payer, "USDC", 3_000_000 + i as u128));
+        orders.push(order("treasury", "ETH", ETH / 1000 + i as u128));
+        orders.push(order("treasury", "TUSD", 1_000_000 + i as u128));
+        orders.push(order(&payer, "TUSD", 2_000_000 + i as u128));
+        orders.push(order(&payer, "USDC", 3_000_000 + i as u128));
     }
     orders
 }
 
-/// A random pause of up to `max_ms`.
-async fn random_pause(max_ms: u64) {
-    let random = u64::from(uuid::Uuid::new_v4().as_bytes()[0]);
-    tokio::time::sleep(Duration::from_millis(random * max_ms / 255)).await;
-}
-
-/// Kills a holder of the sender or the watcher after each of the first
-/// `kills` deposits; the killed (kind, epoch) pairs.
+/// A deposit to alice for each of `amounts`, a holder of the sender or the
+/// watcher killed after each of the first `kills`; the killed (kind,
+/// epoch) pairs.
 async fn deposits_and_kills(c: &mut Cluster, amounts: &[u128], kills: usize) -> Vec<(WorkerKind, i64)> {
     let mut epochs = Vec::new();
     for (round, amount) in amounts.iter().enumerate() {
         c.anvil.send_eth(c.anvil.accounts[1], c.alice, U256::from(*amount)).await;
         if round < kills {
-            random_pause(2000).await;
-            let kind = if round % 2 == 0 { WorkerKind::Sender } else { WorkerKind::Watcher };
-            epochs.push((kind, c.kill_holder(kind).await));
+            epochs.push(c.kill_a_holder(round).await);
         }
     }
     epochs
-}
-
-async fn all_confirmed(c: &Cluster, ids: &[String], deposits: usize) {
-    eventually(Duration::from_secs(300), "every transfer and deposit CONFIRMED", || async {
-        c.anvil.mine(1).await;
-        let mut confirmed = 0;
-        for (_, status, count) in c.store().transfer_counts().await.unwrap() {
-            let status = status.as_str();
-            assert!(["ACCEPTED", "SUBMITTED", "CONFIRMED"].contains(&status), "{count} transfers {status}");
-            confirmed += if status == "CONFIRMED" { count } else { 0 };
-        }
-        let seen = c.store().deposits_of_account("alice").await.unwrap();
-        let deposited = seen.len() >= deposits && seen.iter().all(|d| d.status == DepositStatus::Confirmed);
-        (confirmed == ids.len() as u64 && deposited).then_some(())
-    })
-    .await;
-    for id in ids {
-        assert_eq!(c.status(id).await, "CONFIRMED", "{id} as the API serves it");
-    }
 }
 
 /// Every destination holds exactly its amount, each transfer has one
@@ -115,18 +85,6 @@ async fn assert_each_landed_once(c: &Cluster, orders: &[Order], ids: &[String], 
     }
 }
 
-/// What the cluster runs: see the module's text.
-pub struct Scenario {
-    pub instances: usize,
-    pub kills: usize,
-    pub per_route: usize,
-    pub deposits: usize,
-    /// Every RPC answer waits this long (milliseconds, min and max).
-    pub slow_ms: (u64, u64),
-    /// The worker lease's time to live.
-    pub lease: &'static str,
-}
-
 pub async fn scenario(s: Scenario) {
     let Scenario { instances, kills, per_route, deposits, slow_ms, lease: ttl } = s;
     let payers = per_route.clamp(1, 10);
@@ -140,13 +98,8 @@ pub async fn scenario(s: Scenario) {
     let epochs = deposits_and_kills(&mut c, &amounts, kills).await;
     c.assert_one_at_a_time("the sender", &["eth_sendRawTransaction", "eth_getTransactionCount"]);
     c.assert_one_at_a_time("the watcher", &["eth_getBlockByNumber(full)"]);
-    // A killed holder's chain is taken over by a live instance.
-    for (kind, killed_at) in &epochs {
-        c.holder(*kind).await;
-        let now = lease(c.store(), *kind).await.unwrap().epoch;
-        assert!(now > *killed_at, "{kind}: taken over after the kill ({killed_at} -> {now})");
-    }
-    all_confirmed(&c, &ids, deposits).await;
+    c.assert_taken_over(&epochs).await;
+    c.all_confirmed(&ids, "alice", deposits, || c.anvil.mine(1)).await;
 
     // The chain's watcher and sender each ran on one instance at a time.
     assert!(
@@ -157,23 +110,6 @@ pub async fn scenario(s: Scenario) {
     c.assert_one_at_a_time("the watcher", &["eth_getBlockByNumber(full)"]);
     assert_each_landed_once(&c, &orders, &ids, omnibus_before).await;
 
-    // Every deposit recorded once, with its amount.
-    let seen = c.store().deposits_of_account("alice").await.unwrap();
-    let ether = |wei: u128| custody_indexer::amount::Amount::from_raw(U256::from(wei), 18).to_string();
-    let mut got: Vec<String> = seen.iter().map(|d| d.amount.clone()).collect();
-    let mut expected: Vec<String> = amounts.iter().map(|wei| ether(*wei)).collect();
-    got.sort();
-    expected.sort();
-    assert_eq!(got, expected, "no deposit missed or doubled");
-
-    // `health` names the live instance holding each worker.
-    let health = c.env.output(&["health", "--json", "--chain", CHAIN.as_str()]);
-    let report: Value = serde_json::from_slice(&health.stdout).unwrap();
-    let workers = report["chains"][0]["workers"].as_array().unwrap().clone();
-    assert_eq!(workers.len(), 2, "{report}");
-    for worker in workers {
-        assert_eq!(worker["held"], true, "{worker}");
-        let pid: u32 = worker["instance"].as_str().unwrap().split('/').nth(1).unwrap().parse().unwrap();
-        assert!(c.instances.iter().any(|i| i.process.id() == pid), "{worker}: held by a live instance");
-    }
+    c.assert_deposits("alice", &amounts, 18).await;
+    c.assert_health_names_live_holders();
 }

@@ -7,11 +7,14 @@ pub mod api;
 pub mod cli;
 pub mod cluster;
 pub mod db;
+pub mod fleet;
 pub mod instances;
 pub mod lagging;
 pub mod proxy;
 pub mod receiver;
 pub mod solana;
+pub mod solana_cluster;
+pub mod solana_instances;
 pub mod transfers;
 
 use std::{future::Future, path::Path, time::Duration};
