@@ -6,6 +6,15 @@
 //! fields the indexer uses rather than alloy's full envelopes: OP-stack and
 //! Polygon blocks carry transaction types that Ethereum's envelope refuses,
 //! and the projection decodes faster.
+//!
+//! What the sender reads and sends (balances, nonces, fees, calls,
+//! broadcasts) is in [`sending`].
+
+mod projections;
+mod sending;
+
+use projections::{FeeHeader, RpcBlockTime};
+pub use projections::{FeeReceipt, RpcBlock, RpcHeader, RpcReceipt, RpcTransaction, TxStatus};
 
 use std::{
     collections::{HashMap, HashSet},
@@ -15,7 +24,7 @@ use std::{
 };
 
 use alloy::{
-    primitives::{Address, B256, Bloom, Bytes, U64, U256},
+    primitives::{Address, B256, U64},
     rpc::{
         client::{ClientBuilder, RpcClient},
         types::{
@@ -29,9 +38,7 @@ use alloy::{
         layers::{FallbackLayer, RateLimitRetryPolicy, RetryBackoffLayer, RetryPolicy},
     },
 };
-use alloy::{sol, sol_types::SolCall};
 use futures::{StreamExt, TryStreamExt, stream};
-use serde::Deserialize;
 
 pub use super::broadcast::Broadcast;
 use super::broadcast::Broadcaster;
@@ -39,10 +46,6 @@ use crate::{
     chain::Chain,
     redact::{RpcUrl, redact_urls},
 };
-
-sol! {
-    function balanceOf(address owner) external view returns (uint256);
-}
 
 /// Every method the indexer calls. The fallback layer sends each of them to
 /// one URL at a time, in order of health, instead of racing all URLs.
@@ -73,109 +76,6 @@ pub struct RpcFailure {
     /// What went wrong, for metrics: see [`crate::watcher::WatchError::kind`].
     pub kind: &'static str,
     pub range_too_large: bool,
-}
-
-/// A block with the fields the indexer reads.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RpcBlock {
-    pub number: U64,
-    pub hash: B256,
-    pub parent_hash: B256,
-    pub timestamp: U64,
-    /// Which (address, topic) pairs the block's logs may hold; all zero on
-    /// chains that do not publish blooms (see [`super::completeness`]).
-    #[serde(default)]
-    pub logs_bloom: Bloom,
-    #[serde(default)]
-    pub transactions: Vec<RpcTransaction>,
-}
-
-/// A block header projection, for hashes only.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RpcHeader {
-    pub number: U64,
-    pub hash: B256,
-    pub parent_hash: B256,
-}
-
-#[derive(Debug, Clone, Copy, Deserialize)]
-struct RpcBlockTime {
-    timestamp: U64,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RpcTransaction {
-    pub hash: B256,
-    pub from: Address,
-    #[serde(default)]
-    pub to: Option<Address>,
-    #[serde(default)]
-    pub value: U256,
-    #[serde(default)]
-    pub block_number: Option<U64>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RpcReceipt {
-    pub transaction_hash: B256,
-    /// Absent before Byzantium, where a receipt carried a state root instead.
-    #[serde(default)]
-    pub status: Option<U64>,
-}
-
-impl RpcReceipt {
-    pub fn succeeded(&self) -> bool {
-        self.status.is_none_or(|s| s == U64::from(1))
-    }
-}
-
-/// A receipt with what the sender needs: where it was included, whether it
-/// succeeded and what it cost.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct FeeReceipt {
-    pub transaction_hash: B256,
-    pub block_number: U64,
-    pub block_hash: B256,
-    #[serde(default)]
-    pub status: Option<U64>,
-    pub gas_used: U256,
-    pub effective_gas_price: U256,
-    /// OP-stack chains: the L1 data fee the sender paid on top.
-    #[serde(default)]
-    pub l1_fee: Option<U256>,
-}
-
-impl FeeReceipt {
-    pub fn succeeded(&self) -> bool {
-        self.status.is_none_or(|s| s == U64::from(1))
-    }
-
-    /// `gasUsed × effectiveGasPrice`.
-    pub fn execution_fee(&self) -> U256 {
-        self.gas_used * self.effective_gas_price
-    }
-}
-
-#[derive(Debug, Clone, Copy, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct FeeHeader {
-    #[serde(default)]
-    base_fee_per_gas: Option<U256>,
-}
-
-/// Where a transaction stands now, for deposits whose block was reorged away.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TxStatus {
-    /// The node does not know it: dropped.
-    Unknown,
-    /// In the mempool.
-    Pending,
-    Mined(u64),
 }
 
 pub struct EvmRpc {
@@ -280,136 +180,6 @@ impl EvmRpc {
             kind: "missing_data",
             range_too_large: false,
         })
-    }
-
-    /// The native balance of `address` at the latest block, in wei.
-    pub async fn balance(&self, address: Address) -> Result<U256, RpcFailure> {
-        self.client
-            .request("eth_getBalance", (address, BlockNumberOrTag::Latest))
-            .await
-            .map_err(|e| self.failure("eth_getBalance", e))
-    }
-
-    /// An ERC-20 balance of `owner` at the latest block, in the token's base units.
-    pub async fn token_balance(&self, token: Address, owner: Address) -> Result<U256, RpcFailure> {
-        let call = serde_json::json!({
-            "to": token,
-            "data": Bytes::from(balanceOfCall { owner }.abi_encode()),
-        });
-        let output: Bytes = self
-            .client
-            .request("eth_call", (call, BlockNumberOrTag::Latest))
-            .await
-            .map_err(|e| self.failure("eth_call", e))?;
-        balanceOfCall::abi_decode_returns(&output).map_err(|e| RpcFailure {
-            chain: self.chain,
-            method: "eth_call",
-            message: format!("balanceOf of {token} returned {output}: {e}"),
-            kind: "bad_response",
-            range_too_large: false,
-        })
-    }
-
-    /// The number of transactions `address` sent, counting the node's pending
-    /// ones when `pending`: the next nonce.
-    pub async fn nonce(&self, address: Address, pending: bool) -> Result<u64, RpcFailure> {
-        let tag = if pending { BlockNumberOrTag::Pending } else { BlockNumberOrTag::Latest };
-        let n: U64 = self
-            .client
-            .request("eth_getTransactionCount", (address, tag))
-            .await
-            .map_err(|e| self.failure("eth_getTransactionCount", e))?;
-        Ok(n.to())
-    }
-
-    /// The latest block's base fee and the node's suggested priority fee, in wei.
-    pub async fn fee_market(&self) -> Result<(u128, u128), RpcFailure> {
-        let header: Option<FeeHeader> = self
-            .client
-            .request("eth_getBlockByNumber", (BlockNumberOrTag::Latest, false))
-            .await
-            .map_err(|e| self.failure("eth_getBlockByNumber", e))?;
-        let base = header.and_then(|h| h.base_fee_per_gas).unwrap_or_default();
-        let tip: U256 = self
-            .client
-            .request_noparams("eth_maxPriorityFeePerGas")
-            .await
-            .map_err(|e| self.failure("eth_maxPriorityFeePerGas", e))?;
-        Ok((base.saturating_to(), tip.saturating_to()))
-    }
-
-    /// `eth_estimateGas` of a call from `from`; `Err` carries the node's reason
-    /// (a revert, for instance).
-    pub async fn estimate_gas(
-        &self,
-        from: Address,
-        to: Address,
-        value: U256,
-        input: &Bytes,
-    ) -> Result<u64, RpcFailure> {
-        let call = serde_json::json!({ "from": from, "to": to, "value": value, "input": input });
-        let gas: U64 = self
-            .client
-            .request("eth_estimateGas", (call,))
-            .await
-            .map_err(|e| self.failure("eth_estimateGas", e))?;
-        Ok(gas.to())
-    }
-
-    /// `eth_call` at the latest block.
-    pub async fn call(&self, to: Address, input: Bytes) -> Result<Bytes, RpcFailure> {
-        self.call_at(to, input, BlockNumberOrTag::Latest).await
-    }
-
-    /// `eth_call` against the state at `block`: by number, a node that
-    /// lacks the block errors instead of answering from an older state.
-    pub async fn call_at(
-        &self,
-        to: Address,
-        input: Bytes,
-        block: BlockNumberOrTag,
-    ) -> Result<Bytes, RpcFailure> {
-        let call = serde_json::json!({ "to": to, "input": input });
-        self.client.request("eth_call", (call, block)).await.map_err(|e| self.failure("eth_call", e))
-    }
-
-    /// Sends a signed transaction: see [`Broadcaster::send_raw`].
-    pub async fn send_raw(&self, raw: &Bytes) -> Broadcast {
-        self.broadcaster.send_raw(raw).await
-    }
-
-    /// The number of transactions `address` sent up to block `number`.
-    pub async fn nonce_at(&self, address: Address, number: u64) -> Result<u64, RpcFailure> {
-        let n: U64 = self
-            .client
-            .request("eth_getTransactionCount", (address, BlockNumberOrTag::Number(number)))
-            .await
-            .map_err(|e| self.failure("eth_getTransactionCount", e))?;
-        Ok(n.to())
-    }
-
-    /// Logs of `contract` in blocks `from..=to` whose topics start with
-    /// `topics`, in one call: for a filter narrow enough to be answered whole.
-    pub async fn logs_with_topics(
-        &self,
-        contract: Address,
-        topics: &[B256],
-        from: u64,
-        to: u64,
-    ) -> Result<Vec<Log>, RpcFailure> {
-        let mut filter = Filter::new().from_block(from).to_block(to).address(contract);
-        for (i, topic) in topics.iter().enumerate() {
-            filter.topics[i] = (*topic).into();
-        }
-        self.client.request("eth_getLogs", (filter,)).await.map_err(|e| self.failure("eth_getLogs", e))
-    }
-
-    /// The receipt of a transaction, `None` while it is not included.
-    pub async fn fee_receipt(&self, hash: B256) -> Result<Option<FeeReceipt>, RpcFailure> {
-        self.client
-            .request("eth_getTransactionReceipt", (hash,))
-            .await
-            .map_err(|e| self.failure("eth_getTransactionReceipt", e))
     }
 
     pub fn chain(&self) -> Chain {
@@ -715,41 +485,5 @@ fn is_range_too_large(err: &TransportError) -> bool {
         RpcError::ErrorResp(payload) => mentions_range(&payload.message),
         RpcError::Transport(TransportErrorKind::HttpError(e)) => mentions_range(&e.body),
         _ => false,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_op_stack_receipt_carries_its_l1_data_fee() {
-        // The fields an OP-stack node adds to a receipt (Base, Optimism).
-        let op = serde_json::json!({
-            "transactionHash": "0x5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c",
-            "blockNumber": "0x1a2b3c",
-            "blockHash": "0x8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f",
-            "status": "0x1",
-            "gasUsed": "0xb41d",
-            "effectiveGasPrice": "0xf4628",
-            "l1Fee": "0x2d79883d2000",
-            "l1GasUsed": "0x640",
-            "l1GasPrice": "0x3b9aca00",
-            "l1FeeScalar": "1"
-        });
-        let receipt: FeeReceipt = serde_json::from_value(op).unwrap();
-        assert!(receipt.succeeded());
-        assert_eq!(receipt.execution_fee(), U256::from(0xb41du64 * 0xf4628u64));
-        assert_eq!(receipt.l1_fee, Some(U256::from(0x2d79883d2000u64)));
-
-        // Ethereum receipts have none.
-        let plain = serde_json::json!({
-            "transactionHash": "0x5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c",
-            "blockNumber": "0x1", "blockHash": "0x8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f",
-            "status": "0x0", "gasUsed": "0x5208", "effectiveGasPrice": "0x3b9aca00"
-        });
-        let receipt: FeeReceipt = serde_json::from_value(plain).unwrap();
-        assert!(!receipt.succeeded());
-        assert_eq!((receipt.execution_fee(), receipt.l1_fee), (U256::from(21_000u64 * 1_000_000_000), None));
     }
 }

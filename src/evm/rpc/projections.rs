@@ -1,0 +1,144 @@
+//! The fields of blocks, transactions and receipts the indexer reads, and
+//! no more: see the parent module.
+
+use alloy::primitives::{Address, B256, Bloom, U64, U256};
+use serde::Deserialize;
+
+/// A block with the fields the indexer reads.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RpcBlock {
+    pub number: U64,
+    pub hash: B256,
+    pub parent_hash: B256,
+    pub timestamp: U64,
+    /// Which (address, topic) pairs the block's logs may hold; all zero on
+    /// chains that do not publish blooms (see [`super::completeness`]).
+    #[serde(default)]
+    pub logs_bloom: Bloom,
+    #[serde(default)]
+    pub transactions: Vec<RpcTransaction>,
+}
+
+/// A block header projection, for hashes only.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RpcHeader {
+    pub number: U64,
+    pub hash: B256,
+    pub parent_hash: B256,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+pub(super) struct RpcBlockTime {
+    pub(super) timestamp: U64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RpcTransaction {
+    pub hash: B256,
+    pub from: Address,
+    #[serde(default)]
+    pub to: Option<Address>,
+    #[serde(default)]
+    pub value: U256,
+    #[serde(default)]
+    pub block_number: Option<U64>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RpcReceipt {
+    pub transaction_hash: B256,
+    /// Absent before Byzantium, where a receipt carried a state root instead.
+    #[serde(default)]
+    pub status: Option<U64>,
+}
+
+impl RpcReceipt {
+    pub fn succeeded(&self) -> bool {
+        self.status.is_none_or(|s| s == U64::from(1))
+    }
+}
+
+/// A receipt with what the sender needs: where it was included, whether it
+/// succeeded and what it cost.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FeeReceipt {
+    pub transaction_hash: B256,
+    pub block_number: U64,
+    pub block_hash: B256,
+    #[serde(default)]
+    pub status: Option<U64>,
+    pub gas_used: U256,
+    pub effective_gas_price: U256,
+    /// OP-stack chains: the L1 data fee the sender paid on top.
+    #[serde(default)]
+    pub l1_fee: Option<U256>,
+}
+
+impl FeeReceipt {
+    pub fn succeeded(&self) -> bool {
+        self.status.is_none_or(|s| s == U64::from(1))
+    }
+
+    /// `gasUsed × effectiveGasPrice`.
+    pub fn execution_fee(&self) -> U256 {
+        self.gas_used * self.effective_gas_price
+    }
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct FeeHeader {
+    #[serde(default)]
+    pub(super) base_fee_per_gas: Option<U256>,
+}
+
+/// Where a transaction stands now, for deposits whose block was reorged away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxStatus {
+    /// The node does not know it: dropped.
+    Unknown,
+    /// In the mempool.
+    Pending,
+    Mined(u64),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_op_stack_receipt_carries_its_l1_data_fee() {
+        // The fields an OP-stack node adds to a receipt (Base, Optimism).
+        let op = serde_json::json!({
+            "transactionHash": "0x5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c",
+            "blockNumber": "0x1a2b3c",
+            "blockHash": "0x8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f",
+            "status": "0x1",
+            "gasUsed": "0xb41d",
+            "effectiveGasPrice": "0xf4628",
+            "l1Fee": "0x2d79883d2000",
+            "l1GasUsed": "0x640",
+            "l1GasPrice": "0x3b9aca00",
+            "l1FeeScalar": "1"
+        });
+        let receipt: FeeReceipt = serde_json::from_value(op).unwrap();
+        assert!(receipt.succeeded());
+        assert_eq!(receipt.execution_fee(), U256::from(0xb41du64 * 0xf4628u64));
+        assert_eq!(receipt.l1_fee, Some(U256::from(0x2d79883d2000u64)));
+
+        // Ethereum receipts have none.
+        let plain = serde_json::json!({
+            "transactionHash": "0x5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c",
+            "blockNumber": "0x1", "blockHash": "0x8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f",
+            "status": "0x0", "gasUsed": "0x5208", "effectiveGasPrice": "0x3b9aca00"
+        });
+        let receipt: FeeReceipt = serde_json::from_value(plain).unwrap();
+        assert!(!receipt.succeeded());
+        assert_eq!((receipt.execution_fee(), receipt.l1_fee), (U256::from(21_000u64 * 1_000_000_000), None));
+    }
+}
