@@ -1,6 +1,6 @@
 //! The EVM JSON-RPC edge: alloy's client with its fallback layer over every
 //! configured URL and its retry layer on top, plus the batched and adaptive
-//! calls the watcher needs. Names that mirror the RPC stay in this file.
+//! calls the watcher needs. Names that mirror the RPC stay in this module.
 //!
 //! Blocks, receipts and transactions are read into small projections of the
 //! fields the indexer uses rather than alloy's full envelopes: OP-stack and
