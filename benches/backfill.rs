@@ -3,7 +3,8 @@
 //! Generates a chain of blocks full of watched transfers on a local anvil,
 //! then runs the real `custody-indexer backfill` over it with 10, 100,000 and
 //! 1,000,000 watched addresses, and times a plain loop of the same JSON-RPC
-//! requests. Prints figures; asserts nothing.
+//! requests. Prints figures, and on stderr each round's CPU time of anvil
+//! and of the backfill process; asserts nothing.
 //!
 //! `cargo bench --bench backfill` (`BENCH_BLOCKS`, `BENCH_TOKEN_TRANSFERS`,
 //! `BENCH_NATIVE_TRANSFERS`, `BENCH_MAX_ADDRESSES` change the size).
@@ -168,6 +169,8 @@ struct Run {
     scan_seconds: f64,
     found: u64,
     peak_rss_mb: f64,
+    /// CPU seconds of the backfill process (its whole run, setup included).
+    cpu: f64,
 }
 
 /// A store holding `watched` accounts, the 10 recipients among them.
@@ -218,7 +221,9 @@ async fn backfill(chain: &Chain, template: &std::path::Path, dir: &std::path::Pa
         .unwrap();
     let status_path = format!("/proc/{}/status", child.id());
     let mut peak_kb = 0u64;
+    let mut cpu = 0f64;
     while child.try_wait().unwrap().is_none() {
+        cpu = cpu.max(cpu_seconds(child.id()));
         if let Ok(status) = std::fs::read_to_string(&status_path)
             && let Some(line) = status.lines().find(|l| l.starts_with("VmHWM:"))
         {
@@ -236,7 +241,15 @@ async fn backfill(chain: &Chain, template: &std::path::Path, dir: &std::path::Pa
     for suffix in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
     }
-    Run { scan_seconds, found, peak_rss_mb: peak_kb as f64 / 1024.0 }
+    Run { scan_seconds, found, peak_rss_mb: peak_kb as f64 / 1024.0, cpu }
+}
+
+/// CPU seconds (user + system) process `pid` has used so far.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat.rsplit(')').next().unwrap_or_default().split_whitespace().collect();
+    let ticks: u64 = fields.get(11..13).map_or(0, |f| f.iter().filter_map(|v| v.parse::<u64>().ok()).sum());
+    ticks as f64 / 100.0
 }
 
 fn median(mut values: Vec<f64>) -> f64 {
@@ -264,8 +277,20 @@ async fn main() {
         let setup = prepare_store(&chain, watched, &template).await;
         let (mut raw, mut scan, mut peak) = (Vec::new(), Vec::new(), 0f64);
         for _ in 0..rounds {
+            let anvil = chain.anvil.pid();
+            let before = cpu_seconds(anvil);
             raw.push(raw_loop(&chain).await.as_secs_f64());
+            let mid = cpu_seconds(anvil);
             let run = backfill(&chain, &template, dir.path()).await;
+            // Where the 2 cores went: the node serves both the same requests.
+            eprintln!(
+                "round: raw loop {:.3} s (anvil {:.2} CPU s); backfill {:.3} s (anvil {:.2} CPU s, itself {:.2} CPU s)",
+                raw.last().unwrap(),
+                mid - before,
+                run.scan_seconds,
+                cpu_seconds(anvil) - mid,
+                run.cpu,
+            );
             assert_eq!(run.found, chain.deposits, "every generated transfer is a deposit");
             scan.push(run.scan_seconds);
             peak = peak.max(run.peak_rss_mb);

@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use serde_json::Value;
+use serde::Serialize;
 use sqlx::{Any, Row, Transaction, any::AnyRow};
 
 use super::{Store, StoreError, deposits::deposit_from_row, params::Params, parse_column, time};
@@ -102,14 +102,7 @@ pub(super) async fn announce_changed(
                 None => c.deposit.dedup_key.clone(),
                 Some(_) => uuid::Uuid::now_v7().to_string(),
             };
-            let data = serde_json::to_value(&c.deposit).map_err(|e| StoreError::Invalid(e.to_string()))?;
-            events.push(NewEvent {
-                organization: &c.organization,
-                kind: DEPOSIT_V2,
-                resource_id: &c.deposit.id,
-                id: event_id,
-                data,
-            });
+            events.push(NewEvent::new(&c.organization, DEPOSIT_V2, &c.deposit.id, event_id, &c.deposit)?);
         }
         if c.announced_column != status {
             unmarked.push(c.deposit.id.as_str());
@@ -158,13 +151,41 @@ pub(super) fn placeholders(first: usize, count: usize) -> String {
     (first..first + count).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ")
 }
 
-/// An event to append.
+/// An event to append, its envelope already serialized.
 pub(super) struct NewEvent<'a> {
     pub organization: &'a str,
     pub kind: &'a str,
     pub resource_id: &'a str,
     pub id: String,
-    pub data: Value,
+    /// `{"data": …, "id": …, "type": …}`, as the pull API and webhooks serve it.
+    pub payload: String,
+}
+
+/// The envelope of an event's payload, keys in the order `serde_json::Value`
+/// sorts them, so payloads read the same as when they were built as values.
+#[derive(Serialize)]
+struct Envelope<'a, T: Serialize> {
+    data: &'a T,
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'a str,
+}
+
+impl<'a> NewEvent<'a> {
+    /// Serializes `data` straight into the envelope: a backfill announces
+    /// thousands of deposits a range, and a `Value` per event cost as much
+    /// as writing it.
+    pub(super) fn new(
+        organization: &'a str,
+        kind: &'a str,
+        resource_id: &'a str,
+        id: String,
+        data: &impl Serialize,
+    ) -> Result<Self, StoreError> {
+        let envelope = Envelope { data, id: &id, kind };
+        let payload = serde_json::to_string(&envelope).map_err(|e| StoreError::Invalid(e.to_string()))?;
+        Ok(Self { organization, kind, resource_id, id, payload })
+    }
 }
 
 /// Appends events, in order, and queues each for every active webhook of its
@@ -205,15 +226,13 @@ pub(super) async fn append(
         );
         let mut query = sqlx::query(&sql);
         for (seq, event) in chunk {
-            let payload =
-                serde_json::json!({ "id": event.id, "type": event.kind, "data": event.data }).to_string();
             query = query
                 .bind(*seq)
-                .bind(event.id.clone())
+                .bind(event.id.as_str())
                 .bind(event.organization)
                 .bind(event.kind)
                 .bind(event.resource_id)
-                .bind(payload)
+                .bind(event.payload.as_str())
                 .bind(now);
         }
         query.execute(&mut **tx).await?;

@@ -258,14 +258,8 @@ pub(super) async fn announce_transfer(
     }
     let Some(kind) = transfer.status.event_type() else { return Ok(()) };
     let organization: String = row.try_get("organization_id")?;
-    let data = serde_json::to_value(&transfer).map_err(|e| StoreError::Invalid(e.to_string()))?;
-    let event = events::NewEvent {
-        organization: &organization,
-        kind,
-        resource_id: &transfer.id,
-        id: uuid::Uuid::new_v4().to_string(),
-        data,
-    };
+    let event_id = uuid::Uuid::new_v4().to_string();
+    let event = events::NewEvent::new(&organization, kind, &transfer.id, event_id, &transfer)?;
     events::append(tx, std::slice::from_ref(&event), now).await?;
     sqlx::query("UPDATE transfers SET announced_status = status WHERE id = $1")
         .bind(id)

@@ -358,13 +358,9 @@ pub(super) async fn apply_in(
         identity.status = transition.status();
         identity.sub_status = transition.sub_status();
         let data = status_update(&identity, &transition, &accounts, change.reason);
-        let event = NewEvent {
-            organization: change.organization,
-            kind: IDENTITY_STATUS_UPDATE,
-            resource_id: change.identity_id,
-            id: uuid::Uuid::new_v4().to_string(),
-            data,
-        };
+        let id = uuid::Uuid::new_v4().to_string();
+        let event =
+            NewEvent::new(change.organization, IDENTITY_STATUS_UPDATE, change.identity_id, id, &data)?;
         events::append(tx, std::slice::from_ref(&event), now).await?;
     }
     let event = format!("{:?}", change.event);

@@ -76,6 +76,11 @@ impl Anvil {
         Self::start_with(&[]).await
     }
 
+    /// The anvil process's id, for benchmarks that read its CPU time.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub async fn start_with(args: &[&str]) -> Self {
         let port = super::dead_port();
         let child = Command::new(anvil_bin())
