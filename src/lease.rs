@@ -63,17 +63,23 @@ impl Leases {
         let ttl = micros(self.ttl);
         let mut waiting_logged = false;
         while !shutdown.is_cancelled() {
+            // The database's expiry counts from the take; ours from before it.
+            let asked = Instant::now();
             match self.store.take_lease(kind, chain, &self.owner, ttl, self.sole).await {
                 Ok(Some(fence)) => {
                     info!(%chain, %kind, epoch = fence.epoch, instance = %self.owner, "took the lease: running here");
                     let stop = shutdown.child_token();
                     let renewal =
-                        tokio::spawn(renew(self.store.clone(), fence.clone(), self.ttl, stop.clone()));
+                        renew(self.store.clone(), fence.clone(), asked + self.ttl, self.ttl, stop.clone());
+                    let renewal = tokio::spawn(renewal);
                     let outcome = work(fence.clone(), stop.clone()).await;
                     stop.cancel();
-                    let held = renewal.await.unwrap_or(false);
-                    if held && let Err(error) = self.store.release_lease(&fence).await {
-                        warn!(%chain, %kind, %error, "cannot release the lease; it lapses on its own");
+                    // Unless another instance took it over, give it up: a
+                    // renewal cut off at the lease's end may still have
+                    // extended it, and nobody should wait for that to lapse.
+                    let taken_over = renewal.await.unwrap_or(false);
+                    if !taken_over {
+                        self.release(&fence).await;
                     }
                     outcome?;
                     waiting_logged = false;
@@ -92,41 +98,53 @@ impl Leases {
         }
         Ok(())
     }
+
+    /// Gives `fence` up, waiting no longer than a lease lasts.
+    async fn release(&self, fence: &Fence) {
+        let (chain, kind) = (fence.chain, fence.kind);
+        match tokio::time::timeout(self.ttl, self.store.release_lease(fence)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => warn!(%chain, %kind, %error, "cannot release the lease; it lapses on its own"),
+            Err(_) => warn!(%chain, %kind, "releasing the lease timed out; it lapses on its own"),
+        }
+    }
 }
 
-/// Renews `fence` every third of `ttl` until `stop`; cancels `stop` when the
-/// lease is taken over, or when it lapses without a successful renewal
-/// (a renewal still unanswered then counts as failed). Whether it is still
-/// held at the end.
-async fn renew(store: Store, fence: Fence, ttl: Duration, stop: CancellationToken) -> bool {
-    let mut held_until = Instant::now() + ttl;
+/// Renews `fence` every third of `ttl` until `stop`, the lease held until
+/// `held_until` (local time, from before the request that took or last
+/// renewed it); cancels `stop` when the lease is taken over, or when it
+/// ends without a successful renewal, whatever a renewal still waits for.
+/// Whether it was taken over.
+async fn renew(
+    store: Store,
+    fence: Fence,
+    mut held_until: Instant,
+    ttl: Duration,
+    stop: CancellationToken,
+) -> bool {
     loop {
+        let next = (Instant::now() + ttl / 3).min(held_until);
         tokio::select! {
-            _ = stop.cancelled() => return true,
-            _ = tokio::time::sleep(ttl / 3) => {}
+            _ = stop.cancelled() => return false,
+            _ = tokio::time::sleep_until(next) => {}
         }
         let asked = Instant::now();
         let renewal = tokio::time::timeout_at(held_until, store.renew_lease(&fence, micros(ttl)));
-        let lapsed = match renewal.await {
-            Ok(Ok(true)) => {
-                held_until = asked + ttl;
-                continue;
-            }
+        match renewal.await {
+            Ok(Ok(true)) => held_until = asked + ttl,
             Ok(Ok(false)) => {
                 warn!(chain = %fence.chain, kind = %fence.kind, epoch = fence.epoch, "lease taken over: stopping here");
                 stop.cancel();
-                return false;
+                return true;
             }
             Ok(Err(error)) => {
-                warn!(chain = %fence.chain, kind = %fence.kind, %error, "cannot renew the lease; retrying");
-                Instant::now() >= held_until
+                warn!(chain = %fence.chain, kind = %fence.kind, %error, "cannot renew the lease; retrying")
             }
-            Err(_) => true,
-        };
-        if lapsed {
-            warn!(chain = %fence.chain, kind = %fence.kind, epoch = fence.epoch, "lease lapsed unrenewed: stopping here");
-            stop.cancel();
-            return false;
+            Err(_) => {
+                warn!(chain = %fence.chain, kind = %fence.kind, epoch = fence.epoch, "lease lapsed unrenewed: stopping here");
+                stop.cancel();
+                return false;
+            }
         }
     }
 }

@@ -161,8 +161,10 @@ pub(super) struct NewEvent<'a> {
     pub payload: String,
 }
 
-/// The envelope of an event's payload, keys in the order `serde_json::Value`
-/// sorts them, so payloads read the same as when they were built as values.
+/// The envelope of an event's payload, its keys in sorted order as before;
+/// `data`'s fields come in the order of their type's declaration. Webhooks
+/// sign and send the stored text as it is, and the pull API serves it
+/// parsed, so neither depends on the order.
 #[derive(Serialize)]
 struct Envelope<'a, T: Serialize> {
     data: &'a T,

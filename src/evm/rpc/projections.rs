@@ -13,7 +13,7 @@ pub struct RpcBlock {
     pub parent_hash: B256,
     pub timestamp: U64,
     /// Which (address, topic) pairs the block's logs may hold; all zero on
-    /// chains that do not publish blooms (see [`super::completeness`]).
+    /// chains that do not publish blooms (see [`crate::evm::completeness`]).
     #[serde(default)]
     pub logs_bloom: Bloom,
     #[serde(default)]

@@ -106,7 +106,7 @@ impl EvmRpc {
         self.client.request("eth_call", (call, block)).await.map_err(|e| self.failure("eth_call", e))
     }
 
-    /// Sends a signed transaction: see [`Broadcaster::send_raw`].
+    /// Sends a signed transaction: see [`super::Broadcaster::send_raw`].
     pub async fn send_raw(&self, raw: &Bytes) -> Broadcast {
         self.broadcaster.send_raw(raw).await
     }
