@@ -13,10 +13,10 @@ use alloy::{
     primitives::{Address, B256, Bytes, U256},
     providers::Provider,
     rpc::types::{Filter, TransactionRequest},
-    sol_types::SolEvent,
+    sol_types::{SolCall, SolEvent},
 };
 use common::{
-    anvil::{Mined, TestToken},
+    anvil::{Mined, TestAuthToken, TestToken},
     db::Backend,
     transfers::{ETH, Setup, usd, usd_micros},
 };
@@ -25,6 +25,8 @@ use custody_indexer::{
     store::{Store, TxRole, TxState},
 };
 use serde_json::{Value, json};
+use sqlx::Connection;
+use std::time::Duration;
 
 /// How many `Transfer` logs of `token` paid `to`.
 async fn payments(s: &Setup, token: Address, to: Address) -> usize {
@@ -41,6 +43,20 @@ async fn available(s: &Setup, account: &str, symbol: &str) -> String {
     let balances = s.get(&format!("/v2/accounts/{account}/balances")).await.body;
     let balance = balances["balances"].as_array().unwrap().iter().find(|b| b["symbol"] == symbol).cloned();
     balance.unwrap()["available"].as_str().unwrap().to_string()
+}
+
+/// The EIP-3009 nonces of the authorizations the sponsor asked gas
+/// estimates for, in order, with the calls' input.
+fn estimated_authorizations(faults: &common::proxy::Faults) -> Vec<(B256, Bytes)> {
+    let kept = faults.kept.lock().unwrap();
+    kept.iter()
+        .filter(|(method, _)| method == "eth_estimateGas")
+        .map(|(_, params)| {
+            let input: Bytes = params[0]["input"].as_str().unwrap().parse().unwrap();
+            let call = TestAuthToken::transferWithAuthorizationCall::abi_decode(&input).unwrap();
+            (call.nonce, input)
+        })
+        .collect()
 }
 
 async fn automine(s: &Setup, on: bool) {
@@ -372,4 +388,52 @@ async fn assert_platform_cost(s: &Setup, store: &Store, filler: &B256, transfers
     let chain = &usage[0]["by_chain"][0];
     assert_eq!(chain["amount"], Amount::from_raw(billed, 18).to_string(), "{usage}");
     assert_eq!(chain["transactions"], hashes.len(), "{usage}");
+}
+
+/// A provider that keeps the authorizations it is asked to estimate and
+/// executes one itself, while its answers are lost: every estimate (and the
+/// sponsor's retries) carries the one authorization kept before any node saw
+/// it, and the transfer confirms with the provider's transaction instead of
+/// failing or paying a second time with a fresh authorization.
+#[tokio::test]
+async fn an_authorization_executed_by_the_provider_that_estimated_it_confirms_once() {
+    let s = Setup::with_rpc(Backend::Postgres, "", true).await;
+    let alice = s.create_account("alice", "SEGREGATED");
+    let minter = s.anvil.accounts[5];
+    s.anvil.token(s.usdc).mint(alice, U256::from(100_000_000)).from(minter).mined().await;
+    let faults = &s.proxy.as_ref().unwrap().faults;
+    faults.kept_methods.lock().unwrap().push("eth_estimateGas".into());
+    // The node estimates, the answers are lost: two steps' worth with retries.
+    faults.lost_answers.lock().unwrap().push(("eth_estimateGas".into(), 8));
+    let mut run = s.start("run").await;
+    let id = s.transfer("alice", "10", "USDC", s.outside).await;
+
+    let input = common::eventually(Duration::from_secs(30), "a gas estimate", || async {
+        estimated_authorizations(faults).first().map(|(_, input)| input.clone())
+    })
+    .await;
+    let hostile = TransactionRequest::default().from(s.anvil.accounts[1]).to(s.usdc).input(input.into());
+    let hostile: B256 = *s.anvil.provider.send_transaction(hostile).await.unwrap().tx_hash();
+
+    let confirmed = s.until(&id, "CONFIRMED", true).await;
+    assert_eq!(
+        confirmed["transaction_hash"],
+        format!("{hostile:#x}"),
+        "the transaction that moved the funds"
+    );
+    assert_eq!(payments(&s, s.usdc, s.outside).await, 1, "paid once");
+    assert_eq!(s.tokens(s.usdc, s.outside).await, U256::from(10_000_000));
+    let estimated = estimated_authorizations(faults);
+    assert!(estimated.len() >= 5, "the sponsor estimated again after lost answers: {}", estimated.len());
+    let mut db = sqlx::PgConnection::connect(&s._db.url).await.unwrap();
+    let kept: String = sqlx::query_scalar("SELECT authorization_nonce FROM transfers WHERE id = $1")
+        .bind(&id)
+        .fetch_one(&mut db)
+        .await
+        .unwrap();
+    for (nonce, _) in &estimated {
+        assert_eq!(format!("{nonce:#x}"), kept, "every estimate carries the authorization kept first");
+    }
+    assert_eq!(available(&s, "alice", "USDC").await, "90");
+    run.kill().unwrap();
 }

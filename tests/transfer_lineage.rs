@@ -10,12 +10,14 @@ use custody_indexer::{
     account::{AccountAddress, AccountType},
     amount::Amount,
     chain::Chain,
+    identity::Event,
     store::{
-        Created, Fence, Lineage, NewAccount, NewTransfer, SentTransaction, Settlement, Store, StoreError,
-        TxRole, TxState, WorkerKind,
+        Change, Created, Fence, Lineage, NewAccount, NewTransfer, SentTransaction, Settlement, Store,
+        StoreError, TxRole, TxState, WorkerKind,
     },
     transfers::{FailureDetails, Route, TransferStatus},
 };
+use sqlx::{Connection, Executor, PgConnection, Row};
 
 const EVM: Chain = Chain::EthereumTestnet;
 const SOLANA: Chain = Chain::SolanaDevnet;
@@ -366,4 +368,70 @@ async fn a_sender_whose_lease_was_taken_over_records_nothing() {
         current.mark_submitted(&id).await.unwrap();
         assert_eq!(store.transfer(&id).await.unwrap().status, TransferStatus::Submitted, "{backend:?}");
     }
+}
+
+/// A suspension that reaches a transfer while a sender is recording its
+/// transaction (PostgreSQL: the sender holds the transfer's row, its insert
+/// slowed by a trigger) waits for the row and then sees the transaction: the
+/// transfer is left to the sender, never failed with a transaction that a
+/// node may already hold.
+#[tokio::test]
+async fn a_suspension_racing_a_recording_fails_no_transfer_that_was_recorded() {
+    let db = store(Backend::Postgres).await;
+    let store = db.store.clone();
+    let mut admin = PgConnection::connect(&db.url).await.unwrap();
+    admin
+        .execute(
+            "CREATE FUNCTION slow_insert() RETURNS trigger LANGUAGE plpgsql AS
+               $$ BEGIN PERFORM pg_sleep(1.5); RETURN NEW; END $$;
+             CREATE TRIGGER slow_insert BEFORE INSERT ON transfer_transactions
+               FOR EACH ROW EXECUTE FUNCTION slow_insert();",
+        )
+        .await
+        .unwrap();
+    let id = accepted(&store, EVM).await;
+    let fence = sender_lease(&store, EVM).await;
+    let recording = {
+        let (store, id) = (store.clone(), id.clone());
+        tokio::spawn(async move {
+            let sent = signed(1, TxRole::Transfer, SPONSOR, 0);
+            store.fenced(fence).record_transaction(&id, EVM, &sent, Lineage::Start, None, None).await
+        })
+    };
+    // The sender holds the row and sleeps inside its insert.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let sleeping: i64 = sqlx::query(
+            "SELECT COUNT(*) AS n FROM pg_stat_activity
+             WHERE datname = current_database() AND wait_event = 'PgSleep'",
+        )
+        .fetch_one(&mut admin)
+        .await
+        .unwrap()
+        .get("n");
+        if sleeping == 1 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the sender's insert never started");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let suspension = Change {
+        organization: "default",
+        identity_id: "identity-alice",
+        event: Event::Suspended,
+        actor: "operator:test",
+        reason: Some("fraud review"),
+    };
+    store.change_identity(&suspension, &|_| failed("ACCOUNT_NOT_ACTIVE")).await.unwrap();
+    recording.await.unwrap().unwrap();
+
+    let transfer = store.transfer(&id).await.unwrap();
+    let transactions = store.transfer_transactions(&id).await.unwrap();
+    assert_eq!(transactions.len(), 1, "the sender recorded its transaction");
+    assert_eq!(
+        transfer.status,
+        TransferStatus::Accepted,
+        "a transfer with a recorded transaction is the sender's to finish: {:?}",
+        transfer.failure_details
+    );
 }

@@ -465,15 +465,7 @@ async fn fail_unsent(
     for row in candidates {
         let id: String = row.try_get("id")?;
         let chain: Chain = parse_column(&row.try_get::<String, _>("chain")?, "transfers.chain")?;
-        let unsent_row = sqlx::query(
-            "UPDATE transfers SET updated_at = updated_at WHERE id = $1 AND status = 'ACCEPTED'
-               AND NOT EXISTS (SELECT 1 FROM transfer_transactions x WHERE x.transfer_id = transfers.id)
-             RETURNING id",
-        )
-        .bind(&id)
-        .fetch_optional(&mut **tx)
-        .await?;
-        if unsent_row.is_some() {
+        if super::transfer_lineage::lock_unsent(tx, &id).await? {
             tracing::warn!(transfer = %id, identity = %change.identity_id, "transfer failed: its account is no longer active");
             settle_in(tx, &id, &unsent(chain)).await?;
         }

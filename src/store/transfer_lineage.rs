@@ -1,13 +1,15 @@
 //! The one-lineage rule of a transfer's transactions, checked under the
-//! transfer's row lock, and the expiry of transfers no sender took.
+//! transfer's row lock, and the end of transfers no sender took: expired,
+//! or failed when their identity can no longer transact.
 //!
-//! Both lock the transfer's row first (an `UPDATE` of it: PostgreSQL holds
+//! Each locks the transfer's row first (an `UPDATE` of it: PostgreSQL holds
 //! the row until commit, SQLite's write lock is already held) and only then
 //! read its transactions: under PostgreSQL's read committed, a statement
 //! after the lock sees what the previous holder committed, whereas a
 //! `NOT EXISTS` inside one conditional statement would be judged on the
-//! snapshot taken before waiting. Recording a transaction and expiring the
-//! transfer therefore serialise on the row, whichever instance runs them.
+//! snapshot taken before waiting. Recording a transaction and ending the
+//! transfer unsent therefore serialise on the row, whichever instance or
+//! operator runs them.
 
 use sqlx::{Any, Row, Transaction};
 
@@ -19,6 +21,15 @@ use crate::{
 
 /// Transfers expired in one pass at most; the next pass takes the rest.
 const EXPIRY_BATCH: i64 = 100;
+
+/// The transfers a `TOP_UP` transfer `t` waits behind at its address (see
+/// [`crate::transfers::holds_address`]): earlier ones of the address still in
+/// flight, or ended at or after `$2`, so that its time to be submitted
+/// counts from when the address was free.
+const QUEUED_BEHIND: &str = "SELECT 1 FROM transfers p
+    WHERE t.route = 'TOP_UP' AND p.route = 'TOP_UP' AND p.chain = t.chain
+      AND p.source_address = t.source_address AND p.created_at < t.created_at
+      AND (p.status IN ('ACCEPTED', 'SUBMITTED') OR p.updated_at >= $2)";
 
 /// Refuses `sent` with [`StoreError::Conflict`] unless `lineage` holds for
 /// the transfer (see [`Lineage`]); takes the transfer's row lock.
@@ -127,7 +138,8 @@ async fn lock(tx: &mut Transaction<'static, Any>, id: &str) -> Result<Option<Tra
 
 impl Store {
     /// Ends with `settlement` (a failure, no fees) every transfer of `chain`
-    /// still `ACCEPTED` with no transaction recorded that was created before
+    /// still `ACCEPTED` with no transaction recorded (nor an authorization
+    /// handed out, see [`Store::reserve_authorization`]) that was created before
     /// `created_before` (microseconds): no sender took it in time, and its
     /// hold is released. Each in its own transaction with its event, after
     /// locking its row and reading its transactions again, so a sender that
@@ -139,11 +151,12 @@ impl Store {
         created_before: i64,
         settlement: &Settlement,
     ) -> Result<Vec<String>, StoreError> {
-        let candidates = sqlx::query(
+        let candidates = sqlx::query(&format!(
             "SELECT id FROM transfers t WHERE chain = $1 AND status = 'ACCEPTED' AND created_at < $2
-               AND NOT EXISTS (SELECT 1 FROM transfer_transactions x WHERE x.transfer_id = t.id)
-             ORDER BY created_at, id LIMIT $3",
-        )
+               AND authorization_nonce IS NULL AND NOT EXISTS (SELECT 1 FROM transfer_transactions x WHERE x.transfer_id = t.id)
+               AND NOT EXISTS ({QUEUED_BEHIND})
+             ORDER BY created_at, id LIMIT $3"
+        ))
         .bind(chain.as_str())
         .bind(created_before)
         .bind(EXPIRY_BATCH)
@@ -152,7 +165,7 @@ impl Store {
         let mut expired = Vec::new();
         for row in candidates {
             let id: String = row.try_get("id")?;
-            if self.expire_if_unsent(&id, settlement).await? {
+            if self.expire_if_unsent(&id, created_before, settlement).await? {
                 expired.push(id);
             }
         }
@@ -160,23 +173,98 @@ impl Store {
     }
 
     /// Ends one transfer with `settlement` if it is still `ACCEPTED` with no
-    /// transaction recorded, judged under its row lock; whether it did.
-    pub async fn expire_if_unsent(&self, id: &str, settlement: &Settlement) -> Result<bool, StoreError> {
+    /// transaction recorded, judged under its row lock, and does not wait in
+    /// its topped-up address's queue (an earlier `TOP_UP` transfer of the
+    /// address in flight, or ended at or after `created_before`: the queue's
+    /// wait does not count against it); whether it did.
+    pub async fn expire_if_unsent(
+        &self,
+        id: &str,
+        created_before: i64,
+        settlement: &Settlement,
+    ) -> Result<bool, StoreError> {
         let mut tx = self.begin().await?;
-        if lock(&mut tx, id).await? != Some(TransferStatus::Accepted) {
+        if !lock_unsent(&mut tx, id).await? {
             return Ok(false);
         }
-        let recorded: i64 =
-            sqlx::query("SELECT COUNT(*) AS n FROM transfer_transactions WHERE transfer_id = $1")
-                .bind(id)
-                .fetch_one(&mut *tx)
-                .await?
-                .try_get("n")?;
-        if recorded > 0 {
+        let queued = sqlx::query(&format!(
+            "SELECT 1 AS queued FROM transfers t WHERE t.id = $1 AND EXISTS ({QUEUED_BEHIND})"
+        ))
+        .bind(id)
+        .bind(created_before)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if queued.is_some() {
             return Ok(false);
         }
         settle_in(&mut tx, id, settlement).await?;
         tx.commit().await?;
         Ok(true)
     }
+
+    /// The EIP-3009 authorization terms of an `ACCEPTED` transfer, kept
+    /// before any node sees the authorization: `nonce` and `valid_before`
+    /// (microseconds) if it has none yet, otherwise those it has, which every
+    /// later signing reuses (so there is never a second authorization). From
+    /// then on the transfer is no longer unsent: it is neither expired nor
+    /// failed by a suspension while the authorization may execute. A transfer
+    /// no longer `ACCEPTED` without terms is [`StoreError::Conflict`]. On a
+    /// handle [`Store::fenced`] by the chain's sender lease, nothing is kept
+    /// unless the lease is still held.
+    pub async fn reserve_authorization(
+        &self,
+        id: &str,
+        nonce: &str,
+        valid_before: i64,
+    ) -> Result<(String, i64), StoreError> {
+        let mut tx = self.begin().await?;
+        self.check_own_fence(&mut tx).await?;
+        sqlx::query(
+            "UPDATE transfers SET authorization_nonce = $2, window_ends_at = $3
+             WHERE id = $1 AND status = 'ACCEPTED' AND authorization_nonce IS NULL",
+        )
+        .bind(id)
+        .bind(nonce)
+        .bind(valid_before)
+        .execute(&mut *tx)
+        .await?;
+        let row = sqlx::query("SELECT authorization_nonce, window_ends_at FROM transfers WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("transfer {id}")))?;
+        let terms = match (row.try_get("authorization_nonce")?, row.try_get("window_ends_at")?) {
+            (Some(nonce), Some(ends)) => (nonce, ends),
+            _ => return Err(StoreError::Conflict(format!("transfer {id} is no longer ACCEPTED"))),
+        };
+        tx.commit().await?;
+        Ok(terms)
+    }
+}
+
+/// Locks the transfer's row, then reads its transactions: whether it is
+/// still `ACCEPTED` with none recorded and no authorization handed out. The row lock comes first, as
+/// [`check`] takes it before recording, so a transaction recorded by a
+/// sender that held the row is seen here (a `NOT EXISTS` in the locking
+/// statement itself would be judged on the snapshot taken before the wait).
+pub(super) async fn lock_unsent(tx: &mut Transaction<'static, Any>, id: &str) -> Result<bool, StoreError> {
+    let row = sqlx::query(
+        "UPDATE transfers SET updated_at = updated_at WHERE id = $1 RETURNING status, authorization_nonce",
+    )
+    .bind(id)
+    .fetch_optional(&mut **tx)
+    .await?;
+    let Some(row) = row else { return Ok(false) };
+    let status: TransferStatus = parse_column(&row.try_get::<String, _>("status")?, "transfers.status")?;
+    if status != TransferStatus::Accepted
+        || row.try_get::<Option<String>, _>("authorization_nonce")?.is_some()
+    {
+        return Ok(false);
+    }
+    let recorded: i64 = sqlx::query("SELECT COUNT(*) AS n FROM transfer_transactions WHERE transfer_id = $1")
+        .bind(id)
+        .fetch_one(&mut **tx)
+        .await?
+        .try_get("n")?;
+    Ok(recorded == 0)
 }

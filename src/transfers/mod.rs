@@ -16,7 +16,7 @@ pub use model::{
     ChainGas, Created, Fee, GasUsage, LimitPolicy, Lineage, NewTransfer, Outgoing, PlatformCost, Refusal,
     SentTransaction, Settlement, TxRole, TxState, fingerprint,
 };
-pub use rules::{COMMON_DECIMALS, USD_DECIMALS, route, scale, usd_micros};
+pub use rules::{COMMON_DECIMALS, USD_DECIMALS, holds_address, route, scale, usd_micros};
 pub use send::{SendError, after_step, listed_asset, waiting};
 
 use std::{fmt, future::Future, str::FromStr, time::Duration};
@@ -337,10 +337,7 @@ async fn expire_chain(store: &Store, config: &ChainConfig) -> Result<(), StoreEr
     if config.transfers.native_usd_micros().is_none() {
         return Ok(());
     }
-    let within = config.transfers.submit_within_secs;
-    let within_micros = i64::try_from(within.saturating_mul(1_000_000)).unwrap_or(i64::MAX);
-    let before = now_micros().saturating_sub(within_micros);
-    for id in store.expire_unsent(config.chain, before, &unsent(config)).await? {
+    for id in store.expire_unsent(config.chain, unsent_before(config), &unsent(config)).await? {
         warn!(chain = %config.chain, transfer = %id, "transfer failed: no sender took it in time");
     }
     Ok(())
@@ -350,11 +347,18 @@ async fn expire_chain(store: &Store, config: &ChainConfig) -> Result<(), StoreEr
 /// (its sender found it past `submit_within_secs`); whether it did. A
 /// transaction another sender recorded meanwhile keeps it alive.
 pub async fn expire_if_unsent(store: &Store, config: &ChainConfig, id: &str) -> Result<bool, StoreError> {
-    let expired = store.expire_if_unsent(id, &unsent(config)).await?;
+    let expired = store.expire_if_unsent(id, unsent_before(config), &unsent(config)).await?;
     if expired {
         warn!(chain = %config.chain, transfer = %id, "transfer failed: not submitted in time");
     }
     Ok(expired)
+}
+
+/// Transfers accepted before this (microseconds) are past `submit_within_secs`.
+fn unsent_before(config: &ChainConfig) -> i64 {
+    let within = config.transfers.submit_within_secs;
+    let within_micros = i64::try_from(within.saturating_mul(1_000_000)).unwrap_or(i64::MAX);
+    now_micros().saturating_sub(within_micros)
 }
 
 /// The failure of a transfer not submitted within `submit_within_secs`.

@@ -1,9 +1,10 @@
-//! Pure rules of transfers: amounts of different decimals on one scale (for
-//! limits) and fees valued in USD (for the gas ledger).
+//! Pure rules of transfers: the route a transfer takes, when a topped-up
+//! address is free for its next transfer, amounts of different decimals on
+//! one scale (for limits) and fees valued in USD (for the gas ledger).
 
 use alloy::primitives::U256;
 
-use super::Route;
+use super::{Outgoing, Route, TransferStatus, TxRole, TxState};
 use crate::{account::AccountType, chain::Family};
 
 /// How a transfer of an account of `kind` on a chain of `family` reaches
@@ -18,6 +19,25 @@ pub fn route(kind: AccountType, family: Family, authorization: bool) -> Route {
         (AccountType::Segregated, Family::Evm) if authorization => Route::Authorization,
         (AccountType::Segregated, Family::Evm) => Route::TopUp,
     }
+}
+
+/// Whether `t`, a transfer not yet terminal, still has its topped-up source
+/// address to itself: the address's next `TOP_UP` transfer waits meanwhile.
+/// Its gas budget assumes that nothing else spends from the address while
+/// its transaction may still be replaced or cancelled; once one of its
+/// transfer transactions (or its cancellation) is included the fee is known
+/// and counted, the address's next nonce is free, and the next transfer
+/// goes on without waiting for this one to be final.
+pub fn holds_address(t: &Outgoing) -> bool {
+    let included = |x: &&super::SentTransaction| {
+        x.role != TxRole::TopUp && matches!(x.state, TxState::Mined | TxState::Reverted)
+    };
+    t.route == Route::TopUp
+        && match t.status {
+            TransferStatus::Accepted => !t.transactions.is_empty(),
+            TransferStatus::Submitted => !t.transactions.iter().any(|x| included(&x)),
+            _ => false,
+        }
 }
 
 /// Decimal places of USD amounts inside: micro-dollars.
@@ -54,6 +74,73 @@ mod tests {
         // Half a micro-dollar rounds up, less rounds down.
         assert_eq!(usd_micros(U256::from(5), 7, 1_000_000), 1);
         assert_eq!(usd_micros(U256::from(4), 7, 1_000_000), 0);
+    }
+
+    #[test]
+    fn a_topped_up_address_is_held_until_its_transfer_is_included() {
+        use TxRole::{Cancel, TopUp, Transfer};
+        use TxState::{Mined, Rejected, Reverted, Sent};
+        let tx = |role, state| crate::transfers::SentTransaction {
+            hash: String::new(),
+            role,
+            sender: String::new(),
+            nonce: 0,
+            gas_limit: 21_000,
+            value: U256::ZERO,
+            max_fee_per_gas: 1,
+            max_priority_fee_per_gas: 1,
+            raw: String::new(),
+            state,
+            block_number: None,
+            block_hash: None,
+            fee: None,
+            created_at: 0,
+        };
+        let accepted = TransferStatus::Accepted;
+        let submitted = TransferStatus::Submitted;
+        let cases = [
+            (Route::TopUp, accepted, vec![], false),
+            (Route::TopUp, accepted, vec![tx(TopUp, Sent)], true),
+            (Route::TopUp, accepted, vec![tx(TopUp, Mined)], true),
+            (Route::TopUp, accepted, vec![tx(TopUp, Rejected)], true),
+            (Route::TopUp, submitted, vec![tx(TopUp, Mined), tx(Transfer, Sent)], true),
+            (
+                Route::TopUp,
+                submitted,
+                vec![tx(TopUp, Mined), tx(Transfer, Rejected), tx(Transfer, Sent)],
+                true,
+            ),
+            (Route::TopUp, submitted, vec![tx(TopUp, Mined), tx(Transfer, Mined)], false),
+            (Route::TopUp, submitted, vec![tx(TopUp, Mined), tx(Transfer, Reverted)], false),
+            (Route::TopUp, submitted, vec![tx(TopUp, Mined), tx(Transfer, Sent), tx(Cancel, Mined)], false),
+            (Route::TopUp, submitted, vec![tx(TopUp, Mined), tx(Transfer, Sent), tx(Cancel, Sent)], true),
+            (Route::Omnibus, submitted, vec![tx(Transfer, Sent)], false),
+            (Route::Authorization, submitted, vec![tx(Transfer, Sent)], false),
+        ];
+        for (route, status, transactions, held) in cases {
+            let t = Outgoing {
+                id: "t".into(),
+                organization: "o".into(),
+                account_id: "a".into(),
+                chain: crate::chain::Chain::EthereumTestnet,
+                source_address: "0x1".into(),
+                destination_address: "0x2".into(),
+                currency_symbol: "TUSD".into(),
+                amount: U256::from(1),
+                decimals: 6,
+                status,
+                route,
+                key_index: Some(2),
+                authorization_nonce: None,
+                window_ends_at: None,
+                created_at: 0,
+                retries: 0,
+                retry_at: None,
+                transactions: transactions.clone(),
+            };
+            let states: Vec<_> = transactions.iter().map(|x| (x.role, x.state)).collect();
+            assert_eq!(holds_address(&t), held, "{route:?} {status:?} {states:?}");
+        }
     }
 
     #[test]

@@ -29,6 +29,10 @@ pub enum SendError {
     /// does not sign for its source, a call the chain says would fail).
     #[error("{0}")]
     Invalid(String),
+    /// Nothing is decided yet about what the transfer moved (an EIP-3009
+    /// authorization that may still execute): the step is tried again.
+    #[error("{0}")]
+    Undecided(String),
 }
 
 impl SendError {
@@ -36,7 +40,10 @@ impl SendError {
     /// not answer, or answered in a way that decides nothing about the
     /// transfer. The transfer then stays as it is, funds held.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, SendError::Evm(_) | SendError::Solana(_) | SendError::Store(_))
+        matches!(
+            self,
+            SendError::Evm(_) | SendError::Solana(_) | SendError::Store(_) | SendError::Undecided(_)
+        )
     }
 
     /// How the transfer fails when the error is not retryable.

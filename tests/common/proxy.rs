@@ -67,6 +67,10 @@ pub struct Faults {
     /// Every method called, batched or not, with when it arrived; a block
     /// read with full transactions is `eth_getBlockByNumber(full)`.
     pub calls: Mutex<Vec<(std::time::Instant, String)>>,
+    /// The parameters of every call of these methods, in arrival order:
+    /// what a logging provider keeps.
+    pub kept_methods: Mutex<Vec<String>>,
+    pub kept: Mutex<Vec<(String, Value)>>,
 }
 
 struct Proxy {
@@ -217,8 +221,12 @@ fn record_calls(faults: &Faults, body: &Value) {
     let calls = body.as_array().cloned().unwrap_or_else(|| vec![body.clone()]);
     let now = std::time::Instant::now();
     let mut recorded = faults.calls.lock().unwrap();
+    let kept_methods = faults.kept_methods.lock().unwrap();
     for call in calls {
         let method = call["method"].as_str().unwrap_or_default();
+        if kept_methods.iter().any(|m| m == method) {
+            faults.kept.lock().unwrap().push((method.to_string(), call["params"].clone()));
+        }
         let full = method == "eth_getBlockByNumber" && call["params"][1] == true;
         recorded.push((now, if full { format!("{method}(full)") } else { method.to_string() }));
     }

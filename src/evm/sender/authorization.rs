@@ -15,7 +15,9 @@ use super::{
     EvmSender,
     plan::{AuthorizationUsed, authorizationStateCall},
 };
-use crate::transfers::{Outgoing, SendError};
+use tracing::warn;
+
+use crate::transfers::{Outgoing, SendError, TransferStatus};
 
 /// Whether the authorization was used, and by which transaction.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,8 +45,17 @@ impl EvmSender {
         if !used {
             return Ok(AuthorizationUse::Unused);
         }
-        // Newest blocks first, back to the one before the authorization was signed.
-        let signed_at = t.transactions.first().map_or(0, |x| x.created_at / 1_000_000) as u64;
+        // Newest blocks first, back to the one before the authorization was
+        // signed: with its first transaction, or its terms (a window before
+        // its validBefore) when it has none.
+        let window = self.config.transfers.window().as_micros() as i64;
+        let signed_at = t
+            .transactions
+            .first()
+            .map(|x| x.created_at)
+            .or(t.window_ends_at.map(|ends| ends - window))
+            .unwrap_or(0);
+        let signed_at = (signed_at.max(0) / 1_000_000) as u64;
         let topics = [AuthorizationUsed::SIGNATURE_HASH, owner.into_word(), nonce];
         let range = self.config.max_block_range.max(1);
         let mut to = self.rpc.head().await?;
@@ -85,6 +96,36 @@ impl EvmSender {
             SendError::Invalid(format!("{} has no authorizationState: {e}", t.currency_symbol))
         })?;
         Ok(!used)
+    }
+
+    /// Ends `t`, an authorization transfer with no transaction of its own
+    /// live, after a lasting error (`code`, `message`): its authorization
+    /// may have left the process (a gas estimate, a refused broadcast), and a
+    /// node that saw it can execute it until `validBefore`. Used by anyone
+    /// at a final block, the transfer is `CONFIRMED` with that transaction;
+    /// it fails only once the authorization can never move funds; until
+    /// then the step is tried again ([`SendError::Undecided`]), funds held.
+    pub(super) async fn end_unsent_authorization(
+        &self,
+        t: &Outgoing,
+        code: &str,
+        message: &str,
+    ) -> Result<(), SendError> {
+        match self.authorization_use(t).await? {
+            AuthorizationUse::UsedBy { hash, block } => {
+                if self.confirmed_block().await?.is_some_and(|c| block <= c) {
+                    warn!(chain = %self.config.chain, transfer = %t.id, used_by = %hash, "the authorization was used by a transaction the sponsor did not send; it confirms the transfer");
+                    return self.settle(t, TransferStatus::Confirmed, Some(&hash), None).await;
+                }
+                Err(SendError::Undecided(format!(
+                    "{message}; the authorization was used by {hash}, not final yet"
+                )))
+            }
+            AuthorizationUse::Unused if self.authorization_void(t).await? => {
+                self.fail(t, code, message).await
+            }
+            _ => Err(SendError::Undecided(format!("{message}; the authorization can still execute"))),
+        }
     }
 
     /// The token, the authorizer and the nonce of `t`'s authorization.

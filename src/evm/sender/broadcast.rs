@@ -21,7 +21,7 @@ use super::{
     },
     EvmSender,
 };
-use crate::transfers::{Outgoing, SendError, SentTransaction, TxRole};
+use crate::transfers::{Outgoing, Route, SendError, SentTransaction, TxRole};
 
 /// What the chain says of a transaction's nonce.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,6 +86,10 @@ impl EvmSender {
         }
         self.store.reject_transaction(self.config.chain, tx).await?;
         self.only_refused.lock().expect("refusal set").remove(&tx.hash);
+        if t.route == Route::Authorization && tx.role != TxRole::TopUp {
+            // The authorization went out with the refused bytes.
+            return self.end_unsent_authorization(t, "REJECTED_BY_NODE", reason).await;
+        }
         self.fail(t, "REJECTED_BY_NODE", reason).await
     }
 

@@ -40,7 +40,7 @@ use crate::{
     store::{Store, now_micros},
     transfers::{
         Lineage, Outgoing, Route, SendError, Sender, SentTransaction, TransferStatus, TxRole, TxState,
-        after_step, expire_if_unsent, waiting,
+        after_step, expire_if_unsent, failure, holds_address, waiting,
     },
 };
 
@@ -77,16 +77,10 @@ impl EvmSender {
         if let Err(error) = self.fill_gaps(&transfers, confirmed).await {
             warn!(chain = %self.config.chain, %error, "cannot fill nonce gaps; retrying");
         }
-        // A topped-up account sends one transfer at a time: its gas budget
-        // assumes nothing else spends from the address meanwhile.
-        let mut busy: HashSet<&str> = transfers
-            .iter()
-            .filter(|t| {
-                t.route == Route::TopUp
-                    && (t.status == TransferStatus::Submitted || !t.transactions.is_empty())
-            })
-            .map(|t| t.source_address.as_str())
-            .collect();
+        // A topped-up address starts its next transfer once the one before
+        // is included (see [`holds_address`]).
+        let mut busy: HashSet<&str> =
+            transfers.iter().filter(|t| holds_address(t)).map(|t| t.source_address.as_str()).collect();
         for transfer in &transfers {
             if transfer.route == Route::TopUp
                 && transfer.status == TransferStatus::Accepted
@@ -127,11 +121,14 @@ impl EvmSender {
         {
             return self.broadcast_first(t, tx).await;
         }
+        // Unless it waited behind its address's previous transfer meanwhile
+        // (that wait does not count), or an authorization of it was handed
+        // out (it may execute until its validBefore): then it goes on.
         if t.transactions.is_empty()
+            && t.authorization_nonce.is_none()
             && now_micros() - t.created_at > self.config.transfers.submit_within_secs as i64 * 1_000_000
+            && expire_if_unsent(&self.store, &self.config, &t.id).await?
         {
-            // Unless another sender recorded a transaction meanwhile.
-            expire_if_unsent(&self.store, &self.config, &t.id).await?;
             return Ok(());
         }
         if t.route == Route::TopUp {
@@ -153,6 +150,31 @@ impl EvmSender {
         }
 
         let call = self.plan(t).await?;
+        let Some((nonce, ends)) = call.authorization else {
+            return self.start(t, call).await;
+        };
+        // From here on the authorization can leave the process (the gas
+        // estimate, the broadcast): a lasting error ends the transfer only as
+        // the authorization allows.
+        let t = &Outgoing {
+            authorization_nonce: Some(format!("{nonce:#x}")),
+            window_ends_at: Some(ends),
+            ..t.clone()
+        };
+        match self.start(t, call).await {
+            Err(error) if !error.is_retryable() => {
+                let failure =
+                    error.failure().unwrap_or_else(|| failure("INVALID_TRANSFER", &error.to_string()));
+                self.end_unsent_authorization(t, &failure.code, &failure.message).await
+            }
+            outcome => outcome,
+        }
+    }
+
+    /// Signs, persists and broadcasts the first transaction of `t`, an
+    /// `ACCEPTED` transfer making `call`: a gas top-up if the route needs
+    /// one first, the transfer transaction otherwise.
+    async fn start(&self, t: &Outgoing, call: plan::Call) -> Result<(), SendError> {
         let (max_fee, tip) = self.fees(None, self.cap()).await?;
         let gas_limit = self.gas_limit(&call).await?;
         if t.route == Route::TopUp {

@@ -90,7 +90,7 @@ impl EvmSender {
         };
         let index = t.key_index.ok_or_else(|| SendError::Invalid("no account key".into()))?;
         let owner = self.signer.evm_address(KeyRef::Account(index))?;
-        let (nonce, ends) = self.authorization_terms(t)?;
+        let (nonce, ends) = self.authorization_terms(t).await?;
         let message = TransferWithAuthorization {
             from: owner,
             to: destination,
@@ -130,19 +130,25 @@ impl EvmSender {
     }
 
     /// The EIP-3009 nonce and `validBefore` (microseconds) `t` signs: those
-    /// recorded when it was first signed, so that signing it again (its first
-    /// transaction refused by every node) makes no second authorization;
-    /// new ones otherwise.
-    fn authorization_terms(&self, t: &Outgoing) -> Result<(B256, i64), SendError> {
-        if let (Some(nonce), Some(ends)) = (t.authorization_nonce.as_deref(), t.window_ends_at) {
-            let nonce =
-                nonce.parse().map_err(|_| SendError::Invalid(format!("bad authorization nonce {nonce}")))?;
-            return Ok((nonce, ends));
-        }
-        let ends = now_micros() + self.config.transfers.window().as_micros() as i64;
-        let mut nonce = [0u8; 32];
-        getrandom::fill(&mut nonce).map_err(|e| SendError::Invalid(format!("no randomness: {e}")))?;
-        Ok((B256::from(nonce), ends))
+    /// it was first given, so that signing it again (an estimate that failed,
+    /// its first transaction refused by every node) makes no second
+    /// authorization. New ones are kept in the store before they are signed:
+    /// an authorization leaves the process with the gas estimate, and a node
+    /// that sees it can execute it until `validBefore`.
+    async fn authorization_terms(&self, t: &Outgoing) -> Result<(B256, i64), SendError> {
+        let (nonce, ends) = match (t.authorization_nonce.clone(), t.window_ends_at) {
+            (Some(nonce), Some(ends)) => (nonce, ends),
+            _ => {
+                let ends = now_micros() + self.config.transfers.window().as_micros() as i64;
+                let mut nonce = [0u8; 32];
+                getrandom::fill(&mut nonce).map_err(|e| SendError::Invalid(format!("no randomness: {e}")))?;
+                let nonce = format!("{:#x}", B256::from(nonce));
+                self.store.reserve_authorization(&t.id, &nonce, ends).await?
+            }
+        };
+        let parsed =
+            nonce.parse().map_err(|_| SendError::Invalid(format!("bad authorization nonce {nonce}")))?;
+        Ok((parsed, ends))
     }
 
     /// The key that signs the transfer's transfer and cancellation transactions.
