@@ -134,7 +134,8 @@ impl Leases {
         if let Some(stop) = self.stop(kind, chain).await? {
             return Ok(Take::Stopped(stop));
         }
-        let Some(fence) = self.store.take_lease(kind, chain, &self.owner, micros(self.ttl), self.sole).await?
+        let Some(fence) =
+            self.store.take_lease(kind, chain, &self.owner, micros(self.ttl), self.sole).await?
         else {
             return Ok(Take::Held);
         };

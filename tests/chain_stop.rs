@@ -7,10 +7,7 @@ mod common;
 
 use std::{path::PathBuf, process::Stdio, time::Duration};
 
-use alloy::{
-    primitives::U256,
-    transports::http::reqwest::Method,
-};
+use alloy::{primitives::U256, transports::http::reqwest::Method};
 use common::{
     Anvil, CHAIN,
     api::{answers, send},
@@ -173,7 +170,8 @@ async fn a_reorg_deeper_than_the_window_stops_its_chain_alone_until_resumed() {
 
     // Resumed (its cursor rewound below the reorg), it runs again.
     let ancestor = (head - 5).to_string();
-    let resumed = env.ok(&["chains", "resume", CHAIN.as_str(), "--by", "oncall-ana", "--rewind-to", &ancestor]);
+    let resumed =
+        env.ok(&["chains", "resume", CHAIN.as_str(), "--by", "oncall-ana", "--rewind-to", &ancestor]);
     assert!(resumed.contains("resumed ETHEREUM_TESTNET by oncall-ana"), "{resumed}");
     stopping.send_eth(stopping.accounts[0], alice, U256::from(4_000u64)).await;
     stopping.mine(3).await;
@@ -182,7 +180,9 @@ async fn a_reorg_deeper_than_the_window_stops_its_chain_alone_until_resumed() {
     assert_ne!(chain["status"], "STOPPED", "{chain}");
     assert_eq!(holder(&db.store, WorkerKind::Watcher, CHAIN).await, Some(second.pid()));
     let metrics = second.get("/metrics", None).await.body;
-    assert!(metrics.as_str().unwrap().contains("custody_indexer_chain_stopped{chain=\"ETHEREUM_TESTNET\"} 0"));
+    assert!(
+        metrics.as_str().unwrap().contains("custody_indexer_chain_stopped{chain=\"ETHEREUM_TESTNET\"} 0")
+    );
     let stops = env.ok(&["chains", "stops", CHAIN.as_str()]);
     assert!(stops.contains("reorg deeper") && stops.contains("by oncall-ana"), "{stops}");
 }

@@ -18,8 +18,8 @@ use crate::{
     evm::{EvmSender, EvmWatcher},
     keys::{MNEMONIC_ENV, MNEMONIC_FILE_ENV, MnemonicSigner, Signer},
     lease::Leases,
-    solana::{SolanaSender, SolanaWatcher},
     redact::redact_urls,
+    solana::{SolanaSender, SolanaWatcher},
     store::{Store, StoreError, WorkerKind},
     telemetry,
     transfers::run_sender,
@@ -142,8 +142,8 @@ async fn watch(config: ChainConfig, store: Store, stop: CancellationToken) -> an
                 Some(watcher) => {
                     // The signatures strategy reads each address's whole history
                     // on first sight: it has no gaps.
-                    let history =
-                        (config.strategy == Strategy::Blocks).then(|| SolanaWatcher::history(config, store.clone()));
+                    let history = (config.strategy == Strategy::Blocks)
+                        .then(|| SolanaWatcher::history(config, store.clone()));
                     with_gaps(watcher.run(stop.clone()), history, &stop).await
                 }
                 None => Ok(()),
