@@ -9,7 +9,7 @@ use crate::{
     chain::Chain,
     config::Chains,
     deposit::{rfc3339, rfc3339_opt},
-    store::{ChainHealth, Store, StoreError, WorkerKind, WorkerLease},
+    store::{ChainHealth, ChainStop, Store, StoreError, WorkerKind, WorkerLease},
 };
 
 #[derive(Debug, Clone, Serialize)]
@@ -33,6 +33,7 @@ pub struct StoreReport {
 #[derive(Debug, Clone, Serialize)]
 pub struct ChainReport {
     pub chain: Chain,
+    pub status: ChainStatus,
     pub healthy: bool,
     /// Why the chain is unhealthy; empty when healthy.
     pub problems: Vec<String>,
@@ -56,6 +57,46 @@ pub struct ChainReport {
     /// Which instance runs the chain's live watcher and its transfer
     /// sender: their leases (one instance holds each at a time).
     pub workers: Vec<WorkerReport>,
+    /// The stop in force: the chain's watcher met an error no retry cures
+    /// and runs nowhere until an operator runs `chains resume`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stop: Option<ChainStop>,
+}
+
+/// A chain's state at a glance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ChainStatus {
+    Healthy,
+    Unhealthy,
+    /// Its watcher is stopped until `chains resume`.
+    Stopped,
+}
+
+impl ChainStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChainStatus::Healthy => "healthy",
+            ChainStatus::Unhealthy => "UNHEALTHY",
+            ChainStatus::Stopped => "STOPPED",
+        }
+    }
+}
+
+impl ChainReport {
+    /// Marks the chain stopped: unhealthy whatever its watcher recorded
+    /// last, the stop first among its problems.
+    fn stopped(&mut self, stop: ChainStop) {
+        let at = stop.stopped_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        let problem = format!(
+            "STOPPED at {at} by {}: {}; resume with `custody-indexer chains resume {}`",
+            stop.instance, stop.reason, self.chain
+        );
+        self.problems.insert(0, problem);
+        self.healthy = false;
+        self.status = ChainStatus::Stopped;
+        self.stop = Some(stop);
+    }
 }
 
 /// A singleton worker of a chain and the instance running it.
@@ -95,12 +136,15 @@ pub async fn check(store: &Store, chains: &Chains, required: &[Chain]) -> Report
             Some(assess(chain, state, config.max_lag_blocks, config.stale_after, now))
         })
         .collect();
-    let leases = match store.worker_leases().await {
-        Ok(leases) => leases,
-        Err(error) => return unreachable(error),
+    let (leases, mut stops) = match (store.worker_leases().await, store.chain_stops().await) {
+        (Ok(leases), Ok(stops)) => (leases, stops),
+        (Err(error), _) | (_, Err(error)) => return unreachable(error),
     };
     for report in &mut reports {
         report.workers = workers(&leases, report.chain);
+        if let Some(at) = stops.iter().position(|s| s.chain == report.chain) {
+            report.stopped(stops.swap_remove(at));
+        }
         match store.coverage(report.chain).await {
             Ok(coverage) => {
                 report.addresses_catching_up = coverage.catching_up;
@@ -176,6 +220,7 @@ pub fn assess(
     }
     ChainReport {
         chain,
+        status: if problems.is_empty() { ChainStatus::Healthy } else { ChainStatus::Unhealthy },
         healthy: problems.is_empty(),
         problems,
         head,
@@ -189,6 +234,7 @@ pub fn assess(
         addresses_catching_up: 0,
         catching_up_from: None,
         workers: Vec::new(),
+        stop: None,
     }
 }
 

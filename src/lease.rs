@@ -12,11 +12,11 @@ use std::{future::Future, time::Duration};
 
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use crate::{
     chain::Chain,
-    store::{Fence, Store, WorkerKind},
+    store::{ChainStop, Fence, Store, StoreError, WorkerKind},
 };
 
 /// How long a lease lasts without renewal by default.
@@ -48,7 +48,8 @@ impl Leases {
     /// until `shutdown`. `work` gets the holding's fence and a token that is
     /// cancelled when the lease is lost or at shutdown; it must stop then.
     /// Each takeover runs `work` afresh under a new epoch. An error from
-    /// `work` gives the lease up and is returned.
+    /// `work` gives the lease up and is returned. A stopped chain's watcher
+    /// lease is not taken: `work` waits until the chain is resumed.
     pub async fn hold<E, F, Fut>(
         &self,
         kind: WorkerKind,
@@ -60,35 +61,31 @@ impl Leases {
         F: FnMut(Fence, CancellationToken) -> Fut,
         Fut: Future<Output = Result<(), E>>,
     {
-        let ttl = micros(self.ttl);
         let mut waiting_logged = false;
+        let mut stopped_logged = false;
         while !shutdown.is_cancelled() {
             // The database's expiry counts from the take; ours from before it.
             let asked = Instant::now();
-            match self.store.take_lease(kind, chain, &self.owner, ttl, self.sole).await {
-                Ok(Some(fence)) => {
-                    info!(%chain, %kind, epoch = fence.epoch, instance = %self.owner, "took the lease: running here");
-                    let stop = shutdown.child_token();
-                    let renewal =
-                        renew(self.store.clone(), fence.clone(), asked + self.ttl, self.ttl, stop.clone());
-                    let renewal = tokio::spawn(renewal);
-                    let outcome = work(fence.clone(), stop.clone()).await;
-                    stop.cancel();
-                    // Unless another instance took it over, give it up: a
-                    // renewal cut off at the lease's end may still have
-                    // extended it, and nobody should wait for that to lapse.
-                    let taken_over = renewal.await.unwrap_or(false);
-                    if !taken_over {
-                        self.release(&fence).await;
+            match self.take(kind, chain).await {
+                Ok(Take::Stopped(stop)) => {
+                    if !stopped_logged {
+                        error!(%chain, %kind, reason = %stop.reason, stopped_by = %stop.instance,
+                            "chain STOPPED: its watcher runs nowhere until `custody-indexer chains resume {chain}`");
                     }
-                    outcome?;
+                    stopped_logged = true;
+                }
+                Ok(Take::Taken(fence)) => {
+                    if std::mem::take(&mut stopped_logged) {
+                        info!(%chain, %kind, "chain resumed: running its watcher again");
+                    }
+                    self.run_held(fence, asked, shutdown, &mut work).await?;
                     waiting_logged = false;
                 }
-                Ok(None) if !waiting_logged => {
+                Ok(Take::Held) if !waiting_logged => {
                     info!(%chain, %kind, "another instance holds the lease; standing by");
                     waiting_logged = true;
                 }
-                Ok(None) => {}
+                Ok(Take::Held) => {}
                 Err(error) => warn!(%chain, %kind, %error, "cannot take the lease"),
             }
             tokio::select! {
@@ -97,6 +94,70 @@ impl Leases {
             }
         }
         Ok(())
+    }
+
+    /// Runs `work` under `fence`, taken at `asked`, renewing it meanwhile;
+    /// gives the lease up afterwards unless another instance took it over.
+    async fn run_held<E, F, Fut>(
+        &self,
+        fence: Fence,
+        asked: Instant,
+        shutdown: &CancellationToken,
+        work: &mut F,
+    ) -> Result<(), E>
+    where
+        F: FnMut(Fence, CancellationToken) -> Fut,
+        Fut: Future<Output = Result<(), E>>,
+    {
+        let (chain, kind) = (fence.chain, fence.kind);
+        info!(%chain, %kind, epoch = fence.epoch, instance = %self.owner, "took the lease: running here");
+        let stop = shutdown.child_token();
+        let renewal = renew(self.store.clone(), fence.clone(), asked + self.ttl, self.ttl, stop.clone());
+        let renewal = tokio::spawn(renewal);
+        let outcome = work(fence.clone(), stop.clone()).await;
+        stop.cancel();
+        // Unless another instance took it over, give it up: a renewal cut
+        // off at the lease's end may still have extended it, and nobody
+        // should wait for that to lapse.
+        let taken_over = renewal.await.unwrap_or(false);
+        if !taken_over {
+            self.release(&fence).await;
+        }
+        outcome
+    }
+
+    /// Takes the `(kind, chain)` lease unless another instance holds it or
+    /// the chain is stopped (watchers only). The stop is read again once the
+    /// lease is taken: a holder stops its chain under its lease, so what the
+    /// new holder reads then is final.
+    async fn take(&self, kind: WorkerKind, chain: Chain) -> Result<Take, StoreError> {
+        if let Some(stop) = self.stop(kind, chain).await? {
+            return Ok(Take::Stopped(stop));
+        }
+        let Some(fence) =
+            self.store.take_lease(kind, chain, &self.owner, micros(self.ttl), self.sole).await?
+        else {
+            return Ok(Take::Held);
+        };
+        match self.stop(kind, chain).await {
+            Ok(None) => Ok(Take::Taken(fence)),
+            Ok(Some(stop)) => {
+                self.release(&fence).await;
+                Ok(Take::Stopped(stop))
+            }
+            Err(error) => {
+                self.release(&fence).await;
+                Err(error)
+            }
+        }
+    }
+
+    /// The stop in force on `chain`, which concerns its watcher only.
+    async fn stop(&self, kind: WorkerKind, chain: Chain) -> Result<Option<ChainStop>, StoreError> {
+        match kind {
+            WorkerKind::Watcher => self.store.chain_stop(chain).await,
+            WorkerKind::Sender => Ok(None),
+        }
     }
 
     /// Gives `fence` up, waiting no longer than a lease lasts.
@@ -108,6 +169,15 @@ impl Leases {
             Err(_) => warn!(%chain, %kind, "releasing the lease timed out; it lapses on its own"),
         }
     }
+}
+
+/// What an attempt to take a lease found.
+enum Take {
+    Taken(Fence),
+    /// Another instance holds it.
+    Held,
+    /// The chain is stopped: its watcher runs nowhere.
+    Stopped(ChainStop),
 }
 
 /// Renews `fence` every third of `ttl` until `stop`, the lease held until

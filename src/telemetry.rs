@@ -44,6 +44,10 @@ fn describe() {
         "custody_indexer_chain_healthy",
         "1 when the chain is within its lag and staleness limits"
     );
+    describe_gauge!(
+        "custody_indexer_chain_stopped",
+        "1 when the chain's watcher is stopped until `chains resume`"
+    );
     describe_gauge!("custody_indexer_deposits", "Deposits in the store by chain and status");
     describe_gauge!("custody_indexer_reorgs_recorded", "Reorgs recorded in the store by chain");
     describe_gauge!("custody_indexer_transfers", "Outbound transfers in the store by chain and status");
@@ -80,6 +84,8 @@ pub async fn render(store: &Store, chains: &Chains, required: &[crate::chain::Ch
                 .set(at.timestamp() as f64);
         }
         gauge!("custody_indexer_chain_healthy", "chain" => label).set(if chain.healthy { 1.0 } else { 0.0 });
+        let stopped = if chain.stop.is_some() { 1.0 } else { 0.0 };
+        gauge!("custody_indexer_chain_stopped", "chain" => label).set(stopped);
     }
     if let Ok(counts) = store.deposit_counts().await {
         for count in &counts {

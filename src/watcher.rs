@@ -29,8 +29,8 @@ pub enum WatchError {
     /// A transaction (or a slot holding one) this release cannot read: the
     /// node refused to serve its version (`-32015`), or the decoder does not
     /// know its version or encoding. Retryable on purpose: skipping it could
-    /// skip a deposit, and a fatal error stops `run` with every other chain's
-    /// watcher; the cause may also be one backend of a load-balanced URL. So
+    /// skip a deposit, and a fatal error stops the chain until an operator
+    /// resumes it; the cause may also be one backend of a load-balanced URL. So
     /// the watcher keeps its cursor before the slot, backs off and asks
     /// again, counted under `unsupported_version` and unhealthy, until the
     /// node serves the transaction or a release that reads it is running.

@@ -180,3 +180,42 @@ async fn a_worker_whose_renewal_hangs_is_stopped_when_its_lease_ends() {
         holding.await.unwrap().unwrap();
     }
 }
+
+#[tokio::test]
+async fn only_the_watchers_holder_stops_its_chain_and_a_resume_records_who() {
+    for backend in BACKENDS {
+        let db = TestDb::new(backend).await;
+        let store = &db.store;
+        let stale = store.take_lease(WorkerKind::Watcher, CHAIN, "a", 300_000, false).await.unwrap().unwrap();
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let holder = store.take_lease(WorkerKind::Watcher, CHAIN, "b", MINUTE, false).await.unwrap().unwrap();
+
+        let refused = store.fenced(stale).stop_chain(CHAIN, "store", "stale", "a").await;
+        assert!(matches!(refused, Err(StoreError::Conflict(_))), "{backend:?}: {refused:?}");
+        assert_eq!(store.chain_stop(CHAIN).await.unwrap(), None, "{backend:?}: a lost lease stops nothing");
+
+        let holding = store.fenced(holder);
+        holding.stop_chain(CHAIN, "reorg_too_deep", "too deep", "b").await.unwrap();
+        holding.stop_chain(CHAIN, "store", "later", "b").await.unwrap();
+        let stop = store.chain_stop(CHAIN).await.unwrap().expect("stopped");
+        assert_eq!(
+            (stop.kind.as_str(), stop.reason.as_str(), stop.instance.as_str()),
+            ("reorg_too_deep", "too deep", "b")
+        );
+        assert_eq!(store.chain_stops().await.unwrap(), vec![stop.clone()]);
+        assert_eq!(store.chain_stop(Chain::EthereumTestnet).await.unwrap(), None, "other chains run");
+
+        let resumed = store.resume_chain(CHAIN, "oncall-ana").await.unwrap().expect("was stopped");
+        assert_eq!(resumed.resumed_by.as_deref(), Some("oncall-ana"), "{backend:?}");
+        assert!(resumed.resumed_at.is_some_and(|at| at >= stop.stopped_at));
+        assert_eq!(store.chain_stop(CHAIN).await.unwrap(), None);
+        assert_eq!(store.resume_chain(CHAIN, "oncall-ana").await.unwrap(), None, "nothing left to resume");
+
+        // Stopped again, it needs a new resume; both stops stay on record.
+        holding.stop_chain(CHAIN, "store", "again", "b").await.unwrap();
+        assert_eq!(store.chain_stop(CHAIN).await.unwrap().unwrap().reason, "again");
+        let history = store.chain_stop_history(CHAIN).await.unwrap();
+        let reasons: Vec<_> = history.iter().map(|s| (s.reason.as_str(), s.resumed_by.as_deref())).collect();
+        assert_eq!(reasons, [("again", None), ("too deep", Some("oncall-ana"))], "{backend:?}");
+    }
+}

@@ -194,7 +194,7 @@ fn print_health(report: &health::Report) {
         println!(
             "{:<17} {:<9} head {}  indexed {}  lag {} (limit {})  last success {age}",
             c.chain.as_str(),
-            if c.healthy { "healthy" } else { "UNHEALTHY" },
+            c.status.as_str(),
             number(c.head),
             number(c.indexed),
             number(c.lag),
@@ -203,6 +203,10 @@ fn print_health(report: &health::Report) {
         if c.addresses_catching_up > 0 {
             let from = c.catching_up_from.map_or(String::new(), |b| format!(" from block {b}"));
             println!("  {} addresses catching up{from}", c.addresses_catching_up);
+        }
+        if let Some(stop) = &c.stop {
+            println!("  STOPPED at {} by {}: {}", format_time(&stop.stopped_at), stop.instance, stop.reason);
+            println!("  resume with `custody-indexer chains resume {}`", c.chain);
         }
         for w in &c.workers {
             let state = if w.held { "held by" } else { "LAPSED, last held by" };

@@ -18,8 +18,9 @@ use crate::{
     evm::{EvmSender, EvmWatcher},
     keys::{MNEMONIC_ENV, MNEMONIC_FILE_ENV, MnemonicSigner, Signer},
     lease::Leases,
+    redact::redact_urls,
     solana::{SolanaSender, SolanaWatcher},
-    store::{Store, WorkerKind},
+    store::{Store, StoreError, WorkerKind},
     telemetry,
     transfers::run_sender,
     watcher::WatchError,
@@ -123,12 +124,15 @@ pub async fn run(
 }
 
 /// Follows a chain until `stop`, with a store handle fenced by this
-/// instance's watcher lease of the chain.
+/// instance's watcher lease of the chain. A watcher that cannot continue
+/// stops its chain (see [`stop_chain`]); one refused at its start (an RPC
+/// URL of another chain) fails `run`, a configuration to correct.
 async fn watch(config: ChainConfig, store: Store, stop: CancellationToken) -> anyhow::Result<()> {
+    let chain = config.chain;
     let outcome = match config.family() {
         Family::Evm => match connect(config.clone(), store.clone(), &stop, EvmWatcher::connect).await? {
             Some(watcher) => {
-                let history = EvmWatcher::history(config, store);
+                let history = EvmWatcher::history(config, store.clone());
                 with_gaps(watcher.run(stop.clone()), Some(history), &stop).await
             }
             None => Ok(()),
@@ -138,15 +142,43 @@ async fn watch(config: ChainConfig, store: Store, stop: CancellationToken) -> an
                 Some(watcher) => {
                     // The signatures strategy reads each address's whole history
                     // on first sight: it has no gaps.
-                    let history =
-                        (config.strategy == Strategy::Blocks).then(|| SolanaWatcher::history(config, store));
+                    let history = (config.strategy == Strategy::Blocks)
+                        .then(|| SolanaWatcher::history(config, store.clone()));
                     with_gaps(watcher.run(stop.clone()), history, &stop).await
                 }
                 None => Ok(()),
             }
         }
     };
-    Ok(outcome?)
+    if let Err(error) = outcome {
+        stop_chain(&store, chain, error).await;
+    }
+    Ok(())
+}
+
+/// Stops `chain` alone: records the stop under the watcher's lease, so that
+/// no instance (nor this one restarted) runs the chain's watcher until an
+/// operator runs `chains resume`, while the other chains, the senders and
+/// the API keep running. A holder that lost its lease stops nothing; a stop
+/// the store refuses is not final, and the watcher runs (and stops) again.
+async fn stop_chain(store: &Store, chain: Chain, error: WatchError) {
+    let kind = error.kind();
+    let reason = redact_urls(&format!("{:#}", anyhow::Error::from(error)));
+    let instance = store.fence().map_or("", |fence| fence.owner.as_str());
+    match store.stop_chain(chain, kind, &reason, instance).await {
+        Ok(()) => error!(
+            %chain, kind, %reason,
+            "the watcher cannot continue: chain STOPPED on every instance until `custody-indexer chains resume {chain}`; \
+             the other chains, the senders and the API keep running"
+        ),
+        Err(StoreError::Conflict(lost)) => {
+            warn!(%chain, kind, %reason, %lost, "the watcher cannot continue, but its lease was lost: the new holder decides")
+        }
+        Err(failure) => error!(
+            %chain, kind, %reason, error = format!("{:#}", anyhow::Error::from(failure)),
+            "the watcher cannot continue, and the store refused its stop; running it again"
+        ),
+    }
 }
 
 /// Follows a chain while the gaps of late-registered addresses are scanned

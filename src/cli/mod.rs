@@ -1,8 +1,9 @@
-//! The command line: `run`, `serve`, `backfill`, `health`, `identities`, `accounts`,
+//! The command line: `run`, `serve`, `backfill`, `health`, `chains`, `identities`, `accounts`,
 //! `deposits`, `organizations`, `api-keys`, `webhooks`, `wallets`, `gas`,
 //! `limits`, `migrate`.
 
 mod admin;
+mod chains;
 mod identities;
 mod import;
 mod index;
@@ -177,6 +178,9 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Resume a chain whose watcher stopped, and list its stops.
+    #[command(subcommand)]
+    Chains(chains::ChainsCommand),
     /// Register and list the accounts whose addresses are watched.
     #[command(subcommand)]
     Accounts(AccountsCommand),
@@ -355,6 +359,7 @@ impl Cli {
                 let chains = chain_files.load()?;
                 return admin::health(&url, &chains, &required, json).await;
             }
+            Command::Chains(command) => chains::run(&Store::open(&url).await?, command).await?,
             Command::Accounts(command) => admin::accounts(&Store::open(&url).await?, command).await?,
             Command::Identities(command) => identities::run(&Store::open(&url).await?, command).await?,
             Command::Deposits(command) => admin::deposits(&Store::open(&url).await?, command).await?,

@@ -4,6 +4,7 @@
 
 mod accounts;
 mod chain_state;
+mod chain_stops;
 mod clock;
 mod coverage;
 mod deposits;
@@ -37,6 +38,7 @@ pub use crate::transfers::{
 };
 pub use accounts::{AccountPage, NewAccount, WatchFrom};
 pub use chain_state::{ChainState, Rewind, RewindOutcome};
+pub use chain_stops::ChainStop;
 pub use clock::Clock;
 pub use coverage::{Coverage, Gap, WatchStart};
 pub use deposits::{BlockRef, CursorMove, DepositPage, Orphan, ScanCommit};
