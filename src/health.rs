@@ -9,12 +9,16 @@ use crate::{
     chain::Chain,
     config::Chains,
     deposit::{rfc3339, rfc3339_opt},
+    environment::Environment,
     store::{ChainHealth, ChainStop, Store, StoreError, WorkerKind, WorkerLease},
 };
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
     pub healthy: bool,
+    /// The environment the store was first started in (`sandbox` or
+    /// `production`); `null` before any `run` or `serve` started it.
+    pub environment: Option<Environment>,
     /// Why the whole service is unhealthy, beyond each chain's problems.
     pub problems: Vec<String>,
     pub store: StoreReport,
@@ -140,6 +144,10 @@ pub async fn check(store: &Store, chains: &Chains, required: &[Chain]) -> Report
         (Ok(leases), Ok(stops)) => (leases, stops),
         (Err(error), _) | (_, Err(error)) => return unreachable(error),
     };
+    let environment = match store.environment().await {
+        Ok(environment) => environment,
+        Err(error) => return unreachable(error),
+    };
     for report in &mut reports {
         report.workers = workers(&leases, report.chain);
         if let Some(at) = stops.iter().position(|s| s.chain == report.chain) {
@@ -162,6 +170,7 @@ pub async fn check(store: &Store, chains: &Chains, required: &[Chain]) -> Report
     );
     Report {
         healthy: problems.is_empty(),
+        environment,
         problems,
         store: StoreReport { reachable: true, error: None },
         chains: reports,
@@ -174,6 +183,7 @@ pub fn unreachable(error: StoreError) -> Report {
     let error = format!("{:#}", anyhow::Error::from(error));
     Report {
         healthy: false,
+        environment: None,
         problems: vec![format!("the store is unreachable: {error}")],
         store: StoreReport { reachable: false, error: Some(error) },
         chains: Vec::new(),

@@ -10,7 +10,7 @@ use std::{sync::Arc, time::Duration};
 
 use alloy::primitives::U256;
 use common::{
-    api::{App, spawn_configured},
+    api::{App, kyc, spawn_configured},
     db::{BACKENDS, Backend},
     eventually,
 };
@@ -19,6 +19,7 @@ use custody_indexer::{
     api::DEFAULT_GAS_CREDIT_USD_MICROS,
     chain::Chain,
     config::Chains,
+    environment::Environment,
     identity::{
         CheckStatus, Event, State, Type,
         provider::{Options, Sandbox},
@@ -38,7 +39,9 @@ async fn app(backend: Backend, idv_expiry: Duration) -> App {
 async fn app_with(backend: Backend, options: Options) -> App {
     let signer: Arc<dyn Signer> = Arc::new(MnemonicSigner::from_phrase(PHRASE).unwrap());
     spawn_configured(backend, Chains::load(None).unwrap(), |state| {
-        state.with_transfers(Some(signer), DEFAULT_GAS_CREDIT_USD_MICROS).with_compliance(options)
+        state
+            .with_transfers(Some(signer), DEFAULT_GAS_CREDIT_USD_MICROS)
+            .with_compliance(Environment::Sandbox, options)
     })
     .await
 }
@@ -48,16 +51,6 @@ async fn identity(app: &App, key: &str, kind: &str, label: &str) -> String {
         app.post("/v2/identities", key, &json!({ "request_id": label, "type": kind, "label": label })).await;
     assert_eq!(answer.status, 201, "{answer:?}");
     answer.body["id"].as_str().unwrap().to_string()
-}
-
-fn kyc(last_name: &str) -> Value {
-    json!({ "kyc": {
-        "first_name": "Ada", "last_name": last_name, "date_of_birth": "1990-12-10",
-        "nationality": "GB", "country_of_birth": "GB", "occupation": "EMPLOYED",
-        "source_of_funds": "SALARY", "account_purpose": "SAVINGS",
-        "addresses": [{ "line1": "1 Main St", "city": "London", "region_code": "LND",
-                        "postal_code": "N1 1AA", "country_code": "GB" }]
-    }})
 }
 
 fn kyb(business_name: &str, country: &str) -> Value {

@@ -33,7 +33,8 @@ pub use body::Body;
 pub use error::{ApiError, ErrorBody};
 
 use crate::{
-    assets::BalanceReader, chain::Chain, config::Chains, events::url::Policy, keys::Signer, store::Store,
+    assets::BalanceReader, chain::Chain, config::Chains, environment::Environment, events::url::Policy,
+    keys::Signer, store::Store,
 };
 
 /// Requests per second each API key may make, with bursts up to `burst`.
@@ -68,6 +69,8 @@ struct Inner {
     signer: Option<Arc<dyn Signer>>,
     /// Each organization's sponsored-gas credit, in micro-USD.
     gas_credit_usd_micros: i64,
+    /// Sandbox or production: whether the sandbox compliance provider runs.
+    environment: Environment,
     /// How the sandbox compliance provider's worker runs.
     compliance: crate::identity::provider::Options,
 }
@@ -90,13 +93,21 @@ impl ApiState {
             key_overlap: DEFAULT_KEY_OVERLAP,
             signer: None,
             gas_credit_usd_micros: DEFAULT_GAS_CREDIT_USD_MICROS,
+            environment: Environment::Production,
             compliance: Default::default(),
         }))
     }
 
-    /// Runs the sandbox compliance provider's worker with `options`.
-    pub fn with_compliance(mut self, options: crate::identity::provider::Options) -> Self {
-        Arc::get_mut(&mut self.0).expect("configured before it is shared").compliance = options;
+    /// Serves `environment` (by default `production`); in `sandbox` the
+    /// sandbox compliance provider's worker runs with `options`.
+    pub fn with_compliance(
+        mut self,
+        environment: Environment,
+        options: crate::identity::provider::Options,
+    ) -> Self {
+        let inner = Arc::get_mut(&mut self.0).expect("configured before it is shared");
+        inner.environment = environment;
+        inner.compliance = options;
         self
     }
 
@@ -206,13 +217,16 @@ pub async fn serve(
         state.chains().clone(),
         shutdown.clone(),
     ));
-    // Whatever accepts compliance data also has it reviewed.
+    // In sandbox, whatever accepts compliance data also has the sandbox
+    // provider review it; in production only operators decide.
     let compliance = state.0.compliance;
-    tokio::spawn(crate::identity::provider::worker(
-        state.store().clone(),
-        crate::identity::provider::Sandbox::new(compliance.idv_expiry),
-        compliance,
-        shutdown.clone(),
-    ));
+    if state.0.environment == Environment::Sandbox {
+        tokio::spawn(crate::identity::provider::worker(
+            state.store().clone(),
+            crate::identity::provider::Sandbox::new(compliance.idv_expiry),
+            compliance,
+            shutdown.clone(),
+        ));
+    }
     axum::serve(listener, router(state)).with_graceful_shutdown(shutdown.cancelled_owned()).await
 }

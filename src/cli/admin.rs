@@ -187,6 +187,8 @@ pub async fn health(url: &str, chains: &Chains, required: &[Chain], json: bool) 
 fn print_health(report: &health::Report) {
     let now = report.checked_at;
     println!("store: {}", if report.store.reachable { "reachable" } else { "UNREACHABLE" });
+    let environment = report.environment.map_or("not started yet", |e| e.as_str());
+    println!("environment: {environment}");
     for c in &report.chains {
         let number = |n: Option<u64>| n.map_or("-".to_string(), |n| n.to_string());
         let age =

@@ -14,6 +14,7 @@ use crate::{
     chain::{Chain, Family},
     config::{ChainConfig, Chains, Strategy},
     coverage::{self, History},
+    environment::Environment,
     events::{self, delivery::DeliveryConfig},
     evm::{EvmSender, EvmWatcher},
     keys::{MNEMONIC_ENV, MNEMONIC_FILE_ENV, MnemonicSigner, Signer},
@@ -42,13 +43,14 @@ pub async fn run(
     if selected.is_empty() {
         bail!("no chain to index");
     }
+    let environment = environment(&store, api.environment).await?;
     telemetry::prometheus();
     let listener = api::bind(api.listen).await?;
     let required = selected.iter().map(|c| c.chain).collect();
     let signer = signer()?;
     let state = ApiState::new(store.clone(), chains, required, api.rate_limit())
         .with_transfers(signer.clone(), api.gas.usd_micros)
-        .with_compliance(api.compliance());
+        .with_compliance(environment, api.compliance());
 
     let shutdown = CancellationToken::new();
     tokio::spawn(cancel_on_signal(shutdown.clone()));
@@ -207,17 +209,31 @@ pub async fn serve(
     for chain in &required {
         chains.get(*chain)?;
     }
+    let environment = environment(&store, api.environment).await?;
     telemetry::prometheus();
     let listener = api::bind(api.listen).await?;
     let state = ApiState::new(store.clone(), chains, required, api.rate_limit())
         .with_transfers(signer()?, api.gas.usd_micros)
-        .with_compliance(api.compliance());
+        .with_compliance(environment, api.compliance());
     let shutdown = CancellationToken::new();
     tokio::spawn(cancel_on_signal(shutdown.clone()));
     api::serve(listener, state, shutdown).await.context("the HTTP API stopped")?;
     store.close().await;
     info!("stopped cleanly");
     Ok(())
+}
+
+/// The environment this process runs in, `requested` or the store's
+/// (see [`crate::environment::on_start`]); stamps a store that has none.
+async fn environment(store: &Store, requested: Option<Environment>) -> anyhow::Result<Environment> {
+    let stored = store.environment().await?;
+    let decisions = stored.is_none() && store.holds_sandbox_decisions().await?;
+    let chosen = crate::environment::on_start(stored, requested, decisions)?;
+    let stamped = store.stamp_environment(chosen).await?;
+    // Another process stamped the store meanwhile: judged against its stamp.
+    let environment = crate::environment::on_start(Some(stamped), Some(chosen), false)?;
+    info!(%environment, "environment");
+    Ok(environment)
 }
 
 /// The signing keys the environment configures; without them transfers are

@@ -75,6 +75,11 @@ pub struct ApiOptions {
     /// How long an identity verification check stays open before it expires.
     #[arg(long, value_name = "SECONDS", env = "CUSTODY_INDEXER_IDV_EXPIRY_SECS", default_value = "86400")]
     pub idv_expiry_secs: u64,
+    /// `sandbox` (counterparties simulated: the sandbox compliance provider
+    /// decides) or `production` (nothing simulated: compliance decisions by
+    /// operators). A store keeps the environment it was first started in.
+    #[arg(long, value_name = "ENV", env = "CUSTODY_INDEXER_ENVIRONMENT")]
+    pub environment: Option<crate::environment::Environment>,
     /// How often the sandbox compliance provider reviews identities in onboarding.
     #[arg(long, value_name = "MS", env = "CUSTODY_INDEXER_COMPLIANCE_POLL_MS", default_value = "1000")]
     pub compliance_poll_ms: u64,

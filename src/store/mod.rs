@@ -8,6 +8,7 @@ mod chain_stops;
 mod clock;
 mod coverage;
 mod deposits;
+mod environment;
 mod events;
 mod gas_ledger;
 mod health;

@@ -132,3 +132,14 @@ pub async fn spawn_app_with_signer(
     tokio::spawn(api::serve(listener, state, shutdown.clone()));
     App { base, db, shutdown }
 }
+
+/// KYC data of an ordinary individual named Ada `last_name`.
+pub fn kyc(last_name: &str) -> Value {
+    serde_json::json!({ "kyc": {
+        "first_name": "Ada", "last_name": last_name, "date_of_birth": "1990-12-10",
+        "nationality": "GB", "country_of_birth": "GB", "occupation": "EMPLOYED",
+        "source_of_funds": "SALARY", "account_purpose": "SAVINGS",
+        "addresses": [{ "line1": "1 Main St", "city": "London", "region_code": "LND",
+                        "postal_code": "N1 1AA", "country_code": "GB" }]
+    }})
+}

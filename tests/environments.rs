@@ -1,0 +1,132 @@
+//! Sandbox and production, through real `serve` processes: in production
+//! (the default) no sandbox provider approves anything and only operators
+//! decide; a store keeps the environment it was first started in.
+
+mod common;
+
+use std::{process::Stdio, time::Duration};
+
+use alloy::transports::http::reqwest::Method;
+use common::{
+    CHAIN,
+    api::{Answer, answers, kyc, send_json},
+    chain_toml,
+    cli::{Env, Process},
+    dead_port, eventually,
+};
+use serde_json::{Value, json};
+use sqlx::{Connection, Executor, SqliteConnection};
+
+/// `serve` on a free port with `env`; waits until it answers.
+async fn serve(env: &Env, vars: &[(&str, &str)]) -> (Process, String) {
+    let port = dead_port();
+    let process =
+        env.listen("serve", CHAIN, port, &[&[("CUSTODY_INDEXER_COMPLIANCE_POLL_MS", "50")], vars].concat());
+    let base = format!("http://127.0.0.1:{port}");
+    let healthz = format!("{base}/healthz");
+    eventually(Duration::from_secs(30), "serve", || async { answers(&healthz).await.then_some(()) }).await;
+    (process, base)
+}
+
+/// An identity of organization `acme` with ordinary KYC data submitted; its id.
+async fn submitted(base: &str, key: &str, label: &str) -> String {
+    let body = json!({ "request_id": label, "type": "INDIVIDUAL", "label": label });
+    let created = send_json(Method::POST, &format!("{base}/v2/identities"), Some(key), Some(&body)).await;
+    assert_eq!(created.status, 201, "{created:?}");
+    let id = created.body["id"].as_str().unwrap().to_string();
+    let url = format!("{base}/v2/identities/{id}/compliance");
+    let answer = send_json(Method::POST, &url, Some(key), Some(&kyc("Lovelace"))).await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    id
+}
+
+async fn status(base: &str, key: &str, id: &str) -> String {
+    let answer: Answer = send_json(Method::GET, &format!("{base}/v2/identities/{id}"), Some(key), None).await;
+    answer.body["status"].as_str().unwrap().to_string()
+}
+
+/// `serve` refused to start: its standard error.
+fn refused(env: &Env, vars: &[(&str, &str)]) -> String {
+    let out = env
+        .command(&["serve", "--chain", CHAIN.as_str()])
+        .envs(vars.iter().copied())
+        .stdout(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "serve started");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn health(env: &Env) -> Value {
+    let out = env.command(&["health", "--json"]).output().unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[tokio::test]
+async fn production_approves_nothing_by_itself_and_a_store_keeps_its_environment() {
+    let env = Env::with_chain_file(&chain_toml(&["http://127.0.0.1:9".into()], None, ""));
+    let key = env.organization_with_key();
+    assert_eq!(health(&env)["environment"], Value::Null, "no environment before a start");
+
+    // The default is production: an ordinary name stays in review.
+    let (mut process, base) = serve(&env, &[]).await;
+    let ada = submitted(&base, &key, "ada").await;
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    assert_eq!(status(&base, &key, &ada).await, "PENDING_ONBOARDING", "nothing approves it in production");
+    let readyz = send_json(Method::GET, &format!("{base}/readyz"), None, None).await;
+    assert_eq!(readyz.body["environment"], "production");
+    assert_eq!(health(&env)["environment"], "production");
+    // Only an operator decides.
+    env.ok(&[
+        "identities",
+        "approve",
+        &ada,
+        "--organization",
+        "acme",
+        "--by",
+        "grace",
+        "--reason",
+        "reviewed",
+    ]);
+    assert_eq!(status(&base, &key, &ada).await, "ACTIVE");
+    process.kill().unwrap();
+
+    // The production store refuses a sandbox process, naming both.
+    let message = refused(&env, &[("CUSTODY_INDEXER_ENVIRONMENT", "sandbox")]);
+    assert!(
+        message.contains("first started in production") && message.contains("runs in sandbox"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn the_sandbox_is_chosen_explicitly_and_its_store_never_starts_in_production() {
+    let env = Env::with_chain_file(&chain_toml(&["http://127.0.0.1:9".into()], None, ""));
+    let key = env.organization_with_key();
+    let (mut process, base) = serve(&env, &[("CUSTODY_INDEXER_ENVIRONMENT", "sandbox")]).await;
+    let ada = submitted(&base, &key, "ada").await;
+    eventually(Duration::from_secs(30), "the sandbox approves", || async {
+        (status(&base, &key, &ada).await == "ACTIVE").then_some(())
+    })
+    .await;
+    assert_eq!(health(&env)["environment"], "sandbox");
+    process.kill().unwrap();
+
+    // Left to its default (production), the sandbox store is refused.
+    let message = refused(&env, &[]);
+    assert!(
+        message.contains("first started in sandbox") && message.contains("--environment sandbox"),
+        "{message}"
+    );
+
+    // A store from before environments, whose audit trail holds sandbox
+    // decisions, needs an explicit environment the first time.
+    let mut db = SqliteConnection::connect(&env.database_url).await.unwrap();
+    db.execute("DELETE FROM store_environment").await.unwrap();
+    db.close().await.unwrap();
+    let message = refused(&env, &[]);
+    assert!(message.contains("decisions of the sandbox compliance provider"), "{message}");
+    let (mut process, _) = serve(&env, &[("CUSTODY_INDEXER_ENVIRONMENT", "sandbox")]).await;
+    assert_eq!(health(&env)["environment"], "sandbox");
+    process.kill().unwrap();
+}
