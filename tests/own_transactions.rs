@@ -71,8 +71,8 @@ fn backfill(deposits: Vec<Detected>) -> ScanCommit {
     }
 }
 
-/// Alice's segregated account and an `ACCEPTED` top-up transfer of hers; its id.
-async fn alice_sending(store: &Store) -> String {
+/// Alice's segregated account.
+async fn alice(store: &Store) {
     common::identity(store, "default", "identity-alice").await;
     store
         .add_account(NewAccount {
@@ -86,6 +86,10 @@ async fn alice_sending(store: &Store) -> String {
         })
         .await
         .unwrap();
+}
+
+/// An `ACCEPTED` top-up transfer of alice's; its id.
+async fn alice_sending(store: &Store) -> String {
     let new = NewTransfer {
         organization: "default".into(),
         request_id: uuid::Uuid::new_v4().to_string(),
@@ -104,13 +108,13 @@ async fn alice_sending(store: &Store) -> String {
     }
 }
 
-/// The sponsor's signed top-up, as the sender records it before broadcast.
-fn top_up(tag: u8, wei: u64) -> SentTransaction {
+/// A signed transaction as the sender records it before broadcast.
+fn signed(tag: u8, role: TxRole, sender: &str, nonce: u64, wei: u64) -> SentTransaction {
     SentTransaction {
         hash: hash(tag),
-        role: TxRole::TopUp,
-        sender: SPONSOR.into(),
-        nonce: 0,
+        role,
+        sender: sender.into(),
+        nonce,
         gas_limit: 21_000,
         value: U256::from(wei),
         max_fee_per_gas: 2_000_000_000,
@@ -143,14 +147,23 @@ async fn a_scan_keeps_recorded_own_transactions_apart_from_deposits() {
     for backend in BACKENDS {
         let db = TestDb::new(backend).await;
         let store = &db.store;
-        let transfer = alice_sending(store).await;
+        alice(store).await;
         // Ether from the sponsor's address before any of this: a deposit, and
         // once announced it stays one, even if a hash the sender records
         // later were the same.
         store.commit_scan(&backfill(vec![ether(4, SPONSOR, 5, 4)])).await.unwrap();
-        store.record_transaction(&transfer, EVM, &top_up(1, 1_000_000), Lineage::Start, None, None).await.unwrap();
+        let topped_up = alice_sending(store).await;
+        let top_up = signed(1, TxRole::TopUp, SPONSOR, 0, 1_000_000);
+        store.record_transaction(&topped_up, EVM, &top_up, Lineage::Start, None, None).await.unwrap();
         store.record_filler(EVM, ALICE, 0, &hash(2), "0x02", 0).await.unwrap();
         store.record_filler(EVM, ALICE, 1, &hash(4), "0x02", 0).await.unwrap();
+        // A transfer cancelled at its nonce by a self-transfer.
+        let cancelled = alice_sending(store).await;
+        let original = signed(6, TxRole::Transfer, ALICE, 2, 0);
+        store.record_transaction(&cancelled, EVM, &original, Lineage::Start, None, None).await.unwrap();
+        let cancel = signed(5, TxRole::Cancel, ALICE, 2, 0);
+        let after = Lineage::After(&original.hash);
+        store.record_transaction(&cancelled, EVM, &cancel, after, None, None).await.unwrap();
 
         let scan = backfill(vec![
             ether(1, SPONSOR, 10, 1_000_000),
@@ -159,25 +172,29 @@ async fn a_scan_keeps_recorded_own_transactions_apart_from_deposits() {
             // recorded: a refund, say. A deposit.
             ether(3, SPONSOR, 10, 3),
             ether(4, SPONSOR, 10, 4),
+            ether(5, ALICE, 10, 5),
         ]);
         store.commit_scan(&scan).await.unwrap();
         assert_eq!(stored_hashes(store).await, [hash(3), hash(4)], "{backend:?}");
         let events = announced(store).await;
-        assert!(!events.contains(&hash(1)) && !events.contains(&hash(2)), "{backend:?}: {events:?}");
+        assert!([1, 2, 5].iter().all(|&t| !events.contains(&hash(t))), "{backend:?}: {events:?}");
         assert!(events.contains(&hash(3)), "{backend:?}: {events:?}");
 
         let own = store.own_transfers(Some("alice")).await.unwrap();
-        let seen: Vec<_> =
-            own.iter().map(|o| (o.transaction_hash.clone(), o.kind, o.amount.clone(), o.block_number)).collect();
+        let seen: Vec<_> = own
+            .iter()
+            .map(|o| (o.transaction_hash.clone(), o.kind, o.amount.clone(), o.block_number))
+            .collect();
         assert_eq!(
             seen,
             [
+                (hash(5), OwnKind::Cancel, "0.000000000000000005".to_string(), 10),
                 (hash(2), OwnKind::NonceFiller, "0.000000000000000007".to_string(), 10),
                 (hash(1), OwnKind::TopUp, "0.000000000001".to_string(), 10),
             ],
             "{backend:?}"
         );
-        assert_eq!(own[1].source_address, SPONSOR);
+        assert_eq!(own[2].source_address, SPONSOR);
         assert_eq!(store.own_transfers(None).await.unwrap(), own);
         assert!(store.own_transfers(Some("bob")).await.unwrap().is_empty());
 
@@ -188,7 +205,7 @@ async fn a_scan_keeps_recorded_own_transactions_apart_from_deposits() {
         assert_eq!(stored_hashes(store).await, [hash(3), hash(4)], "{backend:?}");
         assert_eq!(store.event_count().await.unwrap(), events, "{backend:?}");
         let own = store.own_transfers(Some("alice")).await.unwrap();
-        assert_eq!(own.len(), 2, "{backend:?}");
+        assert_eq!(own.len(), 3, "{backend:?}");
         assert_eq!((own[0].transaction_hash.as_str(), own[0].block_number), (hash(1).as_str(), 11));
     }
 }
@@ -251,7 +268,8 @@ async fn a_gas_top_up_is_no_deposit_but_ether_from_the_sponsor_is() {
 
         // The operator sees the top-up.
         let listed: Value =
-            serde_json::from_str(&s.cli(&["deposits", "platform", "--account-id", "alice", "--json"])).unwrap();
+            serde_json::from_str(&s.cli(&["deposits", "platform", "--account-id", "alice", "--json"]))
+                .unwrap();
         let listed = listed.as_array().unwrap();
         assert_eq!(listed.len(), 1, "{backend:?}: {listed:?}");
         assert_eq!(listed[0]["transaction_hash"], top_up.hash);
