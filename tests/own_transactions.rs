@@ -17,13 +17,12 @@ use common::{
     transfers::{ETH, Setup},
 };
 use custody_indexer::{
-    account::{AccountAddress, AccountType},
     amount::Amount,
     chain::Chain,
     deposit::{Detected, OwnKind, Position},
     store::{
-        BlockRef, Created, CursorMove, Lineage, NewAccount, NewTransfer, ScanCommit, SentTransaction, Store,
-        TxRole, TxState,
+        BlockRef, Created, CursorMove, Lineage, NewTransfer, ScanCommit, SentTransaction, Store, TxRole,
+        TxState,
     },
     transfers::Route,
 };
@@ -69,23 +68,6 @@ fn backfill(deposits: Vec<Detected>) -> ScanCommit {
         cursor: CursorMove::Backfill,
         keep_blocks: 100,
     }
-}
-
-/// Alice's segregated account.
-async fn alice(store: &Store) {
-    common::identity(store, "default", "identity-alice").await;
-    store
-        .add_account(NewAccount {
-            watch_from: Default::default(),
-            id: "alice".into(),
-            organization: "default".into(),
-            identity_id: "identity-alice".into(),
-            kind: AccountType::Segregated,
-            request_id: None,
-            addresses: vec![AccountAddress { chains: vec![EVM], address: ALICE.into() }],
-        })
-        .await
-        .unwrap();
 }
 
 /// An `ACCEPTED` top-up transfer of alice's; its id.
@@ -147,7 +129,7 @@ async fn a_scan_keeps_recorded_own_transactions_apart_from_deposits() {
     for backend in BACKENDS {
         let db = TestDb::new(backend).await;
         let store = &db.store;
-        alice(store).await;
+        common::add_account_on(store, EVM, "alice", ALICE).await;
         // Ether from the sponsor's address before any of this: a deposit, and
         // once announced it stays one, even if a hash the sender records
         // later were the same.
