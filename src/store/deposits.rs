@@ -97,10 +97,10 @@ impl Store {
     /// (in multi-row statements), records block hashes, confirms what the
     /// policy allows, announces what changed and moves the cursor, all in one
     /// transaction. What the platform's own recorded transactions (gas
-    /// top-ups, cancellations, nonce fillers) moved is no deposit: it is kept
-    /// apart, unannounced, decided in the same transaction. A crash before the commit leaves nothing; a crash after
-    /// it leaves everything, so a restart neither misses nor duplicates a
-    /// deposit.
+    /// top-ups, cancellations, nonce fillers) moved is no deposit: it is
+    /// kept apart, unannounced, decided in the same transaction. A crash
+    /// before the commit leaves nothing; a crash after it leaves everything,
+    /// so a restart neither misses nor duplicates a deposit.
     ///
     /// On a handle [`Store::fenced`] by a watcher's lease, nothing is written
     /// ([`StoreError::Conflict`]) unless the lease is still held.
