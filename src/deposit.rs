@@ -1,6 +1,6 @@
 //! The Deposit resource and what a watcher detects before it becomes one.
 
-use std::{fmt, str::FromStr};
+use std::{collections::HashMap, fmt, str::FromStr};
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Serialize, Serializer};
@@ -90,6 +90,63 @@ pub struct Detected {
     pub source_account_id: Option<String>,
     pub currency_symbol: String,
     pub amount: Amount,
+}
+
+/// One of the platform's own operational transactions, as the sender
+/// recorded it before broadcasting: value it moves into a watched address
+/// is the platform's, never a customer's deposit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum OwnKind {
+    /// The sponsor's gas money sent to a `SEGREGATED` account's address.
+    TopUp,
+    /// A zero-value self-transfer cancelling a transfer at its nonce.
+    Cancel,
+    /// A zero-value self-transfer filling a nonce gap.
+    NonceFiller,
+}
+
+/// A transfer into a watched address made by one of the platform's own
+/// transactions: recorded for operators, never a deposit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OwnTransfer {
+    pub chain: Chain,
+    pub transaction_hash: String,
+    pub kind: OwnKind,
+    pub account_id: String,
+    pub account_address: String,
+    pub source_address: String,
+    pub currency_symbol: String,
+    pub amount: String,
+    /// The block it was last seen in.
+    pub block_number: u64,
+    /// The block's timestamp.
+    #[serde(serialize_with = "rfc3339")]
+    pub created_at: DateTime<Utc>,
+}
+
+/// A scan's transfers, told apart by transaction: what the platform's own
+/// transactions moved, and the customers' deposits (everything else).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Split<'a> {
+    pub deposits: Vec<&'a Detected>,
+    pub own: Vec<(&'a Detected, OwnKind)>,
+}
+
+/// Tells deposits from the platform's own transfers by transaction hash
+/// alone, `own` being the hashes the sender recorded as operational. Never
+/// by sender: a mint or a refund from a platform wallet is a deposit. Pure,
+/// so every replay of the same transactions against the same hashes gives
+/// the same answer.
+pub fn split_own<'a>(detected: &'a [Detected], own: &HashMap<String, OwnKind>) -> Split<'a> {
+    let mut split = Split::default();
+    for d in detected {
+        match own.get(&d.tx_hash) {
+            Some(kind) => split.own.push((d, *kind)),
+            None => split.deposits.push(d),
+        }
+    }
+    split
 }
 
 /// A deposit exactly as the API serves it: the Deposit resource's fields and
@@ -182,6 +239,33 @@ impl FromStr for DepositStatus {
     }
 }
 
+impl OwnKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OwnKind::TopUp => "TOP_UP",
+            OwnKind::Cancel => "CANCEL",
+            OwnKind::NonceFiller => "NONCE_FILLER",
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("unknown kind of own transaction {0:?}")]
+pub struct UnknownKind(String);
+
+impl FromStr for OwnKind {
+    type Err = UnknownKind;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "TOP_UP" => Ok(Self::TopUp),
+            "CANCEL" => Ok(Self::Cancel),
+            "NONCE_FILLER" => Ok(Self::NonceFiller),
+            _ => Err(UnknownKind(s.into())),
+        }
+    }
+}
+
 impl SourceType {
     pub fn as_str(self) -> &'static str {
         match self {
@@ -244,5 +328,48 @@ mod tests {
         let json = serde_json::to_value(&internal).unwrap();
         assert_eq!(json["source_account_id"], "acc2");
         assert_eq!(json["source_type"], "ACCOUNT");
+    }
+
+    fn native(tx: &str, from: &str) -> Detected {
+        Detected {
+            chain: Chain::BaseSepolia,
+            tx_hash: tx.into(),
+            position: Position::Native,
+            block_number: 7,
+            block_hash: "0xb7".into(),
+            block_time: 1_700_000_000,
+            account_id: "acc".into(),
+            account_address: "0xA".into(),
+            source_address: from.into(),
+            source_account_id: None,
+            currency_symbol: "ETH".into(),
+            amount: Amount::from_raw(alloy::primitives::U256::from(5u8), 18),
+        }
+    }
+
+    #[test]
+    fn own_transactions_are_told_by_hash_never_by_sender() {
+        let sponsor = "0x5050";
+        let top_up = native("0x01", sponsor);
+        // From the sponsor too, but not a transaction the sender recorded.
+        let refund = native("0x02", sponsor);
+        let filler = native("0x03", "0xA");
+        let customer = native("0x04", "0xC");
+        // A hash that differs only in case is another transaction (Solana
+        // signatures are case-sensitive; EVM hashes are stored lowercase).
+        let shouting = native("0X01", sponsor);
+        let detected = [top_up.clone(), refund.clone(), filler.clone(), customer.clone(), shouting.clone()];
+        let own = HashMap::from([
+            ("0x01".to_string(), OwnKind::TopUp),
+            ("0x03".to_string(), OwnKind::NonceFiller),
+            ("0x09".to_string(), OwnKind::Cancel),
+        ]);
+        let split = split_own(&detected, &own);
+        assert_eq!(split.own, [(&top_up, OwnKind::TopUp), (&filler, OwnKind::NonceFiller)]);
+        assert_eq!(split.deposits, [&refund, &customer, &shouting]);
+        // No recorded hash: all are deposits.
+        assert_eq!(split_own(&detected, &HashMap::new()).deposits.len(), detected.len());
+        // The same input gives the same answer.
+        assert_eq!(split_own(&detected, &own), split);
     }
 }

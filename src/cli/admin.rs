@@ -9,7 +9,7 @@ use crate::{
     api_key,
     chain::Chain,
     config::Chains,
-    deposit::{Deposit, format_time},
+    deposit::{Deposit, OwnTransfer, format_time},
     health,
     store::{ApiKey, NewAccount, Store},
 };
@@ -87,8 +87,34 @@ pub async fn deposits(store: &Store, command: DepositsCommand) -> anyhow::Result
                 print_deposit(&deposit);
             }
         }
+        DepositsCommand::Platform { account_id, json } => {
+            let own = store.own_transfers(account_id.as_deref()).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&own)?);
+            } else if own.is_empty() {
+                println!("no transfers of the platform's own");
+            } else {
+                own.iter().for_each(print_own);
+            }
+        }
     }
     Ok(())
+}
+
+fn print_own(o: &OwnTransfer) {
+    println!(
+        "{:12}  {} {} on {} to {} ({})  from {}  tx {}  block {} at {}",
+        o.kind.as_str(),
+        o.amount,
+        o.currency_symbol,
+        o.chain,
+        o.account_address,
+        o.account_id,
+        o.source_address,
+        o.transaction_hash,
+        o.block_number,
+        format_time(&o.created_at)
+    );
 }
 
 fn print_deposit(d: &Deposit) {

@@ -290,6 +290,16 @@ pub enum DepositsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// What the platform's own transactions (gas top-ups, cancellations,
+    /// nonce fillers) moved into watched addresses, newest first: never
+    /// deposits, listed here for operators.
+    Platform {
+        /// One account's only.
+        #[arg(long)]
+        account_id: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]

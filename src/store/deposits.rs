@@ -5,13 +5,15 @@ use sqlx::{Row, any::AnyRow};
 use super::{
     Store, StoreError, coverage,
     events::{ChangedDeposit, announce_changed, announce_deposits, changed_columns},
-    now_micros, parse_column, time, to_i64,
+    now_micros,
+    own_transfers::{own_hashes, record_own},
+    parse_column, time, to_i64,
     upsert::upsert_deposits,
 };
 use crate::{
     amount::Amount,
     chain::Chain,
-    deposit::{Deposit, DepositStatus, Detected, SourceType},
+    deposit::{Deposit, DepositStatus, Detected, SourceType, split_own},
 };
 
 /// A block as the watcher saw it, kept to detect reorgs.
@@ -94,9 +96,11 @@ impl Store {
     /// Commits a scanned range: upserts its deposits on their natural key
     /// (in multi-row statements), records block hashes, confirms what the
     /// policy allows, announces what changed and moves the cursor, all in one
-    /// transaction. A crash before the commit leaves nothing; a crash after
-    /// it leaves everything, so a restart neither misses nor duplicates a
-    /// deposit.
+    /// transaction. What the platform's own recorded transactions (gas
+    /// top-ups, cancellations, nonce fillers) moved is no deposit: it is
+    /// kept apart, unannounced, decided in the same transaction. A crash
+    /// before the commit leaves nothing; a crash after it leaves everything,
+    /// so a restart neither misses nor duplicates a deposit.
     ///
     /// On a handle [`Store::fenced`] by a watcher's lease, nothing is written
     /// ([`StoreError::Conflict`]) unless the lease is still held.
@@ -117,7 +121,9 @@ impl Store {
         if let CursorMove::Gap { live_from, addresses } = &scan.cursor {
             coverage::move_gap_cursor(&mut tx, scan, *live_from, addresses).await?;
         }
-        let mut changed = upsert_deposits(&mut tx, scan, now).await?;
+        let split = split_own(&scan.deposits, &own_hashes(&mut tx, scan.chain, &scan.deposits).await?);
+        record_own(&mut tx, &split.own, now).await?;
+        let mut changed = upsert_deposits(&mut tx, scan, &split.deposits, now).await?;
         // Only the live watcher, which follows reorgs (EVM) and settles slots
         // (Solana) before it confirms, confirms the chain's other pending
         // deposits; a backfill or a gap scan records its own deposits alone.

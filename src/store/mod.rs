@@ -17,6 +17,7 @@ mod leases;
 mod limits;
 mod nonce_fillers;
 mod organizations;
+mod own_transfers;
 mod params;
 mod transfer_lineage;
 mod transfer_txs;

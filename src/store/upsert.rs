@@ -17,7 +17,7 @@ use crate::deposit::{DepositStatus, Detected, SourceType};
 /// Parameters per row of the upsert.
 const PARAMS: usize = 20;
 
-/// Upserts a scan's deposits on their natural key and returns the rows the
+/// Upserts a scan's `deposits` on their natural key and returns the rows the
 /// statements inserted or changed, in the scan's order. A re-seen deposit
 /// takes its (new) block; a CONFIRMED one is never rewritten, and a FAILED
 /// one whose transaction came back is revived rather than lost. A new row
@@ -26,9 +26,10 @@ const PARAMS: usize = 20;
 pub(super) async fn upsert_deposits(
     tx: &mut Transaction<'static, Any>,
     scan: &ScanCommit,
+    deposits: &[&Detected],
     now: i64,
 ) -> Result<Vec<ChangedDeposit>, StoreError> {
-    let deposits = distinct(&scan.deposits);
+    let deposits = distinct(deposits);
     let organizations = organizations(tx, &deposits).await?;
     let mut changed = Vec::new();
     let mut params = Params::of(tx);
@@ -84,10 +85,10 @@ pub(super) async fn upsert_deposits(
 /// The scan's deposits with their position keys, one per natural key (the
 /// last wins, as it would written one by one): PostgreSQL refuses to update
 /// a row twice in one statement.
-fn distinct(deposits: &[Detected]) -> Vec<(&Detected, String)> {
+fn distinct<'a>(deposits: &[&'a Detected]) -> Vec<(&'a Detected, String)> {
     let mut at: HashMap<(&str, String), usize> = HashMap::new();
     let mut out: Vec<(&Detected, String)> = Vec::with_capacity(deposits.len());
-    for deposit in deposits {
+    for &deposit in deposits {
         let position = deposit.position.key();
         match at.get(&(deposit.tx_hash.as_str(), position.clone())) {
             Some(&i) => out[i].0 = deposit,
