@@ -67,17 +67,25 @@ async fn setup(backend: Backend, schedule: &str) -> Setup {
 }
 
 fn spawn_run(env: &Env, port: u16, schedule: &str) -> Process {
+    spawn_run_with(env, port, schedule, &[])
+}
+
+fn spawn_run_with(env: &Env, port: u16, schedule: &str, extra: &[(&str, &str)]) -> Process {
     env.listen(
         "run",
         CHAIN,
         port,
         &[
-            ("ALLOW_PRIVATE_WEBHOOK_URLS", "true"),
-            ("CUSTODY_INDEXER_WEBHOOK_RETRY_SCHEDULE", schedule),
-            // A short timeout keeps the lease of a killed worker short.
-            ("CUSTODY_INDEXER_WEBHOOK_TIMEOUT", "2s"),
-            ("RUST_LOG", "info,custody_indexer::events=debug"),
-        ],
+            extra,
+            &[
+                ("ALLOW_PRIVATE_WEBHOOK_URLS", "true"),
+                ("CUSTODY_INDEXER_WEBHOOK_RETRY_SCHEDULE", schedule),
+                // A short timeout keeps the lease of a killed worker short.
+                ("CUSTODY_INDEXER_WEBHOOK_TIMEOUT", "2s"),
+                ("RUST_LOG", "info,custody_indexer::events=debug"),
+            ],
+        ]
+        .concat(),
     )
 }
 
@@ -341,5 +349,35 @@ async fn two_instances_deliver_each_event_once() {
     assert_eq!(received_now.len(), 20, "no event was delivered twice");
     assert_in_order_once(&received, 10);
     assert!(terminate(&mut second).success());
+    assert!(terminate(&mut s.run).success());
+}
+
+/// Deliveries connect to the webhook themselves, whatever proxy the
+/// process's environment names: a proxy would connect in the address
+/// policy's place. (The RPC client still honours it; anvil is exempted.)
+#[tokio::test]
+async fn deliveries_ignore_the_environments_proxy() {
+    let mut s = setup(Backend::Sqlite, "1s").await;
+    assert!(terminate(&mut s.run).success());
+    let proxy = format!("http://127.0.0.1:{}", dead_port());
+    let vars = [
+        ("HTTP_PROXY", proxy.as_str()),
+        ("http_proxy", proxy.as_str()),
+        ("HTTPS_PROXY", proxy.as_str()),
+        ("ALL_PROXY", proxy.as_str()),
+        ("NO_PROXY", "127.0.0.1"),
+        ("no_proxy", "127.0.0.1"),
+    ];
+    s.run = spawn_run_with(&s.env, s.port, "1s", &vars);
+    let healthz = format!("http://127.0.0.1:{}/healthz", s.port);
+    eventually(Duration::from_secs(30), "the API", || async { answers(&healthz).await.then_some(()) }).await;
+    // A second webhook to the same receiver by a name the proxy would take.
+    let by_name = s.receiver.url.replace("127.0.0.1", "localhost");
+    let created = post(s.port, "/v2/webhooks", &s.key, &json!({ "url": by_name, "label": "by name" })).await;
+    assert_eq!(created.status, 201, "{:?}", created.body);
+    s.deposits(1).await;
+    // PENDING and CONFIRMED, to each of the two webhooks.
+    let received = s.delivered(4).await;
+    assert_eq!(received.len(), 4);
     assert!(terminate(&mut s.run).success());
 }

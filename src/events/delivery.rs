@@ -148,12 +148,15 @@ async fn deliver(
     }
 }
 
-/// The delivery client: no redirects, the policy's resolver, the timeout.
+/// The delivery client: no redirects, no proxy, the policy's resolver, the timeout.
 fn client(config: &DeliveryConfig) -> reqwest::Client {
     reqwest::Client::builder()
         .timeout(config.timeout)
         .connect_timeout(config.timeout.min(Duration::from_secs(10)))
         .redirect(reqwest::redirect::Policy::none())
+        // A proxy of the process's environment would connect in the
+        // resolver's place, past the address policy.
+        .no_proxy()
         .dns_resolver(std::sync::Arc::new(GuardedResolver(config.policy)))
         .user_agent(concat!("custody-indexer/", env!("CARGO_PKG_VERSION")))
         .build()
@@ -176,13 +179,18 @@ async fn attempt(client: &reqwest::Client, config: &DeliveryConfig, claimed: &Cl
         _ => match config.schedule.get(claimed.attempts as usize) {
             None => Outcome::Failed,
             Some(wait) => {
-                let wait = jittered(*wait).max(retry_after.unwrap_or_default());
+                let asked = retry_after.unwrap_or_default().min(MAX_RETRY_AFTER);
+                let wait = jittered(*wait).max(asked);
                 Outcome::Retry(at + wait.as_micros() as i64)
             }
         },
     };
     (Attempt { at, status_code, error, duration_ms }, outcome)
 }
+
+/// The longest a receiver's `Retry-After` postpones its next attempt: a
+/// larger one (or a hostile one) is taken as this.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
 
 /// POSTs the event; the status and any `Retry-After` (seconds), or why no
 /// answer came.
@@ -266,6 +274,12 @@ mod tests {
                 "/later",
                 post(|| async { (StatusCode::TOO_MANY_REQUESTS, [("retry-after", "120")]).into_response() }),
             )
+            .route(
+                "/never",
+                post(|| async {
+                    (StatusCode::SERVICE_UNAVAILABLE, [("retry-after", "99999999999999")]).into_response()
+                }),
+            )
             .route("/moved", post(|| async { (StatusCode::FOUND, [("location", "/ok")]).into_response() }))
             .route("/gone", post(|| async { StatusCode::GONE }));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -298,6 +312,10 @@ mod tests {
         let (later, outcome) = attempt(&client, &config, &claimed("/later", 0)).await;
         let Outcome::Retry(at) = outcome else { panic!("{outcome:?}") };
         assert!(at - later.at >= 120_000_000, "Retry-After outweighs the 5 s of the schedule");
+
+        let (never, outcome) = attempt(&client, &config, &claimed("/never", 0)).await;
+        let Outcome::Retry(at) = outcome else { panic!("{outcome:?}") };
+        assert_eq!(at - never.at, 3_600_000_000, "a Retry-After of three million years is an hour");
 
         let (moved, outcome) = attempt(&client, &config, &claimed("/moved", 0)).await;
         assert_eq!(moved.status_code, Some(302), "redirects are not followed");

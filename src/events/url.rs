@@ -95,8 +95,11 @@ fn is_link_local(address: IpAddr) -> bool {
     }
 }
 
-/// Loopback, private, shared (CGNAT), unspecified, broadcast, multicast,
-/// documentation and unique-local addresses.
+/// Loopback, private, shared (CGNAT), benchmarking, reserved, unspecified,
+/// broadcast, multicast, documentation, unique-local and site-local
+/// addresses, and every IPv6 form that carries an IPv4 address (mapped,
+/// compatible, NAT64, 6to4): a gateway would take it to that address,
+/// which the policy cannot see.
 fn is_internal(address: IpAddr) -> bool {
     match address {
         IpAddr::V4(ip) => {
@@ -108,14 +111,22 @@ fn is_internal(address: IpAddr) -> bool {
                 || ip.is_multicast()
                 || ip.is_documentation()
                 || (a == 100 && (64..128).contains(&b))
+                || (a == 198 && (18..20).contains(&b))
+                || a >= 240
                 || a == 0
         }
         IpAddr::V6(ip) => {
+            let segments = ip.segments();
+            let embeds_ipv4 = segments[..6] == [0; 6] // compatible ::a.b.c.d
+                || segments[..6] == [0, 0, 0, 0, 0, 0xffff] // mapped ::ffff:a.b.c.d
+                || segments[..6] == [0x64, 0xff9b, 0, 0, 0, 0] // NAT64 64:ff9b::/96
+                || segments[0] == 0x2002; // 6to4 2002::/16
             ip.is_loopback()
                 || ip.is_unspecified()
                 || ip.is_multicast()
                 || ip.is_unique_local()
-                || ip.to_ipv4_mapped().is_some_and(|v4| is_internal(IpAddr::V4(v4)))
+                || (segments[0] & 0xffc0) == 0xfec0 // site-local fec0::/10
+                || embeds_ipv4
         }
     }
 }
@@ -165,11 +176,26 @@ mod tests {
             "https://[::ffff:127.0.0.1]/hook",
             "https://localhost/hook",
             "https://0.0.0.0/hook",
+            "https://198.18.0.1/hook",
+            "https://198.19.255.254/hook",
+            "https://240.0.0.1/hook",
+            "https://255.255.255.254/hook",
+            "https://[64:ff9b::a00:1]/hook",
+            "https://[64:ff9b::5db8:d70e]/hook",
+            "https://[::ffff:93.184.215.14]/hook",
+            "https://[::a00:1]/hook",
+            "https://[::5db8:d70e]/hook",
+            "https://[2002:a00:1::1]/hook",
+            "https://[2002:5db8:d70e::1]/hook",
+            "https://[fec0::1]/hook",
+            "https://[feff::1]/hook",
         ] {
             assert!(matches!(strict.check(url).await, Err(UrlError::Forbidden { .. })), "{url}");
         }
         assert_eq!(strict.check("http://93.184.215.14/hook").await, Err(UrlError::NotHttps));
         assert!(strict.check("https://93.184.215.14/hook").await.is_ok());
+        assert!(strict.check("https://198.20.0.1/hook").await.is_ok());
+        assert!(strict.check("https://[2001:db9::1]/hook").await.is_ok());
         assert_eq!(strict.check("ftp://example.com/").await, Err(UrlError::NotHttps));
         assert_eq!(strict.check("https://user:pw@93.184.215.14/").await, Err(UrlError::Credentials));
         assert!(matches!(strict.check("not a url").await, Err(UrlError::Malformed(_))));
