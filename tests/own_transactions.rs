@@ -22,7 +22,6 @@ use custody_indexer::{
     deposit::{Detected, OwnKind, Position},
     store::{
         BlockRef, Created, CursorMove, Lineage, NewTransfer, ScanCommit, SentTransaction, Store, TxRole,
-        TxState,
     },
     transfers::Route,
 };
@@ -92,22 +91,8 @@ async fn alice_sending(store: &Store) -> String {
 
 /// A signed transaction as the sender records it before broadcast.
 fn signed(tag: u8, role: TxRole, sender: &str, nonce: u64, wei: u64) -> SentTransaction {
-    SentTransaction {
-        hash: hash(tag),
-        role,
-        sender: sender.into(),
-        nonce,
-        gas_limit: 21_000,
-        value: U256::from(wei),
-        max_fee_per_gas: 2_000_000_000,
-        max_priority_fee_per_gas: 1_000_000_000,
-        raw: "0x02".into(),
-        state: TxState::Sent,
-        block_number: None,
-        block_hash: None,
-        fee: None,
-        created_at: custody_indexer::store::now_micros(),
-    }
+    let now = custody_indexer::store::now_micros();
+    common::sent(hash(tag), role, sender, nonce, U256::from(wei), 2_000_000_000, now)
 }
 
 /// The transaction hashes of the organization's `deposit_v2` events.

@@ -70,22 +70,16 @@ async fn accepted(store: &Store, chain: Chain) -> String {
 
 /// A signed transaction as a sender records it; `tag` makes its hash.
 fn signed(tag: u64, role: TxRole, sender: &str, nonce: u64) -> SentTransaction {
-    SentTransaction {
-        hash: format!("0x{tag:064x}"),
+    let created_at = custody_indexer::store::now_micros() + tag as i64;
+    common::sent(
+        format!("0x{tag:064x}"),
         role,
-        sender: sender.into(),
+        sender,
         nonce,
-        gas_limit: 21_000,
-        value: U256::ZERO,
-        max_fee_per_gas: 2_000_000_000 + u128::from(tag),
-        max_priority_fee_per_gas: 1_000_000_000,
-        raw: "0x02".into(),
-        state: TxState::Sent,
-        block_number: None,
-        block_hash: None,
-        fee: None,
-        created_at: custody_indexer::store::now_micros() + tag as i64,
-    }
+        U256::ZERO,
+        2_000_000_000 + u128::from(tag),
+        created_at,
+    )
 }
 
 async fn record(

@@ -153,3 +153,31 @@ pub fn dead_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.local_addr().unwrap().port()
 }
+
+/// A signed transaction as a sender records it before broadcast.
+pub fn sent(
+    hash: String,
+    role: custody_indexer::store::TxRole,
+    sender: &str,
+    nonce: u64,
+    value: alloy::primitives::U256,
+    max_fee_per_gas: u128,
+    created_at: i64,
+) -> custody_indexer::store::SentTransaction {
+    custody_indexer::store::SentTransaction {
+        hash,
+        role,
+        sender: sender.into(),
+        nonce,
+        gas_limit: 21_000,
+        value,
+        max_fee_per_gas,
+        max_priority_fee_per_gas: 1_000_000_000,
+        raw: "0x02".into(),
+        state: custody_indexer::store::TxState::Sent,
+        block_number: None,
+        block_hash: None,
+        fee: None,
+        created_at,
+    }
+}
