@@ -14,7 +14,7 @@ use common::{
     db::{BACKENDS, Backend, TestDb},
     signing::{ClientKey, claims},
 };
-use custody_indexer::{api::RateLimit, api_key, config::Chains, request_signature::PublicKey, store::Store};
+use custody_indexer::{api::RateLimit, api_key, config::Chains, request_signature::PublicKey};
 use jsonwebtoken::{EncodingKey, Header};
 use serde_json::{Value, json};
 
@@ -177,19 +177,21 @@ async fn a_token_accepted_by_one_instance_is_refused_by_another_sharing_the_stor
     assert_eq!(answer.status, 200, "the other instance serves fresh tokens: {answer:?}");
 }
 
-async fn key_of(store: &Store) -> String {
-    store.create_organization("acme", None).await.unwrap();
+/// A fresh store of `backend` holding one key of organization `acme`: the
+/// store and the key's id.
+async fn store_with_key(backend: Backend) -> (TestDb, String) {
+    let db = TestDb::new(backend).await;
+    db.store.create_organization("acme", None).await.unwrap();
     let secret = api_key::generate();
-    store.create_api_key("acme", "test", &secret.id, &secret.hash).await.unwrap();
-    secret.id
+    db.store.create_api_key("acme", "test", &secret.id, &secret.hash).await.unwrap();
+    (db, secret.id)
 }
 
 #[tokio::test]
 async fn token_ids_are_kept_until_their_time_then_purged() {
     for backend in BACKENDS {
-        let db = TestDb::new(backend).await;
+        let (db, key) = store_with_key(backend).await;
         let store = &db.store;
-        let key = key_of(store).await;
         let now = 1_800_000_000;
         assert!(store.record_request_token(&key, "j-1", now + 90, now).await.unwrap());
         assert!(store.record_request_token(&key, "j-2", now - 1, now - 100).await.unwrap());
@@ -211,15 +213,14 @@ async fn token_ids_are_kept_until_their_time_then_purged() {
 #[tokio::test]
 async fn pairing_is_listed_refused_for_revoked_keys_and_undone_by_unpairing() {
     for backend in BACKENDS {
-        let db = TestDb::new(backend).await;
+        let (db, key) = store_with_key(backend).await;
         let store = &db.store;
-        let key = key_of(store).await;
         let public_key = PublicKey::from_pem(&ClientKey::ed25519().public_pem).unwrap();
         let paired = store.pair_api_key(&key, &public_key).await.unwrap();
         assert_eq!(paired.signature_algorithm.map(|a| a.as_str()), Some("EdDSA"), "{backend:?}");
         let credentials = store.active_api_key(&key).await.unwrap().unwrap();
         assert_eq!(credentials.public_key.as_ref(), Some(&public_key), "{backend:?}");
-        let listed = serde_json::to_value(&store.api_keys(Some("acme")).await.unwrap()).unwrap();
+        let listed = serde_json::to_value(store.api_keys(Some("acme")).await.unwrap()).unwrap();
         assert_eq!(listed[0]["signature_algorithm"], "EdDSA", "{backend:?}");
 
         let unpaired = store.unpair_api_key(&key).await.unwrap();
