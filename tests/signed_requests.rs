@@ -8,13 +8,15 @@ mod common;
 use alloy::transports::http::reqwest::Method;
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
 use common::{
-    api::{Answer, App, send_raw, spawn_app},
+    api::{Answer, App, send_raw, spawn_app, spawn_configured},
     chain_toml,
     cli::Env,
     db::{BACKENDS, Backend, TestDb},
     signing::{ClientKey, claims},
 };
-use custody_indexer::{api::RateLimit, api_key, config::Chains, request_signature::PublicKey};
+use custody_indexer::{
+    api::RateLimit, api_key, config::Chains, environment::Environment, request_signature::PublicKey,
+};
 use jsonwebtoken::{EncodingKey, Header};
 use serde_json::{Value, json};
 
@@ -73,11 +75,20 @@ fn refused(answer: &Answer, mentions: &str, token: &str) {
 }
 
 #[tokio::test]
-async fn a_paired_key_must_sign_each_request_with_es256_or_eddsa() {
-    let app = app(Backend::Sqlite).await;
+async fn a_paired_key_must_sign_each_request_with_es256_or_eddsa_in_both_environments() {
+    for environment in [Environment::Production, Environment::Sandbox] {
+        let app = spawn_configured(Backend::Sqlite, Chains::load(None).unwrap(), |state| {
+            state.with_compliance(environment, Default::default())
+        })
+        .await;
+        signed_requests_are_served(&app).await;
+    }
+}
+
+async fn signed_requests_are_served(app: &App) {
     let unpaired = app.key("acme").await;
     for client in [ClientKey::p256(), ClientKey::ed25519()] {
-        let (token, id) = paired_key(&app, &client).await;
+        let (token, id) = paired_key(app, &client).await;
         let key = (token.as_str(), id.as_str());
 
         let unsigned = call(&app.base, &token, "GET", "/v2/identities?limit=5", "", None).await;
@@ -85,11 +96,11 @@ async fn a_paired_key_must_sign_each_request_with_es256_or_eddsa() {
 
         let body =
             json!({ "request_id": format!("r-{id}"), "type": "INDIVIDUAL", "label": "Ada" }).to_string();
-        let created = signed(&app, &client, key, "POST", "/v2/identities", &body).await;
+        let created = signed(app, &client, key, "POST", "/v2/identities", &body).await;
         assert_eq!(created.status, 201, "{:?}: {created:?}", client.algorithm);
         assert_eq!(created.body["label"], "Ada", "the handler got the body that was signed");
 
-        let listed = signed(&app, &client, key, "GET", "/v2/identities?limit=25", "").await;
+        let listed = signed(app, &client, key, "GET", "/v2/identities?limit=25", "").await;
         assert_eq!(listed.status, 200, "{:?}: {listed:?}", client.algorithm);
         assert!(listed.body["identities"].as_array().unwrap().iter().any(|i| i["id"] == created.body["id"]));
     }
