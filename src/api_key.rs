@@ -40,8 +40,12 @@ pub fn key_id(token: &str) -> Option<&str> {
 
 /// The stored form of a token: lowercase hex SHA-256.
 pub fn hash(token: &str) -> String {
-    let digest = Sha256::digest(token.as_bytes());
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    sha256_hex(token.as_bytes())
+}
+
+/// Lowercase hex SHA-256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Whether `token` hashes to `stored`, compared in constant time.

@@ -23,6 +23,7 @@ pub mod identity;
 pub mod keys;
 pub mod lease;
 pub mod redact;
+pub mod request_signature;
 pub mod solana;
 pub mod store;
 pub mod telemetry;

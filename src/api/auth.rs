@@ -1,5 +1,6 @@
 //! `Authorization: Bearer <API_KEY>` on every `/v2` request, then the key's
-//! rate limit. The organization of the key scopes everything the handler sees.
+//! rate limit, then, for a key paired with a public key, the request's
+//! signature. The organization of the key scopes everything the handler sees.
 
 use axum::{
     extract::{Request, State},
@@ -35,13 +36,17 @@ pub async fn authenticate(
         })?;
     let invalid = || ApiError::unauthorized("invalid or revoked API key");
     let id = api_key::key_id(&token).ok_or_else(invalid)?;
-    let (key, hash) = state.store().active_api_key(id).await?.ok_or_else(invalid)?;
-    if !api_key::matches(&token, &hash) {
+    let credentials = state.store().active_api_key(id).await?.ok_or_else(invalid)?;
+    if !api_key::matches(&token, &credentials.secret_hash) {
         return Err(invalid());
     }
+    let key = credentials.key;
     if let Err(not_until) = state.0.limiter.check_key(&key.id) {
         let wait = not_until.wait_time_from(DefaultClock::default().now());
         return Err(ApiError::rate_limited((wait.as_secs() + u64::from(wait.subsec_nanos() > 0)).max(1)));
+    }
+    if let Some(public_key) = &credentials.public_key {
+        request = super::signature::check(&state, &key.id, public_key, request).await?;
     }
     tracing::debug!(api_key = %key.id, organization = %key.organization_id, "authenticated");
     request.extensions_mut().insert(Caller { organization: key.organization_id });

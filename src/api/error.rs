@@ -16,6 +16,7 @@ use crate::{assets::BalanceError, store::StoreError};
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ErrorBody {
     /// A stable machine-readable code: `INVALID_REQUEST`, `UNAUTHORIZED`,
+    /// `INVALID_SIGNATURE` (a paired key's request signature refused),
     /// `NOT_FOUND`, `METHOD_NOT_ALLOWED`, `CONFLICT`, `RATE_LIMITED`,
     /// `CHAIN_UNAVAILABLE`, `INTERNAL`; for transfers also
     /// `DUPLICATE_TRANSACTION`, `REQUEST_ID_REUSED`, `ACCOUNT_NOT_ACTIVE`,

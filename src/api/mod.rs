@@ -13,6 +13,7 @@ mod error;
 mod identities;
 mod ops;
 mod params;
+mod signature;
 mod transfers;
 mod webhooks;
 
@@ -25,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 use tower_http::trace::{DefaultOnFailure, TraceLayer};
 use utoipa::{
     Modify, OpenApi,
-    openapi::security::{Http, HttpAuthScheme, SecurityScheme},
+    openapi::security::{ApiKey, ApiKeyValue, Http, HttpAuthScheme, SecurityRequirement, SecurityScheme},
 };
 use utoipa_axum::{router::OpenApiRouter, routes};
 
@@ -134,7 +135,8 @@ impl ApiState {
     info(
         title = "custody-indexer",
         description = "Deposits, accounts, balances and assets of a custody platform's chains. \
-            Every /v2 request needs `Authorization: Bearer <API_KEY>` and sees only its organization's data. \
+            Every /v2 request needs `Authorization: Bearer <API_KEY>` and sees only its organization's data; \
+            a key paired with a public key also needs `X-Request-Signature` (see the `request_signature` scheme). \
             Errors share one shape: `{ \"code\": \"…\", \"message\": \"…\" }`."
     ),
     modifiers(&BearerAuth),
@@ -144,10 +146,32 @@ struct ApiDoc;
 
 struct BearerAuth;
 
+/// How a request of a key paired with a public key is signed.
+const REQUEST_SIGNATURE: &str = "Required on every request of an API key paired with a public key \
+    (`api-keys pair`); keys that are not paired send none. A compact JWT (JWS) signed by the paired key's \
+    private key. Header `alg`: `ES256` (P-256 key) or `EdDSA` (Ed25519 key), matching the paired key; \
+    anything else, `none` and HMAC included, is refused. Claims: `sub` the API key's id, `method` the \
+    request's method (upper case), `uri` its path and, when present, `?` and the query exactly as sent, \
+    `body_hash` the lower-case hex SHA-256 of the raw body (of the empty string when there is none), \
+    `iat` and `exp` in seconds (`exp` after `iat` by at most 120 s; 30 s of clock skew tolerated), `jti` \
+    unique (1 to 128 characters; each token is accepted once). A refused signature is `401` \
+    `INVALID_SIGNATURE`, its message naming the failed check.";
+
 impl Modify for BearerAuth {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
         let components = openapi.components.get_or_insert_with(Default::default);
         components.add_security_scheme("api_key", SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)));
+        components.add_security_scheme(
+            "request_signature",
+            SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::with_description(
+                "X-Request-Signature",
+                REQUEST_SIGNATURE,
+            ))),
+        );
+        // Either the bearer key alone, or (a paired key) with a signature.
+        let signed = SecurityRequirement::new("api_key", Vec::<String>::new())
+            .add("request_signature", Vec::<String>::new());
+        openapi.security.get_or_insert_with(Vec::new).push(signed);
     }
 }
 
@@ -217,6 +241,7 @@ pub async fn serve(
         state.chains().clone(),
         shutdown.clone(),
     ));
+    tokio::spawn(signature::purge_expired(state.store().clone(), shutdown.clone()));
     // In sandbox, whatever accepts compliance data also has the sandbox
     // provider review it; in production only operators decide.
     let compliance = state.0.compliance;

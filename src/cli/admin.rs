@@ -3,6 +3,8 @@
 
 use std::process::ExitCode;
 
+use anyhow::Context as _;
+
 use super::{AccountsCommand, ApiKeysCommand, DepositsCommand, OrganizationsCommand};
 use crate::{
     account::{Account, AccountAddress},
@@ -11,6 +13,7 @@ use crate::{
     config::Chains,
     deposit::{Deposit, OwnTransfer, format_time},
     health,
+    request_signature::PublicKey,
     store::{ApiKey, NewAccount, Store},
 };
 
@@ -174,6 +177,18 @@ pub async fn api_keys(store: &Store, command: ApiKeysCommand) -> anyhow::Result<
             let key = store.revoke_api_key(&id).await?;
             print_api_key(&key);
         }
+        ApiKeysCommand::Pair { id, public_key_file } => {
+            let text = std::fs::read_to_string(&public_key_file)
+                .with_context(|| format!("cannot read {}", public_key_file.display()))?;
+            let public_key =
+                PublicKey::from_pem(&text).with_context(|| format!("{}", public_key_file.display()))?;
+            let key = store.pair_api_key(&id, &public_key).await?;
+            print_api_key(&key);
+        }
+        ApiKeysCommand::Unpair { id } => {
+            let key = store.unpair_api_key(&id).await?;
+            print_api_key(&key);
+        }
     }
     Ok(())
 }
@@ -183,8 +198,12 @@ fn print_api_key(key: &ApiKey) {
         Some(at) => format!("revoked {}", format_time(at)),
         None => "active".to_string(),
     };
+    let signing = match (key.signature_algorithm, &key.paired_at) {
+        (Some(algorithm), Some(at)) => format!("paired {algorithm} {}", format_time(at)),
+        _ => "not paired".to_string(),
+    };
     println!(
-        "{}  {:?}  organization {}  created {}  {state}",
+        "{}  {:?}  organization {}  created {}  {state}  {signing}",
         key.id,
         key.name,
         key.organization_id,

@@ -199,7 +199,7 @@ pub enum Command {
     /// Create and list organizations: each holds accounts and API keys.
     #[command(subcommand)]
     Organizations(OrganizationsCommand),
-    /// Create, list and revoke API keys.
+    /// Create, list, revoke API keys; pair them with public keys for signed requests.
     #[command(subcommand, name = "api-keys")]
     ApiKeys(ApiKeysCommand),
     /// Register webhooks, inspect and re-send deliveries, verify signatures.
@@ -339,6 +339,18 @@ pub enum ApiKeysCommand {
     },
     /// Revoke a key: every later request with it gets `401`.
     Revoke { id: String },
+    /// Pair a key with a public key: from then on every request with the key
+    /// must carry `X-Request-Signature`, a JWT signed by its private key
+    /// (ES256 for a P-256 key, EdDSA for an Ed25519 key). Pairing again
+    /// replaces the public key.
+    Pair {
+        id: String,
+        /// The public key, SubjectPublicKeyInfo PEM (`-----BEGIN PUBLIC KEY-----`).
+        #[arg(long, value_name = "FILE")]
+        public_key_file: std::path::PathBuf,
+    },
+    /// Remove a key's public key: its requests need no signature any more.
+    Unpair { id: String },
 }
 
 impl Cli {

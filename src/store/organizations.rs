@@ -4,7 +4,8 @@
 use chrono::{DateTime, Utc};
 use sqlx::{Row, any::AnyRow};
 
-use super::{Store, StoreError, now_micros, time};
+use super::{Store, StoreError, now_micros, parse_column, time};
+use crate::request_signature::{Algorithm, PublicKey};
 
 /// Active (unrevoked) API keys an organization may hold at once.
 pub const MAX_API_KEYS: i64 = 50;
@@ -27,7 +28,25 @@ pub struct ApiKey {
     pub created_at: DateTime<Utc>,
     #[serde(serialize_with = "crate::deposit::rfc3339_opt", skip_serializing_if = "Option::is_none")]
     pub revoked_at: Option<DateTime<Utc>>,
+    /// Set when the key is paired with a public key: every request it makes
+    /// must then be signed with this algorithm.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signature_algorithm: Option<Algorithm>,
+    #[serde(serialize_with = "crate::deposit::rfc3339_opt", skip_serializing_if = "Option::is_none")]
+    pub paired_at: Option<DateTime<Utc>>,
 }
+
+/// What authenticating a request with a key needs.
+#[derive(Debug, Clone)]
+pub struct Credentials {
+    pub key: ApiKey,
+    pub secret_hash: String,
+    /// The paired public key: requests must be signed with it.
+    pub public_key: Option<PublicKey>,
+}
+
+pub(super) const API_KEY_COLUMNS: &str =
+    "id, organization_id, name, created_at, revoked_at, signature_algorithm, paired_at";
 
 impl Store {
     /// Creates an organization. Ids are short machine names: letters, digits,
@@ -128,15 +147,17 @@ impl Store {
             name: name.into(),
             created_at: time(created_at)?,
             revoked_at: None,
+            signature_algorithm: None,
+            paired_at: None,
         })
     }
 
     /// Keys, oldest first, optionally of one organization; revoked ones included.
     pub async fn api_keys(&self, organization: Option<&str>) -> Result<Vec<ApiKey>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT id, organization_id, name, created_at, revoked_at FROM api_keys
-             WHERE ($1 IS NULL OR organization_id = $1) ORDER BY created_at, id",
-        )
+        let rows = sqlx::query(&format!(
+            "SELECT {API_KEY_COLUMNS} FROM api_keys
+             WHERE ($1 IS NULL OR organization_id = $1) ORDER BY created_at, id"
+        ))
         .bind(organization)
         .fetch_all(&self.pool)
         .await?;
@@ -151,35 +172,55 @@ impl Store {
             .bind(id)
             .execute(&self.pool)
             .await?;
-        let row = sqlx::query(
-            "SELECT id, organization_id, name, created_at, revoked_at FROM api_keys WHERE id = $1",
-        )
-        .bind(id)
-        .fetch_optional(&self.pool)
-        .await?
-        .ok_or_else(|| StoreError::NotFound(format!("API key {id}")))?;
+        self.api_key(id).await
+    }
+
+    /// One key, revoked or not.
+    pub async fn api_key(&self, id: &str) -> Result<ApiKey, StoreError> {
+        let row = sqlx::query(&format!("SELECT {API_KEY_COLUMNS} FROM api_keys WHERE id = $1"))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("API key {id}")))?;
         api_key(&row)
     }
 
-    /// An active key and its stored hash, for authentication.
-    pub async fn active_api_key(&self, id: &str) -> Result<Option<(ApiKey, String)>, StoreError> {
-        let row = sqlx::query(
-            "SELECT id, organization_id, name, created_at, revoked_at, secret_hash FROM api_keys
-             WHERE id = $1 AND revoked_at IS NULL",
-        )
+    /// An active key, its stored hash and its paired public key, for
+    /// authentication.
+    pub async fn active_api_key(&self, id: &str) -> Result<Option<Credentials>, StoreError> {
+        let row = sqlx::query(&format!(
+            "SELECT {API_KEY_COLUMNS}, secret_hash, public_key_pem FROM api_keys
+             WHERE id = $1 AND revoked_at IS NULL"
+        ))
         .bind(id)
         .fetch_optional(&self.pool)
         .await?;
-        row.map(|r| Ok((api_key(&r)?, r.try_get("secret_hash")?))).transpose()
+        let Some(row) = row else { return Ok(None) };
+        let key = api_key(&row)?;
+        let pem: Option<String> = row.try_get("public_key_pem")?;
+        let public_key = pem
+            .map(|pem| {
+                PublicKey::from_pem(&pem)
+                    .ok()
+                    .filter(|parsed| Some(parsed.algorithm()) == key.signature_algorithm)
+                    .ok_or_else(|| StoreError::Corrupt(format!("public key of API key {id}")))
+            })
+            .transpose()?;
+        Ok(Some(Credentials { key, secret_hash: row.try_get("secret_hash")?, public_key }))
     }
 }
 
 fn api_key(row: &AnyRow) -> Result<ApiKey, StoreError> {
+    let algorithm: Option<String> = row.try_get("signature_algorithm")?;
     Ok(ApiKey {
         id: row.try_get("id")?,
         organization_id: row.try_get("organization_id")?,
         name: row.try_get("name")?,
         created_at: time(row.try_get("created_at")?)?,
         revoked_at: row.try_get::<Option<i64>, _>("revoked_at")?.map(time).transpose()?,
+        signature_algorithm: algorithm
+            .map(|a| parse_column::<Algorithm>(&a, "signature_algorithm"))
+            .transpose()?,
+        paired_at: row.try_get::<Option<i64>, _>("paired_at")?.map(time).transpose()?,
     })
 }

@@ -75,12 +75,27 @@ pub async fn send_json(
     token: Option<&str>,
     body: Option<&Value>,
 ) -> Answer {
+    send_raw(method, url, token, body.map(Value::to_string), &[]).await
+}
+
+/// Sends `body` as it is (labelled JSON) when given, with `headers` besides
+/// the bearer token.
+pub async fn send_raw(
+    method: reqwest::Method,
+    url: &str,
+    token: Option<&str>,
+    body: Option<String>,
+    headers: &[(&str, &str)],
+) -> Answer {
     let mut request = reqwest::Client::new().request(method, url);
     if let Some(token) = token {
         request = request.header("authorization", format!("Bearer {token}"));
     }
     if let Some(body) = body {
-        request = request.header("content-type", "application/json").body(body.to_string());
+        request = request.header("content-type", "application/json").body(body);
+    }
+    for (name, value) in headers {
+        request = request.header(*name, *value);
     }
     let response = request.send().await.unwrap();
     let status = response.status().as_u16();
@@ -93,6 +108,31 @@ pub async fn send_json(
 impl Drop for App {
     fn drop(&mut self) {
         self.shutdown.cancel();
+    }
+}
+
+/// Another API server (an instance of its own, with its own connections)
+/// over an app's store; stopped when dropped.
+pub struct Server {
+    pub base: String,
+    shutdown: CancellationToken,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+impl App {
+    pub async fn another_server(&self, chains: Chains) -> Server {
+        let store = Store::connect(&self.db.url).await.unwrap();
+        let listener = api::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let state = ApiState::new(store, chains, Vec::<Chain>::new(), RateLimit::default());
+        let shutdown = CancellationToken::new();
+        tokio::spawn(api::serve(listener, state, shutdown.clone()));
+        Server { base, shutdown }
     }
 }
 

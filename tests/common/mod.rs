@@ -12,6 +12,7 @@ pub mod instances;
 pub mod lagging;
 pub mod proxy;
 pub mod receiver;
+pub mod signing;
 pub mod solana;
 pub mod solana_cluster;
 pub mod solana_instances;
