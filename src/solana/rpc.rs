@@ -224,9 +224,7 @@ impl SolanaRpc {
         start: u64,
         commitment: CommitmentConfig,
     ) -> Result<Option<u64>, RpcFailure> {
-        let slots: Vec<u64> =
-            self.call(RpcRequest::GetBlocksWithLimit, json!([start, 1, commitment])).await?;
-        Ok(slots.first().copied())
+        Ok(self.blocks_with_limit(start, 1, commitment).await?.first().copied())
     }
 
     /// The block after `block` at `commitment`, from one answer that lists
@@ -238,12 +236,19 @@ impl SolanaRpc {
         block: u64,
         commitment: CommitmentConfig,
     ) -> Result<Option<u64>, RpcFailure> {
-        let slots: Vec<u64> =
-            self.call(RpcRequest::GetBlocksWithLimit, json!([block, 2, commitment])).await?;
-        Ok(match slots.as_slice() {
+        Ok(match self.blocks_with_limit(block, 2, commitment).await?.as_slice() {
             [first, next, ..] if *first == block && *next > block => Some(*next),
             _ => None,
         })
+    }
+
+    async fn blocks_with_limit(
+        &self,
+        start: u64,
+        limit: usize,
+        commitment: CommitmentConfig,
+    ) -> Result<Vec<u64>, RpcFailure> {
+        self.call(RpcRequest::GetBlocksWithLimit, json!([start, limit, commitment])).await
     }
 
     /// A block's estimated production time, in seconds since the epoch.
