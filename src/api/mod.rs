@@ -34,7 +34,11 @@ pub use body::Body;
 pub use error::{ApiError, ErrorBody};
 
 use crate::{
-    assets::BalanceReader, chain::Chain, config::Chains, environment::Environment, events::url::Policy,
+    assets::BalanceReader,
+    chain::Chain,
+    config::Chains,
+    environment::Environment,
+    events::url::Policy,
     keys::Signer,
     store::{OrganizationLimits, Store},
 };
