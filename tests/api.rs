@@ -129,7 +129,7 @@ async fn requests_without_a_valid_key_are_refused() {
         let fiftieth = app.key("acme").await;
         let refused = app.store().create_api_key("acme", "one too many", "x", "y").await;
         assert!(
-            matches!(&refused, Err(StoreError::Conflict(m)) if m.contains("50 active API keys")),
+            matches!(&refused, Err(StoreError::LimitReached(m)) if m.contains("50 active API keys, its limit of 50")),
             "{refused:?}"
         );
         assert_eq!(app.get("/v2/assets", &fiftieth).await.status, 200);

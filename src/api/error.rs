@@ -17,7 +17,9 @@ use crate::{assets::BalanceError, store::StoreError};
 pub struct ErrorBody {
     /// A stable machine-readable code: `INVALID_REQUEST`, `UNAUTHORIZED`,
     /// `INVALID_SIGNATURE` (a paired key's request signature refused),
-    /// `NOT_FOUND`, `METHOD_NOT_ALLOWED`, `CONFLICT`, `RATE_LIMITED`,
+    /// `NOT_FOUND`, `METHOD_NOT_ALLOWED`, `CONFLICT`,
+    /// `ORGANIZATION_LIMIT_REACHED` (the organization holds as many accounts,
+    /// identities or webhooks as it may; the message names the limit), `RATE_LIMITED`,
     /// `CHAIN_UNAVAILABLE`, `INTERNAL`; for transfers also
     /// `DUPLICATE_TRANSACTION`, `REQUEST_ID_REUSED`, `ACCOUNT_NOT_ACTIVE`,
     /// `INSUFFICIENT_BALANCE`, `LIMIT_EXCEEDED` and `TRANSFERS_UNAVAILABLE`.
@@ -98,6 +100,9 @@ impl From<StoreError> for ApiError {
             StoreError::NotFound(what) => Self::not_found(format!("{what} not found")),
             StoreError::Invalid(message) => Self::invalid(message),
             StoreError::Conflict(message) => Self::new(StatusCode::CONFLICT, "CONFLICT", message),
+            StoreError::LimitReached(message) => {
+                Self::new(StatusCode::CONFLICT, "ORGANIZATION_LIMIT_REACHED", message)
+            }
             other => {
                 error!(error = format!("{:#}", anyhow::Error::from(other)), "store failure");
                 Self::internal()

@@ -34,8 +34,13 @@ pub use body::Body;
 pub use error::{ApiError, ErrorBody};
 
 use crate::{
-    assets::BalanceReader, chain::Chain, config::Chains, environment::Environment, events::url::Policy,
-    keys::Signer, store::Store,
+    assets::BalanceReader,
+    chain::Chain,
+    config::Chains,
+    environment::Environment,
+    events::url::Policy,
+    keys::Signer,
+    store::{OrganizationLimits, Store},
 };
 
 /// Requests per second each API key may make, with bursts up to `burst`.
@@ -86,7 +91,7 @@ impl ApiState {
     pub fn new(store: Store, chains: Chains, required: Vec<Chain>, rate_limit: RateLimit) -> Self {
         let quota = Quota::per_second(rate_limit.per_second).allow_burst(rate_limit.burst);
         Self(Arc::new(Inner {
-            store,
+            store: store.with_limits(OrganizationLimits::default()),
             balances: BalanceReader::new(chains),
             limiter: RateLimiter::keyed(quota),
             required,
@@ -109,6 +114,14 @@ impl ApiState {
         let inner = Arc::get_mut(&mut self.0).expect("configured before it is shared");
         inner.environment = environment;
         inner.compliance = options;
+        self
+    }
+
+    /// Limits what each organization may create to `limits` (by default
+    /// [`OrganizationLimits::default`]).
+    pub fn with_limits(mut self, limits: OrganizationLimits) -> Self {
+        let inner = Arc::get_mut(&mut self.0).expect("configured before it is shared");
+        inner.store = inner.store.clone().with_limits(limits);
         self
     }
 

@@ -50,7 +50,8 @@ pub async fn run(
     let signer = signer()?;
     let state = ApiState::new(store.clone(), chains, required, api.rate_limit())
         .with_transfers(signer.clone(), api.gas.usd_micros)
-        .with_compliance(environment, api.compliance());
+        .with_compliance(environment, api.compliance())
+        .with_limits(api.limits.limits());
 
     let shutdown = CancellationToken::new();
     tokio::spawn(cancel_on_signal(shutdown.clone()));
@@ -214,7 +215,8 @@ pub async fn serve(
     let listener = api::bind(api.listen).await?;
     let state = ApiState::new(store.clone(), chains, required, api.rate_limit())
         .with_transfers(signer()?, api.gas.usd_micros)
-        .with_compliance(environment, api.compliance());
+        .with_compliance(environment, api.compliance())
+        .with_limits(api.limits.limits());
     let shutdown = CancellationToken::new();
     tokio::spawn(cancel_on_signal(shutdown.clone()));
     api::serve(listener, state, shutdown).await.context("the HTTP API stopped")?;

@@ -22,7 +22,7 @@ use crate::{
     chain::Chain,
     config::Chains,
     lease::Leases,
-    store::{DEFAULT_DATABASE_URL, Store},
+    store::{DEFAULT_DATABASE_URL, OrganizationLimits, Store},
 };
 
 #[derive(Debug, Parser)]
@@ -72,6 +72,8 @@ pub struct ApiOptions {
     pub rate_limit_burst: NonZeroU32,
     #[command(flatten)]
     pub gas: GasCredit,
+    #[command(flatten)]
+    pub limits: OrgLimits,
     /// How long an identity verification check stays open before it expires.
     #[arg(long, value_name = "SECONDS", env = "CUSTODY_INDEXER_IDV_EXPIRY_SECS", default_value = "86400")]
     pub idv_expiry_secs: u64,
@@ -83,6 +85,32 @@ pub struct ApiOptions {
     /// How often the sandbox compliance provider reviews identities in onboarding.
     #[arg(long, value_name = "MS", env = "CUSTODY_INDEXER_COMPLIANCE_POLL_MS", default_value = "1000")]
     pub compliance_poll_ms: u64,
+}
+
+/// What each organization may hold through the API; reaching a limit
+/// answers `409 ORGANIZATION_LIMIT_REACHED`. Operators' commands are not
+/// limited, except API keys (50 active per organization, always).
+#[derive(Debug, Clone, Args)]
+pub struct OrgLimits {
+    /// Accounts per organization (CLOSED ones do not count).
+    #[arg(long, value_name = "N", env = "CUSTODY_INDEXER_ORG_MAX_ACCOUNTS", default_value_t = OrganizationLimits::DEFAULT_ACCOUNTS)]
+    pub org_max_accounts: u32,
+    /// Identities per organization (REJECTED and TERMINATED ones do not count).
+    #[arg(long, value_name = "N", env = "CUSTODY_INDEXER_ORG_MAX_IDENTITIES", default_value_t = OrganizationLimits::DEFAULT_IDENTITIES)]
+    pub org_max_identities: u32,
+    /// Webhooks per organization (deleted ones do not count).
+    #[arg(long, value_name = "N", env = "CUSTODY_INDEXER_ORG_MAX_WEBHOOKS", default_value_t = OrganizationLimits::DEFAULT_WEBHOOKS)]
+    pub org_max_webhooks: u32,
+}
+
+impl OrgLimits {
+    pub(crate) fn limits(&self) -> OrganizationLimits {
+        OrganizationLimits {
+            accounts: self.org_max_accounts,
+            identities: self.org_max_identities,
+            webhooks: self.org_max_webhooks,
+        }
+    }
 }
 
 /// Each organization's sponsored-gas credit.

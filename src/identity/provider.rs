@@ -176,21 +176,32 @@ pub async fn worker<P: Provider>(store: Store, provider: P, options: Options, sh
     }
 }
 
-/// One round: expiries first, then one decision per identity, over every
-/// identity in onboarding, `page` at a time: however many wait on their
-/// client, a newer identity is still reviewed in the same round.
+/// How long the provider's "wait" on an unchanged identity holds before it
+/// is asked again (a change to the identity asks at once).
+pub const RECHECK: Duration = Duration::from_secs(60);
+
+/// One round: expiries first, then one decision per identity due for a
+/// review, `page` at a time. An identity the provider waits on (for its
+/// client, the individual, or time) is not read again until it changes or
+/// [`RECHECK`] passes, so a round over thousands of waiting identities is a
+/// few statements, not one read per identity.
 pub async fn round<P: Provider>(store: &Store, provider: &P, page: u32) -> Result<(), anyhow::Error> {
     for identity in store.expire_idv_checks(now_micros()).await? {
         info!(identity = %identity, "identity verification check expired");
     }
     let actor = format!("provider:{}", provider.name());
     let (until, page) = (now_micros(), page.max(1));
+    let review_after = until.saturating_add(RECHECK.as_micros() as i64);
     let mut after = None;
     loop {
         let reviews = store.reviews(after.as_ref(), until, page).await?;
+        let mut waiting = Vec::new();
         for review in &reviews {
-            decide(store, provider, review, &actor).await?;
+            if !decide(store, provider, review, &actor).await? {
+                waiting.push(review);
+            }
         }
+        store.wait_on(&waiting, review_after).await?;
         if reviews.len() < page as usize {
             return Ok(());
         }
@@ -198,17 +209,18 @@ pub async fn round<P: Provider>(store: &Store, provider: &P, page: u32) -> Resul
     }
 }
 
+/// Asks `provider` about `review` and applies its decision; whether it decided.
 async fn decide<P: Provider>(
     store: &Store,
     provider: &P,
     review: &Review,
     actor: &str,
-) -> Result<(), anyhow::Error> {
-    let Some(decision) = provider.review(review).await? else { return Ok(()) };
+) -> Result<bool, anyhow::Error> {
+    let Some(decision) = provider.review(review).await? else { return Ok(false) };
     match store.decide(review, decision.event, &decision.step, actor, decision.reason.as_deref()).await {
         Ok(_) => info!(identity = %review.identity_id, event = ?decision.event, "compliance decision"),
         Err(StoreError::Conflict(refusal)) => warn!(%refusal, "compliance decision refused"),
         Err(error) => return Err(error.into()),
     }
-    Ok(())
+    Ok(true)
 }

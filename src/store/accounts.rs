@@ -10,6 +10,7 @@ use super::{
     events::{CHUNK, placeholders},
     identities::lock_identity,
     now_micros, parse_column,
+    quotas::Quota,
 };
 use crate::{
     account::{Account, AccountAddress, AccountStatus, AccountType},
@@ -80,12 +81,14 @@ impl Store {
     /// next free derivation index (from [`FIRST_ACCOUNT_INDEX`] up), derives
     /// the account's addresses with `derive`, and records the index beside
     /// the account in one transaction, so an index is never given twice.
+    /// Refused when the organization holds its limit of accounts.
     pub async fn add_keyed_account(
         &self,
         mut new: NewAccount,
         derive: impl Fn(u32) -> Result<Vec<AccountAddress>, StoreError>,
     ) -> Result<(Account, u32), StoreError> {
         let mut tx = self.begin().await?;
+        self.claim(&mut tx, &new.organization, Quota::Accounts).await?;
         let top: Option<i64> = sqlx::query("SELECT MAX(key_index) AS top FROM account_keys")
             .fetch_one(&mut *tx)
             .await?

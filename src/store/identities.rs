@@ -12,7 +12,9 @@ use super::{
     Settlement, Store, StoreError,
     events::{self, NewEvent, placeholders},
     gas_ledger::settle_in,
-    now_micros, parse_column, time,
+    now_micros, parse_column,
+    quotas::Quota,
+    time,
 };
 use crate::{
     chain::Chain,
@@ -79,7 +81,9 @@ const IDENTITY_COLUMNS: &str = "organization_id, id, request_id, type, label, st
 impl Store {
     /// Registers an identity. Idempotent by `(organization, request_id)`:
     /// the same request again answers the identity it created; the same
-    /// `request_id` with another type or label is a conflict.
+    /// `request_id` with another type or label is a conflict. Refused when
+    /// the organization holds its limit of identities (a replay still
+    /// answers).
     pub async fn create_identity(&self, new: &NewIdentity) -> Result<Registered, StoreError> {
         if new.id.trim().is_empty() || new.label.trim().is_empty() {
             return Err(StoreError::Invalid("identity id and label must not be empty".into()));
@@ -88,6 +92,9 @@ impl Store {
             return Err(StoreError::Invalid(format!("a {} identity cannot be {}", new.kind, new.state)));
         }
         let mut tx = self.begin().await?;
+        // Locked before the replay is looked up: a replay racing the request
+        // that took the last slot waits for it, then answers its identity.
+        self.lock_organization(&mut tx, &new.organization, Quota::Identities).await?;
         if let Some(request_id) = &new.request_id
             && let Some(found) = identity_by_request(&mut tx, &new.organization, request_id).await?
         {
@@ -101,6 +108,7 @@ impl Store {
             }
             return Ok(Registered::Existing(found));
         }
+        self.check_room(&mut tx, &new.organization, Quota::Identities).await?;
         let now = now_micros();
         let inserted = sqlx::query(&format!(
             "INSERT INTO identities ({IDENTITY_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, $9, $9)

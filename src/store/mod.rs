@@ -19,6 +19,7 @@ mod nonce_fillers;
 mod organizations;
 mod own_transfers;
 mod params;
+mod quotas;
 mod request_signatures;
 mod transfer_lineage;
 mod transfer_txs;
@@ -48,7 +49,8 @@ pub use deposits::{BlockRef, CursorMove, DepositPage, Orphan, ScanCommit};
 pub use health::{ChainHealth, DepositCount};
 pub use identities::{Action, Change, NewIdentity, Registered, UnsentFailure};
 pub use leases::{Fence, WorkerKind, WorkerLease};
-pub use organizations::{ApiKey, Credentials, MAX_API_KEYS, Organization};
+pub use organizations::{ApiKey, Credentials, Organization};
+pub use quotas::{MAX_API_KEYS, OrganizationLimits};
 pub use transfers::TransferPage;
 use transfers::{TRANSFER_COLUMNS, transfer_from_row};
 pub use verification::{CheckStep, Review};
@@ -79,6 +81,9 @@ pub enum StoreError {
     NotFound(String),
     #[error("{0}")]
     Conflict(String),
+    /// The organization holds as many of something as it may.
+    #[error("{0}")]
+    LimitReached(String),
     #[error("invalid input: {0}")]
     Invalid(String),
     #[error("stored row is corrupt: {0}")]
@@ -101,6 +106,9 @@ pub struct Store {
     /// This instance's own clock, which lease times come from on SQLite only
     /// (see [`Clock`]).
     clock: Clock,
+    /// What each organization may hold, enforced on the API's creations
+    /// (see [`Store::with_limits`]).
+    limits: Option<OrganizationLimits>,
 }
 
 impl Store {
@@ -137,7 +145,7 @@ impl Store {
             .connect(&url)
             .await
             .map_err(|source| StoreError::Connect { url: redact_urls(&url), source })?;
-        Ok(Self { pool, backend, fence: None, clock: Clock::default() })
+        Ok(Self { pool, backend, fence: None, clock: Clock::default(), limits: None })
     }
 
     /// The same store through a pool of its own of `connections`: what

@@ -4,11 +4,8 @@
 use chrono::{DateTime, Utc};
 use sqlx::{Row, any::AnyRow};
 
-use super::{Store, StoreError, now_micros, parse_column, time};
+use super::{Store, StoreError, now_micros, parse_column, quotas::Quota, time};
 use crate::request_signature::{Algorithm, PublicKey};
-
-/// Active (unrevoked) API keys an organization may hold at once.
-pub const MAX_API_KEYS: i64 = 50;
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Organization {
@@ -96,7 +93,7 @@ impl Store {
     }
 
     /// Stores a key's hash under its organization; refused beyond
-    /// [`MAX_API_KEYS`] active keys.
+    /// [`super::MAX_API_KEYS`] active keys.
     pub async fn create_api_key(
         &self,
         organization: &str,
@@ -108,27 +105,7 @@ impl Store {
             return Err(StoreError::Invalid("an API key needs a name".into()));
         }
         let mut tx = self.begin().await?;
-        // Touching the organization's row serialises key creation per
-        // organization on PostgreSQL, so two creations cannot both pass the count.
-        let locked = sqlx::query("UPDATE organizations SET name = name WHERE id = $1")
-            .bind(organization)
-            .execute(&mut *tx)
-            .await?;
-        if locked.rows_affected() == 0 {
-            return Err(StoreError::NotFound(format!("organization {organization}")));
-        }
-        let active: i64 = sqlx::query(
-            "SELECT COUNT(*) AS n FROM api_keys WHERE organization_id = $1 AND revoked_at IS NULL",
-        )
-        .bind(organization)
-        .fetch_one(&mut *tx)
-        .await?
-        .try_get("n")?;
-        if active >= MAX_API_KEYS {
-            return Err(StoreError::Conflict(format!(
-                "organization {organization} already has {MAX_API_KEYS} active API keys; revoke one first"
-            )));
-        }
+        self.claim(&mut tx, organization, Quota::ApiKeys).await?;
         let created_at = now_micros();
         sqlx::query(
             "INSERT INTO api_keys (id, organization_id, name, secret_hash, created_at) VALUES ($1, $2, $3, $4, $5)",

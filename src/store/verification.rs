@@ -2,11 +2,14 @@
 //! review with their newest submission, identity verification checks, and
 //! each decision applied with its check in one transaction.
 
+use std::collections::HashMap;
+
 use serde_json::Value;
 use sqlx::{Row, any::AnyRow};
 
 use super::{
     Store, StoreError,
+    events::placeholders,
     identities::{Change, apply_in, lock_identity, state_of},
     now_micros, parse_column, time,
 };
@@ -83,14 +86,16 @@ impl Store {
         rows.iter().map(check_from_row).collect()
     }
 
-    /// Up to `limit` identities in onboarding past `CREATED`, each with its
-    /// newest submission: what the provider has to decide on. Ordered by
-    /// (`updated_at`, id) and taken after `after` (the last review of the
-    /// previous page), so that a caller pages through all of them: the
-    /// identities the provider only waits on (an unanswered RFI, an expired
-    /// or unopened check) keep their place at the front and would otherwise
-    /// fill every page. Only identities changed at or before `until` are
-    /// taken, so that one decided during the pass is not met again in it.
+    /// Up to `limit` identities in onboarding past `CREATED` that are due
+    /// for a review, each with its newest submission and that submission's
+    /// newest check: what the provider has to decide on. Due: never
+    /// answered "wait" on, changed since (see [`Store::wait_on`]), or whose
+    /// `review_after` passed by `until`. Ordered by (`updated_at`, id) and
+    /// taken after `after` (the last review of the previous page), so that a
+    /// caller pages through all of them. Only identities changed at or
+    /// before `until` are taken, so that one decided during the pass is not
+    /// met again in it. Two statements per page, however many identities
+    /// wait on their client.
     pub async fn reviews(
         &self,
         after: Option<&Review>,
@@ -107,6 +112,7 @@ impl Store {
              FROM identities i JOIN compliance_submissions s
                  ON s.organization_id = i.organization_id AND s.identity_id = i.id
              WHERE i.status = 'PENDING_ONBOARDING' AND i.sub_status <> 'CREATED'
+               AND (i.reviewed_version IS NULL OR i.reviewed_version <> i.updated_at OR i.review_after <= $3)
                AND s.created_at = (SELECT MAX(t.created_at) FROM compliance_submissions t
                    WHERE t.organization_id = i.organization_id AND t.identity_id = i.id)
                AND (i.updated_at > $1 OR (i.updated_at = $1 AND i.id > $2)) AND i.updated_at <= $3
@@ -118,38 +124,61 @@ impl Store {
         .bind(i64::from(limit))
         .fetch_all(&self.pool)
         .await?;
-        let mut reviews = Vec::with_capacity(rows.len());
-        for row in rows {
-            reviews.push(self.review_from_row(&row).await?);
-        }
-        Ok(reviews)
+        let submissions: Vec<String> =
+            rows.iter().map(|r| r.try_get("submission_id")).collect::<Result<_, _>>()?;
+        let mut checks = self.newest_checks(&submissions).await?;
+        rows.iter().map(|row| review_from_row(row, &mut checks)).collect()
     }
 
-    async fn review_from_row(&self, row: &AnyRow) -> Result<Review, StoreError> {
-        let kind: Type = parse_column(&row.try_get::<String, _>("type")?, "identities.type")?;
-        let organization: String = row.try_get("organization_id")?;
-        let identity_id: String = row.try_get("id")?;
-        let submission_id: String = row.try_get("submission_id")?;
-        let data: String = row.try_get("data")?;
-        let check = self
-            .idv_checks(&organization, &identity_id)
-            .await?
-            .into_iter()
-            .find(|c| c.submission_id == submission_id);
-        let state = state_of(row, kind)?;
-        Ok(Review {
-            organization,
-            identity_id,
-            kind,
-            rfi_opened_at: if state.rfi_open() { row.try_get("rfi_opened_at")? } else { None },
-            state,
-            submission_id,
-            submission: serde_json::from_str(&data)
-                .map_err(|_| StoreError::Corrupt("compliance_submissions.data".into()))?,
-            submitted_at: row.try_get("submitted_at")?,
-            check,
-            updated_at: row.try_get("updated_at")?,
-        })
+    /// The newest check of each of `submissions` that has one, in one statement.
+    async fn newest_checks(
+        &self,
+        submissions: &[String],
+    ) -> Result<HashMap<String, IdVerificationCheck>, StoreError> {
+        if submissions.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let sql = format!(
+            "SELECT {CHECK_COLUMNS}, expires_at FROM id_verification_checks WHERE submission_id IN ({})
+             ORDER BY created_at DESC, id",
+            placeholders(1, submissions.len())
+        );
+        let mut query = sqlx::query(&sql);
+        for submission in submissions {
+            query = query.bind(submission);
+        }
+        let mut newest = HashMap::new();
+        for row in query.fetch_all(&self.pool).await? {
+            let check = check_from_row(&row)?;
+            newest.entry(check.submission_id.clone()).or_insert(check);
+        }
+        Ok(newest)
+    }
+
+    /// Records that the provider waits on each of `reviews` (it answered no
+    /// decision): none is read again until it changes (its `updated_at`
+    /// moves) or `review_after` passes. One statement; an identity changed
+    /// since its review is left due.
+    pub async fn wait_on(&self, reviews: &[&Review], review_after: i64) -> Result<(), StoreError> {
+        if reviews.is_empty() {
+            return Ok(());
+        }
+        let each: Vec<String> = (0..reviews.len())
+            .map(|i| {
+                let n = 3 * i + 2;
+                format!("(organization_id = ${n} AND id = ${} AND updated_at = ${})", n + 1, n + 2)
+            })
+            .collect();
+        let sql = format!(
+            "UPDATE identities SET reviewed_version = updated_at, review_after = $1 WHERE {}",
+            each.join(" OR ")
+        );
+        let mut query = sqlx::query(&sql).bind(review_after);
+        for review in reviews {
+            query = query.bind(&review.organization).bind(&review.identity_id).bind(review.updated_at);
+        }
+        query.execute(&self.pool).await?;
+        Ok(())
     }
 
     /// Applies a provider's decision on `review` with its check step, in one
@@ -232,6 +261,31 @@ impl Store {
         }
         Ok(expired)
     }
+}
+
+/// A review of a row of [`Store::reviews`], with its submission's check
+/// taken from `checks`.
+fn review_from_row(
+    row: &AnyRow,
+    checks: &mut HashMap<String, IdVerificationCheck>,
+) -> Result<Review, StoreError> {
+    let kind: Type = parse_column(&row.try_get::<String, _>("type")?, "identities.type")?;
+    let submission_id: String = row.try_get("submission_id")?;
+    let data: String = row.try_get("data")?;
+    let state = state_of(row, kind)?;
+    Ok(Review {
+        organization: row.try_get("organization_id")?,
+        identity_id: row.try_get("id")?,
+        kind,
+        rfi_opened_at: if state.rfi_open() { row.try_get("rfi_opened_at")? } else { None },
+        state,
+        check: checks.remove(&submission_id),
+        submission_id,
+        submission: serde_json::from_str(&data)
+            .map_err(|_| StoreError::Corrupt("compliance_submissions.data".into()))?,
+        submitted_at: row.try_get("submitted_at")?,
+        updated_at: row.try_get("updated_at")?,
+    })
 }
 
 /// The id of the identity's newest compliance submission, inside `tx`.

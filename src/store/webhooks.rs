@@ -5,7 +5,7 @@ use serde::Serialize;
 use sqlx::{Any, Row, Transaction, any::AnyRow};
 use utoipa::ToSchema;
 
-use super::{Backend, Store, StoreError, now_micros, time};
+use super::{Backend, Store, StoreError, now_micros, quotas::Quota, time};
 use crate::deposit::{rfc3339, rfc3339_opt};
 
 /// The Webhook resource; its secrets are never part of it.
@@ -81,6 +81,8 @@ const WEBHOOK_COLUMNS: &str = "id, organization_id, url, label, created_at, stat
      signing_key_created_at, previous_key_expires_at";
 
 impl Store {
+    /// Registers a webhook; refused when the organization holds its limit of
+    /// webhooks (deleted ones do not count).
     pub async fn create_webhook(
         &self,
         organization: &str,
@@ -90,6 +92,8 @@ impl Store {
     ) -> Result<Webhook, StoreError> {
         let id = uuid::Uuid::new_v4().to_string();
         let now = now_micros();
+        let mut tx = self.begin().await?;
+        self.claim(&mut tx, organization, Quota::Webhooks).await?;
         sqlx::query(
             "INSERT INTO webhooks (id, organization_id, url, label, status, created_at, signing_key_id,
                 signing_secret, signing_key_created_at) VALUES ($1, $2, $3, $4, 'ACTIVE', $5, $6, $7, $5)",
@@ -101,7 +105,7 @@ impl Store {
         .bind(now)
         .bind(uuid::Uuid::new_v4().to_string())
         .bind(secret)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await
         .map_err(|e| match e {
             sqlx::Error::Database(d) if d.message().to_lowercase().contains("foreign key") => {
@@ -109,6 +113,7 @@ impl Store {
             }
             e => e.into(),
         })?;
+        tx.commit().await?;
         self.webhook(Some(organization), &id).await
     }
 
