@@ -44,6 +44,16 @@ pub enum WatchError {
     SlotUnavailable { chain: Chain, slot: u64, message: String },
     #[error("{chain}: transaction {signature} is listed but not served yet; retrying, the cursor stays")]
     NotServedYet { chain: Chain, signature: String },
+    /// The node no longer holds the slot: its ledger starts at
+    /// `first_available` (`getFirstAvailableBlock`). The slots below are
+    /// unread, never taken for skipped. `run` waits and warns, the cursor
+    /// kept; `backfill` fails at once.
+    #[error(
+        "{chain}: slot {slot} is below slot {first_available}, the first the RPC node still holds (its ledger is pruned); the slots below it are unread, not skipped: use an archive RPC node, or start at slot {first_available} or later"
+    )]
+    Pruned { chain: Chain, slot: u64, first_available: u64 },
+    #[error("{chain}: no answer covers slot {slot} yet (the answering node is behind); retrying")]
+    Behind { chain: Chain, slot: u64 },
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("{chain}: rpc {url} answers chain id {actual}, expected {expected}; refusing to index it")]
@@ -78,6 +88,8 @@ impl WatchError {
                 | WatchError::UnsupportedVersion { .. }
                 | WatchError::SlotUnavailable { .. }
                 | WatchError::NotServedYet { .. }
+                | WatchError::Pruned { .. }
+                | WatchError::Behind { .. }
                 | WatchError::Store(StoreError::Conflict(_) | StoreError::Query(_))
                 | WatchError::Unreachable { .. }
                 | WatchError::Inconsistent { .. }
@@ -86,6 +98,20 @@ impl WatchError {
 }
 
 impl WatchError {
+    /// Whether the error is a node behind the chain answering (through a
+    /// load-balanced URL: one backend of several): asking again, a moment
+    /// later, reaches a node that has the data. `backfill` retries these.
+    pub fn is_lagging(&self) -> bool {
+        match self {
+            WatchError::SolanaRpc(failure) => failure.kind == "behind",
+            WatchError::SlotUnavailable { .. }
+            | WatchError::NotServedYet { .. }
+            | WatchError::Behind { .. }
+            | WatchError::AboveConfirmed { .. } => true,
+            _ => false,
+        }
+    }
+
     /// A short label of what failed, for the `kind` label of
     /// `custody_indexer_rpc_errors_total` and the health report.
     pub fn kind(&self) -> &'static str {
@@ -94,6 +120,8 @@ impl WatchError {
             WatchError::SolanaRpc(failure) => failure.kind,
             WatchError::UnsupportedVersion { .. } => "unsupported_version",
             WatchError::SlotUnavailable { .. } | WatchError::NotServedYet { .. } => "missing_data",
+            WatchError::Pruned { .. } => "pruned",
+            WatchError::Behind { .. } => "behind",
             WatchError::Store(_) => "store",
             WatchError::WrongCluster { .. } | WatchError::WrongChain { .. } => "wrong_chain",
             WatchError::Unreachable { .. } => "unreachable",

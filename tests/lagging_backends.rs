@@ -293,7 +293,7 @@ async fn settlement_reads_get_blocks_in_pages_for_deposits_500_000_slots_apart()
     // PENDING; settling them needs slots 600,000 apart judged.
     let db = TestDb::new(Backend::Sqlite).await;
     add_wallet(&db.store, "alice", &alice).await;
-    let config = solana_config(&node, &rpc.url, "signatures", 0);
+    let config = solana_config(&node, &rpc.url, "signatures", node.first_slot);
     let watcher = SolanaWatcher::connect(config, db.store.clone()).await.unwrap();
     let shutdown = CancellationToken::new();
     let running = tokio::spawn(watcher.run(shutdown.clone()));
@@ -361,7 +361,7 @@ async fn a_late_solana_registration_gap_scanned_through_a_lagging_backend_misses
     let (alice, carol) = (Keypair::new().pubkey(), Keypair::new().pubkey());
     let db = TestDb::new(Backend::Postgres).await;
     add_wallet(&db.store, "alice", &alice).await;
-    let config = solana_config(&node, &rpc.url, "blocks", 0);
+    let config = solana_config(&node, &rpc.url, "blocks", node.first_slot);
     let shutdown = CancellationToken::new();
     let running = tokio::spawn(
         SolanaWatcher::connect(config.clone(), db.store.clone()).await.unwrap().run(shutdown.clone()),
@@ -372,7 +372,14 @@ async fn a_late_solana_registration_gap_scanned_through_a_lagging_backend_misses
         expected.push((signature, "carol".to_string(), "SOL".to_string(), i.to_string()));
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    common::add_account_from(&db.store, SOLANA, "carol", &carol.to_string(), WatchFrom::Block(0)).await;
+    common::add_account_from(
+        &db.store,
+        SOLANA,
+        "carol",
+        &carol.to_string(),
+        WatchFrom::Block(node.first_slot),
+    )
+    .await;
     // A deposit to alice, so that a live scan knows carol.
     node.send(&[transfer_sol(&outsider.pubkey(), &alice, SOL)], &outsider, &[]).await;
     // Wide gap steps reach up to the finalized slot, where the backend
@@ -420,10 +427,12 @@ async fn solana_backfill_through_a_lagging_backend_finds_every_deposit_once() {
     node.wait_finalized(last).await;
     // Finalized on the real node; the newest deposits are beyond the backend behind.
     let mut watcher =
-        SolanaWatcher::connect(solana_config(&node, &rpc.url, "blocks", 0), db.store.clone()).await.unwrap();
+        SolanaWatcher::connect(solana_config(&node, &rpc.url, "blocks", node.first_slot), db.store.clone())
+            .await
+            .unwrap();
     let mut done = None;
     for _ in 0..100 {
-        match watcher.backfill_slots(0, Some(last), &|_, _| {}).await {
+        match watcher.backfill_slots(node.first_slot, Some(last), &|_, _| {}).await {
             Ok(report) => {
                 done = Some(report);
                 break;
@@ -442,4 +451,81 @@ async fn solana_backfill_through_a_lagging_backend_finds_every_deposit_once() {
         rpc.stats.withheld.load(std::sync::atomic::Ordering::SeqCst) > 0,
         "the backend behind withheld answers"
     );
+}
+
+/// Ten deposits to `alice`, one after the other; their rows.
+async fn ten_deposits(node: &SolanaNode, outsider: &Keypair, alice: &Pubkey) -> Vec<Row> {
+    let mut expected = Vec::new();
+    for i in 1..=10u64 {
+        // i tenths of a SOL.
+        let signature =
+            node.send(&[transfer_sol(&outsider.pubkey(), alice, i * SOL / 10)], outsider, &[]).await;
+        let amount = if i % 10 == 0 { (i / 10).to_string() } else { format!("0.{i}") };
+        expected.push((signature, "alice".to_string(), "SOL".to_string(), amount));
+    }
+    expected
+}
+
+#[tokio::test]
+async fn solana_address_backfill_through_a_lagging_backend_reads_the_whole_history() {
+    let node = SolanaNode::start().await;
+    // A backend ten seconds behind: it lacks every deposit for a while.
+    let rpc = lagging::start(node.url.clone(), Family::Solana, 200).await;
+    let outsider = node.funded(100 * SOL).await;
+    let alice = Keypair::new().pubkey();
+    let db = TestDb::new(Backend::Sqlite).await;
+    add_wallet(&db.store, "alice", &alice).await;
+    let expected = ten_deposits(&node, &outsider, &alice).await;
+    // `run` has seen the chain's head, past the deposits.
+    let head = node.slot(CommitmentConfig::confirmed()).await;
+    let seen = db.store.accounts_version().await.unwrap();
+    db.store.start_cursor(SOLANA, head, head, seen).await.unwrap();
+    let config = solana_config(&node, &rpc.url, "signatures", node.first_slot);
+    let mut watcher = SolanaWatcher::connect(config, db.store.clone()).await.unwrap();
+    // Each backfill's requests reach either backend; every one reads all ten.
+    for _ in 0..5 {
+        let report = watcher.backfill_address(&alice.to_string(), None, None, &|_, _| {}).await.unwrap();
+        assert_eq!(report.deposits_found, expected.len(), "a short history was taken for the whole");
+    }
+    assert_exact(&rows(&db.store, SOLANA).await, &expected, "address backfill");
+    let refused = rpc.stats.below_min_context.load(std::sync::atomic::Ordering::SeqCst);
+    eprintln!("requests the backend behind refused (-32016): {refused}");
+    assert!(refused > 0, "the backend behind was asked at the freshest slot");
+}
+
+// The proxy answers while the test waits for the binary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_solana_block_range_backfill_through_a_lagging_backend_retries_and_exits_0() {
+    use common::cli::Env;
+
+    let node = SolanaNode::start().await;
+    let rpc = lagging::start(node.url.clone(), Family::Solana, 50).await;
+    let outsider = node.funded(100 * SOL).await;
+    let alice = Keypair::new().pubkey();
+    let expected = ten_deposits(&node, &outsider, &alice).await;
+    let last = node.slot(CommitmentConfig::confirmed()).await;
+    // Finalized on the real node, and confirmed on both backends: `--to`
+    // is a slot every answer shows reached.
+    node.wait_finalized(last + 20).await;
+    let text = format!(
+        "chain = \"{SOLANA}\"\ngenesis_hash = \"{}\"\nrpc_urls = [\"{}\"]\nconfirmation = \"finalized\"\n\
+         poll_interval_ms = 100\nmax_block_range = 20\nnative = {{ symbol = \"SOL\", decimals = 9 }}\n",
+        node.genesis_hash, rpc.url
+    );
+    let env = Env::with_chain_file(&text);
+    env.add_account("alice", &alice.to_string(), SOLANA);
+    let (from, to) = (node.first_slot.to_string(), last.to_string());
+    let mut retried = false;
+    for _ in 0..10 {
+        let out = env.output(&["backfill", "--chain", SOLANA.as_str(), "--from", &from, "--to", &to]);
+        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "backfill failed: {stderr}");
+        assert!(stdout.contains("10 deposits found"), "{stdout}");
+        if stderr.contains("backfill: an answer came from a node behind the chain; asking again") {
+            retried = true;
+            break;
+        }
+    }
+    assert!(retried, "no backfill met the backend behind");
+    assert_exact(&rows(&env.store().await, SOLANA).await, &expected, "block-range backfill");
 }

@@ -20,10 +20,14 @@ use solana_transaction::Transaction;
 const CHAIN: Chain = Chain::SolanaDevnet;
 
 fn chain_file(node: &SolanaNode, extra: &str) -> String {
+    chain_file_via(node, &node.url, extra)
+}
+
+fn chain_file_via(node: &SolanaNode, url: &str, extra: &str) -> String {
     format!(
         "chain = \"{CHAIN}\"\ngenesis_hash = \"{}\"\nrpc_urls = [\"{}\"]\nconfirmation = \"finalized\"\n\
-         poll_interval_ms = 100\nstart_block = 0\n{extra}\nnative = {{ symbol = \"SOL\", decimals = 9 }}\n",
-        node.genesis_hash, node.url
+         poll_interval_ms = 100\nstart_block = {}\n{extra}\nnative = {{ symbol = \"SOL\", decimals = 9 }}\n",
+        node.genesis_hash, url, node.first_slot
     )
 }
 
@@ -103,8 +107,9 @@ async fn backfills_by_slots_and_by_address_are_idempotent() {
     env.add_account("alice", &alice.to_string(), CHAIN);
 
     // Beside a running indexer, which records the same deposits.
+    let first = node.first_slot.to_string();
     let mut run = env.spawn_run(CHAIN);
-    let slots = env.ok(&["backfill", "--chain", CHAIN.as_str(), "--from", "0"]);
+    let slots = env.ok(&["backfill", "--chain", CHAIN.as_str(), "--from", &first]);
     assert!(slots.contains("30 deposits found"), "{slots}");
     let store = env.store().await;
     eventually(Duration::from_secs(60), "run to catch up", || async {
@@ -117,17 +122,48 @@ async fn backfills_by_slots_and_by_address_are_idempotent() {
     let found: BTreeSet<String> = deposits.iter().map(|d| d.transaction_hash.clone()).collect();
     assert_eq!(found, sent);
 
-    let again = env.ok(&["backfill", "--chain", CHAIN.as_str(), "--from", "0", "--to", &last.to_string()]);
+    let again = env.ok(&["backfill", "--chain", CHAIN.as_str(), "--from", &first, "--to", &last.to_string()]);
     assert!(again.contains("30 deposits found, 0 new or updated"), "{again}");
     let history = env.ok(&["backfill", "--chain", CHAIN.as_str(), "--address", &alice.to_string()]);
     assert!(history.contains("30 deposits found, 0 new or updated"), "{history}");
     assert_eq!(store.deposits_on_chain(CHAIN).await.unwrap(), deposits);
 
     let future = (last + 100_000).to_string();
-    let above = env.output(&["backfill", "--chain", CHAIN.as_str(), "--from", "0", "--to", &future]);
+    let above = env.output(&["backfill", "--chain", CHAIN.as_str(), "--from", &first, "--to", &future]);
     assert!(!above.status.success());
     assert!(String::from_utf8_lossy(&above.stderr).contains("above the confirmed height"));
-    let both =
-        env.output(&["backfill", "--chain", CHAIN.as_str(), "--from", "0", "--address", &alice.to_string()]);
+    let both = env.output(&[
+        "backfill",
+        "--chain",
+        CHAIN.as_str(),
+        "--from",
+        &first,
+        "--address",
+        &alice.to_string(),
+    ]);
     assert!(!both.status.success(), "--from and --address exclude each other");
+}
+
+// The proxy answers while the test waits for the binary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backfill_of_slots_a_pruned_node_no_longer_holds_fails_at_once_naming_its_first_slot() {
+    let node = SolanaNode::start().await;
+    let alice = Keypair::new().pubkey();
+    let (_, last) = send_many(&node, &alice, 3).await;
+    // A non-archive node whose ledger now starts after the deposits.
+    let first_available = last + 1;
+    let proxy = common::proxy::start(node.url.clone()).await;
+    proxy.faults.pruned_below.store(first_available, std::sync::atomic::Ordering::SeqCst);
+    node.wait_finalized(first_available + 5).await;
+    let env = Env::with_chain_file(&chain_file_via(&node, &proxy.url, ""));
+    env.add_account("alice", &alice.to_string(), CHAIN);
+
+    let (from, to) = (node.first_slot.to_string(), (first_available + 5).to_string());
+    let out = env.output(&["backfill", "--chain", CHAIN.as_str(), "--from", &from, "--to", &to]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    let named = format!("slot {from} is below slot {first_available}, the first the RPC node still holds");
+    assert!(stderr.contains(&named), "{stderr}");
+    assert!(!stderr.contains("asking again"), "refused at once: {stderr}");
+    assert!(env.store().await.deposits_on_chain(CHAIN).await.unwrap().is_empty());
 }

@@ -38,10 +38,11 @@ const NATIVE_MINT: Pubkey = Pubkey::from_str_const("So11111111111111111111111111
 /// A listed mint: symbol, mint, decimals, token program.
 type Listed<'a> = (&'a str, Pubkey, u8, &'a str);
 
-fn chain_config(url: &str, genesis_hash: &str, strategy: &str, assets: &[Listed<'_>]) -> ChainConfig {
+fn chain_config(url: &str, node: &SolanaNode, strategy: &str, assets: &[Listed<'_>]) -> ChainConfig {
+    let (genesis_hash, first_slot) = (&node.genesis_hash, node.first_slot);
     let mut text = format!(
         "chain = \"{CHAIN}\"\ngenesis_hash = \"{genesis_hash}\"\nrpc_urls = [\"{url}\"]\n\
-         confirmation = \"finalized\"\npoll_interval_ms = 100\nmax_block_range = 200\nstart_block = 0\n\
+         confirmation = \"finalized\"\npoll_interval_ms = 100\nmax_block_range = 200\nstart_block = {first_slot}\n\
          strategy = \"{strategy}\"\nnative = {{ symbol = \"SOL\", decimals = 9 }}\n"
     );
     for (symbol, mint, decimals, program) in assets {
@@ -53,11 +54,11 @@ fn chain_config(url: &str, genesis_hash: &str, strategy: &str, assets: &[Listed<
     ChainConfig::from_toml(&text, Path::new("solana-versions.toml"), &|_| None).unwrap()
 }
 
-async fn add_wallet(store: &Store, id: &str, wallet: &Pubkey) {
+async fn add_wallet(store: &Store, id: &str, wallet: &Pubkey, first_slot: u64) {
     let addresses = vec![AccountAddress { chains: vec![CHAIN], address: wallet.to_string() }];
     let account = NewAccount {
         // Watched from the first slot: the transfers precede registration.
-        watch_from: WatchFrom::Block(0),
+        watch_from: WatchFrom::Block(first_slot),
         id: id.into(),
         organization: "default".into(),
         identity_id: format!("identity-{id}"),
@@ -197,9 +198,9 @@ async fn legacy_version_0_and_version_1_deposits_are_found_exactly_by_both_strat
     let assets = [("TUSD", usd, 6, TOKEN), ("FEE", fee_mint, 6, TOKEN_2022)];
     for (strategy, backend) in [("blocks", Backend::Sqlite), ("signatures", Backend::Postgres)] {
         let db = TestDb::new(backend).await;
-        add_wallet(&db.store, "alice", &a).await;
-        add_wallet(&db.store, "bob", &bob).await;
-        let config = chain_config(&node.url, &node.genesis_hash, strategy, &assets);
+        add_wallet(&db.store, "alice", &a, node.first_slot).await;
+        add_wallet(&db.store, "bob", &bob, node.first_slot).await;
+        let config = chain_config(&node.url, &node, strategy, &assets);
         let mut watcher = SolanaWatcher::connect(config, db.store.clone()).await.unwrap();
         catch_up(&mut watcher, &node).await;
         assert_eq!(found(&db.store).await, expected, "{strategy}");
@@ -222,9 +223,9 @@ impl Refusing {
         let outsider = node.funded(10 * SOL).await;
         let alice = Keypair::new().pubkey();
         let db = TestDb::new(backend).await;
-        add_wallet(&db.store, "alice", &alice).await;
+        add_wallet(&db.store, "alice", &alice, node.first_slot).await;
         let rpc = common::proxy::start(node.url.clone()).await;
-        let config = chain_config(&rpc.url, &node.genesis_hash, strategy, &[]);
+        let config = chain_config(&rpc.url, &node, strategy, &[]);
         let watcher = SolanaWatcher::connect(config, db.store.clone()).await.unwrap();
         Self { node, outsider, alice, db, rpc, watcher }
     }

@@ -39,11 +39,11 @@ struct Mints {
 fn chain_config(node: &SolanaNode, mints: &Mints, strategy: &str) -> ChainConfig {
     let text = format!(
         "chain = \"{CHAIN}\"\ngenesis_hash = \"{}\"\nrpc_urls = [\"{}\"]\nconfirmation = \"finalized\"\n\
-         poll_interval_ms = 100\nmax_block_range = 200\nstart_block = 0\nstrategy = \"{strategy}\"\n\
+         poll_interval_ms = 100\nmax_block_range = 200\nstart_block = {}\nstrategy = \"{strategy}\"\n\
          native = {{ symbol = \"SOL\", decimals = 9 }}\n\
          [[assets]]\nsymbol = \"TUSD\"\ncontract_address = \"{}\"\ndecimals = 6\ntoken_program = \"{TOKEN}\"\n\
          [[assets]]\nsymbol = \"T22\"\ncontract_address = \"{}\"\ndecimals = 9\ntoken_program = \"{TOKEN_2022}\"\n",
-        node.genesis_hash, node.url, mints.usd, mints.t22
+        node.genesis_hash, node.url, node.first_slot, mints.usd, mints.t22
     );
     ChainConfig::from_toml(&text, Path::new("solana-test.toml"), &|_| None).unwrap()
 }
@@ -423,4 +423,78 @@ async fn balances_are_read_from_the_cluster() {
     let balances = reader.balances(&account, Some(CHAIN), held).await.unwrap();
     assert_eq!((balances[1].total.as_str(), balances[1].available.as_str()), ("3.5", "3"));
     assert!(reader.balances(&account, Some(Chain::SolanaMainnet), held).await.unwrap().is_empty());
+}
+
+/// A proxy whose node's ledger starts at `first_available`, as a
+/// non-archive node's does, and a config reading through it.
+async fn pruned_at(node: &SolanaNode, first_available: u64) -> (common::proxy::FaultyRpc, ChainConfig) {
+    let rpc = common::proxy::start(node.url.clone()).await;
+    rpc.faults.pruned_below.store(first_available, std::sync::atomic::Ordering::SeqCst);
+    let mints = Mints { usd: Pubkey::new_unique(), t22: Pubkey::new_unique(), spam: Pubkey::new_unique() };
+    let mut config = chain_config(node, &mints, "blocks");
+    config.rpc_urls = vec![custody_indexer::redact::RpcUrl::parse(&rpc.url).unwrap()];
+    config.max_block_range = 20;
+    (rpc, config)
+}
+
+#[tokio::test]
+async fn a_live_watcher_on_a_pruned_node_keeps_its_cursor_below_the_unread_slots_and_warns() {
+    let node = SolanaNode::start().await;
+    let start = node.slot(CommitmentConfig::confirmed()).await;
+    let first_available = start + 40;
+    let (_rpc, mut config) = pruned_at(&node, first_available).await;
+    // The watcher resumes at `start`, as after an outage longer than the
+    // node keeps its ledger.
+    config.start_block = Some(start);
+    while node.slot(CommitmentConfig::confirmed()).await < first_available + 20 {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let db = TestDb::new(Backend::Sqlite).await;
+    add_wallet(&db.store, "alice", &Keypair::new().pubkey()).await;
+    let watcher = SolanaWatcher::connect(config, db.store.clone()).await.unwrap();
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let running = tokio::spawn(watcher.run(shutdown.clone()));
+    // The step fails, is recorded for the health report and logged at warn
+    // level, and is retried.
+    let health = common::eventually(std::time::Duration::from_secs(30), "the failure recorded", || async {
+        let health = db.store.chain_health().await.unwrap();
+        health.into_iter().find(|h| h.chain == CHAIN && h.last_error.is_some())
+    })
+    .await;
+    shutdown.cancel();
+    running.await.unwrap().unwrap();
+    assert_eq!(health.last_error_kind.as_deref(), Some("pruned"));
+    let error = health.last_error.unwrap();
+    assert!(
+        error.contains(&format!("below slot {first_available}, the first the RPC node still holds")),
+        "{error}"
+    );
+    let state = db.store.chain_state(CHAIN).await.unwrap().unwrap();
+    assert_eq!(state.next_block, start, "the cursor stays before the slots the node no longer holds");
+}
+
+#[tokio::test]
+async fn more_than_100_skipped_slots_below_a_backfill_range_do_not_stall_it() {
+    let node = SolanaNode::start().await;
+    let outsider = node.funded(10 * SOL).await;
+    let alice = Keypair::new().pubkey();
+    // Far enough above the ledger's first slot for 150 slots below it.
+    while node.slot(CommitmentConfig::confirmed()).await < node.first_slot + 200 {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let signature = node.send(&[transfer_sol(&outsider.pubkey(), &alice, SOL)], &outsider, &[]).await;
+    let slot = node.slot_of(&signature).await;
+    node.wait_finalized(slot + 5).await;
+    // A full-history node on which the cluster skipped the 150 slots below
+    // the deposit's.
+    let (rpc, config) = pruned_at(&node, 0).await;
+    rpc.faults.skipped_slots.lock().unwrap().extend(slot - 150..slot);
+    let db = TestDb::new(Backend::Postgres).await;
+    add_wallet(&db.store, "alice", &alice).await;
+    let mut watcher = SolanaWatcher::connect(config, db.store.clone()).await.unwrap();
+    let report =
+        watcher.backfill_slots(slot, Some(slot + 5), &|_, _| {}).await.expect("the backfill completes");
+    assert_eq!((report.from, report.to, report.deposits_found), (slot, slot + 5, 1));
+    let deposits = db.store.deposits_on_chain(CHAIN).await.unwrap();
+    assert_eq!(deposits.iter().map(|d| d.transaction_hash.clone()).collect::<Vec<_>>(), vec![signature]);
 }

@@ -2,7 +2,10 @@
 //! failover in order, retries with backoff on transient failures, and errors
 //! with every URL reduced to its host.
 
-use std::time::Duration;
+use std::{
+    sync::atomic::{AtomicU64, Ordering},
+    time::Duration,
+};
 
 use backon::{ExponentialBuilder, Retryable};
 use serde::de::DeserializeOwned;
@@ -12,6 +15,12 @@ use solana_rpc_client::nonblocking::rpc_client::RpcClient;
 use solana_rpc_client_api::{
     client_error::{Error as ClientError, ErrorKind},
     config::{RpcBlockConfig, RpcSignaturesForAddressConfig, RpcTransactionConfig},
+    custom_error::{
+        JSON_RPC_SERVER_ERROR_BLOCK_CLEANED_UP, JSON_RPC_SERVER_ERROR_BLOCK_NOT_AVAILABLE,
+        JSON_RPC_SERVER_ERROR_LONG_TERM_STORAGE_SLOT_SKIPPED,
+        JSON_RPC_SERVER_ERROR_MIN_CONTEXT_SLOT_NOT_REACHED, JSON_RPC_SERVER_ERROR_SLOT_SKIPPED,
+        JSON_RPC_SERVER_ERROR_UNSUPPORTED_TRANSACTION_VERSION,
+    },
     request::{RpcError, RpcRequest},
     response::RpcConfirmedTransactionStatusWithSignature,
 };
@@ -28,7 +37,16 @@ use crate::{
 /// JSON-RPC codes a node answers for slots it does not have: skipped
 /// (-32007), missing from long-term storage (-32009), not yet available
 /// (-32004) or cleaned up (-32001).
-const SLOT_UNAVAILABLE: [i64; 4] = [-32001, -32004, -32007, -32009];
+const SLOT_UNAVAILABLE: [i64; 4] = [
+    JSON_RPC_SERVER_ERROR_BLOCK_CLEANED_UP,
+    JSON_RPC_SERVER_ERROR_BLOCK_NOT_AVAILABLE,
+    JSON_RPC_SERVER_ERROR_SLOT_SKIPPED,
+    JSON_RPC_SERVER_ERROR_LONG_TERM_STORAGE_SLOT_SKIPPED,
+];
+
+/// The JSON-RPC code a node answers when it has not reached the request's
+/// `minContextSlot` (-32016): a backend behind, whose answer would be short.
+const MIN_CONTEXT_SLOT_NOT_REACHED: i64 = JSON_RPC_SERVER_ERROR_MIN_CONTEXT_SLOT_NOT_REACHED;
 
 /// The widest range `getBlocks` accepts (`end - start`), Agave's
 /// `MAX_GET_CONFIRMED_BLOCKS_RANGE`.
@@ -36,7 +54,7 @@ pub const MAX_BLOCKS_RANGE: u64 = 500_000;
 
 /// The JSON-RPC code a node answers when a transaction (for `getBlock`: any
 /// transaction of the slot) is of a version newer than the request declared.
-const UNSUPPORTED_TRANSACTION_VERSION: i64 = -32015;
+const UNSUPPORTED_TRANSACTION_VERSION: i64 = JSON_RPC_SERVER_ERROR_UNSUPPORTED_TRANSACTION_VERSION;
 
 #[derive(Debug, thiserror::Error)]
 #[error("rpc {method} failed on {chain}: {message}")]
@@ -89,6 +107,9 @@ pub enum SolanaBroadcast {
 pub struct SolanaRpc {
     chain: Chain,
     clients: Vec<RpcClient>,
+    /// The highest slot any `getSlot` answer gave: a backend behind it
+    /// answers `minContextSlot` requests with -32016 instead of less.
+    freshest: AtomicU64,
 }
 
 impl SolanaRpc {
@@ -103,7 +124,18 @@ impl SolanaRpc {
                 )
             })
             .collect();
-        Self { chain, clients }
+        Self { chain, clients, freshest: AtomicU64::new(0) }
+    }
+
+    /// The highest slot seen in any `getSlot` answer so far.
+    pub fn freshest(&self) -> u64 {
+        self.freshest.load(Ordering::Relaxed)
+    }
+
+    /// Records a slot the chain is known to have reached (another process's
+    /// answer, kept in the store).
+    pub fn saw(&self, slot: u64) {
+        self.freshest.fetch_max(slot, Ordering::Relaxed);
     }
 
     /// Sends `request` to the first URL that answers, retrying transient
@@ -166,7 +198,9 @@ impl SolanaRpc {
     }
 
     pub async fn slot(&self, commitment: CommitmentConfig) -> Result<u64, RpcFailure> {
-        self.call(RpcRequest::GetSlot, json!([commitment])).await
+        let slot = self.call(RpcRequest::GetSlot, json!([commitment])).await?;
+        self.saw(slot);
+        Ok(slot)
     }
 
     /// Slots in `start..=end` that hold a block at `commitment`, as one
@@ -190,9 +224,31 @@ impl SolanaRpc {
         start: u64,
         commitment: CommitmentConfig,
     ) -> Result<Option<u64>, RpcFailure> {
-        let slots: Vec<u64> =
-            self.call(RpcRequest::GetBlocksWithLimit, json!([start, 1, commitment])).await?;
-        Ok(slots.first().copied())
+        Ok(self.blocks_with_limit(start, 1, commitment).await?.first().copied())
+    }
+
+    /// The block after `block` at `commitment`, from one answer that lists
+    /// `block` itself (`getBlocksWithLimit` with limit 2): that node holds
+    /// `block`, so every slot between the two is provably empty there. `None`
+    /// when the answer does not show both.
+    pub async fn block_after(
+        &self,
+        block: u64,
+        commitment: CommitmentConfig,
+    ) -> Result<Option<u64>, RpcFailure> {
+        Ok(match self.blocks_with_limit(block, 2, commitment).await?.as_slice() {
+            [first, next, ..] if *first == block && *next > block => Some(*next),
+            _ => None,
+        })
+    }
+
+    async fn blocks_with_limit(
+        &self,
+        start: u64,
+        limit: usize,
+        commitment: CommitmentConfig,
+    ) -> Result<Vec<u64>, RpcFailure> {
+        self.call(RpcRequest::GetBlocksWithLimit, json!([start, limit, commitment])).await
     }
 
     /// A block's estimated production time, in seconds since the epoch.
@@ -235,7 +291,9 @@ impl SolanaRpc {
         Ok(block)
     }
 
-    /// One page of an address's signatures, newest first.
+    /// One page of an address's signatures, newest first, as known at the
+    /// freshest slot seen (`minContextSlot`): a backend behind it answers
+    /// -32016, retried, rather than a history without the newest signatures.
     pub async fn signatures(
         &self,
         address: &str,
@@ -248,7 +306,7 @@ impl SolanaRpc {
             until: until.map(String::from),
             limit: Some(limit),
             commitment: Some(CommitmentConfig::confirmed()),
-            min_context_slot: None,
+            min_context_slot: Some(self.freshest()).filter(|slot| *slot > 0),
         };
         self.call(RpcRequest::GetSignaturesForAddress, json!([address, config])).await
     }
@@ -439,6 +497,9 @@ fn error_kind(error: &ClientError) -> &'static str {
         }
         ErrorKind::RpcError(RpcError::RpcResponseError { code: UNSUPPORTED_TRANSACTION_VERSION, .. }) => {
             "unsupported_version"
+        }
+        ErrorKind::RpcError(RpcError::RpcResponseError { code: MIN_CONTEXT_SLOT_NOT_REACHED, .. }) => {
+            "behind"
         }
         ErrorKind::RpcError(RpcError::RpcResponseError { .. }) => "rpc_error",
         ErrorKind::SerdeJson(_) | ErrorKind::RpcError(_) => "bad_response",

@@ -24,14 +24,16 @@ use crate::{
     redact::RpcUrl,
     store::{BlockRef, CursorMove, ScanCommit, Store},
     watch::WatchSet,
-    watcher::{BackfillReport, Step, Tick, WatchError, follow, verify_endpoints},
+    watcher::{Step, Tick, WatchError, follow, verify_endpoints},
 };
 
+mod backfill;
 mod history;
 mod settle;
 
-/// Slots listed below a scanned range to prove the answering node's ledger
-/// reaches it; runs of skipped slots are far shorter.
+/// Slots listed below a scanned range to prove, in the same answer, that the
+/// answering node's ledger reaches it; a longer run of skipped slots below
+/// the range is vouched for by `getFirstAvailableBlock` instead.
 const LEDGER_PROBE: u64 = 100;
 
 /// Most signatures `getSignaturesForAddress` returns per page.
@@ -51,6 +53,16 @@ pub struct SolanaWatcher {
 struct Scanned {
     blocks: Vec<BlockRef>,
     deposits: Vec<Detected>,
+    /// The highest block the answer listed below the scanned range.
+    below: Option<u64>,
+}
+
+impl Scanned {
+    /// What [`SolanaWatcher::covered_through`] starts from: the last block
+    /// listed in the range, and the last one below it.
+    fn known(&self) -> (Option<u64>, Option<u64>) {
+        (self.blocks.last().map(|block| block.number), self.below)
+    }
 }
 
 impl SolanaWatcher {
@@ -155,8 +167,9 @@ impl SolanaWatcher {
         // The cursor moves only as far as the answers provably cover (see
         // `covered_through`): a node lists blocks up to its own height only,
         // and a slot passed over would never be read.
-        let listed = scanned.blocks.last().map(|block| block.number);
-        let Some(to) = self.covered_through(next, upper, listed, CommitmentConfig::confirmed()).await? else {
+        let Some(to) =
+            self.covered_through(next, upper, scanned.known(), CommitmentConfig::confirmed()).await?
+        else {
             return Ok(Tick::Idle { head: confirmed, indexed: next.saturating_sub(1) });
         };
         let found = scanned.deposits.len();
@@ -182,23 +195,30 @@ impl SolanaWatcher {
     }
 
     /// How far `from..=to` is provably read, given the last block a
-    /// `getBlocks` answer listed in it: through that block, and further
-    /// through the slots after it that a node shows to be empty by listing
-    /// its next block beyond them. A backend behind lists neither, so slots it
-    /// has not seen are never passed over; skipped slots cost one request.
+    /// `getBlocks` answer listed in it and `below`, a block listed under
+    /// `from`: through the listed block, and further through the slots after
+    /// it that one answer shows to be empty, by listing the last known block
+    /// and the next one beyond them. A backend behind lists neither, and a
+    /// pruned one does not list the known block, so slots none has read are
+    /// never passed over; skipped slots cost one request.
     async fn covered_through(
         &self,
         from: u64,
         to: u64,
-        listed: Option<u64>,
+        (listed, below): (Option<u64>, Option<u64>),
         commitment: CommitmentConfig,
     ) -> Result<Option<u64>, WatchError> {
         if listed == Some(to) {
             return Ok(listed);
         }
-        let after = listed.map_or(from, |slot| slot + 1);
-        Ok(match self.rpc.first_block(after, commitment).await? {
-            Some(next_block) if next_block > after => Some(to.min(next_block - 1)),
+        let next = match listed.or(below) {
+            Some(known) => self.rpc.block_after(known, commitment).await?,
+            // The ledger reaches `from` by `getFirstAvailableBlock` alone
+            // (`from` is its first slot, or skipped slots run further below).
+            None => self.rpc.first_block(from, commitment).await?.filter(|next| *next > from),
+        };
+        Ok(match next {
+            Some(next_block) if next_block > from => Some(to.min(next_block - 1)),
             _ => listed,
         })
     }
@@ -214,15 +234,12 @@ impl SolanaWatcher {
         commitment: CommitmentConfig,
     ) -> Result<Scanned, WatchError> {
         let chain = self.config.chain;
-        // A node lists only the blocks its ledger holds: the same answer must
-        // list one below `from` too (or `from` be the cluster's first slot),
-        // else the slots it left out may be pruned there rather than skipped.
+        // A node lists only the blocks its ledger holds: the same answer
+        // listing one below `from` shows the slots it leaves out are skipped.
         let listed = self.rpc.blocks(from.saturating_sub(LEDGER_PROBE), to, commitment).await?;
-        let reaches = listed.first().is_some_and(|first| *first < from)
-            || from <= self.rpc.first_available_block().await?;
-        if !reaches {
-            let message = "the answering node's ledger does not reach it".to_string();
-            return Err(WatchError::SlotUnavailable { chain, slot: from, message });
+        let below = listed.iter().copied().take_while(|slot| *slot < from).last();
+        if below.is_none() {
+            self.holds(from).await?;
         }
         let slots: Vec<u64> = listed.into_iter().filter(|slot| *slot >= from).collect();
         let fetches: Vec<_> = slots
@@ -233,7 +250,7 @@ impl SolanaWatcher {
             .collect();
         let blocks: Vec<(u64, UiConfirmedBlock)> =
             stream::iter(fetches).buffered(self.config.concurrency).try_collect().await?;
-        let mut scanned = Scanned { blocks: Vec::with_capacity(blocks.len()), deposits: Vec::new() };
+        let mut scanned = Scanned { blocks: Vec::with_capacity(blocks.len()), deposits: Vec::new(), below };
         for (slot, block) in &blocks {
             let at = decode::Slot {
                 chain,
@@ -251,6 +268,17 @@ impl SolanaWatcher {
             });
         }
         Ok(scanned)
+    }
+
+    /// Whether the node's ledger reaches `slot`, by `getFirstAvailableBlock`:
+    /// a node that pruned it lists nothing there, which must never read as
+    /// skipped slots.
+    async fn holds(&self, slot: u64) -> Result<(), WatchError> {
+        let first_available = self.rpc.first_available_block().await?;
+        if slot < first_available {
+            return Err(WatchError::Pruned { chain: self.config.chain, slot, first_available });
+        }
+        Ok(())
     }
 
     async fn tick_signatures(&mut self, confirmed: u64) -> Result<Tick, WatchError> {
@@ -291,6 +319,7 @@ impl SolanaWatcher {
         let deposits = self
             .decode_signatures(
                 signatures.iter().rev().filter(|s| s.err.is_none()).map(|s| s.signature.as_str()),
+                None,
             )
             .await?;
         let found = deposits.len();
@@ -318,19 +347,30 @@ impl SolanaWatcher {
     }
 
     /// Fetches and decodes transactions by signature, in the given order.
+    /// A transaction listed but not served yet fails the call; with
+    /// `patience`, each is first asked again while a backend behind answers.
     async fn decode_signatures<'a>(
         &self,
         signatures: impl Iterator<Item = &'a str>,
+        patience: Option<backon::ExponentialBuilder>,
     ) -> Result<Vec<Detected>, WatchError> {
         let chain = self.config.chain;
-        let fetches: Vec<_> = signatures.map(|s| async move { (s, self.rpc.transaction(s).await) }).collect();
+        let fetch = |signature: &'a str| async move {
+            let once = || async {
+                let tx = self.rpc.transaction(signature).await?;
+                // Listed but not served yet: asked again, or the next step reads it.
+                tx.ok_or_else(|| WatchError::NotServedYet { chain, signature: signature.to_string() })
+            };
+            match patience {
+                Some(patience) => backfill::patiently(chain, once, patience).await,
+                None => once().await,
+            }
+        };
+        let fetches: Vec<_> = signatures.map(fetch).collect();
         let results: Vec<_> = stream::iter(fetches).buffered(self.config.concurrency).collect().await;
         let mut deposits = Vec::new();
-        for (signature, result) in results {
-            let Some(tx) = result? else {
-                // Listed but not served yet: the next step reads it.
-                return Err(WatchError::NotServedYet { chain, signature: signature.to_string() });
-            };
+        for result in results {
+            let tx = result?;
             let at = decode::Slot {
                 chain,
                 slot: tx.slot,
@@ -342,111 +382,9 @@ impl SolanaWatcher {
         Ok(deposits)
     }
 
-    /// Scans finalized slots `from..=to` (default: up to the finalized slot)
-    /// without touching the live cursor. Idempotent, safe beside `run`.
-    pub async fn backfill_slots(
-        &mut self,
-        from: u64,
-        to: Option<u64>,
-        progress: &(dyn Fn(u64, usize) + Sync),
-    ) -> Result<BackfillReport, WatchError> {
-        let chain = self.config.chain;
-        self.refresh_watch().await?;
-        let finalized = self.rpc.slot(CommitmentConfig::finalized()).await?;
-        let to = to.unwrap_or(finalized);
-        if to > finalized {
-            return Err(WatchError::AboveConfirmed { chain, to, confirmed: finalized });
-        }
-        if from > to {
-            return Err(WatchError::EmptyRange { chain, from, to });
-        }
-        let started = std::time::Instant::now();
-        let mut report = BackfillReport { from, to, ..Default::default() };
-        let mut start = from;
-        while start <= to {
-            let end = to.min(start + self.config.max_block_range - 1);
-            let scanned = self.scan_slots(&self.watch, start, end, CommitmentConfig::finalized()).await?;
-            let listed = scanned.blocks.last().map(|block| block.number);
-            // Only what the answers provably cover; the rest is asked again.
-            let Some(through) =
-                self.covered_through(start, end, listed, CommitmentConfig::finalized()).await?
-            else {
-                tokio::time::sleep(self.config.poll_interval).await;
-                continue;
-            };
-            let commit = backfill_commit(chain, start, through, finalized, scanned.deposits);
-            report.deposits_changed += self.store.commit_scan(&commit).await?.len();
-            report.deposits_found += commit.deposits.len();
-            report.blocks += through - start + 1;
-            progress(report.blocks, report.deposits_found);
-            start = through + 1;
-        }
-        report.elapsed = started.elapsed();
-        Ok(report)
-    }
-
-    /// Reads an address's signature history (newest first, from `before`
-    /// down to `until`, both optional) and records its deposits.
-    pub async fn backfill_address(
-        &mut self,
-        address: &str,
-        before: Option<String>,
-        until: Option<String>,
-        progress: &(dyn Fn(u64, usize) + Sync),
-    ) -> Result<BackfillReport, WatchError> {
-        let chain = self.config.chain;
-        self.refresh_watch().await?;
-        let finalized = self.rpc.slot(CommitmentConfig::finalized()).await?;
-        let started = std::time::Instant::now();
-        let mut report = BackfillReport::default();
-        let mut before = before;
-        loop {
-            let page = self.rpc.signatures(address, before.as_deref(), until.as_deref(), PAGE).await?;
-            let (Some(newest), Some(oldest)) = (page.first(), page.last()) else { break };
-            report.to = report.to.max(newest.slot);
-            report.from = if report.blocks == 0 { oldest.slot } else { report.from.min(oldest.slot) };
-            let deposits = self
-                .decode_signatures(
-                    page.iter().rev().filter(|s| s.err.is_none()).map(|s| s.signature.as_str()),
-                )
-                .await?;
-            let commit = backfill_commit(chain, oldest.slot, newest.slot, finalized, deposits);
-            report.deposits_changed += self.store.commit_scan(&commit).await?.len();
-            report.deposits_found += commit.deposits.len();
-            report.blocks += page.len() as u64;
-            progress(report.blocks, report.deposits_found);
-            if page.len() < PAGE {
-                break;
-            }
-            before = Some(oldest.signature.clone());
-        }
-        report.elapsed = started.elapsed();
-        Ok(report)
-    }
-
     /// Follows the cluster until `shutdown`.
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), WatchError> {
         follow(self, shutdown, Arc::new(Notify::new())).await
-    }
-}
-
-fn backfill_commit(
-    chain: crate::chain::Chain,
-    from: u64,
-    to: u64,
-    finalized: u64,
-    deposits: Vec<Detected>,
-) -> ScanCommit {
-    ScanCommit {
-        chain,
-        from,
-        to,
-        head: finalized,
-        blocks: Vec::new(),
-        deposits,
-        confirmed_through: Some(finalized),
-        cursor: CursorMove::Backfill,
-        keep_blocks: 0,
     }
 }
 

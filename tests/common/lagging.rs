@@ -15,7 +15,9 @@
 //!   height at the asked commitment (`getBlocksWithLimit` too);
 //!   `-32004 Block not available` from
 //!   `getBlock` above it; `getSignaturesForAddress` without newer
-//!   signatures; `getTransaction` `null` for transactions above it.
+//!   signatures; `getTransaction` `null` for transactions above it; and,
+//!   as Agave does, `-32016 Minimum context slot has not been reached` for
+//!   a request whose `minContextSlot` is above its slot.
 //!
 //! Both backends refuse a `getBlocks` range wider than 500,000 slots, as
 //! Agave does (`MAX_GET_CONFIRMED_BLOCKS_RANGE`: `end` is first clamped to
@@ -53,6 +55,9 @@ pub struct Stats {
     pub logs_by_hash: AtomicU32,
     /// Logs left out of `eth_getLogs` range answers (EVM).
     pub dropped_logs: AtomicU32,
+    /// Requests the lagging backend refused with `-32016` because it had not
+    /// reached their `minContextSlot`.
+    pub below_min_context: AtomicU32,
     /// `getBlocks` calls refused as too wide.
     pub refused_ranges: AtomicU32,
     /// Widest `getBlocks` range asked (`end - start`).
@@ -145,6 +150,9 @@ impl Proxy {
             return self.forward(call).await;
         }
         let height = self.height(call, true).await;
+        if let Some(refusal) = self.below_min_context(call, height) {
+            return refusal;
+        }
         let answer = match self.family {
             Family::Evm => self.evm_stale(call, method, height).await,
             Family::Solana => self.solana_stale(call, method, height).await,
@@ -212,6 +220,20 @@ impl Proxy {
                 answer
             }
         }
+    }
+
+    /// Agave's `-32016` for a request whose `minContextSlot` is above this
+    /// backend's slot at the asked commitment.
+    fn below_min_context(&self, call: &Value, height: u64) -> Option<Value> {
+        let params = call["params"].as_array()?;
+        let wanted = params.iter().find_map(|p| p.get("minContextSlot").and_then(Value::as_u64))?;
+        if self.family != Family::Solana || wanted <= height {
+            return None;
+        }
+        self.stats.below_min_context.fetch_add(1, Ordering::SeqCst);
+        let mut refusal = error(call, -32016, "Minimum context slot has not been reached");
+        refusal["error"]["data"] = json!({ "contextSlot": height });
+        Some(refusal)
     }
 
     async fn solana_stale(&self, call: &Value, method: &str, height: u64) -> Value {

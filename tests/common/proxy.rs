@@ -60,6 +60,11 @@ pub struct Faults {
     /// the real one (0: as the node is): its `context.slot` that much lower
     /// and no status for a transaction in a slot above it.
     pub statuses_behind: AtomicU64,
+    /// A non-archive node's ledger starting at this slot (0: as the node
+    /// is): `getFirstAvailableBlock` answers it, `getBlocks` and
+    /// `getBlocksWithLimit` list nothing below it, and `getBlock` below it
+    /// is Agave's `-32001` "cleaned up".
+    pub pruned_below: AtomicU64,
     /// Every answer waits a random time between these (milliseconds) before
     /// it is forwarded, like a slow or overloaded node.
     pub slow_min_ms: AtomicU64,
@@ -131,6 +136,9 @@ async fn handle(State(proxy): State<Arc<Proxy>>, Json(body): Json<Value>) -> axu
     if let Some(nulls) = nulled(faults, &body) {
         return Json(nulls).into_response();
     }
+    if let Some(answer) = pruned(faults, &body) {
+        return Json(answer).into_response();
+    }
     if let Some(result) = stale(faults, &body) {
         return Json(json!({"jsonrpc": "2.0", "id": body["id"], "result": result})).into_response();
     }
@@ -160,6 +168,13 @@ async fn handle(State(proxy): State<Arc<Proxy>>, Json(body): Json<Value>) -> axu
             return Json(error).into_response();
         }
         faults.log_ranges.lock().unwrap().push(span);
+    }
+    let mut body = body;
+    let first_available = faults.pruned_below.load(Ordering::SeqCst);
+    if ["getBlocks", "getBlocksWithLimit"].iter().any(|m| body["method"] == *m)
+        && body["params"][0].as_u64().is_some_and(|start| start < first_available)
+    {
+        body["params"][0] = json!(first_available);
     }
     let answer = proxy.client.post(&proxy.upstream).json(&body).send().await.unwrap();
     let mut value: Value = answer.json().await.unwrap();
@@ -201,6 +216,27 @@ async fn handle(State(proxy): State<Arc<Proxy>>, Json(body): Json<Value>) -> axu
         }
     }
     Json(value).into_response()
+}
+
+/// What a node whose ledger starts at `pruned_below` answers where it
+/// differs from the node: its first available block, and `-32001` for a
+/// block below it (Agave's `BlockCleanedUp`).
+fn pruned(faults: &Faults, body: &Value) -> Option<Value> {
+    let first = faults.pruned_below.load(Ordering::SeqCst);
+    if first == 0 {
+        return None;
+    }
+    let id = &body["id"];
+    match body["method"].as_str()? {
+        "getFirstAvailableBlock" => Some(json!({"jsonrpc": "2.0", "id": id, "result": first})),
+        "getBlock" if body["params"][0].as_u64().is_some_and(|slot| slot < first) => {
+            let slot = body["params"][0].as_u64().unwrap_or_default();
+            let message =
+                format!("Block {slot} cleaned up, does not exist on node. First available block: {first}");
+            Some(json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32001, "message": message}}))
+        }
+        _ => None,
+    }
 }
 
 /// A `getSignatureStatuses` result as a node `lag` slots behind gives it.

@@ -47,6 +47,9 @@ pub struct SolanaNode {
     pub url: String,
     pub rpc: RpcClient,
     pub genesis_hash: String,
+    /// The first slot of the node's ledger (`getFirstAvailableBlock`): the
+    /// local network starts there, and nothing below it can be read.
+    pub first_slot: u64,
 }
 
 impl Drop for SolanaNode {
@@ -92,7 +95,8 @@ impl SolanaNode {
             assert!(started.elapsed() < Duration::from_secs(30), "the Solana test node does not answer");
             tokio::time::sleep(Duration::from_millis(50)).await;
         };
-        Self { child, url, rpc, genesis_hash }
+        let first_slot = rpc.get_first_available_block().await.unwrap();
+        Self { child, url, rpc, genesis_hash, first_slot }
     }
 
     pub async fn slot(&self, commitment: CommitmentConfig) -> u64 {

@@ -41,8 +41,7 @@ impl History for SolanaWatcher {
         let watch = WatchSet::build(addresses.to_vec(), |a| Some(Box::from(a)));
         let finalized = CommitmentConfig::finalized();
         let scanned = self.scan_slots(&watch, from, to, finalized).await?;
-        let listed = scanned.blocks.last().map(|block| block.number);
-        let covered = self.covered_through(from, to, listed, finalized).await?;
+        let covered = self.covered_through(from, to, scanned.known(), finalized).await?;
         Ok((scanned.deposits, covered))
     }
 }
