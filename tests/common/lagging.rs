@@ -86,6 +86,9 @@ impl Drop for LaggingRpc {
 }
 
 pub async fn start(upstream: String, family: Family, lag: u64) -> LaggingRpc {
+    if family == Family::Solana {
+        past_the_ledger_start(&upstream, lag).await;
+    }
     let stats = Arc::new(Stats::default());
     let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
     let proxy = Arc::new(Proxy {
@@ -103,6 +106,33 @@ pub async fn start(upstream: String, family: Family, lag: u64) -> LaggingRpc {
         axum::serve(listener, app).await.unwrap();
     });
     LaggingRpc { url: format!("http://{addr}"), stats, task }
+}
+
+/// Waits until the backend behind is past the node's first slot: a backend
+/// of a live cluster lags within its ledger, while the local network's ledger
+/// starts at a slot above 0, which a backend `lag` slots behind a younger
+/// node would report as its head.
+async fn past_the_ledger_start(upstream: &str, lag: u64) {
+    let client = reqwest::Client::new();
+    let call = |method: &str, params: Value| {
+        let body = json!({"jsonrpc": "2.0", "id": 0, "method": method, "params": params});
+        let request = client.post(upstream).json(&body).send();
+        async move { request.await.unwrap().json::<Value>().await.unwrap()["result"].as_u64() }
+    };
+    let started = std::time::Instant::now();
+    loop {
+        let first = call("getFirstAvailableBlock", json!([])).await.unwrap_or_default();
+        let finalized = call("getSlot", json!([{"commitment": "finalized"}])).await.unwrap_or_default();
+        if finalized >= first + lag {
+            return;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "the node does not reach slot {}",
+            first + lag
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
 }
 
 impl Proxy {

@@ -59,6 +59,22 @@ impl Drop for SolanaNode {
     }
 }
 
+/// The node's first available slot once it holds a block there: before its
+/// first block the local network answers `getFirstAvailableBlock` with 0,
+/// a slot it then never serves.
+async fn first_block(rpc: &RpcClient) -> u64 {
+    let started = Instant::now();
+    loop {
+        let first = rpc.get_first_available_block().await.unwrap();
+        let listed = rpc.get_blocks_with_limit(first, 1).await.unwrap_or_default();
+        if listed.first() == Some(&first) {
+            return first;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "the Solana test node produces no block");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 impl SolanaNode {
     pub async fn start() -> Self {
         let (rpc_port, ws_port) = (super::dead_port(), super::dead_port());
@@ -95,7 +111,7 @@ impl SolanaNode {
             assert!(started.elapsed() < Duration::from_secs(30), "the Solana test node does not answer");
             tokio::time::sleep(Duration::from_millis(50)).await;
         };
-        let first_slot = rpc.get_first_available_block().await.unwrap();
+        let first_slot = first_block(&rpc).await;
         Self { child, url, rpc, genesis_hash, first_slot }
     }
 
