@@ -316,7 +316,7 @@ async fn lock_row(
     organization: &str,
     id: &str,
 ) -> Result<AnyRow, StoreError> {
-    Ok(sqlx::query(&format!(
+    sqlx::query(&format!(
         "UPDATE identities SET updated_at = updated_at WHERE organization_id = $1 AND id = $2
          RETURNING {IDENTITY_COLUMNS}"
     ))
@@ -324,7 +324,7 @@ async fn lock_row(
     .bind(id)
     .fetch_optional(&mut **tx)
     .await?
-    .ok_or_else(|| StoreError::NotFound(format!("identity {id}")))?)
+    .ok_or_else(|| StoreError::NotFound(format!("identity {id}")))
 }
 
 fn kind_of(row: &AnyRow) -> Result<Type, StoreError> {
