@@ -175,7 +175,8 @@ struct Run {
 
 /// A store holding `watched` accounts, the 10 recipients among them.
 async fn prepare_store(chain: &Chain, watched: u64, path: &std::path::Path) -> f64 {
-    let store = Store::open(&format!("sqlite://{}", path.display())).await.unwrap();
+    let store =
+        common::db::unlocked(&Store::open(&format!("sqlite://{}", path.display())).await.unwrap()).await;
     let setup = Instant::now();
     let accounts: Vec<NewAccount> = (0..watched)
         .map(|i| {

@@ -80,7 +80,8 @@ async fn generate(node: &SolanaNode, count: u64) -> (Vec<Pubkey>, u64, u64) {
 }
 
 async fn store_with(wallets: u64, recipients: &[Pubkey], path: &Path) -> Store {
-    let store = Store::open(&format!("sqlite://{}", path.display())).await.unwrap();
+    let store =
+        common::db::unlocked(&Store::open(&format!("sqlite://{}", path.display())).await.unwrap()).await;
     let accounts: Vec<NewAccount> = (0..wallets)
         .map(|i| NewAccount {
             watch_from: Default::default(),

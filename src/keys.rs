@@ -12,10 +12,18 @@
 //! These are the paths wallets such as MetaMask and Phantom use for their
 //! *n*-th address, so an operator can recover any key with standard tools.
 //! No key or phrase is ever formatted: `Debug` prints only addresses.
+//!
+//! The phrase is held only in zeroized buffers, from the variable or file it
+//! is read from to the BIP-39 seed (PBKDF2 in aws-lc, which cleanses its
+//! state); the signer keeps the seed alone, and derives EVM keys from it
+//! with BIP-32 rather than through alloy's builder, which would copy the
+//! phrase into a `String` of its own.
 
 use std::{
     collections::HashMap,
     fmt,
+    io::Read,
+    num::NonZeroU32,
     path::PathBuf,
     sync::{Arc, Mutex},
 };
@@ -25,12 +33,14 @@ use alloy::{
     signers::{
         SignerSync,
         local::{
-            MnemonicBuilder, PrivateKeySigner,
-            coins_bip39::{English, Mnemonic},
+            PrivateKeySigner,
+            coins_bip39::{English, Wordlist},
         },
     },
 };
+use coins_bip32::xkeys::XPriv;
 use futures::future::BoxFuture;
+use sha2::{Digest, Sha256};
 use solana_derivation_path::DerivationPath;
 use solana_keypair::Keypair;
 use solana_seed_derivable::SeedDerivable;
@@ -97,9 +107,83 @@ pub trait Signer: Send + Sync {
     fn sign_solana(&self, key: KeyRef, message: Vec<u8>) -> BoxFuture<'_, Result<[u8; 64], KeyError>>;
 }
 
-/// Keys derived from a BIP-39 mnemonic held in memory (zeroed on drop).
+/// A BIP-39 phrase, its words separated by single spaces, zeroed on drop;
+/// `Debug` never shows it.
+pub struct Phrase(Zeroizing<String>);
+
+impl fmt::Debug for Phrase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Phrase(…)")
+    }
+}
+
+impl Phrase {
+    /// The words of `text`, white space normalized, copied once into a
+    /// buffer large enough that it never reallocates (a reallocation would
+    /// leave a copy behind).
+    pub fn new(text: &str) -> Self {
+        let mut phrase = Zeroizing::new(String::with_capacity(text.len()));
+        for word in text.split_whitespace() {
+            if !phrase.is_empty() {
+                phrase.push(' ');
+            }
+            phrase.push_str(word);
+        }
+        Self(phrase)
+    }
+
+    /// The phrase of raw bytes (a variable's or a file's), which are zeroed
+    /// with the caller's buffer; `None` when blank.
+    fn of_bytes(bytes: &[u8]) -> Result<Option<Self>, KeyError> {
+        let text = std::str::from_utf8(bytes).map_err(|_| KeyError::InvalidMnemonic)?;
+        let phrase = Self::new(text);
+        Ok((!phrase.0.is_empty()).then_some(phrase))
+    }
+
+    /// The BIP-39 seed (empty passphrase), once the words and checksum are
+    /// checked against the English list.
+    fn seed(&self) -> Result<Zeroizing<[u8; 64]>, KeyError> {
+        check_words(&self.0)?;
+        let mut seed = Zeroizing::new([0u8; 64]);
+        let rounds = NonZeroU32::new(2048).expect("non-zero");
+        aws_lc_rs::pbkdf2::derive(
+            aws_lc_rs::pbkdf2::PBKDF2_HMAC_SHA512,
+            rounds,
+            b"mnemonic",
+            self.0.as_bytes(),
+            seed.as_mut_slice(),
+        );
+        Ok(seed)
+    }
+}
+
+/// BIP-39: 12 to 24 words of the English list whose last bits are the
+/// first bits of the SHA-256 of the entropy the others encode.
+fn check_words(phrase: &str) -> Result<(), KeyError> {
+    let count = phrase.split(' ').count();
+    if ![12, 15, 18, 21, 24].contains(&count) {
+        return Err(KeyError::InvalidMnemonic);
+    }
+    let mut bits = Zeroizing::new(vec![0u8; (count * 11).div_ceil(8)]);
+    for (n, word) in phrase.split(' ').enumerate() {
+        let index = English::get_index(word).map_err(|_| KeyError::InvalidMnemonic)?;
+        for bit in 0..11 {
+            if index >> (10 - bit) & 1 == 1 {
+                let at = n * 11 + bit;
+                bits[at / 8] |= 0x80 >> (at % 8);
+            }
+        }
+    }
+    let checksum_bits = count / 3;
+    let entropy = &bits[..(count * 11 - checksum_bits) / 8];
+    let expected = Sha256::digest(entropy)[0] >> (8 - checksum_bits);
+    let found = bits[entropy.len()] >> (8 - checksum_bits);
+    if expected == found { Ok(()) } else { Err(KeyError::InvalidMnemonic) }
+}
+
+/// Keys derived from a BIP-39 seed held in memory (zeroed on drop); the
+/// phrase itself is not kept.
 pub struct MnemonicSigner {
-    phrase: Zeroizing<String>,
     seed: Zeroizing<[u8; 64]>,
     evm: Mutex<HashMap<u32, PrivateKeySigner>>,
     solana: Mutex<HashMap<u32, Arc<Keypair>>>,
@@ -113,30 +197,28 @@ impl fmt::Debug for MnemonicSigner {
 
 impl MnemonicSigner {
     pub fn from_phrase(phrase: &str) -> Result<Self, KeyError> {
-        let phrase = Zeroizing::new(phrase.split_whitespace().collect::<Vec<_>>().join(" "));
-        let mnemonic =
-            Mnemonic::<English>::new_from_phrase(&phrase).map_err(|_| KeyError::InvalidMnemonic)?;
-        let seed = Zeroizing::new(mnemonic.to_seed(None).map_err(|_| KeyError::InvalidMnemonic)?);
-        Ok(Self { phrase, seed, evm: Mutex::default(), solana: Mutex::default() })
+        Self::from(&Phrase::new(phrase))
+    }
+
+    pub fn from(phrase: &Phrase) -> Result<Self, KeyError> {
+        Ok(Self { seed: phrase.seed()?, evm: Mutex::default(), solana: Mutex::default() })
     }
 
     /// The signer the environment configures: the phrase in
     /// `CUSTODY_INDEXER_MNEMONIC`, or in the file `CUSTODY_INDEXER_MNEMONIC_FILE`
-    /// names. `Ok(None)` when neither is set.
+    /// names. `Ok(None)` when neither is set. A variable that is not UTF-8
+    /// is an invalid phrase, not an unset one.
     pub fn from_env() -> Result<Option<Self>, KeyError> {
-        let inline = std::env::var(MNEMONIC_ENV).ok().filter(|s| !s.trim().is_empty()).map(Zeroizing::new);
+        let inline = std::env::var_os(MNEMONIC_ENV).map(|v| Zeroizing::new(v.into_encoded_bytes()));
+        let inline = inline.map(|bytes| Phrase::of_bytes(&bytes)).transpose()?.flatten();
         let file = std::env::var_os(MNEMONIC_FILE_ENV).filter(|s| !s.is_empty()).map(PathBuf::from);
-        match (inline, file) {
-            (Some(_), Some(_)) => Err(KeyError::Ambiguous),
-            (Some(phrase), None) => Self::from_phrase(&phrase).map(Some),
-            (None, Some(path)) => {
-                let text = Zeroizing::new(
-                    std::fs::read_to_string(&path).map_err(|source| KeyError::Read { path, source })?,
-                );
-                Self::from_phrase(&text).map(Some)
-            }
-            (None, None) => Ok(None),
-        }
+        let phrase = match (inline, file) {
+            (Some(_), Some(_)) => return Err(KeyError::Ambiguous),
+            (Some(phrase), None) => phrase,
+            (None, Some(path)) => read_phrase(path)?,
+            (None, None) => return Ok(None),
+        };
+        Self::from(&phrase).map(Some)
     }
 
     fn evm_key(&self, key: KeyRef) -> Result<PrivateKeySigner, KeyError> {
@@ -145,12 +227,12 @@ impl MnemonicSigner {
         if let Some(signer) = cache.get(&index) {
             return Ok(signer.clone());
         }
-        let signer = MnemonicBuilder::<English>::default()
-            .phrase(self.phrase.as_str())
-            .index(index)
-            .map_err(|_| KeyError::Index(index))?
-            .build()
-            .map_err(|_| KeyError::InvalidMnemonic)?;
+        let path = format!("m/44'/60'/0'/0/{index}");
+        let root =
+            XPriv::root_from_seed(self.seed.as_slice(), None).map_err(|_| KeyError::InvalidMnemonic)?;
+        let child = root.derive_path(path.as_str()).map_err(|_| KeyError::Index(index))?;
+        let key: &coins_bip32::ecdsa::SigningKey = child.as_ref();
+        let signer = PrivateKeySigner::from_signing_key(key.clone());
         cache.insert(index, signer.clone());
         Ok(signer)
     }
@@ -192,6 +274,20 @@ impl Signer for MnemonicSigner {
             Ok(signature.into())
         })
     }
+}
+
+/// The phrase in the file at `path`, read into one zeroized buffer sized
+/// from the file's length so that reading never reallocates it.
+fn read_phrase(path: PathBuf) -> Result<Phrase, KeyError> {
+    let read = |path: &PathBuf| -> std::io::Result<Zeroizing<Vec<u8>>> {
+        let mut file = std::fs::File::open(path)?;
+        let size = file.metadata().map(|m| m.len() as usize).unwrap_or(0);
+        let mut bytes = Zeroizing::new(Vec::with_capacity(size + 64));
+        file.read_to_end(&mut bytes)?;
+        Ok(bytes)
+    };
+    let bytes = read(&path).map_err(|source| KeyError::Read { path, source })?;
+    Phrase::of_bytes(&bytes)?.ok_or(KeyError::InvalidMnemonic)
 }
 
 /// The key's EVM address on every configured EVM chain and its Solana address
@@ -255,6 +351,28 @@ mod tests {
         assert!(!err.contains("secretword"), "{err}");
         assert!(format!("{:?}", MnemonicSigner::from_phrase(PHRASE).unwrap()).contains("MnemonicSigner"));
         assert!(!format!("{:?}", MnemonicSigner::from_phrase(PHRASE).unwrap()).contains("junk"));
+    }
+
+    #[test]
+    fn the_phrase_is_checked_never_shown_and_not_kept() {
+        let words = |last: &str| format!("{} {last}", ["abandon"; 11].join(" "));
+        let phrase = Phrase::new(&format!("\t{}  \n", words("about")));
+        assert_eq!(format!("{phrase:?}"), "Phrase(…)");
+        // The BIP-39 test vector's seed, and the first address wallets show for it.
+        assert_eq!(phrase.seed().unwrap()[..4], [0x5e, 0xb0, 0x0b, 0xbd]);
+        let signer = MnemonicSigner::from(&phrase).unwrap();
+        let address = signer.evm_address(KeyRef::Sponsor).unwrap().to_checksum(None);
+        assert_eq!(address, "0x9858EfFD232B4033E47d90003D41EC34EcaEda94");
+        assert!(!format!("{signer:?}").contains("abandon"));
+
+        for bad in [words("abandon"), words("notaword"), "abandon about".into()] {
+            let error = MnemonicSigner::from_phrase(&bad).unwrap_err();
+            assert!(matches!(error, KeyError::InvalidMnemonic), "{bad}");
+            assert!(!format!("{error} {error:?}").contains("abandon"), "{error:?}");
+        }
+        // Bytes that are not UTF-8 are an invalid phrase, not a missing one.
+        assert!(matches!(Phrase::of_bytes(&[0x61, 0xff]), Err(KeyError::InvalidMnemonic)));
+        assert!(Phrase::of_bytes(b" \n").unwrap().is_none());
     }
 
     #[tokio::test]

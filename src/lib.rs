@@ -22,6 +22,7 @@ pub mod health;
 pub mod identity;
 pub mod keys;
 pub mod lease;
+pub mod pii;
 pub mod redact;
 pub mod request_signature;
 pub mod solana;

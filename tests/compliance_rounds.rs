@@ -59,7 +59,7 @@ async fn a_round_over_identities_waiting_on_their_clients_reads_only_what_is_due
                 id: format!("identity-{n:04}"),
                 request_id: None,
                 kind: Type::Individual,
-                label: format!("applicant {n}"),
+                label: format!("applicant {n}").into(),
                 state: State::CREATED,
                 actor: "test".into(),
             };

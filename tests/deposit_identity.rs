@@ -383,6 +383,8 @@ async fn token_deposits_stored_before_the_upgrade_keep_their_identity() {
         insert_old(&db.url, OldRow { source_account: Some("bob"), ..row("t4", 4, "log:1", 9) }).await;
 
         store.migrate().await.unwrap();
+        // The labels the upgrade gave the identities are sealed when the key is first given.
+        let store = &common::db::unlocked(store).await;
         let stored = store.deposits_on_chain(CHAIN).await.unwrap();
         assert_eq!(stored.len(), 8, "{backend:?}");
         // Each account's identity was created by the upgrade, active.

@@ -130,3 +130,83 @@ async fn the_sandbox_is_chosen_explicitly_and_its_store_never_starts_in_producti
     assert_eq!(health(&env)["environment"], "sandbox");
     process.kill().unwrap();
 }
+
+/// The variable `run` and `serve` take the personal-data key from; the
+/// tests' processes get the tests' key unless a test clears it.
+const PII_KEY: &str = "CUSTODY_INDEXER_PII_KEY";
+
+#[tokio::test]
+async fn production_refuses_to_start_without_the_pii_key_naming_it() {
+    let env = Env::with_chain_file(&chain_toml(&["http://127.0.0.1:9".into()], None, ""));
+    for command in ["serve", "run"] {
+        let out = env
+            .command(&[command, "--chain", CHAIN.as_str()])
+            .env_remove(PII_KEY)
+            .stdout(Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{command} started without the key");
+        assert!(stderr.contains(PII_KEY) && stderr.contains("production"), "{command}: {stderr}");
+    }
+    assert_eq!(health(&env)["environment"], Value::Null, "a refused start stamps nothing");
+    let malformed = refused(&env, &[(PII_KEY, "not a key")]);
+    assert!(malformed.contains(PII_KEY) && !malformed.contains("not a key"), "{malformed}");
+}
+
+#[tokio::test]
+async fn a_store_refuses_a_pii_key_other_than_its_own() {
+    let env = Env::with_chain_file(&chain_toml(&["http://127.0.0.1:9".into()], None, ""));
+    let key = env.organization_with_key();
+    let (mut process, base) = serve(&env, &[]).await;
+    let ada = submitted(&base, &key, "Ada Lovelace").await;
+    process.kill().unwrap();
+
+    let other = "b3RoZXIga2V5IG9mIHRoaXJ0eS10d28gYnl0ZXMgISE=";
+    let message = refused(&env, &[(PII_KEY, other)]);
+    assert!(message.contains("encrypted with key k") && message.contains(PII_KEY), "{message}");
+    let out = env
+        .command(&["identities", "show", &ada, "--organization", "acme"])
+        .env(PII_KEY, other)
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "an operator command with another key");
+    // With its own key the store serves the data as it was given.
+    let shown = env.ok(&["identities", "show", &ada, "--organization", "acme"]);
+    assert!(shown.contains("\"Ada Lovelace\""), "{shown}");
+}
+
+#[tokio::test]
+async fn the_sandbox_without_a_pii_key_keeps_its_own_across_restarts() {
+    let env = Env::with_chain_file(&chain_toml(&["http://127.0.0.1:9".into()], None, ""));
+    let key = env.organization_with_key();
+    let sandbox = [("CUSTODY_INDEXER_ENVIRONMENT", "sandbox"), (PII_KEY, "")];
+    let (mut process, base) = serve(&env, &sandbox).await;
+    let ada = submitted(&base, &key, "Ada Lovelace").await;
+    eventually(Duration::from_secs(30), "the sandbox approves", || async {
+        (status(&base, &key, &ada).await == "ACTIVE").then_some(())
+    })
+    .await;
+    process.kill().unwrap();
+
+    let mut db = SqliteConnection::connect(&env.database_url).await.unwrap();
+    let labels: Vec<(String,)> =
+        sqlx::query_as("SELECT label FROM identities").fetch_all(&mut db).await.unwrap();
+    assert!(labels.iter().all(|(l,)| l.starts_with("pii1.") && !l.contains("Lovelace")), "{labels:?}");
+    db.close().await.unwrap();
+
+    let (mut process, base) = serve(&env, &sandbox).await;
+    let answer = send_json(Method::GET, &format!("{base}/v2/identities/{ada}"), Some(&key), None).await;
+    assert_eq!(answer.body["label"], "Ada Lovelace", "{answer:?}");
+    process.kill().unwrap();
+    let out = env
+        .command(&["identities", "show", &ada, "--organization", "acme"])
+        .env(PII_KEY, "")
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && shown.contains("Ada Lovelace"),
+        "an operator reads the sandbox store with its kept key: {shown}"
+    );
+}

@@ -83,7 +83,7 @@ pub async fn create(
         id: uuid::Uuid::new_v4().to_string(),
         request_id: Some(request.request_id),
         kind,
-        label: request.label,
+        label: request.label.into(),
         state: Lifecycle::CREATED,
         actor: "client".into(),
     };

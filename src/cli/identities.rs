@@ -12,7 +12,9 @@ use crate::{
     account::DEFAULT_ORGANIZATION,
     chain::Chain,
     config::Chains,
+    environment::Environment,
     identity::{Event, State, Status, Type, sub_status_str},
+    pii::{Key, KeySource},
     store::{Change, NewIdentity, Registered, Settlement, Store},
     transfers::{TransferStatus, failure},
 };
@@ -98,6 +100,24 @@ pub struct Action {
     chain_files: ChainFiles,
 }
 
+/// The store for an operator's command, its personal data readable with
+/// `CUSTODY_INDEXER_PII_KEY`, or else with the key a sandbox store keeps
+/// (generated if it has none yet, as `run` would). Without either, what
+/// reads or writes personal data is refused, naming the variable.
+pub async fn open(url: &str) -> anyhow::Result<Store> {
+    let store = Store::open(url).await?;
+    let source = match Key::from_env()? {
+        Some(key) => KeySource::Given(key),
+        None if store.environment().await? == Some(Environment::Sandbox)
+            && store.keeps_pii_key().await? != Some(false) =>
+        {
+            KeySource::Kept
+        }
+        None => return Ok(store),
+    };
+    Ok(store.unlock_pii(source).await?)
+}
+
 pub async fn run(store: &Store, command: IdentitiesCommand) -> anyhow::Result<()> {
     let (action, event) = match command {
         IdentitiesCommand::Import { organization, id, kind, label, status, who } => {
@@ -174,7 +194,7 @@ async fn import(
     };
     let new = NewIdentity {
         organization,
-        label: label.unwrap_or_else(|| id.clone()),
+        label: label.unwrap_or_else(|| id.clone()).into(),
         id,
         request_id: None,
         kind,
@@ -201,7 +221,7 @@ async fn show(store: &Store, organization: &str, id: &str, json: bool) -> anyhow
         "{} {} {:?} {}/{} accounts: {}",
         identity.id,
         identity.kind,
-        identity.label,
+        identity.label.expose(),
         identity.status,
         sub_status_str(identity.sub_status),
         identity.account_ids.join(", ")

@@ -19,6 +19,7 @@ use crate::{
     evm::{EvmSender, EvmWatcher},
     keys::{MNEMONIC_ENV, MNEMONIC_FILE_ENV, MnemonicSigner, Signer},
     lease::Leases,
+    pii,
     redact::redact_urls,
     solana::{SolanaSender, SolanaWatcher},
     store::{Store, StoreError, WorkerKind},
@@ -43,7 +44,7 @@ pub async fn run(
     if selected.is_empty() {
         bail!("no chain to index");
     }
-    let environment = environment(&store, api.environment).await?;
+    let (store, environment) = start(store, api.environment).await?;
     telemetry::prometheus();
     let listener = api::bind(api.listen).await?;
     let required = selected.iter().map(|c| c.chain).collect();
@@ -210,7 +211,7 @@ pub async fn serve(
     for chain in &required {
         chains.get(*chain)?;
     }
-    let environment = environment(&store, api.environment).await?;
+    let (store, environment) = start(store, api.environment).await?;
     telemetry::prometheus();
     let listener = api::bind(api.listen).await?;
     let state = ApiState::new(store.clone(), chains, required, api.rate_limit())
@@ -226,16 +227,22 @@ pub async fn serve(
 }
 
 /// The environment this process runs in, `requested` or the store's
-/// (see [`crate::environment::on_start`]); stamps a store that has none.
-async fn environment(store: &Store, requested: Option<Environment>) -> anyhow::Result<Environment> {
+/// (see [`crate::environment::on_start`]), with the store unlocked for
+/// personal data by the key that environment takes (see
+/// [`pii::key_source`]); stamps a store that has none. Production without
+/// `CUSTODY_INDEXER_PII_KEY` is refused before the store is stamped.
+async fn start(store: Store, requested: Option<Environment>) -> anyhow::Result<(Store, Environment)> {
+    let given = pii::Key::from_env()?;
     let stored = store.environment().await?;
     let decisions = stored.is_none() && store.holds_sandbox_decisions().await?;
     let chosen = crate::environment::on_start(stored, requested, decisions)?;
+    let source = pii::key_source(chosen, given)?;
     let stamped = store.stamp_environment(chosen).await?;
     // Another process stamped the store meanwhile: judged against its stamp.
     let environment = crate::environment::on_start(Some(stamped), Some(chosen), false)?;
+    let store = store.unlock_pii(source).await?;
     info!(%environment, "environment");
-    Ok(environment)
+    Ok((store, environment))
 }
 
 /// The signing keys the environment configures; without them transfers are

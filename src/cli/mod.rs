@@ -416,7 +416,7 @@ impl Cli {
             }
             Command::Chains(command) => chains::run(&Store::open(&url).await?, command).await?,
             Command::Accounts(command) => admin::accounts(&Store::open(&url).await?, command).await?,
-            Command::Identities(command) => identities::run(&Store::open(&url).await?, command).await?,
+            Command::Identities(command) => identities::run(&identities::open(&url).await?, command).await?,
             Command::Deposits(command) => admin::deposits(&Store::open(&url).await?, command).await?,
             Command::Organizations(command) => {
                 admin::organizations(&Store::open(&url).await?, command).await?

@@ -23,7 +23,9 @@ pub struct Identity {
     pub request_id: Option<String>,
     #[serde(rename = "type")]
     pub kind: Type,
-    pub label: String,
+    /// Personal data as often as not (a name): hidden from `Debug`, stored sealed.
+    #[schema(value_type = String)]
+    pub label: crate::pii::Masked<String>,
     /// The identity's accounts, by id.
     pub account_ids: Vec<String>,
     /// Fiat entitlement, independent of the status.

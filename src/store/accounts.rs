@@ -194,11 +194,12 @@ async fn identity_statuses(
             statuses.push(*status);
             continue;
         }
-        let (identity, state) = lock_identity(tx, &new.organization, &new.identity_id).await?;
+        let (_, state) = lock_identity(tx, &new.organization, &new.identity_id).await?;
         if !state.may_open_accounts() {
             return Err(StoreError::Invalid(format!(
                 "identity {} is {}: it cannot open accounts",
-                identity.id, identity.status
+                new.identity_id,
+                state.status()
             )));
         }
         known.insert(key, state.account_status());

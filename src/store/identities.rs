@@ -13,6 +13,7 @@ use super::{
     events::{self, NewEvent, placeholders},
     gas_ledger::settle_in,
     now_micros, parse_column,
+    pii::{LABEL, SUBMISSION},
     quotas::Quota,
     time,
 };
@@ -22,6 +23,7 @@ use crate::{
         Event, Identity, State, Status, SubStatus, Transition, Type, apply, resource::IDENTITY_STATUS_UPDATE,
         resource::status_update,
     },
+    pii::{Cipher, Masked, PiiError, Place},
 };
 
 /// An identity to register: created by a client (`State::CREATED`, with a
@@ -32,7 +34,8 @@ pub struct NewIdentity {
     pub id: String,
     pub request_id: Option<String>,
     pub kind: Type,
-    pub label: String,
+    /// Personal data: stored sealed (see [`crate::pii`]).
+    pub label: Masked<String>,
     pub state: State,
     /// Who registered it, for the audit trail.
     pub actor: String,
@@ -91,6 +94,7 @@ impl Store {
         if !new.state.fits(new.kind) {
             return Err(StoreError::Invalid(format!("a {} identity cannot be {}", new.kind, new.state)));
         }
+        let cipher = self.cipher()?;
         let mut tx = self.begin().await?;
         // Locked before the replay is looked up: a replay racing the request
         // that took the last slot waits for it, then answers its identity.
@@ -110,6 +114,8 @@ impl Store {
         }
         self.check_room(&mut tx, &new.organization, Quota::Identities).await?;
         let now = now_micros();
+        let label =
+            cipher.seal(new.label.as_bytes(), Place { column: LABEL, row: &[&new.organization, &new.id] });
         let inserted = sqlx::query(&format!(
             "INSERT INTO identities ({IDENTITY_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, $9, $9)
              ON CONFLICT DO NOTHING"
@@ -118,7 +124,7 @@ impl Store {
         .bind(&new.id)
         .bind(new.request_id.as_deref())
         .bind(new.kind.as_str())
-        .bind(&new.label)
+        .bind(label)
         .bind(new.state.status().as_str())
         .bind(new.state.sub_status().map(SubStatus::as_str))
         .bind(new.state.rfi_step().map(SubStatus::as_str))
@@ -155,7 +161,7 @@ impl Store {
         .fetch_optional(&self.pool)
         .await?
         .ok_or_else(|| StoreError::NotFound(format!("identity {id}")))?;
-        let mut identities = self.with_accounts(vec![identity_from_row(&row)?]).await?;
+        let mut identities = self.with_accounts(vec![identity_from_row(&row, self.cipher()?)?]).await?;
         Ok(identities.pop().expect("one identity"))
     }
 
@@ -176,7 +182,8 @@ impl Store {
         .bind(i64::from(limit))
         .fetch_all(&self.pool)
         .await?;
-        let identities = rows.iter().map(identity_from_row).collect::<Result<Vec<_>, _>>()?;
+        let cipher = self.cipher()?;
+        let identities = rows.iter().map(|r| identity_from_row(r, cipher)).collect::<Result<Vec<_>, _>>()?;
         self.with_accounts(identities).await
     }
 
@@ -207,7 +214,7 @@ impl Store {
         unsent: UnsentFailure<'_>,
     ) -> Result<Transition, StoreError> {
         let mut tx = self.begin().await?;
-        let transition = apply_in(&mut tx, change, Some(unsent)).await?;
+        let transition = apply_in(&mut tx, self.cipher().ok(), change, Some(unsent)).await?;
         tx.commit().await?;
         Ok(transition)
     }
@@ -220,6 +227,7 @@ impl Store {
         identity_id: &str,
         data: &Value,
     ) -> Result<Transition, StoreError> {
+        let cipher = self.cipher()?;
         let mut tx = self.begin().await?;
         let change = Change {
             organization,
@@ -228,17 +236,20 @@ impl Store {
             actor: "client",
             reason: None,
         };
-        let transition = apply_in(&mut tx, &change, None).await?;
+        let transition = apply_in(&mut tx, Some(cipher), &change, None).await?;
         let kind = if data.get("kyc").is_some() { "KYC" } else { "KYB" };
+        let id = uuid::Uuid::new_v4().to_string();
+        let plaintext = zeroize::Zeroizing::new(data.to_string());
+        let sealed = cipher.seal(plaintext.as_bytes(), Place { column: SUBMISSION, row: &[&id] });
         sqlx::query(
             "INSERT INTO compliance_submissions (id, organization_id, identity_id, kind, data, created_at)
              VALUES ($1, $2, $3, $4, $5, $6)",
         )
-        .bind(uuid::Uuid::new_v4().to_string())
+        .bind(&id)
         .bind(organization)
         .bind(identity_id)
         .bind(kind)
-        .bind(data.to_string())
+        .bind(sealed)
         .bind(now_micros())
         .execute(&mut *tx)
         .await?;
@@ -293,8 +304,19 @@ pub(super) async fn lock_identity(
     tx: &mut Transaction<'static, Any>,
     organization: &str,
     id: &str,
-) -> Result<(Identity, State), StoreError> {
-    let row = sqlx::query(&format!(
+) -> Result<(Type, State), StoreError> {
+    let row = lock_row(tx, organization, id).await?;
+    let kind = kind_of(&row)?;
+    Ok((kind, state_of(&row, kind)?))
+}
+
+/// The identity's row, locked until commit (see [`lock_identity`]).
+async fn lock_row(
+    tx: &mut Transaction<'static, Any>,
+    organization: &str,
+    id: &str,
+) -> Result<AnyRow, StoreError> {
+    sqlx::query(&format!(
         "UPDATE identities SET updated_at = updated_at WHERE organization_id = $1 AND id = $2
          RETURNING {IDENTITY_COLUMNS}"
     ))
@@ -302,10 +324,11 @@ pub(super) async fn lock_identity(
     .bind(id)
     .fetch_optional(&mut **tx)
     .await?
-    .ok_or_else(|| StoreError::NotFound(format!("identity {id}")))?;
-    let identity = identity_from_row(&row)?;
-    let state = state_of(&row, identity.kind)?;
-    Ok((identity, state))
+    .ok_or_else(|| StoreError::NotFound(format!("identity {id}")))
+}
+
+fn kind_of(row: &AnyRow) -> Result<Type, StoreError> {
+    parse_column(&row.try_get::<String, _>("type")?, "identities.type")
 }
 
 /// The lifecycle state of a stored identity.
@@ -320,15 +343,21 @@ pub(super) fn state_of(row: &AnyRow, kind: Type) -> Result<State, StoreError> {
         .map_err(|e| StoreError::Corrupt(e.to_string()))
 }
 
-fn identity_from_row(row: &AnyRow) -> Result<Identity, StoreError> {
-    let kind: Type = parse_column(&row.try_get::<String, _>("type")?, "identities.type")?;
+/// An identity of its row, its label opened with `cipher`.
+fn identity_from_row(row: &AnyRow, cipher: &Cipher) -> Result<Identity, StoreError> {
+    let kind = kind_of(row)?;
     let state = state_of(row, kind)?;
+    let (organization, id): (String, String) = (row.try_get("organization_id")?, row.try_get("id")?);
+    let label = cipher.open_text(
+        &row.try_get::<String, _>("label")?,
+        Place { column: LABEL, row: &[&organization, &id] },
+    )?;
     Ok(Identity {
-        id: row.try_get("id")?,
-        organization: row.try_get("organization_id")?,
+        id,
+        organization,
         request_id: row.try_get("request_id")?,
         kind,
-        label: row.try_get("label")?,
+        label: Masked::new(label),
         account_ids: Vec::new(),
         fiat_operations_enabled: row.try_get::<i64, _>("fiat_operations_enabled")? != 0,
         status: state.status(),
@@ -338,15 +367,19 @@ fn identity_from_row(row: &AnyRow) -> Result<Identity, StoreError> {
     })
 }
 
-/// [`Store::change_identity`] inside `tx`.
+/// [`Store::change_identity`] inside `tx`. `cipher` opens the label an
+/// `identity_status_update` carries; without it such a change is refused.
 pub(super) async fn apply_in(
     tx: &mut Transaction<'static, Any>,
+    cipher: Option<&Cipher>,
     change: &Change<'_>,
     unsent: Option<UnsentFailure<'_>>,
 ) -> Result<Transition, StoreError> {
-    let (mut identity, state) = lock_identity(tx, change.organization, change.identity_id).await?;
-    let transition = apply(identity.kind, state, change.event)
-        .map_err(|refusal| StoreError::Conflict(format!("identity {}: {refusal}", identity.id)))?;
+    let row = lock_row(tx, change.organization, change.identity_id).await?;
+    let kind = kind_of(&row)?;
+    let state = state_of(&row, kind)?;
+    let transition = apply(kind, state, change.event)
+        .map_err(|refusal| StoreError::Conflict(format!("identity {}: {refusal}", change.identity_id)))?;
     let now = now_micros();
     let next = transition.next;
     sqlx::query(
@@ -363,6 +396,7 @@ pub(super) async fn apply_in(
     .await?;
     let accounts = update_accounts(tx, change, &transition).await?;
     if transition.emits_event() {
+        let mut identity = identity_from_row(&row, cipher.ok_or(PiiError::Locked)?)?;
         identity.status = transition.status();
         identity.sub_status = transition.sub_status();
         let data = status_update(&identity, &transition, &accounts, change.reason);

@@ -19,6 +19,7 @@ mod nonce_fillers;
 mod organizations;
 mod own_transfers;
 mod params;
+mod pii;
 mod quotas;
 mod request_signatures;
 mod transfer_lineage;
@@ -88,6 +89,9 @@ pub enum StoreError {
     Invalid(String),
     #[error("stored row is corrupt: {0}")]
     Corrupt(String),
+    /// Personal data without its key, or with another key.
+    #[error(transparent)]
+    Pii(#[from] crate::pii::PiiError),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,6 +113,9 @@ pub struct Store {
     /// What each organization may hold, enforced on the API's creations
     /// (see [`Store::with_limits`]).
     limits: Option<OrganizationLimits>,
+    /// Seals and opens personal data (see [`Store::unlock_pii`]); `None`:
+    /// personal data is refused.
+    pii: Option<std::sync::Arc<crate::pii::Cipher>>,
 }
 
 impl Store {
@@ -145,7 +152,7 @@ impl Store {
             .connect(&url)
             .await
             .map_err(|source| StoreError::Connect { url: redact_urls(&url), source })?;
-        Ok(Self { pool, backend, fence: None, clock: Clock::default(), limits: None })
+        Ok(Self { pool, backend, fence: None, clock: Clock::default(), limits: None, pii: None })
     }
 
     /// The same store through a pool of its own of `connections`: what

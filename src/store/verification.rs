@@ -11,9 +11,14 @@ use super::{
     Store, StoreError,
     events::placeholders,
     identities::{Change, apply_in, lock_identity, state_of},
-    now_micros, parse_column, time,
+    now_micros, parse_column,
+    pii::SUBMISSION,
+    time,
 };
-use crate::identity::{CheckStatus, Event, IdVerificationCheck, State, Type};
+use crate::{
+    identity::{CheckStatus, Event, IdVerificationCheck, State, Type},
+    pii::{Cipher, Masked, Place},
+};
 
 /// An identity in onboarding, as the provider reviews it.
 #[derive(Debug, Clone)]
@@ -23,8 +28,9 @@ pub struct Review {
     pub kind: Type,
     pub state: State,
     pub submission_id: String,
-    /// The newest submission: `{ "kyc": … }` or `{ "kyb": … }`.
-    pub submission: Value,
+    /// The newest submission: `{ "kyc": … }` or `{ "kyb": … }`; personal
+    /// data, stored sealed.
+    pub submission: Masked<Value>,
     pub submitted_at: i64,
     /// When the open RFI was raised, if one is open.
     pub rfi_opened_at: Option<i64>,
@@ -127,7 +133,8 @@ impl Store {
         let submissions: Vec<String> =
             rows.iter().map(|r| r.try_get("submission_id")).collect::<Result<_, _>>()?;
         let mut checks = self.newest_checks(&submissions).await?;
-        rows.iter().map(|row| review_from_row(row, &mut checks)).collect()
+        let cipher = self.cipher()?;
+        rows.iter().map(|row| review_from_row(row, cipher, &mut checks)).collect()
     }
 
     /// The newest check of each of `submissions` that has one, in one statement.
@@ -216,7 +223,7 @@ impl Store {
             actor,
             reason,
         };
-        apply_in(&mut tx, &change, None).await?;
+        apply_in(&mut tx, self.cipher().ok(), &change, None).await?;
         tx.commit().await?;
         Ok(true)
     }
@@ -239,7 +246,7 @@ impl Store {
             let (id, organization, identity_id): (String, String, String) =
                 (row.try_get("id")?, row.try_get("organization_id")?, row.try_get("identity_id")?);
             let mut tx = self.begin().await?;
-            let (identity, state) = lock_identity(&mut tx, &organization, &identity_id).await?;
+            let (kind, state) = lock_identity(&mut tx, &organization, &identity_id).await?;
             if !set_check(&mut tx, &id, CheckStatus::Expired, now).await? {
                 continue;
             }
@@ -252,9 +259,9 @@ impl Store {
                 reason: Some("the identity verification check expired"),
             };
             if current.as_deref() == Some(id.as_str())
-                && crate::identity::apply(identity.kind, state, Event::IdvExpired).is_ok()
+                && crate::identity::apply(kind, state, Event::IdvExpired).is_ok()
             {
-                apply_in(&mut tx, &change, None).await?;
+                apply_in(&mut tx, self.cipher().ok(), &change, None).await?;
             }
             tx.commit().await?;
             expired.push(identity_id);
@@ -267,11 +274,13 @@ impl Store {
 /// taken from `checks`.
 fn review_from_row(
     row: &AnyRow,
+    cipher: &Cipher,
     checks: &mut HashMap<String, IdVerificationCheck>,
 ) -> Result<Review, StoreError> {
     let kind: Type = parse_column(&row.try_get::<String, _>("type")?, "identities.type")?;
     let submission_id: String = row.try_get("submission_id")?;
-    let data: String = row.try_get("data")?;
+    let place = Place { column: SUBMISSION, row: &[&submission_id] };
+    let data = cipher.open(&row.try_get::<String, _>("data")?, place)?;
     let state = state_of(row, kind)?;
     Ok(Review {
         organization: row.try_get("organization_id")?,
@@ -279,10 +288,12 @@ fn review_from_row(
         kind,
         rfi_opened_at: if state.rfi_open() { row.try_get("rfi_opened_at")? } else { None },
         state,
+        submission: Masked::new(
+            serde_json::from_slice(&data)
+                .map_err(|_| StoreError::Corrupt("compliance_submissions.data".into()))?,
+        ),
         check: checks.remove(&submission_id),
         submission_id,
-        submission: serde_json::from_str(&data)
-            .map_err(|_| StoreError::Corrupt("compliance_submissions.data".into()))?,
         submitted_at: row.try_get("submitted_at")?,
         updated_at: row.try_get("updated_at")?,
     })

@@ -33,6 +33,7 @@ impl Env {
             .env("CUSTODY_INDEXER_CHAINS", &self.chains)
             .env("RUST_LOG", "info")
             .env("CUSTODY_INDEXER_LISTEN", "127.0.0.1:0")
+            .env("CUSTODY_INDEXER_PII_KEY", super::db::TEST_PII_KEY)
             .env_remove("CUSTODY_INDEXER_ENVIRONMENT")
             .current_dir(self.dir.path());
         command
@@ -84,8 +85,9 @@ impl Env {
             .unwrap()
     }
 
+    /// The store, its personal data under the tests' key.
     pub async fn store(&self) -> Store {
-        Store::open(&self.database_url).await.unwrap()
+        super::db::unlocked(&Store::open(&self.database_url).await.unwrap()).await
     }
 
     pub fn add_account(&self, id: &str, address: &str, chain: Chain) {

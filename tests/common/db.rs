@@ -3,7 +3,10 @@
 
 use std::borrow::Cow;
 
-use custody_indexer::store::Store;
+use custody_indexer::{
+    pii::{Key, KeySource},
+    store::Store,
+};
 use sqlx::{AnyPool, Connection, Executor, PgConnection, migrate::Migrator};
 
 pub const DEFAULT_TEST_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
@@ -15,6 +18,14 @@ pub enum Backend {
 }
 
 pub const BACKENDS: [Backend; 2] = [Backend::Sqlite, Backend::Postgres];
+
+/// The personal-data key of the tests' stores and processes (32 bytes).
+pub const TEST_PII_KEY: &str = "Y3VzdG9keS1pbmRleGVyIHRlc3QgcGlpIGtleSAzMmI=";
+
+/// `store` with its personal data under [`TEST_PII_KEY`] (recorded on first use).
+pub async fn unlocked(store: &Store) -> Store {
+    store.unlock_pii(KeySource::Given(Key::parse(TEST_PII_KEY).unwrap())).await.unwrap()
+}
 
 pub struct TestDb {
     pub url: String,
@@ -29,8 +40,9 @@ pub fn admin_url() -> String {
 
 impl TestDb {
     pub async fn new(backend: Backend) -> Self {
-        let db = Self::unmigrated(backend).await;
+        let mut db = Self::unmigrated(backend).await;
         db.store.migrate().await.unwrap();
+        db.store = unlocked(&db.store).await;
         db
     }
 

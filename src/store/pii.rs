@@ -1,0 +1,148 @@
+//! The store's personal-data key (see [`crate::pii`]): which key sealed its
+//! data, the key itself for a sandbox store that keeps its own, and the
+//! sealing of values written in plaintext before the data was encrypted.
+
+use std::sync::Arc;
+
+use sqlx::{Any, Row, Transaction};
+
+use super::{Store, StoreError, now_micros};
+use crate::pii::{Cipher, Key, KeySource, PiiError, Place};
+
+/// The store's key row: its id, and the key when the store keeps it.
+struct Recorded {
+    key_id: String,
+    kept: Option<Key>,
+}
+
+impl Store {
+    /// This handle's cipher; a store unlocked by no key refuses personal data.
+    pub(super) fn cipher(&self) -> Result<&Cipher, StoreError> {
+        self.pii.as_deref().ok_or(StoreError::Pii(PiiError::Locked))
+    }
+
+    /// The id of the key this handle seals with, if unlocked.
+    pub fn pii_key_id(&self) -> Option<&str> {
+        self.pii.as_deref().map(Cipher::key_id)
+    }
+
+    /// This store with its personal data readable and writable under the
+    /// key of `source`, in one transaction: a store that has no key yet
+    /// records it (a `Kept` one is generated and kept), a store with another
+    /// key refuses (`PiiError::WrongKey`), and every value still in
+    /// plaintext (written before encryption, or by migration 0010) is
+    /// sealed. Two processes starting at once agree on the first key.
+    pub async fn unlock_pii(&self, source: KeySource) -> Result<Store, StoreError> {
+        let mut tx = self.begin().await?;
+        let recorded = match recorded(&mut tx).await? {
+            Some(recorded) => recorded,
+            None => {
+                let (key_id, kept) = match &source {
+                    KeySource::Given(key) => (key.id(), None),
+                    KeySource::Kept => {
+                        let key = Key::generate();
+                        (key.id(), Some(key.expose_base64()))
+                    }
+                };
+                sqlx::query(
+                    "INSERT INTO pii_keys (id, key_id, kept_key, created_at) VALUES (1, $1, $2, $3)
+                     ON CONFLICT (id) DO NOTHING",
+                )
+                .bind(&key_id)
+                .bind(kept.as_deref().map(String::as_str))
+                .bind(now_micros())
+                .execute(&mut *tx)
+                .await?;
+                recorded(&mut tx).await?.ok_or_else(|| StoreError::NotFound("the store's pii key".into()))?
+            }
+        };
+        let key = match (source, recorded.kept) {
+            (KeySource::Given(key), kept) if key.id() != recorded.key_id => {
+                let hint = if kept.is_some() {
+                    " (this sandbox store keeps its own: unset the variable)"
+                } else {
+                    ""
+                };
+                return Err(PiiError::WrongKey { stored: recorded.key_id, given: key.id(), hint }.into());
+            }
+            (KeySource::Given(key), _) => key,
+            (KeySource::Kept, Some(kept)) => kept,
+            (KeySource::Kept, None) => return Err(PiiError::NotKept(recorded.key_id).into()),
+        };
+        let cipher = Cipher::new(&key);
+        let sealed = seal_plaintext(&mut tx, &cipher).await?;
+        tx.commit().await?;
+        tracing::info!(key_id = cipher.key_id(), sealed, "personal data is encrypted at rest");
+        Ok(Store { pii: Some(Arc::new(cipher)), ..self.clone() })
+    }
+
+    /// Whether the store keeps its own key (a sandbox store started without
+    /// `CUSTODY_INDEXER_PII_KEY`); `None` while it has no key yet.
+    pub async fn keeps_pii_key(&self) -> Result<Option<bool>, StoreError> {
+        let row =
+            sqlx::query("SELECT kept_key FROM pii_keys WHERE id = 1").fetch_optional(&self.pool).await?;
+        Ok(row.map(|r| r.try_get::<Option<String>, _>("kept_key").map(|k| k.is_some())).transpose()?)
+    }
+}
+
+async fn recorded(tx: &mut Transaction<'static, Any>) -> Result<Option<Recorded>, StoreError> {
+    let Some(row) =
+        sqlx::query("SELECT key_id, kept_key FROM pii_keys WHERE id = 1").fetch_optional(&mut **tx).await?
+    else {
+        return Ok(None);
+    };
+    let kept = row.try_get::<Option<String>, _>("kept_key")?.map(zeroize::Zeroizing::new);
+    let kept = kept
+        .map(|text| Key::parse(&text))
+        .transpose()
+        .map_err(|_| StoreError::Corrupt("pii_keys.kept_key".into()))?;
+    Ok(Some(Recorded { key_id: row.try_get("key_id")?, kept }))
+}
+
+/// Seals every label and submission still in plaintext; how many. Each is
+/// rewritten only if it still holds the plaintext read, so a process
+/// sealing the same rows at once changes nothing twice.
+async fn seal_plaintext(tx: &mut Transaction<'static, Any>, cipher: &Cipher) -> Result<u64, StoreError> {
+    let mut sealed = 0;
+    let labels =
+        sqlx::query("SELECT organization_id, id, label FROM identities WHERE substr(label, 1, 5) <> 'pii1.'")
+            .fetch_all(&mut **tx)
+            .await?;
+    for row in labels {
+        let (organization, id, label): (String, String, String) =
+            (row.try_get("organization_id")?, row.try_get("id")?, row.try_get("label")?);
+        let label = zeroize::Zeroizing::new(label);
+        let value = cipher.seal(label.as_bytes(), Place { column: LABEL, row: &[&organization, &id] });
+        let done = sqlx::query(
+            "UPDATE identities SET label = $4 WHERE organization_id = $1 AND id = $2 AND label = $3",
+        )
+        .bind(&organization)
+        .bind(&id)
+        .bind(label.as_str())
+        .bind(value)
+        .execute(&mut **tx)
+        .await?;
+        sealed += done.rows_affected();
+    }
+    let submissions =
+        sqlx::query("SELECT id, data FROM compliance_submissions WHERE substr(data, 1, 5) <> 'pii1.'")
+            .fetch_all(&mut **tx)
+            .await?;
+    for row in submissions {
+        let (id, data): (String, String) = (row.try_get("id")?, row.try_get("data")?);
+        let data = zeroize::Zeroizing::new(data);
+        let value = cipher.seal(data.as_bytes(), Place { column: SUBMISSION, row: &[&id] });
+        let done = sqlx::query("UPDATE compliance_submissions SET data = $3 WHERE id = $1 AND data = $2")
+            .bind(&id)
+            .bind(data.as_str())
+            .bind(value)
+            .execute(&mut **tx)
+            .await?;
+        sealed += done.rows_affected();
+    }
+    Ok(sealed)
+}
+
+/// The sealed columns, named in their values' associated data.
+pub(super) const LABEL: &str = "identities.label";
+pub(super) const SUBMISSION: &str = "compliance_submissions.data";
