@@ -33,6 +33,7 @@ impl Env {
             .env("CUSTODY_INDEXER_CHAINS", &self.chains)
             .env("RUST_LOG", "info")
             .env("CUSTODY_INDEXER_LISTEN", "127.0.0.1:0")
+            .env("CUSTODY_INDEXER_OPERATOR_TOKEN", super::OPERATOR_TOKEN)
             .env_remove("CUSTODY_INDEXER_ENVIRONMENT")
             .current_dir(self.dir.path());
         command
