@@ -76,7 +76,7 @@ async fn previous_keys_sign_until_their_own_expiry_at_most_two_at_a_time() {
 #[tokio::test]
 async fn the_upgrade_keeps_a_stores_previous_key_signing() {
     for backend in BACKENDS {
-        let db = TestDb::migrated_before(backend, 21).await;
+        let db = TestDb::migrated_before(backend, 22).await;
         let (current, previous) = (Secret::generate(), Secret::generate());
         let expires = custody_indexer::store::now_micros() + 3_600_000_000;
         let mut conn = <sqlx::AnyConnection as sqlx::Connection>::connect(&db.url).await.unwrap();

@@ -40,7 +40,7 @@ impl Store {
         .execute(&mut *tx)
         .await?;
         // The row's own previous key mirrors the newest one, for instances of
-        // the release before the table (see migration 0021).
+        // the release before the table (see migration 0022).
         sqlx::query(
             "UPDATE webhooks SET previous_secret = signing_secret, previous_key_expires_at = $1,
                 signing_secret = $2, signing_key_id = $3, signing_key_created_at = $4
