@@ -242,7 +242,7 @@ async fn keys_are_shown_once_limited_to_fifty_and_revocable() {
     let refused = env.output(&["api-keys", "create", "--organization", "acme", "--name", "key 51"]);
     assert!(!refused.status.success());
     let stderr = String::from_utf8_lossy(&refused.stderr);
-    assert!(stderr.contains("already has 50 active API keys; revoke one first"), "{stderr}");
+    assert!(stderr.contains("organization acme holds 50 active API keys, its limit of 50"), "{stderr}");
 
     let revoked = env.ok(&["api-keys", "revoke", &id]);
     assert!(revoked.contains("revoked"), "{revoked}");
