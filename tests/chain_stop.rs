@@ -9,7 +9,7 @@ use std::{path::PathBuf, process::Stdio, time::Duration};
 
 use alloy::{primitives::U256, transports::http::reqwest::Method};
 use common::{
-    Anvil, CHAIN,
+    Anvil, CHAIN, OPERATOR_TOKEN,
     api::{answers, send},
     chain_toml,
     cli::{Env, Process, terminate},
@@ -140,11 +140,11 @@ async fn a_reorg_deeper_than_the_window_stops_its_chain_alone_until_resumed() {
     assert!(first.process.try_wait().unwrap().is_none(), "run keeps running: {}", first.log());
     running.send_eth(running.accounts[0], bob, U256::from(2_000u64)).await;
     deposits_over_api(&first, &key, "bob", 1).await;
-    let metrics = first.get("/metrics", None).await.body;
+    let metrics = first.get("/metrics", Some(OPERATOR_TOKEN)).await.body;
     let metrics = metrics.as_str().unwrap();
     assert!(metrics.contains("custody_indexer_chain_stopped{chain=\"ETHEREUM_TESTNET\"} 1"), "{metrics}");
     assert!(metrics.contains("custody_indexer_chain_stopped{chain=\"BASE_SEPOLIA\"} 0"), "{metrics}");
-    let ready = first.get("/readyz", None).await;
+    let ready = first.get("/readyz", Some(OPERATOR_TOKEN)).await;
     assert_eq!(ready.status, 503);
     assert!(ready.body["problems"].to_string().contains("ETHEREUM_TESTNET: STOPPED"), "{:?}", ready.body);
     assert_eq!(holder(&db.store, WorkerKind::Sender, CHAIN).await, Some(first.pid()), "the sender runs");
@@ -179,7 +179,7 @@ async fn a_reorg_deeper_than_the_window_stops_its_chain_alone_until_resumed() {
     let chain = health_of(&env, CHAIN);
     assert_ne!(chain["status"], "STOPPED", "{chain}");
     assert_eq!(holder(&db.store, WorkerKind::Watcher, CHAIN).await, Some(second.pid()));
-    let metrics = second.get("/metrics", None).await.body;
+    let metrics = second.get("/metrics", Some(OPERATOR_TOKEN)).await.body;
     assert!(
         metrics.as_str().unwrap().contains("custody_indexer_chain_stopped{chain=\"ETHEREUM_TESTNET\"} 0")
     );

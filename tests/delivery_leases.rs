@@ -8,7 +8,7 @@ mod common;
 use std::{collections::BTreeMap, time::Duration};
 
 use common::{
-    db::{Backend, TestDb},
+    db::{Backend, TestDb, pending_deliveries},
     eventually,
     receiver::Receiver,
 };
@@ -18,47 +18,11 @@ use custody_indexer::{
         signing::Secret,
         url::Policy,
     },
-    store::{Clock, now_micros},
+    store::Clock,
 };
-use sqlx::{Connection, PgConnection};
 use tokio_util::sync::CancellationToken;
 
 const EVENTS: usize = 24;
-
-/// `count` events of distinct resources, each with a delivery due now to `webhook`.
-async fn pending_deliveries(url: &str, organization: &str, webhook: &str, count: usize) {
-    let mut conn = PgConnection::connect(url).await.unwrap();
-    let now = now_micros();
-    for seq in 1..=count as i64 {
-        let (event, resource) = (format!("event-{seq}"), format!("resource-{seq}"));
-        let payload = serde_json::json!({ "id": event, "type": "deposit_v2", "data": { "id": resource } });
-        sqlx::query(
-            "INSERT INTO events (seq, id, organization_id, type, resource_id, payload, created_at)
-             VALUES ($1, $2, $3, 'deposit_v2', $4, $5, $6)",
-        )
-        .bind(seq)
-        .bind(&event)
-        .bind(organization)
-        .bind(&resource)
-        .bind(payload.to_string())
-        .bind(now)
-        .execute(&mut conn)
-        .await
-        .unwrap();
-        sqlx::query(
-            "INSERT INTO deliveries (id, event_seq, webhook_id, resource_id, state, attempts, next_attempt_at,
-                created_at, updated_at) VALUES ($1, $2, $3, $4, 'PENDING', 0, $5, $5, $5)",
-        )
-        .bind(format!("delivery-{seq}"))
-        .bind(seq)
-        .bind(webhook)
-        .bind(&resource)
-        .bind(now)
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    }
-}
 
 /// Two workers, two in flight each with a 4 s timeout, and a receiver that
 /// answers after 3.6 s: a batch of eight takes four rounds, 14.4 s, longer

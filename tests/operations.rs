@@ -13,7 +13,7 @@ use alloy::{
     transports::http::reqwest::Method,
 };
 use common::{
-    Anvil, CHAIN,
+    Anvil, CHAIN, OPERATOR_TOKEN,
     anvil::Mined,
     api::{Answer, answers, send},
     chain_toml,
@@ -94,8 +94,14 @@ async fn run_serves_what_it_indexes_and_reports_its_health() {
         let elsewhere = get(port, "/v2/accounts/alice/balances?chain=BASE_SEPOLIA", Some(&key)).await;
         assert_eq!(elsewhere.body, serde_json::json!({ "balances": [] }));
 
-        // Healthy while the node answers.
-        let ready = get(port, "/readyz", None).await;
+        // Healthy while the node answers: anyone sees that much, operators the detail.
+        let bare = get(port, "/readyz", None).await;
+        assert_eq!(
+            (bare.status, bare.body.clone()),
+            (200, serde_json::json!({ "healthy": true, "environment": "production" }))
+        );
+        assert_eq!(get(port, "/metrics", None).await.status, 401);
+        let ready = get(port, "/readyz", Some(OPERATOR_TOKEN)).await;
         assert_eq!(ready.status, 200, "{:?}", ready.body);
         assert_eq!(ready.body["chains"][0]["chain"], CHAIN.as_str());
         assert_eq!(ready.body["chains"][0]["healthy"], true);
@@ -109,7 +115,7 @@ async fn run_serves_what_it_indexes_and_reports_its_health() {
         assert_eq!(report["healthy"], true);
         assert_eq!(report["chains"][0]["lag"], 0);
 
-        let metrics = get(port, "/metrics", None).await.body;
+        let metrics = get(port, "/metrics", Some(OPERATOR_TOKEN)).await.body;
         let metrics = metrics.as_str().unwrap();
         let head = anvil.head().await;
         assert!(
@@ -130,16 +136,19 @@ async fn run_serves_what_it_indexes_and_reports_its_health() {
         // The node goes away: the chain turns stale, /readyz and `health` say so.
         drop(anvil);
         let unready = eventually(Duration::from_secs(30), "/readyz to turn unready", || async {
-            let answer = get(port, "/readyz", None).await;
+            let answer = get(port, "/readyz", Some(OPERATOR_TOKEN)).await;
             (answer.status == 503).then_some(answer.body)
         })
         .await;
         let problems = unready["problems"][0].as_str().unwrap();
+        let bare = get(port, "/readyz", None).await;
+        assert_eq!((bare.status, bare.body["healthy"].clone()), (503, false.into()));
+        assert!(bare.body.get("problems").is_none(), "{:?}", bare.body);
         assert!(problems.starts_with("ETHEREUM_TESTNET: last successful scan"), "{unready}");
         let (code, out) = health(&env, &[]);
         assert_eq!(code, 1, "{out}");
         assert!(out.contains("UNHEALTHY") && out.contains("last error: rpc"), "{out}");
-        let metrics = get(port, "/metrics", None).await.body;
+        let metrics = get(port, "/metrics", Some(OPERATOR_TOKEN)).await.body;
         assert!(
             metrics.as_str().unwrap().contains(
                 "custody_indexer_rpc_errors_total{chain=\"ETHEREUM_TESTNET\",kind=\"unreachable\"}"
@@ -196,7 +205,7 @@ async fn serve_answers_from_the_store_without_indexing() {
     let account = get(port, "/v2/accounts/a1", Some(&key)).await;
     assert_eq!(account.status, 200);
     assert_eq!(account.body["type"], "OMNIBUS");
-    let ready = get(port, "/readyz", None).await;
+    let ready = get(port, "/readyz", Some(OPERATOR_TOKEN)).await;
     assert_eq!(ready.status, 503);
     assert_eq!(ready.body["chains"][0]["problems"][0], "no successful scan recorded");
     assert!(terminate(&mut serve).success());
@@ -233,7 +242,7 @@ async fn keys_are_shown_once_limited_to_fifty_and_revocable() {
     let refused = env.output(&["api-keys", "create", "--organization", "acme", "--name", "key 51"]);
     assert!(!refused.status.success());
     let stderr = String::from_utf8_lossy(&refused.stderr);
-    assert!(stderr.contains("already has 50 active API keys; revoke one first"), "{stderr}");
+    assert!(stderr.contains("organization acme holds 50 active API keys, its limit of 50"), "{stderr}");
 
     let revoked = env.ok(&["api-keys", "revoke", &id]);
     assert!(revoked.contains("revoked"), "{revoked}");

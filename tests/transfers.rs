@@ -14,7 +14,7 @@ use alloy::{
     transports::http::reqwest::Method,
 };
 use common::{
-    CHAIN,
+    CHAIN, OPERATOR_TOKEN,
     anvil::Mined,
     api::{answers, send},
     db::Backend,
@@ -234,7 +234,10 @@ async fn every_route_sends_once_and_the_gas_ledger_matches_the_receipts() {
         assert_eq!(by_identity["transfers"].as_array().unwrap().len(), 2);
         let failed = s.get("/v2/crypto/transfers?status=FAILED").await.body;
         assert_eq!(failed["transfers"], json!([]));
-        let metrics = send(Method::GET, &format!("http://127.0.0.1:{}/metrics", s.port), None).await.body;
+        let metrics =
+            send(Method::GET, &format!("http://127.0.0.1:{}/metrics", s.port), Some(OPERATOR_TOKEN))
+                .await
+                .body;
         let metrics = metrics.as_str().unwrap();
         assert!(
             metrics

@@ -306,6 +306,48 @@ async fn a_rotation_signs_with_both_keys_until_the_old_one_expires() {
     assert!(terminate(&mut s.run).success());
 }
 
+/// Two rotations within the overlap: the first previous key (15 s, by the
+/// command line) keeps signing beside the second (24 h, through the API),
+/// three signatures a delivery, until it expires on its own.
+#[tokio::test]
+async fn two_rotations_sign_with_three_keys_until_the_first_expires() {
+    let mut s = setup(Backend::Sqlite, "1s").await;
+    let out = s.env.ok(&["webhooks", "rotate", &s.webhook, "--previous-key-expires-in", "15s"]);
+    let first_expires = std::time::Instant::now() + Duration::from_secs(15);
+    let middle = out.lines().last().unwrap().to_string();
+    let path = format!("/v2/webhooks/{}/rotate-signing-key", s.webhook);
+    let rotated = send(Method::POST, &format!("http://127.0.0.1:{}{path}", s.port), Some(&s.key)).await;
+    assert_eq!(rotated.status, 200, "{:?}", rotated.body);
+    let newest = rotated.body["signing_secret"].as_str().unwrap().to_string();
+    let latest = rotated.body["previous_key_expires_at"].as_str().unwrap();
+    let latest = chrono::DateTime::parse_from_rfc3339(latest).unwrap();
+    assert!(latest > chrono::Utc::now() + chrono::Duration::hours(23), "the latest expiry: {latest}");
+
+    s.deposits(1).await;
+    let during = s.delivered(2).await;
+    for r in &during {
+        assert_eq!(r.signature.split(' ').count(), 3, "{}", r.signature);
+        for secret in [&newest, &middle, &s.secret] {
+            assert!(r.signed_by(secret), "{}", r.signature);
+        }
+    }
+
+    tokio::time::sleep_until(first_expires.into()).await;
+    s.deposits(1).await;
+    let after = s.delivered(4).await;
+    for r in &after[2..] {
+        assert_eq!(r.signature.split(' ').count(), 2, "{}", r.signature);
+        assert!(r.signed_by(&newest) && r.signed_by(&middle));
+        assert!(!r.signed_by(&s.secret), "the first previous key expired");
+    }
+    let listed = get(s.port, "/v2/webhooks", Some(&s.key)).await;
+    assert_eq!(
+        listed.body["webhooks"][0]["previous_key_expires_at"],
+        rotated.body["previous_key_expires_at"]
+    );
+    assert!(terminate(&mut s.run).success());
+}
+
 #[tokio::test]
 async fn a_dead_lettered_delivery_is_listed_and_redelivered() {
     let mut s = setup(Backend::Sqlite, "1s").await;

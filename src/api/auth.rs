@@ -4,7 +4,7 @@
 
 use axum::{
     extract::{Request, State},
-    http::header::AUTHORIZATION,
+    http::{HeaderMap, header::AUTHORIZATION},
     middleware::Next,
     response::Response,
 };
@@ -24,16 +24,9 @@ pub async fn authenticate(
     mut request: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
-    let token = request
-        .headers()
-        .get(AUTHORIZATION)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.split_once(' '))
-        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-        .map(|(_, token)| token.trim().to_string())
-        .ok_or_else(|| {
-            ApiError::unauthorized("missing or malformed Authorization header; send `Bearer <API_KEY>`")
-        })?;
+    let token = bearer(request.headers()).map(str::to_string).ok_or_else(|| {
+        ApiError::unauthorized("missing or malformed Authorization header; send `Bearer <API_KEY>`")
+    })?;
     let invalid = || ApiError::unauthorized("invalid or revoked API key");
     let id = api_key::key_id(&token).ok_or_else(invalid)?;
     let credentials = state.store().active_api_key(id).await?.ok_or_else(invalid)?;
@@ -51,4 +44,14 @@ pub async fn authenticate(
     tracing::debug!(api_key = %key.id, organization = %key.organization_id, "authenticated");
     request.extensions_mut().insert(Caller { organization: key.organization_id });
     Ok(next.run(request).await)
+}
+
+/// The token of an `Authorization: Bearer <token>` header, if there is one.
+pub(super) fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim())
 }

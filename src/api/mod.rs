@@ -1,8 +1,8 @@
 //! The HTTP API: the deposit store and the chain-facing reads under `/v2`
 //! (every request authenticated by an organization's API key and scoped to
 //! that organization), operator health at `/healthz`, `/readyz` and
-//! `/metrics`, and the OpenAPI document generated from the handlers at
-//! `/openapi.json`.
+//! `/metrics` (the latter two's detail behind the operator token), and the
+//! OpenAPI document generated from the handlers at `/openapi.json`.
 
 mod accounts;
 mod assets;
@@ -11,6 +11,7 @@ mod body;
 mod deposits;
 mod error;
 mod identities;
+mod operator;
 mod ops;
 mod params;
 mod signature;
@@ -32,6 +33,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 
 pub use body::Body;
 pub use error::{ApiError, ErrorBody};
+pub use operator::{OperatorToken, WeakToken};
 
 use crate::{
     assets::BalanceReader,
@@ -79,6 +81,9 @@ struct Inner {
     environment: Environment,
     /// How the sandbox compliance provider's worker runs.
     compliance: crate::identity::provider::Options,
+    /// What `/metrics` and the detail of `/readyz` require; without one
+    /// neither is shown.
+    operator_token: Option<OperatorToken>,
 }
 
 /// Each organization's sponsored-gas credit: 100 USD.
@@ -101,6 +106,7 @@ impl ApiState {
             gas_credit_usd_micros: DEFAULT_GAS_CREDIT_USD_MICROS,
             environment: Environment::Production,
             compliance: Default::default(),
+            operator_token: None,
         }))
     }
 
@@ -132,6 +138,19 @@ impl ApiState {
         inner.signer = signer;
         inner.gas_credit_usd_micros = gas_credit_usd_micros;
         self
+    }
+
+    /// Shows `/metrics` and the detail of `/readyz` to requests bearing
+    /// `token`; without one (the default) they are shown to nobody.
+    pub fn with_operator_token(mut self, token: Option<OperatorToken>) -> Self {
+        let inner = Arc::get_mut(&mut self.0).expect("configured before it is shared");
+        inner.operator_token = token;
+        self
+    }
+
+    /// Whether the request bears the operator token.
+    fn operator(&self, headers: &axum::http::HeaderMap) -> bool {
+        self.0.operator_token.as_ref().is_some_and(|token| token.admits(headers))
     }
 
     fn store(&self) -> &Store {
@@ -174,6 +193,9 @@ impl Modify for BearerAuth {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
         let components = openapi.components.get_or_insert_with(Default::default);
         components.add_security_scheme("api_key", SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)));
+        // `/metrics` and the detail of `/readyz`: `--operator-token`, not an API key.
+        components
+            .add_security_scheme("operator_token", SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)));
         components.add_security_scheme(
             "request_signature",
             SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::with_description(
@@ -248,6 +270,14 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let address = listener.local_addr()?;
     tracing::info!(%address, "api listening");
+    if state.0.operator_token.is_some() {
+        tracing::info!("/metrics and the detail of /readyz need the operator token");
+    } else {
+        tracing::warn!(
+            "no operator token: /metrics answers 401 and /readyz only whether it is ready; \
+             set CUSTODY_INDEXER_OPERATOR_TOKEN (or --operator-token) to see them"
+        );
+    }
     // Whatever accepts transfers also ends those no sender takes in time.
     tokio::spawn(crate::transfers::expire_unsent(
         state.store().clone(),

@@ -1,13 +1,14 @@
-//! Operator endpoints, without authentication: `/healthz` (the process
-//! answers), `/readyz` (the store answers and every chain keeps up),
-//! `/metrics` (Prometheus text) and `/openapi.json`.
+//! Operator endpoints: `/healthz` (the process answers) and `/openapi.json`,
+//! open; `/readyz` (the store answers and every chain keeps up), open for
+//! its bare answer, its detail only with the operator token; `/metrics`
+//! (Prometheus text) only with the operator token (see [`super::operator`]).
 
 use std::sync::Arc;
 
 use axum::{
     Json, Router,
     extract::State,
-    http::{StatusCode, header::CONTENT_TYPE},
+    http::{HeaderMap, StatusCode, header::CONTENT_TYPE},
     response::{IntoResponse, Response},
     routing::get,
 };
@@ -15,13 +16,24 @@ use serde::Serialize;
 use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use super::{ApiError, ApiState};
-use crate::{health, telemetry};
+use super::{ApiError, ApiState, ErrorBody};
+use crate::{environment::Environment, health, telemetry};
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Alive {
     /// Always `ok`.
     pub status: &'static str,
+}
+
+/// `/readyz` without the operator token: whether the service is ready, and
+/// nothing about its chains, workers or errors.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Readiness {
+    /// The store answers and every required chain is healthy (also the status: `200` or `503`).
+    pub healthy: bool,
+    /// `sandbox` or `production`; `null` before any `run` or `serve` started the store.
+    #[schema(value_type = Option<String>)]
+    pub environment: Option<Environment>,
 }
 
 fn documented() -> (Router<ApiState>, utoipa::openapi::OpenApi) {
@@ -48,24 +60,37 @@ pub async fn healthz() -> Json<Alive> {
 }
 
 /// Ready: the store answers and every chain's watcher is within its lag and
-/// staleness limits. The body is the health report either way.
-#[utoipa::path(get, path = "/readyz", tag = "operations", security(()),
+/// staleness limits. With the operator token the body is the health report
+/// (chains, workers and their lease holders, errors); without it, only
+/// whether the service is ready and its environment. The status is the same.
+#[utoipa::path(get, path = "/readyz", tag = "operations", security((), ("operator_token" = [])),
     responses(
-        (status = 200, description = "Ready; the health report", content_type = "application/json"),
-        (status = 503, description = "Not ready; the health report says why", content_type = "application/json"),
+        (status = 200, description = "Ready; the health report with the operator token, else `Readiness`", body = Readiness),
+        (status = 503, description = "Not ready; with the operator token the health report says why", body = Readiness),
     ))]
-pub async fn readyz(State(state): State<ApiState>) -> Response {
+pub async fn readyz(State(state): State<ApiState>, headers: HeaderMap) -> Response {
     let report = health::check(state.store(), state.chains(), &state.0.required).await;
     let status = if report.healthy { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
-    (status, Json(report)).into_response()
+    if state.operator(&headers) {
+        return (status, Json(report)).into_response();
+    }
+    (status, Json(Readiness { healthy: report.healthy, environment: report.environment })).into_response()
 }
 
-/// Metrics in the Prometheus text format.
-#[utoipa::path(get, path = "/metrics", tag = "operations", security(()),
-    responses((status = 200, description = "Prometheus text exposition", content_type = "text/plain")))]
-pub async fn metrics(State(state): State<ApiState>) -> Response {
+/// Metrics in the Prometheus text format; needs the operator token.
+#[utoipa::path(get, path = "/metrics", tag = "operations", security(("operator_token" = [])),
+    responses(
+        (status = 200, description = "Prometheus text exposition", content_type = "text/plain"),
+        (status = 401, description = "No operator token, a wrong one, or none configured", body = ErrorBody),
+    ))]
+pub async fn metrics(State(state): State<ApiState>, headers: HeaderMap) -> Result<Response, ApiError> {
+    if !state.operator(&headers) {
+        return Err(ApiError::unauthorized(
+            "/metrics needs the operator token; send `Authorization: Bearer <OPERATOR_TOKEN>`",
+        ));
+    }
     let text = telemetry::render(state.store(), state.chains(), &state.0.required).await;
-    ([(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text).into_response()
+    Ok(([(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text).into_response())
 }
 
 pub async fn not_found() -> ApiError {

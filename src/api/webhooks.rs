@@ -101,8 +101,12 @@ pub async fn delete(
     Ok(Json(Empty {}))
 }
 
-/// Replaces the signing key. Deliveries carry a signature by each key until
-/// `previous_key_expires_at`, so receivers can switch without losing events.
+/// Replaces the signing key. The replaced key keeps signing for 24 hours and
+/// keys rotated out before it until their own expiry, so deliveries carry
+/// one signature per valid key (three at most) and receivers can switch
+/// without losing events; `previous_key_expires_at` is the latest expiry.
+/// A rotation while two previous keys are still valid drops the older of
+/// them at once.
 #[utoipa::path(post, path = "/v2/webhooks/{webhook_id}/rotate-signing-key", tag = "webhooks",
     params(("webhook_id" = String, Path, description = "The webhook's id")),
     responses(

@@ -49,10 +49,7 @@ pub async fn run(
     let listener = api::bind(api.listen).await?;
     let required = selected.iter().map(|c| c.chain).collect();
     let signer = signer()?;
-    let state = ApiState::new(store.clone(), chains, required, api.rate_limit())
-        .with_transfers(signer.clone(), api.gas.usd_micros)
-        .with_compliance(environment, api.compliance())
-        .with_limits(api.limits.limits());
+    let state = api_state(&store, chains, required, &api, signer.clone(), environment);
 
     let shutdown = CancellationToken::new();
     tokio::spawn(cancel_on_signal(shutdown.clone()));
@@ -214,16 +211,29 @@ pub async fn serve(
     let (store, environment) = start(store, api.environment).await?;
     telemetry::prometheus();
     let listener = api::bind(api.listen).await?;
-    let state = ApiState::new(store.clone(), chains, required, api.rate_limit())
-        .with_transfers(signer()?, api.gas.usd_micros)
-        .with_compliance(environment, api.compliance())
-        .with_limits(api.limits.limits());
+    let state = api_state(&store, chains, required, &api, signer()?, environment);
     let shutdown = CancellationToken::new();
     tokio::spawn(cancel_on_signal(shutdown.clone()));
     api::serve(listener, state, shutdown).await.context("the HTTP API stopped")?;
     store.close().await;
     info!("stopped cleanly");
     Ok(())
+}
+
+/// What `run` and `serve` serve the API with.
+fn api_state(
+    store: &Store,
+    chains: Chains,
+    required: Vec<Chain>,
+    api: &ApiOptions,
+    signer: Option<Arc<dyn Signer>>,
+    environment: Environment,
+) -> ApiState {
+    ApiState::new(store.clone(), chains, required, api.rate_limit())
+        .with_transfers(signer, api.gas.usd_micros)
+        .with_compliance(environment, api.compliance())
+        .with_limits(api.limits.limits())
+        .with_operator_token(api.operator_token.clone())
 }
 
 /// The environment this process runs in, `requested` or the store's

@@ -18,7 +18,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::{
     account::{AccountType, DEFAULT_ORGANIZATION},
-    api::RateLimit,
+    api::{OperatorToken, RateLimit, WeakToken},
     chain::Chain,
     config::Chains,
     lease::Leases,
@@ -85,6 +85,34 @@ pub struct ApiOptions {
     /// How often the sandbox compliance provider reviews identities in onboarding.
     #[arg(long, value_name = "MS", env = "CUSTODY_INDEXER_COMPLIANCE_POLL_MS", default_value = "1000")]
     pub compliance_poll_ms: u64,
+    /// The bearer token `/metrics` and the detail of `/readyz` require
+    /// (at least 32 visible ASCII characters, e.g. `openssl rand -hex 32`).
+    /// Without it `/metrics` answers 401 and `/readyz` only whether it is
+    /// ready. Prefer the environment variable: arguments show in `ps`.
+    #[arg(long, value_name = "TOKEN", env = "CUSTODY_INDEXER_OPERATOR_TOKEN", hide_env_values = true, value_parser = OperatorTokenParser)]
+    pub operator_token: Option<OperatorToken>,
+}
+
+/// Parses `--operator-token` without ever echoing the value: clap's own
+/// error for a refused value quotes it, and this one is a secret.
+#[derive(Clone)]
+struct OperatorTokenParser;
+
+impl clap::builder::TypedValueParser for OperatorTokenParser {
+    type Value = OperatorToken;
+
+    fn parse_ref(
+        &self,
+        _: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<OperatorToken, clap::Error> {
+        let name = arg.map_or_else(|| "--operator-token".to_string(), ToString::to_string);
+        let refused = |error: WeakToken| {
+            clap::Error::raw(clap::error::ErrorKind::ValueValidation, format!("invalid {name}: {error}\n"))
+        };
+        OperatorToken::parse(value.to_str().ok_or(WeakToken).map_err(refused)?).map_err(refused)
+    }
 }
 
 /// What each organization may hold through the API; reaching a limit
@@ -428,5 +456,23 @@ impl Cli {
             Command::Limits(command) => transfers::limits(&Store::open(&url).await?, command).await?,
         }
         Ok(std::process::ExitCode::SUCCESS)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_operator_token_never_shows_in_the_configurations_debug() {
+        let token = "0123456789abcdef0123456789abcdef-not-for-logs";
+        for command in ["run", "serve"] {
+            let cli = Cli::try_parse_from(["custody-indexer", command, "--operator-token", token]).unwrap();
+            let debug = format!("{cli:?}");
+            assert!(debug.contains("OperatorToken(…)") && !debug.contains(token), "{debug}");
+        }
+        let refused = Cli::try_parse_from(["custody-indexer", "serve", "--operator-token", "short-secret"]);
+        let message = refused.unwrap_err().to_string();
+        assert!(message.contains("--operator-token") && !message.contains("short-secret"), "{message}");
     }
 }

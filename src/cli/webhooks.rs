@@ -37,9 +37,11 @@ pub enum WebhooksCommand {
     /// Delete a webhook: its pending deliveries end.
     Delete { id: String },
     /// Replace a webhook's signing key; the new secret is printed once, on the last line.
+    /// Keys rotated out earlier keep signing until their own expiry; of
+    /// those, the newest two are kept and older ones dropped at once.
     Rotate {
         id: String,
-        /// How long the previous key keeps signing (e.g. 24h, 30m).
+        /// How long the replaced key keeps signing (e.g. 24h, 30m).
         #[arg(long, default_value = "24h", value_parser = one_duration)]
         previous_key_expires_in: Duration,
     },

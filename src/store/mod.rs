@@ -27,6 +27,7 @@ mod transfer_txs;
 mod transfers;
 mod upsert;
 mod verification;
+mod webhook_keys;
 mod webhooks;
 
 use std::{str::FromStr, time::Duration};
@@ -55,6 +56,7 @@ pub use quotas::{MAX_API_KEYS, OrganizationLimits};
 pub use transfers::TransferPage;
 use transfers::{TRANSFER_COLUMNS, transfer_from_row};
 pub use verification::{CheckStep, Review};
+pub use webhook_keys::MAX_PREVIOUS_KEYS;
 pub use webhooks::{Attempt, Claimed, Delivery, Outcome, Webhook};
 
 use crate::redact::redact_urls;

@@ -5,7 +5,7 @@ use serde::Serialize;
 use sqlx::{Any, Row, Transaction, any::AnyRow};
 use utoipa::ToSchema;
 
-use super::{Backend, Store, StoreError, now_micros, quotas::Quota, time};
+use super::{Backend, Store, StoreError, now_micros, quotas::Quota, time, webhook_keys};
 use crate::deposit::{rfc3339, rfc3339_opt};
 
 /// The Webhook resource; its secrets are never part of it.
@@ -23,7 +23,9 @@ pub struct Webhook {
     pub signing_key_id: String,
     #[serde(serialize_with = "rfc3339")]
     pub signing_key_created_at: DateTime<Utc>,
-    /// Until then the key before the last rotation signs too.
+    /// The latest expiry of the keys rotated out of this webhook: until
+    /// then deliveries carry, beside the current key's signature, one by
+    /// each previous key not yet expired (two at most).
     #[serde(serialize_with = "rfc3339_opt", skip_serializing_if = "Option::is_none")]
     pub previous_key_expires_at: Option<DateTime<Utc>>,
 }
@@ -37,7 +39,8 @@ pub struct Claimed {
     pub payload: String,
     pub webhook_id: String,
     pub url: String,
-    /// The signing secrets valid now, newest first.
+    /// The signing secrets valid now, newest first: the current one and up
+    /// to two previous ones.
     pub secrets: Vec<String>,
 }
 
@@ -78,7 +81,8 @@ pub struct Delivery {
 }
 
 const WEBHOOK_COLUMNS: &str = "id, organization_id, url, label, created_at, status, signing_key_id, \
-     signing_key_created_at, previous_key_expires_at";
+     signing_key_created_at, (SELECT MAX(k.expires_at) FROM webhook_previous_keys k \
+     WHERE k.webhook_id = webhooks.id) AS previous_key_expires_at";
 
 impl Store {
     /// Registers a webhook; refused when the organization holds its limit of
@@ -152,6 +156,7 @@ impl Store {
             .bind(id)
             .execute(&mut *tx)
             .await?;
+        webhook_keys::forget_previous_keys(&mut tx, id).await?;
         sqlx::query(
             "UPDATE deliveries SET state = 'FAILED', last_error = 'webhook deleted', updated_at = $1
              WHERE webhook_id = $2 AND state = 'PENDING'",
@@ -162,31 +167,6 @@ impl Store {
         .await?;
         tx.commit().await?;
         Ok(())
-    }
-
-    /// Replaces the signing key; the old one keeps signing for `overlap`.
-    pub async fn rotate_signing_key(
-        &self,
-        organization: Option<&str>,
-        id: &str,
-        secret: &str,
-        overlap: std::time::Duration,
-    ) -> Result<Webhook, StoreError> {
-        self.webhook(organization, id).await?;
-        let now = now_micros();
-        sqlx::query(
-            "UPDATE webhooks SET previous_secret = signing_secret, previous_key_expires_at = $1,
-                signing_secret = $2, signing_key_id = $3, signing_key_created_at = $4
-             WHERE id = $5",
-        )
-        .bind(now.saturating_add(i64::try_from(overlap.as_micros()).unwrap_or(i64::MAX)))
-        .bind(secret)
-        .bind(uuid::Uuid::new_v4().to_string())
-        .bind(now)
-        .bind(id)
-        .execute(&self.pool)
-        .await?;
-        self.webhook(organization, id).await
     }
 
     /// Leases up to `limit` due deliveries to `owner` for `lease_micros`. A
@@ -387,32 +367,26 @@ impl Store {
 }
 
 /// What sending a claimed delivery needs: its event, its webhook's URL and
-/// the secrets to sign with (the previous one while its overlap lasts).
+/// the secrets to sign with (the current one, then each previous one until
+/// it expires).
 async fn claimed_delivery(tx: &mut Transaction<'static, Any>, id: String) -> Result<Claimed, StoreError> {
-    let now = now_micros();
     let row = sqlx::query(
-        "SELECT d.id, d.attempts, e.id AS event_id, e.payload, w.id AS webhook_id, w.url,
-            w.signing_secret, w.previous_secret, w.previous_key_expires_at
+        "SELECT d.id, d.attempts, e.id AS event_id, e.payload, w.id AS webhook_id, w.url, w.signing_secret
          FROM deliveries d JOIN events e ON e.seq = d.event_seq JOIN webhooks w ON w.id = d.webhook_id
          WHERE d.id = $1",
     )
     .bind(&id)
     .fetch_one(&mut **tx)
     .await?;
+    let webhook_id: String = row.try_get("webhook_id")?;
     let mut secrets = vec![row.try_get::<String, _>("signing_secret")?];
-    let previous: Option<String> = row.try_get("previous_secret")?;
-    let expires: Option<i64> = row.try_get("previous_key_expires_at")?;
-    if let (Some(previous), Some(expires)) = (previous, expires)
-        && expires > now
-    {
-        secrets.push(previous);
-    }
+    secrets.extend(webhook_keys::previous_secrets(tx, &webhook_id, now_micros()).await?);
     Ok(Claimed {
         delivery_id: id,
         attempts: row.try_get::<i64, _>("attempts")? as u32,
         event_id: row.try_get("event_id")?,
         payload: row.try_get("payload")?,
-        webhook_id: row.try_get("webhook_id")?,
+        webhook_id,
         url: row.try_get("url")?,
         secrets,
     })

@@ -34,6 +34,7 @@ impl Env {
             .env("RUST_LOG", "info")
             .env("CUSTODY_INDEXER_LISTEN", "127.0.0.1:0")
             .env("CUSTODY_INDEXER_PII_KEY", super::db::TEST_PII_KEY)
+            .env("CUSTODY_INDEXER_OPERATOR_TOKEN", super::OPERATOR_TOKEN)
             .env_remove("CUSTODY_INDEXER_ENVIRONMENT")
             .current_dir(self.dir.path());
         command

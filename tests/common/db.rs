@@ -7,7 +7,7 @@ use custody_indexer::{
     pii::{Key, KeySource},
     store::Store,
 };
-use sqlx::{AnyPool, Connection, Executor, PgConnection, migrate::Migrator};
+use sqlx::{AnyConnection, AnyPool, Connection, Executor, PgConnection, migrate::Migrator};
 
 pub const DEFAULT_TEST_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
 
@@ -102,5 +102,42 @@ impl Drop for TestDb {
             });
         })
         .join();
+    }
+}
+
+/// `count` events of distinct resources, each with a delivery due now to
+/// `webhook`, in the store at `url` (opened once already, so that sqlx's
+/// `Any` drivers are installed).
+pub async fn pending_deliveries(url: &str, organization: &str, webhook: &str, count: usize) {
+    let mut conn = AnyConnection::connect(url).await.unwrap();
+    let now = custody_indexer::store::now_micros();
+    for seq in 1..=count as i64 {
+        let (event, resource) = (format!("event-{seq}"), format!("resource-{seq}"));
+        let payload = serde_json::json!({ "id": event, "type": "deposit_v2", "data": { "id": resource } });
+        sqlx::query(
+            "INSERT INTO events (seq, id, organization_id, type, resource_id, payload, created_at)
+             VALUES ($1, $2, $3, 'deposit_v2', $4, $5, $6)",
+        )
+        .bind(seq)
+        .bind(&event)
+        .bind(organization)
+        .bind(&resource)
+        .bind(payload.to_string())
+        .bind(now)
+        .execute(&mut conn)
+        .await
+        .unwrap();
+        sqlx::query(
+            "INSERT INTO deliveries (id, event_seq, webhook_id, resource_id, state, attempts, next_attempt_at,
+                created_at, updated_at) VALUES ($1, $2, $3, $4, 'PENDING', 0, $5, $5, $5)",
+        )
+        .bind(format!("delivery-{seq}"))
+        .bind(seq)
+        .bind(webhook)
+        .bind(&resource)
+        .bind(now)
+        .execute(&mut conn)
+        .await
+        .unwrap();
     }
 }

@@ -36,6 +36,10 @@ pub use db::{Backend, TestDb};
 /// The chain the EVM tests index: anvil labelled as the API's Sepolia.
 pub const CHAIN: Chain = Chain::EthereumTestnet;
 
+/// The operator token every `run` and `serve` of the tests is started with
+/// (`/metrics` and the detail of `/readyz` need it).
+pub const OPERATOR_TOKEN: &str = "test-operator-token-0123456789abcdef";
+
 /// A chain file for anvil, with the test token listed as `TUSD` (6 decimals).
 /// `extra` lines (`key = value`) replace the defaults of the same key.
 pub fn chain_toml(rpc_urls: &[String], token: Option<&str>, extra: &str) -> String {

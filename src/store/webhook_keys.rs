@@ -1,0 +1,132 @@
+//! Webhook signing keys: the current one on the webhook's row, and the keys
+//! rotated out of it, each signing beside the current one until its own
+//! expiry (`webhook_previous_keys`).
+
+use sqlx::{Any, AnyConnection, Row, Transaction};
+
+use super::{Store, StoreError, Webhook, now_micros};
+
+/// How many rotated-out keys sign beside the current one at most: a delivery
+/// carries at most three signatures. A rotation past that drops the oldest
+/// (see [`Store::rotate_signing_key`]).
+pub const MAX_PREVIOUS_KEYS: usize = 2;
+
+impl Store {
+    /// Replaces the signing key; the replaced one keeps signing for
+    /// `overlap`, and the keys rotated out before it keep signing until their
+    /// own expiry. Of those not yet expired the newest [`MAX_PREVIOUS_KEYS`]
+    /// are kept and the older ones dropped at once: a rotation is what an
+    /// operator does when a key leaked, so it is never refused, and a
+    /// receiver still on a dropped key gets the deliveries again once it
+    /// takes a newer one (every refused delivery is retried).
+    pub async fn rotate_signing_key(
+        &self,
+        organization: Option<&str>,
+        id: &str,
+        secret: &str,
+        overlap: std::time::Duration,
+    ) -> Result<Webhook, StoreError> {
+        let now = now_micros();
+        let expires = now.saturating_add(i64::try_from(overlap.as_micros()).unwrap_or(i64::MAX));
+        let mut tx = self.begin().await?;
+        lock_webhook(&mut tx, organization, id).await?;
+        sqlx::query(
+            "INSERT INTO webhook_previous_keys (webhook_id, key_id, secret, rotated_at, expires_at)
+             SELECT id, signing_key_id, signing_secret, $1, $2 FROM webhooks WHERE id = $3",
+        )
+        .bind(now)
+        .bind(expires)
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+        // The row's own previous key mirrors the newest one, for instances of
+        // the release before the table (see migration 0022).
+        sqlx::query(
+            "UPDATE webhooks SET previous_secret = signing_secret, previous_key_expires_at = $1,
+                signing_secret = $2, signing_key_id = $3, signing_key_created_at = $4
+             WHERE id = $5",
+        )
+        .bind(expires)
+        .bind(secret)
+        .bind(uuid::Uuid::new_v4().to_string())
+        .bind(now)
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+        prune_previous_keys(&mut tx, id, now).await?;
+        tx.commit().await?;
+        self.webhook(organization, id).await
+    }
+}
+
+/// Locks a webhook's row for a rotation (PostgreSQL: concurrent rotations
+/// of one webhook queue here; SQLite's write transaction holds the whole
+/// file), or fails when it is not one of `organization`'s (any when `None`).
+async fn lock_webhook(
+    tx: &mut Transaction<'static, Any>,
+    organization: Option<&str>,
+    id: &str,
+) -> Result<(), StoreError> {
+    let locked = sqlx::query(
+        "UPDATE webhooks SET status = status
+         WHERE id = $1 AND status <> 'DELETED' AND ($2 IS NULL OR organization_id = $2)",
+    )
+    .bind(id)
+    .bind(organization)
+    .execute(&mut **tx)
+    .await?;
+    if locked.rows_affected() == 0 {
+        return Err(StoreError::NotFound(format!("webhook {id}")));
+    }
+    Ok(())
+}
+
+/// Drops a webhook's expired previous keys and all but the newest
+/// [`MAX_PREVIOUS_KEYS`] valid ones: their secrets are not kept longer than
+/// they sign.
+async fn prune_previous_keys(
+    tx: &mut Transaction<'static, Any>,
+    id: &str,
+    now: i64,
+) -> Result<(), StoreError> {
+    sqlx::query(&format!(
+        "DELETE FROM webhook_previous_keys WHERE webhook_id = $1 AND (expires_at <= $2 OR key_id NOT IN (
+            SELECT key_id FROM webhook_previous_keys WHERE webhook_id = $1 AND expires_at > $2
+            ORDER BY rotated_at DESC, expires_at DESC LIMIT {MAX_PREVIOUS_KEYS}))"
+    ))
+    .bind(id)
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// A deleted webhook's previous keys: nothing signs with them any more.
+pub(super) async fn forget_previous_keys(
+    tx: &mut Transaction<'static, Any>,
+    id: &str,
+) -> Result<(), StoreError> {
+    sqlx::query("DELETE FROM webhook_previous_keys WHERE webhook_id = $1")
+        .bind(id)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+/// The secrets of a webhook's previous keys valid at `now`, newest first;
+/// at most [`MAX_PREVIOUS_KEYS`].
+pub(super) async fn previous_secrets(
+    conn: &mut AnyConnection,
+    webhook_id: &str,
+    now: i64,
+) -> Result<Vec<String>, StoreError> {
+    let rows = sqlx::query(&format!(
+        "SELECT secret FROM webhook_previous_keys WHERE webhook_id = $1 AND expires_at > $2
+         ORDER BY rotated_at DESC, expires_at DESC LIMIT {MAX_PREVIOUS_KEYS}"
+    ))
+    .bind(webhook_id)
+    .bind(now)
+    .fetch_all(conn)
+    .await?;
+    rows.iter().map(|row| Ok(row.try_get("secret")?)).collect()
+}

@@ -1,0 +1,106 @@
+//! Webhook signing-key rotations in the store, on SQLite and PostgreSQL:
+//! every previous key signs until its own expiry, at most two beside the
+//! current one, the oldest dropped by a rotation past that; and the upgrade
+//! that carries a store's one previous key over.
+
+mod common;
+
+use std::time::Duration;
+
+use common::db::{BACKENDS, TestDb, pending_deliveries};
+use custody_indexer::{
+    events::signing::Secret,
+    store::{MAX_PREVIOUS_KEYS, Store, Webhook},
+};
+
+const HOUR: Duration = Duration::from_secs(3600);
+
+/// The secrets a delivery to the webhook would be signed with now, newest first.
+async fn signing_secrets(store: &Store) -> Vec<String> {
+    // A lease of 1 µs: the delivery is free again for the next claim.
+    let claimed = store.claim_deliveries("test", 1, 1).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(2)).await;
+    assert_eq!(claimed.len(), 1);
+    claimed.into_iter().next().unwrap().secrets
+}
+
+async fn rotate(store: &Store, webhook: &str, overlap: Duration) -> (String, Webhook) {
+    let secret = Secret::generate().expose().to_string();
+    let rotated = store.rotate_signing_key(Some("acme"), webhook, &secret, overlap).await.unwrap();
+    (secret, rotated)
+}
+
+#[tokio::test]
+async fn previous_keys_sign_until_their_own_expiry_at_most_two_at_a_time() {
+    assert_eq!(MAX_PREVIOUS_KEYS, 2);
+    for backend in BACKENDS {
+        let db = TestDb::new(backend).await;
+        let store = &db.store;
+        store.create_organization("acme", None).await.unwrap();
+        let k0 = Secret::generate().expose().to_string();
+        let webhook = store.create_webhook("acme", "https://receiver.test/", "ledger", &k0).await.unwrap();
+        pending_deliveries(&db.url, "acme", &webhook.id, 1).await;
+        assert_eq!(signing_secrets(store).await, [k0.as_str()]);
+
+        // Two rotations: k0 for 2 s, then k1 for an hour; all three sign.
+        let (k1, first) = rotate(store, &webhook.id, Duration::from_secs(2)).await;
+        let (k2, second) = rotate(store, &webhook.id, HOUR).await;
+        assert_eq!(signing_secrets(store).await, [k2.as_str(), k1.as_str(), k0.as_str()], "{backend:?}");
+        let (first_expiry, latest) =
+            (first.previous_key_expires_at.unwrap(), second.previous_key_expires_at.unwrap());
+        assert!(
+            latest - first_expiry > chrono::Duration::minutes(59),
+            "the latest expiry: {first_expiry} {latest}"
+        );
+        assert_eq!(store.webhook(None, &webhook.id).await.unwrap().previous_key_expires_at, Some(latest));
+
+        // k0 expires on its own; k1 signs on.
+        tokio::time::sleep(Duration::from_millis(2_100)).await;
+        assert_eq!(signing_secrets(store).await, [k2.as_str(), k1.as_str()], "{backend:?}");
+
+        // Two more rotations within k1's hour: k1, still valid, is the
+        // oldest of three previous keys and is dropped.
+        let (k3, _) = rotate(store, &webhook.id, HOUR).await;
+        assert_eq!(signing_secrets(store).await, [k3.as_str(), k2.as_str(), k1.as_str()]);
+        let (k4, _) = rotate(store, &webhook.id, HOUR).await;
+        assert_eq!(signing_secrets(store).await, [k4.as_str(), k3.as_str(), k2.as_str()], "{backend:?}");
+
+        // Another organization can neither rotate nor see it.
+        let other = store.rotate_signing_key(Some("other"), &webhook.id, &k0, HOUR).await.unwrap_err();
+        assert!(other.to_string().contains("not found"), "{other}");
+        store.delete_webhook(None, &webhook.id).await.unwrap();
+        assert!(store.rotate_signing_key(None, &webhook.id, &k0, HOUR).await.is_err(), "deleted");
+    }
+}
+
+#[tokio::test]
+async fn the_upgrade_keeps_a_stores_previous_key_signing() {
+    for backend in BACKENDS {
+        let db = TestDb::migrated_before(backend, 22).await;
+        let (current, previous) = (Secret::generate(), Secret::generate());
+        let expires = custody_indexer::store::now_micros() + 3_600_000_000;
+        let mut conn = <sqlx::AnyConnection as sqlx::Connection>::connect(&db.url).await.unwrap();
+        sqlx::query("INSERT INTO organizations (id, name, created_at) VALUES ('acme', 'acme', 0)")
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        sqlx::query(
+            "INSERT INTO webhooks (id, organization_id, url, label, status, created_at, signing_key_id,
+                signing_secret, signing_key_created_at, previous_secret, previous_key_expires_at)
+             VALUES ('w1', 'acme', 'https://receiver.test/', '', 'ACTIVE', 0, 'key-1', $1, 0, $2, $3)",
+        )
+        .bind(current.expose())
+        .bind(previous.expose())
+        .bind(expires)
+        .execute(&mut conn)
+        .await
+        .unwrap();
+        db.store.migrate().await.unwrap();
+        pending_deliveries(&db.url, "acme", "w1", 1).await;
+        let webhook = db.store.webhook(None, "w1").await.unwrap();
+        assert_eq!(webhook.previous_key_expires_at.unwrap().timestamp_micros(), expires, "{backend:?}");
+        assert_eq!(signing_secrets(&db.store).await, [current.expose(), previous.expose()]);
+        let (newest, _) = rotate(&db.store, "w1", HOUR).await;
+        assert_eq!(signing_secrets(&db.store).await, [newest.as_str(), current.expose(), previous.expose()]);
+    }
+}
