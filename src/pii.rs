@@ -143,9 +143,10 @@ pub struct Place<'a> {
 
 impl Place<'_> {
     fn aad(&self) -> Vec<u8> {
-        let mut aad = self.column.as_bytes().to_vec();
-        for part in self.row {
-            aad.push(0);
+        // Each part behind its length: no two rows' parts concatenate alike.
+        let mut aad = Vec::new();
+        for part in std::iter::once(self.column).chain(self.row.iter().copied()) {
+            aad.extend_from_slice(&(part.len() as u64).to_be_bytes());
             aad.extend_from_slice(part.as_bytes());
         }
         aad

@@ -474,6 +474,33 @@ async fn a_live_watcher_on_a_pruned_node_keeps_its_cursor_below_the_unread_slots
 }
 
 #[tokio::test]
+async fn a_pruned_listing_is_not_vouched_for_by_another_backends_first_available_block() {
+    let node = SolanaNode::start().await;
+    let outsider = node.funded(10 * SOL).await;
+    let alice = Keypair::new().pubkey();
+    // Slots below the deposit's that the archive backend holds.
+    node.wait_finalized(node.first_slot + 20).await;
+    let signature = node.send(&[transfer_sol(&outsider.pubkey(), &alice, SOL)], &outsider, &[]).await;
+    let slot = node.slot_of(&signature).await;
+    let first_available = slot + 10;
+    node.wait_finalized(first_available + 20).await;
+    // One URL: the backend that lists blocks keeps its ledger from
+    // `first_available`, an archive one answers `getFirstAvailableBlock`.
+    let (rpc, config) = pruned_at(&node, first_available).await;
+    rpc.faults.archive_first_available.store(true, std::sync::atomic::Ordering::SeqCst);
+    assert!(node.rpc.get_first_available_block().await.unwrap() < slot);
+    let db = TestDb::new(Backend::Postgres).await;
+    add_wallet(&db.store, "alice", &alice).await;
+    let mut watcher = SolanaWatcher::connect(config, db.store.clone()).await.unwrap();
+    let error = watcher
+        .backfill_slots(slot - 5, Some(first_available + 10), &|_, _| {})
+        .await
+        .expect_err("no answer lists the deposit's slot: the backfill must not complete");
+    assert!(error.to_string().contains(&format!("no answer covers slot {}", slot - 5)), "{error}");
+    assert!(db.store.deposits_on_chain(CHAIN).await.unwrap().is_empty());
+}
+
+#[tokio::test]
 async fn more_than_100_skipped_slots_below_a_backfill_range_do_not_stall_it() {
     let node = SolanaNode::start().await;
     let outsider = node.funded(10 * SOL).await;

@@ -15,7 +15,7 @@ use tracing::{debug, info};
 use super::{
     accounts::associated_token_accounts,
     decode::{self, SolanaAssets, SolanaWatchSet, TOKEN_2022_PROGRAM, TOKEN_PROGRAM},
-    rpc::{RpcFailure, SolanaRpc},
+    rpc::{MAX_BLOCKS_RANGE, RpcFailure, SolanaRpc},
 };
 use crate::{
     config::{ChainConfig, Strategy},
@@ -32,9 +32,11 @@ mod history;
 mod settle;
 
 /// Slots listed below a scanned range to prove, in the same answer, that the
-/// answering node's ledger reaches it; a longer run of skipped slots below
-/// the range is vouched for by `getFirstAvailableBlock` instead.
+/// answering node's ledger reaches it.
 const LEDGER_PROBE: u64 = 100;
+
+/// Slots listed below a range when [`LEDGER_PROBE`] showed no block there.
+const WIDE_LEDGER_PROBE: u64 = 10_000;
 
 /// Most signatures `getSignaturesForAddress` returns per page.
 const PAGE: usize = 1000;
@@ -211,12 +213,10 @@ impl SolanaWatcher {
         if listed == Some(to) {
             return Ok(listed);
         }
-        let next = match listed.or(below) {
-            Some(known) => self.rpc.block_after(known, commitment).await?,
-            // The ledger reaches `from` by `getFirstAvailableBlock` alone
-            // (`from` is its first slot, or skipped slots run further below).
-            None => self.rpc.first_block(from, commitment).await?.filter(|next| *next > from),
-        };
+        // Without a known block no answer vouched for the range (see
+        // `vouched_listing`): nothing is passed over.
+        let Some(known) = listed.or(below) else { return Ok(None) };
+        let next = self.rpc.block_after(known, commitment).await?;
         Ok(match next {
             Some(next_block) if next_block > from => Some(to.min(next_block - 1)),
             _ => listed,
@@ -234,14 +234,11 @@ impl SolanaWatcher {
         commitment: CommitmentConfig,
     ) -> Result<Scanned, WatchError> {
         let chain = self.config.chain;
-        // A node lists only the blocks its ledger holds: the same answer
-        // listing one below `from` shows the slots it leaves out are skipped.
-        let listed = self.rpc.blocks(from.saturating_sub(LEDGER_PROBE), to, commitment).await?;
-        let below = listed.iter().copied().take_while(|slot| *slot < from).last();
-        if below.is_none() {
+        let Some((slots, below)) = self.vouched_listing(from, to, commitment).await? else {
+            // Read nothing rather than take unlisted slots for skipped ones.
             self.holds(from).await?;
-        }
-        let slots: Vec<u64> = listed.into_iter().filter(|slot| *slot >= from).collect();
+            return Ok(Scanned { blocks: Vec::new(), deposits: Vec::new(), below: None });
+        };
         let fetches: Vec<_> = slots
             .iter()
             .map(|slot| async move {
@@ -268,6 +265,31 @@ impl SolanaWatcher {
             });
         }
         Ok(scanned)
+    }
+
+    /// The blocks of `from..=to` from one `getBlocks` answer that vouches
+    /// for them, with the block it listed below `from`: a node lists only the
+    /// blocks its ledger holds, so an answer listing `from` itself or a block
+    /// below it shows the slots it leaves out are skipped. Asked again from
+    /// further below when the first answer shows neither (a long run of
+    /// skipped slots); `None` when no answer vouches. `getFirstAvailableBlock`
+    /// never does: behind one URL it may come from another backend.
+    async fn vouched_listing(
+        &self,
+        from: u64,
+        to: u64,
+        commitment: CommitmentConfig,
+    ) -> Result<Option<(Vec<u64>, Option<u64>)>, WatchError> {
+        let room = MAX_BLOCKS_RANGE.saturating_sub(to - from);
+        for probe in [LEDGER_PROBE, WIDE_LEDGER_PROBE] {
+            let listed = self.rpc.blocks(from.saturating_sub(probe.min(room)), to, commitment).await?;
+            let below = listed.iter().copied().take_while(|slot| *slot < from).last();
+            let slots: Vec<u64> = listed.into_iter().filter(|slot| *slot >= from).collect();
+            if below.is_some() || slots.first() == Some(&from) {
+                return Ok(Some((slots, below)));
+            }
+        }
+        Ok(None)
     }
 
     /// Whether the node's ledger reaches `slot`, by `getFirstAvailableBlock`:

@@ -299,10 +299,13 @@ impl Store {
         rows.iter()
             .map(|r| {
                 let payload: String = r.try_get("payload")?;
+                let seq = r.try_get::<i64, _>("seq")? as u64;
                 Ok(Event {
-                    seq: r.try_get::<i64, _>("seq")? as u64,
-                    envelope: serde_json::from_str(&payload)
-                        .map_err(|_| StoreError::Corrupt(format!("events.payload = {payload:?}")))?,
+                    seq,
+                    // The error names the row, never the payload's content.
+                    envelope: serde_json::from_str(&payload).map_err(|error| {
+                        StoreError::Corrupt(format!("events.payload of seq {seq}: {error}"))
+                    })?,
                     created_at: time(r.try_get("created_at")?)?,
                 })
             })

@@ -240,7 +240,8 @@ impl Store {
         let kind = if data.get("kyc").is_some() { "KYC" } else { "KYB" };
         let id = uuid::Uuid::new_v4().to_string();
         let plaintext = zeroize::Zeroizing::new(data.to_string());
-        let sealed = cipher.seal(plaintext.as_bytes(), Place { column: SUBMISSION, row: &[&id] });
+        let sealed = cipher
+            .seal(plaintext.as_bytes(), Place { column: SUBMISSION, row: &[organization, identity_id, &id] });
         sqlx::query(
             "INSERT INTO compliance_submissions (id, organization_id, identity_id, kind, data, created_at)
              VALUES ($1, $2, $3, $4, $5, $6)",

@@ -124,14 +124,19 @@ async fn seal_plaintext(tx: &mut Transaction<'static, Any>, cipher: &Cipher) -> 
         .await?;
         sealed += done.rows_affected();
     }
-    let submissions =
-        sqlx::query("SELECT id, data FROM compliance_submissions WHERE substr(data, 1, 5) <> 'pii1.'")
-            .fetch_all(&mut **tx)
-            .await?;
+    let submissions = sqlx::query(
+        "SELECT id, organization_id, identity_id, data FROM compliance_submissions
+             WHERE substr(data, 1, 5) <> 'pii1.'",
+    )
+    .fetch_all(&mut **tx)
+    .await?;
     for row in submissions {
         let (id, data): (String, String) = (row.try_get("id")?, row.try_get("data")?);
+        let (organization, identity): (String, String) =
+            (row.try_get("organization_id")?, row.try_get("identity_id")?);
         let data = zeroize::Zeroizing::new(data);
-        let value = cipher.seal(data.as_bytes(), Place { column: SUBMISSION, row: &[&id] });
+        let value =
+            cipher.seal(data.as_bytes(), Place { column: SUBMISSION, row: &[&organization, &identity, &id] });
         let done = sqlx::query("UPDATE compliance_submissions SET data = $3 WHERE id = $1 AND data = $2")
             .bind(&id)
             .bind(data.as_str())

@@ -279,7 +279,8 @@ fn review_from_row(
 ) -> Result<Review, StoreError> {
     let kind: Type = parse_column(&row.try_get::<String, _>("type")?, "identities.type")?;
     let submission_id: String = row.try_get("submission_id")?;
-    let place = Place { column: SUBMISSION, row: &[&submission_id] };
+    let (organization, identity): (String, String) = (row.try_get("organization_id")?, row.try_get("id")?);
+    let place = Place { column: SUBMISSION, row: &[&organization, &identity, &submission_id] };
     let data = cipher.open(&row.try_get::<String, _>("data")?, place)?;
     let state = state_of(row, kind)?;
     Ok(Review {

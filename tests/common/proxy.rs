@@ -7,7 +7,7 @@ use std::{
     net::SocketAddr,
     sync::{
         Arc, Mutex,
-        atomic::{AtomicU32, AtomicU64, Ordering},
+        atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering},
     },
 };
 
@@ -65,6 +65,10 @@ pub struct Faults {
     /// `getBlocksWithLimit` list nothing below it, and `getBlock` below it
     /// is Agave's `-32001` "cleaned up".
     pub pruned_below: AtomicU64,
+    /// With `pruned_below`: `getFirstAvailableBlock` answered by an archive
+    /// backend behind the same URL (the node's own first slot), while the
+    /// listings come from the pruned one.
+    pub archive_first_available: AtomicBool,
     /// Every answer waits a random time between these (milliseconds) before
     /// it is forwarded, like a slow or overloaded node.
     pub slow_min_ms: AtomicU64,
@@ -228,7 +232,9 @@ fn pruned(faults: &Faults, body: &Value) -> Option<Value> {
     }
     let id = &body["id"];
     match body["method"].as_str()? {
-        "getFirstAvailableBlock" => Some(json!({"jsonrpc": "2.0", "id": id, "result": first})),
+        "getFirstAvailableBlock" if !faults.archive_first_available.load(Ordering::SeqCst) => {
+            Some(json!({"jsonrpc": "2.0", "id": id, "result": first}))
+        }
         "getBlock" if body["params"][0].as_u64().is_some_and(|slot| slot < first) => {
             let slot = body["params"][0].as_u64().unwrap_or_default();
             let message =
