@@ -23,9 +23,9 @@ const FILLER: &str = "0x00000000000000000000000000000000000000000000000000000000
 const PRICE: u128 = 2_000_000_000;
 const MILLI_ETH: u64 = 1_000_000_000_000_000;
 
-/// Alice's transfer, settled with one fee of `milli` thousandths of an ETH.
-async fn settled_transfer(store: &Store, milli: u64) -> String {
-    common::identity(store, "default", "identity-alice").await;
+/// The transfer of `identity-alice`'s account, settled with one fee of `milli`
+/// thousandths of an ETH.
+async fn settled_transfer_of_alice(store: &Store, milli: u64) -> String {
     let address = AccountAddress { chains: vec![CHAIN], address: ALICE.into() };
     let account = NewAccount {
         watch_from: Default::default(),
@@ -86,7 +86,15 @@ async fn billed_fees_survive_the_upgrade_and_an_earlier_fillers_fee_is_the_platf
         // The store before the platform's own entries.
         let db = TestDb::migrated_before(backend, 13).await;
         let store = &db.store;
-        let id = settled_transfer(store, 3).await;
+        // The identity as that release wrote it, its label in plain text.
+        sqlx::query(
+            "INSERT INTO identities (organization_id, id, type, label, status, fiat_operations_enabled, created_at, updated_at)
+             VALUES ('default', 'identity-alice', 'INDIVIDUAL', 'Alice', 'ACTIVE', 0, 0, 0)",
+        )
+        .execute(&AnyPool::connect(&db.url).await.unwrap())
+        .await
+        .unwrap();
+        let id = settled_transfer_of_alice(store, 3).await;
         // A filler included before the upgrade: its fee only in its own row.
         store.record_filler(CHAIN, ALICE, 1, FILLER, "0x02", 0).await.unwrap();
         let pool = AnyPool::connect(&db.url).await.unwrap();

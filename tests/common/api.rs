@@ -126,7 +126,7 @@ impl Drop for Server {
 
 impl App {
     pub async fn another_server(&self, chains: Chains) -> Server {
-        let store = Store::connect(&self.db.url).await.unwrap();
+        let store = super::db::unlocked(&Store::connect(&self.db.url).await.unwrap()).await;
         let listener = api::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let state = ApiState::new(store, chains, Vec::<Chain>::new(), RateLimit::default());
