@@ -104,3 +104,28 @@ async fn the_upgrade_keeps_a_stores_previous_key_signing() {
         assert_eq!(signing_secrets(&db.store).await, [newest.as_str(), current.expose(), previous.expose()]);
     }
 }
+
+#[tokio::test]
+async fn a_rotation_on_an_instance_whose_clock_is_behind_keeps_the_key_it_rotated_out() {
+    for backend in BACKENDS {
+        let db = TestDb::new(backend).await;
+        let store = &db.store;
+        store.create_organization("acme", None).await.unwrap();
+        let k0 = Secret::generate().expose().to_string();
+        let webhook = store.create_webhook("acme", "https://receiver.test/", "ledger", &k0).await.unwrap();
+        pending_deliveries(&db.url, "acme", &webhook.id, 1).await;
+        let (k1, _) = rotate(store, &webhook.id, HOUR).await;
+        let (k2, _) = rotate(store, &webhook.id, HOUR).await;
+        // Both rotations as an instance a minute ahead recorded them.
+        let pool = sqlx::AnyPool::connect(&db.url).await.unwrap();
+        sqlx::query("UPDATE webhook_previous_keys SET rotated_at = rotated_at + 60000000")
+            .execute(&pool)
+            .await
+            .unwrap();
+        pool.close().await;
+        // This instance rotates k2 out: k2 is the newest previous key, k0 the
+        // one dropped.
+        let (k3, _) = rotate(store, &webhook.id, HOUR).await;
+        assert_eq!(signing_secrets(store).await, [k3.as_str(), k2.as_str(), k1.as_str()], "{backend:?}");
+    }
+}

@@ -235,9 +235,10 @@ impl SolanaWatcher {
     ) -> Result<Scanned, WatchError> {
         let chain = self.config.chain;
         let Some((slots, below)) = self.vouched_listing(from, to, commitment).await? else {
-            // Read nothing rather than take unlisted slots for skipped ones.
+            // Read nothing rather than take unlisted slots for skipped ones,
+            // and say so: retried, logged and shown in `health`.
             self.holds(from).await?;
-            return Ok(Scanned { blocks: Vec::new(), deposits: Vec::new(), below: None });
+            return Err(WatchError::Behind { chain, slot: from });
         };
         let fetches: Vec<_> = slots
             .iter()

@@ -30,11 +30,19 @@ impl Store {
         let expires = now.saturating_add(i64::try_from(overlap.as_micros()).unwrap_or(i64::MAX));
         let mut tx = self.begin().await?;
         lock_webhook(&mut tx, organization, id).await?;
+        // Newer than every earlier rotation whatever this instance's clock
+        // says: the newest keys are the ones kept.
+        let newest: Option<i64> =
+            sqlx::query_scalar("SELECT MAX(rotated_at) FROM webhook_previous_keys WHERE webhook_id = $1")
+                .bind(id)
+                .fetch_one(&mut *tx)
+                .await?;
+        let rotated_at = newest.map_or(now, |newest| now.max(newest.saturating_add(1)));
         sqlx::query(
             "INSERT INTO webhook_previous_keys (webhook_id, key_id, secret, rotated_at, expires_at)
              SELECT id, signing_key_id, signing_secret, $1, $2 FROM webhooks WHERE id = $3",
         )
-        .bind(now)
+        .bind(rotated_at)
         .bind(expires)
         .bind(id)
         .execute(&mut *tx)
