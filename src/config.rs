@@ -307,11 +307,21 @@ impl ChainConfig {
             return Err(invalid("ws_url must be a ws:// or wss:// url".into()));
         }
 
+        let chain_id = match env(&format!("{chain}_CHAIN_ID")) {
+            Some(id) => Some(id.trim().parse::<u64>().map_err(|_| {
+                invalid(format!("{chain}_CHAIN_ID must be a positive integer, not {:?}", id.trim()))
+            })?),
+            None => file.chain_id,
+        };
+        let genesis_hash = env(&format!("{chain}_GENESIS_HASH"))
+            .map(|hash| hash.trim().to_string())
+            .filter(|hash| !hash.is_empty())
+            .or(file.genesis_hash);
         match chain.family() {
-            Family::Evm if file.chain_id.is_none() => {
+            Family::Evm if chain_id.is_none() => {
                 return Err(invalid("missing chain_id".into()));
             }
-            Family::Solana if file.genesis_hash.is_none() => {
+            Family::Solana if genesis_hash.is_none() => {
                 return Err(invalid("missing genesis_hash".into()));
             }
             _ => {}
@@ -369,8 +379,8 @@ impl ChainConfig {
 
         Ok(Self {
             chain,
-            chain_id: file.chain_id,
-            genesis_hash: file.genesis_hash,
+            chain_id,
+            genesis_hash,
             rpc_urls,
             ws_url,
             confirmation: file.confirmation,
@@ -514,6 +524,22 @@ mod tests {
         let c = ChainConfig::from_toml(MINIMAL, Path::new("t.toml"), &env).unwrap();
         assert_eq!(c.rpc_urls.len(), 2);
         assert_eq!(c.rpc_urls[1].expose().as_str(), "http://b:2/");
+    }
+
+    #[test]
+    fn environment_overrides_the_chain_id_and_the_genesis_hash() {
+        let env = |key: &str| (key == "ETHEREUM_TESTNET_CHAIN_ID").then(|| " 31337 ".to_string());
+        let c = ChainConfig::from_toml(MINIMAL, Path::new("t.toml"), &env).unwrap();
+        assert_eq!(c.chain_id, Some(31337));
+
+        let env = |key: &str| (key == "ETHEREUM_TESTNET_CHAIN_ID").then(|| "sepolia".to_string());
+        let err = ChainConfig::from_toml(MINIMAL, Path::new("t.toml"), &env).unwrap_err().to_string();
+        assert!(err.contains("ETHEREUM_TESTNET_CHAIN_ID") && err.contains("sepolia"), "{err}");
+
+        let devnet = include_str!("../chains/solana-devnet.toml");
+        let env = |key: &str| (key == "SOLANA_DEVNET_GENESIS_HASH").then(|| "LocalGenesis111".to_string());
+        let c = ChainConfig::from_toml(devnet, Path::new("d.toml"), &env).unwrap();
+        assert_eq!(c.genesis_hash.as_deref(), Some("LocalGenesis111"));
     }
 
     #[test]
