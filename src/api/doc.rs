@@ -19,9 +19,6 @@ use utoipa::openapi::{
     security::SecurityRequirement,
 };
 
-/// The largest body a signed request may have (see `signature.rs`).
-const SIGNED_BODY_LIMIT: &str = "2 MiB";
-
 /// Adds the shared error answers and the security requirement to every
 /// `/v2` operation, and states "no authentication" as an empty list.
 pub(super) fn finish(doc: &mut OpenApi) {
@@ -70,14 +67,13 @@ fn add_shared_errors(operation: &mut Operation) {
         ),
     ];
     if operation.request_body.is_some() {
+        let limit = super::signature::BODY_LIMIT;
+        let message = format!("a signed request's body is read whole and may be at most {limit} bytes");
         shared.push((
             "413",
             error(
-                &format!("A signed request's body is larger than {SIGNED_BODY_LIMIT}"),
-                &[(
-                    "INVALID_REQUEST",
-                    "a signed request's body is read whole and may be at most 2097152 bytes",
-                )],
+                &format!("A signed request's body is larger than {limit} bytes"),
+                &[("INVALID_REQUEST", &message)],
             ),
         ));
     }
@@ -121,7 +117,7 @@ fn rate_limited() -> Response {
 }
 
 /// An answer with the error body, one named example per `(code, message)`.
-pub(super) fn error(description: &str, examples: &[(&str, &str)]) -> Response {
+fn error(description: &str, examples: &[(&str, &str)]) -> Response {
     let content = ContentBuilder::new()
         .schema(Some(Ref::from_schema_name("ErrorBody")))
         .examples_from_iter(examples.iter().map(|(code, message)| {
