@@ -55,6 +55,7 @@ struct Keyset {
 /// Lists the organization's accounts by id.
 #[utoipa::path(
     get,
+    operation_id = "listAccounts",
     path = "/v2/accounts",
     tag = "accounts",
     params(
@@ -65,8 +66,6 @@ struct Keyset {
     responses(
         (status = 200, description = "A page of accounts", body = AccountList),
         (status = 400, description = "Malformed query", body = ErrorBody),
-        (status = 401, description = "Missing, malformed or unknown API key", body = ErrorBody),
-        (status = 429, description = "Rate limit exceeded; see Retry-After", body = ErrorBody),
     )
 )]
 pub async fn list(
@@ -98,14 +97,13 @@ pub async fn list(
 /// One account.
 #[utoipa::path(
     get,
+    operation_id = "getAccount",
     path = "/v2/accounts/{account_id}",
     tag = "accounts",
     params(("account_id" = String, Path, description = "The account's id")),
     responses(
         (status = 200, description = "The account", body = Account),
-        (status = 401, description = "Missing, malformed or unknown API key", body = ErrorBody),
         (status = 404, description = "No such account in the organization", body = ErrorBody),
-        (status = 429, description = "Rate limit exceeded; see Retry-After", body = ErrorBody),
     )
 )]
 pub async fn get(
@@ -124,14 +122,13 @@ pub async fn get(
 /// identity's: a pending identity's account receives deposits but cannot
 /// send until the identity is `ACTIVE`. Idempotent by `request_id`: the same
 /// request again answers the account it created, `201` like the first.
-#[utoipa::path(post, path = "/v2/accounts", tag = "accounts", request_body = AccountRequest,
+#[utoipa::path(post, operation_id = "createAccount", path = "/v2/accounts", tag = "accounts", request_body = AccountRequest,
     responses(
         (status = 201, description = "Created; the same request again answers the same account", body = Account),
         (status = 400, description = "Invalid request, or an identity that cannot open accounts", body = ErrorBody),
-        (status = 401, description = "Missing, malformed or unknown API key", body = ErrorBody),
         (status = 404, description = "No such identity in the organization", body = ErrorBody),
-        (status = 409, description = "request_id used with another request", body = ErrorBody),
-        (status = 503, description = "The service holds no keys to derive addresses from", body = ErrorBody),
+        (status = 409, description = "CONFLICT: request_id used with another request; or ORGANIZATION_LIMIT_REACHED", body = ErrorBody),
+        (status = 503, description = "ACCOUNTS_UNAVAILABLE: the service holds no keys to derive addresses from", body = ErrorBody),
     ))]
 pub async fn create(
     State(state): State<ApiState>,

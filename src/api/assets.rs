@@ -31,6 +31,7 @@ pub struct AssetList {
 /// block; `available` is `total` less what outbound transfers in flight hold.
 #[utoipa::path(
     get,
+    operation_id = "listBalances",
     path = "/v2/accounts/{account_id}/balances",
     tag = "accounts",
     params(
@@ -40,9 +41,7 @@ pub struct AssetList {
     responses(
         (status = 200, description = "The account's balances", body = BalanceList),
         (status = 400, description = "Malformed query", body = ErrorBody),
-        (status = 401, description = "Missing, malformed or unknown API key", body = ErrorBody),
         (status = 404, description = "No such account in the organization", body = ErrorBody),
-        (status = 429, description = "Rate limit exceeded; see Retry-After", body = ErrorBody),
         (status = 503, description = "A chain's RPC endpoints did not answer", body = ErrorBody),
     )
 )]
@@ -84,14 +83,13 @@ pub async fn balances(
 /// The supported assets: each configured chain's coin and listed tokens.
 #[utoipa::path(
     get,
+    operation_id = "listAssets",
     path = "/v2/assets",
     tag = "assets",
     params(("chain" = Option<crate::chain::Chain>, Query, description = "Only assets on this chain")),
     responses(
         (status = 200, description = "The supported assets", body = AssetList),
         (status = 400, description = "Malformed query", body = ErrorBody),
-        (status = 401, description = "Missing, malformed or unknown API key", body = ErrorBody),
-        (status = 429, description = "Rate limit exceeded; see Retry-After", body = ErrorBody),
     )
 )]
 pub async fn list(

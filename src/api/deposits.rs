@@ -39,6 +39,7 @@ struct Keyset {
 /// deposit that existed when the first page was read.
 #[utoipa::path(
     get,
+    operation_id = "listDeposits",
     path = "/v2/crypto/deposits",
     tag = "deposits",
     params(
@@ -51,12 +52,26 @@ struct Keyset {
         ("cursor" = Option<String>, Query, description = "The cursor of the previous page"),
     ),
     responses(
-        (status = 200, description = "A page of deposits", body = DepositList),
+        (status = 200, description = "A page of deposits", body = DepositList, example = json!({
+            "deposits": [{
+                "id": "9b2f4c1e-6a0d-4e8b-8f3a-2c7d5e1b0a94",
+                "dedup_key": "3e71c0a2-5b9f-4d86-a1e4-7f20c8d6b513",
+                "account_id": "acct_1",
+                "account_address": "0x8ba1f109551bd432803012645ac136ddd64dba72",
+                "source_address": "0x4242424242424242424242424242424242424242",
+                "source_type": "ON_CHAIN",
+                "currency_symbol": "USDC",
+                "amount": "100.25",
+                "destination_chain": "BASE_MAINNET",
+                "transaction_hash": "0x5c504ed432cb51138bcf09aa5e8a410dd4a1e204ef84bfed1be16dfba1b22060",
+                "status": "CONFIRMED",
+                "confirmed_at": "2026-03-01T12:00:24Z",
+                "created_at": "2026-03-01T12:00:00Z",
+            }],
+            "cursor": "eyJ0IjoxNzcyMzY2NDAwMDAwMDAwLCJpZCI6IjliMmY0YzFlIn0",
+        })),
         (status = 400, description = "Malformed query", body = ErrorBody),
-        (status = 401, description = "Missing, malformed or unknown API key", body = ErrorBody),
         (status = 404, description = "No such account in the organization", body = ErrorBody),
-        (status = 429, description = "Rate limit exceeded; see Retry-After", body = ErrorBody),
-        (status = 500, description = "Internal failure", body = ErrorBody),
     )
 )]
 pub async fn list(
@@ -107,14 +122,13 @@ pub async fn list(
 /// One deposit.
 #[utoipa::path(
     get,
+    operation_id = "getDeposit",
     path = "/v2/crypto/deposits/{deposit_id}",
     tag = "deposits",
     params(("deposit_id" = String, Path, description = "The deposit's id")),
     responses(
         (status = 200, description = "The deposit", body = Deposit),
-        (status = 401, description = "Missing, malformed or unknown API key", body = ErrorBody),
         (status = 404, description = "No such deposit in the organization", body = ErrorBody),
-        (status = 429, description = "Rate limit exceeded; see Retry-After", body = ErrorBody),
     )
 )]
 pub async fn get(

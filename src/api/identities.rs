@@ -35,6 +35,18 @@ pub struct IdentityRequest {
     pub label: String,
 }
 
+/// Compliance data: exactly one of `kyc` (an `INDIVIDUAL` identity) or
+/// `kyb` (a `BUSINESS` one). Only the document's shape: the handler reads
+/// the body as JSON and validates each field itself, naming the failures.
+#[derive(ToSchema)]
+#[allow(dead_code)] // never built: the schema of a body read as `Value`
+pub struct ComplianceRequest {
+    #[schema(value_type = Option<Object>)]
+    kyc: Option<Value>,
+    #[schema(value_type = Option<Object>)]
+    kyb: Option<Value>,
+}
+
 #[derive(Debug, Serialize, ToSchema)]
 pub struct IdentityList {
     pub identities: Vec<Identity>,
@@ -59,12 +71,11 @@ struct Keyset {
 /// it created, `201` like the first answer (the reference answers every
 /// create `201`); the same `request_id` with another type or label is
 /// `409`.
-#[utoipa::path(post, path = "/v2/identities", tag = "identities", request_body = IdentityRequest,
+#[utoipa::path(post, operation_id = "createIdentity", path = "/v2/identities", tag = "identities", request_body = IdentityRequest,
     responses(
         (status = 201, description = "Created; the same request again answers the same identity", body = Identity),
         (status = 400, description = "Invalid request, naming the field", body = ErrorBody),
-        (status = 401, description = "Missing, malformed or unknown API key", body = ErrorBody),
-        (status = 409, description = "request_id used with another request", body = ErrorBody),
+        (status = 409, description = "CONFLICT: request_id used with another request; or ORGANIZATION_LIMIT_REACHED", body = ErrorBody),
     ))]
 pub async fn create(
     State(state): State<ApiState>,
@@ -94,11 +105,10 @@ pub async fn create(
 }
 
 /// One identity.
-#[utoipa::path(get, path = "/v2/identities/{identity_id}", tag = "identities",
+#[utoipa::path(get, operation_id = "getIdentity", path = "/v2/identities/{identity_id}", tag = "identities",
     params(("identity_id" = String, Path, description = "The identity's id")),
     responses(
         (status = 200, description = "The identity", body = Identity),
-        (status = 401, description = "Missing, malformed or unknown API key", body = ErrorBody),
         (status = 404, description = "No such identity in the organization", body = ErrorBody),
     ))]
 pub async fn get(
@@ -110,7 +120,7 @@ pub async fn get(
 }
 
 /// Lists the organization's identities by id.
-#[utoipa::path(get, path = "/v2/identities", tag = "identities",
+#[utoipa::path(get, operation_id = "listIdentities", path = "/v2/identities", tag = "identities",
     params(
         ("limit" = Option<u32>, Query, minimum = 1, maximum = 100, description = "Page size, 1 to 100 (default 25)"),
         ("cursor" = Option<String>, Query, description = "The cursor of the previous page"),
@@ -118,7 +128,6 @@ pub async fn get(
     responses(
         (status = 200, description = "A page of identities", body = IdentityList),
         (status = 400, description = "Malformed query", body = ErrorBody),
-        (status = 401, description = "Missing, malformed or unknown API key", body = ErrorBody),
     ))]
 pub async fn list(
     State(state): State<ApiState>,
@@ -153,13 +162,18 @@ pub async fn list(
 /// `account_purpose`, `addresses` (US); optional `doing_business_as`,
 /// `incorporation_date`, `website`, `email`. Data resubmitted while an RFI
 /// is open is accepted, keeps the RFI open and emits no event.
-#[utoipa::path(post, path = "/v2/identities/{identity_id}/compliance", tag = "identities",
+#[utoipa::path(post, operation_id = "submitCompliance", path = "/v2/identities/{identity_id}/compliance", tag = "identities",
     params(("identity_id" = String, Path, description = "The identity's id")),
-    request_body = Value,
+    request_body(content = ComplianceRequest, example = json!({ "kyc": {
+        "first_name": "Ada", "last_name": "Lovelace", "date_of_birth": "1990-12-10",
+        "nationality": "GB", "country_of_birth": "GB", "occupation": "EMPLOYED",
+        "source_of_funds": "SALARY", "account_purpose": "SAVINGS",
+        "addresses": [{ "line1": "1 Main St", "city": "London", "region_code": "LND",
+                        "postal_code": "N1 1AA", "country_code": "GB" }]
+    }})),
     responses(
-        (status = 200, description = "Accepted: `{}`", body = Value),
+        (status = 200, description = "Accepted: `{}`", body = super::webhooks::Empty),
         (status = 400, description = "Validation failures, each naming its field", body = ErrorBody),
-        (status = 401, description = "Missing, malformed or unknown API key", body = ErrorBody),
         (status = 404, description = "No such identity in the organization", body = ErrorBody),
         (status = 409, description = "The identity's state takes no data now", body = ErrorBody),
     ))]
@@ -176,14 +190,13 @@ pub async fn compliance(
 }
 
 /// One identity verification check of an identity.
-#[utoipa::path(get, path = "/v2/identities/{identity_id}/id_verification/{check_id}", tag = "identities",
+#[utoipa::path(get, operation_id = "getIdVerificationCheck", path = "/v2/identities/{identity_id}/id_verification/{check_id}", tag = "identities",
     params(
         ("identity_id" = String, Path, description = "The identity's id"),
         ("check_id" = String, Path, description = "The check's id"),
     ),
     responses(
         (status = 200, description = "The check", body = IdVerificationAnswer),
-        (status = 401, description = "Missing, malformed or unknown API key", body = ErrorBody),
         (status = 404, description = "No such check of this identity in the organization", body = ErrorBody),
     ))]
 pub async fn id_verification(

@@ -9,6 +9,7 @@ mod assets;
 mod auth;
 mod body;
 mod deposits;
+mod doc;
 mod error;
 mod identities;
 mod operator;
@@ -189,13 +190,25 @@ const REQUEST_SIGNATURE: &str = "Required on every request of an API key paired 
     unique (1 to 128 characters; each token is accepted once). A refused signature is `401` \
     `INVALID_SIGNATURE`, its message naming the failed check.";
 
+const API_KEY: &str = "An organization's API key, sent as `Authorization: Bearer <API_KEY>` on every /v2 \
+    request. Created by an operator (`api-keys create`); only its hash is stored, so it is shown once.";
+
+const OPERATOR_TOKEN: &str = "The operator token (`--operator-token` or `CUSTODY_INDEXER_OPERATOR_TOKEN`), sent \
+    as `Authorization: Bearer <OPERATOR_TOKEN>`: `/metrics` and the detail of `/readyz` need it.";
+
+fn bearer(format: Option<&str>, description: &str) -> SecurityScheme {
+    let mut scheme = Http::new(HttpAuthScheme::Bearer);
+    scheme.bearer_format = format.map(String::from);
+    scheme.description = Some(description.to_string());
+    SecurityScheme::Http(scheme)
+}
+
 impl Modify for BearerAuth {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
         let components = openapi.components.get_or_insert_with(Default::default);
-        components.add_security_scheme("api_key", SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)));
+        components.add_security_scheme("api_key", bearer(Some("cik_<id>_<secret>"), API_KEY));
         // `/metrics` and the detail of `/readyz`: `--operator-token`, not an API key.
-        components
-            .add_security_scheme("operator_token", SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)));
+        components.add_security_scheme("operator_token", bearer(None, OPERATOR_TOKEN));
         components.add_security_scheme(
             "request_signature",
             SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::with_description(
@@ -236,9 +249,10 @@ fn v2() -> (Router<ApiState>, utoipa::openapi::OpenApi) {
 
 /// The OpenAPI document of the whole API.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    let (_, mut doc) = v2();
-    doc.merge(ops::openapi());
-    doc
+    let (_, mut document) = v2();
+    document.merge(ops::openapi());
+    doc::finish(&mut document);
+    document
 }
 
 pub fn router(state: ApiState) -> Router {

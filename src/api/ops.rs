@@ -53,7 +53,7 @@ pub fn router(document: Arc<utoipa::openapi::OpenApi>) -> Router<ApiState> {
 }
 
 /// The process is alive.
-#[utoipa::path(get, path = "/healthz", tag = "operations", security(()),
+#[utoipa::path(get, operation_id = "getHealth", path = "/healthz", tag = "operations", security(()),
     responses((status = 200, description = "Alive", body = Alive)))]
 pub async fn healthz() -> Json<Alive> {
     Json(Alive { status: "ok" })
@@ -63,7 +63,7 @@ pub async fn healthz() -> Json<Alive> {
 /// staleness limits. With the operator token the body is the health report
 /// (chains, workers and their lease holders, errors); without it, only
 /// whether the service is ready and its environment. The status is the same.
-#[utoipa::path(get, path = "/readyz", tag = "operations", security((), ("operator_token" = [])),
+#[utoipa::path(get, operation_id = "getReadiness", path = "/readyz", tag = "operations", security((), ("operator_token" = [])),
     responses(
         (status = 200, description = "Ready; the health report with the operator token, else `Readiness`", body = Readiness),
         (status = 503, description = "Not ready; with the operator token the health report says why", body = Readiness),
@@ -78,7 +78,7 @@ pub async fn readyz(State(state): State<ApiState>, headers: HeaderMap) -> Respon
 }
 
 /// Metrics in the Prometheus text format; needs the operator token.
-#[utoipa::path(get, path = "/metrics", tag = "operations", security(("operator_token" = [])),
+#[utoipa::path(get, operation_id = "getMetrics", path = "/metrics", tag = "operations", security(("operator_token" = [])),
     responses(
         (status = 200, description = "Prometheus text exposition", content_type = "text/plain"),
         (status = 401, description = "No operator token, a wrong one, or none configured", body = ErrorBody),

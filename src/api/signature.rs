@@ -19,7 +19,7 @@ use crate::{
 
 /// The largest body a signed request may have: axum's default limit, which
 /// the JSON bodies of unsigned requests have too.
-const BODY_LIMIT: usize = 2 * 1024 * 1024;
+pub(super) const BODY_LIMIT: usize = 2 * 1024 * 1024;
 
 /// How often expired `jti`s are deleted.
 const PURGE_EVERY: Duration = Duration::from_secs(60);

@@ -74,15 +74,29 @@ struct Keyset {
 /// (`ACCEPTED` or `SUBMITTED`), whatever it holds, and `409
 /// DUPLICATE_TRANSACTION` naming it once it was processed (terminal); the
 /// same `request_id` with a different request is `409 REQUEST_ID_REUSED`.
-#[utoipa::path(post, path = "/v2/crypto/transfers", tag = "transfers", request_body = TransferRequest,
+#[utoipa::path(post, operation_id = "createTransfer", path = "/v2/crypto/transfers", tag = "transfers",
+    request_body(content = TransferRequest, example = json!({
+        "request_id": "5f0c6a8e-3b7d-4e52-9a51-2f1d8c0b7e44",
+        "account_id": "acct_1",
+        "amount": "12.5",
+        "currency_symbol": "USDC",
+        "address_destination": { "address": "0x4242424242424242424242424242424242424242", "chain": "BASE_MAINNET" },
+    })),
     responses(
         (status = 201, description = "Accepted", body = Transfer),
         (status = 200, description = "The same request again: the existing transfer", body = Transfer),
-        (status = 400, description = "Invalid request, inactive account, insufficient balance or a limit exceeded", body = ErrorBody),
-        (status = 401, description = "Missing, malformed or unknown API key", body = ErrorBody),
+        (status = 400, description = "INVALID_REQUEST, ACCOUNT_NOT_ACTIVE, INSUFFICIENT_BALANCE or LIMIT_EXCEEDED", body = ErrorBody,
+            examples(
+                ("INVALID_REQUEST" = (value = json!({ "code": "INVALID_REQUEST", "message": "a destination is required: address_destination, or destination_address with destination_chain" }))),
+                ("INSUFFICIENT_BALANCE" = (value = json!({ "code": "INSUFFICIENT_BALANCE", "message": "insufficient available balance: 3 USDC available, 12.5 requested" }))),
+            )),
         (status = 404, description = "No such account in the organization", body = ErrorBody),
-        (status = 409, description = "DUPLICATE_TRANSACTION or REQUEST_ID_REUSED", body = ErrorBody),
-        (status = 503, description = "No signing keys configured, or the chain did not answer", body = ErrorBody),
+        (status = 409, description = "DUPLICATE_TRANSACTION or REQUEST_ID_REUSED, naming the transfer that holds the request_id", body = ErrorBody,
+            examples(
+                ("DUPLICATE_TRANSACTION" = (value = json!({ "code": "DUPLICATE_TRANSACTION", "message": "transfer 0b6f7c1e-2d43-4a8e-b1f5-6c9d2e7a0f13 with this request_id was already processed", "transfer_id": "0b6f7c1e-2d43-4a8e-b1f5-6c9d2e7a0f13" }))),
+                ("REQUEST_ID_REUSED" = (value = json!({ "code": "REQUEST_ID_REUSED", "message": "request_id was already used by transfer 0b6f7c1e-2d43-4a8e-b1f5-6c9d2e7a0f13 with a different request", "transfer_id": "0b6f7c1e-2d43-4a8e-b1f5-6c9d2e7a0f13" }))),
+            )),
+        (status = 503, description = "TRANSFERS_UNAVAILABLE (no signing keys configured) or CHAIN_UNAVAILABLE (the chain did not answer)", body = ErrorBody),
     ))]
 pub async fn create(
     State(state): State<ApiState>,
@@ -165,11 +179,10 @@ fn refused(refusal: Refusal) -> ApiError {
 }
 
 /// One transfer.
-#[utoipa::path(get, path = "/v2/crypto/transfers/{transfer_id}", tag = "transfers",
+#[utoipa::path(get, operation_id = "getTransfer", path = "/v2/crypto/transfers/{transfer_id}", tag = "transfers",
     params(("transfer_id" = String, Path, description = "The transfer's id")),
     responses(
         (status = 200, description = "The transfer", body = Transfer),
-        (status = 401, description = "Missing, malformed or unknown API key", body = ErrorBody),
         (status = 404, description = "No such transfer in the organization", body = ErrorBody),
     ))]
 pub async fn get(
@@ -181,7 +194,7 @@ pub async fn get(
 }
 
 /// Lists transfers, newest first.
-#[utoipa::path(get, path = "/v2/crypto/transfers", tag = "transfers",
+#[utoipa::path(get, operation_id = "listTransfers", path = "/v2/crypto/transfers", tag = "transfers",
     params(
         ("account_id" = Option<String>, Query, description = "Only this account's transfers"),
         ("identity_id" = Option<String>, Query, description = "Only transfers of this identity's accounts"),
@@ -192,7 +205,6 @@ pub async fn get(
     responses(
         (status = 200, description = "A page of transfers", body = TransferList),
         (status = 400, description = "Malformed query", body = ErrorBody),
-        (status = 401, description = "Missing, malformed or unknown API key", body = ErrorBody),
     ))]
 pub async fn list(
     State(state): State<ApiState>,
@@ -227,11 +239,10 @@ pub async fn list(
 }
 
 /// A transaction-limit policy.
-#[utoipa::path(get, path = "/v2/transaction-limits/policies/{policy_id}", tag = "transfers",
+#[utoipa::path(get, operation_id = "getTransactionLimitPolicy", path = "/v2/transaction-limits/policies/{policy_id}", tag = "transfers",
     params(("policy_id" = String, Path, description = "The policy's id")),
     responses(
         (status = 200, description = "The policy", body = LimitPolicy),
-        (status = 401, description = "Missing, malformed or unknown API key", body = ErrorBody),
         (status = 404, description = "No such policy in the organization", body = ErrorBody),
     ))]
 pub async fn policy(
@@ -243,10 +254,9 @@ pub async fn policy(
 }
 
 /// The organization's sponsored gas: spent, remaining credit and billable.
-#[utoipa::path(get, path = "/v2/gas/usage", tag = "transfers",
+#[utoipa::path(get, operation_id = "getGasUsage", path = "/v2/gas/usage", tag = "transfers",
     responses(
         (status = 200, description = "Gas spent against the credit", body = GasUsage),
-        (status = 401, description = "Missing, malformed or unknown API key", body = ErrorBody),
     ))]
 pub async fn gas_usage(
     State(state): State<ApiState>,

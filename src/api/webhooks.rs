@@ -50,11 +50,11 @@ pub struct EventList {
 }
 
 /// Registers a webhook; every later event of the organization is delivered to it.
-#[utoipa::path(post, path = "/v2/webhooks", tag = "webhooks", request_body = NewWebhook,
+#[utoipa::path(post, operation_id = "createWebhook", path = "/v2/webhooks", tag = "webhooks", request_body = NewWebhook,
     responses(
         (status = 201, description = "Registered; the signing secret is shown once", body = WebhookWithSecret),
         (status = 400, description = "Malformed body or a URL webhooks may not reach", body = ErrorBody),
-        (status = 401, description = "Missing, malformed or unknown API key", body = ErrorBody),
+        (status = 409, description = "ORGANIZATION_LIMIT_REACHED: the organization holds as many webhooks as it may", body = ErrorBody),
     ))]
 pub async fn create(
     State(state): State<ApiState>,
@@ -72,10 +72,9 @@ pub async fn create(
 }
 
 /// The organization's webhooks.
-#[utoipa::path(get, path = "/v2/webhooks", tag = "webhooks",
+#[utoipa::path(get, operation_id = "listWebhooks", path = "/v2/webhooks", tag = "webhooks",
     responses(
         (status = 200, description = "The webhooks", body = WebhookList),
-        (status = 401, description = "Missing, malformed or unknown API key", body = ErrorBody),
     ))]
 pub async fn list(
     State(state): State<ApiState>,
@@ -85,11 +84,10 @@ pub async fn list(
 }
 
 /// Deletes a webhook: it gets no further deliveries.
-#[utoipa::path(delete, path = "/v2/webhooks/{webhook_id}", tag = "webhooks",
+#[utoipa::path(delete, operation_id = "deleteWebhook", path = "/v2/webhooks/{webhook_id}", tag = "webhooks",
     params(("webhook_id" = String, Path, description = "The webhook's id")),
     responses(
         (status = 200, description = "Deleted", body = Empty),
-        (status = 401, description = "Missing, malformed or unknown API key", body = ErrorBody),
         (status = 404, description = "No such webhook in the organization", body = ErrorBody),
     ))]
 pub async fn delete(
@@ -107,11 +105,10 @@ pub async fn delete(
 /// without losing events; `previous_key_expires_at` is the latest expiry.
 /// A rotation while two previous keys are still valid drops the older of
 /// them at once.
-#[utoipa::path(post, path = "/v2/webhooks/{webhook_id}/rotate-signing-key", tag = "webhooks",
+#[utoipa::path(post, operation_id = "rotateWebhookSigningKey", path = "/v2/webhooks/{webhook_id}/rotate-signing-key", tag = "webhooks",
     params(("webhook_id" = String, Path, description = "The webhook's id")),
     responses(
         (status = 200, description = "Rotated; the new secret is shown once", body = WebhookWithSecret),
-        (status = 401, description = "Missing, malformed or unknown API key", body = ErrorBody),
         (status = 404, description = "No such webhook in the organization", body = ErrorBody),
     ))]
 pub async fn rotate(
@@ -128,7 +125,7 @@ pub async fn rotate(
 
 /// The organization's events in commit order, for receivers that poll or
 /// catch up: pass the last event id seen as `after`.
-#[utoipa::path(get, path = "/v2/events", tag = "webhooks",
+#[utoipa::path(get, operation_id = "listEvents", path = "/v2/events", tag = "webhooks",
     params(
         ("after" = Option<String>, Query, description = "Only events committed after this event"),
         ("limit" = Option<u32>, Query, minimum = 1, maximum = 100, description = "Page size, 1 to 100 (default 25)"),
@@ -136,7 +133,6 @@ pub async fn rotate(
     responses(
         (status = 200, description = "Events in commit order", body = EventList),
         (status = 400, description = "Malformed query", body = ErrorBody),
-        (status = 401, description = "Missing, malformed or unknown API key", body = ErrorBody),
         (status = 404, description = "`after` is not an event of the organization", body = ErrorBody),
     ))]
 pub async fn events(

@@ -11,6 +11,7 @@ pub mod fleet;
 pub mod instances;
 pub mod lagging;
 pub mod proxy;
+pub mod python;
 pub mod receiver;
 pub mod signing;
 pub mod solana;
