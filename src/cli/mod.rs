@@ -1,4 +1,4 @@
-//! The command line: `run`, `serve`, `backfill`, `health`, `chains`, `identities`, `accounts`,
+//! The command line: `run`, `dev`, `serve`, `backfill`, `health`, `chains`, `identities`, `accounts`,
 //! `deposits`, `organizations`, `api-keys`, `webhooks`, `wallets`, `gas`,
 //! `limits`, `migrate`.
 
@@ -6,10 +6,10 @@ mod admin;
 mod chains;
 mod identities;
 mod import;
-mod index;
-mod instance;
+pub mod index;
+pub mod instance;
 mod transfers;
-mod webhooks;
+pub mod webhooks;
 
 use std::{net::SocketAddr, num::NonZeroU32, path::PathBuf};
 
@@ -192,6 +192,11 @@ pub enum Command {
         #[command(flatten)]
         instance: instance::InstanceOptions,
     },
+    /// The whole platform offline, in one command: local EVM and Solana
+    /// nodes, a test USDC on each, a seeded organization, identity and
+    /// account, and `run` on a SQLite store in a state directory, until
+    /// SIGINT or SIGTERM. `dev deposit` sends the account a test deposit.
+    Dev(crate::dev::DevCommand),
     /// Serve the HTTP API from the store without indexing.
     Serve {
         /// A chain `/readyz` requires to be healthy; repeat for several
@@ -409,6 +414,29 @@ pub enum ApiKeysCommand {
     Unpair { id: String },
 }
 
+/// What `run` runs: the chains to follow and how to serve and deliver.
+pub struct Service {
+    pub chains: Chains,
+    /// Only these chains (empty: every one).
+    pub only: Vec<Chain>,
+    pub api: ApiOptions,
+    pub delivery: webhooks::DeliveryOptions,
+    pub instance: instance::InstanceOptions,
+}
+
+/// `run`: watchers, senders, webhook delivery and the API on the store at
+/// `url` until SIGINT or SIGTERM. `dev` runs it too, with its own launch.
+pub async fn run(url: &str, service: Service, launch: index::Launch) -> anyhow::Result<()> {
+    let Service { chains, only, api, delivery, instance } = service;
+    let lock = instance::sqlite_lock(url)?;
+    let store = Store::open(url).await?;
+    // Renewals on connections of their own, never queued behind API work.
+    let leases = Leases::new(store.apart(2).await?, instance.worker_lease, lock.is_some());
+    index::run(store, chains, only, api, delivery.config()?, leases, launch).await?;
+    drop(lock);
+    Ok(())
+}
+
 impl Cli {
     pub async fn execute(self) -> anyhow::Result<std::process::ExitCode> {
         let url = self.database_url;
@@ -418,14 +446,10 @@ impl Cli {
                 println!("store is up to date");
             }
             Command::Run { only, chain_files, api, delivery, instance } => {
-                let chains = chain_files.load()?;
-                let lock = instance::sqlite_lock(&url)?;
-                let store = Store::open(&url).await?;
-                // Renewals on connections of their own, never queued behind API work.
-                let leases = Leases::new(store.apart(2).await?, instance.worker_lease, lock.is_some());
-                index::run(store, chains, only, api, delivery.config()?, leases).await?;
-                drop(lock);
+                let service = Service { chains: chain_files.load()?, only, api, delivery, instance };
+                run(&url, service, index::Launch::from_env()?).await?;
             }
+            Command::Dev(command) => return crate::dev::execute(command).await,
             Command::Serve { required, chain_files, api } => {
                 let chains = chain_files.load()?;
                 index::serve(Store::open(&url).await?, chains, required, api).await?;
