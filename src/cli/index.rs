@@ -28,6 +28,29 @@ use crate::{
     watcher::WatchError,
 };
 
+/// What `run` runs: the chains to follow and how to serve and deliver.
+pub struct Service {
+    pub chains: Chains,
+    /// Only these chains (empty: every one).
+    pub only: Vec<Chain>,
+    pub api: ApiOptions,
+    pub delivery: super::webhooks::DeliveryOptions,
+    pub instance: super::instance::InstanceOptions,
+}
+
+/// `run`: watchers, senders, webhook delivery and the API on the store at
+/// `url` until SIGINT or SIGTERM. `dev` runs it too, with its own launch.
+pub async fn run_service(url: &str, service: Service, launch: Launch) -> anyhow::Result<()> {
+    let Service { chains, only, api, delivery, instance } = service;
+    let lock = super::instance::sqlite_lock(url)?;
+    let store = Store::open(url).await?;
+    // Renewals on connections of their own, never queued behind API work.
+    let leases = Leases::new(store.apart(2).await?, instance.worker_lease, lock.is_some());
+    run(store, chains, only, api, delivery.config()?, leases, launch).await?;
+    drop(lock);
+    Ok(())
+}
+
 /// What `run` starts with besides its options: its keys, the webhook URL
 /// policy, and whom to tell the API's address once it listens. `run`
 /// takes them from the environment; `dev` gives its own.

@@ -21,7 +21,6 @@ use crate::{
     api::{OperatorToken, RateLimit, WeakToken},
     chain::Chain,
     config::Chains,
-    lease::Leases,
     store::{DEFAULT_DATABASE_URL, OrganizationLimits, Store},
 };
 
@@ -414,29 +413,6 @@ pub enum ApiKeysCommand {
     Unpair { id: String },
 }
 
-/// What `run` runs: the chains to follow and how to serve and deliver.
-pub struct Service {
-    pub chains: Chains,
-    /// Only these chains (empty: every one).
-    pub only: Vec<Chain>,
-    pub api: ApiOptions,
-    pub delivery: webhooks::DeliveryOptions,
-    pub instance: instance::InstanceOptions,
-}
-
-/// `run`: watchers, senders, webhook delivery and the API on the store at
-/// `url` until SIGINT or SIGTERM. `dev` runs it too, with its own launch.
-pub async fn run(url: &str, service: Service, launch: index::Launch) -> anyhow::Result<()> {
-    let Service { chains, only, api, delivery, instance } = service;
-    let lock = instance::sqlite_lock(url)?;
-    let store = Store::open(url).await?;
-    // Renewals on connections of their own, never queued behind API work.
-    let leases = Leases::new(store.apart(2).await?, instance.worker_lease, lock.is_some());
-    index::run(store, chains, only, api, delivery.config()?, leases, launch).await?;
-    drop(lock);
-    Ok(())
-}
-
 impl Cli {
     pub async fn execute(self) -> anyhow::Result<std::process::ExitCode> {
         let url = self.database_url;
@@ -446,8 +422,8 @@ impl Cli {
                 println!("store is up to date");
             }
             Command::Run { only, chain_files, api, delivery, instance } => {
-                let service = Service { chains: chain_files.load()?, only, api, delivery, instance };
-                run(&url, service, index::Launch::from_env()?).await?;
+                let service = index::Service { chains: chain_files.load()?, only, api, delivery, instance };
+                index::run_service(&url, service, index::Launch::from_env()?).await?;
             }
             Command::Dev(command) => return crate::dev::execute(command).await,
             Command::Serve { required, chain_files, api } => {

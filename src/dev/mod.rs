@@ -29,7 +29,12 @@ use state::StateDir;
 
 use crate::{
     chain::Chain,
-    cli::{ApiOptions, Service, index::Launch, instance::InstanceOptions, webhooks::DeliveryOptions},
+    cli::{
+        ApiOptions,
+        index::{Launch, Service},
+        instance::InstanceOptions,
+        webhooks::DeliveryOptions,
+    },
     environment::Environment,
     events::url::Policy,
     keys::{MnemonicSigner, Signer},
@@ -150,7 +155,7 @@ async fn start(options: DevOptions) -> anyhow::Result<ExitCode> {
         }
         print_ready(&summary, &dir, json);
     }));
-    let outcome = crate::cli::run(&url, service, launch).await;
+    let outcome = crate::cli::index::run_service(&url, service, launch).await;
     state.withdraw();
     for node in nodes {
         node.stop().await;

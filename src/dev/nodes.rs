@@ -165,8 +165,15 @@ async fn build_solana_node() -> Result<(), String> {
     let source = solana_source();
     let manifest = source.join("Cargo.toml");
     if !manifest.is_file() {
+        let hint = if std::env::var_os(SOLANA_SOURCE_ENV).is_some_and(|v| !v.is_empty()) {
+            format!("where {SOLANA_SOURCE_ENV} points")
+        } else {
+            format!(
+                "in the checkout this binary was built from (set {SOLANA_SOURCE_ENV} to a checkout's tools/solana-node)"
+            )
+        };
         return Err(format!(
-            "it cannot be built here: its source (tools/solana-node) is not at {} ({SOLANA_SOURCE_ENV} names another place)",
+            "it cannot be built here: its source (tools/solana-node) is not at {}, {hint}",
             source.display()
         ));
     }
