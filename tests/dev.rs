@@ -267,7 +267,7 @@ async fn dev_runs_the_platform_offline_and_keeps_its_state_between_runs() {
     assert_eq!(children.len(), 2, "anvil and the Solana node: {children:?}");
     assert!(terminate(&mut dev.process).success(), "{}", dev.stderr());
     for pid in &children {
-        assert!(!Path::new(&format!("/proc/{pid}")).exists(), "node {pid} outlived dev");
+        assert!(gone(*pid), "node {pid} outlived dev");
     }
     assert!(!state.join("dev.json").exists(), "no dev runs any more");
     let refused = binary()
@@ -326,5 +326,25 @@ async fn without_the_solana_node_dev_says_what_is_missing_and_serves_the_evm_cha
     assert_eq!(chains, [EVM]);
     let hash = deposit(&state, EVM, None, "1.25");
     assert_eq!(confirmed(&dev, &hash).await["amount"], "1.25");
-    assert!(terminate(&mut dev.process).success());
+
+    // Killed outright, dev cannot stop its node: the next dev on the state
+    // directory ends it.
+    let children = dev.children();
+    assert_eq!(children.len(), 1, "anvil alone: {children:?}");
+    dev.process.kill().unwrap();
+    dev.process.wait().unwrap();
+    assert!(children.iter().all(|pid| !gone(*pid)), "the killed dev's anvil is still running");
+    let mut next = start(&state, &[], &env).await;
+    for pid in &children {
+        assert!(gone(*pid), "the next dev ended the orphaned node {pid}");
+    }
+    assert_eq!(next.line["api_key"], dev.line["api_key"]);
+    assert!(terminate(&mut next.process).success());
+}
+
+/// Whether process `pid` has ended (exited, perhaps not yet reaped).
+fn gone(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next());
+    matches!(state, None | Some("Z" | "X"))
 }

@@ -147,10 +147,11 @@ async fn start(options: DevOptions) -> anyhow::Result<ExitCode> {
     };
     let Prepared { nodes, summary, service, mut launch } = prepared;
     let dir = state.path.clone();
+    let pids: Vec<u32> = nodes.iter().filter_map(nodes::Node::pid).collect();
     let mut summary = summary;
     launch.on_listen = Some(Box::new(move |address| {
         summary.api_url = format!("http://{address}");
-        if let Err(error) = state::announce(&dir, &summary) {
+        if let Err(error) = state::announce(&dir, &summary, &pids) {
             eprintln!("warning: cannot write dev.json ({error:#}): `dev deposit` cannot reach this dev");
         }
         print_ready(&summary, &dir, json);

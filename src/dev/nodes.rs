@@ -208,6 +208,10 @@ pub struct Node {
 }
 
 impl Node {
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
     /// Kills the node and waits until it is gone.
     pub async fn stop(mut self) {
         let _ = self.child.kill().await;

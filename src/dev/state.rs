@@ -51,6 +51,10 @@ pub struct Seed {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Running {
     pub pid: u32,
+    /// The nodes it started, by process id: a later `dev` ends those left
+    /// behind when this one was killed without a chance to stop them.
+    #[serde(default)]
+    pub nodes: Vec<u32>,
     #[serde(flatten)]
     pub summary: Summary,
 }
@@ -60,15 +64,64 @@ impl StateDir {
     /// for this process: a second `dev` on it fails here, before it starts
     /// any node.
     pub fn open(path: &Path, reset: bool) -> anyhow::Result<Self> {
-        if reset && path.exists() {
-            let lock = lock(path)?;
-            std::fs::remove_dir_all(path).with_context(|| format!("cannot empty {}", path.display()))?;
-            drop(lock);
-        }
         std::fs::create_dir_all(path).with_context(|| format!("cannot create {}", path.display()))?;
         let path = path.canonicalize().with_context(|| format!("cannot resolve {}", path.display()))?;
         let lock = lock(&path)?;
-        Ok(Self { path, _lock: lock })
+        let state = Self { path, _lock: Some(lock) };
+        state.end_orphans();
+        if reset {
+            state.empty()?;
+        }
+        Ok(state)
+    }
+
+    /// Removes what `dev` wrote here (`--reset`); anything else in the
+    /// directory, which may be one a user named by mistake, is left alone.
+    fn empty(&self) -> anyhow::Result<()> {
+        const OURS: [&str; 8] = [
+            "mnemonic",
+            "pii.key",
+            "seed.json",
+            "solana-funder.json",
+            "solana-mint.json",
+            "dev.json",
+            "anvil.log",
+            "solana-node.log",
+        ];
+        self.fresh_store()?;
+        let _ = std::fs::remove_file(self.file("store.db.lock"));
+        for name in OURS {
+            match std::fs::remove_file(self.file(name)) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(e).with_context(|| format!("cannot remove {name}"));
+                }
+                _ => {}
+            }
+        }
+        match std::fs::remove_dir_all(self.chains_dir()) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e).context("cannot remove chains"),
+            _ => Ok(()),
+        }
+    }
+
+    /// Ends the nodes of a `dev` that was killed (SIGKILL: no handler ran)
+    /// and removes its `dev.json`. Holding the lock, this process knows that
+    /// dev is gone; a node is ended only while its process still runs one
+    /// of the node binaries, so a reused process id is left alone.
+    fn end_orphans(&self) {
+        let Ok(text) = std::fs::read_to_string(self.file("dev.json")) else { return };
+        if let Ok(stale) = serde_json::from_str::<Running>(&text) {
+            for pid in stale.nodes {
+                let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+                let program = cmdline.split(|b| *b == 0).next().unwrap_or_default();
+                let program = String::from_utf8_lossy(program);
+                if program.ends_with("anvil") || program.ends_with("custody-indexer-solana-node") {
+                    tracing::warn!(pid, %program, "ending a node the previous dev left running");
+                    let _ = std::process::Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+                }
+            }
+        }
+        let _ = std::fs::remove_file(self.file("dev.json"));
     }
 
     /// The state directory of a `dev` that may be running, unlocked.
@@ -181,8 +234,8 @@ impl StateDir {
 }
 
 /// Writes `dir/dev.json`: from now on `dev deposit` reaches this process.
-pub fn announce(dir: &Path, summary: &Summary) -> anyhow::Result<()> {
-    let running = Running { pid: std::process::id(), summary: summary.clone() };
+pub fn announce(dir: &Path, summary: &Summary, nodes: &[u32]) -> anyhow::Result<()> {
+    let running = Running { pid: std::process::id(), nodes: nodes.to_vec(), summary: summary.clone() };
     let path = dir.join("dev.json");
     let _ = std::fs::remove_file(&path);
     write_secret(&path, serde_json::to_string_pretty(&running)?.as_bytes())
@@ -197,10 +250,7 @@ fn not_running(path: &Path) -> anyhow::Error {
     )
 }
 
-fn lock(path: &Path) -> anyhow::Result<Option<File>> {
-    if !path.exists() {
-        return Ok(None);
-    }
+fn lock(path: &Path) -> anyhow::Result<File> {
     let lock_path = path.join("dev.lock");
     let file = OpenOptions::new()
         .create(true)
@@ -209,7 +259,7 @@ fn lock(path: &Path) -> anyhow::Result<Option<File>> {
         .open(&lock_path)
         .with_context(|| format!("cannot open {}", lock_path.display()))?;
     match file.try_lock() {
-        Ok(()) => Ok(Some(file)),
+        Ok(()) => Ok(file),
         Err(std::fs::TryLockError::WouldBlock) => bail!(
             "another `custody-indexer dev` uses the state directory {}: stop it, or give this one \
              another --state-dir",
