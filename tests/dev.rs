@@ -109,6 +109,11 @@ async fn start(state: &Path, args: &[&str], env: &[(&str, &str)]) -> Dev {
 
 /// `dev deposit` against the running dev; returns the printed hash.
 fn deposit(state: &Path, chain: &str, asset: Option<&str>, amount: &str) -> String {
+    deposit_to(state, chain, asset, amount, &[])
+}
+
+/// `dev deposit` with `extra` arguments.
+fn deposit_to(state: &Path, chain: &str, asset: Option<&str>, amount: &str, extra: &[&str]) -> String {
     let mut command = binary();
     command.args([
         "dev",
@@ -123,6 +128,7 @@ fn deposit(state: &Path, chain: &str, asset: Option<&str>, amount: &str) -> Stri
     if let Some(asset) = asset {
         command.args(["--asset", asset]);
     }
+    command.args(extra);
     let out = command.output().unwrap();
     assert!(out.status.success(), "dev deposit {chain} {amount}: {}", String::from_utf8_lossy(&out.stderr));
     let hash = String::from_utf8(out.stdout).unwrap().trim().to_string();
@@ -183,7 +189,11 @@ fn check_line(dev: &Dev, state: &Path, webhook: Option<&str>) {
 
 /// Waits until the account's deposit in `hash` is CONFIRMED; returns it.
 async fn confirmed(dev: &Dev, hash: &str) -> Value {
-    let path = format!("/v2/crypto/deposits?account_id={}&limit=25", dev.field("account_id"));
+    confirmed_to(dev, dev.field("account_id"), hash).await
+}
+
+async fn confirmed_to(dev: &Dev, account: &str, hash: &str) -> Value {
+    let path = format!("/v2/crypto/deposits?account_id={account}&limit=25");
     eventually(Duration::from_secs(120), &format!("deposit {hash} CONFIRMED"), || async {
         let deposits = dev.get(&path).await;
         let found = deposits["deposits"]
@@ -224,10 +234,21 @@ async fn dev_runs_the_platform_offline_and_keeps_its_state_between_runs() {
         assert_eq!(deposit["account_address"], dev.line["addresses"][chain]);
     }
 
+    // Another account of the organization, created through the API.
+    let body =
+        json!({ "request_id": "second", "identity_id": dev.field("identity_id"), "type": "SEGREGATED" });
+    let url = format!("{}/v2/accounts", dev.field("api_url"));
+    let created = send_json(Method::POST, &url, Some(dev.field("api_key")), Some(&body)).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let second = created.body["id"].as_str().unwrap().to_string();
+    let hash = deposit_to(&state, SOLANA, Some("USDC"), "3", &["--account-id", &second]);
+    let deposit = confirmed_to(&dev, &second, &hash).await;
+    assert_ne!(deposit["account_address"], dev.line["addresses"][SOLANA]);
+
     let events = dev.get("/v2/events?limit=100").await;
     let deposit_events =
         events["events"].as_array().unwrap().iter().filter(|e| e["type"] == "deposit_v2").count();
-    assert!(deposit_events >= 4, "a deposit_v2 event per deposit: {events}");
+    assert!(deposit_events >= 5, "a deposit_v2 event per deposit: {events}");
     let secret = dev.line["webhook"]["signing_secret"].as_str().unwrap().to_string();
     let delivered = eventually(Duration::from_secs(60), "a deposit_v2 webhook", || async {
         let delivered = receiver.delivered();

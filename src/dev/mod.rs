@@ -62,8 +62,8 @@ enum DevAction {
 
 #[derive(Debug, Args)]
 struct DevOptions {
-    /// The state directory: keys, seed, store, chain files (kept between
-    /// runs; `.custody-indexer-dev` in the current directory by default).
+    /// The state directory: keys, seed, the SQLite store (dev ignores
+    /// --database-url), chain files; kept between runs.
     #[arg(long, value_name = "DIR", env = "CUSTODY_INDEXER_DEV_STATE_DIR", default_value = DEFAULT_STATE_DIR)]
     state_dir: PathBuf,
     /// Start over: a new mnemonic, API key and account.
