@@ -219,6 +219,35 @@ async fn dev_runs_the_platform_offline_and_keeps_its_state_between_runs() {
     let account = dev.get(&format!("/v2/accounts/{}", dev.field("account_id"))).await;
     assert_eq!(account["identity_id"], dev.field("identity_id"));
 
+    deposits_are_confirmed(&dev, &state).await;
+    events_are_pulled_and_signed_webhooks_arrive(&dev, &receiver).await;
+    a_transfer_out_completes(&dev).await;
+    // The operator commands act on the same store and chains.
+    let health = binary()
+        .args(["--database-url", dev.field("database_url"), "health", "--chains", dev.field("chains_dir")])
+        .output()
+        .unwrap();
+    assert!(health.status.success(), "{}", String::from_utf8_lossy(&health.stdout));
+
+    let first = stops_with_its_nodes(dev, &state);
+    let mut again = start(&state, &[], &[]).await;
+    for field in ["api_key", "organization", "identity_id", "account_id", "addresses"] {
+        assert_eq!(again.line[field], first[field], "{field} kept");
+    }
+    assert_eq!(again.line["assets"], first["assets"], "the test USDC at the same addresses");
+    again.get(&format!("/v2/accounts/{}", again.field("account_id"))).await;
+    assert!(terminate(&mut again.process).success());
+
+    let mut reset = start(&state, &["--reset"], &[]).await;
+    check_line(&reset, &state, None);
+    assert_ne!(reset.line["api_key"], first["api_key"]);
+    assert_ne!(reset.line["addresses"], first["addresses"]);
+    assert!(terminate(&mut reset.process).success());
+}
+
+/// `dev deposit` of each asset on each chain, and of a token to another
+/// account by `--account-id`: each becomes CONFIRMED as sent.
+async fn deposits_are_confirmed(dev: &Dev, state: &Path) {
     let sent = [
         (EVM, None, "0.5", "ETH"),
         (EVM, Some("USDC"), "25", "USDC"),
@@ -226,14 +255,13 @@ async fn dev_runs_the_platform_offline_and_keeps_its_state_between_runs() {
         (SOLANA, Some("USDC"), "7.5", "USDC"),
     ];
     for (chain, asset, amount, symbol) in sent {
-        let hash = deposit(&state, chain, asset, amount);
-        let deposit = confirmed(&dev, &hash).await;
+        let hash = deposit(state, chain, asset, amount);
+        let deposit = confirmed(dev, &hash).await;
         assert_eq!(deposit["destination_chain"], chain);
         assert_eq!(deposit["currency_symbol"], symbol);
         assert_eq!(deposit["amount"], amount);
         assert_eq!(deposit["account_address"], dev.line["addresses"][chain]);
     }
-
     // Another account of the organization, created through the API.
     let body =
         json!({ "request_id": "second", "identity_id": dev.field("identity_id"), "type": "SEGREGATED" });
@@ -241,10 +269,12 @@ async fn dev_runs_the_platform_offline_and_keeps_its_state_between_runs() {
     let created = send_json(Method::POST, &url, Some(dev.field("api_key")), Some(&body)).await;
     assert_eq!(created.status, 201, "{}", created.body);
     let second = created.body["id"].as_str().unwrap().to_string();
-    let hash = deposit_to(&state, SOLANA, Some("USDC"), "3", &["--account-id", &second]);
-    let deposit = confirmed_to(&dev, &second, &hash).await;
+    let hash = deposit_to(state, SOLANA, Some("USDC"), "3", &["--account-id", &second]);
+    let deposit = confirmed_to(dev, &second, &hash).await;
     assert_ne!(deposit["account_address"], dev.line["addresses"][SOLANA]);
+}
 
+async fn events_are_pulled_and_signed_webhooks_arrive(dev: &Dev, receiver: &Receiver) {
     let events = dev.get("/v2/events?limit=100").await;
     let deposit_events =
         events["events"].as_array().unwrap().iter().filter(|e| e["type"] == "deposit_v2").count();
@@ -256,8 +286,10 @@ async fn dev_runs_the_platform_offline_and_keeps_its_state_between_runs() {
     })
     .await;
     assert!(delivered.signed_by(&secret), "the webhook is signed with the printed secret");
+}
 
-    // The printed command's shape: 1 USDC out of the account on the EVM chain.
+/// The printed command's shape: 1 USDC out of the account on the EVM chain.
+async fn a_transfer_out_completes(dev: &Dev) {
     let transfer = json!({
         "request_id": uuid::Uuid::new_v4().to_string(),
         "account_id": dev.field("account_id"),
@@ -275,15 +307,11 @@ async fn dev_runs_the_platform_offline_and_keeps_its_state_between_runs() {
         (transfer["status"] == "CONFIRMED").then_some(())
     })
     .await;
+}
 
-    // The operator commands act on the same store and chains.
-    let health = binary()
-        .args(["--database-url", dev.field("database_url"), "health", "--chains", dev.field("chains_dir")])
-        .output()
-        .unwrap();
-    assert!(health.status.success(), "{}", String::from_utf8_lossy(&health.stdout));
-
-    let (first, mut dev) = (dev.line.clone(), dev);
+/// SIGTERM: dev stops cleanly, its nodes with it, and `dev deposit` says
+/// none runs. Returns the line it had printed.
+fn stops_with_its_nodes(mut dev: Dev, state: &Path) -> Value {
     let children = dev.children();
     assert_eq!(children.len(), 2, "anvil and the Solana node: {children:?}");
     assert!(terminate(&mut dev.process).success(), "{}", dev.stderr());
@@ -300,20 +328,7 @@ async fn dev_runs_the_platform_offline_and_keeps_its_state_between_runs() {
         !refused.status.success() && message.contains("no `custody-indexer dev` is running"),
         "{message}"
     );
-
-    let mut again = start(&state, &[], &[]).await;
-    for field in ["api_key", "organization", "identity_id", "account_id", "addresses"] {
-        assert_eq!(again.line[field], first[field], "{field} kept");
-    }
-    assert_eq!(again.line["assets"], first["assets"], "the test USDC at the same addresses");
-    again.get(&format!("/v2/accounts/{}", again.field("account_id"))).await;
-    assert!(terminate(&mut again.process).success());
-
-    let mut reset = start(&state, &["--reset"], &[]).await;
-    check_line(&reset, &state, None);
-    assert_ne!(reset.line["api_key"], first["api_key"]);
-    assert_ne!(reset.line["addresses"], first["addresses"]);
-    assert!(terminate(&mut reset.process).success());
+    dev.line
 }
 
 #[tokio::test]
