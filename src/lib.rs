@@ -13,6 +13,7 @@ pub mod cli;
 pub mod config;
 pub mod coverage;
 pub mod deposit;
+pub mod dev;
 pub mod environment;
 pub mod events;
 pub mod evm;

@@ -141,6 +141,14 @@ impl ApiState {
         self
     }
 
+    /// Where webhooks registered through the API may point (default: the
+    /// environment's `ALLOW_PRIVATE_WEBHOOK_URLS`).
+    pub fn with_webhook_policy(mut self, policy: Policy) -> Self {
+        let inner = Arc::get_mut(&mut self.0).expect("configured before it is shared");
+        inner.webhook_policy = policy;
+        self
+    }
+
     /// Shows `/metrics` and the detail of `/readyz` to requests bearing
     /// `token`; without one (the default) they are shown to nobody.
     pub fn with_operator_token(mut self, token: Option<OperatorToken>) -> Self {

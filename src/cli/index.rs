@@ -1,7 +1,7 @@
 //! The indexing commands: `run` (watchers, transfer senders and the API),
 //! `serve` (the API alone) and `backfill`.
 
-use std::{io::IsTerminal, sync::Arc};
+use std::{io::IsTerminal, net::SocketAddr, sync::Arc};
 
 use anyhow::{Context, bail};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -15,7 +15,7 @@ use crate::{
     config::{ChainConfig, Chains, Strategy},
     coverage::{self, History},
     environment::Environment,
-    events::{self, delivery::DeliveryConfig},
+    events::{self, delivery::DeliveryConfig, url::Policy},
     evm::{EvmSender, EvmWatcher},
     keys::{MNEMONIC_ENV, MNEMONIC_FILE_ENV, MnemonicSigner, Signer},
     lease::Leases,
@@ -28,13 +28,59 @@ use crate::{
     watcher::WatchError,
 };
 
+/// What `run` runs: the chains to follow and how to serve and deliver.
+pub struct Service {
+    pub chains: Chains,
+    /// Only these chains (empty: every one).
+    pub only: Vec<Chain>,
+    pub api: ApiOptions,
+    pub delivery: super::webhooks::DeliveryOptions,
+    pub instance: super::instance::InstanceOptions,
+}
+
+/// `run`: watchers, senders, webhook delivery and the API on the store at
+/// `url` until SIGINT or SIGTERM. `dev` runs it too, with its own launch.
+pub async fn run_service(url: &str, service: Service, launch: Launch) -> anyhow::Result<()> {
+    let Service { chains, only, api, delivery, instance } = service;
+    let lock = super::instance::sqlite_lock(url)?;
+    let store = Store::open(url).await?;
+    // Renewals on connections of their own, never queued behind API work.
+    let leases = Leases::new(store.apart(2).await?, instance.worker_lease, lock.is_some());
+    run(store, chains, only, api, delivery.config()?, leases, launch).await?;
+    drop(lock);
+    Ok(())
+}
+
+/// What `run` starts with besides its options: its keys, the webhook URL
+/// policy, and whom to tell the API's address once it listens. `run`
+/// takes them from the environment; `dev` gives its own.
+pub struct Launch {
+    pub signer: Option<Arc<dyn Signer>>,
+    pub pii: Option<pii::Key>,
+    pub webhook_policy: Policy,
+    pub on_listen: Option<Box<dyn FnOnce(SocketAddr) + Send>>,
+}
+
+impl Launch {
+    /// The keys and the policy the environment configures.
+    pub fn from_env() -> anyhow::Result<Self> {
+        Ok(Self {
+            signer: signer()?,
+            pii: pii::Key::from_env()?,
+            webhook_policy: Policy::from_env(),
+            on_listen: None,
+        })
+    }
+}
+
 pub async fn run(
     store: Store,
     chains: Chains,
     only: Vec<Chain>,
     api: ApiOptions,
-    delivery: DeliveryConfig,
+    mut delivery: DeliveryConfig,
     leases: Leases,
+    launch: Launch,
 ) -> anyhow::Result<()> {
     let selected: Vec<ChainConfig> = if only.is_empty() {
         chains.iter().cloned().collect()
@@ -44,12 +90,17 @@ pub async fn run(
     if selected.is_empty() {
         bail!("no chain to index");
     }
-    let (store, environment) = start(store, api.environment).await?;
+    let (store, environment) = start(store, api.environment, launch.pii).await?;
     telemetry::prometheus();
     let listener = api::bind(api.listen).await?;
     let required = selected.iter().map(|c| c.chain).collect();
-    let signer = signer()?;
-    let state = api_state(&store, chains, required, &api, signer.clone(), environment);
+    let signer = launch.signer;
+    let state = api_state(&store, chains, required, &api, signer.clone(), environment)
+        .with_webhook_policy(launch.webhook_policy);
+    delivery.policy = launch.webhook_policy;
+    if let Some(on_listen) = launch.on_listen {
+        on_listen(listener.local_addr()?);
+    }
 
     let shutdown = CancellationToken::new();
     tokio::spawn(cancel_on_signal(shutdown.clone()));
@@ -208,7 +259,7 @@ pub async fn serve(
     for chain in &required {
         chains.get(*chain)?;
     }
-    let (store, environment) = start(store, api.environment).await?;
+    let (store, environment) = start(store, api.environment, pii::Key::from_env()?).await?;
     telemetry::prometheus();
     let listener = api::bind(api.listen).await?;
     let state = api_state(&store, chains, required, &api, signer()?, environment);
@@ -238,11 +289,14 @@ fn api_state(
 
 /// The environment this process runs in, `requested` or the store's
 /// (see [`crate::environment::on_start`]), with the store unlocked for
-/// personal data by the key that environment takes (see
+/// personal data by `given` or the key that environment takes (see
 /// [`pii::key_source`]); stamps a store that has none. Production without
 /// `CUSTODY_INDEXER_PII_KEY` is refused before the store is stamped.
-async fn start(store: Store, requested: Option<Environment>) -> anyhow::Result<(Store, Environment)> {
-    let given = pii::Key::from_env()?;
+async fn start(
+    store: Store,
+    requested: Option<Environment>,
+    given: Option<pii::Key>,
+) -> anyhow::Result<(Store, Environment)> {
     let stored = store.environment().await?;
     let decisions = stored.is_none() && store.holds_sandbox_decisions().await?;
     let chosen = crate::environment::on_start(stored, requested, decisions)?;

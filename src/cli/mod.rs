@@ -1,4 +1,4 @@
-//! The command line: `run`, `serve`, `backfill`, `health`, `chains`, `identities`, `accounts`,
+//! The command line: `run`, `dev`, `serve`, `backfill`, `health`, `chains`, `identities`, `accounts`,
 //! `deposits`, `organizations`, `api-keys`, `webhooks`, `wallets`, `gas`,
 //! `limits`, `migrate`.
 
@@ -6,10 +6,10 @@ mod admin;
 mod chains;
 mod identities;
 mod import;
-mod index;
-mod instance;
+pub mod index;
+pub mod instance;
 mod transfers;
-mod webhooks;
+pub mod webhooks;
 
 use std::{net::SocketAddr, num::NonZeroU32, path::PathBuf};
 
@@ -21,7 +21,6 @@ use crate::{
     api::{OperatorToken, RateLimit, WeakToken},
     chain::Chain,
     config::Chains,
-    lease::Leases,
     store::{DEFAULT_DATABASE_URL, OrganizationLimits, Store},
 };
 
@@ -192,6 +191,11 @@ pub enum Command {
         #[command(flatten)]
         instance: instance::InstanceOptions,
     },
+    /// The whole platform offline, in one command: local EVM and Solana
+    /// nodes, a test USDC on each, a seeded organization, identity and
+    /// account, and `run` on a SQLite store in a state directory, until
+    /// SIGINT or SIGTERM. `dev deposit` sends the account a test deposit.
+    Dev(crate::dev::DevCommand),
     /// Serve the HTTP API from the store without indexing.
     Serve {
         /// A chain `/readyz` requires to be healthy; repeat for several
@@ -418,14 +422,10 @@ impl Cli {
                 println!("store is up to date");
             }
             Command::Run { only, chain_files, api, delivery, instance } => {
-                let chains = chain_files.load()?;
-                let lock = instance::sqlite_lock(&url)?;
-                let store = Store::open(&url).await?;
-                // Renewals on connections of their own, never queued behind API work.
-                let leases = Leases::new(store.apart(2).await?, instance.worker_lease, lock.is_some());
-                index::run(store, chains, only, api, delivery.config()?, leases).await?;
-                drop(lock);
+                let service = index::Service { chains: chain_files.load()?, only, api, delivery, instance };
+                index::run_service(&url, service, index::Launch::from_env()?).await?;
             }
+            Command::Dev(command) => return crate::dev::execute(command).await,
             Command::Serve { required, chain_files, api } => {
                 let chains = chain_files.load()?;
                 index::serve(Store::open(&url).await?, chains, required, api).await?;

@@ -1,0 +1,125 @@
+//! `dev deposit`: a native or token deposit to an account of the running
+//! `dev`, from a funded local wallet that is not the platform's (anvil's
+//! dev account 1; on Solana the funder kept in the state directory, which
+//! is also the test USDC's mint authority). The running `dev` is reached
+//! through its state directory's `dev.json`.
+
+use std::{path::PathBuf, process::ExitCode};
+
+use anyhow::{Context, bail};
+use clap::Args;
+
+use super::{
+    DEFAULT_STATE_DIR, Summary, evm::LocalEvm, seed::EVM_CHAIN, solana::LocalSolana, state::StateDir,
+};
+use crate::{amount::Amount, chain::Chain, store::Store};
+
+#[derive(Debug, Args)]
+pub struct DepositArgs {
+    /// The local chain: ETHEREUM_TESTNET (anvil) or SOLANA_DEVNET.
+    #[arg(long)]
+    chain: Chain,
+    /// The asset's symbol: a token the chain file lists (USDC), or the
+    /// native coin (ETH, SOL; the default).
+    #[arg(long, value_name = "SYMBOL")]
+    asset: Option<String>,
+    /// How much, in the asset's major unit (e.g. 25 or 0.5).
+    #[arg(long)]
+    amount: String,
+    /// The receiving account (default: the account `dev` seeded).
+    #[arg(long)]
+    account_id: Option<String>,
+    /// The running `dev`'s state directory.
+    #[arg(long, value_name = "DIR", env = "CUSTODY_INDEXER_DEV_STATE_DIR", default_value = DEFAULT_STATE_DIR)]
+    state_dir: PathBuf,
+}
+
+/// The asset a deposit sends: the native coin, or a token.
+enum What {
+    Native { decimals: u8 },
+    Token { contract: String, decimals: u8 },
+}
+
+pub async fn run(args: DepositArgs) -> anyhow::Result<ExitCode> {
+    let state = StateDir::existing(&args.state_dir)?;
+    let dev = state.running()?.summary;
+    let chain = args.chain;
+    let Some(rpc) = dev.rpc_urls.get(&chain) else {
+        let running: Vec<&str> = dev.rpc_urls.keys().map(|c| c.as_str()).collect();
+        bail!("the running dev has no local {chain}: it runs {}", running.join(", "));
+    };
+    let what = asset(&dev, chain, args.asset.as_deref())?;
+    let decimals = match &what {
+        What::Native { decimals } | What::Token { decimals, .. } => *decimals,
+    };
+    let amount =
+        Amount::parse(&args.amount, decimals).with_context(|| format!("--amount {}", args.amount))?;
+    if amount.raw().is_zero() {
+        bail!("--amount must be more than 0");
+    }
+    let to = address(&dev, chain, args.account_id.as_deref()).await?;
+    let hash = if chain == EVM_CHAIN {
+        let token = match &what {
+            What::Native { .. } => None,
+            What::Token { contract, .. } => Some(contract.parse()?),
+        };
+        LocalEvm::connect(rpc).await?.deposit(to.parse()?, token, amount.raw()).await?.to_string()
+    } else {
+        let raw = u64::try_from(amount.raw()).context("--amount is too large for Solana")?;
+        let funder = super::solana::keypair(&*state.key_seed("solana-funder.json")?);
+        let mint: Option<(solana_pubkey::Pubkey, u8)> = match &what {
+            What::Native { .. } => None,
+            What::Token { contract, decimals } => Some((contract.parse()?, *decimals)),
+        };
+        let mint = mint.as_ref().map(|(m, d)| (m, *d));
+        LocalSolana::connect(rpc).deposit(&funder, &to.parse()?, mint, raw).await?
+    };
+    let symbol = match what {
+        What::Native { .. } => native(chain).0.to_string(),
+        What::Token { .. } => args.asset.unwrap_or_default().to_uppercase(),
+    };
+    eprintln!("sent {} {symbol} on {chain} to {to}", args.amount);
+    println!("{hash}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The asset `symbol` names on `chain` (none: the native coin).
+fn asset(dev: &Summary, chain: Chain, symbol: Option<&str>) -> anyhow::Result<What> {
+    let native = native(chain);
+    let tokens = dev.assets.get(&chain).map(Vec::as_slice).unwrap_or_default();
+    match symbol {
+        None => Ok(What::Native { decimals: native.1 }),
+        Some(s) if s.eq_ignore_ascii_case(native.0) => Ok(What::Native { decimals: native.1 }),
+        Some(s) => match tokens.iter().find(|a| a.symbol.eq_ignore_ascii_case(s)) {
+            Some(a) => Ok(What::Token { contract: a.contract_address.clone(), decimals: a.decimals }),
+            None => {
+                let known: Vec<&str> =
+                    std::iter::once(native.0).chain(tokens.iter().map(|a| a.symbol.as_str())).collect();
+                bail!("{chain} has no asset {s} here: {}", known.join(", "))
+            }
+        },
+    }
+}
+
+/// The native coin of a local chain: its symbol and decimals.
+fn native(chain: Chain) -> (&'static str, u8) {
+    match chain.family() {
+        crate::chain::Family::Evm => ("ETH", 18),
+        crate::chain::Family::Solana => ("SOL", 9),
+    }
+}
+
+/// The receiving address of `account_id` (the seeded account by default) on `chain`.
+async fn address(dev: &Summary, chain: Chain, account_id: Option<&str>) -> anyhow::Result<String> {
+    let id = account_id.unwrap_or(&dev.account_id);
+    if id == dev.account_id
+        && let Some(address) = dev.addresses.get(&chain)
+    {
+        return Ok(address.clone());
+    }
+    let store = Store::open(&dev.database_url).await?;
+    let account = store.account(id).await.with_context(|| format!("account {id}"))?;
+    store.close().await;
+    let address = account.addresses.into_iter().find(|a| a.chains.contains(&chain));
+    address.map(|a| a.address).with_context(|| format!("account {id} has no address on {chain}"))
+}

@@ -1,0 +1,321 @@
+//! `custody-indexer dev`: the whole platform offline, in one command. It
+//! starts a local EVM node (anvil) and the local Solana network as its
+//! children, places a test USDC on each, seeds a sandbox store in its state
+//! directory and runs what `run` runs (the same code path) until SIGINT or
+//! SIGTERM, then stops its nodes. `dev deposit` sends the seeded account a
+//! deposit through the running `dev`'s state directory.
+//!
+//! The local chains start anew on every run (neither node keeps its
+//! history), so the store does too: what persists in the state directory
+//! is what makes the platform the same one (the mnemonic, hence the
+//! account's addresses; the API key; the organization, identity and
+//! account ids; the webhook secret; the test USDC's addresses).
+
+mod deposit;
+mod evm;
+mod nodes;
+mod seed;
+mod solana;
+mod state;
+
+use std::{collections::BTreeMap, path::PathBuf, process::ExitCode, sync::Arc};
+
+use anyhow::bail;
+use clap::{Args, Subcommand};
+use serde::{Deserialize, Serialize};
+
+pub use seed::Asset;
+use state::StateDir;
+
+use crate::{
+    chain::Chain,
+    cli::{
+        ApiOptions,
+        index::{Launch, Service},
+        instance::InstanceOptions,
+        webhooks::DeliveryOptions,
+    },
+    environment::Environment,
+    events::url::Policy,
+    keys::{MnemonicSigner, Signer},
+};
+
+/// Where `dev` keeps its state unless told otherwise: in the current directory.
+pub const DEFAULT_STATE_DIR: &str = ".custody-indexer-dev";
+
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct DevCommand {
+    #[command(subcommand)]
+    action: Option<DevAction>,
+    #[command(flatten)]
+    options: DevOptions,
+}
+
+#[derive(Debug, Subcommand)]
+enum DevAction {
+    /// Send the dev account a deposit from a funded local wallet (anvil's
+    /// dev account 1; a Solana wallet kept in the state directory) and
+    /// print its transaction hash. Needs a running `dev`.
+    Deposit(deposit::DepositArgs),
+}
+
+#[derive(Debug, Args)]
+struct DevOptions {
+    /// The state directory: keys, seed, the SQLite store (dev ignores
+    /// --database-url), chain files; kept between runs.
+    #[arg(long, value_name = "DIR", env = "CUSTODY_INDEXER_DEV_STATE_DIR", default_value = DEFAULT_STATE_DIR)]
+    state_dir: PathBuf,
+    /// Start over: a new mnemonic, API key and account.
+    #[arg(long)]
+    reset: bool,
+    /// Register a webhook at this URL for the organization (plain http and
+    /// local addresses allowed) and print its signing secret.
+    #[arg(long, value_name = "URL")]
+    webhook_url: Option<String>,
+    /// Print one JSON line describing the platform instead of the guide.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    api: ApiOptions,
+    #[command(flatten)]
+    delivery: DeliveryOptions,
+    #[command(flatten)]
+    instance: InstanceOptions,
+}
+
+/// What a running `dev` serves: the JSON line of `dev --json`, and the
+/// content of its `dev.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Summary {
+    pub environment: Environment,
+    pub api_url: String,
+    pub api_key: String,
+    pub organization: String,
+    pub identity_id: String,
+    pub account_id: String,
+    pub database_url: String,
+    pub chains_dir: PathBuf,
+    pub addresses: BTreeMap<Chain, String>,
+    pub rpc_urls: BTreeMap<Chain, String>,
+    pub assets: BTreeMap<Chain, Vec<Asset>>,
+    /// With `--webhook-url` only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook: Option<WebhookSummary>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WebhookSummary {
+    pub id: String,
+    pub url: String,
+    pub signing_secret: String,
+}
+
+pub async fn execute(command: DevCommand) -> anyhow::Result<ExitCode> {
+    match command.action {
+        Some(DevAction::Deposit(args)) => deposit::run(args).await,
+        None => start(command.options).await,
+    }
+}
+
+/// What `dev` prepared before the service starts.
+struct Prepared {
+    nodes: Vec<nodes::Node>,
+    summary: Summary,
+    service: Service,
+    launch: Launch,
+}
+
+async fn start(options: DevOptions) -> anyhow::Result<ExitCode> {
+    if options.api.environment == Some(Environment::Production) {
+        bail!(
+            "dev runs in sandbox only: drop --environment production ({})",
+            crate::environment::ENVIRONMENT_ENV
+        );
+    }
+    let state = StateDir::open(&options.state_dir, options.reset)?;
+    let (url, json) = (state.database_url(), options.json);
+    // Signals are handled from here on: one during setup stops it, and the
+    // nodes started so far are killed as their handles drop.
+    let stop = interrupted()?;
+    let prepared = tokio::select! {
+        prepared = prepare(&state, options) => prepared?,
+        () = stop => {
+            eprintln!("interrupted: stopped before the platform was ready");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    let Prepared { nodes, summary, service, mut launch } = prepared;
+    let dir = state.path.clone();
+    let pids: Vec<u32> = nodes.iter().filter_map(nodes::Node::pid).collect();
+    let mut summary = summary;
+    launch.on_listen = Some(Box::new(move |address| {
+        summary.api_url = format!("http://{address}");
+        if let Err(error) = state::announce(&dir, &summary, &pids) {
+            eprintln!("warning: cannot write dev.json ({error:#}): `dev deposit` cannot reach this dev");
+        }
+        print_ready(&summary, &dir, json);
+    }));
+    let outcome = crate::cli::index::run_service(&url, service, launch).await;
+    state.withdraw();
+    for node in nodes {
+        node.stop().await;
+    }
+    outcome.map(|()| ExitCode::SUCCESS)
+}
+
+/// Resolves on the first SIGINT or SIGTERM.
+fn interrupted() -> anyhow::Result<impl Future<Output = ()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (mut term, mut int) = (signal(SignalKind::terminate())?, signal(SignalKind::interrupt())?);
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+    })
+}
+
+/// Finds (or installs) and starts the nodes, places the tokens, writes the
+/// chain files, funds the wallets and seeds the store.
+async fn prepare(state: &StateDir, options: DevOptions) -> anyhow::Result<Prepared> {
+    let (anvil, solana) = tokio::join!(nodes::find(nodes::Kind::Anvil), nodes::find(nodes::Kind::Solana));
+    let (anvil_log, solana_log) = (state.file("anvil.log"), state.file("solana-node.log"));
+    let (anvil, solana) = tokio::join!(
+        async { Some(nodes::start_anvil(&missing(anvil, seed::EVM_CHAIN)?, &anvil_log).await) },
+        async { Some(nodes::start_solana(&missing(solana, seed::SOLANA_CHAIN)?, &solana_log).await) },
+    );
+    let (anvil, solana) = (anvil.transpose()?, solana.transpose()?);
+    if anvil.is_none() && solana.is_none() {
+        bail!("neither local node can run: nothing to index (see above)");
+    }
+    let mut placed = Vec::new();
+    if let Some(node) = &anvil {
+        placed.push(seed::place_evm(&node.url).await?);
+    }
+    if let Some(node) = &solana {
+        placed.push(seed::place_solana(&node.url, state).await?);
+    }
+    let chains = seed::chain_files(&state.chains_dir(), &placed)?;
+    let signer = Arc::new(MnemonicSigner::from(&state.mnemonic()?)?);
+    seed::fund(signer.as_ref(), &placed).await?;
+    state.fresh_store()?;
+    let seed = state.seed()?;
+    let url = state.database_url();
+    let seeded = seed::seed_store(
+        &url,
+        &chains,
+        signer.as_ref(),
+        state.pii_key()?,
+        &seed,
+        options.webhook_url.as_deref(),
+    )
+    .await?;
+    let summary = Summary {
+        environment: Environment::Sandbox,
+        // The address the API listens on, once it does.
+        api_url: String::new(),
+        api_key: seed.api_key.clone(),
+        organization: seed.organization.clone(),
+        identity_id: seed.identity_id.clone(),
+        account_id: seed.account_id.clone(),
+        database_url: url,
+        chains_dir: state.chains_dir(),
+        addresses: seeded.addresses,
+        rpc_urls: placed.iter().map(|p| (p.chain, p.rpc_url.clone())).collect(),
+        assets: placed.iter().map(|p| (p.chain, vec![p.usdc.clone()])).collect(),
+        webhook: seeded.webhook.map(|(id, url)| WebhookSummary {
+            id,
+            url,
+            signing_secret: seed.webhook_secret.clone(),
+        }),
+    };
+    let mut api = options.api;
+    api.environment = Some(Environment::Sandbox);
+    let service =
+        Service { chains, only: Vec::new(), api, delivery: options.delivery, instance: options.instance };
+    let signer: Arc<dyn Signer> = signer;
+    let launch = Launch {
+        signer: Some(signer),
+        pii: Some(state.pii_key()?),
+        webhook_policy: Policy { allow_private: true },
+        on_listen: None,
+    };
+    Ok(Prepared { nodes: anvil.into_iter().chain(solana).collect(), summary, service, launch })
+}
+
+/// The binary, or `None` after saying on standard error what is missing,
+/// what installs it, and that `dev` runs without `chain`.
+fn missing(found: Result<PathBuf, String>, chain: Chain) -> Option<PathBuf> {
+    match found {
+        Ok(bin) => Some(bin),
+        Err(message) => {
+            eprintln!("warning: {message}. Running without {chain}.");
+            None
+        }
+    }
+}
+
+/// What the user sees once the API listens: the JSON line, or the guide.
+fn print_ready(summary: &Summary, dir: &std::path::Path, json: bool) {
+    if json {
+        println!("{}", serde_json::to_string(summary).expect("a summary serializes"));
+        return;
+    }
+    println!("{}", guide(summary, dir));
+}
+
+/// The guide `dev` prints: keys, addresses and commands to paste.
+fn guide(s: &Summary, dir: &std::path::Path) -> String {
+    let api = &s.api_url;
+    let auth = format!("-H 'Authorization: Bearer {}'", s.api_key);
+    let mut out = format!(
+        "\ncustody-indexer dev is running (sandbox) — stop it with Ctrl-C.\n\n  API        {api}\n  API key    {}\n  \
+         organization {}   identity {}   account {}\n",
+        s.api_key, s.organization, s.identity_id, s.account_id
+    );
+    for (chain, address) in &s.addresses {
+        let rpc = s.rpc_urls.get(chain).map(String::as_str).unwrap_or("");
+        let tokens: Vec<String> = s
+            .assets
+            .get(chain)
+            .into_iter()
+            .flatten()
+            .map(|a| format!("{} {}", a.symbol, a.contract_address))
+            .collect();
+        out.push_str(&format!(
+            "  {:<17} {address}\n  {:<17} node {rpc}; {}\n",
+            chain.as_str(),
+            "",
+            tokens.join(", ")
+        ));
+    }
+    out.push_str(&format!("  store      {}\n  chains     {}\n", s.database_url, s.chains_dir.display()));
+    if let Some(webhook) = &s.webhook {
+        out.push_str(&format!("  webhook    {}  signing secret {}\n", webhook.url, webhook.signing_secret));
+    }
+    let state = if dir.ends_with(DEFAULT_STATE_DIR) && dir.parent() == std::env::current_dir().ok().as_deref()
+    {
+        String::new()
+    } else {
+        format!(" --state-dir {}", dir.display())
+    };
+    let (chain, to) = match s.addresses.keys().next() {
+        Some(&Chain::EthereumTestnet) | None => {
+            ("ETHEREUM_TESTNET", "0x000000000000000000000000000000000000dEaD")
+        }
+        Some(_) => ("SOLANA_DEVNET", "11111111111111111111111111111112"),
+    };
+    out.push_str(&format!(
+        "\nTry it, in another terminal:\n\n  \
+         # a deposit of 25 test USDC to the account (PENDING, then CONFIRMED within seconds)\n  \
+         custody-indexer dev deposit{state} --chain {chain} --asset USDC --amount 25\n\n  \
+         # the account's deposits\n  curl -s {auth} '{api}/v2/crypto/deposits?account_id={}'\n\n  \
+         # the organization's events (deposit_v2, …), oldest first\n  curl -s {auth} '{api}/v2/events'\n\n  \
+         # send 1 USDC out of the account\n  curl -s -X POST {auth} -H 'Content-Type: application/json' {api}/v2/crypto/transfers \\\n    \
+         -d '{{\"request_id\":\"transfer-'$(date +%s)'\",\"account_id\":\"{}\",\"amount\":\"1\",\"currency_symbol\":\"USDC\",\
+         \"address_destination\":{{\"address\":\"{to}\",\"chain\":\"{chain}\"}}}}'\n",
+        s.account_id, s.account_id
+    ));
+    out
+}

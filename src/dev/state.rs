@@ -1,0 +1,332 @@
+//! The state directory of `dev` (default `.custody-indexer-dev/` in the
+//! current directory): what a later `dev` reuses and what `dev deposit`
+//! reads.
+//!
+//! | file | what | kept |
+//! |---|---|---|
+//! | `mnemonic` (0600) | the service's BIP-39 phrase: the sponsor's and the account's keys | until `--reset` |
+//! | `pii.key` (0600) | the sandbox key personal data is sealed with | until `--reset` |
+//! | `seed.json` (0600) | organization, identity, account ids, the API key, the webhook secret | until `--reset` |
+//! | `solana-funder.json`, `solana-mint.json` (0600) | the keypairs of the Solana deposit wallet and of the test USDC mint | until `--reset` |
+//! | `store.db` | the SQLite store | this run: the local chains start anew each run |
+//! | `chains/*.toml` | the chain files of this run's local nodes | this run |
+//! | `dev.json` (0600) | how to reach the running `dev`; removed when it stops | while it runs |
+//! | `anvil.log`, `solana-node.log` | the nodes' output | this run |
+
+use std::{
+    fs::{File, OpenOptions},
+    io::Write,
+    os::unix::fs::OpenOptionsExt,
+    path::{Path, PathBuf},
+};
+
+use alloy::signers::local::coins_bip39::{English, Wordlist};
+use anyhow::{Context, bail};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use zeroize::Zeroizing;
+
+use super::Summary;
+use crate::{api_key, events::signing::Secret, keys::Phrase, pii};
+
+/// The directory and the lock that makes one `dev` its only user.
+pub struct StateDir {
+    pub path: PathBuf,
+    _lock: Option<File>,
+}
+
+/// What a `dev` seeds its store with, the same on every run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Seed {
+    pub organization: String,
+    pub identity_id: String,
+    pub account_id: String,
+    pub api_key_id: String,
+    pub api_key: String,
+    pub webhook_secret: String,
+}
+
+/// What `dev.json` holds: the JSON line `dev --json` prints, and the
+/// process serving it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Running {
+    pub pid: u32,
+    /// The nodes it started, by process id: a later `dev` ends those left
+    /// behind when this one was killed without a chance to stop them.
+    #[serde(default)]
+    pub nodes: Vec<u32>,
+    #[serde(flatten)]
+    pub summary: Summary,
+}
+
+impl StateDir {
+    /// `path`, created when missing (emptied first with `reset`), locked
+    /// for this process: a second `dev` on it fails here, before it starts
+    /// any node.
+    pub fn open(path: &Path, reset: bool) -> anyhow::Result<Self> {
+        std::fs::create_dir_all(path).with_context(|| format!("cannot create {}", path.display()))?;
+        let path = path.canonicalize().with_context(|| format!("cannot resolve {}", path.display()))?;
+        let lock = lock(&path)?;
+        let state = Self { path, _lock: Some(lock) };
+        state.end_orphans();
+        if reset {
+            state.empty()?;
+        }
+        Ok(state)
+    }
+
+    /// Removes what `dev` wrote here (`--reset`); anything else in the
+    /// directory, which may be one a user named by mistake, is left alone.
+    fn empty(&self) -> anyhow::Result<()> {
+        const OURS: [&str; 8] = [
+            "mnemonic",
+            "pii.key",
+            "seed.json",
+            "solana-funder.json",
+            "solana-mint.json",
+            "dev.json",
+            "anvil.log",
+            "solana-node.log",
+        ];
+        self.fresh_store()?;
+        let _ = std::fs::remove_file(self.file("store.db.lock"));
+        for name in OURS {
+            match std::fs::remove_file(self.file(name)) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(e).with_context(|| format!("cannot remove {name}"));
+                }
+                _ => {}
+            }
+        }
+        match std::fs::remove_dir_all(self.chains_dir()) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e).context("cannot remove chains"),
+            _ => Ok(()),
+        }
+    }
+
+    /// Ends the nodes of a `dev` that was killed (SIGKILL: no handler ran)
+    /// and removes its `dev.json`. Holding the lock, this process knows that
+    /// dev is gone; a node is ended only while its process still runs one
+    /// of the node binaries, so a reused process id is left alone.
+    fn end_orphans(&self) {
+        let Ok(text) = std::fs::read_to_string(self.file("dev.json")) else { return };
+        if let Ok(stale) = serde_json::from_str::<Running>(&text) {
+            for pid in stale.nodes {
+                let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+                let program = cmdline.split(|b| *b == 0).next().unwrap_or_default();
+                let program = String::from_utf8_lossy(program);
+                if program.ends_with("anvil") || program.ends_with("custody-indexer-solana-node") {
+                    tracing::warn!(pid, %program, "ending a node the previous dev left running");
+                    let _ = std::process::Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+                }
+            }
+        }
+        let _ = std::fs::remove_file(self.file("dev.json"));
+    }
+
+    /// The state directory of a `dev` that may be running, unlocked.
+    pub fn existing(path: &Path) -> anyhow::Result<Self> {
+        let path = path.canonicalize().map_err(|_| not_running(path))?;
+        Ok(Self { path, _lock: None })
+    }
+
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.path.join(name)
+    }
+
+    pub fn database_url(&self) -> String {
+        format!("sqlite://{}?mode=rwc", self.file("store.db").display())
+    }
+
+    pub fn chains_dir(&self) -> PathBuf {
+        self.file("chains")
+    }
+
+    /// Removes the previous run's store: the chains it indexed are gone.
+    pub fn fresh_store(&self) -> anyhow::Result<()> {
+        for name in ["store.db", "store.db-wal", "store.db-shm", "store.db-journal"] {
+            match std::fs::remove_file(self.file(name)) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(e).with_context(|| format!("cannot remove {name}"));
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// The service's phrase, generated on first use.
+    pub fn mnemonic(&self) -> anyhow::Result<Phrase> {
+        let path = self.file("mnemonic");
+        if !path.exists() {
+            write_secret(&path, new_phrase()?.as_bytes())?;
+        }
+        let text = Zeroizing::new(std::fs::read_to_string(&path).context("reading the mnemonic")?);
+        Ok(Phrase::new(&text))
+    }
+
+    /// The key personal data is sealed with, generated on first use.
+    pub fn pii_key(&self) -> anyhow::Result<pii::Key> {
+        let path = self.file("pii.key");
+        if !path.exists() {
+            write_secret(&path, pii::Key::generate().expose_base64().as_bytes())?;
+        }
+        let text = Zeroizing::new(std::fs::read_to_string(&path).context("reading pii.key")?);
+        Ok(pii::Key::parse(&text)?)
+    }
+
+    /// The ids and secrets the store is seeded with, made on first use.
+    pub fn seed(&self) -> anyhow::Result<Seed> {
+        let path = self.file("seed.json");
+        if let Ok(text) = std::fs::read_to_string(&path) {
+            return serde_json::from_str(&text)
+                .with_context(|| format!("{} is not a dev seed", path.display()));
+        }
+        let key = api_key::generate();
+        let seed = Seed {
+            organization: "dev".into(),
+            identity_id: "dev-identity".into(),
+            account_id: "dev-account".into(),
+            api_key_id: key.id,
+            api_key: key.token,
+            webhook_secret: Secret::generate().expose().to_string(),
+        };
+        write_secret(&path, serde_json::to_string_pretty(&seed)?.as_bytes())?;
+        Ok(seed)
+    }
+
+    /// A 32-byte seed kept in `name`, generated on first use (a keypair's).
+    pub fn key_seed(&self, name: &str) -> anyhow::Result<Zeroizing<[u8; 32]>> {
+        let path = self.file(name);
+        if !path.exists() {
+            let mut bytes = Zeroizing::new([0u8; 32]);
+            getrandom::fill(bytes.as_mut_slice()).context("no random source")?;
+            let list: Vec<String> = bytes.iter().map(u8::to_string).collect();
+            write_secret(&path, format!("[{}]", list.join(",")).as_bytes())?;
+        }
+        let text = std::fs::read_to_string(&path).with_context(|| format!("reading {name}"))?;
+        let bytes: Zeroizing<Vec<u8>> =
+            Zeroizing::new(serde_json::from_str(&text).with_context(|| format!("{name} is not a key seed"))?);
+        Ok(Zeroizing::new(bytes.as_slice().try_into().with_context(|| format!("{name} is not 32 bytes"))?))
+    }
+
+    /// Removes `dev.json` when this process wrote it.
+    pub fn withdraw(&self) {
+        if self.running().is_ok_and(|r| r.pid == std::process::id()) {
+            let _ = std::fs::remove_file(self.file("dev.json"));
+        }
+    }
+
+    /// The running `dev` of this directory; an error naming what to start
+    /// when none runs (no `dev.json`, or its process is gone).
+    pub fn running(&self) -> anyhow::Result<Running> {
+        let text = std::fs::read_to_string(self.file("dev.json")).map_err(|_| not_running(&self.path))?;
+        let running: Running = serde_json::from_str(&text).context("dev.json is not a running dev's")?;
+        if !Path::new(&format!("/proc/{}", running.pid)).exists() {
+            bail!(
+                "{} (its dev.json names process {}, which has ended)",
+                not_running(&self.path),
+                running.pid
+            );
+        }
+        Ok(running)
+    }
+}
+
+/// Writes `dir/dev.json`: from now on `dev deposit` reaches this process.
+pub fn announce(dir: &Path, summary: &Summary, nodes: &[u32]) -> anyhow::Result<()> {
+    let running = Running { pid: std::process::id(), nodes: nodes.to_vec(), summary: summary.clone() };
+    let path = dir.join("dev.json");
+    let _ = std::fs::remove_file(&path);
+    write_secret(&path, serde_json::to_string_pretty(&running)?.as_bytes())
+}
+
+fn not_running(path: &Path) -> anyhow::Error {
+    anyhow::anyhow!(
+        "no `custody-indexer dev` is running with the state directory {}: start one with \
+         `custody-indexer dev --state-dir {}`",
+        path.display(),
+        path.display()
+    )
+}
+
+fn lock(path: &Path) -> anyhow::Result<File> {
+    let lock_path = path.join("dev.lock");
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .with_context(|| format!("cannot open {}", lock_path.display()))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => bail!(
+            "another `custody-indexer dev` uses the state directory {}: stop it, or give this one \
+             another --state-dir",
+            path.display()
+        ),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(e).with_context(|| format!("cannot lock {}", lock_path.display()))
+        }
+    }
+}
+
+/// Writes a file only its owner may read or write.
+pub fn write_secret(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let mut file = OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    file.write_all(bytes).with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// A new 12-word BIP-39 phrase: 128 random bits and 4 bits of their SHA-256.
+fn new_phrase() -> anyhow::Result<Zeroizing<String>> {
+    let mut entropy = Zeroizing::new([0u8; 17]);
+    getrandom::fill(&mut entropy[..16]).context("no random source")?;
+    entropy[16] = Sha256::digest(&entropy[..16])[0];
+    let mut phrase = Zeroizing::new(String::with_capacity(12 * 9));
+    for n in 0..12 {
+        let index = (0..11).fold(0usize, |index, bit| {
+            let at = n * 11 + bit;
+            index << 1 | usize::from(entropy[at / 8] >> (7 - at % 8) & 1)
+        });
+        if n > 0 {
+            phrase.push(' ');
+        }
+        phrase.push_str(English::get(index).context("the BIP-39 word list")?);
+    }
+    Ok(phrase)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_phrase_is_a_valid_bip39_phrase_each_time_different() {
+        let (a, b) = (new_phrase().unwrap(), new_phrase().unwrap());
+        assert_ne!(*a, *b);
+        assert_eq!(a.split(' ').count(), 12);
+        crate::keys::MnemonicSigner::from_phrase(&a).expect("a valid phrase");
+    }
+
+    #[test]
+    fn secrets_are_written_for_their_owner_alone_and_kept() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::open(&dir.path().join("state"), false).unwrap();
+        let seed = state.seed().unwrap();
+        state.mnemonic().unwrap();
+        for name in ["seed.json", "mnemonic"] {
+            let mode = std::fs::metadata(state.file(name)).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600, "{name}");
+        }
+        assert_eq!(state.seed().unwrap().api_key, seed.api_key, "kept between runs");
+        let second = StateDir::open(&state.path, false).err().expect("locked while the first is open");
+        assert!(second.to_string().contains("another `custody-indexer dev`"), "{second}");
+    }
+}

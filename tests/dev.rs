@@ -1,0 +1,386 @@
+//! `custody-indexer dev` as a user runs it: one command, no configuration,
+//! the platform offline on its own anvil and local Solana network; deposits
+//! made with `dev deposit` become CONFIRMED, reach the pull API and a
+//! signed webhook; a transfer sent as the printed command sends it
+//! completes; the nodes stop with it; its state is kept, and `--reset`
+//! starts over.
+
+mod common;
+
+use std::{
+    collections::BTreeSet,
+    io::{BufRead, BufReader},
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    time::Duration,
+};
+
+use alloy::transports::http::reqwest::Method;
+use common::{
+    api::{send, send_json},
+    cli::{Process, terminate},
+    eventually,
+    receiver::Receiver,
+};
+use serde_json::{Value, json};
+
+const EVM: &str = "ETHEREUM_TESTNET";
+const SOLANA: &str = "SOLANA_DEVNET";
+
+/// A running `dev --json`: its process and the line it printed.
+struct Dev {
+    process: Process,
+    line: Value,
+    log: PathBuf,
+}
+
+impl Dev {
+    fn field(&self, name: &str) -> &str {
+        self.line[name].as_str().unwrap_or_else(|| panic!("{name} in {}", self.line))
+    }
+
+    async fn get(&self, path: &str) -> Value {
+        let answer =
+            send(Method::GET, &format!("{}{path}", self.field("api_url")), Some(self.field("api_key"))).await;
+        assert_eq!(answer.status, 200, "GET {path}: {}", answer.body);
+        answer.body
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap()
+    }
+
+    /// The processes `dev` started (its nodes), by pid.
+    fn children(&self) -> BTreeSet<u32> {
+        let parent = self.process.id().to_string();
+        let mut children = BTreeSet::new();
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+            // pid (comm) state ppid …; comm may hold spaces, so split after ')'.
+            let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or_default();
+            if after.split_whitespace().nth(1) == Some(parent.as_str()) {
+                children.insert(entry.file_name().to_string_lossy().parse().unwrap());
+            }
+        }
+        children
+    }
+}
+
+fn binary() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_custody-indexer"));
+    for name in
+        ["DATABASE_URL", "CUSTODY_INDEXER_CHAINS", "CUSTODY_INDEXER_LISTEN", "CUSTODY_INDEXER_ENVIRONMENT"]
+    {
+        command.env_remove(name);
+    }
+    command.env("RUST_LOG", "info");
+    command
+}
+
+/// Starts `dev --json` on `state` with `args` and `env`, and reads its line.
+async fn start(state: &Path, args: &[&str], env: &[(&str, &str)]) -> Dev {
+    let log = state.with_extension(format!("{}.log", uuid::Uuid::new_v4()));
+    let mut command = binary();
+    command
+        .args(["dev", "--json", "--state-dir", state.to_str().unwrap(), "--listen", "127.0.0.1:0"])
+        .args(args)
+        .envs(env.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap());
+    let mut process = Process(command.spawn().unwrap());
+    let stdout = process.0.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut lines = BufReader::new(stdout).lines();
+        let _ = tx.send(lines.next());
+        // Keep reading: nothing else is printed, and the pipe stays open.
+        for _ in lines {}
+    });
+    let line = tokio::task::spawn_blocking(move || rx.recv_timeout(Duration::from_secs(600)))
+        .await
+        .unwrap()
+        .ok()
+        .flatten()
+        .and_then(Result::ok)
+        .unwrap_or_else(|| panic!("dev printed no line: {}", std::fs::read_to_string(&log).unwrap()));
+    let line = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+    Dev { process, line, log }
+}
+
+/// `dev deposit` against the running dev; returns the printed hash.
+fn deposit(state: &Path, chain: &str, asset: Option<&str>, amount: &str) -> String {
+    deposit_to(state, chain, asset, amount, &[])
+}
+
+/// `dev deposit` with `extra` arguments.
+fn deposit_to(state: &Path, chain: &str, asset: Option<&str>, amount: &str, extra: &[&str]) -> String {
+    let mut command = binary();
+    command.args([
+        "dev",
+        "deposit",
+        "--state-dir",
+        state.to_str().unwrap(),
+        "--chain",
+        chain,
+        "--amount",
+        amount,
+    ]);
+    if let Some(asset) = asset {
+        command.args(["--asset", asset]);
+    }
+    command.args(extra);
+    let out = command.output().unwrap();
+    assert!(out.status.success(), "dev deposit {chain} {amount}: {}", String::from_utf8_lossy(&out.stderr));
+    let hash = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    assert!(!hash.is_empty() && !hash.contains(char::is_whitespace), "one hash: {hash:?}");
+    hash
+}
+
+/// Every field of the JSON line, as a user would check it.
+fn check_line(dev: &Dev, state: &Path, webhook: Option<&str>) {
+    let line = &dev.line;
+    let mut keys: Vec<&str> = line.as_object().unwrap().keys().map(String::as_str).collect();
+    keys.sort();
+    let mut expected = vec![
+        "account_id",
+        "addresses",
+        "api_key",
+        "api_url",
+        "assets",
+        "chains_dir",
+        "database_url",
+        "environment",
+        "identity_id",
+        "organization",
+        "rpc_urls",
+    ];
+    if webhook.is_some() {
+        expected.push("webhook");
+    }
+    expected.sort();
+    assert_eq!(keys, expected, "{line}");
+    assert_eq!(line["environment"], "sandbox");
+    let api = dev.field("api_url");
+    assert!(api.starts_with("http://127.0.0.1:") && !api.ends_with(":0"), "{api}");
+    assert!(dev.field("api_key").starts_with("cik_"));
+    for id in ["organization", "identity_id", "account_id"] {
+        assert!(!dev.field(id).is_empty(), "{id}");
+    }
+    let state = state.canonicalize().unwrap();
+    assert!(dev.field("database_url").starts_with(&format!("sqlite://{}", state.display())));
+    let chains = PathBuf::from(dev.field("chains_dir"));
+    assert!(chains.starts_with(&state));
+    let files = std::fs::read_dir(&chains).unwrap().count();
+    assert_eq!(files, line["rpc_urls"].as_object().unwrap().len(), "one chain file per local chain");
+    for (chain, url) in line["rpc_urls"].as_object().unwrap() {
+        assert!(url.as_str().unwrap().starts_with("http://127.0.0.1:"), "{chain}: {url}");
+        let assets = &line["assets"][chain];
+        assert_eq!(assets.as_array().unwrap().len(), 1, "{assets}");
+        assert_eq!(assets[0]["symbol"], "USDC");
+        assert_eq!(assets[0]["decimals"], 6);
+        assert!(!assets[0]["contract_address"].as_str().unwrap().is_empty());
+        assert!(line["addresses"][chain].is_string(), "an address on {chain}");
+    }
+    if let Some(url) = webhook {
+        assert_eq!(line["webhook"]["url"], url);
+        assert!(line["webhook"]["signing_secret"].as_str().unwrap().starts_with("whsec_"));
+    }
+}
+
+/// Waits until the account's deposit in `hash` is CONFIRMED; returns it.
+async fn confirmed(dev: &Dev, hash: &str) -> Value {
+    confirmed_to(dev, dev.field("account_id"), hash).await
+}
+
+async fn confirmed_to(dev: &Dev, account: &str, hash: &str) -> Value {
+    let path = format!("/v2/crypto/deposits?account_id={account}&limit=25");
+    eventually(Duration::from_secs(120), &format!("deposit {hash} CONFIRMED"), || async {
+        let deposits = dev.get(&path).await;
+        let found = deposits["deposits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["transaction_hash"].as_str().is_some_and(|h| h.eq_ignore_ascii_case(hash)));
+        found.filter(|d| d["status"] == "CONFIRMED").cloned()
+    })
+    .await
+}
+
+#[tokio::test]
+async fn dev_runs_the_platform_offline_and_keeps_its_state_between_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let receiver = Receiver::start().await;
+    let dev = start(&state, &["--webhook-url", &receiver.url], &[]).await;
+    check_line(&dev, &state, Some(&receiver.url));
+    for chain in [EVM, SOLANA] {
+        assert!(dev.line["rpc_urls"][chain].is_string(), "{chain} runs: {}", dev.stderr());
+    }
+    let account = dev.get(&format!("/v2/accounts/{}", dev.field("account_id"))).await;
+    assert_eq!(account["identity_id"], dev.field("identity_id"));
+
+    deposits_are_confirmed(&dev, &state).await;
+    events_are_pulled_and_signed_webhooks_arrive(&dev, &receiver).await;
+    a_transfer_out_completes(&dev).await;
+    // The operator commands act on the same store and chains.
+    let health = binary()
+        .args(["--database-url", dev.field("database_url"), "health", "--chains", dev.field("chains_dir")])
+        .output()
+        .unwrap();
+    assert!(health.status.success(), "{}", String::from_utf8_lossy(&health.stdout));
+
+    let first = stops_with_its_nodes(dev, &state);
+    let mut again = start(&state, &[], &[]).await;
+    for field in ["api_key", "organization", "identity_id", "account_id", "addresses"] {
+        assert_eq!(again.line[field], first[field], "{field} kept");
+    }
+    assert_eq!(again.line["assets"], first["assets"], "the test USDC at the same addresses");
+    again.get(&format!("/v2/accounts/{}", again.field("account_id"))).await;
+    assert!(terminate(&mut again.process).success());
+
+    let mut reset = start(&state, &["--reset"], &[]).await;
+    check_line(&reset, &state, None);
+    assert_ne!(reset.line["api_key"], first["api_key"]);
+    assert_ne!(reset.line["addresses"], first["addresses"]);
+    assert!(terminate(&mut reset.process).success());
+}
+
+/// `dev deposit` of each asset on each chain, and of a token to another
+/// account by `--account-id`: each becomes CONFIRMED as sent.
+async fn deposits_are_confirmed(dev: &Dev, state: &Path) {
+    let sent = [
+        (EVM, None, "0.5", "ETH"),
+        (EVM, Some("USDC"), "25", "USDC"),
+        (SOLANA, None, "0.25", "SOL"),
+        (SOLANA, Some("USDC"), "7.5", "USDC"),
+    ];
+    for (chain, asset, amount, symbol) in sent {
+        let hash = deposit(state, chain, asset, amount);
+        let deposit = confirmed(dev, &hash).await;
+        assert_eq!(deposit["destination_chain"], chain);
+        assert_eq!(deposit["currency_symbol"], symbol);
+        assert_eq!(deposit["amount"], amount);
+        assert_eq!(deposit["account_address"], dev.line["addresses"][chain]);
+    }
+    // Another account of the organization, created through the API.
+    let body =
+        json!({ "request_id": "second", "identity_id": dev.field("identity_id"), "type": "SEGREGATED" });
+    let url = format!("{}/v2/accounts", dev.field("api_url"));
+    let created = send_json(Method::POST, &url, Some(dev.field("api_key")), Some(&body)).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let second = created.body["id"].as_str().unwrap().to_string();
+    let hash = deposit_to(state, SOLANA, Some("USDC"), "3", &["--account-id", &second]);
+    let deposit = confirmed_to(dev, &second, &hash).await;
+    assert_ne!(deposit["account_address"], dev.line["addresses"][SOLANA]);
+}
+
+async fn events_are_pulled_and_signed_webhooks_arrive(dev: &Dev, receiver: &Receiver) {
+    let events = dev.get("/v2/events?limit=100").await;
+    let deposit_events =
+        events["events"].as_array().unwrap().iter().filter(|e| e["type"] == "deposit_v2").count();
+    assert!(deposit_events >= 5, "a deposit_v2 event per deposit: {events}");
+    let secret = dev.line["webhook"]["signing_secret"].as_str().unwrap().to_string();
+    let delivered = eventually(Duration::from_secs(60), "a deposit_v2 webhook", || async {
+        let delivered = receiver.delivered();
+        delivered.into_iter().find(|r| r.json()["type"] == "deposit_v2")
+    })
+    .await;
+    assert!(delivered.signed_by(&secret), "the webhook is signed with the printed secret");
+}
+
+/// The printed command's shape: 1 USDC out of the account on the EVM chain.
+async fn a_transfer_out_completes(dev: &Dev) {
+    let transfer = json!({
+        "request_id": uuid::Uuid::new_v4().to_string(),
+        "account_id": dev.field("account_id"),
+        "amount": "1",
+        "currency_symbol": "USDC",
+        "address_destination": { "address": "0x000000000000000000000000000000000000dEaD", "chain": EVM },
+    });
+    let url = format!("{}/v2/crypto/transfers", dev.field("api_url"));
+    let answer = send_json(Method::POST, &url, Some(dev.field("api_key")), Some(&transfer)).await;
+    assert_eq!(answer.status, 201, "{}", answer.body);
+    let id = answer.body["id"].as_str().unwrap().to_string();
+    eventually(Duration::from_secs(120), "the transfer CONFIRMED", || async {
+        let transfer = dev.get(&format!("/v2/crypto/transfers/{id}")).await;
+        assert!(!["FAILED", "DROPPED"].contains(&transfer["status"].as_str().unwrap()), "{transfer}");
+        (transfer["status"] == "CONFIRMED").then_some(())
+    })
+    .await;
+}
+
+/// SIGTERM: dev stops cleanly, its nodes with it, and `dev deposit` says
+/// none runs. Returns the line it had printed.
+fn stops_with_its_nodes(mut dev: Dev, state: &Path) -> Value {
+    let children = dev.children();
+    assert_eq!(children.len(), 2, "anvil and the Solana node: {children:?}");
+    assert!(terminate(&mut dev.process).success(), "{}", dev.stderr());
+    for pid in &children {
+        assert!(gone(*pid), "node {pid} outlived dev");
+    }
+    assert!(!state.join("dev.json").exists(), "no dev runs any more");
+    let refused = binary()
+        .args(["dev", "deposit", "--state-dir", state.to_str().unwrap(), "--chain", EVM, "--amount", "1"])
+        .output()
+        .unwrap();
+    let message = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && message.contains("no `custody-indexer dev` is running"),
+        "{message}"
+    );
+    dev.line
+}
+
+#[tokio::test]
+async fn without_the_solana_node_dev_says_what_is_missing_and_serves_the_evm_chain() {
+    let dir = tempfile::tempdir().unwrap();
+    let (state, cache) = (dir.path().join("state"), dir.path().join("cache"));
+    std::fs::create_dir_all(&cache).unwrap();
+    let anvil = common::anvil::anvil_bin();
+    let missing_bin = dir.path().join("nowhere/custody-indexer-solana-node");
+    let no_source = dir.path().join("no-source");
+    let env = [
+        ("ANVIL_BIN", anvil.to_str().unwrap()),
+        ("SOLANA_NODE_BIN", missing_bin.to_str().unwrap()),
+        ("PATH", "/usr/bin:/bin"),
+        ("CUSTODY_INDEXER_CACHE", cache.to_str().unwrap()),
+        ("CUSTODY_INDEXER_SOLANA_NODE_SOURCE", no_source.to_str().unwrap()),
+    ];
+    let mut dev = start(&state, &[], &env).await;
+    check_line(&dev, &state, None);
+    let stderr = dev.stderr();
+    for expected in [
+        "the local Solana network (custody-indexer-solana-node) is missing".to_string(),
+        format!("SOLANA_NODE_BIN names {}, which does not exist", missing_bin.display()),
+        format!("its source (tools/solana-node) is not at {}", no_source.display()),
+        "scripts/install-solana-node.sh".to_string(),
+        "Running without SOLANA_DEVNET".to_string(),
+    ] {
+        assert!(stderr.contains(&expected), "{expected:?} in:\n{stderr}");
+    }
+    let chains: Vec<&String> = dev.line["rpc_urls"].as_object().unwrap().keys().collect();
+    assert_eq!(chains, [EVM]);
+    let hash = deposit(&state, EVM, None, "1.25");
+    assert_eq!(confirmed(&dev, &hash).await["amount"], "1.25");
+
+    // Killed outright, dev cannot stop its node: the next dev on the state
+    // directory ends it.
+    let children = dev.children();
+    assert_eq!(children.len(), 1, "anvil alone: {children:?}");
+    dev.process.kill().unwrap();
+    dev.process.wait().unwrap();
+    assert!(children.iter().all(|pid| !gone(*pid)), "the killed dev's anvil is still running");
+    let mut next = start(&state, &[], &env).await;
+    for pid in &children {
+        assert!(gone(*pid), "the next dev ended the orphaned node {pid}");
+    }
+    assert_eq!(next.line["api_key"], dev.line["api_key"]);
+    assert!(terminate(&mut next.process).success());
+}
+
+/// Whether process `pid` has ended (exited, perhaps not yet reaped).
+fn gone(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next());
+    matches!(state, None | Some("Z" | "X"))
+}
