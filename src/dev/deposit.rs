@@ -32,7 +32,15 @@ pub struct DepositArgs {
     /// The running `dev`'s state directory.
     #[arg(long, value_name = "DIR", env = "CUSTODY_INDEXER_DEV_STATE_DIR", default_value = DEFAULT_STATE_DIR)]
     state_dir: PathBuf,
+    /// Then follow the deposit: print each status it takes (`PENDING`,
+    /// `CONFIRMED`) and exit 0 once it is `CONFIRMED`, 1 if it becomes
+    /// `FAILED` or is not confirmed within a minute.
+    #[arg(long)]
+    follow: bool,
 }
+
+/// How long `--follow` waits for the deposit to be confirmed.
+const FOLLOW_FOR: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The asset a deposit sends: the native coin, or a token.
 enum What {
@@ -80,7 +88,51 @@ pub async fn run(args: DepositArgs) -> anyhow::Result<ExitCode> {
     };
     eprintln!("sent {} {symbol} on {chain} to {to}", args.amount);
     println!("{hash}");
+    if args.follow {
+        return follow(&dev.database_url, chain, &hash).await;
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Prints the statuses the deposits of transaction `hash` take, as the
+/// running `dev` records them, until they are all final.
+async fn follow(database_url: &str, chain: Chain, hash: &str) -> anyhow::Result<ExitCode> {
+    use crate::deposit::DepositStatus;
+    let store = Store::open(database_url).await?;
+    let started = std::time::Instant::now();
+    let mut shown = std::collections::BTreeMap::new();
+    let outcome = loop {
+        let deposits = store.deposits_on_chain(chain).await?;
+        let ours: Vec<_> =
+            deposits.iter().filter(|d| d.transaction_hash.eq_ignore_ascii_case(hash)).collect();
+        for deposit in &ours {
+            if shown.insert(deposit.id.clone(), deposit.status) != Some(deposit.status) {
+                println!(
+                    "{} {} {} {}",
+                    deposit.id,
+                    deposit.amount,
+                    deposit.currency_symbol,
+                    deposit.status.as_str()
+                );
+            }
+        }
+        if ours.iter().any(|d| d.status == DepositStatus::Failed) {
+            break ExitCode::FAILURE;
+        }
+        if !ours.is_empty() && ours.iter().all(|d| d.status == DepositStatus::Confirmed) {
+            break ExitCode::SUCCESS;
+        }
+        if started.elapsed() > FOLLOW_FOR {
+            eprintln!(
+                "the deposit was not confirmed within {} s: see `custody-indexer dev` and its health",
+                FOLLOW_FOR.as_secs()
+            );
+            break ExitCode::FAILURE;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    };
+    store.close().await;
+    Ok(outcome)
 }
 
 /// The asset `symbol` names on `chain` (none: the native coin).

@@ -15,6 +15,7 @@ mod deposit;
 mod evm;
 mod nodes;
 mod seed;
+mod show;
 mod solana;
 mod state;
 
@@ -58,6 +59,9 @@ enum DevAction {
     /// dev account 1; a Solana wallet kept in the state directory) and
     /// print its transaction hash. Needs a running `dev`.
     Deposit(deposit::DepositArgs),
+    /// Print what the running `dev` announced: its JSON line, or one field
+    /// of it (`dev show api_key`).
+    Show(show::ShowArgs),
 }
 
 #[derive(Debug, Args)]
@@ -114,6 +118,7 @@ pub struct WebhookSummary {
 pub async fn execute(command: DevCommand) -> anyhow::Result<ExitCode> {
     match command.action {
         Some(DevAction::Deposit(args)) => deposit::run(args).await,
+        Some(DevAction::Show(args)) => show::run(args),
         None => start(command.options).await,
     }
 }
@@ -309,11 +314,11 @@ fn guide(s: &Summary, dir: &std::path::Path) -> String {
     out.push_str(&format!(
         "\nTry it, in another terminal:\n\n  \
          # a deposit of 25 test USDC to the account (PENDING, then CONFIRMED within seconds)\n  \
-         custody-indexer dev deposit{state} --chain {chain} --asset USDC --amount 25\n\n  \
+         custody-indexer dev deposit{state} --chain {chain} --asset USDC --amount 25 --follow\n\n  \
          # the account's deposits\n  curl -s {auth} '{api}/v2/crypto/deposits?account_id={}'\n\n  \
          # the organization's events (deposit_v2, …), oldest first\n  curl -s {auth} '{api}/v2/events'\n\n  \
          # send 1 USDC out of the account\n  curl -s -X POST {auth} -H 'Content-Type: application/json' {api}/v2/crypto/transfers \\\n    \
-         -d '{{\"request_id\":\"transfer-'$(date +%s)'\",\"account_id\":\"{}\",\"amount\":\"1\",\"currency_symbol\":\"USDC\",\
+         -d '{{\"request_id\":\"'$(python3 -c 'import uuid; print(uuid.uuid4())')'\",\"account_id\":\"{}\",\"amount\":\"1\",\"currency_symbol\":\"USDC\",\
          \"address_destination\":{{\"address\":\"{to}\",\"chain\":\"{chain}\"}}}}'\n",
         s.account_id, s.account_id
     ));
