@@ -92,11 +92,12 @@ fn kind(info: &str, line: usize) -> Result<Option<Kind>, String> {
 pub fn blocks(markdown: &str) -> Result<Vec<Block>, String> {
     let mut blocks: Vec<Block> = Vec::new();
     for (fence, adjacent) in fences(markdown)? {
-        if fence.info == "text" && adjacent {
-            if let Some(last) = blocks.last_mut().filter(|b| b.output.is_none()) {
-                last.output = Some(fence.body);
-                continue;
-            }
+        if fence.info == "text"
+            && adjacent
+            && let Some(last) = blocks.last_mut().filter(|b| b.output.is_none())
+        {
+            last.output = Some(fence.body);
+            continue;
         }
         if let Some(kind) = kind(&fence.info, fence.line)? {
             blocks.push(Block { line: fence.line, kind, code: fence.body, output: None });

@@ -80,7 +80,7 @@ impl Run {
         self.stdout
             .lines()
             .filter_map(|l| l.strip_prefix("@@readme-block ")?.strip_suffix("@@")?.parse().ok())
-            .last()
+            .next_back()
     }
 
     pub fn printed_by(&self, index: usize) -> &str {
