@@ -459,6 +459,10 @@ fn is_transient(err: &TransportError) -> bool {
 fn error_kind(err: &TransportError) -> &'static str {
     match err {
         RpcError::ErrorResp(payload) if payload.code == 429 => "rate_limited",
+        RpcError::ErrorResp(payload) if refuses_method(payload.code, &payload.message) => {
+            "method_unsupported"
+        }
+        RpcError::ErrorResp(payload) if lost_history(payload.code, &payload.message) => "pruned",
         RpcError::ErrorResp(_) => "rpc_error",
         RpcError::DeserError { .. } | RpcError::SerError(_) | RpcError::NullResp => "bad_response",
         RpcError::Transport(TransportErrorKind::HttpError(e)) if e.status == 429 => "rate_limited",
@@ -470,6 +474,24 @@ fn error_kind(err: &TransportError) -> &'static str {
         RpcError::Transport(_) => "unreachable",
         _ => "other",
     }
+}
+
+/// Whether a JSON-RPC error says the node does not serve the method at all
+/// (`-32601`, or a provider's wording of it): no retry helps, the node must
+/// change (e.g. enable the `debug` or `trace` namespace).
+pub fn refuses_method(code: i64, message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    code == -32601
+        || ["method not found", "method not supported", "does not exist/is not available", "not whitelisted"]
+            .iter()
+            .any(|needle| m.contains(needle))
+}
+
+/// Whether a JSON-RPC error says the node no longer holds the block asked
+/// for (geth's history expiry answers `4444` "pruned history unavailable"):
+/// only an archive node serves it.
+fn lost_history(code: i64, message: &str) -> bool {
+    code == 4444 || message.to_ascii_lowercase().contains("pruned history")
 }
 
 fn mentions_range(message: &str) -> bool {
