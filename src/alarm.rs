@@ -57,7 +57,7 @@ impl Alarms {
         match self.raised.get_mut(key) {
             Some(raised) if raised.kind == kind && now - raised.logged_at < REPEAT => {
                 raised.unlogged += 1;
-                return Raise::Quiet;
+                Raise::Quiet
             }
             Some(raised) if raised.kind == kind => {
                 let lasting = (now - raised.since).as_secs();

@@ -161,7 +161,7 @@ async fn a_method_the_rpc_refuses_is_warned_once_and_makes_the_chain_unhealthy_a
         refusal.into(),
         u32::MAX,
     ));
-    let env = Env::with_chain_file(&chain_toml(&[proxy.url.clone()], None, "traces = true"));
+    let env = Env::with_chain_file(&chain_toml(std::slice::from_ref(&proxy.url), None, "traces = true"));
     let run = Run::start(&env, CHAIN, &[]);
     let warned = run.logged("WARN", "the watcher cannot progress").await;
     assert!(warned.contains(refusal), "{warned}");
@@ -181,7 +181,7 @@ async fn an_rpc_node_fallen_behind_the_indexed_blocks_is_warned_and_shown_in_hea
     let anvil = Anvil::start().await;
     anvil.mine(20).await;
     let proxy = common::proxy::start(anvil.url()).await;
-    let env = Env::with_chain_file(&chain_toml(&[proxy.url.clone()], None, ""));
+    let env = Env::with_chain_file(&chain_toml(std::slice::from_ref(&proxy.url), None, ""));
     let mut first = Run::start(&env, CHAIN, &[]);
     eventually(MINUTE, "block 20 indexed", || async {
         (chain_of(&health(&env).1, CHAIN)["indexed"] == 20).then_some(())
@@ -213,6 +213,15 @@ async fn a_live_watcher_on_a_pruned_solana_node_warns_and_is_unhealthy_at_once()
     run.logged("WARN", &named).await;
     let (code, report) = health_problem(&env, SOLANA, &named).await;
     assert_eq!(code, Some(1), "{report}");
+    let problems = chain_of(&report, SOLANA)["problems"].to_string();
+    assert!(problems.contains("the watcher cannot progress"), "{report}");
+    // Each failed step asks for the first available slot; lines are fewer.
+    let asked = || {
+        let calls = proxy.faults.calls.lock().unwrap();
+        calls.iter().filter(|(_, method)| method == "getFirstAvailableBlock").count()
+    };
+    eventually(MINUTE, "three failed steps", || async { (asked() >= 3).then_some(()) }).await;
+    assert!(run.lines("WARN", &named).len() < asked(), "{}", run.log());
 }
 
 #[tokio::test]
@@ -236,9 +245,14 @@ async fn an_unfunded_gas_sponsor_is_a_warning_naming_it_until_funded() {
     let env = Env::with_chain_file(&chain_toml(&[anvil.url()], None, ""));
     let run = Run::start(&env, CHAIN, &[("CUSTODY_INDEXER_MNEMONIC", MNEMONIC)]);
     let warned = run.logged("WARN", "the gas sponsor").await;
-    let (code, report) = health_warning(&env, "the gas sponsor").await;
     // Deposits are still indexed and the API answers: healthy, with a warning.
+    let (code, report) = eventually(MINUTE, "a healthy chain with the sponsor's warning", || async {
+        let (code, report) = health_warning(&env, "the gas sponsor").await;
+        (chain_of(&report, CHAIN)["healthy"] == true).then_some((code, report))
+    })
+    .await;
     assert_eq!(code, Some(0), "{report}");
+    assert!(chain_of(&report, CHAIN)["warnings"].to_string().contains("the gas sponsor"), "{report}");
     let condition = &report["conditions"][0];
     assert_eq!(
         (condition["kind"].as_str(), condition["chain"].as_str()),
