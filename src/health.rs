@@ -164,14 +164,7 @@ pub async fn check(store: &Store, chains: &Chains, required: &[Chain]) -> Report
         (Ok(environment), Ok(conditions)) => (environment, conditions),
         (Err(error), _) | (_, Err(error)) => return unreachable(error),
     };
-    let mut warnings = Vec::new();
-    for condition in &conditions {
-        let report = reports.iter_mut().find(|r| Some(r.chain) == condition.chain);
-        match report {
-            Some(report) => report.warnings.push(condition.message.clone()),
-            None => warnings.push(condition.message.clone()),
-        }
-    }
+    let mut warnings = attach(&mut reports, &conditions);
     for report in &mut reports {
         report.workers = workers(&leases, report.chain);
         if let Some(at) = stops.iter().position(|s| s.chain == report.chain) {
@@ -204,6 +197,19 @@ pub async fn check(store: &Store, chains: &Chains, required: &[Chain]) -> Report
         chains: reports,
         checked_at: now,
     }
+}
+
+/// Adds each condition to its chain's warnings; those of no chain reported
+/// (a webhook's) are returned.
+fn attach(reports: &mut [ChainReport], conditions: &[Condition]) -> Vec<String> {
+    let mut rest = Vec::new();
+    for condition in conditions {
+        match reports.iter_mut().find(|r| Some(r.chain) == condition.chain) {
+            Some(report) => report.warnings.push(condition.message.clone()),
+            None => rest.push(condition.message.clone()),
+        }
+    }
+    rest
 }
 
 /// The report when the store cannot be read.

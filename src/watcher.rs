@@ -236,14 +236,6 @@ pub async fn follow<S: Step>(
     wake: Arc<Notify>,
 ) -> Result<(), WatchError> {
     let chain = watcher.chain();
-    let backoff = || {
-        ExponentialBuilder::default()
-            .with_min_delay(Duration::from_millis(500))
-            .with_max_delay(Duration::from_secs(60))
-            .without_max_times()
-            .with_jitter()
-            .build()
-    };
     let mut delays = backoff();
     let mut recorded: Option<Instant> = None;
     let mut alarms = Alarms::default();
@@ -301,6 +293,16 @@ pub async fn follow<S: Step>(
     }
     info!(%chain, "watcher stopped");
     Ok(())
+}
+
+/// The waits between failed steps: from half a second to a minute.
+fn backoff() -> backon::ExponentialBackoff {
+    ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(500))
+        .with_max_delay(Duration::from_secs(60))
+        .without_max_times()
+        .with_jitter()
+        .build()
 }
 
 /// Idle steps whose node's head stays below what is indexed for ten poll

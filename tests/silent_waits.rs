@@ -307,3 +307,29 @@ async fn a_webhook_that_never_answers_is_a_warning_never_a_reason_to_be_unready(
     assert!(ready.body["warnings"].to_string().contains(&webhook), "{:?}", ready.body);
     assert!(!ready.body["warnings"].to_string().contains(&receiver.url), "the host only, not the URL");
 }
+
+#[tokio::test]
+async fn a_condition_keeps_its_first_time_until_cleared_on_both_stores() {
+    for backend in [common::Backend::Sqlite, common::Backend::Postgres] {
+        let db = common::TestDb::new(backend).await;
+        let store = &db.store;
+        store.raise_condition(Some(CHAIN), "sponsor_unfunded", "0xabc", "empty").await.unwrap();
+        store.raise_condition(None, "webhook_failing", "hook-1", "times out").await.unwrap();
+        let first = store.conditions().await.unwrap();
+        assert_eq!(first.len(), 2, "{backend:?}");
+        let since = first.iter().find(|c| c.chain == Some(CHAIN)).unwrap().since;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        store.raise_condition(Some(CHAIN), "sponsor_unfunded", "0xabc", "still empty").await.unwrap();
+        let again = store.conditions().await.unwrap();
+        let sponsor = again.iter().find(|c| c.chain == Some(CHAIN)).unwrap();
+        assert_eq!((sponsor.message.as_str(), sponsor.since), ("still empty", since));
+        assert!(sponsor.seen_at > sponsor.since, "{backend:?}");
+        let webhook = again.iter().find(|c| c.chain.is_none()).unwrap();
+        assert_eq!((webhook.kind.as_str(), webhook.subject.as_str()), ("webhook_failing", "hook-1"));
+
+        store.clear_condition(Some(CHAIN), "sponsor_unfunded", "0xabc").await.unwrap();
+        store.clear_condition(Some(CHAIN), "sponsor_unfunded", "0xabc").await.unwrap();
+        let left = store.conditions().await.unwrap();
+        assert_eq!(left.iter().map(|c| c.subject.as_str()).collect::<Vec<_>>(), ["hook-1"], "{backend:?}");
+    }
+}

@@ -168,7 +168,8 @@ async fn watch_endpoint(
     outcome: &Outcome,
 ) {
     let webhook = claimed.webhook_id.as_str();
-    let result = if *outcome == Outcome::Delivered {
+    // Delivered, or answered `410 Gone` (the webhook is disabled: nothing waits on it).
+    let result = if matches!(outcome, Outcome::Delivered | Outcome::Gone) {
         alarms.lock().expect("alarms").clear(webhook, &format!("webhook {webhook} answers again"));
         // Another worker may have raised it: cleared in the store whatever this one saw.
         store.clear_condition(None, FAILING, webhook).await

@@ -55,7 +55,8 @@ impl SponsorWatch {
         if self.checked.is_some_and(|at| at.elapsed() < every) {
             return;
         }
-        self.checked = Some(Instant::now());
+        // A condition an earlier holder of the sender left is this one's to clear.
+        let first = self.checked.replace(Instant::now()).is_none();
         let chain = sender.config().chain;
         let funds = match sender.sponsor_funds().await {
             Ok(funds) => funds,
@@ -76,7 +77,7 @@ impl SponsorWatch {
             }
             store.raise_condition(Some(chain), KIND, &funds.sponsor, &message).await
         } else {
-            if self.raised.take().is_none() {
+            if self.raised.take().is_none() && !first {
                 return;
             }
             self.alarms.clear(&key, &format!("{chain}: the gas sponsor {} is funded", funds.sponsor));
