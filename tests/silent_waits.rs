@@ -302,6 +302,9 @@ async fn a_webhook_that_never_answers_is_a_warning_never_a_reason_to_be_unready(
     let (code, report) = health_warning(&env, &format!("webhook {webhook}")).await;
     assert_eq!(code, Some(0), "a tenant's endpoint never makes the service unhealthy: {report}");
     assert_eq!(report["healthy"], true);
+    let text = env.output(&["health"]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains(&format!("warning: webhook {webhook}")) && text.contains("healthy"), "{text}");
     let ready = send(Method::GET, &format!("{base}/readyz"), Some(OPERATOR_TOKEN)).await;
     assert_eq!(ready.status, 200, "{:?}", ready.body);
     assert!(ready.body["warnings"].to_string().contains(&webhook), "{:?}", ready.body);

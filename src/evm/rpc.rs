@@ -509,3 +509,23 @@ fn is_range_too_large(err: &TransportError) -> bool {
         _ => false,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answered(code: i64, message: &str) -> TransportError {
+        let payload = serde_json::json!({ "code": code, "message": message });
+        RpcError::ErrorResp(serde_json::from_value(payload).expect("an error payload"))
+    }
+
+    #[test]
+    fn a_refused_method_and_lost_history_are_kinds_of_their_own() {
+        let refused = answered(-32601, "the method debug_traceBlockByHash does not exist/is not available");
+        assert_eq!(error_kind(&refused), "method_unsupported");
+        assert_eq!(error_kind(&answered(-32000, "Method not found")), "method_unsupported");
+        assert_eq!(error_kind(&answered(4444, "pruned history unavailable")), "pruned");
+        assert_eq!(error_kind(&answered(-32000, "header not found")), "rpc_error");
+        assert!(!is_transient(&refused), "no retry helps");
+    }
+}
