@@ -12,7 +12,7 @@
 use std::{future::Future, time::Duration};
 
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info, warn};
+use tracing::{debug, info};
 
 use crate::{
     deposit::Detected,
@@ -83,12 +83,17 @@ pub async fn live_cursor<H: History>(
 pub async fn fill_gaps<H: History>(history: H, shutdown: CancellationToken) {
     let chain = history.chain();
     let mut failures = 0u32;
+    let mut alarms = crate::alarm::Alarms::default();
+    let key = format!("{chain} gap scan");
     loop {
         // A step cut short by shutdown rolls back: its commit is atomic.
         let step = tokio::select! {
             _ = shutdown.cancelled() => return,
             step = step(&history) => step,
         };
+        if step.is_ok() {
+            alarms.clear(&key, &format!("{chain}: the gap scan progresses again"));
+        }
         let wait = match step {
             Ok(true) => {
                 failures = 0;
@@ -105,7 +110,12 @@ pub async fn fill_gaps<H: History>(history: H, shutdown: CancellationToken) {
             Err(error) => {
                 failures = failures.saturating_add(1);
                 let delay = Duration::from_millis(500u64.saturating_mul(1 << failures.min(7)));
-                warn!(%chain, %error, retry_in_ms = delay.as_millis() as u64, "gap scan failed; retrying");
+                // A lasting failure is logged once a minute, not at every retry.
+                let message =
+                    format!("{chain}: the scan of late-registered addresses' gaps fails, retrying: {error}");
+                if !alarms.raise(&key, error.kind(), &message).logged() {
+                    debug!(%chain, %error, retry_in_ms = delay.as_millis() as u64, "gap scan failed; retrying");
+                }
                 delay
             }
         };

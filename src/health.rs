@@ -10,8 +10,14 @@ use crate::{
     config::Chains,
     deposit::{rfc3339, rfc3339_opt},
     environment::Environment,
-    store::{ChainHealth, ChainStop, Store, StoreError, WorkerKind, WorkerLease},
+    store::{ChainHealth, ChainStop, Condition, Store, StoreError, WorkerKind, WorkerLease},
 };
+
+/// Kinds of watcher error that no retry cures while the setup stays as it
+/// is (a node that pruned the range, one of another chain, one refusing a
+/// method the indexer needs): a chain whose last step failed so is
+/// unhealthy at once, without waiting for it to turn stale.
+const SETUP_ERRORS: [&str; 3] = ["pruned", "wrong_chain", "method_unsupported"];
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
@@ -21,6 +27,13 @@ pub struct Report {
     pub environment: Option<Environment>,
     /// Why the whole service is unhealthy, beyond each chain's problems.
     pub problems: Vec<String>,
+    /// What needs an operator's eye but leaves the service ready: an
+    /// unfunded gas sponsor, a tenant's failing webhook, a chain's failing
+    /// step not stale yet. Never a reason for `healthy: false`.
+    pub warnings: Vec<String>,
+    /// The conditions the senders and delivery workers raised and that
+    /// still hold (see [`crate::alarm`]).
+    pub conditions: Vec<Condition>,
     pub store: StoreReport,
     pub chains: Vec<ChainReport>,
     #[serde(serialize_with = "rfc3339")]
@@ -41,6 +54,9 @@ pub struct ChainReport {
     pub healthy: bool,
     /// Why the chain is unhealthy; empty when healthy.
     pub problems: Vec<String>,
+    /// What is wrong without making the chain unhealthy (yet): a failing
+    /// step retried, an unfunded gas sponsor.
+    pub warnings: Vec<String>,
     pub head: Option<u64>,
     pub indexed: Option<u64>,
     pub lag: Option<u64>,
@@ -144,10 +160,11 @@ pub async fn check(store: &Store, chains: &Chains, required: &[Chain]) -> Report
         (Ok(leases), Ok(stops)) => (leases, stops),
         (Err(error), _) | (_, Err(error)) => return unreachable(error),
     };
-    let environment = match store.environment().await {
-        Ok(environment) => environment,
-        Err(error) => return unreachable(error),
+    let (environment, conditions) = match (store.environment().await, store.conditions().await) {
+        (Ok(environment), Ok(conditions)) => (environment, conditions),
+        (Err(error), _) | (_, Err(error)) => return unreachable(error),
     };
+    let mut warnings = attach(&mut reports, &conditions);
     for report in &mut reports {
         report.workers = workers(&leases, report.chain);
         if let Some(at) = stops.iter().position(|s| s.chain == report.chain) {
@@ -168,14 +185,31 @@ pub async fn check(store: &Store, chains: &Chains, required: &[Chain]) -> Report
     problems.extend(
         reports.iter().filter(|c| !c.healthy).map(|c| format!("{}: {}", c.chain, c.problems.join("; "))),
     );
+    let chain_warnings = reports.iter().flat_map(|c| c.warnings.iter().map(|w| format!("{}: {w}", c.chain)));
+    warnings.splice(0..0, chain_warnings.collect::<Vec<_>>());
     Report {
         healthy: problems.is_empty(),
         environment,
         problems,
+        warnings,
+        conditions,
         store: StoreReport { reachable: true, error: None },
         chains: reports,
         checked_at: now,
     }
+}
+
+/// Adds each condition to its chain's warnings; those of no chain reported
+/// (a webhook's) are returned.
+fn attach(reports: &mut [ChainReport], conditions: &[Condition]) -> Vec<String> {
+    let mut rest = Vec::new();
+    for condition in conditions {
+        match reports.iter_mut().find(|r| Some(r.chain) == condition.chain) {
+            Some(report) => report.warnings.push(condition.message.clone()),
+            None => rest.push(condition.message.clone()),
+        }
+    }
+    rest
 }
 
 /// The report when the store cannot be read.
@@ -185,6 +219,8 @@ pub fn unreachable(error: StoreError) -> Report {
         healthy: false,
         environment: None,
         problems: vec![format!("the store is unreachable: {error}")],
+        warnings: Vec::new(),
+        conditions: Vec::new(),
         store: StoreReport { reachable: false, error: Some(error) },
         chains: Vec::new(),
         checked_at: Utc::now(),
@@ -222,17 +258,24 @@ pub fn assess(
     }
     let last_error_at = state.and_then(|s| s.last_error_at);
     let error_is_current = last_error_at.is_some_and(|e| last_success_at.is_none_or(|ok| e > ok));
-    if !problems.is_empty()
-        && error_is_current
-        && let Some(error) = state.and_then(|s| s.last_error.as_deref())
-    {
-        problems.push(format!("last error: {error}"));
+    let mut warnings = Vec::new();
+    if error_is_current && let Some(error) = state.and_then(|s| s.last_error.as_deref()) {
+        let kind = state.and_then(|s| s.last_error_kind.as_deref()).unwrap_or_default();
+        if SETUP_ERRORS.contains(&kind) {
+            problems.push(format!("the watcher cannot progress: {error}"));
+        } else if !problems.is_empty() {
+            problems.push(format!("last error: {error}"));
+        } else {
+            // Retried; the chain turns unhealthy once stale.
+            warnings.push(format!("the watcher's last step failed ({kind}), retrying: {error}"));
+        }
     }
     ChainReport {
         chain,
         status: if problems.is_empty() { ChainStatus::Healthy } else { ChainStatus::Unhealthy },
         healthy: problems.is_empty(),
         problems,
+        warnings,
         head,
         indexed,
         lag,
@@ -304,5 +347,35 @@ mod tests {
 
         let never = assess(Chain::BaseSepolia, None, 100, limit, now);
         assert_eq!(never.problems, ["no successful scan recorded"]);
+    }
+
+    #[test]
+    fn a_setup_error_is_a_problem_at_once_and_a_transient_one_a_warning() {
+        let now = Utc::now();
+        let limit = Duration::from_secs(60);
+        let failing = |kind: &str, message: &str| {
+            let mut failing = state(1000, 1000, 5, now);
+            failing.last_error = Some(message.into());
+            failing.last_error_kind = Some(kind.into());
+            failing.last_error_at = Some(now - chrono::Duration::seconds(1));
+            failing
+        };
+        let pruned = failing("pruned", "slot 5 is below slot 9, the first the RPC node still holds");
+        let pruned = assess(Chain::BaseSepolia, Some(&pruned), 100, limit, now);
+        assert!(!pruned.healthy);
+        assert_eq!(
+            pruned.problems,
+            ["the watcher cannot progress: slot 5 is below slot 9, the first the RPC node still holds"]
+        );
+
+        let timeout = assess(Chain::BaseSepolia, Some(&failing("timeout", "timed out")), 100, limit, now);
+        assert!(timeout.healthy, "retried until stale: {:?}", timeout.problems);
+        assert_eq!(timeout.warnings, ["the watcher's last step failed (timeout), retrying: timed out"]);
+
+        // An error older than the last success is over.
+        let mut over = failing("pruned", "pruned");
+        over.last_error_at = Some(now - chrono::Duration::seconds(10));
+        let over = assess(Chain::BaseSepolia, Some(&over), 100, limit, now);
+        assert!(over.healthy && over.warnings.is_empty());
     }
 }

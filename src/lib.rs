@@ -4,6 +4,7 @@
 
 pub mod account;
 pub mod address;
+pub mod alarm;
 pub mod amount;
 pub mod api;
 pub mod api_key;

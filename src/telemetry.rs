@@ -87,6 +87,12 @@ pub async fn render(store: &Store, chains: &Chains, required: &[crate::chain::Ch
         let stopped = if chain.stop.is_some() { 1.0 } else { 0.0 };
         gauge!("custody_indexer_chain_stopped", "chain" => label).set(stopped);
     }
+    // Conditions in force by kind (an unfunded sponsor, failing webhooks),
+    // 0 for a kind that has none any more: an alert needs no log search.
+    for kind in [crate::transfers::sponsor::KIND, crate::events::delivery::FAILING] {
+        let n = report.conditions.iter().filter(|c| c.kind == kind).count();
+        gauge!("custody_indexer_conditions", "kind" => kind).set(n as f64);
+    }
     if let Ok(counts) = store.deposit_counts().await {
         for count in &counts {
             gauge!("custody_indexer_deposits", "chain" => count.chain.as_str(), "status" => count.status.as_str())

@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::{
+    alarm::Alarms,
     chain::Chain,
     evm::rpc::RpcFailure,
     redact::RpcUrl,
@@ -54,6 +55,13 @@ pub enum WatchError {
     Pruned { chain: Chain, slot: u64, first_available: u64 },
     #[error("{chain}: no answer covers slot {slot} yet (the answering node is behind); retrying")]
     Behind { chain: Chain, slot: u64 },
+    /// The node's head is below what is indexed already (through a fresher
+    /// node, or before a restart on a node that fell behind): a step reads
+    /// nothing until it catches up, which a stalled node never does.
+    #[error(
+        "{chain}: the rpc node's head {head} is below block {indexed}, indexed already: the node lags behind the chain; waiting for it"
+    )]
+    HeadBehind { chain: Chain, head: u64, indexed: u64 },
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("{chain}: rpc {url} answers chain id {actual}, expected {expected}; refusing to index it")]
@@ -90,6 +98,7 @@ impl WatchError {
                 | WatchError::NotServedYet { .. }
                 | WatchError::Pruned { .. }
                 | WatchError::Behind { .. }
+                | WatchError::HeadBehind { .. }
                 | WatchError::Store(StoreError::Conflict(_) | StoreError::Query(_))
                 | WatchError::Unreachable { .. }
                 | WatchError::Inconsistent { .. }
@@ -107,6 +116,7 @@ impl WatchError {
             WatchError::SlotUnavailable { .. }
             | WatchError::NotServedYet { .. }
             | WatchError::Behind { .. }
+            | WatchError::HeadBehind { .. }
             | WatchError::AboveConfirmed { .. } => true,
             _ => false,
         }
@@ -121,7 +131,7 @@ impl WatchError {
             WatchError::UnsupportedVersion { .. } => "unsupported_version",
             WatchError::SlotUnavailable { .. } | WatchError::NotServedYet { .. } => "missing_data",
             WatchError::Pruned { .. } => "pruned",
-            WatchError::Behind { .. } => "behind",
+            WatchError::Behind { .. } | WatchError::HeadBehind { .. } => "behind",
             WatchError::Store(_) => "store",
             WatchError::WrongCluster { .. } | WatchError::WrongChain { .. } => "wrong_chain",
             WatchError::Unreachable { .. } => "unreachable",
@@ -226,23 +236,23 @@ pub async fn follow<S: Step>(
     wake: Arc<Notify>,
 ) -> Result<(), WatchError> {
     let chain = watcher.chain();
-    let backoff = || {
-        ExponentialBuilder::default()
-            .with_min_delay(Duration::from_millis(500))
-            .with_max_delay(Duration::from_secs(60))
-            .without_max_times()
-            .with_jitter()
-            .build()
-    };
     let mut delays = backoff();
     let mut recorded: Option<Instant> = None;
+    let mut alarms = Alarms::default();
+    let key = format!("{chain} watcher");
+    let mut behind_since: Option<Instant> = None;
     info!(%chain, "watcher started");
     loop {
         let step = tokio::select! {
             _ = shutdown.cancelled() => break,
             step = watcher.step() => step,
         };
+        let step =
+            step.and_then(|tick| ahead_of_node(chain, tick, &mut behind_since, watcher.poll_interval()));
         record(&watcher, &step, &mut recorded).await;
+        if step.is_ok() {
+            alarms.clear(&key, &format!("{chain}: the watcher progresses again"));
+        }
         let wait = match step {
             Ok(Tick::Scanned { caught_up: false, .. } | Tick::Reorged { .. }) => {
                 delays = backoff();
@@ -250,6 +260,12 @@ pub async fn follow<S: Step>(
             }
             Ok(_) => {
                 delays = backoff();
+                watcher.poll_interval()
+            }
+            Err(error @ WatchError::HeadBehind { .. }) => {
+                // Asked again at the poll interval: the node may catch up soon.
+                let message = format!("{chain}: the watcher cannot progress, retrying: {error}");
+                alarms.raise(&key, error.kind(), &message);
                 watcher.poll_interval()
             }
             Err(WatchError::Store(StoreError::Conflict(reason))) => {
@@ -260,7 +276,11 @@ pub async fn follow<S: Step>(
             }
             Err(error) if error.is_retryable() => {
                 let delay = delays.next().unwrap_or(Duration::from_secs(60));
-                warn!(%chain, %error, retry_in_ms = delay.as_millis() as u64, "step failed; retrying");
+                // A lasting failure is logged once a minute, not at every retry.
+                let message = format!("{chain}: the watcher cannot progress, retrying: {error}");
+                if !alarms.raise(&key, error.kind(), &message).logged() {
+                    debug!(%chain, %error, retry_in_ms = delay.as_millis() as u64, "step failed; retrying");
+                }
                 delay
             }
             Err(error) => return Err(error),
@@ -273,6 +293,41 @@ pub async fn follow<S: Step>(
     }
     info!(%chain, "watcher stopped");
     Ok(())
+}
+
+/// The waits between failed steps: from half a second to a minute.
+fn backoff() -> backon::ExponentialBackoff {
+    ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(500))
+        .with_max_delay(Duration::from_secs(60))
+        .without_max_times()
+        .with_jitter()
+        .build()
+}
+
+/// Idle steps whose node's head stays below what is indexed for ten poll
+/// intervals are an error ([`WatchError::HeadBehind`]): not a success, so
+/// `health` sees it. Shorter, it is one backend of a load-balanced URL a
+/// block or two behind, which the next answer makes up for.
+fn ahead_of_node(
+    chain: Chain,
+    tick: Tick,
+    since: &mut Option<Instant>,
+    poll_interval: Duration,
+) -> Result<Tick, WatchError> {
+    match tick {
+        Tick::Idle { head, indexed } if indexed > head => {
+            let since = since.get_or_insert_with(Instant::now);
+            if since.elapsed() < poll_interval * 10 {
+                return Ok(tick);
+            }
+            Err(WatchError::HeadBehind { chain, head, indexed })
+        }
+        tick => {
+            *since = None;
+            Ok(tick)
+        }
+    }
 }
 
 /// Records a step's outcome in the store for health checks (a success at most

@@ -259,6 +259,12 @@ fn print_health(report: &health::Report) {
             let state = if w.held { "held by" } else { "LAPSED, last held by" };
             println!("  {:<7} {state} {} (epoch {})", w.kind.as_str(), w.instance, w.epoch);
         }
+        for warning in &c.warnings {
+            println!("  warning: {warning}");
+        }
+    }
+    for condition in report.conditions.iter().filter(|c| c.chain.is_none()) {
+        println!("warning: {}", condition.message);
     }
     if report.healthy {
         println!("healthy");

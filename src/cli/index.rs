@@ -340,7 +340,13 @@ where
                     warn!(%chain, error = %e, "cannot record the watcher's health");
                 }
             }
-            Err(error) => return Err(error.into()),
+            Err(error) => {
+                // Recorded for `health` (another process) before `run` stops.
+                if let Err(e) = store.record_failure(chain, error.kind(), &error.to_string()).await {
+                    warn!(%chain, error = %e, "cannot record the watcher's health");
+                }
+                return Err(error.into());
+            }
         }
         tokio::select! {
             _ = shutdown.cancelled() => return Ok(None),

@@ -14,7 +14,10 @@ use super::{
     signing::{Secret, signature_header},
     url::{GuardedResolver, Policy},
 };
-use crate::store::{Attempt, Claimed, Outcome, Store, now_micros};
+use crate::{
+    alarm::Alarms,
+    store::{Attempt, Claimed, Outcome, Store, now_micros},
+};
 
 /// Waits after each failed attempt: immediately, then 5 s, 5 min, 30 min,
 /// 2 h, 5 h and 10 h six times, about 68 hours in all (12 attempts).
@@ -79,6 +82,7 @@ pub async fn run(store: Store, config: DeliveryConfig, shutdown: CancellationTok
     let batch = config.concurrency as u32 * ROUNDS;
     // A batch is sent in `ROUNDS` rounds of at most `timeout` each.
     let claim_lease = config.timeout * ROUNDS + LEASE_MARGIN;
+    let alarms = std::sync::Mutex::new(Alarms::default());
     info!(worker = %owner, "webhook delivery started");
     loop {
         let claimed = match store.claim_deliveries(&owner, micros(claim_lease), batch).await {
@@ -91,7 +95,7 @@ pub async fn run(store: Store, config: DeliveryConfig, shutdown: CancellationTok
         let idle = claimed.is_empty();
         stream::iter(claimed)
             .for_each_concurrent(config.concurrency, |claimed| {
-                deliver(&store, &client, &config, &owner, claimed)
+                deliver(&store, &client, &config, &owner, &alarms, claimed)
             })
             .await;
         if idle {
@@ -113,6 +117,7 @@ async fn deliver(
     client: &reqwest::Client,
     config: &DeliveryConfig,
     owner: &str,
+    alarms: &std::sync::Mutex<Alarms>,
     claimed: Claimed,
 ) {
     // The attempt's lease outlives the attempt (its timeout) with a margin.
@@ -135,6 +140,7 @@ async fn deliver(
         Outcome::Gone => "gone",
     };
     metrics::counter!("custody_indexer_webhook_deliveries_total", "outcome" => label).increment(1);
+    watch_endpoint(store, alarms, &claimed, &attempt, &outcome).await;
     match store.finish_attempt(&claimed, owner, &attempt, &outcome).await {
         Ok(true) => {
             debug!(delivery = %claimed.delivery_id, event = %claimed.event_id, outcome = label, "webhook attempt")
@@ -145,6 +151,48 @@ async fn deliver(
     if matches!(outcome, Outcome::Failed | Outcome::Gone) {
         warn!(delivery = %claimed.delivery_id, webhook = %claimed.webhook_id, event = %claimed.event_id,
             status = ?attempt.status_code, error = ?attempt.error, outcome = label, "webhook delivery dead-lettered");
+    }
+}
+
+/// The condition's kind in the store.
+pub const FAILING: &str = "webhook_failing";
+
+/// Raises (once a minute in the log) or clears the condition of a webhook
+/// whose endpoint fails its attempts. A tenant's endpoint is the tenant's:
+/// `health` shows it as a warning and never as a reason to be unhealthy.
+async fn watch_endpoint(
+    store: &Store,
+    alarms: &std::sync::Mutex<Alarms>,
+    claimed: &Claimed,
+    attempt: &Attempt,
+    outcome: &Outcome,
+) {
+    let webhook = claimed.webhook_id.as_str();
+    // Delivered, or answered `410 Gone` (the webhook is disabled: nothing waits on it).
+    let result = if matches!(outcome, Outcome::Delivered | Outcome::Gone) {
+        alarms.lock().expect("alarms").clear(webhook, &format!("webhook {webhook} answers again"));
+        // Another worker may have raised it: cleared in the store whatever this one saw.
+        store.clear_condition(None, FAILING, webhook).await
+    } else {
+        let why = match (attempt.status_code, &attempt.error) {
+            (Some(status), _) => format!("answered HTTP {status}"),
+            (None, Some(error)) => format!("did not answer: {error}"),
+            (None, None) => "did not answer".to_string(),
+        };
+        let host = reqwest::Url::parse(&claimed.url).ok().and_then(|u| u.host_str().map(String::from));
+        let message = format!(
+            "webhook {webhook} (host {}) fails its deliveries: attempt {} of event {} {why}; retried on its schedule",
+            host.unwrap_or_default(),
+            claimed.attempts + 1,
+            claimed.event_id
+        );
+        if !alarms.lock().expect("alarms").raise(webhook, FAILING, &message).logged() {
+            return;
+        }
+        store.raise_condition(None, FAILING, webhook, &message).await
+    };
+    if let Err(error) = result {
+        debug!(webhook, %error, "cannot record the webhook's condition");
     }
 }
 

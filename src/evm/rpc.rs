@@ -459,6 +459,10 @@ fn is_transient(err: &TransportError) -> bool {
 fn error_kind(err: &TransportError) -> &'static str {
     match err {
         RpcError::ErrorResp(payload) if payload.code == 429 => "rate_limited",
+        RpcError::ErrorResp(payload) if refuses_method(payload.code, &payload.message) => {
+            "method_unsupported"
+        }
+        RpcError::ErrorResp(payload) if lost_history(payload.code, &payload.message) => "pruned",
         RpcError::ErrorResp(_) => "rpc_error",
         RpcError::DeserError { .. } | RpcError::SerError(_) | RpcError::NullResp => "bad_response",
         RpcError::Transport(TransportErrorKind::HttpError(e)) if e.status == 429 => "rate_limited",
@@ -470,6 +474,24 @@ fn error_kind(err: &TransportError) -> &'static str {
         RpcError::Transport(_) => "unreachable",
         _ => "other",
     }
+}
+
+/// Whether a JSON-RPC error says the node does not serve the method at all
+/// (`-32601`, or a provider's wording of it): no retry helps, the node must
+/// change (e.g. enable the `debug` or `trace` namespace).
+pub fn refuses_method(code: i64, message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    code == -32601
+        || ["method not found", "method not supported", "does not exist/is not available", "not whitelisted"]
+            .iter()
+            .any(|needle| m.contains(needle))
+}
+
+/// Whether a JSON-RPC error says the node no longer holds the block asked
+/// for (geth's history expiry answers `4444` "pruned history unavailable"):
+/// only an archive node serves it.
+fn lost_history(code: i64, message: &str) -> bool {
+    code == 4444 || message.to_ascii_lowercase().contains("pruned history")
 }
 
 fn mentions_range(message: &str) -> bool {
@@ -485,5 +507,25 @@ fn is_range_too_large(err: &TransportError) -> bool {
         RpcError::ErrorResp(payload) => mentions_range(&payload.message),
         RpcError::Transport(TransportErrorKind::HttpError(e)) => mentions_range(&e.body),
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answered(code: i64, message: &str) -> TransportError {
+        let payload = serde_json::json!({ "code": code, "message": message });
+        RpcError::ErrorResp(serde_json::from_value(payload).expect("an error payload"))
+    }
+
+    #[test]
+    fn a_refused_method_and_lost_history_are_kinds_of_their_own() {
+        let refused = answered(-32601, "the method debug_traceBlockByHash does not exist/is not available");
+        assert_eq!(error_kind(&refused), "method_unsupported");
+        assert_eq!(error_kind(&answered(-32000, "Method not found")), "method_unsupported");
+        assert_eq!(error_kind(&answered(4444, "pruned history unavailable")), "pruned");
+        assert_eq!(error_kind(&answered(-32000, "header not found")), "rpc_error");
+        assert!(!is_transient(&refused), "no retry helps");
     }
 }

@@ -501,6 +501,11 @@ fn error_kind(error: &ClientError) -> &'static str {
         ErrorKind::RpcError(RpcError::RpcResponseError { code: MIN_CONTEXT_SLOT_NOT_REACHED, .. }) => {
             "behind"
         }
+        ErrorKind::RpcError(RpcError::RpcResponseError { code, message, .. })
+            if crate::evm::rpc::refuses_method(*code, message) =>
+        {
+            "method_unsupported"
+        }
         ErrorKind::RpcError(RpcError::RpcResponseError { .. }) => "rpc_error",
         ErrorKind::SerdeJson(_) | ErrorKind::RpcError(_) => "bad_response",
         _ => "other",

@@ -425,9 +425,29 @@ fn pubkey(text: &str) -> Result<Pubkey, SendError> {
     text.parse().map_err(|_| SendError::Invalid(format!("{text} is not a Solana address")))
 }
 
+/// The base fee of a transaction signed by the sponsor and the owner.
+const TWO_SIGNATURES_FEE: u64 = 2 * 5_000;
+
 impl Sender for SolanaSender {
     fn config(&self) -> &ChainConfig {
         &self.config
+    }
+
+    fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Against the base fee of one transfer (two signatures): a sponsor
+    /// short of that pays for nothing.
+    async fn sponsor_funds(&self) -> Result<crate::transfers::sponsor::Funds, SendError> {
+        let sponsor = self.signer.solana_address(KeyRef::Sponsor)?;
+        let balance = self.rpc.balance(&sponsor).await?;
+        Ok(crate::transfers::sponsor::Funds {
+            sponsor,
+            balance: alloy::primitives::U256::from(balance),
+            need: alloy::primitives::U256::from(TWO_SIGNATURES_FEE),
+            unit: "lamports",
+        })
     }
 
     async fn step(&self) -> Result<usize, SendError> {

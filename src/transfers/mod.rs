@@ -10,6 +10,7 @@ mod accept;
 mod model;
 mod rules;
 mod send;
+pub mod sponsor;
 
 pub use accept::{AcceptError, Acceptance, Request};
 pub use model::{
@@ -248,6 +249,9 @@ pub fn canonical_request_id(text: &str) -> Option<String> {
 /// A chain family's sender: moves the chain's transfers one step on.
 pub trait Sender: Send + Sync {
     fn config(&self) -> &ChainConfig;
+    fn store(&self) -> &Store;
+    /// What the gas sponsor holds and what it needs to send anything.
+    fn sponsor_funds(&self) -> impl Future<Output = Result<sponsor::Funds, SendError>> + Send;
     /// Sends, follows and settles every transfer that is not terminal.
     fn step(&self) -> impl Future<Output = Result<usize, SendError>> + Send;
 }
@@ -261,13 +265,15 @@ pub async fn run_sender(sender: impl Sender, stop: CancellationToken) {
     let chain = sender.config().chain;
     let poll = sender.config().poll_interval;
     info!(%chain, "sending transfers on this chain");
+    let mut sponsor = sponsor::SponsorWatch::default();
     while !stop.is_cancelled() {
         let step = tokio::select! {
             _ = stop.cancelled() => break,
             step = sender.step() => step,
         };
-        if let Err(error) = step {
-            warn!(%chain, error = %error, "transfer step failed; retrying");
+        match step {
+            Ok(waiting) => sponsor.check(&sender, sender.store(), waiting > 0).await,
+            Err(error) => warn!(%chain, error = %error, "transfer step failed; retrying"),
         }
         tokio::select! {
             _ = stop.cancelled() => break,

@@ -406,6 +406,25 @@ impl Sender for EvmSender {
         &self.config
     }
 
+    fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Against a plain transaction (a top-up's 21,000 gas) at today's fee:
+    /// a sponsor short of that sends nothing at all.
+    async fn sponsor_funds(&self) -> Result<crate::transfers::sponsor::Funds, SendError> {
+        let sponsor = self.signer.evm_address(KeyRef::Sponsor)?;
+        let (max_fee, _) = self.fees(None, self.cap()).await?;
+        let balance = self.rpc.balance(sponsor).await?;
+        let need = U256::from(TRANSFER_GAS) * U256::from(max_fee);
+        Ok(crate::transfers::sponsor::Funds {
+            sponsor: sponsor.to_checksum(None),
+            balance,
+            need,
+            unit: "wei",
+        })
+    }
+
     async fn step(&self) -> Result<usize, SendError> {
         self.step_once().await
     }

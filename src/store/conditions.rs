@@ -1,0 +1,97 @@
+//! Conditions raised by the senders and the webhook delivery workers (see
+//! [`crate::alarm`]), kept while they last so that `health` and `/readyz`,
+//! which may run in another process, can show them.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::Row;
+
+use super::{Store, StoreError, now_micros, parse_column, time};
+use crate::{chain::Chain, deposit::rfc3339};
+
+/// A condition in force.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Condition {
+    /// The chain it concerns; `None` for a webhook.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chain: Option<Chain>,
+    /// `sponsor_unfunded`, `webhook_failing`.
+    pub kind: String,
+    /// What it concerns: a sponsor's address, a webhook's id.
+    pub subject: String,
+    /// What is wrong and what to do, free of secrets.
+    pub message: String,
+    #[serde(serialize_with = "rfc3339")]
+    pub since: DateTime<Utc>,
+    /// When a worker last found it still in force.
+    #[serde(serialize_with = "rfc3339")]
+    pub seen_at: DateTime<Utc>,
+}
+
+impl Store {
+    /// Raises (or, raised already, refreshes) a condition; `since` stays the
+    /// first time it was raised. `message` must be free of secrets.
+    pub async fn raise_condition(
+        &self,
+        chain: Option<Chain>,
+        kind: &str,
+        subject: &str,
+        message: &str,
+    ) -> Result<(), StoreError> {
+        let now = now_micros();
+        sqlx::query(
+            "INSERT INTO conditions (chain, kind, subject, message, since, seen_at) VALUES ($1, $2, $3, $4, $5, $5)
+             ON CONFLICT (chain, kind, subject) DO UPDATE SET message = $4, seen_at = $5",
+        )
+        .bind(chain.map_or("", |c| c.as_str()))
+        .bind(kind)
+        .bind(subject)
+        .bind(message)
+        .bind(now)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Clears a condition; clearing one not raised is a no-op.
+    pub async fn clear_condition(
+        &self,
+        chain: Option<Chain>,
+        kind: &str,
+        subject: &str,
+    ) -> Result<(), StoreError> {
+        sqlx::query("DELETE FROM conditions WHERE chain = $1 AND kind = $2 AND subject = $3")
+            .bind(chain.map_or("", |c| c.as_str()))
+            .bind(kind)
+            .bind(subject)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Every condition in force, by chain, kind and subject.
+    pub async fn conditions(&self) -> Result<Vec<Condition>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT chain, kind, subject, message, since, seen_at FROM conditions ORDER BY chain, kind, subject",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                let chain: String = r.try_get("chain")?;
+                Ok(Condition {
+                    chain: if chain.is_empty() {
+                        None
+                    } else {
+                        Some(parse_column(&chain, "conditions.chain")?)
+                    },
+                    kind: r.try_get("kind")?,
+                    subject: r.try_get("subject")?,
+                    message: r.try_get("message")?,
+                    since: time(r.try_get("since")?)?,
+                    seen_at: time(r.try_get("seen_at")?)?,
+                })
+            })
+            .collect()
+    }
+}
