@@ -307,16 +307,26 @@ impl ChainConfig {
             return Err(invalid("ws_url must be a ws:// or wss:// url".into()));
         }
 
-        let chain_id = match env(&format!("{chain}_CHAIN_ID")) {
-            Some(id) => Some(id.trim().parse::<u64>().map_err(|_| {
-                invalid(format!("{chain}_CHAIN_ID must be a positive integer, not {:?}", id.trim()))
-            })?),
+        // Overrides of the network a chain must be, for a local node standing
+        // in for it: said at start, since they lift the wrong-chain guard.
+        let set = |key: String| env(&key).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
+        let chain_id = match set(format!("{chain}_CHAIN_ID")) {
+            Some(id) => {
+                let id = id.parse::<u64>().ok().filter(|id| *id > 0).ok_or_else(|| {
+                    invalid(format!("{chain}_CHAIN_ID must be a positive integer, not {id:?}"))
+                })?;
+                tracing::warn!(%chain, chain_id = id, "the chain id is overridden by {chain}_CHAIN_ID");
+                Some(id)
+            }
             None => file.chain_id,
         };
-        let genesis_hash = env(&format!("{chain}_GENESIS_HASH"))
-            .map(|hash| hash.trim().to_string())
-            .filter(|hash| !hash.is_empty())
-            .or(file.genesis_hash);
+        let genesis_hash = match set(format!("{chain}_GENESIS_HASH")) {
+            Some(hash) => {
+                tracing::warn!(%chain, genesis_hash = %hash, "the genesis hash is overridden by {chain}_GENESIS_HASH");
+                Some(hash)
+            }
+            None => file.genesis_hash,
+        };
         match chain.family() {
             Family::Evm if chain_id.is_none() => {
                 return Err(invalid("missing chain_id".into()));

@@ -160,11 +160,19 @@ pub async fn check(store: &Store, chains: &Chains, required: &[Chain]) -> Report
         (Ok(leases), Ok(stops)) => (leases, stops),
         (Err(error), _) | (_, Err(error)) => return unreachable(error),
     };
-    let (environment, conditions) = match (store.environment().await, store.conditions().await) {
-        (Ok(environment), Ok(conditions)) => (environment, conditions),
-        (Err(error), _) | (_, Err(error)) => return unreachable(error),
+    let environment = match store.environment().await {
+        Ok(environment) => environment,
+        Err(error) => return unreachable(error),
+    };
+    // Conditions are warnings: failing to read them (a store not yet
+    // migrated by a newer release, a row a newer release wrote) is one more
+    // warning, never a reason to be unready.
+    let (conditions, unread) = match store.conditions().await {
+        Ok(conditions) => (conditions, None),
+        Err(error) => (Vec::new(), Some(format!("conditions could not be read: {error}"))),
     };
     let mut warnings = attach(&mut reports, &conditions);
+    warnings.extend(unread);
     for report in &mut reports {
         report.workers = workers(&leases, report.chain);
         if let Some(at) = stops.iter().position(|s| s.chain == report.chain) {

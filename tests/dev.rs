@@ -213,6 +213,8 @@ async fn dev_runs_the_platform_offline_and_keeps_its_state_between_runs() {
     let receiver = Receiver::start().await;
     let dev = start(&state, &["--webhook-url", &receiver.url], &[]).await;
     check_line(&dev, &state, Some(&receiver.url));
+    let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&state).unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o700, "the state directory holds keys: its owner's alone");
     for chain in [EVM, SOLANA] {
         assert!(dev.line["rpc_urls"][chain].is_string(), "{chain} runs: {}", dev.stderr());
     }
@@ -383,4 +385,22 @@ fn gone(pid: u32) -> bool {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next());
     matches!(state, None | Some("Z" | "X"))
+}
+
+/// `dev` removes and reuses files by name in its state directory: a
+/// directory it did not make (a checkout, a secrets directory) is refused
+/// and left as it was.
+#[test]
+fn a_directory_dev_did_not_make_is_refused_and_left_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("chains")).unwrap();
+    std::fs::write(dir.path().join("chains/mine.toml"), "kept").unwrap();
+    std::fs::write(dir.path().join("pii.key"), "a production key").unwrap();
+    for args in [&["dev"][..], &["dev", "--reset"][..]] {
+        let out = binary().args(args).args(["--state-dir", dir.path().to_str().unwrap()]).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && stderr.contains("is not a dev state directory"), "{stderr}");
+    }
+    assert_eq!(std::fs::read_to_string(dir.path().join("chains/mine.toml")).unwrap(), "kept");
+    assert_eq!(std::fs::read_to_string(dir.path().join("pii.key")).unwrap(), "a production key");
 }

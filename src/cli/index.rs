@@ -358,14 +358,18 @@ where
 
 async fn cancel_on_signal(shutdown: CancellationToken) {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
+    let (Ok(mut term), Ok(mut int), Ok(mut hup)) =
+        (signal(SignalKind::terminate()), signal(SignalKind::interrupt()), signal(SignalKind::hangup()))
     else {
         error!("cannot listen for signals");
         return;
     };
+    // SIGHUP (a closed terminal) would otherwise end the process with no
+    // clean stop: `dev`'s nodes would outlive it.
     tokio::select! {
         _ = term.recv() => info!("SIGTERM: shutting down"),
         _ = int.recv() => info!("SIGINT: shutting down"),
+        _ = hup.recv() => info!("SIGHUP: shutting down"),
     }
     shutdown.cancel();
 }

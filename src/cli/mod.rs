@@ -177,7 +177,7 @@ pub enum LogFormat {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Follow every configured chain (or the named ones) and serve the HTTP
-    /// API until SIGINT or SIGTERM.
+    /// API until SIGINT, SIGTERM or SIGHUP.
     Run {
         /// Index only this chain; repeat for several.
         #[arg(long = "chain", value_name = "CHAIN")]
@@ -194,7 +194,7 @@ pub enum Command {
     /// The whole platform offline, in one command: local EVM and Solana
     /// nodes, a test USDC on each, a seeded organization, identity and
     /// account, and `run` on a SQLite store in a state directory, until
-    /// SIGINT or SIGTERM. `dev deposit` sends the account a test deposit.
+    /// SIGINT, SIGTERM or SIGHUP. `dev deposit` sends the account a test deposit.
     Dev(crate::dev::DevCommand),
     /// Serve the HTTP API from the store without indexing.
     Serve {

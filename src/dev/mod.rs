@@ -169,14 +169,16 @@ async fn start(options: DevOptions) -> anyhow::Result<ExitCode> {
     outcome.map(|()| ExitCode::SUCCESS)
 }
 
-/// Resolves on the first SIGINT or SIGTERM.
+/// Resolves on the first SIGINT, SIGTERM or SIGHUP (a closed terminal).
 fn interrupted() -> anyhow::Result<impl Future<Output = ()>> {
     use tokio::signal::unix::{SignalKind, signal};
-    let (mut term, mut int) = (signal(SignalKind::terminate())?, signal(SignalKind::interrupt())?);
+    let (mut term, mut int, mut hup) =
+        (signal(SignalKind::terminate())?, signal(SignalKind::interrupt())?, signal(SignalKind::hangup())?);
     Ok(async move {
         tokio::select! {
             _ = term.recv() => {}
             _ = int.recv() => {}
+            _ = hup.recv() => {}
         }
     })
 }

@@ -51,12 +51,32 @@ pub struct Seed {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Running {
     pub pid: u32,
-    /// The nodes it started, by process id: a later `dev` ends those left
-    /// behind when this one was killed without a chance to stop them.
+    /// The nodes it started: a later `dev` ends those left behind when
+    /// this one was killed without a chance to stop them.
     #[serde(default)]
-    pub nodes: Vec<u32>,
+    pub nodes: Vec<NodeProcess>,
     #[serde(flatten)]
     pub summary: Summary,
+}
+
+/// A node process, named by its id and its start time (in clock ticks
+/// since boot): together they cannot name a later process that reused the id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeProcess {
+    pub pid: u32,
+    pub started: u64,
+}
+
+impl NodeProcess {
+    /// The process `pid` as it runs now, if it does.
+    pub fn of(pid: u32) -> Option<Self> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // The command name (field 2) may hold spaces and parentheses: count
+        // from its closing one. The start time is field 22.
+        let after = &stat[stat.rfind(')')? + 1..];
+        let started = after.split_whitespace().nth(19)?.parse().ok()?;
+        Some(Self { pid, started })
+    }
 }
 
 impl StateDir {
@@ -66,6 +86,7 @@ impl StateDir {
     pub fn open(path: &Path, reset: bool) -> anyhow::Result<Self> {
         std::fs::create_dir_all(path).with_context(|| format!("cannot create {}", path.display()))?;
         let path = path.canonicalize().with_context(|| format!("cannot resolve {}", path.display()))?;
+        claim(&path)?;
         let lock = lock(&path)?;
         let state = Self { path, _lock: Some(lock) };
         state.end_orphans();
@@ -106,12 +127,17 @@ impl StateDir {
 
     /// Ends the nodes of a `dev` that was killed (SIGKILL: no handler ran)
     /// and removes its `dev.json`. Holding the lock, this process knows that
-    /// dev is gone; a node is ended only while its process still runs one
-    /// of the node binaries, so a reused process id is left alone.
+    /// dev is gone; a node is ended only while the process of that id is
+    /// the one that started then and still runs a node binary, so a reused
+    /// process id is left alone.
     fn end_orphans(&self) {
         let Ok(text) = std::fs::read_to_string(self.file("dev.json")) else { return };
         if let Ok(stale) = serde_json::from_str::<Running>(&text) {
-            for pid in stale.nodes {
+            for node in stale.nodes {
+                if NodeProcess::of(node.pid) != Some(node) {
+                    continue;
+                }
+                let pid = node.pid;
                 let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
                 let program = cmdline.split(|b| *b == 0).next().unwrap_or_default();
                 let program = String::from_utf8_lossy(program);
@@ -218,16 +244,14 @@ impl StateDir {
     }
 
     /// The running `dev` of this directory; an error naming what to start
-    /// when none runs (no `dev.json`, or its process is gone).
+    /// when none runs. A running `dev` holds the directory's lock, so a
+    /// `dev.json` left by one that was killed (whose process id may since
+    /// have been reused) is not taken for a running one.
     pub fn running(&self) -> anyhow::Result<Running> {
         let text = std::fs::read_to_string(self.file("dev.json")).map_err(|_| not_running(&self.path))?;
         let running: Running = serde_json::from_str(&text).context("dev.json is not a running dev's")?;
-        if !Path::new(&format!("/proc/{}", running.pid)).exists() {
-            bail!(
-                "{} (its dev.json names process {}, which has ended)",
-                not_running(&self.path),
-                running.pid
-            );
+        if self._lock.is_none() && lock(&self.path).is_ok() {
+            bail!("{} (its dev.json is a stopped dev's)", not_running(&self.path));
         }
         Ok(running)
     }
@@ -235,7 +259,8 @@ impl StateDir {
 
 /// Writes `dir/dev.json`: from now on `dev deposit` reaches this process.
 pub fn announce(dir: &Path, summary: &Summary, nodes: &[u32]) -> anyhow::Result<()> {
-    let running = Running { pid: std::process::id(), nodes: nodes.to_vec(), summary: summary.clone() };
+    let nodes = nodes.iter().filter_map(|pid| NodeProcess::of(*pid)).collect();
+    let running = Running { pid: std::process::id(), nodes, summary: summary.clone() };
     let path = dir.join("dev.json");
     let _ = std::fs::remove_file(&path);
     write_secret(&path, serde_json::to_string_pretty(&running)?.as_bytes())
@@ -248,6 +273,34 @@ fn not_running(path: &Path) -> anyhow::Error {
         path.display(),
         path.display()
     )
+}
+
+/// The file that marks a directory as a `dev` state directory.
+const MARKER: &str = ".custody-indexer-dev-state";
+
+/// Makes `path` a state directory only its owner can read (it holds keys
+/// and a store with secrets). A directory that is neither empty nor marked
+/// as one is refused: `dev` removes and reuses files by name, and must not
+/// do so in a directory it did not make (a checkout's `chains/`, a
+/// production key named `pii.key`).
+fn claim(path: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let marker = path.join(MARKER);
+    if !marker.exists() {
+        let mut entries =
+            std::fs::read_dir(path).with_context(|| format!("cannot read {}", path.display()))?;
+        if entries.next().is_some() {
+            bail!(
+                "{} is not empty and is not a dev state directory (it has no {MARKER}): give dev a new or \
+                 empty --state-dir",
+                path.display()
+            );
+        }
+        std::fs::write(&marker, "custody-indexer dev state directory\n")
+            .with_context(|| format!("cannot write {}", marker.display()))?;
+    }
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))
+        .with_context(|| format!("cannot restrict {} to its owner", path.display()))
 }
 
 fn lock(path: &Path) -> anyhow::Result<File> {

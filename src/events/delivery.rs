@@ -155,7 +155,7 @@ async fn deliver(
 }
 
 /// The condition's kind in the store.
-pub const FAILING: &str = "webhook_failing";
+pub use crate::store::WEBHOOK_FAILING as FAILING;
 
 /// Raises (once a minute in the log) or clears the condition of a webhook
 /// whose endpoint fails its attempts. A tenant's endpoint is the tenant's:

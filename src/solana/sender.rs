@@ -428,6 +428,10 @@ fn pubkey(text: &str) -> Result<Pubkey, SendError> {
 /// The base fee of a transaction signed by the sponsor and the owner.
 const TWO_SIGNATURES_FEE: u64 = 2 * 5_000;
 
+/// The rent-exempt minimum of an account holding no data, which a fee
+/// payer must keep after paying.
+const RENT_EXEMPT_EMPTY_ACCOUNT: u64 = 890_880;
+
 impl Sender for SolanaSender {
     fn config(&self) -> &ChainConfig {
         &self.config
@@ -437,15 +441,17 @@ impl Sender for SolanaSender {
         &self.store
     }
 
-    /// Against the base fee of one transfer (two signatures): a sponsor
-    /// short of that pays for nothing.
+    /// Against the base fee of one transfer (two signatures) above the
+    /// rent-exempt minimum a fee payer keeps: a sponsor short of that pays
+    /// for nothing. (A transfer that also opens a token account needs its
+    /// rent too; such a transfer waits with its own error.)
     async fn sponsor_funds(&self) -> Result<crate::transfers::sponsor::Funds, SendError> {
         let sponsor = self.signer.solana_address(KeyRef::Sponsor)?;
         let balance = self.rpc.balance(&sponsor).await?;
         Ok(crate::transfers::sponsor::Funds {
             sponsor,
             balance: alloy::primitives::U256::from(balance),
-            need: alloy::primitives::U256::from(TWO_SIGNATURES_FEE),
+            need: alloy::primitives::U256::from(RENT_EXEMPT_EMPTY_ACCOUNT + TWO_SIGNATURES_FEE),
             unit: "lamports",
         })
     }

@@ -9,6 +9,10 @@ use sqlx::Row;
 use super::{Store, StoreError, now_micros, parse_column, time};
 use crate::{chain::Chain, deposit::rfc3339};
 
+/// The kind of a webhook's condition whose endpoint fails its deliveries;
+/// deleting the webhook clears it.
+pub const WEBHOOK_FAILING: &str = "webhook_failing";
+
 /// A condition in force.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Condition {
@@ -80,11 +84,9 @@ impl Store {
             .map(|r| {
                 let chain: String = r.try_get("chain")?;
                 Ok(Condition {
-                    chain: if chain.is_empty() {
-                        None
-                    } else {
-                        Some(parse_column(&chain, "conditions.chain")?)
-                    },
+                    // A chain a newer release knows and this one does not:
+                    // the condition still shows, as no chain's.
+                    chain: parse_column(&chain, "conditions.chain").ok(),
                     kind: r.try_get("kind")?,
                     subject: r.try_get("subject")?,
                     message: r.try_get("message")?,

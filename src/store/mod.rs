@@ -47,7 +47,7 @@ pub use accounts::{AccountPage, NewAccount, WatchFrom};
 pub use chain_state::{ChainState, Rewind, RewindOutcome};
 pub use chain_stops::ChainStop;
 pub use clock::Clock;
-pub use conditions::Condition;
+pub use conditions::{Condition, WEBHOOK_FAILING};
 pub use coverage::{Coverage, Gap, WatchStart};
 pub use deposits::{BlockRef, CursorMove, DepositPage, Orphan, ScanCommit};
 pub use health::{ChainHealth, DepositCount};

@@ -157,6 +157,11 @@ impl Store {
             .execute(&mut *tx)
             .await?;
         webhook_keys::forget_previous_keys(&mut tx, id).await?;
+        sqlx::query("DELETE FROM conditions WHERE chain = '' AND kind = $1 AND subject = $2")
+            .bind(super::WEBHOOK_FAILING)
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
         sqlx::query(
             "UPDATE deliveries SET state = 'FAILED', last_error = 'webhook deleted', updated_at = $1
              WHERE webhook_id = $2 AND state = 'PENDING'",

@@ -44,6 +44,8 @@ pub(super) struct SponsorWatch {
     alarms: Alarms,
     raised: Option<String>,
     checked: Option<Instant>,
+    /// Whether a balance was read yet.
+    read: bool,
 }
 
 impl SponsorWatch {
@@ -55,13 +57,15 @@ impl SponsorWatch {
         if self.checked.is_some_and(|at| at.elapsed() < every) {
             return;
         }
-        // A condition an earlier holder of the sender left is this one's to clear.
-        let first = self.checked.replace(Instant::now()).is_none();
+        self.checked = Some(Instant::now());
         let chain = sender.config().chain;
         let funds = match sender.sponsor_funds().await {
             Ok(funds) => funds,
             Err(error) => return debug!(%chain, %error, "cannot read the gas sponsor's balance"),
         };
+        // A condition an earlier holder of the sender left is this one's to
+        // clear, on its first balance that could be read.
+        let first = !std::mem::replace(&mut self.read, true);
         let key = format!("{chain} gas sponsor {}", funds.sponsor);
         let result = if funds.balance < funds.need {
             let message = format!(

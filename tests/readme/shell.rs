@@ -8,7 +8,7 @@ use std::{
     fmt::Write as _,
     path::Path,
     process::{Command, Stdio},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use super::markdown::{Block, Kind, missing_line};
@@ -26,6 +26,7 @@ servers=()
 stop_servers() {
   for pid in "${servers[@]}"; do kill -TERM -- "-$pid" 2>/dev/null || true; done
   for pid in "${servers[@]}"; do wait "$pid" 2>/dev/null || true; done
+  : > "$README_PIDS"
 }
 trap stop_servers EXIT
 wait_api() {
@@ -90,6 +91,12 @@ impl Run {
     }
 }
 
+/// What a page's shell inherits from the test's environment: nothing that
+/// could point its commands at a real store, key or chain (`DATABASE_URL`,
+/// `CUSTODY_INDEXER_MNEMONIC`, another chain's `*_RPC_URLS`…).
+const INHERITED: &[&str] =
+    &["HOME", "USER", "LANG", "TMPDIR", "CUSTODY_INDEXER_CACHE", "ANVIL_BIN", "SOLANA_NODE_BIN"];
+
 /// Runs the script in `dir`; whatever happens, the servers it started are
 /// stopped (SIGTERM to their process groups, then SIGKILL).
 pub fn run(script: &str, dir: &Path, env: &[(String, String)], timeout: Duration) -> Run {
@@ -97,6 +104,8 @@ pub fn run(script: &str, dir: &Path, env: &[(String, String)], timeout: Duration
     let pids = dir.join("servers.pids");
     let child = Command::new("bash")
         .process_group(0)
+        .env_clear()
+        .envs(INHERITED.iter().filter_map(|k| Some((k, std::env::var_os(k)?))))
         .env("README_PIDS", &pids)
         .arg("-c")
         .arg(script)
@@ -108,28 +117,38 @@ pub fn run(script: &str, dir: &Path, env: &[(String, String)], timeout: Duration
         .spawn()
         .expect("bash starts");
     let pid = child.id();
-    let started = Instant::now();
+    let (done, finished) = std::sync::mpsc::channel::<()>();
+    // Until `wait_with_output` reaps it, the shell's pid cannot be reused.
     let watchdog = std::thread::spawn(move || {
-        while started.elapsed() < timeout {
-            std::thread::sleep(Duration::from_millis(200));
-            if std::fs::metadata(format!("/proc/{pid}")).is_err() {
-                return;
-            }
+        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = finished.recv_timeout(timeout) {
+            let _ = Command::new("kill").args(["-TERM", "--", &format!("-{pid}")]).status();
         }
-        let _ = Command::new("kill").args(["-TERM", "--", &format!("-{pid}")]).status();
     });
     let output = child.wait_with_output().expect("bash runs");
+    drop(done);
     let _ = watchdog.join();
-    for server in std::fs::read_to_string(&pids).unwrap_or_default().lines() {
-        let group = format!("-{}", server.trim());
-        let _ = Command::new("kill").args(["-TERM", "--", &group]).status();
-        std::thread::sleep(Duration::from_millis(500));
-        let _ = Command::new("kill").args(["-KILL", "--", &group]).stderr(Stdio::null()).status();
-    }
+    stop_leftover_servers(&pids);
     Run {
         success: output.status.success(),
         stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+/// Stops the servers a shell killed by the watchdog could not stop: each
+/// listed process group whose leader still runs with this page's
+/// `README_PIDS` (a pid reused by another process is left alone).
+fn stop_leftover_servers(pids: &Path) {
+    let marker = format!("README_PIDS={}", pids.display());
+    for server in std::fs::read_to_string(pids).unwrap_or_default().lines().map(str::trim) {
+        let environ = std::fs::read(format!("/proc/{server}/environ")).unwrap_or_default();
+        if !environ.split(|b| *b == 0).any(|entry| entry == marker.as_bytes()) {
+            continue;
+        }
+        let group = format!("-{server}");
+        let _ = Command::new("kill").args(["-TERM", "--", &group]).status();
+        std::thread::sleep(Duration::from_millis(500));
+        let _ = Command::new("kill").args(["-KILL", "--", &group]).stderr(Stdio::null()).status();
     }
 }
 
