@@ -334,15 +334,16 @@ fn stops_with_its_nodes(mut dev: Dev, state: &Path) -> Value {
 }
 
 #[tokio::test]
-async fn without_the_solana_node_dev_says_what_is_missing_and_serves_the_evm_chain() {
+async fn without_nodes_dev_installs_anvil_says_what_else_is_missing_and_serves_the_evm_chain() {
     let dir = tempfile::tempdir().unwrap();
     let (state, cache) = (dir.path().join("state"), dir.path().join("cache"));
     std::fs::create_dir_all(&cache).unwrap();
-    let anvil = common::anvil::anvil_bin();
     let missing_bin = dir.path().join("nowhere/custody-indexer-solana-node");
     let no_source = dir.path().join("no-source");
+    // No anvil anywhere either: dev installs the pinned one from npm into
+    // the (empty) cache, as scripts/install-anvil.sh does.
     let env = [
-        ("ANVIL_BIN", anvil.to_str().unwrap()),
+        ("ANVIL_BIN", ""),
         ("SOLANA_NODE_BIN", missing_bin.to_str().unwrap()),
         ("PATH", "/usr/bin:/bin"),
         ("CUSTODY_INDEXER_CACHE", cache.to_str().unwrap()),
@@ -357,6 +358,7 @@ async fn without_the_solana_node_dev_says_what_is_missing_and_serves_the_evm_cha
         format!("its source (tools/solana-node) is not at {}", no_source.display()),
         "scripts/install-solana-node.sh".to_string(),
         "Running without SOLANA_DEVNET".to_string(),
+        format!("installing anvil 1.7.1 from npm into {}", cache.join("anvil-1.7.1").display()),
     ] {
         assert!(stderr.contains(&expected), "{expected:?} in:\n{stderr}");
     }

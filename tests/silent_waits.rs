@@ -336,7 +336,8 @@ async fn a_condition_keeps_its_first_time_until_cleared_on_both_stores() {
         assert_eq!(left.iter().map(|c| c.subject.as_str()).collect::<Vec<_>>(), ["hook-1"], "{backend:?}");
 
         // Deleting a webhook clears its condition: nothing else ever would.
-        let hook = store.create_webhook("default", "https://hooks.example/x", "", "whsec_test").await.unwrap();
+        let hook =
+            store.create_webhook("default", "https://hooks.example/x", "", "whsec_test").await.unwrap();
         store.raise_condition(None, "webhook_failing", &hook.id, "times out").await.unwrap();
         store.delete_webhook(None, &hook.id).await.unwrap();
         let left = store.conditions().await.unwrap();
