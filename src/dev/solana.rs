@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use solana_commitment_config::CommitmentConfig;
-use solana_instruction::{AccountMeta, Instruction};
+use solana_instruction::Instruction;
 use solana_keypair::Keypair;
 use solana_pubkey::Pubkey;
 use solana_rpc_client::nonblocking::rpc_client::RpcClient;
@@ -16,12 +16,12 @@ use solana_transaction::Transaction;
 
 use crate::solana::{
     decode::TOKEN_PROGRAM,
-    instructions::{ata, create_ata, key, transfer_checked, transfer_sol},
+    instructions::{
+        MINT_LEN, ata, create_ata, initialize_mint2, key, mint_to, transfer_checked, transfer_sol,
+    },
 };
 
 pub const SOL: u64 = 1_000_000_000;
-/// The size of an SPL Token mint account.
-const MINT_LEN: u64 = 82;
 
 pub struct LocalSolana {
     pub rpc: RpcClient,
@@ -86,15 +86,7 @@ impl LocalSolana {
             MINT_LEN,
             &key(TOKEN_PROGRAM),
         );
-        // InitializeMint2: tag 20, decimals, mint authority, no freeze authority.
-        let mut data = vec![20, decimals];
-        data.extend_from_slice(authority.pubkey().as_ref());
-        data.push(0);
-        let init = Instruction::new_with_bytes(
-            key(TOKEN_PROGRAM),
-            &data,
-            vec![AccountMeta::new(mint.pubkey(), false)],
-        );
+        let init = initialize_mint2(TOKEN_PROGRAM, &mint.pubkey(), &authority.pubkey(), decimals);
         self.send(&[create, init], authority, &[mint]).await.context("creating the USDC mint")?;
         Ok(())
     }
@@ -119,7 +111,7 @@ impl LocalSolana {
                 let (from, into) = (ata(&funder.pubkey(), mint, TOKEN_PROGRAM), ata(to, mint, TOKEN_PROGRAM));
                 vec![
                     create_ata(&funder.pubkey(), &funder.pubkey(), mint, TOKEN_PROGRAM),
-                    mint_to(mint, &from, &funder.pubkey(), raw),
+                    mint_to(TOKEN_PROGRAM, mint, &from, &funder.pubkey(), raw),
                     create_ata(&funder.pubkey(), to, mint, TOKEN_PROGRAM),
                     transfer_checked(TOKEN_PROGRAM, &from, mint, &into, &funder.pubkey(), raw, decimals),
                 ]
@@ -127,21 +119,6 @@ impl LocalSolana {
         };
         self.send(&instructions, funder, &[]).await
     }
-}
-
-/// SPL `MintTo` (tag 7) of `amount` base units to token account `to`.
-fn mint_to(mint: &Pubkey, to: &Pubkey, authority: &Pubkey, amount: u64) -> Instruction {
-    let mut data = vec![7];
-    data.extend_from_slice(&amount.to_le_bytes());
-    Instruction::new_with_bytes(
-        key(TOKEN_PROGRAM),
-        &data,
-        vec![
-            AccountMeta::new(*mint, false),
-            AccountMeta::new(*to, false),
-            AccountMeta::new_readonly(*authority, true),
-        ],
-    )
 }
 
 /// The keypair of a 32-byte secret.

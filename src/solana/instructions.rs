@@ -66,6 +66,34 @@ pub fn transfer_checked(
     )
 }
 
+/// The size of an SPL Token (or Token-2022, without extensions) mint account.
+pub const MINT_LEN: u64 = 82;
+
+/// `InitializeMint2` (tag 20) of `mint`: `decimals`, `authority` mints, no
+/// freeze authority. The account must exist (`create_account` of
+/// [`MINT_LEN`] bytes owned by `program`).
+pub fn initialize_mint2(program: &str, mint: &Pubkey, authority: &Pubkey, decimals: u8) -> Instruction {
+    let mut data = vec![20, decimals];
+    data.extend_from_slice(authority.as_ref());
+    data.push(0);
+    Instruction::new_with_bytes(key(program), &data, vec![AccountMeta::new(*mint, false)])
+}
+
+/// `MintTo` (tag 7) of `amount` base units of `mint` to token account `to`.
+pub fn mint_to(program: &str, mint: &Pubkey, to: &Pubkey, authority: &Pubkey, amount: u64) -> Instruction {
+    let mut data = vec![7];
+    data.extend_from_slice(&amount.to_le_bytes());
+    Instruction::new_with_bytes(
+        key(program),
+        &data,
+        vec![
+            AccountMeta::new(*mint, false),
+            AccountMeta::new(*to, false),
+            AccountMeta::new_readonly(*authority, true),
+        ],
+    )
+}
+
 pub fn transfer_sol(from: &Pubkey, to: &Pubkey, lamports: u64) -> Instruction {
     solana_system_interface::instruction::transfer(from, to, lamports)
 }

@@ -11,7 +11,9 @@ use std::{
 };
 
 #[allow(unused_imports)]
-pub use custody_indexer::solana::instructions::{ata, create_ata, key, transfer_checked, transfer_sol};
+pub use custody_indexer::solana::instructions::{
+    MINT_LEN, ata, create_ata, initialize_mint2, key, mint_to, transfer_checked, transfer_sol,
+};
 use solana_address_lookup_table_interface::{instruction as alt, state::AddressLookupTable};
 use solana_commitment_config::CommitmentConfig;
 use solana_instruction::{AccountMeta, Instruction};
@@ -201,37 +203,18 @@ impl SolanaNode {
     /// A new mint of `program` (SPL Token or Token-2022) with `payer` as authority.
     pub async fn create_mint(&self, payer: &Keypair, program: &str, decimals: u8) -> Pubkey {
         let mint = Keypair::new();
-        let rent = self.rpc.get_minimum_balance_for_rent_exemption(82).await.unwrap();
+        let rent = self.rpc.get_minimum_balance_for_rent_exemption(MINT_LEN as usize).await.unwrap();
         let create = solana_system_interface::instruction::create_account(
             &payer.pubkey(),
             &mint.pubkey(),
             rent,
-            82,
+            MINT_LEN,
             &key(program),
         );
-        // InitializeMint2: tag 20, decimals, mint authority, no freeze authority.
-        let mut data = vec![20, decimals];
-        data.extend_from_slice(payer.pubkey().as_ref());
-        data.push(0);
-        let init =
-            Instruction::new_with_bytes(key(program), &data, vec![AccountMeta::new(mint.pubkey(), false)]);
+        let init = initialize_mint2(program, &mint.pubkey(), &payer.pubkey(), decimals);
         self.send(&[create, init], payer, &[&mint]).await;
         mint.pubkey()
     }
-}
-
-pub fn mint_to(program: &str, mint: &Pubkey, to: &Pubkey, authority: &Pubkey, amount: u64) -> Instruction {
-    let mut data = vec![7];
-    data.extend_from_slice(&amount.to_le_bytes());
-    Instruction::new_with_bytes(
-        key(program),
-        &data,
-        vec![
-            AccountMeta::new(*mint, false),
-            AccountMeta::new(*to, false),
-            AccountMeta::new_readonly(*authority, true),
-        ],
-    )
 }
 
 impl SolanaNode {
@@ -339,11 +322,8 @@ impl SolanaNode {
         fee.extend_from_slice(&basis_points.to_le_bytes());
         fee.extend_from_slice(&maximum_fee.to_le_bytes());
         let accounts = vec![AccountMeta::new(mint.pubkey(), false)];
-        let init_fee = Instruction::new_with_bytes(key(TOKEN_2022), &fee, accounts.clone());
-        let mut data = vec![20, decimals];
-        data.extend_from_slice(payer.pubkey().as_ref());
-        data.push(0);
-        let init = Instruction::new_with_bytes(key(TOKEN_2022), &data, accounts);
+        let init_fee = Instruction::new_with_bytes(key(TOKEN_2022), &fee, accounts);
+        let init = initialize_mint2(TOKEN_2022, &mint.pubkey(), &payer.pubkey(), decimals);
         self.send(&[create, init_fee, init], payer, &[&mint]).await;
         mint.pubkey()
     }
