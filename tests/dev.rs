@@ -231,20 +231,89 @@ async fn dev_runs_the_platform_offline_and_keeps_its_state_between_runs() {
         .unwrap();
     assert!(health.status.success(), "{}", String::from_utf8_lossy(&health.stdout));
 
+    let before = history(&dev).await;
     let first = stops_with_its_nodes(dev, &state);
     let mut again = start(&state, &[], &[]).await;
-    for field in ["api_key", "organization", "identity_id", "account_id", "addresses"] {
-        assert_eq!(again.line[field], first[field], "{field} kept");
+    kept_between_runs(&again, &first, &before).await;
+    // Killed without a chance to stop its nodes: the next dev ends them
+    // (anvil writes its state on SIGTERM) and goes on with all of it.
+    let before = history(&again).await;
+    again.process.0.kill().unwrap();
+    again.process.0.wait().unwrap();
+    let mut third = start(&state, &[], &[]).await;
+    assert!(third.stderr().contains("ending a node the previous dev left running"), "{}", third.stderr());
+    kept_between_runs(&third, &first, &before).await;
+    assert!(terminate(&mut third.process).success());
+
+    // A chain whose node lost its state is not the one the store indexed.
+    for file in ["anvil-state.json", "anvil-state.next.json"] {
+        let _ = std::fs::remove_file(state.join(file));
     }
-    assert_eq!(again.line["assets"], first["assets"], "the test USDC at the same addresses");
-    again.get(&format!("/v2/accounts/{}", again.field("account_id"))).await;
-    assert!(terminate(&mut again.process).success());
+    let refused = binary()
+        .args(["dev", "--json", "--state-dir", state.to_str().unwrap(), "--listen", "127.0.0.1:0"])
+        .output()
+        .unwrap();
+    let message = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{message}");
+    assert!(
+        message.contains("ETHEREUM_TESTNET is not the chain the store") && message.contains("--reset"),
+        "{message}"
+    );
+    assert!(refused.stdout.is_empty(), "no line printed: {}", String::from_utf8_lossy(&refused.stdout));
 
     let mut reset = start(&state, &["--reset"], &[]).await;
     check_line(&reset, &state, None);
     assert_ne!(reset.line["api_key"], first["api_key"]);
     assert_ne!(reset.line["addresses"], first["addresses"]);
     assert!(terminate(&mut reset.process).success());
+}
+
+/// The account's deposits and the organization's events, as a user lists them.
+async fn history(dev: &Dev) -> (Vec<Value>, Vec<Value>) {
+    let deposits =
+        dev.get(&format!("/v2/crypto/deposits?account_id={}&limit=25", dev.field("account_id"))).await;
+    let mut events: Vec<Value> = Vec::new();
+    loop {
+        let after =
+            events.last().map(|e| format!("&after={}", e["id"].as_str().unwrap())).unwrap_or_default();
+        let page = dev.get(&format!("/v2/events?limit=100{after}")).await;
+        let page = page["events"].as_array().unwrap().clone();
+        if page.is_empty() {
+            break;
+        }
+        events.extend(page);
+    }
+    (deposits["deposits"].as_array().unwrap().clone(), events)
+}
+
+/// A later run is the same platform: the same keys, ids and tokens, every
+/// deposit and event of before as it was (none sent again), and both
+/// chains going on where they stood.
+async fn kept_between_runs(dev: &Dev, first: &Value, before: &(Vec<Value>, Vec<Value>)) {
+    for field in ["api_key", "organization", "identity_id", "account_id", "addresses", "assets"] {
+        assert_eq!(dev.line[field], first[field], "{field} kept");
+    }
+    let deposit = deposit(&dev_state(dev), EVM, Some("USDC"), "2");
+    confirmed(dev, &deposit).await;
+    let signature = deposit_to(&dev_state(dev), SOLANA, None, "0.125", &[]);
+    confirmed(dev, &signature).await;
+    let (deposits, events) = history(dev).await;
+    for old in &before.0 {
+        let now = deposits.iter().find(|d| d["id"] == old["id"]).unwrap_or_else(|| panic!("{old} kept"));
+        assert_eq!(now["status"], old["status"], "{now}");
+    }
+    assert_eq!(deposits.len(), before.0.len() + 2, "the two new deposits, nothing else");
+    let mut seen = BTreeSet::new();
+    for event in events.iter().filter(|e| e["type"] == "deposit_v2") {
+        let state = (event["data"]["id"].to_string(), event["data"]["status"].to_string());
+        assert!(seen.insert(state.clone()), "one event per state of a deposit: {state:?} twice");
+    }
+    assert!(before.1.iter().all(|old| events.iter().any(|e| e["id"] == old["id"])), "every event kept");
+}
+
+/// The state directory a running dev announced (its chains directory's parent).
+fn dev_state(dev: &Dev) -> PathBuf {
+    PathBuf::from(dev.field("chains_dir")).parent().unwrap().to_path_buf()
 }
 
 /// `dev deposit` of each asset on each chain, and of a token to another
@@ -380,6 +449,66 @@ async fn without_nodes_dev_installs_anvil_says_what_else_is_missing_and_serves_t
     }
     assert_eq!(next.line["api_key"], dev.line["api_key"]);
     assert!(terminate(&mut next.process).success());
+}
+
+/// A missing local Solana network is built once into the cache with cargo,
+/// as scripts/install-solana-node.sh does, its progress shown, and reused by
+/// the next run. The crate built here stands in for tools/solana-node (whose
+/// first build takes 10 minutes and runs in every CI through the install
+/// script): a binary of the same name that execs the real node, so `dev`
+/// goes on to serve the Solana chain from what it built.
+#[tokio::test]
+async fn a_missing_solana_node_is_built_once_into_the_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let (state, cache, source) =
+        (dir.path().join("state"), dir.path().join("cache"), dir.path().join("source"));
+    let real = std::env::var("SOLANA_NODE_BIN").expect("SOLANA_NODE_BIN: run the tests with scripts/test.sh");
+    std::fs::create_dir_all(source.join("src")).unwrap();
+    std::fs::write(
+        source.join("Cargo.toml"),
+        "[package]\nname = \"custody-indexer-solana-node\"\nversion = \"0.1.0\"\nedition = \"2024\"\n\n[workspace]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        source.join("src/main.rs"),
+        format!(
+            "use std::os::unix::process::CommandExt;\nfn main() {{\n    let error = \
+             std::process::Command::new({real:?}).args(std::env::args().skip(1)).exec();\n    \
+             panic!(\"{{error}}\");\n}}\n"
+        ),
+    )
+    .unwrap();
+    let locked = Command::new("cargo").arg("generate-lockfile").current_dir(&source).status().unwrap();
+    assert!(locked.success());
+    // cargo stays on PATH; a node installed there does not.
+    let path = std::env::split_paths(&std::env::var_os("PATH").unwrap())
+        .filter(|dir| !dir.join("custody-indexer-solana-node").exists())
+        .collect::<Vec<_>>();
+    let path = std::env::join_paths(path).unwrap().into_string().unwrap();
+    let env = [
+        ("SOLANA_NODE_BIN", ""),
+        ("PATH", path.as_str()),
+        ("CUSTODY_INDEXER_CACHE", cache.to_str().unwrap()),
+        ("CUSTODY_INDEXER_SOLANA_NODE_SOURCE", source.to_str().unwrap()),
+    ];
+    let mut dev = start(&state, &[], &env).await;
+    let built = cache.join("solana-node-target/debug/custody-indexer-solana-node");
+    let expected = format!(
+        "building the local Solana network from {} into {} once",
+        source.display(),
+        built.parent().unwrap().parent().unwrap().display()
+    );
+    assert!(dev.stderr().contains(&expected), "{expected:?} in:\n{}", dev.stderr());
+    assert!(built.is_file(), "built into the cache");
+    assert!(dev.line["rpc_urls"][SOLANA].is_string(), "serves the Solana chain: {}", dev.line);
+    let signature = deposit(&state, SOLANA, None, "0.5");
+    assert_eq!(confirmed(&dev, &signature).await["amount"], "0.5");
+    assert!(terminate(&mut dev.process).success());
+
+    let mut again = start(&state, &[], &env).await;
+    assert!(!again.stderr().contains("building the local Solana network"), "built once: {}", again.stderr());
+    assert!(again.line["rpc_urls"][SOLANA].is_string());
+    assert!(terminate(&mut again.process).success());
 }
 
 /// Whether process `pid` has ended (exited, perhaps not yet reaped).

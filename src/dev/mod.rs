@@ -5,12 +5,14 @@
 //! SIGTERM, then stops its nodes. `dev deposit` sends the seeded account a
 //! deposit through the running `dev`'s state directory.
 //!
-//! The local chains start anew on every run (neither node keeps its
-//! history), so the store does too: what persists in the state directory
-//! is what makes the platform the same one (the mnemonic, hence the
-//! account's addresses; the API key; the organization, identity and
-//! account ids; the webhook secret; the test USDC's addresses).
+//! Everything is kept between runs in the state directory: the nodes' chains
+//! (anvil's state file, the Solana network's ledger), the store indexing
+//! them, the mnemonic (hence the account's addresses), the API key, the
+//! ids, the webhook secret. A kept store goes on only with the chains it
+//! indexed: when a node's state was lost, `dev` says so and `--reset`
+//! starts over.
 
+mod anvil_state;
 mod deposit;
 mod evm;
 mod nodes;
@@ -70,7 +72,7 @@ struct DevOptions {
     /// --database-url), chain files; kept between runs.
     #[arg(long, value_name = "DIR", env = "CUSTODY_INDEXER_DEV_STATE_DIR", default_value = DEFAULT_STATE_DIR)]
     state_dir: PathBuf,
-    /// Start over: a new mnemonic, API key and account.
+    /// Start over: new local chains, a new store, mnemonic, API key and account.
     #[arg(long)]
     reset: bool,
     /// Register a webhook at this URL for the organization (plain http and
@@ -125,7 +127,6 @@ pub async fn execute(command: DevCommand) -> anyhow::Result<ExitCode> {
 
 /// What `dev` prepared before the service starts.
 struct Prepared {
-    nodes: Vec<nodes::Node>,
     summary: Summary,
     service: Service,
     launch: Launch,
@@ -140,17 +141,36 @@ async fn start(options: DevOptions) -> anyhow::Result<ExitCode> {
     }
     let state = StateDir::open(&options.state_dir, options.reset)?;
     let (url, json) = (state.database_url(), options.json);
-    // Signals are handled from here on: one during setup stops it, and the
-    // nodes started so far are killed as their handles drop.
+    // Signals are handled from here on: one while the nodes start kills
+    // those started so far (their handles drop); one later, or a failure
+    // of the setup, stops them as a clean exit does, so anvil writes its
+    // chain and the store never runs ahead of the chain it keeps.
     let stop = interrupted()?;
-    let prepared = tokio::select! {
-        prepared = prepare(&state, options) => prepared?,
-        () = stop => {
+    tokio::pin!(stop);
+    let nodes = tokio::select! {
+        nodes = start_nodes(&state) => nodes?,
+        () = &mut stop => {
             eprintln!("interrupted: stopped before the platform was ready");
             return Ok(ExitCode::FAILURE);
         }
     };
-    let Prepared { nodes, summary, service, mut launch } = prepared;
+    let prepared = tokio::select! {
+        prepared = prepare(&state, &nodes, options) => prepared,
+        () = &mut stop => Err(Interrupted.into()),
+    };
+    let Prepared { summary, service, mut launch } = match prepared {
+        Ok(prepared) => prepared,
+        Err(error) => {
+            for node in nodes {
+                node.stop().await;
+            }
+            if error.is::<Interrupted>() {
+                eprintln!("interrupted: {error}");
+                return Ok(ExitCode::FAILURE);
+            }
+            return Err(error);
+        }
+    };
     let dir = state.path.clone();
     let pids: Vec<u32> = nodes.iter().filter_map(nodes::Node::pid).collect();
     let mut summary = summary;
@@ -169,6 +189,11 @@ async fn start(options: DevOptions) -> anyhow::Result<ExitCode> {
     outcome.map(|()| ExitCode::SUCCESS)
 }
 
+/// A signal arrived while `dev` was setting up.
+#[derive(Debug, thiserror::Error)]
+#[error("stopped before the platform was ready")]
+struct Interrupted;
+
 /// Resolves on the first SIGINT, SIGTERM or SIGHUP (a closed terminal).
 fn interrupted() -> anyhow::Result<impl Future<Output = ()>> {
     use tokio::signal::unix::{SignalKind, signal};
@@ -183,41 +208,39 @@ fn interrupted() -> anyhow::Result<impl Future<Output = ()>> {
     })
 }
 
-/// Finds (or installs) and starts the nodes, places the tokens, writes the
-/// chain files, funds the wallets and seeds the store.
-async fn prepare(state: &StateDir, options: DevOptions) -> anyhow::Result<Prepared> {
-    let (anvil, solana) = tokio::join!(nodes::find(nodes::Kind::Anvil), nodes::find(nodes::Kind::Solana));
-    let (anvil_log, solana_log) = (state.file("anvil.log"), state.file("solana-node.log"));
-    let (anvil, solana) = tokio::join!(
-        async { Some(nodes::start_anvil(&missing(anvil, seed::EVM_CHAIN)?, &anvil_log).await) },
-        async { Some(nodes::start_solana(&missing(solana, seed::SOLANA_CHAIN)?, &solana_log).await) },
-    );
-    let (anvil, solana) = (anvil.transpose()?, solana.transpose()?);
-    if anvil.is_none() && solana.is_none() {
-        bail!("neither local node can run: nothing to index (see above)");
-    }
+/// Places the tokens on the started `nodes`, writes the chain files, funds
+/// the wallets and seeds the store, or opens the one a previous run kept
+/// when its chains are still there.
+async fn prepare(state: &StateDir, nodes: &[nodes::Node], options: DevOptions) -> anyhow::Result<Prepared> {
+    let kept = state.ledgers()?;
     let mut placed = Vec::new();
-    if let Some(node) = &anvil {
-        placed.push(seed::place_evm(&node.url).await?);
+    for node in nodes {
+        placed.push(match node.kind {
+            nodes::Kind::Anvil => seed::place_evm(&node.url).await?,
+            nodes::Kind::Solana => {
+                let known = kept.as_ref().and_then(|k| k.get(&seed::SOLANA_CHAIN));
+                seed::place_solana(&node.url, state, known).await?
+            }
+        });
     }
-    if let Some(node) = &solana {
-        placed.push(seed::place_solana(&node.url, state).await?);
+    if let Some(kept) = &kept {
+        seed::check_kept(kept, &placed, &state.path)?;
     }
     let chains = seed::chain_files(&state.chains_dir(), &placed)?;
     let signer = Arc::new(MnemonicSigner::from(&state.mnemonic()?)?);
     seed::fund(signer.as_ref(), &placed).await?;
-    state.fresh_store()?;
+    if kept.is_none() {
+        state.fresh_store()?;
+    }
     let seed = state.seed()?;
     let url = state.database_url();
-    let seeded = seed::seed_store(
-        &url,
-        &chains,
-        signer.as_ref(),
-        state.pii_key()?,
-        &seed,
-        options.webhook_url.as_deref(),
-    )
-    .await?;
+    let pii = state.pii_key()?;
+    let webhook_url = options.webhook_url.as_deref();
+    let seeded =
+        seed::seed_store(&url, &chains, signer.as_ref(), pii, &seed, webhook_url, kept.is_some()).await?;
+    let mut ledgers = kept.unwrap_or_default();
+    ledgers.extend(placed.iter().map(|p| (p.chain, p.ledger.clone())));
+    state.record_ledgers(&ledgers)?;
     let summary = Summary {
         environment: Environment::Sandbox,
         // The address the API listens on, once it does.
@@ -248,7 +271,26 @@ async fn prepare(state: &StateDir, options: DevOptions) -> anyhow::Result<Prepar
         webhook_policy: Policy { allow_private: true },
         on_listen: None,
     };
-    Ok(Prepared { nodes: anvil.into_iter().chain(solana).collect(), summary, service, launch })
+    Ok(Prepared { summary, service, launch })
+}
+
+/// The local nodes that can run, each on the chain state the state
+/// directory keeps for it; an error when neither can.
+async fn start_nodes(state: &StateDir) -> anyhow::Result<Vec<nodes::Node>> {
+    let (anvil, solana) = tokio::join!(nodes::find(nodes::Kind::Anvil), nodes::find(nodes::Kind::Solana));
+    let (anvil_log, solana_log) = (state.file("anvil.log"), state.file("solana-node.log"));
+    let (anvil_state, ledger) = (state.file("anvil-state.json"), state.file("solana-ledger.sqlite"));
+    let (anvil, solana) = tokio::join!(
+        async { Some(nodes::start_anvil(&missing(anvil, seed::EVM_CHAIN)?, &anvil_log, &anvil_state).await) },
+        async {
+            Some(nodes::start_solana(&missing(solana, seed::SOLANA_CHAIN)?, &solana_log, &ledger).await)
+        },
+    );
+    let nodes: Vec<nodes::Node> = anvil.transpose()?.into_iter().chain(solana.transpose()?).collect();
+    if nodes.is_empty() {
+        bail!("neither local node can run: nothing to index (see above)");
+    }
+    Ok(nodes)
 }
 
 /// The binary, or `None` after saying on standard error what is missing,

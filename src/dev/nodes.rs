@@ -204,6 +204,7 @@ async fn build_solana_node() -> Result<(), String> {
 /// A running node, killed when dropped.
 pub struct Node {
     child: Child,
+    pub kind: Kind,
     pub url: String,
 }
 
@@ -212,8 +213,16 @@ impl Node {
         self.child.id()
     }
 
-    /// Kills the node and waits until it is gone.
+    /// Stops the node and waits until it is gone: SIGTERM, on which anvil
+    /// writes its state file, then SIGKILL if it is still there 30 s later.
     pub async fn stop(mut self) {
+        if let Some(pid) = self.child.id() {
+            let _ = Command::new("kill").args(["-TERM", &pid.to_string()]).status().await;
+            if tokio::time::timeout(Duration::from_secs(30), self.child.wait()).await.is_ok() {
+                return;
+            }
+            tracing::warn!(pid, "a node did not stop within 30 s of SIGTERM: killing it");
+        }
         let _ = self.child.kill().await;
     }
 }
@@ -233,16 +242,36 @@ fn command(bin: &Path) -> Command {
     command
 }
 
-/// anvil on a free port, a block every second, its output in `log`.
-pub async fn start_anvil(bin: &Path, log: &Path) -> anyhow::Result<Node> {
+/// anvil on a free port, a block every second, its output in `log`; its
+/// chain is loaded from `state` when that file exists, and dumped when it
+/// stops and every minute to `state` with `.next.json` for an extension,
+/// which replaces `state` at the next start once it reads as complete JSON
+/// (a dump cut short, by a SIGKILL or a full disk, is left aside).
+pub async fn start_anvil(bin: &Path, log: &Path, state: &Path) -> anyhow::Result<Node> {
+    let dump = state.with_extension("next.json");
+    if std::fs::read(&dump)
+        .ok()
+        .is_some_and(|bytes| serde_json::from_slice::<serde::de::IgnoredAny>(&bytes).is_ok())
+    {
+        std::fs::rename(&dump, state)
+            .with_context(|| format!("cannot move {} into place", dump.display()))?;
+    }
+    super::anvil_state::mend(state)?;
     let port = free_port()?;
-    let child = command(bin)
+    let mut command = command(bin);
+    command
         .args(["--host", "127.0.0.1", "--port", &port.to_string(), "--accounts", "10", "--block-time", "1"])
+        .args(["--state-interval", "60", "--dump-state"])
+        .arg(&dump);
+    if state.exists() {
+        command.arg("--load-state").arg(state);
+    }
+    let child = command
         .stdout(log_file(log)?)
         .stderr(log_file(log)?)
         .spawn()
         .with_context(|| format!("cannot start {}", bin.display()))?;
-    let mut node = Node { child, url: format!("http://127.0.0.1:{port}") };
+    let mut node = Node { child, kind: Kind::Anvil, url: format!("http://127.0.0.1:{port}") };
     let provider = ProviderBuilder::new().connect_http(node.url.parse()?);
     for _ in 0..300 {
         if provider.get_chain_id().await.is_ok() {
@@ -258,11 +287,14 @@ pub async fn start_anvil(bin: &Path, log: &Path) -> anyhow::Result<Node> {
 }
 
 /// The local Solana network on free ports, a slot every 100 ms, once it
-/// prints `ready`; its output in `log`.
-pub async fn start_solana(bin: &Path, log: &Path) -> anyhow::Result<Node> {
+/// prints `ready`; its output in `log`, its chain kept in the SQLite file
+/// `ledger` (resumed when that exists).
+pub async fn start_solana(bin: &Path, log: &Path, ledger: &Path) -> anyhow::Result<Node> {
     let (rpc, ws) = (free_port()?, free_port()?);
     let mut child = command(bin)
         .args(["--rpc-port", &rpc.to_string(), "--ws-port", &ws.to_string(), "--slot-time-ms", "100"])
+        .arg("--ledger")
+        .arg(ledger)
         .stdout(Stdio::piped())
         .stderr(log_file(log)?)
         .spawn()
@@ -289,5 +321,5 @@ pub async fn start_solana(bin: &Path, log: &Path) -> anyhow::Result<Node> {
     });
     let url = format!("http://127.0.0.1:{rpc}");
     info!(%url, "the local Solana network is up");
-    Ok(Node { child, url })
+    Ok(Node { child, kind: Kind::Solana, url })
 }

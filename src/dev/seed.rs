@@ -11,7 +11,11 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use solana_signer::Signer as _;
 
-use super::{evm::LocalEvm, solana::LocalSolana, state::Seed, state::StateDir};
+use super::{
+    evm::LocalEvm,
+    solana::LocalSolana,
+    state::{Ledger, Ledgers, Seed, StateDir},
+};
 use crate::{
     account::AccountType,
     api_key,
@@ -39,19 +43,22 @@ pub struct Asset {
     pub decimals: u8,
 }
 
-/// A local chain ready to index: its chain file's text and its token.
+/// A local chain ready to index: its chain file's text, its token and the
+/// chain's identity the store records.
 pub struct Placed {
     pub chain: Chain,
     pub rpc_url: String,
     pub usdc: Asset,
     pub toml: String,
+    pub ledger: Ledger,
 }
 
-/// Deploys the test USDC on anvil; the chain file confirms at depth 2
-/// (anvil mines a block a second).
+/// Deploys the test USDC on anvil unless a kept chain holds it; the chain
+/// file confirms at depth 2 (anvil mines a block a second).
 pub async fn place_evm(url: &str) -> anyhow::Result<Placed> {
     let evm = LocalEvm::connect(url).await?;
-    let usdc = evm.deploy_usdc().await.context("deploying the test USDC on anvil")?.to_string();
+    let usdc = evm.place_usdc().await.context("deploying the test USDC on anvil")?.to_string();
+    let ledger = Ledger { genesis_hash: evm.genesis_hash().await?, start_block: 0 };
     let toml = format!(
         "# The local anvil of `custody-indexer dev`, labelled as {EVM_CHAIN}.\n\
          chain = \"{EVM_CHAIN}\"\nchain_id = 31337\nrpc_urls = [\"{url}\"]\nconfirmation = {{ depth = 2 }}\n\
@@ -60,30 +67,60 @@ pub async fn place_evm(url: &str) -> anyhow::Result<Placed> {
          [[assets]]\nsymbol = \"USDC\"\ncontract_address = \"{usdc}\"\ndecimals = {USDC_DECIMALS}\neip3009 = true\n"
     );
     let usdc = Asset { symbol: "USDC".into(), contract_address: usdc, decimals: USDC_DECIMALS };
-    Ok(Placed { chain: EVM_CHAIN, rpc_url: url.into(), usdc, toml })
+    Ok(Placed { chain: EVM_CHAIN, rpc_url: url.into(), usdc, toml, ledger })
 }
 
 /// Creates the test USDC mint (its keypair and its authority, the deposit
-/// funder, kept in the state directory) on the local Solana network.
-pub async fn place_solana(url: &str, state: &StateDir) -> anyhow::Result<Placed> {
+/// funder, kept in the state directory) on the local Solana network unless
+/// it exists. Indexing starts at the network's first block, or where the
+/// kept store's did (`kept`).
+pub async fn place_solana(url: &str, state: &StateDir, kept: Option<&Ledger>) -> anyhow::Result<Placed> {
     let solana = LocalSolana::connect(url);
     let funder = super::solana::keypair(&*state.key_seed("solana-funder.json")?);
     let mint = super::solana::keypair(&*state.key_seed("solana-mint.json")?);
-    solana.airdrop(&funder.pubkey(), 100 * super::solana::SOL).await?;
+    solana.top_up(&funder.pubkey(), 100 * super::solana::SOL).await?;
     solana.create_mint(&funder, &mint, USDC_DECIMALS).await?;
-    let (genesis, first_slot) = (solana.genesis_hash().await?, solana.first_slot().await?);
+    let genesis_hash = solana.genesis_hash().await?;
+    let start_block = match kept.filter(|k| k.genesis_hash == genesis_hash) {
+        Some(kept) => kept.start_block,
+        None => solana.first_slot().await?,
+    };
     let usdc = mint.pubkey().to_string();
     let program = crate::solana::decode::TOKEN_PROGRAM;
     let toml = format!(
         "# The local Solana network of `custody-indexer dev`, labelled as {SOLANA_CHAIN}.\n\
-         chain = \"{SOLANA_CHAIN}\"\ngenesis_hash = \"{genesis}\"\nrpc_urls = [\"{url}\"]\n\
-         confirmation = \"finalized\"\npoll_interval_ms = 200\nstart_block = {first_slot}\n\
+         chain = \"{SOLANA_CHAIN}\"\ngenesis_hash = \"{genesis_hash}\"\nrpc_urls = [\"{url}\"]\n\
+         confirmation = \"finalized\"\npoll_interval_ms = 200\nstart_block = {start_block}\n\
          native = {{ symbol = \"SOL\", decimals = 9 }}\n\n[transfers]\nnative_usd = \"150\"\n\n\
          [[assets]]\nsymbol = \"USDC\"\ncontract_address = \"{usdc}\"\ndecimals = {USDC_DECIMALS}\n\
          token_program = \"{program}\"\n"
     );
     let usdc = Asset { symbol: "USDC".into(), contract_address: usdc, decimals: USDC_DECIMALS };
-    Ok(Placed { chain: SOLANA_CHAIN, rpc_url: url.into(), usdc, toml })
+    let ledger = Ledger { genesis_hash, start_block };
+    Ok(Placed { chain: SOLANA_CHAIN, rpc_url: url.into(), usdc, toml, ledger })
+}
+
+/// A kept store goes on only with the chains it indexed: a local node that
+/// answers another genesis hash lost its state (or the file holding it was
+/// replaced), and the store's cursors, deposits and nonces would describe
+/// blocks and balances that are not there.
+pub fn check_kept(kept: &Ledgers, placed: &[Placed], dir: &Path) -> anyhow::Result<()> {
+    for p in placed {
+        let Some(known) = kept.get(&p.chain) else { continue };
+        if known.genesis_hash != p.ledger.genesis_hash {
+            let file = if p.chain == EVM_CHAIN { "anvil-state.json" } else { "solana-ledger.sqlite" };
+            anyhow::bail!(
+                "the local {chain} is not the chain the store in {dir} indexed (genesis hash {now}, the store's \
+                 {known}): its node's state ({file}) was lost or replaced. `custody-indexer dev --reset` starts \
+                 over with a new store, API key and account",
+                chain = p.chain,
+                dir = dir.display(),
+                now = p.ledger.genesis_hash,
+                known = known.genesis_hash,
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Writes the chain files into `dir` (replacing the previous run's) and
@@ -101,8 +138,8 @@ pub fn chain_files(dir: &Path, placed: &[Placed]) -> anyhow::Result<Chains> {
     Ok(chains)
 }
 
-/// Funds the gas sponsor and the omnibus wallet of every local chain, and
-/// the EVM depositor with USDC.
+/// Tops up the gas sponsor and the omnibus wallet of every local chain,
+/// and the EVM depositor's USDC: a kept chain is funded once.
 pub async fn fund(signer: &dyn Signer, placed: &[Placed]) -> anyhow::Result<()> {
     for p in placed {
         match p.chain {
@@ -122,7 +159,7 @@ pub async fn fund(signer: &dyn Signer, placed: &[Placed]) -> anyhow::Result<()> 
                 let solana = LocalSolana::connect(&p.rpc_url);
                 for (key, sol) in [(KeyRef::Sponsor, 100), (KeyRef::Omnibus, 10)] {
                     let address = signer.solana_address(key)?.parse()?;
-                    solana.airdrop(&address, sol * super::solana::SOL).await?;
+                    solana.top_up(&address, sol * super::solana::SOL).await?;
                 }
             }
         }
@@ -138,7 +175,9 @@ pub struct Seeded {
 
 /// Seeds a new store in `sandbox`, its personal data sealed with `pii`:
 /// the same organization, API key, identity and account (the first
-/// segregated key, so the same addresses) on every run.
+/// segregated key, so the same addresses) on every run. A `kept` store is
+/// opened as it is; with `webhook_url`, a webhook at that URL is registered
+/// unless the organization has one.
 pub async fn seed_store(
     url: &str,
     chains: &Chains,
@@ -146,10 +185,45 @@ pub async fn seed_store(
     pii: Key,
     seed: &Seed,
     webhook_url: Option<&str>,
+    kept: bool,
 ) -> anyhow::Result<Seeded> {
     let store = Store::open(url).await?;
-    store.stamp_environment(Environment::Sandbox).await?;
+    if !kept {
+        store.stamp_environment(Environment::Sandbox).await?;
+    }
     let store = store.unlock_pii(KeySource::Given(pii)).await?;
+    let account = if kept {
+        store.account(&seed.account_id).await.context("the kept store has no dev account: `dev --reset`")?
+    } else {
+        create_seeded(&store, chains, signer, seed).await?
+    };
+    let addresses: BTreeMap<Chain, String> = account
+        .addresses
+        .iter()
+        .flat_map(|a| a.chains.iter().map(|chain| (*chain, a.address.clone())))
+        .collect();
+    for chain in chains.iter().map(|c| c.chain).filter(|c| !addresses.contains_key(c)) {
+        tracing::warn!(
+            %chain,
+            "the dev account has no address on {chain}: its store was made while that chain's node could not \
+             run; `custody-indexer dev --reset` makes a new account with both"
+        );
+    }
+    let webhook = match webhook_url {
+        Some(url) => Some(webhook(&store, &seed.organization, url, &seed.webhook_secret).await?),
+        None => None,
+    };
+    store.close().await;
+    Ok(Seeded { addresses, webhook })
+}
+
+/// The organization, its API key, the `ACTIVE` identity and the account.
+async fn create_seeded(
+    store: &Store,
+    chains: &Chains,
+    signer: &dyn Signer,
+    seed: &Seed,
+) -> anyhow::Result<crate::account::Account> {
     let org = seed.organization.as_str();
     store.create_organization(org, Some("Dev organization")).await?;
     store.create_api_key(org, "dev", &seed.api_key_id, &api_key::hash(&seed.api_key)).await?;
@@ -175,19 +249,17 @@ pub async fn seed_store(
     let (account, _) = store
         .add_keyed_account(account, |index| account_addresses(signer, chains, KeyRef::Account(index)))
         .await?;
-    let addresses = account
-        .addresses
-        .iter()
-        .flat_map(|a| a.chains.iter().map(|chain| (*chain, a.address.clone())))
-        .collect();
-    let webhook = match webhook_url {
-        Some(url) => {
-            let url = Policy { allow_private: true }.check(url).await.context("--webhook-url")?;
-            let created = store.create_webhook(org, url.as_str(), "dev", &seed.webhook_secret).await?;
-            Some((created.id, url.to_string()))
-        }
-        None => None,
+    Ok(account)
+}
+
+/// The organization's webhook at `url`, registered (signed with `secret`)
+/// unless it is already: (id, url).
+async fn webhook(store: &Store, org: &str, url: &str, secret: &str) -> anyhow::Result<(String, String)> {
+    let url = Policy { allow_private: true }.check(url).await.context("--webhook-url")?;
+    let existing = store.webhooks(Some(org)).await?.into_iter().find(|w| w.url == url.as_str());
+    let id = match existing {
+        Some(existing) => existing.id,
+        None => store.create_webhook(org, url.as_str(), "dev", secret).await?.id,
     };
-    store.close().await;
-    Ok(Seeded { addresses, webhook })
+    Ok((id, url.to_string()))
 }

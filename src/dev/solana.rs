@@ -60,6 +60,14 @@ impl LocalSolana {
         bail!("the airdrop to {to} was not confirmed within 30 s")
     }
 
+    /// Airdrops `lamports` to `to` unless it holds half of that or more.
+    pub async fn top_up(&self, to: &Pubkey, lamports: u64) -> anyhow::Result<()> {
+        if self.rpc.get_balance(to).await? < lamports / 2 {
+            self.airdrop(to, lamports).await?;
+        }
+        Ok(())
+    }
+
     async fn send(
         &self,
         instructions: &[Instruction],

@@ -8,7 +8,11 @@
 //! | `pii.key` (0600) | the sandbox key personal data is sealed with | until `--reset` |
 //! | `seed.json` (0600) | organization, identity, account ids, the API key, the webhook secret | until `--reset` |
 //! | `solana-funder.json`, `solana-mint.json` (0600) | the keypairs of the Solana deposit wallet and of the test USDC mint | until `--reset` |
-//! | `store.db` | the SQLite store | this run: the local chains start anew each run |
+//! | `store.db` | the SQLite store | until `--reset` |
+//! | `anvil-state.json` | the local EVM chain anvil loads when it starts: its last complete dump | until `--reset` |
+//! | `anvil-state.next.json` | where anvil dumps its chain when it stops (and every minute); it replaces `anvil-state.json` at the next start once it reads as complete JSON, so a dump cut short never replaces a good one | until `--reset` |
+//! | `solana-ledger.sqlite` (and its `.genesis`) | the local Solana network's blocks and accounts, written as it runs | until `--reset` |
+//! | `ledgers.json` | the genesis hash and first block of each local chain the store indexes | with the store |
 //! | `chains/*.toml` | the chain files of this run's local nodes | this run |
 //! | `dev.json` (0600) | how to reach the running `dev`; removed when it stops | while it runs |
 //! | `anvil.log`, `solana-node.log` | the nodes' output | this run |
@@ -46,6 +50,20 @@ pub struct Seed {
     pub webhook_secret: String,
 }
 
+/// The file naming the local chains the store indexes.
+const LEDGERS: &str = "ledgers.json";
+
+/// A local chain as the store knows it: a node that answers another
+/// genesis hash runs another chain, one the store never saw.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ledger {
+    pub genesis_hash: String,
+    /// The block indexing starts at (the chain file's `start_block`).
+    pub start_block: u64,
+}
+
+pub type Ledgers = std::collections::BTreeMap<crate::chain::Chain, Ledger>;
+
 /// What `dev.json` holds: the JSON line `dev --json` prints, and the
 /// process serving it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -74,6 +92,10 @@ impl NodeProcess {
         // The command name (field 2) may hold spaces and parentheses: count
         // from its closing one. The start time is field 22.
         let after = &stat[stat.rfind(')')? + 1..];
+        // An exited process its parent has not reaped (state Z) runs nothing.
+        if matches!(after.split_whitespace().next(), Some("Z" | "X")) {
+            return None;
+        }
         let started = after.split_whitespace().nth(19)?.parse().ok()?;
         Some(Self { pid, started })
     }
@@ -99,7 +121,13 @@ impl StateDir {
     /// Removes what `dev` wrote here (`--reset`); anything else in the
     /// directory, which may be one a user named by mistake, is left alone.
     fn empty(&self) -> anyhow::Result<()> {
-        const OURS: [&str; 8] = [
+        const OURS: [&str; 14] = [
+            "anvil-state.json",
+            "anvil-state.next.json",
+            "solana-ledger.sqlite",
+            "solana-ledger.sqlite-wal",
+            "solana-ledger.sqlite-shm",
+            "solana-ledger.sqlite.genesis",
             "mnemonic",
             "pii.key",
             "seed.json",
@@ -143,7 +171,7 @@ impl StateDir {
                 let program = String::from_utf8_lossy(program);
                 if program.ends_with("anvil") || program.ends_with("custody-indexer-solana-node") {
                     tracing::warn!(pid, %program, "ending a node the previous dev left running");
-                    let _ = std::process::Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+                    end(node);
                 }
             }
         }
@@ -168,9 +196,9 @@ impl StateDir {
         self.file("chains")
     }
 
-    /// Removes the previous run's store: the chains it indexed are gone.
+    /// Removes the store and the record of the chains it indexed.
     pub fn fresh_store(&self) -> anyhow::Result<()> {
-        for name in ["store.db", "store.db-wal", "store.db-shm", "store.db-journal"] {
+        for name in ["store.db", "store.db-wal", "store.db-shm", "store.db-journal", LEDGERS] {
             match std::fs::remove_file(self.file(name)) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                     return Err(e).with_context(|| format!("cannot remove {name}"));
@@ -179,6 +207,28 @@ impl StateDir {
             }
         }
         Ok(())
+    }
+
+    /// The local chains the kept store indexes, by chain; `None` when there
+    /// is no kept store (none yet, or one a `dev` made before it kept them).
+    pub fn ledgers(&self) -> anyhow::Result<Option<Ledgers>> {
+        if !self.file("store.db").exists() {
+            return Ok(None);
+        }
+        match std::fs::read_to_string(self.file(LEDGERS)) {
+            Ok(text) => Ok(Some(serde_json::from_str(&text).context("ledgers.json is not dev's")?)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e).context("reading ledgers.json"),
+        }
+    }
+
+    /// Records the local chains the store indexes, once it holds them.
+    pub fn record_ledgers(&self, ledgers: &Ledgers) -> anyhow::Result<()> {
+        let path = self.file(LEDGERS);
+        let temporary = self.file("ledgers.json.new");
+        std::fs::write(&temporary, serde_json::to_string_pretty(ledgers)?)
+            .with_context(|| format!("cannot write {}", temporary.display()))?;
+        std::fs::rename(&temporary, &path).with_context(|| format!("cannot write {}", path.display()))
     }
 
     /// The service's phrase, generated on first use.
@@ -255,6 +305,22 @@ impl StateDir {
         }
         Ok(running)
     }
+}
+
+/// Ends `node` as `dev` stops its own: SIGTERM, on which anvil writes its
+/// state, then SIGKILL if it is still there 30 s later.
+fn end(node: NodeProcess) {
+    let signal = |name: &str| {
+        let _ = std::process::Command::new("kill").args([name, &node.pid.to_string()]).status();
+    };
+    signal("-TERM");
+    for _ in 0..300 {
+        if NodeProcess::of(node.pid) != Some(node) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    signal("-KILL");
 }
 
 /// Writes `dir/dev.json`: from now on `dev deposit` reaches this process.
