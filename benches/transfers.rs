@@ -134,6 +134,8 @@ async fn main() {
         decimals: 6,
         token_program: None,
         eip3009: true,
+        issued: false,
+        daily_mint_cap: None,
     });
     let mut chains = Chains::default();
     chains.insert(config.clone());

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Compiles tests/contracts/*.sol with the pinned solc-js from the npm registry and
-# writes one artifact per contract ({"abi", "bytecode"}) to tests/contracts/build/.
-# The artifacts are committed; run this only after changing the Solidity source.
+# Compiles contracts/*.sol (what the service deploys) and tests/contracts/*.sol
+# (what the tests deploy) with the pinned solc-js from the npm registry and
+# writes one artifact per contract ({"abi", "bytecode"}) to each directory's
+# build/. The artifacts are committed; run this only after changing the
+# Solidity source.
 set -euo pipefail
 SOLC_VERSION="0.8.30"
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -10,7 +12,8 @@ if [ ! -d "$cache/node_modules/solc" ]; then
   mkdir -p "$cache"
   npm install --silent --no-audit --no-fund --prefix "$cache" "solc@$SOLC_VERSION" >&2
 fi
-NODE_PATH="$cache/node_modules" node - "$root/tests/contracts" <<'JS'
+for dir in "$root/contracts" "$root/tests/contracts"; do
+NODE_PATH="$cache/node_modules" node - "$dir" <<'JS'
 const fs = require('fs');
 const path = require('path');
 const solc = require('solc');
@@ -43,3 +46,4 @@ for (const file of Object.keys(out.contracts)) {
   }
 }
 JS
+done

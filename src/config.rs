@@ -90,6 +90,14 @@ pub struct AssetConfig {
     /// (USDC does), so a segregated account's transfer needs no gas of its own.
     #[serde(default)]
     pub eip3009: bool,
+    /// The platform issues this stablecoin: wires to its mint instructions
+    /// are minted as it (see docs/issuance.md).
+    #[serde(default)]
+    pub issued: bool,
+    /// An issued stablecoin's daily mint cap, in dollars (`"1000000"`): above
+    /// it, in a UTC day, every mint waits for a second operator's approval.
+    #[serde(default)]
+    pub daily_mint_cap: Option<String>,
 }
 
 /// How the platform sends gas-sponsored transfers on a chain.
@@ -383,6 +391,16 @@ impl ChainConfig {
                 || assets.iter().any(|a: &AssetConfig| a.symbol == asset.symbol)
             {
                 return Err(invalid(format!("asset symbol {} is listed twice", asset.symbol)));
+            }
+            if let Some(cap) = &asset.daily_mint_cap {
+                if !asset.issued {
+                    return Err(invalid(format!(
+                        "asset {}: daily_mint_cap needs issued = true",
+                        asset.symbol
+                    )));
+                }
+                crate::issuance::parse_usd(cap)
+                    .map_err(|e| invalid(format!("asset {}: daily_mint_cap: {e}", asset.symbol)))?;
             }
             assets.push(asset);
         }

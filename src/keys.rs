@@ -8,9 +8,13 @@
 //! | gas sponsor | `m/44'/60'/0'/0/0` | `m/44'/501'/0'/0'` |
 //! | omnibus wallet | `m/44'/60'/0'/0/1` | `m/44'/501'/1'/0'` |
 //! | segregated account *n* (n ≥ 2) | `m/44'/60'/0'/0/n` | `m/44'/501'/n'/0'` |
+//! | stablecoin issuer | `m/44'/60'/1'/0/0` | `m/44'/501'/0'/1'` |
 //!
 //! These are the paths wallets such as MetaMask and Phantom use for their
 //! *n*-th address, so an operator can recover any key with standard tools.
+//! The issuer's paths are outside every account's (BIP-44 account 1 on EVM,
+//! change 1 on Solana): no account index can ever derive the key that
+//! mints the platform's stablecoins.
 //! No key or phrase is ever formatted: `Debug` prints only addresses.
 //!
 //! The phrase is held only in zeroized buffers, from the variable or file it
@@ -55,21 +59,42 @@ pub const MNEMONIC_FILE_ENV: &str = "CUSTODY_INDEXER_MNEMONIC_FILE";
 /// The first derivation index of a segregated account's key.
 pub const FIRST_ACCOUNT_INDEX: u32 = 2;
 
-/// Which key: the chain family's gas sponsor, the omnibus wallet, or a
-/// segregated account's own key by derivation index.
+/// Which key: the chain family's gas sponsor, the omnibus wallet, a
+/// segregated account's own key by derivation index, or the issuer of the
+/// platform's stablecoins.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum KeyRef {
     Sponsor,
     Omnibus,
     Account(u32),
+    Issuer,
 }
 
 impl KeyRef {
-    pub fn index(self) -> u32 {
+    /// The address index of the sponsor, the omnibus wallet and accounts;
+    /// `None` for the issuer, which no index reaches.
+    pub fn index(self) -> Option<u32> {
         match self {
-            KeyRef::Sponsor => 0,
-            KeyRef::Omnibus => 1,
-            KeyRef::Account(n) => n,
+            KeyRef::Sponsor => Some(0),
+            KeyRef::Omnibus => Some(1),
+            KeyRef::Account(n) => Some(n),
+            KeyRef::Issuer => None,
+        }
+    }
+
+    /// The BIP-32 path of the key on EVM chains.
+    pub fn evm_path(self) -> String {
+        match self.index() {
+            Some(index) => format!("m/44'/60'/0'/0/{index}"),
+            None => "m/44'/60'/1'/0/0".into(),
+        }
+    }
+
+    /// The SLIP-10 path of the key on Solana.
+    pub fn solana_path(self) -> DerivationPath {
+        match self.index() {
+            Some(index) => DerivationPath::new_bip44(Some(index), Some(0)),
+            None => DerivationPath::new_bip44(Some(0), Some(1)),
         }
     }
 }
@@ -89,8 +114,8 @@ pub enum KeyError {
     /// Never carries the phrase or any word of it.
     #[error("the mnemonic is not a valid BIP-39 English phrase")]
     InvalidMnemonic,
-    #[error("key index {0} is outside the derivable range")]
-    Index(u32),
+    #[error("no key can be derived at {0}")]
+    Path(String),
     #[error("signing failed: {0}")]
     Signing(String),
 }
@@ -185,8 +210,8 @@ fn check_words(phrase: &str) -> Result<(), KeyError> {
 /// phrase itself is not kept.
 pub struct MnemonicSigner {
     seed: Zeroizing<[u8; 64]>,
-    evm: Mutex<HashMap<u32, PrivateKeySigner>>,
-    solana: Mutex<HashMap<u32, Arc<Keypair>>>,
+    evm: Mutex<HashMap<KeyRef, PrivateKeySigner>>,
+    solana: Mutex<HashMap<KeyRef, Arc<Keypair>>>,
 }
 
 impl fmt::Debug for MnemonicSigner {
@@ -222,32 +247,30 @@ impl MnemonicSigner {
     }
 
     fn evm_key(&self, key: KeyRef) -> Result<PrivateKeySigner, KeyError> {
-        let index = key.index();
         let mut cache = self.evm.lock().expect("key cache lock");
-        if let Some(signer) = cache.get(&index) {
+        if let Some(signer) = cache.get(&key) {
             return Ok(signer.clone());
         }
-        let path = format!("m/44'/60'/0'/0/{index}");
+        let path = key.evm_path();
         let root =
             XPriv::root_from_seed(self.seed.as_slice(), None).map_err(|_| KeyError::InvalidMnemonic)?;
-        let child = root.derive_path(path.as_str()).map_err(|_| KeyError::Index(index))?;
-        let key: &coins_bip32::ecdsa::SigningKey = child.as_ref();
-        let signer = PrivateKeySigner::from_signing_key(key.clone());
-        cache.insert(index, signer.clone());
+        let child = root.derive_path(path.as_str()).map_err(|_| KeyError::Path(path.clone()))?;
+        let signing: &coins_bip32::ecdsa::SigningKey = child.as_ref();
+        let signer = PrivateKeySigner::from_signing_key(signing.clone());
+        cache.insert(key, signer.clone());
         Ok(signer)
     }
 
     fn solana_key(&self, key: KeyRef) -> Result<Arc<Keypair>, KeyError> {
-        let index = key.index();
         let mut cache = self.solana.lock().expect("key cache lock");
-        if let Some(keypair) = cache.get(&index) {
+        if let Some(keypair) = cache.get(&key) {
             return Ok(keypair.clone());
         }
-        let path = DerivationPath::new_bip44(Some(index), Some(0));
-        let keypair = Keypair::from_seed_and_derivation_path(self.seed.as_slice(), Some(path))
-            .map_err(|_| KeyError::Index(index))?;
+        let path = key.solana_path();
+        let keypair = Keypair::from_seed_and_derivation_path(self.seed.as_slice(), Some(path.clone()))
+            .map_err(|_| KeyError::Path(format!("{path:?}")))?;
         let keypair = Arc::new(keypair);
-        cache.insert(index, keypair.clone());
+        cache.insert(key, keypair.clone());
         Ok(keypair)
     }
 }
@@ -343,6 +366,23 @@ mod tests {
         // Deterministic: a second signer from the same phrase agrees.
         let again = MnemonicSigner::from_phrase(&format!("  {PHRASE}\n")).unwrap();
         assert_eq!(again.solana_address(KeyRef::Sponsor).unwrap(), sponsor);
+    }
+
+    #[test]
+    fn the_issuer_key_is_on_a_path_no_account_index_reaches() {
+        assert_eq!(KeyRef::Issuer.evm_path(), "m/44'/60'/1'/0/0");
+        assert_eq!(format!("{:?}", KeyRef::Issuer.solana_path()), "m/44'/501'/0'/1'");
+        assert_eq!(KeyRef::Account(7).evm_path(), "m/44'/60'/0'/0/7");
+        assert_eq!(format!("{:?}", KeyRef::Account(7).solana_path()), "m/44'/501'/7'/0'");
+        let signer = MnemonicSigner::from_phrase(PHRASE).unwrap();
+        let (evm, solana) =
+            (signer.evm_address(KeyRef::Issuer).unwrap(), signer.solana_address(KeyRef::Issuer).unwrap());
+        for key in [KeyRef::Sponsor, KeyRef::Omnibus].into_iter().chain((2..500).map(KeyRef::Account)) {
+            assert_ne!(signer.evm_address(key).unwrap(), evm, "{key:?}");
+            assert_ne!(signer.solana_address(key).unwrap(), solana, "{key:?}");
+        }
+        let again = MnemonicSigner::from_phrase(PHRASE).unwrap();
+        assert_eq!(again.evm_address(KeyRef::Issuer).unwrap(), evm, "deterministic");
     }
 
     #[test]

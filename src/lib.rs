@@ -22,6 +22,7 @@ pub mod evm;
 mod fixtures;
 pub mod health;
 pub mod identity;
+pub mod issuance;
 pub mod keys;
 pub mod lease;
 pub mod pii;

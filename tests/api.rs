@@ -578,6 +578,10 @@ async fn the_openapi_document_matches_the_routes_and_resources() {
             "/v2/identities/{identity_id}",
             "/v2/identities/{identity_id}/compliance",
             "/v2/identities/{identity_id}/id_verification/{check_id}",
+            "/v2/issuance/bank-account/{id}",
+            "/v2/issuance/bank-accounts",
+            "/v2/issuance/mint-instructions",
+            "/v2/issuance/mints/{id}",
             "/v2/transaction-limits/policies/{policy_id}",
             "/v2/webhooks",
             "/v2/webhooks/{webhook_id}",
@@ -620,16 +624,19 @@ async fn the_openapi_document_matches_the_routes_and_resources() {
             .replace("{transfer_id}", &transfer.id)
             .replace("{policy_id}", &policy)
             .replace("{identity_id}", "identity")
-            .replace("{check_id}", "no-check");
+            .replace("{check_id}", "no-check")
+            .replace("{id}", "no-such-id");
         let concrete =
             if concrete == "/v2/crypto/deposits" { format!("{concrete}?account_id=acct") } else { concrete };
         for method in operations.as_object().unwrap().keys() {
             let method: Method = method.to_uppercase().parse().unwrap();
             let answer = app.request(method.clone(), &concrete, Some(&key)).await;
-            if concrete.ends_with("no-check") {
-                // Served: the check, not the route, is missing.
+            if concrete.ends_with("no-check") || concrete.ends_with("no-such-id") {
+                // Served: the resource, not the route, is missing.
+                let message = answer.body["message"].as_str().unwrap();
                 assert!(
-                    answer.body["message"].as_str().unwrap().contains("identity verification check no-check")
+                    message.contains("no-check") || message.contains("no-such-id"),
+                    "{concrete}: {message}"
                 );
                 continue;
             }

@@ -147,6 +147,17 @@ async fn the_served_document_passes_openapi_spec_validator() {
     );
     let (valid, report) = validate(dir.path(), "repeated.json", &repeated);
     assert!(!valid && report.contains("listDeposits"), "{report}");
+
+    // The sandbox's document adds the simulation, and validates as well.
+    let sandbox = serde_json::to_value(custody_indexer::api::openapi(
+        custody_indexer::environment::Environment::Sandbox,
+    ))
+    .unwrap();
+    assert!(doc["paths"].get("/v2/simulation/fiat-deposit").is_none(), "production has no simulation");
+    assert!(sandbox["paths"]["/v2/simulation/fiat-deposit"]["post"].is_object());
+    assert_eq!(operation_id_faults(&sandbox), Vec::<String>::new());
+    let (valid, report) = validate(dir.path(), "sandbox.json", &sandbox);
+    assert!(valid, "openapi-spec-validator refused the sandbox's document:\n{report}");
 }
 
 #[tokio::test]

@@ -177,6 +177,26 @@ async fn a_method_the_rpc_refuses_is_warned_once_and_makes_the_chain_unhealthy_a
 }
 
 #[tokio::test]
+async fn an_evm_node_that_expired_the_history_is_warned_and_makes_the_chain_unhealthy() {
+    let anvil = Anvil::start().await;
+    anvil.mine(10).await;
+    let proxy = common::proxy::start(anvil.url()).await;
+    // geth's answer for blocks past its history expiry (EIP-4444).
+    let expired = "pruned history unavailable";
+    proxy.faults.method_errors.lock().unwrap().push(("eth_getLogs".into(), 4444, expired.into(), u32::MAX));
+    // A token to watch: its transfers are read with eth_getLogs.
+    let token = Some("0x00000000000000000000000000000000000000b0");
+    let env = Env::with_chain_file(&chain_toml(std::slice::from_ref(&proxy.url), token, ""));
+    env.add_account("acc-1", "0x00000000000000000000000000000000000000a1", CHAIN);
+    let run = Run::start(&env, CHAIN, &[]);
+    let warned = run.logged("WARN", "the watcher cannot progress").await;
+    assert!(warned.contains(expired), "{warned}");
+    let (code, report) = health_problem(&env, CHAIN, expired).await;
+    assert_eq!(code, Some(1), "a node without the history cannot index it: {report}");
+    assert_eq!(chain_of(&report, CHAIN)["healthy"], false, "{report}");
+}
+
+#[tokio::test]
 async fn an_rpc_node_fallen_behind_the_indexed_blocks_is_warned_and_shown_in_health() {
     let anvil = Anvil::start().await;
     anvil.mine(20).await;

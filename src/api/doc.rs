@@ -35,6 +35,7 @@ pub(super) fn finish(doc: &mut OpenApi) {
             &mut item.trace,
         ];
         for operation in operations.into_iter().flatten() {
+            mark_extension(operation);
             if path.starts_with("/v2/") {
                 add_shared_errors(operation);
                 if operation.security.is_none() {
@@ -51,6 +52,19 @@ pub(super) fn finish(doc: &mut OpenApi) {
                 operation.security = Some(Vec::new());
             }
         }
+    }
+}
+
+/// The operations this service adds to the reference's interface: each
+/// carries `x-extension: true`, so a client of the reference knows what
+/// another platform may not offer.
+pub(super) const EXTENSIONS: &[&str] =
+    &["createBankAccount", "listBankAccounts", "createMintInstruction", "getMint"];
+
+fn mark_extension(operation: &mut Operation) {
+    if operation.operation_id.as_deref().is_some_and(|id| EXTENSIONS.contains(&id)) {
+        let mark = utoipa::openapi::extensions::ExtensionsBuilder::new().add("x-extension", true).build();
+        operation.extensions.get_or_insert_with(Default::default).merge(mark);
     }
 }
 

@@ -12,6 +12,7 @@ mod deposits;
 mod doc;
 mod error;
 mod identities;
+mod issuance;
 mod operator;
 mod ops;
 mod params;
@@ -85,6 +86,8 @@ struct Inner {
     /// What `/metrics` and the detail of `/readyz` require; without one
     /// neither is shown.
     operator_token: Option<OperatorToken>,
+    /// The platform's receiving bank, as configured.
+    receiving_bank: Option<serde_json::Value>,
 }
 
 /// Each organization's sponsored-gas credit: 100 USD.
@@ -108,6 +111,7 @@ impl ApiState {
             environment: Environment::Production,
             compliance: Default::default(),
             operator_token: None,
+            receiving_bank: None,
         }))
     }
 
@@ -122,6 +126,30 @@ impl ApiState {
         inner.environment = environment;
         inner.compliance = options;
         self
+    }
+
+    /// Shows `bank` as the receiving bank of mint instructions.
+    pub fn with_receiving_bank(mut self, bank: Option<serde_json::Value>) -> Self {
+        let inner = Arc::get_mut(&mut self.0).expect("configured before it is shared");
+        inner.receiving_bank = bank;
+        self
+    }
+
+    /// The receiving bank mint instructions show: in `sandbox` always the
+    /// sandbox bank (a sandbox never shows real wiring instructions, where
+    /// a client could send real money to a platform that only simulates);
+    /// in `production` the configured one, `None` without one.
+    fn receiving_bank(&self) -> Option<serde_json::Value> {
+        match self.0.environment {
+            Environment::Sandbox => Some(crate::issuance::receiving::sandbox()),
+            Environment::Production => self.0.receiving_bank.clone(),
+        }
+    }
+
+    /// When a settled wire's mint waits for a second operator's approval:
+    /// always in `production`, above the daily mint caps in `sandbox`.
+    fn mint_approval(&self) -> crate::issuance::Approval {
+        crate::issuance::Approval::new(self.0.environment == Environment::Production, self.chains())
     }
 
     /// Limits what each organization may create to `limits` (by default
@@ -252,21 +280,37 @@ fn v2() -> (Router<ApiState>, utoipa::openapi::OpenApi) {
         .routes(routes!(transfers::get))
         .routes(routes!(transfers::policy))
         .routes(routes!(transfers::gas_usage))
+        .routes(routes!(issuance::create_bank_account, issuance::list_bank_accounts))
+        .routes(routes!(issuance::get_bank_account))
+        .routes(routes!(issuance::create_mint_instruction, issuance::list_mint_instructions))
+        .routes(routes!(issuance::get_mint))
         .split_for_parts()
 }
 
-/// The OpenAPI document of the whole API.
-pub fn openapi() -> utoipa::openapi::OpenApi {
+/// The `sandbox`'s simulation routes: absent from `production`, its
+/// router and its document alike.
+fn simulation() -> (Router<ApiState>, utoipa::openapi::OpenApi) {
+    OpenApiRouter::new().routes(routes!(issuance::simulate_fiat_deposit)).split_for_parts()
+}
+
+/// The OpenAPI document of the whole API as `environment` serves it.
+pub fn openapi(environment: Environment) -> utoipa::openapi::OpenApi {
     let (_, mut document) = v2();
+    if environment == Environment::Sandbox {
+        document.merge(simulation().1);
+    }
     document.merge(ops::openapi());
     doc::finish(&mut document);
     document
 }
 
 pub fn router(state: ApiState) -> Router {
-    let (v2, _) = v2();
+    let (mut v2, _) = v2();
+    if state.0.environment == Environment::Sandbox {
+        v2 = v2.merge(simulation().0);
+    }
     let v2 = v2.layer(middleware::from_fn_with_state(state.clone(), auth::authenticate));
-    let document = Arc::new(openapi());
+    let document = Arc::new(openapi(state.0.environment));
     Router::new()
         .merge(v2)
         .merge(ops::router(document))
@@ -318,5 +362,6 @@ pub async fn serve(
             shutdown.clone(),
         ));
     }
+    tokio::spawn(crate::issuance::settle_due(state.store().clone(), state.mint_approval(), shutdown.clone()));
     axum::serve(listener, router(state)).with_graceful_shutdown(shutdown.cancelled_owned()).await
 }

@@ -1,8 +1,9 @@
 //! `identities`: register identities onboarded elsewhere, inspect them, and
 //! the compliance staff's actions (`approve`, `reject`, `suspend`,
-//! `reinstate`, `terminate`, `rfi raise`, `rfi fulfil`), each recorded in
-//! the identity's audit trail with `--by` and `--reason` and announced by
-//! an `identity_status_update` when the status or sub-status changes.
+//! `reinstate`, `terminate`, `rfi raise`, `rfi fulfil`, `fiat enable`,
+//! `fiat disable`), each recorded in the identity's audit trail with `--by`
+//! and `--reason` and announced by an `identity_status_update` when the
+//! status or sub-status changes.
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
@@ -68,6 +69,29 @@ pub enum IdentitiesCommand {
     /// Requests for information.
     #[command(subcommand)]
     Rfi(RfiCommand),
+    /// The fiat entitlement (`fiat_operations_enabled`): whether the
+    /// identity may register bank accounts and mint instructions, and have
+    /// its wires minted. Independent of the status; recorded in the audit
+    /// trail; no `identity_status_update` (the status does not change).
+    #[command(subcommand)]
+    Fiat(FiatCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum FiatCommand {
+    /// Grant it.
+    Enable(FiatAction),
+    /// Withdraw it: wires arriving from now on are returned, not minted.
+    Disable(FiatAction),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct FiatAction {
+    id: String,
+    #[arg(long, default_value = DEFAULT_ORGANIZATION)]
+    organization: String,
+    #[command(flatten)]
+    who: Who,
 }
 
 #[derive(Debug, Subcommand)]
@@ -126,6 +150,7 @@ pub async fn run(store: &Store, command: IdentitiesCommand) -> anyhow::Result<()
         IdentitiesCommand::Show { id, organization, json } => {
             return show(store, &organization, &id, json).await;
         }
+        IdentitiesCommand::Fiat(command) => return fiat(store, command).await,
         IdentitiesCommand::Approve(action) => (action, Event::Approved),
         IdentitiesCommand::Reject(action) => (action, Event::Denied),
         IdentitiesCommand::Suspend(action) => (action, Event::Suspended),
@@ -159,6 +184,23 @@ pub async fn run(store: &Store, command: IdentitiesCommand) -> anyhow::Result<()
 }
 
 /// The failure of a transfer whose account can no longer send.
+async fn fiat(store: &Store, command: FiatCommand) -> anyhow::Result<()> {
+    let (action, enabled) = match command {
+        FiatCommand::Enable(action) => (action, true),
+        FiatCommand::Disable(action) => (action, false),
+    };
+    let actor = format!("operator:{}", action.who.by);
+    let changed =
+        store.set_fiat_enabled(&action.organization, &action.id, enabled, &actor, &action.who.reason).await?;
+    let what = if enabled { "enabled" } else { "disabled" };
+    if changed {
+        println!("identity {}: fiat operations {what}", action.id);
+    } else {
+        println!("identity {}: fiat operations were already {what}; nothing recorded", action.id);
+    }
+    Ok(())
+}
+
 fn not_active(chains: &Chains, chain: Chain) -> Settlement {
     let config = chains.get(chain).ok();
     Settlement {

@@ -95,7 +95,7 @@ pub async fn run(
     let listener = api::bind(api.listen).await?;
     let required = selected.iter().map(|c| c.chain).collect();
     let signer = launch.signer;
-    let state = api_state(&store, chains, required, &api, signer.clone(), environment)
+    let state = api_state(&store, chains, required, &api, signer.clone(), environment)?
         .with_webhook_policy(launch.webhook_policy);
     delivery.policy = launch.webhook_policy;
     if let Some(on_listen) = launch.on_listen {
@@ -262,7 +262,7 @@ pub async fn serve(
     let (store, environment) = start(store, api.environment, pii::Key::from_env()?).await?;
     telemetry::prometheus();
     let listener = api::bind(api.listen).await?;
-    let state = api_state(&store, chains, required, &api, signer()?, environment);
+    let state = api_state(&store, chains, required, &api, signer()?, environment)?;
     let shutdown = CancellationToken::new();
     tokio::spawn(cancel_on_signal(shutdown.clone()));
     api::serve(listener, state, shutdown).await.context("the HTTP API stopped")?;
@@ -279,12 +279,19 @@ fn api_state(
     api: &ApiOptions,
     signer: Option<Arc<dyn Signer>>,
     environment: Environment,
-) -> ApiState {
-    ApiState::new(store.clone(), chains, required, api.rate_limit())
+) -> anyhow::Result<ApiState> {
+    if environment == Environment::Sandbox && api.receiving_bank.is_some() {
+        anyhow::bail!(
+            "--receiving-bank is for production: a sandbox shows its own sandbox bank, never real wiring \
+             instructions"
+        );
+    }
+    Ok(ApiState::new(store.clone(), chains, required, api.rate_limit())
         .with_transfers(signer, api.gas.usd_micros)
         .with_compliance(environment, api.compliance())
+        .with_receiving_bank(api.receiving_bank()?)
         .with_limits(api.limits.limits())
-        .with_operator_token(api.operator_token.clone())
+        .with_operator_token(api.operator_token.clone()))
 }
 
 /// The environment this process runs in, `requested` or the store's

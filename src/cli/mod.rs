@@ -8,6 +8,7 @@ mod identities;
 mod import;
 pub mod index;
 pub mod instance;
+mod issuance;
 mod transfers;
 pub mod webhooks;
 
@@ -90,6 +91,12 @@ pub struct ApiOptions {
     /// ready. Prefer the environment variable: arguments show in `ps`.
     #[arg(long, value_name = "TOKEN", env = "CUSTODY_INDEXER_OPERATOR_TOKEN", hide_env_values = true, value_parser = OperatorTokenParser)]
     pub operator_token: Option<OperatorToken>,
+    /// The platform's receiving bank, shown in every mint instruction: a
+    /// JSON file holding a Bank account details object. Without it,
+    /// `production` refuses mint instructions (`503`) and `sandbox` shows
+    /// its fixed sandbox bank.
+    #[arg(long, value_name = "FILE", env = crate::issuance::receiving::RECEIVING_BANK_ENV)]
+    pub receiving_bank: Option<std::path::PathBuf>,
 }
 
 /// Parses `--operator-token` without ever echoing the value: clap's own
@@ -157,6 +164,12 @@ fn parse_usd(text: &str) -> Result<i64, String> {
 impl ApiOptions {
     fn rate_limit(&self) -> RateLimit {
         RateLimit { per_second: self.rate_limit, burst: self.rate_limit_burst }
+    }
+
+    /// The receiving bank of `--receiving-bank`, checked.
+    fn receiving_bank(&self) -> anyhow::Result<Option<serde_json::Value>> {
+        let Some(path) = &self.receiving_bank else { return Ok(None) };
+        crate::issuance::receiving::load(path).map(Some).map_err(|e| anyhow::anyhow!("--receiving-bank: {e}"))
     }
 
     fn compliance(&self) -> crate::identity::provider::Options {
@@ -253,6 +266,10 @@ pub enum Command {
     /// is recorded with who took it and why.
     #[command(subcommand)]
     Identities(identities::IdentitiesCommand),
+    /// Issuance: record and approve wires, follow mints, return the dollars
+    /// of failed ones.
+    #[command(subcommand)]
+    Issuance(issuance::IssuanceCommand),
     /// Show recorded deposits.
     #[command(subcommand)]
     Deposits(DepositsCommand),
@@ -445,6 +462,10 @@ impl Cli {
             Command::Chains(command) => chains::run(&Store::open(&url).await?, command).await?,
             Command::Accounts(command) => admin::accounts(&Store::open(&url).await?, command).await?,
             Command::Identities(command) => identities::run(&identities::open(&url).await?, command).await?,
+            Command::Issuance(command @ issuance::IssuanceCommand::Deploy { .. }) => {
+                issuance::deploy(command).await?
+            }
+            Command::Issuance(command) => issuance::run(&Store::open(&url).await?, command).await?,
             Command::Deposits(command) => admin::deposits(&Store::open(&url).await?, command).await?,
             Command::Organizations(command) => {
                 admin::organizations(&Store::open(&url).await?, command).await?

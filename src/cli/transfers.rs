@@ -109,15 +109,22 @@ struct Wallet {
     chain: Chain,
     sponsor: String,
     omnibus: String,
+    /// The key that mints the platform's stablecoins (`issuance deploy`).
+    issuer: String,
 }
 
-/// The sponsor and omnibus address of one chain.
+/// The sponsor's, the omnibus wallet's and the issuer's address on one chain.
 fn wallet(signer: &dyn Signer, chain: Chain) -> Result<Wallet, KeyError> {
     let address = |key| match chain.family() {
         Family::Evm => signer.evm_address(key).map(|a| a.to_checksum(None)),
         Family::Solana => signer.solana_address(key),
     };
-    Ok(Wallet { chain, sponsor: address(KeyRef::Sponsor)?, omnibus: address(KeyRef::Omnibus)? })
+    Ok(Wallet {
+        chain,
+        sponsor: address(KeyRef::Sponsor)?,
+        omnibus: address(KeyRef::Omnibus)?,
+        issuer: address(KeyRef::Issuer)?,
+    })
 }
 
 pub fn wallets(command: WalletsCommand) -> anyhow::Result<()> {
@@ -129,7 +136,7 @@ pub fn wallets(command: WalletsCommand) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&wallets)?);
     } else {
         for w in &wallets {
-            println!("{}\n  sponsor {}\n  omnibus {}", w.chain, w.sponsor, w.omnibus);
+            println!("{}\n  sponsor {}\n  omnibus {}\n  issuer  {}", w.chain, w.sponsor, w.omnibus, w.issuer);
         }
     }
     Ok(())

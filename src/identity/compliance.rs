@@ -190,7 +190,7 @@ fn check_kyb(errors: &mut Vec<String>, kyb: &Map<String, Value>) {
 }
 
 /// Refuses removed, camelCase and unknown field names.
-fn names(errors: &mut Vec<String>, path: &str, map: &Map<String, Value>, allowed: &[&str]) {
+pub(crate) fn names(errors: &mut Vec<String>, path: &str, map: &Map<String, Value>, allowed: &[&str]) {
     for name in map.keys() {
         if let Some((_, why)) = REMOVED.iter().find(|(removed, _)| removed == name) {
             errors.push(format!("{path}{name}: {why}"));
@@ -203,7 +203,7 @@ fn names(errors: &mut Vec<String>, path: &str, map: &Map<String, Value>, allowed
 }
 
 /// A string field: non-empty when present; an error when required and absent.
-fn text<'a>(
+pub(crate) fn text<'a>(
     errors: &mut Vec<String>,
     path: &str,
     map: &'a Map<String, Value>,
@@ -227,8 +227,21 @@ fn one_of(errors: &mut Vec<String>, path: &str, map: &Map<String, Value>, name: 
     }
 }
 
+/// An optional field that, when present, is one of `values`.
+pub(crate) fn one_of_optional(
+    errors: &mut Vec<String>,
+    path: &str,
+    map: &Map<String, Value>,
+    name: &str,
+    values: &[&str],
+) {
+    if map.contains_key(name) {
+        one_of(errors, path, map, name, values);
+    }
+}
+
 /// A required ISO 3166-1 alpha-2 code.
-fn country<'a>(
+pub(crate) fn country<'a>(
     errors: &mut Vec<String>,
     path: &str,
     map: &'a Map<String, Value>,

@@ -311,6 +311,19 @@ pub(super) async fn lock_identity(
     Ok((kind, state_of(&row, kind)?))
 }
 
+/// The identity's status and fiat entitlement, its row locked until
+/// commit: what a wire's mint is judged on cannot change (a suspension, a
+/// fiat withdrawal) until the mint's change commits.
+pub(super) async fn lock_entitlement(
+    tx: &mut Transaction<'static, Any>,
+    organization: &str,
+    id: &str,
+) -> Result<(Status, bool), StoreError> {
+    let row = lock_row(tx, organization, id).await?;
+    let status = parse_column(&row.try_get::<String, _>("status")?, "identities.status")?;
+    Ok((status, row.try_get::<i64, _>("fiat_operations_enabled")? != 0))
+}
+
 /// The identity's row, locked until commit (see [`lock_identity`]).
 async fn lock_row(
     tx: &mut Transaction<'static, Any>,

@@ -151,3 +151,5 @@ async fn seal_plaintext(tx: &mut Transaction<'static, Any>, cipher: &Cipher) -> 
 /// The sealed columns, named in their values' associated data.
 pub(super) const LABEL: &str = "identities.label";
 pub(super) const SUBMISSION: &str = "compliance_submissions.data";
+/// Always sealed: the table came after the key.
+pub(super) const BANK_DETAILS: &str = "bank_accounts.details";

@@ -9,6 +9,7 @@ pub mod cluster;
 pub mod db;
 pub mod fleet;
 pub mod instances;
+pub mod issuance;
 pub mod lagging;
 pub mod proxy;
 pub mod python;

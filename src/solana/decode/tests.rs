@@ -111,6 +111,8 @@ fn token_2022_is_matched_with_its_program() {
         decimals: 9,
         token_program: Some(TOKEN_2022_PROGRAM.into()),
         eip3009: false,
+        issued: false,
+        daily_mint_cap: None,
     });
     assert_eq!(decode(name, &[to], &config), vec![row(to, "HELP", "0.01", from)]);
     config.assets.last_mut().unwrap().token_program = Some(TOKEN_PROGRAM.into());

@@ -289,6 +289,8 @@ fn a_token_2022_transfer_fee_is_not_credited() {
         decimals: 2,
         token_program: Some(TOKEN_2022_PROGRAM.into()),
         eip3009: false,
+        issued: false,
+        daily_mint_cap: None,
     });
     assert_eq!(tx.deposits(&[WALLET], &config), vec![row(WALLET, "FEE", "9.9", PAYER)]);
 }

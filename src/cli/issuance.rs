@@ -1,0 +1,248 @@
+//! `issuance`: operators' side of issuance. `wires record` is how a wire
+//! enters in `production` (it works in `sandbox` too), `wires approve` the
+//! second operator's approval a recorded wire's mint waits for in
+//! `production`, `mints` shows mints and `returns` the dollars failed mints
+//! owe back.
+
+use clap::{Args, Subcommand};
+
+use crate::{
+    environment::Environment,
+    issuance::{
+        Approval, Mint,
+        deploy::Coin,
+        format_usd,
+        mint::Status,
+        parse_usd,
+        provider::{Bank, Operators},
+    },
+    store::{NewWire, Store, WireSource},
+};
+
+#[derive(Debug, Subcommand)]
+pub enum IssuanceCommand {
+    /// Place the platform's stablecoin on a test chain, the issuer key its
+    /// only minter (EVM: a Stablecoin contract deployed by the gas sponsor;
+    /// Solana: an SPL Token mint, the sponsor paying). Prints the chain
+    /// file's `[[assets]]` lines listing it as issued. Needs the mnemonic.
+    Deploy {
+        #[arg(long)]
+        chain: crate::chain::Chain,
+        #[arg(long)]
+        symbol: String,
+        #[arg(long)]
+        decimals: u8,
+        /// The token's name (EVM; default: the symbol).
+        #[arg(long)]
+        name: Option<String>,
+        #[command(flatten)]
+        chain_files: super::ChainFiles,
+    },
+    /// Wires that arrived at the receiving bank.
+    #[command(subcommand)]
+    Wires(WiresCommand),
+    /// Mints: what each wire became.
+    #[command(subcommand)]
+    Mints(MintsCommand),
+    /// The dollars of failed mints, owed back to their senders.
+    #[command(subcommand)]
+    Returns(ReturnsCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum WiresCommand {
+    /// Record a wire that arrived quoting a mint instruction's memo. The
+    /// mint id is printed on the last line; the same reference again prints
+    /// the same mint and mints nothing twice.
+    Record {
+        #[arg(long)]
+        memo_id: String,
+        /// Dollars, with at most 2 decimals (`250.00`).
+        #[arg(long)]
+        amount: String,
+        /// The bank's reference of the wire: unique.
+        #[arg(long)]
+        reference: String,
+        #[command(flatten)]
+        who: Who,
+        /// The chain files: their issued assets' daily mint caps.
+        #[command(flatten)]
+        chain_files: super::ChainFiles,
+    },
+    /// Approve the mint of a recorded wire (another operator than its recorder).
+    Approve(Decision),
+    /// Refuse the mint of a recorded wire: it fails and its dollars are owed back.
+    Refuse(Decision),
+}
+
+#[derive(Debug, Args)]
+pub struct Decision {
+    /// The wire's reference, or its mint's id.
+    reference: String,
+    #[arg(long)]
+    by: String,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct Who {
+    #[arg(long)]
+    by: String,
+    #[arg(long)]
+    reason: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum MintsCommand {
+    /// Mints by id, of one status if asked.
+    List {
+        #[arg(long)]
+        status: Option<Status>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// One mint.
+    Show {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ReturnsCommand {
+    /// Dollars owed back (`--all`: those sent back too).
+    List {
+        #[arg(long)]
+        all: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Record that the dollars of a failed mint were sent back.
+    Complete {
+        /// The failed mint's id.
+        mint_id: String,
+        /// The bank's reference of the return wire.
+        #[arg(long)]
+        reference: String,
+        #[command(flatten)]
+        who: Who,
+    },
+}
+
+/// `issuance deploy` acts on a chain, not on the store.
+pub async fn deploy(command: IssuanceCommand) -> anyhow::Result<()> {
+    let IssuanceCommand::Deploy { chain, symbol, decimals, name, chain_files } = command else {
+        unreachable!("only deploy is run without a store")
+    };
+    let config = chain_files.load()?.get(chain)?.clone();
+    let signer = crate::keys::MnemonicSigner::from_env()?.ok_or(crate::keys::KeyError::Missing)?;
+    let coin = Coin { symbol: &symbol, name: name.as_deref().unwrap_or(&symbol), decimals };
+    let deployed = crate::issuance::deploy::deploy(&config, &signer, &coin).await?;
+    let issuer = crate::issuance::deploy::issuer(chain, &signer)?;
+    eprintln!(
+        "{symbol} on {chain} at {}, minted by the issuer {issuer} alone; add to its chain file:",
+        deployed.contract_address
+    );
+    print!("{}", deployed.toml);
+    Ok(())
+}
+
+pub async fn run(store: &Store, command: IssuanceCommand) -> anyhow::Result<()> {
+    match command {
+        IssuanceCommand::Deploy { .. } => return deploy(command).await,
+        IssuanceCommand::Wires(WiresCommand::Record { memo_id, amount, reference, who, chain_files }) => {
+            let cents = parse_usd(&amount).map_err(|e| anyhow::anyhow!("--amount: {e}"))?;
+            let recorder = operator(&who.by)?;
+            let wire = NewWire {
+                organization: None,
+                memo_id: &memo_id,
+                cents,
+                reference: &reference,
+                source: WireSource::Operator,
+                recorded_by: Some(&recorder),
+                reason: Some(&who.reason),
+                settlement: Operators.receive(cents),
+            };
+            let mint = store.record_wire(&wire).await?.into_inner();
+            let approval = Approval::new(always_approved(store).await?, &chain_files.load()?);
+            match store.settle_mint(&mint.id, &approval).await {
+                // A running instance's worker settled it first.
+                Ok(_) | Err(crate::store::StoreError::Conflict(_)) => {}
+                Err(error) => return Err(error.into()),
+            }
+            let mint = store.mint(None, &mint.id).await?;
+            println!("wire {reference}: {} USD for memo {memo_id}: mint {}", format_usd(cents), mint.status);
+            println!("{}", mint.id);
+        }
+        IssuanceCommand::Wires(WiresCommand::Approve(d)) => decide(store, d, true).await?,
+        IssuanceCommand::Wires(WiresCommand::Refuse(d)) => decide(store, d, false).await?,
+        IssuanceCommand::Mints(MintsCommand::List { status, json }) => {
+            let mints = store.mint_page(status, None, 10_000).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&mints)?);
+            } else {
+                mints.iter().for_each(|m| println!("{}", line(m)));
+            }
+        }
+        IssuanceCommand::Mints(MintsCommand::Show { id, json }) => {
+            let mint = store.mint(None, &id).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&mint)?);
+            } else {
+                println!("{}", line(&mint));
+            }
+        }
+        IssuanceCommand::Returns(ReturnsCommand::List { all, json }) => {
+            let returns = store.fiat_returns(!all).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&returns)?);
+            }
+            for r in returns.iter().filter(|_| !json) {
+                let reference = r.reference.as_deref().unwrap_or("-");
+                println!(
+                    "{} {} USD {} {reference} {}",
+                    r.mint.id,
+                    r.mint.amount,
+                    r.status,
+                    r.mint.failure_reason.as_deref().unwrap_or("")
+                );
+            }
+        }
+        IssuanceCommand::Returns(ReturnsCommand::Complete { mint_id, reference, who }) => {
+            let by = operator(&who.by)?;
+            let done = store.complete_return(&mint_id, &reference, &by, &who.reason).await?;
+            println!("mint {mint_id}: {} USD returned ({reference})", done.mint.amount);
+        }
+    }
+    Ok(())
+}
+
+/// Whether every settled wire waits for a second operator: in `production`.
+async fn always_approved(store: &Store) -> anyhow::Result<bool> {
+    Ok(store.environment().await? != Some(Environment::Sandbox))
+}
+
+/// `--by` as the audit trail records it.
+fn operator(by: &str) -> anyhow::Result<String> {
+    crate::issuance::operator_name(by).ok_or_else(|| anyhow::anyhow!("--by: name the operator"))
+}
+
+async fn decide(store: &Store, decision: Decision, approve: bool) -> anyhow::Result<()> {
+    let mint = store.decide_mint(&decision.reference, &operator(&decision.by)?, approve).await?;
+    println!("wire {}: mint {} {}", decision.reference, mint.id, mint.status);
+    Ok(())
+}
+
+fn line(m: &Mint) -> String {
+    format!(
+        "{} {} {} USD -> {} {} on {} {} {}",
+        m.id,
+        m.status,
+        m.amount,
+        m.stablecoin_symbol,
+        m.destination_address,
+        m.chain,
+        m.transaction_hash.as_deref().unwrap_or("-"),
+        m.failure_reason.as_deref().unwrap_or("")
+    )
+}

@@ -1,0 +1,234 @@
+//! Issuance: dollars wired to the platform become stablecoins minted on
+//! chain to a client's address.
+//!
+//! A client registers its identity's bank accounts and asks for mint
+//! instructions: the platform's receiving bank and a `memo_id` naming the
+//! instruction. A wire that arrives quoting the memo is minted as the
+//! instruction's stablecoin to the address it names. Bank details are
+//! checked as a bank would ([`bank`]); only an `ACTIVE`, fiat-enabled
+//! identity may register them or ask for instructions.
+
+pub mod bank;
+pub mod deploy;
+pub mod mint;
+pub mod provider;
+pub mod receiving;
+pub mod resource;
+mod worker;
+
+pub use resource::{BankAccount, FIAT_CURRENCY, MINT_UPDATE, Mint, MintInstruction, PAYMENT_RAIL};
+pub use worker::{settle_due, settle_once};
+
+use crate::identity::{Identity, Status};
+
+/// Why an identity may not start fiat operations now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gate {
+    /// Not `ACTIVE` (checked first): `ACCOUNT_NOT_ACTIVE`.
+    NotActive(Status),
+    /// `ACTIVE` without the fiat entitlement: `FIAT_NOT_ENABLED`.
+    FiatNotEnabled,
+}
+
+/// Whether `identity` may register a bank account or a mint instruction.
+pub fn gate(identity: &Identity) -> Result<(), Gate> {
+    gate_of(identity.status, identity.fiat_operations_enabled)
+}
+
+/// Whether an identity in `status`, fiat-enabled or not, may start fiat
+/// operations (a wire arriving for it included).
+pub fn gate_of(status: Status, fiat_operations_enabled: bool) -> Result<(), Gate> {
+    if status != Status::Active {
+        return Err(Gate::NotActive(status));
+    }
+    if !fiat_operations_enabled {
+        return Err(Gate::FiatNotEnabled);
+    }
+    Ok(())
+}
+
+/// When a settled wire's mint waits for a second operator's approval.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Approval {
+    /// Every mint (`production`).
+    pub always: bool,
+    /// Per chain and stablecoin, the cents a UTC day's mints may reach
+    /// without approval.
+    pub daily_caps: std::collections::BTreeMap<(crate::chain::Chain, String), i64>,
+}
+
+impl Approval {
+    /// Every mint when `always`, else above the issued assets' `daily_mint_cap`.
+    pub fn new(always: bool, chains: &crate::config::Chains) -> Self {
+        let daily_caps = chains
+            .iter()
+            .flat_map(|c| c.assets.iter().map(move |a| (c.chain, a)))
+            .filter_map(|(chain, a)| {
+                let cap = parse_usd(a.daily_mint_cap.as_deref()?).ok()?;
+                Some(((chain, a.symbol.clone()), cap))
+            })
+            .collect();
+        Self { always, daily_caps }
+    }
+
+    /// The cap of `symbol` on `chain`, if any.
+    pub fn cap(&self, chain: crate::chain::Chain, symbol: &str) -> Option<i64> {
+        self.daily_caps.get(&(chain, symbol.to_string())).copied()
+    }
+
+    /// Whether a mint of `cents`, after `today` cents minted (or minting)
+    /// this UTC day, waits for approval.
+    pub fn needed(&self, cap: Option<i64>, today: i64, cents: i64) -> bool {
+        self.always || cap.is_some_and(|cap| today.saturating_add(cents) > cap)
+    }
+}
+
+/// The largest wire taken, in cents: 10 billion dollars.
+pub const MAX_WIRE_CENTS: i64 = 1_000_000_000_000;
+
+/// A wire's dollars, a positive decimal string with at most 2 decimals
+/// (`250`, `250.5`, `250.00`), in cents.
+pub fn parse_usd(text: &str) -> Result<i64, String> {
+    let invalid =
+        || format!("{text:?} is not a positive amount of dollars with at most 2 decimals, such as 250.00");
+    let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
+    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if whole.is_empty() || !digits(whole) || !digits(fraction) || fraction.len() > 2 || text.ends_with('.') {
+        return Err(invalid());
+    }
+    let whole: i64 = whole.parse().map_err(|_| invalid())?;
+    let fraction: i64 = format!("{fraction:0<2}").parse().map_err(|_| invalid())?;
+    let cents = whole.checked_mul(100).and_then(|c| c.checked_add(fraction)).ok_or_else(invalid)?;
+    match cents {
+        0 => Err(invalid()),
+        c if c > MAX_WIRE_CENTS => {
+            Err(format!("{text} is more than the largest wire taken (10000000000.00)"))
+        }
+        c => Ok(c),
+    }
+}
+
+/// Cents as the API shows dollars: `250.00`.
+pub fn format_usd(cents: i64) -> String {
+    format!("{}.{:02}", cents / 100, cents % 100)
+}
+
+/// The prefix of every `memo_id`.
+pub const MEMO_PREFIX: &str = "CI";
+
+/// A new `memo_id`: `CI` and 10 characters of Crockford's base 32 (50
+/// random bits), short enough to type into a wire's memo and free of
+/// letters read alike (no I, L, O, U).
+pub fn new_memo_id() -> String {
+    const ALPHABET: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+    let mut bytes = [0u8; 10];
+    getrandom::fill(&mut bytes).expect("a random source");
+    let body: String = bytes.iter().map(|b| ALPHABET[usize::from(b % 32)] as char).collect();
+    format!("{MEMO_PREFIX}{body}")
+}
+
+/// A `memo_id` as a bank may pass it on (lower case, spaced, dashed, or
+/// with the letters Crockford's base 32 reads as digits: I and L as 1, O
+/// as 0), back in the form it was issued in.
+pub fn normalize_memo(text: &str) -> String {
+    let cleaned: String =
+        text.chars().filter(|c| !c.is_whitespace() && *c != '-').map(|c| c.to_ascii_uppercase()).collect();
+    let Some(body) = cleaned
+        .strip_prefix("CI")
+        .or_else(|| cleaned.strip_prefix("C1"))
+        .or_else(|| cleaned.strip_prefix("CL"))
+    else {
+        return cleaned;
+    };
+    let body: String = body
+        .chars()
+        .map(|c| match c {
+            'I' | 'L' => '1',
+            'O' => '0',
+            c => c,
+        })
+        .collect();
+    format!("{MEMO_PREFIX}{body}")
+}
+
+/// How an operator is recorded: `operator:` and the name given, trimmed
+/// and in lower case, so that `Ann`, `ann` and `ann ` are one operator
+/// (the recorder of a wire cannot approve its mint under another spelling).
+pub fn operator_name(by: &str) -> Option<String> {
+    let name = by.trim().to_lowercase();
+    (!name.is_empty()).then(|| format!("operator:{name}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memos_read_back_as_issued_and_operators_as_one_name() {
+        for (given, memo) in [
+            ("CI7K3M9QX2TB", "CI7K3M9QX2TB"),
+            ("ci7k3m9qx2tb", "CI7K3M9QX2TB"),
+            (" CI 7K3M-9QX2 TB ", "CI7K3M9QX2TB"),
+            ("C17K3M9QX2TB", "CI7K3M9QX2TB"),
+            ("CI7K3M9QX2TL", "CI7K3M9QX2T1"),
+            ("CIO0I1L", "CI00111"),
+            ("REF-1", "REF1"),
+        ] {
+            assert_eq!(normalize_memo(given), memo, "{given}");
+        }
+        let memo = new_memo_id();
+        assert_eq!(normalize_memo(&memo.to_lowercase()), memo, "an issued memo survives");
+        assert_eq!(operator_name(" Ann "), Some("operator:ann".into()));
+        assert_eq!(operator_name("ANN"), operator_name("ann"));
+        assert_eq!(operator_name("  "), None);
+    }
+
+    #[test]
+    fn dollars_are_exact_cents_with_at_most_two_decimals() {
+        for (text, cents) in
+            [("250", 25_000), ("250.5", 25_050), ("250.00", 25_000), ("0.01", 1), ("007.10", 710)]
+        {
+            assert_eq!(parse_usd(text), Ok(cents), "{text}");
+        }
+        for text in ["0", "0.00", "-1", "1.234", "1e3", " 1", "1 ", "", ".5", "5.", "1,000.00", "+1", "NaN"] {
+            assert!(parse_usd(text).is_err(), "{text:?}");
+        }
+        assert!(parse_usd("10000000000.01").unwrap_err().contains("largest wire"));
+        assert_eq!(parse_usd("10000000000.00"), Ok(MAX_WIRE_CENTS));
+        assert!(parse_usd("99999999999999999999").is_err());
+        for cents in [1, 10, 25_000, 25_050, MAX_WIRE_CENTS] {
+            assert_eq!(parse_usd(&format_usd(cents)), Ok(cents));
+        }
+        assert_eq!(format_usd(25_050), "250.50");
+    }
+
+    #[test]
+    fn approval_is_always_needed_in_production_and_above_the_daily_cap() {
+        let sandbox = Approval::default();
+        let production = Approval { always: true, ..Approval::default() };
+        for (approval, cap, today, cents, needed) in [
+            (&sandbox, None, 0, 1, false),
+            (&sandbox, None, i64::MAX, 1, false),
+            (&sandbox, Some(100_000), 0, 100_000, false),
+            (&sandbox, Some(100_000), 99_999, 1, false),
+            (&sandbox, Some(100_000), 99_999, 2, true),
+            (&sandbox, Some(100_000), 0, 100_001, true),
+            (&sandbox, Some(100_000), i64::MAX, 1, true),
+            (&production, None, 0, 1, true),
+            (&production, Some(100_000), 0, 1, true),
+        ] {
+            assert_eq!(approval.needed(cap, today, cents), needed, "{cap:?} {today} {cents}");
+        }
+    }
+
+    #[test]
+    fn memo_ids_are_short_distinct_and_unambiguous() {
+        let memos: std::collections::BTreeSet<String> = (0..1000).map(|_| new_memo_id()).collect();
+        assert_eq!(memos.len(), 1000);
+        for memo in &memos {
+            assert_eq!(memo.len(), 12);
+            assert!(memo.starts_with("CI"));
+            assert!(!memo[2..].contains(['I', 'L', 'O', 'U']), "{memo}");
+        }
+    }
+}
