@@ -402,6 +402,12 @@ impl ChainConfig {
                 crate::issuance::parse_usd(cap)
                     .map_err(|e| invalid(format!("asset {}: daily_mint_cap: {e}", asset.symbol)))?;
             }
+            if asset.issued && asset.decimals < 2 {
+                return Err(invalid(format!(
+                    "asset {}: an issued stablecoin needs 2 decimals or more to mint cents",
+                    asset.symbol
+                )));
+            }
             assets.push(asset);
         }
 

@@ -51,6 +51,10 @@ fn describe() {
     describe_gauge!("custody_indexer_deposits", "Deposits in the store by chain and status");
     describe_gauge!("custody_indexer_reorgs_recorded", "Reorgs recorded in the store by chain");
     describe_gauge!("custody_indexer_transfers", "Outbound transfers in the store by chain and status");
+    describe_gauge!(
+        "custody_indexer_issuance_unbalanced_mints",
+        "Mints whose dollars are not what they minted, owe back or have on their way, by chain and stablecoin"
+    );
     describe_counter!(
         "custody_indexer_rpc_errors_total",
         "Failed watcher steps by chain and kind of failure"
@@ -121,6 +125,7 @@ pub async fn render(store: &Store, chains: &Chains, required: &[crate::chain::Ch
             }
         }
     }
+    issuance_books(store, chains).await;
     if let Ok(backlog) = store.delivery_backlog().await {
         gauge!("custody_indexer_webhook_backlog").set(backlog as f64);
     }
@@ -130,4 +135,23 @@ pub async fn render(store: &Store, chains: &Chains, required: &[crate::chain::Ch
         }
     }
     handle.render()
+}
+
+/// Mints whose dollars are not what they minted, owe back or have on their
+/// way, per chain and issued stablecoin (`issuance reconcile` names them
+/// and also checks the supply on chain): 0 when the books balance.
+async fn issuance_books(store: &Store, chains: &Chains) {
+    let Ok(rows) = store.mint_books(None).await else { return };
+    for config in chains.iter() {
+        for asset in config.assets.iter().filter(|a| a.issued) {
+            let n = rows
+                .iter()
+                .filter(|r| {
+                    r.chain == config.chain && r.symbol == asset.symbol && !r.balances(asset.decimals)
+                })
+                .count();
+            gauge!("custody_indexer_issuance_unbalanced_mints", "chain" => config.chain.as_str(), "stablecoin" => asset.symbol.clone())
+                .set(n as f64);
+        }
+    }
 }

@@ -4,6 +4,8 @@
 //! `production`, `mints` shows mints and `returns` the dollars failed mints
 //! owe back.
 
+use std::process::ExitCode;
+
 use clap::{Args, Subcommand};
 
 use crate::{
@@ -15,6 +17,8 @@ use crate::{
         mint::Status,
         parse_usd,
         provider::{Bank, Operators},
+        reconcile::{self, MintRow},
+        supply::supply,
     },
     store::{NewWire, Store, WireSource},
 };
@@ -47,6 +51,19 @@ pub enum IssuanceCommand {
     /// The dollars of failed mints, owed back to their senders.
     #[command(subcommand)]
     Returns(ReturnsCommand),
+    /// Prove, per chain and issued stablecoin, that the dollars received
+    /// are minted, owed back or on their way, and that the supply on chain
+    /// is what confirmed mints minted. Exit 1 naming every difference and
+    /// the mints that explain it.
+    Reconcile {
+        /// Only this chain.
+        #[arg(long)]
+        chain: Option<crate::chain::Chain>,
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        chain_files: super::ChainFiles,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -147,9 +164,74 @@ pub async fn deploy(command: IssuanceCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `issuance reconcile`: every issued stablecoin of the chain files (of
+/// `chain`, if given) and every chain and stablecoin mints name, balanced.
+pub async fn reconcile(
+    store: &Store,
+    chain: Option<crate::chain::Chain>,
+    json: bool,
+    chains: &crate::config::Chains,
+) -> anyhow::Result<ExitCode> {
+    let rows = store.mint_books(chain).await?;
+    let mut books = Vec::new();
+    for config in chains.iter().filter(|c| chain.is_none_or(|only| only == c.chain)) {
+        for asset in config.assets.iter().filter(|a| a.issued) {
+            let mine: Vec<MintRow> = rows
+                .iter()
+                .filter(|r| r.chain == config.chain && r.symbol == asset.symbol)
+                .cloned()
+                .collect();
+            let supply = supply(config, asset).await;
+            books.push(reconcile::reconcile(config.chain, &asset.symbol, asset.decimals, &mine, supply));
+        }
+    }
+    // Mints of a stablecoin no chain file issues cannot be balanced.
+    let mut unlisted: Vec<&MintRow> = rows
+        .iter()
+        .filter(|r| !books.iter().any(|b| b.chain == r.chain && b.stablecoin_symbol == r.symbol))
+        .collect();
+    unlisted.dedup_by(|a, b| a.chain == b.chain && a.symbol == b.symbol);
+    for row in unlisted {
+        let mine: Vec<MintRow> =
+            rows.iter().filter(|r| r.chain == row.chain && r.symbol == row.symbol).cloned().collect();
+        let missing = Err(format!("no chain file lists {} on {} as issued", row.symbol, row.chain));
+        books.push(reconcile::reconcile(row.chain, &row.symbol, 2, &mine, missing));
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&books)?);
+    }
+    for b in books.iter().filter(|_| !json) {
+        let supply = b.supply.as_deref().unwrap_or("unknown");
+        println!(
+            "{} on {}: received {} USD = minted {} + returned {} USD + in flight {} USD; supply {supply} (being sent {}): {}",
+            b.stablecoin_symbol,
+            b.chain,
+            b.fiat_received,
+            b.minted,
+            b.fiat_returned,
+            b.fiat_in_flight,
+            b.being_sent,
+            if b.agrees { "agree" } else { "DIFFER" }
+        );
+        for d in &b.differences {
+            println!(
+                "  {}; mints: {}",
+                d.message,
+                if d.mints.is_empty() { "-".into() } else { d.mints.join(", ") }
+            );
+        }
+    }
+    Ok(if books.iter().all(|b| b.agrees) { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
 pub async fn run(store: &Store, command: IssuanceCommand) -> anyhow::Result<()> {
     match command {
         IssuanceCommand::Deploy { .. } => return deploy(command).await,
+        IssuanceCommand::Reconcile { chain, json, chain_files } => {
+            if reconcile(store, chain, json, &chain_files.load()?).await? != ExitCode::SUCCESS {
+                anyhow::bail!("the issuance books differ");
+            }
+        }
         IssuanceCommand::Wires(WiresCommand::Record { memo_id, amount, reference, who, chain_files }) => {
             let cents = parse_usd(&amount).map_err(|e| anyhow::anyhow!("--amount: {e}"))?;
             let recorder = operator(&who.by)?;

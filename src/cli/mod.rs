@@ -465,6 +465,10 @@ impl Cli {
             Command::Issuance(command @ issuance::IssuanceCommand::Deploy { .. }) => {
                 issuance::deploy(command).await?
             }
+            Command::Issuance(issuance::IssuanceCommand::Reconcile { chain, json, chain_files }) => {
+                let chains = chain_files.load()?;
+                return issuance::reconcile(&Store::open(&url).await?, chain, json, &chains).await;
+            }
             Command::Issuance(command) => issuance::run(&Store::open(&url).await?, command).await?,
             Command::Deposits(command) => admin::deposits(&Store::open(&url).await?, command).await?,
             Command::Organizations(command) => {

@@ -98,7 +98,8 @@ mod tests {
         let mut state = three_starts();
         let blocks = state["blocks"].as_array_mut().unwrap();
         blocks.retain(|b| b["header"]["number"] == "0x0");
-        let earliest = blocks.iter().min_by_key(|b| b["header"]["timestamp"].as_str().unwrap().to_owned()).cloned();
+        let earliest =
+            blocks.iter().min_by_key(|b| b["header"]["timestamp"].as_str().unwrap().to_owned()).cloned();
         assert!(keep_one_genesis(&mut state).unwrap());
         assert_eq!(state["blocks"].as_array().unwrap(), &vec![earliest.unwrap()]);
     }

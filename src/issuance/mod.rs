@@ -11,9 +11,12 @@
 pub mod bank;
 pub mod deploy;
 pub mod mint;
+pub mod onchain;
 pub mod provider;
 pub mod receiving;
+pub mod reconcile;
 pub mod resource;
+pub mod supply;
 mod worker;
 
 pub use resource::{BankAccount, FIAT_CURRENCY, MINT_UPDATE, Mint, MintInstruction, PAYMENT_RAIL};

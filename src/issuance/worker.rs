@@ -1,7 +1,8 @@
 //! The issuance worker: settles the wires the bank has decided on (the
 //! sandbox's delayed and returned wires; a wire whose settlement a crash
-//! interrupted). Every instance may run it: a mint changes only from the
-//! status it was read in, so two instances settle it once.
+//! interrupted), and completes the mints whose deposit is `CONFIRMED`.
+//! Every instance may run it: a mint changes only from the status it was
+//! read in, under its row lock, so two instances change it once.
 
 use std::time::Duration;
 
@@ -19,7 +20,7 @@ pub async fn settle_due(store: Store, approval: super::Approval, shutdown: Cance
     loop {
         match settle_once(&store, &approval).await {
             Ok(0) => {}
-            Ok(settled) => info!(settled, "settled wires"),
+            Ok(moved) => info!(moved, "mints moved on"),
             Err(error) => warn!(error = format!("{error:#}"), "cannot settle wires now; retrying"),
         }
         tokio::select! {
@@ -44,5 +45,6 @@ pub async fn settle_once(
             Err(error) => return Err(error),
         }
     }
+    settled += store.complete_mints().await?;
     Ok(settled)
 }

@@ -34,7 +34,7 @@ use tracing::{info, warn};
 
 use super::{
     decode::TOKEN_PROGRAM,
-    instructions::{ata, create_ata, transfer_checked, transfer_sol},
+    instructions::{ata, create_ata, mint_to, transfer_checked, transfer_sol},
     rpc::{RpcFailure, SignatureStatus, SolanaBroadcast, SolanaRpc},
 };
 use crate::{
@@ -68,6 +68,8 @@ impl SolanaSender {
     }
 
     async fn step_once(&self) -> Result<usize, SendError> {
+        let issuer = || Ok(self.signer.solana_address(KeyRef::Issuer)?);
+        crate::issuance::onchain::start_mints(&self.store, &self.config, issuer).await?;
         let transfers = self.store.outgoing(self.config.chain).await?;
         for transfer in transfers.iter().filter(|t| !waiting(t)) {
             let outcome = match transfer.status {
@@ -302,6 +304,7 @@ impl SolanaSender {
     async fn sign(&self, t: &Outgoing) -> Result<SentTransaction, SendError> {
         let owner_key = match t.route {
             Route::Omnibus => KeyRef::Omnibus,
+            Route::Mint => KeyRef::Issuer,
             _ => KeyRef::Account(t.key_index.ok_or_else(|| SendError::Invalid("no account key".into()))?),
         };
         let owner = pubkey(&self.signer.solana_address(owner_key)?)?;
@@ -316,6 +319,9 @@ impl SolanaSender {
         let amount = u64::try_from(t.amount).map_err(|_| SendError::Invalid("amount exceeds u64".into()))?;
         let mut instructions: Vec<Instruction> = Vec::new();
         if t.currency_symbol == self.config.native.symbol {
+            if t.route == Route::Mint {
+                return Err(SendError::Invalid("the native coin is not minted".into()));
+            }
             instructions.push(transfer_sol(&owner, &destination, amount));
         } else {
             let asset = listed_asset(&self.config, t)?;
@@ -325,16 +331,21 @@ impl SolanaSender {
             if !self.rpc.account_exists(&target.to_string()).await? {
                 instructions.push(create_ata(&sponsor, &destination, &mint, program));
             }
-            let source = ata(&owner, &mint, program);
-            instructions.push(transfer_checked(
-                program,
-                &source,
-                &mint,
-                &target,
-                &owner,
-                amount,
-                asset.decimals,
-            ));
+            if t.route == Route::Mint {
+                // The issuer is the mint's authority: it signs the mint.
+                instructions.push(mint_to(program, &mint, &target, &owner, amount));
+            } else {
+                let source = ata(&owner, &mint, program);
+                instructions.push(transfer_checked(
+                    program,
+                    &source,
+                    &mint,
+                    &target,
+                    &owner,
+                    amount,
+                    asset.decimals,
+                ));
+            }
         }
         let (blockhash, last_valid) = self.rpc.latest_blockhash().await?;
         let blockhash: Hash = blockhash.parse().map_err(|_| SendError::Invalid("bad blockhash".into()))?;

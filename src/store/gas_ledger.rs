@@ -13,7 +13,7 @@ use crate::{
     amount::Amount,
     chain::Chain,
     transfers::{
-        ChainGas, Fee, GasUsage, PlatformCost, Settlement, TransferStatus, USD_DECIMALS, usd_micros,
+        ChainGas, Fee, GasUsage, PlatformCost, Route, Settlement, TransferStatus, USD_DECIMALS, usd_micros,
     },
 };
 
@@ -93,7 +93,7 @@ pub(super) async fn settle_in(
     // Takes the transfer's row lock first, as recording a transaction does:
     // settlements and recordings of one transfer are judged one at a time.
     let row = sqlx::query(
-        "UPDATE transfers SET updated_at = updated_at WHERE id = $1 RETURNING organization_id, chain, status",
+        "UPDATE transfers SET updated_at = updated_at WHERE id = $1 RETURNING organization_id, chain, status, route",
     )
     .bind(id)
     .fetch_one(&mut **tx)
@@ -104,8 +104,10 @@ pub(super) async fn settle_in(
     }
     let organization: String = row.try_get("organization_id")?;
     let chain: String = row.try_get("chain")?;
+    // A mint's gas is the platform's own cost.
+    let mint = row.try_get::<String, _>("route")? == Route::Mint.as_str();
     let entries = Entries {
-        billed: Some((&organization, id)),
+        billed: (!mint).then_some((organization.as_str(), id)),
         chain: &chain,
         fees: &settlement.fees,
         symbol: &settlement.native_symbol,
@@ -132,6 +134,10 @@ pub(super) async fn settle_in(
         .bind(&settlement.native_symbol)
         .execute(&mut **tx)
         .await?;
+    if mint {
+        let hash = settlement.transaction_hash.as_deref();
+        return super::mint_transfers::follow_transfer(tx, id, settlement.status, hash).await;
+    }
     announce_transfer(tx, id, now).await
 }
 
@@ -253,7 +259,9 @@ pub(super) async fn announce_transfer(
             .await?;
     let transfer = transfer_from_row(&row)?;
     let announced: Option<String> = row.try_get("announced_status")?;
-    if announced.as_deref() == Some(transfer.status.as_str()) {
+    // A mint announces itself (`mint_update`), never as a transfer.
+    let mint = row.try_get::<String, _>("route")? == Route::Mint.as_str();
+    if mint || announced.as_deref() == Some(transfer.status.as_str()) {
         return Ok(());
     }
     let Some(kind) = transfer.status.event_type() else { return Ok(()) };

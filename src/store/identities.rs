@@ -511,7 +511,7 @@ async fn fail_unsent(
 ) -> Result<(), StoreError> {
     let candidates = sqlx::query(
         "SELECT t.id, t.chain FROM transfers t JOIN accounts a ON a.id = t.account_id
-         WHERE a.organization_id = $1 AND a.identity_id = $2 AND t.status = 'ACCEPTED'
+         WHERE a.organization_id = $1 AND a.identity_id = $2 AND t.status = 'ACCEPTED' AND t.route <> 'MINT'
          ORDER BY t.created_at, t.id",
     )
     .bind(change.organization)

@@ -388,7 +388,7 @@ async fn gate_in(
 
 /// Writes `transition` of mint `id` (if it still has the status it was
 /// read with) and its event.
-async fn change(
+pub(super) async fn change(
     tx: &mut Transaction<'static, Any>,
     id: &str,
     transition: Transition,

@@ -16,6 +16,10 @@ use crate::{
     },
 };
 
+/// A mint's transfer (route `MINT`): the platform's own, which no client
+/// reads, and which holds nothing of the account it mints to.
+const MINT: &str = "MINT";
+
 /// A page of an organization's transfers, newest first.
 #[derive(Debug, Clone, Default)]
 pub struct TransferPage {
@@ -173,7 +177,7 @@ impl Store {
     /// A transfer, if it belongs to `organization`.
     pub async fn organization_transfer(&self, organization: &str, id: &str) -> Result<Transfer, StoreError> {
         let row = sqlx::query(&format!(
-            "SELECT {TRANSFER_COLUMNS} FROM transfers WHERE id = $1 AND organization_id = $2"
+            "SELECT {TRANSFER_COLUMNS} FROM transfers WHERE id = $1 AND organization_id = $2 AND route <> '{MINT}'"
         ))
         .bind(id)
         .bind(organization)
@@ -189,7 +193,7 @@ impl Store {
         let rows = sqlx::query(&format!(
             "SELECT {TRANSFER_COLUMNS} FROM transfers
              WHERE organization_id = $1 AND ($2 IS NULL OR account_id = $2) AND ($3 IS NULL OR identity_id = $3)
-               AND ($4 IS NULL OR status = $4)
+               AND ($4 IS NULL OR status = $4) AND route <> '{MINT}'
                AND ($5 IS NULL OR created_at < $5 OR (created_at = $5 AND id < $6))
              ORDER BY created_at DESC, id DESC LIMIT $7"
         ))
@@ -224,10 +228,10 @@ impl Store {
     /// What transfers in flight hold of the account, by `(chain, symbol)`, in
     /// the smallest unit: `available` balances exclude it.
     pub async fn held_amounts(&self, account_id: &str) -> Result<HashMap<(Chain, String), U256>, StoreError> {
-        let rows = sqlx::query(
+        let rows = sqlx::query(&format!(
             "SELECT chain, currency_symbol, amount_raw FROM transfers
-             WHERE account_id = $1 AND status IN ('ACCEPTED', 'SUBMITTED')",
-        )
+             WHERE account_id = $1 AND status IN ('ACCEPTED', 'SUBMITTED') AND route <> '{MINT}'"
+        ))
         .bind(account_id)
         .fetch_all(&self.pool)
         .await?;
@@ -276,10 +280,10 @@ async fn in_flight(
     chain: Chain,
     symbol: &str,
 ) -> Result<U256, StoreError> {
-    let rows = sqlx::query(
+    let rows = sqlx::query(&format!(
         "SELECT amount_raw FROM transfers WHERE account_id = $1 AND chain = $2 AND currency_symbol = $3
-           AND status IN ('ACCEPTED', 'SUBMITTED')",
-    )
+           AND status IN ('ACCEPTED', 'SUBMITTED') AND route <> '{MINT}'"
+    ))
     .bind(account_id)
     .bind(chain.as_str())
     .bind(symbol)

@@ -121,6 +121,10 @@ pub enum Route {
     TopUp,
     /// Solana: the sponsor pays the fee (and any rent) as fee payer.
     FeePayer,
+    /// An issued stablecoin minted to a client's address for a wire: the
+    /// issuer signs (on Solana the sponsor pays the fee). The platform's
+    /// own transaction: no client reads it as a transfer, none is billed.
+    Mint,
 }
 
 impl Route {
@@ -130,6 +134,7 @@ impl Route {
             Route::Authorization => "AUTHORIZATION",
             Route::TopUp => "TOP_UP",
             Route::FeePayer => "FEE_PAYER",
+            Route::Mint => "MINT",
         }
     }
 }
@@ -138,7 +143,7 @@ impl FromStr for Route {
     type Err = UnknownStatus;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        [Route::Omnibus, Route::Authorization, Route::TopUp, Route::FeePayer]
+        [Route::Omnibus, Route::Authorization, Route::TopUp, Route::FeePayer, Route::Mint]
             .into_iter()
             .find(|r| r.as_str() == s)
             .ok_or_else(|| UnknownStatus(s.into()))

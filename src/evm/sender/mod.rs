@@ -69,6 +69,8 @@ impl EvmSender {
 
     /// Moves every transfer of the chain that is not terminal one step on.
     pub async fn step_once(&self) -> Result<usize, SendError> {
+        let issuer = || Ok(self.signer.evm_address(KeyRef::Issuer)?.to_checksum(None));
+        crate::issuance::onchain::start_mints(&self.store, &self.config, issuer).await?;
         let transfers = self.store.outgoing(self.config.chain).await?;
         if transfers.is_empty() {
             return Ok(0);
@@ -188,7 +190,16 @@ impl EvmSender {
             }
         }
         let max_fee = max_fee.min(self.replacement_cap(t, gas_limit).await?);
-        self.check_funds(call.from, gas_limit, max_fee, call.value).await?;
+        match self.check_funds(call.from, gas_limit, max_fee, call.value).await {
+            // An issuer short of gas is funded by its operator: the mint
+            // waits (within the chain's submit_within_secs) rather than fail.
+            Err(SendError::Invalid(message)) if t.route == Route::Mint => {
+                return Err(SendError::Undecided(format!(
+                    "the issuer cannot pay for the mint yet: {message}"
+                )));
+            }
+            funds => funds?,
+        }
         let tx = TxEip1559 {
             chain_id: self.chain_id(),
             nonce: self.next_nonce(call.from).await?,

@@ -19,6 +19,7 @@ use crate::{
 
 sol! {
     function transfer(address to, uint256 value) external returns (bool);
+    function mint(address to, uint256 value) external;
     function transferWithAuthorization(
         address from, address to, uint256 value, uint256 validAfter, uint256 validBefore, bytes32 nonce,
         uint8 v, bytes32 r, bytes32 s
@@ -68,7 +69,13 @@ impl EvmSender {
         };
         let key = self.sender_key(t)?;
         let (to, value, input) = match token {
+            None if t.route == Route::Mint => {
+                return Err(SendError::Invalid("the native coin is not minted".into()));
+            }
             None => (destination, t.amount, Bytes::new()),
+            Some(token) if t.route == Route::Mint => {
+                (token, U256::ZERO, Bytes::from(mintCall { to: destination, value: t.amount }.abi_encode()))
+            }
             Some(token) => (
                 token,
                 U256::ZERO,
@@ -156,6 +163,7 @@ impl EvmSender {
         Ok(match t.route {
             Route::Omnibus => KeyRef::Omnibus,
             Route::Authorization => KeyRef::Sponsor,
+            Route::Mint => KeyRef::Issuer,
             Route::TopUp | Route::FeePayer => {
                 KeyRef::Account(t.key_index.ok_or_else(|| SendError::Invalid("no account key".into()))?)
             }

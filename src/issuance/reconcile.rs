@@ -1,0 +1,254 @@
+//! `issuance reconcile`: per chain and stablecoin, the books must balance.
+//!
+//! - **Fiat**: the dollars the bank credited = what confirmed mint
+//!   transactions minted + what failed mints owe back + what is still on
+//!   its way (waiting for approval, or minting with nothing confirmed).
+//!   Each side comes from another record: the fiat from the mint's status,
+//!   the minted amount from the chain (its transfer `CONFIRMED`, or its
+//!   deposit `CONFIRMED`), so a mint whose status and chain disagree shows.
+//! - **Supply**: what confirmed mint transactions minted, less what was
+//!   burned (nothing yet), is the stablecoin's supply on chain since its
+//!   first mint (it is deployed with none), give or take the mint
+//!   transactions still being sent.
+//!
+//! Pure: the store reads the rows, the caller the supply.
+
+use alloy::primitives::U256;
+use serde::Serialize;
+
+use super::{format_usd, mint::Status};
+use crate::{amount::Amount, chain::Chain};
+
+/// One mint as the books see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MintRow {
+    pub id: String,
+    pub chain: Chain,
+    pub symbol: String,
+    pub cents: i64,
+    pub status: Status,
+    /// Its dollars are owed back (or were returned).
+    pub fiat_owed: bool,
+    /// What its transaction minted, once confirmed on chain (smallest unit).
+    pub minted: Option<U256>,
+    /// What its transaction carries while being sent.
+    pub sending: Option<U256>,
+}
+
+impl MintRow {
+    /// Whether the bank credited its dollars, they are owed back, or they
+    /// are on their way (nothing confirmed minted yet).
+    fn fiat(&self) -> (bool, bool, bool) {
+        let got = self.status != Status::Received && !(self.status == Status::Failed && !self.fiat_owed);
+        let owed = self.status == Status::Failed && self.fiat_owed;
+        let waiting =
+            matches!(self.status, Status::AwaitingApproval | Status::Minting) && self.minted.is_none();
+        (got, owed, waiting)
+    }
+
+    /// Whether its dollars received (in a stablecoin of `decimals`) are
+    /// what it minted, owes back or has on its way.
+    pub fn balances(&self, decimals: u8) -> bool {
+        let scale = U256::from(10u8).pow(U256::from(decimals.saturating_sub(2)));
+        let units = U256::from(self.cents.max(0) as u64) * scale;
+        let (got, owed, waiting) = self.fiat();
+        let left = if got { units } else { U256::ZERO };
+        left == self.minted.unwrap_or_default() + if owed || waiting { units } else { U256::ZERO }
+    }
+}
+
+/// The books of one stablecoin on one chain.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Books {
+    pub chain: Chain,
+    pub stablecoin_symbol: String,
+    /// USD, as the bank credited it.
+    pub fiat_received: String,
+    /// Stablecoin major units minted by confirmed mint transactions.
+    pub minted: String,
+    pub fiat_returned: String,
+    pub fiat_in_flight: String,
+    /// Stablecoin major units in mint transactions being sent.
+    pub being_sent: String,
+    /// The supply on chain, major units; `None` when it could not be read.
+    pub supply: Option<String>,
+    pub agrees: bool,
+    pub differences: Vec<Difference>,
+}
+
+/// A difference, and the mints that explain it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Difference {
+    pub message: String,
+    pub mints: Vec<String>,
+}
+
+/// Balances `rows` (all of one chain and stablecoin of `decimals`) against
+/// `supply` (smallest unit), or the error that kept it from being read.
+pub fn reconcile(
+    chain: Chain,
+    symbol: &str,
+    decimals: u8,
+    rows: &[MintRow],
+    supply: Result<U256, String>,
+) -> Books {
+    let (mut received, mut returned, mut in_flight) = (0i64, 0i64, 0i64);
+    let (mut minted, mut sending) = (U256::ZERO, U256::ZERO);
+    let mut unbalanced = Vec::new();
+    for row in rows {
+        let (got, owed, waiting) = row.fiat();
+        received += if got { row.cents } else { 0 };
+        returned += if owed { row.cents } else { 0 };
+        in_flight += if waiting { row.cents } else { 0 };
+        minted += row.minted.unwrap_or_default();
+        sending += row.sending.unwrap_or_default();
+        if !row.balances(decimals) {
+            unbalanced.push(row.id.clone());
+        }
+    }
+    let major = |raw: U256| Amount::from_raw(raw, decimals).to_string();
+    let mut differences = Vec::new();
+    if !unbalanced.is_empty() {
+        differences.push(Difference {
+            message: format!(
+                "fiat received {} USD is not minted {} + returned {} USD + in flight {} USD",
+                format_usd(received),
+                major(minted),
+                format_usd(returned),
+                format_usd(in_flight)
+            ),
+            mints: unbalanced,
+        });
+    }
+    let supply = match supply {
+        Ok(supply) => {
+            if supply < minted || supply > minted + sending {
+                let mints = rows.iter().filter(|r| r.sending.is_some()).map(|r| r.id.clone()).collect();
+                differences.push(Difference {
+                    message: format!(
+                        "the supply on chain {} is not what confirmed mints minted {} (burned 0, being sent {})",
+                        major(supply),
+                        major(minted),
+                        major(sending)
+                    ),
+                    mints,
+                });
+            }
+            Some(major(supply))
+        }
+        Err(error) => {
+            differences
+                .push(Difference { message: format!("cannot read the supply: {error}"), mints: vec![] });
+            None
+        }
+    };
+    Books {
+        chain,
+        stablecoin_symbol: symbol.to_string(),
+        fiat_received: format_usd(received),
+        minted: major(minted),
+        fiat_returned: format_usd(returned),
+        fiat_in_flight: format_usd(in_flight),
+        being_sent: major(sending),
+        supply,
+        agrees: differences.is_empty(),
+        differences,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const M: U256 = U256::from_limbs([1_000_000, 0, 0, 0]);
+
+    fn row(
+        id: &str,
+        cents: i64,
+        status: Status,
+        owed: bool,
+        minted: Option<u64>,
+        sending: Option<u64>,
+    ) -> MintRow {
+        MintRow {
+            id: id.into(),
+            chain: Chain::EthereumTestnet,
+            symbol: "USDC".into(),
+            cents,
+            status,
+            fiat_owed: owed,
+            minted: minted.map(U256::from),
+            sending: sending.map(U256::from),
+        }
+    }
+
+    fn books(rows: &[MintRow], supply: u64) -> Books {
+        reconcile(Chain::EthereumTestnet, "USDC", 6, rows, Ok(U256::from(supply)))
+    }
+
+    /// Every status as the books count it; the rows that balance and the
+    /// ones that do not.
+    #[test]
+    fn each_mint_balances_by_its_status_and_its_chain_record() {
+        use Status as S;
+        let cases: &[(MintRow, bool)] = &[
+            (row("received", 100, S::Received, false, None, None), true),
+            (row("approval", 100, S::AwaitingApproval, false, None, None), true),
+            (row("minting", 100, S::Minting, false, None, Some(1_000_000)), true),
+            (row("minted", 100, S::Minted, false, Some(1_000_000), None), true),
+            (row("completed", 100, S::Completed, false, Some(1_000_000), None), true),
+            (row("rejected", 100, S::Failed, false, None, None), true),
+            (row("owed", 100, S::Failed, true, None, None), true),
+            // Minted without a confirmed transaction, failed but minted,
+            // minted another amount, minted though the bank never credited.
+            (row("unbacked", 100, S::Completed, false, None, None), false),
+            (row("double", 100, S::Failed, true, Some(1_000_000), None), false),
+            (row("short", 100, S::Minted, false, Some(999_999), None), false),
+            (row("uncredited", 100, S::Received, false, Some(1_000_000), None), false),
+        ];
+        for (row, balances) in cases {
+            let minted = row.minted.unwrap_or_default().to::<u64>();
+            let books = books(std::slice::from_ref(row), minted);
+            assert_eq!(books.agrees, *balances, "{}: {books:?}", row.id);
+            let named = books.differences.iter().any(|d| d.mints.contains(&row.id));
+            assert_eq!(named, !balances, "{}: {books:?}", row.id);
+        }
+    }
+
+    #[test]
+    fn the_fiat_equation_in_dollars() {
+        use Status as S;
+        let rows = [
+            row("a", 25_000, S::Completed, false, Some(250 * M.to::<u64>()), None),
+            row("b", 1_050, S::Failed, true, None, None),
+            row("c", 199, S::Minting, false, None, Some(1_990_000)),
+        ];
+        let books = books(&rows, 250_000_000);
+        assert!(books.agrees, "{books:?}");
+        assert_eq!(
+            (books.fiat_received.as_str(), books.minted.as_str(), books.fiat_returned.as_str()),
+            ("262.49", "250", "10.50")
+        );
+        assert_eq!((books.fiat_in_flight.as_str(), books.being_sent.as_str()), ("1.99", "1.99"));
+    }
+
+    #[test]
+    fn the_supply_must_be_what_confirmed_mints_minted_give_or_take_those_being_sent() {
+        use Status as S;
+        let rows = [
+            row("done", 100, S::Completed, false, Some(1_000_000), None),
+            row("sending", 200, S::Minting, false, None, Some(2_000_000)),
+        ];
+        for (supply, agrees) in [(1_000_000, true), (3_000_000, true), (999_999, false), (3_000_001, false)] {
+            let books = books(&rows, supply);
+            assert_eq!(books.agrees, agrees, "{supply}: {books:?}");
+            if !agrees {
+                assert!(books.differences[0].message.contains("supply on chain"), "{books:?}");
+                assert_eq!(books.differences[0].mints, ["sending"]);
+            }
+        }
+        let unread = reconcile(Chain::EthereumTestnet, "USDC", 6, &rows, Err("connection refused".into()));
+        assert!(!unread.agrees && unread.supply.is_none());
+        assert!(unread.differences[0].message.contains("connection refused"));
+    }
+}

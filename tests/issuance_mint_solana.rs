@@ -1,0 +1,159 @@
+//! A wire minted on the local Solana network: `run` in `sandbox`, the SPL
+//! mint placed by `issuance deploy` with the issuer its authority, the
+//! mint sent by the chain's sender (the sponsor pays the fee and the new
+//! token account's rent, the issuer signs), its deposit `CONFIRMED` and the
+//! mint `COMPLETED`.
+
+mod common;
+
+use std::time::Duration;
+
+use alloy::transports::http::reqwest::Method;
+use common::{
+    api::{answers, send, send_json},
+    cli::Env,
+    dead_port, eventually,
+    solana::{SOL, SolanaNode, TOKEN, ata},
+};
+use custody_indexer::chain::Chain;
+use serde_json::{Value, json};
+use solana_commitment_config::CommitmentConfig;
+use solana_pubkey::Pubkey;
+
+const CHAIN: Chain = Chain::SolanaDevnet;
+const MNEMONIC: &str =
+    "abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon about";
+
+fn key_of(value: &Value) -> Pubkey {
+    value.as_str().unwrap().parse().unwrap()
+}
+
+#[tokio::test]
+async fn a_wire_is_minted_to_the_clients_token_account_and_completes() {
+    let node = SolanaNode::start().await;
+    let toml = format!(
+        "chain = \"{CHAIN}\"\ngenesis_hash = \"{}\"\nrpc_urls = [\"{}\"]\nconfirmation = \"finalized\"\n\
+         poll_interval_ms = 100\nmax_block_range = 200\nnative = {{ symbol = \"SOL\", decimals = 9 }}\n\
+         [transfers]\nnative_usd = \"150\"\n",
+        node.genesis_hash, node.url
+    );
+    let env = Env::with_chain_file(&toml);
+    let cli = |args: &[&str]| {
+        let out = env.command(args).env("CUSTODY_INDEXER_MNEMONIC", MNEMONIC).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let wallets: Value = serde_json::from_str(&cli(&["wallets", "list", "--json"])).unwrap();
+    let (sponsor, issuer) = (key_of(&wallets[0]["sponsor"]), key_of(&wallets[0]["issuer"]));
+    let airdrop = node.rpc.request_airdrop(&sponsor, 5 * SOL).await.unwrap();
+    eventually(Duration::from_secs(30), "the airdrop", || async {
+        node.rpc.confirm_transaction(&airdrop).await.unwrap().then_some(())
+    })
+    .await;
+    let printed =
+        cli(&["issuance", "deploy", "--chain", CHAIN.as_str(), "--symbol", "USDC", "--decimals", "6"]);
+    std::fs::write(env.chains.join("test.toml"), format!("{toml}\n{printed}")).unwrap();
+    let mint: Pubkey = printed
+        .lines()
+        .find_map(|l| l.strip_prefix("contract_address = "))
+        .unwrap()
+        .trim_matches('"')
+        .parse()
+        .unwrap();
+
+    let key = env.organization_with_key();
+    env.identity("acme", "ada");
+    cli(&[
+        "identities",
+        "fiat",
+        "enable",
+        "ada",
+        "--organization",
+        "acme",
+        "--by",
+        "kyc",
+        "--reason",
+        "wires",
+    ]);
+    let account: Value = serde_json::from_str(&cli(&[
+        "accounts",
+        "create",
+        "--organization",
+        "acme",
+        "--account-id",
+        "ada-1",
+        "--identity-id",
+        "ada",
+        "--type",
+        "SEGREGATED",
+        "--json",
+    ]))
+    .unwrap();
+    let owner = key_of(&account["addresses"][0]["address"]);
+
+    let port = dead_port();
+    let env_vars = [("CUSTODY_INDEXER_MNEMONIC", MNEMONIC), ("CUSTODY_INDEXER_ENVIRONMENT", "sandbox")];
+    let _run = env.listen("run", CHAIN, port, &env_vars);
+    let base = format!("http://127.0.0.1:{port}");
+    eventually(Duration::from_secs(30), "the API", || async {
+        answers(&format!("{base}/healthz")).await.then_some(())
+    })
+    .await;
+    let post = |path: &'static str, body: Value| {
+        let (base, key) = (base.clone(), key.clone());
+        async move {
+            let answer = send_json(Method::POST, &format!("{base}{path}"), Some(&key), Some(&body)).await;
+            assert!(answer.status == 200 || answer.status == 201, "{path}: {answer:?}");
+            answer.body
+        }
+    };
+    let instruction = json!({ "request_id": uuid::Uuid::new_v4().to_string(), "identity_id": "ada",
+        "stablecoin_symbol": "USDC", "chain": CHAIN.as_str(), "mint_destination_address_id": "ada-1" });
+    let memo = post("/v2/issuance/mint-instructions", instruction).await["memo_id"].clone();
+    let wire = json!({ "amount": "250.00", "memo_id": memo, "currency": "USD", "payment_rail": "WIRE" });
+    let id = post("/v2/simulation/fiat-deposit", wire).await["mint_id"].as_str().unwrap().to_string();
+
+    let completed = eventually(Duration::from_secs(90), "the mint COMPLETED", || async {
+        let mint = send(Method::GET, &format!("{base}/v2/issuance/mints/{id}"), Some(&key)).await.body;
+        assert_ne!(mint["status"], "FAILED", "{mint}");
+        (mint["status"] == "COMPLETED").then_some(mint)
+    })
+    .await;
+
+    let finalized = CommitmentConfig::finalized();
+    let held =
+        node.rpc.get_token_account_balance_with_commitment(&ata(&owner, &mint, TOKEN), finalized).await;
+    assert_eq!(held.unwrap().value.amount, "250000000");
+    let supply = node.rpc.get_token_supply_with_commitment(&mint, finalized).await.unwrap().value;
+    assert_eq!(supply.amount, "250000000", "minted once");
+
+    let signature = completed["transaction_hash"].as_str().expect("the mint's signature");
+    let deposits =
+        send(Method::GET, &format!("{base}/v2/crypto/deposits?account_id=ada-1"), Some(&key)).await.body;
+    let deposits = deposits["deposits"].as_array().unwrap();
+    assert_eq!(deposits.len(), 1, "{deposits:?}");
+    assert_eq!(deposits[0]["id"], completed["deposit_id"]);
+    assert_eq!(
+        (deposits[0]["status"].as_str(), deposits[0]["amount"].as_str()),
+        (Some("CONFIRMED"), Some("250"))
+    );
+    assert_eq!(deposits[0]["transaction_hash"], signature);
+    // The sponsor paid the fee; the issuer signed as the mint's authority.
+    let encoding = solana_transaction_status_client_types::UiTransactionEncoding::Base64;
+    let tx = node.rpc.get_transaction(&signature.parse().unwrap(), encoding).await.unwrap();
+    let keys = tx
+        .transaction
+        .transaction
+        .decode()
+        .expect("a binary encoding")
+        .message
+        .static_account_keys()
+        .to_vec();
+    assert_eq!((keys[0], keys[1]), (sponsor, issuer), "fee payer first, then the issuer");
+
+    let out = env.command(&["issuance", "reconcile", "--chain", CHAIN.as_str()]).output().unwrap();
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{printed}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(printed.contains("USDC on SOLANA_DEVNET: received 250.00 USD = minted 250 +"), "{printed}");
+    assert!(printed.contains("supply 250 (being sent 0): agree"), "{printed}");
+}
