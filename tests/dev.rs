@@ -230,6 +230,16 @@ async fn dev_runs_the_platform_offline_and_keeps_its_state_between_runs() {
         .output()
         .unwrap();
     assert!(health.status.success(), "{}", String::from_utf8_lossy(&health.stdout));
+    // Every USDC was minted for a wire: the books balance on both chains.
+    let books = binary()
+        .args(["--database-url", dev.field("database_url"), "issuance", "reconcile", "--json"])
+        .args(["--chains", dev.field("chains_dir")])
+        .output()
+        .unwrap();
+    assert!(books.status.success(), "{}", String::from_utf8_lossy(&books.stdout));
+    let books: Value = serde_json::from_slice(&books.stdout).unwrap();
+    assert_eq!(books.as_array().unwrap().len(), 2, "USDC on both chains: {books}");
+    assert!(books.as_array().unwrap().iter().all(|b| b["minted"] != "0"), "{books}");
 
     let before = history(&dev).await;
     let first = stops_with_its_nodes(dev, &state);

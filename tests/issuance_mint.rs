@@ -35,6 +35,14 @@ sol! {
     }
 }
 
+/// Waits until the API on `port` answers.
+async fn api_up(port: u16) {
+    eventually(Duration::from_secs(30), "the API", || async {
+        common::api::answers(&format!("http://127.0.0.1:{port}/healthz")).await.then_some(())
+    })
+    .await;
+}
+
 /// `issuance reconcile --json` with the exit code it must end with: the books.
 fn reconcile(env: &Env, code: i32) -> Value {
     let out = env.command(&["issuance", "reconcile", "--json"]).output().unwrap();
@@ -116,7 +124,12 @@ impl Platform {
 
     /// `run` in `sandbox` on `port`.
     fn run(&self, port: u16) -> Process {
-        let env = [("CUSTODY_INDEXER_MNEMONIC", MNEMONIC), ("CUSTODY_INDEXER_ENVIRONMENT", "sandbox")];
+        self.run_with(port, &[("CUSTODY_INDEXER_ENVIRONMENT", "sandbox")])
+    }
+
+    /// `run` on `port` with the keys and `env`.
+    fn run_with(&self, port: u16, env: &[(&str, &str)]) -> Process {
+        let env = [&[("CUSTODY_INDEXER_MNEMONIC", MNEMONIC)], env].concat();
         self.env.listen("run", CHAIN, port, &env)
     }
 
@@ -133,16 +146,18 @@ impl Platform {
         answer.body
     }
 
+    /// A mint instruction for `ada-1`, once the API answers: its memo.
+    async fn instruction(&self, port: u16) -> Value {
+        api_up(port).await;
+        let instruction = json!({ "request_id": uuid::Uuid::new_v4().to_string(), "identity_id": "ada",
+            "stablecoin_symbol": "USDC", "chain": CHAIN.as_str(), "mint_destination_address_id": "ada-1" });
+        self.post(port, "/v2/issuance/mint-instructions", &instruction).await["memo_id"].clone()
+    }
+
     /// A mint instruction for `ada-1` and a simulated wire of `amount` to
     /// it: the mint id.
     async fn wire(&self, port: u16, amount: &str) -> String {
-        eventually(Duration::from_secs(30), "the API", || async {
-            common::api::answers(&format!("http://127.0.0.1:{port}/healthz")).await.then_some(())
-        })
-        .await;
-        let instruction = json!({ "request_id": uuid::Uuid::new_v4().to_string(), "identity_id": "ada",
-            "stablecoin_symbol": "USDC", "chain": CHAIN.as_str(), "mint_destination_address_id": "ada-1" });
-        let memo = self.post(port, "/v2/issuance/mint-instructions", &instruction).await["memo_id"].clone();
+        let memo = self.instruction(port).await;
         let wire = json!({ "amount": amount, "memo_id": memo, "currency": "USD", "payment_rail": "WIRE" });
         self.post(port, "/v2/simulation/fiat-deposit", &wire).await["mint_id"].as_str().unwrap().to_string()
     }
@@ -265,6 +280,7 @@ async fn a_mint_sender_killed_with_its_transaction_out_is_recovered_by_two_racin
     // Two instances take over at once; whichever holds the chain's lease
     // follows the transaction already out, and neither mints again.
     let _racing = [platform.run(second), platform.run(third)];
+    api_up(second).await;
     let mint = platform.completed(second, &id).await;
     assert_eq!(platform.supply().await, U256::from(1_000_250_000u64), "minted once");
     assert_eq!(platform.balance().await, U256::from(1_000_250_000u64));
@@ -283,5 +299,59 @@ async fn a_mint_sender_killed_with_its_transaction_out_is_recovered_by_two_racin
     assert_eq!(
         (books[0]["minted"].as_str(), books[0]["supply"].as_str()),
         (Some("1000.25"), Some("1000.25"))
+    );
+}
+
+#[tokio::test]
+async fn in_production_a_wire_recorded_and_approved_by_two_operators_mints_on_chain() {
+    let platform = Platform::new(Backend::Sqlite).await;
+    let bank = platform.env.dir.path().join("receiving-bank.json");
+    std::fs::write(&bank, common::issuance::us_bank("000123456789").to_string()).unwrap();
+    let port = dead_port();
+    let _run = platform.run_with(
+        port,
+        &[
+            ("CUSTODY_INDEXER_ENVIRONMENT", "production"),
+            ("CUSTODY_INDEXER_RECEIVING_BANK", bank.to_str().unwrap()),
+        ],
+    );
+    let memo = platform.instruction(port).await;
+    let url = format!("http://127.0.0.1:{port}/v2/simulation/fiat-deposit");
+    let body = json!({ "amount": "75.50", "memo_id": memo, "currency": "USD", "payment_rail": "WIRE" });
+    let simulated = send_json(Method::POST, &url, Some(&platform.key), Some(&body)).await;
+    assert_eq!(simulated.status, 404, "nothing is simulated in production: {simulated:?}");
+
+    let operator = |args: &[&str]| {
+        let out = platform.env.command(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let memo = memo.as_str().unwrap();
+    let recorded = operator(&[
+        "issuance",
+        "wires",
+        "record",
+        "--memo-id",
+        memo,
+        "--amount",
+        "75.50",
+        "--reference",
+        "FED-77",
+        "--by",
+        "ann",
+        "--reason",
+        "arrived at the bank",
+    ]);
+    assert!(recorded.contains("AWAITING_APPROVAL"), "{recorded}");
+    let id = recorded.lines().last().unwrap().to_string();
+    assert!(operator(&["issuance", "wires", "approve", "FED-77", "--by", "bo"]).contains("MINTING"));
+
+    let mint = platform.completed(port, &id).await;
+    assert!(mint["transaction_hash"].is_string() && mint["deposit_id"].is_string(), "{mint}");
+    assert_eq!(platform.balance().await, U256::from(75_500_000u64));
+    let books = reconcile(&platform.env, 0);
+    assert_eq!(
+        (books[0]["fiat_received"].as_str(), books[0]["supply"].as_str()),
+        (Some("75.50"), Some("75.5"))
     );
 }

@@ -331,6 +331,15 @@ async fn operators_record_wires_once_a_second_operator_approves_and_failed_mints
     let again = stderr(complete(&second, "RET-2"));
     assert!(again.contains("returned already (reference RET-1)"), "{again}");
     assert!(stderr(complete(&id, "RET-3")).contains("not found"));
+    // One return wire does not close a second mint's debt.
+    let third = last_line(&record("FED-6", "15.00"));
+    assert!(env.ok(&["issuance", "wires", "refuse", "FED-6", "--by", "bo"]).contains("FAILED"));
+    assert!(
+        stderr(complete(&third, "RET-1"))
+            .contains(&format!("return wire RET-1 returned mint {second} already"))
+    );
+    // The same wire typed again in another case or spacing starts nothing new.
+    assert_eq!(last_line(&record(" fed-6 ", "15.00")), third);
 
     assert!(stderr(record("FED-3", "0")).contains("--amount"));
     // A memo as a bank passes it on (lower case, spaced) still names the instruction.

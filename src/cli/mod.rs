@@ -205,9 +205,10 @@ pub enum Command {
         instance: instance::InstanceOptions,
     },
     /// The whole platform offline, in one command: local EVM and Solana
-    /// nodes, a test USDC on each, a seeded organization, identity and
-    /// account, and `run` on a SQLite store in a state directory, until
-    /// SIGINT, SIGTERM or SIGHUP. `dev deposit` sends the account a test deposit.
+    /// nodes, USDC issued by the platform on each, a seeded organization,
+    /// identity and account, and `run` on a SQLite store in a state
+    /// directory, until SIGINT, SIGTERM or SIGHUP. `dev deposit` sends the
+    /// account a deposit (USDC as a simulated wire the platform mints).
     Dev(crate::dev::DevCommand),
     /// Serve the HTTP API from the store without indexing.
     Serve {

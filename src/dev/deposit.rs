@@ -1,8 +1,9 @@
-//! `dev deposit`: a native or token deposit to an account of the running
-//! `dev`, from a funded local wallet that is not the platform's (anvil's
-//! dev account 1; on Solana the funder kept in the state directory, which
-//! is also the test USDC's mint authority). The running `dev` is reached
-//! through its state directory's `dev.json`.
+//! `dev deposit`: a deposit to an account of the running `dev`. The native
+//! coin comes from a funded local wallet that is not the platform's
+//! (anvil's dev account 1; on Solana the funder kept in the state
+//! directory); USDC as the platform issues it, a simulated wire minted to
+//! the account (see `wire`). The running `dev` is reached through its
+//! state directory's `dev.json`.
 
 use std::{path::PathBuf, process::ExitCode};
 
@@ -19,8 +20,9 @@ pub struct DepositArgs {
     /// The local chain: ETHEREUM_TESTNET (anvil) or SOLANA_DEVNET.
     #[arg(long)]
     chain: Chain,
-    /// The asset's symbol: a token the chain file lists (USDC), or the
-    /// native coin (ETH, SOL; the default).
+    /// The asset's symbol: the native coin (ETH, SOL; the default), or
+    /// USDC, which arrives as a simulated wire of `--amount` dollars the
+    /// platform mints to the account (at most 2 decimals).
     #[arg(long, value_name = "SYMBOL")]
     asset: Option<String>,
     /// How much, in the asset's major unit (e.g. 25 or 0.5).
@@ -44,8 +46,13 @@ const FOLLOW_FOR: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The asset a deposit sends: the native coin, or a token.
 enum What {
-    Native { decimals: u8 },
-    Token { contract: String, decimals: u8 },
+    Native {
+        decimals: u8,
+    },
+    /// The issued USDC: minted for a simulated wire.
+    Issued {
+        decimals: u8,
+    },
 }
 
 pub async fn run(args: DepositArgs) -> anyhow::Result<ExitCode> {
@@ -58,7 +65,7 @@ pub async fn run(args: DepositArgs) -> anyhow::Result<ExitCode> {
     };
     let what = asset(&dev, chain, args.asset.as_deref())?;
     let decimals = match &what {
-        What::Native { decimals } | What::Token { decimals, .. } => *decimals,
+        What::Native { decimals } | What::Issued { decimals } => *decimals,
     };
     let amount =
         Amount::parse(&args.amount, decimals).with_context(|| format!("--amount {}", args.amount))?;
@@ -66,25 +73,23 @@ pub async fn run(args: DepositArgs) -> anyhow::Result<ExitCode> {
         bail!("--amount must be more than 0");
     }
     let to = address(&dev, chain, args.account_id.as_deref()).await?;
-    let hash = if chain == EVM_CHAIN {
-        let token = match &what {
-            What::Native { .. } => None,
-            What::Token { contract, .. } => Some(contract.parse()?),
-        };
-        LocalEvm::connect(rpc).await?.deposit(to.parse()?, token, amount.raw()).await?.to_string()
-    } else {
-        let raw = u64::try_from(amount.raw()).context("--amount is too large for Solana")?;
-        let funder = super::solana::keypair(&*state.key_seed("solana-funder.json")?);
-        let mint: Option<(solana_pubkey::Pubkey, u8)> = match &what {
-            What::Native { .. } => None,
-            What::Token { contract, decimals } => Some((contract.parse()?, *decimals)),
-        };
-        let mint = mint.as_ref().map(|(m, d)| (m, *d));
-        LocalSolana::connect(rpc).deposit(&funder, &to.parse()?, mint, raw).await?
-    };
     let symbol = match what {
         What::Native { .. } => native(chain).0.to_string(),
-        What::Token { .. } => args.asset.unwrap_or_default().to_uppercase(),
+        What::Issued { .. } => args.asset.clone().unwrap_or_default().to_uppercase(),
+    };
+    let hash = match what {
+        What::Issued { .. } => {
+            let account = args.account_id.as_deref().unwrap_or(&dev.account_id);
+            super::wire::wire(&dev, chain, account, &symbol, &args.amount).await?
+        }
+        What::Native { .. } if chain == EVM_CHAIN => {
+            LocalEvm::connect(rpc).await?.deposit(to.parse()?, amount.raw()).await?.to_string()
+        }
+        What::Native { .. } => {
+            let raw = u64::try_from(amount.raw()).context("--amount is too large for Solana")?;
+            let funder = super::solana::keypair(&*state.key_seed("solana-funder.json")?);
+            LocalSolana::connect(rpc).deposit(&funder, &to.parse()?, raw).await?
+        }
     };
     eprintln!("sent {} {symbol} on {chain} to {to}", args.amount);
     println!("{hash}");
@@ -149,7 +154,7 @@ fn asset(dev: &Summary, chain: Chain, symbol: Option<&str>) -> anyhow::Result<Wh
         None => Ok(What::Native { decimals: native.1 }),
         Some(s) if s.eq_ignore_ascii_case(native.0) => Ok(What::Native { decimals: native.1 }),
         Some(s) => match tokens.iter().find(|a| a.symbol.eq_ignore_ascii_case(s)) {
-            Some(a) => Ok(What::Token { contract: a.contract_address.clone(), decimals: a.decimals }),
+            Some(a) => Ok(What::Issued { decimals: a.decimals }),
             None => {
                 let known: Vec<&str> =
                     std::iter::once(native.0).chain(tokens.iter().map(|a| a.symbol.as_str())).collect();

@@ -1,25 +1,19 @@
-//! What `dev` does on its anvil: deploys the test USDC (the EIP-3009 test
-//! token of tests/contracts, 6 decimals), funds wallets and sends deposits
-//! from anvil's unlocked dev accounts.
+//! What `dev` does on its anvil: deploys its USDC (the platform's issued
+//! stablecoin, `contracts/Stablecoin.sol`, 6 decimals, the issuer its only
+//! minter), funds wallets and sends native deposits from anvil's unlocked
+//! dev accounts. USDC reaches accounts only through issuance.
 
 use alloy::{
     network::TransactionBuilder,
-    primitives::{Address, B256, Bytes, U256},
+    primitives::{Address, B256, U256},
     providers::{DynProvider, Provider, ProviderBuilder},
     rpc::types::TransactionRequest,
-    sol,
-    sol_types::{SolCall, SolValue},
+    sol_types::SolValue,
 };
 use anyhow::{Context, bail};
 
-sol! {
-    function mint(address to, uint256 value);
-    function transfer(address to, uint256 value) returns (bool);
-    function balanceOf(address owner) returns (uint256);
-}
-
-/// The compiled test token with EIP-3009 `transferWithAuthorization`, as USDC.
-const TOKEN_ARTIFACT: &str = include_str!("../../tests/contracts/build/TestAuthToken.json");
+/// The platform's stablecoin, with EIP-3009 `transferWithAuthorization`.
+const STABLECOIN_ARTIFACT: &str = include_str!("../../contracts/build/Stablecoin.json");
 
 /// anvil's dev account that deploys the token and funds the platform.
 pub const DEPLOYER: usize = 0;
@@ -41,17 +35,19 @@ impl LocalEvm {
         Ok(Self { provider, accounts })
     }
 
-    /// The test token: where a kept chain holds it (the deployer's first
-    /// contract), else deployed there now as the deployer's first transaction.
-    pub async fn place_usdc(&self) -> anyhow::Result<Address> {
+    /// The USDC `issuer` mints: where a kept chain holds it (the
+    /// deployer's first contract), else deployed there now as the
+    /// deployer's first transaction.
+    pub async fn place_usdc(&self, issuer: Address) -> anyhow::Result<Address> {
         let first = self.accounts[DEPLOYER].create(0);
         if !self.provider.get_code_at(first).await?.is_empty() {
             return Ok(first);
         }
-        let artifact: serde_json::Value = serde_json::from_str(TOKEN_ARTIFACT)?;
-        let code = artifact["bytecode"].as_str().context("the token artifact has no bytecode")?;
+        let artifact: serde_json::Value = serde_json::from_str(STABLECOIN_ARTIFACT)?;
+        let code = artifact["bytecode"].as_str().context("the Stablecoin artifact has no bytecode")?;
         let mut code: Vec<u8> = alloy::primitives::hex::decode(code)?;
-        code.extend(("USD Coin (dev)".to_string(), "USDC".to_string(), U256::from(6u8)).abi_encode_params());
+        let args = ("USD Coin (dev)".to_string(), "USDC".to_string(), U256::from(6u8), issuer);
+        code.extend(args.abi_encode_params());
         let tx = TransactionRequest::default().with_from(self.accounts[DEPLOYER]).with_deploy_code(code);
         let receipt = self.provider.send_transaction(tx).await?.get_receipt().await?;
         receipt.contract_address.context("the token deployment created no contract")
@@ -64,21 +60,9 @@ impl LocalEvm {
         Ok(genesis.header.hash.to_string())
     }
 
-    async fn token_balance(&self, token: Address, owner: Address) -> anyhow::Result<U256> {
-        let input = balanceOfCall { owner }.abi_encode();
-        let answer =
-            self.provider.call(TransactionRequest::default().with_to(token).with_input(input)).await?;
-        U256::abi_decode(&answer).context("balanceOf answered no number")
-    }
-
     /// Sends `wei` from an unlocked dev account without waiting.
     async fn send_value(&self, from: Address, to: Address, wei: U256) -> anyhow::Result<B256> {
         let tx = TransactionRequest::default().with_from(from).with_to(to).with_value(wei);
-        Ok(*self.provider.send_transaction(tx).await?.tx_hash())
-    }
-
-    async fn call(&self, from: Address, token: Address, input: Vec<u8>) -> anyhow::Result<B256> {
-        let tx = TransactionRequest::default().with_from(from).with_to(token).with_input(Bytes::from(input));
         Ok(*self.provider.send_transaction(tx).await?.tx_hash())
     }
 
@@ -96,14 +80,9 @@ impl LocalEvm {
         bail!("transaction {hash} was not mined within 30 s")
     }
 
-    /// Tops up the platform's wallets with ETH and the depositor with USDC:
-    /// a wallet holding half its amount or more is left as it is.
-    pub async fn fund(
-        &self,
-        wallets: &[(Address, U256)],
-        usdc: Address,
-        usdc_raw: U256,
-    ) -> anyhow::Result<()> {
+    /// Tops up the platform's wallets with ETH: a wallet holding half its
+    /// amount or more is left as it is.
+    pub async fn fund(&self, wallets: &[(Address, U256)]) -> anyhow::Result<()> {
         let deployer = self.accounts[DEPLOYER];
         let mut sent = Vec::new();
         for (to, wei) in wallets {
@@ -111,32 +90,15 @@ impl LocalEvm {
                 sent.push(self.send_value(deployer, *to, *wei).await?);
             }
         }
-        let depositor = self.accounts[DEPOSITOR];
-        if self.token_balance(usdc, depositor).await? < usdc_raw / U256::from(2) {
-            sent.push(
-                self.call(deployer, usdc, mintCall { to: depositor, value: usdc_raw }.abi_encode()).await?,
-            );
-        }
         for hash in sent {
             self.mined(hash).await?;
         }
         Ok(())
     }
 
-    /// A deposit from the depositor: ETH when `token` is `None`, else the
-    /// token (minted to the depositor first when it holds too little).
-    pub async fn deposit(&self, to: Address, token: Option<Address>, raw: U256) -> anyhow::Result<B256> {
-        let from = self.accounts[DEPOSITOR];
-        let hash = match token {
-            None => self.send_value(from, to, raw).await?,
-            Some(token) => {
-                if self.token_balance(token, from).await? < raw {
-                    self.mined(self.call(from, token, mintCall { to: from, value: raw }.abi_encode()).await?)
-                        .await?;
-                }
-                self.call(from, token, transferCall { to, value: raw }.abi_encode()).await?
-            }
-        };
+    /// An ETH deposit from the depositor.
+    pub async fn deposit(&self, to: Address, wei: U256) -> anyhow::Result<B256> {
+        let hash = self.send_value(self.accounts[DEPOSITOR], to, wei).await?;
         self.mined(hash).await?;
         Ok(hash)
     }

@@ -1,9 +1,10 @@
 //! `custody-indexer dev`: the whole platform offline, in one command. It
 //! starts a local EVM node (anvil) and the local Solana network as its
-//! children, places a test USDC on each, seeds a sandbox store in its state
-//! directory and runs what `run` runs (the same code path) until SIGINT or
-//! SIGTERM, then stops its nodes. `dev deposit` sends the seeded account a
-//! deposit through the running `dev`'s state directory.
+//! children, places its USDC on each (the platform's issued stablecoin),
+//! seeds a sandbox store in its state directory and runs what `run` runs
+//! (the same code path) until SIGINT or SIGTERM, then stops its nodes.
+//! `dev deposit` sends the seeded account a deposit (USDC as a simulated
+//! wire the platform mints) through the running `dev`'s state directory.
 //!
 //! Everything is kept between runs in the state directory: the nodes' chains
 //! (anvil's state file, the Solana network's ledger), the store indexing
@@ -20,6 +21,7 @@ mod seed;
 mod show;
 mod solana;
 mod state;
+mod wire;
 
 use std::{collections::BTreeMap, path::PathBuf, process::ExitCode, sync::Arc};
 
@@ -40,7 +42,7 @@ use crate::{
     },
     environment::Environment,
     events::url::Policy,
-    keys::{MnemonicSigner, Signer},
+    keys::{KeyRef, MnemonicSigner, Signer},
 };
 
 /// Where `dev` keeps its state unless told otherwise: in the current directory.
@@ -213,13 +215,15 @@ fn interrupted() -> anyhow::Result<impl Future<Output = ()>> {
 /// when its chains are still there.
 async fn prepare(state: &StateDir, nodes: &[nodes::Node], options: DevOptions) -> anyhow::Result<Prepared> {
     let kept = state.ledgers()?;
+    let signer = Arc::new(MnemonicSigner::from(&state.mnemonic()?)?);
     let mut placed = Vec::new();
     for node in nodes {
         placed.push(match node.kind {
-            nodes::Kind::Anvil => seed::place_evm(&node.url).await?,
+            nodes::Kind::Anvil => seed::place_evm(&node.url, signer.evm_address(KeyRef::Issuer)?).await?,
             nodes::Kind::Solana => {
                 let known = kept.as_ref().and_then(|k| k.get(&seed::SOLANA_CHAIN));
-                seed::place_solana(&node.url, state, known).await?
+                let issuer = signer.solana_address(KeyRef::Issuer)?.parse()?;
+                seed::place_solana(&node.url, state, known, &issuer).await?
             }
         });
     }
@@ -227,7 +231,6 @@ async fn prepare(state: &StateDir, nodes: &[nodes::Node], options: DevOptions) -
         seed::check_kept(kept, &placed, &state.path)?;
     }
     let chains = seed::chain_files(&state.chains_dir(), &placed)?;
-    let signer = Arc::new(MnemonicSigner::from(&state.mnemonic()?)?);
     seed::fund(signer.as_ref(), &placed).await?;
     if kept.is_none() {
         state.fresh_store()?;
@@ -357,7 +360,7 @@ fn guide(s: &Summary, dir: &std::path::Path) -> String {
     };
     out.push_str(&format!(
         "\nTry it, in another terminal:\n\n  \
-         # a deposit of 25 test USDC to the account (PENDING, then CONFIRMED within seconds)\n  \
+         # a simulated wire of 25 USD, minted as 25 USDC to the account (PENDING, then CONFIRMED within seconds)\n  \
          custody-indexer dev deposit{state} --chain {chain} --asset USDC --amount 25 --follow\n\n  \
          # the account's deposits\n  curl -s {auth} '{api}/v2/crypto/deposits?account_id={}'\n\n  \
          # the organization's events (deposit_v2, …), oldest first\n  curl -s {auth} '{api}/v2/events'\n\n  \

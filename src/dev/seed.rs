@@ -1,8 +1,10 @@
-//! What `dev` places before the service starts: the test USDC on each local
-//! chain, the chain files naming it, the platform's wallets funded, and the
-//! store seeded with the organization, its API key, an `ACTIVE` identity,
-//! an account whose keys the service holds and, when asked, a webhook.
-//! A later wing (a sandbox bank minting to accounts) seeds here too.
+//! What `dev` places before the service starts: its USDC on each local
+//! chain (the platform's issued stablecoin, the issuer its only minter),
+//! the chain files naming it, the platform's wallets funded, and the store
+//! seeded with the organization, its API key, an `ACTIVE` and fiat-enabled
+//! identity, an account whose keys the service holds and, when asked, a
+//! webhook. USDC reaches accounts only as simulated wires minted
+//! (`dev deposit --asset USDC`), so `issuance reconcile` balances.
 
 use std::{collections::BTreeMap, path::Path};
 
@@ -53,33 +55,39 @@ pub struct Placed {
     pub ledger: Ledger,
 }
 
-/// Deploys the test USDC on anvil unless a kept chain holds it; the chain
-/// file confirms at depth 2 (anvil mines a block a second).
-pub async fn place_evm(url: &str) -> anyhow::Result<Placed> {
+/// Deploys the USDC `issuer` mints on anvil unless a kept chain holds it;
+/// the chain file confirms at depth 2 (anvil mines a block a second).
+pub async fn place_evm(url: &str, issuer: Address) -> anyhow::Result<Placed> {
     let evm = LocalEvm::connect(url).await?;
-    let usdc = evm.place_usdc().await.context("deploying the test USDC on anvil")?.to_string();
+    let usdc = evm.place_usdc(issuer).await.context("deploying USDC on anvil")?.to_string();
     let ledger = Ledger { genesis_hash: evm.genesis_hash().await?, start_block: 0 };
     let toml = format!(
         "# The local anvil of `custody-indexer dev`, labelled as {EVM_CHAIN}.\n\
          chain = \"{EVM_CHAIN}\"\nchain_id = 31337\nrpc_urls = [\"{url}\"]\nconfirmation = {{ depth = 2 }}\n\
          poll_interval_ms = 250\nmax_block_range = 100\nstart_block = 0\n\
          native = {{ symbol = \"ETH\", decimals = 18 }}\n\n[transfers]\nnative_usd = \"3000\"\n\n\
-         [[assets]]\nsymbol = \"USDC\"\ncontract_address = \"{usdc}\"\ndecimals = {USDC_DECIMALS}\neip3009 = true\n"
+         [[assets]]\nsymbol = \"USDC\"\ncontract_address = \"{usdc}\"\ndecimals = {USDC_DECIMALS}\neip3009 = true\n\
+         issued = true\n"
     );
     let usdc = Asset { symbol: "USDC".into(), contract_address: usdc, decimals: USDC_DECIMALS };
     Ok(Placed { chain: EVM_CHAIN, rpc_url: url.into(), usdc, toml, ledger })
 }
 
-/// Creates the test USDC mint (its keypair and its authority, the deposit
-/// funder, kept in the state directory) on the local Solana network unless
-/// it exists. Indexing starts at the network's first block, or where the
-/// kept store's did (`kept`).
-pub async fn place_solana(url: &str, state: &StateDir, kept: Option<&Ledger>) -> anyhow::Result<Placed> {
+/// Creates the USDC mint (its keypair kept in the state directory; the
+/// issuer its mint authority; the deposit funder pays) on the local Solana
+/// network unless it exists. Indexing starts at the network's first block,
+/// or where the kept store's did (`kept`).
+pub async fn place_solana(
+    url: &str,
+    state: &StateDir,
+    kept: Option<&Ledger>,
+    issuer: &solana_pubkey::Pubkey,
+) -> anyhow::Result<Placed> {
     let solana = LocalSolana::connect(url);
     let funder = super::solana::keypair(&*state.key_seed("solana-funder.json")?);
     let mint = super::solana::keypair(&*state.key_seed("solana-mint.json")?);
     solana.top_up(&funder.pubkey(), 100 * super::solana::SOL).await?;
-    solana.create_mint(&funder, &mint, USDC_DECIMALS).await?;
+    solana.create_mint(&funder, &mint, issuer, USDC_DECIMALS).await?;
     let genesis_hash = solana.genesis_hash().await?;
     let start_block = match kept.filter(|k| k.genesis_hash == genesis_hash) {
         Some(kept) => kept.start_block,
@@ -93,7 +101,7 @@ pub async fn place_solana(url: &str, state: &StateDir, kept: Option<&Ledger>) ->
          confirmation = \"finalized\"\npoll_interval_ms = 200\nstart_block = {start_block}\n\
          native = {{ symbol = \"SOL\", decimals = 9 }}\n\n[transfers]\nnative_usd = \"150\"\n\n\
          [[assets]]\nsymbol = \"USDC\"\ncontract_address = \"{usdc}\"\ndecimals = {USDC_DECIMALS}\n\
-         token_program = \"{program}\"\n"
+         token_program = \"{program}\"\nissued = true\n"
     );
     let usdc = Asset { symbol: "USDC".into(), contract_address: usdc, decimals: USDC_DECIMALS };
     let ledger = Ledger { genesis_hash, start_block };
@@ -139,7 +147,7 @@ pub fn chain_files(dir: &Path, placed: &[Placed]) -> anyhow::Result<Chains> {
 }
 
 /// Tops up the gas sponsor and the omnibus wallet of every local chain,
-/// and the EVM depositor's USDC: a kept chain is funded once.
+/// and the EVM issuer (it pays for its mints): a kept chain is funded once.
 pub async fn fund(signer: &dyn Signer, placed: &[Placed]) -> anyhow::Result<()> {
     for p in placed {
         match p.chain {
@@ -149,11 +157,9 @@ pub async fn fund(signer: &dyn Signer, placed: &[Placed]) -> anyhow::Result<()> 
                 let wallets = [
                     (signer.evm_address(KeyRef::Sponsor)?, eth * U256::from(1000)),
                     (signer.evm_address(KeyRef::Omnibus)?, eth * U256::from(100)),
+                    (signer.evm_address(KeyRef::Issuer)?, eth * U256::from(100)),
                 ];
-                let usdc: Address = p.usdc.contract_address.parse()?;
-                evm.fund(&wallets, usdc, U256::from(1_000_000_000_000u64))
-                    .await
-                    .context("funding on anvil")?;
+                evm.fund(&wallets).await.context("funding on anvil")?;
             }
             _ => {
                 let solana = LocalSolana::connect(&p.rpc_url);
@@ -237,6 +243,9 @@ async fn create_seeded(
         actor: "operator:dev".into(),
     };
     store.create_identity(&identity).await?;
+    store
+        .set_fiat_enabled(org, &seed.identity_id, true, "operator:dev", "dev's identity takes wires")
+        .await?;
     let account = NewAccount {
         id: seed.account_id.clone(),
         organization: org.into(),

@@ -1,7 +1,8 @@
-//! What `dev` does on its local Solana network: creates the test USDC mint
-//! (SPL Token, 6 decimals, its keypair kept in the state directory so its
-//! address stays the same), airdrops SOL and sends deposits from a funder
-//! wallet that is the mint's authority.
+//! What `dev` does on its local Solana network: creates its USDC mint (SPL
+//! Token, 6 decimals, the issuer its mint authority, its keypair kept in the
+//! state directory so its address stays the same), airdrops SOL and sends
+//! SOL deposits from a funder wallet. USDC reaches accounts only through
+//! issuance.
 
 use std::time::Duration;
 
@@ -16,9 +17,7 @@ use solana_transaction::Transaction;
 
 use crate::solana::{
     decode::TOKEN_PROGRAM,
-    instructions::{
-        MINT_LEN, ata, create_ata, initialize_mint2, key, mint_to, transfer_checked, transfer_sol,
-    },
+    instructions::{MINT_LEN, initialize_mint2, key, transfer_sol},
 };
 
 pub const SOL: u64 = 1_000_000_000;
@@ -81,51 +80,36 @@ impl LocalSolana {
         Ok(self.rpc.send_and_confirm_transaction(&tx).await?.to_string())
     }
 
-    /// Creates the mint `mint` (6 decimals, `authority` mints) unless it exists.
-    pub async fn create_mint(&self, authority: &Keypair, mint: &Keypair, decimals: u8) -> anyhow::Result<()> {
+    /// Creates the mint `mint` (`authority` mints; `payer` pays) unless it exists.
+    pub async fn create_mint(
+        &self,
+        payer: &Keypair,
+        mint: &Keypair,
+        authority: &Pubkey,
+        decimals: u8,
+    ) -> anyhow::Result<()> {
         if self.rpc.get_account(&mint.pubkey()).await.is_ok() {
             return Ok(());
         }
         let rent = self.rpc.get_minimum_balance_for_rent_exemption(MINT_LEN as usize).await?;
         let create = solana_system_interface::instruction::create_account(
-            &authority.pubkey(),
+            &payer.pubkey(),
             &mint.pubkey(),
             rent,
             MINT_LEN,
             &key(TOKEN_PROGRAM),
         );
-        let init = initialize_mint2(TOKEN_PROGRAM, &mint.pubkey(), &authority.pubkey(), decimals);
-        self.send(&[create, init], authority, &[mint]).await.context("creating the USDC mint")?;
+        let init = initialize_mint2(TOKEN_PROGRAM, &mint.pubkey(), authority, decimals);
+        self.send(&[create, init], payer, &[mint]).await.context("creating the USDC mint")?;
         Ok(())
     }
 
-    /// A deposit from `funder` to `to`: SOL when `mint` is `None`, else the
-    /// token, minted to the funder's token account first and sent with
-    /// `TransferChecked` to `to`'s associated token account (created when
-    /// missing). Returns the signature.
-    pub async fn deposit(
-        &self,
-        funder: &Keypair,
-        to: &Pubkey,
-        mint: Option<(&Pubkey, u8)>,
-        raw: u64,
-    ) -> anyhow::Result<String> {
-        if self.rpc.get_balance(&funder.pubkey()).await? < SOL + raw {
-            self.airdrop(&funder.pubkey(), 10 * SOL + raw).await?;
+    /// A SOL deposit from `funder` to `to`: its signature.
+    pub async fn deposit(&self, funder: &Keypair, to: &Pubkey, lamports: u64) -> anyhow::Result<String> {
+        if self.rpc.get_balance(&funder.pubkey()).await? < SOL + lamports {
+            self.airdrop(&funder.pubkey(), 10 * SOL + lamports).await?;
         }
-        let instructions = match mint {
-            None => vec![transfer_sol(&funder.pubkey(), to, raw)],
-            Some((mint, decimals)) => {
-                let (from, into) = (ata(&funder.pubkey(), mint, TOKEN_PROGRAM), ata(to, mint, TOKEN_PROGRAM));
-                vec![
-                    create_ata(&funder.pubkey(), &funder.pubkey(), mint, TOKEN_PROGRAM),
-                    mint_to(TOKEN_PROGRAM, mint, &from, &funder.pubkey(), raw),
-                    create_ata(&funder.pubkey(), to, mint, TOKEN_PROGRAM),
-                    transfer_checked(TOKEN_PROGRAM, &from, mint, &into, &funder.pubkey(), raw, decimals),
-                ]
-            }
-        };
-        self.send(&instructions, funder, &[]).await
+        self.send(&[transfer_sol(&funder.pubkey(), to, lamports)], funder, &[]).await
     }
 }
 

@@ -7,7 +7,7 @@
 //! | `mnemonic` (0600) | the service's BIP-39 phrase: the sponsor's and the account's keys | until `--reset` |
 //! | `pii.key` (0600) | the sandbox key personal data is sealed with | until `--reset` |
 //! | `seed.json` (0600) | organization, identity, account ids, the API key, the webhook secret | until `--reset` |
-//! | `solana-funder.json`, `solana-mint.json` (0600) | the keypairs of the Solana deposit wallet and of the test USDC mint | until `--reset` |
+//! | `solana-funder.json`, `solana-mint.json` (0600) | the keypairs of the Solana deposit wallet and of the USDC mint | until `--reset` |
 //! | `store.db` | the SQLite store | until `--reset` |
 //! | `anvil-state.json` | the local EVM chain anvil loads when it starts: its last complete dump | until `--reset` |
 //! | `anvil-state.next.json` | where anvil dumps its chain when it stops (and every minute); it replaces `anvil-state.json` at the next start once it reads as complete JSON, so a dump cut short never replaces a good one | until `--reset` |

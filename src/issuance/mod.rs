@@ -133,6 +133,13 @@ pub fn new_memo_id() -> String {
 /// A `memo_id` as a bank may pass it on (lower case, spaced, dashed, or
 /// with the letters Crockford's base 32 reads as digits: I and L as 1, O
 /// as 0), back in the form it was issued in.
+/// A bank's wire reference as it is kept and looked up: without the
+/// whitespace around and inside it, upper-case. The same wire typed again
+/// in another case or with stray spaces is the same wire.
+pub fn normalize_reference(text: &str) -> String {
+    text.chars().filter(|c| !c.is_whitespace()).map(|c| c.to_ascii_uppercase()).collect()
+}
+
 pub fn normalize_memo(text: &str) -> String {
     let cleaned: String =
         text.chars().filter(|c| !c.is_whitespace() && *c != '-').map(|c| c.to_ascii_uppercase()).collect();
@@ -165,6 +172,15 @@ pub fn operator_name(by: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_wire_reference_typed_again_in_another_case_or_spacing_is_the_same() {
+        for typed in ["FED-20261123-0001", "fed-20261123-0001", " FED-20261123-0001\n", "FED- 20261123-0001"]
+        {
+            assert_eq!(normalize_reference(typed), "FED-20261123-0001", "{typed:?}");
+        }
+        assert_ne!(normalize_reference("FED-1"), normalize_reference("FED1"), "dashes are part of it");
+    }
 
     #[test]
     fn memos_read_back_as_issued_and_operators_as_one_name() {

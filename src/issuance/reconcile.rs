@@ -39,7 +39,13 @@ impl MintRow {
     /// Whether the bank credited its dollars, they are owed back, or they
     /// are on their way (nothing confirmed minted yet).
     fn fiat(&self) -> (bool, bool, bool) {
-        let got = self.status != Status::Received && !(self.status == Status::Failed && !self.fiat_owed);
+        // Credited: settled, unless it failed with nothing owed (the bank
+        // rejected or returned the wire).
+        let got = match self.status {
+            Status::Received => false,
+            Status::Failed => self.fiat_owed,
+            _ => true,
+        };
         let owed = self.status == Status::Failed && self.fiat_owed;
         let waiting =
             matches!(self.status, Status::AwaitingApproval | Status::Minting) && self.minted.is_none();

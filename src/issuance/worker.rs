@@ -42,6 +42,10 @@ pub async fn settle_once(
             Ok(None) => {}
             // Another instance settled it between the read and the write.
             Err(crate::store::StoreError::Conflict(_)) => {}
+            // One mint that cannot settle keeps the others moving.
+            Err(crate::store::StoreError::NotFound(_) | crate::store::StoreError::Corrupt(_)) => {
+                warn!(mint = %id, "a wire cannot be settled; it waits");
+            }
             Err(error) => return Err(error),
         }
     }

@@ -69,7 +69,10 @@ impl SolanaSender {
 
     async fn step_once(&self) -> Result<usize, SendError> {
         let issuer = || Ok(self.signer.solana_address(KeyRef::Issuer)?);
-        crate::issuance::onchain::start_mints(&self.store, &self.config, issuer).await?;
+        // Mints never hold up the chain's transfers.
+        if let Err(error) = crate::issuance::onchain::start_mints(&self.store, &self.config, issuer).await {
+            warn!(chain = %self.config.chain, %error, "cannot start mints now; retrying");
+        }
         let transfers = self.store.outgoing(self.config.chain).await?;
         for transfer in transfers.iter().filter(|t| !waiting(t)) {
             let outcome = match transfer.status {

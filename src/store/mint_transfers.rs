@@ -45,8 +45,15 @@ impl Store {
         let mut started = 0;
         for row in rows {
             let id: String = row.try_get("id")?;
-            if self.start_mint(&id, issuer, issued).await? {
-                started += 1;
+            // One mint that cannot start (its stablecoin no longer issued
+            // here) keeps the others, and the chain's transfers, moving.
+            match self.start_mint(&id, issuer, issued).await {
+                Ok(true) => started += 1,
+                Ok(false) => {}
+                Err(StoreError::Conflict(reason)) => {
+                    tracing::error!(mint = %id, %chain, reason, "a mint cannot be sent: it waits");
+                }
+                Err(error) => return Err(error),
             }
         }
         Ok(started)

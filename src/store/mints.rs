@@ -16,7 +16,7 @@ use crate::{
     issuance::{
         Approval, FIAT_CURRENCY, MINT_UPDATE, Mint, format_usd, gate_of,
         mint::{Event, Failure, Status, Transition, apply},
-        normalize_memo,
+        normalize_memo, normalize_reference,
         provider::{Outcome, Settlement},
     },
 };
@@ -75,8 +75,8 @@ impl Store {
     /// one transaction. The same reference again answers the mint it
     /// started (another memo or amount under it is a conflict).
     pub async fn record_wire(&self, wire: &NewWire<'_>) -> Result<Made<Mint>, StoreError> {
-        let memo = normalize_memo(wire.memo_id);
-        let wire = &NewWire { memo_id: &memo, ..wire.clone() };
+        let (memo, reference) = (normalize_memo(wire.memo_id), normalize_reference(wire.reference));
+        let wire = &NewWire { memo_id: &memo, reference: &reference, ..wire.clone() };
         if let Some(found) = self.mint_by_reference(wire.reference).await? {
             return same_wire(found, wire);
         }
@@ -189,9 +189,10 @@ impl Store {
         let mut tx = self.begin().await?;
         let rows = sqlx::query(
             "SELECT id, status, recorded_by, organization_id, identity_id FROM mints
-             WHERE wire_reference = $1 OR id = $1",
+             WHERE wire_reference = $2 OR id = $1",
         )
         .bind(reference)
+        .bind(normalize_reference(reference))
         .fetch_all(&mut *tx)
         .await?;
         let row = match rows.as_slice() {
@@ -284,6 +285,18 @@ impl Store {
         by: &str,
         reason: &str,
     ) -> Result<FiatReturn, StoreError> {
+        // One return wire returns one mint's dollars (a unique index holds it too).
+        let other: Option<String> =
+            sqlx::query_scalar("SELECT id FROM mints WHERE return_reference = $1 AND id <> $2")
+                .bind(reference)
+                .bind(id)
+                .fetch_optional(&self.pool)
+                .await?;
+        if let Some(other) = other {
+            return Err(StoreError::Conflict(format!(
+                "return wire {reference} returned mint {other} already"
+            )));
+        }
         let done = sqlx::query(
             "UPDATE mints SET fiat_return = 'COMPLETED', return_reference = $2, return_by = $4, return_reason = $5,
                  updated_at = $3
