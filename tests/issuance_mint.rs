@@ -50,8 +50,8 @@ fn reconcile(env: &Env, code: i32) -> Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-/// A platform whose USDC it issues on anvil, organization `acme` with an
-/// `ACTIVE`, fiat-enabled identity `ada` and her account `ada-1`.
+/// A platform whose USDC it issues on anvil, organization `acme`, and
+/// once onboarded an `ACTIVE`, fiat-enabled identity with its account `ada-1`.
 struct Platform {
     anvil: Anvil,
     env: Env,
@@ -59,11 +59,21 @@ struct Platform {
     key: String,
     usdc: Address,
     issuer: Address,
+    identity: String,
     account: Address,
 }
 
 impl Platform {
+    /// With identity `ada` registered `ACTIVE` by an operator.
     async fn new(backend: Backend) -> Self {
+        let mut platform = Self::bare(backend).await;
+        platform.env.identity("acme", "ada");
+        platform.onboard("ada");
+        platform
+    }
+
+    /// The chain with the stablecoin deployed and organization `acme`.
+    async fn bare(backend: Backend) -> Self {
         let anvil = Anvil::start().await;
         let toml = chain_toml(&[anvil.url()], None, "confirmation = { depth = 2 }")
             + "\n[transfers]\nnative_usd = \"3000\"\n";
@@ -72,54 +82,66 @@ impl Platform {
         if backend == Backend::Postgres {
             env.database_url = db.url.clone();
         }
-        let cli = |args: &[&str]| {
-            let out = env.command(args).env("CUSTODY_INDEXER_MNEMONIC", MNEMONIC).output().unwrap();
-            assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
-            String::from_utf8(out.stdout).unwrap()
+        let key = env.organization_with_key();
+        let mut platform = Self {
+            anvil,
+            env,
+            _db: db,
+            key,
+            usdc: Address::ZERO,
+            issuer: Address::ZERO,
+            identity: String::new(),
+            account: Address::ZERO,
         };
         // The operator funds the sponsor (it deploys) and the issuer (it
         // pays for its mints), then places the stablecoin.
-        let wallets: Value = serde_json::from_str(&cli(&["wallets", "list", "--json"])).unwrap();
+        let wallets: Value = serde_json::from_str(&platform.cli(&["wallets", "list", "--json"])).unwrap();
         let address = |role: &str| wallets[0][role].as_str().unwrap().parse::<Address>().unwrap();
         let (sponsor, issuer) = (address("sponsor"), address("issuer"));
+        let anvil = &platform.anvil;
         anvil.send_eth(anvil.accounts[0], sponsor, U256::from(10 * ETH)).await;
         anvil.send_eth(anvil.accounts[0], issuer, U256::from(ETH)).await;
-        let printed =
-            cli(&["issuance", "deploy", "--chain", CHAIN.as_str(), "--symbol", "USDC", "--decimals", "6"]);
-        std::fs::write(env.chains.join("test.toml"), format!("{toml}\n{printed}")).unwrap();
+        let deploy = ["issuance", "deploy", "--chain", CHAIN.as_str(), "--symbol", "USDC", "--decimals", "6"];
+        let printed = platform.cli(&deploy);
+        std::fs::write(platform.env.chains.join("test.toml"), format!("{toml}\n{printed}")).unwrap();
         let usdc = printed.lines().find_map(|l| l.strip_prefix("contract_address = ")).unwrap();
-        let usdc: Address = usdc.trim_matches('"').parse().unwrap();
+        platform.usdc = usdc.trim_matches('"').parse().unwrap();
+        platform.issuer = issuer;
+        platform
+    }
 
-        let key = env.organization_with_key();
-        env.identity("acme", "ada");
-        cli(&[
-            "identities",
-            "fiat",
-            "enable",
-            "ada",
-            "--organization",
-            "acme",
-            "--by",
-            "kyc",
-            "--reason",
-            "wires",
-        ]);
-        let account: Value = serde_json::from_str(&cli(&[
-            "accounts",
-            "create",
-            "--organization",
-            "acme",
-            "--account-id",
-            "ada-1",
-            "--identity-id",
-            "ada",
-            "--type",
-            "SEGREGATED",
-            "--json",
-        ]))
-        .unwrap();
-        let account = account["addresses"][0]["address"].as_str().unwrap().parse().unwrap();
-        Self { anvil, env, _db: db, key, usdc, issuer, account }
+    /// A command with the keys; its output.
+    fn cli(&self, args: &[&str]) -> String {
+        let out = self.env.command(args).env("CUSTODY_INDEXER_MNEMONIC", MNEMONIC).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// The `ACTIVE` `identity` enabled for fiat and given account `ada-1`.
+    fn onboard(&mut self, identity: &str) {
+        let by = ["--organization", "acme", "--by", "kyc", "--reason", "wires"];
+        self.cli(&[&["identities", "fiat", "enable", identity][..], &by].concat());
+        let create =
+            ["accounts", "create", "--organization", "acme", "--account-id", "ada-1", "--identity-id"];
+        let account = self.cli(&[&create[..], &[identity, "--type", "SEGREGATED", "--json"]].concat());
+        let account: Value = serde_json::from_str(&account).unwrap();
+        self.account = account["addresses"][0]["address"].as_str().unwrap().parse().unwrap();
+        self.identity = identity.to_string();
+    }
+
+    /// An identity created through the API, its KYC decided by the sandbox
+    /// compliance provider of the `run` on `port`, then onboarded.
+    async fn onboard_through_compliance(&mut self, port: u16) {
+        api_up(port).await;
+        let identity = json!({ "request_id": "ada", "type": "INDIVIDUAL", "label": "Ada" });
+        let id = self.post(port, "/v2/identities", &identity).await["id"].as_str().unwrap().to_string();
+        self.post(port, &format!("/v2/identities/{id}/compliance"), &common::api::kyc("Lovelace")).await;
+        eventually(Duration::from_secs(30), "the identity ACTIVE", || async {
+            let identity = self.get(port, &format!("/v2/identities/{id}")).await;
+            (identity["status"] == "ACTIVE").then_some(())
+        })
+        .await;
+        self.onboard(&id);
     }
 
     /// `run` in `sandbox` on `port`.
@@ -149,7 +171,7 @@ impl Platform {
     /// A mint instruction for `ada-1`, once the API answers: its memo.
     async fn instruction(&self, port: u16) -> Value {
         api_up(port).await;
-        let instruction = json!({ "request_id": uuid::Uuid::new_v4().to_string(), "identity_id": "ada",
+        let instruction = json!({ "request_id": uuid::Uuid::new_v4().to_string(), "identity_id": self.identity,
             "stablecoin_symbol": "USDC", "chain": CHAIN.as_str(), "mint_destination_address_id": "ada-1" });
         self.post(port, "/v2/issuance/mint-instructions", &instruction).await["memo_id"].clone()
     }
@@ -185,9 +207,12 @@ impl Platform {
 #[tokio::test]
 async fn a_wire_is_minted_to_the_clients_address_once_and_its_deposit_confirmed() {
     for backend in BACKENDS {
-        let platform = Platform::new(backend).await;
+        // identity → compliance (the sandbox provider) → ACTIVE → fiat
+        // enabled → account → mint instruction → a simulated wire.
+        let mut platform = Platform::bare(backend).await;
         let port = dead_port();
         let _run = platform.run(port);
+        platform.onboard_through_compliance(port).await;
         let id = platform.wire(port, "250.00").await;
         let mint = platform.completed(port, &id).await;
 

@@ -23,6 +23,7 @@ use custody_indexer::{
     store::NewMintInstruction,
 };
 use serde_json::{Value, json};
+use sqlx::Connection;
 
 const SIMULATION: &str = "/v2/simulation/fiat-deposit";
 
@@ -170,15 +171,21 @@ async fn a_simulated_wire_starts_a_mint_and_the_sandbox_bank_decides_by_its_cent
     }
 }
 
+/// A sandbox whose USDC has a daily mint cap of 300 dollars, and the memo of
+/// an instruction of `ada-1`: the app, acme's key and the memo.
+async fn capped(backend: Backend) -> (App, String, String) {
+    let app = app_on(backend, chains_with("daily_mint_cap = \"300\"\n"), Environment::Sandbox, None).await;
+    let acme = app.key("acme").await;
+    identity(&app, "acme", "ada", true, true).await;
+    account(&app, "acme", "ada", "ada-1", &[ADDRESS]).await;
+    let memo = instruction(&app, &acme, "ada", "ada-1").await;
+    (app, acme, memo)
+}
+
 #[tokio::test]
 async fn above_the_daily_mint_cap_every_mint_waits_for_approval() {
     for backend in BACKENDS {
-        let app =
-            app_on(backend, chains_with("daily_mint_cap = \"300\"\n"), Environment::Sandbox, None).await;
-        let acme = app.key("acme").await;
-        identity(&app, "acme", "ada", true, true).await;
-        account(&app, "acme", "ada", "ada-1", &[ADDRESS]).await;
-        let memo = instruction(&app, &acme, "ada", "ada-1").await;
+        let (app, acme, memo) = capped(backend).await;
         let mut statuses = Vec::new();
         for amount in ["250.00", "40.00", "20.00", "5.00"] {
             let id = simulate(&app, &acme, &memo, amount).await;
@@ -199,6 +206,29 @@ async fn above_the_daily_mint_cap_every_mint_waits_for_approval() {
         let approved = app.store().decide_mint(waiting, "ops:bo", true).await.unwrap();
         assert_eq!(approved.status.as_str(), "MINTING");
         assert_eq!(mint(&app, &acme, waiting).await["status"], "MINTING");
+    }
+}
+
+#[tokio::test]
+async fn a_wire_counts_against_the_cap_of_the_day_the_bank_settles_it() {
+    for backend in BACKENDS {
+        let (app, acme, memo) = capped(backend).await;
+        // A wire that arrived yesterday (before midnight) and that the
+        // sandbox bank settles today (cents .13: 5 s later).
+        let late = simulate(&app, &acme, &memo, "280.13").await;
+        let mut conn = sqlx::AnyConnection::connect(&app.db.url).await.unwrap();
+        sqlx::query("UPDATE mints SET created_at = created_at - 86400000000 WHERE id = $1")
+            .bind(&late)
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        reaches(&app, &acme, &late, "MINTING").await;
+        let next = simulate(&app, &acme, &memo, "20.00").await;
+        assert_eq!(
+            mint(&app, &acme, &next).await["status"],
+            "AWAITING_APPROVAL",
+            "{backend:?}: the 280.13 settled today count today: 300.13 pass the 300 of the day"
+        );
     }
 }
 

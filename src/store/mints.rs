@@ -146,8 +146,8 @@ impl Store {
     /// Applies the bank's outcome to the `RECEIVED` mint `id` once it is
     /// due: settled, the identity's entitlement now decides, and `approval`
     /// whether a second operator must approve (always, or above the day's
-    /// cap: the cents of the wires that arrived this UTC day for the same
-    /// chain and stablecoin and were not refused). `None` when the mint is
+    /// cap: the cents of the wires settled this UTC day for the same chain
+    /// and stablecoin and not refused). `None` when the mint is
     /// not (or no longer) `RECEIVED` and due.
     pub async fn settle_mint(&self, id: &str, approval: &Approval) -> Result<Option<Transition>, StoreError> {
         let mut tx = self.begin().await?;
@@ -346,7 +346,9 @@ fn same_wire((found, organization): (Mint, String), wire: &NewWire<'_>) -> Resul
 }
 
 /// Whether the settled mint of `row` waits for approval: always, or when
-/// its chain's stablecoin has a daily cap its wires of the day would pass.
+/// its chain's stablecoin has a daily cap the wires settled this UTC day
+/// would pass (by settlement, not arrival: a wire that arrived before
+/// midnight and settles after it counts on the day it settles).
 /// The day's count is taken under a lock per (chain, stablecoin), so two
 /// settlements cannot both fit under the cap on the same room.
 async fn approval_needed(
@@ -369,7 +371,7 @@ async fn approval_needed(
     let midnight = chrono::Utc::now().date_naive().and_hms_opt(0, 0, 0).expect("midnight").and_utc();
     let today: i64 = sqlx::query(
         "SELECT CAST(COALESCE(SUM(amount_cents), 0) AS BIGINT) AS total FROM mints
-         WHERE chain = $1 AND stablecoin_symbol = $2 AND created_at >= $3 AND status IN ($4, $5, $6, $7)",
+         WHERE chain = $1 AND stablecoin_symbol = $2 AND settled_at >= $3 AND status IN ($4, $5, $6, $7)",
     )
     .bind(&chain)
     .bind(&symbol)
@@ -412,7 +414,8 @@ pub(super) async fn change(
     let owed = transition.failure.filter(|f| f.returns_fiat()).map(|_| "PENDING");
     let done = sqlx::query(
         "UPDATE mints SET status = $2, failure_reason = $3, fiat_return = COALESCE($4, fiat_return),
-             approved_by = COALESCE($5, approved_by), updated_at = $6
+             approved_by = COALESCE($5, approved_by), updated_at = $6,
+             settled_at = CASE WHEN $7 = 'RECEIVED' THEN $6 ELSE settled_at END
          WHERE id = $1 AND status = $7",
     )
     .bind(id)
