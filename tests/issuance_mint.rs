@@ -380,3 +380,16 @@ async fn in_production_a_wire_recorded_and_approved_by_two_operators_mints_on_ch
         (Some("75.50"), Some("75.5"))
     );
 }
+
+#[test]
+fn reconcile_names_a_node_it_cannot_read_without_its_key() {
+    let url = format!("http://127.0.0.1:{}/v2/key-0123456789abcdef", dead_port());
+    let usdc = "\n[[assets]]\nsymbol = \"USDC\"\ncontract_address = \"0x5FbDB2315678afecb367f032d93F642f64180aa3\"\n\
+                decimals = 6\nissued = true\n";
+    let env = Env::with_chain_file(&(chain_toml(&[url], None, "") + usdc));
+    let out = env.command(&["issuance", "reconcile"]).output().unwrap();
+    let printed = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{printed}");
+    assert!(printed.contains("cannot read the supply"), "{printed}");
+    assert!(!printed.contains("key-0123456789abcdef"), "the RPC URL's key is not shown: {printed}");
+}

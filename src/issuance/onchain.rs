@@ -10,7 +10,7 @@ use crate::{
 };
 
 /// The stablecoins the platform issues on `config`'s chain.
-pub fn issued(config: &ChainConfig) -> Vec<Issued> {
+fn issued(config: &ChainConfig) -> Vec<Issued> {
     config
         .assets
         .iter()

@@ -16,6 +16,7 @@ use solana_rpc_client::nonblocking::rpc_client::RpcClient;
 use crate::{
     chain::Family,
     config::{AssetConfig, ChainConfig},
+    redact::redact_urls,
 };
 
 sol! {
@@ -23,7 +24,8 @@ sol! {
 }
 
 /// The supply of `asset` on `config`'s chain, smallest unit; the last
-/// node's error when none answers.
+/// node's error when none answers, its URLs redacted (an RPC URL may hold
+/// a key, and the error is printed).
 pub async fn supply(config: &ChainConfig, asset: &AssetConfig) -> Result<U256, String> {
     let mut last = "the chain file lists no RPC URL".to_string();
     for url in &config.rpc_urls {
@@ -34,7 +36,7 @@ pub async fn supply(config: &ChainConfig, asset: &AssetConfig) -> Result<U256, S
         };
         match answer {
             Ok(supply) => return Ok(supply),
-            Err(error) => last = error,
+            Err(error) => last = redact_urls(&error),
         }
     }
     Err(last)

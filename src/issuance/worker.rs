@@ -43,8 +43,8 @@ pub async fn settle_once(
             // Another instance settled it between the read and the write.
             Err(crate::store::StoreError::Conflict(_)) => {}
             // One mint that cannot settle keeps the others moving.
-            Err(crate::store::StoreError::NotFound(_) | crate::store::StoreError::Corrupt(_)) => {
-                warn!(mint = %id, "a wire cannot be settled; it waits");
+            Err(error @ (crate::store::StoreError::NotFound(_) | crate::store::StoreError::Corrupt(_))) => {
+                warn!(mint = %id, %error, "a wire cannot be settled; it waits");
             }
             Err(error) => return Err(error),
         }

@@ -211,7 +211,7 @@ impl Store {
 }
 
 /// The stablecoin's smallest units of `cents` dollars, at `decimals` (two or more).
-pub fn mint_amount(cents: i64, decimals: u8) -> Result<U256, StoreError> {
+fn mint_amount(cents: i64, decimals: u8) -> Result<U256, StoreError> {
     let cents =
         u64::try_from(cents).map_err(|_| StoreError::Corrupt(format!("negative mint amount {cents}")))?;
     let scale = decimals.checked_sub(2).ok_or_else(|| {

@@ -57,7 +57,7 @@ pub use health::{ChainHealth, DepositCount};
 pub use identities::{Action, Change, NewIdentity, Registered, UnsentFailure};
 pub use issuance::{FIAT_DISABLED, FIAT_ENABLED, Made, NewMintInstruction, same_instruction};
 pub use leases::{Fence, WorkerKind, WorkerLease};
-pub use mint_transfers::{Issued, mint_amount};
+pub use mint_transfers::Issued;
 pub use mints::{FiatReturn, NewWire, WireSource};
 pub use organizations::{ApiKey, Credentials, Organization};
 pub use quotas::{MAX_API_KEYS, OrganizationLimits};
