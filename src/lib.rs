@@ -12,6 +12,7 @@ pub mod assets;
 pub mod chain;
 pub mod cli;
 pub mod config;
+pub mod conversions;
 pub mod coverage;
 pub mod deposit;
 pub mod dev;

@@ -12,197 +12,17 @@ use alloy::transports::http::reqwest::Method;
 use alloy::{
     primitives::{Address, U256},
     providers::Provider,
-    sol,
 };
 use common::{
     CHAIN,
-    anvil::Anvil,
-    api::{send, send_json},
+    api::send_json,
     chain_toml,
-    cli::{Env, Process},
-    db::{BACKENDS, Backend, TestDb},
+    cli::Env,
+    db::{BACKENDS, Backend},
     dead_port, eventually,
-    transfers::{ETH, MNEMONIC},
+    platform::{Coin, Platform, api_up, reconcile},
 };
 use serde_json::{Value, json};
-
-sol! {
-    #[sol(rpc)]
-    contract Coin {
-        function totalSupply() external view returns (uint256);
-        function balanceOf(address owner) external view returns (uint256);
-        function mint(address to, uint256 value) external;
-    }
-}
-
-/// Waits until the API on `port` answers.
-async fn api_up(port: u16) {
-    eventually(Duration::from_secs(30), "the API", || async {
-        common::api::answers(&format!("http://127.0.0.1:{port}/healthz")).await.then_some(())
-    })
-    .await;
-}
-
-/// `issuance reconcile --json` with the exit code it must end with: the books.
-fn reconcile(env: &Env, code: i32) -> Value {
-    let out = env.command(&["issuance", "reconcile", "--json"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(code), "{}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
-/// A platform whose USDC it issues on anvil, organization `acme`, and
-/// once onboarded an `ACTIVE`, fiat-enabled identity with its account `ada-1`.
-struct Platform {
-    anvil: Anvil,
-    env: Env,
-    _db: TestDb,
-    key: String,
-    usdc: Address,
-    issuer: Address,
-    identity: String,
-    account: Address,
-}
-
-impl Platform {
-    /// With identity `ada` registered `ACTIVE` by an operator.
-    async fn new(backend: Backend) -> Self {
-        let mut platform = Self::bare(backend).await;
-        platform.env.identity("acme", "ada");
-        platform.onboard("ada");
-        platform
-    }
-
-    /// The chain with the stablecoin deployed and organization `acme`.
-    async fn bare(backend: Backend) -> Self {
-        let anvil = Anvil::start().await;
-        let toml = chain_toml(&[anvil.url()], None, "confirmation = { depth = 2 }")
-            + "\n[transfers]\nnative_usd = \"3000\"\n";
-        let mut env = Env::with_chain_file(&toml);
-        let db = TestDb::new(backend).await;
-        if backend == Backend::Postgres {
-            env.database_url = db.url.clone();
-        }
-        let key = env.organization_with_key();
-        let mut platform = Self {
-            anvil,
-            env,
-            _db: db,
-            key,
-            usdc: Address::ZERO,
-            issuer: Address::ZERO,
-            identity: String::new(),
-            account: Address::ZERO,
-        };
-        // The operator funds the sponsor (it deploys) and the issuer (it
-        // pays for its mints), then places the stablecoin.
-        let wallets: Value = serde_json::from_str(&platform.cli(&["wallets", "list", "--json"])).unwrap();
-        let address = |role: &str| wallets[0][role].as_str().unwrap().parse::<Address>().unwrap();
-        let (sponsor, issuer) = (address("sponsor"), address("issuer"));
-        let anvil = &platform.anvil;
-        anvil.send_eth(anvil.accounts[0], sponsor, U256::from(10 * ETH)).await;
-        anvil.send_eth(anvil.accounts[0], issuer, U256::from(ETH)).await;
-        let deploy = ["issuance", "deploy", "--chain", CHAIN.as_str(), "--symbol", "USDC", "--decimals", "6"];
-        let printed = platform.cli(&deploy);
-        std::fs::write(platform.env.chains.join("test.toml"), format!("{toml}\n{printed}")).unwrap();
-        let usdc = printed.lines().find_map(|l| l.strip_prefix("contract_address = ")).unwrap();
-        platform.usdc = usdc.trim_matches('"').parse().unwrap();
-        platform.issuer = issuer;
-        platform
-    }
-
-    /// A command with the keys; its output.
-    fn cli(&self, args: &[&str]) -> String {
-        let out = self.env.command(args).env("CUSTODY_INDEXER_MNEMONIC", MNEMONIC).output().unwrap();
-        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8(out.stdout).unwrap()
-    }
-
-    /// The `ACTIVE` `identity` enabled for fiat and given account `ada-1`.
-    fn onboard(&mut self, identity: &str) {
-        let by = ["--organization", "acme", "--by", "kyc", "--reason", "wires"];
-        self.cli(&[&["identities", "fiat", "enable", identity][..], &by].concat());
-        let create =
-            ["accounts", "create", "--organization", "acme", "--account-id", "ada-1", "--identity-id"];
-        let account = self.cli(&[&create[..], &[identity, "--type", "SEGREGATED", "--json"]].concat());
-        let account: Value = serde_json::from_str(&account).unwrap();
-        self.account = account["addresses"][0]["address"].as_str().unwrap().parse().unwrap();
-        self.identity = identity.to_string();
-    }
-
-    /// An identity created through the API, its KYC decided by the sandbox
-    /// compliance provider of the `run` on `port`, then onboarded.
-    async fn onboard_through_compliance(&mut self, port: u16) {
-        api_up(port).await;
-        let identity = json!({ "request_id": "ada", "type": "INDIVIDUAL", "label": "Ada" });
-        let id = self.post(port, "/v2/identities", &identity).await["id"].as_str().unwrap().to_string();
-        self.post(port, &format!("/v2/identities/{id}/compliance"), &common::api::kyc("Lovelace")).await;
-        eventually(Duration::from_secs(30), "the identity ACTIVE", || async {
-            let identity = self.get(port, &format!("/v2/identities/{id}")).await;
-            (identity["status"] == "ACTIVE").then_some(())
-        })
-        .await;
-        self.onboard(&id);
-    }
-
-    /// `run` in `sandbox` on `port`.
-    fn run(&self, port: u16) -> Process {
-        self.run_with(port, &[("CUSTODY_INDEXER_ENVIRONMENT", "sandbox")])
-    }
-
-    /// `run` on `port` with the keys and `env`.
-    fn run_with(&self, port: u16, env: &[(&str, &str)]) -> Process {
-        let env = [&[("CUSTODY_INDEXER_MNEMONIC", MNEMONIC)], env].concat();
-        self.env.listen("run", CHAIN, port, &env)
-    }
-
-    async fn get(&self, port: u16, path: &str) -> Value {
-        let answer = send(Method::GET, &format!("http://127.0.0.1:{port}{path}"), Some(&self.key)).await;
-        assert_eq!(answer.status, 200, "{path}: {answer:?}");
-        answer.body
-    }
-
-    async fn post(&self, port: u16, path: &str, body: &Value) -> Value {
-        let url = format!("http://127.0.0.1:{port}{path}");
-        let answer = send_json(Method::POST, &url, Some(&self.key), Some(body)).await;
-        assert!(answer.status == 200 || answer.status == 201, "{path}: {answer:?}");
-        answer.body
-    }
-
-    /// A mint instruction for `ada-1`, once the API answers: its memo.
-    async fn instruction(&self, port: u16) -> Value {
-        api_up(port).await;
-        let instruction = json!({ "request_id": uuid::Uuid::new_v4().to_string(), "identity_id": self.identity,
-            "stablecoin_symbol": "USDC", "chain": CHAIN.as_str(), "mint_destination_address_id": "ada-1" });
-        self.post(port, "/v2/issuance/mint-instructions", &instruction).await["memo_id"].clone()
-    }
-
-    /// A mint instruction for `ada-1` and a simulated wire of `amount` to
-    /// it: the mint id.
-    async fn wire(&self, port: u16, amount: &str) -> String {
-        let memo = self.instruction(port).await;
-        let wire = json!({ "amount": amount, "memo_id": memo, "currency": "USD", "payment_rail": "WIRE" });
-        self.post(port, "/v2/simulation/fiat-deposit", &wire).await["mint_id"].as_str().unwrap().to_string()
-    }
-
-    /// Mines a block each poll until mint `id` is `COMPLETED`.
-    async fn completed(&self, port: u16, id: &str) -> Value {
-        eventually(Duration::from_secs(90), &format!("mint {id} COMPLETED"), || async {
-            self.anvil.mine(1).await;
-            let mint = self.get(port, &format!("/v2/issuance/mints/{id}")).await;
-            assert_ne!(mint["status"], "FAILED", "{mint}");
-            (mint["status"] == "COMPLETED").then_some(mint)
-        })
-        .await
-    }
-
-    async fn supply(&self) -> U256 {
-        Coin::new(self.usdc, &self.anvil.provider).totalSupply().call().await.unwrap()
-    }
-
-    async fn balance(&self) -> U256 {
-        Coin::new(self.usdc, &self.anvil.provider).balanceOf(self.account).call().await.unwrap()
-    }
-}
 
 #[tokio::test]
 async fn a_wire_is_minted_to_the_clients_address_once_and_its_deposit_confirmed() {
@@ -330,27 +150,15 @@ async fn a_mint_sender_killed_with_its_transaction_out_is_recovered_by_two_racin
 #[tokio::test]
 async fn in_production_a_wire_recorded_and_approved_by_two_operators_mints_on_chain() {
     let platform = Platform::new(Backend::Sqlite).await;
-    let bank = platform.env.dir.path().join("receiving-bank.json");
-    std::fs::write(&bank, common::issuance::us_bank("000123456789").to_string()).unwrap();
     let port = dead_port();
-    let _run = platform.run_with(
-        port,
-        &[
-            ("CUSTODY_INDEXER_ENVIRONMENT", "production"),
-            ("CUSTODY_INDEXER_RECEIVING_BANK", bank.to_str().unwrap()),
-        ],
-    );
+    let _run = platform.run_production(port);
     let memo = platform.instruction(port).await;
     let url = format!("http://127.0.0.1:{port}/v2/simulation/fiat-deposit");
     let body = json!({ "amount": "75.50", "memo_id": memo, "currency": "USD", "payment_rail": "WIRE" });
     let simulated = send_json(Method::POST, &url, Some(&platform.key), Some(&body)).await;
     assert_eq!(simulated.status, 404, "nothing is simulated in production: {simulated:?}");
 
-    let operator = |args: &[&str]| {
-        let out = platform.env.command(args).output().unwrap();
-        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8(out.stdout).unwrap()
-    };
+    let operator = |args: &[&str]| platform.operator(args);
     let memo = memo.as_str().unwrap();
     let recorded = operator(&[
         "issuance",

@@ -59,7 +59,7 @@ pub(super) fn finish(doc: &mut OpenApi) {
 /// carries `x-extension: true`, so a client of the reference knows what
 /// another platform may not offer.
 pub(super) const EXTENSIONS: &[&str] =
-    &["createBankAccount", "listBankAccounts", "createMintInstruction", "getMint"];
+    &["createBankAccount", "listBankAccounts", "createMintInstruction", "getMint", "createVirtualAccount"];
 
 fn mark_extension(operation: &mut Operation) {
     if operation.operation_id.as_deref().is_some_and(|id| EXTENSIONS.contains(&id)) {

@@ -82,8 +82,8 @@ pub struct MintInstructionList {
 }
 
 #[derive(Serialize, Deserialize)]
-struct Keyset {
-    id: String,
+pub(super) struct Keyset {
+    pub id: String,
 }
 
 /// Registers a bank account of an `ACTIVE`, fiat-enabled identity
@@ -263,7 +263,7 @@ pub async fn list_mint_instructions(
 }
 
 /// A request's key or label: 1 to 256 characters.
-fn key(field: &str, value: &str) -> Result<(), ApiError> {
+pub(super) fn key(field: &str, value: &str) -> Result<(), ApiError> {
     if value.trim().is_empty() || value.len() > 256 {
         return Err(ApiError::invalid(format!("{field}: must be 1 to 256 characters")));
     }
@@ -271,7 +271,7 @@ fn key(field: &str, value: &str) -> Result<(), ApiError> {
 }
 
 /// The identity's entitlement, as the API answers its absence.
-fn gate(identity: &Identity) -> Result<(), ApiError> {
+pub(super) fn gate(identity: &Identity) -> Result<(), ApiError> {
     issuance::gate(identity).map_err(|gate| match gate {
         Gate::NotActive(status) => ApiError::coded(
             StatusCode::BAD_REQUEST,
@@ -293,38 +293,60 @@ async fn destination(
     organization: &str,
     wanted: &MintInstruction,
 ) -> Result<String, ApiError> {
-    let (chain, symbol) = (wanted.chain, &wanted.stablecoin_symbol);
+    let target = Delivery {
+        identity: &wanted.identity_id,
+        chain: wanted.chain,
+        symbol: &wanted.stablecoin_symbol,
+        account: &wanted.mint_destination_address_id,
+        fields: ["stablecoin_symbol", "mint_destination_address_id"],
+    };
+    delivery_address(state, organization, &target).await
+}
+
+/// Where a stablecoin issued here is delivered: `symbol` on `chain` to the
+/// account `account` of `identity`; `fields` name the symbol's and the
+/// account's fields in errors.
+pub(super) struct Delivery<'a> {
+    pub identity: &'a str,
+    pub chain: Chain,
+    pub symbol: &'a str,
+    pub account: &'a str,
+    pub fields: [&'a str; 2],
+}
+
+/// The one address of `target`'s account on its chain, when the account
+/// is its identity's and the symbol a stablecoin issued on the chain.
+pub(super) async fn delivery_address(
+    state: &ApiState,
+    organization: &str,
+    target: &Delivery<'_>,
+) -> Result<String, ApiError> {
+    let (chain, symbol, [symbol_field, account_field]) = (target.chain, target.symbol, target.fields);
     let config = state
         .chains()
         .get(chain)
         .map_err(|_| ApiError::invalid(format!("chain: {chain} is not served here")))?;
     let issued: Vec<&str> = config.assets.iter().filter(|a| a.issued).map(|a| a.symbol.as_str()).collect();
-    if !issued.contains(&symbol.as_str()) {
+    if !issued.contains(&symbol) {
         return Err(ApiError::invalid(format!(
-            "stablecoin_symbol: {symbol} is not a stablecoin issued on {chain} (issued there: {})",
+            "{symbol_field}: {symbol} is not a stablecoin issued on {chain} (issued there: {})",
             if issued.is_empty() { "none".to_string() } else { issued.join(", ") }
         )));
     }
-    let id = &wanted.mint_destination_address_id;
-    let unknown = || {
-        ApiError::invalid(format!(
-            "mint_destination_address_id: identity {} has no account {id}",
-            wanted.identity_id
-        ))
-    };
+    let id = target.account;
+    let unknown =
+        || ApiError::invalid(format!("{account_field}: identity {} has no account {id}", target.identity));
     let account = state.store().account(id).await.map_err(|_| unknown())?;
-    if account.organization != organization || account.identity_id != wanted.identity_id {
+    if account.organization != organization || account.identity_id != target.identity {
         return Err(unknown());
     }
     let on_chain: Vec<&str> =
         account.addresses.iter().filter(|a| a.chains.contains(&chain)).map(|a| a.address.as_str()).collect();
     match on_chain.as_slice() {
         [address] => Ok((*address).to_string()),
-        [] => Err(ApiError::invalid(format!(
-            "mint_destination_address_id: account {id} has no address on {chain}"
-        ))),
+        [] => Err(ApiError::invalid(format!("{account_field}: account {id} has no address on {chain}"))),
         many => Err(ApiError::invalid(format!(
-            "mint_destination_address_id: account {id} has {} addresses on {chain}; name an account with one",
+            "{account_field}: account {id} has {} addresses on {chain}; name an account with one",
             many.len()
         ))),
     }
@@ -340,7 +362,7 @@ fn page_query(query: Option<&str>) -> Result<(Option<String>, Option<String>, u3
 
 /// Cuts `page` (fetched with one row more than `limit`) to `limit` and
 /// answers the cursor of the next page, if there is one.
-fn next_cursor<T>(page: &mut Vec<T>, limit: u32, id: impl Fn(&T) -> &String) -> Option<String> {
+pub(super) fn next_cursor<T>(page: &mut Vec<T>, limit: u32, id: impl Fn(&T) -> &String) -> Option<String> {
     if page.len() <= limit as usize {
         return None;
     }
@@ -433,7 +455,7 @@ pub async fn get_mint(
 }
 
 /// `value` must be `wanted`; `unspecified` is named as such.
-fn one_of(field: &str, value: &str, wanted: &str, unspecified: &str) -> Result<(), ApiError> {
+pub(super) fn one_of(field: &str, value: &str, wanted: &str, unspecified: &str) -> Result<(), ApiError> {
     match value {
         v if v == wanted => Ok(()),
         v if v == unspecified => {

@@ -8,6 +8,7 @@ mod accounts;
 mod assets;
 mod auth;
 mod body;
+mod conversions;
 mod deposits;
 mod doc;
 mod error;
@@ -88,6 +89,8 @@ struct Inner {
     operator_token: Option<OperatorToken>,
     /// The platform's receiving bank, as configured.
     receiving_bank: Option<serde_json::Value>,
+    /// How conversions are priced.
+    conversions: crate::conversions::Settings,
 }
 
 /// Each organization's sponsored-gas credit: 100 USD.
@@ -112,6 +115,7 @@ impl ApiState {
             compliance: Default::default(),
             operator_token: None,
             receiving_bank: None,
+            conversions: Default::default(),
         }))
     }
 
@@ -143,6 +147,26 @@ impl ApiState {
         match self.0.environment {
             Environment::Sandbox => Some(crate::issuance::receiving::sandbox()),
             Environment::Production => self.0.receiving_bank.clone(),
+        }
+    }
+
+    /// Prices conversions with `settings` (by default no on-ramp fee).
+    pub fn with_conversions(mut self, settings: crate::conversions::Settings) -> Self {
+        let inner = Arc::get_mut(&mut self.0).expect("configured before it is shared");
+        inner.conversions = settings;
+        self
+    }
+
+    fn conversions(&self) -> crate::conversions::Settings {
+        self.0.conversions
+    }
+
+    /// The bank opening virtual accounts: the sandbox's, or operators
+    /// recording a real bank's answers.
+    fn virtual_account_bank(&self) -> &'static dyn crate::conversions::provider::Bank {
+        match self.0.environment {
+            Environment::Sandbox => &crate::conversions::provider::Sandbox,
+            Environment::Production => &crate::conversions::provider::Operators,
         }
     }
 
@@ -284,13 +308,18 @@ fn v2() -> (Router<ApiState>, utoipa::openapi::OpenApi) {
         .routes(routes!(issuance::get_bank_account))
         .routes(routes!(issuance::create_mint_instruction, issuance::list_mint_instructions))
         .routes(routes!(issuance::get_mint))
+        .routes(routes!(conversions::create_virtual_account, conversions::list_virtual_accounts))
+        .routes(routes!(conversions::get_conversion))
         .split_for_parts()
 }
 
 /// The `sandbox`'s simulation routes: absent from `production`, its
 /// router and its document alike.
 fn simulation() -> (Router<ApiState>, utoipa::openapi::OpenApi) {
-    OpenApiRouter::new().routes(routes!(issuance::simulate_fiat_deposit)).split_for_parts()
+    OpenApiRouter::new()
+        .routes(routes!(issuance::simulate_fiat_deposit))
+        .routes(routes!(conversions::simulate_virtual_account_deposit))
+        .split_for_parts()
 }
 
 /// The OpenAPI document of the whole API as `environment` serves it.
@@ -309,7 +338,10 @@ pub fn router(state: ApiState) -> Router {
     if state.0.environment == Environment::Sandbox {
         v2 = v2.merge(simulation().0);
     }
-    let v2 = v2.layer(middleware::from_fn_with_state(state.clone(), auth::authenticate));
+    // There is no conversion list: the path answers 405 to every method.
+    let v2 = v2
+        .route("/v2/conversions", axum::routing::any(ops::method_not_allowed))
+        .layer(middleware::from_fn_with_state(state.clone(), auth::authenticate));
     let document = Arc::new(openapi(state.0.environment));
     Router::new()
         .merge(v2)
@@ -363,5 +395,6 @@ pub async fn serve(
         ));
     }
     tokio::spawn(crate::issuance::settle_due(state.store().clone(), state.mint_approval(), shutdown.clone()));
+    tokio::spawn(crate::conversions::follow(state.store().clone(), shutdown.clone()));
     axum::serve(listener, router(state)).with_graceful_shutdown(shutdown.cancelled_owned()).await
 }

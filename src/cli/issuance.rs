@@ -100,12 +100,13 @@ pub struct Decision {
     by: String,
 }
 
+/// Who acts, and why: recorded in the audit trail.
 #[derive(Debug, Clone, Args)]
 pub struct Who {
     #[arg(long)]
-    by: String,
+    pub(super) by: String,
     #[arg(long)]
-    reason: String,
+    pub(super) reason: String,
 }
 
 #[derive(Debug, Subcommand)]
@@ -308,7 +309,7 @@ async fn always_approved(store: &Store) -> anyhow::Result<bool> {
 }
 
 /// `--by` as the audit trail records it.
-fn operator(by: &str) -> anyhow::Result<String> {
+pub(super) fn operator(by: &str) -> anyhow::Result<String> {
     crate::issuance::operator_name(by).ok_or_else(|| anyhow::anyhow!("--by: name the operator"))
 }
 

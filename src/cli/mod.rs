@@ -4,6 +4,7 @@
 
 mod admin;
 mod chains;
+mod conversions;
 mod identities;
 mod import;
 pub mod index;
@@ -97,6 +98,8 @@ pub struct ApiOptions {
     /// its fixed sandbox bank.
     #[arg(long, value_name = "FILE", env = crate::issuance::receiving::RECEIVING_BANK_ENV)]
     pub receiving_bank: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub on_ramp_fee: conversions::OnRampFee,
 }
 
 /// Parses `--operator-token` without ever echoing the value: clap's own
@@ -271,6 +274,10 @@ pub enum Command {
     /// of failed ones.
     #[command(subcommand)]
     Issuance(issuance::IssuanceCommand),
+    /// Conversions: record wires to virtual accounts, the bank's answers
+    /// to virtual accounts, and show conversions.
+    #[command(subcommand)]
+    Conversions(conversions::ConversionsCommand),
     /// Show recorded deposits.
     #[command(subcommand)]
     Deposits(DepositsCommand),
@@ -471,6 +478,7 @@ impl Cli {
                 return issuance::reconcile(&Store::open(&url).await?, chain, json, &chains).await;
             }
             Command::Issuance(command) => issuance::run(&Store::open(&url).await?, command).await?,
+            Command::Conversions(command) => conversions::run(&Store::open(&url).await?, command).await?,
             Command::Deposits(command) => admin::deposits(&Store::open(&url).await?, command).await?,
             Command::Organizations(command) => {
                 admin::organizations(&Store::open(&url).await?, command).await?

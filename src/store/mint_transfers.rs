@@ -63,7 +63,7 @@ impl Store {
         let mut tx = self.begin().await?;
         let Some(mint) = sqlx::query(
             "UPDATE mints SET updated_at = updated_at WHERE id = $1 AND status = $2 AND transfer_id IS NULL
-             RETURNING organization_id, instruction_id, identity_id, amount_cents, stablecoin_symbol, chain,
+             RETURNING organization_id, account_id, identity_id, amount_cents, stablecoin_symbol, chain,
                  destination_address",
         )
         .bind(id)
@@ -78,13 +78,7 @@ impl Store {
             StoreError::Conflict(format!("mint {id}: {symbol} is not an issued asset here"))
         })?;
         let organization: String = mint.try_get("organization_id")?;
-        let account: String = sqlx::query_scalar(
-            "SELECT account_id FROM mint_instructions WHERE organization_id = $1 AND id = $2",
-        )
-        .bind(&organization)
-        .bind(mint.try_get::<String, _>("instruction_id")?)
-        .fetch_one(&mut *tx)
-        .await?;
+        let account: String = mint.try_get("account_id")?;
         let transfer = uuid::Uuid::new_v4().to_string();
         let now = now_micros();
         sqlx::query(&format!(

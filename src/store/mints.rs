@@ -31,7 +31,7 @@ pub enum WireSource {
 }
 
 impl WireSource {
-    fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             WireSource::Simulation => "SIMULATION",
             WireSource::Operator => "OPERATOR",
@@ -82,7 +82,7 @@ impl Store {
         }
         let mut tx = self.begin().await?;
         let instruction = sqlx::query(
-            "SELECT organization_id, id, identity_id, stablecoin_symbol, chain, destination_address
+            "SELECT organization_id, id, identity_id, stablecoin_symbol, chain, destination_address, account_id
              FROM mint_instructions WHERE memo_id = $1 AND ($2 IS NULL OR organization_id = $2)",
         )
         .bind(wire.memo_id)
@@ -91,34 +91,30 @@ impl Store {
         .await?
         .ok_or_else(|| StoreError::NotFound(format!("mint instruction with memo_id {}", wire.memo_id)))?;
         let (id, now) = (uuid::Uuid::new_v4().to_string(), now_micros());
-        let settles_at = now + i64::try_from(wire.settlement.after.as_micros()).unwrap_or(i64::MAX);
-        let inserted = sqlx::query(
-            "INSERT INTO mints (id, organization_id, instruction_id, identity_id, memo_id, amount_cents,
-                 stablecoin_symbol, chain, destination_address, status, wire_source, wire_reference, recorded_by,
-                 recorded_reason, bank_outcome, settles_at, created_at, updated_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $17)
-             ON CONFLICT DO NOTHING",
-        )
-        .bind(&id)
-        .bind(instruction.try_get::<String, _>("organization_id")?)
-        .bind(instruction.try_get::<String, _>("id")?)
-        .bind(instruction.try_get::<String, _>("identity_id")?)
-        .bind(wire.memo_id)
-        .bind(wire.cents)
-        .bind(instruction.try_get::<String, _>("stablecoin_symbol")?)
-        .bind(instruction.try_get::<String, _>("chain")?)
-        .bind(instruction.try_get::<String, _>("destination_address")?)
-        .bind(Status::Received.as_str())
-        .bind(wire.source.as_str())
-        .bind(wire.reference)
-        .bind(wire.recorded_by)
-        .bind(wire.reason)
-        .bind(wire.settlement.outcome.as_str())
-        .bind(settles_at)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
-        if inserted.rows_affected() == 0 {
+        let (organization, instruction_id, identity, symbol, chain, address, account) = (
+            instruction.try_get::<String, _>("organization_id")?,
+            instruction.try_get::<String, _>("id")?,
+            instruction.try_get::<String, _>("identity_id")?,
+            instruction.try_get::<String, _>("stablecoin_symbol")?,
+            instruction.try_get::<String, _>("chain")?,
+            instruction.try_get::<String, _>("destination_address")?,
+            instruction.try_get::<String, _>("account_id")?,
+        );
+        let new = NewMint {
+            id: &id,
+            organization: &organization,
+            instruction: &instruction_id,
+            identity: &identity,
+            account: &account,
+            symbol: &symbol,
+            chain: &chain,
+            destination_address: &address,
+            cents: wire.cents,
+            wire,
+            now,
+        };
+        let inserted = insert_mint(&mut tx, &new).await?;
+        if !inserted {
             // The same reference raced this one in.
             drop(tx);
             let found = self.mint_by_reference(wire.reference).await?;
@@ -331,6 +327,61 @@ impl Store {
     }
 }
 
+/// A mint to insert for `wire`: `cents` of `symbol` on `chain` to
+/// `destination_address` of `account`, under its instruction (or, an
+/// on-ramp's, its virtual account).
+pub(super) struct NewMint<'a> {
+    pub id: &'a str,
+    pub organization: &'a str,
+    pub instruction: &'a str,
+    pub identity: &'a str,
+    pub account: &'a str,
+    pub symbol: &'a str,
+    pub chain: &'a str,
+    pub destination_address: &'a str,
+    pub cents: i64,
+    pub wire: &'a NewWire<'a>,
+    pub now: i64,
+}
+
+/// Inserts the `RECEIVED` mint `new`; `false` when its wire's reference
+/// is taken (the same wire raced this one in).
+pub(super) async fn insert_mint(
+    tx: &mut Transaction<'static, Any>,
+    new: &NewMint<'_>,
+) -> Result<bool, StoreError> {
+    let wire = new.wire;
+    let settles_at = new.now + i64::try_from(wire.settlement.after.as_micros()).unwrap_or(i64::MAX);
+    let inserted = sqlx::query(
+        "INSERT INTO mints (id, organization_id, instruction_id, identity_id, memo_id, amount_cents,
+             stablecoin_symbol, chain, destination_address, status, wire_source, wire_reference, recorded_by,
+             recorded_reason, bank_outcome, settles_at, created_at, updated_at, account_id)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $17, $18)
+         ON CONFLICT DO NOTHING",
+    )
+    .bind(new.id)
+    .bind(new.organization)
+    .bind(new.instruction)
+    .bind(new.identity)
+    .bind(wire.memo_id)
+    .bind(new.cents)
+    .bind(new.symbol)
+    .bind(new.chain)
+    .bind(new.destination_address)
+    .bind(Status::Received.as_str())
+    .bind(wire.source.as_str())
+    .bind(wire.reference)
+    .bind(wire.recorded_by)
+    .bind(wire.reason)
+    .bind(wire.settlement.outcome.as_str())
+    .bind(settles_at)
+    .bind(new.now)
+    .bind(new.account)
+    .execute(&mut **tx)
+    .await?;
+    Ok(inserted.rows_affected() == 1)
+}
+
 /// The mint a reference already started, when `wire` is the same wire.
 fn same_wire((found, organization): (Mint, String), wire: &NewWire<'_>) -> Result<Made<Mint>, StoreError> {
     if wire.organization.is_some_and(|o| o != organization) {
@@ -452,13 +503,17 @@ fn explain(failure: Failure) -> &'static str {
 
 /// The mint's `mint_update` for its current status: its envelope id is
 /// the same for the same (mint, status), so clients may deduplicate on it.
-async fn announce(tx: &mut Transaction<'static, Any>, mint: &Mint, now: i64) -> Result<(), StoreError> {
+pub(super) async fn announce(
+    tx: &mut Transaction<'static, Any>,
+    mint: &Mint,
+    now: i64,
+) -> Result<(), StoreError> {
     let id = format!("{}-{}", mint.id, mint.status.as_str().to_lowercase());
     let event = NewEvent::new(&mint.organization, MINT_UPDATE, &mint.id, id, mint)?;
     events::append(tx, std::slice::from_ref(&event), now).await
 }
 
-async fn mint_in(tx: &mut Transaction<'static, Any>, id: &str) -> Result<Mint, StoreError> {
+pub(super) async fn mint_in(tx: &mut Transaction<'static, Any>, id: &str) -> Result<Mint, StoreError> {
     let row = sqlx::query(&format!("SELECT {MINT_COLUMNS} FROM mints m WHERE m.id = $1"))
         .bind(id)
         .fetch_one(&mut **tx)

@@ -183,3 +183,15 @@ pub fn kyc(last_name: &str) -> Value {
                         "postal_code": "N1 1AA", "country_code": "GB" }]
     }})
 }
+
+/// The events of type `kind` about the resource `id` (their `data.id`) in a
+/// page of `GET /v2/events`, in order.
+pub fn events_about(page: &Value, kind: &str, id: &str) -> Vec<Value> {
+    page["events"]
+        .as_array()
+        .expect("a page of events")
+        .iter()
+        .filter(|e| e["type"] == kind && e["data"]["id"] == id)
+        .cloned()
+        .collect()
+}

@@ -11,6 +11,7 @@ pub mod fleet;
 pub mod instances;
 pub mod issuance;
 pub mod lagging;
+pub mod platform;
 pub mod proxy;
 pub mod python;
 pub mod receiver;

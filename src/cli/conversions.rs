@@ -1,0 +1,150 @@
+//! `conversions`: operators' side of conversions. `wires record` is how a
+//! wire to a virtual account enters in `production` (it works in `sandbox`
+//! too); `virtual-accounts open` and `refuse` record the bank's answer to a
+//! virtual account in `production`; `show` prints a conversion.
+
+use clap::{Args, Subcommand};
+
+use super::issuance::{Who, operator};
+
+use crate::{
+    conversions::on_ramp::MAX_FEE_BPS,
+    issuance::{
+        format_usd, parse_usd,
+        provider::{Bank, Operators},
+    },
+    store::{NewVirtualWire, NewWire, Store, WireSource},
+};
+
+#[derive(Debug, Subcommand)]
+pub enum ConversionsCommand {
+    /// Wires that arrived at virtual accounts.
+    #[command(subcommand)]
+    Wires(WiresCommand),
+    /// The bank's answers to virtual accounts asked for (`production`).
+    #[command(subcommand, name = "virtual-accounts")]
+    VirtualAccounts(VirtualAccountsCommand),
+    /// One conversion.
+    Show {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum WiresCommand {
+    /// Record a wire that arrived at a virtual account: it starts an
+    /// `ON_RAMP` conversion, whose id is printed on the last line; the same
+    /// reference again prints the same conversion and delivers nothing twice.
+    Record {
+        #[arg(long)]
+        virtual_account_id: String,
+        /// Dollars, with at most 2 decimals (`250.00`).
+        #[arg(long)]
+        amount: String,
+        /// The bank's reference of the wire: unique.
+        #[arg(long)]
+        reference: String,
+        #[command(flatten)]
+        who: Who,
+        #[command(flatten)]
+        fee: OnRampFee,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum VirtualAccountsCommand {
+    /// The bank opened a `PENDING` virtual account under this account number.
+    Open {
+        id: String,
+        /// The account number the bank gave it: unique.
+        #[arg(long)]
+        account_number: String,
+        #[command(flatten)]
+        who: Who,
+    },
+    /// The bank refused a `PENDING` virtual account: `--reason` is shown as
+    /// its `failure_reason`.
+    Refuse {
+        id: String,
+        #[command(flatten)]
+        who: Who,
+    },
+}
+
+/// The on-ramp fee, shared by `run`, `serve` and `conversions wires record`.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct OnRampFee {
+    /// The on-ramp fee in basis points of the wire (0 to 1000): the
+    /// stablecoin delivered is the wire less this fee, rounded in the
+    /// client's favour.
+    #[arg(long = "on-ramp-fee-bps", value_name = "BPS", env = "CUSTODY_INDEXER_ON_RAMP_FEE_BPS", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=i64::from(MAX_FEE_BPS)))]
+    pub bps: u32,
+}
+
+pub async fn run(store: &Store, command: ConversionsCommand) -> anyhow::Result<()> {
+    match command {
+        ConversionsCommand::Wires(WiresCommand::Record {
+            virtual_account_id,
+            amount,
+            reference,
+            who,
+            fee,
+        }) => {
+            let cents = parse_usd(&amount).map_err(|e| anyhow::anyhow!("--amount: {e}"))?;
+            let recorder = operator(&who.by)?;
+            let new = NewVirtualWire {
+                organization: None,
+                virtual_account_id: &virtual_account_id,
+                wire: NewWire {
+                    organization: None,
+                    memo_id: "",
+                    cents,
+                    reference: &reference,
+                    source: WireSource::Operator,
+                    recorded_by: Some(&recorder),
+                    reason: Some(&who.reason),
+                    settlement: Operators.receive(cents),
+                },
+                fee_bps: fee.bps,
+            };
+            let conversion = store.record_virtual_wire(&new).await?.into_inner();
+            println!(
+                "wire {reference}: {} USD to virtual account {virtual_account_id}: conversion {}",
+                format_usd(cents),
+                conversion.status
+            );
+            println!("{}", conversion.id);
+        }
+        ConversionsCommand::VirtualAccounts(VirtualAccountsCommand::Open { id, account_number, who }) => {
+            operator(&who.by)?;
+            let opened = store.decide_virtual_account(&id, Ok(&account_number)).await?;
+            println!("virtual account {id}: {}", opened.status.as_str());
+        }
+        ConversionsCommand::VirtualAccounts(VirtualAccountsCommand::Refuse { id, who }) => {
+            operator(&who.by)?;
+            let refused = store.decide_virtual_account(&id, Err(&who.reason)).await?;
+            println!("virtual account {id}: {}", refused.status.as_str());
+        }
+        ConversionsCommand::Show { id, json } => {
+            let conversion = store.conversion(None, &id).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&conversion)?);
+            } else {
+                println!(
+                    "{} {} {} {} {} -> {} {} {}",
+                    conversion.id,
+                    conversion.kind.as_str(),
+                    conversion.status,
+                    conversion.source.amount,
+                    conversion.source.currency,
+                    conversion.destination.amount.as_deref().unwrap_or("-"),
+                    conversion.destination.currency,
+                    conversion.failure_reason.as_deref().unwrap_or("")
+                );
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,33 @@
+//! Conversions: value moving between dollars and stablecoins.
+//!
+//! An identity opens **virtual accounts**: bank account numbers of its own
+//! whose incoming wires become `ON_RAMP` conversions, the dollars delivered
+//! as the virtual account's stablecoin to one of the identity's accounts
+//! ([`on_ramp`]: through the issuance wing's mint, sent by the chain's
+//! sender). Every conversion moves through the reference's state table
+//! ([`state`]), each change persisted with its
+//! `conversion_notification_update` event in one transaction. What happens
+//! when a wire arrives at a virtual account: [`crate::store::NewVirtualWire`]
+//! records it with its conversion and mint, the issuance worker settles the
+//! mint, the chain's sender mints, and [`worker`] walks the conversion
+//! behind the mint until our watcher sees the delivery `CONFIRMED`.
+
+pub mod on_ramp;
+pub mod provider;
+pub mod resource;
+pub mod state;
+mod worker;
+
+pub use resource::{
+    CONVERSION_NOTIFICATION_UPDATE, Conversion, DepositInstructions, VirtualAccount, VirtualAccountStatus,
+};
+pub use worker::{follow, follow_once};
+
+/// How conversions are priced.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Settings {
+    /// The on-ramp fee, in basis points of the wire (0 to
+    /// [`on_ramp::MAX_FEE_BPS`]): the stablecoin delivered is the wire less
+    /// this fee.
+    pub on_ramp_fee_bps: u32,
+}

@@ -1,0 +1,48 @@
+//! The conversions worker: opens the virtual accounts the bank has decided
+//! on, and walks each `ON_RAMP` conversion behind its mint. Every instance
+//! may run it: a conversion changes only from the status it was read in,
+//! under its row lock, so two instances change it once.
+
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use crate::store::{Store, StoreError, now_micros};
+
+/// How often the worker looks for work.
+const POLL: Duration = Duration::from_millis(500);
+
+/// Runs [`follow_once`] until `shutdown`.
+pub async fn follow(store: Store, shutdown: CancellationToken) {
+    loop {
+        match follow_once(&store).await {
+            Ok(0) => {}
+            Ok(moved) => info!(moved, "conversions moved on"),
+            Err(error) => warn!(error = format!("{error:#}"), "cannot move conversions on now; retrying"),
+        }
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = tokio::time::sleep(POLL) => {}
+        }
+    }
+}
+
+/// One pass: the virtual accounts opened or refused and the conversion
+/// status changes it made.
+pub async fn follow_once(store: &Store) -> Result<usize, StoreError> {
+    let opened = store.open_due_virtual_accounts(now_micros()).await?;
+    let mut moved = 0;
+    for id in store.on_ramps_behind().await? {
+        match store.follow_on_ramp(&id).await {
+            Ok(steps) => moved += steps,
+            // Another instance moved it between the read and the write.
+            Err(StoreError::Conflict(_)) => {}
+            Err(error @ (StoreError::NotFound(_) | StoreError::Corrupt(_))) => {
+                warn!(conversion = %id, %error, "a conversion cannot follow its mint; it waits");
+            }
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(opened + moved)
+}

@@ -1,0 +1,387 @@
+//! Conversions. Every change of a conversion's status goes through
+//! [`crate::conversions::state::apply`] in one transaction that also writes
+//! its `conversion_notification_update` event, guarded by the status it
+//! read: two instances moving the same conversion change it once.
+
+use sqlx::{Any, Row, Transaction, any::AnyRow};
+
+use super::{
+    Made, Store, StoreError,
+    events::{self, NewEvent},
+    mints::{self, NewMint, NewWire, insert_mint},
+    now_micros, parse_column, time,
+};
+use crate::{
+    chain::Chain,
+    conversions::{
+        CONVERSION_NOTIFICATION_UPDATE, Conversion, on_ramp,
+        resource::{Destination, RefundDetails, Source, Type},
+        state::{Status, Transition, apply, path},
+    },
+    issuance::{FIAT_CURRENCY, format_usd, mint::Status as MintStatus, normalize_reference},
+};
+
+/// A wire that arrived at a virtual account.
+#[derive(Debug, Clone)]
+pub struct NewVirtualWire<'a> {
+    /// The caller's organization (another's virtual account is not found);
+    /// `None` for an operator.
+    pub organization: Option<&'a str>,
+    pub virtual_account_id: &'a str,
+    /// The wire as the bank reported it; its `memo_id` is ignored (the
+    /// virtual account's `deposit_message` is recorded).
+    pub wire: NewWire<'a>,
+    /// The on-ramp fee, in basis points.
+    pub fee_bps: u32,
+}
+
+const COLUMNS: &str = "id, organization_id, type, status, account_id, identity_id, payment_instructions_id, \
+    request_id, quote_id, source_currency, source_cents, source_chain, destination_currency, destination_cents, \
+    exchange_rate, failure_reason, refund_details, completed_at, created_at, updated_at, mint_id";
+
+impl Store {
+    /// Records the wire of `new` at its virtual account, with the
+    /// `INITIATED` `ON_RAMP` conversion and the `RECEIVED` mint it starts
+    /// and their events, in one transaction. The same reference again
+    /// answers the conversion it started (another virtual account or
+    /// amount under it is a conflict). Only an `ACTIVE` virtual account
+    /// takes wires; one of a suspended identity does (the bank has the
+    /// dollars) and its mint fails, the dollars owed back.
+    pub async fn record_virtual_wire(
+        &self,
+        new: &NewVirtualWire<'_>,
+    ) -> Result<Made<Conversion>, StoreError> {
+        let reference = normalize_reference(new.wire.reference);
+        if let Some(found) = self.conversion_by_wire(&reference).await? {
+            return same_wire(found, new);
+        }
+        let mut tx = self.begin().await?;
+        let account = sqlx::query(
+            "SELECT organization_id, identity_id, account_id, currency, chain, destination_address, status,
+                 deposit_message
+             FROM virtual_accounts WHERE id = $1 AND ($2 IS NULL OR organization_id = $2)",
+        )
+        .bind(new.virtual_account_id)
+        .bind(new.organization)
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or_else(|| StoreError::NotFound(format!("virtual account {}", new.virtual_account_id)))?;
+        let status: String = account.try_get("status")?;
+        if status != "ACTIVE" {
+            return Err(StoreError::Conflict(format!(
+                "virtual account {} is VIRTUAL_ACCOUNT_STATUS_{status}: it takes no wire",
+                new.virtual_account_id
+            )));
+        }
+        let fee = on_ramp::fee(new.wire.cents, new.fee_bps);
+        if new.wire.cents - fee <= 0 {
+            return Err(StoreError::Invalid(format!(
+                "a wire of {} USD does not cover the on-ramp fee of {} USD",
+                format_usd(new.wire.cents),
+                format_usd(fee)
+            )));
+        }
+        let text = |column: &str| account.try_get::<String, _>(column);
+        let (organization, identity, account_id) =
+            (text("organization_id")?, text("identity_id")?, text("account_id")?);
+        let (currency, chain, address, message) =
+            (text("currency")?, text("chain")?, text("destination_address")?, text("deposit_message")?);
+        let wire = NewWire { memo_id: &message, reference: &reference, ..new.wire.clone() };
+        let (mint_id, now) = (uuid::Uuid::new_v4().to_string(), now_micros());
+        let mint = NewMint {
+            id: &mint_id,
+            organization: &organization,
+            instruction: new.virtual_account_id,
+            identity: &identity,
+            account: &account_id,
+            symbol: &currency,
+            chain: &chain,
+            destination_address: &address,
+            cents: new.wire.cents - fee,
+            wire: &wire,
+            now,
+        };
+        if !insert_mint(&mut tx, &mint).await? {
+            // The same reference raced this one in, or a mint instruction's
+            // wire holds it.
+            drop(tx);
+            return match self.conversion_by_wire(&reference).await? {
+                Some(found) => same_wire(found, new),
+                None => Err(StoreError::Conflict(format!("wire reference {reference} is taken by a mint"))),
+            };
+        }
+        let id = uuid::Uuid::new_v4().to_string();
+        sqlx::query(&format!(
+            "INSERT INTO conversions (id, organization_id, type, status, account_id, identity_id,
+                 payment_instructions_id, source_currency, source_cents, destination_currency, fee_cents, mint_id,
+                 created_at, updated_at)
+             VALUES ($1, $2, '{}', '{}', $3, $4, $5, $6, $7, $8, $9, $10, $11, $11)",
+            Type::OnRamp.as_str(),
+            Status::Initiated.as_str()
+        ))
+        .bind(&id)
+        .bind(&organization)
+        .bind(&account_id)
+        .bind(&identity)
+        .bind(new.virtual_account_id)
+        .bind(FIAT_CURRENCY)
+        .bind(new.wire.cents)
+        .bind(&currency)
+        .bind(fee)
+        .bind(&mint_id)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        let minted = mints::mint_in(&mut tx, &mint_id).await?;
+        mints::announce(&mut tx, &minted, now).await?;
+        let conversion = conversion_in(&mut tx, &id).await?;
+        announce(&mut tx, &conversion, now).await?;
+        tx.commit().await?;
+        Ok(Made::New(conversion))
+    }
+
+    /// One conversion; of `organization` only, when given.
+    pub async fn conversion(&self, organization: Option<&str>, id: &str) -> Result<Conversion, StoreError> {
+        let row = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM conversions WHERE id = $1 AND ($2 IS NULL OR organization_id = $2)"
+        ))
+        .bind(id)
+        .bind(organization)
+        .fetch_optional(&self.pool)
+        .await?
+        .ok_or_else(|| StoreError::NotFound(format!("conversion {id}")))?;
+        conversion_from_row(&row)
+    }
+
+    /// The ids of the `ON_RAMP` conversions behind their mint (see
+    /// [`on_ramp::target`]), oldest first: one read, so a pass over
+    /// conversions that wait writes nothing.
+    pub async fn on_ramps_behind(&self) -> Result<Vec<String>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT c.id, c.status, m.status AS mint_status, m.transfer_id FROM conversions c
+             JOIN mints m ON m.id = c.mint_id
+             WHERE c.type = $1 AND c.status NOT IN ($2, $3, $4) ORDER BY c.created_at, c.id",
+        )
+        .bind(Type::OnRamp.as_str())
+        .bind(Status::Completed.as_str())
+        .bind(Status::Failed.as_str())
+        .bind(Status::Returned.as_str())
+        .fetch_all(&self.pool)
+        .await?;
+        let mut behind = Vec::new();
+        for row in &rows {
+            let status: Status = parse_column(&row.try_get::<String, _>("status")?, "conversions.status")?;
+            let mint: MintStatus = parse_column(&row.try_get::<String, _>("mint_status")?, "mints.status")?;
+            let handed_off = row.try_get::<Option<String>, _>("transfer_id")?.is_some();
+            if on_ramp::target(mint, handed_off) != status {
+                behind.push(row.try_get("id")?);
+            }
+        }
+        Ok(behind)
+    }
+
+    /// Walks the `ON_RAMP` conversion `id` to where its mint stands (see
+    /// [`on_ramp::target`]), one status and event at a time, in one
+    /// transaction holding the conversion's row: the changes it made.
+    pub async fn follow_on_ramp(&self, id: &str) -> Result<usize, StoreError> {
+        let mut tx = self.begin().await?;
+        let Some((status, mint)) = lock_conversion(&mut tx, id).await? else { return Ok(0) };
+        let row =
+            sqlx::query("SELECT status, transfer_id, amount_cents, failure_reason FROM mints WHERE id = $1")
+                .bind(&mint)
+                .fetch_one(&mut *tx)
+                .await?;
+        let mint_status: MintStatus = parse_column(&row.try_get::<String, _>("status")?, "mints.status")?;
+        let handed_off = row.try_get::<Option<String>, _>("transfer_id")?.is_some();
+        let to = on_ramp::target(mint_status, handed_off);
+        let events = match path(status, to) {
+            Ok(events) => events,
+            Err(refusal) => {
+                tracing::error!(conversion = id, %mint, %refusal, "an on-ramp's mint moved against its status");
+                return Ok(0);
+            }
+        };
+        let settled = Settled {
+            destination_cents: row.try_get("amount_cents")?,
+            failure_reason: row.try_get("failure_reason")?,
+        };
+        let mut at = status;
+        for event in &events {
+            let transition = apply(at, *event).map_err(|r| StoreError::Corrupt(r.to_string()))?;
+            change(&mut tx, id, transition, &settled).await?;
+            at = transition.to;
+        }
+        tx.commit().await?;
+        Ok(events.len())
+    }
+
+    /// The conversion whose mint's wire has `reference`.
+    async fn conversion_by_wire(&self, reference: &str) -> Result<Option<(Conversion, i64)>, StoreError> {
+        let row = sqlx::query(&format!(
+            "SELECT {}, m.amount_cents AS wire_net FROM conversions c JOIN mints m ON m.id = c.mint_id
+             WHERE m.wire_reference = $1",
+            prefixed("c.")
+        ))
+        .bind(reference)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|row| Ok((conversion_from_row(&row)?, row.try_get("wire_net")?))).transpose()
+    }
+}
+
+/// What a settled on-ramp takes from its mint: the cents delivered, or why
+/// nothing was.
+struct Settled {
+    destination_cents: i64,
+    failure_reason: Option<String>,
+}
+
+fn prefixed(prefix: &str) -> String {
+    COLUMNS.split(", ").map(|c| format!("{prefix}{c}")).collect::<Vec<_>>().join(", ")
+}
+
+/// The conversion a reference already started, when `new` is the same wire.
+fn same_wire(
+    (found, _): (Conversion, i64),
+    new: &NewVirtualWire<'_>,
+) -> Result<Made<Conversion>, StoreError> {
+    if new.organization.is_some_and(|o| o != found.organization) {
+        return Err(StoreError::Conflict(format!("wire reference {} is taken", new.wire.reference)));
+    }
+    let same_account = found.payment_instructions_id.as_deref() == Some(new.virtual_account_id);
+    if !same_account || found.source.amount != format_usd(new.wire.cents) {
+        return Err(StoreError::Conflict(format!(
+            "wire {} was recorded for virtual account {} and {} USD (conversion {})",
+            new.wire.reference,
+            found.payment_instructions_id.unwrap_or_default(),
+            found.source.amount,
+            found.id
+        )));
+    }
+    Ok(Made::Existing(found))
+}
+
+/// Takes the row lock of conversion `id`: its status and mint.
+async fn lock_conversion(
+    tx: &mut Transaction<'static, Any>,
+    id: &str,
+) -> Result<Option<(Status, String)>, StoreError> {
+    let row =
+        sqlx::query("UPDATE conversions SET updated_at = updated_at WHERE id = $1 RETURNING status, mint_id")
+            .bind(id)
+            .fetch_optional(&mut **tx)
+            .await?;
+    let Some(row) = row else { return Ok(None) };
+    let status = parse_column(&row.try_get::<String, _>("status")?, "conversions.status")?;
+    let mint: Option<String> = row.try_get("mint_id")?;
+    Ok(mint.map(|mint| (status, mint)))
+}
+
+/// Writes `transition` of conversion `id` (if it still has the status it
+/// was read with) and its event; a settlement fills what it settled.
+async fn change(
+    tx: &mut Transaction<'static, Any>,
+    id: &str,
+    transition: Transition,
+    settled: &Settled,
+) -> Result<(), StoreError> {
+    let now = now_micros();
+    let completed = transition.to == Status::Completed;
+    let failure = (transition.to == Status::Failed).then(|| settled.failure_reason.clone()).flatten();
+    let done = sqlx::query(
+        "UPDATE conversions SET status = $2, updated_at = $3,
+             destination_cents = CASE WHEN $4 = 1 THEN $5 ELSE destination_cents END,
+             exchange_rate = CASE WHEN $4 = 1 THEN '1' ELSE exchange_rate END,
+             completed_at = CASE WHEN $4 = 1 THEN $3 ELSE completed_at END,
+             failure_reason = COALESCE($6, failure_reason)
+         WHERE id = $1 AND status = $7",
+    )
+    .bind(id)
+    .bind(transition.to.as_str())
+    .bind(now)
+    .bind(i64::from(completed))
+    .bind(settled.destination_cents)
+    .bind(failure)
+    .bind(transition.from.as_str())
+    .execute(&mut **tx)
+    .await?;
+    if done.rows_affected() != 1 {
+        return Err(StoreError::Conflict(format!("conversion {id} changed meanwhile")));
+    }
+    let conversion = conversion_in(tx, id).await?;
+    announce(tx, &conversion, now).await
+}
+
+/// The conversion's `conversion_notification_update` for its current
+/// status: its envelope id is the same for the same (conversion, status),
+/// so clients may deduplicate on it.
+async fn announce(
+    tx: &mut Transaction<'static, Any>,
+    conversion: &Conversion,
+    now: i64,
+) -> Result<(), StoreError> {
+    let id = format!("{}-{}", conversion.id, conversion.status.as_str().to_lowercase());
+    let event = NewEvent::new(
+        &conversion.organization,
+        CONVERSION_NOTIFICATION_UPDATE,
+        &conversion.id,
+        id,
+        conversion,
+    )?;
+    events::append(tx, std::slice::from_ref(&event), now).await
+}
+
+async fn conversion_in(tx: &mut Transaction<'static, Any>, id: &str) -> Result<Conversion, StoreError> {
+    let row = sqlx::query(&format!("SELECT {COLUMNS} FROM conversions WHERE id = $1"))
+        .bind(id)
+        .fetch_one(&mut **tx)
+        .await?;
+    conversion_from_row(&row)
+}
+
+fn conversion_from_row(row: &AnyRow) -> Result<Conversion, StoreError> {
+    let status: Status = parse_column(&row.try_get::<String, _>("status")?, "conversions.status")?;
+    let chain: Option<Chain> = row
+        .try_get::<Option<String>, _>("source_chain")?
+        .map(|c| parse_column(&c, "conversions.source_chain"))
+        .transpose()?;
+    let refund: Option<RefundDetails> = row
+        .try_get::<Option<String>, _>("refund_details")?
+        .map(|r| {
+            serde_json::from_str(&r)
+                .map_err(|e| StoreError::Corrupt(format!("conversions.refund_details: {e}")))
+        })
+        .transpose()?;
+    Ok(Conversion {
+        id: row.try_get("id")?,
+        status,
+        kind: parse_column(&row.try_get::<String, _>("type")?, "conversions.type")?,
+        account_id: row.try_get("account_id")?,
+        identity_id: row.try_get("identity_id")?,
+        payment_instructions_id: row.try_get("payment_instructions_id")?,
+        request_id: row.try_get("request_id")?,
+        quote_id: row.try_get("quote_id")?,
+        source: Source {
+            currency: row.try_get("source_currency")?,
+            amount: format_usd(row.try_get("source_cents")?),
+            chain,
+        },
+        destination: Destination {
+            currency: row.try_get("destination_currency")?,
+            amount: row.try_get::<Option<i64>, _>("destination_cents")?.map(format_usd),
+        },
+        exchange_rate: row.try_get("exchange_rate")?,
+        created_at: time(row.try_get("created_at")?)?,
+        updated_at: time(row.try_get("updated_at")?)?,
+        completed_at: row
+            .try_get::<Option<i64>, _>("completed_at")?
+            .filter(|_| status == Status::Completed)
+            .map(time)
+            .transpose()?,
+        failure_reason: row
+            .try_get::<Option<String>, _>("failure_reason")?
+            .filter(|_| matches!(status, Status::Failed | Status::Returned)),
+        refund_details: refund.filter(|_| status == Status::Returned),
+        organization: row.try_get("organization_id")?,
+    })
+}
