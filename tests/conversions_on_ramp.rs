@@ -10,7 +10,7 @@ mod common;
 
 use std::time::Duration;
 
-use alloy::primitives::U256;
+use alloy::{primitives::U256, providers::Provider};
 use common::{
     CHAIN,
     db::Backend,
@@ -28,6 +28,23 @@ async fn virtual_account(platform: &Platform, port: u16) -> String {
     let created = platform.post(port, "/v2/identities/ada/virtual-accounts", &body).await;
     assert_eq!(created["status"], "VIRTUAL_ACCOUNT_STATUS_PENDING", "{created}");
     created["id"].as_str().unwrap().to_string()
+}
+
+/// Waits until the virtual account `va` of `ada` is `ACTIVE`.
+async fn active(platform: &Platform, port: u16, va: &str) {
+    eventually(Duration::from_secs(15), "the virtual account ACTIVE", || async {
+        let page = platform.get(port, "/v2/identities/ada/virtual-accounts").await;
+        let found = page["virtual_accounts"].as_array()?.iter().find(|v| v["id"] == va)?.clone();
+        (found["status"] == "VIRTUAL_ACCOUNT_STATUS_ACTIVE").then_some(())
+    })
+    .await;
+}
+
+/// A simulated wire of `amount` to `va`: its conversion's id.
+async fn wire(platform: &Platform, port: u16, va: &str, amount: &str) -> String {
+    let wire = json!({ "virtual_account_id": va, "amount": amount, "currency": "USD" });
+    let answer = platform.post(port, "/v2/simulation/virtual-account-deposit", &wire).await;
+    answer["conversion_id"].as_str().unwrap().to_string()
 }
 
 /// Mines a block each poll until conversion `id` is `COMPLETED`.
@@ -53,14 +70,8 @@ async fn a_wire_to_a_virtual_account_is_delivered_on_chain_in_five_announced_ste
     let port = dead_port();
     let _run = platform.run(port);
     let va = virtual_account(&platform, port).await;
-    eventually(Duration::from_secs(15), "the virtual account ACTIVE", || async {
-        let page = platform.get(port, "/v2/identities/ada/virtual-accounts").await;
-        (page["virtual_accounts"][0]["status"] == "VIRTUAL_ACCOUNT_STATUS_ACTIVE").then_some(())
-    })
-    .await;
-    let wire = json!({ "virtual_account_id": va, "amount": "250.00", "currency": "USD" });
-    let answer = platform.post(port, "/v2/simulation/virtual-account-deposit", &wire).await;
-    let id = answer["conversion_id"].as_str().unwrap().to_string();
+    active(&platform, port, &va).await;
+    let id = wire(&platform, port, &va, "250.00").await;
     let conversion = completed(&platform, port, &id).await;
 
     // Delivered: exactly the wire (no fee in sandbox), at the account's address.
@@ -156,4 +167,46 @@ async fn in_production_an_operator_opens_the_virtual_account_and_two_operators_d
     assert_eq!(statuses, ["INITIATED", "PROCESSING", "PAYOUT_INITIATED", "PAYOUT_IN_PROGRESS", "COMPLETED"]);
     let shown = operator(&["conversions", "show", &id, "--json"]);
     assert_eq!(serde_json::from_str::<Value>(&shown).unwrap()["status"], "COMPLETED");
+}
+
+#[tokio::test]
+async fn on_ramps_whose_instance_is_killed_mid_way_are_delivered_once_by_two_racing_instances() {
+    let platform = Platform::new(Backend::Postgres).await;
+    let (first, second, third) = (dead_port(), dead_port(), dead_port());
+    let mut killed = platform.run(first);
+    let va = virtual_account(&platform, first).await;
+    active(&platform, first, &va).await;
+    // No block is mined while the only instance sends the mints: it is
+    // killed with its transactions out and not included.
+    platform.anvil.provider.raw_request::<_, Value>("evm_setAutomine".into(), (false,)).await.unwrap();
+    let mut ids = Vec::new();
+    for amount in ["1000.25", "20.00", "3.50"] {
+        ids.push(wire(&platform, first, &va, amount).await);
+    }
+    eventually(Duration::from_secs(60), "a mint transaction sent", || async {
+        let pool: Value = platform.anvil.provider.raw_request("txpool_content".into(), ()).await.unwrap();
+        (!pool["pending"].as_object().unwrap().is_empty()).then_some(())
+    })
+    .await;
+    killed.0.kill().unwrap();
+    killed.0.wait().unwrap();
+    platform.anvil.provider.raw_request::<_, Value>("evm_setAutomine".into(), (true,)).await.unwrap();
+
+    // Two instances take over at once; each conversion is delivered once,
+    // announced once per status.
+    let _racing = [platform.run(second), platform.run(third)];
+    api_up(second).await;
+    for id in &ids {
+        completed(&platform, second, id).await;
+        let statuses: Vec<Value> =
+            updates(&platform, second, id).await.iter().map(|e| e["data"]["status"].clone()).collect();
+        assert_eq!(
+            statuses,
+            ["INITIATED", "PROCESSING", "PAYOUT_INITIATED", "PAYOUT_IN_PROGRESS", "COMPLETED"]
+        );
+    }
+    assert_eq!(platform.balance().await, U256::from(1_023_750_000u64), "delivered once each");
+    assert_eq!(platform.supply().await, U256::from(1_023_750_000u64));
+    let books = reconcile(&platform.env, 0);
+    assert_eq!(books[0]["minted"], "1023.75", "{books}");
 }
