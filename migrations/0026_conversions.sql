@@ -25,6 +25,7 @@ CREATE TABLE virtual_accounts (
     deposit_message TEXT NOT NULL,
     bank_account_number TEXT NOT NULL,
     bank_details TEXT NOT NULL,
+    fee_bps BIGINT NOT NULL,
     created_at BIGINT NOT NULL,
     updated_at BIGINT NOT NULL
 );
@@ -70,7 +71,32 @@ CREATE INDEX conversions_by_status ON conversions (type, status);
 -- account's (a mint started by an on-ramp names its virtual account in
 -- `instruction_id`).
 ALTER TABLE mints ADD COLUMN account_id TEXT;
+-- The cents of the wire (`amount_cents`) the platform keeps as a fee: the
+-- mint mints the rest. A fee is kept only once minted; a failed mint owes
+-- the whole wire back.
+ALTER TABLE mints ADD COLUMN fee_cents BIGINT NOT NULL DEFAULT 0;
 UPDATE mints SET account_id = (
     SELECT i.account_id FROM mint_instructions i
     WHERE i.organization_id = mints.organization_id AND i.id = mints.instruction_id
 );
+
+-- A priced off-ramp, bound to one bank account of the organization
+-- (`payment_instructions_id`): `source_cents` of the stablecoin paid out as
+-- `destination_cents` at `rate` (an exact decimal), `fee_cents` of the
+-- source kept. Usable once, until `expires_at`; `conversion_id` names the
+-- conversion that used it.
+CREATE TABLE quotes (
+    id TEXT PRIMARY KEY,
+    organization_id TEXT NOT NULL REFERENCES organizations (id),
+    payment_instructions_id TEXT NOT NULL,
+    source_currency TEXT NOT NULL,
+    source_cents BIGINT NOT NULL,
+    destination_currency TEXT NOT NULL,
+    destination_cents BIGINT NOT NULL,
+    rate TEXT NOT NULL,
+    fee_cents BIGINT NOT NULL,
+    expires_at BIGINT NOT NULL,
+    conversion_id TEXT,
+    created_at BIGINT NOT NULL
+);
+CREATE UNIQUE INDEX quotes_by_conversion ON quotes (conversion_id);

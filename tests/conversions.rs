@@ -195,6 +195,8 @@ async fn virtual_accounts_are_opened_by_the_bank_once_per_request_and_scoped() {
         assert!(rest.get("cursor").is_none());
         let failed_only = app.get(&format!("{PATH}?status=VIRTUAL_ACCOUNT_STATUS_FAILED"), &acme).await.body;
         assert_eq!(failed_only["virtual_accounts"].as_array().unwrap().len(), 1, "{failed_only}");
+        let all = app.get(&format!("{PATH}?status=VIRTUAL_ACCOUNT_STATUS_UNSPECIFIED"), &acme).await.body;
+        assert_eq!(all["virtual_accounts"].as_array().unwrap().len(), 3, "{all}");
         for query in ["limit=0", "limit=101", "status=ACTIVE", "colour=red"] {
             assert_eq!(app.get(&format!("{PATH}?{query}"), &acme).await.status, 400, "{query}");
         }
@@ -337,4 +339,131 @@ async fn production_serves_no_virtual_account_simulation() {
         document["paths"]["/v2/identities/{identity_id}/virtual-accounts"]["post"]["x-extension"],
         json!(true)
     );
+}
+
+/// A bank account of `ada` over `rail` (`us`, `mx` or `swift`): its id.
+async fn bank_account(app: &common::api::App, key: &str, rail: &str) -> String {
+    let mut details = common::issuance::us_bank("000123456789");
+    let map = details.as_object_mut().unwrap();
+    match rail {
+        "mx" => {
+            map.remove("routing_number");
+            map.remove("account_number");
+            map.insert("clabe".into(), json!("032180000118359719"));
+        }
+        "swift" => {
+            map.remove("routing_number");
+            map.insert("swift_or_bic_number".into(), json!("DEUTDEFF"));
+        }
+        _ => {}
+    }
+    let body = json!({ "request_id": rail, "identity_id": "ada", "bank_account_details": details });
+    let created = app.post("/v2/issuance/bank-accounts", key, &body).await;
+    assert_eq!(created.status, 201, "{created:?}");
+    created.body["id"].as_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn quotes_price_a_bank_accounts_corridor_less_spread_and_fee_and_are_persisted() {
+    use custody_indexer::conversions::{Settings, quote::Table};
+    for backend in BACKENDS {
+        let settings = Settings {
+            off_ramp_fee_bps: 100,
+            spread_bps: 50,
+            rates: Some(Table::parse("MXN=17.25,EUR=0.92").unwrap()),
+            quote_ttl: Duration::from_secs(5),
+            ..Settings::default()
+        };
+        let app = common::api::spawn_configured(backend, common::issuance::chains(), |state| {
+            state.with_compliance(Environment::Sandbox, Default::default()).with_conversions(settings)
+        })
+        .await;
+        let (acme, globex) = (app.key("acme").await, app.key("globex").await);
+        identity(&app, "acme", "ada", true, true).await;
+        let (us, mx, swift) = (
+            bank_account(&app, &acme, "us").await,
+            bank_account(&app, &acme, "mx").await,
+            bank_account(&app, &acme, "swift").await,
+        );
+        let quote = |bank: &str, currency: &str, amount: &str| {
+            format!(
+                "/v2/conversions/quotes?source_currency=USDC&source_amount={amount}&destination_currency={currency}&payment_instructions_id={bank}"
+            )
+        };
+
+        // 100 USDC to a CLABE: 1.00 kept, 99.00 at 17.25 less 0.5% = 17.16375.
+        let created = app.get(&quote(&mx, "MXN", "100.00"), &acme).await;
+        assert_eq!(created.status, 201, "{created:?}");
+        assert_eq!(
+            keys(&created.body),
+            [
+                "created_at",
+                "destination",
+                "exchange_rate",
+                "expires_at",
+                "fee",
+                "id",
+                "payment_instructions_id",
+                "source"
+            ]
+        );
+        let body = &created.body;
+        assert_eq!(body["source"], json!({ "currency": "USDC", "amount": "100.00" }));
+        assert_eq!(body["destination"], json!({ "currency": "MXN", "amount": "1699.21" }));
+        assert_eq!(
+            (&body["exchange_rate"], &body["fee"]),
+            (&json!("17.16375"), &json!({ "currency": "USDC", "amount": "1.00" }))
+        );
+        assert_eq!(body["payment_instructions_id"], mx.as_str());
+        let created_at = chrono::DateTime::parse_from_rfc3339(body["created_at"].as_str().unwrap()).unwrap();
+        let expires_at = chrono::DateTime::parse_from_rfc3339(body["expires_at"].as_str().unwrap()).unwrap();
+        assert_eq!(expires_at - created_at, chrono::Duration::seconds(5), "the configured lifetime");
+        let stored = app.store().quote("acme", body["id"].as_str().unwrap()).await.unwrap();
+        assert_eq!(serde_json::to_value(&stored).unwrap(), *body, "persisted as answered");
+
+        // SWIFT takes any priced currency; a CLABE only pesos; a US account none.
+        assert_eq!(app.get(&quote(&swift, "EUR", "10.00"), &acme).await.status, 201);
+        for (path, mentions) in [
+            (quote(&mx, "EUR", "10.00"), "destination_currency: bank account"),
+            (quote(&swift, "JPY", "10.00"), "destination_currency"),
+            (quote(&us, "MXN", "10.00"), "a US account, paid by a US wire that takes no quote"),
+            (quote(&mx, "MXN", "1.234"), "source_amount"),
+            (quote(&mx, "MXN", "0.01"), "source_amount: the amount is too small"),
+            (quote(&mx, "MXN", "10.00").replace("USDC", "DAI"), "source_currency: DAI"),
+            (quote(&mx, "MXN", "10.00").replace("&destination_currency=MXN", ""), "destination_currency"),
+            (quote(&mx, "MXN", "10.00") + "&fee=1", "fee"),
+        ] {
+            refused(&app.get(&path, &acme).await, 400, "INVALID_REQUEST", mentions);
+        }
+        refused(&app.get(&quote(&mx, "MXN", "10.00"), &globex).await, 404, "NOT_FOUND", &mx);
+        // An identity that may no longer convert gets no quote.
+        app.store().set_fiat_enabled("acme", "ada", false, "operator:test", "review").await.unwrap();
+        refused(&app.get(&quote(&mx, "MXN", "10.00"), &acme).await, 400, "FIAT_NOT_ENABLED", "ada");
+    }
+}
+
+#[tokio::test]
+async fn production_quotes_nothing_without_rates_and_the_sandbox_prices_its_fixed_table() {
+    let production = app(
+        common::db::Backend::Sqlite,
+        Environment::Production,
+        Some(common::issuance::us_bank("000123456789")),
+    )
+    .await;
+    let acme = production.key("acme").await;
+    identity(&production, "acme", "ada", true, true).await;
+    let mx = bank_account(&production, &acme, "mx").await;
+    let path = format!(
+        "/v2/conversions/quotes?source_currency=USDC&source_amount=10.00&destination_currency=MXN&payment_instructions_id={mx}"
+    );
+    refused(&production.get(&path, &acme).await, 503, "CONVERSIONS_UNAVAILABLE", "--conversion-rates");
+
+    let sandbox = app(common::db::Backend::Sqlite, Environment::Sandbox, None).await;
+    let acme = sandbox.key("acme").await;
+    identity(&sandbox, "acme", "ada", true, true).await;
+    let mx = bank_account(&sandbox, &acme, "mx").await;
+    let path = path.replace(&path[path.rfind('=').unwrap() + 1..], &mx);
+    let quoted = sandbox.get(&path, &acme).await;
+    assert_eq!((quoted.status, &quoted.body["exchange_rate"]), (201, &json!("17.25")), "{quoted:?}");
+    assert_eq!(quoted.body["destination"]["amount"], "172.50");
 }

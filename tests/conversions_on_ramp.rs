@@ -115,7 +115,7 @@ async fn a_wire_to_a_virtual_account_is_delivered_on_chain_in_five_announced_ste
 async fn in_production_an_operator_opens_the_virtual_account_and_two_operators_deliver_a_wire_less_its_fee() {
     let platform = Platform::new(Backend::Postgres).await;
     let port = dead_port();
-    let _run = platform.run_production(port);
+    let _run = platform.run_production(port, &[("CUSTODY_INDEXER_ON_RAMP_FEE_BPS", "150")]);
     let va = virtual_account(&platform, port).await;
     let operator = |args: &[&str]| platform.operator(args);
     let by = ["--by", "ann", "--reason", "the bank opened it"];
@@ -142,8 +142,6 @@ async fn in_production_an_operator_opens_the_virtual_account_and_two_operators_d
         "ann",
         "--reason",
         "arrived",
-        "--on-ramp-fee-bps",
-        "150",
     ];
     let recorded = operator(&record);
     let id = recorded.lines().last().unwrap().to_string();
@@ -167,6 +165,13 @@ async fn in_production_an_operator_opens_the_virtual_account_and_two_operators_d
     assert_eq!(statuses, ["INITIATED", "PROCESSING", "PAYOUT_INITIATED", "PAYOUT_IN_PROGRESS", "COMPLETED"]);
     let shown = operator(&["conversions", "show", &id, "--json"]);
     assert_eq!(serde_json::from_str::<Value>(&shown).unwrap()["status"], "COMPLETED");
+    // The books: the wire received, 98.50 minted and 1.50 kept.
+    let books = reconcile(&platform.env, 0);
+    assert_eq!(
+        (&books[0]["fiat_received"], &books[0]["fees"]),
+        (&json!("100.00"), &json!("1.50")),
+        "{books}"
+    );
 }
 
 #[tokio::test]

@@ -151,7 +151,7 @@ async fn a_mint_sender_killed_with_its_transaction_out_is_recovered_by_two_racin
 async fn in_production_a_wire_recorded_and_approved_by_two_operators_mints_on_chain() {
     let platform = Platform::new(Backend::Sqlite).await;
     let port = dead_port();
-    let _run = platform.run_production(port);
+    let _run = platform.run_production(port, &[]);
     let memo = platform.instruction(port).await;
     let url = format!("http://127.0.0.1:{port}/v2/simulation/fiat-deposit");
     let body = json!({ "amount": "75.50", "memo_id": memo, "currency": "USD", "payment_rail": "WIRE" });

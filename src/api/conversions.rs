@@ -166,6 +166,7 @@ pub async fn create_virtual_account(
         bank,
         account_number: provider::new_account_number(),
         deposit_message: provider::new_deposit_message(),
+        fee_bps: state.conversions().on_ramp_fee_bps,
     };
     let created = store.create_virtual_account(&new).await?;
     Ok((StatusCode::CREATED, Json(created.into_inner())))
@@ -175,7 +176,7 @@ pub async fn create_virtual_account(
 #[utoipa::path(get, operation_id = "listVirtualAccounts", path = "/v2/identities/{identity_id}/virtual-accounts", tag = "conversions",
     params(
         ("identity_id" = String, Path, description = "The identity's id"),
-        ("status" = Option<VirtualAccountStatus>, Query, description = "Only virtual accounts showing this status"),
+        ("status" = Option<VirtualAccountStatus>, Query, description = "Only virtual accounts showing this status (`VIRTUAL_ACCOUNT_STATUS_UNSPECIFIED`: all)"),
         ("limit" = Option<u32>, Query, minimum = 1, maximum = 100, description = "Page size, 1 to 100 (default 25)"),
         ("cursor" = Option<String>, Query, description = "The cursor of the previous page"),
     ),
@@ -193,8 +194,10 @@ pub async fn list_virtual_accounts(
     let params = Params::parse(query.as_deref(), &["status", "limit", "cursor"])?;
     let limit = params.limit("limit", DEFAULT_LIMIT, MAX_LIMIT)?;
     let after = params.cursor::<Keyset>()?.map(|k| k.id);
+    // The reference's `…_UNSPECIFIED` filters nothing.
     let status = params
         .one("status")?
+        .filter(|s| *s != "VIRTUAL_ACCOUNT_STATUS_UNSPECIFIED")
         .map(|s| s.parse::<VirtualAccountStatus>().map_err(|e| ApiError::invalid(format!("status: {e}"))))
         .transpose()?;
     let store = state.store();
@@ -276,7 +279,6 @@ pub async fn simulate_virtual_account_deposit(
             reason: None,
             settlement: issuance::provider::Sandbox.receive(cents),
         },
-        fee_bps: state.conversions().on_ramp_fee_bps,
     };
     let conversion = state.store().record_virtual_wire(&new).await?.into_inner();
     Ok(Json(VirtualAccountDepositAnswer { conversion_id: conversion.id }))

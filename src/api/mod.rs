@@ -17,6 +17,7 @@ mod issuance;
 mod operator;
 mod ops;
 mod params;
+mod quotes;
 mod signature;
 mod transfers;
 mod webhooks;
@@ -157,8 +158,20 @@ impl ApiState {
         self
     }
 
-    fn conversions(&self) -> crate::conversions::Settings {
-        self.0.conversions
+    fn conversions(&self) -> &crate::conversions::Settings {
+        &self.0.conversions
+    }
+
+    /// The rates quotes use: the configured ones; in `sandbox` without
+    /// them, the sandbox's fixed table; in `production` without them, none.
+    fn prices(&self) -> Option<crate::conversions::quote::Table> {
+        match (&self.0.conversions.rates, self.0.environment) {
+            (Some(table), _) => Some(table.clone()),
+            (None, Environment::Sandbox) => {
+                crate::conversions::quote::Table::parse(crate::conversions::quote::SANDBOX_RATES).ok()
+            }
+            (None, Environment::Production) => None,
+        }
     }
 
     /// The bank opening virtual accounts: the sandbox's, or operators
@@ -310,6 +323,7 @@ fn v2() -> (Router<ApiState>, utoipa::openapi::OpenApi) {
         .routes(routes!(issuance::get_mint))
         .routes(routes!(conversions::create_virtual_account, conversions::list_virtual_accounts))
         .routes(routes!(conversions::get_conversion))
+        .routes(routes!(quotes::create_quote))
         .split_for_parts()
 }
 

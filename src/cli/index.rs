@@ -290,7 +290,7 @@ fn api_state(
         .with_transfers(signer, api.gas.usd_micros)
         .with_compliance(environment, api.compliance())
         .with_receiving_bank(api.receiving_bank()?)
-        .with_conversions(crate::conversions::Settings { on_ramp_fee_bps: api.on_ramp_fee.bps })
+        .with_conversions(api.pricing.settings())
         .with_limits(api.limits.limits())
         .with_operator_token(api.operator_token.clone()))
 }

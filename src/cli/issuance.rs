@@ -207,11 +207,12 @@ pub async fn reconcile(
     for b in books.iter().filter(|_| !json) {
         let supply = b.supply.as_deref().unwrap_or("unknown");
         println!(
-            "{} on {}: received {} USD = minted {} + returned {} USD + in flight {} USD; supply {supply} (being sent {}): {}",
+            "{} on {}: received {} USD = minted {} + fees {} USD + returned {} USD + in flight {} USD; supply {supply} (being sent {}): {}",
             b.stablecoin_symbol,
             b.chain,
             b.fiat_received,
             b.minted,
+            b.fees,
             b.fiat_returned,
             b.fiat_in_flight,
             b.being_sent,

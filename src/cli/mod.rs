@@ -99,7 +99,7 @@ pub struct ApiOptions {
     #[arg(long, value_name = "FILE", env = crate::issuance::receiving::RECEIVING_BANK_ENV)]
     pub receiving_bank: Option<std::path::PathBuf>,
     #[command(flatten)]
-    pub on_ramp_fee: conversions::OnRampFee,
+    pub pricing: conversions::Pricing,
 }
 
 /// Parses `--operator-token` without ever echoing the value: clap's own

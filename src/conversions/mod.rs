@@ -14,6 +14,7 @@
 
 pub mod on_ramp;
 pub mod provider;
+pub mod quote;
 pub mod resource;
 pub mod state;
 mod worker;
@@ -24,10 +25,34 @@ pub use resource::{
 pub use worker::{follow, follow_once};
 
 /// How conversions are priced.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
     /// The on-ramp fee, in basis points of the wire (0 to
     /// [`on_ramp::MAX_FEE_BPS`]): the stablecoin delivered is the wire less
     /// this fee.
     pub on_ramp_fee_bps: u32,
+    /// The off-ramp fee, in basis points of the stablecoin, bound to each quote.
+    pub off_ramp_fee_bps: u32,
+    /// How far below the mid rate quotes price, in basis points.
+    pub spread_bps: u32,
+    /// The rates quotes use: `None` in `sandbox` is [`quote::SANDBOX_RATES`];
+    /// `None` in `production` prices nothing.
+    pub rates: Option<quote::Table>,
+    /// How long a quote may be used.
+    pub quote_ttl: std::time::Duration,
+}
+
+/// How long a quote may be used unless configured.
+pub const DEFAULT_QUOTE_TTL: std::time::Duration = std::time::Duration::from_secs(60);
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            on_ramp_fee_bps: 0,
+            off_ramp_fee_bps: 0,
+            spread_bps: 0,
+            rates: None,
+            quote_ttl: DEFAULT_QUOTE_TTL,
+        }
+    }
 }

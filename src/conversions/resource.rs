@@ -220,3 +220,32 @@ impl VirtualAccount {
             && self.destination == other.destination
     }
 }
+
+/// An amount in a currency.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+#[schema(as = QuoteAmount)]
+pub struct Money {
+    pub currency: String,
+    /// A decimal string in `currency`'s major unit (`100.00`).
+    pub amount: String,
+}
+
+/// A priced off-ramp: `GET /v2/conversions/quotes`. Usable by one
+/// conversion, until `expires_at`; its fee is bound to it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+pub struct Quote {
+    pub id: String,
+    pub source: Money,
+    pub destination: Money,
+    /// Destination units per source unit, an exact decimal string.
+    pub exchange_rate: String,
+    pub fee: Money,
+    /// The bank account it pays out to.
+    pub payment_instructions_id: String,
+    #[serde(serialize_with = "rfc3339")]
+    pub expires_at: DateTime<Utc>,
+    #[serde(serialize_with = "rfc3339")]
+    pub created_at: DateTime<Utc>,
+    #[serde(skip)]
+    pub organization: String,
+}

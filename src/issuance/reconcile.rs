@@ -26,6 +26,8 @@ pub struct MintRow {
     pub chain: Chain,
     pub symbol: String,
     pub cents: i64,
+    /// Of `cents`, those kept as a fee once minted (an on-ramp's).
+    pub fee_cents: i64,
     pub status: Status,
     /// Its dollars are owed back (or were returned).
     pub fiat_owed: bool,
@@ -52,14 +54,21 @@ impl MintRow {
         (got, owed, waiting)
     }
 
+    /// The fee it kept: its fee once something was minted, else nothing
+    /// (a failed mint owes the whole wire back).
+    fn fee_kept(&self) -> i64 {
+        if self.minted.is_some() { self.fee_cents } else { 0 }
+    }
+
     /// Whether its dollars received (in a stablecoin of `decimals`) are
-    /// what it minted, owes back or has on its way.
+    /// what it minted and kept as a fee, owes back or has on its way.
     pub fn balances(&self, decimals: u8) -> bool {
         let scale = U256::from(10u8).pow(U256::from(decimals.saturating_sub(2)));
-        let units = U256::from(self.cents.max(0) as u64) * scale;
+        let units = |cents: i64| U256::from(cents.max(0) as u64) * scale;
         let (got, owed, waiting) = self.fiat();
-        let left = if got { units } else { U256::ZERO };
-        left == self.minted.unwrap_or_default() + if owed || waiting { units } else { U256::ZERO }
+        let left = if got { units(self.cents) } else { U256::ZERO };
+        let pending = if owed || waiting { units(self.cents) } else { U256::ZERO };
+        left == self.minted.unwrap_or_default() + units(self.fee_kept()) + pending
     }
 }
 
@@ -72,6 +81,8 @@ pub struct Books {
     pub fiat_received: String,
     /// Stablecoin major units minted by confirmed mint transactions.
     pub minted: String,
+    /// USD kept as on-ramp fees by the mints that minted.
+    pub fees: String,
     pub fiat_returned: String,
     pub fiat_in_flight: String,
     /// Stablecoin major units in mint transactions being sent.
@@ -98,7 +109,7 @@ pub fn reconcile(
     rows: &[MintRow],
     supply: Result<U256, String>,
 ) -> Books {
-    let (mut received, mut returned, mut in_flight) = (0i64, 0i64, 0i64);
+    let (mut received, mut returned, mut in_flight, mut fees) = (0i64, 0i64, 0i64, 0i64);
     let (mut minted, mut sending) = (U256::ZERO, U256::ZERO);
     let mut unbalanced = Vec::new();
     for row in rows {
@@ -106,6 +117,7 @@ pub fn reconcile(
         received += if got { row.cents } else { 0 };
         returned += if owed { row.cents } else { 0 };
         in_flight += if waiting { row.cents } else { 0 };
+        fees += row.fee_kept();
         minted += row.minted.unwrap_or_default();
         sending += row.sending.unwrap_or_default();
         if !row.balances(decimals) {
@@ -117,9 +129,10 @@ pub fn reconcile(
     if !unbalanced.is_empty() {
         differences.push(Difference {
             message: format!(
-                "fiat received {} USD is not minted {} + returned {} USD + in flight {} USD",
+                "fiat received {} USD is not minted {} + fees {} USD + returned {} USD + in flight {} USD",
                 format_usd(received),
                 major(minted),
+                format_usd(fees),
                 format_usd(returned),
                 format_usd(in_flight)
             ),
@@ -153,6 +166,7 @@ pub fn reconcile(
         stablecoin_symbol: symbol.to_string(),
         fiat_received: format_usd(received),
         minted: major(minted),
+        fees: format_usd(fees),
         fiat_returned: format_usd(returned),
         fiat_in_flight: format_usd(in_flight),
         being_sent: major(sending),
@@ -181,6 +195,7 @@ mod tests {
             chain: Chain::EthereumTestnet,
             symbol: "USDC".into(),
             cents,
+            fee_cents: 0,
             status,
             fiat_owed: owed,
             minted: minted.map(U256::from),
@@ -236,6 +251,30 @@ mod tests {
             ("262.49", "250", "10.50")
         );
         assert_eq!((books.fiat_in_flight.as_str(), books.being_sent.as_str()), ("1.99", "1.99"));
+    }
+
+    #[test]
+    fn an_on_ramp_fee_is_kept_once_minted_and_owed_back_with_the_wire_when_not() {
+        use Status as S;
+        let fee = |mut row: MintRow| {
+            row.fee_cents = 150;
+            row
+        };
+        let minted = fee(row("minted", 10_000, S::Completed, false, Some(98_500_000), None));
+        let failed = fee(row("failed", 10_000, S::Failed, true, None, None));
+        let kept_too_much = fee(row("short", 10_000, S::Completed, false, Some(98_000_000), None));
+        assert!(minted.balances(6) && failed.balances(6) && !kept_too_much.balances(6));
+        let books = books(&[minted, failed], 98_500_000);
+        assert!(books.agrees, "{books:?}");
+        assert_eq!(
+            (
+                books.fiat_received.as_str(),
+                books.minted.as_str(),
+                books.fees.as_str(),
+                books.fiat_returned.as_str()
+            ),
+            ("200.00", "98.5", "1.50", "100.00")
+        );
     }
 
     #[test]

@@ -29,10 +29,9 @@ pub struct NewVirtualWire<'a> {
     pub organization: Option<&'a str>,
     pub virtual_account_id: &'a str,
     /// The wire as the bank reported it; its `memo_id` is ignored (the
-    /// virtual account's `deposit_message` is recorded).
+    /// virtual account's `deposit_message` is recorded). The fee is the
+    /// virtual account's, fixed when it was opened.
     pub wire: NewWire<'a>,
-    /// The on-ramp fee, in basis points.
-    pub fee_bps: u32,
 }
 
 const COLUMNS: &str = "id, organization_id, type, status, account_id, identity_id, payment_instructions_id, \
@@ -58,7 +57,7 @@ impl Store {
         let mut tx = self.begin().await?;
         let account = sqlx::query(
             "SELECT organization_id, identity_id, account_id, currency, chain, destination_address, status,
-                 deposit_message
+                 deposit_message, fee_bps
              FROM virtual_accounts WHERE id = $1 AND ($2 IS NULL OR organization_id = $2)",
         )
         .bind(new.virtual_account_id)
@@ -73,7 +72,9 @@ impl Store {
                 new.virtual_account_id
             )));
         }
-        let fee = on_ramp::fee(new.wire.cents, new.fee_bps);
+        let fee_bps = u32::try_from(account.try_get::<i64, _>("fee_bps")?)
+            .map_err(|_| StoreError::Corrupt("virtual_accounts.fee_bps".into()))?;
+        let fee = on_ramp::fee(new.wire.cents, fee_bps);
         if new.wire.cents - fee <= 0 {
             return Err(StoreError::Invalid(format!(
                 "a wire of {} USD does not cover the on-ramp fee of {} USD",
@@ -97,7 +98,8 @@ impl Store {
             symbol: &currency,
             chain: &chain,
             destination_address: &address,
-            cents: new.wire.cents - fee,
+            cents: new.wire.cents,
+            fee_cents: fee,
             wire: &wire,
             now,
         };
@@ -187,7 +189,7 @@ impl Store {
         let mut tx = self.begin().await?;
         let Some((status, mint)) = lock_conversion(&mut tx, id).await? else { return Ok(0) };
         let row =
-            sqlx::query("SELECT status, transfer_id, amount_cents, failure_reason FROM mints WHERE id = $1")
+            sqlx::query("SELECT status, transfer_id, amount_cents - fee_cents AS minted_cents, failure_reason FROM mints WHERE id = $1")
                 .bind(&mint)
                 .fetch_one(&mut *tx)
                 .await?;
@@ -202,7 +204,7 @@ impl Store {
             }
         };
         let settled = Settled {
-            destination_cents: row.try_get("amount_cents")?,
+            destination_cents: row.try_get("minted_cents")?,
             failure_reason: row.try_get("failure_reason")?,
         };
         let mut at = status;
@@ -218,14 +220,14 @@ impl Store {
     /// The conversion whose mint's wire has `reference`.
     async fn conversion_by_wire(&self, reference: &str) -> Result<Option<(Conversion, i64)>, StoreError> {
         let row = sqlx::query(&format!(
-            "SELECT {}, m.amount_cents AS wire_net FROM conversions c JOIN mints m ON m.id = c.mint_id
+            "SELECT {}, m.amount_cents AS wire_cents FROM conversions c JOIN mints m ON m.id = c.mint_id
              WHERE m.wire_reference = $1",
             prefixed("c.")
         ))
         .bind(reference)
         .fetch_optional(&self.pool)
         .await?;
-        row.map(|row| Ok((conversion_from_row(&row)?, row.try_get("wire_net")?))).transpose()
+        row.map(|row| Ok((conversion_from_row(&row)?, row.try_get("wire_cents")?))).transpose()
     }
 }
 

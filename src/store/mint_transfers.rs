@@ -63,7 +63,8 @@ impl Store {
         let mut tx = self.begin().await?;
         let Some(mint) = sqlx::query(
             "UPDATE mints SET updated_at = updated_at WHERE id = $1 AND status = $2 AND transfer_id IS NULL
-             RETURNING organization_id, account_id, identity_id, amount_cents, stablecoin_symbol, chain,
+             RETURNING organization_id, account_id, identity_id, amount_cents - fee_cents AS minted_cents,
+                 stablecoin_symbol, chain,
                  destination_address",
         )
         .bind(id)
@@ -98,7 +99,7 @@ impl Store {
         .bind(issuer)
         .bind(mint.try_get::<String, _>("destination_address")?)
         .bind(&symbol)
-        .bind(mint_amount(mint.try_get("amount_cents")?, decimals)?.to_string())
+        .bind(mint_amount(mint.try_get("minted_cents")?, decimals)?.to_string())
         .bind(i64::from(decimals))
         .bind(now)
         .execute(&mut *tx)
@@ -168,7 +169,7 @@ impl Store {
     /// while it is being sent.
     pub async fn mint_books(&self, chain: Option<Chain>) -> Result<Vec<MintRow>, StoreError> {
         let rows = sqlx::query(
-            "SELECT m.id, m.chain, m.stablecoin_symbol, m.amount_cents, m.status, m.fiat_return, m.deposit_id,
+            "SELECT m.id, m.chain, m.stablecoin_symbol, m.amount_cents, m.fee_cents, m.status, m.fiat_return, m.deposit_id,
                  t.status AS transfer_status, t.amount_raw
              FROM mints m LEFT JOIN transfers t ON t.id = m.transfer_id
              WHERE ($1 IS NULL OR m.chain = $1) ORDER BY m.chain, m.stablecoin_symbol, m.created_at, m.id",
@@ -194,6 +195,7 @@ impl Store {
                     chain: parse_column(&r.try_get::<String, _>("chain")?, "mints.chain")?,
                     symbol: r.try_get("stablecoin_symbol")?,
                     cents: r.try_get("amount_cents")?,
+                    fee_cents: r.try_get("fee_cents")?,
                     status: parse_column(&r.try_get::<String, _>("status")?, "mints.status")?,
                     fiat_owed: r.try_get::<Option<String>, _>("fiat_return")?.is_some(),
                     minted: amount.filter(|_| confirmed),

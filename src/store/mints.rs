@@ -110,6 +110,7 @@ impl Store {
             chain: &chain,
             destination_address: &address,
             cents: wire.cents,
+            fee_cents: 0,
             wire,
             now,
         };
@@ -339,7 +340,9 @@ pub(super) struct NewMint<'a> {
     pub symbol: &'a str,
     pub chain: &'a str,
     pub destination_address: &'a str,
+    /// The wire's cents, and those of them kept as a fee.
     pub cents: i64,
+    pub fee_cents: i64,
     pub wire: &'a NewWire<'a>,
     pub now: i64,
 }
@@ -355,8 +358,8 @@ pub(super) async fn insert_mint(
     let inserted = sqlx::query(
         "INSERT INTO mints (id, organization_id, instruction_id, identity_id, memo_id, amount_cents,
              stablecoin_symbol, chain, destination_address, status, wire_source, wire_reference, recorded_by,
-             recorded_reason, bank_outcome, settles_at, created_at, updated_at, account_id)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $17, $18)
+             recorded_reason, bank_outcome, settles_at, created_at, updated_at, account_id, fee_cents)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $17, $18, $19)
          ON CONFLICT DO NOTHING",
     )
     .bind(new.id)
@@ -377,6 +380,7 @@ pub(super) async fn insert_mint(
     .bind(settles_at)
     .bind(new.now)
     .bind(new.account)
+    .bind(new.fee_cents)
     .execute(&mut **tx)
     .await?;
     Ok(inserted.rows_affected() == 1)

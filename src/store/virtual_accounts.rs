@@ -29,6 +29,8 @@ pub struct NewVirtualAccount {
     pub bank: Value,
     pub account_number: String,
     pub deposit_message: String,
+    /// The on-ramp fee its wires pay, in basis points.
+    pub fee_bps: u32,
 }
 
 /// The status a virtual account shows: its own, `INACTIVE` when `ACTIVE`
@@ -68,8 +70,8 @@ impl Store {
         let inserted = sqlx::query(
             "INSERT INTO virtual_accounts (id, organization_id, identity_id, request_id, account_id, currency,
                  chain, destination_address, banking_country, status, bank_outcome, failure_reason, opens_at,
-                 deposit_message, bank_account_number, bank_details, created_at, updated_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'PENDING', $10, $11, $12, $13, $14, $15, $16, $16)
+                 deposit_message, bank_account_number, bank_details, fee_bps, created_at, updated_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'PENDING', $10, $11, $12, $13, $14, $15, $17, $16, $16)
              ON CONFLICT DO NOTHING",
         )
         .bind(&account.id)
@@ -88,6 +90,7 @@ impl Store {
         .bind(&new.account_number)
         .bind(new.bank.to_string())
         .bind(now)
+        .bind(i64::from(new.fee_bps))
         .execute(&self.pool)
         .await?;
         if inserted.rows_affected() == 0 {

@@ -147,15 +147,14 @@ impl Platform {
     }
 
     /// `run` in `production` on `port`, its receiving bank a US bank
-    /// account written beside the chain files.
-    pub fn run_production(&self, port: u16) -> Process {
+    /// account written beside the chain files, and `env`.
+    pub fn run_production(&self, port: u16, env: &[(&str, &str)]) -> Process {
         let bank = self.env.dir.path().join("receiving-bank.json");
         std::fs::write(&bank, super::issuance::us_bank("000123456789").to_string()).unwrap();
         let bank = bank.to_str().unwrap();
-        self.run_with(
-            port,
-            &[("CUSTODY_INDEXER_ENVIRONMENT", "production"), ("CUSTODY_INDEXER_RECEIVING_BANK", bank)],
-        )
+        let production =
+            [("CUSTODY_INDEXER_ENVIRONMENT", "production"), ("CUSTODY_INDEXER_RECEIVING_BANK", bank)];
+        self.run_with(port, &[&production[..], env].concat())
     }
 
     /// An operator's command, which must succeed: its output.
