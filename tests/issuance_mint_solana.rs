@@ -2,7 +2,8 @@
 //! mint placed by `issuance deploy` with the issuer its authority, the
 //! mint sent by the chain's sender (the sponsor pays the fee and the new
 //! token account's rent, the issuer signs), its deposit `CONFIRMED` and the
-//! mint `COMPLETED`.
+//! mint `COMPLETED`; and a wire to a virtual account delivered the same
+//! way, its on-ramp announced at each of its five statuses.
 
 mod common;
 
@@ -28,85 +29,125 @@ fn key_of(value: &Value) -> Pubkey {
     value.as_str().unwrap().parse().unwrap()
 }
 
+/// The local Solana network with the platform's USDC placed by `issuance
+/// deploy`, organization `acme` and its `ACTIVE`, fiat-enabled identity
+/// `ada` with account `ada-1`, and `run` in `sandbox` over them.
+struct Platform {
+    node: SolanaNode,
+    env: Env,
+    key: String,
+    sponsor: Pubkey,
+    issuer: Pubkey,
+    mint: Pubkey,
+    owner: Pubkey,
+    base: String,
+    _run: common::cli::Process,
+}
+
+impl Platform {
+    async fn start() -> Self {
+        let node = SolanaNode::start().await;
+        let toml = format!(
+            "chain = \"{CHAIN}\"\ngenesis_hash = \"{}\"\nrpc_urls = [\"{}\"]\nconfirmation = \"finalized\"\n\
+             poll_interval_ms = 100\nmax_block_range = 200\nnative = {{ symbol = \"SOL\", decimals = 9 }}\n\
+             [transfers]\nnative_usd = \"150\"\n",
+            node.genesis_hash, node.url
+        );
+        let env = Env::with_chain_file(&toml);
+        let cli = |args: &[&str]| {
+            let out = env.command(args).env("CUSTODY_INDEXER_MNEMONIC", MNEMONIC).output().unwrap();
+            assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+            String::from_utf8(out.stdout).unwrap()
+        };
+        let wallets: Value = serde_json::from_str(&cli(&["wallets", "list", "--json"])).unwrap();
+        let (sponsor, issuer) = (key_of(&wallets[0]["sponsor"]), key_of(&wallets[0]["issuer"]));
+        let airdrop = node.rpc.request_airdrop(&sponsor, 5 * SOL).await.unwrap();
+        eventually(Duration::from_secs(30), "the airdrop", || async {
+            node.rpc.confirm_transaction(&airdrop).await.unwrap().then_some(())
+        })
+        .await;
+        let printed =
+            cli(&["issuance", "deploy", "--chain", CHAIN.as_str(), "--symbol", "USDC", "--decimals", "6"]);
+        std::fs::write(env.chains.join("test.toml"), format!("{toml}\n{printed}")).unwrap();
+        let mint: Pubkey = printed
+            .lines()
+            .find_map(|l| l.strip_prefix("contract_address = "))
+            .unwrap()
+            .trim_matches('"')
+            .parse()
+            .unwrap();
+
+        let key = env.organization_with_key();
+        env.identity("acme", "ada");
+        cli(&[
+            "identities",
+            "fiat",
+            "enable",
+            "ada",
+            "--organization",
+            "acme",
+            "--by",
+            "kyc",
+            "--reason",
+            "wires",
+        ]);
+        let account: Value = serde_json::from_str(&cli(&[
+            "accounts",
+            "create",
+            "--organization",
+            "acme",
+            "--account-id",
+            "ada-1",
+            "--identity-id",
+            "ada",
+            "--type",
+            "SEGREGATED",
+            "--json",
+        ]))
+        .unwrap();
+        let owner = key_of(&account["addresses"][0]["address"]);
+
+        let port = dead_port();
+        let env_vars = [("CUSTODY_INDEXER_MNEMONIC", MNEMONIC), ("CUSTODY_INDEXER_ENVIRONMENT", "sandbox")];
+        let _run = env.listen("run", CHAIN, port, &env_vars);
+        let base = format!("http://127.0.0.1:{port}");
+        eventually(Duration::from_secs(30), "the API", || async {
+            answers(&format!("{base}/healthz")).await.then_some(())
+        })
+        .await;
+        Self { node, env, key, sponsor, issuer, mint, owner, base, _run }
+    }
+
+    async fn post(&self, path: &str, body: Value) -> Value {
+        let answer =
+            send_json(Method::POST, &format!("{}{path}", self.base), Some(&self.key), Some(&body)).await;
+        assert!(answer.status == 200 || answer.status == 201, "{path}: {answer:?}");
+        answer.body
+    }
+
+    async fn get(&self, path: &str) -> Value {
+        send(Method::GET, &format!("{}{path}", self.base), Some(&self.key)).await.body
+    }
+
+    /// The account's USDC, finalized.
+    async fn held(&self) -> String {
+        let finalized = CommitmentConfig::finalized();
+        let account = ata(&self.owner, &self.mint, TOKEN);
+        self.node
+            .rpc
+            .get_token_account_balance_with_commitment(&account, finalized)
+            .await
+            .unwrap()
+            .value
+            .amount
+    }
+}
+
 #[tokio::test]
 async fn a_wire_is_minted_to_the_clients_token_account_and_completes() {
-    let node = SolanaNode::start().await;
-    let toml = format!(
-        "chain = \"{CHAIN}\"\ngenesis_hash = \"{}\"\nrpc_urls = [\"{}\"]\nconfirmation = \"finalized\"\n\
-         poll_interval_ms = 100\nmax_block_range = 200\nnative = {{ symbol = \"SOL\", decimals = 9 }}\n\
-         [transfers]\nnative_usd = \"150\"\n",
-        node.genesis_hash, node.url
-    );
-    let env = Env::with_chain_file(&toml);
-    let cli = |args: &[&str]| {
-        let out = env.command(args).env("CUSTODY_INDEXER_MNEMONIC", MNEMONIC).output().unwrap();
-        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8(out.stdout).unwrap()
-    };
-    let wallets: Value = serde_json::from_str(&cli(&["wallets", "list", "--json"])).unwrap();
-    let (sponsor, issuer) = (key_of(&wallets[0]["sponsor"]), key_of(&wallets[0]["issuer"]));
-    let airdrop = node.rpc.request_airdrop(&sponsor, 5 * SOL).await.unwrap();
-    eventually(Duration::from_secs(30), "the airdrop", || async {
-        node.rpc.confirm_transaction(&airdrop).await.unwrap().then_some(())
-    })
-    .await;
-    let printed =
-        cli(&["issuance", "deploy", "--chain", CHAIN.as_str(), "--symbol", "USDC", "--decimals", "6"]);
-    std::fs::write(env.chains.join("test.toml"), format!("{toml}\n{printed}")).unwrap();
-    let mint: Pubkey = printed
-        .lines()
-        .find_map(|l| l.strip_prefix("contract_address = "))
-        .unwrap()
-        .trim_matches('"')
-        .parse()
-        .unwrap();
-
-    let key = env.organization_with_key();
-    env.identity("acme", "ada");
-    cli(&[
-        "identities",
-        "fiat",
-        "enable",
-        "ada",
-        "--organization",
-        "acme",
-        "--by",
-        "kyc",
-        "--reason",
-        "wires",
-    ]);
-    let account: Value = serde_json::from_str(&cli(&[
-        "accounts",
-        "create",
-        "--organization",
-        "acme",
-        "--account-id",
-        "ada-1",
-        "--identity-id",
-        "ada",
-        "--type",
-        "SEGREGATED",
-        "--json",
-    ]))
-    .unwrap();
-    let owner = key_of(&account["addresses"][0]["address"]);
-
-    let port = dead_port();
-    let env_vars = [("CUSTODY_INDEXER_MNEMONIC", MNEMONIC), ("CUSTODY_INDEXER_ENVIRONMENT", "sandbox")];
-    let _run = env.listen("run", CHAIN, port, &env_vars);
-    let base = format!("http://127.0.0.1:{port}");
-    eventually(Duration::from_secs(30), "the API", || async {
-        answers(&format!("{base}/healthz")).await.then_some(())
-    })
-    .await;
-    let post = |path: &'static str, body: Value| {
-        let (base, key) = (base.clone(), key.clone());
-        async move {
-            let answer = send_json(Method::POST, &format!("{base}{path}"), Some(&key), Some(&body)).await;
-            assert!(answer.status == 200 || answer.status == 201, "{path}: {answer:?}");
-            answer.body
-        }
-    };
+    let platform = Platform::start().await;
+    let Platform { node, env, sponsor, issuer, mint, base, key, .. } = &platform;
+    let post = |path: &'static str, body: Value| platform.post(path, body);
     let instruction = json!({ "request_id": uuid::Uuid::new_v4().to_string(), "identity_id": "ada",
         "stablecoin_symbol": "USDC", "chain": CHAIN.as_str(), "mint_destination_address_id": "ada-1" });
     let memo = post("/v2/issuance/mint-instructions", instruction).await["memo_id"].clone();
@@ -114,22 +155,20 @@ async fn a_wire_is_minted_to_the_clients_token_account_and_completes() {
     let id = post("/v2/simulation/fiat-deposit", wire).await["mint_id"].as_str().unwrap().to_string();
 
     let completed = eventually(Duration::from_secs(90), "the mint COMPLETED", || async {
-        let mint = send(Method::GET, &format!("{base}/v2/issuance/mints/{id}"), Some(&key)).await.body;
+        let mint = send(Method::GET, &format!("{base}/v2/issuance/mints/{id}"), Some(key)).await.body;
         assert_ne!(mint["status"], "FAILED", "{mint}");
         (mint["status"] == "COMPLETED").then_some(mint)
     })
     .await;
 
     let finalized = CommitmentConfig::finalized();
-    let held =
-        node.rpc.get_token_account_balance_with_commitment(&ata(&owner, &mint, TOKEN), finalized).await;
-    assert_eq!(held.unwrap().value.amount, "250000000");
-    let supply = node.rpc.get_token_supply_with_commitment(&mint, finalized).await.unwrap().value;
+    assert_eq!(platform.held().await, "250000000");
+    let supply = node.rpc.get_token_supply_with_commitment(mint, finalized).await.unwrap().value;
     assert_eq!(supply.amount, "250000000", "minted once");
 
     let signature = completed["transaction_hash"].as_str().expect("the mint's signature");
     let deposits =
-        send(Method::GET, &format!("{base}/v2/crypto/deposits?account_id=ada-1"), Some(&key)).await.body;
+        send(Method::GET, &format!("{base}/v2/crypto/deposits?account_id=ada-1"), Some(key)).await.body;
     let deposits = deposits["deposits"].as_array().unwrap();
     assert_eq!(deposits.len(), 1, "{deposits:?}");
     assert_eq!(deposits[0]["id"], completed["deposit_id"]);
@@ -149,11 +188,43 @@ async fn a_wire_is_minted_to_the_clients_token_account_and_completes() {
         .message
         .static_account_keys()
         .to_vec();
-    assert_eq!((keys[0], keys[1]), (sponsor, issuer), "fee payer first, then the issuer");
+    assert_eq!((keys[0], keys[1]), (*sponsor, *issuer), "fee payer first, then the issuer");
 
     let out = env.command(&["issuance", "reconcile", "--chain", CHAIN.as_str()]).output().unwrap();
     let printed = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{printed}{}", String::from_utf8_lossy(&out.stderr));
     assert!(printed.contains("USDC on SOLANA_DEVNET: received 250.00 USD = minted 250 +"), "{printed}");
     assert!(printed.contains("supply 250 (being sent 0): agree"), "{printed}");
+}
+
+#[tokio::test]
+async fn a_wire_to_a_virtual_account_is_delivered_on_solana_in_five_announced_steps() {
+    let platform = Platform::start().await;
+    let body = json!({ "request_id": "va-1",
+        "destination": { "account_id": "ada-1", "currency": "USDC", "chain": CHAIN.as_str() },
+        "source": { "banking_country": "US" } });
+    let va =
+        platform.post("/v2/identities/ada/virtual-accounts", body).await["id"].as_str().unwrap().to_string();
+    eventually(Duration::from_secs(15), "the virtual account ACTIVE", || async {
+        let page = platform.get("/v2/identities/ada/virtual-accounts").await;
+        (page["virtual_accounts"][0]["status"] == "VIRTUAL_ACCOUNT_STATUS_ACTIVE").then_some(())
+    })
+    .await;
+    let wire = json!({ "virtual_account_id": va, "amount": "42.10", "currency": "USD" });
+    let answer = platform.post("/v2/simulation/virtual-account-deposit", wire).await;
+    let id = answer["conversion_id"].as_str().unwrap().to_string();
+    let conversion = eventually(Duration::from_secs(90), "the conversion COMPLETED", || async {
+        let conversion = platform.get(&format!("/v2/conversions/{id}")).await;
+        assert_ne!(conversion["status"], "FAILED", "{conversion}");
+        (conversion["status"] == "COMPLETED").then_some(conversion)
+    })
+    .await;
+    assert_eq!(platform.held().await, "42100000", "delivered to the account's token account");
+    assert_eq!(conversion["destination"], json!({ "currency": "USDC", "amount": "42.10" }));
+    let page = platform.get("/v2/events?limit=100").await;
+    let statuses: Vec<Value> = common::api::events_about(&page, "conversion_notification_update", &id)
+        .iter()
+        .map(|e| e["data"]["status"].clone())
+        .collect();
+    assert_eq!(statuses, ["INITIATED", "PROCESSING", "PAYOUT_INITIATED", "PAYOUT_IN_PROGRESS", "COMPLETED"]);
 }
