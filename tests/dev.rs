@@ -224,6 +224,7 @@ async fn dev_runs_the_platform_offline_and_keeps_its_state_between_runs() {
     deposits_are_confirmed(&dev, &state).await;
     events_are_pulled_and_signed_webhooks_arrive(&dev, &receiver).await;
     a_transfer_out_completes(&dev).await;
+    an_on_ramp_completes(&dev, &state).await;
     // The operator commands act on the same store and chains.
     let health = binary()
         .args(["--database-url", dev.field("database_url"), "health", "--chains", dev.field("chains_dir")])
@@ -392,6 +393,31 @@ async fn a_transfer_out_completes(dev: &Dev) {
 
 /// SIGTERM: dev stops cleanly, its nodes with it, and `dev deposit` says
 /// none runs. Returns the line it had printed.
+/// `dev on-ramp --follow`: dollars wired to a virtual account of the dev
+/// account arrive as USDC, the conversion announced at each status.
+async fn an_on_ramp_completes(dev: &Dev, state: &Path) {
+    let out = binary()
+        .args(["dev", "on-ramp", "--state-dir", state.to_str().unwrap(), "--amount", "12.34", "--follow"])
+        .output()
+        .unwrap();
+    let printed = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success(), "{printed}{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<&str> = printed.lines().collect();
+    let id = lines[0];
+    assert_eq!(lines.last().copied(), Some(format!("{id} COMPLETED 12.34 USDC").as_str()), "{printed}");
+    let conversion = dev.get(&format!("/v2/conversions/{id}")).await;
+    assert_eq!(
+        (&conversion["type"], &conversion["account_id"]),
+        (&json!("ON_RAMP"), &json!(dev.field("account_id")))
+    );
+    let page = json!({ "events": history(dev).await.1 });
+    let statuses: Vec<Value> = common::api::events_about(&page, "conversion_notification_update", id)
+        .iter()
+        .map(|e| e["data"]["status"].clone())
+        .collect();
+    assert_eq!(statuses, ["INITIATED", "PROCESSING", "PAYOUT_INITIATED", "PAYOUT_IN_PROGRESS", "COMPLETED"]);
+}
+
 fn stops_with_its_nodes(mut dev: Dev, state: &Path) -> Value {
     let children = dev.children();
     assert_eq!(children.len(), 2, "anvil and the Solana node: {children:?}");

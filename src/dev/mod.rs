@@ -17,6 +17,7 @@ mod anvil_state;
 mod deposit;
 mod evm;
 mod nodes;
+mod on_ramp;
 mod seed;
 mod show;
 mod solana;
@@ -63,6 +64,9 @@ enum DevAction {
     /// dev account 1; a Solana wallet kept in the state directory) and
     /// print its transaction hash. Needs a running `dev`.
     Deposit(deposit::DepositArgs),
+    /// Wire dollars to a virtual account of the dev account (opened once):
+    /// an ON_RAMP conversion delivering them as USDC; prints its id.
+    OnRamp(on_ramp::OnRampArgs),
     /// Print what the running `dev` announced: its JSON line, or one field
     /// of it (`dev show api_key`).
     Show(show::ShowArgs),
@@ -122,6 +126,7 @@ pub struct WebhookSummary {
 pub async fn execute(command: DevCommand) -> anyhow::Result<ExitCode> {
     match command.action {
         Some(DevAction::Deposit(args)) => deposit::run(args).await,
+        Some(DevAction::OnRamp(args)) => on_ramp::run(args).await,
         Some(DevAction::Show(args)) => show::run(args),
         None => start(command.options).await,
     }

@@ -76,7 +76,7 @@ async fn sent(store: &Store, mint: &str) -> anyhow::Result<Option<String>> {
 }
 
 /// POSTs `body` to the running dev's API with its key: the answer's JSON.
-async fn post(client: &Client, dev: &Summary, path: &str, body: &Value) -> anyhow::Result<Value> {
+pub(super) async fn post(client: &Client, dev: &Summary, path: &str, body: &Value) -> anyhow::Result<Value> {
     let answer = client
         .post(format!("{}{path}", dev.api_url))
         .bearer_auth(&dev.api_key)
