@@ -98,46 +98,18 @@ pub async fn create_virtual_account(
     Body(body): Body<Value>,
 ) -> Result<(StatusCode, Json<VirtualAccount>), ApiError> {
     let request: VirtualAccountRequest = exact(body)?;
-    key("request_id", &request.request_id)?;
-    let chain: Chain = request
-        .destination
-        .chain
-        .parse()
-        .map_err(|e| ApiError::invalid(format!("destination.chain: {e}")))?;
-    let country = &request.source.banking_country;
-    if !provider::is_country(country) {
-        return Err(ApiError::invalid(format!(
-            "source.banking_country: {country:?} is not an ISO 3166-1 alpha-2 country code, such as US"
-        )));
-    }
     let store = state.store();
     let identity = store.identity(&caller.organization, &identity_id).await?;
-    let now = chrono::Utc::now();
-    let wanted = VirtualAccount {
-        id: uuid::Uuid::new_v4().to_string(),
-        identity_id: identity.id.clone(),
-        status: VirtualAccountStatus::Pending,
-        source: VirtualAccountSource { banking_country: country.clone() },
-        destination: VirtualAccountDestination {
-            account_id: request.destination.account_id.clone(),
-            currency: request.destination.currency.clone(),
-            chain,
-        },
-        deposit_instructions: None,
-        failure_reason: None,
-        created_at: now,
-        updated_at: now,
-        organization: caller.organization.clone(),
-        request_id: request.request_id.clone(),
-    };
+    let wanted = requested(request, &identity.id, &caller.organization)?;
+    let (chain, country) = (wanted.destination.chain, wanted.source.banking_country.clone());
     // A replay answers what the first request made, whatever the identity
     // or its account has become since; a new one needs the identity's
     // entitlement.
-    if let Some(found) = store.virtual_account_by_request(&caller.organization, &request.request_id).await? {
+    if let Some(found) = store.virtual_account_by_request(&caller.organization, &wanted.request_id).await? {
         if !found.same_request(&wanted) {
             let message = format!(
                 "request_id {} was used for another virtual account ({})",
-                request.request_id, found.id
+                wanted.request_id, found.id
             );
             return Err(crate::store::StoreError::Conflict(message).into());
         }
@@ -162,7 +134,7 @@ pub async fn create_virtual_account(
     let new = NewVirtualAccount {
         account: wanted,
         destination_address,
-        opening: state.virtual_account_bank().open(country),
+        opening: state.virtual_account_bank().open(&country),
         bank,
         account_number: provider::new_account_number(),
         deposit_message: provider::new_deposit_message(),
@@ -170,6 +142,44 @@ pub async fn create_virtual_account(
     };
     let created = store.create_virtual_account(&new).await?;
     Ok((StatusCode::CREATED, Json(created.into_inner())))
+}
+
+/// The virtual account `request` asks for, of `identity`, checked.
+fn requested(
+    request: VirtualAccountRequest,
+    identity: &str,
+    organization: &str,
+) -> Result<VirtualAccount, ApiError> {
+    key("request_id", &request.request_id)?;
+    let chain: Chain = request
+        .destination
+        .chain
+        .parse()
+        .map_err(|e| ApiError::invalid(format!("destination.chain: {e}")))?;
+    let country = request.source.banking_country;
+    if !provider::is_country(&country) {
+        return Err(ApiError::invalid(format!(
+            "source.banking_country: {country:?} is not an ISO 3166-1 alpha-2 country code, such as US"
+        )));
+    }
+    let now = chrono::Utc::now();
+    Ok(VirtualAccount {
+        id: uuid::Uuid::new_v4().to_string(),
+        identity_id: identity.to_string(),
+        status: VirtualAccountStatus::Pending,
+        source: VirtualAccountSource { banking_country: country },
+        destination: VirtualAccountDestination {
+            account_id: request.destination.account_id,
+            currency: request.destination.currency,
+            chain,
+        },
+        deposit_instructions: None,
+        failure_reason: None,
+        created_at: now,
+        updated_at: now,
+        organization: organization.to_string(),
+        request_id: request.request_id,
+    })
 }
 
 /// Lists an identity's virtual accounts by id.

@@ -55,51 +55,20 @@ impl Store {
             return same_wire(found, new);
         }
         let mut tx = self.begin().await?;
-        let account = sqlx::query(
-            "SELECT organization_id, identity_id, account_id, currency, chain, destination_address, status,
-                 deposit_message, fee_bps
-             FROM virtual_accounts WHERE id = $1 AND ($2 IS NULL OR organization_id = $2)",
-        )
-        .bind(new.virtual_account_id)
-        .bind(new.organization)
-        .fetch_optional(&mut *tx)
-        .await?
-        .ok_or_else(|| StoreError::NotFound(format!("virtual account {}", new.virtual_account_id)))?;
-        let status: String = account.try_get("status")?;
-        if status != "ACTIVE" {
-            return Err(StoreError::Conflict(format!(
-                "virtual account {} is VIRTUAL_ACCOUNT_STATUS_{status}: it takes no wire",
-                new.virtual_account_id
-            )));
-        }
-        let fee_bps = u32::try_from(account.try_get::<i64, _>("fee_bps")?)
-            .map_err(|_| StoreError::Corrupt("virtual_accounts.fee_bps".into()))?;
-        let fee = on_ramp::fee(new.wire.cents, fee_bps);
-        if new.wire.cents - fee <= 0 {
-            return Err(StoreError::Invalid(format!(
-                "a wire of {} USD does not cover the on-ramp fee of {} USD",
-                format_usd(new.wire.cents),
-                format_usd(fee)
-            )));
-        }
-        let text = |column: &str| account.try_get::<String, _>(column);
-        let (organization, identity, account_id) =
-            (text("organization_id")?, text("identity_id")?, text("account_id")?);
-        let (currency, chain, address, message) =
-            (text("currency")?, text("chain")?, text("destination_address")?, text("deposit_message")?);
-        let wire = NewWire { memo_id: &message, reference: &reference, ..new.wire.clone() };
+        let target = wired_account(&mut tx, new).await?;
+        let wire = NewWire { memo_id: &target.message, reference: &reference, ..new.wire.clone() };
         let (mint_id, now) = (uuid::Uuid::new_v4().to_string(), now_micros());
         let mint = NewMint {
             id: &mint_id,
-            organization: &organization,
+            organization: &target.organization,
             instruction: new.virtual_account_id,
-            identity: &identity,
-            account: &account_id,
-            symbol: &currency,
-            chain: &chain,
-            destination_address: &address,
+            identity: &target.identity,
+            account: &target.account,
+            symbol: &target.currency,
+            chain: &target.chain,
+            destination_address: &target.address,
             cents: new.wire.cents,
-            fee_cents: fee,
+            fee_cents: target.fee_cents,
             wire: &wire,
             now,
         };
@@ -112,28 +81,7 @@ impl Store {
                 None => Err(StoreError::Conflict(format!("wire reference {reference} is taken by a mint"))),
             };
         }
-        let id = uuid::Uuid::new_v4().to_string();
-        sqlx::query(&format!(
-            "INSERT INTO conversions (id, organization_id, type, status, account_id, identity_id,
-                 payment_instructions_id, source_currency, source_cents, destination_currency, fee_cents, mint_id,
-                 created_at, updated_at)
-             VALUES ($1, $2, '{}', '{}', $3, $4, $5, $6, $7, $8, $9, $10, $11, $11)",
-            Type::OnRamp.as_str(),
-            Status::Initiated.as_str()
-        ))
-        .bind(&id)
-        .bind(&organization)
-        .bind(&account_id)
-        .bind(&identity)
-        .bind(new.virtual_account_id)
-        .bind(FIAT_CURRENCY)
-        .bind(new.wire.cents)
-        .bind(&currency)
-        .bind(fee)
-        .bind(&mint_id)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
+        let id = insert_on_ramp(&mut tx, new, &target, &mint_id, now).await?;
         let minted = mints::mint_in(&mut tx, &mint_id).await?;
         mints::announce(&mut tx, &minted, now).await?;
         let conversion = conversion_in(&mut tx, &id).await?;
@@ -240,6 +188,99 @@ struct Settled {
 
 fn prefixed(prefix: &str) -> String {
     COLUMNS.split(", ").map(|c| format!("{prefix}{c}")).collect::<Vec<_>>().join(", ")
+}
+
+/// The virtual account a wire arrived at, as its on-ramp needs it.
+struct Wired {
+    organization: String,
+    identity: String,
+    account: String,
+    currency: String,
+    chain: String,
+    address: String,
+    message: String,
+    fee_cents: i64,
+}
+
+/// The `ACTIVE` virtual account of `new` (of its organization, when
+/// given), and the fee its wire pays; refused when it takes no wire or the
+/// wire does not cover the fee.
+async fn wired_account(
+    tx: &mut Transaction<'static, Any>,
+    new: &NewVirtualWire<'_>,
+) -> Result<Wired, StoreError> {
+    let row = sqlx::query(
+        "SELECT organization_id, identity_id, account_id, currency, chain, destination_address, status,
+             deposit_message, fee_bps
+         FROM virtual_accounts WHERE id = $1 AND ($2 IS NULL OR organization_id = $2)",
+    )
+    .bind(new.virtual_account_id)
+    .bind(new.organization)
+    .fetch_optional(&mut **tx)
+    .await?
+    .ok_or_else(|| StoreError::NotFound(format!("virtual account {}", new.virtual_account_id)))?;
+    let text = |column: &str| row.try_get::<String, _>(column);
+    let status = text("status")?;
+    if status != "ACTIVE" {
+        return Err(StoreError::Conflict(format!(
+            "virtual account {} is VIRTUAL_ACCOUNT_STATUS_{status}: it takes no wire",
+            new.virtual_account_id
+        )));
+    }
+    let fee_bps = u32::try_from(row.try_get::<i64, _>("fee_bps")?)
+        .map_err(|_| StoreError::Corrupt("virtual_accounts.fee_bps".into()))?;
+    let fee_cents = on_ramp::fee(new.wire.cents, fee_bps);
+    if new.wire.cents - fee_cents <= 0 {
+        return Err(StoreError::Invalid(format!(
+            "a wire of {} USD does not cover the on-ramp fee of {} USD",
+            format_usd(new.wire.cents),
+            format_usd(fee_cents)
+        )));
+    }
+    Ok(Wired {
+        organization: text("organization_id")?,
+        identity: text("identity_id")?,
+        account: text("account_id")?,
+        currency: text("currency")?,
+        chain: text("chain")?,
+        address: text("destination_address")?,
+        message: text("deposit_message")?,
+        fee_cents,
+    })
+}
+
+/// Inserts the `INITIATED` on-ramp of the wire of `new`, following
+/// `mint_id`: its id.
+async fn insert_on_ramp(
+    tx: &mut Transaction<'static, Any>,
+    new: &NewVirtualWire<'_>,
+    target: &Wired,
+    mint_id: &str,
+    now: i64,
+) -> Result<String, StoreError> {
+    let id = uuid::Uuid::new_v4().to_string();
+    sqlx::query(&format!(
+        "INSERT INTO conversions (id, organization_id, type, status, account_id, identity_id,
+             payment_instructions_id, source_currency, source_cents, destination_currency, fee_cents, mint_id,
+             created_at, updated_at)
+         VALUES ($1, $2, '{}', '{}', $3, $4, $5, $6, $7, $8, $9, $10, $11, $11)",
+        Type::OnRamp.as_str(),
+        Status::Initiated.as_str()
+    ))
+    .bind(&id)
+    .bind(&target.organization)
+    .bind(&target.account)
+    .bind(&target.identity)
+    .bind(new.virtual_account_id)
+    .bind(FIAT_CURRENCY)
+    .bind(new.wire.cents)
+    .bind(&target.currency)
+    .bind(target.fee_cents)
+    .bind(mint_id)
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    Ok(id)
 }
 
 /// The conversion a reference already started, when `new` is the same wire.
