@@ -568,6 +568,8 @@ async fn the_openapi_document_matches_the_routes_and_resources() {
             "/v2/accounts/{account_id}",
             "/v2/accounts/{account_id}/balances",
             "/v2/assets",
+            "/v2/conversions/quotes",
+            "/v2/conversions/{conversion_id}",
             "/v2/crypto/deposits",
             "/v2/crypto/deposits/{deposit_id}",
             "/v2/crypto/transfers",
@@ -578,6 +580,7 @@ async fn the_openapi_document_matches_the_routes_and_resources() {
             "/v2/identities/{identity_id}",
             "/v2/identities/{identity_id}/compliance",
             "/v2/identities/{identity_id}/id_verification/{check_id}",
+            "/v2/identities/{identity_id}/virtual-accounts",
             "/v2/issuance/bank-account/{id}",
             "/v2/issuance/bank-accounts",
             "/v2/issuance/mint-instructions",
@@ -625,6 +628,7 @@ async fn the_openapi_document_matches_the_routes_and_resources() {
             .replace("{policy_id}", &policy)
             .replace("{identity_id}", "identity")
             .replace("{check_id}", "no-check")
+            .replace("{conversion_id}", "no-such-id")
             .replace("{id}", "no-such-id");
         let concrete =
             if concrete == "/v2/crypto/deposits" { format!("{concrete}?account_id=acct") } else { concrete };

@@ -10,7 +10,7 @@ mod common;
 
 use std::time::Duration;
 
-use alloy::{primitives::U256, providers::Provider};
+use alloy::primitives::U256;
 use common::{
     CHAIN,
     db::Backend,
@@ -183,19 +183,12 @@ async fn on_ramps_whose_instance_is_killed_mid_way_are_delivered_once_by_two_rac
     active(&platform, first, &va).await;
     // No block is mined while the only instance sends the mints: it is
     // killed with its transactions out and not included.
-    platform.anvil.provider.raw_request::<_, Value>("evm_setAutomine".into(), (false,)).await.unwrap();
+    platform.pause_mining().await;
     let mut ids = Vec::new();
     for amount in ["1000.25", "20.00", "3.50"] {
         ids.push(wire(&platform, first, &va, amount).await);
     }
-    eventually(Duration::from_secs(60), "a mint transaction sent", || async {
-        let pool: Value = platform.anvil.provider.raw_request("txpool_content".into(), ()).await.unwrap();
-        (!pool["pending"].as_object().unwrap().is_empty()).then_some(())
-    })
-    .await;
-    killed.0.kill().unwrap();
-    killed.0.wait().unwrap();
-    platform.anvil.provider.raw_request::<_, Value>("evm_setAutomine".into(), (true,)).await.unwrap();
+    platform.kill_with_transactions_out(&mut killed).await;
 
     // Two instances take over at once; each conversion is delivered once,
     // announced once per status.

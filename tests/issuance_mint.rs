@@ -6,8 +6,6 @@
 
 mod common;
 
-use std::time::Duration;
-
 use alloy::transports::http::reqwest::Method;
 use alloy::{
     primitives::{Address, U256},
@@ -19,7 +17,7 @@ use common::{
     chain_toml,
     cli::Env,
     db::{BACKENDS, Backend},
-    dead_port, eventually,
+    dead_port,
     platform::{Coin, Platform, api_up, reconcile},
 };
 use serde_json::{Value, json};
@@ -111,16 +109,9 @@ async fn a_mint_sender_killed_with_its_transaction_out_is_recovered_by_two_racin
     let mut killed = platform.run(first);
     // No block is mined while the only instance signs and sends the mint:
     // it is killed with its transaction out and not included.
-    platform.anvil.provider.raw_request::<_, Value>("evm_setAutomine".into(), (false,)).await.unwrap();
+    platform.pause_mining().await;
     let id = platform.wire(first, "1000.25").await;
-    eventually(Duration::from_secs(60), "the mint transaction sent", || async {
-        let pool: Value = platform.anvil.provider.raw_request("txpool_content".into(), ()).await.unwrap();
-        (!pool["pending"].as_object().unwrap().is_empty()).then_some(())
-    })
-    .await;
-    killed.0.kill().unwrap();
-    killed.0.wait().unwrap();
-    platform.anvil.provider.raw_request::<_, Value>("evm_setAutomine".into(), (true,)).await.unwrap();
+    platform.kill_with_transactions_out(&mut killed).await;
 
     // Two instances take over at once; whichever holds the chain's lease
     // follows the transaction already out, and neither mints again.

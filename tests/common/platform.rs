@@ -8,6 +8,7 @@ use std::time::Duration;
 use alloy::transports::http::reqwest::Method;
 use alloy::{
     primitives::{Address, U256},
+    providers::Provider,
     sol,
 };
 use serde_json::{Value, json};
@@ -155,6 +156,25 @@ impl Platform {
         let production =
             [("CUSTODY_INDEXER_ENVIRONMENT", "production"), ("CUSTODY_INDEXER_RECEIVING_BANK", bank)];
         self.run_with(port, &[&production[..], env].concat())
+    }
+
+    /// Stops mining: transactions sent from now on wait in the pool.
+    pub async fn pause_mining(&self) {
+        let provider = &self.anvil.provider;
+        provider.raw_request::<_, Value>("evm_setAutomine".into(), (false,)).await.unwrap();
+    }
+
+    /// Waits until a transaction waits in the pool, kills `run` with it
+    /// out (not included), then mines again.
+    pub async fn kill_with_transactions_out(&self, run: &mut Process) {
+        eventually(Duration::from_secs(60), "a transaction sent", || async {
+            let pool: Value = self.anvil.provider.raw_request("txpool_content".into(), ()).await.unwrap();
+            (!pool["pending"].as_object().unwrap().is_empty()).then_some(())
+        })
+        .await;
+        run.0.kill().unwrap();
+        run.0.wait().unwrap();
+        self.anvil.provider.raw_request::<_, Value>("evm_setAutomine".into(), (true,)).await.unwrap();
     }
 
     /// An operator's command, which must succeed: its output.
