@@ -60,41 +60,48 @@ pub const MNEMONIC_FILE_ENV: &str = "CUSTODY_INDEXER_MNEMONIC_FILE";
 pub const FIRST_ACCOUNT_INDEX: u32 = 2;
 
 /// Which key: the chain family's gas sponsor, the omnibus wallet, a
-/// segregated account's own key by derivation index, or the issuer of the
-/// platform's stablecoins.
+/// segregated account's own key by derivation index, the issuer of the
+/// platform's stablecoins, or the settlement wallet that receives what
+/// off-ramps pay out (and sends back what a bank refuses or returns).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum KeyRef {
     Sponsor,
     Omnibus,
     Account(u32),
     Issuer,
+    Settlement,
 }
 
 impl KeyRef {
     /// The address index of the sponsor, the omnibus wallet and accounts;
-    /// `None` for the issuer, which no index reaches.
+    /// `None` for the issuer and the settlement wallet, which no index reaches.
     pub fn index(self) -> Option<u32> {
         match self {
             KeyRef::Sponsor => Some(0),
             KeyRef::Omnibus => Some(1),
             KeyRef::Account(n) => Some(n),
-            KeyRef::Issuer => None,
+            KeyRef::Issuer | KeyRef::Settlement => None,
         }
     }
 
-    /// The BIP-32 path of the key on EVM chains.
+    /// The BIP-32 path of the key on EVM chains: an account of its own
+    /// (BIP-44's third level) for the issuer (1) and the settlement wallet (2).
     pub fn evm_path(self) -> String {
-        match self.index() {
-            Some(index) => format!("m/44'/60'/0'/0/{index}"),
-            None => "m/44'/60'/1'/0/0".into(),
+        match self {
+            KeyRef::Issuer => "m/44'/60'/1'/0/0".into(),
+            KeyRef::Settlement => "m/44'/60'/2'/0/0".into(),
+            _ => format!("m/44'/60'/0'/0/{}", self.index().unwrap_or_default()),
         }
     }
 
-    /// The SLIP-10 path of the key on Solana.
+    /// The SLIP-10 path of the key on Solana: `m/44'/501'/0'/1'` for the
+    /// issuer and `m/44'/501'/0'/2'` for the settlement wallet, which no
+    /// account's `m/44'/501'/N'/0'` reaches.
     pub fn solana_path(self) -> DerivationPath {
-        match self.index() {
-            Some(index) => DerivationPath::new_bip44(Some(index), Some(0)),
-            None => DerivationPath::new_bip44(Some(0), Some(1)),
+        match self {
+            KeyRef::Issuer => DerivationPath::new_bip44(Some(0), Some(1)),
+            KeyRef::Settlement => DerivationPath::new_bip44(Some(0), Some(2)),
+            _ => DerivationPath::new_bip44(self.index(), Some(0)),
         }
     }
 }
@@ -383,6 +390,20 @@ mod tests {
         }
         let again = MnemonicSigner::from_phrase(PHRASE).unwrap();
         assert_eq!(again.evm_address(KeyRef::Issuer).unwrap(), evm, "deterministic");
+    }
+
+    #[test]
+    fn the_settlement_key_is_on_a_path_of_its_own() {
+        assert_eq!(KeyRef::Settlement.evm_path(), "m/44'/60'/2'/0/0");
+        assert_eq!(format!("{:?}", KeyRef::Settlement.solana_path()), "m/44'/501'/0'/2'");
+        let signer = MnemonicSigner::from_phrase(PHRASE).unwrap();
+        let evm = signer.evm_address(KeyRef::Settlement).unwrap();
+        let solana = signer.solana_address(KeyRef::Settlement).unwrap();
+        let others = [KeyRef::Sponsor, KeyRef::Omnibus, KeyRef::Issuer].into_iter();
+        for key in others.chain((2..500).map(KeyRef::Account)) {
+            assert_ne!(signer.evm_address(key).unwrap(), evm, "{key:?}");
+            assert_ne!(signer.solana_address(key).unwrap(), solana, "{key:?}");
+        }
     }
 
     #[test]

@@ -14,6 +14,7 @@ mod doc;
 mod error;
 mod identities;
 mod issuance;
+mod off_ramps;
 mod operator;
 mod ops;
 mod params;
@@ -323,6 +324,7 @@ fn v2() -> (Router<ApiState>, utoipa::openapi::OpenApi) {
         .routes(routes!(issuance::get_mint))
         .routes(routes!(conversions::create_virtual_account, conversions::list_virtual_accounts))
         .routes(routes!(conversions::get_conversion))
+        .routes(routes!(off_ramps::create_conversion))
         .routes(routes!(quotes::create_quote))
         .split_for_parts()
 }
@@ -352,10 +354,8 @@ pub fn router(state: ApiState) -> Router {
     if state.0.environment == Environment::Sandbox {
         v2 = v2.merge(simulation().0);
     }
-    // There is no conversion list: the path answers 405 to every method.
-    let v2 = v2
-        .route("/v2/conversions", axum::routing::any(ops::method_not_allowed))
-        .layer(middleware::from_fn_with_state(state.clone(), auth::authenticate));
+    // There is no conversion list: `GET /v2/conversions` answers 405.
+    let v2 = v2.layer(middleware::from_fn_with_state(state.clone(), auth::authenticate));
     let document = Arc::new(openapi(state.0.environment));
     Router::new()
         .merge(v2)

@@ -144,21 +144,27 @@ pub async fn create(
         destination,
         chain,
     };
-    match acceptance.accept(&request).await {
-        Ok(Created::New(transfer)) => Ok((StatusCode::CREATED, Json(transfer))),
-        Ok(Created::Existing(transfer)) => Ok((StatusCode::OK, Json(transfer))),
-        Err(AcceptError::Invalid(message)) => Err(ApiError::invalid(message)),
-        Err(AcceptError::Refused(refusal)) => Err(refused(refusal)),
-        Err(AcceptError::Store(error)) => Err(error.into()),
-        Err(AcceptError::Balance(error)) => Err(error.into()),
-        Err(AcceptError::Key(error)) => {
+    match acceptance.accept(&request).await.map_err(accept_error)? {
+        Created::New(transfer) => Ok((StatusCode::CREATED, Json(transfer))),
+        Created::Existing(transfer) => Ok((StatusCode::OK, Json(transfer))),
+    }
+}
+
+/// The answer to a request acceptance refused.
+pub(super) fn accept_error(error: AcceptError) -> ApiError {
+    match error {
+        AcceptError::Invalid(message) => ApiError::invalid(message),
+        AcceptError::Refused(refusal) => refused(refusal),
+        AcceptError::Store(error) => error.into(),
+        AcceptError::Balance(error) => error.into(),
+        AcceptError::Key(error) => {
             tracing::error!(error = %error, "the signer cannot derive an address");
-            Err(ApiError::internal())
+            ApiError::internal()
         }
     }
 }
 
-fn refused(refusal: Refusal) -> ApiError {
+pub(super) fn refused(refusal: Refusal) -> ApiError {
     let message = refusal.to_string();
     match refusal {
         Refusal::Duplicate(id) => {

@@ -1,7 +1,9 @@
 //! `conversions`: operators' side of conversions. `wires record` is how a
 //! wire to a virtual account enters in `production` (it works in `sandbox`
 //! too); `virtual-accounts open` and `refuse` record the bank's answer to a
-//! virtual account in `production`; `show` prints a conversion.
+//! virtual account in `production`; `payouts record` records the bank's
+//! answer to an off-ramp's payout in `production`; `show` prints a
+//! conversion.
 
 use clap::{Args, Subcommand};
 
@@ -10,6 +12,7 @@ use super::issuance::{Who, operator};
 use crate::{
     conversions::{
         Settings,
+        off_ramp::Answer,
         on_ramp::MAX_FEE_BPS,
         quote::{MAX_BPS, Table},
     },
@@ -28,6 +31,9 @@ pub enum ConversionsCommand {
     /// The bank's answers to virtual accounts asked for (`production`).
     #[command(subcommand, name = "virtual-accounts")]
     VirtualAccounts(VirtualAccountsCommand),
+    /// The bank's answers to off-ramp payouts (`production`).
+    #[command(subcommand)]
+    Payouts(PayoutsCommand),
     /// One conversion.
     Show {
         id: String,
@@ -70,6 +76,22 @@ pub enum VirtualAccountsCommand {
     /// its `failure_reason`.
     Refuse {
         id: String,
+        #[command(flatten)]
+        who: Who,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PayoutsCommand {
+    /// Record the bank's answer to an off-ramp's payout handed to it
+    /// (`PAYOUT_INITIATED`): `paid` completes the conversion; `returned`
+    /// (the payment came back) and `refused` (nothing was sent) send the
+    /// stablecoin back to the account, after which it is `RETURNED` or
+    /// `FAILED` with `--reason` as its `failure_reason`.
+    Record {
+        id: String,
+        #[arg(long, value_parser = ["paid", "returned", "refused"])]
+        outcome: String,
         #[command(flatten)]
         who: Who,
     },
@@ -155,6 +177,12 @@ pub async fn run(store: &Store, command: ConversionsCommand) -> anyhow::Result<(
             operator(&who.by)?;
             let refused = store.decide_virtual_account(&id, Err(&who.reason)).await?;
             println!("virtual account {id}: {}", refused.status.as_str());
+        }
+        ConversionsCommand::Payouts(PayoutsCommand::Record { id, outcome, who }) => {
+            operator(&who.by)?;
+            let answer: Answer = outcome.to_uppercase().parse().map_err(|e: String| anyhow::anyhow!(e))?;
+            store.record_payout(&id, answer, &who.reason).await?;
+            println!("conversion {id}: payout {}", answer.as_str());
         }
         ConversionsCommand::Show { id, json } => {
             let conversion = store.conversion(None, &id).await?;

@@ -111,9 +111,13 @@ struct Wallet {
     omnibus: String,
     /// The key that mints the platform's stablecoins (`issuance deploy`).
     issuer: String,
+    /// Receives what off-ramps pay out and sends back what a bank refuses
+    /// or returns; on EVM chains it pays its own gas for that.
+    settlement: String,
 }
 
-/// The sponsor's, the omnibus wallet's and the issuer's address on one chain.
+/// The sponsor's, the omnibus wallet's, the issuer's and the settlement
+/// wallet's address on one chain.
 fn wallet(signer: &dyn Signer, chain: Chain) -> Result<Wallet, KeyError> {
     let address = |key| match chain.family() {
         Family::Evm => signer.evm_address(key).map(|a| a.to_checksum(None)),
@@ -124,6 +128,7 @@ fn wallet(signer: &dyn Signer, chain: Chain) -> Result<Wallet, KeyError> {
         sponsor: address(KeyRef::Sponsor)?,
         omnibus: address(KeyRef::Omnibus)?,
         issuer: address(KeyRef::Issuer)?,
+        settlement: address(KeyRef::Settlement)?,
     })
 }
 
@@ -136,7 +141,10 @@ pub fn wallets(command: WalletsCommand) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&wallets)?);
     } else {
         for w in &wallets {
-            println!("{}\n  sponsor {}\n  omnibus {}\n  issuer  {}", w.chain, w.sponsor, w.omnibus, w.issuer);
+            println!(
+                "{}\n  sponsor    {}\n  omnibus    {}\n  issuer     {}\n  settlement {}",
+                w.chain, w.sponsor, w.omnibus, w.issuer, w.settlement
+            );
         }
     }
     Ok(())

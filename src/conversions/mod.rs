@@ -12,6 +12,7 @@
 //! mint, the chain's sender mints, and [`worker`] walks the conversion
 //! behind the mint until our watcher sees the delivery `CONFIRMED`.
 
+pub mod off_ramp;
 pub mod on_ramp;
 pub mod provider;
 pub mod quote;
@@ -22,7 +23,7 @@ mod worker;
 pub use resource::{
     CONVERSION_NOTIFICATION_UPDATE, Conversion, DepositInstructions, VirtualAccount, VirtualAccountStatus,
 };
-pub use worker::{follow, follow_once};
+pub use worker::{follow, follow_once, start_refunds};
 
 /// How conversions are priced.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -137,7 +137,9 @@ pub fn apply(status: Status, event: Event) -> Result<Transition, Refusal> {
 /// table allows it: the forward steps between them, or one failure. Empty
 /// when `from` is `to` or already past it (a follower that read an older
 /// state); `Err` when the table has no way there (a terminal `from`, or a
-/// failure after the payout went out).
+/// failure after the payout went out). `RETURNED` is reached through
+/// `PAYOUT_IN_PROGRESS`: a follower that saw the payout only once it came
+/// back still announces it went out.
 pub fn path(from: Status, to: Status) -> Result<Vec<Event>, Refusal> {
     const FORWARD: [(Status, Event); 4] = [
         (Status::Initiated, Event::Process),
@@ -148,10 +150,16 @@ pub fn path(from: Status, to: Status) -> Result<Vec<Event>, Refusal> {
     if from == to {
         return Ok(Vec::new());
     }
-    if to == Status::Failed || to == Status::Returned {
-        let event = if to == Status::Failed { Event::Fail } else { Event::SentBack };
-        let step = apply(from, event)?;
-        return Ok(if step.to == to { vec![event] } else { Vec::new() });
+    if to == Status::Failed {
+        apply(from, Event::Fail)?;
+        return Ok(vec![Event::Fail]);
+    }
+    if to == Status::Returned {
+        // Only a payout that went out comes back: through PAYOUT_IN_PROGRESS.
+        let mut events = path(from, Status::PayoutInProgress)?;
+        apply(Status::PayoutInProgress, Event::SentBack)?;
+        events.push(Event::SentBack);
+        return Ok(events);
     }
     if from.is_terminal() {
         return Err(Refusal { status: from, event: Event::Process });
@@ -239,6 +247,9 @@ mod tests {
             (S::Initiated, S::Failed, vec![E::Fail]),
             (S::PayoutInitiated, S::Failed, vec![E::Fail]),
             (S::PayoutInProgress, S::Returned, vec![E::SentBack]),
+            // A payout seen only once it came back still went out first.
+            (S::PayoutInitiated, S::Returned, vec![E::Deliver, E::SentBack]),
+            (S::Initiated, S::Returned, vec![E::Process, E::Handoff, E::Deliver, E::SentBack]),
             // A follower that read an older state does nothing.
             (S::PayoutInProgress, S::Processing, vec![]),
             (S::Failed, S::Failed, vec![]),
@@ -247,7 +258,7 @@ mod tests {
         }
         for (from, to) in [
             (S::PayoutInProgress, S::Failed),
-            (S::Initiated, S::Returned),
+            (S::Completed, S::Returned),
             (S::Completed, S::Failed),
             (S::Failed, S::Completed),
             (S::Returned, S::Processing),

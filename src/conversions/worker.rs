@@ -8,7 +8,11 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use crate::store::{Store, StoreError, now_micros};
+use crate::{
+    chain::Chain,
+    store::{Store, StoreError, now_micros},
+    transfers::SendError,
+};
 
 /// How often the worker looks for work.
 const POLL: Duration = Duration::from_millis(500);
@@ -34,15 +38,36 @@ pub async fn follow_once(store: &Store) -> Result<usize, StoreError> {
     let opened = store.open_due_virtual_accounts(now_micros()).await?;
     let mut moved = 0;
     for id in store.on_ramps_behind().await? {
-        match store.follow_on_ramp(&id).await {
-            Ok(steps) => moved += steps,
-            // Another instance moved it between the read and the write.
-            Err(StoreError::Conflict(_)) => {}
-            Err(error @ (StoreError::NotFound(_) | StoreError::Corrupt(_))) => {
-                warn!(conversion = %id, %error, "a conversion cannot follow its mint; it waits");
-            }
-            Err(error) => return Err(error),
-        }
+        moved += step(&id, store.follow_on_ramp(&id).await)?;
+    }
+    for id in store.off_ramps_behind().await? {
+        moved += step(&id, store.follow_off_ramp(&id).await)?;
     }
     Ok(opened + moved)
+}
+
+/// The changes one conversion's step made; a step another instance beat,
+/// or one that cannot be taken now, made none.
+fn step(id: &str, outcome: Result<usize, StoreError>) -> Result<usize, StoreError> {
+    match outcome {
+        Ok(steps) => Ok(steps),
+        // Another instance moved it between the read and the write.
+        Err(StoreError::Conflict(_)) => Ok(0),
+        Err(error @ (StoreError::NotFound(_) | StoreError::Corrupt(_))) => {
+            warn!(conversion = %id, %error, "a conversion cannot follow its legs; it waits");
+            Ok(0)
+        }
+        Err(error) => Err(error),
+    }
+}
+
+/// Creates, on `chain`, the refund transfers of the off-ramps whose payout
+/// was refused or returned, from the address `settlement` answers: each
+/// chain's sender calls it before its step, as it starts mints.
+pub async fn start_refunds(
+    store: &Store,
+    chain: Chain,
+    settlement: impl FnOnce() -> Result<String, SendError>,
+) -> Result<usize, SendError> {
+    Ok(store.start_refunds(chain, &settlement()?).await?)
 }

@@ -73,6 +73,11 @@ impl SolanaSender {
         if let Err(error) = crate::issuance::onchain::start_mints(&self.store, &self.config, issuer).await {
             warn!(chain = %self.config.chain, %error, "cannot start mints now; retrying");
         }
+        let settlement = || Ok(self.signer.solana_address(KeyRef::Settlement)?);
+        let chain = self.config.chain;
+        if let Err(error) = crate::conversions::start_refunds(&self.store, chain, settlement).await {
+            warn!(%chain, %error, "cannot start off-ramp refunds now; retrying");
+        }
         let transfers = self.store.outgoing(self.config.chain).await?;
         for transfer in transfers.iter().filter(|t| !waiting(t)) {
             let outcome = match transfer.status {
@@ -308,6 +313,7 @@ impl SolanaSender {
         let owner_key = match t.route {
             Route::Omnibus => KeyRef::Omnibus,
             Route::Mint => KeyRef::Issuer,
+            Route::Settlement => KeyRef::Settlement,
             _ => KeyRef::Account(t.key_index.ok_or_else(|| SendError::Invalid("no account key".into()))?),
         };
         let owner = pubkey(&self.signer.solana_address(owner_key)?)?;

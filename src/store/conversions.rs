@@ -34,7 +34,7 @@ pub struct NewVirtualWire<'a> {
     pub wire: NewWire<'a>,
 }
 
-const COLUMNS: &str = "id, organization_id, type, status, account_id, identity_id, payment_instructions_id, \
+pub(super) const COLUMNS: &str = "id, organization_id, type, status, account_id, identity_id, payment_instructions_id, \
     request_id, quote_id, source_currency, source_cents, source_chain, destination_currency, destination_cents, \
     exchange_rate, failure_reason, refund_details, completed_at, created_at, updated_at, mint_id";
 
@@ -152,8 +152,9 @@ impl Store {
             }
         };
         let settled = Settled {
-            destination_cents: row.try_get("minted_cents")?,
+            destination_cents: Some(row.try_get("minted_cents")?),
             failure_reason: row.try_get("failure_reason")?,
+            ..Settled::default()
         };
         let mut at = status;
         for event in &events {
@@ -179,14 +180,18 @@ impl Store {
     }
 }
 
-/// What a settled on-ramp takes from its mint: the cents delivered, or why
-/// nothing was.
-struct Settled {
-    destination_cents: i64,
-    failure_reason: Option<String>,
+/// What a conversion's settlement fills: the cents delivered and the rate
+/// (`1` when none is given) once `COMPLETED`, why it failed or came back
+/// once `FAILED` or `RETURNED`, and the refund once `RETURNED`.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Settled {
+    pub destination_cents: Option<i64>,
+    pub exchange_rate: Option<String>,
+    pub failure_reason: Option<String>,
+    pub refund_details: Option<RefundDetails>,
 }
 
-fn prefixed(prefix: &str) -> String {
+pub(super) fn prefixed(prefix: &str) -> String {
     COLUMNS.split(", ").map(|c| format!("{prefix}{c}")).collect::<Vec<_>>().join(", ")
 }
 
@@ -322,30 +327,42 @@ async fn lock_conversion(
 
 /// Writes `transition` of conversion `id` (if it still has the status it
 /// was read with) and its event; a settlement fills what it settled.
-async fn change(
+pub(super) async fn change(
     tx: &mut Transaction<'static, Any>,
     id: &str,
     transition: Transition,
     settled: &Settled,
 ) -> Result<(), StoreError> {
     let now = now_micros();
-    let completed = transition.to == Status::Completed;
-    let failure = (transition.to == Status::Failed).then(|| settled.failure_reason.clone()).flatten();
+    let to = transition.to;
+    let completed = to == Status::Completed;
+    let failure =
+        matches!(to, Status::Failed | Status::Returned).then(|| settled.failure_reason.clone()).flatten();
+    let refund = settled
+        .refund_details
+        .as_ref()
+        .filter(|_| to == Status::Returned)
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(|e| StoreError::Corrupt(format!("refund details: {e}")))?;
     let done = sqlx::query(
         "UPDATE conversions SET status = $2, updated_at = $3,
-             destination_cents = CASE WHEN $4 = 1 THEN $5 ELSE destination_cents END,
-             exchange_rate = CASE WHEN $4 = 1 THEN '1' ELSE exchange_rate END,
+             destination_cents = CASE WHEN $4 = 1 THEN COALESCE($5, destination_cents) ELSE destination_cents END,
+             exchange_rate = CASE WHEN $4 = 1 THEN COALESCE($8, '1') ELSE exchange_rate END,
              completed_at = CASE WHEN $4 = 1 THEN $3 ELSE completed_at END,
-             failure_reason = COALESCE($6, failure_reason)
+             failure_reason = COALESCE($6, failure_reason),
+             refund_details = COALESCE($9, refund_details)
          WHERE id = $1 AND status = $7",
     )
     .bind(id)
-    .bind(transition.to.as_str())
+    .bind(to.as_str())
     .bind(now)
     .bind(i64::from(completed))
     .bind(settled.destination_cents)
     .bind(failure)
     .bind(transition.from.as_str())
+    .bind(settled.exchange_rate.as_deref())
+    .bind(refund)
     .execute(&mut **tx)
     .await?;
     if done.rows_affected() != 1 {
@@ -358,7 +375,7 @@ async fn change(
 /// The conversion's `conversion_notification_update` for its current
 /// status: its envelope id is the same for the same (conversion, status),
 /// so clients may deduplicate on it.
-async fn announce(
+pub(super) async fn announce(
     tx: &mut Transaction<'static, Any>,
     conversion: &Conversion,
     now: i64,
@@ -374,7 +391,10 @@ async fn announce(
     events::append(tx, std::slice::from_ref(&event), now).await
 }
 
-async fn conversion_in(tx: &mut Transaction<'static, Any>, id: &str) -> Result<Conversion, StoreError> {
+pub(super) async fn conversion_in(
+    tx: &mut Transaction<'static, Any>,
+    id: &str,
+) -> Result<Conversion, StoreError> {
     let row = sqlx::query(&format!("SELECT {COLUMNS} FROM conversions WHERE id = $1"))
         .bind(id)
         .fetch_one(&mut **tx)
@@ -382,7 +402,7 @@ async fn conversion_in(tx: &mut Transaction<'static, Any>, id: &str) -> Result<C
     conversion_from_row(&row)
 }
 
-fn conversion_from_row(row: &AnyRow) -> Result<Conversion, StoreError> {
+pub(super) fn conversion_from_row(row: &AnyRow) -> Result<Conversion, StoreError> {
     let status: Status = parse_column(&row.try_get::<String, _>("status")?, "conversions.status")?;
     let chain: Option<Chain> = row
         .try_get::<Option<String>, _>("source_chain")?

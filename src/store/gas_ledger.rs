@@ -104,8 +104,9 @@ pub(super) async fn settle_in(
     }
     let organization: String = row.try_get("organization_id")?;
     let chain: String = row.try_get("chain")?;
-    // A mint's gas is the platform's own cost.
-    let mint = row.try_get::<String, _>("route")? == Route::Mint.as_str();
+    // A mint's or a refund's gas is the platform's own cost.
+    let mint =
+        parse_column::<Route>(&row.try_get::<String, _>("route")?, "transfers.route")?.is_platform_own();
     let entries = Entries {
         billed: (!mint).then_some((organization.as_str(), id)),
         chain: &chain,
@@ -259,8 +260,10 @@ pub(super) async fn announce_transfer(
             .await?;
     let transfer = transfer_from_row(&row)?;
     let announced: Option<String> = row.try_get("announced_status")?;
-    // A mint announces itself (`mint_update`), never as a transfer.
-    let mint = row.try_get::<String, _>("route")? == Route::Mint.as_str();
+    // A mint announces itself (`mint_update`), a refund its conversion:
+    // never as a transfer.
+    let mint =
+        parse_column::<Route>(&row.try_get::<String, _>("route")?, "transfers.route")?.is_platform_own();
     if mint || announced.as_deref() == Some(transfer.status.as_str()) {
         return Ok(());
     }

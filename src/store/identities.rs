@@ -509,11 +509,13 @@ async fn fail_unsent(
     change: &Change<'_>,
     unsent: UnsentFailure<'_>,
 ) -> Result<(), StoreError> {
-    let candidates = sqlx::query(
+    let candidates = sqlx::query(&format!(
         "SELECT t.id, t.chain FROM transfers t JOIN accounts a ON a.id = t.account_id
-         WHERE a.organization_id = $1 AND a.identity_id = $2 AND t.status = 'ACCEPTED' AND t.route <> 'MINT'
+         WHERE a.organization_id = $1 AND a.identity_id = $2 AND t.status = 'ACCEPTED'
+           AND t.route NOT IN {}
          ORDER BY t.created_at, t.id",
-    )
+        super::transfers::PLATFORM_ROUTES
+    ))
     .bind(change.organization)
     .bind(change.identity_id)
     .fetch_all(&mut **tx)

@@ -139,7 +139,8 @@ pub(super) async fn check_limits(
             let rows = sqlx::query(&format!(
                 "SELECT amount_raw, decimals FROM transfers
                  WHERE organization_id = $1 AND {column} = $2 AND currency_symbol = $3 AND created_at > $4
-                   AND status NOT IN ('FAILED', 'DROPPED') AND route <> 'MINT'"
+                   AND status NOT IN ('FAILED', 'DROPPED') AND route NOT IN {}",
+                super::transfers::PLATFORM_ROUTES
             ))
             .bind(&new.organization)
             .bind(scope)

@@ -21,6 +21,7 @@ mod limits;
 mod mint_transfers;
 mod mints;
 mod nonce_fillers;
+mod off_ramps;
 mod organizations;
 mod own_transfers;
 mod params;
@@ -63,6 +64,7 @@ pub use issuance::{FIAT_DISABLED, FIAT_ENABLED, Made, NewMintInstruction, same_i
 pub use leases::{Fence, WorkerKind, WorkerLease};
 pub use mint_transfers::Issued;
 pub use mints::{FiatReturn, NewWire, WireSource};
+pub use off_ramps::{NewOffRamp, OffRampRefusal};
 pub use organizations::{ApiKey, Credentials, Organization};
 pub use quotas::{MAX_API_KEYS, OrganizationLimits};
 pub use quotes::NewQuote;

@@ -16,9 +16,10 @@ use crate::{
     },
 };
 
-/// A mint's transfer (route `MINT`): the platform's own, which no client
-/// reads, and which holds nothing of the account it mints to.
-const MINT: &str = "MINT";
+/// The routes of the platform's own transfers (a mint's, `MINT`; an
+/// off-ramp's refund, `SETTLEMENT`), for `route NOT IN …`: no client reads
+/// them, and they hold nothing of the account they pay.
+pub(super) const PLATFORM_ROUTES: &str = "('MINT', 'SETTLEMENT')";
 
 /// A page of an organization's transfers, newest first.
 #[derive(Debug, Clone, Default)]
@@ -58,79 +59,19 @@ impl Store {
         }
         let mut tx = self.begin().await?;
         let now = now_micros();
-        // Locks the account's row until commit (PostgreSQL); SQLite's write
-        // lock is already held. Transfers of one account are checked one at a time.
-        let account = sqlx::query(
-            "UPDATE accounts SET status = status WHERE id = $1 AND organization_id = $2
-             RETURNING status, identity_id",
-        )
-        .bind(&new.account_id)
-        .bind(&new.organization)
-        .fetch_optional(&mut *tx)
-        .await?
-        .ok_or_else(|| StoreError::NotFound(format!("account {}", new.account_id)))?;
-        let status: AccountStatus =
-            parse_column(&account.try_get::<String, _>("status")?, "accounts.status")?;
-        if status != AccountStatus::Active {
-            return Err(Refusal::NotActive(new.account_id.clone(), status));
-        }
-        let identity_id: String = account.try_get("identity_id")?;
-        if let Some(status) =
-            super::identities::not_transacting(&mut tx, &new.organization, &identity_id).await?
-        {
-            return Err(Refusal::IdentityNotActive(new.account_id.clone(), status));
-        }
+        let identity_id = lock_source(&mut tx, new).await?;
         if let Some(found) = find_request(&mut tx, &new.organization, &new.request_id).await? {
             drop(tx);
             return self.answer_repeat(found, &fingerprint).await;
         }
-
-        let held = in_flight(&mut tx, &new.account_id, new.chain, &new.currency_symbol).await?;
-        let decimals = new.amount.decimals();
-        let available = balance.saturating_sub(held);
-        if new.amount.raw() > available {
-            return Err(Refusal::Insufficient {
-                available: Amount::from_raw(available, decimals).to_string(),
-                requested: new.amount.to_string(),
-                symbol: new.currency_symbol.clone(),
-            });
-        }
-        check_limits(&mut tx, new, &identity_id, now).await?;
-
-        let id = uuid::Uuid::new_v4().to_string();
-        let inserted = sqlx::query(&format!(
-            "INSERT INTO transfers (id, organization_id, request_id, request_fingerprint, account_id, identity_id,
-                 chain, source_address, destination_address, currency_symbol, amount_raw, decimals, status, route,
-                 key_index, created_at, updated_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, '{}', $13, $14, $15, $15)
-             ON CONFLICT (organization_id, request_id) DO NOTHING",
-            TransferStatus::Accepted
-        ))
-        .bind(&id)
-        .bind(&new.organization)
-        .bind(&new.request_id)
-        .bind(&fingerprint)
-        .bind(&new.account_id)
-        .bind(&identity_id)
-        .bind(new.chain.as_str())
-        .bind(&new.source_address)
-        .bind(&new.destination_address)
-        .bind(&new.currency_symbol)
-        .bind(new.amount.raw().to_string())
-        .bind(i64::from(decimals))
-        .bind(new.route.as_str())
-        .bind(new.key_index.map(i64::from))
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
-        if inserted.rows_affected() == 0 {
+        let Some(id) = hold(&mut tx, new, &identity_id, balance, now).await? else {
             // A concurrent request with this request_id committed first.
             drop(tx);
             return match self.repeated_request(&new.organization, &new.request_id, &fingerprint).await? {
                 Some(answer) => answer,
                 None => Err(StoreError::Corrupt("request_id conflict without a row".into()).into()),
             };
-        }
+        };
         tx.commit().await?;
         Ok(Created::New(self.transfer(&id).await?))
     }
@@ -177,7 +118,7 @@ impl Store {
     /// A transfer, if it belongs to `organization`.
     pub async fn organization_transfer(&self, organization: &str, id: &str) -> Result<Transfer, StoreError> {
         let row = sqlx::query(&format!(
-            "SELECT {TRANSFER_COLUMNS} FROM transfers WHERE id = $1 AND organization_id = $2 AND route <> '{MINT}'"
+            "SELECT {TRANSFER_COLUMNS} FROM transfers WHERE id = $1 AND organization_id = $2 AND route NOT IN {PLATFORM_ROUTES}"
         ))
         .bind(id)
         .bind(organization)
@@ -193,7 +134,7 @@ impl Store {
         let rows = sqlx::query(&format!(
             "SELECT {TRANSFER_COLUMNS} FROM transfers
              WHERE organization_id = $1 AND ($2 IS NULL OR account_id = $2) AND ($3 IS NULL OR identity_id = $3)
-               AND ($4 IS NULL OR status = $4) AND route <> '{MINT}'
+               AND ($4 IS NULL OR status = $4) AND route NOT IN {PLATFORM_ROUTES}
                AND ($5 IS NULL OR created_at < $5 OR (created_at = $5 AND id < $6))
              ORDER BY created_at DESC, id DESC LIMIT $7"
         ))
@@ -230,7 +171,7 @@ impl Store {
     pub async fn held_amounts(&self, account_id: &str) -> Result<HashMap<(Chain, String), U256>, StoreError> {
         let rows = sqlx::query(&format!(
             "SELECT chain, currency_symbol, amount_raw FROM transfers
-             WHERE account_id = $1 AND status IN ('ACCEPTED', 'SUBMITTED') AND route <> '{MINT}'"
+             WHERE account_id = $1 AND status IN ('ACCEPTED', 'SUBMITTED') AND route NOT IN {PLATFORM_ROUTES}"
         ))
         .bind(account_id)
         .fetch_all(&self.pool)
@@ -251,6 +192,86 @@ struct FoundRequest {
     id: String,
     fingerprint: String,
     status: TransferStatus,
+}
+
+/// Takes the row lock of the account `new` sends from (PostgreSQL; SQLite's
+/// write lock is already held), so transfers of one account are checked one
+/// at a time: its identity, once the account is `ACTIVE` and its identity
+/// transacts.
+pub(super) async fn lock_source(
+    tx: &mut Transaction<'static, Any>,
+    new: &NewTransfer,
+) -> Result<String, Refusal> {
+    let account = sqlx::query(
+        "UPDATE accounts SET status = status WHERE id = $1 AND organization_id = $2
+         RETURNING status, identity_id",
+    )
+    .bind(&new.account_id)
+    .bind(&new.organization)
+    .fetch_optional(&mut **tx)
+    .await?
+    .ok_or_else(|| StoreError::NotFound(format!("account {}", new.account_id)))?;
+    let status: AccountStatus = parse_column(&account.try_get::<String, _>("status")?, "accounts.status")?;
+    if status != AccountStatus::Active {
+        return Err(Refusal::NotActive(new.account_id.clone(), status));
+    }
+    let identity_id: String = account.try_get("identity_id")?;
+    if let Some(status) = super::identities::not_transacting(tx, &new.organization, &identity_id).await? {
+        return Err(Refusal::IdentityNotActive(new.account_id.clone(), status));
+    }
+    Ok(identity_id)
+}
+
+/// Inserts `new` as `ACCEPTED` once `balance` (what the chain holds for
+/// the source, in the smallest unit) covers it beside the account's other
+/// transfers in flight and every matching limit policy allows it, under the
+/// account's row lock ([`lock_source`]): its id, or `None` when its
+/// `request_id` is taken.
+pub(super) async fn hold(
+    tx: &mut Transaction<'static, Any>,
+    new: &NewTransfer,
+    identity_id: &str,
+    balance: U256,
+    now: i64,
+) -> Result<Option<String>, Refusal> {
+    let held = in_flight(tx, &new.account_id, new.chain, &new.currency_symbol).await?;
+    let decimals = new.amount.decimals();
+    let available = balance.saturating_sub(held);
+    if new.amount.raw() > available {
+        return Err(Refusal::Insufficient {
+            available: Amount::from_raw(available, decimals).to_string(),
+            requested: new.amount.to_string(),
+            symbol: new.currency_symbol.clone(),
+        });
+    }
+    check_limits(tx, new, identity_id, now).await?;
+    let id = uuid::Uuid::new_v4().to_string();
+    let inserted = sqlx::query(&format!(
+        "INSERT INTO transfers (id, organization_id, request_id, request_fingerprint, account_id, identity_id,
+             chain, source_address, destination_address, currency_symbol, amount_raw, decimals, status, route,
+             key_index, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, '{}', $13, $14, $15, $15)
+         ON CONFLICT (organization_id, request_id) DO NOTHING",
+        TransferStatus::Accepted
+    ))
+    .bind(&id)
+    .bind(&new.organization)
+    .bind(&new.request_id)
+    .bind(new.fingerprint())
+    .bind(&new.account_id)
+    .bind(identity_id)
+    .bind(new.chain.as_str())
+    .bind(&new.source_address)
+    .bind(&new.destination_address)
+    .bind(&new.currency_symbol)
+    .bind(new.amount.raw().to_string())
+    .bind(i64::from(decimals))
+    .bind(new.route.as_str())
+    .bind(new.key_index.map(i64::from))
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    Ok((inserted.rows_affected() == 1).then_some(id))
 }
 
 async fn find_request(
@@ -282,7 +303,7 @@ async fn in_flight(
 ) -> Result<U256, StoreError> {
     let rows = sqlx::query(&format!(
         "SELECT amount_raw FROM transfers WHERE account_id = $1 AND chain = $2 AND currency_symbol = $3
-           AND status IN ('ACCEPTED', 'SUBMITTED') AND route <> '{MINT}'"
+           AND status IN ('ACCEPTED', 'SUBMITTED') AND route NOT IN {PLATFORM_ROUTES}"
     ))
     .bind(account_id)
     .bind(chain.as_str())

@@ -65,6 +65,33 @@ impl Acceptance<'_> {
     /// its transfer before anything that transfer changed (the account's
     /// balance and holds, its status) is checked again.
     pub async fn accept(&self, request: &Request<'_>) -> Result<Created, AcceptError> {
+        let parsed = self.parse(request)?;
+        let print = fingerprint(
+            request.account_id,
+            parsed.chain,
+            &parsed.destination,
+            request.currency_symbol,
+            &parsed.amount,
+        );
+        if let Some(answer) =
+            self.store.repeated_request(request.organization, &parsed.request_id, &print).await?
+        {
+            return Ok(answer?);
+        }
+        let (new, balance) = self.prepared(request, parsed).await?;
+        Ok(self.store.create_transfer(&new, balance).await?)
+    }
+
+    /// Validates `request` as [`Acceptance::accept`] does, without
+    /// accepting it: the transfer to hold and the source's balance, for a
+    /// caller that holds it in a transaction of its own (an off-ramp's).
+    pub async fn prepare(&self, request: &Request<'_>) -> Result<(NewTransfer, U256), AcceptError> {
+        let parsed = self.parse(request)?;
+        self.prepared(request, parsed).await
+    }
+
+    /// What `request` asks, parsed against the chains.
+    fn parse(&self, request: &Request<'_>) -> Result<Parsed, AcceptError> {
         let request_id = canonical_request_id(request.request_id)
             .ok_or_else(|| invalid(format!("request_id {:?} is not a UUID", request.request_id)))?;
         let chain: Chain =
@@ -88,11 +115,18 @@ impl Acceptance<'_> {
         if amount.is_zero() {
             return Err(invalid("amount must be positive"));
         }
-        let print = fingerprint(request.account_id, chain, &destination, symbol, &amount);
-        if let Some(answer) = self.store.repeated_request(request.organization, &request_id, &print).await? {
-            return Ok(answer?);
-        }
+        Ok(Parsed { request_id, chain, destination, decimals, amount })
+    }
 
+    /// The transfer `parsed` makes from the account, and its balance.
+    async fn prepared(
+        &self,
+        request: &Request<'_>,
+        parsed: Parsed,
+    ) -> Result<(NewTransfer, U256), AcceptError> {
+        let Parsed { request_id, chain, destination, decimals, amount } = parsed;
+        let config = self.chains.get(chain).map_err(|_| invalid(format!("{chain} is not configured")))?;
+        let symbol = request.currency_symbol;
         let account = self.store.organization_account(request.organization, request.account_id).await?;
         if account.status != AccountStatus::Active {
             return Err(Refusal::NotActive(account.id, account.status).into());
@@ -123,7 +157,7 @@ impl Acceptance<'_> {
             route,
             key_index,
         };
-        Ok(self.store.create_transfer(&new, balance).await?)
+        Ok((new, balance))
     }
 
     /// The derivation index of the key that signs for `source`, `None` for
@@ -179,6 +213,15 @@ impl Acceptance<'_> {
             Family::Solana => self.signer.solana_address(key),
         }
     }
+}
+
+/// A request's fields, parsed.
+struct Parsed {
+    request_id: String,
+    chain: Chain,
+    destination: String,
+    decimals: u8,
+    amount: Amount,
 }
 
 /// The account's address on `chain`.

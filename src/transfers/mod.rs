@@ -125,6 +125,11 @@ pub enum Route {
     /// issuer signs (on Solana the sponsor pays the fee). The platform's
     /// own transaction: no client reads it as a transfer, none is billed.
     Mint,
+    /// An off-ramp's stablecoin sent back from the settlement wallet to
+    /// the account it came from, after the bank refused or returned the
+    /// payout: the settlement key signs (on EVM chains it pays its own gas,
+    /// on Solana the sponsor pays the fee). The platform's own, like a mint.
+    Settlement,
 }
 
 impl Route {
@@ -135,7 +140,15 @@ impl Route {
             Route::TopUp => "TOP_UP",
             Route::FeePayer => "FEE_PAYER",
             Route::Mint => "MINT",
+            Route::Settlement => "SETTLEMENT",
         }
+    }
+
+    /// The platform's own transactions (mints, settlement refunds): no
+    /// client reads them as transfers, they hold nothing of an account and
+    /// no one is billed their gas.
+    pub fn is_platform_own(self) -> bool {
+        matches!(self, Route::Mint | Route::Settlement)
     }
 }
 
@@ -143,7 +156,7 @@ impl FromStr for Route {
     type Err = UnknownStatus;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        [Route::Omnibus, Route::Authorization, Route::TopUp, Route::FeePayer, Route::Mint]
+        [Route::Omnibus, Route::Authorization, Route::TopUp, Route::FeePayer, Route::Mint, Route::Settlement]
             .into_iter()
             .find(|r| r.as_str() == s)
             .ok_or_else(|| UnknownStatus(s.into()))

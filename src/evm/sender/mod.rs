@@ -74,6 +74,11 @@ impl EvmSender {
         if let Err(error) = crate::issuance::onchain::start_mints(&self.store, &self.config, issuer).await {
             warn!(chain = %self.config.chain, %error, "cannot start mints now; retrying");
         }
+        let settlement = || Ok(self.signer.evm_address(KeyRef::Settlement)?.to_checksum(None));
+        let chain = self.config.chain;
+        if let Err(error) = crate::conversions::start_refunds(&self.store, chain, settlement).await {
+            warn!(%chain, %error, "cannot start off-ramp refunds now; retrying");
+        }
         let transfers = self.store.outgoing(self.config.chain).await?;
         if transfers.is_empty() {
             return Ok(0);
@@ -194,11 +199,13 @@ impl EvmSender {
         }
         let max_fee = max_fee.min(self.replacement_cap(t, gas_limit).await?);
         match self.check_funds(call.from, gas_limit, max_fee, call.value).await {
-            // An issuer short of gas is funded by its operator: the mint
-            // waits (within the chain's submit_within_secs) rather than fail.
-            Err(SendError::Invalid(message)) if t.route == Route::Mint => {
+            // An issuer or a settlement wallet short of gas is funded by its
+            // operator: the mint or refund waits (within the chain's
+            // submit_within_secs) rather than fail.
+            Err(SendError::Invalid(message)) if t.route.is_platform_own() => {
                 return Err(SendError::Undecided(format!(
-                    "the issuer cannot pay for the mint yet: {message}"
+                    "the {} wallet cannot pay for its transaction yet: {message}",
+                    if t.route == Route::Mint { "issuer" } else { "settlement" }
                 )));
             }
             funds => funds?,

@@ -164,6 +164,7 @@ impl EvmSender {
             Route::Omnibus => KeyRef::Omnibus,
             Route::Authorization => KeyRef::Sponsor,
             Route::Mint => KeyRef::Issuer,
+            Route::Settlement => KeyRef::Settlement,
             Route::TopUp | Route::FeePayer => {
                 KeyRef::Account(t.key_index.ok_or_else(|| SendError::Invalid("no account key".into()))?)
             }

@@ -1,0 +1,206 @@
+//! An `OFF_RAMP` conversion's rules, pure: where it stands given its legs
+//! ([`target`]), the sandbox bank's answers ([`sandbox_answer`]) and what
+//! a request is ([`fingerprint`]).
+//!
+//! The legs, in order:
+//! 1. **collect**: a transfer of the account's stablecoin to the platform's
+//!    settlement wallet, accepted with the conversion (held from
+//!    submission, like any transfer). `CONFIRMED` commits the source funds
+//!    (`PROCESSING`); `FAILED` or `DROPPED` moved nothing (`FAILED`).
+//! 2. **payout**: handed to the bank (`PAYOUT_INITIATED`). The bank pays
+//!    (`PAYOUT_IN_PROGRESS`, then `COMPLETED`), returns the payment after
+//!    sending it (`PAYOUT_IN_PROGRESS`, then `RETURNED`), or refuses it
+//!    before sending anything (`FAILED`).
+//! 3. **refund**, after a return or a refusal: the stablecoin sent back from
+//!    the settlement wallet to the account. The conversion ends
+//!    (`RETURNED` or `FAILED`) only once the refund is `CONFIRMED`, so a
+//!    terminal off-ramp never has funds in flight.
+
+use super::state::Status;
+use crate::transfers::TransferStatus;
+
+/// How long after the handoff the sandbox bank's answer applies.
+pub const SANDBOX_PAYOUT_MICROS: i64 = 1_000_000;
+
+/// What the bank made of a payout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    /// The beneficiary was paid.
+    Paid,
+    /// The payment went out and came back (a beneficiary bank's return).
+    Returned,
+    /// The bank refused the payout before sending anything.
+    Refused,
+}
+
+impl Answer {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Answer::Paid => "PAID",
+            Answer::Returned => "RETURNED",
+            Answer::Refused => "REFUSED",
+        }
+    }
+}
+
+impl std::str::FromStr for Answer {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        [Answer::Paid, Answer::Returned, Answer::Refused]
+            .into_iter()
+            .find(|a| a.as_str() == s)
+            .ok_or_else(|| format!("unknown payout outcome {s:?} (expected PAID, RETURNED or REFUSED)"))
+    }
+}
+
+/// Where an off-ramp's legs stand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Legs {
+    /// The collect transfer's status.
+    pub collect: TransferStatus,
+    /// Whether the payout was handed to the bank.
+    pub handed_off: bool,
+    /// The bank's answer, and whether it applies yet.
+    pub answer: Option<(Answer, bool)>,
+    /// The latest refund transfer's status, if one was made.
+    pub refund: Option<TransferStatus>,
+}
+
+/// What an off-ramp needs done before it can move on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    Nothing,
+    /// Hand the payout to the bank.
+    Handoff,
+    /// Send the stablecoin back (none is on its way or arrived).
+    Refund,
+}
+
+/// The status an off-ramp's legs put it in, and what it needs next.
+pub fn target(legs: Legs) -> (Status, Need) {
+    use TransferStatus::{Accepted, Confirmed, Dropped, Failed, Submitted};
+    match legs.collect {
+        Accepted | Submitted => return (Status::Initiated, Need::Nothing),
+        Failed | Dropped => return (Status::Failed, Need::Nothing),
+        Confirmed => {}
+    }
+    if !legs.handed_off {
+        return (Status::Processing, Need::Handoff);
+    }
+    let back = |ended: Status, waiting: Status| match legs.refund {
+        Some(Confirmed) => (ended, Need::Nothing),
+        Some(Accepted | Submitted) => (waiting, Need::Nothing),
+        None | Some(Failed | Dropped) => (waiting, Need::Refund),
+    };
+    match legs.answer {
+        None | Some((Answer::Refused, false)) => (Status::PayoutInitiated, Need::Nothing),
+        Some((Answer::Paid | Answer::Returned, false)) => (Status::PayoutInProgress, Need::Nothing),
+        Some((Answer::Paid, true)) => (Status::Completed, Need::Nothing),
+        Some((Answer::Returned, true)) => back(Status::Returned, Status::PayoutInProgress),
+        Some((Answer::Refused, true)) => back(Status::Failed, Status::PayoutInitiated),
+    }
+}
+
+/// The sandbox bank's answer to a payout to `account_number`: an account
+/// number ending in `9999` has its payment returned, one ending in `8888`
+/// is refused; any other is paid.
+pub fn sandbox_answer(account_number: &str) -> (Answer, &'static str) {
+    if account_number.ends_with("9999") {
+        (Answer::Returned, "the beneficiary bank returned the payment (sandbox: account number ending 9999)")
+    } else if account_number.ends_with("8888") {
+        (Answer::Refused, "the bank refused the payout: account closed (sandbox: account number ending 8888)")
+    } else {
+        (Answer::Paid, "paid")
+    }
+}
+
+/// What a request asked, to tell the same request from another under one
+/// `request_id`.
+pub fn fingerprint(
+    account_id: &str,
+    payment_instructions_id: &str,
+    cents: i64,
+    currency: &str,
+    chain: &str,
+    quote_id: Option<&str>,
+) -> String {
+    let quote = quote_id.unwrap_or("-");
+    format!("OFF_RAMP|{account_id}|{payment_instructions_id}|{cents}|{currency}|{chain}|{quote}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transfers::TransferStatus::{Accepted, Confirmed, Dropped, Failed, Submitted};
+
+    fn legs(collect: TransferStatus) -> Legs {
+        Legs { collect, handed_off: false, answer: None, refund: None }
+    }
+
+    #[test]
+    fn the_collect_leg_decides_until_the_funds_are_committed() {
+        assert_eq!(target(legs(Accepted)), (Status::Initiated, Need::Nothing));
+        assert_eq!(target(legs(Submitted)), (Status::Initiated, Need::Nothing));
+        assert_eq!(target(legs(Failed)), (Status::Failed, Need::Nothing));
+        assert_eq!(target(legs(Dropped)), (Status::Failed, Need::Nothing));
+        assert_eq!(target(legs(Confirmed)), (Status::Processing, Need::Handoff));
+    }
+
+    #[test]
+    fn the_bank_and_the_refund_decide_the_rest() {
+        use Answer::{Paid, Refused, Returned};
+        let handed = Legs { handed_off: true, ..legs(Confirmed) };
+        let table = [
+            (None, None, Status::PayoutInitiated, Need::Nothing),
+            (Some((Paid, false)), None, Status::PayoutInProgress, Need::Nothing),
+            (Some((Returned, false)), None, Status::PayoutInProgress, Need::Nothing),
+            (Some((Refused, false)), None, Status::PayoutInitiated, Need::Nothing),
+            (Some((Paid, true)), None, Status::Completed, Need::Nothing),
+            (Some((Returned, true)), None, Status::PayoutInProgress, Need::Refund),
+            (Some((Returned, true)), Some(Submitted), Status::PayoutInProgress, Need::Nothing),
+            (Some((Returned, true)), Some(Dropped), Status::PayoutInProgress, Need::Refund),
+            (Some((Returned, true)), Some(Confirmed), Status::Returned, Need::Nothing),
+            (Some((Refused, true)), None, Status::PayoutInitiated, Need::Refund),
+            (Some((Refused, true)), Some(Accepted), Status::PayoutInitiated, Need::Nothing),
+            (Some((Refused, true)), Some(Failed), Status::PayoutInitiated, Need::Refund),
+            (Some((Refused, true)), Some(Confirmed), Status::Failed, Need::Nothing),
+        ];
+        for (answer, refund, status, need) in table {
+            let at = Legs { answer, refund, ..handed };
+            assert_eq!(target(at), (status, need), "{answer:?} {refund:?}");
+        }
+    }
+
+    #[test]
+    fn every_target_is_reachable_from_initiated_along_the_table() {
+        use super::super::state::path;
+        for answer in
+            [None, Some((Answer::Paid, true)), Some((Answer::Returned, true)), Some((Answer::Refused, true))]
+        {
+            for refund in [None, Some(Confirmed)] {
+                let (to, _) = target(Legs { collect: Confirmed, handed_off: true, answer, refund });
+                assert!(path(Status::Initiated, to).is_ok(), "{to}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_sandbox_bank_answers_by_the_account_numbers_end() {
+        assert_eq!(sandbox_answer("000123459999").0, Answer::Returned);
+        assert_eq!(sandbox_answer("000123458888").0, Answer::Refused);
+        assert_eq!(sandbox_answer("000123456789").0, Answer::Paid);
+        assert_eq!(sandbox_answer("9999000").0, Answer::Paid);
+        for answer in [Answer::Paid, Answer::Returned, Answer::Refused] {
+            assert_eq!(answer.as_str().parse::<Answer>(), Ok(answer));
+        }
+    }
+
+    #[test]
+    fn a_request_is_everything_it_asked() {
+        let one = fingerprint("acct", "bank", 10_000, "USDC", "BASE", None);
+        assert_eq!(one, fingerprint("acct", "bank", 10_000, "USDC", "BASE", None));
+        assert_ne!(one, fingerprint("acct", "bank", 10_001, "USDC", "BASE", None));
+        assert_ne!(one, fingerprint("acct", "bank", 10_000, "USDC", "BASE", Some("q")));
+    }
+}
