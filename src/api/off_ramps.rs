@@ -266,11 +266,10 @@ async fn priced(
             })?;
             let quote = state.store().quote(organization, id).await?;
             checked(&quote, request, bank, cents)?;
-            let quoted = |amount: &str| issuance::parse_usd(amount).map_err(|_| ApiError::internal());
             Ok(Priced {
                 currency: quote.destination.currency.clone(),
                 cents: None,
-                fee_cents: quoted(&quote.fee.amount)?,
+                fee_cents: quote.fee_cents,
             })
         }
     }

@@ -248,4 +248,7 @@ pub struct Quote {
     pub created_at: DateTime<Utc>,
     #[serde(skip)]
     pub organization: String,
+    /// The fee, in cents of the source.
+    #[serde(skip)]
+    pub fee_cents: i64,
 }

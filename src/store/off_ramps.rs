@@ -381,9 +381,16 @@ fn settled(row: &sqlx::any::AnyRow) -> Result<Settled, StoreError> {
     Ok(Settled {
         destination_cents: row.try_get("quoted_cents")?,
         exchange_rate: row.try_get("quoted_rate")?,
-        failure_reason: row.try_get::<Option<String>, _>("payout_reason")?.or(collect_failure),
+        // A collect that failed had no payout; a paid payout failed nothing.
+        failure_reason: collect_failure.or(payout_failure(row)?),
         refund_details: refund,
     })
+}
+
+/// Why the bank refused or returned the payout, if it did.
+fn payout_failure(row: &sqlx::any::AnyRow) -> Result<Option<String>, StoreError> {
+    let paid = row.try_get::<Option<String>, _>("payout_outcome")?.as_deref() == Some(Answer::Paid.as_str());
+    Ok(row.try_get::<Option<String>, _>("payout_reason")?.filter(|_| !paid))
 }
 
 /// Hands the payout of off-ramp `id` to the bank, judged on its identity

@@ -80,5 +80,6 @@ fn quote_from_row(row: &AnyRow) -> Result<Quote, StoreError> {
         expires_at: time(row.try_get("expires_at")?)?,
         created_at: time(row.try_get("created_at")?)?,
         organization: row.try_get("organization_id")?,
+        fee_cents: row.try_get("fee_cents")?,
     })
 }
