@@ -568,6 +568,7 @@ async fn the_openapi_document_matches_the_routes_and_resources() {
             "/v2/accounts/{account_id}",
             "/v2/accounts/{account_id}/balances",
             "/v2/assets",
+            "/v2/conversions",
             "/v2/conversions/quotes",
             "/v2/conversions/{conversion_id}",
             "/v2/crypto/deposits",

@@ -225,6 +225,7 @@ async fn dev_runs_the_platform_offline_and_keeps_its_state_between_runs() {
     events_are_pulled_and_signed_webhooks_arrive(&dev, &receiver).await;
     a_transfer_out_completes(&dev).await;
     an_on_ramp_completes(&dev, &state).await;
+    off_ramps_pay_out_or_come_back(&dev, &state).await;
     // The operator commands act on the same store and chains.
     let health = binary()
         .args(["--database-url", dev.field("database_url"), "health", "--chains", dev.field("chains_dir")])
@@ -410,12 +411,43 @@ async fn an_on_ramp_completes(dev: &Dev, state: &Path) {
         (&conversion["type"], &conversion["account_id"]),
         (&json!("ON_RAMP"), &json!(dev.field("account_id")))
     );
+    let five = ["INITIATED", "PROCESSING", "PAYOUT_INITIATED", "PAYOUT_IN_PROGRESS", "COMPLETED"];
+    assert_eq!(announced(dev, id).await, five);
+}
+
+/// The statuses `conversion_notification_update` announced for conversion `id`.
+async fn announced(dev: &Dev, id: &str) -> Vec<Value> {
     let page = json!({ "events": history(dev).await.1 });
-    let statuses: Vec<Value> = common::api::events_about(&page, "conversion_notification_update", id)
+    common::api::events_about(&page, "conversion_notification_update", id)
         .iter()
         .map(|e| e["data"]["status"].clone())
-        .collect();
-    assert_eq!(statuses, ["INITIATED", "PROCESSING", "PAYOUT_INITIATED", "PAYOUT_IN_PROGRESS", "COMPLETED"]);
+        .collect()
+}
+
+/// `dev off-ramp --follow`: the dev account's USDC paid out by a US wire;
+/// to an account number ending `9999` the payment comes back and the USDC
+/// with it.
+async fn off_ramps_pay_out_or_come_back(dev: &Dev, state: &Path) {
+    let off_ramp = |number: &str| {
+        let args = ["dev", "off-ramp", "--state-dir", state.to_str().unwrap(), "--amount", "2.34"];
+        binary().args(args).args(["--account-number", number, "--follow"]).output().unwrap()
+    };
+    let out = off_ramp("000123456789");
+    let printed = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success(), "{printed}{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<&str> = printed.lines().collect();
+    let id = lines[0];
+    assert_eq!(lines.last().copied(), Some(format!("{id} COMPLETED 2.34 USD").as_str()), "{printed}");
+    let five = ["INITIATED", "PROCESSING", "PAYOUT_INITIATED", "PAYOUT_IN_PROGRESS", "COMPLETED"];
+    assert_eq!(announced(dev, id).await, five);
+
+    let out = off_ramp("000123459999");
+    let printed = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{printed}{}", String::from_utf8_lossy(&out.stderr));
+    let id = printed.lines().next().unwrap();
+    assert_eq!(printed.lines().last(), Some(format!("{id} RETURNED 2.34 USD").as_str()), "{printed}");
+    let conversion = dev.get(&format!("/v2/conversions/{id}")).await;
+    assert_eq!(conversion["refund_details"]["amount"], "2.34", "{conversion}");
 }
 
 fn stops_with_its_nodes(mut dev: Dev, state: &Path) -> Value {

@@ -227,4 +227,54 @@ async fn a_wire_to_a_virtual_account_is_delivered_on_solana_in_five_announced_st
         .map(|e| e["data"]["status"].clone())
         .collect();
     assert_eq!(statuses, ["INITIATED", "PROCESSING", "PAYOUT_INITIATED", "PAYOUT_IN_PROGRESS", "COMPLETED"]);
+
+    // Off-ramps from Solana: one paid, one returned and sent back by the
+    // settlement wallet (the sponsor paying the fee).
+    let paid = off_ramp(&platform, "000123456789", "10.00").await;
+    let returned = off_ramp(&platform, "000123459999", "12.10").await;
+    assert_eq!(ended(&platform, &paid).await["status"], "COMPLETED");
+    let back = ended(&platform, &returned).await;
+    assert_eq!(back["status"], "RETURNED", "{back}");
+    assert_eq!(back["refund_details"]["amount"], "12.1", "{back}");
+    eventually(Duration::from_secs(60), "the refund finalized", || async {
+        (platform.held().await == "32100000").then_some(())
+    })
+    .await;
+    let wallets: Value = serde_json::from_str(
+        &String::from_utf8(
+            platform
+                .env
+                .command(&["wallets", "list", "--json"])
+                .env("CUSTODY_INDEXER_MNEMONIC", MNEMONIC)
+                .output()
+                .unwrap()
+                .stdout,
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let settlement = ata(&key_of(&wallets[0]["settlement"]), &platform.mint, TOKEN);
+    let finalized = CommitmentConfig::finalized();
+    let kept =
+        platform.node.rpc.get_token_account_balance_with_commitment(&settlement, finalized).await.unwrap();
+    assert_eq!(kept.value.amount, "10000000", "the settlement wallet keeps what was paid out");
+}
+
+/// An off-ramp of `amount` USDC of `ada-1` by a US wire to a bank account
+/// numbered `number`: its id.
+async fn off_ramp(platform: &Platform, number: &str, amount: &str) -> String {
+    let bank = json!({ "request_id": number, "identity_id": "ada", "bank_account_details": common::issuance::us_bank(number) });
+    let bank = platform.post("/v2/issuance/bank-accounts", bank).await["id"].as_str().unwrap().to_string();
+    let body = json!({ "request_id": uuid::Uuid::new_v4().to_string(), "type": "OFF_RAMP", "account_id": "ada-1",
+        "payment_instructions_id": bank, "amount": amount, "source": { "currency": "USDC", "chain": CHAIN.as_str() } });
+    platform.post("/v2/conversions", body).await["id"].as_str().unwrap().to_string()
+}
+
+/// Conversion `id` once terminal.
+async fn ended(platform: &Platform, id: &str) -> Value {
+    eventually(Duration::from_secs(90), &format!("conversion {id} terminal"), || async {
+        let conversion = platform.get(&format!("/v2/conversions/{id}")).await;
+        ["COMPLETED", "FAILED", "RETURNED"].contains(&conversion["status"].as_str()?).then_some(conversion)
+    })
+    .await
 }

@@ -14,9 +14,11 @@
 //! starts over.
 
 mod anvil_state;
+mod conversion;
 mod deposit;
 mod evm;
 mod nodes;
+mod off_ramp;
 mod on_ramp;
 mod seed;
 mod show;
@@ -66,7 +68,10 @@ enum DevAction {
     Deposit(deposit::DepositArgs),
     /// Wire dollars to a virtual account of the dev account (opened once):
     /// an ON_RAMP conversion delivering them as USDC; prints its id.
-    OnRamp(on_ramp::OnRampArgs),
+    OnRamp(conversion::ConversionArgs),
+    /// Pay the dev account's USDC out by a US wire to a bank account of
+    /// its identity (registered once): an OFF_RAMP conversion; prints its id.
+    OffRamp(off_ramp::OffRampArgs),
     /// Print what the running `dev` announced: its JSON line, or one field
     /// of it (`dev show api_key`).
     Show(show::ShowArgs),
@@ -127,6 +132,7 @@ pub async fn execute(command: DevCommand) -> anyhow::Result<ExitCode> {
     match command.action {
         Some(DevAction::Deposit(args)) => deposit::run(args).await,
         Some(DevAction::OnRamp(args)) => on_ramp::run(args).await,
+        Some(DevAction::OffRamp(args)) => off_ramp::run(args).await,
         Some(DevAction::Show(args)) => show::run(args),
         None => start(command.options).await,
     }

@@ -5,57 +5,26 @@
 //! status the conversion takes.
 
 use std::{
-    path::PathBuf,
     process::ExitCode,
     time::{Duration, Instant},
 };
 
 use alloy::transports::http::reqwest::Client;
 use anyhow::{Context, bail};
-use clap::Args;
 use serde_json::json;
 
-use super::{DEFAULT_STATE_DIR, seed::EVM_CHAIN, state::StateDir, wire::post};
-use crate::{
-    chain::Chain,
-    conversions::{VirtualAccountStatus, state::Status},
-    issuance::{format_usd, parse_usd},
-    store::Store,
+use super::{
+    conversion::{Asked, ConversionArgs, WITHIN, follow},
+    wire::post,
 };
+use crate::{conversions::VirtualAccountStatus, issuance::format_usd};
 
-#[derive(Debug, Args)]
-pub struct OnRampArgs {
-    /// Dollars wired, with at most 2 decimals (e.g. 25 or 25.50).
-    #[arg(long)]
-    amount: String,
-    /// The local chain the USDC is delivered on.
-    #[arg(long, default_value_t = EVM_CHAIN)]
-    chain: Chain,
-    /// The receiving account (default: the account `dev` seeded).
-    #[arg(long)]
-    account_id: Option<String>,
-    /// The running `dev`'s state directory.
-    #[arg(long, value_name = "DIR", env = "CUSTODY_INDEXER_DEV_STATE_DIR", default_value = DEFAULT_STATE_DIR)]
-    state_dir: PathBuf,
-    /// Then print each status the conversion takes and exit 0 once it is
-    /// `COMPLETED`, 1 if it becomes `FAILED` or is not completed within a minute.
-    #[arg(long)]
-    follow: bool,
-}
-
-/// How long the virtual account may take to open, and `--follow` to complete.
-const WITHIN: Duration = Duration::from_secs(60);
-
-pub async fn run(args: OnRampArgs) -> anyhow::Result<ExitCode> {
-    let dev = StateDir::existing(&args.state_dir)?.running()?.summary;
-    let cents = parse_usd(&args.amount).map_err(|e| anyhow::anyhow!("--amount: {e}"))?;
+pub async fn run(args: ConversionArgs) -> anyhow::Result<ExitCode> {
+    let Asked { dev, store, cents, account, identity } = args.asked().await?;
     let chain = args.chain;
-    let account = args.account_id.as_deref().unwrap_or(&dev.account_id);
-    let store = Store::open(&dev.database_url).await?;
-    let identity = store.account(account).await.with_context(|| format!("account {account}"))?.identity_id;
     let client = Client::new();
     let request = json!({ "request_id": format!("dev-va-{chain}-{account}"),
-        "destination": { "account_id": account, "currency": "USDC", "chain": chain.as_str() },
+        "destination": { "account_id": &account, "currency": "USDC", "chain": chain.as_str() },
         "source": { "banking_country": "US" } });
     let path = format!("/v2/identities/{identity}/virtual-accounts");
     let opened = post(&client, &dev, &path, &request).await?;
@@ -77,33 +46,4 @@ pub async fn run(args: OnRampArgs) -> anyhow::Result<ExitCode> {
     let outcome = if args.follow { follow(&store, &id).await? } else { ExitCode::SUCCESS };
     store.close().await;
     Ok(outcome)
-}
-
-/// Prints each status conversion `id` takes until it is terminal.
-async fn follow(store: &Store, id: &str) -> anyhow::Result<ExitCode> {
-    let started = Instant::now();
-    let mut shown = None;
-    loop {
-        let conversion = store.conversion(None, id).await?;
-        if shown != Some(conversion.status) {
-            let amount = conversion.destination.amount.as_deref().unwrap_or("-");
-            println!("{id} {} {amount} {}", conversion.status, conversion.destination.currency);
-            shown = Some(conversion.status);
-        }
-        match conversion.status {
-            Status::Completed => return Ok(ExitCode::SUCCESS),
-            status if status.is_terminal() => {
-                eprintln!("{}", conversion.failure_reason.unwrap_or_default());
-                return Ok(ExitCode::FAILURE);
-            }
-            _ if started.elapsed() > WITHIN => {
-                eprintln!(
-                    "the conversion did not complete within {} s: see `custody-indexer dev`",
-                    WITHIN.as_secs()
-                );
-                return Ok(ExitCode::FAILURE);
-            }
-            _ => tokio::time::sleep(Duration::from_millis(200)).await,
-        }
-    }
 }

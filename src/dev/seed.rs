@@ -147,7 +147,8 @@ pub fn chain_files(dir: &Path, placed: &[Placed]) -> anyhow::Result<Chains> {
 }
 
 /// Tops up the gas sponsor and the omnibus wallet of every local chain,
-/// and the EVM issuer (it pays for its mints): a kept chain is funded once.
+/// and the EVM issuer and settlement wallet (they pay for their mints and
+/// refunds): a kept chain is funded once.
 pub async fn fund(signer: &dyn Signer, placed: &[Placed]) -> anyhow::Result<()> {
     for p in placed {
         match p.chain {
@@ -158,6 +159,7 @@ pub async fn fund(signer: &dyn Signer, placed: &[Placed]) -> anyhow::Result<()> 
                     (signer.evm_address(KeyRef::Sponsor)?, eth * U256::from(1000)),
                     (signer.evm_address(KeyRef::Omnibus)?, eth * U256::from(100)),
                     (signer.evm_address(KeyRef::Issuer)?, eth * U256::from(100)),
+                    (signer.evm_address(KeyRef::Settlement)?, eth * U256::from(100)),
                 ];
                 evm.fund(&wallets).await.context("funding on anvil")?;
             }

@@ -21,6 +21,7 @@ mod limits;
 mod mint_transfers;
 mod mints;
 mod nonce_fillers;
+mod off_ramp_refunds;
 mod off_ramps;
 mod organizations;
 mod own_transfers;

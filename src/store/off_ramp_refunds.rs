@@ -1,0 +1,101 @@
+//! An off-ramp's refund: the stablecoin of a payout the bank refused or
+//! returned, sent back from the settlement wallet to the address it came
+//! from by the chain's sender (route `SETTLEMENT`, the platform's own).
+
+use sqlx::Row;
+
+use super::{Store, StoreError, now_micros};
+use crate::{
+    chain::Chain,
+    conversions::{off_ramp::Answer, resource::Type, state::Status},
+    transfers::{Route, TransferStatus},
+};
+
+impl Store {
+    /// Creates the refund transfer (route `SETTLEMENT`) of each off-ramp on
+    /// `chain` whose payout the bank refused or returned and whose
+    /// stablecoin is not on its way back: from `settlement` to the address
+    /// the stablecoin came from, the amount collected. Each is created with
+    /// the conversion's `refund_transfer_id` in one transaction holding its
+    /// row, guarded by the refund it replaces, so two instances create it
+    /// once. Returns how many it created.
+    pub async fn start_refunds(&self, chain: Chain, settlement: &str) -> Result<usize, StoreError> {
+        let rows = sqlx::query(
+            "SELECT c.id, c.refund_transfer_id FROM conversions c
+             LEFT JOIN transfers r ON r.id = c.refund_transfer_id
+             WHERE c.type = $1 AND c.source_chain = $2 AND c.status NOT IN ($3, $4, $5)
+               AND c.payout_outcome IN ($6, $7) AND c.payout_due_at <= $8
+               AND (r.id IS NULL OR r.status IN ('FAILED', 'DROPPED'))
+             ORDER BY c.created_at, c.id",
+        )
+        .bind(Type::OffRamp.as_str())
+        .bind(chain.as_str())
+        .bind(Status::Completed.as_str())
+        .bind(Status::Failed.as_str())
+        .bind(Status::Returned.as_str())
+        .bind(Answer::Returned.as_str())
+        .bind(Answer::Refused.as_str())
+        .bind(now_micros())
+        .fetch_all(&self.pool)
+        .await?;
+        let mut started = 0;
+        for row in rows {
+            let (id, replaced): (String, Option<String>) =
+                (row.try_get("id")?, row.try_get("refund_transfer_id")?);
+            if start_refund(self, &id, replaced.as_deref(), settlement).await? {
+                started += 1;
+            }
+        }
+        Ok(started)
+    }
+}
+
+/// Creates the refund of off-ramp `id`, unless its refund is no longer
+/// `replaced`: whether it did.
+async fn start_refund(
+    store: &Store,
+    id: &str,
+    replaced: Option<&str>,
+    settlement: &str,
+) -> Result<bool, StoreError> {
+    let mut tx = store.begin().await?;
+    let Some(collect) = sqlx::query(
+        "UPDATE conversions SET updated_at = updated_at
+         WHERE id = $1 AND COALESCE(refund_transfer_id, '') = $2 RETURNING transfer_id",
+    )
+    .bind(id)
+    .bind(replaced.unwrap_or(""))
+    .fetch_optional(&mut *tx)
+    .await?
+    else {
+        return Ok(false);
+    };
+    let collect: String = collect.try_get("transfer_id")?;
+    let refund = uuid::Uuid::new_v4().to_string();
+    let now = now_micros();
+    sqlx::query(&format!(
+        "INSERT INTO transfers (id, organization_id, request_id, request_fingerprint, account_id, identity_id,
+             chain, source_address, destination_address, currency_symbol, amount_raw, decimals, status, route,
+             created_at, updated_at)
+         SELECT $1, organization_id, $2, 'refund', account_id, identity_id, chain, $3, source_address,
+             currency_symbol, amount_raw, decimals, '{}', '{}', $4, $4
+         FROM transfers WHERE id = $5",
+        TransferStatus::Accepted,
+        Route::Settlement.as_str()
+    ))
+    .bind(&refund)
+    .bind(format!("refund:{id}:{refund}"))
+    .bind(settlement)
+    .bind(now)
+    .bind(&collect)
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query("UPDATE conversions SET refund_transfer_id = $2 WHERE id = $1")
+        .bind(id)
+        .bind(&refund)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    tracing::info!(conversion = id, transfer = %refund, "off-ramp refund to send");
+    Ok(true)
+}
