@@ -9,10 +9,13 @@
 -- `payout_due_at`, set when the payout is handed to the bank
 -- (`payout_handed_at`); a production one is recorded by an operator.
 -- `refund_transfer_id` sends a refused or returned payout's stablecoin back
--- from the settlement wallet (route SETTLEMENT).
+-- from the settlement wallet (route SETTLEMENT): the latest of
+-- `refund_attempts`, the next not before `refund_after`.
 ALTER TABLE conversions ADD COLUMN request_fingerprint TEXT;
 ALTER TABLE conversions ADD COLUMN transfer_id TEXT;
 ALTER TABLE conversions ADD COLUMN refund_transfer_id TEXT;
+ALTER TABLE conversions ADD COLUMN refund_attempts BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE conversions ADD COLUMN refund_after BIGINT;
 ALTER TABLE conversions ADD COLUMN payout_outcome TEXT;
 ALTER TABLE conversions ADD COLUMN payout_reason TEXT;
 ALTER TABLE conversions ADD COLUMN payout_handed_at BIGINT;

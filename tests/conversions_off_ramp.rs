@@ -244,6 +244,18 @@ async fn every_off_ramp_request_is_checked_and_20_identical_submissions_make_one
         let url = format!("http://127.0.0.1:{port}/v2/conversions");
         assert_eq!(common::api::send(Method::GET, &url, Some(&platform.key)).await.status, 405);
 
+        // Another organization sees none of it: not the account, the bank
+        // account, the quote nor the conversion.
+        platform.cli(&["organizations", "create", "--id", "globex", "--name", "Globex"]);
+        let created = platform.cli(&["api-keys", "create", "--organization", "globex", "--name", "ops"]);
+        let globex = created.lines().last().unwrap();
+        for body in [off_ramp(&new_id(), &us, "1.00", None), off_ramp(&first, &mx, "40.00", Some(q))] {
+            let answer = send_json(Method::POST, &url, Some(globex), Some(&body)).await;
+            refused(&answer, 404, "NOT_FOUND", "ada-1");
+        }
+        let read = format!("http://127.0.0.1:{port}/v2/conversions/{}", conversion["id"].as_str().unwrap());
+        refused(&common::api::send(Method::GET, &read, Some(globex)).await, 404, "NOT_FOUND", "conversion");
+
         // 20 identical submissions at once: one conversion, one hold.
         let same = off_ramp(&new_id(), &us, "25.00", None);
         let answers = futures::future::join_all((0..20).map(|_| submit(&platform, port, &same))).await;
@@ -334,6 +346,48 @@ async fn a_us_wire_is_paid_out_and_a_returned_or_refused_payout_comes_back_on_ch
     assert_eq!(settled["exchange_rate"], priced["exchange_rate"]);
     assert_eq!(platform.balance().await, U256::from(180 * USDC));
     assert_eq!(usdc_of(&platform, settlement).await, U256::from(120 * USDC));
+}
+
+#[tokio::test]
+async fn a_refund_the_settlement_wallet_cannot_pay_for_is_sent_again_once_it_can() {
+    let platform = Platform::new(Backend::Sqlite).await;
+    // Transactions not sent within 2 s fail: the unfunded wallet's first
+    // refund does, provably (nothing was ever sent).
+    let file = platform.env.chains.join("test.toml");
+    let toml = std::fs::read_to_string(&file).unwrap();
+    let toml = toml.replacen("native_usd = \"3000\"", "native_usd = \"3000\"\nsubmit_within_secs = 2", 1);
+    std::fs::write(&file, toml).unwrap();
+    let port = dead_port();
+    let _run = platform.run(port);
+    let mint = platform.wire(port, "30.00").await;
+    platform.completed(port, &mint).await;
+    let returned_by = bank(&platform, port, "us", "000123459999").await;
+    let id = submit(&platform, port, &off_ramp(&new_id(), &returned_by, "10.00", None)).await.body;
+    let id = id["id"].as_str().unwrap();
+
+    let store = platform.env.store().await;
+    let failed_refund = eventually(Duration::from_secs(60), "the first refund failed", || async {
+        platform.anvil.mine(1).await;
+        let refund = store.off_ramp_refund(id).await.unwrap()?;
+        let refund = store.transfer(&refund).await.ok()?;
+        (refund.status.as_str() == "FAILED").then_some(refund)
+    })
+    .await;
+    assert_eq!(failed_refund.failure_details.unwrap().code, "NOT_SUBMITTED");
+    let waiting = platform.get(port, &format!("/v2/conversions/{id}")).await;
+    assert_eq!(waiting["status"], "PAYOUT_IN_PROGRESS", "nothing came back yet: {waiting}");
+    assert_eq!(platform.balance().await, U256::from(20 * USDC));
+
+    // Funded, the next attempt (after its backoff) sends it back, once.
+    let wallets: Value = serde_json::from_str(&platform.cli(&["wallets", "list", "--json"])).unwrap();
+    let settlement: Address = wallets[0]["settlement"].as_str().unwrap().parse().unwrap();
+    let anvil = &platform.anvil;
+    anvil.send_eth(anvil.accounts[0], settlement, U256::from(common::transfers::ETH)).await;
+    let returned = ended(&platform, port, id).await;
+    assert_eq!(returned["status"], "RETURNED", "{returned}");
+    assert_ne!(returned["refund_details"]["transaction_hash"], Value::Null);
+    assert_eq!(platform.balance().await, U256::from(30 * USDC));
+    assert_eq!(usdc_of(&platform, settlement).await, U256::ZERO);
 }
 
 #[tokio::test]

@@ -134,7 +134,7 @@ pub async fn create_virtual_account(
     let new = NewVirtualAccount {
         account: wanted,
         destination_address,
-        opening: state.virtual_account_bank().open(&country),
+        opening: state.conversion_bank().open(&country),
         bank,
         account_number: provider::new_account_number(),
         deposit_message: provider::new_deposit_message(),

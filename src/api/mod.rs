@@ -175,9 +175,9 @@ impl ApiState {
         }
     }
 
-    /// The bank opening virtual accounts: the sandbox's, or operators
-    /// recording a real bank's answers.
-    fn virtual_account_bank(&self) -> &'static dyn crate::conversions::provider::Bank {
+    /// The bank opening virtual accounts and paying off-ramps out: the
+    /// sandbox's, or operators recording a real bank's answers.
+    fn conversion_bank(&self) -> &'static dyn crate::conversions::provider::Bank {
         match self.0.environment {
             Environment::Sandbox => &crate::conversions::provider::Sandbox,
             Environment::Production => &crate::conversions::provider::Operators,

@@ -17,11 +17,9 @@ use crate::{
     chain::{Chain, Family},
     conversions::{
         Conversion, off_ramp,
-        on_ramp::fee,
-        quote::{Corridor, corridor},
+        quote::{Corridor, corridor, fee_cents},
         resource::Quote,
     },
-    environment::Environment,
     issuance::{self, BankAccount, FIAT_CURRENCY, format_usd},
     keys::{KeyRef, Signer},
     store::{Made, NewOffRamp, OffRampRefusal},
@@ -101,12 +99,45 @@ pub async fn create_conversion(
     let request: ConversionRequest = exact(body)?;
     let asked = Asked::of(&state, &request)?;
     let store = state.store();
-    if let Some((found, print)) = store.off_ramp_by_request(&caller.organization, &asked.request_id).await? {
-        if print != asked.fingerprint(&request) {
-            return Err(refusal(OffRampRefusal::RequestReused(found.id)));
-        }
-        return Ok((StatusCode::OK, Json(found)));
+    if let Some(answer) = replayed(store, &caller.organization, &asked, &request).await? {
+        return answer;
     }
+    match submit(&state, &caller.organization, &request, &asked).await {
+        Ok(made) => Ok(made),
+        // A retry that raced the first request past the lookup above is
+        // answered from what the first made, not refused by what it changed.
+        Err(refused) => match replayed(store, &caller.organization, &asked, &request).await? {
+            Some(answer) => answer,
+            None => Err(refused),
+        },
+    }
+}
+
+/// The answer to a request whose `request_id` is taken: its conversion
+/// (`200`), or `409 REQUEST_ID_REUSED` when it asked something else.
+async fn replayed(
+    store: &crate::store::Store,
+    organization: &str,
+    asked: &Asked,
+    request: &ConversionRequest,
+) -> Result<Option<Result<(StatusCode, Json<Conversion>), ApiError>>, ApiError> {
+    let Some((found, print)) = store.off_ramp_by_request(organization, &asked.request_id).await? else {
+        return Ok(None);
+    };
+    if print != asked.fingerprint(request) {
+        return Ok(Some(Err(refusal(OffRampRefusal::RequestReused(found.id)))));
+    }
+    Ok(Some(Ok((StatusCode::OK, Json(found)))))
+}
+
+/// Checks and accepts a new off-ramp.
+async fn submit(
+    state: &ApiState,
+    organization: &str,
+    request: &ConversionRequest,
+    asked: &Asked,
+) -> Result<(StatusCode, Json<Conversion>), ApiError> {
+    let store = state.store();
     let signer = state.0.signer.clone().ok_or_else(|| {
         ApiError::coded(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -114,22 +145,24 @@ pub async fn create_conversion(
             "off-ramps are disabled: the service has no signing keys",
         )
     })?;
-    let account = store.organization_account(&caller.organization, &request.account_id).await?;
-    let bank = store.bank_account(&caller.organization, &request.payment_instructions_id).await?;
+    let account = store.organization_account(organization, &request.account_id).await?;
+    let bank = store.bank_account(organization, &request.payment_instructions_id).await?;
     if bank.identity_id != account.identity_id {
         return Err(ApiError::invalid(format!(
             "payment_instructions_id: bank account {} is not of account {}'s identity",
             bank.id, account.id
         )));
     }
-    gate(&store.identity(&caller.organization, &account.identity_id).await?)?;
-    let priced = priced(&state, &caller.organization, &request, &bank, asked.cents).await?;
-    let settlement = settlement_address(signer.as_ref(), asked.chain)
-        .map_err(|e| ApiError::invalid(format!("source.chain: {e}")))?;
+    gate(&store.identity(organization, &account.identity_id).await?)?;
+    let priced = priced(state, organization, request, &bank, asked.cents).await?;
+    let settlement = settlement_address(signer.as_ref(), asked.chain).map_err(|error| {
+        tracing::error!(%error, "the signer cannot derive the settlement wallet's address");
+        ApiError::internal()
+    })?;
     let collect_id = uuid::Uuid::new_v4().to_string();
     let amount = format_usd(asked.cents);
     let collect = Request {
-        organization: &caller.organization,
+        organization,
         request_id: &collect_id,
         account_id: &request.account_id,
         amount: &amount,
@@ -141,17 +174,11 @@ pub async fn create_conversion(
     let acceptance =
         Acceptance { store, chains: state.chains(), balances: &state.0.balances, signer: signer.as_ref() };
     let (collect, balance) = acceptance.prepare(&collect).await.map_err(accept_error)?;
-    let planned = match state.0.environment {
-        Environment::Sandbox => {
-            let (answer, reason) = off_ramp::sandbox_answer(account_number(&bank).as_str());
-            Some((answer, reason.to_string()))
-        }
-        Environment::Production => None,
-    };
+    let planned = state.conversion_bank().payout(&account_number(&bank));
     let new = NewOffRamp {
-        organization: caller.organization.clone(),
+        organization: organization.to_string(),
         request_id: asked.request_id.clone(),
-        fingerprint: asked.fingerprint(&request),
+        fingerprint: asked.fingerprint(request),
         payment_instructions_id: bank.id.clone(),
         source_cents: asked.cents,
         destination_currency: priced.currency,
@@ -243,15 +270,15 @@ async fn priced(
                     bank.id
                 )));
             }
-            let fee_cents = fee(cents, state.conversions().off_ramp_fee_bps);
-            if cents - fee_cents <= 0 {
+            let fee = fee_cents(cents, state.conversions().off_ramp_fee_bps);
+            if cents - fee <= 0 {
                 return Err(ApiError::invalid(format!(
                     "amount: {} does not cover the off-ramp fee of {}",
                     format_usd(cents),
-                    format_usd(fee_cents)
+                    format_usd(fee)
                 )));
             }
-            Ok(Priced { currency: FIAT_CURRENCY.to_string(), cents: Some(cents - fee_cents), fee_cents })
+            Ok(Priced { currency: FIAT_CURRENCY.to_string(), cents: Some(cents - fee), fee_cents: fee })
         }
         Corridor::None => Err(ApiError::invalid(format!(
             "payment_instructions_id: bank account {} has no rail the platform pays out on",

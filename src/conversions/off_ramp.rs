@@ -19,6 +19,13 @@
 use super::state::Status;
 use crate::transfers::TransferStatus;
 
+/// How long after a refund attempt the next may start: doubling from 10 s
+/// per attempt, at most an hour.
+pub fn refund_backoff_micros(attempts: i64) -> i64 {
+    let exponent = u32::try_from(attempts.clamp(0, 10)).unwrap_or(10);
+    (10_000_000i64 << exponent).min(3_600_000_000)
+}
+
 /// How long after the handoff the sandbox bank's answer applies.
 pub const SANDBOX_PAYOUT_MICROS: i64 = 1_000_000;
 
@@ -80,13 +87,14 @@ pub enum Need {
 /// The status an off-ramp's legs put it in, and what it needs next.
 pub fn target(legs: Legs) -> (Status, Need) {
     use TransferStatus::{Accepted, Confirmed, Dropped, Failed, Submitted};
-    match legs.collect {
-        Accepted | Submitted => return (Status::Initiated, Need::Nothing),
-        Failed | Dropped => return (Status::Failed, Need::Nothing),
-        Confirmed => {}
-    }
+    // Only a confirmed collect is handed to the bank: from then on the
+    // payout decides, whatever the collect's row says.
     if !legs.handed_off {
-        return (Status::Processing, Need::Handoff);
+        return match legs.collect {
+            Accepted | Submitted => (Status::Initiated, Need::Nothing),
+            Failed | Dropped => (Status::Failed, Need::Nothing),
+            Confirmed => (Status::Processing, Need::Handoff),
+        };
     }
     let back = |ended: Status, waiting: Status| match legs.refund {
         Some(Confirmed) => (ended, Need::Nothing),
@@ -183,6 +191,21 @@ mod tests {
                 assert!(path(Status::Initiated, to).is_ok(), "{to}");
             }
         }
+    }
+
+    #[test]
+    fn a_handed_off_payout_is_decided_by_the_bank_whatever_the_collect_says() {
+        let late =
+            Legs { collect: Failed, handed_off: true, answer: Some((Answer::Paid, true)), refund: None };
+        assert_eq!(target(late), (Status::Completed, Need::Nothing));
+    }
+
+    #[test]
+    fn refunds_back_off_to_an_hour() {
+        assert_eq!(refund_backoff_micros(0), 10_000_000);
+        assert_eq!(refund_backoff_micros(1), 20_000_000);
+        assert_eq!(refund_backoff_micros(9), 3_600_000_000);
+        assert_eq!(refund_backoff_micros(1_000), 3_600_000_000);
     }
 
     #[test]

@@ -1,20 +1,24 @@
-//! The bank that opens virtual accounts. In `sandbox`, [`Sandbox`] decides
-//! from the senders' banking country, so a client's test suite can provoke
-//! each outcome:
+//! The conversions' bank: it opens virtual accounts and pays off-ramps
+//! out. In `sandbox`, [`Sandbox`] decides from the senders' banking country
+//! and the payee's account number (see [`off_ramp::sandbox_answer`]), so a
+//! client's test suite can provoke each outcome:
 //!
 //! | `source.banking_country` | outcome |
 //! |---|---|
 //! | `US` | opened [`SANDBOX_DELAY`] after it was asked for: `VIRTUAL_ACCOUNT_STATUS_ACTIVE` |
 //! | any other | refused [`SANDBOX_DELAY`] later: `VIRTUAL_ACCOUNT_STATUS_FAILED` |
 //!
-//! In `production` a virtual account stays `PENDING` until an operator
-//! records what the bank answered.
+//! In `production` a virtual account stays `PENDING`, and a payout
+//! `PAYOUT_INITIATED`, until an operator records what the bank answered.
 
 use std::time::Duration;
 
 use serde_json::Value;
 
-use super::resource::DepositInstructions;
+use super::{
+    off_ramp::{self, Answer},
+    resource::DepositInstructions,
+};
 
 /// How long the sandbox bank takes to open (or refuse) a virtual account.
 pub const SANDBOX_DELAY: Duration = Duration::from_secs(1);
@@ -31,10 +35,13 @@ pub enum Outcome {
 /// was asked for; `None` when a person decides (`production`).
 pub type Opening = Option<(Outcome, Duration)>;
 
-/// The bank opening virtual accounts.
+/// The bank opening virtual accounts and paying off-ramps out.
 pub trait Bank: Send + Sync {
     /// What happens to a virtual account for senders banking in `country`.
     fn open(&self, country: &str) -> Opening;
+    /// What the bank will answer a payout to `account_number`, and why;
+    /// `None` when a person records it (`production`).
+    fn payout(&self, account_number: &str) -> Option<(Answer, String)>;
 }
 
 /// `sandbox`: by the banking country (see the module's table).
@@ -50,6 +57,11 @@ impl Bank for Sandbox {
         };
         Some((outcome, SANDBOX_DELAY))
     }
+
+    fn payout(&self, account_number: &str) -> Option<(Answer, String)> {
+        let (answer, reason) = off_ramp::sandbox_answer(account_number);
+        Some((answer, reason.to_string()))
+    }
 }
 
 /// `production`: an operator records the bank's answer.
@@ -57,6 +69,10 @@ pub struct Operators;
 
 impl Bank for Operators {
     fn open(&self, _country: &str) -> Opening {
+        None
+    }
+
+    fn payout(&self, _account_number: &str) -> Option<(Answer, String)> {
         None
     }
 }

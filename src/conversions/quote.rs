@@ -111,6 +111,13 @@ pub struct Priced {
     pub destination_cents: i64,
 }
 
+/// The off-ramp fee of `source_cents` at `fee_bps` (at most [`MAX_BPS`]),
+/// rounded up to the cent: a quote's, and a US wire's, which takes none.
+pub fn fee_cents(source_cents: i64, fee_bps: u32) -> i64 {
+    let fee = (i128::from(source_cents) * i128::from(fee_bps.min(MAX_BPS)) + 9_999) / 10_000;
+    i64::try_from(fee).unwrap_or(i64::MAX)
+}
+
 /// The largest spread or fee: 10% (1,000 basis points).
 pub const MAX_BPS: u32 = 1_000;
 
@@ -119,7 +126,7 @@ pub const MAX_BPS: u32 = 1_000;
 /// be paid out.
 pub fn price(source_cents: i64, mid: Rate, spread_bps: u32, fee_bps: u32) -> Result<Priced, String> {
     let rate = i128::from(mid.0) * i128::from(10_000 - spread_bps.min(MAX_BPS)) / 10_000;
-    let fee = (i128::from(source_cents) * i128::from(fee_bps.min(MAX_BPS)) + 9_999) / 10_000;
+    let fee = i128::from(fee_cents(source_cents, fee_bps));
     let paid = (i128::from(source_cents) - fee) * rate / i128::from(SCALE);
     let (rate, fee, paid) = (i64::try_from(rate), i64::try_from(fee), i64::try_from(paid));
     match (rate, fee, paid) {
@@ -191,6 +198,14 @@ mod tests {
         for spec in ["", "MXN", "MXN=0", "mxn=1", "USD=1", "MXN=1,EURO=2"] {
             assert!(Table::parse(spec).is_err(), "{spec:?}");
         }
+    }
+
+    #[test]
+    fn an_off_ramp_fee_is_rounded_up_to_the_cent() {
+        assert_eq!(fee_cents(199, 50), 1, "a fraction of a cent is a cent");
+        assert_eq!(fee_cents(10_000, 150), 150);
+        assert_eq!(fee_cents(10_000, 0), 0);
+        assert_eq!(fee_cents(10_000, 5_000), 1_000, "at most 10%");
     }
 
     #[test]

@@ -7,11 +7,25 @@ use sqlx::Row;
 use super::{Store, StoreError, now_micros};
 use crate::{
     chain::Chain,
-    conversions::{off_ramp::Answer, resource::Type, state::Status},
+    conversions::{
+        off_ramp::{Answer, refund_backoff_micros},
+        resource::Type,
+        state::Status,
+    },
     transfers::{Route, TransferStatus},
 };
 
 impl Store {
+    /// The refund transfer off-ramp `id` made last, if any.
+    pub async fn off_ramp_refund(&self, id: &str) -> Result<Option<String>, StoreError> {
+        let row = sqlx::query("SELECT refund_transfer_id FROM conversions WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("conversion {id}")))?;
+        Ok(row.try_get("refund_transfer_id")?)
+    }
+
     /// Creates the refund transfer (route `SETTLEMENT`) of each off-ramp on
     /// `chain` whose payout the bank refused or returned and whose
     /// stablecoin is not on its way back: from `settlement` to the address
@@ -19,13 +33,22 @@ impl Store {
     /// the conversion's `refund_transfer_id` in one transaction holding its
     /// row, guarded by the refund it replaces, so two instances create it
     /// once. Returns how many it created.
+    ///
+    /// A refund is replaced only once its failure is proven: `DROPPED` (its
+    /// nonce taken by a final cancellation), reverted, or failed with no
+    /// transaction ever recorded. One that failed with a transaction that
+    /// might still land waits for an operator rather than risk paying twice.
+    /// Attempts back off ([`refund_backoff_micros`]).
     pub async fn start_refunds(&self, chain: Chain, settlement: &str) -> Result<usize, StoreError> {
         let rows = sqlx::query(
             "SELECT c.id, c.refund_transfer_id FROM conversions c
              LEFT JOIN transfers r ON r.id = c.refund_transfer_id
              WHERE c.type = $1 AND c.source_chain = $2 AND c.status NOT IN ($3, $4, $5)
                AND c.payout_outcome IN ($6, $7) AND c.payout_due_at <= $8
-               AND (r.id IS NULL OR r.status IN ('FAILED', 'DROPPED'))
+               AND (c.refund_after IS NULL OR c.refund_after <= $8)
+               AND (r.id IS NULL OR r.status = 'DROPPED'
+                    OR (r.status = 'FAILED' AND (r.failure_code IN ('REVERTED', 'NOT_SUBMITTED')
+                        OR NOT EXISTS (SELECT 1 FROM transfer_transactions x WHERE x.transfer_id = r.id))))
              ORDER BY c.created_at, c.id",
         )
         .bind(Type::OffRamp.as_str())
@@ -60,8 +83,8 @@ async fn start_refund(
 ) -> Result<bool, StoreError> {
     let mut tx = store.begin().await?;
     let Some(collect) = sqlx::query(
-        "UPDATE conversions SET updated_at = updated_at
-         WHERE id = $1 AND COALESCE(refund_transfer_id, '') = $2 RETURNING transfer_id",
+        "UPDATE conversions SET refund_attempts = refund_attempts + 1
+         WHERE id = $1 AND COALESCE(refund_transfer_id, '') = $2 RETURNING transfer_id, refund_attempts",
     )
     .bind(id)
     .bind(replaced.unwrap_or(""))
@@ -70,10 +93,11 @@ async fn start_refund(
     else {
         return Ok(false);
     };
+    let attempts: i64 = collect.try_get("refund_attempts")?;
     let collect: String = collect.try_get("transfer_id")?;
     let refund = uuid::Uuid::new_v4().to_string();
     let now = now_micros();
-    sqlx::query(&format!(
+    let inserted = sqlx::query(&format!(
         "INSERT INTO transfers (id, organization_id, request_id, request_fingerprint, account_id, identity_id,
              chain, source_address, destination_address, currency_symbol, amount_raw, decimals, status, route,
              created_at, updated_at)
@@ -90,12 +114,20 @@ async fn start_refund(
     .bind(&collect)
     .execute(&mut *tx)
     .await?;
-    sqlx::query("UPDATE conversions SET refund_transfer_id = $2 WHERE id = $1")
+    if inserted.rows_affected() != 1 {
+        return Err(StoreError::Corrupt(format!("off-ramp {id}: its collect transfer {collect} is missing")));
+    }
+    sqlx::query("UPDATE conversions SET refund_transfer_id = $2, refund_after = $3 WHERE id = $1")
         .bind(id)
         .bind(&refund)
+        .bind(now + refund_backoff_micros(attempts))
         .execute(&mut *tx)
         .await?;
     tx.commit().await?;
-    tracing::info!(conversion = id, transfer = %refund, "off-ramp refund to send");
+    if attempts > 3 {
+        tracing::error!(conversion = id, transfer = %refund, attempts, "an off-ramp's refund keeps failing: check the settlement wallet");
+    } else {
+        tracing::info!(conversion = id, transfer = %refund, attempts, "off-ramp refund to send");
+    }
     Ok(true)
 }
