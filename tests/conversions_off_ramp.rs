@@ -377,6 +377,9 @@ async fn a_refund_the_settlement_wallet_cannot_pay_for_is_sent_again_once_it_can
     let waiting = platform.get(port, &format!("/v2/conversions/{id}")).await;
     assert_eq!(waiting["status"], "PAYOUT_IN_PROGRESS", "nothing came back yet: {waiting}");
     assert_eq!(platform.balance().await, U256::from(20 * USDC));
+    let listed = platform.operator(&["conversions", "payouts", "list"]);
+    assert!(listed.contains(&format!("{id} acme REFUND 10.00 USDC")), "{listed}");
+    assert!(listed.contains("owes back 10.00 USDC"), "{listed}");
 
     // Funded, the next attempt (after its backoff) sends it back, once.
     let wallets: Value = serde_json::from_str(&platform.cli(&["wallets", "list", "--json"])).unwrap();
@@ -441,7 +444,16 @@ async fn in_production_an_operator_answers_the_payout_and_a_return_comes_back() 
         })
         .await;
     }
-    // Nothing happens until the bank answers: an operator records it.
+    // Nothing happens until the bank answers: the operators see both wait.
+    let listed: Value =
+        serde_json::from_str(&platform.operator(&["conversions", "payouts", "list", "--json"])).unwrap();
+    let waiting: std::collections::BTreeSet<(&str, &str)> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["conversion_id"].as_str().unwrap(), p["waiting_for"].as_str().unwrap()))
+        .collect();
+    assert_eq!(waiting, [(paid, "BANK_ANSWER"), (back, "BANK_ANSWER")].into());
     let record = |id: &str, outcome: &str, reason: &str| {
         platform.operator(&[
             "conversions",
@@ -484,6 +496,7 @@ async fn in_production_an_operator_answers_the_payout_and_a_return_comes_back() 
     assert_eq!(returned["refund_details"]["amount"], "30");
     assert_eq!(platform.balance().await, U256::from(30 * USDC));
     assert_eq!(usdc_of(&platform, settlement).await, U256::from(50 * USDC));
+    assert_eq!(platform.operator(&["conversions", "payouts", "list"]), "", "nothing pending");
 }
 
 /// Mints `amount` USDC to `ada-1` as the issuer, outside any wire (anvil

@@ -83,6 +83,13 @@ pub enum VirtualAccountsCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum PayoutsCommand {
+    /// The off-ramps waiting for the bank's answer (`production`), and
+    /// those whose stablecoin is owed back from the settlement wallet, with
+    /// what each chain's settlement wallet must keep for them.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
     /// Record the bank's answer to an off-ramp's payout handed to it
     /// (`PAYOUT_INITIATED`): `paid` completes the conversion; `returned`
     /// (the payment came back) and `refused` (nothing was sent) send the
@@ -178,6 +185,7 @@ pub async fn run(store: &Store, command: ConversionsCommand) -> anyhow::Result<(
             let refused = store.decide_virtual_account(&id, Err(&who.reason)).await?;
             println!("virtual account {id}: {}", refused.status.as_str());
         }
+        ConversionsCommand::Payouts(PayoutsCommand::List { json }) => list_pending(store, json).await?,
         ConversionsCommand::Payouts(PayoutsCommand::Record { id, outcome, who }) => {
             operator(&who.by)?;
             let answer: Answer = outcome.to_uppercase().parse().map_err(|e: String| anyhow::anyhow!(e))?;
@@ -202,6 +210,38 @@ pub async fn run(store: &Store, command: ConversionsCommand) -> anyhow::Result<(
                 );
             }
         }
+    }
+    Ok(())
+}
+
+/// `payouts list`: each pending off-ramp, then what each chain's
+/// settlement wallet owes back.
+async fn list_pending(store: &Store, json: bool) -> anyhow::Result<()> {
+    let pending = store.pending_payouts().await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&pending)?);
+        return Ok(());
+    }
+    let now = crate::store::now_micros();
+    let mut owed: std::collections::BTreeMap<(String, String), i64> = Default::default();
+    for p in &pending {
+        let minutes = (now - p.since_micros).max(0) / 60_000_000;
+        println!(
+            "{} {} {} {} {} on {} for {minutes} min (refunds tried {})",
+            p.conversion_id,
+            p.organization_id,
+            p.waiting_for,
+            p.amount,
+            p.currency,
+            p.chain,
+            p.refund_attempts
+        );
+        if p.waiting_for == "REFUND" {
+            *owed.entry((p.chain.clone(), p.currency.clone())).or_default() += p.cents;
+        }
+    }
+    for ((chain, currency), cents) in owed {
+        println!("the settlement wallet on {chain} owes back {} {currency}", format_usd(cents));
     }
     Ok(())
 }

@@ -123,6 +123,28 @@ pub fn sandbox_answer(account_number: &str) -> (Answer, &'static str) {
     }
 }
 
+/// An off-ramp an operator should know is waiting: for the bank's answer
+/// (`production`), or for its stablecoin to come back from the
+/// settlement wallet (which must keep at least what is owed back).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Pending {
+    pub conversion_id: String,
+    pub organization_id: String,
+    /// `BANK_ANSWER` or `REFUND`.
+    pub waiting_for: &'static str,
+    /// Of the stablecoin, in dollars.
+    pub amount: String,
+    #[serde(skip)]
+    pub cents: i64,
+    pub currency: String,
+    pub chain: String,
+    /// Since when, in microseconds: the handoff, or the bank's answer.
+    #[serde(skip)]
+    pub since_micros: i64,
+    /// Refund transfers made so far.
+    pub refund_attempts: i64,
+}
+
 /// What a request asked, to tell the same request from another under one
 /// `request_id`.
 pub fn fingerprint(

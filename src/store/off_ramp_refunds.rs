@@ -8,14 +8,54 @@ use super::{Store, StoreError, now_micros};
 use crate::{
     chain::Chain,
     conversions::{
-        off_ramp::{Answer, refund_backoff_micros},
+        off_ramp::{Answer, Pending, refund_backoff_micros},
         resource::Type,
         state::Status,
     },
+    issuance::format_usd,
     transfers::{Route, TransferStatus},
 };
 
 impl Store {
+    /// The off-ramps waiting for the bank's answer or for their refund,
+    /// oldest first (see [`Pending`]).
+    pub async fn pending_payouts(&self) -> Result<Vec<Pending>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, organization_id, source_cents, source_currency, source_chain, payout_outcome,
+                 payout_handed_at, payout_due_at, refund_attempts
+             FROM conversions
+             WHERE type = $1 AND status NOT IN ($2, $3, $4) AND payout_handed_at IS NOT NULL
+               AND (payout_outcome IS NULL OR payout_outcome IN ($5, $6))
+             ORDER BY payout_handed_at, id",
+        )
+        .bind(Type::OffRamp.as_str())
+        .bind(Status::Completed.as_str())
+        .bind(Status::Failed.as_str())
+        .bind(Status::Returned.as_str())
+        .bind(Answer::Returned.as_str())
+        .bind(Answer::Refused.as_str())
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                let answered = r.try_get::<Option<String>, _>("payout_outcome")?.is_some();
+                let cents: i64 = r.try_get("source_cents")?;
+                let since = if answered { "payout_due_at" } else { "payout_handed_at" };
+                Ok(Pending {
+                    conversion_id: r.try_get("id")?,
+                    organization_id: r.try_get("organization_id")?,
+                    waiting_for: if answered { "REFUND" } else { "BANK_ANSWER" },
+                    amount: format_usd(cents),
+                    cents,
+                    currency: r.try_get("source_currency")?,
+                    chain: r.try_get::<Option<String>, _>("source_chain")?.unwrap_or_default(),
+                    since_micros: r.try_get::<Option<i64>, _>(since)?.unwrap_or_default(),
+                    refund_attempts: r.try_get("refund_attempts")?,
+                })
+            })
+            .collect()
+    }
+
     /// The refund transfer off-ramp `id` made last, if any.
     pub async fn off_ramp_refund(&self, id: &str) -> Result<Option<String>, StoreError> {
         let row = sqlx::query("SELECT refund_transfer_id FROM conversions WHERE id = $1")
