@@ -287,6 +287,10 @@ async fn every_off_ramp_request_is_checked_and_20_identical_submissions_make_one
 #[tokio::test]
 async fn a_us_wire_is_paid_out_and_a_returned_or_refused_payout_comes_back_on_chain() {
     let (platform, port, _run, settlement) = funded(Backend::Sqlite, "60").await;
+    // At most 200 USDC a day leaves ada-1: what came back does not count.
+    let limit =
+        ["limits", "create", "--organization", "acme", "--account-id", "ada-1", "--currency-symbol", "USDC"];
+    platform.cli(&[&limit[..], &["--max-24h", "200"]].concat());
     let paid_to = bank(&platform, port, "us", "000123456789").await;
     let returned_by = bank(&platform, port, "us", "000123459999").await;
     let refused_by = bank(&platform, port, "us", "000123458888").await;
@@ -330,8 +334,11 @@ async fn a_us_wire_is_paid_out_and_a_returned_or_refused_payout_comes_back_on_ch
     assert_eq!(platform.balance().await, U256::from(200 * USDC));
     assert_eq!(usdc_of(&platform, settlement).await, U256::from(100 * USDC));
 
-    // Retried against the same instructions, a return comes back again.
-    let retry = submit(&platform, port, &off_ramp(&new_id(), &returned_by, "50.00", None)).await.body;
+    // Retried against the same instructions (150 USDC of the day's 200:
+    // the 80 that came back are not counted), a return comes back again.
+    let retry = submit(&platform, port, &off_ramp(&new_id(), &returned_by, "50.00", None)).await;
+    assert_eq!(retry.status, 201, "{retry:?}");
+    let retry = retry.body;
     assert_eq!(ended(&platform, port, retry["id"].as_str().unwrap()).await["status"], "RETURNED");
     assert_eq!(platform.balance().await, U256::from(200 * USDC));
 

@@ -139,7 +139,9 @@ pub(super) async fn check_limits(
             let rows = sqlx::query(&format!(
                 "SELECT amount_raw, decimals FROM transfers
                  WHERE organization_id = $1 AND {column} = $2 AND currency_symbol = $3 AND created_at > $4
-                   AND status NOT IN ('FAILED', 'DROPPED') AND route NOT IN {}",
+                   AND status NOT IN ('FAILED', 'DROPPED') AND route NOT IN {}
+                   AND NOT EXISTS (SELECT 1 FROM conversions c
+                       WHERE c.transfer_id = transfers.id AND c.status IN ('FAILED', 'RETURNED'))",
                 super::transfers::PLATFORM_ROUTES
             ))
             .bind(&new.organization)
