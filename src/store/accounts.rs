@@ -7,9 +7,10 @@ use std::collections::{HashMap, HashSet};
 
 use super::{
     Store, StoreError,
-    events::{CHUNK, placeholders},
     identities::lock_identity,
-    now_micros, parse_column,
+    now_micros,
+    params::{CHUNK, placeholders},
+    parse_column,
     quotas::Quota,
 };
 use crate::{

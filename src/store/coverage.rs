@@ -18,9 +18,9 @@ use sqlx::{Any, Row, Transaction};
 const CATCHING_UP: &str = "live_from IS NOT NULL AND (watch_from IS NULL OR gap_next < live_from)";
 
 use super::{
-    ChainState, ScanCommit, Store, StoreError,
-    events::{CHUNK, placeholders},
-    now_micros, to_i64,
+    ChainState, ScanCommit, Store, StoreError, now_micros,
+    params::{CHUNK, placeholders},
+    to_i64,
 };
 use crate::chain::Chain;
 

@@ -4,63 +4,19 @@ use sqlx::{Row, any::AnyRow};
 
 use super::{
     Store, StoreError, coverage,
-    events::{ChangedDeposit, announce_changed, announce_deposits, changed_columns},
+    deposit_rows::{ChangedDeposit, DEPOSIT_COLUMNS, changed_columns, deposit_from_row},
+    events::{announce_changed, announce_deposits},
     now_micros,
     own_transfers::{own_hashes, record_own},
-    parse_column, time, to_i64,
+    parse_column,
+    scan::{CursorMove, ScanCommit},
+    to_i64,
     upsert::upsert_deposits,
 };
 use crate::{
-    amount::Amount,
     chain::Chain,
-    deposit::{Deposit, DepositStatus, Detected, SourceType, split_own},
+    deposit::{Deposit, DepositStatus, split_own},
 };
-
-/// A block as the watcher saw it, kept to detect reorgs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BlockRef {
-    pub number: u64,
-    pub hash: String,
-    pub parent_hash: String,
-}
-
-/// How a scan moves the live cursor.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CursorMove {
-    /// Live indexing: the cursor must still be at `expected` (`None`: no
-    /// cursor yet) and moves past the scanned range; `watch_version` is the
-    /// address-set version the range was matched against. Another writer
-    /// having moved it first, or with a newer address set, is a
-    /// [`StoreError::Conflict`] and nothing is written.
-    Live { expected: Option<u64>, watch_version: i64 },
-    /// Solana's signatures strategy: the address's cursor must still be at
-    /// `expected` and moves to `next` (a signature in `slot`).
-    Address { address: String, expected: Option<String>, next: String, slot: u64 },
-    /// Backfill: deposits only, the live cursor is left alone.
-    Backfill,
-    /// A gap of newly registered addresses: these `addresses`, at
-    /// `gap_next == from` with this `live_from`, are done through the range.
-    Gap { live_from: u64, addresses: Vec<String> },
-}
-
-/// Everything one scanned block range produced, committed atomically.
-#[derive(Debug, Clone)]
-pub struct ScanCommit {
-    pub chain: Chain,
-    /// Inclusive block range.
-    pub from: u64,
-    pub to: u64,
-    /// The chain head when the range was scanned.
-    pub head: u64,
-    pub blocks: Vec<BlockRef>,
-    pub deposits: Vec<Detected>,
-    /// Deposits in blocks up to here satisfy the confirmation policy; a live
-    /// commit also confirms the chain's pending deposits up to here.
-    pub confirmed_through: Option<u64>,
-    pub cursor: CursorMove,
-    /// How many block hashes to keep below the range's end.
-    pub keep_blocks: u64,
-}
 
 /// A deposit whose block was reorged away, awaiting its transaction's fate.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,9 +44,6 @@ pub struct DepositPage {
     pub after: Option<(i64, String)>,
     pub limit: u32,
 }
-
-pub(super) const DEPOSIT_COLUMNS: &str = "id, dedup_key, chain, tx_hash, account_id, account_address, source_address, \
-     source_type, source_account_id, currency_symbol, amount_raw, decimals, status, created_at, confirmed_at";
 
 impl Store {
     /// Commits a scanned range: upserts its deposits on their natural key
@@ -436,36 +389,4 @@ async fn confirm_through(
 
 fn changed_row(row: &AnyRow) -> Result<(String, DepositStatus), StoreError> {
     Ok((row.try_get("id")?, parse_column(&row.try_get::<String, _>("status")?, "deposits.status")?))
-}
-
-pub(super) fn deposit_from_row(row: &AnyRow) -> Result<Deposit, StoreError> {
-    let raw: String = row.try_get("amount_raw")?;
-    let decimals: i64 = row.try_get("decimals")?;
-    let raw = alloy::primitives::U256::from_str_radix(&raw, 10)
-        .map_err(|_| StoreError::Corrupt(format!("deposits.amount_raw = {raw:?}")))?;
-    let decimals =
-        u8::try_from(decimals).map_err(|_| StoreError::Corrupt(format!("deposits.decimals = {decimals}")))?;
-    let source_type = match row.try_get::<String, _>("source_type")?.as_str() {
-        "ACCOUNT" => SourceType::Account,
-        "ON_CHAIN" => SourceType::OnChain,
-        other => {
-            return Err(StoreError::Corrupt(format!("deposits.source_type = {other:?}")));
-        }
-    };
-    Ok(Deposit {
-        id: row.try_get("id")?,
-        dedup_key: row.try_get("dedup_key")?,
-        account_id: row.try_get("account_id")?,
-        account_address: row.try_get("account_address")?,
-        source_address: row.try_get("source_address")?,
-        source_type,
-        source_account_id: row.try_get("source_account_id")?,
-        currency_symbol: row.try_get("currency_symbol")?,
-        amount: Amount::from_raw(raw, decimals).to_string(),
-        destination_chain: parse_column(&row.try_get::<String, _>("chain")?, "deposits.chain")?,
-        transaction_hash: row.try_get("tx_hash")?,
-        status: parse_column(&row.try_get::<String, _>("status")?, "deposits.status")?,
-        confirmed_at: time(row.try_get::<Option<i64>, _>("confirmed_at")?.unwrap_or(0))?,
-        created_at: time(row.try_get("created_at")?)?,
-    })
 }

@@ -5,51 +5,15 @@
 use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
-use sqlx::{Any, Row, Transaction, any::AnyRow};
+use sqlx::{Any, Row, Transaction};
 
-use super::{Store, StoreError, deposits::deposit_from_row, params::Params, parse_column, time};
-use crate::{
-    deposit::{Deposit, DepositStatus},
-    events::{DEPOSIT_V2, Event},
+use super::{
+    Store, StoreError,
+    deposit_rows::{ChangedDeposit, changed_columns},
+    params::Params,
+    time,
 };
-
-/// A deposit as a statement of the current transaction left it, read from
-/// that statement's `RETURNING` (see [`CHANGED_COLUMNS`]).
-pub(super) struct ChangedDeposit {
-    pub deposit: Deposit,
-    pub organization: String,
-    /// What the deposit's last event announced before this transaction
-    /// (`None`: it has had no event yet).
-    pub announced_before: Option<DepositStatus>,
-    /// The `announced_status` column as the statement left it.
-    pub announced_column: Option<DepositStatus>,
-}
-
-/// What a statement on `deposits` returns to announce its rows without
-/// reading them again.
-pub(super) fn changed_columns() -> String {
-    format!(
-        "{}, announced_status,
-         (SELECT organization_id FROM accounts a WHERE a.id = deposits.account_id) AS organization_id",
-        super::deposits::DEPOSIT_COLUMNS
-    )
-}
-
-impl ChangedDeposit {
-    /// `inserted`: the statement created the row, setting `announced_status`
-    /// to the status the event this transaction writes will announce.
-    pub(super) fn from_row(row: &AnyRow, inserted: bool) -> Result<Self, StoreError> {
-        let announced: Option<String> = row.try_get("announced_status")?;
-        let announced_column: Option<DepositStatus> =
-            announced.map(|s| parse_column(&s, "deposits.announced_status")).transpose()?;
-        Ok(Self {
-            deposit: deposit_from_row(row)?,
-            organization: row.try_get("organization_id")?,
-            announced_before: if inserted { None } else { announced_column },
-            announced_column,
-        })
-    }
-}
+use crate::events::{DEPOSIT_V2, Event};
 
 /// Announces the deposits of `ids` (read back here), for changes whose
 /// statements return only ids.
@@ -140,15 +104,6 @@ fn merge(changed: Vec<ChangedDeposit>) -> Vec<ChangedDeposit> {
         }
     }
     out
-}
-
-/// Parameters per multi-row statement written with numbered parameters (a
-/// statement of `n` columns takes `CHUNK / n` rows); see [`super::params`].
-pub(super) const CHUNK: usize = super::params::NUMBERED;
-
-/// `$first, $first+1, …` for `count` parameters.
-pub(super) fn placeholders(first: usize, count: usize) -> String {
-    (first..first + count).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ")
 }
 
 /// An event to append, its envelope already serialized.

@@ -10,9 +10,11 @@ use sqlx::{Any, Row, Transaction, any::AnyRow};
 
 use super::{
     Settlement, Store, StoreError,
-    events::{self, NewEvent, placeholders},
+    events::{self, NewEvent},
     gas_ledger::settle_in,
-    now_micros, parse_column,
+    now_micros,
+    params::placeholders,
+    parse_column,
     pii::{LABEL, SUBMISSION},
     quotas::Quota,
     time,

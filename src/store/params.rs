@@ -60,6 +60,15 @@ impl Params {
     }
 }
 
+/// Parameters per multi-row statement written with numbered parameters (a
+/// statement of `n` columns takes `CHUNK / n` rows); see this module.
+pub(super) const CHUNK: usize = NUMBERED;
+
+/// `$first, $first+1, …` for `count` parameters.
+pub(super) fn placeholders(first: usize, count: usize) -> String {
+    (first..first + count).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

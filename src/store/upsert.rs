@@ -7,9 +7,9 @@ use sqlx::{Any, Row, Transaction};
 
 use super::{
     StoreError,
-    deposits::ScanCommit,
-    events::{ChangedDeposit, changed_columns},
+    deposit_rows::{ChangedDeposit, changed_columns},
     params::Params,
+    scan::ScanCommit,
     to_i64,
 };
 use crate::deposit::{DepositStatus, Detected, SourceType};

@@ -9,9 +9,10 @@ use sqlx::{Row, any::AnyRow};
 
 use super::{
     Store, StoreError,
-    events::placeholders,
     identities::{Change, apply_in, lock_identity, state_of},
-    now_micros, parse_column,
+    now_micros,
+    params::placeholders,
+    parse_column,
     pii::SUBMISSION,
     time,
 };

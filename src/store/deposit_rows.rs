@@ -1,0 +1,84 @@
+//! Deposit rows as the store reads them back: the columns, the mapping to
+//! a [`Deposit`], and a deposit as a statement left it
+//! ([`ChangedDeposit`]) for the scan commit and the outbox to announce.
+
+use sqlx::{Row, any::AnyRow};
+
+use super::{StoreError, parse_column, time};
+use crate::{
+    amount::Amount,
+    deposit::{Deposit, DepositStatus, SourceType},
+};
+
+pub(super) const DEPOSIT_COLUMNS: &str = "id, dedup_key, chain, tx_hash, account_id, account_address, source_address, \
+     source_type, source_account_id, currency_symbol, amount_raw, decimals, status, created_at, confirmed_at";
+
+/// A deposit as a statement of the current transaction left it, read from
+/// that statement's `RETURNING` (see [`CHANGED_COLUMNS`]).
+pub(super) struct ChangedDeposit {
+    pub deposit: Deposit,
+    pub organization: String,
+    /// What the deposit's last event announced before this transaction
+    /// (`None`: it has had no event yet).
+    pub announced_before: Option<DepositStatus>,
+    /// The `announced_status` column as the statement left it.
+    pub announced_column: Option<DepositStatus>,
+}
+
+/// What a statement on `deposits` returns to announce its rows without
+/// reading them again.
+pub(super) fn changed_columns() -> String {
+    format!(
+        "{}, announced_status,
+         (SELECT organization_id FROM accounts a WHERE a.id = deposits.account_id) AS organization_id",
+        DEPOSIT_COLUMNS
+    )
+}
+
+impl ChangedDeposit {
+    /// `inserted`: the statement created the row, setting `announced_status`
+    /// to the status the event this transaction writes will announce.
+    pub(super) fn from_row(row: &AnyRow, inserted: bool) -> Result<Self, StoreError> {
+        let announced: Option<String> = row.try_get("announced_status")?;
+        let announced_column: Option<DepositStatus> =
+            announced.map(|s| parse_column(&s, "deposits.announced_status")).transpose()?;
+        Ok(Self {
+            deposit: deposit_from_row(row)?,
+            organization: row.try_get("organization_id")?,
+            announced_before: if inserted { None } else { announced_column },
+            announced_column,
+        })
+    }
+}
+
+pub(super) fn deposit_from_row(row: &AnyRow) -> Result<Deposit, StoreError> {
+    let raw: String = row.try_get("amount_raw")?;
+    let decimals: i64 = row.try_get("decimals")?;
+    let raw = alloy::primitives::U256::from_str_radix(&raw, 10)
+        .map_err(|_| StoreError::Corrupt(format!("deposits.amount_raw = {raw:?}")))?;
+    let decimals =
+        u8::try_from(decimals).map_err(|_| StoreError::Corrupt(format!("deposits.decimals = {decimals}")))?;
+    let source_type = match row.try_get::<String, _>("source_type")?.as_str() {
+        "ACCOUNT" => SourceType::Account,
+        "ON_CHAIN" => SourceType::OnChain,
+        other => {
+            return Err(StoreError::Corrupt(format!("deposits.source_type = {other:?}")));
+        }
+    };
+    Ok(Deposit {
+        id: row.try_get("id")?,
+        dedup_key: row.try_get("dedup_key")?,
+        account_id: row.try_get("account_id")?,
+        account_address: row.try_get("account_address")?,
+        source_address: row.try_get("source_address")?,
+        source_type,
+        source_account_id: row.try_get("source_account_id")?,
+        currency_symbol: row.try_get("currency_symbol")?,
+        amount: Amount::from_raw(raw, decimals).to_string(),
+        destination_chain: parse_column(&row.try_get::<String, _>("chain")?, "deposits.chain")?,
+        transaction_hash: row.try_get("tx_hash")?,
+        status: parse_column(&row.try_get::<String, _>("status")?, "deposits.status")?,
+        confirmed_at: time(row.try_get::<Option<i64>, _>("confirmed_at")?.unwrap_or(0))?,
+        created_at: time(row.try_get("created_at")?)?,
+    })
+}
