@@ -144,26 +144,14 @@ impl Store {
         let mint_status: MintStatus = parse_column(&row.try_get::<String, _>("status")?, "mints.status")?;
         let handed_off = row.try_get::<Option<String>, _>("transfer_id")?.is_some();
         let to = on_ramp::target(mint_status, handed_off);
-        let events = match path(status, to) {
-            Ok(events) => events,
-            Err(refusal) => {
-                tracing::error!(conversion = id, %mint, %refusal, "an on-ramp's mint moved against its status");
-                return Ok(0);
-            }
-        };
         let settled = Settled {
             destination_cents: Some(row.try_get("minted_cents")?),
             failure_reason: row.try_get("failure_reason")?,
             ..Settled::default()
         };
-        let mut at = status;
-        for event in &events {
-            let transition = apply(at, *event).map_err(|r| StoreError::Corrupt(r.to_string()))?;
-            change(&mut tx, id, transition, &settled).await?;
-            at = transition.to;
-        }
+        let moved = walk(&mut tx, id, (status, to), &settled).await?;
         tx.commit().await?;
-        Ok(events.len())
+        Ok(moved)
     }
 
     /// The conversion whose mint's wire has `reference`.
@@ -323,6 +311,31 @@ async fn lock_conversion(
     let status = parse_column(&row.try_get::<String, _>("status")?, "conversions.status")?;
     let mint: Option<String> = row.try_get("mint_id")?;
     Ok(mint.map(|mint| (status, mint)))
+}
+
+/// Walks conversion `id` from the status it was read in to `to`, one
+/// status and event at a time along [`path`]: the changes it made. A `to`
+/// the table cannot reach from there is logged and changes nothing.
+pub(super) async fn walk(
+    tx: &mut Transaction<'static, Any>,
+    id: &str,
+    (from, to): (Status, Status),
+    settled: &Settled,
+) -> Result<usize, StoreError> {
+    let events = match path(from, to) {
+        Ok(events) => events,
+        Err(refusal) => {
+            tracing::error!(conversion = id, %refusal, %to, "a conversion's legs moved against its status");
+            return Ok(0);
+        }
+    };
+    let mut at = from;
+    for event in &events {
+        let transition = apply(at, *event).map_err(|r| StoreError::Corrupt(r.to_string()))?;
+        change(tx, id, transition, settled).await?;
+        at = transition.to;
+    }
+    Ok(events.len())
 }
 
 /// Writes `transition` of conversion `id` (if it still has the status it

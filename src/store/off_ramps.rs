@@ -7,7 +7,7 @@ use sqlx::{Any, Row, Transaction};
 
 use super::{
     Made, Store, StoreError,
-    conversions::{COLUMNS, Settled, announce, change, conversion_from_row, conversion_in},
+    conversions::{COLUMNS, Settled, announce, conversion_from_row, conversion_in, walk},
     identities::lock_entitlement,
     now_micros, parse_column,
     transfers::{hold, lock_source},
@@ -18,7 +18,7 @@ use crate::{
         Conversion,
         off_ramp::{Answer, Legs, Need, SANDBOX_PAYOUT_MICROS, target},
         resource::{RefundDetails, Type},
-        state::{Status, apply, path},
+        state::Status,
     },
     issuance::gate_of,
     transfers::{NewTransfer, Refusal, TransferStatus},
@@ -170,22 +170,9 @@ impl Store {
             row = read_legs(&mut tx, id).await?;
         }
         let (to, _) = target(legs(&row, now)?);
-        let events = match path(status, to) {
-            Ok(events) => events,
-            Err(refusal) => {
-                tracing::error!(conversion = id, %refusal, "an off-ramp's legs moved against its status");
-                return Ok(0);
-            }
-        };
-        let settled = settled(&row)?;
-        let mut at = status;
-        for event in &events {
-            let transition = apply(at, *event).map_err(|r| StoreError::Corrupt(r.to_string()))?;
-            change(&mut tx, id, transition, &settled).await?;
-            at = transition.to;
-        }
+        let moved = walk(&mut tx, id, (status, to), &settled(&row)?).await?;
         tx.commit().await?;
-        Ok(events.len())
+        Ok(moved)
     }
 
     /// Records the bank's answer to the payout of off-ramp `id` (an
