@@ -1,5 +1,6 @@
 //! Webhook delivery: throughput to a local receiver, and the time from a
-//! block's arrival to its deposit's `PENDING` event reaching the receiver.
+//! block's arrival to its deposit's `PENDING` event reaching the receiver;
+//! and the NATS JetStream sink's throughput to a local nats-server.
 //!
 //! Throughput: `BENCH_EVENTS` deposits are written to a fresh store
 //! (PostgreSQL at `TEST_DATABASE_URL`, else SQLite) with one webhook
@@ -7,7 +8,10 @@
 //! 127.0.0.1 at 8 and 32 deliveries in flight. Latency: a live watcher and
 //! the delivery workers follow anvil; `BENCH_LATENCY_SAMPLES` transfers are
 //! sent one at a time and each is timed from its block being mined to its
-//! event's arrival. Prints figures; asserts nothing.
+//! event's arrival. NATS: the sink publishes the store's events (those of
+//! the throughput rounds) to a nats-server of its own (`NATS_SERVER_BIN`,
+//! as the tests find it), timed until the stream holds them all. Prints
+//! figures; asserts nothing.
 //!
 //! `cargo bench --bench webhooks`
 
@@ -24,6 +28,7 @@ use axum::{Router, body::Bytes, extract::State, routing::post};
 use common::{
     Anvil, add_account, chain_config,
     db::{Backend, TestDb},
+    nats::NatsServer,
 };
 use custody_indexer::{
     amount::Amount,
@@ -31,6 +36,7 @@ use custody_indexer::{
     deposit::{Detected, Position},
     events::{
         delivery::{self, DeliveryConfig},
+        nats::{self, NatsConfig},
         signing::Secret,
         url::Policy,
     },
@@ -134,6 +140,11 @@ async fn throughput(backend: Backend, events: u64) {
         .await
         .unwrap();
     db.store.create_webhook("default", &url, "bench", Secret::generate().expose()).await.unwrap();
+    delivered(&db, backend, &arrivals, address, events).await;
+    published(&db, backend).await;
+}
+
+async fn delivered(db: &TestDb, backend: Backend, arrivals: &Arrivals, address: &str, events: u64) {
     for (round, concurrency) in [8usize, 32].into_iter().enumerate() {
         let written = Instant::now();
         write_events(&db.store, "acct", address, round as u64 * events, events).await;
@@ -156,6 +167,31 @@ async fn throughput(backend: Backend, events: u64) {
             events as f64 / elapsed.as_secs_f64()
         );
     }
+}
+
+/// The NATS sink over every event of the store, from its first.
+async fn published(db: &TestDb, backend: Backend) {
+    let server = NatsServer::start().await;
+    let events = db.store.event_count().await.unwrap();
+    let shutdown = CancellationToken::new();
+    let started = Instant::now();
+    let sink = tokio::spawn(nats::run(
+        db.store.clone(),
+        NatsConfig::new(server.url()),
+        "bench".into(),
+        shutdown.clone(),
+    ));
+    while server.count().await < events {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let elapsed = started.elapsed();
+    shutdown.cancel();
+    sink.await.unwrap();
+    println!(
+        "{backend:?}: {events} events published to JetStream (file store, acknowledged) in {:.2} s: {:.0} events/s",
+        elapsed.as_secs_f64(),
+        events as f64 / elapsed.as_secs_f64()
+    );
 }
 
 async fn latency(backend: Backend, samples: u64) {

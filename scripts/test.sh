@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, as on a fresh machine: installs the pinned anvil and
-# builds the pinned local Solana network (cached outside the clone), makes
-# sure a PostgreSQL answers (or starts a throwaway one), then runs every test
-# against real nodes and both store backends.
+# nats-server, builds the pinned local Solana network (all cached outside the
+# clone), makes sure a PostgreSQL answers (or starts a throwaway one), then
+# runs every test against real nodes and both store backends.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,6 +10,8 @@ ANVIL_BIN=$(scripts/install-anvil.sh)
 export ANVIL_BIN
 SOLANA_NODE_BIN=$(scripts/install-solana-node.sh)
 export SOLANA_NODE_BIN
+NATS_SERVER_BIN=$(scripts/install-nats.sh)
+export NATS_SERVER_BIN
 # shellcheck source=scripts/ensure-postgres.sh
 source scripts/ensure-postgres.sh
 

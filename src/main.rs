@@ -5,7 +5,11 @@ use tracing_subscriber::EnvFilter;
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    let filter = EnvFilter::try_from_env("RUST_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let mut filter = EnvFilter::try_from_env("RUST_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    if !std::env::var("RUST_LOG").is_ok_and(|v| v.contains("async_nats")) {
+        // The NATS client logs each reconnection attempt; the sink says once that it cannot publish.
+        filter = filter.add_directive("async_nats=warn".parse().expect("a static directive"));
+    }
     let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     match cli.log_format {
         LogFormat::Json => logs.json().init(),

@@ -64,7 +64,7 @@ pub fn redact_urls(text: &str) -> String {
 }
 
 fn find_scheme(text: &str) -> Option<usize> {
-    ["https://", "http://", "wss://", "ws://"].iter().filter_map(|s| text.find(s)).min()
+    ["https://", "http://", "wss://", "ws://", "nats://", "tls://"].iter().filter_map(|s| text.find(s)).min()
 }
 
 fn redact_one(url: &str) -> String {
@@ -90,6 +90,11 @@ mod tests {
         assert_eq!(redact_urls("http://127.0.0.1:8545"), "http://127.0.0.1:8545");
         assert_eq!(redact_urls("http://127.0.0.1:8545/"), "http://127.0.0.1:8545");
         assert_eq!(redact_urls("no url here"), "no url here");
+        assert_eq!(
+            redact_urls("nats://svc:pw@nats-1:4222,nats://svc:pw@nats-2:4222"),
+            "nats://nats-1:4222/…,nats://nats-2:4222/…"
+        );
+        assert_eq!(redact_urls("tls://token@nats.example:4222"), "tls://nats.example:4222/…");
     }
 
     #[test]

@@ -245,8 +245,9 @@ async fn dev_runs_the_platform_offline_and_keeps_its_state_between_runs() {
 
     let before = history(&dev).await;
     let first = stops_with_its_nodes(dev, &state);
-    let mut again = start(&state, &[], &[]).await;
+    let mut again = start(&state, &["--nats"], &[]).await;
     kept_between_runs(&again, &first, &before).await;
+    nats_holds_every_event(&again).await;
     // Killed without a chance to stop its nodes: the next dev ends them
     // (anvil writes its state on SIGTERM) and goes on with all of it.
     let before = history(&again).await;
@@ -321,6 +322,32 @@ async fn kept_between_runs(dev: &Dev, first: &Value, before: &(Vec<Value>, Vec<V
         assert!(seen.insert(state.clone()), "one event per state of a deposit: {state:?} twice");
     }
     assert!(before.1.iter().all(|old| events.iter().any(|e| e["id"] == old["id"])), "every event kept");
+}
+
+/// With `--nats`, every event of the outbox, those of earlier runs first,
+/// reaches the local JetStream as the pull API serves it.
+async fn nats_holds_every_event(dev: &Dev) {
+    let url = dev.line["nats_url"].as_str().unwrap_or_else(|| panic!("nats_url in {}", dev.line));
+    let (_, events) = history(dev).await;
+    let client = async_nats::connect(url).await.unwrap();
+    let js = async_nats::jetstream::new(client);
+    let organization = dev.field("organization").to_string();
+    let count = events.len() as u64;
+    let stream = eventually(Duration::from_secs(60), "every event on NATS", || {
+        let js = js.clone();
+        async move {
+            let mut stream = js.get_stream("CUSTODY_EVENTS").await.ok()?;
+            (stream.info().await.ok()?.state.messages >= count).then_some(stream)
+        }
+    })
+    .await;
+    for (seq, event) in (1..).zip(&events) {
+        let message = stream.get_raw_message(seq).await.unwrap();
+        let body: Value = serde_json::from_slice(&message.payload).unwrap();
+        assert_eq!(&body, event, "the stream in the pull API's order");
+        let subject = format!("custody.events.{organization}.{}", event["type"].as_str().unwrap());
+        assert_eq!(message.subject.as_str(), subject);
+    }
 }
 
 /// The state directory a running dev announced (its chains directory's parent).

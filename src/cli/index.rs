@@ -35,18 +35,20 @@ pub struct Service {
     pub only: Vec<Chain>,
     pub api: ApiOptions,
     pub delivery: super::webhooks::DeliveryOptions,
+    pub events: super::events::EventOptions,
     pub instance: super::instance::InstanceOptions,
 }
 
 /// `run`: watchers, senders, webhook delivery and the API on the store at
 /// `url` until SIGINT or SIGTERM. `dev` runs it too, with its own launch.
 pub async fn run_service(url: &str, service: Service, launch: Launch) -> anyhow::Result<()> {
-    let Service { chains, only, api, delivery, instance } = service;
+    let Service { chains, only, api, delivery, events, instance } = service;
     let lock = super::instance::sqlite_lock(url)?;
     let store = Store::open(url).await?;
     // Renewals on connections of their own, never queued behind API work.
     let leases = Leases::new(store.apart(2).await?, instance.worker_lease, lock.is_some());
-    run(store, chains, only, api, delivery.config()?, leases, launch).await?;
+    let outbox = Outbox { delivery: delivery.config()?, events };
+    run(store, chains, only, api, outbox, leases, launch).await?;
     drop(lock);
     Ok(())
 }
@@ -73,15 +75,22 @@ impl Launch {
     }
 }
 
+/// Where `run` sends the outbox's events: webhooks, and the sinks.
+pub struct Outbox {
+    pub delivery: DeliveryConfig,
+    pub events: super::events::EventOptions,
+}
+
 pub async fn run(
     store: Store,
     chains: Chains,
     only: Vec<Chain>,
     api: ApiOptions,
-    mut delivery: DeliveryConfig,
+    outbox: Outbox,
     leases: Leases,
     launch: Launch,
 ) -> anyhow::Result<()> {
+    let Outbox { mut delivery, events: sinks } = outbox;
     let selected: Vec<ChainConfig> = if only.is_empty() {
         chains.iter().cloned().collect()
     } else {
@@ -114,6 +123,7 @@ pub async fn run(
             Ok(())
         });
     }
+    super::events::spawn(&mut tasks, &store, sinks, leases.owner(), &shutdown);
     for config in selected.iter().filter(|_| signer.is_some()) {
         let (signer, store, shutdown, leases) =
             (signer.clone().expect("filtered"), store.clone(), shutdown.clone(), leases.clone());

@@ -1,10 +1,11 @@
 //! The command line: `run`, `dev`, `serve`, `backfill`, `health`, `chains`, `identities`, `accounts`,
-//! `deposits`, `organizations`, `api-keys`, `webhooks`, `wallets`, `gas`,
+//! `deposits`, `organizations`, `api-keys`, `webhooks`, `events`, `wallets`, `gas`,
 //! `limits`, `migrate`.
 
 mod admin;
 mod chains;
 mod conversions;
+pub mod events;
 mod identities;
 mod import;
 pub mod index;
@@ -205,6 +206,8 @@ pub enum Command {
         #[command(flatten)]
         delivery: webhooks::DeliveryOptions,
         #[command(flatten)]
+        events: events::EventOptions,
+        #[command(flatten)]
         instance: instance::InstanceOptions,
     },
     /// The whole platform offline, in one command: local EVM and Solana
@@ -290,6 +293,9 @@ pub enum Command {
     /// Register webhooks, inspect and re-send deliveries, verify signatures.
     #[command(subcommand)]
     Webhooks(webhooks::WebhooksCommand),
+    /// The outbox: its sinks' cursors and its retention.
+    #[command(subcommand)]
+    Events(events::EventsCommand),
     /// The platform's wallets: what to fund.
     #[command(subcommand)]
     Wallets(transfers::WalletsCommand),
@@ -446,8 +452,9 @@ impl Cli {
                 Store::open(&url).await?;
                 println!("store is up to date");
             }
-            Command::Run { only, chain_files, api, delivery, instance } => {
-                let service = index::Service { chains: chain_files.load()?, only, api, delivery, instance };
+            Command::Run { only, chain_files, api, delivery, events, instance } => {
+                let chains = chain_files.load()?;
+                let service = index::Service { chains, only, api, delivery, events, instance };
                 index::run_service(&url, service, index::Launch::from_env()?).await?;
             }
             Command::Dev(command) => return crate::dev::execute(command).await,
@@ -485,6 +492,7 @@ impl Cli {
             }
             Command::ApiKeys(command) => admin::api_keys(&Store::open(&url).await?, command).await?,
             Command::Webhooks(command) => return webhooks::webhooks(&url, command).await,
+            Command::Events(command) => events::run(&Store::open(&url).await?, command).await?,
             Command::Wallets(command) => transfers::wallets(command)?,
             Command::Gas(command) => transfers::gas(&Store::open(&url).await?, command).await?,
             Command::Limits(command) => transfers::limits(&Store::open(&url).await?, command).await?,

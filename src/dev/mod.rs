@@ -5,6 +5,8 @@
 //! (the same code path) until SIGINT or SIGTERM, then stops its nodes.
 //! `dev deposit` sends the seeded account a deposit (USDC as a simulated
 //! wire the platform mints) through the running `dev`'s state directory.
+//! With `--nats` it also starts a NATS server with JetStream and publishes
+//! every event to it, as `run --nats-url` does.
 //!
 //! Everything is kept between runs in the state directory: the nodes' chains
 //! (anvil's state file, the Solana network's ledger), the store indexing
@@ -39,6 +41,7 @@ use crate::{
     chain::Chain,
     cli::{
         ApiOptions,
+        events::EventOptions,
         index::{Launch, Service},
         instance::InstanceOptions,
         webhooks::DeliveryOptions,
@@ -90,9 +93,15 @@ struct DevOptions {
     /// local addresses allowed) and print its signing secret.
     #[arg(long, value_name = "URL")]
     webhook_url: Option<String>,
+    /// Also start a local NATS server with JetStream (its streams kept in
+    /// the state directory) and publish every event to it.
+    #[arg(long, conflicts_with = "nats_url")]
+    nats: bool,
     /// Print one JSON line describing the platform instead of the guide.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    events: EventOptions,
     #[command(flatten)]
     api: ApiOptions,
     #[command(flatten)]
@@ -119,6 +128,9 @@ pub struct Summary {
     /// With `--webhook-url` only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub webhook: Option<WebhookSummary>,
+    /// The NATS server events are published to (`--nats`, `--nats-url`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nats_url: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -161,7 +173,7 @@ async fn start(options: DevOptions) -> anyhow::Result<ExitCode> {
     let stop = interrupted()?;
     tokio::pin!(stop);
     let nodes = tokio::select! {
-        nodes = start_nodes(&state) => nodes?,
+        nodes = start_nodes(&state, options.nats) => nodes?,
         () = &mut stop => {
             eprintln!("interrupted: stopped before the platform was ready");
             return Ok(ExitCode::FAILURE);
@@ -228,6 +240,7 @@ async fn prepare(state: &StateDir, nodes: &[nodes::Node], options: DevOptions) -
     let kept = state.ledgers()?;
     let signer = Arc::new(MnemonicSigner::from(&state.mnemonic()?)?);
     let mut placed = Vec::new();
+    let mut events = options.events;
     for node in nodes {
         placed.push(match node.kind {
             nodes::Kind::Anvil => seed::place_evm(&node.url, signer.evm_address(KeyRef::Issuer)?).await?,
@@ -235,6 +248,10 @@ async fn prepare(state: &StateDir, nodes: &[nodes::Node], options: DevOptions) -
                 let known = kept.as_ref().and_then(|k| k.get(&seed::SOLANA_CHAIN));
                 let issuer = signer.solana_address(KeyRef::Issuer)?.parse()?;
                 seed::place_solana(&node.url, state, known, &issuer).await?
+            }
+            nodes::Kind::Nats => {
+                events.nats_url = Some(node.url.clone());
+                continue;
             }
         });
     }
@@ -273,11 +290,12 @@ async fn prepare(state: &StateDir, nodes: &[nodes::Node], options: DevOptions) -
             url,
             signing_secret: seed.webhook_secret.clone(),
         }),
+        nats_url: events.nats_url.as_deref().map(crate::redact::redact_urls),
     };
     let mut api = options.api;
     api.environment = Some(Environment::Sandbox);
-    let service =
-        Service { chains, only: Vec::new(), api, delivery: options.delivery, instance: options.instance };
+    let (delivery, instance) = (options.delivery, options.instance);
+    let service = Service { chains, only: Vec::new(), api, delivery, events, instance };
     let signer: Arc<dyn Signer> = signer;
     let launch = Launch {
         signer: Some(signer),
@@ -290,7 +308,7 @@ async fn prepare(state: &StateDir, nodes: &[nodes::Node], options: DevOptions) -
 
 /// The local nodes that can run, each on the chain state the state
 /// directory keeps for it; an error when neither can.
-async fn start_nodes(state: &StateDir) -> anyhow::Result<Vec<nodes::Node>> {
+async fn start_nodes(state: &StateDir, nats: bool) -> anyhow::Result<Vec<nodes::Node>> {
     let (anvil, solana) = tokio::join!(nodes::find(nodes::Kind::Anvil), nodes::find(nodes::Kind::Solana));
     let (anvil_log, solana_log) = (state.file("anvil.log"), state.file("solana-node.log"));
     let (anvil_state, ledger) = (state.file("anvil-state.json"), state.file("solana-ledger.sqlite"));
@@ -300,9 +318,13 @@ async fn start_nodes(state: &StateDir) -> anyhow::Result<Vec<nodes::Node>> {
             Some(nodes::start_solana(&missing(solana, seed::SOLANA_CHAIN)?, &solana_log, &ledger).await)
         },
     );
-    let nodes: Vec<nodes::Node> = anvil.transpose()?.into_iter().chain(solana.transpose()?).collect();
+    let mut nodes: Vec<nodes::Node> = anvil.transpose()?.into_iter().chain(solana.transpose()?).collect();
     if nodes.is_empty() {
         bail!("neither local node can run: nothing to index (see above)");
+    }
+    if nats {
+        let bin = nodes::find(nodes::Kind::Nats).await.map_err(anyhow::Error::msg)?;
+        nodes.push(nodes::start_nats(&bin, &state.file("nats.log"), &state.file("nats")).await?);
     }
     Ok(nodes)
 }
@@ -356,6 +378,12 @@ fn guide(s: &Summary, dir: &std::path::Path) -> String {
     out.push_str(&format!("  store      {}\n  chains     {}\n", s.database_url, s.chains_dir.display()));
     if let Some(webhook) = &s.webhook {
         out.push_str(&format!("  webhook    {}  signing secret {}\n", webhook.url, webhook.signing_secret));
+    }
+    if let Some(nats) = &s.nats_url {
+        out.push_str(&format!(
+            "  events     {nats}  stream CUSTODY_EVENTS, subjects custody.events.{}.<event type>\n",
+            crate::events::subject::token(&s.organization)
+        ));
     }
     let state = if dir.ends_with(DEFAULT_STATE_DIR) && dir.parent() == std::env::current_dir().ok().as_deref()
     {

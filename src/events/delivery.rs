@@ -301,7 +301,8 @@ pub fn parse_schedule(text: &str) -> Result<Vec<Duration>, String> {
                 "s" => Ok(Duration::from_secs(n)),
                 "m" => Ok(Duration::from_secs(n * 60)),
                 "h" => Ok(Duration::from_secs(n * 3600)),
-                _ => Err(format!("{s:?}: the unit must be ms, s, m or h")),
+                "d" => Ok(Duration::from_secs(n * 86_400)),
+                _ => Err(format!("{s:?}: the unit must be ms, s, m, h or d")),
             }
         })
         .collect()

@@ -1,9 +1,11 @@
 //! Events: the outbox the store writes with every state change, signed
-//! webhook deliveries with retries, and the Standard Webhooks signatures
-//! receivers verify.
+//! webhook deliveries with retries, the Standard Webhooks signatures
+//! receivers verify, and the NATS JetStream sink.
 
 pub mod delivery;
+pub mod nats;
 pub mod signing;
+pub mod subject;
 pub mod url;
 
 use chrono::{DateTime, Utc};

@@ -12,9 +12,9 @@ use super::{Store, StoreError, TRANSFER_COLUMNS, events, now_micros, parse_colum
 use crate::{
     amount::Amount,
     chain::Chain,
-    transfers::{
-        ChainGas, Fee, GasUsage, PlatformCost, Route, Settlement, TransferStatus, USD_DECIMALS, usd_micros,
-    },
+    transfers::model::{ChainGas, Fee, GasUsage, PlatformCost, Settlement},
+    transfers::resource::{Route, TransferStatus},
+    transfers::rules::{USD_DECIMALS, usd_micros},
 };
 
 impl Store {

@@ -4,10 +4,11 @@
 use alloy::primitives::U256;
 use sqlx::{Any, Row, Transaction, any::AnyRow};
 
-use super::{Store, StoreError, now_micros, parse_column, time};
+use super::{Store, StoreError, now_micros, parse_column, time, transfers::Refusal};
 use crate::{
     amount::Amount,
-    transfers::{COMMON_DECIMALS, LimitPolicy, NewTransfer, Refusal, scale},
+    transfers::model::{LimitPolicy, NewTransfer},
+    transfers::rules::{COMMON_DECIMALS, scale},
 };
 
 impl Store {

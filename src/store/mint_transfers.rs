@@ -13,7 +13,7 @@ use crate::{
         mint::{Event, Status, apply},
         reconcile::MintRow,
     },
-    transfers::{Route, TransferStatus},
+    transfers::resource::{Route, TransferStatus},
 };
 
 /// An issued stablecoin a chain's sender mints: its symbol and decimals.

@@ -32,6 +32,7 @@ mod quotas;
 mod quotes;
 mod request_signatures;
 mod scan;
+mod sinks;
 mod transfer_lineage;
 mod transfer_txs;
 mod transfers;
@@ -48,10 +49,13 @@ use sqlx::{
     any::{Any, AnyPoolOptions},
 };
 
-/// The transfer types the store takes and returns, where they were first kept.
+/// The transfer types the store takes and returns.
 pub use crate::transfers::{
-    ChainGas, Created, Fee, GasUsage, LimitPolicy, Lineage, NewTransfer, Outgoing, PlatformCost, Refusal,
-    SentTransaction, Settlement, TxRole, TxState, USD_DECIMALS, fingerprint, usd_micros,
+    model::{
+        ChainGas, Created, Fee, GasUsage, LimitPolicy, Lineage, NewTransfer, Outgoing, PlatformCost,
+        SentTransaction, Settlement, TxRole, TxState, fingerprint,
+    },
+    rules::{USD_DECIMALS, usd_micros},
 };
 pub use accounts::{AccountPage, NewAccount, WatchFrom};
 pub use chain_state::{ChainState, Rewind, RewindOutcome};
@@ -72,7 +76,8 @@ pub use organizations::{ApiKey, Credentials, Organization};
 pub use quotas::{MAX_API_KEYS, OrganizationLimits};
 pub use quotes::NewQuote;
 pub use scan::{BlockRef, CursorMove, ScanCommit};
-pub use transfers::TransferPage;
+pub use sinks::{OutboxEvent, SinkCursor};
+pub use transfers::{Refusal, TransferPage};
 use transfers::{TRANSFER_COLUMNS, transfer_from_row};
 pub use verification::{CheckStep, Review};
 pub use virtual_accounts::NewVirtualAccount;

@@ -5,7 +5,7 @@ use alloy::primitives::U256;
 use sqlx::Row;
 
 use super::{Store, StoreError, gas_ledger::record_platform_cost, now_micros, to_i64};
-use crate::{chain::Chain, transfers::PlatformCost};
+use crate::{chain::Chain, transfers::model::PlatformCost};
 
 /// A filler not yet included: `(hash, sender, nonce, raw)`.
 pub type PendingFiller = (String, String, u64, String);

@@ -13,7 +13,7 @@ use crate::{
         state::Status,
     },
     issuance::format_usd,
-    transfers::{Route, TransferStatus},
+    transfers::resource::{Route, TransferStatus},
 };
 
 impl Store {

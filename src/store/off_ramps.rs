@@ -10,7 +10,7 @@ use super::{
     conversions::{COLUMNS, Settled, announce, conversion_from_row, conversion_in, walk},
     identities::lock_entitlement,
     now_micros, parse_column,
-    transfers::{hold, lock_source},
+    transfers::{Refusal, hold, lock_source},
 };
 use crate::{
     amount::Amount,
@@ -21,7 +21,8 @@ use crate::{
         state::Status,
     },
     issuance::gate_of,
-    transfers::{NewTransfer, Refusal, TransferStatus},
+    transfers::model::NewTransfer,
+    transfers::resource::TransferStatus,
 };
 
 /// An off-ramp to accept: the conversion and the transfer collecting its

@@ -16,7 +16,8 @@ use sqlx::{Any, Row, Transaction};
 use super::{Store, StoreError, gas_ledger::settle_in, parse_column};
 use crate::{
     chain::Chain,
-    transfers::{Lineage, SentTransaction, Settlement, TransferStatus, TxRole},
+    transfers::model::{Lineage, SentTransaction, Settlement, TxRole},
+    transfers::resource::TransferStatus,
 };
 
 /// Transfers expired in one pass at most; the next pass takes the rest.

@@ -9,7 +9,7 @@ use sqlx::{Row, any::AnyRow};
 use super::{Store, StoreError, TRANSFER_COLUMNS, gas_ledger::announce_transfer, now_micros, parse_column};
 use crate::{
     chain::Chain,
-    transfers::{Lineage, Outgoing, SentTransaction, TxRole, TxState},
+    transfers::model::{Lineage, Outgoing, SentTransaction, TxRole, TxState},
 };
 
 const TX_COLUMNS: &str = "hash, transfer_id, role, sender, nonce, gas_limit, value, max_fee_per_gas, \

@@ -11,15 +11,40 @@ use crate::{
     account::AccountStatus,
     amount::Amount,
     chain::Chain,
-    transfers::{
-        Created, FailureDetails, NetworkFee, NewTransfer, Refusal, Transfer, TransferStatus, USD_DECIMALS,
-    },
+    transfers::model::{Created, NewTransfer},
+    transfers::resource::{FailureDetails, NetworkFee, Transfer, TransferStatus},
+    transfers::rules::USD_DECIMALS,
 };
 
 /// The routes of the platform's own transfers (a mint's, `MINT`; an
 /// off-ramp's refund, `SETTLEMENT`), for `route NOT IN …`: no client reads
 /// them, and they hold nothing of the account they pay.
 pub(super) const PLATFORM_ROUTES: &str = "('MINT', 'SETTLEMENT')";
+
+/// Why a transfer request was not accepted.
+#[derive(Debug, thiserror::Error)]
+pub enum Refusal {
+    #[error("transfer {0} with this request_id was already processed")]
+    Duplicate(String),
+    #[error("request_id was already used by transfer {0} with a different request")]
+    RequestReused(String),
+    #[error("account {0} is {1}; only ACTIVE accounts can send")]
+    NotActive(String, AccountStatus),
+    #[error("account {0}'s identity is {1}; only an ACTIVE identity's accounts can send")]
+    IdentityNotActive(String, crate::identity::Status),
+    #[error("insufficient available balance: {available} {symbol} available, {requested} requested")]
+    Insufficient { available: String, requested: String, symbol: String },
+    #[error("transaction limit policy {policy}: {message}")]
+    Limit { policy: String, message: String },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl From<sqlx::Error> for Refusal {
+    fn from(error: sqlx::Error) -> Self {
+        Refusal::Store(error.into())
+    }
+}
 
 /// A page of an organization's transfers, newest first.
 #[derive(Debug, Clone, Default)]

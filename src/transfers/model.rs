@@ -6,8 +6,8 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 use utoipa::ToSchema;
 
-use super::{FailureDetails, Route, Transfer, TransferStatus};
-use crate::{account::AccountStatus, amount::Amount, chain::Chain, deposit::rfc3339, store::StoreError};
+use super::resource::{FailureDetails, Route, Transfer, TransferStatus};
+use crate::{amount::Amount, chain::Chain, deposit::rfc3339};
 
 /// A validated transfer request, amounts in the smallest unit.
 #[derive(Debug, Clone)]
@@ -50,31 +50,6 @@ pub fn fingerprint(
 ) -> String {
     let text = format!("{account_id}\n{chain}\n{destination}\n{symbol}\n{}", amount.raw());
     hex(&Sha256::digest(text.as_bytes()))
-}
-
-/// Why a transfer request was not accepted.
-#[derive(Debug, thiserror::Error)]
-pub enum Refusal {
-    #[error("transfer {0} with this request_id was already processed")]
-    Duplicate(String),
-    #[error("request_id was already used by transfer {0} with a different request")]
-    RequestReused(String),
-    #[error("account {0} is {1}; only ACTIVE accounts can send")]
-    NotActive(String, AccountStatus),
-    #[error("account {0}'s identity is {1}; only an ACTIVE identity's accounts can send")]
-    IdentityNotActive(String, crate::identity::Status),
-    #[error("insufficient available balance: {available} {symbol} available, {requested} requested")]
-    Insufficient { available: String, requested: String, symbol: String },
-    #[error("transaction limit policy {policy}: {message}")]
-    Limit { policy: String, message: String },
-    #[error(transparent)]
-    Store(#[from] StoreError),
-}
-
-impl From<sqlx::Error> for Refusal {
-    fn from(error: sqlx::Error) -> Self {
-        Refusal::Store(error.into())
-    }
 }
 
 /// What creating a transfer did.

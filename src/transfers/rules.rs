@@ -4,7 +4,10 @@
 
 use alloy::primitives::U256;
 
-use super::{Outgoing, Route, TransferStatus, TxRole, TxState};
+use super::{
+    model::{Outgoing, TxRole, TxState},
+    resource::{Route, TransferStatus},
+};
 use crate::{account::AccountType, chain::Family};
 
 /// How a transfer of an account of `kind` on a chain of `family` reaches

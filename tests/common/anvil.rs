@@ -54,21 +54,8 @@ pub struct Anvil {
 /// The anvil binary: `ANVIL_BIN`, the cache `scripts/install-anvil.sh` fills,
 /// or `anvil` on the PATH. Missing, the tests fail: they never skip.
 pub fn anvil_bin() -> PathBuf {
-    if let Some(bin) = std::env::var_os("ANVIL_BIN") {
-        return bin.into();
-    }
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
-    let cached =
-        home.join(".cache/custody-indexer/anvil-1.7.1/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil");
-    if cached.exists() {
-        return cached;
-    }
-    let on_path = std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .map(|dir| dir.join("anvil"))
-        .find(|p| p.exists());
-    on_path.expect("anvil not found: run scripts/install-anvil.sh (or set ANVIL_BIN)")
+    super::binary("ANVIL_BIN", "anvil-1.7.1/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil", "anvil")
+        .expect("anvil not found: run scripts/install-anvil.sh (or set ANVIL_BIN)")
 }
 
 impl Anvil {

@@ -11,6 +11,8 @@ pub mod fleet;
 pub mod instances;
 pub mod issuance;
 pub mod lagging;
+pub mod nats;
+pub mod nats_proxy;
 pub mod platform;
 pub mod proxy;
 pub mod python;
@@ -188,4 +190,22 @@ pub fn sent(
         fee: None,
         created_at,
     }
+}
+
+/// A test node's binary: `env` when set, else `cached` under the cache the
+/// install scripts fill, else `name` on the PATH.
+pub fn binary(env: &str, cached: &str, name: &str) -> Option<std::path::PathBuf> {
+    if let Some(bin) = std::env::var_os(env).filter(|v| !v.is_empty()) {
+        return Some(bin.into());
+    }
+    let home = std::env::var_os("HOME").map(std::path::PathBuf::from).unwrap_or_default();
+    let cached = home.join(".cache/custody-indexer").join(cached);
+    if cached.exists() {
+        return Some(cached);
+    }
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|dir| dir.join(name))
+        .find(|p| p.exists())
 }
