@@ -177,7 +177,7 @@ async fn published(db: &TestDb, backend: Backend) {
     let started = Instant::now();
     let sink = tokio::spawn(nats::run(
         db.store.clone(),
-        NatsConfig::new(server.url()),
+        NatsConfig::new(server.url().parse().unwrap()),
         "bench".into(),
         shutdown.clone(),
     ));

@@ -78,7 +78,7 @@ fn config(url: &str) -> NatsConfig {
         poll: Duration::from_millis(20),
         lease: Duration::from_secs(2),
         ack_timeout: Duration::from_secs(2),
-        ..NatsConfig::new(url)
+        ..NatsConfig::new(url.parse().unwrap())
     }
 }
 

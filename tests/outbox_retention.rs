@@ -81,11 +81,14 @@ async fn the_purge_keeps_what_a_sink_or_a_webhook_has_not_taken() {
         delivery(&db.url, 6, &webhook, "PENDING").await;
         delivery(&db.url, 7, &webhook, "FAILED").await;
         // A sink that has taken events up to 8.
-        let until = now_micros() + 60_000_000;
-        assert_eq!(store.take_sink("nats", "instance-a", until).await.unwrap(), Some(0));
-        assert!(store.advance_sink("nats", "instance-a", 8).await.unwrap());
-        assert!(!store.advance_sink("nats", "instance-b", 9).await.unwrap(), "only the holder moves it");
-        assert_eq!(store.take_sink("nats", "instance-b", until).await.unwrap(), None, "held");
+        let lease = 60_000_000;
+        assert_eq!(store.take_sink("nats", "instance-a", lease).await.unwrap(), Some(0));
+        assert!(store.advance_sink("nats", "instance-a", 8, lease).await.unwrap());
+        assert!(
+            !store.advance_sink("nats", "instance-b", 9, lease).await.unwrap(),
+            "only the holder moves it"
+        );
+        assert_eq!(store.take_sink("nats", "instance-b", lease).await.unwrap(), None, "held");
 
         let cutoff = now_micros() - 30 * DAY;
         assert_eq!(store.purge_events(cutoff).await.unwrap(), 5, "{backend:?}: up to the owed delivery");
@@ -103,6 +106,9 @@ async fn the_purge_keeps_what_a_sink_or_a_webhook_has_not_taken() {
         assert_eq!(remaining(&db.url).await.0, (9..=12).collect::<Vec<_>>());
 
         // Without the sink, only the retention bounds it: 11 and 12 stay.
+        let refused = store.remove_sink("nats").await.unwrap_err().to_string();
+        assert!(refused.contains("running on instance-a"), "{refused}");
+        store.release_sink("nats", "instance-a").await.unwrap();
         assert!(store.remove_sink("nats").await.unwrap());
         assert!(!store.remove_sink("nats").await.unwrap());
         assert_eq!(store.purge_events(cutoff).await.unwrap(), 2);
@@ -118,9 +124,8 @@ fn operators_list_sinks_and_purge_from_the_command_line() {
     runtime.block_on(async {
         let store = env.store().await;
         events(&env.database_url, 3, |_| 40 * DAY).await;
-        let until = now_micros() + 60_000_000;
-        store.take_sink("nats", "instance-a", until).await.unwrap();
-        store.advance_sink("nats", "instance-a", 1).await.unwrap();
+        store.take_sink("nats", "instance-a", 60_000_000).await.unwrap();
+        store.advance_sink("nats", "instance-a", 1, 60_000_000).await.unwrap();
     });
     let listed = env.ok(&["events", "sinks"]);
     assert!(listed.contains("nats  last event 1  2 behind  held by instance-a"), "{listed}");
@@ -130,6 +135,10 @@ fn operators_list_sinks_and_purge_from_the_command_line() {
     let refused = env.output(&["events", "remove-sink", "kafka"]);
     assert!(!refused.status.success());
     assert!(String::from_utf8_lossy(&refused.stderr).contains("no sink named \"kafka\""));
+    let held = env.output(&["events", "remove-sink", "nats"]);
+    assert!(!held.status.success(), "a running sink is not removed");
+    assert!(String::from_utf8_lossy(&held.stderr).contains("is running on instance-a"));
+    runtime.block_on(async { env.store().await.release_sink("nats", "instance-a").await.unwrap() });
     assert_eq!(env.ok(&["events", "remove-sink", "nats"]).trim(), "removed sink nats");
     assert_eq!(env.ok(&["events", "purge", "--older-than", "30d"]).trim(), "removed 2 events");
     assert_eq!(env.ok(&["events", "sinks"]).trim(), "no sinks");

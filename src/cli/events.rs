@@ -9,7 +9,7 @@ use tracing::{info, warn};
 
 use super::webhooks::one_duration;
 use crate::{
-    events::nats::{self, NatsConfig},
+    events::nats::{self, NatsConfig, NatsUrl},
     store::{Store, now_micros},
 };
 
@@ -19,9 +19,9 @@ use crate::{
 pub struct EventOptions {
     /// Publish every event to NATS JetStream (stream `CUSTODY_EVENTS`,
     /// subjects `custody.events.<organization>.<event type>`):
-    /// `nats://[user:password@]host:4222`.
+    /// `nats://[user:password@]host:4222`, several separated by commas.
     #[arg(long, value_name = "URL", env = "CUSTODY_INDEXER_NATS_URL", hide_env_values = true)]
-    pub nats_url: Option<String>,
+    pub nats_url: Option<NatsUrl>,
     /// How long the outbox keeps an event once every webhook and sink has
     /// taken it (e.g. 30d, 12h).
     #[arg(long, value_name = "DURATION", env = "CUSTODY_INDEXER_EVENT_RETENTION", default_value = "30d", value_parser = one_duration)]
@@ -52,7 +52,7 @@ pub enum EventsCommand {
     /// Remove now the events older than the retention that every webhook
     /// and sink has taken (`run` does it every hour).
     Purge {
-        #[arg(long, value_name = "DURATION", default_value = "30d", value_parser = one_duration)]
+        #[arg(long, value_name = "DURATION", env = "CUSTODY_INDEXER_EVENT_RETENTION", default_value = "30d", value_parser = one_duration)]
         older_than: Duration,
     },
 }

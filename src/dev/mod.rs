@@ -94,8 +94,9 @@ struct DevOptions {
     #[arg(long, value_name = "URL")]
     webhook_url: Option<String>,
     /// Also start a local NATS server with JetStream (its streams kept in
-    /// the state directory) and publish every event to it.
-    #[arg(long, conflicts_with = "nats_url")]
+    /// the state directory) and publish every event to it (instead of any
+    /// --nats-url).
+    #[arg(long)]
     nats: bool,
     /// Print one JSON line describing the platform instead of the guide.
     #[arg(long)]
@@ -250,7 +251,7 @@ async fn prepare(state: &StateDir, nodes: &[nodes::Node], options: DevOptions) -
                 seed::place_solana(&node.url, state, known, &issuer).await?
             }
             nodes::Kind::Nats => {
-                events.nats_url = Some(node.url.clone());
+                events.nats_url = Some(node.url.parse()?);
                 continue;
             }
         });
@@ -290,7 +291,7 @@ async fn prepare(state: &StateDir, nodes: &[nodes::Node], options: DevOptions) -
             url,
             signing_secret: seed.webhook_secret.clone(),
         }),
-        nats_url: events.nats_url.as_deref().map(crate::redact::redact_urls),
+        nats_url: events.nats_url.as_ref().map(|url| format!("nats://{url}")),
     };
     let mut api = options.api;
     api.environment = Some(Environment::Sandbox);

@@ -15,7 +15,8 @@
 //! | `ledgers.json` | the genesis hash and first block of each local chain the store indexes | with the store |
 //! | `chains/*.toml` | the chain files of this run's local nodes | this run |
 //! | `dev.json` (0600) | how to reach the running `dev`; removed when it stops | while it runs |
-//! | `anvil.log`, `solana-node.log` | the nodes' output | this run |
+//! | `nats/` | with `--nats`, the local NATS server's streams | until `--reset` |
+//! | `anvil.log`, `solana-node.log`, `nats.log` | the nodes' output | this run |
 
 use std::{
     fs::{File, OpenOptions},
@@ -121,7 +122,7 @@ impl StateDir {
     /// Removes what `dev` wrote here (`--reset`); anything else in the
     /// directory, which may be one a user named by mistake, is left alone.
     fn empty(&self) -> anyhow::Result<()> {
-        const OURS: [&str; 14] = [
+        const OURS: [&str; 15] = [
             "anvil-state.json",
             "anvil-state.next.json",
             "solana-ledger.sqlite",
@@ -136,6 +137,7 @@ impl StateDir {
             "dev.json",
             "anvil.log",
             "solana-node.log",
+            "nats.log",
         ];
         self.fresh_store()?;
         let _ = std::fs::remove_file(self.file("store.db.lock"));
@@ -147,10 +149,15 @@ impl StateDir {
                 _ => {}
             }
         }
-        match std::fs::remove_dir_all(self.chains_dir()) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e).context("cannot remove chains"),
-            _ => Ok(()),
+        for dir in [self.chains_dir(), self.file("nats")] {
+            match std::fs::remove_dir_all(&dir) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(e).with_context(|| format!("cannot remove {}", dir.display()));
+                }
+                _ => {}
+            }
         }
+        Ok(())
     }
 
     /// Ends the nodes of a `dev` that was killed (SIGKILL: no handler ran)

@@ -296,14 +296,16 @@ pub fn parse_schedule(text: &str) -> Result<Vec<Duration>, String> {
             let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
             let (number, unit) = s.split_at(split);
             let n: u64 = number.parse().map_err(|_| format!("{s:?} is not a duration such as 5s"))?;
-            match unit {
-                "ms" => Ok(Duration::from_millis(n)),
-                "s" => Ok(Duration::from_secs(n)),
-                "m" => Ok(Duration::from_secs(n * 60)),
-                "h" => Ok(Duration::from_secs(n * 3600)),
-                "d" => Ok(Duration::from_secs(n * 86_400)),
-                _ => Err(format!("{s:?}: the unit must be ms, s, m, h or d")),
-            }
+            let (scale, millis) = match unit {
+                "ms" => (1, true),
+                "s" => (1, false),
+                "m" => (60, false),
+                "h" => (3_600, false),
+                "d" => (86_400, false),
+                _ => return Err(format!("{s:?}: the unit must be ms, s, m, h or d")),
+            };
+            let n = n.checked_mul(scale).ok_or_else(|| format!("{s:?} is too long"))?;
+            Ok(if millis { Duration::from_millis(n) } else { Duration::from_secs(n) })
         })
         .collect()
 }

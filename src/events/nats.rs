@@ -32,7 +32,7 @@ use tracing::{info, warn};
 use super::subject::{STREAM, SUBJECTS, subject};
 use crate::{
     redact::redact_urls,
-    store::{OutboxEvent, Store, StoreError, now_micros},
+    store::{OutboxEvent, Store, StoreError},
 };
 
 /// How long JetStream remembers a message id: the window in which a message
@@ -43,11 +43,67 @@ pub const DUPLICATE_WINDOW: Duration = Duration::from_secs(10 * 60);
 /// The sink's name in the store: its cursor and lease.
 pub const SINK: &str = "nats";
 
+/// The NATS servers the sink publishes to: `nats://[user:password@]host:port`
+/// (or `tls://`; no scheme means `nats://`), several separated by commas.
+/// Shown (`Display`, `Debug`) as its hosts and ports only: it may hold
+/// credentials.
+#[derive(Clone, PartialEq, Eq)]
+pub struct NatsUrl(Vec<async_nats::ServerAddr>);
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error(
+    "not a NATS server address (nats://[user:password@]host:port, several separated by commas): item {0}"
+)]
+pub struct BadNatsUrl(usize);
+
+impl std::str::FromStr for NatsUrl {
+    type Err = BadNatsUrl;
+
+    fn from_str(text: &str) -> Result<Self, BadNatsUrl> {
+        let servers = text
+            .split(',')
+            .map(str::trim)
+            .enumerate()
+            .map(|(i, item)| {
+                let item = if item.contains("://") { item.to_string() } else { format!("nats://{item}") };
+                let scheme = item.split("://").next().unwrap_or_default().to_ascii_lowercase();
+                if !matches!(scheme.as_str(), "nats" | "tls") {
+                    return Err(BadNatsUrl(i + 1));
+                }
+                let server = item.parse::<async_nats::ServerAddr>().map_err(|_| BadNatsUrl(i + 1))?;
+                if server.host().is_empty() {
+                    return Err(BadNatsUrl(i + 1));
+                }
+                Ok(server)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self(servers))
+    }
+}
+
+impl NatsUrl {
+    pub fn servers(&self) -> &[async_nats::ServerAddr] {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for NatsUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let hosts: Vec<String> = self.0.iter().map(|s| format!("{}:{}", s.host(), s.port())).collect();
+        f.write_str(&hosts.join(","))
+    }
+}
+
+impl std::fmt::Debug for NatsUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "NatsUrl({self})")
+    }
+}
+
 /// How the sink reaches NATS and paces itself.
 #[derive(Debug, Clone)]
 pub struct NatsConfig {
-    /// `nats://[user:password@]host:port`, several separated by commas.
-    pub url: String,
+    pub url: NatsUrl,
     /// Events read and published per batch.
     pub batch: u32,
     /// How often an idle sink looks for new events.
@@ -60,9 +116,9 @@ pub struct NatsConfig {
 }
 
 impl NatsConfig {
-    pub fn new(url: impl Into<String>) -> Self {
+    pub fn new(url: NatsUrl) -> Self {
         Self {
-            url: url.into(),
+            url,
             batch: 1_000,
             poll: Duration::from_millis(100),
             lease: Duration::from_secs(15),
@@ -85,8 +141,8 @@ pub enum SinkError {
 /// What one step did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Step {
-    /// Published this many events.
-    Published(usize),
+    /// Published a batch; `more` when events after it are waiting.
+    Published { more: bool },
     /// Nothing new.
     Idle,
     /// Another instance holds the sink.
@@ -95,25 +151,36 @@ enum Step {
 
 /// Publishes the outbox to NATS JetStream until `shutdown`, as `owner`.
 pub async fn run(store: Store, config: NatsConfig, owner: String, shutdown: CancellationToken) {
-    let shown = redact_urls(&config.url);
-    let client = match async_nats::ConnectOptions::new()
-        .name("custody-indexer")
-        .retry_on_initial_connect()
-        .connection_timeout(config.ack_timeout)
-        .max_reconnects(None)
-        .connect(config.url.as_str())
-        .await
-    {
-        Ok(client) => client,
-        Err(error) => {
-            // Only a malformed address fails here; unreachable servers are retried.
-            warn!(url = %shown, error = %redact_urls(&error.to_string()), "NATS sink disabled: bad --nats-url");
-            return;
+    let shown = config.url.to_string();
+    // The purge keeps what the sink has not taken from now on, even while
+    // NATS is out of reach.
+    if let Err(error) = store.register_sink(SINK).await {
+        warn!(%error, "cannot register the NATS sink yet");
+    }
+    let client = loop {
+        // With `retry_on_initial_connect` only a refused configuration fails
+        // here; an unreachable server is retried in the background.
+        match async_nats::ConnectOptions::new()
+            .name("custody-indexer")
+            .retry_on_initial_connect()
+            .connection_timeout(config.ack_timeout)
+            .max_reconnects(None)
+            .connect(config.url.servers())
+            .await
+        {
+            Ok(client) => break client,
+            Err(error) => {
+                warn!(url = %shown, error = %redact_urls(&error.to_string()), "cannot connect to NATS; retrying");
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(Duration::from_secs(5)) => {}
+                }
+            }
         }
     };
     info!(url = %shown, stream = STREAM, "publishing events to NATS JetStream");
-    let js = jetstream::ContextBuilder::new().timeout(config.ack_timeout).build(client);
-    let mut sink = Sink { store, config, owner, js, stream_ready: false };
+    let js = jetstream::ContextBuilder::new().timeout(config.ack_timeout).build(client.clone());
+    let mut sink = Sink { store, config, owner, client, js, stream_ready: false };
     let mut failing = false;
     let mut backoff = Duration::from_millis(100);
     while !shutdown.is_cancelled() {
@@ -124,13 +191,14 @@ pub async fn run(store: Store, config: NatsConfig, owner: String, shutdown: Canc
                 }
                 backoff = Duration::from_millis(100);
                 match step {
-                    Step::Published(n) if n as u32 >= sink.config.batch => Duration::ZERO,
-                    Step::Published(_) | Step::Idle => sink.config.poll,
+                    Step::Published { more: true } => Duration::ZERO,
+                    Step::Published { more: false } | Step::Idle => sink.config.poll,
                     Step::Standby => sink.config.lease / 3,
                 }
             }
             Err(error) => {
                 sink.stream_ready = false;
+                metrics::counter!("custody_indexer_sink_errors_total", "sink" => SINK).increment(1);
                 if !failing {
                     warn!(url = %shown, error = %redact_urls(&error.to_string()), "NATS sink cannot publish; retrying");
                 }
@@ -153,6 +221,7 @@ struct Sink {
     store: Store,
     config: NatsConfig,
     owner: String,
+    client: async_nats::Client,
     js: Context,
     stream_ready: bool,
 }
@@ -160,8 +229,13 @@ struct Sink {
 impl Sink {
     /// Takes or renews the lease, then publishes the next batch after the cursor.
     async fn step(&mut self) -> Result<Step, SinkError> {
-        let until = now_micros() + self.config.lease.as_micros() as i64;
-        let Some(cursor) = self.store.take_sink(SINK, &self.owner, until).await? else {
+        // An instance that cannot reach NATS holds no lease: another may.
+        if self.client.connection_state() != async_nats::connection::State::Connected {
+            self.store.release_sink(SINK, &self.owner).await?;
+            return Err(SinkError::Nats("not connected".into()));
+        }
+        let lease = self.config.lease.as_micros() as i64;
+        let Some(cursor) = self.store.take_sink(SINK, &self.owner, lease).await? else {
             return Ok(Step::Standby);
         };
         if !self.stream_ready {
@@ -175,7 +249,7 @@ impl Sink {
         let batch = &events[..distinct_prefix(&events)];
         let (through, failure) = self.publish(batch).await;
         if let Some(seq) = through {
-            if !self.store.advance_sink(SINK, &self.owner, seq).await? {
+            if !self.store.advance_sink(SINK, &self.owner, seq, lease).await? {
                 return Err(SinkError::LeaseLost);
             }
             let published = batch.iter().take_while(|e| e.seq <= seq).count();
@@ -184,7 +258,9 @@ impl Sink {
         }
         match failure {
             Some(error) => Err(error),
-            None => Ok(Step::Published(batch.len())),
+            None => Ok(Step::Published {
+                more: events.len() > batch.len() || events.len() as u32 >= self.config.batch,
+            }),
         }
     }
 
@@ -203,14 +279,20 @@ impl Sink {
                 }
             }
         }
-        let (mut through, mut gap) = (None, false);
+        // One deadline for the batch's acknowledgements: a lost one costs
+        // the timeout once, not once per message.
+        let deadline = tokio::time::Instant::now() + self.config.ack_timeout;
+        let mut through = None;
         for (seq, ack) in pending {
-            match ack.await {
-                Ok(_) if !gap => through = Some(seq),
-                Ok(_) => {}
-                Err(error) => {
-                    gap = true;
+            match tokio::time::timeout_at(deadline, ack).await {
+                Ok(Ok(_)) => through = Some(seq),
+                Ok(Err(error)) => {
                     failure.get_or_insert(SinkError::Nats(format!("acknowledging event seq {seq}: {error}")));
+                    break;
+                }
+                Err(_) => {
+                    failure.get_or_insert(SinkError::Nats(format!("no acknowledgement of event seq {seq}")));
+                    break;
                 }
             }
         }
@@ -253,6 +335,18 @@ mod tests {
             resource_id: resource.into(),
             payload: "{}".into(),
         }
+    }
+
+    #[test]
+    fn nats_urls_list_servers_and_show_no_credentials() {
+        let url: NatsUrl = "nats://svc:pw@nats-1:4222, tls://svc:pw@nats-2:4443,nats-3".parse().unwrap();
+        assert_eq!(url.servers().len(), 3);
+        assert_eq!(url.to_string(), "nats-1:4222,nats-2:4443,nats-3:4222");
+        assert!(!format!("{url:?}").contains("pw"));
+        let bare: NatsUrl = "svc:secret@127.0.0.1:4222".parse().unwrap();
+        assert_eq!(bare.to_string(), "127.0.0.1:4222");
+        assert_eq!("nats://a:4222,".parse::<NatsUrl>(), Err(BadNatsUrl(2)));
+        assert_eq!("http://a:4222".parse::<NatsUrl>().map(|u| u.to_string()).ok(), None);
     }
 
     #[test]

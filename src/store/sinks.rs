@@ -33,51 +33,62 @@ pub struct SinkCursor {
 const PURGE_BATCH: i64 = 5_000;
 
 impl Store {
-    /// Takes (or renews) the lease on sink `name` for `owner` until
-    /// `until` (microseconds), creating the sink at the outbox's start on
-    /// first use. The sink's cursor when taken; `None` while another
-    /// instance holds it.
-    pub async fn take_sink(&self, name: &str, owner: &str, until: i64) -> Result<Option<i64>, StoreError> {
-        let now = now_micros();
-        let mut tx = self.begin().await?;
+    /// Takes (or renews) the lease on sink `name` for `owner`, for
+    /// `lease_micros` from now (the database's clock on PostgreSQL, as for
+    /// worker leases), creating the sink at the outbox's start on first
+    /// use. The sink's cursor when taken; `None` while another instance
+    /// holds it.
+    pub async fn take_sink(
+        &self,
+        name: &str,
+        owner: &str,
+        lease_micros: i64,
+    ) -> Result<Option<i64>, StoreError> {
+        self.register_sink(name).await?;
+        let now = self.lease_now(4);
+        let sql = format!(
+            "UPDATE event_sinks SET lease_owner = $1, lease_until = {now} + $2
+             WHERE name = $3 AND (lease_owner IS NULL OR lease_owner = $1 OR lease_until < {now})
+             RETURNING last_seq"
+        );
+        let query = sqlx::query(&sql).bind(owner).bind(lease_micros).bind(name);
+        let row = self.bind_lease_now(query).fetch_optional(&self.pool).await?;
+        Ok(row.map(|r| r.try_get("last_seq")).transpose()?)
+    }
+
+    /// Creates sink `name` at the outbox's start unless it exists: from
+    /// then on the purge keeps every event it has not taken.
+    pub async fn register_sink(&self, name: &str) -> Result<(), StoreError> {
         sqlx::query(
             "INSERT INTO event_sinks (name, last_seq, created_at, updated_at) VALUES ($1, 0, $2, $2)
              ON CONFLICT (name) DO NOTHING",
         )
         .bind(name)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
-        let row = sqlx::query(
-            "UPDATE event_sinks SET lease_owner = $1, lease_until = $2
-             WHERE name = $3 AND (lease_owner IS NULL OR lease_owner = $1 OR lease_until < $4)
-             RETURNING last_seq",
-        )
-        .bind(owner)
-        .bind(until)
-        .bind(name)
-        .bind(now)
-        .fetch_optional(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok(row.map(|r| r.try_get("last_seq")).transpose()?)
-    }
-
-    /// Moves sink `name`'s cursor on to `seq` while `owner` still holds its
-    /// lease; never back. False when the lease was lost: the caller stops.
-    pub async fn advance_sink(&self, name: &str, owner: &str, seq: i64) -> Result<bool, StoreError> {
-        let now = now_micros();
-        let done = sqlx::query(
-            "UPDATE event_sinks SET last_seq = CASE WHEN last_seq < $1 THEN $1 ELSE last_seq END,
-                 updated_at = $2
-             WHERE name = $3 AND lease_owner = $4 AND lease_until >= $2",
-        )
-        .bind(seq)
-        .bind(now)
-        .bind(name)
-        .bind(owner)
+        .bind(now_micros())
         .execute(&self.pool)
         .await?;
+        Ok(())
+    }
+
+    /// Moves sink `name`'s cursor on to `seq` (never back) and renews the
+    /// lease for `lease_micros`, while `owner` still holds it: another
+    /// instance that took it over changed the owner. False when the lease
+    /// was lost: the caller stops.
+    pub async fn advance_sink(
+        &self,
+        name: &str,
+        owner: &str,
+        seq: i64,
+        lease_micros: i64,
+    ) -> Result<bool, StoreError> {
+        let now = self.lease_now(6);
+        let sql = format!(
+            "UPDATE event_sinks SET last_seq = CASE WHEN last_seq < $1 THEN $1 ELSE last_seq END,
+                 lease_until = {now} + $2, updated_at = $3
+             WHERE name = $4 AND lease_owner = $5"
+        );
+        let query = sqlx::query(&sql).bind(seq).bind(lease_micros).bind(now_micros()).bind(name).bind(owner);
+        let done = self.bind_lease_now(query).execute(&self.pool).await?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -141,41 +152,68 @@ impl Store {
             .collect()
     }
 
-    /// Forgets sink `name` and its cursor: the purge no longer waits for it.
-    /// False when there was none.
+    /// Forgets sink `name` and its cursor: the purge no longer waits for
+    /// it. False when there was none; refused while an instance holds it
+    /// (it would start again from the outbox's oldest event).
     pub async fn remove_sink(&self, name: &str) -> Result<bool, StoreError> {
-        let done =
-            sqlx::query("DELETE FROM event_sinks WHERE name = $1").bind(name).execute(&self.pool).await?;
-        Ok(done.rows_affected() == 1)
+        let now = self.lease_now(2);
+        let sql = format!(
+            "DELETE FROM event_sinks WHERE name = $1 AND (lease_until IS NULL OR lease_until < {now})"
+        );
+        let done = self.bind_lease_now(sqlx::query(&sql).bind(name)).execute(&self.pool).await?;
+        if done.rows_affected() == 1 {
+            return Ok(true);
+        }
+        match self.sinks().await?.into_iter().find(|s| s.name == name) {
+            Some(held) => Err(StoreError::Conflict(format!(
+                "sink {name} is running on {}: stop it (run without --nats-url) before removing it",
+                held.lease_owner.unwrap_or_default()
+            ))),
+            None => Ok(false),
+        }
     }
 
     /// Removes the events committed before `before` (microseconds) that
     /// every sink and every webhook has taken, oldest first, with their
-    /// finished deliveries: never an event past a sink's cursor, nor one a
-    /// webhook still owes (a `PENDING` delivery) or any after it. How many
-    /// events were removed.
+    /// finished deliveries (delivered or dead-lettered) and attempts: never
+    /// an event past a sink's cursor, nor one a webhook still owes (a
+    /// `PENDING` delivery, even one sent again while the purge runs) or any
+    /// after it. How many events were removed.
     pub async fn purge_events(&self, before: i64) -> Result<u64, StoreError> {
         let bound = self.purge_bound(before).await?;
+        let first: Option<i64> = sqlx::query("SELECT MIN(seq) AS first FROM events")
+            .fetch_one(&self.pool)
+            .await?
+            .try_get("first")?;
+        let mut from = first.unwrap_or(bound + 1);
         let mut removed = 0;
-        loop {
+        while from <= bound {
+            let upto = bound.min(from + PURGE_BATCH - 1);
             let mut tx = self.begin().await?;
-            let first: Option<i64> = sqlx::query("SELECT MIN(seq) AS first FROM events")
-                .fetch_one(&mut *tx)
-                .await?
-                .try_get("first")?;
-            let Some(first) = first.filter(|f| *f <= bound) else { break };
-            let upto = bound.min(first + PURGE_BATCH - 1);
             sqlx::query(
                 "DELETE FROM delivery_attempts WHERE delivery_id IN
-                     (SELECT id FROM deliveries WHERE event_seq <= $1)",
+                     (SELECT id FROM deliveries WHERE event_seq BETWEEN $1 AND $2 AND state <> 'PENDING')",
             )
+            .bind(from)
             .bind(upto)
             .execute(&mut *tx)
             .await?;
-            sqlx::query("DELETE FROM deliveries WHERE event_seq <= $1").bind(upto).execute(&mut *tx).await?;
-            let done = sqlx::query("DELETE FROM events WHERE seq <= $1").bind(upto).execute(&mut *tx).await?;
+            sqlx::query("DELETE FROM deliveries WHERE event_seq BETWEEN $1 AND $2 AND state <> 'PENDING'")
+                .bind(from)
+                .bind(upto)
+                .execute(&mut *tx)
+                .await?;
+            let done = sqlx::query(
+                "DELETE FROM events WHERE seq BETWEEN $1 AND $2
+                 AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_seq = events.seq)",
+            )
+            .bind(from)
+            .bind(upto)
+            .execute(&mut *tx)
+            .await?;
             tx.commit().await?;
             removed += done.rows_affected();
+            from = upto + 1;
         }
         Ok(removed)
     }
