@@ -158,6 +158,7 @@ async fn a_sink_killed_before_moving_its_cursor_is_taken_over_without_loss_or_di
     let (dead, alive) = if holder == "instance-a" { (first, second) } else { (second, first) };
     dead.abort();
     let _ = dead.await;
+    assert!(server.count().await < 4_000, "the holder must die with events left to publish");
     stream_holds(&server, 4_000, "the other instance to publish the rest").await;
     shutdown.cancel();
     alive.await.unwrap();

@@ -176,7 +176,8 @@ impl StateDir {
                 let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
                 let program = cmdline.split(|b| *b == 0).next().unwrap_or_default();
                 let program = String::from_utf8_lossy(program);
-                if program.ends_with("anvil") || program.ends_with("custody-indexer-solana-node") {
+                let nodes = ["anvil", "custody-indexer-solana-node", "nats-server"];
+                if nodes.iter().any(|name| program.ends_with(name)) {
                     tracing::warn!(pid, %program, "ending a node the previous dev left running");
                     end(node);
                 }

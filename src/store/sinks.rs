@@ -37,29 +37,36 @@ impl Store {
     /// `lease_micros` from now (the database's clock on PostgreSQL, as for
     /// worker leases), creating the sink at the outbox's start on first
     /// use. The sink's cursor when taken; `None` while another instance
-    /// holds it.
+    /// holds it. One statement while the sink exists.
     pub async fn take_sink(
         &self,
         name: &str,
         owner: &str,
         lease_micros: i64,
     ) -> Result<Option<i64>, StoreError> {
-        self.register_sink(name).await?;
         let now = self.lease_now(4);
         let sql = format!(
             "UPDATE event_sinks SET lease_owner = $1, lease_until = {now} + $2
              WHERE name = $3 AND (lease_owner IS NULL OR lease_owner = $1 OR lease_until < {now})
              RETURNING last_seq"
         );
-        let query = sqlx::query(&sql).bind(owner).bind(lease_micros).bind(name);
-        let row = self.bind_lease_now(query).fetch_optional(&self.pool).await?;
-        Ok(row.map(|r| r.try_get("last_seq")).transpose()?)
+        loop {
+            let query = sqlx::query(&sql).bind(owner).bind(lease_micros).bind(name);
+            if let Some(row) = self.bind_lease_now(query).fetch_optional(&self.pool).await? {
+                return Ok(Some(row.try_get("last_seq")?));
+            }
+            // Held by another instance, or not there yet (removed by an operator).
+            if !self.register_sink(name).await? {
+                return Ok(None);
+            }
+        }
     }
 
     /// Creates sink `name` at the outbox's start unless it exists: from
-    /// then on the purge keeps every event it has not taken.
-    pub async fn register_sink(&self, name: &str) -> Result<(), StoreError> {
-        sqlx::query(
+    /// then on the purge keeps every event it has not taken. Whether it
+    /// was created.
+    pub async fn register_sink(&self, name: &str) -> Result<bool, StoreError> {
+        let done = sqlx::query(
             "INSERT INTO event_sinks (name, last_seq, created_at, updated_at) VALUES ($1, 0, $2, $2)
              ON CONFLICT (name) DO NOTHING",
         )
@@ -67,7 +74,7 @@ impl Store {
         .bind(now_micros())
         .execute(&self.pool)
         .await?;
-        Ok(())
+        Ok(done.rows_affected() == 1)
     }
 
     /// Moves sink `name`'s cursor on to `seq` (never back) and renews the
