@@ -3,16 +3,18 @@
 
 use std::{borrow::Borrow, collections::HashMap, hash::Hash, sync::Arc};
 
-/// Watched address → the account it belongs to.
+/// Watched address → the account it belongs to. Every transaction and log
+/// of a scanned block is looked up here, so the map hashes with foldhash
+/// (randomly seeded per process) rather than SipHash.
 #[derive(Debug, Clone, Default)]
 pub struct WatchSet<K: Eq + Hash> {
-    accounts: HashMap<K, Arc<str>>,
+    accounts: HashMap<K, Arc<str>, foldhash::fast::RandomState>,
 }
 
 impl<K: Eq + Hash> WatchSet<K> {
     /// Builds the set from `(address, account_id)` pairs.
     pub fn build(pairs: Vec<(String, String)>, parse: impl Fn(&str) -> Option<K>) -> Self {
-        let mut set = Self { accounts: HashMap::with_capacity(pairs.len()) };
+        let mut set = Self { accounts: HashMap::with_capacity_and_hasher(pairs.len(), Default::default()) };
         for (address, account_id) in pairs {
             set.insert(&address, &account_id, &parse);
         }

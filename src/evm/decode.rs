@@ -74,12 +74,22 @@ pub fn native_candidates(block: &RpcBlock, watch: &EvmWatchSet) -> Vec<B256> {
 /// removed logs and failed transactions produce nothing.
 pub struct BlockInput<'a> {
     pub block: &'a RpcBlock,
-    /// Receipts of (at least) the block's native candidates.
-    pub receipts: &'a [RpcReceipt],
+    /// The successful transactions among (at least) the block's native
+    /// candidates: see [`succeeded`].
+    pub succeeded: &'a Succeeded,
     /// The block's `Transfer` logs of listed contracts.
     pub logs: &'a [Log],
     /// The block's call traces, when the chain enables them.
     pub traces: Option<&'a [TraceResult]>,
+}
+
+/// Hashes of transactions that succeeded.
+pub type Succeeded = HashSet<B256, foldhash::fast::RandomState>;
+
+/// The transactions whose receipts say they succeeded, read once for a
+/// whole scanned range.
+pub fn succeeded(receipts: &[RpcReceipt]) -> Succeeded {
+    receipts.iter().filter(|r| r.succeeded()).map(|r| r.transaction_hash).collect()
 }
 
 pub fn deposits_in_block(
@@ -88,9 +98,7 @@ pub fn deposits_in_block(
     watch: &EvmWatchSet,
     assets: &EvmAssets,
 ) -> Vec<Detected> {
-    let block = input.block;
-    let succeeded: HashSet<B256> =
-        input.receipts.iter().filter(|r| r.succeeded()).map(|r| r.transaction_hash).collect();
+    let (block, succeeded) = (input.block, input.succeeded);
     let detected = |tx_hash: B256,
                     position: Position,
                     from: Address,
@@ -185,7 +193,8 @@ fn token_transfers<'a>(block: &RpcBlock, logs: &[Log], assets: &'a EvmAssets) ->
     let mut logs: Vec<&Log> =
         logs.iter().filter(|log| !log.removed && log.block_hash == Some(block.hash)).collect();
     logs.sort_by_key(|log| log.log_index);
-    let mut seen: HashMap<(B256, Address, Address, Address, U256), u32> = HashMap::new();
+    let mut seen: HashMap<(B256, Address, Address, Address, U256), u32, foldhash::fast::RandomState> =
+        HashMap::default();
     let mut out = Vec::new();
     for log in logs {
         let Some((symbol, decimals)) = assets.tokens.get(&log.address()) else {

@@ -5,6 +5,7 @@ mod broadcast;
 mod completeness;
 pub mod decode;
 mod heads;
+mod ranges;
 mod reorg;
 pub mod rpc;
 mod sender;

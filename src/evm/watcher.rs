@@ -1,7 +1,14 @@
 //! The EVM watcher: scans block ranges into the store, moves deposits to
 //! `CONFIRMED` under the chain's policy, and follows the head.
 
-use std::{collections::HashMap, sync::Arc, time::Duration};
+use std::{
+    collections::HashMap,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
+};
 
 use alloy::{
     primitives::{Address, B256},
@@ -16,6 +23,7 @@ use tracing::{debug, info};
 use super::{
     completeness,
     decode::{self, BlockInput, EvmAssets, EvmWatchSet},
+    ranges,
     rpc::{EvmRpc, RpcBlock, RpcFailure},
 };
 use crate::{
@@ -152,11 +160,12 @@ impl EvmWatcher {
             Vec::new()
         };
 
+        let succeeded = decode::succeeded(&receipts);
         let mut deposits = Vec::new();
         for (i, block) in blocks.iter().enumerate() {
             let input = BlockInput {
                 block,
-                receipts: &receipts,
+                succeeded: &succeeded,
                 logs: logs_by_block.get(&block.number.to()).map(Vec::as_slice).unwrap_or_default(),
                 traces: traces.get(i).map(Vec::as_slice),
             };
@@ -294,29 +303,33 @@ impl EvmWatcher {
         if from > to {
             return Err(WatchError::EmptyRange { chain, from, to });
         }
-        let step = self.config.max_block_range;
-        let ranges: Vec<(u64, u64)> =
-            (from..=to).step_by(step as usize).map(|start| (start, to.min(start + step - 1))).collect();
+        let max = self.config.max_block_range;
+        // Each range's size follows the deposits of the last one scanned
+        // (see [`super::ranges`]), so a dense chain holds no more in memory
+        // than a sparse one.
+        let size = AtomicU64::new(ranges::first(self.config.batch_size as u64, max));
         let retry = ExponentialBuilder::default()
             .with_min_delay(Duration::from_millis(200))
             .with_max_times(8)
             .with_jitter();
         let this = &*self;
-        let scans: Vec<_> = ranges
-            .into_iter()
-            .map(|(start, end)| {
-                let scan =
-                    move || async move { this.scan(&this.watch, start, end).await.map(|s| (start, end, s)) };
-                scan.retry(retry).when(WatchError::is_retryable)
-            })
-            .collect();
-        let mut scans = stream::iter(scans).buffered(2);
+        let size_now = &size;
+        let ranges = stream::unfold(Some(from), move |start| async move {
+            Some(ranges::range_at(start?, size_now.load(Ordering::Relaxed), to))
+        });
+        let scans = ranges.map(|(start, end)| {
+            let scan =
+                move || async move { this.scan(&this.watch, start, end).await.map(|s| (start, end, s)) };
+            scan.retry(retry).when(WatchError::is_retryable)
+        });
+        let mut scans = std::pin::pin!(scans.buffered(2));
         let started = std::time::Instant::now();
         let mut report = BackfillReport { from, to, ..Default::default() };
         // Each range is committed while the next ones are fetched: the store
         // and the node work at the same time, and ranges still commit in order.
         let mut next = scans.try_next().await?;
         while let Some((start, end, scanned)) = next {
+            size.store(ranges::next(end - start + 1, scanned.deposits.len() as u64, max), Ordering::Relaxed);
             let commit = ScanCommit {
                 chain,
                 from: start,

@@ -2,7 +2,7 @@
 //! causes them, with a delivery per active webhook of the organization, and
 //! read back in commit order by the pull API.
 
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 
 use serde::Serialize;
 use sqlx::{Any, Row, Transaction};
@@ -10,7 +10,7 @@ use sqlx::{Any, Row, Transaction};
 use super::{
     Store, StoreError,
     deposit_rows::{ChangedDeposit, changed_columns},
-    params::Params,
+    params::{Params, recurs},
     time,
 };
 use crate::events::{DEPOSIT_V2, Event};
@@ -76,12 +76,14 @@ pub(super) async fn announce_changed(
         append(tx, &events, now).await?;
     }
     let mut params = Params::of(tx);
-    for chunk in unmarked.chunks(params.rows_per_statement(1)) {
+    let size = params.rows_per_statement(1);
+    for chunk in unmarked.chunks(size) {
         let query = format!(
             "UPDATE deposits SET announced_status = status WHERE id IN ({})",
             params.restart().take(chunk.len())
         );
-        chunk.iter().fold(sqlx::query(&query), |q, id| q.bind(*id)).execute(&mut **tx).await?;
+        let query = sqlx::query(&query).persistent(recurs(chunk.len(), size));
+        chunk.iter().fold(query, |q, id| q.bind(*id)).execute(&mut **tx).await?;
     }
     Ok(())
 }
@@ -174,14 +176,15 @@ pub(super) async fn append(
     }
     let numbered: Vec<(i64, &NewEvent)> = (first..).zip(events).collect();
     let mut params = Params::of(tx);
-    for chunk in numbered.chunks(params.rows_per_statement(7)) {
+    let size = params.rows_per_statement(7);
+    for chunk in numbered.chunks(size) {
         params.restart();
         let values: Vec<String> = chunk.iter().map(|_| params.row(7)).collect();
         let sql = format!(
             "INSERT INTO events (seq, id, organization_id, type, resource_id, payload, created_at) VALUES {}",
             values.join(", ")
         );
-        let mut query = sqlx::query(&sql);
+        let mut query = sqlx::query(&sql).persistent(recurs(chunk.len(), size));
         for (seq, event) in chunk {
             query = query
                 .bind(*seq)
@@ -198,7 +201,7 @@ pub(super) async fn append(
         .iter()
         .flat_map(|(seq, e)| webhooks[e.organization].iter().map(move |w| (*seq, w.as_str(), e.resource_id)))
         .collect();
-    for chunk in deliveries.chunks(params.rows_per_statement(7)) {
+    for chunk in deliveries.chunks(size) {
         params.restart();
         let values: Vec<String> =
             chunk.iter().map(|_| format!("({}, 'PENDING', 0, {})", params.take(4), params.take(3))).collect();
@@ -207,7 +210,7 @@ pub(super) async fn append(
                 created_at, updated_at) VALUES {}",
             values.join(", ")
         );
-        let mut query = sqlx::query(&sql);
+        let mut query = sqlx::query(&sql).persistent(recurs(chunk.len(), size));
         for (seq, webhook, resource) in chunk {
             query = query
                 .bind(uuid::Uuid::now_v7().to_string())

@@ -60,6 +60,14 @@ impl Params {
     }
 }
 
+/// Whether a multi-row statement of `rows` rows, at most `size` a statement,
+/// is kept prepared on its connection: a full one recurs, while a range's
+/// last, shorter one has a row count of its own and would only fill the
+/// connection's statement cache (its plan holds every row's parameters).
+pub(super) fn recurs(rows: usize, size: usize) -> bool {
+    rows == size
+}
+
 /// Parameters per multi-row statement written with numbered parameters (a
 /// statement of `n` columns takes `CHUNK / n` rows); see this module.
 pub(super) const CHUNK: usize = NUMBERED;

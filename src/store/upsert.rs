@@ -1,14 +1,14 @@
 //! The deposits of a committed scan, written in multi-row upserts that
 //! return the rows they changed, so announcing them reads nothing back.
 
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 
 use sqlx::{Any, Row, Transaction};
 
 use super::{
     StoreError,
     deposit_rows::{ChangedDeposit, changed_columns},
-    params::Params,
+    params::{Params, recurs},
     scan::ScanCommit,
     to_i64,
 };
@@ -33,9 +33,10 @@ pub(super) async fn upsert_deposits(
     let organizations = organizations(tx, &deposits).await?;
     let mut changed = Vec::new();
     let mut params = Params::of(tx);
-    for chunk in deposits.chunks(params.rows_per_statement(PARAMS)) {
+    let size = params.rows_per_statement(PARAMS);
+    for chunk in deposits.chunks(size) {
         let sql = upsert_sql(params.restart(), chunk.len());
-        let mut query = sqlx::query(&sql);
+        let mut query = sqlx::query(&sql).persistent(recurs(chunk.len(), size));
         let mut new_ids = HashSet::new();
         for (deposit, position) in chunk {
             let confirmed = scan.confirmed_through.is_some_and(|c| deposit.block_number <= c);
@@ -116,12 +117,14 @@ async fn organizations(
     ids.dedup();
     let mut out = HashMap::new();
     let mut params = Params::of(tx);
-    for chunk in ids.chunks(params.rows_per_statement(1)) {
+    let size = params.rows_per_statement(1);
+    for chunk in ids.chunks(size) {
         let sql = format!(
             "SELECT id, organization_id FROM accounts WHERE id IN ({})",
             params.restart().take(chunk.len())
         );
-        let rows = chunk.iter().fold(sqlx::query(&sql), |q, id| q.bind(*id)).fetch_all(&mut **tx).await?;
+        let query = sqlx::query(&sql).persistent(recurs(chunk.len(), size));
+        let rows = chunk.iter().fold(query, |q, id| q.bind(*id)).fetch_all(&mut **tx).await?;
         for row in rows {
             out.insert(row.try_get("id")?, row.try_get("organization_id")?);
         }

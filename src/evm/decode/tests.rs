@@ -53,7 +53,8 @@ fn block_18000000_yields_every_nonzero_listed_transfer_and_nothing_else() {
     let Some(b) = block_18000000() else { return };
     assert_eq!(b.block.transactions.len(), 94);
     let watch = watch(all_recipients(&b));
-    let input = BlockInput { block: &b.block, receipts: &b.receipts, logs: &b.logs, traces: None };
+    let input =
+        BlockInput { block: &b.block, succeeded: &succeeded(&b.receipts), logs: &b.logs, traces: None };
     let deposits = deposits_in_block(Chain::EthereumMainnet, &input, &watch, &mainnet_assets());
 
     // 39 successful value transfers (a 40th reverted) and 10 non-zero USDC/USDT
@@ -101,7 +102,8 @@ fn block_18000000_yields_every_nonzero_listed_transfer_and_nothing_else() {
 #[test]
 fn only_watched_addresses_and_listed_tokens_count() {
     let Some(b) = block_18000000() else { return };
-    let input = BlockInput { block: &b.block, receipts: &b.receipts, logs: &b.logs, traces: None };
+    let input =
+        BlockInput { block: &b.block, succeeded: &succeeded(&b.receipts), logs: &b.logs, traces: None };
     let assets = mainnet_assets();
     assert!(deposits_in_block(Chain::EthereumMainnet, &input, &watch([]), &assets).is_empty());
 
@@ -131,7 +133,8 @@ fn a_token_deposit_keeps_its_position_when_its_logs_move_in_the_block() {
     let watch = watch(all_recipients(&b));
     let assets = mainnet_assets();
     let positions = |b: &Block18m| {
-        let input = BlockInput { block: &b.block, receipts: &b.receipts, logs: &b.logs, traces: None };
+        let input =
+            BlockInput { block: &b.block, succeeded: &succeeded(&b.receipts), logs: &b.logs, traces: None };
         let mut found: Vec<_> = deposits_in_block(Chain::EthereumMainnet, &input, &watch, &assets)
             .into_iter()
             .map(|d| (d.tx_hash, d.position.key()))
