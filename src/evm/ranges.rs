@@ -20,7 +20,7 @@ pub fn next(blocks: u64, deposits: u64, max: u64) -> u64 {
     let size = if deposits > RANGE_DEPOSITS {
         // Below `blocks`, so it fits.
         (u128::from(blocks) * u128::from(RANGE_DEPOSITS) / u128::from(deposits)) as u64
-    } else if deposits.saturating_mul(2) <= RANGE_DEPOSITS {
+    } else if deposits.saturating_mul(2) < RANGE_DEPOSITS {
         blocks.saturating_mul(2)
     } else {
         blocks
