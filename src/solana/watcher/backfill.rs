@@ -82,7 +82,8 @@ impl SolanaWatcher {
 
     /// The finalized slot, at or above `to`: read again while the answer is
     /// below `to` but a fresher answer showed the chain past it (a backend
-    /// behind answered). Above every slot seen, `to` is refused at once.
+    /// behind answered). Above every slot seen, after up to three more looks
+    /// at the confirmed slot, `to` is refused at once.
     async fn finalized_through(&self, to: Option<u64>) -> Result<u64, WatchError> {
         let chain = self.config.chain;
         self.rpc.slot(CommitmentConfig::confirmed()).await?;
@@ -90,6 +91,15 @@ impl SolanaWatcher {
             let finalized = self.rpc.slot(CommitmentConfig::finalized()).await?;
             match to {
                 Some(to) if to > finalized => {
+                    // Only backends behind may have answered so far: a few
+                    // more looks at the confirmed slot before `to` counts as
+                    // above every slot seen.
+                    for _ in 0..3 {
+                        if to <= self.rpc.freshest() {
+                            break;
+                        }
+                        self.rpc.slot(CommitmentConfig::confirmed()).await?;
+                    }
                     Err(WatchError::AboveConfirmed { chain, to, confirmed: finalized })
                 }
                 _ => Ok(finalized),
