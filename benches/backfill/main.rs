@@ -48,6 +48,7 @@ fn median(mut values: Vec<f64>) -> f64 {
 #[tokio::main]
 async fn main() {
     let case = std::env::var("BENCH_CASE").unwrap_or_default();
+    assert!(["", "sparse", "dense"].contains(&case.as_str()), "BENCH_CASE is sparse or dense, not {case:?}");
     if case.is_empty() || case == "sparse" {
         sparse().await;
     }
@@ -77,15 +78,8 @@ async fn sparse() {
     );
     for watched in [10u64, 100_000, 1_000_000].into_iter().filter(|w| *w <= max_addresses) {
         let template = run::template(Backend::Sqlite, &chain, watched).await;
-        let (mut raw, mut scan, mut peak) = (Vec::new(), Vec::new(), 0f64);
-        for _ in 0..rounds {
-            let (ceiling, run) =
-                round(&chain, &template, dir.path(), SPARSE, ceiling::same_requests(&chain)).await;
-            raw.push(ceiling);
-            scan.push(run.scan_seconds);
-            peak = peak.max(run.peak_rss_mb);
-        }
-        let (raw, scan) = (median(raw), median(scan));
+        let (raw, scan, peak) =
+            measure(rounds, &chain, &template, dir.path(), SPARSE, || ceiling::same_requests(&chain)).await;
         println!(
             "{watched:>10} | {raw:>8.3} | {scan:>8.3} | {:>9.0} | {:>10.0} | {:>7.2}x | {peak:>8.1} | {:>7.1}",
             total_blocks / scan,
@@ -114,15 +108,8 @@ async fn dense() {
     );
     for backend in BACKENDS {
         let template = run::template(backend, &chain, shape.recipients).await;
-        let (mut ceilings, mut scans, mut peak) = (Vec::new(), Vec::new(), 0f64);
-        for _ in 0..rounds {
-            let (ceiling, run) =
-                round(&chain, &template, dir.path(), DENSE, ceiling::everything(&chain)).await;
-            ceilings.push(ceiling);
-            scans.push(run.scan_seconds);
-            peak = peak.max(run.peak_rss_mb);
-        }
-        let (ceiling, scan) = (median(ceilings), median(scans));
+        let (ceiling, scan, peak) =
+            measure(rounds, &chain, &template, dir.path(), DENSE, || ceiling::everything(&chain)).await;
         let store = format!("{backend:?}");
         println!(
             "{store:>10} | {ceiling:>9.3} | {scan:>10.3} | {:>9.2}x | {:>10.0} | {peak:>8.1}",
@@ -130,6 +117,26 @@ async fn dense() {
             chain.deposits as f64 / scan,
         );
     }
+}
+
+/// `rounds` rounds: the medians of the ceiling's and the backfill's seconds,
+/// and the highest peak memory (MB).
+async fn measure<F: Future<Output = Duration>>(
+    rounds: usize,
+    chain: &Chain,
+    template: &run::Template,
+    dir: &std::path::Path,
+    settings: &str,
+    ceiling: impl Fn() -> F,
+) -> (f64, f64, f64) {
+    let (mut ceilings, mut scans, mut peak) = (Vec::new(), Vec::new(), 0f64);
+    for _ in 0..rounds {
+        let (seconds, run) = round(chain, template, dir, settings, ceiling()).await;
+        ceilings.push(seconds);
+        scans.push(run.scan_seconds);
+        peak = peak.max(run.peak_rss_mb);
+    }
+    (median(ceilings), median(scans), peak)
 }
 
 /// Times `ceiling`, then runs the backfill; prints where the 2 cores went
