@@ -18,7 +18,7 @@ use custody_indexer::{
         signing::Secret,
         url::Policy,
     },
-    store::Clock,
+    store::{Attempt, Claimed, Clock, Finished, Outcome, Rooms, now_micros},
 };
 use tokio_util::sync::CancellationToken;
 
@@ -41,6 +41,7 @@ async fn slow_receivers_get_each_attempt_from_one_worker() {
 
     let config = DeliveryConfig {
         concurrency: 2,
+        per_organization: 2,
         timeout: Duration::from_secs(4),
         schedule: vec![Duration::from_secs(1)],
         poll: Duration::from_millis(100),
@@ -77,7 +78,7 @@ async fn slow_receivers_get_each_attempt_from_one_worker() {
 /// Delivery workers on one PostgreSQL whose clocks disagree by an hour: a
 /// claim's lease runs on the database's clock, so a worker whose clock is
 /// ahead claims nothing another worker holds, and one whose clock is behind
-/// starts no attempt once its lease lapsed.
+/// records nothing once its lease lapsed and another worker took it.
 #[tokio::test]
 async fn delivery_leases_lapse_by_the_databases_clock_not_a_workers() {
     const HOUR: i64 = 3_600_000_000;
@@ -88,18 +89,21 @@ async fn delivery_leases_lapse_by_the_databases_clock_not_a_workers() {
     pending_deliveries(&db.url, "acme", &webhook.id, 1).await;
     let slow = db.store.with_clock(Clock::skewed(-HOUR));
     let fast = db.store.with_clock(Clock::skewed(HOUR));
+    let rooms = Rooms::even(8);
 
-    let claimed = db.store.claim_deliveries("a", 2_000_000, 8).await.unwrap();
+    let claimed = slow.claim_deliveries("a", 2_000_000, 8, &rooms).await.unwrap();
     assert_eq!(claimed.len(), 1);
-    assert!(fast.claim_deliveries("b", 60_000_000, 8).await.unwrap().is_empty(), "the lease is live");
-    // `a`'s clock falls an hour behind: it still extends its live lease.
-    assert!(slow.start_attempt(&claimed[0].delivery_id, "a", 2_000_000).await.unwrap());
+    assert!(fast.claim_deliveries("b", 60_000_000, 8, &rooms).await.unwrap().is_empty(), "the lease is live");
 
     tokio::time::sleep(Duration::from_millis(2_200)).await;
-    assert!(
-        !slow.start_attempt(&claimed[0].delivery_id, "a", 2_000_000).await.unwrap(),
-        "lapsed by the database's clock"
-    );
-    let taken = fast.claim_deliveries("b", 60_000_000, 8).await.unwrap();
+    let taken = fast.claim_deliveries("b", 60_000_000, 8, &rooms).await.unwrap();
     assert_eq!(taken.iter().map(|c| c.delivery_id.as_str()).collect::<Vec<_>>(), ["delivery-1"]);
+    let attempt = |claimed: &Claimed| Finished {
+        claimed: claimed.clone(),
+        attempt: Attempt { at: now_micros(), status_code: Some(204), error: None, duration_ms: 1 },
+        outcome: Outcome::Delivered,
+    };
+    assert!(slow.finish_attempts("a", &[attempt(&claimed[0])]).await.unwrap().is_empty(), "a's lease was lost");
+    assert_eq!(fast.finish_attempts("b", &[attempt(&taken[0])]).await.unwrap(), ["delivery-1"]);
+    assert_eq!(db.store.delivery_attempts("delivery-1").await.unwrap().len(), 1, "one attempt recorded");
 }

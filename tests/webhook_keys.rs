@@ -10,7 +10,7 @@ use std::time::Duration;
 use common::db::{BACKENDS, TestDb, pending_deliveries};
 use custody_indexer::{
     events::signing::Secret,
-    store::{MAX_PREVIOUS_KEYS, Store, Webhook},
+    store::{MAX_PREVIOUS_KEYS, Rooms, Store, Webhook},
 };
 
 const HOUR: Duration = Duration::from_secs(3600);
@@ -18,7 +18,7 @@ const HOUR: Duration = Duration::from_secs(3600);
 /// The secrets a delivery to the webhook would be signed with now, newest first.
 async fn signing_secrets(store: &Store) -> Vec<String> {
     // A lease of 1 µs: the delivery is free again for the next claim.
-    let claimed = store.claim_deliveries("test", 1, 1).await.unwrap();
+    let claimed = store.claim_deliveries("test", 1, 1, &Rooms::even(1)).await.unwrap();
     tokio::time::sleep(Duration::from_millis(2)).await;
     assert_eq!(claimed.len(), 1);
     claimed.into_iter().next().unwrap().secrets

@@ -8,7 +8,7 @@ use clap::{Args, Subcommand};
 
 use crate::{
     events::{
-        delivery::{DeliveryConfig, parse_schedule},
+        delivery::{DEFAULT_CONCURRENCY, DeliveryConfig, parse_schedule},
         signing::{Secret, verify},
         url::Policy,
     },
@@ -81,8 +81,13 @@ pub enum WebhooksCommand {
 #[derive(Debug, Clone, Args)]
 pub struct DeliveryOptions {
     /// Deliveries in flight at once in this process (0: do not deliver).
-    #[arg(long, value_name = "N", env = "CUSTODY_INDEXER_WEBHOOK_CONCURRENCY", default_value = "8")]
+    #[arg(long, value_name = "N", env = "CUSTODY_INDEXER_WEBHOOK_CONCURRENCY", default_value_t = DEFAULT_CONCURRENCY)]
     pub webhook_concurrency: usize,
+    /// Of those, at most this many of one organization, so that one whose
+    /// receiver is slow or down leaves the others their turn (default: a
+    /// quarter of --webhook-concurrency, at least 1).
+    #[arg(long, value_name = "N", env = "CUSTODY_INDEXER_WEBHOOK_ORGANIZATION_CONCURRENCY")]
+    pub webhook_organization_concurrency: Option<usize>,
     /// How long a receiver has to answer 2xx.
     #[arg(long, value_name = "DURATION", env = "CUSTODY_INDEXER_WEBHOOK_TIMEOUT", default_value = "15s", value_parser = one_duration)]
     pub webhook_timeout: Duration,
@@ -95,6 +100,7 @@ impl DeliveryOptions {
     pub fn config(&self) -> anyhow::Result<DeliveryConfig> {
         let mut config = DeliveryConfig {
             concurrency: self.webhook_concurrency,
+            per_organization: self.webhook_organization_concurrency.unwrap_or(self.webhook_concurrency / 4).max(1),
             timeout: self.webhook_timeout,
             policy: Policy::from_env(),
             ..DeliveryConfig::default()

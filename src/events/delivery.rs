@@ -3,20 +3,25 @@
 //! exponential backoff and jitter (honouring `Retry-After`) until the
 //! schedule runs out and the delivery is dead-lettered.
 
-use std::time::{Duration, Instant};
+use std::{
+    collections::HashMap,
+    time::{Duration, Instant},
+};
 
 use alloy::transports::http::reqwest;
-use futures::{StreamExt, stream};
+use futures::{StreamExt, stream::FuturesUnordered};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use super::{
     signing::{Secret, signature_header},
+    slots::Slots,
     url::{GuardedResolver, Policy},
 };
 use crate::{
     alarm::Alarms,
-    store::{Attempt, Claimed, Outcome, Store, now_micros},
+    store::{Attempt, Claimed, Finished, Outcome, Store, now_micros},
 };
 
 /// Waits after each failed attempt: immediately, then 5 s, 5 min, 30 min,
@@ -39,6 +44,9 @@ pub const DEFAULT_SCHEDULE: [Duration; 11] = [
 pub struct DeliveryConfig {
     /// Concurrent deliveries of this process.
     pub concurrency: usize,
+    /// Of those, at most this many of one organization, so that one whose
+    /// receiver is slow or hangs leaves the others their turn.
+    pub per_organization: usize,
     /// A receiver must answer 2xx within this.
     pub timeout: Duration,
     /// The waits between attempts; its length is the number of retries.
@@ -48,10 +56,14 @@ pub struct DeliveryConfig {
     pub policy: Policy,
 }
 
+/// Deliveries in flight at once by default.
+pub const DEFAULT_CONCURRENCY: usize = 32;
+
 impl Default for DeliveryConfig {
     fn default() -> Self {
         Self {
-            concurrency: 8,
+            concurrency: DEFAULT_CONCURRENCY,
+            per_organization: DEFAULT_CONCURRENCY / 4,
             timeout: Duration::from_secs(15),
             schedule: DEFAULT_SCHEDULE.to_vec(),
             poll: Duration::from_millis(200),
@@ -64,136 +76,168 @@ impl Default for DeliveryConfig {
 /// (Lease times are the database's clock, so instances' clocks may differ.)
 const LEASE_MARGIN: Duration = Duration::from_secs(5);
 
-/// How many deliveries a worker claims at once for each one in flight.
-const ROUNDS: u32 = 4;
+/// The most attempts recorded in one transaction.
+const RECORD_BATCH: usize = 256;
 
-/// Delivers until `shutdown`. A delivery in flight at shutdown keeps its lease
-/// until the lease expires, then another worker (or the next start) sends it
-/// again: delivery is at least once.
+/// Delivers until `shutdown`, then waits for the deliveries in flight and
+/// records them. A delivery whose attempt is not recorded (a crash, the
+/// store unreachable) keeps its lease until the lease expires, then another
+/// worker (or the next start) sends it again: delivery is at least once.
 ///
-/// No attempt is sent by two workers: a claim leases a batch for as long as
-/// sending it `concurrency` at a time can take, and right before each attempt
-/// the worker extends that delivery's lease to cover the attempt, only if it
-/// still holds it ([`Store::start_attempt`]). A delivery whose lease lapsed
-/// while it waited is left to whichever worker claims it next.
+/// A claim leases each delivery for one attempt (the timeout and a margin)
+/// and the attempt starts at once, so no attempt is sent by two workers.
+/// The worker claims again whenever a quarter of its slots is free, taking
+/// turns among organizations and at most [`DeliveryConfig::per_organization`]
+/// of one in flight. Attempts are recorded in batches by one task beside
+/// the sends: a delivery counts as pending until its attempt is recorded, so
+/// the next event of the same resource waits for it.
 pub async fn run(store: Store, config: DeliveryConfig, shutdown: CancellationToken) {
     let client = client(&config);
     let owner = uuid::Uuid::new_v4().to_string();
-    let batch = config.concurrency as u32 * ROUNDS;
-    // A batch is sent in `ROUNDS` rounds of at most `timeout` each.
-    let claim_lease = config.timeout * ROUNDS + LEASE_MARGIN;
-    let alarms = std::sync::Mutex::new(Alarms::default());
+    let lease = micros(config.timeout + LEASE_MARGIN);
+    let (results, finished) = mpsc::unbounded_channel();
+    let recorder = tokio::spawn(record(store.clone(), owner.clone(), finished));
+    let mut slots = Slots::new(config.concurrency as u32, config.per_organization as u32);
+    let mut in_flight = FuturesUnordered::new();
+    let mut next_claim = Instant::now();
     info!(worker = %owner, "webhook delivery started");
     loop {
-        let claimed = match store.claim_deliveries(&owner, micros(claim_lease), batch).await {
-            Ok(claimed) => claimed,
-            Err(error) => {
-                warn!(%error, "cannot claim webhook deliveries");
-                Vec::new()
+        let claiming = !shutdown.is_cancelled();
+        if let (true, Some(wanted)) = (claiming && Instant::now() >= next_claim, slots.wanted()) {
+            match store.claim_deliveries(&owner, lease, wanted, &slots.rooms()).await {
+                Ok(claimed) => {
+                    // Fewer than asked: nothing more is due until the next look.
+                    if (claimed.len() as u32) < wanted {
+                        next_claim = Instant::now() + config.poll;
+                    }
+                    for claimed in claimed {
+                        slots.take(&claimed.organization);
+                        let (client, config) = (&client, &config);
+                        in_flight.push(async move {
+                            let (attempt, outcome) = attempt(client, config, &claimed).await;
+                            Finished { claimed, attempt, outcome }
+                        });
+                    }
+                }
+                Err(error) => {
+                    warn!(%error, "cannot claim webhook deliveries");
+                    next_claim = Instant::now() + config.poll;
+                }
             }
-        };
-        let idle = claimed.is_empty();
-        stream::iter(claimed)
-            .for_each_concurrent(config.concurrency, |claimed| {
-                deliver(&store, &client, &config, &owner, &alarms, claimed)
-            })
-            .await;
-        if idle {
-            tokio::select! {
-                _ = shutdown.cancelled() => break,
-                _ = tokio::time::sleep(config.poll) => {}
-            }
-        } else if shutdown.is_cancelled() {
+        }
+        if in_flight.is_empty() && !claiming {
             break;
         }
+        let wait = slots.wanted().is_some() && claiming;
+        tokio::select! {
+            Some(done) = in_flight.next() => {
+                slots.give_back(&done.claimed.organization);
+                report(&done);
+                let _ = results.send(done);
+            }
+            _ = tokio::time::sleep_until(next_claim.into()), if wait => {}
+            _ = shutdown.cancelled(), if claiming => {}
+        }
     }
+    drop(results);
+    let _ = recorder.await;
     info!(worker = %owner, "webhook delivery stopped");
 }
 
-/// Sends one claimed delivery if its lease still holds, and records the
-/// attempt under that lease.
-async fn deliver(
-    store: &Store,
-    client: &reqwest::Client,
-    config: &DeliveryConfig,
-    owner: &str,
-    alarms: &std::sync::Mutex<Alarms>,
-    claimed: Claimed,
-) {
-    // The attempt's lease outlives the attempt (its timeout) with a margin.
-    match store.start_attempt(&claimed.delivery_id, owner, micros(config.timeout + LEASE_MARGIN)).await {
-        Ok(true) => {}
-        Ok(false) => {
-            debug!(delivery = %claimed.delivery_id, "lease lapsed before the attempt; left to the next claim");
-            return;
-        }
-        Err(error) => {
-            warn!(delivery = %claimed.delivery_id, %error, "cannot extend a webhook delivery's lease");
-            return;
-        }
-    }
-    let (attempt, outcome) = attempt(client, config, &claimed).await;
-    let label = match outcome {
+/// Counts an attempt by its outcome, and logs a dead letter.
+fn report(done: &Finished) {
+    let label = match done.outcome {
         Outcome::Delivered => "delivered",
         Outcome::Retry(_) => "retry",
         Outcome::Failed => "failed",
         Outcome::Gone => "gone",
     };
     metrics::counter!("custody_indexer_webhook_deliveries_total", "outcome" => label).increment(1);
-    watch_endpoint(store, alarms, &claimed, &attempt, &outcome).await;
-    match store.finish_attempt(&claimed, owner, &attempt, &outcome).await {
-        Ok(true) => {
-            debug!(delivery = %claimed.delivery_id, event = %claimed.event_id, outcome = label, "webhook attempt")
-        }
-        Ok(false) => warn!(delivery = %claimed.delivery_id, "lease lost before the attempt was recorded"),
-        Err(error) => warn!(delivery = %claimed.delivery_id, %error, "cannot record a webhook attempt"),
-    }
-    if matches!(outcome, Outcome::Failed | Outcome::Gone) {
+    let Finished { claimed, attempt, .. } = done;
+    debug!(delivery = %claimed.delivery_id, event = %claimed.event_id, outcome = label, "webhook attempt");
+    if matches!(done.outcome, Outcome::Failed | Outcome::Gone) {
         warn!(delivery = %claimed.delivery_id, webhook = %claimed.webhook_id, event = %claimed.event_id,
             status = ?attempt.status_code, error = ?attempt.error, outcome = label, "webhook delivery dead-lettered");
+    }
+}
+
+/// Records attempts as they come back, as many at once as have come, until
+/// the worker closes the channel.
+async fn record(store: Store, owner: String, mut finished: mpsc::UnboundedReceiver<Finished>) {
+    let mut alarms = Alarms::default();
+    let mut batch = Vec::with_capacity(RECORD_BATCH);
+    while finished.recv_many(&mut batch, RECORD_BATCH).await > 0 {
+        let mut tries = 0;
+        let recorded = loop {
+            match store.finish_attempts(&owner, &batch).await {
+                Ok(recorded) => break recorded.len(),
+                Err(error) if tries < 3 => {
+                    tries += 1;
+                    debug!(%error, tries, "cannot record webhook attempts yet");
+                    tokio::time::sleep(Duration::from_millis(200 * tries)).await;
+                }
+                Err(error) => {
+                    warn!(%error, attempts = batch.len(), "cannot record webhook attempts; they are sent again when their leases lapse");
+                    break 0;
+                }
+            }
+        };
+        if recorded < batch.len() {
+            warn!(lost = batch.len() - recorded, "leases lost before their attempts were recorded");
+        }
+        watch_endpoints(&store, &mut alarms, &batch).await;
+        batch.clear();
     }
 }
 
 /// The condition's kind in the store.
 pub use crate::store::WEBHOOK_FAILING as FAILING;
 
-/// Raises (once a minute in the log) or clears the condition of a webhook
-/// whose endpoint fails its attempts. A tenant's endpoint is the tenant's:
-/// `health` shows it as a warning and never as a reason to be unhealthy.
+/// Raises (once a minute in the log) or clears the condition of each
+/// webhook whose endpoint fails its attempts, by its last attempt in
+/// `batch`. A tenant's endpoint is the tenant's: `health` shows it as a
+/// warning and never as a reason to be unhealthy.
+async fn watch_endpoints(store: &Store, alarms: &mut Alarms, batch: &[Finished]) {
+    let mut last: HashMap<&str, &Finished> = HashMap::new();
+    for done in batch {
+        last.insert(done.claimed.webhook_id.as_str(), done);
+    }
+    for (webhook, done) in last {
+        if let Err(error) = watch_endpoint(store, alarms, webhook, done).await {
+            debug!(webhook, %error, "cannot record the webhook's condition");
+        }
+    }
+}
+
 async fn watch_endpoint(
     store: &Store,
-    alarms: &std::sync::Mutex<Alarms>,
-    claimed: &Claimed,
-    attempt: &Attempt,
-    outcome: &Outcome,
-) {
-    let webhook = claimed.webhook_id.as_str();
+    alarms: &mut Alarms,
+    webhook: &str,
+    done: &Finished,
+) -> Result<(), crate::store::StoreError> {
+    let Finished { claimed, attempt, outcome } = done;
     // Delivered, or answered `410 Gone` (the webhook is disabled: nothing waits on it).
-    let result = if matches!(outcome, Outcome::Delivered | Outcome::Gone) {
-        alarms.lock().expect("alarms").clear(webhook, &format!("webhook {webhook} answers again"));
+    if matches!(outcome, Outcome::Delivered | Outcome::Gone) {
+        alarms.clear(webhook, &format!("webhook {webhook} answers again"));
         // Another worker may have raised it: cleared in the store whatever this one saw.
-        store.clear_condition(None, FAILING, webhook).await
-    } else {
-        let why = match (attempt.status_code, &attempt.error) {
-            (Some(status), _) => format!("answered HTTP {status}"),
-            (None, Some(error)) => format!("did not answer: {error}"),
-            (None, None) => "did not answer".to_string(),
-        };
-        let host = reqwest::Url::parse(&claimed.url).ok().and_then(|u| u.host_str().map(String::from));
-        let message = format!(
-            "webhook {webhook} (host {}) fails its deliveries: attempt {} of event {} {why}; retried on its schedule",
-            host.unwrap_or_default(),
-            claimed.attempts + 1,
-            claimed.event_id
-        );
-        if !alarms.lock().expect("alarms").raise(webhook, FAILING, &message).logged() {
-            return;
-        }
-        store.raise_condition(None, FAILING, webhook, &message).await
-    };
-    if let Err(error) = result {
-        debug!(webhook, %error, "cannot record the webhook's condition");
+        return store.clear_condition(None, FAILING, webhook).await;
     }
+    let why = match (attempt.status_code, &attempt.error) {
+        (Some(status), _) => format!("answered HTTP {status}"),
+        (None, Some(error)) => format!("did not answer: {error}"),
+        (None, None) => "did not answer".to_string(),
+    };
+    let host = reqwest::Url::parse(&claimed.url).ok().and_then(|u| u.host_str().map(String::from));
+    let message = format!(
+        "webhook {webhook} (host {}) fails its deliveries: attempt {} of event {} {why}; retried on its schedule",
+        host.unwrap_or_default(),
+        claimed.attempts + 1,
+        claimed.event_id
+    );
+    if !alarms.raise(webhook, FAILING, &message).logged() {
+        return Ok(());
+    }
+    store.raise_condition(None, FAILING, webhook, &message).await
 }
 
 /// The delivery client: no redirects, no proxy, the policy's resolver, the timeout.
@@ -354,6 +398,7 @@ mod tests {
             event_id: "e".into(),
             payload: "{}".into(),
             webhook_id: "w".into(),
+            organization: "o".into(),
             url: format!("{base}{path}"),
             secrets: vec![Secret::generate().expose().to_string()],
         };

@@ -5,6 +5,7 @@
 pub mod delivery;
 pub mod nats;
 pub mod signing;
+pub mod slots;
 pub mod subject;
 pub mod url;
 

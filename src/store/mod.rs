@@ -9,6 +9,7 @@ mod clock;
 mod conditions;
 mod conversions;
 mod coverage;
+mod deliveries;
 mod deposit_rows;
 mod deposits;
 mod environment;
@@ -82,7 +83,8 @@ use transfers::{TRANSFER_COLUMNS, transfer_from_row};
 pub use verification::{CheckStep, Review};
 pub use virtual_accounts::NewVirtualAccount;
 pub use webhook_keys::MAX_PREVIOUS_KEYS;
-pub use webhooks::{Attempt, Claimed, Delivery, Outcome, Webhook};
+pub use deliveries::{Attempt, Claimed, Delivery, Finished, Outcome, Rooms};
+pub use webhooks::Webhook;
 
 use crate::redact::redact_urls;
 

@@ -109,9 +109,15 @@ impl Drop for TestDb {
 /// `webhook`, in the store at `url` (opened once already, so that sqlx's
 /// `Any` drivers are installed).
 pub async fn pending_deliveries(url: &str, organization: &str, webhook: &str, count: usize) {
+    pending_deliveries_from(url, organization, webhook, 1, count).await
+}
+
+/// `count` pending deliveries as [`pending_deliveries`] writes them, of
+/// events numbered from `first`.
+pub async fn pending_deliveries_from(url: &str, organization: &str, webhook: &str, first: usize, count: usize) {
     let mut conn = AnyConnection::connect(url).await.unwrap();
     let now = custody_indexer::store::now_micros();
-    for seq in 1..=count as i64 {
+    for seq in first as i64..(first + count) as i64 {
         let (event, resource) = (format!("event-{seq}"), format!("resource-{seq}"));
         let payload = serde_json::json!({ "id": event, "type": "deposit_v2", "data": { "id": resource } });
         sqlx::query(

@@ -50,6 +50,8 @@ struct Inner {
     fallback: u16,
     /// How long each request waits before it is answered.
     delay: Duration,
+    /// Requests that arrived, answered or not yet.
+    arrived: usize,
 }
 
 #[derive(Clone)]
@@ -87,6 +89,11 @@ impl Receiver {
         self.inner.lock().unwrap().received.clone()
     }
 
+    /// How many requests arrived, answered or still waiting.
+    pub fn arrived(&self) -> usize {
+        self.inner.lock().unwrap().arrived
+    }
+
     /// The requests answered with 2xx.
     pub fn delivered(&self) -> Vec<Received> {
         self.received().into_iter().filter(|r| (200..300).contains(&r.answered)).collect()
@@ -99,7 +106,11 @@ async fn receive(
     body: Bytes,
 ) -> axum::http::StatusCode {
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
-    let delay = inner.lock().unwrap().delay;
+    let delay = {
+        let mut inner = inner.lock().unwrap();
+        inner.arrived += 1;
+        inner.delay
+    };
     tokio::time::sleep(delay).await;
     let mut inner = inner.lock().unwrap();
     let status = inner.queued.pop_front().unwrap_or(inner.fallback);

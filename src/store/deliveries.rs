@@ -1,0 +1,370 @@
+//! Deliveries of events to webhooks: claimed under a lease, shared out
+//! among organizations, and their attempts recorded many at a time.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::Row;
+
+use super::{
+    Backend, Store, StoreError, now_micros,
+    params::{CHUNK, placeholders},
+    time, webhook_keys,
+};
+use crate::deposit::rfc3339;
+
+/// A delivery a worker leased: everything needed to send it.
+#[derive(Debug, Clone)]
+pub struct Claimed {
+    pub delivery_id: String,
+    pub attempts: u32,
+    pub event_id: String,
+    pub payload: String,
+    pub webhook_id: String,
+    /// The webhook's organization: deliveries in flight are shared out by it.
+    pub organization: String,
+    pub url: String,
+    /// The signing secrets valid now, newest first: the current one and up
+    /// to two previous ones.
+    pub secrets: Vec<String>,
+}
+
+/// What became of an attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Delivered,
+    /// Try again at this time (microseconds).
+    Retry(i64),
+    /// No attempt is left: dead-lettered.
+    Failed,
+    /// The receiver answered `410 Gone`: the webhook is disabled.
+    Gone,
+}
+
+#[derive(Debug, Clone)]
+pub struct Attempt {
+    pub at: i64,
+    pub status_code: Option<u16>,
+    pub error: Option<String>,
+    pub duration_ms: u64,
+}
+
+/// A delivery as operators list it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Delivery {
+    pub id: String,
+    pub event_id: String,
+    pub event_type: String,
+    pub webhook_id: String,
+    pub url: String,
+    pub state: String,
+    pub attempts: u32,
+    pub last_status: Option<u16>,
+    pub last_error: Option<String>,
+    #[serde(serialize_with = "rfc3339")]
+    pub updated_at: DateTime<Utc>,
+}
+
+
+/// An attempt made and what follows from it, to be recorded.
+#[derive(Debug, Clone)]
+pub struct Finished {
+    pub claimed: Claimed,
+    pub attempt: Attempt,
+    pub outcome: Outcome,
+}
+
+/// How many more deliveries a claim may lease of each organization: `each`
+/// for any organization not listed in `left`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Rooms {
+    pub each: u32,
+    pub left: Vec<(String, u32)>,
+}
+
+impl Rooms {
+    /// `each` for every organization.
+    pub fn even(each: u32) -> Self {
+        Self { each, left: Vec::new() }
+    }
+}
+
+/// A delivery a claim may take: pending, due, not leased, and no earlier
+/// event of its resource still pending for its webhook (so each receiver
+/// gets a resource's events in order).
+fn due(now: &str) -> String {
+    format!(
+        "d.state = 'PENDING' AND d.next_attempt_at <= {now} AND (d.lease_until IS NULL OR d.lease_until < {now})
+         AND NOT EXISTS (SELECT 1 FROM deliveries e WHERE e.webhook_id = d.webhook_id
+             AND e.resource_id = d.resource_id AND e.event_seq < d.event_seq AND e.state = 'PENDING')"
+    )
+}
+
+impl Store {
+    /// Leases up to `limit` due deliveries to `owner` for `lease_micros`,
+    /// taking turns among organizations (each one's oldest due delivery,
+    /// then each one's second, …) and at most `rooms` of each. PostgreSQL
+    /// looks at each active webhook's earliest due deliveries only (an
+    /// index per webhook), skipping rows other workers are claiming; SQLite
+    /// serialises claims with its write lock. Lease times are the
+    /// database's clock on PostgreSQL (see [`super::clock`]).
+    pub async fn claim_deliveries(
+        &self,
+        owner: &str,
+        lease_micros: i64,
+        limit: u32,
+        rooms: &Rooms,
+    ) -> Result<Vec<Claimed>, StoreError> {
+        // A read first: idle workers poll often, and a write transaction would
+        // take SQLite's write lock from the watchers each time.
+        let sql = format!(
+            "SELECT id FROM deliveries WHERE state = 'PENDING' AND next_attempt_at <= {} LIMIT 1",
+            self.lease_now(1)
+        );
+        let each = rooms.each.min(limit);
+        if each == 0 || self.bind_lease_now(sqlx::query(&sql)).fetch_optional(&self.pool).await?.is_none() {
+            return Ok(Vec::new());
+        }
+        let sql = self.claim_sql(rooms.left.len());
+        let mut query = sqlx::query(&sql).bind(owner).bind(lease_micros).bind(i64::from(limit)).bind(i64::from(each));
+        for (organization, room) in &rooms.left {
+            query = query.bind(organization).bind(i64::from(*room));
+        }
+        let ids = self.bind_lease_now(query).fetch_all(&self.pool).await?;
+        let ids = ids.iter().map(|row| row.try_get("id")).collect::<Result<Vec<String>, _>>()?;
+        self.claimed(&ids).await
+    }
+
+    /// The claim statement with `left` organizations' own rooms.
+    fn claim_sql(&self, left: usize) -> String {
+        let now = self.lease_now(5 + 2 * left);
+        let due = due(&now);
+        let candidates = match self.backend {
+            Backend::Postgres => format!(
+                "SELECT c.id, w.organization_id AS org, c.next_attempt_at, c.event_seq
+                 FROM webhooks w CROSS JOIN LATERAL (
+                     SELECT d.id, d.next_attempt_at, d.event_seq FROM deliveries d
+                     WHERE d.webhook_id = w.id AND {due}
+                     ORDER BY d.next_attempt_at, d.event_seq LIMIT $4 FOR UPDATE OF d SKIP LOCKED) c
+                 WHERE w.status = 'ACTIVE'"
+            ),
+            Backend::Sqlite => format!(
+                "SELECT d.id, w.organization_id AS org, d.next_attempt_at, d.event_seq
+                 FROM deliveries d JOIN webhooks w ON w.id = d.webhook_id WHERE w.status = 'ACTIVE' AND {due}"
+            ),
+        };
+        let (room, rooms) = match left {
+            0 => ("$4".to_string(), String::new()),
+            _ => {
+                let rows: Vec<String> = (0..left)
+                    .map(|i| match i {
+                        0 => "SELECT $5 AS org, $6 AS room".to_string(),
+                        _ => format!("SELECT ${}, ${}", 5 + 2 * i, 6 + 2 * i),
+                    })
+                    .collect();
+                ("COALESCE(b.room, $4)".to_string(), format!("LEFT JOIN ({}) b ON b.org = c.org", rows.join(" UNION ALL ")))
+            }
+        };
+        format!(
+            "UPDATE deliveries SET lease_owner = $1, lease_until = {now} + $2 WHERE id IN (
+                SELECT id FROM (
+                    SELECT c.id, c.event_seq, {room} AS room,
+                        ROW_NUMBER() OVER (PARTITION BY c.org ORDER BY c.next_attempt_at, c.event_seq) AS turn
+                    FROM ({candidates}) c {rooms}
+                ) t WHERE turn <= room ORDER BY turn, event_seq LIMIT $3
+             ) RETURNING id"
+        )
+    }
+
+    /// What sending each claimed delivery needs: its event, its webhook's
+    /// URL and the secrets to sign with (the current one, then each
+    /// previous one until it expires).
+    async fn claimed(&self, ids: &[String]) -> Result<Vec<Claimed>, StoreError> {
+        let mut out = Vec::with_capacity(ids.len());
+        let mut conn = self.pool.acquire().await?;
+        for chunk in ids.chunks(CHUNK) {
+            let sql = format!(
+                "SELECT d.id, d.attempts, e.id AS event_id, e.payload, w.id AS webhook_id, w.organization_id,
+                    w.url, w.signing_secret,
+                    (SELECT COUNT(*) FROM webhook_previous_keys k WHERE k.webhook_id = w.id) AS previous_keys
+                 FROM deliveries d JOIN events e ON e.seq = d.event_seq JOIN webhooks w ON w.id = d.webhook_id
+                 WHERE d.id IN ({}) ORDER BY d.event_seq",
+                placeholders(1, chunk.len())
+            );
+            let rows = chunk.iter().fold(sqlx::query(&sql), |q, id| q.bind(id)).fetch_all(&mut *conn).await?;
+            for row in rows {
+                let webhook_id: String = row.try_get("webhook_id")?;
+                let mut secrets = vec![row.try_get::<String, _>("signing_secret")?];
+                if row.try_get::<i64, _>("previous_keys")? > 0 {
+                    secrets.extend(webhook_keys::previous_secrets(&mut *conn, &webhook_id, now_micros()).await?);
+                }
+                out.push(Claimed {
+                    delivery_id: row.try_get("id")?,
+                    attempts: row.try_get::<i64, _>("attempts")? as u32,
+                    event_id: row.try_get("event_id")?,
+                    payload: row.try_get("payload")?,
+                    webhook_id,
+                    organization: row.try_get("organization_id")?,
+                    url: row.try_get("url")?,
+                    secrets,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Records attempts and their outcomes in one transaction, each only if
+    /// `owner` still holds its delivery's lease (or the lease lapsed and no
+    /// one took it since). Returns the deliveries recorded; an attempt not
+    /// recorded is made again by whoever claims its delivery next.
+    pub async fn finish_attempts(&self, owner: &str, finished: &[Finished]) -> Result<Vec<String>, StoreError> {
+        let mut tx = self.begin().await?;
+        let mut recorded = Vec::with_capacity(finished.len());
+        for chunk in finished.chunks(CHUNK / 8) {
+            let rows: Vec<String> = (0..chunk.len())
+                .map(|i| {
+                    let p = 2 + 7 * i;
+                    format!(
+                        "SELECT ${p} AS id, ${} AS state, ${} AS attempts, ${} AS next_at, ${} AS status, \
+                         ${} AS error, ${} AS at",
+                        p + 1,
+                        p + 2,
+                        p + 3,
+                        p + 4,
+                        p + 5,
+                        p + 6
+                    )
+                })
+                .collect();
+            let sql = format!(
+                "UPDATE deliveries SET state = v.state, attempts = v.attempts, next_attempt_at = v.next_at,
+                    lease_owner = NULL, lease_until = NULL, last_status = v.status, last_error = v.error,
+                    updated_at = v.at
+                 FROM ({}) v WHERE deliveries.id = v.id AND deliveries.lease_owner = $1
+                    AND deliveries.state = 'PENDING'
+                 RETURNING deliveries.id",
+                rows.join(" UNION ALL ")
+            );
+            let mut query = sqlx::query(&sql).bind(owner);
+            for one in chunk {
+                let (state, next) = match one.outcome {
+                    Outcome::Delivered => ("DELIVERED", one.attempt.at),
+                    Outcome::Retry(at) => ("PENDING", at),
+                    Outcome::Failed | Outcome::Gone => ("FAILED", one.attempt.at),
+                };
+                query = query
+                    .bind(&one.claimed.delivery_id)
+                    .bind(state)
+                    .bind(i64::from(one.claimed.attempts) + 1)
+                    .bind(next)
+                    .bind(one.attempt.status_code.map(i64::from))
+                    .bind(one.attempt.error.as_deref())
+                    .bind(one.attempt.at);
+            }
+            for row in query.fetch_all(&mut *tx).await? {
+                recorded.push(row.try_get::<String, _>(0)?);
+            }
+        }
+        let kept: std::collections::HashSet<&str> = recorded.iter().map(String::as_str).collect();
+        let done: Vec<&Finished> = finished.iter().filter(|f| kept.contains(f.claimed.delivery_id.as_str())).collect();
+        for chunk in done.chunks(CHUNK / 6) {
+            let rows: Vec<String> = (0..chunk.len()).map(|i| format!("({})", placeholders(1 + 6 * i, 6))).collect();
+            let sql = format!(
+                "INSERT INTO delivery_attempts (delivery_id, attempt, at, status_code, error, duration_ms) VALUES {}",
+                rows.join(", ")
+            );
+            let query = chunk.iter().fold(sqlx::query(&sql), |q, one| {
+                q.bind(&one.claimed.delivery_id)
+                    .bind(i64::from(one.claimed.attempts) + 1)
+                    .bind(one.attempt.at)
+                    .bind(one.attempt.status_code.map(i64::from))
+                    .bind(one.attempt.error.as_deref())
+                    .bind(one.attempt.duration_ms as i64)
+            });
+            query.execute(&mut *tx).await?;
+        }
+        for one in done.iter().filter(|f| f.outcome == Outcome::Gone) {
+            sqlx::query("UPDATE webhooks SET status = 'DISABLED' WHERE id = $1 AND status = 'ACTIVE'")
+                .bind(&one.claimed.webhook_id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(recorded)
+    }
+
+    /// Deliveries, newest first: the dead-lettered ones only when `failed`.
+    pub async fn deliveries(&self, failed: bool, webhook: Option<&str>) -> Result<Vec<Delivery>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT d.id, e.id AS event_id, e.type AS event_type, d.webhook_id, w.url, d.state, d.attempts,
+                d.last_status, d.last_error, d.updated_at
+             FROM deliveries d JOIN events e ON e.seq = d.event_seq JOIN webhooks w ON w.id = d.webhook_id
+             WHERE ($1 = 0 OR d.state = 'FAILED') AND ($2 IS NULL OR d.webhook_id = $2)
+             ORDER BY d.event_seq DESC, d.id",
+        )
+        .bind(i64::from(failed))
+        .bind(webhook)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(Delivery {
+                    id: r.try_get("id")?,
+                    event_id: r.try_get("event_id")?,
+                    event_type: r.try_get("event_type")?,
+                    webhook_id: r.try_get("webhook_id")?,
+                    url: r.try_get("url")?,
+                    state: r.try_get("state")?,
+                    attempts: r.try_get::<i64, _>("attempts")? as u32,
+                    last_status: r.try_get::<Option<i64>, _>("last_status")?.map(|s| s as u16),
+                    last_error: r.try_get("last_error")?,
+                    updated_at: time(r.try_get("updated_at")?)?,
+                })
+            })
+            .collect()
+    }
+
+    /// Sends a dead-lettered delivery again, with a fresh retry schedule. Its
+    /// past attempts stay recorded.
+    pub async fn redeliver(&self, id: &str) -> Result<(), StoreError> {
+        let now = now_micros();
+        let updated = sqlx::query(
+            "UPDATE deliveries SET state = 'PENDING', attempts = 0, next_attempt_at = $1, updated_at = $1,
+                lease_owner = NULL, lease_until = NULL
+             WHERE id = $2 AND state = 'FAILED'
+               AND webhook_id IN (SELECT id FROM webhooks WHERE status = 'ACTIVE')",
+        )
+        .bind(now)
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        if updated.rows_affected() == 0 {
+            return Err(StoreError::NotFound(format!("failed delivery {id} of an active webhook")));
+        }
+        Ok(())
+    }
+
+    /// Every attempt of a delivery: `(attempt, status code, error, duration ms)`.
+    pub async fn delivery_attempts(
+        &self,
+        id: &str,
+    ) -> Result<Vec<(u32, Option<u16>, Option<String>, u64)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT attempt, status_code, error, duration_ms FROM delivery_attempts WHERE delivery_id = $1
+             ORDER BY attempt",
+        )
+        .bind(id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok((
+                    r.try_get::<i64, _>("attempt")? as u32,
+                    r.try_get::<Option<i64>, _>("status_code")?.map(|s| s as u16),
+                    r.try_get("error")?,
+                    r.try_get::<i64, _>("duration_ms")? as u64,
+                ))
+            })
+            .collect()
+    }
+}
+
