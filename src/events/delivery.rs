@@ -5,12 +5,12 @@
 
 use std::{
     collections::HashMap,
+    sync::Arc,
     time::{Duration, Instant},
 };
 
 use alloy::transports::http::reqwest;
-use futures::{StreamExt, stream::FuturesUnordered};
-use tokio::sync::mpsc;
+use tokio::{sync::mpsc, task::JoinSet};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
@@ -92,56 +92,113 @@ const RECORD_BATCH: usize = 256;
 /// the sends: a delivery counts as pending until its attempt is recorded, so
 /// the next event of the same resource waits for it.
 pub async fn run(store: Store, config: DeliveryConfig, shutdown: CancellationToken) {
-    let client = client(&config);
     let owner = uuid::Uuid::new_v4().to_string();
-    let lease = micros(config.timeout + LEASE_MARGIN);
-    let (results, finished) = mpsc::unbounded_channel();
+    let (results, finished) = mpsc::channel(RECORD_BATCH);
     let recorder = tokio::spawn(record(store.clone(), owner.clone(), finished));
-    let mut slots = Slots::new(config.concurrency as u32, config.per_organization as u32);
-    let mut in_flight = FuturesUnordered::new();
-    let mut next_claim = Instant::now();
-    info!(worker = %owner, "webhook delivery started");
+    let mut worker = Worker {
+        client: client(&config),
+        slots: Slots::new(config.concurrency as u32, config.per_organization as u32),
+        lease: micros(config.timeout + LEASE_MARGIN),
+        config: Arc::new(config),
+        store,
+        owner,
+        in_flight: JoinSet::new(),
+        organizations: HashMap::new(),
+        next_claim: Instant::now(),
+        results,
+    };
+    info!(worker = %worker.owner, "webhook delivery started");
     loop {
         let claiming = !shutdown.is_cancelled();
-        if let (true, Some(wanted)) = (claiming && Instant::now() >= next_claim, slots.wanted()) {
-            match store.claim_deliveries(&owner, lease, wanted, &slots.rooms()).await {
-                Ok(claimed) => {
-                    // Fewer than asked: nothing more is due until the next look.
-                    if (claimed.len() as u32) < wanted {
-                        next_claim = Instant::now() + config.poll;
-                    }
-                    for claimed in claimed {
-                        slots.take(&claimed.organization);
-                        let (client, config) = (&client, &config);
-                        in_flight.push(async move {
-                            let (attempt, outcome) = attempt(client, config, &claimed).await;
-                            Finished { claimed, attempt, outcome }
-                        });
-                    }
-                }
-                Err(error) => {
-                    warn!(%error, "cannot claim webhook deliveries");
-                    next_claim = Instant::now() + config.poll;
-                }
-            }
+        if claiming && Instant::now() >= worker.next_claim {
+            worker.claim().await;
         }
-        if in_flight.is_empty() && !claiming {
+        if worker.in_flight.is_empty() && !claiming {
             break;
         }
-        let wait = slots.wanted().is_some() && claiming;
+        let wait = worker.slots.wanted().is_some() && claiming;
         tokio::select! {
-            Some(done) = in_flight.next() => {
-                slots.give_back(&done.claimed.organization);
-                report(&done);
-                let _ = results.send(done);
-            }
-            _ = tokio::time::sleep_until(next_claim.into()), if wait => {}
+            Some(done) = worker.in_flight.join_next_with_id() => worker.landed(done).await,
+            _ = tokio::time::sleep_until(worker.next_claim.into()), if wait => {}
             _ = shutdown.cancelled(), if claiming => {}
         }
     }
-    drop(results);
+    info!(worker = %worker.owner, "webhook delivery stopped");
+    drop(worker);
     let _ = recorder.await;
-    info!(worker = %owner, "webhook delivery stopped");
+}
+
+/// One delivery worker's state: its slots, the attempts in flight (each its
+/// own task, so a claim never holds up a send), and when it claims next.
+struct Worker {
+    store: Store,
+    client: reqwest::Client,
+    config: Arc<DeliveryConfig>,
+    owner: String,
+    lease: i64,
+    slots: Slots,
+    in_flight: JoinSet<Finished>,
+    /// The organization of each attempt in flight, by task.
+    organizations: HashMap<tokio::task::Id, String>,
+    next_claim: Instant,
+    /// To the recorder; it holds the worker back when the store is slower
+    /// than the receivers.
+    results: mpsc::Sender<Finished>,
+}
+
+impl Worker {
+    /// Claims what the free slots take, if a claim is worth it, and starts
+    /// each attempt at once.
+    async fn claim(&mut self) {
+        let Some(wanted) = self.slots.wanted() else { return };
+        match self.store.claim_deliveries(&self.owner, self.lease, wanted, &self.slots.rooms()).await {
+            Ok(claimed) => {
+                // Fewer than asked: nothing more is due, or organizations
+                // are at their share (an attempt coming back claims again).
+                if (claimed.len() as u32) < wanted {
+                    self.next_claim = Instant::now() + self.config.poll;
+                }
+                for claimed in claimed {
+                    self.slots.take(&claimed.organization);
+                    let organization = claimed.organization.clone();
+                    let (client, config) = (self.client.clone(), self.config.clone());
+                    let task = self.in_flight.spawn(async move {
+                        let (attempt, outcome) = attempt(&client, &config, &claimed).await;
+                        Finished { claimed, attempt, outcome }
+                    });
+                    self.organizations.insert(task.id(), organization);
+                }
+            }
+            Err(error) => {
+                warn!(%error, "cannot claim webhook deliveries");
+                self.next_claim = Instant::now() + self.config.poll;
+            }
+        }
+    }
+
+    /// An attempt came back: its slot is free and it goes to be recorded.
+    /// Once its organization has room for a batch again, claim at once: it
+    /// may have more due.
+    async fn landed(&mut self, done: Result<(tokio::task::Id, Finished), tokio::task::JoinError>) {
+        let id = match &done {
+            Ok((id, _)) => *id,
+            Err(error) => error.id(),
+        };
+        if let Some(organization) = self.organizations.remove(&id) {
+            self.slots.give_back(&organization);
+            if self.slots.has_room_for_a_batch(&organization) {
+                self.next_claim = Instant::now();
+            }
+        }
+        match done {
+            Ok((_, done)) => {
+                report(&done);
+                let _ = self.results.send(done).await;
+            }
+            // Its lease lapses and another attempt follows.
+            Err(error) => warn!(%error, "a webhook attempt ended abnormally"),
+        }
+    }
 }
 
 /// Counts an attempt by its outcome, and logs a dead letter.
@@ -163,7 +220,7 @@ fn report(done: &Finished) {
 
 /// Records attempts as they come back, as many at once as have come, until
 /// the worker closes the channel.
-async fn record(store: Store, owner: String, mut finished: mpsc::UnboundedReceiver<Finished>) {
+async fn record(store: Store, owner: String, mut finished: mpsc::Receiver<Finished>) {
     let mut alarms = Alarms::default();
     let mut batch = Vec::with_capacity(RECORD_BATCH);
     while finished.recv_many(&mut batch, RECORD_BATCH).await > 0 {

@@ -31,6 +31,13 @@ impl Slots {
         (free > 0 && (free >= worth || self.used == 0)).then_some(free)
     }
 
+    /// Whether `organization` may claim a batch again: a quarter of its
+    /// share (at least one).
+    pub fn has_room_for_a_batch(&self, organization: &str) -> bool {
+        let held = self.in_flight.get(organization).copied().unwrap_or(0);
+        self.per_organization.saturating_sub(held) >= (self.per_organization / 4).max(1)
+    }
+
     /// What each organization may still claim.
     pub fn rooms(&self) -> Rooms {
         let mut left: Vec<(String, u32)> = self
@@ -94,6 +101,11 @@ mod tests {
         slots.give_back("fast");
         assert_eq!(slots.rooms(), rooms(16, &[("slow", 1)]));
         assert_eq!(slots.used(), 15);
+        assert!(!slots.has_room_for_a_batch("slow"), "one of 16 free");
+        (0..3).for_each(|_| slots.give_back("slow"));
+        assert!(slots.has_room_for_a_batch("slow"), "four of 16 free");
+        assert!(slots.has_room_for_a_batch("idle"));
+        (0..3).for_each(|_| slots.take("slow"));
         slots.give_back("unknown");
         assert_eq!(slots.used(), 15, "only what was taken comes back");
     }

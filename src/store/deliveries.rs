@@ -1,9 +1,11 @@
 //! Deliveries of events to webhooks: claimed under a lease, shared out
 //! among organizations, and their attempts recorded many at a time.
 
+use std::collections::HashSet;
+
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use sqlx::Row;
+use sqlx::{Any, Row, Transaction};
 
 use super::{
     Backend, Store, StoreError, now_micros,
@@ -219,68 +221,13 @@ impl Store {
     pub async fn finish_attempts(&self, owner: &str, finished: &[Finished]) -> Result<Vec<String>, StoreError> {
         let mut tx = self.begin().await?;
         let mut recorded = Vec::with_capacity(finished.len());
-        for chunk in finished.chunks(CHUNK / 8) {
-            let rows: Vec<String> = (0..chunk.len())
-                .map(|i| {
-                    let p = 2 + 7 * i;
-                    format!(
-                        "SELECT ${p} AS id, ${} AS state, ${} AS attempts, ${} AS next_at, ${} AS status, \
-                         ${} AS error, ${} AS at",
-                        p + 1,
-                        p + 2,
-                        p + 3,
-                        p + 4,
-                        p + 5,
-                        p + 6
-                    )
-                })
-                .collect();
-            let sql = format!(
-                "UPDATE deliveries SET state = v.state, attempts = v.attempts, next_attempt_at = v.next_at,
-                    lease_owner = NULL, lease_until = NULL, last_status = v.status, last_error = v.error,
-                    updated_at = v.at
-                 FROM ({}) v WHERE deliveries.id = v.id AND deliveries.lease_owner = $1
-                    AND deliveries.state = 'PENDING'
-                 RETURNING deliveries.id",
-                rows.join(" UNION ALL ")
-            );
-            let mut query = sqlx::query(&sql).bind(owner);
-            for one in chunk {
-                let (state, next) = match one.outcome {
-                    Outcome::Delivered => ("DELIVERED", one.attempt.at),
-                    Outcome::Retry(at) => ("PENDING", at),
-                    Outcome::Failed | Outcome::Gone => ("FAILED", one.attempt.at),
-                };
-                query = query
-                    .bind(&one.claimed.delivery_id)
-                    .bind(state)
-                    .bind(i64::from(one.claimed.attempts) + 1)
-                    .bind(next)
-                    .bind(one.attempt.status_code.map(i64::from))
-                    .bind(one.attempt.error.as_deref())
-                    .bind(one.attempt.at);
-            }
-            for row in query.fetch_all(&mut *tx).await? {
-                recorded.push(row.try_get::<String, _>(0)?);
-            }
+        for chunk in finished.chunks(CHUNK / 7) {
+            recorded.extend(record_outcomes(&mut tx, owner, chunk).await?);
         }
-        let kept: std::collections::HashSet<&str> = recorded.iter().map(String::as_str).collect();
+        let kept: HashSet<&str> = recorded.iter().map(String::as_str).collect();
         let done: Vec<&Finished> = finished.iter().filter(|f| kept.contains(f.claimed.delivery_id.as_str())).collect();
         for chunk in done.chunks(CHUNK / 6) {
-            let rows: Vec<String> = (0..chunk.len()).map(|i| format!("({})", placeholders(1 + 6 * i, 6))).collect();
-            let sql = format!(
-                "INSERT INTO delivery_attempts (delivery_id, attempt, at, status_code, error, duration_ms) VALUES {}",
-                rows.join(", ")
-            );
-            let query = chunk.iter().fold(sqlx::query(&sql), |q, one| {
-                q.bind(&one.claimed.delivery_id)
-                    .bind(i64::from(one.claimed.attempts) + 1)
-                    .bind(one.attempt.at)
-                    .bind(one.attempt.status_code.map(i64::from))
-                    .bind(one.attempt.error.as_deref())
-                    .bind(one.attempt.duration_ms as i64)
-            });
-            query.execute(&mut *tx).await?;
+            record_attempts(&mut tx, chunk).await?;
         }
         for one in done.iter().filter(|f| f.outcome == Outcome::Gone) {
             sqlx::query("UPDATE webhooks SET status = 'DISABLED' WHERE id = $1 AND status = 'ACTIVE'")
@@ -368,3 +315,65 @@ impl Store {
     }
 }
 
+/// Moves each delivery of `chunk` to what its attempt's outcome says, in one
+/// statement, where `owner` still holds it; the deliveries it moved.
+async fn record_outcomes(
+    tx: &mut Transaction<'static, Any>,
+    owner: &str,
+    chunk: &[Finished],
+) -> Result<Vec<String>, StoreError> {
+    let rows: Vec<String> = (0..chunk.len())
+        .map(|i| {
+            let p = 2 + 7 * i;
+            let [id, state, attempts, next, status, error, at] = std::array::from_fn(|k| format!("${}", p + k));
+            format!(
+                "SELECT {id} AS id, {state} AS state, {attempts} AS attempts, {next} AS next_at, \
+                 {status} AS status, {error} AS error, {at} AS at"
+            )
+        })
+        .collect();
+    let sql = format!(
+        "UPDATE deliveries SET state = v.state, attempts = v.attempts, next_attempt_at = v.next_at,
+            lease_owner = NULL, lease_until = NULL, last_status = v.status, last_error = v.error, updated_at = v.at
+         FROM ({}) v WHERE deliveries.id = v.id AND deliveries.lease_owner = $1 AND deliveries.state = 'PENDING'
+         RETURNING deliveries.id",
+        rows.join(" UNION ALL ")
+    );
+    let query = chunk.iter().fold(sqlx::query(&sql).bind(owner), |query, one| {
+        let (state, next) = match one.outcome {
+            Outcome::Delivered => ("DELIVERED", one.attempt.at),
+            Outcome::Retry(at) => ("PENDING", at),
+            Outcome::Failed | Outcome::Gone => ("FAILED", one.attempt.at),
+        };
+        query
+            .bind(&one.claimed.delivery_id)
+            .bind(state)
+            .bind(i64::from(one.claimed.attempts) + 1)
+            .bind(next)
+            .bind(one.attempt.status_code.map(i64::from))
+            .bind(one.attempt.error.as_deref())
+            .bind(one.attempt.at)
+    });
+    let rows = query.fetch_all(&mut **tx).await?;
+    rows.iter().map(|row| Ok(row.try_get::<String, _>(0)?)).collect()
+}
+
+/// Each attempt of `chunk`, in one statement.
+async fn record_attempts(tx: &mut Transaction<'static, Any>, chunk: &[&Finished]) -> Result<(), StoreError> {
+    let rows: Vec<String> = (0..chunk.len()).map(|i| format!("({})", placeholders(1 + 6 * i, 6))).collect();
+    let sql = format!(
+        "INSERT INTO delivery_attempts (delivery_id, attempt, at, status_code, error, duration_ms) VALUES {}",
+        rows.join(", ")
+    );
+    let query = chunk.iter().fold(sqlx::query(&sql), |query, one| {
+        query
+            .bind(&one.claimed.delivery_id)
+            .bind(i64::from(one.claimed.attempts) + 1)
+            .bind(one.attempt.at)
+            .bind(one.attempt.status_code.map(i64::from))
+            .bind(one.attempt.error.as_deref())
+            .bind(one.attempt.duration_ms as i64)
+    });
+    query.execute(&mut **tx).await?;
+    Ok(())
+}

@@ -15,8 +15,10 @@
 //!
 //! `cargo bench --bench webhooks`
 
-#[path = "../tests/common/mod.rs"]
+#[path = "../../tests/common/mod.rs"]
 mod common;
+
+mod fairness;
 
 use std::{
     sync::{Arc, Mutex},
@@ -52,7 +54,7 @@ fn env_or(name: &str, default: u64) -> u64 {
 /// Arrival times of events by transaction hash.
 type Arrivals = Arc<Mutex<Vec<(String, Instant)>>>;
 
-async fn receiver() -> (String, Arrivals) {
+pub async fn receiver() -> (String, Arrivals) {
     let arrivals: Arrivals = Arc::default();
     async fn receive(State(arrivals): State<Arrivals>, body: Bytes) {
         let event: serde_json::Value = serde_json::from_slice(&body).unwrap();
@@ -66,9 +68,10 @@ async fn receiver() -> (String, Arrivals) {
     (url, arrivals)
 }
 
-fn config(concurrency: usize) -> DeliveryConfig {
+fn config(concurrency: usize, per_organization: usize) -> DeliveryConfig {
     DeliveryConfig {
         concurrency,
+        per_organization,
         poll: Duration::from_millis(50),
         policy: Policy { allow_private: true },
         ..DeliveryConfig::default()
@@ -83,7 +86,7 @@ async fn backend() -> Backend {
 }
 
 /// Writes `events` PENDING deposits of `account` (one event each).
-async fn write_events(store: &Store, account: &str, address: &str, first: u64, events: u64) {
+pub async fn write_events(store: &Store, account: &str, address: &str, first: u64, events: u64) {
     for chunk in (first..first + events).collect::<Vec<_>>().chunks(1_000) {
         let deposits = chunk
             .iter()
@@ -145,14 +148,15 @@ async fn throughput(backend: Backend, events: u64) {
 }
 
 async fn delivered(db: &TestDb, backend: Backend, arrivals: &Arrivals, address: &str, events: u64) {
-    for (round, concurrency) in [8usize, 32].into_iter().enumerate() {
+    // (in flight, of one organization): the defaults, then every slot to one.
+    for (round, (concurrency, share)) in [(32usize, 8usize), (32, 32), (64, 64)].into_iter().enumerate() {
         let written = Instant::now();
         write_events(&db.store, "acct", address, round as u64 * events, events).await;
         let write = written.elapsed();
         arrivals.lock().unwrap().clear();
         let shutdown = CancellationToken::new();
         let started = Instant::now();
-        let worker = tokio::spawn(delivery::run(db.store.clone(), config(concurrency), shutdown.clone()));
+        let worker = tokio::spawn(delivery::run(db.store.clone(), config(concurrency, share), shutdown.clone()));
         while (arrivals.lock().unwrap().len() as u64) < events {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -160,7 +164,7 @@ async fn delivered(db: &TestDb, backend: Backend, arrivals: &Arrivals, address: 
         shutdown.cancel();
         worker.await.unwrap();
         println!(
-            "{backend:?}: {events} events written in {:.2} s ({:.0}/s); delivered at {concurrency} in flight in {:.2} s: {:.0} events/s",
+            "{backend:?}: {events} events written in {:.2} s ({:.0}/s); delivered at {concurrency} in flight, {share} of one organization, in {:.2} s: {:.0} events/s",
             write.as_secs_f64(),
             events as f64 / write.as_secs_f64(),
             elapsed.as_secs_f64(),
@@ -206,7 +210,7 @@ async fn latency(backend: Backend, samples: u64) {
         chain_config(&[anvil.url()], None, "poll_interval_ms = 100\nconfirmation = { depth = 1000 }");
     let watcher = EvmWatcher::connect(config_file, db.store.clone()).await.unwrap();
     tokio::spawn(watcher.run(shutdown.clone()));
-    tokio::spawn(delivery::run(db.store.clone(), config(8), shutdown.clone()));
+    tokio::spawn(delivery::run(db.store.clone(), DeliveryConfig { poll: Duration::from_millis(50), policy: Policy { allow_private: true }, ..DeliveryConfig::default() }, shutdown.clone()));
     tokio::time::sleep(Duration::from_secs(1)).await;
     let mut latencies = Vec::new();
     for i in 0..samples {
@@ -238,4 +242,7 @@ async fn main() {
     let backend = backend().await;
     throughput(backend, env_or("BENCH_EVENTS", 5_000)).await;
     latency(backend, env_or("BENCH_LATENCY_SAMPLES", 100)).await;
+    let backlog = env_or("BENCH_BACKLOG", 100_000);
+    fairness::run(backend, backlog, fairness::Stuck::Slow).await;
+    fairness::run(backend, backlog, fairness::Stuck::Failing).await;
 }

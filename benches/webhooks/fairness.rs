@@ -1,0 +1,144 @@
+//! Fairness: an organization whose receiver is slow (answers after 10 s) or
+//! failing (answers 500 at once) has `BENCH_BACKLOG` deliveries queued
+//! before anyone else's. Meanwhile another organization's deposits are
+//! written one every 20 ms for 10 s, each timed from its write to its
+//! event's arrival at its receiver. The delivery worker runs with the
+//! defaults (32 in flight, 8 of one organization).
+
+use std::{
+    collections::HashMap,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use axum::{Router, http::StatusCode, routing::post};
+use custody_indexer::{
+    chain::Chain,
+    events::{
+        delivery::{self, DeliveryConfig},
+        signing::Secret,
+        url::Policy,
+    },
+};
+use sqlx::{AnyConnection, Connection, Executor};
+use tokio_util::sync::CancellationToken;
+
+use crate::common::{
+    self,
+    db::{Backend, TestDb},
+};
+
+#[derive(Debug, Clone, Copy)]
+pub enum Stuck {
+    /// Answers 204 after 10 s (the timeout is 15 s).
+    Slow,
+    /// Answers 500 at once: every attempt is retried on the schedule.
+    Failing,
+}
+
+/// A receiver that answers as `stuck` does, counting the requests.
+async fn stuck_receiver(stuck: Stuck) -> (String, Arc<AtomicU64>) {
+    let count = Arc::new(AtomicU64::new(0));
+    let counted = count.clone();
+    let answer = move || {
+        let counted = counted.clone();
+        async move {
+            counted.fetch_add(1, Ordering::Relaxed);
+            match stuck {
+                Stuck::Slow => {
+                    tokio::time::sleep(Duration::from_secs(10)).await;
+                    StatusCode::NO_CONTENT
+                }
+                Stuck::Failing => StatusCode::INTERNAL_SERVER_ERROR,
+            }
+        }
+    };
+    let app = Router::new().route("/hook", post(answer));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (url, count)
+}
+
+/// `count` events of `organization`, each with a delivery due now to
+/// `webhook`, written in two statements; the store's event sequence moves
+/// past them.
+async fn backlog(url: &str, organization: &str, webhook: &str, count: u64) {
+    let mut conn = AnyConnection::connect(url).await.unwrap();
+    let now = custody_indexer::store::now_micros();
+    let numbers = "WITH RECURSIVE n(i) AS (SELECT CAST(1 AS BIGINT) UNION ALL SELECT i + 1 FROM n WHERE i < $1)";
+    let events = format!(
+        "{numbers} INSERT INTO events (seq, id, organization_id, type, resource_id, payload, created_at)
+         SELECT i, 'backlog-' || i, $2, 'deposit_v2', 'backlog-' || i,
+             '{{\"id\":\"backlog-' || i || '\",\"type\":\"deposit_v2\",\"data\":{{}}}}', $3 FROM n"
+    );
+    let query = sqlx::query(&events).bind(count as i64).bind(organization).bind(now);
+    conn.execute(query).await.unwrap();
+    let deliveries = format!(
+        "{numbers} INSERT INTO deliveries (id, event_seq, webhook_id, resource_id, state, attempts,
+             next_attempt_at, created_at, updated_at)
+         SELECT 'backlog-' || i, i, $2, 'backlog-' || i, 'PENDING', 0, $3, $3, $3 FROM n"
+    );
+    conn.execute(sqlx::query(&deliveries).bind(count as i64).bind(webhook).bind(now)).await.unwrap();
+    let moved = sqlx::query("UPDATE store_meta SET value = $1 WHERE key = 'event_seq'").bind(count as i64);
+    conn.execute(moved).await.unwrap();
+}
+
+pub async fn run(backend: Backend, backlog_size: u64, stuck: Stuck) {
+    let db = TestDb::new(backend).await;
+    let address = "0x1111111111111111111111111111111111111111";
+    common::add_account_on(&db.store, Chain::BaseSepolia, "acct", address).await;
+    let (url, arrivals) = crate::receiver().await;
+    let secret = Secret::generate();
+    db.store.create_webhook("default", &url, "steady", secret.expose()).await.unwrap();
+    db.store.create_organization("stuck", None).await.unwrap();
+    let (stuck_url, attempts) = stuck_receiver(stuck).await;
+    let webhook = db.store.create_webhook("stuck", &stuck_url, "stuck", secret.expose()).await.unwrap();
+    backlog(&db.url, "stuck", &webhook.id, backlog_size).await;
+
+    let config =
+        DeliveryConfig { poll: Duration::from_millis(50), policy: Policy { allow_private: true }, ..DeliveryConfig::default() };
+    let shutdown = CancellationToken::new();
+    let worker = tokio::spawn(delivery::run(db.store.clone(), config, shutdown.clone()));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let mut written = HashMap::new();
+    let started = Instant::now();
+    let mut n = 10_000_000u64;
+    while started.elapsed() < Duration::from_secs(10) {
+        crate::write_events(&db.store, "acct", address, n, 1).await;
+        written.insert(format!("0x{n:064x}"), Instant::now());
+        n += 1;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while arrivals.lock().unwrap().len() < written.len() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut delays: Vec<Duration> = arrivals
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|(tx, at)| written.get(tx).map(|w| at.saturating_duration_since(*w)))
+        .collect();
+    shutdown.cancel();
+    worker.abort();
+    delays.sort();
+    if delays.is_empty() {
+        println!("{backend:?}: beside {backlog_size} queued deliveries to a {stuck:?} receiver, none of another organization's deposits arrived");
+        return;
+    }
+    let pick = |q: f64| delays[((delays.len() as f64 - 1.0) * q).round() as usize].as_secs_f64() * 1000.0;
+    println!(
+        "{backend:?}: beside {backlog_size} queued deliveries to a {stuck:?} receiver ({} attempts made), another \
+         organization's {} of {} deposits arrived: written → at its receiver p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms",
+        attempts.load(Ordering::Relaxed),
+        delays.len(),
+        written.len(),
+        pick(0.5),
+        pick(0.99),
+        pick(1.0)
+    );
+}
