@@ -32,7 +32,8 @@ async fn a_hanging_receiver_holds_its_share_and_the_others_are_delivered() {
             store.create_webhook(organization, &receiver.url, "ledger", &secret).await.unwrap();
         }
         let webhooks = store.webhooks(None).await.unwrap();
-        let id = |organization: &str| webhooks.iter().find(|w| w.organization == organization).unwrap().id.clone();
+        let id =
+            |organization: &str| webhooks.iter().find(|w| w.organization == organization).unwrap().id.clone();
         // The stuck organization's backlog is older: oldest first alone
         // would give it every slot.
         pending_deliveries_from(&db.url, "stuck", &id("stuck"), 1, 200).await;

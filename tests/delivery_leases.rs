@@ -103,7 +103,10 @@ async fn delivery_leases_lapse_by_the_databases_clock_not_a_workers() {
         attempt: Attempt { at: now_micros(), status_code: Some(204), error: None, duration_ms: 1 },
         outcome: Outcome::Delivered,
     };
-    assert!(slow.finish_attempts("a", &[attempt(&claimed[0])]).await.unwrap().is_empty(), "a's lease was lost");
+    assert!(
+        slow.finish_attempts("a", &[attempt(&claimed[0])]).await.unwrap().is_empty(),
+        "a's lease was lost"
+    );
     assert_eq!(fast.finish_attempts("b", &[attempt(&taken[0])]).await.unwrap(), ["delivery-1"]);
     assert_eq!(db.store.delivery_attempts("delivery-1").await.unwrap().len(), 1, "one attempt recorded");
 }

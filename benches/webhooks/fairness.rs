@@ -69,7 +69,8 @@ async fn stuck_receiver(stuck: Stuck) -> (String, Arc<AtomicU64>) {
 async fn backlog(url: &str, organization: &str, webhook: &str, count: u64) {
     let mut conn = AnyConnection::connect(url).await.unwrap();
     let now = custody_indexer::store::now_micros();
-    let numbers = "WITH RECURSIVE n(i) AS (SELECT CAST(1 AS BIGINT) UNION ALL SELECT i + 1 FROM n WHERE i < $1)";
+    let numbers =
+        "WITH RECURSIVE n(i) AS (SELECT CAST(1 AS BIGINT) UNION ALL SELECT i + 1 FROM n WHERE i < $1)";
     let events = format!(
         "{numbers} INSERT INTO events (seq, id, organization_id, type, resource_id, payload, created_at)
          SELECT i, 'backlog-' || i, $2, 'deposit_v2', 'backlog-' || i,
@@ -99,8 +100,11 @@ pub async fn run(backend: Backend, backlog_size: u64, stuck: Stuck) {
     let webhook = db.store.create_webhook("stuck", &stuck_url, "stuck", secret.expose()).await.unwrap();
     backlog(&db.url, "stuck", &webhook.id, backlog_size).await;
 
-    let config =
-        DeliveryConfig { poll: Duration::from_millis(50), policy: Policy { allow_private: true }, ..DeliveryConfig::default() };
+    let config = DeliveryConfig {
+        poll: Duration::from_millis(50),
+        policy: Policy { allow_private: true },
+        ..DeliveryConfig::default()
+    };
     let shutdown = CancellationToken::new();
     let worker = tokio::spawn(delivery::run(db.store.clone(), config, shutdown.clone()));
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -127,7 +131,9 @@ pub async fn run(backend: Backend, backlog_size: u64, stuck: Stuck) {
     worker.abort();
     delays.sort();
     if delays.is_empty() {
-        println!("{backend:?}: beside {backlog_size} queued deliveries to a {stuck:?} receiver, none of another organization's deposits arrived");
+        println!(
+            "{backend:?}: beside {backlog_size} queued deliveries to a {stuck:?} receiver, none of another organization's deposits arrived"
+        );
         return;
     }
     let pick = |q: f64| delays[((delays.len() as f64 - 1.0) * q).round() as usize].as_secs_f64() * 1000.0;

@@ -4,14 +4,16 @@
 //!
 //! Throughput: `BENCH_EVENTS` deposits are written to a fresh store
 //! (PostgreSQL at `TEST_DATABASE_URL`, else SQLite) with one webhook
-//! registered, then the delivery workers send them to a receiver on
-//! 127.0.0.1 at 8 and 32 deliveries in flight. Latency: a live watcher and
+//! registered, then a delivery worker sends them to a receiver on
+//! 127.0.0.1 with the default slots, with 32 (8 of one organization), and
+//! with 32 all open to the one organization. Latency: a live watcher and
 //! the delivery workers follow anvil; `BENCH_LATENCY_SAMPLES` transfers are
 //! sent one at a time and each is timed from its block being mined to its
 //! event's arrival. NATS: the sink publishes the store's events (those of
 //! the throughput rounds) to a nats-server of its own (`NATS_SERVER_BIN`,
-//! as the tests find it), timed until the stream holds them all. Prints
-//! figures; asserts nothing.
+//! as the tests find it), timed until the stream holds them all. Fairness:
+//! see `fairness.rs`. `BENCH_ONLY=throughput|latency|fairness` runs one
+//! part. Prints figures; asserts nothing.
 //!
 //! `cargo bench --bench webhooks`
 
@@ -149,14 +151,15 @@ async fn throughput(backend: Backend, events: u64) {
 
 async fn delivered(db: &TestDb, backend: Backend, arrivals: &Arrivals, address: &str, events: u64) {
     // (in flight, of one organization): the defaults, then every slot to one.
-    for (round, (concurrency, share)) in [(32usize, 8usize), (32, 32), (64, 64)].into_iter().enumerate() {
+    for (round, (concurrency, share)) in [(64usize, 16usize), (32, 8), (32, 32)].into_iter().enumerate() {
         let written = Instant::now();
         write_events(&db.store, "acct", address, round as u64 * events, events).await;
         let write = written.elapsed();
         arrivals.lock().unwrap().clear();
         let shutdown = CancellationToken::new();
         let started = Instant::now();
-        let worker = tokio::spawn(delivery::run(db.store.clone(), config(concurrency, share), shutdown.clone()));
+        let worker =
+            tokio::spawn(delivery::run(db.store.clone(), config(concurrency, share), shutdown.clone()));
         while (arrivals.lock().unwrap().len() as u64) < events {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -210,7 +213,15 @@ async fn latency(backend: Backend, samples: u64) {
         chain_config(&[anvil.url()], None, "poll_interval_ms = 100\nconfirmation = { depth = 1000 }");
     let watcher = EvmWatcher::connect(config_file, db.store.clone()).await.unwrap();
     tokio::spawn(watcher.run(shutdown.clone()));
-    tokio::spawn(delivery::run(db.store.clone(), DeliveryConfig { poll: Duration::from_millis(50), policy: Policy { allow_private: true }, ..DeliveryConfig::default() }, shutdown.clone()));
+    tokio::spawn(delivery::run(
+        db.store.clone(),
+        DeliveryConfig {
+            poll: Duration::from_millis(50),
+            policy: Policy { allow_private: true },
+            ..DeliveryConfig::default()
+        },
+        shutdown.clone(),
+    ));
     tokio::time::sleep(Duration::from_secs(1)).await;
     let mut latencies = Vec::new();
     for i in 0..samples {
@@ -237,12 +248,23 @@ async fn latency(backend: Backend, samples: u64) {
     );
 }
 
+/// `BENCH_ONLY=throughput|latency|fairness` runs one part.
+fn part(name: &str) -> bool {
+    std::env::var("BENCH_ONLY").map_or(true, |only| only == name)
+}
+
 #[tokio::main]
 async fn main() {
     let backend = backend().await;
-    throughput(backend, env_or("BENCH_EVENTS", 5_000)).await;
-    latency(backend, env_or("BENCH_LATENCY_SAMPLES", 100)).await;
-    let backlog = env_or("BENCH_BACKLOG", 100_000);
-    fairness::run(backend, backlog, fairness::Stuck::Slow).await;
-    fairness::run(backend, backlog, fairness::Stuck::Failing).await;
+    if part("throughput") {
+        throughput(backend, env_or("BENCH_EVENTS", 5_000)).await;
+    }
+    if part("latency") {
+        latency(backend, env_or("BENCH_LATENCY_SAMPLES", 100)).await;
+    }
+    if part("fairness") {
+        let backlog = env_or("BENCH_BACKLOG", 100_000);
+        fairness::run(backend, backlog, fairness::Stuck::Slow).await;
+        fairness::run(backend, backlog, fairness::Stuck::Failing).await;
+    }
 }

@@ -100,7 +100,10 @@ impl DeliveryOptions {
     pub fn config(&self) -> anyhow::Result<DeliveryConfig> {
         let mut config = DeliveryConfig {
             concurrency: self.webhook_concurrency,
-            per_organization: self.webhook_organization_concurrency.unwrap_or(self.webhook_concurrency / 4).max(1),
+            per_organization: self
+                .webhook_organization_concurrency
+                .unwrap_or(self.webhook_concurrency / 4)
+                .max(1),
             timeout: self.webhook_timeout,
             policy: Policy::from_env(),
             ..DeliveryConfig::default()

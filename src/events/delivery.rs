@@ -57,7 +57,7 @@ pub struct DeliveryConfig {
 }
 
 /// Deliveries in flight at once by default.
-pub const DEFAULT_CONCURRENCY: usize = 32;
+pub const DEFAULT_CONCURRENCY: usize = 64;
 
 impl Default for DeliveryConfig {
     fn default() -> Self {
@@ -100,7 +100,7 @@ pub async fn run(store: Store, config: DeliveryConfig, shutdown: CancellationTok
         slots: Slots::new(config.concurrency as u32, config.per_organization as u32),
         lease: micros(config.timeout + LEASE_MARGIN),
         config: Arc::new(config),
-        store,
+        store: store.clone(),
         owner,
         in_flight: JoinSet::new(),
         organizations: HashMap::new(),
@@ -120,6 +120,8 @@ pub async fn run(store: Store, config: DeliveryConfig, shutdown: CancellationTok
         tokio::select! {
             Some(done) = worker.in_flight.join_next_with_id() => worker.landed(done).await,
             _ = tokio::time::sleep_until(worker.next_claim.into()), if wait => {}
+            // Deposits' events this process wrote: claimed now, not at the next poll.
+            _ = store.outbox_written(), if claiming => worker.next_claim = Instant::now(),
             _ = shutdown.cancelled(), if claiming => {}
         }
     }

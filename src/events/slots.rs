@@ -82,7 +82,15 @@ mod tests {
     #[test]
     fn a_claim_waits_for_a_quarter_of_the_slots() {
         // (capacity, taken, wanted)
-        let table = [(32, 0, Some(32)), (32, 24, Some(8)), (32, 25, None), (32, 32, None), (1, 0, Some(1)), (1, 1, None), (3, 2, Some(1))];
+        let table = [
+            (32, 0, Some(32)),
+            (32, 24, Some(8)),
+            (32, 25, None),
+            (32, 32, None),
+            (1, 0, Some(1)),
+            (1, 1, None),
+            (3, 2, Some(1)),
+        ];
         for (capacity, taken, wanted) in table {
             let mut slots = Slots::new(capacity, capacity);
             (0..taken).for_each(|_| slots.take("a"));

@@ -31,8 +31,11 @@ impl Clock {
 }
 
 /// The database's clock, microseconds since the epoch, in PostgreSQL. Not
-/// `now()`, which stays at the transaction's start.
-const POSTGRES_NOW: &str = "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000 AS BIGINT)";
+/// `now()`, which stays at the transaction's start. A subquery, so that a
+/// statement reads the clock once (`clock_timestamp()` is volatile: read in
+/// a condition it is read for every row, and no index can serve the
+/// condition).
+const POSTGRES_NOW: &str = "(SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000 AS BIGINT))";
 
 impl Store {
     /// This handle with its own clock replaced.

@@ -84,8 +84,12 @@ impl Store {
             changed.extend(confirm_through(&mut tx, scan.chain, through, now).await?);
         }
         let statuses = changed.iter().map(|c| (c.deposit.id.clone(), c.deposit.status)).collect();
+        let announced = !changed.is_empty();
         announce_changed(&mut tx, changed, now).await?;
         tx.commit().await?;
+        if announced {
+            self.outbox.notify_one();
+        }
         Ok(statuses)
     }
 
@@ -289,8 +293,12 @@ impl Store {
         let now = now_micros();
         let changed = confirm_through(&mut tx, chain, through, now).await?;
         let statuses = changed.iter().map(|c| (c.deposit.id.clone(), c.deposit.status)).collect();
+        let announced = !changed.is_empty();
         announce_changed(&mut tx, changed, now).await?;
         tx.commit().await?;
+        if announced {
+            self.outbox.notify_one();
+        }
         Ok(statuses)
     }
 }

@@ -65,6 +65,7 @@ pub use clock::Clock;
 pub use conditions::{Condition, WEBHOOK_FAILING};
 pub use conversions::NewVirtualWire;
 pub use coverage::{Coverage, Gap, WatchStart};
+pub use deliveries::{Attempt, Claimed, Delivery, Finished, Outcome, Rooms};
 pub use deposits::{DepositPage, Orphan};
 pub use health::{ChainHealth, DepositCount};
 pub use identities::{Action, Change, NewIdentity, Registered, UnsentFailure};
@@ -83,7 +84,6 @@ use transfers::{TRANSFER_COLUMNS, transfer_from_row};
 pub use verification::{CheckStep, Review};
 pub use virtual_accounts::NewVirtualAccount;
 pub use webhook_keys::MAX_PREVIOUS_KEYS;
-pub use deliveries::{Attempt, Claimed, Delivery, Finished, Outcome, Rooms};
 pub use webhooks::Webhook;
 
 use crate::redact::redact_urls;
@@ -145,6 +145,9 @@ pub struct Store {
     /// Seals and opens personal data (see [`Store::unlock_pii`]); `None`:
     /// personal data is refused.
     pii: Option<std::sync::Arc<crate::pii::Cipher>>,
+    /// Told when this process commits deposits' events, so its delivery
+    /// worker claims them at once rather than at its next poll.
+    outbox: std::sync::Arc<tokio::sync::Notify>,
 }
 
 impl Store {
@@ -181,7 +184,15 @@ impl Store {
             .connect(&url)
             .await
             .map_err(|source| StoreError::Connect { url: redact_urls(&url), source })?;
-        Ok(Self { pool, backend, fence: None, clock: Clock::default(), limits: None, pii: None })
+        Ok(Self {
+            pool,
+            backend,
+            fence: None,
+            clock: Clock::default(),
+            limits: None,
+            pii: None,
+            outbox: Default::default(),
+        })
     }
 
     /// The same store through a pool of its own of `connections`: what
@@ -191,6 +202,12 @@ impl Store {
         let options = (*self.pool.connect_options()).clone();
         let pool = pool_options(self.backend, connections).connect_with(options).await?;
         Ok(Self { pool, ..self.clone() })
+    }
+
+    /// Returns once this process has committed deposits' events since the
+    /// last call returned (at once when it did meanwhile).
+    pub async fn outbox_written(&self) {
+        self.outbox.notified().await
     }
 
     pub async fn migrate(&self) -> Result<(), StoreError> {

@@ -114,7 +114,13 @@ pub async fn pending_deliveries(url: &str, organization: &str, webhook: &str, co
 
 /// `count` pending deliveries as [`pending_deliveries`] writes them, of
 /// events numbered from `first`.
-pub async fn pending_deliveries_from(url: &str, organization: &str, webhook: &str, first: usize, count: usize) {
+pub async fn pending_deliveries_from(
+    url: &str,
+    organization: &str,
+    webhook: &str,
+    first: usize,
+    count: usize,
+) {
     let mut conn = AnyConnection::connect(url).await.unwrap();
     let now = custody_indexer::store::now_micros();
     for seq in first as i64..(first + count) as i64 {
