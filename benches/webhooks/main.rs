@@ -128,22 +128,7 @@ async fn throughput(backend: Backend, events: u64) {
     let db = TestDb::new(backend).await;
     let (url, arrivals) = receiver().await;
     let address = "0x1111111111111111111111111111111111111111";
-    common::identity(&db.store, "default", "identity").await;
-    db.store
-        .add_account(custody_indexer::store::NewAccount {
-            watch_from: Default::default(),
-            id: "acct".into(),
-            organization: "default".into(),
-            identity_id: "identity".into(),
-            kind: custody_indexer::account::AccountType::Segregated,
-            request_id: None,
-            addresses: vec![custody_indexer::account::AccountAddress {
-                chains: vec![Chain::BaseSepolia],
-                address: address.into(),
-            }],
-        })
-        .await
-        .unwrap();
+    common::add_account_on(&db.store, Chain::BaseSepolia, "acct", address).await;
     db.store.create_webhook("default", &url, "bench", Secret::generate().expose()).await.unwrap();
     delivered(&db, backend, &arrivals, address, events).await;
     published(&db, backend).await;

@@ -14,8 +14,9 @@ use super::{
 };
 use crate::deposit::rfc3339;
 
-/// A delivery a worker leased: everything needed to send it.
-#[derive(Debug, Clone)]
+/// A delivery a worker leased: everything needed to send it. Its `Debug`
+/// leaves the signing secrets out.
+#[derive(Clone)]
 pub struct Claimed {
     pub delivery_id: String,
     pub attempts: u32,
@@ -28,6 +29,19 @@ pub struct Claimed {
     /// The signing secrets valid now, newest first: the current one and up
     /// to two previous ones.
     pub secrets: Vec<String>,
+}
+
+impl std::fmt::Debug for Claimed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Claimed")
+            .field("delivery_id", &self.delivery_id)
+            .field("attempts", &self.attempts)
+            .field("event_id", &self.event_id)
+            .field("webhook_id", &self.webhook_id)
+            .field("organization", &self.organization)
+            .field("secrets", &format_args!("[{} redacted]", self.secrets.len()))
+            .finish_non_exhaustive()
+    }
 }
 
 /// What became of an attempt.
@@ -107,10 +121,11 @@ fn due(now: &str) -> String {
 impl Store {
     /// Leases up to `limit` due deliveries to `owner` for `lease_micros`,
     /// taking turns among organizations (each one's oldest due delivery,
-    /// then each one's second, …) and at most `rooms` of each. PostgreSQL
-    /// looks at each active webhook's earliest due deliveries only (an
-    /// index per webhook), skipping rows other workers are claiming; SQLite
-    /// serialises claims with its write lock. Lease times are the
+    /// then each one's second, …) and at most `rooms` of each. Both stores
+    /// look at each active webhook's earliest due deliveries only (an index
+    /// per webhook), so a backlog costs a claim nothing; PostgreSQL skips
+    /// rows other workers are claiming, SQLite serialises claims with its
+    /// write lock. Lease times are the
     /// database's clock on PostgreSQL (see [`super::clock`]).
     pub async fn claim_deliveries(
         &self,
@@ -161,9 +176,15 @@ impl Store {
                      ORDER BY d.next_attempt_at, d.event_seq LIMIT $4 FOR UPDATE OF d SKIP LOCKED) c
                  WHERE w.status = 'ACTIVE'"
             ),
+            // SQLite has no LATERAL; a correlated list does the same, where a
+            // window over every due delivery read a backlog whole (about
+            // 190 ms for 100,000, under the write lock the watchers wait on).
             Backend::Sqlite => format!(
-                "SELECT d.id, w.organization_id AS org, d.next_attempt_at, d.event_seq
-                 FROM deliveries d JOIN webhooks w ON w.id = d.webhook_id WHERE w.status = 'ACTIVE' AND {due}"
+                "SELECT p.id, w.organization_id AS org, p.next_attempt_at, p.event_seq
+                 FROM webhooks w JOIN deliveries p ON p.id IN (
+                     SELECT d.id FROM deliveries d WHERE d.webhook_id = w.id AND {due}
+                     ORDER BY d.next_attempt_at, d.event_seq LIMIT $4)
+                 WHERE w.status = 'ACTIVE'"
             ),
         };
         let (room, rooms) = match left {
@@ -396,4 +417,26 @@ async fn claimed(conn: &mut AnyConnection, ids: &[String]) -> Result<Vec<Claimed
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Claimed;
+
+    #[test]
+    fn a_claimed_deliverys_debug_shows_no_secret() {
+        let claimed = Claimed {
+            delivery_id: "d".into(),
+            attempts: 0,
+            event_id: "e".into(),
+            payload: "{}".into(),
+            webhook_id: "w".into(),
+            organization: "o".into(),
+            url: "https://receiver.test/".into(),
+            secrets: vec!["whsec_c2VjcmV0".into()],
+        };
+        let shown = format!("{claimed:?}");
+        assert!(!shown.contains("whsec_"), "{shown}");
+        assert!(shown.contains("[1 redacted]"), "{shown}");
+    }
 }
