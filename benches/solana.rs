@@ -14,7 +14,7 @@ use std::{
 
 use common::solana::{SOL, SolanaNode, transfer_sol};
 use custody_indexer::{
-    account::{AccountAddress, AccountType},
+    account::AccountAddress,
     chain::Chain,
     config::ChainConfig,
     solana::{
@@ -83,22 +83,12 @@ async fn store_with(wallets: u64, recipients: &[Pubkey], path: &Path) -> Store {
     let store =
         common::db::unlocked(&Store::open(&format!("sqlite://{}", path.display())).await.unwrap()).await;
     let accounts: Vec<NewAccount> = (0..wallets)
-        .map(|i| NewAccount {
-            watch_from: Default::default(),
-            id: format!("acc-{i}"),
-            organization: "default".into(),
-            identity_id: format!("identity-{}", i % 100),
-            kind: AccountType::Segregated,
-            request_id: None,
-            addresses: vec![AccountAddress {
-                chains: vec![CHAIN],
-                address: recipients.get(i as usize).copied().unwrap_or_else(Pubkey::new_unique).to_string(),
-            }],
+        .map(|i| {
+            let address = recipients.get(i as usize).copied().unwrap_or_else(Pubkey::new_unique).to_string();
+            common::numbered_account(i, vec![AccountAddress { chains: vec![CHAIN], address }])
         })
         .collect();
-    for i in 0..100 {
-        common::identity(&store, "default", &format!("identity-{i}")).await;
-    }
+    common::numbered_identities(&store).await;
     for chunk in accounts.chunks(50_000) {
         store.add_accounts(chunk).await.unwrap();
     }

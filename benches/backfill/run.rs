@@ -7,17 +7,16 @@ use std::{
     time::{Duration, Instant},
 };
 
-use custody_indexer::{
-    account::{AccountAddress, AccountType},
-    store::NewAccount,
-};
+use custody_indexer::{account::AccountAddress, store::NewAccount};
 use sqlx::{Connection, Executor, PgConnection};
 
+pub use crate::common::procs::cpu_seconds;
 use crate::{
     chain::{Chain, address},
     common::{
         self, CHAIN, chains_dir,
         db::{Backend, TEST_PII_KEY, TestDb, admin_url},
+        procs::{memory_mb, postgres_cpu, postgres_cpu_between},
     },
 };
 
@@ -35,20 +34,13 @@ pub async fn template(backend: Backend, chain: &Chain, watched: u64) -> Template
     let accounts: Vec<NewAccount> = (0..watched)
         .map(|i| {
             let address = if i < recipients { chain.recipients[i as usize] } else { address(1_000_000 + i) };
-            NewAccount {
-                watch_from: Default::default(),
-                id: format!("acc-{i}"),
-                organization: "default".into(),
-                identity_id: format!("identity-{}", i % 100),
-                kind: AccountType::Segregated,
-                request_id: None,
-                addresses: vec![AccountAddress { chains: vec![CHAIN], address: address.to_string() }],
-            }
+            common::numbered_account(
+                i,
+                vec![AccountAddress { chains: vec![CHAIN], address: address.to_string() }],
+            )
         })
         .collect();
-    for i in 0..100 {
-        common::identity(&db.store, "default", &format!("identity-{i}")).await;
-    }
+    common::numbered_identities(&db.store).await;
     for chunk in accounts.chunks(100_000) {
         db.store.add_accounts(chunk).await.unwrap();
     }
@@ -145,23 +137,17 @@ pub async fn backfill(chain: &Chain, template: &Template, dir: &Path, settings: 
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let status_path = format!("/proc/{}/status", child.id());
-    let mut peak_kb = 0u64;
+    let mut peak = 0f64;
     let mut cpu = 0f64;
     let (mut postgres_before, mut postgres) = (HashMap::new(), HashMap::new());
     postgres_cpu(&mut postgres_before);
     while child.try_wait().unwrap().is_none() {
         cpu = cpu.max(cpu_seconds(child.id()));
         postgres_cpu(&mut postgres);
-        if let Ok(status) = std::fs::read_to_string(&status_path)
-            && let Some(line) = status.lines().find(|l| l.starts_with("VmHWM:"))
-        {
-            peak_kb = peak_kb.max(line.split_whitespace().nth(1).and_then(|v| v.parse().ok()).unwrap_or(0));
-        }
+        peak = peak.max(memory_mb(child.id(), "VmHWM"));
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let postgres_cpu =
-        postgres.iter().map(|(pid, cpu)| cpu - postgres_before.get(pid).copied().unwrap_or(0.0)).sum();
+    let postgres_cpu = postgres_cpu_between(&postgres_before, &postgres);
     let output = child.wait_with_output().unwrap();
     assert!(output.status.success());
     let line = String::from_utf8(output.stdout).unwrap();
@@ -170,23 +156,5 @@ pub async fn backfill(chain: &Chain, template: &Template, dir: &Path, settings: 
         line.split(" blocks in ").nth(1).and_then(|r| r.split(' ').next()).unwrap().parse().unwrap();
     let found: u64 = line.split("): ").nth(1).and_then(|r| r.split(' ').next()).unwrap().parse().unwrap();
     remove(&url).await;
-    Run { scan_seconds, found, peak_rss_mb: peak_kb as f64 / 1024.0, cpu, postgres_cpu }
-}
-
-/// CPU seconds of the local PostgreSQL server's processes, as last seen.
-fn postgres_cpu(seen: &mut HashMap<u32, f64>) {
-    let Ok(entries) = std::fs::read_dir("/proc") else { return };
-    for pid in entries.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok()) {
-        if std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "postgres") {
-            seen.insert(pid, cpu_seconds(pid));
-        }
-    }
-}
-
-/// CPU seconds (user + system) process `pid` has used so far.
-pub fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let fields: Vec<&str> = stat.rsplit(')').next().unwrap_or_default().split_whitespace().collect();
-    let ticks: u64 = fields.get(11..13).map_or(0, |f| f.iter().filter_map(|v| v.parse::<u64>().ok()).sum());
-    ticks as f64 / 100.0
+    Run { scan_seconds, found, peak_rss_mb: peak, cpu, postgres_cpu }
 }

@@ -57,7 +57,7 @@ pub struct DeliveryConfig {
 }
 
 /// Deliveries in flight at once by default.
-pub const DEFAULT_CONCURRENCY: usize = 64;
+pub const DEFAULT_CONCURRENCY: usize = 128;
 
 impl Default for DeliveryConfig {
     fn default() -> Self {

@@ -14,6 +14,7 @@ pub mod lagging;
 pub mod nats;
 pub mod nats_proxy;
 pub mod platform;
+pub mod procs;
 pub mod proxy;
 pub mod python;
 pub mod receiver;
@@ -100,6 +101,28 @@ pub async fn identity(store: &Store, organization: &str, id: &str) {
     match store.create_identity(&new).await {
         Ok(_) | Err(StoreError::Conflict(_)) => {}
         Err(error) => panic!("identity {id}: {error}"),
+    }
+}
+
+/// Account `acc-{i}` of the default organization with `addresses`, of one
+/// of the 100 identities [`numbered_identities`] registers: the benchmarks'
+/// many watched accounts.
+pub fn numbered_account(i: u64, addresses: Vec<AccountAddress>) -> NewAccount {
+    NewAccount {
+        watch_from: Default::default(),
+        id: format!("acc-{i}"),
+        organization: DEFAULT_ORGANIZATION.into(),
+        identity_id: format!("identity-{}", i % 100),
+        kind: AccountType::Segregated,
+        request_id: None,
+        addresses,
+    }
+}
+
+/// The identities of [`numbered_account`]s.
+pub async fn numbered_identities(store: &Store) {
+    for i in 0..100 {
+        identity(store, DEFAULT_ORGANIZATION, &format!("identity-{i}")).await;
     }
 }
 

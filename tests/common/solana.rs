@@ -79,6 +79,11 @@ async fn first_block(rpc: &RpcClient) -> u64 {
 
 impl SolanaNode {
     pub async fn start() -> Self {
+        Self::start_with_slot_time(50).await
+    }
+
+    /// A node producing a slot every `slot_ms` milliseconds.
+    pub async fn start_with_slot_time(slot_ms: u64) -> Self {
         let (rpc_port, ws_port) = (super::dead_port(), super::dead_port());
         let mut child = Command::new(node_bin())
             .args([
@@ -87,7 +92,7 @@ impl SolanaNode {
                 "--ws-port",
                 &ws_port.to_string(),
                 "--slot-time-ms",
-                "50",
+                &slot_ms.to_string(),
             ])
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -115,6 +120,11 @@ impl SolanaNode {
         };
         let first_slot = first_block(&rpc).await;
         Self { child, url, rpc, genesis_hash, first_slot }
+    }
+
+    /// The node process's id, for benchmarks that read its CPU time.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     pub async fn slot(&self, commitment: CommitmentConfig) -> u64 {
