@@ -1,8 +1,9 @@
 //! The NATS JetStream sink against real nats-servers of the tests' own:
 //! every event of the outbox arrives once, each resource's events in
 //! order, through a server killed in the middle of a burst, a sink
-//! instance killed between publishing and moving its cursor, and a `run`
-//! started while NATS was down.
+//! instance killed between publishing and moving its cursor, a `run`
+//! started while NATS was down, and a stream that does not take the
+//! events until it is corrected.
 
 mod common;
 
@@ -25,7 +26,7 @@ use custody_indexer::{
     deposit::DepositStatus,
     events::{
         nats::{self, NatsConfig},
-        subject::subject,
+        subject::{STREAM, subject},
     },
     store::{OutboxEvent, Store},
 };
@@ -243,4 +244,33 @@ async fn run_indexes_while_nats_is_down_and_publishes_when_it_returns() {
     assert_eq!(log.matches("NATS sink cannot publish").count(), 1, "the outage is logged once: {log}");
     assert!(log.contains("NATS sink publishing again"), "{log}");
     assert!(!log.contains("IO error"), "the client's reconnection attempts are not logged: {log}");
+}
+
+/// A stream an operator made that does not take the sink's subjects: the
+/// sink publishes nothing and keeps its cursor, then uses the stream as
+/// soon as it is corrected, without a restart.
+#[tokio::test]
+async fn a_stream_that_does_not_take_the_events_holds_the_sink_until_it_is_corrected() {
+    let db = TestDb::new(Backend::Sqlite).await;
+    let server = NatsServer::start().await;
+    let js = async_nats::jetstream::new(async_nats::connect(server.url()).await.unwrap());
+    let mut stream_config = async_nats::jetstream::stream::Config {
+        name: STREAM.into(),
+        subjects: vec!["elsewhere.>".into()],
+        ..Default::default()
+    };
+    js.create_stream(stream_config.clone()).await.unwrap();
+    let events = append(&db.url, 1, 300, 7).await;
+    let shutdown = CancellationToken::new();
+    let task = sink(&db.store, &server.url(), "instance-a", &shutdown);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(server.count().await, 0, "nothing is published to a stream that does not take it");
+    let sinks = db.store.sinks().await.unwrap();
+    assert_eq!((sinks[0].last_seq, sinks[0].behind), (0, 300), "the cursor stays before every event");
+    stream_config.subjects.push("custody.events.>".into());
+    js.update_stream(stream_config).await.unwrap();
+    stream_holds(&server, 300, "every event published once the stream takes them").await;
+    shutdown.cancel();
+    task.await.unwrap();
+    assert_arrived(&server, &events).await;
 }

@@ -18,6 +18,8 @@
 //! The sink never stops `run`: while NATS is unreachable it retries with a
 //! backoff and publishes when the server returns, from where its cursor is.
 
+mod stream;
+
 use std::time::Duration;
 
 use async_nats::jetstream::{
@@ -29,6 +31,7 @@ use async_nats::jetstream::{
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use self::stream::Fitness;
 use super::subject::{STREAM, SUBJECTS, subject};
 use crate::{
     redact::redact_urls,
@@ -300,19 +303,30 @@ impl Sink {
     }
 }
 
-/// Creates the stream when it is missing; an existing one is kept as it is
-/// configured.
+/// Creates the stream when it is missing. An existing one is judged
+/// ([`stream::judge`]): one that cannot take the events fails the step,
+/// which is retried, so a corrected stream is used without a restart; what
+/// merely weakens it is logged.
 async fn ensure_stream(js: &Context) -> Result<(), SinkError> {
-    js.get_or_create_stream(Config {
-        name: STREAM.to_string(),
-        subjects: vec![SUBJECTS.to_string()],
-        storage: StorageType::File,
-        duplicate_window: DUPLICATE_WINDOW,
-        ..Default::default()
-    })
-    .await
-    .map_err(|error| SinkError::Nats(format!("creating the stream {STREAM}: {error}")))?;
-    Ok(())
+    let stream = js
+        .get_or_create_stream(Config {
+            name: STREAM.to_string(),
+            subjects: vec![SUBJECTS.to_string()],
+            storage: StorageType::File,
+            duplicate_window: DUPLICATE_WINDOW,
+            ..Default::default()
+        })
+        .await
+        .map_err(|error| SinkError::Nats(format!("creating the stream {STREAM}: {error}")))?;
+    match stream::judge(&stream.cached_info().config, SUBJECTS, DUPLICATE_WINDOW) {
+        Fitness::Unfit(reason) => Err(SinkError::Nats(reason)),
+        Fitness::Fit(warnings) => {
+            for warning in warnings {
+                warn!(stream = STREAM, "{warning}");
+            }
+            Ok(())
+        }
+    }
 }
 
 /// How many of `events` (in commit order) make a batch: up to the first
