@@ -3,7 +3,11 @@
 //! before anyone else's. Meanwhile another organization's deposits are
 //! written one every 20 ms for 10 s, each timed from its write to its
 //! event's arrival at its receiver. The delivery worker runs with the
-//! defaults (32 in flight, 8 of one organization).
+//! defaults (128 in flight, 32 of one organization).
+//!
+//! Sharing: 10,000 deliveries queued for 8 organizations at once, each
+//! with its own webhook on one receiver, delivered with the defaults: the
+//! throughput when organizations take turns.
 
 use std::{
     collections::HashMap,
@@ -63,29 +67,69 @@ async fn stuck_receiver(stuck: Stuck) -> (String, Arc<AtomicU64>) {
     (url, count)
 }
 
-/// `count` events of `organization`, each with a delivery due now to
-/// `webhook`, written in two statements; the store's event sequence moves
-/// past them.
-async fn backlog(url: &str, organization: &str, webhook: &str, count: u64) {
+/// Events `first..first + count` of `organization`, each with a delivery
+/// due now to `webhook`, written in two statements; the store's event
+/// sequence moves past them.
+async fn backlog(url: &str, organization: &str, webhook: &str, first: u64, count: u64) {
     let mut conn = AnyConnection::connect(url).await.unwrap();
     let now = custody_indexer::store::now_micros();
     let numbers =
-        "WITH RECURSIVE n(i) AS (SELECT CAST(1 AS BIGINT) UNION ALL SELECT i + 1 FROM n WHERE i < $1)";
+        "WITH RECURSIVE n(i) AS (SELECT CAST($1 AS BIGINT) UNION ALL SELECT i + 1 FROM n WHERE i < $2)";
     let events = format!(
         "{numbers} INSERT INTO events (seq, id, organization_id, type, resource_id, payload, created_at)
-         SELECT i, 'backlog-' || i, $2, 'deposit_v2', 'backlog-' || i,
-             '{{\"id\":\"backlog-' || i || '\",\"type\":\"deposit_v2\",\"data\":{{}}}}', $3 FROM n"
+         SELECT i, 'backlog-' || i, $3, 'deposit_v2', 'backlog-' || i,
+             '{{\"id\":\"backlog-' || i || '\",\"type\":\"deposit_v2\",\"data\":{{}}}}', $4 FROM n"
     );
-    let query = sqlx::query(&events).bind(count as i64).bind(organization).bind(now);
+    let last = (first + count - 1) as i64;
+    let query = sqlx::query(&events).bind(first as i64).bind(last).bind(organization).bind(now);
     conn.execute(query).await.unwrap();
     let deliveries = format!(
         "{numbers} INSERT INTO deliveries (id, event_seq, webhook_id, resource_id, state, attempts,
              next_attempt_at, created_at, updated_at)
-         SELECT 'backlog-' || i, i, $2, 'backlog-' || i, 'PENDING', 0, $3, $3, $3 FROM n"
+         SELECT 'backlog-' || i, i, $3, 'backlog-' || i, 'PENDING', 0, $4, $4, $4 FROM n"
     );
-    conn.execute(sqlx::query(&deliveries).bind(count as i64).bind(webhook).bind(now)).await.unwrap();
-    let moved = sqlx::query("UPDATE store_meta SET value = $1 WHERE key = 'event_seq'").bind(count as i64);
+    let query = sqlx::query(&deliveries).bind(first as i64).bind(last).bind(webhook).bind(now);
+    conn.execute(query).await.unwrap();
+    let moved = sqlx::query("UPDATE store_meta SET value = $1 WHERE key = 'event_seq'").bind(last);
     conn.execute(moved).await.unwrap();
+}
+
+/// `organizations` organizations, `each` deliveries queued for each: how
+/// fast the defaults deliver them all when the organizations take turns.
+pub async fn shared(backend: Backend, organizations: u64, each: u64) {
+    let db = TestDb::new(backend).await;
+    let (url, arrivals) = crate::receiver().await;
+    let secret = Secret::generate();
+    for k in 0..organizations {
+        let organization = format!("org-{k}");
+        db.store.create_organization(&organization, None).await.unwrap();
+        let webhook = db.store.create_webhook(&organization, &url, "shared", secret.expose()).await.unwrap();
+        backlog(&db.url, &organization, &webhook.id, 1 + k * each, each).await;
+    }
+    let total = organizations * each;
+    let shutdown = CancellationToken::new();
+    let started = Instant::now();
+    let worker = tokio::spawn(delivery::run(db.store.clone(), config(), shutdown.clone()));
+    while (arrivals.lock().unwrap().len() as u64) < total {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    shutdown.cancel();
+    worker.await.unwrap();
+    println!(
+        "{backend:?}: {total} deliveries of {organizations} organizations taking turns, delivered with the defaults in \
+         {elapsed:.2} s: {:.0} events/s",
+        total as f64 / elapsed
+    );
+}
+
+/// The defaults, polling often.
+fn config() -> DeliveryConfig {
+    DeliveryConfig {
+        poll: Duration::from_millis(50),
+        policy: Policy { allow_private: true },
+        ..DeliveryConfig::default()
+    }
 }
 
 pub async fn run(backend: Backend, backlog_size: u64, stuck: Stuck) {
@@ -98,15 +142,10 @@ pub async fn run(backend: Backend, backlog_size: u64, stuck: Stuck) {
     db.store.create_organization("stuck", None).await.unwrap();
     let (stuck_url, attempts) = stuck_receiver(stuck).await;
     let webhook = db.store.create_webhook("stuck", &stuck_url, "stuck", secret.expose()).await.unwrap();
-    backlog(&db.url, "stuck", &webhook.id, backlog_size).await;
+    backlog(&db.url, "stuck", &webhook.id, 1, backlog_size).await;
 
-    let config = DeliveryConfig {
-        poll: Duration::from_millis(50),
-        policy: Policy { allow_private: true },
-        ..DeliveryConfig::default()
-    };
     let shutdown = CancellationToken::new();
-    let worker = tokio::spawn(delivery::run(db.store.clone(), config, shutdown.clone()));
+    let worker = tokio::spawn(delivery::run(db.store.clone(), config(), shutdown.clone()));
     tokio::time::sleep(Duration::from_secs(1)).await;
     let mut written = HashMap::new();
     let started = Instant::now();

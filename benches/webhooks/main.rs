@@ -11,9 +11,10 @@
 //! sent one at a time and each is timed from its block being mined to its
 //! event's arrival. NATS: the sink publishes the store's events (those of
 //! the throughput rounds) to a nats-server of its own (`NATS_SERVER_BIN`,
-//! as the tests find it), timed until the stream holds them all. Fairness:
-//! see `fairness.rs`. `BENCH_ONLY=throughput|latency|fairness` runs one
-//! part. Prints figures; asserts nothing.
+//! as the tests find it), timed until the stream holds them all. Sharing
+//! among organizations and fairness: see `fairness.rs`.
+//! `BENCH_ONLY=throughput|latency|shared|fairness` runs one part. Prints
+//! figures; asserts nothing.
 //!
 //! `cargo bench --bench webhooks`
 
@@ -233,7 +234,7 @@ async fn latency(backend: Backend, samples: u64) {
     );
 }
 
-/// `BENCH_ONLY=throughput|latency|fairness` runs one part.
+/// `BENCH_ONLY=throughput|latency|shared|fairness` runs one part.
 fn part(name: &str) -> bool {
     std::env::var("BENCH_ONLY").map_or(true, |only| only == name)
 }
@@ -246,6 +247,9 @@ async fn main() {
     }
     if part("latency") {
         latency(backend, env_or("BENCH_LATENCY_SAMPLES", 100)).await;
+    }
+    if part("shared") {
+        fairness::shared(backend, 8, 1_250).await;
     }
     if part("fairness") {
         let backlog = env_or("BENCH_BACKLOG", 100_000);
