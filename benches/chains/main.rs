@@ -167,6 +167,7 @@ async fn round(chains: &Chains, profile: Profile, backend: Backend, accounts: u6
     let ready = run.ready().await;
     assert!(run.stop(), "run stopped during the bench");
     if recorded != sent {
+        missing::health(&db.store, &recorded, &sent).await;
         for node in evm_nodes.iter().filter(|n| recorded.get(&n.chain) != sent.get(&n.chain)) {
             missing::blocks(&db.url, node).await;
         }

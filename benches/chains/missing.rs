@@ -1,9 +1,31 @@
 //! When a chain's deposits fall short of its transfers: which blocks differ.
 
+use std::collections::BTreeMap;
+
 use alloy::providers::Provider;
+use custody_indexer::{chain::Chain, store::Store};
 use sqlx::{AnyPool, Row};
 
 use crate::nodes::EvmNode;
+
+/// Prints, on stderr, what the watchers of the chains that fell short
+/// recorded of their last steps: how far they indexed and their last error.
+pub async fn health(store: &Store, recorded: &BTreeMap<Chain, u64>, sent: &BTreeMap<Chain, u64>) {
+    for health in store.chain_health().await.unwrap() {
+        if recorded.get(&health.chain) != sent.get(&health.chain) {
+            eprintln!(
+                "{}: head {:?}, indexed {:?}, last step {:?}, last error {:?} ({:?}) at {:?}",
+                health.chain,
+                health.head,
+                health.indexed,
+                health.checked_at,
+                health.last_error,
+                health.last_error_kind,
+                health.last_error_at
+            );
+        }
+    }
+}
 
 /// Prints, on stderr, every block of `node` whose transactions and recorded
 /// deposits disagree with the load's shape (none, or one batch and its
