@@ -95,6 +95,10 @@ pub async fn run(store: Store, config: DeliveryConfig, shutdown: CancellationTok
     let owner = uuid::Uuid::new_v4().to_string();
     let (results, finished) = mpsc::channel(RECORD_BATCH);
     let recorder = tokio::spawn(record(store.clone(), owner.clone(), finished));
+    let listener = tokio::spawn({
+        let (store, shutdown) = (store.clone(), shutdown.clone());
+        async move { store.listen_outbox(shutdown).await }
+    });
     let mut worker = Worker {
         client: client(&config),
         slots: Slots::new(config.concurrency as u32, config.per_organization as u32),
@@ -120,14 +124,14 @@ pub async fn run(store: Store, config: DeliveryConfig, shutdown: CancellationTok
         tokio::select! {
             Some(done) = worker.in_flight.join_next_with_id() => worker.landed(done).await,
             _ = tokio::time::sleep_until(worker.next_claim.into()), if wait => {}
-            // Deposits' events this process wrote: claimed now, not at the next poll.
+            // Events committed (see `Store::outbox_written`): claimed now, not at the next poll.
             _ = store.outbox_written(), if claiming => worker.next_claim = Instant::now(),
             _ = shutdown.cancelled(), if claiming => {}
         }
     }
     info!(worker = %worker.owner, "webhook delivery stopped");
     drop(worker);
-    let _ = recorder.await;
+    let _ = tokio::join!(recorder, listener);
 }
 
 /// One delivery worker's state: its slots, the attempts in flight (each its

@@ -40,6 +40,7 @@ mod transfers;
 mod upsert;
 mod verification;
 mod virtual_accounts;
+mod wake;
 mod webhook_keys;
 mod webhooks;
 
@@ -202,12 +203,6 @@ impl Store {
         let options = (*self.pool.connect_options()).clone();
         let pool = pool_options(self.backend, connections).connect_with(options).await?;
         Ok(Self { pool, ..self.clone() })
-    }
-
-    /// Returns once this process has committed deposits' events since the
-    /// last call returned (at once when it did meanwhile).
-    pub async fn outbox_written(&self) {
-        self.outbox.notified().await
     }
 
     pub async fn migrate(&self) -> Result<(), StoreError> {

@@ -1,0 +1,82 @@
+//! Waking delivery workers when events are committed. Every transaction
+//! that appends events on PostgreSQL also sends `NOTIFY custody_outbox`,
+//! which the server delivers at commit (never for a transaction rolled
+//! back) to every process listening, so a worker of any instance claims at
+//! once whatever kind of event was written. On SQLite, where one process
+//! writes, the scan commit wakes its own process's workers after it
+//! commits deposits' events; other events wait for the worker's poll.
+
+use std::time::Duration;
+
+use sqlx::{
+    Any, Transaction,
+    postgres::{PgConnectOptions, PgListener, PgPoolOptions},
+};
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use super::{Backend, Store, StoreError};
+
+/// The channel of the notifications.
+const CHANNEL: &str = "custody_outbox";
+
+/// Asks PostgreSQL to wake the listeners once `tx` commits (one
+/// notification per transaction, however many events it appends).
+pub(super) async fn on_commit(tx: &mut Transaction<'static, Any>) -> Result<(), StoreError> {
+    if !(**tx).backend_name().eq_ignore_ascii_case("sqlite") {
+        sqlx::query("NOTIFY custody_outbox").execute(&mut **tx).await?;
+    }
+    Ok(())
+}
+
+impl Store {
+    /// Returns once events were committed since the last call returned (at
+    /// once when they were meanwhile): on PostgreSQL any event of any
+    /// process while [`Store::listen_outbox`] runs, and deposits' events
+    /// this process committed on either store.
+    pub async fn outbox_written(&self) {
+        self.outbox.notified().await
+    }
+
+    /// Wakes [`Store::outbox_written`] on PostgreSQL's notifications until
+    /// `shutdown`, on a connection of its own that is made again when lost
+    /// (a wake-up lost meanwhile costs a worker's poll, nothing else). Returns
+    /// at once on SQLite.
+    pub async fn listen_outbox(&self, shutdown: CancellationToken) {
+        if self.backend != Backend::Postgres {
+            return;
+        }
+        let mut failing = false;
+        while !shutdown.is_cancelled() {
+            let error = match self.listen(&shutdown).await {
+                Ok(()) => return,
+                Err(error) => error,
+            };
+            if !std::mem::replace(&mut failing, true) {
+                warn!(%error, "cannot follow committed events; delivery polls until it can");
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(Duration::from_secs(5)) => {}
+            }
+        }
+    }
+
+    /// Listens until `shutdown` (`Ok`) or until the listener fails.
+    async fn listen(&self, shutdown: &CancellationToken) -> Result<(), StoreError> {
+        let options = PgConnectOptions::try_from(&*self.pool.connect_options())?;
+        let pool = PgPoolOptions::new().max_connections(1).connect_lazy_with(options);
+        let mut listener = PgListener::connect_with(&pool).await?;
+        listener.listen(CHANNEL).await?;
+        info!("delivery follows committed events");
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return Ok(()),
+                notification = listener.recv() => {
+                    notification?;
+                    self.outbox.notify_one();
+                }
+            }
+        }
+    }
+}
