@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::{Backend, Store, StoreError};
+use crate::redact::redact_urls;
 
 /// The channel of the notifications.
 const CHANNEL: &str = "custody_outbox";
@@ -41,18 +42,19 @@ impl Store {
     /// Wakes [`Store::outbox_written`] on PostgreSQL's notifications until
     /// `shutdown`, on a connection of its own that is made again when lost
     /// (a wake-up lost meanwhile costs a worker's poll, nothing else). Returns
-    /// at once on SQLite.
+    /// at once on SQLite, and at `shutdown` even while connecting.
     pub async fn listen_outbox(&self, shutdown: CancellationToken) {
         if self.backend != Backend::Postgres {
             return;
         }
         let mut failing = false;
-        while !shutdown.is_cancelled() {
-            let error = match self.listen(&shutdown).await {
-                Ok(()) => return,
-                Err(error) => error,
+        loop {
+            let error = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                error = self.listen(&mut failing) => error,
             };
             if !std::mem::replace(&mut failing, true) {
+                let error = redact_urls(&format!("{:#}", anyhow::Error::from(error)));
                 warn!(%error, "cannot follow committed events; delivery polls until it can");
             }
             tokio::select! {
@@ -62,21 +64,29 @@ impl Store {
         }
     }
 
-    /// Listens until `shutdown` (`Ok`) or until the listener fails.
-    async fn listen(&self, shutdown: &CancellationToken) -> Result<(), StoreError> {
+    /// Listens until the listener fails, which it reports. `failing` is
+    /// cleared once it listens again.
+    async fn listen(&self, failing: &mut bool) -> StoreError {
+        let mut listener = match self.listener().await {
+            Ok(listener) => listener,
+            Err(error) => return error,
+        };
+        if std::mem::take(failing) {
+            info!("delivery follows committed events again");
+        }
+        loop {
+            match listener.recv().await {
+                Ok(_) => self.outbox.notify_one(),
+                Err(error) => return error.into(),
+            }
+        }
+    }
+
+    async fn listener(&self) -> Result<PgListener, StoreError> {
         let options = PgConnectOptions::try_from(&*self.pool.connect_options())?;
         let pool = PgPoolOptions::new().max_connections(1).connect_lazy_with(options);
         let mut listener = PgListener::connect_with(&pool).await?;
         listener.listen(CHANNEL).await?;
-        info!("delivery follows committed events");
-        loop {
-            tokio::select! {
-                _ = shutdown.cancelled() => return Ok(()),
-                notification = listener.recv() => {
-                    notification?;
-                    self.outbox.notify_one();
-                }
-            }
-        }
+        Ok(listener)
     }
 }
