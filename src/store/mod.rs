@@ -146,8 +146,8 @@ pub struct Store {
     /// Seals and opens personal data (see [`Store::unlock_pii`]); `None`:
     /// personal data is refused.
     pii: Option<std::sync::Arc<crate::pii::Cipher>>,
-    /// Told when this process commits deposits' events, so its delivery
-    /// worker claims them at once rather than at its next poll.
+    /// Told when events are committed (see [`Store::outbox_written`]), so
+    /// the delivery worker claims them at once rather than at its next poll.
     outbox: std::sync::Arc<tokio::sync::Notify>,
 }
 

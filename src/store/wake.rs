@@ -18,14 +18,15 @@ use tracing::{info, warn};
 use super::{Backend, Store, StoreError};
 use crate::redact::redact_urls;
 
-/// The channel of the notifications.
+/// The channel of the notifications, and the statement that notifies it.
 const CHANNEL: &str = "custody_outbox";
+const NOTIFY: &str = "NOTIFY custody_outbox";
 
 /// Asks PostgreSQL to wake the listeners once `tx` commits (one
 /// notification per transaction, however many events it appends).
 pub(super) async fn on_commit(tx: &mut Transaction<'static, Any>) -> Result<(), StoreError> {
     if !(**tx).backend_name().eq_ignore_ascii_case("sqlite") {
-        sqlx::query("NOTIFY custody_outbox").execute(&mut **tx).await?;
+        sqlx::query(NOTIFY).execute(&mut **tx).await?;
     }
     Ok(())
 }
@@ -88,5 +89,13 @@ impl Store {
         let mut listener = PgListener::connect_with(&pool).await?;
         listener.listen(CHANNEL).await?;
         Ok(listener)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_notification_goes_to_the_channel_listened_to() {
+        assert_eq!(super::NOTIFY, format!("NOTIFY {}", super::CHANNEL));
     }
 }
