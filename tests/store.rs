@@ -290,3 +290,75 @@ async fn settling_confirms_final_slots_and_fails_skipped_ones() {
     })
     .await;
 }
+
+/// The last event of each of alice's deposits carries the deposit exactly
+/// as the store serves it.
+async fn events_tell_what_is_stored(store: &Store, backend: Backend) {
+    let events = store.events_after("default", None, 1_000).await.unwrap();
+    let deposits = store.deposits_of_account("alice").await.unwrap();
+    assert!(!deposits.is_empty());
+    for deposit in deposits {
+        let last = events.iter().rev().find(|e| e.envelope["data"]["id"] == deposit.id.as_str());
+        let data = &last.unwrap_or_else(|| panic!("no event for {}", deposit.id)).envelope["data"];
+        assert_eq!(*data, serde_json::to_value(&deposit).unwrap(), "{backend:?}");
+    }
+}
+
+#[tokio::test]
+async fn every_deposit_event_carries_the_deposit_as_stored() {
+    const CAROL: &str = "0x3333333333333333333333333333333333333333";
+    const DAVE: &str = "0x4444444444444444444444444444444444444444";
+    each_backend(|store, backend| async move {
+        store.add_account(account("alice", ALICE, vec![CHAIN])).await.unwrap();
+        store.add_account(account("carol", CAROL, vec![CHAIN])).await.unwrap();
+        store.create_organization("other", None).await.unwrap();
+        common::identity(&store, "other", "identity-dave").await;
+        let mut dave = account("dave", DAVE, vec![CHAIN]);
+        (dave.organization, dave.identity_id) = ("other".into(), "identity-dave".into());
+        store.add_account(dave).await.unwrap();
+        // Confirmed as it is found; from a sender of the same organization;
+        // from another organization's account, which alice may not see.
+        let native = detected(1, Position::Native, 30, "0xd30", 7);
+        let mut from_carol = detected(
+            2,
+            Position::Log(TokenTransfer::new("USDC", CAROL, ALICE, "2500000", 0)),
+            31,
+            "0xd31",
+            2_500_000,
+        );
+        (from_carol.source_address, from_carol.source_account_id) = (CAROL.into(), Some("carol".into()));
+        let mut from_dave =
+            detected(3, Position::Log(TokenTransfer::new("USDC", DAVE, ALICE, "1", 0)), 31, "0xd31", 1);
+        (from_dave.source_address, from_dave.source_account_id) = (DAVE.into(), Some("dave".into()));
+        let blocks = vec![block(30, "0xd30", "0xd29"), block(31, "0xd31", "0xd30")];
+        let mut first = scan(30, 31, vec![native, from_carol.clone(), from_dave], blocks, None);
+        first.confirmed_through = Some(30);
+        assert_eq!(store.commit_scan(&first).await.unwrap().len(), 3, "{backend:?}");
+        let sources: Vec<_> = store
+            .deposits_of_account("alice")
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|d| (d.status, d.source_type, d.source_account_id))
+            .collect();
+        assert!(sources.contains(&(DepositStatus::Confirmed, SourceType::OnChain, None)));
+        assert!(sources.contains(&(DepositStatus::Pending, SourceType::Account, Some("carol".into()))));
+        assert!(sources.contains(&(DepositStatus::Pending, SourceType::OnChain, None)));
+        events_tell_what_is_stored(&store, backend).await;
+
+        // Block 31 is reorged away and its deposits fail; carol's transfer
+        // comes back in another block: the row is updated, not inserted.
+        let rewind = Rewind { chain: CHAIN, common_ancestor: 30, expected_next: 32, scanned_height: 31 };
+        store.rewind(rewind).await.unwrap();
+        let orphans: Vec<String> = store.orphans(CHAIN).await.unwrap().into_iter().map(|o| o.id).collect();
+        assert_eq!(store.fail_orphans(&orphans).await.unwrap().len(), 2);
+        events_tell_what_is_stored(&store, backend).await;
+        (from_carol.block_number, from_carol.block_hash) = (32, "0xe32".into());
+        let blocks = vec![block(31, "0xe31", "0xd30"), block(32, "0xe32", "0xe31")];
+        let revived = store.commit_scan(&scan(31, 32, vec![from_carol], blocks, Some(31))).await.unwrap();
+        assert_eq!(revived.len(), 1);
+        assert_eq!(store.deposit(&revived[0].0).await.unwrap().status, DepositStatus::Pending);
+        events_tell_what_is_stored(&store, backend).await;
+    })
+    .await;
+}

@@ -2,9 +2,14 @@
 //! a [`Deposit`], and a deposit as a statement left it
 //! ([`ChangedDeposit`]) for the scan commit and the outbox to announce.
 
-use sqlx::{Row, any::AnyRow};
+use foldhash::{HashMap, HashMapExt};
+use sqlx::{Any, Row, Transaction, any::AnyRow};
 
-use super::{StoreError, parse_column, time};
+use super::{
+    StoreError,
+    params::{Params, recurs},
+    parse_column, time,
+};
 use crate::{
     amount::Amount,
     deposit::{Deposit, DepositStatus, SourceType},
@@ -49,6 +54,34 @@ impl ChangedDeposit {
             announced_column,
         })
     }
+}
+
+/// The deposits of `ids` as the current transaction left them, in the
+/// order of `ids` (an id with no row is skipped), for announcing changes
+/// whose statements returned only ids.
+pub(super) async fn read_changed(
+    tx: &mut Transaction<'static, Any>,
+    ids: &[&str],
+) -> Result<Vec<ChangedDeposit>, StoreError> {
+    let mut changed = Vec::with_capacity(ids.len());
+    let mut params = Params::of(tx);
+    let size = params.rows_per_statement(1);
+    for chunk in ids.chunks(size) {
+        let sql = format!(
+            "SELECT {} FROM deposits WHERE id IN ({})",
+            changed_columns(),
+            params.restart().take(chunk.len())
+        );
+        let query = sqlx::query(&sql).persistent(recurs(chunk.len(), size));
+        let rows = chunk.iter().fold(query, |q, id| q.bind(*id)).fetch_all(&mut **tx).await?;
+        let mut found: HashMap<String, ChangedDeposit> = HashMap::with_capacity(rows.len());
+        for row in &rows {
+            let deposit = ChangedDeposit::from_row(row, false)?;
+            found.insert(deposit.deposit.id.clone(), deposit);
+        }
+        changed.extend(chunk.iter().filter_map(|id| found.remove(*id)));
+    }
+    Ok(changed)
 }
 
 pub(super) fn deposit_from_row(row: &AnyRow) -> Result<Deposit, StoreError> {

@@ -9,7 +9,7 @@ use sqlx::{Any, Row, Transaction};
 
 use super::{
     Store, StoreError,
-    deposit_rows::{ChangedDeposit, changed_columns},
+    deposit_rows::{ChangedDeposit, read_changed},
     params::{Params, recurs},
     time,
 };
@@ -24,23 +24,7 @@ pub(super) async fn announce_deposits<'a>(
 ) -> Result<(), StoreError> {
     let mut seen = HashSet::new();
     let ids: Vec<&str> = ids.into_iter().filter(|id| seen.insert(*id)).collect();
-    let mut changed = Vec::with_capacity(ids.len());
-    let mut params = Params::of(tx);
-    for chunk in ids.chunks(params.rows_per_statement(1)) {
-        let sql = format!(
-            "SELECT {} FROM deposits WHERE id IN ({})",
-            changed_columns(),
-            params.restart().take(chunk.len())
-        );
-        let rows = chunk.iter().fold(sqlx::query(&sql), |q, id| q.bind(*id)).fetch_all(&mut **tx).await?;
-        let mut found: HashMap<String, ChangedDeposit> = HashMap::new();
-        for row in &rows {
-            let deposit = ChangedDeposit::from_row(row, false)?;
-            found.insert(deposit.deposit.id.clone(), deposit);
-        }
-        // In the order the changes were made.
-        changed.extend(chunk.iter().filter_map(|id| found.remove(*id)));
-    }
+    let changed = read_changed(tx, &ids).await?;
     announce_changed(tx, changed, now).await
 }
 
@@ -178,25 +162,10 @@ pub(super) async fn append(
     let numbered: Vec<(i64, &NewEvent)> = (first..).zip(events).collect();
     let mut params = Params::of(tx);
     let size = params.rows_per_statement(7);
-    for chunk in numbered.chunks(size) {
-        params.restart();
-        let values: Vec<String> = chunk.iter().map(|_| params.row(7)).collect();
-        let sql = format!(
-            "INSERT INTO events (seq, id, organization_id, type, resource_id, payload, created_at) VALUES {}",
-            values.join(", ")
-        );
-        let mut query = sqlx::query(&sql).persistent(recurs(chunk.len(), size));
-        for (seq, event) in chunk {
-            query = query
-                .bind(*seq)
-                .bind(event.id.as_str())
-                .bind(event.organization)
-                .bind(event.kind)
-                .bind(event.resource_id)
-                .bind(event.payload.as_str())
-                .bind(now);
-        }
-        query.execute(&mut **tx).await?;
+    if params.json() {
+        insert_json(tx, &numbered, now).await?;
+    } else {
+        insert_values(tx, &numbered, now).await?;
     }
     let deliveries: Vec<(i64, &str, &str)> = numbered
         .iter()
@@ -223,6 +192,81 @@ pub(super) async fn append(
                 .bind(now);
         }
         query.execute(&mut **tx).await?;
+    }
+    Ok(())
+}
+
+const INSERT_EVENTS: &str =
+    "INSERT INTO events (seq, id, organization_id, type, resource_id, payload, created_at)";
+
+/// Inserts the events in statements of bound rows (SQLite).
+async fn insert_values(
+    tx: &mut Transaction<'static, Any>,
+    numbered: &[(i64, &NewEvent<'_>)],
+    now: i64,
+) -> Result<(), StoreError> {
+    let mut params = Params::of(tx);
+    let size = params.rows_per_statement(7);
+    for chunk in numbered.chunks(size) {
+        params.restart();
+        let values: Vec<String> = chunk.iter().map(|_| params.row(7)).collect();
+        let sql = format!("{INSERT_EVENTS} VALUES {}", values.join(", "));
+        let mut query = sqlx::query(&sql).persistent(recurs(chunk.len(), size));
+        for (seq, event) in chunk {
+            query = query
+                .bind(*seq)
+                .bind(event.id.as_str())
+                .bind(event.organization)
+                .bind(event.kind)
+                .bind(event.resource_id)
+                .bind(event.payload.as_str())
+                .bind(now);
+        }
+        query.execute(&mut **tx).await?;
+    }
+    Ok(())
+}
+
+/// An event's row, named as `json_to_recordset` reads it.
+#[derive(Serialize)]
+struct EventRow<'a> {
+    seq: i64,
+    id: &'a str,
+    organization_id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'a str,
+    resource_id: &'a str,
+    payload: &'a str,
+    created_at: i64,
+}
+
+/// Inserts the events on PostgreSQL, a thousand a statement, each
+/// statement's rows as one JSON array (see `Params::json`).
+async fn insert_json(
+    tx: &mut Transaction<'static, Any>,
+    numbered: &[(i64, &NewEvent<'_>)],
+    now: i64,
+) -> Result<(), StoreError> {
+    let sql = format!(
+        "{INSERT_EVENTS} SELECT seq, id, organization_id, type, resource_id, payload, created_at
+         FROM json_to_recordset(CAST($1 AS json)) AS r(seq bigint, id text, organization_id text,
+            type text, resource_id text, payload text, created_at bigint)"
+    );
+    for chunk in numbered.chunks(1_000) {
+        let rows: Vec<EventRow> = chunk
+            .iter()
+            .map(|(seq, e)| EventRow {
+                seq: *seq,
+                id: &e.id,
+                organization_id: e.organization,
+                kind: e.kind,
+                resource_id: e.resource_id,
+                payload: &e.payload,
+                created_at: now,
+            })
+            .collect();
+        let json = serde_json::to_string(&rows).map_err(|e| StoreError::Invalid(e.to_string()))?;
+        sqlx::query(&sql).bind(json).execute(&mut **tx).await?;
     }
     Ok(())
 }

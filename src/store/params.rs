@@ -33,6 +33,14 @@ impl Params {
         Self { anonymous, next: 1 }
     }
 
+    /// Whether a multi-row statement takes its rows as one JSON array
+    /// (PostgreSQL, where `json_to_recordset` reads it): one parameter and
+    /// one plan for a thousand rows, where bound rows cost a round trip and
+    /// a plan's execution per few rows, and every value a conversion.
+    pub(super) fn json(&self) -> bool {
+        !self.anonymous
+    }
+
     /// How many rows of `columns` parameters one statement takes.
     pub(super) fn rows_per_statement(&self, columns: usize) -> usize {
         (if self.anonymous { ANONYMOUS } else { NUMBERED } / columns).max(1)

@@ -1,18 +1,26 @@
 //! The deposits of a committed scan, written in multi-row upserts that
 //! return the rows they changed, so announcing them reads nothing back.
 
-use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
+use foldhash::{HashMap, HashMapExt};
 
-use sqlx::{Any, Row, Transaction};
+use serde::Serialize;
+use sqlx::{
+    Any, Row, Transaction,
+    any::{AnyArguments, AnyRow},
+    query::Query,
+};
 
 use super::{
     StoreError,
-    deposit_rows::{ChangedDeposit, changed_columns},
+    deposit_rows::{ChangedDeposit, read_changed},
     params::{Params, recurs},
     scan::ScanCommit,
-    to_i64,
+    time, to_i64,
 };
-use crate::deposit::{DepositStatus, Detected, SourceType};
+use crate::{
+    chain::Chain,
+    deposit::{Deposit, DepositStatus, Detected, SourceType},
+};
 
 /// Parameters per row of the upsert.
 const PARAMS: usize = 20;
@@ -23,6 +31,10 @@ const PARAMS: usize = 20;
 /// one whose transaction came back is revived rather than lost. A new row
 /// is inserted with `announced_status` already set to the status its first
 /// event (written in the same transaction) announces.
+///
+/// The statements return only each changed row's key: a row they inserted
+/// holds what was bound, so it is announced from that, and only the rows
+/// they updated (a reorg, a revival) are read back.
 pub(super) async fn upsert_deposits(
     tx: &mut Transaction<'static, Any>,
     scan: &ScanCommit,
@@ -33,54 +45,160 @@ pub(super) async fn upsert_deposits(
     let organizations = organizations(tx, &deposits).await?;
     let mut changed = Vec::new();
     let mut params = Params::of(tx);
-    let size = params.rows_per_statement(PARAMS);
+    let size = if params.json() { JSON_ROWS } else { params.rows_per_statement(PARAMS) };
     for chunk in deposits.chunks(size) {
-        let sql = upsert_sql(params.restart(), chunk.len());
-        let mut query = sqlx::query(&sql).persistent(recurs(chunk.len(), size));
-        let mut new_ids = HashSet::new();
-        for (deposit, position) in chunk {
-            let confirmed = scan.confirmed_through.is_some_and(|c| deposit.block_number <= c);
-            let status = if confirmed { DepositStatus::Confirmed } else { DepositStatus::Pending };
-            let source = disclosed_source(deposit, &organizations);
-            let id = uuid::Uuid::now_v7().to_string();
-            new_ids.insert(id.clone());
-            query = query
-                .bind(id)
-                .bind(uuid::Uuid::now_v7().to_string())
-                .bind(scan.chain.as_str())
-                .bind(&deposit.tx_hash)
-                .bind(position.as_str())
-                .bind(&deposit.account_id)
-                .bind(&deposit.account_address)
-                .bind(&deposit.source_address)
-                .bind(if source.is_some() { SourceType::Account } else { SourceType::OnChain }.as_str())
-                .bind(source)
-                .bind(&deposit.currency_symbol)
-                .bind(deposit.amount.raw().to_string())
-                .bind(i64::from(deposit.amount.decimals()))
-                .bind(status.as_str())
-                .bind(to_i64(deposit.block_number)?)
-                .bind(&deposit.block_hash)
-                .bind(to_i64(deposit.block_time)?.saturating_mul(1_000_000))
-                .bind(confirmed.then_some(now))
-                .bind(now)
-                // announced_status: what this transaction's event announces.
-                .bind(status.as_str());
-        }
-        let rows = query.fetch_all(&mut **tx).await?;
-        let order: HashMap<(&str, &str), usize> =
-            chunk.iter().enumerate().map(|(i, (d, p))| ((d.tx_hash.as_str(), p.as_str()), i)).collect();
-        let mut returned = Vec::with_capacity(rows.len());
-        for row in &rows {
-            let (tx_hash, position): (String, String) = (row.try_get("tx_hash")?, row.try_get("position")?);
-            let at = order.get(&(tx_hash.as_str(), position.as_str())).copied().unwrap_or(usize::MAX);
-            let id: String = row.try_get("id")?;
-            returned.push((at, ChangedDeposit::from_row(row, new_ids.contains(&id))?));
-        }
-        returned.sort_by_key(|(at, _)| *at);
-        changed.extend(returned.into_iter().map(|(_, c)| c));
+        let rows = chunk
+            .iter()
+            .map(|(d, p)| NewRow::new(scan, d, p, &organizations, now))
+            .collect::<Result<Vec<_>, _>>()?;
+        let returned = if params.json() {
+            let json = serde_json::to_string(&rows.iter().map(NewRow::columns).collect::<Vec<_>>())
+                .map_err(|e| StoreError::Invalid(e.to_string()))?;
+            sqlx::query(&upsert_sql(&from_json())).bind(json).fetch_all(&mut **tx).await?
+        } else {
+            let sql = upsert_sql(&values(params.restart(), chunk.len()));
+            let query = sqlx::query(&sql).persistent(recurs(chunk.len(), size));
+            rows.iter().fold(query, |q, row| row.columns().bind(q)).fetch_all(&mut **tx).await?
+        };
+        changed.extend(changed_rows(tx, &rows, &returned, &organizations).await?);
     }
     Ok(changed)
+}
+
+/// Rows per statement on PostgreSQL, where they travel as one JSON
+/// parameter.
+const JSON_ROWS: usize = 1_000;
+
+/// What a chunk's upsert changed, in the scan's order: the rows it inserted
+/// as they were bound, the rows it updated read back.
+async fn changed_rows(
+    tx: &mut Transaction<'static, Any>,
+    rows: &[NewRow<'_>],
+    returned: &[AnyRow],
+    organizations: &HashMap<String, String>,
+) -> Result<Vec<ChangedDeposit>, StoreError> {
+    let order: HashMap<(&str, &str), usize> =
+        rows.iter().enumerate().map(|(i, r)| ((r.detected.tx_hash.as_str(), r.position), i)).collect();
+    let mut changed = Vec::with_capacity(returned.len());
+    let mut updated: HashMap<String, usize> = HashMap::new();
+    for row in returned {
+        let (tx_hash, position): (String, String) = (row.try_get("tx_hash")?, row.try_get("position")?);
+        let id: String = row.try_get("id")?;
+        match order.get(&(tx_hash.as_str(), position.as_str())) {
+            Some(&at) if rows[at].id == id => changed.push((at, rows[at].inserted(organizations)?)),
+            at => _ = updated.insert(id, at.copied().unwrap_or(usize::MAX)),
+        }
+    }
+    let ids: Vec<&str> = updated.keys().map(String::as_str).collect();
+    for c in read_changed(tx, &ids).await? {
+        changed.push((updated[&c.deposit.id], c));
+    }
+    changed.sort_by_key(|(at, _)| *at);
+    Ok(changed.into_iter().map(|(_, c)| c).collect())
+}
+
+/// One deposit as the upsert binds it.
+struct NewRow<'a> {
+    chain: Chain,
+    detected: &'a Detected,
+    position: &'a str,
+    block_number: i64,
+    /// The block's time, microseconds since the epoch.
+    created_at: i64,
+    id: String,
+    dedup_key: String,
+    status: DepositStatus,
+    /// The sender's account, when the receiver's organization may see it.
+    source: Option<&'a str>,
+    confirmed_at: Option<i64>,
+    now: i64,
+}
+
+impl<'a> NewRow<'a> {
+    fn new(
+        scan: &ScanCommit,
+        detected: &'a Detected,
+        position: &'a str,
+        organizations: &HashMap<String, String>,
+        now: i64,
+    ) -> Result<Self, StoreError> {
+        let confirmed = scan.confirmed_through.is_some_and(|c| detected.block_number <= c);
+        Ok(Self {
+            chain: scan.chain,
+            detected,
+            position,
+            block_number: to_i64(detected.block_number)?,
+            created_at: to_i64(detected.block_time)?.saturating_mul(1_000_000),
+            id: uuid::Uuid::now_v7().to_string(),
+            dedup_key: uuid::Uuid::now_v7().to_string(),
+            status: if confirmed { DepositStatus::Confirmed } else { DepositStatus::Pending },
+            source: disclosed_source(detected, organizations),
+            confirmed_at: confirmed.then_some(now),
+            now,
+        })
+    }
+
+    fn source_type(&self) -> SourceType {
+        if self.source.is_some() { SourceType::Account } else { SourceType::OnChain }
+    }
+
+    /// The row's columns, as the upsert writes them.
+    fn columns(&self) -> Columns<'_> {
+        let d = self.detected;
+        Columns {
+            id: &self.id,
+            dedup_key: &self.dedup_key,
+            chain: self.chain.as_str(),
+            tx_hash: &d.tx_hash,
+            position: self.position,
+            account_id: &d.account_id,
+            account_address: &d.account_address,
+            source_address: &d.source_address,
+            source_type: self.source_type().as_str(),
+            source_account_id: self.source,
+            currency_symbol: &d.currency_symbol,
+            amount_raw: d.amount.raw().to_string(),
+            decimals: i64::from(d.amount.decimals()),
+            status: self.status.as_str(),
+            block_number: self.block_number,
+            block_hash: &d.block_hash,
+            created_at: self.created_at,
+            confirmed_at: self.confirmed_at,
+            updated_at: self.now,
+            // What this transaction's event announces.
+            announced_status: self.status.as_str(),
+        }
+    }
+
+    /// The deposit as the upsert inserted it.
+    fn inserted(&self, organizations: &HashMap<String, String>) -> Result<ChangedDeposit, StoreError> {
+        let d = self.detected;
+        let organization = organizations
+            .get(&d.account_id)
+            .ok_or_else(|| StoreError::NotFound(format!("account {}", d.account_id)))?;
+        let deposit = Deposit {
+            id: self.id.clone(),
+            dedup_key: self.dedup_key.clone(),
+            account_id: d.account_id.clone(),
+            account_address: d.account_address.clone(),
+            source_address: d.source_address.clone(),
+            source_type: self.source_type(),
+            source_account_id: self.source.map(str::to_owned),
+            currency_symbol: d.currency_symbol.clone(),
+            amount: d.amount.to_string(),
+            destination_chain: self.chain,
+            transaction_hash: d.tx_hash.clone(),
+            status: self.status,
+            confirmed_at: time(self.confirmed_at.unwrap_or(0))?,
+            created_at: time(self.created_at)?,
+        };
+        Ok(ChangedDeposit {
+            deposit,
+            organization: organization.clone(),
+            announced_before: None,
+            announced_column: Some(self.status),
+        })
+    }
 }
 
 /// The scan's deposits with their position keys, one per natural key (the
@@ -102,15 +220,15 @@ fn distinct<'a>(deposits: &[&'a Detected]) -> Vec<(&'a Detected, String)> {
     out
 }
 
-/// The organization of each account on either side of a deposit between
-/// watched addresses.
+/// The organization of each deposit's account, and of its sender's when the
+/// sender is a watched address too.
 async fn organizations(
     tx: &mut Transaction<'static, Any>,
     deposits: &[(&Detected, String)],
 ) -> Result<HashMap<String, String>, StoreError> {
     let mut ids: Vec<&str> = deposits
         .iter()
-        .filter_map(|(d, _)| Some([d.account_id.as_str(), d.source_account_id.as_deref()?]))
+        .flat_map(|(d, _)| [Some(d.account_id.as_str()), d.source_account_id.as_deref()])
         .flatten()
         .collect();
     ids.sort_unstable();
@@ -141,17 +259,88 @@ fn disclosed_source<'a>(deposit: &'a Detected, organizations: &HashMap<String, S
     (organizations.get(source) == Some(receiver)).then_some(source)
 }
 
-/// `INSERT … ON CONFLICT … RETURNING` for `rows` deposits.
-fn upsert_sql(params: &mut Params, rows: usize) -> String {
+/// A deposit's columns in the upsert's order (`orphaned_at_block`, always
+/// NULL, left out), named as `json_to_recordset` reads them.
+#[derive(Serialize)]
+struct Columns<'a> {
+    id: &'a str,
+    dedup_key: &'a str,
+    chain: &'a str,
+    tx_hash: &'a str,
+    position: &'a str,
+    account_id: &'a str,
+    account_address: &'a str,
+    source_address: &'a str,
+    source_type: &'a str,
+    source_account_id: Option<&'a str>,
+    currency_symbol: &'a str,
+    amount_raw: String,
+    decimals: i64,
+    status: &'a str,
+    block_number: i64,
+    block_hash: &'a str,
+    created_at: i64,
+    confirmed_at: Option<i64>,
+    updated_at: i64,
+    announced_status: &'a str,
+}
+
+impl<'a> Columns<'a> {
+    /// Binds the row's parameters, in the order of [`values`].
+    fn bind(self, query: Query<'a, Any, AnyArguments<'a>>) -> Query<'a, Any, AnyArguments<'a>> {
+        query
+            .bind(self.id)
+            .bind(self.dedup_key)
+            .bind(self.chain)
+            .bind(self.tx_hash)
+            .bind(self.position)
+            .bind(self.account_id)
+            .bind(self.account_address)
+            .bind(self.source_address)
+            .bind(self.source_type)
+            .bind(self.source_account_id)
+            .bind(self.currency_symbol)
+            .bind(self.amount_raw)
+            .bind(self.decimals)
+            .bind(self.status)
+            .bind(self.block_number)
+            .bind(self.block_hash)
+            .bind(self.created_at)
+            .bind(self.confirmed_at)
+            .bind(self.updated_at)
+            .bind(self.announced_status)
+    }
+}
+
+/// `VALUES` of `rows` rows of bound parameters.
+fn values(params: &mut Params, rows: usize) -> String {
     // Columns 1–16, orphaned_at_block, then the last four.
-    let values: Vec<String> =
+    let rows: Vec<String> =
         (0..rows).map(|_| format!("({}, NULL, {})", params.take(16), params.take(PARAMS - 16))).collect();
+    format!("VALUES {}", rows.join(", "))
+}
+
+/// The rows of the JSON array bound as `$1` (see [`Columns`]).
+fn from_json() -> String {
+    "SELECT id, dedup_key, chain, tx_hash, position, account_id, account_address, source_address,
+        source_type, source_account_id, currency_symbol, amount_raw, decimals, status, block_number,
+        block_hash, CAST(NULL AS BIGINT), created_at, confirmed_at, updated_at, announced_status
+     FROM json_to_recordset(CAST($1 AS json)) AS r(id text, dedup_key text, chain text, tx_hash text,
+        position text, account_id text, account_address text, source_address text, source_type text,
+        source_account_id text, currency_symbol text, amount_raw text, decimals bigint, status text,
+        block_number bigint, block_hash text, created_at bigint, confirmed_at bigint, updated_at bigint,
+        announced_status text)"
+        .to_string()
+}
+
+/// `INSERT … ON CONFLICT … RETURNING` of the deposits `rows` yields.
+fn upsert_sql(rows: &str) -> String {
     format!(
         "INSERT INTO deposits (id, dedup_key, chain, tx_hash, position, account_id, account_address,
             source_address, source_type, source_account_id, currency_symbol, amount_raw, decimals,
             status, block_number, block_hash, orphaned_at_block, created_at, confirmed_at, updated_at,
             announced_status)
-         VALUES {}
+         {rows}
          ON CONFLICT (chain, tx_hash, position) DO UPDATE SET
             block_number = excluded.block_number, block_hash = excluded.block_hash,
             created_at = excluded.created_at, orphaned_at_block = NULL,
@@ -159,8 +348,6 @@ fn upsert_sql(params: &mut Params, rows: usize) -> String {
          WHERE deposits.status <> 'CONFIRMED'
            AND (deposits.block_hash <> excluded.block_hash OR deposits.status <> excluded.status
                 OR deposits.orphaned_at_block IS NOT NULL)
-         RETURNING position, {}",
-        values.join(", "),
-        changed_columns()
+         RETURNING id, tx_hash, position"
     )
 }
