@@ -18,7 +18,7 @@
 //! The sink never stops `run`: while NATS is unreachable it retries with a
 //! backoff and publishes when the server returns, from where its cursor is.
 
-mod stream;
+pub(crate) mod stream;
 
 use std::time::Duration;
 
@@ -32,7 +32,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use self::stream::Fitness;
-use super::subject::{STREAM, SUBJECTS, subject};
+use super::subject::{PUBLISHED, STREAM, SUBJECTS, subject};
 use crate::{
     redact::redact_urls,
     store::{OutboxEvent, Store, StoreError},
@@ -318,7 +318,7 @@ async fn ensure_stream(js: &Context) -> Result<(), SinkError> {
         })
         .await
         .map_err(|error| SinkError::Nats(format!("creating the stream {STREAM}: {error}")))?;
-    match stream::judge(&stream.cached_info().config, SUBJECTS, DUPLICATE_WINDOW) {
+    match stream::judge(&stream.cached_info().config, PUBLISHED, DUPLICATE_WINDOW) {
         Fitness::Unfit(reason) => Err(SinkError::Nats(reason)),
         Fitness::Fit(warnings) => {
             for warning in warnings {

@@ -12,6 +12,11 @@ pub const STREAM: &str = "CUSTODY_EVENTS";
 /// The subjects of [`STREAM`].
 pub const SUBJECTS: &str = "custody.events.>";
 
+/// The shape of every subject [`subject`] makes: exactly two tokens after
+/// `custody.events`. A stream takes every event when one of its subjects
+/// covers this shape: [`SUBJECTS`], `custody.events.*.*`, `custody.>`, `>`.
+pub const PUBLISHED: &str = "custody.events.*.*";
+
 /// The subject of an organization's event of type `kind`.
 pub fn subject(organization: &str, kind: &str) -> String {
     format!("custody.events.{}.{}", token(organization), token(kind))
@@ -50,6 +55,7 @@ mod tests {
         ];
         for (organization, kind, want) in cases {
             assert_eq!(subject(organization, kind), want, "{organization:?}");
+            assert!(crate::events::nats::stream::covers(PUBLISHED, want), "{want} has the published shape");
         }
     }
 

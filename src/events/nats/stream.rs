@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use async_nats::jetstream::stream::{Config, RetentionPolicy, StorageType};
 
+use crate::events::subject::SUBJECTS;
+
 /// What a stream's configuration means for the sink.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Fitness {
@@ -16,14 +18,16 @@ pub enum Fitness {
     Unfit(String),
 }
 
-/// Judges `config` for subjects `subjects` (a filter such as
-/// `custody.events.>`) and the sink's duplicate window.
-pub fn judge(config: &Config, subjects: &str, duplicate_window: Duration) -> Fitness {
+/// Judges `config` for the subjects the sink publishes, all of the shape
+/// `published` (a filter such as `custody.events.*.*`), and the sink's
+/// duplicate window. One of the stream's subjects must cover the shape by
+/// itself: subjects that only together take every event type are refused.
+pub fn judge(config: &Config, published: &str, duplicate_window: Duration) -> Fitness {
     let name = &config.name;
-    if !config.subjects.iter().any(|filter| covers(filter, subjects)) {
+    if !config.subjects.iter().any(|filter| covers(filter, published)) {
         return Fitness::Unfit(format!(
-            "the stream {name} takes the subjects {:?}, none of which covers {subjects}: add {subjects} to its \
-             subjects (or delete it, and the sink creates it)",
+            "the stream {name} takes the subjects {:?}, none of which covers every subject the sink \
+             publishes ({published}): add {SUBJECTS} to its subjects (or delete it, and the sink creates it)",
             config.subjects
         ));
     }
@@ -75,7 +79,7 @@ pub fn covers(filter: &str, subjects: &str) -> bool {
 mod tests {
     use super::*;
 
-    const SUBJECTS: &str = "custody.events.>";
+    const PUBLISHED: &str = crate::events::subject::PUBLISHED;
     const WINDOW: Duration = Duration::from_secs(600);
 
     #[test]
@@ -86,15 +90,18 @@ mod tests {
             (">", true),
             ("*.events.>", true),
             ("custody.*.>", true),
+            ("custody.events.*.*", true),
+            ("custody.events.*.>", true),
             ("custody.events.*", false),
+            ("custody.events.*.*.*", false),
+            ("custody.events.*.deposit_v2", false),
             ("custody.events.acme.>", false),
             ("custody.events", false),
             ("custody.other.>", false),
-            ("custody.events.*.*", false),
             ("", false),
         ];
         for (filter, covered) in table {
-            assert_eq!(covers(filter, SUBJECTS), covered, "{filter}");
+            assert_eq!(covers(filter, PUBLISHED), covered, "{filter}");
         }
         assert!(covers("a.b", "a.b") && !covers("a.b", "a.b.c") && !covers("a.b.c", "a.b"));
     }
@@ -116,9 +123,9 @@ mod tests {
 
     #[test]
     fn a_stream_as_the_sink_creates_it_is_fit() {
-        assert_eq!(judge(&config(|_| {}), SUBJECTS, WINDOW), Fitness::Fit(vec![]));
+        assert_eq!(judge(&config(|_| {}), PUBLISHED, WINDOW), Fitness::Fit(vec![]));
         let wider = config(|c| c.subjects = vec!["audit.>".into(), "custody.>".into()]);
-        assert_eq!(judge(&wider, SUBJECTS, WINDOW), Fitness::Fit(vec![]));
+        assert_eq!(judge(&wider, PUBLISHED, WINDOW), Fitness::Fit(vec![]));
     }
 
     #[test]
@@ -130,7 +137,7 @@ mod tests {
             ("no_ack", |c| c.no_ack = true),
         ];
         for (why, change) in cases {
-            match judge(&config(change), SUBJECTS, WINDOW) {
+            match judge(&config(change), PUBLISHED, WINDOW) {
                 Fitness::Unfit(reason) => assert!(reason.contains(why), "{reason}"),
                 fit => panic!("{why}: {fit:?}"),
             }
@@ -145,7 +152,7 @@ mod tests {
             ("drops duplicates for 5s", |c| c.duplicate_window = Duration::from_secs(5)),
         ];
         for (why, change) in cases {
-            match judge(&config(change), SUBJECTS, WINDOW) {
+            match judge(&config(change), PUBLISHED, WINDOW) {
                 Fitness::Fit(warnings) => {
                     assert!(warnings.len() == 1 && warnings[0].contains(why), "{why}: {warnings:?}")
                 }
@@ -154,7 +161,7 @@ mod tests {
         }
         let work_queue = config(|c| c.retention = RetentionPolicy::WorkQueue);
         assert_eq!(
-            judge(&work_queue, SUBJECTS, WINDOW),
+            judge(&work_queue, PUBLISHED, WINDOW),
             Fitness::Fit(vec![]),
             "a work queue is a consumer's choice"
         );
