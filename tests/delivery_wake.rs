@@ -1,5 +1,6 @@
 //! On PostgreSQL a delivery worker claims an event the moment any process
-//! commits it, whatever its kind, without waiting for its poll.
+//! commits it, whatever its kind, without waiting for its poll, even when
+//! the writer's clock runs ahead of the database's.
 
 mod common;
 
@@ -19,16 +20,52 @@ use custody_indexer::{
     identity::Event,
     store::{Change, Store},
 };
+use sqlx::{Connection, Executor, PgConnection};
 use tokio_util::sync::CancellationToken;
 
 #[tokio::test]
 async fn an_event_committed_by_another_process_is_delivered_without_waiting_for_the_poll() {
     let db = TestDb::new(Backend::Postgres).await;
+    suspension_is_delivered_at_once(&db.url, &db.store).await;
+}
+
+#[tokio::test]
+async fn a_writer_whose_clock_runs_ahead_of_the_database_still_wakes_the_worker() {
+    let db = TestDb::new(Backend::Postgres).await;
+    // Every later connection reads a database clock an hour behind the
+    // instances' own: `clock_timestamp()` resolves to this function first.
+    let mut admin = PgConnection::connect(&db.url).await.unwrap();
+    let database: String =
+        sqlx::query_scalar("SELECT current_database()").fetch_one(&mut admin).await.unwrap();
+    let statements = [
+        "CREATE SCHEMA slow_clock".to_string(),
+        "CREATE FUNCTION slow_clock.clock_timestamp() RETURNS timestamptz LANGUAGE sql \
+         AS $$ SELECT pg_catalog.clock_timestamp() - interval '1 hour' $$"
+            .to_string(),
+        format!("ALTER DATABASE {database} SET search_path = public, slow_clock, pg_catalog"),
+    ];
+    for statement in statements {
+        admin.execute(statement.as_str()).await.unwrap();
+    }
+    admin.close().await.unwrap();
+    let mut probe = PgConnection::connect(&db.url).await.unwrap();
+    let behind: f64 =
+        sqlx::query_scalar("SELECT CAST(EXTRACT(EPOCH FROM now() - clock_timestamp()) AS float8)")
+            .fetch_one(&mut probe)
+            .await
+            .unwrap();
+    assert!(behind > 3_500.0, "the database's clock is an hour behind: {behind} s");
+    let writer = common::db::unlocked(&Store::open(&db.url).await.unwrap()).await;
+    suspension_is_delivered_at_once(&db.url, &writer).await;
+}
+
+/// A worker of its own process, polling once a minute, gets the event of an
+/// identity that `writer` suspends within seconds.
+async fn suspension_is_delivered_at_once(url: &str, writer: &Store) {
     let receiver = Receiver::start().await;
     let secret = Secret::generate();
-    db.store.create_webhook("default", &receiver.url, "ledger", secret.expose()).await.unwrap();
-    // The worker's process: a store of its own, polling once a minute.
-    let worker_store = common::db::unlocked(&Store::open(&db.url).await.unwrap()).await;
+    writer.create_webhook("default", &receiver.url, "ledger", secret.expose()).await.unwrap();
+    let worker_store = common::db::unlocked(&Store::open(url).await.unwrap()).await;
     let config = DeliveryConfig {
         poll: Duration::from_secs(60),
         policy: Policy { allow_private: true },
@@ -39,7 +76,7 @@ async fn an_event_committed_by_another_process_is_delivered_without_waiting_for_
     // Its first claim finds nothing: the next is a minute away.
     tokio::time::sleep(Duration::from_secs(1)).await;
     // Another process suspends an identity: an event that is not a deposit's.
-    common::identity(&db.store, "default", "identity-1").await;
+    common::identity(writer, "default", "identity-1").await;
     let suspend = Change {
         organization: "default",
         identity_id: "identity-1",
@@ -48,7 +85,7 @@ async fn an_event_committed_by_another_process_is_delivered_without_waiting_for_
         reason: None,
     };
     let unsent = |_| unreachable!("no transfers");
-    db.store.change_identity(&suspend, &unsent).await.unwrap();
+    writer.change_identity(&suspend, &unsent).await.unwrap();
     let suspended = || receiver.received().iter().any(|r| r.json()["type"] == "identity_status_update");
     eventually(Duration::from_secs(10), "the identity's event delivered before the poll", || async {
         suspended().then_some(())

@@ -3,11 +3,13 @@
 //! delivery's `lease_until`), so there every lease time is the database's
 //! clock, read by the statement that writes or compares it: an instance whose
 //! own clock runs fast cannot take over a live lease, nor can one whose clock
-//! runs slow renew its lease into the past. SQLite serves a single `run`,
+//! runs slow renew its lease into the past. A delivery queued or sent again
+//! is due by the same clock, so one instance's wake-up finds what another
+//! just queued, whatever their clocks say. SQLite serves a single `run`,
 //! and its file is on that instance's machine: its own [`Clock`] is bound
 //! instead.
 
-use sqlx::{Any, any::AnyArguments, query::Query};
+use sqlx::{Any, Transaction, any::AnyArguments, query::Query};
 
 use super::{Backend, Store, now_micros};
 
@@ -36,6 +38,14 @@ impl Clock {
 /// a condition it is read for every row, and no index can serve the
 /// condition).
 const POSTGRES_NOW: &str = "(SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000 AS BIGINT))";
+
+/// "Now" by the database's clock, for a row written in `tx` that lease
+/// statements compare with theirs (a delivery's `next_attempt_at`): an
+/// expression on PostgreSQL; `None` on SQLite, where the writer binds its own
+/// clock, the one its claims use.
+pub(super) fn database_now(tx: &mut Transaction<'static, Any>) -> Option<&'static str> {
+    (!(**tx).backend_name().eq_ignore_ascii_case("sqlite")).then_some(POSTGRES_NOW)
+}
 
 impl Store {
     /// This handle with its own clock replaced.

@@ -277,17 +277,16 @@ impl Store {
     /// Sends a dead-lettered delivery again, with a fresh retry schedule. Its
     /// past attempts stay recorded.
     pub async fn redeliver(&self, id: &str) -> Result<(), StoreError> {
-        let now = now_micros();
-        let updated = sqlx::query(
-            "UPDATE deliveries SET state = 'PENDING', attempts = 0, next_attempt_at = $1, updated_at = $1,
+        // Due now by the clock the claims compare with (see `clock`).
+        let sql = format!(
+            "UPDATE deliveries SET state = 'PENDING', attempts = 0, next_attempt_at = {}, updated_at = $1,
                 lease_owner = NULL, lease_until = NULL
              WHERE id = $2 AND state = 'FAILED'
                AND webhook_id IN (SELECT id FROM webhooks WHERE status = 'ACTIVE')",
-        )
-        .bind(now)
-        .bind(id)
-        .execute(&self.pool)
-        .await?;
+            self.lease_now(3)
+        );
+        let query = sqlx::query(&sql).bind(now_micros()).bind(id);
+        let updated = self.bind_lease_now(query).execute(&self.pool).await?;
         if updated.rows_affected() == 0 {
             return Err(StoreError::NotFound(format!("failed delivery {id} of an active webhook")));
         }
