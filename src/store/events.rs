@@ -9,6 +9,7 @@ use sqlx::{Any, Row, Transaction};
 
 use super::{
     Store, StoreError,
+    clock::database_now,
     deposit_rows::{ChangedDeposit, read_changed},
     params::{Params, recurs},
     time,
@@ -160,9 +161,7 @@ pub(super) async fn append(
         }
     }
     let numbered: Vec<(i64, &NewEvent)> = (first..).zip(events).collect();
-    let mut params = Params::of(tx);
-    let size = params.rows_per_statement(7);
-    if params.json() {
+    if Params::of(tx).json() {
         insert_json(tx, &numbered, now).await?;
     } else {
         insert_values(tx, &numbered, now).await?;
@@ -171,10 +170,30 @@ pub(super) async fn append(
         .iter()
         .flat_map(|(seq, e)| webhooks[e.organization].iter().map(move |w| (*seq, w.as_str(), e.resource_id)))
         .collect();
+    queue_deliveries(tx, &deliveries, now).await
+}
+
+/// Inserts `(event seq, webhook, resource)` deliveries, due at once. On
+/// PostgreSQL they are due by the database's clock, which the claims compare
+/// with: a writer whose clock runs ahead would otherwise queue them in the
+/// future, and a worker woken by their commit would find nothing due.
+async fn queue_deliveries(
+    tx: &mut Transaction<'static, Any>,
+    deliveries: &[(i64, &str, &str)],
+    now: i64,
+) -> Result<(), StoreError> {
+    let due = database_now(tx);
+    let mut params = Params::of(tx);
+    let size = params.rows_per_statement(7);
     for chunk in deliveries.chunks(size) {
         params.restart();
-        let values: Vec<String> =
-            chunk.iter().map(|_| format!("({}, 'PENDING', 0, {})", params.take(4), params.take(3))).collect();
+        let values: Vec<String> = chunk
+            .iter()
+            .map(|_| match due {
+                Some(due) => format!("({}, 'PENDING', 0, {due}, {})", params.take(4), params.take(2)),
+                None => format!("({}, 'PENDING', 0, {})", params.take(4), params.take(3)),
+            })
+            .collect();
         let sql = format!(
             "INSERT INTO deliveries (id, event_seq, webhook_id, resource_id, state, attempts, next_attempt_at,
                 created_at, updated_at) VALUES {}",
@@ -182,14 +201,11 @@ pub(super) async fn append(
         );
         let mut query = sqlx::query(&sql).persistent(recurs(chunk.len(), size));
         for (seq, webhook, resource) in chunk {
-            query = query
-                .bind(uuid::Uuid::now_v7().to_string())
-                .bind(*seq)
-                .bind(*webhook)
-                .bind(*resource)
-                .bind(now)
-                .bind(now)
-                .bind(now);
+            query = query.bind(uuid::Uuid::now_v7().to_string()).bind(*seq).bind(*webhook).bind(*resource);
+            if due.is_none() {
+                query = query.bind(now);
+            }
+            query = query.bind(now).bind(now);
         }
         query.execute(&mut **tx).await?;
     }
@@ -227,7 +243,7 @@ async fn insert_values(
     Ok(())
 }
 
-/// An event's row, named as `json_to_recordset` reads it.
+/// An event's row but its payload, named as `json_to_recordset` reads it.
 #[derive(Serialize)]
 struct EventRow<'a> {
     seq: i64,
@@ -236,36 +252,43 @@ struct EventRow<'a> {
     #[serde(rename = "type")]
     kind: &'a str,
     resource_id: &'a str,
-    payload: &'a str,
     created_at: i64,
 }
 
 /// Inserts the events on PostgreSQL, a thousand a statement, each
-/// statement's rows as one JSON array (see `Params::json`).
+/// statement's rows as one JSON array (see `Params::json`). A payload,
+/// already JSON, goes in the array as it is and comes out of a `json` field
+/// as the same text, so neither side escapes it as a string.
 async fn insert_json(
     tx: &mut Transaction<'static, Any>,
     numbered: &[(i64, &NewEvent<'_>)],
     now: i64,
 ) -> Result<(), StoreError> {
     let sql = format!(
-        "{INSERT_EVENTS} SELECT seq, id, organization_id, type, resource_id, payload, created_at
+        "{INSERT_EVENTS} SELECT seq, id, organization_id, type, resource_id, CAST(payload AS text), created_at
          FROM json_to_recordset(CAST($1 AS json)) AS r(seq bigint, id text, organization_id text,
-            type text, resource_id text, payload text, created_at bigint)"
+            type text, resource_id text, payload json, created_at bigint)"
     );
     for chunk in numbered.chunks(1_000) {
-        let rows: Vec<EventRow> = chunk
-            .iter()
-            .map(|(seq, e)| EventRow {
+        let mut json = String::with_capacity(chunk.iter().map(|(_, e)| e.payload.len() + 256).sum());
+        for (seq, e) in chunk {
+            let row = EventRow {
                 seq: *seq,
                 id: &e.id,
                 organization_id: e.organization,
                 kind: e.kind,
                 resource_id: e.resource_id,
-                payload: &e.payload,
                 created_at: now,
-            })
-            .collect();
-        let json = serde_json::to_string(&rows).map_err(|e| StoreError::Invalid(e.to_string()))?;
+            };
+            let row = serde_json::to_string(&row).map_err(|e| StoreError::Invalid(e.to_string()))?;
+            // `{…}` becomes `{…,"payload":<payload>}`.
+            json.push(if json.is_empty() { '[' } else { ',' });
+            json.push_str(&row[..row.len() - 1]);
+            json.push_str(",\"payload\":");
+            json.push_str(&e.payload);
+            json.push('}');
+        }
+        json.push(']');
         sqlx::query(&sql).bind(json).execute(&mut **tx).await?;
     }
     Ok(())
