@@ -1,5 +1,6 @@
 //! The deposit store on both backends: accounts, idempotent scans, the
-//! cursor's compare-and-set, reorg rewinds and orphan settlement.
+//! cursor's compare-and-set, reorg rewinds and orphan settlement, and the
+//! events they announce.
 
 mod common;
 
@@ -10,7 +11,8 @@ use custody_indexer::{
     amount::Amount,
     chain::Chain,
     deposit::{DepositStatus, Detected, Position, SourceType, TokenTransfer},
-    store::{BlockRef, CursorMove, NewAccount, Rewind, ScanCommit, Store, StoreError},
+    identity::{Event as IdentityEvent, State, Type},
+    store::{BlockRef, Change, CursorMove, NewAccount, NewIdentity, Rewind, ScanCommit, Store, StoreError},
 };
 
 const ALICE: &str = "0x1111111111111111111111111111111111111111";
@@ -359,6 +361,34 @@ async fn every_deposit_event_carries_the_deposit_as_stored() {
         assert_eq!(revived.len(), 1);
         assert_eq!(store.deposit(&revived[0].0).await.unwrap().status, DepositStatus::Pending);
         events_tell_what_is_stored(&store, backend).await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_event_whose_payload_holds_a_nul_character_is_stored_and_served() {
+    each_backend(|store, backend| async move {
+        let new = NewIdentity {
+            organization: "default".into(),
+            id: "nul".into(),
+            request_id: None,
+            kind: Type::Individual,
+            label: "before\u{0}after".into(),
+            state: State::Active { rfi: false },
+            actor: "operator:test".into(),
+        };
+        store.create_identity(&new).await.unwrap();
+        let suspend = Change {
+            organization: "default",
+            identity_id: "nul",
+            event: IdentityEvent::Suspended,
+            actor: "operator:test",
+            reason: None,
+        };
+        store.change_identity(&suspend, &|_| unreachable!("no transfers")).await.unwrap();
+        let events = store.events_after("default", None, 100).await.unwrap();
+        let served = serde_json::to_string(&events.last().unwrap().envelope).unwrap();
+        assert!(served.contains("before\\u0000after"), "the label, as given, {backend:?}: {served}");
     })
     .await;
 }

@@ -3,9 +3,10 @@
 //! delivery's `lease_until`), so there every lease time is the database's
 //! clock, read by the statement that writes or compares it: an instance whose
 //! own clock runs fast cannot take over a live lease, nor can one whose clock
-//! runs slow renew its lease into the past. A delivery queued or sent again
+//! runs slow renew its lease into the past. A delivery queued or redelivered
 //! is due by the same clock, so one instance's wake-up finds what another
-//! just queued, whatever their clocks say. SQLite serves a single `run`,
+//! just queued, whatever their clocks say. (A retry is due by the clock of
+//! the worker that scheduled it.) SQLite serves a single `run`,
 //! and its file is on that instance's machine: its own [`Clock`] is bound
 //! instead.
 
@@ -41,8 +42,8 @@ const POSTGRES_NOW: &str = "(SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) *
 
 /// "Now" by the database's clock, for a row written in `tx` that lease
 /// statements compare with theirs (a delivery's `next_attempt_at`): an
-/// expression on PostgreSQL; `None` on SQLite, where the writer binds its own
-/// clock, the one its claims use.
+/// expression on PostgreSQL; `None` on SQLite, where the one process that
+/// writes binds the time itself.
 pub(super) fn database_now(tx: &mut Transaction<'static, Any>) -> Option<&'static str> {
     (!(**tx).backend_name().eq_ignore_ascii_case("sqlite")).then_some(POSTGRES_NOW)
 }

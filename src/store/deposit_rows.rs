@@ -18,8 +18,8 @@ use crate::{
 pub(super) const DEPOSIT_COLUMNS: &str = "id, dedup_key, chain, tx_hash, account_id, account_address, source_address, \
      source_type, source_account_id, currency_symbol, amount_raw, decimals, status, created_at, confirmed_at";
 
-/// A deposit as a statement of the current transaction left it, read from
-/// that statement's `RETURNING` (see [`CHANGED_COLUMNS`]).
+/// A deposit as a statement of the current transaction left it: read back
+/// with [`changed_columns`], or as the upsert inserted it.
 pub(super) struct ChangedDeposit {
     pub deposit: Deposit,
     pub organization: String,
@@ -30,8 +30,7 @@ pub(super) struct ChangedDeposit {
     pub announced_column: Option<DepositStatus>,
 }
 
-/// What a statement on `deposits` returns to announce its rows without
-/// reading them again.
+/// The columns a changed deposit is announced from.
 pub(super) fn changed_columns() -> String {
     format!(
         "{}, announced_status,

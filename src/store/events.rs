@@ -11,7 +11,7 @@ use super::{
     Store, StoreError,
     clock::database_now,
     deposit_rows::{ChangedDeposit, read_changed},
-    params::{Params, recurs},
+    params::{JSON_ROWS, Params, recurs},
     time,
 };
 use crate::events::{DEPOSIT_V2, Event};
@@ -184,7 +184,7 @@ async fn queue_deliveries(
 ) -> Result<(), StoreError> {
     let due = database_now(tx);
     let mut params = Params::of(tx);
-    let size = params.rows_per_statement(7);
+    let size = params.rows_per_statement(if due.is_some() { 6 } else { 7 });
     for chunk in deliveries.chunks(size) {
         params.restart();
         let values: Vec<String> = chunk
@@ -243,7 +243,7 @@ async fn insert_values(
     Ok(())
 }
 
-/// An event's row but its payload, named as `json_to_recordset` reads it.
+/// An event's row, named as `json_to_recordset` reads it.
 #[derive(Serialize)]
 struct EventRow<'a> {
     seq: i64,
@@ -252,43 +252,39 @@ struct EventRow<'a> {
     #[serde(rename = "type")]
     kind: &'a str,
     resource_id: &'a str,
+    /// A JSON string, not an object: read as `json`, PostgreSQL would refuse
+    /// a payload holding `\u0000` (text cannot hold it), which a string keeps
+    /// escaped.
+    payload: &'a str,
     created_at: i64,
 }
 
-/// Inserts the events on PostgreSQL, a thousand a statement, each
-/// statement's rows as one JSON array (see `Params::json`). A payload,
-/// already JSON, goes in the array as it is and comes out of a `json` field
-/// as the same text, so neither side escapes it as a string.
+/// Inserts the events on PostgreSQL, each statement's rows as one JSON array
+/// (see [`Params::json`]).
 async fn insert_json(
     tx: &mut Transaction<'static, Any>,
     numbered: &[(i64, &NewEvent<'_>)],
     now: i64,
 ) -> Result<(), StoreError> {
     let sql = format!(
-        "{INSERT_EVENTS} SELECT seq, id, organization_id, type, resource_id, CAST(payload AS text), created_at
+        "{INSERT_EVENTS} SELECT seq, id, organization_id, type, resource_id, payload, created_at
          FROM json_to_recordset(CAST($1 AS json)) AS r(seq bigint, id text, organization_id text,
-            type text, resource_id text, payload json, created_at bigint)"
+            type text, resource_id text, payload text, created_at bigint)"
     );
-    for chunk in numbered.chunks(1_000) {
-        let mut json = String::with_capacity(chunk.iter().map(|(_, e)| e.payload.len() + 256).sum());
-        for (seq, e) in chunk {
-            let row = EventRow {
+    for chunk in numbered.chunks(JSON_ROWS) {
+        let rows: Vec<EventRow> = chunk
+            .iter()
+            .map(|(seq, e)| EventRow {
                 seq: *seq,
                 id: &e.id,
                 organization_id: e.organization,
                 kind: e.kind,
                 resource_id: e.resource_id,
+                payload: &e.payload,
                 created_at: now,
-            };
-            let row = serde_json::to_string(&row).map_err(|e| StoreError::Invalid(e.to_string()))?;
-            // `{…}` becomes `{…,"payload":<payload>}`.
-            json.push(if json.is_empty() { '[' } else { ',' });
-            json.push_str(&row[..row.len() - 1]);
-            json.push_str(",\"payload\":");
-            json.push_str(&e.payload);
-            json.push('}');
-        }
-        json.push(']');
+            })
+            .collect();
+        let json = serde_json::to_string(&rows).map_err(|e| StoreError::Invalid(e.to_string()))?;
         sqlx::query(&sql).bind(json).execute(&mut **tx).await?;
     }
     Ok(())

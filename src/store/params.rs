@@ -15,6 +15,10 @@ use sqlx::{Any, Transaction};
 /// statements written with `$N`): small enough for SQLite's quadratic lookup.
 pub(super) const NUMBERED: usize = 200;
 
+/// Rows per statement where they go as one JSON array (see
+/// [`Params::json`]).
+pub(super) const JSON_ROWS: usize = 1_000;
+
 /// Parameters per statement on SQLite with anonymous parameters: well under
 /// its limit of 32,766, large enough that a range's rows take a few
 /// statements.

@@ -1,5 +1,6 @@
 //! The deposits of a committed scan, written in multi-row upserts that
-//! return the rows they changed, so announcing them reads nothing back.
+//! return the keys of the rows they changed: an inserted row is announced
+//! from what was bound, and only updated ones are read back.
 
 use foldhash::{HashMap, HashMapExt};
 
@@ -13,7 +14,7 @@ use sqlx::{
 use super::{
     StoreError,
     deposit_rows::{ChangedDeposit, read_changed},
-    params::{Params, recurs},
+    params::{JSON_ROWS, Params, recurs},
     scan::ScanCommit,
     time, to_i64,
 };
@@ -64,10 +65,6 @@ pub(super) async fn upsert_deposits(
     }
     Ok(changed)
 }
-
-/// Rows per statement on PostgreSQL, where they travel as one JSON
-/// parameter.
-const JSON_ROWS: usize = 1_000;
 
 /// What a chunk's upsert changed, in the scan's order: the rows it inserted
 /// as they were bound, the rows it updated read back.
