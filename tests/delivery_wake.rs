@@ -1,6 +1,7 @@
 //! On PostgreSQL a delivery worker claims an event the moment any process
 //! commits it, whatever its kind, without waiting for its poll, even when
-//! the writer's clock runs ahead of the database's.
+//! the writer's clock runs ahead of the database's; and a retry waits its
+//! backoff by the database's clock.
 
 mod common;
 
@@ -32,8 +33,46 @@ async fn an_event_committed_by_another_process_is_delivered_without_waiting_for_
 #[tokio::test]
 async fn a_writer_whose_clock_runs_ahead_of_the_database_still_wakes_the_worker() {
     let db = TestDb::new(Backend::Postgres).await;
-    // Every later connection reads a database clock an hour behind the
-    // instances' own: `clock_timestamp()` resolves to this function first.
+    let writer = with_clock_an_hour_behind(&db).await;
+    suspension_is_delivered_at_once(&db.url, &writer).await;
+}
+
+#[tokio::test]
+async fn a_retry_waits_its_backoff_by_the_database_clock_not_the_workers() {
+    let db = TestDb::new(Backend::Postgres).await;
+    let store = with_clock_an_hour_behind(&db).await;
+    let receiver = Receiver::start().await;
+    store.create_webhook("default", &receiver.url, "ledger", Secret::generate().expose()).await.unwrap();
+    receiver.fail_next(1, 500);
+    let config = DeliveryConfig {
+        schedule: vec![Duration::from_secs(1)],
+        policy: Policy { allow_private: true },
+        ..DeliveryConfig::default()
+    };
+    let shutdown = CancellationToken::new();
+    let worker = tokio::spawn(delivery::run(store.clone(), config, shutdown.clone()));
+    common::identity(&store, "default", "identity-1").await;
+    let suspend = Change {
+        organization: "default",
+        identity_id: "identity-1",
+        event: Event::Suspended,
+        actor: "operator:test",
+        reason: None,
+    };
+    store.change_identity(&suspend, &|_| unreachable!("no transfers")).await.unwrap();
+    // A worker whose clock is an hour ahead would have put the retry an hour away.
+    eventually(Duration::from_secs(15), "the event delivered at its retry, a second later", || async {
+        (receiver.received().len() == 2 && receiver.delivered().len() == 1).then_some(())
+    })
+    .await;
+    shutdown.cancel();
+    worker.await.unwrap();
+}
+
+/// A store of `db`, whose connections from now on read a database clock an
+/// hour behind the instances' own: `clock_timestamp()` resolves to a
+/// function of the test's first.
+async fn with_clock_an_hour_behind(db: &TestDb) -> Store {
     let mut admin = PgConnection::connect(&db.url).await.unwrap();
     let database: String =
         sqlx::query_scalar("SELECT current_database()").fetch_one(&mut admin).await.unwrap();
@@ -55,8 +94,7 @@ async fn a_writer_whose_clock_runs_ahead_of_the_database_still_wakes_the_worker(
             .await
             .unwrap();
     assert!(behind > 3_500.0, "the database's clock is an hour behind: {behind} s");
-    let writer = common::db::unlocked(&Store::open(&db.url).await.unwrap()).await;
-    suspension_is_delivered_at_once(&db.url, &writer).await;
+    common::db::unlocked(&Store::open(&db.url).await.unwrap()).await
 }
 
 /// A worker of its own process, polling once a minute, gets the event of an

@@ -3,10 +3,10 @@
 //! delivery's `lease_until`), so there every lease time is the database's
 //! clock, read by the statement that writes or compares it: an instance whose
 //! own clock runs fast cannot take over a live lease, nor can one whose clock
-//! runs slow renew its lease into the past. A delivery queued or redelivered
-//! is due by the same clock, so one instance's wake-up finds what another
-//! just queued, whatever their clocks say. (A retry is due by the clock of
-//! the worker that scheduled it.) SQLite serves a single `run`,
+//! runs slow renew its lease into the past. A delivery queued, retried or
+//! redelivered is due by the same clock, so one instance's wake-up finds
+//! what another just queued, and a retry waits its backoff, whatever the
+//! instances' clocks say. SQLite serves a single `run`,
 //! and its file is on that instance's machine: its own [`Clock`] is bound
 //! instead.
 

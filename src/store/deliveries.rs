@@ -8,7 +8,9 @@ use serde::Serialize;
 use sqlx::{Any, AnyConnection, Row, Transaction};
 
 use super::{
-    Backend, Store, StoreError, now_micros,
+    Backend, Store, StoreError,
+    clock::database_now,
+    now_micros,
     params::{CHUNK, placeholders},
     time, webhook_keys,
 };
@@ -319,7 +321,9 @@ impl Store {
 }
 
 /// Moves each delivery of `chunk` to what its attempt's outcome says, in one
-/// statement, where `owner` still holds it; the deliveries it moved.
+/// statement, where `owner` still holds it; the deliveries it moved. A retry
+/// falls due its wait after now by the database's clock on PostgreSQL (see
+/// `clock`), after the attempt on SQLite.
 async fn record_outcomes(
     tx: &mut Transaction<'static, Any>,
     owner: &str,
@@ -328,32 +332,33 @@ async fn record_outcomes(
     let rows: Vec<String> = (0..chunk.len())
         .map(|i| {
             let p = 2 + 7 * i;
-            let [id, state, attempts, next, status, error, at] =
+            let [id, state, attempts, wait, status, error, at] =
                 std::array::from_fn(|k| format!("${}", p + k));
             format!(
-                "SELECT {id} AS id, {state} AS state, {attempts} AS attempts, {next} AS next_at, \
+                "SELECT {id} AS id, {state} AS state, {attempts} AS attempts, {wait} AS wait, \
                  {status} AS status, {error} AS error, {at} AS at"
             )
         })
         .collect();
+    let now = database_now(tx).unwrap_or("v.at");
     let sql = format!(
-        "UPDATE deliveries SET state = v.state, attempts = v.attempts, next_attempt_at = v.next_at,
+        "UPDATE deliveries SET state = v.state, attempts = v.attempts, next_attempt_at = {now} + v.wait,
             lease_owner = NULL, lease_until = NULL, last_status = v.status, last_error = v.error, updated_at = v.at
          FROM ({}) v WHERE deliveries.id = v.id AND deliveries.lease_owner = $1 AND deliveries.state = 'PENDING'
          RETURNING deliveries.id",
         rows.join(" UNION ALL ")
     );
     let query = chunk.iter().fold(sqlx::query(&sql).bind(owner), |query, one| {
-        let (state, next) = match one.outcome {
-            Outcome::Delivered => ("DELIVERED", one.attempt.at),
-            Outcome::Retry(at) => ("PENDING", at),
-            Outcome::Failed | Outcome::Gone => ("FAILED", one.attempt.at),
+        let (state, wait) = match one.outcome {
+            Outcome::Delivered => ("DELIVERED", 0),
+            Outcome::Retry(at) => ("PENDING", at.saturating_sub(one.attempt.at)),
+            Outcome::Failed | Outcome::Gone => ("FAILED", 0),
         };
         query
             .bind(&one.claimed.delivery_id)
             .bind(state)
             .bind(i64::from(one.claimed.attempts) + 1)
-            .bind(next)
+            .bind(wait)
             .bind(one.attempt.status_code.map(i64::from))
             .bind(one.attempt.error.as_deref())
             .bind(one.attempt.at)
