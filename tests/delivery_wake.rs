@@ -51,15 +51,7 @@ async fn a_retry_waits_its_backoff_by_the_database_clock_not_the_workers() {
     };
     let shutdown = CancellationToken::new();
     let worker = tokio::spawn(delivery::run(store.clone(), config, shutdown.clone()));
-    common::identity(&store, "default", "identity-1").await;
-    let suspend = Change {
-        organization: "default",
-        identity_id: "identity-1",
-        event: Event::Suspended,
-        actor: "operator:test",
-        reason: None,
-    };
-    store.change_identity(&suspend, &|_| unreachable!("no transfers")).await.unwrap();
+    suspend_an_identity(&store).await;
     // A worker whose clock is an hour ahead would have put the retry an hour away.
     eventually(Duration::from_secs(15), "the event delivered at its retry, a second later", || async {
         (receiver.received().len() == 2 && receiver.delivered().len() == 1).then_some(())
@@ -114,16 +106,7 @@ async fn suspension_is_delivered_at_once(url: &str, writer: &Store) {
     // Its first claim finds nothing: the next is a minute away.
     tokio::time::sleep(Duration::from_secs(1)).await;
     // Another process suspends an identity: an event that is not a deposit's.
-    common::identity(writer, "default", "identity-1").await;
-    let suspend = Change {
-        organization: "default",
-        identity_id: "identity-1",
-        event: Event::Suspended,
-        actor: "operator:test",
-        reason: None,
-    };
-    let unsent = |_| unreachable!("no transfers");
-    writer.change_identity(&suspend, &unsent).await.unwrap();
+    suspend_an_identity(writer).await;
     let suspended = || receiver.received().iter().any(|r| r.json()["type"] == "identity_status_update");
     eventually(Duration::from_secs(10), "the identity's event delivered before the poll", || async {
         suspended().then_some(())
@@ -131,4 +114,17 @@ async fn suspension_is_delivered_at_once(url: &str, writer: &Store) {
     .await;
     shutdown.cancel();
     worker.await.unwrap();
+}
+
+/// Creates an identity and suspends it: one `identity_status_update` event.
+async fn suspend_an_identity(store: &Store) {
+    common::identity(store, "default", "identity-1").await;
+    let suspend = Change {
+        organization: "default",
+        identity_id: "identity-1",
+        event: Event::Suspended,
+        actor: "operator:test",
+        reason: None,
+    };
+    store.change_identity(&suspend, &|_| unreachable!("no transfers")).await.unwrap();
 }

@@ -45,7 +45,7 @@ const POSTGRES_NOW: &str = "(SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) *
 /// expression on PostgreSQL; `None` on SQLite, where the one process that
 /// writes binds the time itself.
 pub(super) fn database_now(tx: &mut Transaction<'static, Any>) -> Option<&'static str> {
-    (!(**tx).backend_name().eq_ignore_ascii_case("sqlite")).then_some(POSTGRES_NOW)
+    (Backend::of(tx) == Backend::Postgres).then_some(POSTGRES_NOW)
 }
 
 impl Store {

@@ -130,6 +130,13 @@ pub enum Backend {
     Postgres,
 }
 
+impl Backend {
+    /// The database `tx` runs on.
+    fn of(tx: &mut sqlx::Transaction<'static, sqlx::Any>) -> Self {
+        if (**tx).backend_name().eq_ignore_ascii_case("sqlite") { Backend::Sqlite } else { Backend::Postgres }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Store {
     pool: AnyPool,

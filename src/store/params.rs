@@ -11,6 +11,8 @@
 
 use sqlx::{Any, Transaction};
 
+use super::Backend;
+
 /// Parameters per statement where they are numbered (PostgreSQL, and SQLite
 /// statements written with `$N`): small enough for SQLite's quadratic lookup.
 pub(super) const NUMBERED: usize = 200;
@@ -33,7 +35,7 @@ pub(super) struct Params {
 impl Params {
     /// For statements on `tx`'s connection.
     pub(super) fn of(tx: &mut Transaction<'static, Any>) -> Self {
-        let anonymous = (**tx).backend_name().eq_ignore_ascii_case("sqlite");
+        let anonymous = Backend::of(tx) == Backend::Sqlite;
         Self { anonymous, next: 1 }
     }
 

@@ -25,7 +25,7 @@ const NOTIFY: &str = "NOTIFY custody_outbox";
 /// Asks PostgreSQL to wake the listeners once `tx` commits (one
 /// notification per transaction, however many events it appends).
 pub(super) async fn on_commit(tx: &mut Transaction<'static, Any>) -> Result<(), StoreError> {
-    if !(**tx).backend_name().eq_ignore_ascii_case("sqlite") {
+    if Backend::of(tx) == Backend::Postgres {
         sqlx::query(NOTIFY).execute(&mut **tx).await?;
     }
     Ok(())
