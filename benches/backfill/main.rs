@@ -14,7 +14,8 @@
 //!
 //! `cargo bench --bench backfill` (`BENCH_CASE=sparse|dense`, `BENCH_BLOCKS`,
 //! `BENCH_TOKEN_TRANSFERS`, `BENCH_NATIVE_TRANSFERS`, `BENCH_MAX_ADDRESSES`,
-//! `BENCH_DENSE_BLOCKS`, `BENCH_ROUNDS` change it).
+//! `BENCH_DENSE_BLOCKS`, `BENCH_ROUNDS` change it; `BENCH_STORE=sqlite|postgres`
+//! runs the dense case on one store).
 
 #[path = "../../tests/common/mod.rs"]
 mod common;
@@ -106,7 +107,9 @@ async fn dense() {
         "{:>10} | {:>9} | {:>10} | {:>10} | {:>10} | {:>8}",
         "store", "ceiling s", "backfill s", "÷ ceiling", "deposits/s", "peak MB"
     );
-    for backend in BACKENDS {
+    let only = std::env::var("BENCH_STORE").unwrap_or_default().to_lowercase();
+    for backend in BACKENDS.into_iter().filter(|b| only.is_empty() || format!("{b:?}").to_lowercase() == only)
+    {
         let template = run::template(backend, &chain, shape.recipients).await;
         let (ceiling, scan, peak) =
             measure(rounds, &chain, &template, dir.path(), DENSE, || ceiling::everything(&chain)).await;
