@@ -194,9 +194,39 @@ pub fn rfc3339_opt<S: Serializer>(time: &Option<DateTime<Utc>>, serializer: S) -
 }
 
 impl Position {
+    /// The position as the natural key stores it. A token transfer's and an
+    /// SPL balance rise's readable form is a hundred-odd characters, so it is
+    /// stored as its kind and a digest of that form ([`compact_key`]): the
+    /// unique index holds a short entry per deposit. The others are short
+    /// already and stored as they read.
     pub fn key(&self) -> String {
-        self.to_string()
+        match self {
+            Position::Log(_) | Position::Token { .. } => compact_key(&self.to_string()),
+            _ => self.to_string(),
+        }
     }
+}
+
+/// The bytes of SHA-256 a compact key keeps: 128 bits.
+const COMPACT_DIGEST_BYTES: usize = 16;
+
+/// The stored key of a readable position (`log:USDC:0x…:0x…:8000000000:0`,
+/// `spl:<owner>:<mint>`): its kind, a colon and the URL-safe base64 of the
+/// first 128 bits of the SHA-256 of the whole readable form, 26 characters
+/// in all (`log:Qm9…`). The digest has no colon, so a readable form (which
+/// has at least two) is never mistaken for a stored key, and a position
+/// without a second colon (`native`, a key already compact) is returned as
+/// it is. Two transfers of one transaction share a key only if SHA-256
+/// collides on 128 bits, which takes about 2^64 attempts to force.
+pub fn compact_key(readable: &str) -> String {
+    use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
+    use sha2::{Digest, Sha256};
+    let Some((kind, rest)) = readable.split_once(':') else { return readable.to_string() };
+    if !rest.contains(':') {
+        return readable.to_string();
+    }
+    let digest = Sha256::digest(readable.as_bytes());
+    format!("{kind}:{}", URL_SAFE_NO_PAD.encode(&digest[..COMPACT_DIGEST_BYTES]))
 }
 
 impl fmt::Display for Position {

@@ -425,3 +425,97 @@ async fn token_deposits_stored_before_the_upgrade_keep_their_identity() {
         assert_eq!(source("t4"), (SourceType::OnChain, None));
     }
 }
+
+// ---- The upgrade: long positions stored before they were compact. ----
+
+/// A transfer of one of the platform's own transactions, as stored before.
+async fn insert_own_old(url: &str, tx: u8, position: &str) {
+    let pool = AnyPool::connect(url).await.unwrap();
+    sqlx::query(
+        "INSERT INTO own_transfers (chain, tx_hash, position, kind, account_id, account_address, source_address,
+            currency_symbol, amount_raw, decimals, block_number, block_hash, created_at, recorded_at)
+         VALUES ($1, $2, $3, 'TOP_UP', 'alice', $4, $5, 'USDC', '7', 6, 10, '0xb10', 0, 0)",
+    )
+    .bind(CHAIN.as_str())
+    .bind(format!("0x{tx:064x}"))
+    .bind(position)
+    .bind(RECEIVER)
+    .bind(SENDER)
+    .execute(&pool)
+    .await
+    .unwrap();
+    pool.close().await;
+}
+
+async fn stored_positions(url: &str, table: &str) -> BTreeSet<String> {
+    let pool = AnyPool::connect(url).await.unwrap();
+    let sql = format!("SELECT position FROM {table}");
+    let positions = sqlx::query_scalar(&sql).fetch_all(&pool).await.unwrap();
+    pool.close().await;
+    positions.into_iter().collect()
+}
+
+#[tokio::test]
+async fn long_positions_stored_before_the_upgrade_are_compacted_and_found_again() {
+    for backend in BACKENDS {
+        let db = TestDb::migrated_before(backend, 30).await;
+        let store = &common::db::unlocked(&db.store).await;
+        add_to(store, "default", "alice", RECEIVER, CHAIN).await;
+        let transfers = [decoded(1, 5, 0, 10), decoded(1, 5, 1, 10), decoded(1, 6, 0, 10)];
+        for (i, d) in transfers.iter().enumerate() {
+            let (id, raw, position) = (format!("t{i}"), d.amount.raw().to::<u64>(), d.position.to_string());
+            assert!(position.starts_with("log:USDC:0x"), "the readable form: {position}");
+            let row = OldRow {
+                id: &id,
+                tx: 1,
+                position: &position,
+                raw,
+                block: 10,
+                status: "PENDING",
+                orphaned: None,
+                source_account: None,
+            };
+            insert_old(&db.url, row).await;
+        }
+        let native = Detected { position: Position::Native, ..decoded(1, 4, 0, 10) };
+        let row = OldRow {
+            id: "tn",
+            tx: 1,
+            position: "native",
+            raw: 4,
+            block: 10,
+            status: "PENDING",
+            orphaned: None,
+            source_account: None,
+        };
+        insert_old(&db.url, row).await;
+        insert_own_old(&db.url, 9, &decoded(9, 7, 0, 10).position.to_string()).await;
+
+        // On PostgreSQL, two instances opening the upgraded store at once:
+        // one rewrites, the other waits and finds it done. (One process
+        // migrates a SQLite file.)
+        if backend == Backend::Postgres {
+            let (a, b) = tokio::join!(Store::open(&db.url), Store::open(&db.url));
+            let _ = (a.unwrap(), b.unwrap());
+        } else {
+            store.migrate().await.unwrap();
+        }
+        let mut compact: BTreeSet<String> = transfers.iter().map(|d| d.position.key()).collect();
+        assert!(compact.iter().all(|p| p.len() == 26), "{compact:?}");
+        compact.insert("native".into());
+        assert_eq!(stored_positions(&db.url, "deposits").await, compact, "{backend:?}");
+        let own = BTreeSet::from([decoded(9, 7, 0, 10).position.key()]);
+        assert_eq!(stored_positions(&db.url, "own_transfers").await, own, "{backend:?}");
+
+        // A second open changes nothing, and a backfill of the same
+        // transfers finds every row: none added, none changed.
+        store.migrate().await.unwrap();
+        let stored = store.deposits_on_chain(CHAIN).await.unwrap();
+        assert_eq!(stored.len(), 4);
+        let mut rescan = transfers.to_vec();
+        rescan.push(native);
+        let changed = store.commit_scan(&backfill(CHAIN, rescan)).await.unwrap();
+        assert!(changed.is_empty(), "{backend:?}: {changed:?}");
+        assert_eq!(store.deposits_on_chain(CHAIN).await.unwrap(), stored);
+    }
+}

@@ -29,6 +29,7 @@ mod organizations;
 mod own_transfers;
 mod params;
 mod pii;
+mod positions;
 mod quotas;
 mod quotes;
 mod request_signatures;
@@ -214,7 +215,7 @@ impl Store {
 
     pub async fn migrate(&self) -> Result<(), StoreError> {
         MIGRATOR.run(&self.pool).await?;
-        Ok(())
+        self.compact_positions().await
     }
 
     pub fn backend(&self) -> Backend {
