@@ -519,3 +519,37 @@ async fn long_positions_stored_before_the_upgrade_are_compacted_and_found_again(
         assert_eq!(store.deposits_on_chain(CHAIN).await.unwrap(), stored);
     }
 }
+
+#[tokio::test]
+async fn a_colliding_compact_position_never_moves_another_transfers_deposit() {
+    for backend in BACKENDS {
+        let db = TestDb::new(backend).await;
+        let store = &db.store;
+        add_to(store, "default", "alice", RECEIVER, CHAIN).await;
+        // A stored deposit of 6 whose key is that of a transfer of 5: what a
+        // 128-bit collision of two transfers' positions would store.
+        let key = decoded(1, 5, 0, 10).position.key();
+        let row = OldRow {
+            id: "t",
+            tx: 1,
+            position: &key,
+            raw: 6,
+            block: 10,
+            status: "PENDING",
+            orphaned: None,
+            source_account: None,
+        };
+        insert_old(&db.url, row).await;
+        let stored = store.deposits_on_chain(CHAIN).await.unwrap();
+
+        // The transfer of 5 seen in another block updates nothing.
+        let changed = store.commit_scan(&backfill(CHAIN, vec![decoded(1, 5, 0, 12)])).await.unwrap();
+        assert!(changed.is_empty(), "{backend:?}: {changed:?}");
+        assert_eq!(store.deposits_on_chain(CHAIN).await.unwrap(), stored, "{backend:?}");
+        let pool = AnyPool::connect(&db.url).await.unwrap();
+        let block: String =
+            sqlx::query_scalar("SELECT block_hash FROM deposits").fetch_one(&pool).await.unwrap();
+        assert_eq!(block, "0xb10", "{backend:?}: the deposit stays in its block");
+        pool.close().await;
+    }
+}

@@ -1,17 +1,19 @@
 //! Rewrites the positions stored before they were compact (see migration
 //! 0030 and [`compact_key`]): once, when a migrated store opens, in one
 //! transaction that also records it is done, so a crash half-way leaves
-//! every row as it was and the next open starts again. Writers wait: a
-//! scan's upsert must never meet a row still holding its readable form, or
-//! the same transfer would be stored twice.
+//! every row as it was and the next open starts again.
+//!
+//! Every process of this version opens the store before it scans, so none
+//! scans while the rewrite runs: instances opening at once take turns on
+//! the flag's row (SQLite's write lock), and the later ones find it done.
+//! A process of an older version would still write readable positions; it
+//! must be stopped before the upgrade.
 
+use serde::Serialize;
 use sqlx::{Any, Row, Transaction};
 
-use super::{Backend, Store, StoreError};
+use super::{Backend, Store, StoreError, params::JSON_ROWS};
 use crate::deposit::compact_key;
-
-/// Rows read a statement.
-const PAGE: i64 = 1_000;
 
 /// Positions in their readable form: a kind and at least two colons.
 const READABLE: &str = "(position LIKE 'log:%:%' OR position LIKE 'spl:%:%')";
@@ -19,18 +21,14 @@ const READABLE: &str = "(position LIKE 'log:%:%' OR position LIKE 'spl:%:%')";
 impl Store {
     /// Compacts the positions stored in their readable form, unless done.
     pub(super) async fn compact_positions(&self) -> Result<(), StoreError> {
-        if done(&self.pool).await? {
+        if done(&self.pool, "").await? {
             return Ok(());
         }
         let mut tx = self.begin().await?;
-        if self.backend == Backend::Postgres {
-            // Another instance opening at the same time waits here, then
-            // finds the work done; scans wait to write.
-            sqlx::query("LOCK TABLE store_meta, deposits, own_transfers IN EXCLUSIVE MODE")
-                .execute(&mut *tx)
-                .await?;
-        }
-        if !done(&mut *tx).await? {
+        // PostgreSQL: another instance opening now waits on the row, then
+        // finds it done. (SQLite's transaction holds the write lock already.)
+        let lock = if self.backend == Backend::Postgres { " FOR UPDATE" } else { "" };
+        if !done(&mut *tx, lock).await? {
             let deposits = compact_deposits(&mut tx).await?;
             let own = compact_own_transfers(&mut tx).await?;
             sqlx::query("UPDATE store_meta SET value = 1 WHERE key = 'positions_compact'")
@@ -43,32 +41,61 @@ impl Store {
     }
 }
 
-async fn done<'e, E: sqlx::Executor<'e, Database = Any>>(db: E) -> Result<bool, StoreError> {
-    let value: Option<i64> =
-        sqlx::query_scalar("SELECT value FROM store_meta WHERE key = 'positions_compact'")
-            .fetch_optional(db)
-            .await?;
-    // No flag: a store whose migrations are not applied (nothing to do yet).
-    Ok(value.is_none_or(|v| v != 0))
+/// Whether the rewrite is done. The flag is written by migration 0030, which
+/// has run when this is asked: a store without it is not one this version
+/// wrote.
+async fn done<'e, E: sqlx::Executor<'e, Database = Any>>(db: E, lock: &str) -> Result<bool, StoreError> {
+    let sql = format!("SELECT value FROM store_meta WHERE key = 'positions_compact'{lock}");
+    let value: Option<i64> = sqlx::query_scalar(&sql).fetch_optional(db).await?;
+    value.map(|v| v != 0).ok_or_else(|| StoreError::Corrupt("store_meta has no positions_compact row".into()))
 }
 
-/// Rewrites the deposits' readable positions, a page at a time in id order.
+/// A deposit's new position.
+#[derive(Serialize)]
+struct Rewrite {
+    id: String,
+    position: String,
+}
+
+/// Rewrites the deposits' readable positions, a page at a time in id order:
+/// on PostgreSQL a page in one statement (its rows as a JSON array), on
+/// SQLite, in process, a prepared statement per row.
 async fn compact_deposits(tx: &mut Transaction<'static, Any>) -> Result<u64, StoreError> {
+    let postgres = Backend::of(tx) == Backend::Postgres;
+    let select =
+        format!("SELECT id, position FROM deposits WHERE id > $1 AND {READABLE} ORDER BY id LIMIT $2");
     let (mut after, mut count) = (String::new(), 0);
     loop {
-        let sql =
-            format!("SELECT id, position FROM deposits WHERE id > $1 AND {READABLE} ORDER BY id LIMIT $2");
-        let rows = sqlx::query(&sql).bind(&after).bind(PAGE).fetch_all(&mut **tx).await?;
+        let rows = sqlx::query(&select).bind(&after).bind(JSON_ROWS as i64).fetch_all(&mut **tx).await?;
         let Some(last) = rows.last() else { return Ok(count) };
         after = last.try_get("id")?;
-        for row in &rows {
-            let (id, position): (String, String) = (row.try_get("id")?, row.try_get("position")?);
+        let page = rows
+            .iter()
+            .map(|r| {
+                Ok(Rewrite {
+                    id: r.try_get("id")?,
+                    position: compact_key(&r.try_get::<String, _>("position")?),
+                })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        count += page.len() as u64;
+        if postgres {
+            let json = serde_json::to_string(&page).map_err(|e| StoreError::Invalid(e.to_string()))?;
+            sqlx::query(
+                "UPDATE deposits SET position = r.position
+                 FROM json_to_recordset(CAST($1 AS json)) AS r(id text, position text) WHERE deposits.id = r.id",
+            )
+            .bind(json)
+            .execute(&mut **tx)
+            .await?;
+            continue;
+        }
+        for row in page {
             sqlx::query("UPDATE deposits SET position = $1 WHERE id = $2")
-                .bind(compact_key(&position))
-                .bind(id)
+                .bind(row.position)
+                .bind(row.id)
                 .execute(&mut **tx)
                 .await?;
-            count += 1;
         }
     }
 }
