@@ -446,7 +446,8 @@ async fn solana_run_killed_again_and_again_misses_nothing() {
         (store.chain_state(SOLANA).await.unwrap()?.next_block > confirmed).then_some(())
     })
     .await;
-    assert!(terminate(&mut run).success());
+    let status = terminate(&mut run);
+    assert!(status.success(), "run exited {status} on SIGTERM; the runs' logs:\n{}", env.run_logs());
     let deposits = store.deposits_on_chain(SOLANA).await.unwrap();
     let found: BTreeSet<String> = deposits.iter().map(|d| d.transaction_hash.clone()).collect();
     assert_eq!(deposits.len(), sent.len(), "no deposit recorded twice");

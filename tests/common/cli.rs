@@ -50,6 +50,27 @@ impl Env {
         String::from_utf8(out.stdout).unwrap()
     }
 
+    /// The last lines of every `run` this environment spawned, for a
+    /// failure's message.
+    pub fn run_logs(&self) -> String {
+        let mut logs: Vec<_> = std::fs::read_dir(self.dir.path())
+            .unwrap()
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("run-")))
+            .collect();
+        logs.sort_by_key(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok());
+        let tail = |text: String| {
+            let lines: Vec<&str> = text.lines().collect();
+            lines[lines.len().saturating_sub(20)..].join("\n")
+        };
+        logs.into_iter()
+            .map(|p| {
+                format!("--- {}\n{}", p.display(), tail(std::fs::read_to_string(&p).unwrap_or_default()))
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
     pub fn spawn_run(&self, chain: Chain) -> Process {
         let log =
             std::fs::File::create(self.dir.path().join(format!("run-{}.log", uuid::Uuid::new_v4()))).unwrap();
