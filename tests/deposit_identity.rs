@@ -447,6 +447,11 @@ async fn insert_own_old(url: &str, tx: u8, position: &str) {
     pool.close().await;
 }
 
+/// A PENDING deposit of transaction 1 in block 10, as stored before.
+fn pending<'a>(id: &'a str, position: &'a str, raw: u64) -> OldRow<'a> {
+    OldRow { id, tx: 1, position, raw, block: 10, status: "PENDING", orphaned: None, source_account: None }
+}
+
 async fn stored_positions(url: &str, table: &str) -> BTreeSet<String> {
     let pool = AnyPool::connect(url).await.unwrap();
     let sql = format!("SELECT position FROM {table}");
@@ -465,30 +470,10 @@ async fn long_positions_stored_before_the_upgrade_are_compacted_and_found_again(
         for (i, d) in transfers.iter().enumerate() {
             let (id, raw, position) = (format!("t{i}"), d.amount.raw().to::<u64>(), d.position.to_string());
             assert!(position.starts_with("log:USDC:0x"), "the readable form: {position}");
-            let row = OldRow {
-                id: &id,
-                tx: 1,
-                position: &position,
-                raw,
-                block: 10,
-                status: "PENDING",
-                orphaned: None,
-                source_account: None,
-            };
-            insert_old(&db.url, row).await;
+            insert_old(&db.url, pending(&id, &position, raw)).await;
         }
         let native = Detected { position: Position::Native, ..decoded(1, 4, 0, 10) };
-        let row = OldRow {
-            id: "tn",
-            tx: 1,
-            position: "native",
-            raw: 4,
-            block: 10,
-            status: "PENDING",
-            orphaned: None,
-            source_account: None,
-        };
-        insert_old(&db.url, row).await;
+        insert_old(&db.url, pending("tn", "native", 4)).await;
         insert_own_old(&db.url, 9, &decoded(9, 7, 0, 10).position.to_string()).await;
 
         // On PostgreSQL, two instances opening the upgraded store at once:
@@ -529,17 +514,7 @@ async fn a_colliding_compact_position_never_moves_another_transfers_deposit() {
         // A stored deposit of 6 whose key is that of a transfer of 5: what a
         // 128-bit collision of two transfers' positions would store.
         let key = decoded(1, 5, 0, 10).position.key();
-        let row = OldRow {
-            id: "t",
-            tx: 1,
-            position: &key,
-            raw: 6,
-            block: 10,
-            status: "PENDING",
-            orphaned: None,
-            source_account: None,
-        };
-        insert_old(&db.url, row).await;
+        insert_old(&db.url, pending("t", &key, 6)).await;
         let stored = store.deposits_on_chain(CHAIN).await.unwrap();
 
         // The transfer of 5 seen in another block updates nothing.
