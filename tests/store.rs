@@ -365,30 +365,48 @@ async fn every_deposit_event_carries_the_deposit_as_stored() {
     .await;
 }
 
+/// The envelope of the last event of an identity labelled `label`, created
+/// and then suspended, as the pull API serves it.
+async fn identity_event_labelled(store: &Store, id: &str, label: &str) -> serde_json::Value {
+    let new = NewIdentity {
+        organization: "default".into(),
+        id: id.into(),
+        request_id: None,
+        kind: Type::Individual,
+        label: label.into(),
+        state: State::Active { rfi: false },
+        actor: "operator:test".into(),
+    };
+    store.create_identity(&new).await.unwrap();
+    let suspend = Change {
+        organization: "default",
+        identity_id: id,
+        event: IdentityEvent::Suspended,
+        actor: "operator:test",
+        reason: None,
+    };
+    store.change_identity(&suspend, &|_| unreachable!("no transfers")).await.unwrap();
+    let events = store.events_after("default", None, 100).await.unwrap();
+    events.last().unwrap().envelope.clone()
+}
+
 #[tokio::test]
 async fn an_event_whose_payload_holds_a_nul_character_is_stored_and_served() {
     each_backend(|store, backend| async move {
-        let new = NewIdentity {
-            organization: "default".into(),
-            id: "nul".into(),
-            request_id: None,
-            kind: Type::Individual,
-            label: "before\u{0}after".into(),
-            state: State::Active { rfi: false },
-            actor: "operator:test".into(),
-        };
-        store.create_identity(&new).await.unwrap();
-        let suspend = Change {
-            organization: "default",
-            identity_id: "nul",
-            event: IdentityEvent::Suspended,
-            actor: "operator:test",
-            reason: None,
-        };
-        store.change_identity(&suspend, &|_| unreachable!("no transfers")).await.unwrap();
-        let events = store.events_after("default", None, 100).await.unwrap();
-        let served = serde_json::to_string(&events.last().unwrap().envelope).unwrap();
+        let envelope = identity_event_labelled(&store, "nul", "before\u{0}after").await;
+        let served = serde_json::to_string(&envelope).unwrap();
         assert!(served.contains("before\\u0000after"), "the label, as given, {backend:?}: {served}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_event_payload_comes_back_exactly_whatever_characters_it_holds() {
+    let label = "quote \" backslash \\ control \u{1} tab \t accent é emoji 🦀 </script>";
+    each_backend(|store, backend| async move {
+        let envelope = identity_event_labelled(&store, "characters", label).await;
+        let served = envelope.pointer("/data/identity/label");
+        assert_eq!(served.and_then(|l| l.as_str()), Some(label), "{backend:?}: {envelope}");
     })
     .await;
 }

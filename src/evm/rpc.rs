@@ -288,60 +288,75 @@ impl EvmRpc {
         Ok(out)
     }
 
-    /// Receipts of the given transactions, batched.
+    /// Receipts of the given transactions, in order, fetched in concurrent
+    /// JSON-RPC batches.
     pub async fn receipts(&self, hashes: &[B256]) -> Result<Vec<RpcReceipt>, RpcFailure> {
         const METHOD: &str = "eth_getTransactionReceipt";
-        let mut out = Vec::with_capacity(hashes.len());
-        for chunk in hashes.chunks(self.batch_size) {
-            let mut batch = self.client.new_batch();
-            let mut waiters = Vec::with_capacity(chunk.len());
-            for hash in chunk {
-                waiters.push(
-                    batch
-                        .add_call::<_, Option<RpcReceipt>>(METHOD, &(hash,))
-                        .map_err(|e| self.failure(METHOD, e))?,
-                );
-            }
-            batch.send().await.map_err(|e| self.failure(METHOD, e))?;
-            for (waiter, hash) in waiters.into_iter().zip(chunk) {
-                let receipt =
-                    waiter.await.map_err(|e| self.failure(METHOD, e))?.ok_or_else(|| RpcFailure {
-                        chain: self.chain,
-                        method: METHOD,
-                        message: format!("no receipt for mined transaction {hash}"),
-                        kind: "missing_data",
-                        range_too_large: false,
-                    })?;
-                out.push(receipt);
-            }
-        }
-        Ok(out)
+        let found: Vec<Option<RpcReceipt>> = self.by_hash(METHOD, hashes).await?;
+        let missing = |hash: &B256| RpcFailure {
+            chain: self.chain,
+            method: METHOD,
+            message: format!("no receipt for mined transaction {hash}"),
+            kind: "missing_data",
+            range_too_large: false,
+        };
+        found.into_iter().zip(hashes).map(|(receipt, hash)| receipt.ok_or_else(|| missing(hash))).collect()
     }
 
     /// Where each transaction stands now.
     pub async fn transaction_status(&self, hashes: &[B256]) -> Result<HashMap<B256, TxStatus>, RpcFailure> {
-        const METHOD: &str = "eth_getTransactionByHash";
-        let mut out = HashMap::with_capacity(hashes.len());
-        for chunk in hashes.chunks(self.batch_size) {
-            let mut batch = self.client.new_batch();
-            let mut waiters = Vec::with_capacity(chunk.len());
-            for hash in chunk {
-                waiters.push(
-                    batch
-                        .add_call::<_, Option<RpcTransaction>>(METHOD, &(hash,))
-                        .map_err(|e| self.failure(METHOD, e))?,
-                );
-            }
-            batch.send().await.map_err(|e| self.failure(METHOD, e))?;
-            for (waiter, hash) in waiters.into_iter().zip(chunk) {
-                let status = match waiter.await.map_err(|e| self.failure(METHOD, e))? {
-                    None => TxStatus::Unknown,
-                    Some(tx) => tx.block_number.map_or(TxStatus::Pending, |n| TxStatus::Mined(n.to())),
-                };
-                out.insert(*hash, status);
-            }
-        }
-        Ok(out)
+        let found: Vec<Option<RpcTransaction>> = self.by_hash("eth_getTransactionByHash", hashes).await?;
+        let status = |tx: Option<RpcTransaction>| match tx {
+            None => TxStatus::Unknown,
+            Some(tx) => tx.block_number.map_or(TxStatus::Pending, |n| TxStatus::Mined(n.to())),
+        };
+        Ok(hashes.iter().copied().zip(found.into_iter().map(status)).collect())
+    }
+
+    /// `method(hash)` for each of `hashes`, in order, in concurrent JSON-RPC
+    /// batches of `batch_size`.
+    async fn by_hash<T>(&self, method: &'static str, hashes: &[B256]) -> Result<Vec<Option<T>>, RpcFailure>
+    where
+        T: serde::de::DeserializeOwned + Send + Sync + Unpin + std::fmt::Debug + 'static,
+    {
+        self.batched(method, hashes, |hash| (*hash,), |e| self.failure(method, e)).await
+    }
+
+    /// `method(params(hash))` for each of `hashes`, in order, in concurrent
+    /// JSON-RPC batches of `batch_size`; `failed` turns an answer's error
+    /// into the call's failure.
+    async fn batched<P, T>(
+        &self,
+        method: &'static str,
+        hashes: &[B256],
+        params: impl Fn(&B256) -> P,
+        failed: impl Fn(TransportError) -> RpcFailure,
+    ) -> Result<Vec<T>, RpcFailure>
+    where
+        P: serde::Serialize + Clone + std::fmt::Debug + Send + Sync + Unpin + 'static,
+        T: serde::de::DeserializeOwned + Send + Sync + Unpin + std::fmt::Debug + 'static,
+    {
+        let (params, failed) = (&params, &failed);
+        let batches: Vec<_> = hashes
+            .chunks(self.batch_size)
+            .map(|chunk| async move {
+                let mut batch = self.client.new_batch();
+                let mut waiters = Vec::with_capacity(chunk.len());
+                for hash in chunk {
+                    waiters.push(
+                        batch.add_call::<_, T>(method, &params(hash)).map_err(|e| self.failure(method, e))?,
+                    );
+                }
+                batch.send().await.map_err(|e| self.failure(method, e))?;
+                let mut out = Vec::with_capacity(waiters.len());
+                for waiter in waiters {
+                    out.push(waiter.await.map_err(failed)?);
+                }
+                Ok::<_, RpcFailure>(out)
+            })
+            .collect();
+        let results: Vec<Vec<T>> = stream::iter(batches).buffered(self.concurrency).try_collect().await?;
+        Ok(results.into_iter().flatten().collect())
     }
 
     /// Call traces of every transaction in a block (`callTracer`), asked by
@@ -374,39 +389,17 @@ impl EvmRpc {
         topic0: B256,
     ) -> Result<Vec<Vec<Log>>, RpcFailure> {
         const METHOD: &str = "eth_getLogs";
-        let batches: Vec<_> = hashes
-            .chunks(self.batch_size)
-            .map(|chunk| async move {
-                let mut batch = self.client.new_batch();
-                let mut waiters = Vec::with_capacity(chunk.len());
-                for hash in chunk {
-                    let filter = Filter::new()
-                        .at_block_hash(*hash)
-                        .address(contracts.to_vec())
-                        .event_signature(topic0);
-                    waiters.push(
-                        batch
-                            .add_call::<_, Vec<Log>>(METHOD, &(filter,))
-                            .map_err(|e| self.failure(METHOD, e))?,
-                    );
-                }
-                batch.send().await.map_err(|e| self.failure(METHOD, e))?;
-                let mut out = Vec::with_capacity(waiters.len());
-                for waiter in waiters {
-                    // EIP-234: a node answers an error for a block hash it
-                    // does not have; another backend may have it.
-                    out.push(waiter.await.map_err(|e| {
-                        let answered = matches!(e, RpcError::ErrorResp(_));
-                        let failure = self.failure(METHOD, e);
-                        if answered { RpcFailure { kind: "missing_data", ..failure } } else { failure }
-                    })?);
-                }
-                Ok::<_, RpcFailure>(out)
-            })
-            .collect();
-        let results: Vec<Vec<Vec<Log>>> =
-            stream::iter(batches).buffered(self.concurrency).try_collect().await?;
-        Ok(results.into_iter().flatten().collect())
+        let filter = |hash: &B256| {
+            (Filter::new().at_block_hash(*hash).address(contracts.to_vec()).event_signature(topic0),)
+        };
+        // EIP-234: a node answers an error for a block hash it does not
+        // have; another backend may have it.
+        let failed = |e: TransportError| {
+            let answered = matches!(e, RpcError::ErrorResp(_));
+            let failure = self.failure(METHOD, e);
+            if answered { RpcFailure { kind: "missing_data", ..failure } } else { failure }
+        };
+        self.batched(METHOD, hashes, filter, failed).await
     }
 }
 

@@ -243,7 +243,8 @@ async fn insert_values(
     Ok(())
 }
 
-/// An event's row, named as `json_to_recordset` reads it.
+/// An event's row, named as `json_to_recordset` reads it, its payload as a
+/// JSON string.
 #[derive(Serialize)]
 struct EventRow<'a> {
     seq: i64,
@@ -252,42 +253,81 @@ struct EventRow<'a> {
     #[serde(rename = "type")]
     kind: &'a str,
     resource_id: &'a str,
-    /// A JSON string, not an object: read as `json`, PostgreSQL would refuse
-    /// a payload holding `\u0000` (text cannot hold it), which a string keeps
-    /// escaped.
     payload: &'a str,
     created_at: i64,
 }
 
 /// Inserts the events on PostgreSQL, each statement's rows as one JSON array
-/// (see [`Params::json`]).
+/// (see [`Params::json`]). A payload goes in as the JSON value it is, which
+/// PostgreSQL hands back as its text unparsed; a chunk whose payloads hold an
+/// escaped NUL (`\u0000`, which PostgreSQL's JSON reader refuses there) goes
+/// as strings instead, which it unescapes.
 async fn insert_json(
     tx: &mut Transaction<'static, Any>,
     numbered: &[(i64, &NewEvent<'_>)],
     now: i64,
 ) -> Result<(), StoreError> {
-    let sql = format!(
-        "{INSERT_EVENTS} SELECT seq, id, organization_id, type, resource_id, payload, created_at
-         FROM json_to_recordset(CAST($1 AS json)) AS r(seq bigint, id text, organization_id text,
-            type text, resource_id text, payload text, created_at bigint)"
-    );
+    let select = |payload: &str| {
+        format!(
+            "{INSERT_EVENTS} SELECT seq, id, organization_id, type, resource_id, CAST(payload AS text), created_at
+             FROM json_to_recordset(CAST($1 AS json)) AS r(seq bigint, id text, organization_id text,
+                type text, resource_id text, payload {payload}, created_at bigint)"
+        )
+    };
+    let (as_values, as_strings) = (select("json"), select("text"));
     for chunk in numbered.chunks(JSON_ROWS) {
-        let rows: Vec<EventRow> = chunk
-            .iter()
-            .map(|(seq, e)| EventRow {
-                seq: *seq,
-                id: &e.id,
-                organization_id: e.organization,
-                kind: e.kind,
-                resource_id: e.resource_id,
-                payload: &e.payload,
-                created_at: now,
-            })
-            .collect();
-        let json = serde_json::to_string(&rows).map_err(|e| StoreError::Invalid(e.to_string()))?;
-        sqlx::query(&sql).bind(json).execute(&mut **tx).await?;
+        let (sql, json) = if chunk.iter().any(|(_, e)| e.payload.contains("\\u0000")) {
+            (&as_strings, rows_with_strings(chunk, now)?)
+        } else {
+            (&as_values, rows_with_values(chunk, now)?)
+        };
+        sqlx::query(sql).bind(json).execute(&mut **tx).await?;
     }
     Ok(())
+}
+
+fn rows_with_strings(chunk: &[(i64, &NewEvent<'_>)], now: i64) -> Result<String, StoreError> {
+    let rows: Vec<EventRow> = chunk
+        .iter()
+        .map(|(seq, e)| EventRow {
+            seq: *seq,
+            id: &e.id,
+            organization_id: e.organization,
+            kind: e.kind,
+            resource_id: e.resource_id,
+            payload: &e.payload,
+            created_at: now,
+        })
+        .collect();
+    serde_json::to_string(&rows).map_err(|e| StoreError::Invalid(e.to_string()))
+}
+
+/// The rows with each payload written as the JSON it is (it was serialized
+/// by [`NewEvent::new`]), neither escaped here nor unescaped by the server.
+fn rows_with_values(chunk: &[(i64, &NewEvent<'_>)], now: i64) -> Result<String, StoreError> {
+    use std::fmt::Write;
+    let invalid = |e: &dyn std::fmt::Display| StoreError::Invalid(e.to_string());
+    let size: usize = chunk.iter().map(|(_, e)| e.payload.len() + 200).sum();
+    let mut out = String::with_capacity(size);
+    out.push('[');
+    for (i, (seq, e)) in chunk.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        let text = |value: &str| serde_json::to_string(value).map_err(|e| invalid(&e));
+        write!(
+            out,
+            r#"{{"seq":{seq},"id":{},"organization_id":{},"type":{},"resource_id":{},"payload":{},"created_at":{now}}}"#,
+            text(&e.id)?,
+            text(e.organization)?,
+            text(e.kind)?,
+            text(e.resource_id)?,
+            e.payload,
+        )
+        .map_err(|e| invalid(&e))?;
+    }
+    out.push(']');
+    Ok(out)
 }
 
 impl Store {
