@@ -259,3 +259,32 @@ fn keys_come_from_the_mnemonic_or_its_file_and_never_show() {
     assert_eq!(account["status"], "ACTIVE");
     assert!(!String::from_utf8_lossy(&created.stdout).contains("legal"));
 }
+
+/// Whether the process has a handler for SIGTERM (Linux's `SigCgt` mask).
+fn catches_sigterm(pid: u32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let mask = status.lines().find_map(|l| l.strip_prefix("SigCgt:")).map(str::trim).unwrap_or("0");
+    u64::from_str_radix(mask, 16).is_ok_and(|mask| mask & (1 << (15 - 1)) != 0)
+}
+
+#[tokio::test]
+async fn a_run_stopped_while_its_store_does_not_answer_stops_cleanly() {
+    let anvil = Anvil::start().await;
+    let mut env = env(&anvil, "");
+    // A PostgreSQL address that accepts connections and never answers.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    env.database_url = format!("postgres://postgres@{}/store", silent.local_addr().unwrap());
+    let mut run = env.command(&["run"]).stderr(Stdio::piped()).spawn().unwrap();
+    eventually(Duration::from_secs(10), "run to listen for signals", || async {
+        catches_sigterm(run.id()).then_some(())
+    })
+    .await;
+    let asked = std::time::Instant::now();
+    let status = terminate(&mut run);
+    let mut logs = String::new();
+    std::io::Read::read_to_string(run.stderr.as_mut().unwrap(), &mut logs).unwrap();
+    assert!(status.success(), "run exited {status}: {logs}");
+    assert!(asked.elapsed() < Duration::from_secs(10), "stopped at once, not when connecting timed out");
+    assert!(logs.contains("stopped before the store was open"), "{logs}");
+    drop(silent);
+}

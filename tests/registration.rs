@@ -439,9 +439,12 @@ async fn solana_run_killed_again_and_again_misses_nothing() {
     let (sent, ()) = tokio::join!(depositing, killing);
     assert!(sent.len() >= 10, "deposits kept arriving ({})", sent.len());
 
-    let confirmed = node.slot(CommitmentConfig::confirmed()).await;
-    let mut run = env.spawn_run(SOLANA);
+    // The last run killed may have scanned up to the confirmed slot already:
+    // this one must scan past what it left, or it proves nothing.
     let store = env.store().await;
+    let left = store.chain_state(SOLANA).await.unwrap().map_or(0, |s| s.next_block);
+    let confirmed = node.slot(CommitmentConfig::confirmed()).await.max(left);
+    let mut run = env.spawn_run(SOLANA);
     eventually(Duration::from_secs(60), "run to catch up", || async {
         (store.chain_state(SOLANA).await.unwrap()?.next_block > confirmed).then_some(())
     })

@@ -43,12 +43,23 @@ pub struct Service {
 /// `url` until SIGINT or SIGTERM. `dev` runs it too, with its own launch.
 pub async fn run_service(url: &str, service: Service, launch: Launch) -> anyhow::Result<()> {
     let Service { chains, only, api, delivery, events, instance } = service;
+    // Listening from the first moment: a signal while the store opens or
+    // migrates stops `run` cleanly once it has, instead of killing it.
+    let shutdown = cancel_on_signal()?;
     let lock = super::instance::sqlite_lock(url)?;
-    let store = Store::open(url).await?;
+    // A store that does not answer holds `run` no longer than a signal
+    // (a migration cut short rolls back).
+    let store = tokio::select! {
+        opened = Store::open(url) => opened?,
+        () = shutdown.cancelled() => {
+            info!("stopped before the store was open");
+            return Ok(());
+        }
+    };
     // Renewals on connections of their own, never queued behind API work.
     let leases = Leases::new(store.apart(2).await?, instance.worker_lease, lock.is_some());
     let outbox = Outbox { delivery: delivery.config()?, events };
-    run(store, chains, only, api, outbox, leases, launch).await?;
+    run(Opened { store, leases, shutdown }, chains, only, api, outbox, launch).await?;
     drop(lock);
     Ok(())
 }
@@ -81,15 +92,23 @@ pub struct Outbox {
     pub events: super::events::EventOptions,
 }
 
-pub async fn run(
+/// What `run` works in: its store, its instance's leases, and the token
+/// a signal cancels.
+struct Opened {
     store: Store,
+    leases: Leases,
+    shutdown: CancellationToken,
+}
+
+async fn run(
+    opened: Opened,
     chains: Chains,
     only: Vec<Chain>,
     api: ApiOptions,
     outbox: Outbox,
-    leases: Leases,
     launch: Launch,
 ) -> anyhow::Result<()> {
+    let Opened { store, leases, shutdown } = opened;
     let Outbox { mut delivery, events: sinks } = outbox;
     let selected: Vec<ChainConfig> = if only.is_empty() {
         chains.iter().cloned().collect()
@@ -111,8 +130,6 @@ pub async fn run(
         on_listen(listener.local_addr()?);
     }
 
-    let shutdown = CancellationToken::new();
-    tokio::spawn(cancel_on_signal(shutdown.clone()));
     let mut tasks = tokio::task::JoinSet::new();
     let server = shutdown.clone();
     tasks.spawn(async move { api::serve(listener, state, server).await.context("the HTTP API stopped") });
@@ -266,6 +283,7 @@ pub async fn serve(
     required: Vec<Chain>,
     api: ApiOptions,
 ) -> anyhow::Result<()> {
+    let shutdown = cancel_on_signal()?;
     for chain in &required {
         chains.get(*chain)?;
     }
@@ -273,8 +291,6 @@ pub async fn serve(
     telemetry::prometheus();
     let listener = api::bind(api.listen).await?;
     let state = api_state(&store, chains, required, &api, signer()?, environment)?;
-    let shutdown = CancellationToken::new();
-    tokio::spawn(cancel_on_signal(shutdown.clone()));
     api::serve(listener, state, shutdown).await.context("the HTTP API stopped")?;
     store.close().await;
     info!("stopped cleanly");
@@ -374,22 +390,29 @@ where
     }
 }
 
-async fn cancel_on_signal(shutdown: CancellationToken) {
+/// A token cancelled on the first SIGTERM, SIGINT or SIGHUP. The handlers
+/// are in place when it returns, so no signal from then on ends the
+/// process before it has stopped cleanly.
+fn cancel_on_signal() -> anyhow::Result<CancellationToken> {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int), Ok(mut hup)) =
-        (signal(SignalKind::terminate()), signal(SignalKind::interrupt()), signal(SignalKind::hangup()))
-    else {
-        error!("cannot listen for signals");
-        return;
-    };
+    let (mut term, mut int, mut hup) = (
+        signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?,
+        signal(SignalKind::interrupt()).context("cannot listen for SIGINT")?,
+        signal(SignalKind::hangup()).context("cannot listen for SIGHUP")?,
+    );
+    let shutdown = CancellationToken::new();
+    let cancel = shutdown.clone();
     // SIGHUP (a closed terminal) would otherwise end the process with no
     // clean stop: `dev`'s nodes would outlive it.
-    tokio::select! {
-        _ = term.recv() => info!("SIGTERM: shutting down"),
-        _ = int.recv() => info!("SIGINT: shutting down"),
-        _ = hup.recv() => info!("SIGHUP: shutting down"),
-    }
-    shutdown.cancel();
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = term.recv() => info!("SIGTERM: shutting down"),
+            _ = int.recv() => info!("SIGINT: shutting down"),
+            _ = hup.recv() => info!("SIGHUP: shutting down"),
+        }
+        cancel.cancel();
+    });
+    Ok(shutdown)
 }
 
 /// What `backfill` reads.
