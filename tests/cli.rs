@@ -268,23 +268,26 @@ fn catches_sigterm(pid: u32) -> bool {
 }
 
 #[tokio::test]
-async fn a_run_stopped_while_its_store_does_not_answer_stops_cleanly() {
+async fn run_and_serve_stopped_while_their_store_does_not_answer_stop_cleanly() {
     let anvil = Anvil::start().await;
     let mut env = env(&anvil, "");
     // A PostgreSQL address that accepts connections and never answers.
     let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     env.database_url = format!("postgres://postgres@{}/store", silent.local_addr().unwrap());
-    let mut run = env.command(&["run"]).stderr(Stdio::piped()).spawn().unwrap();
-    eventually(Duration::from_secs(10), "run to listen for signals", || async {
-        catches_sigterm(run.id()).then_some(())
-    })
-    .await;
-    let asked = std::time::Instant::now();
-    let status = terminate(&mut run);
-    let mut logs = String::new();
-    std::io::Read::read_to_string(run.stderr.as_mut().unwrap(), &mut logs).unwrap();
-    assert!(status.success(), "run exited {status}: {logs}");
-    assert!(asked.elapsed() < Duration::from_secs(10), "stopped at once, not when connecting timed out");
-    assert!(logs.contains("stopped before the store was open"), "{logs}");
+    for command in ["run", "serve"] {
+        let mut process = env.command(&[command]).stderr(Stdio::piped()).spawn().unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !catches_sigterm(process.id()) && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let (listening, asked) = (catches_sigterm(process.id()), std::time::Instant::now());
+        let status = terminate(&mut process);
+        let mut logs = String::new();
+        std::io::Read::read_to_string(process.stderr.as_mut().unwrap(), &mut logs).unwrap();
+        assert!(listening, "{command} listens for SIGTERM while its store opens: {logs}");
+        assert!(status.success(), "{command} exited {status}: {logs}");
+        assert!(asked.elapsed() < Duration::from_secs(10), "{command} stopped at once, not on a timeout");
+        assert!(logs.contains("stopped before the store was open"), "{command}: {logs}");
+    }
     drop(silent);
 }

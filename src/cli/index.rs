@@ -47,17 +47,16 @@ pub async fn run_service(url: &str, service: Service, launch: Launch) -> anyhow:
     // migrates stops `run` cleanly once it has, instead of killing it.
     let shutdown = cancel_on_signal()?;
     let lock = super::instance::sqlite_lock(url)?;
-    // A store that does not answer holds `run` no longer than a signal
-    // (a migration cut short rolls back).
-    let store = tokio::select! {
-        opened = Store::open(url) => opened?,
-        () = shutdown.cancelled() => {
-            info!("stopped before the store was open");
-            return Ok(());
-        }
+    let opening = async {
+        let store = Store::open(url).await?;
+        // Renewals on connections of their own, never queued behind API work.
+        let apart = store.apart(2).await?;
+        Ok::<_, anyhow::Error>((store, apart))
     };
-    // Renewals on connections of their own, never queued behind API work.
-    let leases = Leases::new(store.apart(2).await?, instance.worker_lease, lock.is_some());
+    let Some((store, apart)) = until_signal(opening, &shutdown).await? else {
+        return Ok(());
+    };
+    let leases = Leases::new(apart, instance.worker_lease, lock.is_some());
     let outbox = Outbox { delivery: delivery.config()?, events };
     run(Opened { store, leases, shutdown }, chains, only, api, outbox, launch).await?;
     drop(lock);
@@ -277,16 +276,14 @@ async fn with_gaps<H: History + 'static>(
     outcome
 }
 
-pub async fn serve(
-    store: Store,
-    chains: Chains,
-    required: Vec<Chain>,
-    api: ApiOptions,
-) -> anyhow::Result<()> {
+pub async fn serve(url: &str, chains: Chains, required: Vec<Chain>, api: ApiOptions) -> anyhow::Result<()> {
     let shutdown = cancel_on_signal()?;
     for chain in &required {
         chains.get(*chain)?;
     }
+    let Some(store) = until_signal(async { Ok(Store::open(url).await?) }, &shutdown).await? else {
+        return Ok(());
+    };
     let (store, environment) = start(store, api.environment, pii::Key::from_env()?).await?;
     telemetry::prometheus();
     let listener = api::bind(api.listen).await?;
@@ -387,6 +384,22 @@ where
             _ = tokio::time::sleep(delay) => {}
         }
         delay = (delay * 2).min(std::time::Duration::from_secs(60));
+    }
+}
+
+/// Opens what `opening` opens, unless a signal comes first: a store that
+/// does not answer holds the process no longer than that (a migration cut
+/// short rolls back). `None` after a signal.
+async fn until_signal<T>(
+    opening: impl Future<Output = anyhow::Result<T>>,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<Option<T>> {
+    tokio::select! {
+        opened = opening => opened.map(Some),
+        () = shutdown.cancelled() => {
+            info!("stopped before the store was open");
+            Ok(None)
+        }
     }
 }
 

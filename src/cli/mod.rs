@@ -460,7 +460,7 @@ impl Cli {
             Command::Dev(command) => return crate::dev::execute(command).await,
             Command::Serve { required, chain_files, api } => {
                 let chains = chain_files.load()?;
-                index::serve(Store::open(&url).await?, chains, required, api).await?;
+                index::serve(&url, chains, required, api).await?;
             }
             Command::Backfill { chain, from, to, address, before, until, chain_files } => {
                 let config = chain_files.load()?.get(chain)?.clone();

@@ -99,8 +99,10 @@ pub(super) struct NewEvent<'a> {
     pub kind: &'a str,
     pub resource_id: &'a str,
     pub id: String,
-    /// `{"data": …, "id": …, "type": …}`, as the pull API and webhooks serve it.
-    pub payload: String,
+    /// `{"data": …, "id": …, "type": …}`, as the pull API and webhooks serve
+    /// it: only [`NewEvent::new`] writes it, so it is always valid JSON,
+    /// which the PostgreSQL insert relies on.
+    payload: String,
 }
 
 /// The envelope of an event's payload, its keys in sorted order as before;
