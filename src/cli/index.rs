@@ -44,7 +44,7 @@ pub struct Service {
 pub async fn run_service(url: &str, service: Service, launch: Launch) -> anyhow::Result<()> {
     let Service { chains, only, api, delivery, events, instance } = service;
     // Listening from the first moment: a signal while the store opens or
-    // migrates stops `run` cleanly once it has, instead of killing it.
+    // migrates stops `run` cleanly instead of killing it.
     let shutdown = cancel_on_signal()?;
     let lock = super::instance::sqlite_lock(url)?;
     let opening = async {
