@@ -333,9 +333,10 @@ fn from_json() -> String {
 /// `INSERT … ON CONFLICT … RETURNING` of the deposits `rows` yields. On a
 /// compact position (`log:`, `spl:`: a digest of what the transfer moves) a
 /// conflict updates only a row that moves the same amount of the same asset
-/// to the same account: the key says so already, unless its 128 bits
-/// collided, and then the stored deposit is left as it is rather than moved
-/// to another transfer's block.
+/// to the same address (what the digest covers, whichever account holds the
+/// address now): the key says so already, unless its 128 bits collided, and
+/// then the stored deposit is left as it is rather than moved to another
+/// transfer's block.
 fn upsert_sql(rows: &str) -> String {
     format!(
         "INSERT INTO deposits (id, dedup_key, chain, tx_hash, position, account_id, account_address,
@@ -349,7 +350,7 @@ fn upsert_sql(rows: &str) -> String {
             status = excluded.status, confirmed_at = excluded.confirmed_at, updated_at = excluded.updated_at
          WHERE deposits.status <> 'CONFIRMED'
            AND (deposits.position NOT LIKE 'log:%' AND deposits.position NOT LIKE 'spl:%'
-                OR deposits.account_id = excluded.account_id AND deposits.currency_symbol = excluded.currency_symbol
+                OR deposits.account_address = excluded.account_address AND deposits.currency_symbol = excluded.currency_symbol
                    AND deposits.amount_raw = excluded.amount_raw)
            AND (deposits.block_hash <> excluded.block_hash OR deposits.status <> excluded.status
                 OR deposits.orphaned_at_block IS NOT NULL)
