@@ -383,6 +383,13 @@ impl ChainConfig {
             return Err(invalid("transfers.fee_bump_percent must be at least 10".into()));
         }
 
+        let printable = |symbol: &str| !symbol.trim().is_empty() && !symbol.contains(char::is_control);
+        if let Some(bad) = std::iter::once(&file.native.symbol)
+            .chain(file.assets.iter().map(|a| &a.symbol))
+            .find(|symbol| !printable(symbol))
+        {
+            return Err(invalid(format!("symbol {bad:?} must be printable text, not empty")));
+        }
         let mut assets = Vec::with_capacity(file.assets.len());
         for mut asset in file.assets {
             asset.contract_address = address::normalize(chain.family(), &asset.contract_address)
@@ -589,6 +596,15 @@ mod tests {
 
         let no_id = MINIMAL.replace("chain_id = 11155111", "");
         assert!(ChainConfig::from_toml(&no_id, Path::new("x.toml"), &no_env).is_err());
+
+        for (from, to) in [(r#"symbol = "USDC""#, r#"symbol = "US\u001fDC""#), (r#""ETH""#, r#"" ""#)] {
+            let bad_symbol = MINIMAL.replace(from, to);
+            let err =
+                ChainConfig::from_toml(&bad_symbol, Path::new("x.toml"), &no_env).unwrap_err().to_string();
+            assert!(err.contains("must be printable text"), "{err}");
+        }
+        let tether = MINIMAL.replace(r#"symbol = "USDC""#, r#"symbol = "USD₮0""#);
+        assert!(ChainConfig::from_toml(&tether, Path::new("x.toml"), &no_env).is_ok());
 
         let secret = MINIMAL.replace("https://rpc.example/key/SECRET", "nonsense://SECRET");
         let err = ChainConfig::from_toml(&secret, Path::new("x.toml"), &no_env).unwrap_err().to_string();

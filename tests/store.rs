@@ -421,3 +421,26 @@ async fn an_event_payload_comes_back_exactly_whatever_characters_it_holds() {
         pool.close().await;
     }
 }
+
+#[tokio::test]
+async fn a_deposit_alone_in_its_statement_is_stored_exactly_as_detected() {
+    each_backend(|store, backend| async move {
+        store.add_account(account("alice", ALICE, vec![CHAIN])).await.unwrap();
+        // One deposit alone in its statement, with an empty value and a
+        // symbol outside ASCII: on PostgreSQL each column's array holds a
+        // single value, the empty one included.
+        let mut odd = detected(1, Position::Native, 40, "0xd40", 12_345);
+        (odd.source_address, odd.currency_symbol) = (String::new(), "USD₮0".into());
+        let first = scan(40, 40, vec![odd], vec![block(40, "0xd40", "0xd39")], None);
+        let changed = store.commit_scan(&first).await.unwrap();
+        let stored = store.deposit(&changed[0].0).await.unwrap();
+        assert_eq!(
+            (stored.source_address.as_str(), stored.currency_symbol.as_str(), stored.amount.as_str()),
+            ("", "USD₮0", "0.012345"),
+            "{backend:?}"
+        );
+        assert_eq!((stored.source_account_id, stored.status), (None, DepositStatus::Pending), "{backend:?}");
+        events_tell_what_is_stored(&store, backend).await;
+    })
+    .await;
+}

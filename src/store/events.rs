@@ -9,9 +9,10 @@ use sqlx::{Any, Row, Transaction};
 
 use super::{
     Store, StoreError,
+    arrays::{ColumnArrays, Kind, unnest},
     clock::database_now,
     deposit_rows::{ChangedDeposit, read_changed},
-    params::{JSON_ROWS, Params, recurs},
+    params::{ARRAY_ROWS, Params, recurs},
     time,
 };
 use crate::events::{DEPOSIT_V2, Event};
@@ -163,8 +164,8 @@ pub(super) async fn append(
         }
     }
     let numbered: Vec<(i64, &NewEvent)> = (first..).zip(events).collect();
-    if Params::of(tx).json() {
-        insert_json(tx, &numbered, now).await?;
+    if Params::of(tx).arrays() {
+        insert_arrays(tx, &numbered, now).await?;
     } else {
         insert_values(tx, &numbered, now).await?;
     }
@@ -245,91 +246,34 @@ async fn insert_values(
     Ok(())
 }
 
-/// An event's row, named as `json_to_recordset` reads it, its payload as a
-/// JSON string.
-#[derive(Serialize)]
-struct EventRow<'a> {
-    seq: i64,
-    id: &'a str,
-    organization_id: &'a str,
-    #[serde(rename = "type")]
-    kind: &'a str,
-    resource_id: &'a str,
-    payload: &'a str,
-    created_at: i64,
-}
-
-/// Inserts the events on PostgreSQL, each statement's rows as one JSON array
-/// (see [`Params::json`]). A payload goes in as the JSON value it is, which
-/// PostgreSQL hands back as its text unparsed; a chunk whose payloads hold an
-/// escaped NUL (`\u0000`, which PostgreSQL's JSON reader refuses there) goes
-/// as strings instead, which it unescapes.
-async fn insert_json(
+/// Inserts the events on PostgreSQL, each statement's rows as column arrays
+/// (see [`Params::arrays`]): a payload goes as the text it is, neither
+/// escaped here nor unescaped by the server.
+async fn insert_arrays(
     tx: &mut Transaction<'static, Any>,
     numbered: &[(i64, &NewEvent<'_>)],
     now: i64,
 ) -> Result<(), StoreError> {
-    let select = |payload: &str| {
-        format!(
-            "{INSERT_EVENTS} SELECT seq, id, organization_id, type, resource_id, CAST(payload AS text), created_at
-             FROM json_to_recordset(CAST($1 AS json)) AS r(seq bigint, id text, organization_id text,
-                type text, resource_id text, payload {payload}, created_at bigint)"
-        )
-    };
-    let (as_values, as_strings) = (select("json"), select("text"));
-    for chunk in numbered.chunks(JSON_ROWS) {
-        let (sql, json) = if chunk.iter().any(|(_, e)| e.payload.contains("\\u0000")) {
-            (&as_strings, rows_with_strings(chunk, now)?)
-        } else {
-            (&as_values, rows_with_values(chunk, now)?)
-        };
-        sqlx::query(sql).bind(json).execute(&mut **tx).await?;
+    use Kind::{Bigint, Text};
+    let columns = [
+        ("seq", Bigint),
+        ("id", Text),
+        ("organization_id", Text),
+        ("type", Text),
+        ("resource_id", Text),
+        ("payload", Text),
+        ("created_at", Bigint),
+    ];
+    let sql = format!("{INSERT_EVENTS} SELECT * FROM {}", unnest(&columns));
+    for chunk in numbered.chunks(ARRAY_ROWS) {
+        let mut arrays = ColumnArrays::new(columns.len());
+        for (seq, e) in chunk {
+            arrays.bigint(*seq).text(&e.id).text(e.organization).text(e.kind).text(e.resource_id);
+            arrays.text(&e.payload).bigint(now);
+        }
+        arrays.bind(sqlx::query(&sql))?.execute(&mut **tx).await?;
     }
     Ok(())
-}
-
-fn rows_with_strings(chunk: &[(i64, &NewEvent<'_>)], now: i64) -> Result<String, StoreError> {
-    let rows: Vec<EventRow> = chunk
-        .iter()
-        .map(|(seq, e)| EventRow {
-            seq: *seq,
-            id: &e.id,
-            organization_id: e.organization,
-            kind: e.kind,
-            resource_id: e.resource_id,
-            payload: &e.payload,
-            created_at: now,
-        })
-        .collect();
-    serde_json::to_string(&rows).map_err(|e| StoreError::Invalid(e.to_string()))
-}
-
-/// The rows with each payload written as the JSON it is (it was serialized
-/// by [`NewEvent::new`]), neither escaped here nor unescaped by the server.
-fn rows_with_values(chunk: &[(i64, &NewEvent<'_>)], now: i64) -> Result<String, StoreError> {
-    use std::fmt::Write;
-    let invalid = |e: &dyn std::fmt::Display| StoreError::Invalid(e.to_string());
-    let size: usize = chunk.iter().map(|(_, e)| e.payload.len() + 200).sum();
-    let mut out = String::with_capacity(size);
-    out.push('[');
-    for (i, (seq, e)) in chunk.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        let text = |value: &str| serde_json::to_string(value).map_err(|e| invalid(&e));
-        write!(
-            out,
-            r#"{{"seq":{seq},"id":{},"organization_id":{},"type":{},"resource_id":{},"payload":{},"created_at":{now}}}"#,
-            text(&e.id)?,
-            text(e.organization)?,
-            text(e.kind)?,
-            text(e.resource_id)?,
-            e.payload,
-        )
-        .map_err(|e| invalid(&e))?;
-    }
-    out.push(']');
-    Ok(out)
 }
 
 impl Store {

@@ -3,6 +3,7 @@
 //! PostgreSQL (production, several instances) through sqlx's `Any` driver.
 
 mod accounts;
+mod arrays;
 mod chain_state;
 mod chain_stops;
 mod clock;

@@ -17,9 +17,9 @@ use super::Backend;
 /// statements written with `$N`): small enough for SQLite's quadratic lookup.
 pub(super) const NUMBERED: usize = 200;
 
-/// Rows per statement where they go as one JSON array (see
-/// [`Params::json`]).
-pub(super) const JSON_ROWS: usize = 1_000;
+/// Rows per statement where they go as column arrays (see
+/// [`Params::arrays`]).
+pub(super) const ARRAY_ROWS: usize = 1_000;
 
 /// Parameters per statement on SQLite with anonymous parameters: well under
 /// its limit of 32,766, large enough that a range's rows take a few
@@ -39,11 +39,11 @@ impl Params {
         Self { anonymous, next: 1 }
     }
 
-    /// Whether a multi-row statement takes its rows as one JSON array
-    /// (PostgreSQL, where `json_to_recordset` reads it): one parameter and
-    /// one plan for a thousand rows, where bound rows cost a round trip and
-    /// a plan's execution per few rows, and every value a conversion.
-    pub(super) fn json(&self) -> bool {
+    /// Whether a multi-row statement takes its rows as column arrays
+    /// (PostgreSQL; see the `arrays` module): one parameter a column and one
+    /// plan for a thousand rows, where bound rows cost a round trip and a
+    /// plan's execution per few rows.
+    pub(super) fn arrays(&self) -> bool {
         !self.anonymous
     }
 

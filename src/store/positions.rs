@@ -9,10 +9,13 @@
 //! A process of an older version would still write readable positions; it
 //! must be stopped before the upgrade.
 
-use serde::Serialize;
 use sqlx::{Any, Row, Transaction};
 
-use super::{Backend, Store, StoreError, params::JSON_ROWS};
+use super::{
+    Backend, Store, StoreError,
+    arrays::{ColumnArrays, Kind, unnest},
+    params::ARRAY_ROWS,
+};
 use crate::deposit::compact_key;
 
 /// Positions in their readable form: a kind and at least two colons.
@@ -51,14 +54,13 @@ async fn done<'e, E: sqlx::Executor<'e, Database = Any>>(db: E, lock: &str) -> R
 }
 
 /// A deposit's new position.
-#[derive(Serialize)]
 struct Rewrite {
     id: String,
     position: String,
 }
 
 /// Rewrites the deposits' readable positions, a page at a time in id order:
-/// on PostgreSQL a page in one statement (its rows as a JSON array), on
+/// on PostgreSQL a page in one statement (its rows as column arrays), on
 /// SQLite, in process, a prepared statement per row.
 async fn compact_deposits(tx: &mut Transaction<'static, Any>) -> Result<u64, StoreError> {
     let postgres = Backend::of(tx) == Backend::Postgres;
@@ -66,7 +68,7 @@ async fn compact_deposits(tx: &mut Transaction<'static, Any>) -> Result<u64, Sto
         format!("SELECT id, position FROM deposits WHERE id > $1 AND {READABLE} ORDER BY id LIMIT $2");
     let (mut after, mut count) = (String::new(), 0);
     loop {
-        let rows = sqlx::query(&select).bind(&after).bind(JSON_ROWS as i64).fetch_all(&mut **tx).await?;
+        let rows = sqlx::query(&select).bind(&after).bind(ARRAY_ROWS as i64).fetch_all(&mut **tx).await?;
         let Some(last) = rows.last() else { return Ok(count) };
         after = last.try_get("id")?;
         let page = rows
@@ -80,14 +82,12 @@ async fn compact_deposits(tx: &mut Transaction<'static, Any>) -> Result<u64, Sto
             .collect::<Result<Vec<_>, StoreError>>()?;
         count += page.len() as u64;
         if postgres {
-            let json = serde_json::to_string(&page).map_err(|e| StoreError::Invalid(e.to_string()))?;
-            sqlx::query(
-                "UPDATE deposits SET position = r.position
-                 FROM json_to_recordset(CAST($1 AS json)) AS r(id text, position text) WHERE deposits.id = r.id",
-            )
-            .bind(json)
-            .execute(&mut **tx)
-            .await?;
+            let mut arrays = ColumnArrays::new(2);
+            page.iter().for_each(|row| _ = arrays.text(&row.id).text(&row.position));
+            let from = unnest(&[("id", Kind::Text), ("position", Kind::Text)]);
+            let sql =
+                format!("UPDATE deposits SET position = r.position FROM {from} WHERE deposits.id = r.id");
+            arrays.bind(sqlx::query(&sql))?.execute(&mut **tx).await?;
             continue;
         }
         for row in page {

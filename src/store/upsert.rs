@@ -4,7 +4,6 @@
 
 use foldhash::{HashMap, HashMapExt};
 
-use serde::Serialize;
 use sqlx::{
     Any, Row, Transaction,
     any::{AnyArguments, AnyRow},
@@ -13,8 +12,9 @@ use sqlx::{
 
 use super::{
     StoreError,
+    arrays::{ColumnArrays, Kind, unnest},
     deposit_rows::{ChangedDeposit, read_changed},
-    params::{JSON_ROWS, Params, recurs},
+    params::{ARRAY_ROWS, Params, recurs},
     scan::ScanCommit,
     time, to_i64,
 };
@@ -46,16 +46,16 @@ pub(super) async fn upsert_deposits(
     let organizations = organizations(tx, &deposits).await?;
     let mut changed = Vec::new();
     let mut params = Params::of(tx);
-    let size = if params.json() { JSON_ROWS } else { params.rows_per_statement(PARAMS) };
+    let size = if params.arrays() { ARRAY_ROWS } else { params.rows_per_statement(PARAMS) };
     for chunk in deposits.chunks(size) {
         let rows = chunk
             .iter()
             .map(|(d, p)| NewRow::new(scan, d, p, &organizations, now))
             .collect::<Result<Vec<_>, _>>()?;
-        let returned = if params.json() {
-            let json = serde_json::to_string(&rows.iter().map(NewRow::columns).collect::<Vec<_>>())
-                .map_err(|e| StoreError::Invalid(e.to_string()))?;
-            sqlx::query(&upsert_sql(&from_json())).bind(json).fetch_all(&mut **tx).await?
+        let returned = if params.arrays() {
+            let mut arrays = ColumnArrays::new(PARAMS);
+            rows.iter().for_each(|row| row.columns().push(&mut arrays));
+            arrays.bind(sqlx::query(&upsert_sql(&from_arrays())))?.fetch_all(&mut **tx).await?
         } else {
             let sql = upsert_sql(&values(params.restart(), chunk.len()));
             let query = sqlx::query(&sql).persistent(recurs(chunk.len(), size));
@@ -257,8 +257,7 @@ fn disclosed_source<'a>(deposit: &'a Detected, organizations: &HashMap<String, S
 }
 
 /// A deposit's columns in the upsert's order (`orphaned_at_block`, always
-/// NULL, left out), named as `json_to_recordset` reads them.
-#[derive(Serialize)]
+/// NULL, left out).
 struct Columns<'a> {
     id: &'a str,
     dedup_key: &'a str,
@@ -307,6 +306,31 @@ impl<'a> Columns<'a> {
             .bind(self.updated_at)
             .bind(self.announced_status)
     }
+
+    /// Appends the row to column arrays, in the order of [`from_arrays`].
+    fn push(self, arrays: &mut ColumnArrays) {
+        arrays
+            .text(self.id)
+            .text(self.dedup_key)
+            .text(self.chain)
+            .text(self.tx_hash)
+            .text(self.position)
+            .text(self.account_id)
+            .text(self.account_address)
+            .text(self.source_address)
+            .text(self.source_type)
+            .optional_text(self.source_account_id)
+            .text(self.currency_symbol)
+            .text(&self.amount_raw)
+            .bigint(self.decimals)
+            .text(self.status)
+            .bigint(self.block_number)
+            .text(self.block_hash)
+            .bigint(self.created_at)
+            .optional_bigint(self.confirmed_at)
+            .bigint(self.updated_at)
+            .text(self.announced_status);
+    }
 }
 
 /// `VALUES` of `rows` rows of bound parameters.
@@ -317,17 +341,38 @@ fn values(params: &mut Params, rows: usize) -> String {
     format!("VALUES {}", rows.join(", "))
 }
 
-/// The rows of the JSON array bound as `$1` (see [`Columns`]).
-fn from_json() -> String {
-    "SELECT id, dedup_key, chain, tx_hash, position, account_id, account_address, source_address,
-        source_type, source_account_id, currency_symbol, amount_raw, decimals, status, block_number,
-        block_hash, CAST(NULL AS BIGINT), created_at, confirmed_at, updated_at, announced_status
-     FROM json_to_recordset(CAST($1 AS json)) AS r(id text, dedup_key text, chain text, tx_hash text,
-        position text, account_id text, account_address text, source_address text, source_type text,
-        source_account_id text, currency_symbol text, amount_raw text, decimals bigint, status text,
-        block_number bigint, block_hash text, created_at bigint, confirmed_at bigint, updated_at bigint,
-        announced_status text)"
-        .to_string()
+/// The rows of the column arrays [`Columns::push`] fills.
+fn from_arrays() -> String {
+    use Kind::{Bigint, Text};
+    let columns = [
+        ("id", Text),
+        ("dedup_key", Text),
+        ("chain", Text),
+        ("tx_hash", Text),
+        ("position", Text),
+        ("account_id", Text),
+        ("account_address", Text),
+        ("source_address", Text),
+        ("source_type", Text),
+        ("source_account_id", Text),
+        ("currency_symbol", Text),
+        ("amount_raw", Text),
+        ("decimals", Bigint),
+        ("status", Text),
+        ("block_number", Bigint),
+        ("block_hash", Text),
+        ("created_at", Bigint),
+        ("confirmed_at", Bigint),
+        ("updated_at", Bigint),
+        ("announced_status", Text),
+    ];
+    format!(
+        "SELECT id, dedup_key, chain, tx_hash, position, account_id, account_address, source_address,
+            source_type, source_account_id, currency_symbol, amount_raw, decimals, status, block_number,
+            block_hash, CAST(NULL AS BIGINT), created_at, confirmed_at, updated_at, announced_status
+         FROM {}",
+        unnest(&columns)
+    )
 }
 
 /// `INSERT … ON CONFLICT … RETURNING` of the deposits `rows` yields. On a
