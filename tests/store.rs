@@ -444,3 +444,26 @@ async fn a_deposit_alone_in_its_statement_is_stored_exactly_as_detected() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn an_account_id_holding_a_control_character_still_takes_its_deposits() {
+    each_backend(|store, backend| async move {
+        // Account ids are the operator's: nothing keeps a unit separator
+        // (U+001F) or a record separator (U+001E) out of them.
+        let id = "ali\u{1f}ce\u{1e}";
+        store.add_account(account(id, ALICE, vec![CHAIN])).await.unwrap();
+        let mut deposits: Vec<Detected> =
+            (1..=3).map(|tx| detected(tx, Position::Native, 50, "0xd50", u64::from(tx))).collect();
+        deposits.iter_mut().for_each(|d| d.account_id = id.into());
+        let commit = scan(50, 50, deposits, vec![block(50, "0xd50", "0xd49")], None);
+        assert_eq!(store.commit_scan(&commit).await.unwrap().len(), 3, "{backend:?}");
+        let stored = store.deposits_of_account(id).await.unwrap();
+        assert_eq!(stored.len(), 3, "{backend:?}");
+        assert!(stored.iter().all(|d| d.account_id == id), "{backend:?}");
+        let events = store.events_after("default", None, 100).await.unwrap();
+        let deposits: Vec<_> = events.iter().filter(|e| e.envelope["type"] == "deposit_v2").collect();
+        assert_eq!(deposits.len(), 3, "{backend:?}");
+        assert!(deposits.iter().all(|e| e.envelope["data"]["account_id"] == id), "{backend:?}");
+    })
+    .await;
+}

@@ -102,7 +102,7 @@ pub(super) struct NewEvent<'a> {
     pub id: String,
     /// `{"data": …, "id": …, "type": …}`, as the pull API and webhooks serve
     /// it: only [`NewEvent::new`] writes it, so it is always valid JSON,
-    /// which the PostgreSQL insert relies on.
+    /// whose strings escape every control character.
     payload: String,
 }
 
@@ -218,7 +218,7 @@ async fn queue_deliveries(
 const INSERT_EVENTS: &str =
     "INSERT INTO events (seq, id, organization_id, type, resource_id, payload, created_at)";
 
-/// Inserts the events in statements of bound rows (SQLite).
+/// Inserts the events in statements of bound rows.
 async fn insert_values(
     tx: &mut Transaction<'static, Any>,
     numbered: &[(i64, &NewEvent<'_>)],
@@ -248,7 +248,8 @@ async fn insert_values(
 
 /// Inserts the events on PostgreSQL, each statement's rows as column arrays
 /// (see [`Params::arrays`]): a payload goes as the text it is, neither
-/// escaped here nor unescaped by the server.
+/// escaped here nor unescaped by the server. Rows with a value the arrays
+/// cannot carry go as bound rows.
 async fn insert_arrays(
     tx: &mut Transaction<'static, Any>,
     numbered: &[(i64, &NewEvent<'_>)],
@@ -271,7 +272,10 @@ async fn insert_arrays(
             arrays.bigint(*seq).text(&e.id).text(e.organization).text(e.kind).text(e.resource_id);
             arrays.text(&e.payload).bigint(now);
         }
-        arrays.bind(sqlx::query(&sql))?.execute(&mut **tx).await?;
+        match arrays.bind(sqlx::query(&sql)) {
+            Some(query) => _ = query.execute(&mut **tx).await?,
+            None => insert_values(tx, chunk, now).await?,
+        }
     }
     Ok(())
 }

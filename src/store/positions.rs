@@ -61,7 +61,8 @@ struct Rewrite {
 
 /// Rewrites the deposits' readable positions, a page at a time in id order:
 /// on PostgreSQL a page in one statement (its rows as column arrays), on
-/// SQLite, in process, a prepared statement per row.
+/// SQLite (or for a page the arrays cannot carry) a prepared statement per
+/// row.
 async fn compact_deposits(tx: &mut Transaction<'static, Any>) -> Result<u64, StoreError> {
     let postgres = Backend::of(tx) == Backend::Postgres;
     let select =
@@ -87,8 +88,10 @@ async fn compact_deposits(tx: &mut Transaction<'static, Any>) -> Result<u64, Sto
             let from = unnest(&[("id", Kind::Text), ("position", Kind::Text)]);
             let sql =
                 format!("UPDATE deposits SET position = r.position FROM {from} WHERE deposits.id = r.id");
-            arrays.bind(sqlx::query(&sql))?.execute(&mut **tx).await?;
-            continue;
+            if let Some(query) = arrays.bind(sqlx::query(&sql)) {
+                query.execute(&mut **tx).await?;
+                continue;
+            }
         }
         for row in page {
             sqlx::query("UPDATE deposits SET position = $1 WHERE id = $2")

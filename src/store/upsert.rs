@@ -52,18 +52,36 @@ pub(super) async fn upsert_deposits(
             .iter()
             .map(|(d, p)| NewRow::new(scan, d, p, &organizations, now))
             .collect::<Result<Vec<_>, _>>()?;
-        let returned = if params.arrays() {
-            let mut arrays = ColumnArrays::new(PARAMS);
-            rows.iter().for_each(|row| row.columns().push(&mut arrays));
-            arrays.bind(sqlx::query(&upsert_sql(&from_arrays())))?.fetch_all(&mut **tx).await?
-        } else {
-            let sql = upsert_sql(&values(params.restart(), chunk.len()));
-            let query = sqlx::query(&sql).persistent(recurs(chunk.len(), size));
-            rows.iter().fold(query, |q, row| row.columns().bind(q)).fetch_all(&mut **tx).await?
-        };
+        let returned = upsert_rows(tx, &mut params, &rows).await?;
         changed.extend(changed_rows(tx, &rows, &returned, &organizations).await?);
     }
     Ok(changed)
+}
+
+/// Upserts `rows`: on PostgreSQL in one statement of column arrays, unless
+/// a value holds a separator they cannot carry; then, as on SQLite, in
+/// statements of bound rows. Returns the changed rows' keys.
+async fn upsert_rows(
+    tx: &mut Transaction<'static, Any>,
+    params: &mut Params,
+    rows: &[NewRow<'_>],
+) -> Result<Vec<AnyRow>, StoreError> {
+    if params.arrays() {
+        let mut arrays = ColumnArrays::new(PARAMS);
+        rows.iter().for_each(|row| row.columns().push(&mut arrays));
+        let sql = upsert_sql(&from_arrays());
+        if let Some(query) = arrays.bind(sqlx::query(&sql)) {
+            return Ok(query.fetch_all(&mut **tx).await?);
+        }
+    }
+    let size = params.rows_per_statement(PARAMS);
+    let mut returned = Vec::new();
+    for part in rows.chunks(size) {
+        let sql = upsert_sql(&values(params.restart(), part.len()));
+        let query = sqlx::query(&sql).persistent(recurs(part.len(), size));
+        returned.extend(part.iter().fold(query, |q, row| row.columns().bind(q)).fetch_all(&mut **tx).await?);
+    }
+    Ok(returned)
 }
 
 /// What a chunk's upsert changed, in the scan's order: the rows it inserted
