@@ -446,10 +446,10 @@ async fn a_deposit_alone_in_its_statement_is_stored_exactly_as_detected() {
 }
 
 #[tokio::test]
-async fn an_account_id_holding_a_control_character_still_takes_its_deposits() {
+async fn ids_holding_a_control_character_still_take_their_deposits_and_events() {
     each_backend(|store, backend| async move {
-        // Account ids are the operator's: nothing keeps a unit separator
-        // (U+001F) or a record separator (U+001E) out of them.
+        // Account and identity ids are the operator's: nothing keeps a unit
+        // separator (U+001F) or a record separator (U+001E) out of them.
         let id = "ali\u{1f}ce\u{1e}";
         store.add_account(account(id, ALICE, vec![CHAIN])).await.unwrap();
         let mut deposits: Vec<Detected> =
@@ -464,6 +464,10 @@ async fn an_account_id_holding_a_control_character_still_takes_its_deposits() {
         let deposits: Vec<_> = events.iter().filter(|e| e.envelope["type"] == "deposit_v2").collect();
         assert_eq!(deposits.len(), 3, "{backend:?}");
         assert!(deposits.iter().all(|e| e.envelope["data"]["account_id"] == id), "{backend:?}");
+
+        // An identity's events name it as their resource.
+        let envelope = identity_event_labelled(&store, id, "separators").await;
+        assert_eq!(envelope.pointer("/data/identity/id").and_then(|i| i.as_str()), Some(id), "{envelope}");
     })
     .await;
 }
