@@ -32,6 +32,10 @@ use custody_indexer::{
     store::{CursorMove, NewAccount, ScanCommit},
 };
 
+/// The binary's allocator, so the commits allocate as a backfill's do.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const ACCOUNTS: u64 = 1_000;
 /// Transfers a block: the first `NATIVE` of them native, the rest tokens.
 const PER_BLOCK: u64 = 55;

@@ -5,7 +5,8 @@ use tracing_subscriber::EnvFilter;
 /// mimalloc rather than the system allocator: a backfill allocates and frees
 /// millions of short-lived rows, strings and JSON values, and glibc's
 /// allocator spent a fifth of its CPU time there and kept freed memory in
-/// per-thread arenas (see docs/benchmarks.md).
+/// per-thread arenas. Its `override` feature makes it the process's `malloc`
+/// too, which the bundled SQLite allocates with (see docs/benchmarks.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
