@@ -116,7 +116,27 @@ pub async fn costs(chain: &Chain) {
     let client = chain.anvil.provider.client();
     let numbers: Vec<u64> = (0..=chain.last).collect();
     let natives: Vec<B256> = chain.native.iter().map(|(_, h)| *h).collect();
-    let kinds: [(&str, Vec<Calls>); 4] = [
+    let kinds: [(&str, Vec<Calls>); 6] = [
+        (
+            "blocks with transaction hashes only, 50 a batch",
+            numbers
+                .chunks(BATCH)
+                .map(|c| {
+                    c.iter()
+                        .map(|n| {
+                            ("eth_getBlockByNumber", serde_json::json!([BlockNumberOrTag::Number(*n), false]))
+                        })
+                        .collect()
+                })
+                .collect(),
+        ),
+        (
+            "eth_getTransactionByHash of native transfers, 50 a batch",
+            natives
+                .chunks(BATCH)
+                .map(|c| c.iter().map(|h| ("eth_getTransactionByHash", serde_json::json!([h]))).collect())
+                .collect(),
+        ),
         (
             "blocks with transactions, 50 a batch",
             numbers
