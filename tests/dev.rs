@@ -546,6 +546,62 @@ async fn without_nodes_dev_installs_anvil_says_what_else_is_missing_and_serves_t
     assert!(terminate(&mut next.process).success());
 }
 
+/// A signal at any moment of the setup stops `dev`: it exits, and no node
+/// it started outlives it, whether the signal comes while anvil starts,
+/// while the chain and the store are seeded, or as the service takes over
+/// (one listener takes the signal from the start to the end).
+#[tokio::test]
+async fn a_signal_during_the_setup_stops_dev_and_its_nodes() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing_bin = dir.path().join("nowhere/custody-indexer-solana-node");
+    let no_source = dir.path().join("no-source");
+    for delay in [0, 150, 400, 800, 1_500, 3_000, 6_000] {
+        let state = dir.path().join(format!("state-{delay}"));
+        let log = dir.path().join(format!("dev-{delay}.log"));
+        let mut command = binary();
+        command
+            .args(["dev", "--json", "--state-dir", state.to_str().unwrap(), "--listen", "127.0.0.1:0"])
+            .env("SOLANA_NODE_BIN", &missing_bin)
+            .env("CUSTODY_INDEXER_SOLANA_NODE_SOURCE", &no_source)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap());
+        let mut process = Process(command.spawn().unwrap());
+        tokio::time::sleep(Duration::from_millis(delay)).await;
+        let status = tokio::task::spawn_blocking(move || {
+            let status = terminate(&mut process.0);
+            drop(process);
+            status
+        });
+        let status = tokio::time::timeout(Duration::from_secs(120), status)
+            .await
+            .unwrap_or_else(|_| panic!("dev still runs 120 s after SIGTERM at {delay} ms"))
+            .unwrap();
+        // Before its listener is in place dev has started nothing, and the
+        // signal's default action ends it; from then on it stops by itself.
+        let stderr = std::fs::read_to_string(&log).unwrap();
+        let what = format!("no node left after a SIGTERM at {delay} ms ({status:?}):\n{stderr}");
+        let on = &state;
+        eventually(Duration::from_secs(10), &what, || async move { running_on(on).is_empty().then_some(()) })
+            .await;
+        assert!(!state.join("dev.json").exists(), "no dev runs any more after {delay} ms:\n{stderr}");
+    }
+}
+
+/// Processes whose command line names a path under `dir`: the nodes `dev`
+/// started on it.
+fn running_on(dir: &Path) -> Vec<u32> {
+    let dir = dir.to_string_lossy();
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        if String::from_utf8_lossy(&cmdline).contains(dir.as_ref()) && !gone(pid) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
 /// A missing local Solana network is built once into the cache with cargo,
 /// as scripts/install-solana-node.sh does, its progress shown, and reused by
 /// the next run. The crate built here stands in for tools/solana-node (whose

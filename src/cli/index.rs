@@ -45,7 +45,10 @@ pub async fn run_service(url: &str, service: Service, launch: Launch) -> anyhow:
     let Service { chains, only, api, delivery, events, instance } = service;
     // Listening from the first moment: a signal while the store opens or
     // migrates stops `run` cleanly instead of killing it.
-    let shutdown = cancel_on_signal()?;
+    let shutdown = match launch.shutdown.clone() {
+        Some(shutdown) => shutdown,
+        None => cancel_on_signal()?,
+    };
     let lock = super::instance::sqlite_lock(url)?;
     let opening = async {
         let store = Store::open(url).await?;
@@ -71,6 +74,11 @@ pub struct Launch {
     pub pii: Option<pii::Key>,
     pub webhook_policy: Policy,
     pub on_listen: Option<Box<dyn FnOnce(SocketAddr) + Send>>,
+    /// Cancelled by the first signal, when the caller already listens for
+    /// them ([`cancel_on_signal`]); `None`: `run_service` starts listening.
+    /// A signal that came before `run_service` then stops it at once
+    /// instead of being lost between two listeners.
+    pub shutdown: Option<CancellationToken>,
 }
 
 impl Launch {
@@ -81,6 +89,7 @@ impl Launch {
             pii: pii::Key::from_env()?,
             webhook_policy: Policy::from_env(),
             on_listen: None,
+            shutdown: None,
         })
     }
 }
@@ -406,7 +415,7 @@ async fn until_signal<T>(
 /// A token cancelled on the first SIGTERM, SIGINT or SIGHUP. The handlers
 /// are in place when it returns, so no signal from then on ends the
 /// process before it has stopped cleanly.
-fn cancel_on_signal() -> anyhow::Result<CancellationToken> {
+pub(crate) fn cancel_on_signal() -> anyhow::Result<CancellationToken> {
     use tokio::signal::unix::{SignalKind, signal};
     let (mut term, mut int, mut hup) = (
         signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?,

@@ -171,7 +171,10 @@ async fn start(options: DevOptions) -> anyhow::Result<ExitCode> {
     // those started so far (their handles drop); one later, or a failure
     // of the setup, stops them as a clean exit does, so anvil writes its
     // chain and the store never runs ahead of the chain it keeps.
-    let stop = interrupted()?;
+    // The same listener then stops `run`: a signal between the setup and
+    // the service is never lost between two listeners.
+    let shutdown = crate::cli::index::cancel_on_signal()?;
+    let stop = shutdown.clone().cancelled_owned();
     tokio::pin!(stop);
     let nodes = tokio::select! {
         nodes = start_nodes(&state, options.nats) => nodes?,
@@ -197,6 +200,7 @@ async fn start(options: DevOptions) -> anyhow::Result<ExitCode> {
             return Err(error);
         }
     };
+    launch.shutdown = Some(shutdown);
     let dir = state.path.clone();
     let pids: Vec<u32> = nodes.iter().filter_map(nodes::Node::pid).collect();
     let mut summary = summary;
@@ -219,20 +223,6 @@ async fn start(options: DevOptions) -> anyhow::Result<ExitCode> {
 #[derive(Debug, thiserror::Error)]
 #[error("stopped before the platform was ready")]
 struct Interrupted;
-
-/// Resolves on the first SIGINT, SIGTERM or SIGHUP (a closed terminal).
-fn interrupted() -> anyhow::Result<impl Future<Output = ()>> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (mut term, mut int, mut hup) =
-        (signal(SignalKind::terminate())?, signal(SignalKind::interrupt())?, signal(SignalKind::hangup())?);
-    Ok(async move {
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = int.recv() => {}
-            _ = hup.recv() => {}
-        }
-    })
-}
 
 /// Places the tokens on the started `nodes`, writes the chain files, funds
 /// the wallets and seeds the store, or opens the one a previous run kept
@@ -303,6 +293,7 @@ async fn prepare(state: &StateDir, nodes: &[nodes::Node], options: DevOptions) -
         pii: Some(state.pii_key()?),
         webhook_policy: Policy { allow_private: true },
         on_listen: None,
+        shutdown: None,
     };
     Ok(Prepared { summary, service, launch })
 }
