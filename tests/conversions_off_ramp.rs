@@ -430,6 +430,7 @@ async fn a_suspension_fails_an_off_ramp_that_moved_nothing_with_the_reason() {
 
 #[tokio::test]
 async fn in_production_an_operator_answers_the_payout_and_a_return_comes_back() {
+    use alloy::providers::Provider;
     let platform = Platform::new(Backend::Postgres).await;
     let wallets: Value = serde_json::from_str(&platform.cli(&["wallets", "list", "--json"])).unwrap();
     let settlement: Address = wallets[0]["settlement"].as_str().unwrap().parse().unwrap();
@@ -440,9 +441,15 @@ async fn in_production_an_operator_answers_the_payout_and_a_return_comes_back() 
     api_up(port).await;
     fund_directly(&platform, 80).await;
     let us = bank(&platform, port, "us", "000123456789").await;
-    let paid = submit(&platform, port, &off_ramp(&new_id(), &us, "50.00", None)).await.body;
-    let back = submit(&platform, port, &off_ramp(&new_id(), &us, "30.00", None)).await.body;
-    let (paid, back) = (paid["id"].as_str().unwrap(), back["id"].as_str().unwrap());
+    // Both are accepted before the first one's collection is mined: a
+    // transfer mined but not yet confirmed is still held against the
+    // balance the chain already shows without it (docs/transfers.md).
+    platform.pause_mining().await;
+    let paid = submit(&platform, port, &off_ramp(&new_id(), &us, "50.00", None)).await;
+    let back = submit(&platform, port, &off_ramp(&new_id(), &us, "30.00", None)).await;
+    platform.anvil.provider.raw_request::<_, Value>("evm_setAutomine".into(), (true,)).await.unwrap();
+    assert_eq!((paid.status, back.status), (201, 201), "{paid:?} {back:?}");
+    let (paid, back) = (paid.body["id"].as_str().unwrap(), back.body["id"].as_str().unwrap());
     for id in [paid, back] {
         eventually(Duration::from_secs(60), "the payout handed to the bank", || async {
             platform.anvil.mine(1).await;
