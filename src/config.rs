@@ -74,6 +74,24 @@ pub enum Strategy {
     Signatures,
 }
 
+/// How an EVM watcher finds native transfers to watched addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BlockReads {
+    /// Every block with its transactions (`eth_getBlockByNumber` with full
+    /// transactions), then the receipts of the transfers to watched
+    /// addresses.
+    #[default]
+    Transactions,
+    /// Every block with its transaction hashes, its receipts
+    /// (`eth_getBlockReceipts`, which name each transaction's sender,
+    /// recipient and status), then the transactions by hash of the
+    /// successful ones to watched addresses, for their value. Cheaper for
+    /// a node that serves receipts cheaply (a self-hosted one); a node that
+    /// refuses the method is read as with `Transactions`.
+    Receipts,
+}
+
 /// A token the platform accepts on a chain. Transfers of any other token are
 /// ignored: spam tokens are common.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -180,6 +198,8 @@ struct ChainFile {
     #[serde(default)]
     traces: bool,
     #[serde(default)]
+    block_reads: Option<BlockReads>,
+    #[serde(default)]
     start_block: Option<u64>,
     #[serde(default = "defaults::reorg_window")]
     reorg_window: u64,
@@ -257,6 +277,8 @@ pub struct ChainConfig {
     pub concurrency: usize,
     /// Follow internal native transfers with `debug_traceBlockByNumber`.
     pub traces: bool,
+    /// EVM: how blocks are read for native transfers.
+    pub block_reads: BlockReads,
     /// Where `run` starts on a chain it has never indexed (default: the head).
     pub start_block: Option<u64>,
     /// How many recent block hashes are kept to find a reorg's common ancestor.
@@ -341,6 +363,9 @@ impl ChainConfig {
             }
             Family::Solana if genesis_hash.is_none() => {
                 return Err(invalid("missing genesis_hash".into()));
+            }
+            Family::Solana if file.block_reads.is_some() => {
+                return Err(invalid("block_reads is for EVM chains".into()));
             }
             _ => {}
         }
@@ -430,6 +455,7 @@ impl ChainConfig {
             batch_size: file.batch_size,
             concurrency: file.concurrency,
             traces: file.traces,
+            block_reads: file.block_reads.unwrap_or_default(),
             start_block: file.start_block,
             reorg_window: file.reorg_window,
             dropped_after_blocks: file.dropped_after_blocks,
@@ -556,6 +582,17 @@ mod tests {
         assert_eq!(c.assets[0].contract_address, "0x1c7D4B196Cb0C7B01d743Fbc6116a902379C7238");
         assert_eq!(c.max_block_range, 500);
         assert!(!c.traces);
+        assert_eq!(c.block_reads, BlockReads::Transactions);
+        let receipts = format!("block_reads = \"receipts\"\n{MINIMAL}");
+        let c = ChainConfig::from_toml(&receipts, Path::new("t.toml"), &no_env).unwrap();
+        assert_eq!(c.block_reads, BlockReads::Receipts);
+        let logs = format!("block_reads = \"logs\"\n{MINIMAL}");
+        let err = ChainConfig::from_toml(&logs, Path::new("t.toml"), &no_env).unwrap_err().to_string();
+        assert!(err.contains("logs") && err.contains("receipts"), "{err}");
+        let (_, solana) = embedded::CHAINS.iter().find(|(name, _)| name.starts_with("solana")).unwrap();
+        let solana = format!("block_reads = \"receipts\"\n{solana}");
+        let err = ChainConfig::from_toml(&solana, Path::new("s.toml"), &no_env).unwrap_err().to_string();
+        assert!(err.contains("block_reads is for EVM chains"), "{err}");
     }
 
     #[test]

@@ -22,6 +22,7 @@ use custody_indexer::{
     identity::Event,
     store::{Change, NewAccount, Store},
 };
+use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 const ETH: u64 = 1_000_000_000_000_000_000;
@@ -69,11 +70,16 @@ fn summary(deposits: &[Deposit]) -> Vec<(String, String, String, SourceType, Opt
 #[tokio::test]
 async fn deposits_are_detected_pending_then_confirmed_on_both_stores() {
     for backend in BACKENDS {
-        detects_exactly_the_deposits(backend).await;
+        detects_exactly_the_deposits(backend, "transactions").await;
     }
 }
 
-async fn detects_exactly_the_deposits(backend: Backend) {
+#[tokio::test]
+async fn blocks_read_by_their_receipts_yield_the_same_deposits() {
+    detects_exactly_the_deposits(Backend::Sqlite, "receipts").await;
+}
+
+async fn detects_exactly_the_deposits(backend: Backend, reads: &str) {
     let anvil = Anvil::start().await;
     let db = TestDb::new(backend).await;
     let [outsider, alice, bob, carol] =
@@ -86,7 +92,8 @@ async fn detects_exactly_the_deposits(backend: Backend) {
     let (token, spam) = (anvil.token(token_address), anvil.token(spam_address));
     token.mint(outsider, U256::from(100_000_000u64)).from(outsider).mined().await;
     spam.mint(outsider, U256::from(100_000_000u64)).from(outsider).mined().await;
-    let mut watcher = watcher(&anvil, &db.store, Some(token_address), "").await;
+    let reads = format!("block_reads = {reads:?}");
+    let mut watcher = watcher(&anvil, &db.store, Some(token_address), &reads).await;
 
     // Native, from outside: ON_CHAIN.
     anvil.send_eth(outsider, alice, U256::from(ETH + 1)).await;
@@ -126,7 +133,7 @@ async fn detects_exactly_the_deposits(backend: Backend) {
         ("bob".into(), "TUSD".into(), "1".into(), from_alice.0, from_alice.1.clone()),
         ("bob".into(), "TUSD".into(), "3".into(), on_chain, None),
     ];
-    assert_eq!(summary(&deposits), expected, "{backend:?}");
+    assert_eq!(summary(&deposits), expected, "{backend:?}, {reads}");
     let head = anvil.head().await;
     // Depth 3: only deposits with 3 blocks on top are CONFIRMED already.
     for d in &deposits {
@@ -220,17 +227,23 @@ async fn internal_transfers_are_found_with_traces_only() {
     // plain deposit; what it passes on to alice only a trace shows.
     let to_vault = ("vault".to_string(), "0.000000000000000011".to_string(), SourceType::OnChain);
     let to_alice = ("alice".to_string(), "0.000000000000000011".to_string(), SourceType::Account);
-    for (traces, expected) in [(false, vec![to_vault.clone()]), (true, vec![to_alice, to_vault])] {
+    let cases = [
+        (false, "transactions", vec![to_vault.clone()]),
+        (true, "transactions", vec![to_alice.clone(), to_vault.clone()]),
+        (true, "receipts", vec![to_alice, to_vault]),
+    ];
+    for (traces, reads, expected) in cases {
         let db = TestDb::new(Backend::Sqlite).await;
         add_account(&db.store, "alice", &alice.to_string()).await;
         add_account(&db.store, "vault", &forwarder.address().to_string()).await;
-        let mut watcher = watcher(&anvil, &db.store, None, &format!("traces = {traces}")).await;
+        let extra = format!("traces = {traces}\nblock_reads = {reads:?}");
+        let mut watcher = watcher(&anvil, &db.store, None, &extra).await;
         catch_up(&mut watcher).await;
         let deposits = db.store.deposits_on_chain(CHAIN).await.unwrap();
         let mut found: Vec<_> =
             deposits.iter().map(|d| (d.account_id.clone(), d.amount.clone(), d.source_type)).collect();
         found.sort();
-        assert_eq!(found, expected, "traces = {traces}");
+        assert_eq!(found, expected, "traces = {traces}, {reads}");
         if traces {
             let internal = deposits.iter().find(|d| d.account_id == "alice").unwrap();
             assert_eq!(internal.source_address, forwarder.address().to_checksum(None));
@@ -343,6 +356,58 @@ async fn refused_log_ranges_are_narrowed_and_transient_errors_retried() {
     assert_eq!(rpc.faults.failed.load(SeqCst), 4, "every injected failure was met");
     let ranges = rpc.faults.log_ranges.lock().unwrap().clone();
     assert!(ranges.iter().all(|span| *span <= 4), "{ranges:?}");
+}
+
+/// The methods the node was asked, in order.
+fn asked(rpc: &common::proxy::FaultyRpc) -> Vec<String> {
+    rpc.faults.calls.lock().unwrap().iter().map(|(_, method)| method.clone()).collect()
+}
+
+#[tokio::test]
+async fn blocks_read_by_receipts_survive_lying_answers_and_a_node_refusing_the_method() {
+    let Setup { anvil, db, outsider, alice } = setup(Backend::Sqlite).await;
+    let token = anvil.token(anvil.deploy_token("TUSD").await);
+    token.mint(outsider, U256::from(1_000u64)).from(outsider).mined().await;
+    let rpc = common::proxy::start(anvil.url()).await;
+    let token_address = token.address().to_checksum(None);
+    let reads = "block_reads = \"receipts\"";
+    let config = chain_config(std::slice::from_ref(&rpc.url), Some(&token_address), reads);
+    let mut watcher = EvmWatcher::connect(config, db.store.clone()).await.unwrap();
+    for i in 1..=3u64 {
+        anvil.send_eth(outsider, alice, U256::from(i)).await;
+        token.transfer(alice, U256::from(i)).from(outsider).mined().await;
+    }
+
+    // Backends behind: empty receipt lists for blocks that hold
+    // transactions, then transactions they have not seen. Asked again,
+    // nothing is lost.
+    let faults = &rpc.faults;
+    faults.replaced.lock().unwrap().push(("eth_getBlockReceipts".into(), json!({"result": []}), 2));
+    faults.nulled.lock().unwrap().push(("eth_getTransactionByHash".into(), 2));
+    catch_up(&mut watcher).await;
+    let native = |ds: &[Deposit]| ds.iter().filter(|d| d.currency_symbol == "ETH").count();
+    let deposits = db.store.deposits_on_chain(CHAIN).await.unwrap();
+    assert_eq!((native(&deposits), deposits.len()), (3, 6));
+    assert_eq!(faults.replaced.lock().unwrap()[0].2, 0, "the empty receipt lists were answered");
+    assert_eq!(faults.nulled.lock().unwrap()[0].1, 0, "the unknown transactions were answered");
+    let methods = asked(&rpc);
+    assert!(methods.iter().any(|m| m == "eth_getBlockReceipts"), "{methods:?}");
+    assert!(!methods.iter().any(|m| m == "eth_getBlockByNumber(full)"), "a block read with its transactions");
+
+    // A node that does not serve the method: blocks are read with their
+    // transactions from then on, and nothing is missed.
+    let refusal = "the method eth_getBlockReceipts does not exist/is not available";
+    let refused = json!({"error": {"code": -32601, "message": refusal}});
+    faults.replaced.lock().unwrap().push(("eth_getBlockReceipts".into(), refused, u32::MAX));
+    anvil.send_eth(outsider, alice, U256::from(7u64)).await;
+    catch_up(&mut watcher).await;
+    faults.calls.lock().unwrap().clear();
+    anvil.send_eth(outsider, alice, U256::from(8u64)).await;
+    catch_up(&mut watcher).await;
+    assert_eq!(native(&db.store.deposits_on_chain(CHAIN).await.unwrap()), 5);
+    let methods = asked(&rpc);
+    assert!(methods.iter().any(|m| m == "eth_getBlockByNumber(full)"), "{methods:?}");
+    assert!(!methods.iter().any(|m| m == "eth_getBlockReceipts"), "asked again after a refusal: {methods:?}");
 }
 
 #[tokio::test]

@@ -7,7 +7,8 @@
 //!   beside a loop of the same JSON-RPC requests;
 //! - **dense**: 4,000 blocks of 50 token and 5 native transfers to 1,000
 //!   addresses, all watched, on SQLite and PostgreSQL (`TEST_DATABASE_URL`),
-//!   beside the ceiling of reading every log, block and receipt.
+//!   with both `block_reads`, beside the ceiling of reading every log, block
+//!   and receipt.
 //!
 //! Prints figures, and on stderr each round's CPU time of anvil and of the
 //! backfill process; asserts nothing but that every transfer was found.
@@ -15,7 +16,8 @@
 //! `cargo bench --bench backfill` (`BENCH_CASE=sparse|dense`, `BENCH_BLOCKS`,
 //! `BENCH_TOKEN_TRANSFERS`, `BENCH_NATIVE_TRANSFERS`, `BENCH_MAX_ADDRESSES`,
 //! `BENCH_DENSE_BLOCKS`, `BENCH_ROUNDS` change it; `BENCH_STORE=sqlite|postgres`
-//! runs the dense case on one store).
+//! runs the dense case on one store, `BENCH_READS=transactions|receipts` with
+//! one way of reading blocks).
 
 #[path = "../../tests/common/mod.rs"]
 mod common;
@@ -104,21 +106,26 @@ async fn dense() {
     let dir = tempfile::tempdir().unwrap();
     println!("dense: medians of {rounds} rounds; each round times the ceiling, then the backfill");
     println!(
-        "{:>10} | {:>9} | {:>10} | {:>10} | {:>10} | {:>8}",
-        "store", "ceiling s", "backfill s", "÷ ceiling", "deposits/s", "peak MB"
+        "{:>10} | {:>12} | {:>9} | {:>10} | {:>10} | {:>10} | {:>8}",
+        "store", "block_reads", "ceiling s", "backfill s", "÷ ceiling", "deposits/s", "peak MB"
     );
     let only = std::env::var("BENCH_STORE").unwrap_or_default().to_lowercase();
+    let reads = std::env::var("BENCH_READS").unwrap_or_default().to_lowercase();
     for backend in BACKENDS.into_iter().filter(|b| only.is_empty() || format!("{b:?}").to_lowercase() == only)
     {
         let template = run::template(backend, &chain, shape.recipients).await;
-        let (ceiling, scan, peak) =
-            measure(rounds, &chain, &template, dir.path(), DENSE, || ceiling::everything(&chain)).await;
-        let store = format!("{backend:?}");
-        println!(
-            "{store:>10} | {ceiling:>9.3} | {scan:>10.3} | {:>9.2}x | {:>10.0} | {peak:>8.1}",
-            scan / ceiling,
-            chain.deposits as f64 / scan,
-        );
+        for how in ["transactions", "receipts"].into_iter().filter(|how| reads.is_empty() || reads == *how) {
+            let settings = format!("{DENSE}\nblock_reads = {how:?}");
+            let (ceiling, scan, peak) =
+                measure(rounds, &chain, &template, dir.path(), &settings, || ceiling::everything(&chain))
+                    .await;
+            let store = format!("{backend:?}");
+            println!(
+                "{store:>10} | {how:>12} | {ceiling:>9.3} | {scan:>10.3} | {:>9.2}x | {:>10.0} | {peak:>8.1}",
+                scan / ceiling,
+                chain.deposits as f64 / scan,
+            );
+        }
     }
 }
 

@@ -89,6 +89,7 @@ mod tests {
                     to: Some(*to),
                     value: Default::default(),
                     block_number: Some(U64::from(number)),
+                    block_hash: None,
                 })
                 .collect(),
         }

@@ -27,6 +27,10 @@ sol! {
     event Transfer(address indexed from, address indexed to, uint256 value);
 }
 
+mod receipts;
+
+pub use receipts::{fill_values, from_receipts, value_candidates};
+
 pub type EvmWatchSet = WatchSet<Address>;
 
 /// The assets a chain accepts, keyed for matching.

@@ -10,11 +10,12 @@
 //! What the sender reads and sends (balances, nonces, fees, calls,
 //! broadcasts) is in [`sending`].
 
+mod block_receipts;
 mod projections;
 mod sending;
 
+pub use projections::{BlockReceipt, FeeReceipt, RpcBlock, RpcHeader, RpcReceipt, RpcTransaction, TxStatus};
 use projections::{FeeHeader, RpcBlockTime};
-pub use projections::{FeeReceipt, RpcBlock, RpcHeader, RpcReceipt, RpcTransaction, TxStatus};
 
 use std::{
     collections::{HashMap, HashSet},
@@ -49,7 +50,7 @@ use crate::{
 
 /// Every method the indexer calls. The fallback layer sends each of them to
 /// one URL at a time, in order of health, instead of racing all URLs.
-const METHODS: [&str; 14] = [
+const METHODS: [&str; 15] = [
     "eth_chainId",
     "eth_getTransactionCount",
     "eth_maxPriorityFeePerGas",
@@ -62,6 +63,7 @@ const METHODS: [&str; 14] = [
     "eth_getBlockByNumber",
     "eth_getLogs",
     "eth_getTransactionReceipt",
+    "eth_getBlockReceipts",
     "eth_getTransactionByHash",
     "debug_traceBlockByHash",
 ];
@@ -88,6 +90,9 @@ pub struct EvmRpc {
     /// Set once a log arrives that its block's bloom does not admit: from
     /// then on logs are read per block by hash, blooms proving nothing.
     blooms_unreliable: AtomicBool,
+    /// Set once the node refuses `eth_getBlockReceipts`: blocks are read
+    /// with their transactions from then on.
+    block_receipts_refused: AtomicBool,
     batch_size: usize,
     concurrency: usize,
 }
@@ -119,6 +124,7 @@ impl EvmRpc {
             broadcaster: Broadcaster::new(&http, urls),
             log_range: AtomicU64::new(max_block_range.max(1)),
             blooms_unreliable: AtomicBool::new(false),
+            block_receipts_refused: AtomicBool::new(false),
             batch_size,
             concurrency,
         }
@@ -137,6 +143,12 @@ impl EvmRpc {
             kind: error_kind(&err),
             range_too_large: is_range_too_large(&err),
         }
+    }
+
+    /// What the node answered lacks data it should have (a backend behind,
+    /// say): asked again at once, then the step is retried.
+    pub(crate) fn missing(&self, method: &'static str, message: String) -> RpcFailure {
+        RpcFailure { chain: self.chain, method, message, kind: "missing_data", range_too_large: false }
     }
 
     pub async fn chain_id(&self) -> Result<u64, RpcFailure> {
@@ -173,13 +185,9 @@ impl EvmRpc {
             .request(METHOD, (BlockNumberOrTag::Number(number), false))
             .await
             .map_err(|e| self.failure(METHOD, e))?;
-        header.map(|h| h.timestamp.to()).ok_or_else(|| RpcFailure {
-            chain: self.chain,
-            method: METHOD,
-            message: format!("block {number} is not available"),
-            kind: "missing_data",
-            range_too_large: false,
-        })
+        header
+            .map(|h| h.timestamp.to())
+            .ok_or_else(|| self.missing(METHOD, format!("block {number} is not available")))
     }
 
     pub fn chain(&self) -> Chain {
@@ -188,28 +196,23 @@ impl EvmRpc {
 
     /// Full blocks `from..=to`, in order, fetched in concurrent JSON-RPC batches.
     pub async fn blocks(&self, from: u64, to: u64) -> Result<Vec<RpcBlock>, RpcFailure> {
-        self.batched_by_number(from, to, true).await
+        self.by_numbers(&(from..=to).collect::<Vec<_>>(), true).await
     }
 
     /// Headers `from..=to`, in order.
     pub async fn headers(&self, numbers: &[u64]) -> Result<Vec<RpcHeader>, RpcFailure> {
-        let batches: Vec<_> = numbers
-            .chunks(self.batch_size)
-            .map(|chunk| self.batch_by_number::<RpcHeader>(chunk, false))
-            .collect();
-        let results: Vec<Vec<RpcHeader>> =
-            stream::iter(batches).buffered(self.concurrency).try_collect().await?;
-        Ok(results.into_iter().flatten().collect())
+        self.by_numbers(numbers, false).await
     }
 
-    async fn batched_by_number(&self, from: u64, to: u64, full: bool) -> Result<Vec<RpcBlock>, RpcFailure> {
-        let numbers: Vec<u64> = (from..=to).collect();
-        let batches: Vec<_> = numbers
-            .chunks(self.batch_size)
-            .map(|chunk| self.batch_by_number::<RpcBlock>(chunk, full))
-            .collect();
-        let results: Vec<Vec<RpcBlock>> =
-            stream::iter(batches).buffered(self.concurrency).try_collect().await?;
+    /// `eth_getBlockByNumber(n, full)` of each of `numbers`, in order, in
+    /// concurrent JSON-RPC batches.
+    async fn by_numbers<T>(&self, numbers: &[u64], full: bool) -> Result<Vec<T>, RpcFailure>
+    where
+        T: serde::de::DeserializeOwned + Send + Sync + Unpin + std::fmt::Debug + 'static,
+    {
+        let batches: Vec<_> =
+            numbers.chunks(self.batch_size).map(|chunk| self.batch_by_number::<T>(chunk, full)).collect();
+        let results: Vec<Vec<T>> = stream::iter(batches).buffered(self.concurrency).try_collect().await?;
         Ok(results.into_iter().flatten().collect())
     }
 
@@ -234,15 +237,7 @@ impl EvmRpc {
             match waiter.await.map_err(|e| self.failure(METHOD, e))? {
                 Some(block) => out.push(block),
                 // The node does not have the block (yet, or any more): retry later.
-                None => {
-                    return Err(RpcFailure {
-                        chain: self.chain,
-                        method: METHOD,
-                        message: format!("block {n} is not available"),
-                        kind: "missing_data",
-                        range_too_large: false,
-                    });
-                }
+                None => return Err(self.missing(METHOD, format!("block {n} is not available"))),
             }
         }
         Ok(out)
@@ -293,13 +288,7 @@ impl EvmRpc {
     pub async fn receipts(&self, hashes: &[B256]) -> Result<Vec<RpcReceipt>, RpcFailure> {
         const METHOD: &str = "eth_getTransactionReceipt";
         let found: Vec<Option<RpcReceipt>> = self.by_hash(METHOD, hashes).await?;
-        let missing = |hash: &B256| RpcFailure {
-            chain: self.chain,
-            method: METHOD,
-            message: format!("no receipt for mined transaction {hash}"),
-            kind: "missing_data",
-            range_too_large: false,
-        };
+        let missing = |hash: &B256| self.missing(METHOD, format!("no receipt for mined transaction {hash}"));
         found.into_iter().zip(hashes).map(|(receipt, hash)| receipt.ok_or_else(|| missing(hash))).collect()
     }
 

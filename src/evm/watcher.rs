@@ -22,12 +22,12 @@ use tracing::{debug, info};
 
 use super::{
     completeness,
-    decode::{self, BlockInput, EvmAssets, EvmWatchSet},
+    decode::{self, BlockInput, EvmAssets, EvmWatchSet, Succeeded},
     ranges,
     rpc::{EvmRpc, RpcBlock, RpcFailure},
 };
 use crate::{
-    config::{ChainConfig, Confirmation},
+    config::{BlockReads, ChainConfig, Confirmation},
     coverage::{self, History},
     deposit::Detected,
     redact::RpcUrl,
@@ -128,10 +128,13 @@ impl EvmWatcher {
         let topic = decode::transfer_topic();
         let by_range = self.contracts.is_empty() || self.rpc.blooms_unreliable();
         let logs = async {
-            if by_range { Ok(Vec::new()) } else { self.rpc.logs(from, to, &self.contracts, topic).await }
+            if by_range {
+                Ok(Vec::new())
+            } else {
+                self.rpc.logs(from, to, &self.contracts, topic).await.map_err(WatchError::from)
+            }
         };
-        let blocks = again_if_missing(|| self.rpc.blocks(from, to));
-        let (blocks, logs) = tokio::try_join!(blocks, logs)?;
+        let ((blocks, succeeded), logs) = tokio::try_join!(self.read_blocks(watch, from, to), logs)?;
         check_linked(&blocks).map_err(|detail| WatchError::Inconsistent { chain, detail })?;
 
         let mut logs_by_block: HashMap<u64, Vec<Log>> = HashMap::new();
@@ -147,12 +150,6 @@ impl EvmWatcher {
         }
         self.complete_logs(&blocks, &mut logs_by_block).await?;
 
-        let candidates: Vec<B256> = blocks.iter().flat_map(|b| decode::native_candidates(b, watch)).collect();
-        let receipts = if candidates.is_empty() {
-            Vec::new()
-        } else {
-            again_if_missing(|| self.rpc.receipts(&candidates)).await?
-        };
         let traces = if self.config.traces {
             let calls: Vec<_> = blocks.iter().map(|b| self.rpc.traces(b.hash)).collect();
             stream::iter(calls).buffered(self.config.concurrency).try_collect::<Vec<_>>().await?
@@ -160,7 +157,6 @@ impl EvmWatcher {
             Vec::new()
         };
 
-        let succeeded = decode::succeeded(&receipts);
         let mut deposits = Vec::new();
         for (i, block) in blocks.iter().enumerate() {
             let input = BlockInput {
@@ -180,6 +176,65 @@ impl EvmWatcher {
             })
             .collect();
         Ok(Scanned { blocks, deposits })
+    }
+
+    /// The blocks `from..=to`, each with its transactions as far as they
+    /// may send native value to `watch`, and which of those succeeded: read
+    /// as the chain's `block_reads` says, and with their transactions where
+    /// the node refuses `eth_getBlockReceipts`.
+    async fn read_blocks(
+        &self,
+        watch: &EvmWatchSet,
+        from: u64,
+        to: u64,
+    ) -> Result<(Vec<RpcBlock>, Succeeded), WatchError> {
+        if self.config.block_reads == BlockReads::Receipts && !self.rpc.block_receipts_refused() {
+            match self.read_by_receipts(watch, from, to).await {
+                Err(WatchError::Rpc(failure))
+                    if failure.kind == "method_unsupported" && failure.method == "eth_getBlockReceipts" =>
+                {
+                    self.rpc.refuse_block_receipts();
+                }
+                read => return read,
+            }
+        }
+        let blocks = again_if_missing(|| self.rpc.blocks(from, to)).await?;
+        let candidates: Vec<B256> = blocks.iter().flat_map(|b| decode::native_candidates(b, watch)).collect();
+        let receipts = if candidates.is_empty() {
+            Vec::new()
+        } else {
+            again_if_missing(|| self.rpc.receipts(&candidates)).await?
+        };
+        Ok((blocks, decode::succeeded(&receipts)))
+    }
+
+    /// Blocks with their transaction hashes and receipts, then the
+    /// transactions by hash of the successful ones to watched addresses,
+    /// for their value. Receipts that are not each block's own, one per
+    /// transaction, are asked again as missing.
+    async fn read_by_receipts(
+        &self,
+        watch: &EvmWatchSet,
+        from: u64,
+        to: u64,
+    ) -> Result<(Vec<RpcBlock>, Succeeded), WatchError> {
+        let read = move || async move {
+            let blocks = self.rpc.block_hashes(from, to).await?;
+            let hashes: Vec<B256> = blocks.iter().map(|b| b.hash).collect();
+            let receipts = self.rpc.block_receipts(&hashes).await?;
+            decode::from_receipts(blocks, receipts)
+                .map_err(|detail| self.rpc.missing("eth_getBlockReceipts", detail))
+        };
+        let (mut blocks, succeeded) = again_if_missing(read).await?;
+        let candidates: Vec<B256> =
+            blocks.iter().flat_map(|b| decode::value_candidates(b, &succeeded, watch)).collect();
+        if !candidates.is_empty() {
+            let read = again_if_missing(|| self.rpc.transactions(&candidates)).await?;
+            let chain = self.config.chain;
+            decode::fill_values(&mut blocks, read)
+                .map_err(|detail| WatchError::Inconsistent { chain, detail })?;
+        }
+        Ok((blocks, succeeded))
     }
 
     /// Reads again, by block hash, the logs of every block whose bloom the

@@ -10,7 +10,8 @@
 //!   number, tag or hash); `eth_getLogs` over a range without their logs;
 //!   an error for `eth_getLogs` and traces by the hash of a block it lacks
 //!   (EIP-234: a real node and anvil answer `-32000 unknown block`); `null`
-//!   receipts and transactions for transactions in those blocks.
+//!   for `eth_getBlockReceipts` of such a block, and receipts and
+//!   transactions for transactions in those blocks.
 //! - Solana: a lower `getSlot`; `getBlocks` listing slots up to its own
 //!   height at the asked commitment (`getBlocksWithLimit` too);
 //!   `-32004 Block not available` from
@@ -53,6 +54,8 @@ pub struct Stats {
     pub withheld: AtomicU32,
     /// `eth_getLogs` calls by block hash (EVM).
     pub logs_by_hash: AtomicU32,
+    /// `eth_getBlockReceipts` answered `null` for a block not reached yet (EVM).
+    pub null_receipts: AtomicU32,
     /// Logs left out of `eth_getLogs` range answers (EVM).
     pub dropped_logs: AtomicU32,
     /// Requests the lagging backend refused with `-32016` because it had not
@@ -227,6 +230,16 @@ impl Proxy {
                 let block = self.result("eth_getBlockByHash", json!([params[0]["blockHash"], false])).await;
                 if block.is_null() || above(&block) {
                     return error(call, -32000, "unknown block");
+                }
+                self.forward(call).await
+            }
+            // By hash, as the watcher asks: `null` for a block it lacks, as
+            // geth and anvil answer.
+            "eth_getBlockReceipts" => {
+                let block = self.result("eth_getBlockByHash", json!([params[0], false])).await;
+                if block.is_null() || above(&block) {
+                    self.stats.null_receipts.fetch_add(1, Ordering::SeqCst);
+                    return reply(call, Value::Null);
                 }
                 self.forward(call).await
             }

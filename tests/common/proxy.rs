@@ -50,6 +50,10 @@ pub struct Faults {
     /// Methods answered `null` without reaching the node `(method, times)`,
     /// as a backend behind a load balancer that has not seen a transaction.
     pub nulled: Mutex<Vec<(String, u32)>>,
+    /// Calls of these methods, batched or not, answered without reaching the
+    /// node with `answer` (its `result` or `error` member), `(method, answer,
+    /// times)`; a batch only when each of its calls is listed.
+    pub replaced: Mutex<Vec<(String, Value, u32)>>,
     /// Methods answered with `result` without reaching the node, `(method,
     /// result, times)`: a backend behind that reports an older state.
     pub stale: Mutex<Vec<(String, Value, u32)>>,
@@ -139,6 +143,9 @@ async fn handle(State(proxy): State<Arc<Proxy>>, Json(body): Json<Value>) -> axu
     }
     if let Some(nulls) = nulled(faults, &body) {
         return Json(nulls).into_response();
+    }
+    if let Some(answers) = replaced(faults, &body) {
+        return Json(answers).into_response();
     }
     if let Some(answer) = pruned(faults, &body) {
         return Json(answer).into_response();
@@ -303,19 +310,50 @@ fn take(list: &Mutex<Vec<(String, u32)>>, body: &Value) -> bool {
 /// The `null` answer to `body` (one call, or a batch of calls) when each of
 /// its calls is listed in `nulled`.
 fn nulled(faults: &Faults, body: &Value) -> Option<Value> {
-    let calls = body.as_array().cloned().unwrap_or_else(|| vec![body.clone()]);
     let listed = |call: &Value| {
         faults.nulled.lock().unwrap().iter().any(|(m, t)| call["method"] == m.as_str() && *t > 0)
     };
+    answer_each(body, listed, |call| {
+        take(&faults.nulled, call);
+        faults.failed.fetch_add(1, Ordering::SeqCst);
+        json!({"result": null})
+    })
+}
+
+/// The answers `replaced` lists for `body`'s calls, when it lists each.
+fn replaced(faults: &Faults, body: &Value) -> Option<Value> {
+    let listed = |call: &Value| {
+        faults.replaced.lock().unwrap().iter().any(|(m, _, t)| call["method"] == m.as_str() && *t > 0)
+    };
+    answer_each(body, listed, |call| {
+        let mut list = faults.replaced.lock().unwrap();
+        let entry = list.iter_mut().find(|(m, _, t)| call["method"] == m.as_str() && *t > 0);
+        faults.failed.fetch_add(1, Ordering::SeqCst);
+        entry.map_or(json!({"result": null}), |e| {
+            e.2 -= 1;
+            e.1.clone()
+        })
+    })
+}
+
+/// `answer`'s answer to each call of `body` (one call, or a batch of calls)
+/// when `listed` lists each of them.
+fn answer_each(
+    body: &Value,
+    listed: impl Fn(&Value) -> bool,
+    mut answer: impl FnMut(&Value) -> Value,
+) -> Option<Value> {
+    let calls = body.as_array().cloned().unwrap_or_else(|| vec![body.clone()]);
     if calls.is_empty() || !calls.iter().all(listed) {
         return None;
     }
     let answers: Vec<Value> = calls
         .iter()
         .map(|call| {
-            take(&faults.nulled, call);
-            faults.failed.fetch_add(1, Ordering::SeqCst);
-            json!({"jsonrpc": "2.0", "id": call["id"], "result": null})
+            let mut answer = answer(call);
+            answer["jsonrpc"] = json!("2.0");
+            answer["id"] = call["id"].clone();
+            answer
         })
         .collect();
     Some(if body.is_array() { Value::Array(answers) } else { answers[0].clone() })

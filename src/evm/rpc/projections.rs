@@ -4,10 +4,11 @@
 use alloy::primitives::{Address, B256, Bloom, U64, U256};
 use serde::Deserialize;
 
-/// A block with the fields the indexer reads.
+/// A block with the fields the indexer reads: with its transactions, or
+/// (`RpcBlock<B256>`) with their hashes only.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RpcBlock {
+#[serde(rename_all = "camelCase", bound(deserialize = "T: Deserialize<'de>"))]
+pub struct RpcBlock<T = RpcTransaction> {
     pub number: U64,
     pub hash: B256,
     pub parent_hash: B256,
@@ -17,7 +18,7 @@ pub struct RpcBlock {
     #[serde(default)]
     pub logs_bloom: Bloom,
     #[serde(default)]
-    pub transactions: Vec<RpcTransaction>,
+    pub transactions: Vec<T>,
 }
 
 /// A block header projection, for hashes only.
@@ -45,6 +46,8 @@ pub struct RpcTransaction {
     pub value: U256,
     #[serde(default)]
     pub block_number: Option<U64>,
+    #[serde(default)]
+    pub block_hash: Option<B256>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -58,7 +61,30 @@ pub struct RpcReceipt {
 
 impl RpcReceipt {
     pub fn succeeded(&self) -> bool {
-        self.status.is_none_or(|s| s == U64::from(1))
+        succeeded(self.status)
+    }
+}
+
+/// A receipt of `eth_getBlockReceipts`, with what finds a native transfer:
+/// whose block it is, who sent the transaction, to whom, and whether it
+/// succeeded.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BlockReceipt {
+    pub transaction_hash: B256,
+    pub block_hash: B256,
+    pub from: Address,
+    /// `null` for a contract creation.
+    #[serde(default)]
+    pub to: Option<Address>,
+    /// Absent before Byzantium, where a receipt carried a state root instead.
+    #[serde(default)]
+    pub status: Option<U64>,
+}
+
+impl BlockReceipt {
+    pub fn succeeded(&self) -> bool {
+        succeeded(self.status)
     }
 }
 
@@ -81,7 +107,7 @@ pub struct FeeReceipt {
 
 impl FeeReceipt {
     pub fn succeeded(&self) -> bool {
-        self.status.is_none_or(|s| s == U64::from(1))
+        succeeded(self.status)
     }
 
     /// `gasUsed × effectiveGasPrice`.
@@ -95,6 +121,12 @@ impl FeeReceipt {
 pub(super) struct FeeHeader {
     #[serde(default)]
     pub(super) base_fee_per_gas: Option<U256>,
+}
+
+/// A receipt's status: `0x1` succeeded; absent (before Byzantium) counts
+/// as success, the transaction being in the block.
+fn succeeded(status: Option<U64>) -> bool {
+    status.is_none_or(|s| s == U64::from(1))
 }
 
 /// Where a transaction stands now, for deposits whose block was reorged away.

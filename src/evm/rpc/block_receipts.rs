@@ -1,0 +1,66 @@
+//! Blocks read as their transaction hashes and receipts, for chains whose
+//! `block_reads` is `receipts` (see [`crate::config::BlockReads`]).
+
+use std::sync::atomic::Ordering;
+
+use alloy::{
+    primitives::B256,
+    transports::{RpcError, TransportError},
+};
+
+use super::{BlockReceipt, EvmRpc, RpcBlock, RpcFailure, RpcTransaction};
+
+impl EvmRpc {
+    /// Blocks `from..=to` with their transaction hashes only, in order.
+    pub async fn block_hashes(&self, from: u64, to: u64) -> Result<Vec<RpcBlock<B256>>, RpcFailure> {
+        self.by_numbers(&(from..=to).collect::<Vec<_>>(), false).await
+    }
+
+    /// Each block's receipts, one list per block hash, in order. Asked by
+    /// hash, so a backend on another fork cannot answer for the number; a
+    /// node that lacks the block answers `null` or an error, both missing
+    /// data, except an error saying it does not serve the method at all.
+    pub async fn block_receipts(&self, hashes: &[B256]) -> Result<Vec<Vec<BlockReceipt>>, RpcFailure> {
+        const METHOD: &str = "eth_getBlockReceipts";
+        let failed = |e: TransportError| {
+            let answered = matches!(e, RpcError::ErrorResp(_));
+            let failure = self.failure(METHOD, e);
+            if answered && failure.kind == "rpc_error" {
+                RpcFailure { kind: "missing_data", ..failure }
+            } else {
+                failure
+            }
+        };
+        let found: Vec<Option<Vec<BlockReceipt>>> = self.batched(METHOD, hashes, |h| (*h,), failed).await?;
+        found
+            .into_iter()
+            .zip(hashes)
+            .map(|(receipts, hash)| {
+                receipts.ok_or_else(|| self.missing(METHOD, format!("no receipts for block {hash}")))
+            })
+            .collect()
+    }
+
+    /// Mined transactions by hash, in order; one the node does not know is
+    /// missing data.
+    pub async fn transactions(&self, hashes: &[B256]) -> Result<Vec<RpcTransaction>, RpcFailure> {
+        const METHOD: &str = "eth_getTransactionByHash";
+        let found: Vec<Option<RpcTransaction>> = self.by_hash(METHOD, hashes).await?;
+        found
+            .into_iter()
+            .zip(hashes)
+            .map(|(tx, hash)| tx.ok_or_else(|| self.missing(METHOD, format!("no transaction {hash}"))))
+            .collect()
+    }
+
+    /// Whether the node refused `eth_getBlockReceipts`.
+    pub fn block_receipts_refused(&self) -> bool {
+        self.block_receipts_refused.load(Ordering::Relaxed)
+    }
+
+    pub fn refuse_block_receipts(&self) {
+        if !self.block_receipts_refused.swap(true, Ordering::Relaxed) {
+            tracing::warn!(chain = %self.chain, "the node does not serve eth_getBlockReceipts: reading blocks with their transactions from now on");
+        }
+    }
+}
