@@ -87,7 +87,7 @@ pub enum BlockReads {
     /// (`eth_getBlockReceipts`, which name each transaction's sender,
     /// recipient and status), then the transactions by hash of the
     /// successful ones to watched addresses, for their value. Cheaper for
-    /// a node that serves receipts cheaply (a self-hosted one); a node that
+    /// a node that serves receipts cheaply (anvil, for one); a node that
     /// refuses the method is read as with `Transactions`.
     Receipts,
 }
