@@ -394,20 +394,28 @@ async fn blocks_read_by_receipts_survive_lying_answers_and_a_node_refusing_the_m
     assert!(methods.iter().any(|m| m == "eth_getBlockReceipts"), "{methods:?}");
     assert!(!methods.iter().any(|m| m == "eth_getBlockByNumber(full)"), "a block read with its transactions");
 
-    // A node that does not serve the method: blocks are read with their
-    // transactions from then on, and nothing is missed.
+    // Nodes that fail the method: each step reads its blocks with their
+    // transactions, and nothing is missed. One failing it otherwise (an
+    // error no retry cures) is asked again next step; one that does
+    // not serve it never again.
     let refusal = "the method eth_getBlockReceipts does not exist/is not available";
-    let refused = json!({"error": {"code": -32601, "message": refusal}});
-    faults.replaced.lock().unwrap().push(("eth_getBlockReceipts".into(), refused, u32::MAX));
-    anvil.send_eth(outsider, alice, U256::from(7u64)).await;
-    catch_up(&mut watcher).await;
-    faults.calls.lock().unwrap().clear();
-    anvil.send_eth(outsider, alice, U256::from(8u64)).await;
-    catch_up(&mut watcher).await;
-    assert_eq!(native(&db.store.deposits_on_chain(CHAIN).await.unwrap()), 5);
-    let methods = asked(&rpc);
-    assert!(methods.iter().any(|m| m == "eth_getBlockByNumber(full)"), "{methods:?}");
-    assert!(!methods.iter().any(|m| m == "eth_getBlockReceipts"), "asked again after a refusal: {methods:?}");
+    let phases = [
+        (json!({"error": {"code": -32000, "message": "receipts length mismatch"}}), true),
+        (json!({"error": {"code": -32601, "message": refusal}}), false),
+    ];
+    for (i, (answer, asked_again)) in (0u64..).zip(phases) {
+        *faults.replaced.lock().unwrap() = vec![("eth_getBlockReceipts".into(), answer, u32::MAX)];
+        anvil.send_eth(outsider, alice, U256::from(10 + 2 * i)).await;
+        catch_up(&mut watcher).await;
+        faults.calls.lock().unwrap().clear();
+        anvil.send_eth(outsider, alice, U256::from(11 + 2 * i)).await;
+        catch_up(&mut watcher).await;
+        assert_eq!(native(&db.store.deposits_on_chain(CHAIN).await.unwrap()), 5 + 2 * i as usize);
+        let methods = asked(&rpc);
+        assert!(methods.iter().any(|m| m == "eth_getBlockByNumber(full)"), "{methods:?}");
+        let again = methods.iter().any(|m| m == "eth_getBlockReceipts");
+        assert_eq!(again, asked_again, "phase {i}: {methods:?}");
+    }
 }
 
 #[tokio::test]

@@ -20,7 +20,7 @@ use projections::{FeeHeader, RpcBlockTime};
 use std::{
     collections::{HashMap, HashSet},
     num::NonZeroUsize,
-    sync::atomic::{AtomicBool, AtomicU64, Ordering},
+    sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering},
     time::Duration,
 };
 
@@ -93,6 +93,8 @@ pub struct EvmRpc {
     /// Set once the node refuses `eth_getBlockReceipts`: blocks are read
     /// with their transactions from then on.
     block_receipts_refused: AtomicBool,
+    /// Steps in a row whose blocks could not be read by their receipts.
+    block_receipt_failures: AtomicU32,
     batch_size: usize,
     concurrency: usize,
 }
@@ -125,6 +127,7 @@ impl EvmRpc {
             log_range: AtomicU64::new(max_block_range.max(1)),
             blooms_unreliable: AtomicBool::new(false),
             block_receipts_refused: AtomicBool::new(false),
+            block_receipt_failures: AtomicU32::new(0),
             batch_size,
             concurrency,
         }

@@ -18,7 +18,7 @@ use backon::{ExponentialBuilder, Retryable};
 use futures::{StreamExt, TryStreamExt, stream};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 use super::{
     completeness,
@@ -180,22 +180,34 @@ impl EvmWatcher {
 
     /// The blocks `from..=to`, each with its transactions as far as they
     /// may send native value to `watch`, and which of those succeeded: read
-    /// as the chain's `block_reads` says, and with their transactions where
-    /// the node refuses `eth_getBlockReceipts`.
+    /// as the chain's `block_reads` says. A step whose blocks cannot be read
+    /// by their receipts (an answer refused by every check, an error) reads
+    /// them with their transactions; a node that refuses
+    /// `eth_getBlockReceipts`, or fails it too many steps in a row, is read
+    /// so from then on.
     async fn read_blocks(
         &self,
         watch: &EvmWatchSet,
         from: u64,
         to: u64,
     ) -> Result<(Vec<RpcBlock>, Succeeded), WatchError> {
+        let mut fell_back = false;
         if self.config.block_reads == BlockReads::Receipts && !self.rpc.block_receipts_refused() {
             match self.read_by_receipts(watch, from, to).await {
+                Ok(read) => {
+                    self.rpc.block_receipts_served();
+                    return Ok(read);
+                }
                 Err(WatchError::Rpc(failure))
                     if failure.kind == "method_unsupported" && failure.method == "eth_getBlockReceipts" =>
                 {
-                    self.rpc.refuse_block_receipts();
+                    self.rpc.refuse_block_receipts("the node does not serve eth_getBlockReceipts");
                 }
-                read => return read,
+                Err(error) => {
+                    let chain = self.config.chain;
+                    warn!(%chain, from, to, %error, "blocks not read by their receipts; reading them with their transactions");
+                    fell_back = true;
+                }
             }
         }
         let blocks = again_if_missing(|| self.rpc.blocks(from, to)).await?;
@@ -205,6 +217,9 @@ impl EvmWatcher {
         } else {
             again_if_missing(|| self.rpc.receipts(&candidates)).await?
         };
+        if fell_back {
+            self.rpc.block_receipts_failed();
+        }
         Ok((blocks, decode::succeeded(&receipts)))
     }
 
@@ -231,7 +246,7 @@ impl EvmWatcher {
         if !candidates.is_empty() {
             let read = again_if_missing(|| self.rpc.transactions(&candidates)).await?;
             let chain = self.config.chain;
-            decode::fill_values(&mut blocks, read)
+            decode::fill_values(&mut blocks, &candidates, read)
                 .map_err(|detail| WatchError::Inconsistent { chain, detail })?;
         }
         Ok((blocks, succeeded))

@@ -74,10 +74,14 @@ pub fn value_candidates(block: &RpcBlock, succeeded: &Succeeded, watch: &EvmWatc
         .collect()
 }
 
-/// Sets the value of each transaction read by hash into its block. Each must
-/// be of the block its receipt was (a backend on another fork answers the
-/// transaction as mined elsewhere), from and to whom the receipt said.
-pub fn fill_values(blocks: &mut [RpcBlock], read: Vec<RpcTransaction>) -> Result<(), String> {
+/// Sets the value of each transaction read by hash into its block. `read`
+/// must answer `asked`, one for one, in order; each must be of the block its
+/// receipt was (a backend on another fork answers the transaction as mined
+/// elsewhere, one behind as pending), from and to whom the receipt said.
+pub fn fill_values(blocks: &mut [RpcBlock], asked: &[B256], read: Vec<RpcTransaction>) -> Result<(), String> {
+    if read.len() != asked.len() || read.iter().zip(asked).any(|(tx, hash)| tx.hash != *hash) {
+        return Err(format!("{} transactions answered are not the {} asked", read.len(), asked.len()));
+    }
     let mut read: HashMap<B256, RpcTransaction, foldhash::fast::RandomState> =
         read.into_iter().map(|tx| (tx.hash, tx)).collect();
     for block in blocks.iter_mut() {
@@ -191,7 +195,7 @@ mod tests {
         let read: Vec<RpcTransaction> =
             b.full.transactions.iter().filter(|t| wanted.contains(&t.hash)).cloned().collect();
         assert_eq!(read.len(), wanted.len());
-        fill_values(&mut blocks, read).unwrap();
+        fill_values(&mut blocks, &wanted, read).unwrap();
         let found = decode(&blocks[0], &ok, &b.logs, &watch);
 
         assert_eq!(found, expected);
@@ -242,7 +246,7 @@ mod tests {
         let tx = b.full.transactions.iter().find(|t| !t.value.is_zero()).unwrap().clone();
         let fill = |read: RpcTransaction| {
             let mut blocks = blocks.clone();
-            fill_values(&mut blocks, vec![read]).map(|()| blocks)
+            fill_values(&mut blocks, &[tx.hash], vec![read]).map(|()| blocks)
         };
 
         let filled = fill(tx.clone()).unwrap();
@@ -263,5 +267,7 @@ mod tests {
         for (what, read) in cases {
             assert!(fill(read).is_err(), "a transaction {what} is accepted");
         }
+        let mut unanswered = blocks.clone();
+        assert!(fill_values(&mut unanswered, &[tx.hash], vec![]).is_err(), "a candidate left unanswered");
     }
 }
