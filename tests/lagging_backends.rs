@@ -145,56 +145,43 @@ async fn evm_live_deposits_through_a_lagging_backend_are_found_exactly_once() {
 #[tokio::test]
 async fn evm_backfill_through_a_lagging_backend_finds_every_deposit_once() {
     let setup = evm_setup(Backend::Postgres).await;
-    let mut expected = Vec::new();
-    for i in 1..=40 {
-        expected.push(evm_deposit(&setup.anvil, &setup.token, i).await);
-    }
-    // Confirmed on the real node; the newest deposits are still beyond the
-    // backend behind.
-    setup.anvil.mine(3).await;
-    let to = setup.anvil.head().await - 3;
-    let mut watcher = evm_watcher(&setup).await;
-    // Backfills repeat until one met the backend behind withholding logs (a
-    // coin toss per request decides; each backfill is idempotent), and each
-    // finds exactly the deposits.
-    for _ in 0..10 {
-        let report = backfill_through_lag(&mut watcher, to).await;
-        let found = settled(&setup.db.store, CHAIN, expected.len(), Duration::from_secs(5)).await;
-        assert_exact(&found, &expected, "backfill");
-        assert_eq!(report.deposits_found, expected.len());
-        if setup.rpc.stats.dropped_logs.load(std::sync::atomic::Ordering::SeqCst) > 0 {
-            break;
-        }
-    }
-    let dropped = setup.rpc.stats.dropped_logs.load(std::sync::atomic::Ordering::SeqCst);
-    eprintln!("logs withheld by the backend behind: {dropped}");
-    assert!(dropped > 0, "the backend behind answered eth_getLogs without logs");
+    let dropped = || setup.rpc.stats.dropped_logs.load(std::sync::atomic::Ordering::SeqCst);
+    backfill_until_withheld(&setup, "transactions", dropped).await;
+    eprintln!("logs withheld by the backend behind: {}", dropped());
+    assert!(dropped() > 0, "the backend behind answered eth_getLogs without logs");
 }
 
 #[tokio::test]
 async fn evm_backfill_by_block_receipts_through_a_lagging_backend_finds_every_deposit_once() {
     let setup = evm_setup(Backend::Sqlite).await;
+    let nulls = || setup.rpc.stats.null_receipts.load(std::sync::atomic::Ordering::SeqCst);
+    backfill_until_withheld(&setup, "receipts", nulls).await;
+    eprintln!("receipt lists withheld by the backend behind: {}", nulls());
+    assert!(nulls() > 0, "the backend behind answered eth_getBlockReceipts with null");
+}
+
+/// Sends 40 deposits, confirmed on the real node while the newest are still
+/// beyond the backend behind, then backfills them through the lagging URL,
+/// reading blocks as `reads` says, until `withheld` counts an answer the
+/// backend behind withheld (a coin toss per request decides; each backfill
+/// is idempotent). Each backfill finds exactly the deposits.
+async fn backfill_until_withheld(setup: &EvmSetup, reads: &str, withheld: impl Fn() -> u32) {
     let mut expected = Vec::new();
     for i in 1..=40 {
         expected.push(evm_deposit(&setup.anvil, &setup.token, i).await);
     }
     setup.anvil.mine(3).await;
     let to = setup.anvil.head().await - 3;
-    let mut watcher = evm_watcher_reading(&setup, "receipts").await;
-    // Backfills repeat until the backend behind answered `null` receipts for
-    // a block the other gave (a coin toss per request decides).
-    let nulls = || setup.rpc.stats.null_receipts.load(std::sync::atomic::Ordering::SeqCst);
+    let mut watcher = evm_watcher_reading(setup, reads).await;
     for _ in 0..10 {
         let report = backfill_through_lag(&mut watcher, to).await;
         let found = settled(&setup.db.store, CHAIN, expected.len(), Duration::from_secs(5)).await;
-        assert_exact(&found, &expected, "backfill by receipts");
+        assert_exact(&found, &expected, &format!("backfill reading {reads}"));
         assert_eq!(report.deposits_found, expected.len());
-        if nulls() > 0 {
+        if withheld() > 0 {
             break;
         }
     }
-    eprintln!("receipt lists withheld by the backend behind: {}", nulls());
-    assert!(nulls() > 0, "the backend behind answered eth_getBlockReceipts with null");
 }
 
 /// One backfill through the lagging URL, retried while the head it reads
