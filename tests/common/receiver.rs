@@ -94,6 +94,25 @@ impl Receiver {
         self.inner.lock().unwrap().arrived
     }
 
+    /// Waits until every request that reached the receiver has been
+    /// answered and none has come for `quiet`. After a sender is killed,
+    /// what it sent before dying is then answered as the receiver answers
+    /// now, not as it is told to answer later.
+    pub async fn settle(&self, quiet: Duration) {
+        let counts = || {
+            let inner = self.inner.lock().unwrap();
+            (inner.arrived, inner.received.len())
+        };
+        loop {
+            let before = counts();
+            tokio::time::sleep(quiet).await;
+            let after = counts();
+            if before == after && after.0 == after.1 {
+                return;
+            }
+        }
+    }
+
     /// The requests answered with 2xx.
     pub fn delivered(&self) -> Vec<Received> {
         self.received().into_iter().filter(|r| (200..300).contains(&r.answered)).collect()
