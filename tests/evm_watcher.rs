@@ -358,6 +358,27 @@ async fn refused_log_ranges_are_narrowed_and_transient_errors_retried() {
     assert!(ranges.iter().all(|span| *span <= 4), "{ranges:?}");
 }
 
+#[tokio::test]
+async fn a_receipt_from_another_fork_never_decides_a_deposit() {
+    let Setup { anvil, db, outsider, alice } = setup(Backend::Sqlite).await;
+    let rpc = common::proxy::start(anvil.url()).await;
+    let config = chain_config(std::slice::from_ref(&rpc.url), None, "");
+    let mut watcher = EvmWatcher::connect(config, db.store.clone()).await.unwrap();
+    for i in 1..=2u64 {
+        anvil.send_eth(outsider, alice, U256::from(i)).await;
+    }
+    // A backend on another fork, where both transactions were mined in
+    // another block and reverted, answers their receipts first: taken as
+    // they are, both deposits would be dropped as reverted.
+    rpc.faults.forked_receipts.store(2, SeqCst);
+    catch_up(&mut watcher).await;
+    assert_eq!(rpc.faults.forked_receipts.load(SeqCst), 0, "the forked receipts were answered");
+    let deposits = db.store.deposits_on_chain(CHAIN).await.unwrap();
+    let mut amounts: Vec<String> = deposits.iter().map(|d| d.amount.to_string()).collect();
+    amounts.sort();
+    assert_eq!(amounts, ["0.000000000000000001", "0.000000000000000002"]);
+}
+
 /// The methods the node was asked, in order.
 fn asked(rpc: &common::proxy::FaultyRpc) -> Vec<String> {
     rpc.faults.calls.lock().unwrap().iter().map(|(_, method)| method.clone()).collect()

@@ -72,6 +72,32 @@ pub fn native_candidates(block: &RpcBlock, watch: &EvmWatchSet) -> Vec<B256> {
         .collect()
 }
 
+/// Each native candidate's receipt must be its own: of the transaction
+/// asked, `(transaction, block)`, and mined in the block it was read in. A
+/// backend on another fork, where the transaction was mined in another
+/// block (perhaps with another outcome), or one answering for another
+/// transaction, would otherwise decide whether a deposit counts.
+pub fn check_receipts(asked: &[(B256, B256)], receipts: &[RpcReceipt]) -> Result<(), String> {
+    if asked.len() != receipts.len() {
+        return Err(format!("{} receipts answered for {} transactions", receipts.len(), asked.len()));
+    }
+    for ((transaction, block), receipt) in asked.iter().zip(receipts) {
+        if receipt.transaction_hash != *transaction {
+            return Err(format!(
+                "the receipt answered for transaction {transaction} is of {}",
+                receipt.transaction_hash
+            ));
+        }
+        if receipt.block_hash != *block {
+            return Err(format!(
+                "transaction {transaction} was read in block {block} but its receipt is of block {}",
+                receipt.block_hash
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// What a block's transactions moved into watched addresses: native value of
 /// successful transactions, `Transfer` logs of listed tokens, and (with
 /// traces) native value sent by contracts. Zero amounts, unlisted tokens,

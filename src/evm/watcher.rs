@@ -24,7 +24,7 @@ use super::{
     completeness,
     decode::{self, BlockInput, EvmAssets, EvmWatchSet, Succeeded},
     ranges,
-    rpc::{EvmRpc, RpcBlock, RpcFailure},
+    rpc::{EvmRpc, RpcBlock, RpcFailure, RpcReceipt},
 };
 use crate::{
     config::{BlockReads, ChainConfig, Confirmation},
@@ -211,16 +211,30 @@ impl EvmWatcher {
             }
         }
         let blocks = again_if_missing(|| self.rpc.blocks(from, to)).await?;
-        let candidates: Vec<B256> = blocks.iter().flat_map(|b| decode::native_candidates(b, watch)).collect();
-        let receipts = if candidates.is_empty() {
-            Vec::new()
-        } else {
-            again_if_missing(|| self.rpc.receipts(&candidates)).await?
-        };
+        let asked: Vec<(B256, B256)> = blocks
+            .iter()
+            .flat_map(|b| decode::native_candidates(b, watch).into_iter().map(|tx| (tx, b.hash)))
+            .collect();
+        let receipts = if asked.is_empty() { Vec::new() } else { self.candidate_receipts(&asked).await? };
         if fell_back {
             self.rpc.block_receipts_failed();
         }
         Ok((blocks, decode::succeeded(&receipts)))
+    }
+
+    /// The receipts of the native candidates `(transaction, block)`, each
+    /// of its transaction and of the block it was read in: an answer from
+    /// a backend on another fork or for another transaction is asked again
+    /// as missing.
+    async fn candidate_receipts(&self, asked: &[(B256, B256)]) -> Result<Vec<RpcReceipt>, RpcFailure> {
+        let hashes: Vec<B256> = asked.iter().map(|(tx, _)| *tx).collect();
+        again_if_missing(|| async {
+            let receipts = self.rpc.receipts(&hashes).await?;
+            decode::check_receipts(asked, &receipts)
+                .map_err(|detail| self.rpc.missing("eth_getTransactionReceipt", detail))?;
+            Ok(receipts)
+        })
+        .await
     }
 
     /// Blocks with their transaction hashes and receipts, then the

@@ -57,6 +57,10 @@ pub struct Faults {
     /// Methods answered with `result` without reaching the node, `(method,
     /// result, times)`: a backend behind that reports an older state.
     pub stale: Mutex<Vec<(String, Value, u32)>>,
+    /// This many receipts of `eth_getTransactionReceipt` (batched or not)
+    /// answered as a backend on another fork has them: the transaction
+    /// mined in another block, and reverted there.
+    pub forked_receipts: AtomicU32,
     /// Methods whose calls mention one of these strings in their parameters
     /// (a transaction hash) are answered with an error: `(method, needle)`.
     pub failing_params: Mutex<Vec<(String, String)>>,
@@ -206,6 +210,7 @@ async fn handle(State(proxy): State<Arc<Proxy>>, Json(body): Json<Value>) -> axu
         faults.failed.fetch_add(1, Ordering::SeqCst);
         return Json(json!({"jsonrpc": "2.0", "id": body["id"], "error": error})).into_response();
     }
+    fork_receipts(faults, &body, &mut value);
     let finalized =
         body["params"].as_array().is_some_and(|p| p.iter().any(|v| v["commitment"] == "finalized"));
     let skipped = faults.skipped_slots.lock().unwrap().clone();
@@ -227,6 +232,30 @@ async fn handle(State(proxy): State<Arc<Proxy>>, Json(body): Json<Value>) -> axu
         }
     }
     Json(value).into_response()
+}
+
+/// Rewrites up to `forked_receipts` of the receipts in `answer` (one
+/// answer, or a batch's) as a backend on another fork has them.
+fn fork_receipts(faults: &Faults, body: &Value, answer: &mut Value) {
+    let asked = |call: &Value| call["method"] == "eth_getTransactionReceipt";
+    let receipts_asked = body.as_array().map_or_else(|| asked(body), |calls| calls.iter().all(asked));
+    if !receipts_asked {
+        return;
+    }
+    let answers: Vec<&mut Value> = match answer {
+        Value::Array(answers) => answers.iter_mut().collect(),
+        one => vec![one],
+    };
+    for receipt in answers.into_iter().filter_map(|a| a.get_mut("result")).filter(|r| r.is_object()) {
+        let left = faults.forked_receipts.load(Ordering::SeqCst);
+        if left == 0 {
+            return;
+        }
+        faults.forked_receipts.store(left - 1, Ordering::SeqCst);
+        faults.failed.fetch_add(1, Ordering::SeqCst);
+        receipt["blockHash"] = json!(format!("0x{}", "11".repeat(32)));
+        receipt["status"] = json!("0x0");
+    }
 }
 
 /// What a node whose ledger starts at `pruned_below` answers where it

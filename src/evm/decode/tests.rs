@@ -244,3 +244,37 @@ fn reverted_subcalls_and_zero_values_are_not_internal_transfers() {
     let failed = CallFrame { error: Some("out of gas".into()), ..root };
     assert!(internal_transfers(&failed).is_empty());
 }
+
+#[test]
+fn a_candidates_receipt_must_be_its_own_and_of_its_block() {
+    let Some(b) = block_18000000() else { return };
+    let watch = watch(all_recipients(&b));
+    let asked: Vec<(B256, B256)> =
+        native_candidates(&b.block, &watch).into_iter().map(|tx| (tx, b.block.hash)).collect();
+    assert_eq!(asked.len(), 40, "39 value transfers and one reverted");
+    let own: Vec<RpcReceipt> = asked
+        .iter()
+        .map(|(tx, _)| b.receipts.iter().find(|r| r.transaction_hash == *tx).unwrap().clone())
+        .collect();
+    assert_eq!(check_receipts(&asked, &own), Ok(()));
+
+    let other_fork = B256::repeat_byte(0x11);
+    let changed = |i: usize, change: &dyn Fn(&mut RpcReceipt)| {
+        let mut receipts = own.clone();
+        change(&mut receipts[i]);
+        receipts
+    };
+    // (what a backend answered, what the refusal names)
+    let table: Vec<(Vec<RpcReceipt>, &str)> = vec![
+        (changed(3, &|r| r.block_hash = other_fork), "but its receipt is of block 0x1111"),
+        (changed(39, &|r| r.block_hash = other_fork), "but its receipt is of block 0x1111"),
+        (changed(0, &|r| r.transaction_hash = asked[1].0), "is of 0x"),
+        (own[..39].to_vec(), "39 receipts answered for 40 transactions"),
+        (Vec::new(), "0 receipts answered for 40 transactions"),
+        (own.iter().rev().cloned().collect(), "is of 0x"),
+    ];
+    for (i, (receipts, refusal)) in table.into_iter().enumerate() {
+        let refused = check_receipts(&asked, &receipts).expect_err(&format!("row {i} is refused"));
+        assert!(refused.contains(refusal), "row {i}: {refused}");
+    }
+}

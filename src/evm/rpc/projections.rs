@@ -54,6 +54,8 @@ pub struct RpcTransaction {
 #[serde(rename_all = "camelCase")]
 pub struct RpcReceipt {
     pub transaction_hash: B256,
+    /// The block that mined the transaction, as the answering node has it.
+    pub block_hash: B256,
     /// Absent before Byzantium, where a receipt carried a state root instead.
     #[serde(default)]
     pub status: Option<U64>,
