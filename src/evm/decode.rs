@@ -73,7 +73,8 @@ pub fn native_candidates(block: &RpcBlock, watch: &EvmWatchSet) -> Vec<B256> {
 }
 
 /// Each native candidate's receipt must be its own: of the transaction
-/// asked, `(transaction, block)`, and mined in the block it was read in. A
+/// asked, `(transaction, block)`, mined in the block it was read in, and
+/// telling the outcome (see [`RpcReceipt::outcome_told`]). A
 /// backend on another fork, where the transaction was mined in another
 /// block (perhaps with another outcome), or one answering for another
 /// transaction, would otherwise decide whether a deposit counts.
@@ -92,6 +93,11 @@ pub fn check_receipts(asked: &[(B256, B256)], receipts: &[RpcReceipt]) -> Result
             return Err(format!(
                 "transaction {transaction} was read in block {block} but its receipt is of block {}",
                 receipt.block_hash
+            ));
+        }
+        if !receipt.outcome_told() {
+            return Err(format!(
+                "the receipt of transaction {transaction} holds neither a status nor a root"
             ));
         }
     }

@@ -39,6 +39,9 @@ pub fn from_receipts(
                     "a receipt answered for block {number} is not of its transaction {hash}"
                 ));
             }
+            if !receipt.outcome_told() {
+                return Err(format!("the receipt of transaction {hash} holds neither a status nor a root"));
+            }
             if receipt.succeeded() {
                 succeeded.insert(*hash);
             }
@@ -225,12 +228,15 @@ mod tests {
         swapped.swap(3, 4);
         let mut forked = b.receipts.clone();
         forked[5].block_hash = B256::with_last_byte(7);
+        let mut untold = b.receipts.clone();
+        untold[6].status = None;
         let cases: Vec<(&str, Vec<Vec<BlockReceipt>>)> = vec![
             ("an empty list, as a backend behind may answer", vec![vec![]]),
             ("one receipt short", vec![b.receipts[..93].to_vec()]),
             ("two receipts out of order", vec![swapped]),
             ("a receipt of the same transaction in another block", vec![forked]),
             ("another block's receipts", vec![other]),
+            ("a receipt with neither status nor root", vec![untold]),
             ("no list at all", vec![]),
         ];
         for (what, answer) in cases {

@@ -183,7 +183,9 @@ fn pre_byzantium_receipts_without_status_count_as_successful() {
         return;
     };
     assert!(receipt.status.is_none());
-    assert!(receipt.succeeded());
+    assert!(receipt.succeeded() && receipt.outcome_told(), "its state root tells it succeeded");
+    let asked = [(receipt.transaction_hash, receipt.block_hash)];
+    assert_eq!(check_receipts(&asked, std::slice::from_ref(&receipt)), Ok(()));
     let Some(block) = fixture::<RpcBlock>("eth-mainnet-1755635.eth_getBlockByNumber_full.json") else {
         return;
     };
@@ -269,6 +271,7 @@ fn a_candidates_receipt_must_be_its_own_and_of_its_block() {
         (changed(3, &|r| r.block_hash = other_fork), "but its receipt is of block 0x1111"),
         (changed(39, &|r| r.block_hash = other_fork), "but its receipt is of block 0x1111"),
         (changed(0, &|r| r.transaction_hash = asked[1].0), "is of 0x"),
+        (changed(7, &|r| r.status = None), "holds neither a status nor a root"),
         (own[..39].to_vec(), "39 receipts answered for 40 transactions"),
         (Vec::new(), "0 receipts answered for 40 transactions"),
         (own.iter().rev().cloned().collect(), "is of 0x"),

@@ -59,11 +59,19 @@ pub struct RpcReceipt {
     /// Absent before Byzantium, where a receipt carried a state root instead.
     #[serde(default)]
     pub status: Option<U64>,
+    /// The state root a receipt carried before Byzantium.
+    #[serde(default)]
+    pub root: Option<B256>,
 }
 
 impl RpcReceipt {
     pub fn succeeded(&self) -> bool {
         succeeded(self.status)
+    }
+
+    /// Whether the receipt tells the transaction's outcome: see [`outcome_told`].
+    pub fn outcome_told(&self) -> bool {
+        outcome_told(self.status, self.root)
     }
 }
 
@@ -82,11 +90,19 @@ pub struct BlockReceipt {
     /// Absent before Byzantium, where a receipt carried a state root instead.
     #[serde(default)]
     pub status: Option<U64>,
+    /// The state root a receipt carried before Byzantium.
+    #[serde(default)]
+    pub root: Option<B256>,
 }
 
 impl BlockReceipt {
     pub fn succeeded(&self) -> bool {
         succeeded(self.status)
+    }
+
+    /// Whether the receipt tells the transaction's outcome: see [`outcome_told`].
+    pub fn outcome_told(&self) -> bool {
+        outcome_told(self.status, self.root)
     }
 }
 
@@ -129,6 +145,15 @@ pub(super) struct FeeHeader {
 /// as success, the transaction being in the block.
 fn succeeded(status: Option<U64>) -> bool {
     status.is_none_or(|s| s == U64::from(1))
+}
+
+/// A receipt tells its transaction's outcome by its status, or before
+/// Byzantium by its state root (the transaction then succeeded, being in
+/// the block). A receipt with neither, as a faulty or lying backend may
+/// answer, tells nothing: taken as a success it would credit a transfer
+/// that reverted.
+fn outcome_told(status: Option<U64>, root: Option<B256>) -> bool {
+    status.is_some() || root.is_some()
 }
 
 /// Where a transaction stands now, for deposits whose block was reorged away.
