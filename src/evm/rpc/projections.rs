@@ -116,6 +116,9 @@ pub struct FeeReceipt {
     pub block_hash: B256,
     #[serde(default)]
     pub status: Option<U64>,
+    /// The state root a receipt carried before Byzantium.
+    #[serde(default)]
+    pub root: Option<B256>,
     pub gas_used: U256,
     pub effective_gas_price: U256,
     /// OP-stack chains: the L1 data fee the sender paid on top.
@@ -126,6 +129,11 @@ pub struct FeeReceipt {
 impl FeeReceipt {
     pub fn succeeded(&self) -> bool {
         succeeded(self.status)
+    }
+
+    /// Whether the receipt tells the transaction's outcome: see [`outcome_told`].
+    pub fn outcome_told(&self) -> bool {
+        outcome_told(self.status, self.root)
     }
 
     /// `gasUsed × effectiveGasPrice`.
@@ -196,8 +204,17 @@ mod tests {
             "blockNumber": "0x1", "blockHash": "0x8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f8f",
             "status": "0x0", "gasUsed": "0x5208", "effectiveGasPrice": "0x3b9aca00"
         });
-        let receipt: FeeReceipt = serde_json::from_value(plain).unwrap();
-        assert!(!receipt.succeeded());
+        let receipt: FeeReceipt = serde_json::from_value(plain.clone()).unwrap();
+        assert!(!receipt.succeeded() && receipt.outcome_told());
         assert_eq!((receipt.execution_fee(), receipt.l1_fee), (U256::from(21_000u64 * 1_000_000_000), None));
+
+        // Without its status, only a pre-Byzantium state root tells the outcome.
+        let mut untold = plain;
+        untold.as_object_mut().unwrap().remove("status");
+        let receipt: FeeReceipt = serde_json::from_value(untold.clone()).unwrap();
+        assert!(!receipt.outcome_told(), "a receipt telling nothing");
+        untold["root"] = serde_json::json!(format!("0x{}", "4d".repeat(32)));
+        let receipt: FeeReceipt = serde_json::from_value(untold).unwrap();
+        assert!(receipt.outcome_told() && receipt.succeeded());
     }
 }

@@ -137,11 +137,19 @@ impl EvmRpc {
         self.client.request("eth_getLogs", (filter,)).await.map_err(|e| self.failure("eth_getLogs", e))
     }
 
-    /// The receipt of a transaction, `None` while it is not included.
+    /// The receipt of a transaction, `None` while it is not included. One
+    /// that tells no outcome (neither status nor root) is missing data,
+    /// never taken as the transaction's success.
     pub async fn fee_receipt(&self, hash: B256) -> Result<Option<FeeReceipt>, RpcFailure> {
-        self.client
-            .request("eth_getTransactionReceipt", (hash,))
-            .await
-            .map_err(|e| self.failure("eth_getTransactionReceipt", e))
+        const METHOD: &str = "eth_getTransactionReceipt";
+        let receipt: Option<FeeReceipt> =
+            self.client.request(METHOD, (hash,)).await.map_err(|e| self.failure(METHOD, e))?;
+        match receipt {
+            Some(receipt) if !receipt.outcome_told() => Err(self.missing(
+                METHOD,
+                format!("the receipt of transaction {hash} holds neither a status nor a root"),
+            )),
+            receipt => Ok(receipt),
+        }
     }
 }
