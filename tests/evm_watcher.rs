@@ -379,6 +379,32 @@ async fn a_receipt_from_another_fork_never_decides_a_deposit() {
     assert_eq!(amounts, ["0.000000000000000001", "0.000000000000000002"]);
 }
 
+#[tokio::test]
+async fn a_block_answered_without_its_body_never_hides_a_deposit() {
+    let Setup { anvil, db, outsider, alice } = setup(Backend::Sqlite).await;
+    let rpc = common::proxy::start(anvil.url()).await;
+    for (i, reads) in ["transactions", "receipts"].into_iter().enumerate() {
+        let config =
+            chain_config(std::slice::from_ref(&rpc.url), None, &format!("block_reads = \"{reads}\""));
+        let mut watcher = EvmWatcher::connect(config, db.store.clone()).await.unwrap();
+        anvil.send_eth(outsider, alice, U256::from(i as u64 + 1)).await;
+        // A node that has the deposit's block header but not yet its body
+        // answers it with no transactions, twice: taken as it is, the block
+        // would be scanned as empty and the deposit never found.
+        rpc.faults.bodiless_blocks.store(2, SeqCst);
+        rpc.faults.calls.lock().unwrap().clear();
+        catch_up(&mut watcher).await;
+        assert_eq!(rpc.faults.bodiless_blocks.load(SeqCst), 0, "{reads}: the bodiless blocks were answered");
+        // Nor are the receipts asked of a block taken without its body.
+        let receipts_asked = asked(&rpc).iter().filter(|m| *m == "eth_getBlockReceipts").count();
+        assert_eq!(receipts_asked, i, "{reads}");
+    }
+    let deposits = db.store.deposits_on_chain(CHAIN).await.unwrap();
+    let mut amounts: Vec<String> = deposits.iter().map(|d| d.amount.to_string()).collect();
+    amounts.sort();
+    assert_eq!(amounts, ["0.000000000000000001", "0.000000000000000002"]);
+}
+
 /// The methods the node was asked, in order.
 fn asked(rpc: &common::proxy::FaultyRpc) -> Vec<String> {
     rpc.faults.calls.lock().unwrap().iter().map(|(_, method)| method.clone()).collect()
@@ -436,6 +462,48 @@ async fn blocks_read_by_receipts_survive_lying_answers_and_a_node_refusing_the_m
         assert!(methods.iter().any(|m| m == "eth_getBlockByNumber(full)"), "{methods:?}");
         let again = methods.iter().any(|m| m == "eth_getBlockReceipts");
         assert_eq!(again, asked_again, "phase {i}: {methods:?}");
+    }
+}
+
+#[tokio::test]
+async fn only_wrong_receipt_answers_end_reading_blocks_by_their_receipts() {
+    let Setup { anvil, db, outsider, alice } = setup(Backend::Sqlite).await;
+    let rpc = common::proxy::start(anvil.url()).await;
+    let config = chain_config(std::slice::from_ref(&rpc.url), None, "block_reads = \"receipts\"");
+    let mut watcher = EvmWatcher::connect(config, db.store.clone()).await.unwrap();
+    let faults = &rpc.faults;
+    let mut sent = 0u64;
+    // For 11 steps in a row, a backend behind that has not seen the
+    // deposits' transactions (its receipts being right), then a node that
+    // fails `eth_getBlockReceipts`: only the second ends reading blocks by
+    // their receipts.
+    let mismatch = json!({"error": {"code": -32000, "message": "receipts length mismatch"}});
+    let phases = [
+        ("eth_getTransactionByHash", json!({"result": null}), true),
+        ("eth_getBlockReceipts", mismatch, false),
+    ];
+    for (i, (method, answer, by_receipts_after)) in phases.into_iter().enumerate() {
+        *faults.replaced.lock().unwrap() = vec![(method.into(), answer, u32::MAX)];
+        for _ in 0..11 {
+            sent += 1;
+            anvil.send_eth(outsider, alice, U256::from(sent)).await;
+            catch_up(&mut watcher).await;
+        }
+        faults.replaced.lock().unwrap().clear();
+        faults.calls.lock().unwrap().clear();
+        sent += 1;
+        anvil.send_eth(outsider, alice, U256::from(sent)).await;
+        catch_up(&mut watcher).await;
+        let deposits = db.store.deposits_on_chain(CHAIN).await.unwrap();
+        assert_eq!(deposits.len() as u64, sent, "phase {i}: every step found its deposit");
+        let methods = asked(&rpc);
+        let by_receipts = methods.iter().any(|m| m == "eth_getBlockReceipts");
+        assert_eq!(by_receipts, by_receipts_after, "phase {i}: {methods:?}");
+        assert_eq!(
+            methods.iter().any(|m| m == "eth_getBlockByNumber(full)"),
+            !by_receipts_after,
+            "phase {i}"
+        );
     }
 }
 

@@ -81,6 +81,7 @@ mod tests {
             parent_hash: B256::with_last_byte(number as u8 - 1),
             timestamp: U64::ZERO,
             logs_bloom: bloom,
+            transactions_root: B256::with_last_byte(1),
             transactions: calls
                 .iter()
                 .map(|to| RpcTransaction {

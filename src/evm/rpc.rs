@@ -199,7 +199,23 @@ impl EvmRpc {
 
     /// Full blocks `from..=to`, in order, fetched in concurrent JSON-RPC batches.
     pub async fn blocks(&self, from: u64, to: u64) -> Result<Vec<RpcBlock>, RpcFailure> {
-        self.by_numbers(&(from..=to).collect::<Vec<_>>(), true).await
+        self.with_bodies(self.by_numbers(&(from..=to).collect::<Vec<_>>(), true).await?)
+    }
+
+    /// The blocks, if each was answered with its body: one listing no
+    /// transaction while its header says it holds some (see
+    /// [`RpcBlock::body_missing`]) is missing data, never an empty block.
+    fn with_bodies<T>(&self, blocks: Vec<RpcBlock<T>>) -> Result<Vec<RpcBlock<T>>, RpcFailure> {
+        match blocks.iter().find(|block| block.body_missing()) {
+            Some(block) => Err(self.missing(
+                "eth_getBlockByNumber",
+                format!(
+                    "block {} was answered without its transactions, though its transactionsRoot is {}",
+                    block.number, block.transactions_root
+                ),
+            )),
+            None => Ok(blocks),
+        }
     }
 
     /// Headers `from..=to`, in order.

@@ -183,15 +183,15 @@ impl EvmWatcher {
     /// as the chain's `block_reads` says. A step whose blocks cannot be read
     /// by their receipts (an answer refused by every check, an error) reads
     /// them with their transactions; a node that refuses
-    /// `eth_getBlockReceipts`, or fails it too many steps in a row, is read
-    /// so from then on.
+    /// `eth_getBlockReceipts`, or answers it wrongly too many steps in a row
+    /// (see [`receipts_answered_wrong`]), is read so from then on.
     async fn read_blocks(
         &self,
         watch: &EvmWatchSet,
         from: u64,
         to: u64,
     ) -> Result<(Vec<RpcBlock>, Succeeded), WatchError> {
-        let mut fell_back = false;
+        let mut failed_the_method = false;
         if self.config.block_reads == BlockReads::Receipts && !self.rpc.block_receipts_refused() {
             match self.read_by_receipts(watch, from, to).await {
                 Ok(read) => {
@@ -206,7 +206,7 @@ impl EvmWatcher {
                 Err(error) => {
                     let chain = self.config.chain;
                     warn!(%chain, from, to, %error, "blocks not read by their receipts; reading them with their transactions");
-                    fell_back = true;
+                    failed_the_method = receipts_answered_wrong(&error);
                 }
             }
         }
@@ -216,7 +216,7 @@ impl EvmWatcher {
             .flat_map(|b| decode::native_candidates(b, watch).into_iter().map(|tx| (tx, b.hash)))
             .collect();
         let receipts = if asked.is_empty() { Vec::new() } else { self.candidate_receipts(&asked).await? };
-        if fell_back {
+        if failed_the_method {
             self.rpc.block_receipts_failed();
         }
         Ok((blocks, decode::succeeded(&receipts)))
@@ -497,6 +497,15 @@ impl History for EvmWatcher {
         let watch = WatchSet::build(addresses.to_vec(), |a| a.parse().ok());
         Ok((self.scan(&watch, from, to).await?.deposits, Some(to)))
     }
+}
+
+/// Whether a step's failure to read blocks by their receipts counts toward
+/// reading them with their transactions for good: `eth_getBlockReceipts`
+/// failed, or answered receipts that are not the block's. A block or a
+/// transaction by hash answered by a backend behind or from another fork
+/// says nothing of the node's receipts: such a step falls back alone.
+fn receipts_answered_wrong(error: &WatchError) -> bool {
+    matches!(error, WatchError::Rpc(failure) if failure.method == "eth_getBlockReceipts")
 }
 
 /// Consecutive blocks must link by parent hash; a break means the node

@@ -61,6 +61,10 @@ pub struct Faults {
     /// answered as a backend on another fork has them: the transaction
     /// mined in another block, and reverted there.
     pub forked_receipts: AtomicU32,
+    /// This many blocks of `eth_getBlockByNumber` (batched or not) that hold
+    /// transactions answered with none, their header kept: a node that has
+    /// the header but not the body.
+    pub bodiless_blocks: AtomicU32,
     /// Methods whose calls mention one of these strings in their parameters
     /// (a transaction hash) are answered with an error: `(method, needle)`.
     pub failing_params: Mutex<Vec<(String, String)>>,
@@ -211,6 +215,7 @@ async fn handle(State(proxy): State<Arc<Proxy>>, Json(body): Json<Value>) -> axu
         return Json(json!({"jsonrpc": "2.0", "id": body["id"], "error": error})).into_response();
     }
     fork_receipts(faults, &body, &mut value);
+    strip_bodies(faults, &body, &mut value);
     let finalized =
         body["params"].as_array().is_some_and(|p| p.iter().any(|v| v["commitment"] == "finalized"));
     let skipped = faults.skipped_slots.lock().unwrap().clone();
@@ -234,19 +239,23 @@ async fn handle(State(proxy): State<Arc<Proxy>>, Json(body): Json<Value>) -> axu
     Json(value).into_response()
 }
 
-/// Rewrites up to `forked_receipts` of the receipts in `answer` (one
-/// answer, or a batch's) as a backend on another fork has them.
-fn fork_receipts(faults: &Faults, body: &Value, answer: &mut Value) {
-    let asked = |call: &Value| call["method"] == "eth_getTransactionReceipt";
-    let receipts_asked = body.as_array().map_or_else(|| asked(body), |calls| calls.iter().all(asked));
-    if !receipts_asked {
-        return;
-    }
+/// The `result`s in `answer` (one answer, or a batch's) when `body` (one
+/// call, or a batch) calls `method` only; none otherwise.
+fn results_of<'a>(body: &Value, method: &str, answer: &'a mut Value) -> impl Iterator<Item = &'a mut Value> {
+    let asked = |call: &Value| call["method"] == method;
+    let only_method = body.as_array().map_or_else(|| asked(body), |calls| calls.iter().all(asked));
     let answers: Vec<&mut Value> = match answer {
+        _ if !only_method => Vec::new(),
         Value::Array(answers) => answers.iter_mut().collect(),
         one => vec![one],
     };
-    for receipt in answers.into_iter().filter_map(|a| a.get_mut("result")).filter(|r| r.is_object()) {
+    answers.into_iter().filter_map(|a| a.get_mut("result"))
+}
+
+/// Rewrites up to `forked_receipts` of the receipts in `answer` (one
+/// answer, or a batch's) as a backend on another fork has them.
+fn fork_receipts(faults: &Faults, body: &Value, answer: &mut Value) {
+    for receipt in results_of(body, "eth_getTransactionReceipt", answer).filter(|r| r.is_object()) {
         let left = faults.forked_receipts.load(Ordering::SeqCst);
         if left == 0 {
             return;
@@ -255,6 +264,23 @@ fn fork_receipts(faults: &Faults, body: &Value, answer: &mut Value) {
         faults.failed.fetch_add(1, Ordering::SeqCst);
         receipt["blockHash"] = json!(format!("0x{}", "11".repeat(32)));
         receipt["status"] = json!("0x0");
+    }
+}
+
+/// Empties the transaction lists of up to `bodiless_blocks` of the blocks
+/// in `answer` (one answer, or a batch's) that hold some.
+fn strip_bodies(faults: &Faults, body: &Value, answer: &mut Value) {
+    for block in results_of(body, "eth_getBlockByNumber", answer) {
+        let Some(transactions) = block.get_mut("transactions").and_then(Value::as_array_mut) else {
+            continue;
+        };
+        let left = faults.bodiless_blocks.load(Ordering::SeqCst);
+        if left == 0 || transactions.is_empty() {
+            continue;
+        }
+        faults.bodiless_blocks.store(left - 1, Ordering::SeqCst);
+        faults.failed.fetch_add(1, Ordering::SeqCst);
+        transactions.clear();
     }
 }
 

@@ -60,6 +60,7 @@ pub fn from_receipts(
             parent_hash: block.parent_hash,
             timestamp: block.timestamp,
             logs_bloom: block.logs_bloom,
+            transactions_root: block.transactions_root,
             transactions,
         });
     }

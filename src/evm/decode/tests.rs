@@ -281,3 +281,31 @@ fn a_candidates_receipt_must_be_its_own_and_of_its_block() {
         assert!(refused.contains(refusal), "row {i}: {refused}");
     }
 }
+
+#[test]
+fn a_block_answered_without_its_body_is_not_taken_for_an_empty_one() {
+    let Some(b) = block_18000000() else { return };
+    let Some(empty) = fixture::<RpcBlock>("eth-mainnet-1755634.eth_getBlockByNumber_full.json") else {
+        return;
+    };
+    let Some(hashes) =
+        fixture::<RpcBlock<B256>>("eth-mainnet-21925176.eth_getBlockByNumber_hashes-only.result.json")
+    else {
+        return;
+    };
+    let bodiless = |block: &RpcBlock| RpcBlock { transactions: Vec::new(), ..block.clone() };
+    let bodiless_hashes = RpcBlock { transactions: Vec::new(), ..hashes.clone() };
+    let rooted = RpcBlock { transactions_root: b.block.transactions_root, ..empty.clone() };
+    // (answer, missing its body)
+    let table = [
+        (b.block.body_missing(), false),
+        (bodiless(&b.block).body_missing(), true),
+        (empty.body_missing(), false),
+        (rooted.body_missing(), true),
+        (hashes.body_missing(), false),
+        (bodiless_hashes.body_missing(), true),
+    ];
+    for (row, (missing, expected)) in table.into_iter().enumerate() {
+        assert_eq!(missing, expected, "row {row}");
+    }
+}

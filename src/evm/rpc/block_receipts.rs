@@ -17,7 +17,7 @@ const RECEIPT_FAILURES_IN_A_ROW: u32 = 10;
 impl EvmRpc {
     /// Blocks `from..=to` with their transaction hashes only, in order.
     pub async fn block_hashes(&self, from: u64, to: u64) -> Result<Vec<RpcBlock<B256>>, RpcFailure> {
-        self.by_numbers(&(from..=to).collect::<Vec<_>>(), false).await
+        self.with_bodies(self.by_numbers(&(from..=to).collect::<Vec<_>>(), false).await?)
     }
 
     /// Each block's receipts, one list per block hash, in order. Asked by

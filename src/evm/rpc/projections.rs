@@ -17,8 +17,22 @@ pub struct RpcBlock<T = RpcTransaction> {
     /// chains that do not publish blooms (see [`crate::evm::completeness`]).
     #[serde(default)]
     pub logs_bloom: Bloom,
+    /// The root of the block's transactions trie: the empty trie's root
+    /// exactly when the block holds none.
+    pub transactions_root: B256,
     #[serde(default)]
     pub transactions: Vec<T>,
+}
+
+impl<T> RpcBlock<T> {
+    /// Whether the answer lists no transaction for a block whose header says
+    /// it holds some: a node that has the header but not yet (or no longer)
+    /// the body answers so, as go-ethereum's client refuses to take. The
+    /// other way round is not checked: Polygon's nodes listed a state-sync
+    /// transaction the trie did not hold.
+    pub fn body_missing(&self) -> bool {
+        self.transactions.is_empty() && self.transactions_root != alloy::consensus::EMPTY_ROOT_HASH
+    }
 }
 
 /// A block header projection, for hashes only.
