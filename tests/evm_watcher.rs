@@ -326,20 +326,28 @@ async fn new_heads_over_websocket_wake_the_watcher_before_the_poll_interval() {
     running.await.unwrap().unwrap();
 }
 
-#[tokio::test]
-async fn refused_log_ranges_are_narrowed_and_transient_errors_retried() {
-    let Setup { anvil, db, outsider, alice } = setup(Backend::Sqlite).await;
+/// Twelve transfers of a new token to `alice`, one a block, and a watcher
+/// of them (`max_block_range = 50`) through a proxy that injects faults.
+async fn token_transfers_through_a_proxy(setup: &Setup) -> (common::proxy::FaultyRpc, EvmWatcher) {
+    let Setup { anvil, db, outsider, alice } = setup;
     let token = anvil.token(anvil.deploy_token("TUSD").await);
-    token.mint(outsider, U256::from(1_000u64)).from(outsider).mined().await;
+    token.mint(*outsider, U256::from(1_000u64)).from(*outsider).mined().await;
     for i in 1..=12u64 {
-        token.transfer(alice, U256::from(i)).from(outsider).mined().await;
+        token.transfer(*alice, U256::from(i)).from(*outsider).mined().await;
     }
-
     let rpc = common::proxy::start(anvil.url()).await;
-    rpc.faults.max_log_range.store(4, SeqCst);
     let token_address = token.address().to_checksum(None);
     let config = chain_config(std::slice::from_ref(&rpc.url), Some(&token_address), "max_block_range = 50");
-    let mut watcher = EvmWatcher::connect(config, db.store.clone()).await.unwrap();
+    let watcher = EvmWatcher::connect(config, db.store.clone()).await.unwrap();
+    (rpc, watcher)
+}
+
+#[tokio::test]
+async fn refused_log_ranges_are_narrowed_and_transient_errors_retried() {
+    let setup = setup(Backend::Sqlite).await;
+    let (rpc, mut watcher) = token_transfers_through_a_proxy(&setup).await;
+    let Setup { anvil, db, outsider, alice } = setup;
+    rpc.faults.max_log_range.store(4, SeqCst);
     // Rate limits and an unavailable node, then answers again.
     rpc.faults.status.store(429, SeqCst);
     rpc.faults.fail_next.store(2, SeqCst);
@@ -356,6 +364,22 @@ async fn refused_log_ranges_are_narrowed_and_transient_errors_retried() {
     assert_eq!(rpc.faults.failed.load(SeqCst), 4, "every injected failure was met");
     let ranges = rpc.faults.log_ranges.lock().unwrap().clone();
     assert!(ranges.iter().all(|span| *span <= 4), "{ranges:?}");
+}
+
+#[tokio::test]
+async fn rate_limited_log_reads_are_retried_without_narrowing_the_range() {
+    let setup = setup(Backend::Sqlite).await;
+    let (rpc, mut watcher) = token_transfers_through_a_proxy(&setup).await;
+    // Infura's rate limit: its "exceeded" is also in the range refusals'
+    // wording, yet the range must not be halved for it.
+    let limited = ("eth_getLogs".to_string(), -32005, "project ID request rate exceeded".to_string(), 2);
+    rpc.faults.method_errors.lock().unwrap().push(limited);
+    catch_up(&mut watcher).await;
+    let deposits = setup.db.store.deposits_on_chain(CHAIN).await.unwrap();
+    assert_eq!(deposits.iter().filter(|d| d.currency_symbol == "TUSD").count(), 12);
+    assert_eq!(rpc.faults.method_errors.lock().unwrap()[0].3, 0, "the rate limits were answered");
+    let ranges = rpc.faults.log_ranges.lock().unwrap().clone();
+    assert_eq!(ranges.len(), 1, "the whole range read by one eth_getLogs once the limit passed: {ranges:?}");
 }
 
 #[tokio::test]

@@ -450,7 +450,8 @@ fn is_transient(err: &TransportError) -> bool {
             _ => false,
         },
         RpcError::ErrorResp(payload) => {
-            matches!(payload.code, 429 | -32005 | -32603) && !mentions_range(&payload.message)
+            is_rate_limit(payload.code, &payload.message)
+                || (matches!(payload.code, -32005 | -32603) && !mentions_range(&payload.message))
         }
         _ => false,
     }
@@ -459,7 +460,7 @@ fn is_transient(err: &TransportError) -> bool {
 /// A short label of what failed, for the `kind` of error metrics.
 fn error_kind(err: &TransportError) -> &'static str {
     match err {
-        RpcError::ErrorResp(payload) if payload.code == 429 => "rate_limited",
+        RpcError::ErrorResp(payload) if is_rate_limit(payload.code, &payload.message) => "rate_limited",
         RpcError::ErrorResp(payload) if refuses_method(payload.code, &payload.message) => {
             "method_unsupported"
         }
@@ -495,6 +496,37 @@ fn lost_history(code: i64, message: &str) -> bool {
     code == 4444 || message.to_ascii_lowercase().contains("pruned history")
 }
 
+/// Whether a JSON-RPC error is a provider's rate limit: code 429 (or a
+/// WebSocket's 1008), or a message in the providers' wordings (alloy's
+/// list, and Alchemy's, Infura's and QuickNode's). Checked before the range
+/// wording: "exceeded", "limit" and "too many" are in both, and a rate
+/// limit taken for a refused `eth_getLogs` range would halve the range for
+/// good instead of being retried.
+fn is_rate_limit(code: i64, message: &str) -> bool {
+    matches!(code, 429 | 1008) || mentions_rate_limit(message)
+}
+
+fn mentions_rate_limit(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    [
+        "rate limit",
+        "rate-limit",
+        "ratelimit",
+        "rate exceeded",
+        "request rate",
+        "too many requests",
+        "credits limited",
+        "request limit",
+        "concurrent requests",
+        "capacity",
+        "per second",
+        "/second",
+        "/sec",
+    ]
+    .iter()
+    .any(|needle| m.contains(needle))
+}
+
 fn mentions_range(message: &str) -> bool {
     let m = message.to_ascii_lowercase();
     ["block range", "range is too", "range too", "more than", "too many", "exceed", "response size", "limit"]
@@ -505,8 +537,12 @@ fn mentions_range(message: &str) -> bool {
 /// Providers word "your `eth_getLogs` range is too large" in many ways.
 fn is_range_too_large(err: &TransportError) -> bool {
     match err {
-        RpcError::ErrorResp(payload) => mentions_range(&payload.message),
-        RpcError::Transport(TransportErrorKind::HttpError(e)) => mentions_range(&e.body),
+        RpcError::ErrorResp(payload) => {
+            !is_rate_limit(payload.code, &payload.message) && mentions_range(&payload.message)
+        }
+        RpcError::Transport(TransportErrorKind::HttpError(e)) => {
+            e.status != 429 && !mentions_rate_limit(&e.body) && mentions_range(&e.body)
+        }
         _ => false,
     }
 }
@@ -528,5 +564,53 @@ mod tests {
         assert_eq!(error_kind(&answered(4444, "pruned history unavailable")), "pruned");
         assert_eq!(error_kind(&answered(-32000, "header not found")), "rpc_error");
         assert!(!is_transient(&refused), "no retry helps");
+    }
+
+    #[test]
+    fn a_rate_limit_is_retried_and_never_taken_for_a_refused_log_range() {
+        let alchemy_range = "Log response size exceeded. You can make eth_getLogs requests with up to a 2K \
+            block range and no limit on the response size, or you can request any block range with a cap \
+            of 10K logs in the response. Based on your parameters and the response size limit, this block \
+            range should work: [0x1, 0x7d0]";
+        // (providers' answer, a rate limit, a refused range)
+        let table = [
+            (
+                answered(
+                    429,
+                    "Your app has exceeded its compute units per second capacity. If you have retries enabled, you can safely ignore this message.",
+                ),
+                true,
+                false,
+            ),
+            (answered(-32005, "project ID request rate exceeded"), true, false),
+            (answered(-32005, "daily request count exceeded, request rate limited"), true, false),
+            (
+                answered(
+                    -32007,
+                    "100/second request limit reached - reduce calls per second or upgrade your account at quicknode.com",
+                ),
+                true,
+                false,
+            ),
+            (answered(-32012, "credits limited to 6000/sec"), true, false),
+            (TransportErrorKind::http_error(429, "Too Many Requests".into()), true, false),
+            (answered(-32005, "query returned more than 10000 results"), false, true),
+            (answered(-32602, alchemy_range), false, true),
+            (answered(-32614, "eth_getLogs is limited to a 10,000 range"), false, true),
+            (
+                answered(
+                    -32000,
+                    "query returned more than 10000 results. Try with this block range [0x10, 0x20].",
+                ),
+                false,
+                true,
+            ),
+            (TransportErrorKind::http_error(413, "response size exceeded".into()), false, true),
+        ];
+        for (i, (error, rate_limit, range)) in table.iter().enumerate() {
+            assert_eq!(error_kind(error) == "rate_limited", *rate_limit, "row {i}: {error}");
+            assert_eq!(is_range_too_large(error), *range, "row {i}: {error}");
+            assert_eq!(TransientPolicy.should_retry(error), *rate_limit, "row {i}: {error}");
+        }
     }
 }
