@@ -449,17 +449,21 @@ async fn blocks_read_by_receipts_survive_lying_answers_and_a_node_refusing_the_m
         token.transfer(alice, U256::from(i)).from(outsider).mined().await;
     }
 
-    // Backends behind: empty receipt lists for blocks that hold
-    // transactions, then transactions they have not seen. Asked again,
-    // nothing is lost.
+    // Backends behind: an empty receipt list for a block that holds
+    // transactions, an error for a block hash it lacks (EIP-234, in a
+    // batch), then transactions they have not seen. Asked again, nothing is
+    // lost, and no block is read with its transactions.
     let faults = &rpc.faults;
-    faults.replaced.lock().unwrap().push(("eth_getBlockReceipts".into(), json!({"result": []}), 2));
+    let unknown = json!({"error": {"code": -32000, "message": "unknown block"}});
+    faults.replaced.lock().unwrap().push(("eth_getBlockReceipts".into(), json!({"result": []}), 1));
+    faults.replaced.lock().unwrap().push(("eth_getBlockReceipts".into(), unknown, 1));
     faults.nulled.lock().unwrap().push(("eth_getTransactionByHash".into(), 2));
     catch_up(&mut watcher).await;
     let native = |ds: &[Deposit]| ds.iter().filter(|d| d.currency_symbol == "ETH").count();
     let deposits = db.store.deposits_on_chain(CHAIN).await.unwrap();
     assert_eq!((native(&deposits), deposits.len()), (3, 6));
-    assert_eq!(faults.replaced.lock().unwrap()[0].2, 0, "the empty receipt lists were answered");
+    let left: Vec<u32> = faults.replaced.lock().unwrap().iter().map(|r| r.2).collect();
+    assert_eq!(left, [0, 0], "the empty receipt list and the error were answered");
     assert_eq!(faults.nulled.lock().unwrap()[0].1, 0, "the unknown transactions were answered");
     let methods = asked(&rpc);
     assert!(methods.iter().any(|m| m == "eth_getBlockReceipts"), "{methods:?}");

@@ -355,7 +355,9 @@ impl EvmRpc {
                         batch.add_call::<_, T>(method, &params(hash)).map_err(|e| self.failure(method, e))?,
                     );
                 }
-                batch.send().await.map_err(|e| self.failure(method, e))?;
+                // The transport fails a whole batch holding an error
+                // answer with that answer: `failed` judges it as its call's.
+                batch.send().await.map_err(failed)?;
                 let mut out = Vec::with_capacity(waiters.len());
                 for waiter in waiters {
                     out.push(waiter.await.map_err(failed)?);
