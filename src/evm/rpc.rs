@@ -154,6 +154,19 @@ impl EvmRpc {
         RpcFailure { chain: self.chain, method, message, kind: "missing_data", range_too_large: false }
     }
 
+    /// The failure of a call by block hash: an error answer (a node that
+    /// does not have the block, and another backend may) is missing data,
+    /// unless it says the node pruned the data or does not serve the method.
+    pub(crate) fn unknown_hash(&self, method: &'static str, error: TransportError) -> RpcFailure {
+        let answered = matches!(error, RpcError::ErrorResp(_));
+        let failure = self.failure(method, error);
+        if answered && failure.kind == "rpc_error" {
+            RpcFailure { kind: "missing_data", ..failure }
+        } else {
+            failure
+        }
+    }
+
     pub async fn chain_id(&self) -> Result<u64, RpcFailure> {
         let id: U64 =
             self.client.request_noparams("eth_chainId").await.map_err(|e| self.failure("eth_chainId", e))?;
@@ -402,13 +415,8 @@ impl EvmRpc {
         let filter = |hash: &B256| {
             (Filter::new().at_block_hash(*hash).address(contracts.to_vec()).event_signature(topic0),)
         };
-        // EIP-234: a node answers an error for a block hash it does not
-        // have; another backend may have it.
-        let failed = |e: TransportError| {
-            let answered = matches!(e, RpcError::ErrorResp(_));
-            let failure = self.failure(METHOD, e);
-            if answered { RpcFailure { kind: "missing_data", ..failure } } else { failure }
-        };
+        // EIP-234: a node answers an error for a block hash it does not have.
+        let failed = |e| self.unknown_hash(METHOD, e);
         self.batched(METHOD, hashes, filter, failed).await
     }
 }

@@ -3,10 +3,7 @@
 
 use std::sync::atomic::Ordering;
 
-use alloy::{
-    primitives::B256,
-    transports::{RpcError, TransportError},
-};
+use alloy::primitives::B256;
 
 use super::{BlockReceipt, EvmRpc, RpcBlock, RpcFailure, RpcTransaction};
 
@@ -26,15 +23,7 @@ impl EvmRpc {
     /// data, except an error saying it does not serve the method at all.
     pub async fn block_receipts(&self, hashes: &[B256]) -> Result<Vec<Vec<BlockReceipt>>, RpcFailure> {
         const METHOD: &str = "eth_getBlockReceipts";
-        let failed = |e: TransportError| {
-            let answered = matches!(e, RpcError::ErrorResp(_));
-            let failure = self.failure(METHOD, e);
-            if answered && failure.kind == "rpc_error" {
-                RpcFailure { kind: "missing_data", ..failure }
-            } else {
-                failure
-            }
-        };
+        let failed = |e| self.unknown_hash(METHOD, e);
         let found: Vec<Option<Vec<BlockReceipt>>> = self.batched(METHOD, hashes, |h| (*h,), failed).await?;
         found
             .into_iter()
