@@ -28,9 +28,22 @@ use tokio_util::sync::CancellationToken;
 const ETH: u64 = 1_000_000_000_000_000_000;
 
 async fn watcher(anvil: &Anvil, store: &Store, token: Option<Address>, extra: &str) -> EvmWatcher {
+    watcher_at(&anvil.url(), store, token, extra).await
+}
+
+/// A watcher of the test chain reading the node at `url` (a proxy, say).
+async fn watcher_at(url: &str, store: &Store, token: Option<Address>, extra: &str) -> EvmWatcher {
     let token = token.map(|t| t.to_checksum(None));
-    let config = chain_config(&[anvil.url()], token.as_deref(), extra);
+    let config = chain_config(&[url.to_string()], token.as_deref(), extra);
     EvmWatcher::connect(config, store.clone()).await.expect("watcher connects")
+}
+
+/// The amounts of the chain's deposits, in order.
+async fn sorted_amounts(store: &Store) -> Vec<String> {
+    let deposits = store.deposits_on_chain(CHAIN).await.unwrap();
+    let mut amounts: Vec<String> = deposits.iter().map(|d| d.amount.to_string()).collect();
+    amounts.sort();
+    amounts
 }
 
 /// A fresh anvil and store with `alice` (dev account 1) watched; dev
@@ -336,9 +349,7 @@ async fn token_transfers_through_a_proxy(setup: &Setup) -> (common::proxy::Fault
         token.transfer(*alice, U256::from(i)).from(*outsider).mined().await;
     }
     let rpc = common::proxy::start(anvil.url()).await;
-    let token_address = token.address().to_checksum(None);
-    let config = chain_config(std::slice::from_ref(&rpc.url), Some(&token_address), "max_block_range = 50");
-    let watcher = EvmWatcher::connect(config, db.store.clone()).await.unwrap();
+    let watcher = watcher_at(&rpc.url, &db.store, Some(*token.address()), "max_block_range = 50").await;
     (rpc, watcher)
 }
 
@@ -386,8 +397,7 @@ async fn rate_limited_log_reads_are_retried_without_narrowing_the_range() {
 async fn a_receipt_from_another_fork_never_decides_a_deposit() {
     let Setup { anvil, db, outsider, alice } = setup(Backend::Sqlite).await;
     let rpc = common::proxy::start(anvil.url()).await;
-    let config = chain_config(std::slice::from_ref(&rpc.url), None, "");
-    let mut watcher = EvmWatcher::connect(config, db.store.clone()).await.unwrap();
+    let mut watcher = watcher_at(&rpc.url, &db.store, None, "").await;
     for i in 1..=2u64 {
         anvil.send_eth(outsider, alice, U256::from(i)).await;
     }
@@ -397,10 +407,7 @@ async fn a_receipt_from_another_fork_never_decides_a_deposit() {
     rpc.faults.forked_receipts.store(2, SeqCst);
     catch_up(&mut watcher).await;
     assert_eq!(rpc.faults.forked_receipts.load(SeqCst), 0, "the forked receipts were answered");
-    let deposits = db.store.deposits_on_chain(CHAIN).await.unwrap();
-    let mut amounts: Vec<String> = deposits.iter().map(|d| d.amount.to_string()).collect();
-    amounts.sort();
-    assert_eq!(amounts, ["0.000000000000000001", "0.000000000000000002"]);
+    assert_eq!(sorted_amounts(&db.store).await, ["0.000000000000000001", "0.000000000000000002"]);
 }
 
 #[tokio::test]
@@ -408,9 +415,7 @@ async fn a_block_answered_without_its_body_never_hides_a_deposit() {
     let Setup { anvil, db, outsider, alice } = setup(Backend::Sqlite).await;
     let rpc = common::proxy::start(anvil.url()).await;
     for (i, reads) in ["transactions", "receipts"].into_iter().enumerate() {
-        let config =
-            chain_config(std::slice::from_ref(&rpc.url), None, &format!("block_reads = \"{reads}\""));
-        let mut watcher = EvmWatcher::connect(config, db.store.clone()).await.unwrap();
+        let mut watcher = watcher_at(&rpc.url, &db.store, None, &format!("block_reads = \"{reads}\"")).await;
         anvil.send_eth(outsider, alice, U256::from(i as u64 + 1)).await;
         // A node that has the deposit's block header but not yet its body
         // answers it with no transactions, twice: taken as it is, the block
@@ -423,10 +428,7 @@ async fn a_block_answered_without_its_body_never_hides_a_deposit() {
         let receipts_asked = asked(&rpc).iter().filter(|m| *m == "eth_getBlockReceipts").count();
         assert_eq!(receipts_asked, i, "{reads}");
     }
-    let deposits = db.store.deposits_on_chain(CHAIN).await.unwrap();
-    let mut amounts: Vec<String> = deposits.iter().map(|d| d.amount.to_string()).collect();
-    amounts.sort();
-    assert_eq!(amounts, ["0.000000000000000001", "0.000000000000000002"]);
+    assert_eq!(sorted_amounts(&db.store).await, ["0.000000000000000001", "0.000000000000000002"]);
 }
 
 /// The methods the node was asked, in order.
@@ -497,8 +499,7 @@ async fn blocks_read_by_receipts_survive_lying_answers_and_a_node_refusing_the_m
 async fn only_wrong_receipt_answers_end_reading_blocks_by_their_receipts() {
     let Setup { anvil, db, outsider, alice } = setup(Backend::Sqlite).await;
     let rpc = common::proxy::start(anvil.url()).await;
-    let config = chain_config(std::slice::from_ref(&rpc.url), None, "block_reads = \"receipts\"");
-    let mut watcher = EvmWatcher::connect(config, db.store.clone()).await.unwrap();
+    let mut watcher = watcher_at(&rpc.url, &db.store, None, "block_reads = \"receipts\"").await;
     let faults = &rpc.faults;
     let mut sent = 0u64;
     // For 11 steps in a row, a backend behind that has not seen the
