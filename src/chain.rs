@@ -59,6 +59,18 @@ impl Chain {
         }
     }
 
+    /// Whether real money moves on it: a sandbox never follows one.
+    pub fn is_mainnet(self) -> bool {
+        matches!(
+            self,
+            Chain::EthereumMainnet
+                | Chain::PolygonMainnet
+                | Chain::BaseMainnet
+                | Chain::OptimismMainnet
+                | Chain::SolanaMainnet
+        )
+    }
+
     pub fn family(self) -> Family {
         match self {
             Chain::SolanaMainnet | Chain::SolanaDevnet => Family::Solana,

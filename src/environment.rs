@@ -5,9 +5,11 @@
 //! `run` or `serve` first started it in, so that identities the sandbox
 //! approved never reach production.
 
-use std::{fmt, str::FromStr};
+use std::{fmt, path::Path, str::FromStr};
 
 use serde::{Deserialize, Serialize};
+
+use crate::chain::Chain;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -81,9 +83,105 @@ pub fn on_start(
     }
 }
 
+/// A configured chain as the sandbox's rule sees it: its file, and the
+/// stablecoins that file lists as the platform's issued ones.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Configured<'a> {
+    pub chain: Chain,
+    pub source: &'a Path,
+    pub issued: Vec<&'a str>,
+}
+
+/// Why a sandbox refuses to start with its chains.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ChainsError {
+    #[error(
+        "{chain} is a mainnet, named with --chain: a sandbox follows test chains only; name a test chain, or \
+         run in production"
+    )]
+    MainnetNamed { chain: Chain },
+    #[error(
+        "chain file {file} lists {symbol} on {chain}, a mainnet, as an issued stablecoin (issued = true): a \
+         sandbox mints for every simulated wire, which would mint real stablecoin; remove the line or the file \
+         from the chain files (CUSTODY_INDEXER_CHAINS), or run in production"
+    )]
+    IssuedOnMainnet { chain: Chain, file: String, symbol: String },
+}
+
+/// The chains a process in `environment` follows, of the `configured`
+/// ones: those `named` with `run --chain`, every configured one when none
+/// is named. A sandbox never touches real money: it refuses to start when
+/// any configured mainnet file lists an issued stablecoin (whatever is
+/// named: `serve` mints for simulated wires too) or when a mainnet is named,
+/// and follows only the test chains when none is. Production follows what
+/// it is given.
+pub fn chains_to_follow(
+    environment: Environment,
+    configured: &[Configured<'_>],
+    named: &[Chain],
+) -> Result<Vec<Chain>, ChainsError> {
+    let chosen = |keep: &dyn Fn(Chain) -> bool| -> Vec<Chain> {
+        if named.is_empty() {
+            configured.iter().map(|c| c.chain).filter(|c| keep(*c)).collect()
+        } else {
+            named.to_vec()
+        }
+    };
+    if environment == Environment::Production {
+        return Ok(chosen(&|_| true));
+    }
+    for config in configured.iter().filter(|c| c.chain.is_mainnet()) {
+        if let Some(symbol) = config.issued.first() {
+            return Err(ChainsError::IssuedOnMainnet {
+                chain: config.chain,
+                file: config.source.display().to_string(),
+                symbol: symbol.to_string(),
+            });
+        }
+    }
+    if let Some(chain) = named.iter().find(|c| c.is_mainnet()) {
+        return Err(ChainsError::MainnetNamed { chain: *chain });
+    }
+    Ok(chosen(&|c| !c.is_mainnet()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::{Environment::*, EnvironmentError::*, *};
+
+    #[test]
+    fn a_sandbox_follows_test_chains_and_never_mints_on_a_mainnet() {
+        use Chain::{EthereumMainnet as Eth, EthereumTestnet as Sepolia, SolanaDevnet as Devnet, SolanaMainnet as Sol};
+        let file = |chain, issued: &'static [&'static str]| Configured {
+            chain,
+            source: Path::new("chains/x.toml"),
+            issued: issued.to_vec(),
+        };
+        let plain = [file(Eth, &[]), file(Sepolia, &["USDC"]), file(Sol, &[]), file(Devnet, &["USDC"])];
+        let minting = [file(Eth, &["USDC"]), file(Sepolia, &["USDC"])];
+        let issued = || ChainsError::IssuedOnMainnet { chain: Eth, file: "chains/x.toml".into(), symbol: "USDC".into() };
+        let cases: [(Environment, &[Configured], &[Chain], Result<Vec<Chain>, ChainsError>); 10] = [
+            (Production, &plain, &[], Ok(vec![Eth, Sepolia, Sol, Devnet])),
+            (Production, &plain, &[Sol], Ok(vec![Sol])),
+            (Production, &minting, &[], Ok(vec![Eth, Sepolia])),
+            (Production, &minting, &[Eth], Ok(vec![Eth])),
+            (Sandbox, &plain, &[], Ok(vec![Sepolia, Devnet])),
+            (Sandbox, &plain, &[Devnet], Ok(vec![Devnet])),
+            (Sandbox, &plain, &[Sepolia, Sol], Err(ChainsError::MainnetNamed { chain: Sol })),
+            (Sandbox, &minting, &[], Err(issued())),
+            // Naming only the test chain does not make the mainnet file safe:
+            // `serve` and a later `run` read it too.
+            (Sandbox, &minting, &[Sepolia], Err(issued())),
+            (Sandbox, &[file(Eth, &[])], &[], Ok(vec![])),
+        ];
+        for (environment, configured, named, outcome) in cases {
+            assert_eq!(chains_to_follow(environment, configured, named), outcome, "{environment} {named:?}");
+        }
+        let message = issued().to_string();
+        assert!(message.contains("chains/x.toml") && message.contains("ETHEREUM_MAINNET") && message.contains("USDC"));
+        let message = ChainsError::MainnetNamed { chain: Sol }.to_string();
+        assert!(message.contains("SOLANA_MAINNET") && message.contains("--chain"), "{message}");
+    }
 
     #[test]
     fn a_store_keeps_the_environment_it_was_first_started_in() {

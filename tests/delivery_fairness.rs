@@ -44,7 +44,7 @@ async fn a_hanging_receiver_holds_its_share_and_the_others_are_delivered() {
             per_organization: 2,
             timeout: Duration::from_secs(300),
             poll: Duration::from_millis(50),
-            policy: Policy { allow_private: true },
+            policy: Policy::PRIVATE,
             ..DeliveryConfig::default()
         };
         let shutdown = CancellationToken::new();

@@ -44,7 +44,7 @@ async fn slow_receivers_get_each_attempt_from_one_worker() {
         timeout: Duration::from_secs(4),
         schedule: vec![Duration::from_secs(1)],
         poll: Duration::from_millis(100),
-        policy: Policy { allow_private: true },
+        policy: Policy::PRIVATE,
     };
     let shutdown = CancellationToken::new();
     let workers: Vec<_> = (0..2)

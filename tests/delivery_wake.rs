@@ -46,7 +46,7 @@ async fn a_retry_waits_its_backoff_by_the_database_clock_not_the_workers() {
     receiver.fail_next(1, 500);
     let config = DeliveryConfig {
         schedule: vec![Duration::from_secs(1)],
-        policy: Policy { allow_private: true },
+        policy: Policy::PRIVATE,
         ..DeliveryConfig::default()
     };
     let shutdown = CancellationToken::new();
@@ -98,7 +98,7 @@ async fn suspension_is_delivered_at_once(url: &str, writer: &Store) {
     let worker_store = common::db::unlocked(&Store::open(url).await.unwrap()).await;
     let config = DeliveryConfig {
         poll: Duration::from_secs(60),
-        policy: Policy { allow_private: true },
+        policy: Policy::PRIVATE,
         ..DeliveryConfig::default()
     };
     let shutdown = CancellationToken::new();

@@ -668,7 +668,7 @@ async fn identity_events_reach_a_webhook_signed_and_in_order_through_retries() {
     let config = DeliveryConfig {
         schedule: vec![Duration::from_millis(100); 10],
         poll: Duration::from_millis(50),
-        policy: Policy { allow_private: true },
+        policy: Policy::PRIVATE,
         ..DeliveryConfig::default()
     };
     let shutdown = tokio_util::sync::CancellationToken::new();

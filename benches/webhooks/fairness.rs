@@ -127,7 +127,7 @@ pub async fn shared(backend: Backend, organizations: u64, each: u64) {
 fn config() -> DeliveryConfig {
     DeliveryConfig {
         poll: Duration::from_millis(50),
-        policy: Policy { allow_private: true },
+        policy: Policy::PRIVATE,
         ..DeliveryConfig::default()
     }
 }

@@ -76,7 +76,7 @@ fn config(concurrency: usize, per_organization: usize) -> DeliveryConfig {
         concurrency,
         per_organization,
         poll: Duration::from_millis(50),
-        policy: Policy { allow_private: true },
+        policy: Policy::PRIVATE,
         ..DeliveryConfig::default()
     }
 }
@@ -203,7 +203,7 @@ async fn latency(backend: Backend, samples: u64) {
         db.store.clone(),
         DeliveryConfig {
             poll: Duration::from_millis(50),
-            policy: Policy { allow_private: true },
+            policy: Policy::PRIVATE,
             ..DeliveryConfig::default()
         },
         shutdown.clone(),

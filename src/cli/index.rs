@@ -14,7 +14,7 @@ use crate::{
     chain::{Chain, Family},
     config::{ChainConfig, Chains, Strategy},
     coverage::{self, History},
-    environment::Environment,
+    environment::{Configured, Environment},
     events::{self, delivery::DeliveryConfig, url::Policy},
     evm::{EvmSender, EvmWatcher},
     keys::{MNEMONIC_ENV, MNEMONIC_FILE_ENV, MnemonicSigner, Signer},
@@ -127,13 +127,19 @@ async fn run(
         bail!("no chain to index");
     }
     let (store, environment) = start(store, api.environment, launch.pii).await?;
+    let followed = followed(&chains, &only, environment)?;
+    let selected: Vec<ChainConfig> = selected.into_iter().filter(|c| followed.contains(&c.chain)).collect();
+    if selected.is_empty() {
+        bail!("no chain to index: a sandbox follows test chains only, and none is configured");
+    }
     telemetry::prometheus();
     let listener = api::bind(api.listen).await?;
     let required = selected.iter().map(|c| c.chain).collect();
     let signer = launch.signer;
+    let webhook_policy = launch.webhook_policy.within(environment);
     let state = api_state(&store, chains, required, &api, signer.clone(), environment)?
-        .with_webhook_policy(launch.webhook_policy);
-    delivery.policy = launch.webhook_policy;
+        .with_webhook_policy(webhook_policy);
+    delivery.policy = webhook_policy;
     if let Some(on_listen) = launch.on_listen {
         on_listen(listener.local_addr()?);
     }
@@ -294,13 +300,30 @@ pub async fn serve(url: &str, chains: Chains, required: Vec<Chain>, api: ApiOpti
         return Ok(());
     };
     let (store, environment) = start(store, api.environment, pii::Key::from_env()?).await?;
+    followed(&chains, &[], environment)?;
     telemetry::prometheus();
     let listener = api::bind(api.listen).await?;
-    let state = api_state(&store, chains, required, &api, signer()?, environment)?;
+    let state = api_state(&store, chains, required, &api, signer()?, environment)?
+        .with_webhook_policy(Policy::from_env().within(environment));
     api::serve(listener, state, shutdown).await.context("the HTTP API stopped")?;
     store.close().await;
     info!("stopped cleanly");
     Ok(())
+}
+
+/// The chains `run` follows in `environment`, of those `only` names (all
+/// when empty); refuses a sandbox that could move real money (see
+/// [`crate::environment::chains_to_follow`]).
+fn followed(chains: &Chains, only: &[Chain], environment: Environment) -> anyhow::Result<Vec<Chain>> {
+    let configured: Vec<Configured<'_>> = chains
+        .iter()
+        .map(|c| Configured {
+            chain: c.chain,
+            source: &c.source,
+            issued: c.assets.iter().filter(|a| a.issued).map(|a| a.symbol.as_str()).collect(),
+        })
+        .collect();
+    Ok(crate::environment::chains_to_follow(environment, &configured, only)?)
 }
 
 /// What `run` and `serve` serve the API with.

@@ -130,7 +130,9 @@ pub async fn webhooks(url: &str, command: WebhooksCommand) -> anyhow::Result<Exi
     let store = Store::open(url).await?;
     match command {
         WebhooksCommand::Create { organization, url, label } => {
-            let url = Policy::from_env().check(&url).await?;
+            // A store not yet started is judged as production, its default.
+            let environment = store.environment().await?.unwrap_or(crate::environment::Environment::Production);
+            let url = Policy::from_env().within(environment).check(&url).await?;
             let secret = Secret::generate();
             let webhook = store.create_webhook(&organization, url.as_str(), &label, secret.expose()).await?;
             print_webhook(&webhook);

@@ -291,7 +291,7 @@ async fn prepare(state: &StateDir, nodes: &[nodes::Node], options: DevOptions) -
     let launch = Launch {
         signer: Some(signer),
         pii: Some(state.pii_key()?),
-        webhook_policy: Policy { allow_private: true },
+        webhook_policy: Policy::PRIVATE,
         on_listen: None,
         shutdown: None,
     };

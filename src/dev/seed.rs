@@ -266,7 +266,7 @@ async fn create_seeded(
 /// The organization's webhook at `url`, registered (signed with `secret`)
 /// unless it is already: (id, url).
 async fn webhook(store: &Store, org: &str, url: &str, secret: &str) -> anyhow::Result<(String, String)> {
-    let url = Policy { allow_private: true }.check(url).await.context("--webhook-url")?;
+    let url = Policy::PRIVATE.check(url).await.context("--webhook-url")?;
     let existing = store.webhooks(Some(org)).await?.into_iter().find(|w| w.url == url.as_str());
     let id = match existing {
         Some(existing) => existing.id,

@@ -451,7 +451,7 @@ mod tests {
         let base = server().await;
         let config = DeliveryConfig {
             schedule: vec![Duration::from_secs(5)],
-            policy: Policy { allow_private: true },
+            policy: Policy::PRIVATE,
             ..DeliveryConfig::default()
         };
         let client = client(&config);
@@ -484,7 +484,7 @@ mod tests {
         assert_eq!(outcome, Outcome::Failed, "the schedule is spent");
         assert_eq!(attempt(&client, &config, &claimed("/gone", 0)).await.1, Outcome::Gone);
 
-        let strict = DeliveryConfig { policy: Policy { allow_private: false }, ..config.clone() };
+        let strict = DeliveryConfig { policy: Policy::default(), ..config.clone() };
         let (refused, outcome) = attempt(&client, &strict, &claimed("/ok", 0)).await;
         assert_eq!(refused.status_code, None, "nothing was sent");
         assert!(refused.error.unwrap().contains("https"));

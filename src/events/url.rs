@@ -3,18 +3,36 @@
 //! registered and again when each delivery connects (the resolver below
 //! filters every address it returns), so a DNS record changed later cannot aim
 //! deliveries at the internal network. `ALLOW_PRIVATE_WEBHOOK_URLS=true`
-//! allows private addresses and plain `http` for local development; link-local
-//! addresses (cloud metadata at 169.254.169.254) stay refused.
+//! allows plain `http` and, in `sandbox`, private addresses for local
+//! development; in `production` it allows loopback addresses only (a local
+//! receiver), never RFC 1918, shared or other internal ranges. Link-local
+//! addresses (cloud metadata at 169.254.169.254), in any form an IPv6
+//! address can carry an IPv4 one, stay refused everywhere.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use alloy::transports::http::reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use url::{Host, Url};
 
+use crate::environment::Environment;
+
+/// Which internal addresses webhooks may reach.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Private {
+    /// None: public addresses over `https` only.
+    #[default]
+    Refused,
+    /// Loopback addresses, and plain `http`: `production` with
+    /// `ALLOW_PRIVATE_WEBHOOK_URLS=true`.
+    Loopback,
+    /// Every internal address but link-local ones, and plain `http`.
+    Allowed,
+}
+
 /// Whether private addresses and `http` are allowed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Policy {
-    pub allow_private: bool,
+    pub private: Private,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -32,9 +50,23 @@ pub enum UrlError {
 }
 
 impl Policy {
+    /// Private addresses and `http` allowed, as `dev` and local receivers need.
+    pub const PRIVATE: Policy = Policy { private: Private::Allowed };
+
+    /// `ALLOW_PRIVATE_WEBHOOK_URLS`, before the environment applies (see
+    /// [`Policy::within`]).
     pub fn from_env() -> Self {
         let allow = std::env::var("ALLOW_PRIVATE_WEBHOOK_URLS").is_ok_and(|v| v.eq_ignore_ascii_case("true"));
-        Self { allow_private: allow }
+        Self { private: if allow { Private::Allowed } else { Private::Refused } }
+    }
+
+    /// The policy in `environment`: `production` narrows private addresses
+    /// to loopback ones.
+    pub fn within(self, environment: Environment) -> Self {
+        match (environment, self.private) {
+            (Environment::Production, Private::Allowed) => Self { private: Private::Loopback },
+            _ => self,
+        }
     }
 
     /// Checks a URL's shape and every address its host resolves to now
@@ -65,7 +97,7 @@ impl Policy {
         let url = Url::parse(text).map_err(|_| UrlError::Malformed(text.to_string()))?;
         match url.scheme() {
             "https" => {}
-            "http" if self.allow_private => {}
+            "http" if self.private != Private::Refused => {}
             _ => return Err(UrlError::NotHttps),
         }
         if !url.username().is_empty() || url.password().is_some() {
@@ -81,17 +113,43 @@ impl Policy {
     }
 
     fn allow(&self, host: &str, address: IpAddr) -> Result<(), UrlError> {
-        let forbidden = is_link_local(address) || (!self.allow_private && is_internal(address));
+        let forbidden = is_link_local(address)
+            || match self.private {
+                Private::Refused => is_internal(address),
+                Private::Loopback => is_internal(address) && !is_loopback(address),
+                Private::Allowed => false,
+            };
         if forbidden { Err(UrlError::Forbidden { host: host.to_string(), address }) } else { Ok(()) }
+    }
+}
+
+/// The IPv4 address an IPv6 one carries (compatible, mapped, NAT64, 6to4),
+/// which a gateway would take it to.
+fn embedded_ipv4(ip: std::net::Ipv6Addr) -> Option<Ipv4Addr> {
+    let s = ip.segments();
+    let v4 = |hi: u16, lo: u16| Ipv4Addr::from((u32::from(hi) << 16) | u32::from(lo));
+    if s[..6] == [0; 6] || s[..6] == [0, 0, 0, 0, 0, 0xffff] || s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
+        Some(v4(s[6], s[7]))
+    } else if s[0] == 0x2002 {
+        Some(v4(s[1], s[2]))
+    } else {
+        None
     }
 }
 
 fn is_link_local(address: IpAddr) -> bool {
     match address {
         IpAddr::V4(ip) => ip.is_link_local(),
-        IpAddr::V6(ip) => {
-            ip.is_unicast_link_local() || ip.to_ipv4_mapped().is_some_and(|v4| v4.is_link_local())
-        }
+        IpAddr::V6(ip) => ip.is_unicast_link_local() || embedded_ipv4(ip).is_some_and(|v4| v4.is_link_local()),
+    }
+}
+
+/// `127.0.0.0/8` and `::1`, and `::ffff:127.0.0.0/104`, which the system
+/// routes to IPv4 loopback.
+fn is_loopback(address: IpAddr) -> bool {
+    match address {
+        IpAddr::V4(ip) => ip.is_loopback(),
+        IpAddr::V6(ip) => ip.is_loopback() || ip.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback()),
     }
 }
 
@@ -163,8 +221,8 @@ mod tests {
 
     #[tokio::test]
     async fn refuses_internal_addresses_unless_allowed_and_link_local_always() {
-        let strict = Policy { allow_private: false };
-        let dev = Policy { allow_private: true };
+        let strict = Policy { private: Private::Refused };
+        let dev = Policy::PRIVATE;
         for url in [
             "https://127.0.0.1/hook",
             "https://10.0.0.8/hook",
@@ -213,8 +271,48 @@ mod tests {
             "http://169.254.169.254/latest/meta-data/",
             "https://[fe80::1]/",
             "http://[::ffff:169.254.169.254]/",
+            "http://[::a9fe:a9fe]/",
+            "http://[64:ff9b::a9fe:a9fe]/",
+            "http://[2002:a9fe:a9fe::1]/",
         ] {
-            assert!(matches!(dev.check(url).await, Err(UrlError::Forbidden { .. })), "{url}");
+            for policy in [dev, dev.within(Environment::Production)] {
+                assert!(matches!(policy.check(url).await, Err(UrlError::Forbidden { .. })), "{url} {policy:?}");
+            }
+            let https = url.replace("http://", "https://");
+            assert!(matches!(strict.check(&https).await, Err(UrlError::Forbidden { .. })), "{https}");
         }
+    }
+
+    #[tokio::test]
+    async fn production_allows_loopback_only_even_when_private_addresses_are_allowed() {
+        let production = Policy::PRIVATE.within(Environment::Production);
+        assert_eq!(production, Policy { private: Private::Loopback });
+        assert_eq!(Policy::PRIVATE.within(Environment::Sandbox), Policy::PRIVATE);
+        let strict = Policy::default();
+        assert_eq!(strict.within(Environment::Production), strict);
+        for url in [
+            "http://127.0.0.1:8080/hook",
+            "http://127.3.4.5/hook",
+            "http://[::1]:9000/hook",
+            "http://[::ffff:127.0.0.1]/hook",
+            "http://localhost:8080/hook",
+        ] {
+            assert!(production.check(url).await.is_ok(), "{url}");
+        }
+        for url in [
+            "http://10.0.0.8/hook",
+            "https://192.168.1.1/hook",
+            "https://172.16.0.1/hook",
+            "https://100.64.0.1/hook",
+            "https://[fd00::1]/hook",
+            "https://[::ffff:10.0.0.8]/hook",
+            "https://[64:ff9b::a00:1]/hook",
+            "https://0.0.0.0/hook",
+        ] {
+            assert!(matches!(production.check(url).await, Err(UrlError::Forbidden { .. })), "{url}");
+        }
+        assert!(production.check("https://93.184.215.14/hook").await.is_ok());
+        let name: Name = "localhost".parse().unwrap();
+        assert!(GuardedResolver(production).resolve(name).await.is_ok());
     }
 }

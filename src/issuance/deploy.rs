@@ -57,7 +57,7 @@ pub struct Deployed {
 
 /// Places `coin` on `config`'s chain with the issuer as minter.
 pub async fn deploy(config: &ChainConfig, signer: &dyn Signer, coin: &Coin<'_>) -> anyhow::Result<Deployed> {
-    if is_mainnet(config.chain) {
+    if config.chain.is_mainnet() {
         bail!(
             "issuance deploy places test stablecoins: {} is a mainnet. Deploy a production stablecoin with your \
              own audited process (a minter role you can rotate, cap and pause, its key held apart from the \
@@ -77,17 +77,6 @@ pub async fn deploy(config: &ChainConfig, signer: &dyn Signer, coin: &Coin<'_>) 
         coin.symbol, coin.decimals
     );
     Ok(Deployed { contract_address, toml })
-}
-
-fn is_mainnet(chain: Chain) -> bool {
-    matches!(
-        chain,
-        Chain::EthereumMainnet
-            | Chain::PolygonMainnet
-            | Chain::BaseMainnet
-            | Chain::OptimismMainnet
-            | Chain::SolanaMainnet
-    )
 }
 
 /// The issuer's address on `chain`.

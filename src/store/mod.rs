@@ -124,6 +124,11 @@ pub enum StoreError {
     /// Personal data without its key, or with another key.
     #[error(transparent)]
     Pii(#[from] crate::pii::PiiError),
+    /// A transfer's own transaction was not recorded because the transfer
+    /// may not be sent any more: it ends with this failure, nothing sent
+    /// (see [`crate::transfers::rules::may_sign`]).
+    #[error("{}: {}", .0.code, .0.message)]
+    Refused(crate::transfers::resource::FailureDetails),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -17,7 +17,8 @@ use super::{Store, StoreError, gas_ledger::settle_in, parse_column};
 use crate::{
     chain::Chain,
     transfers::model::{Lineage, SentTransaction, Settlement, TxRole},
-    transfers::resource::TransferStatus,
+    transfers::resource::{Route, TransferStatus},
+    transfers::rules::{Source, may_sign},
 };
 
 /// Transfers expired in one pass at most; the next pass takes the rest.
@@ -64,13 +65,54 @@ pub(super) async fn check(
         })
         .collect::<Result<Vec<_>, StoreError>>()?;
     let refusal = refusal(status, &live, sent, lineage, same_nonce);
-    match refusal {
-        None => Ok(()),
-        Some(reason) => Err(StoreError::Conflict(format!(
+    if let Some(reason) = refusal {
+        return Err(StoreError::Conflict(format!(
             "transaction {} not recorded for transfer {transfer_id}: {reason}",
             sent.hash
-        ))),
+        )));
     }
+    // A new lineage (a gas top-up, or the client's own transaction), or on
+    // Solana a transaction signed again after the last provably expired.
+    // An EVM replacement keeps its predecessor's nonce and moves nothing
+    // more: the predecessor may be included anyway.
+    if lineage == Lineage::Start || !same_nonce { gate(tx, transfer_id).await } else { Ok(()) }
+}
+
+/// Refuses with [`StoreError::Refused`] a client transfer whose source may
+/// no longer send (see [`may_sign`]), read after the transfer's row lock:
+/// an identity's change that committed first is seen, and one that commits
+/// later finds the transaction recorded. The platform's own transfers (a
+/// mint, a refund) are not the client's to stop.
+pub(super) async fn gate(tx: &mut Transaction<'static, Any>, transfer_id: &str) -> Result<(), StoreError> {
+    let Some(source) = source(tx, transfer_id).await? else { return Ok(()) };
+    may_sign(source).map_err(StoreError::Refused)
+}
+
+/// Where a client transfer's source stands now; `None` for the platform's
+/// own transfers.
+async fn source(tx: &mut Transaction<'static, Any>, transfer_id: &str) -> Result<Option<Source>, StoreError> {
+    let row = sqlx::query(
+        "SELECT t.route, a.status AS account_status, i.status AS identity_status, i.fiat_operations_enabled,
+                (SELECT COUNT(*) FROM conversions c WHERE c.transfer_id = t.id) AS collects
+         FROM transfers t
+         JOIN accounts a ON a.id = t.account_id
+         JOIN identities i ON i.organization_id = t.organization_id AND i.id = t.identity_id
+         WHERE t.id = $1",
+    )
+    .bind(transfer_id)
+    .fetch_optional(&mut **tx)
+    .await?;
+    let Some(row) = row else { return Ok(None) };
+    let route: Route = parse_column(&row.try_get::<String, _>("route")?, "transfers.route")?;
+    if route.is_platform_own() {
+        return Ok(None);
+    }
+    let collect = row.try_get::<i64, _>("collects")? > 0;
+    Ok(Some(Source {
+        account: parse_column(&row.try_get::<String, _>("account_status")?, "accounts.status")?,
+        identity: parse_column(&row.try_get::<String, _>("identity_status")?, "identities.status")?,
+        collect_fiat_enabled: collect.then(|| row.try_get::<i64, _>("fiat_operations_enabled").map(|f| f != 0)).transpose()?,
+    }))
 }
 
 /// A transaction of the transfer that was not refused.
@@ -220,6 +262,17 @@ impl Store {
     ) -> Result<(String, i64), StoreError> {
         let mut tx = self.begin().await?;
         self.check_own_fence(&mut tx).await?;
+        // The row lock first, then the source: once reserved, the
+        // authorization is signed and leaves with the estimate.
+        let reserving = lock(&mut tx, id).await? == Some(TransferStatus::Accepted);
+        let unreserved = sqlx::query("SELECT 1 AS n FROM transfers WHERE id = $1 AND authorization_nonce IS NULL")
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?
+            .is_some();
+        if reserving && unreserved {
+            gate(&mut tx, id).await?;
+        }
         sqlx::query(
             "UPDATE transfers SET authorization_nonce = $2, window_ends_at = $3
              WHERE id = $1 AND status = 'ACCEPTED' AND authorization_nonce IS NULL",

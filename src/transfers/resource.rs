@@ -144,7 +144,10 @@ impl FromStr for Route {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
 pub struct FailureDetails {
     /// `REVERTED`, `REJECTED_BY_NODE`, `SIGNING_FAILED`, `INVALID_TRANSFER`,
-    /// `NOT_SUBMITTED`, `INSUFFICIENT_GAS_FUNDS` or `CHAIN_UNAVAILABLE`.
+    /// `NOT_SUBMITTED`, `INSUFFICIENT_GAS_FUNDS`, `CHAIN_UNAVAILABLE`,
+    /// `ACCOUNT_NOT_ACTIVE` (the identity or the account stopped
+    /// transacting before the transfer was signed) or `FIAT_NOT_ENABLED`
+    /// (an off-ramp's collect whose identity lost the fiat entitlement).
     pub code: String,
     pub message: String,
 }

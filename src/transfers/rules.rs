@@ -6,9 +6,13 @@ use alloy::primitives::U256;
 
 use super::{
     model::{Outgoing, TxRole, TxState},
-    resource::{Route, TransferStatus},
+    resource::{FailureDetails, Route, TransferStatus, failure},
 };
-use crate::{account::AccountType, chain::Family};
+use crate::{
+    account::{AccountStatus, AccountType},
+    chain::Family,
+    identity::Status,
+};
 
 /// How a transfer of an account of `kind` on a chain of `family` reaches
 /// the chain: the omnibus wallet pays its own gas; a segregated account's
@@ -41,6 +45,43 @@ pub fn holds_address(t: &Outgoing) -> bool {
             TransferStatus::Submitted => !t.transactions.iter().any(|x| included(&x)),
             _ => false,
         }
+}
+
+/// Where a client transfer's source stands when the client's own
+/// transaction is about to be recorded (and so signed for good): read under
+/// the transfer's row lock by the sender that records it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Source {
+    pub account: AccountStatus,
+    pub identity: Status,
+    /// For an off-ramp's collect: whether the identity is still enabled for
+    /// fiat operations. `None` for any other transfer.
+    pub collect_fiat_enabled: Option<bool>,
+}
+
+/// Whether the client's own transaction may be signed now. Until then a
+/// suspension, a termination, a frozen or closed account, or (for an
+/// off-ramp's collect) a withdrawn fiat entitlement ends the transfer
+/// unsent, even after a gas top-up or an authorization's reservation made
+/// it no longer "unsent" to the identity's change: `ACCOUNT_NOT_ACTIVE`
+/// (the identity first, then the account), then `FIAT_NOT_ENABLED`.
+pub fn may_sign(source: Source) -> Result<(), FailureDetails> {
+    if source.identity != Status::Active {
+        return Err(failure(
+            "ACCOUNT_NOT_ACTIVE",
+            &format!("the account's identity is {}; nothing was sent", source.identity),
+        ));
+    }
+    if source.account != AccountStatus::Active {
+        return Err(failure("ACCOUNT_NOT_ACTIVE", &format!("the account is {}; nothing was sent", source.account)));
+    }
+    if source.collect_fiat_enabled == Some(false) {
+        return Err(failure(
+            "FIAT_NOT_ENABLED",
+            "the identity is no longer enabled for fiat operations; nothing was collected",
+        ));
+    }
+    Ok(())
 }
 
 /// Decimal places of USD amounts inside: micro-dollars.
@@ -144,6 +185,32 @@ mod tests {
             let states: Vec<_> = transactions.iter().map(|x| (x.role, x.state)).collect();
             assert_eq!(holds_address(&t), held, "{route:?} {status:?} {states:?}");
         }
+    }
+
+    #[test]
+    fn only_an_active_identity_and_account_sign_and_a_collect_needs_fiat() {
+        use AccountStatus::{Active as Open, Closed, Frozen};
+        use Status::{Active, PendingOnboarding, Rejected, Suspended, Terminated};
+        let cases = [
+            (Open, Active, None, None),
+            (Open, Active, Some(true), None),
+            (Open, Active, Some(false), Some("FIAT_NOT_ENABLED")),
+            (Frozen, Active, None, Some("ACCOUNT_NOT_ACTIVE")),
+            (Closed, Active, Some(true), Some("ACCOUNT_NOT_ACTIVE")),
+            (Frozen, Suspended, None, Some("ACCOUNT_NOT_ACTIVE")),
+            (Closed, Terminated, Some(false), Some("ACCOUNT_NOT_ACTIVE")),
+            // The identity decides even while the account's derived status lags.
+            (Open, Suspended, None, Some("ACCOUNT_NOT_ACTIVE")),
+            (Open, Terminated, Some(true), Some("ACCOUNT_NOT_ACTIVE")),
+            (Open, PendingOnboarding, None, Some("ACCOUNT_NOT_ACTIVE")),
+            (Open, Rejected, None, Some("ACCOUNT_NOT_ACTIVE")),
+        ];
+        for (account, identity, collect_fiat_enabled, code) in cases {
+            let source = Source { account, identity, collect_fiat_enabled };
+            assert_eq!(may_sign(source).err().map(|f| f.code), code.map(String::from), "{source:?}");
+        }
+        let message = may_sign(Source { account: Frozen, identity: Suspended, collect_fiat_enabled: None });
+        assert!(message.unwrap_err().message.contains("SUSPENDED"), "the identity's status is named");
     }
 
     #[test]

@@ -22,7 +22,7 @@ pub enum SendError {
     #[error(transparent)]
     Solana(#[from] crate::solana::rpc::RpcFailure),
     #[error(transparent)]
-    Store(#[from] StoreError),
+    Store(StoreError),
     #[error(transparent)]
     Key(#[from] KeyError),
     /// The transfer cannot be sent as it stands (a delisted asset, a key that
@@ -33,6 +33,19 @@ pub enum SendError {
     /// authorization that may still execute): the step is tried again.
     #[error("{0}")]
     Undecided(String),
+    /// The transfer may not be sent any more (its identity or account no
+    /// longer transacts): it fails with this, nothing of it signed.
+    #[error("{}: {}", .0.code, .0.message)]
+    Refused(FailureDetails),
+}
+
+impl From<StoreError> for SendError {
+    fn from(error: StoreError) -> Self {
+        match error {
+            StoreError::Refused(failure) => SendError::Refused(failure),
+            other => SendError::Store(other),
+        }
+    }
 }
 
 impl SendError {
@@ -51,6 +64,7 @@ impl SendError {
         match self {
             SendError::Key(error) => Some(failure("SIGNING_FAILED", &error.to_string())),
             SendError::Invalid(message) => Some(failure("INVALID_TRANSFER", message)),
+            SendError::Refused(failure) => Some(failure.clone()),
             _ => None,
         }
     }

@@ -1,0 +1,117 @@
+//! Money that must not leave, or must come back: a transfer whose identity
+//! stopped transacting while its gas top-up waited in the pool, an
+//! off-ramp's collect after the fiat entitlement was withdrawn. Each runs
+//! `run` on a real anvil and checks what the chain holds afterwards.
+
+mod common;
+
+use std::time::Duration;
+
+use alloy::{primitives::U256, providers::Provider};
+use common::{
+    anvil::Mined,
+    db::{BACKENDS, Backend},
+    dead_port, eventually,
+    platform::{Platform, api_up},
+    transfers::Setup,
+};
+use custody_indexer::store::TxRole;
+use serde_json::{Value, json};
+
+/// 1 TUSD or USDC in its smallest unit.
+const UNIT: u64 = 1_000_000;
+
+/// Before the fix (checked against f395c56) the sender signed and sent the
+/// account's own transaction once the top-up was mined, with no look at the
+/// identity: the destination received the 5 TUSD of a terminated identity.
+#[tokio::test]
+async fn a_transfer_whose_identity_ends_while_its_top_up_is_pending_fails_and_sends_nothing() {
+    for backend in BACKENDS {
+        let s = Setup::new(backend, "submit_within_secs = 120\nrebroadcast_after_secs = 60").await;
+        let alice = s.create_account("alice", "SEGREGATED");
+        s.anvil.token(s.tusd).mint(alice, U256::from(5 * UNIT)).from(s.anvil.accounts[5]).mined().await;
+        s.anvil.provider.raw_request::<_, Value>("evm_setAutomine".into(), (false,)).await.unwrap();
+        let mut run = s.start("run").await;
+        let id = s.transfer("alice", "5", "TUSD", s.outside).await;
+
+        // The sponsor's top-up waits in the pool; the transfer itself waits for it.
+        let store = s.env.store().await;
+        let top_up = eventually(Duration::from_secs(30), "the top-up in the pool", || async {
+            let txs = store.transfer_transactions(&id).await.unwrap();
+            let top_up = txs.iter().find(|t| t.role == TxRole::TopUp)?.hash.clone();
+            let pooled: Value =
+                s.anvil.provider.raw_request("eth_getTransactionByHash".into(), (&top_up,)).await.unwrap();
+            (!pooled.is_null()).then_some(top_up)
+        })
+        .await;
+        let by = ["--organization", "acme", "--by", "kyc", "--reason", "closed by compliance"];
+        s.cli(&[&["identities", "terminate", "identity-alice"][..], &by].concat());
+
+        // Mined: the top-up lands, and the transfer ends instead of sending.
+        let failed = s.until(&id, "FAILED", true).await;
+        assert_eq!(failed["failure_details"]["code"], "ACCOUNT_NOT_ACTIVE", "{failed}");
+        assert!(failed["failure_details"]["message"].as_str().unwrap().contains("TERMINATED"), "{failed}");
+        s.anvil.mine(3).await;
+        assert_eq!(s.tokens(s.tusd, s.outside).await, U256::ZERO, "nothing reached the destination");
+        assert_eq!(s.tokens(s.tusd, alice).await, U256::from(5 * UNIT), "the funds stayed");
+        let txs = store.transfer_transactions(&id).await.unwrap();
+        assert!(txs.iter().all(|t| t.role == TxRole::TopUp), "no transaction of the account was signed: {txs:?}");
+        // The top-up stays the platform's gas, with its fee in the ledger.
+        let entries = store.gas_entries(&id).await.unwrap();
+        assert!(entries.iter().any(|(hash, ..)| *hash == top_up), "{entries:?}");
+        run.kill().unwrap();
+        run.wait().unwrap();
+    }
+}
+
+/// Before the fix (checked against f395c56) the collect went out although
+/// the entitlement was withdrawn: the stablecoin left the account for the
+/// settlement wallet, the payout was refused at hand-off and a refund had
+/// to bring it back.
+#[tokio::test]
+async fn an_off_ramp_collect_after_the_fiat_entitlement_is_withdrawn_fails_unsent() {
+    let backend = Backend::Sqlite;
+    let platform = Platform::new(backend).await;
+    let port = dead_port();
+    let run = platform.run(port);
+    let mint = platform.wire(port, "20.00").await;
+    platform.completed(port, &mint).await;
+    drop(run);
+    // The API alone: the off-ramp is accepted, its collect not yet signed.
+    let env = [
+        ("CUSTODY_INDEXER_ENVIRONMENT", "sandbox"),
+        ("CUSTODY_INDEXER_MNEMONIC", common::transfers::MNEMONIC),
+    ];
+    let serve = platform.env.listen("serve", common::CHAIN, port, &env);
+    api_up(port).await;
+    let details = common::issuance::us_bank("000123456789");
+    let body = json!({ "request_id": uuid::Uuid::new_v4().to_string(), "identity_id": "ada",
+        "bank_account_details": details });
+    let bank = platform.post(port, "/v2/issuance/bank-accounts", &body).await["id"].as_str().unwrap().to_string();
+    let body = json!({ "request_id": uuid::Uuid::new_v4().to_string(), "type": "OFF_RAMP", "account_id": "ada-1",
+        "payment_instructions_id": bank, "amount": "20.00",
+        "source": { "currency": "USDC", "chain": common::CHAIN.as_str() } });
+    let created = platform.post(port, "/v2/conversions", &body).await;
+    let id = created["id"].as_str().unwrap().to_string();
+    drop(serve);
+
+    let by = ["--organization", "acme", "--by", "kyc", "--reason", "entitlement review"];
+    platform.cli(&[&["identities", "fiat", "disable", "ada"][..], &by].concat());
+    let _run = platform.run(port);
+    api_up(port).await;
+    let failed = eventually(Duration::from_secs(60), "the off-ramp ended", || async {
+        let conversion = platform.get(port, &format!("/v2/conversions/{id}")).await;
+        (!["INITIATED", "PENDING", "PAYOUT_INITIATED"].contains(&conversion["status"].as_str()?)).then_some(conversion)
+    })
+    .await;
+    assert_eq!(failed["status"], "FAILED", "{failed}");
+    assert!(failed["failure_reason"].as_str().unwrap().starts_with("FIAT_NOT_ENABLED"), "{failed}");
+    // The collect is the account's transfer: failed, with no transaction.
+    let transfers = platform.get(port, "/v2/crypto/transfers?account_id=ada-1").await;
+    let collects: Vec<&Value> = transfers["transfers"].as_array().unwrap().iter().filter(|t| t["amount"] == "20").collect();
+    assert_eq!(collects.len(), 1, "{transfers}");
+    assert_eq!(collects[0]["status"], "FAILED", "{transfers}");
+    assert_eq!(collects[0]["failure_details"]["code"], "FIAT_NOT_ENABLED", "{transfers}");
+    assert!(collects[0]["transaction_hash"].is_null(), "the collect was never signed: {transfers}");
+    assert_eq!(platform.balance().await, U256::from(20 * UNIT), "nothing left the account");
+}
