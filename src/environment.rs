@@ -151,7 +151,9 @@ mod tests {
 
     #[test]
     fn a_sandbox_follows_test_chains_and_never_mints_on_a_mainnet() {
-        use Chain::{EthereumMainnet as Eth, EthereumTestnet as Sepolia, SolanaDevnet as Devnet, SolanaMainnet as Sol};
+        use Chain::{
+            EthereumMainnet as Eth, EthereumTestnet as Sepolia, SolanaDevnet as Devnet, SolanaMainnet as Sol,
+        };
         let file = |chain, issued: &'static [&'static str]| Configured {
             chain,
             source: Path::new("chains/x.toml"),
@@ -159,7 +161,11 @@ mod tests {
         };
         let plain = [file(Eth, &[]), file(Sepolia, &["USDC"]), file(Sol, &[]), file(Devnet, &["USDC"])];
         let minting = [file(Eth, &["USDC"]), file(Sepolia, &["USDC"])];
-        let issued = || ChainsError::IssuedOnMainnet { chain: Eth, file: "chains/x.toml".into(), symbol: "USDC".into() };
+        let issued = || ChainsError::IssuedOnMainnet {
+            chain: Eth,
+            file: "chains/x.toml".into(),
+            symbol: "USDC".into(),
+        };
         let cases: [(Environment, &[Configured], &[Chain], Result<Vec<Chain>, ChainsError>); 10] = [
             (Production, &plain, &[], Ok(vec![Eth, Sepolia, Sol, Devnet])),
             (Production, &plain, &[Sol], Ok(vec![Sol])),
@@ -178,7 +184,11 @@ mod tests {
             assert_eq!(chains_to_follow(environment, configured, named), outcome, "{environment} {named:?}");
         }
         let message = issued().to_string();
-        assert!(message.contains("chains/x.toml") && message.contains("ETHEREUM_MAINNET") && message.contains("USDC"));
+        assert!(
+            message.contains("chains/x.toml")
+                && message.contains("ETHEREUM_MAINNET")
+                && message.contains("USDC")
+        );
         let message = ChainsError::MainnetNamed { chain: Sol }.to_string();
         assert!(message.contains("SOLANA_MAINNET") && message.contains("--chain"), "{message}");
     }

@@ -210,3 +210,36 @@ async fn the_sandbox_without_a_pii_key_keeps_its_own_across_restarts() {
         "an operator reads the sandbox store with its kept key: {shown}"
     );
 }
+
+/// Before the fix (checked against f395c56) a sandbox started with both,
+/// and minted real stablecoin on the mainnet for every simulated wire.
+#[tokio::test]
+async fn a_sandbox_refuses_a_mainnet_named_or_one_whose_file_lists_an_issued_stablecoin() {
+    let env = Env::with_chain_file(&chain_toml(&[format!("http://127.0.0.1:{}", dead_port())], None, ""));
+    let mainnet = std::fs::read_to_string("chains/ethereum-mainnet.toml").unwrap().replace(
+        "rpc_urls = [\"https://ethereum-rpc.publicnode.com\", \"https://eth.llamarpc.com\"]",
+        &format!("rpc_urls = [\"http://127.0.0.1:{}\"]", dead_port()),
+    );
+    let file = env.chains.join("mainnet.toml");
+    std::fs::write(&file, &mainnet).unwrap();
+    let sandbox = [("CUSTODY_INDEXER_ENVIRONMENT", "sandbox")];
+    let fails = |args: &[&str]| {
+        let out = env.command(args).envs(sandbox).stdout(Stdio::null()).output().unwrap();
+        assert!(!out.status.success(), "{args:?} started");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let stderr = fails(&["run", "--chain", "ETHEREUM_MAINNET"]);
+    assert!(stderr.contains("ETHEREUM_MAINNET is a mainnet") && stderr.contains("--chain"), "{stderr}");
+
+    // The platform's stablecoin listed as issued on the mainnet.
+    let issued = mainnet.replacen("eip3009 = true", "eip3009 = true\nissued = true", 1);
+    std::fs::write(&file, issued).unwrap();
+    for args in [&["run"][..], &["run", "--chain", CHAIN.as_str()], &["serve"]] {
+        let stderr = fails(args);
+        let named = stderr.contains(&file.display().to_string()) && stderr.contains("ETHEREUM_MAINNET");
+        assert!(named && stderr.contains("USDC") && stderr.contains("issued"), "{args:?}: {stderr}");
+    }
+    // Production is free to use every chain.
+    let (mut serve, _) = serve(&env, &[("CUSTODY_INDEXER_ENVIRONMENT", "production")]).await;
+    serve.0.kill().unwrap();
+}

@@ -55,7 +55,10 @@ async fn a_transfer_whose_identity_ends_while_its_top_up_is_pending_fails_and_se
         assert_eq!(s.tokens(s.tusd, s.outside).await, U256::ZERO, "nothing reached the destination");
         assert_eq!(s.tokens(s.tusd, alice).await, U256::from(5 * UNIT), "the funds stayed");
         let txs = store.transfer_transactions(&id).await.unwrap();
-        assert!(txs.iter().all(|t| t.role == TxRole::TopUp), "no transaction of the account was signed: {txs:?}");
+        assert!(
+            txs.iter().all(|t| t.role == TxRole::TopUp),
+            "no transaction of the account was signed: {txs:?}"
+        );
         // The top-up stays the platform's gas, with its fee in the ledger.
         let entries = store.gas_entries(&id).await.unwrap();
         assert!(entries.iter().any(|(hash, ..)| *hash == top_up), "{entries:?}");
@@ -87,7 +90,8 @@ async fn an_off_ramp_collect_after_the_fiat_entitlement_is_withdrawn_fails_unsen
     let details = common::issuance::us_bank("000123456789");
     let body = json!({ "request_id": uuid::Uuid::new_v4().to_string(), "identity_id": "ada",
         "bank_account_details": details });
-    let bank = platform.post(port, "/v2/issuance/bank-accounts", &body).await["id"].as_str().unwrap().to_string();
+    let bank =
+        platform.post(port, "/v2/issuance/bank-accounts", &body).await["id"].as_str().unwrap().to_string();
     let body = json!({ "request_id": uuid::Uuid::new_v4().to_string(), "type": "OFF_RAMP", "account_id": "ada-1",
         "payment_instructions_id": bank, "amount": "20.00",
         "source": { "currency": "USDC", "chain": common::CHAIN.as_str() } });
@@ -101,14 +105,16 @@ async fn an_off_ramp_collect_after_the_fiat_entitlement_is_withdrawn_fails_unsen
     api_up(port).await;
     let failed = eventually(Duration::from_secs(60), "the off-ramp ended", || async {
         let conversion = platform.get(port, &format!("/v2/conversions/{id}")).await;
-        (!["INITIATED", "PENDING", "PAYOUT_INITIATED"].contains(&conversion["status"].as_str()?)).then_some(conversion)
+        (!["INITIATED", "PENDING", "PAYOUT_INITIATED"].contains(&conversion["status"].as_str()?))
+            .then_some(conversion)
     })
     .await;
     assert_eq!(failed["status"], "FAILED", "{failed}");
     assert!(failed["failure_reason"].as_str().unwrap().starts_with("FIAT_NOT_ENABLED"), "{failed}");
     // The collect is the account's transfer: failed, with no transaction.
     let transfers = platform.get(port, "/v2/crypto/transfers?account_id=ada-1").await;
-    let collects: Vec<&Value> = transfers["transfers"].as_array().unwrap().iter().filter(|t| t["amount"] == "20").collect();
+    let collects: Vec<&Value> =
+        transfers["transfers"].as_array().unwrap().iter().filter(|t| t["amount"] == "20").collect();
     assert_eq!(collects.len(), 1, "{transfers}");
     assert_eq!(collects[0]["status"], "FAILED", "{transfers}");
     assert_eq!(collects[0]["failure_details"]["code"], "FIAT_NOT_ENABLED", "{transfers}");

@@ -125,11 +125,7 @@ pub async fn shared(backend: Backend, organizations: u64, each: u64) {
 
 /// The defaults, polling often.
 fn config() -> DeliveryConfig {
-    DeliveryConfig {
-        poll: Duration::from_millis(50),
-        policy: Policy::PRIVATE,
-        ..DeliveryConfig::default()
-    }
+    DeliveryConfig { poll: Duration::from_millis(50), policy: Policy::PRIVATE, ..DeliveryConfig::default() }
 }
 
 pub async fn run(backend: Backend, backlog_size: u64, stuck: Stuck) {

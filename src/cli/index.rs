@@ -126,8 +126,7 @@ async fn run(
     if selected.is_empty() {
         bail!("no chain to index");
     }
-    let (store, environment) = start(store, api.environment, launch.pii).await?;
-    let followed = followed(&chains, &only, environment)?;
+    let (store, environment, followed) = start(store, api.environment, launch.pii, (&chains, &only)).await?;
     let selected: Vec<ChainConfig> = selected.into_iter().filter(|c| followed.contains(&c.chain)).collect();
     if selected.is_empty() {
         bail!("no chain to index: a sandbox follows test chains only, and none is configured");
@@ -299,8 +298,8 @@ pub async fn serve(url: &str, chains: Chains, required: Vec<Chain>, api: ApiOpti
     let Some(store) = until_signal(async { Ok(Store::open(url).await?) }, &shutdown).await? else {
         return Ok(());
     };
-    let (store, environment) = start(store, api.environment, pii::Key::from_env()?).await?;
-    followed(&chains, &[], environment)?;
+    let (store, environment, _) =
+        start(store, api.environment, pii::Key::from_env()?, (&chains, &[])).await?;
     telemetry::prometheus();
     let listener = api::bind(api.listen).await?;
     let state = api_state(&store, chains, required, &api, signer()?, environment)?
@@ -354,22 +353,26 @@ fn api_state(
 /// (see [`crate::environment::on_start`]), with the store unlocked for
 /// personal data by `given` or the key that environment takes (see
 /// [`pii::key_source`]); stamps a store that has none. Production without
-/// `CUSTODY_INDEXER_PII_KEY` is refused before the store is stamped.
+/// `CUSTODY_INDEXER_PII_KEY`, and a sandbox whose `chains` could move real
+/// money, are refused before the store is stamped. Also returns the chains
+/// followed of those named (see [`followed`]).
 async fn start(
     store: Store,
     requested: Option<Environment>,
     given: Option<pii::Key>,
-) -> anyhow::Result<(Store, Environment)> {
+    (chains, only): (&Chains, &[Chain]),
+) -> anyhow::Result<(Store, Environment, Vec<Chain>)> {
     let stored = store.environment().await?;
     let decisions = stored.is_none() && store.holds_sandbox_decisions().await?;
     let chosen = crate::environment::on_start(stored, requested, decisions)?;
+    let followed = followed(chains, only, chosen)?;
     let source = pii::key_source(chosen, given)?;
     let stamped = store.stamp_environment(chosen).await?;
     // Another process stamped the store meanwhile: judged against its stamp.
     let environment = crate::environment::on_start(Some(stamped), Some(chosen), false)?;
     let store = store.unlock_pii(source).await?;
     info!(%environment, "environment");
-    Ok((store, environment))
+    Ok((store, environment, followed))
 }
 
 /// The signing keys the environment configures; without them transfers are

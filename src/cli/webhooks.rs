@@ -131,7 +131,8 @@ pub async fn webhooks(url: &str, command: WebhooksCommand) -> anyhow::Result<Exi
     match command {
         WebhooksCommand::Create { organization, url, label } => {
             // A store not yet started is judged as production, its default.
-            let environment = store.environment().await?.unwrap_or(crate::environment::Environment::Production);
+            let environment =
+                store.environment().await?.unwrap_or(crate::environment::Environment::Production);
             let url = Policy::from_env().within(environment).check(&url).await?;
             let secret = Secret::generate();
             let webhook = store.create_webhook(&organization, url.as_str(), &label, secret.expose()).await?;

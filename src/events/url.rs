@@ -140,7 +140,9 @@ fn embedded_ipv4(ip: std::net::Ipv6Addr) -> Option<Ipv4Addr> {
 fn is_link_local(address: IpAddr) -> bool {
     match address {
         IpAddr::V4(ip) => ip.is_link_local(),
-        IpAddr::V6(ip) => ip.is_unicast_link_local() || embedded_ipv4(ip).is_some_and(|v4| v4.is_link_local()),
+        IpAddr::V6(ip) => {
+            ip.is_unicast_link_local() || embedded_ipv4(ip).is_some_and(|v4| v4.is_link_local())
+        }
     }
 }
 
@@ -276,7 +278,10 @@ mod tests {
             "http://[2002:a9fe:a9fe::1]/",
         ] {
             for policy in [dev, dev.within(Environment::Production)] {
-                assert!(matches!(policy.check(url).await, Err(UrlError::Forbidden { .. })), "{url} {policy:?}");
+                assert!(
+                    matches!(policy.check(url).await, Err(UrlError::Forbidden { .. })),
+                    "{url} {policy:?}"
+                );
             }
             let https = url.replace("http://", "https://");
             assert!(matches!(strict.check(&https).await, Err(UrlError::Forbidden { .. })), "{https}");

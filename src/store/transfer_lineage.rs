@@ -111,7 +111,9 @@ async fn source(tx: &mut Transaction<'static, Any>, transfer_id: &str) -> Result
     Ok(Some(Source {
         account: parse_column(&row.try_get::<String, _>("account_status")?, "accounts.status")?,
         identity: parse_column(&row.try_get::<String, _>("identity_status")?, "identities.status")?,
-        collect_fiat_enabled: collect.then(|| row.try_get::<i64, _>("fiat_operations_enabled").map(|f| f != 0)).transpose()?,
+        collect_fiat_enabled: collect
+            .then(|| row.try_get::<i64, _>("fiat_operations_enabled").map(|f| f != 0))
+            .transpose()?,
     }))
 }
 
@@ -265,11 +267,12 @@ impl Store {
         // The row lock first, then the source: once reserved, the
         // authorization is signed and leaves with the estimate.
         let reserving = lock(&mut tx, id).await? == Some(TransferStatus::Accepted);
-        let unreserved = sqlx::query("SELECT 1 AS n FROM transfers WHERE id = $1 AND authorization_nonce IS NULL")
-            .bind(id)
-            .fetch_optional(&mut *tx)
-            .await?
-            .is_some();
+        let unreserved =
+            sqlx::query("SELECT 1 AS n FROM transfers WHERE id = $1 AND authorization_nonce IS NULL")
+                .bind(id)
+                .fetch_optional(&mut *tx)
+                .await?
+                .is_some();
         if reserving && unreserved {
             gate(&mut tx, id).await?;
         }

@@ -73,7 +73,10 @@ pub fn may_sign(source: Source) -> Result<(), FailureDetails> {
         ));
     }
     if source.account != AccountStatus::Active {
-        return Err(failure("ACCOUNT_NOT_ACTIVE", &format!("the account is {}; nothing was sent", source.account)));
+        return Err(failure(
+            "ACCOUNT_NOT_ACTIVE",
+            &format!("the account is {}; nothing was sent", source.account),
+        ));
     }
     if source.collect_fiat_enabled == Some(false) {
         return Err(failure(
