@@ -121,3 +121,30 @@ async fn an_off_ramp_collect_after_the_fiat_entitlement_is_withdrawn_fails_unsen
     assert!(collects[0]["transaction_hash"].is_null(), "the collect was never signed: {transfers}");
     assert_eq!(platform.balance().await, U256::from(20 * UNIT), "nothing left the account");
 }
+
+/// A backend behind answers the estimate `-32000 header not found` five
+/// times (more than the transport's own three retries), then geth's
+/// `missing trie node`, which the transport does not retry. Before the fix
+/// (checked against f395c56) the second failed the approved mint for good
+/// (`INVALID_TRANSFER`), and the wired dollars had to be sent back by hand.
+#[tokio::test]
+async fn a_mint_whose_estimate_meets_a_node_behind_is_asked_again_and_completes() {
+    let platform = Platform::new(Backend::Sqlite).await;
+    let proxy = common::proxy::start(platform.anvil.url()).await;
+    let file = platform.env.chains.join("test.toml");
+    let toml = std::fs::read_to_string(&file).unwrap().replace(&platform.anvil.url(), &proxy.url);
+    std::fs::write(&file, toml).unwrap();
+    let missing_trie_node =
+        "missing trie node 1f1e33c2b6e7e8b4f7ac6a4b0f21d2b3a6e8f5c1d9a0b7e4c3f2a1b0c9d8e7f6 (path ) <nil>";
+    for (message, times) in [("header not found", 5), (missing_trie_node, 1)] {
+        let error = ("eth_estimateGas".to_string(), -32000, message.to_string(), times);
+        proxy.faults.method_errors.lock().unwrap().push(error);
+    }
+    let port = dead_port();
+    let _run = platform.run(port);
+    let mint = platform.wire(port, "25.00").await;
+    let completed = platform.completed(port, &mint).await;
+    assert_eq!(completed["status"], "COMPLETED");
+    assert_eq!(proxy.faults.failed.load(std::sync::atomic::Ordering::SeqCst), 6, "every error was answered");
+    assert_eq!(platform.balance().await, U256::from(25 * UNIT));
+}

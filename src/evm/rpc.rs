@@ -78,6 +78,8 @@ pub struct RpcFailure {
     /// What went wrong, for metrics: see [`crate::watcher::WatchError::kind`].
     pub kind: &'static str,
     pub range_too_large: bool,
+    /// The JSON-RPC error code, when the node answered with an error.
+    pub code: Option<i64>,
 }
 
 pub struct EvmRpc {
@@ -145,13 +147,24 @@ impl EvmRpc {
             message: redact_urls(&err.to_string()),
             kind: error_kind(&err),
             range_too_large: is_range_too_large(&err),
+            code: match &err {
+                RpcError::ErrorResp(payload) => Some(payload.code),
+                _ => None,
+            },
         }
     }
 
     /// What the node answered lacks data it should have (a backend behind,
     /// say): asked again at once, then the step is retried.
     pub(crate) fn missing(&self, method: &'static str, message: String) -> RpcFailure {
-        RpcFailure { chain: self.chain, method, message, kind: "missing_data", range_too_large: false }
+        RpcFailure {
+            chain: self.chain,
+            method,
+            message,
+            kind: "missing_data",
+            range_too_large: false,
+            code: None,
+        }
     }
 
     /// The failure of a call by block hash: an error answer (a node that

@@ -7,6 +7,7 @@ pub mod decode;
 mod finality;
 pub mod instructions;
 pub mod rpc;
+mod send_answers;
 mod sender;
 mod watcher;
 

@@ -401,8 +401,11 @@ impl SolanaRpc {
     }
 
     /// Sends a signed transaction (base64) with preflight: the node refusing
-    /// it (a failed simulation, a bad signature) is `Rejected`; a signature it
-    /// has already processed counts as accepted.
+    /// it for a fault of its own (a failed simulation, a bad signature) is
+    /// `Rejected`; a signature it has already processed counts as accepted;
+    /// an answer about the node itself (behind, unhealthy, a blockhash it has
+    /// not seen, see [`super::send_answers::about_node`]) refuses nothing and
+    /// is a failure, as no answer is, once every URL gave one.
     pub async fn send_transaction(&self, base64: &str) -> Result<SolanaBroadcast, RpcFailure> {
         let params = json!([base64, { "encoding": "base64", "preflightCommitment": "confirmed" }]);
         let mut last = None;
@@ -410,10 +413,14 @@ impl SolanaRpc {
             match client.send::<String>(RpcRequest::SendTransaction, params.clone()).await {
                 Ok(_) => return Ok(SolanaBroadcast::Accepted),
                 Err(error) => match error.kind.as_ref() {
-                    ErrorKind::RpcError(RpcError::RpcResponseError { message, data, .. }) => {
+                    ErrorKind::RpcError(RpcError::RpcResponseError { code, message, data, .. }) => {
                         let text = format!("{message} {data:?}");
                         if text.contains("AlreadyProcessed") || text.contains("already been processed") {
                             return Ok(SolanaBroadcast::Accepted);
+                        }
+                        if super::send_answers::about_node(*code, &text) {
+                            last = Some(self.failure(RpcRequest::SendTransaction, &error));
+                            continue;
                         }
                         return Ok(SolanaBroadcast::Rejected(message.clone()));
                     }

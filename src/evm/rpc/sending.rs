@@ -40,6 +40,7 @@ impl EvmRpc {
             message: format!("balanceOf of {token} returned {output}: {e}"),
             kind: "bad_response",
             range_too_large: false,
+            code: None,
         })
     }
 

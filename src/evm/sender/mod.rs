@@ -15,6 +15,7 @@
 
 mod authorization;
 mod broadcast;
+mod estimate;
 mod gaps;
 mod outcome;
 mod plan;

@@ -10,7 +10,7 @@ use alloy::{
     sol_types::{SolCall, SolStruct},
 };
 
-use super::{EvmSender, TRANSFER_GAS};
+use super::{EvmSender, TRANSFER_GAS, estimate::about_transaction};
 use crate::{
     keys::KeyRef,
     store::now_micros,
@@ -171,12 +171,16 @@ impl EvmSender {
         })
     }
 
-    /// The estimate with a fifth on top: token contracts' costs vary with state.
+    /// The estimate with a fifth on top: token contracts' costs vary with
+    /// state. Only an answer about the transaction refuses it (see
+    /// [`about_transaction`]); the node's own trouble is asked again.
     pub(super) async fn gas_limit(&self, call: &Call) -> Result<u64, SendError> {
         match self.rpc.estimate_gas(call.from, call.to, call.value, &call.input).await {
             Ok(gas) if call.input.is_empty() && gas == TRANSFER_GAS => Ok(gas),
             Ok(gas) => Ok(gas + gas / 5),
-            Err(failure) if failure.kind == "rpc_error" => {
+            Err(failure)
+                if failure.kind == "rpc_error" && about_transaction(failure.code, &failure.message) =>
+            {
                 Err(SendError::Invalid(format!("the transfer would fail: {}", failure.message)))
             }
             Err(failure) => Err(failure.into()),
