@@ -200,12 +200,13 @@ async fn store_with_key(backend: Backend) -> (TestDb, String) {
 
 #[tokio::test]
 async fn token_ids_are_kept_until_their_time_then_purged() {
+    let skew = custody_indexer::store::INSTANCE_SKEW_SECS;
     for backend in BACKENDS {
         let (db, key) = store_with_key(backend).await;
         let store = &db.store;
-        let now = 1_800_000_000;
+        let now = chrono::Utc::now().timestamp();
         assert!(store.record_request_token(&key, "j-1", now + 90, now).await.unwrap());
-        assert!(store.record_request_token(&key, "j-2", now - 1, now - 100).await.unwrap());
+        assert!(store.record_request_token(&key, "j-2", now - skew - 10, now).await.unwrap());
         assert!(
             !store.record_request_token(&key, "j-1", now + 95, now).await.unwrap(),
             "{backend:?}: replay"
@@ -213,11 +214,16 @@ async fn token_ids_are_kept_until_their_time_then_purged() {
         assert_eq!(
             store.purge_request_tokens(now).await.unwrap(),
             1,
-            "{backend:?}: only j-2 is past its time"
+            "{backend:?}: only j-2 is past its time on every instance's clock"
         );
-        assert!(!store.record_request_token(&key, "j-1", now + 95, now + 90).await.unwrap(), "{backend:?}");
-        assert!(store.record_request_token(&key, "j-1", now + 200, now + 91).await.unwrap(), "{backend:?}");
+        // Past its time by this clock, not by the skew others may have.
+        assert!(!store.record_request_token(&key, "j-1", now + 95, now + 91).await.unwrap(), "{backend:?}");
         assert!(store.record_request_token(&key, "j-2", now + 90, now).await.unwrap(), "{backend:?}: purged");
+        if backend == Backend::Sqlite {
+            // SQLite serves one instance, whose clock judges.
+            let past = now + 91 + skew;
+            assert!(store.record_request_token(&key, "j-1", past + 90, past).await.unwrap(), "{backend:?}");
+        }
     }
 }
 
@@ -317,4 +323,28 @@ async fn operators_pair_list_and_unpair_keys_with_the_cli() {
     assert!(env.ok(&["api-keys", "list"]).contains("not paired"));
     let answer = call(&app.base, &token, "GET", "/v2/identities", "", None).await;
     assert_eq!(answer.status, 200, "an unpaired key needs no signature again: {answer:?}");
+}
+
+/// Two instances whose clocks disagree by 100 s share the store. Before the
+/// fix (checked against f395c56) the fast one purged a `jti` whose token
+/// the slow one still accepts, and the token was then accepted again.
+#[tokio::test]
+async fn an_instance_whose_clock_runs_fast_never_forgets_a_jti_another_still_accepts() {
+    for backend in BACKENDS {
+        let (db, key) = store_with_key(backend).await;
+        let store = &db.store;
+        let now = chrono::Utc::now().timestamp();
+        // Accepted by the slow instance: kept until its exp plus the leeway.
+        let keep_until = now + 40;
+        assert!(store.record_request_token(&key, "jti-1", keep_until, now).await.unwrap());
+        // The fast instance, 100 s ahead, purges and sees the token again.
+        let fast = now + 100;
+        store.purge_request_tokens(fast).await.unwrap();
+        assert!(!store.record_request_token(&key, "jti-1", fast + 40, fast).await.unwrap(), "replayed");
+        // Once past every instance's clock, it is purged.
+        let later = now + 40 + custody_indexer::store::INSTANCE_SKEW_SECS + 1;
+        if backend == Backend::Sqlite {
+            assert_eq!(store.purge_request_tokens(later).await.unwrap(), 1);
+        }
+    }
 }

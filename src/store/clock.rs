@@ -38,7 +38,8 @@ impl Clock {
 /// statement reads the clock once (`clock_timestamp()` is volatile: read in
 /// a condition it is read for every row, and no index can serve the
 /// condition).
-const POSTGRES_NOW: &str = "(SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000 AS BIGINT))";
+pub(super) const POSTGRES_NOW: &str =
+    "(SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000 AS BIGINT))";
 
 /// "Now" by the database's clock, for a row written in `tx` that lease
 /// statements compare with theirs (a delivery's `next_attempt_at`): an

@@ -34,6 +34,7 @@ mod positions;
 mod quotas;
 mod quotes;
 mod request_signatures;
+pub use request_signatures::INSTANCE_SKEW_SECS;
 mod scan;
 mod sinks;
 mod transfer_lineage;

@@ -2,8 +2,24 @@
 //! token, kept in the store so that a token is accepted once by the whole
 //! fleet of instances sharing it.
 
-use super::{ApiKey, Store, StoreError, now_micros};
+use super::{ApiKey, Backend, Store, StoreError, now_micros};
 use crate::request_signature::PublicKey;
+
+/// Seconds a `jti` is kept past its `keep_until` before it is purged or
+/// taken again: more than the clocks of the instances sharing a store may
+/// disagree, so an instance whose clock runs fast cannot forget a `jti`
+/// that another, slower one still accepts a token with. On PostgreSQL the
+/// database's clock judges besides; SQLite serves one instance.
+pub const INSTANCE_SKEW_SECS: i64 = 300;
+
+/// "Now" in seconds for the `jti` statements: the database's clock on
+/// PostgreSQL, the bound parameter `$param` (the instance's) on SQLite.
+fn seconds_now(backend: Backend, param: usize) -> String {
+    match backend {
+        Backend::Postgres => format!("({} / 1000000)", super::clock::POSTGRES_NOW),
+        Backend::Sqlite => format!("${param}"),
+    }
+}
 
 impl Store {
     /// Pairs an active key with `public_key` (replacing an earlier one): from
@@ -51,27 +67,41 @@ impl Store {
         keep_until: i64,
         now: i64,
     ) -> Result<bool, StoreError> {
-        let recorded = sqlx::query(
+        let sql = format!(
             "INSERT INTO request_token_ids (api_key_id, jti, keep_until) VALUES ($1, $2, $3)
              ON CONFLICT (api_key_id, jti) DO UPDATE SET keep_until = excluded.keep_until
-             WHERE request_token_ids.keep_until < $4",
-        )
-        .bind(key)
-        .bind(jti)
-        .bind(keep_until)
-        .bind(now)
-        .execute(&self.pool)
-        .await?;
+             WHERE request_token_ids.keep_until < {} - {INSTANCE_SKEW_SECS}",
+            seconds_now(self.backend, 4)
+        );
+        let recorded = sqlx::query(&sql).bind(key).bind(jti).bind(keep_until);
+        let recorded = self.bind_seconds(recorded, now).execute(&self.pool).await?;
         Ok(recorded.rows_affected() == 1)
     }
 
-    /// Deletes the `jti`s no token can be accepted with any more (kept
-    /// until before `now`, seconds); returns how many.
+    /// Deletes the `jti`s no token can be accepted with any more on any
+    /// instance: kept until more than [`INSTANCE_SKEW_SECS`] before now
+    /// (`now`, seconds, on SQLite; the database's clock on PostgreSQL);
+    /// returns how many.
     pub async fn purge_request_tokens(&self, now: i64) -> Result<u64, StoreError> {
-        let purged = sqlx::query("DELETE FROM request_token_ids WHERE keep_until < $1")
-            .bind(now)
-            .execute(&self.pool)
-            .await?;
+        let sql = format!(
+            "DELETE FROM request_token_ids WHERE keep_until < {} - {INSTANCE_SKEW_SECS}",
+            seconds_now(self.backend, 1)
+        );
+        let purged = sqlx::query(&sql);
+        let purged = self.bind_seconds(purged, now).execute(&self.pool).await?;
         Ok(purged.rows_affected())
+    }
+
+    /// Binds the instance's `now` (seconds) where [`seconds_now`] asked for
+    /// it: on SQLite only.
+    fn bind_seconds<'q>(
+        &self,
+        query: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
+        now: i64,
+    ) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
+        match self.backend {
+            Backend::Postgres => query,
+            Backend::Sqlite => query.bind(now),
+        }
     }
 }
