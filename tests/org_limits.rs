@@ -157,3 +157,38 @@ fn the_cli_refuses_a_51st_api_key() {
     env.ok(&["api-keys", "revoke", &id]);
     env.ok(&["api-keys", "create", "--organization", "acme", "--name", "replacement"]);
 }
+
+/// 100 accounts created at once by four organizations on PostgreSQL. Before
+/// the fix (checked against f395c56) two organizations could read the same
+/// highest key index before either took the serialising lock, and one got
+/// `409` naming the other tenant's address.
+#[tokio::test]
+async fn a_hundred_accounts_created_at_once_by_four_organizations_all_succeed() {
+    let app = Arc::new(app(Backend::Postgres, 100).await);
+    let mut keys = Vec::new();
+    for organization in ["acme", "globex", "initech", "umbrella"] {
+        let key = app.key(organization).await;
+        created(&app.post("/v2/identities", &key, &identity_body("owner")).await);
+        keys.push(key);
+    }
+    let mut identities = Vec::new();
+    for key in &keys {
+        let listed = app.get("/v2/identities", key).await;
+        identities.push(listed.body["identities"][0]["id"].as_str().unwrap().to_string());
+    }
+    let creations = (0..100).map(|i| {
+        let (app, key, identity) = (app.clone(), keys[i % 4].clone(), identities[i % 4].clone());
+        tokio::spawn(async move {
+            app.post("/v2/accounts", &key, &account_body(&format!("a-{i}"), &identity)).await
+        })
+    });
+    let mut addresses = std::collections::HashSet::new();
+    for answer in futures::future::join_all(creations).await {
+        let answer = answer.unwrap();
+        assert_eq!(answer.status, 201, "{answer:?}");
+        for address in answer.body["addresses"].as_array().unwrap() {
+            addresses.insert(address["address"].as_str().unwrap().to_string());
+        }
+    }
+    assert!(addresses.len() >= 100, "each account has addresses of its own: {}", addresses.len());
+}

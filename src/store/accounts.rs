@@ -90,6 +90,12 @@ impl Store {
     ) -> Result<(Account, u32), StoreError> {
         let mut tx = self.begin().await?;
         self.claim(&mut tx, &new.organization, Quota::Accounts).await?;
+        // The accounts' version row first (PostgreSQL holds it until commit,
+        // as [`insert_accounts`] takes it): creations of every organization
+        // then read the highest index one at a time, never the same one.
+        sqlx::query("UPDATE store_meta SET value = value WHERE key = 'accounts_version'")
+            .execute(&mut *tx)
+            .await?;
         let top: Option<i64> = sqlx::query("SELECT MAX(key_index) AS top FROM account_keys")
             .fetch_one(&mut *tx)
             .await?
