@@ -74,6 +74,15 @@ impl BalanceError {
             BalanceError::Solana(e) => e.chain,
         }
     }
+
+    /// The JSON-RPC method that failed, for a client: never the provider's
+    /// own words, which may name its plan, its internals or its URL.
+    pub fn method(&self) -> &'static str {
+        match self {
+            BalanceError::Evm(e) => e.method,
+            BalanceError::Solana(e) => e.method,
+        }
+    }
 }
 
 /// The assets of one chain file: its coin first, then its tokens in file order.

@@ -148,3 +148,22 @@ async fn a_mint_whose_estimate_meets_a_node_behind_is_asked_again_and_completes(
     assert_eq!(proxy.faults.failed.load(std::sync::atomic::Ordering::SeqCst), 6, "every error was answered");
     assert_eq!(platform.balance().await, U256::from(25 * UNIT));
 }
+
+/// A provider's error answer (its words name the plan and a project id)
+/// while a client reads balances. Before the fix (checked against f395c56)
+/// the `503` body carried those words verbatim.
+#[tokio::test]
+async fn a_balance_read_the_node_fails_names_the_call_never_the_providers_words() {
+    let s = Setup::with_rpc(Backend::Sqlite, "", true).await;
+    s.create_account("alice", "SEGREGATED");
+    let _serve = s.start("serve").await;
+    let words = "project ID 9f3c2a7e-internal is over its plan's quota (tier: growth)";
+    let error = ("eth_getBalance".to_string(), -32099, words.to_string(), 100);
+    s.proxy.as_ref().unwrap().faults.method_errors.lock().unwrap().push(error);
+    let answer = s.get("/v2/accounts/alice/balances").await;
+    assert_eq!(answer.status, 503, "{answer:?}");
+    assert_eq!(answer.body["code"], "CHAIN_UNAVAILABLE");
+    let message = answer.body["message"].as_str().unwrap();
+    assert!(message.contains("eth_getBalance") && message.contains(common::CHAIN.as_str()), "{message}");
+    assert!(!message.contains("9f3c2a7e") && !message.contains("quota"), "{message}");
+}

@@ -111,12 +111,18 @@ impl From<StoreError> for ApiError {
     }
 }
 
+/// Says which chain and which call failed; what the node or its provider
+/// answered goes to the log only.
 impl From<BalanceError> for ApiError {
     fn from(error: BalanceError) -> Self {
+        let (chain, method) = (error.chain(), error.method());
+        tracing::warn!(%chain, method, error = %error, "balance read failed");
         Self::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "CHAIN_UNAVAILABLE",
-            format!("cannot read balances from {} now: {error}", error.chain()),
+            format!(
+                "cannot read balances from {chain} now: its node did not answer {method}; try again later"
+            ),
         )
     }
 }
