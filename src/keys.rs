@@ -242,6 +242,15 @@ impl MnemonicSigner {
     /// is an invalid phrase, not an unset one.
     pub fn from_env() -> Result<Option<Self>, KeyError> {
         let inline = std::env::var_os(MNEMONIC_ENV).map(|v| Zeroizing::new(v.into_encoded_bytes()));
+        if inline.as_ref().is_some_and(|v| !v.is_empty()) {
+            // Read: nobody needs it in the environment block any more.
+            match crate::scrub::scrub(MNEMONIC_ENV) {
+                Ok(_) => {}
+                Err(error) => {
+                    tracing::warn!(%error, "cannot overwrite {MNEMONIC_ENV} in the process's environment: /proc/<pid>/environ still shows it; prefer {MNEMONIC_FILE_ENV}")
+                }
+            }
+        }
         let inline = inline.map(|bytes| Phrase::of_bytes(&bytes)).transpose()?.flatten();
         let file = std::env::var_os(MNEMONIC_FILE_ENV).filter(|s| !s.is_empty()).map(PathBuf::from);
         let phrase = match (inline, file) {

@@ -167,3 +167,19 @@ async fn a_balance_read_the_node_fails_names_the_call_never_the_providers_words(
     assert!(message.contains("eth_getBalance") && message.contains(common::CHAIN.as_str()), "{message}");
     assert!(!message.contains("9f3c2a7e") && !message.contains("quota"), "{message}");
 }
+
+/// Before the fix (checked against f395c56) the phrase stayed readable in
+/// `/proc/<pid>/environ` for the whole life of the process.
+#[tokio::test]
+async fn the_mnemonic_is_gone_from_the_process_environment_once_read() {
+    let s = Setup::new(Backend::Sqlite, "").await;
+    s.create_account("treasury", "OMNIBUS");
+    let serve = s.start("serve").await;
+    let environ = std::fs::read(format!("/proc/{}/environ", serve.id())).unwrap();
+    let environ = String::from_utf8_lossy(&environ);
+    assert!(environ.contains("CUSTODY_INDEXER_MNEMONIC="), "the variable was given");
+    assert!(!environ.contains(common::transfers::MNEMONIC), "the phrase is still readable");
+    assert!(!environ.contains("abandon"), "no word of it is left");
+    // The keys were read before: transfers are still signed.
+    s.transfer("treasury", "0.1", "ETH", s.outside).await;
+}
