@@ -129,3 +129,43 @@ async fn a_rotation_on_an_instance_whose_clock_is_behind_keeps_the_key_it_rotate
         assert_eq!(signing_secrets(store).await, [k3.as_str(), k2.as_str(), k1.as_str()], "{backend:?}");
     }
 }
+
+/// A key that leaked is revoked at once through the API, not 24 hours
+/// later; another organization cannot revoke it.
+#[tokio::test]
+async fn rotated_out_keys_are_revoked_at_once_through_the_api() {
+    for backend in BACKENDS {
+        let app = common::api::spawn_app(
+            backend,
+            custody_indexer::config::Chains::load(None).unwrap(),
+            Default::default(),
+        )
+        .await;
+        let (acme, other) = (app.key("acme").await, app.key("other").await);
+        let hook = serde_json::json!({ "url": "https://8.8.8.8/hooks", "label": "ledger" });
+        let created = app.post("/v2/webhooks", &acme, &hook).await;
+        assert_eq!(created.status, 201, "{created:?}");
+        let id = created.body["id"].as_str().unwrap().to_string();
+        pending_deliveries(&app.db.url, "acme", &id, 1).await;
+        let rotated =
+            app.post(&format!("/v2/webhooks/{id}/rotate-signing-key"), &acme, &serde_json::json!({})).await;
+        assert_eq!(rotated.status, 200, "{rotated:?}");
+        let current = rotated.body["signing_secret"].as_str().unwrap().to_string();
+        assert_eq!(signing_secrets(app.store()).await.len(), 2, "{backend:?}: both keys sign");
+
+        let path = format!("/v2/webhooks/{id}/revoke-previous-keys");
+        let refused = app.post(&path, &other, &serde_json::json!({})).await;
+        assert_eq!(refused.status, 404, "{refused:?}");
+        let revoked = app.post(&path, &acme, &serde_json::json!({})).await;
+        assert_eq!(revoked.status, 200, "{revoked:?}");
+        assert!(revoked.body["previous_key_expires_at"].is_null(), "{:?}", revoked.body);
+        assert!(revoked.body.get("signing_secret").is_none(), "no secret is shown");
+        assert_eq!(
+            signing_secrets(app.store()).await,
+            [current.as_str()],
+            "{backend:?}: the current key alone"
+        );
+        let again = app.post(&path, &acme, &serde_json::json!({})).await;
+        assert_eq!(again.status, 200, "revoking none changes nothing");
+    }
+}

@@ -58,8 +58,14 @@ pub(super) fn finish(doc: &mut OpenApi) {
 /// The operations this service adds to the reference's interface: each
 /// carries `x-extension: true`, so a client of the reference knows what
 /// another platform may not offer.
-pub(super) const EXTENSIONS: &[&str] =
-    &["createBankAccount", "listBankAccounts", "createMintInstruction", "getMint", "createVirtualAccount"];
+pub(super) const EXTENSIONS: &[&str] = &[
+    "createBankAccount",
+    "listBankAccounts",
+    "createMintInstruction",
+    "getMint",
+    "createVirtualAccount",
+    "revokePreviousWebhookKeys",
+];
 
 fn mark_extension(operation: &mut Operation) {
     if operation.operation_id.as_deref().is_some_and(|id| EXTENSIONS.contains(&id)) {

@@ -313,6 +313,7 @@ fn v2() -> (Router<ApiState>, utoipa::openapi::OpenApi) {
         .routes(routes!(webhooks::create, webhooks::list))
         .routes(routes!(webhooks::delete))
         .routes(routes!(webhooks::rotate))
+        .routes(routes!(webhooks::revoke_previous_keys))
         .routes(routes!(webhooks::events))
         .routes(routes!(transfers::create, transfers::list))
         .routes(routes!(transfers::get))

@@ -1,4 +1,5 @@
-//! `/v2/webhooks`: register, list, delete, rotate signing keys; and
+//! `/v2/webhooks`: register, list, delete, rotate signing keys and revoke
+//! the rotated-out ones at once; and
 //! `GET /v2/events`, the pull API over the same events.
 
 use axum::{
@@ -121,6 +122,24 @@ pub async fn rotate(
     let webhook =
         state.store().rotate_signing_key(Some(&caller.organization), &id, secret.expose(), overlap).await?;
     Ok(Json(WebhookWithSecret { webhook, signing_secret: secret.expose().to_string() }))
+}
+
+/// Ends every rotated-out signing key at once, whatever its expiry (a key
+/// that leaked): deliveries from then on carry the current key's signature
+/// alone, and `previous_key_expires_at` is `null`. Revoking when there is
+/// none changes nothing. An extension of the reference.
+#[utoipa::path(post, operation_id = "revokePreviousWebhookKeys", path = "/v2/webhooks/{webhook_id}/revoke-previous-keys", tag = "webhooks",
+    params(("webhook_id" = String, Path, description = "The webhook's id")),
+    responses(
+        (status = 200, description = "Revoked; the webhook as it now signs", body = Webhook),
+        (status = 404, description = "No such webhook in the organization", body = ErrorBody),
+    ))]
+pub async fn revoke_previous_keys(
+    State(state): State<ApiState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Result<Json<Webhook>, ApiError> {
+    Ok(Json(state.store().revoke_previous_keys(Some(&caller.organization), &id).await?))
 }
 
 /// The organization's events in commit order, for receivers that poll or

@@ -67,6 +67,29 @@ impl Store {
     }
 }
 
+impl Store {
+    /// Ends every rotated-out key of a webhook at once, whatever its expiry:
+    /// a key that leaked must stop signing now, not in 24 hours. From then
+    /// on deliveries carry the current key's signature alone.
+    pub async fn revoke_previous_keys(
+        &self,
+        organization: Option<&str>,
+        id: &str,
+    ) -> Result<Webhook, StoreError> {
+        let mut tx = self.begin().await?;
+        lock_webhook(&mut tx, organization, id).await?;
+        forget_previous_keys(&mut tx, id).await?;
+        sqlx::query(
+            "UPDATE webhooks SET previous_secret = NULL, previous_key_expires_at = NULL WHERE id = $1",
+        )
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        self.webhook(organization, id).await
+    }
+}
+
 /// Locks a webhook's row for a rotation (PostgreSQL: concurrent rotations
 /// of one webhook queue here; SQLite's write transaction holds the whole
 /// file), or fails when it is not one of `organization`'s (any when `None`).
