@@ -688,3 +688,49 @@ async fn identity_events_reach_a_webhook_signed_and_in_order_through_retries() {
     let pushed: Vec<String> = delivered.iter().map(|d| transition(&d.json()["data"])).collect();
     assert_eq!(pushed, pulled, "in order per identity, as the pull API has them");
 }
+
+/// Before the fix (checked against f395c56) any length and any number of
+/// submissions were accepted and stored.
+#[tokio::test]
+async fn compliance_submissions_are_bounded_in_size_and_twenty_a_day_per_identity() {
+    for backend in BACKENDS {
+        // Production: no provider decides, so every submission is taken.
+        let options = Options {
+            poll: Duration::from_millis(50),
+            idv_expiry: Duration::from_secs(3600),
+            review_page: 100,
+        };
+        let app = spawn_configured(backend, Chains::load(None).unwrap(), |state| {
+            state.with_compliance(Environment::Production, options)
+        })
+        .await;
+        let acme = app.key("acme").await;
+        let (person, other) =
+            (identity(&app, &acme, "INDIVIDUAL", "p").await, identity(&app, &acme, "INDIVIDUAL", "o").await);
+        let path = |id: &str| format!("/v2/identities/{id}/compliance");
+        let mut long = kyc("Lovelace");
+        long["kyc"]["last_name"] = json!("x".repeat(101));
+        says(&app.post(&path(&person), &acme, &long).await, 400, "kyc.last_name: at most 100 characters");
+        long["kyc"]["addresses"][0]["line1"] = json!("x".repeat(10_000));
+        says(
+            &app.post(&path(&person), &acme, &long).await,
+            400,
+            "kyc.addresses[0].line1: at most 200 characters",
+        );
+        for i in 0..20 {
+            let accepted = app.post(&path(&person), &acme, &kyc(&format!("Lovelace{i}"))).await;
+            assert_eq!(accepted.status, 200, "{backend:?} #{i}: {accepted:?}");
+        }
+        let refused = app.post(&path(&person), &acme, &kyc("Lovelace")).await;
+        says(&refused, 429, "20 compliance submissions");
+        assert_eq!(refused.body["code"], "RATE_LIMITED");
+        let retry: u64 = refused.headers["retry-after"].to_str().unwrap().parse().unwrap();
+        assert!((1..=86_400).contains(&retry), "until midnight UTC: {retry}");
+        // A body refused for its content is still a 400, and another identity is unaffected.
+        says(&app.post(&path(&person), &acme, &long).await, 400, "at most");
+        assert_eq!(app.post(&path(&other), &acme, &kyc("Other")).await.status, 200);
+        let actions = app.store().identity_actions("acme", &person).await.unwrap();
+        let submitted = actions.iter().filter(|a| a.event == "ComplianceSubmitted").count();
+        assert_eq!(submitted, 20, "{backend:?}: refused bodies are not recorded");
+    }
+}

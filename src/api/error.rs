@@ -103,6 +103,11 @@ impl From<StoreError> for ApiError {
             StoreError::LimitReached(message) => {
                 Self::new(StatusCode::CONFLICT, "ORGANIZATION_LIMIT_REACHED", message)
             }
+            StoreError::TooMany { message, retry_after } => {
+                let mut error = Self::new(StatusCode::TOO_MANY_REQUESTS, "RATE_LIMITED", message);
+                error.retry_after = Some(retry_after);
+                error
+            }
             other => {
                 error!(error = format!("{:#}", anyhow::Error::from(other)), "store failure");
                 Self::internal()

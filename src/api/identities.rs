@@ -161,7 +161,13 @@ pub async fn list(
 /// `tax_id` (EIN), `incorporation_country` (`US` only), `source_of_funds`,
 /// `account_purpose`, `addresses` (US); optional `doing_business_as`,
 /// `incorporation_date`, `website`, `email`. Data resubmitted while an RFI
-/// is open is accepted, keeps the RFI open and emits no event.
+/// is open is accepted, keeps the RFI open and emits no event. Text fields
+/// are bounded (100 characters for names and cities, 254 for an email, 32
+/// for a phone, 20 for a postal code, 64 for tax and ID numbers, 2,048 for
+/// a website, 200 for the rest; at most 5 addresses), a longer value a
+/// `400` naming its field. At most 20 submissions are accepted per identity
+/// per UTC day: the next answers `429 RATE_LIMITED` with `Retry-After`
+/// until midnight UTC; refused bodies do not count.
 #[utoipa::path(post, operation_id = "submitCompliance", path = "/v2/identities/{identity_id}/compliance", tag = "identities",
     params(("identity_id" = String, Path, description = "The identity's id")),
     request_body(content = ComplianceRequest, example = json!({ "kyc": {

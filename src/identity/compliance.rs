@@ -81,6 +81,35 @@ const KYB_FIELDS: &[&str] = &[
 ];
 const ADDRESS_FIELDS: &[&str] = &["line1", "line2", "city", "region_code", "postal_code", "country_code"];
 
+/// Submissions accepted per identity per UTC day at most; the next one is
+/// `429` until midnight UTC. A refused body (a field wrong, a state that
+/// takes no data) does not count.
+pub const MAX_SUBMISSIONS_PER_DAY: i64 = 20;
+
+/// Addresses per submission at most.
+pub const MAX_ADDRESSES: usize = 5;
+
+/// The longest value a text field may hold, in characters: the lengths
+/// banks and KYC providers accept (an email's 254 of RFC 5321, a URL's
+/// 2,048), 100 for names and 200 for anything else.
+pub fn max_len(field: &str) -> usize {
+    match field {
+        "email" => 254,
+        "website" => 2048,
+        "phone" => 32,
+        "postal_code" => 20,
+        "additional_id_number" | "tax_id" => 64,
+        "first_name" | "middle_name" | "last_name" | "city" => 100,
+        _ => 200,
+    }
+}
+
+/// Whether an identity that had `accepted_today` submissions accepted since
+/// midnight UTC may have one more.
+pub fn may_submit(accepted_today: i64) -> bool {
+    accepted_today < MAX_SUBMISSIONS_PER_DAY
+}
+
 /// ISO 3166-1 alpha-2: every officially assigned code.
 const COUNTRIES: &str = "AD AE AF AG AI AL AM AO AQ AR AS AT AU AW AX AZ BA BB BD BE BF BG BH BI BJ BL BM BN BO BQ BR \
     BS BT BV BW BY BZ CA CC CD CF CG CH CI CK CL CM CN CO CR CU CV CW CX CY CZ DE DJ DK DM DO DZ EC EE EG EH ER ES ET \
@@ -213,6 +242,9 @@ pub(crate) fn text<'a>(
     match map.get(name) {
         None if required => errors.push(format!("{path}{name}: required")),
         None => {}
+        Some(Value::String(s)) if s.chars().count() > max_len(name) => {
+            errors.push(format!("{path}{name}: at most {} characters", max_len(name)))
+        }
         Some(Value::String(s)) if !s.trim().is_empty() => return Some(s),
         Some(_) => errors.push(format!("{path}{name}: must be a non-empty string")),
     }
@@ -270,6 +302,10 @@ fn addresses(errors: &mut Vec<String>, path: &str, map: &Map<String, Value>) -> 
     let list = match map.get("addresses") {
         None => {
             errors.push(format!("{path}addresses: required (at least one address)"));
+            return Vec::new();
+        }
+        Some(Value::Array(list)) if list.len() > MAX_ADDRESSES => {
+            errors.push(format!("{path}addresses: at most {MAX_ADDRESSES} addresses"));
             return Vec::new();
         }
         Some(Value::Array(list)) if !list.is_empty() => list,
@@ -349,5 +385,34 @@ mod tests {
         assert!(errors.contains("kyc: a BUSINESS identity submits kyb"), "{errors}");
         let errors = validate(Type::Individual, &json!({ "kyb": {} })).unwrap_err().join("\n");
         assert!(errors.contains("kyb: an INDIVIDUAL identity submits kyc"), "{errors}");
+    }
+
+    #[test]
+    fn every_text_field_is_bounded_and_the_bound_is_named() {
+        let cases = [
+            ("/kyc/first_name", 100),
+            ("/kyc/last_name", 100),
+            ("/kyc/occupation", 200),
+            ("/kyc/addresses/0/line1", 200),
+            ("/kyc/addresses/0/city", 100),
+            ("/kyc/addresses/0/postal_code", 20),
+        ];
+        for (pointer, bound) in cases {
+            let mut at_bound = kyc();
+            *at_bound.pointer_mut(pointer).unwrap() = json!("a".repeat(bound));
+            let errors = validate(Type::Individual, &at_bound).err().unwrap_or_default().join("\n");
+            assert!(!errors.contains("at most"), "{pointer} at {bound}: {errors}");
+            let mut over = kyc();
+            *over.pointer_mut(pointer).unwrap() = json!("é".repeat(bound + 1));
+            let errors = validate(Type::Individual, &over).unwrap_err().join("\n");
+            let field = pointer.trim_start_matches('/').replace("/0/", "[0].").replace('/', ".");
+            assert!(errors.contains(&format!("{field}: at most {bound} characters")), "{errors}");
+        }
+        let mut many = kyc();
+        let address = many["kyc"]["addresses"][0].clone();
+        many["kyc"]["addresses"] = json!(vec![address; MAX_ADDRESSES + 1]);
+        let errors = validate(Type::Individual, &many).unwrap_err().join("\n");
+        assert!(errors.contains("kyc.addresses: at most 5 addresses"), "{errors}");
+        assert!(may_submit(MAX_SUBMISSIONS_PER_DAY - 1) && !may_submit(MAX_SUBMISSIONS_PER_DAY));
     }
 }

@@ -22,11 +22,14 @@ use super::{
 use crate::{
     chain::Chain,
     identity::{
-        Event, Identity, State, Status, SubStatus, Transition, Type, apply, resource::IDENTITY_STATUS_UPDATE,
-        resource::status_update,
+        Event, Identity, State, Status, SubStatus, Transition, Type, apply, compliance,
+        resource::IDENTITY_STATUS_UPDATE, resource::status_update,
     },
     pii::{Cipher, Masked, PiiError, Place},
 };
+
+/// A UTC day, in microseconds.
+const DAY_MICROS: i64 = 86_400_000_000;
 
 /// An identity to register: created by a client (`State::CREATED`, with a
 /// `request_id`) or registered by an operator as onboarded elsewhere.
@@ -239,6 +242,30 @@ impl Store {
             reason: None,
         };
         let transition = apply_in(&mut tx, Some(cipher), &change, None).await?;
+        // Counted under the identity's row lock `apply_in` took: submissions
+        // racing for the day's last one are judged one at a time.
+        let now = now_micros();
+        let day = now - now.rem_euclid(DAY_MICROS);
+        let today: i64 = sqlx::query(
+            "SELECT COUNT(*) AS n FROM compliance_submissions
+             WHERE organization_id = $1 AND identity_id = $2 AND created_at >= $3",
+        )
+        .bind(organization)
+        .bind(identity_id)
+        .bind(day)
+        .fetch_one(&mut *tx)
+        .await?
+        .try_get("n")?;
+        if !compliance::may_submit(today) {
+            return Err(StoreError::TooMany {
+                message: format!(
+                    "identity {identity_id} had {} compliance submissions accepted today (UTC), the most a day \
+                     takes; submit again after midnight UTC",
+                    compliance::MAX_SUBMISSIONS_PER_DAY
+                ),
+                retry_after: ((day + DAY_MICROS - now) / 1_000_000).max(1) as u64,
+            });
+        }
         let kind = if data.get("kyc").is_some() { "KYC" } else { "KYB" };
         let id = uuid::Uuid::new_v4().to_string();
         let plaintext = zeroize::Zeroizing::new(data.to_string());
@@ -253,7 +280,7 @@ impl Store {
         .bind(identity_id)
         .bind(kind)
         .bind(sealed)
-        .bind(now_micros())
+        .bind(now)
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;

@@ -125,6 +125,10 @@ pub enum StoreError {
     /// Personal data without its key, or with another key.
     #[error(transparent)]
     Pii(#[from] crate::pii::PiiError),
+    /// Too many of something in a period: `429`, to be tried again after
+    /// `retry_after` seconds.
+    #[error("{message}")]
+    TooMany { message: String, retry_after: u64 },
     /// A transfer's own transaction was not recorded because the transfer
     /// may not be sent any more: it ends with this failure, nothing sent
     /// (see [`crate::transfers::rules::may_sign`]).
