@@ -22,6 +22,7 @@ mod evm;
 mod nodes;
 mod off_ramp;
 mod on_ramp;
+mod sealing;
 mod seed;
 mod show;
 mod solana;
@@ -256,10 +257,12 @@ async fn prepare(state: &StateDir, nodes: &[nodes::Node], options: DevOptions) -
     }
     let seed = state.seed()?;
     let url = state.database_url();
-    let pii = state.pii_key()?;
+    let pii = state.pii_key(crate::pii::Key::from_env()?)?;
     let webhook_url = options.webhook_url.as_deref();
     let seeded =
-        seed::seed_store(&url, &chains, signer.as_ref(), pii, &seed, webhook_url, kept.is_some()).await?;
+        seed::seed_store(&url, &chains, signer.as_ref(), pii.clone(), &seed, webhook_url, kept.is_some())
+            .await?;
+    let pii_key = pii;
     let mut ledgers = kept.unwrap_or_default();
     ledgers.extend(placed.iter().map(|p| (p.chain, p.ledger.clone())));
     state.record_ledgers(&ledgers)?;
@@ -290,7 +293,7 @@ async fn prepare(state: &StateDir, nodes: &[nodes::Node], options: DevOptions) -
     let signer: Arc<dyn Signer> = signer;
     let launch = Launch {
         signer: Some(signer),
-        pii: Some(state.pii_key()?),
+        pii: Some(pii_key),
         webhook_policy: Policy::PRIVATE,
         on_listen: None,
         shutdown: None,

@@ -5,7 +5,8 @@
 //! | file | what | kept |
 //! |---|---|---|
 //! | `mnemonic` (0600) | the service's BIP-39 phrase: the sponsor's and the account's keys | until `--reset` |
-//! | `pii.key` (0600) | the sandbox key personal data is sealed with | until `--reset` |
+//! | `pii.key` (0600) | the sandbox key personal data is sealed with, generated when `CUSTODY_INDEXER_PII_KEY` was not set at the first start | until `--reset` |
+//! | `pii.key-id` | instead of `pii.key` when the first start had `CUSTODY_INDEXER_PII_KEY`: the id of that key, which every later start needs | until `--reset` |
 //! | `seed.json` (0600) | organization, identity, account ids, the API key, the webhook secret | until `--reset` |
 //! | `solana-funder.json`, `solana-mint.json` (0600) | the keypairs of the Solana deposit wallet and of the USDC mint | until `--reset` |
 //! | `store.db` | the SQLite store | until `--reset` |
@@ -32,7 +33,7 @@ use sha2::{Digest, Sha256};
 use zeroize::Zeroizing;
 
 use super::Summary;
-use crate::{api_key, events::signing::Secret, keys::Phrase, pii};
+use crate::{api_key, events::signing::Secret, keys::Phrase};
 
 /// The directory and the lock that makes one `dev` its only user.
 pub struct StateDir {
@@ -122,7 +123,7 @@ impl StateDir {
     /// Removes what `dev` wrote here (`--reset`); anything else in the
     /// directory, which may be one a user named by mistake, is left alone.
     fn empty(&self) -> anyhow::Result<()> {
-        const OURS: [&str; 15] = [
+        const OURS: [&str; 16] = [
             "anvil-state.json",
             "anvil-state.next.json",
             "solana-ledger.sqlite",
@@ -131,6 +132,7 @@ impl StateDir {
             "solana-ledger.sqlite.genesis",
             "mnemonic",
             "pii.key",
+            "pii.key-id",
             "seed.json",
             "solana-funder.json",
             "solana-mint.json",
@@ -247,16 +249,6 @@ impl StateDir {
         }
         let text = Zeroizing::new(std::fs::read_to_string(&path).context("reading the mnemonic")?);
         Ok(Phrase::new(&text))
-    }
-
-    /// The key personal data is sealed with, generated on first use.
-    pub fn pii_key(&self) -> anyhow::Result<pii::Key> {
-        let path = self.file("pii.key");
-        if !path.exists() {
-            write_secret(&path, pii::Key::generate().expose_base64().as_bytes())?;
-        }
-        let text = Zeroizing::new(std::fs::read_to_string(&path).context("reading pii.key")?);
-        Ok(pii::Key::parse(&text)?)
     }
 
     /// The ids and secrets the store is seeded with, made on first use.
