@@ -183,3 +183,67 @@ async fn the_mnemonic_is_gone_from_the_process_environment_once_read() {
     // The keys were read before: transfers are still signed.
     s.transfer("treasury", "0.1", "ETH", s.outside).await;
 }
+
+/// The platform's USDC (6 decimals on chain) listed with `decimals = 18`.
+/// Before the fix (checked against f395c56) `run` started and minted 10^12
+/// times every wire.
+#[tokio::test]
+async fn a_chain_file_wrong_about_the_issued_decimals_is_refused_and_a_correct_one_starts() {
+    let platform = Platform::bare(Backend::Sqlite).await;
+    let file = platform.env.chains.join("test.toml");
+    let good = std::fs::read_to_string(&file).unwrap();
+    let wrong = good.replace(
+        "decimals = 6\neip3009 = true\nissued = true",
+        "decimals = 18\neip3009 = true\nissued = true",
+    );
+    assert_ne!(wrong, good, "the issued asset's lines: {good}");
+    std::fs::write(&file, &wrong).unwrap();
+    for command in ["run", "serve"] {
+        let out = platform
+            .env
+            .command(&[command, "--chain", common::CHAIN.as_str()])
+            .env("CUSTODY_INDEXER_MNEMONIC", common::transfers::MNEMONIC)
+            .env("CUSTODY_INDEXER_ENVIRONMENT", "sandbox")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{command} started");
+        let named = stderr.contains("asset USDC") && stderr.contains(&file.display().to_string());
+        assert!(named && stderr.contains("decimals = 18") && stderr.contains("has 6"), "{command}: {stderr}");
+    }
+    std::fs::write(&file, &good).unwrap();
+    let port = dead_port();
+    let _run = platform.run(port);
+    api_up(port).await;
+}
+
+/// The node does not answer the first decimals read: `run` starts, the
+/// asset is checked again in the background, and a wire's mint waits until
+/// then.
+#[tokio::test]
+async fn a_node_silent_about_the_issued_decimals_holds_the_mints_back_until_it_answers() {
+    let mut platform = Platform::bare(Backend::Sqlite).await;
+    platform.env.identity("acme", "ada");
+    platform.onboard("ada");
+    let proxy = common::proxy::start(platform.anvil.url()).await;
+    let file = platform.env.chains.join("test.toml");
+    let toml = std::fs::read_to_string(&file).unwrap().replace(&platform.anvil.url(), &proxy.url);
+    std::fs::write(&file, toml).unwrap();
+    let error = ("eth_call".to_string(), -32603, "internal error".to_string(), 1);
+    proxy.faults.method_errors.lock().unwrap().push(error);
+    let port = dead_port();
+    let _run = platform.run(port);
+    api_up(port).await;
+    let started = std::time::Instant::now();
+    let mint = platform.wire(port, "5.00").await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let waiting = platform.get(port, &format!("/v2/issuance/mints/{mint}")).await;
+    assert_eq!(waiting["status"], "MINTING", "{waiting}");
+    assert!(
+        waiting["transaction_hash"].is_null(),
+        "nothing sent before the decimals are verified: {waiting}"
+    );
+    platform.completed(port, &mint).await;
+    assert!(started.elapsed() >= Duration::from_secs(10), "minted only once verified in the background");
+    assert_eq!(platform.balance().await, U256::from(5 * UNIT));
+}

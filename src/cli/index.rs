@@ -131,6 +131,7 @@ async fn run(
     if selected.is_empty() {
         bail!("no chain to index: a sandbox follows test chains only, and none is configured");
     }
+    crate::issuance::decimals::verify_at_start(&selected).await?;
     telemetry::prometheus();
     let listener = api::bind(api.listen).await?;
     let required = selected.iter().map(|c| c.chain).collect();
@@ -300,6 +301,7 @@ pub async fn serve(url: &str, chains: Chains, required: Vec<Chain>, api: ApiOpti
     };
     let (store, environment, _) =
         start(store, api.environment, pii::Key::from_env()?, (&chains, &[])).await?;
+    crate::issuance::decimals::verify_at_start(chains.iter()).await?;
     telemetry::prometheus();
     let listener = api::bind(api.listen).await?;
     let state = api_state(&store, chains, required, &api, signer()?, environment)?

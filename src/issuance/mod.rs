@@ -9,6 +9,7 @@
 //! identity may register them or ask for instructions.
 
 pub mod bank;
+pub mod decimals;
 pub mod deploy;
 pub mod mint;
 pub mod onchain;

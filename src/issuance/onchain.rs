@@ -31,5 +31,10 @@ pub async fn start_mints(
     if issued.is_empty() {
         return Ok(0);
     }
+    // Until the chain confirms an issued stablecoin's decimals, no mint of
+    // the chain starts (see [`super::decimals`]).
+    if config.assets.iter().any(|a| a.issued && super::decimals::waiting(config.chain, &a.contract_address)) {
+        return Ok(0);
+    }
     Ok(store.start_mints(config.chain, &issuer()?, &issued).await?)
 }

@@ -11,12 +11,18 @@
 //!   first mint (it is deployed with none), give or take the mint
 //!   transactions still being sent.
 //!
-//! Pure: the store reads the rows, the caller the supply.
+//! - **Decimals**: the contract's (the mint's) are what amounts mean. A
+//!   chain file that says otherwise is a difference, and the books are
+//!   balanced with the contract's: a file wrong about them would mint
+//!   another amount than the wire, and balancing with its number would hide
+//!   that on both sides.
+//!
+//! Pure: the store reads the rows, the caller what the chain says.
 
 use alloy::primitives::U256;
 use serde::Serialize;
 
-use super::{format_usd, mint::Status};
+use super::{format_usd, mint::Status, supply::OnChain};
 use crate::{amount::Amount, chain::Chain};
 
 /// One mint as the books see it.
@@ -100,15 +106,33 @@ pub struct Difference {
     pub mints: Vec<String>,
 }
 
-/// Balances `rows` (all of one chain and stablecoin of `decimals`) against
-/// `supply` (smallest unit), or the error that kept it from being read.
+/// Balances `rows` (all of one chain and stablecoin, which the chain file
+/// says has `decimals`) against what the chain says of the stablecoin (its
+/// supply in the smallest unit and its decimals), or the error that kept
+/// it from being read.
 pub fn reconcile(
     chain: Chain,
     symbol: &str,
     decimals: u8,
     rows: &[MintRow],
-    supply: Result<U256, String>,
+    on_chain: Result<OnChain, String>,
 ) -> Books {
+    let mut differences = Vec::new();
+    let decimals = match &on_chain {
+        Ok(read) if read.decimals != decimals => {
+            differences.push(Difference {
+                message: format!(
+                    "the chain file says {symbol} has {decimals} decimals, and the contract on {chain} has {}: \
+                     the books are balanced with the contract's; correct the chain file",
+                    read.decimals
+                ),
+                mints: vec![],
+            });
+            read.decimals
+        }
+        _ => decimals,
+    };
+    let supply = on_chain.map(|read| read.supply);
     let (mut received, mut returned, mut in_flight, mut fees) = (0i64, 0i64, 0i64, 0i64);
     let (mut minted, mut sending) = (U256::ZERO, U256::ZERO);
     let mut unbalanced = Vec::new();
@@ -125,7 +149,6 @@ pub fn reconcile(
         }
     }
     let major = |raw: U256| Amount::from_raw(raw, decimals).to_string();
-    let mut differences = Vec::new();
     if !unbalanced.is_empty() {
         differences.push(Difference {
             message: format!(
@@ -204,7 +227,13 @@ mod tests {
     }
 
     fn books(rows: &[MintRow], supply: u64) -> Books {
-        reconcile(Chain::EthereumTestnet, "USDC", 6, rows, Ok(U256::from(supply)))
+        reconcile(
+            Chain::EthereumTestnet,
+            "USDC",
+            6,
+            rows,
+            Ok(OnChain { supply: U256::from(supply), decimals: 6 }),
+        )
     }
 
     /// Every status as the books count it; the rows that balance and the
@@ -295,5 +324,32 @@ mod tests {
         let unread = reconcile(Chain::EthereumTestnet, "USDC", 6, &rows, Err("connection refused".into()));
         assert!(!unread.agrees && unread.supply.is_none());
         assert!(unread.differences[0].message.contains("connection refused"));
+    }
+
+    /// A chain file saying 18 decimals for a 6-decimal contract minted
+    /// 10^12 times the wire: its own number made both sides agree.
+    #[test]
+    fn the_contracts_decimals_balance_the_books_not_the_chain_files() {
+        let minted = 10u64.pow(12) * 100 * M.to::<u64>(); // 100 USD minted with 18 decimals
+        let rows = [row("wrong", 10_000, Status::Completed, false, Some(minted), None)];
+        let file = reconcile(
+            Chain::EthereumTestnet,
+            "USDC",
+            18,
+            &rows,
+            Ok(OnChain { supply: U256::from(minted), decimals: 18 }),
+        );
+        assert!(file.agrees, "with the file's number alone the books agree: {file:?}");
+        let read = reconcile(
+            Chain::EthereumTestnet,
+            "USDC",
+            18,
+            &rows,
+            Ok(OnChain { supply: U256::from(minted), decimals: 6 }),
+        );
+        assert!(!read.agrees, "{read:?}");
+        assert!(read.differences[0].message.contains("says USDC has 18 decimals"), "{read:?}");
+        assert!(read.differences[0].message.contains("has 6"), "{read:?}");
+        assert_eq!(read.differences[1].mints, ["wrong"], "the mint that minted too much");
     }
 }

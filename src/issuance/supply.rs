@@ -1,6 +1,7 @@
-//! An issued stablecoin's supply as the chain holds it now: ERC-20
-//! `totalSupply` on EVM, the SPL mint's supply on Solana (`confirmed`).
-//! The chain file's RPC URLs are tried in turn.
+//! An issued stablecoin as the chain holds it now: its supply and its
+//! decimals (ERC-20 `totalSupply` and `decimals` on EVM, the SPL mint's
+//! supply and decimals on Solana, `confirmed`). The chain file's RPC URLs
+//! are tried in turn.
 
 use alloy::{
     network::TransactionBuilder,
@@ -21,12 +22,21 @@ use crate::{
 
 sol! {
     function totalSupply() external view returns (uint256);
+    function decimals() external view returns (uint8);
 }
 
-/// The supply of `asset` on `config`'s chain, smallest unit; the last
-/// node's error when none answers, its URLs redacted (an RPC URL may hold
-/// a key, and the error is printed).
-pub async fn supply(config: &ChainConfig, asset: &AssetConfig) -> Result<U256, String> {
+/// What the chain says of an issued stablecoin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OnChain {
+    /// In the smallest unit.
+    pub supply: U256,
+    pub decimals: u8,
+}
+
+/// The supply and decimals of `asset` on `config`'s chain; the last node's
+/// error when none answers, its URLs redacted (an RPC URL may hold a key,
+/// and the error is printed).
+pub async fn supply(config: &ChainConfig, asset: &AssetConfig) -> Result<OnChain, String> {
     let mut last = "the chain file lists no RPC URL".to_string();
     for url in &config.rpc_urls {
         let url = url.expose().as_str();
@@ -42,17 +52,25 @@ pub async fn supply(config: &ChainConfig, asset: &AssetConfig) -> Result<U256, S
     Err(last)
 }
 
-async fn evm(url: &str, token: &str) -> Result<U256, String> {
+async fn evm(url: &str, token: &str) -> Result<OnChain, String> {
     let token: Address = token.parse().map_err(|e| format!("{token}: {e}"))?;
     let provider = ProviderBuilder::new().connect_http(url.parse().map_err(|e| format!("{e}"))?);
     let call = TransactionRequest::default().with_to(token).with_input(totalSupplyCall {}.abi_encode());
     let answer = provider.call(call).await.map_err(|e| format!("totalSupply of {token}: {e}"))?;
-    totalSupplyCall::abi_decode_returns(&answer).map_err(|e| format!("totalSupply of {token}: {e}"))
+    let supply =
+        totalSupplyCall::abi_decode_returns(&answer).map_err(|e| format!("totalSupply of {token}: {e}"))?;
+    let call = TransactionRequest::default().with_to(token).with_input(decimalsCall {}.abi_encode());
+    let answer = provider.call(call).await.map_err(|e| format!("decimals of {token}: {e}"))?;
+    let decimals =
+        decimalsCall::abi_decode_returns(&answer).map_err(|e| format!("decimals of {token}: {e}"))?;
+    Ok(OnChain { supply, decimals })
 }
 
-async fn solana(url: &str, mint: &str) -> Result<U256, String> {
+async fn solana(url: &str, mint: &str) -> Result<OnChain, String> {
     let key = mint.parse().map_err(|e| format!("{mint}: {e}"))?;
     let rpc = RpcClient::new_with_commitment(url.to_string(), CommitmentConfig::confirmed());
     let supply = rpc.get_token_supply(&key).await.map_err(|e| format!("the supply of {mint}: {e}"))?;
-    supply.amount.parse().map_err(|e| format!("the supply of {mint}: {e}"))
+    let decimals = supply.decimals;
+    let supply = supply.amount.parse().map_err(|e| format!("the supply of {mint}: {e}"))?;
+    Ok(OnChain { supply, decimals })
 }

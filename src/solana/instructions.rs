@@ -79,10 +79,35 @@ pub fn initialize_mint2(program: &str, mint: &Pubkey, authority: &Pubkey, decima
     Instruction::new_with_bytes(key(program), &data, vec![AccountMeta::new(*mint, false)])
 }
 
-/// `MintTo` (tag 7) of `amount` base units of `mint` to token account `to`.
+/// `MintTo` (tag 7) of `amount` base units of `mint` to token account `to`,
+/// unchecked: for tests that place tokens. The service mints with
+/// [`mint_to_checked`].
 pub fn mint_to(program: &str, mint: &Pubkey, to: &Pubkey, authority: &Pubkey, amount: u64) -> Instruction {
     let mut data = vec![7];
     data.extend_from_slice(&amount.to_le_bytes());
+    minting(program, data, mint, to, authority)
+}
+
+/// `MintToChecked` (tag 14) of `amount` base units of `mint` to token
+/// account `to`: the token program refuses it unless `mint` has `decimals`,
+/// so a chain file wrong about them can never mint a different amount.
+pub fn mint_to_checked(
+    program: &str,
+    mint: &Pubkey,
+    to: &Pubkey,
+    authority: &Pubkey,
+    amount: u64,
+    decimals: u8,
+) -> Instruction {
+    let mut data = vec![14];
+    data.extend_from_slice(&amount.to_le_bytes());
+    data.push(decimals);
+    minting(program, data, mint, to, authority)
+}
+
+/// A mint instruction's accounts: the mint, the token account credited,
+/// and the mint authority, which signs.
+fn minting(program: &str, data: Vec<u8>, mint: &Pubkey, to: &Pubkey, authority: &Pubkey) -> Instruction {
     Instruction::new_with_bytes(
         key(program),
         &data,

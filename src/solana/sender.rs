@@ -34,7 +34,7 @@ use tracing::{info, warn};
 
 use super::{
     decode::TOKEN_PROGRAM,
-    instructions::{ata, create_ata, mint_to, transfer_checked, transfer_sol},
+    instructions::{ata, create_ata, mint_to_checked, transfer_checked, transfer_sol},
     rpc::{RpcFailure, SignatureStatus, SolanaBroadcast, SolanaRpc},
 };
 use crate::{
@@ -79,7 +79,7 @@ impl SolanaSender {
             warn!(%chain, %error, "cannot start off-ramp refunds now; retrying");
         }
         let transfers = self.store.outgoing(self.config.chain).await?;
-        for transfer in transfers.iter().filter(|t| !waiting(t)) {
+        for transfer in transfers.iter().filter(|t| !waiting(&self.config, t)) {
             let outcome = match transfer.status {
                 TransferStatus::Accepted => self.submit(transfer).await,
                 TransferStatus::Submitted => self.follow(transfer).await,
@@ -342,7 +342,7 @@ impl SolanaSender {
             }
             if t.route == Route::Mint {
                 // The issuer is the mint's authority: it signs the mint.
-                instructions.push(mint_to(program, &mint, &target, &owner, amount));
+                instructions.push(mint_to_checked(program, &mint, &target, &owner, amount, asset.decimals));
             } else {
                 let source = ata(&owner, &mint, program);
                 instructions.push(transfer_checked(

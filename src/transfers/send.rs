@@ -78,9 +78,20 @@ pub fn listed_asset<'a>(config: &'a ChainConfig, t: &Outgoing) -> Result<&'a Ass
     })
 }
 
-/// Whether `t` still waits out its last failed step.
-pub fn waiting(t: &Outgoing) -> bool {
-    t.retry_at.is_some_and(|at| at > now_micros())
+/// Whether `t` still waits out its last failed step, or, not yet started,
+/// waits for its issued stablecoin's decimals to be verified (see
+/// [`crate::issuance::decimals`]).
+pub fn waiting(config: &ChainConfig, t: &Outgoing) -> bool {
+    let unverified = || {
+        t.transactions.is_empty()
+            && t.authorization_nonce.is_none()
+            && config.assets.iter().any(|a| {
+                a.issued
+                    && a.symbol == t.currency_symbol
+                    && crate::issuance::decimals::waiting(config.chain, &a.contract_address)
+            })
+    };
+    t.retry_at.is_some_and(|at| at > now_micros()) || unverified()
 }
 
 /// Keeps a step's error with its transfer, so that the chain's other

@@ -100,7 +100,7 @@ impl EvmSender {
             {
                 continue;
             }
-            if waiting(transfer) {
+            if waiting(&self.config, transfer) {
                 continue;
             }
             let outcome = match transfer.status {
