@@ -247,3 +247,63 @@ async fn a_node_silent_about_the_issued_decimals_holds_the_mints_back_until_it_a
     assert!(started.elapsed() >= Duration::from_secs(10), "minted only once verified in the background");
     assert_eq!(platform.balance().await, U256::from(5 * UNIT));
 }
+
+/// A backend answers the off-ramp's collect, still in the pool, with a
+/// successful receipt in a block that is not canonical. Before the fix
+/// (checked against f395c56) the collect was taken as `CONFIRMED` and the
+/// payout handed to the bank for stablecoin that never moved.
+#[tokio::test]
+async fn a_collect_receipt_from_a_block_off_the_canonical_chain_never_hands_the_payout_off() {
+    let platform = Platform::new(Backend::Sqlite).await;
+    let proxy = common::proxy::start(platform.anvil.url()).await;
+    let file = platform.env.chains.join("test.toml");
+    let toml = std::fs::read_to_string(&file).unwrap().replace(&platform.anvil.url(), &proxy.url);
+    std::fs::write(&file, toml).unwrap();
+    let wallets: Value = serde_json::from_str(&platform.cli(&["wallets", "list", "--json"])).unwrap();
+    let settlement: alloy::primitives::Address = wallets[0]["settlement"].as_str().unwrap().parse().unwrap();
+    let anvil = &platform.anvil;
+    anvil.send_eth(anvil.accounts[0], settlement, U256::from(common::transfers::ETH)).await;
+    let port = dead_port();
+    let _run = platform.run(port);
+    let mint = platform.wire(port, "20.00").await;
+    platform.completed(port, &mint).await;
+
+    platform.pause_mining().await;
+    let details = common::issuance::us_bank("000123456789");
+    let body = json!({ "request_id": uuid::Uuid::new_v4().to_string(), "identity_id": "ada",
+        "bank_account_details": details });
+    let bank =
+        platform.post(port, "/v2/issuance/bank-accounts", &body).await["id"].as_str().unwrap().to_string();
+    let body = json!({ "request_id": uuid::Uuid::new_v4().to_string(), "type": "OFF_RAMP", "account_id": "ada-1",
+        "payment_instructions_id": bank, "amount": "20.00",
+        "source": { "currency": "USDC", "chain": common::CHAIN.as_str() } });
+    let id = platform.post(port, "/v2/conversions", &body).await["id"].as_str().unwrap().to_string();
+    eventually(Duration::from_secs(30), "the collect in the pool", || async {
+        let pool: Value = anvil.provider.raw_request("txpool_content".into(), ()).await.unwrap();
+        (!pool["pending"].as_object().unwrap().is_empty()).then_some(())
+    })
+    .await;
+    proxy.faults.invented_receipts_at.store(1, std::sync::atomic::Ordering::SeqCst);
+    eventually(Duration::from_secs(30), "an invented receipt answered", || async {
+        (proxy.faults.failed.load(std::sync::atomic::Ordering::SeqCst) >= 1).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let conversion = platform.get(port, &format!("/v2/conversions/{id}")).await;
+    assert!(["INITIATED", "PROCESSING"].contains(&conversion["status"].as_str().unwrap()), "{conversion}");
+    let transfers = platform.get(port, "/v2/crypto/transfers?account_id=ada-1").await;
+    let collect =
+        transfers["transfers"].as_array().unwrap().iter().find(|t| t["amount"] == "20").unwrap().clone();
+    assert_ne!(collect["status"], "CONFIRMED", "{collect}");
+
+    // The chain moves on: the real collect lands and the off-ramp completes.
+    proxy.faults.invented_receipts_at.store(0, std::sync::atomic::Ordering::SeqCst);
+    anvil.provider.raw_request::<_, Value>("evm_setAutomine".into(), (true,)).await.unwrap();
+    let done = eventually(Duration::from_secs(60), "the off-ramp completed", || async {
+        anvil.mine(1).await;
+        let conversion = platform.get(port, &format!("/v2/conversions/{id}")).await;
+        (conversion["status"] == "COMPLETED").then_some(conversion)
+    })
+    .await;
+    assert_eq!(done["status"], "COMPLETED");
+}

@@ -78,6 +78,15 @@ impl From<sqlx::Error> for OffRampRefusal {
 }
 
 impl Store {
+    /// Whether transfer `transfer_id` collects an off-ramp's stablecoin.
+    pub async fn collects_off_ramp(&self, transfer_id: &str) -> Result<bool, StoreError> {
+        let found = sqlx::query("SELECT 1 AS n FROM conversions WHERE transfer_id = $1")
+            .bind(transfer_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(found.is_some())
+    }
+
     /// The off-ramp holding `request_id` in `organization`, and what it
     /// was asked.
     pub async fn off_ramp_by_request(

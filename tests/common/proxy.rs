@@ -61,6 +61,11 @@ pub struct Faults {
     /// answered as a backend on another fork has them: the transaction
     /// mined in another block, and reverted there.
     pub forked_receipts: AtomicU32,
+    /// A block number (0: none): a receipt the node does not have (`null`)
+    /// is answered instead as a successful one in a block at this number
+    /// under a hash no canonical block has, as a backend on a minority
+    /// fork, or a provider inventing it, would answer.
+    pub invented_receipts_at: AtomicU64,
     /// This many blocks of `eth_getBlockByNumber` (batched or not) that hold
     /// transactions answered with none, their header kept: a node that has
     /// the header but not the body.
@@ -215,6 +220,7 @@ async fn handle(State(proxy): State<Arc<Proxy>>, Json(body): Json<Value>) -> axu
         return Json(json!({"jsonrpc": "2.0", "id": body["id"], "error": error})).into_response();
     }
     fork_receipts(faults, &body, &mut value);
+    invent_receipts(faults, &body, &mut value);
     strip_bodies(faults, &body, &mut value);
     let finalized =
         body["params"].as_array().is_some_and(|p| p.iter().any(|v| v["commitment"] == "finalized"));
@@ -265,6 +271,23 @@ fn fork_receipts(faults: &Faults, body: &Value, answer: &mut Value) {
         receipt["blockHash"] = json!(format!("0x{}", "11".repeat(32)));
         receipt["status"] = json!("0x0");
     }
+}
+
+/// Answers a single `eth_getTransactionReceipt` the node answered `null`
+/// with a successful receipt at `invented_receipts_at` (see [`Faults`]).
+fn invent_receipts(faults: &Faults, body: &Value, answer: &mut Value) {
+    let at = faults.invented_receipts_at.load(Ordering::SeqCst);
+    if at == 0 || body["method"] != "eth_getTransactionReceipt" || !answer["result"].is_null() {
+        return;
+    }
+    faults.failed.fetch_add(1, Ordering::SeqCst);
+    answer["result"] = json!({
+        "transactionHash": body["params"][0], "transactionIndex": "0x0",
+        "blockHash": format!("0x{}", "22".repeat(32)), "blockNumber": format!("{at:#x}"),
+        "from": format!("0x{}", "00".repeat(20)), "to": null, "cumulativeGasUsed": "0x5208",
+        "gasUsed": "0x5208", "effectiveGasPrice": "0x3b9aca00", "contractAddress": null,
+        "logs": [], "logsBloom": format!("0x{}", "00".repeat(256)), "status": "0x1", "type": "0x2",
+    });
 }
 
 /// Empties the transaction lists of up to `bodiless_blocks` of the blocks

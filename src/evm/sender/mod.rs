@@ -301,6 +301,10 @@ impl EvmSender {
         if let Some((tx, receipt)) = self.included(&signed).await? {
             self.record_inclusion(tx, &receipt).await?;
             if confirmed.is_some_and(|c| receipt.block_number.to::<u64>() <= c) {
+                if !self.canonical(&receipt).await? {
+                    warn!(chain = %self.config.chain, transfer = %t.id, hash = %tx.hash, block = %receipt.block_hash, "the receipt's block is not the canonical one at its number; asking again");
+                    return Ok(());
+                }
                 return self.decide(t, tx, &receipt, confirmed).await;
             }
             return Ok(());

@@ -66,6 +66,27 @@ impl EvmSender {
         self.settle(t, TransferStatus::Dropped, None, None).await
     }
 
+    /// Whether `receipt`'s block is the canonical block at its number, as a
+    /// deposit's is: the watcher's recorded block at that number when it
+    /// holds one, a fresh header by number otherwise. A receipt from a
+    /// backend on a minority fork, or a provider's invention, decides
+    /// nothing: the transfer is asked about again at the next step (an
+    /// off-ramp's payout never goes to the bank on it).
+    pub(super) async fn canonical(&self, receipt: &FeeReceipt) -> Result<bool, SendError> {
+        let number = receipt.block_number.to::<u64>();
+        let recorded = self.store.blocks_below(self.config.chain, number, 1).await?;
+        let hash = match recorded.first().filter(|b| b.number == number) {
+            Some(block) => {
+                block.hash.parse::<B256>().map_err(|_| SendError::Invalid("bad recorded hash".into()))?
+            }
+            None => match self.rpc.headers(&[number]).await?.first() {
+                Some(header) => header.hash,
+                None => return Ok(false),
+            },
+        };
+        Ok(hash == receipt.block_hash)
+    }
+
     /// The first transaction of `group` with a receipt, and the receipt.
     pub(super) async fn included<'a>(
         &self,
