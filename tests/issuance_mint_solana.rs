@@ -3,7 +3,9 @@
 //! mint sent by the chain's sender (the sponsor pays the fee and the new
 //! token account's rent, the issuer signs), its deposit `CONFIRMED` and the
 //! mint `COMPLETED`; and a wire to a virtual account delivered the same
-//! way, its on-ramp announced at each of its five statuses.
+//! way, its on-ramp announced at each of its five statuses; and a
+//! returned off-ramp whose first refund every node refused, sent again once
+//! its blockhash expired.
 
 mod common;
 
@@ -41,12 +43,15 @@ struct Platform {
     mint: Pubkey,
     owner: Pubkey,
     base: String,
+    /// Between `run` and the node.
+    proxy: common::proxy::FaultyRpc,
     _run: common::cli::Process,
 }
 
 impl Platform {
     async fn start() -> Self {
         let node = SolanaNode::start().await;
+        let proxy = common::proxy::start(node.url.clone()).await;
         let toml = format!(
             "chain = \"{CHAIN}\"\ngenesis_hash = \"{}\"\nrpc_urls = [\"{}\"]\nconfirmation = \"finalized\"\n\
              poll_interval_ms = 100\nmax_block_range = 200\nnative = {{ symbol = \"SOL\", decimals = 9 }}\n\
@@ -107,6 +112,11 @@ impl Platform {
         .unwrap();
         let owner = key_of(&account["addresses"][0]["address"]);
 
+        // The commands above reached the node directly (they block this
+        // runtime, which serves the proxy); `run` goes through the proxy.
+        let file = env.chains.join("test.toml");
+        std::fs::write(&file, std::fs::read_to_string(&file).unwrap().replace(&node.url, &proxy.url))
+            .unwrap();
         let port = dead_port();
         let env_vars = [("CUSTODY_INDEXER_MNEMONIC", MNEMONIC), ("CUSTODY_INDEXER_ENVIRONMENT", "sandbox")];
         let _run = env.listen("run", CHAIN, port, &env_vars);
@@ -115,7 +125,7 @@ impl Platform {
             answers(&format!("{base}/healthz")).await.then_some(())
         })
         .await;
-        Self { node, env, key, sponsor, issuer, mint, owner, base, _run }
+        Self { node, env, key, sponsor, issuer, mint, owner, base, proxy, _run }
     }
 
     async fn post(&self, path: &str, body: Value) -> Value {
@@ -127,6 +137,14 @@ impl Platform {
 
     async fn get(&self, path: &str) -> Value {
         send(Method::GET, &format!("{}{path}", self.base), Some(&self.key)).await.body
+    }
+
+    /// The account's USDC, finalized, once its token account exists.
+    async fn held_now(&self) -> Option<String> {
+        let finalized = CommitmentConfig::finalized();
+        let account = ata(&self.owner, &self.mint, TOKEN);
+        let balance = self.node.rpc.get_token_account_balance_with_commitment(&account, finalized).await;
+        balance.ok().map(|b| b.value.amount)
     }
 
     /// The account's USDC, finalized.
@@ -190,7 +208,9 @@ async fn a_wire_is_minted_to_the_clients_token_account_and_completes() {
         .to_vec();
     assert_eq!((keys[0], keys[1]), (*sponsor, *issuer), "fee payer first, then the issuer");
 
-    let out = env.command(&["issuance", "reconcile", "--chain", CHAIN.as_str()]).output().unwrap();
+    // The command reaches the node through the proxy this runtime serves.
+    let mut reconcile = env.command(&["issuance", "reconcile", "--chain", CHAIN.as_str()]);
+    let out = tokio::task::spawn_blocking(move || reconcile.output().unwrap()).await.unwrap();
     let printed = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{printed}{}", String::from_utf8_lossy(&out.stderr));
     assert!(printed.contains("USDC on SOLANA_DEVNET: received 250.00 USD = minted 250 +"), "{printed}");
@@ -277,4 +297,70 @@ async fn ended(platform: &Platform, id: &str) -> Value {
         ["COMPLETED", "FAILED", "RETURNED"].contains(&conversion["status"].as_str()?).then_some(conversion)
     })
     .await
+}
+
+/// Every node refuses the first refund of a returned off-ramp (as when the
+/// settlement wallet was swept) until its blockhash expires; then the
+/// wallet is whole again and an operator asks for the refund again. Before
+/// the fix (checked against f395c56) the refund stayed `FAILED`
+/// (`REJECTED_BY_NODE`) for good, never replaced: the conversion never ended
+/// and the client's stablecoin never came back.
+#[tokio::test]
+async fn a_refund_refused_by_every_node_is_sent_again_once_its_blockhash_expired() {
+    let platform = Platform::start().await;
+    let instruction = json!({ "request_id": "mi-1", "identity_id": "ada",
+        "stablecoin_symbol": "USDC", "chain": CHAIN.as_str(), "mint_destination_address_id": "ada-1" });
+    let memo = platform.post("/v2/issuance/mint-instructions", instruction).await["memo_id"].clone();
+    let wire = json!({ "amount": "20.00", "memo_id": memo, "currency": "USD", "payment_rail": "WIRE" });
+    platform.post("/v2/simulation/fiat-deposit", wire).await;
+    eventually(Duration::from_secs(90), "the 20 USDC minted", || async {
+        (platform.held_now().await? == "20000000").then_some(())
+    })
+    .await;
+
+    let id = off_ramp(&platform, "000123459999", "20.00").await;
+    eventually(Duration::from_secs(90), "the collect confirmed", || async {
+        let page = platform.get("/v2/crypto/transfers?account_id=ada-1").await;
+        let collect = page["transfers"].as_array()?.iter().find(|t| t["amount"] == "20")?.clone();
+        (collect["status"] == "CONFIRMED").then_some(())
+    })
+    .await;
+    let swept = "Transaction simulation failed: Error processing Instruction 0: custom program error: 0x1";
+    platform.proxy.faults.method_errors.lock().unwrap().push((
+        "sendTransaction".into(),
+        -32002,
+        swept.into(),
+        100_000,
+    ));
+    let store = platform.env.store().await;
+    let first = eventually(Duration::from_secs(90), "the first refund refused until it expired", || async {
+        let refund = store.off_ramp_refund(&id).await.unwrap()?;
+        let transfer = store.transfer(&refund).await.unwrap();
+        assert_ne!(transfer.status.as_str(), "CONFIRMED", "the refund was sent before the refusals began");
+        (transfer.status.as_str() == "FAILED").then_some(transfer)
+    })
+    .await;
+    assert_eq!(first.failure_details.as_ref().unwrap().code, "REJECTED_BY_NODE", "{first:?}");
+
+    // The wallet is whole again; an operator sends the refund now.
+    platform.proxy.faults.method_errors.lock().unwrap().clear();
+    let args =
+        ["conversions", "refunds", "retry", &id, "--by", "ops", "--reason", "settlement wallet refilled"];
+    let out = platform.env.command(&args).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let back = ended(&platform, &id).await;
+    assert_eq!(back["status"], "RETURNED", "{back}");
+    eventually(Duration::from_secs(60), "the stablecoin back", || async {
+        (platform.held().await == "20000000").then_some(())
+    })
+    .await;
+    let actions = store.conversion_actions(&id).await.unwrap();
+    assert_eq!(
+        actions,
+        [(
+            "REFUND_RETRIED".to_string(),
+            "operator:ops".to_string(),
+            "settlement wallet refilled".to_string()
+        )]
+    );
 }

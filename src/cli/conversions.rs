@@ -2,8 +2,9 @@
 //! wire to a virtual account enters in `production` (it works in `sandbox`
 //! too); `virtual-accounts open` and `refuse` record the bank's answer to a
 //! virtual account in `production`; `payouts record` records the bank's
-//! answer to an off-ramp's payout in `production`; `show` prints a
-//! conversion.
+//! answer to an off-ramp's payout in `production`; `refunds retry` sends
+//! an off-ramp's refund again once the last one provably cannot land;
+//! `show` prints a conversion.
 
 use clap::{Args, Subcommand};
 
@@ -34,6 +35,9 @@ pub enum ConversionsCommand {
     /// The bank's answers to off-ramp payouts (`production`).
     #[command(subcommand)]
     Payouts(PayoutsCommand),
+    /// Off-ramp refunds sent back from the settlement wallet.
+    #[command(subcommand)]
+    Refunds(RefundsCommand),
     /// One conversion.
     Show {
         id: String,
@@ -99,6 +103,21 @@ pub enum PayoutsCommand {
         id: String,
         #[arg(long, value_parser = ["paid", "returned", "refused"])]
         outcome: String,
+        #[command(flatten)]
+        who: Who,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RefundsCommand {
+    /// Send an off-ramp's refund again now, without waiting out its
+    /// backoff: refused unless the last refund provably can never land
+    /// (dropped, reverted, failed before it was signed, or on Solana
+    /// refused by every node until its blockhash expired). Recorded with
+    /// `--by` and `--reason`.
+    Retry {
+        /// The off-ramp conversion's id.
+        id: String,
         #[command(flatten)]
         who: Who,
     },
@@ -186,6 +205,14 @@ pub async fn run(store: &Store, command: ConversionsCommand) -> anyhow::Result<(
             println!("virtual account {id}: {}", refused.status.as_str());
         }
         ConversionsCommand::Payouts(PayoutsCommand::List { json }) => list_pending(store, json).await?,
+        ConversionsCommand::Refunds(RefundsCommand::Retry { id, who }) => {
+            let actor = operator(&who.by)?;
+            if who.reason.trim().is_empty() {
+                anyhow::bail!("--reason: say why the refund is sent again");
+            }
+            store.retry_refund(&id, &actor, &who.reason).await?;
+            println!("conversion {id}: refund to be sent again at the chain's next step");
+        }
         ConversionsCommand::Payouts(PayoutsCommand::Record { id, outcome, who }) => {
             operator(&who.by)?;
             let answer: Answer = outcome.to_uppercase().parse().map_err(|e: String| anyhow::anyhow!(e))?;

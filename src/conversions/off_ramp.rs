@@ -17,7 +17,36 @@
 //!    terminal off-ramp never has funds in flight.
 
 use super::state::Status;
-use crate::transfers::TransferStatus;
+use crate::{chain::Family, transfers::TransferStatus};
+
+/// A refund transfer as far as replacing it goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LastRefund<'a> {
+    pub status: TransferStatus,
+    pub failure_code: Option<&'a str>,
+    /// Whether any transaction of it was ever recorded.
+    pub signed: bool,
+}
+
+/// Whether an off-ramp whose last refund is `last` (none yet: `None`) may
+/// have a new one on a chain of `family`: only once the last one provably
+/// can never land, so the stablecoin is never sent back twice. Proven:
+/// `DROPPED` (its nonce taken by a final cancellation, or its window over
+/// with its blockhash expired); reverted; failed before anything was
+/// signed; on Solana, refused by every node until its blockhash expired
+/// with no status at a node that reached the finalized slot past it
+/// (`REJECTED_BY_NODE`, which the Solana sender gives only then). On EVM a
+/// refused transaction may still sit in some node's pool: it waits.
+pub fn refund_replaceable(family: Family, last: Option<LastRefund<'_>>) -> bool {
+    let Some(last) = last else { return true };
+    match (last.status, last.failure_code) {
+        (TransferStatus::Dropped, _) => true,
+        (TransferStatus::Failed, Some("REVERTED" | "NOT_SUBMITTED")) => true,
+        (TransferStatus::Failed, Some("REJECTED_BY_NODE")) => family == Family::Solana,
+        (TransferStatus::Failed, _) => !last.signed,
+        _ => false,
+    }
+}
 
 /// How long after a refund attempt the next may start: doubling from 10 s
 /// per attempt, at most an hour.
@@ -220,6 +249,29 @@ mod tests {
         let late =
             Legs { collect: Failed, handed_off: true, answer: Some((Answer::Paid, true)), refund: None };
         assert_eq!(target(late), (Status::Completed, Need::Nothing));
+    }
+
+    #[test]
+    fn a_refund_is_replaced_only_once_it_provably_cannot_land() {
+        use TransferStatus::{Accepted, Confirmed, Dropped, Failed, Submitted};
+        let last = |status, failure_code, signed| Some(LastRefund { status, failure_code, signed });
+        let cases = [
+            (Family::Evm, None, true),
+            (Family::Evm, last(Dropped, None, true), true),
+            (Family::Evm, last(Failed, Some("REVERTED"), true), true),
+            (Family::Evm, last(Failed, Some("NOT_SUBMITTED"), false), true),
+            (Family::Evm, last(Failed, Some("INVALID_TRANSFER"), false), true),
+            (Family::Evm, last(Failed, Some("INVALID_TRANSFER"), true), false),
+            (Family::Evm, last(Failed, Some("REJECTED_BY_NODE"), true), false),
+            (Family::Solana, last(Failed, Some("REJECTED_BY_NODE"), true), true),
+            (Family::Solana, last(Failed, Some("SIGNING_FAILED"), true), false),
+            (Family::Solana, last(Submitted, None, true), false),
+            (Family::Solana, last(Accepted, None, false), false),
+            (Family::Solana, last(Confirmed, None, true), false),
+        ];
+        for (family, last, replaceable) in cases {
+            assert_eq!(refund_replaceable(family, last), replaceable, "{family:?} {last:?}");
+        }
     }
 
     #[test]
