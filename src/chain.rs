@@ -71,6 +71,14 @@ impl Chain {
         )
     }
 
+    /// Whether a chain file's network is a mainnet's whatever the chain it
+    /// names: Ethereum's, Optimism's, Polygon's or Base's chain id, or
+    /// Solana mainnet-beta's genesis hash.
+    pub fn mainnet_network(chain_id: Option<u64>, genesis_hash: Option<&str>) -> bool {
+        matches!(chain_id, Some(1 | 10 | 137 | 8453))
+            || genesis_hash == Some("5eykt4UsFv8P8NJdTREpY1vzqKqZKvdpKuc147dw2N9d")
+    }
+
     pub fn family(self) -> Family {
         match self {
             Chain::SolanaMainnet | Chain::SolanaDevnet => Family::Solana,

@@ -538,6 +538,11 @@ impl Chains {
     pub fn insert(&mut self, config: ChainConfig) {
         self.0.insert(config.chain, config);
     }
+
+    /// These chains alone, of those configured.
+    pub fn only(&self, chains: &[Chain]) -> Chains {
+        Chains(self.0.iter().filter(|(c, _)| chains.contains(c)).map(|(c, v)| (*c, v.clone())).collect())
+    }
 }
 
 #[cfg(test)]

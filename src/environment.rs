@@ -83,12 +83,15 @@ pub fn on_start(
     }
 }
 
-/// A configured chain as the sandbox's rule sees it: its file, and the
+/// A configured chain as the sandbox's rule sees it: its file, whether it
+/// is a mainnet (by its name, or by the network its chain id or genesis
+/// hash names: a test chain's file pointed at a mainnet is one), and the
 /// stablecoins that file lists as the platform's issued ones.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Configured<'a> {
     pub chain: Chain,
     pub source: &'a Path,
+    pub mainnet: bool,
     pub issued: Vec<&'a str>,
 }
 
@@ -96,8 +99,8 @@ pub struct Configured<'a> {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ChainsError {
     #[error(
-        "{chain} is a mainnet, named with --chain: a sandbox follows test chains only; name a test chain, or \
-         run in production"
+        "{chain} is a mainnet (by its name, or by the chain id or genesis hash of its file), named with \
+         --chain: a sandbox follows test chains only; name a test chain, or run in production"
     )]
     MainnetNamed { chain: Chain },
     #[error(
@@ -130,7 +133,7 @@ pub fn chains_to_follow(
     if environment == Environment::Production {
         return Ok(chosen(&|_| true));
     }
-    for config in configured.iter().filter(|c| c.chain.is_mainnet()) {
+    for config in configured.iter().filter(|c| c.mainnet) {
         if let Some(symbol) = config.issued.first() {
             return Err(ChainsError::IssuedOnMainnet {
                 chain: config.chain,
@@ -139,10 +142,12 @@ pub fn chains_to_follow(
             });
         }
     }
-    if let Some(chain) = named.iter().find(|c| c.is_mainnet()) {
+    let mainnet =
+        |chain: Chain| configured.iter().any(|c| c.chain == chain && c.mainnet) || chain.is_mainnet();
+    if let Some(chain) = named.iter().find(|c| mainnet(**c)) {
         return Err(ChainsError::MainnetNamed { chain: *chain });
     }
-    Ok(chosen(&|c| !c.is_mainnet()))
+    Ok(chosen(&|c| !mainnet(c)))
 }
 
 #[cfg(test)]
@@ -154,11 +159,14 @@ mod tests {
         use Chain::{
             EthereumMainnet as Eth, EthereumTestnet as Sepolia, SolanaDevnet as Devnet, SolanaMainnet as Sol,
         };
-        let file = |chain, issued: &'static [&'static str]| Configured {
+        let file = |chain: Chain, issued: &'static [&'static str]| Configured {
             chain,
             source: Path::new("chains/x.toml"),
+            mainnet: chain.is_mainnet(),
             issued: issued.to_vec(),
         };
+        // A test chain's file whose chain id is a mainnet's.
+        let disguised = Configured { mainnet: true, ..file(Sepolia, &[]) };
         let plain = [file(Eth, &[]), file(Sepolia, &["USDC"]), file(Sol, &[]), file(Devnet, &["USDC"])];
         let minting = [file(Eth, &["USDC"]), file(Sepolia, &["USDC"])];
         let issued = || ChainsError::IssuedOnMainnet {
@@ -166,7 +174,9 @@ mod tests {
             file: "chains/x.toml".into(),
             symbol: "USDC".into(),
         };
-        let cases: [(Environment, &[Configured], &[Chain], Result<Vec<Chain>, ChainsError>); 10] = [
+        type Case<'a> = (Environment, &'a [Configured<'a>], &'a [Chain], Result<Vec<Chain>, ChainsError>);
+        let disguised = [disguised, file(Devnet, &[])];
+        let cases: [Case; 13] = [
             (Production, &plain, &[], Ok(vec![Eth, Sepolia, Sol, Devnet])),
             (Production, &plain, &[Sol], Ok(vec![Sol])),
             (Production, &minting, &[], Ok(vec![Eth, Sepolia])),
@@ -179,6 +189,9 @@ mod tests {
             // `serve` and a later `run` read it too.
             (Sandbox, &minting, &[Sepolia], Err(issued())),
             (Sandbox, &[file(Eth, &[])], &[], Ok(vec![])),
+            (Sandbox, &disguised, &[], Ok(vec![Devnet])),
+            (Sandbox, &disguised, &[Sepolia], Err(ChainsError::MainnetNamed { chain: Sepolia })),
+            (Production, &disguised, &[Sepolia], Ok(vec![Sepolia])),
         ];
         for (environment, configured, named, outcome) in cases {
             assert_eq!(chains_to_follow(environment, configured, named), outcome, "{environment} {named:?}");

@@ -404,17 +404,8 @@ async fn a_refund_the_settlement_wallet_cannot_pay_for_is_sent_again_once_it_can
 async fn a_suspension_fails_an_off_ramp_that_moved_nothing_with_the_reason() {
     let platform = Platform::new(Backend::Sqlite).await;
     let port = dead_port();
-    let run = platform.run(port);
-    let mint = platform.wire(port, "20.00").await;
-    platform.completed(port, &mint).await;
-    drop(run);
-    // The API alone: no sender takes the collect transfer.
-    let env = [
-        ("CUSTODY_INDEXER_ENVIRONMENT", "sandbox"),
-        ("CUSTODY_INDEXER_MNEMONIC", common::transfers::MNEMONIC),
-    ];
-    let _serve = platform.env.listen("serve", common::CHAIN, port, &env);
-    api_up(port).await;
+    // The API alone: the off-ramp is accepted, its collect not yet signed.
+    let _serve = platform.minted_then_serving(port, "20.00").await;
     let us = bank(&platform, port, "us", "000123456789").await;
     let created = submit(&platform, port, &off_ramp(&new_id(), &us, "20.00", None)).await;
     assert_eq!(created.status, 201, "{created:?}");

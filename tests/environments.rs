@@ -230,6 +230,16 @@ async fn a_sandbox_refuses_a_mainnet_named_or_one_whose_file_lists_an_issued_sta
     };
     let stderr = fails(&["run", "--chain", "ETHEREUM_MAINNET"]);
     assert!(stderr.contains("ETHEREUM_MAINNET is a mainnet") && stderr.contains("--chain"), "{stderr}");
+    // A test chain's file pointed at a mainnet by its chain id is one too.
+    let out = env
+        .command(&["run", "--chain", CHAIN.as_str()])
+        .envs(sandbox)
+        .env(format!("{CHAIN}_CHAIN_ID"), "1")
+        .stdout(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains(&format!("{CHAIN} is a mainnet")), "{stderr}");
 
     // The platform's stablecoin listed as issued on the mainnet.
     let issued = mainnet.replacen("eip3009 = true", "eip3009 = true\nissued = true", 1);

@@ -21,6 +21,27 @@ use serde_json::{Value, json};
 /// 1 TUSD or USDC in its smallest unit.
 const UNIT: u64 = 1_000_000;
 
+/// A fault proxy between the platform's chain file and its anvil.
+async fn through_proxy(platform: &Platform) -> common::proxy::FaultyRpc {
+    let proxy = common::proxy::start(platform.anvil.url()).await;
+    let file = platform.env.chains.join("test.toml");
+    let toml = std::fs::read_to_string(&file).unwrap().replace(&platform.anvil.url(), &proxy.url);
+    std::fs::write(&file, toml).unwrap();
+    proxy
+}
+
+/// An off-ramp of `amount` USDC of `ada-1` paid by a US wire: its id.
+async fn off_ramp(platform: &Platform, port: u16, amount: &str) -> String {
+    let body = json!({ "request_id": uuid::Uuid::new_v4().to_string(), "identity_id": "ada",
+        "bank_account_details": common::issuance::us_bank("000123456789") });
+    let bank =
+        platform.post(port, "/v2/issuance/bank-accounts", &body).await["id"].as_str().unwrap().to_string();
+    let body = json!({ "request_id": uuid::Uuid::new_v4().to_string(), "type": "OFF_RAMP", "account_id": "ada-1",
+        "payment_instructions_id": bank, "amount": amount,
+        "source": { "currency": "USDC", "chain": common::CHAIN.as_str() } });
+    platform.post(port, "/v2/conversions", &body).await["id"].as_str().unwrap().to_string()
+}
+
 /// Before the fix (checked against f395c56) the sender signed and sent the
 /// account's own transaction once the top-up was mined, with no look at the
 /// identity: the destination received the 5 TUSD of a terminated identity.
@@ -76,27 +97,9 @@ async fn an_off_ramp_collect_after_the_fiat_entitlement_is_withdrawn_fails_unsen
     let backend = Backend::Sqlite;
     let platform = Platform::new(backend).await;
     let port = dead_port();
-    let run = platform.run(port);
-    let mint = platform.wire(port, "20.00").await;
-    platform.completed(port, &mint).await;
-    drop(run);
     // The API alone: the off-ramp is accepted, its collect not yet signed.
-    let env = [
-        ("CUSTODY_INDEXER_ENVIRONMENT", "sandbox"),
-        ("CUSTODY_INDEXER_MNEMONIC", common::transfers::MNEMONIC),
-    ];
-    let serve = platform.env.listen("serve", common::CHAIN, port, &env);
-    api_up(port).await;
-    let details = common::issuance::us_bank("000123456789");
-    let body = json!({ "request_id": uuid::Uuid::new_v4().to_string(), "identity_id": "ada",
-        "bank_account_details": details });
-    let bank =
-        platform.post(port, "/v2/issuance/bank-accounts", &body).await["id"].as_str().unwrap().to_string();
-    let body = json!({ "request_id": uuid::Uuid::new_v4().to_string(), "type": "OFF_RAMP", "account_id": "ada-1",
-        "payment_instructions_id": bank, "amount": "20.00",
-        "source": { "currency": "USDC", "chain": common::CHAIN.as_str() } });
-    let created = platform.post(port, "/v2/conversions", &body).await;
-    let id = created["id"].as_str().unwrap().to_string();
+    let serve = platform.minted_then_serving(port, "20.00").await;
+    let id = off_ramp(&platform, port, "20.00").await;
     drop(serve);
 
     let by = ["--organization", "acme", "--by", "kyc", "--reason", "entitlement review"];
@@ -130,10 +133,7 @@ async fn an_off_ramp_collect_after_the_fiat_entitlement_is_withdrawn_fails_unsen
 #[tokio::test]
 async fn a_mint_whose_estimate_meets_a_node_behind_is_asked_again_and_completes() {
     let platform = Platform::new(Backend::Sqlite).await;
-    let proxy = common::proxy::start(platform.anvil.url()).await;
-    let file = platform.env.chains.join("test.toml");
-    let toml = std::fs::read_to_string(&file).unwrap().replace(&platform.anvil.url(), &proxy.url);
-    std::fs::write(&file, toml).unwrap();
+    let proxy = through_proxy(&platform).await;
     let missing_trie_node =
         "missing trie node 1f1e33c2b6e7e8b4f7ac6a4b0f21d2b3a6e8f5c1d9a0b7e4c3f2a1b0c9d8e7f6 (path ) <nil>";
     for (message, times) in [("header not found", 5), (missing_trie_node, 1)] {
@@ -225,10 +225,7 @@ async fn a_node_silent_about_the_issued_decimals_holds_the_mints_back_until_it_a
     let mut platform = Platform::bare(Backend::Sqlite).await;
     platform.env.identity("acme", "ada");
     platform.onboard("ada");
-    let proxy = common::proxy::start(platform.anvil.url()).await;
-    let file = platform.env.chains.join("test.toml");
-    let toml = std::fs::read_to_string(&file).unwrap().replace(&platform.anvil.url(), &proxy.url);
-    std::fs::write(&file, toml).unwrap();
+    let proxy = through_proxy(&platform).await;
     let error = ("eth_call".to_string(), -32603, "internal error".to_string(), 1);
     proxy.faults.method_errors.lock().unwrap().push(error);
     let port = dead_port();
@@ -255,10 +252,7 @@ async fn a_node_silent_about_the_issued_decimals_holds_the_mints_back_until_it_a
 #[tokio::test]
 async fn a_collect_receipt_from_a_block_off_the_canonical_chain_never_hands_the_payout_off() {
     let platform = Platform::new(Backend::Sqlite).await;
-    let proxy = common::proxy::start(platform.anvil.url()).await;
-    let file = platform.env.chains.join("test.toml");
-    let toml = std::fs::read_to_string(&file).unwrap().replace(&platform.anvil.url(), &proxy.url);
-    std::fs::write(&file, toml).unwrap();
+    let proxy = through_proxy(&platform).await;
     let wallets: Value = serde_json::from_str(&platform.cli(&["wallets", "list", "--json"])).unwrap();
     let settlement: alloy::primitives::Address = wallets[0]["settlement"].as_str().unwrap().parse().unwrap();
     let anvil = &platform.anvil;
@@ -269,15 +263,7 @@ async fn a_collect_receipt_from_a_block_off_the_canonical_chain_never_hands_the_
     platform.completed(port, &mint).await;
 
     platform.pause_mining().await;
-    let details = common::issuance::us_bank("000123456789");
-    let body = json!({ "request_id": uuid::Uuid::new_v4().to_string(), "identity_id": "ada",
-        "bank_account_details": details });
-    let bank =
-        platform.post(port, "/v2/issuance/bank-accounts", &body).await["id"].as_str().unwrap().to_string();
-    let body = json!({ "request_id": uuid::Uuid::new_v4().to_string(), "type": "OFF_RAMP", "account_id": "ada-1",
-        "payment_instructions_id": bank, "amount": "20.00",
-        "source": { "currency": "USDC", "chain": common::CHAIN.as_str() } });
-    let id = platform.post(port, "/v2/conversions", &body).await["id"].as_str().unwrap().to_string();
+    let id = off_ramp(&platform, port, "20.00").await;
     eventually(Duration::from_secs(30), "the collect in the pool", || async {
         let pool: Value = anvil.provider.raw_request("txpool_content".into(), ()).await.unwrap();
         (!pool["pending"].as_object().unwrap().is_empty()).then_some(())

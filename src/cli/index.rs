@@ -321,6 +321,7 @@ fn followed(chains: &Chains, only: &[Chain], environment: Environment) -> anyhow
         .map(|c| Configured {
             chain: c.chain,
             source: &c.source,
+            mainnet: c.chain.is_mainnet() || Chain::mainnet_network(c.chain_id, c.genesis_hash.as_deref()),
             issued: c.assets.iter().filter(|a| a.issued).map(|a| a.symbol.as_str()).collect(),
         })
         .collect();
@@ -342,6 +343,11 @@ fn api_state(
              instructions"
         );
     }
+    // A sandbox's API takes nothing on a chain it does not follow.
+    let chains = match environment {
+        Environment::Sandbox => chains.only(&followed(&chains, &[], environment)?),
+        Environment::Production => chains,
+    };
     Ok(ApiState::new(store.clone(), chains, required, api.rate_limit())
         .with_transfers(signer, api.gas.usd_micros)
         .with_compliance(environment, api.compliance())

@@ -123,12 +123,21 @@ impl Policy {
     }
 }
 
-/// The IPv4 address an IPv6 one carries (compatible, mapped, NAT64, 6to4),
-/// which a gateway would take it to.
+/// The IPv4 address an IPv6 one carries (compatible `::a.b.c.d`, mapped
+/// `::ffff:a.b.c.d`, SIIT `::ffff:0:a.b.c.d`, NAT64 `64:ff9b::/96` and the
+/// local-use `64:ff9b:1::/48`, 6to4 `2002::/16`), which a gateway would take
+/// it to.
 fn embedded_ipv4(ip: std::net::Ipv6Addr) -> Option<Ipv4Addr> {
     let s = ip.segments();
     let v4 = |hi: u16, lo: u16| Ipv4Addr::from((u32::from(hi) << 16) | u32::from(lo));
-    if s[..6] == [0; 6] || s[..6] == [0, 0, 0, 0, 0, 0xffff] || s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
+    let siit = s[..6] == [0, 0, 0, 0, 0xffff, 0]; // ::ffff:0:a.b.c.d
+    let local_nat64 = s[..3] == [0x64, 0xff9b, 1]; // 64:ff9b:1::/48, the last 32 bits at /96
+    if s[..6] == [0; 6]
+        || s[..6] == [0, 0, 0, 0, 0, 0xffff]
+        || s[..6] == [0x64, 0xff9b, 0, 0, 0, 0]
+        || siit
+        || local_nat64
+    {
         Some(v4(s[6], s[7]))
     } else if s[0] == 0x2002 {
         Some(v4(s[1], s[2]))
@@ -177,10 +186,7 @@ fn is_internal(address: IpAddr) -> bool {
         }
         IpAddr::V6(ip) => {
             let segments = ip.segments();
-            let embeds_ipv4 = segments[..6] == [0; 6] // compatible ::a.b.c.d
-                || segments[..6] == [0, 0, 0, 0, 0, 0xffff] // mapped ::ffff:a.b.c.d
-                || segments[..6] == [0x64, 0xff9b, 0, 0, 0, 0] // NAT64 64:ff9b::/96
-                || segments[0] == 0x2002; // 6to4 2002::/16
+            let embeds_ipv4 = embedded_ipv4(ip).is_some(); // compatible, mapped, SIIT, NAT64, 6to4
             ip.is_loopback()
                 || ip.is_unspecified()
                 || ip.is_multicast()
@@ -276,6 +282,8 @@ mod tests {
             "http://[::a9fe:a9fe]/",
             "http://[64:ff9b::a9fe:a9fe]/",
             "http://[2002:a9fe:a9fe::1]/",
+            "http://[::ffff:0:a9fe:a9fe]/",
+            "http://[64:ff9b:1::a9fe:a9fe]/",
         ] {
             for policy in [dev, dev.within(Environment::Production)] {
                 assert!(

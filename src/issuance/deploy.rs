@@ -57,7 +57,7 @@ pub struct Deployed {
 
 /// Places `coin` on `config`'s chain with the issuer as minter.
 pub async fn deploy(config: &ChainConfig, signer: &dyn Signer, coin: &Coin<'_>) -> anyhow::Result<Deployed> {
-    if config.chain.is_mainnet() {
+    if config.chain.is_mainnet() || Chain::mainnet_network(config.chain_id, config.genesis_hash.as_deref()) {
         bail!(
             "issuance deploy places test stablecoins: {} is a mainnet. Deploy a production stablecoin with your \
              own audited process (a minter role you can rotate, cap and pause, its key held apart from the \

@@ -241,9 +241,9 @@ impl Store {
             actor: "client",
             reason: None,
         };
-        let transition = apply_in(&mut tx, Some(cipher), &change, None).await?;
-        // Counted under the identity's row lock `apply_in` took: submissions
-        // racing for the day's last one are judged one at a time.
+        // Counted under the identity's row lock, before anything changes:
+        // submissions racing for the day's last one are judged one at a time.
+        lock_row(&mut tx, organization, identity_id).await?;
         let now = now_micros();
         let day = now - now.rem_euclid(DAY_MICROS);
         let today: i64 = sqlx::query(
@@ -263,9 +263,10 @@ impl Store {
                      takes; submit again after midnight UTC",
                     compliance::MAX_SUBMISSIONS_PER_DAY
                 ),
-                retry_after: ((day + DAY_MICROS - now) / 1_000_000).max(1) as u64,
+                retry_after: ((day + DAY_MICROS - now + 999_999) / 1_000_000).max(1) as u64,
             });
         }
+        let transition = apply_in(&mut tx, Some(cipher), &change, None).await?;
         let kind = if data.get("kyc").is_some() { "KYC" } else { "KYB" };
         let id = uuid::Uuid::new_v4().to_string();
         let plaintext = zeroize::Zeroizing::new(data.to_string());

@@ -34,7 +34,9 @@ const QUEUED_BEHIND: &str = "SELECT 1 FROM transfers p
       AND (p.status IN ('ACCEPTED', 'SUBMITTED') OR p.updated_at >= $2)";
 
 /// Refuses `sent` with [`StoreError::Conflict`] unless `lineage` holds for
-/// the transfer (see [`Lineage`]); takes the transfer's row lock.
+/// the transfer (see [`Lineage`]), and a new lineage of a client transfer
+/// with [`StoreError::Refused`] once its source may no longer send (see
+/// [`gate`]); takes the transfer's row lock.
 pub(super) async fn check(
     tx: &mut Transaction<'static, Any>,
     transfer_id: &str,
@@ -95,22 +97,29 @@ async fn source(tx: &mut Transaction<'static, Any>, transfer_id: &str) -> Result
         "SELECT t.route, a.status AS account_status, i.status AS identity_status, i.fiat_operations_enabled,
                 (SELECT COUNT(*) FROM conversions c WHERE c.transfer_id = t.id) AS collects
          FROM transfers t
-         JOIN accounts a ON a.id = t.account_id
-         JOIN identities i ON i.organization_id = t.organization_id AND i.id = t.identity_id
+         LEFT JOIN accounts a ON a.id = t.account_id
+         LEFT JOIN identities i ON i.organization_id = t.organization_id AND i.id = t.identity_id
          WHERE t.id = $1",
     )
     .bind(transfer_id)
     .fetch_optional(&mut **tx)
-    .await?;
-    let Some(row) = row else { return Ok(None) };
+    .await?
+    .ok_or_else(|| StoreError::NotFound(format!("transfer {transfer_id}")))?;
     let route: Route = parse_column(&row.try_get::<String, _>("route")?, "transfers.route")?;
     if route.is_platform_own() {
         return Ok(None);
     }
+    // A client transfer's account and identity always exist: never waved through.
+    let (Some(account), Some(identity)) = (
+        row.try_get::<Option<String>, _>("account_status")?,
+        row.try_get::<Option<String>, _>("identity_status")?,
+    ) else {
+        return Err(StoreError::Corrupt(format!("transfer {transfer_id} has no account or identity")));
+    };
     let collect = row.try_get::<i64, _>("collects")? > 0;
     Ok(Some(Source {
-        account: parse_column(&row.try_get::<String, _>("account_status")?, "accounts.status")?,
-        identity: parse_column(&row.try_get::<String, _>("identity_status")?, "identities.status")?,
+        account: parse_column(&account, "accounts.status")?,
+        identity: parse_column(&identity, "identities.status")?,
         collect_fiat_enabled: collect
             .then(|| row.try_get::<i64, _>("fiat_operations_enabled").map(|f| f != 0))
             .transpose()?,

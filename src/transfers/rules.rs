@@ -69,13 +69,13 @@ pub fn may_sign(source: Source) -> Result<(), FailureDetails> {
     if source.identity != Status::Active {
         return Err(failure(
             "ACCOUNT_NOT_ACTIVE",
-            &format!("the account's identity is {}; nothing was sent", source.identity),
+            &format!("the account's identity is {}; the transfer was not sent", source.identity),
         ));
     }
     if source.account != AccountStatus::Active {
         return Err(failure(
             "ACCOUNT_NOT_ACTIVE",
-            &format!("the account is {}; nothing was sent", source.account),
+            &format!("the account is {}; the transfer was not sent", source.account),
         ));
     }
     if source.collect_fiat_enabled == Some(false) {

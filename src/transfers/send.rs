@@ -34,7 +34,8 @@ pub enum SendError {
     #[error("{0}")]
     Undecided(String),
     /// The transfer may not be sent any more (its identity or account no
-    /// longer transacts): it fails with this, nothing of it signed.
+    /// longer transacts): it fails with this, its own transaction never
+    /// recorded nor sent.
     #[error("{}: {}", .0.code, .0.message)]
     Refused(FailureDetails),
 }

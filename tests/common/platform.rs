@@ -158,6 +158,20 @@ impl Platform {
         self.run_with(port, &[&production[..], env].concat())
     }
 
+    /// `amount` USD wired and minted under a `run` on `port`, then the API
+    /// alone (`serve`, sandbox) on the same port: a transfer accepted now
+    /// is taken by no sender.
+    pub async fn minted_then_serving(&self, port: u16, amount: &str) -> Process {
+        let run = self.run(port);
+        let mint = self.wire(port, amount).await;
+        self.completed(port, &mint).await;
+        drop(run);
+        let env = [("CUSTODY_INDEXER_ENVIRONMENT", "sandbox"), ("CUSTODY_INDEXER_MNEMONIC", MNEMONIC)];
+        let serve = self.env.listen("serve", CHAIN, port, &env);
+        api_up(port).await;
+        serve
+    }
+
     /// Stops mining: transactions sent from now on wait in the pool.
     pub async fn pause_mining(&self) {
         let provider = &self.anvil.provider;

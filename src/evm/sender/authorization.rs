@@ -23,10 +23,12 @@ use crate::transfers::{Outgoing, SendError, TransferStatus};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum AuthorizationUse {
     Unused,
-    /// Used by the transaction `hash`, included in block `block`.
+    /// Used by the transaction `hash`, included in block `block`
+    /// (`block_hash`), which decides only once it is canonical.
     UsedBy {
         hash: String,
         block: u64,
+        block_hash: B256,
     },
     /// The token says it is used; the log that says by whom is not served
     /// (yet): decide nothing.
@@ -63,10 +65,12 @@ impl EvmSender {
             let from = to.saturating_sub(range - 1);
             let logs = self.rpc.logs_with_topics(token, &topics, from, to).await?;
             if let Some(log) = logs.iter().find(|l| !l.removed) {
-                let (Some(hash), Some(block)) = (log.transaction_hash, log.block_number) else {
+                let (Some(hash), Some(block), Some(block_hash)) =
+                    (log.transaction_hash, log.block_number, log.block_hash)
+                else {
                     return Ok(AuthorizationUse::UsedUnseen);
                 };
-                return Ok(AuthorizationUse::UsedBy { hash: format!("{hash:#x}"), block });
+                return Ok(AuthorizationUse::UsedBy { hash: format!("{hash:#x}"), block, block_hash });
             }
             if from == 0 || self.rpc.block_time(from).await? < signed_at {
                 return Ok(AuthorizationUse::UsedUnseen);
@@ -112,8 +116,10 @@ impl EvmSender {
         message: &str,
     ) -> Result<(), SendError> {
         match self.authorization_use(t).await? {
-            AuthorizationUse::UsedBy { hash, block } => {
-                if self.confirmed_block().await?.is_some_and(|c| block <= c) {
+            AuthorizationUse::UsedBy { hash, block, block_hash } => {
+                if self.confirmed_block().await?.is_some_and(|c| block <= c)
+                    && self.canonical_at(block, block_hash).await?
+                {
                     warn!(chain = %self.config.chain, transfer = %t.id, used_by = %hash, "the authorization was used by a transaction the sponsor did not send; it confirms the transfer");
                     return self.settle(t, TransferStatus::Confirmed, Some(&hash), None).await;
                 }

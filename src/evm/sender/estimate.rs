@@ -82,9 +82,14 @@ const TRANSACTION: &[&str] = &[
 
 /// Whether a node's error answer (`code`, `message`) to a gas estimate says
 /// the transaction itself would fail. Reverts carry code `3` in geth,
-/// Erigon, reth and Nethermind; a wording of the node's state outranks one
-/// of the transaction.
+/// Erigon, reth and Nethermind and decide first; otherwise a wording of the
+/// node's state outranks one of the transaction.
 pub(super) fn about_transaction(code: Option<i64>, message: &str) -> bool {
+    // A revert, whatever its reason says (a contract's own words may read
+    // like a node's).
+    if code == Some(3) {
+        return true;
+    }
     let m = message.to_ascii_lowercase();
     if matches!(code, Some(429 | -32005 | -32016)) && !m.contains("gas limit") {
         return false;
@@ -92,7 +97,7 @@ pub(super) fn about_transaction(code: Option<i64>, message: &str) -> bool {
     if NODE_STATE.iter().any(|needle| m.contains(needle)) {
         return false;
     }
-    code == Some(3) || TRANSACTION.iter().any(|needle| m.contains(needle))
+    TRANSACTION.iter().any(|needle| m.contains(needle))
 }
 
 #[cfg(test)]
@@ -183,5 +188,7 @@ mod tests {
         assert!(about_transaction(Some(3), wrapped));
         let wrapped = "server returned an error response: error code -32000: header not found";
         assert!(!about_transaction(Some(-32000), wrapped));
+        // A contract's revert reason reading like a node's is still a revert.
+        assert!(about_transaction(Some(3), "execution reverted: oracle timeout"));
     }
 }

@@ -299,15 +299,16 @@ impl EvmSender {
             return Err(SendError::Invalid("a submitted transfer without a transaction".into()));
         };
         if let Some((tx, receipt)) = self.included(&signed).await? {
-            self.record_inclusion(tx, &receipt).await?;
-            if confirmed.is_some_and(|c| receipt.block_number.to::<u64>() <= c) {
-                if !self.canonical(&receipt).await? {
-                    warn!(chain = %self.config.chain, transfer = %t.id, hash = %tx.hash, block = %receipt.block_hash, "the receipt's block is not the canonical one at its number; asking again");
-                    return Ok(());
-                }
+            if confirmed.is_none_or(|c| receipt.block_number.to::<u64>() > c) {
+                return self.record_inclusion(tx, &receipt).await;
+            }
+            // Deep enough: it decides only from the canonical chain; a
+            // receipt from another fork is taken as no inclusion at all.
+            if self.canonical(&receipt).await? {
+                self.record_inclusion(tx, &receipt).await?;
                 return self.decide(t, tx, &receipt, confirmed).await;
             }
-            return Ok(());
+            warn!(chain = %self.config.chain, transfer = %t.id, hash = %tx.hash, block = %receipt.block_hash, "the receipt's block is not the canonical one at its number: taken as not included");
         }
         // A transaction recorded as included whose receipt is gone was reorged out.
         for tx in &group {

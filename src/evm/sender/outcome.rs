@@ -34,8 +34,8 @@ impl EvmSender {
             return self.settle(t, status, Some(&tx.hash), reason).await;
         }
         match self.authorization_use(t).await? {
-            AuthorizationUse::UsedBy { hash, block } => {
-                if confirmed.is_some_and(|c| block <= c) {
+            AuthorizationUse::UsedBy { hash, block, block_hash } => {
+                if confirmed.is_some_and(|c| block <= c) && self.canonical_at(block, block_hash).await? {
                     warn!(chain = %self.config.chain, transfer = %t.id, ours = %tx.hash, used_by = %hash, "the authorization was used by another transaction; it confirms the transfer");
                     return self.settle(t, TransferStatus::Confirmed, Some(&hash), None).await;
                 }
@@ -55,7 +55,10 @@ impl EvmSender {
     pub(super) async fn lost(&self, t: &Outgoing, confirmed: Option<u64>) -> Result<(), SendError> {
         if t.route == Route::Authorization {
             match self.authorization_use(t).await? {
-                AuthorizationUse::UsedBy { hash, block } if confirmed.is_some_and(|c| block <= c) => {
+                AuthorizationUse::UsedBy { hash, block, block_hash }
+                    if confirmed.is_some_and(|c| block <= c)
+                        && self.canonical_at(block, block_hash).await? =>
+                {
                     return self.settle(t, TransferStatus::Confirmed, Some(&hash), None).await;
                 }
                 AuthorizationUse::Unused if self.authorization_void(t).await? => {}
@@ -73,7 +76,12 @@ impl EvmSender {
     /// nothing: the transfer is asked about again at the next step (an
     /// off-ramp's payout never goes to the bank on it).
     pub(super) async fn canonical(&self, receipt: &FeeReceipt) -> Result<bool, SendError> {
-        let number = receipt.block_number.to::<u64>();
+        self.canonical_at(receipt.block_number.to::<u64>(), receipt.block_hash).await
+    }
+
+    /// Whether `block_hash` is the canonical block at `number`: see
+    /// [`EvmSender::canonical`].
+    pub(super) async fn canonical_at(&self, number: u64, block_hash: B256) -> Result<bool, SendError> {
         let recorded = self.store.blocks_below(self.config.chain, number, 1).await?;
         let hash = match recorded.first().filter(|b| b.number == number) {
             Some(block) => {
@@ -84,7 +92,7 @@ impl EvmSender {
                 None => return Ok(false),
             },
         };
-        Ok(hash == receipt.block_hash)
+        Ok(hash == block_hash)
     }
 
     /// The first transaction of `group` with a receipt, and the receipt.
