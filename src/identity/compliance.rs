@@ -166,10 +166,10 @@ pub fn decisive_name(body: &Value) -> &str {
 fn check_kyc(errors: &mut Vec<String>, kyc: &Map<String, Value>) {
     names(errors, "kyc.", kyc, KYC_FIELDS);
     for field in ["first_name", "last_name"] {
-        text(errors, "kyc.", kyc, field, true);
+        self::field(errors, "kyc.", kyc, field, true);
     }
     for field in ["middle_name", "email", "phone"] {
-        text(errors, "kyc.", kyc, field, false);
+        self::field(errors, "kyc.", kyc, field, false);
     }
     date(errors, "kyc.", kyc, "date_of_birth", true);
     country(errors, "kyc.", kyc, "nationality");
@@ -179,7 +179,7 @@ fn check_kyc(errors: &mut Vec<String>, kyc: &Map<String, Value>) {
     one_of(errors, "kyc.", kyc, "account_purpose", ACCOUNT_PURPOSES);
     let countries = addresses(errors, "kyc.", kyc);
     let required = countries.iter().any(|c| ADDITIONAL_ID_COUNTRIES.contains(&c.as_str()));
-    text(errors, "kyc.", kyc, "additional_id_number", false);
+    field(errors, "kyc.", kyc, "additional_id_number", false);
     if required && kyc.get("additional_id_number").is_none() {
         errors.push(format!(
             "kyc.additional_id_number: required for residents of {}",
@@ -190,12 +190,12 @@ fn check_kyc(errors: &mut Vec<String>, kyc: &Map<String, Value>) {
 
 fn check_kyb(errors: &mut Vec<String>, kyb: &Map<String, Value>) {
     names(errors, "kyb.", kyb, KYB_FIELDS);
-    text(errors, "kyb.", kyb, "business_name", true);
+    field(errors, "kyb.", kyb, "business_name", true);
     for field in ["doing_business_as", "website", "email"] {
-        text(errors, "kyb.", kyb, field, false);
+        self::field(errors, "kyb.", kyb, field, false);
     }
     one_of(errors, "kyb.", kyb, "business_type", BUSINESS_TYPES);
-    if let Some(tax_id) = text(errors, "kyb.", kyb, "tax_id", true) {
+    if let Some(tax_id) = field(errors, "kyb.", kyb, "tax_id", true) {
         let digits: String = tax_id.chars().filter(|c| *c != '-').collect();
         if digits.len() != 9 || !digits.bytes().all(|b| b.is_ascii_digit()) {
             errors.push("kyb.tax_id: must be a US EIN of 9 digits, such as 12-3456789".into());
@@ -242,17 +242,31 @@ pub(crate) fn text<'a>(
     match map.get(name) {
         None if required => errors.push(format!("{path}{name}: required")),
         None => {}
-        Some(Value::String(s)) if s.chars().count() > max_len(name) => {
-            errors.push(format!("{path}{name}: at most {} characters", max_len(name)))
-        }
         Some(Value::String(s)) if !s.trim().is_empty() => return Some(s),
         Some(_) => errors.push(format!("{path}{name}: must be a non-empty string")),
     }
     None
 }
 
+/// A compliance text field: as [`text`], and at most [`max_len`] characters.
+fn field<'a>(
+    errors: &mut Vec<String>,
+    path: &str,
+    map: &'a Map<String, Value>,
+    name: &str,
+    required: bool,
+) -> Option<&'a str> {
+    if let Some(Value::String(s)) = map.get(name)
+        && s.chars().count() > max_len(name)
+    {
+        errors.push(format!("{path}{name}: at most {} characters", max_len(name)));
+        return None;
+    }
+    text(errors, path, map, name, required)
+}
+
 fn one_of(errors: &mut Vec<String>, path: &str, map: &Map<String, Value>, name: &str, values: &[&str]) {
-    if let Some(value) = text(errors, path, map, name, true)
+    if let Some(value) = field(errors, path, map, name, true)
         && !values.contains(&value)
     {
         errors.push(format!("{path}{name}: {value:?} is not one of {}", values.join(", ")));
@@ -290,7 +304,7 @@ pub(crate) fn country<'a>(
 
 /// A `YYYY-MM-DD` date.
 fn date(errors: &mut Vec<String>, path: &str, map: &Map<String, Value>, name: &str, required: bool) {
-    if let Some(value) = text(errors, path, map, name, required)
+    if let Some(value) = field(errors, path, map, name, required)
         && chrono::NaiveDate::parse_from_str(value, "%Y-%m-%d").is_err()
     {
         errors.push(format!("{path}{name}: {value:?} is not a date such as 1990-01-31"));
@@ -323,10 +337,10 @@ fn addresses(errors: &mut Vec<String>, path: &str, map: &Map<String, Value>) -> 
         };
         names(errors, &here, address, ADDRESS_FIELDS);
         for field in ["line1", "city", "postal_code"] {
-            text(errors, &here, address, field, true);
+            self::field(errors, &here, address, field, true);
         }
-        text(errors, &here, address, "line2", false);
-        if let Some(region) = text(errors, &here, address, "region_code", true)
+        field(errors, &here, address, "line2", false);
+        if let Some(region) = field(errors, &here, address, "region_code", true)
             && (region.len() > 3 || !region.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit()))
         {
             errors.push(format!(

@@ -330,23 +330,20 @@ mod tests {
     /// 10^12 times the wire: its own number made both sides agree.
     #[test]
     fn the_contracts_decimals_balance_the_books_not_the_chain_files() {
-        let minted = 10u64.pow(12) * 100 * M.to::<u64>(); // 100 USD minted with 18 decimals
-        let rows = [row("wrong", 10_000, Status::Completed, false, Some(minted), None)];
+        // 100 USD minted with 18 decimals.
+        let minted = U256::from(100u64) * U256::from(10u64).pow(U256::from(18u64));
+        let rows =
+            [MintRow { minted: Some(minted), ..row("wrong", 10_000, Status::Completed, false, None, None) }];
         let file = reconcile(
             Chain::EthereumTestnet,
             "USDC",
             18,
             &rows,
-            Ok(OnChain { supply: U256::from(minted), decimals: 18 }),
+            Ok(OnChain { supply: minted, decimals: 18 }),
         );
         assert!(file.agrees, "with the file's number alone the books agree: {file:?}");
-        let read = reconcile(
-            Chain::EthereumTestnet,
-            "USDC",
-            18,
-            &rows,
-            Ok(OnChain { supply: U256::from(minted), decimals: 6 }),
-        );
+        let read =
+            reconcile(Chain::EthereumTestnet, "USDC", 18, &rows, Ok(OnChain { supply: minted, decimals: 6 }));
         assert!(!read.agrees, "{read:?}");
         assert!(read.differences[0].message.contains("says USDC has 18 decimals"), "{read:?}");
         assert!(read.differences[0].message.contains("has 6"), "{read:?}");
