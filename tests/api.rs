@@ -589,6 +589,7 @@ async fn the_openapi_document_matches_the_routes_and_resources() {
             "/v2/transaction-limits/policies/{policy_id}",
             "/v2/webhooks",
             "/v2/webhooks/{webhook_id}",
+            "/v2/webhooks/{webhook_id}/revoke-previous-keys",
             "/v2/webhooks/{webhook_id}/rotate-signing-key",
         ])
     );
@@ -620,7 +621,8 @@ async fn the_openapi_document_matches_the_routes_and_resources() {
         panic!("a new transfer")
     };
     for (path, operations) in paths {
-        let webhook = if path.ends_with("rotate-signing-key") { &rotated } else { &deleted };
+        let kept = path.ends_with("rotate-signing-key") || path.ends_with("revoke-previous-keys");
+        let webhook = if kept { &rotated } else { &deleted };
         let concrete = path
             .replace("{account_id}", "acct")
             .replace("{deposit_id}", &deposit_id)
