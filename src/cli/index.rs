@@ -25,7 +25,7 @@ use crate::{
     store::{Store, StoreError, WorkerKind},
     telemetry,
     transfers::run_sender,
-    watcher::WatchError,
+    watcher::{BackfillReport, WatchError},
 };
 
 /// What `run` runs: the chains to follow and how to serve and deliver.
@@ -471,6 +471,22 @@ pub(crate) fn cancel_on_signal() -> anyhow::Result<CancellationToken> {
     Ok(shutdown)
 }
 
+/// What `backfill --address` read: the history as of the slot every page was
+/// asked at (or a later one), and the slot of its oldest signature.
+fn history_line(address: &str, report: &BackfillReport) -> String {
+    let span = match report.blocks {
+        0 => "no signatures".to_string(),
+        n => format!("{n} signatures from slot {} on", report.from),
+    };
+    format!(
+        "read the history of {address} as of slot {} or later ({span}, in {:.3} s): {} deposits found, {} new or updated",
+        report.to,
+        report.elapsed.as_secs_f64(),
+        report.deposits_found,
+        report.deposits_changed
+    )
+}
+
 /// What `backfill` reads.
 pub enum Range {
     Blocks { from: u64, to: Option<u64> },
@@ -505,14 +521,16 @@ pub async fn backfill(store: Store, config: ChainConfig, range: Range) -> anyhow
         }
         (Family::Solana, Range::Address { address, before, until }) => {
             let mut watcher = SolanaWatcher::connect(config, store).await?;
-            (watcher.backfill_address(&address, before, until, &progress).await?, "signatures")
+            let report = watcher.backfill_address(&address, before, until, &progress).await?;
+            bar.finish_and_clear();
+            println!("{chain}: {}", history_line(&address, &report));
+            return Ok(());
         }
     };
     bar.finish_and_clear();
     let seconds = report.elapsed.as_secs_f64().max(1e-9);
-    let range = if unit == "signatures" { "slots" } else { unit };
     println!(
-        "{chain}: scanned {range} {}..={} ({} {unit} in {:.3} s, {:.0} {unit}/s): {} deposits found, {} new or updated",
+        "{chain}: scanned {unit} {}..={} ({} {unit} in {:.3} s, {:.0} {unit}/s): {} deposits found, {} new or updated",
         report.from,
         report.to,
         report.blocks,

@@ -5,6 +5,7 @@
 
 use std::{collections::HashSet, sync::Arc, time::Duration};
 
+use backon::Retryable;
 use futures::{StreamExt, TryStreamExt, stream};
 use solana_commitment_config::CommitmentConfig;
 use solana_transaction_status_client_types::UiConfirmedBlock;
@@ -304,10 +305,37 @@ impl SolanaWatcher {
         Ok(())
     }
 
+    /// Reads every polled address, [`ChainConfig::concurrency`] at a time,
+    /// each committing its own cursor: an address answered only by a
+    /// backend behind is read again next step without holding the others
+    /// back. Another failure fails the step once every address was read.
     async fn tick_signatures(&mut self, confirmed: u64) -> Result<Tick, WatchError> {
-        let mut found = 0;
-        for address in self.polled.clone() {
-            found += self.scan_address(&address, confirmed).await?;
+        let chain = self.config.chain;
+        let this = &*self;
+        let scans = stream::iter(this.polled.clone()).map(|address| async move {
+            let result = this.scan_address(&address, confirmed).await;
+            (address, result)
+        });
+        let results: Vec<_> = scans.buffer_unordered(this.config.concurrency).collect().await;
+        let (mut found, mut behind, mut failed) = (0, Vec::new(), None);
+        for (address, result) in results {
+            match result {
+                Ok(deposits) => found += deposits,
+                Err(error) if error.is_lagging() => behind.push((address, error)),
+                Err(error) => failed = failed.or(Some(error)),
+            }
+        }
+        if let Some(error) = failed {
+            return Err(error);
+        }
+        if !behind.is_empty() {
+            metrics::counter!("custody_indexer_addresses_deferred_total", "chain" => chain.as_str())
+                .increment(behind.len() as u64);
+            if behind.len() == this.polled.len() {
+                return Err(behind.remove(0).1);
+            }
+            let addresses: Vec<&str> = behind.iter().map(|(address, _)| address.as_str()).collect();
+            info!(%chain, ?addresses, error = %behind[0].1, "answered by a backend behind; these addresses are read again next step");
         }
         Ok(if found > 0 {
             Tick::Scanned {
@@ -339,12 +367,8 @@ impl SolanaWatcher {
             }
         }
         let Some(newest) = signatures.first().cloned() else { return Ok(0) };
-        let deposits = self
-            .decode_signatures(
-                signatures.iter().rev().filter(|s| s.err.is_none()).map(|s| s.signature.as_str()),
-                None,
-            )
-            .await?;
+        let landed = signatures.iter().rev().filter(|s| s.err.is_none()).map(|s| s.signature.as_str());
+        let deposits = self.decode_signatures(landed, at_once()).await?;
         let found = deposits.len();
         let commit = ScanCommit {
             chain,
@@ -370,12 +394,12 @@ impl SolanaWatcher {
     }
 
     /// Fetches and decodes transactions by signature, in the given order.
-    /// A transaction listed but not served yet fails the call; with
-    /// `patience`, each is first asked again while a backend behind answers.
+    /// A transaction listed but not served yet is asked again, within
+    /// `patience`, while a backend behind answers; then it fails the call.
     async fn decode_signatures<'a>(
         &self,
         signatures: impl Iterator<Item = &'a str>,
-        patience: Option<backon::ExponentialBuilder>,
+        patience: backon::ExponentialBuilder,
     ) -> Result<Vec<Detected>, WatchError> {
         let chain = self.config.chain;
         let fetch = |signature: &'a str| async move {
@@ -384,10 +408,10 @@ impl SolanaWatcher {
                 // Listed but not served yet: asked again, or the next step reads it.
                 tx.ok_or_else(|| WatchError::NotServedYet { chain, signature: signature.to_string() })
             };
-            match patience {
-                Some(patience) => backfill::patiently(chain, once, patience).await,
-                None => once().await,
-            }
+            once.retry(patience)
+                .when(WatchError::is_lagging)
+                .notify(|error, _| debug!(%chain, %error, "a transaction is not served yet; asking again"))
+                .await
         };
         let fetches: Vec<_> = signatures.map(fetch).collect();
         let results: Vec<_> = stream::iter(fetches).buffered(self.config.concurrency).collect().await;
@@ -409,6 +433,16 @@ impl SolanaWatcher {
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), WatchError> {
         follow(self, shutdown, Arc::new(Notify::new())).await
     }
+}
+
+/// Patience for `run`'s reads by signature: a transaction a backend behind
+/// does not serve yet is asked again at once a few times (each request may
+/// reach another backend); after that the address waits for the next step.
+fn at_once() -> backon::ExponentialBuilder {
+    backon::ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(10))
+        .with_max_delay(Duration::from_millis(100))
+        .with_max_times(8)
 }
 
 fn unavailable(error: RpcFailure, slot: u64) -> WatchError {

@@ -30,10 +30,12 @@ use std::{
         Arc,
         atomic::{AtomicU32, AtomicU64, Ordering},
     },
+    time::Duration,
 };
 
 use alloy::transports::http::reqwest;
 use axum::{Json, Router, extract::State, routing::post};
+use custody_indexer::{chain::Chain, deposit::DepositStatus, store::Store};
 use serde_json::{Value, json};
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -371,4 +373,41 @@ fn reply(call: &Value, result: Value) -> Value {
 
 fn error(call: &Value, code: i64, message: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": call["id"], "error": {"code": code, "message": message}})
+}
+
+/// `(transaction, account, currency, amount)` of each deposit, sorted.
+pub type Row = (String, String, String, String);
+
+pub async fn rows(store: &Store, chain: Chain) -> Vec<Row> {
+    let mut rows: Vec<Row> = store
+        .deposits_on_chain(chain)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|d| (d.transaction_hash, d.account_id, d.currency_symbol, d.amount))
+        .collect();
+    rows.sort();
+    rows
+}
+
+/// Waits until the store holds `expected.len()` deposits, all `CONFIRMED`
+/// (or the time is up), then returns what it holds.
+pub async fn settled(store: &Store, chain: Chain, expected: usize, timeout: Duration) -> Vec<Row> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    while tokio::time::Instant::now() < deadline {
+        let deposits = store.deposits_on_chain(chain).await.unwrap();
+        if deposits.len() >= expected && deposits.iter().all(|d| d.status == DepositStatus::Confirmed) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    rows(store, chain).await
+}
+
+/// The store holds exactly the expected deposits: none missing, none twice.
+pub fn assert_exact(found: &[Row], expected: &[Row], what: &str) {
+    let missing: Vec<&Row> = expected.iter().filter(|r| !found.contains(r)).collect();
+    let extra: Vec<&Row> = found.iter().filter(|r| !expected.contains(r)).collect();
+    assert!(missing.is_empty() && extra.is_empty(), "{what}: missing {missing:?}, unexpected {extra:?}");
+    assert_eq!(found.len(), expected.len(), "{what}: a deposit recorded twice");
 }

@@ -17,6 +17,12 @@ use crate::{
     watcher::{BackfillReport, WatchError},
 };
 
+/// Looks at the confirmed slot, sent at once, before a backfill takes the
+/// freshest answer for the chain's head: behind a load-balanced URL each
+/// look may reach any backend, so with half of them behind, all sixteen
+/// reach one behind once in 65,536 backfills.
+const HEAD_LOOKS: usize = 16;
+
 /// How often a step answered by a node behind is asked again: about 20
 /// seconds in all, longer than public backends usually lag.
 pub(super) fn patience() -> ExponentialBuilder {
@@ -82,24 +88,15 @@ impl SolanaWatcher {
 
     /// The finalized slot, at or above `to`: read again while the answer is
     /// below `to` but a fresher answer showed the chain past it (a backend
-    /// behind answered). Above every slot seen, after up to three more looks
-    /// at the confirmed slot, `to` is refused at once.
+    /// behind answered). A `to` above the freshest of [`HEAD_LOOKS`] looks at
+    /// the confirmed slot is refused.
     async fn finalized_through(&self, to: Option<u64>) -> Result<u64, WatchError> {
         let chain = self.config.chain;
-        self.rpc.slot(CommitmentConfig::confirmed()).await?;
+        self.look_at_head().await?;
         let read = || async {
             let finalized = self.rpc.slot(CommitmentConfig::finalized()).await?;
             match to {
                 Some(to) if to > finalized => {
-                    // Only backends behind may have answered so far: a few
-                    // more looks at the confirmed slot before `to` counts as
-                    // above every slot seen.
-                    for _ in 0..3 {
-                        if to <= self.rpc.freshest() {
-                            break;
-                        }
-                        self.rpc.slot(CommitmentConfig::confirmed()).await?;
-                    }
                     Err(WatchError::AboveConfirmed { chain, to, confirmed: finalized })
                 }
                 _ => Ok(finalized),
@@ -113,6 +110,22 @@ impl SolanaWatcher {
             })
             .notify(log_retry(chain))
             .await
+    }
+
+    /// The chain's confirmed slot, the freshest of [`HEAD_LOOKS`] answers
+    /// asked at once (and of what the store saw): what a backend behind
+    /// cannot pass off as the head.
+    async fn look_at_head(&self) -> Result<u64, WatchError> {
+        if let Some(state) = self.store.chain_state(self.config.chain).await? {
+            // The head the live watcher saw.
+            self.rpc.saw(state.head);
+        }
+        let looks = (0..HEAD_LOOKS).map(|_| self.rpc.slot(CommitmentConfig::confirmed()));
+        let answers = futures::future::join_all(looks).await;
+        if answers.iter().all(Result::is_err) {
+            return Err(answers.into_iter().find_map(Result::err).expect("a look").into());
+        }
+        Ok(self.rpc.freshest())
     }
 
     /// Reads `start..=end`: how far the answers provably covered, and the
@@ -140,21 +153,19 @@ impl SolanaWatcher {
     ) -> Result<BackfillReport, WatchError> {
         let chain = self.config.chain;
         self.refresh_watch().await?;
-        if let Some(state) = self.store.chain_state(chain).await? {
-            // The head the live watcher saw: the history is at least that fresh.
-            self.rpc.saw(state.head);
-        }
-        self.rpc.slot(CommitmentConfig::confirmed()).await?;
+        // Every page is asked at this slot or later: the history is read as
+        // of it, never as of a backend behind.
+        let head = self.look_at_head().await?;
         let finalized = self.rpc.slot(CommitmentConfig::finalized()).await?;
         let started = std::time::Instant::now();
-        let mut report = BackfillReport::default();
+        let mut report = BackfillReport { from: head, to: head, ..BackfillReport::default() };
         let mut before = before;
         loop {
             let page = || self.backfill_page(address, before.as_deref(), until.as_deref(), finalized);
             let (commit, listed) = patiently(chain, page, patience()).await?;
             let Some(commit) = commit else { break };
             report.to = report.to.max(commit.to);
-            report.from = if report.blocks == 0 { commit.from } else { report.from.min(commit.from) };
+            report.from = report.from.min(commit.from);
             report.deposits_changed += self.store.commit_scan(&commit).await?.len();
             report.deposits_found += commit.deposits.len();
             report.blocks += listed.len() as u64;
@@ -181,7 +192,7 @@ impl SolanaWatcher {
         let page = self.rpc.signatures(address, before, until, PAGE).await?;
         let (Some(newest), Some(oldest)) = (page.first(), page.last()) else { return Ok((None, Vec::new())) };
         let landed = page.iter().rev().filter(|s| s.err.is_none()).map(|s| s.signature.as_str());
-        let deposits = self.decode_signatures(landed, Some(patience())).await?;
+        let deposits = self.decode_signatures(landed, patience()).await?;
         let commit = backfill_commit(self.config.chain, oldest.slot, newest.slot, finalized, deposits);
         Ok((Some(commit), page.into_iter().map(|s| s.signature).collect()))
     }
