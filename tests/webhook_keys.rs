@@ -1,7 +1,8 @@
 //! Webhook signing-key rotations in the store, on SQLite and PostgreSQL:
 //! every previous key signs until its own expiry, at most two beside the
-//! current one, the oldest dropped by a rotation past that; and the upgrade
-//! that carries a store's one previous key over.
+//! current one, the oldest dropped by a rotation past that; the upgrade
+//! that carries a store's one previous key over; and the secrets sealed at
+//! rest with the personal-data key.
 
 mod common;
 
@@ -21,7 +22,8 @@ async fn signing_secrets(store: &Store) -> Vec<String> {
     let claimed = store.claim_deliveries("test", 1, 1, &Rooms::even(1)).await.unwrap();
     tokio::time::sleep(Duration::from_millis(2)).await;
     assert_eq!(claimed.len(), 1);
-    claimed.into_iter().next().unwrap().secrets
+    let secrets = claimed.into_iter().next().unwrap().secrets.unwrap();
+    secrets.into_iter().map(|secret| secret.to_string()).collect()
 }
 
 async fn rotate(store: &Store, webhook: &str, overlap: Duration) -> (String, Webhook) {
@@ -96,12 +98,81 @@ async fn the_upgrade_keeps_a_stores_previous_key_signing() {
         .await
         .unwrap();
         db.store.migrate().await.unwrap();
+        // Opened with the key: the secrets written in plaintext are sealed.
+        let store = common::db::unlocked(&db.store).await;
+        assert_sealed(&db.url, &[current.expose(), previous.expose()]).await;
         pending_deliveries(&db.url, "acme", "w1", 1).await;
-        let webhook = db.store.webhook(None, "w1").await.unwrap();
+        let webhook = store.webhook(None, "w1").await.unwrap();
         assert_eq!(webhook.previous_key_expires_at.unwrap().timestamp_micros(), expires, "{backend:?}");
-        assert_eq!(signing_secrets(&db.store).await, [current.expose(), previous.expose()]);
-        let (newest, _) = rotate(&db.store, "w1", HOUR).await;
-        assert_eq!(signing_secrets(&db.store).await, [newest.as_str(), current.expose(), previous.expose()]);
+        assert_eq!(signing_secrets(&store).await, [current.expose(), previous.expose()]);
+        let (newest, _) = rotate(&store, "w1", HOUR).await;
+        assert_eq!(signing_secrets(&store).await, [newest.as_str(), current.expose(), previous.expose()]);
+        assert_sealed(&db.url, &[newest.as_str(), current.expose(), previous.expose()]).await;
+    }
+}
+
+/// Every signing secret in the database is sealed, and none of `secrets`
+/// appears in any of its columns.
+async fn assert_sealed(url: &str, secrets: &[&str]) {
+    let mut conn = <sqlx::AnyConnection as sqlx::Connection>::connect(url).await.unwrap();
+    let stored: Vec<Option<String>> = sqlx::query_scalar(
+        "SELECT signing_secret FROM webhooks UNION ALL SELECT previous_secret FROM webhooks
+         UNION ALL SELECT secret FROM webhook_previous_keys",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    let stored: Vec<String> = stored.into_iter().flatten().collect();
+    assert!(!stored.is_empty());
+    for value in &stored {
+        assert!(value.starts_with("pii1."), "a signing secret in plaintext: {value}");
+        for secret in secrets {
+            let key = secret.trim_start_matches("whsec_");
+            assert!(!value.contains(key), "a signing secret in plaintext");
+        }
+    }
+}
+
+/// The signing secrets are sealed with the personal-data key, each bound to
+/// its webhook and key: the database holds none in plaintext, a store opened
+/// without the key cannot sign with them, and a sealed secret copied onto
+/// another webhook does not open there. Checked against f395c56:
+/// `webhooks.signing_secret` and `webhook_previous_keys.secret` held the
+/// secrets in plaintext.
+#[tokio::test]
+async fn signing_secrets_are_sealed_at_rest_and_open_only_where_they_were_sealed() {
+    for backend in BACKENDS {
+        let db = TestDb::new(backend).await;
+        let store = &db.store;
+        store.create_organization("acme", None).await.unwrap();
+        let (k0, other) = (Secret::generate().expose().to_string(), Secret::generate().expose().to_string());
+        let webhook = store.create_webhook("acme", "https://receiver.test/", "ledger", &k0).await.unwrap();
+        let second = store.create_webhook("acme", "https://receiver.test/b", "b", &other).await.unwrap();
+        let (k1, _) = rotate(store, &webhook.id, HOUR).await;
+        assert_sealed(&db.url, &[&k0, &k1, &other]).await;
+        pending_deliveries(&db.url, "acme", &webhook.id, 1).await;
+        assert_eq!(signing_secrets(store).await, [k1.as_str(), k0.as_str()], "{backend:?}");
+
+        // A store opened without the key signs nothing.
+        let locked = Store::open(&db.url).await.unwrap();
+        let refused = locked.claim_deliveries("test", 1, 1, &Rooms::even(1)).await.unwrap_err();
+        assert!(refused.to_string().contains("CUSTODY_INDEXER_PII_KEY"), "{refused}");
+        assert!(locked.create_webhook("acme", "https://receiver.test/c", "c", &k0).await.is_err());
+
+        // The second webhook's sealed secret copied onto the first.
+        let mut conn = <sqlx::AnyConnection as sqlx::Connection>::connect(&db.url).await.unwrap();
+        sqlx::query(
+            "UPDATE webhooks SET signing_secret = (SELECT signing_secret FROM webhooks WHERE id = $1) WHERE id = $2",
+        )
+        .bind(&second.id)
+        .bind(&webhook.id)
+        .execute(&mut conn)
+        .await
+        .unwrap();
+        // That delivery's attempt fails, naming why; nothing else stops.
+        let claimed = store.claim_deliveries("test", 1, 1, &Rooms::even(1)).await.unwrap();
+        let unopenable = claimed[0].secrets.as_ref().unwrap_err();
+        assert!(unopenable.contains("does not open"), "{unopenable}");
     }
 }
 

@@ -12,7 +12,7 @@ use crate::{
         signing::{Secret, verify},
         url::Policy,
     },
-    store::{Delivery, Store, Webhook},
+    store::{Delivery, Webhook},
 };
 
 #[derive(Debug, Subcommand)]
@@ -127,7 +127,8 @@ pub async fn webhooks(url: &str, command: WebhooksCommand) -> anyhow::Result<Exi
     if let WebhooksCommand::Verify { secret, id, timestamp, signature, body_file } = command {
         return verify_command(&secret, &id, &timestamp, &signature, body_file);
     }
-    let store = Store::open(url).await?;
+    // Signing secrets are sealed with the personal-data key.
+    let store = super::identities::open(url).await?;
     match command {
         WebhooksCommand::Create { organization, url, label } => {
             // A store not yet started is judged as production, its default.

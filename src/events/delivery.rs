@@ -356,7 +356,8 @@ async fn send(
     timestamp: i64,
 ) -> Result<(u16, Option<Duration>), String> {
     let url = config.policy.check_shape(&claimed.url).map_err(|e| e.to_string())?;
-    let secrets: Vec<Secret> = claimed.secrets.iter().filter_map(|s| Secret::parse(s).ok()).collect();
+    let secrets = claimed.secrets.as_ref().map_err(Clone::clone)?;
+    let secrets: Vec<Secret> = secrets.iter().filter_map(|s| Secret::parse(s.as_str()).ok()).collect();
     let signature = signature_header(
         &secrets.iter().collect::<Vec<_>>(),
         &claimed.event_id,
@@ -463,7 +464,7 @@ mod tests {
             webhook_id: "w".into(),
             organization: "o".into(),
             url: format!("{base}{path}"),
-            secrets: vec![Secret::generate().expose().to_string()],
+            secrets: Ok(vec![zeroize::Zeroizing::new(Secret::generate().expose().to_string())]),
         };
         let (attempt_ok, ok) = attempt(&client, &config, &claimed("/ok", 0)).await;
         assert_eq!((ok, attempt_ok.status_code), (Outcome::Delivered, Some(204)));

@@ -6,6 +6,7 @@ use std::collections::HashSet;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::{Any, AnyConnection, Row, Transaction};
+use zeroize::Zeroizing;
 
 use super::{
     Backend, Store, StoreError,
@@ -14,7 +15,7 @@ use super::{
     params::{CHUNK, placeholders},
     time, webhook_keys,
 };
-use crate::deposit::rfc3339;
+use crate::{deposit::rfc3339, pii::Cipher};
 
 /// A delivery a worker leased: everything needed to send it. Its `Debug`
 /// leaves the signing secrets out.
@@ -29,8 +30,9 @@ pub struct Claimed {
     pub organization: String,
     pub url: String,
     /// The signing secrets valid now, newest first: the current one and up
-    /// to two previous ones.
-    pub secrets: Vec<String>,
+    /// to two previous ones; or why they do not open (a value altered or
+    /// moved from another row), which fails this delivery's attempt alone.
+    pub secrets: Result<Vec<Zeroizing<String>>, String>,
 }
 
 impl std::fmt::Debug for Claimed {
@@ -41,7 +43,7 @@ impl std::fmt::Debug for Claimed {
             .field("event_id", &self.event_id)
             .field("webhook_id", &self.webhook_id)
             .field("organization", &self.organization)
-            .field("secrets", &format_args!("[{} redacted]", self.secrets.len()))
+            .field("secrets", &format_args!("[{} redacted]", self.secrets.as_ref().map_or(0, Vec::len)))
             .finish_non_exhaustive()
     }
 }
@@ -160,7 +162,7 @@ impl Store {
         }
         let ids = self.bind_lease_now(query).fetch_all(&mut *tx).await?;
         let ids = ids.iter().map(|row| row.try_get("id")).collect::<Result<Vec<String>, _>>()?;
-        let claimed = claimed(&mut tx, &ids).await?;
+        let claimed = claimed(self.cipher()?, &mut tx, &ids).await?;
         tx.commit().await?;
         Ok(claimed)
     }
@@ -390,12 +392,16 @@ async fn record_attempts(tx: &mut Transaction<'static, Any>, chunk: &[&Finished]
 /// What sending each claimed delivery needs: its event, its webhook's
 /// URL and the secrets to sign with (the current one, then each
 /// previous one until it expires).
-async fn claimed(conn: &mut AnyConnection, ids: &[String]) -> Result<Vec<Claimed>, StoreError> {
+async fn claimed(
+    cipher: &Cipher,
+    conn: &mut AnyConnection,
+    ids: &[String],
+) -> Result<Vec<Claimed>, StoreError> {
     let mut out = Vec::with_capacity(ids.len());
     for chunk in ids.chunks(CHUNK) {
         let sql = format!(
             "SELECT d.id, d.attempts, e.id AS event_id, e.payload, w.id AS webhook_id, w.organization_id,
-                w.url, w.signing_secret,
+                w.url, w.signing_key_id, w.signing_secret,
                 (SELECT COUNT(*) FROM webhook_previous_keys k WHERE k.webhook_id = w.id) AS previous_keys
              FROM deliveries d JOIN events e ON e.seq = d.event_seq JOIN webhooks w ON w.id = d.webhook_id
              WHERE d.id IN ({}) ORDER BY d.event_seq",
@@ -404,10 +410,18 @@ async fn claimed(conn: &mut AnyConnection, ids: &[String]) -> Result<Vec<Claimed
         let rows = chunk.iter().fold(sqlx::query(&sql), |q, id| q.bind(id)).fetch_all(&mut *conn).await?;
         for row in rows {
             let webhook_id: String = row.try_get("webhook_id")?;
-            let mut secrets = vec![row.try_get::<String, _>("signing_secret")?];
-            if row.try_get::<i64, _>("previous_keys")? > 0 {
-                secrets.extend(webhook_keys::previous_secrets(conn, &webhook_id, now_micros()).await?);
-            }
+            let (key_id, sealed): (String, String) =
+                (row.try_get("signing_key_id")?, row.try_get("signing_secret")?);
+            let previous = row.try_get::<i64, _>("previous_keys")? > 0;
+            let secrets = match signing_secrets(cipher, conn, &webhook_id, (&key_id, &sealed), previous).await
+            {
+                Ok(secrets) => Ok(secrets),
+                Err(StoreError::Pii(unopenable)) => {
+                    tracing::error!(webhook_id, error = %unopenable, "a webhook's signing secret does not open");
+                    Err(format!("the webhook's signing secret does not open: {unopenable}"))
+                }
+                Err(error) => return Err(error),
+            };
             out.push(Claimed {
                 delivery_id: row.try_get("id")?,
                 attempts: row.try_get::<i64, _>("attempts")? as u32,
@@ -423,8 +437,26 @@ async fn claimed(conn: &mut AnyConnection, ids: &[String]) -> Result<Vec<Claimed
     Ok(out)
 }
 
+/// A webhook's current signing secret and, when it has any, its previous
+/// ones valid now, opened.
+async fn signing_secrets(
+    cipher: &Cipher,
+    conn: &mut AnyConnection,
+    webhook_id: &str,
+    (key_id, sealed): (&str, &str),
+    previous: bool,
+) -> Result<Vec<Zeroizing<String>>, StoreError> {
+    let mut secrets = vec![webhook_keys::open_signing_secret(cipher, webhook_id, key_id, sealed)?];
+    if previous {
+        secrets.extend(webhook_keys::previous_secrets(cipher, conn, webhook_id, now_micros()).await?);
+    }
+    Ok(secrets)
+}
+
 #[cfg(test)]
 mod tests {
+    use zeroize::Zeroizing;
+
     use super::Claimed;
 
     #[test]
@@ -437,7 +469,7 @@ mod tests {
             webhook_id: "w".into(),
             organization: "o".into(),
             url: "https://receiver.test/".into(),
-            secrets: vec!["whsec_c2VjcmV0".into()],
+            secrets: Ok(vec![Zeroizing::new("whsec_c2VjcmV0".into())]),
         };
         let shown = format!("{claimed:?}");
         assert!(!shown.contains("whsec_"), "{shown}");

@@ -145,6 +145,44 @@ async fn seal_plaintext(tx: &mut Transaction<'static, Any>, cipher: &Cipher) -> 
             .await?;
         sealed += done.rows_affected();
     }
+    Ok(sealed + seal_webhook_secrets(tx, cipher).await?)
+}
+
+/// Seals the webhook signing secrets still in plaintext (written before
+/// they were sealed), current and rotated out; how many.
+async fn seal_webhook_secrets(
+    tx: &mut Transaction<'static, Any>,
+    cipher: &Cipher,
+) -> Result<u64, StoreError> {
+    let mut sealed = 0;
+    let tables = [
+        ("webhooks", "id", "signing_key_id", "signing_secret"),
+        ("webhook_previous_keys", "webhook_id", "key_id", "secret"),
+    ];
+    for (table, webhook, key, column) in tables {
+        let rows = sqlx::query(&format!(
+            "SELECT {webhook} AS webhook, {key} AS key_id, {column} AS secret FROM {table}
+             WHERE substr({column}, 1, 5) <> 'pii1.'"
+        ))
+        .fetch_all(&mut **tx)
+        .await?;
+        for row in rows {
+            let (webhook_id, key_id): (String, String) = (row.try_get("webhook")?, row.try_get("key_id")?);
+            let secret = zeroize::Zeroizing::new(row.try_get::<String, _>("secret")?);
+            let value = cipher
+                .seal(secret.as_bytes(), Place { column: WEBHOOK_SECRET, row: &[&webhook_id, &key_id] });
+            let done = sqlx::query(&format!(
+                "UPDATE {table} SET {column} = $4 WHERE {webhook} = $1 AND {key} = $2 AND {column} = $3"
+            ))
+            .bind(&webhook_id)
+            .bind(&key_id)
+            .bind(secret.as_str())
+            .bind(value)
+            .execute(&mut **tx)
+            .await?;
+            sealed += done.rows_affected();
+        }
+    }
     Ok(sealed)
 }
 
@@ -153,3 +191,7 @@ pub(super) const LABEL: &str = "identities.label";
 pub(super) const SUBMISSION: &str = "compliance_submissions.data";
 /// Always sealed: the table came after the key.
 pub(super) const BANK_DETAILS: &str = "bank_accounts.details";
+/// A webhook's signing secret, current or rotated out: one place for both
+/// tables (row: webhook id, key id), so a rotation moves the sealed value
+/// from the webhook's row to `webhook_previous_keys` unchanged.
+pub(super) const WEBHOOK_SECRET: &str = "webhooks.signing_secret";

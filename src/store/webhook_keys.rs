@@ -4,7 +4,10 @@
 
 use sqlx::{Any, AnyConnection, Row, Transaction};
 
-use super::{Store, StoreError, Webhook, now_micros};
+use zeroize::Zeroizing;
+
+use super::{Store, StoreError, Webhook, now_micros, pii::WEBHOOK_SECRET};
+use crate::pii::{Cipher, Place};
 
 /// How many rotated-out keys sign beside the current one at most: a delivery
 /// carries at most three signatures. A rotation past that drops the oldest
@@ -28,6 +31,8 @@ impl Store {
     ) -> Result<Webhook, StoreError> {
         let now = now_micros();
         let expires = now.saturating_add(i64::try_from(overlap.as_micros()).unwrap_or(i64::MAX));
+        let key_id = uuid::Uuid::new_v4().to_string();
+        let sealed = self.seal_signing_secret(id, &key_id, secret)?;
         let mut tx = self.begin().await?;
         lock_webhook(&mut tx, organization, id).await?;
         // Newer than every earlier rotation whatever this instance's clock
@@ -47,16 +52,16 @@ impl Store {
         .bind(id)
         .execute(&mut *tx)
         .await?;
-        // The row's own previous key mirrors the newest one, for instances of
-        // the release before the table (see migration 0022).
+        // The row's own previous-key columns are no longer read (see
+        // migration 0022): the table holds every previous key, sealed.
         sqlx::query(
-            "UPDATE webhooks SET previous_secret = signing_secret, previous_key_expires_at = $1,
+            "UPDATE webhooks SET previous_secret = NULL, previous_key_expires_at = $1,
                 signing_secret = $2, signing_key_id = $3, signing_key_created_at = $4
              WHERE id = $5",
         )
         .bind(expires)
-        .bind(secret)
-        .bind(uuid::Uuid::new_v4().to_string())
+        .bind(sealed)
+        .bind(&key_id)
         .bind(now)
         .bind(id)
         .execute(&mut *tx)
@@ -144,20 +149,55 @@ pub(super) async fn forget_previous_keys(
     Ok(())
 }
 
-/// The secrets of a webhook's previous keys valid at `now`, newest first;
-/// at most [`MAX_PREVIOUS_KEYS`].
+/// The secrets of a webhook's previous keys valid at `now`, newest first,
+/// opened; at most [`MAX_PREVIOUS_KEYS`].
 pub(super) async fn previous_secrets(
+    cipher: &Cipher,
     conn: &mut AnyConnection,
     webhook_id: &str,
     now: i64,
-) -> Result<Vec<String>, StoreError> {
+) -> Result<Vec<Zeroizing<String>>, StoreError> {
     let rows = sqlx::query(&format!(
-        "SELECT secret FROM webhook_previous_keys WHERE webhook_id = $1 AND expires_at > $2
+        "SELECT key_id, secret FROM webhook_previous_keys WHERE webhook_id = $1 AND expires_at > $2
          ORDER BY rotated_at DESC, expires_at DESC LIMIT {MAX_PREVIOUS_KEYS}"
     ))
     .bind(webhook_id)
     .bind(now)
     .fetch_all(conn)
     .await?;
-    rows.iter().map(|row| Ok(row.try_get("secret")?)).collect()
+    rows.iter()
+        .map(|row| {
+            open_signing_secret(
+                cipher,
+                webhook_id,
+                &row.try_get::<String, _>("key_id")?,
+                &row.try_get::<String, _>("secret")?,
+            )
+        })
+        .collect()
+}
+
+/// A signing secret as stored: sealed under the webhook's id and the key's.
+pub(super) fn open_signing_secret(
+    cipher: &Cipher,
+    webhook_id: &str,
+    key_id: &str,
+    sealed: &str,
+) -> Result<Zeroizing<String>, StoreError> {
+    let place = Place { column: WEBHOOK_SECRET, row: &[webhook_id, key_id] };
+    Ok(Zeroizing::new(cipher.open_text(sealed, place)?))
+}
+
+impl Store {
+    /// `secret` sealed for the webhook's key `key_id`; refused by a store
+    /// unlocked by no key.
+    pub(super) fn seal_signing_secret(
+        &self,
+        webhook_id: &str,
+        key_id: &str,
+        secret: &str,
+    ) -> Result<String, StoreError> {
+        let place = Place { column: WEBHOOK_SECRET, row: &[webhook_id, key_id] };
+        Ok(self.cipher()?.seal(secret.as_bytes(), place))
+    }
 }

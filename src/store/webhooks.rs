@@ -45,6 +45,8 @@ impl Store {
         secret: &str,
     ) -> Result<Webhook, StoreError> {
         let id = uuid::Uuid::new_v4().to_string();
+        let key_id = uuid::Uuid::new_v4().to_string();
+        let sealed = self.seal_signing_secret(&id, &key_id, secret)?;
         let now = now_micros();
         let mut tx = self.begin().await?;
         self.claim(&mut tx, organization, Quota::Webhooks).await?;
@@ -57,8 +59,8 @@ impl Store {
         .bind(url)
         .bind(label)
         .bind(now)
-        .bind(uuid::Uuid::new_v4().to_string())
-        .bind(secret)
+        .bind(&key_id)
+        .bind(sealed)
         .execute(&mut *tx)
         .await
         .map_err(|e| match e {
