@@ -44,12 +44,13 @@ const SLOT_UNAVAILABLE: [i64; 4] = [
     JSON_RPC_SERVER_ERROR_LONG_TERM_STORAGE_SLOT_SKIPPED,
 ];
 
-/// The JSON-RPC code a node answers when it has not reached the request's
-/// How often an answer from a backend behind (-32016) is asked again at once,
-/// before the usual backoff: with half the backends behind, nine answers in a
-/// row from them come once in 512 calls, and each backoff retry adds nine more.
+/// How often an answer from a backend behind (-32016) is asked again at once;
+/// then the call fails, without the backoff other failures get, and its
+/// caller decides whether to wait: with half the backends behind, nine
+/// answers in a row from them come once in 512 calls.
 const BEHIND_AT_ONCE: usize = 8;
 
+/// The JSON-RPC code a node answers when it has not reached the request's
 /// `minContextSlot` (-32016): a backend behind, whose answer would be short.
 const MIN_CONTEXT_SLOT_NOT_REACHED: i64 = JSON_RPC_SERVER_ERROR_MIN_CONTEXT_SLOT_NOT_REACHED;
 
@@ -178,7 +179,10 @@ impl SolanaRpc {
         };
         let backoff =
             ExponentialBuilder::default().with_min_delay(Duration::from_millis(200)).with_max_times(3);
-        attempt.retry(backoff).when(|e: &RpcFailure| !e.slot_unavailable && !unsupported_version(e)).await
+        attempt
+            .retry(backoff)
+            .when(|e: &RpcFailure| !e.slot_unavailable && !unsupported_version(e) && e.kind != "behind")
+            .await
     }
 
     fn failure(&self, request: RpcRequest, error: &ClientError) -> RpcFailure {
@@ -309,23 +313,32 @@ impl SolanaRpc {
     }
 
     /// One page of an address's signatures, newest first, as known at the
-    /// freshest slot seen (`minContextSlot`): a backend behind it answers
-    /// -32016, retried, rather than a history without the newest signatures.
+    /// freshest slot seen or `floor`, whichever is higher (`minContextSlot`):
+    /// a backend behind it answers -32016 rather than a history without the
+    /// newest signatures. Callers pass the slot of the signatures they name
+    /// (`before`, `until`) as `floor`: a node that does not know `before`
+    /// answers an empty page, and one that does not know `until` lists the
+    /// history down to its first block.
     pub async fn signatures(
         &self,
         address: &str,
-        before: Option<&str>,
-        until: Option<&str>,
+        (before, until): (Option<&str>, Option<&str>),
         limit: usize,
+        floor: u64,
     ) -> Result<Vec<RpcConfirmedTransactionStatusWithSignature>, RpcFailure> {
         let config = RpcSignaturesForAddressConfig {
             before: before.map(String::from),
             until: until.map(String::from),
             limit: Some(limit),
             commitment: Some(CommitmentConfig::confirmed()),
-            min_context_slot: Some(self.freshest()).filter(|slot| *slot > 0),
+            min_context_slot: Some(self.freshest().max(floor)).filter(|slot| *slot > 0),
         };
-        self.call(RpcRequest::GetSignaturesForAddress, json!([address, config])).await
+        let page: Vec<RpcConfirmedTransactionStatusWithSignature> =
+            self.call(RpcRequest::GetSignaturesForAddress, json!([address, config])).await?;
+        if let Some(newest) = page.first() {
+            self.saw(newest.slot);
+        }
+        Ok(page)
     }
 
     /// A transaction by signature in `json` encoding, versions up to

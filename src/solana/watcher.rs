@@ -80,6 +80,11 @@ impl SolanaWatcher {
         verify_endpoints(chain, &config.rpc_urls, &expected, identify, mismatch).await?;
         let mut watcher = Self::history(config, store);
         watcher.refresh_watch().await?;
+        if let Some(state) = watcher.store.chain_state(chain).await? {
+            // The head seen before a restart: a backend behind it answers
+            // no read as if the chain were still there.
+            watcher.rpc.saw(state.head);
+        }
         Ok(watcher)
     }
 
@@ -355,10 +360,14 @@ impl SolanaWatcher {
     async fn scan_address(&self, address: &str, confirmed: u64) -> Result<usize, WatchError> {
         let chain = self.config.chain;
         let cursor = self.store.address_cursor(chain, address).await?;
+        // Asked of nodes that know the cursor's signature (and, page after
+        // page, each page's: `signatures` raises the freshest slot seen).
+        let (until, floor) =
+            cursor.as_ref().map_or((None, 0), |(signature, slot)| (Some(signature.as_str()), *slot));
         let mut signatures = Vec::new();
         let mut before: Option<String> = None;
         loop {
-            let page = self.rpc.signatures(address, before.as_deref(), cursor.as_deref(), PAGE).await?;
+            let page = self.rpc.signatures(address, (before.as_deref(), until), PAGE, floor).await?;
             let full = page.len() == PAGE;
             before = page.last().map(|s| s.signature.clone());
             signatures.extend(page);
@@ -380,7 +389,7 @@ impl SolanaWatcher {
             confirmed_through: None,
             cursor: CursorMove::Address {
                 address: address.to_string(),
-                expected: cursor,
+                expected: cursor.map(|(signature, _)| signature),
                 next: newest.signature,
                 slot: newest.slot,
             },

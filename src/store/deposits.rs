@@ -214,13 +214,20 @@ impl Store {
     }
 
     /// The newest signature processed for an address (Solana).
-    pub async fn address_cursor(&self, chain: Chain, address: &str) -> Result<Option<String>, StoreError> {
-        let row = sqlx::query("SELECT last_signature FROM address_cursors WHERE chain = $1 AND address = $2")
-            .bind(chain.as_str())
-            .bind(address)
-            .fetch_optional(&self.pool)
-            .await?;
-        Ok(row.map(|r| r.try_get("last_signature")).transpose()?)
+    pub async fn address_cursor(
+        &self,
+        chain: Chain,
+        address: &str,
+    ) -> Result<Option<(String, u64)>, StoreError> {
+        let row = sqlx::query(
+            "SELECT last_signature, last_slot FROM address_cursors WHERE chain = $1 AND address = $2",
+        )
+        .bind(chain.as_str())
+        .bind(address)
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some(row) = row else { return Ok(None) };
+        Ok(Some((row.try_get("last_signature")?, row.try_get::<i64, _>("last_slot")?.max(0) as u64)))
     }
 
     /// Pending deposits of blocks up to `through`: `(id, block number,

@@ -150,7 +150,8 @@ pub(super) async fn forget_previous_keys(
 }
 
 /// The secrets of a webhook's previous keys valid at `now`, newest first,
-/// opened; at most [`MAX_PREVIOUS_KEYS`].
+/// opened; at most [`MAX_PREVIOUS_KEYS`]. One that does not open is left
+/// out, with an error log.
 pub(super) async fn previous_secrets(
     cipher: &Cipher,
     conn: &mut AnyConnection,
@@ -165,16 +166,20 @@ pub(super) async fn previous_secrets(
     .bind(now)
     .fetch_all(conn)
     .await?;
-    rows.iter()
-        .map(|row| {
-            open_signing_secret(
-                cipher,
-                webhook_id,
-                &row.try_get::<String, _>("key_id")?,
-                &row.try_get::<String, _>("secret")?,
-            )
-        })
-        .collect()
+    let mut secrets = Vec::with_capacity(rows.len());
+    for row in rows {
+        let key_id: String = row.try_get("key_id")?;
+        match open_signing_secret(cipher, webhook_id, &key_id, &row.try_get::<String, _>("secret")?) {
+            Ok(secret) => secrets.push(secret),
+            // The current key still signs: a previous one that does not open
+            // is left out rather than stopping the webhook's deliveries.
+            Err(StoreError::Pii(error)) => {
+                tracing::error!(webhook_id, key_id, %error, "a previous signing key does not open; left out");
+            }
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(secrets)
 }
 
 /// A signing secret as stored: sealed under the webhook's id and the key's.

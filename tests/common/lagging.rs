@@ -95,7 +95,7 @@ pub async fn start(upstream: String, family: Family, lag: u64) -> LaggingRpc {
         past_the_ledger_start(&upstream, lag).await;
     }
     let stats = Arc::new(Stats::default());
-    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
+    let seed = seed();
     let proxy = Arc::new(Proxy {
         upstream,
         family,
@@ -111,6 +111,20 @@ pub async fn start(upstream: String, family: Family, lag: u64) -> LaggingRpc {
         axum::serve(listener, app).await.unwrap();
     });
     LaggingRpc { url: format!("http://{addr}"), stats, task }
+}
+
+/// The seed of the coin tosses: `LAGGING_SEED` when set (to replay a run),
+/// the clock otherwise; printed either way, so a failing run can be replayed
+/// (the requests' order still depends on timing).
+fn seed() -> u64 {
+    let seed = match std::env::var("LAGGING_SEED") {
+        Ok(text) => text.parse().expect("LAGGING_SEED is a number"),
+        Err(_) => {
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
+        }
+    };
+    eprintln!("lagging backends: LAGGING_SEED={seed}");
+    seed
 }
 
 /// Waits until the backend behind is past the node's first slot: a backend

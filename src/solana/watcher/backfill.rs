@@ -189,7 +189,8 @@ impl SolanaWatcher {
         until: Option<&str>,
         finalized: u64,
     ) -> Result<(Option<ScanCommit>, Vec<String>), WatchError> {
-        let page = self.rpc.signatures(address, before, until, PAGE).await?;
+        // At the head found at the start, or the newest slot a page listed.
+        let page = self.rpc.signatures(address, (before, until), PAGE, 0).await?;
         let (Some(newest), Some(oldest)) = (page.first(), page.last()) else { return Ok((None, Vec::new())) };
         let landed = page.iter().rev().filter(|s| s.err.is_none()).map(|s| s.signature.as_str());
         let deposits = self.decode_signatures(landed, patience()).await?;
