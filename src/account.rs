@@ -7,7 +7,7 @@ use std::{fmt, str::FromStr};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::chain::Chain;
+use crate::{chain::Chain, unknown::UnknownValue};
 
 /// The organization every account belongs to unless told otherwise.
 pub const DEFAULT_ORGANIZATION: &str = "default";
@@ -56,20 +56,6 @@ pub struct Account {
     pub identity_sub_status: Option<crate::identity::SubStatus>,
 }
 
-#[derive(Debug, thiserror::Error)]
-#[error("unknown {what} {value:?} (expected {expected})")]
-pub struct UnknownValue {
-    what: &'static str,
-    value: String,
-    expected: &'static str,
-}
-
-impl UnknownValue {
-    pub(crate) fn new(what: &'static str, value: &str, expected: &'static str) -> Self {
-        Self { what, value: value.into(), expected }
-    }
-}
-
 impl AccountType {
     pub fn as_str(self) -> &'static str {
         match self {
@@ -88,19 +74,17 @@ impl FromStr for AccountType {
         match s.to_ascii_uppercase().as_str() {
             "OMNIBUS" => Ok(Self::Omnibus),
             "SEGREGATED" => Ok(Self::Segregated),
-            "LEDGER" => Err(UnknownValue {
-                what: "account type",
-                value: s.into(),
-                expected: "OMNIBUS: LEDGER was renamed OMNIBUS and removed on 2026-06-24",
-            }),
-            "ONCHAIN" => Err(UnknownValue {
-                what: "account type",
-                value: s.into(),
-                expected: "SEGREGATED: ONCHAIN was renamed SEGREGATED and removed on 2026-06-24",
-            }),
-            _ => {
-                Err(UnknownValue { what: "account type", value: s.into(), expected: "OMNIBUS or SEGREGATED" })
-            }
+            "LEDGER" => Err(UnknownValue::new(
+                "account type",
+                s,
+                "OMNIBUS: LEDGER was renamed OMNIBUS and removed on 2026-06-24",
+            )),
+            "ONCHAIN" => Err(UnknownValue::new(
+                "account type",
+                s,
+                "SEGREGATED: ONCHAIN was renamed SEGREGATED and removed on 2026-06-24",
+            )),
+            _ => Err(UnknownValue::new("account type", s, "OMNIBUS or SEGREGATED")),
         }
     }
 }
@@ -123,11 +107,7 @@ impl FromStr for AccountStatus {
             "ACTIVE" => Ok(Self::Active),
             "FROZEN" => Ok(Self::Frozen),
             "CLOSED" => Ok(Self::Closed),
-            _ => Err(UnknownValue {
-                what: "account status",
-                value: s.into(),
-                expected: "ACTIVE, FROZEN or CLOSED",
-            }),
+            _ => Err(UnknownValue::new("account status", s, "ACTIVE, FROZEN or CLOSED")),
         }
     }
 }

@@ -70,6 +70,50 @@ impl std::fmt::Display for Amount {
     }
 }
 
+/// US dollars in cents, as the fiat wings hold every amount; written as the
+/// API writes dollars: `250.00`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Cents(pub i64);
+
+impl Cents {
+    /// The largest amount taken (a wire, a conversion): 10 billion dollars.
+    pub const MAX: Cents = Cents(1_000_000_000_000);
+
+    /// A positive decimal string of dollars with at most 2 decimals (`250`,
+    /// `250.5`, `250.00`), at most [`Cents::MAX`].
+    pub fn parse(text: &str) -> Result<Cents, String> {
+        let invalid = || {
+            format!("{text:?} is not a positive amount of dollars with at most 2 decimals, such as 250.00")
+        };
+        let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
+        let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+        if whole.is_empty()
+            || !digits(whole)
+            || !digits(fraction)
+            || fraction.len() > 2
+            || text.ends_with('.')
+        {
+            return Err(invalid());
+        }
+        let whole: i64 = whole.parse().map_err(|_| invalid())?;
+        let fraction: i64 = format!("{fraction:0<2}").parse().map_err(|_| invalid())?;
+        let cents = whole.checked_mul(100).and_then(|c| c.checked_add(fraction)).ok_or_else(invalid)?;
+        match cents {
+            0 => Err(invalid()),
+            c if c > Self::MAX.0 => {
+                Err(format!("{text} is more than the largest wire taken ({})", Self::MAX))
+            }
+            c => Ok(Cents(c)),
+        }
+    }
+}
+
+impl std::fmt::Display for Cents {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{:02}", self.0 / 100, self.0 % 100)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -103,6 +147,25 @@ mod tests {
             fmt(U256::MAX, 0),
             "115792089237316195423570985008687907853269984665640564039457584007913129639935"
         );
+    }
+
+    #[test]
+    fn dollars_are_exact_cents_with_at_most_two_decimals() {
+        for (text, cents) in
+            [("250", 25_000), ("250.5", 25_050), ("250.00", 25_000), ("0.01", 1), ("007.10", 710)]
+        {
+            assert_eq!(Cents::parse(text), Ok(Cents(cents)), "{text}");
+        }
+        for text in ["0", "0.00", "-1", "1.234", "1e3", " 1", "1 ", "", ".5", "5.", "1,000.00", "+1", "NaN"] {
+            assert!(Cents::parse(text).is_err(), "{text:?}");
+        }
+        assert!(Cents::parse("10000000000.01").unwrap_err().contains("largest wire"));
+        assert_eq!(Cents::parse("10000000000.00"), Ok(Cents::MAX));
+        assert!(Cents::parse("99999999999999999999").is_err());
+        for cents in [1, 10, 25_000, 25_050, Cents::MAX.0] {
+            assert_eq!(Cents::parse(&Cents(cents).to_string()), Ok(Cents(cents)));
+        }
+        assert_eq!(Cents(25_050).to_string(), "250.50");
     }
 
     #[test]

@@ -431,7 +431,7 @@ impl ChainConfig {
                         asset.symbol
                     )));
                 }
-                crate::issuance::parse_usd(cap)
+                crate::amount::Cents::parse(cap)
                     .map_err(|e| invalid(format!("asset {}: daily_mint_cap: {e}", asset.symbol)))?;
             }
             if asset.issued && asset.decimals < 2 {

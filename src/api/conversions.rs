@@ -20,6 +20,7 @@ use super::{
     issuance::{Delivery, Keyset, delivery_address, gate, key, next_cursor, one_of},
     params::Params,
 };
+use crate::amount::Cents;
 use crate::{
     chain::Chain,
     conversions::{
@@ -271,8 +272,7 @@ pub async fn simulate_virtual_account_deposit(
     Body(body): Body<Value>,
 ) -> Result<Json<VirtualAccountDepositAnswer>, ApiError> {
     let request: VirtualAccountDepositRequest = exact(body)?;
-    let cents =
-        issuance::parse_usd(&request.amount).map_err(|e| ApiError::invalid(format!("amount: {e}")))?;
+    let cents = Cents::parse(&request.amount).map_err(|e| ApiError::invalid(format!("amount: {e}")))?.0;
     one_of("currency", &request.currency, FIAT_CURRENCY, "ISSUANCE_SUPPORTED_FIAT_CURRENCY_UNSPECIFIED")?;
     key("virtual_account_id", &request.virtual_account_id)?;
     let reference = format!("SIM-{}", uuid::Uuid::new_v4());

@@ -19,6 +19,7 @@ use super::{
     body::exact,
     params::{Params, encode_cursor},
 };
+use crate::amount::Cents;
 use crate::{
     chain::Chain,
     identity::Identity,
@@ -407,8 +408,7 @@ pub async fn simulate_fiat_deposit(
     Body(body): Body<Value>,
 ) -> Result<Json<FiatDepositAnswer>, ApiError> {
     let request: FiatDepositRequest = exact(body)?;
-    let cents =
-        issuance::parse_usd(&request.amount).map_err(|e| ApiError::invalid(format!("amount: {e}")))?;
+    let cents = Cents::parse(&request.amount).map_err(|e| ApiError::invalid(format!("amount: {e}")))?.0;
     one_of("currency", &request.currency, FIAT_CURRENCY, "ISSUANCE_SUPPORTED_FIAT_CURRENCY_UNSPECIFIED")?;
     one_of(
         "payment_rail",

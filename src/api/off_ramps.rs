@@ -13,6 +13,7 @@ use super::{
     issuance::{gate, key},
     transfers::{accept_error, refused},
 };
+use crate::amount::Cents;
 use crate::{
     chain::{Chain, Family},
     conversions::{
@@ -20,7 +21,7 @@ use crate::{
         quote::{Corridor, corridor, fee_cents},
         resource::Quote,
     },
-    issuance::{self, BankAccount, FIAT_CURRENCY, format_usd},
+    issuance::{BankAccount, FIAT_CURRENCY},
     keys::{KeyRef, Signer},
     store::{Made, NewOffRamp, OffRampRefusal},
     transfers::{Acceptance, Request, canonical_request_id},
@@ -160,7 +161,7 @@ async fn submit(
         ApiError::internal()
     })?;
     let collect_id = uuid::Uuid::new_v4().to_string();
-    let amount = format_usd(asked.cents);
+    let amount = Cents(asked.cents).to_string();
     let collect = Request {
         organization,
         request_id: &collect_id,
@@ -215,8 +216,7 @@ impl Asked {
         }
         key("account_id", &request.account_id)?;
         key("payment_instructions_id", &request.payment_instructions_id)?;
-        let cents =
-            issuance::parse_usd(&request.amount).map_err(|e| ApiError::invalid(format!("amount: {e}")))?;
+        let cents = Cents::parse(&request.amount).map_err(|e| ApiError::invalid(format!("amount: {e}")))?.0;
         let chain: Chain =
             request.source.chain.parse().map_err(|e| ApiError::invalid(format!("source.chain: {e}")))?;
         let currency = &request.source.currency;
@@ -274,8 +274,8 @@ async fn priced(
             if cents - fee <= 0 {
                 return Err(ApiError::invalid(format!(
                     "amount: {} does not cover the off-ramp fee of {}",
-                    format_usd(cents),
-                    format_usd(fee)
+                    Cents(cents),
+                    Cents(fee)
                 )));
             }
             Ok(Priced { currency: FIAT_CURRENCY.to_string(), cents: Some(cents - fee), fee_cents: fee })
@@ -321,10 +321,10 @@ fn checked(
             quote.id, quote.source.currency, request.source.currency
         )));
     }
-    if quote.source.amount != format_usd(cents) {
+    if quote.source.amount != Cents(cents).to_string() {
         return Err(ApiError::invalid(format!(
             "amount: {} is not the quoted source.amount {} of quote {}",
-            format_usd(cents),
+            Cents(cents),
             quote.source.amount,
             quote.id
         )));

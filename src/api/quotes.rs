@@ -8,12 +8,12 @@ use axum::{
 };
 
 use super::{ApiError, ApiState, ErrorBody, auth::Caller, issuance::gate, params::Params};
+use crate::amount::Cents;
 use crate::{
     conversions::{
         quote::{Corridor, Prices, corridor, price},
         resource::Quote,
     },
-    issuance,
     store::NewQuote,
 };
 
@@ -48,8 +48,9 @@ pub async fn create_quote(
         &["source_currency", "source_amount", "destination_currency", "payment_instructions_id"],
     )?;
     let source = params.required("source_currency")?;
-    let cents = issuance::parse_usd(params.required("source_amount")?)
-        .map_err(|e| ApiError::invalid(format!("source_amount: {e}")))?;
+    let cents = Cents::parse(params.required("source_amount")?)
+        .map_err(|e| ApiError::invalid(format!("source_amount: {e}")))?
+        .0;
     let destination = params.required("destination_currency")?;
     let bank_id = params.required("payment_instructions_id")?;
     if !state.chains().iter().any(|c| c.assets.iter().any(|a| a.issued && a.symbol == source)) {

@@ -4,15 +4,17 @@
 use std::process::ExitCode;
 
 use anyhow::Context as _;
+use clap::Args;
 
-use super::{AccountsCommand, ApiKeysCommand, DepositsCommand, OrganizationsCommand};
+use super::{AccountsCommand, ApiKeysCommand, ChainFiles, DepositsCommand, OrganizationsCommand};
 use crate::{
-    account::{Account, AccountAddress},
+    account::{Account, AccountAddress, AccountType, DEFAULT_ORGANIZATION},
     api_key,
     chain::Chain,
     config::Chains,
     deposit::{Deposit, OwnTransfer, format_time},
     health,
+    keys::{KeyRef, account_addresses},
     request_signature::PublicKey,
     store::{ApiKey, NewAccount, Store},
 };
@@ -39,7 +41,7 @@ pub async fn accounts(store: &Store, command: AccountsCommand) -> anyhow::Result
                 print_account(&account);
             }
         }
-        AccountsCommand::Create(create) => super::transfers::create_account(store, create).await?,
+        AccountsCommand::Create(create) => create_account(store, create).await?,
         AccountsCommand::Import { file } => {
             let imported = super::import::import(store, &file).await?;
             println!("imported {} accounts with {} addresses", imported.accounts, imported.addresses);
@@ -54,6 +56,61 @@ pub async fn accounts(store: &Store, command: AccountsCommand) -> anyhow::Result
                 accounts.iter().for_each(print_account);
             }
         }
+    }
+    Ok(())
+}
+
+#[derive(Debug, Args)]
+pub struct CreateAccount {
+    #[arg(long, default_value = DEFAULT_ORGANIZATION)]
+    organization: String,
+    /// The account's id (default: a new UUID).
+    #[arg(long)]
+    account_id: Option<String>,
+    #[arg(long)]
+    identity_id: String,
+    /// SEGREGATED (its own keys) or OMNIBUS (the omnibus wallet).
+    #[arg(long = "type")]
+    kind: AccountType,
+    #[command(flatten)]
+    chain_files: ChainFiles,
+    /// Print the Account resource as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `accounts create`: an account whose keys the service holds.
+pub async fn create_account(store: &Store, create: CreateAccount) -> anyhow::Result<()> {
+    let chains = create.chain_files.load()?;
+    let signer = super::transfers::signer()?;
+    let new = NewAccount {
+        watch_from: Default::default(),
+        id: create.account_id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
+        organization: create.organization,
+        identity_id: create.identity_id,
+        request_id: None,
+        kind: create.kind,
+        addresses: Vec::new(),
+    };
+    let account = match create.kind {
+        AccountType::Segregated => {
+            let (account, _) = store
+                .add_keyed_account(new, |index| account_addresses(&signer, &chains, KeyRef::Account(index)))
+                .await?;
+            account
+        }
+        AccountType::Omnibus => {
+            let addresses = account_addresses(&signer, &chains, KeyRef::Omnibus)?;
+            store
+                .add_account(NewAccount { addresses, ..new })
+                .await
+                .context("the omnibus wallet's addresses belong to one account")?
+        }
+    };
+    if create.json {
+        println!("{}", serde_json::to_string_pretty(&account)?);
+    } else {
+        print_account(&account);
     }
     Ok(())
 }

@@ -6,21 +6,14 @@
 //! an off-ramp's refund again once the last one provably cannot land;
 //! `show` prints a conversion.
 
-use clap::{Args, Subcommand};
+use clap::Subcommand;
 
 use super::issuance::{Who, operator};
+use crate::amount::Cents;
 
 use crate::{
-    conversions::{
-        Settings,
-        off_ramp::Answer,
-        on_ramp::MAX_FEE_BPS,
-        quote::{MAX_BPS, Table},
-    },
-    issuance::{
-        format_usd, parse_usd,
-        provider::{Bank, Operators},
-    },
+    conversions::off_ramp::Answer,
+    issuance::provider::{Bank, Operators},
     store::{NewVirtualWire, NewWire, Store, WireSource},
 };
 
@@ -123,54 +116,10 @@ pub enum RefundsCommand {
     },
 }
 
-/// The on-ramp fee of the virtual accounts `run` and `serve` open.
-#[derive(Debug, Clone, Copy, Args)]
-pub struct OnRampFee {
-    /// The on-ramp fee in basis points of the wire (0 to 1000), fixed on
-    /// each virtual account when it is opened: the stablecoin delivered is
-    /// the wire less this fee, rounded in the
-    /// client's favour.
-    #[arg(long = "on-ramp-fee-bps", value_name = "BPS", env = "CUSTODY_INDEXER_ON_RAMP_FEE_BPS", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=i64::from(MAX_FEE_BPS)))]
-    pub bps: u32,
-}
-
-/// How `run` and `serve` price conversions.
-#[derive(Debug, Clone, Args)]
-pub struct Pricing {
-    #[command(flatten)]
-    pub on_ramp_fee: OnRampFee,
-    /// The off-ramp fee in basis points of the stablecoin (0 to 1000),
-    /// bound to each quote.
-    #[arg(long, value_name = "BPS", env = "CUSTODY_INDEXER_OFF_RAMP_FEE_BPS", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=i64::from(MAX_BPS)))]
-    pub off_ramp_fee_bps: u32,
-    /// How far below the mid rate quotes price, in basis points (0 to 1000).
-    #[arg(long, value_name = "BPS", env = "CUSTODY_INDEXER_QUOTE_SPREAD_BPS", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=i64::from(MAX_BPS)))]
-    pub quote_spread_bps: u32,
-    /// The rates quotes use, per US dollar: `EUR=0.92,MXN=17.25`. Without
-    /// it `sandbox` uses its fixed table and `production` quotes nothing.
-    #[arg(long, value_name = "RATES", env = "CUSTODY_INDEXER_CONVERSION_RATES", value_parser = Table::parse)]
-    pub conversion_rates: Option<Table>,
-    /// How long a quote may be used, in seconds (1 to 3600).
-    #[arg(long, value_name = "SECS", env = "CUSTODY_INDEXER_QUOTE_TTL_SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
-    pub quote_ttl_secs: u64,
-}
-
-impl Pricing {
-    pub(super) fn settings(&self) -> Settings {
-        Settings {
-            on_ramp_fee_bps: self.on_ramp_fee.bps,
-            off_ramp_fee_bps: self.off_ramp_fee_bps,
-            spread_bps: self.quote_spread_bps,
-            rates: self.conversion_rates.clone(),
-            quote_ttl: std::time::Duration::from_secs(self.quote_ttl_secs),
-        }
-    }
-}
-
 pub async fn run(store: &Store, command: ConversionsCommand) -> anyhow::Result<()> {
     match command {
         ConversionsCommand::Wires(WiresCommand::Record { virtual_account_id, amount, reference, who }) => {
-            let cents = parse_usd(&amount).map_err(|e| anyhow::anyhow!("--amount: {e}"))?;
+            let cents = Cents::parse(&amount).map_err(|e| anyhow::anyhow!("--amount: {e}"))?.0;
             let recorder = operator(&who.by)?;
             let new = NewVirtualWire {
                 organization: None,
@@ -189,7 +138,7 @@ pub async fn run(store: &Store, command: ConversionsCommand) -> anyhow::Result<(
             let conversion = store.record_virtual_wire(&new).await?.into_inner();
             println!(
                 "wire {reference}: {} USD to virtual account {virtual_account_id}: conversion {}",
-                format_usd(cents),
+                Cents(cents),
                 conversion.status
             );
             println!("{}", conversion.id);
@@ -268,7 +217,7 @@ async fn list_pending(store: &Store, json: bool) -> anyhow::Result<()> {
         }
     }
     for ((chain, currency), cents) in owed {
-        println!("the settlement wallet on {chain} owes back {} {currency}", format_usd(cents));
+        println!("the settlement wallet on {chain} owes back {} {currency}", Cents(cents));
     }
     Ok(())
 }

@@ -8,14 +8,13 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 
+use crate::amount::Cents;
 use crate::{
     environment::Environment,
     issuance::{
         Approval, Mint,
         deploy::Coin,
-        format_usd,
         mint::Status,
-        parse_usd,
         provider::{Bank, Operators},
         reconcile::{self, MintRow},
         supply::supply,
@@ -238,7 +237,7 @@ pub async fn run(store: &Store, command: IssuanceCommand) -> anyhow::Result<()> 
             }
         }
         IssuanceCommand::Wires(WiresCommand::Record { memo_id, amount, reference, who, chain_files }) => {
-            let cents = parse_usd(&amount).map_err(|e| anyhow::anyhow!("--amount: {e}"))?;
+            let cents = Cents::parse(&amount).map_err(|e| anyhow::anyhow!("--amount: {e}"))?.0;
             let recorder = operator(&who.by)?;
             let wire = NewWire {
                 organization: None,
@@ -258,7 +257,7 @@ pub async fn run(store: &Store, command: IssuanceCommand) -> anyhow::Result<()> 
                 Err(error) => return Err(error.into()),
             }
             let mint = store.mint(None, &mint.id).await?;
-            println!("wire {reference}: {} USD for memo {memo_id}: mint {}", format_usd(cents), mint.status);
+            println!("wire {reference}: {} USD for memo {memo_id}: mint {}", Cents(cents), mint.status);
             println!("{}", mint.id);
         }
         IssuanceCommand::Wires(WiresCommand::Approve(d)) => decide(store, d, true).await?,

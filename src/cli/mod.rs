@@ -8,23 +8,25 @@ mod conversions;
 pub mod events;
 mod identities;
 mod import;
-pub mod index;
-pub mod instance;
+mod index;
 mod issuance;
 mod transfers;
 pub mod webhooks;
 
-use std::{net::SocketAddr, num::NonZeroU32, path::PathBuf};
+use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::{
     account::{AccountType, DEFAULT_ORGANIZATION},
-    api::{OperatorToken, RateLimit, WeakToken},
     chain::Chain,
     config::Chains,
-    store::{DEFAULT_DATABASE_URL, OrganizationLimits, Store},
+    service::{
+        self,
+        options::{ApiOptions, DeliveryOptions, EventOptions, InstanceOptions},
+    },
+    store::{DEFAULT_DATABASE_URL, Store},
 };
 
 #[derive(Debug, Parser)]
@@ -60,131 +62,6 @@ impl ChainFiles {
     }
 }
 
-/// How the HTTP API is served (`run`, `serve`).
-#[derive(Debug, Clone, Args)]
-pub struct ApiOptions {
-    /// The address the HTTP API listens on (port 0: any free port, logged at start).
-    #[arg(long, value_name = "ADDR", env = "CUSTODY_INDEXER_LISTEN", default_value = "127.0.0.1:8080")]
-    pub listen: SocketAddr,
-    /// Requests per second each API key may make; more get `429` with `Retry-After`.
-    #[arg(long, value_name = "N", env = "CUSTODY_INDEXER_RATE_LIMIT", default_value = "50")]
-    pub rate_limit: NonZeroU32,
-    /// Requests an API key may make at once above its rate.
-    #[arg(long, value_name = "N", env = "CUSTODY_INDEXER_RATE_LIMIT_BURST", default_value = "100")]
-    pub rate_limit_burst: NonZeroU32,
-    #[command(flatten)]
-    pub gas: GasCredit,
-    #[command(flatten)]
-    pub limits: OrgLimits,
-    /// How long an identity verification check stays open before it expires.
-    #[arg(long, value_name = "SECONDS", env = "CUSTODY_INDEXER_IDV_EXPIRY_SECS", default_value = "86400")]
-    pub idv_expiry_secs: u64,
-    /// `sandbox` (counterparties simulated: the sandbox compliance provider
-    /// decides) or `production` (nothing simulated: compliance decisions by
-    /// operators). A store keeps the environment it was first started in.
-    #[arg(long, value_name = "ENV", env = "CUSTODY_INDEXER_ENVIRONMENT")]
-    pub environment: Option<crate::environment::Environment>,
-    /// How often the sandbox compliance provider reviews identities in onboarding.
-    #[arg(long, value_name = "MS", env = "CUSTODY_INDEXER_COMPLIANCE_POLL_MS", default_value = "1000")]
-    pub compliance_poll_ms: u64,
-    /// The bearer token `/metrics` and the detail of `/readyz` require
-    /// (at least 32 visible ASCII characters, e.g. `openssl rand -hex 32`).
-    /// Without it `/metrics` answers 401 and `/readyz` only whether it is
-    /// ready. Prefer the environment variable: arguments show in `ps`.
-    #[arg(long, value_name = "TOKEN", env = "CUSTODY_INDEXER_OPERATOR_TOKEN", hide_env_values = true, value_parser = OperatorTokenParser)]
-    pub operator_token: Option<OperatorToken>,
-    /// The platform's receiving bank, shown in every mint instruction: a
-    /// JSON file holding a Bank account details object. Without it,
-    /// `production` refuses mint instructions (`503`) and `sandbox` shows
-    /// its fixed sandbox bank.
-    #[arg(long, value_name = "FILE", env = crate::issuance::receiving::RECEIVING_BANK_ENV)]
-    pub receiving_bank: Option<std::path::PathBuf>,
-    #[command(flatten)]
-    pub pricing: conversions::Pricing,
-}
-
-/// Parses `--operator-token` without ever echoing the value: clap's own
-/// error for a refused value quotes it, and this one is a secret.
-#[derive(Clone)]
-struct OperatorTokenParser;
-
-impl clap::builder::TypedValueParser for OperatorTokenParser {
-    type Value = OperatorToken;
-
-    fn parse_ref(
-        &self,
-        _: &clap::Command,
-        arg: Option<&clap::Arg>,
-        value: &std::ffi::OsStr,
-    ) -> Result<OperatorToken, clap::Error> {
-        let name = arg.map_or_else(|| "--operator-token".to_string(), ToString::to_string);
-        let refused = |error: WeakToken| {
-            clap::Error::raw(clap::error::ErrorKind::ValueValidation, format!("invalid {name}: {error}\n"))
-        };
-        OperatorToken::parse(value.to_str().ok_or(WeakToken).map_err(refused)?).map_err(refused)
-    }
-}
-
-/// What each organization may hold through the API; reaching a limit
-/// answers `409 ORGANIZATION_LIMIT_REACHED`. Operators' commands are not
-/// limited, except API keys (50 active per organization, always).
-#[derive(Debug, Clone, Args)]
-pub struct OrgLimits {
-    /// Accounts per organization (CLOSED ones do not count).
-    #[arg(long, value_name = "N", env = "CUSTODY_INDEXER_ORG_MAX_ACCOUNTS", default_value_t = OrganizationLimits::DEFAULT_ACCOUNTS)]
-    pub org_max_accounts: u32,
-    /// Identities per organization (REJECTED and TERMINATED ones do not count).
-    #[arg(long, value_name = "N", env = "CUSTODY_INDEXER_ORG_MAX_IDENTITIES", default_value_t = OrganizationLimits::DEFAULT_IDENTITIES)]
-    pub org_max_identities: u32,
-    /// Webhooks per organization (deleted ones do not count).
-    #[arg(long, value_name = "N", env = "CUSTODY_INDEXER_ORG_MAX_WEBHOOKS", default_value_t = OrganizationLimits::DEFAULT_WEBHOOKS)]
-    pub org_max_webhooks: u32,
-}
-
-impl OrgLimits {
-    pub(crate) fn limits(&self) -> OrganizationLimits {
-        OrganizationLimits {
-            accounts: self.org_max_accounts,
-            identities: self.org_max_identities,
-            webhooks: self.org_max_webhooks,
-        }
-    }
-}
-
-/// Each organization's sponsored-gas credit.
-#[derive(Debug, Clone, Args)]
-pub struct GasCredit {
-    /// USD of network fees the platform pays for each organization before
-    /// billing it.
-    #[arg(long = "gas-credit-usd", value_name = "USD", env = "CUSTODY_INDEXER_GAS_CREDIT_USD", default_value = "100", value_parser = parse_usd)]
-    pub usd_micros: i64,
-}
-
-fn parse_usd(text: &str) -> Result<i64, String> {
-    let amount = crate::amount::Amount::parse(text, crate::store::USD_DECIMALS).map_err(|e| e.to_string())?;
-    i64::try_from(amount.raw()).map_err(|_| format!("{text} USD is too large"))
-}
-
-impl ApiOptions {
-    fn rate_limit(&self) -> RateLimit {
-        RateLimit { per_second: self.rate_limit, burst: self.rate_limit_burst }
-    }
-
-    /// The receiving bank of `--receiving-bank`, checked.
-    fn receiving_bank(&self) -> anyhow::Result<Option<serde_json::Value>> {
-        let Some(path) = &self.receiving_bank else { return Ok(None) };
-        crate::issuance::receiving::load(path).map(Some).map_err(|e| anyhow::anyhow!("--receiving-bank: {e}"))
-    }
-
-    fn compliance(&self) -> crate::identity::provider::Options {
-        crate::identity::provider::Options {
-            poll: std::time::Duration::from_millis(self.compliance_poll_ms.max(10)),
-            idv_expiry: std::time::Duration::from_secs(self.idv_expiry_secs),
-            ..Default::default()
-        }
-    }
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
     Text,
@@ -204,11 +81,11 @@ pub enum Command {
         #[command(flatten)]
         api: ApiOptions,
         #[command(flatten)]
-        delivery: webhooks::DeliveryOptions,
+        delivery: DeliveryOptions,
         #[command(flatten)]
-        events: events::EventOptions,
+        events: EventOptions,
         #[command(flatten)]
-        instance: instance::InstanceOptions,
+        instance: InstanceOptions,
     },
     /// The whole platform offline, in one command: local EVM and Solana
     /// nodes, USDC issued by the platform on each, a seeded organization,
@@ -318,7 +195,7 @@ pub enum AccountsCommand {
     /// Create an account whose keys the service holds: a SEGREGATED account
     /// gets its own EVM and Solana addresses derived from the mnemonic; an
     /// OMNIBUS account is the omnibus wallet. It can send transfers.
-    Create(transfers::CreateAccount),
+    Create(admin::CreateAccount),
     /// Register many watch-only accounts from a file: CSV with a header line
     /// (`account_id,identity_id,type,address,chains` and optionally
     /// `organization,from_block,from_time`; chains separated by `;`)
@@ -454,13 +331,13 @@ impl Cli {
             }
             Command::Run { only, chain_files, api, delivery, events, instance } => {
                 let chains = chain_files.load()?;
-                let service = index::Service { chains, only, api, delivery, events, instance };
-                index::run_service(&url, service, index::Launch::from_env()?).await?;
+                let service = service::Service { chains, only, api, delivery, events, instance };
+                service::run_service(&url, service, service::Launch::from_env()?).await?;
             }
             Command::Dev(command) => return crate::dev::execute(command).await,
             Command::Serve { required, chain_files, api } => {
                 let chains = chain_files.load()?;
-                index::serve(&url, chains, required, api).await?;
+                service::serve(&url, chains, required, api).await?;
             }
             Command::Backfill { chain, from, to, address, before, until, chain_files } => {
                 let config = chain_files.load()?.get(chain)?.clone();

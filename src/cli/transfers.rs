@@ -1,16 +1,15 @@
-//! The commands around sending: `wallets list`, `accounts create`,
-//! `gas usage|platform` and `limits create|list`.
+//! The commands around sending: `wallets list`, `gas usage|platform` and
+//! `limits create|list`.
 
-use anyhow::Context;
-use clap::{Args, Subcommand};
+use clap::Subcommand;
 use serde::Serialize;
 
-use super::{ChainFiles, GasCredit};
+use super::ChainFiles;
 use crate::{
-    account::{AccountType, DEFAULT_ORGANIZATION},
+    account::DEFAULT_ORGANIZATION,
     chain::{Chain, Family},
-    keys::{KeyError, KeyRef, MnemonicSigner, Signer, account_addresses},
-    store::{ChainGas, NewAccount, Store},
+    keys::{KeyError, KeyRef, MnemonicSigner, Signer},
+    store::{ChainGas, Store},
 };
 
 #[derive(Debug, Subcommand)]
@@ -25,25 +24,6 @@ pub enum WalletsCommand {
     },
 }
 
-#[derive(Debug, Args)]
-pub struct CreateAccount {
-    #[arg(long, default_value = DEFAULT_ORGANIZATION)]
-    organization: String,
-    /// The account's id (default: a new UUID).
-    #[arg(long)]
-    account_id: Option<String>,
-    #[arg(long)]
-    identity_id: String,
-    /// SEGREGATED (its own keys) or OMNIBUS (the omnibus wallet).
-    #[arg(long = "type")]
-    kind: AccountType,
-    #[command(flatten)]
-    chain_files: ChainFiles,
-    /// Print the Account resource as JSON.
-    #[arg(long)]
-    json: bool,
-}
-
 #[derive(Debug, Subcommand)]
 pub enum GasCommand {
     /// Sponsored network fees per organization: spent, remaining credit and
@@ -53,7 +33,7 @@ pub enum GasCommand {
         #[arg(long)]
         organization: Option<String>,
         #[command(flatten)]
-        credit: GasCredit,
+        credit: crate::service::options::GasCredit,
         #[arg(long)]
         json: bool,
     },
@@ -100,7 +80,7 @@ pub enum LimitsCommand {
 }
 
 /// The signer the environment configures, required here.
-fn signer() -> anyhow::Result<MnemonicSigner> {
+pub(super) fn signer() -> anyhow::Result<MnemonicSigner> {
     MnemonicSigner::from_env()?.ok_or(KeyError::Missing).map_err(Into::into)
 }
 
@@ -146,41 +126,6 @@ pub fn wallets(command: WalletsCommand) -> anyhow::Result<()> {
                 w.chain, w.sponsor, w.omnibus, w.issuer, w.settlement
             );
         }
-    }
-    Ok(())
-}
-
-pub async fn create_account(store: &Store, create: CreateAccount) -> anyhow::Result<()> {
-    let chains = create.chain_files.load()?;
-    let signer = signer()?;
-    let new = NewAccount {
-        watch_from: Default::default(),
-        id: create.account_id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
-        organization: create.organization,
-        identity_id: create.identity_id,
-        request_id: None,
-        kind: create.kind,
-        addresses: Vec::new(),
-    };
-    let account = match create.kind {
-        AccountType::Segregated => {
-            let (account, _) = store
-                .add_keyed_account(new, |index| account_addresses(&signer, &chains, KeyRef::Account(index)))
-                .await?;
-            account
-        }
-        AccountType::Omnibus => {
-            let addresses = account_addresses(&signer, &chains, KeyRef::Omnibus)?;
-            store
-                .add_account(NewAccount { addresses, ..new })
-                .await
-                .context("the omnibus wallet's addresses belong to one account")?
-        }
-    };
-    if create.json {
-        println!("{}", serde_json::to_string_pretty(&account)?);
-    } else {
-        super::admin::print_account(&account);
     }
     Ok(())
 }

@@ -4,14 +4,14 @@
 use std::{io::Read, path::PathBuf, process::ExitCode, time::Duration};
 
 use anyhow::Context;
-use clap::{Args, Subcommand};
+use clap::Subcommand;
 
 use crate::{
     events::{
-        delivery::{DEFAULT_CONCURRENCY, DeliveryConfig, parse_schedule},
         signing::{Secret, verify},
         url::Policy,
     },
+    service::options::one_duration,
     store::{Delivery, Webhook},
 };
 
@@ -75,52 +75,6 @@ pub enum WebhooksCommand {
         #[arg(long)]
         body_file: Option<PathBuf>,
     },
-}
-
-/// How `run` delivers webhooks.
-#[derive(Debug, Clone, Args)]
-pub struct DeliveryOptions {
-    /// Deliveries in flight at once in this process (0: do not deliver).
-    #[arg(long, value_name = "N", env = "CUSTODY_INDEXER_WEBHOOK_CONCURRENCY", default_value_t = DEFAULT_CONCURRENCY)]
-    pub webhook_concurrency: usize,
-    /// Of those, at most this many of one organization, so that one whose
-    /// receiver is slow or down leaves the others their turn (default: a
-    /// quarter of --webhook-concurrency, at least 1).
-    #[arg(long, value_name = "N", env = "CUSTODY_INDEXER_WEBHOOK_ORGANIZATION_CONCURRENCY")]
-    pub webhook_organization_concurrency: Option<usize>,
-    /// How long a receiver has to answer 2xx.
-    #[arg(long, value_name = "DURATION", env = "CUSTODY_INDEXER_WEBHOOK_TIMEOUT", default_value = "15s", value_parser = one_duration)]
-    pub webhook_timeout: Duration,
-    /// The waits between attempts (default: 5s,5m,30m,2h,5h,10h×6, about three days).
-    #[arg(long, value_name = "LIST", env = "CUSTODY_INDEXER_WEBHOOK_RETRY_SCHEDULE")]
-    pub webhook_retry_schedule: Option<String>,
-}
-
-impl DeliveryOptions {
-    pub fn config(&self) -> anyhow::Result<DeliveryConfig> {
-        let mut config = DeliveryConfig {
-            concurrency: self.webhook_concurrency,
-            per_organization: self
-                .webhook_organization_concurrency
-                .unwrap_or(self.webhook_concurrency / 4)
-                .max(1),
-            timeout: self.webhook_timeout,
-            policy: Policy::from_env(),
-            ..DeliveryConfig::default()
-        };
-        if let Some(schedule) = &self.webhook_retry_schedule {
-            config.schedule =
-                parse_schedule(schedule).map_err(anyhow::Error::msg).context("--webhook-retry-schedule")?;
-        }
-        Ok(config)
-    }
-}
-
-pub(super) fn one_duration(text: &str) -> Result<Duration, String> {
-    match parse_schedule(text)?.as_slice() {
-        [one] => Ok(*one),
-        _ => Err(format!("{text:?} is not one duration such as 24h")),
-    }
 }
 
 pub async fn webhooks(url: &str, command: WebhooksCommand) -> anyhow::Result<ExitCode> {

@@ -11,7 +11,8 @@ use anyhow::Context;
 use clap::Args;
 
 use super::{DEFAULT_STATE_DIR, Summary, seed::EVM_CHAIN, state::StateDir};
-use crate::{chain::Chain, conversions::state::Status, issuance::parse_usd, store::Store};
+use crate::amount::Cents;
+use crate::{chain::Chain, conversions::state::Status, store::Store};
 
 /// How long `--follow` waits for a conversion to end.
 pub(super) const WITHIN: Duration = Duration::from_secs(60);
@@ -49,7 +50,7 @@ pub(super) struct Asked {
 impl ConversionArgs {
     pub(super) async fn asked(&self) -> anyhow::Result<Asked> {
         let dev = StateDir::existing(&self.state_dir)?.running()?.summary;
-        let cents = parse_usd(&self.amount).map_err(|e| anyhow::anyhow!("--amount: {e}"))?;
+        let cents = Cents::parse(&self.amount).map_err(|e| anyhow::anyhow!("--amount: {e}"))?.0;
         let account = self.account_id.clone().unwrap_or_else(|| dev.account_id.clone());
         let store = Store::open(&dev.database_url).await?;
         let identity =

@@ -40,16 +40,13 @@ use state::StateDir;
 
 use crate::{
     chain::Chain,
-    cli::{
-        ApiOptions,
-        events::EventOptions,
-        index::{Launch, Service},
-        instance::InstanceOptions,
-        webhooks::DeliveryOptions,
-    },
     environment::Environment,
     events::url::Policy,
     keys::{KeyRef, MnemonicSigner, Signer},
+    service::{
+        Launch, Service,
+        options::{ApiOptions, DeliveryOptions, EventOptions, InstanceOptions},
+    },
 };
 
 /// Where `dev` keeps its state unless told otherwise: in the current directory.
@@ -174,7 +171,7 @@ async fn start(options: DevOptions) -> anyhow::Result<ExitCode> {
     // chain and the store never runs ahead of the chain it keeps.
     // The same listener then stops `run`: a signal between the setup and
     // the service is never lost between two listeners.
-    let shutdown = crate::cli::index::cancel_on_signal()?;
+    let shutdown = crate::service::cancel_on_signal()?;
     let stop = shutdown.clone().cancelled_owned();
     tokio::pin!(stop);
     let nodes = tokio::select! {
@@ -212,7 +209,7 @@ async fn start(options: DevOptions) -> anyhow::Result<ExitCode> {
         }
         print_ready(&summary, &dir, json);
     }));
-    let outcome = crate::cli::index::run_service(&url, service, launch).await;
+    let outcome = crate::service::run_service(&url, service, launch).await;
     state.withdraw();
     for node in nodes {
         node.stop().await;

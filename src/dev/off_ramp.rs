@@ -15,7 +15,7 @@ use super::{
     conversion::{Asked, ConversionArgs, follow},
     wire::post,
 };
-use crate::issuance::format_usd;
+use crate::amount::Cents;
 
 #[derive(Debug, Args)]
 pub struct OffRampArgs {
@@ -40,11 +40,11 @@ pub async fn run(args: OffRampArgs) -> anyhow::Result<ExitCode> {
     let bank = post(&client, &dev, "/v2/issuance/bank-accounts", &bank).await?;
     let bank = bank["id"].as_str().context("no bank account id")?.to_string();
     let request = json!({ "request_id": uuid::Uuid::new_v4().to_string(), "type": "OFF_RAMP",
-        "account_id": account, "payment_instructions_id": bank, "amount": format_usd(cents),
+        "account_id": account, "payment_instructions_id": bank, "amount": Cents(cents).to_string(),
         "source": { "currency": "USDC", "chain": args.conversion.chain.as_str() } });
     let conversion = post(&client, &dev, "/v2/conversions", &request).await?;
     let id = conversion["id"].as_str().context("no conversion id")?.to_string();
-    eprintln!("paying out {} USDC of {account} to bank account {bank}: conversion", format_usd(cents));
+    eprintln!("paying out {} USDC of {account} to bank account {bank}: conversion", Cents(cents));
     println!("{id}");
     let outcome = if args.conversion.follow { follow(&store, &id).await? } else { ExitCode::SUCCESS };
     store.close().await;

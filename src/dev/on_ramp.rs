@@ -17,7 +17,8 @@ use super::{
     conversion::{Asked, ConversionArgs, WITHIN, follow},
     wire::post,
 };
-use crate::{conversions::VirtualAccountStatus, issuance::format_usd};
+use crate::amount::Cents;
+use crate::conversions::VirtualAccountStatus;
 
 pub async fn run(args: ConversionArgs) -> anyhow::Result<ExitCode> {
     let Asked { dev, store, cents, account, identity } = args.asked().await?;
@@ -38,10 +39,10 @@ pub async fn run(args: ConversionArgs) -> anyhow::Result<ExitCode> {
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let wire = json!({ "virtual_account_id": va, "amount": format_usd(cents), "currency": "USD" });
+    let wire = json!({ "virtual_account_id": va, "amount": Cents(cents).to_string(), "currency": "USD" });
     let answer = post(&client, &dev, "/v2/simulation/virtual-account-deposit", &wire).await?;
     let id = answer["conversion_id"].as_str().context("no conversion_id")?.to_string();
-    eprintln!("wired {} USD to virtual account {va} of {account}: conversion", format_usd(cents));
+    eprintln!("wired {} USD to virtual account {va} of {account}: conversion", Cents(cents));
     println!("{id}");
     let outcome = if args.follow { follow(&store, &id).await? } else { ExitCode::SUCCESS };
     store.close().await;

@@ -11,12 +11,8 @@ use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
 use super::Summary;
-use crate::{
-    chain::Chain,
-    issuance::{format_usd, mint::Status, parse_usd},
-    store::Store,
-    transfers::TxRole,
-};
+use crate::amount::Cents;
+use crate::{chain::Chain, issuance::mint::Status, store::Store, transfers::TxRole};
 
 /// How long `dev deposit` waits for the mint's transaction.
 const SENT_WITHIN: Duration = Duration::from_secs(60);
@@ -30,8 +26,9 @@ pub async fn wire(
     symbol: &str,
     amount: &str,
 ) -> anyhow::Result<String> {
-    let cents = parse_usd(amount)
-        .map_err(|e| anyhow::anyhow!("--amount {amount}: {symbol} arrives as dollars wired: {e}"))?;
+    let cents = Cents::parse(amount)
+        .map_err(|e| anyhow::anyhow!("--amount {amount}: {symbol} arrives as dollars wired: {e}"))?
+        .0;
     let store = Store::open(&dev.database_url).await?;
     let identity = store.account(account).await.with_context(|| format!("account {account}"))?.identity_id;
     let client = Client::new();
@@ -40,15 +37,10 @@ pub async fn wire(
         "stablecoin_symbol": symbol, "chain": chain.as_str(), "mint_destination_address_id": account,
     });
     let memo = post(&client, dev, "/v2/issuance/mint-instructions", &instruction).await?["memo_id"].clone();
-    let wire =
-        json!({ "amount": format_usd(cents), "memo_id": memo, "currency": "USD", "payment_rail": "WIRE" });
+    let wire = json!({ "amount": Cents(cents).to_string(), "memo_id": memo, "currency": "USD", "payment_rail": "WIRE" });
     let answer = post(&client, dev, "/v2/simulation/fiat-deposit", &wire).await?;
     let mint = answer["mint_id"].as_str().context("the simulation answered no mint_id")?.to_string();
-    eprintln!(
-        "wired {} USD quoting memo {}: mint {mint}",
-        format_usd(cents),
-        memo.as_str().unwrap_or_default()
-    );
+    eprintln!("wired {} USD quoting memo {}: mint {mint}", Cents(cents), memo.as_str().unwrap_or_default());
     let started = Instant::now();
     let hash = loop {
         if let Some(hash) = sent(&store, &mint).await? {

@@ -22,7 +22,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-pub use crate::account::UnknownValue;
+pub use crate::unknown::UnknownValue;
 pub use lifecycle::{Event, Reason, Refusal, Transition, apply};
 pub use resource::{CheckStatus, IdVerificationCheck, Identity};
 pub use state::{InvalidState, State, Step, account_status};

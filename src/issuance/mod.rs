@@ -23,7 +23,10 @@ mod worker;
 pub use resource::{BankAccount, FIAT_CURRENCY, MINT_UPDATE, Mint, MintInstruction, PAYMENT_RAIL};
 pub use worker::{settle_due, settle_once};
 
-use crate::identity::{Identity, Status};
+use crate::{
+    amount::Cents,
+    identity::{Identity, Status},
+};
 
 /// Why an identity may not start fiat operations now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,7 +71,7 @@ impl Approval {
             .iter()
             .flat_map(|c| c.assets.iter().map(move |a| (c.chain, a)))
             .filter_map(|(chain, a)| {
-                let cap = parse_usd(a.daily_mint_cap.as_deref()?).ok()?;
+                let cap = Cents::parse(a.daily_mint_cap.as_deref()?).ok()?.0;
                 Some(((chain, a.symbol.clone()), cap))
             })
             .collect();
@@ -85,36 +88,6 @@ impl Approval {
     pub fn needed(&self, cap: Option<i64>, today: i64, cents: i64) -> bool {
         self.always || cap.is_some_and(|cap| today.saturating_add(cents) > cap)
     }
-}
-
-/// The largest wire taken, in cents: 10 billion dollars.
-pub const MAX_WIRE_CENTS: i64 = 1_000_000_000_000;
-
-/// A wire's dollars, a positive decimal string with at most 2 decimals
-/// (`250`, `250.5`, `250.00`), in cents.
-pub fn parse_usd(text: &str) -> Result<i64, String> {
-    let invalid =
-        || format!("{text:?} is not a positive amount of dollars with at most 2 decimals, such as 250.00");
-    let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
-    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
-    if whole.is_empty() || !digits(whole) || !digits(fraction) || fraction.len() > 2 || text.ends_with('.') {
-        return Err(invalid());
-    }
-    let whole: i64 = whole.parse().map_err(|_| invalid())?;
-    let fraction: i64 = format!("{fraction:0<2}").parse().map_err(|_| invalid())?;
-    let cents = whole.checked_mul(100).and_then(|c| c.checked_add(fraction)).ok_or_else(invalid)?;
-    match cents {
-        0 => Err(invalid()),
-        c if c > MAX_WIRE_CENTS => {
-            Err(format!("{text} is more than the largest wire taken (10000000000.00)"))
-        }
-        c => Ok(c),
-    }
-}
-
-/// Cents as the API shows dollars: `250.00`.
-pub fn format_usd(cents: i64) -> String {
-    format!("{}.{:02}", cents / 100, cents % 100)
 }
 
 /// The prefix of every `memo_id`.
@@ -201,25 +174,6 @@ mod tests {
         assert_eq!(operator_name(" Ann "), Some("operator:ann".into()));
         assert_eq!(operator_name("ANN"), operator_name("ann"));
         assert_eq!(operator_name("  "), None);
-    }
-
-    #[test]
-    fn dollars_are_exact_cents_with_at_most_two_decimals() {
-        for (text, cents) in
-            [("250", 25_000), ("250.5", 25_050), ("250.00", 25_000), ("0.01", 1), ("007.10", 710)]
-        {
-            assert_eq!(parse_usd(text), Ok(cents), "{text}");
-        }
-        for text in ["0", "0.00", "-1", "1.234", "1e3", " 1", "1 ", "", ".5", "5.", "1,000.00", "+1", "NaN"] {
-            assert!(parse_usd(text).is_err(), "{text:?}");
-        }
-        assert!(parse_usd("10000000000.01").unwrap_err().contains("largest wire"));
-        assert_eq!(parse_usd("10000000000.00"), Ok(MAX_WIRE_CENTS));
-        assert!(parse_usd("99999999999999999999").is_err());
-        for cents in [1, 10, 25_000, 25_050, MAX_WIRE_CENTS] {
-            assert_eq!(parse_usd(&format_usd(cents)), Ok(cents));
-        }
-        assert_eq!(format_usd(25_050), "250.50");
     }
 
     #[test]

@@ -22,7 +22,8 @@
 use alloy::primitives::U256;
 use serde::Serialize;
 
-use super::{format_usd, mint::Status, supply::OnChain};
+use super::{mint::Status, supply::OnChain};
+use crate::amount::Cents;
 use crate::{amount::Amount, chain::Chain};
 
 /// One mint as the books see it.
@@ -153,11 +154,11 @@ pub fn reconcile(
         differences.push(Difference {
             message: format!(
                 "fiat received {} USD is not minted {} + fees {} USD + returned {} USD + in flight {} USD",
-                format_usd(received),
+                Cents(received),
                 major(minted),
-                format_usd(fees),
-                format_usd(returned),
-                format_usd(in_flight)
+                Cents(fees),
+                Cents(returned),
+                Cents(in_flight)
             ),
             mints: unbalanced,
         });
@@ -187,11 +188,11 @@ pub fn reconcile(
     Books {
         chain,
         stablecoin_symbol: symbol.to_string(),
-        fiat_received: format_usd(received),
+        fiat_received: Cents(received).to_string(),
         minted: major(minted),
-        fees: format_usd(fees),
-        fiat_returned: format_usd(returned),
-        fiat_in_flight: format_usd(in_flight),
+        fees: Cents(fees).to_string(),
+        fiat_returned: Cents(returned).to_string(),
+        fiat_in_flight: Cents(in_flight).to_string(),
         being_sent: major(sending),
         supply,
         agrees: differences.is_empty(),

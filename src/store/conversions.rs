@@ -11,6 +11,7 @@ use super::{
     mints::{self, NewMint, NewWire, insert_mint},
     now_micros, parse_column, time,
 };
+use crate::amount::Cents;
 use crate::{
     chain::Chain,
     conversions::{
@@ -18,7 +19,7 @@ use crate::{
         resource::{Destination, RefundDetails, Source, Type},
         state::{Status, Transition, apply, path},
     },
-    issuance::{FIAT_CURRENCY, format_usd, mint::Status as MintStatus, normalize_reference},
+    issuance::{FIAT_CURRENCY, mint::Status as MintStatus, normalize_reference},
 };
 
 /// A wire that arrived at a virtual account.
@@ -226,8 +227,8 @@ async fn wired_account(
     if new.wire.cents - fee_cents <= 0 {
         return Err(StoreError::Invalid(format!(
             "a wire of {} USD does not cover the on-ramp fee of {} USD",
-            format_usd(new.wire.cents),
-            format_usd(fee_cents)
+            Cents(new.wire.cents),
+            Cents(fee_cents)
         )));
     }
     Ok(Wired {
@@ -285,7 +286,7 @@ fn same_wire(
         return Err(StoreError::Conflict(format!("wire reference {} is taken", new.wire.reference)));
     }
     let same_account = found.payment_instructions_id.as_deref() == Some(new.virtual_account_id);
-    if !same_account || found.source.amount != format_usd(new.wire.cents) {
+    if !same_account || found.source.amount != Cents(new.wire.cents).to_string() {
         return Err(StoreError::Conflict(format!(
             "wire {} was recorded for virtual account {} and {} USD (conversion {})",
             new.wire.reference,
@@ -439,12 +440,12 @@ pub(super) fn conversion_from_row(row: &AnyRow) -> Result<Conversion, StoreError
         quote_id: row.try_get("quote_id")?,
         source: Source {
             currency: row.try_get("source_currency")?,
-            amount: format_usd(row.try_get("source_cents")?),
+            amount: Cents(row.try_get("source_cents")?).to_string(),
             chain,
         },
         destination: Destination {
             currency: row.try_get("destination_currency")?,
-            amount: row.try_get::<Option<i64>, _>("destination_cents")?.map(format_usd),
+            amount: row.try_get::<Option<i64>, _>("destination_cents")?.map(|cents| Cents(cents).to_string()),
         },
         exchange_rate: row.try_get("exchange_rate")?,
         created_at: time(row.try_get("created_at")?)?,

@@ -11,10 +11,11 @@ use super::{
     identities::lock_entitlement,
     now_micros, parse_column, time,
 };
+use crate::amount::Cents;
 use crate::{
     chain::Chain,
     issuance::{
-        Approval, FIAT_CURRENCY, MINT_UPDATE, Mint, format_usd, gate_of,
+        Approval, FIAT_CURRENCY, MINT_UPDATE, Mint, gate_of,
         mint::{Event, Failure, Status, Transition, apply},
         normalize_memo, normalize_reference,
         provider::{Outcome, Settlement},
@@ -391,7 +392,7 @@ fn same_wire((found, organization): (Mint, String), wire: &NewWire<'_>) -> Resul
     if wire.organization.is_some_and(|o| o != organization) {
         return Err(StoreError::Conflict(format!("wire reference {} is taken", wire.reference)));
     }
-    if found.memo_id != wire.memo_id || found.amount != format_usd(wire.cents) {
+    if found.memo_id != wire.memo_id || found.amount != Cents(wire.cents).to_string() {
         return Err(StoreError::Conflict(format!(
             "wire {} was recorded for memo_id {} and {} USD (mint {})",
             wire.reference, found.memo_id, found.amount, found.id
@@ -531,7 +532,7 @@ fn mint_from_row(row: &AnyRow) -> Result<Mint, StoreError> {
         mint_instruction_id: row.try_get("instruction_id")?,
         identity_id: row.try_get("identity_id")?,
         memo_id: row.try_get("memo_id")?,
-        amount: format_usd(row.try_get("amount_cents")?),
+        amount: Cents(row.try_get("amount_cents")?).to_string(),
         fiat_currency_symbol: FIAT_CURRENCY,
         stablecoin_symbol: row.try_get("stablecoin_symbol")?,
         chain: parse_column::<Chain>(&row.try_get::<String, _>("chain")?, "mints.chain")?,

@@ -5,6 +5,7 @@
 use sqlx::Row;
 
 use super::{Store, StoreError, now_micros};
+use crate::amount::Cents;
 use crate::{
     chain::Chain,
     conversions::{
@@ -12,7 +13,6 @@ use crate::{
         resource::Type,
         state::Status,
     },
-    issuance::format_usd,
     transfers::resource::{Route, TransferStatus},
 };
 
@@ -45,7 +45,7 @@ impl Store {
                     conversion_id: r.try_get("id")?,
                     organization_id: r.try_get("organization_id")?,
                     waiting_for: if answered { "REFUND" } else { "BANK_ANSWER" },
-                    amount: format_usd(cents),
+                    amount: Cents(cents).to_string(),
                     cents,
                     currency: r.try_get("source_currency")?,
                     chain: r.try_get::<Option<String>, _>("source_chain")?.unwrap_or_default(),

@@ -4,12 +4,10 @@
 use sqlx::{Row, any::AnyRow};
 
 use super::{Store, StoreError, now_micros, time};
-use crate::{
-    conversions::{
-        quote::Rate,
-        resource::{Money, Quote},
-    },
-    issuance::format_usd,
+use crate::amount::Cents;
+use crate::conversions::{
+    quote::Rate,
+    resource::{Money, Quote},
 };
 
 /// A quote to persist; amounts in cents.
@@ -68,7 +66,7 @@ impl Store {
 
 fn quote_from_row(row: &AnyRow) -> Result<Quote, StoreError> {
     let money = |currency: &str, cents: &str| -> Result<Money, StoreError> {
-        Ok(Money { currency: row.try_get(currency)?, amount: format_usd(row.try_get(cents)?) })
+        Ok(Money { currency: row.try_get(currency)?, amount: Cents(row.try_get(cents)?).to_string() })
     };
     Ok(Quote {
         id: row.try_get("id")?,

@@ -1,20 +1,8 @@
-//! What makes one `run` process an instance among others: its worker leases
-//! (PostgreSQL, any number of instances) or the store's lock file (SQLite,
-//! one instance).
+//! The SQLite store's lock file: one `run` per SQLite store.
 
-use std::{fs::File, time::Duration};
+use std::fs::File;
 
 use anyhow::{Context, bail};
-use clap::Args;
-
-#[derive(Debug, Clone, Args)]
-pub struct InstanceOptions {
-    /// How long a chain's watcher or sender lease lasts unrenewed: the
-    /// instance holding it renews it every third of this; another takes the
-    /// chain over within this (plus a third) after the holder dies.
-    #[arg(long, value_name = "DURATION", env = "CUSTODY_INDEXER_WORKER_LEASE", default_value = "15s", value_parser = super::webhooks::one_duration)]
-    pub worker_lease: Duration,
-}
 
 /// For a SQLite store, an exclusive lock on the file `<database>.lock`
 /// beside it, held (the returned file kept open) while `run` runs: SQLite

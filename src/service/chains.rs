@@ -1,0 +1,201 @@
+//! A chain's workers under `run`: its sender, and its watcher, connected
+//! (retried while no RPC URL answers), followed with the gap scans of late
+//! registrations beside it, and stopped alone when it cannot continue.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, error, info_span, warn};
+
+use crate::{
+    chain::{Chain, Family},
+    config::{ChainConfig, Strategy},
+    coverage::{self, History},
+    evm::{EvmSender, EvmWatcher},
+    keys::Signer,
+    lease::Leases,
+    redact::redact_urls,
+    solana::{SolanaSender, SolanaWatcher},
+    store::{Store, StoreError, WorkerKind},
+    transfers::run_sender,
+    watcher::WatchError,
+};
+
+/// Follows a chain until `stop`, with a store handle fenced by this
+/// instance's watcher lease of the chain. A watcher that cannot continue
+/// stops its chain (see [`stop_chain`]); one refused at its start (an RPC
+/// URL of another chain) fails `run`, a configuration to correct.
+async fn watch(config: ChainConfig, store: Store, stop: CancellationToken) -> anyhow::Result<()> {
+    let chain = config.chain;
+    let outcome = match config.family() {
+        Family::Evm => match connect(config.clone(), store.clone(), &stop, EvmWatcher::connect).await? {
+            Some(watcher) => {
+                let history = EvmWatcher::history(config, store.clone());
+                with_gaps(watcher.run(stop.clone()), Some(history), &stop).await
+            }
+            None => Ok(()),
+        },
+        Family::Solana => {
+            match connect(config.clone(), store.clone(), &stop, SolanaWatcher::connect).await? {
+                Some(watcher) => {
+                    // The signatures strategy reads each address's whole history
+                    // on first sight: it has no gaps.
+                    let history = (config.strategy == Strategy::Blocks)
+                        .then(|| SolanaWatcher::history(config, store.clone()));
+                    with_gaps(watcher.run(stop.clone()), history, &stop).await
+                }
+                None => Ok(()),
+            }
+        }
+    };
+    if let Err(error) = outcome {
+        stop_chain(&store, chain, error).await;
+    }
+    Ok(())
+}
+
+/// Stops `chain` alone: records the stop under the watcher's lease, so that
+/// no instance (nor this one restarted) runs the chain's watcher until an
+/// operator runs `chains resume`, while the other chains, the senders and
+/// the API keep running. A holder that lost its lease stops nothing; a stop
+/// the store refuses is not final, and the watcher runs (and stops) again.
+async fn stop_chain(store: &Store, chain: Chain, error: WatchError) {
+    let kind = error.kind();
+    let reason = redact_urls(&format!("{:#}", anyhow::Error::from(error)));
+    let instance = store.fence().map_or("", |fence| fence.owner.as_str());
+    match store.stop_chain(chain, kind, &reason, instance).await {
+        Ok(()) => error!(
+            %chain, kind, %reason,
+            "the watcher cannot continue: chain STOPPED on every instance until `custody-indexer chains resume {chain}`; \
+             the other chains, the senders and the API keep running"
+        ),
+        Err(StoreError::Conflict(lost)) => {
+            warn!(%chain, kind, %reason, %lost, "the watcher cannot continue, but its lease was lost: the new holder decides")
+        }
+        Err(failure) => error!(
+            %chain, kind, %reason, error = format!("{:#}", anyhow::Error::from(failure)),
+            "the watcher cannot continue, and the store refused its stop; running it again"
+        ),
+    }
+}
+
+/// Follows a chain while the gaps of late-registered addresses are scanned
+/// beside it; the gap scan stops with the watcher.
+async fn with_gaps<H: History + 'static>(
+    follow: impl Future<Output = Result<(), WatchError>>,
+    history: Option<H>,
+    shutdown: &CancellationToken,
+) -> Result<(), WatchError> {
+    let stop = shutdown.child_token();
+    let gaps = history.map(|history| tokio::spawn(coverage::fill_gaps(history, stop.clone())));
+    let outcome = follow.await;
+    stop.cancel();
+    if let Some(gaps) = gaps {
+        let _ = gaps.await;
+    }
+    outcome
+}
+
+/// Connects a watcher, retrying while no RPC URL answers; `None` on shutdown.
+async fn connect<W, F>(
+    config: ChainConfig,
+    store: Store,
+    shutdown: &CancellationToken,
+    connect: impl Fn(ChainConfig, Store) -> F,
+) -> anyhow::Result<Option<W>>
+where
+    F: std::future::Future<Output = Result<W, WatchError>>,
+{
+    let chain = config.chain;
+    let mut delay = std::time::Duration::from_secs(1);
+    loop {
+        match connect(config.clone(), store.clone()).await {
+            Ok(watcher) => return Ok(Some(watcher)),
+            Err(error) if error.is_retryable() => {
+                warn!(%chain, %error, retry_in_s = delay.as_secs(), "cannot start the watcher yet");
+                if let Err(e) = store.record_failure(chain, error.kind(), &error.to_string()).await {
+                    warn!(%chain, error = %e, "cannot record the watcher's health");
+                }
+            }
+            Err(error) => {
+                // Recorded for `health` (another process) before `run` stops.
+                if let Err(e) = store.record_failure(chain, error.kind(), &error.to_string()).await {
+                    warn!(%chain, error = %e, "cannot record the watcher's health");
+                }
+                return Err(error.into());
+            }
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return Ok(None),
+            _ = tokio::time::sleep(delay) => {}
+        }
+        delay = (delay * 2).min(std::time::Duration::from_secs(60));
+    }
+}
+
+/// Where a chain's workers run: the store, this instance's leases, and the
+/// token that stops them.
+type Within<'a> = (&'a Store, &'a Leases, &'a CancellationToken);
+
+/// A sender per chain, each while this instance holds the chain's sender
+/// lease, its store fenced by the lease.
+pub(super) fn spawn_senders(
+    tasks: &mut JoinSet<anyhow::Result<()>>,
+    selected: &[ChainConfig],
+    signer: &Arc<dyn Signer>,
+    (store, leases, shutdown): Within<'_>,
+) {
+    for config in selected {
+        let (signer, store, shutdown, leases) =
+            (signer.clone(), store.clone(), shutdown.clone(), leases.clone());
+        let span = info_span!("sender", chain = %config.chain);
+        let config = config.clone();
+        let chain = config.chain;
+        tasks.spawn(
+            async move {
+                let send = |fence, stop| {
+                    let (config, store, signer) = (config.clone(), store.clone(), signer.clone());
+                    async move {
+                        match config.family() {
+                            Family::Evm => {
+                                run_sender(EvmSender::new(config, store.fenced(fence), signer), stop).await
+                            }
+                            Family::Solana => {
+                                run_sender(SolanaSender::new(config, store.fenced(fence), signer), stop).await
+                            }
+                        }
+                        Ok::<(), anyhow::Error>(())
+                    }
+                };
+                leases.hold(WorkerKind::Sender, chain, &shutdown, send).await
+            }
+            .instrument(span),
+        );
+    }
+}
+
+/// A watcher per chain, each while this instance holds the chain's watcher
+/// lease, its store fenced by the lease.
+pub(super) fn spawn_watchers(
+    tasks: &mut JoinSet<anyhow::Result<()>>,
+    selected: Vec<ChainConfig>,
+    (store, leases, shutdown): Within<'_>,
+) {
+    for config in selected {
+        let (store, shutdown, leases) = (store.clone(), shutdown.clone(), leases.clone());
+        let span = info_span!("chain", chain = %config.chain);
+        let chain = config.chain;
+        tasks.spawn(
+            async move {
+                let watch = |fence, stop| watch(config.clone(), store.fenced(fence), stop);
+                leases
+                    .hold(WorkerKind::Watcher, chain, &shutdown, watch)
+                    .await
+                    .with_context(|| format!("{chain} watcher stopped"))
+            }
+            .instrument(span),
+        );
+    }
+}

@@ -1,0 +1,286 @@
+//! The composition root: what `run` starts (the API, webhook delivery, the
+//! outbox's sinks, a sender and a watcher per chain, each under this
+//! instance's leases) and what `serve` starts (the API alone). The command
+//! line and `dev` call it with their options; nothing else starts workers.
+
+mod chains;
+pub mod instance;
+pub mod options;
+pub mod outbox;
+mod signals;
+
+use std::{net::SocketAddr, sync::Arc};
+
+use anyhow::{Context, bail};
+use tokio_util::sync::CancellationToken;
+use tracing::{error, info};
+
+pub use self::signals::cancel_on_signal;
+use self::{
+    options::{ApiOptions, DeliveryOptions, EventOptions, InstanceOptions},
+    signals::until_signal,
+};
+use crate::{
+    api::{self, ApiState},
+    chain::Chain,
+    config::{ChainConfig, Chains},
+    environment::{Configured, Environment},
+    events::{self, delivery::DeliveryConfig, url::Policy},
+    keys::{MNEMONIC_ENV, MNEMONIC_FILE_ENV, MnemonicSigner, Signer},
+    lease::Leases,
+    pii,
+    store::Store,
+    telemetry,
+};
+
+/// What `run` runs: the chains to follow and how to serve and deliver.
+pub struct Service {
+    pub chains: Chains,
+    /// Only these chains (empty: every one).
+    pub only: Vec<Chain>,
+    pub api: ApiOptions,
+    pub delivery: DeliveryOptions,
+    pub events: EventOptions,
+    pub instance: InstanceOptions,
+}
+
+/// `run`: watchers, senders, webhook delivery and the API on the store at
+/// `url` until SIGINT or SIGTERM. `dev` runs it too, with its own launch.
+pub async fn run_service(url: &str, service: Service, launch: Launch) -> anyhow::Result<()> {
+    let Service { chains, only, api, delivery, events, instance } = service;
+    // Listening from the first moment: a signal while the store opens or
+    // migrates stops `run` cleanly instead of killing it.
+    let shutdown = match launch.shutdown.clone() {
+        Some(shutdown) => shutdown,
+        None => cancel_on_signal()?,
+    };
+    let lock = instance::sqlite_lock(url)?;
+    let opening = async {
+        let store = Store::open(url).await?;
+        // Renewals on connections of their own, never queued behind API work.
+        let apart = store.apart(2).await?;
+        Ok::<_, anyhow::Error>((store, apart))
+    };
+    let Some((store, apart)) = until_signal(opening, &shutdown).await? else {
+        return Ok(());
+    };
+    let leases = Leases::new(apart, instance.worker_lease, lock.is_some());
+    let outbox = Outbox { delivery: delivery.config()?, events };
+    run(Opened { store, leases, shutdown }, chains, only, api, outbox, launch).await?;
+    drop(lock);
+    Ok(())
+}
+
+/// What `run` starts with besides its options: its keys, the webhook URL
+/// policy, and whom to tell the API's address once it listens. `run`
+/// takes them from the environment; `dev` gives its own.
+pub struct Launch {
+    pub signer: Option<Arc<dyn Signer>>,
+    pub pii: Option<pii::Key>,
+    pub webhook_policy: Policy,
+    pub on_listen: Option<Box<dyn FnOnce(SocketAddr) + Send>>,
+    /// Cancelled by the first signal, when the caller already listens for
+    /// them ([`cancel_on_signal`]); `None`: `run_service` starts listening.
+    /// A signal that came before `run_service` then stops it at once
+    /// instead of being lost between two listeners.
+    pub shutdown: Option<CancellationToken>,
+}
+
+impl Launch {
+    /// The keys and the policy the environment configures.
+    pub fn from_env() -> anyhow::Result<Self> {
+        Ok(Self {
+            signer: signer()?,
+            pii: pii::Key::from_env()?,
+            webhook_policy: Policy::from_env(),
+            on_listen: None,
+            shutdown: None,
+        })
+    }
+}
+
+/// Where `run` sends the outbox's events: webhooks, and the sinks.
+pub struct Outbox {
+    pub delivery: DeliveryConfig,
+    pub events: EventOptions,
+}
+
+/// What `run` works in: its store, its instance's leases, and the token
+/// a signal cancels.
+struct Opened {
+    store: Store,
+    leases: Leases,
+    shutdown: CancellationToken,
+}
+
+async fn run(
+    opened: Opened,
+    chains: Chains,
+    only: Vec<Chain>,
+    api: ApiOptions,
+    outbox: Outbox,
+    launch: Launch,
+) -> anyhow::Result<()> {
+    let Opened { store, leases, shutdown } = opened;
+    let Outbox { mut delivery, events: sinks } = outbox;
+    let selected: Vec<ChainConfig> = if only.is_empty() {
+        chains.iter().cloned().collect()
+    } else {
+        only.iter().map(|c| chains.get(*c).cloned()).collect::<Result<_, _>>()?
+    };
+    if selected.is_empty() {
+        bail!("no chain to index");
+    }
+    let (store, environment, followed) = start(store, api.environment, launch.pii, (&chains, &only)).await?;
+    let selected: Vec<ChainConfig> = selected.into_iter().filter(|c| followed.contains(&c.chain)).collect();
+    if selected.is_empty() {
+        bail!("no chain to index: a sandbox follows test chains only, and none is configured");
+    }
+    crate::issuance::decimals::verify_at_start(&selected).await?;
+    telemetry::prometheus();
+    let listener = api::bind(api.listen).await?;
+    let required = selected.iter().map(|c| c.chain).collect();
+    let signer = launch.signer;
+    let webhook_policy = launch.webhook_policy.within(environment);
+    let state = api_state(&store, chains, required, &api, signer.clone(), environment)?
+        .with_webhook_policy(webhook_policy);
+    delivery.policy = webhook_policy;
+    if let Some(on_listen) = launch.on_listen {
+        on_listen(listener.local_addr()?);
+    }
+
+    let mut tasks = tokio::task::JoinSet::new();
+    let server = shutdown.clone();
+    tasks.spawn(async move { api::serve(listener, state, server).await.context("the HTTP API stopped") });
+    if delivery.concurrency > 0 {
+        let (store, shutdown) = (store.clone(), shutdown.clone());
+        tasks.spawn(async move {
+            events::delivery::run(store, delivery, shutdown).await;
+            Ok(())
+        });
+    }
+    outbox::spawn(&mut tasks, &store, sinks, leases.owner(), &shutdown);
+    if let Some(signer) = signer {
+        chains::spawn_senders(&mut tasks, &selected, &signer, (&store, &leases, &shutdown));
+    }
+    chains::spawn_watchers(&mut tasks, selected, (&store, &leases, &shutdown));
+    let mut failure = None;
+    while let Some(joined) = tasks.join_next().await {
+        let result = joined.map_err(anyhow::Error::from).and_then(|r| r);
+        if let Err(error) = result {
+            error!(error = format!("{error:#}"), "stopping every watcher");
+            shutdown.cancel();
+            failure.get_or_insert(error);
+        }
+    }
+    store.close().await;
+    match failure {
+        Some(error) => Err(error),
+        None => {
+            info!("stopped cleanly");
+            Ok(())
+        }
+    }
+}
+
+pub async fn serve(url: &str, chains: Chains, required: Vec<Chain>, api: ApiOptions) -> anyhow::Result<()> {
+    let shutdown = cancel_on_signal()?;
+    for chain in &required {
+        chains.get(*chain)?;
+    }
+    let Some(store) = until_signal(async { Ok(Store::open(url).await?) }, &shutdown).await? else {
+        return Ok(());
+    };
+    let (store, environment, _) =
+        start(store, api.environment, pii::Key::from_env()?, (&chains, &[])).await?;
+    crate::issuance::decimals::verify_at_start(chains.iter()).await?;
+    telemetry::prometheus();
+    let listener = api::bind(api.listen).await?;
+    let state = api_state(&store, chains, required, &api, signer()?, environment)?
+        .with_webhook_policy(Policy::from_env().within(environment));
+    api::serve(listener, state, shutdown).await.context("the HTTP API stopped")?;
+    store.close().await;
+    info!("stopped cleanly");
+    Ok(())
+}
+
+/// The chains `run` follows in `environment`, of those `only` names (all
+/// when empty); refuses a sandbox that could move real money (see
+/// [`crate::environment::chains_to_follow`]).
+fn followed(chains: &Chains, only: &[Chain], environment: Environment) -> anyhow::Result<Vec<Chain>> {
+    let configured: Vec<Configured<'_>> = chains
+        .iter()
+        .map(|c| Configured {
+            chain: c.chain,
+            source: &c.source,
+            mainnet: c.chain.is_mainnet() || Chain::mainnet_network(c.chain_id, c.genesis_hash.as_deref()),
+            issued: c.assets.iter().filter(|a| a.issued).map(|a| a.symbol.as_str()).collect(),
+        })
+        .collect();
+    Ok(crate::environment::chains_to_follow(environment, &configured, only)?)
+}
+
+/// What `run` and `serve` serve the API with.
+fn api_state(
+    store: &Store,
+    chains: Chains,
+    required: Vec<Chain>,
+    api: &ApiOptions,
+    signer: Option<Arc<dyn Signer>>,
+    environment: Environment,
+) -> anyhow::Result<ApiState> {
+    if environment == Environment::Sandbox && api.receiving_bank.is_some() {
+        anyhow::bail!(
+            "--receiving-bank is for production: a sandbox shows its own sandbox bank, never real wiring \
+             instructions"
+        );
+    }
+    // A sandbox's API takes nothing on a chain it does not follow.
+    let chains = match environment {
+        Environment::Sandbox => chains.only(&followed(&chains, &[], environment)?),
+        Environment::Production => chains,
+    };
+    Ok(ApiState::new(store.clone(), chains, required, api.rate_limit())
+        .with_transfers(signer, api.gas.usd_micros)
+        .with_compliance(environment, api.compliance())
+        .with_receiving_bank(api.receiving_bank()?)
+        .with_conversions(api.pricing.settings())
+        .with_limits(api.limits.limits())
+        .with_operator_token(api.operator_token.clone()))
+}
+
+/// The environment this process runs in, `requested` or the store's
+/// (see [`crate::environment::on_start`]), with the store unlocked for
+/// personal data by `given` or the key that environment takes (see
+/// [`pii::key_source`]); stamps a store that has none. Production without
+/// `CUSTODY_INDEXER_PII_KEY`, and a sandbox whose `chains` could move real
+/// money, are refused before the store is stamped. Also returns the chains
+/// followed of those named (see [`followed`]).
+async fn start(
+    store: Store,
+    requested: Option<Environment>,
+    given: Option<pii::Key>,
+    (chains, only): (&Chains, &[Chain]),
+) -> anyhow::Result<(Store, Environment, Vec<Chain>)> {
+    let stored = store.environment().await?;
+    let decisions = stored.is_none() && store.holds_sandbox_decisions().await?;
+    let chosen = crate::environment::on_start(stored, requested, decisions)?;
+    let followed = followed(chains, only, chosen)?;
+    let source = pii::key_source(chosen, given)?;
+    let stamped = store.stamp_environment(chosen).await?;
+    // Another process stamped the store meanwhile: judged against its stamp.
+    let environment = crate::environment::on_start(Some(stamped), Some(chosen), false)?;
+    let store = store.unlock_pii(source).await?;
+    info!(%environment, "environment");
+    Ok((store, environment, followed))
+}
+
+/// The signing keys the environment configures; without them transfers are
+/// refused and nothing is sent.
+fn signer() -> anyhow::Result<Option<Arc<dyn Signer>>> {
+    let signer = MnemonicSigner::from_env()?;
+    if signer.is_none() {
+        info!("no signing keys ({MNEMONIC_ENV} or {MNEMONIC_FILE_ENV}): transfers are disabled");
+    }
+    Ok(signer.map(|s| Arc::new(s) as Arc<dyn Signer>))
+}
