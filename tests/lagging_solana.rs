@@ -444,3 +444,62 @@ async fn seventeen_wallets_through_a_backend_a_minute_behind_are_read_whole_by_r
     let own: Vec<Row> = expected.iter().filter(|row| row.1 == "w00").cloned().collect();
     assert_exact(&rows(&env.store().await, SOLANA).await, &own, "the command's store");
 }
+
+/// An address with history on both sides of a backend far behind: every
+/// restart of the signatures watcher reads on from the address's cursor,
+/// never from a node that does not know the cursor's signature (Agave lists
+/// such a node's whole history instead). Checked against 1b7ffbe: a
+/// restart whose first `getSlot` reached the backend behind took its slot
+/// as the freshest, and that backend, not knowing the cursor, answered the
+/// address's older history: the cursor moved back to it and every
+/// signature was read again.
+#[tokio::test]
+async fn a_restarted_signatures_watcher_never_reads_from_before_its_cursor() {
+    let node = SolanaNode::start().await;
+    let outsider = node.funded(100 * SOL).await;
+    let alice = Keypair::new().pubkey();
+    let mut expected = Vec::new();
+    let mut deposit = |signature: String, tenths: u64| {
+        expected.push((signature, "alice".to_string(), "SOL".to_string(), format!("0.{tenths}")));
+    };
+    for tenths in 1..=3 {
+        deposit(
+            node.send(&[transfer_sol(&outsider.pubkey(), &alice, tenths * SOL / 10)], &outsider, &[]).await,
+            tenths,
+        );
+    }
+    // The backend behind knows these three, not what follows.
+    let now = node.slot(CommitmentConfig::confirmed()).await;
+    let warp = RpcRequest::Custom { method: "surfnet_timeTravel" };
+    let _: Value = node.rpc.send(warp, json!([{ "absoluteSlot": now + 2 * FAR }])).await.unwrap();
+    let rpc = lagging::start(node.url.clone(), Family::Solana, FAR).await;
+    for tenths in 4..=5 {
+        deposit(
+            node.send(&[transfer_sol(&outsider.pubkey(), &alice, tenths * SOL / 10)], &outsider, &[]).await,
+            tenths,
+        );
+    }
+    expected.sort();
+
+    let db = TestDb::new(Backend::Sqlite).await;
+    add_wallet(&db.store, "alice", &alice).await;
+    let config = solana_config(&node, &rpc.url, "signatures", node.first_slot);
+    let mut watcher = SolanaWatcher::connect(config.clone(), db.store.clone()).await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while rows(&db.store, SOLANA).await.len() < expected.len() && tokio::time::Instant::now() < deadline {
+        let _ = watcher.tick().await;
+    }
+    assert_exact(&rows(&db.store, SOLANA).await, &expected, "first run");
+    let (cursor, _) = db.store.address_cursor(SOLANA, &alice.to_string()).await.unwrap().unwrap();
+    assert_eq!(cursor, expected.iter().find(|r| r.3 == "0.5").unwrap().0, "the cursor is the newest deposit");
+
+    // Restarts: each a new process's watcher, one step each. Each first
+    // look at the slot has even odds of reaching the backend behind.
+    for restart in 0..20 {
+        let mut watcher = SolanaWatcher::connect(config.clone(), db.store.clone()).await.unwrap();
+        let _ = watcher.tick().await;
+        let (now, _) = db.store.address_cursor(SOLANA, &alice.to_string()).await.unwrap().unwrap();
+        assert_eq!(now, cursor, "restart {restart}: the cursor moved back");
+    }
+    assert_exact(&rows(&db.store, SOLANA).await, &expected, "after the restarts");
+}

@@ -16,7 +16,9 @@
 //!   height at the asked commitment (`getBlocksWithLimit` too);
 //!   `-32004 Block not available` from
 //!   `getBlock` above it; `getSignaturesForAddress` without newer
-//!   signatures; `getTransaction` `null` for transactions above it; and,
+//!   signatures (an empty page below a `before` it does not know, no lower
+//!   bound above an `until` it does not know, as Agave answers);
+//!   `getTransaction` `null` for transactions above it; and,
 //!   as Agave does, `-32016 Minimum context slot has not been reached` for
 //!   a request whose `minContextSlot` is above its slot.
 //!
@@ -310,13 +312,7 @@ impl Proxy {
                 }
                 answer
             }
-            "getSignaturesForAddress" => {
-                let mut answer = self.forward(call).await;
-                if let Some(list) = answer["result"].as_array_mut() {
-                    list.retain(|s| s["slot"].as_u64().is_some_and(|slot| slot <= height));
-                }
-                answer
-            }
+            "getSignaturesForAddress" => self.signatures_stale(call, height).await,
             "getTransaction" => {
                 let mut answer = self.forward(call).await;
                 if answer["result"]["slot"].as_u64().is_some_and(|slot| slot > height) {
@@ -326,6 +322,33 @@ impl Proxy {
             }
             _ => self.forward(call).await,
         }
+    }
+
+    /// `getSignaturesForAddress` from a node at `height`, as Agave answers
+    /// for signatures it does not know: an empty page below an unknown
+    /// `before`, and the history with no lower bound above an unknown
+    /// `until`.
+    async fn signatures_stale(&self, call: &Value, height: u64) -> Value {
+        let mut call = call.clone();
+        let config = &call["params"][1];
+        if self.slot_of(&config["before"]).await.is_some_and(|slot| slot > height) {
+            return reply(&call, json!([]));
+        }
+        if self.slot_of(&config["until"]).await.is_some_and(|slot| slot > height) {
+            call["params"][1].as_object_mut().expect("a config").remove("until");
+        }
+        let mut answer = self.forward(&call).await;
+        if let Some(list) = answer["result"].as_array_mut() {
+            list.retain(|s| s["slot"].as_u64().is_some_and(|slot| slot <= height));
+        }
+        answer
+    }
+
+    /// The slot of a signature (a JSON string), as the real node knows it.
+    async fn slot_of(&self, signature: &Value) -> Option<u64> {
+        let signature = signature.as_str()?;
+        let params = json!([[signature], {"searchTransactionHistory": true}]);
+        self.result("getSignatureStatuses", params).await["value"][0]["slot"].as_u64()
     }
 
     /// `getBlocks` as Agave answers it: `end` clamped to the node's height at
