@@ -110,7 +110,9 @@ impl Cents {
 
 impl std::fmt::Display for Cents {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}.{:02}", self.0 / 100, self.0 % 100)
+        let sign = if self.0 < 0 { "-" } else { "" };
+        let cents = self.0.unsigned_abs();
+        write!(f, "{sign}{}.{:02}", cents / 100, cents % 100)
     }
 }
 
@@ -166,6 +168,9 @@ mod tests {
             assert_eq!(Cents::parse(&Cents(cents).to_string()), Ok(Cents(cents)));
         }
         assert_eq!(Cents(25_050).to_string(), "250.50");
+        // A difference (a reconciliation's, say) may be negative.
+        assert_eq!(Cents(-150).to_string(), "-1.50");
+        assert_eq!(Cents(-5).to_string(), "-0.05");
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! The outbox's sinks and retention: `run`'s `--nats-url` and
-//! `--event-retention`, and `custody-indexer events …` for operators.
+//! `custody-indexer events …`: the outbox's sinks and its purge, for
+//! operators (`run`'s `--nats-url` and `--event-retention` are in
+//! [`crate::service::options`]).
 
 use std::time::Duration;
 

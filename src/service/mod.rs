@@ -1,7 +1,8 @@
-//! The composition root: what `run` starts (the API, webhook delivery, the
-//! outbox's sinks, a sender and a watcher per chain, each under this
-//! instance's leases) and what `serve` starts (the API alone). The command
-//! line and `dev` call it with their options; nothing else starts workers.
+//! The composition root: what `run` starts (the API with its own background
+//! tasks, webhook delivery, the outbox's sinks, a watcher per chain and,
+//! with signing keys, a sender per chain, each under this instance's
+//! leases) and what `serve` starts (the API alone). The command line and
+//! `dev` call it with their options.
 
 mod chains;
 pub mod instance;
@@ -45,7 +46,8 @@ pub struct Service {
 }
 
 /// `run`: watchers, senders, webhook delivery and the API on the store at
-/// `url` until SIGINT or SIGTERM. `dev` runs it too, with its own launch.
+/// `url` until SIGINT, SIGTERM or SIGHUP. `dev` runs it too, with its own
+/// launch.
 pub async fn run_service(url: &str, service: Service, launch: Launch) -> anyhow::Result<()> {
     let Service { chains, only, api, delivery, events, instance } = service;
     // Listening from the first moment: a signal while the store opens or
