@@ -113,8 +113,9 @@ pub enum SolanaBroadcast {
 pub struct SolanaRpc {
     chain: Chain,
     clients: Vec<RpcClient>,
-    /// The highest slot any `getSlot` answer gave: a backend behind it
-    /// answers `minContextSlot` requests with -32016 instead of less.
+    /// The highest slot seen (`getSlot` answers, signature listings, the
+    /// head a restart recorded): a backend behind it answers
+    /// `minContextSlot` requests with -32016 instead of less.
     freshest: AtomicU64,
 }
 
@@ -133,7 +134,7 @@ impl SolanaRpc {
         Self { chain, clients, freshest: AtomicU64::new(0) }
     }
 
-    /// The highest slot seen in any `getSlot` answer so far.
+    /// The highest slot seen so far (see the field).
     pub fn freshest(&self) -> u64 {
         self.freshest.load(Ordering::Relaxed)
     }
