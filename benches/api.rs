@@ -24,7 +24,7 @@ use custody_indexer::{
     api_key,
     chain::Chain,
     config::Chains,
-    deposit::{Detected, Position},
+    deposits::resource::{Detected, Position},
     store::{CursorMove, NewAccount, ScanCommit, Store},
 };
 use futures::{StreamExt, stream};

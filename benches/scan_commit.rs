@@ -28,7 +28,7 @@ use common::{
 use custody_indexer::{
     account::AccountAddress,
     amount::Amount,
-    deposit::{Detected, Position, TokenTransfer},
+    deposits::resource::{Detected, Position, TokenTransfer},
     store::{CursorMove, NewAccount, ScanCommit},
 };
 

@@ -17,13 +17,13 @@ use custody_indexer::{
     account::AccountAddress,
     chain::Chain,
     config::ChainConfig,
+    deposits::watch::WatchSet,
+    deposits::watcher::Tick,
     solana::{
         SolanaWatcher,
         decode::{self, SolanaAssets, SolanaWatchSet},
     },
     store::{NewAccount, Store},
-    watch::WatchSet,
-    watcher::Tick,
 };
 use futures::{StreamExt, stream};
 use serde_json::{Value, json};

@@ -26,5 +26,5 @@ exec unshare -n -- bash -c '
   cd "$1"
   export SOLANA_NODE_BIN="$2" CUSTODY_INDEXER_FIDELITY=1 TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/test
   source scripts/ensure-postgres.sh
-  cargo test --locked --test solana_watcher --test solana_cli -- --test-threads 1
+  cargo test --locked --test deposits -- --test-threads 1 solana_watcher:: solana_cli::
 ' fidelity "$root" "$validator"

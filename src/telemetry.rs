@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use metrics::{Unit, describe_counter, describe_gauge, gauge};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
-use crate::{config::Chains, deposit::DepositStatus, store::Store, transfers::TransferStatus};
+use crate::{config::Chains, deposits::resource::DepositStatus, store::Store, transfers::TransferStatus};
 
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
 
@@ -71,7 +71,7 @@ fn describe() {
 /// Refreshes the store-backed gauges and renders every metric.
 pub async fn render(store: &Store, chains: &Chains, required: &[crate::chain::Chain]) -> String {
     let handle = prometheus();
-    let report = crate::health::check(store, chains, required).await;
+    let report = crate::deposits::health::check(store, chains, required).await;
     for chain in &report.chains {
         let label = chain.chain.as_str();
         if let Some(head) = chain.head {

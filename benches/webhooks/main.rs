@@ -38,7 +38,7 @@ use common::{
 use custody_indexer::{
     amount::Amount,
     chain::Chain,
-    deposit::{Detected, Position},
+    deposits::resource::{Detected, Position},
     events::{
         delivery::{self, DeliveryConfig},
         nats::{self, NatsConfig},

@@ -290,6 +290,6 @@ pub async fn simulate_virtual_account_deposit(
             settlement: issuance::provider::Sandbox.receive(cents),
         },
     };
-    let conversion = state.store().record_virtual_wire(&new).await?.into_inner();
+    let conversion = crate::conversions::on_ramp::record_wire(state.store(), &new).await?.into_inner();
     Ok(Json(VirtualAccountDepositAnswer { conversion_id: conversion.id }))
 }

@@ -12,7 +12,7 @@ use super::{
     auth::Caller,
     params::{Params, encode_cursor},
 };
-use crate::{deposit::Deposit, store::DepositPage};
+use crate::{deposits::resource::Deposit, store::DepositPage};
 
 const DEFAULT_LIMIT: u32 = 10;
 const MAX_LIMIT: u32 = 25;

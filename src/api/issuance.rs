@@ -26,6 +26,7 @@ use crate::{
     issuance::{
         self, BankAccount, FIAT_CURRENCY, Gate, Mint, MintInstruction, PAYMENT_RAIL, bank,
         provider::{Bank, Sandbox},
+        wires,
     },
     pii::Masked,
     store::{NewMintInstruction, NewWire, WireSource},
@@ -428,13 +429,7 @@ pub async fn simulate_fiat_deposit(
         reason: None,
         settlement: Sandbox.receive(cents),
     };
-    let mint = state.store().record_wire(&wire).await?.into_inner();
-    // Settled at once when the bank is; the issuance worker otherwise (and
-    // when it settled this one first, the wire is no less recorded).
-    match state.store().settle_mint(&mint.id, &state.mint_approval()).await {
-        Ok(_) | Err(crate::store::StoreError::Conflict(_)) => {}
-        Err(error) => return Err(error.into()),
-    }
+    let mint = wires::arrive(state.store(), &wire, &state.mint_approval()).await?;
     Ok(Json(FiatDepositAnswer { mint_id: mint.id }))
 }
 

@@ -17,7 +17,7 @@ use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::{ApiError, ApiState, ErrorBody};
-use crate::{environment::Environment, health, telemetry};
+use crate::{deposits::health, environment::Environment, telemetry};
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Alive {

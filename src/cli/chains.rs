@@ -6,7 +6,7 @@ use tracing::info;
 
 use crate::{
     chain::{Chain, Family},
-    deposit::format_time,
+    deposits::resource::format_time,
     store::{ChainStop, Rewind, Store},
 };
 

@@ -135,7 +135,7 @@ pub async fn run(store: &Store, command: ConversionsCommand) -> anyhow::Result<(
                     settlement: Operators.receive(cents),
                 },
             };
-            let conversion = store.record_virtual_wire(&new).await?.into_inner();
+            let conversion = crate::conversions::on_ramp::record_wire(store, &new).await?.into_inner();
             println!(
                 "wire {reference}: {} USD to virtual account {virtual_account_id}: conversion {}",
                 Cents(cents),

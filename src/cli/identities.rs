@@ -271,7 +271,7 @@ async fn show(store: &Store, organization: &str, id: &str, json: bool) -> anyhow
     for a in &actions {
         println!(
             "  {} {} by {}: {}/{} -> {}/{} {}",
-            crate::deposit::format_time(&a.created_at),
+            crate::deposits::resource::format_time(&a.created_at),
             a.event,
             a.actor,
             a.previous_status,

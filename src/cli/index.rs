@@ -7,8 +7,8 @@ use anyhow::bail;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::{
-    chain::Family, config::ChainConfig, evm::EvmWatcher, solana::SolanaWatcher, store::Store,
-    watcher::BackfillReport,
+    chain::Family, config::ChainConfig, deposits::watcher::BackfillReport, evm::EvmWatcher,
+    solana::SolanaWatcher, store::Store,
 };
 
 /// What `backfill --address` read: the history as of the slot every page was

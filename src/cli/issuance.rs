@@ -14,10 +14,11 @@ use crate::{
     issuance::{
         Approval, Mint,
         deploy::Coin,
-        mint::Status,
         provider::{Bank, Operators},
         reconcile::{self, MintRow},
+        state::Status,
         supply::supply,
+        wires,
     },
     store::{NewWire, Store, WireSource},
 };
@@ -249,14 +250,8 @@ pub async fn run(store: &Store, command: IssuanceCommand) -> anyhow::Result<()> 
                 reason: Some(&who.reason),
                 settlement: Operators.receive(cents),
             };
-            let mint = store.record_wire(&wire).await?.into_inner();
             let approval = Approval::new(always_approved(store).await?, &chain_files.load()?);
-            match store.settle_mint(&mint.id, &approval).await {
-                // A running instance's worker settled it first.
-                Ok(_) | Err(crate::store::StoreError::Conflict(_)) => {}
-                Err(error) => return Err(error.into()),
-            }
-            let mint = store.mint(None, &mint.id).await?;
+            let mint = wires::arrive(store, &wire, &approval).await?;
             println!("wire {reference}: {} USD for memo {memo_id}: mint {}", Cents(cents), mint.status);
             println!("{}", mint.id);
         }
@@ -314,7 +309,7 @@ pub(super) fn operator(by: &str) -> anyhow::Result<String> {
 }
 
 async fn decide(store: &Store, decision: Decision, approve: bool) -> anyhow::Result<()> {
-    let mint = store.decide_mint(&decision.reference, &operator(&decision.by)?, approve).await?;
+    let mint = wires::decide(store, &decision.reference, &operator(&decision.by)?, approve).await?;
     println!("wire {}: mint {} {}", decision.reference, mint.id, mint.status);
     Ok(())
 }

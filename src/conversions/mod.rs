@@ -7,7 +7,7 @@
 //! sender). Every conversion moves through the reference's state table
 //! ([`state`]), each change persisted with its
 //! `conversion_notification_update` event in one transaction. What happens
-//! when a wire arrives at a virtual account: [`crate::store::NewVirtualWire`]
+//! when a wire arrives at a virtual account: [`on_ramp::record_wire`]
 //! records it with its conversion and mint, the issuance worker settles the
 //! mint, the chain's sender mints, and [`worker`] walks the conversion
 //! behind the mint until our watcher sees the delivery `CONFIRMED`.

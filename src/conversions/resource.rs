@@ -9,7 +9,7 @@ use utoipa::ToSchema;
 use super::state::Status;
 use crate::{
     chain::Chain,
-    deposit::{rfc3339, rfc3339_opt},
+    deposits::resource::{rfc3339, rfc3339_opt},
 };
 
 /// The event type of every change of a conversion's status.

@@ -37,8 +37,8 @@ pub async fn follow(store: Store, shutdown: CancellationToken) {
 pub async fn follow_once(store: &Store) -> Result<usize, StoreError> {
     let opened = store.open_due_virtual_accounts(now_micros()).await?;
     let mut moved = 0;
-    for id in store.on_ramps_behind().await? {
-        moved += step(&id, store.follow_on_ramp(&id).await)?;
+    for id in super::on_ramp::behind(store).await? {
+        moved += step(&id, super::on_ramp::follow(store, &id).await)?;
     }
     for id in store.off_ramps_behind().await? {
         moved += step(&id, store.follow_off_ramp(&id).await)?;

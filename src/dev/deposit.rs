@@ -102,7 +102,7 @@ pub async fn run(args: DepositArgs) -> anyhow::Result<ExitCode> {
 /// Prints the statuses the deposits of transaction `hash` take, as the
 /// running `dev` records them, until they are all final.
 async fn follow(database_url: &str, chain: Chain, hash: &str) -> anyhow::Result<ExitCode> {
-    use crate::deposit::DepositStatus;
+    use crate::deposits::resource::DepositStatus;
     let store = Store::open(database_url).await?;
     let started = std::time::Instant::now();
     let mut shown = std::collections::BTreeMap::new();

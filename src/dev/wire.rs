@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::Summary;
 use crate::amount::Cents;
-use crate::{chain::Chain, issuance::mint::Status, store::Store, transfers::TxRole};
+use crate::{chain::Chain, issuance::state::Status, store::Store, transfers::TxRole};
 
 /// How long `dev deposit` waits for the mint's transaction.
 const SENT_WITHIN: Duration = Duration::from_secs(60);

@@ -14,7 +14,9 @@ use tokio::{sync::mpsc, task::JoinSet};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
+pub use super::schedule::{DEFAULT_SCHEDULE, parse_schedule};
 use super::{
+    schedule::next_wait,
     signing::{Secret, signature_header},
     slots::Slots,
     url::{GuardedResolver, Policy},
@@ -23,22 +25,6 @@ use crate::{
     alarm::Alarms,
     store::{Attempt, Claimed, Finished, Outcome, Store, now_micros},
 };
-
-/// Waits after each failed attempt: immediately, then 5 s, 5 min, 30 min,
-/// 2 h, 5 h and 10 h six times, about 68 hours in all (12 attempts).
-pub const DEFAULT_SCHEDULE: [Duration; 11] = [
-    Duration::from_secs(5),
-    Duration::from_secs(5 * 60),
-    Duration::from_secs(30 * 60),
-    Duration::from_secs(2 * 3600),
-    Duration::from_secs(5 * 3600),
-    Duration::from_secs(10 * 3600),
-    Duration::from_secs(10 * 3600),
-    Duration::from_secs(10 * 3600),
-    Duration::from_secs(10 * 3600),
-    Duration::from_secs(10 * 3600),
-    Duration::from_secs(10 * 3600),
-];
 
 #[derive(Debug, Clone)]
 pub struct DeliveryConfig {
@@ -331,21 +317,13 @@ async fn attempt(client: &reqwest::Client, config: &DeliveryConfig, claimed: &Cl
     let outcome = match status_code {
         Some(200..=299) => Outcome::Delivered,
         Some(410) => Outcome::Gone,
-        _ => match config.schedule.get(claimed.attempts as usize) {
+        _ => match next_wait(&config.schedule, claimed.attempts, retry_after) {
             None => Outcome::Failed,
-            Some(wait) => {
-                let asked = retry_after.unwrap_or_default().min(MAX_RETRY_AFTER);
-                let wait = jittered(*wait).max(asked);
-                Outcome::Retry(at + wait.as_micros() as i64)
-            }
+            Some(wait) => Outcome::Retry(at + micros(wait)),
         },
     };
     (Attempt { at, status_code, error, duration_ms }, outcome)
 }
-
-/// The longest a receiver's `Retry-After` postpones its next attempt: a
-/// larger one (or a hostile one) is taken as this.
-const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
 
 /// POSTs the event; the status and any `Retry-After` (seconds), or why no
 /// answer came.
@@ -385,37 +363,6 @@ async fn send(
 
 fn micros(duration: Duration) -> i64 {
     i64::try_from(duration.as_micros()).unwrap_or(i64::MAX)
-}
-
-/// ±20% so that receivers coming back are not hit by every retry at once.
-fn jittered(wait: Duration) -> Duration {
-    let mut byte = [0u8; 1];
-    let _ = getrandom::fill(&mut byte);
-    let factor = 0.8 + 0.4 * f64::from(byte[0]) / 255.0;
-    wait.mul_f64(factor)
-}
-
-/// Parses a retry schedule such as `5s,5m,30m,2h` (units `ms`, `s`, `m`, `h`).
-pub fn parse_schedule(text: &str) -> Result<Vec<Duration>, String> {
-    text.split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(|s| {
-            let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-            let (number, unit) = s.split_at(split);
-            let n: u64 = number.parse().map_err(|_| format!("{s:?} is not a duration such as 5s"))?;
-            let (scale, millis) = match unit {
-                "ms" => (1, true),
-                "s" => (1, false),
-                "m" => (60, false),
-                "h" => (3_600, false),
-                "d" => (86_400, false),
-                _ => return Err(format!("{s:?}: the unit must be ms, s, m, h or d")),
-            };
-            let n = n.checked_mul(scale).ok_or_else(|| format!("{s:?} is too long"))?;
-            Ok(if millis { Duration::from_millis(n) } else { Duration::from_secs(n) })
-        })
-        .collect()
 }
 
 #[cfg(test)]
@@ -490,26 +437,5 @@ mod tests {
         assert_eq!(refused.status_code, None, "nothing was sent");
         assert!(refused.error.unwrap().contains("https"));
         assert!(matches!(outcome, Outcome::Retry(_)));
-    }
-
-    #[test]
-    fn the_default_schedule_spans_about_three_days() {
-        let total: Duration = DEFAULT_SCHEDULE.iter().sum();
-        assert!((60..=80).contains(&(total.as_secs() / 3600)), "{total:?}");
-        assert_eq!(
-            parse_schedule("0s, 5s,5m,2h,250ms").unwrap(),
-            [
-                Duration::ZERO,
-                Duration::from_secs(5),
-                Duration::from_secs(300),
-                Duration::from_secs(7200),
-                Duration::from_millis(250)
-            ]
-        );
-        assert!(parse_schedule("5x").is_err());
-        for _ in 0..100 {
-            let wait = jittered(Duration::from_secs(100));
-            assert!((80..=120).contains(&wait.as_secs()), "{wait:?}");
-        }
     }
 }

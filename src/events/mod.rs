@@ -4,6 +4,7 @@
 
 pub mod delivery;
 pub mod nats;
+pub mod schedule;
 pub mod signing;
 pub mod slots;
 pub mod subject;

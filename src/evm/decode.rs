@@ -18,8 +18,8 @@ use crate::{
     amount::Amount,
     chain::Chain,
     config::ChainConfig,
-    deposit::{Detected, Position, TokenTransfer},
-    watch::WatchSet,
+    deposits::resource::{Detected, Position, TokenTransfer},
+    deposits::watch::WatchSet,
 };
 
 sol! {

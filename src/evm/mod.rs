@@ -14,4 +14,4 @@ mod watcher;
 pub use sender::EvmSender;
 pub use watcher::EvmWatcher;
 
-pub use crate::watcher::{BackfillReport, Tick, WatchError};
+pub use crate::deposits::watcher::{BackfillReport, Tick, WatchError};

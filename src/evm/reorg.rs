@@ -9,8 +9,8 @@ use tracing::{error, info, warn};
 
 use super::{rpc::TxStatus, watcher::EvmWatcher};
 use crate::{
+    deposits::watcher::{Step, WatchError},
     store::{BlockRef, Rewind},
-    watcher::{Step, WatchError},
 };
 
 impl EvmWatcher {

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use utoipa::ToSchema;
 
 use super::{Status, SubStatus, Transition, Type, sub_status_str};
-use crate::deposit::rfc3339;
+use crate::deposits::resource::rfc3339;
 
 /// The event type of every change of an identity's status or sub-status.
 pub const IDENTITY_STATUS_UPDATE: &str = "identity_status_update";

@@ -11,13 +11,14 @@
 pub mod bank;
 pub mod decimals;
 pub mod deploy;
-pub mod mint;
 pub mod onchain;
 pub mod provider;
 pub mod receiving;
 pub mod reconcile;
 pub mod resource;
+pub mod state;
 pub mod supply;
+pub mod wires;
 mod worker;
 
 pub use resource::{BankAccount, FIAT_CURRENCY, MINT_UPDATE, Mint, MintInstruction, PAYMENT_RAIL};

@@ -22,7 +22,7 @@
 use alloy::primitives::U256;
 use serde::Serialize;
 
-use super::{mint::Status, supply::OnChain};
+use super::{state::Status, supply::OnChain};
 use crate::amount::Cents;
 use crate::{amount::Amount, chain::Chain};
 
@@ -119,20 +119,7 @@ pub fn reconcile(
     on_chain: Result<OnChain, String>,
 ) -> Books {
     let mut differences = Vec::new();
-    let decimals = match &on_chain {
-        Ok(read) if read.decimals != decimals => {
-            differences.push(Difference {
-                message: format!(
-                    "the chain file says {symbol} has {decimals} decimals, and the contract on {chain} has {}: \
-                     the books are balanced with the contract's; correct the chain file",
-                    read.decimals
-                ),
-                mints: vec![],
-            });
-            read.decimals
-        }
-        _ => decimals,
-    };
+    let decimals = kept_in(chain, symbol, decimals, &on_chain, &mut differences);
     let supply = on_chain.map(|read| read.supply);
     let (mut received, mut returned, mut in_flight, mut fees) = (0i64, 0i64, 0i64, 0i64);
     let (mut minted, mut sending) = (U256::ZERO, U256::ZERO);
@@ -163,7 +150,59 @@ pub fn reconcile(
             mints: unbalanced,
         });
     }
-    let supply = match supply {
+    let supply = supply_read(rows, supply, (minted, sending), decimals, &mut differences);
+    Books {
+        chain,
+        stablecoin_symbol: symbol.to_string(),
+        fiat_received: Cents(received).to_string(),
+        minted: major(minted),
+        fees: Cents(fees).to_string(),
+        fiat_returned: Cents(returned).to_string(),
+        fiat_in_flight: Cents(in_flight).to_string(),
+        being_sent: major(sending),
+        supply,
+        agrees: differences.is_empty(),
+        differences,
+    }
+}
+
+/// The decimals the books are kept in: the contract's, said as a
+/// difference when the chain file says otherwise.
+fn kept_in(
+    chain: Chain,
+    symbol: &str,
+    decimals: u8,
+    on_chain: &Result<OnChain, String>,
+    differences: &mut Vec<Difference>,
+) -> u8 {
+    match on_chain {
+        Ok(read) if read.decimals != decimals => {
+            differences.push(Difference {
+                message: format!(
+                    "the chain file says {symbol} has {decimals} decimals, and the contract on {chain} has {}: \
+                     the books are balanced with the contract's; correct the chain file",
+                    read.decimals
+                ),
+                mints: vec![],
+            });
+            read.decimals
+        }
+        _ => decimals,
+    }
+}
+
+/// The supply read, in the major unit, checked against what confirmed
+/// mints minted and what is being sent; a difference when it is outside
+/// that, or unread.
+fn supply_read(
+    rows: &[MintRow],
+    supply: Result<U256, String>,
+    (minted, sending): (U256, U256),
+    decimals: u8,
+    differences: &mut Vec<Difference>,
+) -> Option<String> {
+    let major = |raw: U256| Amount::from_raw(raw, decimals).to_string();
+    match supply {
         Ok(supply) => {
             if supply < minted || supply > minted + sending {
                 let mints = rows.iter().filter(|r| r.sending.is_some()).map(|r| r.id.clone()).collect();
@@ -184,19 +223,6 @@ pub fn reconcile(
                 .push(Difference { message: format!("cannot read the supply: {error}"), mints: vec![] });
             None
         }
-    };
-    Books {
-        chain,
-        stablecoin_symbol: symbol.to_string(),
-        fiat_received: Cents(received).to_string(),
-        minted: major(minted),
-        fees: Cents(fees).to_string(),
-        fiat_returned: Cents(returned).to_string(),
-        fiat_in_flight: Cents(in_flight).to_string(),
-        being_sent: major(sending),
-        supply,
-        agrees: differences.is_empty(),
-        differences,
     }
 }
 

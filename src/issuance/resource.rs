@@ -6,8 +6,8 @@ use serde::Serialize;
 use serde_json::Value;
 use utoipa::ToSchema;
 
-use super::mint::Status;
-use crate::{chain::Chain, deposit::rfc3339, pii::Masked};
+use super::state::Status;
+use crate::{chain::Chain, deposits::resource::rfc3339, pii::Masked};
 
 /// The event type of every change of a mint's status.
 pub const MINT_UPDATE: &str = "mint_update";

@@ -1,6 +1,7 @@
 //! The issuance worker: settles the wires the bank has decided on (the
 //! sandbox's delayed and returned wires; a wire whose settlement a crash
-//! interrupted), and completes the mints whose deposit is `CONFIRMED`.
+//! interrupted), moves each mint on with its transfer's settlement, and
+//! completes the mints whose deposit is `CONFIRMED`.
 //! Every instance may run it: a mint changes only from the status it was
 //! read in, under its row lock, so two instances change it once.
 
@@ -37,7 +38,7 @@ pub async fn settle_once(
 ) -> Result<usize, crate::store::StoreError> {
     let mut settled = 0;
     for id in store.due_mints(now_micros(), 100).await? {
-        match store.settle_mint(&id, approval).await {
+        match super::wires::settle(store, &id, approval).await {
             Ok(Some(_)) => settled += 1,
             Ok(None) => {}
             // Another instance settled it between the read and the write.
@@ -49,6 +50,7 @@ pub async fn settle_once(
             Err(error) => return Err(error),
         }
     }
-    settled += store.complete_mints().await?;
+    settled += super::onchain::follow_mints(store).await?;
+    settled += super::onchain::complete_mints(store).await?;
     Ok(settled)
 }

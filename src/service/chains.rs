@@ -12,7 +12,8 @@ use tracing::{Instrument, error, info_span, warn};
 use crate::{
     chain::{Chain, Family},
     config::{ChainConfig, Strategy},
-    coverage::{self, History},
+    deposits::coverage::{self, History},
+    deposits::watcher::WatchError,
     evm::{EvmSender, EvmWatcher},
     keys::Signer,
     lease::Leases,
@@ -20,7 +21,6 @@ use crate::{
     solana::{SolanaSender, SolanaWatcher},
     store::{Store, StoreError, WorkerKind},
     transfers::run_sender,
-    watcher::WatchError,
 };
 
 /// Follows a chain until `stop`, with a store handle fenced by this

@@ -39,8 +39,8 @@ use crate::{
     amount::Amount,
     chain::Chain,
     config::ChainConfig,
-    deposit::{Detected, Position},
-    watch::WatchSet,
+    deposits::resource::{Detected, Position},
+    deposits::watch::WatchSet,
 };
 
 pub const SYSTEM_PROGRAM: &str = "11111111111111111111111111111111";

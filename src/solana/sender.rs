@@ -310,6 +310,49 @@ impl SolanaSender {
         self.settle(t, TransferStatus::Failed, Some(failure(code, message))).await
     }
 
+    /// The instructions moving `amount` of `t`'s asset from `owner` to
+    /// `destination`: SOL, a token transfer, or the issuer's mint; with the
+    /// destination's token account created first (the sponsor pays its rent)
+    /// when it does not exist.
+    async fn instructions(
+        &self,
+        t: &Outgoing,
+        (owner, sponsor, destination): (&Pubkey, &Pubkey, &Pubkey),
+        amount: u64,
+    ) -> Result<Vec<Instruction>, SendError> {
+        let mut instructions: Vec<Instruction> = Vec::new();
+        if t.currency_symbol == self.config.native.symbol {
+            if t.route == Route::Mint {
+                return Err(SendError::Invalid("the native coin is not minted".into()));
+            }
+            instructions.push(transfer_sol(owner, destination, amount));
+        } else {
+            let asset = listed_asset(&self.config, t)?;
+            let program = asset.token_program.as_deref().unwrap_or(TOKEN_PROGRAM);
+            let mint = pubkey(&asset.contract_address)?;
+            let target = ata(destination, &mint, program);
+            if !self.rpc.account_exists(&target.to_string()).await? {
+                instructions.push(create_ata(sponsor, destination, &mint, program));
+            }
+            if t.route == Route::Mint {
+                // The issuer is the mint's authority: it signs the mint.
+                instructions.push(mint_to_checked(program, &mint, &target, owner, amount, asset.decimals));
+            } else {
+                let source = ata(owner, &mint, program);
+                instructions.push(transfer_checked(
+                    program,
+                    &source,
+                    &mint,
+                    &target,
+                    owner,
+                    amount,
+                    asset.decimals,
+                ));
+            }
+        }
+        Ok(instructions)
+    }
+
     /// The transfer's instructions with a fresh blockhash, signed by the
     /// sponsor (fee payer) and the owner.
     async fn sign(&self, t: &Outgoing) -> Result<SentTransaction, SendError> {
@@ -329,36 +372,7 @@ impl SolanaSender {
         let sponsor = pubkey(&self.signer.solana_address(KeyRef::Sponsor)?)?;
         let destination = pubkey(&t.destination_address)?;
         let amount = u64::try_from(t.amount).map_err(|_| SendError::Invalid("amount exceeds u64".into()))?;
-        let mut instructions: Vec<Instruction> = Vec::new();
-        if t.currency_symbol == self.config.native.symbol {
-            if t.route == Route::Mint {
-                return Err(SendError::Invalid("the native coin is not minted".into()));
-            }
-            instructions.push(transfer_sol(&owner, &destination, amount));
-        } else {
-            let asset = listed_asset(&self.config, t)?;
-            let program = asset.token_program.as_deref().unwrap_or(TOKEN_PROGRAM);
-            let mint = pubkey(&asset.contract_address)?;
-            let target = ata(&destination, &mint, program);
-            if !self.rpc.account_exists(&target.to_string()).await? {
-                instructions.push(create_ata(&sponsor, &destination, &mint, program));
-            }
-            if t.route == Route::Mint {
-                // The issuer is the mint's authority: it signs the mint.
-                instructions.push(mint_to_checked(program, &mint, &target, &owner, amount, asset.decimals));
-            } else {
-                let source = ata(&owner, &mint, program);
-                instructions.push(transfer_checked(
-                    program,
-                    &source,
-                    &mint,
-                    &target,
-                    &owner,
-                    amount,
-                    asset.decimals,
-                ));
-            }
-        }
+        let instructions = self.instructions(t, (&owner, &sponsor, &destination), amount).await?;
         let (blockhash, last_valid) = self.rpc.latest_blockhash().await?;
         let blockhash: Hash = blockhash.parse().map_err(|_| SendError::Invalid("bad blockhash".into()))?;
         let message = Message::new_with_blockhash(&instructions, Some(&sponsor), &blockhash);

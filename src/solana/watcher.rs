@@ -20,12 +20,12 @@ use super::{
 };
 use crate::{
     config::{ChainConfig, Strategy},
-    coverage,
-    deposit::Detected,
+    deposits::coverage,
+    deposits::resource::Detected,
+    deposits::watch::WatchSet,
+    deposits::watcher::{Step, Tick, WatchError, follow, verify_endpoints},
     redact::RpcUrl,
     store::{BlockRef, CursorMove, ScanCommit, Store},
-    watch::WatchSet,
-    watcher::{Step, Tick, WatchError, follow, verify_endpoints},
 };
 
 mod backfill;

@@ -7,7 +7,7 @@ use serde::Serialize;
 use sqlx::{Row, any::AnyRow};
 
 use super::{Store, StoreError, now_micros, parse_column, time};
-use crate::{chain::Chain, deposit::rfc3339};
+use crate::{chain::Chain, deposits::resource::rfc3339};
 
 /// One stop of a chain's watcher.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -23,7 +23,10 @@ pub struct ChainStop {
     pub instance: String,
     #[serde(serialize_with = "rfc3339")]
     pub stopped_at: DateTime<Utc>,
-    #[serde(serialize_with = "crate::deposit::rfc3339_opt", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        serialize_with = "crate::deposits::resource::rfc3339_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub resumed_at: Option<DateTime<Utc>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resumed_by: Option<String>,

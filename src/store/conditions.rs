@@ -7,7 +7,7 @@ use serde::Serialize;
 use sqlx::Row;
 
 use super::{Store, StoreError, now_micros, parse_column, time};
-use crate::{chain::Chain, deposit::rfc3339};
+use crate::{chain::Chain, deposits::resource::rfc3339};
 
 /// The kind of a webhook's condition whose endpoint fails its deliveries;
 /// deleting the webhook clears it.

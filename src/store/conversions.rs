@@ -1,25 +1,26 @@
-//! Conversions. Every change of a conversion's status goes through
-//! [`crate::conversions::state::apply`] in one transaction that also writes
-//! its `conversion_notification_update` event, guarded by the status it
-//! read: two instances moving the same conversion change it once.
+//! The rows of conversions, read and written inside the transactions of
+//! the flows of `crate::conversions` (`on_ramp`, `off_ramp`). Every change
+//! of a conversion's status goes through [`crate::conversions::state`]'s
+//! table with its `conversion_notification_update` event, guarded by the
+//! status it read: two instances moving the same conversion change it once.
 
 use sqlx::{Any, Row, Transaction, any::AnyRow};
 
 use super::{
-    Made, Store, StoreError,
+    Store, StoreError,
     events::{self, NewEvent},
-    mints::{self, NewMint, NewWire, insert_mint},
+    mints::NewWire,
     now_micros, parse_column, time,
 };
 use crate::amount::Cents;
 use crate::{
     chain::Chain,
     conversions::{
-        CONVERSION_NOTIFICATION_UPDATE, Conversion, on_ramp,
+        CONVERSION_NOTIFICATION_UPDATE, Conversion,
         resource::{Destination, RefundDetails, Source, Type},
         state::{Status, Transition, apply, path},
     },
-    issuance::{FIAT_CURRENCY, mint::Status as MintStatus, normalize_reference},
+    issuance::{FIAT_CURRENCY, state::Status as MintStatus},
 };
 
 /// A wire that arrived at a virtual account.
@@ -40,57 +41,6 @@ pub(super) const COLUMNS: &str = "id, organization_id, type, status, account_id,
     exchange_rate, failure_reason, refund_details, completed_at, created_at, updated_at, mint_id";
 
 impl Store {
-    /// Records the wire of `new` at its virtual account, with the
-    /// `INITIATED` `ON_RAMP` conversion and the `RECEIVED` mint it starts
-    /// and their events, in one transaction. The same reference again
-    /// answers the conversion it started (another virtual account or
-    /// amount under it is a conflict). Only an `ACTIVE` virtual account
-    /// takes wires; one of a suspended identity does (the bank has the
-    /// dollars) and its mint fails, the dollars owed back.
-    pub async fn record_virtual_wire(
-        &self,
-        new: &NewVirtualWire<'_>,
-    ) -> Result<Made<Conversion>, StoreError> {
-        let reference = normalize_reference(new.wire.reference);
-        if let Some(found) = self.conversion_by_wire(&reference).await? {
-            return same_wire(found, new);
-        }
-        let mut tx = self.begin().await?;
-        let target = wired_account(&mut tx, new).await?;
-        let wire = NewWire { memo_id: &target.message, reference: &reference, ..new.wire.clone() };
-        let (mint_id, now) = (uuid::Uuid::new_v4().to_string(), now_micros());
-        let mint = NewMint {
-            id: &mint_id,
-            organization: &target.organization,
-            instruction: new.virtual_account_id,
-            identity: &target.identity,
-            account: &target.account,
-            symbol: &target.currency,
-            chain: &target.chain,
-            destination_address: &target.address,
-            cents: new.wire.cents,
-            fee_cents: target.fee_cents,
-            wire: &wire,
-            now,
-        };
-        if !insert_mint(&mut tx, &mint).await? {
-            // The same reference raced this one in, or a mint instruction's
-            // wire holds it.
-            drop(tx);
-            return match self.conversion_by_wire(&reference).await? {
-                Some(found) => same_wire(found, new),
-                None => Err(StoreError::Conflict(format!("wire reference {reference} is taken by a mint"))),
-            };
-        }
-        let id = insert_on_ramp(&mut tx, new, &target, &mint_id, now).await?;
-        let minted = mints::mint_in(&mut tx, &mint_id).await?;
-        mints::announce(&mut tx, &minted, now).await?;
-        let conversion = conversion_in(&mut tx, &id).await?;
-        announce(&mut tx, &conversion, now).await?;
-        tx.commit().await?;
-        Ok(Made::New(conversion))
-    }
-
     /// One conversion; of `organization` only, when given.
     pub async fn conversion(&self, organization: Option<&str>, id: &str) -> Result<Conversion, StoreError> {
         let row = sqlx::query(&format!(
@@ -104,10 +54,11 @@ impl Store {
         conversion_from_row(&row)
     }
 
-    /// The ids of the `ON_RAMP` conversions behind their mint (see
-    /// [`on_ramp::target`]), oldest first: one read, so a pass over
-    /// conversions that wait writes nothing.
-    pub async fn on_ramps_behind(&self) -> Result<Vec<String>, StoreError> {
+    /// The `ON_RAMP` conversions not yet final, oldest first, each with its
+    /// mint's status and whether the mint's transaction was handed to the
+    /// sender: one read, so a pass over conversions that wait writes
+    /// nothing.
+    pub async fn open_on_ramps(&self) -> Result<Vec<OpenOnRamp>, StoreError> {
         let rows = sqlx::query(
             "SELECT c.id, c.status, m.status AS mint_status, m.transfer_id FROM conversions c
              JOIN mints m ON m.id = c.mint_id
@@ -119,44 +70,21 @@ impl Store {
         .bind(Status::Returned.as_str())
         .fetch_all(&self.pool)
         .await?;
-        let mut behind = Vec::new();
-        for row in &rows {
-            let status: Status = parse_column(&row.try_get::<String, _>("status")?, "conversions.status")?;
-            let mint: MintStatus = parse_column(&row.try_get::<String, _>("mint_status")?, "mints.status")?;
-            let handed_off = row.try_get::<Option<String>, _>("transfer_id")?.is_some();
-            if on_ramp::target(mint, handed_off) != status {
-                behind.push(row.try_get("id")?);
-            }
-        }
-        Ok(behind)
+        rows.iter()
+            .map(|row| {
+                Ok(OpenOnRamp {
+                    id: row.try_get("id")?,
+                    status: parse_column(&row.try_get::<String, _>("status")?, "conversions.status")?,
+                    mint: parse_column(&row.try_get::<String, _>("mint_status")?, "mints.status")?,
+                    handed_off: row.try_get::<Option<String>, _>("transfer_id")?.is_some(),
+                })
+            })
+            .collect()
     }
 
-    /// Walks the `ON_RAMP` conversion `id` to where its mint stands (see
-    /// [`on_ramp::target`]), one status and event at a time, in one
-    /// transaction holding the conversion's row: the changes it made.
-    pub async fn follow_on_ramp(&self, id: &str) -> Result<usize, StoreError> {
-        let mut tx = self.begin().await?;
-        let Some((status, mint)) = lock_conversion(&mut tx, id).await? else { return Ok(0) };
-        let row =
-            sqlx::query("SELECT status, transfer_id, amount_cents - fee_cents AS minted_cents, failure_reason FROM mints WHERE id = $1")
-                .bind(&mint)
-                .fetch_one(&mut *tx)
-                .await?;
-        let mint_status: MintStatus = parse_column(&row.try_get::<String, _>("status")?, "mints.status")?;
-        let handed_off = row.try_get::<Option<String>, _>("transfer_id")?.is_some();
-        let to = on_ramp::target(mint_status, handed_off);
-        let settled = Settled {
-            destination_cents: Some(row.try_get("minted_cents")?),
-            failure_reason: row.try_get("failure_reason")?,
-            ..Settled::default()
-        };
-        let moved = walk(&mut tx, id, (status, to), &settled).await?;
-        tx.commit().await?;
-        Ok(moved)
-    }
-
-    /// The conversion whose mint's wire has `reference`.
-    async fn conversion_by_wire(&self, reference: &str) -> Result<Option<(Conversion, i64)>, StoreError> {
+    /// The conversion whose mint's wire has `reference`, and the wire's
+    /// cents.
+    pub async fn conversion_by_wire(&self, reference: &str) -> Result<Option<(Conversion, i64)>, StoreError> {
         let row = sqlx::query(&format!(
             "SELECT {}, m.amount_cents AS wire_cents FROM conversions c JOIN mints m ON m.id = c.mint_id
              WHERE m.wire_reference = $1",
@@ -173,7 +101,7 @@ impl Store {
 /// (`1` when none is given) once `COMPLETED`, why it failed or came back
 /// once `FAILED` or `RETURNED`, and the refund once `RETURNED`.
 #[derive(Debug, Clone, Default)]
-pub(super) struct Settled {
+pub struct Settled {
     pub destination_cents: Option<i64>,
     pub exchange_rate: Option<String>,
     pub failure_reason: Option<String>,
@@ -184,72 +112,89 @@ pub(super) fn prefixed(prefix: &str) -> String {
     COLUMNS.split(", ").map(|c| format!("{prefix}{c}")).collect::<Vec<_>>().join(", ")
 }
 
-/// The virtual account a wire arrived at, as its on-ramp needs it.
-struct Wired {
-    organization: String,
-    identity: String,
-    account: String,
-    currency: String,
-    chain: String,
-    address: String,
-    message: String,
-    fee_cents: i64,
+/// An `ON_RAMP` conversion not yet final (see [`Store::open_on_ramps`]).
+#[derive(Debug, Clone)]
+pub struct OpenOnRamp {
+    pub id: String,
+    pub status: Status,
+    pub mint: MintStatus,
+    pub handed_off: bool,
 }
 
-/// The `ACTIVE` virtual account of `new` (of its organization, when
-/// given), and the fee its wire pays; refused when it takes no wire or the
-/// wire does not cover the fee.
-async fn wired_account(
+/// The virtual account a wire arrived at, as its on-ramp needs it.
+#[derive(Debug, Clone)]
+pub struct Wired {
+    pub organization: String,
+    pub identity: String,
+    pub account: String,
+    /// `ACTIVE`, `PENDING`, … (without the `VIRTUAL_ACCOUNT_STATUS_` prefix).
+    pub status: String,
+    pub currency: String,
+    pub chain: String,
+    pub address: String,
+    pub message: String,
+    pub fee_bps: u32,
+}
+
+/// The virtual account `id` (of `organization`, when given).
+pub async fn wired_account(
     tx: &mut Transaction<'static, Any>,
-    new: &NewVirtualWire<'_>,
-) -> Result<Wired, StoreError> {
+    id: &str,
+    organization: Option<&str>,
+) -> Result<Option<Wired>, StoreError> {
     let row = sqlx::query(
         "SELECT organization_id, identity_id, account_id, currency, chain, destination_address, status,
              deposit_message, fee_bps
          FROM virtual_accounts WHERE id = $1 AND ($2 IS NULL OR organization_id = $2)",
     )
-    .bind(new.virtual_account_id)
-    .bind(new.organization)
+    .bind(id)
+    .bind(organization)
     .fetch_optional(&mut **tx)
-    .await?
-    .ok_or_else(|| StoreError::NotFound(format!("virtual account {}", new.virtual_account_id)))?;
+    .await?;
+    let Some(row) = row else { return Ok(None) };
     let text = |column: &str| row.try_get::<String, _>(column);
-    let status = text("status")?;
-    if status != "ACTIVE" {
-        return Err(StoreError::Conflict(format!(
-            "virtual account {} is VIRTUAL_ACCOUNT_STATUS_{status}: it takes no wire",
-            new.virtual_account_id
-        )));
-    }
-    let fee_bps = u32::try_from(row.try_get::<i64, _>("fee_bps")?)
-        .map_err(|_| StoreError::Corrupt("virtual_accounts.fee_bps".into()))?;
-    let fee_cents = on_ramp::fee(new.wire.cents, fee_bps);
-    if new.wire.cents - fee_cents <= 0 {
-        return Err(StoreError::Invalid(format!(
-            "a wire of {} USD does not cover the on-ramp fee of {} USD",
-            Cents(new.wire.cents),
-            Cents(fee_cents)
-        )));
-    }
-    Ok(Wired {
+    Ok(Some(Wired {
         organization: text("organization_id")?,
         identity: text("identity_id")?,
         account: text("account_id")?,
+        status: text("status")?,
         currency: text("currency")?,
         chain: text("chain")?,
         address: text("destination_address")?,
         message: text("deposit_message")?,
-        fee_cents,
-    })
+        fee_bps: u32::try_from(row.try_get::<i64, _>("fee_bps")?)
+            .map_err(|_| StoreError::Corrupt("virtual_accounts.fee_bps".into()))?,
+    }))
+}
+
+/// The on-ramp's mint as its conversion follows it: its status, whether
+/// its transaction was handed to the sender, the cents it mints and why it
+/// failed.
+pub async fn on_ramp_mint(
+    tx: &mut Transaction<'static, Any>,
+    mint: &str,
+) -> Result<(MintStatus, bool, i64, Option<String>), StoreError> {
+    let row = sqlx::query(
+        "SELECT status, transfer_id, amount_cents - fee_cents AS minted_cents, failure_reason FROM mints WHERE id = $1",
+    )
+    .bind(mint)
+    .fetch_one(&mut **tx)
+    .await?;
+    Ok((
+        parse_column(&row.try_get::<String, _>("status")?, "mints.status")?,
+        row.try_get::<Option<String>, _>("transfer_id")?.is_some(),
+        row.try_get("minted_cents")?,
+        row.try_get("failure_reason")?,
+    ))
 }
 
 /// Inserts the `INITIATED` on-ramp of the wire of `new`, following
 /// `mint_id`: its id.
-async fn insert_on_ramp(
+pub async fn insert_on_ramp(
     tx: &mut Transaction<'static, Any>,
     new: &NewVirtualWire<'_>,
     target: &Wired,
-    mint_id: &str,
+    (mint_id, fee_cents): (&str, i64),
     now: i64,
 ) -> Result<String, StoreError> {
     let id = uuid::Uuid::new_v4().to_string();
@@ -269,7 +214,7 @@ async fn insert_on_ramp(
     .bind(FIAT_CURRENCY)
     .bind(new.wire.cents)
     .bind(&target.currency)
-    .bind(target.fee_cents)
+    .bind(fee_cents)
     .bind(mint_id)
     .bind(now)
     .execute(&mut **tx)
@@ -277,29 +222,8 @@ async fn insert_on_ramp(
     Ok(id)
 }
 
-/// The conversion a reference already started, when `new` is the same wire.
-fn same_wire(
-    (found, _): (Conversion, i64),
-    new: &NewVirtualWire<'_>,
-) -> Result<Made<Conversion>, StoreError> {
-    if new.organization.is_some_and(|o| o != found.organization) {
-        return Err(StoreError::Conflict(format!("wire reference {} is taken", new.wire.reference)));
-    }
-    let same_account = found.payment_instructions_id.as_deref() == Some(new.virtual_account_id);
-    if !same_account || found.source.amount != Cents(new.wire.cents).to_string() {
-        return Err(StoreError::Conflict(format!(
-            "wire {} was recorded for virtual account {} and {} USD (conversion {})",
-            new.wire.reference,
-            found.payment_instructions_id.unwrap_or_default(),
-            found.source.amount,
-            found.id
-        )));
-    }
-    Ok(Made::Existing(found))
-}
-
 /// Takes the row lock of conversion `id`: its status and mint.
-async fn lock_conversion(
+pub async fn lock_conversion(
     tx: &mut Transaction<'static, Any>,
     id: &str,
 ) -> Result<Option<(Status, String)>, StoreError> {
@@ -317,7 +241,7 @@ async fn lock_conversion(
 /// Walks conversion `id` from the status it was read in to `to`, one
 /// status and event at a time along [`path`]: the changes it made. A `to`
 /// the table cannot reach from there is logged and changes nothing.
-pub(super) async fn walk(
+pub async fn walk(
     tx: &mut Transaction<'static, Any>,
     id: &str,
     (from, to): (Status, Status),
@@ -389,7 +313,7 @@ pub(super) async fn change(
 /// The conversion's `conversion_notification_update` for its current
 /// status: its envelope id is the same for the same (conversion, status),
 /// so clients may deduplicate on it.
-pub(super) async fn announce(
+pub async fn announce(
     tx: &mut Transaction<'static, Any>,
     conversion: &Conversion,
     now: i64,
@@ -405,10 +329,7 @@ pub(super) async fn announce(
     events::append(tx, std::slice::from_ref(&event), now).await
 }
 
-pub(super) async fn conversion_in(
-    tx: &mut Transaction<'static, Any>,
-    id: &str,
-) -> Result<Conversion, StoreError> {
+pub async fn conversion_in(tx: &mut Transaction<'static, Any>, id: &str) -> Result<Conversion, StoreError> {
     let row = sqlx::query(&format!("SELECT {COLUMNS} FROM conversions WHERE id = $1"))
         .bind(id)
         .fetch_one(&mut **tx)

@@ -15,7 +15,7 @@ use super::{
     params::{CHUNK, placeholders},
     time, webhook_keys,
 };
-use crate::{deposit::rfc3339, pii::Cipher};
+use crate::{deposits::resource::rfc3339, pii::Cipher};
 
 /// A delivery a worker leased: everything needed to send it. Its `Debug`
 /// leaves the signing secrets out.

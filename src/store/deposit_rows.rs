@@ -12,7 +12,7 @@ use super::{
 };
 use crate::{
     amount::Amount,
-    deposit::{Deposit, DepositStatus, SourceType},
+    deposits::resource::{Deposit, DepositStatus, SourceType},
 };
 
 pub(super) const DEPOSIT_COLUMNS: &str = "id, dedup_key, chain, tx_hash, account_id, account_address, source_address, \

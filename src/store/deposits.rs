@@ -15,7 +15,7 @@ use super::{
 };
 use crate::{
     chain::Chain,
-    deposit::{Deposit, DepositStatus, split_own},
+    deposits::resource::{Deposit, DepositStatus, split_own},
 };
 
 /// A deposit whose block was reorged away, awaiting its transaction's fate.

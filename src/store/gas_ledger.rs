@@ -105,10 +105,10 @@ pub(super) async fn settle_in(
     let organization: String = row.try_get("organization_id")?;
     let chain: String = row.try_get("chain")?;
     // A mint's or a refund's gas is the platform's own cost.
-    let mint =
+    let own =
         parse_column::<Route>(&row.try_get::<String, _>("route")?, "transfers.route")?.is_platform_own();
     let entries = Entries {
-        billed: (!mint).then_some((organization.as_str(), id)),
+        billed: (!own).then_some((organization.as_str(), id)),
         chain: &chain,
         fees: &settlement.fees,
         symbol: &settlement.native_symbol,
@@ -135,9 +135,10 @@ pub(super) async fn settle_in(
         .bind(&settlement.native_symbol)
         .execute(&mut **tx)
         .await?;
-    if mint {
-        let hash = settlement.transaction_hash.as_deref();
-        return super::mint_transfers::follow_transfer(tx, id, settlement.status, hash).await;
+    // The platform's own transfers are no client's: their wings follow
+    // them (the issuance and conversions workers), and no event announces them.
+    if own {
+        return Ok(());
     }
     announce_transfer(tx, id, now).await
 }
@@ -262,9 +263,9 @@ pub(super) async fn announce_transfer(
     let announced: Option<String> = row.try_get("announced_status")?;
     // A mint announces itself (`mint_update`), a refund its conversion:
     // never as a transfer.
-    let mint =
+    let own =
         parse_column::<Route>(&row.try_get::<String, _>("route")?, "transfers.route")?.is_platform_own();
-    if mint || announced.as_deref() == Some(transfer.status.as_str()) {
+    if own || announced.as_deref() == Some(transfer.status.as_str()) {
         return Ok(());
     }
     let Some(kind) = transfer.status.event_type() else { return Ok(()) };

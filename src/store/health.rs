@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use sqlx::Row;
 
 use super::{Store, StoreError, now_micros, parse_column, time, to_i64};
-use crate::{chain::Chain, deposit::DepositStatus};
+use crate::{chain::Chain, deposits::resource::DepositStatus};
 
 /// A chain's last reported state.
 #[derive(Debug, Clone, PartialEq, Eq)]

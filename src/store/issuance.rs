@@ -6,7 +6,7 @@
 use serde_json::Value;
 use sqlx::{Row, any::AnyRow};
 
-use super::{Store, StoreError, identities::lock_entitlement, now_micros, parse_column, pii::BANK_DETAILS};
+use super::{Store, StoreError, entitlement, now_micros, parse_column, pii::BANK_DETAILS};
 use crate::{
     chain::Chain,
     issuance::{BankAccount, FIAT_CURRENCY, MintInstruction, PAYMENT_RAIL},
@@ -226,7 +226,7 @@ impl Store {
     ) -> Result<bool, StoreError> {
         let mut tx = self.begin().await?;
         // Locked as a suspension locks it: one change of the identity at a time.
-        let (_, fiat) = lock_entitlement(&mut tx, organization, identity_id).await?;
+        let (_, fiat) = entitlement::lock(&mut tx, organization, identity_id).await?;
         if fiat == enabled {
             return Ok(false);
         }

@@ -78,9 +78,9 @@ pub struct WorkerLease {
     /// Whether the holder renewed it recently enough to still hold it, by
     /// the clock lease times come from, when it was read.
     pub held: bool,
-    #[serde(serialize_with = "crate::deposit::rfc3339")]
+    #[serde(serialize_with = "crate::deposits::resource::rfc3339")]
     pub until: DateTime<Utc>,
-    #[serde(serialize_with = "crate::deposit::rfc3339")]
+    #[serde(serialize_with = "crate::deposits::resource::rfc3339")]
     pub acquired_at: DateTime<Utc>,
 }
 

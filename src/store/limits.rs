@@ -1,14 +1,14 @@
-//! Transaction-limit policies, and the check a new transfer passes against
-//! them.
+//! Transaction-limit policies, and what a new transfer's check reads of
+//! them under their row locks (the rule is [`limit_broken`]).
 
 use alloy::primitives::U256;
 use sqlx::{Any, Row, Transaction, any::AnyRow};
 
-use super::{Store, StoreError, now_micros, parse_column, time, transfers::Refusal};
+use super::{PLATFORM_ROUTES, Refusal, Store, StoreError, now_micros, parse_column, time};
 use crate::{
     amount::Amount,
     transfers::model::{LimitPolicy, NewTransfer},
-    transfers::rules::{COMMON_DECIMALS, scale},
+    transfers::rules::{COMMON_DECIMALS, limit_broken, scale},
 };
 
 impl Store {
@@ -95,8 +95,9 @@ fn policy_from_row(row: &AnyRow) -> Result<LimitPolicy, StoreError> {
 }
 
 /// Refuses the transfer when a policy on its account or identity and asset
-/// would be exceeded: by the amount alone, or by the scope's transfers of the
-/// last 24 hours that did not fail (on every chain) plus this one.
+/// would be exceeded (see [`limit_broken`]): by the amount alone, or by the
+/// scope's transfers of the last 24 hours that did not fail (on every
+/// chain) plus this one.
 pub(super) async fn check_limits(
     tx: &mut Transaction<'static, Any>,
     new: &NewTransfer,
@@ -117,53 +118,54 @@ pub(super) async fn check_limits(
     .fetch_all(&mut **tx)
     .await?;
     let amount = scale(new.amount.raw(), new.amount.decimals());
-    let limit = |text: &str| -> Result<U256, StoreError> {
-        Amount::parse(text, COMMON_DECIMALS as u8)
-            .map(|a| a.raw())
-            .map_err(|_| StoreError::Corrupt(format!("transaction_limit_policies limit {text:?}")))
-    };
     for row in policies {
         let policy = policy_from_row(&row)?;
-        if let Some(max) = &policy.max_per_transfer
-            && amount > limit(max)?
-        {
-            return Err(Refusal::Limit {
-                policy: policy.id,
-                message: format!("at most {max} {} per transfer", policy.currency_symbol),
-            });
-        }
-        if let Some(max) = &policy.max_rolling_24h {
-            let (column, scope) = match &policy.account_id {
-                Some(account) => ("account_id", account.as_str()),
-                None => ("identity_id", identity_id),
-            };
-            let rows = sqlx::query(&format!(
-                "SELECT amount_raw, decimals FROM transfers
-                 WHERE organization_id = $1 AND {column} = $2 AND currency_symbol = $3 AND created_at > $4
-                   AND status NOT IN ('FAILED', 'DROPPED') AND route NOT IN {}
-                   AND NOT EXISTS (SELECT 1 FROM conversions c
-                       WHERE c.transfer_id = transfers.id AND c.status IN ('FAILED', 'RETURNED'))",
-                super::transfers::PLATFORM_ROUTES
-            ))
-            .bind(&new.organization)
-            .bind(scope)
-            .bind(&new.currency_symbol)
-            .bind(now - 24 * 3600 * 1_000_000)
-            .fetch_all(&mut **tx)
-            .await?;
-            let mut volume = amount;
-            for row in rows {
-                let raw: U256 =
-                    parse_column(&row.try_get::<String, _>("amount_raw")?, "transfers.amount_raw")?;
-                volume += scale(raw, row.try_get::<i64, _>("decimals")? as u8);
-            }
-            if volume > limit(max)? {
-                return Err(Refusal::Limit {
-                    policy: policy.id,
-                    message: format!("at most {max} {} in any 24 hours", policy.currency_symbol),
-                });
+        let volume = match &policy.max_rolling_24h {
+            Some(_) => Some(rolling_volume(tx, new, &policy, identity_id, now).await?),
+            None => None,
+        };
+        match limit_broken(&policy, amount, volume) {
+            Ok(None) => {}
+            Ok(Some(message)) => return Err(Refusal::Limit { policy: policy.id, message }),
+            Err(text) => {
+                return Err(StoreError::Corrupt(format!("transaction_limit_policies limit {text:?}")).into());
             }
         }
     }
     Ok(())
+}
+
+/// What the scope of `policy` (its account, or `identity_id`) sent of the
+/// asset in the 24 hours before `now` in transfers that did not fail, on
+/// the common scale.
+async fn rolling_volume(
+    tx: &mut Transaction<'static, Any>,
+    new: &NewTransfer,
+    policy: &LimitPolicy,
+    identity_id: &str,
+    now: i64,
+) -> Result<U256, StoreError> {
+    let (column, scope) = match &policy.account_id {
+        Some(account) => ("account_id", account.as_str()),
+        None => ("identity_id", identity_id),
+    };
+    let rows = sqlx::query(&format!(
+        "SELECT amount_raw, decimals FROM transfers
+         WHERE organization_id = $1 AND {column} = $2 AND currency_symbol = $3 AND created_at > $4
+           AND status NOT IN ('FAILED', 'DROPPED') AND route NOT IN {PLATFORM_ROUTES}
+           AND NOT EXISTS (SELECT 1 FROM conversions c
+               WHERE c.transfer_id = transfers.id AND c.status IN ('FAILED', 'RETURNED'))"
+    ))
+    .bind(&new.organization)
+    .bind(scope)
+    .bind(&new.currency_symbol)
+    .bind(now - 24 * 3600 * 1_000_000)
+    .fetch_all(&mut **tx)
+    .await?;
+    let mut volume = U256::ZERO;
+    for row in rows {
+        let raw: U256 = parse_column(&row.try_get::<String, _>("amount_raw")?, "transfers.amount_raw")?;
+        volume += scale(raw, row.try_get::<i64, _>("decimals")? as u8);
+    }
+    Ok(volume)
 }

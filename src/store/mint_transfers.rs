@@ -1,40 +1,45 @@
-//! A mint's way on chain: the transfer (route `MINT`) that sends its
-//! transaction, created once per `MINTING` mint; the mint's status
-//! following that transfer's settlement in the same transaction; and its
-//! completion once the deposit the mint made is `CONFIRMED`.
+//! The rows of a mint's way on chain: the transfer (route `MINT`) that
+//! sends its transaction, the mints whose transfer settled or whose deposit
+//! is `CONFIRMED`, read and written by `crate::issuance::onchain`.
 
 use alloy::primitives::U256;
 use sqlx::{Any, Row, Transaction};
 
-use super::{Store, StoreError, mints::change, now_micros, parse_column};
+use super::{Store, StoreError, now_micros, parse_column};
 use crate::{
     chain::Chain,
-    issuance::{
-        mint::{Event, Status, apply},
-        reconcile::MintRow,
-    },
+    issuance::{reconcile::MintRow, state::Status},
     transfers::resource::{Route, TransferStatus},
 };
 
-/// An issued stablecoin a chain's sender mints: its symbol and decimals.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Issued {
+/// A `MINTING` mint without a transfer, its row locked: what its transfer
+/// is made of.
+#[derive(Debug, Clone)]
+pub struct Minting {
+    pub organization: String,
+    pub account: String,
+    pub identity: String,
+    /// The wire's cents less the fee kept.
+    pub minted_cents: i64,
     pub symbol: String,
+    pub chain: String,
+    pub destination_address: String,
+}
+
+/// The transfer (route `MINT`) that sends mint `mint`'s transaction.
+#[derive(Debug, Clone)]
+pub struct NewMintTransfer<'a> {
+    pub mint: &'a str,
+    pub id: &'a str,
+    pub issuer: &'a str,
+    pub amount_raw: U256,
     pub decimals: u8,
 }
 
 impl Store {
-    /// Creates the transfer of each `MINTING` mint on `chain` that has none
-    /// yet: from `issuer` to the mint's destination, the mint's dollars in
-    /// the stablecoin's smallest unit. Each is created with the mint's
-    /// `transfer_id` in one transaction holding the mint's row, so two
-    /// instances create it once. Returns how many it created.
-    pub async fn start_mints(
-        &self,
-        chain: Chain,
-        issuer: &str,
-        issued: &[Issued],
-    ) -> Result<usize, StoreError> {
+    /// The `MINTING` mints of `chain` that have no transfer yet, oldest
+    /// first.
+    pub async fn mints_to_start(&self, chain: Chain) -> Result<Vec<String>, StoreError> {
         let rows = sqlx::query(
             "SELECT id FROM mints WHERE status = $1 AND chain = $2 AND transfer_id IS NULL ORDER BY created_at, id",
         )
@@ -42,77 +47,7 @@ impl Store {
         .bind(chain.as_str())
         .fetch_all(&self.pool)
         .await?;
-        let mut started = 0;
-        for row in rows {
-            let id: String = row.try_get("id")?;
-            // One mint that cannot start (its stablecoin no longer issued
-            // here) keeps the others, and the chain's transfers, moving.
-            match self.start_mint(&id, issuer, issued).await {
-                Ok(true) => started += 1,
-                Ok(false) => {}
-                Err(StoreError::Conflict(reason)) => {
-                    tracing::error!(mint = %id, %chain, reason, "a mint cannot be sent: it waits");
-                }
-                Err(error) => return Err(error),
-            }
-        }
-        Ok(started)
-    }
-
-    async fn start_mint(&self, id: &str, issuer: &str, issued: &[Issued]) -> Result<bool, StoreError> {
-        let mut tx = self.begin().await?;
-        let Some(mint) = sqlx::query(
-            "UPDATE mints SET updated_at = updated_at WHERE id = $1 AND status = $2 AND transfer_id IS NULL
-             RETURNING organization_id, account_id, identity_id, amount_cents - fee_cents AS minted_cents,
-                 stablecoin_symbol, chain,
-                 destination_address",
-        )
-        .bind(id)
-        .bind(Status::Minting.as_str())
-        .fetch_optional(&mut *tx)
-        .await?
-        else {
-            return Ok(false);
-        };
-        let symbol: String = mint.try_get("stablecoin_symbol")?;
-        let decimals = issued.iter().find(|i| i.symbol == symbol).map(|i| i.decimals).ok_or_else(|| {
-            StoreError::Conflict(format!("mint {id}: {symbol} is not an issued asset here"))
-        })?;
-        let organization: String = mint.try_get("organization_id")?;
-        let account: String = mint.try_get("account_id")?;
-        let transfer = uuid::Uuid::new_v4().to_string();
-        let now = now_micros();
-        sqlx::query(&format!(
-            "INSERT INTO transfers (id, organization_id, request_id, request_fingerprint, account_id, identity_id,
-                 chain, source_address, destination_address, currency_symbol, amount_raw, decimals, status, route,
-                 created_at, updated_at)
-             VALUES ($1, $2, $3, 'mint', $4, $5, $6, $7, $8, $9, $10, $11, '{}', '{}', $12, $12)",
-            TransferStatus::Accepted,
-            Route::Mint.as_str()
-        ))
-        .bind(&transfer)
-        .bind(&organization)
-        .bind(format!("mint:{id}"))
-        .bind(&account)
-        .bind(mint.try_get::<String, _>("identity_id")?)
-        .bind(mint.try_get::<String, _>("chain")?)
-        .bind(issuer)
-        .bind(mint.try_get::<String, _>("destination_address")?)
-        .bind(&symbol)
-        .bind(mint_amount(mint.try_get("minted_cents")?, decimals)?.to_string())
-        .bind(i64::from(decimals))
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
-        sqlx::query("UPDATE mints SET transfer_id = $2, updated_at = $3 WHERE id = $1")
-            .bind(id)
-            .bind(&transfer)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        tracing::info!(mint = id, %transfer, "mint transaction to send");
-        Ok(true)
+        rows.iter().map(|r| Ok(r.try_get("id")?)).collect()
     }
 
     /// The transfer sending mint `id`'s transaction, once it has one.
@@ -125,10 +60,31 @@ impl Store {
         Ok(row.try_get("transfer_id")?)
     }
 
-    /// Completes the mints whose deposit is `CONFIRMED`: the deposit of one
-    /// of their transfer's transactions, to their account, of their asset
-    /// and amount. Returns how many it completed.
-    pub async fn complete_mints(&self) -> Result<usize, StoreError> {
+    /// The `MINTING` mints whose transfer has settled: each mint's id, its
+    /// transfer's status and transaction hash.
+    pub async fn mints_sent(&self) -> Result<Vec<(String, TransferStatus, Option<String>)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT m.id, t.status, t.transaction_hash FROM mints m JOIN transfers t ON t.id = m.transfer_id
+             WHERE m.status = $1 AND t.status IN ($2, $3, $4) ORDER BY m.created_at, m.id",
+        )
+        .bind(Status::Minting.as_str())
+        .bind(TransferStatus::Confirmed.as_str())
+        .bind(TransferStatus::Failed.as_str())
+        .bind(TransferStatus::Dropped.as_str())
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                let status = parse_column(&r.try_get::<String, _>("status")?, "transfers.status")?;
+                Ok((r.try_get("id")?, status, r.try_get("transaction_hash")?))
+            })
+            .collect()
+    }
+
+    /// The mints (`MINTING` or `MINTED`) whose deposit is `CONFIRMED`: the
+    /// deposit of one of their transfer's transactions, to their account, of
+    /// their asset and amount. Each mint's id, the deposit's id and hash.
+    pub async fn mints_deposited(&self) -> Result<Vec<(String, String, String)>, StoreError> {
         let rows = sqlx::query(
             "SELECT m.id, d.id AS deposit_id, d.tx_hash FROM mints m
              JOIN transfers t ON t.id = m.transfer_id
@@ -142,25 +98,92 @@ impl Store {
         .bind(Status::Minted.as_str())
         .fetch_all(&self.pool)
         .await?;
-        let mut completed = 0;
-        for row in rows {
-            let (id, deposit, hash): (String, String, String) =
-                (row.try_get("id")?, row.try_get("deposit_id")?, row.try_get("tx_hash")?);
-            let mut tx = self.begin().await?;
-            let Some((_, status)) = lock_mint(&mut tx, "id", &id).await? else { continue };
-            let Ok(transition) = apply(status, Event::DepositConfirmed) else { continue };
-            sqlx::query("UPDATE mints SET deposit_id = $2, transaction_hash = COALESCE(transaction_hash, $3) WHERE id = $1")
-                .bind(&id)
-                .bind(&deposit)
-                .bind(&hash)
-                .execute(&mut *tx)
-                .await?;
-            change(&mut tx, &id, transition, None).await?;
-            tx.commit().await?;
-            completed += 1;
-        }
-        Ok(completed)
+        rows.iter().map(|r| Ok((r.try_get("id")?, r.try_get("deposit_id")?, r.try_get("tx_hash")?))).collect()
     }
+}
+
+/// The `MINTING` mint `id` without a transfer, its row locked until commit.
+pub async fn lock_minting(
+    tx: &mut Transaction<'static, Any>,
+    id: &str,
+) -> Result<Option<Minting>, StoreError> {
+    let row = sqlx::query(
+        "UPDATE mints SET updated_at = updated_at WHERE id = $1 AND status = $2 AND transfer_id IS NULL
+         RETURNING organization_id, account_id, identity_id, amount_cents - fee_cents AS minted_cents,
+             stablecoin_symbol, chain, destination_address",
+    )
+    .bind(id)
+    .bind(Status::Minting.as_str())
+    .fetch_optional(&mut **tx)
+    .await?;
+    let Some(row) = row else { return Ok(None) };
+    Ok(Some(Minting {
+        organization: row.try_get("organization_id")?,
+        account: row.try_get("account_id")?,
+        identity: row.try_get("identity_id")?,
+        minted_cents: row.try_get("minted_cents")?,
+        symbol: row.try_get("stablecoin_symbol")?,
+        chain: row.try_get("chain")?,
+        destination_address: row.try_get("destination_address")?,
+    }))
+}
+
+/// Inserts the `ACCEPTED` transfer of `new` for `mint` and names it as
+/// the mint's transfer.
+pub async fn insert_transfer(
+    tx: &mut Transaction<'static, Any>,
+    mint: &Minting,
+    new: &NewMintTransfer<'_>,
+) -> Result<(), StoreError> {
+    let now = now_micros();
+    sqlx::query(&format!(
+        "INSERT INTO transfers (id, organization_id, request_id, request_fingerprint, account_id, identity_id,
+             chain, source_address, destination_address, currency_symbol, amount_raw, decimals, status, route,
+             created_at, updated_at)
+         VALUES ($1, $2, $3, 'mint', $4, $5, $6, $7, $8, $9, $10, $11, '{}', '{}', $12, $12)",
+        TransferStatus::Accepted,
+        Route::Mint.as_str()
+    ))
+    .bind(new.id)
+    .bind(&mint.organization)
+    .bind(format!("mint:{}", new.mint))
+    .bind(&mint.account)
+    .bind(&mint.identity)
+    .bind(&mint.chain)
+    .bind(new.issuer)
+    .bind(&mint.destination_address)
+    .bind(&mint.symbol)
+    .bind(new.amount_raw.to_string())
+    .bind(i64::from(new.decimals))
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    sqlx::query("UPDATE mints SET transfer_id = $2, updated_at = $3 WHERE id = $1")
+        .bind(new.mint)
+        .bind(new.id)
+        .bind(now)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+/// Records the deposit that completes mint `id` (and its transaction's hash
+/// if it had none).
+pub async fn set_deposit(
+    tx: &mut Transaction<'static, Any>,
+    id: &str,
+    deposit: &str,
+    hash: &str,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE mints SET deposit_id = $2, transaction_hash = COALESCE(transaction_hash, $3) WHERE id = $1",
+    )
+    .bind(id)
+    .bind(deposit)
+    .bind(hash)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
 }
 
 impl Store {
@@ -206,68 +229,11 @@ impl Store {
     }
 }
 
-/// The stablecoin's smallest units of `cents` dollars, at `decimals` (two or more).
-fn mint_amount(cents: i64, decimals: u8) -> Result<U256, StoreError> {
-    let cents =
-        u64::try_from(cents).map_err(|_| StoreError::Corrupt(format!("negative mint amount {cents}")))?;
-    let scale = decimals.checked_sub(2).ok_or_else(|| {
-        StoreError::Conflict(format!("a stablecoin of {decimals} decimals cannot hold cents"))
-    })?;
-    Ok(U256::from(cents) * U256::from(10u8).pow(U256::from(scale)))
-}
-
-/// Inside a transfer's settlement: the mint it sends (if it is one) moves
-/// on with it. `CONFIRMED` makes the mint `MINTED` with the transaction's
-/// hash; `FAILED` or `DROPPED` (nothing minted) makes it `FAILED`, its
-/// dollars owed back. A mint already `COMPLETED` (its deposit was seen
-/// first) stays so.
-pub(super) async fn follow_transfer(
-    tx: &mut Transaction<'static, Any>,
-    transfer: &str,
-    status: TransferStatus,
-    hash: Option<&str>,
-) -> Result<(), StoreError> {
-    let event = match status {
-        TransferStatus::Confirmed => Event::Final,
-        TransferStatus::Failed | TransferStatus::Dropped => Event::TransactionFailed,
-        TransferStatus::Accepted | TransferStatus::Submitted => return Ok(()),
-    };
-    let Some((id, status)) = lock_mint(tx, "transfer_id", transfer).await? else { return Ok(()) };
-    match apply(status, event) {
-        Ok(transition) => {
-            if let Some(hash) = hash.filter(|_| event == Event::Final) {
-                sqlx::query("UPDATE mints SET transaction_hash = $2 WHERE id = $1")
-                    .bind(&id)
-                    .bind(hash)
-                    .execute(&mut **tx)
-                    .await?;
-            }
-            change(tx, &id, transition, None).await
-        }
-        Err(refusal) if status == Status::Completed && event == Event::Final => {
-            tracing::debug!(mint = %id, %refusal, "the mint completed before its transfer settled");
-            Ok(())
-        }
-        Err(refusal) => {
-            tracing::error!(mint = %id, %transfer, %refusal, "a mint's transfer settled against its status");
-            Ok(())
-        }
-    }
-}
-
-/// Takes the row lock of the mint whose `column` (`id` or `transfer_id`)
-/// is `value`: its id and status.
-async fn lock_mint(
-    tx: &mut Transaction<'static, Any>,
-    column: &str,
-    value: &str,
-) -> Result<Option<(String, Status)>, StoreError> {
-    let row = sqlx::query(&format!(
-        "UPDATE mints SET updated_at = updated_at WHERE {column} = $1 RETURNING id, status"
-    ))
-    .bind(value)
-    .fetch_optional(&mut **tx)
-    .await?;
-    row.map(|r| Ok((r.try_get("id")?, parse_column(&r.try_get::<String, _>("status")?, "mints.status")?)))
-        .transpose()
+/// Takes the row lock of mint `id`: its status, if it exists.
+pub async fn lock_mint(tx: &mut Transaction<'static, Any>, id: &str) -> Result<Option<Status>, StoreError> {
+    let row = sqlx::query("UPDATE mints SET updated_at = updated_at WHERE id = $1 RETURNING status")
+        .bind(id)
+        .fetch_optional(&mut **tx)
+        .await?;
+    row.map(|r| parse_column(&r.try_get::<String, _>("status")?, "mints.status")).transpose()
 }

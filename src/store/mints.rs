@@ -1,24 +1,23 @@
-//! Wires and the mints they start. Every change of a mint's status goes
-//! through [`crate::issuance::mint::apply`] in one transaction that also
-//! writes its `mint_update` event, guarded by the status it read: two
-//! instances settling or approving the same mint change it once.
+//! The rows of wires and the mints they start, read and written inside
+//! the transaction of a flow of `crate::issuance` (`wires`, `onchain`).
+//! A mint's status changes only from the status it was read in, with its
+//! `mint_update` event in the same transaction: two instances settling or
+//! approving the same mint change it once.
 
 use sqlx::{Any, Row, Transaction, any::AnyRow};
 
 use super::{
-    Made, Store, StoreError,
+    Store, StoreError,
     events::{self, NewEvent},
-    identities::lock_entitlement,
     now_micros, parse_column, time,
 };
 use crate::amount::Cents;
 use crate::{
     chain::Chain,
     issuance::{
-        Approval, FIAT_CURRENCY, MINT_UPDATE, Mint, gate_of,
-        mint::{Event, Failure, Status, Transition, apply},
-        normalize_memo, normalize_reference,
+        FIAT_CURRENCY, MINT_UPDATE, Mint,
         provider::{Outcome, Settlement},
+        state::{Status, Transition},
     },
 };
 
@@ -72,62 +71,6 @@ const MINT_COLUMNS: &str = "m.id, m.organization_id, m.instruction_id, m.identit
     m.deposit_id, m.created_at, m.updated_at, m.fiat_return, m.return_reference, m.recorded_by, m.bank_outcome";
 
 impl Store {
-    /// Records `wire` and the `RECEIVED` mint it starts, with its event, in
-    /// one transaction. The same reference again answers the mint it
-    /// started (another memo or amount under it is a conflict).
-    pub async fn record_wire(&self, wire: &NewWire<'_>) -> Result<Made<Mint>, StoreError> {
-        let (memo, reference) = (normalize_memo(wire.memo_id), normalize_reference(wire.reference));
-        let wire = &NewWire { memo_id: &memo, reference: &reference, ..wire.clone() };
-        if let Some(found) = self.mint_by_reference(wire.reference).await? {
-            return same_wire(found, wire);
-        }
-        let mut tx = self.begin().await?;
-        let instruction = sqlx::query(
-            "SELECT organization_id, id, identity_id, stablecoin_symbol, chain, destination_address, account_id
-             FROM mint_instructions WHERE memo_id = $1 AND ($2 IS NULL OR organization_id = $2)",
-        )
-        .bind(wire.memo_id)
-        .bind(wire.organization)
-        .fetch_optional(&mut *tx)
-        .await?
-        .ok_or_else(|| StoreError::NotFound(format!("mint instruction with memo_id {}", wire.memo_id)))?;
-        let (id, now) = (uuid::Uuid::new_v4().to_string(), now_micros());
-        let (organization, instruction_id, identity, symbol, chain, address, account) = (
-            instruction.try_get::<String, _>("organization_id")?,
-            instruction.try_get::<String, _>("id")?,
-            instruction.try_get::<String, _>("identity_id")?,
-            instruction.try_get::<String, _>("stablecoin_symbol")?,
-            instruction.try_get::<String, _>("chain")?,
-            instruction.try_get::<String, _>("destination_address")?,
-            instruction.try_get::<String, _>("account_id")?,
-        );
-        let new = NewMint {
-            id: &id,
-            organization: &organization,
-            instruction: &instruction_id,
-            identity: &identity,
-            account: &account,
-            symbol: &symbol,
-            chain: &chain,
-            destination_address: &address,
-            cents: wire.cents,
-            fee_cents: 0,
-            wire,
-            now,
-        };
-        let inserted = insert_mint(&mut tx, &new).await?;
-        if !inserted {
-            // The same reference raced this one in.
-            drop(tx);
-            let found = self.mint_by_reference(wire.reference).await?;
-            return same_wire(found.ok_or_else(|| StoreError::Corrupt("a lost wire".into()))?, wire);
-        }
-        let mint = mint_in(&mut tx, &id).await?;
-        announce(&mut tx, &mint, now).await?;
-        tx.commit().await?;
-        Ok(Made::New(mint))
-    }
-
     /// The ids of `RECEIVED` mints whose wire the bank has settled by `now`.
     pub async fn due_mints(&self, now: i64, limit: u32) -> Result<Vec<String>, StoreError> {
         let rows = sqlx::query(
@@ -139,85 +82,6 @@ impl Store {
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(|r| Ok(r.try_get("id")?)).collect()
-    }
-
-    /// Applies the bank's outcome to the `RECEIVED` mint `id` once it is
-    /// due: settled, the identity's entitlement now decides, and `approval`
-    /// whether a second operator must approve (always, or above the day's
-    /// cap: the cents of the wires settled this UTC day for the same chain
-    /// and stablecoin and not refused). `None` when the mint is
-    /// not (or no longer) `RECEIVED` and due.
-    pub async fn settle_mint(&self, id: &str, approval: &Approval) -> Result<Option<Transition>, StoreError> {
-        let mut tx = self.begin().await?;
-        let row = sqlx::query(
-            "SELECT status, bank_outcome, settles_at, chain, stablecoin_symbol, amount_cents, organization_id,
-                 identity_id
-             FROM mints WHERE id = $1",
-        )
-        .bind(id)
-        .fetch_optional(&mut *tx)
-        .await?
-        .ok_or_else(|| StoreError::NotFound(format!("mint {id}")))?;
-        let status: Status = parse_column(&row.try_get::<String, _>("status")?, "mints.status")?;
-        if status != Status::Received || row.try_get::<i64, _>("settles_at")? > now_micros() {
-            return Ok(None);
-        }
-        let event = match parse_column::<Outcome>(
-            &row.try_get::<String, _>("bank_outcome")?,
-            "mints.bank_outcome",
-        )? {
-            Outcome::Reject => Event::Rejected,
-            Outcome::Return => Event::Returned,
-            Outcome::Settle => {
-                let needed = approval_needed(&mut tx, &row, approval).await?;
-                Event::Settled { gate: gate_in(&mut tx, &row).await?, approval: needed }
-            }
-        };
-        let transition = apply(status, event).map_err(|r| StoreError::Conflict(r.to_string()))?;
-        change(&mut tx, id, transition, None).await?;
-        tx.commit().await?;
-        Ok(Some(transition))
-    }
-
-    /// A second operator's decision on the `AWAITING_APPROVAL` mint of the
-    /// wire `reference` (or of the mint of that id): approved (the
-    /// identity's entitlement now decides whether it mints) or refused. The
-    /// operator who recorded the wire cannot decide on it.
-    pub async fn decide_mint(&self, reference: &str, by: &str, approve: bool) -> Result<Mint, StoreError> {
-        let mut tx = self.begin().await?;
-        let rows = sqlx::query(
-            "SELECT id, status, recorded_by, organization_id, identity_id FROM mints
-             WHERE wire_reference = $2 OR id = $1",
-        )
-        .bind(reference)
-        .bind(normalize_reference(reference))
-        .fetch_all(&mut *tx)
-        .await?;
-        let row = match rows.as_slice() {
-            [row] => row,
-            [] => return Err(StoreError::NotFound(format!("wire {reference}"))),
-            _ => {
-                return Err(StoreError::Invalid(format!(
-                    "{reference} is both a wire's reference and another wire's mint id: name the mint by its id"
-                )));
-            }
-        };
-        let id: String = row.try_get("id")?;
-        if row.try_get::<Option<String>, _>("recorded_by")?.as_deref() == Some(by) {
-            return Err(StoreError::Invalid(format!(
-                "{by} recorded wire {reference}: another operator must approve its mint"
-            )));
-        }
-        let status: Status = parse_column(&row.try_get::<String, _>("status")?, "mints.status")?;
-        let event =
-            if approve { Event::Approved { gate: gate_in(&mut tx, row).await? } } else { Event::Refused };
-        let transition = apply(status, event).map_err(|_| {
-            StoreError::Conflict(format!("the mint of wire {reference} is {status}, not AWAITING_APPROVAL"))
-        })?;
-        change(&mut tx, &id, transition, Some(by)).await?;
-        let mint = mint_in(&mut tx, &id).await?;
-        tx.commit().await?;
-        Ok(mint)
     }
 
     /// One mint; of `organization` only, when given.
@@ -318,7 +182,8 @@ impl Store {
         }
     }
 
-    async fn mint_by_reference(&self, reference: &str) -> Result<Option<(Mint, String)>, StoreError> {
+    /// The mint the wire `reference` started, and its organization.
+    pub async fn mint_by_reference(&self, reference: &str) -> Result<Option<(Mint, String)>, StoreError> {
         let row = sqlx::query(&format!(
             "SELECT {MINT_COLUMNS}, m.wire_reference FROM mints m WHERE m.wire_reference = $1"
         ))
@@ -332,7 +197,7 @@ impl Store {
 /// A mint to insert for `wire`: `cents` of `symbol` on `chain` to
 /// `destination_address` of `account`, under its instruction (or, an
 /// on-ramp's, its virtual account).
-pub(super) struct NewMint<'a> {
+pub struct NewMint<'a> {
     pub id: &'a str,
     pub organization: &'a str,
     pub instruction: &'a str,
@@ -350,10 +215,7 @@ pub(super) struct NewMint<'a> {
 
 /// Inserts the `RECEIVED` mint `new`; `false` when its wire's reference
 /// is taken (the same wire raced this one in).
-pub(super) async fn insert_mint(
-    tx: &mut Transaction<'static, Any>,
-    new: &NewMint<'_>,
-) -> Result<bool, StoreError> {
+pub async fn insert_mint(tx: &mut Transaction<'static, Any>, new: &NewMint<'_>) -> Result<bool, StoreError> {
     let wire = new.wire;
     let settles_at = new.now + i64::try_from(wire.settlement.after.as_micros()).unwrap_or(i64::MAX);
     let inserted = sqlx::query(
@@ -387,86 +249,160 @@ pub(super) async fn insert_mint(
     Ok(inserted.rows_affected() == 1)
 }
 
-/// The mint a reference already started, when `wire` is the same wire.
-fn same_wire((found, organization): (Mint, String), wire: &NewWire<'_>) -> Result<Made<Mint>, StoreError> {
-    if wire.organization.is_some_and(|o| o != organization) {
-        return Err(StoreError::Conflict(format!("wire reference {} is taken", wire.reference)));
-    }
-    if found.memo_id != wire.memo_id || found.amount != Cents(wire.cents).to_string() {
-        return Err(StoreError::Conflict(format!(
-            "wire {} was recorded for memo_id {} and {} USD (mint {})",
-            wire.reference, found.memo_id, found.amount, found.id
-        )));
-    }
-    Ok(Made::Existing(found))
+/// What a wire quoting a memo is minted to: the instruction's
+/// organization, identity, account, stablecoin, chain and address.
+#[derive(Debug, Clone)]
+pub struct WireTarget {
+    pub organization: String,
+    pub instruction: String,
+    pub identity: String,
+    pub account: String,
+    pub symbol: String,
+    pub chain: String,
+    pub destination_address: String,
 }
 
-/// Whether the settled mint of `row` waits for approval: always, or when
-/// its chain's stablecoin has a daily cap the wires settled this UTC day
-/// would pass (by settlement, not arrival: a wire that arrived before
-/// midnight and settles after it counts on the day it settles).
-/// The day's count is taken under a lock per (chain, stablecoin), so two
-/// settlements cannot both fit under the cap on the same room.
-async fn approval_needed(
+/// The mint instruction of `memo` (of `organization` only, when given).
+pub async fn wire_target(
     tx: &mut Transaction<'static, Any>,
-    row: &AnyRow,
-    approval: &Approval,
-) -> Result<bool, StoreError> {
-    let (chain, symbol): (String, String) = (row.try_get("chain")?, row.try_get("stablecoin_symbol")?);
-    let cents: i64 = row.try_get("amount_cents")?;
-    let cap = approval.cap(parse_column::<Chain>(&chain, "mints.chain")?, &symbol);
-    if approval.always || cap.is_none() {
-        return Ok(approval.needed(cap, 0, cents));
-    }
+    memo: &str,
+    organization: Option<&str>,
+) -> Result<Option<WireTarget>, StoreError> {
+    let row = sqlx::query(
+        "SELECT organization_id, id, identity_id, stablecoin_symbol, chain, destination_address, account_id
+         FROM mint_instructions WHERE memo_id = $1 AND ($2 IS NULL OR organization_id = $2)",
+    )
+    .bind(memo)
+    .bind(organization)
+    .fetch_optional(&mut **tx)
+    .await?;
+    let Some(row) = row else { return Ok(None) };
+    Ok(Some(WireTarget {
+        organization: row.try_get("organization_id")?,
+        instruction: row.try_get("id")?,
+        identity: row.try_get("identity_id")?,
+        account: row.try_get("account_id")?,
+        symbol: row.try_get("stablecoin_symbol")?,
+        chain: row.try_get("chain")?,
+        destination_address: row.try_get("destination_address")?,
+    }))
+}
+
+/// A mint as its settlement reads it.
+#[derive(Debug, Clone)]
+pub struct Settling {
+    pub status: Status,
+    /// What the bank does with the wire, and from when.
+    pub outcome: Outcome,
+    pub settles_at: i64,
+    pub chain: Chain,
+    pub symbol: String,
+    pub cents: i64,
+    pub organization: String,
+    pub identity: String,
+}
+
+/// The mint `id` as its settlement reads it.
+pub async fn settling(tx: &mut Transaction<'static, Any>, id: &str) -> Result<Option<Settling>, StoreError> {
+    let row = sqlx::query(
+        "SELECT status, bank_outcome, settles_at, chain, stablecoin_symbol, amount_cents, organization_id,
+             identity_id
+         FROM mints WHERE id = $1",
+    )
+    .bind(id)
+    .fetch_optional(&mut **tx)
+    .await?;
+    let Some(row) = row else { return Ok(None) };
+    Ok(Some(Settling {
+        status: parse_column(&row.try_get::<String, _>("status")?, "mints.status")?,
+        outcome: parse_column(&row.try_get::<String, _>("bank_outcome")?, "mints.bank_outcome")?,
+        settles_at: row.try_get("settles_at")?,
+        chain: parse_column(&row.try_get::<String, _>("chain")?, "mints.chain")?,
+        symbol: row.try_get("stablecoin_symbol")?,
+        cents: row.try_get("amount_cents")?,
+        organization: row.try_get("organization_id")?,
+        identity: row.try_get("identity_id")?,
+    }))
+}
+
+/// The cents of `chain`'s `symbol` mints settled since `since` and not
+/// refused, counted under a lock per (chain, stablecoin) held until
+/// commit: two settlements cannot both count the same room.
+pub async fn lock_settled_since(
+    tx: &mut Transaction<'static, Any>,
+    chain: Chain,
+    symbol: &str,
+    since: i64,
+) -> Result<i64, StoreError> {
     sqlx::query(
         "INSERT INTO issuance_locks (name) VALUES ($1) ON CONFLICT (name) DO UPDATE SET name = excluded.name",
     )
     .bind(format!("mint-cap:{chain}:{symbol}"))
     .execute(&mut **tx)
     .await?;
-    let midnight = chrono::Utc::now().date_naive().and_hms_opt(0, 0, 0).expect("midnight").and_utc();
-    let today: i64 = sqlx::query(
+    Ok(sqlx::query(
         "SELECT CAST(COALESCE(SUM(amount_cents), 0) AS BIGINT) AS total FROM mints
          WHERE chain = $1 AND stablecoin_symbol = $2 AND settled_at >= $3 AND status IN ($4, $5, $6, $7)",
     )
-    .bind(&chain)
-    .bind(&symbol)
-    .bind(midnight.timestamp_micros())
+    .bind(chain.to_string())
+    .bind(symbol)
+    .bind(since)
     .bind(Status::AwaitingApproval.as_str())
     .bind(Status::Minting.as_str())
     .bind(Status::Minted.as_str())
     .bind(Status::Completed.as_str())
     .fetch_one(&mut **tx)
     .await?
-    .try_get("total")?;
-    Ok(approval.needed(cap, today, cents))
+    .try_get("total")?)
 }
 
-/// The entitlement of the identity of the mint in `row`, read under the
-/// identity's row lock: the lock a suspension or a fiat withdrawal takes, so
-/// neither can commit between this read and the mint's change (READ
-/// COMMITTED would otherwise let a mint start for an identity suspended a
-/// moment before).
-async fn gate_in(
+/// A mint an operator names by its wire's reference or its id.
+#[derive(Debug, Clone)]
+pub struct Named {
+    pub id: String,
+    pub status: Status,
+    pub recorded_by: Option<String>,
+    pub organization: String,
+    pub identity: String,
+}
+
+/// The mints whose wire reference is `reference` or whose id is `id`.
+pub async fn named(
     tx: &mut Transaction<'static, Any>,
-    row: &AnyRow,
-) -> Result<Result<(), crate::issuance::Gate>, StoreError> {
-    let (organization, identity): (String, String) =
-        (row.try_get("organization_id")?, row.try_get("identity_id")?);
-    let (status, fiat) = lock_entitlement(tx, &organization, &identity).await?;
-    Ok(gate_of(status, fiat))
+    id: &str,
+    reference: &str,
+) -> Result<Vec<Named>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT id, status, recorded_by, organization_id, identity_id FROM mints
+         WHERE wire_reference = $2 OR id = $1",
+    )
+    .bind(id)
+    .bind(reference)
+    .fetch_all(&mut **tx)
+    .await?;
+    rows.iter()
+        .map(|row| {
+            Ok(Named {
+                id: row.try_get("id")?,
+                status: parse_column(&row.try_get::<String, _>("status")?, "mints.status")?,
+                recorded_by: row.try_get("recorded_by")?,
+                organization: row.try_get("organization_id")?,
+                identity: row.try_get("identity_id")?,
+            })
+        })
+        .collect()
 }
 
 /// Writes `transition` of mint `id` (if it still has the status it was
 /// read with) and its event.
-pub(super) async fn change(
+pub async fn change(
     tx: &mut Transaction<'static, Any>,
     id: &str,
     transition: Transition,
     approved_by: Option<&str>,
 ) -> Result<(), StoreError> {
     let now = now_micros();
-    let failure = transition.failure.map(|f| format!("{}: {}", f.as_str(), explain(f)));
+    let failure = transition.failure.map(|f| format!("{}: {}", f.as_str(), f.explain()));
     let owed = transition.failure.filter(|f| f.returns_fiat()).map(|_| "PENDING");
     let done = sqlx::query(
         "UPDATE mints SET status = $2, failure_reason = $3, fiat_return = COALESCE($4, fiat_return),
@@ -490,35 +426,15 @@ pub(super) async fn change(
     announce(tx, &mint, now).await
 }
 
-/// What a failure means, for `failure_reason`.
-fn explain(failure: Failure) -> &'static str {
-    match failure {
-        Failure::AccountNotActive => "the identity was not ACTIVE; the dollars are returned",
-        Failure::FiatNotEnabled => {
-            "the identity was not enabled for fiat operations; the dollars are returned"
-        }
-        Failure::WireRejected => "the bank did not credit the wire",
-        Failure::WireReturned => "the sender's bank took the wire back",
-        Failure::ApprovalRefused => "an operator refused the mint; the dollars are returned",
-        Failure::MintTransactionFailed => {
-            "the mint transaction failed; nothing was minted; the dollars are returned"
-        }
-    }
-}
-
 /// The mint's `mint_update` for its current status: its envelope id is
 /// the same for the same (mint, status), so clients may deduplicate on it.
-pub(super) async fn announce(
-    tx: &mut Transaction<'static, Any>,
-    mint: &Mint,
-    now: i64,
-) -> Result<(), StoreError> {
+pub async fn announce(tx: &mut Transaction<'static, Any>, mint: &Mint, now: i64) -> Result<(), StoreError> {
     let id = format!("{}-{}", mint.id, mint.status.as_str().to_lowercase());
     let event = NewEvent::new(&mint.organization, MINT_UPDATE, &mint.id, id, mint)?;
     events::append(tx, std::slice::from_ref(&event), now).await
 }
 
-pub(super) async fn mint_in(tx: &mut Transaction<'static, Any>, id: &str) -> Result<Mint, StoreError> {
+pub async fn mint_in(tx: &mut Transaction<'static, Any>, id: &str) -> Result<Mint, StoreError> {
     let row = sqlx::query(&format!("SELECT {MINT_COLUMNS} FROM mints m WHERE m.id = $1"))
         .bind(id)
         .fetch_one(&mut **tx)
@@ -545,4 +461,14 @@ fn mint_from_row(row: &AnyRow) -> Result<Mint, StoreError> {
         updated_at: time(row.try_get("updated_at")?)?,
         organization: row.try_get("organization_id")?,
     })
+}
+
+/// Records the hash of the transaction that minted mint `id`.
+pub async fn set_hash(tx: &mut Transaction<'static, Any>, id: &str, hash: &str) -> Result<(), StoreError> {
+    sqlx::query("UPDATE mints SET transaction_hash = $2 WHERE id = $1")
+        .bind(id)
+        .bind(hash)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
 }

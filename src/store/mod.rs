@@ -8,21 +8,23 @@ mod chain_state;
 mod chain_stops;
 mod clock;
 mod conditions;
-mod conversions;
+pub mod conversions;
 mod coverage;
 mod deliveries;
 mod deposit_rows;
 mod deposits;
+pub mod entitlement;
 mod environment;
 mod events;
 mod gas_ledger;
 mod health;
 mod identities;
+mod identity_changes;
 mod issuance;
 mod leases;
 mod limits;
-mod mint_transfers;
-mod mints;
+pub mod mint_transfers;
+pub mod mints;
 mod nonce_fillers;
 mod off_ramp_refunds;
 mod off_ramps;
@@ -33,6 +35,7 @@ mod pii;
 mod positions;
 mod quotas;
 mod quotes;
+mod refusal;
 mod request_signatures;
 pub use request_signatures::INSTANCE_SKEW_SECS;
 mod scan;
@@ -72,18 +75,19 @@ pub use coverage::{Coverage, Gap, WatchStart};
 pub use deliveries::{Attempt, Claimed, Delivery, Finished, Outcome, Rooms};
 pub use deposits::{DepositPage, Orphan};
 pub use health::{ChainHealth, DepositCount};
-pub use identities::{Action, Change, NewIdentity, Registered, UnsentFailure};
+pub use identities::{Action, NewIdentity, Registered};
+pub use identity_changes::{Change, UnsentFailure};
 pub use issuance::{FIAT_DISABLED, FIAT_ENABLED, Made, NewMintInstruction, same_instruction};
 pub use leases::{Fence, WorkerKind, WorkerLease};
-pub use mint_transfers::Issued;
 pub use mints::{FiatReturn, NewWire, WireSource};
 pub use off_ramps::{NewOffRamp, OffRampRefusal};
 pub use organizations::{ApiKey, Credentials, Organization};
 pub use quotas::{MAX_API_KEYS, OrganizationLimits};
 pub use quotes::NewQuote;
+pub use refusal::Refusal;
 pub use scan::{BlockRef, CursorMove, ScanCommit};
 pub use sinks::{OutboxEvent, SinkCursor};
-pub use transfers::{Refusal, TransferPage};
+pub use transfers::TransferPage;
 use transfers::{TRANSFER_COLUMNS, transfer_from_row};
 pub use verification::{CheckStep, Review};
 pub use virtual_accounts::NewVirtualAccount;
@@ -91,6 +95,14 @@ pub use webhook_keys::MAX_PREVIOUS_KEYS;
 pub use webhooks::Webhook;
 
 use crate::redact::redact_urls;
+
+/// The routes of the platform's own transfers (a mint's, `MINT`; an
+/// off-ramp's refund, `SETTLEMENT`), for `route NOT IN …`: no client reads
+/// them, and they hold nothing of the account they pay.
+pub(super) const PLATFORM_ROUTES: &str = "('MINT', 'SETTLEMENT')";
+
+/// A write transaction of the store (see [`Store::begin`]).
+pub type Tx = Transaction<'static, Any>;
 
 /// The SQLite file a new user gets without configuring anything.
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://custody-indexer.db";
@@ -243,9 +255,11 @@ impl Store {
         self.pool.close().await;
     }
 
-    /// A write transaction. SQLite takes the write lock up front so two
-    /// processes never fail on a lock upgrade half-way through.
-    async fn begin(&self) -> Result<Transaction<'static, Any>, StoreError> {
+    /// A write transaction, for a wing's flow to read and write rows in
+    /// through the store's row functions and commit. SQLite takes the write
+    /// lock up front so two processes never fail on a lock upgrade
+    /// half-way through.
+    pub async fn begin(&self) -> Result<Tx, StoreError> {
         Ok(match self.backend {
             Backend::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await?,
             Backend::Postgres => self.pool.begin().await?,

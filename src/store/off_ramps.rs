@@ -6,11 +6,10 @@
 use sqlx::{Any, Row, Transaction};
 
 use super::{
-    Made, Store, StoreError,
+    Made, Refusal, Store, StoreError,
     conversions::{COLUMNS, Settled, announce, conversion_from_row, conversion_in, walk},
-    identities::lock_entitlement,
-    now_micros, parse_column,
-    transfers::{Refusal, hold, lock_source},
+    entitlement, now_micros, parse_column,
+    transfers::{hold, lock_source},
 };
 use crate::{
     amount::Amount,
@@ -313,7 +312,7 @@ async fn hand_off(tx: &mut Transaction<'static, Any>, id: &str, now: i64) -> Res
         .await?;
     let (organization, identity): (String, String) =
         (row.try_get("organization_id")?, row.try_get("identity_id")?);
-    let (status, fiat) = lock_entitlement(tx, &organization, &identity).await?;
+    let (status, fiat) = entitlement::lock(tx, &organization, &identity).await?;
     if let Err(gate) = gate_of(status, fiat) {
         let reason = match gate {
             crate::issuance::Gate::NotActive(status) => {

@@ -11,7 +11,7 @@ use crate::request_signature::{Algorithm, PublicKey};
 pub struct Organization {
     pub id: String,
     pub name: String,
-    #[serde(serialize_with = "crate::deposit::rfc3339")]
+    #[serde(serialize_with = "crate::deposits::resource::rfc3339")]
     pub created_at: DateTime<Utc>,
 }
 
@@ -21,15 +21,21 @@ pub struct ApiKey {
     pub id: String,
     pub organization_id: String,
     pub name: String,
-    #[serde(serialize_with = "crate::deposit::rfc3339")]
+    #[serde(serialize_with = "crate::deposits::resource::rfc3339")]
     pub created_at: DateTime<Utc>,
-    #[serde(serialize_with = "crate::deposit::rfc3339_opt", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        serialize_with = "crate::deposits::resource::rfc3339_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub revoked_at: Option<DateTime<Utc>>,
     /// Set when the key is paired with a public key: every request it makes
     /// must then be signed with this algorithm.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub signature_algorithm: Option<Algorithm>,
-    #[serde(serialize_with = "crate::deposit::rfc3339_opt", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        serialize_with = "crate::deposits::resource::rfc3339_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub paired_at: Option<DateTime<Utc>>,
 }
 

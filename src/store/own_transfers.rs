@@ -11,7 +11,7 @@ use super::{Store, StoreError, params::Params, parse_column, time, to_i64};
 use crate::{
     amount::Amount,
     chain::Chain,
-    deposit::{Detected, OwnKind, OwnTransfer},
+    deposits::resource::{Detected, OwnKind, OwnTransfer},
 };
 
 /// Which of `detected`'s transactions are the platform's own: a top-up or

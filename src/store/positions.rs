@@ -16,7 +16,7 @@ use super::{
     arrays::{ColumnArrays, Kind, unnest},
     params::ARRAY_ROWS,
 };
-use crate::deposit::compact_key;
+use crate::deposits::resource::compact_key;
 
 /// Positions in their readable form: a kind and at least two colons.
 const READABLE: &str = "(position LIKE 'log:%:%' OR position LIKE 'spl:%:%')";

@@ -1,7 +1,7 @@
 //! What a scanned block range commits ([`ScanCommit`]), the types the
 //! watchers build and the scan commit (`deposits`) and its upserts read.
 
-use crate::{chain::Chain, deposit::Detected};
+use crate::{chain::Chain, deposits::resource::Detected};
 
 /// A block as the watcher saw it, kept to detect reorgs.
 #[derive(Debug, Clone, PartialEq, Eq)]

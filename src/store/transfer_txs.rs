@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use alloy::primitives::U256;
-use sqlx::{Row, any::AnyRow};
+use sqlx::{Any, Row, Transaction, any::AnyRow};
 
 use super::{Store, StoreError, TRANSFER_COLUMNS, gas_ledger::announce_transfer, now_micros, parse_column};
 use crate::{
@@ -156,23 +156,7 @@ impl Store {
         super::transfer_lineage::check(&mut tx, transfer_id, sent, lineage, evm).await?;
         let nonce = super::to_i64(sent.nonce)?;
         if lineage == Lineage::Start && evm {
-            let taken = sqlx::query(
-                "INSERT INTO sender_nonces (chain, address, next_nonce) VALUES ($1, $2, $4)
-                 ON CONFLICT (chain, address) DO UPDATE SET next_nonce = excluded.next_nonce
-                 WHERE sender_nonces.next_nonce = $3",
-            )
-            .bind(chain.as_str())
-            .bind(&sent.sender)
-            .bind(nonce)
-            .bind(nonce + 1)
-            .execute(&mut *tx)
-            .await?;
-            if taken.rows_affected() == 0 {
-                return Err(StoreError::Conflict(format!(
-                    "nonce {nonce} of {} on {chain} was taken meanwhile",
-                    sent.sender
-                )));
-            }
+            take_nonce(&mut tx, chain, &sent.sender, nonce).await?;
         }
         // The same bytes signed again (same nonce, fees and call) after every
         // node refused them: the refused row is live again.
@@ -200,31 +184,7 @@ impl Store {
         if inserted.rows_affected() == 0 {
             return Err(StoreError::Conflict(format!("transaction {} is recorded already", sent.hash)));
         }
-        let now = now_micros();
-        if let Some(nonce) = authorization_nonce {
-            sqlx::query(
-                "UPDATE transfers SET authorization_nonce = $2 WHERE id = $1 AND authorization_nonce IS NULL",
-            )
-            .bind(transfer_id)
-            .bind(nonce)
-            .execute(&mut *tx)
-            .await?;
-        }
-        if sent.role != TxRole::TopUp {
-            sqlx::query("UPDATE transfers SET transaction_hash = $2, updated_at = $3 WHERE id = $1")
-                .bind(transfer_id)
-                .bind(&sent.hash)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
-        }
-        if let Some(ends) = window_ends_at {
-            sqlx::query("UPDATE transfers SET window_ends_at = $2 WHERE id = $1 AND window_ends_at IS NULL")
-                .bind(transfer_id)
-                .bind(ends)
-                .execute(&mut *tx)
-                .await?;
-        }
+        mark_transfer(&mut tx, transfer_id, sent, window_ends_at, authorization_nonce).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -399,4 +359,68 @@ fn state_str(state: TxState) -> &'static str {
         TxState::Reverted => "REVERTED",
         TxState::Rejected => "REJECTED",
     }
+}
+
+/// Takes `nonce` of `sender` on `chain` for a new lineage: refused when
+/// another sender took it meanwhile.
+async fn take_nonce(
+    tx: &mut Transaction<'static, Any>,
+    chain: Chain,
+    sender: &str,
+    nonce: i64,
+) -> Result<(), StoreError> {
+    let taken = sqlx::query(
+        "INSERT INTO sender_nonces (chain, address, next_nonce) VALUES ($1, $2, $4)
+         ON CONFLICT (chain, address) DO UPDATE SET next_nonce = excluded.next_nonce
+         WHERE sender_nonces.next_nonce = $3",
+    )
+    .bind(chain.as_str())
+    .bind(sender)
+    .bind(nonce)
+    .bind(nonce + 1)
+    .execute(&mut **tx)
+    .await?;
+    if taken.rows_affected() == 0 {
+        return Err(StoreError::Conflict(format!(
+            "nonce {nonce} of {sender} on {chain} was taken meanwhile"
+        )));
+    }
+    Ok(())
+}
+
+/// What the transfer keeps of a transaction recorded for it: the
+/// authorization's nonce, the hash (not of a top-up), the window's end
+/// (set once).
+async fn mark_transfer(
+    tx: &mut Transaction<'static, Any>,
+    transfer_id: &str,
+    sent: &SentTransaction,
+    window_ends_at: Option<i64>,
+    authorization_nonce: Option<&str>,
+) -> Result<(), StoreError> {
+    if let Some(nonce) = authorization_nonce {
+        sqlx::query(
+            "UPDATE transfers SET authorization_nonce = $2 WHERE id = $1 AND authorization_nonce IS NULL",
+        )
+        .bind(transfer_id)
+        .bind(nonce)
+        .execute(&mut **tx)
+        .await?;
+    }
+    if sent.role != TxRole::TopUp {
+        sqlx::query("UPDATE transfers SET transaction_hash = $2, updated_at = $3 WHERE id = $1")
+            .bind(transfer_id)
+            .bind(&sent.hash)
+            .bind(now_micros())
+            .execute(&mut **tx)
+            .await?;
+    }
+    if let Some(ends) = window_ends_at {
+        sqlx::query("UPDATE transfers SET window_ends_at = $2 WHERE id = $1 AND window_ends_at IS NULL")
+            .bind(transfer_id)
+            .bind(ends)
+            .execute(&mut **tx)
+            .await?;
+    }
+    Ok(())
 }

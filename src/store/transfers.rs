@@ -6,45 +6,17 @@ use std::collections::HashMap;
 use alloy::primitives::U256;
 use sqlx::{Any, Row, Transaction, any::AnyRow};
 
-use super::{Store, StoreError, limits::check_limits, now_micros, parse_column, time};
+use super::{
+    PLATFORM_ROUTES, Refusal, Store, StoreError, limits::check_limits, now_micros, parse_column, time,
+};
 use crate::{
     account::AccountStatus,
     amount::Amount,
     chain::Chain,
     transfers::model::{Created, NewTransfer},
     transfers::resource::{FailureDetails, NetworkFee, Transfer, TransferStatus},
-    transfers::rules::USD_DECIMALS,
+    transfers::rules::{USD_DECIMALS, covers},
 };
-
-/// The routes of the platform's own transfers (a mint's, `MINT`; an
-/// off-ramp's refund, `SETTLEMENT`), for `route NOT IN …`: no client reads
-/// them, and they hold nothing of the account they pay.
-pub(super) const PLATFORM_ROUTES: &str = "('MINT', 'SETTLEMENT')";
-
-/// Why a transfer request was not accepted.
-#[derive(Debug, thiserror::Error)]
-pub enum Refusal {
-    #[error("transfer {0} with this request_id was already processed")]
-    Duplicate(String),
-    #[error("request_id was already used by transfer {0} with a different request")]
-    RequestReused(String),
-    #[error("account {0} is {1}; only ACTIVE accounts can send")]
-    NotActive(String, AccountStatus),
-    #[error("account {0}'s identity is {1}; only an ACTIVE identity's accounts can send")]
-    IdentityNotActive(String, crate::identity::Status),
-    #[error("insufficient available balance: {available} {symbol} available, {requested} requested")]
-    Insufficient { available: String, requested: String, symbol: String },
-    #[error("transaction limit policy {policy}: {message}")]
-    Limit { policy: String, message: String },
-    #[error(transparent)]
-    Store(#[from] StoreError),
-}
-
-impl From<sqlx::Error> for Refusal {
-    fn from(error: sqlx::Error) -> Self {
-        Refusal::Store(error.into())
-    }
-}
 
 /// A page of an organization's transfers, newest first.
 #[derive(Debug, Clone, Default)]
@@ -241,7 +213,7 @@ pub(super) async fn lock_source(
         return Err(Refusal::NotActive(new.account_id.clone(), status));
     }
     let identity_id: String = account.try_get("identity_id")?;
-    if let Some(status) = super::identities::not_transacting(tx, &new.organization, &identity_id).await? {
+    if let Some(status) = super::entitlement::not_transacting(tx, &new.organization, &identity_id).await? {
         return Err(Refusal::IdentityNotActive(new.account_id.clone(), status));
     }
     Ok(identity_id)
@@ -261,8 +233,7 @@ pub(super) async fn hold(
 ) -> Result<Option<String>, Refusal> {
     let held = in_flight(tx, &new.account_id, new.chain, &new.currency_symbol).await?;
     let decimals = new.amount.decimals();
-    let available = balance.saturating_sub(held);
-    if new.amount.raw() > available {
+    if let Err(available) = covers(balance, held, new.amount.raw()) {
         return Err(Refusal::Insufficient {
             available: Amount::from_raw(available, decimals).to_string(),
             requested: new.amount.to_string(),

@@ -20,7 +20,7 @@ use super::{
 };
 use crate::{
     chain::Chain,
-    deposit::{Deposit, DepositStatus, Detected, SourceType},
+    deposits::resource::{Deposit, DepositStatus, Detected, SourceType},
 };
 
 /// Parameters per row of the upsert.

@@ -9,7 +9,8 @@ use sqlx::{Row, any::AnyRow};
 
 use super::{
     Store, StoreError,
-    identities::{Change, apply_in, lock_identity, state_of},
+    identities::{lock_identity, state_of},
+    identity_changes::{Change, apply_in},
     now_micros,
     params::placeholders,
     parse_column,

@@ -6,7 +6,7 @@ use sqlx::{Row, any::AnyRow};
 use utoipa::ToSchema;
 
 use super::{Store, StoreError, now_micros, quotas::Quota, time, webhook_keys};
-use crate::deposit::{rfc3339, rfc3339_opt};
+use crate::deposits::resource::{rfc3339, rfc3339_opt};
 
 /// The Webhook resource; its secrets are never part of it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]

@@ -7,7 +7,7 @@ use sha2::{Digest, Sha256};
 use utoipa::ToSchema;
 
 use super::resource::{FailureDetails, Route, Transfer, TransferStatus};
-use crate::{amount::Amount, chain::Chain, deposit::rfc3339};
+use crate::{amount::Amount, chain::Chain, deposits::resource::rfc3339};
 
 /// A validated transfer request, amounts in the smallest unit.
 #[derive(Debug, Clone)]

@@ -10,7 +10,7 @@ use utoipa::ToSchema;
 
 use crate::{
     chain::Chain,
-    deposit::{rfc3339, rfc3339_opt},
+    deposits::resource::{rfc3339, rfc3339_opt},
 };
 
 /// `ACCEPTED` → `SUBMITTED` → `CONFIRMED`; `FAILED` or `DROPPED` otherwise.

@@ -1,15 +1,18 @@
 //! Pure rules of transfers: the route a transfer takes, when a topped-up
 //! address is free for its next transfer, amounts of different decimals on
-//! one scale (for limits) and fees valued in USD (for the gas ledger).
+//! one scale, whether a balance covers a transfer and which limit a
+//! transfer breaks (the store feeds them what it read under the account's
+//! row lock), and fees valued in USD (for the gas ledger).
 
 use alloy::primitives::U256;
 
 use super::{
-    model::{Outgoing, TxRole, TxState},
+    model::{LimitPolicy, Outgoing, TxRole, TxState},
     resource::{FailureDetails, Route, TransferStatus, failure},
 };
 use crate::{
     account::{AccountStatus, AccountType},
+    amount::Amount,
     chain::Family,
     identity::Status,
 };
@@ -99,6 +102,41 @@ pub fn scale(raw: U256, decimals: u8) -> U256 {
     raw * U256::from(10).pow(U256::from(COMMON_DECIMALS.saturating_sub(u32::from(decimals))))
 }
 
+/// Whether `balance` (what the chain holds for the source) covers `amount`
+/// beside what the account's transfers in flight hold (`held`); the
+/// available amount when it does not.
+pub fn covers(balance: U256, held: U256, amount: U256) -> Result<(), U256> {
+    let available = balance.saturating_sub(held);
+    if amount > available { Err(available) } else { Ok(()) }
+}
+
+/// Which limit of `policy` a transfer of `amount` (on the common scale, see
+/// [`scale`]) breaks, said as the refusal says it: the per-transfer limit
+/// by the amount alone, or the rolling one by `volume` (the scope's
+/// transfers of the last 24 hours that did not fail, on the common scale;
+/// read only for a policy with a rolling limit) plus the amount. `Err`
+/// holds a limit of the policy that is no amount.
+pub fn limit_broken(
+    policy: &LimitPolicy,
+    amount: U256,
+    volume: Option<U256>,
+) -> Result<Option<String>, String> {
+    let limit = |text: &str| {
+        Amount::parse(text, COMMON_DECIMALS as u8).map(|a| a.raw()).map_err(|_| text.to_string())
+    };
+    if let Some(max) = &policy.max_per_transfer
+        && amount > limit(max)?
+    {
+        return Ok(Some(format!("at most {max} {} per transfer", policy.currency_symbol)));
+    }
+    if let (Some(max), Some(volume)) = (&policy.max_rolling_24h, volume)
+        && volume.saturating_add(amount) > limit(max)?
+    {
+        return Ok(Some(format!("at most {max} {} in any 24 hours", policy.currency_symbol)));
+    }
+    Ok(None)
+}
+
 /// `amount` of a coin with `decimals` at `price` micro-USD per coin, in
 /// micro-USD, rounded half up.
 pub fn usd_micros(amount: U256, decimals: u8, price: u128) -> i64 {
@@ -110,6 +148,59 @@ pub fn usd_micros(amount: U256, decimals: u8, price: u128) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_balance_covers_what_the_transfers_in_flight_leave() {
+        let u = U256::from;
+        for (balance, held, amount, answer) in [
+            (100, 0, 100, Ok(())),
+            (100, 40, 60, Ok(())),
+            (100, 40, 61, Err(u(60))),
+            (100, 150, 1, Err(u(0))),
+            (0, 0, 0, Ok(())),
+        ] {
+            assert_eq!(covers(u(balance), u(held), u(amount)), answer, "{balance} {held} {amount}");
+        }
+    }
+
+    #[test]
+    fn a_policy_breaks_on_the_amount_alone_or_with_the_day_before_it() {
+        let policy = |per: Option<&str>, day: Option<&str>| LimitPolicy {
+            id: "p".into(),
+            account_id: Some("a".into()),
+            identity_id: None,
+            currency_symbol: "USDC".into(),
+            max_per_transfer: per.map(String::from),
+            max_rolling_24h: day.map(String::from),
+            created_at: chrono::DateTime::UNIX_EPOCH,
+        };
+        let usdc = |units: u64| scale(U256::from(units), 6);
+        let per = "at most 100 USDC per transfer".to_string();
+        let day = "at most 250.5 USDC in any 24 hours".to_string();
+        for (p, amount, volume, broken) in [
+            (policy(Some("100"), None), usdc(100_000_000), None, None),
+            (policy(Some("100"), None), usdc(100_000_001), None, Some(per.clone())),
+            (policy(None, Some("250.5")), usdc(100_000_000), Some(usdc(150_500_000)), None),
+            (policy(None, Some("250.5")), usdc(100_000_000), Some(usdc(150_500_001)), Some(day.clone())),
+            (policy(None, Some("250.5")), usdc(250_500_001), Some(U256::ZERO), Some(day.clone())),
+            // The per-transfer limit speaks first.
+            (
+                policy(Some("100"), Some("250.5")),
+                usdc(200_000_000),
+                Some(usdc(100_000_000)),
+                Some(per.clone()),
+            ),
+            (
+                policy(Some("100"), Some("250.5")),
+                usdc(100_000_000),
+                Some(usdc(200_000_000)),
+                Some(day.clone()),
+            ),
+        ] {
+            assert_eq!(limit_broken(&p, amount, volume), Ok(broken), "{p:?} {amount} {volume:?}");
+        }
+        assert_eq!(limit_broken(&policy(Some("ten"), None), usdc(1), None), Err("ten".into()));
+    }
 
     #[test]
     fn usd_values_are_exact_and_rounded_half_up() {

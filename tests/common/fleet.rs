@@ -11,7 +11,7 @@ use alloy::{primitives::U256, transports::http::reqwest::Method};
 use custody_indexer::{
     amount::Amount,
     chain::Chain,
-    deposit::DepositStatus,
+    deposits::resource::DepositStatus,
     store::{Store, WorkerKind, WorkerLease},
 };
 use serde_json::{Value, json};
@@ -54,6 +54,9 @@ pub struct Scenario {
     pub slow_ms: (u64, u64),
     /// The worker lease's time to live.
     pub lease: &'static str,
+    /// Whether the scenario needs the machine to itself (see
+    /// [`super::machine`]): a hundred transfers of every route do.
+    pub alone: bool,
 }
 
 /// The chain file of an instance whose RPC URL is the argument.

@@ -86,7 +86,8 @@ async fn assert_each_landed_once(c: &Cluster, orders: &[Order], ids: &[String], 
 }
 
 pub async fn scenario(s: Scenario) {
-    let Scenario { instances, kills, per_route, deposits, slow_ms, lease: ttl } = s;
+    let _machine = super::machine(s.alone).await;
+    let Scenario { instances, kills, per_route, deposits, slow_ms, lease: ttl, .. } = s;
     let payers = per_route.clamp(1, 10);
     let mut c = Cluster::start(instances, payers, slow_ms, ttl).await;
     let omnibus_before = c.nonces(c.omnibus).await.0;

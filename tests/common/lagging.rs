@@ -37,7 +37,7 @@ use std::{
 
 use alloy::transports::http::reqwest;
 use axum::{Json, Router, extract::State, routing::post};
-use custody_indexer::{chain::Chain, deposit::DepositStatus, store::Store};
+use custody_indexer::{chain::Chain, deposits::resource::DepositStatus, store::Store};
 use serde_json::{Value, json};
 
 #[derive(Clone, Copy, PartialEq, Eq)]

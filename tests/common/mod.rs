@@ -46,6 +46,22 @@ pub const CHAIN: Chain = Chain::EthereumTestnet;
 /// (`/metrics` and the detail of `/readyz` need it).
 pub const OPERATOR_TOKEN: &str = "test-operator-token-0123456789abcdef";
 
+/// Held by a cluster test for its whole run: one that must have the
+/// machine to itself (`alone`; a worker starved of CPU past its lease
+/// loses it, as it should, and the test would measure the machine) runs
+/// after the others of its binary are done and before the next starts;
+/// the others share it, two at a time as the test harness runs them.
+pub async fn machine(alone: bool) -> Machine {
+    static MACHINE: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+    if alone { Machine::Alone(MACHINE.write().await) } else { Machine::Shared(MACHINE.read().await) }
+}
+
+/// What [`machine`] holds until it is dropped.
+pub enum Machine {
+    Alone(tokio::sync::RwLockWriteGuard<'static, ()>),
+    Shared(tokio::sync::RwLockReadGuard<'static, ()>),
+}
+
 /// A chain file for anvil, with the test token listed as `TUSD` (6 decimals).
 /// `extra` lines (`key = value`) replace the defaults of the same key.
 pub fn chain_toml(rpc_urls: &[String], token: Option<&str>, extra: &str) -> String {

@@ -107,7 +107,8 @@ const SENDER: [&str; 3] = ["sendTransaction", "getLatestBlockhash", "getEpochInf
 const WATCHER: [&str; 2] = ["getBlocks", "getBlock"];
 
 pub async fn scenario(s: Scenario) {
-    let Scenario { instances, kills, per_route, deposits, slow_ms, lease } = s;
+    let _machine = super::machine(s.alone).await;
+    let Scenario { instances, kills, per_route, deposits, slow_ms, lease, .. } = s;
     let payers = per_route.clamp(1, 10);
     let mut c = SolanaCluster::start(instances, payers, slow_ms, lease).await;
     let before = balances(&c).await;

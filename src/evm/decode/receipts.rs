@@ -116,12 +116,12 @@ mod tests {
     use crate::{
         chain::Chain,
         config::Chains,
-        deposit::Detected,
+        deposits::resource::Detected,
+        deposits::watch::WatchSet,
         evm::{
             decode::{BlockInput, EvmAssets, deposits_in_block, native_candidates, succeeded},
             rpc::RpcReceipt,
         },
-        watch::WatchSet,
     };
 
     fn fixture<T: DeserializeOwned>(name: &str) -> T {
@@ -203,7 +203,8 @@ mod tests {
         let found = decode(&blocks[0], &ok, &b.logs, &watch);
 
         assert_eq!(found, expected);
-        let native = found.iter().filter(|d| d.position == crate::deposit::Position::Native).count();
+        let native =
+            found.iter().filter(|d| d.position == crate::deposits::resource::Position::Native).count();
         assert_eq!(native, 39, "39 successful value transfers; a 40th reverted");
         assert!(wanted.len() > native, "zero-value calls to watched addresses are read and yield nothing");
     }

@@ -95,6 +95,18 @@ impl EvmSender {
         let Some(token) = token else {
             return Err(SendError::Invalid("EIP-3009 applies to tokens only".into()));
         };
+        self.authorized(t, token, destination).await
+    }
+
+    /// The sponsor's call of `transferWithAuthorization` on `token` moving
+    /// `t`'s amount from the account to `destination`, under an EIP-3009
+    /// authorization the account's key signs.
+    async fn authorized(
+        &self,
+        t: &Outgoing,
+        token: Address,
+        destination: Address,
+    ) -> Result<Call, SendError> {
         let index = t.key_index.ok_or_else(|| SendError::Invalid("no account key".into()))?;
         let owner = self.signer.evm_address(KeyRef::Account(index))?;
         let (nonce, ends) = self.authorization_terms(t).await?;

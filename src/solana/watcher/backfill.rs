@@ -12,9 +12,9 @@ use tracing::info;
 use super::{PAGE, SolanaWatcher};
 use crate::{
     chain::Chain,
-    deposit::Detected,
+    deposits::resource::Detected,
+    deposits::watcher::{BackfillReport, WatchError},
     store::{CursorMove, ScanCommit},
-    watcher::{BackfillReport, WatchError},
 };
 
 /// Looks at the confirmed slot, sent at once, before a backfill takes the

@@ -4,10 +4,10 @@ use solana_commitment_config::CommitmentConfig;
 
 use super::SolanaWatcher;
 use crate::{
-    coverage::{self, History},
-    deposit::Detected,
-    watch::WatchSet,
-    watcher::WatchError,
+    deposits::coverage::{self, History},
+    deposits::resource::Detected,
+    deposits::watch::WatchSet,
+    deposits::watcher::WatchError,
 };
 
 impl History for SolanaWatcher {

@@ -11,7 +11,7 @@ use super::{
     super::finality::{self, Verdict},
     SolanaWatcher,
 };
-use crate::watcher::WatchError;
+use crate::deposits::watcher::WatchError;
 
 /// `getSignatureStatuses` takes at most this many signatures per call.
 const STATUSES_PER_CALL: usize = 256;

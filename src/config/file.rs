@@ -1,0 +1,236 @@
+//! One chain file read: its TOML as written ([`ChainFile`]), the
+//! environment's overrides, and every check a file passes before it is a
+//! [`ChainConfig`].
+
+use std::{path::Path, time::Duration};
+
+use serde::Deserialize;
+
+use super::{
+    AssetConfig, BlockReads, ChainConfig, ConfigError, Confirmation, NativeAsset, Strategy, TransferConfig,
+    defaults,
+};
+use crate::{
+    address,
+    chain::{Chain, Family},
+    redact::RpcUrl,
+};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ChainFile {
+    chain: Chain,
+    #[serde(default)]
+    chain_id: Option<u64>,
+    #[serde(default)]
+    genesis_hash: Option<String>,
+    rpc_urls: Vec<String>,
+    #[serde(default)]
+    ws_url: Option<String>,
+    confirmation: Confirmation,
+    poll_interval_ms: u64,
+    #[serde(default = "defaults::max_block_range")]
+    max_block_range: u64,
+    #[serde(default = "defaults::batch_size")]
+    batch_size: usize,
+    #[serde(default = "defaults::concurrency")]
+    concurrency: usize,
+    #[serde(default)]
+    traces: bool,
+    #[serde(default)]
+    block_reads: Option<BlockReads>,
+    #[serde(default)]
+    start_block: Option<u64>,
+    #[serde(default = "defaults::reorg_window")]
+    reorg_window: u64,
+    #[serde(default = "defaults::dropped_after_blocks")]
+    dropped_after_blocks: u64,
+    #[serde(default)]
+    strategy: Option<Strategy>,
+    #[serde(default = "defaults::max_lag_blocks")]
+    max_lag_blocks: u64,
+    #[serde(default)]
+    stale_after_ms: Option<u64>,
+    native: NativeAsset,
+    #[serde(default)]
+    assets: Vec<AssetConfig>,
+    #[serde(default)]
+    transfers: TransferConfig,
+}
+
+/// Reads the environment's overrides of a chain: `<CHAIN>_…` variables.
+type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+impl ChainConfig {
+    /// Parses and validates one chain file; `env` supplies overrides such as
+    /// `ETHEREUM_MAINNET_RPC_URLS` (comma-separated) and `ETHEREUM_MAINNET_WS_URL`.
+    pub fn from_toml(text: &str, source: &Path, env: Env<'_>) -> Result<Self, ConfigError> {
+        let invalid = |message: String| ConfigError::Invalid { path: source.to_path_buf(), message };
+        let file: ChainFile = toml::from_str(text).map_err(|e| invalid(e.message().to_string()))?;
+        let chain = file.chain;
+        let (rpc_urls, ws_url) = endpoints(&file, env).map_err(invalid)?;
+        let (chain_id, genesis_hash) = network(&file, env).map_err(invalid)?;
+        positive(&file).map_err(invalid)?;
+        let transfers = transfers(&file, env).map_err(invalid)?;
+        let assets = assets(&file).map_err(invalid)?;
+        Ok(Self {
+            chain,
+            chain_id,
+            genesis_hash,
+            rpc_urls,
+            ws_url,
+            confirmation: file.confirmation,
+            poll_interval: Duration::from_millis(file.poll_interval_ms),
+            max_block_range: file.max_block_range,
+            batch_size: file.batch_size,
+            concurrency: file.concurrency,
+            traces: file.traces,
+            block_reads: file.block_reads.unwrap_or_default(),
+            start_block: file.start_block,
+            reorg_window: file.reorg_window,
+            dropped_after_blocks: file.dropped_after_blocks,
+            strategy: file.strategy.unwrap_or_default(),
+            max_lag_blocks: file.max_lag_blocks,
+            stale_after: Duration::from_millis(
+                file.stale_after_ms.unwrap_or_else(|| defaults::stale_after_ms(file.poll_interval_ms)),
+            ),
+            native: file.native,
+            assets,
+            transfers,
+            source: source.to_path_buf(),
+        })
+    }
+}
+
+/// The RPC URLs (the environment's list, else the file's) and the
+/// WebSocket URL.
+fn endpoints(file: &ChainFile, env: Env<'_>) -> Result<(Vec<RpcUrl>, Option<RpcUrl>), String> {
+    let chain = file.chain;
+    let urls = match env(&format!("{chain}_RPC_URLS")) {
+        Some(list) => list.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect(),
+        None => file.rpc_urls.clone(),
+    };
+    if urls.is_empty() {
+        return Err(format!("no rpc_urls (set them in the file or in {chain}_RPC_URLS)"));
+    }
+    let rpc_urls =
+        urls.iter().map(|u| RpcUrl::parse(u).map_err(|e| e.to_string())).collect::<Result<Vec<_>, _>>()?;
+    let ws_url = env(&format!("{chain}_WS_URL"))
+        .or(file.ws_url.clone())
+        .filter(|s| !s.trim().is_empty())
+        .map(|u| RpcUrl::parse(&u).map_err(|e| e.to_string()))
+        .transpose()?;
+    if ws_url.as_ref().is_some_and(|u| !u.is_websocket()) {
+        return Err("ws_url must be a ws:// or wss:// url".into());
+    }
+    Ok((rpc_urls, ws_url))
+}
+
+/// The chain id (EVM) and genesis hash (Solana) the nodes must answer. The
+/// environment's overrides, for a local node standing in for the chain, are
+/// said at start: they lift the wrong-chain guard.
+fn network(file: &ChainFile, env: Env<'_>) -> Result<(Option<u64>, Option<String>), String> {
+    let chain = file.chain;
+    let set = |key: String| env(&key).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
+    let chain_id = match set(format!("{chain}_CHAIN_ID")) {
+        Some(id) => {
+            let id = id
+                .parse::<u64>()
+                .ok()
+                .filter(|id| *id > 0)
+                .ok_or_else(|| format!("{chain}_CHAIN_ID must be a positive integer, not {id:?}"))?;
+            tracing::warn!(%chain, chain_id = id, "the chain id is overridden by {chain}_CHAIN_ID");
+            Some(id)
+        }
+        None => file.chain_id,
+    };
+    let genesis_hash = match set(format!("{chain}_GENESIS_HASH")) {
+        Some(hash) => {
+            tracing::warn!(%chain, genesis_hash = %hash, "the genesis hash is overridden by {chain}_GENESIS_HASH");
+            Some(hash)
+        }
+        None => file.genesis_hash.clone(),
+    };
+    match chain.family() {
+        Family::Evm if chain_id.is_none() => Err("missing chain_id".into()),
+        Family::Solana if genesis_hash.is_none() => Err("missing genesis_hash".into()),
+        Family::Solana if file.block_reads.is_some() => Err("block_reads is for EVM chains".into()),
+        _ => Ok((chain_id, genesis_hash)),
+    }
+}
+
+/// The counts and intervals that must be positive, the confirmation depth
+/// and the reorg window.
+fn positive(file: &ChainFile) -> Result<(), String> {
+    if file.poll_interval_ms == 0
+        || file.max_lag_blocks == 0
+        || file.stale_after_ms == Some(0)
+        || file.max_block_range == 0
+        || file.batch_size == 0
+        || file.concurrency == 0
+    {
+        return Err("poll_interval_ms, max_lag_blocks, stale_after_ms, max_block_range, batch_size and concurrency must be positive".into());
+    }
+    if file.confirmation == Confirmation::Depth(0) {
+        return Err("confirmation depth must be at least 1".into());
+    }
+    if file.reorg_window < 2 {
+        return Err("reorg_window must be at least 2".into());
+    }
+    Ok(())
+}
+
+/// The `[transfers]` table, its price overridden by `<CHAIN>_NATIVE_USD`.
+fn transfers(file: &ChainFile, env: Env<'_>) -> Result<TransferConfig, String> {
+    let mut transfers = file.transfers.clone();
+    if let Some(price) = env(&format!("{}_NATIVE_USD", file.chain)) {
+        transfers.native_usd = Some(price.trim().to_string());
+    }
+    if transfers.native_usd.is_some() && transfers.native_usd_micros().is_none() {
+        return Err("transfers.native_usd must be a decimal price with at most 6 decimal places".into());
+    }
+    if transfers.window_secs == 0 || transfers.rebroadcast_after_secs == 0 || transfers.max_fee_per_gas == 0 {
+        return Err(
+            "transfers.window_secs, rebroadcast_after_secs and max_fee_per_gas must be positive".into()
+        );
+    }
+    if transfers.fee_bump_percent < 10 {
+        return Err("transfers.fee_bump_percent must be at least 10".into());
+    }
+    Ok(transfers)
+}
+
+/// The assets, their contracts normalised, each symbol once and printable,
+/// an issued stablecoin's cap and decimals checked.
+fn assets(file: &ChainFile) -> Result<Vec<AssetConfig>, String> {
+    let printable = |symbol: &str| !symbol.trim().is_empty() && !symbol.contains(char::is_control);
+    if let Some(bad) = std::iter::once(&file.native.symbol)
+        .chain(file.assets.iter().map(|a| &a.symbol))
+        .find(|s| !printable(s))
+    {
+        return Err(format!("symbol {bad:?} must be printable text, not empty"));
+    }
+    let mut assets: Vec<AssetConfig> = Vec::with_capacity(file.assets.len());
+    for asset in &file.assets {
+        let mut asset = asset.clone();
+        let symbol = asset.symbol.clone();
+        asset.contract_address = address::normalize(file.chain.family(), &asset.contract_address)
+            .map_err(|e| format!("asset {symbol}: {e}"))?;
+        if symbol == file.native.symbol || assets.iter().any(|a| a.symbol == symbol) {
+            return Err(format!("asset symbol {symbol} is listed twice"));
+        }
+        if let Some(cap) = &asset.daily_mint_cap {
+            if !asset.issued {
+                return Err(format!("asset {symbol}: daily_mint_cap needs issued = true"));
+            }
+            crate::amount::Cents::parse(cap).map_err(|e| format!("asset {symbol}: daily_mint_cap: {e}"))?;
+        }
+        if asset.issued && asset.decimals < 2 {
+            return Err(format!(
+                "asset {symbol}: an issued stablecoin needs 2 decimals or more to mint cents"
+            ));
+        }
+        assets.push(asset);
+    }
+    Ok(assets)
+}

@@ -1,0 +1,389 @@
+//! Operator health: whether the store answers and every chain's watcher keeps
+//! up. Computed from what the watchers record in the store, so `/readyz` of
+//! `run`, `/readyz` of a separate `serve` and `custody-indexer health` agree.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use crate::{
+    chain::Chain,
+    config::Chains,
+    deposits::resource::{rfc3339, rfc3339_opt},
+    environment::Environment,
+    store::{ChainHealth, ChainStop, Condition, Store, StoreError, WorkerKind, WorkerLease},
+};
+
+/// Kinds of watcher error that no retry cures while the setup stays as it
+/// is (a node that pruned the range, one of another chain, one refusing a
+/// method the indexer needs): a chain whose last step failed so is
+/// unhealthy at once, without waiting for it to turn stale.
+const SETUP_ERRORS: [&str; 3] = ["pruned", "wrong_chain", "method_unsupported"];
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub healthy: bool,
+    /// The environment the store was first started in (`sandbox` or
+    /// `production`); `null` before any `run` or `serve` started it.
+    pub environment: Option<Environment>,
+    /// Why the whole service is unhealthy, beyond each chain's problems.
+    pub problems: Vec<String>,
+    /// What needs an operator's eye but leaves the service ready: an
+    /// unfunded gas sponsor, a tenant's failing webhook, a chain's failing
+    /// step not stale yet. Never a reason for `healthy: false`.
+    pub warnings: Vec<String>,
+    /// The conditions the senders and delivery workers raised and that
+    /// still hold (see [`crate::alarm`]).
+    pub conditions: Vec<Condition>,
+    pub store: StoreReport,
+    pub chains: Vec<ChainReport>,
+    #[serde(serialize_with = "rfc3339")]
+    pub checked_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StoreReport {
+    pub reachable: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ChainReport {
+    pub chain: Chain,
+    pub status: ChainStatus,
+    pub healthy: bool,
+    /// Why the chain is unhealthy; empty when healthy.
+    pub problems: Vec<String>,
+    /// What is wrong without making the chain unhealthy (yet): a failing
+    /// step retried, an unfunded gas sponsor.
+    pub warnings: Vec<String>,
+    pub head: Option<u64>,
+    pub indexed: Option<u64>,
+    pub lag: Option<u64>,
+    pub max_lag_blocks: u64,
+    #[serde(serialize_with = "rfc3339_opt")]
+    pub last_success_at: Option<DateTime<Utc>>,
+    pub stale_after_seconds: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    #[serde(serialize_with = "rfc3339_opt", skip_serializing_if = "Option::is_none")]
+    pub last_error_at: Option<DateTime<Utc>>,
+    /// Addresses registered after the live cursor passed their watch start,
+    /// whose earlier blocks are still being scanned (or resolved).
+    pub addresses_catching_up: u64,
+    /// The lowest block (slot) still to scan for them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub catching_up_from: Option<u64>,
+    /// Which instance runs the chain's live watcher and its transfer
+    /// sender: their leases (one instance holds each at a time).
+    pub workers: Vec<WorkerReport>,
+    /// The stop in force: the chain's watcher met an error no retry cures
+    /// and runs nowhere until an operator runs `chains resume`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stop: Option<ChainStop>,
+}
+
+/// A chain's state at a glance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ChainStatus {
+    Healthy,
+    Unhealthy,
+    /// Its watcher is stopped until `chains resume`.
+    Stopped,
+}
+
+impl ChainStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChainStatus::Healthy => "healthy",
+            ChainStatus::Unhealthy => "UNHEALTHY",
+            ChainStatus::Stopped => "STOPPED",
+        }
+    }
+}
+
+impl ChainReport {
+    /// Marks the chain stopped: unhealthy whatever its watcher recorded
+    /// last, the stop first among its problems.
+    fn stopped(&mut self, stop: ChainStop) {
+        let at = stop.stopped_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        let problem = format!(
+            "STOPPED at {at} by {}: {}; resume with `custody-indexer chains resume {}`",
+            stop.instance, stop.reason, self.chain
+        );
+        self.problems.insert(0, problem);
+        self.healthy = false;
+        self.status = ChainStatus::Stopped;
+        self.stop = Some(stop);
+    }
+}
+
+/// A singleton worker of a chain and the instance running it.
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkerReport {
+    /// `WATCHER` or `SENDER`.
+    pub kind: WorkerKind,
+    /// The instance holding the lease, or that held it last.
+    pub instance: String,
+    /// Grows with every takeover.
+    pub epoch: i64,
+    /// Whether the lease is live; a lapsed one awaits a takeover.
+    pub held: bool,
+    #[serde(serialize_with = "rfc3339")]
+    pub until: DateTime<Utc>,
+}
+
+/// Checks the store and the chains: `required` ones when given (a chain with
+/// no recorded step is unhealthy), else every configured chain a watcher has
+/// reported on.
+pub async fn check(store: &Store, chains: &Chains, required: &[Chain]) -> Report {
+    let now = Utc::now();
+    let recorded = match store.chain_health().await {
+        Ok(recorded) => recorded,
+        Err(error) => return unreachable(error),
+    };
+    let selected: Vec<Chain> = if required.is_empty() {
+        recorded.iter().map(|r| r.chain).filter(|c| chains.get(*c).is_ok()).collect()
+    } else {
+        required.to_vec()
+    };
+    let mut reports: Vec<ChainReport> = selected
+        .into_iter()
+        .filter_map(|chain| {
+            let config = chains.get(chain).ok()?;
+            let state = recorded.iter().find(|r| r.chain == chain);
+            Some(assess(chain, state, config.max_lag_blocks, config.stale_after, now))
+        })
+        .collect();
+    let (leases, mut stops) = match (store.worker_leases().await, store.chain_stops().await) {
+        (Ok(leases), Ok(stops)) => (leases, stops),
+        (Err(error), _) | (_, Err(error)) => return unreachable(error),
+    };
+    let environment = match store.environment().await {
+        Ok(environment) => environment,
+        Err(error) => return unreachable(error),
+    };
+    // Conditions are warnings: failing to read them (a store not yet
+    // migrated by a newer release, a row a newer release wrote) is one more
+    // warning, never a reason to be unready.
+    let (conditions, unread) = match store.conditions().await {
+        Ok(conditions) => (conditions, None),
+        Err(error) => (Vec::new(), Some(format!("conditions could not be read: {error}"))),
+    };
+    let mut warnings = attach(&mut reports, &conditions);
+    warnings.extend(unread);
+    for report in &mut reports {
+        report.workers = workers(&leases, report.chain);
+        if let Some(at) = stops.iter().position(|s| s.chain == report.chain) {
+            report.stopped(stops.swap_remove(at));
+        }
+        match store.coverage(report.chain).await {
+            Ok(coverage) => {
+                report.addresses_catching_up = coverage.catching_up;
+                report.catching_up_from = coverage.lowest_gap_block;
+            }
+            Err(error) => return unreachable(error),
+        }
+    }
+    let mut problems = Vec::new();
+    if reports.is_empty() {
+        problems.push("no chain has recorded a scan yet: is `custody-indexer run` running?".to_string());
+    }
+    problems.extend(
+        reports.iter().filter(|c| !c.healthy).map(|c| format!("{}: {}", c.chain, c.problems.join("; "))),
+    );
+    let chain_warnings = reports.iter().flat_map(|c| c.warnings.iter().map(|w| format!("{}: {w}", c.chain)));
+    warnings.splice(0..0, chain_warnings.collect::<Vec<_>>());
+    Report {
+        healthy: problems.is_empty(),
+        environment,
+        problems,
+        warnings,
+        conditions,
+        store: StoreReport { reachable: true, error: None },
+        chains: reports,
+        checked_at: now,
+    }
+}
+
+/// Adds each condition to its chain's warnings; those of no chain reported
+/// (a webhook's) are returned.
+fn attach(reports: &mut [ChainReport], conditions: &[Condition]) -> Vec<String> {
+    let mut rest = Vec::new();
+    for condition in conditions {
+        match reports.iter_mut().find(|r| Some(r.chain) == condition.chain) {
+            Some(report) => report.warnings.push(condition.message.clone()),
+            None => rest.push(condition.message.clone()),
+        }
+    }
+    rest
+}
+
+/// The report when the store cannot be read.
+pub fn unreachable(error: StoreError) -> Report {
+    let error = format!("{:#}", anyhow::Error::from(error));
+    Report {
+        healthy: false,
+        environment: None,
+        problems: vec![format!("the store is unreachable: {error}")],
+        warnings: Vec::new(),
+        conditions: Vec::new(),
+        store: StoreReport { reachable: false, error: Some(error) },
+        chains: Vec::new(),
+        checked_at: Utc::now(),
+    }
+}
+
+/// Judges one chain's recorded state against its thresholds.
+pub fn assess(
+    chain: Chain,
+    state: Option<&ChainHealth>,
+    max_lag_blocks: u64,
+    stale_after: std::time::Duration,
+    now: DateTime<Utc>,
+) -> ChainReport {
+    let head = state.and_then(|s| s.head);
+    let indexed = state.and_then(|s| s.indexed);
+    let lag = head.zip(indexed).map(|(head, indexed)| head.saturating_sub(indexed));
+    let last_success_at = state.and_then(|s| s.checked_at);
+    let mut problems = Vec::new();
+    match last_success_at {
+        None => problems.push("no successful scan recorded".to_string()),
+        Some(at) => {
+            let age = (now - at).to_std().unwrap_or_default();
+            if age > stale_after {
+                problems.push(format!(
+                    "last successful scan {}s ago (limit {}s)",
+                    age.as_secs(),
+                    stale_after.as_secs()
+                ));
+            }
+        }
+    }
+    if let Some(lag) = lag.filter(|lag| *lag > max_lag_blocks) {
+        problems.push(format!("indexing trails the head by {lag} blocks (limit {max_lag_blocks})"));
+    }
+    let last_error_at = state.and_then(|s| s.last_error_at);
+    let error_is_current = last_error_at.is_some_and(|e| last_success_at.is_none_or(|ok| e > ok));
+    let mut warnings = Vec::new();
+    if error_is_current && let Some(error) = state.and_then(|s| s.last_error.as_deref()) {
+        let kind = state.and_then(|s| s.last_error_kind.as_deref()).unwrap_or_default();
+        if SETUP_ERRORS.contains(&kind) {
+            problems.push(format!("the watcher cannot progress: {error}"));
+        } else if !problems.is_empty() {
+            problems.push(format!("last error: {error}"));
+        } else {
+            // Retried; the chain turns unhealthy once stale.
+            warnings.push(format!("the watcher's last step failed ({kind}), retrying: {error}"));
+        }
+    }
+    ChainReport {
+        chain,
+        status: if problems.is_empty() { ChainStatus::Healthy } else { ChainStatus::Unhealthy },
+        healthy: problems.is_empty(),
+        problems,
+        warnings,
+        head,
+        indexed,
+        lag,
+        max_lag_blocks,
+        last_success_at,
+        stale_after_seconds: stale_after.as_secs(),
+        last_error: state.and_then(|s| s.last_error.clone()),
+        last_error_at,
+        addresses_catching_up: 0,
+        catching_up_from: None,
+        workers: Vec::new(),
+        stop: None,
+    }
+}
+
+/// The leases of `chain`'s workers, held or not as the store judged them
+/// when it read them (on PostgreSQL by the database's clock).
+fn workers(leases: &[WorkerLease], chain: Chain) -> Vec<WorkerReport> {
+    leases
+        .iter()
+        .filter(|l| l.chain == chain)
+        .map(|l| WorkerReport {
+            kind: l.kind,
+            instance: l.owner.clone(),
+            epoch: l.epoch,
+            held: l.held,
+            until: l.until,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn state(head: u64, indexed: u64, seconds_ago: i64, now: DateTime<Utc>) -> ChainHealth {
+        ChainHealth {
+            chain: Chain::BaseSepolia,
+            head: Some(head),
+            indexed: Some(indexed),
+            checked_at: Some(now - chrono::Duration::seconds(seconds_ago)),
+            last_error: None,
+            last_error_kind: None,
+            last_error_at: None,
+        }
+    }
+
+    #[test]
+    fn judges_lag_staleness_and_absence() {
+        let now = Utc::now();
+        let limit = Duration::from_secs(60);
+        let fresh = assess(Chain::BaseSepolia, Some(&state(1000, 990, 5, now)), 100, limit, now);
+        assert!(fresh.healthy, "{:?}", fresh.problems);
+        assert_eq!(fresh.lag, Some(10));
+
+        let lagging = assess(Chain::BaseSepolia, Some(&state(1000, 800, 5, now)), 100, limit, now);
+        assert!(!lagging.healthy);
+        assert_eq!(lagging.problems, ["indexing trails the head by 200 blocks (limit 100)"]);
+
+        let mut stale = state(1000, 1000, 120, now);
+        stale.last_error = Some("rpc eth_blockNumber failed on BASE_SEPOLIA: connection refused".into());
+        stale.last_error_at = Some(now - chrono::Duration::seconds(1));
+        let stale = assess(Chain::BaseSepolia, Some(&stale), 100, limit, now);
+        assert!(!stale.healthy);
+        assert_eq!(stale.problems[0], "last successful scan 120s ago (limit 60s)");
+        assert!(stale.problems[1].contains("connection refused"), "{:?}", stale.problems);
+
+        let never = assess(Chain::BaseSepolia, None, 100, limit, now);
+        assert_eq!(never.problems, ["no successful scan recorded"]);
+    }
+
+    #[test]
+    fn a_setup_error_is_a_problem_at_once_and_a_transient_one_a_warning() {
+        let now = Utc::now();
+        let limit = Duration::from_secs(60);
+        let failing = |kind: &str, message: &str| {
+            let mut failing = state(1000, 1000, 5, now);
+            failing.last_error = Some(message.into());
+            failing.last_error_kind = Some(kind.into());
+            failing.last_error_at = Some(now - chrono::Duration::seconds(1));
+            failing
+        };
+        let pruned = failing("pruned", "slot 5 is below slot 9, the first the RPC node still holds");
+        let pruned = assess(Chain::BaseSepolia, Some(&pruned), 100, limit, now);
+        assert!(!pruned.healthy);
+        assert_eq!(
+            pruned.problems,
+            ["the watcher cannot progress: slot 5 is below slot 9, the first the RPC node still holds"]
+        );
+
+        let timeout = assess(Chain::BaseSepolia, Some(&failing("timeout", "timed out")), 100, limit, now);
+        assert!(timeout.healthy, "retried until stale: {:?}", timeout.problems);
+        assert_eq!(timeout.warnings, ["the watcher's last step failed (timeout), retrying: timed out"]);
+
+        // An error older than the last success is over.
+        let mut over = failing("pruned", "pruned");
+        over.last_error_at = Some(now - chrono::Duration::seconds(10));
+        let over = assess(Chain::BaseSepolia, Some(&over), 100, limit, now);
+        assert!(over.healthy && over.warnings.is_empty());
+    }
+}

@@ -1,0 +1,176 @@
+//! What happens when a wire arrives: it is recorded with the `RECEIVED`
+//! mint it starts; once the bank settles it (at once, or when the bank's
+//! outcome is due), the identity's entitlement and the approval rule decide
+//! whether it mints, waits for a second operator or fails; a second
+//! operator's decision moves a waiting mint on. Each step is one
+//! transaction that changes the mint only from the status it read and
+//! writes its `mint_update` event (see [`super::state`]).
+
+use super::{
+    Approval, Gate, Mint, gate_of, normalize_memo, normalize_reference,
+    provider::Outcome,
+    state::{Event, Status, Transition, apply},
+};
+use crate::{
+    amount::Cents,
+    store::{
+        Made, NewWire, Store, StoreError, Tx, entitlement,
+        mints::{self, NewMint, Settling},
+        now_micros,
+    },
+};
+
+/// The one door of a wire into issuance, whoever learnt of it (the
+/// sandbox's simulation, an operator): recorded, then settled at once when
+/// the bank's outcome is already due (otherwise, and when another instance
+/// settled it first, by the issuance worker). Answers the mint as it is
+/// now.
+pub async fn arrive(store: &Store, wire: &NewWire<'_>, approval: &Approval) -> Result<Mint, StoreError> {
+    let mint = record(store, wire).await?.into_inner();
+    match settle(store, &mint.id, approval).await {
+        Ok(_) | Err(StoreError::Conflict(_)) => {}
+        Err(error) => return Err(error),
+    }
+    store.mint(None, &mint.id).await
+}
+
+/// Records `wire` and the `RECEIVED` mint it starts, with its event, in
+/// one transaction. The same reference again answers the mint it started
+/// (another memo or amount under it is a conflict).
+pub async fn record(store: &Store, wire: &NewWire<'_>) -> Result<Made<Mint>, StoreError> {
+    let (memo, reference) = (normalize_memo(wire.memo_id), normalize_reference(wire.reference));
+    let wire = &NewWire { memo_id: &memo, reference: &reference, ..wire.clone() };
+    if let Some(found) = store.mint_by_reference(wire.reference).await? {
+        return same_wire(found, wire);
+    }
+    let mut tx = store.begin().await?;
+    let target = mints::wire_target(&mut tx, wire.memo_id, wire.organization)
+        .await?
+        .ok_or_else(|| StoreError::NotFound(format!("mint instruction with memo_id {}", wire.memo_id)))?;
+    let (id, now) = (uuid::Uuid::new_v4().to_string(), now_micros());
+    let new = NewMint {
+        id: &id,
+        organization: &target.organization,
+        instruction: &target.instruction,
+        identity: &target.identity,
+        account: &target.account,
+        symbol: &target.symbol,
+        chain: &target.chain,
+        destination_address: &target.destination_address,
+        cents: wire.cents,
+        fee_cents: 0,
+        wire,
+        now,
+    };
+    if !mints::insert_mint(&mut tx, &new).await? {
+        // The same reference raced this one in.
+        drop(tx);
+        let found = store.mint_by_reference(wire.reference).await?;
+        return same_wire(found.ok_or_else(|| StoreError::Corrupt("a lost wire".into()))?, wire);
+    }
+    let mint = mints::mint_in(&mut tx, &id).await?;
+    mints::announce(&mut tx, &mint, now).await?;
+    tx.commit().await?;
+    Ok(Made::New(mint))
+}
+
+/// The mint a reference already started, when `wire` is the same wire.
+fn same_wire((found, organization): (Mint, String), wire: &NewWire<'_>) -> Result<Made<Mint>, StoreError> {
+    if wire.organization.is_some_and(|o| o != organization) {
+        return Err(StoreError::Conflict(format!("wire reference {} is taken", wire.reference)));
+    }
+    if found.memo_id != wire.memo_id || found.amount != Cents(wire.cents).to_string() {
+        return Err(StoreError::Conflict(format!(
+            "wire {} was recorded for memo_id {} and {} USD (mint {})",
+            wire.reference, found.memo_id, found.amount, found.id
+        )));
+    }
+    Ok(Made::Existing(found))
+}
+
+/// Applies the bank's outcome to the `RECEIVED` mint `id` once it is due:
+/// settled, the identity's entitlement now decides, and `approval` whether
+/// a second operator must approve (always, or above the day's cap: the
+/// cents of the wires settled this UTC day for the same chain and
+/// stablecoin and not refused). `None` when the mint is not (or no longer)
+/// `RECEIVED` and due.
+pub async fn settle(store: &Store, id: &str, approval: &Approval) -> Result<Option<Transition>, StoreError> {
+    let mut tx = store.begin().await?;
+    let mint =
+        mints::settling(&mut tx, id).await?.ok_or_else(|| StoreError::NotFound(format!("mint {id}")))?;
+    if mint.status != Status::Received || mint.settles_at > now_micros() {
+        return Ok(None);
+    }
+    let event = match mint.outcome {
+        Outcome::Reject => Event::Rejected,
+        Outcome::Return => Event::Returned,
+        Outcome::Settle => {
+            let needed = approval_needed(&mut tx, &mint, approval).await?;
+            let gate = gate_in(&mut tx, &mint.organization, &mint.identity).await?;
+            Event::Settled { gate, approval: needed }
+        }
+    };
+    let transition = apply(mint.status, event).map_err(|r| StoreError::Conflict(r.to_string()))?;
+    mints::change(&mut tx, id, transition, None).await?;
+    tx.commit().await?;
+    Ok(Some(transition))
+}
+
+/// Whether the settled `mint` waits for approval: always, or when its
+/// chain's stablecoin has a daily cap the wires settled this UTC day would
+/// pass (by settlement, not arrival: a wire that arrived before midnight
+/// and settles after it counts on the day it settles).
+async fn approval_needed(tx: &mut Tx, mint: &Settling, approval: &Approval) -> Result<bool, StoreError> {
+    let cap = approval.cap(mint.chain, &mint.symbol);
+    if approval.always || cap.is_none() {
+        return Ok(approval.needed(cap, 0, mint.cents));
+    }
+    let midnight = chrono::Utc::now().date_naive().and_hms_opt(0, 0, 0).expect("midnight").and_utc();
+    let today = mints::lock_settled_since(tx, mint.chain, &mint.symbol, midnight.timestamp_micros()).await?;
+    Ok(approval.needed(cap, today, mint.cents))
+}
+
+/// The entitlement of the mint's identity, read under the identity's row
+/// lock (see [`entitlement::lock`]).
+async fn gate_in(tx: &mut Tx, organization: &str, identity: &str) -> Result<Result<(), Gate>, StoreError> {
+    let (status, fiat) = entitlement::lock(tx, organization, identity).await?;
+    Ok(gate_of(status, fiat))
+}
+
+/// A second operator's decision on the `AWAITING_APPROVAL` mint of the wire
+/// `reference` (or of the mint of that id): approved (the identity's
+/// entitlement now decides whether it mints) or refused. The operator who
+/// recorded the wire cannot decide on it.
+pub async fn decide(store: &Store, reference: &str, by: &str, approve: bool) -> Result<Mint, StoreError> {
+    let mut tx = store.begin().await?;
+    let named = mints::named(&mut tx, reference, &normalize_reference(reference)).await?;
+    let mint = match named.as_slice() {
+        [mint] => mint,
+        [] => return Err(StoreError::NotFound(format!("wire {reference}"))),
+        _ => {
+            return Err(StoreError::Invalid(format!(
+                "{reference} is both a wire's reference and another wire's mint id: name the mint by its id"
+            )));
+        }
+    };
+    if mint.recorded_by.as_deref() == Some(by) {
+        return Err(StoreError::Invalid(format!(
+            "{by} recorded wire {reference}: another operator must approve its mint"
+        )));
+    }
+    let event = if approve {
+        Event::Approved { gate: gate_in(&mut tx, &mint.organization, &mint.identity).await? }
+    } else {
+        Event::Refused
+    };
+    let transition = apply(mint.status, event).map_err(|_| {
+        StoreError::Conflict(format!(
+            "the mint of wire {reference} is {}, not AWAITING_APPROVAL",
+            mint.status
+        ))
+    })?;
+    mints::change(&mut tx, &mint.id, transition, Some(by)).await?;
+    let decided = mints::mint_in(&mut tx, &mint.id).await?;
+    tx.commit().await?;
+    Ok(decided)
+}

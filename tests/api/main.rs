@@ -1,0 +1,12 @@
+//! The HTTP API: endpoints and errors, the OpenAPI document as clients' tools
+//! take it, signed requests, the operator token.
+//!
+//! One test binary; each module below is one subject.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod api;
+mod openapi;
+mod operator_token;
+mod signed_requests;

@@ -1,0 +1,350 @@
+//! Signed requests through real HTTP on a random port: an API key paired
+//! with a P-256 or Ed25519 public key must sign every request with
+//! `X-Request-Signature`; each refusal names its check; a token is accepted
+//! once, across instances sharing a PostgreSQL store.
+
+use crate::common;
+
+use alloy::transports::http::reqwest::Method;
+use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
+use common::{
+    api::{Answer, App, send_raw, spawn_app, spawn_configured},
+    chain_toml,
+    cli::Env,
+    db::{BACKENDS, Backend, TestDb},
+    signing::{ClientKey, claims},
+};
+use custody_indexer::{
+    api::RateLimit, api_key, config::Chains, environment::Environment, request_signature::PublicKey,
+};
+use jsonwebtoken::{EncodingKey, Header};
+use serde_json::{Value, json};
+
+async fn app(backend: Backend) -> App {
+    spawn_app(backend, Chains::load(None).unwrap(), RateLimit::default()).await
+}
+
+/// A key of organization `acme` paired with `client`'s public key: its
+/// token and id.
+async fn paired_key(app: &App, client: &ClientKey) -> (String, String) {
+    let token = app.key("acme").await;
+    let id = api_key::key_id(&token).unwrap().to_string();
+    app.store().pair_api_key(&id, &PublicKey::from_pem(&client.public_pem).unwrap()).await.unwrap();
+    (token, id)
+}
+
+/// `method path` with `body` (JSON text, none when empty) and, when given,
+/// `X-Request-Signature: signature`.
+async fn call(
+    base: &str,
+    token: &str,
+    method: &str,
+    path: &str,
+    body: &str,
+    signature: Option<&str>,
+) -> Answer {
+    let headers: Vec<(&str, &str)> = signature.map(|s| ("x-request-signature", s)).into_iter().collect();
+    let body = (!body.is_empty()).then(|| body.to_string());
+    let method = Method::from_bytes(method.as_bytes()).unwrap();
+    send_raw(method, &format!("{base}{path}"), Some(token), body, &headers).await
+}
+
+/// `method path` signed by `client` as a client does.
+async fn signed(
+    app: &App,
+    client: &ClientKey,
+    key: (&str, &str),
+    method: &str,
+    path: &str,
+    body: &str,
+) -> Answer {
+    let signature = client.sign(&claims(key.1, method, path, body));
+    call(&app.base, key.0, method, path, body, Some(&signature)).await
+}
+
+/// A `401 INVALID_SIGNATURE` whose message contains `mentions` and none of
+/// `token`'s parts.
+fn refused(answer: &Answer, mentions: &str, token: &str) {
+    assert_eq!(answer.status, 401, "{mentions}: {answer:?}");
+    assert_eq!(answer.body["code"], "INVALID_SIGNATURE", "{mentions}: {answer:?}");
+    let message = answer.body["message"].as_str().unwrap();
+    assert!(message.contains(mentions), "{mentions}: {message}");
+    for part in token.split('.').filter(|part| part.len() > 3) {
+        assert!(!message.contains(part), "{mentions}: the message echoes the token: {message}");
+    }
+}
+
+#[tokio::test]
+async fn a_paired_key_must_sign_each_request_with_es256_or_eddsa_in_both_environments() {
+    for environment in [Environment::Production, Environment::Sandbox] {
+        let app = spawn_configured(Backend::Sqlite, Chains::load(None).unwrap(), |state| {
+            state.with_compliance(environment, Default::default())
+        })
+        .await;
+        signed_requests_are_served(&app).await;
+    }
+}
+
+async fn signed_requests_are_served(app: &App) {
+    let unpaired = app.key("acme").await;
+    for client in [ClientKey::p256(), ClientKey::ed25519()] {
+        let (token, id) = paired_key(app, &client).await;
+        let key = (token.as_str(), id.as_str());
+
+        let unsigned = call(&app.base, &token, "GET", "/v2/identities?limit=5", "", None).await;
+        refused(&unsigned, "missing X-Request-Signature", "");
+
+        let body =
+            json!({ "request_id": format!("r-{id}"), "type": "INDIVIDUAL", "label": "Ada" }).to_string();
+        let created = signed(app, &client, key, "POST", "/v2/identities", &body).await;
+        assert_eq!(created.status, 201, "{:?}: {created:?}", client.algorithm);
+        assert_eq!(created.body["label"], "Ada", "the handler got the body that was signed");
+
+        let listed = signed(app, &client, key, "GET", "/v2/identities?limit=25", "").await;
+        assert_eq!(listed.status, 200, "{:?}: {listed:?}", client.algorithm);
+        assert!(listed.body["identities"].as_array().unwrap().iter().any(|i| i["id"] == created.body["id"]));
+    }
+    let answer = app.get("/v2/identities", &unpaired).await;
+    assert_eq!(answer.status, 200, "a key that is not paired needs no signature: {answer:?}");
+}
+
+#[tokio::test]
+async fn each_refused_signature_names_its_check_and_never_echoes_the_token() {
+    let app = app(Backend::Sqlite).await;
+    let client = ClientKey::p256();
+    let (token, id) = paired_key(&app, &client).await;
+    let (path, body) = ("/v2/identities?limit=5", "");
+    let fresh = || claims(&id, "GET", path, body);
+    let with = |fields: &[(&str, Value)]| {
+        let mut claims = fresh();
+        for (field, value) in fields {
+            claims[*field] = value.clone();
+        }
+        client.sign(&claims)
+    };
+    let now = chrono::Utc::now().timestamp();
+    let unsigned = |alg: &str| {
+        let header = URL_SAFE_NO_PAD.encode(json!({ "alg": alg, "typ": "JWT" }).to_string());
+        format!("{header}.{}.", URL_SAFE_NO_PAD.encode(fresh().to_string()))
+    };
+    let hs256 = jsonwebtoken::encode(
+        &Header::new(jsonwebtoken::Algorithm::HS256),
+        &fresh(),
+        &EncodingKey::from_secret(token.as_bytes()),
+    )
+    .unwrap();
+    let mut tampered = client.sign(&fresh());
+    tampered.replace_range(tampered.len() - 4.., "AAAA");
+
+    let replayed = client.sign(&fresh());
+    let first = call(&app.base, &token, "GET", path, body, Some(&replayed)).await;
+    assert_eq!(first.status, 200, "{first:?}");
+
+    for (signature, mentions) in [
+        (replayed, "jti was used before"),
+        (with(&[("iat", json!(now - 100)), ("exp", json!(now - 35))]), "expired"),
+        (with(&[("iat", json!(now + 60)), ("exp", json!(now + 120))]), "not yet valid"),
+        (with(&[("iat", json!(now)), ("exp", json!(now + 121))]), "at most 120 s"),
+        (with(&[("method", json!("POST"))]), "method"),
+        (with(&[("uri", json!("/v2/identities?limit=6"))]), "uri"),
+        (with(&[("uri", json!("/v2/identities"))]), "uri"),
+        (with(&[("body_hash", json!(format!("{:064x}", 0)))]), "body_hash"),
+        (with(&[("sub", json!("0".repeat(32)))]), "sub"),
+        (with(&[("jti", json!(""))]), "jti"),
+        (unsigned("none"), "alg is not accepted"),
+        (hs256, "alg is not accepted"),
+        (ClientKey::ed25519().sign(&fresh()), "takes ES256"),
+        (ClientKey::p256().sign(&fresh()), "does not verify"),
+        (tampered, "does not verify"),
+        ("not-a-token".to_string(), "malformed"),
+    ] {
+        let answer = call(&app.base, &token, "GET", path, body, Some(&signature)).await;
+        refused(&answer, mentions, &signature);
+    }
+
+    // A body other than the signed one, on a POST.
+    let signed_body = json!({ "request_id": "r-1", "type": "INDIVIDUAL", "label": "Ada" }).to_string();
+    let signature = client.sign(&claims(&id, "POST", "/v2/identities", &signed_body));
+    let sent_body = signed_body.replace("Ada", "Eve");
+    let answer = call(&app.base, &token, "POST", "/v2/identities", &sent_body, Some(&signature)).await;
+    refused(&answer, "body_hash", &signature);
+}
+
+#[tokio::test]
+async fn a_token_accepted_by_one_instance_is_refused_by_another_sharing_the_store() {
+    let app = app(Backend::Postgres).await;
+    let other = app.another_server(Chains::load(None).unwrap()).await;
+    let client = ClientKey::ed25519();
+    let (token, id) = paired_key(&app, &client).await;
+    let signature = client.sign(&claims(&id, "GET", "/v2/identities?limit=5", ""));
+
+    let first = call(&app.base, &token, "GET", "/v2/identities?limit=5", "", Some(&signature)).await;
+    assert_eq!(first.status, 200, "{first:?}");
+    let replay = call(&other.base, &token, "GET", "/v2/identities?limit=5", "", Some(&signature)).await;
+    refused(&replay, "jti was used before", &signature);
+
+    let fresh = client.sign(&claims(&id, "GET", "/v2/identities?limit=5", ""));
+    let answer = call(&other.base, &token, "GET", "/v2/identities?limit=5", "", Some(&fresh)).await;
+    assert_eq!(answer.status, 200, "the other instance serves fresh tokens: {answer:?}");
+}
+
+/// A fresh store of `backend` holding one key of organization `acme`: the
+/// store and the key's id.
+async fn store_with_key(backend: Backend) -> (TestDb, String) {
+    let db = TestDb::new(backend).await;
+    db.store.create_organization("acme", None).await.unwrap();
+    let secret = api_key::generate();
+    db.store.create_api_key("acme", "test", &secret.id, &secret.hash).await.unwrap();
+    (db, secret.id)
+}
+
+#[tokio::test]
+async fn token_ids_are_kept_until_their_time_then_purged() {
+    let skew = custody_indexer::store::INSTANCE_SKEW_SECS;
+    for backend in BACKENDS {
+        let (db, key) = store_with_key(backend).await;
+        let store = &db.store;
+        let now = chrono::Utc::now().timestamp();
+        assert!(store.record_request_token(&key, "j-1", now + 90, now).await.unwrap());
+        assert!(store.record_request_token(&key, "j-2", now - skew - 10, now).await.unwrap());
+        assert!(
+            !store.record_request_token(&key, "j-1", now + 95, now).await.unwrap(),
+            "{backend:?}: replay"
+        );
+        assert_eq!(
+            store.purge_request_tokens(now).await.unwrap(),
+            1,
+            "{backend:?}: only j-2 is past its time on every instance's clock"
+        );
+        // Past its time by this clock, not by the skew others may have.
+        assert!(!store.record_request_token(&key, "j-1", now + 95, now + 91).await.unwrap(), "{backend:?}");
+        assert!(store.record_request_token(&key, "j-2", now + 90, now).await.unwrap(), "{backend:?}: purged");
+        if backend == Backend::Sqlite {
+            // SQLite serves one instance, whose clock judges.
+            let past = now + 91 + skew;
+            assert!(store.record_request_token(&key, "j-1", past + 90, past).await.unwrap(), "{backend:?}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn pairing_is_listed_refused_for_revoked_keys_and_undone_by_unpairing() {
+    for backend in BACKENDS {
+        let (db, key) = store_with_key(backend).await;
+        let store = &db.store;
+        let public_key = PublicKey::from_pem(&ClientKey::ed25519().public_pem).unwrap();
+        let paired = store.pair_api_key(&key, &public_key).await.unwrap();
+        assert_eq!(paired.signature_algorithm.map(|a| a.as_str()), Some("EdDSA"), "{backend:?}");
+        let credentials = store.active_api_key(&key).await.unwrap().unwrap();
+        assert_eq!(credentials.public_key.as_ref(), Some(&public_key), "{backend:?}");
+        let listed = serde_json::to_value(store.api_keys(Some("acme")).await.unwrap()).unwrap();
+        assert_eq!(listed[0]["signature_algorithm"], "EdDSA", "{backend:?}");
+
+        let unpaired = store.unpair_api_key(&key).await.unwrap();
+        assert_eq!((unpaired.signature_algorithm, unpaired.paired_at), (None, None), "{backend:?}");
+        assert!(store.active_api_key(&key).await.unwrap().unwrap().public_key.is_none());
+        store.revoke_api_key(&key).await.unwrap();
+        let error = store.pair_api_key(&key, &public_key).await.unwrap_err();
+        assert!(error.to_string().contains("revoked"), "{backend:?}: {error}");
+    }
+}
+
+#[tokio::test]
+async fn the_openapi_document_describes_the_signature_header() {
+    let app = app(Backend::Sqlite).await;
+    let doc = common::api::send(Method::GET, &format!("{}/openapi.json", app.base), None).await.body;
+    let scheme = &doc["components"]["securitySchemes"]["request_signature"];
+    assert_eq!(
+        (&scheme["type"], &scheme["in"], &scheme["name"]),
+        (&json!("apiKey"), &json!("header"), &json!("X-Request-Signature"))
+    );
+    let description = scheme["description"].as_str().unwrap();
+    for claim in [
+        "ES256",
+        "EdDSA",
+        "`sub`",
+        "`method`",
+        "`uri`",
+        "`body_hash`",
+        "`iat`",
+        "`exp`",
+        "`jti`",
+        "INVALID_SIGNATURE",
+    ] {
+        assert!(description.contains(claim), "{claim}: {description}");
+    }
+    assert!(
+        doc["security"].as_array().unwrap().contains(&json!({ "api_key": [], "request_signature": [] })),
+        "{}",
+        doc["security"]
+    );
+}
+
+#[tokio::test]
+async fn operators_pair_list_and_unpair_keys_with_the_cli() {
+    let app = app(Backend::Sqlite).await;
+    let mut env = Env::with_chain_file(&chain_toml(&["http://127.0.0.1:1".into()], None, ""));
+    env.database_url = app.db.url.clone();
+    let token = app.key("acme").await;
+    let id = api_key::key_id(&token).unwrap().to_string();
+    let client = ClientKey::p256();
+    let file = env.dir.path().join("client.pub.pem");
+    std::fs::write(&file, &client.public_pem).unwrap();
+    let file = file.to_str().unwrap();
+
+    let out = env.ok(&["api-keys", "pair", &id, "--public-key-file", file]);
+    assert!(out.contains(&id) && out.contains("paired ES256"), "{out}");
+    let listed = env.ok(&["api-keys", "list", "--organization", "acme"]);
+    assert!(listed.contains("paired ES256"), "{listed}");
+    let json: Value = serde_json::from_str(&env.ok(&["api-keys", "list", "--json"])).unwrap();
+    assert_eq!(json[0]["signature_algorithm"], "ES256", "{json}");
+    let unsigned = call(&app.base, &token, "GET", "/v2/identities", "", None).await;
+    refused(&unsigned, "missing X-Request-Signature", "");
+
+    let private = env.dir.path().join("client.pem");
+    std::fs::write(
+        &private,
+        "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIA==\n-----END PRIVATE KEY-----\n",
+    )
+    .unwrap();
+    for (args, mentions) in [
+        (["api-keys", "pair", &id, "--public-key-file", private.to_str().unwrap()], "private key"),
+        (["api-keys", "pair", &id, "--public-key-file", "/nonexistent.pem"], "cannot read"),
+        (["api-keys", "pair", &"f".repeat(32), "--public-key-file", file], "not found"),
+    ] {
+        let out = env.output(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && stderr.contains(mentions), "{args:?}: {stderr}");
+    }
+    assert!(env.ok(&["api-keys", "list"]).contains("paired ES256"), "a refused pairing changes nothing");
+
+    let out = env.ok(&["api-keys", "unpair", &id]);
+    assert!(out.contains("not paired"), "{out}");
+    assert!(env.ok(&["api-keys", "list"]).contains("not paired"));
+    let answer = call(&app.base, &token, "GET", "/v2/identities", "", None).await;
+    assert_eq!(answer.status, 200, "an unpaired key needs no signature again: {answer:?}");
+}
+
+/// Two instances whose clocks disagree by 100 s share the store. Before the
+/// fix (checked against f395c56) the fast one purged a `jti` whose token
+/// the slow one still accepts, and the token was then accepted again.
+#[tokio::test]
+async fn an_instance_whose_clock_runs_fast_never_forgets_a_jti_another_still_accepts() {
+    for backend in BACKENDS {
+        let (db, key) = store_with_key(backend).await;
+        let store = &db.store;
+        let now = chrono::Utc::now().timestamp();
+        // Accepted by the slow instance: kept until its exp plus the leeway.
+        let keep_until = now + 40;
+        assert!(store.record_request_token(&key, "jti-1", keep_until, now).await.unwrap());
+        // The fast instance, 100 s ahead, purges and sees the token again.
+        let fast = now + 100;
+        store.purge_request_tokens(fast).await.unwrap();
+        assert!(!store.record_request_token(&key, "jti-1", fast + 40, fast).await.unwrap(), "replayed");
+        // Once past every instance's clock, it is purged.
+        let later = now + 40 + custody_indexer::store::INSTANCE_SKEW_SECS + 1;
+        if backend == Backend::Sqlite {
+            assert_eq!(store.purge_request_tokens(later).await.unwrap(), 1);
+        }
+    }
+}

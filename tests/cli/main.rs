@@ -1,0 +1,12 @@
+//! The binary as people use it: commands, operations, the README and docs run
+//! as written, `dev`.
+//!
+//! One test binary; each module below is one subject.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod cli;
+mod dev;
+mod operations;
+mod readme;

@@ -1,0 +1,345 @@
+//! Sponsored transfers on a real local Solana network: the sponsor pays every
+//! fee and the rent of a destination token account it creates, the owner's
+//! key signs, and the gas ledger equals what the transactions' metadata
+//! says the fee payer paid, to the lamport.
+
+use crate::common;
+
+use std::{
+    sync::atomic::Ordering,
+    time::{Duration, Instant},
+};
+
+use alloy::primitives::U256;
+use alloy::transports::http::reqwest::Method;
+use common::{
+    api::{Answer, answers, send, send_json},
+    cli::{Env, Process},
+    dead_port, eventually,
+    proxy::{self, FaultyRpc},
+    solana::{SOL, SolanaNode, TOKEN, ata, create_ata, key, mint_to},
+};
+use custody_indexer::chain::Chain;
+use serde_json::{Value, json};
+use solana_commitment_config::CommitmentConfig;
+use solana_keypair::Keypair;
+use solana_pubkey::Pubkey;
+use solana_signer::Signer;
+
+const CHAIN: Chain = Chain::SolanaDevnet;
+const MNEMONIC: &str =
+    "abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon about";
+
+async fn airdrop(node: &SolanaNode, to: &Pubkey, lamports: u64) {
+    let signature = node.rpc.request_airdrop(to, lamports).await.unwrap();
+    eventually(Duration::from_secs(30), "the airdrop", || async {
+        node.rpc.confirm_transaction(&signature).await.unwrap().then_some(())
+    })
+    .await;
+}
+
+async fn lamports(node: &SolanaNode, of: &Pubkey) -> u64 {
+    node.rpc.get_balance_with_commitment(of, CommitmentConfig::finalized()).await.unwrap().value
+}
+
+struct Setup {
+    node: SolanaNode,
+    env: Env,
+    key: String,
+    base: String,
+    sponsor: Pubkey,
+    omnibus: Pubkey,
+    alice: Pubkey,
+    mint: Pubkey,
+    /// Between `run` and the node, when asked for.
+    proxy: Option<FaultyRpc>,
+    _run: Process,
+}
+
+impl Setup {
+    /// A local network with a TUSD mint, the service's wallets funded,
+    /// alice (segregated, 1 SOL and 100 TUSD) and the omnibus account
+    /// `treasury`, and `run` reaching the node directly or through a proxy.
+    async fn new(transfers: &str, through_proxy: bool) -> Self {
+        let node = SolanaNode::start().await;
+        let proxy = if through_proxy { Some(proxy::start(node.url.clone()).await) } else { None };
+        let rpc = proxy.as_ref().map_or(node.url.clone(), |p| p.url.clone());
+        let minter = node.funded(10 * SOL).await;
+        let mint = node.create_mint(&minter, TOKEN, 6).await;
+        let env = Env::with_chain_file(&format!(
+            "chain = \"{CHAIN}\"\ngenesis_hash = \"{}\"\nrpc_urls = [\"{}\"]\nconfirmation = \"finalized\"\n\
+             poll_interval_ms = 100\nmax_block_range = 200\nnative = {{ symbol = \"SOL\", decimals = 9 }}\n\
+             [[assets]]\nsymbol = \"TUSD\"\ncontract_address = \"{mint}\"\ndecimals = 6\ntoken_program = \"{TOKEN}\"\n\
+             [transfers]\nnative_usd = \"150\"\n{transfers}\n",
+            node.genesis_hash, rpc
+        ));
+        let key = env.organization_with_key();
+        let cli = |args: &[&str]| cli(&env, args);
+        let wallets: Value = serde_json::from_str(&cli(&["wallets", "list", "--json"])).unwrap();
+        let sponsor = key_of(&wallets[0]["sponsor"]);
+        let omnibus = key_of(&wallets[0]["omnibus"]);
+        airdrop(&node, &sponsor, 5 * SOL).await;
+        airdrop(&node, &omnibus, 5 * SOL).await;
+        let created = |id: &str, kind: &str| -> Pubkey {
+            env.identity("acme", id);
+            let out = cli(&[
+                "accounts",
+                "create",
+                "--organization",
+                "acme",
+                "--account-id",
+                id,
+                "--identity-id",
+                id,
+                "--type",
+                kind,
+                "--json",
+            ]);
+            let account: Value = serde_json::from_str(&out).unwrap();
+            key_of(&account["addresses"][0]["address"])
+        };
+        let alice = created("alice", "SEGREGATED");
+        assert_eq!(created("treasury", "OMNIBUS"), omnibus);
+        airdrop(&node, &alice, SOL).await;
+        node.send(
+            &[
+                create_ata(&minter.pubkey(), &alice, &mint, TOKEN),
+                mint_to(TOKEN, &mint, &ata(&alice, &mint, TOKEN), &minter.pubkey(), 100_000_000),
+            ],
+            &minter,
+            &[],
+        )
+        .await;
+        let port = dead_port();
+        let run = env.listen("run", CHAIN, port, &[("CUSTODY_INDEXER_MNEMONIC", MNEMONIC)]);
+        let base = format!("http://127.0.0.1:{port}");
+        eventually(Duration::from_secs(30), "the API", || async {
+            answers(&format!("{base}/healthz")).await.then_some(())
+        })
+        .await;
+        Self { node, env, key, base, sponsor, omnibus, alice, mint, proxy, _run: run }
+    }
+
+    async fn post(&self, account: &str, amount: &str, symbol: &str, to: String) -> Answer {
+        let body = json!({
+            "request_id": uuid::Uuid::new_v4().to_string(), "account_id": account, "amount": amount,
+            "currency_symbol": symbol, "address_destination": { "address": to, "chain": CHAIN.as_str() },
+        });
+        send_json(Method::POST, &format!("{}/v2/crypto/transfers", self.base), Some(&self.key), Some(&body))
+            .await
+    }
+
+    async fn get(&self, path: &str) -> Value {
+        send(Method::GET, &format!("{}{path}", self.base), Some(&self.key)).await.body
+    }
+
+    /// Waits until the transfer reaches `status` (failing on another terminal one).
+    async fn until(&self, id: &str, status: &str) -> Value {
+        eventually(Duration::from_secs(90), &format!("{id} {status}"), || async {
+            let t = self.get(&format!("/v2/crypto/transfers/{id}")).await;
+            let now = t["status"].as_str().unwrap().to_string();
+            assert!(now == status || !["CONFIRMED", "FAILED", "DROPPED"].contains(&now.as_str()), "{t}");
+            (now == status).then_some(t)
+        })
+        .await
+    }
+}
+
+fn cli(env: &Env, args: &[&str]) -> String {
+    let out = env.command(args).env("CUSTODY_INDEXER_MNEMONIC", MNEMONIC).output().unwrap();
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn key_of(value: &Value) -> Pubkey {
+    key(value.as_str().unwrap())
+}
+
+#[tokio::test]
+async fn the_sponsor_pays_fees_and_rent_and_the_ledger_matches_the_chain() {
+    let s = Setup::new("", false).await;
+    let node = &s.node;
+    let (sponsor_before, alice_before, omnibus_before) =
+        (lamports(node, &s.sponsor).await, lamports(node, &s.alice).await, lamports(node, &s.omnibus).await);
+
+    let outside = Keypair::new().pubkey();
+    let refused = s.post("alice", "1", "TUSD", "0x4242424242424242424242424242424242424242".into()).await;
+    assert_eq!(refused.status, 400, "an EVM address is no Solana destination");
+    assert!(refused.body["message"].as_str().unwrap().contains("Solana"), "{:?}", refused.body);
+    let mut ids = Vec::new();
+    for (account, amount, symbol) in
+        [("alice", "5", "TUSD"), ("alice", "0.25", "SOL"), ("treasury", "1", "SOL")]
+    {
+        let answer = s.post(account, amount, symbol, outside.to_string()).await;
+        assert_eq!(answer.status, 201, "{:?}", answer.body);
+        ids.push(answer.body["id"].as_str().unwrap().to_string());
+    }
+    let mut settled = Vec::new();
+    for id in &ids {
+        settled.push(s.until(id, "CONFIRMED").await);
+    }
+
+    // The funds arrived; the owners paid the amounts only.
+    let outside_tokens = node.rpc.get_token_account_balance(&ata(&outside, &s.mint, TOKEN)).await.unwrap();
+    assert_eq!(outside_tokens.amount, "5000000");
+    assert_eq!(lamports(node, &outside).await, SOL + SOL / 4);
+    assert_eq!(alice_before - lamports(node, &s.alice).await, SOL / 4, "alice paid no fee");
+    assert_eq!(omnibus_before - lamports(node, &s.omnibus).await, SOL, "the omnibus wallet paid no fee");
+
+    // The ledger: each signature's fee from its metadata, and the new token
+    // account's rent for the first; the sponsor paid exactly their sum.
+    let store = s.env.store().await;
+    let rent = node.rpc.get_minimum_balance_for_rent_exemption(165).await.unwrap();
+    let mut total = 0u64;
+    for (i, id) in ids.iter().enumerate() {
+        let signature = settled[i]["transaction_hash"].as_str().unwrap();
+        let encoding = solana_transaction_status_client_types::UiTransactionEncoding::Json;
+        let tx = node.rpc.get_transaction(&signature.parse().unwrap(), encoding).await.unwrap();
+        let fee = tx.transaction.meta.unwrap().fee;
+        let mut expected = vec![(signature.to_string(), "NETWORK_FEE".to_string(), U256::from(fee))];
+        total += fee;
+        if i == 0 {
+            expected.push((signature.to_string(), "RENT".to_string(), U256::from(rent)));
+            total += rent;
+        }
+        let mut entries = store.gas_entries(id).await.unwrap();
+        entries.sort();
+        expected.sort();
+        assert_eq!(entries, expected, "{id}");
+        assert_eq!(settled[i]["network_fee"]["currency_symbol"], "SOL");
+    }
+    assert_eq!(sponsor_before - lamports(node, &s.sponsor).await, total);
+    let usage: Value =
+        serde_json::from_str(&cli(&s.env, &["gas", "usage", "--organization", "acme", "--json"])).unwrap();
+    assert_eq!(usage[0]["by_chain"][0]["chain"], CHAIN.as_str());
+    assert_eq!(usage[0]["by_chain"][0]["transactions"], 3);
+}
+
+#[tokio::test]
+async fn a_lost_transaction_is_signed_again_after_expiry_then_dropped_at_the_window_end() {
+    let s = Setup::new("window_secs = 12\nrebroadcast_after_secs = 1", true).await;
+    let node = &s.node;
+    let faults = &s.proxy.as_ref().unwrap().faults;
+    // The endpoint answers sendTransaction with a signature and loses the transaction.
+    let fake = "1111111111111111111111111111111111111111111111111111111111111111";
+    faults.swallowed.lock().unwrap().push(("sendTransaction".into(), json!(fake)));
+    let (sponsor_before, alice_before) = (lamports(node, &s.sponsor).await, lamports(node, &s.alice).await);
+    let outside = Keypair::new().pubkey();
+    let answer = s.post("alice", "0.1", "SOL", outside.to_string()).await;
+    assert_eq!(answer.status, 201, "{:?}", answer.body);
+    let id = answer.body["id"].as_str().unwrap().to_string();
+    s.until(&id, "SUBMITTED").await;
+    let dropped = s.until(&id, "DROPPED").await;
+
+    // Signed again with a fresh blockhash only after the previous one expired,
+    // never twice in flight; none of them ever reached the chain.
+    let store = s.env.store().await;
+    let signed = store.transfer_transactions(&id).await.unwrap();
+    assert!(signed.len() >= 2, "signed again after expiry: {signed:?}");
+    assert!(
+        signed.windows(2).all(|w| w[1].nonce > w[0].nonce),
+        "each signature has a later last valid height"
+    );
+    let signatures: Vec<_> = signed.iter().map(|t| t.hash.parse().unwrap()).collect();
+    let statuses = node.rpc.get_signature_statuses_with_history(&signatures).await.unwrap().value;
+    assert!(statuses.iter().all(Option::is_none), "{statuses:?}");
+    assert!(faults.swallowed_count.load(Ordering::SeqCst) >= 2);
+    assert_eq!(dropped["transaction_hash"], signed.last().unwrap().hash.as_str());
+
+    // Nothing moved, nothing was paid, and the drop was announced.
+    assert_eq!(lamports(node, &s.alice).await, alice_before);
+    assert_eq!(lamports(node, &s.sponsor).await, sponsor_before);
+    assert_eq!(store.gas_entries(&id).await.unwrap(), []);
+    let events = s.get("/v2/events?limit=100").await;
+    let of: Vec<(String, String)> = events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["data"]["id"] == id.as_str())
+        .map(|e| (e["type"].as_str().unwrap().to_string(), e["data"]["status"].as_str().unwrap().to_string()))
+        .collect();
+    assert_eq!(
+        of,
+        [
+            ("crypto_transfer_submitted".to_string(), "SUBMITTED".to_string()),
+            ("crypto_transfer_updated".to_string(), "DROPPED".to_string())
+        ]
+    );
+
+    // Once the endpoint delivers again, the next transfer lands.
+    faults.swallowed.lock().unwrap().clear();
+    let answer = s.post("alice", "0.1", "SOL", outside.to_string()).await;
+    let next = answer.body["id"].as_str().unwrap().to_string();
+    s.until(&next, "CONFIRMED").await;
+    assert_eq!(lamports(node, &outside).await, SOL / 10);
+}
+
+#[tokio::test]
+async fn a_lagging_nodes_blockhash_not_found_does_not_fail_the_transfer_before_expiry() {
+    let s = Setup::new("rebroadcast_after_secs = 1", true).await;
+    let faults = &s.proxy.as_ref().unwrap().faults;
+    // A node behind the cluster: its preflight does not know the fresh
+    // blockhash yet, for the first few sends.
+    let refusal = "Transaction simulation failed: Blockhash not found";
+    faults.method_errors.lock().unwrap().push(("sendTransaction".into(), -32002, refusal.into(), 5));
+    let outside = Keypair::new().pubkey();
+    let answer = s.post("alice", "0.1", "SOL", outside.to_string()).await;
+    assert_eq!(answer.status, 201, "{:?}", answer.body);
+    let id = answer.body["id"].as_str().unwrap().to_string();
+    // `until` fails on any other terminal status on the way.
+    let confirmed = s.until(&id, "CONFIRMED").await;
+    assert_eq!(faults.failed.load(Ordering::SeqCst), 5, "every refusal was met");
+
+    // Sent once: one signature, which is the transfer's, and the lamports arrived once.
+    let signed = s.env.store().await.transfer_transactions(&id).await.unwrap();
+    assert_eq!(signed.len(), 1, "{signed:?}");
+    assert_eq!(confirmed["transaction_hash"], signed[0].hash.as_str());
+    assert_eq!(lamports(&s.node, &outside).await, SOL / 10);
+}
+
+#[tokio::test]
+async fn a_lagging_nodes_missing_status_does_not_end_a_transfer_that_landed() {
+    // A short window: a blockhash taken as expired would drop the transfer.
+    let s = Setup::new("window_secs = 5\nrebroadcast_after_secs = 1", true).await;
+    let node = &s.node;
+    let faults = &s.proxy.as_ref().unwrap().faults;
+    // Statuses come from a node far behind, which has not seen the slot the
+    // transaction lands in; heights and blockhashes from the real node.
+    faults.statuses_behind.store(1_000_000, Ordering::SeqCst);
+    let outside = Keypair::new().pubkey();
+    let answer = s.post("alice", "0.1", "SOL", outside.to_string()).await;
+    assert_eq!(answer.status, 201, "{:?}", answer.body);
+    let id = answer.body["id"].as_str().unwrap().to_string();
+    s.until(&id, "SUBMITTED").await;
+    let store = s.env.store().await;
+    let sent = store.transfer_transactions(&id).await.unwrap().remove(0);
+    let signature = sent.hash.parse().unwrap();
+
+    // The transaction landed, then the finalized chain passed its blockhash.
+    eventually(Duration::from_secs(60), "the landed transaction's blockhash to expire", || async {
+        let statuses = node.rpc.get_signature_statuses_with_history(&[signature]).await.unwrap().value;
+        let height = node.rpc.get_block_height_with_commitment(CommitmentConfig::finalized()).await.unwrap();
+        (statuses[0].is_some() && height > sent.nonce).then_some(())
+    })
+    .await;
+    let expired_at = Instant::now();
+    let asked_since = || {
+        let calls = faults.calls.lock().unwrap();
+        calls.iter().filter(|(at, method)| *at > expired_at && method == "getSignatureStatuses").count()
+    };
+    eventually(Duration::from_secs(30), "the lagging node to be asked again", || async {
+        let t = s.get(&format!("/v2/crypto/transfers/{id}")).await;
+        assert_eq!(t["status"], "SUBMITTED", "a lagging node's silence ended a landed transfer: {t}");
+        (asked_since() >= 5).then_some(())
+    })
+    .await;
+
+    // A node that saw the slot answers: the transfer settles with the
+    // transaction that landed, signed once, and the lamports moved once.
+    faults.statuses_behind.store(0, Ordering::SeqCst);
+    let confirmed = s.until(&id, "CONFIRMED").await;
+    let signed = store.transfer_transactions(&id).await.unwrap();
+    assert_eq!(signed.len(), 1, "never signed again: {signed:?}");
+    assert_eq!(confirmed["transaction_hash"], sent.hash.as_str());
+    assert_eq!(lamports(node, &outside).await, SOL / 10);
+}
