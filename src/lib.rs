@@ -9,6 +9,7 @@ pub mod amount;
 pub mod api;
 pub mod api_key;
 pub mod assets;
+pub mod bank;
 pub mod chain;
 pub mod cli;
 pub mod config;

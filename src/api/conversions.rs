@@ -24,10 +24,11 @@ use crate::amount::Cents;
 use crate::{
     chain::Chain,
     conversions::{
-        Conversion, VirtualAccount, VirtualAccountStatus, provider,
+        Conversion, VirtualAccount, VirtualAccountStatus,
         resource::{VirtualAccountDestination, VirtualAccountSource},
+        virtual_account,
     },
-    issuance::{self, FIAT_CURRENCY, provider::Bank as _},
+    issuance::FIAT_CURRENCY,
     store::{NewVirtualAccount, NewVirtualWire, NewWire, WireSource},
 };
 
@@ -125,7 +126,7 @@ pub async fn create_virtual_account(
         fields: ["destination.currency", "destination.account_id"],
     };
     let destination_address = delivery_address(&state, &caller.organization, &target).await?;
-    let bank = state.receiving_bank().ok_or_else(|| {
+    let bank = state.bank().receiving_account().ok_or_else(|| {
         ApiError::coded(
             StatusCode::SERVICE_UNAVAILABLE,
             "CONVERSIONS_UNAVAILABLE",
@@ -135,10 +136,10 @@ pub async fn create_virtual_account(
     let new = NewVirtualAccount {
         account: wanted,
         destination_address,
-        opening: state.conversion_bank().open(&country),
+        opening: state.bank().open_virtual_account(&country),
         bank,
-        account_number: provider::new_account_number(),
-        deposit_message: provider::new_deposit_message(),
+        account_number: virtual_account::new_account_number(),
+        deposit_message: virtual_account::new_deposit_message(),
         fee_bps: state.conversions().on_ramp_fee_bps,
     };
     let created = store.create_virtual_account(&new).await?;
@@ -158,7 +159,7 @@ fn requested(
         .parse()
         .map_err(|e| ApiError::invalid(format!("destination.chain: {e}")))?;
     let country = request.source.banking_country;
-    if !provider::is_country(&country) {
+    if !virtual_account::is_country(&country) {
         return Err(ApiError::invalid(format!(
             "source.banking_country: {country:?} is not an ISO 3166-1 alpha-2 country code, such as US"
         )));
@@ -287,7 +288,7 @@ pub async fn simulate_virtual_account_deposit(
             source: WireSource::Simulation,
             recorded_by: None,
             reason: None,
-            settlement: issuance::provider::Sandbox.receive(cents),
+            settlement: state.bank().receive(cents),
         },
     };
     let conversion = crate::conversions::on_ramp::record_wire(state.store(), &new).await?.into_inner();

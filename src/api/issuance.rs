@@ -23,11 +23,7 @@ use crate::amount::Cents;
 use crate::{
     chain::Chain,
     identity::Identity,
-    issuance::{
-        self, BankAccount, FIAT_CURRENCY, Gate, Mint, MintInstruction, PAYMENT_RAIL, bank,
-        provider::{Bank, Sandbox},
-        wires,
-    },
+    issuance::{self, BankAccount, FIAT_CURRENCY, Gate, Mint, MintInstruction, PAYMENT_RAIL, bank, wires},
     pii::Masked,
     store::{NewMintInstruction, NewWire, WireSource},
 };
@@ -217,7 +213,7 @@ pub async fn create_mint_instruction(
     }
     gate(&identity)?;
     let destination_address = destination(&state, &caller.organization, &wanted).await?;
-    let bank = state.receiving_bank().ok_or_else(|| {
+    let bank = state.bank().receiving_account().ok_or_else(|| {
         ApiError::coded(
             StatusCode::SERVICE_UNAVAILABLE,
             "ISSUANCE_UNAVAILABLE",
@@ -427,7 +423,7 @@ pub async fn simulate_fiat_deposit(
         source: WireSource::Simulation,
         recorded_by: None,
         reason: None,
-        settlement: Sandbox.receive(cents),
+        settlement: state.bank().receive(cents),
     };
     let mint = wires::arrive(state.store(), &wire, &state.mint_approval()).await?;
     Ok(Json(FiatDepositAnswer { mint_id: mint.id }))

@@ -89,8 +89,9 @@ struct Inner {
     /// What `/metrics` and the detail of `/readyz` require; without one
     /// neither is shown.
     operator_token: Option<OperatorToken>,
-    /// The platform's receiving bank, as configured.
-    receiving_bank: Option<serde_json::Value>,
+    /// The platform's bank: the environment's (see
+    /// [`crate::bank::for_environment`]) unless one was given.
+    bank: Arc<dyn crate::bank::Bank>,
     /// How conversions are priced.
     conversions: crate::conversions::Settings,
 }
@@ -116,13 +117,14 @@ impl ApiState {
             environment: Environment::Production,
             compliance: Default::default(),
             operator_token: None,
-            receiving_bank: None,
+            bank: crate::bank::for_environment(Environment::Production, None),
             conversions: Default::default(),
         }))
     }
 
-    /// Serves `environment` (by default `production`); in `sandbox` the
-    /// sandbox compliance provider's worker runs with `options`.
+    /// Serves `environment` (by default `production`) with its bank (set
+    /// one after this); in `sandbox` the sandbox compliance provider's
+    /// worker runs with `options`.
     pub fn with_compliance(
         mut self,
         environment: Environment,
@@ -131,25 +133,29 @@ impl ApiState {
         let inner = Arc::get_mut(&mut self.0).expect("configured before it is shared");
         inner.environment = environment;
         inner.compliance = options;
+        inner.bank = crate::bank::for_environment(environment, None);
         self
     }
 
-    /// Shows `bank` as the receiving bank of mint instructions.
-    pub fn with_receiving_bank(mut self, bank: Option<serde_json::Value>) -> Self {
+    /// The environment's bank, production's showing `receiving` as the
+    /// receiving bank of mint instructions (a sandbox shows only its own:
+    /// it never shows real wiring instructions, where a client could send
+    /// real money to a platform that only simulates).
+    pub fn with_receiving_bank(self, receiving: Option<serde_json::Value>) -> Self {
+        let bank = crate::bank::for_environment(self.0.environment, receiving);
+        self.with_bank(bank)
+    }
+
+    /// Works with `bank`.
+    pub fn with_bank(mut self, bank: Arc<dyn crate::bank::Bank>) -> Self {
         let inner = Arc::get_mut(&mut self.0).expect("configured before it is shared");
-        inner.receiving_bank = bank;
+        inner.bank = bank;
         self
     }
 
-    /// The receiving bank mint instructions show: in `sandbox` always the
-    /// sandbox bank (a sandbox never shows real wiring instructions, where
-    /// a client could send real money to a platform that only simulates);
-    /// in `production` the configured one, `None` without one.
-    fn receiving_bank(&self) -> Option<serde_json::Value> {
-        match self.0.environment {
-            Environment::Sandbox => Some(crate::issuance::receiving::sandbox()),
-            Environment::Production => self.0.receiving_bank.clone(),
-        }
+    /// The platform's bank.
+    pub fn bank(&self) -> &Arc<dyn crate::bank::Bank> {
+        &self.0.bank
     }
 
     /// Prices conversions with `settings` (by default no on-ramp fee).
@@ -172,15 +178,6 @@ impl ApiState {
                 crate::conversions::quote::Table::parse(crate::conversions::quote::SANDBOX_RATES).ok()
             }
             (None, Environment::Production) => None,
-        }
-    }
-
-    /// The bank opening virtual accounts and paying off-ramps out: the
-    /// sandbox's, or operators recording a real bank's answers.
-    fn conversion_bank(&self) -> &'static dyn crate::conversions::provider::Bank {
-        match self.0.environment {
-            Environment::Sandbox => &crate::conversions::provider::Sandbox,
-            Environment::Production => &crate::conversions::provider::Operators,
         }
     }
 
@@ -410,6 +407,6 @@ pub async fn serve(
         ));
     }
     tokio::spawn(crate::issuance::settle_due(state.store().clone(), state.mint_approval(), shutdown.clone()));
-    tokio::spawn(crate::conversions::follow(state.store().clone(), shutdown.clone()));
+    tokio::spawn(crate::conversions::follow(state.store().clone(), state.bank().clone(), shutdown.clone()));
     axum::serve(listener, router(state)).with_graceful_shutdown(shutdown.cancelled_owned()).await
 }

@@ -175,7 +175,6 @@ async fn submit(
     let acceptance =
         Acceptance { store, chains: state.chains(), balances: &state.0.balances, signer: signer.as_ref() };
     let (collect, balance) = acceptance.prepare(&collect).await.map_err(accept_error)?;
-    let planned = state.conversion_bank().payout(&account_number(&bank));
     let new = NewOffRamp {
         organization: organization.to_string(),
         request_id: asked.request_id.clone(),
@@ -186,7 +185,6 @@ async fn submit(
         destination_cents: priced.cents,
         fee_cents: priced.fee_cents,
         quote_id: request.quote_id.clone(),
-        planned,
         collect,
         balance,
     };
@@ -351,11 +349,6 @@ fn refuse_fee_fields(body: &Value) -> Result<(), ApiError> {
         "{}: fees are not set by the request; a quote's fee is bound to it, a US wire's is the platform's",
         named.join(", ")
     )))
-}
-
-/// The bank account's account number, as registered.
-fn account_number(bank: &BankAccount) -> String {
-    bank.bank_account_details.expose()["account_number"].as_str().unwrap_or_default().to_string()
 }
 
 /// The platform's settlement wallet on `chain`.

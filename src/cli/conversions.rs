@@ -1,6 +1,6 @@
 //! `conversions`: operators' side of conversions. `wires record` is how a
 //! wire to a virtual account enters in `production` (it works in `sandbox`
-//! too); `virtual-accounts open` and `refuse` record the bank's answer to a
+//! too), `wires import` the same for each credit of a bank's camt.054 file; `virtual-accounts open` and `refuse` record the bank's answer to a
 //! virtual account in `production`; `payouts record` records the bank's
 //! answer to an off-ramp's payout in `production`; `refunds retry` sends
 //! an off-ramp's refund again once the last one provably cannot land;
@@ -8,12 +8,12 @@
 
 use clap::Subcommand;
 
-use super::issuance::{Who, operator};
+use super::issuance::{Who, operator, statement, unmatched};
 use crate::amount::Cents;
 
 use crate::{
-    conversions::off_ramp::Answer,
-    issuance::provider::{Bank, Operators},
+    bank::{Answer, Bank, BankEvent, Operators},
+    issuance::wires::Reporter,
     store::{NewVirtualWire, NewWire, Store, WireSource},
 };
 
@@ -53,6 +53,17 @@ pub enum WiresCommand {
         /// The bank's reference of the wire: unique.
         #[arg(long)]
         reference: String,
+        #[command(flatten)]
+        who: Who,
+    },
+    /// Record the wires of a bank's ISO 20022 camt.054 credit notification
+    /// (a file the bank gives): each booked credit whose remittance
+    /// information carries a virtual account's deposit message, as `wires
+    /// record` would (the entry's reference again delivers nothing twice).
+    /// Prints a line per wire, then each credit it could not match, and why.
+    Import {
+        /// The camt.054 XML document.
+        file: std::path::PathBuf,
         #[command(flatten)]
         who: Who,
     },
@@ -118,31 +129,7 @@ pub enum RefundsCommand {
 
 pub async fn run(store: &Store, command: ConversionsCommand) -> anyhow::Result<()> {
     match command {
-        ConversionsCommand::Wires(WiresCommand::Record { virtual_account_id, amount, reference, who }) => {
-            let cents = Cents::parse(&amount).map_err(|e| anyhow::anyhow!("--amount: {e}"))?.0;
-            let recorder = operator(&who.by)?;
-            let new = NewVirtualWire {
-                organization: None,
-                virtual_account_id: &virtual_account_id,
-                wire: NewWire {
-                    organization: None,
-                    memo_id: "",
-                    cents,
-                    reference: &reference,
-                    source: WireSource::Operator,
-                    recorded_by: Some(&recorder),
-                    reason: Some(&who.reason),
-                    settlement: Operators.receive(cents),
-                },
-            };
-            let conversion = crate::conversions::on_ramp::record_wire(store, &new).await?.into_inner();
-            println!(
-                "wire {reference}: {} USD to virtual account {virtual_account_id}: conversion {}",
-                Cents(cents),
-                conversion.status
-            );
-            println!("{}", conversion.id);
-        }
+        ConversionsCommand::Wires(command) => wire_command(store, command).await?,
         ConversionsCommand::VirtualAccounts(VirtualAccountsCommand::Open { id, account_number, who }) => {
             operator(&who.by)?;
             let opened = store.decide_virtual_account(&id, Ok(&account_number)).await?;
@@ -165,7 +152,13 @@ pub async fn run(store: &Store, command: ConversionsCommand) -> anyhow::Result<(
         ConversionsCommand::Payouts(PayoutsCommand::Record { id, outcome, who }) => {
             operator(&who.by)?;
             let answer: Answer = outcome.to_uppercase().parse().map_err(|e: String| anyhow::anyhow!(e))?;
-            store.record_payout(&id, answer, &who.reason).await?;
+            let reason = who.reason.clone();
+            let event = match answer {
+                Answer::Paid => BankEvent::PayoutPaid { key: id.clone() },
+                Answer::Returned => BankEvent::PayoutReturned { key: id.clone(), reason },
+                Answer::Refused => BankEvent::PayoutRefused { key: id.clone(), reason },
+            };
+            crate::conversions::payout::answer(store, &event).await?;
             println!("conversion {id}: payout {}", answer.as_str());
         }
         ConversionsCommand::Show { id, json } => {
@@ -185,6 +178,51 @@ pub async fn run(store: &Store, command: ConversionsCommand) -> anyhow::Result<(
                     conversion.failure_reason.as_deref().unwrap_or("")
                 );
             }
+        }
+    }
+    Ok(())
+}
+
+/// `conversions wires`: a wire to a virtual account recorded or imported.
+async fn wire_command(store: &Store, command: WiresCommand) -> anyhow::Result<()> {
+    match command {
+        WiresCommand::Record { virtual_account_id, amount, reference, who } => {
+            let cents = Cents::parse(&amount).map_err(|e| anyhow::anyhow!("--amount: {e}"))?.0;
+            let recorder = operator(&who.by)?;
+            let new = NewVirtualWire {
+                organization: None,
+                virtual_account_id: &virtual_account_id,
+                wire: NewWire {
+                    organization: None,
+                    memo_id: "",
+                    cents,
+                    reference: &reference,
+                    source: WireSource::Operator,
+                    recorded_by: Some(&recorder),
+                    reason: Some(&who.reason),
+                    settlement: Operators::default().receive(cents),
+                },
+            };
+            let conversion = crate::conversions::on_ramp::record_wire(store, &new).await?.into_inner();
+            println!(
+                "wire {reference}: {} USD to virtual account {virtual_account_id}: conversion {}",
+                Cents(cents),
+                conversion.status
+            );
+            println!("{}", conversion.id);
+        }
+        WiresCommand::Import { file, who } => {
+            let credits = statement(&file)?;
+            let by = Reporter { by: &operator(&who.by)?, reason: &who.reason };
+            let imported = crate::conversions::on_ramp::import(store, &credits, by).await?;
+            for (reference, conversion) in &imported.recorded {
+                let account = conversion.payment_instructions_id.as_deref().unwrap_or("-");
+                println!(
+                    "wire {reference}: {} USD to virtual account {account}: conversion {} {}",
+                    conversion.source.amount, conversion.id, conversion.status
+                );
+            }
+            unmatched(&imported.unmatched, imported.recorded.len());
         }
     }
     Ok(())

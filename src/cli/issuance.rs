@@ -1,5 +1,6 @@
 //! `issuance`: operators' side of issuance. `wires record` is how a wire
-//! enters in `production` (it works in `sandbox` too), `wires approve` the
+//! enters in `production` (it works in `sandbox` too), `wires import` the
+//! same for each credit of a bank's camt.054 file, `wires approve` the
 //! second operator's approval a recorded wire's mint waits for in
 //! `production`, `mints` shows mints and `returns` the dollars failed mints
 //! owe back.
@@ -10,11 +11,11 @@ use clap::{Args, Subcommand};
 
 use crate::amount::Cents;
 use crate::{
+    bank::{Bank, Credit, Operators},
     environment::Environment,
     issuance::{
         Approval, Mint,
         deploy::Coin,
-        provider::{Bank, Operators},
         reconcile::{self, MintRow},
         state::Status,
         supply::supply,
@@ -80,6 +81,20 @@ pub enum WiresCommand {
         /// The bank's reference of the wire: unique.
         #[arg(long)]
         reference: String,
+        #[command(flatten)]
+        who: Who,
+        /// The chain files: their issued assets' daily mint caps.
+        #[command(flatten)]
+        chain_files: super::ChainFiles,
+    },
+    /// Record the wires of a bank's ISO 20022 camt.054 credit notification
+    /// (a file the bank gives): each booked credit whose remittance
+    /// information carries a memo, as `wires record` would (the entry's
+    /// reference again mints nothing twice). Prints a line per wire, then
+    /// each credit it could not match, and why.
+    Import {
+        /// The camt.054 XML document.
+        file: std::path::PathBuf,
         #[command(flatten)]
         who: Who,
         /// The chain files: their issued assets' daily mint caps.
@@ -237,26 +252,7 @@ pub async fn run(store: &Store, command: IssuanceCommand) -> anyhow::Result<()> 
                 anyhow::bail!("the issuance books differ");
             }
         }
-        IssuanceCommand::Wires(WiresCommand::Record { memo_id, amount, reference, who, chain_files }) => {
-            let cents = Cents::parse(&amount).map_err(|e| anyhow::anyhow!("--amount: {e}"))?.0;
-            let recorder = operator(&who.by)?;
-            let wire = NewWire {
-                organization: None,
-                memo_id: &memo_id,
-                cents,
-                reference: &reference,
-                source: WireSource::Operator,
-                recorded_by: Some(&recorder),
-                reason: Some(&who.reason),
-                settlement: Operators.receive(cents),
-            };
-            let approval = Approval::new(always_approved(store).await?, &chain_files.load()?);
-            let mint = wires::arrive(store, &wire, &approval).await?;
-            println!("wire {reference}: {} USD for memo {memo_id}: mint {}", Cents(cents), mint.status);
-            println!("{}", mint.id);
-        }
-        IssuanceCommand::Wires(WiresCommand::Approve(d)) => decide(store, d, true).await?,
-        IssuanceCommand::Wires(WiresCommand::Refuse(d)) => decide(store, d, false).await?,
+        IssuanceCommand::Wires(command) => wire_command(store, command).await?,
         IssuanceCommand::Mints(MintsCommand::List { status, json }) => {
             let mints = store.mint_page(status, None, 10_000).await?;
             if json {
@@ -294,6 +290,76 @@ pub async fn run(store: &Store, command: IssuanceCommand) -> anyhow::Result<()> 
             let done = store.complete_return(&mint_id, &reference, &by, &who.reason).await?;
             println!("mint {mint_id}: {} USD returned ({reference})", done.mint.amount);
         }
+    }
+    Ok(())
+}
+
+/// The credits of the camt.054 document at `path`, as the operators' bank
+/// reads a notification.
+pub(super) fn statement(path: &std::path::Path) -> anyhow::Result<Vec<Credit>> {
+    let body = std::fs::read(path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+    let events = Operators::default()
+        .notification("application/xml", &body)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    Ok(events
+        .into_iter()
+        .filter_map(|event| match event {
+            crate::bank::BankEvent::WireArrived(credit) => Some(credit),
+            _ => None,
+        })
+        .collect())
+}
+
+/// Prints each credit an import left out and why, then the counts.
+pub(super) fn unmatched(unmatched: &[(Credit, String)], recorded: usize) {
+    for (credit, why) in unmatched {
+        println!(
+            "unmatched {}: {} {} {:?}: {why}",
+            credit.reference,
+            Cents(credit.cents),
+            credit.currency,
+            credit.remittance
+        );
+    }
+    println!("{recorded} recorded, {} unmatched", unmatched.len());
+}
+
+/// `issuance wires`: a wire recorded or imported, a mint approved or refused.
+async fn wire_command(store: &Store, command: WiresCommand) -> anyhow::Result<()> {
+    match command {
+        WiresCommand::Record { memo_id, amount, reference, who, chain_files } => {
+            let cents = Cents::parse(&amount).map_err(|e| anyhow::anyhow!("--amount: {e}"))?.0;
+            let recorder = operator(&who.by)?;
+            let wire = NewWire {
+                organization: None,
+                memo_id: &memo_id,
+                cents,
+                reference: &reference,
+                source: WireSource::Operator,
+                recorded_by: Some(&recorder),
+                reason: Some(&who.reason),
+                settlement: Operators::default().receive(cents),
+            };
+            let approval = Approval::new(always_approved(store).await?, &chain_files.load()?);
+            let mint = wires::arrive(store, &wire, &approval).await?;
+            println!("wire {reference}: {} USD for memo {memo_id}: mint {}", Cents(cents), mint.status);
+            println!("{}", mint.id);
+        }
+        WiresCommand::Import { file, who, chain_files } => {
+            let credits = statement(&file)?;
+            let by = wires::Reporter { by: &operator(&who.by)?, reason: &who.reason };
+            let approval = Approval::new(always_approved(store).await?, &chain_files.load()?);
+            let imported = wires::import(store, &credits, by, &approval).await?;
+            for (reference, mint) in &imported.recorded {
+                println!(
+                    "wire {reference}: {} USD for memo {}: mint {} {}",
+                    mint.amount, mint.memo_id, mint.id, mint.status
+                );
+            }
+            unmatched(&imported.unmatched, imported.recorded.len());
+        }
+        WiresCommand::Approve(d) => decide(store, d, true).await?,
+        WiresCommand::Refuse(d) => decide(store, d, false).await?,
     }
     Ok(())
 }

@@ -14,10 +14,11 @@
 
 pub mod off_ramp;
 pub mod on_ramp;
-pub mod provider;
+pub mod payout;
 pub mod quote;
 pub mod resource;
 pub mod state;
+pub mod virtual_account;
 mod worker;
 
 pub use resource::{

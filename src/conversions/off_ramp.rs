@@ -1,6 +1,5 @@
 //! An `OFF_RAMP` conversion's rules, pure: where it stands given its legs
-//! ([`target`]), the sandbox bank's answers ([`sandbox_answer`]) and what
-//! a request is ([`fingerprint`]).
+//! ([`target`]) and what a request is ([`fingerprint`]).
 //!
 //! The legs, in order:
 //! 1. **collect**: a transfer of the account's stablecoin to the platform's
@@ -17,7 +16,7 @@
 //!    terminal off-ramp never has funds in flight.
 
 use super::state::Status;
-use crate::{chain::Family, transfers::TransferStatus};
+use crate::{bank::Answer, chain::Family, transfers::TransferStatus};
 
 /// A refund transfer as far as replacing it goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,41 +52,6 @@ pub fn refund_replaceable(family: Family, last: Option<LastRefund<'_>>) -> bool 
 pub fn refund_backoff_micros(attempts: i64) -> i64 {
     let exponent = u32::try_from(attempts.clamp(0, 10)).unwrap_or(10);
     (10_000_000i64 << exponent).min(3_600_000_000)
-}
-
-/// How long after the handoff the sandbox bank's answer applies.
-pub const SANDBOX_PAYOUT_MICROS: i64 = 1_000_000;
-
-/// What the bank made of a payout.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Answer {
-    /// The beneficiary was paid.
-    Paid,
-    /// The payment went out and came back (a beneficiary bank's return).
-    Returned,
-    /// The bank refused the payout before sending anything.
-    Refused,
-}
-
-impl Answer {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Answer::Paid => "PAID",
-            Answer::Returned => "RETURNED",
-            Answer::Refused => "REFUSED",
-        }
-    }
-}
-
-impl std::str::FromStr for Answer {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        [Answer::Paid, Answer::Returned, Answer::Refused]
-            .into_iter()
-            .find(|a| a.as_str() == s)
-            .ok_or_else(|| format!("unknown payout outcome {s:?} (expected PAID, RETURNED or REFUSED)"))
-    }
 }
 
 /// Where an off-ramp's legs stand.
@@ -139,19 +103,6 @@ pub fn target(legs: Legs) -> (Status, Need) {
     }
 }
 
-/// The sandbox bank's answer to a payout to `account_number`: an account
-/// number ending in `9999` has its payment returned, one ending in `8888`
-/// is refused; any other is paid.
-pub fn sandbox_answer(account_number: &str) -> (Answer, &'static str) {
-    if account_number.ends_with("9999") {
-        (Answer::Returned, "the beneficiary bank returned the payment (sandbox: account number ending 9999)")
-    } else if account_number.ends_with("8888") {
-        (Answer::Refused, "the bank refused the payout: account closed (sandbox: account number ending 8888)")
-    } else {
-        (Answer::Paid, "paid")
-    }
-}
-
 /// An off-ramp an operator should know is waiting: for the bank's answer
 /// (`production`), or for its stablecoin to come back from the
 /// settlement wallet (which must keep at least what is owed back).
@@ -172,6 +123,9 @@ pub struct Pending {
     pub since_micros: i64,
     /// Refund transfers made so far.
     pub refund_attempts: i64,
+    /// The bank's reference of the payout (`null` for one refused before
+    /// the bank took it).
+    pub payout_reference: Option<String>,
 }
 
 /// What a request asked, to tell the same request from another under one
@@ -280,17 +234,6 @@ mod tests {
         assert_eq!(refund_backoff_micros(1), 20_000_000);
         assert_eq!(refund_backoff_micros(9), 3_600_000_000);
         assert_eq!(refund_backoff_micros(1_000), 3_600_000_000);
-    }
-
-    #[test]
-    fn the_sandbox_bank_answers_by_the_account_numbers_end() {
-        assert_eq!(sandbox_answer("000123459999").0, Answer::Returned);
-        assert_eq!(sandbox_answer("000123458888").0, Answer::Refused);
-        assert_eq!(sandbox_answer("000123456789").0, Answer::Paid);
-        assert_eq!(sandbox_answer("9999000").0, Answer::Paid);
-        for answer in [Answer::Paid, Answer::Returned, Answer::Refused] {
-            assert_eq!(answer.as_str().parse::<Answer>(), Ok(answer));
-        }
     }
 
     #[test]

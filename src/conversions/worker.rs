@@ -1,14 +1,16 @@
 //! The conversions worker: opens the virtual accounts the bank has decided
-//! on, and walks each `ON_RAMP` conversion behind its mint. Every instance
+//! on, walks each `ON_RAMP` conversion behind its mint, and each
+//! `OFF_RAMP` behind its legs, handing its payout to the bank when due. Every instance
 //! may run it: a conversion changes only from the status it was read in,
 //! under its row lock, so two instances change it once.
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::{
+    bank::Bank,
     chain::Chain,
     store::{Store, StoreError, now_micros},
     transfers::SendError,
@@ -17,10 +19,10 @@ use crate::{
 /// How often the worker looks for work.
 const POLL: Duration = Duration::from_millis(500);
 
-/// Runs [`follow_once`] until `shutdown`.
-pub async fn follow(store: Store, shutdown: CancellationToken) {
+/// Runs [`follow_once`] with `bank` until `shutdown`.
+pub async fn follow(store: Store, bank: Arc<dyn Bank>, shutdown: CancellationToken) {
     loop {
-        match follow_once(&store).await {
+        match follow_once(&store, &bank).await {
             Ok(0) => {}
             Ok(moved) => info!(moved, "conversions moved on"),
             Err(error) => warn!(error = format!("{error:#}"), "cannot move conversions on now; retrying"),
@@ -33,15 +35,15 @@ pub async fn follow(store: Store, shutdown: CancellationToken) {
 }
 
 /// One pass: the virtual accounts opened or refused and the conversion
-/// status changes it made.
-pub async fn follow_once(store: &Store) -> Result<usize, StoreError> {
+/// status changes it made, off-ramps' payouts handed to `bank` when due.
+pub async fn follow_once(store: &Store, bank: &Arc<dyn Bank>) -> Result<usize, StoreError> {
     let opened = store.open_due_virtual_accounts(now_micros()).await?;
     let mut moved = 0;
     for id in super::on_ramp::behind(store).await? {
         moved += step(&id, super::on_ramp::follow(store, &id).await)?;
     }
     for id in store.off_ramps_behind().await? {
-        moved += step(&id, store.follow_off_ramp(&id).await)?;
+        moved += step(&id, super::payout::follow(store, bank, &id).await)?;
     }
     Ok(opened + moved)
 }

@@ -12,7 +12,6 @@ pub mod bank;
 pub mod decimals;
 pub mod deploy;
 pub mod onchain;
-pub mod provider;
 pub mod receiving;
 pub mod reconcile;
 pub mod resource;
@@ -91,6 +90,9 @@ impl Approval {
     }
 }
 
+/// Crockford's base 32, the alphabet of memos and deposit messages.
+pub const ALPHABET: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+
 /// The prefix of every `memo_id`.
 pub const MEMO_PREFIX: &str = "CI";
 
@@ -98,16 +100,12 @@ pub const MEMO_PREFIX: &str = "CI";
 /// random bits), short enough to type into a wire's memo and free of
 /// letters read alike (no I, L, O, U).
 pub fn new_memo_id() -> String {
-    const ALPHABET: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
     let mut bytes = [0u8; 10];
     getrandom::fill(&mut bytes).expect("a random source");
     let body: String = bytes.iter().map(|b| ALPHABET[usize::from(b % 32)] as char).collect();
     format!("{MEMO_PREFIX}{body}")
 }
 
-/// A `memo_id` as a bank may pass it on (lower case, spaced, dashed, or
-/// with the letters Crockford's base 32 reads as digits: I and L as 1, O
-/// as 0), back in the form it was issued in.
 /// A bank's wire reference as it is kept and looked up: without the
 /// whitespace around and inside it, upper-case. The same wire typed again
 /// in another case or with stray spaces is the same wire.
@@ -115,6 +113,9 @@ pub fn normalize_reference(text: &str) -> String {
     text.chars().filter(|c| !c.is_whitespace()).map(|c| c.to_ascii_uppercase()).collect()
 }
 
+/// A `memo_id` as a bank may pass it on (lower case, spaced, dashed, or
+/// with the letters Crockford's base 32 reads as digits: I and L as 1, O
+/// as 0), back in the form it was issued in.
 pub fn normalize_memo(text: &str) -> String {
     let cleaned: String =
         text.chars().filter(|c| !c.is_whitespace() && *c != '-').map(|c| c.to_ascii_uppercase()).collect();
@@ -134,6 +135,20 @@ pub fn normalize_memo(text: &str) -> String {
         })
         .collect();
     format!("{MEMO_PREFIX}{body}")
+}
+
+/// Whether `text` has the shape of a reference issued with `prefix`:
+/// the prefix and 10 characters of Crockford's base 32.
+pub fn is_issued(text: &str, prefix: &str) -> bool {
+    text.len() == prefix.len() + 10
+        && text.starts_with(prefix)
+        && text.bytes().skip(prefix.len()).all(|b| ALPHABET.contains(&b))
+}
+
+/// The first memo a wire's remittance information carries (a bank's
+/// notification of it): a word that is one once normalized.
+pub fn memo_in(credit: &crate::bank::Credit) -> Option<String> {
+    credit.words().map(|w| normalize_memo(&w)).find(|m| is_issued(m, MEMO_PREFIX))
 }
 
 /// How an operator is recorded: `operator:` and the name given, trimmed
@@ -204,6 +219,31 @@ mod tests {
             assert_eq!(memo.len(), 12);
             assert!(memo.starts_with("CI"));
             assert!(!memo[2..].contains(['I', 'L', 'O', 'U']), "{memo}");
+        }
+    }
+
+    #[test]
+    fn a_memo_is_found_in_remittance_information_as_banks_pass_it_on() {
+        let credit = |remittance: &str| crate::bank::Credit {
+            reference: "R".into(),
+            cents: 1,
+            currency: "USD".into(),
+            remittance: remittance.into(),
+            account: None,
+        };
+        for (remittance, memo) in [
+            ("CI7K3M9QX2TB", Some("CI7K3M9QX2TB")),
+            ("invoice 42 ci7k3m9qx2tb thanks", Some("CI7K3M9QX2TB")),
+            ("REF:CI-7K3M-9QX2-TB/ACME", Some("CI7K3M9QX2TB")),
+            ("CI 7K3M 9QX2 TB", Some("CI7K3M9QX2TB")),
+            ("C17K3M9QX2TL", Some("CI7K3M9QX2T1")),
+            ("invoice 42", None),
+            ("CI7K3M9QX2T", None),
+            ("CI7K3M9QX2TBB", None),
+            ("VA7K3M9QX2TB", None),
+            ("", None),
+        ] {
+            assert_eq!(memo_in(&credit(remittance)).as_deref(), memo, "{remittance:?}");
         }
     }
 }

@@ -1,36 +1,15 @@
 //! The platform's receiving bank: where clients wire dollars to be minted,
 //! as every mint instruction shows it. In `production` an operator names it
 //! (`--receiving-bank FILE`, a JSON Bank account details object checked as
-//! a client's is); in `sandbox` it is [`sandbox`], a fixed bank where no
-//! money moves.
+//! a client's is); in `sandbox` it is the sandbox bank's
+//! ([`crate::bank::sandbox::receiving_account`]), where no money moves.
 
 use std::path::Path;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// The environment variable naming the receiving bank's file.
 pub const RECEIVING_BANK_ENV: &str = "CUSTODY_INDEXER_RECEIVING_BANK";
-
-/// The sandbox's receiving bank: fictitious (its routing number passes the
-/// ABA checksum and is no bank's), the same in every sandbox.
-pub fn sandbox() -> Value {
-    json!({
-        "bank_name": "custody-indexer Sandbox Bank (no money moves)",
-        "account_holder_name": "custody-indexer sandbox issuer",
-        "account_number": "000123456789",
-        "routing_number": "123456780",
-        "type": "CHECKING",
-        "account_owner_type": "BUSINESS",
-        "swift_or_bic_number": "SBOXUS33",
-        "address": {
-            "street_line_1": "1 Sandbox Way",
-            "city": "New York",
-            "postal_code": "10001",
-            "country": "US",
-            "region_code": "NY"
-        }
-    })
-}
 
 /// The receiving bank of the JSON file at `path`, checked.
 pub fn load(path: &Path) -> Result<Value, String> {
@@ -47,11 +26,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_sandbox_bank_is_a_valid_bank_account() {
-        assert_eq!(super::super::bank::validate("", &sandbox()), Ok(()));
-    }
-
-    #[test]
     fn a_file_is_checked_naming_its_path_and_fields() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("bank.json");
@@ -61,7 +35,7 @@ mod tests {
             error.contains("bank.json is not a bank account") && error.contains("address: required"),
             "{error}"
         );
-        std::fs::write(&path, sandbox().to_string()).unwrap();
-        assert_eq!(load(&path).unwrap(), sandbox());
+        std::fs::write(&path, crate::bank::sandbox::receiving_account().to_string()).unwrap();
+        assert_eq!(load(&path).unwrap(), crate::bank::sandbox::receiving_account());
     }
 }

@@ -7,14 +7,14 @@
 //! writes its `mint_update` event (see [`super::state`]).
 
 use super::{
-    Approval, Gate, Mint, gate_of, normalize_memo, normalize_reference,
-    provider::Outcome,
+    Approval, FIAT_CURRENCY, Gate, Mint, gate_of, normalize_memo, normalize_reference,
     state::{Event, Status, Transition, apply},
 };
 use crate::{
     amount::Cents,
+    bank::{Credit, Imported, Settlement, WireOutcome as Outcome},
     store::{
-        Made, NewWire, Store, StoreError, Tx, entitlement,
+        Made, NewWire, Store, StoreError, Tx, WireSource, entitlement,
         mints::{self, NewMint, Settling},
         now_micros,
     },
@@ -32,6 +32,63 @@ pub async fn arrive(store: &Store, wire: &NewWire<'_>, approval: &Approval) -> R
         Err(error) => return Err(error),
     }
     store.mint(None, &mint.id).await
+}
+
+/// Who reports a bank's credits, and why.
+#[derive(Debug, Clone, Copy)]
+pub struct Reporter<'a> {
+    pub by: &'a str,
+    pub reason: &'a str,
+}
+
+/// The credits of a bank's notification (an imported `camt.054`), each
+/// through [`arrive`] as `issuance wires record` would (the same approval
+/// rules; the entry's reference again starts nothing twice). A credit
+/// without a memo, in another currency, or whose memo or reference the
+/// wire cannot take is left out with why; a failure of the store stops
+/// the import (what it recorded stays recorded, and importing the file
+/// again finds it).
+pub async fn import(
+    store: &Store,
+    credits: &[Credit],
+    by: Reporter<'_>,
+    approval: &Approval,
+) -> Result<Imported<Mint>, StoreError> {
+    let mut imported = Imported::default();
+    for credit in credits {
+        let Some(memo) = super::memo_in(credit) else {
+            imported.leave(credit, "no memo_id in its remittance information");
+            continue;
+        };
+        let wire = match credited(credit, &memo, by) {
+            Ok(wire) => wire,
+            Err(why) => {
+                imported.leave(credit, why);
+                continue;
+            }
+        };
+        imported.answered(credit, arrive(store, &wire, approval).await, StoreError::is_refusal)?;
+    }
+    Ok(imported)
+}
+
+/// The wire a bank reported credited, quoting `memo` (a virtual
+/// account's deposit message, for an on-ramp), as `by` imported it; why
+/// not, when it is not in dollars.
+pub fn credited<'a>(credit: &'a Credit, memo: &'a str, by: Reporter<'a>) -> Result<NewWire<'a>, String> {
+    if credit.currency != FIAT_CURRENCY {
+        return Err(format!("in {}, not {FIAT_CURRENCY}", credit.currency));
+    }
+    Ok(NewWire {
+        organization: None,
+        memo_id: memo,
+        cents: credit.cents,
+        reference: &credit.reference,
+        source: WireSource::Import,
+        recorded_by: Some(by.by),
+        reason: Some(by.reason),
+        settlement: Settlement::SETTLED,
+    })
 }
 
 /// Records `wire` and the `RECEIVED` mint it starts, with its event, in

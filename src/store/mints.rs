@@ -13,10 +13,10 @@ use super::{
 };
 use crate::amount::Cents;
 use crate::{
+    bank::{Settlement, WireOutcome as Outcome},
     chain::Chain,
     issuance::{
         FIAT_CURRENCY, MINT_UPDATE, Mint,
-        provider::{Outcome, Settlement},
         state::{Status, Transition},
     },
 };
@@ -26,8 +26,10 @@ use crate::{
 pub enum WireSource {
     /// `POST /v2/simulation/fiat-deposit` (`sandbox`).
     Simulation,
-    /// `issuance wires record`.
+    /// `issuance wires record`, `conversions wires record`.
     Operator,
+    /// A bank's notification an operator imported (`wires import`).
+    Import,
 }
 
 impl WireSource {
@@ -35,6 +37,7 @@ impl WireSource {
         match self {
             WireSource::Simulation => "SIMULATION",
             WireSource::Operator => "OPERATOR",
+            WireSource::Import => "IMPORT",
         }
     }
 }

@@ -31,6 +31,7 @@ mod off_ramps;
 mod organizations;
 mod own_transfers;
 mod params;
+pub mod payouts;
 mod pii;
 mod positions;
 mod quotas;
@@ -80,7 +81,7 @@ pub use identity_changes::{Change, UnsentFailure};
 pub use issuance::{FIAT_DISABLED, FIAT_ENABLED, Made, NewMintInstruction, same_instruction};
 pub use leases::{Fence, WorkerKind, WorkerLease};
 pub use mints::{FiatReturn, NewWire, WireSource};
-pub use off_ramps::{NewOffRamp, OffRampRefusal};
+pub use off_ramps::{Followed, NewOffRamp, OffRampRefusal};
 pub use organizations::{ApiKey, Credentials, Organization};
 pub use quotas::{MAX_API_KEYS, OrganizationLimits};
 pub use quotes::NewQuote;
@@ -146,6 +147,14 @@ pub enum StoreError {
     /// (see [`crate::transfers::rules::may_sign`]).
     #[error("{}: {}", .0.code, .0.message)]
     Refused(crate::transfers::resource::FailureDetails),
+}
+
+impl StoreError {
+    /// Whether the store refused what was asked (not found, a conflict,
+    /// invalid), as opposed to failing: asking again changes nothing.
+    pub fn is_refusal(&self) -> bool {
+        matches!(self, StoreError::NotFound(_) | StoreError::Conflict(_) | StoreError::Invalid(_))
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

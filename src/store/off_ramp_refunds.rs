@@ -7,9 +7,10 @@ use sqlx::Row;
 use super::{Store, StoreError, now_micros};
 use crate::amount::Cents;
 use crate::{
+    bank::Answer,
     chain::Chain,
     conversions::{
-        off_ramp::{Answer, LastRefund, Pending, refund_backoff_micros, refund_replaceable},
+        off_ramp::{LastRefund, Pending, refund_backoff_micros, refund_replaceable},
         resource::Type,
         state::Status,
     },
@@ -22,7 +23,7 @@ impl Store {
     pub async fn pending_payouts(&self) -> Result<Vec<Pending>, StoreError> {
         let rows = sqlx::query(
             "SELECT id, organization_id, source_cents, source_currency, source_chain, payout_outcome,
-                 payout_handed_at, payout_due_at, refund_attempts
+                 payout_handed_at, payout_due_at, refund_attempts, payout_reference
              FROM conversions
              WHERE type = $1 AND status NOT IN ($2, $3, $4) AND payout_handed_at IS NOT NULL
                AND (payout_outcome IS NULL OR payout_outcome IN ($5, $6))
@@ -51,6 +52,7 @@ impl Store {
                     chain: r.try_get::<Option<String>, _>("source_chain")?.unwrap_or_default(),
                     since_micros: r.try_get::<Option<i64>, _>(since)?.unwrap_or_default(),
                     refund_attempts: r.try_get("refund_attempts")?,
+                    payout_reference: r.try_get("payout_reference")?,
                 })
             })
             .collect()

@@ -13,9 +13,10 @@ use super::{
 };
 use crate::{
     amount::Amount,
+    bank::Answer,
     conversions::{
         Conversion,
-        off_ramp::{Answer, Legs, Need, SANDBOX_PAYOUT_MICROS, target},
+        off_ramp::{Legs, Need, target},
         resource::{RefundDetails, Type},
         state::Status,
     },
@@ -40,13 +41,18 @@ pub struct NewOffRamp {
     pub destination_cents: Option<i64>,
     pub fee_cents: i64,
     pub quote_id: Option<String>,
-    /// The sandbox bank's answer, known now and applied once the payout is
-    /// handed over; `None` in production, where an operator records it.
-    pub planned: Option<(Answer, String)>,
     /// From the account to the settlement wallet.
     pub collect: NewTransfer,
     /// What the chain holds of the stablecoin at the account's address.
     pub balance: alloy::primitives::U256,
+}
+
+/// What a step of an off-ramp did: the status changes it made, and
+/// whether its payout is due to be handed to the bank.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Followed {
+    pub moved: usize,
+    pub payout_due: bool,
 }
 
 /// Why an off-ramp was not accepted.
@@ -158,10 +164,13 @@ impl Store {
         Ok(behind)
     }
 
-    /// Walks the off-ramp `id` to where its legs put it, handing its payout
-    /// to the bank when its stablecoin is committed, one status and event
-    /// at a time, in one transaction holding its row: the changes it made.
-    pub async fn follow_off_ramp(&self, id: &str) -> Result<usize, StoreError> {
+    /// Walks the off-ramp `id` to where its legs put it, one status and
+    /// event at a time, in one transaction holding its row. Once its
+    /// stablecoin is committed, its identity is judged: one no longer
+    /// `ACTIVE` or fiat-enabled has its payout refused at once (nothing is
+    /// paid out; the stablecoin goes back); otherwise the payout is due to
+    /// be handed to the bank, which the caller does outside the transaction.
+    pub async fn follow_off_ramp(&self, id: &str) -> Result<Followed, StoreError> {
         let mut tx = self.begin().await?;
         let locked = sqlx::query(
             "UPDATE conversions SET updated_at = updated_at WHERE id = $1 AND type = $2 RETURNING status",
@@ -170,44 +179,19 @@ impl Store {
         .bind(Type::OffRamp.as_str())
         .fetch_optional(&mut *tx)
         .await?;
-        let Some(locked) = locked else { return Ok(0) };
+        let Some(locked) = locked else { return Ok(Followed::default()) };
         let status: Status = parse_column(&locked.try_get::<String, _>("status")?, "conversions.status")?;
         let now = now_micros();
         let mut row = read_legs(&mut tx, id).await?;
+        let mut payout_due = false;
         if target(legs(&row, now)?).1 == Need::Handoff {
-            hand_off(&mut tx, id, now).await?;
+            payout_due = !refused(&mut tx, id, now).await?;
             row = read_legs(&mut tx, id).await?;
         }
         let (to, _) = target(legs(&row, now)?);
         let moved = walk(&mut tx, id, (status, to), &settled(&row)?).await?;
         tx.commit().await?;
-        Ok(moved)
-    }
-
-    /// Records the bank's answer to the payout of off-ramp `id` (an
-    /// operator's, in production): refused unless the payout was handed
-    /// over and has no answer yet.
-    pub async fn record_payout(&self, id: &str, answer: Answer, reason: &str) -> Result<(), StoreError> {
-        let done = sqlx::query(
-            "UPDATE conversions SET payout_outcome = $2, payout_reason = $3, payout_due_at = $4
-             WHERE id = $1 AND type = $5 AND payout_handed_at IS NOT NULL AND payout_outcome IS NULL",
-        )
-        .bind(id)
-        .bind(answer.as_str())
-        .bind(reason)
-        .bind(now_micros())
-        .bind(Type::OffRamp.as_str())
-        .execute(&self.pool)
-        .await?;
-        if done.rows_affected() == 1 {
-            return Ok(());
-        }
-        let conversion = self.conversion(None, id).await?;
-        Err(StoreError::Conflict(format!(
-            "conversion {id} ({} {}) has no payout waiting for the bank's answer",
-            conversion.kind.as_str(),
-            conversion.status
-        )))
+        Ok(Followed { moved, payout_due })
     }
 }
 
@@ -301,11 +285,10 @@ fn payout_failure(row: &sqlx::any::AnyRow) -> Result<Option<String>, StoreError>
     Ok(row.try_get::<Option<String>, _>("payout_reason")?.filter(|_| !paid))
 }
 
-/// Hands the payout of off-ramp `id` to the bank, judged on its identity
+/// Whether the payout of off-ramp `id` is refused, judged on its identity
 /// now: one no longer `ACTIVE` or fiat-enabled is refused at once (nothing
-/// is paid out; the stablecoin goes back). A sandbox bank's answer applies
-/// [`SANDBOX_PAYOUT_MICROS`] later.
-async fn hand_off(tx: &mut Transaction<'static, Any>, id: &str, now: i64) -> Result<(), StoreError> {
+/// is paid out; the stablecoin goes back).
+async fn refused(tx: &mut Transaction<'static, Any>, id: &str, now: i64) -> Result<bool, StoreError> {
     let row = sqlx::query("SELECT organization_id, identity_id FROM conversions WHERE id = $1")
         .bind(id)
         .fetch_one(&mut **tx)
@@ -335,20 +318,9 @@ async fn hand_off(tx: &mut Transaction<'static, Any>, id: &str, now: i64) -> Res
         .bind(reason)
         .execute(&mut **tx)
         .await?;
-        return Ok(());
+        return Ok(true);
     }
-    sqlx::query(
-        "UPDATE conversions SET payout_handed_at = $2,
-             payout_due_at = CASE WHEN payout_outcome IS NULL THEN NULL ELSE $3 END
-         WHERE id = $1 AND payout_handed_at IS NULL",
-    )
-    .bind(id)
-    .bind(now)
-    .bind(now + SANDBOX_PAYOUT_MICROS)
-    .execute(&mut **tx)
-    .await?;
-    tracing::info!(conversion = id, "off-ramp payout handed to the bank");
-    Ok(())
+    Ok(false)
 }
 
 /// Takes quote `quote` of `organization` for conversion `id`, unless
@@ -394,14 +366,11 @@ async fn insert(
     transfer: &str,
     now: i64,
 ) -> Result<bool, StoreError> {
-    let (answer, reason) =
-        new.planned.as_ref().map_or((None, None), |(a, r)| (Some(a.as_str()), Some(r.as_str())));
     let done = sqlx::query(&format!(
         "INSERT INTO conversions (id, organization_id, type, status, account_id, identity_id,
              payment_instructions_id, request_id, request_fingerprint, quote_id, source_currency, source_cents,
-             source_chain, destination_currency, destination_cents, fee_cents, transfer_id, payout_outcome,
-             payout_reason, created_at, updated_at)
-         VALUES ($1, $2, '{}', '{}', $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $18)
+             source_chain, destination_currency, destination_cents, fee_cents, transfer_id, created_at, updated_at)
+         VALUES ($1, $2, '{}', '{}', $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $16)
          ON CONFLICT (organization_id, request_id) DO NOTHING",
         Type::OffRamp.as_str(),
         Status::Initiated.as_str()
@@ -421,8 +390,6 @@ async fn insert(
     .bind(new.destination_cents)
     .bind(new.fee_cents)
     .bind(transfer)
-    .bind(answer)
-    .bind(reason)
     .bind(now)
     .execute(&mut **tx)
     .await?;

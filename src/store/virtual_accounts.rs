@@ -8,11 +8,12 @@ use sqlx::{Row, any::AnyRow};
 
 use super::{Made, Store, StoreError, now_micros, parse_column, time};
 use crate::{
+    bank::{AccountOutcome as Outcome, Opening},
     chain::Chain,
     conversions::{
         VirtualAccount, VirtualAccountStatus,
-        provider::{Opening, Outcome, deposit_instructions},
         resource::{VirtualAccountDestination, VirtualAccountSource},
+        virtual_account::deposit_instructions,
     },
 };
 
@@ -120,6 +121,15 @@ impl Store {
         .await?
         .ok_or_else(|| StoreError::NotFound(format!("virtual account {id}")))?;
         virtual_account_from_row(&row)
+    }
+
+    /// The id of the virtual account whose deposit message is `message`.
+    pub async fn virtual_account_by_message(&self, message: &str) -> Result<Option<String>, StoreError> {
+        let row = sqlx::query("SELECT id FROM virtual_accounts WHERE deposit_message = $1")
+            .bind(message)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(|r| r.try_get("id")).transpose()?)
     }
 
     /// Up to `limit` virtual accounts of the identity (showing `status`

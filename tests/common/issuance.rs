@@ -107,3 +107,38 @@ pub fn keys(value: &Value) -> Vec<&str> {
     keys.sort();
     keys
 }
+
+/// The command line over a store whose `identity-1` is fiat-enabled and
+/// has the mint instruction `mi-1` for its account `acc-1`, on a chain
+/// file whose USDC the platform issues: the CLI and the instruction's memo.
+pub async fn instructed() -> (super::cli::Env, String) {
+    let asset = format!(
+        "\n[[assets]]\nsymbol = \"USDC\"\ncontract_address = \"{USDC}\"\ndecimals = 6\nissued = true\n"
+    );
+    let env = super::cli::Env::with_chain_file(
+        &(super::chain_toml(&["http://127.0.0.1:1".to_string()], None, "") + &asset),
+    );
+    env.add_account_of("default", "acc-1", "SEGREGATED", ADDRESS, CHAIN);
+    env.ok(&["identities", "fiat", "enable", "identity-1", "--by", "ann", "--reason", "checked"]);
+    let memo = custody_indexer::issuance::new_memo_id();
+    let instruction = custody_indexer::issuance::MintInstruction {
+        id: "mi-1".into(),
+        identity_id: "identity-1".into(),
+        request_id: "r-1".into(),
+        stablecoin_symbol: "USDC".into(),
+        chain: CHAIN,
+        mint_destination_address_id: "acc-1".into(),
+        payment_rail: custody_indexer::issuance::PAYMENT_RAIL,
+        fiat_currency_symbol: custody_indexer::issuance::FIAT_CURRENCY,
+        memo_id: memo.clone(),
+        bank_account_details: json!({}),
+        label: None,
+    };
+    let new = custody_indexer::store::NewMintInstruction {
+        organization: "default".into(),
+        instruction,
+        destination_address: ADDRESS.into(),
+    };
+    env.store().await.create_mint_instruction(&new).await.unwrap().unwrap();
+    (env, memo)
+}

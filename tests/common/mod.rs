@@ -4,6 +4,7 @@
 
 pub mod anvil;
 pub mod api;
+pub mod camt054;
 pub mod cli;
 pub mod cluster;
 pub mod db;

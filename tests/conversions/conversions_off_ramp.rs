@@ -459,6 +459,10 @@ async fn in_production_an_operator_answers_the_payout_and_a_return_comes_back() 
         .map(|p| (p["conversion_id"].as_str().unwrap(), p["waiting_for"].as_str().unwrap()))
         .collect();
     assert_eq!(waiting, [(paid, "BANK_ANSWER"), (back, "BANK_ANSWER")].into());
+    // Handed to the operators' bank under the off-ramp's id, its reference.
+    for pending in listed.as_array().unwrap() {
+        assert_eq!(pending["payout_reference"], pending["conversion_id"], "{pending}");
+    }
     let record = |id: &str, outcome: &str, reason: &str| {
         platform.operator(&[
             "conversions",

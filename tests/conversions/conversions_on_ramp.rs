@@ -172,6 +172,33 @@ async fn in_production_an_operator_opens_the_virtual_account_and_two_operators_d
         (&json!("100.00"), &json!("1.50")),
         "{books}"
     );
+
+    // The bank's camt.054 file: a credit quoting the virtual account's
+    // deposit message starts a conversion, once however often it is imported.
+    let message = instructions["deposit_message"].as_str().unwrap();
+    let file = platform.env.dir.path().join("camt054.xml");
+    let remittance = format!("ACME PAYROLL {}", message.to_lowercase());
+    let credits = [("FED-VA-2", "40.00", remittance.as_str()), ("FED-VA-3", "5.00", "no reference")];
+    std::fs::write(&file, common::camt054::notification(&credits)).unwrap();
+    let import =
+        ["conversions", "wires", "import", file.to_str().unwrap(), "--by", "ann", "--reason", "statement"];
+    let imported = operator(&import);
+    let first = imported.lines().next().unwrap();
+    let prefix = format!("wire FED-VA-2: 40.00 USD to virtual account {va}: conversion ");
+    assert!(first.starts_with(&prefix), "{imported}");
+    assert!(
+        imported.contains("unmatched FED-VA-3: 5.00 USD \"no reference\": no deposit message"),
+        "{imported}"
+    );
+    assert!(imported.ends_with("1 recorded, 1 unmatched\n"), "{imported}");
+    let second = first[prefix.len()..].split(' ').next().unwrap();
+    let again = operator(&import);
+    assert!(
+        again.starts_with(&format!("{prefix}{second} ")),
+        "the same file again, the same conversion: {again}"
+    );
+    let conversion = platform.get(port, &format!("/v2/conversions/{second}")).await;
+    assert_eq!((&conversion["source"]["amount"], &conversion["type"]), (&json!("40.00"), &json!("ON_RAMP")));
 }
 
 #[tokio::test]

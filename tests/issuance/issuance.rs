@@ -165,7 +165,7 @@ async fn mint_instructions_name_the_receiving_bank_a_unique_memo_and_one_address
         assert_eq!(instruction["payment_rail"], "WIRE");
         assert_eq!(instruction["fiat_currency_symbol"], "USD");
         assert_eq!(instruction["label"], Value::Null);
-        assert_eq!(instruction["bank_account_details"], custody_indexer::issuance::receiving::sandbox());
+        assert_eq!(instruction["bank_account_details"], custody_indexer::bank::sandbox::receiving_account());
         let memo = instruction["memo_id"].as_str().unwrap();
         assert!(memo.starts_with("CI") && memo.len() == 12, "{memo}");
         let again = app.post(path, &acme, &request("m-1", "ada-1")).await;

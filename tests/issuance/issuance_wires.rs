@@ -11,17 +11,11 @@ use std::time::Duration;
 
 use common::{
     api::{App, send},
-    chain_toml,
-    cli::Env,
     db::{BACKENDS, Backend},
     eventually,
-    issuance::{ADDRESS, CHAIN, USDC, account, app, app_on, chains_with, identity, refused},
+    issuance::{ADDRESS, CHAIN, account, app, app_on, chains_with, identity, refused},
 };
-use custody_indexer::{
-    environment::Environment,
-    issuance::{FIAT_CURRENCY, MintInstruction, PAYMENT_RAIL, new_memo_id},
-    store::NewMintInstruction,
-};
+use custody_indexer::environment::Environment;
 use serde_json::{Value, json};
 use sqlx::Connection;
 
@@ -260,34 +254,7 @@ async fn production_has_no_simulation() {
 
 #[tokio::test]
 async fn operators_record_wires_once_a_second_operator_approves_and_failed_mints_owe_their_dollars() {
-    let env = Env::with_chain_file(
-        &(chain_toml(&["http://127.0.0.1:1".to_string()], None, "")
-            + &format!(
-                "\n[[assets]]\nsymbol = \"USDC\"\ncontract_address = \"{USDC}\"\ndecimals = 6\nissued = true\n"
-            )),
-    );
-    env.add_account_of("default", "acc-1", "SEGREGATED", ADDRESS, CHAIN);
-    env.ok(&["identities", "fiat", "enable", "identity-1", "--by", "ann", "--reason", "checked"]);
-    let memo = new_memo_id();
-    let instruction = MintInstruction {
-        id: "mi-1".into(),
-        identity_id: "identity-1".into(),
-        request_id: "r-1".into(),
-        stablecoin_symbol: "USDC".into(),
-        chain: CHAIN,
-        mint_destination_address_id: "acc-1".into(),
-        payment_rail: PAYMENT_RAIL,
-        fiat_currency_symbol: FIAT_CURRENCY,
-        memo_id: memo.clone(),
-        bank_account_details: json!({}),
-        label: None,
-    };
-    let new = NewMintInstruction {
-        organization: "default".into(),
-        instruction,
-        destination_address: ADDRESS.into(),
-    };
-    env.store().await.create_mint_instruction(&new).await.unwrap().unwrap();
+    let (env, memo) = common::issuance::instructed().await;
     let record = |reference: &str, amount: &str| {
         env.output(&[
             "issuance",

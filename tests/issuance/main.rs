@@ -8,6 +8,7 @@ mod common;
 
 mod issuance;
 mod issuance_deploy;
+mod issuance_import;
 mod issuance_mint;
 mod issuance_mint_solana;
 mod issuance_wires;

@@ -3,8 +3,9 @@
 //! reads only what is due, in a few statements, not one per identity; and a
 //! waiting identity that changes is reviewed again at once.
 //!
-//! Statements are counted from sqlx's `sqlx::query` events, so this file
-//! holds one test: the counter is process-wide.
+//! Statements are counted from sqlx's `sqlx::query` events inside this
+//! test's own span: the other tests of the binary run at the same time, and
+//! sqlx's SQLite worker enters the span of the task that sent the statement.
 
 use crate::common;
 
@@ -18,15 +19,21 @@ use custody_indexer::{
     identity::{State, Type, provider},
     store::{NewIdentity, Store},
 };
-use tracing_subscriber::{Layer, layer::SubscriberExt};
+use tracing::Instrument;
+use tracing_subscriber::{Layer, layer::SubscriberExt, registry::LookupSpan};
 
 static STATEMENTS: AtomicUsize = AtomicUsize::new(0);
 
 struct Counter;
 
-impl<S: tracing::Subscriber> Layer<S> for Counter {
-    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
-        if event.metadata().target() == "sqlx::query" {
+/// The span a counted round runs in.
+const ROUND: &str = "compliance_round";
+
+impl<S: tracing::Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Counter {
+    fn on_event(&self, event: &tracing::Event<'_>, ctx: tracing_subscriber::layer::Context<'_, S>) {
+        let in_round =
+            || ctx.event_scope(event).is_some_and(|mut scope| scope.any(|span| span.name() == ROUND));
+        if event.metadata().target() == "sqlx::query" && in_round() {
             STATEMENTS.fetch_add(1, Ordering::SeqCst);
         }
     }
@@ -37,7 +44,8 @@ const WAITING: usize = 1_000;
 /// The statements one round of the sandbox provider runs.
 async fn round(store: &Store) -> usize {
     let before = STATEMENTS.load(Ordering::SeqCst);
-    provider::round(store, &provider::Sandbox::new(std::time::Duration::from_secs(3600)), 100).await.unwrap();
+    let sandbox = provider::Sandbox::new(std::time::Duration::from_secs(3600));
+    provider::round(store, &sandbox, 100).instrument(tracing::info_span!(ROUND)).await.unwrap();
     STATEMENTS.load(Ordering::SeqCst) - before
 }
 

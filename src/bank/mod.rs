@@ -1,0 +1,203 @@
+//! The bank seam: everything the platform asks of a bank, and everything a
+//! bank tells it, behind one [`Bank`] trait, shaped as payment connectors
+//! are (Hyperswitch's, for one): a call per action the platform takes, and
+//! one translation of a partner's notifications into [`BankEvent`]s.
+//!
+//! | implementation | environment | answers come from |
+//! |---|---|---|
+//! | [`Sandbox`] | `sandbox` | its tables (see [`sandbox`]): no money moves |
+//! | [`Operators`] | `production` | operators' commands, and the bank's `camt.054` files they import |
+//!
+//! A partner with an API is a file beside these (`bank/<partner>.rs`, its
+//! pure message mapping in a `transformers.rs`), as [`camt054`] is for the
+//! ISO 20022 credit notification. The wings never name an implementation:
+//! the API state holds one `Arc<dyn Bank>`, and each bank event enters its
+//! wing through one door (`issuance::wires::arrive`,
+//! `conversions::on_ramp::record_wire`, `conversions::off_ramp::answer`).
+
+pub mod answers;
+pub mod camt054;
+pub mod operators;
+pub mod sandbox;
+
+use std::sync::Arc;
+
+pub use answers::{AccountOutcome, Answer, Opening, Settlement, WireOutcome};
+pub use operators::Operators;
+pub use sandbox::Sandbox;
+use serde_json::Value;
+
+use crate::environment::Environment;
+
+/// A payout the platform asks the bank to make: dollars to a client's bank
+/// account, at most once per [`Payout::key`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Payout {
+    /// The idempotency key: the same key asked again is the same payout
+    /// (the off-ramp's id).
+    pub key: String,
+    /// The beneficiary's account number, as registered.
+    pub account_number: String,
+    /// What is paid, in the smallest unit of `currency`.
+    pub cents: i64,
+    pub currency: String,
+}
+
+/// The bank took a payout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PayoutSent {
+    /// The partner's reference of the payout: the same for the same key.
+    pub reference: String,
+    /// The answer the bank has already given, and how long after the
+    /// hand-off it arrives (the sandbox's); `None` when it comes later
+    /// as an event (a partner's notification, an operator's command).
+    pub answer: Option<(Answer, String, std::time::Duration)>,
+}
+
+/// A credit to one of the platform's accounts, as the bank reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Credit {
+    /// The bank's reference of the entry: unique per credit.
+    pub reference: String,
+    /// In the smallest unit of `currency`.
+    pub cents: i64,
+    pub currency: String,
+    /// The remittance information the sender gave (a memo, a deposit
+    /// message), as free text.
+    pub remittance: String,
+    /// The platform's account credited, when the bank names it.
+    pub account: Option<String>,
+}
+
+impl Credit {
+    /// The words of the remittance information a reference may be: split
+    /// at whitespace and punctuation other than `-`, then the whole text
+    /// without its spaces (a memo typed in groups).
+    pub fn words(&self) -> impl Iterator<Item = String> + '_ {
+        let split = self.remittance.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'));
+        let whole: String = self.remittance.chars().filter(|c| !c.is_whitespace()).collect();
+        split.filter(|w| !w.is_empty()).map(str::to_string).chain(std::iter::once(whole))
+    }
+}
+
+/// What an import of a bank's credits did: each credit recorded (its
+/// reference and what it started, or found started by an earlier import),
+/// and each left out with why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Imported<T> {
+    pub recorded: Vec<(String, T)>,
+    pub unmatched: Vec<(Credit, String)>,
+}
+
+impl<T> Default for Imported<T> {
+    fn default() -> Self {
+        Imported { recorded: Vec::new(), unmatched: Vec::new() }
+    }
+}
+
+impl<T> Imported<T> {
+    /// Leaves `credit` out, and why.
+    pub fn leave(&mut self, credit: &Credit, why: impl Into<String>) {
+        self.unmatched.push((credit.clone(), why.into()));
+    }
+
+    /// What a wing's door answered for `credit`: recorded, or left out
+    /// with the door's reason when `refused` says it refused the credit;
+    /// any other error stops the import.
+    pub fn answered<E: std::fmt::Display>(
+        &mut self,
+        credit: &Credit,
+        answer: Result<T, E>,
+        refused: impl Fn(&E) -> bool,
+    ) -> Result<(), E> {
+        match answer {
+            Ok(made) => self.recorded.push((credit.reference.clone(), made)),
+            Err(error) if refused(&error) => self.leave(credit, error.to_string()),
+            Err(error) => return Err(error),
+        }
+        Ok(())
+    }
+}
+
+/// Something the bank tells the platform.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BankEvent {
+    /// Dollars arrived at one of the platform's accounts.
+    WireArrived(Credit),
+    /// The payout of `key` reached its beneficiary.
+    PayoutPaid { key: String },
+    /// The payout of `key` went out and came back, and why.
+    PayoutReturned { key: String, reason: String },
+    /// The bank refused the payout of `key` before sending anything, and why.
+    PayoutRefused { key: String, reason: String },
+    /// The virtual account `id` is open under `account_number`.
+    VirtualAccountOpened { id: String, account_number: String },
+    /// The bank refused to open the virtual account `id`, and why.
+    VirtualAccountRefused { id: String, reason: String },
+}
+
+/// Why the bank could not do or read something.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+pub enum BankError {
+    /// The bank did not answer, or answered that it cannot now: the same
+    /// call may succeed later.
+    #[error("the bank is unavailable: {0}")]
+    Unavailable(String),
+    /// What the bank sent cannot be read, or what was asked cannot be
+    /// done: asking again changes nothing.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl BankError {
+    /// Whether the same call may succeed later.
+    pub fn retryable(&self) -> bool {
+        matches!(self, BankError::Unavailable(_))
+    }
+}
+
+/// The platform's bank.
+#[async_trait::async_trait]
+pub trait Bank: Send + Sync {
+    /// The account clients wire dollars to for mints, as mint instructions
+    /// show it (a Bank account details object); `None` when none is set.
+    fn receiving_account(&self) -> Option<Value>;
+
+    /// What happens to a wire of `cents` that arrived: settled, rejected
+    /// or returned, and how long after its arrival.
+    fn receive(&self, cents: i64) -> Settlement;
+
+    /// What the bank will answer a virtual account asked for senders
+    /// banking in `country`, and when; `None` when the answer comes later
+    /// as an event.
+    fn open_virtual_account(&self, country: &str) -> Opening;
+
+    /// Hands `payout` to the bank, once per key: asked again with the same
+    /// key, the bank answers the same reference and pays nothing twice.
+    async fn pay_out(&self, payout: &Payout) -> Result<PayoutSent, BankError>;
+
+    /// The events a notification from the bank carries (its `Content-Type`
+    /// and body).
+    fn notification(&self, content_type: &str, body: &[u8]) -> Result<Vec<BankEvent>, BankError>;
+}
+
+/// The bank of `environment`: the sandbox's, or production's operators
+/// with `receiving`, the receiving bank they configured (a sandbox shows
+/// only its own, never real wiring instructions).
+pub fn for_environment(environment: Environment, receiving: Option<Value>) -> Arc<dyn Bank> {
+    match environment {
+        Environment::Sandbox => Arc::new(Sandbox),
+        Environment::Production => Arc::new(Operators::new(receiving)),
+    }
+}
+
+/// The events of a bank statement both banks read: a `camt.054` document.
+fn statement(content_type: &str, body: &[u8]) -> Result<Vec<BankEvent>, BankError> {
+    if !content_type.is_empty() && !content_type.contains("xml") {
+        return Err(BankError::Invalid(format!(
+            "a bank notification is a camt.054 XML document, not {content_type}"
+        )));
+    }
+    let credits = camt054::credits(body).map_err(|e| BankError::Invalid(e.to_string()))?;
+    Ok(credits.into_iter().map(BankEvent::WireArrived).collect())
+}

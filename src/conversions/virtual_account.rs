@@ -1,0 +1,100 @@
+//! A virtual account's own numbers and the deposit instructions it shows.
+//! Whether the bank opens it is the bank's answer (see
+//! [`crate::bank::Bank::open_virtual_account`]).
+
+use serde_json::Value;
+
+use super::resource::DepositInstructions;
+
+/// Whether `text` is an ISO 3166-1 alpha-2 code's shape: two capitals.
+pub fn is_country(text: &str) -> bool {
+    text.len() == 2 && text.bytes().all(|b| b.is_ascii_uppercase())
+}
+
+/// A virtual account's bank account number: 12 digits, the first `8`.
+pub fn new_account_number() -> String {
+    let mut bytes = [0u8; 11];
+    getrandom::fill(&mut bytes).expect("a random source");
+    let digits: String = bytes.iter().map(|b| char::from(b'0' + b % 10)).collect();
+    format!("8{digits}")
+}
+
+/// A virtual account's `deposit_message`: `VA` and 10 characters of
+/// Crockford's base 32, as a mint instruction's memo.
+pub fn new_deposit_message() -> String {
+    format!(
+        "{DEPOSIT_MESSAGE_PREFIX}{}",
+        &crate::issuance::new_memo_id()[crate::issuance::MEMO_PREFIX.len()..]
+    )
+}
+
+/// The prefix of every deposit message.
+pub const DEPOSIT_MESSAGE_PREFIX: &str = "VA";
+
+/// The first deposit message a wire's remittance information carries (a
+/// bank's notification of it).
+pub fn deposit_message_in(credit: &crate::bank::Credit) -> Option<String> {
+    credit
+        .words()
+        .map(|w| w.chars().filter(|c| *c != '-').map(|c| c.to_ascii_uppercase()).collect::<String>())
+        .find(|m| crate::issuance::is_issued(m, DEPOSIT_MESSAGE_PREFIX))
+}
+
+/// The deposit instructions of a virtual account at `bank` (a Bank account
+/// details object: the platform's receiving bank), under its own account
+/// number and message.
+pub fn deposit_instructions(bank: &Value, account_number: &str, message: &str) -> DepositInstructions {
+    let text = |key: &str| bank[key].as_str().unwrap_or_default().to_string();
+    let address = &bank["address"];
+    let line = ["street_line_1", "street_line_2", "city", "region_code", "postal_code", "country"]
+        .iter()
+        .filter_map(|k| address[*k].as_str().filter(|s| !s.is_empty()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    DepositInstructions {
+        amount: "0".into(),
+        currency: crate::issuance::FIAT_CURRENCY.into(),
+        bank_name: text("bank_name"),
+        bank_address: line.clone(),
+        payment_method: crate::issuance::PAYMENT_RAIL.into(),
+        deposit_message: message.into(),
+        bank_account_number: account_number.into(),
+        bank_routing_number: text("routing_number"),
+        bank_beneficiary_name: text("account_holder_name"),
+        bank_beneficiary_address: line,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_and_messages_are_distinct_and_well_formed() {
+        let numbers: std::collections::BTreeSet<String> = (0..1000).map(|_| new_account_number()).collect();
+        assert_eq!(numbers.len(), 1000);
+        assert!(
+            numbers
+                .iter()
+                .all(|n| n.len() == 12 && n.starts_with('8') && n.bytes().all(|b| b.is_ascii_digit()))
+        );
+        let message = new_deposit_message();
+        assert!(message.starts_with("VA") && message.len() == 12, "{message}");
+        for (text, ok) in
+            [("US", true), ("MX", true), ("us", false), ("USA", false), ("", false), ("U1", false)]
+        {
+            assert_eq!(is_country(text), ok, "{text}");
+        }
+    }
+
+    #[test]
+    fn deposit_instructions_show_the_receiving_bank_under_the_accounts_own_number() {
+        let bank = crate::bank::sandbox::receiving_account();
+        let instructions = deposit_instructions(&bank, "812345678901", "VA0123456789");
+        assert_eq!(instructions.bank_routing_number, "123456780");
+        assert_eq!(instructions.bank_account_number, "812345678901");
+        assert_eq!(instructions.deposit_message, "VA0123456789");
+        assert_eq!(instructions.bank_address, "1 Sandbox Way, New York, NY, 10001, US");
+        assert_eq!((instructions.currency.as_str(), instructions.payment_method.as_str()), ("USD", "WIRE"));
+    }
+}
