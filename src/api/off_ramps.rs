@@ -17,13 +17,14 @@ use crate::amount::Cents;
 use crate::{
     chain::{Chain, Family},
     conversions::{
-        Conversion, off_ramp,
-        quote::{Corridor, corridor, fee_cents},
-        resource::Quote,
+        Conversion,
+        off_ramp::{
+            self, OffRampRefusal,
+            pricing::{self, PricingError},
+        },
     },
-    issuance::{BankAccount, FIAT_CURRENCY},
     keys::{KeyRef, Signer},
-    store::{Made, NewOffRamp, OffRampRefusal},
+    store::{Made, NewOffRamp},
     transfers::{Acceptance, Request, canonical_request_id},
 };
 
@@ -155,7 +156,18 @@ async fn submit(
         )));
     }
     gate(&store.identity(organization, &account.identity_id).await?)?;
-    let priced = priced(state, organization, request, &bank, asked.cents).await?;
+    let wanted = pricing::Asked {
+        organization,
+        currency: &request.source.currency,
+        cents: asked.cents,
+        quote_id: request.quote_id.as_deref(),
+    };
+    let fee_bps = state.conversions().off_ramp_fee_bps;
+    let priced = pricing::price(store, wanted, &bank, fee_bps).await.map_err(|error| match error {
+        PricingError::Invalid(message) => ApiError::invalid(message),
+        PricingError::QuoteExpired(quote) => refusal(OffRampRefusal::QuoteExpired(quote)),
+        PricingError::Store(error) => error.into(),
+    })?;
     let settlement = settlement_address(signer.as_ref(), asked.chain).map_err(|error| {
         tracing::error!(%error, "the signer cannot derive the settlement wallet's address");
         ApiError::internal()
@@ -188,7 +200,7 @@ async fn submit(
         collect,
         balance,
     };
-    match store.create_off_ramp(&new).await.map_err(refusal)? {
+    match off_ramp::accept(store, &new).await.map_err(refusal)? {
         Made::New(conversion) => Ok((StatusCode::CREATED, Json(conversion))),
         Made::Existing(conversion) => Ok((StatusCode::OK, Json(conversion))),
     }
@@ -242,95 +254,6 @@ impl Asked {
             request.quote_id.as_deref(),
         )
     }
-}
-
-/// What the payout pays: the currency, the cents when known now, the fee.
-struct Priced {
-    currency: String,
-    cents: Option<i64>,
-    fee_cents: i64,
-}
-
-/// The payout of `cents` to `bank`: a US wire less the off-ramp fee, or
-/// the quote's, checked against the request.
-async fn priced(
-    state: &ApiState,
-    organization: &str,
-    request: &ConversionRequest,
-    bank: &BankAccount,
-    cents: i64,
-) -> Result<Priced, ApiError> {
-    match corridor(bank.bank_account_details.expose()) {
-        Corridor::UsWire => {
-            if request.quote_id.is_some() {
-                return Err(ApiError::invalid(format!(
-                    "quote_id: bank account {} is a US account, paid by a US wire that takes no quote",
-                    bank.id
-                )));
-            }
-            let fee = fee_cents(cents, state.conversions().off_ramp_fee_bps);
-            if cents - fee <= 0 {
-                return Err(ApiError::invalid(format!(
-                    "amount: {} does not cover the off-ramp fee of {}",
-                    Cents(cents),
-                    Cents(fee)
-                )));
-            }
-            Ok(Priced { currency: FIAT_CURRENCY.to_string(), cents: Some(cents - fee), fee_cents: fee })
-        }
-        Corridor::None => Err(ApiError::invalid(format!(
-            "payment_instructions_id: bank account {} has no rail the platform pays out on",
-            bank.id
-        ))),
-        Corridor::Quoted(_) => {
-            let id = request.quote_id.as_deref().ok_or_else(|| {
-                ApiError::invalid(format!(
-                    "quote_id: bank account {} is paid internationally: take a quote (GET /v2/conversions/quotes) and name it",
-                    bank.id
-                ))
-            })?;
-            let quote = state.store().quote(organization, id).await?;
-            checked(&quote, request, bank, cents)?;
-            Ok(Priced {
-                currency: quote.destination.currency.clone(),
-                cents: None,
-                fee_cents: quote.fee_cents,
-            })
-        }
-    }
-}
-
-/// `quote` prices what `request` asks, is unused and has not expired.
-fn checked(
-    quote: &Quote,
-    request: &ConversionRequest,
-    bank: &BankAccount,
-    cents: i64,
-) -> Result<(), ApiError> {
-    if quote.payment_instructions_id != bank.id {
-        return Err(ApiError::invalid(format!(
-            "quote_id: quote {} prices a payout to bank account {}, not {}",
-            quote.id, quote.payment_instructions_id, bank.id
-        )));
-    }
-    if quote.source.currency != request.source.currency {
-        return Err(ApiError::invalid(format!(
-            "source.currency: quote {} prices {}, not {}",
-            quote.id, quote.source.currency, request.source.currency
-        )));
-    }
-    if quote.source.amount != Cents(cents).to_string() {
-        return Err(ApiError::invalid(format!(
-            "amount: {} is not the quoted source.amount {} of quote {}",
-            Cents(cents),
-            quote.source.amount,
-            quote.id
-        )));
-    }
-    if quote.expires_at <= chrono::Utc::now() {
-        return Err(refusal(OffRampRefusal::QuoteExpired(quote.id.clone())));
-    }
-    Ok(())
 }
 
 /// Fees are the quote's or the platform's: a request naming one is refused.

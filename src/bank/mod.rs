@@ -13,7 +13,7 @@
 //! ISO 20022 credit notification. The wings never name an implementation:
 //! the API state holds one `Arc<dyn Bank>`, and each bank event enters its
 //! wing through one door (`issuance::wires::arrive`,
-//! `conversions::on_ramp::record_wire`, `conversions::off_ramp::answer`).
+//! `conversions::on_ramp::record_wire`, `conversions::payout::answer`).
 
 pub mod answers;
 pub mod camt054;

@@ -146,7 +146,7 @@ pub async fn run(store: &Store, command: ConversionsCommand) -> anyhow::Result<(
             if who.reason.trim().is_empty() {
                 anyhow::bail!("--reason: say why the refund is sent again");
             }
-            store.retry_refund(&id, &actor, &who.reason).await?;
+            crate::conversions::off_ramp::refunds::retry(store, &id, &actor, &who.reason).await?;
             println!("conversion {id}: refund to be sent again at the chain's next step");
         }
         ConversionsCommand::Payouts(PayoutsCommand::Record { id, outcome, who }) => {

@@ -4,7 +4,9 @@
 //! steps, the bank's call outside any database transaction:
 //!
 //! 1. **claim** it (one instance calls the bank at a time; a claim lapses
-//!    after [`CLAIM_MICROS`](crate::store::payouts::CLAIM_MICROS) so a crashed instance's payout is taken up);
+//!    after [`CLAIM_MICROS`](crate::store::payouts::CLAIM_MICROS) so a
+//!    crashed instance's payout is taken up, and is given up at once when
+//!    the bank cannot answer now);
 //! 2. **pay out** through [`Bank::pay_out`] under the off-ramp's id as the
 //!    idempotency key, so a call repeated after a crash or a lost answer
 //!    pays once and answers the same reference;
@@ -28,19 +30,20 @@ use crate::{
 /// payout handed to `bank` when due, then walked again; the status changes
 /// it made.
 pub async fn follow(store: &Store, bank: &Arc<dyn Bank>, id: &str) -> Result<usize, StoreError> {
-    let followed = store.follow_off_ramp(id).await?;
+    let followed = super::off_ramp::follow(store, id).await?;
     if !followed.payout_due || !hand_off(store, bank.as_ref(), id).await? {
         return Ok(followed.moved);
     }
-    Ok(followed.moved + store.follow_off_ramp(id).await?.moved)
+    Ok(followed.moved + super::off_ramp::follow(store, id).await?.moved)
 }
 
 /// Hands the payout of the off-ramp `id` to `bank`: whether this call
-/// recorded the hand-off. A bank that cannot answer now leaves it claimed
-/// until the claim lapses; a bank that refuses it refuses the payout (the
-/// stablecoin goes back).
+/// recorded the hand-off. A bank that cannot answer now is asked again at
+/// the next step (the claim given up); a bank that refuses it refuses the
+/// payout (the stablecoin goes back).
 async fn hand_off(store: &Store, bank: &dyn Bank, id: &str) -> Result<bool, StoreError> {
-    let Some(claimed) = store.claim_payout(id, now_micros()).await? else { return Ok(false) };
+    let claimed_at = now_micros();
+    let Some(claimed) = store.claim_payout(id, claimed_at).await? else { return Ok(false) };
     let account = store.bank_account(&claimed.organization, &claimed.bank_account).await?;
     let account_number = account.bank_account_details.expose()["account_number"].as_str().unwrap_or_default();
     let payout = Payout {
@@ -53,6 +56,7 @@ async fn hand_off(store: &Store, bank: &dyn Bank, id: &str) -> Result<bool, Stor
         Ok(sent) => sent,
         Err(error) if error.retryable() => {
             tracing::warn!(conversion = id, %error, "the bank cannot take an off-ramp's payout now; retrying");
+            store.release_payout(id, claimed_at).await?;
             return Ok(false);
         }
         Err(error) => {

@@ -42,7 +42,7 @@ pub async fn follow_once(store: &Store, bank: &Arc<dyn Bank>) -> Result<usize, S
     for id in super::on_ramp::behind(store).await? {
         moved += step(&id, super::on_ramp::follow(store, &id).await)?;
     }
-    for id in store.off_ramps_behind().await? {
+    for id in super::off_ramp::behind(store).await? {
         moved += step(&id, super::payout::follow(store, bank, &id).await)?;
     }
     Ok(opened + moved)
@@ -71,5 +71,5 @@ pub async fn start_refunds(
     chain: Chain,
     settlement: impl FnOnce() -> Result<String, SendError>,
 ) -> Result<usize, SendError> {
-    Ok(store.start_refunds(chain, &settlement()?).await?)
+    Ok(super::off_ramp::refunds::start(store, chain, &settlement()?).await?)
 }

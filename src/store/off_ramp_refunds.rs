@@ -1,16 +1,16 @@
-//! An off-ramp's refund: the stablecoin of a payout the bank refused or
-//! returned, sent back from the settlement wallet to the address it came
-//! from by the chain's sender (route `SETTLEMENT`, the platform's own).
+//! An off-ramp's refund rows (see `conversions::off_ramp::refunds`): the
+//! off-ramps owing their stablecoin back, a refund transfer inserted, an
+//! operator's retry recorded; and what waits, for operators.
 
-use sqlx::Row;
+use sqlx::{Any, Row, Transaction};
 
-use super::{Store, StoreError, now_micros};
+use super::{Store, StoreError, now_micros, parse_column};
 use crate::amount::Cents;
 use crate::{
     bank::Answer,
     chain::Chain,
     conversions::{
-        off_ramp::{LastRefund, Pending, refund_backoff_micros, refund_replaceable},
+        off_ramp::rules::{LastRefund, Pending},
         resource::Type,
         state::Status,
     },
@@ -68,19 +68,11 @@ impl Store {
         Ok(row.try_get("refund_transfer_id")?)
     }
 
-    /// Creates the refund transfer (route `SETTLEMENT`) of each off-ramp on
-    /// `chain` whose payout the bank refused or returned and whose
-    /// stablecoin is not on its way back: from `settlement` to the address
-    /// the stablecoin came from, the amount collected. Each is created with
-    /// the conversion's `refund_transfer_id` in one transaction holding its
-    /// row, guarded by the refund it replaces, so two instances create it
-    /// once. Returns how many it created.
-    ///
-    /// A refund is replaced only once it provably can never land (see
-    /// [`refund_replaceable`]); one that might still land waits. Attempts
-    /// back off ([`refund_backoff_micros`]); an operator's
-    /// [`Store::retry_refund`] lifts the wait.
-    pub async fn start_refunds(&self, chain: Chain, settlement: &str) -> Result<usize, StoreError> {
+    /// The off-ramps on `chain` whose payout the bank refused or returned
+    /// (the answer due by `now`), whose refund may start by `now` (its
+    /// backoff over), and whose last refund, if any, has `DROPPED` or
+    /// `FAILED`: each one's id and last refund, oldest first.
+    pub async fn refunds_owed(&self, chain: Chain, now: i64) -> Result<Vec<Owed>, StoreError> {
         let rows = sqlx::query(
             "SELECT c.id, c.refund_transfer_id, r.status AS refund_status, r.failure_code,
                  (SELECT COUNT(*) FROM transfer_transactions x WHERE x.transfer_id = r.id) AS signed
@@ -99,88 +91,18 @@ impl Store {
         .bind(Status::Returned.as_str())
         .bind(Answer::Returned.as_str())
         .bind(Answer::Refused.as_str())
-        .bind(now_micros())
+        .bind(now)
         .fetch_all(&self.pool)
         .await?;
-        let mut started = 0;
-        for row in rows {
-            let (id, replaced): (String, Option<String>) =
-                (row.try_get("id")?, row.try_get("refund_transfer_id")?);
-            if !refund_replaceable(chain.family(), last_refund(&row)?.as_ref().map(Last::view)) {
-                continue;
-            }
-            if start_refund(self, &id, replaced.as_deref(), settlement).await? {
-                started += 1;
-            }
-        }
-        Ok(started)
-    }
-
-    /// An operator's word that off-ramp `id`'s refund be sent again now, by
-    /// `actor` for `reason`: the backoff is lifted, so the chain's sender
-    /// starts a new refund at its next step, and the action is recorded.
-    /// Refused unless the off-ramp owes a refund and its last refund
-    /// provably can never land ([`refund_replaceable`]).
-    pub async fn retry_refund(&self, id: &str, actor: &str, reason: &str) -> Result<(), StoreError> {
-        let mut tx = self.begin().await?;
-        let row = sqlx::query(
-            "UPDATE conversions SET updated_at = updated_at WHERE id = $1 AND type = $2
-             RETURNING status, payout_outcome, source_chain, refund_transfer_id",
-        )
-        .bind(id)
-        .bind(Type::OffRamp.as_str())
-        .fetch_optional(&mut *tx)
-        .await?
-        .ok_or_else(|| StoreError::NotFound(format!("off-ramp {id}")))?;
-        let status: String = row.try_get("status")?;
-        let outcome: Option<String> = row.try_get("payout_outcome")?;
-        let owed = outcome.is_some_and(|o| o == Answer::Returned.as_str() || o == Answer::Refused.as_str());
-        let ended =
-            [Status::Completed, Status::Failed, Status::Returned].iter().any(|s| s.as_str() == status);
-        if !owed || ended {
-            return Err(StoreError::Conflict(format!("off-ramp {id} is {status} and owes no refund")));
-        }
-        let chain: Chain = super::parse_column(
-            &row.try_get::<Option<String>, _>("source_chain")?.unwrap_or_default(),
-            "conversions.source_chain",
-        )?;
-        let refund: Option<String> = row.try_get("refund_transfer_id")?;
-        if let Some(refund) = &refund {
-            let last = sqlx::query(
-                "SELECT status AS refund_status, failure_code,
-                     (SELECT COUNT(*) FROM transfer_transactions x WHERE x.transfer_id = $1) AS signed
-                 FROM transfers WHERE id = $1",
-            )
-            .bind(refund)
-            .fetch_one(&mut *tx)
-            .await?;
-            let last = last_refund(&last)?;
-            if !refund_replaceable(chain.family(), last.as_ref().map(Last::view)) {
-                let status = last.map_or_else(String::new, |l| l.status.to_string());
-                return Err(StoreError::Conflict(format!(
-                    "off-ramp {id}'s last refund {refund} is {status} and may still land: a new one waits until \
-                     it provably cannot"
-                )));
-            }
-        }
-        sqlx::query("UPDATE conversions SET refund_after = NULL WHERE id = $1")
-            .bind(id)
-            .execute(&mut *tx)
-            .await?;
-        sqlx::query(
-            "INSERT INTO conversion_actions (id, conversion_id, action, actor, reason, created_at)
-             VALUES ($1, $2, 'REFUND_RETRIED', $3, $4, $5)",
-        )
-        .bind(uuid::Uuid::new_v4().to_string())
-        .bind(id)
-        .bind(actor)
-        .bind(reason)
-        .bind(now_micros())
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        tracing::info!(conversion = id, actor, reason, "an operator asked for the refund to be sent again");
-        Ok(())
+        rows.iter()
+            .map(|row| {
+                Ok(Owed {
+                    id: row.try_get("id")?,
+                    refund: row.try_get("refund_transfer_id")?,
+                    last: last_refund(row)?,
+                })
+            })
+            .collect()
     }
 
     /// What operators did to conversion `id` by hand, oldest first:
@@ -196,53 +118,137 @@ impl Store {
     }
 }
 
+/// An off-ramp owing its stablecoin back: see [`Store::refunds_owed`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owed {
+    pub id: String,
+    /// Its refund transfer, if one was made.
+    pub refund: Option<String>,
+    /// That transfer as it stands.
+    pub last: Option<Last>,
+}
+
 /// A refund transfer's row, owned: see [`LastRefund`].
-struct Last {
-    status: TransferStatus,
-    failure_code: Option<String>,
-    signed: bool,
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Last {
+    pub status: TransferStatus,
+    pub failure_code: Option<String>,
+    pub signed: bool,
 }
 
 impl Last {
-    fn view(&self) -> LastRefund<'_> {
+    pub fn view(&self) -> LastRefund<'_> {
         LastRefund { status: self.status, failure_code: self.failure_code.as_deref(), signed: self.signed }
     }
+}
+
+/// Takes the row lock of the off-ramp `id` for its refund: its status, the
+/// bank's answer, its chain and its refund transfer, if any.
+pub async fn lock_for_refund(
+    tx: &mut Transaction<'static, Any>,
+    id: &str,
+) -> Result<Option<(Status, Option<Answer>, Chain, Option<String>)>, StoreError> {
+    let row = sqlx::query(
+        "UPDATE conversions SET updated_at = updated_at WHERE id = $1 AND type = $2
+         RETURNING status, payout_outcome, source_chain, refund_transfer_id",
+    )
+    .bind(id)
+    .bind(Type::OffRamp.as_str())
+    .fetch_optional(&mut **tx)
+    .await?;
+    let Some(row) = row else { return Ok(None) };
+    let status = parse_column(&row.try_get::<String, _>("status")?, "conversions.status")?;
+    let answer = row.try_get::<Option<String>, _>("payout_outcome")?;
+    let answer = answer.map(|a| parse_column(&a, "conversions.payout_outcome")).transpose()?;
+    let chain = parse_column(
+        &row.try_get::<Option<String>, _>("source_chain")?.unwrap_or_default(),
+        "conversions.source_chain",
+    )?;
+    Ok(Some((status, answer, chain, row.try_get("refund_transfer_id")?)))
+}
+
+/// The refund transfer `refund` as it stands.
+pub async fn last_refund_in(
+    tx: &mut Transaction<'static, Any>,
+    refund: &str,
+) -> Result<Option<Last>, StoreError> {
+    let row = sqlx::query(
+        "SELECT status AS refund_status, failure_code,
+             (SELECT COUNT(*) FROM transfer_transactions x WHERE x.transfer_id = $1) AS signed
+         FROM transfers WHERE id = $1",
+    )
+    .bind(refund)
+    .fetch_optional(&mut **tx)
+    .await?;
+    row.map(|row| last_refund(&row)).transpose().map(Option::flatten)
+}
+
+/// Lifts the refund backoff of off-ramp `id`, and records that `actor`
+/// did, for `reason`.
+pub async fn lift_backoff(
+    tx: &mut Transaction<'static, Any>,
+    id: &str,
+    actor: &str,
+    reason: &str,
+) -> Result<(), StoreError> {
+    sqlx::query("UPDATE conversions SET refund_after = NULL WHERE id = $1")
+        .bind(id)
+        .execute(&mut **tx)
+        .await?;
+    sqlx::query(
+        "INSERT INTO conversion_actions (id, conversion_id, action, actor, reason, created_at)
+         VALUES ($1, $2, 'REFUND_RETRIED', $3, $4, $5)",
+    )
+    .bind(uuid::Uuid::new_v4().to_string())
+    .bind(id)
+    .bind(actor)
+    .bind(reason)
+    .bind(now_micros())
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
 }
 
 /// The refund in `row` (`refund_status`, `failure_code`, `signed`), if any.
 fn last_refund(row: &sqlx::any::AnyRow) -> Result<Option<Last>, StoreError> {
     let Some(status) = row.try_get::<Option<String>, _>("refund_status")? else { return Ok(None) };
     Ok(Some(Last {
-        status: super::parse_column(&status, "transfers.status")?,
+        status: parse_column(&status, "transfers.status")?,
         failure_code: row.try_get("failure_code")?,
         signed: row.try_get::<i64, _>("signed")? > 0,
     }))
 }
 
-/// Creates the refund of off-ramp `id`, unless its refund is no longer
-/// `replaced`: whether it did.
-async fn start_refund(
-    store: &Store,
+/// Counts a new refund attempt of off-ramp `id`, unless its refund is no
+/// longer `replaced` (another instance made one): its collect transfer and
+/// the attempts made, this one included.
+pub async fn next_attempt(
+    tx: &mut Transaction<'static, Any>,
     id: &str,
     replaced: Option<&str>,
-    settlement: &str,
-) -> Result<bool, StoreError> {
-    let mut tx = store.begin().await?;
-    let Some(collect) = sqlx::query(
+) -> Result<Option<(String, i64)>, StoreError> {
+    let row = sqlx::query(
         "UPDATE conversions SET refund_attempts = refund_attempts + 1
          WHERE id = $1 AND COALESCE(refund_transfer_id, '') = $2 RETURNING transfer_id, refund_attempts",
     )
     .bind(id)
     .bind(replaced.unwrap_or(""))
-    .fetch_optional(&mut *tx)
-    .await?
-    else {
-        return Ok(false);
-    };
-    let attempts: i64 = collect.try_get("refund_attempts")?;
-    let collect: String = collect.try_get("transfer_id")?;
-    let refund = uuid::Uuid::new_v4().to_string();
-    let now = now_micros();
+    .fetch_optional(&mut **tx)
+    .await?;
+    let Some(row) = row else { return Ok(None) };
+    Ok(Some((row.try_get("transfer_id")?, row.try_get("refund_attempts")?)))
+}
+
+/// Inserts the `ACCEPTED` refund transfer `refund` of off-ramp `id` (route
+/// `SETTLEMENT`): from `settlement` back to the address the collect
+/// transfer `collect` came from, its amount; the off-ramp's refund from
+/// now on, the next one not before `after`.
+pub async fn insert_refund(
+    tx: &mut Transaction<'static, Any>,
+    (id, collect, refund): (&str, &str, &str),
+    settlement: &str,
+    (now, after): (i64, i64),
+) -> Result<(), StoreError> {
     let inserted = sqlx::query(&format!(
         "INSERT INTO transfers (id, organization_id, request_id, request_fingerprint, account_id, identity_id,
              chain, source_address, destination_address, currency_symbol, amount_raw, decimals, status, route,
@@ -253,27 +259,21 @@ async fn start_refund(
         TransferStatus::Accepted,
         Route::Settlement.as_str()
     ))
-    .bind(&refund)
+    .bind(refund)
     .bind(format!("refund:{id}:{refund}"))
     .bind(settlement)
     .bind(now)
-    .bind(&collect)
-    .execute(&mut *tx)
+    .bind(collect)
+    .execute(&mut **tx)
     .await?;
     if inserted.rows_affected() != 1 {
         return Err(StoreError::Corrupt(format!("off-ramp {id}: its collect transfer {collect} is missing")));
     }
     sqlx::query("UPDATE conversions SET refund_transfer_id = $2, refund_after = $3 WHERE id = $1")
         .bind(id)
-        .bind(&refund)
-        .bind(now + refund_backoff_micros(attempts))
-        .execute(&mut *tx)
+        .bind(refund)
+        .bind(after)
+        .execute(&mut **tx)
         .await?;
-    tx.commit().await?;
-    if attempts > 3 {
-        tracing::error!(conversion = id, transfer = %refund, attempts, "an off-ramp's refund keeps failing: check the settlement wallet");
-    } else {
-        tracing::info!(conversion = id, transfer = %refund, attempts, "off-ramp refund to send");
-    }
-    Ok(true)
+    Ok(())
 }

@@ -1,26 +1,23 @@
-//! Off-ramps: a client's stablecoin paid out to one of its bank accounts.
-//! Accepted in one transaction with the transfer that collects the
-//! stablecoin (held like any transfer), the quote it uses and its event;
-//! walked behind its legs (see [`off_ramp::target`]) under its row lock.
+//! An off-ramp's rows: its acceptance (the quote it takes, the conversion
+//! inserted), its row lock, and its legs as the flow reads them (see
+//! `conversions::off_ramp`).
 
 use sqlx::{Any, Row, Transaction};
 
 use super::{
-    Made, Refusal, Store, StoreError,
-    conversions::{COLUMNS, Settled, announce, conversion_from_row, conversion_in, walk},
-    entitlement, now_micros, parse_column,
-    transfers::{hold, lock_source},
+    Store, StoreError,
+    conversions::{COLUMNS, Settled, conversion_from_row},
+    parse_column,
 };
 use crate::{
     amount::Amount,
     bank::Answer,
     conversions::{
         Conversion,
-        off_ramp::{Legs, Need, target},
+        off_ramp::rules::Legs,
         resource::{RefundDetails, Type},
         state::Status,
     },
-    issuance::gate_of,
     transfers::model::NewTransfer,
     transfers::resource::TransferStatus,
 };
@@ -32,7 +29,7 @@ pub struct NewOffRamp {
     pub organization: String,
     /// Canonical.
     pub request_id: String,
-    /// See [`crate::conversions::off_ramp::fingerprint`].
+    /// See [`crate::conversions::off_ramp::rules::fingerprint`].
     pub fingerprint: String,
     pub payment_instructions_id: String,
     pub source_cents: i64,
@@ -45,41 +42,6 @@ pub struct NewOffRamp {
     pub collect: NewTransfer,
     /// What the chain holds of the stablecoin at the account's address.
     pub balance: alloy::primitives::U256,
-}
-
-/// What a step of an off-ramp did: the status changes it made, and
-/// whether its payout is due to be handed to the bank.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Followed {
-    pub moved: usize,
-    pub payout_due: bool,
-}
-
-/// Why an off-ramp was not accepted.
-#[derive(Debug, thiserror::Error)]
-pub enum OffRampRefusal {
-    /// The collect transfer was refused: the account, its identity, the
-    /// balance or a limit.
-    #[error(transparent)]
-    Transfer(#[from] Refusal),
-    #[error("quote {0} was already used by another conversion")]
-    QuoteUsed(String),
-    #[error("quote {0} has expired")]
-    QuoteExpired(String),
-    #[error("request_id was already used by conversion {0} with a different request")]
-    RequestReused(String),
-}
-
-impl From<StoreError> for OffRampRefusal {
-    fn from(error: StoreError) -> Self {
-        OffRampRefusal::Transfer(Refusal::Store(error))
-    }
-}
-
-impl From<sqlx::Error> for OffRampRefusal {
-    fn from(error: sqlx::Error) -> Self {
-        StoreError::from(error).into()
-    }
 }
 
 impl Store {
@@ -103,45 +65,9 @@ impl Store {
         by_request(&mut conn, organization, request_id).await
     }
 
-    /// Accepts `new` exactly once per `(organization, request_id)`: in one
-    /// transaction holding the account's row, the collect transfer is held
-    /// (the account `ACTIVE`, its identity transacting, the balance and the
-    /// limits checked as for any transfer), the quote is taken, and the
-    /// `INITIATED` conversion is written with its event. A request whose
-    /// `request_id` is taken is answered from its conversion before
-    /// anything is checked, and again once the account's row is held.
-    pub async fn create_off_ramp(&self, new: &NewOffRamp) -> Result<Made<Conversion>, OffRampRefusal> {
-        if let Some(found) = self.off_ramp_by_request(&new.organization, &new.request_id).await? {
-            return same_request(found, new);
-        }
-        let mut tx = self.begin().await?;
-        let now = now_micros();
-        let identity = lock_source(&mut tx, &new.collect).await?;
-        if let Some(found) = by_request(&mut tx, &new.organization, &new.request_id).await? {
-            return same_request(found, new);
-        }
-        let id = uuid::Uuid::new_v4().to_string();
-        if let Some(quote) = &new.quote_id {
-            take_quote(&mut tx, &new.organization, quote, &id, now).await?;
-        }
-        let transfer = hold(&mut tx, &new.collect, &identity, new.balance, now)
-            .await?
-            .ok_or_else(|| StoreError::Corrupt("a fresh collect transfer's request_id is taken".into()))?;
-        if !insert(&mut tx, new, &id, &identity, &transfer, now).await? {
-            drop(tx);
-            let found = self.off_ramp_by_request(&new.organization, &new.request_id).await?;
-            let found =
-                found.ok_or_else(|| StoreError::Corrupt("request_id conflict without a row".into()))?;
-            return same_request(found, new);
-        }
-        let conversion = conversion_in(&mut tx, &id).await?;
-        announce(&mut tx, &conversion, now).await?;
-        tx.commit().await?;
-        Ok(Made::New(conversion))
-    }
-
-    /// The ids of the off-ramps behind their legs, oldest first.
-    pub async fn off_ramps_behind(&self) -> Result<Vec<String>, StoreError> {
+    /// The off-ramps not yet ended, oldest first: each one's id, status and
+    /// legs as they stand `now`.
+    pub async fn open_off_ramps(&self, now: i64) -> Result<Vec<(String, Status, Legs)>, StoreError> {
         let rows = sqlx::query(&format!(
             "SELECT c.id, c.status, {LEGS} FROM conversions c {JOIN_LEGS}
              WHERE c.type = $1 AND c.status NOT IN ($2, $3, $4) ORDER BY c.created_at, c.id"
@@ -152,50 +78,18 @@ impl Store {
         .bind(Status::Returned.as_str())
         .fetch_all(&self.pool)
         .await?;
-        let now = now_micros();
-        let mut behind = Vec::new();
-        for row in &rows {
-            let status: Status = parse_column(&row.try_get::<String, _>("status")?, "conversions.status")?;
-            let (to, need) = target(legs(row, now)?);
-            if to != status || need == Need::Handoff {
-                behind.push(row.try_get("id")?);
-            }
-        }
-        Ok(behind)
-    }
-
-    /// Walks the off-ramp `id` to where its legs put it, one status and
-    /// event at a time, in one transaction holding its row. Once its
-    /// stablecoin is committed, its identity is judged: one no longer
-    /// `ACTIVE` or fiat-enabled has its payout refused at once (nothing is
-    /// paid out; the stablecoin goes back); otherwise the payout is due to
-    /// be handed to the bank, which the caller does outside the transaction.
-    pub async fn follow_off_ramp(&self, id: &str) -> Result<Followed, StoreError> {
-        let mut tx = self.begin().await?;
-        let locked = sqlx::query(
-            "UPDATE conversions SET updated_at = updated_at WHERE id = $1 AND type = $2 RETURNING status",
-        )
-        .bind(id)
-        .bind(Type::OffRamp.as_str())
-        .fetch_optional(&mut *tx)
-        .await?;
-        let Some(locked) = locked else { return Ok(Followed::default()) };
-        let status: Status = parse_column(&locked.try_get::<String, _>("status")?, "conversions.status")?;
-        let now = now_micros();
-        let mut row = read_legs(&mut tx, id).await?;
-        let mut payout_due = false;
-        if target(legs(&row, now)?).1 == Need::Handoff {
-            payout_due = !refused(&mut tx, id, now).await?;
-            row = read_legs(&mut tx, id).await?;
-        }
-        let (to, _) = target(legs(&row, now)?);
-        let moved = walk(&mut tx, id, (status, to), &settled(&row)?).await?;
-        tx.commit().await?;
-        Ok(Followed { moved, payout_due })
+        rows.iter()
+            .map(|row| {
+                let status = parse_column(&row.try_get::<String, _>("status")?, "conversions.status")?;
+                Ok((row.try_get("id")?, status, legs(row, now)?))
+            })
+            .collect()
     }
 }
 
-async fn by_request(
+/// The off-ramp holding `request_id` in `organization`, and the
+/// fingerprint of what it was asked.
+pub async fn by_request(
     conn: &mut sqlx::AnyConnection,
     organization: &str,
     request_id: &str,
@@ -222,11 +116,37 @@ const LEGS: &str = "t.status AS collect_status, t.failure_code, t.failure_messag
 const JOIN_LEGS: &str = "JOIN transfers t ON t.id = c.transfer_id \
     LEFT JOIN transfers r ON r.id = c.refund_transfer_id LEFT JOIN quotes q ON q.id = c.quote_id";
 
-async fn read_legs(tx: &mut Transaction<'static, Any>, id: &str) -> Result<sqlx::any::AnyRow, StoreError> {
-    Ok(sqlx::query(&format!("SELECT {LEGS} FROM conversions c {JOIN_LEGS} WHERE c.id = $1"))
+/// Takes the row lock of the off-ramp `id`: its status, its organization
+/// and its identity; `None` when no off-ramp has that id.
+pub async fn lock_off_ramp(
+    tx: &mut Transaction<'static, Any>,
+    id: &str,
+) -> Result<Option<(Status, String, String)>, StoreError> {
+    let locked = sqlx::query(
+        "UPDATE conversions SET updated_at = updated_at WHERE id = $1 AND type = $2
+         RETURNING status, organization_id, identity_id",
+    )
+    .bind(id)
+    .bind(Type::OffRamp.as_str())
+    .fetch_optional(&mut **tx)
+    .await?;
+    let Some(row) = locked else { return Ok(None) };
+    let status = parse_column(&row.try_get::<String, _>("status")?, "conversions.status")?;
+    Ok(Some((status, row.try_get("organization_id")?, row.try_get("identity_id")?)))
+}
+
+/// The legs of the off-ramp `id` as they stand `now`, and what its
+/// settlement fills.
+pub async fn legs_in(
+    tx: &mut Transaction<'static, Any>,
+    id: &str,
+    now: i64,
+) -> Result<(Legs, Settled), StoreError> {
+    let row = sqlx::query(&format!("SELECT {LEGS} FROM conversions c {JOIN_LEGS} WHERE c.id = $1"))
         .bind(id)
         .fetch_one(&mut **tx)
-        .await?)
+        .await?;
+    Ok((legs(&row, now)?, settled(&row)?))
 }
 
 fn legs(row: &sqlx::any::AnyRow, now: i64) -> Result<Legs, StoreError> {
@@ -285,80 +205,61 @@ fn payout_failure(row: &sqlx::any::AnyRow) -> Result<Option<String>, StoreError>
     Ok(row.try_get::<Option<String>, _>("payout_reason")?.filter(|_| !paid))
 }
 
-/// Whether the payout of off-ramp `id` is refused, judged on its identity
-/// now: one no longer `ACTIVE` or fiat-enabled is refused at once (nothing
-/// is paid out; the stablecoin goes back).
-async fn refused(tx: &mut Transaction<'static, Any>, id: &str, now: i64) -> Result<bool, StoreError> {
-    let row = sqlx::query("SELECT organization_id, identity_id FROM conversions WHERE id = $1")
-        .bind(id)
-        .fetch_one(&mut **tx)
-        .await?;
-    let (organization, identity): (String, String) =
-        (row.try_get("organization_id")?, row.try_get("identity_id")?);
-    let (status, fiat) = entitlement::lock(tx, &organization, &identity).await?;
-    if let Err(gate) = gate_of(status, fiat) {
-        let reason = match gate {
-            crate::issuance::Gate::NotActive(status) => {
-                format!("ACCOUNT_NOT_ACTIVE: identity {identity} is {status}; nothing was paid out")
-            }
-            crate::issuance::Gate::FiatNotEnabled => {
-                format!(
-                    "FIAT_NOT_ENABLED: identity {identity} is not enabled for fiat operations; nothing was paid out"
-                )
-            }
-        };
-        tracing::warn!(conversion = id, %reason, "an off-ramp's payout is refused");
-        sqlx::query(
-            "UPDATE conversions SET payout_handed_at = $2, payout_outcome = $3, payout_reason = $4, payout_due_at = $2
-             WHERE id = $1 AND payout_handed_at IS NULL",
-        )
-        .bind(id)
-        .bind(now)
-        .bind(Answer::Refused.as_str())
-        .bind(reason)
-        .execute(&mut **tx)
-        .await?;
-        return Ok(true);
-    }
-    Ok(false)
+/// Records the payout of the off-ramp `id` refused at `now` for `reason`
+/// before anything was handed to the bank.
+pub async fn refuse_payout(
+    tx: &mut Transaction<'static, Any>,
+    id: &str,
+    reason: &str,
+    now: i64,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE conversions SET payout_handed_at = $2, payout_outcome = $3, payout_reason = $4, payout_due_at = $2
+         WHERE id = $1 AND payout_handed_at IS NULL",
+    )
+    .bind(id)
+    .bind(now)
+    .bind(Answer::Refused.as_str())
+    .bind(reason)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
 }
 
-/// Takes quote `quote` of `organization` for conversion `id`, unless
-/// another conversion took it or it expired.
-async fn take_quote(
+/// Quote `quote` of `organization`: whether a conversion took it, and
+/// when it expires.
+pub async fn quote_in(
     tx: &mut Transaction<'static, Any>,
     organization: &str,
     quote: &str,
-    id: &str,
-    now: i64,
-) -> Result<(), OffRampRefusal> {
+) -> Result<Option<(bool, i64)>, StoreError> {
     let row =
         sqlx::query("SELECT conversion_id, expires_at FROM quotes WHERE id = $1 AND organization_id = $2")
             .bind(quote)
             .bind(organization)
             .fetch_optional(&mut **tx)
-            .await?
-            .ok_or_else(|| StoreError::NotFound(format!("quote {quote}")))?;
-    if row.try_get::<Option<String>, _>("conversion_id")?.is_some() {
-        return Err(OffRampRefusal::QuoteUsed(quote.to_string()));
-    }
-    if row.try_get::<i64, _>("expires_at")? <= now {
-        return Err(OffRampRefusal::QuoteExpired(quote.to_string()));
-    }
+            .await?;
+    let Some(row) = row else { return Ok(None) };
+    Ok(Some((row.try_get::<Option<String>, _>("conversion_id")?.is_some(), row.try_get("expires_at")?)))
+}
+
+/// Gives quote `quote` to conversion `id`: whether it was still free.
+pub async fn take_quote(
+    tx: &mut Transaction<'static, Any>,
+    quote: &str,
+    id: &str,
+) -> Result<bool, StoreError> {
     let taken = sqlx::query("UPDATE quotes SET conversion_id = $2 WHERE id = $1 AND conversion_id IS NULL")
         .bind(quote)
         .bind(id)
         .execute(&mut **tx)
         .await?;
-    if taken.rows_affected() != 1 {
-        return Err(OffRampRefusal::QuoteUsed(quote.to_string()));
-    }
-    Ok(())
+    Ok(taken.rows_affected() == 1)
 }
 
 /// Inserts the `INITIATED` off-ramp `id` collected by `transfer`; whether
 /// it did (its `request_id` not taken meanwhile).
-async fn insert(
+pub async fn insert(
     tx: &mut Transaction<'static, Any>,
     new: &NewOffRamp,
     id: &str,
@@ -394,15 +295,4 @@ async fn insert(
     .execute(&mut **tx)
     .await?;
     Ok(done.rows_affected() == 1)
-}
-
-/// The off-ramp a `request_id` already holds, when `new` asks the same.
-fn same_request(
-    (found, fingerprint): (Conversion, String),
-    new: &NewOffRamp,
-) -> Result<Made<Conversion>, OffRampRefusal> {
-    if fingerprint != new.fingerprint {
-        return Err(OffRampRefusal::RequestReused(found.id));
-    }
-    Ok(Made::Existing(found))
 }

@@ -61,6 +61,21 @@ impl Store {
         }))
     }
 
+    /// Gives up the claim on the payout of off-ramp `id` made at
+    /// `claimed_at` (the bank could not answer): the next step may ask the
+    /// bank again at once.
+    pub async fn release_payout(&self, id: &str, claimed_at: i64) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE conversions SET payout_claimed_at = NULL
+             WHERE id = $1 AND payout_claimed_at = $2 AND payout_handed_at IS NULL",
+        )
+        .bind(id)
+        .bind(claimed_at)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
     /// Records that the bank took the payout of off-ramp `id` under
     /// `reference` at `now`, with the answer it already gave (due at its
     /// third part) unless one is recorded (an off-ramp accepted before the

@@ -195,10 +195,7 @@ struct FoundRequest {
 /// write lock is already held), so transfers of one account are checked one
 /// at a time: its identity, once the account is `ACTIVE` and its identity
 /// transacts.
-pub(super) async fn lock_source(
-    tx: &mut Transaction<'static, Any>,
-    new: &NewTransfer,
-) -> Result<String, Refusal> {
+pub async fn lock_source(tx: &mut Transaction<'static, Any>, new: &NewTransfer) -> Result<String, Refusal> {
     let account = sqlx::query(
         "UPDATE accounts SET status = status WHERE id = $1 AND organization_id = $2
          RETURNING status, identity_id",
@@ -224,7 +221,7 @@ pub(super) async fn lock_source(
 /// transfers in flight and every matching limit policy allows it, under the
 /// account's row lock ([`lock_source`]): its id, or `None` when its
 /// `request_id` is taken.
-pub(super) async fn hold(
+pub async fn hold(
     tx: &mut Transaction<'static, Any>,
     new: &NewTransfer,
     identity_id: &str,

@@ -9,3 +9,4 @@ mod common;
 mod conversions;
 mod conversions_off_ramp;
 mod conversions_on_ramp;
+mod payout_handoff;

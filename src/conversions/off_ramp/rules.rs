@@ -1,5 +1,7 @@
 //! An `OFF_RAMP` conversion's rules, pure: where it stands given its legs
-//! ([`target`]) and what a request is ([`fingerprint`]).
+//! ([`target`]), what a request is ([`fingerprint`]), whether a quote
+//! prices it ([`quote_usable`]), and why a payout is refused
+//! ([`payout_refusal`]).
 //!
 //! The legs, in order:
 //! 1. **collect**: a transfer of the account's stablecoin to the platform's
@@ -15,8 +17,8 @@
 //!    (`RETURNED` or `FAILED`) only once the refund is `CONFIRMED`, so a
 //!    terminal off-ramp never has funds in flight.
 
-use super::state::Status;
-use crate::{bank::Answer, chain::Family, transfers::TransferStatus};
+use crate::conversions::state::Status;
+use crate::{bank::Answer, chain::Family, issuance::Gate, transfers::TransferStatus};
 
 /// A refund transfer as far as replacing it goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -142,10 +144,67 @@ pub fn fingerprint(
     format!("OFF_RAMP|{account_id}|{payment_instructions_id}|{cents}|{currency}|{chain}|{quote}")
 }
 
+/// Why a quote cannot price a new off-ramp.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QuoteProblem {
+    /// Another conversion took it.
+    Used,
+    /// It expired before the off-ramp was accepted.
+    Expired,
+}
+
+/// Whether a quote another conversion took (`taken`) or that expires at
+/// `expires_at` can price an off-ramp accepted `now`.
+pub fn quote_usable(taken: bool, expires_at: i64, now: i64) -> Result<(), QuoteProblem> {
+    match (taken, expires_at <= now) {
+        (true, _) => Err(QuoteProblem::Used),
+        (false, true) => Err(QuoteProblem::Expired),
+        (false, false) => Ok(()),
+    }
+}
+
+/// Why the payout of an off-ramp of `identity`, which no longer passes
+/// the fiat gate, is refused before anything is paid out.
+pub fn payout_refusal(identity: &str, gate: Gate) -> String {
+    match gate {
+        Gate::NotActive(status) => {
+            format!("ACCOUNT_NOT_ACTIVE: identity {identity} is {status}; nothing was paid out")
+        }
+        Gate::FiatNotEnabled => {
+            format!(
+                "FIAT_NOT_ENABLED: identity {identity} is not enabled for fiat operations; nothing was paid out"
+            )
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::transfers::TransferStatus::{Accepted, Confirmed, Dropped, Failed, Submitted};
+
+    #[test]
+    fn a_quote_prices_one_off_ramp_before_it_expires() {
+        for (taken, expires_at, now, answer) in [
+            (false, 10, 9, Ok(())),
+            (false, 10, 10, Err(QuoteProblem::Expired)),
+            (false, 10, 11, Err(QuoteProblem::Expired)),
+            (true, 10, 9, Err(QuoteProblem::Used)),
+            (true, 10, 11, Err(QuoteProblem::Used)),
+        ] {
+            assert_eq!(quote_usable(taken, expires_at, now), answer, "{taken} {expires_at} {now}");
+        }
+    }
+
+    #[test]
+    fn a_refused_payout_says_which_gate_and_that_nothing_was_paid() {
+        let suspended = payout_refusal("ada", Gate::NotActive(crate::identity::Status::Suspended));
+        assert_eq!(suspended, "ACCOUNT_NOT_ACTIVE: identity ada is SUSPENDED; nothing was paid out");
+        let fiat = payout_refusal("ada", Gate::FiatNotEnabled);
+        assert!(
+            fiat.starts_with("FIAT_NOT_ENABLED: identity ada ") && fiat.ends_with("nothing was paid out")
+        );
+    }
 
     fn legs(collect: TransferStatus) -> Legs {
         Legs { collect, handed_off: false, answer: None, refund: None }
@@ -187,7 +246,7 @@ mod tests {
 
     #[test]
     fn every_target_is_reachable_from_initiated_along_the_table() {
-        use super::super::state::path;
+        use crate::conversions::state::path;
         for answer in
             [None, Some((Answer::Paid, true)), Some((Answer::Returned, true)), Some((Answer::Refused, true))]
         {
