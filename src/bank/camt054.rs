@@ -12,9 +12,10 @@
 //! |---|---|
 //! | `Ntfctn/Acct/Id/(IBAN \| Othr/Id)` | [`Credit::account`]: the platform's account credited |
 //! | `Ntry` with `CdtDbtInd` `CRDT` and status `BOOK` | one credit per `NtryDtls/TxDtls` (one for an entry without them) |
-//! | `Ntry` with `RvslInd` `true`, a `DBIT`, or a status other than `BOOK` | nothing: not a credit that arrived |
-//! | `TxDtls/Refs/AcctSvcrRef`, else `Ntry/AcctSvcrRef`, else `Ntry/NtryRef` | [`Credit::reference`] (a second transaction of one entry without its own reference: `<entry>/<n>`) |
-//! | `TxDtls/Amt`, else `Ntry/Amt`, and its `Ccy` | [`Credit::cents`] and [`Credit::currency`] |
+//! | `Ntry` with `RvslInd` `true` or `1`, a `DBIT`, or a status other than `BOOK` | nothing: not a credit that arrived |
+//! | `TxDtls` with its own `CdtDbtInd` `DBIT`, or with `RtrInf` (a returned payment) | nothing |
+//! | `TxDtls/Refs/AcctSvcrRef`, else `TxDtls/Refs/UETR`, else `Ntry/AcctSvcrRef`, else `<MsgId>/<NtryRef>` | [`Credit::reference`] (a later transaction of one entry without its own reference: `<entry>/<n>`) |
+//! | `TxDtls/Amt`, else `TxDtls/AmtDtls/TxAmt/Amt`, else (one transaction) `Ntry/Amt`, and its `Ccy` | [`Credit::cents`] and [`Credit::currency`] |
 //! | every `RmtInf/Ustrd`, then `RmtInf/Strd/CdtrRefInf/Ref` | [`Credit::remittance`], joined by spaces |
 //!
 //! A document that is not a `camt.054`, or an entry whose amount or

@@ -80,6 +80,23 @@ impl Credit {
     }
 }
 
+impl Credit {
+    /// The one reference of the kind `what` that `read` finds among the
+    /// [`Credit::words`] (a memo, a deposit message), or why not: none, or
+    /// several different ones (the credit is then an operator's to match).
+    pub fn the_one(&self, what: &str, read: impl Fn(&str) -> Option<String>) -> Result<String, String> {
+        let found: std::collections::BTreeSet<String> = self.words().filter_map(|w| read(&w)).collect();
+        let mut found = found.into_iter();
+        match (found.next(), found.next()) {
+            (Some(one), None) => Ok(one),
+            (None, _) => Err(format!("no {what} in its remittance information")),
+            (Some(one), Some(other)) => {
+                Err(format!("several {what}s in its remittance information ({one}, {other})"))
+            }
+        }
+    }
+}
+
 /// What an import of a bank's credits did: each credit recorded (its
 /// reference and what it started, or found started by an earlier import),
 /// and each left out with why.
@@ -124,8 +141,9 @@ impl<T> Imported<T> {
 pub enum BankEvent {
     /// Dollars arrived at one of the platform's accounts.
     WireArrived(Credit),
-    /// The payout of `key` reached its beneficiary.
-    PayoutPaid { key: String },
+    /// The payout of `key` reached its beneficiary (`note`: the bank's
+    /// words, or the operator's who recorded it).
+    PayoutPaid { key: String, note: String },
     /// The payout of `key` went out and came back, and why.
     PayoutReturned { key: String, reason: String },
     /// The bank refused the payout of `key` before sending anything, and why.
@@ -144,9 +162,14 @@ pub enum BankError {
     #[error("the bank is unavailable: {0}")]
     Unavailable(String),
     /// What the bank sent cannot be read, or what was asked cannot be
-    /// done: asking again changes nothing.
+    /// done: asking again changes nothing. After a payout was asked for,
+    /// whether the bank took it is then unknown.
     #[error("{0}")]
     Invalid(String),
+    /// The bank refused the payout before sending anything: nothing was
+    /// paid.
+    #[error("{0}")]
+    Refused(String),
 }
 
 impl BankError {

@@ -154,7 +154,7 @@ pub async fn run(store: &Store, command: ConversionsCommand) -> anyhow::Result<(
             let answer: Answer = outcome.to_uppercase().parse().map_err(|e: String| anyhow::anyhow!(e))?;
             let reason = who.reason.clone();
             let event = match answer {
-                Answer::Paid => BankEvent::PayoutPaid { key: id.clone() },
+                Answer::Paid => BankEvent::PayoutPaid { key: id.clone(), note: reason },
                 Answer::Returned => BankEvent::PayoutReturned { key: id.clone(), reason },
                 Answer::Refused => BankEvent::PayoutRefused { key: id.clone(), reason },
             };

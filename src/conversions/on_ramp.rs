@@ -125,9 +125,12 @@ pub async fn import(
 ) -> Result<Imported<Conversion>, StoreError> {
     let mut imported = Imported::default();
     for credit in credits {
-        let Some(message) = super::virtual_account::deposit_message_in(credit) else {
-            imported.leave(credit, "no deposit message in its remittance information");
-            continue;
+        let message = match super::virtual_account::deposit_message_in(credit) {
+            Ok(message) => message,
+            Err(why) => {
+                imported.leave(credit, why);
+                continue;
+            }
         };
         let Some(account) = store.virtual_account_by_message(&message).await? else {
             imported.leave(credit, format!("no virtual account has deposit message {message}"));

@@ -5,8 +5,10 @@
 //!
 //! 1. **claim** it (one instance calls the bank at a time; a claim lapses
 //!    after [`CLAIM_MICROS`](crate::store::payouts::CLAIM_MICROS) so a
-//!    crashed instance's payout is taken up, and is given up at once when
-//!    the bank cannot answer now);
+//!    crashed instance's payout is taken up, and sooner when the bank
+//!    answered that it is unavailable). Once a payout was claimed, the
+//!    bank may have it: it is never refused on the identity's account
+//!    any more, only followed to the bank's answer;
 //! 2. **pay out** through [`Bank::pay_out`] under the off-ramp's id as the
 //!    idempotency key, so a call repeated after a crash or a lost answer
 //!    pays once and answers the same reference;
@@ -22,9 +24,16 @@ use std::sync::Arc;
 
 use crate::{
     amount::Cents,
-    bank::{Answer, Bank, BankEvent, Payout},
+    bank::{Answer, Bank, BankError, BankEvent, Payout},
     store::{Store, StoreError, now_micros},
 };
+
+/// How long the bank may take to answer a payout: well under the claim,
+/// so no other instance asks while it answers.
+const PAY_OUT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// How soon a bank that answered that it is unavailable is asked again.
+const RETRY_MICROS: i64 = 2_000_000;
 
 /// One step of the off-ramp `id`: walked to where its legs put it, its
 /// payout handed to `bank` when due, then walked again; the status changes
@@ -38,9 +47,11 @@ pub async fn follow(store: &Store, bank: &Arc<dyn Bank>, id: &str) -> Result<usi
 }
 
 /// Hands the payout of the off-ramp `id` to `bank`: whether this call
-/// recorded the hand-off. A bank that cannot answer now is asked again at
-/// the next step (the claim given up); a bank that refuses it refuses the
-/// payout (the stablecoin goes back).
+/// recorded the hand-off. A bank that refuses it refuses the payout (the
+/// stablecoin goes back). A bank that answers it is unavailable is asked
+/// again [`RETRY_MICROS`] later; one whose answer is unknown (unreadable,
+/// or none within [`PAY_OUT_TIMEOUT`]) once the claim lapses, under the
+/// same key, so it answers what it did.
 async fn hand_off(store: &Store, bank: &dyn Bank, id: &str) -> Result<bool, StoreError> {
     let claimed_at = now_micros();
     let Some(claimed) = store.claim_payout(id, claimed_at).await? else { return Ok(false) };
@@ -52,18 +63,31 @@ async fn hand_off(store: &Store, bank: &dyn Bank, id: &str) -> Result<bool, Stor
         cents: claimed.cents,
         currency: claimed.currency,
     };
-    let sent = match bank.pay_out(&payout).await {
-        Ok(sent) => sent,
-        Err(error) if error.retryable() => {
-            tracing::warn!(conversion = id, %error, "the bank cannot take an off-ramp's payout now; retrying");
-            store.release_payout(id, claimed_at).await?;
-            return Ok(false);
-        }
-        Err(error) => {
-            let reason = format!("the bank refused the payout: {error}");
+    let sent = match tokio::time::timeout(PAY_OUT_TIMEOUT, bank.pay_out(&payout)).await {
+        Ok(Ok(sent)) => sent,
+        Ok(Err(BankError::Refused(why))) => {
+            let reason = format!("the bank refused the payout: {why}");
             tracing::warn!(conversion = id, %reason, "an off-ramp's payout is refused");
             let now = now_micros();
             return store.record_handoff(id, None, Some((Answer::Refused, &reason, now)), now).await;
+        }
+        Ok(Err(error)) if error.retryable() => {
+            tracing::warn!(conversion = id, %error, "the bank cannot take an off-ramp's payout now; asked again soon");
+            store.release_payout(id, claimed_at, now_micros() + RETRY_MICROS).await?;
+            return Ok(false);
+        }
+        // Whether the bank took it is unknown: asked again under the same
+        // key once the claim lapses, it answers what it did.
+        Ok(Err(error)) => {
+            tracing::error!(conversion = id, %error, "the bank's answer to an off-ramp's payout cannot be read; asked again");
+            return Ok(false);
+        }
+        Err(_) => {
+            tracing::warn!(
+                conversion = id,
+                "the bank did not answer an off-ramp's payout in time; asked again"
+            );
+            return Ok(false);
         }
     };
     let now = now_micros();
@@ -73,7 +97,9 @@ async fn hand_off(store: &Store, bank: &dyn Bank, id: &str) -> Result<bool, Stor
         .as_ref()
         .map(|(a, reason, after)| (*a, reason.as_str(), now.saturating_add(delay(*after))));
     let recorded = store.record_handoff(id, Some(&sent.reference), answer, now).await?;
-    if recorded {
+    if !recorded {
+        tracing::warn!(conversion = id, reference = %sent.reference, "the bank took a payout whose hand-off another instance recorded first");
+    } else {
         tracing::info!(
             conversion = id,
             reference = %sent.reference,
@@ -90,10 +116,10 @@ async fn hand_off(store: &Store, bank: &dyn Bank, id: &str) -> Result<bool, Stor
 /// is a conflict). Other events are not a payout's answer.
 pub async fn answer(store: &Store, event: &BankEvent) -> Result<Answer, StoreError> {
     let (key, answer, reason) = match event {
-        BankEvent::PayoutPaid { key } => (key, Answer::Paid, "paid"),
+        BankEvent::PayoutPaid { key, note } => (key, Answer::Paid, note.as_str()),
         BankEvent::PayoutReturned { key, reason } => (key, Answer::Returned, reason.as_str()),
         BankEvent::PayoutRefused { key, reason } => (key, Answer::Refused, reason.as_str()),
-        other => return Err(StoreError::Invalid(format!("{other:?} is not a payout's answer"))),
+        _ => return Err(StoreError::Invalid("a bank event that is not a payout's answer".into())),
     };
     store.record_payout(key, answer, reason).await?;
     Ok(answer)

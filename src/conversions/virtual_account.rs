@@ -31,13 +31,13 @@ pub fn new_deposit_message() -> String {
 /// The prefix of every deposit message.
 pub const DEPOSIT_MESSAGE_PREFIX: &str = "VA";
 
-/// The first deposit message a wire's remittance information carries (a
-/// bank's notification of it).
-pub fn deposit_message_in(credit: &crate::bank::Credit) -> Option<String> {
-    credit
-        .words()
-        .map(|w| w.chars().filter(|c| *c != '-').map(|c| c.to_ascii_uppercase()).collect::<String>())
-        .find(|m| crate::issuance::is_issued(m, DEPOSIT_MESSAGE_PREFIX))
+/// The deposit message a wire's remittance information carries (a bank's
+/// notification of it); why not when it carries none or several.
+pub fn deposit_message_in(credit: &crate::bank::Credit) -> Result<String, String> {
+    credit.the_one("deposit message", |w| {
+        let message: String = w.chars().filter(|c| *c != '-').map(|c| c.to_ascii_uppercase()).collect();
+        Some(message).filter(|m| crate::issuance::is_issued(m, DEPOSIT_MESSAGE_PREFIX))
+    })
 }
 
 /// The deposit instructions of a virtual account at `bank` (a Bank account

@@ -145,10 +145,11 @@ pub fn is_issued(text: &str, prefix: &str) -> bool {
         && text.bytes().skip(prefix.len()).all(|b| ALPHABET.contains(&b))
 }
 
-/// The first memo a wire's remittance information carries (a bank's
-/// notification of it): a word that is one once normalized.
-pub fn memo_in(credit: &crate::bank::Credit) -> Option<String> {
-    credit.words().map(|w| normalize_memo(&w)).find(|m| is_issued(m, MEMO_PREFIX))
+/// The memo a wire's remittance information carries (a bank's
+/// notification of it): a word that is one once normalized; why not when
+/// it carries none or several.
+pub fn memo_in(credit: &crate::bank::Credit) -> Result<String, String> {
+    credit.the_one("memo_id", |w| Some(normalize_memo(w)).filter(|m| is_issued(m, MEMO_PREFIX)))
 }
 
 /// How an operator is recorded: `operator:` and the name given, trimmed
@@ -242,8 +243,12 @@ mod tests {
             ("CI7K3M9QX2TBB", None),
             ("VA7K3M9QX2TB", None),
             ("", None),
+            ("CI7K3M9QX2TB ci7k3m9qx2tb", Some("CI7K3M9QX2TB")),
+            ("CI7K3M9QX2TB CI0000000000", None),
         ] {
-            assert_eq!(memo_in(&credit(remittance)).as_deref(), memo, "{remittance:?}");
+            assert_eq!(memo_in(&credit(remittance)).ok().as_deref(), memo, "{remittance:?}");
         }
+        let several = memo_in(&credit("CI7K3M9QX2TB CI0000000000")).unwrap_err();
+        assert_eq!(several, "several memo_ids in its remittance information (CI0000000000, CI7K3M9QX2TB)");
     }
 }

@@ -56,9 +56,12 @@ pub async fn import(
 ) -> Result<Imported<Mint>, StoreError> {
     let mut imported = Imported::default();
     for credit in credits {
-        let Some(memo) = super::memo_in(credit) else {
-            imported.leave(credit, "no memo_id in its remittance information");
-            continue;
+        let memo = match super::memo_in(credit) {
+            Ok(memo) => memo,
+            Err(why) => {
+                imported.leave(credit, why);
+                continue;
+            }
         };
         let wire = match credited(credit, &memo, by) {
             Ok(wire) => wire,

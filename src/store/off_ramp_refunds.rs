@@ -168,10 +168,7 @@ pub async fn lock_for_refund(
 }
 
 /// The refund transfer `refund` as it stands.
-pub async fn last_refund_in(
-    tx: &mut Transaction<'static, Any>,
-    refund: &str,
-) -> Result<Option<Last>, StoreError> {
+pub async fn last_refund_in(tx: &mut Transaction<'static, Any>, refund: &str) -> Result<Last, StoreError> {
     let row = sqlx::query(
         "SELECT status AS refund_status, failure_code,
              (SELECT COUNT(*) FROM transfer_transactions x WHERE x.transfer_id = $1) AS signed
@@ -179,8 +176,9 @@ pub async fn last_refund_in(
     )
     .bind(refund)
     .fetch_optional(&mut **tx)
-    .await?;
-    row.map(|row| last_refund(&row)).transpose().map(Option::flatten)
+    .await?
+    .ok_or_else(|| StoreError::Corrupt(format!("refund transfer {refund} is missing")))?;
+    last_refund(&row)?.ok_or_else(|| StoreError::Corrupt(format!("refund transfer {refund} has no status")))
 }
 
 /// Lifts the refund backoff of off-ramp `id`, and records that `actor`

@@ -205,17 +205,18 @@ fn payout_failure(row: &sqlx::any::AnyRow) -> Result<Option<String>, StoreError>
     Ok(row.try_get::<Option<String>, _>("payout_reason")?.filter(|_| !paid))
 }
 
-/// Records the payout of the off-ramp `id` refused at `now` for `reason`
-/// before anything was handed to the bank.
+/// Records the payout of the off-ramp `id` refused at `now` for `reason`,
+/// unless it was handed over or ever claimed for its hand-off (the bank
+/// may have it): whether it did.
 pub async fn refuse_payout(
     tx: &mut Transaction<'static, Any>,
     id: &str,
     reason: &str,
     now: i64,
-) -> Result<(), StoreError> {
-    sqlx::query(
+) -> Result<bool, StoreError> {
+    let refused = sqlx::query(
         "UPDATE conversions SET payout_handed_at = $2, payout_outcome = $3, payout_reason = $4, payout_due_at = $2
-         WHERE id = $1 AND payout_handed_at IS NULL",
+         WHERE id = $1 AND payout_handed_at IS NULL AND payout_claimed_at IS NULL",
     )
     .bind(id)
     .bind(now)
@@ -223,7 +224,7 @@ pub async fn refuse_payout(
     .bind(reason)
     .execute(&mut **tx)
     .await?;
-    Ok(())
+    Ok(refused.rows_affected() == 1)
 }
 
 /// Quote `quote` of `organization`: whether a conversion took it, and

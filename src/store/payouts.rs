@@ -61,16 +61,18 @@ impl Store {
         }))
     }
 
-    /// Gives up the claim on the payout of off-ramp `id` made at
-    /// `claimed_at` (the bank could not answer): the next step may ask the
-    /// bank again at once.
-    pub async fn release_payout(&self, id: &str, claimed_at: i64) -> Result<(), StoreError> {
+    /// Shortens the claim on the payout of off-ramp `id` made at
+    /// `claimed_at` (the bank answered that it is unavailable) so that it
+    /// lapses at `lapses_at`. The payout stays claimed once: the bank may
+    /// have it.
+    pub async fn release_payout(&self, id: &str, claimed_at: i64, lapses_at: i64) -> Result<(), StoreError> {
         sqlx::query(
-            "UPDATE conversions SET payout_claimed_at = NULL
+            "UPDATE conversions SET payout_claimed_at = $3
              WHERE id = $1 AND payout_claimed_at = $2 AND payout_handed_at IS NULL",
         )
         .bind(id)
         .bind(claimed_at)
+        .bind(lapses_at - CLAIM_MICROS)
         .execute(&self.pool)
         .await?;
         Ok(())

@@ -5,7 +5,9 @@
 //! id as the idempotency key, outside any transaction; a bank that cannot
 //! answer is asked again at the next step; two instances racing hand the
 //! payout over once; a claim whose instance died lapses and another
-//! instance pays under the same key.
+//! instance pays under the same key, even when the identity lost its
+//! entitlement meanwhile (the bank may hold the payout: it is followed to
+//! the bank's answer, never refunded behind it).
 
 use crate::common;
 
@@ -206,6 +208,11 @@ async fn a_payout_is_handed_over_once_under_its_key_whatever_the_bank_and_the_in
         );
         assert_eq!((status(store, &id).await, flaky.calls()), ("PROCESSING".into(), vec![id.clone()]));
 
+        // Asked again soon, not at once.
+        assert_eq!(payout::follow(other, &bank, &id).await.unwrap(), 0, "{backend:?}");
+        assert_eq!(flaky.calls().len(), 1, "{backend:?}: not asked again at once");
+        tokio::time::sleep(Duration::from_millis(2_300)).await;
+
         // Two instances step at once: one asks the bank, once.
         let (a, b) = tokio::join!(payout::follow(store, &bank, &id), payout::follow(other, &bank, &id));
         assert_eq!(a.unwrap() + b.unwrap(), 3, "{backend:?}: to COMPLETED, each status once");
@@ -226,6 +233,9 @@ async fn a_payout_is_handed_over_once_under_its_key_whatever_the_bank_and_the_in
         let lapses_in = Duration::from_secs(2);
         let claimed_at = now_micros() - CLAIM_MICROS + i64::try_from(lapses_in.as_micros()).unwrap();
         assert!(other.claim_payout(&id, claimed_at).await.unwrap().is_some());
+        // The bank may hold it now: an identity that loses its entitlement
+        // meanwhile does not have it refused (and refunded) behind the bank.
+        assert!(store.set_fiat_enabled("default", "ada", false, "operator:test", "review").await.unwrap());
         assert_eq!(payout::follow(store, &bank, &id).await.unwrap(), 0, "{backend:?}: claimed elsewhere");
         assert_eq!(flaky.calls().len(), calls, "{backend:?}: the bank was not asked");
         tokio::time::sleep(lapses_in + Duration::from_millis(200)).await;

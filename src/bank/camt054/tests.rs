@@ -69,18 +69,20 @@ fn each_booked_credit_is_read_with_its_reference_amount_and_remittance() {
 
 #[test]
 fn a_batch_entry_gives_one_credit_per_transaction() {
-    // camt.054.001.02 style: status as text, the entry's own reference
-    // only, three wires in one booking, remittance structured and not.
+    // camt.054.001.02: status as text, the entry's own reference only
+    // (unique within its message), three wires in one booking with their
+    // amounts under AmtDtls, remittance structured and not.
     let body = r#"<Document xmlns="urn:iso:std:iso:20022:tech:xsd:camt.054.001.02"><BkToCstmrDbtCdtNtfctn>
       <GrpHdr><MsgId>B-1</MsgId><CreDtTm>2026-11-26T10:00:00</CreDtTm></GrpHdr>
       <Ntfctn><Id>B-1</Id><Acct><Id><IBAN>US00SAND0000123456789</IBAN></Id></Acct>
         <Ntry><NtryRef>BATCH-7</NtryRef><Amt Ccy="USD">600.00</Amt><CdtDbtInd>CRDT</CdtDbtInd><Sts>BOOK</Sts>
           <NtryDtls>
-            <TxDtls><Refs><AcctSvcrRef>BATCH-7-A</AcctSvcrRef></Refs><Amt Ccy="USD">100.00</Amt>
+            <TxDtls><Refs><AcctSvcrRef>BATCH-7-A</AcctSvcrRef></Refs>
+              <AmtDtls><TxAmt><Amt Ccy="USD">100.00</Amt></TxAmt></AmtDtls>
               <RmtInf><Ustrd>invoice 42</Ustrd><Ustrd>ci-0123-4567-89</Ustrd></RmtInf></TxDtls>
-            <TxDtls><Amt Ccy="USD">200.00</Amt>
+            <TxDtls><AmtDtls><TxAmt><Amt Ccy="USD">200.00</Amt></TxAmt></AmtDtls>
               <RmtInf><Strd><CdtrRefInf><Ref>VA0123456789</Ref></CdtrRefInf></Strd></RmtInf></TxDtls>
-            <TxDtls><Amt Ccy="USD">300.00</Amt></TxDtls>
+            <TxDtls><AmtDtls><TxAmt><Amt Ccy="USD">300.00</Amt></TxAmt></AmtDtls></TxDtls>
           </NtryDtls></Ntry>
       </Ntfctn></BkToCstmrDbtCdtNtfctn></Document>"#;
     let read = credits(body.as_bytes()).unwrap();
@@ -90,8 +92,8 @@ fn a_batch_entry_gives_one_credit_per_transaction() {
         seen,
         vec![
             ("BATCH-7-A", 10_000, "invoice 42 ci-0123-4567-89"),
-            ("BATCH-7/2", 20_000, "VA0123456789"),
-            ("BATCH-7/3", 30_000, ""),
+            ("B-1/BATCH-7/2", 20_000, "VA0123456789"),
+            ("B-1/BATCH-7/3", 30_000, ""),
         ]
     );
     assert!(read.iter().all(|c| c.account.as_deref() == Some("US00SAND0000123456789")));
@@ -103,7 +105,14 @@ fn debits_reversals_and_unbooked_entries_are_not_credits() {
     let debit = entry("D-1", "10.00", "x").replace("CRDT", "DBIT");
     let pending = entry("P-1", "10.00", "x").replace("<Cd>BOOK</Cd>", "<Cd>PDNG</Cd>");
     let reversed = entry("R-1", "10.00", "x").replace("<CdtDbtInd>", "<RvslInd>true</RvslInd><CdtDbtInd>");
-    let body = document(&[debit, pending, booked, reversed].concat());
+    let reversed_too = entry("R-2", "10.00", "x").replace("<CdtDbtInd>", "<RvslInd>1</RvslInd><CdtDbtInd>");
+    // Inside a credit entry: a transaction that is a debit of its own, and
+    // a returned payment.
+    let debit_tx =
+        entry("T-1", "10.00", "x").replace("<RltdPties>", "<CdtDbtInd>DBIT</CdtDbtInd><RltdPties>");
+    let returned =
+        entry("T-2", "10.00", "x").replace("<RmtInf>", "<RtrInf><Rsn><Cd>AC04</Cd></Rsn></RtrInf><RmtInf>");
+    let body = document(&[debit, pending, booked, reversed, reversed_too, debit_tx, returned].concat());
     let read = credits(body.as_bytes()).unwrap();
     assert_eq!(read.iter().map(|c| c.reference.as_str()).collect::<Vec<_>>(), ["OK-1"]);
 }

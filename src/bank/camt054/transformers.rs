@@ -10,6 +10,7 @@ use crate::{amount::Amount, bank::Credit};
 pub fn credits(document: &Document<'_>) -> Result<Vec<Credit>, Camt054Error> {
     let root = document.root_element();
     let message = child(root, "BkToCstmrDbtCdtNtfctn").ok_or(Camt054Error::NotCamt054)?;
+    let message_id = path(message, &["GrpHdr", "MsgId"]).map(text).unwrap_or_default();
     let mut credits = Vec::new();
     for notification in children(message, "Ntfctn") {
         let account = path(notification, &["Acct", "Id", "IBAN"])
@@ -17,7 +18,7 @@ pub fn credits(document: &Document<'_>) -> Result<Vec<Credit>, Camt054Error> {
             .map(text);
         for (n, entry) in children(notification, "Ntry").enumerate() {
             if booked_credit(entry) {
-                credits.extend(entry_credits(entry, n, account.as_deref())?);
+                credits.extend(entry_credits(entry, (&message_id, n), account.as_deref())?);
             }
         }
     }
@@ -29,12 +30,32 @@ fn booked_credit(entry: Node<'_, '_>) -> bool {
     let status = path(entry, &["Sts", "Cd"]).or_else(|| child(entry, "Sts")).map(text);
     child(entry, "CdtDbtInd").map(text).as_deref() == Some("CRDT")
         && status.as_deref() == Some("BOOK")
-        && child(entry, "RvslInd").map(text).as_deref() != Some("true")
+        && !reversal(entry)
 }
 
-/// The credits of one booked entry (the `n`th of its notification).
-fn entry_credits(entry: Node<'_, '_>, n: usize, account: Option<&str>) -> Result<Vec<Credit>, Camt054Error> {
-    let entry_ref = child(entry, "AcctSvcrRef").or_else(|| child(entry, "NtryRef")).map(text);
+/// Whether `node` is marked a reversal (`RvslInd`, `true` or `1`).
+fn reversal(node: Node<'_, '_>) -> bool {
+    matches!(child(node, "RvslInd").map(text).as_deref(), Some("true" | "1"))
+}
+
+/// Whether a transaction of a credit entry is itself a credit that arrived:
+/// not a debit (its own `CdtDbtInd`, from camt.054.001.04) and not a
+/// returned payment (`RtrInf`).
+fn credited(tx: Node<'_, '_>) -> bool {
+    child(tx, "CdtDbtInd").map(text).as_deref() != Some("DBIT") && child(tx, "RtrInf").is_none()
+}
+
+/// The credits of one booked entry (the `n`th of message `message_id`).
+/// Its reference: its `AcctSvcrRef`, else its `NtryRef` within the message
+/// (`<MsgId>/<NtryRef>`: an entry's own reference is unique only there).
+fn entry_credits(
+    entry: Node<'_, '_>,
+    (message_id, n): (&str, usize),
+    account: Option<&str>,
+) -> Result<Vec<Credit>, Camt054Error> {
+    let entry_ref = child(entry, "AcctSvcrRef")
+        .map(text)
+        .or_else(|| child(entry, "NtryRef").map(|r| format!("{message_id}/{}", text(r))));
     let name = entry_ref.clone().unwrap_or_else(|| format!("#{}", n + 1));
     let problem = |problem: String| Camt054Error::Entry { entry: name.clone(), problem };
     let details: Vec<Node<'_, '_>> =
@@ -45,18 +66,20 @@ fn entry_credits(entry: Node<'_, '_>, n: usize, account: Option<&str>) -> Result
         return Ok(vec![credit(reference, (cents, currency), entry, account)]);
     }
     let mut credits = Vec::new();
-    for (i, tx) in details.iter().enumerate() {
-        let own = path(*tx, &["Refs", "AcctSvcrRef"]).map(text);
+    for (i, tx) in details.iter().enumerate().filter(|(_, tx)| credited(**tx)) {
+        let own = path(*tx, &["Refs", "AcctSvcrRef"]).or_else(|| path(*tx, &["Refs", "UETR"])).map(text);
         let reference = match (own, &entry_ref, i) {
             (Some(own), _, _) => own,
             (None, Some(entry_ref), 0) => entry_ref.clone(),
             (None, Some(entry_ref), i) => format!("{entry_ref}/{}", i + 1),
             (None, None, _) => return Err(problem("no AcctSvcrRef or NtryRef".into())),
         };
-        let amounted = if child(*tx, "Amt").is_some() { *tx } else { entry };
-        if child(*tx, "Amt").is_none() && details.len() > 1 {
-            return Err(problem(format!("transaction {} has no Amt of its own", i + 1)));
-        }
+        let amounted = child(*tx, "Amt").map(|_| *tx).or_else(|| path(*tx, &["AmtDtls", "TxAmt"]));
+        let amounted = match amounted {
+            Some(node) => node,
+            None if details.len() == 1 => entry,
+            None => return Err(problem(format!("transaction {} has no Amt of its own", i + 1))),
+        };
         credits.push(credit(reference, amount(amounted).map_err(problem)?, *tx, account));
     }
     Ok(credits)

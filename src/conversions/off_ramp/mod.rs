@@ -134,8 +134,9 @@ pub async fn behind(store: &Store) -> Result<Vec<String>, StoreError> {
 /// at a time, in one transaction holding its row. Once its stablecoin is
 /// committed, its identity is judged: one no longer `ACTIVE` or
 /// fiat-enabled has its payout refused at once (nothing is paid out; the
-/// stablecoin goes back); otherwise the payout is due to be handed to the
-/// bank, which the caller does outside the transaction.
+/// stablecoin goes back), unless the bank was asked for it already;
+/// otherwise the payout is due to be handed to the bank, which the caller
+/// does outside the transaction.
 pub async fn follow(store: &Store, id: &str) -> Result<Followed, StoreError> {
     let mut tx = store.begin().await?;
     let Some((status, organization, identity)) = rows::lock_off_ramp(&mut tx, id).await? else {
@@ -150,9 +151,14 @@ pub async fn follow(store: &Store, id: &str) -> Result<Followed, StoreError> {
             Ok(()) => payout_due = true,
             Err(gate) => {
                 let reason = payout_refusal(&identity, gate);
-                tracing::warn!(conversion = id, %reason, "an off-ramp's payout is refused");
-                rows::refuse_payout(&mut tx, id, &reason, now).await?;
-                (legs, settled) = rows::legs_in(&mut tx, id, now).await?;
+                if rows::refuse_payout(&mut tx, id, &reason, now).await? {
+                    tracing::warn!(conversion = id, %reason, "an off-ramp's payout is refused");
+                    (legs, settled) = rows::legs_in(&mut tx, id, now).await?;
+                } else {
+                    // The bank was asked already: its answer decides.
+                    tracing::warn!(conversion = id, %reason, "an off-ramp's payout the bank may hold is followed to its answer");
+                    payout_due = true;
+                }
             }
         }
     }

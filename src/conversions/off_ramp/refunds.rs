@@ -72,8 +72,8 @@ pub async fn retry(store: &Store, id: &str, actor: &str, reason: &str) -> Result
     }
     if let Some(refund) = &refund {
         let last = rows::last_refund_in(&mut tx, refund).await?;
-        if !refund_replaceable(chain.family(), last.as_ref().map(rows::Last::view)) {
-            let status = last.map_or_else(String::new, |l| l.status.to_string());
+        if !refund_replaceable(chain.family(), Some(last.view())) {
+            let status = last.status;
             return Err(StoreError::Conflict(format!(
                 "off-ramp {id}'s last refund {refund} is {status} and may still land: a new one waits until \
                  it provably cannot"
