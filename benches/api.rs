@@ -129,7 +129,7 @@ async fn bench(backend: Backend, accounts: u64, deposits: u64, requests: u64, cl
     let listener = api::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let shutdown = CancellationToken::new();
-    tokio::spawn(api::serve(listener, state, shutdown.clone()));
+    tokio::spawn(custody_indexer::service::workers::serve_api(listener, state, shutdown.clone()));
     let client = reqwest::Client::new();
     let key = secret.token.as_str();
 

@@ -199,7 +199,7 @@ async fn main() {
     let listener = api::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let shutdown = CancellationToken::new();
-    tokio::spawn(api::serve(listener, state, shutdown.clone()));
+    tokio::spawn(custody_indexer::service::workers::serve_api(listener, state, shutdown.clone()));
     // The bench's one sender holds the chain's lease for an hour, unrenewed.
     let fence =
         store.take_lease(WorkerKind::Sender, config.chain, "bench", 3_600_000_000, true).await.unwrap();

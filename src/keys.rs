@@ -137,6 +137,15 @@ pub trait Signer: Send + Sync {
     fn sign_evm_hash(&self, key: KeyRef, hash: B256) -> BoxFuture<'_, Result<Signature, KeyError>>;
     /// Signs a serialized Solana message with ed25519.
     fn sign_solana(&self, key: KeyRef, message: Vec<u8>) -> BoxFuture<'_, Result<[u8; 64], KeyError>>;
+
+    /// The key's address on a chain of `family`, written as that family
+    /// writes addresses (an EVM address checksummed).
+    fn address(&self, family: crate::chain::Family, key: KeyRef) -> Result<String, KeyError> {
+        match family {
+            crate::chain::Family::Evm => Ok(self.evm_address(key)?.to_checksum(None)),
+            crate::chain::Family::Solana => self.solana_address(key),
+        }
+    }
 }
 
 /// A BIP-39 phrase, its words separated by single spaces, zeroed on drop;
@@ -341,17 +350,12 @@ pub fn account_addresses(
     };
     let key_error = |e: KeyError| crate::store::StoreError::Invalid(e.to_string());
     let mut out = Vec::new();
-    let evm: Vec<crate::chain::Chain> = of(crate::chain::Family::Evm);
-    if !evm.is_empty() {
-        let address = signer.evm_address(key).map_err(key_error)?.to_checksum(None);
-        out.push(crate::account::AccountAddress { chains: evm, address });
-    }
-    let solana: Vec<crate::chain::Chain> = of(crate::chain::Family::Solana);
-    if !solana.is_empty() {
-        out.push(crate::account::AccountAddress {
-            chains: solana,
-            address: signer.solana_address(key).map_err(key_error)?,
-        });
+    for family in [crate::chain::Family::Evm, crate::chain::Family::Solana] {
+        let chains: Vec<crate::chain::Chain> = of(family);
+        if !chains.is_empty() {
+            let address = signer.address(family, key).map_err(key_error)?;
+            out.push(crate::account::AccountAddress { chains, address });
+        }
     }
     Ok(out)
 }

@@ -18,6 +18,7 @@ pub mod deposits;
 pub mod dev;
 pub mod environment;
 pub mod events;
+pub mod every;
 pub mod evm;
 #[cfg(test)]
 mod fixtures;

@@ -191,7 +191,7 @@ pub async fn compliance(
 ) -> Result<Json<Value>, ApiError> {
     let identity = state.store().identity(&caller.organization, &identity_id).await?;
     compliance::validate(identity.kind, &body).map_err(|errors| ApiError::invalid(errors.join("; ")))?;
-    state.store().submit_compliance(&caller.organization, &identity_id, &body).await?;
+    crate::identity::change::submit(state.store(), &caller.organization, &identity_id, &body).await?;
     Ok(Json(json!({})))
 }
 

@@ -183,7 +183,7 @@ impl ApiState {
 
     /// When a settled wire's mint waits for a second operator's approval:
     /// always in `production`, above the daily mint caps in `sandbox`.
-    fn mint_approval(&self) -> crate::issuance::Approval {
+    pub fn mint_approval(&self) -> crate::issuance::Approval {
         crate::issuance::Approval::new(self.0.environment == Environment::Production, self.chains())
     }
 
@@ -225,12 +225,22 @@ impl ApiState {
         self.0.operator_token.as_ref().is_some_and(|token| token.admits(headers))
     }
 
-    fn store(&self) -> &Store {
+    pub fn store(&self) -> &Store {
         &self.0.store
     }
 
-    fn chains(&self) -> &Chains {
+    pub fn chains(&self) -> &Chains {
         self.0.balances.chains()
+    }
+
+    /// The environment served: whether the sandbox compliance provider runs.
+    pub fn environment(&self) -> Environment {
+        self.0.environment
+    }
+
+    /// How the sandbox compliance provider's worker runs.
+    pub fn compliance(&self) -> crate::identity::provider::Options {
+        self.0.compliance
     }
 }
 
@@ -372,7 +382,9 @@ pub async fn bind(listen: SocketAddr) -> std::io::Result<TcpListener> {
         .map_err(|e| std::io::Error::new(e.kind(), format!("cannot listen on {listen}: {e}")))
 }
 
-/// Serves the API on `listener` until `shutdown`, finishing requests in flight.
+/// Serves the API on `listener` until `shutdown`, finishing requests in
+/// flight: the routes alone. The workers that move what the API accepts on
+/// are started beside it by [`crate::service`].
 pub async fn serve(
     listener: TcpListener,
     state: ApiState,
@@ -388,25 +400,5 @@ pub async fn serve(
              set CUSTODY_INDEXER_OPERATOR_TOKEN (or --operator-token) to see them"
         );
     }
-    // Whatever accepts transfers also ends those no sender takes in time.
-    tokio::spawn(crate::transfers::expire_unsent(
-        state.store().clone(),
-        state.chains().clone(),
-        shutdown.clone(),
-    ));
-    tokio::spawn(signature::purge_expired(state.store().clone(), shutdown.clone()));
-    // In sandbox, whatever accepts compliance data also has the sandbox
-    // provider review it; in production only operators decide.
-    let compliance = state.0.compliance;
-    if state.0.environment == Environment::Sandbox {
-        tokio::spawn(crate::identity::provider::worker(
-            state.store().clone(),
-            crate::identity::provider::Sandbox::new(compliance.idv_expiry),
-            compliance,
-            shutdown.clone(),
-        ));
-    }
-    tokio::spawn(crate::issuance::settle_due(state.store().clone(), state.mint_approval(), shutdown.clone()));
-    tokio::spawn(crate::conversions::follow(state.store().clone(), state.bank().clone(), shutdown.clone()));
     axum::serve(listener, router(state)).with_graceful_shutdown(shutdown.cancelled_owned()).await
 }

@@ -2,27 +2,18 @@
 //! public key (see [`crate::request_signature`]): the body is read whole to
 //! be hashed, then handed on to the handler unchanged.
 
-use std::time::Duration;
-
 use axum::{
     body::{Body, to_bytes},
     extract::Request,
     http::StatusCode,
 };
-use tokio_util::sync::CancellationToken;
 
 use super::{ApiError, ApiState};
-use crate::{
-    request_signature::{self, HEADER, PublicKey, SignatureError},
-    store::Store,
-};
+use crate::request_signature::{self, HEADER, PublicKey, SignatureError};
 
 /// The largest body a signed request may have: axum's default limit, which
 /// the JSON bodies of unsigned requests have too.
 pub(super) const BODY_LIMIT: usize = 2 * 1024 * 1024;
-
-/// How often expired `jti`s are deleted.
-const PURGE_EVERY: Duration = Duration::from_secs(60);
 
 /// Checks `request`'s `X-Request-Signature` against `public_key` and records
 /// its `jti`; returns the request, body intact, when it is accepted.
@@ -64,21 +55,4 @@ pub(super) async fn check(
 fn refused(key_id: &str, error: SignatureError) -> ApiError {
     tracing::debug!(api_key = %key_id, reason = %error, "request signature refused");
     ApiError::coded(StatusCode::UNAUTHORIZED, "INVALID_SIGNATURE", error.to_string())
-}
-
-/// Deletes the `jti`s of tokens that can no longer be accepted, every
-/// [`PURGE_EVERY`], until `shutdown`.
-pub(super) async fn purge_expired(store: Store, shutdown: CancellationToken) {
-    let mut every = tokio::time::interval(PURGE_EVERY);
-    loop {
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = every.tick() => {}
-        }
-        match store.purge_request_tokens(chrono::Utc::now().timestamp()).await {
-            Ok(0) => {}
-            Ok(purged) => tracing::debug!(purged, "purged expired request token ids"),
-            Err(error) => tracing::warn!(error = %error, "purging expired request token ids failed"),
-        }
-    }
 }

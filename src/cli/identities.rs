@@ -9,6 +9,7 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 
 use super::ChainFiles;
+use crate::identity::change::Change;
 use crate::{
     account::DEFAULT_ORGANIZATION,
     chain::Chain,
@@ -16,7 +17,7 @@ use crate::{
     environment::Environment,
     identity::{Event, State, Status, Type, sub_status_str},
     pii::{Key, KeySource},
-    store::{Change, NewIdentity, Registered, Settlement, Store},
+    store::{NewIdentity, Registered, Settlement, Store},
     transfers::{TransferStatus, failure},
 };
 
@@ -171,7 +172,7 @@ pub async fn run(store: &Store, command: IdentitiesCommand) -> anyhow::Result<()
         reason: Some(&action.who.reason),
     };
     let unsent = |chain: Chain| not_active(&chains, chain);
-    let transition = store.change_identity(&change, &unsent).await?;
+    let transition = crate::identity::change::change(store, &change, &unsent).await?;
     println!(
         "identity {}: {}/{} -> {}/{}",
         action.id,

@@ -7,11 +7,13 @@
 use std::{sync::Arc, time::Duration};
 
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::warn;
 
 use crate::{
     bank::Bank,
-    chain::Chain,
+    config::ChainConfig,
+    every::{Logged, every, every_on_chain},
+    keys::{KeyRef, Signer},
     store::{Store, StoreError, now_micros},
     transfers::SendError,
 };
@@ -21,17 +23,29 @@ const POLL: Duration = Duration::from_millis(500);
 
 /// Runs [`follow_once`] with `bank` until `shutdown`.
 pub async fn follow(store: Store, bank: Arc<dyn Bank>, shutdown: CancellationToken) {
-    loop {
-        match follow_once(&store, &bank).await {
-            Ok(0) => {}
-            Ok(moved) => info!(moved, "conversions moved on"),
-            Err(error) => warn!(error = format!("{error:#}"), "cannot move conversions on now; retrying"),
-        }
-        tokio::select! {
-            () = shutdown.cancelled() => return,
-            () = tokio::time::sleep(POLL) => {}
-        }
-    }
+    let logged = Logged { moved: "conversions moved on", failed: "cannot move conversions on now" };
+    let (store, bank) = (&store, &bank);
+    every(POLL, &shutdown, logged, move || follow_once(store, bank)).await
+}
+
+/// Creates, on `config`'s chain, the refund transfers of the off-ramps
+/// whose payout was refused or returned, from the address of `signer`'s
+/// settlement key, every poll interval of the chain until `stop` (see
+/// [`super::off_ramp::refunds::start`]). The service runs it beside the
+/// chain's sender, under the same lease.
+pub async fn start_refunds(
+    store: Store,
+    config: ChainConfig,
+    signer: Arc<dyn Signer>,
+    stop: CancellationToken,
+) {
+    let logged = Logged { moved: "off-ramp refunds started", failed: "cannot start off-ramp refunds now" };
+    let (store, chain) = (&store, config.chain);
+    let settlement = (&*signer, KeyRef::Settlement);
+    every_on_chain(&config, settlement, &stop, logged, move |settlement| async move {
+        Ok::<_, SendError>(super::off_ramp::refunds::start(store, chain, &settlement).await?)
+    })
+    .await
 }
 
 /// One pass: the virtual accounts opened or refused and the conversion
@@ -61,15 +75,4 @@ fn step(id: &str, outcome: Result<usize, StoreError>) -> Result<usize, StoreErro
         }
         Err(error) => Err(error),
     }
-}
-
-/// Creates, on `chain`, the refund transfers of the off-ramps whose payout
-/// was refused or returned, from the address `settlement` answers: each
-/// chain's sender calls it before its step, as it starts mints.
-pub async fn start_refunds(
-    store: &Store,
-    chain: Chain,
-    settlement: impl FnOnce() -> Result<String, SendError>,
-) -> Result<usize, SendError> {
-    Ok(super::off_ramp::refunds::start(store, chain, &settlement()?).await?)
 }

@@ -9,10 +9,12 @@
 //! states. Storage, HTTP and event delivery call it and persist what it
 //! answers.
 
+pub mod change;
 pub mod compliance;
 mod lifecycle;
 pub mod provider;
 pub mod resource;
+pub mod review;
 mod state;
 #[cfg(test)]
 mod tests;

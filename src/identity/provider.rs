@@ -22,7 +22,9 @@ use chrono::Utc;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use super::{CheckStatus, Event, IdVerificationCheck, State, Step, Type, compliance::decisive_name};
+use super::{
+    CheckStatus, Event, IdVerificationCheck, State, Step, Type, compliance::decisive_name, review::Decided,
+};
 use crate::store::{CheckStep, Review, Store, StoreError, now_micros};
 
 /// A provider's answer about one identity.
@@ -31,6 +33,13 @@ pub struct Decision {
     pub event: Event,
     pub step: CheckStep,
     pub reason: Option<String>,
+}
+
+impl Decision {
+    /// This decision, taken by `actor`, as [`super::review::decide`] applies it.
+    pub fn decided<'a>(&'a self, actor: &'a str) -> Decided<'a> {
+        Decided { event: self.event, step: &self.step, actor, reason: self.reason.as_deref() }
+    }
 }
 
 /// A compliance provider. `review` answers the next decision for an
@@ -186,7 +195,7 @@ pub const RECHECK: Duration = Duration::from_secs(60);
 /// [`RECHECK`] passes, so a round over thousands of waiting identities is a
 /// few statements, not one read per identity.
 pub async fn round<P: Provider>(store: &Store, provider: &P, page: u32) -> Result<(), anyhow::Error> {
-    for identity in store.expire_idv_checks(now_micros()).await? {
+    for identity in super::review::expire_checks(store, now_micros()).await? {
         info!(identity = %identity, "identity verification check expired");
     }
     let actor = format!("provider:{}", provider.name());
@@ -217,7 +226,7 @@ async fn decide<P: Provider>(
     actor: &str,
 ) -> Result<bool, anyhow::Error> {
     let Some(decision) = provider.review(review).await? else { return Ok(false) };
-    match store.decide(review, decision.event, &decision.step, actor, decision.reason.as_deref()).await {
+    match super::review::decide(store, review, &decision.decided(actor)).await {
         Ok(_) => info!(identity = %review.identity_id, event = ?decision.event, "compliance decision"),
         Err(StoreError::Conflict(refusal)) => warn!(%refusal, "compliance decision refused"),
         Err(error) => return Err(error.into()),

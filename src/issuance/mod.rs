@@ -21,7 +21,7 @@ pub mod wires;
 mod worker;
 
 pub use resource::{BankAccount, FIAT_CURRENCY, MINT_UPDATE, Mint, MintInstruction, PAYMENT_RAIL};
-pub use worker::{settle_due, settle_once};
+pub use worker::{settle_due, settle_once, start_mints};
 
 use crate::{
     amount::Cents,

@@ -38,13 +38,9 @@ fn issued(config: &ChainConfig) -> Vec<Issued> {
 }
 
 /// Creates the transfers of the chain's `MINTING` mints that have none,
-/// from the address `issuer` answers; nothing on a chain that issues no
+/// from the `issuer` address; nothing on a chain that issues no
 /// stablecoin. Returns how many it created.
-pub async fn start_mints(
-    store: &Store,
-    config: &ChainConfig,
-    issuer: impl FnOnce() -> Result<String, SendError>,
-) -> Result<usize, SendError> {
+pub async fn start_mints(store: &Store, config: &ChainConfig, issuer: &str) -> Result<usize, SendError> {
     let issued = issued(config);
     if issued.is_empty() {
         return Ok(0);
@@ -54,12 +50,11 @@ pub async fn start_mints(
     if config.assets.iter().any(|a| a.issued && super::decimals::waiting(config.chain, &a.contract_address)) {
         return Ok(0);
     }
-    let issuer = issuer()?;
     let mut started = 0;
     for id in store.mints_to_start(config.chain).await? {
         // One mint that cannot start (its stablecoin no longer issued
         // here) keeps the others, and the chain's transfers, moving.
-        match start_mint(store, &id, &issuer, &issued).await {
+        match start_mint(store, &id, issuer, &issued).await {
             Ok(true) => started += 1,
             Ok(false) => {}
             Err(StoreError::Conflict(reason)) => {

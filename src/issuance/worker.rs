@@ -5,12 +5,17 @@
 //! Every instance may run it: a mint changes only from the status it was
 //! read in, under its row lock, so two instances change it once.
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::warn;
 
-use crate::store::{Store, now_micros};
+use crate::{
+    config::ChainConfig,
+    every::{Logged, every, every_on_chain},
+    keys::{KeyRef, Signer},
+    store::{Store, now_micros},
+};
 
 /// How often the worker looks for wires to settle.
 const POLL: Duration = Duration::from_millis(500);
@@ -18,17 +23,28 @@ const POLL: Duration = Duration::from_millis(500);
 /// Settles due wires until `shutdown`; `approval` says when a settled
 /// wire's mint waits for a second operator.
 pub async fn settle_due(store: Store, approval: super::Approval, shutdown: CancellationToken) {
-    loop {
-        match settle_once(&store, &approval).await {
-            Ok(0) => {}
-            Ok(moved) => info!(moved, "mints moved on"),
-            Err(error) => warn!(error = format!("{error:#}"), "cannot settle wires now; retrying"),
-        }
-        tokio::select! {
-            () = shutdown.cancelled() => return,
-            () = tokio::time::sleep(POLL) => {}
-        }
-    }
+    let logged = Logged { moved: "mints moved on", failed: "cannot settle wires now" };
+    let (store, approval) = (&store, &approval);
+    every(POLL, &shutdown, logged, move || settle_once(store, approval)).await
+}
+
+/// Starts the transfers of `config`'s chain's `MINTING` mints, from the
+/// address of `signer`'s issuer key, every poll interval of the chain until
+/// `stop` (see [`super::onchain::start_mints`]). The service runs it beside
+/// the chain's sender, under the same lease.
+pub async fn start_mints(
+    store: Store,
+    config: ChainConfig,
+    signer: Arc<dyn Signer>,
+    stop: CancellationToken,
+) {
+    let logged = Logged { moved: "mints started", failed: "cannot start mints now" };
+    let (store, config) = (&store, &config);
+    let issuer = (&*signer, KeyRef::Issuer);
+    every_on_chain(config, issuer, &stop, logged, move |issuer| async move {
+        super::onchain::start_mints(store, config, &issuer).await
+    })
+    .await
 }
 
 /// One pass: the mints it moved on.

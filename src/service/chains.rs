@@ -12,9 +12,11 @@ use tracing::{Instrument, error, info_span, warn};
 use crate::{
     chain::{Chain, Family},
     config::{ChainConfig, Strategy},
+    conversions,
     deposits::coverage::{self, History},
     deposits::watcher::WatchError,
     evm::{EvmSender, EvmWatcher},
+    issuance,
     keys::Signer,
     lease::Leases,
     redact::redact_urls,
@@ -140,7 +142,8 @@ where
 type Within<'a> = (&'a Store, &'a Leases, &'a CancellationToken);
 
 /// A sender per chain, each while this instance holds the chain's sender
-/// lease, its store fenced by the lease.
+/// lease, its store fenced by the lease, with the wings' workers that
+/// create the chain's mints and off-ramp refunds beside it.
 pub(super) fn spawn_senders(
     tasks: &mut JoinSet<anyhow::Result<()>>,
     selected: &[ChainConfig],
@@ -155,17 +158,33 @@ pub(super) fn spawn_senders(
         let chain = config.chain;
         tasks.spawn(
             async move {
-                let send = |fence, stop| {
+                let send = |fence, stop: CancellationToken| {
                     let (config, store, signer) = (config.clone(), store.clone(), signer.clone());
                     async move {
-                        match config.family() {
-                            Family::Evm => {
-                                run_sender(EvmSender::new(config, store.fenced(fence), signer), stop).await
+                        let store = store.fenced(fence);
+                        // The wings create their own transfers (mints, off-ramp
+                        // refunds) on the chain, under the sender's lease.
+                        let mints = issuance::start_mints(
+                            store.clone(),
+                            config.clone(),
+                            signer.clone(),
+                            stop.clone(),
+                        );
+                        let refunds = conversions::start_refunds(
+                            store.clone(),
+                            config.clone(),
+                            signer.clone(),
+                            stop.clone(),
+                        );
+                        let sender = async move {
+                            match config.family() {
+                                Family::Evm => run_sender(EvmSender::new(config, store, signer), stop).await,
+                                Family::Solana => {
+                                    run_sender(SolanaSender::new(config, store, signer), stop).await
+                                }
                             }
-                            Family::Solana => {
-                                run_sender(SolanaSender::new(config, store.fenced(fence), signer), stop).await
-                            }
-                        }
+                        };
+                        tokio::join!(mints, refunds, sender);
                         Ok::<(), anyhow::Error>(())
                     }
                 };

@@ -1,14 +1,17 @@
-//! The composition root: what `run` starts (the API with its own background
-//! tasks, webhook delivery, the outbox's sinks, a watcher per chain and,
-//! with signing keys, a sender per chain, each under this instance's
-//! leases) and what `serve` starts (the API alone). The command line and
-//! `dev` call it with their options.
+//! The composition root: what `run` starts (the API with the wings'
+//! workers behind it, webhook delivery, the outbox's sinks, a watcher per
+//! chain and, with signing keys, a sender per chain with the wings' mints
+//! and refunds beside it, each under this instance's leases) and what
+//! `serve` starts (the API with the wings' workers). Every task is in one
+//! watched set: the first that fails stops the others. The command line
+//! and `dev` call it with their options.
 
 mod chains;
 pub mod instance;
 pub mod options;
 pub mod outbox;
 mod signals;
+pub mod workers;
 
 use std::{net::SocketAddr, sync::Arc};
 
@@ -152,6 +155,7 @@ async fn run(
     }
 
     let mut tasks = tokio::task::JoinSet::new();
+    workers::spawn(&mut tasks, &state, &shutdown);
     let server = shutdown.clone();
     tasks.spawn(async move { api::serve(listener, state, server).await.context("the HTTP API stopped") });
     if delivery.concurrency > 0 {
@@ -166,23 +170,29 @@ async fn run(
         chains::spawn_senders(&mut tasks, &selected, &signer, (&store, &leases, &shutdown));
     }
     chains::spawn_watchers(&mut tasks, selected, (&store, &leases, &shutdown));
+    let outcome = watch(tasks, &shutdown).await;
+    store.close().await;
+    outcome?;
+    info!("stopped cleanly");
+    Ok(())
+}
+
+/// Waits for every task of `tasks`; the first that fails cancels
+/// `shutdown`, stopping the others, and is the answer.
+async fn watch(
+    mut tasks: tokio::task::JoinSet<anyhow::Result<()>>,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<()> {
     let mut failure = None;
     while let Some(joined) = tasks.join_next().await {
         let result = joined.map_err(anyhow::Error::from).and_then(|r| r);
         if let Err(error) = result {
-            error!(error = format!("{error:#}"), "stopping every watcher");
+            error!(error = format!("{error:#}"), "stopping every task");
             shutdown.cancel();
             failure.get_or_insert(error);
         }
     }
-    store.close().await;
-    match failure {
-        Some(error) => Err(error),
-        None => {
-            info!("stopped cleanly");
-            Ok(())
-        }
-    }
+    failure.map_or(Ok(()), Err)
 }
 
 pub async fn serve(url: &str, chains: Chains, required: Vec<Chain>, api: ApiOptions) -> anyhow::Result<()> {
@@ -200,8 +210,9 @@ pub async fn serve(url: &str, chains: Chains, required: Vec<Chain>, api: ApiOpti
     let listener = api::bind(api.listen).await?;
     let state = api_state(&store, chains, required, &api, signer()?, environment)?
         .with_webhook_policy(Policy::from_env().within(environment));
-    api::serve(listener, state, shutdown).await.context("the HTTP API stopped")?;
+    let outcome = workers::serve_api(listener, state, shutdown).await;
     store.close().await;
+    outcome?;
     info!("stopped cleanly");
     Ok(())
 }

@@ -68,16 +68,6 @@ impl SolanaSender {
     }
 
     async fn step_once(&self) -> Result<usize, SendError> {
-        let issuer = || Ok(self.signer.solana_address(KeyRef::Issuer)?);
-        // Mints never hold up the chain's transfers.
-        if let Err(error) = crate::issuance::onchain::start_mints(&self.store, &self.config, issuer).await {
-            warn!(chain = %self.config.chain, %error, "cannot start mints now; retrying");
-        }
-        let settlement = || Ok(self.signer.solana_address(KeyRef::Settlement)?);
-        let chain = self.config.chain;
-        if let Err(error) = crate::conversions::start_refunds(&self.store, chain, settlement).await {
-            warn!(%chain, %error, "cannot start off-ramp refunds now; retrying");
-        }
         let transfers = self.store.outgoing(self.config.chain).await?;
         for transfer in transfers.iter().filter(|t| !waiting(&self.config, t)) {
             let outcome = match transfer.status {

@@ -84,7 +84,7 @@ impl Store {
 }
 
 /// [`Store::settle_transfer`] inside `tx`.
-pub(super) async fn settle_in(
+pub async fn settle_in(
     tx: &mut Transaction<'static, Any>,
     id: &str,
     settlement: &Settlement,

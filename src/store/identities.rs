@@ -1,6 +1,6 @@
 //! Identities: registration, reads and pages, the audit trail, and the
-//! row locks their changes take (the changes themselves are in
-//! `identity_changes`).
+//! row locks their changes take (the changes themselves are
+//! [`crate::identity::change`]).
 
 use sqlx::{Any, Row, Transaction, any::AnyRow};
 
@@ -215,10 +215,36 @@ async fn identity_by_request(
     Ok(row.map(|r| r.try_get("id")).transpose()?)
 }
 
+/// An identity's row, locked until commit (see [`lock_identity`]), with
+/// its type and state.
+pub struct Locked {
+    pub kind: Type,
+    pub state: State,
+    row: AnyRow,
+}
+
+impl Locked {
+    /// The identity as it was locked, its label opened with `cipher`.
+    pub fn identity(&self, cipher: &Cipher) -> Result<Identity, StoreError> {
+        identity_from_row(&self.row, cipher)
+    }
+}
+
+/// The identity's row, locked until commit (see [`lock_identity`]).
+pub async fn lock(
+    tx: &mut Transaction<'static, Any>,
+    organization: &str,
+    id: &str,
+) -> Result<Locked, StoreError> {
+    let row = lock_row(tx, organization, id).await?;
+    let kind = kind_of(&row)?;
+    Ok(Locked { kind, state: state_of(&row, kind)?, row })
+}
+
 /// The identity's type and state, its row locked until commit so that
 /// changes of one identity, and accounts opened for it, are judged one at a
 /// time.
-pub(super) async fn lock_identity(
+pub async fn lock_identity(
     tx: &mut Transaction<'static, Any>,
     organization: &str,
     id: &str,
@@ -287,7 +313,7 @@ pub(super) fn identity_from_row(row: &AnyRow, cipher: &Cipher) -> Result<Identit
 
 /// Appends one entry to the audit trail (`previous`: none for a registration).
 #[allow(clippy::too_many_arguments)]
-pub(super) async fn audit(
+pub async fn audit(
     tx: &mut Transaction<'static, Any>,
     organization: &str,
     identity_id: &str,

@@ -1,14 +1,14 @@
 //! Transaction-limit policies, and what a new transfer's check reads of
-//! them under their row locks (the rule is [`limit_broken`]).
+//! them under their row locks (the check is [`crate::transfers::hold`]).
 
 use alloy::primitives::U256;
 use sqlx::{Any, Row, Transaction, any::AnyRow};
 
-use super::{PLATFORM_ROUTES, Refusal, Store, StoreError, now_micros, parse_column, time};
+use super::{PLATFORM_ROUTES, Store, StoreError, now_micros, parse_column, time};
 use crate::{
     amount::Amount,
     transfers::model::{LimitPolicy, NewTransfer},
-    transfers::rules::{COMMON_DECIMALS, limit_broken, scale},
+    transfers::rules::{COMMON_DECIMALS, scale},
 };
 
 impl Store {
@@ -94,19 +94,15 @@ fn policy_from_row(row: &AnyRow) -> Result<LimitPolicy, StoreError> {
     })
 }
 
-/// Refuses the transfer when a policy on its account or identity and asset
-/// would be exceeded (see [`limit_broken`]): by the amount alone, or by the
-/// scope's transfers of the last 24 hours that did not fail (on every
-/// chain) plus this one.
-pub(super) async fn check_limits(
+/// The limit policies on `new`'s account or `identity_id` and asset, each
+/// row locked until commit: transfers of one identity are judged one at a
+/// time across its accounts on PostgreSQL.
+pub async fn lock_policies(
     tx: &mut Transaction<'static, Any>,
     new: &NewTransfer,
     identity_id: &str,
-    now: i64,
-) -> Result<(), Refusal> {
-    // Locking the matching policies serialises transfers of one identity
-    // across its accounts on PostgreSQL.
-    let policies = sqlx::query(&format!(
+) -> Result<Vec<LimitPolicy>, StoreError> {
+    let rows = sqlx::query(&format!(
         "UPDATE transaction_limit_policies SET id = id
          WHERE organization_id = $1 AND currency_symbol = $2 AND (account_id = $3 OR identity_id = $4)
          RETURNING {POLICY_COLUMNS}"
@@ -117,28 +113,13 @@ pub(super) async fn check_limits(
     .bind(identity_id)
     .fetch_all(&mut **tx)
     .await?;
-    let amount = scale(new.amount.raw(), new.amount.decimals());
-    for row in policies {
-        let policy = policy_from_row(&row)?;
-        let volume = match &policy.max_rolling_24h {
-            Some(_) => Some(rolling_volume(tx, new, &policy, identity_id, now).await?),
-            None => None,
-        };
-        match limit_broken(&policy, amount, volume) {
-            Ok(None) => {}
-            Ok(Some(message)) => return Err(Refusal::Limit { policy: policy.id, message }),
-            Err(text) => {
-                return Err(StoreError::Corrupt(format!("transaction_limit_policies limit {text:?}")).into());
-            }
-        }
-    }
-    Ok(())
+    rows.iter().map(policy_from_row).collect()
 }
 
 /// What the scope of `policy` (its account, or `identity_id`) sent of the
 /// asset in the 24 hours before `now` in transfers that did not fail, on
 /// the common scale.
-async fn rolling_volume(
+pub async fn rolling_volume(
     tx: &mut Transaction<'static, Any>,
     new: &NewTransfer,
     policy: &LimitPolicy,

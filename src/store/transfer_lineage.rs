@@ -313,7 +313,7 @@ impl Store {
 /// [`check`] takes it before recording, so a transaction recorded by a
 /// sender that held the row is seen here (a `NOT EXISTS` in the locking
 /// statement itself would be judged on the snapshot taken before the wait).
-pub(super) async fn lock_unsent(tx: &mut Transaction<'static, Any>, id: &str) -> Result<bool, StoreError> {
+pub async fn lock_unsent(tx: &mut Transaction<'static, Any>, id: &str) -> Result<bool, StoreError> {
     let row = sqlx::query(
         "UPDATE transfers SET updated_at = updated_at WHERE id = $1 RETURNING status, authorization_nonce",
     )

@@ -1,21 +1,21 @@
-//! Transfers as accepted and read: idempotent creation under balance and
-//! limit checks, the API's reads, and the chain's sender lease.
+//! Transfers' rows as accepted and read: the account's lock, what its
+//! transfers in flight hold, the insert of an accepted transfer, the
+//! holder of a `request_id`, and the API's reads (the acceptance itself is
+//! [`crate::transfers::hold`]).
 
 use std::collections::HashMap;
 
 use alloy::primitives::U256;
 use sqlx::{Any, Row, Transaction, any::AnyRow};
 
-use super::{
-    PLATFORM_ROUTES, Refusal, Store, StoreError, limits::check_limits, now_micros, parse_column, time,
-};
+use super::{PLATFORM_ROUTES, Refusal, Store, StoreError, parse_column, time};
 use crate::{
     account::AccountStatus,
     amount::Amount,
     chain::Chain,
     transfers::model::{Created, NewTransfer},
     transfers::resource::{FailureDetails, NetworkFee, Transfer, TransferStatus},
-    transfers::rules::{USD_DECIMALS, covers},
+    transfers::rules::USD_DECIMALS,
 };
 
 /// A page of an organization's transfers, newest first.
@@ -36,43 +36,6 @@ pub(super) const TRANSFER_COLUMNS: &str = "id, organization_id, request_id, acco
     confirmed_at, created_at, updated_at";
 
 impl Store {
-    /// Accepts a transfer exactly once per `(organization, request_id)`:
-    /// checks, in one transaction holding the account's row, that the account
-    /// is `ACTIVE`, that `balance` (what the chain holds for the source, in
-    /// the smallest unit) covers the amount beside the other transfers in
-    /// flight, and that every matching limit policy allows it. Concurrent
-    /// duplicates meet the unique `(organization_id, request_id)` constraint:
-    /// one inserts, the others find its row.
-    ///
-    /// A request whose `request_id` is taken is answered from the transfer
-    /// holding it (see [`Store::repeated_request`]) before anything is
-    /// checked, and again once the account's row is held: a duplicate that
-    /// waited for the first request's commit finds its transfer, never a
-    /// balance or a limit its own hold exhausted.
-    pub async fn create_transfer(&self, new: &NewTransfer, balance: U256) -> Result<Created, Refusal> {
-        let fingerprint = new.fingerprint();
-        if let Some(answer) = self.repeated_request(&new.organization, &new.request_id, &fingerprint).await? {
-            return answer;
-        }
-        let mut tx = self.begin().await?;
-        let now = now_micros();
-        let identity_id = lock_source(&mut tx, new).await?;
-        if let Some(found) = find_request(&mut tx, &new.organization, &new.request_id).await? {
-            drop(tx);
-            return self.answer_repeat(found, &fingerprint).await;
-        }
-        let Some(id) = hold(&mut tx, new, &identity_id, balance, now).await? else {
-            // A concurrent request with this request_id committed first.
-            drop(tx);
-            return match self.repeated_request(&new.organization, &new.request_id, &fingerprint).await? {
-                Some(answer) => answer,
-                None => Err(StoreError::Corrupt("request_id conflict without a row".into()).into()),
-            };
-        };
-        tx.commit().await?;
-        Ok(Created::New(self.transfer(&id).await?))
-    }
-
     /// The answer to a request whose `request_id` (canonical) is taken in
     /// the organization, if it is: the existing transfer while it is in
     /// flight, [`Refusal::Duplicate`] once it is terminal (processed), and
@@ -93,7 +56,9 @@ impl Store {
         }
     }
 
-    async fn answer_repeat(&self, found: FoundRequest, fingerprint: &str) -> Result<Created, Refusal> {
+    /// The answer to a request whose `request_id` `found` holds (see
+    /// [`Store::repeated_request`]).
+    pub async fn answer_repeat(&self, found: FoundRequest, fingerprint: &str) -> Result<Created, Refusal> {
         if found.fingerprint != fingerprint {
             return Err(Refusal::RequestReused(found.id));
         }
@@ -185,17 +150,19 @@ impl Store {
 }
 
 /// The transfer holding a `request_id`.
-struct FoundRequest {
+pub struct FoundRequest {
     id: String,
     fingerprint: String,
     status: TransferStatus,
 }
 
 /// Takes the row lock of the account `new` sends from (PostgreSQL; SQLite's
-/// write lock is already held), so transfers of one account are checked one
-/// at a time: its identity, once the account is `ACTIVE` and its identity
-/// transacts.
-pub async fn lock_source(tx: &mut Transaction<'static, Any>, new: &NewTransfer) -> Result<String, Refusal> {
+/// write lock is already held), so transfers of one account are judged one
+/// at a time: its status and identity.
+pub async fn lock_account(
+    tx: &mut Transaction<'static, Any>,
+    new: &NewTransfer,
+) -> Result<(AccountStatus, String), StoreError> {
     let account = sqlx::query(
         "UPDATE accounts SET status = status WHERE id = $1 AND organization_id = $2
          RETURNING status, identity_id",
@@ -206,39 +173,17 @@ pub async fn lock_source(tx: &mut Transaction<'static, Any>, new: &NewTransfer) 
     .await?
     .ok_or_else(|| StoreError::NotFound(format!("account {}", new.account_id)))?;
     let status: AccountStatus = parse_column(&account.try_get::<String, _>("status")?, "accounts.status")?;
-    if status != AccountStatus::Active {
-        return Err(Refusal::NotActive(new.account_id.clone(), status));
-    }
-    let identity_id: String = account.try_get("identity_id")?;
-    if let Some(status) = super::entitlement::not_transacting(tx, &new.organization, &identity_id).await? {
-        return Err(Refusal::IdentityNotActive(new.account_id.clone(), status));
-    }
-    Ok(identity_id)
+    Ok((status, account.try_get("identity_id")?))
 }
 
-/// Inserts `new` as `ACCEPTED` once `balance` (what the chain holds for
-/// the source, in the smallest unit) covers it beside the account's other
-/// transfers in flight and every matching limit policy allows it, under the
-/// account's row lock ([`lock_source`]): its id, or `None` when its
-/// `request_id` is taken.
-pub async fn hold(
+/// Inserts `new` as `ACCEPTED` with `id`, unless its `request_id` is
+/// taken: whether it did.
+pub async fn insert_accepted(
     tx: &mut Transaction<'static, Any>,
-    new: &NewTransfer,
+    (id, new): (&str, &NewTransfer),
     identity_id: &str,
-    balance: U256,
     now: i64,
-) -> Result<Option<String>, Refusal> {
-    let held = in_flight(tx, &new.account_id, new.chain, &new.currency_symbol).await?;
-    let decimals = new.amount.decimals();
-    if let Err(available) = covers(balance, held, new.amount.raw()) {
-        return Err(Refusal::Insufficient {
-            available: Amount::from_raw(available, decimals).to_string(),
-            requested: new.amount.to_string(),
-            symbol: new.currency_symbol.clone(),
-        });
-    }
-    check_limits(tx, new, identity_id, now).await?;
-    let id = uuid::Uuid::new_v4().to_string();
+) -> Result<bool, StoreError> {
     let inserted = sqlx::query(&format!(
         "INSERT INTO transfers (id, organization_id, request_id, request_fingerprint, account_id, identity_id,
              chain, source_address, destination_address, currency_symbol, amount_raw, decimals, status, route,
@@ -247,7 +192,7 @@ pub async fn hold(
          ON CONFLICT (organization_id, request_id) DO NOTHING",
         TransferStatus::Accepted
     ))
-    .bind(&id)
+    .bind(id)
     .bind(&new.organization)
     .bind(&new.request_id)
     .bind(new.fingerprint())
@@ -258,16 +203,17 @@ pub async fn hold(
     .bind(&new.destination_address)
     .bind(&new.currency_symbol)
     .bind(new.amount.raw().to_string())
-    .bind(i64::from(decimals))
+    .bind(i64::from(new.amount.decimals()))
     .bind(new.route.as_str())
     .bind(new.key_index.map(i64::from))
     .bind(now)
     .execute(&mut **tx)
     .await?;
-    Ok((inserted.rows_affected() == 1).then_some(id))
+    Ok(inserted.rows_affected() == 1)
 }
 
-async fn find_request(
+/// The transfer holding the organization's `request_id`, if one does.
+pub async fn find_request(
     conn: &mut sqlx::AnyConnection,
     organization: &str,
     request_id: &str,
@@ -288,7 +234,7 @@ async fn find_request(
 }
 
 /// What the account's transfers in flight hold of one asset on one chain.
-async fn in_flight(
+pub async fn in_flight(
     tx: &mut Transaction<'static, Any>,
     account_id: &str,
     chain: Chain,

@@ -1,6 +1,6 @@
 //! What the compliance provider reads and writes: identities awaiting a
-//! review with their newest submission, identity verification checks, and
-//! each decision applied with its check in one transaction.
+//! review with their newest submission, and identity verification checks
+//! (a decision applied with its check is [`crate::identity::review`]).
 
 use std::collections::HashMap;
 
@@ -8,17 +8,10 @@ use serde_json::Value;
 use sqlx::{Row, any::AnyRow};
 
 use super::{
-    Store, StoreError,
-    identities::{lock_identity, state_of},
-    identity_changes::{Change, apply_in},
-    now_micros,
-    params::placeholders,
-    parse_column,
-    pii::SUBMISSION,
-    time,
+    Store, StoreError, identities::state_of, params::placeholders, parse_column, pii::SUBMISSION, time,
 };
 use crate::{
-    identity::{CheckStatus, Event, IdVerificationCheck, State, Type},
+    identity::{CheckStatus, IdVerificationCheck, State, Type},
     pii::{Cipher, Masked, Place},
 };
 
@@ -190,52 +183,9 @@ impl Store {
         Ok(())
     }
 
-    /// Applies a provider's decision on `review` with its check step, in one
-    /// transaction, if the identity is still in the reviewed state and the
-    /// reviewed submission is still its newest (both read under the
-    /// identity's lock): a decision on a state or data that moved meanwhile
-    /// is dropped and taken again on the next review; whether it applied.
-    pub async fn decide(
-        &self,
-        review: &Review,
-        event: Event,
-        step: &CheckStep,
-        actor: &str,
-        reason: Option<&str>,
-    ) -> Result<bool, StoreError> {
-        let mut tx = self.begin().await?;
-        let (_, state) = lock_identity(&mut tx, &review.organization, &review.identity_id).await?;
-        let newest = newest_submission(&mut tx, &review.organization, &review.identity_id).await?;
-        if state != review.state || newest.as_deref() != Some(review.submission_id.as_str()) {
-            return Ok(false);
-        }
-        let now = now_micros();
-        match step {
-            CheckStep::None => {}
-            CheckStep::Issue(check) => insert_check(&mut tx, &review.organization, check).await?,
-            CheckStep::Set(status) => {
-                let id = review.check.as_ref().map(|c| c.id.as_str()).unwrap_or_default();
-                set_check(&mut tx, id, *status, now).await?;
-            }
-        }
-        let change = Change {
-            organization: &review.organization,
-            identity_id: &review.identity_id,
-            event,
-            actor,
-            reason,
-        };
-        apply_in(&mut tx, self.cipher().ok(), &change, None).await?;
-        tx.commit().await?;
-        Ok(true)
-    }
-
-    /// Expires every check not completed by its `expires_at`; the identities
-    /// whose check expired. The identity moves to `IDV_EXPIRED` only if the
-    /// check is its current one (the newest check of its newest
-    /// submission) and it still waits on it: a check left open by earlier
-    /// data is only marked expired.
-    pub async fn expire_idv_checks(&self, now: i64) -> Result<Vec<String>, StoreError> {
+    /// The checks not completed by their `expires_at` (before `now`): each
+    /// check's id, organization and identity, the first to expire first.
+    pub async fn checks_past_expiry(&self, now: i64) -> Result<Vec<(String, String, String)>, StoreError> {
         let rows = sqlx::query(
             "SELECT id, organization_id, identity_id FROM id_verification_checks
              WHERE status IN ('NOT_STARTED', 'IN_PROGRESS') AND expires_at <= $1 ORDER BY expires_at, id",
@@ -243,32 +193,9 @@ impl Store {
         .bind(now)
         .fetch_all(&self.pool)
         .await?;
-        let mut expired = Vec::new();
-        for row in rows {
-            let (id, organization, identity_id): (String, String, String) =
-                (row.try_get("id")?, row.try_get("organization_id")?, row.try_get("identity_id")?);
-            let mut tx = self.begin().await?;
-            let (kind, state) = lock_identity(&mut tx, &organization, &identity_id).await?;
-            if !set_check(&mut tx, &id, CheckStatus::Expired, now).await? {
-                continue;
-            }
-            let current = current_check(&mut tx, &organization, &identity_id).await?;
-            let change = Change {
-                organization: &organization,
-                identity_id: &identity_id,
-                event: Event::IdvExpired,
-                actor: "provider",
-                reason: Some("the identity verification check expired"),
-            };
-            if current.as_deref() == Some(id.as_str())
-                && crate::identity::apply(kind, state, Event::IdvExpired).is_ok()
-            {
-                apply_in(&mut tx, self.cipher().ok(), &change, None).await?;
-            }
-            tx.commit().await?;
-            expired.push(identity_id);
-        }
-        Ok(expired)
+        rows.iter()
+            .map(|row| Ok((row.try_get("id")?, row.try_get("organization_id")?, row.try_get("identity_id")?)))
+            .collect()
     }
 }
 
@@ -303,7 +230,7 @@ fn review_from_row(
 }
 
 /// The id of the identity's newest compliance submission, inside `tx`.
-async fn newest_submission(
+pub async fn newest_submission(
     tx: &mut sqlx::Transaction<'static, sqlx::Any>,
     organization: &str,
     identity_id: &str,
@@ -320,7 +247,7 @@ async fn newest_submission(
 
 /// The id of the newest check issued for the identity's newest submission
 /// (the one a review sees), inside `tx`.
-async fn current_check(
+pub async fn current_check(
     tx: &mut sqlx::Transaction<'static, sqlx::Any>,
     organization: &str,
     identity_id: &str,
@@ -338,7 +265,7 @@ async fn current_check(
     .await?)
 }
 
-async fn insert_check(
+pub async fn insert_check(
     tx: &mut sqlx::Transaction<'static, sqlx::Any>,
     organization: &str,
     check: &IdVerificationCheck,
@@ -366,7 +293,7 @@ async fn insert_check(
 }
 
 /// Moves an open check to `status`; whether it was still open.
-async fn set_check(
+pub async fn set_check(
     tx: &mut sqlx::Transaction<'static, sqlx::Any>,
     id: &str,
     status: CheckStatus,

@@ -61,7 +61,7 @@ pub struct Acceptance<'a> {
 
 impl Acceptance<'_> {
     /// Validates `request` and accepts it exactly once per request id (see
-    /// [`Store::create_transfer`]). The same request again is answered from
+    /// [`super::hold::create`]). The same request again is answered from
     /// its transfer before anything that transfer changed (the account's
     /// balance and holds, its status) is checked again.
     pub async fn accept(&self, request: &Request<'_>) -> Result<Created, AcceptError> {
@@ -79,7 +79,7 @@ impl Acceptance<'_> {
             return Ok(answer?);
         }
         let (new, balance) = self.prepared(request, parsed).await?;
-        Ok(self.store.create_transfer(&new, balance).await?)
+        Ok(super::hold::create(self.store, &new, balance).await?)
     }
 
     /// Validates `request` as [`Acceptance::accept`] does, without

@@ -7,6 +7,7 @@
 //! `solana::SolanaSender`; the SQL is in `store`.
 
 mod accept;
+pub mod hold;
 pub mod model;
 pub mod resource;
 pub mod rules;
@@ -35,7 +36,7 @@ use crate::{
     address::{self, AddressError},
     chain::{Chain, Family},
     config::{ChainConfig, Chains},
-    store::{Store, StoreError, now_micros},
+    store::{Store, StoreError, Tx, gas_ledger, now_micros, transfer_lineage},
 };
 
 /// Why a destination cannot receive a transfer.
@@ -197,6 +198,18 @@ pub async fn expire_if_unsent(store: &Store, config: &ChainConfig, id: &str) -> 
         warn!(chain = %config.chain, transfer = %id, "transfer failed: not submitted in time");
     }
     Ok(expired)
+}
+
+/// Fails the transfer `id` with `settlement` inside `tx` (its holds
+/// released, its event written) if it is still `ACCEPTED` with no
+/// transaction recorded, judged under its row lock as a sender recording a
+/// transaction judges it; whether it did.
+pub async fn fail_if_unsent(tx: &mut Tx, id: &str, settlement: &Settlement) -> Result<bool, StoreError> {
+    if !transfer_lineage::lock_unsent(tx, id).await? {
+        return Ok(false);
+    }
+    gas_ledger::settle_in(tx, id, settlement).await?;
+    Ok(true)
 }
 
 /// Transfers accepted before this (microseconds) are past `submit_within_secs`.

@@ -12,6 +12,7 @@ use common::{
     api::{App, spawn_app},
     db::{BACKENDS, Backend},
 };
+use custody_indexer::transfers::hold;
 use custody_indexer::{
     account::{AccountAddress, AccountType},
     amount::Amount,
@@ -616,7 +617,7 @@ async fn the_openapi_document_matches_the_routes_and_resources() {
         key_index: None,
     };
     let Created::New(transfer) =
-        app.store().create_transfer(&transfer, U256::from(10u64).pow(U256::from(18))).await.unwrap()
+        hold::create(app.store(), &transfer, U256::from(10u64).pow(U256::from(18))).await.unwrap()
     else {
         panic!("a new transfer")
     };

@@ -131,7 +131,7 @@ impl App {
         let base = format!("http://{}", listener.local_addr().unwrap());
         let state = ApiState::new(store, chains, Vec::<Chain>::new(), RateLimit::default());
         let shutdown = CancellationToken::new();
-        tokio::spawn(api::serve(listener, state, shutdown.clone()));
+        tokio::spawn(custody_indexer::service::workers::serve_api(listener, state, shutdown.clone()));
         Server { base, shutdown }
     }
 }
@@ -152,7 +152,7 @@ pub async fn spawn_configured(
     let base = format!("http://{}", listener.local_addr().unwrap());
     let state = configure(ApiState::new(db.store.clone(), chains, Vec::<Chain>::new(), RateLimit::default()));
     let shutdown = CancellationToken::new();
-    tokio::spawn(api::serve(listener, state, shutdown.clone()));
+    tokio::spawn(custody_indexer::service::workers::serve_api(listener, state, shutdown.clone()));
     App { base, db, shutdown }
 }
 
@@ -169,7 +169,7 @@ pub async fn spawn_app_with_signer(
     let state = ApiState::new(db.store.clone(), chains, Vec::<Chain>::new(), rate_limit)
         .with_transfers(signer, api::DEFAULT_GAS_CREDIT_USD_MICROS);
     let shutdown = CancellationToken::new();
-    tokio::spawn(api::serve(listener, state, shutdown.clone()));
+    tokio::spawn(custody_indexer::service::workers::serve_api(listener, state, shutdown.clone()));
     App { base, db, shutdown }
 }
 

@@ -14,12 +14,10 @@ use common::{
     eventually,
     issuance::{ADDRESS, CHAIN, account, app, identity, keys, refused},
 };
+use custody_indexer::identity::change as lifecycle;
+use custody_indexer::identity::change::Change;
 use custody_indexer::{
-    chain::Chain,
-    environment::Environment,
-    identity::Event,
-    store::{Change, Settlement},
-    transfers::TransferStatus,
+    chain::Chain, environment::Environment, identity::Event, store::Settlement, transfers::TransferStatus,
 };
 use serde_json::{Value, json};
 
@@ -59,7 +57,7 @@ async fn change(app: &common::api::App, identity: &str, event: Event) {
         actor: "operator:alice",
         reason: Some("review"),
     };
-    app.store().change_identity(&change, &unsent).await.unwrap();
+    lifecycle::change(app.store(), &change, &unsent).await.unwrap();
 }
 
 #[tokio::test]

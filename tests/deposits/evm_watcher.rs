@@ -15,12 +15,14 @@ use common::{
     Anvil, Backend, CHAIN, TestDb, add_account, anvil::Mined, catch_up, chain_config, db::BACKENDS,
     eventually,
 };
+use custody_indexer::identity::change as lifecycle;
+use custody_indexer::identity::change::Change;
 use custody_indexer::{
     account::{AccountAddress, AccountStatus, AccountType},
     deposits::resource::{Deposit, DepositStatus, SourceType},
     evm::{EvmWatcher, Tick, WatchError},
     identity::Event,
-    store::{Change, NewAccount, Store},
+    store::{NewAccount, Store},
 };
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -617,7 +619,7 @@ async fn deposits_to_frozen_and_closed_accounts_are_recorded() {
             actor: "operator:test",
             reason: None,
         };
-        db.store.change_identity(&change, &unsent).await.unwrap();
+        lifecycle::change(&db.store, &change, &unsent).await.unwrap();
         assert_eq!(db.store.account(&format!("{status}")).await.unwrap().status, status);
         anvil.send_eth(outsider, address, U256::from(5u64)).await;
     }

@@ -16,6 +16,7 @@ use common::{
     eventually,
     transfers::{ETH, Setup},
 };
+use custody_indexer::transfers::hold;
 use custody_indexer::{
     amount::Amount,
     chain::Chain,
@@ -83,7 +84,7 @@ async fn alice_sending(store: &Store) -> String {
         route: Route::TopUp,
         key_index: Some(1),
     };
-    match store.create_transfer(&new, U256::from(u64::MAX)).await.unwrap() {
+    match hold::create(store, &new, U256::from(u64::MAX)).await.unwrap() {
         Created::New(transfer) => transfer.id,
         other => panic!("{other:?}"),
     }

@@ -12,6 +12,8 @@ use common::{
     eventually,
     receiver::Receiver,
 };
+use custody_indexer::identity::change as lifecycle;
+use custody_indexer::identity::change::Change;
 use custody_indexer::{
     events::{
         delivery::{self, DeliveryConfig},
@@ -19,7 +21,7 @@ use custody_indexer::{
         url::Policy,
     },
     identity::Event,
-    store::{Change, Store},
+    store::Store,
 };
 use sqlx::{Connection, Executor, PgConnection};
 use tokio_util::sync::CancellationToken;
@@ -126,5 +128,5 @@ async fn suspend_an_identity(store: &Store) {
         actor: "operator:test",
         reason: None,
     };
-    store.change_identity(&suspend, &|_| unreachable!("no transfers")).await.unwrap();
+    lifecycle::change(store, &suspend, &|_| unreachable!("no transfers")).await.unwrap();
 }

@@ -14,6 +14,10 @@ use common::{
     db::{BACKENDS, Backend},
     eventually,
 };
+use custody_indexer::identity::change as lifecycle;
+use custody_indexer::identity::change::Change;
+use custody_indexer::identity::review;
+use custody_indexer::transfers::hold;
 use custody_indexer::{
     amount::Amount,
     api::DEFAULT_GAS_CREDIT_USD_MICROS,
@@ -25,7 +29,7 @@ use custody_indexer::{
         provider::{Options, Sandbox},
     },
     keys::{MnemonicSigner, Signer},
-    store::{Change, Created, NewIdentity, NewTransfer, Refusal, Review, Settlement, Store, now_micros},
+    store::{Created, NewIdentity, NewTransfer, Refusal, Review, Settlement, Store, now_micros},
     transfers::{Route, TransferStatus, failure},
 };
 use serde_json::{Value, json};
@@ -260,9 +264,9 @@ async fn accounts_belong_to_an_identity_of_the_organization_and_mirror_it() {
             actor: "operator:t",
             reason: None,
         };
-        store.change_identity(&deny, &unsent).await.unwrap();
+        lifecycle::change(store, &deny, &unsent).await.unwrap();
         says(&app.post("/v2/accounts", &acme, &open(&ada, "b", "SEGREGATED")).await, 400, "REJECTED");
-        store.change_identity(&Change { event: Event::Terminated, ..deny }, &unsent).await.unwrap();
+        lifecycle::change(store, &Change { event: Event::Terminated, ..deny }, &unsent).await.unwrap();
         says(&app.post("/v2/accounts", &acme, &open(&ada, "c", "SEGREGATED")).await, 400, "TERMINATED");
     }
 }
@@ -398,7 +402,7 @@ async fn submitted(store: &Store, data: &Value) -> String {
         actor: "client".into(),
     };
     store.create_identity(&new).await.unwrap();
-    store.submit_compliance("acme", &id, data).await.unwrap();
+    lifecycle::submit(store, "acme", &id, data).await.unwrap();
     id
 }
 
@@ -411,7 +415,7 @@ async fn review_of(store: &Store, id: &str) -> Review {
 async fn step(store: &Store, sandbox: &Sandbox, id: &str) -> Event {
     let review = review_of(store, id).await;
     let decision = sandbox.decide(&review).unwrap();
-    assert!(store.decide(&review, decision.event, &decision.step, "provider:sandbox", None).await.unwrap());
+    assert!(review::decide(store, &review, &decision.decided("provider:sandbox")).await.unwrap());
     decision.event
 }
 
@@ -431,11 +435,11 @@ async fn a_check_left_open_by_earlier_data_expires_without_moving_the_identity_o
         assert_eq!(step(store, &at_once, &id).await, Event::IdvRequired);
         assert_eq!(step(store, &at_once, &id).await, Event::IdvRequested);
         // New data while the first check is still open: the checks start over.
-        store.submit_compliance("acme", &id, &kyc("Idv")).await.unwrap();
+        lifecycle::submit(store, "acme", &id, &kyc("Idv")).await.unwrap();
         assert_eq!(step(store, &in_an_hour, &id).await, Event::IdvRequired);
         assert_eq!(step(store, &in_an_hour, &id).await, Event::IdvRequested);
 
-        assert_eq!(store.expire_idv_checks(now_micros()).await.unwrap(), vec![id.clone()]);
+        assert_eq!(review::expire_checks(store, now_micros()).await.unwrap(), vec![id.clone()]);
         assert_eq!(stored_state(store, &id).await, "PENDING_ONBOARDING/IDV_REQUESTED", "{backend:?}");
         let statuses: Vec<_> =
             store.idv_checks("acme", &id).await.unwrap().iter().map(|c| c.status).collect();
@@ -444,7 +448,7 @@ async fn a_check_left_open_by_earlier_data_expires_without_moving_the_identity_o
         assert!(actions.iter().all(|a| a.event != "IdvExpired"), "{actions:?}");
 
         // The current check expiring still moves it.
-        store.expire_idv_checks(i64::MAX).await.unwrap();
+        review::expire_checks(store, i64::MAX).await.unwrap();
         assert_eq!(stored_state(store, &id).await, "PENDING_ONBOARDING/IDV_EXPIRED");
     }
 }
@@ -459,8 +463,8 @@ async fn a_decision_taken_on_data_resubmitted_meanwhile_is_dropped_and_taken_aga
         let review = review_of(store, &id).await;
         let decision = sandbox.decide(&review).unwrap();
         assert_eq!(decision.event, Event::Approved);
-        store.submit_compliance("acme", &id, &kyc("Deny")).await.unwrap();
-        let applied = store.decide(&review, decision.event, &decision.step, "provider:sandbox", None).await;
+        lifecycle::submit(store, "acme", &id, &kyc("Deny")).await.unwrap();
+        let applied = review::decide(store, &review, &decision.decided("provider:sandbox")).await;
         assert!(!applied.unwrap(), "approved on data the client replaced ({backend:?})");
         assert_eq!(stored_state(store, &id).await, "PENDING_ONBOARDING/COMPLIANCE_CHECKS_IN_PROGRESS");
         assert_eq!(step(store, &sandbox, &id).await, Event::Denied);
@@ -512,7 +516,7 @@ async fn only_an_active_identity_sends_and_a_suspension_fails_its_unsent_transfe
         let account = opened.body["id"].as_str().unwrap().to_string();
         let store = app.store();
         let balance = U256::from(1_000u64);
-        let refused = store.create_transfer(&transfer(&account), balance).await.unwrap_err();
+        let refused = hold::create(store, &transfer(&account), balance).await.unwrap_err();
         assert!(
             matches!(refused, Refusal::IdentityNotActive(..)),
             "a pending identity cannot send: {refused:?}"
@@ -523,7 +527,7 @@ async fn only_an_active_identity_sends_and_a_suspension_fails_its_unsent_transfe
             200
         );
         wait_for(&app, &key, &ada, "ACTIVE/").await;
-        let Ok(Created::New(accepted)) = store.create_transfer(&transfer(&account), balance).await else {
+        let Ok(Created::New(accepted)) = hold::create(store, &transfer(&account), balance).await else {
             panic!("an active identity's account sends");
         };
         let change = |event, reason| Change {
@@ -533,7 +537,7 @@ async fn only_an_active_identity_sends_and_a_suspension_fails_its_unsent_transfe
             actor: "operator:alice",
             reason: Some(reason),
         };
-        store.change_identity(&change(Event::Suspended, "fraud review"), &not_active).await.unwrap();
+        lifecycle::change(store, &change(Event::Suspended, "fraud review"), &not_active).await.unwrap();
         let failed = store.transfer(&accepted.id).await.unwrap();
         assert_eq!(failed.status, TransferStatus::Failed, "{backend:?}");
         assert_eq!(failed.failure_details.unwrap().code, "ACCOUNT_NOT_ACTIVE");
@@ -546,7 +550,7 @@ async fn only_an_active_identity_sends_and_a_suspension_fails_its_unsent_transfe
             (&account_now["status"], &account_now["identity_status"]),
             (&json!("FROZEN"), &json!("SUSPENDED"))
         );
-        let refused = store.create_transfer(&transfer(&account), balance).await.unwrap_err();
+        let refused = hold::create(store, &transfer(&account), balance).await.unwrap_err();
         assert!(matches!(refused, Refusal::NotActive(..)), "a frozen account cannot send: {refused:?}");
 
         let events = app.get("/v2/events?limit=100", &key).await.body["events"].as_array().unwrap().clone();
@@ -559,13 +563,14 @@ async fn only_an_active_identity_sends_and_a_suspension_fails_its_unsent_transfe
         assert_eq!(suspension["data"]["status_reason"], "fraud review");
 
         // Rule 4: reinstating with an RFI keeps the identity transacting (rule 5).
-        store.change_identity(&change(Event::RfiRaised, "documents"), &not_active).await.unwrap();
-        store.change_identity(&change(Event::ReinstatedWithRfi, "cleared"), &not_active).await.unwrap();
+        lifecycle::change(store, &change(Event::RfiRaised, "documents"), &not_active).await.unwrap();
+        lifecycle::change(store, &change(Event::ReinstatedWithRfi, "cleared"), &not_active).await.unwrap();
         assert_eq!(state(&app, &key, &ada).await, "ACTIVE/RFI_REQUIRED");
-        assert!(matches!(store.create_transfer(&transfer(&account), balance).await, Ok(Created::New(_))));
-        store.change_identity(&change(Event::Terminated, "closed"), &not_active).await.unwrap();
+        assert!(matches!(hold::create(store, &transfer(&account), balance).await, Ok(Created::New(_))));
+        lifecycle::change(store, &change(Event::Terminated, "closed"), &not_active).await.unwrap();
         assert_eq!(app.get(&format!("/v2/accounts/{account}"), &key).await.body["status"], "CLOSED");
-        let again = store.change_identity(&change(Event::Reinstated, "no"), &not_active).await.unwrap_err();
+        let again =
+            lifecycle::change(store, &change(Event::Reinstated, "no"), &not_active).await.unwrap_err();
         assert!(again.to_string().contains("terminated"), "{again}");
         assert_eq!(
             transitions(&app, &key, &ada).await[2..],
@@ -641,7 +646,7 @@ async fn an_operator_suspension_fails_the_accounts_accepted_transfers_not_yet_se
     env.ok(&[&add[..], &["--type", "SEGREGATED", "--address", address, "--chains", chain]].concat());
     let store = env.store().await;
     let new = NewTransfer { chain: common::CHAIN, ..transfer("bob-1") };
-    let Ok(Created::New(accepted)) = store.create_transfer(&new, U256::from(1_000u64)).await else {
+    let Ok(Created::New(accepted)) = hold::create(&store, &new, U256::from(1_000u64)).await else {
         panic!("an active identity's account sends");
     };
     let suspend = ["identities", "suspend", "bob", "--organization", "acme"];

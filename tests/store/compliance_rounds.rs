@@ -15,6 +15,7 @@ use common::{
     api::kyc,
     db::{BACKENDS, TestDb},
 };
+use custody_indexer::identity::change as lifecycle;
 use custody_indexer::{
     identity::{State, Type, provider},
     store::{NewIdentity, Store},
@@ -72,7 +73,7 @@ async fn a_round_over_identities_waiting_on_their_clients_reads_only_what_is_due
                 actor: "test".into(),
             };
             store.create_identity(&new).await.unwrap();
-            store.submit_compliance("acme", &new.id, &kyc("Rfi")).await.unwrap();
+            lifecycle::submit(store, "acme", &new.id, &kyc("Rfi")).await.unwrap();
         }
         // The first round raises an RFI on each; then every one waits on its client.
         round(store).await;
@@ -85,7 +86,7 @@ async fn a_round_over_identities_waiting_on_their_clients_reads_only_what_is_due
         assert!(idle <= 3, "{backend:?}: an idle round ran {idle} statements");
 
         // An answered RFI is reviewed at the next round.
-        store.submit_compliance("acme", "identity-0500", &kyc("Lovelace")).await.unwrap();
+        lifecycle::submit(store, "acme", "identity-0500", &kyc("Lovelace")).await.unwrap();
         let answered = round(store).await;
         eprintln!("{backend:?}: a round with one answered RFI: {answered} statements");
         assert!(answered < 20, "{backend:?}: {answered} statements");

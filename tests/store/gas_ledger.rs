@@ -7,6 +7,7 @@ use crate::common;
 
 use alloy::primitives::U256;
 use common::{TestDb, db::BACKENDS};
+use custody_indexer::transfers::hold;
 use custody_indexer::{
     account::{AccountAddress, AccountType},
     amount::Amount,
@@ -49,7 +50,7 @@ async fn settled_transfer_of_alice(store: &Store, milli: u64) -> String {
         route: Route::TopUp,
         key_index: Some(2),
     };
-    let Created::New(transfer) = store.create_transfer(&new, U256::from(u64::MAX)).await.unwrap() else {
+    let Created::New(transfer) = hold::create(store, &new, U256::from(u64::MAX)).await.unwrap() else {
         panic!("a new transfer")
     };
     let settlement = Settlement {

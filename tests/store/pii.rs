@@ -10,6 +10,7 @@ use common::{
     api::kyc,
     db::{BACKENDS, TEST_PII_KEY, unlocked},
 };
+use custody_indexer::identity::change as lifecycle;
 use custody_indexer::{
     identity::{State, Type},
     pii::{Key, KeySource, PiiError},
@@ -65,7 +66,7 @@ async fn labels_and_submissions_are_stored_sealed_and_read_back() {
         register(store, "ada", "Ada Lovelace").await;
         let mut data = kyc("Lovelace");
         data["kyc"]["additional_id_number"] = json!("12-3456789");
-        store.submit_compliance("default", "ada", &data).await.unwrap();
+        lifecycle::submit(store, "default", "ada", &data).await.unwrap();
 
         let key_id = Key::parse(TEST_PII_KEY).unwrap().id();
         assert_sealed(&raw(&db.url).await, &key_id);

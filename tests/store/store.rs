@@ -6,13 +6,15 @@ use crate::common;
 
 use alloy::primitives::U256;
 use common::{Backend, TestDb, db::BACKENDS};
+use custody_indexer::identity::change as lifecycle;
+use custody_indexer::identity::change::Change;
 use custody_indexer::{
     account::{AccountAddress, AccountType},
     amount::Amount,
     chain::Chain,
     deposits::resource::{DepositStatus, Detected, Position, SourceType, TokenTransfer},
     identity::{Event as IdentityEvent, State, Type},
-    store::{BlockRef, Change, CursorMove, NewAccount, NewIdentity, Rewind, ScanCommit, Store, StoreError},
+    store::{BlockRef, CursorMove, NewAccount, NewIdentity, Rewind, ScanCommit, Store, StoreError},
 };
 
 const ALICE: &str = "0x1111111111111111111111111111111111111111";
@@ -385,7 +387,7 @@ async fn identity_event_labelled(store: &Store, id: &str, label: &str) -> serde_
         actor: "operator:test",
         reason: None,
     };
-    store.change_identity(&suspend, &|_| unreachable!("no transfers")).await.unwrap();
+    lifecycle::change(store, &suspend, &|_| unreachable!("no transfers")).await.unwrap();
     let events = store.events_after("default", None, 100).await.unwrap();
     events.last().unwrap().envelope.clone()
 }

@@ -6,14 +6,17 @@ use crate::common;
 
 use alloy::primitives::U256;
 use common::{Backend, TestDb, db::BACKENDS};
+use custody_indexer::identity::change as lifecycle;
+use custody_indexer::identity::change::Change;
+use custody_indexer::transfers::hold;
 use custody_indexer::{
     account::{AccountAddress, AccountType},
     amount::Amount,
     chain::Chain,
     identity::Event,
     store::{
-        Change, Created, Fence, Lineage, NewAccount, NewTransfer, SentTransaction, Settlement, Store,
-        StoreError, TxRole, TxState, WorkerKind,
+        Created, Fence, Lineage, NewAccount, NewTransfer, SentTransaction, Settlement, Store, StoreError,
+        TxRole, TxState, WorkerKind,
     },
     transfers::{FailureDetails, Route, TransferStatus},
 };
@@ -62,7 +65,7 @@ async fn accepted(store: &Store, chain: Chain) -> String {
         route: if chain == EVM { Route::TopUp } else { Route::FeePayer },
         key_index: Some(2),
     };
-    match store.create_transfer(&new, U256::from(u64::MAX)).await.unwrap() {
+    match hold::create(store, &new, U256::from(u64::MAX)).await.unwrap() {
         Created::New(transfer) => transfer.id,
         other => panic!("{other:?}"),
     }
@@ -416,7 +419,7 @@ async fn a_suspension_racing_a_recording_fails_no_transfer_that_was_recorded() {
         actor: "operator:test",
         reason: Some("fraud review"),
     };
-    store.change_identity(&suspension, &|_| failed("ACCOUNT_NOT_ACTIVE")).await.unwrap();
+    lifecycle::change(&store, &suspension, &|_| failed("ACCOUNT_NOT_ACTIVE")).await.unwrap();
     recording.await.unwrap().unwrap();
 
     let transfer = store.transfer(&id).await.unwrap();

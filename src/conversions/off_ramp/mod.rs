@@ -25,9 +25,10 @@ use crate::{
     store::{
         Made, NewOffRamp, Refusal, Store, StoreError,
         conversions::{announce, conversion_in, walk},
-        entitlement, hold, lock_source, now_micros,
+        entitlement, now_micros,
         off_ramps::{self as rows, by_request},
     },
+    transfers::hold::{hold, lock_source},
 };
 
 /// Why an off-ramp was not accepted.

@@ -70,16 +70,6 @@ impl EvmSender {
 
     /// Moves every transfer of the chain that is not terminal one step on.
     pub async fn step_once(&self) -> Result<usize, SendError> {
-        let issuer = || Ok(self.signer.evm_address(KeyRef::Issuer)?.to_checksum(None));
-        // Mints never hold up the chain's transfers.
-        if let Err(error) = crate::issuance::onchain::start_mints(&self.store, &self.config, issuer).await {
-            warn!(chain = %self.config.chain, %error, "cannot start mints now; retrying");
-        }
-        let settlement = || Ok(self.signer.evm_address(KeyRef::Settlement)?.to_checksum(None));
-        let chain = self.config.chain;
-        if let Err(error) = crate::conversions::start_refunds(&self.store, chain, settlement).await {
-            warn!(%chain, %error, "cannot start off-ramp refunds now; retrying");
-        }
         let transfers = self.store.outgoing(self.config.chain).await?;
         if transfers.is_empty() {
             return Ok(0);
