@@ -14,10 +14,8 @@ use crate::{
     chain::{Chain, Family},
     config::{ChainConfig, Chains},
     evm::rpc::EvmRpc,
-    solana::{
-        decode::TOKEN_PROGRAM,
-        rpc::{RpcFailure as SolanaRpcFailure, SolanaRpc},
-    },
+    rpc::RpcFailure,
+    solana::{decode::TOKEN_PROGRAM, rpc::SolanaRpc},
 };
 
 /// What kind of asset: the chain's own coin, an ERC-20 token or an SPL token
@@ -59,29 +57,20 @@ pub struct Balance {
     pub contract_address: String,
 }
 
+/// A balance the chain did not answer.
 #[derive(Debug, thiserror::Error)]
-pub enum BalanceError {
-    #[error(transparent)]
-    Evm(#[from] crate::evm::rpc::RpcFailure),
-    #[error(transparent)]
-    Solana(#[from] SolanaRpcFailure),
-}
+#[error(transparent)]
+pub struct BalanceError(#[from] RpcFailure);
 
 impl BalanceError {
     pub fn chain(&self) -> Chain {
-        match self {
-            BalanceError::Evm(e) => e.chain,
-            BalanceError::Solana(e) => e.chain,
-        }
+        self.0.chain
     }
 
     /// The JSON-RPC method that failed, for a client: never the provider's
     /// own words, which may name its plan, its internals or its URL.
     pub fn method(&self) -> &'static str {
-        match self {
-            BalanceError::Evm(e) => e.method,
-            BalanceError::Solana(e) => e.method,
-        }
+        self.0.method
     }
 }
 

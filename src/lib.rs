@@ -29,6 +29,7 @@ pub mod lease;
 pub mod pii;
 pub mod redact;
 pub mod request_signature;
+pub mod rpc;
 pub mod scrub;
 pub mod service;
 pub mod solana;

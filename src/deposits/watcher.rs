@@ -15,18 +15,16 @@ use tracing::{debug, info, warn};
 use crate::{
     alarm::Alarms,
     chain::Chain,
-    evm::rpc::RpcFailure,
     redact::RpcUrl,
-    solana::{decode::UnreadableTransaction, rpc::RpcFailure as SolanaRpcFailure},
+    rpc::{Cause, RpcFailure},
+    solana::decode::UnreadableTransaction,
     store::{Store, StoreError},
 };
 
 #[derive(Debug, thiserror::Error)]
 pub enum WatchError {
     #[error(transparent)]
-    Rpc(#[from] RpcFailure),
-    #[error(transparent)]
-    SolanaRpc(SolanaRpcFailure),
+    Rpc(RpcFailure),
     /// A transaction (or a slot holding one) this release cannot read: the
     /// node refused to serve its version (`-32015`), or the decoder does not
     /// know its version or encoding. Retryable on purpose: skipping it could
@@ -92,7 +90,6 @@ impl WatchError {
         matches!(
             self,
             WatchError::Rpc(_)
-                | WatchError::SolanaRpc(_)
                 | WatchError::UnsupportedVersion { .. }
                 | WatchError::SlotUnavailable { .. }
                 | WatchError::NotServedYet { .. }
@@ -112,7 +109,7 @@ impl WatchError {
     /// later, reaches a node that has the data. `backfill` retries these.
     pub fn is_lagging(&self) -> bool {
         match self {
-            WatchError::SolanaRpc(failure) => failure.kind == "behind",
+            WatchError::Rpc(failure) => failure.kind == "behind",
             WatchError::SlotUnavailable { .. }
             | WatchError::NotServedYet { .. }
             | WatchError::Behind { .. }
@@ -127,7 +124,6 @@ impl WatchError {
     pub fn kind(&self) -> &'static str {
         match self {
             WatchError::Rpc(failure) => failure.kind,
-            WatchError::SolanaRpc(failure) => failure.kind,
             WatchError::UnsupportedVersion { .. } => "unsupported_version",
             WatchError::SlotUnavailable { .. } | WatchError::NotServedYet { .. } => "missing_data",
             WatchError::Pruned { .. } => "pruned",
@@ -144,11 +140,13 @@ impl WatchError {
     }
 }
 
-impl From<SolanaRpcFailure> for WatchError {
-    fn from(failure: SolanaRpcFailure) -> Self {
-        match failure.unreadable {
-            Some(unreadable) => WatchError::UnsupportedVersion { chain: failure.chain, unreadable },
-            None => WatchError::SolanaRpc(failure),
+impl From<RpcFailure> for WatchError {
+    fn from(failure: RpcFailure) -> Self {
+        match failure.cause {
+            Cause::Unreadable(unreadable) => {
+                WatchError::UnsupportedVersion { chain: failure.chain, unreadable }
+            }
+            _ => WatchError::Rpc(failure),
         }
     }
 }

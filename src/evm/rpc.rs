@@ -15,7 +15,7 @@ mod errors;
 mod projections;
 mod sending;
 
-pub use errors::refuses_method;
+pub use crate::rpc::{Cause, RpcFailure};
 use errors::{TransientPolicy, error_kind, is_range_too_large};
 pub use projections::{BlockReceipt, FeeReceipt, RpcBlock, RpcHeader, RpcReceipt, RpcTransaction, TxStatus};
 use projections::{FeeHeader, RpcBlockTime};
@@ -70,20 +70,6 @@ const METHODS: [&str; 15] = [
     "eth_getTransactionByHash",
     "debug_traceBlockByHash",
 ];
-
-#[derive(Debug, thiserror::Error)]
-#[error("rpc {method} failed on {chain}: {message}")]
-pub struct RpcFailure {
-    pub chain: Chain,
-    pub method: &'static str,
-    /// The transport's message with every URL reduced to its host.
-    pub message: String,
-    /// What went wrong, for metrics: see [`crate::deposits::watcher::WatchError::kind`].
-    pub kind: &'static str,
-    pub range_too_large: bool,
-    /// The JSON-RPC error code, when the node answered with an error.
-    pub code: Option<i64>,
-}
 
 pub struct EvmRpc {
     chain: Chain,
@@ -149,7 +135,7 @@ impl EvmRpc {
             method,
             message: redact_urls(&err.to_string()),
             kind: error_kind(&err),
-            range_too_large: is_range_too_large(&err),
+            cause: if is_range_too_large(&err) { Cause::RangeTooLarge } else { Cause::Other },
             code: match &err {
                 RpcError::ErrorResp(payload) => Some(payload.code),
                 _ => None,
@@ -160,14 +146,7 @@ impl EvmRpc {
     /// What the node answered lacks data it should have (a backend behind,
     /// say): asked again at once, then the step is retried.
     pub(crate) fn missing(&self, method: &'static str, message: String) -> RpcFailure {
-        RpcFailure {
-            chain: self.chain,
-            method,
-            message,
-            kind: "missing_data",
-            range_too_large: false,
-            code: None,
-        }
+        RpcFailure::new(self.chain, method, "missing_data", message)
     }
 
     /// The failure of a call by block hash: an error answer (a node that
@@ -318,7 +297,7 @@ impl EvmRpc {
                 }
                 Err(err) => {
                     let failure = self.failure("eth_getLogs", err);
-                    if !failure.range_too_large || end == start {
+                    if failure.cause != Cause::RangeTooLarge || end == start {
                         return Err(failure);
                     }
                     let width = end - start + 1;

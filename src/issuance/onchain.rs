@@ -1,6 +1,7 @@
-//! A mint on chain: each chain's sender starts the transfers of its
-//! `MINTING` mints (route `MINT`, signed by the issuer) and sends them as
-//! any transfer, exactly once under kills and several instances; the
+//! A mint on chain: the issuance worker beside each chain's sender
+//! ([`super::start_mints`]) starts the transfers of its `MINTING` mints
+//! (route `MINT`, signed by the issuer), which the sender sends as any
+//! transfer, exactly once under kills and several instances; the
 //! issuance worker then moves each mint on with its transfer's settlement
 //! and completes it once the deposit it made is `CONFIRMED`. Every step
 //! holds the mint's row lock and changes it only from the status it read,

@@ -51,36 +51,19 @@ pub const TOKEN_2022_PROGRAM: &str = "TokenzQdBNbLqP5VEhdkAS6EPFLC1PHnBqCXEpPxuE
 /// `maxSupportedTransactionVersion` every request declares.
 pub const READABLE_VERSION: u8 = 1;
 
-/// A transaction this release cannot decode, or a slot holding one: what the
-/// node refused to serve (`-32015`) or the decoder does not read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UnreadableTransaction {
-    pub slot: Option<u64>,
-    pub signature: Option<String>,
-    /// Why, e.g. `version 2`.
-    pub reason: String,
-}
+pub use crate::rpc::UnreadableTransaction;
 
-impl UnreadableTransaction {
-    /// The node refused to serve a transaction of a version newer than
-    /// [`READABLE_VERSION`]; `message` is its answer.
-    pub fn refused(slot: Option<u64>, signature: Option<&str>, message: &str) -> Self {
-        Self {
-            slot,
-            signature: signature.map(String::from),
-            reason: format!("the node serves it only to clients reading newer versions ({message})"),
-        }
-    }
-}
+/// What this release reads, as an unreadable transaction's message says it.
+const READS: &str = "versions legacy to 1";
 
-impl std::fmt::Display for UnreadableTransaction {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let slot = self.slot.map_or_else(|| "an unknown slot".to_string(), |s| format!("slot {s}"));
-        match &self.signature {
-            Some(signature) => write!(f, "transaction {signature} in {slot}")?,
-            None => write!(f, "a transaction in {slot}")?,
-        }
-        write!(f, " cannot be read by this release (versions legacy to {READABLE_VERSION}): {}", self.reason)
+/// A transaction of a version newer than [`READABLE_VERSION`] the node
+/// refused to serve; `message` is its answer.
+pub fn refused(slot: Option<u64>, signature: Option<&str>, message: &str) -> UnreadableTransaction {
+    UnreadableTransaction {
+        slot,
+        signature: signature.map(String::from),
+        reads: READS,
+        reason: format!("the node serves it only to clients reading newer versions ({message})"),
     }
 }
 
@@ -94,8 +77,12 @@ pub fn readable(slot: u64, tx: &EncodedTransactionWithStatusMeta) -> Result<(), 
         EncodedTransaction::Accounts(list) => list.signatures.first().cloned(),
         EncodedTransaction::LegacyBinary(_) | EncodedTransaction::Binary(..) => None,
     };
-    let unreadable =
-        |reason: String| UnreadableTransaction { slot: Some(slot), signature: signature.clone(), reason };
+    let unreadable = |reason: String| UnreadableTransaction {
+        slot: Some(slot),
+        signature: signature.clone(),
+        reads: READS,
+        reason,
+    };
     match &tx.version {
         None | Some(TransactionVersion::Legacy(_)) => {}
         Some(TransactionVersion::Number(n)) if *n <= READABLE_VERSION => {}

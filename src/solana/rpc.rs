@@ -64,20 +64,7 @@ pub const MAX_BLOCKS_RANGE: u64 = 500_000;
 /// transaction of the slot) is of a version newer than the request declared.
 const UNSUPPORTED_TRANSACTION_VERSION: i64 = JSON_RPC_SERVER_ERROR_UNSUPPORTED_TRANSACTION_VERSION;
 
-#[derive(Debug, thiserror::Error)]
-#[error("rpc {method} failed on {chain}: {message}")]
-pub struct RpcFailure {
-    pub chain: Chain,
-    pub method: &'static str,
-    pub message: String,
-    /// What went wrong, for metrics: see [`crate::deposits::watcher::WatchError::kind`].
-    pub kind: &'static str,
-    /// The node answered that it has no block for the slot.
-    pub slot_unavailable: bool,
-    /// The answer holds a transaction this release cannot read (the node's
-    /// `-32015`, or a version or encoding the decoder does not know).
-    pub unreadable: Option<Box<UnreadableTransaction>>,
-}
+pub use crate::rpc::{Cause, RpcFailure};
 
 /// A signature's status, as `getSignatureStatuses` reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -171,21 +158,12 @@ impl SolanaRpc {
                     }
                 }
             }
-            Err(last.unwrap_or_else(|| RpcFailure {
-                chain: self.chain,
-                method: "none",
-                message: "no rpc url".into(),
-                kind: "unreachable",
-                slot_unavailable: false,
-                unreadable: None,
-            }))
+            Err(last
+                .unwrap_or_else(|| RpcFailure::new(self.chain, "none", "unreachable", "no rpc url".into())))
         };
         let backoff =
             ExponentialBuilder::default().with_min_delay(Duration::from_millis(200)).with_max_times(3);
-        attempt
-            .retry(backoff)
-            .when(|e: &RpcFailure| !e.slot_unavailable && !unsupported_version(e) && e.kind != "behind")
-            .await
+        attempt.retry(backoff).when(RpcFailure::retryable).await
     }
 
     fn failure(&self, request: RpcRequest, error: &ClientError) -> RpcFailure {
@@ -198,8 +176,12 @@ impl SolanaRpc {
             method: method_name(request),
             message: redact_urls(&error.to_string()),
             kind: error_kind(error),
-            slot_unavailable: code.is_some_and(|c| SLOT_UNAVAILABLE.contains(&c)),
-            unreadable: None,
+            code,
+            cause: if code.is_some_and(|c| SLOT_UNAVAILABLE.contains(&c)) {
+                Cause::SlotUnavailable
+            } else {
+                Cause::Other
+            },
         }
     }
 
@@ -208,12 +190,9 @@ impl SolanaRpc {
     /// read it.
     fn unreadable(&self, method: &'static str, unreadable: UnreadableTransaction) -> RpcFailure {
         RpcFailure {
-            chain: self.chain,
-            method,
             message: unreadable.to_string(),
-            kind: "unsupported_version",
-            slot_unavailable: false,
-            unreadable: Some(Box::new(unreadable)),
+            cause: Cause::Unreadable(Box::new(unreadable)),
+            ..RpcFailure::new(self.chain, method, "unsupported_version", String::new())
         }
     }
 
@@ -304,7 +283,7 @@ impl SolanaRpc {
         };
         let block: UiConfirmedBlock = match self.call(RpcRequest::GetBlock, json!([slot, config])).await {
             Err(failure) if unsupported_version(&failure) => {
-                let unreadable = UnreadableTransaction::refused(Some(slot), None, &failure.message);
+                let unreadable = decode::refused(Some(slot), None, &failure.message);
                 return Err(self.unreadable("getBlock", unreadable));
             }
             answer => answer?,
@@ -366,7 +345,7 @@ impl SolanaRpc {
                         .ok()
                         .and_then(|s| s.values.into_iter().next().flatten());
                     let slot = slot.map(|s| s.slot);
-                    let unreadable = UnreadableTransaction::refused(slot, Some(signature), &failure.message);
+                    let unreadable = decode::refused(slot, Some(signature), &failure.message);
                     return Err(self.unreadable("getTransaction", unreadable));
                 }
                 answer => answer?,
@@ -378,14 +357,7 @@ impl SolanaRpc {
     }
 
     fn malformed(&self, method: &'static str, value: &Value) -> RpcFailure {
-        RpcFailure {
-            chain: self.chain,
-            method,
-            message: format!("unexpected answer {value}"),
-            kind: "bad_response",
-            slot_unavailable: false,
-            unreadable: None,
-        }
+        RpcFailure::new(self.chain, method, "bad_response", format!("unexpected answer {value}"))
     }
 }
 
@@ -417,7 +389,7 @@ fn error_kind(error: &ClientError) -> &'static str {
             "behind"
         }
         ErrorKind::RpcError(RpcError::RpcResponseError { code, message, .. })
-            if crate::evm::rpc::refuses_method(*code, message) =>
+            if crate::rpc::refuses_method(*code, message) =>
         {
             "method_unsupported"
         }

@@ -253,14 +253,8 @@ impl SolanaSender {
         // A node can report a status before it serves the transaction: a
         // retried failure, never a reason to fail the transfer.
         let not_served = || {
-            SendError::Solana(RpcFailure {
-                chain: self.config.chain,
-                method: "getTransaction",
-                message: format!("{signature} has a status but is not served yet"),
-                kind: "missing_data",
-                slot_unavailable: false,
-                unreadable: None,
-            })
+            let message = format!("{signature} has a status but is not served yet");
+            SendError::Rpc(RpcFailure::new(self.config.chain, "getTransaction", "missing_data", message))
         };
         let tx = self.rpc.transaction(signature).await?.ok_or_else(not_served)?;
         let meta = tx.transaction.meta.ok_or_else(not_served)?;

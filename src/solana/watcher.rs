@@ -16,7 +16,7 @@ use tracing::{debug, info};
 use super::{
     accounts::associated_token_accounts,
     decode::{self, SolanaAssets, SolanaWatchSet, TOKEN_2022_PROGRAM, TOKEN_PROGRAM},
-    rpc::{MAX_BLOCKS_RANGE, RpcFailure, SolanaRpc},
+    rpc::{Cause, MAX_BLOCKS_RANGE, RpcFailure, SolanaRpc},
 };
 use crate::{
     config::{ChainConfig, Strategy},
@@ -455,7 +455,7 @@ fn at_once() -> backon::ExponentialBuilder {
 }
 
 fn unavailable(error: RpcFailure, slot: u64) -> WatchError {
-    if error.slot_unavailable {
+    if error.cause == Cause::SlotUnavailable {
         WatchError::SlotUnavailable { chain: error.chain, slot, message: error.message }
     } else {
         error.into()

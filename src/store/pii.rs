@@ -17,7 +17,7 @@ struct Recorded {
 
 impl Store {
     /// This handle's cipher; a store unlocked by no key refuses personal data.
-    pub fn cipher(&self) -> Result<&Cipher, StoreError> {
+    pub(crate) fn cipher(&self) -> Result<&Cipher, StoreError> {
         self.pii.as_deref().ok_or(StoreError::Pii(PiiError::Locked))
     }
 

@@ -18,9 +18,7 @@ const MAX_RETRY_WAIT: Duration = Duration::from_secs(300);
 #[derive(Debug, thiserror::Error)]
 pub enum SendError {
     #[error(transparent)]
-    Evm(#[from] crate::evm::rpc::RpcFailure),
-    #[error(transparent)]
-    Solana(#[from] crate::solana::rpc::RpcFailure),
+    Rpc(#[from] crate::rpc::RpcFailure),
     #[error(transparent)]
     Store(StoreError),
     #[error(transparent)]
@@ -54,10 +52,7 @@ impl SendError {
     /// not answer, or answered in a way that decides nothing about the
     /// transfer. The transfer then stays as it is, funds held.
     pub fn is_retryable(&self) -> bool {
-        matches!(
-            self,
-            SendError::Evm(_) | SendError::Solana(_) | SendError::Store(_) | SendError::Undecided(_)
-        )
+        matches!(self, SendError::Rpc(_) | SendError::Store(_) | SendError::Undecided(_))
     }
 
     /// How the transfer fails when the error is not retryable.

@@ -56,8 +56,9 @@ async fn start_one(store: &Store, owed: &Owed, settlement: &str) -> Result<bool,
 }
 
 /// An operator's word that off-ramp `id`'s refund be sent again now, by
-/// `actor` for `reason`: the backoff is lifted, so the chain's sender
-/// starts a new refund at its next step, and the action is recorded.
+/// `actor` for `reason`: the backoff is lifted, so the conversions worker
+/// beside the chain's sender starts a new refund at its next pass, and the
+/// action is recorded.
 /// Refused unless the off-ramp owes a refund and its last refund provably
 /// can never land ([`refund_replaceable`]).
 pub async fn retry(store: &Store, id: &str, actor: &str, reason: &str) -> Result<(), StoreError> {

@@ -5,6 +5,8 @@
 
 use std::time::Duration;
 
+use crate::rpc::refuses_method;
+
 use alloy::transports::{
     RpcError, TransportError, TransportErrorKind,
     layers::{RateLimitRetryPolicy, RetryPolicy},
@@ -64,17 +66,6 @@ pub(super) fn error_kind(err: &TransportError) -> &'static str {
         RpcError::Transport(_) => "unreachable",
         _ => "other",
     }
-}
-
-/// Whether a JSON-RPC error says the node does not serve the method at all
-/// (`-32601`, or a provider's wording of it): no retry helps, the node must
-/// change (e.g. enable the `debug` or `trace` namespace).
-pub fn refuses_method(code: i64, message: &str) -> bool {
-    let m = message.to_ascii_lowercase();
-    code == -32601
-        || ["method not found", "method not supported", "does not exist/is not available", "not whitelisted"]
-            .iter()
-            .any(|needle| m.contains(needle))
 }
 
 /// Whether a JSON-RPC error says the node no longer holds the block asked

@@ -34,13 +34,13 @@ impl EvmRpc {
             .request("eth_call", (call, BlockNumberOrTag::Latest))
             .await
             .map_err(|e| self.failure("eth_call", e))?;
-        balanceOfCall::abi_decode_returns(&output).map_err(|e| RpcFailure {
-            chain: self.chain,
-            method: "eth_call",
-            message: format!("balanceOf of {token} returned {output}: {e}"),
-            kind: "bad_response",
-            range_too_large: false,
-            code: None,
+        balanceOfCall::abi_decode_returns(&output).map_err(|e| {
+            RpcFailure::new(
+                self.chain,
+                "eth_call",
+                "bad_response",
+                format!("balanceOf of {token} returned {output}: {e}"),
+            )
         })
     }
 

@@ -223,4 +223,13 @@ fn a_signatures_page_decodes_with_slots_and_statuses() {
     assert!(page[0].signature.starts_with("5Jofwx5J"));
 }
 
+#[test]
+fn an_unreadable_transaction_names_the_newest_version_this_release_reads() {
+    let refused = refused(Some(7), Some("5Jofwx5J"), "Transaction version (2) is not supported");
+    let text = refused.to_string();
+    assert!(text.starts_with("transaction 5Jofwx5J in slot 7 cannot be read by this release"), "{text}");
+    assert!(text.contains(&format!("versions legacy to {READABLE_VERSION})")), "{text}");
+    assert!(text.ends_with("(Transaction version (2) is not supported)"), "{text}");
+}
+
 mod versions;
