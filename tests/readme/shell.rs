@@ -1,7 +1,7 @@
 //! Runs a page's command blocks with bash, in order, in one shell: the
 //! variables one block sets are there for the next, as in a reader's
-//! terminal. `cargo run --release -- …` runs the test build instead of a
-//! release build, `custody-indexer` is the test build on `PATH`, and the
+//! terminal. `cargo run --release -- …` and `cargo run -- …` run the test
+//! build instead of building, `custody-indexer` is the test build on `PATH`, and the
 //! README's `127.0.0.1:8080` is the address the test gave the API.
 
 use std::{
@@ -17,6 +17,8 @@ const PRELUDE: &str = r#"set -euo pipefail
 cargo() {
   if [ "${1-}" = run ] && [ "${2-}" = --release ] && [ "${3-}" = -- ]; then
     shift 3; custody-indexer "$@"
+  elif [ "${1-}" = run ] && [ "${2-}" = -- ]; then
+    shift 2; custody-indexer "$@"
   else
     command cargo "$@"
   fi
