@@ -15,7 +15,7 @@ use super::{
 };
 use crate::amount::Cents;
 use crate::{
-    chain::{Chain, Family},
+    chain::Chain,
     conversions::{
         Conversion,
         off_ramp::{
@@ -276,10 +276,7 @@ fn refuse_fee_fields(body: &Value) -> Result<(), ApiError> {
 
 /// The platform's settlement wallet on `chain`.
 fn settlement_address(signer: &dyn Signer, chain: Chain) -> Result<String, crate::keys::KeyError> {
-    match chain.family() {
-        Family::Evm => signer.evm_address(KeyRef::Settlement).map(|a| a.to_checksum(None)),
-        Family::Solana => signer.solana_address(KeyRef::Settlement),
-    }
+    signer.address(chain.family(), KeyRef::Settlement)
 }
 
 fn refusal(refusal: OffRampRefusal) -> ApiError {

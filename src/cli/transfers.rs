@@ -7,7 +7,7 @@ use serde::Serialize;
 use super::ChainFiles;
 use crate::{
     account::DEFAULT_ORGANIZATION,
-    chain::{Chain, Family},
+    chain::Chain,
     keys::{KeyError, KeyRef, MnemonicSigner, Signer},
     store::{ChainGas, Store},
 };
@@ -99,10 +99,7 @@ struct Wallet {
 /// The sponsor's, the omnibus wallet's, the issuer's and the settlement
 /// wallet's address on one chain.
 fn wallet(signer: &dyn Signer, chain: Chain) -> Result<Wallet, KeyError> {
-    let address = |key| match chain.family() {
-        Family::Evm => signer.evm_address(key).map(|a| a.to_checksum(None)),
-        Family::Solana => signer.solana_address(key),
-    };
+    let address = |key| signer.address(chain.family(), key);
     Ok(Wallet {
         chain,
         sponsor: address(KeyRef::Sponsor)?,

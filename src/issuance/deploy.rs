@@ -81,10 +81,7 @@ pub async fn deploy(config: &ChainConfig, signer: &dyn Signer, coin: &Coin<'_>) 
 
 /// The issuer's address on `chain`.
 pub fn issuer(chain: Chain, signer: &dyn Signer) -> anyhow::Result<String> {
-    Ok(match chain.family() {
-        Family::Evm => signer.evm_address(KeyRef::Issuer)?.to_checksum(None),
-        Family::Solana => signer.solana_address(KeyRef::Issuer)?,
-    })
+    Ok(signer.address(chain.family(), KeyRef::Issuer)?)
 }
 
 /// Deploys the Stablecoin contract from the sponsor, the issuer its minter.

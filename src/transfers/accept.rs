@@ -9,7 +9,7 @@ use crate::{
     account::{Account, AccountStatus, AccountType},
     amount::Amount,
     assets::{BalanceError, BalanceReader},
-    chain::{Chain, Family},
+    chain::Chain,
     config::Chains,
     keys::{KeyError, KeyRef, Signer},
     store::{Store, StoreError},
@@ -208,10 +208,7 @@ impl Acceptance<'_> {
     }
 
     fn address_of(&self, chain: Chain, key: KeyRef) -> Result<String, KeyError> {
-        match chain.family() {
-            Family::Evm => self.signer.evm_address(key).map(|a| a.to_checksum(None)),
-            Family::Solana => self.signer.solana_address(key),
-        }
+        self.signer.address(chain.family(), key)
     }
 }
 
