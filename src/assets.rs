@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use alloy::primitives::{Address, U256};
+use alloy::primitives::U256;
 use futures::future::try_join_all;
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -13,9 +13,8 @@ use crate::{
     amount::Amount,
     chain::{Chain, Family},
     config::{ChainConfig, Chains},
-    evm::rpc::EvmRpc,
+    family::seam::Totals,
     rpc::RpcFailure,
-    solana::{decode::TOKEN_PROGRAM, rpc::SolanaRpc},
 };
 
 /// What kind of asset: the chain's own coin, an ERC-20 token or an SPL token
@@ -97,35 +96,16 @@ pub fn assets_of(config: &ChainConfig) -> Vec<Asset> {
     std::iter::once(native).chain(tokens).collect()
 }
 
-enum Client {
-    Evm(EvmRpc),
-    Solana(SolanaRpc),
-}
-
 /// Reads balances from each configured chain's RPC endpoints.
 pub struct BalanceReader {
     chains: Chains,
-    clients: HashMap<Chain, Client>,
+    clients: HashMap<Chain, Box<dyn Totals>>,
 }
 
 impl BalanceReader {
-    pub fn new(chains: Chains) -> Self {
-        let clients = chains
-            .iter()
-            .map(|c| {
-                let client = match c.family() {
-                    Family::Evm => Client::Evm(EvmRpc::new(
-                        c.chain,
-                        &c.rpc_urls,
-                        c.max_block_range,
-                        c.batch_size,
-                        c.concurrency,
-                    )),
-                    Family::Solana => Client::Solana(SolanaRpc::new(c.chain, &c.rpc_urls)),
-                };
-                (c.chain, client)
-            })
-            .collect();
+    /// Reads `chains` through `clients`, one per chain (see
+    /// [`crate::family::balance_reader`]).
+    pub fn new(chains: Chains, clients: HashMap<Chain, Box<dyn Totals>>) -> Self {
         Self { chains, clients }
     }
 
@@ -152,10 +132,7 @@ impl BalanceReader {
             let config = self.chains.get(chain).ok()?;
             let client = self.clients.get(&chain)?;
             Some(async move {
-                let raw = match client {
-                    Client::Evm(rpc) => evm_totals(rpc, config, &addresses).await?,
-                    Client::Solana(rpc) => solana_totals(rpc, config, &addresses).await?,
-                };
+                let raw = client.totals(config, &addresses).await?;
                 Ok::<_, BalanceError>((config, raw))
             })
         });
@@ -177,46 +154,6 @@ impl BalanceReader {
         }
         Ok(balances)
     }
-}
-
-/// Totals in [`assets_of`] order over `addresses`.
-async fn evm_totals(
-    rpc: &EvmRpc,
-    config: &ChainConfig,
-    addresses: &BTreeSet<&str>,
-) -> Result<Vec<U256>, BalanceError> {
-    let owners: Vec<Address> = addresses.iter().filter_map(|a| a.parse().ok()).collect();
-    let tokens: Vec<Address> = config.assets.iter().filter_map(|a| a.contract_address.parse().ok()).collect();
-    let mut totals = Vec::with_capacity(1 + tokens.len());
-    totals.push(sum(try_join_all(owners.iter().map(|o| rpc.balance(*o))).await?));
-    for token in tokens {
-        totals.push(sum(try_join_all(owners.iter().map(|o| rpc.token_balance(token, *o))).await?));
-    }
-    Ok(totals)
-}
-
-/// Totals in [`assets_of`] order over `addresses`: every token account the
-/// wallets own under the programs of the listed mints counts.
-async fn solana_totals(
-    rpc: &SolanaRpc,
-    config: &ChainConfig,
-    addresses: &BTreeSet<&str>,
-) -> Result<Vec<U256>, BalanceError> {
-    let programs: BTreeSet<&str> =
-        config.assets.iter().map(|a| a.token_program.as_deref().unwrap_or(TOKEN_PROGRAM)).collect();
-    let lamports = try_join_all(addresses.iter().map(|a| rpc.balance(a))).await?;
-    let reads = addresses.iter().flat_map(|a| programs.iter().map(move |p| rpc.token_balances(a, p)));
-    let accounts = try_join_all(reads).await?;
-    let mut totals = vec![sum(lamports.into_iter().map(U256::from))];
-    for asset in &config.assets {
-        let of_mint = accounts.iter().flatten().filter(|(mint, _)| *mint == asset.contract_address);
-        totals.push(sum(of_mint.map(|(_, amount)| U256::from(*amount))));
-    }
-    Ok(totals)
-}
-
-fn sum(values: impl IntoIterator<Item = U256>) -> U256 {
-    values.into_iter().fold(U256::ZERO, |total, v| total.saturating_add(v))
 }
 
 #[cfg(test)]

@@ -137,15 +137,6 @@ pub trait Signer: Send + Sync {
     fn sign_evm_hash(&self, key: KeyRef, hash: B256) -> BoxFuture<'_, Result<Signature, KeyError>>;
     /// Signs a serialized Solana message with ed25519.
     fn sign_solana(&self, key: KeyRef, message: Vec<u8>) -> BoxFuture<'_, Result<[u8; 64], KeyError>>;
-
-    /// The key's address on a chain of `family`, written as that family
-    /// writes addresses (an EVM address checksummed).
-    fn address(&self, family: crate::chain::Family, key: KeyRef) -> Result<String, KeyError> {
-        match family {
-            crate::chain::Family::Evm => Ok(self.evm_address(key)?.to_checksum(None)),
-            crate::chain::Family::Solana => self.solana_address(key),
-        }
-    }
 }
 
 /// A BIP-39 phrase, its words separated by single spaces, zeroed on drop;
@@ -336,28 +327,6 @@ fn read_phrase(path: PathBuf) -> Result<Phrase, KeyError> {
     };
     let bytes = read(&path).map_err(|source| KeyError::Read { path, source })?;
     Phrase::of_bytes(&bytes)?.ok_or(KeyError::InvalidMnemonic)
-}
-
-/// The key's EVM address on every configured EVM chain and its Solana address
-/// on every configured Solana chain.
-pub fn account_addresses(
-    signer: &dyn Signer,
-    chains: &crate::config::Chains,
-    key: KeyRef,
-) -> Result<Vec<crate::account::AccountAddress>, crate::store::StoreError> {
-    let of = |family: crate::chain::Family| {
-        chains.iter().filter(move |c| c.family() == family).map(|c| c.chain).collect()
-    };
-    let key_error = |e: KeyError| crate::store::StoreError::Invalid(e.to_string());
-    let mut out = Vec::new();
-    for family in [crate::chain::Family::Evm, crate::chain::Family::Solana] {
-        let chains: Vec<crate::chain::Chain> = of(family);
-        if !chains.is_empty() {
-            let address = signer.address(family, key).map_err(key_error)?;
-            out.push(crate::account::AccountAddress { chains, address });
-        }
-    }
-    Ok(out)
 }
 
 #[cfg(test)]

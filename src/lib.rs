@@ -3,7 +3,6 @@
 //! `FAILED` when a reorg drops it), in a SQLite or PostgreSQL store.
 
 pub mod account;
-pub mod address;
 pub mod alarm;
 pub mod amount;
 pub mod api;
@@ -20,6 +19,7 @@ pub mod environment;
 pub mod events;
 pub mod every;
 pub mod evm;
+pub mod family;
 #[cfg(test)]
 mod fixtures;
 pub mod identity;

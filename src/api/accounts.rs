@@ -17,7 +17,8 @@ use super::{
 };
 use crate::{
     account::{Account, AccountType},
-    keys::{KeyRef, account_addresses},
+    family::rules::account_addresses,
+    keys::KeyRef,
     store::{AccountPage, NewAccount},
 };
 
@@ -167,7 +168,9 @@ pub async fn create(
     let chains = state.chains().clone();
     let created = state
         .store()
-        .add_keyed_account(new, |index| account_addresses(&*signer, &chains, KeyRef::Account(index)))
+        .add_keyed_account(new, |index| {
+            Ok(account_addresses(&*signer, chains.iter().map(|c| c.chain), KeyRef::Account(index))?)
+        })
         .await;
     match created {
         Ok((account, _)) => Ok((StatusCode::CREATED, Json(account))),

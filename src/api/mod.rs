@@ -107,7 +107,7 @@ impl ApiState {
         let quota = Quota::per_second(rate_limit.per_second).allow_burst(rate_limit.burst);
         Self(Arc::new(Inner {
             store: store.with_limits(OrganizationLimits::default()),
-            balances: BalanceReader::new(chains),
+            balances: crate::family::balance_reader(chains),
             limiter: RateLimiter::keyed(quota),
             required,
             webhook_policy: Policy::from_env(),

@@ -14,7 +14,8 @@ use crate::{
     config::Chains,
     deposits::health,
     deposits::resource::{Deposit, OwnTransfer, format_time},
-    keys::{KeyRef, account_addresses},
+    family::rules::account_addresses,
+    keys::KeyRef,
     request_signature::PublicKey,
     store::{ApiKey, NewAccount, Store},
 };
@@ -95,12 +96,14 @@ pub async fn create_account(store: &Store, create: CreateAccount) -> anyhow::Res
     let account = match create.kind {
         AccountType::Segregated => {
             let (account, _) = store
-                .add_keyed_account(new, |index| account_addresses(&signer, &chains, KeyRef::Account(index)))
+                .add_keyed_account(new, |index| {
+                    Ok(account_addresses(&signer, chains.iter().map(|c| c.chain), KeyRef::Account(index))?)
+                })
                 .await?;
             account
         }
         AccountType::Omnibus => {
-            let addresses = account_addresses(&signer, &chains, KeyRef::Omnibus)?;
+            let addresses = account_addresses(&signer, chains.iter().map(|c| c.chain), KeyRef::Omnibus)?;
             store
                 .add_account(NewAccount { addresses, ..new })
                 .await

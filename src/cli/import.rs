@@ -11,7 +11,6 @@ use serde::Deserialize;
 
 use crate::{
     account::{AccountAddress, AccountType, DEFAULT_ORGANIZATION},
-    address,
     chain::Chain,
     store::{NewAccount, Store, StoreError, WatchFrom},
 };
@@ -174,7 +173,8 @@ fn parse(line: Line) -> Result<(NewAccount, String), String> {
             "an address belongs to one chain family; list EVM and Solana chains on separate lines".into()
         );
     }
-    let canonical = address::normalize(first.family(), &line.address).map_err(|e| e.to_string())?;
+    let canonical =
+        crate::family::rules::normalize(first.family(), &line.address).map_err(|e| e.to_string())?;
     let watch_from = watch_from(line.from_block, line.from_time.as_deref(), &chains)?;
     let kind = AccountType::from_str(&line.kind).map_err(|e| e.to_string())?;
     if line.account_id.trim().is_empty() || line.identity_id.trim().is_empty() {

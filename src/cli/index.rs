@@ -3,13 +3,9 @@
 
 use std::io::IsTerminal;
 
-use anyhow::bail;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::{
-    chain::Family, config::ChainConfig, deposits::watcher::BackfillReport, evm::EvmWatcher,
-    solana::SolanaWatcher, store::Store,
-};
+use crate::{config::ChainConfig, deposits::watcher::BackfillReport, family, store::Store};
 
 /// What `backfill --address` read: the history as of the slot every page was
 /// asked at (or a later one), and the slot of its oldest signature.
@@ -51,17 +47,13 @@ pub async fn backfill(store: Store, config: ChainConfig, range: Range) -> anyhow
         bar.set_position(done);
         bar.set_message(format!("{found} deposits"));
     };
-    let (report, unit) = match (config.family(), range) {
-        (Family::Evm, Range::Blocks { from, to }) => {
-            (EvmWatcher::connect(config, store).await?.backfill(from, to, &progress).await?, "blocks")
+    let family = family::of(config.family());
+    let (report, unit) = match range {
+        Range::Blocks { from, to } => {
+            (family.backfill(config, store, (from, to), &progress).await?, family.unit())
         }
-        (Family::Evm, Range::Address { .. }) => bail!("{chain}: --address applies to Solana chains only"),
-        (Family::Solana, Range::Blocks { from, to }) => {
-            (SolanaWatcher::connect(config, store).await?.backfill_slots(from, to, &progress).await?, "slots")
-        }
-        (Family::Solana, Range::Address { address, before, until }) => {
-            let mut watcher = SolanaWatcher::connect(config, store).await?;
-            let report = watcher.backfill_address(&address, before, until, &progress).await?;
+        Range::Address { address, before, until } => {
+            let report = family.backfill_address(config, store, &address, (before, until), &progress).await?;
             bar.finish_and_clear();
             println!("{chain}: {}", history_line(&address, &report));
             return Ok(());

@@ -11,7 +11,6 @@ use super::{
     defaults,
 };
 use crate::{
-    address,
     chain::{Chain, Family},
     redact::RpcUrl,
 };
@@ -214,8 +213,9 @@ fn assets(file: &ChainFile) -> Result<Vec<AssetConfig>, String> {
     for asset in &file.assets {
         let mut asset = asset.clone();
         let symbol = asset.symbol.clone();
-        asset.contract_address = address::normalize(file.chain.family(), &asset.contract_address)
-            .map_err(|e| format!("asset {symbol}: {e}"))?;
+        asset.contract_address =
+            crate::family::rules::normalize(file.chain.family(), &asset.contract_address)
+                .map_err(|e| format!("asset {symbol}: {e}"))?;
         if symbol == file.native.symbol || assets.iter().any(|a| a.symbol == symbol) {
             return Err(format!("asset symbol {symbol} is listed twice"));
         }

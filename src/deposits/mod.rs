@@ -9,6 +9,7 @@
 //! report, and [`resource`] the Deposit as the API and events show it.
 
 pub mod coverage;
+pub mod follow;
 pub mod health;
 pub mod resource;
 pub mod watch;

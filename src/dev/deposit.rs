@@ -108,13 +108,9 @@ async fn follow(database_url: &str, chain: Chain, hash: &str) -> anyhow::Result<
     let mut shown = std::collections::BTreeMap::new();
     let outcome = loop {
         let deposits = store.deposits_on_chain(chain).await?;
-        // EVM hashes are hex (any case); Solana signatures are base58, whose case matters.
         let ours: Vec<_> = deposits
             .iter()
-            .filter(|d| match chain.family() {
-                crate::chain::Family::Evm => d.transaction_hash.eq_ignore_ascii_case(hash),
-                crate::chain::Family::Solana => d.transaction_hash == hash,
-            })
+            .filter(|d| crate::family::rules::same_transaction(chain.family(), &d.transaction_hash, hash))
             .collect();
         for deposit in &ours {
             if shown.insert(deposit.id.clone(), deposit.status) != Some(deposit.status) {

@@ -25,8 +25,9 @@ use crate::{
     config::{ChainConfig, Chains},
     environment::Environment,
     events::url::Policy,
+    family::rules::account_addresses,
     identity::{State, Type},
-    keys::{KeyRef, Signer, account_addresses},
+    keys::{KeyRef, Signer},
     pii::{Key, KeySource},
     store::{NewAccount, NewIdentity, Store},
 };
@@ -258,7 +259,9 @@ async fn create_seeded(
         watch_from: Default::default(),
     };
     let (account, _) = store
-        .add_keyed_account(account, |index| account_addresses(signer, chains, KeyRef::Account(index)))
+        .add_keyed_account(account, |index| {
+            Ok(account_addresses(signer, chains.iter().map(|c| c.chain), KeyRef::Account(index))?)
+        })
         .await?;
     Ok(account)
 }

@@ -4,6 +4,7 @@
 mod broadcast;
 mod completeness;
 pub mod decode;
+pub mod family;
 mod heads;
 mod ranges;
 mod reorg;

@@ -7,11 +7,7 @@
 //! and the transfers that move it (an off-ramp's collect, a refund) wait
 //! before they are signed ([`waiting`]).
 
-use std::{
-    collections::HashMap,
-    sync::{LazyLock, RwLock},
-    time::Duration,
-};
+use std::time::Duration;
 
 use tracing::{error, info, warn};
 
@@ -19,6 +15,7 @@ use super::supply::supply;
 use crate::{
     chain::Chain,
     config::{AssetConfig, ChainConfig},
+    transfers::held,
 };
 
 /// How long the start waits for a node's answer before checking in the
@@ -49,15 +46,11 @@ pub fn verdict(configured: u8, answer: Result<u8, String>) -> Verdict {
     }
 }
 
-/// The issued assets this process has not verified yet (or found wrong),
-/// by chain and contract. An asset this process never checked is not held
-/// back: only `run` and `serve` check, before their senders start.
-static UNVERIFIED: LazyLock<RwLock<HashMap<(Chain, String), Verdict>>> = LazyLock::new(Default::default);
-
 /// Whether transactions moving `contract` on `chain` wait for its decimals
-/// to be verified.
+/// to be verified. An asset this process never checked is not held back:
+/// only `run` and `serve` check, before their senders start.
 pub fn waiting(chain: Chain, contract: &str) -> bool {
-    UNVERIFIED.read().expect("decimals registry").contains_key(&(chain, contract.to_string()))
+    held::is_held(chain, contract)
 }
 
 /// The refusal of a start with `asset`'s decimals wrong in `config`'s file.
@@ -88,8 +81,7 @@ pub async fn verify_at_start<'a>(configs: impl IntoIterator<Item = &'a ChainConf
                 Verdict::Differs { on_chain } => return Err(differs(config, asset, on_chain)),
                 Verdict::Unknown(why) => {
                     warn!(chain = %config.chain, asset = %asset.symbol, %why, "cannot read the issued asset's decimals now: its mints and transfers wait until they are verified");
-                    let key = (config.chain, asset.contract_address.clone());
-                    UNVERIFIED.write().expect("decimals registry").insert(key, Verdict::Unknown(why));
+                    held::hold(config.chain, &asset.contract_address);
                     tokio::spawn(verify_later(config.clone(), asset.clone()));
                 }
             }
@@ -101,19 +93,18 @@ pub async fn verify_at_start<'a>(configs: impl IntoIterator<Item = &'a ChainConf
 /// Asks again until the chain answers: an agreement frees the asset's
 /// transactions; a mismatch keeps them waiting for good, loudly.
 async fn verify_later(config: ChainConfig, asset: AssetConfig) {
-    let key = (config.chain, asset.contract_address.clone());
     loop {
         tokio::time::sleep(AGAIN).await;
         match verdict(asset.decimals, supply(&config, &asset).await.map(|read| read.decimals)) {
             Verdict::Agrees => {
                 info!(chain = %config.chain, asset = %asset.symbol, "issued asset's decimals verified: its transactions go on");
-                UNVERIFIED.write().expect("decimals registry").remove(&key);
+                held::release(config.chain, &asset.contract_address);
                 return;
             }
             Verdict::Differs { on_chain } => {
                 let refusal = differs(&config, &asset, on_chain);
                 error!(error = %refusal, "the issued asset's transactions wait for good: restart with the chain file corrected");
-                UNVERIFIED.write().expect("decimals registry").insert(key, Verdict::Differs { on_chain });
+                held::hold(config.chain, &asset.contract_address);
                 return;
             }
             Verdict::Unknown(_) => {}

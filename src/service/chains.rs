@@ -10,19 +10,15 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, error, info_span, warn};
 
 use crate::{
-    chain::{Chain, Family},
-    config::{ChainConfig, Strategy},
+    chain::Chain,
+    config::ChainConfig,
     conversions,
-    deposits::coverage::{self, History},
     deposits::watcher::WatchError,
-    evm::{EvmSender, EvmWatcher},
-    issuance,
+    family, issuance,
     keys::Signer,
     lease::Leases,
     redact::redact_urls,
-    solana::{SolanaSender, SolanaWatcher},
     store::{Store, StoreError, WorkerKind},
-    transfers::run_sender,
 };
 
 /// Follows a chain until `stop`, with a store handle fenced by this
@@ -31,28 +27,7 @@ use crate::{
 /// URL of another chain) fails `run`, a configuration to correct.
 async fn watch(config: ChainConfig, store: Store, stop: CancellationToken) -> anyhow::Result<()> {
     let chain = config.chain;
-    let outcome = match config.family() {
-        Family::Evm => match connect(config.clone(), store.clone(), &stop, EvmWatcher::connect).await? {
-            Some(watcher) => {
-                let history = EvmWatcher::history(config, store.clone());
-                with_gaps(watcher.run(stop.clone()), Some(history), &stop).await
-            }
-            None => Ok(()),
-        },
-        Family::Solana => {
-            match connect(config.clone(), store.clone(), &stop, SolanaWatcher::connect).await? {
-                Some(watcher) => {
-                    // The signatures strategy reads each address's whole history
-                    // on first sight: it has no gaps.
-                    let history = (config.strategy == Strategy::Blocks)
-                        .then(|| SolanaWatcher::history(config, store.clone()));
-                    with_gaps(watcher.run(stop.clone()), history, &stop).await
-                }
-                None => Ok(()),
-            }
-        }
-    };
-    if let Err(error) = outcome {
+    if let Err(error) = family::of(config.family()).watch(config, store.clone(), stop).await? {
         stop_chain(&store, chain, error).await;
     }
     Ok(())
@@ -80,60 +55,6 @@ async fn stop_chain(store: &Store, chain: Chain, error: WatchError) {
             %chain, kind, %reason, error = format!("{:#}", anyhow::Error::from(failure)),
             "the watcher cannot continue, and the store refused its stop; running it again"
         ),
-    }
-}
-
-/// Follows a chain while the gaps of late-registered addresses are scanned
-/// beside it; the gap scan stops with the watcher.
-async fn with_gaps<H: History + 'static>(
-    follow: impl Future<Output = Result<(), WatchError>>,
-    history: Option<H>,
-    shutdown: &CancellationToken,
-) -> Result<(), WatchError> {
-    let stop = shutdown.child_token();
-    let gaps = history.map(|history| tokio::spawn(coverage::fill_gaps(history, stop.clone())));
-    let outcome = follow.await;
-    stop.cancel();
-    if let Some(gaps) = gaps {
-        let _ = gaps.await;
-    }
-    outcome
-}
-
-/// Connects a watcher, retrying while no RPC URL answers; `None` on shutdown.
-async fn connect<W, F>(
-    config: ChainConfig,
-    store: Store,
-    shutdown: &CancellationToken,
-    connect: impl Fn(ChainConfig, Store) -> F,
-) -> anyhow::Result<Option<W>>
-where
-    F: std::future::Future<Output = Result<W, WatchError>>,
-{
-    let chain = config.chain;
-    let mut delay = std::time::Duration::from_secs(1);
-    loop {
-        match connect(config.clone(), store.clone()).await {
-            Ok(watcher) => return Ok(Some(watcher)),
-            Err(error) if error.is_retryable() => {
-                warn!(%chain, %error, retry_in_s = delay.as_secs(), "cannot start the watcher yet");
-                if let Err(e) = store.record_failure(chain, error.kind(), &error.to_string()).await {
-                    warn!(%chain, error = %e, "cannot record the watcher's health");
-                }
-            }
-            Err(error) => {
-                // Recorded for `health` (another process) before `run` stops.
-                if let Err(e) = store.record_failure(chain, error.kind(), &error.to_string()).await {
-                    warn!(%chain, error = %e, "cannot record the watcher's health");
-                }
-                return Err(error.into());
-            }
-        }
-        tokio::select! {
-            _ = shutdown.cancelled() => return Ok(None),
-            _ = tokio::time::sleep(delay) => {}
-        }
-        delay = (delay * 2).min(std::time::Duration::from_secs(60));
     }
 }
 
@@ -176,14 +97,7 @@ pub(super) fn spawn_senders(
                             signer.clone(),
                             stop.clone(),
                         );
-                        let sender = async move {
-                            match config.family() {
-                                Family::Evm => run_sender(EvmSender::new(config, store, signer), stop).await,
-                                Family::Solana => {
-                                    run_sender(SolanaSender::new(config, store, signer), stop).await
-                                }
-                            }
-                        };
+                        let sender = family::of(config.family()).send(config, store, signer, stop);
                         tokio::join!(mints, refunds, sender);
                         Ok::<(), anyhow::Error>(())
                     }

@@ -4,6 +4,7 @@
 
 pub mod accounts;
 pub mod decode;
+pub mod family;
 mod finality;
 pub mod instructions;
 pub mod rpc;

@@ -15,7 +15,6 @@ use super::{
 };
 use crate::{
     account::{Account, AccountAddress, AccountStatus, AccountType},
-    address,
     chain::Chain,
     keys::FIRST_ACCOUNT_INDEX,
 };
@@ -479,7 +478,7 @@ fn validate(new: &NewAccount) -> Result<Vec<(Chain, String)>, StoreError> {
     let mut addresses = Vec::new();
     for entry in &new.addresses {
         for chain in &entry.chains {
-            let canonical = address::normalize(chain.family(), &entry.address)
+            let canonical = crate::family::rules::normalize(chain.family(), &entry.address)
                 .map_err(|e| StoreError::Invalid(format!("{e} on {chain}")))?;
             addresses.push((*chain, canonical));
         }

@@ -148,6 +148,13 @@ pub enum StoreError {
     Refused(crate::transfers::resource::FailureDetails),
 }
 
+/// A key the signer cannot derive: the input named a key that cannot be.
+impl From<crate::keys::KeyError> for StoreError {
+    fn from(error: crate::keys::KeyError) -> Self {
+        StoreError::Invalid(error.to_string())
+    }
+}
+
 impl StoreError {
     /// Whether the store refused what was asked (not found, a conflict,
     /// invalid), as opposed to failing: asking again changes nothing.

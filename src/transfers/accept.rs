@@ -208,7 +208,7 @@ impl Acceptance<'_> {
     }
 
     fn address_of(&self, chain: Chain, key: KeyRef) -> Result<String, KeyError> {
-        self.signer.address(chain.family(), key)
+        crate::family::rules::key_address(self.signer, chain.family(), key)
     }
 }
 

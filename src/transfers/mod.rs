@@ -7,6 +7,7 @@
 //! `solana::SolanaSender`; the SQL is in `store`.
 
 mod accept;
+pub mod held;
 pub mod hold;
 pub mod model;
 pub mod resource;
@@ -14,6 +15,7 @@ pub mod rules;
 mod send;
 pub mod sponsor;
 
+pub use crate::family::rules::{BadDestination, destination};
 pub use crate::store::Refusal;
 pub use accept::{AcceptError, Acceptance, Request};
 pub use model::{
@@ -33,51 +35,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::{
-    address::{self, AddressError},
-    chain::{Chain, Family},
     config::{ChainConfig, Chains},
     store::{Store, StoreError, Tx, gas_ledger, now_micros, transfer_lineage},
 };
-
-/// Why a destination cannot receive a transfer.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum BadDestination {
-    #[error(transparent)]
-    Address(#[from] AddressError),
-    #[error("{0} is the zero address: what is sent there is burnt")]
-    Zero(String),
-    #[error(
-        "{0} is not a wallet: it is off the ed25519 curve (a token account or a program-derived address); \
-         give the owner's wallet address"
-    )]
-    NotWallet(String),
-}
-
-/// The canonical text of a transfer's destination on `chain`. Beyond a valid
-/// address: never the EVM zero address, and on Solana a wallet, i.e. a point
-/// on the ed25519 curve. Token accounts and program-derived addresses are off
-/// it; a token transfer to one would create a token account that only the
-/// program could move, and the API has no field to say one is meant.
-pub fn destination(chain: Chain, text: &str) -> Result<String, BadDestination> {
-    match chain.family() {
-        Family::Evm => {
-            let address = address::parse_evm(text)?;
-            if address.is_zero() {
-                return Err(BadDestination::Zero(text.to_string()));
-            }
-            Ok(address.to_checksum(None))
-        }
-        Family::Solana => {
-            let normalized = address::normalize(Family::Solana, text)?;
-            let key: solana_pubkey::Pubkey =
-                normalized.parse().map_err(|_| AddressError::NotSolana(text.to_string()))?;
-            if !key.is_on_curve() {
-                return Err(BadDestination::NotWallet(normalized));
-            }
-            Ok(normalized)
-        }
-    }
-}
 
 /// A `request_id` in its one canonical form, lowercase hyphenated: every
 /// textual form of one UUID (upper case, braces, no hyphens, `urn:uuid:`) is
@@ -254,30 +214,5 @@ mod tests {
         }
         assert_eq!(canonical_request_id("not-a-uuid"), None);
         assert_eq!(canonical_request_id(""), None);
-    }
-
-    #[test]
-    fn destinations_are_wallets() {
-        let evm = Chain::EthereumTestnet;
-        let zero = "0x0000000000000000000000000000000000000000";
-        assert_eq!(destination(evm, zero), Err(BadDestination::Zero(zero.into())));
-        let usdc = "0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48";
-        assert_eq!(destination(evm, &usdc.to_lowercase()).as_deref(), Ok(usdc));
-        let solana = Chain::SolanaDevnet;
-        let phrase =
-            "abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon about";
-        let signer = crate::keys::MnemonicSigner::from_phrase(phrase).unwrap();
-        let wallet = crate::keys::Signer::solana_address(&signer, crate::keys::KeyRef::Omnibus).unwrap();
-        assert_eq!(destination(solana, &wallet).as_deref(), Ok(wallet.as_str()));
-        // The wallet's USDC token account: a program-derived address.
-        let mint: solana_pubkey::Pubkey = "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v".parse().unwrap();
-        let program = crate::solana::decode::TOKEN_PROGRAM;
-        let token_account =
-            crate::solana::instructions::ata(&wallet.parse().unwrap(), &mint, program).to_string();
-        assert_eq!(
-            destination(solana, &token_account),
-            Err(BadDestination::NotWallet(token_account.clone()))
-        );
-        assert!(matches!(destination(solana, "0x00"), Err(BadDestination::Address(_))));
     }
 }

@@ -75,8 +75,7 @@ pub fn listed_asset<'a>(config: &'a ChainConfig, t: &Outgoing) -> Result<&'a Ass
 }
 
 /// Whether `t` still waits out its last failed step, or, not yet started,
-/// waits for its issued stablecoin's decimals to be verified (see
-/// [`crate::issuance::decimals`]).
+/// waits for an asset the wing holds back (see [`super::held`]).
 pub fn waiting(config: &ChainConfig, t: &Outgoing) -> bool {
     let unverified = || {
         t.transactions.is_empty()
@@ -84,7 +83,7 @@ pub fn waiting(config: &ChainConfig, t: &Outgoing) -> bool {
             && config.assets.iter().any(|a| {
                 a.issued
                     && a.symbol == t.currency_symbol
-                    && crate::issuance::decimals::waiting(config.chain, &a.contract_address)
+                    && super::held::is_held(config.chain, &a.contract_address)
             })
     };
     t.retry_at.is_some_and(|at| at > now_micros()) || unverified()

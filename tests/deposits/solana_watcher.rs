@@ -15,7 +15,7 @@ use common::{
 use custody_indexer::{
     account::{AccountAddress, AccountType},
     amount::Amount,
-    assets::{AssetType, BalanceReader},
+    assets::AssetType,
     chain::Chain,
     config::{ChainConfig, Chains},
     deposits::resource::{DepositStatus, SourceType},
@@ -401,7 +401,7 @@ async fn balances_are_read_from_the_cluster() {
 
     let mut chains = Chains::default();
     chains.insert(chain_config(&node, &mints, "blocks"));
-    let reader = BalanceReader::new(chains);
+    let reader = custody_indexer::family::balance_reader(chains);
     let lamports = node.rpc.get_balance(&alice.pubkey()).await.unwrap();
     let balances = reader.balances(&account, None, |_, _| U256::ZERO).await.unwrap();
     let rows: Vec<(&str, &str, &str, AssetType)> = balances

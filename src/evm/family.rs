@@ -1,0 +1,165 @@
+//! The EVM family: how the service watches, sends on and reads an EVM chain
+//! (see [`crate::family::seam::ChainFamily`]).
+
+use std::{collections::BTreeSet, sync::Arc, time::Duration};
+
+use alloy::{
+    consensus::{SignableTransaction, TxEip1559, TxEnvelope},
+    eips::eip2718::Encodable2718,
+    network::TransactionBuilder,
+    primitives::{Address, Bytes, TxKind, U256},
+    providers::{Provider, ProviderBuilder},
+    rpc::types::TransactionRequest,
+    sol,
+    sol_types::{SolCall, SolValue},
+};
+use anyhow::{Context, bail};
+use futures::future::{LocalBoxFuture, try_join_all};
+use tokio_util::sync::CancellationToken;
+
+use super::{EvmSender, EvmWatcher, rpc::EvmRpc};
+use crate::{
+    config::ChainConfig,
+    deposits::{
+        follow::{connect, with_gaps},
+        watcher::{BackfillReport, WatchError},
+    },
+    family::seam::{ChainFamily, Coin, OnChain, Placed, Progress, Totals, sum},
+    keys::{KeyRef, Signer},
+    rpc::RpcFailure,
+    store::Store,
+    transfers::run_sender,
+};
+
+/// The compiled `contracts/Stablecoin.sol`.
+const STABLECOIN_ARTIFACT: &str = include_str!("../../contracts/build/Stablecoin.json");
+
+sol! {
+    function totalSupply() external view returns (uint256);
+    function decimals() external view returns (uint8);
+}
+
+/// The EVM chains.
+pub struct Evm;
+
+#[async_trait::async_trait]
+impl ChainFamily for Evm {
+    async fn watch(
+        &self,
+        config: ChainConfig,
+        store: Store,
+        stop: CancellationToken,
+    ) -> anyhow::Result<Result<(), WatchError>> {
+        let Some(watcher) = connect(config.clone(), store.clone(), &stop, EvmWatcher::connect).await? else {
+            return Ok(Ok(()));
+        };
+        let history = EvmWatcher::history(config, store);
+        Ok(with_gaps(watcher.run(stop.clone()), Some(history), &stop).await)
+    }
+
+    async fn send(
+        &self,
+        config: ChainConfig,
+        store: Store,
+        signer: Arc<dyn Signer>,
+        stop: CancellationToken,
+    ) {
+        run_sender(EvmSender::new(config, store, signer), stop).await
+    }
+
+    fn unit(&self) -> &'static str {
+        "blocks"
+    }
+
+    fn backfill<'a>(
+        &'a self,
+        config: ChainConfig,
+        store: Store,
+        (from, to): (u64, Option<u64>),
+        progress: Progress<'a>,
+    ) -> LocalBoxFuture<'a, Result<BackfillReport, WatchError>> {
+        Box::pin(async move { EvmWatcher::connect(config, store).await?.backfill(from, to, progress).await })
+    }
+
+    fn balances(&self, c: &ChainConfig) -> Box<dyn Totals> {
+        Box::new(EvmRpc::new(c.chain, &c.rpc_urls, c.max_block_range, c.batch_size, c.concurrency))
+    }
+
+    async fn supply(&self, url: &str, token: &str) -> Result<OnChain, String> {
+        let token: Address = token.parse().map_err(|e| format!("{token}: {e}"))?;
+        let provider = ProviderBuilder::new().connect_http(url.parse().map_err(|e| format!("{e}"))?);
+        let call = TransactionRequest::default().with_to(token).with_input(totalSupplyCall {}.abi_encode());
+        let answer = provider.call(call).await.map_err(|e| format!("totalSupply of {token}: {e}"))?;
+        let supply = totalSupplyCall::abi_decode_returns(&answer)
+            .map_err(|e| format!("totalSupply of {token}: {e}"))?;
+        let call = TransactionRequest::default().with_to(token).with_input(decimalsCall {}.abi_encode());
+        let answer = provider.call(call).await.map_err(|e| format!("decimals of {token}: {e}"))?;
+        let decimals =
+            decimalsCall::abi_decode_returns(&answer).map_err(|e| format!("decimals of {token}: {e}"))?;
+        Ok(OnChain { supply, decimals })
+    }
+
+    /// Deploys `contracts/Stablecoin.sol` from the sponsor, the issuer its
+    /// minter.
+    async fn deploy(&self, url: &str, signer: &dyn Signer, coin: &Coin<'_>) -> anyhow::Result<Placed> {
+        let provider = ProviderBuilder::new().connect_http(url.parse()?);
+        let (sponsor, minter) = (signer.evm_address(KeyRef::Sponsor)?, signer.evm_address(KeyRef::Issuer)?);
+        let artifact: serde_json::Value = serde_json::from_str(STABLECOIN_ARTIFACT)?;
+        let code = artifact["bytecode"].as_str().context("the Stablecoin artifact has no bytecode")?;
+        let mut input = alloy::primitives::hex::decode(code)?;
+        let args = (coin.name.to_string(), coin.symbol.to_string(), U256::from(coin.decimals), minter);
+        input.extend(args.abi_encode_params());
+        let input = Bytes::from(input);
+        let request = TransactionRequest::default().with_from(sponsor).with_deploy_code(input.clone());
+        let gas = provider.estimate_gas(request).await.context("estimating the deployment")?;
+        let fees = provider.estimate_eip1559_fees().await?;
+        let tx = TxEip1559 {
+            chain_id: provider.get_chain_id().await?,
+            nonce: provider.get_transaction_count(sponsor).pending().await?,
+            gas_limit: gas + gas / 5,
+            max_fee_per_gas: fees.max_fee_per_gas,
+            max_priority_fee_per_gas: fees.max_priority_fee_per_gas,
+            to: TxKind::Create,
+            value: U256::ZERO,
+            access_list: Default::default(),
+            input,
+        };
+        let signature = signer.sign_evm_hash(KeyRef::Sponsor, tx.signature_hash()).await?;
+        let envelope = TxEnvelope::from(tx.into_signed(signature));
+        let pending = provider
+            .send_raw_transaction(&envelope.encoded_2718())
+            .await
+            .context("sending the deployment")?;
+        let receipt = pending
+            .with_timeout(Some(Duration::from_secs(120)))
+            .get_receipt()
+            .await
+            .context("the deployment was not mined within 2 minutes (is the sponsor funded?)")?;
+        if !receipt.status() {
+            bail!("the deployment {} reverted", receipt.transaction_hash);
+        }
+        let address: Address = receipt.contract_address.context("the deployment created no contract")?;
+        let contract_address = address.to_checksum(None);
+        Ok(Placed { contract_address, extra_toml: "eip3009 = true\n".to_string() })
+    }
+}
+
+/// Totals in the chain file's order over `addresses`.
+#[async_trait::async_trait]
+impl Totals for EvmRpc {
+    async fn totals(
+        &self,
+        config: &ChainConfig,
+        addresses: &BTreeSet<&str>,
+    ) -> Result<Vec<U256>, RpcFailure> {
+        let owners: Vec<Address> = addresses.iter().filter_map(|a| a.parse().ok()).collect();
+        let tokens: Vec<Address> =
+            config.assets.iter().filter_map(|a| a.contract_address.parse().ok()).collect();
+        let mut totals = Vec::with_capacity(1 + tokens.len());
+        totals.push(sum(try_join_all(owners.iter().map(|o| self.balance(*o))).await?));
+        for token in tokens {
+            totals.push(sum(try_join_all(owners.iter().map(|o| self.token_balance(token, *o))).await?));
+        }
+        Ok(totals)
+    }
+}
