@@ -11,6 +11,9 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 const PREFIX: &str = "cik_";
+/// An operator key's prefix: a tenant's key never passes for an operator's,
+/// nor the other way round.
+pub const OPERATOR_PREFIX: &str = "cio_";
 
 /// A freshly generated key: the token is shown once, only the hash is kept.
 #[derive(Debug)]
@@ -22,17 +25,27 @@ pub struct NewSecret {
 
 /// Generates a key id and its secret token from the operating system's CSPRNG.
 pub fn generate() -> NewSecret {
+    generate_with(PREFIX)
+}
+
+/// Generates a key shaped as [`generate`]'s under another `prefix`.
+pub fn generate_with(prefix: &str) -> NewSecret {
     let id = uuid::Uuid::new_v4().simple().to_string();
     let mut secret = [0u8; 32];
     getrandom::fill(&mut secret).expect("the operating system's random source is available");
-    let token = format!("{PREFIX}{id}_{}", URL_SAFE_NO_PAD.encode(secret));
+    let token = format!("{prefix}{id}_{}", URL_SAFE_NO_PAD.encode(secret));
     let hash = hash(&token);
     NewSecret { id, token, hash }
 }
 
 /// The key id a token names, or `None` when it is not shaped like a key.
 pub fn key_id(token: &str) -> Option<&str> {
-    let rest = token.strip_prefix(PREFIX)?;
+    key_id_with(PREFIX, token)
+}
+
+/// The key id a token of `prefix` names (see [`key_id`]).
+pub fn key_id_with<'a>(prefix: &str, token: &'a str) -> Option<&'a str> {
+    let rest = token.strip_prefix(prefix)?;
     let (id, secret) = rest.split_once('_')?;
     let well_formed = id.len() == 32
         && id.bytes().all(|b| b.is_ascii_hexdigit())
@@ -81,5 +94,9 @@ mod tests {
         {
             assert_eq!(key_id(token), None, "{token:?}");
         }
+        let operator = generate_with(OPERATOR_PREFIX);
+        assert_eq!(key_id(&operator.token), None);
+        assert_eq!(key_id_with(OPERATOR_PREFIX, &operator.token), Some(operator.id.as_str()));
+        assert_eq!(key_id_with(OPERATOR_PREFIX, &key.token), None);
     }
 }

@@ -16,6 +16,7 @@ mod identities;
 mod issuance;
 mod off_ramps;
 mod operator;
+mod operator_api;
 mod ops;
 mod params;
 mod quotes;
@@ -220,9 +221,14 @@ impl ApiState {
         self
     }
 
-    /// Whether the request bears the operator token.
-    fn operator(&self, headers: &axum::http::HeaderMap) -> bool {
-        self.0.operator_token.as_ref().is_some_and(|token| token.admits(headers))
+    /// Whether the request bears the operator token, or an enabled
+    /// operator's live key.
+    async fn operator(&self, headers: &axum::http::HeaderMap) -> bool {
+        if self.0.operator_token.as_ref().is_some_and(|token| token.admits(headers)) {
+            return true;
+        }
+        let Some(token) = auth::bearer(headers) else { return false };
+        matches!(crate::operators::authenticate(self.store(), token).await, Ok(Some(_)))
     }
 
     pub fn store(&self) -> &Store {
@@ -277,6 +283,10 @@ const API_KEY: &str = "An organization's API key, sent as `Authorization: Bearer
 const OPERATOR_TOKEN: &str = "The operator token (`--operator-token` or `CUSTODY_INDEXER_OPERATOR_TOKEN`), sent \
     as `Authorization: Bearer <OPERATOR_TOKEN>`: `/metrics` and the detail of `/readyz` need it.";
 
+const OPERATOR_KEY: &str = "An operator's key, sent as `Authorization: Bearer <OPERATOR_KEY>` on every \
+    /operator/v1 request (and accepted where the operator token is). Printed once by `operators create` or \
+    `operators keys create`; a disabled operator's keys stop working at once.";
+
 fn bearer(format: Option<&str>, description: &str) -> SecurityScheme {
     let mut scheme = Http::new(HttpAuthScheme::Bearer);
     scheme.bearer_format = format.map(String::from);
@@ -290,6 +300,7 @@ impl Modify for BearerAuth {
         components.add_security_scheme("api_key", bearer(Some("cik_<id>_<secret>"), API_KEY));
         // `/metrics` and the detail of `/readyz`: `--operator-token`, not an API key.
         components.add_security_scheme("operator_token", bearer(None, OPERATOR_TOKEN));
+        components.add_security_scheme("operator_key", bearer(Some("cio_<id>_<secret>"), OPERATOR_KEY));
         components.add_security_scheme(
             "request_signature",
             SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::with_description(
@@ -353,6 +364,7 @@ pub fn openapi(environment: Environment) -> utoipa::openapi::OpenApi {
         document.merge(simulation().1);
     }
     document.merge(ops::openapi());
+    document.merge(operator_api::routes().1);
     doc::finish(&mut document);
     document
 }
@@ -367,6 +379,7 @@ pub fn router(state: ApiState) -> Router {
     let document = Arc::new(openapi(state.0.environment));
     Router::new()
         .merge(v2)
+        .merge(operator_api::router(state.clone()))
         .merge(ops::router(document))
         .fallback(ops::not_found)
         .method_not_allowed_fallback(ops::method_not_allowed)

@@ -71,7 +71,7 @@ pub async fn healthz() -> Json<Alive> {
 pub async fn readyz(State(state): State<ApiState>, headers: HeaderMap) -> Response {
     let report = health::check(state.store(), state.chains(), &state.0.required).await;
     let status = if report.healthy { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
-    if state.operator(&headers) {
+    if state.operator(&headers).await {
         return (status, Json(report)).into_response();
     }
     (status, Json(Readiness { healthy: report.healthy, environment: report.environment })).into_response()
@@ -84,7 +84,7 @@ pub async fn readyz(State(state): State<ApiState>, headers: HeaderMap) -> Respon
         (status = 401, description = "No operator token, a wrong one, or none configured", body = ErrorBody),
     ))]
 pub async fn metrics(State(state): State<ApiState>, headers: HeaderMap) -> Result<Response, ApiError> {
-    if !state.operator(&headers) {
+    if !state.operator(&headers).await {
         return Err(ApiError::unauthorized(
             "/metrics needs the operator token; send `Authorization: Bearer <OPERATOR_TOKEN>`",
         ));

@@ -10,6 +10,8 @@ mod identities;
 mod import;
 mod index;
 mod issuance;
+mod operators;
+mod server;
 mod transfers;
 pub mod webhooks;
 
@@ -183,6 +185,12 @@ pub enum Command {
     /// Transaction-limit policies of transfers.
     #[command(subcommand)]
     Limits(transfers::LimitsCommand),
+    /// Operators: the people who decide, their roles and keys.
+    #[command(subcommand)]
+    Operators(operators::OperatorsCommand),
+    /// The audit log of every decision: list it, verify its hash chain.
+    #[command(subcommand)]
+    Audit(operators::AuditCommand),
     /// Apply the store's pending migrations, then exit.
     Migrate,
 }
@@ -373,6 +381,8 @@ impl Cli {
             Command::Wallets(command) => transfers::wallets(command)?,
             Command::Gas(command) => transfers::gas(&Store::open(&url).await?, command).await?,
             Command::Limits(command) => transfers::limits(&Store::open(&url).await?, command).await?,
+            Command::Operators(command) => operators::run(&url, command).await?,
+            Command::Audit(command) => return operators::audit(&url, command).await,
         }
         Ok(std::process::ExitCode::SUCCESS)
     }

@@ -4,6 +4,7 @@
 
 mod accounts;
 mod arrays;
+pub mod audit;
 mod chain_state;
 mod chain_stops;
 mod clock;
@@ -28,6 +29,7 @@ pub mod mints;
 mod nonce_fillers;
 pub mod off_ramp_refunds;
 pub mod off_ramps;
+pub(crate) mod operators;
 mod organizations;
 mod own_transfers;
 mod params;
@@ -331,7 +333,7 @@ pub fn now_micros() -> i64 {
     chrono::Utc::now().timestamp_micros()
 }
 
-fn time(micros: i64) -> Result<chrono::DateTime<chrono::Utc>, StoreError> {
+pub fn time(micros: i64) -> Result<chrono::DateTime<chrono::Utc>, StoreError> {
     chrono::DateTime::from_timestamp_micros(micros)
         .ok_or_else(|| StoreError::Corrupt(format!("time {micros}")))
 }

@@ -564,6 +564,12 @@ async fn the_openapi_document_matches_the_routes_and_resources() {
         BTreeSet::from([
             "/healthz",
             "/metrics",
+            "/operator/v1/audit",
+            "/operator/v1/operator-keys/{key_id}/revoke",
+            "/operator/v1/operators",
+            "/operator/v1/operators/{operator_id}/disable",
+            "/operator/v1/operators/{operator_id}/keys",
+            "/operator/v1/operators/{operator_id}/roles",
             "/readyz",
             "/v2/accounts",
             "/v2/accounts/{account_id}",

@@ -9,4 +9,5 @@ mod common;
 mod api;
 mod openapi;
 mod operator_token;
+mod operators;
 mod signed_requests;

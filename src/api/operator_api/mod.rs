@@ -1,0 +1,84 @@
+//! The operator API under `/operator/v1/`: every request authenticated by
+//! `Authorization: Bearer <operator key>` (a tenant's API key answers `401`
+//! here, as an operator key does on `/v2`); each route checks the role its
+//! action needs (`403` naming it). Documented under the `operators` tag of
+//! `/openapi.json` and in docs/operations.md.
+
+mod audit;
+mod operators;
+
+use axum::{
+    Router,
+    extract::{Request, State},
+    http::StatusCode,
+    middleware::{self, Next},
+    response::Response,
+};
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+use super::{ApiError, ApiState, auth::bearer};
+use crate::operators::{self as wing, Operator, OperatorError, Refused};
+
+/// The operator a request authenticated as.
+#[derive(Debug, Clone)]
+pub struct OperatorCaller(pub Operator);
+
+impl OperatorCaller {
+    /// Refuses with `403` when the operator lacks the role `action` needs.
+    pub fn may(&self, action: wing::Action) -> Result<(), ApiError> {
+        wing::rules::permits(&self.0, action).map_err(ApiError::from)
+    }
+}
+
+async fn authenticate(
+    State(state): State<ApiState>,
+    mut request: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    let token = bearer(request.headers()).map(str::to_string).ok_or_else(|| {
+        ApiError::unauthorized("missing or malformed Authorization header; send `Bearer <OPERATOR_KEY>`")
+    })?;
+    let operator = wing::authenticate(state.store(), &token)
+        .await?
+        .ok_or_else(|| ApiError::unauthorized("invalid or revoked operator key, or a disabled operator"))?;
+    tracing::debug!(operator = %operator.id, "operator authenticated");
+    request.extensions_mut().insert(OperatorCaller(operator));
+    Ok(next.run(request).await)
+}
+
+impl From<Refused> for ApiError {
+    fn from(refusal: Refused) -> Self {
+        match refusal {
+            Refused::AdminExists => ApiError::coded(StatusCode::CONFLICT, "CONFLICT", refusal.to_string()),
+            Refused::NoRole => ApiError::invalid(format!("roles: {refusal}")),
+            _ => ApiError::coded(StatusCode::FORBIDDEN, "FORBIDDEN", refusal.to_string()),
+        }
+    }
+}
+
+impl From<OperatorError> for ApiError {
+    fn from(error: OperatorError) -> Self {
+        match error {
+            OperatorError::Refused(refusal) => refusal.into(),
+            OperatorError::Invalid(message) => ApiError::invalid(message),
+            OperatorError::Store(error) => error.into(),
+        }
+    }
+}
+
+/// The operator routes and their OpenAPI document.
+pub(super) fn routes() -> (Router<ApiState>, utoipa::openapi::OpenApi) {
+    OpenApiRouter::new()
+        .routes(routes!(operators::create, operators::list))
+        .routes(routes!(operators::disable))
+        .routes(routes!(operators::set_roles))
+        .routes(routes!(operators::create_key))
+        .routes(routes!(operators::revoke_key))
+        .routes(routes!(audit::list))
+        .split_for_parts()
+}
+
+/// The operator routes behind their authentication.
+pub(super) fn router(state: ApiState) -> Router<ApiState> {
+    routes().0.layer(middleware::from_fn_with_state(state, authenticate))
+}

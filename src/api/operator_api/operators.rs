@@ -1,0 +1,187 @@
+//! `/operator/v1/operators`: operators created, listed, given roles,
+//! disabled, and their keys created and revoked, by an `admin`.
+
+use axum::{
+    Extension, Json,
+    extract::{Path, State},
+    http::StatusCode,
+};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::OperatorCaller;
+use crate::{
+    api::{ApiError, ApiState, Body, ErrorBody},
+    api_key::NewSecret,
+    operators::{Action, NewOperator, Operator, OperatorKey, Role, manage},
+};
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OperatorRequest {
+    pub name: String,
+    pub email: String,
+    pub roles: Vec<Role>,
+}
+
+/// A key's token, shown once.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct NewKey {
+    pub id: String,
+    /// `cio_…`: send it as `Authorization: Bearer …`; it is not shown again.
+    pub token: String,
+}
+
+impl From<NewSecret> for NewKey {
+    fn from(secret: NewSecret) -> Self {
+        NewKey { id: secret.id, token: secret.token }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CreatedOperator {
+    pub operator: Operator,
+    pub key: NewKey,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct OperatorEntry {
+    #[serde(flatten)]
+    pub operator: Operator,
+    pub keys: Vec<OperatorKey>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct OperatorList {
+    pub operators: Vec<OperatorEntry>,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Reason {
+    pub reason: String,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RolesRequest {
+    pub roles: Vec<Role>,
+    pub reason: String,
+}
+
+fn reason(text: &str) -> Result<&str, ApiError> {
+    let text = text.trim();
+    if text.is_empty() { Err(ApiError::invalid("reason: a reason is required")) } else { Ok(text) }
+}
+
+/// Creates an operator with its first key.
+#[utoipa::path(post, operation_id = "createOperator", path = "/operator/v1/operators", tag = "operators", security(("operator_key" = [])),
+    request_body = OperatorRequest,
+    responses(
+        (status = 201, description = "Created; the key's token is shown once", body = CreatedOperator),
+        (status = 400, description = "A missing name, a malformed email, no role", body = ErrorBody),
+        (status = 403, description = "The caller is not an `admin`", body = ErrorBody),
+        (status = 409, description = "An operator has this email", body = ErrorBody),
+    ))]
+pub async fn create(
+    State(state): State<ApiState>,
+    Extension(caller): Extension<OperatorCaller>,
+    Body(request): Body<OperatorRequest>,
+) -> Result<(StatusCode, Json<CreatedOperator>), ApiError> {
+    let new = NewOperator { name: request.name, email: request.email, roles: request.roles };
+    let created = manage::create(state.store(), &caller.0, new).await?;
+    Ok((StatusCode::CREATED, Json(CreatedOperator { operator: created.operator, key: created.key.into() })))
+}
+
+/// Every operator with its keys (never a secret).
+#[utoipa::path(get, operation_id = "listOperators", path = "/operator/v1/operators", tag = "operators", security(("operator_key" = [])),
+    responses(
+        (status = 200, description = "The operators", body = OperatorList),
+        (status = 403, description = "The caller is not an `admin`", body = ErrorBody),
+    ))]
+pub async fn list(
+    State(state): State<ApiState>,
+    Extension(caller): Extension<OperatorCaller>,
+) -> Result<Json<OperatorList>, ApiError> {
+    caller.may(Action::Operators)?;
+    let mut operators = Vec::new();
+    for operator in state.store().operators().await? {
+        let keys = state.store().operator_keys(&operator.id).await?;
+        operators.push(OperatorEntry { operator, keys });
+    }
+    Ok(Json(OperatorList { operators }))
+}
+
+/// Disables an operator: its keys stop working at once, on every instance.
+#[utoipa::path(post, operation_id = "disableOperator", path = "/operator/v1/operators/{operator_id}/disable",
+    tag = "operators", security(("operator_key" = [])), request_body = Reason,
+    params(("operator_id" = String, Path, description = "The operator's id")),
+    responses(
+        (status = 200, description = "Disabled", body = Operator),
+        (status = 403, description = "The caller is not an `admin`, or is the operator", body = ErrorBody),
+        (status = 404, description = "No such operator", body = ErrorBody),
+    ))]
+pub async fn disable(
+    State(state): State<ApiState>,
+    Extension(caller): Extension<OperatorCaller>,
+    Path(id): Path<String>,
+    Body(request): Body<Reason>,
+) -> Result<Json<Operator>, ApiError> {
+    Ok(Json(manage::disable(state.store(), &caller.0, &id, reason(&request.reason)?).await?))
+}
+
+/// Sets an operator's roles (not the caller's own).
+#[utoipa::path(put, operation_id = "setOperatorRoles", path = "/operator/v1/operators/{operator_id}/roles",
+    tag = "operators", security(("operator_key" = [])), request_body = RolesRequest,
+    params(("operator_id" = String, Path, description = "The operator's id")),
+    responses(
+        (status = 200, description = "The operator with its roles", body = Operator),
+        (status = 400, description = "No role, or no reason", body = ErrorBody),
+        (status = 403, description = "The caller is not an `admin`, or is the operator", body = ErrorBody),
+        (status = 404, description = "No such operator", body = ErrorBody),
+    ))]
+pub async fn set_roles(
+    State(state): State<ApiState>,
+    Extension(caller): Extension<OperatorCaller>,
+    Path(id): Path<String>,
+    Body(request): Body<RolesRequest>,
+) -> Result<Json<Operator>, ApiError> {
+    let reason = reason(&request.reason)?;
+    Ok(Json(manage::set_roles(state.store(), &caller.0, &id, &request.roles, reason).await?))
+}
+
+/// Creates a key for an operator; its token is shown once.
+#[utoipa::path(post, operation_id = "createOperatorKey", path = "/operator/v1/operators/{operator_id}/keys",
+    tag = "operators", security(("operator_key" = [])),
+    params(("operator_id" = String, Path, description = "The operator's id")),
+    responses(
+        (status = 201, description = "Created; the token is shown once", body = NewKey),
+        (status = 400, description = "The operator is disabled", body = ErrorBody),
+        (status = 403, description = "The caller is not an `admin`", body = ErrorBody),
+        (status = 404, description = "No such operator", body = ErrorBody),
+    ))]
+pub async fn create_key(
+    State(state): State<ApiState>,
+    Extension(caller): Extension<OperatorCaller>,
+    Path(id): Path<String>,
+) -> Result<(StatusCode, Json<NewKey>), ApiError> {
+    Ok((StatusCode::CREATED, Json(manage::create_key(state.store(), &caller.0, &id).await?.into())))
+}
+
+/// Revokes an operator key at once, on every instance.
+#[utoipa::path(post, operation_id = "revokeOperatorKey", path = "/operator/v1/operator-keys/{key_id}/revoke",
+    tag = "operators", security(("operator_key" = [])),
+    params(("key_id" = String, Path, description = "The key's id")),
+    responses(
+        (status = 204, description = "Revoked"),
+        (status = 403, description = "The caller is not an `admin`", body = ErrorBody),
+        (status = 404, description = "No live key has this id", body = ErrorBody),
+    ))]
+pub async fn revoke_key(
+    State(state): State<ApiState>,
+    Extension(caller): Extension<OperatorCaller>,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    manage::revoke_key(state.store(), &caller.0, &id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

@@ -1,0 +1,170 @@
+//! The audit log: one append-only record of every decision a person or a
+//! provider takes (operators' decisions, operator and role changes,
+//! break-glass actions, compliance providers' decisions, tenants' key
+//! events), each entry written in the transaction of what it records and
+//! chained to the one before by its hash ([`chain`]). Several instances on
+//! one PostgreSQL append to one linear chain: every append locks the
+//! chain's head row. `audit verify` finds an entry edited, deleted or
+//! moved; docs/operations.md says how to use it.
+
+pub mod chain;
+
+use std::fmt;
+
+use crate::{
+    pii::{Cipher, Place},
+    store::{StoreError, Tx, audit as rows},
+};
+
+/// Who decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Actor {
+    /// An operator authenticated by the service, with the name they had.
+    Operator { id: String, name: String },
+    /// A tenant's console user.
+    User(String),
+    /// A tenant's API key.
+    ApiKey(String),
+    /// A compliance provider (`sandbox`, …).
+    Provider(String),
+    /// A production decision taken on the store directly, with
+    /// `--break-glass`: the operating-system user.
+    BreakGlass(String),
+    /// A command on the store directly (setup, or a sandbox decision): the
+    /// operating-system user, and the `--by` given, if any.
+    Local { os_user: String, by: Option<String> },
+    /// The service itself.
+    System,
+}
+
+impl Actor {
+    /// The local actor of this process: its operating-system user.
+    pub fn local(by: Option<String>) -> Self {
+        Actor::Local { os_user: os_user(), by }
+    }
+
+    /// A break-glass actor of this process.
+    pub fn break_glass() -> Self {
+        Actor::BreakGlass(os_user())
+    }
+
+    /// The name written beside the actor: an operator's name, the `--by`
+    /// of a local command.
+    pub fn name(&self) -> Option<&str> {
+        match self {
+            Actor::Operator { name, .. } => Some(name),
+            Actor::Local { by, .. } => by.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// The operator's id, when an authenticated operator decided.
+    pub fn operator_id(&self) -> Option<&str> {
+        match self {
+            Actor::Operator { id, .. } => Some(id),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Actor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Actor::Operator { id, .. } => write!(f, "operator:{id}"),
+            Actor::User(id) => write!(f, "user:{id}"),
+            Actor::ApiKey(id) => write!(f, "api-key:{id}"),
+            Actor::Provider(name) => write!(f, "provider:{name}"),
+            Actor::BreakGlass(user) => write!(f, "break-glass:{user}"),
+            Actor::Local { os_user, .. } => write!(f, "local:{os_user}"),
+            Actor::System => f.write_str("system"),
+        }
+    }
+}
+
+/// The operating-system user running this process (`USER`, `USERNAME`),
+/// `unknown` when neither is set.
+fn os_user() -> String {
+    std::env::var("USER").or_else(|_| std::env::var("USERNAME")).unwrap_or_else(|_| "unknown".into())
+}
+
+/// What one entry records.
+#[derive(Debug, Clone)]
+pub struct Record<'a> {
+    pub actor: &'a Actor,
+    /// Dotted, past tense: `operator.created`, `wire.approved`, ….
+    pub action: &'a str,
+    pub target_kind: &'a str,
+    pub target_id: &'a str,
+    pub organization_id: Option<&'a str>,
+    /// Free text: sealed when the store seals personal data.
+    pub reason: Option<&'a str>,
+    pub request_id: Option<&'a str>,
+}
+
+/// Where a reason is sealed: the entry's own place, so that a reason copied
+/// to another entry does not open.
+fn place(seq: i64) -> String {
+    seq.to_string()
+}
+
+/// Appends `record` in `tx`, after the chain's head (locked until `tx`
+/// ends); answers its `seq`. `cipher`: the store's personal-data cipher.
+pub async fn append(tx: &mut Tx, cipher: Option<&Cipher>, record: Record<'_>) -> Result<i64, StoreError> {
+    let head = rows::advance(tx).await?;
+    let row = place(head.seq);
+    let reason = record.reason.map(|text| match cipher {
+        Some(cipher) => cipher.seal(text.as_bytes(), Place { column: "audit_log.reason", row: &[&row] }),
+        None => text.to_string(),
+    });
+    let mut entry = chain::Entry {
+        seq: head.seq,
+        at: head.at,
+        actor: record.actor.to_string(),
+        actor_name: record.actor.name().map(str::to_string),
+        action: record.action.to_string(),
+        target_kind: record.target_kind.to_string(),
+        target_id: record.target_id.to_string(),
+        organization_id: record.organization_id.map(str::to_string),
+        reason,
+        request_id: record.request_id.map(str::to_string),
+        prev_hash: head.prev_hash,
+        hash: String::new(),
+    };
+    entry.hash = entry.digest();
+    rows::insert(tx, &entry).await?;
+    Ok(entry.seq)
+}
+
+/// An entry's reason as a person reads it: opened when sealed.
+pub fn reason(cipher: Option<&Cipher>, entry: &chain::Entry) -> Result<Option<String>, StoreError> {
+    match (&entry.reason, cipher) {
+        (Some(text), Some(cipher)) if Cipher::is_sealed(text) => {
+            let row = place(entry.seq);
+            Ok(Some(cipher.open_text(text, Place { column: "audit_log.reason", row: &[&row] })?))
+        }
+        (reason, _) => Ok(reason.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn actors_are_written_as_documented() {
+        let operator = Actor::Operator { id: "op_1".into(), name: "Ann".into() };
+        let cases = [
+            (operator, "operator:op_1", Some("Ann")),
+            (Actor::User("u1".into()), "user:u1", None),
+            (Actor::ApiKey("k1".into()), "api-key:k1", None),
+            (Actor::Provider("sandbox".into()), "provider:sandbox", None),
+            (Actor::BreakGlass("root".into()), "break-glass:root", None),
+            (Actor::Local { os_user: "ci".into(), by: Some("ann".into()) }, "local:ci", Some("ann")),
+            (Actor::System, "system", None),
+        ];
+        for (actor, text, name) in cases {
+            assert_eq!(actor.to_string(), text);
+            assert_eq!(actor.name(), name);
+        }
+    }
+}

@@ -1,0 +1,104 @@
+//! Operators as the service knows them: who they are, their roles, whether
+//! they may act, and their keys (never a secret: only a key's hash is kept).
+
+use std::{fmt, str::FromStr};
+
+use serde::Serialize;
+use utoipa::ToSchema;
+
+/// What an operator may decide.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize, ToSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Operators, organizations, API keys on a tenant's behalf.
+    Admin,
+    /// Identity decisions, RFIs, the fiat entitlement.
+    Compliance,
+    /// Wires, mints, returns of dollars, virtual-account answers, payouts,
+    /// refunds.
+    Treasury,
+}
+
+impl Role {
+    pub const ALL: [Role; 3] = [Role::Admin, Role::Compliance, Role::Treasury];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Admin => "admin",
+            Role::Compliance => "compliance",
+            Role::Treasury => "treasury",
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown role {0:?}: expected admin, compliance or treasury")]
+pub struct UnknownRole(pub String);
+
+impl FromStr for Role {
+    type Err = UnknownRole;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        Role::ALL.into_iter().find(|r| r.as_str() == text.trim()).ok_or_else(|| UnknownRole(text.to_string()))
+    }
+}
+
+/// A set of roles as stored: sorted, comma-separated, without repeats.
+pub fn roles_text(roles: &[Role]) -> String {
+    let mut roles = roles.to_vec();
+    roles.sort();
+    roles.dedup();
+    roles.iter().map(|r| r.as_str()).collect::<Vec<_>>().join(",")
+}
+
+/// The roles of stored text.
+pub fn parse_roles(text: &str) -> Result<Vec<Role>, UnknownRole> {
+    text.split(',').filter(|r| !r.trim().is_empty()).map(str::parse).collect()
+}
+
+/// An operator.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+pub struct Operator {
+    pub id: String,
+    pub name: String,
+    pub email: String,
+    pub roles: Vec<Role>,
+    /// When the operator was disabled: its keys stopped working then.
+    #[serde(serialize_with = "crate::deposits::resource::rfc3339_opt")]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub disabled_at: Option<chrono::DateTime<chrono::Utc>>,
+    #[serde(serialize_with = "crate::deposits::resource::rfc3339")]
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: chrono::DateTime<chrono::Utc>,
+}
+
+impl Operator {
+    pub fn has(&self, role: Role) -> bool {
+        self.roles.contains(&role)
+    }
+
+    pub fn is_enabled(&self) -> bool {
+        self.disabled_at.is_none()
+    }
+}
+
+/// An operator key, without its secret.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+pub struct OperatorKey {
+    pub id: String,
+    pub operator_id: String,
+    #[serde(serialize_with = "crate::deposits::resource::rfc3339")]
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: chrono::DateTime<chrono::Utc>,
+    #[serde(serialize_with = "crate::deposits::resource::rfc3339_opt")]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub revoked_at: Option<chrono::DateTime<chrono::Utc>>,
+}

@@ -1,0 +1,103 @@
+//! The audit log's rows (see [`crate::audit`]): the head advanced under its
+//! row lock, entries inserted and read in `seq` order.
+
+use sqlx::{Row, any::AnyRow};
+
+use super::{Store, StoreError, Tx, clock::database_now, now_micros};
+use crate::audit::chain::Entry;
+
+/// The next entry's place: its `seq`, the previous hash and its time by the
+/// store's clock.
+#[derive(Debug, Clone)]
+pub struct Next {
+    pub seq: i64,
+    pub prev_hash: String,
+    pub at: i64,
+}
+
+const COLUMNS: &str = "seq, at, actor, actor_name, action, target_kind, target_id, organization_id, reason, \
+     request_id, prev_hash, hash";
+
+/// Takes the head's row lock (held until `tx` ends: appends on every
+/// instance form one chain) and answers where the next entry goes.
+pub async fn advance(tx: &mut Tx) -> Result<Next, StoreError> {
+    let now = database_now(tx).map(str::to_string);
+    let sql = format!(
+        "UPDATE audit_head SET seq = seq + 1 WHERE id = 1 RETURNING seq, hash, {} AS at",
+        now.as_deref().unwrap_or("$1")
+    );
+    let mut query = sqlx::query(&sql);
+    if now.is_none() {
+        query = query.bind(now_micros());
+    }
+    let row = query.fetch_one(&mut **tx).await?;
+    Ok(Next { seq: row.try_get("seq")?, prev_hash: row.try_get("hash")?, at: row.try_get("at")? })
+}
+
+/// Writes `entry` and makes it the head.
+pub async fn insert(tx: &mut Tx, entry: &Entry) -> Result<(), StoreError> {
+    sqlx::query(&format!(
+        "INSERT INTO audit_log ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
+    ))
+    .bind(entry.seq)
+    .bind(entry.at)
+    .bind(&entry.actor)
+    .bind(entry.actor_name.as_deref())
+    .bind(&entry.action)
+    .bind(&entry.target_kind)
+    .bind(&entry.target_id)
+    .bind(entry.organization_id.as_deref())
+    .bind(entry.reason.as_deref())
+    .bind(entry.request_id.as_deref())
+    .bind(&entry.prev_hash)
+    .bind(&entry.hash)
+    .execute(&mut **tx)
+    .await?;
+    sqlx::query("UPDATE audit_head SET hash = $1 WHERE id = 1").bind(&entry.hash).execute(&mut **tx).await?;
+    Ok(())
+}
+
+fn entry(row: &AnyRow) -> Result<Entry, StoreError> {
+    Ok(Entry {
+        seq: row.try_get("seq")?,
+        at: row.try_get("at")?,
+        actor: row.try_get("actor")?,
+        actor_name: row.try_get("actor_name")?,
+        action: row.try_get("action")?,
+        target_kind: row.try_get("target_kind")?,
+        target_id: row.try_get("target_id")?,
+        organization_id: row.try_get("organization_id")?,
+        reason: row.try_get("reason")?,
+        request_id: row.try_get("request_id")?,
+        prev_hash: row.try_get("prev_hash")?,
+        hash: row.try_get("hash")?,
+    })
+}
+
+impl Store {
+    /// Up to `limit` entries after `after`, oldest first; of one
+    /// organization's when `organization` is given.
+    pub async fn audit_entries(
+        &self,
+        after: i64,
+        organization: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<Entry>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM audit_log WHERE seq > $1 AND ($2 IS NULL OR organization_id = $2)
+             ORDER BY seq LIMIT $3"
+        ))
+        .bind(after)
+        .bind(organization)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(entry).collect()
+    }
+
+    /// The chain's head: the last `seq` appended and its hash.
+    pub async fn audit_head(&self) -> Result<(i64, String), StoreError> {
+        let row = sqlx::query("SELECT seq, hash FROM audit_head WHERE id = 1").fetch_one(&self.pool).await?;
+        Ok((row.try_get("seq")?, row.try_get("hash")?))
+    }
+}

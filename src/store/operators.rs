@@ -1,0 +1,161 @@
+//! Operators' rows: operators, their keys, the count of enabled admins.
+
+use sqlx::{Row, any::AnyRow};
+
+use super::{Store, StoreError, Tx, time};
+use crate::operators::resource::{Operator, OperatorKey, Role, parse_roles, roles_text};
+
+const COLUMNS: &str = "id, name, email, roles, disabled_at, created_at";
+
+fn operator(row: &AnyRow) -> Result<Operator, StoreError> {
+    let roles: String = row.try_get("roles")?;
+    Ok(Operator {
+        id: row.try_get("id")?,
+        name: row.try_get("name")?,
+        email: row.try_get("email")?,
+        roles: parse_roles(&roles).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+        disabled_at: row.try_get::<Option<i64>, _>("disabled_at")?.map(time).transpose()?,
+        created_at: time(row.try_get("created_at")?)?,
+    })
+}
+
+fn key(row: &AnyRow) -> Result<OperatorKey, StoreError> {
+    Ok(OperatorKey {
+        id: row.try_get("id")?,
+        operator_id: row.try_get("operator_id")?,
+        created_at: time(row.try_get("created_at")?)?,
+        revoked_at: row.try_get::<Option<i64>, _>("revoked_at")?.map(time).transpose()?,
+    })
+}
+
+/// Writes a new operator; an email already taken is a conflict.
+pub async fn insert(tx: &mut Tx, new: &Operator, created_at: i64) -> Result<(), StoreError> {
+    let taken = sqlx::query("SELECT 1 FROM operators WHERE lower(email) = lower($1)")
+        .bind(&new.email)
+        .fetch_optional(&mut **tx)
+        .await?;
+    if taken.is_some() {
+        return Err(StoreError::Conflict(format!("an operator with email {} exists", new.email)));
+    }
+    sqlx::query(&format!("INSERT INTO operators ({COLUMNS}) VALUES ($1, $2, $3, $4, NULL, $5)"))
+        .bind(&new.id)
+        .bind(&new.name)
+        .bind(&new.email)
+        .bind(roles_text(&new.roles))
+        .bind(created_at)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+/// Writes an operator's key (its hash only).
+pub async fn insert_key(
+    tx: &mut Tx,
+    id: &str,
+    operator_id: &str,
+    hash: &str,
+    now: i64,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO operator_keys (id, operator_id, secret_hash, created_at) VALUES ($1, $2, $3, $4)",
+    )
+    .bind(id)
+    .bind(operator_id)
+    .bind(hash)
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// How many enabled operators hold the `admin` role.
+pub async fn enabled_admins(tx: &mut Tx) -> Result<i64, StoreError> {
+    let rows =
+        sqlx::query("SELECT roles FROM operators WHERE disabled_at IS NULL").fetch_all(&mut **tx).await?;
+    let mut admins = 0;
+    for row in rows {
+        let roles: String = row.try_get("roles")?;
+        admins += i64::from(roles.split(',').any(|r| r == Role::Admin.as_str()));
+    }
+    Ok(admins)
+}
+
+/// The operator `id`, its row locked until `tx` ends (PostgreSQL).
+pub async fn lock(tx: &mut Tx, id: &str) -> Result<Option<Operator>, StoreError> {
+    let lock = if super::Backend::of(tx) == super::Backend::Postgres { " FOR UPDATE" } else { "" };
+    let row = sqlx::query(&format!("SELECT {COLUMNS} FROM operators WHERE id = $1{lock}"))
+        .bind(id)
+        .fetch_optional(&mut **tx)
+        .await?;
+    row.as_ref().map(operator).transpose()
+}
+
+pub async fn set_roles(tx: &mut Tx, id: &str, roles: &[Role]) -> Result<(), StoreError> {
+    sqlx::query("UPDATE operators SET roles = $1 WHERE id = $2")
+        .bind(roles_text(roles))
+        .bind(id)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+pub async fn disable(tx: &mut Tx, id: &str, reason: &str, now: i64) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE operators SET disabled_at = $1, disabled_reason = $2 WHERE id = $3 AND disabled_at IS NULL",
+    )
+    .bind(now)
+    .bind(reason)
+    .bind(id)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// Revokes key `id`; answers its operator, `None` when no live key has it.
+pub async fn revoke_key(tx: &mut Tx, id: &str, now: i64) -> Result<Option<String>, StoreError> {
+    let row = sqlx::query(
+        "UPDATE operator_keys SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL RETURNING operator_id",
+    )
+    .bind(now)
+    .bind(id)
+    .fetch_optional(&mut **tx)
+    .await?;
+    Ok(row.map(|r| r.try_get("operator_id")).transpose()?)
+}
+
+impl Store {
+    /// Every operator, oldest first.
+    pub async fn operators(&self) -> Result<Vec<Operator>, StoreError> {
+        let rows = sqlx::query(&format!("SELECT {COLUMNS} FROM operators ORDER BY created_at, id"))
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(operator).collect()
+    }
+
+    /// The keys of `operator_id`, oldest first.
+    pub async fn operator_keys(&self, operator_id: &str) -> Result<Vec<OperatorKey>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, operator_id, created_at, revoked_at FROM operator_keys WHERE operator_id = $1
+             ORDER BY created_at, id",
+        )
+        .bind(operator_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(key).collect()
+    }
+
+    /// The enabled operator of live key `key_id`, with the key's hash: read
+    /// on every request, so that a disabled operator or a revoked key stops
+    /// working at once on every instance.
+    pub async fn operator_by_key(&self, key_id: &str) -> Result<Option<(Operator, String)>, StoreError> {
+        let row = sqlx::query(
+            "SELECT o.id, o.name, o.email, o.roles, o.disabled_at, o.created_at, k.secret_hash
+             FROM operator_keys k JOIN operators o ON o.id = k.operator_id
+             WHERE k.id = $1 AND k.revoked_at IS NULL AND o.disabled_at IS NULL",
+        )
+        .bind(key_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|r| Ok((operator(&r)?, r.try_get("secret_hash")?))).transpose()
+    }
+}

@@ -1,0 +1,179 @@
+//! Operators as principals, through real HTTP on both stores: the
+//! bootstrap from the store alone, an admin managing operators through
+//! `/operator/v1/`, roles checked, a tenant's key and an operator's key each
+//! refused on the other's API, a disabled operator's key refused at once on
+//! another instance, and every change in the audit log, whose chain
+//! `audit verify` checks and finds broken once a row is edited.
+
+use crate::common;
+
+use std::process::{Command, Output};
+
+use alloy::transports::http::reqwest::Method;
+use common::{
+    api::{Answer, App, send_json, spawn_app},
+    db::{BACKENDS, Backend, TEST_PII_KEY},
+};
+use custody_indexer::{
+    api::RateLimit,
+    audit::{Actor, chain},
+    config::Chains,
+    operators::{NewOperator, Role, manage},
+};
+use serde_json::{Value, json};
+
+async fn call(app: &App, method: Method, path: &str, token: &str, body: Option<&Value>) -> Answer {
+    send_json(method, &format!("{}{path}", app.base), Some(token), body).await
+}
+
+fn cli(app: &App, args: &[&str], operator_key: Option<&str>) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_custody-indexer"));
+    command
+        .args(args)
+        .env("DATABASE_URL", &app.db.url)
+        .env("CUSTODY_INDEXER_PII_KEY", TEST_PII_KEY)
+        .env_remove("CUSTODY_INDEXER_SERVER")
+        .env_remove("CUSTODY_INDEXER_OPERATOR_KEY");
+    if let Some(key) = operator_key {
+        command.env("CUSTODY_INDEXER_OPERATOR_KEY", key);
+    }
+    command.output().unwrap()
+}
+
+fn text(output: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
+}
+
+/// The admin of a fresh store, made by the bootstrap; its key.
+async fn bootstrap(app: &App) -> String {
+    let new =
+        NewOperator { name: "Ada Admin".into(), email: "ada@example.com".into(), roles: vec![Role::Admin] };
+    manage::bootstrap(app.store(), &Actor::local(None), new).await.unwrap().key.token
+}
+
+#[tokio::test]
+async fn an_admin_manages_operators_through_the_service_and_every_change_is_audited() {
+    for backend in BACKENDS {
+        let app = spawn_app(backend, Chains::default(), RateLimit::default()).await;
+        let admin = bootstrap(&app).await;
+        let again =
+            NewOperator { name: "Eve".into(), email: "eve@example.com".into(), roles: vec![Role::Admin] };
+        let refused = manage::bootstrap(app.store(), &Actor::local(None), again).await.unwrap_err();
+        assert!(refused.to_string().contains("has an admin already"), "{backend:?}: {refused}");
+
+        // Each API refuses the other's keys.
+        let tenant = app.key("acme").await;
+        let answer = call(&app, Method::GET, "/operator/v1/operators", &tenant, None).await;
+        assert_eq!(answer.status, 401, "{backend:?}: a tenant's key on the operator API");
+        assert_eq!(app.get("/v2/webhooks", &admin).await.status, 401, "{backend:?}: an operator key on /v2");
+
+        let body = json!({ "name": "Tom Treasury", "email": "tom@example.com", "roles": ["treasury"] });
+        let created = call(&app, Method::POST, "/operator/v1/operators", &admin, Some(&body)).await;
+        assert_eq!(created.status, 201, "{backend:?}: {:?}", created.body);
+        let tom_id = created.body["operator"]["id"].as_str().unwrap().to_string();
+        let tom = created.body["key"]["token"].as_str().unwrap().to_string();
+        assert!(tom.starts_with("cio_"));
+        let taken = call(&app, Method::POST, "/operator/v1/operators", &admin, Some(&body)).await;
+        assert_eq!(taken.status, 409, "{backend:?}: the same email twice");
+
+        // Roles are the service's to check.
+        let listed = call(&app, Method::GET, "/operator/v1/operators", &tom, None).await;
+        assert_eq!(listed.status, 403, "{backend:?}");
+        assert!(listed.body["message"].as_str().unwrap().contains("`admin` role"), "{:?}", listed.body);
+        let listed = call(&app, Method::GET, "/operator/v1/operators", &admin, None).await;
+        assert_eq!(listed.status, 200);
+        assert_eq!(listed.body["operators"].as_array().unwrap().len(), 2);
+        assert!(!listed.body.to_string().contains("secret") && !listed.body.to_string().contains(&tom));
+
+        let own = json!({ "roles": ["admin", "treasury"], "reason": "more power" });
+        let ada_id = listed.body["operators"][0]["id"].as_str().unwrap();
+        let answer =
+            call(&app, Method::PUT, &format!("/operator/v1/operators/{ada_id}/roles"), &admin, Some(&own))
+                .await;
+        assert_eq!(answer.status, 403, "{backend:?}: an admin's own roles");
+        let roles = json!({ "roles": ["treasury", "compliance"], "reason": "covers compliance this week" });
+        let path = format!("/operator/v1/operators/{tom_id}/roles");
+        let answer = call(&app, Method::PUT, &path, &admin, Some(&roles)).await;
+        assert_eq!((answer.status, answer.body["roles"].clone()), (200, json!(["compliance", "treasury"])));
+
+        // An operator key also opens the operator token's detail.
+        assert_eq!(call(&app, Method::GET, "/metrics", &tom, None).await.status, 200, "{backend:?}");
+
+        // Disabled: refused at once, here and on another instance.
+        let other = app.another_server(Chains::default()).await;
+        let audit_on = |base: &str| format!("{base}/operator/v1/audit");
+        assert_eq!(send_json(Method::GET, &audit_on(&other.base), Some(&tom), None).await.status, 200);
+        let reason = json!({ "reason": "left the company" });
+        let path = format!("/operator/v1/operators/{tom_id}/disable");
+        assert_eq!(call(&app, Method::POST, &path, &admin, Some(&reason)).await.status, 200);
+        for base in [&app.base, &other.base] {
+            let answer = send_json(Method::GET, &audit_on(base), Some(&tom), None).await;
+            assert_eq!(answer.status, 401, "{backend:?}: a disabled operator's key at {base}");
+        }
+
+        // The log holds every change, attributed, and its chain holds.
+        let log = call(&app, Method::GET, "/operator/v1/audit?limit=100", &admin, None).await;
+        let entries = log.body["entries"].as_array().unwrap();
+        let actions: Vec<_> = entries.iter().map(|e| e["action"].as_str().unwrap()).collect();
+        assert_eq!(
+            actions,
+            ["operator.bootstrapped", "operator.created", "operator.roles_set", "operator.disabled"]
+        );
+        assert!(entries[0]["actor"].as_str().unwrap().starts_with("local:"));
+        assert_eq!(entries[3]["actor"], format!("operator:{ada_id}"));
+        assert_eq!(entries[3]["actor_name"], "Ada Admin");
+        assert_eq!(entries[3]["reason"], "left the company");
+        let stored = app.store().audit_entries(0, None, 100).await.unwrap();
+        assert!(stored[3].reason.as_deref().unwrap().starts_with("pii1."), "a reason is sealed at rest");
+        let head = app.store().audit_head().await.unwrap();
+        assert_eq!(chain::verify(&stored, Some((head.0, &head.1))), Ok(4));
+    }
+}
+
+// The command line runs as a child process while this runtime serves it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_bootstraps_then_acts_through_the_service_and_audit_verify_finds_an_edit() {
+    for backend in [Backend::Sqlite, Backend::Postgres] {
+        let app = spawn_app(backend, Chains::default(), RateLimit::default()).await;
+        let create =
+            ["operators", "create", "--name", "Ada", "--email", "ada@example.com", "--role", "admin"];
+        let out = cli(&app, &create, None);
+        assert!(out.status.success(), "{backend:?}: {}", text(&out));
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        let admin = stdout.lines().last().unwrap().to_string();
+        assert!(admin.starts_with("cio_"), "the key is on the last line: {stdout}");
+
+        let second =
+            ["operators", "create", "--name", "Bob", "--email", "bob@example.com", "--role", "treasury"];
+        let out = cli(&app, &second, None);
+        assert!(!out.status.success() && text(&out).contains("has an admin already"), "{}", text(&out));
+        let through = [&second[..], &["--server", &app.base]].concat();
+        let out = cli(&app, &through, Some(&admin));
+        assert!(out.status.success(), "{backend:?}: {}", text(&out));
+        let bob = String::from_utf8(out.stdout).unwrap().lines().last().unwrap().to_string();
+        let out = cli(&app, &through, Some(&bob));
+        assert!(!out.status.success() && text(&out).contains("403"), "{}", text(&out));
+
+        let out = cli(&app, &["operators", "list", "--json", "--server", &app.base], Some(&admin));
+        assert!(out.status.success(), "{}", text(&out));
+        let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(listed.as_array().unwrap().len(), 2);
+        assert!(!text(&out).contains(&bob[4..]), "never a secret");
+
+        let out = cli(&app, &["audit", "verify"], None);
+        assert!(out.status.success(), "{backend:?}: {}", text(&out));
+        assert!(text(&out).contains("2 entries"), "{}", text(&out));
+        let out = cli(&app, &["audit", "list"], None);
+        assert!(text(&out).contains("operator.created"), "{}", text(&out));
+
+        // An entry edited in the database is found, by its seq.
+        let pool = sqlx::AnyPool::connect(&app.db.url).await.unwrap();
+        sqlx::query("UPDATE audit_log SET target_id = 'op_someone_else' WHERE seq = 2")
+            .execute(&pool)
+            .await
+            .unwrap();
+        let out = cli(&app, &["audit", "verify"], None);
+        assert_eq!(out.status.code(), Some(1), "{backend:?}: {}", text(&out));
+        assert!(text(&out).contains("seq 2"), "{}", text(&out));
+    }
+}
