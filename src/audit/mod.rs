@@ -58,6 +58,34 @@ impl Actor {
         }
     }
 
+    /// How a decision's row names who took it (a mint's `recorded_by` and
+    /// `approved_by`): `operator:<id>` for an authenticated operator,
+    /// `break-glass:<os user>`, and for a local command its `--by`,
+    /// lowercased, as `by:<name>` (`local:<os user>` without one).
+    pub fn recorded(&self) -> String {
+        match self {
+            Actor::Local { by: Some(name), .. } => format!("by:{}", name.trim().to_lowercase()),
+            other => other.to_string(),
+        }
+    }
+
+    /// The actor a row's [`Actor::recorded`] names, enough to tell two
+    /// deciders apart. Rows written before operators were authenticated
+    /// hold `operator:<name>` from `--by`: an id is `op_` and 32 hex digits,
+    /// anything else is such a name.
+    pub fn from_recorded(text: &str) -> Actor {
+        let local = |by: &str| Actor::Local { os_user: String::new(), by: Some(by.to_string()) };
+        match text.split_once(':') {
+            Some(("operator", id)) if is_operator_id(id) => {
+                Actor::Operator { id: id.into(), name: String::new() }
+            }
+            Some(("operator" | "by", name)) => local(name),
+            Some(("break-glass", user)) => Actor::BreakGlass(user.into()),
+            Some(("local", user)) => Actor::Local { os_user: user.into(), by: None },
+            _ => local(text),
+        }
+    }
+
     /// The operator's id, when an authenticated operator decided.
     pub fn operator_id(&self) -> Option<&str> {
         match self {
@@ -79,6 +107,11 @@ impl fmt::Display for Actor {
             Actor::System => f.write_str("system"),
         }
     }
+}
+
+/// Whether `text` is an operator's id (`op_` and 32 lowercase hex digits).
+fn is_operator_id(text: &str) -> bool {
+    text.strip_prefix("op_").is_some_and(|hex| hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
 /// The operating-system user running this process (`USER`, `USERNAME`),
@@ -149,6 +182,22 @@ pub fn reason(cipher: Option<&Cipher>, entry: &chain::Entry) -> Result<Option<St
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_recorded_decider_reads_back_as_the_same_person() {
+        let id = "op_0123456789abcdef0123456789abcdef";
+        let operator = Actor::Operator { id: id.into(), name: "Ann".into() };
+        let local = |by: &str| Actor::Local { os_user: "ci".into(), by: Some(by.into()) };
+        assert_eq!(operator.recorded(), format!("operator:{id}"));
+        assert_eq!(Actor::from_recorded(&operator.recorded()).operator_id(), Some(id));
+        assert_eq!(local(" Ann ").recorded(), "by:ann");
+        assert_eq!(Actor::from_recorded("by:ann").name(), Some("ann"));
+        // A row of an older release: `operator:<--by>`.
+        assert_eq!(Actor::from_recorded("operator:ann").name(), Some("ann"));
+        assert_eq!(Actor::from_recorded("operator:ann").operator_id(), None);
+        let glass = Actor::BreakGlass("root".into());
+        assert_eq!(Actor::from_recorded(&glass.recorded()), glass);
+    }
 
     #[test]
     fn actors_are_written_as_documented() {

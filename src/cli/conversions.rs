@@ -188,7 +188,8 @@ async fn wire_command(store: &Store, command: WiresCommand) -> anyhow::Result<()
     match command {
         WiresCommand::Record { virtual_account_id, amount, reference, who } => {
             let cents = Cents::parse(&amount).map_err(|e| anyhow::anyhow!("--amount: {e}"))?.0;
-            let recorder = operator(&who.by)?;
+            operator(&who.by)?;
+            let recorder = crate::audit::Actor::local(Some(who.by.clone()));
             let new = NewVirtualWire {
                 organization: None,
                 virtual_account_id: &virtual_account_id,
@@ -213,7 +214,9 @@ async fn wire_command(store: &Store, command: WiresCommand) -> anyhow::Result<()
         }
         WiresCommand::Import { file, who } => {
             let credits = statement(&file)?;
-            let by = Reporter { by: &operator(&who.by)?, reason: &who.reason };
+            operator(&who.by)?;
+            let actor = crate::audit::Actor::local(Some(who.by.clone()));
+            let by = Reporter { by: &actor, reason: &who.reason };
             let imported = crate::conversions::on_ramp::import(store, &credits, by).await?;
             for (reference, conversion) in &imported.recorded {
                 let account = conversion.payment_instructions_id.as_deref().unwrap_or("-");

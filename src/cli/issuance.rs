@@ -8,6 +8,9 @@
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
+use serde_json::json;
+
+use super::decider::{Deciding, Via};
 
 use crate::amount::Cents;
 use crate::{
@@ -81,8 +84,10 @@ pub enum WiresCommand {
         /// The bank's reference of the wire: unique.
         #[arg(long)]
         reference: String,
+        #[arg(long)]
+        reason: String,
         #[command(flatten)]
-        who: Who,
+        deciding: Deciding,
         /// The chain files: their issued assets' daily mint caps.
         #[command(flatten)]
         chain_files: super::ChainFiles,
@@ -95,8 +100,10 @@ pub enum WiresCommand {
     Import {
         /// The camt.054 XML document.
         file: std::path::PathBuf,
+        #[arg(long)]
+        reason: String,
         #[command(flatten)]
-        who: Who,
+        deciding: Deciding,
         /// The chain files: their issued assets' daily mint caps.
         #[command(flatten)]
         chain_files: super::ChainFiles,
@@ -112,7 +119,9 @@ pub struct Decision {
     /// The wire's reference, or its mint's id.
     reference: String,
     #[arg(long)]
-    by: String,
+    reason: Option<String>,
+    #[command(flatten)]
+    deciding: Deciding,
 }
 
 /// Who acts, and why: recorded in the audit trail.
@@ -327,9 +336,23 @@ pub(super) fn unmatched(unmatched: &[(Credit, String)], recorded: usize) {
 /// `issuance wires`: a wire recorded or imported, a mint approved or refused.
 async fn wire_command(store: &Store, command: WiresCommand) -> anyhow::Result<()> {
     match command {
-        WiresCommand::Record { memo_id, amount, reference, who, chain_files } => {
+        WiresCommand::Record { memo_id, amount, reference, reason, deciding, chain_files } => {
             let cents = Cents::parse(&amount).map_err(|e| anyhow::anyhow!("--amount: {e}"))?.0;
-            let recorder = operator(&who.by)?;
+            let recorder = match deciding.via(store, Some(&reason)).await? {
+                Via::Store(actor) => actor,
+                Via::Server(server) => {
+                    let body = json!({ "memo_id": memo_id, "amount": Cents(cents).to_string(),
+                        "reference": reference, "reason": reason });
+                    let mint = server.post("/operator/v1/issuance/wires", &body).await?;
+                    println!(
+                        "wire {reference}: {} USD for memo {memo_id}: mint {}",
+                        Cents(cents),
+                        mint["status"]
+                    );
+                    println!("{}", mint["id"].as_str().unwrap_or_default());
+                    return Ok(());
+                }
+            };
             let wire = NewWire {
                 organization: None,
                 memo_id: &memo_id,
@@ -337,7 +360,7 @@ async fn wire_command(store: &Store, command: WiresCommand) -> anyhow::Result<()
                 reference: &reference,
                 source: WireSource::Operator,
                 recorded_by: Some(&recorder),
-                reason: Some(&who.reason),
+                reason: Some(&reason),
                 settlement: Operators::default().receive(cents),
             };
             let approval = Approval::new(always_approved(store).await?, &chain_files.load()?);
@@ -345,9 +368,12 @@ async fn wire_command(store: &Store, command: WiresCommand) -> anyhow::Result<()
             println!("wire {reference}: {} USD for memo {memo_id}: mint {}", Cents(cents), mint.status);
             println!("{}", mint.id);
         }
-        WiresCommand::Import { file, who, chain_files } => {
+        WiresCommand::Import { file, reason, deciding, chain_files } => {
             let credits = statement(&file)?;
-            let by = wires::Reporter { by: &operator(&who.by)?, reason: &who.reason };
+            let Via::Store(actor) = deciding.via(store, Some(&reason)).await? else {
+                anyhow::bail!("issuance wires import reads its file on the store directly: drop --server")
+            };
+            let by = wires::Reporter { by: &actor, reason: &reason };
             let approval = Approval::new(always_approved(store).await?, &chain_files.load()?);
             let imported = wires::import(store, &credits, by, &approval).await?;
             for (reference, mint) in &imported.recorded {
@@ -375,9 +401,35 @@ pub(super) fn operator(by: &str) -> anyhow::Result<String> {
 }
 
 async fn decide(store: &Store, decision: Decision, approve: bool) -> anyhow::Result<()> {
-    let mint = wires::decide(store, &decision.reference, &operator(&decision.by)?, approve).await?;
-    println!("wire {}: mint {} {}", decision.reference, mint.id, mint.status);
+    let reason = decision.reason.as_deref();
+    let reference = &decision.reference;
+    let (id, status) = match decision.deciding.via(store, reason).await? {
+        Via::Store(actor) => {
+            let mint = wires::decide(store, reference, &actor, approve, reason).await?;
+            (mint.id, mint.status.to_string())
+        }
+        Via::Server(server) => {
+            let verb = if approve { "approve" } else { "refuse" };
+            let path = format!("/operator/v1/issuance/wires/{}/{verb}", urlencoding(reference));
+            let mint = server.post(&path, &json!({ "reason": reason })).await?;
+            (
+                mint["id"].as_str().unwrap_or_default().to_string(),
+                mint["status"].as_str().unwrap_or_default().to_string(),
+            )
+        }
+    };
+    println!("wire {reference}: mint {id} {status}");
     Ok(())
+}
+
+/// `text` as one URL path segment.
+fn urlencoding(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            other => format!("%{other:02X}"),
+        })
+        .collect()
 }
 
 fn line(m: &Mint) -> String {

@@ -5,6 +5,7 @@
 mod admin;
 mod chains;
 mod conversions;
+mod decider;
 pub mod events;
 mod identities;
 mod import;

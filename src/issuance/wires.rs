@@ -12,7 +12,9 @@ use super::{
 };
 use crate::{
     amount::Cents,
+    audit::{self, Actor, Record},
     bank::{Credit, Imported, Settlement, WireOutcome as Outcome},
+    operators::rules::second_pair,
     store::{
         Made, NewWire, Store, StoreError, Tx, WireSource, entitlement,
         mints::{self, NewMint, Settling},
@@ -37,7 +39,7 @@ pub async fn arrive(store: &Store, wire: &NewWire<'_>, approval: &Approval) -> R
 /// Who reports a bank's credits, and why.
 #[derive(Debug, Clone, Copy)]
 pub struct Reporter<'a> {
-    pub by: &'a str,
+    pub by: &'a Actor,
     pub reason: &'a str,
 }
 
@@ -130,6 +132,10 @@ pub async fn record(store: &Store, wire: &NewWire<'_>) -> Result<Made<Mint>, Sto
     }
     let mint = mints::mint_in(&mut tx, &id).await?;
     mints::announce(&mut tx, &mint, now).await?;
+    if let Some(actor) = wire.recorded_by {
+        let record = entry(actor, "wire.recorded", &mint, &target.organization, wire.reason);
+        audit::append(&mut tx, store.cipher().ok(), record).await?;
+    }
     tx.commit().await?;
     Ok(Made::New(mint))
 }
@@ -197,26 +203,49 @@ async fn gate_in(tx: &mut Tx, organization: &str, identity: &str) -> Result<Resu
     Ok(gate_of(status, fiat))
 }
 
+/// Why a decision on a mint did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum DecideError {
+    /// The decider may not decide this mint: they recorded its wire, or
+    /// act with `--break-glass`.
+    #[error("wire {reference}: {refusal}")]
+    FourEyes { reference: String, refusal: crate::operators::Refused },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl From<sqlx::Error> for DecideError {
+    fn from(error: sqlx::Error) -> Self {
+        DecideError::Store(error.into())
+    }
+}
+
 /// A second operator's decision on the `AWAITING_APPROVAL` mint of the wire
 /// `reference` (or of the mint of that id): approved (the identity's
 /// entitlement now decides whether it mints) or refused. The operator who
 /// recorded the wire cannot decide on it.
-pub async fn decide(store: &Store, reference: &str, by: &str, approve: bool) -> Result<Mint, StoreError> {
+pub async fn decide(
+    store: &Store,
+    reference: &str,
+    by: &Actor,
+    approve: bool,
+    reason: Option<&str>,
+) -> Result<Mint, DecideError> {
     let mut tx = store.begin().await?;
     let named = mints::named(&mut tx, reference, &normalize_reference(reference)).await?;
     let mint = match named.as_slice() {
         [mint] => mint,
-        [] => return Err(StoreError::NotFound(format!("wire {reference}"))),
+        [] => return Err(StoreError::NotFound(format!("wire {reference}")).into()),
         _ => {
             return Err(StoreError::Invalid(format!(
                 "{reference} is both a wire's reference and another wire's mint id: name the mint by its id"
-            )));
+            ))
+            .into());
         }
     };
-    if mint.recorded_by.as_deref() == Some(by) {
-        return Err(StoreError::Invalid(format!(
-            "{by} recorded wire {reference}: another operator must approve its mint"
-        )));
+    if let Some(recorder) = mint.recorded_by.as_deref() {
+        second_pair(&Actor::from_recorded(recorder), by)
+            .map_err(|refusal| DecideError::FourEyes { reference: reference.to_string(), refusal })?;
     }
     let event = if approve {
         Event::Approved { gate: gate_in(&mut tx, &mint.organization, &mint.identity).await? }
@@ -229,8 +258,30 @@ pub async fn decide(store: &Store, reference: &str, by: &str, approve: bool) -> 
             mint.status
         ))
     })?;
-    mints::change(&mut tx, &mint.id, transition, Some(by)).await?;
+    mints::change(&mut tx, &mint.id, transition, Some(&by.recorded())).await?;
     let decided = mints::mint_in(&mut tx, &mint.id).await?;
+    let action = if approve { "wire.approved" } else { "wire.refused" };
+    let organization = mint.organization.clone();
+    audit::append(&mut tx, store.cipher().ok(), entry(by, action, &decided, &organization, reason)).await?;
     tx.commit().await?;
     Ok(decided)
+}
+
+/// The audit entry of a decision on `mint`.
+fn entry<'a>(
+    actor: &'a Actor,
+    action: &'a str,
+    mint: &'a Mint,
+    organization: &'a str,
+    reason: Option<&'a str>,
+) -> Record<'a> {
+    Record {
+        actor,
+        action,
+        target_kind: "mint",
+        target_id: &mint.id,
+        organization_id: Some(organization),
+        reason,
+        request_id: None,
+    }
 }

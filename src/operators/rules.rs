@@ -46,10 +46,7 @@ impl Action {
 pub enum Refused {
     #[error("this needs the `{needs}` role, which operator {operator} does not hold")]
     Role { needs: Role, operator: String },
-    #[error(
-        "four eyes: {0} decided the first step, so a second operator must decide this one (their own decision \
-         never counts twice)"
-    )]
+    #[error("four eyes: {0} decided the first step, so another operator must decide this one")]
     SameOperator(String),
     #[error(
         "four eyes: a break-glass action never counts as the second pair of eyes; a second operator must decide"
@@ -84,6 +81,9 @@ pub fn second_pair(first: &Actor, second: &Actor) -> Result<(), Refused> {
         }
         (Actor::Local { by: Some(a), .. }, Actor::Local { by: Some(b), .. }) if a.eq_ignore_ascii_case(b) => {
             Err(Refused::SameOperator(format!("--by {b}")))
+        }
+        (Actor::Local { os_user: a, by: None }, Actor::Local { os_user: b, by: None }) if a == b => {
+            Err(Refused::SameOperator(format!("local:{b}")))
         }
         _ => Ok(()),
     }
@@ -171,6 +171,8 @@ mod tests {
             (local(Some("ann")), actor("op1"), true),
             (local(Some("ann")), local(Some("ANN")), false),
             (local(Some("ann")), local(Some("bob")), true),
+            (local(None), local(None), false),
+            (local(None), local(Some("bob")), true),
             (Actor::Provider("sandbox".into()), actor("op1"), true),
         ];
         for (first, second, allowed) in cases {

@@ -53,8 +53,8 @@ pub struct NewWire<'a> {
     /// The bank's reference: unique; recording it again is a no-op.
     pub reference: &'a str,
     pub source: WireSource,
-    /// The operator and why (an operator's wire).
-    pub recorded_by: Option<&'a str>,
+    /// Who recorded it and why (an operator's wire, an import).
+    pub recorded_by: Option<&'a crate::audit::Actor>,
     pub reason: Option<&'a str>,
     /// What the bank does with it.
     pub settlement: Settlement,
@@ -240,7 +240,7 @@ pub async fn insert_mint(tx: &mut Transaction<'static, Any>, new: &NewMint<'_>) 
     .bind(Status::Received.as_str())
     .bind(wire.source.as_str())
     .bind(wire.reference)
-    .bind(wire.recorded_by)
+    .bind(wire.recorded_by.map(crate::audit::Actor::recorded))
     .bind(wire.reason)
     .bind(wire.settlement.outcome.as_str())
     .bind(settles_at)

@@ -198,6 +198,39 @@ impl Platform {
         String::from_utf8(out.stdout).unwrap()
     }
 
+    /// Operators of this platform: an admin made by the bootstrap, then one
+    /// operator per `(name, role)` created by that admin through the
+    /// service on `port`; their keys, in order.
+    pub fn operators(&self, port: u16, people: &[(&str, &str)]) -> Vec<String> {
+        let last_line = |out: std::process::Output| {
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            String::from_utf8(out.stdout).unwrap().lines().last().unwrap().to_string()
+        };
+        let create = |name: &str, role: &str| {
+            let email = format!("{}@example.com", name.to_lowercase());
+            ["operators", "create", "--name", name, "--email", &email, "--role", role].map(str::to_string)
+        };
+        let admin = last_line(
+            self.env.command(&create("Admin", "admin").each_ref().map(String::as_str)).output().unwrap(),
+        );
+        people
+            .iter()
+            .map(|(name, role)| {
+                let args = create(name, role);
+                last_line(self.as_operator(port, &admin, &args.each_ref().map(String::as_str)))
+            })
+            .collect()
+    }
+
+    /// A command through the service on `port`, as the operator of `key`.
+    pub fn as_operator(&self, port: u16, key: &str, args: &[&str]) -> std::process::Output {
+        let mut command = self.env.command(args);
+        command
+            .env("CUSTODY_INDEXER_SERVER", format!("http://127.0.0.1:{port}"))
+            .env("CUSTODY_INDEXER_OPERATOR_KEY", key);
+        command.output().unwrap()
+    }
+
     /// `run` on `port` with the keys and `env`.
     pub fn run_with(&self, port: u16, env: &[(&str, &str)]) -> Process {
         let env = [&[("CUSTODY_INDEXER_MNEMONIC", MNEMONIC)], env].concat();

@@ -155,7 +155,10 @@ async fn in_production_an_operator_opens_the_virtual_account_and_two_operators_d
         (platform.get(port, &format!("/v2/conversions/{id}")).await["status"] == "PROCESSING").then_some(())
     })
     .await;
-    assert!(operator(&["issuance", "wires", "approve", "FED-VA-1", "--by", "bo"]).contains("MINTING"));
+    // In production the second operator is a principal of the service.
+    let [bo] = <[String; 1]>::try_from(platform.operators(port, &[("Bo", "treasury")])).unwrap();
+    let approved = platform.as_operator(port, &bo, &["issuance", "wires", "approve", "FED-VA-1"]);
+    assert!(String::from_utf8_lossy(&approved.stdout).contains("MINTING"), "{approved:?}");
     let conversion = completed(&platform, port, &id).await;
     assert_eq!(conversion["source"]["amount"], "100.00");
     assert_eq!(conversion["destination"]["amount"], "98.50", "less 1.5%");

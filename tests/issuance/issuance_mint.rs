@@ -149,26 +149,50 @@ async fn in_production_a_wire_recorded_and_approved_by_two_operators_mints_on_ch
     let simulated = send_json(Method::POST, &url, Some(&platform.key), Some(&body)).await;
     assert_eq!(simulated.status, 404, "nothing is simulated in production: {simulated:?}");
 
-    let operator = |args: &[&str]| platform.operator(args);
+    // Operators are principals: two treasury operators and one of
+    // compliance, made by an admin through the service.
+    let [ann, bo, cy] = <[String; 3]>::try_from(
+        platform.operators(port, &[("Ann", "treasury"), ("Bo", "treasury"), ("Cy", "compliance")]),
+    )
+    .unwrap();
+    let text = |out: &std::process::Output| {
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+    };
     let memo = memo.as_str().unwrap();
-    let recorded = operator(&[
-        "issuance",
-        "wires",
-        "record",
-        "--memo-id",
-        memo,
-        "--amount",
-        "75.50",
-        "--reference",
-        "FED-77",
-        "--by",
-        "ann",
-        "--reason",
-        "arrived at the bank",
-    ]);
-    assert!(recorded.contains("AWAITING_APPROVAL"), "{recorded}");
-    let id = recorded.lines().last().unwrap().to_string();
-    assert!(operator(&["issuance", "wires", "approve", "FED-77", "--by", "bo"]).contains("MINTING"));
+    let record =
+        ["issuance", "wires", "record", "--memo-id", memo, "--amount", "75.50", "--reference", "FED-77"];
+    let with_reason = [&record[..], &["--reason", "arrived at the bank"]].concat();
+    // On a production store, nobody decides around the service.
+    let direct = platform.env.command(&[&with_reason[..], &["--by", "ann"]].concat()).output().unwrap();
+    assert!(!direct.status.success(), "{}", text(&direct));
+    assert!(text(&direct).contains("CUSTODY_INDEXER_SERVER") && text(&direct).contains("--break-glass"));
+    let recorded = platform.as_operator(port, &ann, &with_reason);
+    assert!(
+        recorded.status.success() && text(&recorded).contains("AWAITING_APPROVAL"),
+        "{}",
+        text(&recorded)
+    );
+    let id = text(&recorded).lines().last().unwrap().to_string();
+
+    let approve = ["issuance", "wires", "approve", "FED-77"];
+    let own = platform.as_operator(port, &ann, &approve);
+    assert!(!own.status.success() && text(&own).contains("another operator"), "{}", text(&own));
+    let compliance = platform.as_operator(port, &cy, &approve);
+    assert!(
+        text(&compliance).contains("403") && text(&compliance).contains("`treasury`"),
+        "{}",
+        text(&compliance)
+    );
+    let glass =
+        platform.env.command(&[&approve[..], &["--break-glass", "--reason", "urgent"]].concat()).output();
+    let glass = glass.unwrap();
+    assert!(
+        !glass.status.success() && text(&glass).contains("break-glass action never counts"),
+        "{}",
+        text(&glass)
+    );
+    let approved = platform.as_operator(port, &bo, &approve);
+    assert!(text(&approved).contains("MINTING"), "{}", text(&approved));
 
     let mint = platform.completed(port, &id).await;
     assert!(mint["transaction_hash"].is_string() && mint["deposit_id"].is_string(), "{mint}");
@@ -178,6 +202,16 @@ async fn in_production_a_wire_recorded_and_approved_by_two_operators_mints_on_ch
         (books[0]["fiat_received"].as_str(), books[0]["supply"].as_str()),
         (Some("75.50"), Some("75.5"))
     );
+    // Each decision is in the audit log, attributed, and the chain holds.
+    let log = platform.operator(&["audit", "list", "--json"]);
+    let entries: Vec<Value> = log.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let decided: Vec<_> = entries
+        .iter()
+        .filter(|e| e["target_kind"] == "mint")
+        .map(|e| (e["action"].as_str().unwrap(), e["actor_name"].as_str().unwrap()))
+        .collect();
+    assert_eq!(decided, [("wire.recorded", "Ann"), ("wire.approved", "Bo")], "{log}");
+    assert!(platform.operator(&["audit", "verify"]).contains("verified"));
 }
 
 #[test]

@@ -197,8 +197,9 @@ async fn above_the_daily_mint_cap_every_mint_waits_for_approval() {
             "310 and then 315 dollars pass the 300 of the day; what waits counts too"
         );
         let waiting = &statuses[2].2;
+        let bo = custody_indexer::audit::Actor::local(Some("bo".into()));
         let approved =
-            custody_indexer::issuance::wires::decide(app.store(), waiting, "ops:bo", true).await.unwrap();
+            custody_indexer::issuance::wires::decide(app.store(), waiting, &bo, true, None).await.unwrap();
         assert_eq!(approved.status.as_str(), "MINTING");
         assert_eq!(mint(&app, &acme, waiting).await["status"], "MINTING");
     }

@@ -5,6 +5,7 @@
 //! `/openapi.json` and in docs/operations.md.
 
 mod audit;
+mod issuance;
 mod operators;
 
 use axum::{
@@ -75,6 +76,9 @@ pub(super) fn routes() -> (Router<ApiState>, utoipa::openapi::OpenApi) {
         .routes(routes!(operators::create_key))
         .routes(routes!(operators::revoke_key))
         .routes(routes!(audit::list))
+        .routes(routes!(issuance::record))
+        .routes(routes!(issuance::approve))
+        .routes(routes!(issuance::refuse))
         .split_for_parts()
 }
 

@@ -1,0 +1,69 @@
+//! Who a deciding command acts as. Through the service (`--server`, or
+//! `CUSTODY_INDEXER_SERVER`), the actor is the operator whose key is in
+//! `CUSTODY_INDEXER_OPERATOR_KEY`, and `--by` is refused. On the store
+//! directly: on a `production` store only with `--break-glass` (recorded as
+//! a break-glass decision by the operating-system user, never a second pair
+//! of eyes); in `sandbox` and on a store not yet stamped, as
+//! `local:<os user>` with the `--by` given.
+
+use anyhow::bail;
+use clap::Args;
+
+use super::server::Server;
+use crate::{audit::Actor, environment::Environment, store::Store};
+
+#[derive(Debug, Clone, Args)]
+pub struct Deciding {
+    /// Act through the service at this URL, as the operator whose key is in
+    /// CUSTODY_INDEXER_OPERATOR_KEY.
+    #[arg(long, env = "CUSTODY_INDEXER_SERVER")]
+    pub server: Option<String>,
+    /// On the store directly: the operator's name, recorded beside the
+    /// operating-system user. Refused with --server.
+    #[arg(long)]
+    pub by: Option<String>,
+    /// On a production store directly, in an emergency: recorded as a
+    /// break-glass decision of the operating-system user (needs --reason).
+    #[arg(long)]
+    pub break_glass: bool,
+}
+
+/// Where a decision is taken.
+pub enum Via {
+    Server(Server),
+    Store(Actor),
+}
+
+impl Deciding {
+    /// Where to act, on `store`'s environment; `reason` is the command's.
+    pub async fn via(&self, store: &Store, reason: Option<&str>) -> anyhow::Result<Via> {
+        if let Some(url) = &self.server {
+            if self.by.is_some() {
+                bail!("--by is refused with --server: the decision is the operator key's");
+            }
+            if self.break_glass {
+                bail!("--break-glass acts on the store directly: drop --server");
+            }
+            return Ok(Via::Server(Server::from_env(url)?));
+        }
+        let production = store.environment().await? == Some(Environment::Production);
+        match (production, self.break_glass) {
+            (true, false) => bail!(
+                "this is a production store: decisions go through the service (--server URL or \
+                 CUSTODY_INDEXER_SERVER, with CUSTODY_INDEXER_OPERATOR_KEY); in an emergency, --break-glass \
+                 --reason TEXT acts on the store directly and is recorded as such"
+            ),
+            (true, true) if reason.is_none_or(|r| r.trim().is_empty()) => {
+                bail!("--break-glass needs --reason: why the service could not be used")
+            }
+            (true, true) => Ok(Via::Store(Actor::break_glass())),
+            (false, glass) => {
+                if glass {
+                    bail!("--break-glass is for a production store; this one is not");
+                }
+                let by = self.by.as_deref().map(str::trim).filter(|b| !b.is_empty());
+                Ok(Via::Store(Actor::local(by.map(str::to_string))))
+            }
+        }
+    }
+}
