@@ -8,11 +8,15 @@
 
 use clap::Subcommand;
 
-use super::issuance::{Who, operator, statement, unmatched};
+use super::{
+    decider::{Deciding, Via},
+    issuance::{Who, operator, statement, unmatched},
+};
 use crate::amount::Cents;
 
 use crate::{
-    bank::{Answer, Bank, BankEvent, Operators},
+    bank::{Answer, Bank, Operators},
+    conversions::answers::{self, Answered},
     issuance::wires::Reporter,
     store::{NewVirtualWire, NewWire, Store, WireSource},
 };
@@ -103,12 +107,26 @@ pub enum PayoutsCommand {
     /// (the payment came back) and `refused` (nothing was sent) send the
     /// stablecoin back to the account, after which it is `RETURNED` or
     /// `FAILED` with `--reason` as its `failure_reason`.
+    /// Outside `sandbox`, `returned` and `refused` wait for a second
+    /// operator's `confirm`.
     Record {
         id: String,
         #[arg(long, value_parser = ["paid", "returned", "refused"])]
         outcome: String,
+        #[arg(long)]
+        reason: String,
         #[command(flatten)]
-        who: Who,
+        deciding: Deciding,
+    },
+    /// Confirm another operator's `returned` or `refused` answer: it
+    /// applies, and the stablecoin goes back. Never the answering operator,
+    /// never `--break-glass`.
+    Confirm {
+        id: String,
+        #[arg(long)]
+        reason: Option<String>,
+        #[command(flatten)]
+        deciding: Deciding,
     },
 }
 
@@ -149,17 +167,11 @@ pub async fn run(store: &Store, command: ConversionsCommand) -> anyhow::Result<(
             crate::conversions::off_ramp::refunds::retry(store, &id, &actor, &who.reason).await?;
             println!("conversion {id}: refund to be sent again at the chain's next step");
         }
-        ConversionsCommand::Payouts(PayoutsCommand::Record { id, outcome, who }) => {
-            operator(&who.by)?;
-            let answer: Answer = outcome.to_uppercase().parse().map_err(|e: String| anyhow::anyhow!(e))?;
-            let reason = who.reason.clone();
-            let event = match answer {
-                Answer::Paid => BankEvent::PayoutPaid { key: id.clone(), note: reason },
-                Answer::Returned => BankEvent::PayoutReturned { key: id.clone(), reason },
-                Answer::Refused => BankEvent::PayoutRefused { key: id.clone(), reason },
-            };
-            crate::conversions::payout::answer(store, &event).await?;
-            println!("conversion {id}: payout {}", answer.as_str());
+        ConversionsCommand::Payouts(PayoutsCommand::Record { id, outcome, reason, deciding }) => {
+            record_payout(store, &id, &outcome, &reason, deciding).await?
+        }
+        ConversionsCommand::Payouts(PayoutsCommand::Confirm { id, reason, deciding }) => {
+            confirm_payout(store, &id, reason.as_deref(), deciding).await?
         }
         ConversionsCommand::Show { id, json } => {
             let conversion = store.conversion(None, &id).await?;
@@ -260,5 +272,58 @@ async fn list_pending(store: &Store, json: bool) -> anyhow::Result<()> {
     for ((chain, currency), cents) in owed {
         println!("the settlement wallet on {chain} owes back {} {currency}", Cents(cents));
     }
+    Ok(())
+}
+
+/// `conversions payouts record`: an operator's answer to a payout.
+async fn record_payout(
+    store: &Store,
+    id: &str,
+    outcome: &str,
+    reason: &str,
+    deciding: Deciding,
+) -> anyhow::Result<()> {
+    let answer: Answer = outcome.to_uppercase().parse().map_err(|e: String| anyhow::anyhow!(e))?;
+    let said = match deciding.via(store, Some(reason)).await? {
+        Via::Server(server) => {
+            let body = serde_json::json!({ "outcome": answer.as_str(), "reason": reason });
+            let answered = server.post(&format!("/operator/v1/conversions/{id}/payout"), &body).await?;
+            answered["result"].as_str().unwrap_or_default().to_string()
+        }
+        Via::Store(actor) => {
+            let alone = store.environment().await? == Some(crate::environment::Environment::Sandbox);
+            match answers::answer(store, id, (answer, reason), &actor, alone).await? {
+                Answered::Applied(_) => "APPLIED".to_string(),
+                Answered::AwaitingConfirmation(_) => "AWAITING_CONFIRMATION".to_string(),
+            }
+        }
+    };
+    match said.as_str() {
+        "AWAITING_CONFIRMATION" => println!(
+            "conversion {id}: payout {}, awaiting a second operator's `conversions payouts confirm {id}`",
+            answer.as_str()
+        ),
+        _ => println!("conversion {id}: payout {}", answer.as_str()),
+    }
+    Ok(())
+}
+
+/// `conversions payouts confirm`: a second operator's confirmation.
+async fn confirm_payout(
+    store: &Store,
+    id: &str,
+    reason: Option<&str>,
+    deciding: Deciding,
+) -> anyhow::Result<()> {
+    let outcome = match deciding.via(store, reason).await? {
+        Via::Server(server) => {
+            let body = serde_json::json!({ "reason": reason });
+            let confirmed =
+                server.post(&format!("/operator/v1/conversions/{id}/payout/confirm"), &body).await?;
+            confirmed["outcome"].as_str().unwrap_or_default().to_string()
+        }
+        Via::Store(actor) => answers::confirm(store, id, &actor, reason).await?.as_str().to_string(),
+    };
+    println!("conversion {id}: payout {outcome} confirmed");
     Ok(())
 }

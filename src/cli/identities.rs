@@ -164,12 +164,14 @@ pub async fn run(store: &Store, command: IdentitiesCommand) -> anyhow::Result<()
     };
     let chains = action.chain_files.load()?;
     let actor = format!("operator:{}", action.who.by);
+    let decider = crate::audit::Actor::local(Some(action.who.by.clone()));
     let change = Change {
         organization: &action.organization,
         identity_id: &action.id,
         event,
         actor: &actor,
         reason: Some(&action.who.reason),
+        decider: Some(&decider),
     };
     let unsent = |chain: Chain| not_active(&chains, chain);
     let transition = crate::identity::change::change(store, &change, &unsent).await?;

@@ -12,6 +12,7 @@
 //! mint, the chain's sender mints, and [`worker`] walks the conversion
 //! behind the mint until our watcher sees the delivery `CONFIRMED`.
 
+pub mod answers;
 pub mod off_ramp;
 pub mod on_ramp;
 pub mod payout;

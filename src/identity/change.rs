@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use super::{Event, Transition, apply, compliance, resource::status_update};
 use crate::{
+    audit::{self, Actor, Record},
     chain::Chain,
     pii::{Cipher, PiiError},
     store::{
@@ -31,6 +32,9 @@ pub struct Change<'a> {
     pub actor: &'a str,
     /// Recorded in the audit trail and sent as the event's `status_reason`.
     pub reason: Option<&'a str>,
+    /// Who decided, for the audit log: an operator, a provider, the
+    /// service; `None` for a client's own submission.
+    pub decider: Option<&'a Actor>,
 }
 
 impl Change<'_> {
@@ -76,6 +80,7 @@ pub async fn submit(
         event: Event::ComplianceSubmitted,
         actor: "client",
         reason: None,
+        decider: None,
     };
     // Counted under the identity's row lock, before anything changes:
     // submissions racing for the day's last one are judged one at a time.
@@ -130,12 +135,37 @@ pub async fn apply_in(
     let event = format!("{:?}", change.event);
     let (organization, identity_id) = change.identity();
     audit(tx, organization, identity_id, &event, change.actor, change.reason, Some(state), next, now).await?;
+    if let Some(decider) = change.decider {
+        let action = format!("identity.{}", snake(&event));
+        let record = Record {
+            actor: decider,
+            action: &action,
+            target_kind: "identity",
+            target_id: identity_id,
+            organization_id: Some(organization),
+            reason: change.reason,
+            request_id: None,
+        };
+        audit::append(tx, cipher, record).await?;
+    }
     if !next.can_transact()
         && let Some(unsent) = unsent
     {
         fail_unsent(tx, change, unsent).await?;
     }
     Ok(transition)
+}
+
+/// `RfiRaised` as `rfi_raised`.
+fn snake(name: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in name.chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            out.push('_');
+        }
+        out.push(c.to_ascii_lowercase());
+    }
+    out
 }
 
 /// Fails, with their holds released and their events, the identity's
@@ -150,4 +180,16 @@ async fn fail_unsent(tx: &mut Tx, change: &Change<'_>, unsent: UnsentFailure<'_>
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn events_are_named_in_snake_case() {
+        for (event, name) in
+            [("Approved", "approved"), ("RfiRaised", "rfi_raised"), ("IdvExpired", "idv_expired")]
+        {
+            assert_eq!(super::snake(event), name);
+        }
+    }
 }

@@ -7,11 +7,14 @@ use super::{
     CheckStatus, Event,
     change::{Change, apply_in},
 };
-use crate::store::{
-    CheckStep, Review, Store, StoreError,
-    identities::lock_identity,
-    now_micros,
-    verification::{current_check, insert_check, newest_submission, set_check},
+use crate::{
+    audit::Actor,
+    store::{
+        CheckStep, Review, Store, StoreError,
+        identities::lock_identity,
+        now_micros,
+        verification::{current_check, insert_check, newest_submission, set_check},
+    },
 };
 
 /// A provider's decision, with who decided and why.
@@ -43,12 +46,15 @@ pub async fn decide(store: &Store, review: &Review, decided: &Decided<'_>) -> Re
             set_check(&mut tx, id, *status, now_micros()).await?;
         }
     }
+    let provider =
+        Actor::Provider(decided.actor.strip_prefix("provider:").unwrap_or(decided.actor).to_string());
     let change = Change {
         organization,
         identity_id,
         event: decided.event,
         actor: decided.actor,
         reason: decided.reason,
+        decider: Some(&provider),
     };
     apply_in(&mut tx, store.cipher().ok(), &change, None).await?;
     tx.commit().await?;
@@ -76,6 +82,7 @@ pub async fn expire_checks(store: &Store, now: i64) -> Result<Vec<String>, Store
                 event: Event::IdvExpired,
                 actor: "provider",
                 reason: Some("the identity verification check expired"),
+                decider: Some(&Actor::System),
             };
             apply_in(&mut tx, store.cipher().ok(), &change, None).await?;
         }

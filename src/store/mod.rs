@@ -33,6 +33,7 @@ pub(crate) mod operators;
 mod organizations;
 mod own_transfers;
 mod params;
+pub(crate) mod payout_answers;
 pub mod payouts;
 mod pii;
 mod positions;
@@ -169,6 +170,12 @@ impl StoreError {
 pub enum Backend {
     Sqlite,
     Postgres,
+}
+
+/// What a `SELECT` appends to lock the rows it reads until `tx` ends: `FOR
+/// UPDATE` on PostgreSQL; nothing on SQLite, whose one writer serializes.
+pub(crate) fn lock_suffix(tx: &mut Tx) -> &'static str {
+    if Backend::of(tx) == Backend::Postgres { " FOR UPDATE" } else { "" }
 }
 
 impl Backend {

@@ -22,12 +22,14 @@ impl Store {
     /// oldest first (see [`Pending`]).
     pub async fn pending_payouts(&self) -> Result<Vec<Pending>, StoreError> {
         let rows = sqlx::query(
-            "SELECT id, organization_id, source_cents, source_currency, source_chain, payout_outcome,
-                 payout_handed_at, payout_due_at, refund_attempts, payout_reference
-             FROM conversions
-             WHERE type = $1 AND status NOT IN ($2, $3, $4) AND payout_handed_at IS NOT NULL
-               AND (payout_outcome IS NULL OR payout_outcome IN ($5, $6))
-             ORDER BY payout_handed_at, id",
+            "SELECT c.id, c.organization_id, c.source_cents, c.source_currency, c.source_chain, c.payout_outcome,
+                 c.payout_handed_at, c.payout_due_at, c.refund_attempts, c.payout_reference,
+                 a.answered_at AS answered_at
+             FROM conversions c
+             LEFT JOIN payout_answers a ON a.conversion_id = c.id AND a.confirmed_at IS NULL
+             WHERE c.type = $1 AND c.status NOT IN ($2, $3, $4) AND c.payout_handed_at IS NOT NULL
+               AND (c.payout_outcome IS NULL OR c.payout_outcome IN ($5, $6))
+             ORDER BY c.payout_handed_at, c.id",
         )
         .bind(Type::OffRamp.as_str())
         .bind(Status::Completed.as_str())
@@ -40,12 +42,17 @@ impl Store {
         rows.iter()
             .map(|r| {
                 let answered = r.try_get::<Option<String>, _>("payout_outcome")?.is_some();
+                let awaiting = r.try_get::<Option<i64>, _>("answered_at")?.is_some();
                 let cents: i64 = r.try_get("source_cents")?;
-                let since = if answered { "payout_due_at" } else { "payout_handed_at" };
+                let (waiting_for, since) = match (answered, awaiting) {
+                    (true, _) => ("REFUND", "payout_due_at"),
+                    (false, true) => ("CONFIRMATION", "answered_at"),
+                    (false, false) => ("BANK_ANSWER", "payout_handed_at"),
+                };
                 Ok(Pending {
                     conversion_id: r.try_get("id")?,
                     organization_id: r.try_get("organization_id")?,
-                    waiting_for: if answered { "REFUND" } else { "BANK_ANSWER" },
+                    waiting_for,
                     amount: Cents(cents).to_string(),
                     cents,
                     currency: r.try_get("source_currency")?,

@@ -82,7 +82,7 @@ pub async fn enabled_admins(tx: &mut Tx) -> Result<i64, StoreError> {
 
 /// The operator `id`, its row locked until `tx` ends (PostgreSQL).
 pub async fn lock(tx: &mut Tx, id: &str) -> Result<Option<Operator>, StoreError> {
-    let lock = if super::Backend::of(tx) == super::Backend::Postgres { " FOR UPDATE" } else { "" };
+    let lock = super::lock_suffix(tx);
     let row = sqlx::query(&format!("SELECT {COLUMNS} FROM operators WHERE id = $1{lock}"))
         .bind(id)
         .fetch_optional(&mut **tx)

@@ -565,6 +565,8 @@ async fn the_openapi_document_matches_the_routes_and_resources() {
             "/healthz",
             "/metrics",
             "/operator/v1/audit",
+            "/operator/v1/conversions/{conversion_id}/payout",
+            "/operator/v1/conversions/{conversion_id}/payout/confirm",
             "/operator/v1/issuance/wires",
             "/operator/v1/issuance/wires/{reference}/approve",
             "/operator/v1/issuance/wires/{reference}/refuse",

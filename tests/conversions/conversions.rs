@@ -56,6 +56,7 @@ async fn change(app: &common::api::App, identity: &str, event: Event) {
         event,
         actor: "operator:alice",
         reason: Some("review"),
+        decider: None,
     };
     lifecycle::change(app.store(), &change, &unsent).await.unwrap();
 }

@@ -463,38 +463,33 @@ async fn in_production_an_operator_answers_the_payout_and_a_return_comes_back() 
     for pending in listed.as_array().unwrap() {
         assert_eq!(pending["payout_reference"], pending["conversion_id"], "{pending}");
     }
-    let record = |id: &str, outcome: &str, reason: &str| {
-        platform.operator(&[
-            "conversions",
-            "payouts",
-            "record",
-            id,
-            "--outcome",
-            outcome,
-            "--by",
-            "alice",
-            "--reason",
-            reason,
-        ])
+    // Two treasury operators of the service answer.
+    let [alice, bob] =
+        <[String; 2]>::try_from(platform.operators(port, &[("Alice", "treasury"), ("Bob", "treasury")]))
+            .unwrap();
+    let text = |out: &std::process::Output| {
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
     };
-    record(paid, "paid", "fed reference 2026112400001");
-    record(back, "returned", "R03: no account");
-    let out = platform
-        .env
-        .command(&[
-            "conversions",
-            "payouts",
-            "record",
-            paid,
-            "--outcome",
-            "paid",
-            "--by",
-            "bob",
-            "--reason",
-            "again",
-        ])
-        .output()
-        .unwrap();
+    let record = |key: &str, id: &str, outcome: &str, reason: &str| {
+        let args = ["conversions", "payouts", "record", id, "--outcome", outcome, "--reason", reason];
+        platform.as_operator(port, key, &args)
+    };
+    let answered = record(&alice, paid, "paid", "fed reference 2026112400001");
+    assert!(answered.status.success(), "{}", text(&answered));
+    let answered = record(&alice, back, "returned", "R03: no account");
+    assert!(text(&answered).contains("awaiting a second operator"), "{}", text(&answered));
+    // A return sends stablecoin back: it waits for a second operator.
+    let listed = platform.operator(&["conversions", "payouts", "list"]);
+    assert!(listed.contains(&format!("{back} acme CONFIRMATION")), "{listed}");
+    let confirm = ["conversions", "payouts", "confirm", back];
+    let own = platform.as_operator(port, &alice, &confirm);
+    assert!(!own.status.success() && text(&own).contains("another operator"), "{}", text(&own));
+    assert_eq!(platform.get(port, &format!("/v2/conversions/{back}")).await["status"], "PAYOUT_INITIATED");
+    let confirmed = platform.as_operator(port, &bob, &confirm);
+    assert!(confirmed.status.success(), "{}", text(&confirmed));
+    let again = platform.as_operator(port, &bob, &confirm);
+    assert!(!again.status.success(), "a confirmed answer is confirmed once: {}", text(&again));
+    let out = record(&bob, paid, "paid", "again");
     assert!(!out.status.success(), "an answered payout takes no second answer");
     assert_eq!(ended(&platform, port, paid).await["status"], "COMPLETED");
     let returned = ended(&platform, port, back).await;
@@ -506,6 +501,12 @@ async fn in_production_an_operator_answers_the_payout_and_a_return_comes_back() 
     assert_eq!(platform.balance().await, U256::from(30 * USDC));
     assert_eq!(usdc_of(&platform, settlement).await, U256::from(50 * USDC));
     assert_eq!(platform.operator(&["conversions", "payouts", "list"]), "", "nothing pending");
+    // Every answer is attributed in the audit log, whose chain holds.
+    let log = platform.operator(&["audit", "list"]);
+    for (action, who) in [("payout.answered_awaiting_confirmation", "Alice"), ("payout.confirmed", "Bob")] {
+        assert!(log.lines().any(|l| l.contains(action) && l.contains(&format!("({who})"))), "{log}");
+    }
+    assert!(platform.operator(&["audit", "verify"]).contains("verified"));
 }
 
 /// Mints `amount` USDC to `ada-1` as the issuer, outside any wire (anvil

@@ -618,6 +618,7 @@ async fn deposits_to_frozen_and_closed_accounts_are_recorded() {
             event,
             actor: "operator:test",
             reason: None,
+            decider: None,
         };
         lifecycle::change(&db.store, &change, &unsent).await.unwrap();
         assert_eq!(db.store.account(&format!("{status}")).await.unwrap().status, status);

@@ -127,6 +127,7 @@ async fn suspend_an_identity(store: &Store) {
         event: Event::Suspended,
         actor: "operator:test",
         reason: None,
+        decider: None,
     };
     lifecycle::change(store, &suspend, &|_| unreachable!("no transfers")).await.unwrap();
 }

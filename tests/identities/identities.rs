@@ -263,6 +263,7 @@ async fn accounts_belong_to_an_identity_of_the_organization_and_mirror_it() {
             event: Event::Denied,
             actor: "operator:t",
             reason: None,
+            decider: None,
         };
         lifecycle::change(store, &deny, &unsent).await.unwrap();
         says(&app.post("/v2/accounts", &acme, &open(&ada, "b", "SEGREGATED")).await, 400, "REJECTED");
@@ -352,6 +353,22 @@ async fn the_sandbox_approves_a_business_denies_on_its_magic_value_and_expires_i
         // A new submission starts over and asks for a new check.
         submit(&late, kyc("Idv")).await;
         wait_for(&app, &key, &late, "ACTIVE/").await;
+        // The provider's decisions and the service's expiry are audited.
+        let log = app.store().audit_entries(0, Some("acme"), 1000).await.unwrap();
+        let of = |id: &str| -> Vec<(String, String)> {
+            log.iter().filter(|e| e.target_id == id).map(|e| (e.actor.clone(), e.action.clone())).collect()
+        };
+        assert!(
+            of(&acme).contains(&("provider:sandbox".into(), "identity.approved".into())),
+            "{:?}",
+            of(&acme)
+        );
+        assert!(
+            of(&denied).contains(&("provider:sandbox".into(), "identity.denied".into())),
+            "{:?}",
+            of(&denied)
+        );
+        assert!(of(&late).contains(&("system".into(), "identity.idv_expired".into())), "{:?}", of(&late));
     }
 }
 
@@ -536,6 +553,7 @@ async fn only_an_active_identity_sends_and_a_suspension_fails_its_unsent_transfe
             event,
             actor: "operator:alice",
             reason: Some(reason),
+            decider: None,
         };
         lifecycle::change(store, &change(Event::Suspended, "fraud review"), &not_active).await.unwrap();
         let failed = store.transfer(&accepted.id).await.unwrap();
@@ -632,6 +650,25 @@ async fn operator_commands_record_who_and_why_and_refuse_what_the_lifecycle_refu
     assert!(shown["actions"].as_array().unwrap().iter().skip(1).all(|a| a["reason"] == "policy 7"));
     let events = env.store().await.events_after("default", None, 100).await.unwrap();
     assert_eq!(events.len(), 4, "one event per change");
+    // Each decision is also in the audit log, by the local operator.
+    let log = env.ok(&["audit", "list", "--json"]);
+    let entries: Vec<Value> = log.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let decided: Vec<_> = entries
+        .iter()
+        .filter(|e| e["target_kind"] == "identity")
+        .map(|e| (e["action"].as_str().unwrap(), e["actor_name"].as_str(), e["reason"].as_str()))
+        .collect();
+    let grace = (Some("grace"), Some("policy 7"));
+    assert_eq!(
+        decided,
+        [
+            ("identity.rfi_raised", grace.0, grace.1),
+            ("identity.rfi_fulfilled", grace.0, grace.1),
+            ("identity.denied", grace.0, grace.1),
+            ("identity.terminated", grace.0, grace.1),
+        ]
+    );
+    assert!(entries.iter().all(|e| e["actor"].as_str().unwrap().starts_with("local:")), "{log}");
 }
 
 #[tokio::test]

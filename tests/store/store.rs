@@ -386,6 +386,7 @@ async fn identity_event_labelled(store: &Store, id: &str, label: &str) -> serde_
         event: IdentityEvent::Suspended,
         actor: "operator:test",
         reason: None,
+        decider: None,
     };
     lifecycle::change(store, &suspend, &|_| unreachable!("no transfers")).await.unwrap();
     let events = store.events_after("default", None, 100).await.unwrap();

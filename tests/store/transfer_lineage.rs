@@ -418,6 +418,7 @@ async fn a_suspension_racing_a_recording_fails_no_transfer_that_was_recorded() {
         event: Event::Suspended,
         actor: "operator:test",
         reason: Some("fraud review"),
+        decider: None,
     };
     lifecycle::change(&store, &suspension, &|_| failed("ACCOUNT_NOT_ACTIVE")).await.unwrap();
     recording.await.unwrap().unwrap();

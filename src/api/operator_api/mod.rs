@@ -5,6 +5,7 @@
 //! `/openapi.json` and in docs/operations.md.
 
 mod audit;
+mod conversions;
 mod issuance;
 mod operators;
 
@@ -79,6 +80,8 @@ pub(super) fn routes() -> (Router<ApiState>, utoipa::openapi::OpenApi) {
         .routes(routes!(issuance::record))
         .routes(routes!(issuance::approve))
         .routes(routes!(issuance::refuse))
+        .routes(routes!(conversions::answer))
+        .routes(routes!(conversions::confirm))
         .split_for_parts()
 }
 

@@ -112,7 +112,8 @@ pub fn target(legs: Legs) -> (Status, Need) {
 pub struct Pending {
     pub conversion_id: String,
     pub organization_id: String,
-    /// `BANK_ANSWER` or `REFUND`.
+    /// `BANK_ANSWER`, `CONFIRMATION` (an operator's answer awaits a second
+    /// operator) or `REFUND`.
     pub waiting_for: &'static str,
     /// Of the stablecoin, in dollars.
     pub amount: String,
