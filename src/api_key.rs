@@ -16,11 +16,17 @@ const PREFIX: &str = "cik_";
 pub const OPERATOR_PREFIX: &str = "cio_";
 
 /// A freshly generated key: the token is shown once, only the hash is kept.
-#[derive(Debug)]
+/// `Debug` shows the id only.
 pub struct NewSecret {
     pub id: String,
     pub token: String,
     pub hash: String,
+}
+
+impl std::fmt::Debug for NewSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NewSecret").field("id", &self.id).finish_non_exhaustive()
+    }
 }
 
 /// Generates a key id and its secret token from the operating system's CSPRNG.
@@ -79,6 +85,11 @@ mod tests {
         assert_eq!(key_id(&key.token), Some(key.id.as_str()));
         assert!(matches(&key.token, &key.hash));
         assert!(!key.token.contains(&key.hash));
+        let debug = format!("{key:?}");
+        assert!(
+            debug.contains(&key.id) && !debug.contains(&key.token) && !debug.contains(&key.hash),
+            "{debug}"
+        );
 
         let other = generate();
         assert_ne!(key.token, other.token);

@@ -3,7 +3,7 @@
 
 use sqlx::Row;
 
-use super::{Store, StoreError, now_micros};
+use super::{Store, StoreError};
 use crate::{
     bank::Answer,
     conversions::{resource::Type, state::Status},
@@ -114,18 +114,10 @@ impl Store {
     /// unless the payout was handed over and has no answer yet, so each
     /// answer applies once.
     pub async fn record_payout(&self, id: &str, answer: Answer, reason: &str) -> Result<(), StoreError> {
-        let done = sqlx::query(
-            "UPDATE conversions SET payout_outcome = $2, payout_reason = $3, payout_due_at = $4
-             WHERE id = $1 AND type = $5 AND payout_handed_at IS NOT NULL AND payout_outcome IS NULL",
-        )
-        .bind(id)
-        .bind(answer.as_str())
-        .bind(reason)
-        .bind(now_micros())
-        .bind(Type::OffRamp.as_str())
-        .execute(&self.pool)
-        .await?;
-        if done.rows_affected() == 1 {
+        let mut tx = self.begin().await?;
+        let done = super::payout_answers::set_outcome(&mut tx, id, answer, reason).await?;
+        tx.commit().await?;
+        if done {
             return Ok(());
         }
         let conversion = self.conversion(None, id).await?;
