@@ -118,7 +118,16 @@ async fn bench(backend: Backend, accounts: u64, deposits: u64, requests: u64, cl
     fill(&db.store, accounts, deposits).await;
     let fill_time = filled.elapsed();
     let secret = api_key::generate();
-    db.store.create_api_key("default", "bench", &secret.id, &secret.hash).await.unwrap();
+    let actor = custody_indexer::audit::Actor::local(None);
+    custody_indexer::api_key::manage::create_with(
+        &db.store,
+        "default",
+        "bench",
+        (&secret.id, &secret.hash),
+        &actor,
+    )
+    .await
+    .unwrap();
     let unlimited = NonZeroU32::new(1_000_000).unwrap();
     let state = ApiState::new(
         db.store.clone(),

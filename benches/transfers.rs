@@ -150,7 +150,16 @@ async fn main() {
     anvil.send_eth(anvil.accounts[0], omnibus, U256::from(1_000 * ETH)).await;
     store.create_organization("acme", None).await.unwrap();
     let secret = api_key::generate();
-    store.create_api_key("acme", "bench", &secret.id, &secret.hash).await.unwrap();
+    let actor = custody_indexer::audit::Actor::local(None);
+    custody_indexer::api_key::manage::create_with(
+        &store,
+        "acme",
+        "bench",
+        (&secret.id, &secret.hash),
+        &actor,
+    )
+    .await
+    .unwrap();
     let account = |id: &str, kind| NewAccount {
         watch_from: Default::default(),
         id: id.into(),

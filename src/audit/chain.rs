@@ -86,6 +86,9 @@ pub fn verify<'a>(
         (seq, prev) = (entry.seq, entry.hash.clone());
     }
     match head {
+        Some((head_seq, _)) if head_seq < seq => {
+            Err(Broken { seq: head_seq + 1, why: "past the head the store keeps: written outside the log" })
+        }
         Some((head_seq, _)) if head_seq > seq => {
             Err(Broken { seq: seq + 1, why: "missing: the log ends before the head the store keeps" })
         }
@@ -201,5 +204,16 @@ mod tests {
             let head = full.as_ref().map(|(s, h)| (*s, h.as_str()));
             assert_eq!(verify(&tampered, head), Err(broken), "{name}");
         }
+    }
+
+    #[test]
+    fn an_entry_past_the_head_was_written_outside_the_log() {
+        // Rows inserted with a valid link and hash, the head left alone.
+        let entries = chain(6);
+        let head = Some((5, entries[4].hash.as_str()));
+        assert_eq!(
+            verify(&entries, head),
+            Err(Broken { seq: 6, why: "past the head the store keeps: written outside the log" })
+        );
     }
 }

@@ -35,6 +35,10 @@ pub enum Actor {
     Local { os_user: String, by: Option<String> },
     /// The service itself.
     System,
+    /// An identity decision's actor as the identity's trail recorded it
+    /// before the audit log existed (`operator:<--by>`, `provider:<name>`),
+    /// kept verbatim when the trail is adopted into the log.
+    Trail(String),
 }
 
 impl Actor {
@@ -105,6 +109,7 @@ impl fmt::Display for Actor {
             Actor::BreakGlass(user) => write!(f, "break-glass:{user}"),
             Actor::Local { os_user, .. } => write!(f, "local:{os_user}"),
             Actor::System => f.write_str("system"),
+            Actor::Trail(text) => f.write_str(text),
         }
     }
 }
@@ -112,6 +117,13 @@ impl fmt::Display for Actor {
 /// Whether `text` is an operator's id (`op_` and 32 lowercase hex digits).
 fn is_operator_id(text: &str) -> bool {
     text.strip_prefix("op_").is_some_and(|hex| hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// Takes the chain's head row lock without appending: held until `tx`
+/// ends, it orders work that must see the log as no other instance is
+/// changing it.
+pub async fn lock(tx: &mut Tx) -> Result<(), StoreError> {
+    rows::lock_head(tx).await
 }
 
 /// The operating-system user running this process (`USER`, `USERNAME`),
@@ -141,8 +153,13 @@ fn place(seq: i64) -> String {
 }
 
 /// Appends `record` in `tx`, after the chain's head (locked until `tx`
-/// ends); answers its `seq`. `cipher`: the store's personal-data cipher.
+/// ends); answers its `seq`. `cipher`: the store's personal-data cipher;
+/// without it, a reason is refused on a store that seals personal data.
 pub async fn append(tx: &mut Tx, cipher: Option<&Cipher>, record: Record<'_>) -> Result<i64, StoreError> {
+    if cipher.is_none() && record.reason.is_some() && rows::seals(tx).await? {
+        // A reason may hold personal data: this handle cannot seal it.
+        return Err(StoreError::Pii(crate::pii::PiiError::Locked));
+    }
     let head = rows::advance(tx).await?;
     let row = place(head.seq);
     let reason = record.reason.map(|text| match cipher {

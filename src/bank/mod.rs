@@ -106,6 +106,44 @@ pub struct Imported<T> {
     pub unmatched: Vec<(Credit, String)>,
 }
 
+/// A credit an import left out, as the operator API and the command line
+/// show it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+pub struct Unmatched {
+    pub reference: String,
+    /// In the major unit of `currency` (`"250.00"`).
+    pub amount: String,
+    pub currency: String,
+    pub remittance: String,
+    /// Why it was left out.
+    pub reason: String,
+}
+
+impl Unmatched {
+    pub fn of((credit, why): &(Credit, String)) -> Self {
+        Unmatched {
+            reference: credit.reference.clone(),
+            amount: crate::amount::Cents(credit.cents).to_string(),
+            currency: credit.currency.clone(),
+            remittance: credit.remittance.clone(),
+            reason: why.clone(),
+        }
+    }
+}
+
+/// The credits a camt.054 document (`body`) notifies, as the operators'
+/// bank reads a notification.
+pub fn camt054_credits(body: &[u8]) -> Result<Vec<Credit>, BankError> {
+    Ok(Operators::default()
+        .notification("application/xml", body)?
+        .into_iter()
+        .filter_map(|event| match event {
+            BankEvent::WireArrived(credit) => Some(credit),
+            _ => None,
+        })
+        .collect())
+}
+
 impl<T> Default for Imported<T> {
     fn default() -> Self {
         Imported { recorded: Vec::new(), unmatched: Vec::new() }

@@ -10,6 +10,7 @@ use super::{AccountsCommand, ApiKeysCommand, ChainFiles, DepositsCommand, Organi
 use crate::{
     account::{Account, AccountAddress, AccountType, DEFAULT_ORGANIZATION},
     api_key,
+    audit::Actor,
     chain::Chain,
     config::Chains,
     deposits::health,
@@ -217,8 +218,8 @@ pub async fn organizations(store: &Store, command: OrganizationsCommand) -> anyh
 pub async fn api_keys(store: &Store, command: ApiKeysCommand) -> anyhow::Result<()> {
     match command {
         ApiKeysCommand::Create { organization, name } => {
-            let secret = api_key::generate();
-            let key = store.create_api_key(&organization, &name, &secret.id, &secret.hash).await?;
+            let (key, secret) =
+                api_key::manage::create(store, &organization, &name, &Actor::local(None)).await?;
             println!("created API key {} ({}) for organization {}", key.id, key.name, key.organization_id);
             println!("the secret below is shown once; store it now:");
             println!("{}", secret.token);
@@ -234,7 +235,7 @@ pub async fn api_keys(store: &Store, command: ApiKeysCommand) -> anyhow::Result<
             }
         }
         ApiKeysCommand::Revoke { id } => {
-            let key = store.revoke_api_key(&id).await?;
+            let key = api_key::manage::revoke(store, &id, &Actor::local(None)).await?;
             print_api_key(&key);
         }
         ApiKeysCommand::Pair { id, public_key_file } => {
@@ -242,11 +243,11 @@ pub async fn api_keys(store: &Store, command: ApiKeysCommand) -> anyhow::Result<
                 .with_context(|| format!("cannot read {}", public_key_file.display()))?;
             let public_key =
                 PublicKey::from_pem(&text).with_context(|| format!("{}", public_key_file.display()))?;
-            let key = store.pair_api_key(&id, &public_key).await?;
+            let key = api_key::manage::pair(store, &id, &public_key, &Actor::local(None)).await?;
             print_api_key(&key);
         }
         ApiKeysCommand::Unpair { id } => {
-            let key = store.unpair_api_key(&id).await?;
+            let key = api_key::manage::unpair(store, &id, &Actor::local(None)).await?;
             print_api_key(&key);
         }
     }

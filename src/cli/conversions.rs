@@ -8,17 +8,21 @@
 
 use clap::Subcommand;
 
+use serde_json::{Value, json};
+
 use super::{
     decider::{Deciding, Via},
-    issuance::{Who, operator, statement, unmatched},
+    issuance::{statement, unmatched},
 };
-use crate::amount::Cents;
-
 use crate::{
-    bank::{Answer, Bank, Operators},
-    conversions::answers::{self, Answered},
-    issuance::wires::Reporter,
-    store::{NewVirtualWire, NewWire, Store, WireSource},
+    amount::Cents,
+    bank::{Answer, Unmatched},
+    conversions::{
+        answers::{self, Answered},
+        on_ramp,
+    },
+    issuance::wires::{self, Reporter},
+    store::{NewVirtualWire, Store},
 };
 
 #[derive(Debug, Subcommand)]
@@ -57,8 +61,10 @@ pub enum WiresCommand {
         /// The bank's reference of the wire: unique.
         #[arg(long)]
         reference: String,
+        #[arg(long)]
+        reason: String,
         #[command(flatten)]
-        who: Who,
+        deciding: Deciding,
     },
     /// Record the wires of a bank's ISO 20022 camt.054 credit notification
     /// (a file the bank gives): each booked credit whose remittance
@@ -68,8 +74,10 @@ pub enum WiresCommand {
     Import {
         /// The camt.054 XML document.
         file: std::path::PathBuf,
+        #[arg(long)]
+        reason: String,
         #[command(flatten)]
-        who: Who,
+        deciding: Deciding,
     },
 }
 
@@ -81,15 +89,19 @@ pub enum VirtualAccountsCommand {
         /// The account number the bank gave it: unique.
         #[arg(long)]
         account_number: String,
+        #[arg(long)]
+        reason: Option<String>,
         #[command(flatten)]
-        who: Who,
+        deciding: Deciding,
     },
     /// The bank refused a `PENDING` virtual account: `--reason` is shown as
     /// its `failure_reason`.
     Refuse {
         id: String,
+        #[arg(long)]
+        reason: String,
         #[command(flatten)]
-        who: Who,
+        deciding: Deciding,
     },
 }
 
@@ -136,35 +148,32 @@ pub enum RefundsCommand {
     /// backoff: refused unless the last refund provably can never land
     /// (dropped, reverted, failed before it was signed, or on Solana
     /// refused by every node until its blockhash expired). Recorded with
-    /// `--by` and `--reason`.
+    /// `--reason`.
     Retry {
         /// The off-ramp conversion's id.
         id: String,
+        #[arg(long)]
+        reason: String,
         #[command(flatten)]
-        who: Who,
+        deciding: Deciding,
     },
 }
 
 pub async fn run(store: &Store, command: ConversionsCommand) -> anyhow::Result<()> {
     match command {
         ConversionsCommand::Wires(command) => wire_command(store, command).await?,
-        ConversionsCommand::VirtualAccounts(VirtualAccountsCommand::Open { id, account_number, who }) => {
-            operator(&who.by)?;
-            let opened = store.decide_virtual_account(&id, Ok(&account_number)).await?;
-            println!("virtual account {id}: {}", opened.status.as_str());
-        }
-        ConversionsCommand::VirtualAccounts(VirtualAccountsCommand::Refuse { id, who }) => {
-            operator(&who.by)?;
-            let refused = store.decide_virtual_account(&id, Err(&who.reason)).await?;
-            println!("virtual account {id}: {}", refused.status.as_str());
-        }
+        ConversionsCommand::VirtualAccounts(command) => virtual_account(store, command).await?,
         ConversionsCommand::Payouts(PayoutsCommand::List { json }) => list_pending(store, json).await?,
-        ConversionsCommand::Refunds(RefundsCommand::Retry { id, who }) => {
-            let actor = operator(&who.by)?;
-            if who.reason.trim().is_empty() {
-                anyhow::bail!("--reason: say why the refund is sent again");
+        ConversionsCommand::Refunds(RefundsCommand::Retry { id, reason, deciding }) => {
+            match deciding.via(store, Some(&reason)).await? {
+                Via::Server(server) => {
+                    let path = format!("/operator/v1/conversions/{id}/refund/retry");
+                    server.post(&path, &serde_json::json!({ "reason": reason })).await?;
+                }
+                Via::Store(actor) => {
+                    crate::conversions::off_ramp::refunds::retry(store, &id, &actor, &reason).await?
+                }
             }
-            crate::conversions::off_ramp::refunds::retry(store, &id, &actor, &who.reason).await?;
             println!("conversion {id}: refund to be sent again at the chain's next step");
         }
         ConversionsCommand::Payouts(PayoutsCommand::Record { id, outcome, reason, deciding }) => {
@@ -195,52 +204,106 @@ pub async fn run(store: &Store, command: ConversionsCommand) -> anyhow::Result<(
     Ok(())
 }
 
+/// `conversions virtual-accounts`: the bank's answer to a virtual account.
+async fn virtual_account(store: &Store, command: VirtualAccountsCommand) -> anyhow::Result<()> {
+    let (id, answer, reason, deciding) = match &command {
+        VirtualAccountsCommand::Open { id, account_number, reason, deciding } => {
+            (id, Ok(account_number.as_str()), reason.as_deref(), deciding)
+        }
+        VirtualAccountsCommand::Refuse { id, reason, deciding } => (id, Err(reason.as_str()), None, deciding),
+    };
+    let status = match deciding.via(store, reason.or(answer.err())).await? {
+        Via::Server(server) => {
+            let (verb, body) = match answer {
+                Ok(number) => ("open", json!({ "account_number": number, "reason": reason })),
+                Err(why) => ("refuse", json!({ "reason": why })),
+            };
+            let account = server.post(&format!("/operator/v1/virtual-accounts/{id}/{verb}"), &body).await?;
+            account["status"].as_str().unwrap_or_default().to_string()
+        }
+        Via::Store(actor) => {
+            let account =
+                crate::conversions::virtual_account::answer(store, id, answer, &actor, reason).await?;
+            account.status.as_str().to_string()
+        }
+    };
+    println!("virtual account {id}: {status}");
+    Ok(())
+}
+
 /// `conversions wires`: a wire to a virtual account recorded or imported.
 async fn wire_command(store: &Store, command: WiresCommand) -> anyhow::Result<()> {
     match command {
-        WiresCommand::Record { virtual_account_id, amount, reference, who } => {
+        WiresCommand::Record { virtual_account_id, amount, reference, reason, deciding } => {
             let cents = Cents::parse(&amount).map_err(|e| anyhow::anyhow!("--amount: {e}"))?.0;
-            operator(&who.by)?;
-            let recorder = crate::audit::Actor::local(Some(who.by.clone()));
-            let new = NewVirtualWire {
-                organization: None,
-                virtual_account_id: &virtual_account_id,
-                wire: NewWire {
-                    organization: None,
-                    memo_id: "",
-                    cents,
-                    reference: &reference,
-                    source: WireSource::Operator,
-                    recorded_by: Some(&recorder),
-                    reason: Some(&who.reason),
-                    settlement: Operators::default().receive(cents),
-                },
+            let (id, status) = match deciding.via(store, Some(&reason)).await? {
+                Via::Server(server) => {
+                    let body = json!({ "virtual_account_id": virtual_account_id,
+                        "amount": Cents(cents).to_string(), "reference": reference, "reason": reason });
+                    let conversion = server.post("/operator/v1/conversions/wires", &body).await?;
+                    (text(&conversion["id"]), text(&conversion["status"]))
+                }
+                Via::Store(recorder) => {
+                    let new = NewVirtualWire {
+                        organization: None,
+                        virtual_account_id: &virtual_account_id,
+                        wire: wires::by_operator("", cents, &reference, &recorder, &reason),
+                    };
+                    let conversion = on_ramp::record_wire(store, &new).await?.into_inner();
+                    (conversion.id, conversion.status.to_string())
+                }
             };
-            let conversion = crate::conversions::on_ramp::record_wire(store, &new).await?.into_inner();
             println!(
-                "wire {reference}: {} USD to virtual account {virtual_account_id}: conversion {}",
-                Cents(cents),
-                conversion.status
+                "wire {reference}: {} USD to virtual account {virtual_account_id}: conversion {status}",
+                Cents(cents)
             );
-            println!("{}", conversion.id);
+            println!("{id}");
         }
-        WiresCommand::Import { file, who } => {
-            let credits = statement(&file)?;
-            operator(&who.by)?;
-            let actor = crate::audit::Actor::local(Some(who.by.clone()));
-            let by = Reporter { by: &actor, reason: &who.reason };
-            let imported = crate::conversions::on_ramp::import(store, &credits, by).await?;
-            for (reference, conversion) in &imported.recorded {
-                let account = conversion.payment_instructions_id.as_deref().unwrap_or("-");
-                println!(
-                    "wire {reference}: {} USD to virtual account {account}: conversion {} {}",
-                    conversion.source.amount, conversion.id, conversion.status
-                );
-            }
-            unmatched(&imported.unmatched, imported.recorded.len());
+        WiresCommand::Import { file, reason, deciding } => {
+            let document = statement(&file)?;
+            let (recorded, unmatched_credits) = match deciding.via(store, Some(&reason)).await? {
+                Via::Server(server) => {
+                    let body = json!({ "camt054": document, "reason": reason });
+                    let answer = server.post("/operator/v1/conversions/wires/import", &body).await?;
+                    let recorded = answer["recorded"].as_array().cloned().unwrap_or_default();
+                    let recorded = recorded.iter().map(|r| (text(&r["reference"]), r["conversion"].clone()));
+                    (recorded.collect(), answer["unmatched"].clone())
+                }
+                Via::Store(actor) => {
+                    let credits = crate::bank::camt054_credits(document.as_bytes())
+                        .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+                    let by = Reporter { by: &actor, reason: &reason };
+                    let done = on_ramp::import(store, &credits, by).await?;
+                    let unmatched: Vec<Unmatched> = done.unmatched.iter().map(Unmatched::of).collect();
+                    let recorded = done.recorded.into_iter().map(|(r, c)| Ok((r, serde_json::to_value(c)?)));
+                    (recorded.collect::<anyhow::Result<_>>()?, serde_json::to_value(unmatched)?)
+                }
+            };
+            imported(recorded, unmatched_credits)?;
         }
     }
     Ok(())
+}
+
+/// Prints what an import of virtual-account wires recorded, then what it
+/// left out.
+fn imported(recorded: Vec<(String, Value)>, unmatched_credits: Value) -> anyhow::Result<()> {
+    for (reference, conversion) in &recorded {
+        let account = conversion["payment_instructions_id"].as_str().unwrap_or("-");
+        println!(
+            "wire {reference}: {} USD to virtual account {account}: conversion {} {}",
+            text(&conversion["source"]["amount"]),
+            text(&conversion["id"]),
+            text(&conversion["status"])
+        );
+    }
+    unmatched(&serde_json::from_value::<Vec<Unmatched>>(unmatched_credits)?, recorded.len());
+    Ok(())
+}
+
+/// A JSON string's text (empty when it is none).
+fn text(value: &Value) -> String {
+    value.as_str().unwrap_or_default().to_string()
 }
 
 /// `payouts list`: each pending off-ramp, then what each chain's

@@ -1,47 +1,37 @@
 //! `identities`: register identities onboarded elsewhere, inspect them, and
 //! the compliance staff's actions (`approve`, `reject`, `suspend`,
 //! `reinstate`, `terminate`, `rfi raise`, `rfi fulfil`, `fiat enable`,
-//! `fiat disable`), each recorded in the identity's audit trail with `--by`
-//! and `--reason` and announced by an `identity_status_update` when the
-//! status or sub-status changes.
+//! `fiat disable`), each recorded in the identity's trail and the audit log
+//! with `--reason` and announced by an `identity_status_update` when the
+//! status or sub-status changes. They are deciding commands: through the
+//! service with `--server`, or on the store as [`Deciding`] allows.
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
 
-use super::ChainFiles;
-use crate::identity::change::Change;
+use super::{
+    ChainFiles,
+    decider::{Deciding, Via},
+};
 use crate::{
     account::DEFAULT_ORGANIZATION,
-    chain::Chain,
+    audit::Actor,
     config::Chains,
     environment::Environment,
-    identity::{Event, State, Status, Type, sub_status_str},
+    identity::{
+        Status, Type,
+        decide::{self, Decision, Outcome},
+        sub_status_str,
+    },
     pii::{Key, KeySource},
-    store::{NewIdentity, Registered, Settlement, Store},
-    transfers::{TransferStatus, failure},
+    store::{NewIdentity, Store},
 };
 
 #[derive(Debug, Subcommand)]
 pub enum IdentitiesCommand {
     /// Register an identity onboarded outside this service (e.g. moved from
     /// another platform), in the status it has there.
-    Import {
-        #[arg(long, default_value = DEFAULT_ORGANIZATION)]
-        organization: String,
-        #[arg(long)]
-        id: String,
-        /// INDIVIDUAL or BUSINESS.
-        #[arg(long = "type")]
-        kind: Type,
-        /// A label (default: the id).
-        #[arg(long)]
-        label: Option<String>,
-        /// ACTIVE, SUSPENDED or PENDING_ONBOARDING (then at CREATED).
-        #[arg(long, default_value = "ACTIVE")]
-        status: Status,
-        #[command(flatten)]
-        who: Who,
-    },
+    Import(Import),
     /// One identity with its accounts and audit trail.
     Show {
         id: String,
@@ -78,6 +68,29 @@ pub enum IdentitiesCommand {
     Fiat(FiatCommand),
 }
 
+#[derive(Debug, Clone, Args)]
+pub struct Import {
+    #[arg(long, default_value = DEFAULT_ORGANIZATION)]
+    organization: String,
+    #[arg(long)]
+    id: String,
+    /// INDIVIDUAL or BUSINESS.
+    #[arg(long = "type")]
+    kind: Type,
+    /// A label (default: the id).
+    #[arg(long)]
+    label: Option<String>,
+    /// ACTIVE or SUSPENDED (a compliance decision: see the deciding
+    /// options), or PENDING_ONBOARDING (then at CREATED, on the store).
+    #[arg(long, default_value = "ACTIVE")]
+    status: Status,
+    /// Why; recorded.
+    #[arg(long)]
+    reason: String,
+    #[command(flatten)]
+    deciding: Deciding,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum FiatCommand {
     /// Grant it.
@@ -88,11 +101,8 @@ pub enum FiatCommand {
 
 #[derive(Debug, Clone, Args)]
 pub struct FiatAction {
-    id: String,
-    #[arg(long, default_value = DEFAULT_ORGANIZATION)]
-    organization: String,
     #[command(flatten)]
-    who: Who,
+    target: Target,
 }
 
 #[derive(Debug, Subcommand)]
@@ -103,24 +113,23 @@ pub enum RfiCommand {
     Fulfil(Action),
 }
 
-/// Who acts and why: both recorded.
+/// The identity decided on, why, and who decides (recorded).
 #[derive(Debug, Clone, Args)]
-pub struct Who {
-    /// The compliance officer acting.
-    #[arg(long)]
-    by: String,
+pub struct Target {
+    id: String,
+    #[arg(long, default_value = DEFAULT_ORGANIZATION)]
+    organization: String,
     /// Why; sent to the client as `status_reason`.
     #[arg(long)]
     reason: String,
+    #[command(flatten)]
+    deciding: Deciding,
 }
 
 #[derive(Debug, Clone, Args)]
 pub struct Action {
-    id: String,
-    #[arg(long, default_value = DEFAULT_ORGANIZATION)]
-    organization: String,
     #[command(flatten)]
-    who: Who,
+    target: Target,
     #[command(flatten)]
     chain_files: ChainFiles,
 }
@@ -144,113 +153,99 @@ pub async fn open(url: &str) -> anyhow::Result<Store> {
 }
 
 pub async fn run(store: &Store, command: IdentitiesCommand) -> anyhow::Result<()> {
-    let (action, event) = match command {
-        IdentitiesCommand::Import { organization, id, kind, label, status, who } => {
-            return import(store, organization, id, kind, label, status, who).await;
-        }
+    let (action, decision) = match command {
+        IdentitiesCommand::Import(import) => return import_identity(store, import).await,
         IdentitiesCommand::Show { id, organization, json } => {
             return show(store, &organization, &id, json).await;
         }
-        IdentitiesCommand::Fiat(command) => return fiat(store, command).await,
-        IdentitiesCommand::Approve(action) => (action, Event::Approved),
-        IdentitiesCommand::Reject(action) => (action, Event::Denied),
-        IdentitiesCommand::Suspend(action) => (action, Event::Suspended),
+        IdentitiesCommand::Fiat(FiatCommand::Enable(f)) => {
+            return decide(store, &f.target, Decision::FiatEnable, None).await;
+        }
+        IdentitiesCommand::Fiat(FiatCommand::Disable(f)) => {
+            return decide(store, &f.target, Decision::FiatDisable, None).await;
+        }
+        IdentitiesCommand::Approve(action) => (action, Decision::Approve),
+        IdentitiesCommand::Reject(action) => (action, Decision::Reject),
+        IdentitiesCommand::Suspend(action) => (action, Decision::Suspend),
         IdentitiesCommand::Reinstate { action, rfi } => {
-            (action, if rfi { Event::ReinstatedWithRfi } else { Event::Reinstated })
+            (action, if rfi { Decision::ReinstateWithRfi } else { Decision::Reinstate })
         }
-        IdentitiesCommand::Terminate(action) => (action, Event::Terminated),
-        IdentitiesCommand::Rfi(RfiCommand::Raise(action)) => (action, Event::RfiRaised),
-        IdentitiesCommand::Rfi(RfiCommand::Fulfil(action)) => (action, Event::RfiFulfilled),
+        IdentitiesCommand::Terminate(action) => (action, Decision::Terminate),
+        IdentitiesCommand::Rfi(RfiCommand::Raise(action)) => (action, Decision::RfiRaise),
+        IdentitiesCommand::Rfi(RfiCommand::Fulfil(action)) => (action, Decision::RfiFulfil),
     };
-    let chains = action.chain_files.load()?;
-    let actor = format!("operator:{}", action.who.by);
-    let decider = crate::audit::Actor::local(Some(action.who.by.clone()));
-    let change = Change {
-        organization: &action.organization,
-        identity_id: &action.id,
-        event,
-        actor: &actor,
-        reason: Some(&action.who.reason),
-        decider: Some(&decider),
-    };
-    let unsent = |chain: Chain| not_active(&chains, chain);
-    let transition = crate::identity::change::change(store, &change, &unsent).await?;
-    println!(
-        "identity {}: {}/{} -> {}/{}",
-        action.id,
-        transition.previous_status(),
-        sub_status_str(transition.previous_sub_status()),
-        transition.status(),
-        sub_status_str(transition.sub_status())
-    );
-    Ok(())
+    decide(store, &action.target, decision, Some(&action.chain_files)).await
 }
 
-/// The failure of a transfer whose account can no longer send.
-async fn fiat(store: &Store, command: FiatCommand) -> anyhow::Result<()> {
-    let (action, enabled) = match command {
-        FiatCommand::Enable(action) => (action, true),
-        FiatCommand::Disable(action) => (action, false),
-    };
-    let actor = format!("operator:{}", action.who.by);
-    let changed =
-        store.set_fiat_enabled(&action.organization, &action.id, enabled, &actor, &action.who.reason).await?;
-    let what = if enabled { "enabled" } else { "disabled" };
-    if changed {
-        println!("identity {}: fiat operations {what}", action.id);
-    } else {
-        println!("identity {}: fiat operations were already {what}; nothing recorded", action.id);
-    }
-    Ok(())
-}
-
-fn not_active(chains: &Chains, chain: Chain) -> Settlement {
-    let config = chains.get(chain).ok();
-    Settlement {
-        status: TransferStatus::Failed,
-        transaction_hash: None,
-        failure: Some(failure(
-            "ACCOUNT_NOT_ACTIVE",
-            "the account's identity can no longer transact; the transfer was not submitted",
-        )),
-        fees: Vec::new(),
-        native_symbol: config.map(|c| c.native.symbol.clone()).unwrap_or_default(),
-        native_decimals: config.map_or(0, |c| c.native.decimals),
-        usd_micros_per_coin: config.and_then(|c| c.transfers.native_usd_micros()).unwrap_or_default(),
-    }
-}
-
-async fn import(
+/// Takes `decision` through the service or on the store (see [`Deciding`]).
+/// `chain_files` settle the transfers a closing identity leaves unsent.
+async fn decide(
     store: &Store,
-    organization: String,
-    id: String,
-    kind: Type,
-    label: Option<String>,
-    status: Status,
-    who: Who,
+    target: &Target,
+    decision: Decision,
+    chain_files: Option<&ChainFiles>,
 ) -> anyhow::Result<()> {
-    let state = match status {
-        Status::Active => State::Active { rfi: false },
-        Status::Suspended => State::Suspended { rfi: false },
-        Status::PendingOnboarding => State::CREATED,
-        other => {
-            anyhow::bail!("an identity is imported ACTIVE, SUSPENDED or PENDING_ONBOARDING, not {other}")
+    let outcome = match target.deciding.via(store, Some(&target.reason)).await? {
+        Via::Server(server) => {
+            let path = format!(
+                "/operator/v1/organizations/{}/identities/{}/decisions",
+                target.organization, target.id
+            );
+            let body = serde_json::json!({ "decision": decision, "reason": target.reason });
+            serde_json::from_value(server.post(&path, &body).await?)?
+        }
+        Via::Store(actor) => {
+            let chains = match chain_files {
+                Some(files) => files.load()?,
+                None => Chains::default(),
+            };
+            let identity = (target.organization.as_str(), target.id.as_str());
+            let decided = decide::decide(store, &chains, identity, decision, &actor, &target.reason).await?;
+            Outcome::new(&target.id, decision, &decided)
         }
     };
-    let new = NewIdentity {
-        organization,
-        label: label.unwrap_or_else(|| id.clone()).into(),
-        id,
-        request_id: None,
-        kind,
-        state,
-        actor: format!("operator:{} ({})", who.by, who.reason),
+    println!("{}", outcome.line());
+    Ok(())
+}
+
+/// Registers an identity onboarded elsewhere: in onboarding, on the store
+/// (setup); `ACTIVE` or `SUSPENDED`, as a compliance decision.
+async fn import_identity(store: &Store, import: Import) -> anyhow::Result<()> {
+    let Import { organization, id, kind, label, status, reason, deciding } = import;
+    let state = decide::imported_state(status).map_err(anyhow::Error::msg)?;
+    let via = match state.status() {
+        Status::PendingOnboarding => match deciding.server {
+            Some(_) => deciding.via(store, Some(&reason)).await?,
+            None => Via::Store(Actor::local(deciding.by.clone())),
+        },
+        _ => deciding.via(store, Some(&reason)).await?,
     };
-    match store.create_identity(&new).await.context("registering the identity")? {
-        Registered::New(identity) | Registered::Existing(identity) => {
-            println!("identity {} {} {}", identity.id, identity.kind, identity.status)
+    let identity = match via {
+        Via::Server(server) => {
+            let path = format!("/operator/v1/organizations/{organization}/identities");
+            let body = serde_json::json!({
+                "id": id, "type": kind, "label": label, "status": status, "reason": reason,
+            });
+            let identity = server.post(&path, &body).await?;
+            let field = |name: &str| identity[name].as_str().unwrap_or_default().to_string();
+            println!("identity {} {} {}", field("id"), field("type"), field("status"));
+            return Ok(());
         }
-    }
+        Via::Store(actor) => {
+            let new = NewIdentity {
+                label: label.unwrap_or_else(|| id.clone()).into(),
+                organization: organization.clone(),
+                id: id.clone(),
+                request_id: None,
+                kind,
+                state,
+                actor: decide::trail_actor(&actor),
+            };
+            decide::import(store, &new, &actor, &reason).await.context("registering the identity")?;
+            store.identity(&organization, &id).await?
+        }
+    };
+    println!("identity {} {} {}", identity.id, identity.kind, identity.status);
     Ok(())
 }
 

@@ -8,23 +8,24 @@
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::decider::{Deciding, Via};
 
 use crate::amount::Cents;
 use crate::{
-    bank::{Bank, Credit, Operators},
+    bank::{Unmatched, camt054_credits},
     environment::Environment,
     issuance::{
         Approval, Mint,
         deploy::Coin,
         reconcile::{self, MintRow},
+        returns,
         state::Status,
         supply::supply,
         wires,
     },
-    store::{NewWire, Store, WireSource},
+    store::Store,
 };
 
 #[derive(Debug, Subcommand)]
@@ -124,15 +125,6 @@ pub struct Decision {
     deciding: Deciding,
 }
 
-/// Who acts, and why: recorded in the audit trail.
-#[derive(Debug, Clone, Args)]
-pub struct Who {
-    #[arg(long)]
-    pub(super) by: String,
-    #[arg(long)]
-    pub(super) reason: String,
-}
-
 #[derive(Debug, Subcommand)]
 pub enum MintsCommand {
     /// Mints by id, of one status if asked.
@@ -166,8 +158,10 @@ pub enum ReturnsCommand {
         /// The bank's reference of the return wire.
         #[arg(long)]
         reference: String,
+        #[arg(long)]
+        reason: String,
         #[command(flatten)]
-        who: Who,
+        deciding: Deciding,
     },
 }
 
@@ -294,40 +288,36 @@ pub async fn run(store: &Store, command: IssuanceCommand) -> anyhow::Result<()> 
                 );
             }
         }
-        IssuanceCommand::Returns(ReturnsCommand::Complete { mint_id, reference, who }) => {
-            let by = operator(&who.by)?;
-            let done = store.complete_return(&mint_id, &reference, &by, &who.reason).await?;
-            println!("mint {mint_id}: {} USD returned ({reference})", done.mint.amount);
+        IssuanceCommand::Returns(ReturnsCommand::Complete { mint_id, reference, reason, deciding }) => {
+            let amount = match deciding.via(store, Some(&reason)).await? {
+                Via::Server(server) => {
+                    let body = json!({ "reference": reference, "reason": reason });
+                    let path = format!("/operator/v1/issuance/returns/{}/complete", urlencoding(&mint_id));
+                    let done = server.post(&path, &body).await?;
+                    done["mint"]["amount"].as_str().unwrap_or_default().to_string()
+                }
+                Via::Store(actor) => {
+                    let done = returns::complete(store, &mint_id, &reference, &actor, &reason).await?;
+                    done.mint.amount
+                }
+            };
+            println!("mint {mint_id}: {amount} USD returned ({reference})");
         }
     }
     Ok(())
 }
 
-/// The credits of the camt.054 document at `path`, as the operators' bank
-/// reads a notification.
-pub(super) fn statement(path: &std::path::Path) -> anyhow::Result<Vec<Credit>> {
-    let body = std::fs::read(path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
-    let events = Operators::default()
-        .notification("application/xml", &body)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-    Ok(events
-        .into_iter()
-        .filter_map(|event| match event {
-            crate::bank::BankEvent::WireArrived(credit) => Some(credit),
-            _ => None,
-        })
-        .collect())
+/// The camt.054 document at `path`, as text.
+pub(super) fn statement(path: &std::path::Path) -> anyhow::Result<String> {
+    std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))
 }
 
 /// Prints each credit an import left out and why, then the counts.
-pub(super) fn unmatched(unmatched: &[(Credit, String)], recorded: usize) {
-    for (credit, why) in unmatched {
+pub(super) fn unmatched(unmatched: &[Unmatched], recorded: usize) {
+    for credit in unmatched {
         println!(
-            "unmatched {}: {} {} {:?}: {why}",
-            credit.reference,
-            Cents(credit.cents),
-            credit.currency,
-            credit.remittance
+            "unmatched {}: {} {} {:?}: {}",
+            credit.reference, credit.amount, credit.currency, credit.remittance, credit.reason
         );
     }
     println!("{recorded} recorded, {} unmatched", unmatched.len());
@@ -353,36 +343,14 @@ async fn wire_command(store: &Store, command: WiresCommand) -> anyhow::Result<()
                     return Ok(());
                 }
             };
-            let wire = NewWire {
-                organization: None,
-                memo_id: &memo_id,
-                cents,
-                reference: &reference,
-                source: WireSource::Operator,
-                recorded_by: Some(&recorder),
-                reason: Some(&reason),
-                settlement: Operators::default().receive(cents),
-            };
+            let wire = wires::by_operator(&memo_id, cents, &reference, &recorder, &reason);
             let approval = Approval::new(always_approved(store).await?, &chain_files.load()?);
             let mint = wires::arrive(store, &wire, &approval).await?;
             println!("wire {reference}: {} USD for memo {memo_id}: mint {}", Cents(cents), mint.status);
             println!("{}", mint.id);
         }
         WiresCommand::Import { file, reason, deciding, chain_files } => {
-            let credits = statement(&file)?;
-            let Via::Store(actor) = deciding.via(store, Some(&reason)).await? else {
-                anyhow::bail!("issuance wires import reads its file on the store directly: drop --server")
-            };
-            let by = wires::Reporter { by: &actor, reason: &reason };
-            let approval = Approval::new(always_approved(store).await?, &chain_files.load()?);
-            let imported = wires::import(store, &credits, by, &approval).await?;
-            for (reference, mint) in &imported.recorded {
-                println!(
-                    "wire {reference}: {} USD for memo {}: mint {} {}",
-                    mint.amount, mint.memo_id, mint.id, mint.status
-                );
-            }
-            unmatched(&imported.unmatched, imported.recorded.len());
+            import(store, &file, &reason, &deciding, &chain_files).await?
         }
         WiresCommand::Approve(d) => decide(store, d, true).await?,
         WiresCommand::Refuse(d) => decide(store, d, false).await?,
@@ -390,14 +358,54 @@ async fn wire_command(store: &Store, command: WiresCommand) -> anyhow::Result<()
     Ok(())
 }
 
+/// `issuance wires import`: each credit of a camt.054 file, through the
+/// service (the file as the body) or on the store.
+async fn import(
+    store: &Store,
+    file: &std::path::Path,
+    reason: &str,
+    deciding: &Deciding,
+    chain_files: &super::ChainFiles,
+) -> anyhow::Result<()> {
+    let document = statement(file)?;
+    let (recorded, left_out): (Vec<(Value, Value)>, Vec<Unmatched>) =
+        match deciding.via(store, Some(reason)).await? {
+            Via::Server(server) => {
+                let body = json!({ "camt054": document, "reason": reason });
+                let answer = server.post("/operator/v1/issuance/wires/import", &body).await?;
+                let recorded = answer["recorded"].as_array().cloned().unwrap_or_default();
+                let recorded = recorded.iter().map(|r| (r["reference"].clone(), r["mint"].clone())).collect();
+                (recorded, serde_json::from_value(answer["unmatched"].clone())?)
+            }
+            Via::Store(actor) => {
+                let credits = camt054_credits(document.as_bytes())
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+                let by = wires::Reporter { by: &actor, reason };
+                let approval = Approval::new(always_approved(store).await?, &chain_files.load()?);
+                let imported = wires::import(store, &credits, by, &approval).await?;
+                let left_out = imported.unmatched.iter().map(Unmatched::of).collect();
+                let recorded =
+                    imported.recorded.into_iter().map(|(r, m)| Ok((json!(r), serde_json::to_value(m)?)));
+                (recorded.collect::<anyhow::Result<Vec<_>>>()?, left_out)
+            }
+        };
+    for (reference, mint) in &recorded {
+        println!(
+            "wire {}: {} USD for memo {}: mint {} {}",
+            reference.as_str().unwrap_or_default(),
+            mint["amount"].as_str().unwrap_or_default(),
+            mint["memo_id"].as_str().unwrap_or_default(),
+            mint["id"].as_str().unwrap_or_default(),
+            mint["status"].as_str().unwrap_or_default()
+        );
+    }
+    unmatched(&left_out, recorded.len());
+    Ok(())
+}
+
 /// Whether every settled wire waits for a second operator: in `production`.
 async fn always_approved(store: &Store) -> anyhow::Result<bool> {
     Ok(store.environment().await? != Some(Environment::Sandbox))
-}
-
-/// `--by` as the audit trail records it.
-pub(super) fn operator(by: &str) -> anyhow::Result<String> {
-    crate::issuance::operator_name(by).ok_or_else(|| anyhow::anyhow!("--by: name the operator"))
 }
 
 async fn decide(store: &Store, decision: Decision, approve: bool) -> anyhow::Result<()> {

@@ -370,8 +370,10 @@ impl Cli {
                 let chains = chain_files.load()?;
                 return issuance::reconcile(&Store::open(&url).await?, chain, json, &chains).await;
             }
-            Command::Issuance(command) => issuance::run(&Store::open(&url).await?, command).await?,
-            Command::Conversions(command) => conversions::run(&Store::open(&url).await?, command).await?,
+            Command::Issuance(command) => issuance::run(&identities::open(&url).await?, command).await?,
+            Command::Conversions(command) => {
+                conversions::run(&identities::open(&url).await?, command).await?
+            }
             Command::Deposits(command) => admin::deposits(&Store::open(&url).await?, command).await?,
             Command::Organizations(command) => {
                 admin::organizations(&Store::open(&url).await?, command).await?

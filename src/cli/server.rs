@@ -25,6 +25,12 @@ impl Server {
                 format!("acting through the service needs an operator key in {OPERATOR_KEY_ENV}")
             })?;
         let base = reqwest::Url::parse(url).with_context(|| format!("--server {url:?} is not a URL"))?;
+        if !carries_keys(&base) {
+            bail!(
+                "--server {url}: an operator key is sent only over https, or plain http to this machine \
+                 (localhost, 127.0.0.1, [::1])"
+            );
+        }
         let client = reqwest::Client::builder().timeout(std::time::Duration::from_secs(30)).build()?;
         Ok(Self { base, key: key.trim().to_string(), client })
     }
@@ -63,5 +69,37 @@ impl Server {
             bail!("the service refused ({} {code}): {message}", status.as_u16());
         }
         Ok(body)
+    }
+}
+
+/// Whether an operator key may be sent to `url`: over `https`, or over
+/// plain `http` to a loopback address only (it never leaves the machine).
+fn carries_keys(url: &reqwest::Url) -> bool {
+    match (url.scheme(), url.host()) {
+        ("https", Some(_)) => true,
+        ("http", Some(url::Host::Domain(name))) => name.eq_ignore_ascii_case("localhost"),
+        ("http", Some(url::Host::Ipv4(ip))) => ip.is_loopback(),
+        ("http", Some(url::Host::Ipv6(ip))) => ip.is_loopback(),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn keys_go_over_https_or_stay_on_this_machine() {
+        for (url, carries) in [
+            ("https://ops.example.com", true),
+            ("http://127.0.0.1:8080", true),
+            ("http://127.0.0.2:8080", true),
+            ("http://localhost:8080", true),
+            ("http://[::1]:8080", true),
+            ("http://ops.example.com", false),
+            ("http://10.0.0.5:8080", false),
+            ("ftp://127.0.0.1", false),
+        ] {
+            let parsed = super::reqwest::Url::parse(url).unwrap();
+            assert_eq!(super::carries_keys(&parsed), carries, "{url}");
+        }
     }
 }

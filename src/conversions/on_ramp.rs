@@ -23,6 +23,7 @@
 use super::{Conversion, state::Status};
 use crate::{
     amount::Cents,
+    audit::{self, Record},
     bank::{Credit, Imported},
     issuance::{
         normalize_reference,
@@ -107,6 +108,18 @@ pub async fn record_wire(store: &Store, new: &NewVirtualWire<'_>) -> Result<Made
     mints::announce(&mut tx, &minted, now).await?;
     let conversion = rows::conversion_in(&mut tx, &id).await?;
     rows::announce(&mut tx, &conversion, now).await?;
+    if let Some(actor) = new.wire.recorded_by {
+        let record = Record {
+            actor,
+            action: "conversion.wire_recorded",
+            target_kind: "conversion",
+            target_id: &conversion.id,
+            organization_id: Some(&target.organization),
+            reason: new.wire.reason,
+            request_id: None,
+        };
+        audit::append(&mut tx, store.cipher().ok(), record).await?;
+    }
     tx.commit().await?;
     Ok(Made::New(conversion))
 }

@@ -4,7 +4,42 @@
 
 use serde_json::Value;
 
-use super::resource::DepositInstructions;
+use super::{VirtualAccount, resource::DepositInstructions};
+use crate::{
+    audit::{self, Actor, Record},
+    store::{Store, StoreError, virtual_accounts as rows},
+};
+
+/// Records an operator's answer of the bank to the `PENDING` virtual
+/// account `id` (`Ok(account_number)`: opened; `Err(reason)`: refused, the
+/// reason its `failure_reason`), with its audit entry, in one transaction.
+/// The same answer again changes nothing.
+pub async fn answer(
+    store: &Store,
+    id: &str,
+    answer: Result<&str, &str>,
+    actor: &Actor,
+    reason: Option<&str>,
+) -> Result<VirtualAccount, StoreError> {
+    if answer.is_err_and(|r| r.trim().is_empty()) {
+        return Err(StoreError::Invalid("reason: a refusal needs the bank's reason".into()));
+    }
+    let mut tx = store.begin().await?;
+    if let Some(organization) = rows::answer(&mut tx, id, answer).await? {
+        let record = Record {
+            actor,
+            action: if answer.is_ok() { "virtual_account.opened" } else { "virtual_account.refused" },
+            target_kind: "virtual_account",
+            target_id: id,
+            organization_id: Some(&organization),
+            reason: reason.or(answer.err()),
+            request_id: None,
+        };
+        audit::append(&mut tx, store.cipher().ok(), record).await?;
+    }
+    tx.commit().await?;
+    store.virtual_account(None, id).await
+}
 
 /// Whether `text` is an ISO 3166-1 alpha-2 code's shape: two capitals.
 pub fn is_country(text: &str) -> bool {

@@ -235,7 +235,9 @@ async fn create_seeded(
 ) -> anyhow::Result<crate::account::Account> {
     let org = seed.organization.as_str();
     store.create_organization(org, Some("Dev organization")).await?;
-    store.create_api_key(org, "dev", &seed.api_key_id, &api_key::hash(&seed.api_key)).await?;
+    let hash = api_key::hash(&seed.api_key);
+    let dev = crate::audit::Actor::local(Some("dev".into()));
+    api_key::manage::create_with(store, org, "dev", (&seed.api_key_id, &hash), &dev).await?;
     let identity = NewIdentity {
         organization: org.into(),
         id: seed.identity_id.clone(),
@@ -243,11 +245,12 @@ async fn create_seeded(
         kind: Type::Individual,
         label: "Dev identity".into(),
         state: State::Active { rfi: false },
-        actor: "operator:dev".into(),
+        actor: crate::identity::decide::trail_actor(&dev),
     };
-    store.create_identity(&identity).await?;
-    store
-        .set_fiat_enabled(org, &seed.identity_id, true, "operator:dev", "dev's identity takes wires")
+    crate::identity::decide::import(store, &identity, &dev, "dev's identity").await?;
+    let identity_of = (org, seed.identity_id.as_str());
+    let fiat = crate::identity::decide::Decision::FiatEnable;
+    crate::identity::decide::decide(store, chains, identity_of, fiat, &dev, "dev's identity takes wires")
         .await?;
     let account = NewAccount {
         id: seed.account_id.clone(),

@@ -14,7 +14,7 @@ use crate::{
     pii::{Cipher, PiiError},
     store::{
         Settlement, Store, StoreError, Tx,
-        identities::{audit, lock},
+        identities::{audit, link, lock},
         identity_changes::{self as rows, Submission},
         now_micros,
     },
@@ -134,7 +134,9 @@ pub async fn apply_in(
     }
     let event = format!("{:?}", change.event);
     let (organization, identity_id) = change.identity();
-    audit(tx, organization, identity_id, &event, change.actor, change.reason, Some(state), next, now).await?;
+    let trail =
+        audit(tx, organization, identity_id, &event, change.actor, change.reason, Some(state), next, now)
+            .await?;
     if let Some(decider) = change.decider {
         let action = format!("identity.{}", snake(&event));
         let record = Record {
@@ -146,7 +148,8 @@ pub async fn apply_in(
             reason: change.reason,
             request_id: None,
         };
-        audit::append(tx, cipher, record).await?;
+        let seq = audit::append(tx, cipher, record).await?;
+        link(tx, &trail, seq).await?;
     }
     if !next.can_transact()
         && let Some(unsent) = unsent
@@ -156,8 +159,12 @@ pub async fn apply_in(
     Ok(transition)
 }
 
-/// `RfiRaised` as `rfi_raised`.
-fn snake(name: &str) -> String {
+/// `RfiRaised` as `rfi_raised` (a trail's event as the audit log's action
+/// names it; `FIAT_ENABLED` as `fiat_enabled`).
+pub fn snake(name: &str) -> String {
+    if name.contains('_') || name.bytes().all(|b| !b.is_ascii_lowercase()) {
+        return name.to_lowercase();
+    }
     let mut out = String::new();
     for (i, c) in name.chars().enumerate() {
         if c.is_ascii_uppercase() && i > 0 {
@@ -186,9 +193,12 @@ async fn fail_unsent(tx: &mut Tx, change: &Change<'_>, unsent: UnsentFailure<'_>
 mod tests {
     #[test]
     fn events_are_named_in_snake_case() {
-        for (event, name) in
-            [("Approved", "approved"), ("RfiRaised", "rfi_raised"), ("IdvExpired", "idv_expired")]
-        {
+        for (event, name) in [
+            ("Approved", "approved"),
+            ("RfiRaised", "rfi_raised"),
+            ("IdvExpired", "idv_expired"),
+            ("FIAT_ENABLED", "fiat_enabled"),
+        ] {
             assert_eq!(super::snake(event), name);
         }
     }

@@ -11,6 +11,7 @@
 
 pub mod change;
 pub mod compliance;
+pub mod decide;
 mod lifecycle;
 pub mod provider;
 pub mod resource;
@@ -18,6 +19,7 @@ pub mod review;
 mod state;
 #[cfg(test)]
 mod tests;
+pub mod trail;
 
 use std::fmt;
 

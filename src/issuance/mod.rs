@@ -15,6 +15,7 @@ pub mod onchain;
 pub mod receiving;
 pub mod reconcile;
 pub mod resource;
+pub mod returns;
 pub mod state;
 pub mod supply;
 pub mod wires;
@@ -152,14 +153,6 @@ pub fn memo_in(credit: &crate::bank::Credit) -> Result<String, String> {
     credit.the_one("memo_id", |w| Some(normalize_memo(w)).filter(|m| is_issued(m, MEMO_PREFIX)))
 }
 
-/// How an operator is recorded: `operator:` and the name given, trimmed
-/// and in lower case, so that `Ann`, `ann` and `ann ` are one operator
-/// (the recorder of a wire cannot approve its mint under another spelling).
-pub fn operator_name(by: &str) -> Option<String> {
-    let name = by.trim().to_lowercase();
-    (!name.is_empty()).then(|| format!("operator:{name}"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -174,7 +167,7 @@ mod tests {
     }
 
     #[test]
-    fn memos_read_back_as_issued_and_operators_as_one_name() {
+    fn memos_read_back_as_issued() {
         for (given, memo) in [
             ("CI7K3M9QX2TB", "CI7K3M9QX2TB"),
             ("ci7k3m9qx2tb", "CI7K3M9QX2TB"),
@@ -188,9 +181,6 @@ mod tests {
         }
         let memo = new_memo_id();
         assert_eq!(normalize_memo(&memo.to_lowercase()), memo, "an issued memo survives");
-        assert_eq!(operator_name(" Ann "), Some("operator:ann".into()));
-        assert_eq!(operator_name("ANN"), operator_name("ann"));
-        assert_eq!(operator_name("  "), None);
     }
 
     #[test]

@@ -13,7 +13,7 @@ use super::{
 use crate::{
     amount::Cents,
     audit::{self, Actor, Record},
-    bank::{Credit, Imported, Settlement, WireOutcome as Outcome},
+    bank::{Bank, Credit, Imported, Settlement, WireOutcome as Outcome},
     operators::rules::second_pair,
     store::{
         Made, NewWire, Store, StoreError, Tx, WireSource, entitlement,
@@ -21,6 +21,27 @@ use crate::{
         now_micros,
     },
 };
+
+/// A wire an operator records (`memo_id` empty for a virtual account's):
+/// of any organization, settled as the operators' bank settles it.
+pub fn by_operator<'a>(
+    memo_id: &'a str,
+    cents: i64,
+    reference: &'a str,
+    recorder: &'a Actor,
+    reason: &'a str,
+) -> NewWire<'a> {
+    NewWire {
+        organization: None,
+        memo_id,
+        cents,
+        reference,
+        source: WireSource::Operator,
+        recorded_by: Some(recorder),
+        reason: Some(reason),
+        settlement: crate::bank::Operators::default().receive(cents),
+    }
+}
 
 /// The one door of a wire into issuance, whoever learnt of it (the
 /// sandbox's simulation, an operator): recorded, then settled at once when

@@ -81,6 +81,7 @@ pub async fn create(store: &Store, admin: &Operator, new: NewOperator) -> Result
     let by = actor(admin);
     audit::append(&mut tx, store.cipher().ok(), record(&by, "operator.created", &operator.id, Some(&roles)))
         .await?;
+    authority(&mut tx, admin).await?;
     let created = insert(&mut tx, operator).await?;
     tx.commit().await.map_err(StoreError::from)?;
     Ok(created)
@@ -103,9 +104,11 @@ pub async fn set_roles(
         record(&actor(admin), "operator.roles_set", target, Some(&reason)),
     )
     .await?;
+    authority(&mut tx, admin).await?;
     locked(&mut tx, target).await?;
     rows::set_roles(&mut tx, target, roles).await?;
     let operator = locked(&mut tx, target).await?;
+    rules::keeps_an_admin(rows::enabled_admins(&mut tx).await?)?;
     tx.commit().await.map_err(StoreError::from)?;
     Ok(operator)
 }
@@ -125,9 +128,11 @@ pub async fn disable(
         record(&actor(admin), "operator.disabled", target, Some(reason)),
     )
     .await?;
+    authority(&mut tx, admin).await?;
     locked(&mut tx, target).await?;
     rows::disable(&mut tx, target, reason, now_micros()).await?;
     let operator = locked(&mut tx, target).await?;
+    rules::keeps_an_admin(rows::enabled_admins(&mut tx).await?)?;
     tx.commit().await.map_err(StoreError::from)?;
     Ok(operator)
 }
@@ -138,8 +143,10 @@ pub async fn create_key(store: &Store, admin: &Operator, target: &str) -> Result
     let mut tx = store.begin().await?;
     let key = api_key::generate_with(OPERATOR_PREFIX);
     let by = actor(admin);
-    let entry = Record { target_kind: "operator_key", ..record(&by, "operator_key.created", &key.id, None) };
+    let entry =
+        Record { target_kind: "operator_key", ..record(&by, "operator_key.created", &key.id, Some(target)) };
     audit::append(&mut tx, store.cipher().ok(), entry).await?;
+    authority(&mut tx, admin).await?;
     let operator = locked(&mut tx, target).await?;
     if !operator.is_enabled() {
         return Err(OperatorError::Invalid(format!("operator {target} is disabled: it gets no new key")));
@@ -156,9 +163,11 @@ pub async fn revoke_key(store: &Store, admin: &Operator, key_id: &str) -> Result
     let by = actor(admin);
     let entry = Record { target_kind: "operator_key", ..record(&by, "operator_key.revoked", key_id, None) };
     audit::append(&mut tx, store.cipher().ok(), entry).await?;
+    authority(&mut tx, admin).await?;
     rows::revoke_key(&mut tx, key_id, now_micros())
         .await?
         .ok_or_else(|| StoreError::NotFound(format!("live operator key {key_id}")))?;
+    rules::keeps_an_admin(rows::enabled_admins(&mut tx).await?)?;
     tx.commit().await.map_err(StoreError::from)?;
     Ok(())
 }
@@ -192,6 +201,16 @@ async fn insert(tx: &mut Tx, operator: Operator) -> Result<Created, OperatorErro
     let key = api_key::generate_with(OPERATOR_PREFIX);
     rows::insert_key(tx, &key.id, &operator.id, &key.hash, now).await?;
     Ok(Created { operator, key })
+}
+
+/// `admin` as the store holds it now, its row locked: still enabled and an
+/// admin (a change committed since its request was authenticated counts).
+async fn authority(tx: &mut Tx, admin: &Operator) -> Result<(), OperatorError> {
+    let now = locked(tx, &admin.id).await?;
+    if !now.is_enabled() || !now.has(Role::Admin) {
+        return Err(Refused::NoLongerAdmin(admin.id.clone()).into());
+    }
+    Ok(())
 }
 
 async fn locked(tx: &mut Tx, id: &str) -> Result<Operator, OperatorError> {

@@ -30,13 +30,13 @@ pub enum Action {
 }
 
 impl Action {
-    /// The role the action needs; `None`: every operator may.
-    pub fn role(self) -> Option<Role> {
+    /// The roles that may take the action (any one of them).
+    pub fn roles(self) -> &'static [Role] {
         match self {
-            Action::IdentityDecision | Action::FiatEntitlement => Some(Role::Compliance),
-            Action::Wire | Action::VirtualAccount | Action::Payout | Action::Refund => Some(Role::Treasury),
-            Action::Operators | Action::Tenants => Some(Role::Admin),
-            Action::Audit => None,
+            Action::IdentityDecision | Action::FiatEntitlement => &[Role::Compliance],
+            Action::Wire | Action::VirtualAccount | Action::Payout | Action::Refund => &[Role::Treasury],
+            Action::Operators | Action::Tenants => &[Role::Admin],
+            Action::Audit => &[Role::Admin, Role::Compliance],
         }
     }
 }
@@ -44,8 +44,8 @@ impl Action {
 /// Why an operator may not take an action: its text names the rule.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refused {
-    #[error("this needs the `{needs}` role, which operator {operator} does not hold")]
-    Role { needs: Role, operator: String },
+    #[error("this needs the {needs} role, which operator {operator} does not hold")]
+    Role { needs: String, operator: String },
     #[error("four eyes: {0} decided the first step, so another operator must decide this one")]
     SameOperator(String),
     #[error(
@@ -60,14 +60,20 @@ pub enum Refused {
     AdminExists,
     #[error("an operator needs at least one role")]
     NoRole,
+    #[error("this would leave no enabled admin with a live key: create or enable another admin first")]
+    LastAdmin,
+    #[error("operator {0} is disabled or no longer an admin")]
+    NoLongerAdmin(String),
 }
 
 /// Whether `operator` may take `action`.
 pub fn permits(operator: &Operator, action: Action) -> Result<(), Refused> {
-    match action.role() {
-        Some(needs) if !operator.has(needs) => Err(Refused::Role { needs, operator: operator.id.clone() }),
-        _ => Ok(()),
+    let roles = action.roles();
+    if roles.iter().any(|role| operator.has(*role)) {
+        return Ok(());
     }
+    let needs: Vec<String> = roles.iter().map(|role| format!("`{}`", role.as_str())).collect();
+    Err(Refused::Role { needs: needs.join(" or "), operator: operator.id.clone() })
 }
 
 /// Whether `second` may decide the step after `first`'s: another
@@ -79,14 +85,23 @@ pub fn second_pair(first: &Actor, second: &Actor) -> Result<(), Refused> {
         (Actor::Operator { id: a, .. }, Actor::Operator { id: b, name }) if a == b => {
             Err(Refused::SameOperator(format!("operator {b} ({name})")))
         }
-        (Actor::Local { by: Some(a), .. }, Actor::Local { by: Some(b), .. }) if a.eq_ignore_ascii_case(b) => {
+        (Actor::Local { by: Some(a), .. }, Actor::Local { by: Some(b), .. }) if same_name(a, b) => {
             Err(Refused::SameOperator(format!("--by {b}")))
         }
-        (Actor::Local { os_user: a, by: None }, Actor::Local { os_user: b, by: None }) if a == b => {
+        // Without a --by on one side, the operating-system user is all
+        // that tells the two apart.
+        (Actor::Local { os_user: a, by: x }, Actor::Local { os_user: b, by: y })
+            if (x.is_none() || y.is_none()) && !a.is_empty() && a == b =>
+        {
             Err(Refused::SameOperator(format!("local:{b}")))
         }
         _ => Ok(()),
     }
+}
+
+/// Whether two `--by` names are one person's: trimmed, in any case.
+fn same_name(a: &str, b: &str) -> bool {
+    a.trim().to_lowercase() == b.trim().to_lowercase()
 }
 
 /// Whether `admin` may set `target`'s roles to `roles`.
@@ -108,9 +123,16 @@ pub fn may_disable(admin: &Operator, target: &str) -> Result<(), Refused> {
 }
 
 /// Whether an operator may be created from the store alone: only while no
-/// enabled admin exists (the bootstrap).
+/// enabled admin with a live key exists (the bootstrap).
 pub fn may_bootstrap(enabled_admins: i64) -> Result<(), Refused> {
     if enabled_admins > 0 { Err(Refused::AdminExists) } else { Ok(()) }
+}
+
+/// Whether a change may stand that leaves `enabled_admins` enabled admins
+/// with a live key: never none (nobody could manage operators again but a
+/// bootstrap).
+pub fn keeps_an_admin(enabled_admins: i64) -> Result<(), Refused> {
+    if enabled_admins > 0 { Ok(()) } else { Err(Refused::LastAdmin) }
 }
 
 #[cfg(test)]
@@ -148,14 +170,15 @@ mod tests {
             (Action::Operators, &[Admin][..], true),
             (Action::Operators, &[Treasury, Compliance][..], false),
             (Action::Tenants, &[Admin][..], true),
-            (Action::Audit, &[Treasury][..], true),
-            (Action::Audit, &[][..], true),
+            (Action::Audit, &[Compliance][..], true),
+            (Action::Audit, &[Admin][..], true),
+            (Action::Audit, &[Treasury][..], false),
         ];
         for (action, roles, allowed) in cases {
             let outcome = permits(&operator("op1", roles), action);
             assert_eq!(outcome.is_ok(), allowed, "{action:?} with {roles:?}");
             if let Err(refusal) = outcome {
-                assert!(refusal.to_string().contains(action.role().unwrap().as_str()), "{refusal}");
+                assert!(refusal.to_string().contains(action.roles()[0].as_str()), "{refusal}");
             }
         }
     }
@@ -172,7 +195,10 @@ mod tests {
             (local(Some("ann")), local(Some("ANN")), false),
             (local(Some("ann")), local(Some("bob")), true),
             (local(None), local(None), false),
-            (local(None), local(Some("bob")), true),
+            (local(Some(" Ärne ")), local(Some("ärne")), false),
+            (local(None), local(Some("bob")), false),
+            (local(Some("ann")), local(None), false),
+            (local(None), Actor::Local { os_user: "eve".into(), by: None }, true),
             (Actor::Provider("sandbox".into()), actor("op1"), true),
         ];
         for (first, second, allowed) in cases {
@@ -189,7 +215,7 @@ mod tests {
         assert_eq!(may_disable(&admin, "adm"), Err(Refused::OwnDisable));
         assert_eq!(may_disable(&admin, "op2"), Ok(()));
         let treasurer = operator("t", &[Role::Treasury]);
-        assert!(matches!(may_disable(&treasurer, "op2"), Err(Refused::Role { needs: Role::Admin, .. })));
+        assert!(matches!(may_disable(&treasurer, "op2"), Err(Refused::Role { .. })));
         assert_eq!(may_bootstrap(0), Ok(()));
         assert_eq!(may_bootstrap(1), Err(Refused::AdminExists));
     }

@@ -284,6 +284,10 @@ async fn start(
     // Another process stamped the store meanwhile: judged against its stamp.
     let environment = crate::environment::on_start(Some(stamped), Some(chosen), false)?;
     let store = store.unlock_pii(source).await?;
+    let adopted = crate::identity::trail::adopt(&store).await?;
+    if adopted > 0 {
+        info!(adopted, "identity trail entries linked into the audit log");
+    }
     info!(%environment, "environment");
     Ok((store, environment, followed))
 }

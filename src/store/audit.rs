@@ -34,6 +34,18 @@ pub async fn advance(tx: &mut Tx) -> Result<Next, StoreError> {
     Ok(Next { seq: row.try_get("seq")?, prev_hash: row.try_get("hash")?, at: row.try_get("at")? })
 }
 
+/// Whether the store seals personal data (it has a key recorded): then no
+/// free text is written to the log in the clear.
+pub async fn seals(tx: &mut Tx) -> Result<bool, StoreError> {
+    Ok(sqlx::query("SELECT id FROM pii_keys WHERE id = 1").fetch_optional(&mut **tx).await?.is_some())
+}
+
+/// Locks the head row until `tx` ends.
+pub async fn lock_head(tx: &mut Tx) -> Result<(), StoreError> {
+    sqlx::query("UPDATE audit_head SET seq = seq WHERE id = 1").execute(&mut **tx).await?;
+    Ok(())
+}
+
 /// Writes `entry` and makes it the head.
 pub async fn insert(tx: &mut Tx, entry: &Entry) -> Result<(), StoreError> {
     sqlx::query(&format!(

@@ -5,7 +5,7 @@
 use sqlx::{Any, Row, Transaction, any::AnyRow};
 
 use super::{
-    Store, StoreError, now_micros, params::placeholders, parse_column, pii::LABEL, quotas::Quota, time,
+    Store, StoreError, Tx, now_micros, params::placeholders, parse_column, pii::LABEL, quotas::Quota, time,
 };
 use crate::{
     identity::{Identity, State, Status, SubStatus, Type},
@@ -35,11 +35,14 @@ pub enum Registered {
     Existing(Identity),
 }
 
-/// An entry of the audit trail.
+/// An entry of an identity's trail: the statuses before and after, and
+/// who decided as the audit log names them (its entry's `seq`), or as the
+/// trail recorded a client's own action.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Action {
     pub event: String,
     pub actor: String,
+    pub audit_seq: Option<i64>,
     pub reason: Option<String>,
     pub previous_status: String,
     pub previous_sub_status: Option<String>,
@@ -59,12 +62,7 @@ impl Store {
     /// the organization holds its limit of identities (a replay still
     /// answers).
     pub async fn create_identity(&self, new: &NewIdentity) -> Result<Registered, StoreError> {
-        if new.id.trim().is_empty() || new.label.trim().is_empty() {
-            return Err(StoreError::Invalid("identity id and label must not be empty".into()));
-        }
-        if !new.state.fits(new.kind) {
-            return Err(StoreError::Invalid(format!("a {} identity cannot be {}", new.kind, new.state)));
-        }
+        check(new)?;
         let cipher = self.cipher()?;
         let mut tx = self.begin().await?;
         // Locked before the replay is looked up: a replay racing the request
@@ -85,30 +83,8 @@ impl Store {
         }
         self.check_room(&mut tx, &new.organization, Quota::Identities).await?;
         let now = now_micros();
-        let label =
-            cipher.seal(new.label.as_bytes(), Place { column: LABEL, row: &[&new.organization, &new.id] });
-        let inserted = sqlx::query(&format!(
-            "INSERT INTO identities ({IDENTITY_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, $9, $9)
-             ON CONFLICT DO NOTHING"
-        ))
-        .bind(&new.organization)
-        .bind(&new.id)
-        .bind(new.request_id.as_deref())
-        .bind(new.kind.as_str())
-        .bind(label)
-        .bind(new.state.status().as_str())
-        .bind(new.state.sub_status().map(SubStatus::as_str))
-        .bind(new.state.rfi_step().map(SubStatus::as_str))
-        .bind(now)
-        .execute(&mut *tx)
-        .await
-        .map_err(|e| match e {
-            sqlx::Error::Database(d) if d.is_foreign_key_violation() => {
-                StoreError::NotFound(format!("organization {}", new.organization))
-            }
-            e => e.into(),
-        })?;
-        if inserted.rows_affected() == 0 {
+        let inserted = insert(&mut tx, cipher, new, now).await?;
+        if inserted.is_none() {
             drop(tx);
             // A concurrent request with this request_id, or the id, was first.
             return match &new.request_id {
@@ -116,10 +92,22 @@ impl Store {
                 None => Err(StoreError::Conflict(format!("identity {} already exists", new.id))),
             };
         }
-        audit(&mut tx, &new.organization, &new.id, "Registered", &new.actor, None, None, new.state, now)
-            .await?;
         tx.commit().await?;
         Ok(Registered::New(self.identity(&new.organization, &new.id).await?))
+    }
+
+    /// Registers an identity onboarded elsewhere inside `tx` (which the
+    /// caller commits with its audit entry): within the organization's
+    /// limit; an identity already holding the id is a conflict. Answers its
+    /// first trail entry's id.
+    pub async fn import_identity_in(&self, tx: &mut Tx, new: &NewIdentity) -> Result<String, StoreError> {
+        check(new)?;
+        let cipher = self.cipher()?;
+        self.lock_organization(tx, &new.organization, Quota::Identities).await?;
+        self.check_room(tx, &new.organization, Quota::Identities).await?;
+        insert(tx, cipher, new, now_micros())
+            .await?
+            .ok_or_else(|| StoreError::Conflict(format!("identity {} already exists", new.id)))
     }
 
     /// An identity of `organization`; another organization's is not found.
@@ -178,8 +166,10 @@ impl Store {
     /// The identity's audit trail, oldest first.
     pub async fn identity_actions(&self, organization: &str, id: &str) -> Result<Vec<Action>, StoreError> {
         let rows = sqlx::query(
-            "SELECT event, actor, reason, previous_status, previous_sub_status, status, sub_status, created_at
-             FROM identity_actions WHERE organization_id = $1 AND identity_id = $2 ORDER BY created_at, id",
+            "SELECT t.event, t.actor, t.reason, t.previous_status, t.previous_sub_status, t.status, t.sub_status,
+                 t.created_at, t.audit_seq, a.actor AS logged_actor, a.actor_name
+             FROM identity_actions t LEFT JOIN audit_log a ON a.seq = t.audit_seq
+             WHERE t.organization_id = $1 AND t.identity_id = $2 ORDER BY t.created_at, t.id",
         )
         .bind(organization)
         .bind(id)
@@ -187,9 +177,17 @@ impl Store {
         .await?;
         rows.iter()
             .map(|r| {
+                let logged: Option<String> = r.try_get("logged_actor")?;
+                let name: Option<String> = r.try_get("actor_name")?;
+                let actor = match (logged, name) {
+                    (Some(actor), Some(name)) => format!("{actor} ({name})"),
+                    (Some(actor), None) => actor,
+                    (None, _) => r.try_get("actor")?,
+                };
                 Ok(Action {
                     event: r.try_get("event")?,
-                    actor: r.try_get("actor")?,
+                    actor,
+                    audit_seq: r.try_get("audit_seq")?,
                     reason: r.try_get("reason")?,
                     previous_status: r.try_get("previous_status")?,
                     previous_sub_status: r.try_get("previous_sub_status")?,
@@ -323,14 +321,15 @@ pub async fn audit(
     previous: Option<State>,
     next: State,
     now: i64,
-) -> Result<(), StoreError> {
+) -> Result<String, StoreError> {
     let previous = previous.unwrap_or(next);
+    let id = uuid::Uuid::new_v4().to_string();
     sqlx::query(
         "INSERT INTO identity_actions (id, organization_id, identity_id, event, actor, reason, previous_status,
              previous_sub_status, status, sub_status, created_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
     )
-    .bind(uuid::Uuid::new_v4().to_string())
+    .bind(&id)
     .bind(organization)
     .bind(identity_id)
     .bind(event)
@@ -343,5 +342,122 @@ pub async fn audit(
     .bind(now)
     .execute(&mut **tx)
     .await?;
+    Ok(id)
+}
+
+/// Links the trail entry `id` to the audit-log entry `seq` of the same
+/// decision.
+pub async fn link(tx: &mut Tx, id: &str, seq: i64) -> Result<(), StoreError> {
+    sqlx::query("UPDATE identity_actions SET audit_seq = $1 WHERE id = $2")
+        .bind(seq)
+        .bind(id)
+        .execute(&mut **tx)
+        .await?;
     Ok(())
+}
+
+/// A trail entry not yet linked to the audit log.
+#[derive(Debug, Clone)]
+pub struct Unlinked {
+    pub id: String,
+    pub organization: String,
+    pub identity_id: String,
+    pub event: String,
+    pub actor: String,
+    pub reason: Option<String>,
+}
+
+/// Up to `limit` trail entries of deciders (not a client's own) that name
+/// no audit-log entry, oldest first.
+pub async fn unlinked(tx: &mut Tx, limit: i64) -> Result<Vec<Unlinked>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT id, organization_id, identity_id, event, actor, reason FROM identity_actions
+         WHERE audit_seq IS NULL AND actor <> 'client' ORDER BY created_at, id LIMIT $1",
+    )
+    .bind(limit)
+    .fetch_all(&mut **tx)
+    .await?;
+    rows.iter()
+        .map(|r| {
+            Ok(Unlinked {
+                id: r.try_get("id")?,
+                organization: r.try_get("organization_id")?,
+                identity_id: r.try_get("identity_id")?,
+                event: r.try_get("event")?,
+                actor: r.try_get("actor")?,
+                reason: r.try_get("reason")?,
+            })
+        })
+        .collect()
+}
+
+/// The oldest audit-log entry of `action` on the identity that no trail
+/// entry names yet (one the log got before the trail linked to it).
+pub async fn unclaimed_entry(
+    tx: &mut Tx,
+    organization: &str,
+    identity_id: &str,
+    action: &str,
+) -> Result<Option<i64>, StoreError> {
+    let row = sqlx::query(
+        "SELECT seq FROM audit_log a WHERE target_kind = 'identity' AND organization_id = $1 AND target_id = $2
+         AND action = $3 AND NOT EXISTS (SELECT 1 FROM identity_actions t WHERE t.audit_seq = a.seq)
+         ORDER BY seq LIMIT 1",
+    )
+    .bind(organization)
+    .bind(identity_id)
+    .bind(action)
+    .fetch_optional(&mut **tx)
+    .await?;
+    Ok(row.map(|r| r.try_get("seq")).transpose()?)
+}
+
+/// A new identity's id, label and state, checked before anything is written.
+fn check(new: &NewIdentity) -> Result<(), StoreError> {
+    if new.id.trim().is_empty() || new.label.trim().is_empty() {
+        return Err(StoreError::Invalid("identity id and label must not be empty".into()));
+    }
+    if !new.state.fits(new.kind) {
+        return Err(StoreError::Invalid(format!("a {} identity cannot be {}", new.kind, new.state)));
+    }
+    Ok(())
+}
+
+/// Inserts `new` with its first trail entry (whose id it answers); `None`
+/// when an identity (or its `request_id`) is already there.
+async fn insert(
+    tx: &mut Tx,
+    cipher: &Cipher,
+    new: &NewIdentity,
+    now: i64,
+) -> Result<Option<String>, StoreError> {
+    let label =
+        cipher.seal(new.label.as_bytes(), Place { column: LABEL, row: &[&new.organization, &new.id] });
+    let inserted = sqlx::query(&format!(
+        "INSERT INTO identities ({IDENTITY_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, $9, $9)
+         ON CONFLICT DO NOTHING"
+    ))
+    .bind(&new.organization)
+    .bind(&new.id)
+    .bind(new.request_id.as_deref())
+    .bind(new.kind.as_str())
+    .bind(label)
+    .bind(new.state.status().as_str())
+    .bind(new.state.sub_status().map(SubStatus::as_str))
+    .bind(new.state.rfi_step().map(SubStatus::as_str))
+    .bind(now)
+    .execute(&mut **tx)
+    .await
+    .map_err(|e| match e {
+        sqlx::Error::Database(d) if d.is_foreign_key_violation() => {
+            StoreError::NotFound(format!("organization {}", new.organization))
+        }
+        e => e.into(),
+    })?;
+    if inserted.rows_affected() == 0 {
+        return Ok(None);
+    }
+    Ok(Some(
+        audit(tx, &new.organization, &new.id, "Registered", &new.actor, None, None, new.state, now).await?,
+    ))
 }

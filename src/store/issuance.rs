@@ -6,7 +6,7 @@
 use serde_json::Value;
 use sqlx::{Row, any::AnyRow};
 
-use super::{Store, StoreError, entitlement, now_micros, parse_column, pii::BANK_DETAILS};
+use super::{Store, StoreError, now_micros, parse_column, pii::BANK_DETAILS};
 use crate::{
     chain::Chain,
     issuance::{BankAccount, FIAT_CURRENCY, MintInstruction, PAYMENT_RAIL},
@@ -203,70 +203,6 @@ impl Store {
         .fetch_optional(&self.pool)
         .await?;
         row.as_ref().map(instruction_from_row).transpose()
-    }
-}
-
-/// The audit trail's events of the fiat entitlement.
-pub const FIAT_ENABLED: &str = "FIAT_ENABLED";
-pub const FIAT_DISABLED: &str = "FIAT_DISABLED";
-
-impl Store {
-    /// Grants (`enabled`) or withdraws an identity's fiat entitlement, and
-    /// records it in the identity's audit trail with `actor` and `reason`,
-    /// in one transaction. The status does not change, so no
-    /// `identity_status_update` is emitted. `false` when it already was so
-    /// (nothing is written).
-    pub async fn set_fiat_enabled(
-        &self,
-        organization: &str,
-        identity_id: &str,
-        enabled: bool,
-        actor: &str,
-        reason: &str,
-    ) -> Result<bool, StoreError> {
-        let mut tx = self.begin().await?;
-        // Locked as a suspension locks it: one change of the identity at a time.
-        let (_, fiat) = entitlement::lock(&mut tx, organization, identity_id).await?;
-        if fiat == enabled {
-            return Ok(false);
-        }
-        let row =
-            sqlx::query("SELECT status, sub_status FROM identities WHERE organization_id = $1 AND id = $2")
-                .bind(organization)
-                .bind(identity_id)
-                .fetch_one(&mut *tx)
-                .await?;
-        let now = now_micros();
-        sqlx::query(
-            "UPDATE identities SET fiat_operations_enabled = $3, updated_at = $4
-             WHERE organization_id = $1 AND id = $2",
-        )
-        .bind(organization)
-        .bind(identity_id)
-        .bind(i64::from(enabled))
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
-        let (status, sub_status): (String, Option<String>) =
-            (row.try_get("status")?, row.try_get("sub_status")?);
-        sqlx::query(
-            "INSERT INTO identity_actions (id, organization_id, identity_id, event, actor, reason, previous_status,
-                 previous_sub_status, status, sub_status, created_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $7, $8, $9)",
-        )
-        .bind(uuid::Uuid::new_v4().to_string())
-        .bind(organization)
-        .bind(identity_id)
-        .bind(if enabled { FIAT_ENABLED } else { FIAT_DISABLED })
-        .bind(actor)
-        .bind(reason)
-        .bind(status)
-        .bind(sub_status)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok(true)
     }
 }
 

@@ -61,7 +61,7 @@ pub struct NewWire<'a> {
 }
 
 /// The fiat a failed mint owes back, and whether it was sent.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 pub struct FiatReturn {
     pub mint: Mint,
     /// `PENDING` or `COMPLETED`.
@@ -138,51 +138,6 @@ impl Store {
                 })
             })
             .collect()
-    }
-
-    /// Records that the fiat of the failed mint `id` was sent back, under
-    /// the bank's `reference`, by whom and why. Again with the same
-    /// reference: no-op.
-    pub async fn complete_return(
-        &self,
-        id: &str,
-        reference: &str,
-        by: &str,
-        reason: &str,
-    ) -> Result<FiatReturn, StoreError> {
-        // One return wire returns one mint's dollars (a unique index holds it too).
-        let other: Option<String> =
-            sqlx::query_scalar("SELECT id FROM mints WHERE return_reference = $1 AND id <> $2")
-                .bind(reference)
-                .bind(id)
-                .fetch_optional(&self.pool)
-                .await?;
-        if let Some(other) = other {
-            return Err(StoreError::Conflict(format!(
-                "return wire {reference} returned mint {other} already"
-            )));
-        }
-        let done = sqlx::query(
-            "UPDATE mints SET fiat_return = 'COMPLETED', return_reference = $2, return_by = $4, return_reason = $5,
-                 updated_at = $3
-             WHERE id = $1 AND fiat_return = 'PENDING'",
-        )
-        .bind(id)
-        .bind(reference)
-        .bind(now_micros())
-        .bind(by)
-        .bind(reason)
-        .execute(&self.pool)
-        .await?;
-        let found = self.fiat_returns(false).await?.into_iter().find(|r| r.mint.id == id);
-        match found {
-            Some(r) if done.rows_affected() == 1 || r.reference.as_deref() == Some(reference) => Ok(r),
-            Some(r) => Err(StoreError::Conflict(format!(
-                "the fiat of mint {id} was returned already (reference {})",
-                r.reference.unwrap_or_default()
-            ))),
-            None => Err(StoreError::NotFound(format!("a fiat return of mint {id}"))),
-        }
     }
 
     /// The mint the wire `reference` started, and its organization.
@@ -474,4 +429,41 @@ pub async fn set_hash(tx: &mut Transaction<'static, Any>, id: &str, hash: &str) 
         .execute(&mut **tx)
         .await?;
     Ok(())
+}
+
+/// Records in `tx` that the dollars of failed mint `id` were sent back by
+/// the return wire `reference`, `by` an operator for `reason`: the
+/// mint's organization when this changed it, `None` when it was not
+/// owed (or already returned: the caller reads which). A return wire
+/// that returned another mint is a conflict.
+pub async fn complete_return(
+    tx: &mut Transaction<'static, Any>,
+    id: &str,
+    reference: &str,
+    by: &str,
+    reason: &str,
+) -> Result<Option<String>, StoreError> {
+    // One return wire returns one mint's dollars (a unique index holds it too).
+    let other: Option<String> =
+        sqlx::query_scalar("SELECT id FROM mints WHERE return_reference = $1 AND id <> $2")
+            .bind(reference)
+            .bind(id)
+            .fetch_optional(&mut **tx)
+            .await?;
+    if let Some(other) = other {
+        return Err(StoreError::Conflict(format!("return wire {reference} returned mint {other} already")));
+    }
+    let done = sqlx::query(
+        "UPDATE mints SET fiat_return = 'COMPLETED', return_reference = $2, return_by = $4, return_reason = $5,
+             updated_at = $3
+         WHERE id = $1 AND fiat_return = 'PENDING' RETURNING organization_id",
+    )
+    .bind(id)
+    .bind(reference)
+    .bind(now_micros())
+    .bind(by)
+    .bind(reason)
+    .fetch_optional(&mut **tx)
+    .await?;
+    Ok(done.map(|row| row.try_get("organization_id")).transpose()?)
 }

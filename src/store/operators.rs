@@ -68,10 +68,15 @@ pub async fn insert_key(
     Ok(())
 }
 
-/// How many enabled operators hold the `admin` role.
+/// How many enabled operators hold the `admin` role and a live key (an
+/// admin without one cannot act).
 pub async fn enabled_admins(tx: &mut Tx) -> Result<i64, StoreError> {
-    let rows =
-        sqlx::query("SELECT roles FROM operators WHERE disabled_at IS NULL").fetch_all(&mut **tx).await?;
+    let rows = sqlx::query(
+        "SELECT roles FROM operators o WHERE disabled_at IS NULL
+         AND EXISTS (SELECT 1 FROM operator_keys k WHERE k.operator_id = o.id AND k.revoked_at IS NULL)",
+    )
+    .fetch_all(&mut **tx)
+    .await?;
     let mut admins = 0;
     for row in rows {
         let roles: String = row.try_get("roles")?;

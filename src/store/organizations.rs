@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use sqlx::{Row, any::AnyRow};
 
-use super::{Store, StoreError, now_micros, parse_column, quotas::Quota, time};
+use super::{Store, StoreError, Tx, now_micros, parse_column, quotas::Quota, time};
 use crate::request_signature::{Algorithm, PublicKey};
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -98,10 +98,11 @@ impl Store {
             .collect()
     }
 
-    /// Stores a key's hash under its organization; refused beyond
+    /// Stores a key's hash under its organization in `tx`; refused beyond
     /// [`super::MAX_API_KEYS`] active keys.
-    pub async fn create_api_key(
+    pub async fn create_api_key_in(
         &self,
+        tx: &mut Tx,
         organization: &str,
         name: &str,
         id: &str,
@@ -110,8 +111,7 @@ impl Store {
         if name.trim().is_empty() {
             return Err(StoreError::Invalid("an API key needs a name".into()));
         }
-        let mut tx = self.begin().await?;
-        self.claim(&mut tx, organization, Quota::ApiKeys).await?;
+        self.claim(tx, organization, Quota::ApiKeys).await?;
         let created_at = now_micros();
         sqlx::query(
             "INSERT INTO api_keys (id, organization_id, name, secret_hash, created_at) VALUES ($1, $2, $3, $4, $5)",
@@ -121,9 +121,8 @@ impl Store {
         .bind(name)
         .bind(secret_hash)
         .bind(created_at)
-        .execute(&mut *tx)
+        .execute(&mut **tx)
         .await?;
-        tx.commit().await?;
         Ok(ApiKey {
             id: id.into(),
             organization_id: organization.into(),
@@ -145,17 +144,6 @@ impl Store {
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(api_key).collect()
-    }
-
-    /// Revokes a key: every later request with it is refused. Revoking a
-    /// revoked key changes nothing.
-    pub async fn revoke_api_key(&self, id: &str) -> Result<ApiKey, StoreError> {
-        sqlx::query("UPDATE api_keys SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL")
-            .bind(now_micros())
-            .bind(id)
-            .execute(&self.pool)
-            .await?;
-        self.api_key(id).await
     }
 
     /// One key, revoked or not.
@@ -206,4 +194,18 @@ fn api_key(row: &AnyRow) -> Result<ApiKey, StoreError> {
             .transpose()?,
         paired_at: row.try_get::<Option<i64>, _>("paired_at")?.map(time).transpose()?,
     })
+}
+
+/// Revokes key `id` in `tx`: every later request with it is refused. Its
+/// organization when this revoked it; `None` when it was revoked already
+/// (or never existed).
+pub async fn revoke_api_key(tx: &mut Tx, id: &str) -> Result<Option<String>, StoreError> {
+    let row = sqlx::query(
+        "UPDATE api_keys SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL RETURNING organization_id",
+    )
+    .bind(now_micros())
+    .bind(id)
+    .fetch_optional(&mut **tx)
+    .await?;
+    Ok(row.map(|r| r.try_get("organization_id")).transpose()?)
 }

@@ -2,7 +2,9 @@
 //! token, kept in the store so that a token is accepted once by the whole
 //! fleet of instances sharing it.
 
-use super::{ApiKey, Backend, Store, StoreError, now_micros};
+use sqlx::Row;
+
+use super::{Backend, Store, StoreError, Tx, now_micros};
 use crate::request_signature::PublicKey;
 
 /// Seconds a `jti` is kept past its `keep_until` before it is purged or
@@ -22,39 +24,6 @@ fn seconds_now(backend: Backend, param: usize) -> String {
 }
 
 impl Store {
-    /// Pairs an active key with `public_key` (replacing an earlier one): from
-    /// then on every request with the key must be signed by it.
-    pub async fn pair_api_key(&self, id: &str, public_key: &PublicKey) -> Result<ApiKey, StoreError> {
-        let paired = sqlx::query(
-            "UPDATE api_keys SET public_key_pem = $1, signature_algorithm = $2, paired_at = $3
-             WHERE id = $4 AND revoked_at IS NULL",
-        )
-        .bind(public_key.pem())
-        .bind(public_key.algorithm().as_str())
-        .bind(now_micros())
-        .bind(id)
-        .execute(&self.pool)
-        .await?;
-        let key = self.api_key(id).await?;
-        if paired.rows_affected() == 0 {
-            return Err(StoreError::Conflict(format!("API key {id} is revoked")));
-        }
-        Ok(key)
-    }
-
-    /// Removes a key's public key: its requests need no signature any more.
-    /// Unpairing an unpaired key changes nothing.
-    pub async fn unpair_api_key(&self, id: &str) -> Result<ApiKey, StoreError> {
-        sqlx::query(
-            "UPDATE api_keys SET public_key_pem = NULL, signature_algorithm = NULL, paired_at = NULL
-             WHERE id = $1",
-        )
-        .bind(id)
-        .execute(&self.pool)
-        .await?;
-        self.api_key(id).await
-    }
-
     /// Records a request token's `jti` for `key` until `keep_until`
     /// (seconds); `false` when the key already used it (a replay). The
     /// primary key decides, so two instances racing on one token cannot
@@ -104,4 +73,38 @@ impl Store {
             Backend::Sqlite => query.bind(now),
         }
     }
+}
+
+/// Pairs the active key `id` with `public_key` in `tx` (replacing an earlier
+/// one): from then on every request with the key must be signed by it.
+/// Its organization; `None` when no active key has the id.
+pub async fn pair_api_key(
+    tx: &mut Tx,
+    id: &str,
+    public_key: &PublicKey,
+) -> Result<Option<String>, StoreError> {
+    let row = sqlx::query(
+        "UPDATE api_keys SET public_key_pem = $1, signature_algorithm = $2, paired_at = $3
+         WHERE id = $4 AND revoked_at IS NULL RETURNING organization_id",
+    )
+    .bind(public_key.pem())
+    .bind(public_key.algorithm().as_str())
+    .bind(now_micros())
+    .bind(id)
+    .fetch_optional(&mut **tx)
+    .await?;
+    Ok(row.map(|r| r.try_get("organization_id")).transpose()?)
+}
+
+/// Removes a key's public key in `tx`: its requests need no signature any
+/// more. Its organization when it was paired; `None` otherwise.
+pub async fn unpair_api_key(tx: &mut Tx, id: &str) -> Result<Option<String>, StoreError> {
+    let row = sqlx::query(
+        "UPDATE api_keys SET public_key_pem = NULL, signature_algorithm = NULL, paired_at = NULL
+         WHERE id = $1 AND public_key_pem IS NOT NULL RETURNING organization_id",
+    )
+    .bind(id)
+    .fetch_optional(&mut **tx)
+    .await?;
+    Ok(row.map(|r| r.try_get("organization_id")).transpose()?)
 }

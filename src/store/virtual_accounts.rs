@@ -6,7 +6,7 @@
 use serde_json::Value;
 use sqlx::{Row, any::AnyRow};
 
-use super::{Made, Store, StoreError, now_micros, parse_column, time};
+use super::{Made, Store, StoreError, Tx, now_micros, parse_column, time};
 use crate::{
     bank::{AccountOutcome as Outcome, Opening},
     chain::Chain,
@@ -175,61 +175,6 @@ impl Store {
         row.as_ref().map(virtual_account_from_row).transpose()
     }
 
-    /// Records an operator's answer of the bank to the `PENDING` virtual
-    /// account `id`: opened under `Ok(account_number)`, or refused for
-    /// `Err(reason)`. Again with the same answer: no-op.
-    pub async fn decide_virtual_account(
-        &self,
-        id: &str,
-        answer: Result<&str, &str>,
-    ) -> Result<VirtualAccount, StoreError> {
-        let (status, number, reason) = match answer {
-            Ok(number) => ("ACTIVE", Some(number), None),
-            Err(reason) => ("FAILED", None, Some(reason)),
-        };
-        if number.is_some_and(|n| n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit())) {
-            return Err(StoreError::Invalid(format!(
-                "account number {:?}: digits only",
-                number.unwrap_or_default()
-            )));
-        }
-        let taken: Option<String> =
-            sqlx::query_scalar("SELECT id FROM virtual_accounts WHERE bank_account_number = $1 AND id <> $2")
-                .bind(number)
-                .bind(id)
-                .fetch_optional(&self.pool)
-                .await?;
-        if let Some(other) = taken {
-            return Err(StoreError::Conflict(format!("virtual account {other} has that account number")));
-        }
-        let done = sqlx::query(
-            "UPDATE virtual_accounts SET status = $2, bank_account_number = COALESCE($3, bank_account_number),
-                 failure_reason = $4, updated_at = $5
-             WHERE id = $1 AND status = 'PENDING'",
-        )
-        .bind(id)
-        .bind(status)
-        .bind(number)
-        .bind(reason)
-        .bind(now_micros())
-        .execute(&self.pool)
-        .await?;
-        let account = self.virtual_account(None, id).await?;
-        let same = match answer {
-            Ok(number) => {
-                account.deposit_instructions.as_ref().is_some_and(|d| d.bank_account_number == number)
-            }
-            Err(reason) => account.failure_reason.as_deref() == Some(reason),
-        };
-        if done.rows_affected() == 0 && !same {
-            return Err(StoreError::Conflict(format!(
-                "virtual account {id} is {} already",
-                account.status.as_str()
-            )));
-        }
-        Ok(account)
-    }
-
     /// Opens (or fails) every `PENDING` virtual account whose bank answer
     /// is due by `now`, in one statement: the count it changed.
     pub async fn open_due_virtual_accounts(&self, now: i64) -> Result<usize, StoreError> {
@@ -291,4 +236,61 @@ fn virtual_account_from_row(row: &AnyRow) -> Result<VirtualAccount, StoreError> 
         organization: row.try_get("organization_id")?,
         request_id: row.try_get("request_id")?,
     })
+}
+
+/// Writes, in `tx`, an operator's answer of the bank to the `PENDING`
+/// virtual account `id`: opened under `Ok(account_number)`, or refused for
+/// `Err(reason)`. Its organization when it changed it; `None` when the same
+/// answer was written before; another answer before is a conflict.
+pub async fn answer(tx: &mut Tx, id: &str, answer: Result<&str, &str>) -> Result<Option<String>, StoreError> {
+    let (status, number, reason) = match answer {
+        Ok(number) => ("ACTIVE", Some(number), None),
+        Err(reason) => ("FAILED", None, Some(reason)),
+    };
+    if number.is_some_and(|n| n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit())) {
+        return Err(StoreError::Invalid(format!(
+            "account number {:?}: digits only",
+            number.unwrap_or_default()
+        )));
+    }
+    let taken: Option<String> =
+        sqlx::query_scalar("SELECT id FROM virtual_accounts WHERE bank_account_number = $1 AND id <> $2")
+            .bind(number)
+            .bind(id)
+            .fetch_optional(&mut **tx)
+            .await?;
+    if let Some(other) = taken {
+        return Err(StoreError::Conflict(format!("virtual account {other} has that account number")));
+    }
+    let done = sqlx::query(
+        "UPDATE virtual_accounts SET status = $2, bank_account_number = COALESCE($3, bank_account_number),
+             failure_reason = $4, updated_at = $5
+         WHERE id = $1 AND status = 'PENDING' RETURNING organization_id",
+    )
+    .bind(id)
+    .bind(status)
+    .bind(number)
+    .bind(reason)
+    .bind(now_micros())
+    .fetch_optional(&mut **tx)
+    .await?;
+    if let Some(row) = done {
+        return Ok(Some(row.try_get("organization_id")?));
+    }
+    let row =
+        sqlx::query("SELECT status, bank_account_number, failure_reason FROM virtual_accounts WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&mut **tx)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("virtual account {id}")))?;
+    let (was, was_number, was_reason): (String, Option<String>, Option<String>) =
+        (row.try_get("status")?, row.try_get("bank_account_number")?, row.try_get("failure_reason")?);
+    let same = match answer {
+        Ok(number) => was == "ACTIVE" && was_number.as_deref() == Some(number),
+        Err(reason) => was == "FAILED" && was_reason.as_deref() == Some(reason),
+    };
+    if !same {
+        return Err(StoreError::Conflict(format!("virtual account {id} is {was} already")));
+    }
+    Ok(None)
 }

@@ -120,7 +120,9 @@ async fn requests_without_a_valid_key_are_refused() {
             assert_error(&app.get("/v2/assets", bad).await, 401, "UNAUTHORIZED");
         }
 
-        app.store().revoke_api_key(id).await.unwrap();
+        custody_indexer::api_key::manage::revoke(app.store(), id, &custody_indexer::audit::Actor::System)
+            .await
+            .unwrap();
         assert_error(&app.get("/v2/assets", &key).await, 401, "UNAUTHORIZED");
 
         // 50 active keys at most; revoking one frees a place.
@@ -128,7 +130,14 @@ async fn requests_without_a_valid_key_are_refused() {
             app.key("acme").await;
         }
         let fiftieth = app.key("acme").await;
-        let refused = app.store().create_api_key("acme", "one too many", "x", "y").await;
+        let refused = custody_indexer::api_key::manage::create_with(
+            app.store(),
+            "acme",
+            "one too many",
+            ("x", "y"),
+            &custody_indexer::audit::Actor::System,
+        )
+        .await;
         assert!(
             matches!(&refused, Err(StoreError::LimitReached(m)) if m.contains("50 active API keys, its limit of 50")),
             "{refused:?}"
@@ -566,8 +575,13 @@ async fn the_openapi_document_matches_the_routes_and_resources() {
             "/metrics",
             "/operator/v1/audit",
             "/operator/v1/conversions/{conversion_id}/payout",
+            "/operator/v1/conversions/wires",
+            "/operator/v1/conversions/wires/import",
             "/operator/v1/conversions/{conversion_id}/payout/confirm",
+            "/operator/v1/conversions/{conversion_id}/refund/retry",
+            "/operator/v1/issuance/returns/{mint_id}/complete",
             "/operator/v1/issuance/wires",
+            "/operator/v1/issuance/wires/import",
             "/operator/v1/issuance/wires/{reference}/approve",
             "/operator/v1/issuance/wires/{reference}/refuse",
             "/operator/v1/operator-keys/{key_id}/revoke",
@@ -575,6 +589,10 @@ async fn the_openapi_document_matches_the_routes_and_resources() {
             "/operator/v1/operators/{operator_id}/disable",
             "/operator/v1/operators/{operator_id}/keys",
             "/operator/v1/operators/{operator_id}/roles",
+            "/operator/v1/organizations/{organization_id}/identities",
+            "/operator/v1/organizations/{organization_id}/identities/{identity_id}/decisions",
+            "/operator/v1/virtual-accounts/{virtual_account_id}/open",
+            "/operator/v1/virtual-accounts/{virtual_account_id}/refuse",
             "/readyz",
             "/v2/accounts",
             "/v2/accounts/{account_id}",

@@ -8,6 +8,7 @@ mod common;
 
 mod api;
 mod openapi;
+mod operator_decisions;
 mod operator_token;
 mod operators;
 mod signed_requests;

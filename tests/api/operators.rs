@@ -26,7 +26,8 @@ async fn call(app: &App, method: Method, path: &str, token: &str, body: Option<&
     send_json(method, &format!("{}{path}", app.base), Some(token), body).await
 }
 
-fn cli(app: &App, args: &[&str], operator_key: Option<&str>) -> Output {
+/// The command line on `app`'s store, with `operator_key` if given.
+pub fn cli(app: &App, args: &[&str], operator_key: Option<&str>) -> Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_custody-indexer"));
     command
         .args(args)
@@ -40,7 +41,8 @@ fn cli(app: &App, args: &[&str], operator_key: Option<&str>) -> Output {
     command.output().unwrap()
 }
 
-fn text(output: &Output) -> String {
+/// What a command printed, both streams.
+pub fn text(output: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
 }
 
@@ -117,16 +119,23 @@ async fn an_admin_manages_operators_through_the_service_and_every_change_is_audi
         let actions: Vec<_> = entries.iter().map(|e| e["action"].as_str().unwrap()).collect();
         assert_eq!(
             actions,
-            ["operator.bootstrapped", "operator.created", "operator.roles_set", "operator.disabled"]
+            [
+                "operator.bootstrapped",
+                "api_key.created",
+                "operator.created",
+                "operator.roles_set",
+                "operator.disabled"
+            ]
         );
         assert!(entries[0]["actor"].as_str().unwrap().starts_with("local:"));
-        assert_eq!(entries[3]["actor"], format!("operator:{ada_id}"));
-        assert_eq!(entries[3]["actor_name"], "Ada Admin");
-        assert_eq!(entries[3]["reason"], "left the company");
+        assert_eq!(entries[1]["organization_id"], "acme", "the tenant's key, in its organization's log");
+        assert_eq!(entries[4]["actor"], format!("operator:{ada_id}"));
+        assert_eq!(entries[4]["actor_name"], "Ada Admin");
+        assert_eq!(entries[4]["reason"], "left the company");
         let stored = app.store().audit_entries(0, None, 100).await.unwrap();
-        assert!(stored[3].reason.as_deref().unwrap().starts_with("pii1."), "a reason is sealed at rest");
+        assert!(stored[4].reason.as_deref().unwrap().starts_with("pii1."), "a reason is sealed at rest");
         let head = app.store().audit_head().await.unwrap();
-        assert_eq!(chain::verify(&stored, Some((head.0, &head.1))), Ok(4));
+        assert_eq!(chain::verify(&stored, Some((head.0, &head.1))), Ok(5));
     }
 }
 

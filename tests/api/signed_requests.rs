@@ -29,7 +29,14 @@ async fn app(backend: Backend) -> App {
 async fn paired_key(app: &App, client: &ClientKey) -> (String, String) {
     let token = app.key("acme").await;
     let id = api_key::key_id(&token).unwrap().to_string();
-    app.store().pair_api_key(&id, &PublicKey::from_pem(&client.public_pem).unwrap()).await.unwrap();
+    custody_indexer::api_key::manage::pair(
+        app.store(),
+        &id,
+        &PublicKey::from_pem(&client.public_pem).unwrap(),
+        &custody_indexer::audit::Actor::System,
+    )
+    .await
+    .unwrap();
     (token, id)
 }
 
@@ -194,7 +201,15 @@ async fn store_with_key(backend: Backend) -> (TestDb, String) {
     let db = TestDb::new(backend).await;
     db.store.create_organization("acme", None).await.unwrap();
     let secret = api_key::generate();
-    db.store.create_api_key("acme", "test", &secret.id, &secret.hash).await.unwrap();
+    custody_indexer::api_key::manage::create_with(
+        &db.store,
+        "acme",
+        "test",
+        (&secret.id, &secret.hash),
+        &custody_indexer::audit::Actor::System,
+    )
+    .await
+    .unwrap();
     (db, secret.id)
 }
 
@@ -233,19 +248,57 @@ async fn pairing_is_listed_refused_for_revoked_keys_and_undone_by_unpairing() {
         let (db, key) = store_with_key(backend).await;
         let store = &db.store;
         let public_key = PublicKey::from_pem(&ClientKey::ed25519().public_pem).unwrap();
-        let paired = store.pair_api_key(&key, &public_key).await.unwrap();
+        let paired = custody_indexer::api_key::manage::pair(
+            store,
+            &key,
+            &public_key,
+            &custody_indexer::audit::Actor::System,
+        )
+        .await
+        .unwrap();
         assert_eq!(paired.signature_algorithm.map(|a| a.as_str()), Some("EdDSA"), "{backend:?}");
         let credentials = store.active_api_key(&key).await.unwrap().unwrap();
         assert_eq!(credentials.public_key.as_ref(), Some(&public_key), "{backend:?}");
         let listed = serde_json::to_value(store.api_keys(Some("acme")).await.unwrap()).unwrap();
         assert_eq!(listed[0]["signature_algorithm"], "EdDSA", "{backend:?}");
 
-        let unpaired = store.unpair_api_key(&key).await.unwrap();
+        let unpaired =
+            custody_indexer::api_key::manage::unpair(store, &key, &custody_indexer::audit::Actor::System)
+                .await
+                .unwrap();
         assert_eq!((unpaired.signature_algorithm, unpaired.paired_at), (None, None), "{backend:?}");
         assert!(store.active_api_key(&key).await.unwrap().unwrap().public_key.is_none());
-        store.revoke_api_key(&key).await.unwrap();
-        let error = store.pair_api_key(&key, &public_key).await.unwrap_err();
+        custody_indexer::api_key::manage::revoke(store, &key, &custody_indexer::audit::Actor::System)
+            .await
+            .unwrap();
+        let error = custody_indexer::api_key::manage::pair(
+            store,
+            &key,
+            &public_key,
+            &custody_indexer::audit::Actor::System,
+        )
+        .await
+        .unwrap_err();
         assert!(error.to_string().contains("revoked"), "{backend:?}: {error}");
+        // Revoking or unpairing again records nothing more.
+        custody_indexer::api_key::manage::revoke(store, &key, &custody_indexer::audit::Actor::System)
+            .await
+            .unwrap();
+        custody_indexer::api_key::manage::unpair(store, &key, &custody_indexer::audit::Actor::System)
+            .await
+            .unwrap();
+        let logged: Vec<(String, String, Option<String>)> = store
+            .audit_entries(0, Some("acme"), 100)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| (e.action, e.target_id, e.organization_id))
+            .collect();
+        let expected: Vec<_> = ["api_key.created", "api_key.paired", "api_key.unpaired", "api_key.revoked"]
+            .iter()
+            .map(|action| (action.to_string(), key.clone(), Some("acme".to_string())))
+            .collect();
+        assert_eq!(logged, expected, "{backend:?}: every key event, once, in the organization's log");
     }
 }
 

@@ -42,7 +42,15 @@ impl App {
             self.store().create_organization(organization, None).await.unwrap();
         }
         let secret = api_key::generate();
-        self.store().create_api_key(organization, "test", &secret.id, &secret.hash).await.unwrap();
+        custody_indexer::api_key::manage::create_with(
+            self.store(),
+            organization,
+            "test",
+            (&secret.id, &secret.hash),
+            &custody_indexer::audit::Actor::System,
+        )
+        .await
+        .unwrap();
         secret.token
     }
 

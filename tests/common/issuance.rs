@@ -65,9 +65,7 @@ pub async fn identity(app: &App, organization: &str, id: &str, active: bool, fia
     };
     app.store().create_identity(&new).await.unwrap();
     if fiat {
-        assert!(
-            app.store().set_fiat_enabled(organization, id, true, "operator:test", "kyc done").await.unwrap()
-        );
+        assert!(super::set_fiat(app.store(), organization, id, true, "kyc done").await.unwrap());
     }
 }
 

@@ -137,6 +137,25 @@ pub fn numbered_account(i: u64, addresses: Vec<AccountAddress>) -> NewAccount {
 }
 
 /// The identities of [`numbered_account`]s.
+/// Grants or withdraws an identity's fiat entitlement as a local operator
+/// would; `false` when it already was so.
+pub async fn set_fiat(
+    store: &Store,
+    organization: &str,
+    id: &str,
+    enabled: bool,
+    reason: &str,
+) -> Result<bool, custody_indexer::store::StoreError> {
+    use custody_indexer::identity::decide::{Decided, Decision, decide};
+    let decision = if enabled { Decision::FiatEnable } else { Decision::FiatDisable };
+    let actor = custody_indexer::audit::Actor::local(Some("test".into()));
+    let chains = custody_indexer::config::Chains::default();
+    match decide(store, &chains, (organization, id), decision, &actor, reason).await? {
+        Decided::Fiat { changed, .. } => Ok(changed),
+        Decided::Changed(_) => unreachable!("a fiat decision changes the entitlement"),
+    }
+}
+
 pub async fn numbered_identities(store: &Store) {
     for i in 0..100 {
         identity(store, DEFAULT_ORGANIZATION, &format!("identity-{i}")).await;

@@ -436,7 +436,7 @@ async fn quotes_price_a_bank_accounts_corridor_less_spread_and_fee_and_are_persi
         }
         refused(&app.get(&quote(&mx, "MXN", "10.00"), &globex).await, 404, "NOT_FOUND", &mx);
         // An identity that may no longer convert gets no quote.
-        app.store().set_fiat_enabled("acme", "ada", false, "operator:test", "review").await.unwrap();
+        common::set_fiat(app.store(), "acme", "ada", false, "review").await.unwrap();
         refused(&app.get(&quote(&mx, "MXN", "10.00"), &acme).await, 400, "FIAT_NOT_ENABLED", "ada");
     }
 }

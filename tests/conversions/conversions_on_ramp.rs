@@ -118,9 +118,22 @@ async fn in_production_an_operator_opens_the_virtual_account_and_two_operators_d
     let _run = platform.run_production(port, &[("CUSTODY_INDEXER_ON_RAMP_FEE_BPS", "150")]);
     let va = virtual_account(&platform, port).await;
     let operator = |args: &[&str]| platform.operator(args);
-    let by = ["--by", "ann", "--reason", "the bank opened it"];
+    // In production the operators are principals of the service.
+    let [ann, bo] =
+        <[String; 2]>::try_from(platform.operators(port, &[("Ann", "treasury"), ("Bo", "treasury")]))
+            .unwrap();
+    let as_ann = |args: &[&str]| {
+        let out = platform.as_operator(port, &ann, args);
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
     let open = ["conversions", "virtual-accounts", "open", &va, "--account-number", "700000000001"];
-    assert!(operator(&[&open[..], &by].concat()).contains("VIRTUAL_ACCOUNT_STATUS_ACTIVE"));
+    let direct = platform.env.command(&open).output().unwrap();
+    assert!(!direct.status.success(), "a production store refuses an answer on it directly");
+    assert!(
+        as_ann(&[&open[..], &["--reason", "the bank opened it"]].concat())
+            .contains("VIRTUAL_ACCOUNT_STATUS_ACTIVE")
+    );
     let page = platform.get(port, "/v2/identities/ada/virtual-accounts").await;
     let instructions = &page["virtual_accounts"][0]["deposit_instructions"];
     assert_eq!(
@@ -138,25 +151,19 @@ async fn in_production_an_operator_opens_the_virtual_account_and_two_operators_d
         "100.00",
         "--reference",
         "FED-VA-1",
-        "--by",
-        "ann",
         "--reason",
         "arrived",
     ];
-    let recorded = operator(&record);
+    let recorded = as_ann(&record);
     let id = recorded.lines().last().unwrap().to_string();
-    assert_eq!(
-        operator(&record).lines().last(),
-        Some(id.as_str()),
-        "the same wire again: the same conversion"
-    );
+    assert_eq!(as_ann(&record).lines().last(), Some(id.as_str()), "the same wire again: the same conversion");
     // Recorded by one operator, the mint waits for another's approval.
     eventually(Duration::from_secs(15), "PROCESSING", || async {
         (platform.get(port, &format!("/v2/conversions/{id}")).await["status"] == "PROCESSING").then_some(())
     })
     .await;
-    // In production the second operator is a principal of the service.
-    let [bo] = <[String; 1]>::try_from(platform.operators(port, &[("Bo", "treasury")])).unwrap();
+    let own = platform.as_operator(port, &ann, &["issuance", "wires", "approve", "FED-VA-1"]);
+    assert!(!own.status.success(), "the recorder does not approve: {own:?}");
     let approved = platform.as_operator(port, &bo, &["issuance", "wires", "approve", "FED-VA-1"]);
     assert!(String::from_utf8_lossy(&approved.stdout).contains("MINTING"), "{approved:?}");
     let conversion = completed(&platform, port, &id).await;
@@ -183,9 +190,9 @@ async fn in_production_an_operator_opens_the_virtual_account_and_two_operators_d
     let remittance = format!("ACME PAYROLL {}", message.to_lowercase());
     let credits = [("FED-VA-2", "40.00", remittance.as_str()), ("FED-VA-3", "5.00", "no reference")];
     std::fs::write(&file, common::camt054::notification(&credits)).unwrap();
-    let import =
-        ["conversions", "wires", "import", file.to_str().unwrap(), "--by", "ann", "--reason", "statement"];
-    let imported = operator(&import);
+    // The file is the body of the operator API's import.
+    let import = ["conversions", "wires", "import", file.to_str().unwrap(), "--reason", "statement"];
+    let imported = as_ann(&import);
     let first = imported.lines().next().unwrap();
     let prefix = format!("wire FED-VA-2: 40.00 USD to virtual account {va}: conversion ");
     assert!(first.starts_with(&prefix), "{imported}");
@@ -195,7 +202,7 @@ async fn in_production_an_operator_opens_the_virtual_account_and_two_operators_d
     );
     assert!(imported.ends_with("1 recorded, 1 unmatched\n"), "{imported}");
     let second = first[prefix.len()..].split(' ').next().unwrap();
-    let again = operator(&import);
+    let again = as_ann(&import);
     assert!(
         again.starts_with(&format!("{prefix}{second} ")),
         "the same file again, the same conversion: {again}"

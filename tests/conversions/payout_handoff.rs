@@ -103,7 +103,7 @@ async fn ada(store: &Store) {
         actor: "operator:test".into(),
     };
     store.create_identity(&new).await.unwrap();
-    assert!(store.set_fiat_enabled("default", "ada", true, "operator:test", "kyc done").await.unwrap());
+    assert!(common::set_fiat(store, "default", "ada", true, "kyc done").await.unwrap());
     let account = NewAccount {
         id: "ada-1".into(),
         organization: "default".into(),
@@ -235,7 +235,7 @@ async fn a_payout_is_handed_over_once_under_its_key_whatever_the_bank_and_the_in
         assert!(other.claim_payout(&id, claimed_at).await.unwrap().is_some());
         // The bank may hold it now: an identity that loses its entitlement
         // meanwhile does not have it refused (and refunded) behind the bank.
-        assert!(store.set_fiat_enabled("default", "ada", false, "operator:test", "review").await.unwrap());
+        assert!(common::set_fiat(store, "default", "ada", false, "review").await.unwrap());
         assert_eq!(payout::follow(store, &bank, &id).await.unwrap(), 0, "{backend:?}: claimed elsewhere");
         assert_eq!(flaky.calls().len(), calls, "{backend:?}: the bank was not asked");
         tokio::time::sleep(lapses_in + Duration::from_millis(200)).await;

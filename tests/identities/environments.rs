@@ -76,18 +76,20 @@ async fn production_approves_nothing_by_itself_and_a_store_keeps_its_environment
     let readyz = send_json(Method::GET, &format!("{base}/readyz"), None, None).await;
     assert_eq!(readyz.body["environment"], "production");
     assert_eq!(health(&env)["environment"], "production");
-    // Only an operator decides.
-    env.ok(&[
-        "identities",
-        "approve",
-        &ada,
-        "--organization",
-        "acme",
-        "--by",
-        "grace",
-        "--reason",
-        "reviewed",
-    ]);
+    // Only an operator decides, through the service.
+    let approve = ["identities", "approve", &ada, "--organization", "acme", "--reason", "reviewed"];
+    let direct = env.output(&approve);
+    assert!(!direct.status.success(), "a production store refuses a decision on it directly");
+    let create = ["operators", "create", "--name", "Grace", "--email", "grace@example.com"];
+    let grace = env.ok(&[&create[..], &["--role", "admin,compliance"]].concat());
+    let grace = grace.lines().last().unwrap();
+    let through = env
+        .command(&approve)
+        .env("CUSTODY_INDEXER_SERVER", &base)
+        .env("CUSTODY_INDEXER_OPERATOR_KEY", grace)
+        .output()
+        .unwrap();
+    assert!(through.status.success(), "{}", String::from_utf8_lossy(&through.stderr));
     assert_eq!(status(&base, &key, &ada).await, "ACTIVE");
     process.kill().unwrap();
 

@@ -637,7 +637,9 @@ async fn operator_commands_record_who_and_why_and_refuse_what_the_lifecycle_refu
             )
         })
         .collect();
-    let by = "operator:grace".to_string();
+    // On the store directly: the operating-system user, the --by beside it.
+    assert!(actions.iter().all(|(_, actor, _)| actor.starts_with("local:") && actor.ends_with(" (grace)")));
+    let by = actions[0].1.clone();
     assert_eq!(
         actions,
         [
@@ -662,6 +664,7 @@ async fn operator_commands_record_who_and_why_and_refuse_what_the_lifecycle_refu
     assert_eq!(
         decided,
         [
+            ("identity.imported", Some("test"), Some("test setup")),
             ("identity.rfi_raised", grace.0, grace.1),
             ("identity.rfi_fulfilled", grace.0, grace.1),
             ("identity.denied", grace.0, grace.1),

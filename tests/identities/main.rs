@@ -8,3 +8,4 @@ mod common;
 
 mod environments;
 mod identities;
+mod trail;

@@ -100,7 +100,7 @@ async fn bank_accounts_are_checked_as_a_bank_would_made_once_per_request_and_sco
         }
 
         // A replay is answered whatever the identity became since.
-        app.store().set_fiat_enabled("acme", "ada", false, "operator:test", "review").await.unwrap();
+        common::set_fiat(app.store(), "acme", "ada", false, "review").await.unwrap();
         assert_eq!(app.post(path, &acme, &body).await.body, created.body);
         let new = json!({ "request_id": "b-4", "identity_id": "ada", "bank_account_details": us_bank("000123456784") });
         refused(&app.post(path, &acme, &new).await, 400, "FIAT_NOT_ENABLED", "ada");
@@ -283,11 +283,13 @@ fn operators_grant_and_withdraw_the_fiat_entitlement_in_the_audit_trail() {
         .filter(|a| a["event"].as_str().unwrap().starts_with("FIAT_"))
         .map(|a| (a["event"].as_str().unwrap(), a["actor"].as_str().unwrap(), a["reason"].as_str().unwrap()))
         .collect();
+    // On the store directly, the operating-system user with the --by given.
+    let local = |by: &str| format!("local:{} ({by})", std::env::var("USER").unwrap_or("unknown".into()));
     assert_eq!(
         fiat,
         [
-            ("FIAT_ENABLED", "operator:ann", "wire checks done"),
-            ("FIAT_DISABLED", "operator:bo", "bank's request")
+            ("FIAT_ENABLED", local("ann").as_str(), "wire checks done"),
+            ("FIAT_DISABLED", local("bo").as_str(), "bank's request")
         ]
     );
     let unknown = env.output(&["identities", "fiat", "enable", "nobody", "--by", "ann", "--reason", "x"]);

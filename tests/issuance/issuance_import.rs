@@ -42,6 +42,23 @@ async fn a_banks_credit_notification_records_each_wire_quoting_a_memo_once() {
 
     // Imported again: the same mints, nothing twice.
     assert_eq!(env.ok(&import), out, "the same file again");
+    // Through the service, as a treasury operator: the file is the body,
+    // and the answer prints alike.
+    let port = common::dead_port();
+    let _serve = env.listen("serve", common::CHAIN, port, &[("CUSTODY_INDEXER_ENVIRONMENT", "sandbox")]);
+    common::platform::api_up(port).await;
+    let create =
+        ["operators", "create", "--name", "Ann", "--email", "ann@example.com", "--role", "admin,treasury"];
+    let key = env.ok(&create).lines().last().unwrap().to_string();
+    let through = [&import[..3], &[file.to_str().unwrap(), "--reason", "statement"]].concat();
+    let served = env
+        .command(&through)
+        .env("CUSTODY_INDEXER_SERVER", format!("http://127.0.0.1:{port}"))
+        .env("CUSTODY_INDEXER_OPERATOR_KEY", &key)
+        .output()
+        .unwrap();
+    assert!(served.status.success(), "{}", String::from_utf8_lossy(&served.stderr));
+    assert_eq!(String::from_utf8_lossy(&served.stdout), out, "through the service, the same answer");
     let mints: Vec<Value> = serde_json::from_str(&env.ok(&["issuance", "mints", "list", "--json"])).unwrap();
     let mut amounts: Vec<&str> = mints.iter().map(|m| m["amount"].as_str().unwrap()).collect();
     amounts.sort();

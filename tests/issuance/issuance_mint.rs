@@ -172,7 +172,7 @@ async fn in_production_a_wire_recorded_and_approved_by_two_operators_mints_on_ch
         "{}",
         text(&recorded)
     );
-    let id = text(&recorded).lines().last().unwrap().to_string();
+    let id = String::from_utf8_lossy(&recorded.stdout).lines().last().unwrap().to_string();
 
     let approve = ["issuance", "wires", "approve", "FED-77"];
     let own = platform.as_operator(port, &ann, &approve);

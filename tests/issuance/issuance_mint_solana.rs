@@ -357,10 +357,6 @@ async fn a_refund_refused_by_every_node_is_sent_again_once_its_blockhash_expired
     let actions = store.conversion_actions(&id).await.unwrap();
     assert_eq!(
         actions,
-        [(
-            "REFUND_RETRIED".to_string(),
-            "operator:ops".to_string(),
-            "settlement wallet refilled".to_string()
-        )]
+        [("REFUND_RETRIED".to_string(), "by:ops".to_string(), "settlement wallet refilled".to_string())]
     );
 }

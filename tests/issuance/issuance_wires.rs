@@ -126,7 +126,7 @@ async fn a_simulated_wire_starts_a_mint_and_the_sandbox_bank_decides_by_its_cent
         assert!(returned["failure_reason"].as_str().unwrap().starts_with("WIRE_RETURNED"), "{returned}");
 
         // The identity's entitlement when the wire settles decides.
-        app.store().set_fiat_enabled("acme", "ada", false, "operator:test", "review").await.unwrap();
+        common::set_fiat(app.store(), "acme", "ada", false, "review").await.unwrap();
         let refused_mint = mint(&app, &acme, &simulate(&app, &acme, &memo, "5.00").await).await;
         assert_eq!(refused_mint["status"], "FAILED");
         assert!(refused_mint["failure_reason"].as_str().unwrap().starts_with("FIAT_NOT_ENABLED"));

@@ -114,3 +114,34 @@ pub async fn confirm(
     let outcome = answers::confirm(state.store(), &id, &by, request.reason.as_deref()).await?;
     Ok(Json(Confirmed { outcome: outcome.as_str().to_string() }))
 }
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RetryRequest {
+    pub reason: String,
+}
+
+/// Sends an off-ramp's refund again at the chain's next step, without
+/// waiting out its backoff: refused unless the last refund provably can
+/// never land.
+#[utoipa::path(post, operation_id = "retryRefund", path = "/operator/v1/conversions/{conversion_id}/refund/retry",
+    tag = "operators", security(("operator_key" = [])), request_body = RetryRequest,
+    params(("conversion_id" = String, Path, description = "The off-ramp's id")),
+    responses(
+        (status = 204, description = "The refund is sent again at the chain's next step"),
+        (status = 400, description = "No reason", body = ErrorBody),
+        (status = 403, description = "The caller is not `treasury`", body = ErrorBody),
+        (status = 404, description = "No such off-ramp", body = ErrorBody),
+        (status = 409, description = "No refund is owed, or the last one may still land", body = ErrorBody),
+    ))]
+pub async fn retry_refund(
+    State(state): State<ApiState>,
+    Extension(caller): Extension<OperatorCaller>,
+    Path(id): Path<String>,
+    Body(request): Body<RetryRequest>,
+) -> Result<StatusCode, ApiError> {
+    caller.may(Action::Refund)?;
+    let by = actor(&caller.0);
+    crate::conversions::off_ramp::refunds::retry(state.store(), &id, &by, &request.reason).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

@@ -6,7 +6,9 @@
 
 mod audit;
 mod conversions;
+mod identities;
 mod issuance;
+mod on_ramp;
 mod operators;
 
 use axum::{
@@ -51,7 +53,9 @@ async fn authenticate(
 impl From<Refused> for ApiError {
     fn from(refusal: Refused) -> Self {
         match refusal {
-            Refused::AdminExists => ApiError::coded(StatusCode::CONFLICT, "CONFLICT", refusal.to_string()),
+            Refused::AdminExists | Refused::LastAdmin => {
+                ApiError::coded(StatusCode::CONFLICT, "CONFLICT", refusal.to_string())
+            }
             Refused::NoRole => ApiError::invalid(format!("roles: {refusal}")),
             _ => ApiError::coded(StatusCode::FORBIDDEN, "FORBIDDEN", refusal.to_string()),
         }
@@ -77,11 +81,20 @@ pub(super) fn routes() -> (Router<ApiState>, utoipa::openapi::OpenApi) {
         .routes(routes!(operators::create_key))
         .routes(routes!(operators::revoke_key))
         .routes(routes!(audit::list))
+        .routes(routes!(identities::decide))
+        .routes(routes!(identities::import))
         .routes(routes!(issuance::record))
         .routes(routes!(issuance::approve))
         .routes(routes!(issuance::refuse))
         .routes(routes!(conversions::answer))
         .routes(routes!(conversions::confirm))
+        .routes(routes!(conversions::retry_refund))
+        .routes(routes!(issuance::import))
+        .routes(routes!(issuance::complete_return))
+        .routes(routes!(on_ramp::record))
+        .routes(routes!(on_ramp::import))
+        .routes(routes!(on_ramp::open))
+        .routes(routes!(on_ramp::refuse))
         .split_for_parts()
 }
 

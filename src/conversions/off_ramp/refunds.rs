@@ -8,6 +8,7 @@
 
 use super::{refund_backoff_micros, refund_replaceable};
 use crate::{
+    audit::{self, Actor, Record},
     bank::Answer,
     chain::Chain,
     conversions::state::Status,
@@ -61,7 +62,10 @@ async fn start_one(store: &Store, owed: &Owed, settlement: &str) -> Result<bool,
 /// action is recorded.
 /// Refused unless the off-ramp owes a refund and its last refund provably
 /// can never land ([`refund_replaceable`]).
-pub async fn retry(store: &Store, id: &str, actor: &str, reason: &str) -> Result<(), StoreError> {
+pub async fn retry(store: &Store, id: &str, actor: &Actor, reason: &str) -> Result<(), StoreError> {
+    if reason.trim().is_empty() {
+        return Err(StoreError::Invalid("reason: say why the refund is sent again".into()));
+    }
     let mut tx = store.begin().await?;
     let (status, answer, chain, refund) = rows::lock_for_refund(&mut tx, id)
         .await?
@@ -81,8 +85,18 @@ pub async fn retry(store: &Store, id: &str, actor: &str, reason: &str) -> Result
             )));
         }
     }
-    rows::lift_backoff(&mut tx, id, actor, reason).await?;
+    rows::lift_backoff(&mut tx, id, &actor.recorded(), reason).await?;
+    let record = Record {
+        actor,
+        action: "conversion.refund_retried",
+        target_kind: "conversion",
+        target_id: id,
+        organization_id: None,
+        reason: Some(reason),
+        request_id: None,
+    };
+    audit::append(&mut tx, store.cipher().ok(), record).await?;
     tx.commit().await?;
-    tracing::info!(conversion = id, actor, reason, "an operator asked for the refund to be sent again");
+    tracing::info!(conversion = id, actor = %actor, "an operator asked for the refund to be sent again");
     Ok(())
 }

@@ -6,6 +6,8 @@
 //! so it runs inline on the async runtime; a slow password hash would have
 //! to move to `spawn_blocking`.
 
+pub mod manage;
+
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
