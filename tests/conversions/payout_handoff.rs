@@ -24,9 +24,13 @@ use common::{
 use custody_indexer::{
     account::{AccountAddress, AccountType},
     amount::Amount,
+    audit::Actor,
     bank::{Answer, Bank, BankError, BankEvent, Opening, Payout, PayoutSent, Settlement},
     chain::Chain,
-    conversions::{off_ramp, payout},
+    conversions::{
+        answers::{self, AnswerError, Answered},
+        off_ramp, payout,
+    },
     identity::{State, Type},
     issuance::BankAccount,
     pii::Masked,
@@ -42,16 +46,27 @@ const CHAIN: Chain = Chain::EthereumTestnet;
 const ADA: &str = "0x00000000000000000000000000000000000000A1";
 
 /// A bank whose first `failures` calls answer that it is unavailable, each
-/// call taking `delay`; it pays every payout it takes.
+/// call taking `delay`; it pays every payout it takes, or (`holds`) takes
+/// it and answers later, as a production bank's operators do.
 struct Flaky {
     calls: Mutex<Vec<String>>,
     failures: Mutex<usize>,
     delay: Duration,
+    holds: bool,
 }
 
 impl Flaky {
     fn new(failures: usize, delay: Duration) -> Arc<Self> {
-        Arc::new(Flaky { calls: Mutex::new(Vec::new()), failures: Mutex::new(failures), delay })
+        Arc::new(Flaky { calls: Mutex::new(Vec::new()), failures: Mutex::new(failures), delay, holds: false })
+    }
+
+    fn holding() -> Arc<Self> {
+        Arc::new(Flaky {
+            calls: Mutex::new(Vec::new()),
+            failures: Mutex::new(0),
+            delay: Duration::ZERO,
+            holds: true,
+        })
     }
 
     fn calls(&self) -> Vec<String> {
@@ -82,7 +97,8 @@ impl Bank for Flaky {
             return Err(BankError::Unavailable("503 from the bank".into()));
         }
         let answer = (Answer::Paid, "paid".to_string(), Duration::ZERO);
-        Ok(PayoutSent { reference: format!("FLAKY-{}", payout.key), answer: Some(answer) })
+        let answer = (!self.holds).then_some(answer);
+        Ok(PayoutSent { reference: format!("FLAKY-{}", payout.key), answer })
     }
 
     fn notification(&self, _content_type: &str, _body: &[u8]) -> Result<Vec<BankEvent>, BankError> {
@@ -242,5 +258,55 @@ async fn a_payout_is_handed_over_once_under_its_key_whatever_the_bank_and_the_in
         assert_eq!(payout::follow(store, &bank, &id).await.unwrap(), 3, "{backend:?}");
         assert_eq!(flaky.calls()[calls..], *std::slice::from_ref(&id), "{backend:?}");
         assert_eq!(status(store, &id).await, "COMPLETED");
+    }
+}
+
+#[tokio::test]
+async fn a_returned_payout_applies_only_when_a_second_operator_confirms_it() {
+    let operator = |n: u8, name: &str| Actor::Operator { id: format!("op_{:032x}", n), name: name.into() };
+    let (ann, bo) = (operator(1, "Ann"), operator(2, "Bo"));
+    for backend in BACKENDS {
+        let db = TestDb::new(backend).await;
+        let store = &db.store;
+        ada(store).await;
+        let id = collected(store, "off-3").await;
+        let bank: Arc<dyn Bank> = Flaky::holding();
+        for _ in 0..3 {
+            payout::follow(store, &bank, &id).await.unwrap();
+        }
+        assert_eq!(status(store, &id).await, "PAYOUT_INITIATED", "{backend:?}: the bank holds it");
+
+        let answered =
+            answers::answer(store, &id, (Answer::Returned, "came back"), &ann, false).await.unwrap();
+        assert!(matches!(answered, Answered::AwaitingConfirmation(Answer::Returned)), "{backend:?}");
+        assert_eq!(status(store, &id).await, "PAYOUT_INITIATED", "{backend:?}: nothing applies yet");
+        for (who, what) in
+            [(&ann, "the answering operator"), (&Actor::BreakGlass("root".into()), "break-glass")]
+        {
+            let refused = answers::confirm(store, &id, who, None).await.unwrap_err();
+            assert!(matches!(refused, AnswerError::FourEyes { .. }), "{backend:?}: {what}: {refused}");
+        }
+        assert_eq!(answers::confirm(store, &id, &bo, Some("checked")).await.unwrap(), Answer::Returned);
+        assert!(answers::confirm(store, &id, &bo, None).await.is_err(), "{backend:?}: confirmed once");
+        let owed: Vec<_> = store
+            .pending_payouts()
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|p| p.conversion_id == id)
+            .map(|p| p.waiting_for)
+            .collect();
+        assert_eq!(owed, ["REFUND"], "{backend:?}: the stablecoin is owed back, once");
+        let log = store.audit_entries(0, Some("default"), 100).await.unwrap();
+        let payouts: Vec<_> = log
+            .iter()
+            .filter(|e| e.target_id == id)
+            .map(|e| (e.action.as_str(), e.actor_name.as_deref()))
+            .collect();
+        assert_eq!(
+            payouts,
+            [("payout.answered_awaiting_confirmation", Some("Ann")), ("payout.confirmed", Some("Bo"))],
+            "{backend:?}"
+        );
     }
 }
