@@ -37,7 +37,8 @@ pub enum Actor {
     System,
     /// An identity decision's actor as the identity's trail recorded it
     /// before the audit log existed (`operator:<--by>`, `provider:<name>`),
-    /// kept verbatim when the trail is adopted into the log.
+    /// written `trail:` and that text when the trail is adopted into the
+    /// log (never mistaken for an authenticated operator).
     Trail(String),
 }
 
@@ -109,7 +110,7 @@ impl fmt::Display for Actor {
             Actor::BreakGlass(user) => write!(f, "break-glass:{user}"),
             Actor::Local { os_user, .. } => write!(f, "local:{os_user}"),
             Actor::System => f.write_str("system"),
-            Actor::Trail(text) => f.write_str(text),
+            Actor::Trail(text) => write!(f, "trail:{text}"),
         }
     }
 }

@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use super::{
     decider::{Deciding, Via},
     issuance::{statement, unmatched},
+    server::segment,
 };
 use crate::{
     amount::Cents,
@@ -167,7 +168,7 @@ pub async fn run(store: &Store, command: ConversionsCommand) -> anyhow::Result<(
         ConversionsCommand::Refunds(RefundsCommand::Retry { id, reason, deciding }) => {
             match deciding.via(store, Some(&reason)).await? {
                 Via::Server(server) => {
-                    let path = format!("/operator/v1/conversions/{id}/refund/retry");
+                    let path = format!("/operator/v1/conversions/{}/refund/retry", segment(&id));
                     server.post(&path, &serde_json::json!({ "reason": reason })).await?;
                 }
                 Via::Store(actor) => {
@@ -218,7 +219,8 @@ async fn virtual_account(store: &Store, command: VirtualAccountsCommand) -> anyh
                 Ok(number) => ("open", json!({ "account_number": number, "reason": reason })),
                 Err(why) => ("refuse", json!({ "reason": why })),
             };
-            let account = server.post(&format!("/operator/v1/virtual-accounts/{id}/{verb}"), &body).await?;
+            let path = format!("/operator/v1/virtual-accounts/{}/{verb}", segment(id));
+            let account = server.post(&path, &body).await?;
             account["status"].as_str().unwrap_or_default().to_string()
         }
         Via::Store(actor) => {
@@ -350,7 +352,8 @@ async fn record_payout(
     let said = match deciding.via(store, Some(reason)).await? {
         Via::Server(server) => {
             let body = serde_json::json!({ "outcome": answer.as_str(), "reason": reason });
-            let answered = server.post(&format!("/operator/v1/conversions/{id}/payout"), &body).await?;
+            let answered =
+                server.post(&format!("/operator/v1/conversions/{}/payout", segment(id)), &body).await?;
             answered["result"].as_str().unwrap_or_default().to_string()
         }
         Via::Store(actor) => {
@@ -381,8 +384,9 @@ async fn confirm_payout(
     let outcome = match deciding.via(store, reason).await? {
         Via::Server(server) => {
             let body = serde_json::json!({ "reason": reason });
-            let confirmed =
-                server.post(&format!("/operator/v1/conversions/{id}/payout/confirm"), &body).await?;
+            let confirmed = server
+                .post(&format!("/operator/v1/conversions/{}/payout/confirm", segment(id)), &body)
+                .await?;
             confirmed["outcome"].as_str().unwrap_or_default().to_string()
         }
         Via::Store(actor) => answers::confirm(store, id, &actor, reason).await?.as_str().to_string(),

@@ -35,6 +35,11 @@ pub enum Via {
 }
 
 impl Deciding {
+    /// The `--by` given, trimmed, if any.
+    pub fn local_by(&self) -> Option<String> {
+        self.by.as_deref().map(str::trim).filter(|b| !b.is_empty()).map(str::to_string)
+    }
+
     /// Where to act, on `store`'s environment; `reason` is the command's.
     pub async fn via(&self, store: &Store, reason: Option<&str>) -> anyhow::Result<Via> {
         if let Some(url) = &self.server {
@@ -56,13 +61,17 @@ impl Deciding {
             (true, true) if reason.is_none_or(|r| r.trim().is_empty()) => {
                 bail!("--break-glass needs --reason: why the service could not be used")
             }
+            (true, true) if self.by.is_some() => {
+                bail!(
+                    "--by is refused with --break-glass: a break-glass decision is the operating-system user's"
+                )
+            }
             (true, true) => Ok(Via::Store(Actor::break_glass())),
             (false, glass) => {
                 if glass {
                     bail!("--break-glass is for a production store; this one is not");
                 }
-                let by = self.by.as_deref().map(str::trim).filter(|b| !b.is_empty());
-                Ok(Via::Store(Actor::local(by.map(str::to_string))))
+                Ok(Via::Store(Actor::local(self.local_by())))
             }
         }
     }

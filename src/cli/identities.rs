@@ -12,6 +12,7 @@ use clap::{Args, Subcommand};
 use super::{
     ChainFiles,
     decider::{Deciding, Via},
+    server::segment,
 };
 use crate::{
     account::DEFAULT_ORGANIZATION,
@@ -187,10 +188,8 @@ async fn decide(
 ) -> anyhow::Result<()> {
     let outcome = match target.deciding.via(store, Some(&target.reason)).await? {
         Via::Server(server) => {
-            let path = format!(
-                "/operator/v1/organizations/{}/identities/{}/decisions",
-                target.organization, target.id
-            );
+            let (organization, id) = (segment(&target.organization), segment(&target.id));
+            let path = format!("/operator/v1/organizations/{organization}/identities/{id}/decisions");
             let body = serde_json::json!({ "decision": decision, "reason": target.reason });
             serde_json::from_value(server.post(&path, &body).await?)?
         }
@@ -213,16 +212,18 @@ async fn decide(
 async fn import_identity(store: &Store, import: Import) -> anyhow::Result<()> {
     let Import { organization, id, kind, label, status, reason, deciding } = import;
     let state = decide::imported_state(status).map_err(anyhow::Error::msg)?;
-    let via = match state.status() {
-        Status::PendingOnboarding => match deciding.server {
-            Some(_) => deciding.via(store, Some(&reason)).await?,
-            None => Via::Store(Actor::local(deciding.by.clone())),
-        },
-        _ => deciding.via(store, Some(&reason)).await?,
+    // In onboarding it is setup, on the store in every environment.
+    let setup = state.status() == Status::PendingOnboarding && deciding.server.is_none();
+    let via = match setup {
+        true if deciding.break_glass => {
+            anyhow::bail!("--break-glass is for decisions; an identity in onboarding is setup")
+        }
+        true => Via::Store(Actor::local(deciding.local_by())),
+        false => deciding.via(store, Some(&reason)).await?,
     };
     let identity = match via {
         Via::Server(server) => {
-            let path = format!("/operator/v1/organizations/{organization}/identities");
+            let path = format!("/operator/v1/organizations/{}/identities", segment(&organization));
             let body = serde_json::json!({
                 "id": id, "type": kind, "label": label, "status": status, "reason": reason,
             });

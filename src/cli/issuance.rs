@@ -10,7 +10,10 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
-use super::decider::{Deciding, Via};
+use super::{
+    decider::{Deciding, Via},
+    server::segment,
+};
 
 use crate::amount::Cents;
 use crate::{
@@ -292,7 +295,7 @@ pub async fn run(store: &Store, command: IssuanceCommand) -> anyhow::Result<()> 
             let amount = match deciding.via(store, Some(&reason)).await? {
                 Via::Server(server) => {
                     let body = json!({ "reference": reference, "reason": reason });
-                    let path = format!("/operator/v1/issuance/returns/{}/complete", urlencoding(&mint_id));
+                    let path = format!("/operator/v1/issuance/returns/{}/complete", segment(&mint_id));
                     let done = server.post(&path, &body).await?;
                     done["mint"]["amount"].as_str().unwrap_or_default().to_string()
                 }
@@ -418,7 +421,7 @@ async fn decide(store: &Store, decision: Decision, approve: bool) -> anyhow::Res
         }
         Via::Server(server) => {
             let verb = if approve { "approve" } else { "refuse" };
-            let path = format!("/operator/v1/issuance/wires/{}/{verb}", urlencoding(reference));
+            let path = format!("/operator/v1/issuance/wires/{}/{verb}", segment(reference));
             let mint = server.post(&path, &json!({ "reason": reason })).await?;
             (
                 mint["id"].as_str().unwrap_or_default().to_string(),
@@ -428,16 +431,6 @@ async fn decide(store: &Store, decision: Decision, approve: bool) -> anyhow::Res
     };
     println!("wire {reference}: mint {id} {status}");
     Ok(())
-}
-
-/// `text` as one URL path segment.
-fn urlencoding(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
-            other => format!("%{other:02X}"),
-        })
-        .collect()
 }
 
 fn line(m: &Mint) -> String {

@@ -31,7 +31,10 @@ impl Server {
                  (localhost, 127.0.0.1, [::1])"
             );
         }
-        let client = reqwest::Client::builder().timeout(std::time::Duration::from_secs(30)).build()?;
+        let client = reqwest::Client::builder()
+            .timeout(std::time::Duration::from_secs(30))
+            .redirect(reqwest::redirect::Policy::none())
+            .build()?;
         Ok(Self { base, key: key.trim().to_string(), client })
     }
 
@@ -47,8 +50,13 @@ impl Server {
         self.send(self.client.put(self.url(path)?).json(body)).await
     }
 
+    /// `path` under the base URL, its own path kept (`https://host/custody/`).
     fn url(&self, path: &str) -> anyhow::Result<reqwest::Url> {
-        self.base.join(path).with_context(|| format!("{path} under {}", self.base))
+        let mut base = self.base.clone();
+        if !base.path().ends_with('/') {
+            base.set_path(&format!("{}/", base.path()));
+        }
+        base.join(path.trim_start_matches('/')).with_context(|| format!("{path} under {}", self.base))
     }
 
     /// Sends `request`; a refusal is an error naming the service's status,
@@ -70,6 +78,16 @@ impl Server {
         }
         Ok(body)
     }
+}
+
+/// `text` as one URL path segment: an id never reaches another route.
+pub fn segment(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            other => format!("%{other:02X}"),
+        })
+        .collect()
 }
 
 /// Whether an operator key may be sent to `url`: over `https`, or over

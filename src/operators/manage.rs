@@ -143,8 +143,7 @@ pub async fn create_key(store: &Store, admin: &Operator, target: &str) -> Result
     let mut tx = store.begin().await?;
     let key = api_key::generate_with(OPERATOR_PREFIX);
     let by = actor(admin);
-    let entry =
-        Record { target_kind: "operator_key", ..record(&by, "operator_key.created", &key.id, Some(target)) };
+    let entry = record(&by, "operator_key.created", target, Some(&key.id));
     audit::append(&mut tx, store.cipher().ok(), entry).await?;
     authority(&mut tx, admin).await?;
     let operator = locked(&mut tx, target).await?;
@@ -161,12 +160,15 @@ pub async fn revoke_key(store: &Store, admin: &Operator, key_id: &str) -> Result
     rules::permits(admin, rules::Action::Operators)?;
     let mut tx = store.begin().await?;
     let by = actor(admin);
-    let entry = Record { target_kind: "operator_key", ..record(&by, "operator_key.revoked", key_id, None) };
-    audit::append(&mut tx, store.cipher().ok(), entry).await?;
+    // The head's lock first, as an append takes it: one change of operators
+    // at a time; the entry names the key's operator, known once revoked.
+    audit::lock(&mut tx).await?;
     authority(&mut tx, admin).await?;
-    rows::revoke_key(&mut tx, key_id, now_micros())
+    let operator = rows::revoke_key(&mut tx, key_id, now_micros())
         .await?
         .ok_or_else(|| StoreError::NotFound(format!("live operator key {key_id}")))?;
+    let entry = record(&by, "operator_key.revoked", &operator, Some(key_id));
+    audit::append(&mut tx, store.cipher().ok(), entry).await?;
     rules::keeps_an_admin(rows::enabled_admins(&mut tx).await?)?;
     tx.commit().await.map_err(StoreError::from)?;
     Ok(())

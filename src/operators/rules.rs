@@ -89,9 +89,10 @@ pub fn second_pair(first: &Actor, second: &Actor) -> Result<(), Refused> {
             Err(Refused::SameOperator(format!("--by {b}")))
         }
         // Without a --by on one side, the operating-system user is all
-        // that tells the two apart.
+        // that tells the two apart; a step recorded with its --by alone
+        // (`by:ann`) kept no user, so it is no proof of another person.
         (Actor::Local { os_user: a, by: x }, Actor::Local { os_user: b, by: y })
-            if (x.is_none() || y.is_none()) && !a.is_empty() && a == b =>
+            if (x.is_none() || y.is_none()) && (a.is_empty() || b.is_empty() || a == b) =>
         {
             Err(Refused::SameOperator(format!("local:{b}")))
         }
@@ -199,6 +200,9 @@ mod tests {
             (local(None), local(Some("bob")), false),
             (local(Some("ann")), local(None), false),
             (local(None), Actor::Local { os_user: "eve".into(), by: None }, true),
+            // As a first step reads back from its row: the --by, no user.
+            (Actor::from_recorded("by:ann"), local(None), false),
+            (Actor::from_recorded("by:ann"), local(Some("bob")), true),
             (Actor::Provider("sandbox".into()), actor("op1"), true),
         ];
         for (first, second, allowed) in cases {

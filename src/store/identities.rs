@@ -365,13 +365,15 @@ pub struct Unlinked {
     pub event: String,
     pub actor: String,
     pub reason: Option<String>,
+    /// Microseconds.
+    pub created_at: i64,
 }
 
 /// Up to `limit` trail entries of deciders (not a client's own) that name
 /// no audit-log entry, oldest first.
 pub async fn unlinked(tx: &mut Tx, limit: i64) -> Result<Vec<Unlinked>, StoreError> {
     let rows = sqlx::query(
-        "SELECT id, organization_id, identity_id, event, actor, reason FROM identity_actions
+        "SELECT id, organization_id, identity_id, event, actor, reason, created_at FROM identity_actions
          WHERE audit_seq IS NULL AND actor <> 'client' ORDER BY created_at, id LIMIT $1",
     )
     .bind(limit)
@@ -386,27 +388,33 @@ pub async fn unlinked(tx: &mut Tx, limit: i64) -> Result<Vec<Unlinked>, StoreErr
                 event: r.try_get("event")?,
                 actor: r.try_get("actor")?,
                 reason: r.try_get("reason")?,
+                created_at: r.try_get("created_at")?,
             })
         })
         .collect()
 }
 
-/// The oldest audit-log entry of `action` on the identity that no trail
-/// entry names yet (one the log got before the trail linked to it).
-pub async fn unclaimed_entry(
-    tx: &mut Tx,
-    organization: &str,
-    identity_id: &str,
-    action: &str,
-) -> Result<Option<i64>, StoreError> {
+/// How far apart in time a trail entry and the log's entry of the same
+/// decision can be: they were written in one transaction, the log's time by
+/// the database's clock, the trail's by the instance's.
+const SAME_DECISION_MICROS: i64 = 60_000_000;
+
+/// The audit-log entry of the decision `entry` records, when the log got
+/// it before the trail linked to it: of the same action on the identity,
+/// named by no trail entry, written within a minute of it (the closest).
+pub async fn unclaimed_entry(tx: &mut Tx, entry: &Unlinked, action: &str) -> Result<Option<i64>, StoreError> {
     let row = sqlx::query(
         "SELECT seq FROM audit_log a WHERE target_kind = 'identity' AND organization_id = $1 AND target_id = $2
-         AND action = $3 AND NOT EXISTS (SELECT 1 FROM identity_actions t WHERE t.audit_seq = a.seq)
-         ORDER BY seq LIMIT 1",
+         AND action = $3 AND a.at BETWEEN $4 AND $5
+         AND NOT EXISTS (SELECT 1 FROM identity_actions t WHERE t.audit_seq = a.seq)
+         ORDER BY ABS(a.at - $6), seq LIMIT 1",
     )
-    .bind(organization)
-    .bind(identity_id)
+    .bind(&entry.organization)
+    .bind(&entry.identity_id)
     .bind(action)
+    .bind(entry.created_at - SAME_DECISION_MICROS)
+    .bind(entry.created_at + SAME_DECISION_MICROS)
+    .bind(entry.created_at)
     .fetch_optional(&mut **tx)
     .await?;
     Ok(row.map(|r| r.try_get("seq")).transpose()?)

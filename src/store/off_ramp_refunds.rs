@@ -149,6 +149,18 @@ impl Last {
     }
 }
 
+/// The organization of conversion `id`.
+pub async fn organization_of(
+    tx: &mut Transaction<'static, Any>,
+    id: &str,
+) -> Result<Option<String>, StoreError> {
+    let row = sqlx::query("SELECT organization_id FROM conversions WHERE id = $1")
+        .bind(id)
+        .fetch_optional(&mut **tx)
+        .await?;
+    Ok(row.map(|r| r.try_get("organization_id")).transpose()?)
+}
+
 /// Takes the row lock of the off-ramp `id` for its refund: its status, the
 /// bank's answer, its chain and its refund transfer, if any.
 pub async fn lock_for_refund(

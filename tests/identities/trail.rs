@@ -42,7 +42,7 @@ async fn trail_entries_from_before_the_log_are_adopted_once_and_never_twice() {
             [
                 ("identity.suspended", cleo_actor),
                 ("identity.reinstated", cleo_actor),
-                ("identity.registered", "operator:test")
+                ("identity.registered", "trail:operator:test")
             ],
             "{backend:?}: the reinstatement claimed, not logged twice; the registration appended as recorded"
         );
@@ -54,7 +54,7 @@ async fn trail_entries_from_before_the_log_are_adopted_once_and_never_twice() {
         assert_eq!(
             shown,
             [
-                ("Registered", "operator:test", Some(log[2].seq)),
+                ("Registered", "trail:operator:test", Some(log[2].seq)),
                 ("Suspended", named.as_str(), Some(log[0].seq)),
                 ("Reinstated", named.as_str(), Some(log[1].seq))
             ],

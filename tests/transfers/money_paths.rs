@@ -65,7 +65,8 @@ async fn a_transfer_whose_identity_ends_while_its_top_up_is_pending_fails_and_se
             (!pooled.is_null()).then_some(top_up)
         })
         .await;
-        let by = ["--organization", "acme", "--by", "kyc", "--reason", "closed by compliance"];
+        // The store is production's: compliance closes it in an emergency.
+        let by = ["--organization", "acme", "--break-glass", "--reason", "closed by compliance"];
         s.cli(&[&["identities", "terminate", "identity-alice"][..], &by].concat());
 
         // Mined: the top-up lands, and the transfer ends instead of sending.

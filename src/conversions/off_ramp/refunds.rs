@@ -86,12 +86,13 @@ pub async fn retry(store: &Store, id: &str, actor: &Actor, reason: &str) -> Resu
         }
     }
     rows::lift_backoff(&mut tx, id, &actor.recorded(), reason).await?;
+    let organization = rows::organization_of(&mut tx, id).await?;
     let record = Record {
         actor,
         action: "conversion.refund_retried",
         target_kind: "conversion",
         target_id: id,
-        organization_id: None,
+        organization_id: organization.as_deref(),
         reason: Some(reason),
         request_id: None,
     };
