@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The whole test suite, as on a fresh machine: installs the pinned anvil and
-# nats-server, builds the pinned local Solana network (all cached outside the
-# clone), makes sure a PostgreSQL answers (or starts a throwaway one), then
-# runs every test against real nodes and both store backends.
+# The whole test suite, as on a fresh machine: installs the pinned anvil,
+# nats-server and axe-core, Debian's chromium and chromium-driver, builds the
+# pinned local Solana network (all cached outside the clone), makes sure a
+# PostgreSQL answers (or starts a throwaway one), then runs every test
+# against real nodes, both store backends and a real browser.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,6 +13,10 @@ SOLANA_NODE_BIN=$(scripts/install-solana-node.sh)
 export SOLANA_NODE_BIN
 NATS_SERVER_BIN=$(scripts/install-nats.sh)
 export NATS_SERVER_BIN
+CHROMEDRIVER_BIN=$(scripts/install-browser.sh)
+export CHROMEDRIVER_BIN
+AXE_CORE_JS=$(scripts/install-axe.sh)
+export AXE_CORE_JS
 # shellcheck source=scripts/ensure-postgres.sh
 source scripts/ensure-postgres.sh
 

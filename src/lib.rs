@@ -13,6 +13,7 @@ pub mod bank;
 pub mod chain;
 pub mod cli;
 pub mod config;
+pub mod console;
 pub mod conversions;
 pub mod deposits;
 pub mod dev;

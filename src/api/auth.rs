@@ -41,6 +41,10 @@ pub async fn authenticate(
     if let Some(public_key) = &credentials.public_key {
         request = super::signature::check(&state, &key.id, public_key, request).await?;
     }
+    let now = crate::store::now_micros();
+    if key.last_used_at.is_none_or(|last| now - last.timestamp_micros() > 60_000_000) {
+        crate::store::organizations::used_api_key(state.store(), &key.id, now).await?;
+    }
     tracing::debug!(api_key = %key.id, organization = %key.organization_id, "authenticated");
     request.extensions_mut().insert(Caller { organization: key.organization_id });
     Ok(next.run(request).await)

@@ -380,6 +380,7 @@ pub fn router(state: ApiState) -> Router {
     Router::new()
         .merge(v2)
         .merge(operator_api::router(state.clone()))
+        .merge(crate::console::router(state.clone()))
         .merge(ops::router(document))
         .fallback(ops::not_found)
         .method_not_allowed_fallback(ops::method_not_allowed)

@@ -14,6 +14,7 @@ mod issuance;
 mod operators;
 mod server;
 mod transfers;
+mod users;
 pub mod webhooks;
 
 use std::path::PathBuf;
@@ -192,6 +193,9 @@ pub enum Command {
     /// The audit log of every decision: list it, verify its hash chain.
     #[command(subcommand)]
     Audit(operators::AuditCommand),
+    /// A tenant's console users: invite one (through the service).
+    #[command(subcommand)]
+    Users(users::UsersCommand),
     /// Apply the store's pending migrations, then exit.
     Migrate,
 }
@@ -386,6 +390,7 @@ impl Cli {
             Command::Limits(command) => transfers::limits(&Store::open(&url).await?, command).await?,
             Command::Operators(command) => operators::run(&url, command).await?,
             Command::Audit(command) => return operators::audit(&url, command).await,
+            Command::Users(command) => users::run(command).await?,
         }
         Ok(std::process::ExitCode::SUCCESS)
     }

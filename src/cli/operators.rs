@@ -96,7 +96,7 @@ pub struct ServerArg {
 }
 
 impl ServerArg {
-    fn required(&self, what: &str) -> anyhow::Result<Server> {
+    pub fn required(&self, what: &str) -> anyhow::Result<Server> {
         match &self.server {
             Some(url) => Server::from_env(url),
             None => bail!(
@@ -116,7 +116,10 @@ pub async fn run(url: &str, command: OperatorsCommand) -> anyhow::Result<()> {
             let operator = &created.operator;
             let roles = crate::operators::resource::roles_text(&operator.roles);
             let who = [operator.id.as_str(), &operator.name, &operator.email];
-            print_created(who, &roles, &created.key.id, &created.key.token);
+            // Without the service's address at hand, the link's path: open
+            // it on the address the service answers at.
+            let enrol = format!("{} (on the service's address)", created.enrol_path);
+            print_created(who, &roles, &enrol, &created.key.id, &created.key.token);
         }
         OperatorsCommand::Create { name, email, roles, server } => {
             let server = server.required("creating an operator")?;
@@ -126,9 +129,11 @@ pub async fn run(url: &str, command: OperatorsCommand) -> anyhow::Result<()> {
             let operator = &answer["operator"];
             let roles: Vec<_> = operator["roles"].as_array().into_iter().flatten().map(str_of).collect();
             let who = [str_of(&operator["id"]), str_of(&operator["name"]), str_of(&operator["email"])];
+            let enrol = server.url(str_of(&answer["enrol_path"]))?.to_string();
             print_created(
                 who,
                 &roles.join(","),
+                &enrol,
                 str_of(&answer["key"]["id"]),
                 str_of(&answer["key"]["token"]),
             );
@@ -181,8 +186,9 @@ fn str_of(value: &serde_json::Value) -> &str {
     value.as_str().unwrap_or_default()
 }
 
-fn print_created([id, name, email]: [&str; 3], roles: &str, key_id: &str, token: &str) {
+fn print_created([id, name, email]: [&str; 3], roles: &str, enrol: &str, key_id: &str, token: &str) {
     println!("operator {id} ({name}, {email}) with roles {roles}");
+    println!("console enrol link (once, within 24 hours): {enrol}");
     println!("key {key_id}; the key is shown once, on the next line:");
     println!("{token}");
 }

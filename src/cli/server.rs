@@ -51,7 +51,7 @@ impl Server {
     }
 
     /// `path` under the base URL, its own path kept (`https://host/custody/`).
-    fn url(&self, path: &str) -> anyhow::Result<reqwest::Url> {
+    pub fn url(&self, path: &str) -> anyhow::Result<reqwest::Url> {
         let mut base = self.base.clone();
         if !base.path().ends_with('/') {
             base.set_path(&format!("{}/", base.path()));

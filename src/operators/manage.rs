@@ -11,6 +11,7 @@ use super::{
 use crate::{
     api_key::{self, NewSecret, OPERATOR_PREFIX},
     audit::{self, Actor, Record},
+    console::people::{self, PeopleError},
     store::{Store, StoreError, Tx, now_micros, operators as rows},
 };
 
@@ -33,10 +34,12 @@ pub struct NewOperator {
     pub roles: Vec<Role>,
 }
 
-/// A created operator and its first key, whose token is shown once.
+/// A created operator, its console enrol link's path and its first key,
+/// both shown once.
 #[derive(Debug)]
 pub struct Created {
     pub operator: Operator,
+    pub enrol_path: String,
     pub key: NewSecret,
 }
 
@@ -200,9 +203,13 @@ fn fresh(new: &NewOperator) -> Operator {
 async fn insert(tx: &mut Tx, operator: Operator) -> Result<Created, OperatorError> {
     let now = operator.created_at.timestamp_micros();
     rows::insert(tx, &operator, now).await?;
+    let invited = people::invite_operator(tx, &operator.id, &operator.email).await.map_err(|e| match e {
+        PeopleError::Store(error) => OperatorError::Store(error),
+        other => OperatorError::Invalid(other.to_string()),
+    })?;
     let key = api_key::generate_with(OPERATOR_PREFIX);
     rows::insert_key(tx, &key.id, &operator.id, &key.hash, now).await?;
-    Ok(Created { operator, key })
+    Ok(Created { operator, enrol_path: invited.enrol_path, key })
 }
 
 /// `admin` as the store holds it now, its row locked: still enabled and an

@@ -9,6 +9,7 @@ mod chain_state;
 mod chain_stops;
 mod clock;
 mod conditions;
+pub mod console;
 pub mod conversions;
 mod coverage;
 mod deliveries;

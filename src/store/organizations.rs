@@ -37,6 +37,12 @@ pub struct ApiKey {
         skip_serializing_if = "Option::is_none"
     )]
     pub paired_at: Option<DateTime<Utc>>,
+    /// When the key last authenticated a request, to the minute.
+    #[serde(
+        serialize_with = "crate::deposits::resource::rfc3339_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub last_used_at: Option<DateTime<Utc>>,
 }
 
 /// What authenticating a request with a key needs.
@@ -49,7 +55,7 @@ pub struct Credentials {
 }
 
 pub(super) const API_KEY_COLUMNS: &str =
-    "id, organization_id, name, created_at, revoked_at, signature_algorithm, paired_at";
+    "id, organization_id, name, created_at, revoked_at, signature_algorithm, paired_at, last_used_at";
 
 impl Store {
     /// Creates an organization. Ids are short machine names: letters, digits,
@@ -131,6 +137,7 @@ impl Store {
             revoked_at: None,
             signature_algorithm: None,
             paired_at: None,
+            last_used_at: None,
         })
     }
 
@@ -193,7 +200,22 @@ fn api_key(row: &AnyRow) -> Result<ApiKey, StoreError> {
             .map(|a| parse_column::<Algorithm>(&a, "signature_algorithm"))
             .transpose()?,
         paired_at: row.try_get::<Option<i64>, _>("paired_at")?.map(time).transpose()?,
+        last_used_at: row.try_get::<Option<i64>, _>("last_used_at")?.map(time).transpose()?,
     })
+}
+
+/// Records that key `id` authenticated a request at `now`, at most once a
+/// minute.
+pub async fn used_api_key(store: &Store, id: &str, now: i64) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE api_keys SET last_used_at = $1
+         WHERE id = $2 AND (last_used_at IS NULL OR last_used_at < $1 - 60000000)",
+    )
+    .bind(now)
+    .bind(id)
+    .execute(&store.pool)
+    .await?;
+    Ok(())
 }
 
 /// Revokes key `id` in `tx`: every later request with it is refused. Its

@@ -10,6 +10,7 @@ mod identities;
 mod issuance;
 mod on_ramp;
 mod operators;
+mod users;
 
 use axum::{
     Router,
@@ -95,6 +96,7 @@ pub(super) fn routes() -> (Router<ApiState>, utoipa::openapi::OpenApi) {
         .routes(routes!(on_ramp::import))
         .routes(routes!(on_ramp::open))
         .routes(routes!(on_ramp::refuse))
+        .routes(routes!(users::invite))
         .split_for_parts()
 }
 

@@ -41,6 +41,9 @@ impl From<NewSecret> for NewKey {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct CreatedOperator {
     pub operator: Operator,
+    /// The operator's one-time console enrol link, on this service's
+    /// address (`/console/enrol/<token>`), valid 24 hours.
+    pub enrol_path: String,
     pub key: NewKey,
 }
 
@@ -90,7 +93,14 @@ pub async fn create(
 ) -> Result<(StatusCode, Json<CreatedOperator>), ApiError> {
     let new = NewOperator { name: request.name, email: request.email, roles: request.roles };
     let created = manage::create(state.store(), &caller.0, new).await?;
-    Ok((StatusCode::CREATED, Json(CreatedOperator { operator: created.operator, key: created.key.into() })))
+    Ok((
+        StatusCode::CREATED,
+        Json(CreatedOperator {
+            operator: created.operator,
+            enrol_path: created.enrol_path,
+            key: created.key.into(),
+        }),
+    ))
 }
 
 /// Every operator with its keys (never a secret).

@@ -1,0 +1,183 @@
+//! Sign-in, enrolment and sign-out pages.
+
+use askama::Template;
+use axum::{
+    Form,
+    extract::{Path, State},
+    http::{HeaderMap, StatusCode, header},
+    response::{IntoResponse, Redirect, Response},
+};
+use serde::Deserialize;
+
+use super::{
+    frame::Frame,
+    people::{self, Enrolment, PeopleError},
+    rules::MIN_PASSWORD,
+    sign_in::{self, SignInError},
+    totp,
+    web::{Page, Signed, cleared_cookie, render, session_cookie},
+};
+use crate::{api::ApiState, store::now_micros};
+
+#[derive(Template)]
+#[template(path = "console/sign_in.html")]
+struct SignInPage {
+    frame: Frame,
+    email: String,
+    message: Option<String>,
+}
+
+/// `GET /console/sign-in`.
+pub async fn sign_in_page(State(state): State<ApiState>) -> Response {
+    render(
+        StatusCode::OK,
+        &SignInPage { frame: Frame::anonymous(&state), email: String::new(), message: None },
+    )
+}
+
+#[derive(Deserialize)]
+pub struct SignInForm {
+    email: String,
+    password: String,
+    #[serde(default)]
+    code: String,
+}
+
+/// `POST /console/sign-in`: a new session and its cookie, then the console.
+pub async fn sign_in(
+    State(state): State<ApiState>,
+    headers: HeaderMap,
+    Form(form): Form<SignInForm>,
+) -> Response {
+    match sign_in::sign_in(state.store(), &form.email, &form.password, &form.code).await {
+        Ok(started) => {
+            tracing::info!(user = %started.user.id, "console: signed in");
+            let cookie = session_cookie(&started.token, &headers);
+            ([(header::SET_COOKIE, cookie)], Redirect::to("/console/")).into_response()
+        }
+        Err(error) => {
+            let status = match &error {
+                SignInError::Wrong => StatusCode::UNAUTHORIZED,
+                SignInError::Wait(_) => StatusCode::TOO_MANY_REQUESTS,
+                SignInError::Store(store) => {
+                    tracing::error!(error = %store, "console: sign-in failed");
+                    StatusCode::INTERNAL_SERVER_ERROR
+                }
+            };
+            let message = match error {
+                SignInError::Store(_) => "the service could not sign you in now; try again".to_string(),
+                other => other.to_string(),
+            };
+            let page =
+                SignInPage { frame: Frame::anonymous(&state), email: form.email, message: Some(message) };
+            render(status, &page)
+        }
+    }
+}
+
+/// `GET /console/`: a tenant's keys, an operator's queues.
+pub async fn home(Signed(session): Signed) -> Redirect {
+    if session.user.organization().is_some() {
+        Redirect::to("/console/keys")
+    } else {
+        Redirect::to("/console/audit")
+    }
+}
+
+#[derive(Deserialize)]
+pub struct SignOutForm {
+    #[serde(default)]
+    everywhere: Option<String>,
+}
+
+/// `POST /console/sign-out`: the session ends on every instance; with
+/// `everywhere`, every session of the user.
+pub async fn sign_out(
+    State(state): State<ApiState>,
+    Signed(session): Signed,
+    Form(form): Form<SignOutForm>,
+) -> Result<Response, Page> {
+    sign_in::sign_out(state.store(), &session, form.everywhere.is_some()).await?;
+    Ok(([(header::SET_COOKIE, cleared_cookie())], Redirect::to("/console/sign-in")).into_response())
+}
+
+#[derive(Template)]
+#[template(path = "console/enrol.html")]
+struct EnrolPage {
+    frame: Frame,
+    email: String,
+    action: String,
+    min_password: usize,
+    totp_secret: String,
+    totp_uri: String,
+    message: Option<String>,
+}
+
+#[derive(Template)]
+#[template(path = "console/enrolled.html")]
+struct EnrolledPage {
+    frame: Frame,
+    totp: bool,
+}
+
+fn gone() -> Page {
+    Page::Error(StatusCode::NOT_FOUND, "this enrol link was used, has expired or does not exist".into())
+}
+
+/// `GET /console/enrol/{token}`.
+pub async fn enrol_page(State(state): State<ApiState>, Path(token): Path<String>) -> Result<Response, Page> {
+    let user = state.store().enrolment_user(&people::hash(&token), now_micros()).await?.ok_or_else(gone)?;
+    let secret = totp::new_secret();
+    let page = EnrolPage {
+        frame: Frame::anonymous(&state),
+        action: format!("{}{token}", people::ENROL_PATH),
+        min_password: MIN_PASSWORD,
+        totp_uri: totp::uri(&secret, &user.email),
+        totp_secret: secret,
+        email: user.email,
+        message: None,
+    };
+    Ok(render(StatusCode::OK, &page))
+}
+
+#[derive(Deserialize)]
+pub struct EnrolForm {
+    password: String,
+    again: String,
+    totp_secret: String,
+    #[serde(default)]
+    code: String,
+}
+
+/// `POST /console/enrol/{token}`.
+pub async fn enrol(
+    State(state): State<ApiState>,
+    Path(token): Path<String>,
+    Form(form): Form<EnrolForm>,
+) -> Result<Response, Page> {
+    let code = form.code.trim();
+    let totp = (!code.is_empty()).then_some((form.totp_secret.as_str(), code));
+    let enrolment = Enrolment { token: &token, password: &form.password, again: &form.again, totp };
+    match people::enrol(state.store(), enrolment).await {
+        Ok(user) => {
+            let page = EnrolledPage { frame: Frame::anonymous(&state), totp: user.totp };
+            Ok(render(StatusCode::OK, &page))
+        }
+        Err(PeopleError::Invalid(message)) => {
+            let user =
+                state.store().enrolment_user(&people::hash(&token), now_micros()).await?.ok_or_else(gone)?;
+            let page = EnrolPage {
+                frame: Frame::anonymous(&state),
+                action: format!("{}{token}", people::ENROL_PATH),
+                min_password: MIN_PASSWORD,
+                totp_uri: totp::uri(&form.totp_secret, &user.email),
+                totp_secret: form.totp_secret,
+                email: user.email,
+                message: Some(message),
+            };
+            Ok(render(StatusCode::UNPROCESSABLE_ENTITY, &page))
+        }
+        Err(PeopleError::Refused(_)) => Err(gone()),
+        Err(PeopleError::Store(error)) => Err(error.into()),
+    }
+}

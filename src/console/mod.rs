@@ -1,0 +1,54 @@
+//! The console: tenants' pages (API keys, team) and operators' pages under
+//! `/console/`, served by the same server as the API with the same store.
+//! Pages are rendered on the server (askama templates under
+//! `templates/console/`, checked at compile time) with htmx for partial
+//! updates; htmx, the script and the styles are files of the repository
+//! (`assets/console/`) built into the binary: no CDN, works offline.
+//!
+//! People ([`people`]) enrol from a one-time link, sign in with a password
+//! and an optional TOTP code ([`sign_in`]); sessions live in the store, so
+//! every instance shares them. The rules are pure ([`rules`]). Every
+//! state-changing request is checked by [`web::guard`]: same origin, a live
+//! session and its CSRF token. docs/console.md describes it all.
+
+mod assets;
+mod auth_pages;
+mod frame;
+mod keys_page;
+pub mod people;
+pub mod resource;
+pub mod rules;
+pub mod sign_in;
+mod team_page;
+pub mod totp;
+mod web;
+
+use axum::{
+    Router, middleware,
+    routing::{get, post},
+};
+
+use crate::api::ApiState;
+
+pub use web::COOKIE;
+
+/// The console's routes.
+pub fn router(state: ApiState) -> Router<ApiState> {
+    Router::new()
+        .route("/console", get(auth_pages::home))
+        .route("/console/", get(auth_pages::home))
+        .route("/console/sign-in", get(auth_pages::sign_in_page).post(auth_pages::sign_in))
+        .route("/console/sign-out", post(auth_pages::sign_out))
+        .route("/console/enrol/{token}", get(auth_pages::enrol_page).post(auth_pages::enrol))
+        .route("/console/keys", get(keys_page::list).post(keys_page::create))
+        .route("/console/keys/{id}", get(keys_page::show))
+        .route("/console/keys/{id}/revoke", post(keys_page::revoke))
+        .route("/console/keys/{id}/pair", post(keys_page::pair))
+        .route("/console/keys/{id}/unpair", post(keys_page::unpair))
+        .route("/console/team", get(team_page::list).post(team_page::invite))
+        .route("/console/team/{id}/role", post(team_page::set_role))
+        .route("/console/team/{id}/remove", post(team_page::remove))
+        .route("/console/assets/{file}", get(assets::serve))
+        .layer(middleware::from_fn_with_state(state.clone(), web::guard))
+        .layer(middleware::from_fn_with_state(state, web::headers))
+}

@@ -1,0 +1,253 @@
+//! The console's people managed: invited (a tenant's users by an operator
+//! admin or the tenant's admin; an operator's sign-in with the operator),
+//! enrolled from their one-time link, their roles changed, removed. Each
+//! change is one transaction with its audit entry.
+
+use argon2::{
+    Argon2,
+    password_hash::{PasswordHasher, PasswordVerifier, phc::PasswordHash},
+};
+
+use super::{
+    resource::{Member, User, email_key},
+    rules::{self, TenantRole},
+};
+use crate::{
+    api_key::sha256_hex,
+    audit::{self, Actor, Record},
+    pii::Place,
+    store::{Store, StoreError, Tx, console as rows, now_micros},
+};
+
+/// Where an enrol link points: `/console/enrol/<token>`.
+pub const ENROL_PATH: &str = "/console/enrol/";
+
+/// Why a change of the console's people did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum PeopleError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{0}")]
+    Refused(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// A user just invited and its enrol link's path, shown once.
+#[derive(Debug)]
+pub struct Invited {
+    pub user: User,
+    pub enrol_path: String,
+}
+
+/// A random token of 32 bytes, URL-safe.
+pub fn token() -> String {
+    use base64::Engine;
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).expect("the operating system's random source is available");
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+/// The stored form of a link's or a session's token.
+pub fn hash(token: &str) -> String {
+    sha256_hex(token.as_bytes())
+}
+
+fn check_email(email: &str) -> Result<String, PeopleError> {
+    let email = email.trim();
+    let valid = email.split_once('@').is_some_and(|(user, host)| !user.is_empty() && host.contains('.'));
+    if !valid || email.chars().any(char::is_whitespace) || email.len() > 254 {
+        return Err(PeopleError::Invalid(format!("email: {email:?} is not an email address")));
+    }
+    Ok(email.to_string())
+}
+
+/// Invites `email` to `organization`'s console with `role`, by `actor`
+/// (an operator admin, or the organization's admin).
+pub async fn invite(
+    store: &Store,
+    organization: &str,
+    email: &str,
+    role: TenantRole,
+    actor: &Actor,
+) -> Result<Invited, PeopleError> {
+    let email = check_email(email)?;
+    if !store.organizations().await?.iter().any(|o| o.id == organization) {
+        return Err(StoreError::NotFound(format!("organization {organization}")).into());
+    }
+    let mut tx = store.begin().await?;
+    let user = fresh(&email, Member::Tenant { organization_id: organization.into(), role });
+    let entry = record(actor, "console_user.invited", &user.id, Some(organization), Some(role.as_str()));
+    audit::append(&mut tx, store.cipher().ok(), entry).await?;
+    let invited = insert(&mut tx, user).await?;
+    tx.commit().await.map_err(StoreError::from)?;
+    Ok(invited)
+}
+
+/// Adds the console sign-in of operator `operator_id` in `tx`, the
+/// operator's own creation.
+pub async fn invite_operator(tx: &mut Tx, operator_id: &str, email: &str) -> Result<Invited, PeopleError> {
+    let email = check_email(email)?;
+    insert(tx, fresh(&email, Member::Operator { operator_id: operator_id.into() })).await
+}
+
+fn fresh(email: &str, member: Member) -> User {
+    User {
+        id: format!("usr_{}", uuid::Uuid::new_v4().simple()),
+        email: email.to_string(),
+        member,
+        enrolled: false,
+        totp: false,
+        created_at: chrono::DateTime::from_timestamp_micros(now_micros()).unwrap_or_default(),
+        removed_at: None,
+    }
+}
+
+async fn insert(tx: &mut Tx, user: User) -> Result<Invited, PeopleError> {
+    rows::insert_user(tx, &user, &email_key(&user.email)).await?;
+    let token = token();
+    let expires = now_micros() + rules::ENROL_VALID.as_micros() as i64;
+    rows::insert_enrolment(tx, &hash(&token), &user.id, expires).await?;
+    Ok(Invited { user, enrol_path: format!("{ENROL_PATH}{token}") })
+}
+
+/// What a person chose on the enrol page.
+pub struct Enrolment<'a> {
+    pub token: &'a str,
+    pub password: &'a str,
+    pub again: &'a str,
+    /// The second factor's secret shown on the page (base32) and a code
+    /// from it, when the person added one.
+    pub totp: Option<(&'a str, &'a str)>,
+}
+
+/// Sets the password (and second factor) of the user whose link `token` is:
+/// once per link, within its 24 hours.
+pub async fn enrol(store: &Store, enrolment: Enrolment<'_>) -> Result<User, PeopleError> {
+    rules::password(enrolment.password, enrolment.again).map_err(|e| PeopleError::Invalid(e.to_string()))?;
+    if let Some((secret, code)) = enrolment.totp
+        && super::totp::step(secret, code, now_micros()).is_none()
+    {
+        return Err(PeopleError::Invalid(
+            "the code does not match the second factor's secret: enter the 6 digits your app shows now"
+                .into(),
+        ));
+    }
+    let password_hash = hash_password(enrolment.password)?;
+    let mut tx = store.begin().await?;
+    let gone = || PeopleError::Refused("this enrol link was used, has expired or does not exist".into());
+    let user_id =
+        rows::use_enrolment(&mut tx, &hash(enrolment.token), now_micros()).await?.ok_or_else(gone)?;
+    let totp = enrolment.totp.map(|(secret, _)| match store.cipher() {
+        Ok(cipher) => {
+            cipher.seal(secret.as_bytes(), Place { column: "console_users.totp_secret", row: &[&user_id] })
+        }
+        Err(_) => secret.to_string(),
+    });
+    rows::set_password(&mut tx, &user_id, &password_hash, totp.as_deref()).await?;
+    let entry = Record {
+        actor: &Actor::User(user_id.clone()),
+        action: "console_user.enrolled",
+        target_kind: "console_user",
+        target_id: &user_id,
+        organization_id: None,
+        reason: None,
+        request_id: None,
+    };
+    let user = rows::lock_user(&mut tx, &user_id).await?.ok_or_else(gone)?;
+    let entry = Record { organization_id: user.organization(), ..entry };
+    audit::append(&mut tx, store.cipher().ok(), entry).await?;
+    tx.commit().await.map_err(StoreError::from)?;
+    Ok(user)
+}
+
+/// The argon2id PHC string of `password`.
+pub fn hash_password(password: &str) -> Result<String, PeopleError> {
+    Argon2::default()
+        .hash_password(password.as_bytes())
+        .map(|hash| hash.to_string())
+        .map_err(|e| PeopleError::Invalid(format!("the password cannot be hashed: {e}")))
+}
+
+/// Whether `password` is the one `stored` hashes.
+pub fn verify_password(password: &str, stored: &str) -> bool {
+    PasswordHash::new(stored)
+        .is_ok_and(|hash| Argon2::default().verify_password(password.as_bytes(), &hash).is_ok())
+}
+
+/// Sets tenant user `target`'s role, by the organization's admin `actor`
+/// (or an operator admin); the last admin keeps its role.
+pub async fn set_role(
+    store: &Store,
+    organization: &str,
+    target: &str,
+    role: TenantRole,
+    actor: &Actor,
+) -> Result<User, PeopleError> {
+    let mut tx = store.begin().await?;
+    let entry = record(actor, "console_user.role_set", target, Some(organization), Some(role.as_str()));
+    audit::append(&mut tx, store.cipher().ok(), entry).await?;
+    member_of(&mut tx, organization, target).await?;
+    rows::set_role(&mut tx, target, role).await?;
+    keeps_an_admin(&mut tx, organization).await?;
+    let user = member_of(&mut tx, organization, target).await?;
+    tx.commit().await.map_err(StoreError::from)?;
+    Ok(user)
+}
+
+/// Removes tenant user `target`, by `actor`: its sessions end at once.
+pub async fn remove(
+    store: &Store,
+    organization: &str,
+    target: &str,
+    actor: &Actor,
+) -> Result<(), PeopleError> {
+    let mut tx = store.begin().await?;
+    audit::append(
+        &mut tx,
+        store.cipher().ok(),
+        record(actor, "console_user.removed", target, Some(organization), None),
+    )
+    .await?;
+    member_of(&mut tx, organization, target).await?;
+    rows::remove(&mut tx, target, now_micros()).await?;
+    keeps_an_admin(&mut tx, organization).await?;
+    tx.commit().await.map_err(StoreError::from)?;
+    Ok(())
+}
+
+/// The present user `target` of `organization`, locked; another
+/// organization's user is not found.
+async fn member_of(tx: &mut Tx, organization: &str, target: &str) -> Result<User, PeopleError> {
+    rows::lock_user(tx, target)
+        .await?
+        .filter(|user| user.organization() == Some(organization) && user.removed_at.is_none())
+        .ok_or_else(|| StoreError::NotFound(format!("user {target}")).into())
+}
+
+async fn keeps_an_admin(tx: &mut Tx, organization: &str) -> Result<(), PeopleError> {
+    if rows::tenant_admins(tx, organization).await? == 0 {
+        return Err(PeopleError::Refused(
+            "this would leave the organization without an admin: make another user admin first".into(),
+        ));
+    }
+    Ok(())
+}
+
+fn record<'a>(
+    actor: &'a Actor,
+    action: &'a str,
+    target: &'a str,
+    organization: Option<&'a str>,
+    reason: Option<&'a str>,
+) -> Record<'a> {
+    Record {
+        actor,
+        action,
+        target_kind: "console_user",
+        target_id: target,
+        organization_id: organization,
+        reason,
+        request_id: None,
+    }
+}

@@ -1,0 +1,114 @@
+//! Signing in and out. A sign-in checks the delay of its email's failed
+//! tries first, then the password (an unknown email costs the same hashing
+//! as a known one), then the TOTP code when the user has a second factor
+//! (each code accepted once). Every failure answers alike and counts
+//! against the email, known or not; a success starts a new session (a new
+//! id and CSRF token: nothing from before sign-in is kept).
+
+use std::{sync::LazyLock, time::Duration};
+
+use super::{
+    people::{self, hash, token},
+    resource::{Session, User, email_key},
+    rules, totp,
+};
+use crate::store::{Store, StoreError, console as rows, now_micros};
+
+/// Why a sign-in did not start a session.
+#[derive(Debug, thiserror::Error)]
+pub enum SignInError {
+    /// Wrong email, password or code: which one is never said.
+    #[error("the email, password or code is not right")]
+    Wrong,
+    /// Too many failed tries for this email: the next may come after this.
+    #[error("too many failed sign-ins for this email: try again in {} s", .0.as_secs().max(1))]
+    Wait(Duration),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// A started session: the cookie's token (shown to the browser only) and
+/// its user.
+#[derive(Debug)]
+pub struct Started {
+    pub token: String,
+    pub user: User,
+}
+
+/// What an unknown email's password is checked against, so that it takes
+/// as long as a known one's.
+static UNKNOWN: LazyLock<String> =
+    LazyLock::new(|| people::hash_password("no user has this password").unwrap_or_default());
+
+/// Signs `email` in with `password` and, for a user with a second factor,
+/// `code`.
+pub async fn sign_in(store: &Store, email: &str, password: &str, code: &str) -> Result<Started, SignInError> {
+    let key = email_key(email);
+    let (failures, last_failed) = store.sign_in_failures(&key).await?;
+    if let Some(wait) = rules::wait(failures, last_failed, now_micros()) {
+        return Err(SignInError::Wait(wait));
+    }
+    let credentials = store.console_credentials(&key).await?;
+    let stored = credentials.as_ref().and_then(|c| c.password_hash.clone());
+    let password = password.to_string();
+    let checked = stored.clone().unwrap_or_else(|| UNKNOWN.clone());
+    let matches = tokio::task::spawn_blocking(move || people::verify_password(&password, &checked))
+        .await
+        .unwrap_or(false);
+    let user = match credentials {
+        Some(credentials) if matches && stored.is_some() => {
+            second_factor(store, &credentials.user, credentials.totp_secret.as_deref(), code).await?
+        }
+        _ => None,
+    };
+    let Some(user) = user else {
+        store.record_sign_in_failure(&key, now_micros()).await?;
+        return Err(SignInError::Wrong);
+    };
+    store.clear_sign_in_failures(&key).await?;
+    let token = token();
+    store.insert_session(&hash(&token), &user.id, &people::token(), now_micros()).await?;
+    Ok(Started { token, user })
+}
+
+/// `user` when it has no second factor or `code` is its current one, used
+/// for the first time.
+async fn second_factor(
+    store: &Store,
+    user: &User,
+    secret: Option<&str>,
+    code: &str,
+) -> Result<Option<User>, StoreError> {
+    let Some(secret) = secret else { return Ok(Some(user.clone())) };
+    let Some(step) = totp::step(secret, code, now_micros()) else { return Ok(None) };
+    let fresh = rows::accept_totp_step(store, &user.id, i64::try_from(step).unwrap_or(i64::MAX)).await?;
+    Ok(fresh.then(|| user.clone()))
+}
+
+/// The live session whose cookie token is `token`: one idle longer than
+/// [`rules::IDLE`] is ended instead. Its last use is recorded to the minute.
+pub async fn session(store: &Store, token: &str) -> Result<Option<Session>, StoreError> {
+    let id_hash = hash(token);
+    let Some(session) = store.session(&id_hash).await? else { return Ok(None) };
+    let now = now_micros();
+    if !rules::live(session.last_seen_at, now) {
+        store.end_session(&id_hash, now).await?;
+        return Ok(None);
+    }
+    if now - session.last_seen_at > 60_000_000 {
+        store.touch_session(&id_hash, now).await?;
+    }
+    Ok(Some(session))
+}
+
+/// Ends `session`; with `everywhere`, every session of its user.
+pub async fn sign_out(store: &Store, session: &Session, everywhere: bool) -> Result<(), StoreError> {
+    let now = now_micros();
+    if everywhere {
+        let mut tx = store.begin().await?;
+        rows::end_sessions_of(&mut tx, &session.user.id, now).await?;
+        tx.commit().await?;
+        return Ok(());
+    }
+    store.end_session(&session.id_hash, now).await
+}

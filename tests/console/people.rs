@@ -1,0 +1,225 @@
+//! The console's people over real HTTP: enrolment's rules (a 12-character
+//! password typed twice, a link used once within 24 hours, an optional
+//! TOTP second factor whose codes are accepted once), `users invite` and
+//! `operators create` printing enrol links, the team's roles and the last
+//! admin kept, on both stores.
+
+use super::{
+    ADMIN_EMAIL, PASSWORD, Tenant, cli,
+    common::db::BACKENDS,
+    sessions::{FormOf, client, csrf, enrol, get, post, sign_in},
+};
+use custody_indexer::{console::totp, store::now_micros};
+
+#[tokio::test]
+async fn enrolment_takes_a_long_password_once_and_an_optional_second_factor() {
+    for backend in BACKENDS {
+        let tenant = Tenant::new(backend).await;
+        let base = &tenant.app.base;
+        let link = &tenant.enrol_link;
+        let page = client().get(link).send().await.unwrap().text().await.unwrap();
+        let (_, rest) = page.split_once("name=\"totp_secret\" value=\"").unwrap();
+        let secret = rest.split('"').next().unwrap().to_string();
+        let send = |password: &'static str, again: &'static str, code: String| {
+            let secret = secret.clone();
+            async move {
+                client()
+                    .post(link)
+                    .form_of(&[
+                        ("password", password),
+                        ("again", again),
+                        ("totp_secret", &secret),
+                        ("code", &code),
+                    ])
+                    .send()
+                    .await
+                    .unwrap()
+            }
+        };
+        let short = send("elevenchars", "elevenchars", String::new()).await;
+        assert_eq!(short.status(), 422, "{backend:?}");
+        assert!(short.text().await.unwrap().contains("at least 12 characters"));
+        let differ = send(PASSWORD, "correct horse battery!", String::new()).await;
+        assert_eq!(differ.status(), 422, "{backend:?}");
+        let wrong_code = send(PASSWORD, PASSWORD, "000000".into()).await;
+        assert_eq!(wrong_code.status(), 422, "{backend:?}: a code not of the secret");
+
+        let code = totp::code(&secret, now_micros()).unwrap();
+        let enrolled = send(PASSWORD, PASSWORD, code).await;
+        assert_eq!(enrolled.status(), 200, "{backend:?}");
+        assert!(enrolled.text().await.unwrap().contains("with a second factor"));
+        assert_eq!(client().get(link).send().await.unwrap().status(), 404, "{backend:?}: used");
+
+        // Sign-in asks for the code; each code once.
+        assert_eq!(sign_in(base, ADMIN_EMAIL, PASSWORD).await.status, 401, "{backend:?}: no code");
+        let code = totp::code(&secret, now_micros()).unwrap();
+        let form = [("email", ADMIN_EMAIL), ("password", PASSWORD), ("code", code.as_str())];
+        let signed = post(base, "/console/sign-in", None, &form).await;
+        assert_eq!(signed.status, 303, "{backend:?}: {}", signed.body);
+        assert_eq!(
+            post(base, "/console/sign-in", None, &form).await.status,
+            401,
+            "{backend:?}: replayed code"
+        );
+
+        // A link past its 24 hours leads nowhere.
+        let invited = cli(
+            &tenant.app,
+            &[
+                "users",
+                "invite",
+                "--organization",
+                "acme",
+                "--email",
+                "late@acme.example",
+                "--role",
+                "viewer",
+            ],
+            &tenant.operator_key,
+        )
+        .await;
+        let late = String::from_utf8_lossy(&invited.stdout).lines().last().unwrap().to_string();
+        let pool = sqlx::AnyPool::connect(&tenant.app.db.url).await.unwrap();
+        sqlx::query("UPDATE console_enrolments SET expires_at = $1 WHERE used_at IS NULL")
+            .bind(now_micros() - 1)
+            .execute(&pool)
+            .await
+            .unwrap();
+        assert_eq!(client().get(&late).send().await.unwrap().status(), 404, "{backend:?}: expired");
+        assert_eq!(enrol(&late, PASSWORD).await.status, 404, "{backend:?}: expired");
+    }
+}
+
+#[tokio::test]
+async fn invitations_need_an_admin_and_operators_get_an_enrol_link_above_their_key() {
+    for backend in BACKENDS {
+        let tenant = Tenant::new(backend).await;
+        let app = &tenant.app;
+        let args =
+            ["users", "invite", "--organization", "acme", "--email", "x@acme.example", "--role", "admin"];
+        let tenant_key = app.key("acme").await;
+        let refused = cli(app, &args, &tenant_key).await;
+        assert!(!refused.status.success(), "{backend:?}: a tenant's API key");
+        assert!(String::from_utf8_lossy(&refused.stderr).contains("401"), "{backend:?}");
+        let unknown =
+            ["users", "invite", "--organization", "nope", "--email", "y@acme.example", "--role", "admin"];
+        let missing = cli(app, &unknown, &tenant.operator_key).await;
+        assert!(String::from_utf8_lossy(&missing.stderr).contains("404"), "{backend:?}");
+        let again = [
+            "users",
+            "invite",
+            "--organization",
+            "acme",
+            "--email",
+            " ADA@acme.example ",
+            "--role",
+            "viewer",
+        ];
+        let taken = cli(app, &again, &tenant.operator_key).await;
+        assert!(
+            String::from_utf8_lossy(&taken.stderr).contains("409"),
+            "{backend:?}: the email, in any case"
+        );
+
+        let create = [
+            "operators",
+            "create",
+            "--name",
+            "Cleo",
+            "--email",
+            "cleo@platform.example",
+            "--role",
+            "compliance",
+        ];
+        let created = cli(app, &create, &tenant.operator_key).await;
+        let stdout = String::from_utf8_lossy(&created.stdout).to_string();
+        assert!(
+            created.status.success(),
+            "{backend:?}: {stdout}{}",
+            String::from_utf8_lossy(&created.stderr)
+        );
+        let lines: Vec<&str> = stdout.lines().collect();
+        assert!(lines.last().unwrap().starts_with("cio_"), "{backend:?}: the key stays last: {stdout}");
+        let link = lines
+            .iter()
+            .find_map(|l| l.strip_prefix("console enrol link (once, within 24 hours): "))
+            .unwrap();
+        assert!(link.starts_with(&format!("{}/console/enrol/", app.base)), "{stdout}");
+        let cleo_key = lines.last().unwrap().to_string();
+        let by_compliance = cli(app, &args, &cleo_key).await;
+        assert!(String::from_utf8_lossy(&by_compliance.stderr).contains("403"), "{backend:?}: needs admin");
+
+        assert_eq!(enrol(link, PASSWORD).await.status, 200, "{backend:?}");
+        let signed = sign_in(&app.base, "cleo@platform.example", PASSWORD).await;
+        assert_eq!(signed.status, 303, "{backend:?}");
+        let tenant_page = get(&app.base, "/console/keys", signed.cookie.as_deref()).await;
+        assert_eq!(tenant_page.status, 404, "{backend:?}: an operator on a tenant's page");
+    }
+}
+
+#[tokio::test]
+async fn an_admin_runs_the_team_and_each_role_does_what_it_may() {
+    for backend in BACKENDS {
+        let tenant = Tenant::new(backend).await;
+        let base = &tenant.app.base;
+        enrol(&tenant.enrol_link, PASSWORD).await;
+        let admin = sign_in(base, ADMIN_EMAIL, PASSWORD).await.cookie.unwrap();
+        let token = csrf(&get(base, "/console/team", Some(&admin)).await.body);
+
+        let mut sessions = Vec::new();
+        for (email, role) in [("dev@acme.example", "developer"), ("viv@acme.example", "viewer")] {
+            let invited = post(
+                base,
+                "/console/team",
+                Some(&admin),
+                &[("email", email), ("role", role), ("csrf", &token)],
+            )
+            .await;
+            assert_eq!(invited.status, 201, "{backend:?}: {}", invited.body);
+            let (_, rest) = invited.body.split_once("id=\"enrol-link\">").unwrap();
+            let link = rest.split('<').next().unwrap();
+            assert!(link.starts_with(&format!("{base}/console/enrol/")), "{link}");
+            assert_eq!(enrol(link, PASSWORD).await.status, 200);
+            sessions.push(sign_in(base, email, PASSWORD).await.cookie.unwrap());
+        }
+        let (developer, viewer) = (&sessions[0], &sessions[1]);
+        let dev_token = csrf(&get(base, "/console/keys", Some(developer)).await.body);
+        let made =
+            post(base, "/console/keys", Some(developer), &[("name", "dev key"), ("csrf", &dev_token)]).await;
+        assert_eq!(made.status, 201, "{backend:?}: a developer makes keys");
+        let invite = [("email", "z@acme.example"), ("role", "admin"), ("csrf", dev_token.as_str())];
+        assert_eq!(post(base, "/console/team", Some(developer), &invite).await.status, 403, "{backend:?}");
+        let viewer_page = get(base, "/console/keys", Some(viewer)).await;
+        assert!(viewer_page.body.contains("dev key") && !viewer_page.body.contains("Create key"));
+        let view_token = csrf(&viewer_page.body);
+        let refused =
+            post(base, "/console/keys", Some(viewer), &[("name", "v"), ("csrf", &view_token)]).await;
+        assert_eq!(refused.status, 403, "{backend:?}: a viewer reads only");
+
+        // The last admin keeps its role; a removed user's session ends.
+        let users = tenant.app.store().console_users_of("acme").await.unwrap();
+        let id = |email: &str| users.iter().find(|u| u.email == email).unwrap().id.clone();
+        let demote = format!("/console/team/{}/role", id(ADMIN_EMAIL));
+        let last = post(base, &demote, Some(&admin), &[("role", "viewer"), ("csrf", &token)]).await;
+        assert_eq!(last.status, 409, "{backend:?}: {}", last.body);
+        let removed = post(
+            base,
+            &format!("/console/team/{}/remove", id("dev@acme.example")),
+            Some(&admin),
+            &[("csrf", &token)],
+        )
+        .await;
+        assert_eq!(removed.status, 303, "{backend:?}");
+        assert_eq!(get(base, "/console/keys", Some(developer)).await.status, 303, "{backend:?}: signed out");
+        assert_eq!(sign_in(base, "dev@acme.example", PASSWORD).await.status, 401, "{backend:?}");
+
+        // Another organization's user: not found.
+        tenant.app.store().create_organization("globex", None).await.unwrap();
+        let args =
+            ["users", "invite", "--organization", "globex", "--email", "g@globex.example", "--role", "admin"];
+        assert!(cli(&tenant.app, &args, &tenant.operator_key).await.status.success());
+        let users = tenant.app.store().console_users_of("globex").await.unwrap();
+        let foreign = format!("/console/team/{}/remove", users[0].id);
+        assert_eq!(post(base, &foreign, Some(&admin), &[("csrf", &token)]).await.status, 404, "{backend:?}");
+    }
+}

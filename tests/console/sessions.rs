@@ -1,0 +1,237 @@
+//! Sessions and sign-in over real HTTP, on both stores: a new session id at
+//! each sign-in, the cookie's flags, `Secure` off loopback, sessions shared
+//! by instances and ended everywhere at sign-out, idle expiry, the doubling
+//! delay after failed tries (alike for unknown emails), the CSRF token.
+
+use alloy::transports::http::reqwest::{self, header};
+
+use super::{
+    ADMIN_EMAIL, PASSWORD, Tenant,
+    common::db::{BACKENDS, Backend},
+};
+use custody_indexer::config::Chains;
+
+/// One HTTP answer of the console.
+pub struct Page {
+    pub status: u16,
+    pub location: String,
+    pub cookie: Option<String>,
+    pub set_cookie: String,
+    pub body: String,
+}
+
+/// A form body, as a browser sends it.
+pub trait FormOf {
+    fn form_of(self, fields: &[(&str, &str)]) -> Self;
+}
+
+impl FormOf for reqwest::RequestBuilder {
+    fn form_of(self, fields: &[(&str, &str)]) -> Self {
+        let body = url::form_urlencoded::Serializer::new(String::new()).extend_pairs(fields).finish();
+        self.header(header::CONTENT_TYPE, "application/x-www-form-urlencoded").body(body)
+    }
+}
+
+pub fn client() -> reqwest::Client {
+    reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap()
+}
+
+async fn read(answer: reqwest::Response) -> Page {
+    let header_text =
+        |name| answer.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+    let set_cookie = header_text(header::SET_COOKIE);
+    let location = header_text(header::LOCATION);
+    let cookie = set_cookie
+        .split(';')
+        .next()
+        .and_then(|pair| pair.strip_prefix("console_session="))
+        .filter(|v| !v.is_empty())
+        .map(str::to_string);
+    let status = answer.status().as_u16();
+    Page { status, location, cookie, set_cookie, body: answer.text().await.unwrap() }
+}
+
+pub async fn get(base: &str, path: &str, session: Option<&str>) -> Page {
+    let mut request = client().get(format!("{base}{path}"));
+    if let Some(token) = session {
+        request = request.header(header::COOKIE, format!("console_session={token}"));
+    }
+    read(request.send().await.unwrap()).await
+}
+
+pub async fn post(base: &str, path: &str, session: Option<&str>, form: &[(&str, &str)]) -> Page {
+    let mut request = client().post(format!("{base}{path}")).form_of(form);
+    if let Some(token) = session {
+        request = request.header(header::COOKIE, format!("console_session={token}"));
+    }
+    read(request.send().await.unwrap()).await
+}
+
+/// The CSRF token a page's forms carry.
+pub fn csrf(body: &str) -> String {
+    let (_, rest) = body.split_once("name=\"csrf\" value=\"").expect("a form with its CSRF token");
+    rest.split('"').next().unwrap().to_string()
+}
+
+/// Enrols `link` with `password`.
+pub async fn enrol(link: &str, password: &str) -> Page {
+    let page = client().get(link).send().await.unwrap().text().await.unwrap();
+    // A used or expired link shows no form: its POST is tried all the same.
+    let secret = page
+        .split_once("name=\"totp_secret\" value=\"")
+        .map_or_else(String::new, |(_, rest)| rest.split('"').next().unwrap().to_string());
+    let answer = client()
+        .post(link)
+        .form_of(&[("password", password), ("again", password), ("totp_secret", &secret), ("code", "")])
+        .send()
+        .await
+        .unwrap();
+    read(answer).await
+}
+
+pub async fn sign_in(base: &str, email: &str, password: &str) -> Page {
+    post(base, "/console/sign-in", None, &[("email", email), ("password", password)]).await
+}
+
+#[tokio::test]
+async fn sessions_are_new_at_each_sign_in_shared_by_instances_and_ended_everywhere() {
+    for backend in BACKENDS {
+        let tenant = Tenant::new(backend).await;
+        let base = &tenant.app.base;
+        assert_eq!(enrol(&tenant.enrol_link, PASSWORD).await.status, 200, "{backend:?}");
+        assert_eq!(enrol(&tenant.enrol_link, PASSWORD).await.status, 404, "{backend:?}: a link works once");
+
+        let first = sign_in(base, ADMIN_EMAIL, PASSWORD).await;
+        assert_eq!(
+            (first.status, first.location.as_str()),
+            (303, "/console/"),
+            "{backend:?}: {}",
+            first.body
+        );
+        for flag in ["HttpOnly", "SameSite=Strict", "Path=/console"] {
+            assert!(first.set_cookie.contains(flag), "{backend:?}: {}", first.set_cookie);
+        }
+        assert!(!first.set_cookie.contains("Secure"), "{backend:?}: loopback http");
+        let second = sign_in(base, ADMIN_EMAIL, PASSWORD).await;
+        let (a, b) = (first.cookie.unwrap(), second.cookie.unwrap());
+        assert_ne!(a, b, "{backend:?}: each sign-in a new session id");
+
+        // Off loopback, the cookie is Secure.
+        let answer = client()
+            .post(format!("{base}/console/sign-in"))
+            .header(header::HOST, "console.example.com")
+            .form_of(&[("email", ADMIN_EMAIL), ("password", PASSWORD)])
+            .send()
+            .await
+            .unwrap();
+        assert!(read(answer).await.set_cookie.contains("Secure"), "{backend:?}");
+
+        // Another instance knows the session; sign-out there ends it here.
+        let other = tenant.app.another_server(Chains::default()).await;
+        let keys = get(&other.base, "/console/keys", Some(&a)).await;
+        assert_eq!(keys.status, 200, "{backend:?}: {}", keys.body);
+        let out = post(&other.base, "/console/sign-out", Some(&a), &[("csrf", &csrf(&keys.body))]).await;
+        assert_eq!((out.status, out.location.as_str()), (303, "/console/sign-in"), "{backend:?}");
+        let after = get(base, "/console/keys", Some(&a)).await;
+        assert_eq!((after.status, after.location.as_str()), (303, "/console/sign-in"), "{backend:?}");
+        assert_eq!(
+            get(base, "/console/keys", Some(&b)).await.status,
+            200,
+            "{backend:?}: the other session lives"
+        );
+
+        // Sign-out everywhere ends every session of the user.
+        let keys = get(base, "/console/keys", Some(&b)).await;
+        let third = sign_in(base, ADMIN_EMAIL, PASSWORD).await.cookie.unwrap();
+        let everywhere = [("csrf", csrf(&keys.body)), ("everywhere", "1".into())];
+        let everywhere: Vec<(&str, &str)> = everywhere.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        assert_eq!(post(base, "/console/sign-out", Some(&b), &everywhere).await.status, 303);
+        assert_eq!(get(base, "/console/keys", Some(&third)).await.status, 303, "{backend:?}");
+
+        // Idle for more than 30 minutes: over.
+        let idle = sign_in(base, ADMIN_EMAIL, PASSWORD).await.cookie.unwrap();
+        assert_eq!(get(base, "/console/keys", Some(&idle)).await.status, 200);
+        let long_ago = custody_indexer::store::now_micros() - 31 * 60 * 1_000_000;
+        let pool = sqlx::AnyPool::connect(&tenant.app.db.url).await.unwrap();
+        sqlx::query("UPDATE console_sessions SET last_seen_at = $1")
+            .bind(long_ago)
+            .execute(&pool)
+            .await
+            .unwrap();
+        assert_eq!(get(base, "/console/keys", Some(&idle)).await.status, 303, "{backend:?}: idle");
+    }
+}
+
+#[tokio::test]
+async fn failed_sign_ins_slow_further_tries_alike_for_known_and_unknown_emails() {
+    for backend in BACKENDS {
+        let tenant = Tenant::new(backend).await;
+        let base = &tenant.app.base;
+        enrol(&tenant.enrol_link, PASSWORD).await;
+        for email in [ADMIN_EMAIL, "nobody@acme.example"] {
+            let mut messages = Vec::new();
+            for _ in 0..5 {
+                let wrong = sign_in(base, email, "not the password!").await;
+                assert_eq!(wrong.status, 401, "{backend:?} {email}");
+                messages.push(message(&wrong.body));
+            }
+            let slowed = sign_in(base, email, PASSWORD).await;
+            assert_eq!(slowed.status, 429, "{backend:?} {email}: even the right password waits");
+            assert!(slowed.cookie.is_none());
+            messages.push(message(&slowed.body));
+            assert_eq!(
+                messages,
+                [
+                    vec!["the email, password or code is not right".to_string(); 5],
+                    vec!["too many failed sign-ins for this email: try again in 1 s".to_string()]
+                ]
+                .concat(),
+                "{backend:?} {email}: the same answers whether the email exists or not"
+            );
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+        let after = sign_in(base, ADMIN_EMAIL, PASSWORD).await;
+        assert_eq!(after.status, 303, "{backend:?}: after the delay");
+    }
+}
+
+/// The message a page shows.
+fn message(body: &str) -> String {
+    let (_, rest) = body.split_once("role=\"alert\">").expect("a message");
+    rest.split('<').next().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn a_state_changing_request_needs_the_sessions_csrf_token_and_the_same_origin() {
+    let tenant = Tenant::new(Backend::Postgres).await;
+    let base = &tenant.app.base;
+    enrol(&tenant.enrol_link, PASSWORD).await;
+    let session = sign_in(base, ADMIN_EMAIL, PASSWORD).await.cookie.unwrap();
+    let other = sign_in(base, ADMIN_EMAIL, PASSWORD).await.cookie.unwrap();
+    let token = csrf(&get(base, "/console/keys", Some(&session)).await.body);
+    let other_token = csrf(&get(base, "/console/keys", Some(&other)).await.body);
+    assert_ne!(token, other_token);
+
+    let refused = [vec![("name", "no token")], vec![("name", "other session's"), ("csrf", &other_token)]];
+    for form in refused {
+        assert_eq!(post(base, "/console/keys", Some(&session), &form).await.status, 403, "{form:?}");
+    }
+    let foreign = client()
+        .post(format!("{base}/console/keys"))
+        .header(header::COOKIE, format!("console_session={session}"))
+        .header(header::ORIGIN, "https://evil.example")
+        .form_of(&[("name", "cross-site"), ("csrf", token.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(foreign.status(), 403, "another site's form");
+    assert!(tenant.app.store().api_keys(Some("acme")).await.unwrap().is_empty());
+
+    let created =
+        post(base, "/console/keys", Some(&session), &[("name", "with token"), ("csrf", &token)]).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    assert!(created.body.contains("cik_"));
+    // No session: to sign-in, whatever the form says.
+    let anonymous = post(base, "/console/keys", None, &[("name", "x"), ("csrf", &token)]).await;
+    assert_eq!((anonymous.status, anonymous.location.as_str()), (303, "/console/sign-in"));
+}
