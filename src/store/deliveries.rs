@@ -234,7 +234,7 @@ impl Store {
         let kept: HashSet<&str> = recorded.iter().map(String::as_str).collect();
         let done: Vec<&Finished> =
             finished.iter().filter(|f| kept.contains(f.claimed.delivery_id.as_str())).collect();
-        for chunk in done.chunks(CHUNK / 6) {
+        for chunk in done.chunks(CHUNK / 5) {
             record_attempts(&mut tx, chunk).await?;
         }
         for one in done.iter().filter(|f| f.outcome == Outcome::Gone) {
@@ -369,9 +369,20 @@ async fn record_outcomes(
     rows.iter().map(|row| Ok(row.try_get::<String, _>(0)?)).collect()
 }
 
-/// Each attempt of `chunk`, in one statement.
+/// Each attempt of `chunk`, in one statement, numbered after the
+/// delivery's attempts recorded so far (a delivery sent again after its
+/// dead letter, or resent, keeps its earlier attempts).
 async fn record_attempts(tx: &mut Transaction<'static, Any>, chunk: &[&Finished]) -> Result<(), StoreError> {
-    let rows: Vec<String> = (0..chunk.len()).map(|i| format!("({})", placeholders(1 + 6 * i, 6))).collect();
+    let rows: Vec<String> = (0..chunk.len())
+        .map(|i| {
+            let first = 1 + 5 * i;
+            format!(
+                "(${first}, (SELECT COALESCE(MAX(a.attempt), 0) + 1 FROM delivery_attempts a \
+                 WHERE a.delivery_id = ${first}), {})",
+                placeholders(first + 1, 4)
+            )
+        })
+        .collect();
     let sql = format!(
         "INSERT INTO delivery_attempts (delivery_id, attempt, at, status_code, error, duration_ms) VALUES {}",
         rows.join(", ")
@@ -379,7 +390,6 @@ async fn record_attempts(tx: &mut Transaction<'static, Any>, chunk: &[&Finished]
     let query = chunk.iter().fold(sqlx::query(&sql), |query, one| {
         query
             .bind(&one.claimed.delivery_id)
-            .bind(i64::from(one.claimed.attempts) + 1)
             .bind(one.attempt.at)
             .bind(one.attempt.status_code.map(i64::from))
             .bind(one.attempt.error.as_deref())

@@ -381,6 +381,18 @@ async fn a_dead_lettered_delivery_is_listed_and_redelivered() {
     })
     .await;
     assert!(delivered.iter().all(|r| r.signed_by(&s.secret)));
+    // Recorded as delivered, its earlier attempts kept (numbered on).
+    eventually(Duration::from_secs(30), "the redelivery recorded", || async {
+        let out = s.env.ok(&["webhooks", "deliveries", "--json"]);
+        let list: Vec<Value> = serde_json::from_str(&out).unwrap();
+        list.iter().any(|d| d["id"] == failed[0]["id"] && d["state"] == "DELIVERED").then_some(())
+    })
+    .await;
+    let store = custody_indexer::store::Store::open(&s.env.database_url).await.unwrap();
+    let attempts = store.delivery_attempts(failed[0]["id"].as_str().unwrap()).await.unwrap();
+    let numbers: Vec<u32> = attempts.iter().map(|a| a.0).collect();
+    assert_eq!(numbers, [1, 2, 3], "{attempts:?}");
+    assert_eq!(attempts[2].1, Some(200));
     let again = s.env.output(&["webhooks", "redeliver", failed[0]["id"].as_str().unwrap()]);
     assert!(!again.status.success(), "only a failed delivery is re-sent");
     assert!(terminate(&mut s.run).success());
