@@ -235,6 +235,16 @@ impl ApiState {
         &self.0.store
     }
 
+    /// Where webhooks may point.
+    pub(crate) fn webhook_policy(&self) -> &Policy {
+        &self.0.webhook_policy
+    }
+
+    /// How long a rotated-out webhook signing key keeps signing.
+    pub(crate) fn key_overlap(&self) -> Duration {
+        self.0.key_overlap
+    }
+
     pub fn chains(&self) -> &Chains {
         self.0.balances.chains()
     }

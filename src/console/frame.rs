@@ -18,7 +18,13 @@ pub struct Frame {
     pub nav: Vec<Link>,
 }
 
-const TENANT: [(&str, &str); 2] = [("/console/keys", "API keys"), ("/console/team", "Team")];
+const TENANT: [(&str, &str); 5] = [
+    ("/console/keys", "API keys"),
+    ("/console/webhooks", "Webhooks"),
+    ("/console/deposits", "Deposits"),
+    ("/console/team", "Team"),
+    ("/console/activity", "Activity"),
+];
 
 impl Frame {
     /// The frame of a page shown before sign-in.

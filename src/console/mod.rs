@@ -1,4 +1,5 @@
-//! The console: tenants' pages (API keys, team) and operators' pages under
+//! The console: tenants' pages (API keys, webhooks, deposits, team,
+//! activity) and operators' pages under
 //! `/console/`, served by the same server as the API with the same store.
 //! Pages are rendered on the server (askama templates under
 //! `templates/console/`, checked at compile time) with htmx for partial
@@ -14,7 +15,10 @@
 mod assets;
 mod auth_pages;
 mod frame;
+mod hooks;
+mod hooks_page;
 mod keys_page;
+mod money_page;
 pub mod people;
 pub mod resource;
 pub mod rules;
@@ -48,6 +52,13 @@ pub fn router(state: ApiState) -> Router<ApiState> {
         .route("/console/team", get(team_page::list).post(team_page::invite))
         .route("/console/team/{id}/role", post(team_page::set_role))
         .route("/console/team/{id}/remove", post(team_page::remove))
+        .route("/console/webhooks", get(hooks_page::list).post(hooks_page::register))
+        .route("/console/webhooks/{id}", get(hooks_page::show))
+        .route("/console/webhooks/{id}/rotate", post(hooks_page::rotate))
+        .route("/console/webhooks/{id}/deliveries/{delivery}/resend", post(hooks_page::resend))
+        .route("/console/deposits", get(money_page::deposits))
+        .route("/console/deposits/rows", get(money_page::deposit_rows))
+        .route("/console/activity", get(money_page::activity))
         .route("/console/assets/{file}", get(assets::serve))
         .layer(middleware::from_fn_with_state(state.clone(), web::guard))
         .layer(middleware::from_fn_with_state(state, web::headers))

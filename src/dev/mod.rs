@@ -22,6 +22,7 @@ mod evm;
 mod nodes;
 mod off_ramp;
 mod on_ramp;
+mod people;
 mod sealing;
 mod seed;
 mod show;
@@ -130,6 +131,20 @@ pub struct Summary {
     /// The NATS server events are published to (`--nats`, `--nats-url`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nats_url: Option<String>,
+    /// The console's address.
+    #[serde(default)]
+    pub console_url: String,
+    /// The one-time link where the dev organization's console admin
+    /// (`admin@dev.example`) sets a password.
+    #[serde(default)]
+    pub console_enrol_url: String,
+    /// The operators' one-time links: compliance, then treasury.
+    #[serde(default)]
+    pub operator_enrol_urls: Vec<String>,
+    /// The operators' keys, in the same order, for the command line's
+    /// `--server` commands (`CUSTODY_INDEXER_OPERATOR_KEY`).
+    #[serde(default)]
+    pub operator_keys: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -152,6 +167,7 @@ pub async fn execute(command: DevCommand) -> anyhow::Result<ExitCode> {
 /// What `dev` prepared before the service starts.
 struct Prepared {
     summary: Summary,
+    people: people::People,
     service: Service,
     launch: Launch,
 }
@@ -185,7 +201,7 @@ async fn start(options: DevOptions) -> anyhow::Result<ExitCode> {
         prepared = prepare(&state, &nodes, options) => prepared,
         () = &mut stop => Err(Interrupted.into()),
     };
-    let Prepared { summary, service, mut launch } = match prepared {
+    let Prepared { summary, people: prepared_people, service, mut launch } = match prepared {
         Ok(prepared) => prepared,
         Err(error) => {
             for node in nodes {
@@ -202,8 +218,13 @@ async fn start(options: DevOptions) -> anyhow::Result<ExitCode> {
     let dir = state.path.clone();
     let pids: Vec<u32> = nodes.iter().filter_map(nodes::Node::pid).collect();
     let mut summary = summary;
+    let people = prepared_people;
     launch.on_listen = Some(Box::new(move |address| {
         summary.api_url = format!("http://{address}");
+        summary.console_url = format!("{}/console/", summary.api_url);
+        summary.console_enrol_url = format!("{}{}", summary.api_url, people.console_enrol_path);
+        summary.operator_enrol_urls =
+            people.operator_enrol_paths.iter().map(|path| format!("{}{path}", summary.api_url)).collect();
         if let Err(error) = state::announce(&dir, &summary, &pids) {
             eprintln!("warning: cannot write dev.json ({error:#}): `dev deposit` cannot reach this dev");
         }
@@ -259,6 +280,7 @@ async fn prepare(state: &StateDir, nodes: &[nodes::Node], options: DevOptions) -
     let seeded =
         seed::seed_store(&url, &chains, signer.as_ref(), pii.clone(), &seed, webhook_url, kept.is_some())
             .await?;
+    let people = people::seed(&url, pii.clone(), state, &seed.organization, kept.is_some()).await?;
     let pii_key = pii;
     let mut ledgers = kept.unwrap_or_default();
     ledgers.extend(placed.iter().map(|p| (p.chain, p.ledger.clone())));
@@ -282,6 +304,10 @@ async fn prepare(state: &StateDir, nodes: &[nodes::Node], options: DevOptions) -
             signing_secret: seed.webhook_secret.clone(),
         }),
         nats_url: events.nats_url.as_ref().map(|url| format!("nats://{url}")),
+        console_url: String::new(),
+        console_enrol_url: String::new(),
+        operator_enrol_urls: Vec::new(),
+        operator_keys: people.operator_keys.clone(),
     };
     let mut api = options.api;
     api.environment = Some(Environment::Sandbox);
@@ -295,7 +321,7 @@ async fn prepare(state: &StateDir, nodes: &[nodes::Node], options: DevOptions) -
         on_listen: None,
         shutdown: None,
     };
-    Ok(Prepared { summary, service, launch })
+    Ok(Prepared { summary, people, service, launch })
 }
 
 /// The local nodes that can run, each on the chain state the state
@@ -342,6 +368,24 @@ fn print_ready(summary: &Summary, dir: &std::path::Path, json: bool) {
     println!("{}", guide(summary, dir));
 }
 
+/// The console's lines of the guide: its address, the one-time links and
+/// the operators' keys.
+fn console_lines(s: &Summary) -> String {
+    let mut out = format!("  console    {}\n", s.console_url);
+    if !s.console_enrol_url.is_empty() {
+        out.push_str(&format!(
+            "             {} sets a password (once) at {}\n",
+            people::ADMIN_EMAIL,
+            s.console_enrol_url
+        ));
+    }
+    let roles = ["compliance", "treasury"];
+    for ((role, link), key) in roles.iter().zip(&s.operator_enrol_urls).zip(&s.operator_keys) {
+        out.push_str(&format!("  operator   {role:<10} enrol {link}\n             {:<10} key {key}\n", ""));
+    }
+    out
+}
+
 /// The guide `dev` prints: keys, addresses and commands to paste.
 fn guide(s: &Summary, dir: &std::path::Path) -> String {
     let api = &s.api_url;
@@ -367,6 +411,7 @@ fn guide(s: &Summary, dir: &std::path::Path) -> String {
             tokens.join(", ")
         ));
     }
+    out.push_str(&console_lines(s));
     out.push_str(&format!("  store      {}\n  chains     {}\n", s.database_url, s.chains_dir.display()));
     if let Some(webhook) = &s.webhook {
         out.push_str(&format!("  webhook    {}  signing secret {}\n", webhook.url, webhook.signing_secret));

@@ -107,6 +107,18 @@ impl Store {
         rows.iter().map(entry).collect()
     }
 
+    /// The newest `limit` entries of `organization`, newest first.
+    pub async fn audit_latest(&self, organization: &str, limit: i64) -> Result<Vec<Entry>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM audit_log WHERE organization_id = $1 ORDER BY seq DESC LIMIT $2"
+        ))
+        .bind(organization)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(entry).collect()
+    }
+
     /// The chain's head: the last `seq` appended and its hash.
     pub async fn audit_head(&self) -> Result<(i64, String), StoreError> {
         let row = sqlx::query("SELECT seq, hash FROM audit_head WHERE id = 1").fetch_one(&self.pool).await?;

@@ -153,6 +153,35 @@ impl Store {
         rows.iter().map(deposit_from_row).collect()
     }
 
+    /// The newest `limit` deposits of `organization`'s accounts, optionally
+    /// of one account, chain and status.
+    pub async fn organization_deposits(
+        &self,
+        organization: &str,
+        account: Option<&str>,
+        chain: Option<Chain>,
+        status: Option<DepositStatus>,
+        limit: i64,
+    ) -> Result<Vec<Deposit>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {DEPOSIT_COLUMNS} FROM deposits
+             WHERE account_id IN (SELECT a.id FROM accounts a WHERE a.organization_id = $1)
+               AND ($2 IS NULL OR account_id = $2)
+               AND ($3 IS NULL OR chain = $3)
+               AND ($4 IS NULL OR status = $4)
+             ORDER BY created_at DESC, id DESC
+             LIMIT $5"
+        ))
+        .bind(organization)
+        .bind(account)
+        .bind(chain.map(|c| c.as_str()))
+        .bind(status.map(|s| s.as_str()))
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(deposit_from_row).collect()
+    }
+
     /// A deposit, if it belongs to an account of `organization`.
     pub async fn organization_deposit(&self, organization: &str, id: &str) -> Result<Deposit, StoreError> {
         let row = sqlx::query(&format!(

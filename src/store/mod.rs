@@ -13,6 +13,7 @@ pub mod console;
 pub mod conversions;
 mod coverage;
 mod deliveries;
+pub mod delivery_log;
 mod deposit_rows;
 mod deposits;
 pub mod entitlement;

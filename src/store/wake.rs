@@ -40,6 +40,11 @@ impl Store {
         self.outbox.notified().await
     }
 
+    /// Wakes this process's delivery worker: a delivery is due now.
+    pub fn wake_deliveries(&self) {
+        self.outbox.notify_one();
+    }
+
     /// Wakes [`Store::outbox_written`] on PostgreSQL's notifications until
     /// `shutdown`, on a connection of its own that is made again when lost
     /// (a wake-up lost meanwhile costs a worker's poll, nothing else). Returns

@@ -6,7 +6,7 @@ use sqlx::{Any, AnyConnection, Row, Transaction};
 
 use zeroize::Zeroizing;
 
-use super::{Store, StoreError, Webhook, now_micros, pii::WEBHOOK_SECRET};
+use super::{Store, StoreError, Tx, Webhook, now_micros, pii::WEBHOOK_SECRET};
 use crate::pii::{Cipher, Place};
 
 /// How many rotated-out keys sign beside the current one at most: a delivery
@@ -29,18 +29,32 @@ impl Store {
         secret: &str,
         overlap: std::time::Duration,
     ) -> Result<Webhook, StoreError> {
+        let mut tx = self.begin().await?;
+        self.rotate_signing_key_in(&mut tx, organization, id, secret, overlap).await?;
+        tx.commit().await?;
+        self.webhook(organization, id).await
+    }
+
+    /// As [`Store::rotate_signing_key`], in `tx`.
+    pub async fn rotate_signing_key_in(
+        &self,
+        tx: &mut Tx,
+        organization: Option<&str>,
+        id: &str,
+        secret: &str,
+        overlap: std::time::Duration,
+    ) -> Result<(), StoreError> {
         let now = now_micros();
         let expires = now.saturating_add(i64::try_from(overlap.as_micros()).unwrap_or(i64::MAX));
         let key_id = uuid::Uuid::new_v4().to_string();
         let sealed = self.seal_signing_secret(id, &key_id, secret)?;
-        let mut tx = self.begin().await?;
-        lock_webhook(&mut tx, organization, id).await?;
+        lock_webhook(tx, organization, id).await?;
         // Newer than every earlier rotation whatever this instance's clock
         // says: the newest keys are the ones kept.
         let newest: Option<i64> =
             sqlx::query_scalar("SELECT MAX(rotated_at) FROM webhook_previous_keys WHERE webhook_id = $1")
                 .bind(id)
-                .fetch_one(&mut *tx)
+                .fetch_one(&mut **tx)
                 .await?;
         let rotated_at = newest.map_or(now, |newest| now.max(newest.saturating_add(1)));
         sqlx::query(
@@ -50,7 +64,7 @@ impl Store {
         .bind(rotated_at)
         .bind(expires)
         .bind(id)
-        .execute(&mut *tx)
+        .execute(&mut **tx)
         .await?;
         // The row's own previous-key columns are no longer read (see
         // migration 0022): the table holds every previous key, sealed.
@@ -64,11 +78,10 @@ impl Store {
         .bind(&key_id)
         .bind(now)
         .bind(id)
-        .execute(&mut *tx)
+        .execute(&mut **tx)
         .await?;
-        prune_previous_keys(&mut tx, id, now).await?;
-        tx.commit().await?;
-        self.webhook(organization, id).await
+        prune_previous_keys(tx, id, now).await?;
+        Ok(())
     }
 }
 

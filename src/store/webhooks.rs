@@ -5,7 +5,7 @@ use serde::Serialize;
 use sqlx::{Row, any::AnyRow};
 use utoipa::ToSchema;
 
-use super::{Store, StoreError, now_micros, quotas::Quota, time, webhook_keys};
+use super::{Store, StoreError, Tx, now_micros, quotas::Quota, time, webhook_keys};
 use crate::deposits::resource::{rfc3339, rfc3339_opt};
 
 /// The Webhook resource; its secrets are never part of it.
@@ -44,12 +44,26 @@ impl Store {
         label: &str,
         secret: &str,
     ) -> Result<Webhook, StoreError> {
+        let mut tx = self.begin().await?;
+        let id = self.create_webhook_in(&mut tx, organization, url, label, secret).await?;
+        tx.commit().await?;
+        self.webhook(Some(organization), &id).await
+    }
+
+    /// As [`Store::create_webhook`], in `tx`; the new webhook's id.
+    pub async fn create_webhook_in(
+        &self,
+        tx: &mut Tx,
+        organization: &str,
+        url: &str,
+        label: &str,
+        secret: &str,
+    ) -> Result<String, StoreError> {
         let id = uuid::Uuid::new_v4().to_string();
         let key_id = uuid::Uuid::new_v4().to_string();
         let sealed = self.seal_signing_secret(&id, &key_id, secret)?;
         let now = now_micros();
-        let mut tx = self.begin().await?;
-        self.claim(&mut tx, organization, Quota::Webhooks).await?;
+        self.claim(tx, organization, Quota::Webhooks).await?;
         sqlx::query(
             "INSERT INTO webhooks (id, organization_id, url, label, status, created_at, signing_key_id,
                 signing_secret, signing_key_created_at) VALUES ($1, $2, $3, $4, 'ACTIVE', $5, $6, $7, $5)",
@@ -61,7 +75,7 @@ impl Store {
         .bind(now)
         .bind(&key_id)
         .bind(sealed)
-        .execute(&mut *tx)
+        .execute(&mut **tx)
         .await
         .map_err(|e| match e {
             sqlx::Error::Database(d) if d.message().to_lowercase().contains("foreign key") => {
@@ -69,8 +83,7 @@ impl Store {
             }
             e => e.into(),
         })?;
-        tx.commit().await?;
-        self.webhook(Some(organization), &id).await
+        Ok(id)
     }
 
     /// The webhooks not deleted, oldest first, of one organization or all.

@@ -148,9 +148,13 @@ fn check_line(dev: &Dev, state: &Path, webhook: Option<&str>) {
         "api_url",
         "assets",
         "chains_dir",
+        "console_enrol_url",
+        "console_url",
         "database_url",
         "environment",
         "identity_id",
+        "operator_enrol_urls",
+        "operator_keys",
         "organization",
         "rpc_urls",
     ];
@@ -163,6 +167,13 @@ fn check_line(dev: &Dev, state: &Path, webhook: Option<&str>) {
     let api = dev.field("api_url");
     assert!(api.starts_with("http://127.0.0.1:") && !api.ends_with(":0"), "{api}");
     assert!(dev.field("api_key").starts_with("cik_"));
+    assert_eq!(dev.field("console_url"), format!("{api}/console/"));
+    assert!(dev.field("console_enrol_url").starts_with(&format!("{api}/console/enrol/")));
+    let links = line["operator_enrol_urls"].as_array().unwrap();
+    let keys = line["operator_keys"].as_array().unwrap();
+    assert_eq!((links.len(), keys.len()), (2, 2), "compliance and treasury: {line}");
+    assert!(links.iter().all(|l| l.as_str().unwrap().starts_with(&format!("{api}/console/enrol/"))));
+    assert!(keys.iter().all(|k| k.as_str().unwrap().starts_with("cio_")));
     for id in ["organization", "identity_id", "account_id"] {
         assert!(!dev.field(id).is_empty(), "{id}");
     }

@@ -8,6 +8,7 @@
 mod common;
 
 mod browser;
+mod dev;
 mod keys;
 mod people;
 mod sessions;
