@@ -260,17 +260,8 @@ pub async fn audit(url: &str, command: AuditCommand) -> anyhow::Result<ExitCode>
 }
 
 async fn verify(store: &Store) -> anyhow::Result<ExitCode> {
-    // The entries first, then the head: every entry committed before the
-    // head was read is at or below it, so one above it was written outside
-    // the log. Entries appended meanwhile are read up to the head.
-    let mut entries = read_entries(store, 0, i64::MAX).await?;
-    let (head_seq, head_hash) = store.audit_head().await?;
-    let last = entries.last().map_or(0, |e| e.seq);
-    if head_seq > last {
-        entries.extend(read_entries(store, last, head_seq).await?);
-    }
-    match chain::verify(&entries, Some((head_seq, &head_hash))) {
-        Ok(count) => {
+    match chain::verify_store(store).await? {
+        Ok((count, head_hash)) => {
             println!("audit log verified: {count} entries, head {head_hash}");
             Ok(ExitCode::SUCCESS)
         }
@@ -279,21 +270,6 @@ async fn verify(store: &Store) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::from(1))
         }
     }
-}
-
-/// The entries after `after` up to `upto`, oldest first.
-async fn read_entries(store: &Store, mut after: i64, upto: i64) -> anyhow::Result<Vec<chain::Entry>> {
-    let mut entries = Vec::new();
-    loop {
-        let page = store.audit_entries(after, None, PAGE).await?;
-        let Some(last) = page.last() else { break };
-        after = last.seq;
-        entries.extend(page.into_iter().filter(|e| e.seq <= upto));
-        if after >= upto {
-            break;
-        }
-    }
-    Ok(entries)
 }
 
 fn print_entry(store: &Store, entry: &chain::Entry, json: bool) -> anyhow::Result<()> {

@@ -80,7 +80,7 @@ pub async fn home(Signed(session): Signed) -> Redirect {
     if session.user.organization().is_some() {
         Redirect::to("/console/keys")
     } else {
-        Redirect::to("/console/audit")
+        Redirect::to("/console/queues")
     }
 }
 

@@ -26,6 +26,8 @@ const TENANT: [(&str, &str); 5] = [
     ("/console/activity", "Activity"),
 ];
 
+const OPERATOR: [(&str, &str); 2] = [("/console/queues", "Queues"), ("/console/audit", "Audit")];
+
 impl Frame {
     /// The frame of a page shown before sign-in.
     pub fn anonymous(state: &ApiState) -> Self {
@@ -46,7 +48,7 @@ impl Frame {
             (Some(organization), Some(role)) => format!("{organization} ({})", role.as_str()),
             _ => "operator".to_string(),
         };
-        let links: &[(&str, &str)] = if user.organization().is_some() { &TENANT } else { &[] };
+        let links: &[(&str, &str)] = if user.organization().is_some() { &TENANT } else { &OPERATOR };
         Frame {
             environment: environment_label(state.environment()),
             csrf: session.csrf.clone(),

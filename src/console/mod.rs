@@ -1,5 +1,5 @@
 //! The console: tenants' pages (API keys, webhooks, deposits, team,
-//! activity) and operators' pages under
+//! activity) and operators' pages (queues, audit) under
 //! `/console/`, served by the same server as the API with the same store.
 //! Pages are rendered on the server (askama templates under
 //! `templates/console/`, checked at compile time) with htmx for partial
@@ -19,6 +19,7 @@ mod hooks;
 mod hooks_page;
 mod keys_page;
 mod money_page;
+mod operator_pages;
 pub mod people;
 pub mod resource;
 pub mod rules;
@@ -59,6 +60,10 @@ pub fn router(state: ApiState) -> Router<ApiState> {
         .route("/console/deposits", get(money_page::deposits))
         .route("/console/deposits/rows", get(money_page::deposit_rows))
         .route("/console/activity", get(money_page::activity))
+        .route("/console/queues", get(operator_pages::queues))
+        .route("/console/queues/identities/{organization}/{id}", post(operator_pages::decide_identity))
+        .route("/console/queues/wires/{mint}/{verb}", post(operator_pages::decide_wire))
+        .route("/console/audit", get(operator_pages::audit))
         .route("/console/assets/{file}", get(assets::serve))
         .layer(middleware::from_fn_with_state(state.clone(), web::guard))
         .layer(middleware::from_fn_with_state(state, web::headers))

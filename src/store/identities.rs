@@ -146,6 +146,22 @@ impl Store {
         self.with_accounts(identities).await
     }
 
+    /// Up to `limit` identities of every organization in onboarding with
+    /// their compliance data submitted (past `CREATED`), oldest first: the
+    /// compliance queue.
+    pub async fn identities_in_onboarding(&self, limit: i64) -> Result<Vec<Identity>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {IDENTITY_COLUMNS} FROM identities
+             WHERE status = 'PENDING_ONBOARDING' AND (sub_status IS NULL OR sub_status <> 'CREATED')
+             ORDER BY created_at, organization_id, id LIMIT $1"
+        ))
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        let cipher = self.cipher()?;
+        rows.iter().map(|r| identity_from_row(r, cipher)).collect()
+    }
+
     async fn with_accounts(&self, mut identities: Vec<Identity>) -> Result<Vec<Identity>, StoreError> {
         let Some(first) = identities.first() else { return Ok(identities) };
         let organization = first.organization.clone();

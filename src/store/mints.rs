@@ -314,6 +314,18 @@ pub async fn lock_settled_since(
     .try_get("total")?)
 }
 
+impl Store {
+    /// Who recorded the wire of mint `id` (a decider as
+    /// [`crate::audit::Actor::recorded`] wrote it), if anyone did.
+    pub async fn mint_recorder(&self, id: &str) -> Result<Option<String>, StoreError> {
+        let row = sqlx::query("SELECT recorded_by FROM mints WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(|r| r.try_get::<Option<String>, _>("recorded_by")).transpose()?.flatten())
+    }
+}
+
 /// A mint an operator names by its wire's reference or its id.
 #[derive(Debug, Clone)]
 pub struct Named {

@@ -129,6 +129,15 @@ pub async fn revoke_key(tx: &mut Tx, id: &str, now: i64) -> Result<Option<String
 }
 
 impl Store {
+    /// Operator `id`, enabled or not.
+    pub async fn operator(&self, id: &str) -> Result<Option<Operator>, StoreError> {
+        let row = sqlx::query(&format!("SELECT {COLUMNS} FROM operators WHERE id = $1"))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(operator).transpose()
+    }
+
     /// Every operator, oldest first.
     pub async fn operators(&self) -> Result<Vec<Operator>, StoreError> {
         let rows = sqlx::query(&format!("SELECT {COLUMNS} FROM operators ORDER BY created_at, id"))

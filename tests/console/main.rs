@@ -10,6 +10,7 @@ mod common;
 mod browser;
 mod dev;
 mod keys;
+mod operators;
 mod people;
 mod sessions;
 

@@ -1,0 +1,128 @@
+//! Operators in a real browser, on a `production` service: a compliance
+//! operator approves an identity from the queue; the treasury operator who
+//! recorded a wire finds no approve action and a direct POST of the
+//! approval is refused, while a second treasury operator's approval mints
+//! it; the audit log with its chain verified.
+
+use alloy::transports::http::reqwest::Method;
+use custody_indexer::{
+    audit::Actor,
+    environment::Environment,
+    identity::{State, Step, Type},
+    operators::{NewOperator, Role, manage},
+    store::NewIdentity,
+};
+use serde_json::json;
+
+use super::{
+    browser::Browser,
+    common::{
+        api::{App, send_json},
+        db::Backend,
+        issuance::{ADDRESS, account, app, identity, us_bank},
+    },
+};
+
+const PASSWORD: &str = "operator console password";
+
+/// An operator made by the bootstrap: its id, enrol link and key.
+async fn operator(app: &App, name: &str, role: Role) -> (String, String, String) {
+    let new = NewOperator { name: name.into(), email: format!("{name}@platform.example"), roles: vec![role] };
+    let created = manage::bootstrap(app.store(), &Actor::local(None), new).await.unwrap();
+    let link = format!("{}{}", app.base, created.enrol_path);
+    (created.operator.id, link, created.key.token)
+}
+
+/// Enrols `name` from `link` and signs in; ends on the queues.
+async fn sign_in(browser: &Browser, app: &App, name: &str, link: &str) {
+    browser.visit(link, &format!("enrol-{name}")).await;
+    browser.fill("#password", PASSWORD).await;
+    browser.fill("#again", PASSWORD).await;
+    browser.click("form button[type=submit]").await;
+    browser.client.goto(&format!("{}/console/sign-in", app.base)).await.unwrap();
+    browser.fill("#email", &format!("{name}@platform.example")).await;
+    browser.fill("#password", PASSWORD).await;
+    browser.click("form button[type=submit]").await;
+    assert_eq!(browser.client.current_url().await.unwrap().path(), "/console/queues", "{name}");
+}
+
+async fn sign_out(browser: &Browser) {
+    browser.click("header form button").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operators_decide_from_the_queues_with_four_eyes_on_wires() {
+    let app = app(Backend::Postgres, Environment::Production, Some(us_bank("000555555555"))).await;
+    app.store().create_organization("acme", None).await.unwrap();
+    identity(&app, "acme", "ada", true, true).await;
+    account(&app, "acme", "ada", "ada-usdc", &[ADDRESS]).await;
+    identity(&app, "acme", "cal", false, false).await;
+    let checks = State::Onboarding { step: Step::ComplianceChecks, rfi: false };
+    let bea = NewIdentity {
+        organization: "acme".into(),
+        id: "bea".into(),
+        request_id: None,
+        kind: Type::Individual,
+        label: "Bea Checked".into(),
+        state: checks,
+        actor: "client".into(),
+    };
+    app.store().create_identity(&bea).await.unwrap();
+    let key = app.key("acme").await;
+    let body = json!({ "request_id": "ada-mint", "identity_id": "ada", "stablecoin_symbol": "USDC",
+                       "chain": "ETHEREUM_TESTNET", "mint_destination_address_id": "ada-usdc" });
+    let instruction = app.post("/v2/issuance/mint-instructions", &key, &body).await;
+    assert_eq!(instruction.status, 201, "{instruction:?}");
+    let memo = instruction.body["memo_id"].as_str().unwrap();
+
+    let (cleo, cleo_link, _) = operator(&app, "cleo", Role::Compliance).await;
+    let (_, tom_link, tom_key) = operator(&app, "tom", Role::Treasury).await;
+    let (_, tess_link, _) = operator(&app, "tess", Role::Treasury).await;
+    let wire = json!({ "memo_id": memo, "amount": "250.00", "reference": "FED-77", "reason": "arrived" });
+    let url = format!("{}/operator/v1/issuance/wires", app.base);
+    let recorded = send_json(Method::POST, &url, Some(&tom_key), Some(&wire)).await;
+    assert_eq!(recorded.body["status"], "AWAITING_APPROVAL", "{recorded:?}");
+    let mint = recorded.body["id"].as_str().unwrap().to_string();
+
+    let browser = Browser::start("operators").await;
+    sign_in(&browser, &app, "cleo", &cleo_link).await;
+    assert!(browser.text("header .environment").await.contains("PRODUCTION"));
+    browser.check("queues-compliance").await;
+    let queue = browser.text("#identities tbody").await;
+    assert!(queue.contains("Bea Checked") && queue.contains("COMPLIANCE_CHECKS_IN_PROGRESS"), "{queue}");
+    assert!(!queue.contains("cal") && !queue.contains("ada"), "only identities with their data in: {queue}");
+    browser.fill("#reason-1", "documents checked").await;
+    browser.click("#identities button[type=submit]").await;
+    assert_eq!(app.store().identity("acme", "bea").await.unwrap().status.as_str(), "ACTIVE");
+    browser.check("queues-decided").await;
+    browser.visit(&format!("{}/console/audit", app.base), "audit").await;
+    assert!(browser.text("#verified").await.starts_with("The chain is intact"));
+    let log = browser.text("tbody").await;
+    assert!(log.contains(&format!("operator:{cleo} (cleo)")) && log.contains("identity.approved"), "{log}");
+    sign_out(&browser).await;
+
+    // The recorder: no approve action, and the service refuses it anyway.
+    sign_in(&browser, &app, "tom", &tom_link).await;
+    browser.check("queues-recorder").await;
+    let row = browser.text("#wires tbody").await;
+    assert!(row.contains(&mint) && row.contains("you recorded it"), "{row}");
+    assert!(browser.client.find(fantoccini::Locator::Css("#wires form")).await.is_err(), "no approve form");
+    let post = format!(
+        "const done = arguments[0];
+         fetch('/console/queues/wires/{mint}/approve', {{ method: 'POST',
+           headers: JSON.parse(document.body.getAttribute('hx-headers')), body: new URLSearchParams({{ reason: 'mine' }}) }})
+           .then(r => done(r.status));"
+    );
+    assert_eq!(browser.client.execute_async(&post, vec![]).await.unwrap(), 403, "four eyes");
+    browser.visit(&format!("{}/console/audit", app.base), "audit-refused").await;
+    assert_eq!(browser.text("h1").await, "403", "the log is not treasury's");
+    browser.client.goto(&format!("{}/console/queues", app.base)).await.unwrap();
+    sign_out(&browser).await;
+
+    // A second treasury operator approves: the mint goes on.
+    sign_in(&browser, &app, "tess", &tess_link).await;
+    browser.click("#wires form[action$='/approve'] button").await;
+    let status = app.store().mint(None, &mint).await.unwrap().status;
+    assert_ne!(status.as_str(), "AWAITING_APPROVAL", "approved: {status:?}");
+    browser.check("queues-approved").await;
+}
