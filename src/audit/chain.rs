@@ -99,6 +99,43 @@ pub fn verify<'a>(
     }
 }
 
+/// The whole log of `store` checked: the entries first, then the head
+/// (every entry committed before the head was read is at or below it, so
+/// one above it was written outside the log); entries appended meanwhile
+/// are read up to the head. The count of entries and the head's hash, or
+/// where the chain breaks.
+pub async fn verify_store(
+    store: &crate::store::Store,
+) -> Result<Result<(i64, String), Broken>, crate::store::StoreError> {
+    let mut entries = read_entries(store, 0, i64::MAX).await?;
+    let (head_seq, head_hash) = store.audit_head().await?;
+    let last = entries.last().map_or(0, |e| e.seq);
+    if head_seq > last {
+        entries.extend(read_entries(store, last, head_seq).await?);
+    }
+    Ok(verify(&entries, Some((head_seq, &head_hash))).map(|count| (count, head_hash)))
+}
+
+/// The entries after `after` up to `upto`, oldest first.
+async fn read_entries(
+    store: &crate::store::Store,
+    mut after: i64,
+    upto: i64,
+) -> Result<Vec<Entry>, crate::store::StoreError> {
+    const PAGE: i64 = 1000;
+    let mut entries = Vec::new();
+    loop {
+        let page = store.audit_entries(after, None, PAGE).await?;
+        let Some(last) = page.last() else { break };
+        after = last.seq;
+        entries.extend(page.into_iter().filter(|e| e.seq <= upto));
+        if after >= upto {
+            break;
+        }
+    }
+    Ok(entries)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -216,41 +253,4 @@ mod tests {
             Err(Broken { seq: 6, why: "past the head the store keeps: written outside the log" })
         );
     }
-}
-
-/// The whole log of `store` checked: the entries first, then the head
-/// (every entry committed before the head was read is at or below it, so
-/// one above it was written outside the log); entries appended meanwhile
-/// are read up to the head. The count of entries and the head's hash, or
-/// where the chain breaks.
-pub async fn verify_store(
-    store: &crate::store::Store,
-) -> Result<Result<(i64, String), Broken>, crate::store::StoreError> {
-    let mut entries = read_entries(store, 0, i64::MAX).await?;
-    let (head_seq, head_hash) = store.audit_head().await?;
-    let last = entries.last().map_or(0, |e| e.seq);
-    if head_seq > last {
-        entries.extend(read_entries(store, last, head_seq).await?);
-    }
-    Ok(verify(&entries, Some((head_seq, &head_hash))).map(|count| (count, head_hash)))
-}
-
-/// The entries after `after` up to `upto`, oldest first.
-async fn read_entries(
-    store: &crate::store::Store,
-    mut after: i64,
-    upto: i64,
-) -> Result<Vec<Entry>, crate::store::StoreError> {
-    const PAGE: i64 = 1000;
-    let mut entries = Vec::new();
-    loop {
-        let page = store.audit_entries(after, None, PAGE).await?;
-        let Some(last) = page.last() else { break };
-        after = last.seq;
-        entries.extend(page.into_iter().filter(|e| e.seq <= upto));
-        if after >= upto {
-            break;
-        }
-    }
-    Ok(entries)
 }
