@@ -53,7 +53,20 @@ pub async fn balances(
 ) -> Result<Json<BalanceList>, ApiError> {
     let params = Params::parse(query.as_deref(), &["chain"])?;
     let chain = params.chain("chain")?;
-    let account = state.store().organization_account(&caller.organization, &account_id).await?;
+    let balances = account_balances(&state, &caller.organization, &account_id, chain).await?;
+    Ok(Json(BalanceList { balances }))
+}
+
+/// The balances of `organization`'s account `account_id` (on `chain`
+/// only, when given), as `GET /v2/accounts/{account_id}/balances` and the
+/// console show them.
+pub(crate) async fn account_balances(
+    state: &ApiState,
+    organization: &str,
+    account_id: &str,
+    chain: Option<crate::chain::Chain>,
+) -> Result<Vec<crate::assets::Balance>, ApiError> {
+    let account = state.store().organization_account(organization, account_id).await?;
     let mut held = state.store().held_amounts(&account.id).await?;
     // Sponsor money left at the account's addresses for gas is not the
     // account's. Only EVM addresses of accounts whose key the service holds
@@ -70,14 +83,13 @@ pub async fn balances(
             }
         }
     }
-    let balances = state
+    Ok(state
         .0
         .balances
         .balances(&account, chain, |chain, symbol| {
             held.get(&(chain, symbol.to_string())).copied().unwrap_or(U256::ZERO)
         })
-        .await?;
-    Ok(Json(BalanceList { balances }))
+        .await?)
 }
 
 /// The supported assets: each configured chain's coin and listed tokens.

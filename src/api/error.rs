@@ -92,6 +92,11 @@ impl ApiError {
     pub fn status(&self) -> StatusCode {
         self.status
     }
+
+    /// What the error says.
+    pub fn message(&self) -> &str {
+        &self.body.message
+    }
 }
 
 impl From<StoreError> for ApiError {

@@ -5,7 +5,7 @@
 //! OpenAPI document generated from the handlers at `/openapi.json`.
 
 mod accounts;
-mod assets;
+pub(crate) mod assets;
 mod auth;
 mod body;
 mod conversions;

@@ -18,10 +18,14 @@ pub struct Frame {
     pub nav: Vec<Link>,
 }
 
-const TENANT: [(&str, &str); 5] = [
+const TENANT: [(&str, &str); 9] = [
     ("/console/keys", "API keys"),
     ("/console/webhooks", "Webhooks"),
     ("/console/deposits", "Deposits"),
+    ("/console/transfers", "Transfers"),
+    ("/console/accounts", "Accounts"),
+    ("/console/identities", "Identities"),
+    ("/console/conversions", "Conversions"),
     ("/console/team", "Team"),
     ("/console/activity", "Activity"),
 ];

@@ -1,5 +1,5 @@
-//! The console: tenants' pages (API keys, webhooks, deposits, team,
-//! activity) and operators' pages (queues, audit) under
+//! The console: tenants' pages (API keys, webhooks, deposits, identities,
+//! accounts, transfers, conversions, team, activity) and operators' pages (queues, audit) under
 //! `/console/`, served by the same server as the API with the same store.
 //! Pages are rendered on the server (askama templates under
 //! `templates/console/`, checked at compile time) with htmx for partial
@@ -14,6 +14,7 @@
 
 mod assets;
 mod auth_pages;
+mod books_page;
 mod frame;
 mod hooks;
 mod hooks_page;
@@ -60,6 +61,12 @@ pub fn router(state: ApiState) -> Router<ApiState> {
         .route("/console/deposits", get(money_page::deposits))
         .route("/console/deposits/rows", get(money_page::deposit_rows))
         .route("/console/activity", get(money_page::activity))
+        .route("/console/identities", get(books_page::identities))
+        .route("/console/identities/{id}", get(books_page::identity))
+        .route("/console/accounts", get(books_page::accounts))
+        .route("/console/accounts/{id}", get(books_page::account))
+        .route("/console/transfers", get(books_page::transfers))
+        .route("/console/conversions", get(books_page::conversions))
         .route("/console/queues", get(operator_pages::queues))
         .route("/console/queues/identities/{organization}/{id}", post(operator_pages::decide_identity))
         .route("/console/queues/wires/{mint}/{verb}", post(operator_pages::decide_wire))

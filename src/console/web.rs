@@ -149,6 +149,12 @@ impl From<StoreError> for Page {
     }
 }
 
+impl From<crate::api::ApiError> for Page {
+    fn from(error: crate::api::ApiError) -> Self {
+        Page::Error(error.status(), error.message().to_string())
+    }
+}
+
 #[derive(Template)]
 #[template(path = "console/error.html")]
 struct ErrorPage<'a> {

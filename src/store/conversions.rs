@@ -54,6 +54,41 @@ impl Store {
         conversion_from_row(&row)
     }
 
+    /// The newest `limit` conversions of `organization`.
+    pub async fn conversions_of(
+        &self,
+        organization: &str,
+        limit: i64,
+    ) -> Result<Vec<Conversion>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM conversions WHERE organization_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2"
+        ))
+        .bind(organization)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(conversion_from_row).collect()
+    }
+
+    /// The events of `organization` about `resource`, oldest first: their
+    /// type, time (micros) and payload.
+    pub async fn events_of_resource(
+        &self,
+        organization: &str,
+        resource: &str,
+    ) -> Result<Vec<(String, i64, String)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT type, created_at, payload FROM events WHERE organization_id = $1 AND resource_id = $2 ORDER BY seq",
+        )
+        .bind(organization)
+        .bind(resource)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("type")?, r.try_get("created_at")?, r.try_get("payload")?)))
+            .collect()
+    }
+
     /// The `ON_RAMP` conversions not yet final, oldest first, each with its
     /// mint's status and whether the mint's transaction was handed to the
     /// sender: one read, so a pass over conversions that wait writes

@@ -139,6 +139,18 @@ async fn devs_admin_sees_deposits_live_and_webhook_deliveries_with_their_attempt
     .await;
     browser.check("delivery-resent").await;
 
+    // The books, read only.
+    browser.visit(&format!("{api}/console/identities"), "identities").await;
+    assert!(browser.text("tbody").await.contains("ACTIVE"));
+    browser.click("tbody a").await;
+    browser.check("identity").await;
+    browser.visit(&format!("{api}/console/accounts"), "accounts").await;
+    browser.click("tbody a").await;
+    browser.check("account").await;
+    let balances = browser.text("tbody").await;
+    assert!(balances.contains("ETHEREUM_TESTNET") && balances.contains("ETH"), "{balances}");
+    browser.visit(&format!("{api}/console/transfers"), "transfers").await;
+    browser.visit(&format!("{api}/console/conversions"), "conversions").await;
     browser.visit(&format!("{api}/console/team"), "team").await;
     browser.visit(&format!("{api}/console/activity"), "activity").await;
     let activity = browser.text("tbody").await;
