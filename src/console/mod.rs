@@ -27,6 +27,7 @@ pub mod rules;
 pub mod sign_in;
 mod team_page;
 pub mod totp;
+mod treasury_pages;
 mod web;
 
 use axum::{
@@ -70,6 +71,9 @@ pub fn router(state: ApiState) -> Router<ApiState> {
         .route("/console/queues", get(operator_pages::queues))
         .route("/console/queues/identities/{organization}/{id}", post(operator_pages::decide_identity))
         .route("/console/queues/wires/{mint}/{verb}", post(operator_pages::decide_wire))
+        .route("/console/queues/payouts/{id}", post(treasury_pages::answer_payout))
+        .route("/console/queues/payouts/{id}/confirm", post(treasury_pages::confirm_payout))
+        .route("/console/queues/virtual-accounts/{id}/{verb}", post(treasury_pages::answer_virtual_account))
         .route("/console/audit", get(operator_pages::audit))
         .route("/console/assets/{file}", get(assets::serve))
         .layer(middleware::from_fn_with_state(state.clone(), web::guard))

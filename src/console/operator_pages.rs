@@ -33,12 +33,12 @@ pub struct OperatorUser {
 }
 
 impl OperatorUser {
-    fn may(&self, action: Action) -> Result<(), Page> {
+    pub fn may(&self, action: Action) -> Result<(), Page> {
         rules::permits(&self.operator, action)
             .map_err(|refusal| Page::Error(StatusCode::FORBIDDEN, refusal.to_string()))
     }
 
-    fn actor(&self) -> Actor {
+    pub fn actor(&self) -> Actor {
         manage::actor(&self.operator)
     }
 }
@@ -87,6 +87,8 @@ struct QueuesPage {
     treasury: bool,
     identities: Vec<IdentityRow>,
     wires: Vec<WireRow>,
+    payouts: Vec<super::treasury_pages::PayoutRow>,
+    virtual_accounts: Vec<super::treasury_pages::VirtualAccountRow>,
 }
 
 /// `GET /console/queues`.
@@ -123,8 +125,13 @@ pub async fn queues(State(state): State<ApiState>, user: OperatorUser) -> Result
             });
         }
     }
+    let (payouts, virtual_accounts) = match treasury {
+        true => super::treasury_pages::queues(store).await?,
+        false => Default::default(),
+    };
     let frame = Frame::of(&state, &user.session, "/console/queues");
-    Ok(render(StatusCode::OK, &QueuesPage { frame, compliance, treasury, identities, wires }))
+    let page = QueuesPage { frame, compliance, treasury, identities, wires, payouts, virtual_accounts };
+    Ok(render(StatusCode::OK, &page))
 }
 
 #[derive(Deserialize)]
@@ -192,7 +199,7 @@ pub async fn decide_wire(
     Ok(Redirect::to("/console/queues"))
 }
 
-fn required(reason: &str) -> Result<&str, Page> {
+pub fn required(reason: &str) -> Result<&str, Page> {
     let reason = reason.trim();
     if reason.is_empty() {
         return Err(Page::Error(StatusCode::UNPROCESSABLE_ENTITY, "a reason is required".into()));

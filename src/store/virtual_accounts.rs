@@ -132,6 +132,24 @@ impl Store {
         Ok(row.map(|r| r.try_get("id")).transpose()?)
     }
 
+    /// Up to `limit` virtual accounts of every organization still waiting
+    /// for the bank's answer (an operator opens or refuses them outside
+    /// `sandbox`), oldest first.
+    pub async fn virtual_accounts_awaiting_bank(
+        &self,
+        limit: i64,
+    ) -> Result<Vec<VirtualAccount>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {} {FROM} WHERE v.status = 'PENDING' AND v.bank_outcome IS NULL
+             ORDER BY v.created_at, v.id LIMIT $1",
+            columns()
+        ))
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(virtual_account_from_row).collect()
+    }
+
     /// Up to `limit` virtual accounts of the identity (showing `status`
     /// only, when given) whose id sorts after `after`, by id.
     pub async fn virtual_account_page(

@@ -84,6 +84,12 @@ async fn operators_decide_from_the_queues_with_four_eyes_on_wires() {
     assert_eq!(recorded.body["status"], "AWAITING_APPROVAL", "{recorded:?}");
     let mint = recorded.body["id"].as_str().unwrap().to_string();
 
+    let request = json!({ "request_id": "va-1", "destination": { "account_id": "ada-usdc", "currency": "USDC",
+                          "chain": "ETHEREUM_TESTNET" }, "source": { "banking_country": "US" } });
+    let va = app.post("/v2/identities/ada/virtual-accounts", &key, &request).await;
+    assert_eq!(va.status, 201, "{va:?}");
+    let va = va.body["id"].as_str().unwrap().to_string();
+
     let browser = Browser::start("operators").await;
     sign_in(&browser, &app, "cleo", &cleo_link).await;
     assert!(browser.text("header .environment").await.contains("PRODUCTION"));
@@ -125,4 +131,15 @@ async fn operators_decide_from_the_queues_with_four_eyes_on_wires() {
     let status = app.store().mint(None, &mint).await.unwrap().status;
     assert_ne!(status.as_str(), "AWAITING_APPROVAL", "approved: {status:?}");
     browser.check("queues-approved").await;
+
+    // A virtual account waiting for the bank: opened with its number.
+    let row = browser.text("#virtual-accounts tbody").await;
+    assert!(row.contains(&va), "{row}");
+    browser.fill("#number-1", "900100200300").await;
+    browser.click("#virtual-accounts form[action$='/open'] button").await;
+    let listed = app.get("/v2/identities/ada/virtual-accounts", &key).await;
+    let opened =
+        listed.body["virtual_accounts"].as_array().unwrap().iter().find(|v| v["id"] == va.as_str()).unwrap();
+    assert_eq!(opened["status"], "VIRTUAL_ACCOUNT_STATUS_ACTIVE", "{opened}");
+    assert!(browser.text("#virtual-accounts caption").await.starts_with("0 "));
 }
