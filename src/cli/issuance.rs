@@ -19,15 +19,7 @@ use crate::amount::Cents;
 use crate::{
     bank::{Unmatched, camt054_credits},
     environment::Environment,
-    issuance::{
-        Approval, Mint,
-        deploy::Coin,
-        reconcile::{self, MintRow},
-        returns,
-        state::Status,
-        supply::supply,
-        wires,
-    },
+    issuance::{Approval, Mint, deploy::Coin, reconcile, returns, state::Status, wires},
     store::Store,
 };
 
@@ -197,31 +189,7 @@ pub async fn reconcile(
     json: bool,
     chains: &crate::config::Chains,
 ) -> anyhow::Result<ExitCode> {
-    let rows = store.mint_books(chain).await?;
-    let mut books = Vec::new();
-    for config in chains.iter().filter(|c| chain.is_none_or(|only| only == c.chain)) {
-        for asset in config.assets.iter().filter(|a| a.issued) {
-            let mine: Vec<MintRow> = rows
-                .iter()
-                .filter(|r| r.chain == config.chain && r.symbol == asset.symbol)
-                .cloned()
-                .collect();
-            let supply = supply(config, asset).await;
-            books.push(reconcile::reconcile(config.chain, &asset.symbol, asset.decimals, &mine, supply));
-        }
-    }
-    // Mints of a stablecoin no chain file issues cannot be balanced.
-    let mut unlisted: Vec<&MintRow> = rows
-        .iter()
-        .filter(|r| !books.iter().any(|b| b.chain == r.chain && b.stablecoin_symbol == r.symbol))
-        .collect();
-    unlisted.dedup_by(|a, b| a.chain == b.chain && a.symbol == b.symbol);
-    for row in unlisted {
-        let mine: Vec<MintRow> =
-            rows.iter().filter(|r| r.chain == row.chain && r.symbol == row.symbol).cloned().collect();
-        let missing = Err(format!("no chain file lists {} on {} as issued", row.symbol, row.chain));
-        books.push(reconcile::reconcile(row.chain, &row.symbol, 2, &mine, missing));
-    }
+    let books = reconcile::books(store, chain, chains).await?;
     if json {
         println!("{}", serde_json::to_string_pretty(&books)?);
     }

@@ -30,7 +30,8 @@ const TENANT: [(&str, &str); 9] = [
     ("/console/activity", "Activity"),
 ];
 
-const OPERATOR: [(&str, &str); 2] = [("/console/queues", "Queues"), ("/console/audit", "Audit")];
+const OPERATOR: [(&str, &str); 3] =
+    [("/console/queues", "Queues"), ("/console/chains", "Chains"), ("/console/audit", "Audit")];
 
 impl Frame {
     /// The frame of a page shown before sign-in.

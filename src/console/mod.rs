@@ -1,5 +1,5 @@
 //! The console: tenants' pages (API keys, webhooks, deposits, identities,
-//! accounts, transfers, conversions, team, activity) and operators' pages (queues, audit) under
+//! accounts, transfers, conversions, team, activity) and operators' pages (queues, chains, audit) under
 //! `/console/`, served by the same server as the API with the same store.
 //! Pages are rendered on the server (askama templates under
 //! `templates/console/`, checked at compile time) with htmx for partial
@@ -75,6 +75,7 @@ pub fn router(state: ApiState) -> Router<ApiState> {
         .route("/console/queues/payouts/{id}/confirm", post(treasury_pages::confirm_payout))
         .route("/console/queues/virtual-accounts/{id}/{verb}", post(treasury_pages::answer_virtual_account))
         .route("/console/audit", get(operator_pages::audit))
+        .route("/console/chains", get(operator_pages::chains))
         .route("/console/assets/{file}", get(assets::serve))
         .layer(middleware::from_fn_with_state(state.clone(), web::guard))
         .layer(middleware::from_fn_with_state(state, web::headers))

@@ -271,3 +271,74 @@ pub async fn audit(
     let frame = Frame::of(&state, &user.session, "/console/audit");
     Ok(render(StatusCode::OK, &AuditPage { frame, filter, verified, intact, entries }))
 }
+
+struct ChainRow {
+    chain: &'static str,
+    status: &'static str,
+    healthy: bool,
+    head: String,
+    indexed: String,
+    lag: String,
+    problems: String,
+}
+
+struct BooksRow {
+    chain: &'static str,
+    symbol: String,
+    line: String,
+    agrees: bool,
+    differences: Vec<String>,
+}
+
+#[derive(Template)]
+#[template(path = "console/chains.html")]
+struct ChainsPage {
+    frame: Frame,
+    healthy: bool,
+    problems: Vec<String>,
+    chains: Vec<ChainRow>,
+    books: Vec<BooksRow>,
+}
+
+/// `GET /console/chains`: each chain's health as `health` reports it, and
+/// the issuance books of each chain and stablecoin, balanced.
+pub async fn chains(State(state): State<ApiState>, user: OperatorUser) -> Result<Response, Page> {
+    let report = crate::deposits::health::check(state.store(), state.chains(), &[]).await;
+    let number = |n: Option<u64>| n.map_or_else(|| "-".to_string(), |n| n.to_string());
+    let chains = report
+        .chains
+        .iter()
+        .map(|c| ChainRow {
+            chain: c.chain.as_str(),
+            status: c.status.as_str(),
+            healthy: c.healthy,
+            head: number(c.head),
+            indexed: number(c.indexed),
+            lag: format!("{} (limit {})", number(c.lag), c.max_lag_blocks),
+            problems: c.problems.iter().chain(&c.warnings).cloned().collect::<Vec<_>>().join("; "),
+        })
+        .collect();
+    let books = crate::issuance::reconcile::books(state.store(), None, state.chains())
+        .await?
+        .into_iter()
+        .map(|b| BooksRow {
+            chain: b.chain.as_str(),
+            line: format!(
+                "received {} USD = minted {} + fees {} USD + returned {} USD + in flight {} USD; supply {} (being sent {})",
+                b.fiat_received,
+                b.minted,
+                b.fees,
+                b.fiat_returned,
+                b.fiat_in_flight,
+                b.supply.as_deref().unwrap_or("unknown"),
+                b.being_sent
+            ),
+            agrees: b.agrees,
+            differences: b.differences.into_iter().map(|d| d.message).collect(),
+            symbol: b.stablecoin_symbol,
+        })
+        .collect();
+    let frame = Frame::of(&state, &user.session, "/console/chains");
+    let page = ChainsPage { frame, healthy: report.healthy, problems: report.problems, chains, books };
+    Ok(render(StatusCode::OK, &page))
+}

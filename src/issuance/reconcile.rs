@@ -107,6 +107,42 @@ pub struct Difference {
     pub mints: Vec<String>,
 }
 
+/// The books of every issued stablecoin of `chains` (of `chain`, if given)
+/// and of every chain and stablecoin the store's mints name, each balanced
+/// against the supply read from the chain.
+pub async fn books(
+    store: &crate::store::Store,
+    chain: Option<Chain>,
+    chains: &crate::config::Chains,
+) -> Result<Vec<Books>, crate::store::StoreError> {
+    let rows = store.mint_books(chain).await?;
+    let mut books = Vec::new();
+    for config in chains.iter().filter(|c| chain.is_none_or(|only| only == c.chain)) {
+        for asset in config.assets.iter().filter(|a| a.issued) {
+            let mine: Vec<MintRow> = rows
+                .iter()
+                .filter(|r| r.chain == config.chain && r.symbol == asset.symbol)
+                .cloned()
+                .collect();
+            let supply = super::supply::supply(config, asset).await;
+            books.push(reconcile(config.chain, &asset.symbol, asset.decimals, &mine, supply));
+        }
+    }
+    // Mints of a stablecoin no chain file issues cannot be balanced.
+    let mut unlisted: Vec<&MintRow> = rows
+        .iter()
+        .filter(|r| !books.iter().any(|b| b.chain == r.chain && b.stablecoin_symbol == r.symbol))
+        .collect();
+    unlisted.dedup_by(|a, b| a.chain == b.chain && a.symbol == b.symbol);
+    for row in unlisted {
+        let mine: Vec<MintRow> =
+            rows.iter().filter(|r| r.chain == row.chain && r.symbol == row.symbol).cloned().collect();
+        let missing = Err(format!("no chain file lists {} on {} as issued", row.symbol, row.chain));
+        books.push(reconcile(row.chain, &row.symbol, 2, &mine, missing));
+    }
+    Ok(books)
+}
+
 /// Balances `rows` (all of one chain and stablecoin, which the chain file
 /// says has `decimals`) against what the chain says of the stablecoin (its
 /// supply in the smallest unit and its decimals), or the error that kept

@@ -159,5 +159,26 @@ async fn devs_admin_sees_deposits_live_and_webhook_deliveries_with_their_attempt
     }
     assert!(activity.contains("admin@dev.example") && activity.contains("the platform"), "{activity}");
     assert!(!activity.contains("local:"), "no operating-system user: {activity}");
+
+    // dev's compliance operator, from the link it printed: the chains, healthy.
+    browser.click("header form button").await;
+    let links = line["operator_enrol_urls"].as_array().unwrap();
+    browser.visit(links[0].as_str().unwrap(), "operator-enrol").await;
+    browser.fill("#password", PASSWORD).await;
+    browser.fill("#again", PASSWORD).await;
+    browser.click("form button[type=submit]").await;
+    browser.client.goto(field(&line, "console_url")).await.unwrap();
+    browser.fill("#email", "compliance@dev.example").await;
+    browser.fill("#password", PASSWORD).await;
+    browser.click("form button[type=submit]").await;
+    assert_eq!(browser.client.current_url().await.unwrap().path(), "/console/queues");
+    eventually(Duration::from_secs(30), "healthy chains", || async {
+        browser.client.goto(&format!("{api}/console/chains")).await.unwrap();
+        let health = browser.text("#health").await;
+        let chains = browser.text("#chains tbody").await;
+        (health.starts_with("Healthy") && chains.contains("ETHEREUM_TESTNET")).then_some(())
+    })
+    .await;
+    browser.check("chains").await;
     assert!(terminate(&mut dev).success());
 }

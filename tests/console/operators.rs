@@ -105,6 +105,15 @@ async fn operators_decide_from_the_queues_with_four_eyes_on_wires() {
     assert!(browser.text("#verified").await.starts_with("The chain is intact"));
     let log = browser.text("tbody").await;
     assert!(log.contains(&format!("operator:{cleo} (cleo)")) && log.contains("identity.approved"), "{log}");
+    browser.visit(&format!("{}/console/chains", app.base), "chains").await;
+    // No watcher runs here: `health`'s answer, and books that cannot read the supply.
+    let health = browser.text("#health").await;
+    assert!(health.starts_with("UNHEALTHY") && health.contains("no chain has recorded a scan"), "{health}");
+    let books = browser.text("#books tbody").await;
+    assert!(
+        books.contains("USDC") && books.contains("received 250.00 USD") && books.contains("DIFFER"),
+        "{books}"
+    );
     sign_out(&browser).await;
 
     // The recorder: no approve action, and the service refuses it anyway.
