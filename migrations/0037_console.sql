@@ -1,10 +1,11 @@
 -- The console's people: a tenant's users (an organization and a role:
 -- `admin`, `developer`, `viewer`) and operators' sign-ins (the operator
--- they are). Sign-in is by email, unique across both, compared lowercased.
+-- they are). Sign-in is by email, unique among present users of both,
+-- compared lowercased (a removed user's email may be invited again).
 CREATE TABLE console_users (
     id TEXT PRIMARY KEY,
     email TEXT NOT NULL,
-    email_key TEXT NOT NULL UNIQUE,
+    email_key TEXT NOT NULL,
     organization_id TEXT,
     operator_id TEXT,
     role TEXT,
@@ -19,6 +20,8 @@ CREATE TABLE console_users (
     removed_at BIGINT
 );
 CREATE INDEX console_users_organization ON console_users (organization_id);
+CREATE UNIQUE INDEX console_users_email ON console_users (email_key) WHERE removed_at IS NULL;
+CREATE INDEX console_users_operator ON console_users (operator_id);
 
 -- One-time enrol links (only their SHA-256 is kept), valid 24 hours.
 CREATE TABLE console_enrolments (

@@ -43,7 +43,10 @@ pub async fn authenticate(
     }
     let now = crate::store::now_micros();
     if key.last_used_at.is_none_or(|last| now - last.timestamp_micros() > 60_000_000) {
-        crate::store::organizations::used_api_key(state.store(), &key.id, now).await?;
+        // Best effort: a request is not refused for want of this record.
+        if let Err(error) = crate::store::organizations::used_api_key(state.store(), &key.id, now).await {
+            tracing::warn!(api_key = %key.id, %error, "the key's last use was not recorded");
+        }
     }
     tracing::debug!(api_key = %key.id, organization = %key.organization_id, "authenticated");
     request.extensions_mut().insert(Caller { organization: key.organization_id });

@@ -395,8 +395,23 @@ pub fn router(state: ApiState) -> Router {
         .fallback(ops::not_found)
         .method_not_allowed_fallback(ops::method_not_allowed)
         // 5xx answers are logged where they arise; `/readyz` answers 503 by design.
-        .layer(TraceLayer::new_for_http().on_failure(DefaultOnFailure::new().level(tracing::Level::DEBUG)))
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(request_span)
+                .on_failure(DefaultOnFailure::new().level(tracing::Level::DEBUG)),
+        )
         .with_state(state)
+}
+
+/// A request's span: its method and path, an enrol link's token left out
+/// (it is a credential until used); queries are not recorded.
+fn request_span(request: &axum::http::Request<axum::body::Body>) -> tracing::Span {
+    let path = request.uri().path();
+    let path = match path.strip_prefix(crate::console::people::ENROL_PATH) {
+        Some(_) => "/console/enrol/…",
+        None => path,
+    };
+    tracing::debug_span!("request", method = %request.method(), path = %path)
 }
 
 /// Binds `listen`; fails with the address when it is taken.

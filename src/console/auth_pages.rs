@@ -51,6 +51,12 @@ pub async fn sign_in(
 ) -> Response {
     match sign_in::sign_in(state.store(), &form.email, &form.password, &form.code).await {
         Ok(started) => {
+            // The session this browser had before, if any, ends.
+            if let Some(previous) = super::web::token(&headers)
+                && let Err(error) = state.store().end_session(&people::hash(&previous), now_micros()).await
+            {
+                tracing::warn!(%error, "console: the previous session was not ended");
+            }
             tracing::info!(user = %started.user.id, "console: signed in");
             let cookie = session_cookie(&started.token, &headers);
             ([(header::SET_COOKIE, cookie)], Redirect::to("/console/")).into_response()

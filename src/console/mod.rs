@@ -55,6 +55,7 @@ pub fn router(state: ApiState) -> Router<ApiState> {
         .route("/console/team", get(team_page::list).post(team_page::invite))
         .route("/console/team/{id}/role", post(team_page::set_role))
         .route("/console/team/{id}/remove", post(team_page::remove))
+        .route("/console/team/{id}/link", post(team_page::reissue))
         .route("/console/webhooks", get(hooks_page::list).post(hooks_page::register))
         .route("/console/webhooks/{id}", get(hooks_page::show))
         .route("/console/webhooks/{id}/rotate", post(hooks_page::rotate))

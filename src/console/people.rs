@@ -19,6 +19,9 @@ use crate::{
     store::{Store, StoreError, Tx, console as rows, now_micros},
 };
 
+/// The longest email.
+pub const MAX_EMAIL: usize = 254;
+
 /// Where an enrol link points: `/console/enrol/<token>`.
 pub const ENROL_PATH: &str = "/console/enrol/";
 
@@ -56,7 +59,7 @@ pub fn hash(token: &str) -> String {
 fn check_email(email: &str) -> Result<String, PeopleError> {
     let email = email.trim();
     let valid = email.split_once('@').is_some_and(|(user, host)| !user.is_empty() && host.contains('.'));
-    if !valid || email.chars().any(char::is_whitespace) || email.len() > 254 {
+    if !valid || email.chars().any(char::is_whitespace) || email.len() > MAX_EMAIL {
         return Err(PeopleError::Invalid(format!("email: {email:?} is not an email address")));
     }
     Ok(email.to_string())
@@ -125,14 +128,15 @@ pub struct Enrolment<'a> {
 /// once per link, within its 24 hours.
 pub async fn enrol(store: &Store, enrolment: Enrolment<'_>) -> Result<User, PeopleError> {
     rules::password(enrolment.password, enrolment.again).map_err(|e| PeopleError::Invalid(e.to_string()))?;
-    if let Some((secret, code)) = enrolment.totp
-        && super::totp::step(secret, code, now_micros()).is_none()
-    {
-        return Err(PeopleError::Invalid(
-            "the code does not match the second factor's secret: enter the 6 digits your app shows now"
-                .into(),
-        ));
-    }
+    let step = match enrolment.totp {
+        Some((secret, code)) => Some(super::totp::step(secret, code, now_micros()).ok_or_else(|| {
+            PeopleError::Invalid(
+                "the code does not match the second factor's secret: enter the 6 digits your app shows now"
+                    .into(),
+            )
+        })?),
+        None => None,
+    };
     let password_hash = hash_password(enrolment.password)?;
     let mut tx = store.begin().await?;
     let gone = || PeopleError::Refused("this enrol link was used, has expired or does not exist".into());
@@ -144,7 +148,8 @@ pub async fn enrol(store: &Store, enrolment: Enrolment<'_>) -> Result<User, Peop
         }
         Err(_) => secret.to_string(),
     });
-    rows::set_password(&mut tx, &user_id, &password_hash, totp.as_deref()).await?;
+    let step = step.map(|s| i64::try_from(s).unwrap_or(i64::MAX));
+    rows::set_password(&mut tx, &user_id, &password_hash, totp.as_deref().zip(step)).await?;
     let entry = Record {
         actor: &Actor::User(user_id.clone()),
         action: "console_user.enrolled",
@@ -173,6 +178,29 @@ pub fn hash_password(password: &str) -> Result<String, PeopleError> {
 pub fn verify_password(password: &str, stored: &str) -> bool {
     PasswordHash::new(stored)
         .is_ok_and(|hash| Argon2::default().verify_password(password.as_bytes(), &hash).is_ok())
+}
+
+/// A new enrol link for tenant user `target`, who has not enrolled yet (its
+/// earlier links no longer work), by `actor`.
+pub async fn reissue(
+    store: &Store,
+    organization: &str,
+    target: &str,
+    actor: &Actor,
+) -> Result<String, PeopleError> {
+    let mut tx = store.begin().await?;
+    let entry = record(actor, "console_user.link_reissued", target, Some(organization), None);
+    audit::append(&mut tx, store.cipher().ok(), entry).await?;
+    let user = member_of(&mut tx, organization, target).await?;
+    if user.enrolled {
+        return Err(PeopleError::Refused(format!("{} has enrolled already", user.email)));
+    }
+    rows::void_enrolments(&mut tx, target, now_micros()).await?;
+    let token = token();
+    let expires = now_micros() + rules::ENROL_VALID.as_micros() as i64;
+    rows::insert_enrolment(&mut tx, &hash(&token), target, expires).await?;
+    tx.commit().await.map_err(StoreError::from)?;
+    Ok(format!("{ENROL_PATH}{token}"))
 }
 
 /// Sets tenant user `target`'s role, by the organization's admin `actor`

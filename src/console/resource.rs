@@ -63,12 +63,19 @@ impl User {
 }
 
 /// What sign-in checks of a user: the stored hash and second factor.
-#[derive(Debug, Clone)]
+/// `Debug` shows neither.
+#[derive(Clone)]
 pub struct Credentials {
     pub user: User,
     pub password_hash: Option<String>,
     /// The TOTP secret, base32, opened.
     pub totp_secret: Option<String>,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials").field("user", &self.user.id).finish_non_exhaustive()
+    }
 }
 
 /// A live session: its user and the CSRF token its forms carry.
@@ -78,6 +85,8 @@ pub struct Session {
     pub user: User,
     pub csrf: String,
     pub last_seen_at: i64,
+    /// When it began (micros): a session lasts at most [`super::rules::LIFETIME`].
+    pub started_at: i64,
 }
 
 /// The key of an email for lookups: trimmed, lowercased.

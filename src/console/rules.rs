@@ -9,6 +9,9 @@ use subtle::ConstantTimeEq;
 /// A session unused this long is over: the next request signs in again.
 pub const IDLE: Duration = Duration::from_secs(30 * 60);
 
+/// The longest a session lasts, however busy.
+pub const LIFETIME: Duration = Duration::from_secs(12 * 3600);
+
 /// How long an enrol link may be used.
 pub const ENROL_VALID: Duration = Duration::from_secs(24 * 3600);
 
@@ -126,9 +129,10 @@ pub fn wait(failures: i64, last_failed: i64, now: i64) -> Option<Duration> {
     (now < until).then(|| Duration::from_micros((until - now) as u64))
 }
 
-/// Whether a session last seen at `last_seen` (micros) is still live at `now`.
-pub fn live(last_seen: i64, now: i64) -> bool {
-    now.saturating_sub(last_seen) <= micros(IDLE)
+/// Whether a session that began at `started` and was last seen at
+/// `last_seen` (micros) is still live at `now`.
+pub fn live(started: i64, last_seen: i64, now: i64) -> bool {
+    now.saturating_sub(last_seen) <= micros(IDLE) && now.saturating_sub(started) <= micros(LIFETIME)
 }
 
 /// Whether the session cookie is `Secure`: always, except when the console
@@ -215,12 +219,19 @@ mod tests {
     }
 
     #[test]
-    fn sessions_end_after_thirty_idle_minutes() {
+    fn sessions_end_after_thirty_idle_minutes_or_twelve_hours() {
         let minute = 60_000_000;
-        assert!(live(0, 0));
-        assert!(live(0, 30 * minute));
-        assert!(!live(0, 30 * minute + 1));
-        assert!(live(10 * minute, 39 * minute));
+        let table = [
+            (0, 0, 0, true),
+            (0, 0, 30 * minute, true),
+            (0, 0, 30 * minute + 1, false),
+            (0, 10 * minute, 39 * minute, true),
+            (0, 719 * minute, 720 * minute, true),
+            (0, 720 * minute, 720 * minute + 1, false),
+        ];
+        for (started, seen, now, expected) in table {
+            assert_eq!(live(started, seen, now), expected, "{started} {seen} {now}");
+        }
     }
 
     #[test]

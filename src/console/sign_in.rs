@@ -1,11 +1,15 @@
 //! Signing in and out. A sign-in checks the delay of its email's failed
 //! tries first, then the password (an unknown email costs the same hashing
 //! as a known one), then the TOTP code when the user has a second factor
-//! (each code accepted once). Every failure answers alike and counts
-//! against the email, known or not; a success starts a new session (a new
-//! id and CSRF token: nothing from before sign-in is kept).
+//! (each code accepted once). Every try counts against the email, known
+//! or not, before it is checked (tries sent at once cannot all pass one
+//! delay), and every failure answers alike; a success forgets the count
+//! and starts a new session (a new id and CSRF token: nothing from before
+//! sign-in is kept).
 
-use std::{sync::LazyLock, time::Duration};
+use std::{fmt, sync::LazyLock, time::Duration};
+
+use tokio::sync::Semaphore;
 
 use super::{
     people::{self, hash, token},
@@ -28,12 +32,21 @@ pub enum SignInError {
 }
 
 /// A started session: the cookie's token (shown to the browser only) and
-/// its user.
-#[derive(Debug)]
+/// its user. `Debug` leaves the token out.
 pub struct Started {
     pub token: String,
     pub user: User,
 }
+
+impl fmt::Debug for Started {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Started").field("user", &self.user.id).finish_non_exhaustive()
+    }
+}
+
+/// Password checks at once, at most: each costs argon2's memory and time,
+/// so a flood of sign-ins waits here instead of exhausting the machine.
+static HASHING: Semaphore = Semaphore::const_new(4);
 
 /// What an unknown email's password is checked against, so that it takes
 /// as long as a known one's.
@@ -44,17 +57,29 @@ static UNKNOWN: LazyLock<String> =
 /// `code`.
 pub async fn sign_in(store: &Store, email: &str, password: &str, code: &str) -> Result<Started, SignInError> {
     let key = email_key(email);
+    // No email is this long: refused without a row of its own.
+    if key.len() > people::MAX_EMAIL || password.chars().count() > rules::MAX_PASSWORD {
+        return Err(SignInError::Wrong);
+    }
     let (failures, last_failed) = store.sign_in_failures(&key).await?;
-    if let Some(wait) = rules::wait(failures, last_failed, now_micros()) {
+    let now = now_micros();
+    if let Some(wait) = rules::wait(failures, last_failed, now) {
         return Err(SignInError::Wait(wait));
+    }
+    // Counted before it is checked: another try of this email meanwhile
+    // finds the new count, and the delay it sets.
+    if !store.claim_sign_in_try(&key, failures, now).await? {
+        return Err(SignInError::Wait(rules::delay(failures + 1).max(Duration::from_secs(1))));
     }
     let credentials = store.console_credentials(&key).await?;
     let stored = credentials.as_ref().and_then(|c| c.password_hash.clone());
     let password = password.to_string();
     let checked = stored.clone().unwrap_or_else(|| UNKNOWN.clone());
+    let permit = HASHING.acquire().await.expect("the semaphore is never closed");
     let matches = tokio::task::spawn_blocking(move || people::verify_password(&password, &checked))
         .await
         .unwrap_or(false);
+    drop(permit);
     let user = match credentials {
         Some(credentials) if matches && stored.is_some() => {
             second_factor(store, &credentials.user, credentials.totp_secret.as_deref(), code).await?
@@ -62,7 +87,6 @@ pub async fn sign_in(store: &Store, email: &str, password: &str, code: &str) -> 
         _ => None,
     };
     let Some(user) = user else {
-        store.record_sign_in_failure(&key, now_micros()).await?;
         return Err(SignInError::Wrong);
     };
     store.clear_sign_in_failures(&key).await?;
@@ -86,12 +110,12 @@ async fn second_factor(
 }
 
 /// The live session whose cookie token is `token`: one idle longer than
-/// [`rules::IDLE`] is ended instead. Its last use is recorded to the minute.
+/// [`rules::IDLE`], or older than [`rules::LIFETIME`], is ended instead. Its last use is recorded to the minute.
 pub async fn session(store: &Store, token: &str) -> Result<Option<Session>, StoreError> {
     let id_hash = hash(token);
     let Some(session) = store.session(&id_hash).await? else { return Ok(None) };
     let now = now_micros();
-    if !rules::live(session.last_seen_at, now) {
+    if !rules::live(session.started_at, session.last_seen_at, now) {
         store.end_session(&id_hash, now).await?;
         return Ok(None);
     }

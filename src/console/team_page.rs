@@ -86,9 +86,29 @@ pub async fn invite(
     let invited = people::invite(state.store(), &tenant.organization, &form.email, role, &actor)
         .await
         .map_err(page_error)?;
+    page(&state, tenant, Some(link(&headers, &invited.enrol_path))).await
+}
+
+/// `POST /console/team/{id}/link`: a new enrol link for a member who has
+/// not enrolled (an expired or lost one).
+pub async fn reissue(
+    State(state): State<ApiState>,
+    tenant: Tenant,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<Response, Page> {
+    tenant.may(TenantAction::Team)?;
+    let actor = Actor::User(tenant.session.user.id.clone());
+    let path = people::reissue(state.store(), &tenant.organization, &id, &actor).await.map_err(page_error)?;
+    page(&state, tenant, Some(link(&headers, &path))).await
+}
+
+/// The enrol link on the address the admin's browser reached.
+fn link(headers: &HeaderMap, path: &str) -> String {
     let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("localhost");
-    let scheme = if super::rules::secure_cookie(false, host) { "https" } else { "http" };
-    page(&state, tenant, Some(format!("{scheme}://{host}{}", invited.enrol_path))).await
+    let forwarded = headers.get("x-forwarded-proto").and_then(|v| v.to_str().ok()) == Some("https");
+    let scheme = if super::rules::secure_cookie(forwarded, host) { "https" } else { "http" };
+    format!("{scheme}://{host}{path}")
 }
 
 #[derive(Deserialize)]

@@ -55,7 +55,7 @@ fn forwarded_https(headers: &HeaderMap) -> bool {
 }
 
 /// The session token the request's cookie carries.
-fn token(headers: &HeaderMap) -> Option<String> {
+pub fn token(headers: &HeaderMap) -> Option<String> {
     headers
         .get_all(header::COOKIE)
         .iter()

@@ -116,7 +116,8 @@ pub async fn set_roles(
     Ok(operator)
 }
 
-/// Disables `target` on `admin`'s authority: its keys stop working at once.
+/// Disables `target` on `admin`'s authority: its keys stop working at once,
+/// its console sessions end and its enrol link is void.
 pub async fn disable(
     store: &Store,
     admin: &Operator,
@@ -134,6 +135,7 @@ pub async fn disable(
     authority(&mut tx, admin).await?;
     locked(&mut tx, target).await?;
     rows::disable(&mut tx, target, reason, now_micros()).await?;
+    crate::store::console::end_operator(&mut tx, target, now_micros()).await?;
     let operator = locked(&mut tx, target).await?;
     rules::keeps_an_admin(rows::enabled_admins(&mut tx).await?)?;
     tx.commit().await.map_err(StoreError::from)?;

@@ -15,6 +15,10 @@ use crate::{
 const USER_COLUMNS: &str = "u.id, u.email, u.organization_id, u.operator_id, u.role, \
      u.password_hash IS NOT NULL AS enrolled, u.totp_secret IS NOT NULL AS totp, u.created_at, u.removed_at";
 
+/// A tenant's user, or an operator's sign-in whose operator is enabled.
+const LIVE_OPERATOR: &str = "(u.operator_id IS NULL OR EXISTS (SELECT 1 FROM operators o \
+     WHERE o.id = u.operator_id AND o.disabled_at IS NULL))";
+
 fn user(row: &AnyRow) -> Result<User, StoreError> {
     let organization: Option<String> = row.try_get("organization_id")?;
     let operator: Option<String> = row.try_get("operator_id")?;
@@ -44,14 +48,15 @@ fn flag(row: &AnyRow, column: &str) -> Result<bool, StoreError> {
     })
 }
 
-/// Writes a new user; an email already taken (by anyone) is a conflict.
+/// Writes a new user; an email a present user has (in any organization, or
+/// an operator's) is a conflict.
 pub async fn insert_user(tx: &mut Tx, user: &User, email_key: &str) -> Result<(), StoreError> {
-    let taken = sqlx::query("SELECT 1 FROM console_users WHERE email_key = $1")
+    let taken = sqlx::query("SELECT 1 FROM console_users WHERE email_key = $1 AND removed_at IS NULL")
         .bind(email_key)
         .fetch_optional(&mut **tx)
         .await?;
     if taken.is_some() {
-        return Err(StoreError::Conflict(format!("a console user with email {} exists", user.email)));
+        return Err(StoreError::Conflict(format!("{} is in use: it cannot be invited", user.email)));
     }
     let (organization, operator, role) = match &user.member {
         Member::Tenant { organization_id, role } => {
@@ -108,18 +113,20 @@ pub async fn use_enrolment(tx: &mut Tx, hash: &str, now: i64) -> Result<Option<S
     Ok(row.map(|r| r.try_get("user_id")).transpose()?)
 }
 
-/// Sets a user's password hash and second factor (already sealed).
+/// Sets a user's password hash and second factor (already sealed), with
+/// the TOTP step the enrolment's code used (not to be used again).
 pub async fn set_password(
     tx: &mut Tx,
     user_id: &str,
     password_hash: &str,
-    totp_secret: Option<&str>,
+    totp: Option<(&str, i64)>,
 ) -> Result<(), StoreError> {
     sqlx::query(
-        "UPDATE console_users SET password_hash = $1, totp_secret = $2, totp_last_step = NULL WHERE id = $3",
+        "UPDATE console_users SET password_hash = $1, totp_secret = $2, totp_last_step = $3 WHERE id = $4",
     )
     .bind(password_hash)
-    .bind(totp_secret)
+    .bind(totp.map(|(secret, _)| secret))
+    .bind(totp.map(|(_, step)| step))
     .bind(user_id)
     .execute(&mut **tx)
     .await?;
@@ -144,6 +151,32 @@ pub async fn remove(tx: &mut Tx, user_id: &str, now: i64) -> Result<(), StoreErr
         .execute(&mut **tx)
         .await?;
     end_sessions_of(tx, user_id, now).await?;
+    void_enrolments(tx, user_id, now).await
+}
+
+/// Ends the sessions and voids the enrol links of operator `operator_id`'s
+/// sign-in (the operator was disabled).
+pub async fn end_operator(tx: &mut Tx, operator_id: &str, now: i64) -> Result<(), StoreError> {
+    let users = "SELECT id FROM console_users WHERE operator_id = $2";
+    sqlx::query(&format!(
+        "UPDATE console_sessions SET ended_at = $1 WHERE ended_at IS NULL AND user_id IN ({users})"
+    ))
+    .bind(now)
+    .bind(operator_id)
+    .execute(&mut **tx)
+    .await?;
+    sqlx::query(&format!(
+        "UPDATE console_enrolments SET used_at = $1 WHERE used_at IS NULL AND user_id IN ({users})"
+    ))
+    .bind(now)
+    .bind(operator_id)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// Voids the unused enrol links of `user_id`.
+pub async fn void_enrolments(tx: &mut Tx, user_id: &str, now: i64) -> Result<(), StoreError> {
     sqlx::query("UPDATE console_enrolments SET used_at = $1 WHERE user_id = $2 AND used_at IS NULL")
         .bind(now)
         .bind(user_id)
@@ -172,11 +205,12 @@ pub async fn lock_user(tx: &mut Tx, id: &str) -> Result<Option<User>, StoreError
     row.as_ref().map(user).transpose()
 }
 
-/// The enabled tenant admins of `organization`, counted in `tx`.
+/// The enrolled tenant admins of `organization`, counted in `tx` (an
+/// invitation not taken up is no admin yet).
 pub async fn tenant_admins(tx: &mut Tx, organization: &str) -> Result<i64, StoreError> {
     let row = sqlx::query(
         "SELECT COUNT(*) AS n FROM console_users
-         WHERE organization_id = $1 AND role = 'admin' AND removed_at IS NULL",
+         WHERE organization_id = $1 AND role = 'admin' AND removed_at IS NULL AND password_hash IS NOT NULL",
     )
     .bind(organization)
     .fetch_one(&mut **tx)
@@ -238,7 +272,7 @@ impl Store {
     pub async fn console_credentials(&self, email_key: &str) -> Result<Option<Credentials>, StoreError> {
         let row = sqlx::query(&format!(
             "SELECT {USER_COLUMNS}, u.password_hash, u.totp_secret FROM console_users u
-             WHERE u.email_key = $1 AND u.removed_at IS NULL AND u.password_hash IS NOT NULL"
+             WHERE u.email_key = $1 AND u.removed_at IS NULL AND u.password_hash IS NOT NULL AND {LIVE_OPERATOR}"
         ))
         .bind(email_key)
         .fetch_optional(&self.pool)
@@ -275,18 +309,32 @@ impl Store {
         })
     }
 
-    /// Counts a failed sign-in of `email_key` at `now`.
-    pub async fn record_sign_in_failure(&self, email_key: &str, now: i64) -> Result<(), StoreError> {
-        sqlx::query(
-            "INSERT INTO console_sign_in_failures (email_key, failures, last_failed_at) VALUES ($1, 1, $2)
-             ON CONFLICT (email_key) DO UPDATE
-             SET failures = console_sign_in_failures.failures + 1, last_failed_at = $2",
-        )
-        .bind(email_key)
-        .bind(now)
-        .execute(&self.pool)
-        .await?;
-        Ok(())
+    /// Counts a sign-in try of `email_key` at `now` as failed before it is
+    /// checked (a success forgets it), if the count is still `seen`: `false`
+    /// when another try counted meanwhile, so that tries sent at once cannot
+    /// all pass the same delay.
+    pub async fn claim_sign_in_try(&self, email_key: &str, seen: i64, now: i64) -> Result<bool, StoreError> {
+        let done = if seen == 0 {
+            sqlx::query(
+                "INSERT INTO console_sign_in_failures (email_key, failures, last_failed_at) VALUES ($1, 1, $2)
+                 ON CONFLICT (email_key) DO NOTHING",
+            )
+            .bind(email_key)
+            .bind(now)
+            .execute(&self.pool)
+            .await?
+        } else {
+            sqlx::query(
+                "UPDATE console_sign_in_failures SET failures = failures + 1, last_failed_at = $2
+                 WHERE email_key = $1 AND failures = $3",
+            )
+            .bind(email_key)
+            .bind(now)
+            .bind(seen)
+            .execute(&self.pool)
+            .await?
+        };
+        Ok(done.rows_affected() == 1)
     }
 
     /// Forgets the failed sign-ins of `email_key` (after a successful one).
@@ -322,9 +370,9 @@ impl Store {
     /// The unended session `hash` of a present user.
     pub async fn session(&self, hash: &str) -> Result<Option<Session>, StoreError> {
         let row = sqlx::query(&format!(
-            "SELECT {USER_COLUMNS}, s.csrf, s.last_seen_at FROM console_sessions s
+            "SELECT {USER_COLUMNS}, s.csrf, s.last_seen_at, s.created_at AS started_at FROM console_sessions s
              JOIN console_users u ON u.id = s.user_id
-             WHERE s.id_hash = $1 AND s.ended_at IS NULL AND u.removed_at IS NULL"
+             WHERE s.id_hash = $1 AND s.ended_at IS NULL AND u.removed_at IS NULL AND {LIVE_OPERATOR}"
         ))
         .bind(hash)
         .fetch_optional(&self.pool)
@@ -335,6 +383,7 @@ impl Store {
             user: user(&row)?,
             csrf: row.try_get("csrf")?,
             last_seen_at: row.try_get("last_seen_at")?,
+            started_at: row.try_get("started_at")?,
         }))
     }
 

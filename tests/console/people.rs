@@ -44,23 +44,27 @@ async fn enrolment_takes_a_long_password_once_and_an_optional_second_factor() {
         let wrong_code = send(PASSWORD, PASSWORD, "000000".into()).await;
         assert_eq!(wrong_code.status(), 422, "{backend:?}: a code not of the secret");
 
-        let code = totp::code(&secret, now_micros()).unwrap();
-        let enrolled = send(PASSWORD, PASSWORD, code).await;
+        let enrol_code = totp::code(&secret, now_micros()).unwrap();
+        let enrolled = send(PASSWORD, PASSWORD, enrol_code.clone()).await;
         assert_eq!(enrolled.status(), 200, "{backend:?}");
         assert!(enrolled.text().await.unwrap().contains("with a second factor"));
         assert_eq!(client().get(link).send().await.unwrap().status(), 404, "{backend:?}: used");
 
-        // Sign-in asks for the code; each code once.
+        // Sign-in asks for the code; each code once, the enrolment's too.
         assert_eq!(sign_in(base, ADMIN_EMAIL, PASSWORD).await.status, 401, "{backend:?}: no code");
-        let code = totp::code(&secret, now_micros()).unwrap();
-        let form = [("email", ADMIN_EMAIL), ("password", PASSWORD), ("code", code.as_str())];
-        let signed = post(base, "/console/sign-in", None, &form).await;
+        let with = |code: &str| {
+            [("email", ADMIN_EMAIL), ("password", PASSWORD), ("code", code)].map(|(k, v)| (k, v.to_string()))
+        };
+        let send_sign_in = |form: [(&'static str, String); 3]| async move {
+            let form: Vec<(&str, &str)> = form.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            post(base, "/console/sign-in", None, &form).await
+        };
+        assert_eq!(send_sign_in(with(&enrol_code)).await.status, 401, "{backend:?}: the enrolment's code");
+        // The next step's code (accepted with one step of skew).
+        let code = totp::code(&secret, now_micros() + 30_000_000).unwrap();
+        let signed = send_sign_in(with(&code)).await;
         assert_eq!(signed.status, 303, "{backend:?}: {}", signed.body);
-        assert_eq!(
-            post(base, "/console/sign-in", None, &form).await.status,
-            401,
-            "{backend:?}: replayed code"
-        );
+        assert_eq!(send_sign_in(with(&code)).await.status, 401, "{backend:?}: replayed code");
 
         // A link past its 24 hours leads nowhere.
         let invited = cli(
@@ -152,8 +156,18 @@ async fn invitations_need_an_admin_and_operators_get_an_enrol_link_above_their_k
         assert_eq!(enrol(link, PASSWORD).await.status, 200, "{backend:?}");
         let signed = sign_in(&app.base, "cleo@platform.example", PASSWORD).await;
         assert_eq!(signed.status, 303, "{backend:?}");
-        let tenant_page = get(&app.base, "/console/keys", signed.cookie.as_deref()).await;
+        let cleo_session = signed.cookie.unwrap();
+        let tenant_page = get(&app.base, "/console/keys", Some(&cleo_session)).await;
         assert_eq!(tenant_page.status, 404, "{backend:?}: an operator on a tenant's page");
+        assert_eq!(get(&app.base, "/console/queues", Some(&cleo_session)).await.status, 200, "{backend:?}");
+
+        // Disabled: its session ends at once, and it signs in no more.
+        let cleo_id = stdout.lines().next().unwrap().split_whitespace().nth(1).unwrap().to_string();
+        let disabled =
+            cli(app, &["operators", "disable", &cleo_id, "--reason", "left"], &tenant.operator_key).await;
+        assert!(disabled.status.success(), "{backend:?}: {}", String::from_utf8_lossy(&disabled.stderr));
+        assert_eq!(get(&app.base, "/console/queues", Some(&cleo_session)).await.status, 303, "{backend:?}");
+        assert_eq!(sign_in(&app.base, "cleo@platform.example", PASSWORD).await.status, 401, "{backend:?}");
     }
 }
 
@@ -196,6 +210,13 @@ async fn an_admin_runs_the_team_and_each_role_does_what_it_may() {
             post(base, "/console/keys", Some(viewer), &[("name", "v"), ("csrf", &view_token)]).await;
         assert_eq!(refused.status, 403, "{backend:?}: a viewer reads only");
 
+        // An invited admin who has not enrolled is no admin yet.
+        let invite = [("email", "ad2@acme.example"), ("role", "admin"), ("csrf", token.as_str())];
+        let first = post(base, "/console/team", Some(&admin), &invite).await;
+        assert_eq!(first.status, 201, "{backend:?}");
+        let first_link =
+            first.body.split_once("id=\"enrol-link\">").unwrap().1.split('<').next().unwrap().to_string();
+
         // The last admin keeps its role; a removed user's session ends.
         let users = tenant.app.store().console_users_of("acme").await.unwrap();
         let id = |email: &str| users.iter().find(|u| u.email == email).unwrap().id.clone();
@@ -212,6 +233,26 @@ async fn an_admin_runs_the_team_and_each_role_does_what_it_may() {
         assert_eq!(removed.status, 303, "{backend:?}");
         assert_eq!(get(base, "/console/keys", Some(developer)).await.status, 303, "{backend:?}: signed out");
         assert_eq!(sign_in(base, "dev@acme.example", PASSWORD).await.status, 401, "{backend:?}");
+        let again = [("email", "dev@acme.example"), ("role", "viewer"), ("csrf", token.as_str())];
+        assert_eq!(
+            post(base, "/console/team", Some(&admin), &again).await.status,
+            201,
+            "{backend:?}: invited again"
+        );
+
+        // A new link for the admin who has not enrolled: the first works no more.
+        let reissued = post(
+            base,
+            &format!("/console/team/{}/link", id("ad2@acme.example")),
+            Some(&admin),
+            &[("csrf", &token)],
+        )
+        .await;
+        assert_eq!(reissued.status, 201, "{backend:?}: {}", reissued.body);
+        let second_link =
+            reissued.body.split_once("id=\"enrol-link\">").unwrap().1.split('<').next().unwrap().to_string();
+        assert_eq!(enrol(&first_link, PASSWORD).await.status, 404, "{backend:?}: the first link");
+        assert_eq!(enrol(&second_link, PASSWORD).await.status, 200, "{backend:?}: the new link");
 
         // Another organization's user: not found.
         tenant.app.store().create_organization("globex", None).await.unwrap();

@@ -195,6 +195,21 @@ async fn failed_sign_ins_slow_further_tries_alike_for_known_and_unknown_emails()
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tries_sent_at_once_cannot_all_pass_the_delay() {
+    let tenant = Tenant::new(Backend::Postgres).await;
+    let base = tenant.app.base.clone();
+    enrol(&tenant.enrol_link, PASSWORD).await;
+    let tries = (0..16).map(|_| {
+        let base = base.clone();
+        tokio::spawn(async move { sign_in(&base, ADMIN_EMAIL, "not the password!").await.status })
+    });
+    let statuses: Vec<u16> = futures::future::join_all(tries).await.into_iter().map(Result::unwrap).collect();
+    let checked = statuses.iter().filter(|s| **s == 401).count();
+    assert!((1..=5).contains(&checked), "each try counted before its check: {statuses:?}");
+    assert!(statuses.iter().all(|s| *s == 401 || *s == 429), "{statuses:?}");
+}
+
 /// The message a page shows.
 fn message(body: &str) -> String {
     let (_, rest) = body.split_once("role=\"alert\">").expect("a message");
