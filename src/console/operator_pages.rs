@@ -162,8 +162,7 @@ pub async fn decide_identity(
     };
     let reason = required(&form.reason)?;
     decide::decide(state.store(), state.chains(), (&organization, &id), decision, &user.actor(), reason)
-        .await
-        .map_err(|e| Page::Error(StatusCode::CONFLICT, e.to_string()))?;
+        .await?;
     Ok(Redirect::to("/console/queues"))
 }
 

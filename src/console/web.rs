@@ -135,9 +135,11 @@ impl From<StoreError> for Page {
     fn from(error: StoreError) -> Self {
         match error {
             StoreError::NotFound(_) => Page::not_found(),
-            StoreError::Conflict(message)
-            | StoreError::Invalid(message)
-            | StoreError::LimitReached(message) => Page::Error(StatusCode::CONFLICT, message),
+            StoreError::Invalid(message) => Page::Error(StatusCode::UNPROCESSABLE_ENTITY, message),
+            StoreError::Conflict(message) | StoreError::LimitReached(message) => {
+                Page::Error(StatusCode::CONFLICT, message)
+            }
+            StoreError::TooMany { message, .. } => Page::Error(StatusCode::TOO_MANY_REQUESTS, message),
             other => {
                 tracing::error!(error = %other, "console: store failed");
                 Page::Error(
