@@ -164,11 +164,17 @@ async fn another_organizations_data_is_not_found_on_every_endpoint() {
         let foreign = [
             "/v2/accounts/acme-1".to_string(),
             "/v2/accounts/acme-1/balances".to_string(),
-            "/v2/crypto/deposits?account_id=acme-1".to_string(),
             format!("/v2/crypto/deposits/{}", acme_deposit[0]),
         ];
         for path in &foreign {
             assert_error(&app.get(path, &globex).await, 404, "NOT_FOUND");
+        }
+        // Another organization's account lists no deposits, exactly as an
+        // unknown one does: nothing tells whether it exists elsewhere.
+        for account in ["acme-1", "no-such-account"] {
+            let listed = app.get(&format!("/v2/crypto/deposits?account_id={account}"), &globex).await;
+            assert_eq!(listed.status, 200, "{backend:?} {account}: {:?}", listed.body);
+            assert_eq!(listed.body, json!({ "deposits": [] }), "{backend:?} {account}");
         }
         assert_eq!(app.get(&format!("/v2/crypto/deposits/{}", acme_deposit[0]), &acme).await.status, 200);
         assert_eq!(app.get("/v2/accounts/acme-1", &acme).await.status, 200);
