@@ -38,6 +38,20 @@ struct IdentityRow {
     fiat: bool,
 }
 
+impl From<crate::identity::Identity> for IdentityRow {
+    fn from(i: crate::identity::Identity) -> Self {
+        IdentityRow {
+            label: i.label.expose().clone(),
+            kind: i.kind.as_str(),
+            status: i.status.as_str(),
+            sub_status: i.sub_status.map_or("", SubStatus::as_str),
+            rfi: i.sub_status == Some(SubStatus::RfiRequired),
+            fiat: i.fiat_operations_enabled,
+            id: i.id,
+        }
+    }
+}
+
 #[derive(Template)]
 #[template(path = "console/identities.html")]
 struct IdentitiesPage {
@@ -48,18 +62,7 @@ struct IdentitiesPage {
 /// `GET /console/identities`.
 pub async fn identities(State(state): State<ApiState>, tenant: Tenant) -> Result<Response, Page> {
     let identities = state.store().identity_page(&tenant.organization, None, SHOWN).await?;
-    let identities = identities
-        .into_iter()
-        .map(|i| IdentityRow {
-            label: i.label.expose().clone(),
-            kind: i.kind.as_str(),
-            status: i.status.as_str(),
-            sub_status: i.sub_status.map_or("", SubStatus::as_str),
-            rfi: i.sub_status == Some(SubStatus::RfiRequired),
-            fiat: i.fiat_operations_enabled,
-            id: i.id,
-        })
-        .collect();
+    let identities = identities.into_iter().map(IdentityRow::from).collect();
     let frame = Frame::of(&state, &tenant.session, "/console/identities");
     Ok(render(StatusCode::OK, &IdentitiesPage { frame, identities }))
 }
@@ -114,15 +117,7 @@ pub async fn identity(
             text: pretty(&serde_json::json!({ "memo_id": mi.memo_id, "bank_account_details": mi.bank_account_details })),
         })
         .collect();
-    let identity = IdentityRow {
-        label: identity.label.expose().clone(),
-        kind: identity.kind.as_str(),
-        status: identity.status.as_str(),
-        sub_status: identity.sub_status.map_or("", SubStatus::as_str),
-        rfi: identity.sub_status == Some(SubStatus::RfiRequired),
-        fiat: identity.fiat_operations_enabled,
-        id: identity.id,
-    };
+    let identity = IdentityRow::from(identity);
     let frame = Frame::of(&state, &tenant.session, "/console/identities");
     Ok(render(StatusCode::OK, &IdentityPage { frame, identity, virtual_accounts, mint_instructions }))
 }

@@ -138,8 +138,8 @@ pub async fn show(
     let store = state.store();
     let webhook = store.webhook(Some(&tenant.organization), &id).await?;
     let may_manage = tenant.role.may(TenantAction::Webhooks);
-    let recent = store.webhook_deliveries(&id, false, SHOWN).await?;
-    let dead = store.webhook_deliveries(&id, true, SHOWN).await?;
+    let recent = store.newest_deliveries(Some(&id), false, SHOWN).await?;
+    let dead = store.newest_deliveries(Some(&id), true, SHOWN).await?;
     let ids: Vec<String> = recent.iter().chain(&dead).map(|d| d.id.clone()).collect();
     let mut attempts: HashMap<String, Vec<AttemptView>> = HashMap::new();
     for (delivery, attempt) in store.attempts_of(&ids).await? {

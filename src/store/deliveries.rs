@@ -13,7 +13,7 @@ use super::{
     clock::database_now,
     now_micros,
     params::{CHUNK, placeholders},
-    time, webhook_keys,
+    webhook_keys,
 };
 use crate::{deposits::resource::rfc3339, pii::Cipher};
 
@@ -249,33 +249,7 @@ impl Store {
 
     /// Deliveries, newest first: the dead-lettered ones only when `failed`.
     pub async fn deliveries(&self, failed: bool, webhook: Option<&str>) -> Result<Vec<Delivery>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT d.id, e.id AS event_id, e.type AS event_type, d.webhook_id, w.url, d.state, d.attempts,
-                d.last_status, d.last_error, d.updated_at
-             FROM deliveries d JOIN events e ON e.seq = d.event_seq JOIN webhooks w ON w.id = d.webhook_id
-             WHERE ($1 = 0 OR d.state = 'FAILED') AND ($2 IS NULL OR d.webhook_id = $2)
-             ORDER BY d.event_seq DESC, d.id",
-        )
-        .bind(i64::from(failed))
-        .bind(webhook)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(Delivery {
-                    id: r.try_get("id")?,
-                    event_id: r.try_get("event_id")?,
-                    event_type: r.try_get("event_type")?,
-                    webhook_id: r.try_get("webhook_id")?,
-                    url: r.try_get("url")?,
-                    state: r.try_get("state")?,
-                    attempts: r.try_get::<i64, _>("attempts")? as u32,
-                    last_status: r.try_get::<Option<i64>, _>("last_status")?.map(|s| s as u16),
-                    last_error: r.try_get("last_error")?,
-                    updated_at: time(r.try_get("updated_at")?)?,
-                })
-            })
-            .collect()
+        self.newest_deliveries(webhook, failed, i64::MAX).await
     }
 
     /// Sends a dead-lettered delivery again, with a fresh retry schedule. Its

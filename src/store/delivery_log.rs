@@ -17,11 +17,11 @@ pub struct AttemptRow {
 }
 
 impl Store {
-    /// The newest `limit` deliveries of `webhook` (the dead-lettered ones
-    /// only when `failed`).
-    pub async fn webhook_deliveries(
+    /// The newest `limit` deliveries (of `webhook` only, when given; the
+    /// dead-lettered ones only when `failed`).
+    pub async fn newest_deliveries(
         &self,
-        webhook: &str,
+        webhook: Option<&str>,
         failed: bool,
         limit: i64,
     ) -> Result<Vec<Delivery>, StoreError> {
@@ -29,7 +29,7 @@ impl Store {
             "SELECT d.id, e.id AS event_id, e.type AS event_type, d.webhook_id, w.url, d.state, d.attempts,
                 d.last_status, d.last_error, d.updated_at
              FROM deliveries d JOIN events e ON e.seq = d.event_seq JOIN webhooks w ON w.id = d.webhook_id
-             WHERE d.webhook_id = $1 AND ($2 = 0 OR d.state = 'FAILED')
+             WHERE ($1 IS NULL OR d.webhook_id = $1) AND ($2 = 0 OR d.state = 'FAILED')
              ORDER BY d.event_seq DESC, d.id LIMIT $3",
         )
         .bind(webhook)
