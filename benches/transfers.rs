@@ -136,6 +136,7 @@ async fn main() {
         eip3009: true,
         issued: false,
         daily_mint_cap: None,
+        precompile: false,
     });
     let mut chains = Chains::default();
     chains.insert(config.clone());

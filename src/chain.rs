@@ -93,18 +93,29 @@ impl fmt::Display for Chain {
     }
 }
 
+/// The schema's zero value: in a filter it means "every chain", and it
+/// never names the chain a body needs.
+pub const UNSPECIFIED: &str = "CHAIN_UNSPECIFIED";
+
 #[derive(Debug, thiserror::Error)]
-#[error("unknown chain {0:?} (expected one of: {list})", list = Chain::ALL.map(Chain::as_str).join(", "))]
-pub struct UnknownChain(pub String);
+pub enum UnknownChain {
+    #[error("unknown chain {0:?} (expected one of: {list})", list = Chain::ALL.map(Chain::as_str).join(", "))]
+    Unknown(String),
+    #[error("CHAIN_UNSPECIFIED names no chain (expected one of: {list})", list = Chain::ALL.map(Chain::as_str).join(", "))]
+    Unspecified,
+}
 
 impl FromStr for Chain {
     type Err = UnknownChain;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s.trim().eq_ignore_ascii_case(UNSPECIFIED) {
+            return Err(UnknownChain::Unspecified);
+        }
         Chain::ALL
             .into_iter()
             .find(|c| c.as_str().eq_ignore_ascii_case(s.trim()))
-            .ok_or_else(|| UnknownChain(s.to_string()))
+            .ok_or_else(|| UnknownChain::Unknown(s.to_string()))
     }
 }
 
@@ -121,6 +132,7 @@ mod tests {
             assert_eq!(chain.as_str().parse::<Chain>().unwrap(), chain);
         }
         assert_eq!("ethereum_testnet".parse::<Chain>().unwrap(), Chain::EthereumTestnet);
-        assert!("CHAIN_UNSPECIFIED".parse::<Chain>().is_err());
+        assert!(matches!("CHAIN_UNSPECIFIED".parse::<Chain>(), Err(UnknownChain::Unspecified)));
+        assert!(matches!("BASE".parse::<Chain>(), Err(UnknownChain::Unknown(_))));
     }
 }

@@ -15,6 +15,7 @@ use super::{
     body::exact,
     params::{Params, encode_cursor},
 };
+use crate::api::ErrorCode;
 use crate::{
     account::{Account, AccountType},
     family::rules::account_addresses,
@@ -152,7 +153,7 @@ pub async fn create(
     let Some(signer) = state.0.signer.clone() else {
         return Err(ApiError::coded(
             StatusCode::SERVICE_UNAVAILABLE,
-            "ACCOUNTS_UNAVAILABLE",
+            ErrorCode::AccountsUnavailable,
             "the service has no signing keys to derive an account's addresses from",
         ));
     };
@@ -195,7 +196,7 @@ async fn repeated(
     if found.identity_id != request.identity_id || found.kind != kind {
         return Err(ApiError::coded(
             StatusCode::CONFLICT,
-            "CONFLICT",
+            ErrorCode::Conflict,
             format!("request_id was already used by account {} with a different request", found.id),
         ));
     }

@@ -25,10 +25,26 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Body<T> {
         if !is_json {
             return Err(ApiError::invalid("the request body must be JSON (Content-Type: application/json)"));
         }
-        axum::Json::<T>::from_request(request, state)
+        let bytes = axum::body::Bytes::from_request(request, state)
             .await
-            .map(|axum::Json(value)| Body(value))
-            .map_err(|e| ApiError::invalid(format!("invalid request body: {}", e.body_text())))
+            .map_err(|e| ApiError::invalid(format!("invalid request body: {}", e.body_text())))?;
+        let mut json = serde_json::Deserializer::from_slice(&bytes);
+        let value = serde_path_to_error::deserialize(&mut json).map_err(refusal)?;
+        json.end().map_err(|e| ApiError::invalid(format!("invalid request body: {e}")))?;
+        Ok(Body(value))
+    }
+}
+
+/// A body that does not match its type, naming the field at fault (type
+/// errors included, e.g. `amount: invalid type: integer `5`, expected a
+/// string`).
+fn refusal<E: std::fmt::Display>(error: serde_path_to_error::Error<E>) -> ApiError {
+    let path = error.path().to_string();
+    let inner = error.into_inner();
+    if path == "." {
+        ApiError::invalid(format!("invalid request body: {inner}"))
+    } else {
+        ApiError::invalid(format!("invalid request body: {path}: {inner}"))
     }
 }
 
@@ -50,7 +66,7 @@ pub fn exact<T: DeserializeOwned>(body: serde_json::Value) -> Result<T, ApiError
     {
         return Err(ApiError::invalid(format!("{name}: {why}")));
     }
-    serde_json::from_value(body).map_err(|e| ApiError::invalid(format!("invalid request body: {e}")))
+    serde_path_to_error::deserialize(body).map_err(refusal)
 }
 
 #[cfg(test)]
@@ -80,6 +96,14 @@ mod tests {
         })
     }
 
+    #[test]
+    fn exact_names_the_field_of_a_type_error() {
+        let error = exact::<Sample>(serde_json::json!({ "request_id": 7 })).unwrap_err();
+        assert!(format!("{error:?}").contains("request_id: invalid type: integer `7`"), "{error:?}");
+        let error = exact::<Sample>(serde_json::json!({ "request_id": "r", "kyc_status": "x" })).unwrap_err();
+        assert!(format!("{error:?}").contains("kyc_status: was removed"), "{error:?}");
+    }
+
     #[tokio::test]
     async fn accepts_exact_snake_case_json_only() {
         let json = Some("application/json; charset=utf-8");
@@ -92,6 +116,9 @@ mod tests {
             (json, r#"{"request_id":"r1","extra":1}"#, "extra"),
             (json, r#"{"label":"x"}"#, "request_id"),
             (json, r#"{"request_id":"#, "body"),
+            (json, r#"{"request_id":5}"#, "request_id: invalid type: integer `5`"),
+            (json, r#"{"request_id":"r1","label":[1]}"#, "label: invalid type: sequence"),
+            (json, r#"{"request_id":"r1"} x"#, "trailing characters"),
             (None, r#"{"request_id":"r1"}"#, "JSON"),
             (Some("text/plain"), r#"{"request_id":"r1"}"#, "JSON"),
         ] {

@@ -21,6 +21,7 @@ use super::{
     params::Params,
 };
 use crate::amount::Cents;
+use crate::api::ErrorCode;
 use crate::{
     chain::Chain,
     conversions::{
@@ -129,7 +130,7 @@ pub async fn create_virtual_account(
     let bank = state.bank().receiving_account().ok_or_else(|| {
         ApiError::coded(
             StatusCode::SERVICE_UNAVAILABLE,
-            "CONVERSIONS_UNAVAILABLE",
+            ErrorCode::ConversionsUnavailable,
             "the platform has no receiving bank configured (--receiving-bank): it cannot open virtual accounts",
         )
     })?;

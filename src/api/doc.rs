@@ -13,29 +13,35 @@ use serde_json::{Value, json};
 use utoipa::openapi::{
     ContentBuilder, OpenApi, Ref, RefOr, Response, ResponseBuilder,
     example::ExampleBuilder,
+    extensions::ExtensionsBuilder,
     header::HeaderBuilder,
     path::Operation,
-    schema::{ObjectBuilder, Type},
+    schema::{ObjectBuilder, Schema, Type},
     security::SecurityRequirement,
 };
 
 /// Adds the shared error answers and the security requirement to every
 /// `/v2` operation, and states "no authentication" as an empty list.
 pub(super) fn finish(doc: &mut OpenApi) {
+    unspecified_chain(doc);
     let security = doc.security.clone().unwrap_or_default();
     for (path, item) in doc.paths.paths.iter_mut() {
         let operations = [
-            &mut item.get,
-            &mut item.put,
-            &mut item.post,
-            &mut item.delete,
-            &mut item.patch,
-            &mut item.head,
-            &mut item.options,
-            &mut item.trace,
+            ("GET", &mut item.get),
+            ("PUT", &mut item.put),
+            ("POST", &mut item.post),
+            ("DELETE", &mut item.delete),
+            ("PATCH", &mut item.patch),
+            ("HEAD", &mut item.head),
+            ("OPTIONS", &mut item.options),
+            ("TRACE", &mut item.trace),
         ];
-        for operation in operations.into_iter().flatten() {
-            mark_extension(operation);
+        for (method, operation) in operations {
+            let Some(operation) = operation else { continue };
+            if is_extension(method, path) {
+                let mark = ExtensionsBuilder::new().add("x-extension", true).build();
+                operation.extensions.get_or_insert_with(Default::default).merge(mark);
+            }
             if path.starts_with("/v2/") {
                 add_shared_errors(operation);
                 if operation.security.is_none() {
@@ -55,23 +61,69 @@ pub(super) fn finish(doc: &mut OpenApi) {
     }
 }
 
-/// The operations this service adds to the reference's interface: each
-/// carries `x-extension: true`, so a client of the reference knows what
-/// another platform may not offer.
-pub(super) const EXTENSIONS: &[&str] = &[
-    "createBankAccount",
-    "listBankAccounts",
-    "createMintInstruction",
-    "getMint",
-    "createVirtualAccount",
-    "revokePreviousWebhookKeys",
+/// The reference's `Chain` enum starts with its zero value,
+/// `CHAIN_UNSPECIFIED`: a filter given it filters nothing, and a body that
+/// needs a chain refuses it naming the field.
+fn unspecified_chain(doc: &mut OpenApi) {
+    let schema = doc.components.as_mut().and_then(|c| c.schemas.get_mut("Chain"));
+    if let Some(RefOr::T(Schema::Object(chain))) = schema
+        && let Some(values) = chain.enum_values.as_mut()
+    {
+        values.insert(0, json!(crate::chain::UNSPECIFIED));
+        chain.description = Some(
+            "A chain. `CHAIN_UNSPECIFIED` is the zero value: as a filter it means every chain; a body \
+             that needs a chain refuses it (`400` naming the field)."
+                .into(),
+        );
+    }
+}
+
+/// The operations the interface reference names, as method and path with
+/// each parameter written `{}`. Every other operation is this service's
+/// extension and carries `x-extension: true`, so a client of the
+/// reference knows what another platform may not offer.
+const REFERENCE: &[(&str, &str)] = &[
+    ("GET", "/v2/accounts"),
+    ("GET", "/v2/accounts/{}"),
+    ("GET", "/v2/accounts/{}/balances"),
+    ("GET", "/v2/assets"),
+    ("GET", "/v2/conversions/quotes"),
+    ("POST", "/v2/conversions"),
+    ("GET", "/v2/conversions/{}"),
+    ("GET", "/v2/crypto/deposits"),
+    ("GET", "/v2/crypto/deposits/{}"),
+    ("POST", "/v2/crypto/transfers"),
+    ("GET", "/v2/crypto/transfers"),
+    ("GET", "/v2/crypto/transfers/{}"),
+    ("GET", "/v2/identities/{}"),
+    ("POST", "/v2/identities/{}/compliance"),
+    ("GET", "/v2/identities/{}/id_verification/{}"),
+    ("GET", "/v2/identities/{}/virtual-accounts"),
+    ("GET", "/v2/issuance/bank-account/{}"),
+    ("GET", "/v2/issuance/mint-instructions"),
+    ("POST", "/v2/simulation/fiat-deposit"),
+    ("GET", "/v2/transaction-limits/policies/{}"),
+    ("GET", "/v2/webhooks"),
+    ("DELETE", "/v2/webhooks/{}"),
 ];
 
-fn mark_extension(operation: &mut Operation) {
-    if operation.operation_id.as_deref().is_some_and(|id| EXTENSIONS.contains(&id)) {
-        let mark = utoipa::openapi::extensions::ExtensionsBuilder::new().add("x-extension", true).build();
-        operation.extensions.get_or_insert_with(Default::default).merge(mark);
+/// Whether `method` on `path` (parameters named, `{account_id}`) is not
+/// one of the reference's operations.
+fn is_extension(method: &str, path: &str) -> bool {
+    let mut shape = String::with_capacity(path.len());
+    let mut in_parameter = false;
+    for c in path.chars() {
+        match c {
+            '{' => {
+                in_parameter = true;
+                shape.push_str("{}");
+            }
+            '}' => in_parameter = false,
+            _ if !in_parameter => shape.push(c),
+            _ => {}
+        }
     }
+    !REFERENCE.contains(&(method, shape.as_str()))
 }
 
 fn add_shared_errors(operation: &mut Operation) {
@@ -146,4 +198,27 @@ fn error(description: &str, examples: &[(&str, &str)]) -> Response {
         }))
         .build();
     ResponseBuilder::new().description(description).content("application/json", content).build()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_extension;
+
+    #[test]
+    fn an_operation_the_reference_does_not_name_is_an_extension() {
+        for (method, path, extension) in [
+            ("GET", "/v2/accounts/{account_id}", false),
+            ("GET", "/v2/accounts", false),
+            ("POST", "/v2/accounts", true),
+            ("GET", "/v2/identities/{identity_id}/id_verification/{check_id}", false),
+            ("GET", "/v2/identities/{identity_id}/id_verification", true),
+            ("POST", "/v2/identities/{identity_id}/virtual-accounts", true),
+            ("DELETE", "/v2/webhooks/{webhook_id}", false),
+            ("POST", "/v2/webhooks/{webhook_id}/rotate-signing-key", true),
+            ("GET", "/v2/events", true),
+            ("POST", "/operator/v1/organizations/{organization_id}/users", true),
+        ] {
+            assert_eq!(is_extension(method, path), extension, "{method} {path}");
+        }
+    }
 }

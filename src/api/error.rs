@@ -12,18 +12,65 @@ use utoipa::ToSchema;
 
 use crate::{assets::BalanceError, store::StoreError};
 
+/// Every code an error answer carries: the schema's enum is this list, so
+/// a generated client knows each one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ErrorCode {
+    /// `400`: a malformed request; the message names the field.
+    InvalidRequest,
+    /// `401`: a missing, malformed, unknown or revoked key.
+    Unauthorized,
+    /// `401`: a paired key's request signature refused.
+    InvalidSignature,
+    /// `403`: an operator's role or state does not allow the decision.
+    Forbidden,
+    /// `404`: an unknown path, or a resource not in the key's organization.
+    NotFound,
+    /// `405`.
+    MethodNotAllowed,
+    /// `409`: the resource's state does not allow the change.
+    Conflict,
+    /// `409`: the organization holds as many accounts, identities or
+    /// webhooks as it may; the message names the limit.
+    OrganizationLimitReached,
+    /// `429`, with `Retry-After`.
+    RateLimited,
+    /// `503`: a chain's node did not answer.
+    ChainUnavailable,
+    /// `500`: details only in the log.
+    Internal,
+    /// `409`: a processed transfer's `request_id` (with `transfer_id`).
+    DuplicateTransaction,
+    /// `409`: a `request_id` already used by another request.
+    RequestIdReused,
+    /// `400`: the account or its identity does not transact.
+    AccountNotActive,
+    /// `400`.
+    InsufficientBalance,
+    /// `400`: a limit policy refuses the amount.
+    LimitExceeded,
+    /// `503`: no signing keys.
+    TransfersUnavailable,
+    /// `503`: no signing keys.
+    ConversionsUnavailable,
+    /// `503`: no signing keys to derive an account's addresses.
+    AccountsUnavailable,
+    /// `503`: no receiving bank is configured to take wires.
+    IssuanceUnavailable,
+    /// `400`: the identity is not enabled for fiat operations.
+    FiatNotEnabled,
+    /// `400`: the quote is past `expires_at`.
+    QuoteExpired,
+    /// `409`: the quote's conversion is in flight or succeeded.
+    QuoteAlreadyUsed,
+}
+
 /// Every error response's body.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ErrorBody {
-    /// A stable machine-readable code: `INVALID_REQUEST`, `UNAUTHORIZED`,
-    /// `INVALID_SIGNATURE` (a paired key's request signature refused),
-    /// `NOT_FOUND`, `METHOD_NOT_ALLOWED`, `CONFLICT`,
-    /// `ORGANIZATION_LIMIT_REACHED` (the organization holds as many accounts,
-    /// identities or webhooks as it may; the message names the limit), `RATE_LIMITED`,
-    /// `CHAIN_UNAVAILABLE`, `INTERNAL`; for transfers also
-    /// `DUPLICATE_TRANSACTION`, `REQUEST_ID_REUSED`, `ACCOUNT_NOT_ACTIVE`,
-    /// `INSUFFICIENT_BALANCE`, `LIMIT_EXCEEDED` and `TRANSFERS_UNAVAILABLE`.
-    pub code: &'static str,
+    /// A stable machine-readable code.
+    pub code: ErrorCode,
     /// What went wrong, for people.
     pub message: String,
     /// `DUPLICATE_TRANSACTION` and `REQUEST_ID_REUSED`: the transfer that
@@ -40,7 +87,7 @@ pub struct ApiError {
 }
 
 impl ApiError {
-    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+    fn new(status: StatusCode, code: ErrorCode, message: impl Into<String>) -> Self {
         Self {
             status,
             body: ErrorBody { code, message: message.into(), transfer_id: None },
@@ -49,25 +96,29 @@ impl ApiError {
     }
 
     pub fn invalid(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, "INVALID_REQUEST", message)
+        Self::new(StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest, message)
     }
 
     pub fn unauthorized(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::UNAUTHORIZED, "UNAUTHORIZED", message)
+        Self::new(StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized, message)
     }
 
     pub fn not_found(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::NOT_FOUND, "NOT_FOUND", message)
+        Self::new(StatusCode::NOT_FOUND, ErrorCode::NotFound, message)
     }
 
     pub fn method_not_allowed() -> Self {
-        Self::new(StatusCode::METHOD_NOT_ALLOWED, "METHOD_NOT_ALLOWED", "method not allowed on this path")
+        Self::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            ErrorCode::MethodNotAllowed,
+            "method not allowed on this path",
+        )
     }
 
     pub fn rate_limited(retry_after_seconds: u64) -> Self {
         let mut error = Self::new(
             StatusCode::TOO_MANY_REQUESTS,
-            "RATE_LIMITED",
+            ErrorCode::RateLimited,
             format!("too many requests for this API key; retry in {retry_after_seconds} s"),
         );
         error.retry_after = Some(retry_after_seconds);
@@ -75,7 +126,7 @@ impl ApiError {
     }
 
     /// A refusal with its own code, e.g. `INSUFFICIENT_BALANCE`.
-    pub fn coded(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+    pub fn coded(status: StatusCode, code: ErrorCode, message: impl Into<String>) -> Self {
         Self::new(status, code, message)
     }
 
@@ -86,7 +137,11 @@ impl ApiError {
     }
 
     pub fn internal() -> Self {
-        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL", "internal error; it has been logged")
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            ErrorCode::Internal,
+            "internal error; it has been logged",
+        )
     }
 
     pub fn status(&self) -> StatusCode {
@@ -104,12 +159,12 @@ impl From<StoreError> for ApiError {
         match error {
             StoreError::NotFound(what) => Self::not_found(format!("{what} not found")),
             StoreError::Invalid(message) => Self::invalid(message),
-            StoreError::Conflict(message) => Self::new(StatusCode::CONFLICT, "CONFLICT", message),
+            StoreError::Conflict(message) => Self::new(StatusCode::CONFLICT, ErrorCode::Conflict, message),
             StoreError::LimitReached(message) => {
-                Self::new(StatusCode::CONFLICT, "ORGANIZATION_LIMIT_REACHED", message)
+                Self::new(StatusCode::CONFLICT, ErrorCode::OrganizationLimitReached, message)
             }
             StoreError::TooMany { message, retry_after } => {
-                let mut error = Self::new(StatusCode::TOO_MANY_REQUESTS, "RATE_LIMITED", message);
+                let mut error = Self::new(StatusCode::TOO_MANY_REQUESTS, ErrorCode::RateLimited, message);
                 error.retry_after = Some(retry_after);
                 error
             }
@@ -129,7 +184,7 @@ impl From<BalanceError> for ApiError {
         tracing::warn!(%chain, method, error = %error, "balance read failed");
         Self::new(
             StatusCode::SERVICE_UNAVAILABLE,
-            "CHAIN_UNAVAILABLE",
+            ErrorCode::ChainUnavailable,
             format!(
                 "cannot read balances from {chain} now: its node did not answer {method}; try again later"
             ),

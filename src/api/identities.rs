@@ -60,8 +60,25 @@ pub struct IdVerificationAnswer {
     pub id_verification_check: IdVerificationCheck,
 }
 
+/// A page of an identity's verification checks, newest first.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct IdVerificationList {
+    pub id_verification_checks: Vec<IdVerificationCheck>,
+    /// Pass it back as `cursor` for the next page; absent on the last page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+}
+
 #[derive(Serialize, Deserialize)]
 struct Keyset {
+    id: String,
+}
+
+/// Where a page of checks ends: the last check's creation time
+/// (microseconds) and id.
+#[derive(Serialize, Deserialize)]
+struct CheckKeyset {
+    t: i64,
     id: String,
 }
 
@@ -193,6 +210,45 @@ pub async fn compliance(
     compliance::validate(identity.kind, &body).map_err(|errors| ApiError::invalid(errors.join("; ")))?;
     crate::identity::change::submit(state.store(), &caller.organization, &identity_id, &body).await?;
     Ok(Json(json!({})))
+}
+
+/// Lists an identity's verification checks, newest first: how a client
+/// finds a check's `id` and `verification_url` (extension). The open
+/// check's id also arrives in `identity_status_update` as
+/// `id_verification_check_id`.
+#[utoipa::path(get, operation_id = "listIdVerificationChecks", path = "/v2/identities/{identity_id}/id_verification", tag = "identities",
+    params(
+        ("identity_id" = String, Path, description = "The identity's id"),
+        ("limit" = Option<u32>, Query, minimum = 1, maximum = 100, description = "Page size, 1 to 100 (default 25)"),
+        ("cursor" = Option<String>, Query, description = "The cursor of the previous page"),
+    ),
+    responses(
+        (status = 200, description = "A page of the identity's checks, newest first", body = IdVerificationList),
+        (status = 400, description = "Malformed query", body = ErrorBody),
+        (status = 404, description = "No such identity in the organization", body = ErrorBody),
+    ))]
+pub async fn id_verification_list(
+    State(state): State<ApiState>,
+    Extension(caller): Extension<Caller>,
+    Path(identity_id): Path<String>,
+    RawQuery(query): RawQuery,
+) -> Result<Json<IdVerificationList>, ApiError> {
+    let params = Params::parse(query.as_deref(), &["limit", "cursor"])?;
+    let limit = params.limit("limit", DEFAULT_LIMIT, MAX_LIMIT)?;
+    let after = params.cursor::<CheckKeyset>()?;
+    let store = state.store();
+    store.identity(&caller.organization, &identity_id).await?;
+    let after = after.as_ref().map(|k| (k.t, k.id.as_str()));
+    let mut checks = store.idv_check_page(&caller.organization, &identity_id, after, limit + 1).await?;
+    let cursor = if checks.len() > limit as usize {
+        checks.truncate(limit as usize);
+        checks
+            .last()
+            .map(|c| encode_cursor(&CheckKeyset { t: c.created_at.timestamp_micros(), id: c.id.clone() }))
+    } else {
+        None
+    };
+    Ok(Json(IdVerificationList { id_verification_checks: checks, cursor }))
 }
 
 /// One identity verification check of an identity.

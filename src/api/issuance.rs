@@ -20,6 +20,7 @@ use super::{
     params::{Params, encode_cursor},
 };
 use crate::amount::Cents;
+use crate::api::ErrorCode;
 use crate::{
     chain::Chain,
     identity::Identity,
@@ -216,7 +217,7 @@ pub async fn create_mint_instruction(
     let bank = state.bank().receiving_account().ok_or_else(|| {
         ApiError::coded(
             StatusCode::SERVICE_UNAVAILABLE,
-            "ISSUANCE_UNAVAILABLE",
+            ErrorCode::IssuanceUnavailable,
             "the platform has no receiving bank configured (--receiving-bank): it cannot take wires",
         )
     })?;
@@ -273,12 +274,12 @@ pub(super) fn gate(identity: &Identity) -> Result<(), ApiError> {
     issuance::gate(identity).map_err(|gate| match gate {
         Gate::NotActive(status) => ApiError::coded(
             StatusCode::BAD_REQUEST,
-            "ACCOUNT_NOT_ACTIVE",
+            ErrorCode::AccountNotActive,
             format!("identity {} is {status}, not ACTIVE: it cannot start fiat operations", identity.id),
         ),
         Gate::FiatNotEnabled => ApiError::coded(
             StatusCode::BAD_REQUEST,
-            "FIAT_NOT_ENABLED",
+            ErrorCode::FiatNotEnabled,
             format!("identity {} is not enabled for fiat operations", identity.id),
         ),
     })

@@ -38,7 +38,7 @@ use utoipa::{
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 pub use body::Body;
-pub use error::{ApiError, ErrorBody};
+pub use error::{ApiError, ErrorBody, ErrorCode};
 pub use operator::{OperatorToken, WeakToken};
 
 use crate::{
@@ -333,6 +333,7 @@ fn v2() -> (Router<ApiState>, utoipa::openapi::OpenApi) {
         .routes(routes!(identities::create, identities::list))
         .routes(routes!(identities::get))
         .routes(routes!(identities::compliance))
+        .routes(routes!(identities::id_verification_list))
         .routes(routes!(identities::id_verification))
         .routes(routes!(accounts::create, accounts::list))
         .routes(routes!(accounts::get))

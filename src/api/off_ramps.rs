@@ -14,6 +14,7 @@ use super::{
     transfers::{accept_error, refused},
 };
 use crate::amount::Cents;
+use crate::api::ErrorCode;
 use crate::{
     chain::Chain,
     conversions::{
@@ -73,7 +74,7 @@ pub struct ConversionRequest {
 /// `destination.amount` is set at once (the amount less the off-ramp fee).
 /// Every other corridor uses a quote, once, before it expires. Idempotent
 /// by `request_id`: the same request again answers the same conversion
-/// (`200`) and uses no second quote; another request under it is `409`.
+/// (`201`, as every create's replay) and uses no second quote; another request under it is `409`.
 #[utoipa::path(post, operation_id = "createConversion", path = "/v2/conversions", tag = "conversions",
     request_body(content = ConversionRequest, example = json!({
         "request_id": "7d2f1c44-0b1e-4a53-9c1f-2f6a8e0d9b31",
@@ -85,8 +86,7 @@ pub struct ConversionRequest {
         "quote_id": "5a9e3c1b-8d2f-4e6a-b0c7-9f1e2d3c4b5a",
     })),
     responses(
-        (status = 201, description = "Accepted: the conversion, INITIATED", body = Conversion),
-        (status = 200, description = "The same request again: the same conversion", body = Conversion),
+        (status = 201, description = "Accepted: the conversion, INITIATED; the same request again answers the same conversion", body = Conversion),
         (status = 400, description = "INVALID_REQUEST naming the field (a quote on a US wire, a missing quote, an amount or bank account other than the quote's, fee fields); QUOTE_EXPIRED; ACCOUNT_NOT_ACTIVE; FIAT_NOT_ENABLED; INSUFFICIENT_BALANCE; LIMIT_EXCEEDED", body = ErrorBody),
         (status = 404, description = "No such account, bank account or quote in the organization", body = ErrorBody),
         (status = 409, description = "QUOTE_ALREADY_USED; REQUEST_ID_REUSED", body = ErrorBody),
@@ -116,7 +116,8 @@ pub async fn create_conversion(
 }
 
 /// The answer to a request whose `request_id` is taken: its conversion
-/// (`200`), or `409 REQUEST_ID_REUSED` when it asked something else.
+/// (`201`, as the first answer), or `409 REQUEST_ID_REUSED` when it asked
+/// something else.
 async fn replayed(
     store: &crate::store::Store,
     organization: &str,
@@ -129,7 +130,7 @@ async fn replayed(
     if print != asked.fingerprint(request) {
         return Ok(Some(Err(refusal(OffRampRefusal::RequestReused(found.id)))));
     }
-    Ok(Some(Ok((StatusCode::OK, Json(found)))))
+    Ok(Some(Ok((StatusCode::CREATED, Json(found)))))
 }
 
 /// Checks and accepts a new off-ramp.
@@ -143,7 +144,7 @@ async fn submit(
     let signer = state.0.signer.clone().ok_or_else(|| {
         ApiError::coded(
             StatusCode::SERVICE_UNAVAILABLE,
-            "CONVERSIONS_UNAVAILABLE",
+            ErrorCode::ConversionsUnavailable,
             "off-ramps are disabled: the service has no signing keys",
         )
     })?;
@@ -202,7 +203,7 @@ async fn submit(
     };
     match off_ramp::accept(store, &new).await.map_err(refusal)? {
         Made::New(conversion) => Ok((StatusCode::CREATED, Json(conversion))),
-        Made::Existing(conversion) => Ok((StatusCode::OK, Json(conversion))),
+        Made::Existing(conversion) => Ok((StatusCode::CREATED, Json(conversion))),
     }
 }
 
@@ -283,10 +284,14 @@ fn refusal(refusal: OffRampRefusal) -> ApiError {
     let message = refusal.to_string();
     match refusal {
         OffRampRefusal::Transfer(refusal) => refused(refusal),
-        OffRampRefusal::QuoteUsed(_) => ApiError::coded(StatusCode::CONFLICT, "QUOTE_ALREADY_USED", message),
-        OffRampRefusal::QuoteExpired(_) => ApiError::coded(StatusCode::BAD_REQUEST, "QUOTE_EXPIRED", message),
+        OffRampRefusal::QuoteUsed(_) => {
+            ApiError::coded(StatusCode::CONFLICT, ErrorCode::QuoteAlreadyUsed, message)
+        }
+        OffRampRefusal::QuoteExpired(_) => {
+            ApiError::coded(StatusCode::BAD_REQUEST, ErrorCode::QuoteExpired, message)
+        }
         OffRampRefusal::RequestReused(_) => {
-            ApiError::coded(StatusCode::CONFLICT, "REQUEST_ID_REUSED", message)
+            ApiError::coded(StatusCode::CONFLICT, ErrorCode::RequestIdReused, message)
         }
     }
 }

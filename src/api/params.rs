@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use serde::{Serialize, de::DeserializeOwned};
 
 use super::error::ApiError;
-use crate::chain::Chain;
+use crate::chain::{Chain, UnknownChain};
 
 pub struct Params(Vec<(String, String)>);
 
@@ -51,8 +51,13 @@ impl Params {
             .collect()
     }
 
+    /// A chain filter: absent or `CHAIN_UNSPECIFIED` filters nothing.
     pub fn chain(&self, name: &str) -> Result<Option<Chain>, ApiError> {
-        self.one(name)?.map(|v| v.parse().map_err(|e| ApiError::invalid(format!("{name}: {e}")))).transpose()
+        match self.one(name)?.map(str::parse::<Chain>) {
+            None | Some(Err(UnknownChain::Unspecified)) => Ok(None),
+            Some(Ok(chain)) => Ok(Some(chain)),
+            Some(Err(e)) => Err(ApiError::invalid(format!("{name}: {e}"))),
+        }
     }
 
     pub fn time(&self, name: &str) -> Result<Option<DateTime<Utc>>, ApiError> {

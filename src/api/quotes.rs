@@ -9,6 +9,7 @@ use axum::{
 
 use super::{ApiError, ApiState, ErrorBody, auth::Caller, issuance::gate, params::Params};
 use crate::amount::Cents;
+use crate::api::ErrorCode;
 use crate::{
     conversions::{
         quote::{Corridor, Prices, corridor, price},
@@ -62,7 +63,7 @@ pub async fn create_quote(
     let prices = state.prices().ok_or_else(|| {
         ApiError::coded(
             StatusCode::SERVICE_UNAVAILABLE,
-            "CONVERSIONS_UNAVAILABLE",
+            ErrorCode::ConversionsUnavailable,
             "the platform has no price source configured (--conversion-rates): it quotes nothing",
         )
     })?;

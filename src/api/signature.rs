@@ -9,6 +9,7 @@ use axum::{
 };
 
 use super::{ApiError, ApiState};
+use crate::api::ErrorCode;
 use crate::request_signature::{self, HEADER, PublicKey, SignatureError};
 
 /// The largest body a signed request may have: axum's default limit, which
@@ -33,7 +34,7 @@ pub(super) async fn check(
     let body = to_bytes(body, BODY_LIMIT).await.map_err(|_| {
         ApiError::coded(
             StatusCode::PAYLOAD_TOO_LARGE,
-            "INVALID_REQUEST",
+            ErrorCode::InvalidRequest,
             format!("a signed request's body is read whole and may be at most {BODY_LIMIT} bytes"),
         )
     })?;
@@ -54,5 +55,5 @@ pub(super) async fn check(
 
 fn refused(key_id: &str, error: SignatureError) -> ApiError {
     tracing::debug!(api_key = %key_id, reason = %error, "request signature refused");
-    ApiError::coded(StatusCode::UNAUTHORIZED, "INVALID_SIGNATURE", error.to_string())
+    ApiError::coded(StatusCode::UNAUTHORIZED, ErrorCode::InvalidSignature, error.to_string())
 }

@@ -14,6 +14,7 @@ use super::{
     auth::Caller,
     params::{Params, encode_cursor},
 };
+use crate::api::ErrorCode;
 use crate::{
     chain::Chain,
     store::{GasUsage, LimitPolicy, TransferPage},
@@ -70,7 +71,7 @@ struct Keyset {
 /// Validated before acceptance; sent asynchronously (read the status with
 /// GET or follow the `crypto_transfer_*` events). Idempotent by `request_id`,
 /// a UUID in any textual form (kept lowercase hyphenated): the same request
-/// again returns the existing transfer (`200`) while it is in flight
+/// again returns the existing transfer (`201`, as any create's replay) while it is in flight
 /// (`ACCEPTED` or `SUBMITTED`), whatever it holds, and `409
 /// DUPLICATE_TRANSACTION` naming it once it was processed (terminal); the
 /// same `request_id` with a different request is `409 REQUEST_ID_REUSED`.
@@ -83,8 +84,7 @@ struct Keyset {
         "address_destination": { "address": "0x4242424242424242424242424242424242424242", "chain": "BASE_MAINNET" },
     })),
     responses(
-        (status = 201, description = "Accepted", body = Transfer),
-        (status = 200, description = "The same request again: the existing transfer", body = Transfer),
+        (status = 201, description = "Accepted; the same request again, while the transfer is not yet processed, answers the same transfer", body = Transfer),
         (status = 400, description = "INVALID_REQUEST, ACCOUNT_NOT_ACTIVE, INSUFFICIENT_BALANCE or LIMIT_EXCEEDED", body = ErrorBody,
             examples(
                 ("INVALID_REQUEST" = (value = json!({ "code": "INVALID_REQUEST", "message": "a destination is required: address_destination, or destination_address with destination_chain" }))),
@@ -106,17 +106,21 @@ pub async fn create(
     let Some(signer) = state.0.signer.clone() else {
         return Err(ApiError::coded(
             StatusCode::SERVICE_UNAVAILABLE,
-            "TRANSFERS_UNAVAILABLE",
+            ErrorCode::TransfersUnavailable,
             "transfers are disabled: the service has no signing keys",
         ));
     };
-    let (destination_field, destination, chain) = match (
+    let (destination_field, chain_field, destination, chain) = match (
         &request.address_destination,
         &request.destination_address,
         &request.destination_chain,
     ) {
-        (Some(d), None, None) => ("address_destination.address", d.address.as_str(), d.chain.as_str()),
-        (None, Some(address), Some(chain)) => ("destination_address", address.as_str(), chain.as_str()),
+        (Some(d), None, None) => {
+            ("address_destination.address", "address_destination.chain", d.address.as_str(), d.chain.as_str())
+        }
+        (None, Some(address), Some(chain)) => {
+            ("destination_address", "destination_chain", address.as_str(), chain.as_str())
+        }
         (None, None, None) => {
             return Err(ApiError::invalid(
                 "a destination is required: address_destination, or destination_address with destination_chain",
@@ -128,6 +132,7 @@ pub async fn create(
             ));
         }
     };
+    chain.parse::<crate::chain::Chain>().map_err(|e| ApiError::invalid(format!("{chain_field}: {e}")))?;
     let acceptance = Acceptance {
         store: state.store(),
         chains: state.chains(),
@@ -146,7 +151,7 @@ pub async fn create(
     };
     match acceptance.accept(&request).await.map_err(accept_error)? {
         Created::New(transfer) => Ok((StatusCode::CREATED, Json(transfer))),
-        Created::Existing(transfer) => Ok((StatusCode::OK, Json(transfer))),
+        Created::Existing(transfer) => Ok((StatusCode::CREATED, Json(transfer))),
     }
 }
 
@@ -168,18 +173,18 @@ pub(super) fn refused(refusal: Refusal) -> ApiError {
     let message = refusal.to_string();
     match refusal {
         Refusal::Duplicate(id) => {
-            ApiError::coded(StatusCode::CONFLICT, "DUPLICATE_TRANSACTION", message).with_transfer(id)
+            ApiError::coded(StatusCode::CONFLICT, ErrorCode::DuplicateTransaction, message).with_transfer(id)
         }
         Refusal::RequestReused(id) => {
-            ApiError::coded(StatusCode::CONFLICT, "REQUEST_ID_REUSED", message).with_transfer(id)
+            ApiError::coded(StatusCode::CONFLICT, ErrorCode::RequestIdReused, message).with_transfer(id)
         }
         Refusal::NotActive(..) | Refusal::IdentityNotActive(..) => {
-            ApiError::coded(StatusCode::BAD_REQUEST, "ACCOUNT_NOT_ACTIVE", message)
+            ApiError::coded(StatusCode::BAD_REQUEST, ErrorCode::AccountNotActive, message)
         }
         Refusal::Insufficient { .. } => {
-            ApiError::coded(StatusCode::BAD_REQUEST, "INSUFFICIENT_BALANCE", message)
+            ApiError::coded(StatusCode::BAD_REQUEST, ErrorCode::InsufficientBalance, message)
         }
-        Refusal::Limit { .. } => ApiError::coded(StatusCode::BAD_REQUEST, "LIMIT_EXCEEDED", message),
+        Refusal::Limit { .. } => ApiError::coded(StatusCode::BAD_REQUEST, ErrorCode::LimitExceeded, message),
         Refusal::Store(error) => error.into(),
     }
 }

@@ -225,6 +225,9 @@ fn assets(file: &ChainFile) -> Result<Vec<AssetConfig>, String> {
             }
             crate::amount::Cents::parse(cap).map_err(|e| format!("asset {symbol}: daily_mint_cap: {e}"))?;
         }
+        if asset.precompile && file.chain.family() != Family::Evm {
+            return Err(format!("asset {symbol}: precompile is for EVM assets"));
+        }
         if asset.issued && asset.decimals < 2 {
             return Err(format!(
                 "asset {symbol}: an issued stablecoin needs 2 decimals or more to mint cents"

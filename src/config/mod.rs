@@ -117,6 +117,12 @@ pub struct AssetConfig {
     /// it, in a UTC day, every mint waits for a second operator's approval.
     #[serde(default)]
     pub daily_mint_cap: Option<String>,
+    /// EVM only: a native token at a precompile address with no bytecode
+    /// (Base's B20 tokens since its Beryl upgrade). Its `Transfer` logs are
+    /// deposits like any ERC-20's; without the mark, an asset whose
+    /// address has no code refuses the start (see `evm::asset_code`).
+    #[serde(default)]
+    pub precompile: bool,
 }
 
 /// How the platform sends gas-sponsored transfers on a chain.
@@ -439,6 +445,13 @@ mod tests {
         }
         let tether = MINIMAL.replace(r#"symbol = "USDC""#, r#"symbol = "USD₮0""#);
         assert!(ChainConfig::from_toml(&tether, Path::new("x.toml"), &no_env).is_ok());
+
+        let b20 = format!("{MINIMAL}precompile = true\n");
+        let config = ChainConfig::from_toml(&b20, Path::new("x.toml"), &no_env).unwrap();
+        assert!(config.assets[0].precompile, "a B20 token at a precompile address");
+        let solana = include_str!("../../chains/solana-devnet.toml").to_string() + "precompile = true\n";
+        let err = ChainConfig::from_toml(&solana, Path::new("x.toml"), &no_env).unwrap_err().to_string();
+        assert!(err.contains("precompile is for EVM assets"), "{err}");
 
         let secret = MINIMAL.replace("https://rpc.example/key/SECRET", "nonsense://SECRET");
         let err = ChainConfig::from_toml(&secret, Path::new("x.toml"), &no_env).unwrap_err().to_string();

@@ -98,7 +98,13 @@ pub async fn identity(
         .into_iter()
         .enumerate()
         .map(|(n, va)| Copyable {
-            title: format!("Virtual account {} ({})", va.id, va.status.as_str()),
+            title: format!(
+                "Virtual account {} ({}): wire US dollars to these details; they arrive as {} on {}",
+                va.id,
+                va.status.as_str(),
+                va.destination.currency,
+                va.destination.chain.as_str()
+            ),
             id: format!("va-{n}"),
             text: va
                 .deposit_instructions

@@ -67,12 +67,40 @@ pub struct Destination {
     pub amount: Option<String>,
 }
 
-/// The stablecoin credited back when a payout was returned.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize, ToSchema)]
+/// The stablecoin credited back when a payout was returned. A key not yet
+/// known is left out (never `null`): the refund workflow fills them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize, ToSchema)]
 pub struct RefundDetails {
+    /// The stablecoin credited back, in the major unit (`"50"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub amount: Option<String>,
+    /// The stablecoin credited back (`USDC`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub currency: Option<String>,
+    /// The credit: the platform's id of the transfer that sent the
+    /// stablecoin back from its settlement wallet, for support and
+    /// reconciliation (a platform transfer, not listed among the account's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transfer_id: Option<String>,
+    /// The credit's transaction on chain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transaction_hash: Option<String>,
+    /// Why the payout came back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<RefundFailure>,
+}
+
+/// Why a returned payout came back: a stable code and the bank's text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize, ToSchema)]
+pub struct RefundFailure {
+    /// `PAYOUT_RETURNED`: the bank paid, then the payment came back.
+    pub code: String,
+    /// The bank's own words, as it gave them.
+    pub message: String,
+}
+
+impl RefundFailure {
+    pub const RETURNED: &str = "PAYOUT_RETURNED";
 }
 
 /// A conversion: `GET /v2/conversions/{id}` and the `data` of
@@ -168,17 +196,28 @@ pub struct VirtualAccountDestination {
     pub chain: Chain,
 }
 
+/// How a virtual account's funds reach the account.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[schema(as = DepositInstructionsPaymentMethod)]
+pub enum PaymentMethod {
+    /// Minted on chain to `destination.account_id`.
+    #[serde(rename = "BLOCKCHAIN")]
+    Blockchain,
+}
+
 /// How to wire dollars to a virtual account: all strings.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
 pub struct DepositInstructions {
     /// `0`: any amount.
     pub amount: String,
-    /// `USD`: what the wire carries.
+    /// The stablecoin delivered (the virtual account's
+    /// `destination.currency`): `USDC`. The wire itself is in US dollars.
+    #[schema(example = "USDC")]
     pub currency: String,
     pub bank_name: String,
     pub bank_address: String,
-    /// `WIRE`.
-    pub payment_method: String,
+    /// How the funds reach the account: `BLOCKCHAIN`, the only value.
+    pub payment_method: PaymentMethod,
     /// The reference a wire quotes; unique to the virtual account.
     pub deposit_message: String,
     /// Unique to the virtual account.

@@ -4,7 +4,10 @@
 
 use serde_json::Value;
 
-use super::{VirtualAccount, resource::DepositInstructions};
+use super::{
+    VirtualAccount,
+    resource::{DepositInstructions, PaymentMethod},
+};
 use crate::{
     audit::{self, Actor, Record},
     store::{Store, StoreError, virtual_accounts as rows},
@@ -77,8 +80,16 @@ pub fn deposit_message_in(credit: &crate::bank::Credit) -> Result<String, String
 
 /// The deposit instructions of a virtual account at `bank` (a Bank account
 /// details object: the platform's receiving bank), under its own account
-/// number and message.
-pub fn deposit_instructions(bank: &Value, account_number: &str, message: &str) -> DepositInstructions {
+/// number and message, delivering `stablecoin`. As the reference observes,
+/// `currency` is the stablecoin delivered and `payment_method` is
+/// `BLOCKCHAIN` (how the funds arrive); the wire itself is always US
+/// dollars.
+pub fn deposit_instructions(
+    bank: &Value,
+    account_number: &str,
+    message: &str,
+    stablecoin: &str,
+) -> DepositInstructions {
     let text = |key: &str| bank[key].as_str().unwrap_or_default().to_string();
     let address = &bank["address"];
     let line = ["street_line_1", "street_line_2", "city", "region_code", "postal_code", "country"]
@@ -88,10 +99,10 @@ pub fn deposit_instructions(bank: &Value, account_number: &str, message: &str) -
         .join(", ");
     DepositInstructions {
         amount: "0".into(),
-        currency: crate::issuance::FIAT_CURRENCY.into(),
+        currency: stablecoin.into(),
         bank_name: text("bank_name"),
         bank_address: line.clone(),
-        payment_method: crate::issuance::PAYMENT_RAIL.into(),
+        payment_method: PaymentMethod::Blockchain,
         deposit_message: message.into(),
         bank_account_number: account_number.into(),
         bank_routing_number: text("routing_number"),
@@ -125,11 +136,15 @@ mod tests {
     #[test]
     fn deposit_instructions_show_the_receiving_bank_under_the_accounts_own_number() {
         let bank = crate::bank::sandbox::receiving_account();
-        let instructions = deposit_instructions(&bank, "812345678901", "VA0123456789");
+        let instructions = deposit_instructions(&bank, "812345678901", "VA0123456789", "USDC");
         assert_eq!(instructions.bank_routing_number, "123456780");
         assert_eq!(instructions.bank_account_number, "812345678901");
         assert_eq!(instructions.deposit_message, "VA0123456789");
         assert_eq!(instructions.bank_address, "1 Sandbox Way, New York, NY, 10001, US");
-        assert_eq!((instructions.currency.as_str(), instructions.payment_method.as_str()), ("USD", "WIRE"));
+        assert_eq!(
+            (instructions.currency.as_str(), instructions.payment_method),
+            ("USDC", PaymentMethod::Blockchain)
+        );
+        assert_eq!(serde_json::to_value(&instructions).unwrap()["payment_method"], "BLOCKCHAIN");
     }
 }

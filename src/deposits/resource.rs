@@ -167,10 +167,12 @@ pub struct Deposit {
     pub destination_chain: Chain,
     pub transaction_hash: String,
     pub status: DepositStatus,
-    /// The zero time `1970-01-01T00:00:00Z` until the deposit is confirmed:
-    /// the field is required by the resource.
-    #[serde(serialize_with = "rfc3339")]
-    pub confirmed_at: DateTime<Utc>,
+    /// When the deposit became `CONFIRMED`. The key is always present (the
+    /// resource requires it) and `null` while the deposit is `PENDING` and
+    /// for a `FAILED` one, which never was confirmed.
+    #[serde(serialize_with = "rfc3339_opt")]
+    #[schema(value_type = Option<String>, format = DateTime, required = true)]
+    pub confirmed_at: Option<DateTime<Utc>>,
     /// The timestamp of the block that holds the transaction.
     #[serde(serialize_with = "rfc3339")]
     pub created_at: DateTime<Utc>,
@@ -324,7 +326,7 @@ mod tests {
             destination_chain: Chain::BaseSepolia,
             transaction_hash: "0xabc".into(),
             status: DepositStatus::Pending,
-            confirmed_at: DateTime::UNIX_EPOCH,
+            confirmed_at: None,
             created_at: DateTime::from_timestamp(1_700_000_000, 0).unwrap(),
         };
         let json = serde_json::to_value(&deposit).unwrap();
@@ -348,10 +350,17 @@ mod tests {
                 "transaction_hash"
             ]
         );
-        assert_eq!(json["confirmed_at"], "1970-01-01T00:00:00Z");
+        assert_eq!(json["confirmed_at"], serde_json::Value::Null, "present, null until confirmed");
         assert_eq!(json["created_at"], "2023-11-14T22:13:20Z");
         assert_eq!(json["destination_chain"], "BASE_SEPOLIA");
         assert_eq!(json["source_type"], "ON_CHAIN");
+
+        let confirmed = Deposit {
+            status: DepositStatus::Confirmed,
+            confirmed_at: DateTime::from_timestamp(1_700_000_024, 500_000_000),
+            ..deposit.clone()
+        };
+        assert_eq!(serde_json::to_value(&confirmed).unwrap()["confirmed_at"], "2023-11-14T22:13:44.500Z");
 
         let internal =
             Deposit { source_type: SourceType::Account, source_account_id: Some("acc2".into()), ..deposit };

@@ -1,6 +1,7 @@
 //! EVM chains: the RPC edge, pure decoding, the watcher that scans blocks
 //! into the store, and the sender of gas-sponsored transfers.
 
+pub mod asset_code;
 mod broadcast;
 mod completeness;
 pub mod decode;

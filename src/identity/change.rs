@@ -7,7 +7,7 @@
 
 use serde_json::Value;
 
-use super::{Event, Transition, apply, compliance, resource::status_update};
+use super::{Event, SubStatus, Transition, apply, compliance, resource::status_update};
 use crate::{
     audit::{self, Actor, Record},
     chain::Chain,
@@ -17,6 +17,7 @@ use crate::{
         identities::{audit, link, lock},
         identity_changes::{self as rows, Submission},
         now_micros,
+        verification::current_check,
     },
 };
 
@@ -129,7 +130,13 @@ pub async fn apply_in(
         let mut identity = locked.identity(cipher.ok_or(PiiError::Locked)?)?;
         identity.status = transition.status();
         identity.sub_status = transition.sub_status();
-        let data = status_update(&identity, &transition, &accounts, change.reason);
+        let check = match transition.sub_status() {
+            Some(SubStatus::IdvRequested | SubStatus::IdvInProgress | SubStatus::IdvExpired) => {
+                current_check(tx, change.organization, change.identity_id).await?
+            }
+            _ => None,
+        };
+        let data = status_update(&identity, &transition, &accounts, change.reason, check.as_deref());
         rows::announce(tx, change.identity(), &data, now).await?;
     }
     let event = format!("{:?}", change.event);

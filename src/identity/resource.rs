@@ -102,14 +102,18 @@ pub struct IdVerificationCheck {
 /// The `data` of an `identity_status_update`: the identity as it is now,
 /// the accounts whose status or mirrors changed with it (all of its
 /// accounts), why, and the status and sub-status before (empty string when
-/// none).
+/// none). With `check` (the open check, given at `IDV_REQUESTED`,
+/// `IDV_IN_PROGRESS` and `IDV_EXPIRED`), its id as
+/// `id_verification_check_id` (an extension: the check is read with
+/// `GET /v2/identities/{identity_id}/id_verification/{id}`).
 pub fn status_update(
     identity: &Identity,
     transition: &Transition,
     account_ids: &[String],
     reason: Option<&str>,
+    check: Option<&str>,
 ) -> Value {
-    json!({
+    let mut data = json!({
         "identity": {
             "id": identity.id,
             "label": identity.label,
@@ -121,5 +125,9 @@ pub fn status_update(
         "status_reason": reason,
         "previous_status": transition.previous_status(),
         "previous_sub_status": sub_status_str(transition.previous_sub_status()),
-    })
+    });
+    if let Some(check) = check {
+        data["id_verification_check_id"] = json!(check);
+    }
+    data
 }

@@ -23,6 +23,8 @@ use crate::{
 const AT_START: Duration = Duration::from_secs(10);
 /// Between two background checks of an asset whose node did not answer.
 const AGAIN: Duration = Duration::from_secs(15);
+/// Why an asset's transfers are held back here.
+const HELD_FOR: &str = "decimals";
 
 /// What a check found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,7 +83,7 @@ pub async fn verify_at_start<'a>(configs: impl IntoIterator<Item = &'a ChainConf
                 Verdict::Differs { on_chain } => return Err(differs(config, asset, on_chain)),
                 Verdict::Unknown(why) => {
                     warn!(chain = %config.chain, asset = %asset.symbol, %why, "cannot read the issued asset's decimals now: its mints and transfers wait until they are verified");
-                    held::hold(config.chain, &asset.contract_address);
+                    held::hold(config.chain, &asset.contract_address, HELD_FOR);
                     tokio::spawn(verify_later(config.clone(), asset.clone()));
                 }
             }
@@ -98,13 +100,13 @@ async fn verify_later(config: ChainConfig, asset: AssetConfig) {
         match verdict(asset.decimals, supply(&config, &asset).await.map(|read| read.decimals)) {
             Verdict::Agrees => {
                 info!(chain = %config.chain, asset = %asset.symbol, "issued asset's decimals verified: its transactions go on");
-                held::release(config.chain, &asset.contract_address);
+                held::release(config.chain, &asset.contract_address, HELD_FOR);
                 return;
             }
             Verdict::Differs { on_chain } => {
                 let refusal = differs(&config, &asset, on_chain);
                 error!(error = %refusal, "the issued asset's transactions wait for good: restart with the chain file corrected");
-                held::hold(config.chain, &asset.contract_address);
+                held::hold(config.chain, &asset.contract_address, HELD_FOR);
                 return;
             }
             Verdict::Unknown(_) => {}

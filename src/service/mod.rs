@@ -141,6 +141,7 @@ async fn run(
     if selected.is_empty() {
         bail!("no chain to index: a sandbox follows test chains only, and none is configured");
     }
+    crate::evm::asset_code::verify_at_start(&selected).await?;
     crate::issuance::decimals::verify_at_start(&selected).await?;
     telemetry::prometheus();
     let listener = api::bind(api.listen).await?;
@@ -205,6 +206,7 @@ pub async fn serve(url: &str, chains: Chains, required: Vec<Chain>, api: ApiOpti
     };
     let (store, environment, _) =
         start(store, api.environment, pii::Key::from_env()?, (&chains, &[])).await?;
+    crate::evm::asset_code::verify_at_start(chains.iter()).await?;
     crate::issuance::decimals::verify_at_start(chains.iter()).await?;
     telemetry::prometheus();
     let listener = api::bind(api.listen).await?;

@@ -110,7 +110,7 @@ pub(super) fn deposit_from_row(row: &AnyRow) -> Result<Deposit, StoreError> {
         destination_chain: parse_column(&row.try_get::<String, _>("chain")?, "deposits.chain")?,
         transaction_hash: row.try_get("tx_hash")?,
         status: parse_column(&row.try_get::<String, _>("status")?, "deposits.status")?,
-        confirmed_at: time(row.try_get::<Option<i64>, _>("confirmed_at")?.unwrap_or(0))?,
+        confirmed_at: row.try_get::<Option<i64>, _>("confirmed_at")?.map(time).transpose()?,
         created_at: time(row.try_get("created_at")?)?,
     })
 }

@@ -15,7 +15,7 @@ use crate::{
     conversions::{
         Conversion,
         off_ramp::rules::Legs,
-        resource::{RefundDetails, Type},
+        resource::{RefundDetails, RefundFailure, Type},
         state::Status,
     },
     transfers::model::NewTransfer,
@@ -112,6 +112,7 @@ pub async fn by_request(
 const LEGS: &str = "t.status AS collect_status, t.failure_code, t.failure_message, c.payout_handed_at, \
     c.payout_outcome, c.payout_reason, c.payout_due_at, r.status AS refund_status, r.transaction_hash AS refund_hash, \
     r.amount_raw AS refund_raw, r.decimals AS refund_decimals, r.currency_symbol AS refund_currency, \
+    c.refund_transfer_id, \
     q.destination_cents AS quoted_cents, q.rate AS quoted_rate";
 const JOIN_LEGS: &str = "JOIN transfers t ON t.id = c.transfer_id \
     LEFT JOIN transfers r ON r.id = c.refund_transfer_id LEFT JOIN quotes q ON q.id = c.quote_id";
@@ -185,7 +186,10 @@ fn settled(row: &sqlx::any::AnyRow) -> Result<Settled, StoreError> {
             Some(RefundDetails {
                 amount: Some(Amount::from_raw(raw, decimals).to_string()),
                 currency: row.try_get("refund_currency")?,
+                transfer_id: row.try_get("refund_transfer_id")?,
                 transaction_hash: row.try_get("refund_hash")?,
+                failure: payout_failure(row)?
+                    .map(|message| RefundFailure { code: RefundFailure::RETURNED.into(), message }),
             })
         }
         None => None,
@@ -233,24 +237,33 @@ pub async fn quote_in(
     tx: &mut Transaction<'static, Any>,
     organization: &str,
     quote: &str,
-) -> Result<Option<(bool, i64)>, StoreError> {
-    let row =
-        sqlx::query("SELECT conversion_id, expires_at FROM quotes WHERE id = $1 AND organization_id = $2")
-            .bind(quote)
-            .bind(organization)
-            .fetch_optional(&mut **tx)
-            .await?;
+) -> Result<Option<(Option<Status>, i64)>, StoreError> {
+    let row = sqlx::query(
+        "SELECT c.status AS holder, q.expires_at FROM quotes q LEFT JOIN conversions c ON c.id = q.conversion_id
+         WHERE q.id = $1 AND q.organization_id = $2",
+    )
+    .bind(quote)
+    .bind(organization)
+    .fetch_optional(&mut **tx)
+    .await?;
     let Some(row) = row else { return Ok(None) };
-    Ok(Some((row.try_get::<Option<String>, _>("conversion_id")?.is_some(), row.try_get("expires_at")?)))
+    let holder = row.try_get::<Option<String>, _>("holder")?;
+    let holder = holder.map(|s| parse_column(&s, "conversions.status")).transpose()?;
+    Ok(Some((holder, row.try_get("expires_at")?)))
 }
 
-/// Gives quote `quote` to conversion `id`: whether it was still free.
+/// Gives quote `quote` to conversion `id`: whether it was still free (no
+/// conversion holds it, or the one that did ended `FAILED`).
 pub async fn take_quote(
     tx: &mut Transaction<'static, Any>,
     quote: &str,
     id: &str,
 ) -> Result<bool, StoreError> {
-    let taken = sqlx::query("UPDATE quotes SET conversion_id = $2 WHERE id = $1 AND conversion_id IS NULL")
+    let taken = sqlx::query(
+        "UPDATE quotes SET conversion_id = $2 WHERE id = $1
+         AND (conversion_id IS NULL
+              OR EXISTS (SELECT 1 FROM conversions c WHERE c.id = quotes.conversion_id AND c.status = 'FAILED'))",
+    )
         .bind(quote)
         .bind(id)
         .execute(&mut **tx)

@@ -204,7 +204,7 @@ impl<'a> NewRow<'a> {
             destination_chain: self.chain,
             transaction_hash: d.tx_hash.clone(),
             status: self.status,
-            confirmed_at: time(self.confirmed_at.unwrap_or(0))?,
+            confirmed_at: self.confirmed_at.map(time).transpose()?,
             created_at: time(self.created_at)?,
         };
         Ok(ChangedDeposit {

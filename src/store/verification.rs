@@ -76,12 +76,32 @@ impl Store {
         organization: &str,
         identity_id: &str,
     ) -> Result<Vec<IdVerificationCheck>, StoreError> {
+        self.idv_check_page(organization, identity_id, None, u32::MAX).await
+    }
+
+    /// Up to `limit` of the identity's checks, newest first (by creation
+    /// time, then id, both descending), after the check `after` names
+    /// (its creation time in microseconds and its id).
+    pub async fn idv_check_page(
+        &self,
+        organization: &str,
+        identity_id: &str,
+        after: Option<(i64, &str)>,
+        limit: u32,
+    ) -> Result<Vec<IdVerificationCheck>, StoreError> {
+        // No check is created at i64::MAX: the first page takes them all.
+        let (at, id) = after.unwrap_or((i64::MAX, ""));
         let rows = sqlx::query(&format!(
-            "SELECT {CHECK_COLUMNS}, expires_at FROM id_verification_checks WHERE organization_id = $1 AND identity_id = $2
-             ORDER BY created_at DESC, id"
+            "SELECT {CHECK_COLUMNS}, expires_at FROM id_verification_checks
+             WHERE organization_id = $1 AND identity_id = $2
+               AND (created_at < $3 OR (created_at = $3 AND id < $4))
+             ORDER BY created_at DESC, id DESC LIMIT $5"
         ))
         .bind(organization)
         .bind(identity_id)
+        .bind(at)
+        .bind(id)
+        .bind(i64::from(limit))
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(check_from_row).collect()
@@ -256,7 +276,7 @@ pub async fn current_check(
     Ok(sqlx::query_scalar(
         "SELECT id FROM id_verification_checks
          WHERE organization_id = $1 AND identity_id = $2 AND submission_id = $3
-         ORDER BY created_at DESC, id LIMIT 1",
+         ORDER BY created_at DESC, id DESC LIMIT 1",
     )
     .bind(organization)
     .bind(identity_id)

@@ -234,7 +234,8 @@ fn virtual_account_from_row(row: &AnyRow) -> Result<VirtualAccount, StoreError> 
     let (number, message): (String, String) =
         (row.try_get("bank_account_number")?, row.try_get("deposit_message")?);
     let opened = matches!(status, VirtualAccountStatus::Active | VirtualAccountStatus::Inactive);
-    let instructions = opened.then(|| deposit_instructions(&bank, &number, &message));
+    let currency: String = row.try_get("currency")?;
+    let instructions = opened.then(|| deposit_instructions(&bank, &number, &message, &currency));
     Ok(VirtualAccount {
         id: row.try_get("id")?,
         identity_id: row.try_get("identity_id")?,
@@ -242,7 +243,7 @@ fn virtual_account_from_row(row: &AnyRow) -> Result<VirtualAccount, StoreError> 
         source: VirtualAccountSource { banking_country: row.try_get("banking_country")? },
         destination: VirtualAccountDestination {
             account_id: row.try_get("account_id")?,
-            currency: row.try_get("currency")?,
+            currency,
             chain: parse_column::<Chain>(&row.try_get::<String, _>("chain")?, "virtual_accounts.chain")?,
         },
         deposit_instructions: instructions,

@@ -1,7 +1,9 @@
 //! The assets whose transfers wait before they are signed, held back by the
-//! wing that owns the asset (an issued stablecoin whose decimals are not
-//! verified yet: see `issuance::decimals`). Only a transfer not yet started
-//! waits: one already signed or authorized goes on.
+//! wing that owns the asset, each for its reason (an issued stablecoin whose
+//! decimals are not verified yet, see `issuance::decimals`; an asset whose
+//! contract code is not found yet, see `evm::asset_code`): an asset waits
+//! while any reason holds it. Only a transfer not yet started waits: one
+//! already signed or authorized goes on.
 
 use std::{
     collections::HashSet,
@@ -10,22 +12,26 @@ use std::{
 
 use crate::chain::Chain;
 
-/// The held assets of this process, by chain and contract.
-static HELD: LazyLock<RwLock<HashSet<(Chain, String)>>> = LazyLock::new(Default::default);
+/// One asset held back: its chain, its contract and why.
+type Hold = (Chain, String, &'static str);
 
-/// Holds the transfers of `contract` on `chain` back.
-pub fn hold(chain: Chain, contract: &str) {
-    HELD.write().expect("held assets").insert((chain, contract.to_string()));
+/// The held assets of this process.
+static HELD: LazyLock<RwLock<HashSet<Hold>>> = LazyLock::new(Default::default);
+
+/// Holds the transfers of `contract` on `chain` back for `why`.
+pub fn hold(chain: Chain, contract: &str, why: &'static str) {
+    HELD.write().expect("held assets").insert((chain, contract.to_string(), why));
 }
 
-/// Lets the transfers of `contract` on `chain` go on.
-pub fn release(chain: Chain, contract: &str) {
-    HELD.write().expect("held assets").remove(&(chain, contract.to_string()));
+/// Lets the transfers of `contract` on `chain` go on as far as `why` goes.
+pub fn release(chain: Chain, contract: &str, why: &'static str) {
+    HELD.write().expect("held assets").remove(&(chain, contract.to_string(), why));
 }
 
-/// Whether the transfers of `contract` on `chain` are held back.
+/// Whether the transfers of `contract` on `chain` are held back for any
+/// reason.
 pub fn is_held(chain: Chain, contract: &str) -> bool {
-    HELD.read().expect("held assets").contains(&(chain, contract.to_string()))
+    HELD.read().expect("held assets").iter().any(|(c, a, _)| *c == chain && a == contract)
 }
 
 #[cfg(test)]
@@ -36,10 +42,13 @@ mod tests {
     fn an_asset_is_held_until_released_on_its_chain_only() {
         let contract = "0x00000000000000000000000000000000000000a1";
         assert!(!is_held(Chain::BaseSepolia, contract));
-        hold(Chain::BaseSepolia, contract);
+        hold(Chain::BaseSepolia, contract, "decimals");
+        hold(Chain::BaseSepolia, contract, "code");
         assert!(is_held(Chain::BaseSepolia, contract));
         assert!(!is_held(Chain::OptimismSepolia, contract));
-        release(Chain::BaseSepolia, contract);
+        release(Chain::BaseSepolia, contract, "decimals");
+        assert!(is_held(Chain::BaseSepolia, contract), "still held for its code");
+        release(Chain::BaseSepolia, contract, "code");
         assert!(!is_held(Chain::BaseSepolia, contract));
     }
 }

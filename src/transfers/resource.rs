@@ -145,6 +145,8 @@ impl FromStr for Route {
 pub struct FailureDetails {
     /// `REVERTED`, `REJECTED_BY_NODE`, `SIGNING_FAILED`, `INVALID_TRANSFER`,
     /// `NOT_SUBMITTED`, `INSUFFICIENT_GAS_FUNDS`, `CHAIN_UNAVAILABLE`,
+    /// `GAS_LIMIT_EXCEEDED` (the call needs more gas than one transaction
+    /// may use, EIP-7825),
     /// `ACCOUNT_NOT_ACTIVE` (the identity or the account stopped
     /// transacting before the transfer was signed) or `FIAT_NOT_ENABLED`
     /// (an off-ramp's collect whose identity lost the fiat entitlement).

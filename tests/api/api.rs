@@ -353,6 +353,9 @@ async fn deposit_filters_select_by_chain_symbol_and_time() {
         assert_eq!(list("&currency_symbol=USDC").await, ["1.5 USDC"]);
         assert_eq!(list("&destination_chain=BASE_SEPOLIA").await.len(), 2);
         assert!(list("&destination_chain=SOLANA_DEVNET").await.is_empty());
+        // The schema's zero value filters nothing, whatever its case.
+        assert_eq!(list("&destination_chain=CHAIN_UNSPECIFIED").await, ["1 ETH", "1.5 USDC"]);
+        assert_eq!(list("&destination_chain=chain_unspecified").await.len(), 2);
         assert_eq!(list("&start_time=2023-11-14T22:13:30Z").await, ["1 ETH"]);
         assert_eq!(list("&end_time=2023-11-14T22:14:20Z").await, ["1.5 USDC"]);
         assert_eq!(
@@ -401,7 +404,7 @@ async fn a_deposit_has_exactly_the_resource_fields() {
         assert_eq!(plain.body["source_type"], "ON_CHAIN");
         assert_eq!(plain.body["destination_chain"], "BASE_SEPOLIA");
         assert_eq!(plain.body["created_at"], "2023-11-14T22:13:24Z");
-        assert_eq!(plain.body["confirmed_at"], "1970-01-01T00:00:00Z");
+        assert_eq!(plain.body["confirmed_at"], Value::Null, "present, null until confirmed");
         assert_eq!(plain.body["transaction_hash"], format!("0x{:064x}", 2));
 
         let with_source = &deposits[0];
@@ -422,7 +425,6 @@ async fn malformed_requests_get_400_unknown_paths_404_and_other_methods_405() {
             "/v2/crypto/deposits",
             "/v2/crypto/deposits?account_id=",
             "/v2/crypto/deposits?account_id=acct&destination_chain=DOGECOIN",
-            "/v2/crypto/deposits?account_id=acct&destination_chain=CHAIN_UNSPECIFIED",
             "/v2/crypto/deposits?account_id=acct&start_time=yesterday",
             "/v2/crypto/deposits?account_id=acct&end_time=2026-13-01T00:00:00Z",
             "/v2/crypto/deposits?account_id=acct&start_time=2026-02-01T00:00:00Z&end_time=2026-01-01T00:00:00Z",
@@ -528,6 +530,8 @@ async fn assets_are_those_of_the_chain_files() {
     let chains = Chains::load(None).unwrap();
     let expected: usize = chains.iter().map(|c| 1 + c.assets.len()).sum();
     assert_eq!(assets.len(), expected);
+    let unspecified = app.get("/v2/assets?chain=CHAIN_UNSPECIFIED", &key).await;
+    assert_eq!(unspecified.body, all.body, "CHAIN_UNSPECIFIED filters nothing");
     let solana = app.get("/v2/assets?chain=SOLANA_MAINNET", &key).await;
     let usdc = solana.body["assets"].as_array().unwrap().iter().find(|a| a["symbol"] == "USDC").unwrap();
     assert_eq!(
@@ -617,6 +621,7 @@ async fn the_openapi_document_matches_the_routes_and_resources() {
             "/v2/identities",
             "/v2/identities/{identity_id}",
             "/v2/identities/{identity_id}/compliance",
+            "/v2/identities/{identity_id}/id_verification",
             "/v2/identities/{identity_id}/id_verification/{check_id}",
             "/v2/identities/{identity_id}/virtual-accounts",
             "/v2/issuance/bank-account/{id}",
@@ -701,5 +706,78 @@ async fn the_openapi_document_matches_the_routes_and_resources() {
     fields.remove("source_account_id");
     assert_eq!(required, fields);
     assert_eq!(schema["additionalProperties"], false);
+    assert_eq!(
+        schema["properties"]["confirmed_at"]["type"],
+        serde_json::json!(["string", "null"]),
+        "null until confirmed"
+    );
     assert_eq!(doc.body["components"]["securitySchemes"]["api_key"]["scheme"], "bearer");
+    let schemas = &doc.body["components"]["schemas"];
+    let chains: Vec<&str> =
+        schemas["Chain"]["enum"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    assert_eq!(chains.len(), Chain::ALL.len() + 1);
+    assert_eq!(chains[0], "CHAIN_UNSPECIFIED", "the reference's zero value");
+    let method = schemas["DepositInstructionsPaymentMethod"]["enum"].clone();
+    assert_eq!(method, serde_json::json!(["BLOCKCHAIN"]));
+
+    // Exactly the operations the reference does not name are extensions.
+    let reference = [
+        "get /v2/accounts",
+        "get /v2/accounts/{account_id}",
+        "get /v2/accounts/{account_id}/balances",
+        "get /v2/assets",
+        "get /v2/conversions/quotes",
+        "post /v2/conversions",
+        "get /v2/conversions/{conversion_id}",
+        "get /v2/crypto/deposits",
+        "get /v2/crypto/deposits/{deposit_id}",
+        "post /v2/crypto/transfers",
+        "get /v2/crypto/transfers",
+        "get /v2/crypto/transfers/{transfer_id}",
+        "get /v2/identities/{identity_id}",
+        "post /v2/identities/{identity_id}/compliance",
+        "get /v2/identities/{identity_id}/id_verification/{check_id}",
+        "get /v2/identities/{identity_id}/virtual-accounts",
+        "get /v2/issuance/bank-account/{id}",
+        "get /v2/issuance/mint-instructions",
+        "post /v2/simulation/fiat-deposit",
+        "get /v2/transaction-limits/policies/{policy_id}",
+        "get /v2/webhooks",
+        "delete /v2/webhooks/{webhook_id}",
+    ];
+    let mut named = BTreeSet::new();
+    for (path, operations) in paths {
+        for (method, operation) in operations.as_object().unwrap() {
+            let name = format!("{method} {path}");
+            let extension = operation.get("x-extension") == Some(&Value::Bool(true));
+            assert_eq!(extension, !reference.contains(&name.as_str()), "{name}");
+            if !extension {
+                named.insert(name);
+            }
+        }
+    }
+    let missing: Vec<&str> = reference.iter().copied().filter(|r| !named.contains(*r)).collect();
+    assert_eq!(missing, ["post /v2/simulation/fiat-deposit"], "served but the sandbox's simulation");
+
+    // The error schema lists every code: each example any answer shows is one.
+    let codes: BTreeSet<&str> =
+        schemas["ErrorCode"]["enum"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    assert_eq!(schemas["ErrorBody"]["properties"]["code"]["$ref"], "#/components/schemas/ErrorCode");
+    let mut shown = BTreeSet::new();
+    for operations in paths.values() {
+        for operation in operations.as_object().unwrap().values() {
+            for answer in operation["responses"].as_object().unwrap().values() {
+                let examples = answer["content"]["application/json"]["examples"].as_object();
+                for example in examples.into_iter().flat_map(|e| e.values()) {
+                    if let Some(code) = example["value"]["code"].as_str() {
+                        shown.insert(code.to_string());
+                    }
+                }
+            }
+        }
+    }
+    assert!(shown.len() >= 5, "{shown:?}");
+    for code in &shown {
+        assert!(codes.contains(code.as_str()), "{code} is shown but not in ErrorCode: {codes:?}");
+    }
 }

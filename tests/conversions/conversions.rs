@@ -125,7 +125,7 @@ async fn virtual_accounts_are_opened_by_the_bank_once_per_request_and_scoped() {
         assert_eq!(instructions["bank_routing_number"], "123456780");
         assert_eq!(
             (&instructions["currency"], &instructions["payment_method"]),
-            (&json!("USD"), &json!("WIRE"))
+            (&json!("USDC"), &json!("BLOCKCHAIN"))
         );
         let second = app.post(PATH, &acme, &request("va-2", "ada-1", "US")).await.body;
         let second =

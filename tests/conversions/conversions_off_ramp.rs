@@ -217,7 +217,7 @@ async fn every_off_ramp_request_is_checked_and_20_identical_submissions_make_one
         let again = submit(&platform, port, &body).await;
         assert_eq!(
             (again.status, &again.body["id"]),
-            (200, &conversion["id"]),
+            (201, &conversion["id"]),
             "a retry is the same conversion"
         );
         refused(
@@ -264,8 +264,7 @@ async fn every_off_ramp_request_is_checked_and_20_identical_submissions_make_one
             .map(|a| a.body["id"].as_str().unwrap_or_else(|| panic!("{a:?}")).to_string())
             .collect();
         assert_eq!(ids.len(), 1, "{ids:?}");
-        assert_eq!(answers.iter().filter(|a| a.status == 201).count(), 1);
-        assert!(answers.iter().all(|a| a.status == 201 || a.status == 200), "{answers:?}");
+        assert!(answers.iter().all(|a| a.status == 201), "a replay answers as the create: {answers:?}");
         let id = ids.into_iter().next().unwrap();
         assert_eq!(announced(&platform, port, &id).await.first().map(String::as_str), Some("INITIATED"));
         let transfers = platform.get(port, "/v2/crypto/transfers?account_id=ada-1&limit=100").await;
@@ -319,6 +318,18 @@ async fn a_us_wire_is_paid_out_and_a_returned_or_refused_payout_comes_back_on_ch
     let refund = &returned["refund_details"];
     assert_eq!((&refund["amount"], &refund["currency"]), (&json!("50"), &json!("USDC")), "{returned}");
     assert!(refund["transaction_hash"].as_str().unwrap().starts_with("0x"), "{returned}");
+    assert_eq!(refund["failure"]["code"], "PAYOUT_RETURNED", "{returned}");
+    assert_eq!(refund["failure"]["message"], returned["failure_reason"], "the bank's text");
+    assert!(
+        refund.as_object().unwrap().values().all(|v| !v.is_null()),
+        "an unknown key is left out: {refund}"
+    );
+    // The credit is the platform's own transfer: named, not one of the
+    // account's (the transfers the account sent do not include it).
+    let credit = refund["transfer_id"].as_str().unwrap();
+    assert!(uuid::Uuid::parse_str(credit).is_ok(), "{refund}");
+    let sent = platform.get(port, "/v2/crypto/transfers?account_id=ada-1&limit=100").await;
+    assert!(sent["transfers"].as_array().unwrap().iter().all(|t| t["id"] != credit), "{sent}");
     assert_eq!(returned["completed_at"], Value::Null);
     let sent_back = ["INITIATED", "PROCESSING", "PAYOUT_INITIATED", "PAYOUT_IN_PROGRESS", "RETURNED"];
     assert_eq!(announced(&platform, port, back["id"].as_str().unwrap()).await, sent_back);
@@ -401,13 +412,15 @@ async fn a_refund_the_settlement_wallet_cannot_pay_for_is_sent_again_once_it_can
 }
 
 #[tokio::test]
-async fn a_suspension_fails_an_off_ramp_that_moved_nothing_with_the_reason() {
+async fn a_suspension_fails_an_off_ramp_that_moved_nothing_with_the_reason_and_frees_its_quote() {
     let platform = Platform::new(Backend::Sqlite).await;
     let port = dead_port();
     // The API alone: the off-ramp is accepted, its collect not yet signed.
     let _serve = platform.minted_then_serving(port, "20.00").await;
-    let us = bank(&platform, port, "us", "000123456789").await;
-    let created = submit(&platform, port, &off_ramp(&new_id(), &us, "20.00", None)).await;
+    let mx = bank(&platform, port, "mx", "000123456789").await;
+    let q = quote(&platform, port, &mx, "20.00").await;
+    let q = q["id"].as_str().unwrap();
+    let created = submit(&platform, port, &off_ramp(&new_id(), &mx, "20.00", Some(q))).await;
     assert_eq!(created.status, 201, "{created:?}");
     let by = ["--organization", "acme", "--by", "kyc", "--reason", "fraud review"];
     platform.cli(&[&["identities", "suspend", "ada"][..], &by].concat());
@@ -417,6 +430,21 @@ async fn a_suspension_fails_an_off_ramp_that_moved_nothing_with_the_reason() {
     assert!(failed["failure_reason"].as_str().unwrap().starts_with("ACCOUNT_NOT_ACTIVE"), "{failed}");
     assert_eq!(announced(&platform, port, id).await, ["INITIATED", "FAILED"]);
     assert_eq!(platform.balance().await, U256::from(20 * USDC), "nothing left the account");
+
+    // A quote supports one successful conversion: the failed one did not
+    // use it up, so another request may, once; the failed one keeps it.
+    platform.cli(&[&["identities", "reinstate", "ada"][..], &by].concat());
+    let again = submit(&platform, port, &off_ramp(&new_id(), &mx, "20.00", Some(q))).await;
+    assert_eq!((again.status, &again.body["quote_id"]), (201, &json!(q)), "{again:?}");
+    assert_ne!(again.body["id"], created.body["id"]);
+    refused(
+        &submit(&platform, port, &off_ramp(&new_id(), &mx, "20.00", Some(q))).await,
+        409,
+        "QUOTE_ALREADY_USED",
+        q,
+    );
+    let path = format!("/v2/conversions/{id}");
+    assert_eq!(platform.get(port, &path).await["quote_id"], q);
 }
 
 #[tokio::test]
@@ -498,6 +526,10 @@ async fn in_production_an_operator_answers_the_payout_and_a_return_comes_back() 
         (&json!("RETURNED"), &json!("R03: no account"))
     );
     assert_eq!(returned["refund_details"]["amount"], "30");
+    assert_eq!(
+        returned["refund_details"]["failure"],
+        json!({ "code": "PAYOUT_RETURNED", "message": "R03: no account" })
+    );
     assert_eq!(platform.balance().await, U256::from(30 * USDC));
     assert_eq!(usdc_of(&platform, settlement).await, U256::from(50 * USDC));
     assert_eq!(platform.operator(&["conversions", "payouts", "list"]), "", "nothing pending");

@@ -8,6 +8,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod b20;
 mod chain_stop;
 mod deposit_identity;
 mod evm_watcher;

@@ -223,7 +223,7 @@ async fn both_strategies_find_exactly_the_deposits_and_confirm_them_when_final()
         let fresh = fresh.expect("the fresh deposit");
         if !(fidelity() && strategy == "signatures") {
             assert_eq!(fresh.status, DepositStatus::Pending, "{strategy}");
-            assert_eq!(fresh.confirmed_at.timestamp(), 0);
+            assert_eq!(fresh.confirmed_at, None);
         }
         let last = node.slot(CommitmentConfig::confirmed()).await.max(last);
 
@@ -231,7 +231,10 @@ async fn both_strategies_find_exactly_the_deposits_and_confirm_them_when_final()
         catch_up(&mut watcher, &node).await;
         let deposits = db.store.deposits_on_chain(CHAIN).await.unwrap();
         assert!(
-            deposits.iter().all(|d| d.status == DepositStatus::Confirmed && d.confirmed_at.timestamp() > 0),
+            deposits
+                .iter()
+                .all(|d| d.status == DepositStatus::Confirmed
+                    && d.confirmed_at.is_some_and(|t| t.timestamp() > 0)),
             "{strategy}: {deposits:?}"
         );
         expected.push(("bob".into(), "SOL".into(), amount, SourceType::OnChain, None));

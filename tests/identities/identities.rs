@@ -303,7 +303,43 @@ async fn the_sandbox_takes_an_individual_through_an_rfi_and_idv_to_active() {
             ],
             "{backend:?}"
         );
+        // A client finds the check: listed, newest first, and named by the
+        // events of its IDV steps.
+        let listed = app.get(&format!("/v2/identities/{ada}/id_verification"), &key).await;
+        assert_eq!(listed.status, 200, "{listed:?}");
+        let listed = listed.body["id_verification_checks"].as_array().unwrap().clone();
+        assert_eq!(listed.len(), 1, "{listed:?}");
+        let check_id = listed[0]["id"].as_str().unwrap().to_string();
+        assert!(listed[0]["verification_url"].as_str().unwrap().starts_with("https://"));
+        let events = app.get("/v2/events?limit=100", &key).await.body["events"].as_array().unwrap().clone();
+        let named: Vec<(String, Value)> = events
+            .iter()
+            .filter(|e| e["type"] == "identity_status_update" && e["data"]["identity"]["id"] == ada.as_str())
+            .map(|e| (transition(&e["data"]), e["data"]["id_verification_check_id"].clone()))
+            .filter(|(t, _)| t.contains("-> PENDING_ONBOARDING/IDV_"))
+            .collect();
+        let check_value = json!(check_id);
+        assert_eq!(
+            named.iter().map(|(t, id)| (t.rsplit(' ').next().unwrap(), id)).collect::<Vec<_>>(),
+            [
+                ("PENDING_ONBOARDING/IDV_REQUIRED", &Value::Null),
+                ("PENDING_ONBOARDING/IDV_REQUESTED", &check_value),
+                ("PENDING_ONBOARDING/IDV_IN_PROGRESS", &check_value),
+            ],
+            "{backend:?}"
+        );
+        let others = events.iter().filter(|e| {
+            e["type"] == "identity_status_update"
+                && !e["data"]["identity"]["sub_status"].as_str().unwrap().starts_with("IDV_")
+        });
+        assert!(others.clone().all(|e| e["data"].get("id_verification_check_id").is_none()));
+        let page = app.get(&format!("/v2/identities/{ada}/id_verification?limit=0"), &key).await;
+        assert_eq!(page.status, 400, "{page:?}");
+        let globex = app.key("globex").await;
+        let elsewhere = app.get(&format!("/v2/identities/{ada}/id_verification"), &globex).await;
+        assert_eq!(elsewhere.status, 404, "another organization's identity is not found");
         let checks = app.store().idv_checks("acme", &ada).await.unwrap();
+        assert_eq!(checks[0].id, check_id);
         let check = app.get(&format!("/v2/identities/{ada}/id_verification/{}", checks[0].id), &key).await;
         assert_eq!(check.status, 200, "{check:?}");
         let check = &check.body["id_verification_check"];
@@ -313,7 +349,6 @@ async fn the_sandbox_takes_an_individual_through_an_rfi_and_idv_to_active() {
         );
         assert_eq!(check["identity_id"], ada.as_str());
         assert!(check["verification_url"].as_str().unwrap().starts_with("https://"));
-        let globex = app.key("globex").await;
         assert_eq!(
             app.get(&format!("/v2/identities/{ada}/id_verification/{}", checks[0].id), &globex).await.status,
             404

@@ -148,6 +148,15 @@ async fn a_simulated_wire_starts_a_mint_and_the_sandbox_bank_decides_by_its_cent
                 "payment_rail:",
             ),
             (wire(&memo, "1").with("memo", "x"), "unknown field `memo`"),
+            // A type error names its field, as every other refusal does.
+            (
+                json!({ "amount": 5, "memo_id": memo, "currency": "USD", "payment_rail": "WIRE" }),
+                "amount: invalid type: integer `5`, expected a string",
+            ),
+            (
+                json!({ "amount": "1", "memo_id": true, "currency": "USD", "payment_rail": "WIRE" }),
+                "memo_id: invalid type: boolean `true`",
+            ),
         ] {
             refused(&app.post(SIMULATION, &acme, &body).await, 400, "INVALID_REQUEST", mentions);
         }

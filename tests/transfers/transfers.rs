@@ -627,6 +627,24 @@ async fn requests_are_validated_and_idempotent_by_request_id() {
             "unknown chain",
         ),
         (
+            json!({ "address_destination": destination(&s.outside.to_string(), "CHAIN_UNSPECIFIED") }),
+            400,
+            "INVALID_REQUEST",
+            "address_destination.chain: CHAIN_UNSPECIFIED names no chain",
+        ),
+        (
+            json!({ "address_destination": null, "destination_address": s.outside.to_string(), "destination_chain": "CHAIN_UNSPECIFIED" }),
+            400,
+            "INVALID_REQUEST",
+            "destination_chain: CHAIN_UNSPECIFIED",
+        ),
+        (
+            json!({ "address_destination": { "address": s.outside.to_string(), "chain": 7 } }),
+            400,
+            "INVALID_REQUEST",
+            "address_destination.chain: invalid type: integer `7`",
+        ),
+        (
             json!({ "address_destination": destination(&s.outside.to_string(), "SOLANA_DEVNET") }),
             400,
             "INVALID_REQUEST",
@@ -690,7 +708,7 @@ async fn requests_are_validated_and_idempotent_by_request_id() {
     // The same request again: the same transfer. Another request with its
     // request_id: refused, naming the transfer.
     let again = s.post(&first).await;
-    assert_eq!((again.status, again.body["id"].as_str()), (200, Some(id.as_str())));
+    assert_eq!((again.status, again.body["id"].as_str()), (201, Some(id.as_str())));
     let mut reused = first.clone();
     reused["amount"] = json!("41");
     let reused = s.post(&reused).await;
@@ -702,7 +720,7 @@ async fn requests_are_validated_and_idempotent_by_request_id() {
     let answers = futures::future::join_all((0..8).map(|_| s.post(&duplicate))).await;
     let mut statuses: Vec<u16> = answers.iter().map(|a| a.status).collect();
     statuses.sort();
-    assert_eq!(statuses, [200, 200, 200, 200, 200, 200, 200, 201], "{answers:?}");
+    assert_eq!(statuses, [201; 8], "{answers:?}");
     assert!(answers.iter().all(|a| a.body["id"] == answers[0].body["id"]));
     let listed = s.get("/v2/crypto/transfers?account_id=alice&limit=100").await.body;
     let same: Vec<&Value> = listed["transfers"]

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::OperatorCaller;
+use crate::api::ErrorCode;
 use crate::{
     api::{ApiError, ApiState, Body, ErrorBody},
     bank::Answer,
@@ -49,7 +50,7 @@ impl From<AnswerError> for ApiError {
     fn from(error: AnswerError) -> Self {
         match error {
             refusal @ AnswerError::FourEyes { .. } => {
-                ApiError::coded(StatusCode::FORBIDDEN, "FORBIDDEN", refusal.to_string())
+                ApiError::coded(StatusCode::FORBIDDEN, ErrorCode::Forbidden, refusal.to_string())
             }
             AnswerError::Store(error) => error.into(),
         }

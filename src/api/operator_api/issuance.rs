@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::OperatorCaller;
+use crate::api::ErrorCode;
 use crate::{
     amount::Cents,
     api::{ApiError, ApiState, Body, ErrorBody},
@@ -45,7 +46,7 @@ impl From<DecideError> for ApiError {
     fn from(error: DecideError) -> Self {
         match error {
             refusal @ DecideError::FourEyes { .. } => {
-                ApiError::coded(StatusCode::FORBIDDEN, "FORBIDDEN", refusal.to_string())
+                ApiError::coded(StatusCode::FORBIDDEN, ErrorCode::Forbidden, refusal.to_string())
             }
             DecideError::Store(error) => error.into(),
         }

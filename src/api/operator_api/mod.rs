@@ -22,6 +22,7 @@ use axum::{
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::{ApiError, ApiState, auth::bearer};
+use crate::api::ErrorCode;
 use crate::operators::{self as wing, Operator, OperatorError, Refused};
 
 /// The operator a request authenticated as.
@@ -55,10 +56,10 @@ impl From<Refused> for ApiError {
     fn from(refusal: Refused) -> Self {
         match refusal {
             Refused::AdminExists | Refused::LastAdmin => {
-                ApiError::coded(StatusCode::CONFLICT, "CONFLICT", refusal.to_string())
+                ApiError::coded(StatusCode::CONFLICT, ErrorCode::Conflict, refusal.to_string())
             }
             Refused::NoRole => ApiError::invalid(format!("roles: {refusal}")),
-            _ => ApiError::coded(StatusCode::FORBIDDEN, "FORBIDDEN", refusal.to_string()),
+            _ => ApiError::coded(StatusCode::FORBIDDEN, ErrorCode::Forbidden, refusal.to_string()),
         }
     }
 }

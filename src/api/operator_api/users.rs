@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::OperatorCaller;
+use crate::api::ErrorCode;
 use crate::{
     api::{ApiError, ApiState, Body, ErrorBody},
     console::{
@@ -69,7 +70,9 @@ pub async fn invite(
         .await
         .map_err(|error| match error {
             PeopleError::Invalid(message) => ApiError::invalid(message),
-            PeopleError::Refused(message) => ApiError::coded(StatusCode::CONFLICT, "CONFLICT", message),
+            PeopleError::Refused(message) => {
+                ApiError::coded(StatusCode::CONFLICT, ErrorCode::Conflict, message)
+            }
             PeopleError::Store(error) => error.into(),
         })?;
     let user = ConsoleUser {

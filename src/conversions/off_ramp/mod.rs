@@ -79,14 +79,14 @@ pub async fn accept(store: &Store, new: &NewOffRamp) -> Result<Made<Conversion>,
     }
     let id = uuid::Uuid::new_v4().to_string();
     if let Some(quote) = &new.quote_id {
-        let (taken, expires_at) = rows::quote_in(&mut tx, &new.organization, quote)
+        let (holder, expires_at) = rows::quote_in(&mut tx, &new.organization, quote)
             .await?
             .ok_or_else(|| StoreError::NotFound(format!("quote {quote}")))?;
         let refused = |problem| match problem {
             QuoteProblem::Used => OffRampRefusal::QuoteUsed(quote.clone()),
             QuoteProblem::Expired => OffRampRefusal::QuoteExpired(quote.clone()),
         };
-        quote_usable(taken, expires_at, now).map_err(refused)?;
+        quote_usable(holder, expires_at, now).map_err(refused)?;
         if !rows::take_quote(&mut tx, quote, &id).await? {
             return Err(OffRampRefusal::QuoteUsed(quote.clone()));
         }

@@ -148,15 +148,20 @@ pub fn fingerprint(
 /// Why a quote cannot price a new off-ramp.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum QuoteProblem {
-    /// Another conversion took it.
+    /// Another conversion holds it: in flight, completed or returned.
     Used,
     /// It expired before the off-ramp was accepted.
     Expired,
 }
 
-/// Whether a quote another conversion took (`taken`) or that expires at
-/// `expires_at` can price an off-ramp accepted `now`.
-pub fn quote_usable(taken: bool, expires_at: i64, now: i64) -> Result<(), QuoteProblem> {
+/// Whether a quote held by a conversion now at `holder` (if any) and that
+/// expires at `expires_at` can price an off-ramp accepted `now`. A quote
+/// supports one successful conversion: one whose conversion ended `FAILED`
+/// (nothing was paid out, the stablecoin is back) is free again until it
+/// expires; one whose conversion is in flight, `COMPLETED` or `RETURNED`
+/// (paid out, then sent back) is used.
+pub fn quote_usable(holder: Option<Status>, expires_at: i64, now: i64) -> Result<(), QuoteProblem> {
+    let taken = holder.is_some_and(|status| status != Status::Failed);
     match (taken, expires_at <= now) {
         (true, _) => Err(QuoteProblem::Used),
         (false, true) => Err(QuoteProblem::Expired),
@@ -186,14 +191,22 @@ mod tests {
 
     #[test]
     fn a_quote_prices_one_off_ramp_before_it_expires() {
-        for (taken, expires_at, now, answer) in [
-            (false, 10, 9, Ok(())),
-            (false, 10, 10, Err(QuoteProblem::Expired)),
-            (false, 10, 11, Err(QuoteProblem::Expired)),
-            (true, 10, 9, Err(QuoteProblem::Used)),
-            (true, 10, 11, Err(QuoteProblem::Used)),
+        use Status::*;
+        for (holder, expires_at, now, answer) in [
+            (None, 10, 9, Ok(())),
+            (None, 10, 10, Err(QuoteProblem::Expired)),
+            (None, 10, 11, Err(QuoteProblem::Expired)),
+            (Some(Failed), 10, 9, Ok(())),
+            (Some(Failed), 10, 10, Err(QuoteProblem::Expired)),
+            (Some(Initiated), 10, 9, Err(QuoteProblem::Used)),
+            (Some(Processing), 10, 9, Err(QuoteProblem::Used)),
+            (Some(PayoutInitiated), 10, 9, Err(QuoteProblem::Used)),
+            (Some(PayoutInProgress), 10, 9, Err(QuoteProblem::Used)),
+            (Some(Completed), 10, 9, Err(QuoteProblem::Used)),
+            (Some(Returned), 10, 9, Err(QuoteProblem::Used)),
+            (Some(Completed), 10, 11, Err(QuoteProblem::Used)),
         ] {
-            assert_eq!(quote_usable(taken, expires_at, now), answer, "{taken} {expires_at} {now}");
+            assert_eq!(quote_usable(holder, expires_at, now), answer, "{holder:?} {expires_at} {now}");
         }
     }
 

@@ -100,9 +100,44 @@ pub(super) fn about_transaction(code: Option<i64>, message: &str) -> bool {
     TRANSACTION.iter().any(|needle| m.contains(needle))
 }
 
+/// The most gas one transaction may use since Fusaka (EIP-7825): a node
+/// refuses a transaction whose gas limit is above it.
+pub const MAX_TRANSACTION_GAS: u64 = 1 << 24;
+
+/// The gas limit to sign for a call estimated at `estimate`: the estimate
+/// itself for a plain transfer (`exact`), otherwise a fifth on top (token
+/// contracts' costs vary with state), never above [`MAX_TRANSACTION_GAS`].
+/// `None` when the estimate itself is above the cap: no transaction can
+/// carry the call.
+pub fn gas_limit(estimate: u64, exact: bool) -> Option<u64> {
+    if estimate > MAX_TRANSACTION_GAS {
+        return None;
+    }
+    let limit = if exact { estimate } else { estimate.saturating_add(estimate / 5) };
+    Some(limit.min(MAX_TRANSACTION_GAS))
+}
+
 #[cfg(test)]
 mod tests {
-    use super::about_transaction;
+    use super::{MAX_TRANSACTION_GAS, about_transaction, gas_limit};
+
+    #[test]
+    fn no_gas_limit_is_above_the_transaction_cap() {
+        assert_eq!(MAX_TRANSACTION_GAS, 16_777_216);
+        for (estimate, exact, limit) in [
+            (21_000, true, Some(21_000)),
+            (50_000, false, Some(60_000)),
+            (13_981_013, false, Some(16_777_215)),
+            (13_981_014, false, Some(MAX_TRANSACTION_GAS)),
+            (16_000_000, false, Some(MAX_TRANSACTION_GAS)),
+            (MAX_TRANSACTION_GAS, false, Some(MAX_TRANSACTION_GAS)),
+            (MAX_TRANSACTION_GAS + 1, false, None),
+            (30_000_000, true, None),
+            (u64::MAX, false, None),
+        ] {
+            assert_eq!(gas_limit(estimate, exact), limit, "{estimate} {exact}");
+        }
+    }
 
     /// Answers as the nodes send them (the code and the message's text;
     /// alloy's transport prefixes its own words, which change nothing), from

@@ -10,11 +10,14 @@ use alloy::{
     sol_types::{SolCall, SolStruct},
 };
 
-use super::{EvmSender, TRANSFER_GAS, estimate::about_transaction};
+use super::{
+    EvmSender, TRANSFER_GAS,
+    estimate::{self, about_transaction},
+};
 use crate::{
     keys::KeyRef,
     store::now_micros,
-    transfers::{Outgoing, Route, SendError, SentTransaction, TxRole, TxState, listed_asset},
+    transfers::{Outgoing, Route, SendError, SentTransaction, TxRole, TxState, failure, listed_asset},
 };
 
 sol! {
@@ -183,13 +186,23 @@ impl EvmSender {
         })
     }
 
-    /// The estimate with a fifth on top: token contracts' costs vary with
-    /// state. Only an answer about the transaction refuses it (see
+    /// The gas limit of [`estimate::gas_limit`]: a call that needs more
+    /// than one transaction may carry is refused (`GAS_LIMIT_EXCEEDED`).
+    /// Only an answer about the transaction refuses it (see
     /// [`about_transaction`]); the node's own trouble is asked again.
     pub(super) async fn gas_limit(&self, call: &Call) -> Result<u64, SendError> {
         match self.rpc.estimate_gas(call.from, call.to, call.value, &call.input).await {
-            Ok(gas) if call.input.is_empty() && gas == TRANSFER_GAS => Ok(gas),
-            Ok(gas) => Ok(gas + gas / 5),
+            Ok(gas) => {
+                estimate::gas_limit(gas, call.input.is_empty() && gas == TRANSFER_GAS).ok_or_else(|| {
+                    SendError::Refused(failure(
+                        "GAS_LIMIT_EXCEEDED",
+                        &format!(
+                            "the transfer needs {gas} gas, more than the {} one transaction may use",
+                            estimate::MAX_TRANSACTION_GAS
+                        ),
+                    ))
+                })
+            }
             Err(failure)
                 if failure.kind == "rpc_error" && about_transaction(failure.code, &failure.message) =>
             {
