@@ -69,7 +69,7 @@ async fn fill(store: &Store, accounts: u64, deposits: u64) {
                     position: Position::Native,
                     block_number: n,
                     block_hash: format!("0x{n:064x}"),
-                    block_time: 1_700_000_000 + n / 4,
+                    block_time_ms: (1_700_000_000 + n / 4) * 1000,
                     account_id: format!("acct-{account}"),
                     account_address: address(account + 1),
                     source_address: address(0xdead),

@@ -87,7 +87,7 @@ fn deposit(i: u64) -> Detected {
         position,
         block_number: block + 1,
         block_hash: hash(u64::MAX - block),
-        block_time: 1_700_000_000 + block * 2,
+        block_time_ms: (1_700_000_000 + block * 2) * 1000,
         account_id: format!("acc-{recipient}"),
         account_address: address(recipient),
         source_address: address(10_000 + i % 97),

@@ -99,7 +99,7 @@ pub async fn write_events(store: &Store, account: &str, address: &str, first: u6
                 position: Position::Native,
                 block_number: n,
                 block_hash: format!("0x{n:064x}"),
-                block_time: 1_700_000_000 + n,
+                block_time_ms: (1_700_000_000 + n) * 1000,
                 account_id: account.into(),
                 account_address: address.into(),
                 source_address: "0x2222222222222222222222222222222222222222".into(),

@@ -79,8 +79,9 @@ pub struct Detected {
     pub position: Position,
     pub block_number: u64,
     pub block_hash: String,
-    /// The block's timestamp, seconds since the epoch.
-    pub block_time: u64,
+    /// The block's timestamp, milliseconds since the epoch: whole seconds
+    /// unless the node serves milliseconds (Base's `timestampMs`).
+    pub block_time_ms: u64,
     pub account_id: String,
     pub account_address: String,
     pub source_address: String,
@@ -173,7 +174,8 @@ pub struct Deposit {
     #[serde(serialize_with = "rfc3339_opt")]
     #[schema(value_type = Option<String>, format = DateTime, required = true)]
     pub confirmed_at: Option<DateTime<Utc>>,
-    /// The timestamp of the block that holds the transaction.
+    /// The timestamp of the block that holds the transaction, with its
+    /// milliseconds where the node serves them (Base's `timestampMs`).
     #[serde(serialize_with = "rfc3339")]
     pub created_at: DateTime<Utc>,
 }
@@ -376,7 +378,7 @@ mod tests {
             position: Position::Native,
             block_number: 7,
             block_hash: "0xb7".into(),
-            block_time: 1_700_000_000,
+            block_time_ms: 1_700_000_000_000,
             account_id: "acc".into(),
             account_address: "0xA".into(),
             source_address: from.into(),

@@ -80,6 +80,7 @@ mod tests {
             hash: B256::with_last_byte(number as u8),
             parent_hash: B256::with_last_byte(number as u8 - 1),
             timestamp: U64::ZERO,
+            timestamp_ms: None,
             logs_bloom: bloom,
             transactions_root: B256::with_last_byte(1),
             transactions: calls

@@ -152,7 +152,7 @@ pub fn deposits_in_block(
             position,
             block_number: block.number.to(),
             block_hash: block.hash.to_string(),
-            block_time: block.timestamp.to(),
+            block_time_ms: block.time_ms(),
             account_id: account_id.to_string(),
             account_address: to.to_checksum(None),
             source_address: from.to_checksum(None),

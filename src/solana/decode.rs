@@ -171,7 +171,7 @@ pub fn deposits_in_transaction(
             position,
             block_number: at.slot,
             block_hash: at.block_hash.to_string(),
-            block_time: at.block_time,
+            block_time_ms: at.block_time.saturating_mul(1000),
             account_id: account_id.to_string(),
             account_address: to.to_string(),
             source_address: from.to_string(),

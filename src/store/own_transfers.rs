@@ -90,7 +90,7 @@ pub(super) async fn record_own(
         .bind(i64::from(d.amount.decimals()))
         .bind(to_i64(d.block_number)?)
         .bind(&d.block_hash)
-        .bind(to_i64(d.block_time)?.saturating_mul(1_000_000))
+        .bind(to_i64(d.block_time_ms)?.saturating_mul(1_000))
         .bind(now)
         .fetch_optional(&mut **tx)
         .await?;

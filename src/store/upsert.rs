@@ -143,7 +143,7 @@ impl<'a> NewRow<'a> {
             detected,
             position,
             block_number: to_i64(detected.block_number)?,
-            created_at: to_i64(detected.block_time)?.saturating_mul(1_000_000),
+            created_at: to_i64(detected.block_time_ms)?.saturating_mul(1_000),
             id: uuid::Uuid::now_v7().to_string(),
             dedup_key: uuid::Uuid::now_v7().to_string(),
             status: if confirmed { DepositStatus::Confirmed } else { DepositStatus::Pending },

@@ -64,7 +64,7 @@ fn deposit(account: &str, address: &str, tx: u64, block: u64, time: u64, raw: u6
         position: Position::Native,
         block_number: block,
         block_hash: format!("0x{block:064x}"),
-        block_time: 1_700_000_000 + time,
+        block_time_ms: (1_700_000_000 + time) * 1000,
         account_id: account.into(),
         account_address: address.into(),
         source_address: BOB.into(),

@@ -70,6 +70,11 @@ pub struct Faults {
     /// transactions answered with none, their header kept: a node that has
     /// the header but not the body.
     pub bodiless_blocks: AtomicU32,
+    /// Blocks answered as Base's nodes serve them since its 200 ms blocks
+    /// (0: as the node answers): block `n` at this many milliseconds since
+    /// the epoch plus `n` × 200 ms, in `timestampMs`, with `timestamp` its
+    /// whole second.
+    pub millisecond_blocks_from: AtomicU64,
     /// Methods whose calls mention one of these strings in their parameters
     /// (a transaction hash) are answered with an error: `(method, needle)`.
     pub failing_params: Mutex<Vec<(String, String)>>,
@@ -222,6 +227,7 @@ async fn handle(State(proxy): State<Arc<Proxy>>, Json(body): Json<Value>) -> axu
     fork_receipts(faults, &body, &mut value);
     invent_receipts(faults, &body, &mut value);
     strip_bodies(faults, &body, &mut value);
+    milliseconds(faults, &body, &mut value);
     let finalized =
         body["params"].as_array().is_some_and(|p| p.iter().any(|v| v["commitment"] == "finalized"));
     let skipped = faults.skipped_slots.lock().unwrap().clone();
@@ -304,6 +310,24 @@ fn strip_bodies(faults: &Faults, body: &Value, answer: &mut Value) {
         faults.bodiless_blocks.store(left - 1, Ordering::SeqCst);
         faults.failed.fetch_add(1, Ordering::SeqCst);
         transactions.clear();
+    }
+}
+
+/// Times the blocks in `answer` as Base's 200 ms blocks when
+/// `millisecond_blocks_from` is set.
+fn milliseconds(faults: &Faults, body: &Value, answer: &mut Value) {
+    let from = faults.millisecond_blocks_from.load(Ordering::SeqCst);
+    if from == 0 {
+        return;
+    }
+    let hex = |v: &Value| v.as_str().and_then(|s| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok());
+    for method in ["eth_getBlockByNumber", "eth_getBlockByHash"] {
+        for block in results_of(body, method, answer).filter(|b| b.is_object()) {
+            let Some(number) = hex(&block["number"]) else { continue };
+            let ms = from + number * 200;
+            block["timestampMs"] = json!(format!("{ms:#x}"));
+            block["timestamp"] = json!(format!("{:#x}", ms / 1000));
+        }
     }
 }
 

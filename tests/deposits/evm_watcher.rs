@@ -396,6 +396,33 @@ async fn refused_log_ranges_are_narrowed_and_transient_errors_retried() {
     assert!(ranges.iter().all(|span| *span <= 4), "{ranges:?}");
 }
 
+/// Base serves `timestampMs` since its blocks come every 200 ms: a
+/// deposit's `created_at` carries the block's milliseconds, so deposits
+/// of blocks sharing one second still read in block order.
+#[tokio::test]
+async fn a_node_serving_milliseconds_gives_created_at_its_sub_second_part() {
+    let setup = setup(Backend::Sqlite).await;
+    let (rpc, mut watcher) = token_transfers_through_a_proxy(&setup).await;
+    let from = 1_800_000_000_000;
+    rpc.faults.millisecond_blocks_from.store(from, SeqCst);
+    catch_up(&mut watcher).await;
+    let deposits = setup.db.store.deposits_on_chain(CHAIN).await.unwrap();
+    assert_eq!(deposits.len(), 12);
+    let mut by_block = Vec::new();
+    for deposit in &deposits {
+        let hash = deposit.transaction_hash.parse().unwrap();
+        let receipt = setup.anvil.provider.get_transaction_receipt(hash).await.unwrap().unwrap();
+        let number = receipt.block_number.unwrap();
+        let expected = (from + number * 200) as i64;
+        assert_eq!(deposit.created_at.timestamp_millis(), expected, "block {number}: {deposit:?}");
+        by_block.push((number, deposit.created_at));
+    }
+    by_block.sort();
+    assert!(by_block.windows(2).all(|w| w[0].1 < w[1].1), "later blocks, later times: {by_block:?}");
+    let seconds: std::collections::BTreeSet<i64> = by_block.iter().map(|(_, t)| t.timestamp()).collect();
+    assert!(seconds.len() < by_block.len(), "blocks share seconds: {by_block:?}");
+}
+
 #[tokio::test]
 async fn rate_limited_log_reads_are_retried_without_narrowing_the_range() {
     let setup = setup(Backend::Sqlite).await;

@@ -45,7 +45,7 @@ fn ether(tag: u8, from: &str, block: u64, wei: u64) -> Detected {
         position: Position::Native,
         block_number: block,
         block_hash: format!("0xb{block}"),
-        block_time: 1_700_000_000 + block,
+        block_time_ms: (1_700_000_000 + block) * 1000,
         account_id: "alice".into(),
         account_address: ALICE.into(),
         source_address: from.into(),

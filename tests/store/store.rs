@@ -40,7 +40,7 @@ fn detected(tx: u8, position: Position, block: u64, hash: &str, raw: u64) -> Det
         position,
         block_number: block,
         block_hash: hash.into(),
-        block_time: 1_700_000_000 + block,
+        block_time_ms: (1_700_000_000 + block) * 1000,
         account_id: "alice".into(),
         account_address: ALICE.into(),
         source_address: BOB.into(),

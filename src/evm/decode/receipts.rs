@@ -59,6 +59,7 @@ pub fn from_receipts(
             hash: block.hash,
             parent_hash: block.parent_hash,
             timestamp: block.timestamp,
+            timestamp_ms: block.timestamp_ms,
             logs_bloom: block.logs_bloom,
             transactions_root: block.transactions_root,
             transactions,

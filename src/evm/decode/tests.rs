@@ -64,7 +64,18 @@ fn block_18000000_yields_every_nonzero_listed_transfer_and_nothing_else() {
     assert_eq!(native, 39);
     assert_eq!(tokens.len(), 10);
     assert!(deposits.iter().all(|d| !d.amount.is_zero()));
-    assert!(deposits.iter().all(|d| d.block_number == 18_000_000 && d.block_time == 0x64ea268f));
+    assert!(deposits.iter().all(|d| d.block_number == 18_000_000 && d.block_time_ms == 0x64ea268f * 1000));
+
+    // Base's `timestampMs` gives the time its milliseconds; one outside
+    // `timestamp`'s second is not the block's time and is not taken.
+    for (served, time) in
+        [(0x64ea268f_u64 * 1000 + 600, 0x64ea268f_u64 * 1000 + 600), (0x64ea2690 * 1000, 0x64ea268f * 1000)]
+    {
+        let block = RpcBlock { timestamp_ms: Some(alloy::primitives::U64::from(served)), ..b.block.clone() };
+        let input = BlockInput { block: &block, ..input };
+        let deposits = deposits_in_block(Chain::EthereumMainnet, &input, &watch, &mainnet_assets());
+        assert!(deposits.iter().all(|d| d.block_time_ms == time), "timestampMs {served}");
+    }
     let reverted = "0x10a315bbd6c9500b24debc5882cc7d9193ed314b864e26a23a2d4d343dfdfc28";
     assert!(deposits.iter().all(|d| d.tx_hash != reverted), "a reverted transaction is no deposit");
 

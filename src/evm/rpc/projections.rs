@@ -13,6 +13,10 @@ pub struct RpcBlock<T = RpcTransaction> {
     pub hash: B256,
     pub parent_hash: B256,
     pub timestamp: U64,
+    /// The timestamp in milliseconds, where the node serves it (Base, whose
+    /// blocks come every 200 ms while `timestamp` stays in whole seconds).
+    #[serde(default)]
+    pub timestamp_ms: Option<U64>,
     /// Which (address, topic) pairs the block's logs may hold; all zero on
     /// chains that do not publish blooms (see [`crate::evm::completeness`]).
     #[serde(default)]
@@ -25,6 +29,19 @@ pub struct RpcBlock<T = RpcTransaction> {
 }
 
 impl<T> RpcBlock<T> {
+    /// The block's time in milliseconds since the epoch: `timestampMs` when
+    /// the node serves one within `timestamp`'s second, else `timestamp`'s
+    /// whole second. A value outside that second is not the block's time
+    /// and is not trusted.
+    pub fn time_ms(&self) -> u64 {
+        let seconds: u64 = self.timestamp.to();
+        let whole = seconds.saturating_mul(1000);
+        match self.timestamp_ms.map(|ms| ms.to::<u64>()) {
+            Some(ms) if ms / 1000 == seconds => ms,
+            _ => whole,
+        }
+    }
+
     /// Whether the answer lists no transaction for a block whose header says
     /// it holds some: a node that has the header but not yet (or no longer)
     /// the body answers so, as go-ethereum's client refuses to take. The

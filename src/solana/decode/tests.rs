@@ -55,7 +55,7 @@ fn a_sol_transfer_credits_the_receiver_only() {
     assert_eq!(deposit.source_account_id.as_deref(), Some(&*format!("acc-{from}")), "wallet to wallet");
     assert_eq!(deposit.position, Position::Lamports { wallet: to.into() });
     assert!(deposit.tx_hash.starts_with("2kHbPUGz"));
-    assert_eq!((deposit.block_number, deposit.block_time), (399_683_256, 7));
+    assert_eq!((deposit.block_number, deposit.block_time_ms), (399_683_256, 7_000));
 }
 
 #[test]
