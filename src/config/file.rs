@@ -42,6 +42,8 @@ pub(super) struct ChainFile {
     start_block: Option<u64>,
     #[serde(default = "defaults::reorg_window")]
     reorg_window: u64,
+    #[serde(default)]
+    eip7708_from_block: Option<u64>,
     #[serde(default = "defaults::dropped_after_blocks")]
     dropped_after_blocks: u64,
     #[serde(default)]
@@ -69,6 +71,7 @@ impl ChainConfig {
         let chain = file.chain;
         let (rpc_urls, ws_url) = endpoints(&file, env).map_err(invalid)?;
         let (chain_id, genesis_hash) = network(&file, env).map_err(invalid)?;
+        let stand_in = chain_id != file.chain_id || genesis_hash != file.genesis_hash;
         positive(&file).map_err(invalid)?;
         let transfers = transfers(&file, env).map_err(invalid)?;
         let assets = assets(&file).map_err(invalid)?;
@@ -87,6 +90,8 @@ impl ChainConfig {
             block_reads: file.block_reads.unwrap_or_default(),
             start_block: file.start_block,
             reorg_window: file.reorg_window,
+            eip7708_from_block: file.eip7708_from_block,
+            stand_in,
             dropped_after_blocks: file.dropped_after_blocks,
             strategy: file.strategy.unwrap_or_default(),
             max_lag_blocks: file.max_lag_blocks,
@@ -154,6 +159,9 @@ fn network(file: &ChainFile, env: Env<'_>) -> Result<(Option<u64>, Option<String
         Family::Evm if chain_id.is_none() => Err("missing chain_id".into()),
         Family::Solana if genesis_hash.is_none() => Err("missing genesis_hash".into()),
         Family::Solana if file.block_reads.is_some() => Err("block_reads is for EVM chains".into()),
+        Family::Solana if file.eip7708_from_block.is_some() => {
+            Err("eip7708_from_block is for EVM chains".into())
+        }
         _ => Ok((chain_id, genesis_hash)),
     }
 }
@@ -224,6 +232,12 @@ fn assets(file: &ChainFile) -> Result<Vec<AssetConfig>, String> {
                 return Err(format!("asset {symbol}: daily_mint_cap needs issued = true"));
             }
             crate::amount::Cents::parse(cap).map_err(|e| format!("asset {symbol}: daily_mint_cap: {e}"))?;
+        }
+        if asset.contract_address.eq_ignore_ascii_case(super::EIP7708_SYSTEM) {
+            return Err(format!(
+                "asset {symbol}: {} is where EIP-7708 logs native transfers, not a token",
+                super::EIP7708_SYSTEM
+            ));
         }
         if asset.precompile && file.chain.family() != Family::Evm {
             return Err(format!("asset {symbol}: precompile is for EVM assets"));

@@ -125,6 +125,10 @@ pub struct AssetConfig {
     pub precompile: bool,
 }
 
+/// The address EIP-7708 logs every native transfer from, as an ERC-20
+/// `Transfer(from, to, value)`: no token is there.
+pub const EIP7708_SYSTEM: &str = "0xfffffffffffffffffffffffffffffffffffffffe";
+
 /// How the platform sends gas-sponsored transfers on a chain.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -248,6 +252,15 @@ pub struct ChainConfig {
     pub start_block: Option<u64>,
     /// How many recent block hashes are kept to find a reorg's common ancestor.
     pub reorg_window: u64,
+    /// EVM only: the first block whose native transfers emit EIP-7708's
+    /// `Transfer` logs; from it on, native deposits are read from them
+    /// (internal transfers included, without traces) instead of from
+    /// transaction values and traces.
+    pub eip7708_from_block: Option<u64>,
+    /// Whether the environment overrides the chain id or the genesis hash:
+    /// a local node stands in for the chain (see `<CHAIN>_CHAIN_ID`), so the
+    /// chain's own contracts may not be on it.
+    pub stand_in: bool,
     /// A reorged deposit whose transaction is still pending this many blocks
     /// later is `FAILED`.
     pub dropped_after_blocks: u64,
@@ -412,6 +425,8 @@ mod tests {
         let env = |key: &str| (key == "ETHEREUM_TESTNET_CHAIN_ID").then(|| " 31337 ".to_string());
         let c = ChainConfig::from_toml(MINIMAL, Path::new("t.toml"), &env).unwrap();
         assert_eq!(c.chain_id, Some(31337));
+        assert!(c.stand_in, "a local node stands in for the chain");
+        assert!(!ChainConfig::from_toml(MINIMAL, Path::new("t.toml"), &no_env).unwrap().stand_in);
 
         let env = |key: &str| (key == "ETHEREUM_TESTNET_CHAIN_ID").then(|| "sepolia".to_string());
         let err = ChainConfig::from_toml(MINIMAL, Path::new("t.toml"), &env).unwrap_err().to_string();
@@ -421,6 +436,7 @@ mod tests {
         let env = |key: &str| (key == "SOLANA_DEVNET_GENESIS_HASH").then(|| "LocalGenesis111".to_string());
         let c = ChainConfig::from_toml(devnet, Path::new("d.toml"), &env).unwrap();
         assert_eq!(c.genesis_hash.as_deref(), Some("LocalGenesis111"));
+        assert!(c.stand_in);
     }
 
     #[test]
@@ -452,6 +468,17 @@ mod tests {
         let solana = include_str!("../../chains/solana-devnet.toml").to_string() + "precompile = true\n";
         let err = ChainConfig::from_toml(&solana, Path::new("x.toml"), &no_env).unwrap_err().to_string();
         assert!(err.contains("precompile is for EVM assets"), "{err}");
+
+        let system = MINIMAL.replace("0x1c7d4b196cb0c7b01d743fbc6116a902379c7238", EIP7708_SYSTEM);
+        let err = ChainConfig::from_toml(&system, Path::new("x.toml"), &no_env).unwrap_err().to_string();
+        assert!(err.contains("EIP-7708"), "{err}");
+        let fork =
+            MINIMAL.replace("poll_interval_ms = 2000", "poll_interval_ms = 2000\neip7708_from_block = 100");
+        let config = ChainConfig::from_toml(&fork, Path::new("x.toml"), &no_env).unwrap();
+        assert_eq!(config.eip7708_from_block, Some(100));
+        let solana = format!("eip7708_from_block = 1\n{}", include_str!("../../chains/solana-devnet.toml"));
+        let err = ChainConfig::from_toml(&solana, Path::new("x.toml"), &no_env).unwrap_err().to_string();
+        assert!(err.contains("eip7708_from_block is for EVM chains"), "{err}");
 
         let secret = MINIMAL.replace("https://rpc.example/key/SECRET", "nonsense://SECRET");
         let err = ChainConfig::from_toml(&secret, Path::new("x.toml"), &no_env).unwrap_err().to_string();

@@ -7,7 +7,10 @@
 //!
 //! Checked when `run` or `serve` starts, as an issued asset's decimals are
 //! (`issuance::decimals`): an asset with no code and no mark refuses the
-//! start, naming the asset, the file and the address. A node that does not
+//! start, naming the asset, the file and the address; on a local node
+//! standing in for the chain (its id overridden by `<CHAIN>_CHAIN_ID`),
+//! where the chain's contracts may not be, it only holds the asset's
+//! transfers back, loudly. A node that does not
 //! answer decides nothing and blocks no start: the asset is checked again
 //! in the background, and its transfers wait until its code is found.
 
@@ -108,6 +111,11 @@ pub async fn verify_at_start<'a>(configs: impl IntoIterator<Item = &'a ChainConf
         match verdict(asset.precompile, answer) {
             Verdict::Found => {
                 info!(chain = %config.chain, asset = %asset.symbol, "asset's contract code found")
+            }
+            Verdict::NoCode if config.stand_in => {
+                let why = no_code(config, asset);
+                warn!(error = %why, "the node standing in for the chain lacks the asset's contract: its transfers wait");
+                held::hold(config.chain, &asset.contract_address, HELD_FOR);
             }
             Verdict::NoCode => return Err(no_code(config, asset)),
             Verdict::Unknown(why) => {

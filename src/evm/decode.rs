@@ -33,11 +33,19 @@ pub use receipts::{fill_values, from_receipts, value_candidates};
 
 pub type EvmWatchSet = WatchSet<Address>;
 
+pub use crate::config::EIP7708_SYSTEM;
+
+fn eip7708_system() -> Address {
+    EIP7708_SYSTEM.parse().expect("the EIP-7708 address")
+}
+
 /// The assets a chain accepts, keyed for matching.
 #[derive(Debug, Clone)]
 pub struct EvmAssets {
     native: (String, u8),
     tokens: HashMap<Address, (String, u8)>,
+    /// The first block whose native transfers are read from EIP-7708 logs.
+    eip7708_from: Option<u64>,
 }
 
 impl EvmAssets {
@@ -47,13 +55,27 @@ impl EvmAssets {
             .iter()
             .filter_map(|a| Some((a.contract_address.parse().ok()?, (a.symbol.clone(), a.decimals))))
             .collect();
-        Self { native: (config.native.symbol.clone(), config.native.decimals), tokens }
+        Self {
+            native: (config.native.symbol.clone(), config.native.decimals),
+            tokens,
+            eip7708_from: config.eip7708_from_block,
+        }
     }
 
+    /// The addresses whose `Transfer` logs are read: the listed tokens',
+    /// and EIP-7708's when the chain file sets `eip7708_from_block`.
     pub fn contracts(&self) -> Vec<Address> {
         let mut contracts: Vec<Address> = self.tokens.keys().copied().collect();
+        if self.eip7708_from.is_some() {
+            contracts.push(eip7708_system());
+        }
         contracts.sort();
         contracts
+    }
+
+    /// Whether `block`'s native transfers are read from its EIP-7708 logs.
+    fn native_logged(&self, block: u64) -> bool {
+        self.eip7708_from.is_some_and(|from| block >= from)
     }
 }
 
@@ -163,8 +185,12 @@ pub fn deposits_in_block(
     };
     let (native_symbol, native_decimals) = (&assets.native.0, assets.native.1);
     let mut out = Vec::new();
+    // From EIP-7708 on, every native transfer (a transaction's value and an
+    // internal call's alike) is also a log: read from the logs alone, each
+    // is counted once.
+    let logged = assets.native_logged(block.number.to());
 
-    for tx in &block.transactions {
+    for tx in block.transactions.iter().filter(|_| !logged) {
         let Some(to) = tx.to else { continue };
         if succeeded.contains(&tx.hash) {
             out.extend(detected(
@@ -179,7 +205,13 @@ pub fn deposits_in_block(
         }
     }
 
-    for t in token_transfers(block, input.logs, assets) {
+    let system = eip7708_system();
+    let native = (native_symbol.as_str(), native_decimals);
+    let symbol_of = |address: Address| match assets.tokens.get(&address) {
+        Some((symbol, decimals)) => Some((symbol.as_str(), *decimals)),
+        None => (logged && address == system).then_some(native),
+    };
+    for t in logged_transfers(block, input.logs, symbol_of) {
         if watch.account_of(&t.to).is_none() {
             continue;
         }
@@ -188,7 +220,8 @@ pub fn deposits_in_block(
         out.extend(detected(t.tx_hash, Position::Log(key), t.from, t.to, t.symbol, t.value, t.decimals));
     }
 
-    for (tx, trace) in block.transactions.iter().zip(input.traces.unwrap_or_default()) {
+    let traces = if logged { &[][..] } else { input.traces.unwrap_or_default() };
+    for (tx, trace) in block.transactions.iter().zip(traces) {
         let TraceResult::Success { result: GethTrace::CallTracer(root), .. } = trace else {
             continue;
         };
@@ -209,8 +242,9 @@ pub fn deposits_in_block(
     out
 }
 
-/// A listed token's `Transfer` log, with its occurrence among the identical
-/// transfers of its transaction.
+/// A `Transfer` log of a listed token (or, from EIP-7708 on, of the native
+/// coin), with its occurrence among the identical transfers of its
+/// transaction.
 struct TokenLog<'a> {
     tx_hash: B256,
     symbol: &'a str,
@@ -221,11 +255,17 @@ struct TokenLog<'a> {
     occurrence: u32,
 }
 
-/// The block's `Transfer` logs of listed tokens, in log order, each numbered
-/// among the logs of its transaction that move the same token, from the same
-/// sender, to the same receiver, the same amount. Removed logs and logs of
-/// another block are not counted.
-fn token_transfers<'a>(block: &RpcBlock, logs: &[Log], assets: &'a EvmAssets) -> Vec<TokenLog<'a>> {
+/// The block's `Transfer` logs of the addresses `symbol_of` names an asset
+/// for, in log order, each numbered among the logs of its transaction that
+/// move the same asset, from the same sender, to the same receiver, the
+/// same amount. Removed logs and logs of another block are not counted; a
+/// log of an address `symbol_of` does not know (EIP-7708's before its
+/// block, say) is no transfer.
+fn logged_transfers<'a>(
+    block: &RpcBlock,
+    logs: &[Log],
+    symbol_of: impl Fn(Address) -> Option<(&'a str, u8)>,
+) -> Vec<TokenLog<'a>> {
     let mut logs: Vec<&Log> =
         logs.iter().filter(|log| !log.removed && log.block_hash == Some(block.hash)).collect();
     logs.sort_by_key(|log| log.log_index);
@@ -233,7 +273,7 @@ fn token_transfers<'a>(block: &RpcBlock, logs: &[Log], assets: &'a EvmAssets) ->
         HashMap::default();
     let mut out = Vec::new();
     for log in logs {
-        let Some((symbol, decimals)) = assets.tokens.get(&log.address()) else {
+        let Some((symbol, decimals)) = symbol_of(log.address()) else {
             continue;
         };
         let Ok(transfer) = Transfer::decode_log(&log.inner) else {
@@ -246,7 +286,7 @@ fn token_transfers<'a>(block: &RpcBlock, logs: &[Log], assets: &'a EvmAssets) ->
         let count = seen.entry((tx_hash, log.address(), from, to, value)).or_default();
         let occurrence = *count;
         *count += 1;
-        out.push(TokenLog { tx_hash, symbol, decimals: *decimals, from, to, value, occurrence });
+        out.push(TokenLog { tx_hash, symbol, decimals, from, to, value, occurrence });
     }
     out
 }

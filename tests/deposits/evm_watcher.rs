@@ -396,6 +396,91 @@ async fn refused_log_ranges_are_narrowed_and_transient_errors_retried() {
     assert!(ranges.iter().all(|span| *span <= 4), "{ranges:?}");
 }
 
+/// The address EIP-7708 logs native transfers from.
+const EIP7708: &str = "0xfffffffffffffffffffffffffffffffffffffffe";
+
+/// Code for the EIP-7708 address that, called with `from`, `to` and
+/// `value` (32 bytes each), emits exactly the log the EIP specifies for a
+/// native transfer: `LOG3(Transfer, from, to)` with `value` as data.
+/// CALLDATACOPY(0, 0x40, 0x20); push to, from, the topic; LOG3(0, 0x20).
+fn eip7708_code() -> String {
+    let topic = "ddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef";
+    format!("0x602060406000376020356000357f{topic}60206000a300")
+}
+
+/// A transaction from `sender` that makes the EIP-7708 address log a native
+/// transfer of `wei` from `from` to `to`, as the protocol would.
+fn logged(sender: Address, from: Address, to: Address, wei: U256) -> TransactionRequest {
+    let mut input = Vec::with_capacity(96);
+    input.extend_from_slice(from.into_word().as_slice());
+    input.extend_from_slice(to.into_word().as_slice());
+    input.extend_from_slice(&wei.to_be_bytes::<32>());
+    TransactionRequest::default()
+        .with_from(sender)
+        .with_to(EIP7708.parse().unwrap())
+        .with_input(alloy::primitives::Bytes::from(input))
+}
+
+#[tokio::test]
+async fn from_eip7708_on_native_deposits_are_read_from_its_logs_and_counted_once() {
+    let setup = setup(Backend::Sqlite).await;
+    let Setup { anvil, db, outsider, alice } = &setup;
+    let provider = &anvil.provider;
+    let system: Address = EIP7708.parse().unwrap();
+    provider.raw_request::<_, ()>("anvil_setCode".into(), (system, eip7708_code())).await.unwrap();
+    let tusd = anvil.deploy_token("TUSD").await;
+    let send = |tx: TransactionRequest| async move {
+        let receipt = provider.send_transaction(tx).await.unwrap().get_receipt().await.unwrap();
+        assert!(receipt.status());
+        receipt.block_number.unwrap()
+    };
+    let eth = |tenths: u64| U256::from(ETH / 10 * tenths);
+
+    // Before the fork block: the transaction's value counts; a log there is
+    // not the protocol's and counts for nothing.
+    anvil.send_eth(*outsider, *alice, eth(1)).await;
+    send(logged(*outsider, *outsider, *alice, eth(50))).await;
+    let fork = anvil.head().await + 1;
+
+    // From it on: a transfer and its log in one block count once; an
+    // internal transfer is found from its log alone, without traces.
+    provider.raw_request::<_, ()>("evm_setAutomine".into(), (false,)).await.unwrap();
+    let value = TransactionRequest::default().with_from(*outsider).with_to(*alice).with_value(eth(2));
+    let pending = [
+        provider.send_transaction(value).await.unwrap(),
+        provider.send_transaction(logged(*outsider, *outsider, *alice, eth(2))).await.unwrap(),
+    ];
+    anvil.mine(1).await;
+    provider.raw_request::<_, ()>("evm_setAutomine".into(), (true,)).await.unwrap();
+    for tx in pending {
+        assert_eq!(tx.get_receipt().await.unwrap().block_number, Some(fork), "one block");
+    }
+    let contract = Address::repeat_byte(0xc0);
+    send(logged(*outsider, contract, *alice, eth(3))).await;
+    // Its log is never a token's, whatever tokens the chain lists.
+    send(logged(*outsider, tusd, *alice, eth(4))).await;
+
+    let extra = format!("eip7708_from_block = {fork}");
+    let mut watcher = watcher(anvil, &db.store, Some(tusd), &extra).await;
+    catch_up(&mut watcher).await;
+    let deposits = db.store.deposits_on_chain(CHAIN).await.unwrap();
+    let mut found: Vec<(String, String, String)> = deposits
+        .iter()
+        .map(|d| (d.currency_symbol.clone(), d.amount.clone(), d.source_address.to_lowercase()))
+        .collect();
+    found.sort();
+    let from = |a: &Address| format!("{a:#x}");
+    assert_eq!(
+        found,
+        [
+            ("ETH".to_string(), "0.1".to_string(), from(outsider)),
+            ("ETH".to_string(), "0.2".to_string(), from(outsider)),
+            ("ETH".to_string(), "0.3".to_string(), from(&contract)),
+            ("ETH".to_string(), "0.4".to_string(), from(&tusd)),
+        ]
+    );
+}
+
 /// Base serves `timestampMs` since its blocks come every 200 ms: a
 /// deposit's `created_at` carries the block's milliseconds, so deposits
 /// of blocks sharing one second still read in block order.

@@ -320,3 +320,37 @@ fn a_block_answered_without_its_body_is_not_taken_for_an_empty_one() {
         assert_eq!(missing, expected, "row {row}");
     }
 }
+
+#[test]
+fn from_eip7708_on_native_transfers_are_read_from_its_logs_only() {
+    let mut b = block_18000000().unwrap();
+    let watch = watch(all_recipients(&b));
+    // The block's first listed token transfer, logged again by EIP-7708's
+    // address: a native transfer as the protocol logs it.
+    let listed = mainnet_assets().contracts();
+    let moves = |l: &&Log| Transfer::decode_log(&l.inner).is_ok_and(|t| !t.value.is_zero());
+    let mut logged = b.logs.iter().filter(|l| listed.contains(&l.address())).find(moves).unwrap().clone();
+    logged.inner.address = EIP7708_SYSTEM.parse().unwrap();
+    logged.log_index = Some(50_000);
+    let moved = Transfer::decode_log(&logged.inner).unwrap();
+    b.logs.push(logged);
+    let found = |from: Option<u64>| {
+        let mut assets = mainnet_assets();
+        assets.eip7708_from = from;
+        let input =
+            BlockInput { block: &b.block, succeeded: &succeeded(&b.receipts), logs: &b.logs, traces: None };
+        deposits_in_block(Chain::EthereumMainnet, &input, &watch, &assets)
+    };
+    for before in [None, Some(18_000_001)] {
+        let deposits = found(before);
+        assert_eq!(deposits.iter().filter(|d| d.position == Position::Native).count(), 39, "{before:?}");
+        assert!(deposits.iter().all(|d| d.currency_symbol != "ETH" || d.position == Position::Native));
+    }
+    let deposits = found(Some(18_000_000));
+    let native: Vec<&Detected> = deposits.iter().filter(|d| d.currency_symbol == "ETH").collect();
+    assert_eq!(native.len(), 1, "the transaction values are not read again: {native:?}");
+    assert!(matches!(&native[0].position, Position::Log(_)), "{native:?}");
+    assert_eq!(native[0].amount, Amount::from_raw(moved.value, 18));
+    assert_eq!(native[0].source_address, moved.from.to_checksum(None));
+    assert_eq!(deposits.len() - 1, 10, "the token deposits stay");
+}
