@@ -32,6 +32,9 @@ use crate::{
 /// How long the start waits for a node's answer before checking in the
 /// background instead.
 const AT_START: Duration = Duration::from_secs(10);
+/// How long one URL is waited for: a node that hangs does not keep the
+/// next from being asked.
+const PER_URL: Duration = Duration::from_secs(5);
 /// Between two background checks of an asset whose node did not answer.
 const AGAIN: Duration = Duration::from_secs(15);
 /// Why an asset's transfers are held back here.
@@ -84,9 +87,10 @@ async fn has_code(config: &ChainConfig, asset: &AssetConfig) -> Result<bool, Str
                 continue;
             }
         };
-        match provider.get_code_at(address).await {
-            Ok(code) => return Ok(!code.is_empty()),
-            Err(error) => last = redact_urls(&error.to_string()),
+        match tokio::time::timeout(PER_URL, provider.get_code_at(address)).await {
+            Ok(Ok(code)) => return Ok(!code.is_empty()),
+            Ok(Err(error)) => last = redact_urls(&error.to_string()),
+            Err(_) => last = format!("no answer in {} s", PER_URL.as_secs()),
         }
     }
     Err(last)

@@ -74,7 +74,7 @@ impl EvmAssets {
     }
 
     /// Whether `block`'s native transfers are read from its EIP-7708 logs.
-    fn native_logged(&self, block: u64) -> bool {
+    pub fn native_logged(&self, block: u64) -> bool {
         self.eip7708_from.is_some_and(|from| block >= from)
     }
 }
@@ -211,13 +211,25 @@ pub fn deposits_in_block(
         Some((symbol, decimals)) => Some((symbol.as_str(), *decimals)),
         None => (logged && address == system).then_some(native),
     };
+    let top_level = top_level_transfers(block, succeeded);
     for t in logged_transfers(block, input.logs, symbol_of) {
         if watch.account_of(&t.to).is_none() {
             continue;
         }
-        let (from, to, raw) = (format!("{:#x}", t.from), format!("{:#x}", t.to), t.value.to_string());
-        let key = TokenTransfer::new(t.symbol, &from, &to, &raw, t.occurrence);
-        out.extend(detected(t.tx_hash, Position::Log(key), t.from, t.to, t.symbol, t.value, t.decimals));
+        // A transaction's own value keeps the position it had before
+        // EIP-7708, so a block read again under the other rule (a chain
+        // file's `eip7708_from_block` set after it was indexed, a
+        // transaction re-mined across the fork) finds the same deposit.
+        let own_value = t.symbol == native_symbol.as_str()
+            && t.occurrence == 0
+            && top_level.get(&t.tx_hash) == Some(&(t.from, t.to, t.value));
+        let position = if own_value {
+            Position::Native
+        } else {
+            let (from, to, raw) = (format!("{:#x}", t.from), format!("{:#x}", t.to), t.value.to_string());
+            Position::Log(TokenTransfer::new(t.symbol, &from, &to, &raw, t.occurrence))
+        };
+        out.extend(detected(t.tx_hash, position, t.from, t.to, t.symbol, t.value, t.decimals));
     }
 
     let traces = if logged { &[][..] } else { input.traces.unwrap_or_default() };
@@ -240,6 +252,48 @@ pub fn deposits_in_block(
         }
     }
     out
+}
+
+/// The block's successful transactions that carry value: who sent how
+/// much to whom.
+fn top_level_transfers(block: &RpcBlock, succeeded: &Succeeded) -> HashMap<B256, (Address, Address, U256)> {
+    block
+        .transactions
+        .iter()
+        .filter(|tx| !tx.value.is_zero() && succeeded.contains(&tx.hash))
+        .filter_map(|tx| Some((tx.hash, (tx.from, tx.to?, tx.value))))
+        .collect()
+}
+
+/// From EIP-7708 on, the first successful transaction of `block` that sends
+/// value to a watched address without the log the protocol emits for it:
+/// a logs answer that is incomplete (a backend behind), or a chain file
+/// whose `eip7708_from_block` precedes the fork. Either way the block is not
+/// read, rather than a deposit missed.
+pub fn unlogged_value(
+    block: &RpcBlock,
+    logs: &[Log],
+    succeeded: &Succeeded,
+    watch: &EvmWatchSet,
+    assets: &EvmAssets,
+) -> Option<B256> {
+    if !assets.native_logged(block.number.to()) {
+        return None;
+    }
+    let system = eip7708_system();
+    let logged: HashSet<(B256, Address, Address, U256)> = logs
+        .iter()
+        .filter(|log| !log.removed && log.address() == system)
+        .filter_map(|log| {
+            let transfer = Transfer::decode_log(&log.inner).ok()?;
+            Some((log.transaction_hash?, transfer.from, transfer.to, transfer.value))
+        })
+        .collect();
+    top_level_transfers(block, succeeded)
+        .into_iter()
+        .filter(|(_, (_, to, _))| watch.account_of(to).is_some())
+        .find(|(hash, (from, to, value))| !logged.contains(&(*hash, *from, *to, *value)))
+        .map(|(hash, _)| hash)
 }
 
 /// A `Transfer` log of a listed token (or, from EIP-7708 on, of the native

@@ -146,21 +146,30 @@ impl EvmWatcher {
         }
         self.complete_logs(&blocks, &mut logs_by_block).await?;
 
-        let traces = if self.config.traces {
-            let calls: Vec<_> = blocks.iter().map(|b| self.rpc.traces(b.hash)).collect();
-            stream::iter(calls).buffered(self.config.concurrency).try_collect::<Vec<_>>().await?
+        // From EIP-7708 on, the logs hold every native transfer: no traces.
+        // The blocks ascend, so the traced ones are a prefix, and the i-th
+        // trace is the i-th block's.
+        let traced = if self.config.traces {
+            blocks.iter().take_while(|b| !self.assets.native_logged(b.number.to())).count()
         } else {
-            Vec::new()
+            0
         };
+        let calls: Vec<_> = blocks[..traced].iter().map(|b| self.rpc.traces(b.hash)).collect();
+        let traces = stream::iter(calls).buffered(self.config.concurrency).try_collect::<Vec<_>>().await?;
 
         let mut deposits = Vec::new();
         for (i, block) in blocks.iter().enumerate() {
-            let input = BlockInput {
-                block,
-                succeeded: &succeeded,
-                logs: logs_by_block.get(&block.number.to()).map(Vec::as_slice).unwrap_or_default(),
-                traces: traces.get(i).map(Vec::as_slice),
-            };
+            let logs = logs_by_block.get(&block.number.to()).map(Vec::as_slice).unwrap_or_default();
+            if let Some(hash) = decode::unlogged_value(block, logs, &succeeded, watch, &self.assets) {
+                let number: u64 = block.number.to();
+                let detail = format!(
+                    "transaction {hash} of block {number} sends value to a watched address without its \
+                     EIP-7708 log: the logs answer is incomplete, or eip7708_from_block precedes the fork"
+                );
+                return Err(WatchError::Inconsistent { chain, detail });
+            }
+            let input =
+                BlockInput { block, succeeded: &succeeded, logs, traces: traces.get(i).map(Vec::as_slice) };
             deposits.extend(decode::deposits_in_block(chain, &input, watch, &self.assets));
         }
         let blocks = blocks

@@ -421,43 +421,53 @@ fn logged(sender: Address, from: Address, to: Address, wei: U256) -> Transaction
         .with_input(alloy::primitives::Bytes::from(input))
 }
 
+/// Code for a watched address that, paid, has the EIP-7708 address log the
+/// payment as the protocol would, in the same transaction: it calls it with
+/// (`CALLER`, `ADDRESS`, `CALLVALUE`).
+fn logs_its_payments() -> String {
+    let system = EIP7708.trim_start_matches("0x");
+    format!("0x3360005230602052346040526000600060606000600073{system}5af100")
+}
+
 #[tokio::test]
 async fn from_eip7708_on_native_deposits_are_read_from_its_logs_and_counted_once() {
     let setup = setup(Backend::Sqlite).await;
-    let Setup { anvil, db, outsider, alice } = &setup;
+    let Setup { anvil, db, outsider, .. } = &setup;
     let provider = &anvil.provider;
     let system: Address = EIP7708.parse().unwrap();
     provider.raw_request::<_, ()>("anvil_setCode".into(), (system, eip7708_code())).await.unwrap();
+    // A watched address whose code logs what it is paid.
+    let alice = &Address::repeat_byte(0xa1);
+    add_account(&db.store, "wallet", &alice.to_string()).await;
+    provider.raw_request::<_, ()>("anvil_setCode".into(), (*alice, logs_its_payments())).await.unwrap();
+    let code = provider.get_code_at(*alice).await.unwrap();
+    assert_eq!(code.len(), 46, "{code}");
     let tusd = anvil.deploy_token("TUSD").await;
     let send = |tx: TransactionRequest| async move {
         let receipt = provider.send_transaction(tx).await.unwrap().get_receipt().await.unwrap();
         assert!(receipt.status());
-        receipt.block_number.unwrap()
+        receipt
     };
     let eth = |tenths: u64| U256::from(ETH / 10 * tenths);
+    // Gas given, not estimated: the estimate is the least that succeeds,
+    // and a logging call that fails for want of gas reverts nothing.
+    let pay = |tenths: u64| {
+        let payment = TransactionRequest::default().with_from(*outsider).with_to(*alice);
+        payment.with_value(eth(tenths)).with_gas_limit(100_000)
+    };
 
-    // Before the fork block: the transaction's value counts; a log there is
-    // not the protocol's and counts for nothing.
-    anvil.send_eth(*outsider, *alice, eth(1)).await;
+    // Before the fork block the transaction's value counts, once; a log
+    // there is not the protocol's and counts for nothing.
+    assert_eq!(send(pay(1)).await.inner.logs().len(), 1, "the payment is logged");
     send(logged(*outsider, *outsider, *alice, eth(50))).await;
     let fork = anvil.head().await + 1;
 
-    // From it on: a transfer and its log in one block count once; an
-    // internal transfer is found from its log alone, without traces.
-    provider.raw_request::<_, ()>("evm_setAutomine".into(), (false,)).await.unwrap();
-    let value = TransactionRequest::default().with_from(*outsider).with_to(*alice).with_value(eth(2));
-    let pending = [
-        provider.send_transaction(value).await.unwrap(),
-        provider.send_transaction(logged(*outsider, *outsider, *alice, eth(2))).await.unwrap(),
-    ];
-    anvil.mine(1).await;
-    provider.raw_request::<_, ()>("evm_setAutomine".into(), (true,)).await.unwrap();
-    for tx in pending {
-        assert_eq!(tx.get_receipt().await.unwrap().block_number, Some(fork), "one block");
-    }
+    // From it on: a payment and its log count once; an internal transfer is
+    // found from its log alone, without traces; a log never is a token's.
+    let paid = send(pay(2)).await;
+    assert_eq!(paid.block_number, Some(fork));
     let contract = Address::repeat_byte(0xc0);
     send(logged(*outsider, contract, *alice, eth(3))).await;
-    // Its log is never a token's, whatever tokens the chain lists.
     send(logged(*outsider, tusd, *alice, eth(4))).await;
 
     let extra = format!("eip7708_from_block = {fork}");
@@ -479,6 +489,8 @@ async fn from_eip7708_on_native_deposits_are_read_from_its_logs_and_counted_once
             ("ETH".to_string(), "0.4".to_string(), from(&tusd)),
         ]
     );
+    let second = deposits.iter().find(|d| d.amount == "0.2").unwrap();
+    assert_eq!(second.transaction_hash, paid.transaction_hash.to_string());
 }
 
 /// Base serves `timestampMs` since its blocks come every 200 ms: a

@@ -354,3 +354,52 @@ fn from_eip7708_on_native_transfers_are_read_from_its_logs_only() {
     assert_eq!(native[0].source_address, moved.from.to_checksum(None));
     assert_eq!(deposits.len() - 1, 10, "the token deposits stay");
 }
+
+#[test]
+fn from_eip7708_on_a_transactions_value_keeps_its_position_and_needs_its_log() {
+    let mut b = block_18000000().unwrap();
+    let succeeded = succeeded(&b.receipts);
+    let sent = |t: &&crate::evm::rpc::RpcTransaction| {
+        !t.value.is_zero() && succeeded.contains(&t.hash) && t.to.is_some()
+    };
+    let receivers: Vec<Address> = b.block.transactions.iter().filter(sent).filter_map(|t| t.to).collect();
+    let tx = b
+        .block
+        .transactions
+        .iter()
+        .filter(sent)
+        .find(|t| receivers.iter().filter(|r| Some(**r) == t.to).count() == 1);
+    let tx = tx.unwrap().clone();
+    let to = tx.to.unwrap();
+    let watch = watch([to]);
+    let mut assets = mainnet_assets();
+    assets.eip7708_from = Some(18_000_000);
+    let unlogged =
+        |b: &Block18m, assets: &EvmAssets| unlogged_value(&b.block, &b.logs, &succeeded, &watch, assets);
+    assert_eq!(unlogged(&b, &assets), Some(tx.hash), "without its log the block is not read");
+
+    let mut log = b.logs[0].clone();
+    let topics = vec![transfer_topic(), tx.from.into_word(), to.into_word()];
+    let data = alloy::primitives::Bytes::from(tx.value.to_be_bytes::<32>().to_vec());
+    log.inner = alloy::primitives::Log::new_unchecked(EIP7708_SYSTEM.parse().unwrap(), topics, data);
+    log.transaction_hash = Some(tx.hash);
+    log.log_index = Some(60_000);
+    b.logs.push(log);
+    assert_eq!(unlogged(&b, &assets), None);
+
+    let found = |assets: &EvmAssets| {
+        let input = BlockInput { block: &b.block, succeeded: &succeeded, logs: &b.logs, traces: None };
+        let mut found: Vec<(String, String, String)> =
+            deposits_in_block(Chain::EthereumMainnet, &input, &watch, assets)
+                .into_iter()
+                .map(|d| (d.tx_hash, d.position.to_string(), d.amount.to_string()))
+                .collect();
+        found.sort();
+        found
+    };
+    let logged = found(&assets);
+    assert!(logged.iter().any(|(hash, position, _)| *hash == tx.hash.to_string() && position == "native"));
+    assets.eip7708_from = None;
+    assert_eq!(logged, found(&assets), "the same deposits at the same positions under either rule");
+    assert_eq!(unlogged(&b, &assets), None, "before the fork nothing is asked of the logs");
+}
