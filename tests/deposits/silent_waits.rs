@@ -185,8 +185,8 @@ async fn an_evm_node_that_expired_the_history_is_warned_and_makes_the_chain_unhe
     let expired = "pruned history unavailable";
     proxy.faults.method_errors.lock().unwrap().push(("eth_getLogs".into(), 4444, expired.into(), u32::MAX));
     // A token to watch: its transfers are read with eth_getLogs.
-    let token = Some("0x00000000000000000000000000000000000000b0");
-    let env = Env::with_chain_file(&chain_toml(std::slice::from_ref(&proxy.url), token, ""));
+    let token = anvil.deploy_token("TUSD").await.to_string();
+    let env = Env::with_chain_file(&chain_toml(std::slice::from_ref(&proxy.url), Some(&token), ""));
     env.add_account("acc-1", "0x00000000000000000000000000000000000000a1", CHAIN);
     let run = Run::start(&env, CHAIN, &[]);
     let warned = run.logged("WARN", "the watcher cannot progress").await;
