@@ -211,7 +211,8 @@ pub fn deposits_in_block(
         Some((symbol, decimals)) => Some((symbol.as_str(), *decimals)),
         None => (logged && address == system).then_some(native),
     };
-    let top_level = top_level_transfers(block, succeeded);
+    // Only a block read from its EIP-7708 logs needs its transactions' values.
+    let top_level = if logged { top_level_transfers(block, succeeded) } else { HashMap::new() };
     for t in logged_transfers(block, input.logs, symbol_of) {
         if watch.account_of(&t.to).is_none() {
             continue;
