@@ -13,7 +13,7 @@ use crate::{
     amount::Amount,
     chain::{Chain, Family},
     config::{ChainConfig, Chains},
-    family::seam::Totals,
+    family::seam::{GasBeyondCap, Move, Totals},
     rpc::RpcFailure,
 };
 
@@ -111,6 +111,19 @@ impl BalanceReader {
 
     pub fn chains(&self) -> &Chains {
         &self.chains
+    }
+
+    /// Whether `transfer` on `chain` needs more gas than one transaction
+    /// may carry (see [`Totals::gas_beyond_cap`]).
+    pub async fn gas_beyond_cap(
+        &self,
+        chain: Chain,
+        transfer: &Move<'_>,
+    ) -> Result<Option<GasBeyondCap>, RpcFailure> {
+        match self.clients.get(&chain) {
+            Some(client) => client.gas_beyond_cap(transfer).await,
+            None => Ok(None),
+        }
     }
 
     /// The account's balance of every asset on every configured chain it has

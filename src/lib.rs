@@ -33,6 +33,7 @@ pub mod pii;
 pub mod redact;
 pub mod request_signature;
 pub mod rpc;
+pub mod schemas;
 pub mod scrub;
 pub mod service;
 pub mod solana;

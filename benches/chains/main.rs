@@ -5,8 +5,9 @@
 //! on Solana): an anvil per EVM chain with the chain's id, and the local
 //! Solana network per Solana chain with 400 ms slots. Block rates: the
 //! `mainnet` profile gives each chain its mainnet rate (Ethereum 12 s,
-//! Polygon, Base and Optimism 2 s, each testnet as its mainnet); the `fast`
-//! profile runs Base and Optimism at 250 ms, the rate of the fastest L2s.
+//! Polygon and Optimism 2 s, Base 200 ms since its Denim upgrade, each
+//! testnet as its mainnet); the `fast` profile runs Optimism at 250 ms
+//! too, and the `before-denim` one Base at its former 2 s.
 //!
 //! The store watches 10,000 accounts (`BENCH_ACCOUNTS`), each with an EVM
 //! address on the eight EVM chains and a wallet on both Solana chains, and
@@ -19,9 +20,11 @@
 //!
 //! After `/readyz` answers 200 and a warm-up of 10 s, the CPU and memory of
 //! `run` are read over `BENCH_SECONDS` (60); the nodes' and PostgreSQL's CPU
-//! beside it. Then the load stops and every transfer to a watched address
-//! must be recorded as a deposit. Prints figures; asserts only that nothing
-//! was missed. `BENCH_PROFILE=mainnet|fast` and `BENCH_STORE=sqlite|postgres`
+//! beside it, and each chain's lag (read from what its watcher records for
+//! `health`, with the block time it measured). Then the load stops and every
+//! transfer to a watched address must be recorded as a deposit. Prints
+//! figures; asserts only that nothing was missed.
+//! `BENCH_PROFILE=mainnet|fast|before-denim` and `BENCH_STORE=sqlite|postgres`
 //! run one of each.
 //!
 //! `cargo bench --bench chains`
@@ -29,6 +32,7 @@
 #[path = "../../tests/common/mod.rs"]
 mod common;
 
+mod lag;
 mod load;
 mod missing;
 mod nodes;
@@ -80,7 +84,7 @@ async fn main() {
         "{:>8} | {:>10} | {:>7} | {:>8} | {:>8} | {:>10} | {:>9} | {:>7} | {:>10}",
         "profile", "store", "run CPU", "RSS MB", "peak MB", "deposits/s", "delivered", "nodes", "PostgreSQL"
     );
-    for profile in chosen("BENCH_PROFILE", &[Profile::Mainnet, Profile::Fast], |p| p.name().into()) {
+    for profile in chosen("BENCH_PROFILE", &Profile::ALL, |p| p.name().into()) {
         for backend in chosen("BENCH_STORE", &BACKENDS, |b| format!("{b:?}").to_lowercase()) {
             round(&chains, profile, backend, accounts, Duration::from_secs(seconds)).await;
         }
@@ -156,7 +160,7 @@ async fn round(chains: &Chains, profile: Profile, backend: Backend, accounts: u6
     let (evm_nodes, loads) = start_loads(nodes, &watched, &stop);
     tokio::time::sleep(Duration::from_secs(10)).await;
     let before = deposits(&db.store).await.values().sum::<u64>();
-    let figures = run.measure(window, &pids).await;
+    let (figures, lags) = tokio::join!(run.measure(window, &pids), lag::watch(&db.store, window));
     let found = deposits(&db.store).await.values().sum::<u64>() - before;
     stop.cancel();
     let mut sent = BTreeMap::new();
@@ -189,6 +193,7 @@ async fn round(chains: &Chains, profile: Profile, backend: Backend, accounts: u6
         figures.postgres_percent,
         if ready { "" } else { " (/readyz not ready at the end)" },
     );
+    lag::print(&lags);
 }
 
 /// Waits until the store holds as many deposits per chain as were sent (a

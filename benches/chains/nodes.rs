@@ -20,33 +20,38 @@ use crate::common::{
     solana::{SOL, SolanaNode},
 };
 
-/// Block times: each chain's mainnet rate, or the fast profile's 250 ms for
-/// the optimistic rollups (the rate of the fastest L2s).
+/// Block times: each chain's mainnet rate today (Base at 200 ms since its
+/// Denim upgrade), Optimism at 250 ms too (the fast profile), or Base at
+/// its rate before Denim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Profile {
     Mainnet,
     Fast,
+    BeforeDenim,
 }
 
 impl Profile {
+    pub const ALL: [Profile; 3] = [Profile::Mainnet, Profile::Fast, Profile::BeforeDenim];
+
     pub fn name(self) -> &'static str {
         match self {
             Profile::Mainnet => "mainnet",
             Profile::Fast => "fast",
+            Profile::BeforeDenim => "before-denim",
         }
     }
 
     /// Seconds between blocks (slots on Solana).
     pub fn block_time(self, chain: Chain) -> f64 {
         use Chain::*;
-        match chain {
-            EthereumMainnet | EthereumTestnet => 12.0,
-            PolygonMainnet | PolygonAmoy => 2.0,
-            BaseMainnet | BaseSepolia | OptimismMainnet | OptimismSepolia => match self {
-                Profile::Mainnet => 2.0,
-                Profile::Fast => 0.25,
-            },
-            SolanaMainnet | SolanaDevnet => 0.4,
+        match (chain, self) {
+            (EthereumMainnet | EthereumTestnet, _) => 12.0,
+            (PolygonMainnet | PolygonAmoy, _) => 2.0,
+            (BaseMainnet | BaseSepolia, Profile::BeforeDenim) => 2.0,
+            (BaseMainnet | BaseSepolia, _) => 0.2,
+            (OptimismMainnet | OptimismSepolia, Profile::Fast) => 0.25,
+            (OptimismMainnet | OptimismSepolia, _) => 2.0,
+            (SolanaMainnet | SolanaDevnet, _) => 0.4,
         }
     }
 }

@@ -50,6 +50,9 @@ pub enum ErrorCode {
     InsufficientBalance,
     /// `400`: a limit policy refuses the amount.
     LimitExceeded,
+    /// `400`: the transfer's call needs more gas than one transaction may
+    /// carry (16,777,216 since EIP-7825).
+    GasLimitExceeded,
     /// `503`: no signing keys.
     TransfersUnavailable,
     /// `503`: no signing keys.

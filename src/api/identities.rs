@@ -41,10 +41,8 @@ pub struct IdentityRequest {
 #[derive(ToSchema)]
 #[allow(dead_code)] // never built: the schema of a body read as `Value`
 pub struct ComplianceRequest {
-    #[schema(value_type = Option<Object>)]
-    kyc: Option<Value>,
-    #[schema(value_type = Option<Object>)]
-    kyb: Option<Value>,
+    kyc: Option<crate::schemas::Kyc>,
+    kyb: Option<crate::schemas::Kyb>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]

@@ -44,7 +44,7 @@ pub struct BankAccountRequest {
     /// `account_number`; `clabe`; `ifsc_code` and `account_number`;
     /// `swift_or_bic_number` and `account_number`), `address` with
     /// `region_code`; see docs/issuance.md.
-    #[schema(value_type = Object)]
+    #[schema(value_type = crate::schemas::BankAccountDetails)]
     pub bank_account_details: Value,
 }
 
@@ -379,8 +379,10 @@ pub struct FiatDepositRequest {
     /// The `memo_id` of one of the organization's mint instructions.
     pub memo_id: String,
     /// `USD` (`ISSUANCE_SUPPORTED_FIAT_CURRENCY_UNSPECIFIED` is refused).
+    #[schema(value_type = crate::schemas::FiatCurrency)]
     pub currency: String,
     /// `WIRE` (`ISSUANCE_SUPPORTED_FIAT_PAYMENT_METHOD_UNSPECIFIED` is refused).
+    #[schema(value_type = crate::schemas::FiatPaymentRail)]
     pub payment_rail: String,
 }
 

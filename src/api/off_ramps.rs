@@ -48,6 +48,7 @@ pub struct ConversionRequest {
     pub request_id: String,
     /// `OFF_RAMP`: an `ON_RAMP` starts with a wire to a virtual account.
     #[serde(rename = "type")]
+    #[schema(value_type = crate::conversions::resource::Type)]
     pub kind: String,
     /// The account whose stablecoin is paid out.
     pub account_id: String,

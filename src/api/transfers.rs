@@ -85,10 +85,11 @@ struct Keyset {
     })),
     responses(
         (status = 201, description = "Accepted; the same request again, while the transfer is not yet processed, answers the same transfer", body = Transfer),
-        (status = 400, description = "INVALID_REQUEST, ACCOUNT_NOT_ACTIVE, INSUFFICIENT_BALANCE or LIMIT_EXCEEDED", body = ErrorBody,
+        (status = 400, description = "INVALID_REQUEST, ACCOUNT_NOT_ACTIVE, INSUFFICIENT_BALANCE, LIMIT_EXCEEDED or GAS_LIMIT_EXCEEDED (EVM: the call's gas estimate is above the 16,777,216 one transaction may carry)", body = ErrorBody,
             examples(
                 ("INVALID_REQUEST" = (value = json!({ "code": "INVALID_REQUEST", "message": "a destination is required: address_destination, or destination_address with destination_chain" }))),
                 ("INSUFFICIENT_BALANCE" = (value = json!({ "code": "INSUFFICIENT_BALANCE", "message": "insufficient available balance: 3 USDC available, 12.5 requested" }))),
+                ("GAS_LIMIT_EXCEEDED" = (value = json!({ "code": "GAS_LIMIT_EXCEEDED", "message": "the transfer needs 20000000 gas, more than the 16777216 one transaction may use (EIP-7825)" }))),
             )),
         (status = 404, description = "No such account in the organization", body = ErrorBody),
         (status = 409, description = "DUPLICATE_TRANSACTION or REQUEST_ID_REUSED, naming the transfer that holds the request_id", body = ErrorBody,
@@ -96,7 +97,7 @@ struct Keyset {
                 ("DUPLICATE_TRANSACTION" = (value = json!({ "code": "DUPLICATE_TRANSACTION", "message": "transfer 0b6f7c1e-2d43-4a8e-b1f5-6c9d2e7a0f13 with this request_id was already processed", "transfer_id": "0b6f7c1e-2d43-4a8e-b1f5-6c9d2e7a0f13" }))),
                 ("REQUEST_ID_REUSED" = (value = json!({ "code": "REQUEST_ID_REUSED", "message": "request_id was already used by transfer 0b6f7c1e-2d43-4a8e-b1f5-6c9d2e7a0f13 with a different request", "transfer_id": "0b6f7c1e-2d43-4a8e-b1f5-6c9d2e7a0f13" }))),
             )),
-        (status = 503, description = "TRANSFERS_UNAVAILABLE (no signing keys configured) or CHAIN_UNAVAILABLE (the chain did not answer)", body = ErrorBody),
+        (status = 503, description = "TRANSFERS_UNAVAILABLE (no signing keys configured) or CHAIN_UNAVAILABLE (the chain did not answer a balance read or, three times, the gas estimate)", body = ErrorBody),
     ))]
 pub async fn create(
     State(state): State<ApiState>,
@@ -162,6 +163,20 @@ pub(super) fn accept_error(error: AcceptError) -> ApiError {
         AcceptError::Refused(refusal) => refused(refusal),
         AcceptError::Store(error) => error.into(),
         AcceptError::Balance(error) => error.into(),
+        AcceptError::GasLimit(_) => {
+            ApiError::coded(StatusCode::BAD_REQUEST, ErrorCode::GasLimitExceeded, error.to_string())
+        }
+        AcceptError::Estimate(failure) => {
+            tracing::warn!(chain = %failure.chain, error = %failure, "gas estimate failed");
+            ApiError::coded(
+                StatusCode::SERVICE_UNAVAILABLE,
+                ErrorCode::ChainUnavailable,
+                format!(
+                    "cannot estimate the transfer's gas on {} now: its node did not answer eth_estimateGas; try again later",
+                    failure.chain
+                ),
+            )
+        }
         AcceptError::Key(error) => {
             tracing::error!(error = %error, "the signer cannot derive an address");
             ApiError::internal()

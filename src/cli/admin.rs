@@ -306,7 +306,7 @@ fn print_health(report: &health::Report) {
             number(c.head),
             number(c.indexed),
             number(c.lag),
-            c.max_lag_blocks,
+            c.lag_limit(),
         );
         if c.addresses_catching_up > 0 {
             let from = c.catching_up_from.map_or(String::new(), |b| format!(" from block {b}"));

@@ -9,6 +9,7 @@ use serde::Deserialize;
 use super::{
     AssetConfig, BlockReads, ChainConfig, ConfigError, Confirmation, NativeAsset, Strategy, TransferConfig,
     defaults,
+    time::{Either, Span, one_form},
 };
 use crate::{
     chain::{Chain, Family},
@@ -27,7 +28,10 @@ pub(super) struct ChainFile {
     #[serde(default)]
     ws_url: Option<String>,
     confirmation: Confirmation,
-    poll_interval_ms: u64,
+    #[serde(default)]
+    poll_interval_ms: Option<u64>,
+    #[serde(default)]
+    poll_interval_secs: Option<f64>,
     #[serde(default = "defaults::max_block_range")]
     max_block_range: u64,
     #[serde(default = "defaults::batch_size")]
@@ -40,18 +44,26 @@ pub(super) struct ChainFile {
     block_reads: Option<BlockReads>,
     #[serde(default)]
     start_block: Option<u64>,
-    #[serde(default = "defaults::reorg_window")]
-    reorg_window: u64,
+    #[serde(default)]
+    reorg_window: Option<u64>,
+    #[serde(default)]
+    reorg_window_secs: Option<f64>,
     #[serde(default)]
     eip7708_from_block: Option<u64>,
-    #[serde(default = "defaults::dropped_after_blocks")]
-    dropped_after_blocks: u64,
+    #[serde(default)]
+    dropped_after_blocks: Option<u64>,
+    #[serde(default)]
+    dropped_after_secs: Option<f64>,
     #[serde(default)]
     strategy: Option<Strategy>,
-    #[serde(default = "defaults::max_lag_blocks")]
-    max_lag_blocks: u64,
+    #[serde(default)]
+    max_lag_blocks: Option<u64>,
+    #[serde(default)]
+    max_lag_secs: Option<f64>,
     #[serde(default)]
     stale_after_ms: Option<u64>,
+    #[serde(default)]
+    stale_after_secs: Option<f64>,
     native: NativeAsset,
     #[serde(default)]
     assets: Vec<AssetConfig>,
@@ -67,12 +79,13 @@ impl ChainConfig {
     /// `ETHEREUM_MAINNET_RPC_URLS` (comma-separated) and `ETHEREUM_MAINNET_WS_URL`.
     pub fn from_toml(text: &str, source: &Path, env: Env<'_>) -> Result<Self, ConfigError> {
         let invalid = |message: String| ConfigError::Invalid { path: source.to_path_buf(), message };
-        let file: ChainFile = toml::from_str(text).map_err(|e| invalid(e.message().to_string()))?;
+        let file = parse(text).map_err(invalid)?;
         let chain = file.chain;
         let (rpc_urls, ws_url) = endpoints(&file, env).map_err(invalid)?;
         let (chain_id, genesis_hash) = network(&file, env).map_err(invalid)?;
         let stand_in = chain_id != file.chain_id || genesis_hash != file.genesis_hash;
         positive(&file).map_err(invalid)?;
+        let times = times(&file).map_err(invalid)?;
         let transfers = transfers(&file, env).map_err(invalid)?;
         let assets = assets(&file).map_err(invalid)?;
         Ok(Self {
@@ -82,28 +95,37 @@ impl ChainConfig {
             rpc_urls,
             ws_url,
             confirmation: file.confirmation,
-            poll_interval: Duration::from_millis(file.poll_interval_ms),
+            poll_interval: times.poll_interval,
             max_block_range: file.max_block_range,
             batch_size: file.batch_size,
             concurrency: file.concurrency,
             traces: file.traces,
             block_reads: file.block_reads.unwrap_or_default(),
             start_block: file.start_block,
-            reorg_window: file.reorg_window,
+            reorg_window: times.reorg_window,
             eip7708_from_block: file.eip7708_from_block,
             stand_in,
-            dropped_after_blocks: file.dropped_after_blocks,
+            dropped_after: times.dropped_after,
             strategy: file.strategy.unwrap_or_default(),
-            max_lag_blocks: file.max_lag_blocks,
-            stale_after: Duration::from_millis(
-                file.stale_after_ms.unwrap_or_else(|| defaults::stale_after_ms(file.poll_interval_ms)),
-            ),
+            max_lag: times.max_lag,
+            stale_after: times.stale_after,
             native: file.native,
             assets,
             transfers,
             source: source.to_path_buf(),
         })
     }
+}
+
+/// The file as written, an error naming the key it is about.
+fn parse(text: &str) -> Result<ChainFile, String> {
+    let document = toml::Deserializer::parse(text).map_err(|e| e.message().to_string())?;
+    serde_path_to_error::deserialize(document).map_err(|e| {
+        let path = e.path().to_string();
+        let message = e.into_inner().message().to_string();
+        // Unknown and missing fields name themselves.
+        if path == "." || message.contains('`') { message } else { format!("{path}: {message}") }
+    })
 }
 
 /// The RPC URLs (the environment's list, else the file's) and the
@@ -169,8 +191,8 @@ fn network(file: &ChainFile, env: Env<'_>) -> Result<(Option<u64>, Option<String
 /// The counts and intervals that must be positive, the confirmation depth
 /// and the reorg window.
 fn positive(file: &ChainFile) -> Result<(), String> {
-    if file.poll_interval_ms == 0
-        || file.max_lag_blocks == 0
+    if file.poll_interval_ms == Some(0)
+        || file.max_lag_blocks == Some(0)
         || file.stale_after_ms == Some(0)
         || file.max_block_range == 0
         || file.batch_size == 0
@@ -181,10 +203,52 @@ fn positive(file: &ChainFile) -> Result<(), String> {
     if file.confirmation == Confirmation::Depth(0) {
         return Err("confirmation depth must be at least 1".into());
     }
-    if file.reorg_window < 2 {
+    if file.reorg_window.is_some_and(|blocks| blocks < 2) {
         return Err("reorg_window must be at least 2".into());
     }
     Ok(())
+}
+
+/// The settings that mean time, each from the one form the file gives.
+struct Times {
+    poll_interval: Duration,
+    stale_after: Duration,
+    max_lag: Span,
+    dropped_after: Span,
+    reorg_window: Span,
+}
+
+fn times(file: &ChainFile) -> Result<Times, String> {
+    let duration = |form| match form {
+        Some(Either::Old(ms)) => Some(Duration::from_millis(ms)),
+        Some(Either::Secs(d)) => Some(d),
+        None => None,
+    };
+    let span = |form, default| match form {
+        Some(Either::Old(blocks)) => Span::Blocks(blocks),
+        Some(Either::Secs(d)) => Span::Time(d),
+        None => Span::Blocks(default),
+    };
+    let poll =
+        one_form(file.poll_interval_ms, file.poll_interval_secs, "poll_interval_ms", "poll_interval_secs")?;
+    let poll_interval = duration(poll).ok_or("missing poll_interval_secs (or poll_interval_ms)")?;
+    let stale = one_form(file.stale_after_ms, file.stale_after_secs, "stale_after_ms", "stale_after_secs")?;
+    let stale_after = duration(stale).unwrap_or_else(|| defaults::stale_after(poll_interval));
+    let lag = one_form(file.max_lag_blocks, file.max_lag_secs, "max_lag_blocks", "max_lag_secs")?;
+    let dropped = one_form(
+        file.dropped_after_blocks,
+        file.dropped_after_secs,
+        "dropped_after_blocks",
+        "dropped_after_secs",
+    )?;
+    let window = one_form(file.reorg_window, file.reorg_window_secs, "reorg_window", "reorg_window_secs")?;
+    Ok(Times {
+        poll_interval,
+        stale_after,
+        max_lag: span(lag, defaults::max_lag_blocks()),
+        dropped_after: span(dropped, defaults::dropped_after_blocks()),
+        reorg_window: span(window, defaults::reorg_window()),
+    })
 }
 
 /// The `[transfers]` table, its price overridden by `<CHAIN>_NATIVE_USD`.
@@ -196,10 +260,8 @@ fn transfers(file: &ChainFile, env: Env<'_>) -> Result<TransferConfig, String> {
     if transfers.native_usd.is_some() && transfers.native_usd_micros().is_none() {
         return Err("transfers.native_usd must be a decimal price with at most 6 decimal places".into());
     }
-    if transfers.window_secs == 0 || transfers.rebroadcast_after_secs == 0 || transfers.max_fee_per_gas == 0 {
-        return Err(
-            "transfers.window_secs, rebroadcast_after_secs and max_fee_per_gas must be positive".into()
-        );
+    if transfers.max_fee_per_gas == 0 {
+        return Err("transfers.max_fee_per_gas must be positive".into());
     }
     if transfers.fee_bump_percent < 10 {
         return Err("transfers.fee_bump_percent must be at least 10".into());

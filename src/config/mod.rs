@@ -17,6 +17,9 @@ use crate::{
 };
 
 mod file;
+mod time;
+
+pub use time::Span;
 
 /// The chain files of the repository, compiled in so the binary runs anywhere.
 mod embedded {
@@ -135,15 +138,15 @@ pub const EIP7708_SYSTEM: &str = "0xfffffffffffffffffffffffffffffffffffffffe";
 pub struct TransferConfig {
     /// How long after submission a transfer may take to be included before it
     /// is cancelled and `DROPPED`.
-    #[serde(default = "defaults::window_secs")]
-    pub window_secs: u64,
+    #[serde(default = "defaults::window", deserialize_with = "time::secs")]
+    pub window_secs: Duration,
     /// An accepted transfer not submitted within this long (the chain was
     /// unreachable, no sender ran) fails instead of leaving much later.
-    #[serde(default = "defaults::window_secs")]
-    pub submit_within_secs: u64,
+    #[serde(default = "defaults::window", deserialize_with = "time::secs")]
+    pub submit_within_secs: Duration,
     /// A transaction not included after this long is sent again with a higher fee.
-    #[serde(default = "defaults::rebroadcast_after_secs")]
-    pub rebroadcast_after_secs: u64,
+    #[serde(default = "defaults::rebroadcast_after", deserialize_with = "time::secs")]
+    pub rebroadcast_after_secs: Duration,
     /// How much each re-broadcast raises the fee, in percent (at least 10, the
     /// replacement minimum of EVM nodes).
     #[serde(default = "defaults::fee_bump_percent")]
@@ -161,9 +164,9 @@ pub struct TransferConfig {
 impl Default for TransferConfig {
     fn default() -> Self {
         Self {
-            window_secs: defaults::window_secs(),
-            submit_within_secs: defaults::window_secs(),
-            rebroadcast_after_secs: defaults::rebroadcast_after_secs(),
+            window_secs: defaults::window(),
+            submit_within_secs: defaults::window(),
+            rebroadcast_after_secs: defaults::rebroadcast_after(),
             fee_bump_percent: defaults::fee_bump_percent(),
             max_fee_per_gas: defaults::max_fee_per_gas(),
             native_usd: None,
@@ -173,11 +176,11 @@ impl Default for TransferConfig {
 
 impl TransferConfig {
     pub fn window(&self) -> Duration {
-        Duration::from_secs(self.window_secs)
+        self.window_secs
     }
 
     pub fn rebroadcast_after(&self) -> Duration {
-        Duration::from_secs(self.rebroadcast_after_secs)
+        self.rebroadcast_after_secs
     }
 
     /// The native coin's price in micro-USD per coin, if configured.
@@ -188,11 +191,13 @@ impl TransferConfig {
 }
 
 mod defaults {
-    pub fn window_secs() -> u64 {
-        300
+    use std::time::Duration;
+
+    pub fn window() -> Duration {
+        Duration::from_secs(300)
     }
-    pub fn rebroadcast_after_secs() -> u64 {
-        30
+    pub fn rebroadcast_after() -> Duration {
+        Duration::from_secs(30)
     }
     pub fn fee_bump_percent() -> u64 {
         20
@@ -221,8 +226,8 @@ mod defaults {
     }
     /// A chain is stale when no step succeeded for ten poll intervals, and
     /// never sooner than a minute.
-    pub fn stale_after_ms(poll_interval_ms: u64) -> u64 {
-        poll_interval_ms.saturating_mul(10).max(60_000)
+    pub fn stale_after(poll_interval: Duration) -> Duration {
+        poll_interval.saturating_mul(10).max(Duration::from_secs(60))
     }
 }
 
@@ -250,8 +255,9 @@ pub struct ChainConfig {
     pub block_reads: BlockReads,
     /// Where `run` starts on a chain it has never indexed (default: the head).
     pub start_block: Option<u64>,
-    /// How many recent block hashes are kept to find a reorg's common ancestor.
-    pub reorg_window: u64,
+    /// How much recent history (block hashes) is kept to find a reorg's
+    /// common ancestor; at least 2 blocks.
+    pub reorg_window: Span,
     /// EVM only: the first block whose native transfers emit EIP-7708's
     /// `Transfer` logs; from it on, native deposits are read from them
     /// (internal transfers included, without traces) instead of from
@@ -261,13 +267,13 @@ pub struct ChainConfig {
     /// a local node stands in for the chain (see `<CHAIN>_CHAIN_ID`), so the
     /// chain's own contracts may not be on it.
     pub stand_in: bool,
-    /// A reorged deposit whose transaction is still pending this many blocks
-    /// later is `FAILED`.
-    pub dropped_after_blocks: u64,
+    /// A reorged deposit whose transaction is still pending this much later
+    /// is `FAILED`.
+    pub dropped_after: Span,
     /// Solana: how transactions are found.
     pub strategy: Strategy,
-    /// Health: the most blocks (slots) the indexed height may trail the head.
-    pub max_lag_blocks: u64,
+    /// Health: how far the indexed height may trail the head.
+    pub max_lag: Span,
     /// Health: how long a chain may go without a successful step.
     pub stale_after: Duration,
     pub native: NativeAsset,
@@ -409,6 +415,83 @@ mod tests {
         let solana = format!("block_reads = \"receipts\"\n{solana}");
         let err = ChainConfig::from_toml(&solana, Path::new("s.toml"), &no_env).unwrap_err().to_string();
         assert!(err.contains("block_reads is for EVM chains"), "{err}");
+    }
+
+    #[test]
+    fn time_settings_take_seconds_or_their_old_unit_never_both() {
+        // Lines of the file's top, and a `[transfers]` table after the rest.
+        let with = |lines: &str| {
+            let (top, transfers) = lines.split_once("[transfers]").unwrap_or((lines, ""));
+            let mut text = MINIMAL.replace("poll_interval_ms = 2000", top);
+            if !transfers.is_empty() {
+                text.push_str(&format!("[transfers]{transfers}\n"));
+            }
+            ChainConfig::from_toml(&text, Path::new("t.toml"), &no_env)
+        };
+        let old = with("poll_interval_ms = 2000").unwrap();
+        assert_eq!(old.poll_interval, Duration::from_secs(2));
+        assert_eq!(old.stale_after, Duration::from_secs(60));
+        assert_eq!(
+            (old.max_lag, old.dropped_after, old.reorg_window),
+            (Span::Blocks(100), Span::Blocks(64), Span::Blocks(256)),
+            "the defaults count blocks"
+        );
+        let secs = with(
+            "poll_interval_secs = 0.2\nstale_after_secs = 30\nmax_lag_secs = 300\n\
+             dropped_after_secs = 600\nreorg_window_secs = 1800.5\n\
+             [transfers]\nwindow_secs = 300\nrebroadcast_after_secs = 1.5\nsubmit_within_secs = 0.5",
+        )
+        .unwrap();
+        assert_eq!(secs.poll_interval, Duration::from_millis(200));
+        assert_eq!(secs.stale_after, Duration::from_secs(30));
+        assert_eq!(secs.max_lag, Span::Time(Duration::from_secs(300)));
+        assert_eq!(secs.dropped_after, Span::Time(Duration::from_secs(600)));
+        assert_eq!(secs.reorg_window, Span::Time(Duration::from_millis(1_800_500)));
+        assert_eq!(secs.transfers.rebroadcast_after(), Duration::from_millis(1500));
+        assert_eq!(secs.transfers.submit_within_secs, Duration::from_millis(500));
+        assert_eq!(secs.transfers.window(), Duration::from_secs(300));
+
+        for (lines, named) in [
+            ("poll_interval_ms = 2000\npoll_interval_secs = 2", "poll_interval_ms and poll_interval_secs"),
+            (
+                "poll_interval_secs = 1\nmax_lag_blocks = 5\nmax_lag_secs = 1",
+                "max_lag_blocks and max_lag_secs",
+            ),
+            (
+                "poll_interval_secs = 1\nstale_after_ms = 5\nstale_after_secs = 1",
+                "stale_after_ms and stale_after_secs",
+            ),
+            (
+                "poll_interval_secs = 1\nreorg_window = 9\nreorg_window_secs = 1",
+                "reorg_window and reorg_window_secs",
+            ),
+            (
+                "poll_interval_secs = 1\ndropped_after_blocks = 9\ndropped_after_secs = 1",
+                "dropped_after_blocks and dropped_after_secs",
+            ),
+            ("max_lag_secs = 1", "missing poll_interval_secs"),
+            ("poll_interval_secs = 0", "poll_interval_secs must be a positive number of seconds"),
+            ("poll_interval_secs = -0.5", "poll_interval_secs must be a positive number of seconds"),
+            ("poll_interval_secs = \"1s\"", "poll_interval_secs"),
+            ("poll_interval_secs = 1\n[transfers]\nwindow_secs = 0", "positive number of seconds"),
+        ] {
+            let err = with(lines).unwrap_err().to_string();
+            assert!(err.contains(named) && err.contains("t.toml"), "{lines}: {err}");
+        }
+    }
+
+    #[test]
+    fn the_base_files_describe_base_at_200_ms_blocks() {
+        let chains = Chains::load(None).unwrap();
+        for chain in [Chain::BaseMainnet, Chain::BaseSepolia] {
+            let base = chains.get(chain).unwrap();
+            assert_eq!(base.poll_interval, Duration::from_secs(1), "{chain}");
+            assert_eq!(base.max_lag, Span::Time(Duration::from_secs(300)), "{chain}");
+            let at_200_ms = Some(Duration::from_millis(200));
+            assert_eq!(base.max_lag.blocks(at_200_ms), Some(1500), "{chain}");
+            assert_eq!(base.reorg_window.blocks(at_200_ms), Some(9000), "{chain}");
+            assert_eq!(base.dropped_after.blocks(at_200_ms), Some(3000), "{chain}");
+        }
     }
 
     #[test]

@@ -313,7 +313,7 @@ pub async fn chains(State(state): State<ApiState>, user: OperatorUser) -> Result
             healthy: c.healthy,
             head: number(c.head),
             indexed: number(c.indexed),
-            lag: format!("{} (limit {})", number(c.lag), c.max_lag_blocks),
+            lag: format!("{} (limit {})", number(c.lag), c.lag_limit()),
             problems: c.problems.iter().chain(&c.warnings).cloned().collect::<Vec<_>>().join("; "),
         })
         .collect();

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::{
     chain::Chain,
-    config::Chains,
+    config::{Chains, Span},
     deposits::resource::{rfc3339, rfc3339_opt},
     environment::Environment,
     store::{ChainHealth, ChainStop, Condition, Store, StoreError, WorkerKind, WorkerLease},
@@ -60,7 +60,16 @@ pub struct ChainReport {
     pub head: Option<u64>,
     pub indexed: Option<u64>,
     pub lag: Option<u64>,
-    pub max_lag_blocks: u64,
+    /// The most blocks the indexed height may trail the head: the chain
+    /// file's `max_lag_blocks`, or its `max_lag_secs` at the measured block
+    /// time (`null` until the block time is measured).
+    pub max_lag_blocks: Option<u64>,
+    /// The chain file's `max_lag_secs`, when the limit is written so.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_lag_seconds: Option<f64>,
+    /// The chain's block time as its watcher measured it over the last ten
+    /// minutes (milliseconds, rounded).
+    pub block_time_ms: Option<u64>,
     #[serde(serialize_with = "rfc3339_opt")]
     pub last_success_at: Option<DateTime<Utc>>,
     pub stale_after_seconds: u64,
@@ -104,6 +113,17 @@ impl ChainStatus {
 }
 
 impl ChainReport {
+    /// The lag limit for a reader: `100` (blocks), `1500 = 300 s`, or
+    /// `300 s` while the block time is not measured.
+    pub fn lag_limit(&self) -> String {
+        match (self.max_lag_blocks, self.max_lag_seconds) {
+            (Some(blocks), None) => blocks.to_string(),
+            (Some(blocks), Some(seconds)) => format!("{blocks} = {seconds} s"),
+            (None, Some(seconds)) => format!("{seconds} s"),
+            (None, None) => "-".into(),
+        }
+    }
+
     /// Marks the chain stopped: unhealthy whatever its watcher recorded
     /// last, the stop first among its problems.
     fn stopped(&mut self, stop: ChainStop) {
@@ -153,7 +173,7 @@ pub async fn check(store: &Store, chains: &Chains, required: &[Chain]) -> Report
         .filter_map(|chain| {
             let config = chains.get(chain).ok()?;
             let state = recorded.iter().find(|r| r.chain == chain);
-            Some(assess(chain, state, config.max_lag_blocks, config.stale_after, now))
+            Some(assess(chain, state, config.max_lag, config.stale_after, now))
         })
         .collect();
     let (leases, mut stops) = match (store.worker_leases().await, store.chain_stops().await) {
@@ -239,10 +259,12 @@ pub fn unreachable(error: StoreError) -> Report {
 pub fn assess(
     chain: Chain,
     state: Option<&ChainHealth>,
-    max_lag_blocks: u64,
+    max_lag: Span,
     stale_after: std::time::Duration,
     now: DateTime<Utc>,
 ) -> ChainReport {
+    let block_time = state.and_then(|s| s.block_time);
+    let max_lag_blocks = max_lag.blocks(block_time);
     let head = state.and_then(|s| s.head);
     let indexed = state.and_then(|s| s.indexed);
     let lag = head.zip(indexed).map(|(head, indexed)| head.saturating_sub(indexed));
@@ -261,12 +283,14 @@ pub fn assess(
             }
         }
     }
-    if let Some(lag) = lag.filter(|lag| *lag > max_lag_blocks) {
-        problems.push(format!("indexing trails the head by {lag} blocks (limit {max_lag_blocks})"));
+    let mut warnings = Vec::new();
+    match judge_lag(lag, max_lag, block_time) {
+        Some(Ok(problem)) => problems.push(problem),
+        Some(Err(warning)) => warnings.push(warning),
+        None => {}
     }
     let last_error_at = state.and_then(|s| s.last_error_at);
     let error_is_current = last_error_at.is_some_and(|e| last_success_at.is_none_or(|ok| e > ok));
-    let mut warnings = Vec::new();
     if error_is_current && let Some(error) = state.and_then(|s| s.last_error.as_deref()) {
         let kind = state.and_then(|s| s.last_error_kind.as_deref()).unwrap_or_default();
         if SETUP_ERRORS.contains(&kind) {
@@ -288,6 +312,11 @@ pub fn assess(
         indexed,
         lag,
         max_lag_blocks,
+        max_lag_seconds: match max_lag {
+            Span::Time(time) => Some(time.as_secs_f64()),
+            Span::Blocks(_) => None,
+        },
+        block_time_ms: block_time.map(|t| ((t.as_micros() + 500) / 1000) as u64),
         last_success_at,
         stale_after_seconds: stale_after.as_secs(),
         last_error: state.and_then(|s| s.last_error.clone()),
@@ -297,6 +326,34 @@ pub fn assess(
         workers: Vec::new(),
         stop: None,
     }
+}
+
+/// A lag beyond the limit (a problem, in the limit's unit), or a limit in
+/// seconds not judged for want of a measured block time (a warning).
+fn judge_lag(
+    lag: Option<u64>,
+    max_lag: Span,
+    block_time: Option<std::time::Duration>,
+) -> Option<Result<String, String>> {
+    let lag = lag?;
+    let Some(limit) = max_lag.blocks(block_time) else {
+        return Some(Err(format!(
+            "the block time is not measured yet: the lag is not judged against max_lag_secs ({})",
+            max_lag.describe()
+        )));
+    };
+    if lag <= limit {
+        return None;
+    }
+    Some(Ok(match (max_lag, block_time) {
+        (Span::Time(_), Some(block)) => format!(
+            "indexing trails the head by {lag} blocks, {:.1} s at {} ms a block (limit {})",
+            block.as_secs_f64() * lag as f64,
+            block.as_millis(),
+            max_lag.describe()
+        ),
+        _ => format!("indexing trails the head by {lag} blocks (limit {limit})"),
+    }))
 }
 
 /// The leases of `chain`'s workers, held or not as the store judged them
@@ -330,6 +387,7 @@ mod tests {
             last_error: None,
             last_error_kind: None,
             last_error_at: None,
+            block_time: None,
         }
     }
 
@@ -337,24 +395,63 @@ mod tests {
     fn judges_lag_staleness_and_absence() {
         let now = Utc::now();
         let limit = Duration::from_secs(60);
-        let fresh = assess(Chain::BaseSepolia, Some(&state(1000, 990, 5, now)), 100, limit, now);
+        let fresh =
+            assess(Chain::BaseSepolia, Some(&state(1000, 990, 5, now)), Span::Blocks(100), limit, now);
         assert!(fresh.healthy, "{:?}", fresh.problems);
         assert_eq!(fresh.lag, Some(10));
 
-        let lagging = assess(Chain::BaseSepolia, Some(&state(1000, 800, 5, now)), 100, limit, now);
+        let lagging =
+            assess(Chain::BaseSepolia, Some(&state(1000, 800, 5, now)), Span::Blocks(100), limit, now);
         assert!(!lagging.healthy);
         assert_eq!(lagging.problems, ["indexing trails the head by 200 blocks (limit 100)"]);
 
         let mut stale = state(1000, 1000, 120, now);
         stale.last_error = Some("rpc eth_blockNumber failed on BASE_SEPOLIA: connection refused".into());
         stale.last_error_at = Some(now - chrono::Duration::seconds(1));
-        let stale = assess(Chain::BaseSepolia, Some(&stale), 100, limit, now);
+        let stale = assess(Chain::BaseSepolia, Some(&stale), Span::Blocks(100), limit, now);
         assert!(!stale.healthy);
         assert_eq!(stale.problems[0], "last successful scan 120s ago (limit 60s)");
         assert!(stale.problems[1].contains("connection refused"), "{:?}", stale.problems);
 
-        let never = assess(Chain::BaseSepolia, None, 100, limit, now);
+        let never = assess(Chain::BaseSepolia, None, Span::Blocks(100), limit, now);
         assert_eq!(never.problems, ["no successful scan recorded"]);
+    }
+
+    #[test]
+    fn a_lag_limit_in_seconds_is_judged_at_the_measured_block_time() {
+        let now = Utc::now();
+        let limit = Duration::from_secs(60);
+        let five_minutes = Span::Time(Duration::from_secs(300));
+        let ms = Duration::from_millis;
+        // (lag in blocks, measured block time, healthy, the lag limit in blocks)
+        let cases = [
+            // Base since Denim: 1,000 blocks are 200 s, within five minutes,
+            // where the 2 s block time of before would read 2,000 s.
+            (1000, Some(ms(200)), true, Some(1500)),
+            (1600, Some(ms(200)), false, Some(1500)),
+            (100, Some(ms(2000)), true, Some(150)),
+            (151, Some(ms(2000)), false, Some(150)),
+            (20, Some(ms(12_000)), true, Some(25)),
+            // Not measured: not judged, and said.
+            (1_000_000, None, true, None),
+        ];
+        for (lag, block_time, healthy, limit_blocks) in cases {
+            let mut recorded = state(10_000_000, 10_000_000 - lag, 5, now);
+            recorded.block_time = block_time;
+            let report = assess(Chain::BaseMainnet, Some(&recorded), five_minutes, limit, now);
+            assert_eq!(report.healthy, healthy, "{lag} blocks at {block_time:?}: {:?}", report.problems);
+            assert_eq!(report.max_lag_blocks, limit_blocks);
+            assert_eq!(report.max_lag_seconds, Some(300.0));
+            assert_eq!(report.block_time_ms, block_time.map(|t| t.as_millis() as u64));
+            assert_eq!(report.warnings.len(), usize::from(block_time.is_none()), "{:?}", report.warnings);
+        }
+        let mut slow = state(10_000, 8_400, 5, now);
+        slow.block_time = Some(ms(200));
+        let report = assess(Chain::BaseMainnet, Some(&slow), five_minutes, limit, now);
+        assert_eq!(
+            report.problems,
+            ["indexing trails the head by 1600 blocks, 320.0 s at 200 ms a block (limit 300 s)"]
+        );
     }
 
     #[test]
@@ -369,21 +466,22 @@ mod tests {
             failing
         };
         let pruned = failing("pruned", "slot 5 is below slot 9, the first the RPC node still holds");
-        let pruned = assess(Chain::BaseSepolia, Some(&pruned), 100, limit, now);
+        let pruned = assess(Chain::BaseSepolia, Some(&pruned), Span::Blocks(100), limit, now);
         assert!(!pruned.healthy);
         assert_eq!(
             pruned.problems,
             ["the watcher cannot progress: slot 5 is below slot 9, the first the RPC node still holds"]
         );
 
-        let timeout = assess(Chain::BaseSepolia, Some(&failing("timeout", "timed out")), 100, limit, now);
+        let timeout =
+            assess(Chain::BaseSepolia, Some(&failing("timeout", "timed out")), Span::Blocks(100), limit, now);
         assert!(timeout.healthy, "retried until stale: {:?}", timeout.problems);
         assert_eq!(timeout.warnings, ["the watcher's last step failed (timeout), retrying: timed out"]);
 
         // An error older than the last success is over.
         let mut over = failing("pruned", "pruned");
         over.last_error_at = Some(now - chrono::Duration::seconds(10));
-        let over = assess(Chain::BaseSepolia, Some(&over), 100, limit, now);
+        let over = assess(Chain::BaseSepolia, Some(&over), Span::Blocks(100), limit, now);
         assert!(over.healthy && over.warnings.is_empty());
     }
 }

@@ -8,6 +8,7 @@
 //! of late registrations' gaps, [`health`] what `health` and `/readyz`
 //! report, and [`resource`] the Deposit as the API and events show it.
 
+pub mod clock;
 pub mod coverage;
 pub mod follow;
 pub mod health;

@@ -12,6 +12,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
+use super::clock::BlockClock;
 use crate::{
     alarm::Alarms,
     chain::Chain,
@@ -221,6 +222,9 @@ pub trait Step {
     fn chain(&self) -> Chain;
     fn store(&self) -> &Store;
     fn poll_interval(&self) -> Duration;
+    /// The chain's block time as measured (see [`BlockClock`]), for the
+    /// settings in seconds that count blocks.
+    fn set_block_time(&mut self, block_time: Option<Duration>);
     fn step(&mut self) -> impl Future<Output = Result<Tick, WatchError>> + Send;
 }
 
@@ -239,6 +243,9 @@ pub async fn follow<S: Step>(
     let mut alarms = Alarms::default();
     let key = format!("{chain} watcher");
     let mut behind_since: Option<Instant> = None;
+    let mut clock = BlockClock::new(earlier_block_time(watcher.store(), chain).await);
+    let started = Instant::now();
+    watcher.set_block_time(clock.block_time());
     info!(%chain, "watcher started");
     loop {
         let step = tokio::select! {
@@ -247,7 +254,11 @@ pub async fn follow<S: Step>(
         };
         let step =
             step.and_then(|tick| ahead_of_node(chain, tick, &mut behind_since, watcher.poll_interval()));
-        record(&watcher, &step, &mut recorded).await;
+        if let Some((head, _)) = step.as_ref().ok().and_then(Tick::progress) {
+            clock.observe(started.elapsed(), head);
+            watcher.set_block_time(clock.block_time());
+        }
+        record(&watcher, &step, &mut recorded, clock.block_time()).await;
         if step.is_ok() {
             alarms.clear(&key, &format!("{chain}: the watcher progresses again"));
         }
@@ -328,9 +339,25 @@ fn ahead_of_node(
     }
 }
 
+/// The block time an earlier run measured, until this one measures its own.
+async fn earlier_block_time(store: &Store, chain: Chain) -> Option<Duration> {
+    match store.chain_health().await {
+        Ok(rows) => rows.into_iter().find(|r| r.chain == chain).and_then(|r| r.block_time),
+        Err(error) => {
+            debug!(%chain, %error, "no earlier block time read");
+            None
+        }
+    }
+}
+
 /// Records a step's outcome in the store for health checks (a success at most
 /// once a second while catching up) and counts failures by kind.
-async fn record<S: Step>(watcher: &S, step: &Result<Tick, WatchError>, recorded: &mut Option<Instant>) {
+async fn record<S: Step>(
+    watcher: &S,
+    step: &Result<Tick, WatchError>,
+    recorded: &mut Option<Instant>,
+    block_time: Option<Duration>,
+) {
     let chain = watcher.chain();
     let result = match step {
         Ok(tick) => {
@@ -342,7 +369,7 @@ async fn record<S: Step>(watcher: &S, step: &Result<Tick, WatchError>, recorded:
             *recorded = Some(Instant::now());
             metrics::gauge!("custody_indexer_last_success_timestamp_seconds", "chain" => chain.as_str())
                 .set(chrono::Utc::now().timestamp() as f64);
-            watcher.store().record_check(chain, head, indexed).await
+            watcher.store().record_check(chain, head, indexed, block_time).await
         }
         Err(WatchError::Store(StoreError::Conflict(_))) => return,
         Err(error) => {

@@ -6,13 +6,13 @@
 //! missed without a word.
 //!
 //! Checked when `run` or `serve` starts, as an issued asset's decimals are
-//! (`issuance::decimals`): an asset with no code and no mark refuses the
-//! start, naming the asset, the file and the address; on a local node
+//! (`transfers::start_check`): an asset with no code and no mark refuses
+//! the start, naming the asset, the file and the address; on a local node
 //! standing in for the chain (its id overridden by `<CHAIN>_CHAIN_ID`),
 //! where the chain's contracts may not be, it only holds the asset's
-//! transfers back, loudly. A node that does not
-//! answer decides nothing and blocks no start: the asset is checked again
-//! in the background, and its transfers wait until its code is found.
+//! transfers back, loudly. A node that does not answer decides nothing and
+//! blocks no start: the asset is checked again in the background, and its
+//! transfers wait until its code is found.
 
 use std::time::Duration;
 
@@ -20,25 +20,17 @@ use alloy::{
     primitives::Address,
     providers::{Provider, ProviderBuilder},
 };
-use tracing::{error, info, warn};
 
 use crate::{
     chain::Family,
     config::{AssetConfig, ChainConfig},
     redact::redact_urls,
-    transfers::held,
+    transfers::start_check::{self, AssetCheck, OnDisagree},
 };
 
-/// How long the start waits for a node's answer before checking in the
-/// background instead.
-const AT_START: Duration = Duration::from_secs(10);
 /// How long one URL is waited for: a node that hangs does not keep the
 /// next from being asked.
 const PER_URL: Duration = Duration::from_secs(5);
-/// Between two background checks of an asset whose node did not answer.
-const AGAIN: Duration = Duration::from_secs(15);
-/// Why an asset's transfers are held back here.
-const HELD_FOR: &str = "asset code";
 
 /// What a check found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,8 +55,8 @@ pub fn verdict(precompile: bool, has_code: Result<bool, String>) -> Verdict {
 }
 
 /// The refusal of a start with `asset` at an address without code.
-fn no_code(config: &ChainConfig, asset: &AssetConfig) -> anyhow::Error {
-    anyhow::anyhow!(
+fn no_code(config: &ChainConfig, asset: &AssetConfig) -> String {
+    format!(
         "asset {} of chain file {}: {} on {} holds no code; a token contract has code, and a native B20 \
          token (a precompile) is marked precompile = true: correct the address or mark it",
         asset.symbol,
@@ -96,61 +88,37 @@ async fn has_code(config: &ChainConfig, asset: &AssetConfig) -> Result<bool, Str
     Err(last)
 }
 
+/// The check of an asset's contract code.
+struct Code;
+
+impl AssetCheck for Code {
+    const HELD_FOR: &'static str = "asset code";
+    const WHAT: &'static str = "contract code";
+
+    async fn check(config: &ChainConfig, asset: &AssetConfig) -> start_check::Verdict {
+        match verdict(asset.precompile, has_code(config, asset).await) {
+            Verdict::Found => start_check::Verdict::Agrees,
+            Verdict::NoCode => start_check::Verdict::Disagrees(no_code(config, asset)),
+            Verdict::Unknown(why) => start_check::Verdict::Unknown(why),
+        }
+    }
+
+    /// A local node standing in for the chain may lack the chain's
+    /// contracts: there the asset's transfers only wait.
+    fn on_disagree(config: &ChainConfig) -> OnDisagree {
+        if config.stand_in { OnDisagree::Hold } else { OnDisagree::Refuse }
+    }
+}
+
 /// Checks every asset of the EVM chains of `configs` not marked a
-/// precompile, all at once; refuses one without code, and leaves an
-/// unanswered one to a background check meanwhile holding its transfers
-/// back.
+/// precompile (see [`start_check`]).
 pub async fn verify_at_start<'a>(configs: impl IntoIterator<Item = &'a ChainConfig>) -> anyhow::Result<()> {
     let assets: Vec<(&ChainConfig, &AssetConfig)> = configs
         .into_iter()
         .filter(|c| c.family() == Family::Evm)
         .flat_map(|c| c.assets.iter().filter(|a| !a.precompile).map(move |a| (c, a)))
         .collect();
-    let answers = futures::future::join_all(assets.iter().map(|(config, asset)| async move {
-        let answer = tokio::time::timeout(AT_START, has_code(config, asset)).await;
-        answer.map_err(|_| format!("no answer in {} s", AT_START.as_secs())).and_then(|a| a)
-    }))
-    .await;
-    for ((config, asset), answer) in assets.into_iter().zip(answers) {
-        match verdict(asset.precompile, answer) {
-            Verdict::Found => {
-                info!(chain = %config.chain, asset = %asset.symbol, "asset's contract code found")
-            }
-            Verdict::NoCode if config.stand_in => {
-                let why = no_code(config, asset);
-                warn!(error = %why, "the node standing in for the chain lacks the asset's contract: its transfers wait");
-                held::hold(config.chain, &asset.contract_address, HELD_FOR);
-            }
-            Verdict::NoCode => return Err(no_code(config, asset)),
-            Verdict::Unknown(why) => {
-                warn!(chain = %config.chain, asset = %asset.symbol, %why, "cannot read the asset's contract code now: its transfers wait until it is found");
-                held::hold(config.chain, &asset.contract_address, HELD_FOR);
-                tokio::spawn(verify_later(config.clone(), asset.clone()));
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Asks again until the chain answers: code found frees the asset's
-/// transfers; none keeps them waiting for good, loudly.
-async fn verify_later(config: ChainConfig, asset: AssetConfig) {
-    loop {
-        tokio::time::sleep(AGAIN).await;
-        match verdict(asset.precompile, has_code(&config, &asset).await) {
-            Verdict::Found => {
-                info!(chain = %config.chain, asset = %asset.symbol, "asset's contract code found: its transfers go on");
-                held::release(config.chain, &asset.contract_address, HELD_FOR);
-                return;
-            }
-            Verdict::NoCode => {
-                let refusal = no_code(&config, &asset);
-                error!(error = %refusal, "the asset's transfers wait for good: restart with the chain file corrected");
-                return;
-            }
-            Verdict::Unknown(_) => {}
-        }
-    }
+    start_check::verify_at_start::<Code>(assets).await
 }
 
 #[cfg(test)]

@@ -156,63 +156,92 @@ pub fn deposits_in_block(
     watch: &EvmWatchSet,
     assets: &EvmAssets,
 ) -> Vec<Detected> {
-    let (block, succeeded) = (input.block, input.succeeded);
-    let detected = |tx_hash: B256,
-                    position: Position,
-                    from: Address,
-                    to: Address,
-                    symbol: &str,
-                    raw: U256,
-                    decimals: u8| {
-        let account_id = watch.account_of(&to)?;
-        if raw.is_zero() {
-            return None;
-        }
-        Some(Detected {
-            chain,
-            tx_hash: tx_hash.to_string(),
-            position,
-            block_number: block.number.to(),
-            block_hash: block.hash.to_string(),
-            block_time_ms: block.time_ms(),
-            account_id: account_id.to_string(),
-            account_address: to.to_checksum(None),
-            source_address: from.to_checksum(None),
-            source_account_id: watch.account_of(&from).map(|id| id.to_string()),
-            currency_symbol: symbol.to_string(),
-            amount: Amount::from_raw(raw, decimals),
-        })
-    };
-    let (native_symbol, native_decimals) = (&assets.native.0, assets.native.1);
-    let mut out = Vec::new();
     // From EIP-7708 on, every native transfer (a transaction's value and an
     // internal call's alike) is also a log: read from the logs alone, each
     // is counted once.
-    let logged = assets.native_logged(block.number.to());
-
-    for tx in block.transactions.iter().filter(|_| !logged) {
-        let Some(to) = tx.to else { continue };
-        if succeeded.contains(&tx.hash) {
-            out.extend(detected(
-                tx.hash,
-                Position::Native,
-                tx.from,
-                to,
-                native_symbol,
-                tx.value,
-                native_decimals,
-            ));
-        }
+    let logged = assets.native_logged(input.block.number.to());
+    let mut moved = Vec::new();
+    if !logged {
+        moved.extend(transaction_values(input, assets));
     }
+    moved.extend(logged_moves(input, watch, assets, logged));
+    if !logged {
+        moved.extend(traced_moves(input, assets));
+    }
+    moved.into_iter().filter_map(|m| detected(chain, input.block, watch, m)).collect()
+}
 
+/// A transfer of an asset in a block, before it is matched to the watched
+/// addresses.
+struct Moved<'a> {
+    tx_hash: B256,
+    position: Position,
+    from: Address,
+    to: Address,
+    symbol: &'a str,
+    raw: U256,
+    decimals: u8,
+}
+
+/// The deposit `moved` is, when its receiver is watched and it moves more
+/// than nothing.
+fn detected(chain: Chain, block: &RpcBlock, watch: &EvmWatchSet, moved: Moved<'_>) -> Option<Detected> {
+    let account_id = watch.account_of(&moved.to)?;
+    if moved.raw.is_zero() {
+        return None;
+    }
+    Some(Detected {
+        chain,
+        tx_hash: moved.tx_hash.to_string(),
+        position: moved.position,
+        block_number: block.number.to(),
+        block_hash: block.hash.to_string(),
+        block_time_ms: block.time_ms(),
+        account_id: account_id.to_string(),
+        account_address: moved.to.to_checksum(None),
+        source_address: moved.from.to_checksum(None),
+        source_account_id: watch.account_of(&moved.from).map(|id| id.to_string()),
+        currency_symbol: moved.symbol.to_string(),
+        amount: Amount::from_raw(moved.raw, moved.decimals),
+    })
+}
+
+/// The native value of the block's successful transactions.
+fn transaction_values<'a>(
+    input: &'a BlockInput<'_>,
+    assets: &'a EvmAssets,
+) -> impl Iterator<Item = Moved<'a>> {
+    let (symbol, decimals) = (assets.native.0.as_str(), assets.native.1);
+    input.block.transactions.iter().filter(|tx| input.succeeded.contains(&tx.hash)).filter_map(move |tx| {
+        Some(Moved {
+            tx_hash: tx.hash,
+            position: Position::Native,
+            from: tx.from,
+            to: tx.to?,
+            symbol,
+            raw: tx.value,
+            decimals,
+        })
+    })
+}
+
+/// The `Transfer` logs of listed tokens to watched addresses, and from
+/// EIP-7708 on (`logged`) those of the native coin.
+fn logged_moves<'a>(
+    input: &BlockInput<'_>,
+    watch: &EvmWatchSet,
+    assets: &'a EvmAssets,
+    logged: bool,
+) -> Vec<Moved<'a>> {
+    let (block, native) = (input.block, (assets.native.0.as_str(), assets.native.1));
     let system = eip7708_system();
-    let native = (native_symbol.as_str(), native_decimals);
     let symbol_of = |address: Address| match assets.tokens.get(&address) {
         Some((symbol, decimals)) => Some((symbol.as_str(), *decimals)),
         None => (logged && address == system).then_some(native),
     };
     // Only a block read from its EIP-7708 logs needs its transactions' values.
-    let top_level = if logged { top_level_transfers(block, succeeded) } else { HashMap::new() };
+    let top_level = if logged { top_level_transfers(block, input.succeeded) } else { HashMap::new() };
+    let mut out = Vec::new();
     for t in logged_transfers(block, input.logs, symbol_of) {
         if watch.account_of(&t.to).is_none() {
             continue;
@@ -221,7 +250,7 @@ pub fn deposits_in_block(
         // EIP-7708, so a block read again under the other rule (a chain
         // file's `eip7708_from_block` set after it was indexed, a
         // transaction re-mined across the fork) finds the same deposit.
-        let own_value = t.symbol == native_symbol.as_str()
+        let own_value = t.symbol == native.0
             && t.occurrence == 0
             && top_level.get(&t.tx_hash) == Some(&(t.from, t.to, t.value));
         let position = if own_value {
@@ -230,26 +259,34 @@ pub fn deposits_in_block(
             let (from, to, raw) = (format!("{:#x}", t.from), format!("{:#x}", t.to), t.value.to_string());
             Position::Log(TokenTransfer::new(t.symbol, &from, &to, &raw, t.occurrence))
         };
-        out.extend(detected(t.tx_hash, position, t.from, t.to, t.symbol, t.value, t.decimals));
+        let (tx_hash, from, to, symbol, raw, decimals) =
+            (t.tx_hash, t.from, t.to, t.symbol, t.value, t.decimals);
+        out.push(Moved { tx_hash, position, from, to, symbol, raw, decimals });
     }
+    out
+}
 
-    let traces = if logged { &[][..] } else { input.traces.unwrap_or_default() };
-    for (tx, trace) in block.transactions.iter().zip(traces) {
+/// The native value internal calls moved, from the block's call traces.
+fn traced_moves<'a>(input: &'a BlockInput<'_>, assets: &'a EvmAssets) -> Vec<Moved<'a>> {
+    let (symbol, decimals) = (assets.native.0.as_str(), assets.native.1);
+    let traces = input.traces.unwrap_or_default();
+    let mut out = Vec::new();
+    for (tx, trace) in input.block.transactions.iter().zip(traces) {
         let TraceResult::Success { result: GethTrace::CallTracer(root), .. } = trace else {
             continue;
         };
         for (path, frame) in internal_transfers(root) {
             let Some(to) = frame.to else { continue };
-            let value = frame.value.unwrap_or_default();
-            out.extend(detected(
-                tx.hash,
-                Position::Trace(path),
-                frame.from,
+            let raw = frame.value.unwrap_or_default();
+            out.push(Moved {
+                tx_hash: tx.hash,
+                position: Position::Trace(path),
+                from: frame.from,
                 to,
-                native_symbol,
-                value,
-                native_decimals,
-            ));
+                symbol,
+                raw,
+                decimals,
+            });
         }
     }
     out

@@ -24,7 +24,7 @@ use crate::{
         follow::{connect, with_gaps},
         watcher::{BackfillReport, WatchError},
     },
-    family::seam::{ChainFamily, Coin, OnChain, Placed, Progress, Totals, sum},
+    family::seam::{ChainFamily, Coin, GasBeyondCap, Move, OnChain, Placed, Progress, Totals, sum},
     keys::{KeyRef, Signer},
     rpc::RpcFailure,
     store::Store,
@@ -37,6 +37,7 @@ const STABLECOIN_ARTIFACT: &str = include_str!("../../contracts/build/Stablecoin
 sol! {
     function totalSupply() external view returns (uint256);
     function decimals() external view returns (uint8);
+    function transfer(address to, uint256 value) external returns (bool);
 }
 
 /// The EVM chains.
@@ -161,5 +162,48 @@ impl Totals for EvmRpc {
             totals.push(sum(try_join_all(owners.iter().map(|o| self.token_balance(token, *o))).await?));
         }
         Ok(totals)
+    }
+
+    /// `eth_estimateGas` of the call from the source: the value transfer,
+    /// or the token's `transfer` (a sponsored EIP-3009 transfer's
+    /// `transferWithAuthorization` costs about as much more as checking a
+    /// signature, and the sender refuses it above the cap too). A node's
+    /// own trouble is asked again twice, a quarter and half a second later.
+    async fn gas_beyond_cap(&self, transfer: &Move<'_>) -> Result<Option<GasBeyondCap>, RpcFailure> {
+        let address = |a: &str| a.parse::<Address>().ok();
+        let (Some(from), Some(to)) = (address(transfer.from), address(transfer.to)) else {
+            return Ok(None);
+        };
+        let (to, value, input) = match transfer.token.map(address) {
+            None => (to, transfer.amount, Bytes::new()),
+            Some(None) => return Ok(None),
+            Some(Some(token)) => {
+                (token, U256::ZERO, Bytes::from(transferCall { to, value: transfer.amount }.abi_encode()))
+            }
+        };
+        let cap = super::sender::MAX_TRANSACTION_GAS;
+        let mut waits = [Duration::from_millis(250), Duration::from_millis(500)].into_iter();
+        loop {
+            match self.estimate_gas(from, to, value, &input).await {
+                Ok(needed) if needed > cap => return Ok(Some(GasBeyondCap { needed: Some(needed), cap })),
+                Ok(_) => return Ok(None),
+                Err(failure)
+                    if failure.kind == "rpc_error"
+                        && super::sender::allowance_beyond_cap(&failure.message).is_some() =>
+                {
+                    return Ok(Some(GasBeyondCap { needed: None, cap }));
+                }
+                Err(failure)
+                    if failure.kind == "rpc_error"
+                        && super::sender::about_transaction(failure.code, &failure.message) =>
+                {
+                    return Ok(None);
+                }
+                Err(failure) => match waits.next() {
+                    Some(wait) => tokio::time::sleep(wait).await,
+                    None => return Err(failure),
+                },
+            }
+        }
     }
 }

@@ -51,7 +51,7 @@ impl EvmWatcher {
     /// reported as an error and counted, for an operator to look at.
     async fn rewind(&self, next: u64, head: u64) -> Result<u64, WatchError> {
         let chain = self.config().chain;
-        let window = self.config().reorg_window;
+        let window = self.blocks_of(self.config().reorg_window).max(2);
         let stored = self.store().blocks_below(chain, next - 1, window).await?;
         let numbers: Vec<u64> = stored.iter().map(|b| b.number).filter(|n| *n <= head).collect();
         let canonical: HashMap<u64, String> = self
@@ -88,7 +88,7 @@ impl EvmWatcher {
     /// Decides the orphans' fate once the chain was scanned up to `scanned`:
     /// a transaction the node no longer knows, or one mined in a scanned block
     /// without producing the deposit again, failed; one still pending fails
-    /// after `dropped_after_blocks`.
+    /// after `dropped_after` (blocks, or seconds at the measured block time).
     pub(super) async fn settle_orphans(&self, scanned: u64) -> Result<(), WatchError> {
         let chain = self.config().chain;
         let orphans = self.store().orphans(chain).await?;
@@ -97,7 +97,7 @@ impl EvmWatcher {
         }
         let hashes: Vec<B256> = orphans.iter().filter_map(|o| o.tx_hash.parse().ok()).collect();
         let status = self.rpc().transaction_status(&hashes).await?;
-        let grace = self.config().dropped_after_blocks;
+        let grace = self.blocks_of(self.config().dropped_after);
         let failed: Vec<String> = orphans
             .iter()
             .filter(|o| {

@@ -19,7 +19,7 @@ use super::{
     rpc::{EvmRpc, RpcBlock, RpcFailure, RpcReceipt},
 };
 use crate::{
-    config::{BlockReads, ChainConfig, Confirmation},
+    config::{BlockReads, ChainConfig, Confirmation, Span},
     deposits::{
         coverage,
         resource::Detected,
@@ -46,6 +46,8 @@ pub struct EvmWatcher {
     contracts: Vec<Address>,
     watch: EvmWatchSet,
     watch_version: Option<i64>,
+    /// The chain's block time as measured while following it.
+    block_time: Option<Duration>,
 }
 
 impl EvmWatcher {
@@ -75,11 +77,18 @@ impl EvmWatcher {
         );
         let assets = EvmAssets::from_config(&config);
         let contracts = assets.contracts();
-        Self { config, rpc, store, assets, contracts, watch: WatchSet::default(), watch_version: None }
+        let watch = WatchSet::default();
+        Self { config, rpc, store, assets, contracts, watch, watch_version: None, block_time: None }
     }
 
     pub fn config(&self) -> &ChainConfig {
         &self.config
+    }
+
+    /// The blocks of `span` at the chain's measured block time; until it is
+    /// measured, as many as the fastest chain makes (more kept, never less).
+    pub(super) fn blocks_of(&self, span: Span) -> u64 {
+        span.blocks_at_least(self.block_time)
     }
 
     pub(super) fn rpc(&self) -> &EvmRpc {
@@ -347,7 +356,7 @@ impl EvmWatcher {
             deposits: scanned.deposits,
             confirmed_through: confirmed.map(|c| c.min(to)),
             cursor: CursorMove::Live { expected, watch_version: self.watch_version.unwrap_or(0) },
-            keep_blocks: self.config.reorg_window,
+            keep_blocks: self.blocks_of(self.config.reorg_window).max(2),
         };
         let changed = self.store.commit_scan(&commit).await?;
         metrics::gauge!("custody_indexer_indexed_block", "chain" => chain.as_str()).set(to as f64);
@@ -382,6 +391,10 @@ impl Step for EvmWatcher {
 
     fn poll_interval(&self) -> Duration {
         self.config.poll_interval
+    }
+
+    fn set_block_time(&mut self, block_time: Option<Duration>) {
+        self.block_time = block_time;
     }
 
     async fn step(&mut self) -> Result<Tick, WatchError> {

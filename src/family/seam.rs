@@ -101,13 +101,52 @@ pub trait ChainFamily: Send + Sync {
     async fn deploy(&self, url: &str, signer: &dyn Signer, coin: &Coin<'_>) -> anyhow::Result<Placed>;
 }
 
-/// A chain's balances.
+/// A transfer as acceptance asks the chain about it: `amount` (smallest
+/// unit) of the coin (`token: None`) or of a token, `from` the source.
+#[derive(Debug, Clone, Copy)]
+pub struct Move<'a> {
+    pub from: &'a str,
+    pub to: &'a str,
+    pub token: Option<&'a str>,
+    pub amount: U256,
+}
+
+/// A call that needs more gas than one transaction may carry: `needed`
+/// when the node's estimate says how much (one that stops at the cap says
+/// only that it is more).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GasBeyondCap {
+    pub needed: Option<u64>,
+    pub cap: u64,
+}
+
+impl std::fmt::Display for GasBeyondCap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.needed {
+            Some(needed) => write!(f, "the transfer needs {needed} gas, "),
+            None => write!(f, "the transfer needs more gas than its estimate allows, "),
+        }?;
+        write!(f, "more than the {} one transaction may use (EIP-7825)", self.cap)
+    }
+}
+
+/// What acceptance reads of a chain: balances, and whether a transfer's
+/// call fits in a transaction.
 #[async_trait::async_trait]
 pub trait Totals: Send + Sync {
     /// The totals over `addresses` of the chain's coin, then of each token
     /// of its file in file order, in the smallest unit.
     async fn totals(&self, config: &ChainConfig, addresses: &BTreeSet<&str>)
     -> Result<Vec<U256>, RpcFailure>;
+
+    /// The gas `transfer`'s call needs when it is more than one transaction
+    /// may carry (EVM since EIP-7825), so acceptance refuses it; `None` when
+    /// it fits, where the family has no such cap, or where the node answers
+    /// that the call would fail (the sender judges that when it sends). `Err`
+    /// is the node's own trouble, asked again first.
+    async fn gas_beyond_cap(&self, _transfer: &Move<'_>) -> Result<Option<GasBeyondCap>, RpcFailure> {
+        Ok(None)
+    }
 }
 
 /// The saturating sum of balances.

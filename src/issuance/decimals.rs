@@ -7,24 +7,15 @@
 //! and the transfers that move it (an off-ramp's collect, a refund) wait
 //! before they are signed ([`waiting`]).
 
-use std::time::Duration;
-
-use tracing::{error, info, warn};
-
 use super::supply::supply;
 use crate::{
     chain::Chain,
     config::{AssetConfig, ChainConfig},
-    transfers::held,
+    transfers::{
+        held,
+        start_check::{self, AssetCheck},
+    },
 };
-
-/// How long the start waits for a node's answer before checking in the
-/// background instead.
-const AT_START: Duration = Duration::from_secs(10);
-/// Between two background checks of an asset whose node did not answer.
-const AGAIN: Duration = Duration::from_secs(15);
-/// Why an asset's transfers are held back here.
-const HELD_FOR: &str = "decimals";
 
 /// What a check found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,8 +47,8 @@ pub fn waiting(chain: Chain, contract: &str) -> bool {
 }
 
 /// The refusal of a start with `asset`'s decimals wrong in `config`'s file.
-fn differs(config: &ChainConfig, asset: &AssetConfig, on_chain: u8) -> anyhow::Error {
-    anyhow::anyhow!(
+fn differs(config: &ChainConfig, asset: &AssetConfig, on_chain: u8) -> String {
+    format!(
         "asset {} of chain file {}: the file says decimals = {}, and the contract {} on {} has {on_chain}; a \
          mint would create another amount than the wire: correct the chain file",
         asset.symbol,
@@ -68,50 +59,30 @@ fn differs(config: &ChainConfig, asset: &AssetConfig, on_chain: u8) -> anyhow::E
     )
 }
 
-/// Checks every issued asset of `configs` at the start; refuses a definite
-/// mismatch, and leaves an unanswered one to a background check meanwhile
-/// holding its transactions back.
-pub async fn verify_at_start<'a>(configs: impl IntoIterator<Item = &'a ChainConfig>) -> anyhow::Result<()> {
-    for config in configs {
-        for asset in config.assets.iter().filter(|a| a.issued) {
-            let answer = tokio::time::timeout(AT_START, supply(config, asset)).await;
-            let answer = answer.map_err(|_| format!("no answer in {} s", AT_START.as_secs())).and_then(|a| a);
-            match verdict(asset.decimals, answer.map(|read| read.decimals)) {
-                Verdict::Agrees => {
-                    info!(chain = %config.chain, asset = %asset.symbol, decimals = asset.decimals, "issued asset's decimals verified")
-                }
-                Verdict::Differs { on_chain } => return Err(differs(config, asset, on_chain)),
-                Verdict::Unknown(why) => {
-                    warn!(chain = %config.chain, asset = %asset.symbol, %why, "cannot read the issued asset's decimals now: its mints and transfers wait until they are verified");
-                    held::hold(config.chain, &asset.contract_address, HELD_FOR);
-                    tokio::spawn(verify_later(config.clone(), asset.clone()));
-                }
+/// The check of an issued asset's decimals.
+struct Decimals;
+
+impl AssetCheck for Decimals {
+    const HELD_FOR: &'static str = "decimals";
+    const WHAT: &'static str = "decimals";
+
+    async fn check(config: &ChainConfig, asset: &AssetConfig) -> start_check::Verdict {
+        match verdict(asset.decimals, supply(config, asset).await.map(|read| read.decimals)) {
+            Verdict::Agrees => start_check::Verdict::Agrees,
+            Verdict::Differs { on_chain } => {
+                start_check::Verdict::Disagrees(differs(config, asset, on_chain))
             }
+            Verdict::Unknown(why) => start_check::Verdict::Unknown(why),
         }
     }
-    Ok(())
 }
 
-/// Asks again until the chain answers: an agreement frees the asset's
-/// transactions; a mismatch keeps them waiting for good, loudly.
-async fn verify_later(config: ChainConfig, asset: AssetConfig) {
-    loop {
-        tokio::time::sleep(AGAIN).await;
-        match verdict(asset.decimals, supply(&config, &asset).await.map(|read| read.decimals)) {
-            Verdict::Agrees => {
-                info!(chain = %config.chain, asset = %asset.symbol, "issued asset's decimals verified: its transactions go on");
-                held::release(config.chain, &asset.contract_address, HELD_FOR);
-                return;
-            }
-            Verdict::Differs { on_chain } => {
-                let refusal = differs(&config, &asset, on_chain);
-                error!(error = %refusal, "the issued asset's transactions wait for good: restart with the chain file corrected");
-                held::hold(config.chain, &asset.contract_address, HELD_FOR);
-                return;
-            }
-            Verdict::Unknown(_) => {}
-        }
-    }
+/// Checks every issued asset of `configs` at the start (see
+/// [`start_check`]): a definite mismatch refuses it.
+pub async fn verify_at_start<'a>(configs: impl IntoIterator<Item = &'a ChainConfig>) -> anyhow::Result<()> {
+    let assets: Vec<(&ChainConfig, &AssetConfig)> =
+        configs.into_iter().flat_map(|c| c.assets.iter().filter(|a| a.issued).map(move |a| (c, a))).collect();
+    start_check::verify_at_start::<Decimals>(assets).await
 }
 
 #[cfg(test)]

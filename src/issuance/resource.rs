@@ -22,9 +22,9 @@ pub const FIAT_CURRENCY: &str = "USD";
 pub struct BankAccount {
     pub id: String,
     pub identity_id: String,
-    /// As the client gave it (see [`super::bank`]); personal data, stored
+    /// As the client gave it (checked by `issuance::bank`); personal data, stored
     /// sealed and never logged.
-    #[schema(value_type = Object)]
+    #[schema(value_type = crate::schemas::BankAccountDetails)]
     pub bank_account_details: Masked<Value>,
 }
 
@@ -48,7 +48,7 @@ pub struct MintInstruction {
     /// Quoted in the wire's memo, it names this instruction; unique.
     pub memo_id: String,
     /// The platform's receiving bank: where the wire goes.
-    #[schema(value_type = Object)]
+    #[schema(value_type = crate::schemas::BankAccountDetails)]
     pub bank_account_details: Value,
     pub label: Option<String>,
 }

@@ -88,7 +88,7 @@ impl SolanaSender {
             return self.send_first(t, tx).await;
         }
         if t.transactions.is_empty()
-            && now_micros() - t.created_at > self.config.transfers.submit_within_secs as i64 * 1_000_000
+            && now_micros() - t.created_at > self.config.transfers.submit_within_secs.as_micros() as i64
         {
             // Unless another sender recorded a transaction meanwhile.
             expire_if_unsent(&self.store, &self.config, &t.id).await?;

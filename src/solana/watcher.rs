@@ -51,6 +51,8 @@ pub struct SolanaWatcher {
     /// Signatures strategy: the wallets and their token accounts.
     polled: Vec<String>,
     watch_version: Option<i64>,
+    /// The cluster's slot time as measured while following it.
+    block_time: Option<Duration>,
 }
 
 struct Scanned {
@@ -101,6 +103,7 @@ impl SolanaWatcher {
             watch: WatchSet::default(),
             polled: Vec::new(),
             watch_version: None,
+            block_time: None,
         }
     }
 
@@ -190,7 +193,7 @@ impl SolanaWatcher {
             deposits: scanned.deposits,
             confirmed_through: None,
             cursor: CursorMove::Live { expected, watch_version: self.watch_version.unwrap_or(0) },
-            keep_blocks: self.config.reorg_window,
+            keep_blocks: self.config.reorg_window.blocks_at_least(self.block_time).max(2),
         };
         let changed = self.store.commit_scan(&commit).await?;
         metrics::gauge!("custody_indexer_indexed_block", "chain" => chain.as_str()).set(to as f64);
@@ -473,6 +476,10 @@ impl Step for SolanaWatcher {
 
     fn poll_interval(&self) -> Duration {
         self.config.poll_interval
+    }
+
+    fn set_block_time(&mut self, block_time: Option<Duration>) {
+        self.block_time = block_time;
     }
 
     async fn step(&mut self) -> Result<Tick, WatchError> {

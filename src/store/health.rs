@@ -22,6 +22,8 @@ pub struct ChainHealth {
     pub last_error: Option<String>,
     pub last_error_kind: Option<String>,
     pub last_error_at: Option<DateTime<Utc>>,
+    /// The chain's block time as the watcher last measured it.
+    pub block_time: Option<std::time::Duration>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,15 +35,26 @@ pub struct DepositCount {
 
 impl Store {
     /// Records a successful step of a chain's watcher.
-    pub async fn record_check(&self, chain: Chain, head: u64, indexed: u64) -> Result<(), StoreError> {
+    /// `block_time`, when measured, is kept; an unmeasured one leaves the
+    /// earlier measure.
+    pub async fn record_check(
+        &self,
+        chain: Chain,
+        head: u64,
+        indexed: u64,
+        block_time: Option<std::time::Duration>,
+    ) -> Result<(), StoreError> {
+        let micros = block_time.map(|t| i64::try_from(t.as_micros()).unwrap_or(i64::MAX));
         sqlx::query(
-            "INSERT INTO chain_health (chain, head, indexed, checked_at) VALUES ($1, $2, $3, $4)
-             ON CONFLICT (chain) DO UPDATE SET head = $2, indexed = $3, checked_at = $4",
+            "INSERT INTO chain_health (chain, head, indexed, checked_at, block_time_micros) VALUES ($1, $2, $3, $4, $5)
+             ON CONFLICT (chain) DO UPDATE SET head = $2, indexed = $3, checked_at = $4,
+                 block_time_micros = COALESCE($5, chain_health.block_time_micros)",
         )
         .bind(chain.as_str())
         .bind(to_i64(head)?)
         .bind(to_i64(indexed)?)
         .bind(now_micros())
+        .bind(micros)
         .execute(&self.pool)
         .await?;
         Ok(())
@@ -65,7 +78,8 @@ impl Store {
     /// Every chain a watcher has reported on, by chain.
     pub async fn chain_health(&self) -> Result<Vec<ChainHealth>, StoreError> {
         let rows = sqlx::query(
-            "SELECT chain, head, indexed, checked_at, last_error, last_error_kind, last_error_at
+            "SELECT chain, head, indexed, checked_at, last_error, last_error_kind, last_error_at,
+                    block_time_micros
              FROM chain_health ORDER BY chain",
         )
         .fetch_all(&self.pool)
@@ -81,6 +95,10 @@ impl Store {
                     last_error: r.try_get("last_error")?,
                     last_error_kind: r.try_get("last_error_kind")?,
                     last_error_at: optional_time(r.try_get("last_error_at")?)?,
+                    block_time: r
+                        .try_get::<Option<i64>, _>("block_time_micros")?
+                        .and_then(|m| u64::try_from(m).ok())
+                        .map(std::time::Duration::from_micros),
                 })
             })
             .collect()

@@ -11,7 +11,9 @@ use crate::{
     assets::{BalanceError, BalanceReader},
     chain::Chain,
     config::Chains,
+    family::seam::{GasBeyondCap, Move},
     keys::{KeyError, KeyRef, Signer},
+    rpc::RpcFailure,
     store::{Store, StoreError},
 };
 
@@ -45,6 +47,13 @@ pub enum AcceptError {
     /// The signer cannot derive an address it should.
     #[error(transparent)]
     Key(#[from] KeyError),
+    /// The transfer's call needs more gas than one transaction may carry:
+    /// `400 GAS_LIMIT_EXCEEDED`.
+    #[error("{0}")]
+    GasLimit(GasBeyondCap),
+    /// The node did not answer the gas estimate, asked three times: `503`.
+    #[error("cannot estimate the transfer's gas: {0}")]
+    Estimate(RpcFailure),
 }
 
 fn invalid(message: impl Into<String>) -> AcceptError {
@@ -144,6 +153,18 @@ impl Acceptance<'_> {
         if native && route == super::Route::TopUp {
             // The sponsor's gas money at the address is not the account's.
             balance = balance.saturating_sub(self.store.sponsored_gas_left(chain, &source).await?);
+        }
+        let token = config.assets.iter().find(|a| !native && a.symbol == symbol);
+        let call = Move {
+            from: &source,
+            to: &destination,
+            token: token.map(|a| a.contract_address.as_str()),
+            amount: amount.raw(),
+        };
+        if let Some(beyond) =
+            self.balances.gas_beyond_cap(chain, &call).await.map_err(AcceptError::Estimate)?
+        {
+            return Err(AcceptError::GasLimit(beyond));
         }
         let new = NewTransfer {
             organization: request.organization.to_string(),

@@ -14,6 +14,7 @@ pub mod resource;
 pub mod rules;
 mod send;
 pub mod sponsor;
+pub mod start_check;
 
 pub use crate::family::rules::{BadDestination, destination};
 pub use crate::store::Refusal;
@@ -123,8 +124,9 @@ pub async fn settle(
 /// whatever accepts transfers also ends those no sender takes; any number of
 /// instances may run it at once ([`Store::expire_unsent`]).
 pub async fn expire_unsent(store: Store, chains: Chains, shutdown: CancellationToken) {
-    let shortest = chains.iter().map(|c| c.transfers.submit_within_secs).min().unwrap_or(60);
-    let poll = Duration::from_secs(shortest / 4).clamp(Duration::from_secs(1), Duration::from_secs(30));
+    let shortest =
+        chains.iter().map(|c| c.transfers.submit_within_secs).min().unwrap_or(Duration::from_secs(60));
+    let poll = (shortest / 4).clamp(Duration::from_secs(1), Duration::from_secs(30));
     loop {
         for config in chains.iter() {
             if let Err(error) = expire_chain(&store, config).await {
@@ -175,7 +177,7 @@ pub async fn fail_if_unsent(tx: &mut Tx, id: &str, settlement: &Settlement) -> R
 /// Transfers accepted before this (microseconds) are past `submit_within_secs`.
 fn unsent_before(config: &ChainConfig) -> i64 {
     let within = config.transfers.submit_within_secs;
-    let within_micros = i64::try_from(within.saturating_mul(1_000_000)).unwrap_or(i64::MAX);
+    let within_micros = i64::try_from(within.as_micros()).unwrap_or(i64::MAX);
     now_micros().saturating_sub(within_micros)
 }
 
@@ -183,7 +185,8 @@ fn unsent_before(config: &ChainConfig) -> i64 {
 fn unsent(config: &ChainConfig) -> Settlement {
     let message = format!(
         "not submitted within submit_within_secs ({} s): no sender on {} took the transfer",
-        config.transfers.submit_within_secs, config.chain
+        config.transfers.submit_within_secs.as_secs_f64(),
+        config.chain
     );
     Settlement {
         status: TransferStatus::Failed,

@@ -28,6 +28,11 @@ sol!(
 );
 sol!(
     #[sol(rpc)]
+    HeavyToken,
+    "tests/contracts/build/HeavyToken.json"
+);
+sol!(
+    #[sol(rpc)]
     Forwarder,
     "tests/contracts/build/Forwarder.json"
 );
@@ -130,6 +135,21 @@ impl Anvil {
             .deploy()
             .await
             .unwrap()
+    }
+
+    /// Turns the token at `token` into a [`HeavyToken`] (its balances kept)
+    /// whose transfers burn `gas` more.
+    pub async fn make_heavy(&self, token: Address, gas: u64) {
+        let heavy = HeavyToken::deploy_builder(&self.provider, "Heavy".to_string(), "HVY".to_string(), 6)
+            .from(self.accounts[0])
+            .deploy()
+            .await
+            .unwrap();
+        let code = self.provider.get_code_at(heavy).await.unwrap();
+        self.provider.raw_request::<_, ()>("anvil_setCode".into(), (token, code)).await.unwrap();
+        let heavy = HeavyToken::new(token, self.provider.clone());
+        let set = heavy.setBurn(U256::from(gas)).from(self.accounts[0]);
+        assert!(set.send().await.unwrap().get_receipt().await.unwrap().status());
     }
 
     pub fn token(&self, address: Address) -> TestToken::TestTokenInstance<DynProvider> {

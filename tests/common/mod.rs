@@ -77,7 +77,11 @@ pub fn chain_toml(rpc_urls: &[String], token: Option<&str>, extra: &str) -> Stri
         "start_block = 0".to_string(),
         "native = { symbol = \"ETH\", decimals = 18 }".to_string(),
     ];
-    let key = |line: &str| line.split('=').next().unwrap_or_default().trim().to_string();
+    // A setting in seconds replaces the default's older form.
+    let key = |line: &str| {
+        let key = line.split('=').next().unwrap_or_default().trim();
+        if key == "poll_interval_secs" { "poll_interval_ms" } else { key }.to_string()
+    };
     let overridden: Vec<String> = extra.lines().filter(|l| l.contains('=')).map(key).collect();
     let mut lines: Vec<String> = defaults.into_iter().filter(|l| !overridden.contains(&key(l))).collect();
     lines.extend(extra.lines().map(String::from));

@@ -13,8 +13,14 @@ use sha2::{Digest, Sha256};
 
 /// The tools, pinned. `poetry-core` builds the generated client's package
 /// without a download at test time (`--no-build-isolation`).
-pub const REQUIREMENTS: &[&str] =
-    &["openapi-spec-validator==0.9.0", "openapi-python-client==0.29.1", "poetry-core==2.5.0"];
+/// `openapi-generator-cli` is OpenAPI Generator's jar with a Python wrapper
+/// (it runs the machine's `java`).
+pub const REQUIREMENTS: &[&str] = &[
+    "openapi-spec-validator==0.9.0",
+    "openapi-python-client==0.29.1",
+    "poetry-core==2.5.0",
+    "openapi-generator-cli==7.26.0",
+];
 
 /// The environment's directory: named by the pins, so changing a pin makes
 /// a new one instead of reusing a stale one.
@@ -45,7 +51,10 @@ pub fn python() -> &'static Path {
 fn usable(python: &Path) -> bool {
     python.exists()
         && Command::new(python)
-            .args(["-c", "import openapi_spec_validator, openapi_python_client, poetry.core"])
+            .args([
+                "-c",
+                "import openapi_spec_validator, openapi_python_client, poetry.core, openapi_generator_cli",
+            ])
             .output()
             .is_ok_and(|o| o.status.success())
 }

@@ -23,7 +23,7 @@ contract TestToken {
         emit Transfer(address(0), to, value);
     }
 
-    function transfer(address to, uint256 value) external returns (bool) {
+    function transfer(address to, uint256 value) external virtual returns (bool) {
         _move(msg.sender, to, value);
         return true;
     }
@@ -47,6 +47,27 @@ contract TestToken {
         balanceOf[from] -= value;
         balanceOf[to] += value;
         emit Transfer(from, to, value);
+    }
+}
+
+/// A TestToken whose `transfer` also burns `burn` gas: a call that can
+/// need more gas than one transaction may carry since EIP-7825.
+contract HeavyToken is TestToken {
+    uint256 public burn;
+
+    constructor(string memory name_, string memory symbol_, uint8 decimals_)
+        TestToken(name_, symbol_, decimals_)
+    {}
+
+    function setBurn(uint256 gas) external {
+        burn = gas;
+    }
+
+    function transfer(address to, uint256 value) external override returns (bool) {
+        uint256 start = gasleft();
+        while (start - gasleft() < burn) {}
+        _move(msg.sender, to, value);
+        return true;
     }
 }
 

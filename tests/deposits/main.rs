@@ -9,6 +9,7 @@
 mod common;
 
 mod b20;
+mod block_time;
 mod chain_stop;
 mod deposit_identity;
 mod evm_watcher;
@@ -20,3 +21,4 @@ mod silent_waits;
 mod solana_cli;
 mod solana_versions;
 mod solana_watcher;
+mod todays_chains;

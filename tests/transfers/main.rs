@@ -7,6 +7,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod gas_cap;
 mod money_paths;
 mod org_limits;
 mod send_faults;

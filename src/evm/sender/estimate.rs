@@ -84,7 +84,7 @@ const TRANSACTION: &[&str] = &[
 /// the transaction itself would fail. Reverts carry code `3` in geth,
 /// Erigon, reth and Nethermind and decide first; otherwise a wording of the
 /// node's state outranks one of the transaction.
-pub(super) fn about_transaction(code: Option<i64>, message: &str) -> bool {
+pub(in crate::evm) fn about_transaction(code: Option<i64>, message: &str) -> bool {
     // A revert, whatever its reason says (a contract's own words may read
     // like a node's).
     if code == Some(3) {
@@ -117,9 +117,43 @@ pub fn gas_limit(estimate: u64, exact: bool) -> Option<u64> {
     Some(limit.min(MAX_TRANSACTION_GAS))
 }
 
+/// The allowance a node's estimate answer says the call exceeded, when it
+/// is the transaction cap or more: the call needs more gas than any
+/// transaction may carry. geth since Osaka stops its estimate at the cap and
+/// answers `gas required exceeds allowance (16777216)`; before, at the
+/// block's gas limit. (No fee is given with the estimate, so the allowance
+/// is never the source's balance.) A lower allowance (a provider's own
+/// call cap) says nothing of the transaction cap.
+pub fn allowance_beyond_cap(message: &str) -> Option<u64> {
+    const NEEDLE: &str = "gas required exceeds allowance (";
+    let lower = message.to_ascii_lowercase();
+    let start = lower.find(NEEDLE)? + NEEDLE.len();
+    let digits: String = lower[start..].chars().take_while(char::is_ascii_digit).collect();
+    digits.parse::<u64>().ok().filter(|allowance| *allowance >= MAX_TRANSACTION_GAS)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{MAX_TRANSACTION_GAS, about_transaction, gas_limit};
+    use super::{MAX_TRANSACTION_GAS, about_transaction, allowance_beyond_cap, gas_limit};
+
+    #[test]
+    fn an_estimate_stopped_at_the_cap_says_no_transaction_can_carry_the_call() {
+        for (message, allowance) in [
+            ("gas required exceeds allowance (16777216)", Some(MAX_TRANSACTION_GAS)),
+            (
+                "server returned an error response: error code -32000: gas required exceeds allowance (16777216)",
+                Some(MAX_TRANSACTION_GAS),
+            ),
+            ("gas required exceeds allowance (30000000)", Some(30_000_000)),
+            ("Gas Required Exceeds Allowance (36000000)", Some(36_000_000)),
+            ("gas required exceeds allowance (10000000)", None),
+            ("gas required exceeds allowance ()", None),
+            ("execution reverted: balance", None),
+            ("header not found", None),
+        ] {
+            assert_eq!(allowance_beyond_cap(message), allowance, "{message}");
+        }
+    }
 
     #[test]
     fn no_gas_limit_is_above_the_transaction_cap() {

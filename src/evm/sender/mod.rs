@@ -16,6 +16,7 @@
 mod authorization;
 mod broadcast;
 mod estimate;
+pub(super) use estimate::{MAX_TRANSACTION_GAS, about_transaction, allowance_beyond_cap};
 mod gaps;
 mod outcome;
 mod plan;
@@ -127,7 +128,7 @@ impl EvmSender {
         // out (it may execute until its validBefore): then it goes on.
         if t.transactions.is_empty()
             && t.authorization_nonce.is_none()
-            && now_micros() - t.created_at > self.config.transfers.submit_within_secs as i64 * 1_000_000
+            && now_micros() - t.created_at > self.config.transfers.submit_within_secs.as_micros() as i64
             && expire_if_unsent(&self.store, &self.config, &t.id).await?
         {
             return Ok(());

@@ -12,7 +12,7 @@ use alloy::{
 
 use super::{
     EvmSender, TRANSFER_GAS,
-    estimate::{self, about_transaction},
+    estimate::{self, about_transaction, allowance_beyond_cap},
 };
 use crate::{
     keys::KeyRef,
@@ -202,6 +202,16 @@ impl EvmSender {
                         ),
                     ))
                 })
+            }
+            Err(answer) if answer.kind == "rpc_error" && allowance_beyond_cap(&answer.message).is_some() => {
+                Err(SendError::Refused(failure(
+                    "GAS_LIMIT_EXCEEDED",
+                    &format!(
+                        "the transfer needs more gas than the {} one transaction may use: {}",
+                        estimate::MAX_TRANSACTION_GAS,
+                        answer.message
+                    ),
+                )))
             }
             Err(failure)
                 if failure.kind == "rpc_error" && about_transaction(failure.code, &failure.message) =>

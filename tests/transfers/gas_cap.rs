@@ -1,0 +1,80 @@
+//! EIP-7825's cap on one transaction's gas, at acceptance: a transfer whose
+//! call needs more than 16,777,216 gas is refused with `400
+//! GAS_LIMIT_EXCEEDED`, whether the node says how much it needs (anvil) or
+//! only that its estimate stopped at the cap (geth since Osaka); a node's
+//! own trouble is asked again and, lasting, answered `503`, never so.
+
+use crate::common;
+
+use alloy::primitives::U256;
+use common::{anvil::Mined, api::Answer, db::Backend, transfers::Setup};
+use serde_json::json;
+
+const CAP: &str = "16777216";
+
+/// A new transfer request of `amount` TUSD from the omnibus account.
+async fn post(s: &Setup, amount: &str) -> Answer {
+    let body = json!({
+        "request_id": uuid::Uuid::new_v4().to_string(),
+        "account_id": "treasury",
+        "amount": amount,
+        "currency_symbol": "TUSD",
+        "address_destination": { "address": s.outside.to_string(), "chain": common::CHAIN.as_str() },
+    });
+    s.post(&body).await
+}
+
+#[tokio::test]
+async fn a_transfer_needing_more_gas_than_a_transaction_may_carry_is_refused_at_acceptance() {
+    let s = Setup::with_rpc(Backend::Sqlite, "", true).await;
+    s.create_account("treasury", "OMNIBUS");
+    let minter = s.anvil.accounts[5];
+    s.anvil.token(s.tusd).mint(s.omnibus, U256::from(50_000_000)).from(minter).mined().await;
+    s.anvil.make_heavy(s.tusd, 20_000_000).await;
+    let faults = &s.proxy.as_ref().unwrap().faults;
+    let _serve = s.start("serve").await;
+
+    let refused = post(&s, "1").await;
+    assert_eq!(
+        (refused.status, refused.body["code"].as_str()),
+        (400, Some("GAS_LIMIT_EXCEEDED")),
+        "{refused:?}"
+    );
+    let message = refused.body["message"].as_str().unwrap();
+    assert!(message.contains(CAP) && message.contains("EIP-7825"), "{message}");
+    let needed: u64 = message.split_whitespace().nth(3).unwrap().parse().unwrap();
+    assert!(needed > 20_000_000, "the node's estimate is named: {message}");
+
+    // Six answers of a backend behind: more than the transport's own three
+    // retries, so acceptance asks again too.
+    let behind = ("eth_estimateGas".to_string(), -32000, "header not found".to_string(), 6);
+    faults.method_errors.lock().unwrap().push(behind);
+    let refused = post(&s, "2").await;
+    assert_eq!(refused.body["code"], "GAS_LIMIT_EXCEEDED", "{refused:?}");
+
+    // geth since Osaka stops its estimate at the cap and says so.
+    let geth = ("eth_estimateGas".to_string(), -32000, format!("gas required exceeds allowance ({CAP})"), 1);
+    faults.method_errors.lock().unwrap().push(geth);
+    let refused = post(&s, "3").await;
+    assert_eq!(refused.body["code"], "GAS_LIMIT_EXCEEDED", "{refused:?}");
+    assert!(refused.body["message"].as_str().unwrap().contains(CAP), "{refused:?}");
+
+    // A node that keeps failing is unavailable, not a verdict on the call.
+    let down = ("eth_estimateGas".to_string(), -32000, "header not found".to_string(), 1000);
+    faults.method_errors.lock().unwrap().push(down);
+    let unavailable = post(&s, "4").await;
+    faults.method_errors.lock().unwrap().clear();
+    assert_eq!(
+        (unavailable.status, unavailable.body["code"].as_str()),
+        (503, Some("CHAIN_UNAVAILABLE")),
+        "{unavailable:?}"
+    );
+    assert!(unavailable.body["message"].as_str().unwrap().contains("eth_estimateGas"), "{unavailable:?}");
+
+    // Nothing was held for the refused ones; a lighter call is accepted.
+    s.anvil.make_heavy(s.tusd, 100_000).await;
+    let accepted = post(&s, "5").await;
+    assert_eq!((accepted.status, accepted.body["status"].as_str()), (201, Some("ACCEPTED")), "{accepted:?}");
+    let transfers = s.get("/v2/crypto/transfers?account_id=treasury").await.body;
+    assert_eq!(transfers["transfers"].as_array().unwrap().len(), 1, "only the accepted one: {transfers}");
+}
