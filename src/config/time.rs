@@ -80,12 +80,22 @@ pub(super) enum Either<T> {
     Secs(Duration),
 }
 
-/// A positive, finite number of seconds.
+/// The longest time a setting may give: a year.
+const MAX_SECONDS: f64 = 365.0 * 24.0 * 3600.0;
+
+/// A positive number of seconds, at least a microsecond and at most a year.
 pub(super) fn seconds(value: f64, key: &str) -> Result<Duration, String> {
     if value.is_nan() || value <= 0.0 {
         return Err(format!("{key} must be a positive number of seconds, not {value}"));
     }
-    Duration::try_from_secs_f64(value).map_err(|_| format!("{key} is out of range: {value}"))
+    if value > MAX_SECONDS {
+        return Err(format!("{key} is out of range: {value} (at most a year, {MAX_SECONDS})"));
+    }
+    let duration = Duration::from_secs_f64(value);
+    if duration < Duration::from_micros(1) {
+        return Err(format!("{key} is out of range: {value} (at least a microsecond)"));
+    }
+    Ok(duration)
 }
 
 /// Serde: a `*_secs` key of the `[transfers]` table, integer or fractional.
@@ -124,7 +134,7 @@ mod tests {
     fn seconds_are_positive_and_finite() {
         assert_eq!(seconds(0.2, "k"), Ok(Duration::from_millis(200)));
         assert_eq!(seconds(300.0, "k"), Ok(Duration::from_secs(300)));
-        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY, 1e30] {
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY, 1e30, 1e-10, 4e7] {
             assert!(seconds(bad, "poll_interval_secs").unwrap_err().contains("poll_interval_secs"), "{bad}");
         }
     }

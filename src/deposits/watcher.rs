@@ -222,8 +222,9 @@ pub trait Step {
     fn chain(&self) -> Chain;
     fn store(&self) -> &Store;
     fn poll_interval(&self) -> Duration;
-    /// The chain's block time as measured (see [`BlockClock`]), for the
-    /// settings in seconds that count blocks.
+    /// The chain's block time as this run measured it (see
+    /// [`BlockClock::measured`]), for the settings in seconds that count
+    /// blocks; `None` until measured.
     fn set_block_time(&mut self, block_time: Option<Duration>);
     fn step(&mut self) -> impl Future<Output = Result<Tick, WatchError>> + Send;
 }
@@ -245,7 +246,6 @@ pub async fn follow<S: Step>(
     let mut behind_since: Option<Instant> = None;
     let mut clock = BlockClock::new(earlier_block_time(watcher.store(), chain).await);
     let started = Instant::now();
-    watcher.set_block_time(clock.block_time());
     info!(%chain, "watcher started");
     loop {
         let step = tokio::select! {
@@ -256,7 +256,9 @@ pub async fn follow<S: Step>(
             step.and_then(|tick| ahead_of_node(chain, tick, &mut behind_since, watcher.poll_interval()));
         if let Some((head, _)) = step.as_ref().ok().and_then(Tick::progress) {
             clock.observe(started.elapsed(), head);
-            watcher.set_block_time(clock.block_time());
+            // What this run measured: an earlier run's figure may be from
+            // before the chain sped up, and would keep too little history.
+            watcher.set_block_time(clock.measured());
         }
         record(&watcher, &step, &mut recorded, clock.block_time()).await;
         if step.is_ok() {

@@ -187,8 +187,11 @@ impl Totals for EvmRpc {
             match self.estimate_gas(from, to, value, &input).await {
                 Ok(needed) if needed > cap => return Ok(Some(GasBeyondCap { needed: Some(needed), cap })),
                 Ok(_) => return Ok(None),
+                // A revert (code 3) is the call's own answer, whatever its
+                // reason reads like.
                 Err(failure)
                     if failure.kind == "rpc_error"
+                        && failure.code != Some(3)
                         && super::sender::allowance_beyond_cap(&failure.message).is_some() =>
                 {
                     return Ok(Some(GasBeyondCap { needed: None, cap }));

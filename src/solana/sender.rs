@@ -88,7 +88,8 @@ impl SolanaSender {
             return self.send_first(t, tx).await;
         }
         if t.transactions.is_empty()
-            && now_micros() - t.created_at > self.config.transfers.submit_within_secs.as_micros() as i64
+            && now_micros() - t.created_at
+                > i64::try_from(self.config.transfers.submit_within_secs.as_micros()).unwrap_or(i64::MAX)
         {
             // Unless another sender recorded a transaction meanwhile.
             expire_if_unsent(&self.store, &self.config, &t.id).await?;

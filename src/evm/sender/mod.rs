@@ -128,7 +128,8 @@ impl EvmSender {
         // out (it may execute until its validBefore): then it goes on.
         if t.transactions.is_empty()
             && t.authorization_nonce.is_none()
-            && now_micros() - t.created_at > self.config.transfers.submit_within_secs.as_micros() as i64
+            && now_micros() - t.created_at
+                > i64::try_from(self.config.transfers.submit_within_secs.as_micros()).unwrap_or(i64::MAX)
             && expire_if_unsent(&self.store, &self.config, &t.id).await?
         {
             return Ok(());

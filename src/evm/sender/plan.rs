@@ -203,7 +203,11 @@ impl EvmSender {
                     ))
                 })
             }
-            Err(answer) if answer.kind == "rpc_error" && allowance_beyond_cap(&answer.message).is_some() => {
+            Err(answer)
+                if answer.kind == "rpc_error"
+                    && answer.code != Some(3)
+                    && allowance_beyond_cap(&answer.message).is_some() =>
+            {
                 Err(SendError::Refused(failure(
                     "GAS_LIMIT_EXCEEDED",
                     &format!(
