@@ -1,11 +1,15 @@
-//! How far each chain's indexing trails its head over the measured window,
-//! read from what the watchers record for `health`, with the block time
-//! they measured.
+//! How far each chain's indexing trails its head over the measured window:
+//! an EVM node's own head against the indexed height the watcher records
+//! for `health` (so the wait for the next poll counts), a Solana chain's
+//! recorded head; with the block time the watchers measured.
 
-use std::{collections::BTreeMap, time::Duration};
+use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
+use alloy::providers::Provider;
 use custody_indexer::{chain::Chain, store::Store};
 use tokio::time::Instant;
+
+use crate::nodes::EvmNode;
 
 #[derive(Default)]
 pub struct Lag {
@@ -16,13 +20,20 @@ pub struct Lag {
 }
 
 /// Reads every chain's lag twice a second for `window`.
-pub async fn watch(store: &Store, window: Duration) -> BTreeMap<Chain, Lag> {
+pub async fn watch(store: &Store, window: Duration, evm: &[Arc<EvmNode>]) -> BTreeMap<Chain, Lag> {
     let deadline = Instant::now() + window;
     let mut lags: BTreeMap<Chain, Lag> = BTreeMap::new();
     while Instant::now() < deadline {
+        let mut heads = BTreeMap::new();
+        for node in evm {
+            if let Ok(head) = node.anvil.provider.get_block_number().await {
+                heads.insert(node.chain, head);
+            }
+        }
         for row in store.chain_health().await.unwrap() {
             let lag = lags.entry(row.chain).or_default();
-            let behind = row.head.zip(row.indexed).map_or(0, |(head, indexed)| head.saturating_sub(indexed));
+            let head = heads.get(&row.chain).copied().or(row.head);
+            let behind = head.zip(row.indexed).map_or(0, |(head, indexed)| head.saturating_sub(indexed));
             lag.max_blocks = lag.max_blocks.max(behind);
             lag.block_time = row.block_time.or(lag.block_time);
         }

@@ -160,7 +160,7 @@ async fn round(chains: &Chains, profile: Profile, backend: Backend, accounts: u6
     let (evm_nodes, loads) = start_loads(nodes, &watched, &stop);
     tokio::time::sleep(Duration::from_secs(10)).await;
     let before = deposits(&db.store).await.values().sum::<u64>();
-    let (figures, lags) = tokio::join!(run.measure(window, &pids), lag::watch(&db.store, window));
+    let (figures, lags) = tokio::join!(run.measure(window, &pids), lag::watch(&db.store, window, &evm_nodes));
     let found = deposits(&db.store).await.values().sum::<u64>() - before;
     stop.cancel();
     let mut sent = BTreeMap::new();
