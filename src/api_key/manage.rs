@@ -6,7 +6,7 @@
 
 use super::NewSecret;
 use crate::{
-    audit::{self, Actor, Record},
+    audit::{self, Actor, Detail, Record},
     request_signature::PublicKey,
     store::{ApiKey, Store, StoreError, Tx, organizations, request_signatures},
 };
@@ -94,6 +94,13 @@ async fn append(
         organization_id: Some(organization),
         reason: None,
         request_id: None,
+        // A new key's state, so that the log of a store with no operator
+        // yet already says which keys it made (see `audit::adopt`).
+        detail: (action == "api_key.created").then(|| Detail {
+            live: Some(true),
+            paired: Some(false),
+            ..Detail::default()
+        }),
     };
     audit::append(tx, store.cipher().ok(), record).await?;
     Ok(())

@@ -5,7 +5,11 @@
 //! it (no white space; strings escaped as JSON does; an absent value
 //! `null`; `1` the encoding's version), where `reason` is the text as
 //! written (sealed when the store seals personal data) and `prev_hash` the
-//! previous entry's `hash` (64 zeros before the first). An entry edited,
+//! previous entry's `hash` (64 zeros before the first). An entry with a
+//! `detail` (the machine-readable part: an operator's roles, a key's id, as
+//! JSON text) is encoded as version 2: `[2, seq, at, actor, actor_name,
+//! action, target_kind, target_id, organization_id, reason, request_id,
+//! detail, prev_hash]`, `detail` the text as stored. An entry edited,
 //! deleted, inserted or moved changes a hash or breaks a link: [`verify`]
 //! names the first entry that does not match.
 
@@ -29,6 +33,9 @@ pub struct Entry {
     pub organization_id: Option<String>,
     pub reason: Option<String>,
     pub request_id: Option<String>,
+    /// The machine-readable part, as JSON text (see [`super::Detail`]); never
+    /// personal data.
+    pub detail: Option<String>,
     pub prev_hash: String,
     pub hash: String,
 }
@@ -36,20 +43,24 @@ pub struct Entry {
 impl Entry {
     /// The hash this entry's fields give.
     pub fn digest(&self) -> String {
-        let canonical = serde_json::json!([
-            1,
-            self.seq,
-            self.at,
-            self.actor,
-            self.actor_name,
-            self.action,
-            self.target_kind,
-            self.target_id,
-            self.organization_id,
-            self.reason,
-            self.request_id,
-            self.prev_hash,
-        ]);
+        use serde_json::json;
+        let version = if self.detail.is_some() { 2 } else { 1 };
+        let mut fields = vec![
+            json!(version),
+            json!(self.seq),
+            json!(self.at),
+            json!(self.actor),
+            json!(self.actor_name),
+            json!(self.action),
+            json!(self.target_kind),
+            json!(self.target_id),
+            json!(self.organization_id),
+            json!(self.reason),
+            json!(self.request_id),
+        ];
+        fields.extend(self.detail.as_ref().map(|detail| json!(detail)));
+        fields.push(json!(self.prev_hash));
+        let canonical = serde_json::Value::Array(fields);
         let bytes = serde_json::to_vec(&canonical).expect("a JSON value serializes");
         Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
     }
@@ -107,13 +118,23 @@ pub fn verify<'a>(
 pub async fn verify_store(
     store: &crate::store::Store,
 ) -> Result<Result<(i64, String), Broken>, crate::store::StoreError> {
+    let (entries, (head_seq, head_hash)) = read_log(store).await?;
+    Ok(verify(&entries, Some((head_seq, &head_hash))).map(|count| (count, head_hash)))
+}
+
+/// The whole log of `store` and its head, read as [`verify_store`] reads
+/// them: the entries first, then the head, then the entries appended
+/// meanwhile up to it.
+pub async fn read_log(
+    store: &crate::store::Store,
+) -> Result<(Vec<Entry>, (i64, String)), crate::store::StoreError> {
     let mut entries = read_entries(store, 0, i64::MAX).await?;
     let (head_seq, head_hash) = store.audit_head().await?;
     let last = entries.last().map_or(0, |e| e.seq);
     if head_seq > last {
         entries.extend(read_entries(store, last, head_seq).await?);
     }
-    Ok(verify(&entries, Some((head_seq, &head_hash))).map(|count| (count, head_hash)))
+    Ok((entries, (head_seq, head_hash)))
 }
 
 /// The entries after `after` up to `upto`, oldest first.
@@ -155,6 +176,7 @@ mod tests {
                     organization_id: Some("org".into()),
                     reason: (seq % 2 == 0).then(|| "checked the statement".into()),
                     request_id: None,
+                    detail: (seq == 3).then(|| r#"{"roles":["admin"]}"#.into()),
                     prev_hash: prev.clone(),
                     hash: String::new(),
                 };
@@ -184,6 +206,12 @@ mod tests {
         let text = r#"[1,1,1790000000000001,"operator:op1","Ann","wire.approved","mint","mint-1","org",null,null,"0000000000000000000000000000000000000000000000000000000000000000"]"#;
         let expected: String = Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(entry.hash, expected);
+        // With a detail, version 2, the detail before the link.
+        let mut entry = entry.clone();
+        entry.detail = Some(r#"{"key_id":"k1"}"#.into());
+        let text = r#"[2,1,1790000000000001,"operator:op1","Ann","wire.approved","mint","mint-1","org",null,null,"{\"key_id\":\"k1\"}","0000000000000000000000000000000000000000000000000000000000000000"]"#;
+        let expected: String = Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(entry.digest(), expected);
     }
 
     #[test]
@@ -194,6 +222,16 @@ mod tests {
             (
                 "edited reason",
                 Box::new(|e| e[2].reason = Some("nothing".into())),
+                Broken { seq: 3, why: "its hash does not match what it holds" },
+            ),
+            (
+                "edited detail",
+                Box::new(|e| e[2].detail = Some(r#"{"roles":["admin","treasury"]}"#.into())),
+                Broken { seq: 3, why: "its hash does not match what it holds" },
+            ),
+            (
+                "detail removed",
+                Box::new(|e| e[2].detail = None),
                 Broken { seq: 3, why: "its hash does not match what it holds" },
             ),
             (

@@ -7,7 +7,12 @@
 //! chain's head row. `audit verify` finds an entry edited, deleted or
 //! moved; docs/operations.md says how to use it.
 
+pub mod adopt;
 pub mod chain;
+pub mod checkpoint;
+pub mod principals;
+pub mod schedule;
+pub mod verify;
 
 use std::fmt;
 
@@ -124,7 +129,7 @@ fn is_operator_id(text: &str) -> bool {
 /// ends, it orders work that must see the log as no other instance is
 /// changing it.
 pub async fn lock(tx: &mut Tx) -> Result<(), StoreError> {
-    rows::lock_head(tx).await
+    rows::lock_head(tx).await.map(drop)
 }
 
 /// The operating-system user running this process (`USER`, `USERNAME`),
@@ -145,6 +150,58 @@ pub struct Record<'a> {
     /// Free text: sealed when the store seals personal data.
     pub reason: Option<&'a str>,
     pub request_id: Option<&'a str>,
+    /// What machines check the rows against (see [`Detail`]).
+    pub detail: Option<Detail>,
+}
+
+/// An entry's machine-readable part, written as canonical JSON (keys in
+/// this order, absent ones left out): what `audit verify` holds the
+/// principals' rows against. Never personal data.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Detail {
+    /// An operator's roles after the entry, sorted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub roles: Option<Vec<String>>,
+    /// The operator key the entry made or revoked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_id: Option<String>,
+    /// An adopted row's state: an operator enabled, a key not revoked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live: Option<bool>,
+    /// An adopted API key's pairing with a public key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paired: Option<bool>,
+}
+
+impl Detail {
+    /// An operator's roles.
+    pub fn roles(roles: &[crate::operators::Role]) -> Self {
+        Self::roles_of(&roles.iter().map(|r| r.as_str()).collect::<Vec<_>>())
+    }
+
+    /// Roles by name, sorted.
+    pub fn roles_of(names: &[&str]) -> Self {
+        let mut roles: Vec<String> = names.iter().map(|r| r.to_string()).collect();
+        roles.sort();
+        roles.dedup();
+        Detail { roles: Some(roles), ..Detail::default() }
+    }
+
+    /// An operator key.
+    pub fn key(id: &str) -> Self {
+        Detail { key_id: Some(id.to_string()), ..Detail::default() }
+    }
+
+    /// The text stored: JSON without white space.
+    pub fn text(&self) -> String {
+        serde_json::to_string(self).expect("a detail serializes")
+    }
+
+    /// A stored detail read back; `None` for text this release does not
+    /// read.
+    pub fn parse(text: &str) -> Option<Self> {
+        serde_json::from_str(text).ok()
+    }
 }
 
 /// Where a reason is sealed: the entry's own place, so that a reason copied
@@ -161,7 +218,7 @@ pub async fn append(tx: &mut Tx, cipher: Option<&Cipher>, record: Record<'_>) ->
         // A reason may hold personal data: this handle cannot seal it.
         return Err(StoreError::Pii(crate::pii::PiiError::Locked));
     }
-    let head = rows::advance(tx).await?;
+    let head = rows::next(tx).await?;
     let row = place(head.seq);
     let reason = record.reason.map(|text| match cipher {
         Some(cipher) => cipher.seal(text.as_bytes(), Place { column: "audit_log.reason", row: &[&row] }),
@@ -178,6 +235,7 @@ pub async fn append(tx: &mut Tx, cipher: Option<&Cipher>, record: Record<'_>) ->
         organization_id: record.organization_id.map(str::to_string),
         reason,
         request_id: record.request_id.map(str::to_string),
+        detail: record.detail.as_ref().map(Detail::text),
         prev_hash: head.prev_hash,
         hash: String::new(),
     };

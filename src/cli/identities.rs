@@ -140,7 +140,11 @@ pub struct Action {
 /// (generated if it has none yet, as `run` would). Without either, what
 /// reads or writes personal data is refused, naming the variable.
 pub async fn open(url: &str) -> anyhow::Result<Store> {
-    let store = Store::open(url).await?;
+    unlock(Store::open(url).await?).await
+}
+
+/// `store` unlocked for personal data as [`open`] unlocks it.
+pub async fn unlock(store: Store) -> anyhow::Result<Store> {
     let source = match Key::from_env()? {
         Some(key) => KeySource::Given(key),
         None if store.environment().await? == Some(Environment::Sandbox)

@@ -3,6 +3,7 @@
 //! `limits`, `migrate`.
 
 mod admin;
+mod audit;
 mod chains;
 mod conversions;
 mod decider;
@@ -90,6 +91,10 @@ pub enum Command {
         events: EventOptions,
         #[command(flatten)]
         instance: InstanceOptions,
+        /// Do not migrate: open a store `migrate` brought to this release
+        /// (refused otherwise), as a database role without DDL rights.
+        #[arg(long)]
+        no_migrate: bool,
     },
     /// The whole platform offline, in one command: local EVM and Solana
     /// nodes, USDC issued by the platform on each, a seeded organization,
@@ -107,6 +112,9 @@ pub enum Command {
         chain_files: ChainFiles,
         #[command(flatten)]
         api: ApiOptions,
+        /// Do not migrate (see `run --no-migrate`).
+        #[arg(long)]
+        no_migrate: bool,
     },
     /// Scan a historical block (slot) range, or a Solana address's signature
     /// history, for deposits, then exit. Idempotent.
@@ -190,13 +198,15 @@ pub enum Command {
     /// Operators: the people who decide, their roles and keys.
     #[command(subcommand)]
     Operators(operators::OperatorsCommand),
-    /// The audit log of every decision: list it, verify its hash chain.
+    /// The audit log of every decision: list it, verify it, sign
+    /// checkpoints of it.
     #[command(subcommand)]
-    Audit(operators::AuditCommand),
+    Audit(audit::AuditCommand),
     /// A tenant's console users: invite one (through the service).
     #[command(subcommand)]
     Users(users::UsersCommand),
-    /// Apply the store's pending migrations, then exit.
+    /// Apply the store's pending migrations and put the audit log's guards
+    /// in place, then exit (with the tables' owner's DATABASE_URL).
     Migrate,
 }
 
@@ -339,18 +349,22 @@ impl Cli {
         let url = self.database_url;
         match self.command {
             Command::Migrate => {
-                Store::open(&url).await?;
+                let store = Store::open(&url).await?;
+                let adopted = crate::audit::adopt::adopt(&store).await?;
+                if adopted > 0 {
+                    println!("{adopted} operators and keys adopted into the audit log");
+                }
                 println!("store is up to date");
             }
-            Command::Run { only, chain_files, api, delivery, events, instance } => {
+            Command::Run { only, chain_files, api, delivery, events, instance, no_migrate } => {
                 let chains = chain_files.load()?;
-                let service = service::Service { chains, only, api, delivery, events, instance };
+                let service = service::Service { chains, only, api, delivery, events, instance, no_migrate };
                 service::run_service(&url, service, service::Launch::from_env()?).await?;
             }
             Command::Dev(command) => return crate::dev::execute(command).await,
-            Command::Serve { required, chain_files, api } => {
+            Command::Serve { required, chain_files, api, no_migrate } => {
                 let chains = chain_files.load()?;
-                service::serve(&url, chains, required, api).await?;
+                service::serve(&url, chains, required, api, no_migrate).await?;
             }
             Command::Backfill { chain, from, to, address, before, until, chain_files } => {
                 let config = chain_files.load()?.get(chain)?.clone();
@@ -389,7 +403,7 @@ impl Cli {
             Command::Gas(command) => transfers::gas(&Store::open(&url).await?, command).await?,
             Command::Limits(command) => transfers::limits(&Store::open(&url).await?, command).await?,
             Command::Operators(command) => operators::run(&url, command).await?,
-            Command::Audit(command) => return operators::audit(&url, command).await,
+            Command::Audit(command) => return audit::run(&url, command).await,
             Command::Users(command) => users::run(command).await?,
         }
         Ok(std::process::ExitCode::SUCCESS)

@@ -1,10 +1,7 @@
-//! `operators` and `audit`: the people who decide, and the log of what they
-//! decided. The first operator is created from the store alone (the
+//! `operators`: the people who decide. The first operator is created from the store alone (the
 //! bootstrap, only while no `admin` exists); after that an admin manages
 //! operators through the service (`--server`, the admin's key in
 //! `CUSTODY_INDEXER_OPERATOR_KEY`).
-
-use std::process::ExitCode;
 
 use anyhow::bail;
 use clap::{Args, Subcommand};
@@ -12,7 +9,7 @@ use serde_json::json;
 
 use super::server::Server;
 use crate::{
-    audit::{self, Actor, chain},
+    audit::Actor,
     operators::{NewOperator, Role, manage},
     store::Store,
 };
@@ -215,79 +212,5 @@ fn print_list(list: &[serde_json::Value], json: bool) -> anyhow::Result<()> {
                 .unwrap_or_default(),
         );
     }
-    Ok(())
-}
-
-#[derive(Debug, Subcommand)]
-pub enum AuditCommand {
-    /// The audit log, oldest first.
-    List {
-        /// Entries after this `seq`.
-        #[arg(long, default_value_t = 0)]
-        since: i64,
-        #[arg(long)]
-        organization: Option<String>,
-        #[arg(long)]
-        json: bool,
-    },
-    /// Checks every entry's hash and link, and the head: exits 0, or 1
-    /// naming the first entry that does not match.
-    Verify,
-}
-
-/// Entries read per page.
-const PAGE: i64 = 1000;
-
-pub async fn audit(url: &str, command: AuditCommand) -> anyhow::Result<ExitCode> {
-    let store = super::identities::open(url).await?;
-    match command {
-        AuditCommand::List { since, organization, json } => {
-            let mut after = since;
-            loop {
-                let page = store.audit_entries(after, organization.as_deref(), PAGE).await?;
-                for entry in &page {
-                    print_entry(&store, entry, json)?;
-                }
-                match page.last() {
-                    Some(last) if page.len() as i64 == PAGE => after = last.seq,
-                    _ => break,
-                }
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        AuditCommand::Verify => verify(&store).await,
-    }
-}
-
-async fn verify(store: &Store) -> anyhow::Result<ExitCode> {
-    match chain::verify_store(store).await? {
-        Ok((count, head_hash)) => {
-            println!("audit log verified: {count} entries, head {head_hash}");
-            Ok(ExitCode::SUCCESS)
-        }
-        Err(broken) => {
-            println!("audit log BROKEN at seq {}: {}", broken.seq, broken.why);
-            Ok(ExitCode::from(1))
-        }
-    }
-}
-
-fn print_entry(store: &Store, entry: &chain::Entry, json: bool) -> anyhow::Result<()> {
-    let reason = audit::reason(store.cipher().ok(), entry)?;
-    let at = crate::deposits::resource::format_time(&crate::store::time(entry.at)?);
-    if json {
-        let mut value = serde_json::to_value(entry)?;
-        value["reason"] = json!(reason);
-        value["at"] = json!(at);
-        println!("{value}");
-        return Ok(());
-    }
-    let name = entry.actor_name.as_deref().map(|n| format!(" ({n})")).unwrap_or_default();
-    let org = entry.organization_id.as_deref().map(|o| format!(" org {o}")).unwrap_or_default();
-    let reason = reason.map(|r| format!(": {r}")).unwrap_or_default();
-    println!(
-        "{} {at} {}{name} {} {} {}{org}{reason}",
-        entry.seq, entry.actor, entry.action, entry.target_kind, entry.target_id
-    );
     Ok(())
 }

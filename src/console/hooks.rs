@@ -73,6 +73,7 @@ async fn append(
         organization_id: Some(organization),
         reason: None,
         request_id: None,
+        detail: None,
     };
     audit::append(tx, store.cipher().ok(), record).await?;
     Ok(())

@@ -158,6 +158,7 @@ pub async fn enrol(store: &Store, enrolment: Enrolment<'_>) -> Result<User, Peop
         organization_id: None,
         reason: None,
         request_id: None,
+        detail: None,
     };
     let user = rows::lock_user(&mut tx, &user_id).await?.ok_or_else(gone)?;
     let entry = Record { organization_id: user.organization(), ..entry };
@@ -277,5 +278,6 @@ fn record<'a>(
         organization_id: organization,
         reason,
         request_id: None,
+        detail: None,
     }
 }

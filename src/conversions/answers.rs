@@ -144,5 +144,6 @@ fn entry<'a>(
         organization_id: Some(organization),
         reason: Some(reason),
         request_id: None,
+        detail: None,
     }
 }

@@ -117,6 +117,7 @@ pub async fn record_wire(store: &Store, new: &NewVirtualWire<'_>) -> Result<Made
             organization_id: Some(&target.organization),
             reason: new.wire.reason,
             request_id: None,
+            detail: None,
         };
         audit::append(&mut tx, store.cipher().ok(), record).await?;
     }

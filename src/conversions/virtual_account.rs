@@ -37,6 +37,7 @@ pub async fn answer(
             organization_id: Some(&organization),
             reason: reason.or(answer.err()),
             request_id: None,
+            detail: None,
         };
         audit::append(&mut tx, store.cipher().ok(), record).await?;
     }

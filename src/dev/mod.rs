@@ -312,7 +312,7 @@ async fn prepare(state: &StateDir, nodes: &[nodes::Node], options: DevOptions) -
     let mut api = options.api;
     api.environment = Some(Environment::Sandbox);
     let (delivery, instance) = (options.delivery, options.instance);
-    let service = Service { chains, only: Vec::new(), api, delivery, events, instance };
+    let service = Service { chains, only: Vec::new(), api, delivery, events, instance, no_migrate: false };
     let signer: Arc<dyn Signer> = signer;
     let launch = Launch {
         signer: Some(signer),

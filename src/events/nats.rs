@@ -307,7 +307,7 @@ impl Sink {
 /// ([`stream::judge`]): one that cannot take the events fails the step,
 /// which is retried, so a corrected stream is used without a restart; what
 /// merely weakens it is logged.
-async fn ensure_stream(js: &Context) -> Result<(), SinkError> {
+pub(crate) async fn ensure_stream(js: &Context) -> Result<(), SinkError> {
     let stream = js
         .get_or_create_stream(Config {
             name: STREAM.to_string(),

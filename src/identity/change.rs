@@ -154,6 +154,7 @@ pub async fn apply_in(
             organization_id: Some(organization),
             reason: change.reason,
             request_id: None,
+            detail: None,
         };
         let seq = audit::append(tx, cipher, record).await?;
         link(tx, &trail, seq).await?;

@@ -224,6 +224,7 @@ async fn fiat(
             organization_id: Some(organization),
             reason: Some(reason),
             request_id: None,
+            detail: None,
         };
         let seq = audit::append(&mut tx, store.cipher().ok(), record).await?;
         identities::link(&mut tx, &trail_id, seq).await?;
@@ -260,6 +261,7 @@ pub async fn import(store: &Store, new: &NewIdentity, actor: &Actor, reason: &st
         organization_id: Some(&new.organization),
         reason: Some(reason),
         request_id: None,
+        detail: None,
     };
     let seq = audit::append(&mut tx, store.cipher().ok(), record).await?;
     identities::link(&mut tx, &trail, seq).await?;

@@ -58,6 +58,7 @@ async fn append(tx: &mut Tx, store: &Store, row: &Unlinked, action: &str) -> Res
         organization_id: Some(&row.organization),
         reason,
         request_id: None,
+        detail: None,
     };
     audit::append(tx, store.cipher().ok(), record).await
 }

@@ -35,6 +35,7 @@ pub async fn complete(
             organization_id: Some(&organization),
             reason: Some(reason),
             request_id: None,
+            detail: None,
         };
         audit::append(&mut tx, store.cipher().ok(), record).await?;
     }

@@ -304,5 +304,6 @@ fn entry<'a>(
         organization_id: Some(organization),
         reason,
         request_id: None,
+        detail: None,
     }
 }

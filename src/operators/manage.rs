@@ -10,7 +10,7 @@ use super::{
 };
 use crate::{
     api_key::{self, NewSecret, OPERATOR_PREFIX},
-    audit::{self, Actor, Record},
+    audit::{self, Actor, Detail, Record},
     console::people::{self, PeopleError},
     store::{Store, StoreError, Tx, now_micros, operators as rows},
 };
@@ -65,11 +65,12 @@ impl NewOperator {
 pub async fn bootstrap(store: &Store, actor: &Actor, new: NewOperator) -> Result<Created, OperatorError> {
     new.check()?;
     let mut tx = store.begin().await?;
-    let operator = fresh(&new);
+    let (operator, key) = (fresh(&new), api_key::generate_with(OPERATOR_PREFIX));
     let record = record(actor, "operator.bootstrapped", &operator.id, None);
-    audit::append(&mut tx, store.cipher().ok(), record).await?;
+    let detail = created_detail(&operator, &key);
+    audit::append(&mut tx, store.cipher().ok(), Record { detail, ..record }).await?;
     rules::may_bootstrap(rows::enabled_admins(&mut tx).await?)?;
-    let created = insert(&mut tx, operator).await?;
+    let created = insert(&mut tx, operator, key).await?;
     tx.commit().await.map_err(StoreError::from)?;
     Ok(created)
 }
@@ -79,13 +80,14 @@ pub async fn create(store: &Store, admin: &Operator, new: NewOperator) -> Result
     rules::permits(admin, rules::Action::Operators)?;
     new.check()?;
     let mut tx = store.begin().await?;
-    let operator = fresh(&new);
+    let (operator, key) = (fresh(&new), api_key::generate_with(OPERATOR_PREFIX));
     let roles = super::resource::roles_text(&new.roles);
     let by = actor(admin);
-    audit::append(&mut tx, store.cipher().ok(), record(&by, "operator.created", &operator.id, Some(&roles)))
-        .await?;
+    let record = record(&by, "operator.created", &operator.id, Some(&roles));
+    let detail = created_detail(&operator, &key);
+    audit::append(&mut tx, store.cipher().ok(), Record { detail, ..record }).await?;
     authority(&mut tx, admin).await?;
-    let created = insert(&mut tx, operator).await?;
+    let created = insert(&mut tx, operator, key).await?;
     tx.commit().await.map_err(StoreError::from)?;
     Ok(created)
 }
@@ -101,12 +103,10 @@ pub async fn set_roles(
     rules::may_set_roles(admin, target, roles)?;
     let mut tx = store.begin().await?;
     let reason = format!("{}: {reason}", super::resource::roles_text(roles));
-    audit::append(
-        &mut tx,
-        store.cipher().ok(),
-        record(&actor(admin), "operator.roles_set", target, Some(&reason)),
-    )
-    .await?;
+    let by = actor(admin);
+    let record = record(&by, "operator.roles_set", target, Some(&reason));
+    audit::append(&mut tx, store.cipher().ok(), Record { detail: Some(Detail::roles(roles)), ..record })
+        .await?;
     authority(&mut tx, admin).await?;
     locked(&mut tx, target).await?;
     rows::set_roles(&mut tx, target, roles).await?;
@@ -149,7 +149,8 @@ pub async fn create_key(store: &Store, admin: &Operator, target: &str) -> Result
     let key = api_key::generate_with(OPERATOR_PREFIX);
     let by = actor(admin);
     let entry = record(&by, "operator_key.created", target, Some(&key.id));
-    audit::append(&mut tx, store.cipher().ok(), entry).await?;
+    audit::append(&mut tx, store.cipher().ok(), Record { detail: Some(Detail::key(&key.id)), ..entry })
+        .await?;
     authority(&mut tx, admin).await?;
     let operator = locked(&mut tx, target).await?;
     if !operator.is_enabled() {
@@ -173,7 +174,8 @@ pub async fn revoke_key(store: &Store, admin: &Operator, key_id: &str) -> Result
         .await?
         .ok_or_else(|| StoreError::NotFound(format!("live operator key {key_id}")))?;
     let entry = record(&by, "operator_key.revoked", &operator, Some(key_id));
-    audit::append(&mut tx, store.cipher().ok(), entry).await?;
+    audit::append(&mut tx, store.cipher().ok(), Record { detail: Some(Detail::key(key_id)), ..entry })
+        .await?;
     rules::keeps_an_admin(rows::enabled_admins(&mut tx).await?)?;
     tx.commit().await.map_err(StoreError::from)?;
     Ok(())
@@ -202,14 +204,18 @@ fn fresh(new: &NewOperator) -> Operator {
     }
 }
 
-async fn insert(tx: &mut Tx, operator: Operator) -> Result<Created, OperatorError> {
+/// What a new operator's entry records: its roles and its first key.
+fn created_detail(operator: &Operator, key: &NewSecret) -> Option<Detail> {
+    Some(Detail { key_id: Some(key.id.clone()), ..Detail::roles(&operator.roles) })
+}
+
+async fn insert(tx: &mut Tx, operator: Operator, key: NewSecret) -> Result<Created, OperatorError> {
     let now = operator.created_at.timestamp_micros();
     rows::insert(tx, &operator, now).await?;
     let invited = people::invite_operator(tx, &operator.id, &operator.email).await.map_err(|e| match e {
         PeopleError::Store(error) => OperatorError::Store(error),
         other => OperatorError::Invalid(other.to_string()),
     })?;
-    let key = api_key::generate_with(OPERATOR_PREFIX);
     rows::insert_key(tx, &key.id, &operator.id, &key.hash, now).await?;
     Ok(Created { operator, enrol_path: invited.enrol_path, key })
 }
@@ -237,5 +243,6 @@ fn record<'a>(actor: &'a Actor, action: &'a str, target: &'a str, reason: Option
         organization_id: None,
         reason,
         request_id: None,
+        detail: None,
     }
 }

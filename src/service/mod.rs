@@ -46,13 +46,15 @@ pub struct Service {
     pub delivery: DeliveryOptions,
     pub events: EventOptions,
     pub instance: InstanceOptions,
+    /// Open the store without migrating it (see [`Store::open_migrated`]).
+    pub no_migrate: bool,
 }
 
 /// `run`: watchers, senders, webhook delivery and the API on the store at
 /// `url` until SIGINT, SIGTERM or SIGHUP. `dev` runs it too, with its own
 /// launch.
 pub async fn run_service(url: &str, service: Service, launch: Launch) -> anyhow::Result<()> {
-    let Service { chains, only, api, delivery, events, instance } = service;
+    let Service { chains, only, api, delivery, events, instance, no_migrate } = service;
     // Listening from the first moment: a signal while the store opens or
     // migrates stops `run` cleanly instead of killing it.
     let shutdown = match launch.shutdown.clone() {
@@ -60,8 +62,15 @@ pub async fn run_service(url: &str, service: Service, launch: Launch) -> anyhow:
         None => cancel_on_signal()?,
     };
     let lock = instance::sqlite_lock(url)?;
+    let audit = &instance.audit;
+    let every = std::time::Duration::from_secs(audit.audit_checkpoint_secs);
+    let checkpoints = crate::audit::schedule::Schedule::from_env(
+        every,
+        audit.audit_checkpoint_dir.clone(),
+        events.nats_url.clone(),
+    )?;
     let opening = async {
-        let store = Store::open(url).await?;
+        let store = if no_migrate { Store::open_migrated(url).await? } else { Store::open(url).await? };
         // Renewals on connections of their own, never queued behind API work.
         let apart = store.apart(2).await?;
         Ok::<_, anyhow::Error>((store, apart))
@@ -71,7 +80,7 @@ pub async fn run_service(url: &str, service: Service, launch: Launch) -> anyhow:
     };
     let leases = Leases::new(apart, instance.worker_lease, lock.is_some());
     let outbox = Outbox { delivery: delivery.config()?, events };
-    run(Opened { store, leases, shutdown }, chains, only, api, outbox, launch).await?;
+    run(Opened { store, leases, shutdown, checkpoints }, chains, only, api, outbox, launch).await?;
     drop(lock);
     Ok(())
 }
@@ -116,6 +125,8 @@ struct Opened {
     store: Store,
     leases: Leases,
     shutdown: CancellationToken,
+    /// The audit log's signed checkpoints, when a key is configured.
+    checkpoints: Option<crate::audit::schedule::Schedule>,
 }
 
 async fn run(
@@ -126,7 +137,7 @@ async fn run(
     outbox: Outbox,
     launch: Launch,
 ) -> anyhow::Result<()> {
-    let Opened { store, leases, shutdown } = opened;
+    let Opened { store, leases, shutdown, checkpoints } = opened;
     let Outbox { mut delivery, events: sinks } = outbox;
     let selected: Vec<ChainConfig> = if only.is_empty() {
         chains.iter().cloned().collect()
@@ -166,6 +177,13 @@ async fn run(
             Ok(())
         });
     }
+    if let Some(schedule) = checkpoints {
+        let (store, owner, shutdown) = (store.clone(), leases.owner().to_string(), shutdown.clone());
+        tasks.spawn(async move {
+            crate::audit::schedule::run(store, schedule, owner, shutdown).await;
+            Ok(())
+        });
+    }
     outbox::spawn(&mut tasks, &store, sinks, leases.owner(), &shutdown);
     if let Some(signer) = signer {
         chains::spawn_senders(&mut tasks, &selected, &signer, (&store, &leases, &shutdown));
@@ -196,12 +214,20 @@ async fn watch(
     failure.map_or(Ok(()), Err)
 }
 
-pub async fn serve(url: &str, chains: Chains, required: Vec<Chain>, api: ApiOptions) -> anyhow::Result<()> {
+pub async fn serve(
+    url: &str,
+    chains: Chains,
+    required: Vec<Chain>,
+    api: ApiOptions,
+    no_migrate: bool,
+) -> anyhow::Result<()> {
     let shutdown = cancel_on_signal()?;
     for chain in &required {
         chains.get(*chain)?;
     }
-    let Some(store) = until_signal(async { Ok(Store::open(url).await?) }, &shutdown).await? else {
+    let opening =
+        async { Ok(if no_migrate { Store::open_migrated(url).await? } else { Store::open(url).await? }) };
+    let Some(store) = until_signal(opening, &shutdown).await? else {
         return Ok(());
     };
     let (store, environment, _) =
@@ -289,6 +315,10 @@ async fn start(
     let adopted = crate::identity::trail::adopt(&store).await?;
     if adopted > 0 {
         info!(adopted, "identity trail entries linked into the audit log");
+    }
+    let adopted = crate::audit::adopt::adopt(&store).await?;
+    if adopted > 0 {
+        info!(adopted, "operators and keys made before the log recorded them adopted into the audit log");
     }
     info!(%environment, "environment");
     Ok((store, environment, followed))

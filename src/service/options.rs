@@ -223,6 +223,22 @@ pub struct InstanceOptions {
     /// chain over within this (plus a third) after the holder dies.
     #[arg(long, value_name = "DURATION", env = "CUSTODY_INDEXER_WORKER_LEASE", default_value = "15s", value_parser = one_duration)]
     pub worker_lease: Duration,
+    #[command(flatten)]
+    pub audit: AuditOptions,
+}
+
+/// The audit log's signed checkpoints `run` writes: one instance at a
+/// time, every period, when `CUSTODY_INDEXER_AUDIT_KEY_FILE` names the key.
+#[derive(Debug, Clone, Args)]
+pub struct AuditOptions {
+    /// Seconds between two signed checkpoints of the audit log.
+    #[arg(long, value_name = "SECS", env = "CUSTODY_INDEXER_AUDIT_CHECKPOINT_SECS", default_value_t = 3600,
+          value_parser = clap::value_parser!(u64).range(1..=31_536_000))]
+    pub audit_checkpoint_secs: u64,
+    /// A directory each checkpoint is also written to, one file each
+    /// (besides the NATS sink's `custody.events.platform.audit_checkpoint`).
+    #[arg(long, value_name = "DIR", env = "CUSTODY_INDEXER_AUDIT_CHECKPOINT_DIR")]
+    pub audit_checkpoint_dir: Option<std::path::PathBuf>,
 }
 
 /// How `run` delivers webhooks.

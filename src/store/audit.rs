@@ -1,9 +1,11 @@
-//! The audit log's rows (see [`crate::audit`]): the head advanced under its
-//! row lock, entries inserted and read in `seq` order.
+//! The audit log's rows (see [`crate::audit`]): the head read under its row
+//! lock, an entry inserted after it and the head moved onto it (the only
+//! change the guards of [`super::audit_guard`] let through), entries read in
+//! `seq` order, and the claim of the next signed checkpoint.
 
 use sqlx::{Row, any::AnyRow};
 
-use super::{Store, StoreError, Tx, clock::database_now, now_micros};
+use super::{Store, StoreError, Tx, clock::database_now, lock_suffix, now_micros};
 use crate::audit::chain::Entry;
 
 /// The next entry's place: its `seq`, the previous hash and its time by the
@@ -16,22 +18,19 @@ pub struct Next {
 }
 
 const COLUMNS: &str = "seq, at, actor, actor_name, action, target_kind, target_id, organization_id, reason, \
-     request_id, prev_hash, hash";
+     request_id, detail, prev_hash, hash";
 
 /// Takes the head's row lock (held until `tx` ends: appends on every
-/// instance form one chain) and answers where the next entry goes.
-pub async fn advance(tx: &mut Tx) -> Result<Next, StoreError> {
-    let now = database_now(tx).map(str::to_string);
-    let sql = format!(
-        "UPDATE audit_head SET seq = seq + 1 WHERE id = 1 RETURNING seq, hash, {} AS at",
-        now.as_deref().unwrap_or("$1")
-    );
-    let mut query = sqlx::query(&sql);
-    if now.is_none() {
-        query = query.bind(now_micros());
-    }
-    let row = query.fetch_one(&mut **tx).await?;
-    Ok(Next { seq: row.try_get("seq")?, prev_hash: row.try_get("hash")?, at: row.try_get("at")? })
+/// instance form one chain) and answers where the next entry goes, its
+/// time read once the lock is held.
+pub async fn next(tx: &mut Tx) -> Result<Next, StoreError> {
+    let (seq, prev_hash) = lock_head(tx).await?;
+    let now = database_now(tx);
+    let at: i64 = match now {
+        Some(now) => sqlx::query_scalar(&format!("SELECT {now}")).fetch_one(&mut **tx).await?,
+        None => now_micros(),
+    };
+    Ok(Next { seq: seq + 1, prev_hash, at })
 }
 
 /// Whether the store seals personal data (it has a key recorded): then no
@@ -40,16 +39,19 @@ pub async fn seals(tx: &mut Tx) -> Result<bool, StoreError> {
     Ok(sqlx::query("SELECT id FROM pii_keys WHERE id = 1").fetch_optional(&mut **tx).await?.is_some())
 }
 
-/// Locks the head row until `tx` ends.
-pub async fn lock_head(tx: &mut Tx) -> Result<(), StoreError> {
-    sqlx::query("UPDATE audit_head SET seq = seq WHERE id = 1").execute(&mut **tx).await?;
-    Ok(())
+/// Locks the head row until `tx` ends (`FOR UPDATE` on PostgreSQL; on
+/// SQLite the write transaction holds the file's lock already); answers
+/// the head's `seq` and hash.
+pub async fn lock_head(tx: &mut Tx) -> Result<(i64, String), StoreError> {
+    let sql = format!("SELECT seq, hash FROM audit_head WHERE id = 1{}", lock_suffix(tx));
+    let row = sqlx::query(&sql).fetch_one(&mut **tx).await?;
+    Ok((row.try_get("seq")?, row.try_get("hash")?))
 }
 
-/// Writes `entry` and makes it the head.
+/// Writes `entry` after the head, then moves the head onto it.
 pub async fn insert(tx: &mut Tx, entry: &Entry) -> Result<(), StoreError> {
     sqlx::query(&format!(
-        "INSERT INTO audit_log ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
+        "INSERT INTO audit_log ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"
     ))
     .bind(entry.seq)
     .bind(entry.at)
@@ -61,12 +63,26 @@ pub async fn insert(tx: &mut Tx, entry: &Entry) -> Result<(), StoreError> {
     .bind(entry.organization_id.as_deref())
     .bind(entry.reason.as_deref())
     .bind(entry.request_id.as_deref())
+    .bind(entry.detail.as_deref())
     .bind(&entry.prev_hash)
     .bind(&entry.hash)
     .execute(&mut **tx)
     .await?;
-    sqlx::query("UPDATE audit_head SET hash = $1 WHERE id = 1").bind(&entry.hash).execute(&mut **tx).await?;
+    sqlx::query("UPDATE audit_head SET seq = $1, hash = $2 WHERE id = 1")
+        .bind(entry.seq)
+        .bind(&entry.hash)
+        .execute(&mut **tx)
+        .await?;
     Ok(())
+}
+
+/// Whether an entry with a `detail` exists: the log was written by a
+/// release that records the principals' details.
+pub async fn has_details(tx: &mut Tx) -> Result<bool, StoreError> {
+    let row = sqlx::query("SELECT seq FROM audit_log WHERE detail IS NOT NULL LIMIT 1")
+        .fetch_optional(&mut **tx)
+        .await?;
+    Ok(row.is_some())
 }
 
 fn entry(row: &AnyRow) -> Result<Entry, StoreError> {
@@ -81,6 +97,7 @@ fn entry(row: &AnyRow) -> Result<Entry, StoreError> {
         organization_id: row.try_get("organization_id")?,
         reason: row.try_get("reason")?,
         request_id: row.try_get("request_id")?,
+        detail: row.try_get("detail")?,
         prev_hash: row.try_get("prev_hash")?,
         hash: row.try_get("hash")?,
     })
@@ -117,6 +134,26 @@ impl Store {
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(entry).collect()
+    }
+
+    /// Claims the next checkpoint for `owner` when it is due at `now`
+    /// (microseconds), the one after due `every` later: true for exactly
+    /// one claimant per period, however many instances ask.
+    pub async fn claim_audit_checkpoint(
+        &self,
+        owner: &str,
+        now: i64,
+        every: i64,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE audit_checkpoint_due SET due_at = $1 + $2, owner = $3 WHERE id = 1 AND due_at <= $1",
+        )
+        .bind(now)
+        .bind(every)
+        .bind(owner)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
     }
 
     /// The chain's head: the last `seq` appended and its hash.

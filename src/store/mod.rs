@@ -5,6 +5,7 @@
 mod accounts;
 mod arrays;
 pub mod audit;
+mod audit_guard;
 mod chain_state;
 mod chain_stops;
 mod clock;
@@ -263,9 +264,31 @@ impl Store {
         Ok(Self { pool, ..self.clone() })
     }
 
+    /// Applies pending migrations and puts the audit log's guards in place
+    /// (see [`audit_guard`]): needs the rights of the tables' owner.
     pub async fn migrate(&self) -> Result<(), StoreError> {
         MIGRATOR.run(&self.pool).await?;
+        audit_guard::install(&self.pool, self.backend).await?;
         self.compact_positions().await
+    }
+
+    /// Opens a store that `migrate` brought to this release, changing no
+    /// table: what a role without DDL rights runs on (`run --no-migrate`).
+    /// A store with a migration of this release not applied is refused.
+    pub async fn open_migrated(url: &str) -> Result<Self, StoreError> {
+        let store = Self::connect_existing(url).await?;
+        let applied: Vec<i64> = sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success")
+            .fetch_all(&store.pool)
+            .await
+            .unwrap_or_default();
+        if let Some(pending) = MIGRATOR.iter().find(|m| !applied.contains(&m.version)) {
+            return Err(StoreError::Invalid(format!(
+                "the store lacks migration {} ({}) of this release: run `custody-indexer migrate` with the \
+                 tables' owner's DATABASE_URL first",
+                pending.version, pending.description
+            )));
+        }
+        Ok(store)
     }
 
     pub fn backend(&self) -> Backend {

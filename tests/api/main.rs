@@ -7,6 +7,7 @@
 mod common;
 
 mod api;
+mod audit_log;
 mod generated_clients;
 mod openapi;
 mod operator_decisions;

@@ -95,6 +95,7 @@ pub async fn retry(store: &Store, id: &str, actor: &Actor, reason: &str) -> Resu
         organization_id: organization.as_deref(),
         reason: Some(reason),
         request_id: None,
+        detail: None,
     };
     audit::append(&mut tx, store.cipher().ok(), record).await?;
     tx.commit().await?;

@@ -1,0 +1,56 @@
+//! The principals a store held before its log recorded their details
+//! (roles, keys), adopted into the log once: at the first start of this
+//! release, each operator, operator key and API key is appended as found
+//! (`operator.adopted`, `operator_key.adopted`, `api_key.adopted`, by
+//! `system`, its state in the entry's detail), so that `audit verify` can
+//! hold every row against the log from then on. A log that holds any
+//! entry with a detail adopts nothing ever again: a row written outside
+//! the log later is never adopted, it is found.
+
+use super::{Actor, Detail, Record, verify::principal_rows};
+use crate::store::{Store, StoreError, audit as rows};
+
+/// Adopts the principals of a store whose log has no detail yet; answers
+/// how many entries were appended. Holds the log's head lock, so that
+/// instances starting together adopt once.
+pub async fn adopt(store: &Store) -> Result<usize, StoreError> {
+    let mut tx = store.begin().await?;
+    super::lock(&mut tx).await?;
+    if rows::has_details(&mut tx).await? {
+        return Ok(0);
+    }
+    let found = principal_rows(store).await?;
+    let mut appended = 0;
+    let system = Actor::System;
+    let record = |action, target_kind, target_id, organization_id, detail| Record {
+        actor: &system,
+        action,
+        target_kind,
+        target_id,
+        organization_id,
+        reason: None,
+        request_id: None,
+        detail: Some(detail),
+    };
+    for operator in &found.operators {
+        let names: Vec<&str> = operator.roles.iter().map(String::as_str).collect();
+        let detail = Detail { live: Some(operator.enabled), ..Detail::roles_of(&names) };
+        super::append(&mut tx, None, record("operator.adopted", "operator", &operator.id, None, detail))
+            .await?;
+        appended += 1;
+    }
+    for key in &found.operator_keys {
+        let detail = Detail { live: Some(key.live), ..Detail::key(&key.id) };
+        let entry = record("operator_key.adopted", "operator", &key.owner, None, detail);
+        super::append(&mut tx, None, entry).await?;
+        appended += 1;
+    }
+    for key in &found.api_keys {
+        let detail = Detail { live: Some(key.live), paired: Some(key.paired), ..Detail::default() };
+        let entry = record("api_key.adopted", "api_key", &key.id, Some(&key.owner), detail);
+        super::append(&mut tx, None, entry).await?;
+        appended += 1;
+    }
+    tx.commit().await?;
+    Ok(appended)
+}

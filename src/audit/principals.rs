@@ -1,0 +1,405 @@
+//! The principals' rows held against the log, pure. Operators, their
+//! roles, operator keys and tenants' API keys open doors; each is made and
+//! changed only together with its audit entry. [`Logged`] replays the log
+//! (the entries that carry a [`Detail`], and the revocations, disablings
+//! and pairings) into what it says each principal is; [`Logged::findings`]
+//! names every row that the log does not explain: a row with no entry that
+//! made it (an SQL `INSERT`), roles the log never gave, an operator
+//! enabled or a key live that the log took away, a key moved to another
+//! owner, a key left unpaired that the log paired.
+//!
+//! Rows made before the log recorded these details are adopted once, when
+//! a store is first started by this release (see [`super::adopt`]).
+
+use std::collections::HashMap;
+
+use super::{Detail, chain::Entry};
+
+/// An operator's row as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OperatorRow {
+    pub id: String,
+    /// Sorted.
+    pub roles: Vec<String>,
+    pub enabled: bool,
+}
+
+/// A key's row as stored: an operator key (`owner` its operator) or an
+/// API key (`owner` its organization).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyRow {
+    pub id: String,
+    pub owner: String,
+    pub live: bool,
+    /// API keys: paired with a public key.
+    pub paired: bool,
+}
+
+/// The principals' rows of a store.
+#[derive(Debug, Clone, Default)]
+pub struct Rows {
+    pub operators: Vec<OperatorRow>,
+    pub operator_keys: Vec<KeyRow>,
+    pub api_keys: Vec<KeyRow>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct LoggedOperator {
+    roles: Vec<String>,
+    enabled: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct LoggedKey {
+    owner: String,
+    live: bool,
+    paired: bool,
+}
+
+/// What the log says of each principal, replayed entry by entry.
+#[derive(Debug, Clone, Default)]
+pub struct Logged {
+    operators: HashMap<String, LoggedOperator>,
+    operator_keys: HashMap<String, LoggedKey>,
+    api_keys: HashMap<String, LoggedKey>,
+}
+
+/// A row the log does not explain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// `operator`, `operator key`, `API key`.
+    pub kind: &'static str,
+    pub id: String,
+    pub why: String,
+}
+
+impl std::fmt::Display for Finding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}: {}", self.kind, self.id, self.why)
+    }
+}
+
+impl Logged {
+    /// Takes `entry` into account (entries in `seq` order).
+    pub fn read(&mut self, entry: &Entry) {
+        let detail = entry.detail.as_deref().and_then(Detail::parse);
+        let target = entry.target_id.clone();
+        match (entry.action.as_str(), detail) {
+            ("operator.bootstrapped" | "operator.created" | "operator.adopted", Some(detail)) => {
+                let enabled = detail.live.unwrap_or(true);
+                let roles = detail.roles.unwrap_or_default();
+                if let Some(key) = detail.key_id {
+                    let key_owner = LoggedKey { owner: target.clone(), live: true, paired: false };
+                    self.operator_keys.insert(key, key_owner);
+                }
+                self.operators.insert(target, LoggedOperator { roles, enabled });
+            }
+            ("operator.roles_set", Some(Detail { roles: Some(roles), .. })) => {
+                if let Some(operator) = self.operators.get_mut(&target) {
+                    operator.roles = roles;
+                }
+            }
+            ("operator.disabled" | "operator.enabled", _) => {
+                if let Some(operator) = self.operators.get_mut(&target) {
+                    operator.enabled = entry.action == "operator.enabled";
+                }
+            }
+            (
+                "operator_key.created" | "operator_key.adopted",
+                Some(Detail { key_id: Some(key), live, .. }),
+            ) => {
+                let live = live.unwrap_or(true);
+                self.operator_keys.insert(key, LoggedKey { owner: target, live, paired: false });
+            }
+            ("operator_key.revoked", Some(Detail { key_id: Some(key), .. })) => {
+                if let Some(logged) = self.operator_keys.get_mut(&key) {
+                    logged.live = false;
+                }
+            }
+            ("api_key.created" | "api_key.adopted", detail) => {
+                let detail = detail.unwrap_or_default();
+                let owner = entry.organization_id.clone().unwrap_or_default();
+                let logged = LoggedKey {
+                    owner,
+                    live: detail.live.unwrap_or(true),
+                    paired: detail.paired.unwrap_or(false),
+                };
+                self.api_keys.insert(target, logged);
+            }
+            ("api_key.revoked" | "api_key.paired" | "api_key.unpaired", _) => {
+                if let Some(logged) = self.api_keys.get_mut(&target) {
+                    match entry.action.as_str() {
+                        "api_key.revoked" => logged.live = false,
+                        action => logged.paired = action == "api_key.paired",
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Every row of `rows` the log does not explain.
+    pub fn findings(&self, rows: &Rows) -> Vec<Finding> {
+        let mut findings = Vec::new();
+        for row in &rows.operators {
+            let finding = |why: String| Finding { kind: "operator", id: row.id.clone(), why };
+            match self.operators.get(&row.id) {
+                None => findings.push(finding("no audit entry made it".into())),
+                Some(logged) => {
+                    if logged.roles != row.roles {
+                        let why = format!(
+                            "holds the roles {:?}, the log gave {:?}",
+                            row.roles.join(","),
+                            logged.roles.join(",")
+                        );
+                        findings.push(finding(why));
+                    }
+                    if row.enabled && !logged.enabled {
+                        findings.push(finding("is enabled, the log disabled it".into()));
+                    }
+                }
+            }
+        }
+        keys(&mut findings, "operator key", &rows.operator_keys, &self.operator_keys);
+        keys(&mut findings, "API key", &rows.api_keys, &self.api_keys);
+        findings
+    }
+}
+
+fn keys(
+    findings: &mut Vec<Finding>,
+    kind: &'static str,
+    rows: &[KeyRow],
+    logged: &HashMap<String, LoggedKey>,
+) {
+    for row in rows {
+        let finding = |why: String| Finding { kind, id: row.id.clone(), why };
+        let Some(logged) = logged.get(&row.id) else {
+            findings.push(finding("no audit entry made it".into()));
+            continue;
+        };
+        if logged.owner != row.owner {
+            findings.push(finding(format!("belongs to {}, the log made it for {}", row.owner, logged.owner)));
+        }
+        if row.live && !logged.live {
+            findings.push(finding("is live, the log revoked it".into()));
+        }
+        if logged.paired && !row.paired {
+            findings.push(finding("is not paired, the log paired it: its requests need no signature".into()));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(action: &str, target: &str, org: Option<&str>, detail: Option<Detail>) -> Entry {
+        Entry {
+            seq: 0,
+            at: 0,
+            actor: "system".into(),
+            actor_name: None,
+            action: action.into(),
+            target_kind: "operator".into(),
+            target_id: target.into(),
+            organization_id: org.map(str::to_string),
+            reason: None,
+            request_id: None,
+            detail: detail.map(|d| d.text()),
+            prev_hash: String::new(),
+            hash: String::new(),
+        }
+    }
+
+    fn roles(roles: &[&str]) -> Vec<String> {
+        roles.iter().map(|r| r.to_string()).collect()
+    }
+
+    fn with_roles(list: &[&str], key: Option<&str>) -> Option<Detail> {
+        Some(Detail { roles: Some(roles(list)), key_id: key.map(str::to_string), ..Detail::default() })
+    }
+
+    /// A log: an admin bootstrapped with key k1, a treasury operator with
+    /// k2, a key k3 made for the admin then revoked, an API key paired.
+    fn log() -> Logged {
+        let mut logged = Logged::default();
+        for entry in [
+            entry("operator.bootstrapped", "op_a", None, with_roles(&["admin"], Some("k1"))),
+            entry("operator.created", "op_t", None, with_roles(&["treasury"], Some("k2"))),
+            entry("operator.roles_set", "op_t", None, with_roles(&["compliance", "treasury"], None)),
+            entry("operator_key.created", "op_a", None, Some(Detail::key("k3"))),
+            entry("operator_key.revoked", "op_a", None, Some(Detail::key("k3"))),
+            entry("api_key.created", "key_1", Some("acme"), None),
+            entry("api_key.paired", "key_1", Some("acme"), None),
+            entry("operator.created", "op_gone", None, with_roles(&["compliance"], Some("k4"))),
+            entry("operator.disabled", "op_gone", None, None),
+        ] {
+            logged.read(&entry);
+        }
+        logged
+    }
+
+    fn rows() -> Rows {
+        let operator =
+            |id: &str, list: &[&str], enabled| OperatorRow { id: id.into(), roles: roles(list), enabled };
+        let key =
+            |id: &str, owner: &str, live, paired| KeyRow { id: id.into(), owner: owner.into(), live, paired };
+        Rows {
+            operators: vec![
+                operator("op_a", &["admin"], true),
+                operator("op_t", &["compliance", "treasury"], true),
+                operator("op_gone", &["compliance"], false),
+            ],
+            operator_keys: vec![
+                key("k1", "op_a", true, false),
+                key("k2", "op_t", true, false),
+                key("k3", "op_a", false, false),
+                key("k4", "op_gone", true, false),
+            ],
+            api_keys: vec![key("key_1", "acme", true, true)],
+        }
+    }
+
+    #[test]
+    fn rows_made_with_their_entries_are_explained() {
+        assert_eq!(log().findings(&rows()), vec![]);
+    }
+
+    #[test]
+    fn each_row_written_outside_the_log_is_named() {
+        type Tamper = fn(&mut Rows);
+        let cases: [(&str, Tamper, &str, &str, &str); 9] = [
+            (
+                "an operator inserted",
+                |r| {
+                    r.operators.push(OperatorRow {
+                        id: "op_x".into(),
+                        roles: roles(&["treasury"]),
+                        enabled: true,
+                    })
+                },
+                "operator",
+                "op_x",
+                "no audit entry made it",
+            ),
+            (
+                "a role added",
+                |r| r.operators[1].roles = roles(&["admin", "compliance", "treasury"]),
+                "operator",
+                "op_t",
+                "holds the roles \"admin,compliance,treasury\", the log gave \"compliance,treasury\"",
+            ),
+            (
+                "a disabled operator enabled",
+                |r| r.operators[2].enabled = true,
+                "operator",
+                "op_gone",
+                "is enabled, the log disabled it",
+            ),
+            (
+                "an operator key inserted",
+                |r| {
+                    r.operator_keys.push(KeyRow {
+                        id: "k9".into(),
+                        owner: "op_a".into(),
+                        live: true,
+                        paired: false,
+                    })
+                },
+                "operator key",
+                "k9",
+                "no audit entry made it",
+            ),
+            (
+                "a revoked key revived",
+                |r| r.operator_keys[2].live = true,
+                "operator key",
+                "k3",
+                "is live, the log revoked it",
+            ),
+            (
+                "a key moved to the admin",
+                |r| r.operator_keys[1].owner = "op_a".into(),
+                "operator key",
+                "k2",
+                "belongs to op_a, the log made it for op_t",
+            ),
+            (
+                "an API key inserted",
+                |r| {
+                    r.api_keys.push(KeyRow {
+                        id: "key_9".into(),
+                        owner: "acme".into(),
+                        live: true,
+                        paired: false,
+                    })
+                },
+                "API key",
+                "key_9",
+                "no audit entry made it",
+            ),
+            (
+                "an API key unpaired",
+                |r| r.api_keys[0].paired = false,
+                "API key",
+                "key_1",
+                "is not paired, the log paired it: its requests need no signature",
+            ),
+            (
+                "an API key moved to another tenant",
+                |r| r.api_keys[0].owner = "globex".into(),
+                "API key",
+                "key_1",
+                "belongs to globex, the log made it for acme",
+            ),
+        ];
+        for (name, tamper, kind, id, why) in cases {
+            let mut tampered = rows();
+            tamper(&mut tampered);
+            let expected = vec![Finding { kind, id: id.into(), why: why.into() }];
+            assert_eq!(log().findings(&tampered), expected, "{name}");
+        }
+    }
+
+    #[test]
+    fn adopted_rows_are_explained_as_they_were_found() {
+        let mut logged = Logged::default();
+        let adopted = |live| Some(Detail { live: Some(live), ..Detail::roles_of(&["treasury"]) });
+        logged.read(&entry("operator.adopted", "op_old", None, adopted(false)));
+        let key = Some(Detail { live: Some(false), ..Detail::key("k_old") });
+        logged.read(&entry("operator_key.adopted", "op_old", None, key));
+        let api = Some(Detail { live: Some(true), paired: Some(true), ..Detail::default() });
+        logged.read(&entry("api_key.adopted", "key_old", Some("acme"), api));
+        let rows = Rows {
+            operators: vec![OperatorRow { id: "op_old".into(), roles: roles(&["treasury"]), enabled: true }],
+            operator_keys: vec![KeyRow {
+                id: "k_old".into(),
+                owner: "op_old".into(),
+                live: true,
+                paired: false,
+            }],
+            api_keys: vec![KeyRow { id: "key_old".into(), owner: "acme".into(), live: true, paired: false }],
+        };
+        let whys: Vec<String> = logged.findings(&rows).iter().map(ToString::to_string).collect();
+        assert_eq!(
+            whys,
+            [
+                "operator op_old: is enabled, the log disabled it",
+                "operator key k_old: is live, the log revoked it",
+                "API key key_old: is not paired, the log paired it: its requests need no signature",
+            ]
+        );
+    }
+
+    #[test]
+    fn entries_without_a_detail_of_an_older_release_explain_no_operator() {
+        let mut logged = Logged::default();
+        logged.read(&entry("operator.created", "op_a", None, None));
+        let rows = Rows {
+            operators: vec![OperatorRow { id: "op_a".into(), roles: roles(&["admin"]), enabled: true }],
+            ..Rows::default()
+        };
+        assert_eq!(logged.findings(&rows).len(), 1);
+    }
+}

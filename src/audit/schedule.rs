@@ -1,0 +1,159 @@
+//! `run`'s signed checkpoints of the audit log: every period one instance
+//! (the one whose conditional update claims the period in the store)
+//! verifies the chain, signs its head with the key named by
+//! `CUSTODY_INDEXER_AUDIT_KEY_FILE`, and writes the checkpoint to the
+//! directory given and publishes it on the NATS sink's stream
+//! (`custody.events.platform.audit_checkpoint`), so that copies live where
+//! the database's writers cannot reach. A broken log is never signed: the
+//! period's checkpoint is replaced by an error in the log and the metric
+//! `custody_indexer_audit_broken_total`.
+
+use std::{
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use async_nats::{HeaderMap, jetstream};
+use ed25519_dalek::SigningKey;
+use tokio_util::sync::CancellationToken;
+use tracing::{error, info, warn};
+
+use super::{
+    chain::Broken,
+    checkpoint::{self, Checkpoint, KEY_FILE_ENV},
+    verify,
+};
+use crate::{
+    events::{
+        nats::{NatsUrl, ensure_stream},
+        subject::subject,
+    },
+    store::{Store, StoreError, now_micros},
+};
+
+/// The subject checkpoints are published on.
+pub fn checkpoint_subject() -> String {
+    subject("platform", "audit_checkpoint")
+}
+
+/// What `run` checkpoints with.
+pub struct Schedule {
+    pub key: SigningKey,
+    pub every: Duration,
+    pub dir: Option<PathBuf>,
+    pub nats: Option<NatsUrl>,
+}
+
+impl std::fmt::Debug for Schedule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Schedule").field("every", &self.every).field("dir", &self.dir).finish_non_exhaustive()
+    }
+}
+
+/// Why a period's checkpoint was not written.
+#[derive(Debug, thiserror::Error)]
+pub enum ScheduleError {
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+    #[error("the audit log is BROKEN, so it is not signed: {0}")]
+    Broken(Broken),
+    #[error("writing {path}: {source}")]
+    Write {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("publishing to NATS: {0}")]
+    Nats(String),
+}
+
+impl Schedule {
+    /// The schedule the environment configures: `None` without a key file.
+    /// A key file that cannot be read refuses the start.
+    pub fn from_env(
+        every: Duration,
+        dir: Option<PathBuf>,
+        nats: Option<NatsUrl>,
+    ) -> anyhow::Result<Option<Self>> {
+        let Some(path) = std::env::var_os(KEY_FILE_ENV) else {
+            info!("no {KEY_FILE_ENV}: the audit log is not checkpointed by this instance");
+            return Ok(None);
+        };
+        let key = checkpoint::read_key(Path::new(&path))?;
+        if let Some(dir) = &dir {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| anyhow::anyhow!("--audit-checkpoint-dir {}: {e}", dir.display()))?;
+        }
+        Ok(Some(Schedule { key, every, dir, nats }))
+    }
+}
+
+/// Writes a checkpoint whenever this instance claims a period, until
+/// `shutdown`.
+pub async fn run(store: Store, schedule: Schedule, owner: String, shutdown: CancellationToken) {
+    let every = i64::try_from(schedule.every.as_micros()).unwrap_or(i64::MAX);
+    let tick = schedule.every.min(Duration::from_secs(60));
+    loop {
+        match store.claim_audit_checkpoint(&owner, now_micros(), every).await {
+            Ok(true) => match write(&store, &schedule).await {
+                Ok(written) => info!(seq = written.seq, hash = %written.hash, "audit log checkpointed"),
+                Err(error) => {
+                    if matches!(error, ScheduleError::Broken(_)) {
+                        metrics::counter!("custody_indexer_audit_broken_total").increment(1);
+                    }
+                    error!(%error, "no audit checkpoint this period");
+                }
+            },
+            Ok(false) => {}
+            Err(error) => warn!(%error, "cannot claim the audit checkpoint"),
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(tick) => {}
+        }
+    }
+}
+
+/// One checkpoint now: signed, written to the directory, published.
+pub async fn write(store: &Store, schedule: &Schedule) -> Result<Checkpoint, ScheduleError> {
+    let written =
+        verify::checkpoint(store, &schedule.key, now_micros()).await?.map_err(ScheduleError::Broken)?;
+    if let Some(dir) = &schedule.dir {
+        let path = dir.join(format!("audit-checkpoint-{:012}-{}.json", written.seq, written.at));
+        save(&path, &written)
+            .map_err(|source| ScheduleError::Write { path: path.display().to_string(), source })?;
+    }
+    if let Some(url) = &schedule.nats {
+        publish(url, &written).await?;
+    }
+    Ok(written)
+}
+
+/// Writes `checkpoint` to `path` whole or not at all.
+pub fn save(path: &Path, checkpoint: &Checkpoint) -> std::io::Result<()> {
+    let partial = path.with_extension("partial");
+    std::fs::write(&partial, format!("{}\n", checkpoint.json()))?;
+    std::fs::File::open(&partial)?.sync_all()?;
+    std::fs::rename(&partial, path)
+}
+
+/// Publishes `checkpoint` on the events stream, acknowledged; its message
+/// id makes a second publication of it a duplicate.
+async fn publish(url: &NatsUrl, checkpoint: &Checkpoint) -> Result<(), ScheduleError> {
+    let nats = |e: &dyn std::fmt::Display| ScheduleError::Nats(crate::redact::redact_urls(&e.to_string()));
+    let client = async_nats::ConnectOptions::new()
+        .name("custody-indexer audit checkpoints")
+        .connection_timeout(Duration::from_secs(5))
+        .connect(url.servers())
+        .await
+        .map_err(|e| nats(&e))?;
+    let js = jetstream::ContextBuilder::new().timeout(Duration::from_secs(5)).build(client);
+    ensure_stream(&js).await.map_err(|e| nats(&e))?;
+    let mut headers = HeaderMap::new();
+    headers.insert("Nats-Msg-Id", format!("audit-checkpoint-{}-{}", checkpoint.seq, checkpoint.at).as_str());
+    let body = checkpoint.json().into_bytes();
+    let ack =
+        js.publish_with_headers(checkpoint_subject(), headers, body.into()).await.map_err(|e| nats(&e))?;
+    ack.await.map_err(|e| nats(&e))?;
+    Ok(())
+}

@@ -1,0 +1,95 @@
+//! `audit verify` as a whole: the hash chain against the head, each
+//! signed checkpoint given against the log, the guards in the database,
+//! and every principal's row against the log (see [`super::principals`]).
+//! Reads only.
+
+use ed25519_dalek::VerifyingKey;
+
+use super::{
+    chain::{self, Broken},
+    checkpoint::Checkpoint,
+    principals::{Finding, KeyRow, Logged, OperatorRow, Rows},
+};
+use crate::store::{Store, StoreError};
+
+/// What `audit verify` found.
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// Entries read, and the head's hash.
+    pub entries: i64,
+    pub head_hash: String,
+    /// Where the chain breaks, and each checkpoint the log does not hold.
+    pub broken: Vec<Broken>,
+    /// Checkpoints the log holds.
+    pub held: Vec<Checkpoint>,
+    /// The database's guards absent, disabled or changed.
+    pub unguarded: Vec<String>,
+    /// Principals' rows the log does not explain.
+    pub unexplained: Vec<Finding>,
+}
+
+impl Report {
+    /// Whether nothing was found.
+    pub fn intact(&self) -> bool {
+        self.broken.is_empty() && self.unguarded.is_empty() && self.unexplained.is_empty()
+    }
+}
+
+/// Verifies `store`'s log, and each of `checkpoints` with `public`.
+pub async fn verify(
+    store: &Store,
+    checkpoints: &[Checkpoint],
+    public: Option<&VerifyingKey>,
+) -> Result<Report, StoreError> {
+    let (entries, (head, head_hash)) = chain::read_log(store).await?;
+    let mut broken = Vec::new();
+    if let Err(at) = chain::verify(&entries, Some((head, &head_hash))) {
+        broken.push(at);
+    }
+    let mut held = Vec::new();
+    for checkpoint in checkpoints {
+        let checked = match public {
+            Some(public) => checkpoint.check(public, &entries, head),
+            None => Err(Broken { seq: checkpoint.seq, why: "no public key to verify the checkpoint with" }),
+        };
+        match checked {
+            Ok(()) => held.push(checkpoint.clone()),
+            Err(at) => broken.push(at),
+        }
+    }
+    let mut logged = Logged::default();
+    entries.iter().for_each(|entry| logged.read(entry));
+    let unexplained = logged.findings(&principal_rows(store).await?);
+    let unguarded = store.audit_guards_missing().await?;
+    Ok(Report { entries: entries.len() as i64, head_hash, broken, held, unguarded, unexplained })
+}
+
+/// The principals' rows of `store`.
+pub async fn principal_rows(store: &Store) -> Result<Rows, StoreError> {
+    let mut rows = Rows::default();
+    for operator in store.operators().await? {
+        for key in store.operator_keys(&operator.id).await? {
+            let live = key.revoked_at.is_none();
+            rows.operator_keys.push(KeyRow { id: key.id, owner: key.operator_id, live, paired: false });
+        }
+        let mut roles: Vec<String> = operator.roles.iter().map(|r| r.as_str().to_string()).collect();
+        roles.sort();
+        let enabled = operator.disabled_at.is_none();
+        rows.operators.push(OperatorRow { id: operator.id, roles, enabled });
+    }
+    for key in store.api_keys(None).await? {
+        let (live, paired) = (key.revoked_at.is_none(), key.signature_algorithm.is_some());
+        rows.api_keys.push(KeyRow { id: key.id, owner: key.organization_id, live, paired });
+    }
+    Ok(rows)
+}
+
+/// A checkpoint of `store`'s log at `at`, signed with `key`, once its chain
+/// verifies: a broken log is never signed; where it breaks instead.
+pub async fn checkpoint(
+    store: &Store,
+    key: &ed25519_dalek::SigningKey,
+    at: i64,
+) -> Result<Result<Checkpoint, Broken>, StoreError> {
+    Ok(chain::verify_store(store).await?.map(|(seq, hash)| Checkpoint::sign(key, seq, &hash, at)))
+}

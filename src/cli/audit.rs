@@ -1,0 +1,182 @@
+//! `audit`: the log of every decision. `list` reads it; `verify` checks its
+//! chain, the database's guards, every principal's row against it and
+//! signed checkpoints kept elsewhere; `keygen` makes the checkpoints' key
+//! and `checkpoint` signs the head with it.
+
+use std::{path::PathBuf, process::ExitCode};
+
+use anyhow::{Context, bail};
+use clap::Subcommand;
+use serde_json::json;
+
+use crate::{
+    audit::{
+        self, chain,
+        checkpoint::{self, Checkpoint, KEY_FILE_ENV, PUBLIC_KEY_ENV},
+        schedule, verify,
+    },
+    store::{Store, now_micros},
+};
+
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// The audit log, oldest first.
+    List {
+        /// Entries after this `seq`.
+        #[arg(long, default_value_t = 0)]
+        since: i64,
+        #[arg(long)]
+        organization: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Checks every entry's hash and link and the head, the database's
+    /// guards, every operator, role, operator key and API key row against
+    /// the log, and each checkpoint given: exits 0, or 1 naming what does
+    /// not match.
+    Verify {
+        /// A checkpoint (`audit checkpoint`'s output) the log must still
+        /// hold; repeat for several.
+        #[arg(long = "checkpoint", value_name = "FILE")]
+        checkpoints: Vec<PathBuf>,
+        /// The checkpoints' public key (base64, as `audit keygen` printed
+        /// it); never read from a checkpoint or the store.
+        #[arg(long, value_name = "KEY", env = PUBLIC_KEY_ENV)]
+        public_key: Option<String>,
+    },
+    /// Makes the checkpoints' Ed25519 key in a new file (PKCS#8 PEM,
+    /// readable by its owner only) and prints its public key.
+    Keygen {
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+    },
+    /// Signs the log's head with the key of `CUSTODY_INDEXER_AUDIT_KEY_FILE`
+    /// once its chain verifies; prints `{"seq","hash","at","signature"}`.
+    Checkpoint {
+        /// Also write it to this file.
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+        #[arg(long = "key-file", value_name = "FILE", env = KEY_FILE_ENV, hide = true)]
+        key_file: Option<PathBuf>,
+    },
+}
+
+/// Entries read per page.
+const PAGE: i64 = 1000;
+
+pub async fn run(url: &str, command: AuditCommand) -> anyhow::Result<ExitCode> {
+    if let AuditCommand::Keygen { out } = &command {
+        return keygen(out);
+    }
+    // Read as it is: never migrated here, which would put back the guards
+    // that `verify` looks for.
+    let store = super::identities::unlock(Store::open_migrated(url).await?).await?;
+    match command {
+        AuditCommand::List { since, organization, json } => {
+            let mut after = since;
+            loop {
+                let page = store.audit_entries(after, organization.as_deref(), PAGE).await?;
+                for entry in &page {
+                    print_entry(&store, entry, json)?;
+                }
+                match page.last() {
+                    Some(last) if page.len() as i64 == PAGE => after = last.seq,
+                    _ => break,
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        AuditCommand::Verify { checkpoints, public_key } => {
+            verify_log(&store, &checkpoints, public_key.as_deref()).await
+        }
+        AuditCommand::Checkpoint { out, key_file } => {
+            let Some(key_file) = key_file else {
+                bail!("audit checkpoint signs with the key in the file {KEY_FILE_ENV} names: set it");
+            };
+            let key = checkpoint::read_key(&key_file)?;
+            match verify::checkpoint(&store, &key, now_micros()).await? {
+                Ok(signed) => {
+                    if let Some(out) = out {
+                        schedule::save(&out, &signed)
+                            .with_context(|| format!("writing {}", out.display()))?;
+                    }
+                    println!("{}", signed.json());
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(broken) => {
+                    println!("audit log BROKEN at seq {}: {}; it is not signed", broken.seq, broken.why);
+                    Ok(ExitCode::from(1))
+                }
+            }
+        }
+        AuditCommand::Keygen { .. } => unreachable!("answered above"),
+    }
+}
+
+fn keygen(out: &std::path::Path) -> anyhow::Result<ExitCode> {
+    let key = checkpoint::generate();
+    checkpoint::write_key(out, &key)?;
+    eprintln!(
+        "checkpoint key written to {} (keep it away from the database's administrators)",
+        out.display()
+    );
+    println!("{}", checkpoint::public_key_text(&key.verifying_key()));
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn verify_log(store: &Store, files: &[PathBuf], public_key: Option<&str>) -> anyhow::Result<ExitCode> {
+    let mut checkpoints = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+        checkpoints.push(Checkpoint::parse(&text, &file.display().to_string())?);
+    }
+    let public = match public_key {
+        Some(text) => Some(checkpoint::parse_public_key(text)?),
+        None if !checkpoints.is_empty() => {
+            bail!(
+                "a checkpoint is verified with --public-key KEY (or {PUBLIC_KEY_ENV}), never a key it carries"
+            )
+        }
+        None => None,
+    };
+    let report = verify::verify(store, &checkpoints, public.as_ref()).await?;
+    for broken in &report.broken {
+        println!("audit log BROKEN at seq {}: {}", broken.seq, broken.why);
+    }
+    for guard in &report.unguarded {
+        println!(
+            "audit log UNGUARDED: {guard} is missing, disabled or changed (run `custody-indexer migrate`)"
+        );
+    }
+    for finding in &report.unexplained {
+        println!("audit log does not explain {finding}");
+    }
+    if !report.intact() {
+        return Ok(ExitCode::from(1));
+    }
+    println!("audit log verified: {} entries, head {}", report.entries, report.head_hash);
+    for held in &report.held {
+        println!("checkpoint seq {} ({}) held", held.seq, held.hash);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_entry(store: &Store, entry: &chain::Entry, json: bool) -> anyhow::Result<()> {
+    let reason = audit::reason(store.cipher().ok(), entry)?;
+    let at = crate::deposits::resource::format_time(&crate::store::time(entry.at)?);
+    if json {
+        let mut value = serde_json::to_value(entry)?;
+        value["reason"] = json!(reason);
+        value["at"] = json!(at);
+        println!("{value}");
+        return Ok(());
+    }
+    let name = entry.actor_name.as_deref().map(|n| format!(" ({n})")).unwrap_or_default();
+    let org = entry.organization_id.as_deref().map(|o| format!(" org {o}")).unwrap_or_default();
+    let reason = reason.map(|r| format!(": {r}")).unwrap_or_default();
+    println!(
+        "{} {at} {}{name} {} {} {}{org}{reason}",
+        entry.seq, entry.actor, entry.action, entry.target_kind, entry.target_id
+    );
+    Ok(())
+}
