@@ -24,7 +24,8 @@ pub async fn create(
     Ok((key, secret))
 }
 
-/// Creates a key whose id and hash are given (`dev`'s documented key).
+/// Creates a key whose id and SHA-256 are given (`dev`'s documented key);
+/// it is stored as [`super::stored`] keeps it.
 pub async fn create_with(
     store: &Store,
     organization: &str,
@@ -33,7 +34,7 @@ pub async fn create_with(
     actor: &Actor,
 ) -> Result<ApiKey, StoreError> {
     let mut tx = store.begin().await?;
-    let key = store.create_api_key_in(&mut tx, organization, name, id, hash).await?;
+    let key = store.create_api_key_in(&mut tx, organization, name, id, &super::stored(hash)).await?;
     append(&mut tx, store, actor, "api_key.created", &key.id, organization).await?;
     tx.commit().await?;
     Ok(key)

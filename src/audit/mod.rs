@@ -33,8 +33,11 @@ pub enum Actor {
     /// A compliance provider (`sandbox`, …).
     Provider(String),
     /// A production decision taken on the store directly, with
-    /// `--break-glass`: the operating-system user.
-    BreakGlass(String),
+    /// `--break-glass`, by the operator whose key the command carried
+    /// (`id` the operator's, `name` theirs with the process's real user:
+    /// `Ada (uid 1000, user ada)`). Rows of older releases name the
+    /// operating-system user as `id`, without a name.
+    BreakGlass { id: String, name: Option<String> },
     /// A command on the store directly (setup, or a sandbox decision): the
     /// operating-system user, and the `--by` given, if any.
     Local { os_user: String, by: Option<String> },
@@ -53,9 +56,11 @@ impl Actor {
         Actor::Local { os_user: os_user(), by }
     }
 
-    /// A break-glass actor of this process.
-    pub fn break_glass() -> Self {
-        Actor::BreakGlass(os_user())
+    /// A break-glass actor of this process: the operator `id` named
+    /// `name`, beside the process's real user.
+    pub fn break_glass(id: &str, name: &str) -> Self {
+        let (uid, user) = real_user();
+        Actor::BreakGlass { id: id.to_string(), name: Some(format!("{name} (uid {uid}, user {user})")) }
     }
 
     /// The name written beside the actor: an operator's name, the `--by`
@@ -64,6 +69,7 @@ impl Actor {
         match self {
             Actor::Operator { name, .. } => Some(name),
             Actor::Local { by, .. } => by.as_deref(),
+            Actor::BreakGlass { name, .. } => name.as_deref(),
             _ => None,
         }
     }
@@ -90,7 +96,7 @@ impl Actor {
                 Actor::Operator { id: id.into(), name: String::new() }
             }
             Some(("operator" | "by", name)) => local(name),
-            Some(("break-glass", user)) => Actor::BreakGlass(user.into()),
+            Some(("break-glass", id)) => Actor::BreakGlass { id: id.into(), name: None },
             Some(("local", user)) => Actor::Local { os_user: user.into(), by: None },
             _ => local(text),
         }
@@ -112,7 +118,7 @@ impl fmt::Display for Actor {
             Actor::User(id) => write!(f, "user:{id}"),
             Actor::ApiKey(id) => write!(f, "api-key:{id}"),
             Actor::Provider(name) => write!(f, "provider:{name}"),
-            Actor::BreakGlass(user) => write!(f, "break-glass:{user}"),
+            Actor::BreakGlass { id, .. } => write!(f, "break-glass:{id}"),
             Actor::Local { os_user, .. } => write!(f, "local:{os_user}"),
             Actor::System => f.write_str("system"),
             Actor::Trail(text) => write!(f, "trail:{text}"),
@@ -130,6 +136,22 @@ fn is_operator_id(text: &str) -> bool {
 /// changing it.
 pub async fn lock(tx: &mut Tx) -> Result<(), StoreError> {
     rows::lock_head(tx).await.map(drop)
+}
+
+/// The process's real user id and its name in the system's password file
+/// (`?` when it has none): never an environment variable, which the caller
+/// sets.
+fn real_user() -> (u32, String) {
+    let uid = rustix::process::getuid().as_raw();
+    let name = std::fs::read_to_string("/etc/passwd").ok().and_then(|passwd| {
+        passwd.lines().find_map(|line| {
+            let mut fields = line.split(':');
+            let name = fields.next()?;
+            let id: u32 = fields.nth(1)?.parse().ok()?;
+            (id == uid).then(|| name.to_string())
+        })
+    });
+    (uid, name.unwrap_or_else(|| "?".into()))
 }
 
 /// The operating-system user running this process (`USER`, `USERNAME`),
@@ -171,6 +193,9 @@ pub struct Detail {
     /// An adopted API key's pairing with a public key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paired: Option<bool>,
+    /// The pepper keys are hashed under (its id, never itself).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pepper_id: Option<String>,
 }
 
 impl Detail {
@@ -241,6 +266,11 @@ pub async fn append(tx: &mut Tx, cipher: Option<&Cipher>, record: Record<'_>) ->
     };
     entry.hash = entry.digest();
     rows::insert(tx, &entry).await?;
+    if matches!(record.actor, Actor::BreakGlass { .. }) {
+        // A break-glass step is checkpointed at once: `run` signs the head
+        // at its next look (see `schedule`), not at the period's end.
+        rows::checkpoint_due_now(tx).await?;
+    }
     Ok(entry.seq)
 }
 
@@ -271,8 +301,14 @@ mod tests {
         // A row of an older release: `operator:<--by>`.
         assert_eq!(Actor::from_recorded("operator:ann").name(), Some("ann"));
         assert_eq!(Actor::from_recorded("operator:ann").operator_id(), None);
-        let glass = Actor::BreakGlass("root".into());
+        let glass = Actor::BreakGlass { id: "root".into(), name: None };
         assert_eq!(Actor::from_recorded(&glass.recorded()), glass);
+        let glass = Actor::break_glass(id, "Ann");
+        assert_eq!(glass.recorded(), format!("break-glass:{id}"));
+        assert_eq!(Actor::from_recorded(&glass.recorded()), Actor::BreakGlass { id: id.into(), name: None });
+        let name = glass.name().unwrap();
+        let uid = rustix::process::getuid().as_raw();
+        assert!(name.starts_with(&format!("Ann (uid {uid}, user ")), "{name}");
     }
 
     #[test]
@@ -283,7 +319,12 @@ mod tests {
             (Actor::User("u1".into()), "user:u1", None),
             (Actor::ApiKey("k1".into()), "api-key:k1", None),
             (Actor::Provider("sandbox".into()), "provider:sandbox", None),
-            (Actor::BreakGlass("root".into()), "break-glass:root", None),
+            (Actor::BreakGlass { id: "root".into(), name: None }, "break-glass:root", None),
+            (
+                Actor::BreakGlass { id: "op_1".into(), name: Some("Ann (uid 0, user root)".into()) },
+                "break-glass:op_1",
+                Some("Ann (uid 0, user root)"),
+            ),
             (Actor::Local { os_user: "ci".into(), by: Some("ann".into()) }, "local:ci", Some("ann")),
             (Actor::System, "system", None),
         ];

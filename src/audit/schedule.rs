@@ -6,7 +6,9 @@
 //! (`custody.events.platform.audit_checkpoint`), so that copies live where
 //! the database's writers cannot reach. A broken log is never signed: the
 //! period's checkpoint is replaced by an error in the log and the metric
-//! `custody_indexer_audit_broken_total`.
+//! `custody_indexer_audit_broken_total`. A break-glass decision makes the
+//! next checkpoint due at once, in its own transaction: written within
+//! [`LOOK_EVERY`].
 
 use std::{
     path::{Path, PathBuf},
@@ -30,6 +32,9 @@ use crate::{
     },
     store::{Store, StoreError, now_micros},
 };
+
+/// How often an instance looks whether a checkpoint is due.
+pub const LOOK_EVERY: Duration = Duration::from_secs(5);
 
 /// The subject checkpoints are published on.
 pub fn checkpoint_subject() -> String {
@@ -92,7 +97,9 @@ impl Schedule {
 /// `shutdown`.
 pub async fn run(store: Store, schedule: Schedule, owner: String, shutdown: CancellationToken) {
     let every = i64::try_from(schedule.every.as_micros()).unwrap_or(i64::MAX);
-    let tick = schedule.every.min(Duration::from_secs(60));
+    // A break-glass step makes the next checkpoint due at once: looked for
+    // every few seconds.
+    let tick = schedule.every.min(LOOK_EVERY);
     loop {
         match store.claim_audit_checkpoint(&owner, now_micros(), every).await {
             Ok(true) => match write(&store, &schedule).await {

@@ -216,6 +216,7 @@ pub async fn organizations(store: &Store, command: OrganizationsCommand) -> anyh
 }
 
 pub async fn api_keys(store: &Store, command: ApiKeysCommand) -> anyhow::Result<()> {
+    api_key::pepper::for_keys(store).await?;
     match command {
         ApiKeysCommand::Create { organization, name } => {
             let (key, secret) =

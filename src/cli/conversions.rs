@@ -23,6 +23,7 @@ use crate::{
         on_ramp,
     },
     issuance::wires::{self, Reporter},
+    operators::Action,
     store::{NewVirtualWire, Store},
 };
 
@@ -166,7 +167,7 @@ pub async fn run(store: &Store, command: ConversionsCommand) -> anyhow::Result<(
         ConversionsCommand::VirtualAccounts(command) => virtual_account(store, command).await?,
         ConversionsCommand::Payouts(PayoutsCommand::List { json }) => list_pending(store, json).await?,
         ConversionsCommand::Refunds(RefundsCommand::Retry { id, reason, deciding }) => {
-            match deciding.via(store, Some(&reason)).await? {
+            match deciding.via(store, Some(&reason), Action::Refund).await? {
                 Via::Server(server) => {
                     let path = format!("/operator/v1/conversions/{}/refund/retry", segment(&id));
                     server.post(&path, &serde_json::json!({ "reason": reason })).await?;
@@ -213,7 +214,7 @@ async fn virtual_account(store: &Store, command: VirtualAccountsCommand) -> anyh
         }
         VirtualAccountsCommand::Refuse { id, reason, deciding } => (id, Err(reason.as_str()), None, deciding),
     };
-    let status = match deciding.via(store, reason.or(answer.err())).await? {
+    let status = match deciding.via(store, reason.or(answer.err()), Action::VirtualAccount).await? {
         Via::Server(server) => {
             let (verb, body) = match answer {
                 Ok(number) => ("open", json!({ "account_number": number, "reason": reason })),
@@ -238,7 +239,7 @@ async fn wire_command(store: &Store, command: WiresCommand) -> anyhow::Result<()
     match command {
         WiresCommand::Record { virtual_account_id, amount, reference, reason, deciding } => {
             let cents = Cents::parse(&amount).map_err(|e| anyhow::anyhow!("--amount: {e}"))?.0;
-            let (id, status) = match deciding.via(store, Some(&reason)).await? {
+            let (id, status) = match deciding.via(store, Some(&reason), Action::Wire).await? {
                 Via::Server(server) => {
                     let body = json!({ "virtual_account_id": virtual_account_id,
                         "amount": Cents(cents).to_string(), "reference": reference, "reason": reason });
@@ -263,7 +264,8 @@ async fn wire_command(store: &Store, command: WiresCommand) -> anyhow::Result<()
         }
         WiresCommand::Import { file, reason, deciding } => {
             let document = statement(&file)?;
-            let (recorded, unmatched_credits) = match deciding.via(store, Some(&reason)).await? {
+            let (recorded, unmatched_credits) = match deciding.via(store, Some(&reason), Action::Wire).await?
+            {
                 Via::Server(server) => {
                     let body = json!({ "camt054": document, "reason": reason });
                     let answer = server.post("/operator/v1/conversions/wires/import", &body).await?;
@@ -349,7 +351,7 @@ async fn record_payout(
     deciding: Deciding,
 ) -> anyhow::Result<()> {
     let answer: Answer = outcome.to_uppercase().parse().map_err(|e: String| anyhow::anyhow!(e))?;
-    let said = match deciding.via(store, Some(reason)).await? {
+    let said = match deciding.via(store, Some(reason), Action::Payout).await? {
         Via::Server(server) => {
             let body = serde_json::json!({ "outcome": answer.as_str(), "reason": reason });
             let answered =
@@ -381,7 +383,7 @@ async fn confirm_payout(
     reason: Option<&str>,
     deciding: Deciding,
 ) -> anyhow::Result<()> {
-    let outcome = match deciding.via(store, reason).await? {
+    let outcome = match deciding.via(store, reason, Action::Payout).await? {
         Via::Server(server) => {
             let body = serde_json::json!({ "reason": reason });
             let confirmed = server

@@ -1,16 +1,26 @@
 //! Who a deciding command acts as. Through the service (`--server`, or
 //! `CUSTODY_INDEXER_SERVER`), the actor is the operator whose key is in
 //! `CUSTODY_INDEXER_OPERATOR_KEY`, and `--by` is refused. On the store
-//! directly: on a `production` store only with `--break-glass` (recorded as
-//! a break-glass decision by the operating-system user, never a second pair
-//! of eyes); in `sandbox` and on a store not yet stamped, as
-//! `local:<os user>` with the `--by` given.
+//! directly: on a `production` store only with `--break-glass`, by the
+//! enabled operator whose key is in `CUSTODY_INDEXER_OPERATOR_KEY` and who
+//! holds the role the decision needs (recorded as `break-glass:<operator>`
+//! beside the process's real user, never a second pair of eyes); in
+//! `sandbox` and on a store not yet stamped, as `local:<os user>` with the
+//! `--by` given.
 
-use anyhow::bail;
+use anyhow::{anyhow, bail};
 use clap::Args;
 
 use super::server::Server;
-use crate::{audit::Actor, environment::Environment, store::Store};
+use crate::{
+    audit::Actor,
+    environment::Environment,
+    operators::{self, Action, rules},
+    store::Store,
+};
+
+/// The variable holding the acting operator's key.
+const OPERATOR_KEY_ENV: &str = "CUSTODY_INDEXER_OPERATOR_KEY";
 
 #[derive(Debug, Clone, Args)]
 pub struct Deciding {
@@ -23,7 +33,8 @@ pub struct Deciding {
     #[arg(long)]
     pub by: Option<String>,
     /// On a production store directly, in an emergency: recorded as a
-    /// break-glass decision of the operating-system user (needs --reason).
+    /// break-glass decision of the operator whose key is in
+    /// CUSTODY_INDEXER_OPERATOR_KEY (needs --reason).
     #[arg(long)]
     pub break_glass: bool,
 }
@@ -40,8 +51,9 @@ impl Deciding {
         self.by.as_deref().map(str::trim).filter(|b| !b.is_empty()).map(str::to_string)
     }
 
-    /// Where to act, on `store`'s environment; `reason` is the command's.
-    pub async fn via(&self, store: &Store, reason: Option<&str>) -> anyhow::Result<Via> {
+    /// Where to act, on `store`'s environment; `reason` is the command's,
+    /// `action` what it decides (the role a break-glass key must hold).
+    pub async fn via(&self, store: &Store, reason: Option<&str>, action: Action) -> anyhow::Result<Via> {
         if let Some(url) = &self.server {
             if self.by.is_some() {
                 bail!("--by is refused with --server: the decision is the operator key's");
@@ -62,11 +74,9 @@ impl Deciding {
                 bail!("--break-glass needs --reason: why the service could not be used")
             }
             (true, true) if self.by.is_some() => {
-                bail!(
-                    "--by is refused with --break-glass: a break-glass decision is the operating-system user's"
-                )
+                bail!("--by is refused with --break-glass: a break-glass decision is its operator key's")
             }
-            (true, true) => Ok(Via::Store(Actor::break_glass())),
+            (true, true) => Ok(Via::Store(break_glass(store, action).await?)),
             (false, glass) => {
                 if glass {
                     bail!("--break-glass is for a production store; this one is not");
@@ -75,4 +85,21 @@ impl Deciding {
             }
         }
     }
+}
+
+/// The break-glass actor: the enabled operator whose key is in
+/// `CUSTODY_INDEXER_OPERATOR_KEY`, holding the role `action` needs.
+async fn break_glass(store: &Store, action: Action) -> anyhow::Result<Actor> {
+    let roles: Vec<&str> = action.roles().iter().map(|r| r.as_str()).collect();
+    let needs = || {
+        anyhow!(
+            "--break-glass needs {OPERATOR_KEY_ENV}: the live key of an enabled operator holding the `{}` role",
+            roles.join("` or `")
+        )
+    };
+    let token = std::env::var(OPERATOR_KEY_ENV).map_err(|_| needs())?;
+    crate::api_key::pepper::for_keys(store).await?;
+    let operator = operators::authenticate(store, token.trim()).await?.ok_or_else(needs)?;
+    rules::permits(&operator, action)?;
+    Ok(Actor::break_glass(&operator.id, &operator.name))
 }

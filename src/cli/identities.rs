@@ -24,6 +24,7 @@ use crate::{
         decide::{self, Decision, Outcome},
         sub_status_str,
     },
+    operators::Action as Needs,
     pii::{Key, KeySource},
     store::{NewIdentity, Store},
 };
@@ -190,7 +191,11 @@ async fn decide(
     decision: Decision,
     chain_files: Option<&ChainFiles>,
 ) -> anyhow::Result<()> {
-    let outcome = match target.deciding.via(store, Some(&target.reason)).await? {
+    let needs = match decision {
+        Decision::FiatEnable | Decision::FiatDisable => Needs::FiatEntitlement,
+        _ => Needs::IdentityDecision,
+    };
+    let outcome = match target.deciding.via(store, Some(&target.reason), needs).await? {
         Via::Server(server) => {
             let (organization, id) = (segment(&target.organization), segment(&target.id));
             let path = format!("/operator/v1/organizations/{organization}/identities/{id}/decisions");
@@ -223,7 +228,7 @@ async fn import_identity(store: &Store, import: Import) -> anyhow::Result<()> {
             anyhow::bail!("--break-glass is for decisions; an identity in onboarding is setup")
         }
         true => Via::Store(Actor::local(deciding.local_by())),
-        false => deciding.via(store, Some(&reason)).await?,
+        false => deciding.via(store, Some(&reason), Needs::IdentityDecision).await?,
     };
     let identity = match via {
         Via::Server(server) => {

@@ -16,6 +16,7 @@ use super::{
 };
 
 use crate::amount::Cents;
+use crate::operators::Action;
 use crate::{
     bank::{Unmatched, camt054_credits},
     environment::Environment,
@@ -260,7 +261,7 @@ pub async fn run(store: &Store, command: IssuanceCommand) -> anyhow::Result<()> 
             }
         }
         IssuanceCommand::Returns(ReturnsCommand::Complete { mint_id, reference, reason, deciding }) => {
-            let amount = match deciding.via(store, Some(&reason)).await? {
+            let amount = match deciding.via(store, Some(&reason), Action::Wire).await? {
                 Via::Server(server) => {
                     let body = json!({ "reference": reference, "reason": reason });
                     let path = format!("/operator/v1/issuance/returns/{}/complete", segment(&mint_id));
@@ -299,7 +300,7 @@ async fn wire_command(store: &Store, command: WiresCommand) -> anyhow::Result<()
     match command {
         WiresCommand::Record { memo_id, amount, reference, reason, deciding, chain_files } => {
             let cents = Cents::parse(&amount).map_err(|e| anyhow::anyhow!("--amount: {e}"))?.0;
-            let recorder = match deciding.via(store, Some(&reason)).await? {
+            let recorder = match deciding.via(store, Some(&reason), Action::Wire).await? {
                 Via::Store(actor) => actor,
                 Via::Server(server) => {
                     let body = json!({ "memo_id": memo_id, "amount": Cents(cents).to_string(),
@@ -340,7 +341,7 @@ async fn import(
 ) -> anyhow::Result<()> {
     let document = statement(file)?;
     let (recorded, left_out): (Vec<(Value, Value)>, Vec<Unmatched>) =
-        match deciding.via(store, Some(reason)).await? {
+        match deciding.via(store, Some(reason), Action::Wire).await? {
             Via::Server(server) => {
                 let body = json!({ "camt054": document, "reason": reason });
                 let answer = server.post("/operator/v1/issuance/wires/import", &body).await?;
@@ -382,7 +383,7 @@ async fn always_approved(store: &Store) -> anyhow::Result<bool> {
 async fn decide(store: &Store, decision: Decision, approve: bool) -> anyhow::Result<()> {
     let reason = decision.reason.as_deref();
     let reference = &decision.reference;
-    let (id, status) = match decision.deciding.via(store, reason).await? {
+    let (id, status) = match decision.deciding.via(store, reason, Action::Wire).await? {
         Via::Store(actor) => {
             let mint = wires::decide(store, reference, &actor, approve, reason).await?;
             (mint.id, mint.status.to_string())

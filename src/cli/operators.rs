@@ -108,6 +108,7 @@ pub async fn run(url: &str, command: OperatorsCommand) -> anyhow::Result<()> {
     match command {
         OperatorsCommand::Create { name, email, roles, server: ServerArg { server: None } } => {
             let store = super::identities::open(url).await?;
+            crate::api_key::pepper::for_keys(&store).await?;
             let created =
                 manage::bootstrap(&store, &Actor::local(None), NewOperator { name, email, roles }).await?;
             let operator = &created.operator;

@@ -312,6 +312,6 @@ mod tests {
         assert_eq!(trail_actor(&operator), "operator:op_1 (Ann)");
         let local = Actor::Local { os_user: "ci".into(), by: Some("bo".into()) };
         assert_eq!(trail_actor(&local), "local:ci (bo)");
-        assert_eq!(trail_actor(&Actor::BreakGlass("root".into())), "break-glass:root");
+        assert_eq!(trail_actor(&Actor::BreakGlass { id: "root".into(), name: None }), "break-glass:root");
     }
 }

@@ -156,7 +156,7 @@ pub async fn create_key(store: &Store, admin: &Operator, target: &str) -> Result
     if !operator.is_enabled() {
         return Err(OperatorError::Invalid(format!("operator {target} is disabled: it gets no new key")));
     }
-    rows::insert_key(&mut tx, &key.id, target, &key.hash, now_micros()).await?;
+    rows::insert_key(&mut tx, &key.id, target, &api_key::stored(&key.hash), now_micros()).await?;
     tx.commit().await.map_err(StoreError::from)?;
     Ok(key)
 }
@@ -216,7 +216,7 @@ async fn insert(tx: &mut Tx, operator: Operator, key: NewSecret) -> Result<Creat
         PeopleError::Store(error) => OperatorError::Store(error),
         other => OperatorError::Invalid(other.to_string()),
     })?;
-    rows::insert_key(tx, &key.id, &operator.id, &key.hash, now).await?;
+    rows::insert_key(tx, &key.id, &operator.id, &api_key::stored(&key.hash), now).await?;
     Ok(Created { operator, enrol_path: invited.enrol_path, key })
 }
 

@@ -81,7 +81,10 @@ pub fn permits(operator: &Operator, action: Action) -> Result<(), Refused> {
 /// never a break-glass action.
 pub fn second_pair(first: &Actor, second: &Actor) -> Result<(), Refused> {
     match (first, second) {
-        (_, Actor::BreakGlass(_)) => Err(Refused::BreakGlass),
+        (_, Actor::BreakGlass { .. }) => Err(Refused::BreakGlass),
+        (Actor::BreakGlass { id: a, .. }, Actor::Operator { id: b, name }) if a == b => {
+            Err(Refused::SameOperator(format!("operator {b} ({name}), with --break-glass")))
+        }
         (Actor::Operator { id: a, .. }, Actor::Operator { id: b, name }) if a == b => {
             Err(Refused::SameOperator(format!("operator {b} ({name})")))
         }
@@ -184,14 +187,22 @@ mod tests {
         }
     }
 
+    fn glass(id: &str) -> Actor {
+        Actor::BreakGlass { id: id.into(), name: Some(format!("{id} name (uid 0, user root)")) }
+    }
+
     #[test]
     fn a_second_pair_of_eyes_is_another_person() {
         let local = |by: Option<&str>| Actor::Local { os_user: "ci".into(), by: by.map(str::to_string) };
         let cases = [
             (actor("op1"), actor("op2"), true),
             (actor("op1"), actor("op1"), false),
-            (actor("op1"), Actor::BreakGlass("root".into()), false),
-            (local(Some("ann")), Actor::BreakGlass("root".into()), false),
+            (actor("op1"), glass("root"), false),
+            (local(Some("ann")), glass("root"), false),
+            // A break-glass step is completed by another operator only.
+            (glass("op1"), actor("op1"), false),
+            (glass("op1"), actor("op2"), true),
+            (glass("op1"), glass("op2"), false),
             (local(Some("ann")), actor("op1"), true),
             (local(Some("ann")), local(Some("ANN")), false),
             (local(Some("ann")), local(Some("bob")), true),

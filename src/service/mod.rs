@@ -26,6 +26,7 @@ use self::{
 };
 use crate::{
     api::{self, ApiState},
+    api_key::pepper,
     chain::Chain,
     config::{ChainConfig, Chains},
     environment::{Configured, Environment},
@@ -307,6 +308,14 @@ async fn start(
     let decisions = stored.is_none() && store.holds_sandbox_decisions().await?;
     let chosen = crate::environment::on_start(stored, requested, decisions)?;
     let followed = followed(chains, only, chosen)?;
+    let pepper = pepper::process()?;
+    if chosen == Environment::Production && pepper.is_none() {
+        bail!(
+            "production stores operator and API keys under a pepper the store never holds: set {} to a file of at \
+             least 32 random bytes (see docs/operations.md)",
+            pepper::PEPPER_FILE_ENV
+        );
+    }
     let source = pii::key_source(chosen, given)?;
     let stamped = store.stamp_environment(chosen).await?;
     // Another process stamped the store meanwhile: judged against its stamp.
@@ -319,6 +328,9 @@ async fn start(
     let adopted = crate::audit::adopt::adopt(&store).await?;
     if adopted > 0 {
         info!(adopted, "operators and keys made before the log recorded them adopted into the audit log");
+    }
+    if let pepper::Peppering::Rekeyed(keys) = pepper::adopt(&store, pepper).await? {
+        info!(keys, "operator and API keys re-keyed under the pepper");
     }
     info!(%environment, "environment");
     Ok((store, environment, followed))

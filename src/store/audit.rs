@@ -76,12 +76,33 @@ pub async fn insert(tx: &mut Tx, entry: &Entry) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Whether an entry with a `detail` exists: the log was written by a
-/// release that records the principals' details.
+/// The newest entry of `action`.
+pub async fn last_of(tx: &mut Tx, action: &str) -> Result<Option<Entry>, StoreError> {
+    let row =
+        sqlx::query(&format!("SELECT {COLUMNS} FROM audit_log WHERE action = $1 ORDER BY seq DESC LIMIT 1"))
+            .bind(action)
+            .fetch_optional(&mut **tx)
+            .await?;
+    row.as_ref().map(entry).transpose()
+}
+
+/// Makes the next checkpoint due now.
+pub async fn checkpoint_due_now(tx: &mut Tx) -> Result<(), StoreError> {
+    sqlx::query("UPDATE audit_checkpoint_due SET due_at = 0 WHERE id = 1").execute(&mut **tx).await?;
+    Ok(())
+}
+
+/// Whether a principal's entry (an operator's, an operator key's, an API
+/// key's) with a `detail` exists: the log was written by a release that
+/// records the principals' details.
 pub async fn has_details(tx: &mut Tx) -> Result<bool, StoreError> {
-    let row = sqlx::query("SELECT seq FROM audit_log WHERE detail IS NOT NULL LIMIT 1")
-        .fetch_optional(&mut **tx)
-        .await?;
+    let row = sqlx::query(
+        "SELECT seq FROM audit_log WHERE detail IS NOT NULL AND action IN ('operator.bootstrapped', \
+         'operator.created', 'operator.roles_set', 'operator.adopted', 'operator_key.created', \
+         'operator_key.revoked', 'operator_key.adopted', 'api_key.created', 'api_key.adopted') LIMIT 1",
+    )
+    .fetch_optional(&mut **tx)
+    .await?;
     Ok(row.is_some())
 }
 

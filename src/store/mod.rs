@@ -25,6 +25,7 @@ mod health;
 pub(crate) mod identities;
 pub(crate) mod identity_changes;
 mod issuance;
+pub mod key_hashes;
 mod leases;
 pub(crate) mod limits;
 pub mod mint_transfers;

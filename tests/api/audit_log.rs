@@ -61,9 +61,13 @@ async fn admin_and_treasurer(store: &Store) -> (Created, Created) {
 
 /// Appends a decision as the service does, by the library's one append.
 async fn decide(store: &Store, mint: &str) {
+    decide_as(store, &Actor::System, mint).await
+}
+
+async fn decide_as(store: &Store, actor: &Actor, mint: &str) {
     let mut tx = store.begin().await.unwrap();
     let record = Record {
-        actor: &Actor::System,
+        actor,
         action: "wire.approved",
         target_kind: "mint",
         target_id: mint,
@@ -362,9 +366,14 @@ async fn each_period_one_instance_writes_the_checkpoint_to_its_directory_and_nat
     assert_eq!([a.unwrap(), b.unwrap()].iter().filter(|c| **c).count(), 1);
     assert!(!db.store.claim_audit_checkpoint("node-b", now + hour - 1, hour).await.unwrap());
     assert!(db.store.claim_audit_checkpoint("node-b", now + hour, hour).await.unwrap());
+    // A break-glass step makes the next one due at once.
+    assert!(!db.store.claim_audit_checkpoint("node-a", now + hour + 1, hour).await.unwrap());
+    let glass = Actor::break_glass("op_0123456789abcdef0123456789abcdef", "Ada");
+    decide_as(&db.store, &glass, "mint-3").await;
+    assert!(db.store.claim_audit_checkpoint("node-a", now + hour + 1, hour).await.unwrap());
 
     let written = schedule::write(&db.store, &schedule).await.unwrap();
-    assert_eq!(written.seq, 2);
+    assert_eq!(written.seq, 3);
     let files: Vec<_> =
         std::fs::read_dir(dir.path().join("checkpoints")).unwrap().map(|f| f.unwrap().path()).collect();
     assert_eq!(files.len(), 1, "{files:?}");
@@ -374,10 +383,10 @@ async fn each_period_one_instance_writes_the_checkpoint_to_its_directory_and_nat
     assert_eq!(messages.len(), 1);
     let (subject, id, body) = &messages[0];
     assert_eq!(subject, "custody.events.platform.audit_checkpoint");
-    assert_eq!(id, &format!("audit-checkpoint-2-{}", written.at));
+    assert_eq!(id, &format!("audit-checkpoint-3-{}", written.at));
     let published = Checkpoint::parse(body, "nats").unwrap();
     let entries = db.store.audit_entries(0, None, 10).await.unwrap();
-    assert_eq!(published.check(&public, &entries, 2), Ok(()));
+    assert_eq!(published.check(&public, &entries, 3), Ok(()));
 
     // A broken log is never signed.
     let pool = AnyPool::connect(&db.url).await.unwrap();

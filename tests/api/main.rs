@@ -9,6 +9,7 @@ mod common;
 mod api;
 mod audit_log;
 mod generated_clients;
+mod key_pepper;
 mod openapi;
 mod operator_decisions;
 mod operator_token;

@@ -21,7 +21,7 @@ use custody_indexer::{
 };
 use serde_json::{Value, json};
 
-use super::operators::{cli, text};
+use super::operators::{cli, cli_with, text};
 
 async fn call(app: &App, method: Method, path: &str, token: &str, body: Option<&Value>) -> Answer {
     send_json(method, &format!("{}{path}", app.base), Some(token), body).await
@@ -139,7 +139,7 @@ async fn on_a_production_store_identity_decisions_go_through_the_service_or_brea
     for backend in BACKENDS {
         let app = spawn_app(backend, Chains::default(), RateLimit::default()).await;
         app.key("acme").await;
-        let [_, (cleo, cleo_key), _] = staff(&app).await;
+        let [_, (cleo, cleo_key), (_, tom_key)] = staff(&app).await;
         let import =
             ["identities", "import", "--organization", "acme", "--id", "ana", "--type", "INDIVIDUAL"];
         let out = cli(&app, &[&import[..], &["--reason", "migrated"]].concat(), None);
@@ -163,19 +163,63 @@ async fn on_a_production_store_identity_decisions_go_through_the_service_or_brea
         assert_eq!(String::from_utf8_lossy(&through.stdout).trim(), "identity ana: ACTIVE/ -> SUSPENDED/");
 
         let reinstate = ["identities", "reinstate", "ana", "--organization", "acme", "--reason", "withdrawn"];
-        let glass = cli(&app, &[&reinstate[..], &["--break-glass"]].concat(), None);
+        // Break-glass is a person with a key holding the decision's role,
+        // checked under the pepper a production store's keys are kept under.
+        let glass = [&reinstate[..], &["--break-glass"]].concat();
+        let refused = cli(&app, &glass, Some(&cleo_key));
+        assert!(
+            text(&refused).contains("CUSTODY_INDEXER_KEY_PEPPER_FILE"),
+            "{backend:?}: {}",
+            text(&refused)
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let pepper_file = dir.path().join("pepper");
+        std::fs::write(&pepper_file, "a pepper of thirty-two bytes or more").unwrap();
+        let pepper = custody_indexer::api_key::pepper::Pepper::from_file(&pepper_file).unwrap();
+        custody_indexer::api_key::pepper::adopt(app.store(), Some(&pepper)).await.unwrap();
+        let peppered = [("CUSTODY_INDEXER_KEY_PEPPER_FILE", pepper_file.to_str().unwrap())];
+        let cli = |app: &App, args: &[&str], key: Option<&str>| cli_with(app, args, key, &peppered);
+        let keyless = cli(&app, &glass, None);
+        assert!(!keyless.status.success(), "{backend:?}: break-glass without a key");
+        assert!(text(&keyless).contains("CUSTODY_INDEXER_OPERATOR_KEY"), "{}", text(&keyless));
+        let treasury = cli(&app, &glass, Some(&tom_key));
+        assert!(
+            !treasury.status.success() && text(&treasury).contains("`compliance`"),
+            "{}",
+            text(&treasury)
+        );
+        let forged = cli(&app, &glass, Some(&format!("{}x", &cleo_key[..cleo_key.len() - 1])));
+        assert!(!forged.status.success(), "{backend:?}: a key that is not one");
+        let glass = cli(&app, &glass, Some(&cleo_key));
         assert!(glass.status.success(), "{backend:?}: {}", text(&glass));
         let log = app.store().audit_entries(0, Some("acme"), 100).await.unwrap();
         let last: Vec<_> = log.iter().rev().take(2).map(|e| (e.action.as_str(), e.actor.clone())).collect();
-        let user = std::env::var("USER").unwrap_or("unknown".into());
         assert_eq!(
             last,
             [
-                ("identity.reinstated", format!("break-glass:{user}")),
+                ("identity.reinstated", format!("break-glass:{}", cleo.id)),
                 ("identity.suspended", format!("operator:{}", cleo.id))
             ],
             "{backend:?}"
         );
+        // The name beside it is the operator's and the process's real user,
+        // whatever $USER says.
+        let named = log.last().unwrap().actor_name.clone().unwrap();
+        assert!(named.starts_with(&format!("{} (uid ", cleo.name)), "{named}");
+        let spoofed = std::process::Command::new(env!("CARGO_BIN_EXE_custody-indexer"))
+            .args([&suspend[..], &["--break-glass"]].concat())
+            .env("DATABASE_URL", &app.db.url)
+            .env("CUSTODY_INDEXER_PII_KEY", common::db::TEST_PII_KEY)
+            .env_remove("CUSTODY_INDEXER_SERVER")
+            .env("CUSTODY_INDEXER_OPERATOR_KEY", &cleo_key)
+            .env("CUSTODY_INDEXER_KEY_PEPPER_FILE", &pepper_file)
+            .env("USER", "mallory")
+            .env("USERNAME", "mallory")
+            .output()
+            .unwrap();
+        assert!(spoofed.status.success(), "{}", text(&spoofed));
+        let log = app.store().audit_entries(0, Some("acme"), 100).await.unwrap();
+        assert_eq!(log.last().unwrap().actor_name.as_deref(), Some(named.as_str()), "{backend:?}");
         let verify = cli(&app, &["audit", "verify"], None);
         assert!(verify.status.success(), "{backend:?}: {}", text(&verify));
     }

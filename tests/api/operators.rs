@@ -28,13 +28,22 @@ async fn call(app: &App, method: Method, path: &str, token: &str, body: Option<&
 
 /// The command line on `app`'s store, with `operator_key` if given.
 pub fn cli(app: &App, args: &[&str], operator_key: Option<&str>) -> Output {
+    cli_with(app, args, operator_key, &[])
+}
+
+/// [`cli`] with `envs` besides.
+pub fn cli_with(app: &App, args: &[&str], operator_key: Option<&str>, envs: &[(&str, &str)]) -> Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_custody-indexer"));
+    command.envs(envs.iter().copied());
     command
         .args(args)
         .env("DATABASE_URL", &app.db.url)
         .env("CUSTODY_INDEXER_PII_KEY", TEST_PII_KEY)
         .env_remove("CUSTODY_INDEXER_SERVER")
         .env_remove("CUSTODY_INDEXER_OPERATOR_KEY");
+    if !envs.iter().any(|(name, _)| *name == "CUSTODY_INDEXER_KEY_PEPPER_FILE") {
+        command.env_remove("CUSTODY_INDEXER_KEY_PEPPER_FILE");
+    }
     if let Some(key) = operator_key {
         command.env("CUSTODY_INDEXER_OPERATOR_KEY", key);
     }

@@ -8,6 +8,12 @@ use std::{
 
 use custody_indexer::{chain::Chain, store::Store};
 
+/// The file, in an environment's directory, of the key pepper its
+/// processes run with (see [`Env::with_key_pepper`]).
+pub const KEY_PEPPER: &str = "key-pepper";
+/// The tests' key pepper.
+pub const TEST_KEY_PEPPER: &str = "custody-indexer test key pepper, 32 bytes or more";
+
 pub struct Env {
     pub dir: tempfile::TempDir,
     pub database_url: String,
@@ -22,7 +28,24 @@ impl Env {
         let chains = dir.path().join("chains");
         std::fs::create_dir_all(&chains).unwrap();
         std::fs::write(chains.join("test.toml"), toml).unwrap();
-        Self { dir, database_url, chains }
+        let env = Self { dir, database_url, chains };
+        env.with_key_pepper();
+        env
+    }
+
+    /// Every process of this environment runs with the key pepper (the
+    /// default: `production`, `run`'s default, requires one). The store's
+    /// keys are keyed at the first start or key command, so keys made
+    /// afterwards in the test's own process (which has no pepper) do not
+    /// authenticate to them, nor theirs to a server of the test's process.
+    pub fn with_key_pepper(&self) {
+        std::fs::write(self.dir.path().join(KEY_PEPPER), TEST_KEY_PEPPER).unwrap();
+    }
+
+    /// Processes of this environment run without a pepper, as the test's
+    /// own process does: for a sandbox store shared with it.
+    pub fn without_key_pepper(&self) {
+        let _ = std::fs::remove_file(self.dir.path().join(KEY_PEPPER));
     }
 
     pub fn command(&self, args: &[&str]) -> Command {
@@ -36,12 +59,32 @@ impl Env {
             .env("CUSTODY_INDEXER_PII_KEY", super::db::TEST_PII_KEY)
             .env("CUSTODY_INDEXER_OPERATOR_TOKEN", super::OPERATOR_TOKEN)
             .env_remove("CUSTODY_INDEXER_ENVIRONMENT")
+            .env_remove("CUSTODY_INDEXER_KEY_PEPPER_FILE")
             .current_dir(self.dir.path());
+        let pepper = self.dir.path().join(KEY_PEPPER);
+        if pepper.exists() {
+            command.env("CUSTODY_INDEXER_KEY_PEPPER_FILE", pepper);
+        }
         command
     }
 
     pub fn output(&self, args: &[&str]) -> Output {
         self.command(args).output().unwrap()
+    }
+
+    /// The key of an operator who may break glass on this store (roles
+    /// `compliance` and `treasury`), made on first use from the store alone
+    /// and kept in the environment's directory.
+    pub fn break_glass_key(&self) -> String {
+        let kept = self.dir.path().join("break-glass.key");
+        if let Ok(key) = std::fs::read_to_string(&kept) {
+            return key;
+        }
+        let create = ["--name", "Glass", "--email", "glass@example.com", "--role", "compliance,treasury"];
+        let out = self.ok(&[&["operators", "create"][..], &create].concat());
+        let key = out.lines().last().unwrap().to_string();
+        std::fs::write(&kept, &key).unwrap();
+        key
     }
 
     pub fn ok(&self, args: &[&str]) -> String {
@@ -144,7 +187,11 @@ impl Env {
         if String::from_utf8_lossy(&out.stderr).contains("this is a production store") {
             // A store a `run` stamped production: registered in an emergency.
             let glass = [&args[..args.len() - 4], &["--break-glass", "--reason", "test setup"]].concat();
-            out = self.output(&glass);
+            out = self
+                .command(&glass)
+                .env("CUSTODY_INDEXER_OPERATOR_KEY", self.break_glass_key())
+                .output()
+                .unwrap();
         }
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success() || stderr.contains("already exists"), "{args:?} failed: {stderr}");

@@ -104,7 +104,12 @@ impl Setup {
 
     /// A command with the mnemonic in its environment.
     pub fn cli(&self, args: &[&str]) -> String {
-        let out = self.env.command(args).env("CUSTODY_INDEXER_MNEMONIC", MNEMONIC).output().unwrap();
+        let mut command = self.env.command(args);
+        command.env("CUSTODY_INDEXER_MNEMONIC", MNEMONIC);
+        if args.contains(&"--break-glass") {
+            command.env("CUSTODY_INDEXER_OPERATOR_KEY", self.env.break_glass_key());
+        }
+        let out = command.output().unwrap();
         assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8(out.stdout).unwrap()
     }

@@ -280,9 +280,10 @@ async fn a_returned_payout_applies_only_when_a_second_operator_confirms_it() {
             answers::answer(store, &id, (Answer::Returned, "came back"), &ann, false).await.unwrap();
         assert!(matches!(answered, Answered::AwaitingConfirmation(Answer::Returned)), "{backend:?}");
         assert_eq!(status(store, &id).await, "PAYOUT_INITIATED", "{backend:?}: nothing applies yet");
-        for (who, what) in
-            [(&ann, "the answering operator"), (&Actor::BreakGlass("root".into()), "break-glass")]
-        {
+        for (who, what) in [
+            (&ann, "the answering operator"),
+            (&Actor::BreakGlass { id: "root".into(), name: None }, "break-glass"),
+        ] {
             let refused = answers::confirm(store, &id, who, None).await.unwrap_err();
             assert!(matches!(refused, AnswerError::FourEyes { .. }), "{backend:?}: {what}: {refused}");
         }
