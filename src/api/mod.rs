@@ -90,6 +90,8 @@ struct Inner {
     /// What `/metrics` and the detail of `/readyz` require; without one
     /// neither is shown.
     operator_token: Option<OperatorToken>,
+    /// The proxies whose `X-Forwarded-For` names the console's client.
+    trusted_proxies: Arc<Vec<ipnet::IpNet>>,
     /// The platform's bank: the environment's (see
     /// [`crate::bank::for_environment`]) unless one was given.
     bank: Arc<dyn crate::bank::Bank>,
@@ -118,6 +120,7 @@ impl ApiState {
             environment: Environment::Production,
             compliance: Default::default(),
             operator_token: None,
+            trusted_proxies: Default::default(),
             bank: crate::bank::for_environment(Environment::Production, None),
             conversions: Default::default(),
         }))
@@ -211,6 +214,19 @@ impl ApiState {
         let inner = Arc::get_mut(&mut self.0).expect("configured before it is shared");
         inner.webhook_policy = policy;
         self
+    }
+
+    /// Believes `X-Forwarded-For` from these proxies only (CIDRs), to tell
+    /// the console's client address (see [`crate::console::rules::client_address`]).
+    pub fn with_trusted_proxies(mut self, proxies: Vec<ipnet::IpNet>) -> Self {
+        let inner = Arc::get_mut(&mut self.0).expect("configured before it is shared");
+        inner.trusted_proxies = Arc::new(proxies);
+        self
+    }
+
+    /// The proxies whose `X-Forwarded-For` is believed.
+    pub fn trusted_proxies(&self) -> &[ipnet::IpNet] {
+        &self.0.trusted_proxies
     }
 
     /// Shows `/metrics` and the detail of `/readyz` to requests bearing
@@ -440,5 +456,7 @@ pub async fn serve(
              set CUSTODY_INDEXER_OPERATOR_TOKEN (or --operator-token) to see them"
         );
     }
-    axum::serve(listener, router(state)).with_graceful_shutdown(shutdown.cancelled_owned()).await
+    // Each request knows its peer's address (the console's sign-in delays).
+    let service = router(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
+    axum::serve(listener, service).with_graceful_shutdown(shutdown.cancelled_owned()).await
 }

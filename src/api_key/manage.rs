@@ -35,7 +35,10 @@ pub async fn create_with(
 ) -> Result<ApiKey, StoreError> {
     let mut tx = store.begin().await?;
     let key = store.create_api_key_in(&mut tx, organization, name, id, &super::stored(hash)).await?;
-    append(&mut tx, store, actor, "api_key.created", &key.id, organization).await?;
+    // A new key's state, so that the log of a store with no operator yet
+    // already says which keys it made (see `audit::adopt`).
+    let detail = Detail { live: Some(true), paired: Some(false), ..Detail::default() };
+    append(&mut tx, store, actor, ("api_key.created", Some(detail)), &key.id, organization).await?;
     tx.commit().await?;
     Ok(key)
 }
@@ -44,7 +47,7 @@ pub async fn create_with(
 pub async fn revoke(store: &Store, id: &str, actor: &Actor) -> Result<ApiKey, StoreError> {
     let mut tx = store.begin().await?;
     if let Some(organization) = organizations::revoke_api_key(&mut tx, id).await? {
-        append(&mut tx, store, actor, "api_key.revoked", id, &organization).await?;
+        append(&mut tx, store, actor, ("api_key.revoked", None), id, &organization).await?;
     }
     tx.commit().await?;
     store.api_key(id).await
@@ -64,7 +67,9 @@ pub async fn pair(
         store.api_key(id).await?;
         return Err(StoreError::Conflict(format!("API key {id} is revoked")));
     };
-    append(&mut tx, store, actor, "api_key.paired", id, &organization).await?;
+    let fingerprint = super::sha256_hex(public_key.pem().as_bytes());
+    let detail = Detail { public_key_sha256: Some(fingerprint), ..Detail::default() };
+    append(&mut tx, store, actor, ("api_key.paired", Some(detail)), id, &organization).await?;
     tx.commit().await?;
     store.api_key(id).await
 }
@@ -73,17 +78,18 @@ pub async fn pair(
 pub async fn unpair(store: &Store, id: &str, actor: &Actor) -> Result<ApiKey, StoreError> {
     let mut tx = store.begin().await?;
     if let Some(organization) = request_signatures::unpair_api_key(&mut tx, id).await? {
-        append(&mut tx, store, actor, "api_key.unpaired", id, &organization).await?;
+        append(&mut tx, store, actor, ("api_key.unpaired", None), id, &organization).await?;
     }
     tx.commit().await?;
     store.api_key(id).await
 }
 
+/// Appends `action`, with its detail, for key `id` of `organization`.
 async fn append(
     tx: &mut Tx,
     store: &Store,
     actor: &Actor,
-    action: &str,
+    (action, detail): (&str, Option<Detail>),
     id: &str,
     organization: &str,
 ) -> Result<(), StoreError> {
@@ -95,13 +101,7 @@ async fn append(
         organization_id: Some(organization),
         reason: None,
         request_id: None,
-        // A new key's state, so that the log of a store with no operator
-        // yet already says which keys it made (see `audit::adopt`).
-        detail: (action == "api_key.created").then(|| Detail {
-            live: Some(true),
-            paired: Some(false),
-            ..Detail::default()
-        }),
+        detail,
     };
     audit::append(tx, store.cipher().ok(), record).await?;
     Ok(())

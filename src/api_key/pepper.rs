@@ -113,9 +113,11 @@ pub enum Peppering {
     Rekeyed(usize),
 }
 
-/// Readies `store` for a command that makes or checks keys: this
-/// process's pepper adopted ([`adopt`]); a `production` store without one
-/// is refused (its keys would be stored in the plain).
+/// Readies `store` for a command that makes or checks keys: the
+/// principals it held before its log recorded them adopted (see
+/// [`crate::audit::adopt`]: a key made first would close that for good),
+/// and this process's pepper adopted ([`adopt`]); a `production` store
+/// without one is refused (its keys would be stored in the plain).
 pub async fn for_keys(store: &Store) -> Result<Peppering, StoreError> {
     let pepper = process().map_err(|e| StoreError::Invalid(e.to_string()))?;
     if pepper.is_none() && store.environment().await? == Some(crate::environment::Environment::Production) {
@@ -123,18 +125,16 @@ pub async fn for_keys(store: &Store) -> Result<Peppering, StoreError> {
             "a production store's keys are hashed under a pepper it never holds: set {PEPPER_FILE_ENV} to its file"
         )));
     }
+    crate::audit::adopt::adopt(store).await?;
     adopt(store, pepper).await
 }
 
 /// Brings `store`'s key hashes under `pepper` (see the module's text):
 /// refused when the store's keys are keyed under another pepper, or under
-/// one this process lacks.
+/// one this process lacks, or when the log's records of it disagree.
 pub async fn adopt(store: &Store, pepper: Option<&Pepper>) -> Result<Peppering, StoreError> {
     let mut tx = store.begin().await?;
-    audit::lock(&mut tx).await?;
-    let recorded = log_rows::last_of(&mut tx, PEPPERED).await?;
-    let recorded = recorded.and_then(|entry| entry.detail.as_deref().and_then(Detail::parse)?.pepper_id);
-    match (pepper, recorded) {
+    match (pepper, recorded(&mut tx).await?) {
         (None, None) => Ok(Peppering::Plain),
         (None, Some(id)) => Err(StoreError::Invalid(format!(
             "the store's keys are hashed under a pepper ({id}): set {PEPPER_FILE_ENV} to its file"
@@ -146,9 +146,18 @@ pub async fn adopt(store: &Store, pepper: Option<&Pepper>) -> Result<Peppering, 
         ))),
         (Some(_), Some(_)) => Ok(Peppering::Keyed),
         (Some(pepper), None) => {
+            // The keys' rows first, then the log's head, as every change of
+            // a key takes them.
             let plain = key_hashes::plain(&mut tx).await?;
             for row in &plain {
                 key_hashes::set(&mut tx, row, &pepper.keyed(&row.hash)).await?;
+            }
+            audit::lock(&mut tx).await?;
+            if recorded(&mut tx).await?.is_some() {
+                // Another process keyed them meanwhile, under its pepper:
+                // judged again from its record.
+                drop(tx);
+                return Box::pin(adopt(store, Some(pepper))).await;
             }
             let detail = Detail { pepper_id: Some(pepper.id()), ..Detail::default() };
             let record = Record {
@@ -165,6 +174,25 @@ pub async fn adopt(store: &Store, pepper: Option<&Pepper>) -> Result<Peppering, 
             tx.commit().await?;
             Ok(Peppering::Rekeyed(plain.len()))
         }
+    }
+}
+
+/// The pepper the log records the keys are hashed under: every record
+/// must name the same one (a record appended later with another, or with
+/// none, is an alteration, refused rather than followed).
+async fn recorded(tx: &mut crate::store::Tx) -> Result<Option<String>, StoreError> {
+    let entries = log_rows::all_of(tx, PEPPERED).await?;
+    let ids: Vec<Option<String>> = entries
+        .iter()
+        .map(|e| e.detail.as_deref().and_then(Detail::parse).and_then(|d| d.pepper_id))
+        .collect();
+    match ids.first() {
+        None => Ok(None),
+        Some(Some(first)) if ids.iter().all(|id| id.as_deref() == Some(first)) => Ok(Some(first.clone())),
+        Some(_) => Err(StoreError::Corrupt(format!(
+            "the audit log's {PEPPERED} records disagree (entries {}): the log was written outside the service",
+            entries.iter().map(|e| e.seq.to_string()).collect::<Vec<_>>().join(", ")
+        ))),
     }
 }
 

@@ -46,7 +46,12 @@ pub async fn adopt(store: &Store) -> Result<usize, StoreError> {
         appended += 1;
     }
     for key in &found.api_keys {
-        let detail = Detail { live: Some(key.live), paired: Some(key.paired), ..Detail::default() };
+        let detail = Detail {
+            live: Some(key.live),
+            paired: Some(key.paired),
+            public_key_sha256: key.fingerprint.clone(),
+            ..Detail::default()
+        };
         let entry = record("api_key.adopted", "api_key", &key.id, Some(&key.owner), detail);
         super::append(&mut tx, None, entry).await?;
         appended += 1;

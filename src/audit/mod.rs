@@ -196,6 +196,9 @@ pub struct Detail {
     /// The pepper keys are hashed under (its id, never itself).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pepper_id: Option<String>,
+    /// The SHA-256 of the public key (PEM) an API key is paired with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub public_key_sha256: Option<String>,
 }
 
 impl Detail {

@@ -33,6 +33,8 @@ pub struct KeyRow {
     pub live: bool,
     /// API keys: paired with a public key.
     pub paired: bool,
+    /// API keys: the SHA-256 of the public key paired.
+    pub fingerprint: Option<String>,
 }
 
 /// The principals' rows of a store.
@@ -54,6 +56,7 @@ struct LoggedKey {
     owner: String,
     live: bool,
     paired: bool,
+    fingerprint: Option<String>,
 }
 
 /// What the log says of each principal, replayed entry by entry.
@@ -62,6 +65,10 @@ pub struct Logged {
     operators: HashMap<String, LoggedOperator>,
     operator_keys: HashMap<String, LoggedKey>,
     api_keys: HashMap<String, LoggedKey>,
+    /// A principal's entry of this release was read: adoption happened
+    /// before it or never, so an `*.adopted` entry after it explains
+    /// nothing.
+    adoption_closed: bool,
 }
 
 /// A row the log does not explain.
@@ -84,12 +91,20 @@ impl Logged {
     pub fn read(&mut self, entry: &Entry) {
         let detail = entry.detail.as_deref().and_then(Detail::parse);
         let target = entry.target_id.clone();
+        if entry.action.ends_with(".adopted") {
+            if self.adoption_closed {
+                return;
+            }
+        } else if detail.is_some() && !entry.action.starts_with("key_hashes.") {
+            self.adoption_closed = true;
+        }
         match (entry.action.as_str(), detail) {
             ("operator.bootstrapped" | "operator.created" | "operator.adopted", Some(detail)) => {
                 let enabled = detail.live.unwrap_or(true);
                 let roles = detail.roles.unwrap_or_default();
                 if let Some(key) = detail.key_id {
-                    let key_owner = LoggedKey { owner: target.clone(), live: true, paired: false };
+                    let key_owner =
+                        LoggedKey { owner: target.clone(), live: true, paired: false, fingerprint: None };
                     self.operator_keys.insert(key, key_owner);
                 }
                 self.operators.insert(target, LoggedOperator { roles, enabled });
@@ -109,28 +124,34 @@ impl Logged {
                 Some(Detail { key_id: Some(key), live, .. }),
             ) => {
                 let live = live.unwrap_or(true);
-                self.operator_keys.insert(key, LoggedKey { owner: target, live, paired: false });
+                self.operator_keys
+                    .insert(key, LoggedKey { owner: target, live, paired: false, fingerprint: None });
             }
             ("operator_key.revoked", Some(Detail { key_id: Some(key), .. })) => {
                 if let Some(logged) = self.operator_keys.get_mut(&key) {
                     logged.live = false;
                 }
             }
-            ("api_key.created" | "api_key.adopted", detail) => {
-                let detail = detail.unwrap_or_default();
+            // An older release's `api_key.created` has no detail: its key
+            // is adopted instead.
+            ("api_key.created" | "api_key.adopted", Some(detail)) => {
                 let owner = entry.organization_id.clone().unwrap_or_default();
                 let logged = LoggedKey {
                     owner,
                     live: detail.live.unwrap_or(true),
                     paired: detail.paired.unwrap_or(false),
+                    fingerprint: detail.public_key_sha256,
                 };
                 self.api_keys.insert(target, logged);
             }
-            ("api_key.revoked" | "api_key.paired" | "api_key.unpaired", _) => {
+            ("api_key.revoked" | "api_key.paired" | "api_key.unpaired", detail) => {
                 if let Some(logged) = self.api_keys.get_mut(&target) {
                     match entry.action.as_str() {
                         "api_key.revoked" => logged.live = false,
-                        action => logged.paired = action == "api_key.paired",
+                        action => {
+                            logged.paired = action == "api_key.paired";
+                            logged.fingerprint = detail.and_then(|d| d.public_key_sha256);
+                        }
                     }
                 }
             }
@@ -156,6 +177,9 @@ impl Logged {
                     }
                     if row.enabled && !logged.enabled {
                         findings.push(finding("is enabled, the log disabled it".into()));
+                    }
+                    if !row.enabled && logged.enabled {
+                        findings.push(finding("is disabled, the log left it enabled".into()));
                     }
                 }
             }
@@ -184,8 +208,16 @@ fn keys(
         if row.live && !logged.live {
             findings.push(finding("is live, the log revoked it".into()));
         }
+        if !row.live && logged.live {
+            findings.push(finding("is revoked, the log left it live".into()));
+        }
         if logged.paired && !row.paired {
             findings.push(finding("is not paired, the log paired it: its requests need no signature".into()));
+        }
+        if let (true, Some(logged)) = (row.paired, &logged.fingerprint)
+            && row.fingerprint.as_ref() != Some(logged)
+        {
+            findings.push(finding("is paired with another public key than the log paired it with".into()));
         }
     }
 }
@@ -230,8 +262,18 @@ mod tests {
             entry("operator.roles_set", "op_t", None, with_roles(&["compliance", "treasury"], None)),
             entry("operator_key.created", "op_a", None, Some(Detail::key("k3"))),
             entry("operator_key.revoked", "op_a", None, Some(Detail::key("k3"))),
-            entry("api_key.created", "key_1", Some("acme"), None),
-            entry("api_key.paired", "key_1", Some("acme"), None),
+            entry(
+                "api_key.created",
+                "key_1",
+                Some("acme"),
+                Some(Detail { live: Some(true), ..Detail::default() }),
+            ),
+            entry(
+                "api_key.paired",
+                "key_1",
+                Some("acme"),
+                Some(Detail { public_key_sha256: Some("ab".repeat(32)), ..Detail::default() }),
+            ),
             entry("operator.created", "op_gone", None, with_roles(&["compliance"], Some("k4"))),
             entry("operator.disabled", "op_gone", None, None),
         ] {
@@ -243,8 +285,13 @@ mod tests {
     fn rows() -> Rows {
         let operator =
             |id: &str, list: &[&str], enabled| OperatorRow { id: id.into(), roles: roles(list), enabled };
-        let key =
-            |id: &str, owner: &str, live, paired| KeyRow { id: id.into(), owner: owner.into(), live, paired };
+        let key = |id: &str, owner: &str, live, paired: bool| KeyRow {
+            id: id.into(),
+            owner: owner.into(),
+            live,
+            paired,
+            fingerprint: paired.then(|| "ab".repeat(32)),
+        };
         Rows {
             operators: vec![
                 operator("op_a", &["admin"], true),
@@ -269,7 +316,28 @@ mod tests {
     #[test]
     fn each_row_written_outside_the_log_is_named() {
         type Tamper = fn(&mut Rows);
-        let cases: [(&str, Tamper, &str, &str, &str); 9] = [
+        let cases: [(&str, Tamper, &str, &str, &str); 12] = [
+            (
+                "another public key",
+                |r| r.api_keys[0].fingerprint = Some("cd".repeat(32)),
+                "API key",
+                "key_1",
+                "is paired with another public key than the log paired it with",
+            ),
+            (
+                "an admin disabled",
+                |r| r.operators[0].enabled = false,
+                "operator",
+                "op_a",
+                "is disabled, the log left it enabled",
+            ),
+            (
+                "a key revoked",
+                |r| r.operator_keys[1].live = false,
+                "operator key",
+                "k2",
+                "is revoked, the log left it live",
+            ),
             (
                 "an operator inserted",
                 |r| {
@@ -305,6 +373,7 @@ mod tests {
                         owner: "op_a".into(),
                         live: true,
                         paired: false,
+                        fingerprint: None,
                     })
                 },
                 "operator key",
@@ -333,6 +402,7 @@ mod tests {
                         owner: "acme".into(),
                         live: true,
                         paired: false,
+                        fingerprint: None,
                     })
                 },
                 "API key",
@@ -378,8 +448,15 @@ mod tests {
                 owner: "op_old".into(),
                 live: true,
                 paired: false,
+                fingerprint: None,
             }],
-            api_keys: vec![KeyRow { id: "key_old".into(), owner: "acme".into(), live: true, paired: false }],
+            api_keys: vec![KeyRow {
+                id: "key_old".into(),
+                owner: "acme".into(),
+                live: true,
+                paired: false,
+                fingerprint: None,
+            }],
         };
         let whys: Vec<String> = logged.findings(&rows).iter().map(ToString::to_string).collect();
         assert_eq!(
@@ -393,13 +470,38 @@ mod tests {
     }
 
     #[test]
-    fn entries_without_a_detail_of_an_older_release_explain_no_operator() {
+    fn an_adoption_after_the_first_entry_of_this_release_explains_nothing() {
+        let mut logged = log();
+        let adopted = Some(Detail { live: Some(true), ..Detail::key("k9") });
+        logged.read(&entry("operator_key.adopted", "op_a", None, adopted));
+        let mut rows = rows();
+        rows.operator_keys.push(KeyRow {
+            id: "k9".into(),
+            owner: "op_a".into(),
+            live: true,
+            paired: false,
+            fingerprint: None,
+        });
+        let whys: Vec<String> = logged.findings(&rows).iter().map(ToString::to_string).collect();
+        assert_eq!(whys, ["operator key k9: no audit entry made it"]);
+    }
+
+    #[test]
+    fn entries_without_a_detail_of_an_older_release_explain_no_row() {
         let mut logged = Logged::default();
         logged.read(&entry("operator.created", "op_a", None, None));
+        logged.read(&entry("api_key.created", "key_1", Some("acme"), None));
         let rows = Rows {
             operators: vec![OperatorRow { id: "op_a".into(), roles: roles(&["admin"]), enabled: true }],
+            api_keys: vec![KeyRow {
+                id: "key_1".into(),
+                owner: "acme".into(),
+                live: true,
+                paired: false,
+                fingerprint: None,
+            }],
             ..Rows::default()
         };
-        assert_eq!(logged.findings(&rows).len(), 1);
+        assert_eq!(logged.findings(&rows).len(), 2);
     }
 }

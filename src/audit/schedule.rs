@@ -47,6 +47,10 @@ pub struct Schedule {
     pub every: Duration,
     pub dir: Option<PathBuf>,
     pub nats: Option<NatsUrl>,
+    /// The last checkpoint signed with the key (this process's, or the
+    /// newest in the directory): the log must still hold it before the
+    /// next is signed.
+    pub last: std::sync::Mutex<Option<Checkpoint>>,
 }
 
 impl std::fmt::Debug for Schedule {
@@ -60,7 +64,7 @@ impl std::fmt::Debug for Schedule {
 pub enum ScheduleError {
     #[error("store: {0}")]
     Store(#[from] StoreError),
-    #[error("the audit log is BROKEN, so it is not signed: {0}")]
+    #[error("the audit log is BROKEN, or no longer holds the last checkpoint, so it is not signed: {0}")]
     Broken(Broken),
     #[error("writing {path}: {source}")]
     Write {
@@ -89,7 +93,8 @@ impl Schedule {
             std::fs::create_dir_all(dir)
                 .map_err(|e| anyhow::anyhow!("--audit-checkpoint-dir {}: {e}", dir.display()))?;
         }
-        Ok(Some(Schedule { key, every, dir, nats }))
+        let last = dir.as_deref().and_then(|dir| newest(dir, &key));
+        Ok(Some(Schedule { key, every, dir, nats, last: std::sync::Mutex::new(last) }))
     }
 }
 
@@ -108,7 +113,11 @@ pub async fn run(store: Store, schedule: Schedule, owner: String, shutdown: Canc
                     if matches!(error, ScheduleError::Broken(_)) {
                         metrics::counter!("custody_indexer_audit_broken_total").increment(1);
                     }
-                    error!(%error, "no audit checkpoint this period");
+                    error!(%error, "no audit checkpoint this time: tried again in a minute");
+                    let again = now_micros().saturating_add(60_000_000);
+                    if let Err(error) = store.retry_audit_checkpoint(&owner, again).await {
+                        warn!(%error, "cannot make the audit checkpoint due again");
+                    }
                 }
             },
             Ok(false) => {}
@@ -121,10 +130,25 @@ pub async fn run(store: Store, schedule: Schedule, owner: String, shutdown: Canc
     }
 }
 
-/// One checkpoint now: signed, written to the directory, published.
+/// The newest checkpoint in `dir` that `key` signed, if any.
+pub fn newest(dir: &Path, key: &SigningKey) -> Option<Checkpoint> {
+    let public = key.verifying_key();
+    std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|file| std::fs::read_to_string(file.ok()?.path()).ok())
+        .filter_map(|text| Checkpoint::parse(&text, "").ok())
+        .filter(|checkpoint| checkpoint.signed_by(&public))
+        .max_by_key(|checkpoint| (checkpoint.seq, checkpoint.at))
+}
+
+/// One checkpoint now: signed once the log still holds the last one,
+/// written to the directory, published.
 pub async fn write(store: &Store, schedule: &Schedule) -> Result<Checkpoint, ScheduleError> {
-    let written =
-        verify::checkpoint(store, &schedule.key, now_micros()).await?.map_err(ScheduleError::Broken)?;
+    let previous = schedule.last.lock().expect("never poisoned").clone();
+    let written = verify::checkpoint(store, &schedule.key, now_micros(), previous.as_ref())
+        .await?
+        .map_err(ScheduleError::Broken)?;
+    *schedule.last.lock().expect("never poisoned") = Some(written.clone());
     if let Some(dir) = &schedule.dir {
         let path = dir.join(format!("audit-checkpoint-{:012}-{}.json", written.seq, written.at));
         save(&path, &written)

@@ -70,26 +70,40 @@ pub async fn principal_rows(store: &Store) -> Result<Rows, StoreError> {
     for operator in store.operators().await? {
         for key in store.operator_keys(&operator.id).await? {
             let live = key.revoked_at.is_none();
-            rows.operator_keys.push(KeyRow { id: key.id, owner: key.operator_id, live, paired: false });
+            let row = KeyRow { id: key.id, owner: key.operator_id, live, paired: false, fingerprint: None };
+            rows.operator_keys.push(row);
         }
         let mut roles: Vec<String> = operator.roles.iter().map(|r| r.as_str().to_string()).collect();
         roles.sort();
         let enabled = operator.disabled_at.is_none();
         rows.operators.push(OperatorRow { id: operator.id, roles, enabled });
     }
+    let public_keys = store.api_key_public_keys().await?;
     for key in store.api_keys(None).await? {
-        let (live, paired) = (key.revoked_at.is_none(), key.signature_algorithm.is_some());
-        rows.api_keys.push(KeyRow { id: key.id, owner: key.organization_id, live, paired });
+        // Paired as sign-in reads it: a public key is kept.
+        let fingerprint = public_keys.get(&key.id).map(|pem| crate::api_key::sha256_hex(pem.as_bytes()));
+        let (live, paired) = (key.revoked_at.is_none(), fingerprint.is_some());
+        rows.api_keys.push(KeyRow { id: key.id, owner: key.organization_id, live, paired, fingerprint });
     }
     Ok(rows)
 }
 
 /// A checkpoint of `store`'s log at `at`, signed with `key`, once its chain
-/// verifies: a broken log is never signed; where it breaks instead.
+/// verifies and it still holds `previous` (the last checkpoint signed with
+/// `key`, kept outside the database): a broken or rewritten log is never
+/// signed; where it breaks instead.
 pub async fn checkpoint(
     store: &Store,
     key: &ed25519_dalek::SigningKey,
     at: i64,
+    previous: Option<&Checkpoint>,
 ) -> Result<Result<Checkpoint, Broken>, StoreError> {
-    Ok(chain::verify_store(store).await?.map(|(seq, hash)| Checkpoint::sign(key, seq, &hash, at)))
+    let (entries, (head, hash)) = chain::read_log(store).await?;
+    if let Err(at) = chain::verify(&entries, Some((head, &hash))) {
+        return Ok(Err(at));
+    }
+    if let Some(Err(at)) = previous.map(|previous| previous.check(&key.verifying_key(), &entries, head)) {
+        return Ok(Err(at));
+    }
+    Ok(Ok(Checkpoint::sign(key, head, &hash, at)))
 }

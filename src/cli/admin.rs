@@ -219,6 +219,7 @@ pub async fn api_keys(store: &Store, command: ApiKeysCommand) -> anyhow::Result<
     api_key::pepper::for_keys(store).await?;
     match command {
         ApiKeysCommand::Create { organization, name } => {
+            console_keeps_keys(store, &organization).await?;
             let (key, secret) =
                 api_key::manage::create(store, &organization, &name, &Actor::local(None)).await?;
             println!("created API key {} ({}) for organization {}", key.id, key.name, key.organization_id);
@@ -244,13 +245,30 @@ pub async fn api_keys(store: &Store, command: ApiKeysCommand) -> anyhow::Result<
                 .with_context(|| format!("cannot read {}", public_key_file.display()))?;
             let public_key =
                 PublicKey::from_pem(&text).with_context(|| format!("{}", public_key_file.display()))?;
+            console_keeps_keys(store, &store.api_key(&id).await?.organization_id).await?;
             let key = api_key::manage::pair(store, &id, &public_key, &Actor::local(None)).await?;
             print_api_key(&key);
         }
         ApiKeysCommand::Unpair { id } => {
+            console_keeps_keys(store, &store.api_key(&id).await?.organization_id).await?;
             let key = api_key::manage::unpair(store, &id, &Actor::local(None)).await?;
             print_api_key(&key);
         }
+    }
+    Ok(())
+}
+
+/// On a `production` store, an organization with console users makes,
+/// pairs and unpairs its API keys itself, in the console: never from the
+/// store (whoever holds the database URL would hold the tenant's money).
+/// Revoking stays open to operators.
+async fn console_keeps_keys(store: &Store, organization: &str) -> anyhow::Result<()> {
+    let production = store.environment().await? == Some(crate::environment::Environment::Production);
+    if production && !store.console_users_of(organization).await?.is_empty() {
+        anyhow::bail!(
+            "organization {organization} has console users: on a production store its own admins make, pair and \
+             unpair its API keys in the console (/console/keys)"
+        );
     }
     Ok(())
 }

@@ -53,7 +53,8 @@ pub enum AuditCommand {
     /// Signs the log's head with the key of `CUSTODY_INDEXER_AUDIT_KEY_FILE`
     /// once its chain verifies; prints `{"seq","hash","at","signature"}`.
     Checkpoint {
-        /// Also write it to this file.
+        /// Also write it to this file; a checkpoint already there must
+        /// still be held by the log, or nothing is signed.
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
         #[arg(long = "key-file", value_name = "FILE", env = KEY_FILE_ENV, hide = true)]
@@ -94,7 +95,13 @@ pub async fn run(url: &str, command: AuditCommand) -> anyhow::Result<ExitCode> {
                 bail!("audit checkpoint signs with the key in the file {KEY_FILE_ENV} names: set it");
             };
             let key = checkpoint::read_key(&key_file)?;
-            match verify::checkpoint(&store, &key, now_micros()).await? {
+            // The checkpoint it replaces must still be held.
+            let previous = out
+                .as_deref()
+                .and_then(|out| std::fs::read_to_string(out).ok())
+                .map(|text| Checkpoint::parse(&text, "--out"))
+                .transpose()?;
+            match verify::checkpoint(&store, &key, now_micros(), previous.as_ref()).await? {
                 Ok(signed) => {
                     if let Some(out) = out {
                         schedule::save(&out, &signed)

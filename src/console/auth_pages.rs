@@ -3,7 +3,7 @@
 use askama::Template;
 use axum::{
     Form,
-    extract::{Path, State},
+    extract::{ConnectInfo, Path, State},
     http::{HeaderMap, StatusCode, header},
     response::{IntoResponse, Redirect, Response},
 };
@@ -46,10 +46,13 @@ pub struct SignInForm {
 /// `POST /console/sign-in`: a new session and its cookie, then the console.
 pub async fn sign_in(
     State(state): State<ApiState>,
+    ConnectInfo(peer): ConnectInfo<std::net::SocketAddr>,
     headers: HeaderMap,
     Form(form): Form<SignInForm>,
 ) -> Response {
-    match sign_in::sign_in(state.store(), &form.email, &form.password, &form.code).await {
+    let forwarded = headers.get("x-forwarded-for").and_then(|v| v.to_str().ok());
+    let client = super::rules::client_address(peer.ip(), forwarded, state.trusted_proxies());
+    match sign_in::sign_in(state.store(), &form.email, &form.password, &form.code, client).await {
         Ok(started) => {
             // The session this browser had before, if any, ends.
             if let Some(previous) = super::web::token(&headers)
@@ -64,7 +67,7 @@ pub async fn sign_in(
         Err(error) => {
             let status = match &error {
                 SignInError::Wrong => StatusCode::UNAUTHORIZED,
-                SignInError::Wait(_) => StatusCode::TOO_MANY_REQUESTS,
+                SignInError::Wait(_) | SignInError::WaitAddress(_) => StatusCode::TOO_MANY_REQUESTS,
                 SignInError::Store(store) => {
                     tracing::error!(error = %store, "console: sign-in failed");
                     StatusCode::INTERNAL_SERVER_ERROR
@@ -101,10 +104,11 @@ pub struct SignOutForm {
 pub async fn sign_out(
     State(state): State<ApiState>,
     Signed(session): Signed,
+    headers: HeaderMap,
     Form(form): Form<SignOutForm>,
 ) -> Result<Response, Page> {
     sign_in::sign_out(state.store(), &session, form.everywhere.is_some()).await?;
-    Ok(([(header::SET_COOKIE, cleared_cookie())], Redirect::to("/console/sign-in")).into_response())
+    Ok(([(header::SET_COOKIE, cleared_cookie(&headers))], Redirect::to("/console/sign-in")).into_response())
 }
 
 #[derive(Template)]

@@ -56,6 +56,7 @@ struct KeysPage {
     keys: Vec<Row>,
     active: usize,
     may_manage: bool,
+    may_make_unpaired: bool,
 }
 
 /// `GET /console/keys`.
@@ -66,6 +67,7 @@ pub async fn list(State(state): State<ApiState>, tenant: Tenant) -> Result<Respo
         active: keys.iter().filter(|k| k.revoked_at.is_none()).count(),
         keys: keys.iter().map(Row::from).collect(),
         may_manage: tenant.role.may(TenantAction::Keys),
+        may_make_unpaired: tenant.role.may(TenantAction::UnpairedKeys),
         organization: tenant.organization,
         max_keys: MAX_API_KEYS,
     };
@@ -84,6 +86,10 @@ struct CreatedPage {
 #[derive(Deserialize)]
 pub struct CreateForm {
     name: String,
+    /// A public key (PEM) the new key is paired with at once: a developer's
+    /// key must have one.
+    #[serde(default)]
+    public_key: String,
 }
 
 /// `POST /console/keys`: the new key's secret, on this answer only.
@@ -100,8 +106,29 @@ pub async fn create(
             "a key needs a name of 1 to 100 characters".into(),
         ));
     }
+    // Read before anything is made: a key refused its pairing is not made.
+    let public_key = match form.public_key.trim() {
+        "" => {
+            tenant.may(TenantAction::UnpairedKeys).map_err(|_| {
+                Page::Error(
+                    StatusCode::FORBIDDEN,
+                    "only an admin makes a key without a public key: paste the public key its requests are \
+                     signed with"
+                        .into(),
+                )
+            })?;
+            None
+        }
+        pem => Some(
+            PublicKey::from_pem(pem)
+                .map_err(|e| Page::Error(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?,
+        ),
+    };
     let actor = Actor::User(tenant.session.user.id.clone());
     let (key, secret) = manage::create(state.store(), &tenant.organization, name, &actor).await?;
+    if let Some(public_key) = public_key {
+        manage::pair(state.store(), &key.id, &public_key, &actor).await?;
+    }
     let page = CreatedPage {
         frame: Frame::of(&state, &tenant.session, "/console/keys"),
         id: key.id,
@@ -139,6 +166,7 @@ struct KeyPage {
     id: String,
     name: String,
     paired: Option<&'static str>,
+    may_unpair: bool,
 }
 
 /// `GET /console/keys/{id}`: pairing for signed requests.
@@ -154,6 +182,7 @@ pub async fn show(
         id: key.id,
         name: key.name,
         paired: key.signature_algorithm.map(|a| a.as_str()),
+        may_unpair: tenant.role.may(TenantAction::UnpairedKeys),
     };
     Ok(render(StatusCode::OK, &page))
 }
@@ -178,13 +207,13 @@ pub async fn pair(
     Ok(Redirect::to(&format!("/console/keys/{id}")))
 }
 
-/// `POST /console/keys/{id}/unpair`.
+/// `POST /console/keys/{id}/unpair`: an admin's only.
 pub async fn unpair(
     State(state): State<ApiState>,
     tenant: Tenant,
     Path(id): Path<String>,
 ) -> Result<Redirect, Page> {
-    tenant.may(TenantAction::Keys)?;
+    tenant.may(TenantAction::UnpairedKeys)?;
     own(&state, &tenant, &id).await?;
     manage::unpair(state.store(), &id, &Actor::User(tenant.session.user.id.clone())).await?;
     Ok(Redirect::to(&format!("/console/keys/{id}")))

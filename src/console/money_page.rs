@@ -1,7 +1,8 @@
 //! The deposits tab (filtered by account, chain and status; its rows
 //! refreshed every two seconds, so a new deposit shows without a reload)
-//! and the activity tab (the organization's audit entries, the platform's
-//! own decisions shown as "the platform", without who or why).
+//! and the activity tab (the organization's audit entries, a platform
+//! operator's by the operator's name only, the platform's other decisions
+//! as "the platform", never why).
 
 use askama::Template;
 use axum::{
@@ -146,6 +147,8 @@ struct ActivityPage {
 pub async fn activity(State(state): State<ApiState>, tenant: Tenant) -> Result<Response, Page> {
     let store = state.store();
     let users = store.console_users_of(&tenant.organization).await?;
+    let operators: std::collections::HashMap<String, String> =
+        store.operators().await?.into_iter().map(|o| (o.id, o.name)).collect();
     let entries = store
         .audit_latest(&tenant.organization, 200)
         .await?
@@ -154,7 +157,7 @@ pub async fn activity(State(state): State<ApiState>, tenant: Tenant) -> Result<R
             let at = chrono::DateTime::from_timestamp_micros(entry.at).unwrap_or_default();
             Activity {
                 at: when(&at),
-                who: who(&entry.actor, &users),
+                who: who(&entry.actor, &users, &operators),
                 action: entry.action,
                 target: format!("{} {}", entry.target_kind, entry.target_id),
             }
@@ -165,13 +168,22 @@ pub async fn activity(State(state): State<ApiState>, tenant: Tenant) -> Result<R
 }
 
 /// Who an entry names, as the tenant may see it: its own people by email,
-/// its keys by id, anyone of the platform as "the platform".
-fn who(actor: &str, users: &[super::resource::User]) -> String {
+/// its keys by id, a platform operator (through the service or breaking
+/// glass) by the operator's name only (never an email, an operating-system
+/// user or a reason), anything else of the platform as "the platform".
+fn who(
+    actor: &str,
+    users: &[super::resource::User],
+    operators: &std::collections::HashMap<String, String>,
+) -> String {
     match actor.split_once(':') {
         Some(("user", id)) => {
             users.iter().find(|u| u.id == id).map_or_else(|| "a former member".into(), |u| u.email.clone())
         }
         Some(("api-key", id)) => format!("API key {id}"),
+        Some(("operator" | "break-glass", id)) if operators.contains_key(id) => {
+            format!("{} (platform operator)", operators[id])
+        }
         _ => "the platform".into(),
     }
 }
@@ -181,9 +193,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_tenant_sees_the_platform_not_its_people() {
+    fn a_tenant_sees_operators_by_name_and_nothing_else_of_the_platform() {
+        let operators = std::collections::HashMap::from([("op_0123".to_string(), "Ann Ops".to_string())]);
         let table = [
-            ("operator:op_0123", "the platform"),
+            ("operator:op_0123", "Ann Ops (platform operator)"),
+            ("break-glass:op_0123", "Ann Ops (platform operator)"),
+            ("operator:ann", "the platform"),
             ("break-glass:root", "the platform"),
             ("local:ci", "the platform"),
             ("provider:sandbox", "the platform"),
@@ -193,7 +208,7 @@ mod tests {
             ("user:usr_gone", "a former member"),
         ];
         for (actor, shown) in table {
-            assert_eq!(who(actor, &[]), shown, "{actor}");
+            assert_eq!(who(actor, &[], &operators), shown, "{actor}");
         }
     }
 }

@@ -36,11 +36,17 @@ pub enum PeopleError {
     Store(#[from] StoreError),
 }
 
-/// A user just invited and its enrol link's path, shown once.
-#[derive(Debug)]
+/// A user just invited and its enrol link's path, shown once. `Debug`
+/// leaves the path out.
 pub struct Invited {
     pub user: User,
     pub enrol_path: String,
+}
+
+impl std::fmt::Debug for Invited {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Invited").field("user", &self.user.id).finish_non_exhaustive()
+    }
 }
 
 /// A random token of 32 bytes, URL-safe.
@@ -142,12 +148,16 @@ pub async fn enrol(store: &Store, enrolment: Enrolment<'_>) -> Result<User, Peop
     let gone = || PeopleError::Refused("this enrol link was used, has expired or does not exist".into());
     let user_id =
         rows::use_enrolment(&mut tx, &hash(enrolment.token), now_micros()).await?.ok_or_else(gone)?;
-    let totp = enrolment.totp.map(|(secret, _)| match store.cipher() {
-        Ok(cipher) => {
-            cipher.seal(secret.as_bytes(), Place { column: "console_users.totp_secret", row: &[&user_id] })
-        }
-        Err(_) => secret.to_string(),
-    });
+    let totp = match (enrolment.totp, store.cipher()) {
+        (None, _) => None,
+        (Some((secret, _)), Ok(cipher)) => Some(
+            cipher.seal(secret.as_bytes(), Place { column: "console_users.totp_secret", row: &[&user_id] }),
+        ),
+        // A handle that cannot seal never writes the secret in the clear on
+        // a store that seals.
+        (Some(_), Err(locked)) if crate::store::audit::seals(&mut tx).await? => return Err(locked.into()),
+        (Some((secret, _)), Err(_)) => Some(secret.to_string()),
+    };
     let step = step.map(|s| i64::try_from(s).unwrap_or(i64::MAX));
     rows::set_password(&mut tx, &user_id, &password_hash, totp.as_deref().zip(step)).await?;
     let entry = Record {

@@ -78,8 +78,9 @@ impl std::fmt::Debug for Credentials {
     }
 }
 
-/// A live session: its user and the CSRF token its forms carry.
-#[derive(Debug, Clone)]
+/// A live session: its user and the CSRF token its forms carry. `Debug`
+/// shows neither the token nor its hash.
+#[derive(Clone)]
 pub struct Session {
     pub id_hash: String,
     pub user: User,
@@ -89,7 +90,52 @@ pub struct Session {
     pub started_at: i64,
 }
 
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session").field("user", &self.user.id).finish_non_exhaustive()
+    }
+}
+
 /// The key of an email for lookups: trimmed, lowercased.
 pub fn email_key(email: &str) -> String {
     email.trim().to_lowercase()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn user() -> User {
+        User {
+            id: "u1".into(),
+            email: "ada@acme.example".into(),
+            member: Member::Tenant { organization_id: "acme".into(), role: TenantRole::Admin },
+            enrolled: true,
+            totp: true,
+            created_at: DateTime::UNIX_EPOCH,
+            removed_at: None,
+        }
+    }
+
+    #[test]
+    fn debug_shows_no_credential() {
+        let session = Session {
+            id_hash: "hash-of-the-session-token".into(),
+            user: user(),
+            csrf: "the-csrf-token".into(),
+            last_seen_at: 0,
+            started_at: 0,
+        };
+        let credentials = Credentials {
+            user: user(),
+            password_hash: Some("$argon2id$…".into()),
+            totp_secret: Some("JBSWY3DP".into()),
+        };
+        for shown in [format!("{session:?}"), format!("{credentials:?}")] {
+            assert!(shown.contains("u1"), "{shown}");
+            for secret in ["hash-of-the-session-token", "the-csrf-token", "argon2", "JBSWY3DP"] {
+                assert!(!shown.contains(secret), "{secret} in {shown}");
+            }
+        }
+    }
 }

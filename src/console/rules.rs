@@ -1,9 +1,12 @@
 //! The console's rules, pure: what each tenant role may do, the password
 //! policy, how long sessions and enrol links live, the delay after failed
-//! sign-ins, when the session cookie is `Secure`, and the CSRF comparison.
+//! sign-ins (per email and client address, and per client address), the
+//! client address behind trusted proxies, when the session cookie is
+//! `Secure`, and the CSRF comparison.
 
-use std::time::Duration;
+use std::{net::IpAddr, time::Duration};
 
+use ipnet::IpNet;
 use subtle::ConstantTimeEq;
 
 /// A session unused this long is over: the next request signs in again.
@@ -21,7 +24,8 @@ pub const MIN_PASSWORD: usize = 12;
 /// The most characters of a password (hashing is deliberately slow).
 pub const MAX_PASSWORD: usize = 256;
 
-/// Failed sign-ins for one email before each further try waits.
+/// Failed sign-ins for one email from one client address before each
+/// further try waits.
 pub const FREE_FAILURES: i64 = 5;
 
 /// The longest wait between tries.
@@ -62,7 +66,7 @@ impl TenantRole {
         match action {
             TenantAction::Read => true,
             TenantAction::Keys | TenantAction::Webhooks => self != TenantRole::Viewer,
-            TenantAction::Team => self == TenantRole::Admin,
+            TenantAction::Team | TenantAction::UnpairedKeys => self == TenantRole::Admin,
         }
     }
 }
@@ -79,9 +83,14 @@ impl std::str::FromStr for TenantRole {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TenantAction {
     Read,
+    /// Keys that sign their requests: create one paired with a public key,
+    /// pair, revoke.
     Keys,
     Webhooks,
     Team,
+    /// A key whose bearer token alone is enough: create one without a
+    /// public key, or unpair one.
+    UnpairedKeys,
 }
 
 /// Why a password is refused.
@@ -110,11 +119,30 @@ pub fn password(password: &str, again: &str) -> Result<(), WeakPassword> {
     Ok(())
 }
 
-/// How long the next try must wait after `failures` failed sign-ins: none
-/// for the first [`FREE_FAILURES`], then 1 s, doubling with each further
-/// failure, up to [`MAX_DELAY`].
+/// Failed sign-ins from one client address, whatever the emails, before
+/// its tries are slowed too.
+pub const CLIENT_FREE_FAILURES: i64 = 20;
+
+/// How long failures are remembered: a count whose last failure is older
+/// starts again, and the row is purged.
+pub const FAILURES_KEPT: Duration = Duration::from_secs(24 * 3600);
+
+/// How long the next try of one email from one client address must wait
+/// after `failures` failed sign-ins: none for the first
+/// [`FREE_FAILURES`], then 1 s, doubling with each further failure, up to
+/// [`MAX_DELAY`].
 pub fn delay(failures: i64) -> Duration {
-    let beyond = failures - FREE_FAILURES;
+    doubling(failures, FREE_FAILURES)
+}
+
+/// As [`delay`], for every try from one client address after
+/// [`CLIENT_FREE_FAILURES`] failures of any emails.
+pub fn client_delay(failures: i64) -> Duration {
+    doubling(failures, CLIENT_FREE_FAILURES)
+}
+
+fn doubling(failures: i64, free: i64) -> Duration {
+    let beyond = failures - free;
     if beyond < 0 {
         return Duration::ZERO;
     }
@@ -122,11 +150,36 @@ pub fn delay(failures: i64) -> Duration {
     Duration::from_secs(seconds).min(MAX_DELAY)
 }
 
-/// How long a try at `now` must still wait, after `failures` failures the
-/// last at `last_failed` (micros); `None` when it may go on.
-pub fn wait(failures: i64, last_failed: i64, now: i64) -> Option<Duration> {
-    let until = last_failed.saturating_add(micros(delay(failures)));
+/// How long a try at `now` must still wait after failures whose delay is
+/// `delay`, the last at `last_failed` (micros); `None` when it may go on.
+pub fn wait(delay: Duration, last_failed: i64, now: i64) -> Option<Duration> {
+    let until = last_failed.saturating_add(micros(delay));
     (now < until).then(|| Duration::from_micros((until - now) as u64))
+}
+
+/// The address a console request comes from: the peer's, or, when the
+/// peer is one of the `trusted` proxies, the last address of
+/// `X-Forwarded-For` that is not itself a trusted proxy (a client writes
+/// what it likes at the left of the header; each proxy appends the address
+/// it was reached from at its right).
+pub fn client_address(peer: IpAddr, forwarded_for: Option<&str>, trusted: &[IpNet]) -> IpAddr {
+    let is_trusted = |address: &IpAddr| trusted.iter().any(|net| net.contains(address));
+    if !is_trusted(&peer) {
+        return peer;
+    }
+    let mut client = peer;
+    for hop in forwarded_for.unwrap_or_default().rsplit(',').map(str::trim) {
+        match hop.parse::<IpAddr>() {
+            Ok(address) => {
+                client = address;
+                if !is_trusted(&address) {
+                    break;
+                }
+            }
+            Err(_) => break,
+        }
+    }
+    client
 }
 
 /// Whether a session that began at `started` and was last seen at
@@ -173,12 +226,12 @@ mod tests {
     fn each_role_may_do_what_it_names() {
         use TenantAction::*;
         let table = [
-            (TenantRole::Admin, [true, true, true, true]),
-            (TenantRole::Developer, [true, true, true, false]),
-            (TenantRole::Viewer, [true, false, false, false]),
+            (TenantRole::Admin, [true, true, true, true, true]),
+            (TenantRole::Developer, [true, true, true, false, false]),
+            (TenantRole::Viewer, [true, false, false, false, false]),
         ];
         for (role, allowed) in table {
-            for (action, expected) in [Read, Keys, Webhooks, Team].into_iter().zip(allowed) {
+            for (action, expected) in [Read, Keys, Webhooks, Team, UnpairedKeys].into_iter().zip(allowed) {
                 assert_eq!(role.may(action), expected, "{role:?} {action:?}");
             }
             assert_eq!(TenantRole::parse(role.as_str()), Some(role));
@@ -212,10 +265,40 @@ mod tests {
             assert_eq!(delay(failures), Duration::from_secs(seconds), "{failures} failures");
         }
         let second = 1_000_000;
-        assert_eq!(wait(4, 0, 1), None);
-        assert_eq!(wait(5, 10 * second, 10 * second), Some(Duration::from_secs(1)));
-        assert_eq!(wait(6, 10 * second, 11 * second), Some(Duration::from_secs(1)));
-        assert_eq!(wait(6, 10 * second, 12 * second), None);
+        assert_eq!(wait(delay(4), 0, 1), None);
+        assert_eq!(wait(delay(5), 10 * second, 10 * second), Some(Duration::from_secs(1)));
+        assert_eq!(wait(delay(6), 10 * second, 11 * second), Some(Duration::from_secs(1)));
+        assert_eq!(wait(delay(6), 10 * second, 12 * second), None);
+        // A client address, whatever the emails: after twenty.
+        let table = [(19, 0), (20, 1), (21, 2), (40, 900)];
+        for (failures, seconds) in table {
+            assert_eq!(client_delay(failures), Duration::from_secs(seconds), "{failures} failures");
+        }
+    }
+
+    #[test]
+    fn the_client_is_the_peer_unless_a_trusted_proxy_names_it() {
+        let trusted: Vec<IpNet> = ["10.0.0.0/8", "192.0.2.1/32"].iter().map(|n| n.parse().unwrap()).collect();
+        let ip = |text: &str| text.parse::<IpAddr>().unwrap();
+        let table = [
+            // An untrusted peer is the client, whatever it forwards.
+            ("203.0.113.5", Some("198.51.100.1"), "203.0.113.5"),
+            ("203.0.113.5", None, "203.0.113.5"),
+            // A trusted proxy names the client at the header's right.
+            ("10.1.2.3", Some("198.51.100.1"), "198.51.100.1"),
+            // A client's own entry at the left is not believed.
+            ("10.1.2.3", Some("1.1.1.1, 198.51.100.1"), "198.51.100.1"),
+            // Through two trusted proxies.
+            ("10.1.2.3", Some("198.51.100.1, 192.0.2.1"), "198.51.100.1"),
+            // A proxy with no header, or a garbled one: the last good hop.
+            ("10.1.2.3", None, "10.1.2.3"),
+            ("10.1.2.3", Some("junk"), "10.1.2.3"),
+            ("10.1.2.3", Some("198.51.100.1, junk"), "10.1.2.3"),
+            ("192.0.2.1", Some("10.9.9.9"), "10.9.9.9"),
+        ];
+        for (peer, forwarded, client) in table {
+            assert_eq!(client_address(ip(peer), forwarded, &trusted), ip(client), "{peer} {forwarded:?}");
+        }
     }
 
     #[test]

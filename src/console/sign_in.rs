@@ -1,13 +1,15 @@
-//! Signing in and out. A sign-in checks the delay of its email's failed
-//! tries first, then the password (an unknown email costs the same hashing
-//! as a known one), then the TOTP code when the user has a second factor
-//! (each code accepted once). Every try counts against the email, known
-//! or not, before it is checked (tries sent at once cannot all pass one
-//! delay), and every failure answers alike; a success forgets the count
-//! and starts a new session (a new id and CSRF token: nothing from before
-//! sign-in is kept).
+//! Signing in and out. A sign-in checks the delays of its failed tries
+//! first (of its email from its client address, and of its client address
+//! whatever the emails), then the password (an unknown email costs the
+//! same hashing as a known one), then the TOTP code when the user has a
+//! second factor (each code accepted once). Every try counts against both
+//! before it is checked (tries sent at once cannot all pass one delay), and
+//! every failure answers alike; a success forgets its email's count from
+//! that address and starts a new session (a new id and CSRF token: nothing
+//! from before sign-in is kept). Counts older than
+//! [`rules::FAILURES_KEPT`] start again and are purged.
 
-use std::{fmt, sync::LazyLock, time::Duration};
+use std::{fmt, net::IpAddr, sync::LazyLock, time::Duration};
 
 use tokio::sync::Semaphore;
 
@@ -27,6 +29,9 @@ pub enum SignInError {
     /// Too many failed tries for this email: the next may come after this.
     #[error("too many failed sign-ins for this email: try again in {} s", .0.as_secs().max(1))]
     Wait(Duration),
+    /// Too many failed tries from this client address, whatever the emails.
+    #[error("too many failed sign-ins from this address: try again in {} s", .0.as_secs().max(1))]
+    WaitAddress(Duration),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -53,23 +58,48 @@ static HASHING: Semaphore = Semaphore::const_new(4);
 static UNKNOWN: LazyLock<String> =
     LazyLock::new(|| people::hash_password("no user has this password").unwrap_or_default());
 
-/// Signs `email` in with `password` and, for a user with a second factor,
-/// `code`.
-pub async fn sign_in(store: &Store, email: &str, password: &str, code: &str) -> Result<Started, SignInError> {
+/// The failed tries counted under `key` as of `now`: the stored count and
+/// the count that holds (none once the last failure is older than
+/// [`rules::FAILURES_KEPT`]), and the last failure's time.
+async fn failures(store: &Store, key: &str, now: i64) -> Result<(i64, i64, i64), StoreError> {
+    let (stored, last_failed) = store.sign_in_failures(key).await?;
+    let kept = i64::try_from(rules::FAILURES_KEPT.as_micros()).unwrap_or(i64::MAX);
+    let holds = if now.saturating_sub(last_failed) > kept { 0 } else { stored };
+    Ok((stored, holds, last_failed))
+}
+
+/// Signs `email` in from `client` with `password` and, for a user with a
+/// second factor, `code`.
+pub async fn sign_in(
+    store: &Store,
+    email: &str,
+    password: &str,
+    code: &str,
+    client: IpAddr,
+) -> Result<Started, SignInError> {
     let key = email_key(email);
     // No email is this long: refused without a row of its own.
     if key.len() > people::MAX_EMAIL || password.chars().count() > rules::MAX_PASSWORD {
         return Err(SignInError::Wrong);
     }
-    let (failures, last_failed) = store.sign_in_failures(&key).await?;
+    let (pair, from) = (format!("{key} from {client}"), format!("from {client}"));
     let now = now_micros();
-    if let Some(wait) = rules::wait(failures, last_failed, now) {
+    let (pair_stored, pair_failures, pair_last) = failures(store, &pair, now).await?;
+    let (from_stored, from_failures, from_last) = failures(store, &from, now).await?;
+    if let Some(wait) = rules::wait(rules::delay(pair_failures), pair_last, now) {
         return Err(SignInError::Wait(wait));
     }
-    // Counted before it is checked: another try of this email meanwhile
-    // finds the new count, and the delay it sets.
-    if !store.claim_sign_in_try(&key, failures, now).await? {
-        return Err(SignInError::Wait(rules::delay(failures + 1).max(Duration::from_secs(1))));
+    if let Some(wait) = rules::wait(rules::client_delay(from_failures), from_last, now) {
+        return Err(SignInError::WaitAddress(wait));
+    }
+    // Counted before it is checked: another try meanwhile finds the new
+    // count, and the delay it sets.
+    if !store.claim_sign_in_try(&pair, pair_stored, pair_failures + 1, now).await? {
+        return Err(SignInError::Wait(rules::delay(pair_failures + 1).max(Duration::from_secs(1))));
+    }
+    if !store.claim_sign_in_try(&from, from_stored, from_failures + 1, now).await? {
+        let wait = rules::client_delay(from_failures + 1).max(Duration::from_secs(1));
+        return Err(SignInError::WaitAddress(wait));
     }
     let credentials = store.console_credentials(&key).await?;
     let stored = credentials.as_ref().and_then(|c| c.password_hash.clone());
@@ -89,7 +119,9 @@ pub async fn sign_in(store: &Store, email: &str, password: &str, code: &str) -> 
     let Some(user) = user else {
         return Err(SignInError::Wrong);
     };
-    store.clear_sign_in_failures(&key).await?;
+    store.clear_sign_in_failures(&pair).await?;
+    // The address's count took this try as failed before it was checked.
+    store.uncount_sign_in_try(&from).await?;
     let token = token();
     store.insert_session(&hash(&token), &user.id, &people::token(), now_micros()).await?;
     Ok(Started { token, user })

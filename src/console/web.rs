@@ -19,27 +19,48 @@ use super::{
 };
 use crate::{api::ApiState, environment::Environment, store::StoreError};
 
-/// The session cookie's name.
+/// The session cookie's name on loopback `http://` (dev).
 pub const COOKIE: &str = "console_session";
+/// The session cookie's name everywhere else: `__Host-` makes a browser
+/// take it only `Secure`, for `Path=/` and from this very host, so that a
+/// sibling site cannot plant a session of its choosing.
+pub const HOST_COOKIE: &str = "__Host-console_session";
+/// How long a browser keeps to https once told (a year).
+const HSTS: &str = "max-age=31536000";
 
 /// The most a console form may carry.
 const MAX_FORM: usize = 256 * 1024;
 
-/// The cookie that carries session `token`: `HttpOnly`, `SameSite=Strict`,
-/// `Secure` unless the console is reached over loopback `http://`.
+/// Whether the console is served as a browser must keep it: anywhere but
+/// at a loopback address over plain `http://`.
+fn secure(headers: &HeaderMap) -> bool {
+    rules::secure_cookie(forwarded_https(headers), host(headers))
+}
+
+/// The session cookie's name for a request with `headers`.
+fn cookie_name(headers: &HeaderMap) -> &'static str {
+    if secure(headers) { HOST_COOKIE } else { COOKIE }
+}
+
+/// The cookie that carries session `token`: `HttpOnly`, `SameSite=Strict`;
+/// off loopback `__Host-console_session`, `Secure`, `Path=/`; on loopback
+/// `http://` `console_session`, `Path=/console`.
 pub fn session_cookie(token: &str, headers: &HeaderMap) -> HeaderValue {
-    let cookie = cookie::Cookie::build((COOKIE, token))
-        .path("/console")
+    let secure = secure(headers);
+    let cookie = cookie::Cookie::build((cookie_name(headers), token))
+        .path(if secure { "/" } else { "/console" })
         .http_only(true)
         .same_site(cookie::SameSite::Strict)
-        .secure(rules::secure_cookie(forwarded_https(headers), host(headers)))
+        .secure(secure)
         .build();
     HeaderValue::from_str(&cookie.to_string()).expect("a token is URL-safe")
 }
 
-/// The cookie that removes the session cookie.
-pub fn cleared_cookie() -> HeaderValue {
-    HeaderValue::from_static("console_session=; Path=/console; HttpOnly; SameSite=Strict; Max-Age=0")
+/// The cookie that removes the session cookie of a request with `headers`.
+pub fn cleared_cookie(headers: &HeaderMap) -> HeaderValue {
+    let cleared = session_cookie("", headers);
+    let text = format!("{}; Max-Age=0", cleared.to_str().expect("the cookie is text"));
+    HeaderValue::from_str(&text).expect("the cookie is text")
 }
 
 fn host(headers: &HeaderMap) -> &str {
@@ -54,15 +75,17 @@ fn forwarded_https(headers: &HeaderMap) -> bool {
         .is_some_and(|v| v.eq_ignore_ascii_case("https"))
 }
 
-/// The session token the request's cookie carries.
+/// The session token the request's cookie carries: off loopback only the
+/// `__Host-` one.
 pub fn token(headers: &HeaderMap) -> Option<String> {
+    let name = cookie_name(headers);
     headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|value| value.to_str().ok())
         .flat_map(cookie::Cookie::split_parse)
         .filter_map(Result::ok)
-        .find(|c| c.name() == COOKIE)
+        .find(|c| c.name() == name)
         .map(|c| c.value().to_string())
 }
 
@@ -204,8 +227,9 @@ pub fn render<T: Template>(status: StatusCode, page: &T) -> Response {
 
 /// Every console answer: not cached, not framed, scripts and styles from
 /// the service only, no referrer to another site (an enrol link's token is
-/// in its path).
+/// in its path), and off loopback kept to https (`Strict-Transport-Security`).
 pub async fn headers(State(state): State<ApiState>, request: Request, next: Next) -> Response {
+    let hsts = secure(request.headers());
     let mut response = next.run(request).await;
     if let Some(Unrendered(status, message)) = response.extensions_mut().remove::<Unrendered>() {
         let environment = environment_label(state.environment());
@@ -227,6 +251,9 @@ pub async fn headers(State(state): State<ApiState>, request: Request, next: Next
     ];
     for (name, value) in set {
         headers.entry(name).or_insert(HeaderValue::from_static(value));
+    }
+    if hsts {
+        headers.insert(header::STRICT_TRANSPORT_SECURITY, HeaderValue::from_static(HSTS));
     }
     response
 }

@@ -19,8 +19,8 @@ use crate::{
 /// The tenant admin's email.
 pub const ADMIN_EMAIL: &str = "admin@dev.example";
 
-/// What `dev` prints of its people.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+/// What `dev` prints of its people. `Debug` shows none of it.
+#[derive(Clone, Default, Serialize, Deserialize)]
 pub struct People {
     /// `/console/enrol/<token>` of the tenant admin.
     pub console_enrol_path: String,
@@ -28,6 +28,12 @@ pub struct People {
     pub operator_enrol_paths: Vec<String>,
     /// The operators' keys, in the same order.
     pub operator_keys: Vec<String>,
+}
+
+impl std::fmt::Debug for People {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("People").field("operators", &self.operator_keys.len()).finish_non_exhaustive()
+    }
 }
 
 /// The people of dev's store: made on a fresh store, read back on a kept

@@ -43,7 +43,9 @@ pub enum UrlError {
     NotHttps,
     #[error("webhook URLs must not carry credentials")]
     Credentials,
-    #[error("{host} resolves to {address}, an address webhooks may not reach")]
+    /// The address is kept for the service's own use and never shown: a
+    /// caller learns nothing of what a name resolves to inside.
+    #[error("{host} is or resolves to an address webhooks may not reach")]
     Forbidden { host: String, address: IpAddr },
     #[error("{0} does not resolve")]
     Unresolvable(String),

@@ -242,7 +242,8 @@ impl From<sqlx::Error> for DecideError {
 }
 
 /// A second operator's decision on the `AWAITING_APPROVAL` mint of the wire
-/// `reference` (or of the mint of that id): approved (the identity's
+/// `reference` (or of the mint of that id: a mint named by its id is always
+/// that mint, whatever another wire's reference says): approved (the identity's
 /// entitlement now decides whether it mints) or refused. The operator who
 /// recorded the wire cannot decide on it.
 pub async fn decide(
@@ -254,14 +255,12 @@ pub async fn decide(
 ) -> Result<Mint, DecideError> {
     let mut tx = store.begin().await?;
     let named = mints::named(&mut tx, reference, &normalize_reference(reference)).await?;
-    let mint = match named.as_slice() {
-        [mint] => mint,
-        [] => return Err(StoreError::NotFound(format!("wire {reference}")).into()),
-        _ => {
-            return Err(StoreError::Invalid(format!(
-                "{reference} is both a wire's reference and another wire's mint id: name the mint by its id"
-            ))
-            .into());
+    let mint = match (named.iter().find(|mint| mint.id == reference), named.as_slice()) {
+        (Some(by_id), _) => by_id,
+        (None, [mint]) => mint,
+        (None, []) => return Err(StoreError::NotFound(format!("wire {reference}")).into()),
+        (None, _) => {
+            return Err(StoreError::Invalid(format!("several wires have the reference {reference}")).into());
         }
     };
     if let Some(recorder) = mint.recorded_by.as_deref() {

@@ -35,12 +35,20 @@ pub struct NewOperator {
 }
 
 /// A created operator, its console enrol link's path and its first key,
-/// both shown once.
-#[derive(Debug)]
+/// both shown once. `Debug` shows neither.
 pub struct Created {
     pub operator: Operator,
     pub enrol_path: String,
     pub key: NewSecret,
+}
+
+impl std::fmt::Debug for Created {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Created")
+            .field("operator", &self.operator.id)
+            .field("key", &self.key)
+            .finish_non_exhaustive()
+    }
 }
 
 impl NewOperator {

@@ -288,7 +288,8 @@ fn api_state(
         .with_receiving_bank(api.receiving_bank()?)
         .with_conversions(api.pricing.settings())
         .with_limits(api.limits.limits())
-        .with_operator_token(api.operator_token.clone()))
+        .with_operator_token(api.operator_token.clone())
+        .with_trusted_proxies(api.trusted_proxies.clone()))
 }
 
 /// The environment this process runs in, `requested` or the store's

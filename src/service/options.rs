@@ -62,8 +62,22 @@ pub struct ApiOptions {
     /// its fixed sandbox bank.
     #[arg(long, value_name = "FILE", env = crate::issuance::receiving::RECEIVING_BANK_ENV)]
     pub receiving_bank: Option<std::path::PathBuf>,
+    /// The proxies in front of the service whose `X-Forwarded-For` names
+    /// the console's client address (for its sign-in limits): CIDRs or
+    /// addresses, separated by commas. Without them the peer's address is
+    /// the client's.
+    #[arg(long, value_name = "CIDRS", env = "CUSTODY_INDEXER_TRUSTED_PROXIES", value_delimiter = ',', value_parser = parse_proxy)]
+    pub trusted_proxies: Vec<ipnet::IpNet>,
     #[command(flatten)]
     pub pricing: Pricing,
+}
+
+/// A proxy's address or network: `10.0.0.0/8`, or `192.0.2.1` alone.
+fn parse_proxy(text: &str) -> Result<ipnet::IpNet, String> {
+    let text = text.trim();
+    text.parse::<ipnet::IpNet>()
+        .or_else(|_| text.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+        .map_err(|_| format!("{text:?} is not an address or a CIDR network"))
 }
 
 /// Parses `--operator-token` without ever echoing the value: clap's own

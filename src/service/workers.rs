@@ -40,7 +40,11 @@ pub fn spawn(tasks: &mut Tasks, state: &ApiState, shutdown: &CancellationToken) 
         let store = &store;
         every(PURGE_EVERY, &stop, logged, move || async move {
             let purged = store.purge_request_tokens(chrono::Utc::now().timestamp()).await?;
-            Ok::<_, crate::store::StoreError>(usize::try_from(purged).unwrap_or(usize::MAX))
+            // And failed console sign-ins no longer counted.
+            let kept = i64::try_from(crate::console::rules::FAILURES_KEPT.as_micros()).unwrap_or(i64::MAX);
+            let failures =
+                store.purge_sign_in_failures(crate::store::now_micros().saturating_sub(kept)).await?;
+            Ok::<_, crate::store::StoreError>(usize::try_from(purged + failures).unwrap_or(usize::MAX))
         })
         .await
     }));

@@ -76,14 +76,13 @@ pub async fn insert(tx: &mut Tx, entry: &Entry) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// The newest entry of `action`.
-pub async fn last_of(tx: &mut Tx, action: &str) -> Result<Option<Entry>, StoreError> {
-    let row =
-        sqlx::query(&format!("SELECT {COLUMNS} FROM audit_log WHERE action = $1 ORDER BY seq DESC LIMIT 1"))
-            .bind(action)
-            .fetch_optional(&mut **tx)
-            .await?;
-    row.as_ref().map(entry).transpose()
+/// Every entry of `action`, oldest first.
+pub async fn all_of(tx: &mut Tx, action: &str) -> Result<Vec<Entry>, StoreError> {
+    let rows = sqlx::query(&format!("SELECT {COLUMNS} FROM audit_log WHERE action = $1 ORDER BY seq"))
+        .bind(action)
+        .fetch_all(&mut **tx)
+        .await?;
+    rows.iter().map(entry).collect()
 }
 
 /// Makes the next checkpoint due now.
@@ -159,7 +158,9 @@ impl Store {
 
     /// Claims the next checkpoint for `owner` when it is due at `now`
     /// (microseconds), the one after due `every` later: true for exactly
-    /// one claimant per period, however many instances ask.
+    /// one claimant per period, however many instances ask. A due time
+    /// further away than one period (written outside the service) counts
+    /// as due, and a missing row is made again.
     pub async fn claim_audit_checkpoint(
         &self,
         owner: &str,
@@ -167,14 +168,37 @@ impl Store {
         every: i64,
     ) -> Result<bool, StoreError> {
         let done = sqlx::query(
-            "UPDATE audit_checkpoint_due SET due_at = $1 + $2, owner = $3 WHERE id = 1 AND due_at <= $1",
+            "UPDATE audit_checkpoint_due SET due_at = $1 + $2, owner = $3
+             WHERE id = 1 AND (due_at <= $1 OR due_at > $1 + $2)",
         )
         .bind(now)
         .bind(every)
         .bind(owner)
         .execute(&self.pool)
         .await?;
-        Ok(done.rows_affected() == 1)
+        if done.rows_affected() == 1 {
+            return Ok(true);
+        }
+        let made = sqlx::query(
+            "INSERT INTO audit_checkpoint_due (id, due_at, owner) VALUES (1, $1 + $2, $3) ON CONFLICT (id) DO NOTHING",
+        )
+        .bind(now)
+        .bind(every)
+        .bind(owner)
+        .execute(&self.pool)
+        .await?;
+        Ok(made.rows_affected() == 1)
+    }
+
+    /// Makes the checkpoint `owner` claimed due again at `at` (it could not
+    /// be written), unless another claimed meanwhile.
+    pub async fn retry_audit_checkpoint(&self, owner: &str, at: i64) -> Result<(), StoreError> {
+        sqlx::query("UPDATE audit_checkpoint_due SET due_at = $1 WHERE id = 1 AND owner = $2")
+            .bind(at)
+            .bind(owner)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
     }
 
     /// The chain's head: the last `seq` appended and its hash.

@@ -83,6 +83,8 @@ END",
 ];
 
 /// PostgreSQL's triggers: name, table, when, and the function called.
+/// Their `tgtype`s: a row trigger before insert, update and delete is
+/// `1 | 2 | 4 | 8 | 16`; a statement trigger before truncate `2 | 32`.
 const POSTGRES_TRIGGERS: [(&str, &str, &str, &str); 4] = [
     (
         "audit_log_guard",
@@ -110,9 +112,18 @@ const POSTGRES_TRIGGERS: [(&str, &str, &str, &str); 4] = [
     ),
 ];
 
-/// Installs (or puts back) every guard, in one transaction.
+/// Puts back every guard when one is missing, in one transaction: a store
+/// whose guards stand is not touched (no lock on the log's tables, no DDL
+/// right needed). On PostgreSQL an advisory lock orders instances starting
+/// together.
 pub(super) async fn install(pool: &AnyPool, backend: Backend) -> Result<(), StoreError> {
+    if missing(pool, backend).await?.is_empty() {
+        return Ok(());
+    }
     let mut tx = pool.begin().await?;
+    if backend == Backend::Postgres {
+        sqlx::query("SELECT pg_advisory_xact_lock(7305411283617492)").execute(&mut *tx).await?;
+    }
     match backend {
         Backend::Sqlite => {
             for (name, create) in SQLITE {
@@ -121,9 +132,15 @@ pub(super) async fn install(pool: &AnyPool, backend: Backend) -> Result<(), Stor
             }
         }
         Backend::Postgres => {
+            // The functions read the tables of the schema the store is in,
+            // never a temporary table a session put before them.
+            let schema: String =
+                sqlx::query_scalar("SELECT current_schema()::text").fetch_one(&mut *tx).await?;
+            let path = format!("\"{}\", pg_temp", schema.replace('"', "\"\""));
             for (name, body) in POSTGRES_FUNCTIONS {
                 let create = format!(
-                    "CREATE OR REPLACE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $guard$\n{body}\n$guard$"
+                    "CREATE OR REPLACE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql SET search_path = {path} \
+                     AS $guard$\n{body}\n$guard$"
                 );
                 sqlx::raw_sql(&create).execute(&mut *tx).await?;
             }
@@ -157,28 +174,41 @@ pub(super) async fn missing(pool: &AnyPool, backend: Backend) -> Result<Vec<Stri
         }
         Backend::Postgres => {
             for (name, body) in POSTGRES_FUNCTIONS {
-                let kept: Option<String> =
-                    sqlx::query_scalar("SELECT prosrc FROM pg_proc WHERE proname = $1")
-                        .bind(name)
-                        .fetch_optional(pool)
-                        .await?;
-                if kept.as_deref().map(words) != Some(words(body)) {
+                let row = sqlx::query(
+                    "SELECT p.prosrc, array_to_string(p.proconfig, ',') AS config FROM pg_proc p
+                     WHERE p.proname = $1 AND p.pronamespace = current_schema()::regnamespace",
+                )
+                .bind(name)
+                .fetch_optional(pool)
+                .await?;
+                let intact = row.is_some_and(|row| {
+                    let source: String = row.try_get("prosrc").unwrap_or_default();
+                    let config: Option<String> = row.try_get("config").unwrap_or_default();
+                    words(&source) == words(body)
+                        && config.is_some_and(|c| c.starts_with("search_path=") && c.ends_with("pg_temp"))
+                });
+                if !intact {
                     missing.push(format!("function {name}"));
                 }
             }
-            for (name, table, _, call) in POSTGRES_TRIGGERS {
+            for (name, table, when, call) in POSTGRES_TRIGGERS {
                 let row = sqlx::query(
-                    "SELECT tgenabled::text AS enabled, pg_get_triggerdef(t.oid) AS def FROM pg_trigger t
-                     JOIN pg_class c ON c.oid = t.tgrelid WHERE t.tgname = $1 AND c.relname = $2",
+                    "SELECT t.tgenabled::text AS enabled, t.tgtype::integer AS kind, pg_get_triggerdef(t.oid) AS def
+                     FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+                     WHERE t.tgname = $1 AND c.relname = $2 AND c.relnamespace = current_schema()::regnamespace",
                 )
                 .bind(name)
                 .bind(table)
                 .fetch_optional(pool)
                 .await?;
+                let kind = if when.contains("TRUNCATE") { 2 | 32 } else { 1 | 2 | 4 | 8 | 16 };
                 let intact = row.is_some_and(|row| {
                     let enabled: String = row.try_get("enabled").unwrap_or_default();
+                    let found: i32 = row.try_get("kind").unwrap_or_default();
                     let def: String = row.try_get("def").unwrap_or_default();
-                    enabled != "D" && def.ends_with(call)
+                    // `O` fires in every ordinary session, `A` always; `D`
+                    // (disabled) and `R` (replicas only) do not.
+                    matches!(enabled.as_str(), "O" | "A") && found == kind && def.ends_with(call)
                 });
                 if !intact {
                     missing.push(format!("trigger {name}"));

@@ -296,7 +296,8 @@ impl Store {
         rows.iter().map(user).collect()
     }
 
-    /// The failed sign-ins of `email_key`: their count and the last one's time.
+    /// The failed sign-ins counted under `email_key` (an email and a client
+    /// address, or a client address): their count and the last one's time.
     pub async fn sign_in_failures(&self, email_key: &str) -> Result<(i64, i64), StoreError> {
         let row =
             sqlx::query("SELECT failures, last_failed_at FROM console_sign_in_failures WHERE email_key = $1")
@@ -309,15 +310,24 @@ impl Store {
         })
     }
 
-    /// Counts a sign-in try of `email_key` at `now` as failed before it is
-    /// checked (a success forgets it), if the count is still `seen`: `false`
-    /// when another try counted meanwhile, so that tries sent at once cannot
-    /// all pass the same delay.
-    pub async fn claim_sign_in_try(&self, email_key: &str, seen: i64, now: i64) -> Result<bool, StoreError> {
+    /// Counts a sign-in try under `email_key` at `now` as failed before it is
+    /// checked (a success forgets it), setting the count to `next` if it is
+    /// still `seen`: `false` when another try counted meanwhile, so that
+    /// tries sent at once cannot all pass the same delay.
+    pub async fn claim_sign_in_try(
+        &self,
+        email_key: &str,
+        seen: i64,
+        next: i64,
+        now: i64,
+    ) -> Result<bool, StoreError> {
         let done = if seen == 0 {
             sqlx::query(
+                // A row whose count went back to none (a try that
+                // succeeded) counts again as a new one.
                 "INSERT INTO console_sign_in_failures (email_key, failures, last_failed_at) VALUES ($1, 1, $2)
-                 ON CONFLICT (email_key) DO NOTHING",
+                 ON CONFLICT (email_key) DO UPDATE SET failures = 1, last_failed_at = $2
+                 WHERE console_sign_in_failures.failures = 0",
             )
             .bind(email_key)
             .bind(now)
@@ -325,16 +335,36 @@ impl Store {
             .await?
         } else {
             sqlx::query(
-                "UPDATE console_sign_in_failures SET failures = failures + 1, last_failed_at = $2
+                "UPDATE console_sign_in_failures SET failures = $4, last_failed_at = $2
                  WHERE email_key = $1 AND failures = $3",
             )
             .bind(email_key)
             .bind(now)
             .bind(seen)
+            .bind(next)
             .execute(&self.pool)
             .await?
         };
         Ok(done.rows_affected() == 1)
+    }
+
+    /// Takes one try back from the count of `email_key` (a try counted
+    /// before it succeeded).
+    pub async fn uncount_sign_in_try(&self, email_key: &str) -> Result<(), StoreError> {
+        sqlx::query("UPDATE console_sign_in_failures SET failures = failures - 1 WHERE email_key = $1 AND failures > 0")
+            .bind(email_key)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Forgets failed sign-ins whose last one came before `before` (micros).
+    pub async fn purge_sign_in_failures(&self, before: i64) -> Result<u64, StoreError> {
+        let done = sqlx::query("DELETE FROM console_sign_in_failures WHERE last_failed_at < $1")
+            .bind(before)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected())
     }
 
     /// Forgets the failed sign-ins of `email_key` (after a successful one).

@@ -108,3 +108,13 @@ pub async fn unpair_api_key(tx: &mut Tx, id: &str) -> Result<Option<String>, Sto
     .await?;
     Ok(row.map(|r| r.try_get("organization_id")).transpose()?)
 }
+
+impl super::Store {
+    /// The public key (PEM) of every paired API key, by key id.
+    pub async fn api_key_public_keys(&self) -> Result<std::collections::HashMap<String, String>, StoreError> {
+        let rows = sqlx::query("SELECT id, public_key_pem FROM api_keys WHERE public_key_pem IS NOT NULL")
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(|row| Ok((row.try_get("id")?, row.try_get("public_key_pem")?))).collect()
+    }
+}

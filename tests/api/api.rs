@@ -231,6 +231,10 @@ async fn webhooks_need_a_public_https_url_and_show_their_secret_once() {
         assert_error(&answer, 400, "INVALID_REQUEST");
         assert!(answer.body["message"].as_str().unwrap().contains(mentions), "{body}: {:?}", answer.body);
     }
+    // A name resolving inside is refused without telling what it resolved to.
+    let inside = app.post("/v2/webhooks", &key, &json!({ "url": "https://localhost/hook" })).await;
+    let message = inside.body["message"].as_str().unwrap();
+    assert!(!message.contains("127.0.0.1") && !message.contains("::1"), "{message}");
     let created = app
         .post("/v2/webhooks", &key, &json!({ "url": "https://93.184.215.14/hook", "label": "ledger" }))
         .await;

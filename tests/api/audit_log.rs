@@ -354,6 +354,7 @@ async fn each_period_one_instance_writes_the_checkpoint_to_its_directory_and_nat
         every: std::time::Duration::from_secs(3600),
         dir: Some(dir.path().join("checkpoints")),
         nats: Some(nats.url().parse().unwrap()),
+        last: Default::default(),
     };
     std::fs::create_dir_all(dir.path().join("checkpoints")).unwrap();
 
@@ -371,6 +372,16 @@ async fn each_period_one_instance_writes_the_checkpoint_to_its_directory_and_nat
     let glass = Actor::break_glass("op_0123456789abcdef0123456789abcdef", "Ada");
     decide_as(&db.store, &glass, "mint-3").await;
     assert!(db.store.claim_audit_checkpoint("node-a", now + hour + 1, hour).await.unwrap());
+    // Put off or deleted by a writer: due all the same, and claimed once.
+    let writer = AnyPool::connect(&db.url).await.unwrap();
+    sqlx::query("UPDATE audit_checkpoint_due SET due_at = 9000000000000000000")
+        .execute(&writer)
+        .await
+        .unwrap();
+    assert!(db.store.claim_audit_checkpoint("node-a", now + hour + 2, hour).await.unwrap());
+    sqlx::query("DELETE FROM audit_checkpoint_due").execute(&writer).await.unwrap();
+    assert!(db.store.claim_audit_checkpoint("node-b", now + hour + 3, hour).await.unwrap());
+    assert!(!db.store.claim_audit_checkpoint("node-a", now + hour + 4, hour).await.unwrap());
 
     let written = schedule::write(&db.store, &schedule).await.unwrap();
     assert_eq!(written.seq, 3);
@@ -388,10 +399,26 @@ async fn each_period_one_instance_writes_the_checkpoint_to_its_directory_and_nat
     let entries = db.store.audit_entries(0, None, 10).await.unwrap();
     assert_eq!(published.check(&public, &entries, 3), Ok(()));
 
-    // A broken log is never signed.
+    // A log rewritten since the last checkpoint is never signed, however
+    // consistent its chain, nor one broken.
     let pool = AnyPool::connect(&db.url).await.unwrap();
     drop_guards(&pool, Backend::Sqlite).await;
-    sqlx::query("UPDATE audit_log SET target_id = 'x' WHERE seq = 2").execute(&pool).await.unwrap();
+    rehash_from(&pool, &db.store, 2, |e| e.target_id = "mint-forged".into()).await;
+    let refused = schedule::write(&db.store, &schedule).await.unwrap_err();
+    assert!(matches!(refused, ScheduleError::Broken(ref at) if at.seq == 3), "{refused}");
+    let restarted = Schedule {
+        key: schedule.key.clone(),
+        every: schedule.every,
+        dir: schedule.dir.clone(),
+        nats: None,
+        last: std::sync::Mutex::new(schedule::newest(schedule.dir.as_deref().unwrap(), &schedule.key)),
+    };
+    let refused = schedule::write(&db.store, &restarted).await.unwrap_err();
+    assert!(
+        matches!(refused, ScheduleError::Broken(ref at) if at.seq == 3),
+        "after a restart too: {refused}"
+    );
+    sqlx::query("UPDATE audit_log SET actor = 'x' WHERE seq = 2").execute(&pool).await.unwrap();
     let refused = schedule::write(&db.store, &schedule).await.unwrap_err();
     assert!(matches!(refused, ScheduleError::Broken(ref at) if at.seq == 2), "{refused}");
     assert_eq!(std::fs::read_dir(dir.path().join("checkpoints")).unwrap().count(), 1);

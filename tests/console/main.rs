@@ -17,11 +17,11 @@ mod sessions;
 use tokio::process::Command;
 
 use common::{
-    api::{App, spawn_app},
+    api::{App, spawn_configured},
     db::{Backend, TEST_PII_KEY},
 };
 use custody_indexer::{
-    api::RateLimit,
+    api::ApiState,
     audit::Actor,
     config::Chains,
     operators::{NewOperator, Role, manage},
@@ -41,7 +41,12 @@ pub const PASSWORD: &str = "correct horse battery";
 
 impl Tenant {
     pub async fn new(backend: Backend) -> Tenant {
-        let app = spawn_app(backend, Chains::default(), RateLimit::default()).await;
+        Self::configured(backend, |state| state).await
+    }
+
+    /// As [`Tenant::new`], its service's state as `configure` makes it.
+    pub async fn configured(backend: Backend, configure: impl FnOnce(ApiState) -> ApiState) -> Tenant {
+        let app = spawn_configured(backend, Chains::default(), configure).await;
         app.store().create_organization("acme", Some("Acme")).await.unwrap();
         let new = NewOperator {
             name: "Opal Admin".into(),

@@ -198,9 +198,20 @@ async fn an_admin_runs_the_team_and_each_role_does_what_it_may() {
         }
         let (developer, viewer) = (&sessions[0], &sessions[1]);
         let dev_token = csrf(&get(base, "/console/keys", Some(developer)).await.body);
-        let made =
+        let bare =
             post(base, "/console/keys", Some(developer), &[("name", "dev key"), ("csrf", &dev_token)]).await;
-        assert_eq!(made.status, 201, "{backend:?}: a developer makes keys");
+        assert_eq!(bare.status, 403, "{backend:?}: only an admin makes a key without a public key");
+        let signer = super::common::signing::ClientKey::p256();
+        let form = [("name", "dev key"), ("public_key", signer.public_pem.as_str()), ("csrf", &dev_token)];
+        let made = post(base, "/console/keys", Some(developer), &form).await;
+        assert_eq!(made.status, 201, "{backend:?}: a developer makes keys that sign");
+        let keys = tenant.app.store().api_keys(Some("acme")).await.unwrap();
+        let made = keys.iter().find(|k| k.name == "dev key").unwrap();
+        assert!(made.signature_algorithm.is_some(), "{backend:?}: paired at once");
+        let unpair = format!("/console/keys/{}/unpair", made.id);
+        let unpaired = post(base, &unpair, Some(developer), &[("csrf", &dev_token)]).await;
+        assert_eq!(unpaired.status, 403, "{backend:?}: only an admin unpairs");
+        assert_eq!(post(base, &unpair, Some(&admin), &[("csrf", &token)]).await.status, 303, "{backend:?}");
         let invite = [("email", "z@acme.example"), ("role", "admin"), ("csrf", dev_token.as_str())];
         assert_eq!(post(base, "/console/team", Some(developer), &invite).await.status, 403, "{backend:?}");
         let viewer_page = get(base, "/console/keys", Some(viewer)).await;
@@ -262,5 +273,40 @@ async fn an_admin_runs_the_team_and_each_role_does_what_it_may() {
         let users = tenant.app.store().console_users_of("globex").await.unwrap();
         let foreign = format!("/console/team/{}/remove", users[0].id);
         assert_eq!(post(base, &foreign, Some(&admin), &[("csrf", &token)]).await.status, 404, "{backend:?}");
+    }
+}
+
+#[tokio::test]
+async fn on_a_production_store_a_tenant_with_console_users_keeps_its_keys_in_the_console() {
+    for backend in BACKENDS {
+        let tenant = Tenant::new(backend).await;
+        let app = &tenant.app;
+        app.store().create_organization("globex", None).await.unwrap();
+        app.store().stamp_environment(custody_indexer::environment::Environment::Production).await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let pepper = dir.path().join("pepper");
+        std::fs::write(&pepper, "a pepper of thirty-two bytes or more").unwrap();
+        let on_store = |args: &[&str]| {
+            std::process::Command::new(env!("CARGO_BIN_EXE_custody-indexer"))
+                .args(args)
+                .env("DATABASE_URL", &app.db.url)
+                .env("CUSTODY_INDEXER_PII_KEY", super::common::db::TEST_PII_KEY)
+                .env("CUSTODY_INDEXER_KEY_PEPPER_FILE", &pepper)
+                .env_remove("CUSTODY_INDEXER_SERVER")
+                .output()
+                .unwrap()
+        };
+        let text = |out: &std::process::Output| {
+            format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+        };
+        // acme has a console user (its invited admin): refused, naming the console.
+        let refused = on_store(&["api-keys", "create", "--organization", "acme", "--name", "mine"]);
+        assert!(!refused.status.success(), "{backend:?}: {}", text(&refused));
+        assert!(text(&refused).contains("/console/keys"), "{}", text(&refused));
+        // A tenant without console users (the README's quick start) is served.
+        let made = on_store(&["api-keys", "create", "--organization", "globex", "--name", "ops"]);
+        assert!(made.status.success(), "{backend:?}: {}", text(&made));
+        let keys = app.store().api_keys(Some("acme")).await.unwrap();
+        assert!(keys.is_empty(), "{backend:?}: nothing was made for acme");
     }
 }

@@ -17,6 +17,8 @@ pub struct Page {
     pub location: String,
     pub cookie: Option<String>,
     pub set_cookie: String,
+    /// `Strict-Transport-Security`, empty when absent.
+    pub hsts: String,
     pub body: String,
 }
 
@@ -41,6 +43,7 @@ async fn read(answer: reqwest::Response) -> Page {
         |name| answer.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
     let set_cookie = header_text(header::SET_COOKIE);
     let location = header_text(header::LOCATION);
+    let hsts = header_text(header::STRICT_TRANSPORT_SECURITY);
     let cookie = set_cookie
         .split(';')
         .next()
@@ -48,7 +51,7 @@ async fn read(answer: reqwest::Response) -> Page {
         .filter(|v| !v.is_empty())
         .map(str::to_string);
     let status = answer.status().as_u16();
-    Page { status, location, cookie, set_cookie, body: answer.text().await.unwrap() }
+    Page { status, location, cookie, set_cookie, hsts, body: answer.text().await.unwrap() }
 }
 
 pub async fn get(base: &str, path: &str, session: Option<&str>) -> Page {
@@ -116,7 +119,10 @@ async fn sessions_are_new_at_each_sign_in_shared_by_instances_and_ended_everywhe
         let (a, b) = (first.cookie.unwrap(), second.cookie.unwrap());
         assert_ne!(a, b, "{backend:?}: each sign-in a new session id");
 
-        // Off loopback, the cookie is Secure.
+        assert!(first.hsts.is_empty(), "{backend:?}: no HSTS over loopback http");
+        // Off loopback, the cookie is `__Host-` and Secure, for the whole
+        // host, the answer keeps the browser to https, and only that
+        // cookie is read there.
         let answer = client()
             .post(format!("{base}/console/sign-in"))
             .header(header::HOST, "console.example.com")
@@ -124,7 +130,28 @@ async fn sessions_are_new_at_each_sign_in_shared_by_instances_and_ended_everywhe
             .send()
             .await
             .unwrap();
-        assert!(read(answer).await.set_cookie.contains("Secure"), "{backend:?}");
+        let off = read(answer).await;
+        assert!(off.set_cookie.starts_with("__Host-console_session="), "{backend:?}: {}", off.set_cookie);
+        for flag in ["HttpOnly", "SameSite=Strict", "Secure", "Path=/;"] {
+            assert!(
+                format!("{};", off.set_cookie).contains(flag),
+                "{backend:?}: {flag} in {}",
+                off.set_cookie
+            );
+        }
+        assert_eq!(off.hsts, "max-age=31536000", "{backend:?}");
+        let token = off.set_cookie.split(';').next().unwrap().split_once('=').unwrap().1.to_string();
+        let as_host = |cookie: String| {
+            client()
+                .get(format!("{base}/console/keys"))
+                .header(header::HOST, "console.example.com")
+                .header(header::COOKIE, cookie)
+                .send()
+        };
+        let planted = read(as_host(format!("console_session={token}")).await.unwrap()).await;
+        assert_eq!(planted.status, 303, "{backend:?}: the plain cookie is not read off loopback");
+        let kept = read(as_host(format!("__Host-console_session={token}")).await.unwrap()).await;
+        assert_eq!(kept.status, 200, "{backend:?}: {}", kept.body);
 
         // Another instance knows the session; sign-out there ends it here.
         let other = tenant.app.another_server(Chains::default()).await;
@@ -176,12 +203,7 @@ async fn failed_sign_ins_slow_further_tries_alike_for_known_and_unknown_emails()
                 messages.push(message(&wrong.body));
             }
             // Within the delay, however slow the machine hashed the tries.
-            let pool = sqlx::AnyPool::connect(&tenant.app.db.url).await.unwrap();
-            sqlx::query("UPDATE console_sign_in_failures SET last_failed_at = $1")
-                .bind(custody_indexer::store::now_micros())
-                .execute(&pool)
-                .await
-                .unwrap();
+            failed_now(&tenant).await;
             let slowed = sign_in(base, email, PASSWORD).await;
             assert_eq!(slowed.status, 429, "{backend:?} {email}: even the right password waits");
             assert!(slowed.cookie.is_none());
@@ -200,6 +222,74 @@ async fn failed_sign_ins_slow_further_tries_alike_for_known_and_unknown_emails()
         let after = sign_in(base, ADMIN_EMAIL, PASSWORD).await;
         assert_eq!(after.status, 303, "{backend:?}: after the delay");
     }
+}
+
+/// A sign-in as a proxy in front passes it on, from `address`.
+async fn sign_in_from(base: &str, address: &str, email: &str, password: &str) -> Page {
+    let answer = client()
+        .post(format!("{base}/console/sign-in"))
+        .header("x-forwarded-for", format!("198.51.100.99, {address}"))
+        .form_of(&[("email", email), ("password", password)])
+        .send()
+        .await
+        .unwrap();
+    read(answer).await
+}
+
+/// Every counted failure made the last one now, however slowly the
+/// machine hashed them.
+async fn failed_now(tenant: &Tenant) {
+    let pool = sqlx::AnyPool::connect(&tenant.app.db.url).await.unwrap();
+    sqlx::query("UPDATE console_sign_in_failures SET last_failed_at = $1")
+        .bind(custody_indexer::store::now_micros())
+        .execute(&pool)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn sign_ins_are_slowed_per_email_and_client_and_per_client_behind_trusted_proxies() {
+    let loopback: Vec<ipnet::IpNet> = vec!["127.0.0.1/32".parse().unwrap(), "::1/128".parse().unwrap()];
+    let tenant = Tenant::configured(Backend::Sqlite, |state| state.with_trusted_proxies(loopback)).await;
+    let base = &tenant.app.base;
+    enrol(&tenant.enrol_link, PASSWORD).await;
+    for _ in 0..5 {
+        assert_eq!(sign_in_from(base, "203.0.113.7", ADMIN_EMAIL, "not the password!").await.status, 401);
+    }
+    failed_now(&tenant).await;
+    let slowed = sign_in_from(base, "203.0.113.7", ADMIN_EMAIL, PASSWORD).await;
+    assert_eq!(slowed.status, 429, "the email from that address waits");
+    let elsewhere = sign_in_from(base, "203.0.113.8", ADMIN_EMAIL, PASSWORD).await;
+    assert_eq!(
+        elsewhere.status, 303,
+        "the same email from another address is not held up: {}",
+        elsewhere.body
+    );
+
+    // Sign-ins that succeed are no failures of their address.
+    for _ in 0..21 {
+        assert_eq!(sign_in_from(base, "203.0.113.10", ADMIN_EMAIL, PASSWORD).await.status, 303);
+    }
+    // One address trying many emails waits past twenty failures, for any email.
+    for n in 0..20 {
+        let email = format!("guess{n}@acme.example");
+        assert_eq!(sign_in_from(base, "203.0.113.9", &email, "not the password!").await.status, 401);
+    }
+    failed_now(&tenant).await;
+    let flooded = sign_in_from(base, "203.0.113.9", ADMIN_EMAIL, PASSWORD).await;
+    assert_eq!(flooded.status, 429);
+    assert!(message(&flooded.body).contains("from this address"), "{}", flooded.body);
+
+    // Without trusted proxies, a forwarded address is the client's own word:
+    // the peer is the client.
+    let plain = Tenant::new(Backend::Sqlite).await;
+    enrol(&plain.enrol_link, PASSWORD).await;
+    for _ in 0..5 {
+        sign_in_from(&plain.app.base, "203.0.113.7", ADMIN_EMAIL, "not the password!").await;
+    }
+    failed_now(&plain).await;
+    let claimed = sign_in_from(&plain.app.base, "203.0.113.8", ADMIN_EMAIL, PASSWORD).await;
+    assert_eq!(claimed.status, 429, "a header the client wrote changes nothing");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

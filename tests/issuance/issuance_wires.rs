@@ -348,6 +348,16 @@ async fn operators_record_wires_once_a_second_operator_approves_and_failed_mints
     );
     // The same wire typed again in another case or spacing starts nothing new.
     assert_eq!(last_line(&record(" fed-6 ", "15.00")), third);
+    // A mint named by its id is that mint, even when another wire's
+    // reference is that id.
+    let named = last_line(&record("FED-7", "5.00"));
+    let shadow = last_line(&record(&named, "6.00"));
+    assert!(env.ok(&["issuance", "wires", "refuse", &named, "--by", "bo"]).contains(&named));
+    let status = |id: &str| {
+        let shown = env.ok(&["issuance", "mints", "show", id, "--json"]);
+        serde_json::from_str::<Value>(&shown).unwrap()["status"].clone()
+    };
+    assert_eq!((status(&named), status(&shadow)), (json!("FAILED"), json!("AWAITING_APPROVAL")));
 
     assert!(stderr(record("FED-3", "0")).contains("--amount"));
     // A memo as a bank passes it on (lower case, spaced) still names the instruction.

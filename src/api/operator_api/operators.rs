@@ -24,8 +24,8 @@ pub struct OperatorRequest {
     pub roles: Vec<Role>,
 }
 
-/// A key's token, shown once.
-#[derive(Debug, Serialize, ToSchema)]
+/// A key's token, shown once. `Debug` shows the id only.
+#[derive(Serialize, ToSchema)]
 pub struct NewKey {
     pub id: String,
     /// `cio_…`: send it as `Authorization: Bearer …`; it is not shown again.
@@ -38,13 +38,29 @@ impl From<NewSecret> for NewKey {
     }
 }
 
-#[derive(Debug, Serialize, ToSchema)]
+impl std::fmt::Debug for NewKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NewKey").field("id", &self.id).finish_non_exhaustive()
+    }
+}
+
+/// `Debug` shows neither the enrol path nor the key's token.
+#[derive(Serialize, ToSchema)]
 pub struct CreatedOperator {
     pub operator: Operator,
     /// The operator's one-time console enrol link, on this service's
     /// address (`/console/enrol/<token>`), valid 24 hours.
     pub enrol_path: String,
     pub key: NewKey,
+}
+
+impl std::fmt::Debug for CreatedOperator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CreatedOperator")
+            .field("operator", &self.operator.id)
+            .field("key", &self.key)
+            .finish_non_exhaustive()
+    }
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -194,4 +210,40 @@ pub async fn revoke_key(
 ) -> Result<StatusCode, ApiError> {
     manage::revoke_key(state.store(), &caller.0, &id).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_shows_no_key_nor_enrol_link() {
+        let secret = crate::api_key::generate_with(crate::api_key::OPERATOR_PREFIX);
+        let token = secret.token.clone();
+        let operator = Operator {
+            id: "op_1".into(),
+            name: "Tom".into(),
+            email: "tom@example.com".into(),
+            roles: vec![Role::Treasury],
+            disabled_at: None,
+            created_at: chrono::DateTime::UNIX_EPOCH,
+        };
+        let created = CreatedOperator {
+            operator,
+            enrol_path: "/console/enrol/the-link-token".into(),
+            key: secret.into(),
+        };
+        let invited = super::super::users::InvitedUser {
+            user: super::super::users::ConsoleUser {
+                id: "u1".into(),
+                email: "ada@acme.example".into(),
+                organization_id: "acme".into(),
+                role: "admin".into(),
+            },
+            enrol_path: "/console/enrol/the-link-token".into(),
+        };
+        for shown in [format!("{created:?}"), format!("{:?}", created.key), format!("{invited:?}")] {
+            assert!(!shown.contains("the-link-token") && !shown.contains(&token[4..]), "{shown}");
+        }
+    }
 }

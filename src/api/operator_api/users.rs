@@ -39,12 +39,19 @@ pub struct ConsoleUser {
     pub role: String,
 }
 
-#[derive(Debug, Serialize, ToSchema)]
+/// `Debug` leaves the enrol path out.
+#[derive(Serialize, ToSchema)]
 pub struct InvitedUser {
     pub user: ConsoleUser,
     /// `/console/enrol/<token>` on this service's address: once, within 24
     /// hours, the person sets a password there.
     pub enrol_path: String,
+}
+
+impl std::fmt::Debug for InvitedUser {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InvitedUser").field("user", &self.user.id).finish_non_exhaustive()
+    }
 }
 
 /// Invites a person to an organization's console.
