@@ -159,8 +159,9 @@ impl Store {
     /// Claims the next checkpoint for `owner` when it is due at `now`
     /// (microseconds), the one after due `every` later: true for exactly
     /// one claimant per period, however many instances ask. A due time
-    /// further away than one period (written outside the service) counts
-    /// as due, and a missing row is made again.
+    /// further away than two periods (written outside the service; one
+    /// period's worth is left to instances' clocks differing) counts as
+    /// due, and a missing row is made again.
     pub async fn claim_audit_checkpoint(
         &self,
         owner: &str,
@@ -169,7 +170,7 @@ impl Store {
     ) -> Result<bool, StoreError> {
         let done = sqlx::query(
             "UPDATE audit_checkpoint_due SET due_at = $1 + $2, owner = $3
-             WHERE id = 1 AND (due_at <= $1 OR due_at > $1 + $2)",
+             WHERE id = 1 AND (due_at <= $1 OR due_at > $1 + $2 + $2)",
         )
         .bind(now)
         .bind(every)

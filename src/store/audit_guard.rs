@@ -123,6 +123,13 @@ pub(super) async fn install(pool: &AnyPool, backend: Backend) -> Result<(), Stor
     let mut tx = pool.begin().await?;
     if backend == Backend::Postgres {
         sqlx::query("SELECT pg_advisory_xact_lock(7305411283617492)").execute(&mut *tx).await?;
+        // Another instance put them back while this one waited.
+        if missing(pool, backend).await?.is_empty() {
+            return Ok(());
+        }
+        // The head before the entries, as every append takes them: a live
+        // append waits, never deadlocks.
+        sqlx::query("LOCK TABLE audit_head, audit_log IN ACCESS EXCLUSIVE MODE").execute(&mut *tx).await?;
     }
     match backend {
         Backend::Sqlite => {
