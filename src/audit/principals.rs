@@ -99,7 +99,13 @@ impl Logged {
             self.adoption_closed = true;
         }
         match (entry.action.as_str(), detail) {
-            ("operator.bootstrapped" | "operator.created" | "operator.adopted", Some(detail)) => {
+            (
+                "operator.bootstrapped"
+                | "operator.created"
+                | "operator.genesis_created"
+                | "operator.adopted",
+                Some(detail),
+            ) => {
                 let enabled = detail.live.unwrap_or(true);
                 let roles = detail.roles.unwrap_or_default();
                 if let Some(key) = detail.key_id {

@@ -12,6 +12,7 @@ mod identities;
 mod import;
 mod index;
 mod issuance;
+mod operator_changes;
 mod operators;
 mod server;
 mod transfers;

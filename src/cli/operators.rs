@@ -1,7 +1,8 @@
-//! `operators`: the people who decide. The first operator is created from the store alone (the
-//! bootstrap, only while no `admin` exists); after that an admin manages
-//! operators through the service (`--server`, the admin's key in
-//! `CUSTODY_INDEXER_OPERATOR_KEY`).
+//! `operators`: the people who decide. The first operator is created from
+//! the store alone (the bootstrap: in `production` one admin, once ever);
+//! after that an admin manages operators through the service (`--server`,
+//! the admin's key in `CUSTODY_INDEXER_OPERATOR_KEY`), and in `production`
+//! each grant is a change another admin approves (`operators changes`).
 
 use anyhow::bail;
 use clap::{Args, Subcommand};
@@ -10,6 +11,7 @@ use serde_json::json;
 use super::server::Server;
 use crate::{
     audit::Actor,
+    environment::Environment,
     operators::{NewOperator, Role, manage},
     store::Store,
 };
@@ -45,6 +47,18 @@ pub enum OperatorsCommand {
         #[command(flatten)]
         server: ServerArg,
     },
+    /// Enable a disabled operator (in production, a change another admin
+    /// approves).
+    Enable {
+        id: String,
+        #[arg(long)]
+        reason: String,
+        #[command(flatten)]
+        server: ServerArg,
+    },
+    /// Changes of operators that wait for a second admin (production).
+    #[command(subcommand)]
+    Changes(ChangesCommand),
     /// An operator's roles.
     #[command(subcommand)]
     Roles(RolesCommand),
@@ -60,6 +74,35 @@ pub enum RolesCommand {
         id: String,
         #[arg(long = "role", value_delimiter = ',', required = true)]
         roles: Vec<Role>,
+        #[arg(long)]
+        reason: String,
+        #[command(flatten)]
+        server: ServerArg,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ChangesCommand {
+    /// List the changes, newest first.
+    List {
+        /// Only the pending ones.
+        #[arg(long)]
+        pending: bool,
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        server: ServerArg,
+    },
+    /// Approve a pending change (not one you proposed or that is about
+    /// you): it applies at once.
+    Approve {
+        id: String,
+        #[command(flatten)]
+        server: ServerArg,
+    },
+    /// Refuse a pending change.
+    Refuse {
+        id: String,
         #[arg(long)]
         reason: String,
         #[command(flatten)]
@@ -109,32 +152,25 @@ pub async fn run(url: &str, command: OperatorsCommand) -> anyhow::Result<()> {
         OperatorsCommand::Create { name, email, roles, server: ServerArg { server: None } } => {
             let store = super::identities::open(url).await?;
             crate::api_key::pepper::for_keys(&store).await?;
-            let created =
-                manage::bootstrap(&store, &Actor::local(None), NewOperator { name, email, roles }).await?;
+            // An unstamped store is governed as production, the default.
+            let environment = store.environment().await?.unwrap_or(Environment::Production);
+            let new = NewOperator { name, email, roles };
+            let created = manage::bootstrap(&store, environment, &Actor::local(None), new).await?;
             let operator = &created.operator;
             let roles = crate::operators::resource::roles_text(&operator.roles);
             let who = [operator.id.as_str(), &operator.name, &operator.email];
             // Without the service's address at hand, the link's path: open
             // it on the address the service answers at.
             let enrol = format!("{} (on the service's address)", created.enrol_path);
-            print_created(who, &roles, &enrol, &created.key.id, &created.key.token);
+            let key = created.key.as_ref().map(|key| (key.id.as_str(), key.token.as_str()));
+            print_created(who, &roles, Some(&enrol), key);
         }
         OperatorsCommand::Create { name, email, roles, server } => {
             let server = server.required("creating an operator")?;
             let answer = server
                 .post("/operator/v1/operators", &json!({ "name": name, "email": email, "roles": roles }))
                 .await?;
-            let operator = &answer["operator"];
-            let roles: Vec<_> = operator["roles"].as_array().into_iter().flatten().map(str_of).collect();
-            let who = [str_of(&operator["id"]), str_of(&operator["name"]), str_of(&operator["email"])];
-            let enrol = server.url(str_of(&answer["enrol_path"]))?.to_string();
-            print_created(
-                who,
-                &roles.join(","),
-                &enrol,
-                str_of(&answer["key"]["id"]),
-                str_of(&answer["key"]["token"]),
-            );
+            print_created_answer(&server, &answer)?;
         }
         OperatorsCommand::List { json, server: ServerArg { server: None } } => {
             let store = Store::open(url).await?;
@@ -159,11 +195,22 @@ pub async fn run(url: &str, command: OperatorsCommand) -> anyhow::Result<()> {
                 .await?;
             println!("operator {id} disabled: its keys no longer work");
         }
+        OperatorsCommand::Enable { id, reason, server } => {
+            let server = server.required("enabling an operator")?;
+            let path = format!("/operator/v1/operators/{id}/enable");
+            let answer = server.post(&path, &json!({ "reason": reason })).await?;
+            if !print_change(&answer) {
+                println!("operator {id} enabled");
+            }
+        }
+        OperatorsCommand::Changes(command) => super::operator_changes::run(command).await?,
         OperatorsCommand::Roles(RolesCommand::Set { id, roles, reason, server }) => {
             let server = server.required("setting an operator's roles")?;
             let body = json!({ "roles": roles, "reason": reason });
             let answer = server.put(&format!("/operator/v1/operators/{id}/roles"), &body).await?;
-            println!("operator {id}: roles {}", answer["roles"]);
+            if !print_change(&answer) {
+                println!("operator {id}: roles {}", answer["roles"]);
+            }
         }
         OperatorsCommand::Keys(KeysCommand::Create { id, server }) => {
             let server = server.required("creating an operator key")?;
@@ -180,15 +227,60 @@ pub async fn run(url: &str, command: OperatorsCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn str_of(value: &serde_json::Value) -> &str {
+pub(super) fn str_of(value: &serde_json::Value) -> &str {
     value.as_str().unwrap_or_default()
 }
 
-fn print_created([id, name, email]: [&str; 3], roles: &str, enrol: &str, key_id: &str, token: &str) {
+fn print_created([id, name, email]: [&str; 3], roles: &str, enrol: Option<&str>, key: Option<(&str, &str)>) {
     println!("operator {id} ({name}, {email}) with roles {roles}");
-    println!("console enrol link (once, within 24 hours): {enrol}");
-    println!("key {key_id}; the key is shown once, on the next line:");
-    println!("{token}");
+    match enrol {
+        Some(enrol) => println!("console enrol link (once, within 24 hours): {enrol}"),
+        None => println!("console enrol link: not shown here, it reaches the operator only"),
+    }
+    match key {
+        Some((key_id, token)) => {
+            println!("key {key_id}; the key is shown once, on the next line:");
+            println!("{token}");
+        }
+        None => println!("key: none yet, the operator's first key ends their own enrolment"),
+    }
+}
+
+/// Prints the service's answer to a creation: the operator made, or the
+/// change that waits for another admin.
+fn print_created_answer(server: &Server, answer: &serde_json::Value) -> anyhow::Result<()> {
+    if print_change(answer) {
+        return Ok(());
+    }
+    let operator = &answer["operator"];
+    let roles: Vec<_> = operator["roles"].as_array().into_iter().flatten().map(str_of).collect();
+    let who = [str_of(&operator["id"]), str_of(&operator["name"]), str_of(&operator["email"])];
+    let enrol = match answer["enrol_path"].as_str() {
+        Some(path) => Some(server.url(path)?.to_string()),
+        None => None,
+    };
+    let key = answer["key"]["id"].as_str().zip(answer["key"]["token"].as_str());
+    print_created(who, &roles.join(","), enrol.as_deref(), key);
+    Ok(())
+}
+
+/// Prints the change an answer holds, if it holds one.
+pub(super) fn print_change(answer: &serde_json::Value) -> bool {
+    let change = &answer["change"];
+    if change.is_null() {
+        return false;
+    }
+    println!(
+        "change {} ({} of {}) {}",
+        str_of(&change["id"]),
+        str_of(&change["kind"]),
+        str_of(&change["target"]),
+        str_of(&change["status"])
+    );
+    if change["status"] == "PENDING" {
+        println!("another admin approves it: operators changes approve {}", str_of(&change["id"]));
+    }
+    true
 }
 
 fn print_list(list: &[serde_json::Value], json: bool) -> anyhow::Result<()> {

@@ -128,6 +128,8 @@ struct EnrolPage {
 struct EnrolledPage {
     frame: Frame,
     totp: bool,
+    /// An operator's first key (`production`), shown once.
+    key: Option<String>,
 }
 
 fn gone() -> Page {
@@ -168,9 +170,10 @@ pub async fn enrol(
     let code = form.code.trim();
     let totp = (!code.is_empty()).then_some((form.totp_secret.as_str(), code));
     let enrolment = Enrolment { token: &token, password: &form.password, again: &form.again, totp };
-    match people::enrol(state.store(), enrolment).await {
-        Ok(user) => {
-            let page = EnrolledPage { frame: Frame::anonymous(&state), totp: user.totp };
+    match crate::operators::enrolment::enrol(state.store(), state.environment(), enrolment).await {
+        Ok((user, key)) => {
+            let key = key.map(|secret| secret.token.to_string());
+            let page = EnrolledPage { frame: Frame::anonymous(&state), totp: user.totp, key };
             Ok(render(StatusCode::OK, &page))
         }
         Err(PeopleError::Invalid(message)) => {

@@ -133,6 +133,14 @@ pub struct Enrolment<'a> {
 /// Sets the password (and second factor) of the user whose link `token` is:
 /// once per link, within its 24 hours.
 pub async fn enrol(store: &Store, enrolment: Enrolment<'_>) -> Result<User, PeopleError> {
+    let mut tx = store.begin().await?;
+    let user = enrol_in(&mut tx, store, enrolment).await?;
+    tx.commit().await.map_err(StoreError::from)?;
+    Ok(user)
+}
+
+/// [`enrol`] in the caller's transaction, which commits it.
+pub async fn enrol_in(tx: &mut Tx, store: &Store, enrolment: Enrolment<'_>) -> Result<User, PeopleError> {
     rules::password(enrolment.password, enrolment.again).map_err(|e| PeopleError::Invalid(e.to_string()))?;
     let step = match enrolment.totp {
         Some((secret, code)) => Some(super::totp::step(secret, code, now_micros()).ok_or_else(|| {
@@ -144,10 +152,8 @@ pub async fn enrol(store: &Store, enrolment: Enrolment<'_>) -> Result<User, Peop
         None => None,
     };
     let password_hash = hash_password(enrolment.password)?;
-    let mut tx = store.begin().await?;
     let gone = || PeopleError::Refused("this enrol link was used, has expired or does not exist".into());
-    let user_id =
-        rows::use_enrolment(&mut tx, &hash(enrolment.token), now_micros()).await?.ok_or_else(gone)?;
+    let user_id = rows::use_enrolment(tx, &hash(enrolment.token), now_micros()).await?.ok_or_else(gone)?;
     let totp = match (enrolment.totp, store.cipher()) {
         (None, _) => None,
         (Some((secret, _)), Ok(cipher)) => Some(
@@ -155,11 +161,11 @@ pub async fn enrol(store: &Store, enrolment: Enrolment<'_>) -> Result<User, Peop
         ),
         // A handle that cannot seal never writes the secret in the clear on
         // a store that seals.
-        (Some(_), Err(locked)) if crate::store::audit::seals(&mut tx).await? => return Err(locked.into()),
+        (Some(_), Err(locked)) if crate::store::audit::seals(tx).await? => return Err(locked.into()),
         (Some((secret, _)), Err(_)) => Some(secret.to_string()),
     };
     let step = step.map(|s| i64::try_from(s).unwrap_or(i64::MAX));
-    rows::set_password(&mut tx, &user_id, &password_hash, totp.as_deref().zip(step)).await?;
+    rows::set_password(tx, &user_id, &password_hash, totp.as_deref().zip(step)).await?;
     let entry = Record {
         actor: &Actor::User(user_id.clone()),
         action: "console_user.enrolled",
@@ -170,10 +176,9 @@ pub async fn enrol(store: &Store, enrolment: Enrolment<'_>) -> Result<User, Peop
         request_id: None,
         detail: None,
     };
-    let user = rows::lock_user(&mut tx, &user_id).await?.ok_or_else(gone)?;
+    let user = rows::lock_user(tx, &user_id).await?.ok_or_else(gone)?;
     let entry = Record { organization_id: user.organization(), ..entry };
-    audit::append(&mut tx, store.cipher().ok(), entry).await?;
-    tx.commit().await.map_err(StoreError::from)?;
+    audit::append(tx, store.cipher().ok(), entry).await?;
     Ok(user)
 }
 
@@ -210,6 +215,27 @@ pub async fn reissue(
     let token = token();
     let expires = now_micros() + rules::ENROL_VALID.as_micros() as i64;
     rows::insert_enrolment(&mut tx, &hash(&token), target, expires).await?;
+    tx.commit().await.map_err(StoreError::from)?;
+    Ok(format!("{ENROL_PATH}{token}"))
+}
+
+/// A new enrol link for the console sign-in of operator `operator_id`, who
+/// has not enrolled yet (its earlier links no longer work), by `actor`:
+/// the link its owner alone receives.
+pub async fn operator_link(store: &Store, operator_id: &str, actor: &Actor) -> Result<String, PeopleError> {
+    let mut tx = store.begin().await?;
+    let user = rows::lock_operator_user(&mut tx, operator_id)
+        .await?
+        .ok_or_else(|| StoreError::NotFound(format!("the console sign-in of operator {operator_id}")))?;
+    let entry = record(actor, "console_user.link_reissued", &user.id, None, None);
+    audit::append(&mut tx, store.cipher().ok(), entry).await?;
+    if user.enrolled {
+        return Err(PeopleError::Refused(format!("{} has enrolled already", user.email)));
+    }
+    rows::void_enrolments(&mut tx, &user.id, now_micros()).await?;
+    let token = token();
+    let expires = now_micros() + rules::ENROL_VALID.as_micros() as i64;
+    rows::insert_enrolment(&mut tx, &hash(&token), &user.id, expires).await?;
     tx.commit().await.map_err(StoreError::from)?;
     Ok(format!("{ENROL_PATH}{token}"))
 }

@@ -11,6 +11,7 @@ use super::state::{StateDir, write_secret};
 use crate::{
     audit::Actor,
     console::{people, rules::TenantRole},
+    environment::Environment,
     operators::{NewOperator, Role, manage},
     pii::{Key, KeySource},
     store::Store,
@@ -78,9 +79,9 @@ async fn make(url: &str, pii: Key, organization: &str) -> anyhow::Result<People>
     ];
     for (name, email, role) in operators {
         let new = NewOperator { name: name.into(), email: email.into(), roles: vec![role] };
-        let created = manage::bootstrap(&store, &dev, new).await?;
+        let created = manage::bootstrap(&store, Environment::Sandbox, &dev, new).await?;
         made.operator_enrol_paths.push(created.enrol_path);
-        made.operator_keys.push(created.key.token.to_string());
+        made.operator_keys.extend(created.key.map(|key| key.token.to_string()));
     }
     store.close().await;
     Ok(made)

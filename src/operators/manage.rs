@@ -1,10 +1,11 @@
-//! Operators managed: created (the bootstrap from the store alone while no
-//! admin exists, then by an admin), their roles set, disabled, their keys
-//! created and revoked. Each change is one transaction with its audit
-//! entry; the entry is appended first, so its lock on the chain's head
-//! orders concurrent changes (two bootstraps cannot both find no admin).
+//! Operators managed: the bootstrap from the store alone, an operator
+//! disabled, keys created and revoked (grants, which may wait for another
+//! admin, are in [`super::grants`]). Each change is one transaction with
+//! its audit entry; the chain's head is locked first, so that concurrent
+//! changes are ordered (two bootstraps cannot both find no admin).
 
 use super::{
+    genesis,
     resource::{Operator, Role},
     rules::{self, Refused},
 };
@@ -12,6 +13,8 @@ use crate::{
     api_key::{self, NewSecret, OPERATOR_PREFIX},
     audit::{self, Actor, Detail, Record},
     console::people::{self, PeopleError},
+    environment::Environment,
+    pii::Cipher,
     store::{Store, StoreError, Tx, now_micros, operators as rows},
 };
 
@@ -34,12 +37,13 @@ pub struct NewOperator {
     pub roles: Vec<Role>,
 }
 
-/// A created operator, its console enrol link's path and its first key,
-/// both shown once. `Debug` shows neither.
+/// A created operator, its console enrol link's path and, outside
+/// `production` (and for the bootstrap's admin), its first key, both shown
+/// once to their owner only. `Debug` shows neither.
 pub struct Created {
     pub operator: Operator,
     pub enrol_path: String,
-    pub key: NewSecret,
+    pub key: Option<NewSecret>,
 }
 
 impl std::fmt::Debug for Created {
@@ -52,7 +56,7 @@ impl std::fmt::Debug for Created {
 }
 
 impl NewOperator {
-    fn check(&self) -> Result<(), OperatorError> {
+    pub(super) fn check(&self) -> Result<(), OperatorError> {
         if self.name.trim().is_empty() {
             return Err(OperatorError::Invalid("name: an operator needs a name".into()));
         }
@@ -68,60 +72,26 @@ impl NewOperator {
     }
 }
 
-/// Creates the first operator from the store alone: refused once an
-/// enabled admin exists. Recorded as a bootstrap by `actor` (a local one).
-pub async fn bootstrap(store: &Store, actor: &Actor, new: NewOperator) -> Result<Created, OperatorError> {
-    new.check()?;
-    let mut tx = store.begin().await?;
-    let (operator, key) = (fresh(&new), api_key::generate_with(OPERATOR_PREFIX));
-    let record = record(actor, "operator.bootstrapped", &operator.id, None);
-    let detail = created_detail(&operator, &key);
-    audit::append(&mut tx, store.cipher().ok(), Record { detail, ..record }).await?;
-    rules::may_bootstrap(rows::enabled_admins(&mut tx).await?)?;
-    let created = insert(&mut tx, operator, key).await?;
-    tx.commit().await.map_err(StoreError::from)?;
-    Ok(created)
-}
-
-/// Creates an operator on `admin`'s authority.
-pub async fn create(store: &Store, admin: &Operator, new: NewOperator) -> Result<Created, OperatorError> {
-    rules::permits(admin, rules::Action::Operators)?;
-    new.check()?;
-    let mut tx = store.begin().await?;
-    let (operator, key) = (fresh(&new), api_key::generate_with(OPERATOR_PREFIX));
-    let roles = super::resource::roles_text(&new.roles);
-    let by = actor(admin);
-    let record = record(&by, "operator.created", &operator.id, Some(&roles));
-    let detail = created_detail(&operator, &key);
-    audit::append(&mut tx, store.cipher().ok(), Record { detail, ..record }).await?;
-    authority(&mut tx, admin).await?;
-    let created = insert(&mut tx, operator, key).await?;
-    tx.commit().await.map_err(StoreError::from)?;
-    Ok(created)
-}
-
-/// Sets `target`'s roles on `admin`'s authority.
-pub async fn set_roles(
+/// Creates an operator from the store alone, recorded as a bootstrap by
+/// `actor` (a local one): in `production` one admin, once ever (see
+/// [`genesis`]), with its key, that person's own; in `sandbox` while no
+/// enabled admin with a live key exists.
+pub async fn bootstrap(
     store: &Store,
-    admin: &Operator,
-    target: &str,
-    roles: &[Role],
-    reason: &str,
-) -> Result<Operator, OperatorError> {
-    rules::may_set_roles(admin, target, roles)?;
+    environment: Environment,
+    actor: &Actor,
+    new: NewOperator,
+) -> Result<Created, OperatorError> {
+    new.check()?;
     let mut tx = store.begin().await?;
-    let reason = format!("{}: {reason}", super::resource::roles_text(roles));
-    let by = actor(admin);
-    let record = record(&by, "operator.roles_set", target, Some(&reason));
-    audit::append(&mut tx, store.cipher().ok(), Record { detail: Some(Detail::roles(roles)), ..record })
-        .await?;
-    authority(&mut tx, admin).await?;
-    locked(&mut tx, target).await?;
-    rows::set_roles(&mut tx, target, roles).await?;
-    let operator = locked(&mut tx, target).await?;
-    rules::keeps_an_admin(rows::enabled_admins(&mut tx).await?)?;
+    audit::lock(&mut tx).await?;
+    let existed = environment == Environment::Production && genesis::admin_existed(&mut tx).await?;
+    rules::may_bootstrap_in(environment, &new.roles, existed, rows::enabled_admins(&mut tx).await?)?;
+    let created =
+        insert(&mut tx, store.cipher().ok(), (actor, "operator.bootstrapped", None), fresh(&new), true)
+            .await?;
     tx.commit().await.map_err(StoreError::from)?;
-    Ok(operator)
+    Ok(created)
 }
 
 /// Disables `target` on `admin`'s authority: its keys stop working at once,
@@ -150,9 +120,18 @@ pub async fn disable(
     Ok(operator)
 }
 
-/// Creates a key for `target` on `admin`'s authority; its token is shown once.
-pub async fn create_key(store: &Store, admin: &Operator, target: &str) -> Result<NewSecret, OperatorError> {
+/// Creates a key for `target` on `admin`'s authority; its token is shown
+/// once. Outside `sandbox` an operator's keys are made by the operator only.
+pub async fn create_key(
+    store: &Store,
+    environment: Environment,
+    admin: &Operator,
+    target: &str,
+) -> Result<NewSecret, OperatorError> {
     rules::permits(admin, rules::Action::Operators)?;
+    if environment == Environment::Production {
+        return Err(Refused::KeysByOwner.into());
+    }
     let mut tx = store.begin().await?;
     let key = api_key::generate_with(OPERATOR_PREFIX);
     let by = actor(admin);
@@ -201,7 +180,7 @@ pub fn actor(operator: &Operator) -> Actor {
     Actor::Operator { id: operator.id.clone(), name: operator.name.clone() }
 }
 
-fn fresh(new: &NewOperator) -> Operator {
+pub(super) fn fresh(new: &NewOperator) -> Operator {
     Operator {
         id: format!("op_{}", uuid::Uuid::new_v4().simple()),
         name: new.name.trim().to_string(),
@@ -212,25 +191,36 @@ fn fresh(new: &NewOperator) -> Operator {
     }
 }
 
-/// What a new operator's entry records: its roles and its first key.
-fn created_detail(operator: &Operator, key: &NewSecret) -> Option<Detail> {
-    Some(Detail { key_id: Some(key.id.clone()), ..Detail::roles(&operator.roles) })
-}
-
-async fn insert(tx: &mut Tx, operator: Operator, key: NewSecret) -> Result<Created, OperatorError> {
+/// Writes `operator` with its entry (the actor, the action and the
+/// entry's reason) and its console sign-in; with its first key when
+/// `keyed`.
+pub(super) async fn insert(
+    tx: &mut Tx,
+    cipher: Option<&Cipher>,
+    (actor, action, reason): (&Actor, &str, Option<&str>),
+    operator: Operator,
+    keyed: bool,
+) -> Result<Created, OperatorError> {
+    let key = keyed.then(|| api_key::generate_with(OPERATOR_PREFIX));
+    let entry = record(actor, action, &operator.id, reason);
+    let detail =
+        Some(Detail { key_id: key.as_ref().map(|k| k.id.clone()), ..Detail::roles(&operator.roles) });
+    audit::append(tx, cipher, Record { detail, ..entry }).await?;
     let now = operator.created_at.timestamp_micros();
     rows::insert(tx, &operator, now).await?;
     let invited = people::invite_operator(tx, &operator.id, &operator.email).await.map_err(|e| match e {
         PeopleError::Store(error) => OperatorError::Store(error),
         other => OperatorError::Invalid(other.to_string()),
     })?;
-    rows::insert_key(tx, &key.id, &operator.id, &api_key::stored(&key.hash), now).await?;
+    if let Some(key) = &key {
+        rows::insert_key(tx, &key.id, &operator.id, &api_key::stored(&key.hash), now).await?;
+    }
     Ok(Created { operator, enrol_path: invited.enrol_path, key })
 }
 
 /// `admin` as the store holds it now, its row locked: still enabled and an
 /// admin (a change committed since its request was authenticated counts).
-async fn authority(tx: &mut Tx, admin: &Operator) -> Result<(), OperatorError> {
+pub(super) async fn authority(tx: &mut Tx, admin: &Operator) -> Result<(), OperatorError> {
     let now = locked(tx, &admin.id).await?;
     if !now.is_enabled() || !now.has(Role::Admin) {
         return Err(Refused::NoLongerAdmin(admin.id.clone()).into());
@@ -238,11 +228,16 @@ async fn authority(tx: &mut Tx, admin: &Operator) -> Result<(), OperatorError> {
     Ok(())
 }
 
-async fn locked(tx: &mut Tx, id: &str) -> Result<Operator, OperatorError> {
+pub(super) async fn locked(tx: &mut Tx, id: &str) -> Result<Operator, OperatorError> {
     Ok(rows::lock(tx, id).await?.ok_or_else(|| StoreError::NotFound(format!("operator {id}")))?)
 }
 
-fn record<'a>(actor: &'a Actor, action: &'a str, target: &'a str, reason: Option<&'a str>) -> Record<'a> {
+pub(super) fn record<'a>(
+    actor: &'a Actor,
+    action: &'a str,
+    target: &'a str,
+    reason: Option<&'a str>,
+) -> Record<'a> {
     Record {
         actor,
         action,

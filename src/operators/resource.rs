@@ -102,3 +102,113 @@ pub struct OperatorKey {
     #[schema(value_type = Option<String>, format = DateTime)]
     pub revoked_at: Option<chrono::DateTime<chrono::Utc>>,
 }
+
+/// What a proposed change of operators does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, ToSchema)]
+pub enum ChangeKind {
+    /// A new operator.
+    #[serde(rename = "operator.create")]
+    Create,
+    /// An operator's roles set to a set that adds a role.
+    #[serde(rename = "operator.roles")]
+    Roles,
+    /// A disabled operator enabled.
+    #[serde(rename = "operator.enable")]
+    Enable,
+}
+
+impl ChangeKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChangeKind::Create => "operator.create",
+            ChangeKind::Roles => "operator.roles",
+            ChangeKind::Enable => "operator.enable",
+        }
+    }
+}
+
+/// Where a proposed change stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, ToSchema)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum ChangeStatus {
+    /// Waits for another admin.
+    Pending,
+    /// Approved by another admin, and applied with the approval.
+    Applied,
+    /// Refused by another admin.
+    Refused,
+    /// Undecided for [`crate::operators::rules::CHANGE_VALID`].
+    Expired,
+}
+
+impl ChangeStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChangeStatus::Pending => "PENDING",
+            ChangeStatus::Applied => "APPLIED",
+            ChangeStatus::Refused => "REFUSED",
+            ChangeStatus::Expired => "EXPIRED",
+        }
+    }
+}
+
+impl FromStr for ChangeKind {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        [ChangeKind::Create, ChangeKind::Roles, ChangeKind::Enable]
+            .into_iter()
+            .find(|k| k.as_str() == text)
+            .ok_or_else(|| format!("unknown change kind {text:?}"))
+    }
+}
+
+impl FromStr for ChangeStatus {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        [ChangeStatus::Pending, ChangeStatus::Applied, ChangeStatus::Refused, ChangeStatus::Expired]
+            .into_iter()
+            .find(|s| s.as_str() == text)
+            .ok_or_else(|| format!("unknown change status {text:?}"))
+    }
+}
+
+/// What a change proposes: a new operator's name, email and roles; the
+/// roles an operator is to hold; nothing more for an enabling.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize, ToSchema)]
+pub struct Proposal {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub email: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub roles: Option<Vec<Role>>,
+}
+
+/// A change of operators that waits for, or had, another admin's decision.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+pub struct Change {
+    pub id: String,
+    pub kind: ChangeKind,
+    pub status: ChangeStatus,
+    /// The admin who proposed it.
+    pub proposed_by: String,
+    /// The operator it changes (for a new operator, the id it gets).
+    pub target: String,
+    #[serde(serialize_with = "crate::deposits::resource::rfc3339")]
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: chrono::DateTime<chrono::Utc>,
+    /// The admin who approved or refused it; `null` while pending or
+    /// once expired.
+    pub decided_by: Option<String>,
+    #[serde(serialize_with = "crate::deposits::resource::rfc3339_opt")]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub decided_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// What it proposes.
+    pub proposal: Proposal,
+    /// The proposer's reason.
+    pub reason: Option<String>,
+    /// The refusing admin's reason.
+    pub decision_reason: Option<String>,
+}

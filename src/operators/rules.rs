@@ -2,8 +2,16 @@
 //! rule (a second pair of eyes is another authenticated operator, never a
 //! break-glass action), and the rules operators keep about operators.
 
-use super::resource::{Operator, Role};
-use crate::audit::Actor;
+use std::time::Duration;
+
+use super::resource::{Change, ChangeKind, ChangeStatus, Operator, Role};
+use crate::{audit::Actor, environment::Environment};
+
+/// How long a proposed change of operators waits for another admin.
+pub const CHANGE_VALID: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// How many enrolled admins end genesis.
+pub const GENESIS_ADMINS: usize = 2;
 
 /// What an operator does, by the role it needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,6 +72,29 @@ pub enum Refused {
     LastAdmin,
     #[error("operator {0} is disabled or no longer an admin")]
     NoLongerAdmin(String),
+    #[error(
+        "an admin has existed on this store: operators are added through the service, by admins \
+         (the production bootstrap runs once)"
+    )]
+    AdminExisted,
+    #[error("the production bootstrap makes one operator with the `admin` role only")]
+    BootstrapAdminOnly,
+    #[error(
+        "genesis: until two admins have enrolled, an admin adds only admins (alone) and no other role \
+         is granted; enrol a second admin first"
+    )]
+    Genesis,
+    #[error("four eyes: an admin cannot decide their own proposal, another admin must")]
+    OwnChange,
+    #[error("four eyes: the operator a change is about cannot decide it, another admin must")]
+    ChangeTarget,
+    #[error(
+        "in production an operator's keys are made by the operator only: the console's keys page, or \
+         POST /operator/v1/me/keys"
+    )]
+    KeysByOwner,
+    #[error("change {id} is {status}: only a pending change is decided")]
+    Decided { id: String, status: &'static str },
 }
 
 /// Whether `operator` may take `action`.
@@ -137,6 +168,79 @@ pub fn may_bootstrap(enabled_admins: i64) -> Result<(), Refused> {
 /// bootstrap).
 pub fn keeps_an_admin(enabled_admins: i64) -> Result<(), Refused> {
     if enabled_admins > 0 { Ok(()) } else { Err(Refused::LastAdmin) }
+}
+
+/// How a grant (a new operator, roles added, an operator enabled) goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Grant {
+    /// At once, by the admin alone: `sandbox` (and `dev`).
+    Apply,
+    /// At once, by the admin alone, logged as genesis: an admin added
+    /// before two admins have enrolled, in `production`.
+    Genesis,
+    /// A change that waits for another admin: `production` after genesis.
+    Propose,
+}
+
+/// How a grant of `kind` giving `roles` goes in `environment`, while
+/// genesis is open or not.
+pub fn grant(
+    environment: Environment,
+    genesis_open: bool,
+    kind: ChangeKind,
+    roles: &[Role],
+) -> Result<Grant, Refused> {
+    match environment {
+        Environment::Sandbox => Ok(Grant::Apply),
+        Environment::Production if !genesis_open => Ok(Grant::Propose),
+        Environment::Production if kind == ChangeKind::Create && roles == [Role::Admin] => Ok(Grant::Genesis),
+        Environment::Production => Err(Refused::Genesis),
+    }
+}
+
+/// Whether a roles set `to` adds a role to `from` (a grant) or only
+/// removes (applied at once: taking power away never waits).
+pub fn adds_role(from: &[Role], to: &[Role]) -> bool {
+    to.iter().any(|role| !from.contains(role))
+}
+
+/// Whether `decider` may approve or refuse `change`: another enabled
+/// admin than its proposer and its target, while it is pending.
+pub fn may_decide(decider: &Operator, change: &Change) -> Result<(), Refused> {
+    permits(decider, Action::Operators)?;
+    if decider.id == change.proposed_by {
+        return Err(Refused::OwnChange);
+    }
+    if decider.id == change.target {
+        return Err(Refused::ChangeTarget);
+    }
+    if change.status != ChangeStatus::Pending {
+        return Err(Refused::Decided { id: change.id.clone(), status: change.status.as_str() });
+    }
+    Ok(())
+}
+
+/// Whether a change proposed at `created_at` is past its time at `now`
+/// (both in microseconds).
+pub fn expired(created_at: i64, now: i64) -> bool {
+    now.saturating_sub(created_at) >= CHANGE_VALID.as_micros() as i64
+}
+
+/// Whether the store-access bootstrap may make an operator with `roles`:
+/// in `production` once ever (no admin has existed), with `admin` only; in
+/// `sandbox` while no enabled admin with a live key exists.
+pub fn may_bootstrap_in(
+    environment: Environment,
+    roles: &[Role],
+    admin_existed: bool,
+    enabled_admins: i64,
+) -> Result<(), Refused> {
+    match environment {
+        Environment::Production if roles != [Role::Admin] => Err(Refused::BootstrapAdminOnly),
+        Environment::Production if admin_existed => Err(Refused::AdminExisted),
+        Environment::Production => Ok(()),
+        Environment::Sandbox => may_bootstrap(enabled_admins),
+    }
 }
 
 #[cfg(test)]
@@ -233,5 +337,86 @@ mod tests {
         assert!(matches!(may_disable(&treasurer, "op2"), Err(Refused::Role { .. })));
         assert_eq!(may_bootstrap(0), Ok(()));
         assert_eq!(may_bootstrap(1), Err(Refused::AdminExists));
+    }
+
+    #[test]
+    fn grants_wait_for_a_second_admin_in_production_after_genesis() {
+        use {ChangeKind::*, Environment::*, Role::*};
+        type Case = (Environment, bool, ChangeKind, &'static [Role], Result<Grant, Refused>);
+        let cases: [Case; 9] = [
+            (Sandbox, true, Create, &[Treasury], Ok(Grant::Apply)),
+            (Sandbox, false, Roles, &[Admin, Treasury], Ok(Grant::Apply)),
+            (Production, true, Create, &[Admin], Ok(Grant::Genesis)),
+            (Production, true, Create, &[Admin, Treasury], Err(Refused::Genesis)),
+            (Production, true, Create, &[Treasury], Err(Refused::Genesis)),
+            (Production, true, Roles, &[Admin], Err(Refused::Genesis)),
+            (Production, true, Enable, &[Admin], Err(Refused::Genesis)),
+            (Production, false, Create, &[Admin], Ok(Grant::Propose)),
+            (Production, false, Enable, &[], Ok(Grant::Propose)),
+        ];
+        for (environment, open, kind, roles, expected) in cases {
+            assert_eq!(
+                grant(environment, open, kind, roles),
+                expected,
+                "{environment} {open} {kind:?} {roles:?}"
+            );
+        }
+        assert!(adds_role(&[Treasury], &[Treasury, Compliance]));
+        assert!(adds_role(&[Treasury], &[Compliance]));
+        assert!(!adds_role(&[Treasury, Compliance], &[Treasury]));
+        assert!(!adds_role(&[Admin, Treasury], &[Treasury, Admin]));
+    }
+
+    #[test]
+    fn a_change_is_decided_by_another_admin_than_its_proposer_and_target() {
+        let change = |status| Change {
+            id: "chg_1".into(),
+            kind: ChangeKind::Roles,
+            status,
+            proposed_by: "adm1".into(),
+            target: "adm3".into(),
+            created_at: chrono::DateTime::UNIX_EPOCH,
+            decided_by: None,
+            decided_at: None,
+            proposal: Default::default(),
+            reason: None,
+            decision_reason: None,
+        };
+        let admin = |id| operator(id, &[Role::Admin]);
+        assert_eq!(may_decide(&admin("adm2"), &change(ChangeStatus::Pending)), Ok(()));
+        assert_eq!(may_decide(&admin("adm1"), &change(ChangeStatus::Pending)), Err(Refused::OwnChange));
+        assert_eq!(may_decide(&admin("adm3"), &change(ChangeStatus::Pending)), Err(Refused::ChangeTarget));
+        let treasurer = operator("t", &[Role::Treasury]);
+        assert!(matches!(may_decide(&treasurer, &change(ChangeStatus::Pending)), Err(Refused::Role { .. })));
+        for status in [ChangeStatus::Applied, ChangeStatus::Refused, ChangeStatus::Expired] {
+            let refused = may_decide(&admin("adm2"), &change(status)).unwrap_err();
+            assert_eq!(refused, Refused::Decided { id: "chg_1".into(), status: status.as_str() });
+        }
+        let week = CHANGE_VALID.as_micros() as i64;
+        assert!(!expired(0, week - 1));
+        assert!(expired(0, week));
+    }
+
+    #[test]
+    fn the_production_bootstrap_makes_one_admin_once() {
+        use {Environment::*, Role::*};
+        type Case = (Environment, &'static [Role], bool, i64, Result<(), Refused>);
+        let cases: [Case; 7] = [
+            (Production, &[Admin], false, 0, Ok(())),
+            (Production, &[Admin], true, 0, Err(Refused::AdminExisted)),
+            (Production, &[Admin, Treasury], false, 0, Err(Refused::BootstrapAdminOnly)),
+            (Production, &[Compliance], false, 0, Err(Refused::BootstrapAdminOnly)),
+            // A disabled or keyless admin still ends it: a latch, not a count.
+            (Production, &[Admin], true, 1, Err(Refused::AdminExisted)),
+            (Sandbox, &[Compliance, Treasury], true, 0, Ok(())),
+            (Sandbox, &[Admin], true, 1, Err(Refused::AdminExists)),
+        ];
+        for (environment, roles, existed, enabled, expected) in cases {
+            assert_eq!(
+                may_bootstrap_in(environment, roles, existed, enabled),
+                expected,
+                "{environment} {roles:?}"
+            );
+        }
     }
 }

@@ -97,7 +97,8 @@ pub async fn checkpoint_due_now(tx: &mut Tx) -> Result<(), StoreError> {
 pub async fn has_details(tx: &mut Tx) -> Result<bool, StoreError> {
     let row = sqlx::query(
         "SELECT seq FROM audit_log WHERE detail IS NOT NULL AND action IN ('operator.bootstrapped', \
-         'operator.created', 'operator.roles_set', 'operator.adopted', 'operator_key.created', \
+         'operator.created', 'operator.genesis_created', 'operator.roles_set', 'operator.adopted', \
+         'operator_key.created', \
          'operator_key.revoked', 'operator_key.adopted', 'api_key.created', 'api_key.adopted') LIMIT 1",
     )
     .fetch_optional(&mut **tx)
@@ -207,4 +208,14 @@ impl Store {
         let row = sqlx::query("SELECT seq, hash FROM audit_head WHERE id = 1").fetch_one(&self.pool).await?;
         Ok((row.try_get("seq")?, row.try_get("hash")?))
     }
+}
+
+/// Whether an entry of `action` about `target_id` exists.
+pub async fn has_entry(tx: &mut Tx, action: &str, target_id: &str) -> Result<bool, StoreError> {
+    let row = sqlx::query("SELECT seq FROM audit_log WHERE action = $1 AND target_id = $2 LIMIT 1")
+        .bind(action)
+        .bind(target_id)
+        .fetch_optional(&mut **tx)
+        .await?;
+    Ok(row.is_some())
 }

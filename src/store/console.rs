@@ -205,6 +205,18 @@ pub async fn lock_user(tx: &mut Tx, id: &str) -> Result<Option<User>, StoreError
     row.as_ref().map(user).transpose()
 }
 
+/// The present console sign-in of operator `operator_id`, locked.
+pub async fn lock_operator_user(tx: &mut Tx, operator_id: &str) -> Result<Option<User>, StoreError> {
+    let lock = super::lock_suffix(tx);
+    let row = sqlx::query(&format!(
+        "SELECT {USER_COLUMNS} FROM console_users u WHERE u.operator_id = $1 AND u.removed_at IS NULL{lock}"
+    ))
+    .bind(operator_id)
+    .fetch_optional(&mut **tx)
+    .await?;
+    row.as_ref().map(user).transpose()
+}
+
 /// The enrolled tenant admins of `organization`, counted in `tx` (an
 /// invitation not taken up is no admin yet).
 pub async fn tenant_admins(tx: &mut Tx, organization: &str) -> Result<i64, StoreError> {

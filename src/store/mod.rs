@@ -33,6 +33,7 @@ pub mod mints;
 mod nonce_fillers;
 pub mod off_ramp_refunds;
 pub mod off_ramps;
+pub(crate) mod operator_changes;
 pub(crate) mod operators;
 pub(crate) mod organizations;
 mod own_transfers;

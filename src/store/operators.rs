@@ -28,13 +28,18 @@ fn key(row: &AnyRow) -> Result<OperatorKey, StoreError> {
     })
 }
 
-/// Writes a new operator; an email already taken is a conflict.
-pub async fn insert(tx: &mut Tx, new: &Operator, created_at: i64) -> Result<(), StoreError> {
+/// Whether an operator has `email` (in any case).
+pub async fn email_taken(tx: &mut Tx, email: &str) -> Result<bool, StoreError> {
     let taken = sqlx::query("SELECT 1 FROM operators WHERE lower(email) = lower($1)")
-        .bind(&new.email)
+        .bind(email)
         .fetch_optional(&mut **tx)
         .await?;
-    if taken.is_some() {
+    Ok(taken.is_some())
+}
+
+/// Writes a new operator; an email already taken is a conflict.
+pub async fn insert(tx: &mut Tx, new: &Operator, created_at: i64) -> Result<(), StoreError> {
+    if email_taken(tx, &new.email).await? {
         return Err(StoreError::Conflict(format!("an operator with email {} exists", new.email)));
     }
     sqlx::query(&format!("INSERT INTO operators ({COLUMNS}) VALUES ($1, $2, $3, $4, NULL, $5)"))
@@ -85,6 +90,49 @@ pub async fn enabled_admins(tx: &mut Tx) -> Result<i64, StoreError> {
     Ok(admins)
 }
 
+/// Whether any operator, enabled or not, holds the `admin` role.
+pub async fn any_admin(tx: &mut Tx) -> Result<bool, StoreError> {
+    let rows = sqlx::query("SELECT roles FROM operators").fetch_all(&mut **tx).await?;
+    for row in rows {
+        let roles: String = row.try_get("roles")?;
+        if roles.split(',').any(|r| r == Role::Admin.as_str()) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// The enabled admins who have enrolled (set their console password),
+/// by id.
+pub async fn enrolled_admins(tx: &mut Tx) -> Result<Vec<String>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT o.id, o.roles FROM operators o WHERE o.disabled_at IS NULL AND EXISTS (
+             SELECT 1 FROM console_users u WHERE u.operator_id = o.id AND u.password_hash IS NOT NULL
+             AND u.removed_at IS NULL)
+         ORDER BY o.created_at, o.id",
+    )
+    .fetch_all(&mut **tx)
+    .await?;
+    let mut admins = Vec::new();
+    for row in rows {
+        let roles: String = row.try_get("roles")?;
+        if roles.split(',').any(|r| r == Role::Admin.as_str()) {
+            admins.push(row.try_get("id")?);
+        }
+    }
+    Ok(admins)
+}
+
+/// How many live keys operator `id` holds.
+pub async fn live_keys(tx: &mut Tx, id: &str) -> Result<i64, StoreError> {
+    let row =
+        sqlx::query("SELECT COUNT(*) AS n FROM operator_keys WHERE operator_id = $1 AND revoked_at IS NULL")
+            .bind(id)
+            .fetch_one(&mut **tx)
+            .await?;
+    Ok(row.try_get("n")?)
+}
+
 /// The operator `id`, its row locked until `tx` ends (PostgreSQL).
 pub async fn lock(tx: &mut Tx, id: &str) -> Result<Option<Operator>, StoreError> {
     let lock = super::lock_suffix(tx);
@@ -113,6 +161,14 @@ pub async fn disable(tx: &mut Tx, id: &str, reason: &str, now: i64) -> Result<()
     .bind(id)
     .execute(&mut **tx)
     .await?;
+    Ok(())
+}
+
+pub async fn enable(tx: &mut Tx, id: &str) -> Result<(), StoreError> {
+    sqlx::query("UPDATE operators SET disabled_at = NULL, disabled_reason = NULL WHERE id = $1")
+        .bind(id)
+        .execute(&mut **tx)
+        .await?;
     Ok(())
 }
 

@@ -22,6 +22,7 @@ use custody_indexer::{
         checkpoint::{self, Checkpoint},
         schedule::{self, Schedule, ScheduleError},
     },
+    environment::Environment,
     operators::{Created, NewOperator, Role, manage},
     store::Store,
 };
@@ -47,7 +48,7 @@ fn text(output: &Output) -> String {
 async fn bootstrap(store: &Store) -> Created {
     let new =
         NewOperator { name: "Ada Admin".into(), email: "ada@example.com".into(), roles: vec![Role::Admin] };
-    manage::bootstrap(store, &Actor::local(None), new).await.unwrap()
+    manage::bootstrap(store, Environment::Sandbox, &Actor::local(None), new).await.unwrap()
 }
 
 /// The bootstrapped admin, and a treasury operator it created.
@@ -55,7 +56,7 @@ async fn admin_and_treasurer(store: &Store) -> (Created, Created) {
     let admin = bootstrap(store).await;
     let new =
         NewOperator { name: "Tom".into(), email: "tom@example.com".into(), roles: vec![Role::Treasury] };
-    let tom = manage::create(store, &admin.operator, new).await.unwrap();
+    let tom = common::api::seed_operator(store, &admin.operator, new).await;
     (admin, tom)
 }
 
@@ -252,7 +253,9 @@ async fn principals_written_with_plain_sql_are_named() {
     for backend in BACKENDS {
         let db = TestDb::new(backend).await;
         let (admin, tom) = admin_and_treasurer(&db.store).await;
-        let spare = manage::create_key(&db.store, &admin.operator, &tom.operator.id).await.unwrap();
+        let spare = manage::create_key(&db.store, Environment::Sandbox, &admin.operator, &tom.operator.id)
+            .await
+            .unwrap();
         manage::revoke_key(&db.store, &admin.operator, &spare.id).await.unwrap();
         db.store.create_organization("acme", None).await.unwrap();
         let secret = api_key::generate();

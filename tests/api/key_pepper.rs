@@ -24,6 +24,7 @@ use custody_indexer::{
         pepper::{self, Pepper, Peppering},
     },
     audit::Actor,
+    environment::Environment,
     operators::{NewOperator, Role, manage},
 };
 use sqlx::AnyPool;
@@ -65,7 +66,8 @@ async fn a_stores_plain_key_hashes_are_keyed_once_and_never_again() {
         let db = TestDb::new(backend).await;
         let admin =
             NewOperator { name: "Ada".into(), email: "ada@example.com".into(), roles: vec![Role::Admin] };
-        let admin = manage::bootstrap(&db.store, &Actor::local(None), admin).await.unwrap();
+        let admin =
+            manage::bootstrap(&db.store, Environment::Sandbox, &Actor::local(None), admin).await.unwrap();
         db.store.create_organization("acme", None).await.unwrap();
         let (_, tenant) = api_key::manage::create(&db.store, "acme", "ci", &Actor::System).await.unwrap();
         let pool = AnyPool::connect(&db.url).await.unwrap();
@@ -78,7 +80,7 @@ async fn a_stores_plain_key_hashes_are_keyed_once_and_never_again() {
             "{backend:?}"
         );
         let keyed = hashes(&pool).await;
-        let expected = [&admin.key.token, &tenant.token].map(|t| pepper.keyed(&api_key::hash(t)));
+        let expected = [&admin.key.unwrap().token, &tenant.token].map(|t| pepper.keyed(&api_key::hash(t)));
         assert_eq!(keyed, expected, "{backend:?}: HMAC of each key's SHA-256");
         assert_eq!(pepper::adopt(&db.store, Some(&pepper)).await.unwrap(), Peppering::Keyed);
         let none = pepper::adopt(&db.store, None).await.unwrap_err().to_string();

@@ -11,6 +11,7 @@ mod audit_log;
 mod generated_clients;
 mod key_pepper;
 mod openapi;
+mod operator_changes;
 mod operator_decisions;
 mod operator_token;
 mod operators;

@@ -35,14 +35,17 @@ async fn staff(app: &App) -> [(Operator, String); 3] {
         email: format!("{}@example.com", name.to_lowercase()),
         roles: vec![role],
     };
-    let admin = manage::bootstrap(app.store(), &Actor::local(None), new("Ada", Role::Admin)).await.unwrap();
+    let admin =
+        manage::bootstrap(app.store(), Environment::Sandbox, &Actor::local(None), new("Ada", Role::Admin))
+            .await
+            .unwrap();
     let mut made = Vec::new();
     for (name, role) in [("Cleo", Role::Compliance), ("Tom", Role::Treasury)] {
-        let created = manage::create(app.store(), &admin.operator, new(name, role)).await.unwrap();
-        made.push((created.operator, created.key.token));
+        let created = common::api::seed_operator(app.store(), &admin.operator, new(name, role)).await;
+        made.push((created.operator, created.key.unwrap().token));
     }
     let [cleo, tom] = <[_; 2]>::try_from(made).unwrap();
-    [(admin.operator, admin.key.token), cleo, tom]
+    [(admin.operator, admin.key.unwrap().token), cleo, tom]
 }
 
 fn decision(decision: &str, reason: &str) -> Value {

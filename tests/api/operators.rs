@@ -11,13 +11,14 @@ use std::process::{Command, Output};
 
 use alloy::transports::http::reqwest::Method;
 use common::{
-    api::{Answer, App, send_json, spawn_app},
+    api::{Answer, App, send_json, spawn_app, spawn_configured},
     db::{BACKENDS, Backend, TEST_PII_KEY},
 };
 use custody_indexer::{
-    api::RateLimit,
+    api::{ApiState, RateLimit},
     audit::{Actor, chain},
     config::Chains,
+    environment::Environment,
     operators::{NewOperator, Role, manage},
 };
 use serde_json::{Value, json};
@@ -59,17 +60,25 @@ pub fn text(output: &Output) -> String {
 async fn bootstrap(app: &App) -> String {
     let new =
         NewOperator { name: "Ada Admin".into(), email: "ada@example.com".into(), roles: vec![Role::Admin] };
-    manage::bootstrap(app.store(), &Actor::local(None), new).await.unwrap().key.token
+    manage::bootstrap(app.store(), Environment::Sandbox, &Actor::local(None), new)
+        .await
+        .unwrap()
+        .key
+        .unwrap()
+        .token
 }
 
 #[tokio::test]
-async fn an_admin_manages_operators_through_the_service_and_every_change_is_audited() {
+async fn in_sandbox_an_admin_manages_operators_alone_and_every_change_is_audited() {
     for backend in BACKENDS {
-        let app = spawn_app(backend, Chains::default(), RateLimit::default()).await;
+        let sandbox = |state: ApiState| state.with_compliance(Environment::Sandbox, Default::default());
+        let app = spawn_configured(backend, Chains::default(), sandbox).await;
         let admin = bootstrap(&app).await;
         let again =
             NewOperator { name: "Eve".into(), email: "eve@example.com".into(), roles: vec![Role::Admin] };
-        let refused = manage::bootstrap(app.store(), &Actor::local(None), again).await.unwrap_err();
+        let refused = manage::bootstrap(app.store(), Environment::Sandbox, &Actor::local(None), again)
+            .await
+            .unwrap_err();
         assert!(refused.to_string().contains("has an admin already"), "{backend:?}: {refused}");
 
         // Each API refuses the other's keys.
@@ -161,28 +170,76 @@ async fn the_cli_bootstraps_then_acts_through_the_service_and_audit_verify_finds
         let admin = stdout.lines().last().unwrap().to_string();
         assert!(admin.starts_with("cio_"), "the key is on the last line: {stdout}");
 
+        let ada = stdout.lines().next().unwrap().split_whitespace().nth(1).unwrap().to_string();
+
+        // Production: the bootstrap makes one admin, once; genesis adds
+        // admins alone, and nothing else.
         let second =
             ["operators", "create", "--name", "Bob", "--email", "bob@example.com", "--role", "treasury"];
         let out = cli(&app, &second, None);
-        assert!(!out.status.success() && text(&out).contains("has an admin already"), "{}", text(&out));
+        assert!(!out.status.success() && text(&out).contains("`admin` role only"), "{}", text(&out));
+        let again = ["operators", "create", "--name", "Eve", "--email", "eve@example.com", "--role", "admin"];
+        let out = cli(&app, &again, None);
+        assert!(!out.status.success() && text(&out).contains("an admin has existed"), "{}", text(&out));
         let through = [&second[..], &["--server", &app.base]].concat();
         let out = cli(&app, &through, Some(&admin));
+        assert!(!out.status.success() && text(&out).contains("genesis"), "{backend:?}: {}", text(&out));
+        let cleo =
+            ["operators", "create", "--name", "Cleo", "--email", "cleo@example.com", "--role", "admin"];
+        let out = cli(&app, &[&cleo[..], &["--server", &app.base]].concat(), Some(&admin));
         assert!(out.status.success(), "{backend:?}: {}", text(&out));
-        let bob = String::from_utf8(out.stdout).unwrap().lines().last().unwrap().to_string();
+        assert!(text(&out).contains("not shown here") && !text(&out).contains("cio_"), "{}", text(&out));
+        let cleo_id = text(&out).lines().next().unwrap().split_whitespace().nth(1).unwrap().to_string();
+        assert_eq!(common::governance::enrol(&app.base, app.store(), &ada).await, None, "{backend:?}");
+        let cleo = common::governance::enrol(&app.base, app.store(), &cleo_id).await.unwrap();
+
+        // Past genesis a grant is a change another admin approves.
+        let out = cli(&app, &through, Some(&admin));
+        assert!(out.status.success(), "{backend:?}: {}", text(&out));
+        let proposed = text(&out);
+        assert!(proposed.contains("(operator.create of op_") && proposed.contains("PENDING"), "{proposed}");
+        let change = proposed.split_whitespace().nth(1).unwrap().to_string();
+        let out =
+            cli(&app, &["operators", "changes", "list", "--pending", "--server", &app.base], Some(&cleo));
+        assert!(
+            text(&out).contains(&change) && text(&out).contains("Bob <bob@example.com> roles treasury"),
+            "{}",
+            text(&out)
+        );
+        let approve = ["operators", "changes", "approve", &change, "--server", &app.base];
+        let out = cli(&app, &approve, Some(&admin));
+        assert!(!out.status.success() && text(&out).contains("403"), "its proposer: {}", text(&out));
+        let out = cli(&app, &approve, Some(&cleo));
+        assert!(out.status.success() && text(&out).contains("APPLIED"), "{backend:?}: {}", text(&out));
+        let bob_id = proposed.split("operator.create of ").nth(1).unwrap().split(')').next().unwrap();
+        let bob = common::governance::enrol(&app.base, app.store(), bob_id).await.unwrap();
         let out = cli(&app, &through, Some(&bob));
         assert!(!out.status.success() && text(&out).contains("403"), "{}", text(&out));
+        let keys = ["operators", "keys", "create", bob_id, "--server", &app.base];
+        let out = cli(&app, &keys, Some(&admin));
+        assert!(!out.status.success() && text(&out).contains("POST /operator/v1/me/keys"), "{}", text(&out));
 
         let out = cli(&app, &["operators", "list", "--json", "--server", &app.base], Some(&admin));
         assert!(out.status.success(), "{}", text(&out));
         let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
-        assert_eq!(listed.as_array().unwrap().len(), 2);
+        assert_eq!(listed.as_array().unwrap().len(), 3);
         assert!(!text(&out).contains(&bob[4..]), "never a secret");
 
         let out = cli(&app, &["audit", "verify"], None);
         assert!(out.status.success(), "{backend:?}: {}", text(&out));
-        assert!(text(&out).contains("2 entries"), "{}", text(&out));
+        assert!(text(&out).contains("14 entries"), "{}", text(&out));
         let out = cli(&app, &["audit", "list"], None);
-        assert!(text(&out).contains("operator.created"), "{}", text(&out));
+        for action in [
+            "operator.bootstrapped",
+            "operator.genesis_created",
+            "operator.genesis_ended",
+            "operator_change.proposed",
+            "operator_change.approved",
+            "operator.created",
+            "operator_key.created",
+        ] {
+            assert!(text(&out).contains(action), "{action}: {}", text(&out));
+        }
 
         // An entry edited in the database (its guards dropped, as the
         // tables' owner can) is found, by its seq.

@@ -203,3 +203,21 @@ pub fn events_about(page: &Value, kind: &str, id: &str) -> Vec<Value> {
         .cloned()
         .collect()
 }
+
+/// An operator made on `admin`'s authority as an admin makes one alone in
+/// `sandbox`: setup for tests of what operators decide (production's
+/// grants are tested on their own).
+pub async fn seed_operator(
+    store: &Store,
+    admin: &custody_indexer::operators::Operator,
+    new: custody_indexer::operators::NewOperator,
+) -> custody_indexer::operators::Created {
+    use custody_indexer::{
+        environment::Environment,
+        operators::{Outcome, grants},
+    };
+    match grants::create(store, Environment::Sandbox, admin, new).await.unwrap() {
+        Outcome::Applied(created) => created,
+        Outcome::Proposed(change) => panic!("sandbox applies at once, yet proposed {change:?}"),
+    }
+}

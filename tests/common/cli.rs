@@ -73,18 +73,77 @@ impl Env {
     }
 
     /// The key of an operator who may break glass on this store (roles
-    /// `compliance` and `treasury`), made on first use from the store alone
-    /// and kept in the environment's directory.
+    /// `compliance` and `treasury`), made on first use as production makes
+    /// operators (see [`super::governance`]) and kept in the environment's
+    /// directory.
     pub fn break_glass_key(&self) -> String {
         let kept = self.dir.path().join("break-glass.key");
         if let Ok(key) = std::fs::read_to_string(&kept) {
             return key;
         }
-        let create = ["--name", "Glass", "--email", "glass@example.com", "--role", "compliance,treasury"];
-        let out = self.ok(&[&["operators", "create"][..], &create].concat());
-        let key = out.lines().last().unwrap().to_string();
+        let key = self.production_operator("Glass", "compliance,treasury");
         std::fs::write(&kept, &key).unwrap();
         key
+    }
+
+    /// An operator of this production store named `name` with `roles`, made
+    /// through a `serve` of its own as production makes operators (the
+    /// admins made on first use and kept in the environment's directory):
+    /// its key.
+    pub fn production_operator(&self, name: &str, roles: &str) -> String {
+        std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+                    runtime.block_on(async {
+                        let port = super::dead_port();
+                        let _serve = self.serve(port);
+                        super::platform::api_up(port).await;
+                        let base = format!("http://127.0.0.1:{port}");
+                        let store = self.store().await;
+                        let admins = self.admins(&base, &store).await;
+                        let made = super::governance::operator(&base, &store, &admins, name, roles).await;
+                        store.close().await;
+                        made.1
+                    })
+                })
+                .join()
+                .unwrap()
+        })
+    }
+
+    /// The admins of this production store past genesis, made on first use
+    /// (the bootstrap from the store alone, a second admin during genesis)
+    /// through the service at `base`.
+    pub async fn admins(&self, base: &str, store: &Store) -> super::governance::Admins {
+        let kept = self.dir.path().join("admins.json");
+        if let Ok(text) = std::fs::read_to_string(&kept) {
+            let [a, b, c, d]: [String; 4] = serde_json::from_str(&text).unwrap();
+            return super::governance::Admins { first: (a, b), second: (c, d) };
+        }
+        let create = ["operators", "create", "--name", "First Admin", "--email", "first.admin@example.com"];
+        let out = self.ok(&[&create[..], &["--role", "admin"]].concat());
+        let id = out.lines().next().unwrap().split_whitespace().nth(1).unwrap().to_string();
+        let key = out.lines().last().unwrap().to_string();
+        let admins = super::governance::past_genesis(base, store, (id, key)).await;
+        let kept_text =
+            serde_json::to_string(&[&admins.first.0, &admins.first.1, &admins.second.0, &admins.second.1])
+                .unwrap();
+        std::fs::write(&kept, kept_text).unwrap();
+        admins
+    }
+
+    /// `serve` alone on `port`, logging to a file of the test's directory;
+    /// killed when dropped.
+    pub fn serve(&self, port: u16) -> Process {
+        let log = std::fs::File::create(self.dir.path().join(format!("serve-{}.log", uuid::Uuid::new_v4())))
+            .unwrap();
+        self.command(&["serve", "--listen", &format!("127.0.0.1:{port}")])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .map(Process)
+            .unwrap()
     }
 
     pub fn ok(&self, args: &[&str]) -> String {

@@ -9,6 +9,7 @@ pub mod cli;
 pub mod cluster;
 pub mod db;
 pub mod fleet;
+pub mod governance;
 pub mod instances;
 pub mod issuance;
 pub mod lagging;

@@ -11,6 +11,7 @@ use alloy::{
     providers::Provider,
     sol,
 };
+use custody_indexer::environment::Environment;
 use serde_json::{Value, json};
 
 use super::{
@@ -198,10 +199,22 @@ impl Platform {
         String::from_utf8(out.stdout).unwrap()
     }
 
-    /// Operators of this platform: an admin made by the bootstrap, then one
-    /// operator per `(name, role)` created by that admin through the
-    /// service on `port`; their keys, in order.
-    pub fn operators(&self, port: u16, people: &[(&str, &str)]) -> Vec<String> {
+    /// Operators of this platform, one per `(name, role)`, made through the
+    /// service on `port`: in `production` as production makes them (see
+    /// [`super::governance`]), in `sandbox` by an admin made by the
+    /// bootstrap; their keys, in order.
+    pub async fn operators(&self, port: u16, people: &[(&str, &str)]) -> Vec<String> {
+        let store = self.env.store().await;
+        let production = store.environment().await.unwrap() != Some(Environment::Sandbox);
+        let base = format!("http://127.0.0.1:{port}");
+        let mut keys = Vec::new();
+        if production {
+            let admins = self.env.admins(&base, &store).await;
+            for (name, role) in people {
+                keys.push(super::governance::operator(&base, &store, &admins, name, role).await.1);
+            }
+            return keys;
+        }
         let last_line = |out: std::process::Output| {
             assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
             String::from_utf8(out.stdout).unwrap().lines().last().unwrap().to_string()
@@ -213,13 +226,11 @@ impl Platform {
         let admin = last_line(
             self.env.command(&create("Admin", "admin").each_ref().map(String::as_str)).output().unwrap(),
         );
-        people
-            .iter()
-            .map(|(name, role)| {
-                let args = create(name, role);
-                last_line(self.as_operator(port, &admin, &args.each_ref().map(String::as_str)))
-            })
-            .collect()
+        for (name, role) in people {
+            let args = create(name, role);
+            keys.push(last_line(self.as_operator(port, &admin, &args.each_ref().map(String::as_str))));
+        }
+        keys
     }
 
     /// A command through the service on `port`, as the operator of `key`.

@@ -24,6 +24,7 @@ use custody_indexer::{
     api::ApiState,
     audit::Actor,
     config::Chains,
+    environment::Environment,
     operators::{NewOperator, Role, manage},
 };
 
@@ -53,7 +54,12 @@ impl Tenant {
             email: "opal@platform.example".into(),
             roles: vec![Role::Admin],
         };
-        let operator_key = manage::bootstrap(app.store(), &Actor::local(None), new).await.unwrap().key.token;
+        let operator_key = manage::bootstrap(app.store(), Environment::Sandbox, &Actor::local(None), new)
+            .await
+            .unwrap()
+            .key
+            .unwrap()
+            .token;
         let output = cli(
             &app,
             &["users", "invite", "--organization", "acme", "--email", ADMIN_EMAIL, "--role", "admin"],

@@ -28,9 +28,10 @@ const PASSWORD: &str = "operator console password";
 /// An operator made by the bootstrap: its id, enrol link and key.
 async fn operator(app: &App, name: &str, role: Role) -> (String, String, String) {
     let new = NewOperator { name: name.into(), email: format!("{name}@platform.example"), roles: vec![role] };
-    let created = manage::bootstrap(app.store(), &Actor::local(None), new).await.unwrap();
+    let created =
+        manage::bootstrap(app.store(), Environment::Sandbox, &Actor::local(None), new).await.unwrap();
     let link = format!("{}{}", app.base, created.enrol_path);
-    (created.operator.id, link, created.key.token)
+    (created.operator.id, link, created.key.unwrap().token)
 }
 
 /// Enrols `name` from `link` and signs in; ends on the queues.

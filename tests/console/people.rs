@@ -9,7 +9,7 @@ use super::{
     common::db::BACKENDS,
     sessions::{FormOf, client, csrf, enrol, get, post, sign_in},
 };
-use custody_indexer::{console::totp, store::now_micros};
+use custody_indexer::{api::ApiState, console::totp, environment::Environment, store::now_micros};
 
 #[tokio::test]
 async fn enrolment_takes_a_long_password_once_and_an_optional_second_factor() {
@@ -95,9 +95,10 @@ async fn enrolment_takes_a_long_password_once_and_an_optional_second_factor() {
 }
 
 #[tokio::test]
-async fn invitations_need_an_admin_and_operators_get_an_enrol_link_above_their_key() {
+async fn invitations_need_an_admin_and_sandbox_operators_get_an_enrol_link_above_their_key() {
     for backend in BACKENDS {
-        let tenant = Tenant::new(backend).await;
+        let sandbox = |state: ApiState| state.with_compliance(Environment::Sandbox, Default::default());
+        let tenant = Tenant::configured(backend, sandbox).await;
         let app = &tenant.app;
         let args =
             ["users", "invite", "--organization", "acme", "--email", "x@acme.example", "--role", "admin"];
@@ -282,7 +283,7 @@ async fn on_a_production_store_a_tenant_with_console_users_keeps_its_keys_in_the
         let tenant = Tenant::new(backend).await;
         let app = &tenant.app;
         app.store().create_organization("globex", None).await.unwrap();
-        app.store().stamp_environment(custody_indexer::environment::Environment::Production).await.unwrap();
+        app.store().stamp_environment(Environment::Production).await.unwrap();
         let dir = tempfile::tempdir().unwrap();
         let pepper = dir.path().join("pepper");
         std::fs::write(&pepper, "a pepper of thirty-two bytes or more").unwrap();

@@ -492,9 +492,10 @@ async fn in_production_an_operator_answers_the_payout_and_a_return_comes_back() 
         assert_eq!(pending["payout_reference"], pending["conversion_id"], "{pending}");
     }
     // Two treasury operators of the service answer.
-    let [alice, bob] =
-        <[String; 2]>::try_from(platform.operators(port, &[("Alice", "treasury"), ("Bob", "treasury")]))
-            .unwrap();
+    let [alice, bob] = <[String; 2]>::try_from(
+        platform.operators(port, &[("Alice", "treasury"), ("Bob", "treasury")]).await,
+    )
+    .unwrap();
     let text = |out: &std::process::Output| {
         format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
     };

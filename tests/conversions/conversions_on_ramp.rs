@@ -120,7 +120,7 @@ async fn in_production_an_operator_opens_the_virtual_account_and_two_operators_d
     let operator = |args: &[&str]| platform.operator(args);
     // In production the operators are principals of the service.
     let [ann, bo] =
-        <[String; 2]>::try_from(platform.operators(port, &[("Ann", "treasury"), ("Bo", "treasury")]))
+        <[String; 2]>::try_from(platform.operators(port, &[("Ann", "treasury"), ("Bo", "treasury")]).await)
             .unwrap();
     let as_ann = |args: &[&str]| {
         let out = platform.as_operator(port, &ann, args);

@@ -80,13 +80,13 @@ async fn production_approves_nothing_by_itself_and_a_store_keeps_its_environment
     let approve = ["identities", "approve", &ada, "--organization", "acme", "--reason", "reviewed"];
     let direct = env.output(&approve);
     assert!(!direct.status.success(), "a production store refuses a decision on it directly");
-    let create = ["operators", "create", "--name", "Grace", "--email", "grace@example.com"];
-    let grace = env.ok(&[&create[..], &["--role", "admin,compliance"]].concat());
-    let grace = grace.lines().last().unwrap();
+    let store = env.store().await;
+    let admins = env.admins(&base, &store).await;
+    let grace = common::governance::operator(&base, &store, &admins, "Grace", "compliance").await.1;
     let through = env
         .command(&approve)
         .env("CUSTODY_INDEXER_SERVER", &base)
-        .env("CUSTODY_INDEXER_OPERATOR_KEY", grace)
+        .env("CUSTODY_INDEXER_OPERATOR_KEY", &grace)
         .output()
         .unwrap();
     assert!(through.status.success(), "{}", String::from_utf8_lossy(&through.stderr));

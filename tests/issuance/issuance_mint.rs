@@ -152,7 +152,7 @@ async fn in_production_a_wire_recorded_and_approved_by_two_operators_mints_on_ch
     // Operators are principals: two treasury operators and one of
     // compliance, made by an admin through the service.
     let [ann, bo, cy] = <[String; 3]>::try_from(
-        platform.operators(port, &[("Ann", "treasury"), ("Bo", "treasury"), ("Cy", "compliance")]),
+        platform.operators(port, &[("Ann", "treasury"), ("Bo", "treasury"), ("Cy", "compliance")]).await,
     )
     .unwrap();
     let text = |out: &std::process::Output| {

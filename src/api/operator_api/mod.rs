@@ -5,11 +5,12 @@
 //! `/openapi.json` and in docs/operations.md.
 
 mod audit;
+mod changes;
 mod conversions;
 mod identities;
 mod issuance;
 mod on_ramp;
-mod operators;
+pub(super) mod operators;
 mod users;
 
 use axum::{
@@ -55,7 +56,12 @@ async fn authenticate(
 impl From<Refused> for ApiError {
     fn from(refusal: Refused) -> Self {
         match refusal {
-            Refused::AdminExists | Refused::LastAdmin => {
+            Refused::AdminExists
+            | Refused::LastAdmin
+            | Refused::AdminExisted
+            | Refused::BootstrapAdminOnly
+            | Refused::Genesis
+            | Refused::Decided { .. } => {
                 ApiError::coded(StatusCode::CONFLICT, ErrorCode::Conflict, refusal.to_string())
             }
             Refused::NoRole => ApiError::invalid(format!("roles: {refusal}")),
@@ -80,6 +86,10 @@ pub(super) fn routes() -> (Router<ApiState>, utoipa::openapi::OpenApi) {
         .routes(routes!(operators::create, operators::list))
         .routes(routes!(operators::disable))
         .routes(routes!(operators::set_roles))
+        .routes(routes!(operators::enable))
+        .routes(routes!(changes::list))
+        .routes(routes!(changes::approve))
+        .routes(routes!(changes::refuse))
         .routes(routes!(operators::create_key))
         .routes(routes!(operators::revoke_key))
         .routes(routes!(audit::list))

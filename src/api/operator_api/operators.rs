@@ -5,6 +5,7 @@ use axum::{
     Extension, Json,
     extract::{Path, State},
     http::StatusCode,
+    response::{IntoResponse, Response},
 };
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -13,7 +14,8 @@ use super::OperatorCaller;
 use crate::{
     api::{ApiError, ApiState, Body, ErrorBody},
     api_key::NewSecret,
-    operators::{Action, NewOperator, Operator, OperatorKey, Role, manage},
+    environment::Environment,
+    operators::{Action, Change, NewOperator, Operator, OperatorKey, Outcome, Role, grants, manage},
 };
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -48,10 +50,44 @@ impl std::fmt::Debug for NewKey {
 #[derive(Serialize, ToSchema)]
 pub struct CreatedOperator {
     pub operator: Operator,
-    /// The operator's one-time console enrol link, on this service's
-    /// address (`/console/enrol/<token>`), valid 24 hours.
-    pub enrol_path: String,
-    pub key: NewKey,
+    /// `sandbox` only: the operator's one-time console enrol link, on this
+    /// service's address (`/console/enrol/<token>`), valid 24 hours. In
+    /// `production` it reaches its owner only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enrol_path: Option<String>,
+    /// `sandbox` only: the operator's first key. In `production` an
+    /// operator's first key ends their own enrolment.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<NewKey>,
+}
+
+impl CreatedOperator {
+    /// What an answer in `environment` shows of `created`.
+    pub fn shown(created: manage::Created, environment: Environment) -> Self {
+        let sandbox = environment == Environment::Sandbox;
+        CreatedOperator {
+            operator: created.operator,
+            enrol_path: sandbox.then_some(created.enrol_path),
+            key: created.key.filter(|_| sandbox).map(NewKey::from),
+        }
+    }
+}
+
+/// A change that waits for another admin.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ChangeAnswer {
+    pub change: Change,
+}
+
+/// `202` with the change when a grant waits for another admin, `status`
+/// with what was applied otherwise.
+fn answer<T: Serialize>(outcome: Outcome<T>, status: StatusCode) -> Response {
+    match outcome {
+        Outcome::Applied(done) => (status, Json(done)).into_response(),
+        Outcome::Proposed(change) => {
+            (StatusCode::ACCEPTED, Json(ChangeAnswer { change: *change })).into_response()
+        }
+    }
 }
 
 impl std::fmt::Debug for CreatedOperator {
@@ -93,30 +129,30 @@ fn reason(text: &str) -> Result<&str, ApiError> {
     if text.is_empty() { Err(ApiError::invalid("reason: a reason is required")) } else { Ok(text) }
 }
 
-/// Creates an operator with its first key.
+/// Creates an operator: at once in `sandbox` (with its first key) and,
+/// in `production`, an admin during genesis; otherwise a change another
+/// admin approves.
 #[utoipa::path(post, operation_id = "createOperator", path = "/operator/v1/operators", tag = "operators", security(("operator_key" = [])),
     request_body = OperatorRequest,
     responses(
-        (status = 201, description = "Created; the key's token is shown once", body = CreatedOperator),
+        (status = 201, description = "Created; a key's token is shown once", body = CreatedOperator),
+        (status = 202, description = "Proposed: another admin approves the change", body = ChangeAnswer),
         (status = 400, description = "A missing name, a malformed email, no role", body = ErrorBody),
         (status = 403, description = "The caller is not an `admin`", body = ErrorBody),
-        (status = 409, description = "An operator has this email", body = ErrorBody),
+        (status = 409, description = "An operator or a pending change has this email; genesis grants admins only", body = ErrorBody),
     ))]
 pub async fn create(
     State(state): State<ApiState>,
     Extension(caller): Extension<OperatorCaller>,
     Body(request): Body<OperatorRequest>,
-) -> Result<(StatusCode, Json<CreatedOperator>), ApiError> {
+) -> Result<Response, ApiError> {
     let new = NewOperator { name: request.name, email: request.email, roles: request.roles };
-    let created = manage::create(state.store(), &caller.0, new).await?;
-    Ok((
-        StatusCode::CREATED,
-        Json(CreatedOperator {
-            operator: created.operator,
-            enrol_path: created.enrol_path,
-            key: created.key.into(),
-        }),
-    ))
+    let environment = state.environment();
+    let outcome = match grants::create(state.store(), environment, &caller.0, new).await? {
+        Outcome::Applied(created) => Outcome::Applied(CreatedOperator::shown(created, environment)),
+        Outcome::Proposed(change) => Outcome::Proposed(change),
+    };
+    Ok(answer(outcome, StatusCode::CREATED))
 }
 
 /// Every operator with its keys (never a secret).
@@ -156,34 +192,65 @@ pub async fn disable(
     Ok(Json(manage::disable(state.store(), &caller.0, &id, reason(&request.reason)?).await?))
 }
 
-/// Sets an operator's roles (not the caller's own).
+/// Sets an operator's roles (not the caller's own): at once when the set
+/// only removes roles, or in `sandbox`; otherwise a change another admin
+/// approves.
 #[utoipa::path(put, operation_id = "setOperatorRoles", path = "/operator/v1/operators/{operator_id}/roles",
     tag = "operators", security(("operator_key" = [])), request_body = RolesRequest,
     params(("operator_id" = String, Path, description = "The operator's id")),
     responses(
         (status = 200, description = "The operator with its roles", body = Operator),
+        (status = 202, description = "Proposed: another admin approves the change", body = ChangeAnswer),
         (status = 400, description = "No role, or no reason", body = ErrorBody),
         (status = 403, description = "The caller is not an `admin`, or is the operator", body = ErrorBody),
         (status = 404, description = "No such operator", body = ErrorBody),
+        (status = 409, description = "Genesis grants no role but admins'; no admin would be left", body = ErrorBody),
     ))]
 pub async fn set_roles(
     State(state): State<ApiState>,
     Extension(caller): Extension<OperatorCaller>,
     Path(id): Path<String>,
     Body(request): Body<RolesRequest>,
-) -> Result<Json<Operator>, ApiError> {
+) -> Result<Response, ApiError> {
     let reason = reason(&request.reason)?;
-    Ok(Json(manage::set_roles(state.store(), &caller.0, &id, &request.roles, reason).await?))
+    let environment = state.environment();
+    let outcome =
+        grants::set_roles(state.store(), environment, &caller.0, &id, &request.roles, reason).await?;
+    Ok(answer(outcome, StatusCode::OK))
 }
 
-/// Creates a key for an operator; its token is shown once.
+/// Enables a disabled operator: in `sandbox` at once, otherwise a change
+/// another admin approves.
+#[utoipa::path(post, operation_id = "enableOperator", path = "/operator/v1/operators/{operator_id}/enable",
+    tag = "operators", security(("operator_key" = [])), request_body = Reason,
+    params(("operator_id" = String, Path, description = "The operator's id")),
+    responses(
+        (status = 200, description = "Enabled", body = Operator),
+        (status = 202, description = "Proposed: another admin approves the change", body = ChangeAnswer),
+        (status = 400, description = "No reason, or the operator is enabled", body = ErrorBody),
+        (status = 403, description = "The caller is not an `admin`, or is the operator", body = ErrorBody),
+        (status = 404, description = "No such operator", body = ErrorBody),
+    ))]
+pub async fn enable(
+    State(state): State<ApiState>,
+    Extension(caller): Extension<OperatorCaller>,
+    Path(id): Path<String>,
+    Body(request): Body<Reason>,
+) -> Result<Response, ApiError> {
+    let reason = reason(&request.reason)?;
+    let outcome = grants::enable(state.store(), state.environment(), &caller.0, &id, reason).await?;
+    Ok(answer(outcome, StatusCode::OK))
+}
+
+/// Creates a key for an operator in `sandbox`; its token is shown once. In
+/// `production` an operator's keys are the operator's own to make (`403`).
 #[utoipa::path(post, operation_id = "createOperatorKey", path = "/operator/v1/operators/{operator_id}/keys",
     tag = "operators", security(("operator_key" = [])),
     params(("operator_id" = String, Path, description = "The operator's id")),
     responses(
         (status = 201, description = "Created; the token is shown once", body = NewKey),
         (status = 400, description = "The operator is disabled", body = ErrorBody),
-        (status = 403, description = "The caller is not an `admin`", body = ErrorBody),
+        (status = 403, description = "The caller is not an `admin`, or the service runs in `production`", body = ErrorBody),
         (status = 404, description = "No such operator", body = ErrorBody),
     ))]
 pub async fn create_key(
@@ -191,7 +258,8 @@ pub async fn create_key(
     Extension(caller): Extension<OperatorCaller>,
     Path(id): Path<String>,
 ) -> Result<(StatusCode, Json<NewKey>), ApiError> {
-    Ok((StatusCode::CREATED, Json(manage::create_key(state.store(), &caller.0, &id).await?.into())))
+    let key = manage::create_key(state.store(), state.environment(), &caller.0, &id).await?;
+    Ok((StatusCode::CREATED, Json(key.into())))
 }
 
 /// Revokes an operator key at once, on every instance.
@@ -230,8 +298,8 @@ mod tests {
         };
         let created = CreatedOperator {
             operator,
-            enrol_path: "/console/enrol/the-link-token".into(),
-            key: secret.into(),
+            enrol_path: Some("/console/enrol/the-link-token".into()),
+            key: Some(secret.into()),
         };
         let invited = super::super::users::InvitedUser {
             user: super::super::users::ConsoleUser {
@@ -242,7 +310,9 @@ mod tests {
             },
             enrol_path: "/console/enrol/the-link-token".into(),
         };
-        for shown in [format!("{created:?}"), format!("{:?}", created.key), format!("{invited:?}")] {
+        for shown in
+            [format!("{created:?}"), format!("{:?}", created.key.as_ref().unwrap()), format!("{invited:?}")]
+        {
             assert!(!shown.contains("the-link-token") && !shown.contains(&token[4..]), "{shown}");
         }
     }

@@ -1,0 +1,55 @@
+//! `operators changes`: the changes of operators that wait for a second
+//! admin, listed, approved and refused through the service.
+
+use serde_json::{Value, json};
+
+use super::operators::{ChangesCommand, print_change, str_of};
+
+pub async fn run(command: ChangesCommand) -> anyhow::Result<()> {
+    match command {
+        ChangesCommand::List { pending, json, server } => {
+            let server = server.required("listing changes")?;
+            let path = if pending { "/operator/v1/changes?status=PENDING" } else { "/operator/v1/changes" };
+            let answer = server.get(path).await?;
+            let changes = answer["changes"].as_array().cloned().unwrap_or_default();
+            if json {
+                println!("{}", serde_json::to_string_pretty(&changes)?);
+            } else {
+                changes.iter().for_each(print_line);
+            }
+        }
+        ChangesCommand::Approve { id, server } => {
+            let server = server.required("approving a change")?;
+            let answer = server.post(&format!("/operator/v1/changes/{id}/approve"), &json!({})).await?;
+            print_change(&answer);
+        }
+        ChangesCommand::Refuse { id, reason, server } => {
+            let server = server.required("refusing a change")?;
+            let path = format!("/operator/v1/changes/{id}/refuse");
+            let answer = server.post(&path, &json!({ "reason": reason })).await?;
+            print_change(&answer);
+        }
+    }
+    Ok(())
+}
+
+fn print_line(change: &Value) {
+    let proposal = &change["proposal"];
+    let roles = proposal["roles"].as_array().map(|r| r.iter().map(str_of).collect::<Vec<_>>().join(","));
+    let mut what = String::new();
+    if let Some(name) = proposal["name"].as_str() {
+        what.push_str(&format!(" {name} <{}>", str_of(&proposal["email"])));
+    }
+    if let Some(roles) = roles {
+        what.push_str(&format!(" roles {roles}"));
+    }
+    println!(
+        "{} {} {} of {}{what}, proposed by {} at {}",
+        str_of(&change["id"]),
+        str_of(&change["status"]),
+        str_of(&change["kind"]),
+        str_of(&change["target"]),
+        str_of(&change["proposed_by"]),
+        str_of(&change["created_at"]),
+    );
+}

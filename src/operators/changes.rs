@@ -1,0 +1,161 @@
+//! Proposed changes of operators decided: approved (and applied in the
+//! same transaction) or refused by another enabled admin than the
+//! proposer and the change's target, or expired after
+//! [`rules::CHANGE_VALID`] undecided. Each step is an audit entry; a change
+//! whose proposal the log does not hold (a row written with plain SQL) is
+//! never applied.
+
+use super::{
+    grants,
+    manage::{self, Created, OperatorError, actor, authority, record},
+    resource::{Change, ChangeKind, ChangeStatus, Operator},
+    rules::{self, Refused},
+};
+use crate::{
+    audit::{self, Actor, Record},
+    environment::Environment,
+    pii::Cipher,
+    store::{Store, StoreError, Tx, audit as log, now_micros, operator_changes as rows},
+};
+
+/// What an approval applied.
+#[derive(Debug)]
+pub enum Applied {
+    Created(Created),
+    Changed(Operator),
+}
+
+/// The changes, newest first (only pending ones when asked), after those
+/// past their time are expired.
+pub async fn list(store: &Store, pending_only: bool, limit: i64) -> Result<Vec<Change>, OperatorError> {
+    expire(store).await?;
+    Ok(store.operator_changes(pending_only, limit).await?)
+}
+
+/// Expires every pending change past its time, each with its entry.
+pub async fn expire(store: &Store) -> Result<(), OperatorError> {
+    let mut tx = store.begin().await?;
+    audit::lock(&mut tx).await?;
+    let before = now_micros() - rules::CHANGE_VALID.as_micros() as i64;
+    for id in rows::pending_before(&mut tx, before).await? {
+        expire_one(&mut tx, store.cipher().ok(), &id).await?;
+    }
+    tx.commit().await.map_err(StoreError::from)?;
+    Ok(())
+}
+
+async fn expire_one(tx: &mut Tx, cipher: Option<&Cipher>, id: &str) -> Result<(), OperatorError> {
+    if rows::decide(tx, id, ChangeStatus::Expired, None, None, now_micros()).await? {
+        audit::append(tx, cipher, on_change(&Actor::System, "operator_change.expired", id, None)).await?;
+    }
+    Ok(())
+}
+
+/// Approves change `id` on `admin`'s authority and applies it.
+pub async fn approve(
+    store: &Store,
+    environment: Environment,
+    admin: &Operator,
+    id: &str,
+) -> Result<(Change, Applied), OperatorError> {
+    expire(store).await?;
+    let cipher = store.cipher().ok();
+    let mut tx = store.begin().await?;
+    let change = decidable(&mut tx, admin, id).await?;
+    let (by, text) = (actor(admin), grants::describe(&change));
+    audit::append(&mut tx, cipher, on_change(&by, "operator_change.approved", id, Some(&text))).await?;
+    let applied = apply(&mut tx, cipher, environment, admin, &change).await?;
+    rows::decide(&mut tx, id, ChangeStatus::Applied, Some(&admin.id), None, now_micros()).await?;
+    let change =
+        rows::lock(&mut tx, id).await?.ok_or_else(|| StoreError::NotFound(format!("change {id}")))?;
+    tx.commit().await.map_err(StoreError::from)?;
+    Ok((change, applied))
+}
+
+/// Refuses change `id` on `admin`'s authority, for `reason`.
+pub async fn refuse(
+    store: &Store,
+    admin: &Operator,
+    id: &str,
+    reason: &str,
+) -> Result<Change, OperatorError> {
+    expire(store).await?;
+    let cipher = store.cipher().ok();
+    let mut tx = store.begin().await?;
+    decidable(&mut tx, admin, id).await?;
+    let by = actor(admin);
+    audit::append(&mut tx, cipher, on_change(&by, "operator_change.refused", id, Some(reason))).await?;
+    rows::decide(&mut tx, id, ChangeStatus::Refused, Some(&admin.id), Some(reason), now_micros()).await?;
+    let change =
+        rows::lock(&mut tx, id).await?.ok_or_else(|| StoreError::NotFound(format!("change {id}")))?;
+    tx.commit().await.map_err(StoreError::from)?;
+    Ok(change)
+}
+
+/// Change `id` locked, as `admin` may decide it: the head locked first,
+/// the admin still an enabled admin, the change pending and in time, its
+/// proposal in the log (the caller expired those past their time just
+/// before; one that passed it since is refused all the same).
+async fn decidable(tx: &mut Tx, admin: &Operator, id: &str) -> Result<Change, OperatorError> {
+    rules::permits(admin, rules::Action::Operators)?;
+    audit::lock(tx).await?;
+    authority(tx, admin).await?;
+    let change = rows::lock(tx, id).await?.ok_or_else(|| StoreError::NotFound(format!("change {id}")))?;
+    rules::may_decide(admin, &change)?;
+    if rules::expired(change.created_at.timestamp_micros(), now_micros()) {
+        return Err(Refused::Decided { id: id.to_string(), status: ChangeStatus::Expired.as_str() }.into());
+    }
+    if !log::has_entry(tx, "operator_change.proposed", id).await? {
+        return Err(StoreError::Conflict(format!(
+            "change {id} has no proposal in the audit log: it was not proposed through the service"
+        ))
+        .into());
+    }
+    Ok(change)
+}
+
+/// An entry about change `id`.
+pub(super) fn on_change<'a>(
+    actor: &'a Actor,
+    action: &'a str,
+    id: &'a str,
+    reason: Option<&'a str>,
+) -> Record<'a> {
+    Record { target_kind: "operator_change", ..record(actor, action, id, reason) }
+}
+
+async fn apply(
+    tx: &mut Tx,
+    cipher: Option<&Cipher>,
+    environment: Environment,
+    admin: &Operator,
+    change: &Change,
+) -> Result<Applied, OperatorError> {
+    let by = actor(admin);
+    let why = format!("change {} proposed by {}", change.id, change.proposed_by);
+    let proposal = &change.proposal;
+    let missing =
+        |what: &str| StoreError::Corrupt(format!("change {}: its proposal has no {what}", change.id));
+    Ok(match change.kind {
+        ChangeKind::Create => {
+            let roles = proposal.roles.clone().ok_or_else(|| missing("roles"))?;
+            let mut operator = manage::fresh(&manage::NewOperator {
+                name: proposal.name.clone().ok_or_else(|| missing("name"))?,
+                email: proposal.email.clone().ok_or_else(|| missing("email"))?,
+                roles,
+            });
+            operator.id = change.target.clone();
+            let reason = format!("{}: {why}", super::resource::roles_text(&operator.roles));
+            let keyed = environment == Environment::Sandbox;
+            let by = (&by, "operator.created", Some(reason.as_str()));
+            Applied::Created(manage::insert(tx, cipher, by, operator, keyed).await?)
+        }
+        ChangeKind::Roles => {
+            let roles = proposal.roles.as_deref().ok_or_else(|| missing("roles"))?;
+            Applied::Changed(grants::apply_roles(tx, cipher, &by, &change.target, roles, &why).await?)
+        }
+        ChangeKind::Enable => {
+            Applied::Changed(grants::apply_enable(tx, cipher, &by, &change.target, &why).await?)
+        }
+    })
+}

@@ -1,0 +1,61 @@
+//! Genesis: how a production store gets its first admins. The bootstrap
+//! makes one admin, once ever; until two admins have enrolled an admin adds
+//! admins alone; the first time two have enrolled, genesis ends for good,
+//! in the store (a latch row) and in the audit log (an entry), either of
+//! which holds it: from then on every grant waits for another admin,
+//! whatever the count of admins later becomes. Each function runs in the
+//! caller's transaction, after the chain's head is locked (one change of
+//! operators at a time).
+
+use super::rules::GENESIS_ADMINS;
+use crate::{
+    audit::{self, Actor, Record},
+    pii::Cipher,
+    store::{StoreError, Tx, audit as log, now_micros, operator_changes as latches, operators as rows},
+};
+
+/// The latch's name in the store.
+pub const ENDED: &str = "genesis_ended";
+
+/// The audit action that ends genesis.
+pub const ENDED_ACTION: &str = "operator.genesis_ended";
+
+/// Whether genesis is still open; ends it, for good, when two admins have
+/// enrolled.
+pub async fn open(tx: &mut Tx, cipher: Option<&Cipher>) -> Result<bool, StoreError> {
+    if ended(tx).await? {
+        return Ok(false);
+    }
+    let admins = rows::enrolled_admins(tx).await?;
+    if admins.len() < GENESIS_ADMINS {
+        return Ok(true);
+    }
+    let detail = admins.join(",");
+    let reason = format!("two admins have enrolled: {detail}");
+    let entry = Record {
+        actor: &Actor::System,
+        action: ENDED_ACTION,
+        target_kind: "platform",
+        target_id: "genesis",
+        organization_id: None,
+        reason: Some(&reason),
+        request_id: None,
+        detail: None,
+    };
+    audit::append(tx, cipher, entry).await?;
+    latches::latch(tx, ENDED, &detail, now_micros()).await?;
+    Ok(false)
+}
+
+/// Whether genesis has ended: the store's latch or the log's entry.
+pub async fn ended(tx: &mut Tx) -> Result<bool, StoreError> {
+    Ok(latches::latched(tx, ENDED).await? || !log::all_of(tx, ENDED_ACTION).await?.is_empty())
+}
+
+/// Whether an admin has ever existed: an operator holding the role, a
+/// bootstrap in the log, or genesis ended.
+pub async fn admin_existed(tx: &mut Tx) -> Result<bool, StoreError> {
+    Ok(rows::any_admin(tx).await?
+        || !log::all_of(tx, "operator.bootstrapped").await?.is_empty()
+        || ended(tx).await?)
+}

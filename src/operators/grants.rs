@@ -1,0 +1,243 @@
+//! Grants: a new operator, roles added to an operator, a disabled operator
+//! enabled. In `sandbox` an admin applies one alone; in `production` it is
+//! a proposed [`Change`] that another admin approves ([`super::changes`]),
+//! except an admin added during [`genesis`]. Taking power away (roles
+//! removed, an operator disabled, a key revoked) never waits.
+
+use super::{
+    genesis,
+    manage::{self, Created, NewOperator, OperatorError, actor, authority, locked, record},
+    resource::{Change, ChangeKind, ChangeStatus, Operator, Proposal, Role, roles_text},
+    rules::{self, Action, Grant},
+};
+use crate::{
+    audit::{self, Actor, Detail, Record},
+    environment::Environment,
+    pii::Cipher,
+    store::{Store, StoreError, Tx, now_micros, operator_changes as changes, operators as rows},
+};
+
+/// What a grant did: applied at once, or proposed for another admin.
+#[derive(Debug)]
+pub enum Outcome<T> {
+    Applied(T),
+    Proposed(Box<Change>),
+}
+
+/// Creates an operator on `admin`'s authority, or proposes it.
+pub async fn create(
+    store: &Store,
+    environment: Environment,
+    admin: &Operator,
+    new: NewOperator,
+) -> Result<Outcome<Created>, OperatorError> {
+    rules::permits(admin, Action::Operators)?;
+    new.check()?;
+    let cipher = store.cipher().ok();
+    let mut tx = store.begin().await?;
+    audit::lock(&mut tx).await?;
+    authority(&mut tx, admin).await?;
+    let operator = manage::fresh(&new);
+    let outcome = match grant(&mut tx, cipher, environment, ChangeKind::Create, &new.roles).await? {
+        Grant::Propose => {
+            taken(&mut tx, &operator.email).await?;
+            let proposal = Proposal {
+                name: Some(operator.name.clone()),
+                email: Some(operator.email.clone()),
+                roles: Some(operator.roles.clone()),
+            };
+            let change = propose(&mut tx, cipher, admin, (ChangeKind::Create, &operator.id), proposal, None);
+            Outcome::Proposed(Box::new(change.await?))
+        }
+        grant => {
+            let action =
+                if grant == Grant::Genesis { "operator.genesis_created" } else { "operator.created" };
+            let roles = roles_text(&operator.roles);
+            let by = (&actor(admin), action, Some(roles.as_str()));
+            let keyed = environment == Environment::Sandbox;
+            Outcome::Applied(manage::insert(&mut tx, cipher, by, operator, keyed).await?)
+        }
+    };
+    tx.commit().await.map_err(StoreError::from)?;
+    Ok(outcome)
+}
+
+/// Sets `target`'s roles on `admin`'s authority: at once when the set only
+/// removes roles, otherwise as a grant.
+pub async fn set_roles(
+    store: &Store,
+    environment: Environment,
+    admin: &Operator,
+    target: &str,
+    roles: &[Role],
+    reason: &str,
+) -> Result<Outcome<Operator>, OperatorError> {
+    rules::may_set_roles(admin, target, roles)?;
+    let cipher = store.cipher().ok();
+    let mut tx = store.begin().await?;
+    audit::lock(&mut tx).await?;
+    authority(&mut tx, admin).await?;
+    let current = locked(&mut tx, target).await?;
+    let outcome = if !rules::adds_role(&current.roles, roles) {
+        Outcome::Applied(apply_roles(&mut tx, cipher, &actor(admin), target, roles, reason).await?)
+    } else {
+        match grant(&mut tx, cipher, environment, ChangeKind::Roles, roles).await? {
+            Grant::Propose => {
+                let proposal = Proposal { roles: Some(roles.to_vec()), ..Proposal::default() };
+                let change =
+                    propose(&mut tx, cipher, admin, (ChangeKind::Roles, target), proposal, Some(reason));
+                Outcome::Proposed(Box::new(change.await?))
+            }
+            _ => Outcome::Applied(apply_roles(&mut tx, cipher, &actor(admin), target, roles, reason).await?),
+        }
+    };
+    tx.commit().await.map_err(StoreError::from)?;
+    Ok(outcome)
+}
+
+/// Enables the disabled operator `target` on `admin`'s authority, as a
+/// grant: its keys that were live work again.
+pub async fn enable(
+    store: &Store,
+    environment: Environment,
+    admin: &Operator,
+    target: &str,
+    reason: &str,
+) -> Result<Outcome<Operator>, OperatorError> {
+    rules::may_disable(admin, target)?;
+    let cipher = store.cipher().ok();
+    let mut tx = store.begin().await?;
+    audit::lock(&mut tx).await?;
+    authority(&mut tx, admin).await?;
+    if locked(&mut tx, target).await?.is_enabled() {
+        return Err(OperatorError::Invalid(format!("operator {target} is enabled")));
+    }
+    let outcome = match grant(&mut tx, cipher, environment, ChangeKind::Enable, &[]).await? {
+        Grant::Propose => {
+            let change = propose(
+                &mut tx,
+                cipher,
+                admin,
+                (ChangeKind::Enable, target),
+                Proposal::default(),
+                Some(reason),
+            );
+            Outcome::Proposed(Box::new(change.await?))
+        }
+        _ => Outcome::Applied(apply_enable(&mut tx, cipher, &actor(admin), target, reason).await?),
+    };
+    tx.commit().await.map_err(StoreError::from)?;
+    Ok(outcome)
+}
+
+/// How a grant goes now: genesis is read (and ended when two admins have
+/// enrolled) in `production` only.
+async fn grant(
+    tx: &mut Tx,
+    cipher: Option<&Cipher>,
+    environment: Environment,
+    kind: ChangeKind,
+    roles: &[Role],
+) -> Result<Grant, OperatorError> {
+    let open = environment == Environment::Production && genesis::open(tx, cipher).await?;
+    Ok(rules::grant(environment, open, kind, roles)?)
+}
+
+/// Refuses a new operator's email when an operator or a pending proposal
+/// has it.
+async fn taken(tx: &mut Tx, email: &str) -> Result<(), OperatorError> {
+    if changes::email_pending(tx, email).await? {
+        return Err(StoreError::Conflict(format!(
+            "a pending change proposes an operator with email {email}"
+        ))
+        .into());
+    }
+    if rows::email_taken(tx, email).await? {
+        return Err(StoreError::Conflict(format!("an operator with email {email} exists")).into());
+    }
+    Ok(())
+}
+
+/// Writes a pending change of `kind` about `target`, with its entry.
+async fn propose(
+    tx: &mut Tx,
+    cipher: Option<&Cipher>,
+    admin: &Operator,
+    (kind, target): (ChangeKind, &str),
+    proposal: Proposal,
+    reason: Option<&str>,
+) -> Result<Change, OperatorError> {
+    let change = Change {
+        id: format!("chg_{}", uuid::Uuid::new_v4().simple()),
+        kind,
+        status: ChangeStatus::Pending,
+        proposed_by: admin.id.clone(),
+        target: target.to_string(),
+        created_at: chrono::DateTime::from_timestamp_micros(now_micros()).unwrap_or_default(),
+        decided_by: None,
+        decided_at: None,
+        proposal,
+        reason: reason.map(str::to_string),
+        decision_reason: None,
+    };
+    let text = describe(&change);
+    let by = actor(admin);
+    audit::append(
+        tx,
+        cipher,
+        super::changes::on_change(&by, "operator_change.proposed", &change.id, Some(&text)),
+    )
+    .await?;
+    changes::insert(tx, &change).await?;
+    Ok(change)
+}
+
+/// A change as its entries' reason says it: its kind, its target, what it
+/// proposes and why.
+pub(super) fn describe(change: &Change) -> String {
+    let mut text = format!("{} of {}", change.kind.as_str(), change.target);
+    let proposal = &change.proposal;
+    if let (Some(name), Some(email)) = (&proposal.name, &proposal.email) {
+        text.push_str(&format!(" ({name}, {email})"));
+    }
+    if let Some(roles) = &proposal.roles {
+        text.push_str(&format!(" with roles {}", roles_text(roles)));
+    }
+    if let Some(reason) = &change.reason {
+        text.push_str(&format!(": {reason}"));
+    }
+    text
+}
+
+/// Sets `target`'s roles, with its entry by `by`; the service keeps an
+/// enabled admin.
+pub(super) async fn apply_roles(
+    tx: &mut Tx,
+    cipher: Option<&Cipher>,
+    by: &Actor,
+    target: &str,
+    roles: &[Role],
+    reason: &str,
+) -> Result<Operator, OperatorError> {
+    let reason = format!("{}: {reason}", roles_text(roles));
+    let entry = record(by, "operator.roles_set", target, Some(&reason));
+    audit::append(tx, cipher, Record { detail: Some(Detail::roles(roles)), ..entry }).await?;
+    locked(tx, target).await?;
+    rows::set_roles(tx, target, roles).await?;
+    let operator = locked(tx, target).await?;
+    rules::keeps_an_admin(rows::enabled_admins(tx).await?)?;
+    Ok(operator)
+}
+
+/// Enables `target`, with its entry by `by`.
+pub(super) async fn apply_enable(
+    tx: &mut Tx,
+    cipher: Option<&Cipher>,
+    by: &Actor,
+    target: &str,
+    reason: &str,
+) -> Result<Operator, OperatorError> {
+    audit::append(tx, cipher, record(by, "operator.enabled", target, Some(reason))).await?;
+    rows::enable(tx, target).await?;
+    locked(tx, target).await
+}

@@ -1,0 +1,178 @@
+//! People changes take two admins, in production, through real HTTP on
+//! both stores: genesis adds admins alone until two have enrolled and then
+//! ends for good (disabling an admin does not reopen it); every grant is a
+//! change that neither its proposer nor its target decides; taking power
+//! away applies at once; a change expires after seven days undecided; a
+//! change row written with plain SQL is never applied; and no answer holds
+//! another person's key or enrol link.
+
+use crate::common;
+
+use alloy::transports::http::reqwest::Method;
+use common::{
+    api::{Answer, App, send_json, spawn_app},
+    db::BACKENDS,
+    governance::enrol,
+};
+use custody_indexer::{
+    api::RateLimit,
+    audit::Actor,
+    config::Chains,
+    environment::Environment,
+    operators::{NewOperator, Role, manage},
+};
+use serde_json::{Value, json};
+
+async fn call(app: &App, method: Method, path: &str, key: &str, body: Value) -> Answer {
+    send_json(method, &format!("{}{path}", app.base), Some(key), Some(&body)).await
+}
+
+fn person(name: &str, roles: &[&str]) -> Value {
+    json!({ "name": name, "email": format!("{}@example.com", name.to_lowercase()), "roles": roles })
+}
+
+/// Proposes `body` at `path` as `proposer`, answered 202: the change's id.
+async fn proposed(app: &App, method: Method, path: &str, proposer: &str, body: Value) -> String {
+    let answer = call(app, method, path, proposer, body).await;
+    assert_eq!(answer.status, 202, "{path}: {:?}", answer.body);
+    let change = &answer.body["change"];
+    assert_eq!(change["status"], "PENDING");
+    for field in ["id", "kind", "status", "proposed_by", "target", "created_at", "decided_by", "decided_at"] {
+        assert!(change.get(field).is_some(), "{field} in {change}");
+    }
+    change["id"].as_str().unwrap().to_string()
+}
+
+async fn decide(app: &App, change: &str, verb: &str, key: &str) -> Answer {
+    let body = if verb == "refuse" { json!({ "reason": "not agreed" }) } else { json!({}) };
+    call(app, Method::POST, &format!("/operator/v1/changes/{change}/{verb}"), key, body).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_admin_alone_cannot_grant_a_money_role_nor_reopen_genesis() {
+    for backend in BACKENDS {
+        let app = spawn_app(backend, Chains::default(), RateLimit::default()).await;
+        let store = app.store();
+        let new =
+            NewOperator { name: "Ada".into(), email: "ada@example.com".into(), roles: vec![Role::Admin] };
+        let ada = manage::bootstrap(store, Environment::Production, &Actor::local(None), new).await.unwrap();
+        let (ada_id, ada_key) = (ada.operator.id.clone(), ada.key.unwrap().token.to_string());
+        let again =
+            NewOperator { name: "Eve".into(), email: "eve@example.com".into(), roles: vec![Role::Admin] };
+        let refused = manage::bootstrap(store, Environment::Production, &Actor::local(None), again).await;
+        assert!(refused.unwrap_err().to_string().contains("an admin has existed"), "{backend:?}");
+
+        // Genesis: admins alone, and no other role.
+        let ops = "/operator/v1/operators";
+        let tom = call(&app, Method::POST, ops, &ada_key, person("Tom", &["treasury"])).await;
+        assert_eq!(
+            (tom.status, tom.body["code"].as_str()),
+            (409, Some("CONFLICT")),
+            "{backend:?}: {:?}",
+            tom.body
+        );
+        let both = call(&app, Method::POST, ops, &ada_key, person("Tim", &["admin", "treasury"])).await;
+        assert_eq!(both.status, 409, "{backend:?}: a money role beside admin");
+        let bea = call(&app, Method::POST, ops, &ada_key, person("Bea", &["admin"])).await;
+        assert_eq!(bea.status, 201, "{backend:?}: {:?}", bea.body);
+        assert!(bea.body.get("key").is_none() && bea.body.get("enrol_path").is_none(), "{:?}", bea.body);
+        let bea_id = bea.body["operator"]["id"].as_str().unwrap().to_string();
+        // One admin enrolled is not two: genesis goes on.
+        assert_eq!(enrol(&app.base, store, &ada_id).await, None);
+        let cid = call(&app, Method::POST, ops, &ada_key, person("Cid", &["admin"])).await;
+        assert_eq!(cid.status, 201, "{backend:?}: {:?}", cid.body);
+        let cid_id = cid.body["operator"]["id"].as_str().unwrap().to_string();
+        let bea_key = enrol(&app.base, store, &bea_id).await.expect("Bea's own first key");
+
+        // Two have enrolled: every grant now waits for another admin.
+        let dan = proposed(&app, Method::POST, ops, &ada_key, person("Dan", &["admin"])).await;
+        let tom = proposed(&app, Method::POST, ops, &ada_key, person("Tom", &["treasury"])).await;
+        let twice = call(&app, Method::POST, ops, &bea_key, person("Tom", &["compliance"])).await;
+        assert_eq!(twice.status, 409, "{backend:?}: an email a pending change proposes");
+        let own = decide(&app, &tom, "approve", &ada_key).await;
+        assert_eq!(own.status, 403, "{backend:?}: its proposer: {:?}", own.body);
+        let approved = decide(&app, &tom, "approve", &bea_key).await;
+        assert_eq!(approved.status, 200, "{backend:?}: {:?}", approved.body);
+        assert_eq!(approved.body["change"]["status"], "APPLIED");
+        assert_eq!(approved.body["change"]["decided_by"], bea_id.as_str());
+        let created = &approved.body["created"];
+        assert!(created.get("key").is_none() && created.get("enrol_path").is_none(), "{created}");
+        let tom_id = created["operator"]["id"].as_str().unwrap().to_string();
+        assert_eq!(decide(&app, &tom, "approve", &bea_key).await.status, 409, "{backend:?}: decided once");
+        let tom_key = enrol(&app.base, store, &tom_id).await.expect("Tom's own first key");
+        let refused = call(&app, Method::GET, ops, &tom_key, json!({})).await;
+        assert_eq!(refused.status, 403, "{backend:?}: Tom's key authenticates, as treasury");
+
+        // Disabling the other admin applies at once and reopens nothing.
+        let path = format!("{ops}/{bea_id}/disable");
+        let disabled = call(&app, Method::POST, &path, &ada_key, json!({ "reason": "left" })).await;
+        assert_eq!(disabled.status, 200, "{backend:?}: {:?}", disabled.body);
+        let eve = call(&app, Method::POST, ops, &ada_key, person("Eve", &["admin"])).await;
+        assert_eq!(eve.status, 202, "{backend:?}: genesis ended for good: {:?}", eve.body);
+        assert_eq!(decide(&app, &dan, "approve", &bea_key).await.status, 401, "{backend:?}: disabled");
+
+        // Enabling is a grant: Cid (not enrolled, yet an admin) decides it.
+        let cid_key = enrol(&app.base, store, &cid_id).await.expect("Cid's own first key");
+        let path = format!("{ops}/{bea_id}/enable");
+        let enable = proposed(&app, Method::POST, &path, &ada_key, json!({ "reason": "back" })).await;
+        let refused = decide(&app, &enable, "refuse", &cid_key).await;
+        assert_eq!((refused.status, refused.body["change"]["status"].as_str()), (200, Some("REFUSED")));
+        assert_eq!(decide(&app, &enable, "approve", &cid_key).await.status, 409, "{backend:?}: refused");
+
+        // Roles: adding waits, and the change's target does not decide it;
+        // removing applies at once.
+        let path = format!("{ops}/{cid_id}/roles");
+        let add = json!({ "roles": ["admin", "compliance"], "reason": "covers compliance" });
+        let grant = proposed(&app, Method::PUT, &path, &ada_key, add).await;
+        let target = decide(&app, &grant, "approve", &cid_key).await;
+        assert_eq!(target.status, 403, "{backend:?}: its target: {:?}", target.body);
+        let path = format!("{ops}/{tom_id}/roles");
+        let remove = json!({ "roles": ["treasury"], "reason": "same" });
+        assert_eq!(call(&app, Method::PUT, &path, &ada_key, remove).await.status, 200, "{backend:?}");
+
+        // Seven days undecided: expired, and no longer decidable.
+        let pool = sqlx::AnyPool::connect(&app.db.url).await.unwrap();
+        sqlx::query("UPDATE operator_changes SET created_at = created_at - 604800000001 WHERE id = $1")
+            .bind(&dan)
+            .execute(&pool)
+            .await
+            .unwrap();
+        let listed = call(&app, Method::GET, "/operator/v1/changes", &cid_key, json!({})).await;
+        let dan_change = listed.body["changes"].as_array().unwrap().iter().find(|c| c["id"] == dan.as_str());
+        assert_eq!(dan_change.unwrap()["status"], "EXPIRED", "{backend:?}");
+        assert_eq!(decide(&app, &dan, "approve", &cid_key).await.status, 409, "{backend:?}: expired");
+
+        // A change written with plain SQL has no proposal in the log.
+        sqlx::query(
+            "INSERT INTO operator_changes (id, kind, status, proposed_by, target, proposal, created_at)
+             VALUES ('chg_forged', 'operator.roles', 'PENDING', $1, $2, '{\"roles\":[\"admin\",\"treasury\"]}', $3)",
+        )
+        .bind(&ada_id)
+        .bind(&tom_id)
+        .bind(custody_indexer::store::now_micros())
+        .execute(&pool)
+        .await
+        .unwrap();
+        let forged = decide(&app, "chg_forged", "approve", &cid_key).await;
+        assert_eq!(forged.status, 409, "{backend:?}: {:?}", forged.body);
+        assert!(forged.body["message"].as_str().unwrap().contains("no proposal in the audit log"));
+
+        // Every step is in the log.
+        let log = call(&app, Method::GET, "/operator/v1/audit?limit=200", &ada_key, json!({})).await;
+        let actions: Vec<_> =
+            log.body["entries"].as_array().unwrap().iter().map(|e| e["action"].as_str().unwrap()).collect();
+        for action in [
+            "operator.genesis_created",
+            "operator.genesis_ended",
+            "operator_change.proposed",
+            "operator_change.approved",
+            "operator_change.refused",
+            "operator_change.expired",
+            "operator.roles_set",
+            "operator.disabled",
+        ] {
+            assert!(actions.contains(&action), "{backend:?}: {action} in {actions:?}");
+        }
+        assert_eq!(actions.iter().filter(|a| **a == "operator.genesis_ended").count(), 1, "{backend:?}");
+    }
+}

@@ -1,0 +1,89 @@
+//! Operators of a `production` store made as production makes them: the
+//! bootstrap's admin, a second admin added during genesis, both enrolled
+//! (which ends genesis for good), then each further operator proposed by
+//! the first admin, approved by the second, and enrolled by its owner, its
+//! first key read from its enrolment's page. Enrol links are minted with
+//! the library, as an admin's invitation mints them for the owner's mail.
+
+use alloy::transports::http::reqwest::{self, Method, header};
+use custody_indexer::{audit::Actor, console::people, store::Store};
+use serde_json::{Value, json};
+
+use super::api::send_json;
+
+/// The password every harness operator enrols with.
+pub const PASSWORD: &str = "correct horse battery staple";
+
+/// The admins of a production store past genesis, and their keys.
+#[derive(Debug, Clone)]
+pub struct Admins {
+    pub first: (String, String),
+    pub second: (String, String),
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap()
+}
+
+/// Enrols the console sign-in of `operator` through the service at `base`
+/// with a link minted for it; answers the key its enrolment showed, if any.
+pub async fn enrol(base: &str, store: &Store, operator: &str) -> Option<String> {
+    let path =
+        people::operator_link(store, operator, &Actor::local(Some("invitation".into()))).await.unwrap();
+    let link = format!("{base}{path}");
+    let page = client().get(&link).send().await.unwrap().text().await.unwrap();
+    let (_, rest) = page.split_once("name=\"totp_secret\" value=\"").expect("the enrol form");
+    let secret = rest.split('"').next().unwrap();
+    let form = [("password", PASSWORD), ("again", PASSWORD), ("totp_secret", secret), ("code", "")];
+    let body = url::form_urlencoded::Serializer::new(String::new()).extend_pairs(form).finish();
+    let answer = client()
+        .post(&link)
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200, "enrolling operator {operator}");
+    let page = answer.text().await.unwrap();
+    page.split_once("<code id=\"operator-key\">").map(|(_, rest)| rest.split('<').next().unwrap().to_string())
+}
+
+/// Past genesis: `first` (the bootstrap's admin, id and key) enrols, adds
+/// a second admin alone, who enrols.
+pub async fn past_genesis(base: &str, store: &Store, first: (String, String)) -> Admins {
+    assert_eq!(enrol(base, store, &first.0).await, None, "the bootstrap's admin has its key already");
+    let body = json!({ "name": "Second Admin", "email": "second.admin@example.com", "roles": ["admin"] });
+    let created = call(base, Method::POST, "/operator/v1/operators", &first.1, &body).await;
+    assert_eq!(created.0, 201, "an admin added during genesis: {}", created.1);
+    let second = created.1["operator"]["id"].as_str().unwrap().to_string();
+    let key = enrol(base, store, &second).await.expect("the second admin's first key");
+    Admins { first, second: (second, key) }
+}
+
+/// An operator named `name` with `roles` (comma-separated), proposed by
+/// the first admin, approved by the second and enrolled: its id and key.
+pub async fn operator(
+    base: &str,
+    store: &Store,
+    admins: &Admins,
+    name: &str,
+    roles: &str,
+) -> (String, String) {
+    let email = format!("{}@example.com", name.to_lowercase().replace(' ', "."));
+    let roles: Vec<&str> = roles.split(',').collect();
+    let body = json!({ "name": name, "email": email, "roles": roles });
+    let proposed = call(base, Method::POST, "/operator/v1/operators", &admins.first.1, &body).await;
+    assert_eq!(proposed.0, 202, "{name}: {}", proposed.1);
+    let change = proposed.1["change"]["id"].as_str().unwrap();
+    let path = format!("/operator/v1/changes/{change}/approve");
+    let approved = call(base, Method::POST, &path, &admins.second.1, &json!({})).await;
+    assert_eq!(approved.0, 200, "{name}: {}", approved.1);
+    let id = approved.1["created"]["operator"]["id"].as_str().unwrap().to_string();
+    let key = enrol(base, store, &id).await.expect("an operator's first key");
+    (id, key)
+}
+
+async fn call(base: &str, method: Method, path: &str, key: &str, body: &Value) -> (u16, Value) {
+    let answer = send_json(method, &format!("{base}{path}"), Some(key), Some(body)).await;
+    (answer.status, answer.body)
+}
