@@ -28,6 +28,7 @@ pub mod identity;
 pub mod issuance;
 pub mod keys;
 pub mod lease;
+pub mod mail;
 pub mod operators;
 pub mod pii;
 pub mod redact;

@@ -61,6 +61,9 @@ pub enum ErrorCode {
     AccountsUnavailable,
     /// `503`: no receiving bank is configured to take wires.
     IssuanceUnavailable,
+    /// `503`: production invitations are mailed, and this service has no
+    /// mail configured.
+    MailUnavailable,
     /// `400`: the identity is not enabled for fiat operations.
     FiatNotEnabled,
     /// `400`: the quote is past `expires_at`.

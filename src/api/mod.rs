@@ -97,6 +97,8 @@ struct Inner {
     bank: Arc<dyn crate::bank::Bank>,
     /// How conversions are priced.
     conversions: crate::conversions::Settings,
+    /// Where invitations are mailed; without it production invites no one.
+    mail: Option<Arc<crate::mail::MailSettings>>,
 }
 
 /// Each organization's sponsored-gas credit: 100 USD.
@@ -123,6 +125,7 @@ impl ApiState {
             trusted_proxies: Default::default(),
             bank: crate::bank::for_environment(Environment::Production, None),
             conversions: Default::default(),
+            mail: None,
         }))
     }
 
@@ -222,6 +225,24 @@ impl ApiState {
         let inner = Arc::get_mut(&mut self.0).expect("configured before it is shared");
         inner.trusted_proxies = Arc::new(proxies);
         self
+    }
+
+    /// Mails invitations through `mail` (and builds their links on its
+    /// public address).
+    pub fn with_mail(mut self, mail: Option<crate::mail::MailSettings>) -> Self {
+        let inner = Arc::get_mut(&mut self.0).expect("configured before it is shared");
+        inner.mail = mail.map(Arc::new);
+        self
+    }
+
+    /// Where mail goes, when configured.
+    pub fn mail(&self) -> Option<&Arc<crate::mail::MailSettings>> {
+        self.0.mail.as_ref()
+    }
+
+    /// How invitations' links are built, when mail is configured.
+    pub fn invitations(&self) -> Option<&crate::mail::Invitations> {
+        self.0.mail.as_deref().map(|mail| &mail.invitations)
     }
 
     /// The proxies whose `X-Forwarded-For` is believed.

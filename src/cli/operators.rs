@@ -56,6 +56,13 @@ pub enum OperatorsCommand {
         #[command(flatten)]
         server: ServerArg,
     },
+    /// Mail a fresh enrol link to an operator who has not enrolled, at the
+    /// recorded address (its earlier links stop working).
+    Invite {
+        id: String,
+        #[command(flatten)]
+        server: ServerArg,
+    },
     /// Changes of operators that wait for a second admin (production).
     #[command(subcommand)]
     Changes(ChangesCommand),
@@ -204,6 +211,17 @@ pub async fn run(url: &str, command: OperatorsCommand) -> anyhow::Result<()> {
             }
         }
         OperatorsCommand::Changes(command) => super::operator_changes::run(command).await?,
+        OperatorsCommand::Invite { id, server } => {
+            let server = server.required("inviting an operator")?;
+            let answer = server.post(&format!("/operator/v1/operators/{id}/invitation"), &json!({})).await?;
+            match (answer["invitation"].as_str(), answer["enrol_path"].as_str()) {
+                (Some(sent), _) => println!("operator {id}: enrol link {sent}"),
+                (None, Some(path)) => {
+                    println!("console enrol link (once, within 24 hours): {}", server.url(path)?)
+                }
+                (None, None) => println!("operator {id} invited"),
+            }
+        }
         OperatorsCommand::Roles(RolesCommand::Set { id, roles, reason, server }) => {
             let server = server.required("setting an operator's roles")?;
             let body = json!({ "roles": roles, "reason": reason });

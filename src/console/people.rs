@@ -221,23 +221,35 @@ pub async fn reissue(
 
 /// A new enrol link for the console sign-in of operator `operator_id`, who
 /// has not enrolled yet (its earlier links no longer work), by `actor`:
-/// the link its owner alone receives.
+/// the link its owner alone receives. Answers the sign-in's email and the
+/// link's path.
 pub async fn operator_link(store: &Store, operator_id: &str, actor: &Actor) -> Result<String, PeopleError> {
     let mut tx = store.begin().await?;
-    let user = rows::lock_operator_user(&mut tx, operator_id)
+    let (_, path) = operator_link_in(&mut tx, store.cipher().ok(), operator_id, actor).await?;
+    tx.commit().await.map_err(StoreError::from)?;
+    Ok(path)
+}
+
+/// [`operator_link`] in the caller's transaction: the email and the path.
+pub async fn operator_link_in(
+    tx: &mut Tx,
+    cipher: Option<&crate::pii::Cipher>,
+    operator_id: &str,
+    actor: &Actor,
+) -> Result<(String, String), PeopleError> {
+    let user = rows::lock_operator_user(tx, operator_id)
         .await?
         .ok_or_else(|| StoreError::NotFound(format!("the console sign-in of operator {operator_id}")))?;
     let entry = record(actor, "console_user.link_reissued", &user.id, None, None);
-    audit::append(&mut tx, store.cipher().ok(), entry).await?;
+    audit::append(tx, cipher, entry).await?;
     if user.enrolled {
         return Err(PeopleError::Refused(format!("{} has enrolled already", user.email)));
     }
-    rows::void_enrolments(&mut tx, &user.id, now_micros()).await?;
+    rows::void_enrolments(tx, &user.id, now_micros()).await?;
     let token = token();
     let expires = now_micros() + rules::ENROL_VALID.as_micros() as i64;
-    rows::insert_enrolment(&mut tx, &hash(&token), &user.id, expires).await?;
-    tx.commit().await.map_err(StoreError::from)?;
-    Ok(format!("{ENROL_PATH}{token}"))
+    rows::insert_enrolment(tx, &hash(&token), &user.id, expires).await?;
+    Ok((user.email, format!("{ENROL_PATH}{token}")))
 }
 
 /// Sets tenant user `target`'s role, by the organization's admin `actor`

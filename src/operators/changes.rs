@@ -14,6 +14,7 @@ use super::{
 use crate::{
     audit::{self, Actor, Record},
     environment::Environment,
+    mail::Invitations,
     pii::Cipher,
     store::{Store, StoreError, Tx, audit as log, now_micros, operator_changes as rows},
 };
@@ -54,10 +55,11 @@ async fn expire_one(tx: &mut Tx, cipher: Option<&Cipher>, id: &str) -> Result<()
 /// Approves change `id` on `admin`'s authority and applies it.
 pub async fn approve(
     store: &Store,
-    environment: Environment,
+    (environment, invitations): (Environment, Option<&Invitations>),
     admin: &Operator,
     id: &str,
 ) -> Result<(Change, Applied), OperatorError> {
+    let mailer = manage::mailer(environment, invitations)?;
     expire(store).await?;
     let cipher = store.cipher().ok();
     let mut tx = store.begin().await?;
@@ -65,6 +67,9 @@ pub async fn approve(
     let (by, text) = (actor(admin), grants::describe(&change));
     audit::append(&mut tx, cipher, on_change(&by, "operator_change.approved", id, Some(&text))).await?;
     let applied = apply(&mut tx, cipher, environment, admin, &change).await?;
+    if let (Applied::Created(created), Some(invitations)) = (&applied, mailer) {
+        manage::mail_invitation(&mut tx, cipher, invitations, &created.operator, &created.enrol_path).await?;
+    }
     rows::decide(&mut tx, id, ChangeStatus::Applied, Some(&admin.id), None, now_micros()).await?;
     let change =
         rows::lock(&mut tx, id).await?.ok_or_else(|| StoreError::NotFound(format!("change {id}")))?;

@@ -13,6 +13,7 @@ use super::{
 use crate::{
     audit::{self, Actor, Detail, Record},
     environment::Environment,
+    mail::Invitations,
     pii::Cipher,
     store::{Store, StoreError, Tx, now_micros, operator_changes as changes, operators as rows},
 };
@@ -27,12 +28,13 @@ pub enum Outcome<T> {
 /// Creates an operator on `admin`'s authority, or proposes it.
 pub async fn create(
     store: &Store,
-    environment: Environment,
+    (environment, invitations): (Environment, Option<&Invitations>),
     admin: &Operator,
     new: NewOperator,
 ) -> Result<Outcome<Created>, OperatorError> {
     rules::permits(admin, Action::Operators)?;
     new.check()?;
+    let mailer = manage::mailer(environment, invitations)?;
     let cipher = store.cipher().ok();
     let mut tx = store.begin().await?;
     audit::lock(&mut tx).await?;
@@ -55,7 +57,12 @@ pub async fn create(
             let roles = roles_text(&operator.roles);
             let by = (&actor(admin), action, Some(roles.as_str()));
             let keyed = environment == Environment::Sandbox;
-            Outcome::Applied(manage::insert(&mut tx, cipher, by, operator, keyed).await?)
+            let created = manage::insert(&mut tx, cipher, by, operator, keyed).await?;
+            if let Some(invitations) = mailer {
+                manage::mail_invitation(&mut tx, cipher, invitations, &created.operator, &created.enrol_path)
+                    .await?;
+            }
+            Outcome::Applied(created)
         }
     };
     tx.commit().await.map_err(StoreError::from)?;

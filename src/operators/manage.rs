@@ -14,6 +14,7 @@ use crate::{
     audit::{self, Actor, Detail, Record},
     console::people::{self, PeopleError},
     environment::Environment,
+    mail::{self, Invitations},
     pii::Cipher,
     store::{Store, StoreError, Tx, now_micros, operators as rows},
 };
@@ -216,6 +217,77 @@ pub(super) async fn insert(
         rows::insert_key(tx, &key.id, &operator.id, &api_key::stored(&key.hash), now).await?;
     }
     Ok(Created { operator, enrol_path: invited.enrol_path, key })
+}
+
+/// How a production invitation reaches its owner: mail, required (a
+/// `sandbox` answer shows the link instead).
+pub(super) fn mailer(
+    environment: Environment,
+    invitations: Option<&Invitations>,
+) -> Result<Option<&Invitations>, Refused> {
+    match (environment, invitations) {
+        (Environment::Production, None) => Err(Refused::NoMail),
+        (Environment::Production, Some(invitations)) => Ok(Some(invitations)),
+        (Environment::Sandbox, _) => Ok(None),
+    }
+}
+
+/// Queues `operator`'s invitation to `enrol_path` in `tx`, to the
+/// operator's recorded address.
+pub(super) async fn mail_invitation(
+    tx: &mut Tx,
+    cipher: Option<&Cipher>,
+    invitations: &Invitations,
+    operator: &Operator,
+    enrol_path: &str,
+) -> Result<(), OperatorError> {
+    let what = format!("an operator ({})", super::resource::roles_text(&operator.roles));
+    let (subject, body) = mail::invitation(invitations, &operator.name, enrol_path, &what);
+    mail::queue(tx, cipher, &operator.email, &subject, &body).await?;
+    Ok(())
+}
+
+/// How an invitation went: mailed to the operator's recorded address, or
+/// (`sandbox` without mail) its link shown.
+#[derive(Debug)]
+pub enum Invitation {
+    Sent { to: String },
+    Shown { enrol_path: String },
+}
+
+/// A fresh enrol link for operator `target`, who has not enrolled, on
+/// `admin`'s authority: mailed to the recorded address (required in
+/// `production`), its earlier links void.
+pub async fn invite(
+    store: &Store,
+    (environment, invitations): (Environment, Option<&Invitations>),
+    admin: &Operator,
+    target: &str,
+) -> Result<Invitation, OperatorError> {
+    rules::permits(admin, rules::Action::Operators)?;
+    let mailer = mailer(environment, invitations)?.or(invitations);
+    let cipher = store.cipher().ok();
+    let mut tx = store.begin().await?;
+    audit::lock(&mut tx).await?;
+    authority(&mut tx, admin).await?;
+    let operator = locked(&mut tx, target).await?;
+    if !operator.is_enabled() {
+        return Err(OperatorError::Invalid(format!("operator {target} is disabled: it is invited no more")));
+    }
+    let (email, path) =
+        people::operator_link_in(&mut tx, cipher, target, &actor(admin)).await.map_err(|e| match e {
+            PeopleError::Store(error) => OperatorError::Store(error),
+            other => OperatorError::Invalid(other.to_string()),
+        })?;
+    let invitation = match mailer {
+        Some(invitations) => {
+            mail_invitation(&mut tx, cipher, invitations, &operator, &path).await?;
+            Invitation::Sent { to: email }
+        }
+        None => Invitation::Shown { enrol_path: path },
+    };
+    tx.commit().await.map_err(StoreError::from)?;
+    Ok(invitation)
 }
 
 /// `admin` as the store holds it now, its row locked: still enabled and an

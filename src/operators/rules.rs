@@ -93,6 +93,11 @@ pub enum Refused {
          POST /operator/v1/me/keys"
     )]
     KeysByOwner,
+    #[error(
+        "production invitations are mailed to their owner only: set CUSTODY_INDEXER_SMTP_URL, \
+         CUSTODY_INDEXER_EMAIL_FROM and CUSTODY_INDEXER_PUBLIC_URL (see docs/operations.md)"
+    )]
+    NoMail,
     #[error("change {id} is {status}: only a pending change is decided")]
     Decided { id: String, status: &'static str },
 }

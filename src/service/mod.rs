@@ -289,7 +289,8 @@ fn api_state(
         .with_conversions(api.pricing.settings())
         .with_limits(api.limits.limits())
         .with_operator_token(api.operator_token.clone())
-        .with_trusted_proxies(api.trusted_proxies.clone()))
+        .with_trusted_proxies(api.trusted_proxies.clone())
+        .with_mail(crate::mail::MailSettings::from_env()?))
 }
 
 /// The environment this process runs in, `requested` or the store's

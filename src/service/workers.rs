@@ -28,8 +28,9 @@ type Tasks = JoinSet<anyhow::Result<()>>;
 /// Spawns, into `tasks`, the workers behind `state`'s API until `shutdown`:
 /// the end of transfers no sender takes in time, the purge of spent
 /// request-signature ids, in a sandbox the sandbox compliance provider's
-/// reviews (in production only operators decide), the settlement of wires
-/// and the following of mints, and the conversions' steps and payouts.
+/// reviews (in production only operators decide), the sending of queued
+/// mail when mail is configured, the settlement of wires and the following
+/// of mints, and the conversions' steps and payouts.
 pub fn spawn(tasks: &mut Tasks, state: &ApiState, shutdown: &CancellationToken) {
     let (store, stop) = (state.store().clone(), shutdown.clone());
     let chains = state.chains().clone();
@@ -53,6 +54,9 @@ pub fn spawn(tasks: &mut Tasks, state: &ApiState, shutdown: &CancellationToken) 
         let options = state.compliance();
         let reviewer = provider::Sandbox::new(options.idv_expiry);
         tasks.spawn(finish(provider::worker(store.clone(), reviewer, options, stop.clone())));
+    }
+    if let Some(mail) = state.mail() {
+        tasks.spawn(finish(crate::mail::sender::run(store.clone(), mail.clone(), stop.clone())));
     }
     tasks.spawn(finish(issuance::settle_due(store.clone(), state.mint_approval(), stop.clone())));
     tasks.spawn(finish(conversions::follow(store, state.bank().clone(), stop)));

@@ -28,6 +28,7 @@ mod issuance;
 pub mod key_hashes;
 mod leases;
 pub(crate) mod limits;
+pub(crate) mod mail_outbox;
 pub mod mint_transfers;
 pub mod mints;
 mod nonce_fillers;

@@ -602,6 +602,7 @@ async fn the_openapi_document_matches_the_routes_and_resources() {
             "/operator/v1/operators",
             "/operator/v1/operators/{operator_id}/disable",
             "/operator/v1/operators/{operator_id}/enable",
+            "/operator/v1/operators/{operator_id}/invitation",
             "/operator/v1/changes",
             "/operator/v1/changes/{change_id}/approve",
             "/operator/v1/changes/{change_id}/refuse",

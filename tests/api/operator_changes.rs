@@ -4,18 +4,20 @@
 //! change that neither its proposer nor its target decides; taking power
 //! away applies at once; a change expires after seven days undecided; a
 //! change row written with plain SQL is never applied; and no answer holds
-//! another person's key or enrol link.
+//! another person's key or enrol link: invitations reach their owner by
+//! mail, through a real SMTP listener.
 
 use crate::common;
 
 use alloy::transports::http::reqwest::Method;
 use common::{
-    api::{Answer, App, send_json, spawn_app},
+    api::{Answer, App, send_json, spawn_app, spawn_configured},
     db::BACKENDS,
-    governance::enrol,
+    governance::{enrol, enrol_at},
+    smtp::Smtp,
 };
 use custody_indexer::{
-    api::RateLimit,
+    api::{ApiState, RateLimit},
     audit::Actor,
     config::Chains,
     environment::Environment,
@@ -43,6 +45,10 @@ async fn proposed(app: &App, method: Method, path: &str, proposer: &str, body: V
     change["id"].as_str().unwrap().to_string()
 }
 
+fn backend_index(backend: common::db::Backend) -> usize {
+    BACKENDS.iter().position(|b| *b == backend).unwrap()
+}
+
 async fn decide(app: &App, change: &str, verb: &str, key: &str) -> Answer {
     let body = if verb == "refuse" { json!({ "reason": "not agreed" }) } else { json!({}) };
     call(app, Method::POST, &format!("/operator/v1/changes/{change}/{verb}"), key, body).await
@@ -50,9 +56,18 @@ async fn decide(app: &App, change: &str, verb: &str, key: &str) -> Answer {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_admin_alone_cannot_grant_a_money_role_nor_reopen_genesis() {
+    let smtp = Smtp::start().await;
     for backend in BACKENDS {
-        let app = spawn_app(backend, Chains::default(), RateLimit::default()).await;
+        let public = "https://custody.example";
+        let mail = |state: ApiState| state.with_mail(Some(smtp.settings(public)));
+        let app = spawn_configured(backend, Chains::default(), mail).await;
         let store = app.store();
+        // The mailed link, on the public address, opened on this service
+        // (as the public address's proxy forwards it).
+        let mailed = |link: String| {
+            assert!(link.starts_with(&format!("{public}/console/enrol/")), "{link}");
+            format!("{}{}", app.base, &link[public.len()..])
+        };
         let new =
             NewOperator { name: "Ada".into(), email: "ada@example.com".into(), roles: vec![Role::Admin] };
         let ada = manage::bootstrap(store, Environment::Production, &Actor::local(None), new).await.unwrap();
@@ -76,13 +91,25 @@ async fn one_admin_alone_cannot_grant_a_money_role_nor_reopen_genesis() {
         let bea = call(&app, Method::POST, ops, &ada_key, person("Bea", &["admin"])).await;
         assert_eq!(bea.status, 201, "{backend:?}: {:?}", bea.body);
         assert!(bea.body.get("key").is_none() && bea.body.get("enrol_path").is_none(), "{:?}", bea.body);
+        assert_eq!(bea.body["invitation"], "sent to bea@example.com");
         let bea_id = bea.body["operator"]["id"].as_str().unwrap().to_string();
         // One admin enrolled is not two: genesis goes on.
         assert_eq!(enrol(&app.base, store, &ada_id).await, None);
         let cid = call(&app, Method::POST, ops, &ada_key, person("Cid", &["admin"])).await;
         assert_eq!(cid.status, 201, "{backend:?}: {:?}", cid.body);
         let cid_id = cid.body["operator"]["id"].as_str().unwrap().to_string();
-        let bea_key = enrol(&app.base, store, &bea_id).await.expect("Bea's own first key");
+        // Bea's link reaches Bea alone, by mail; a fresh one voids it.
+        let first = mailed(smtp.link_to("bea@example.com", 2 * backend_index(backend) + 1).await);
+        let path = format!("{ops}/{bea_id}/invitation");
+        let again = call(&app, Method::POST, &path, &ada_key, json!({})).await;
+        assert_eq!((again.status, again.body["invitation"].as_str()), (200, Some("sent to bea@example.com")));
+        assert!(again.body.get("enrol_path").is_none(), "{:?}", again.body);
+        let second = mailed(smtp.link_to("bea@example.com", 2 * backend_index(backend) + 2).await);
+        assert_ne!(first, second);
+        let gone = common::api::send(Method::GET, &first, None).await;
+        assert_eq!(gone.status, 404, "{backend:?}: the first link is void");
+        let bea_key = enrol_at(&second).await.expect("Bea's own first key");
+        assert!(!smtp.messages().iter().any(|m| m.contains(&bea_key[4..])), "a key is never mailed");
 
         // Two have enrolled: every grant now waits for another admin.
         let dan = proposed(&app, Method::POST, ops, &ada_key, person("Dan", &["admin"])).await;
@@ -175,4 +202,20 @@ async fn one_admin_alone_cannot_grant_a_money_role_nor_reopen_genesis() {
         }
         assert_eq!(actions.iter().filter(|a| **a == "operator.genesis_ended").count(), 1, "{backend:?}");
     }
+}
+
+#[tokio::test]
+async fn production_invites_no_one_without_mail_naming_the_variables() {
+    let app = spawn_app(common::db::Backend::Sqlite, Chains::default(), RateLimit::default()).await;
+    let new = NewOperator { name: "Ada".into(), email: "ada@example.com".into(), roles: vec![Role::Admin] };
+    let ada =
+        manage::bootstrap(app.store(), Environment::Production, &Actor::local(None), new).await.unwrap();
+    let key = ada.key.unwrap().token.to_string();
+    let refused = call(&app, Method::POST, "/operator/v1/operators", &key, person("Bea", &["admin"])).await;
+    assert_eq!((refused.status, refused.body["code"].as_str()), (503, Some("MAIL_UNAVAILABLE")));
+    let message = refused.body["message"].as_str().unwrap();
+    for name in ["CUSTODY_INDEXER_SMTP_URL", "CUSTODY_INDEXER_EMAIL_FROM", "CUSTODY_INDEXER_PUBLIC_URL"] {
+        assert!(message.contains(name), "{message}");
+    }
+    assert!(app.store().operators().await.unwrap().len() == 1, "nothing made");
 }

@@ -11,11 +11,11 @@ use std::process::{Command, Output};
 
 use alloy::transports::http::reqwest::Method;
 use common::{
-    api::{Answer, App, send_json, spawn_app, spawn_configured},
+    api::{Answer, App, send_json, spawn_configured},
     db::{BACKENDS, Backend, TEST_PII_KEY},
 };
 use custody_indexer::{
-    api::{ApiState, RateLimit},
+    api::ApiState,
     audit::{Actor, chain},
     config::Chains,
     environment::Environment,
@@ -161,7 +161,8 @@ async fn in_sandbox_an_admin_manages_operators_alone_and_every_change_is_audited
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cli_bootstraps_then_acts_through_the_service_and_audit_verify_finds_an_edit() {
     for backend in [Backend::Sqlite, Backend::Postgres] {
-        let app = spawn_app(backend, Chains::default(), RateLimit::default()).await;
+        let mail = |state: ApiState| state.with_mail(Some(common::smtp::unsent("https://custody.example")));
+        let app = spawn_configured(backend, Chains::default(), mail).await;
         let create =
             ["operators", "create", "--name", "Ada", "--email", "ada@example.com", "--role", "admin"];
         let out = cli(&app, &create, None);

@@ -216,7 +216,7 @@ pub async fn seed_operator(
         environment::Environment,
         operators::{Outcome, grants},
     };
-    match grants::create(store, Environment::Sandbox, admin, new).await.unwrap() {
+    match grants::create(store, (Environment::Sandbox, None), admin, new).await.unwrap() {
         Outcome::Applied(created) => created,
         Outcome::Proposed(change) => panic!("sandbox applies at once, yet proposed {change:?}"),
     }

@@ -59,6 +59,10 @@ impl Env {
             .env("CUSTODY_INDEXER_PII_KEY", super::db::TEST_PII_KEY)
             .env("CUSTODY_INDEXER_OPERATOR_TOKEN", super::OPERATOR_TOKEN)
             .env_remove("CUSTODY_INDEXER_ENVIRONMENT")
+            // Invitations are queued, never sent: the harness mints links.
+            .env("CUSTODY_INDEXER_SMTP_URL", "smtp://127.0.0.1:9")
+            .env("CUSTODY_INDEXER_EMAIL_FROM", "custody@platform.example")
+            .env("CUSTODY_INDEXER_PUBLIC_URL", "https://custody.example")
             .env_remove("CUSTODY_INDEXER_KEY_PEPPER_FILE")
             .current_dir(self.dir.path());
         let pepper = self.dir.path().join(KEY_PEPPER);

@@ -30,20 +30,26 @@ fn client() -> reqwest::Client {
 pub async fn enrol(base: &str, store: &Store, operator: &str) -> Option<String> {
     let path =
         people::operator_link(store, operator, &Actor::local(Some("invitation".into()))).await.unwrap();
-    let link = format!("{base}{path}");
-    let page = client().get(&link).send().await.unwrap().text().await.unwrap();
-    let (_, rest) = page.split_once("name=\"totp_secret\" value=\"").expect("the enrol form");
+    enrol_at(&format!("{base}{path}")).await
+}
+
+/// Enrols through `link`; answers the key its enrolment showed, if any.
+pub async fn enrol_at(link: &str) -> Option<String> {
+    let page = client().get(link).send().await.unwrap().text().await.unwrap();
+    let (_, rest) = page
+        .split_once("name=\"totp_secret\" value=\"")
+        .unwrap_or_else(|| panic!("no enrol form at {link}: {page}"));
     let secret = rest.split('"').next().unwrap();
     let form = [("password", PASSWORD), ("again", PASSWORD), ("totp_secret", secret), ("code", "")];
     let body = url::form_urlencoded::Serializer::new(String::new()).extend_pairs(form).finish();
     let answer = client()
-        .post(&link)
+        .post(link)
         .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
         .body(body)
         .send()
         .await
         .unwrap();
-    assert_eq!(answer.status(), 200, "enrolling operator {operator}");
+    assert_eq!(answer.status(), 200, "enrolling through {link}");
     let page = answer.text().await.unwrap();
     page.split_once("<code id=\"operator-key\">").map(|(_, rest)| rest.split('<').next().unwrap().to_string())
 }

@@ -21,6 +21,7 @@ pub mod proxy;
 pub mod python;
 pub mod receiver;
 pub mod signing;
+pub mod smtp;
 pub mod solana;
 pub mod solana_cluster;
 pub mod solana_instances;

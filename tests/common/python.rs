@@ -1,4 +1,5 @@
-//! A Python virtual environment with the OpenAPI tools clients use, pinned:
+//! A Python virtual environment with the OpenAPI tools clients use and the
+//! SMTP listener mail is tested against (`aiosmtpd`), pinned:
 //! made under `$HOME/.cache/custody-indexer/` when missing (the first run
 //! downloads from PyPI), then reused. A test never skips for want of it: a
 //! failed install fails the test with pip's output.
@@ -20,6 +21,7 @@ pub const REQUIREMENTS: &[&str] = &[
     "openapi-python-client==0.29.1",
     "poetry-core==2.5.0",
     "openapi-generator-cli==7.26.0",
+    "aiosmtpd==1.4.6",
 ];
 
 /// The environment's directory: named by the pins, so changing a pin makes
@@ -53,7 +55,7 @@ fn usable(python: &Path) -> bool {
         && Command::new(python)
             .args([
                 "-c",
-                "import openapi_spec_validator, openapi_python_client, poetry.core, openapi_generator_cli",
+                "import openapi_spec_validator, openapi_python_client, poetry.core, openapi_generator_cli, aiosmtpd",
             ])
             .output()
             .is_ok_and(|o| o.status.success())

@@ -84,7 +84,8 @@ pub async fn approve(
     Path(id): Path<String>,
 ) -> Result<Json<Decided>, ApiError> {
     let environment = state.environment();
-    let (change, applied) = changes::approve(state.store(), environment, &caller.0, &id).await?;
+    let setting = (environment, state.invitations());
+    let (change, applied) = changes::approve(state.store(), setting, &caller.0, &id).await?;
     let decided = match applied {
         changes::Applied::Created(created) => {
             let created = CreatedOperator::shown(created, environment);

@@ -65,6 +65,11 @@ impl From<Refused> for ApiError {
                 ApiError::coded(StatusCode::CONFLICT, ErrorCode::Conflict, refusal.to_string())
             }
             Refused::NoRole => ApiError::invalid(format!("roles: {refusal}")),
+            Refused::NoMail => ApiError::coded(
+                StatusCode::SERVICE_UNAVAILABLE,
+                ErrorCode::MailUnavailable,
+                refusal.to_string(),
+            ),
             _ => ApiError::coded(StatusCode::FORBIDDEN, ErrorCode::Forbidden, refusal.to_string()),
         }
     }
@@ -87,6 +92,7 @@ pub(super) fn routes() -> (Router<ApiState>, utoipa::openapi::OpenApi) {
         .routes(routes!(operators::disable))
         .routes(routes!(operators::set_roles))
         .routes(routes!(operators::enable))
+        .routes(routes!(operators::invite))
         .routes(routes!(changes::list))
         .routes(routes!(changes::approve))
         .routes(routes!(changes::refuse))

@@ -59,18 +59,34 @@ pub struct CreatedOperator {
     /// operator's first key ends their own enrolment.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub key: Option<NewKey>,
+    /// `production`: where the enrol link was mailed, `sent to <email>`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub invitation: Option<String>,
 }
 
 impl CreatedOperator {
     /// What an answer in `environment` shows of `created`.
     pub fn shown(created: manage::Created, environment: Environment) -> Self {
         let sandbox = environment == Environment::Sandbox;
+        let invitation = (!sandbox).then(|| format!("sent to {}", created.operator.email));
         CreatedOperator {
             operator: created.operator,
             enrol_path: sandbox.then_some(created.enrol_path),
             key: created.key.filter(|_| sandbox).map(NewKey::from),
+            invitation,
         }
     }
+}
+
+/// Where a fresh enrol link went.
+#[derive(Serialize, ToSchema)]
+pub struct InvitationAnswer {
+    /// `sent to <email>`: mailed to the operator's recorded address.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub invitation: Option<String>,
+    /// `sandbox` without mail only: the link's path, shown once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enrol_path: Option<String>,
 }
 
 /// A change that waits for another admin.
@@ -148,10 +164,11 @@ pub async fn create(
 ) -> Result<Response, ApiError> {
     let new = NewOperator { name: request.name, email: request.email, roles: request.roles };
     let environment = state.environment();
-    let outcome = match grants::create(state.store(), environment, &caller.0, new).await? {
-        Outcome::Applied(created) => Outcome::Applied(CreatedOperator::shown(created, environment)),
-        Outcome::Proposed(change) => Outcome::Proposed(change),
-    };
+    let outcome =
+        match grants::create(state.store(), (environment, state.invitations()), &caller.0, new).await? {
+            Outcome::Applied(created) => Outcome::Applied(CreatedOperator::shown(created, environment)),
+            Outcome::Proposed(change) => Outcome::Proposed(change),
+        };
     Ok(answer(outcome, StatusCode::CREATED))
 }
 
@@ -242,6 +259,35 @@ pub async fn enable(
     Ok(answer(outcome, StatusCode::OK))
 }
 
+/// Mails a fresh enrol link to an operator who has not enrolled, at the
+/// recorded address (its earlier links stop working).
+#[utoipa::path(post, operation_id = "inviteOperator", path = "/operator/v1/operators/{operator_id}/invitation",
+    tag = "operators", security(("operator_key" = [])),
+    params(("operator_id" = String, Path, description = "The operator's id")),
+    responses(
+        (status = 200, description = "Mailed (or, in `sandbox` without mail, shown)", body = InvitationAnswer),
+        (status = 400, description = "The operator has enrolled or is disabled", body = ErrorBody),
+        (status = 403, description = "The caller is not an `admin`", body = ErrorBody),
+        (status = 404, description = "No such operator", body = ErrorBody),
+        (status = 503, description = "Production, and no mail is configured", body = ErrorBody),
+    ))]
+pub async fn invite(
+    State(state): State<ApiState>,
+    Extension(caller): Extension<OperatorCaller>,
+    Path(id): Path<String>,
+) -> Result<Json<InvitationAnswer>, ApiError> {
+    let setting = (state.environment(), state.invitations());
+    let answer = match manage::invite(state.store(), setting, &caller.0, &id).await? {
+        manage::Invitation::Sent { to } => {
+            InvitationAnswer { invitation: Some(format!("sent to {to}")), enrol_path: None }
+        }
+        manage::Invitation::Shown { enrol_path } => {
+            InvitationAnswer { invitation: None, enrol_path: Some(enrol_path) }
+        }
+    };
+    Ok(Json(answer))
+}
+
 /// Creates a key for an operator in `sandbox`; its token is shown once. In
 /// `production` an operator's keys are the operator's own to make (`403`).
 #[utoipa::path(post, operation_id = "createOperatorKey", path = "/operator/v1/operators/{operator_id}/keys",
@@ -300,6 +346,7 @@ mod tests {
             operator,
             enrol_path: Some("/console/enrol/the-link-token".into()),
             key: Some(secret.into()),
+            invitation: None,
         };
         let invited = super::super::users::InvitedUser {
             user: super::super::users::ConsoleUser {
