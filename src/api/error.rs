@@ -61,6 +61,8 @@ pub enum ErrorCode {
     AccountsUnavailable,
     /// `503`: no receiving bank is configured to take wires.
     IssuanceUnavailable,
+    /// `401`: an operator key that has expired.
+    KeyExpired,
     /// `503`: production invitations are mailed, and this service has no
     /// mail configured.
     MailUnavailable,

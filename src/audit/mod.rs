@@ -199,6 +199,17 @@ pub struct Detail {
     /// The SHA-256 of the public key (PEM) an API key is paired with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub public_key_sha256: Option<String>,
+    /// When the operator key the entry made (or bounded) expires, in
+    /// microseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<i64>,
+    /// An enrol link the entry made: the hash the store keeps of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_sha256: Option<String>,
+    /// A proposed change of operators: the digest of what it proposes
+    /// (see [`crate::operators::resource::Change::digest`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proposal_sha256: Option<String>,
 }
 
 impl Detail {

@@ -35,6 +35,8 @@ pub struct KeyRow {
     pub paired: bool,
     /// API keys: the SHA-256 of the public key paired.
     pub fingerprint: Option<String>,
+    /// Operator keys: when it expires (microseconds), `None` never.
+    pub expires_at: Option<i64>,
 }
 
 /// The principals' rows of a store.
@@ -57,6 +59,8 @@ struct LoggedKey {
     live: bool,
     paired: bool,
     fingerprint: Option<String>,
+    /// The expiry the log gave it, if any.
+    expires_at: Option<i64>,
 }
 
 /// What the log says of each principal, replayed entry by entry.
@@ -109,8 +113,13 @@ impl Logged {
                 let enabled = detail.live.unwrap_or(true);
                 let roles = detail.roles.unwrap_or_default();
                 if let Some(key) = detail.key_id {
-                    let key_owner =
-                        LoggedKey { owner: target.clone(), live: true, paired: false, fingerprint: None };
+                    let key_owner = LoggedKey {
+                        owner: target.clone(),
+                        live: true,
+                        paired: false,
+                        fingerprint: None,
+                        expires_at: detail.expires_at,
+                    };
                     self.operator_keys.insert(key, key_owner);
                 }
                 self.operators.insert(target, LoggedOperator { roles, enabled });
@@ -127,11 +136,16 @@ impl Logged {
             }
             (
                 "operator_key.created" | "operator_key.adopted",
-                Some(Detail { key_id: Some(key), live, .. }),
+                Some(Detail { key_id: Some(key), live, expires_at, .. }),
             ) => {
                 let live = live.unwrap_or(true);
-                self.operator_keys
-                    .insert(key, LoggedKey { owner: target, live, paired: false, fingerprint: None });
+                let logged = LoggedKey { owner: target, live, paired: false, fingerprint: None, expires_at };
+                self.operator_keys.insert(key, logged);
+            }
+            ("operator_key.expiry_set", Some(Detail { key_id: Some(key), expires_at: Some(at), .. })) => {
+                if let Some(logged) = self.operator_keys.get_mut(&key) {
+                    logged.expires_at = Some(at);
+                }
             }
             ("operator_key.revoked", Some(Detail { key_id: Some(key), .. })) => {
                 if let Some(logged) = self.operator_keys.get_mut(&key) {
@@ -147,6 +161,7 @@ impl Logged {
                     live: detail.live.unwrap_or(true),
                     paired: detail.paired.unwrap_or(false),
                     fingerprint: detail.public_key_sha256,
+                    expires_at: None,
                 };
                 self.api_keys.insert(target, logged);
             }
@@ -216,6 +231,11 @@ fn keys(
         }
         if !row.live && logged.live {
             findings.push(finding("is revoked, the log left it live".into()));
+        }
+        if let Some(expiry) = logged.expires_at
+            && row.expires_at.is_none_or(|at| at > expiry)
+        {
+            findings.push(finding("expires later than the log set it".into()));
         }
         if logged.paired && !row.paired {
             findings.push(finding("is not paired, the log paired it: its requests need no signature".into()));
@@ -297,6 +317,7 @@ mod tests {
             live,
             paired,
             fingerprint: paired.then(|| "ab".repeat(32)),
+            expires_at: None,
         };
         Rows {
             operators: vec![
@@ -380,6 +401,7 @@ mod tests {
                         live: true,
                         paired: false,
                         fingerprint: None,
+                        expires_at: None,
                     })
                 },
                 "operator key",
@@ -409,6 +431,7 @@ mod tests {
                         live: true,
                         paired: false,
                         fingerprint: None,
+                        expires_at: None,
                     })
                 },
                 "API key",
@@ -455,6 +478,7 @@ mod tests {
                 live: true,
                 paired: false,
                 fingerprint: None,
+                expires_at: None,
             }],
             api_keys: vec![KeyRow {
                 id: "key_old".into(),
@@ -462,6 +486,7 @@ mod tests {
                 live: true,
                 paired: false,
                 fingerprint: None,
+                expires_at: None,
             }],
         };
         let whys: Vec<String> = logged.findings(&rows).iter().map(ToString::to_string).collect();
@@ -487,6 +512,7 @@ mod tests {
             live: true,
             paired: false,
             fingerprint: None,
+            expires_at: None,
         });
         let whys: Vec<String> = logged.findings(&rows).iter().map(ToString::to_string).collect();
         assert_eq!(whys, ["operator key k9: no audit entry made it"]);
@@ -505,6 +531,7 @@ mod tests {
                 live: true,
                 paired: false,
                 fingerprint: None,
+                expires_at: None,
             }],
             ..Rows::default()
         };

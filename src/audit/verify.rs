@@ -70,7 +70,15 @@ pub async fn principal_rows(store: &Store) -> Result<Rows, StoreError> {
     for operator in store.operators().await? {
         for key in store.operator_keys(&operator.id).await? {
             let live = key.revoked_at.is_none();
-            let row = KeyRow { id: key.id, owner: key.operator_id, live, paired: false, fingerprint: None };
+            let expires_at = key.expires_at.map(|at| at.timestamp_micros());
+            let row = KeyRow {
+                id: key.id,
+                owner: key.operator_id,
+                live,
+                paired: false,
+                fingerprint: None,
+                expires_at,
+            };
             rows.operator_keys.push(row);
         }
         let mut roles: Vec<String> = operator.roles.iter().map(|r| r.as_str().to_string()).collect();
@@ -83,7 +91,9 @@ pub async fn principal_rows(store: &Store) -> Result<Rows, StoreError> {
         // Paired as sign-in reads it: a public key is kept.
         let fingerprint = public_keys.get(&key.id).map(|pem| crate::api_key::sha256_hex(pem.as_bytes()));
         let (live, paired) = (key.revoked_at.is_none(), fingerprint.is_some());
-        rows.api_keys.push(KeyRow { id: key.id, owner: key.organization_id, live, paired, fingerprint });
+        let row =
+            KeyRow { id: key.id, owner: key.organization_id, live, paired, fingerprint, expires_at: None };
+        rows.api_keys.push(row);
     }
     Ok(rows)
 }

@@ -346,6 +346,9 @@ fn print_health(report: &health::Report) {
     for condition in report.conditions.iter().filter(|c| c.chain.is_none()) {
         println!("warning: {}", condition.message);
     }
+    for warning in report.warnings.iter().filter(|w| w.contains("admin operator key")) {
+        println!("warning: {warning}");
+    }
     if report.healthy {
         println!("healthy");
     } else {

@@ -18,6 +18,7 @@ use super::{
 use crate::{
     amount::Cents,
     bank::{Answer, Unmatched},
+    conversions::virtual_account,
     conversions::{
         answers::{self, Answered},
         on_ramp,
@@ -91,6 +92,15 @@ pub enum VirtualAccountsCommand {
         /// The account number the bank gave it: unique.
         #[arg(long)]
         account_number: String,
+        #[arg(long)]
+        reason: Option<String>,
+        #[command(flatten)]
+        deciding: Deciding,
+    },
+    /// A second operator confirms the account number another recorded
+    /// (production): the virtual account opens under it.
+    Confirm {
+        id: String,
         #[arg(long)]
         reason: Option<String>,
         #[command(flatten)]
@@ -208,11 +218,15 @@ pub async fn run(store: &Store, command: ConversionsCommand) -> anyhow::Result<(
 
 /// `conversions virtual-accounts`: the bank's answer to a virtual account.
 async fn virtual_account(store: &Store, command: VirtualAccountsCommand) -> anyhow::Result<()> {
+    if let VirtualAccountsCommand::Confirm { id, reason, deciding } = &command {
+        return confirm_virtual_account(store, id, reason.as_deref(), deciding).await;
+    }
     let (id, answer, reason, deciding) = match &command {
         VirtualAccountsCommand::Open { id, account_number, reason, deciding } => {
             (id, Ok(account_number.as_str()), reason.as_deref(), deciding)
         }
         VirtualAccountsCommand::Refuse { id, reason, deciding } => (id, Err(reason.as_str()), None, deciding),
+        VirtualAccountsCommand::Confirm { .. } => unreachable!("confirmed above"),
     };
     let status = match deciding.via(store, reason.or(answer.err()), Action::VirtualAccount).await? {
         Via::Server(server) => {
@@ -225,9 +239,35 @@ async fn virtual_account(store: &Store, command: VirtualAccountsCommand) -> anyh
             account["status"].as_str().unwrap_or_default().to_string()
         }
         Via::Store(actor) => {
-            let account =
-                crate::conversions::virtual_account::answer(store, id, answer, &actor, reason).await?;
+            let environment =
+                store.environment().await?.unwrap_or(crate::environment::Environment::Production);
+            let account = match answer {
+                Ok(number) => virtual_account::open(store, environment, (id, number), &actor, reason).await?,
+                Err(_) => virtual_account::answer(store, id, answer, &actor, reason).await?,
+            };
             account.status.as_str().to_string()
+        }
+    };
+    println!("virtual account {id}: {status}");
+    Ok(())
+}
+
+/// `conversions virtual-accounts confirm`: a second operator's
+/// confirmation of a recorded account number.
+async fn confirm_virtual_account(
+    store: &Store,
+    id: &str,
+    reason: Option<&str>,
+    deciding: &Deciding,
+) -> anyhow::Result<()> {
+    let status = match deciding.via(store, reason, Action::VirtualAccount).await? {
+        Via::Server(server) => {
+            let path = format!("/operator/v1/virtual-accounts/{}/open/confirm", segment(id));
+            let account = server.post(&path, &json!({ "reason": reason })).await?;
+            account["status"].as_str().unwrap_or_default().to_string()
+        }
+        Via::Store(actor) => {
+            virtual_account::confirm(store, id, &actor, reason).await?.status.as_str().to_string()
         }
     };
     println!("virtual account {id}: {status}");

@@ -137,7 +137,14 @@ fn gone() -> Page {
 }
 
 /// `GET /console/enrol/{token}`.
-pub async fn enrol_page(State(state): State<ApiState>, Path(token): Path<String>) -> Result<Response, Page> {
+pub async fn enrol_page(
+    State(state): State<ApiState>,
+    Path(token): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, Page> {
+    if super::enrol_api::wants_json(&headers) {
+        return Ok(super::enrol_api::offer(&state, &token).await);
+    }
     let user = state.store().enrolment_user(&people::hash(&token), now_micros()).await?.ok_or_else(gone)?;
     let secret = totp::new_secret();
     let page = EnrolPage {
@@ -152,27 +159,49 @@ pub async fn enrol_page(State(state): State<ApiState>, Path(token): Path<String>
     Ok(render(StatusCode::OK, &page))
 }
 
-#[derive(Deserialize)]
 pub struct EnrolForm {
     password: String,
     again: String,
     totp_secret: String,
-    #[serde(default)]
     code: String,
 }
 
-/// `POST /console/enrol/{token}`.
+impl EnrolForm {
+    /// The form of an urlencoded body; `None` without a password, its
+    /// repetition or the offered secret.
+    fn from_body(body: &[u8]) -> Option<Self> {
+        let fields: std::collections::HashMap<String, String> =
+            url::form_urlencoded::parse(body).into_owned().collect();
+        let field = |name: &str| fields.get(name).cloned();
+        Some(EnrolForm {
+            password: field("password")?,
+            again: field("again")?,
+            totp_secret: field("totp_secret")?,
+            code: field("code").unwrap_or_default(),
+        })
+    }
+}
+
+/// `POST /console/enrol/{token}`: the form, or with `Accept:
+/// application/json` the scripted door (see [`super::enrol_api`]).
 pub async fn enrol(
     State(state): State<ApiState>,
     Path(token): Path<String>,
-    Form(form): Form<EnrolForm>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
 ) -> Result<Response, Page> {
+    if super::enrol_api::wants_json(&headers) {
+        return Ok(super::enrol_api::enrol(&state, &token, &body).await);
+    }
+    let form = EnrolForm::from_body(&body).ok_or_else(|| {
+        Page::Error(StatusCode::UNPROCESSABLE_ENTITY, "the enrol form is incomplete".into())
+    })?;
     let code = form.code.trim();
     let totp = (!code.is_empty()).then_some((form.totp_secret.as_str(), code));
     let enrolment = Enrolment { token: &token, password: &form.password, again: &form.again, totp };
     match crate::operators::enrolment::enrol(state.store(), state.environment(), enrolment).await {
         Ok((user, key)) => {
-            let key = key.map(|secret| secret.token.to_string());
+            let key = key.map(|first| first.secret.token.to_string());
             let page = EnrolledPage { frame: Frame::anonymous(&state), totp: user.totp, key };
             Ok(render(StatusCode::OK, &page))
         }

@@ -15,6 +15,7 @@
 mod assets;
 mod auth_pages;
 mod books_page;
+mod enrol_api;
 mod frame;
 mod hooks;
 mod hooks_page;

@@ -14,7 +14,7 @@ use super::{
 };
 use crate::{
     api_key::sha256_hex,
-    audit::{self, Actor, Record},
+    audit::{self, Actor, Detail, Record},
     pii::Place,
     store::{Store, StoreError, Tx, console as rows, now_micros},
 };
@@ -62,10 +62,45 @@ pub fn hash(token: &str) -> String {
     sha256_hex(token.as_bytes())
 }
 
-fn check_email(email: &str) -> Result<String, PeopleError> {
+/// A one-time enrol link: its token (shown or mailed once) and the hash
+/// the store keeps, which the audit entry that made the link records, so
+/// that a link row written with plain SQL enrols no one.
+pub struct Link {
+    token: String,
+    pub hash: String,
+}
+
+impl Link {
+    pub fn new() -> Self {
+        let token = token();
+        Link { hash: hash(&token), token }
+    }
+
+    /// `/console/enrol/<token>`.
+    pub fn path(&self) -> String {
+        format!("{ENROL_PATH}{}", self.token)
+    }
+
+    /// What the entry that made the link records of it.
+    pub fn detail(&self) -> Detail {
+        Detail { link_sha256: Some(self.hash.clone()), ..Detail::default() }
+    }
+}
+
+impl Default for Link {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// `email` when it is one plain address (no display name, no comment):
+/// the address mail is sent to is the one recorded and shown.
+pub fn check_email(email: &str) -> Result<String, PeopleError> {
     let email = email.trim();
-    let valid = email.split_once('@').is_some_and(|(user, host)| !user.is_empty() && host.contains('.'));
-    if !valid || email.chars().any(char::is_whitespace) || email.len() > MAX_EMAIL {
+    let plain = email.parse::<lettre::Address>().is_ok()
+        && !email.contains(['<', '>', '"', '(', ')', ',', ';', ' '])
+        && email.split_once('@').is_some_and(|(user, host)| !user.is_empty() && host.contains('.'));
+    if !plain || email.chars().any(char::is_whitespace) || email.len() > MAX_EMAIL {
         return Err(PeopleError::Invalid(format!("email: {email:?} is not an email address")));
     }
     Ok(email.to_string())
@@ -86,18 +121,24 @@ pub async fn invite(
     }
     let mut tx = store.begin().await?;
     let user = fresh(&email, Member::Tenant { organization_id: organization.into(), role });
+    let link = Link::new();
     let entry = record(actor, "console_user.invited", &user.id, Some(organization), Some(role.as_str()));
-    audit::append(&mut tx, store.cipher().ok(), entry).await?;
-    let invited = insert(&mut tx, user).await?;
+    audit::append(&mut tx, store.cipher().ok(), Record { detail: Some(link.detail()), ..entry }).await?;
+    let invited = insert(&mut tx, user, &link).await?;
     tx.commit().await.map_err(StoreError::from)?;
     Ok(invited)
 }
 
 /// Adds the console sign-in of operator `operator_id` in `tx`, the
-/// operator's own creation.
-pub async fn invite_operator(tx: &mut Tx, operator_id: &str, email: &str) -> Result<Invited, PeopleError> {
+/// operator's own creation, whose entry recorded `link`.
+pub async fn invite_operator(
+    tx: &mut Tx,
+    operator_id: &str,
+    email: &str,
+    link: &Link,
+) -> Result<Invited, PeopleError> {
     let email = check_email(email)?;
-    insert(tx, fresh(&email, Member::Operator { operator_id: operator_id.into() })).await
+    insert(tx, fresh(&email, Member::Operator { operator_id: operator_id.into() }), link).await
 }
 
 fn fresh(email: &str, member: Member) -> User {
@@ -112,12 +153,11 @@ fn fresh(email: &str, member: Member) -> User {
     }
 }
 
-async fn insert(tx: &mut Tx, user: User) -> Result<Invited, PeopleError> {
+async fn insert(tx: &mut Tx, user: User, link: &Link) -> Result<Invited, PeopleError> {
     rows::insert_user(tx, &user, &email_key(&user.email)).await?;
-    let token = token();
     let expires = now_micros() + rules::ENROL_VALID.as_micros() as i64;
-    rows::insert_enrolment(tx, &hash(&token), &user.id, expires).await?;
-    Ok(Invited { user, enrol_path: format!("{ENROL_PATH}{token}") })
+    rows::insert_enrolment(tx, &link.hash, &user.id, expires).await?;
+    Ok(Invited { user, enrol_path: link.path() })
 }
 
 /// What a person chose on the enrol page.
@@ -153,7 +193,12 @@ pub async fn enrol_in(tx: &mut Tx, store: &Store, enrolment: Enrolment<'_>) -> R
     };
     let password_hash = hash_password(enrolment.password)?;
     let gone = || PeopleError::Refused("this enrol link was used, has expired or does not exist".into());
-    let user_id = rows::use_enrolment(tx, &hash(enrolment.token), now_micros()).await?.ok_or_else(gone)?;
+    let link_hash = hash(enrolment.token);
+    let user_id = rows::use_enrolment(tx, &link_hash, now_micros()).await?.ok_or_else(gone)?;
+    // A link row the log holds no entry for was not issued by the service.
+    if !crate::store::audit::has_link(tx, &link_hash).await? {
+        return Err(gone());
+    }
     let totp = match (enrolment.totp, store.cipher()) {
         (None, _) => None,
         (Some((secret, _)), Ok(cipher)) => Some(
@@ -182,6 +227,27 @@ pub async fn enrol_in(tx: &mut Tx, store: &Store, enrolment: Enrolment<'_>) -> R
     Ok(user)
 }
 
+/// A second factor's secret offered to the person of link `token` (kept,
+/// sealed, with the link: the enrolment's code is checked against it);
+/// `None` when the link is used, expired or unknown.
+pub async fn offer_second_factor(store: &Store, token: &str) -> Result<Option<(User, String)>, PeopleError> {
+    let link = hash(token);
+    let Some(user) = store.enrolment_user(&link, now_micros()).await? else { return Ok(None) };
+    let secret = super::totp::new_secret();
+    let cipher = store.cipher()?;
+    let sealed =
+        cipher.seal(secret.as_bytes(), Place { column: "console_enrolments.totp_secret", row: &[&link] });
+    Ok(rows::offer_totp(store, &link, &sealed, now_micros()).await?.then_some((user, secret)))
+}
+
+/// The secret [`offer_second_factor`] offered for link `token`.
+pub async fn offered_second_factor(store: &Store, token: &str) -> Result<Option<String>, PeopleError> {
+    let link = hash(token);
+    let Some(sealed) = rows::offered_totp(store, &link).await? else { return Ok(None) };
+    let place = Place { column: "console_enrolments.totp_secret", row: &[&link] };
+    Ok(Some(store.cipher()?.open_text(&sealed, place).map_err(StoreError::from)?))
+}
+
 /// The argon2id PHC string of `password`.
 pub fn hash_password(password: &str) -> Result<String, PeopleError> {
     Argon2::default()
@@ -205,18 +271,18 @@ pub async fn reissue(
     actor: &Actor,
 ) -> Result<String, PeopleError> {
     let mut tx = store.begin().await?;
+    let link = Link::new();
     let entry = record(actor, "console_user.link_reissued", target, Some(organization), None);
-    audit::append(&mut tx, store.cipher().ok(), entry).await?;
+    audit::append(&mut tx, store.cipher().ok(), Record { detail: Some(link.detail()), ..entry }).await?;
     let user = member_of(&mut tx, organization, target).await?;
     if user.enrolled {
         return Err(PeopleError::Refused(format!("{} has enrolled already", user.email)));
     }
     rows::void_enrolments(&mut tx, target, now_micros()).await?;
-    let token = token();
     let expires = now_micros() + rules::ENROL_VALID.as_micros() as i64;
-    rows::insert_enrolment(&mut tx, &hash(&token), target, expires).await?;
+    rows::insert_enrolment(&mut tx, &link.hash, target, expires).await?;
     tx.commit().await.map_err(StoreError::from)?;
-    Ok(format!("{ENROL_PATH}{token}"))
+    Ok(link.path())
 }
 
 /// A new enrol link for the console sign-in of operator `operator_id`, who
@@ -240,16 +306,16 @@ pub async fn operator_link_in(
     let user = rows::lock_operator_user(tx, operator_id)
         .await?
         .ok_or_else(|| StoreError::NotFound(format!("the console sign-in of operator {operator_id}")))?;
+    let link = Link::new();
     let entry = record(actor, "console_user.link_reissued", &user.id, None, None);
-    audit::append(tx, cipher, entry).await?;
+    audit::append(tx, cipher, Record { detail: Some(link.detail()), ..entry }).await?;
     if user.enrolled {
         return Err(PeopleError::Refused(format!("{} has enrolled already", user.email)));
     }
     rows::void_enrolments(tx, &user.id, now_micros()).await?;
-    let token = token();
     let expires = now_micros() + rules::ENROL_VALID.as_micros() as i64;
-    rows::insert_enrolment(tx, &hash(&token), &user.id, expires).await?;
-    Ok((user.email, format!("{ENROL_PATH}{token}")))
+    rows::insert_enrolment(tx, &link.hash, &user.id, expires).await?;
+    Ok((user.email, link.path()))
 }
 
 /// Sets tenant user `target`'s role, by the organization's admin `actor`

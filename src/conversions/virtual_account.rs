@@ -1,6 +1,8 @@
 //! A virtual account's own numbers and the deposit instructions it shows.
 //! Whether the bank opens it is the bank's answer (see
-//! [`crate::bank::Bank::open_virtual_account`]).
+//! [`crate::bank::Bank::open_virtual_account`]); in `production` the
+//! number one treasury operator records from the bank waits for a second
+//! operator's confirmation.
 
 use serde_json::Value;
 
@@ -10,6 +12,8 @@ use super::{
 };
 use crate::{
     audit::{self, Actor, Record},
+    environment::Environment,
+    operators::{Refused, rules::second_pair},
     store::{Store, StoreError, virtual_accounts as rows},
 };
 
@@ -29,20 +33,97 @@ pub async fn answer(
     }
     let mut tx = store.begin().await?;
     if let Some(organization) = rows::answer(&mut tx, id, answer).await? {
-        let record = Record {
+        let record = entry(
             actor,
-            action: if answer.is_ok() { "virtual_account.opened" } else { "virtual_account.refused" },
-            target_kind: "virtual_account",
-            target_id: id,
-            organization_id: Some(&organization),
-            reason: reason.or(answer.err()),
-            request_id: None,
-            detail: None,
-        };
+            if answer.is_ok() { "virtual_account.opened" } else { "virtual_account.refused" },
+            (id, &organization),
+            reason.or(answer.err()),
+        );
         audit::append(&mut tx, store.cipher().ok(), record).await?;
     }
     tx.commit().await?;
     store.virtual_account(None, id).await
+}
+
+/// Why a virtual account was not opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("virtual account {id}: {refusal}")]
+    FourEyes { id: String, refusal: Refused },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The bank opened the `PENDING` virtual account `id` under `number`, as
+/// `actor` read it: in `sandbox` it opens at once; otherwise the number is
+/// recorded and the account stays `PENDING` until another operator
+/// confirms it ([`confirm`]).
+pub async fn open(
+    store: &Store,
+    environment: Environment,
+    (id, number): (&str, &str),
+    actor: &Actor,
+    reason: Option<&str>,
+) -> Result<VirtualAccount, StoreError> {
+    if environment == Environment::Sandbox {
+        return answer(store, id, Ok(number), actor, reason).await;
+    }
+    let mut tx = store.begin().await?;
+    if let Some(organization) = rows::propose_number(&mut tx, id, number, &actor.recorded()).await? {
+        let text = reason.map_or_else(|| number.to_string(), |reason| format!("{number}: {reason}"));
+        let record = entry(actor, "virtual_account.number_recorded", (id, &organization), Some(&text));
+        audit::append(&mut tx, store.cipher().ok(), record).await?;
+    }
+    tx.commit().await?;
+    store.virtual_account(None, id).await
+}
+
+/// A second operator's confirmation of the number recorded for the
+/// `PENDING` virtual account `id`: it opens under that number. The
+/// recorder's own confirmation, or a break-glass one, is refused.
+pub async fn confirm(
+    store: &Store,
+    id: &str,
+    by: &Actor,
+    reason: Option<&str>,
+) -> Result<VirtualAccount, OpenError> {
+    let mut tx = store.begin().await?;
+    let Some((number, recorder)) = rows::proposed_number(&mut tx, id).await? else {
+        return Err(StoreError::Conflict(format!(
+            "no account number waits for confirmation on virtual account {id}"
+        ))
+        .into());
+    };
+    second_pair(&Actor::from_recorded(&recorder), by)
+        .map_err(|refusal| OpenError::FourEyes { id: id.into(), refusal })?;
+    if let Some(organization) = rows::answer(&mut tx, id, Ok(&number)).await? {
+        let text = format!(
+            "{number}, recorded by {recorder}{}",
+            reason.map(|r| format!(": {r}")).unwrap_or_default()
+        );
+        let record = entry(by, "virtual_account.opened", (id, &organization), Some(&text));
+        audit::append(&mut tx, store.cipher().ok(), record).await?;
+    }
+    tx.commit().await.map_err(StoreError::from)?;
+    Ok(store.virtual_account(None, id).await?)
+}
+
+fn entry<'a>(
+    actor: &'a Actor,
+    action: &'a str,
+    (id, organization): (&'a str, &'a str),
+    reason: Option<&'a str>,
+) -> Record<'a> {
+    Record {
+        actor,
+        action,
+        target_kind: "virtual_account",
+        target_id: id,
+        organization_id: Some(organization),
+        reason,
+        request_id: None,
+        detail: None,
+    }
 }
 
 /// Whether `text` is an ISO 3166-1 alpha-2 code's shape: two capitals.

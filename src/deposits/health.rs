@@ -215,6 +215,17 @@ pub async fn check(store: &Store, chains: &Chains, required: &[Chain]) -> Report
     );
     let chain_warnings = reports.iter().flat_map(|c| c.warnings.iter().map(|w| format!("{}: {w}", c.chain)));
     warnings.splice(0..0, chain_warnings.collect::<Vec<_>>());
+    if environment == Some(Environment::Production) {
+        // A store without operators yet (before its bootstrap) has no key
+        // to warn of.
+        match (store.operators().await, store.last_admin_key_expiry(now.timestamp_micros()).await) {
+            (Ok(operators), Ok(last)) if !operators.is_empty() => {
+                warnings.extend(crate::operators::key_rules::admin_key_warning(last, now.timestamp_micros()));
+            }
+            (Ok(_), Ok(_)) => {}
+            (Err(error), _) | (_, Err(error)) => return unreachable(error),
+        }
+    }
     Report {
         healthy: problems.is_empty(),
         environment,

@@ -37,9 +37,11 @@ impl std::fmt::Debug for Outgoing {
     }
 }
 
-/// Where a body is sealed: its message's own place.
-pub fn place(id: &str) -> [&str; 1] {
-    [id]
+/// Where a body is sealed: its message's own place, with its recipient
+/// and subject, so that a body moved to another message, or a message
+/// readdressed in the store, does not open (and is not sent).
+pub fn place<'a>(id: &'a str, to: &'a str, subject: &'a str) -> [&'a str; 3] {
+    [id, to, subject]
 }
 
 /// Queues a message to `to` in `tx`; its body sealed with `cipher`
@@ -53,7 +55,8 @@ pub async fn queue(
 ) -> Result<String, StoreError> {
     let cipher = cipher.ok_or(StoreError::Pii(PiiError::Locked))?;
     let id = format!("mail_{}", uuid::Uuid::new_v4().simple());
-    let sealed_body = cipher.seal(body.as_bytes(), Place { column: "mail_outbox.body", row: &place(&id) });
+    let sealed_body =
+        cipher.seal(body.as_bytes(), Place { column: "mail_outbox.body", row: &place(&id, to, subject) });
     let message = Outgoing {
         id: id.clone(),
         to: to.to_string(),

@@ -58,12 +58,16 @@ pub async fn send_due(
     let cipher = store.cipher()?;
     let mut sent = 0;
     while let Some(message) = store.claim_mail(now_micros(), CLAIM.as_micros() as i64).await? {
-        let body = cipher
-            .open_text(
-                &message.sealed_body,
-                Place { column: "mail_outbox.body", row: &super::place(&message.id) },
-            )
-            .map_err(StoreError::from)?;
+        let place = super::place(&message.id, &message.to, &message.subject);
+        let opened =
+            cipher.open_text(&message.sealed_body, Place { column: "mail_outbox.body", row: &place });
+        let Ok(body) = opened else {
+            // Readdressed or altered in the store: never sent as it stands.
+            tracing::error!(message = %message.id, "a queued message does not open as sealed: altered in the store, not sent");
+            let next = now_micros() + super::retry_after(message.attempts).as_micros() as i64;
+            store.mail_failed(&message.id, next, "altered in the store: not sent").await?;
+            continue;
+        };
         match send(settings, transport, &message, body).await {
             Ok(()) => {
                 store.mail_sent(&message.id, now_micros()).await?;

@@ -16,7 +16,7 @@ use crate::{
     environment::Environment,
     mail::Invitations,
     pii::Cipher,
-    store::{Store, StoreError, Tx, audit as log, now_micros, operator_changes as rows},
+    store::{Store, StoreError, Tx, audit as log, now_micros, operator_changes as rows, operators as ops},
 };
 
 /// What an approval applied.
@@ -59,11 +59,18 @@ pub async fn approve(
     admin: &Operator,
     id: &str,
 ) -> Result<(Change, Applied), OperatorError> {
+    rules::permits(admin, rules::Action::Operators)?;
     let mailer = manage::mailer(environment, invitations)?;
     expire(store).await?;
     let cipher = store.cipher().ok();
     let mut tx = store.begin().await?;
     let change = decidable(&mut tx, admin, id).await?;
+    // Its proposer still an enabled admin: the proposal of a key since
+    // revoked, or of an admin since disabled, is refused, not approved.
+    let proposer = ops::lock(&mut tx, &change.proposed_by).await?;
+    if !proposer.is_some_and(|p| p.is_enabled() && p.has(super::resource::Role::Admin)) {
+        return Err(Refused::ProposerGone(change.proposed_by.clone()).into());
+    }
     let (by, text) = (actor(admin), grants::describe(&change));
     audit::append(&mut tx, cipher, on_change(&by, "operator_change.approved", id, Some(&text))).await?;
     let applied = apply(&mut tx, cipher, environment, admin, &change).await?;
@@ -84,6 +91,7 @@ pub async fn refuse(
     id: &str,
     reason: &str,
 ) -> Result<Change, OperatorError> {
+    rules::permits(admin, rules::Action::Operators)?;
     expire(store).await?;
     let cipher = store.cipher().ok();
     let mut tx = store.begin().await?;
@@ -110,11 +118,18 @@ async fn decidable(tx: &mut Tx, admin: &Operator, id: &str) -> Result<Change, Op
     if rules::expired(change.created_at.timestamp_micros(), now_micros()) {
         return Err(Refused::Decided { id: id.to_string(), status: ChangeStatus::Expired.as_str() }.into());
     }
-    if !log::has_entry(tx, "operator_change.proposed", id).await? {
-        return Err(StoreError::Conflict(format!(
-            "change {id} has no proposal in the audit log: it was not proposed through the service"
-        ))
-        .into());
+    let proposed = log::entry_about(tx, "operator_change.proposed", id).await?;
+    let recorded = proposed.is_some_and(|entry| {
+        let detail = entry.detail.as_deref().and_then(crate::audit::Detail::parse);
+        let digest = detail.and_then(|d| d.proposal_sha256);
+        entry.actor == format!("operator:{}", change.proposed_by) && digest == Some(change.digest())
+    });
+    let mut decided = false;
+    for action in ["operator_change.approved", "operator_change.refused", "operator_change.expired"] {
+        decided |= log::has_entry(tx, action, id).await?;
+    }
+    if !recorded || decided {
+        return Err(Refused::Unrecorded(id.to_string()).into());
     }
     Ok(change)
 }
@@ -153,10 +168,16 @@ async fn apply(
             let reason = format!("{}: {why}", super::resource::roles_text(&operator.roles));
             let keyed = environment == Environment::Sandbox;
             let by = (&by, "operator.created", Some(reason.as_str()));
-            Applied::Created(manage::insert(tx, cipher, by, operator, keyed).await?)
+            Applied::Created(manage::insert(tx, cipher, by, operator, (environment, keyed)).await?)
         }
         ChangeKind::Roles => {
             let roles = proposal.roles.as_deref().ok_or_else(|| missing("roles"))?;
+            let current = manage::locked(tx, &change.target).await?;
+            let mut from = proposal.from_roles.clone().unwrap_or_default();
+            from.sort();
+            if current.roles != from {
+                return Err(Refused::Stale(change.target.clone()).into());
+            }
             Applied::Changed(grants::apply_roles(tx, cipher, &by, &change.target, roles, &why).await?)
         }
         ChangeKind::Enable => {

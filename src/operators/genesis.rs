@@ -26,7 +26,7 @@ pub async fn open(tx: &mut Tx, cipher: Option<&Cipher>) -> Result<bool, StoreErr
     if ended(tx).await? {
         return Ok(false);
     }
-    let admins = rows::enrolled_admins(tx).await?;
+    let admins = rows::enrolled_admins(tx, now_micros()).await?;
     if admins.len() < GENESIS_ADMINS {
         return Ok(true);
     }

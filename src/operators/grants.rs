@@ -47,6 +47,7 @@ pub async fn create(
                 name: Some(operator.name.clone()),
                 email: Some(operator.email.clone()),
                 roles: Some(operator.roles.clone()),
+                from_roles: None,
             };
             let change = propose(&mut tx, cipher, admin, (ChangeKind::Create, &operator.id), proposal, None);
             Outcome::Proposed(Box::new(change.await?))
@@ -57,7 +58,7 @@ pub async fn create(
             let roles = roles_text(&operator.roles);
             let by = (&actor(admin), action, Some(roles.as_str()));
             let keyed = environment == Environment::Sandbox;
-            let created = manage::insert(&mut tx, cipher, by, operator, keyed).await?;
+            let created = manage::insert(&mut tx, cipher, by, operator, (environment, keyed)).await?;
             if let Some(invitations) = mailer {
                 manage::mail_invitation(&mut tx, cipher, invitations, &created.operator, &created.enrol_path)
                     .await?;
@@ -90,7 +91,11 @@ pub async fn set_roles(
     } else {
         match grant(&mut tx, cipher, environment, ChangeKind::Roles, roles).await? {
             Grant::Propose => {
-                let proposal = Proposal { roles: Some(roles.to_vec()), ..Proposal::default() };
+                let proposal = Proposal {
+                    roles: Some(roles.to_vec()),
+                    from_roles: Some(current.roles.clone()),
+                    ..Proposal::default()
+                };
                 let change =
                     propose(&mut tx, cipher, admin, (ChangeKind::Roles, target), proposal, Some(reason));
                 Outcome::Proposed(Box::new(change.await?))
@@ -189,12 +194,9 @@ async fn propose(
     };
     let text = describe(&change);
     let by = actor(admin);
-    audit::append(
-        tx,
-        cipher,
-        super::changes::on_change(&by, "operator_change.proposed", &change.id, Some(&text)),
-    )
-    .await?;
+    let entry = super::changes::on_change(&by, "operator_change.proposed", &change.id, Some(&text));
+    let detail = Detail { proposal_sha256: Some(change.digest()), ..Detail::default() };
+    audit::append(tx, cipher, Record { detail: Some(detail), ..entry }).await?;
     changes::insert(tx, &change).await?;
     Ok(change)
 }
@@ -232,7 +234,7 @@ pub(super) async fn apply_roles(
     locked(tx, target).await?;
     rows::set_roles(tx, target, roles).await?;
     let operator = locked(tx, target).await?;
-    rules::keeps_an_admin(rows::enabled_admins(tx).await?)?;
+    rules::keeps_an_admin(rows::enabled_admins(tx, now_micros()).await?)?;
     Ok(operator)
 }
 

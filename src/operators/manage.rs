@@ -5,7 +5,7 @@
 //! changes are ordered (two bootstraps cannot both find no admin).
 
 use super::{
-    genesis,
+    genesis, key_rules,
     resource::{Operator, Role},
     rules::{self, Refused},
 };
@@ -61,11 +61,7 @@ impl NewOperator {
         if self.name.trim().is_empty() {
             return Err(OperatorError::Invalid("name: an operator needs a name".into()));
         }
-        let email = self.email.trim();
-        let valid = email.split_once('@').is_some_and(|(user, host)| !user.is_empty() && host.contains('.'));
-        if !valid || email.chars().any(char::is_whitespace) {
-            return Err(OperatorError::Invalid(format!("email: {email:?} is not an email address")));
-        }
+        people::check_email(&self.email).map_err(people_error)?;
         if self.roles.is_empty() {
             return Err(Refused::NoRole.into());
         }
@@ -87,10 +83,14 @@ pub async fn bootstrap(
     let mut tx = store.begin().await?;
     audit::lock(&mut tx).await?;
     let existed = environment == Environment::Production && genesis::admin_existed(&mut tx).await?;
-    rules::may_bootstrap_in(environment, &new.roles, existed, rows::enabled_admins(&mut tx).await?)?;
-    let created =
-        insert(&mut tx, store.cipher().ok(), (actor, "operator.bootstrapped", None), fresh(&new), true)
-            .await?;
+    rules::may_bootstrap_in(
+        environment,
+        &new.roles,
+        existed,
+        rows::enabled_admins(&mut tx, now_micros()).await?,
+    )?;
+    let by = (actor, "operator.bootstrapped", None);
+    let created = insert(&mut tx, store.cipher().ok(), by, fresh(&new), (environment, true)).await?;
     tx.commit().await.map_err(StoreError::from)?;
     Ok(created)
 }
@@ -116,64 +116,9 @@ pub async fn disable(
     rows::disable(&mut tx, target, reason, now_micros()).await?;
     crate::store::console::end_operator(&mut tx, target, now_micros()).await?;
     let operator = locked(&mut tx, target).await?;
-    rules::keeps_an_admin(rows::enabled_admins(&mut tx).await?)?;
+    rules::keeps_an_admin(rows::enabled_admins(&mut tx, now_micros()).await?)?;
     tx.commit().await.map_err(StoreError::from)?;
     Ok(operator)
-}
-
-/// Creates a key for `target` on `admin`'s authority; its token is shown
-/// once. Outside `sandbox` an operator's keys are made by the operator only.
-pub async fn create_key(
-    store: &Store,
-    environment: Environment,
-    admin: &Operator,
-    target: &str,
-) -> Result<NewSecret, OperatorError> {
-    rules::permits(admin, rules::Action::Operators)?;
-    if environment == Environment::Production {
-        return Err(Refused::KeysByOwner.into());
-    }
-    let mut tx = store.begin().await?;
-    let key = api_key::generate_with(OPERATOR_PREFIX);
-    let by = actor(admin);
-    let entry = record(&by, "operator_key.created", target, Some(&key.id));
-    audit::append(&mut tx, store.cipher().ok(), Record { detail: Some(Detail::key(&key.id)), ..entry })
-        .await?;
-    authority(&mut tx, admin).await?;
-    let operator = locked(&mut tx, target).await?;
-    if !operator.is_enabled() {
-        return Err(OperatorError::Invalid(format!("operator {target} is disabled: it gets no new key")));
-    }
-    rows::insert_key(&mut tx, &key.id, target, &api_key::stored(&key.hash), now_micros()).await?;
-    tx.commit().await.map_err(StoreError::from)?;
-    Ok(key)
-}
-
-/// Revokes key `key_id` on `admin`'s authority.
-pub async fn revoke_key(store: &Store, admin: &Operator, key_id: &str) -> Result<(), OperatorError> {
-    rules::permits(admin, rules::Action::Operators)?;
-    let mut tx = store.begin().await?;
-    let by = actor(admin);
-    // The head's lock first, as an append takes it: one change of operators
-    // at a time; the entry names the key's operator, known once revoked.
-    audit::lock(&mut tx).await?;
-    authority(&mut tx, admin).await?;
-    let operator = rows::revoke_key(&mut tx, key_id, now_micros())
-        .await?
-        .ok_or_else(|| StoreError::NotFound(format!("live operator key {key_id}")))?;
-    let entry = record(&by, "operator_key.revoked", &operator, Some(key_id));
-    audit::append(&mut tx, store.cipher().ok(), Record { detail: Some(Detail::key(key_id)), ..entry })
-        .await?;
-    rules::keeps_an_admin(rows::enabled_admins(&mut tx).await?)?;
-    tx.commit().await.map_err(StoreError::from)?;
-    Ok(())
-}
-
-/// The enabled operator whose live key `token` is; `None` for any other
-/// token (a tenant's key, a revoked key, a disabled operator's).
-pub async fn authenticate(store: &Store, token: &str) -> Result<Option<Operator>, StoreError> {
-    let Some(id) = api_key::key_id_with(OPERATOR_PREFIX, token) else { return Ok(None) };
-    Ok(store.operator_by_key(id).await?.filter(|(_, hash)| api_key::matches(token, hash)).map(|(o, _)| o))
 }
 
 /// The audit actor of an operator.
@@ -200,21 +145,34 @@ pub(super) async fn insert(
     cipher: Option<&Cipher>,
     (actor, action, reason): (&Actor, &str, Option<&str>),
     operator: Operator,
-    keyed: bool,
+    (environment, keyed): (Environment, bool),
 ) -> Result<Created, OperatorError> {
     let key = keyed.then(|| api_key::generate_with(OPERATOR_PREFIX));
-    let entry = record(actor, action, &operator.id, reason);
-    let detail =
-        Some(Detail { key_id: key.as_ref().map(|k| k.id.clone()), ..Detail::roles(&operator.roles) });
-    audit::append(tx, cipher, Record { detail, ..entry }).await?;
     let now = operator.created_at.timestamp_micros();
+    let expires_at = key_rules::key_expiry(environment, now, None, None)?;
+    let link = people::Link::new();
+    let entry = record(actor, action, &operator.id, reason);
+    let detail = Detail {
+        key_id: key.as_ref().map(|k| k.id.clone()),
+        expires_at: key.as_ref().and(expires_at),
+        link_sha256: Some(link.hash.clone()),
+        ..Detail::roles(&operator.roles)
+    };
+    audit::append(tx, cipher, Record { detail: Some(detail), ..entry }).await?;
     rows::insert(tx, &operator, now).await?;
-    let invited = people::invite_operator(tx, &operator.id, &operator.email).await.map_err(|e| match e {
-        PeopleError::Store(error) => OperatorError::Store(error),
-        other => OperatorError::Invalid(other.to_string()),
-    })?;
+    let invited =
+        people::invite_operator(tx, &operator.id, &operator.email, &link).await.map_err(people_error)?;
     if let Some(key) = &key {
-        rows::insert_key(tx, &key.id, &operator.id, &api_key::stored(&key.hash), now).await?;
+        let hash = api_key::stored(&key.hash);
+        let row = rows::NewKey {
+            id: &key.id,
+            operator_id: &operator.id,
+            hash: &hash,
+            created_at: now,
+            expires_at,
+            parent: None,
+        };
+        rows::insert_key(tx, row).await?;
     }
     Ok(Created { operator, enrol_path: invited.enrol_path, key })
 }
@@ -288,6 +246,13 @@ pub async fn invite(
     };
     tx.commit().await.map_err(StoreError::from)?;
     Ok(invitation)
+}
+
+fn people_error(error: PeopleError) -> OperatorError {
+    match error {
+        PeopleError::Store(error) => OperatorError::Store(error),
+        other => OperatorError::Invalid(other.to_string()),
+    }
 }
 
 /// `admin` as the store holds it now, its row locked: still enabled and an

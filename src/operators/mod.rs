@@ -9,11 +9,14 @@ pub mod changes;
 pub mod enrolment;
 pub mod genesis;
 pub mod grants;
+pub mod key_rules;
+pub mod keys;
 pub mod manage;
 pub mod resource;
 pub mod rules;
 
 pub use grants::Outcome;
-pub use manage::{Created, NewOperator, OperatorError, authenticate};
+pub use keys::authenticate;
+pub use manage::{Created, NewOperator, OperatorError};
 pub use resource::{Change, ChangeKind, ChangeStatus, Operator, OperatorKey, Role};
 pub use rules::{Action, Refused};

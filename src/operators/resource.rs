@@ -101,6 +101,10 @@ pub struct OperatorKey {
     #[serde(serialize_with = "crate::deposits::resource::rfc3339_opt")]
     #[schema(value_type = Option<String>, format = DateTime)]
     pub revoked_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// When it stops working (`production`); `null`: never (`sandbox`).
+    #[serde(serialize_with = "crate::deposits::resource::rfc3339_opt")]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub expires_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// What a proposed change of operators does.
@@ -184,6 +188,10 @@ pub struct Proposal {
     pub email: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub roles: Option<Vec<Role>>,
+    /// A roles change: the roles the operator held when it was proposed
+    /// (it is not applied once they differ).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_roles: Option<Vec<Role>>,
 }
 
 /// A change of operators that waits for, or had, another admin's decision.
@@ -211,4 +219,22 @@ pub struct Change {
     pub reason: Option<String>,
     /// The refusing admin's reason.
     pub decision_reason: Option<String>,
+}
+
+impl Change {
+    /// What the entry that proposed it records, and the decision holds the
+    /// row against: the SHA-256 of its id, kind, target, proposer,
+    /// proposal and time, as a JSON array.
+    pub fn digest(&self) -> String {
+        let proposal = serde_json::to_string(&self.proposal).expect("a proposal serializes");
+        let fields = serde_json::json!([
+            self.id,
+            self.kind.as_str(),
+            self.target,
+            self.proposed_by,
+            proposal,
+            self.created_at.timestamp_micros()
+        ]);
+        crate::api_key::sha256_hex(fields.to_string().as_bytes())
+    }
 }

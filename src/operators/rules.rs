@@ -98,6 +98,22 @@ pub enum Refused {
          CUSTODY_INDEXER_EMAIL_FROM and CUSTODY_INDEXER_PUBLIC_URL (see docs/operations.md)"
     )]
     NoMail,
+    #[error("the change's proposer {0} is no longer an enabled admin: it is not approved (refuse it)")]
+    ProposerGone(String),
+    #[error(
+        "change {0} is not the change its proposal recorded in the audit log: it was written outside the service"
+    )]
+    Unrecorded(String),
+    #[error("operator {0}'s roles changed since the change was proposed: propose it again")]
+    Stale(String),
+    #[error("expires_in_days: {0} is not a number of days from 1 to 365")]
+    KeyDays(u32),
+    #[error("a second factor is required: enrol with one (in production every operator has one)")]
+    NoSecondFactor,
+    #[error(
+        "the code does not match your second factor, or was used already: enter the 6 digits your app shows now"
+    )]
+    WrongCode,
     #[error("change {id} is {status}: only a pending change is decided")]
     Decided { id: String, status: &'static str },
 }

@@ -334,6 +334,12 @@ async fn start(
     if let pepper::Peppering::Rekeyed(keys) = pepper::adopt(&store, pepper).await? {
         info!(keys, "operator and API keys re-keyed under the pepper");
     }
+    if environment == Environment::Production {
+        let bounded = crate::operators::keys::bound_existing(&store).await?;
+        if bounded > 0 {
+            info!(bounded, "operator keys made before keys expired now expire in 90 days");
+        }
+    }
     info!(%environment, "environment");
     Ok((store, environment, followed))
 }

@@ -219,3 +219,28 @@ pub async fn has_entry(tx: &mut Tx, action: &str, target_id: &str) -> Result<boo
         .await?;
     Ok(row.is_some())
 }
+
+/// Whether an entry recorded the enrol link whose stored hash is `hash`
+/// (its detail's `link_sha256`).
+pub async fn has_link(tx: &mut Tx, hash: &str) -> Result<bool, StoreError> {
+    if !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Ok(false);
+    }
+    let row = sqlx::query("SELECT seq FROM audit_log WHERE detail LIKE $1 LIMIT 1")
+        .bind(format!("%\"link_sha256\":\"{hash}\"%"))
+        .fetch_optional(&mut **tx)
+        .await?;
+    Ok(row.is_some())
+}
+
+/// The first entry of `action` about `target_id`.
+pub async fn entry_about(tx: &mut Tx, action: &str, target_id: &str) -> Result<Option<Entry>, StoreError> {
+    let row = sqlx::query(&format!(
+        "SELECT {COLUMNS} FROM audit_log WHERE action = $1 AND target_id = $2 ORDER BY seq LIMIT 1"
+    ))
+    .bind(action)
+    .bind(target_id)
+    .fetch_optional(&mut **tx)
+    .await?;
+    row.as_ref().map(entry).transpose()
+}

@@ -103,7 +103,7 @@ pub async fn use_enrolment(tx: &mut Tx, hash: &str, now: i64) -> Result<Option<S
     let row = sqlx::query(
         "UPDATE console_enrolments SET used_at = $1
          WHERE token_hash = $2 AND used_at IS NULL AND expires_at > $1
-           AND user_id IN (SELECT id FROM console_users WHERE removed_at IS NULL)
+           AND user_id IN (SELECT id FROM console_users WHERE removed_at IS NULL AND password_hash IS NULL)
          RETURNING user_id",
     )
     .bind(now)
@@ -195,6 +195,29 @@ pub async fn end_sessions_of(tx: &mut Tx, user_id: &str, now: i64) -> Result<(),
     Ok(())
 }
 
+/// Keeps the second factor's secret (sealed) an enrol page offered for
+/// the live link `hash`; `false` when the link is used or expired.
+pub async fn offer_totp(store: &Store, hash: &str, sealed: &str, now: i64) -> Result<bool, StoreError> {
+    let done = sqlx::query(
+        "UPDATE console_enrolments SET totp_secret = $1 WHERE token_hash = $2 AND used_at IS NULL AND expires_at > $3",
+    )
+    .bind(sealed)
+    .bind(hash)
+    .bind(now)
+    .execute(&store.pool)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// The secret offered for link `hash`, as stored.
+pub async fn offered_totp(store: &Store, hash: &str) -> Result<Option<String>, StoreError> {
+    let row = sqlx::query("SELECT totp_secret FROM console_enrolments WHERE token_hash = $1")
+        .bind(hash)
+        .fetch_optional(&store.pool)
+        .await?;
+    Ok(row.map(|r| r.try_get::<Option<String>, _>("totp_secret")).transpose()?.flatten())
+}
+
 /// A user, its row locked until `tx` ends.
 pub async fn lock_user(tx: &mut Tx, id: &str) -> Result<Option<User>, StoreError> {
     let lock = super::lock_suffix(tx);
@@ -258,6 +281,25 @@ fn open_totp(cipher: Option<&Cipher>, user_id: &str, value: String) -> Result<St
 }
 
 impl Store {
+    /// The present console sign-in of operator `operator_id`: its id and
+    /// its TOTP secret, opened.
+    pub async fn console_operator_factor(
+        &self,
+        operator_id: &str,
+    ) -> Result<Option<(String, Option<String>)>, StoreError> {
+        let row = sqlx::query(
+            "SELECT id, totp_secret FROM console_users WHERE operator_id = $1 AND removed_at IS NULL",
+        )
+        .bind(operator_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some(row) = row else { return Ok(None) };
+        let id: String = row.try_get("id")?;
+        let secret: Option<String> = row.try_get("totp_secret")?;
+        let secret = secret.map(|value| open_totp(self.cipher().ok(), &id, value)).transpose()?;
+        Ok(Some((id, secret)))
+    }
+
     /// A user by id, removed or not.
     pub async fn console_user(&self, id: &str) -> Result<Option<User>, StoreError> {
         let row = sqlx::query(&format!("SELECT {USER_COLUMNS} FROM console_users u WHERE u.id = $1"))

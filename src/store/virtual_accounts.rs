@@ -257,6 +257,45 @@ fn virtual_account_from_row(row: &AnyRow) -> Result<VirtualAccount, StoreError> 
     })
 }
 
+/// Records `number` as the account number `by` read from the bank for
+/// the `PENDING` virtual account `id`, to be confirmed by another
+/// operator; its organization, `None` when it is not pending.
+pub async fn propose_number(
+    tx: &mut Tx,
+    id: &str,
+    number: &str,
+    by: &str,
+) -> Result<Option<String>, StoreError> {
+    if number.is_empty() || !number.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(StoreError::Invalid(format!("account number {number:?}: digits only")));
+    }
+    let row = sqlx::query(
+        "UPDATE virtual_accounts SET proposed_number = $2, proposed_by = $3, updated_at = $4
+         WHERE id = $1 AND status = 'PENDING' RETURNING organization_id",
+    )
+    .bind(id)
+    .bind(number)
+    .bind(by)
+    .bind(now_micros())
+    .fetch_optional(&mut **tx)
+    .await?;
+    Ok(row.map(|r| r.try_get("organization_id")).transpose()?)
+}
+
+/// The number recorded for the `PENDING` virtual account `id` and who
+/// recorded it, the row locked.
+pub async fn proposed_number(tx: &mut Tx, id: &str) -> Result<Option<(String, String)>, StoreError> {
+    let lock = super::lock_suffix(tx);
+    let row = sqlx::query(&format!(
+        "SELECT proposed_number, proposed_by FROM virtual_accounts
+         WHERE id = $1 AND status = 'PENDING' AND proposed_number IS NOT NULL{lock}"
+    ))
+    .bind(id)
+    .fetch_optional(&mut **tx)
+    .await?;
+    row.map(|r| Ok((r.try_get("proposed_number")?, r.try_get("proposed_by")?))).transpose()
+}
+
 /// Writes, in `tx`, an operator's answer of the bank to the `PENDING`
 /// virtual account `id`: opened under `Ok(account_number)`, or refused for
 /// `Err(reason)`. Its organization when it changed it; `None` when the same

@@ -253,10 +253,15 @@ async fn principals_written_with_plain_sql_are_named() {
     for backend in BACKENDS {
         let db = TestDb::new(backend).await;
         let (admin, tom) = admin_and_treasurer(&db.store).await;
-        let spare = manage::create_key(&db.store, Environment::Sandbox, &admin.operator, &tom.operator.id)
-            .await
-            .unwrap();
-        manage::revoke_key(&db.store, &admin.operator, &spare.id).await.unwrap();
+        let spare = custody_indexer::operators::keys::create_key(
+            &db.store,
+            Environment::Sandbox,
+            &admin.operator,
+            &tom.operator.id,
+        )
+        .await
+        .unwrap();
+        custody_indexer::operators::keys::revoke_key(&db.store, &admin.operator, &spare.id).await.unwrap();
         db.store.create_organization("acme", None).await.unwrap();
         let secret = api_key::generate();
         api_key::manage::create_with(&db.store, "acme", "ci", (&secret.id, &secret.hash), &Actor::System)

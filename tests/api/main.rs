@@ -13,6 +13,7 @@ mod key_pepper;
 mod openapi;
 mod operator_changes;
 mod operator_decisions;
+mod operator_keys;
 mod operator_token;
 mod operators;
 mod signed_requests;

@@ -182,7 +182,7 @@ async fn one_admin_alone_cannot_grant_a_money_role_nor_reopen_genesis() {
         .unwrap();
         let forged = decide(&app, "chg_forged", "approve", &cid_key).await;
         assert_eq!(forged.status, 409, "{backend:?}: {:?}", forged.body);
-        assert!(forged.body["message"].as_str().unwrap().contains("no proposal in the audit log"));
+        assert!(forged.body["message"].as_str().unwrap().contains("written outside the service"));
 
         // Every step is in the log.
         let log = call(&app, Method::GET, "/operator/v1/audit?limit=200", &ada_key, json!({})).await;
@@ -218,4 +218,125 @@ async fn production_invites_no_one_without_mail_naming_the_variables() {
         assert!(message.contains(name), "{message}");
     }
     assert!(app.store().operators().await.unwrap().len() == 1, "nothing made");
+}
+
+/// A production app with mail through `smtp` (links on `public`), past
+/// genesis: Ada (the bootstrap's admin) and Bea, both enrolled; their ids
+/// and keys.
+async fn past_genesis(backend: common::db::Backend, smtp: &Smtp) -> (App, [(String, String); 2]) {
+    let settings = smtp.settings("https://custody.example");
+    let app =
+        spawn_configured(backend, Chains::default(), |state: ApiState| state.with_mail(Some(settings))).await;
+    let new = NewOperator { name: "Ada".into(), email: "ada@example.com".into(), roles: vec![Role::Admin] };
+    let ada =
+        manage::bootstrap(app.store(), Environment::Production, &Actor::local(None), new).await.unwrap();
+    let ada = (ada.operator.id.clone(), ada.key.unwrap().token.to_string());
+    let admins = common::governance::past_genesis(&app.base, app.store(), ada).await;
+    (app, [admins.first, admins.second])
+}
+
+async fn sql(app: &App, statement: &str, binds: &[&str]) {
+    let pool = sqlx::AnyPool::connect(&app.db.url).await.unwrap();
+    let mut query = sqlx::query(statement);
+    for bind in binds {
+        query = query.bind(*bind);
+    }
+    query.execute(&pool).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_owner_cannot_bend_a_change_nor_an_invitation() {
+    let smtp = Smtp::start().await;
+    for backend in BACKENDS {
+        let (app, [(ada_id, ada), (_, bea)]) = past_genesis(backend, &smtp).await;
+        let ops = "/operator/v1/operators";
+
+        // A proposal rewritten in the store is not what its entry recorded.
+        let tom = proposed(&app, Method::POST, ops, &ada, person("Tom", &["compliance"])).await;
+        let bent = r#"{"name":"Tom","email":"tom@example.com","roles":["admin","treasury"]}"#;
+        sql(&app, "UPDATE operator_changes SET proposal = $1 WHERE id = $2", &[bent, &tom]).await;
+        let refused = decide(&app, &tom, "approve", &bea).await;
+        assert_eq!(refused.status, 409, "{backend:?}: {:?}", refused.body);
+        assert!(refused.body["message"].as_str().unwrap().contains("written outside the service"));
+        // Nor is a proposer swapped so that the real one approves it.
+        let ok = r#"{"name":"Tom","email":"tom@example.com","roles":["compliance"]}"#;
+        sql(&app, "UPDATE operator_changes SET proposal = $1 WHERE id = $2", &[ok, &tom]).await;
+        let bea_id = app.store().operators().await.unwrap()[1].id.clone();
+        sql(&app, "UPDATE operator_changes SET proposed_by = $1 WHERE id = $2", &[&bea_id, &tom]).await;
+        assert_eq!(decide(&app, &tom, "approve", &ada).await.status, 409, "{backend:?}: swapped proposer");
+        sql(&app, "UPDATE operator_changes SET proposed_by = $1 WHERE id = $2", &[&ada_id, &tom]).await;
+        // A refused change set back to pending stays refused.
+        assert_eq!(decide(&app, &tom, "refuse", &bea).await.status, 200);
+        sql(&app, "UPDATE operator_changes SET status = 'PENDING', decided_by = NULL WHERE id = $1", &[&tom])
+            .await;
+        assert_eq!(decide(&app, &tom, "approve", &bea).await.status, 409, "{backend:?}: decided in the log");
+
+        // A display name is no address: what is shown is what is mailed.
+        let sly =
+            json!({ "name": "Al", "email": "al@example.com<mallory@evil.example>", "roles": ["treasury"] });
+        assert_eq!(call(&app, Method::POST, ops, &ada, sly).await.status, 400, "{backend:?}");
+
+        // An approved operator; its enrolment through a link of its own.
+        let cy = proposed(&app, Method::POST, ops, &ada, person("Cy", &["treasury"])).await;
+        let approved = decide(&app, &cy, "approve", &bea).await;
+        assert_eq!(approved.status, 200, "{backend:?}: {:?}", approved.body);
+
+        // A link row written with plain SQL enrols no one.
+        let cy_id = approved.body["created"]["operator"]["id"].as_str().unwrap().to_string();
+        let token = "a-link-the-database-owner-made";
+        let hash = custody_indexer::console::people::hash(token);
+        sql(
+            &app,
+            "INSERT INTO console_enrolments (token_hash, user_id, expires_at)
+             SELECT $1, id, 9000000000000000 FROM console_users WHERE operator_id = $2",
+            &[&hash, &cy_id],
+        )
+        .await;
+        let link = format!("{}/console/enrol/{token}", app.base);
+        let form =
+            "password=correct+horse+battery+staple&again=correct+horse+battery+staple&totp_secret=&code=";
+        let answer = alloy::transports::http::reqwest::Client::new()
+            .post(&link)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(form)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), 404, "{backend:?}: a forged link");
+        let live = app.store().operator_keys(&cy_id).await.unwrap();
+        assert!(live.is_empty(), "{backend:?}: no key for a forged enrolment");
+    }
+}
+
+#[tokio::test]
+async fn an_invitation_readdressed_in_the_store_is_sent_to_no_one() {
+    let smtp = Smtp::start().await;
+    let unsent = common::smtp::unsent("https://custody.example");
+    let app = spawn_configured(common::db::Backend::Postgres, Chains::default(), |state: ApiState| {
+        state.with_mail(Some(unsent))
+    })
+    .await;
+    let new = NewOperator { name: "Ada".into(), email: "ada@example.com".into(), roles: vec![Role::Admin] };
+    let ada =
+        manage::bootstrap(app.store(), Environment::Production, &Actor::local(None), new).await.unwrap();
+    let ada = ada.key.unwrap().token.to_string();
+    for name in ["Bea", "Cid"] {
+        let added = call(&app, Method::POST, "/operator/v1/operators", &ada, person(name, &["admin"])).await;
+        assert_eq!(added.status, 201, "{:?}", added.body);
+    }
+    // Queued, not sent (the service's relay is down, and the service
+    // stopped); then Bea's is readdressed by whoever writes the database.
+    app.stop();
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let readdress =
+        "UPDATE mail_outbox SET to_address = 'mallory@evil.example' WHERE to_address = 'bea@example.com'";
+    sql(&app, readdress, &[]).await;
+    sql(&app, "UPDATE mail_outbox SET next_at = 0, claimed_until = NULL", &[]).await;
+    let settings = smtp.settings("https://custody.example");
+    let transport = custody_indexer::mail::sender::transport(&settings).unwrap();
+    let sent = custody_indexer::mail::sender::send_due(app.store(), &settings, &transport).await.unwrap();
+    assert_eq!(sent, 1, "Cid's invitation only");
+    let link = smtp.link_to("cid@example.com", 1).await;
+    assert!(link.starts_with("https://custody.example/console/enrol/"), "{link}");
+    assert!(smtp.messages().iter().all(|m| !m.contains("mallory")), "nothing to the new address");
 }

@@ -36,6 +36,11 @@ impl App {
         &self.db.store
     }
 
+    /// Stops the service and its workers (the store stays).
+    pub fn stop(&self) {
+        self.shutdown.cancel();
+    }
+
     /// Creates `organization` (if new) and a key of it; returns the token.
     pub async fn key(&self, organization: &str) -> String {
         if !self.store().organizations().await.unwrap().iter().any(|o| o.id == organization) {

@@ -130,10 +130,17 @@ async fn in_production_an_operator_opens_the_virtual_account_and_two_operators_d
     let open = ["conversions", "virtual-accounts", "open", &va, "--account-number", "700000000001"];
     let direct = platform.env.command(&open).output().unwrap();
     assert!(!direct.status.success(), "a production store refuses an answer on it directly");
+    // Recorded by one operator, the number waits for another's confirmation.
+    let recorded = as_ann(&[&open[..], &["--reason", "the bank opened it"]].concat());
+    assert!(recorded.contains("VIRTUAL_ACCOUNT_STATUS_PENDING"), "{recorded}");
+    let confirm = ["conversions", "virtual-accounts", "confirm", &va];
+    let own = platform.as_operator(port, &ann, &confirm);
     assert!(
-        as_ann(&[&open[..], &["--reason", "the bank opened it"]].concat())
-            .contains("VIRTUAL_ACCOUNT_STATUS_ACTIVE")
+        !own.status.success() && String::from_utf8_lossy(&own.stderr).contains("403"),
+        "the recorder does not confirm: {own:?}"
     );
+    let as_bo = platform.as_operator(port, &bo, &confirm);
+    assert!(String::from_utf8_lossy(&as_bo.stdout).contains("VIRTUAL_ACCOUNT_STATUS_ACTIVE"), "{as_bo:?}");
     let page = platform.get(port, "/v2/identities/ada/virtual-accounts").await;
     let instructions = &page["virtual_accounts"][0]["deposit_instructions"];
     assert_eq!(

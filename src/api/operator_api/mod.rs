@@ -9,6 +9,7 @@ mod changes;
 mod conversions;
 mod identities;
 mod issuance;
+mod me;
 mod on_ramp;
 pub(super) mod operators;
 mod users;
@@ -30,6 +31,12 @@ use crate::operators::{self as wing, Operator, OperatorError, Refused};
 #[derive(Debug, Clone)]
 pub struct OperatorCaller(pub Operator);
 
+/// The key a request authenticated with.
+#[derive(Debug, Clone)]
+pub struct CallerKey {
+    pub id: String,
+}
+
 impl OperatorCaller {
     /// Refuses with `403` when the operator lacks the role `action` needs.
     pub fn may(&self, action: wing::Action) -> Result<(), ApiError> {
@@ -45,11 +52,22 @@ async fn authenticate(
     let token = bearer(request.headers()).map(str::to_string).ok_or_else(|| {
         ApiError::unauthorized("missing or malformed Authorization header; send `Bearer <OPERATOR_KEY>`")
     })?;
-    let operator = wing::authenticate(state.store(), &token)
-        .await?
-        .ok_or_else(|| ApiError::unauthorized("invalid or revoked operator key, or a disabled operator"))?;
+    let (operator, key_id) = match wing::keys::check(state.store(), &token).await? {
+        wing::keys::KeyCheck::Live { operator, key_id, .. } => (operator, key_id),
+        wing::keys::KeyCheck::Expired => {
+            return Err(ApiError::coded(
+                StatusCode::UNAUTHORIZED,
+                ErrorCode::KeyExpired,
+                "this operator key has expired: make a new one (POST /operator/v1/me/keys) before your last one expires",
+            ));
+        }
+        wing::keys::KeyCheck::Unknown => {
+            return Err(ApiError::unauthorized("invalid or revoked operator key, or a disabled operator"));
+        }
+    };
     tracing::debug!(operator = %operator.id, "operator authenticated");
     request.extensions_mut().insert(OperatorCaller(operator));
+    request.extensions_mut().insert(CallerKey { id: key_id });
     Ok(next.run(request).await)
 }
 
@@ -61,10 +79,14 @@ impl From<Refused> for ApiError {
             | Refused::AdminExisted
             | Refused::BootstrapAdminOnly
             | Refused::Genesis
-            | Refused::Decided { .. } => {
+            | Refused::Decided { .. }
+            | Refused::ProposerGone(_)
+            | Refused::Unrecorded(_)
+            | Refused::Stale(_) => {
                 ApiError::coded(StatusCode::CONFLICT, ErrorCode::Conflict, refusal.to_string())
             }
             Refused::NoRole => ApiError::invalid(format!("roles: {refusal}")),
+            Refused::KeyDays(_) => ApiError::invalid(refusal.to_string()),
             Refused::NoMail => ApiError::coded(
                 StatusCode::SERVICE_UNAVAILABLE,
                 ErrorCode::MailUnavailable,
@@ -93,6 +115,7 @@ pub(super) fn routes() -> (Router<ApiState>, utoipa::openapi::OpenApi) {
         .routes(routes!(operators::set_roles))
         .routes(routes!(operators::enable))
         .routes(routes!(operators::invite))
+        .routes(routes!(me::create_key))
         .routes(routes!(changes::list))
         .routes(routes!(changes::approve))
         .routes(routes!(changes::refuse))
@@ -112,6 +135,7 @@ pub(super) fn routes() -> (Router<ApiState>, utoipa::openapi::OpenApi) {
         .routes(routes!(on_ramp::record))
         .routes(routes!(on_ramp::import))
         .routes(routes!(on_ramp::open))
+        .routes(routes!(on_ramp::confirm))
         .routes(routes!(on_ramp::refuse))
         .routes(routes!(users::invite))
         .split_for_parts()

@@ -142,8 +142,45 @@ pub async fn open(
 ) -> Result<Json<VirtualAccount>, ApiError> {
     caller.may(Action::VirtualAccount)?;
     let by = actor(&caller.0);
-    let answer = Ok(request.account_number.as_str());
-    Ok(Json(virtual_account::answer(state.store(), &id, answer, &by, request.reason.as_deref()).await?))
+    let opened = (id.as_str(), request.account_number.as_str());
+    Ok(Json(
+        virtual_account::open(state.store(), state.environment(), opened, &by, request.reason.as_deref())
+            .await?,
+    ))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ConfirmRequest {
+    pub reason: Option<String>,
+}
+
+/// A second treasury operator confirms the account number another
+/// recorded (`production`): the virtual account opens under it.
+#[utoipa::path(post, operation_id = "confirmVirtualAccount", path = "/operator/v1/virtual-accounts/{virtual_account_id}/open/confirm",
+    tag = "operators", security(("operator_key" = [])), request_body = ConfirmRequest,
+    params(("virtual_account_id" = String, Path, description = "The virtual account's id")),
+    responses(
+        (status = 200, description = "The virtual account, ACTIVE", body = VirtualAccount),
+        (status = 403, description = "The caller is not `treasury`, or recorded the number", body = ErrorBody),
+        (status = 404, description = "No such virtual account", body = ErrorBody),
+        (status = 409, description = "No number waits for confirmation", body = ErrorBody),
+    ))]
+pub async fn confirm(
+    State(state): State<ApiState>,
+    Extension(caller): Extension<OperatorCaller>,
+    Path(id): Path<String>,
+    Body(request): Body<ConfirmRequest>,
+) -> Result<Json<VirtualAccount>, ApiError> {
+    caller.may(Action::VirtualAccount)?;
+    let by = actor(&caller.0);
+    let confirmed = virtual_account::confirm(state.store(), &id, &by, request.reason.as_deref()).await;
+    Ok(Json(confirmed.map_err(|error| match error {
+        refusal @ virtual_account::OpenError::FourEyes { .. } => {
+            ApiError::coded(StatusCode::FORBIDDEN, crate::api::ErrorCode::Forbidden, refusal.to_string())
+        }
+        virtual_account::OpenError::Store(error) => error.into(),
+    })?))
 }
 
 /// The bank refused a `PENDING` virtual account: the reason is its

@@ -304,7 +304,7 @@ pub async fn create_key(
     Extension(caller): Extension<OperatorCaller>,
     Path(id): Path<String>,
 ) -> Result<(StatusCode, Json<NewKey>), ApiError> {
-    let key = manage::create_key(state.store(), state.environment(), &caller.0, &id).await?;
+    let key = crate::operators::keys::create_key(state.store(), state.environment(), &caller.0, &id).await?;
     Ok((StatusCode::CREATED, Json(key.into())))
 }
 
@@ -322,7 +322,7 @@ pub async fn revoke_key(
     Extension(caller): Extension<OperatorCaller>,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    manage::revoke_key(state.store(), &caller.0, &id).await?;
+    crate::operators::keys::revoke_key(state.store(), &caller.0, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
