@@ -4,3 +4,6 @@
 -- some were shown to whoever invited: every unused one stops working, and
 -- an admin (or the tenant's admin) sends a fresh one.
 UPDATE console_enrolments SET expires_at = 0 WHERE used_at IS NULL;
+
+-- Entries looked up by what they are about: a link's, a change's.
+CREATE INDEX audit_log_target ON audit_log (target_id, seq);

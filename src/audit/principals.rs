@@ -142,8 +142,10 @@ impl Logged {
                 let logged = LoggedKey { owner: target, live, paired: false, fingerprint: None, expires_at };
                 self.operator_keys.insert(key, logged);
             }
+            // An expiry given to a key that had none; one the log set
+            // already is never moved later.
             ("operator_key.expiry_set", Some(Detail { key_id: Some(key), expires_at: Some(at), .. })) => {
-                if let Some(logged) = self.operator_keys.get_mut(&key) {
+                if let Some(logged) = self.operator_keys.get_mut(&key).filter(|k| k.expires_at.is_none()) {
                     logged.expires_at = Some(at);
                 }
             }
@@ -536,5 +538,43 @@ mod tests {
             ..Rows::default()
         };
         assert_eq!(logged.findings(&rows).len(), 2);
+    }
+
+    #[test]
+    fn an_expiry_the_log_set_is_never_moved_later_by_an_expiry_set() {
+        let mut logged = Logged::default();
+        let created = Detail { expires_at: Some(10), ..Detail::key("k1") };
+        logged.read(&entry("operator_key.created", "op_a", None, Some(created)));
+        logged.read(&entry(
+            "operator_key.expiry_set",
+            "op_a",
+            None,
+            Some(Detail { expires_at: Some(99), ..Detail::key("k1") }),
+        ));
+        let row = |expires_at| Rows {
+            operator_keys: vec![KeyRow {
+                id: "k1".into(),
+                owner: "op_a".into(),
+                live: true,
+                paired: false,
+                fingerprint: None,
+                expires_at,
+            }],
+            ..Rows::default()
+        };
+        assert!(logged.findings(&row(Some(10))).iter().all(|f| f.kind != "operator key"));
+        let moved = logged.findings(&row(Some(99)));
+        assert!(moved.iter().any(|f| f.why.contains("expires later than the log set it")), "{moved:?}");
+        assert!(!logged.findings(&row(None)).is_empty(), "an expiry taken away");
+        // A key of an older release had none: its first expiry_set holds.
+        let mut old = Logged::default();
+        old.read(&entry("operator_key.created", "op_a", None, Some(Detail::key("k1"))));
+        old.read(&entry(
+            "operator_key.expiry_set",
+            "op_a",
+            None,
+            Some(Detail { expires_at: Some(99), ..Detail::key("k1") }),
+        ));
+        assert!(old.findings(&row(Some(99))).is_empty());
     }
 }

@@ -101,6 +101,10 @@ pub enum VirtualAccountsCommand {
     /// (production): the virtual account opens under it.
     Confirm {
         id: String,
+        /// The account number you read from the bank: it must be the one
+        /// recorded.
+        #[arg(long)]
+        account_number: String,
         #[arg(long)]
         reason: Option<String>,
         #[command(flatten)]
@@ -218,8 +222,8 @@ pub async fn run(store: &Store, command: ConversionsCommand) -> anyhow::Result<(
 
 /// `conversions virtual-accounts`: the bank's answer to a virtual account.
 async fn virtual_account(store: &Store, command: VirtualAccountsCommand) -> anyhow::Result<()> {
-    if let VirtualAccountsCommand::Confirm { id, reason, deciding } = &command {
-        return confirm_virtual_account(store, id, reason.as_deref(), deciding).await;
+    if let VirtualAccountsCommand::Confirm { id, account_number, reason, deciding } = &command {
+        return confirm_virtual_account(store, (id, account_number), reason.as_deref(), deciding).await;
     }
     let (id, answer, reason, deciding) = match &command {
         VirtualAccountsCommand::Open { id, account_number, reason, deciding } => {
@@ -256,18 +260,18 @@ async fn virtual_account(store: &Store, command: VirtualAccountsCommand) -> anyh
 /// confirmation of a recorded account number.
 async fn confirm_virtual_account(
     store: &Store,
-    id: &str,
+    (id, number): (&str, &str),
     reason: Option<&str>,
     deciding: &Deciding,
 ) -> anyhow::Result<()> {
     let status = match deciding.via(store, reason, Action::VirtualAccount).await? {
         Via::Server(server) => {
             let path = format!("/operator/v1/virtual-accounts/{}/open/confirm", segment(id));
-            let account = server.post(&path, &json!({ "reason": reason })).await?;
+            let account = server.post(&path, &json!({ "account_number": number, "reason": reason })).await?;
             account["status"].as_str().unwrap_or_default().to_string()
         }
         Via::Store(actor) => {
-            virtual_account::confirm(store, id, &actor, reason).await?.status.as_str().to_string()
+            virtual_account::confirm(store, (id, number), &actor, reason).await?.status.as_str().to_string()
         }
     };
     println!("virtual account {id}: {status}");

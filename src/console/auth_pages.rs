@@ -198,7 +198,14 @@ pub async fn enrol(
     })?;
     let code = form.code.trim();
     let totp = (!code.is_empty()).then_some((form.totp_secret.as_str(), code));
-    let enrolment = Enrolment { token: &token, password: &form.password, again: &form.again, totp };
+    let operators_need_factor = state.environment() == crate::environment::Environment::Production;
+    let enrolment = Enrolment {
+        token: &token,
+        password: &form.password,
+        again: &form.again,
+        totp,
+        operators_need_factor,
+    };
     match crate::operators::enrolment::enrol(state.store(), state.environment(), enrolment).await {
         Ok((user, key)) => {
             let key = key.map(|first| first.secret.token.to_string());

@@ -81,7 +81,14 @@ pub async fn enrol(state: &ApiState, token: &str, body: &Bytes) -> Response {
         (Some(_), Err(error)) => return refused(error).into_response(),
     };
     let totp = offered.as_deref().zip(code);
-    let enrolment = Enrolment { token, password: &request.password, again: &request.password, totp };
+    let operators_need_factor = state.environment() == crate::environment::Environment::Production;
+    let enrolment = Enrolment {
+        token,
+        password: &request.password,
+        again: &request.password,
+        totp,
+        operators_need_factor,
+    };
     match crate::operators::enrolment::enrol(state.store(), state.environment(), enrolment).await {
         Ok((_, key)) => {
             let expires_at = key

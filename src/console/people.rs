@@ -168,6 +168,8 @@ pub struct Enrolment<'a> {
     /// The second factor's secret shown on the page (base32) and a code
     /// from it, when the person added one.
     pub totp: Option<(&'a str, &'a str)>,
+    /// Whether an operator's sign-in must add a second factor (`production`).
+    pub operators_need_factor: bool,
 }
 
 /// Sets the password (and second factor) of the user whose link `token` is:
@@ -195,8 +197,11 @@ pub async fn enrol_in(tx: &mut Tx, store: &Store, enrolment: Enrolment<'_>) -> R
     let gone = || PeopleError::Refused("this enrol link was used, has expired or does not exist".into());
     let link_hash = hash(enrolment.token);
     let user_id = rows::use_enrolment(tx, &link_hash, now_micros()).await?.ok_or_else(gone)?;
-    // A link row the log holds no entry for was not issued by the service.
-    if !crate::store::audit::has_link(tx, &link_hash).await? {
+    // A link row the log holds no entry for, about this very person, was
+    // not issued by the service.
+    let person = rows::lock_user(tx, &user_id).await?.ok_or_else(gone)?;
+    let about: Vec<&str> = [Some(user_id.as_str()), person.operator()].into_iter().flatten().collect();
+    if !crate::store::audit::has_link(tx, &link_hash, &about).await? {
         return Err(gone());
     }
     let totp = match (enrolment.totp, store.cipher()) {
@@ -222,6 +227,12 @@ pub async fn enrol_in(tx: &mut Tx, store: &Store, enrolment: Enrolment<'_>) -> R
         detail: None,
     };
     let user = rows::lock_user(tx, &user_id).await?.ok_or_else(gone)?;
+    if enrolment.operators_need_factor && user.operator().is_some() && enrolment.totp.is_none() {
+        return Err(PeopleError::Invalid(
+            "a second factor is required: scan the code with your authenticator app and enter the 6 digits it shows"
+                .into(),
+        ));
+    }
     let entry = Record { organization_id: user.organization(), ..entry };
     audit::append(tx, store.cipher().ok(), entry).await?;
     Ok(user)

@@ -130,8 +130,10 @@ pub struct VirtualAccountForm {
     reason: String,
 }
 
-/// `POST /console/queues/virtual-accounts/{id}/{open|refuse}`: opened with
-/// the bank's account number, or refused with the bank's reason.
+/// `POST /console/queues/virtual-accounts/{id}/{open|confirm|refuse}`: the
+/// bank's account number recorded (in `sandbox`: opened), a number another
+/// operator recorded confirmed (it opens), or refused with the bank's
+/// reason.
 pub async fn answer_virtual_account(
     State(state): State<ApiState>,
     user: OperatorUser,
@@ -139,12 +141,27 @@ pub async fn answer_virtual_account(
     Form(form): Form<VirtualAccountForm>,
 ) -> Result<Redirect, Page> {
     user.may(Action::VirtualAccount)?;
-    let answer = match verb.as_str() {
-        "open" => Ok(form.account_number.trim()),
-        "refuse" => Err(required(&form.reason)?),
+    let (number, actor) = (form.account_number.trim(), user.actor());
+    let reason = Some(form.reason.trim()).filter(|r| !r.is_empty());
+    match verb.as_str() {
+        "open" => {
+            let opened = (id.as_str(), number);
+            virtual_account::open(state.store(), state.environment(), opened, &actor, reason).await?;
+        }
+        "confirm" => {
+            let confirmed = virtual_account::confirm(state.store(), (&id, number), &actor, reason).await;
+            confirmed.map_err(|error| match error {
+                refusal @ virtual_account::OpenError::FourEyes { .. } => {
+                    Page::Error(axum::http::StatusCode::FORBIDDEN, refusal.to_string())
+                }
+                virtual_account::OpenError::Store(error) => error.into(),
+            })?;
+        }
+        "refuse" => {
+            let refusal = Err(required(&form.reason)?);
+            virtual_account::answer(state.store(), &id, refusal, &actor, None).await?;
+        }
         _ => return Err(Page::not_found()),
-    };
-    let reason = Some(form.reason.trim()).filter(|r| !r.is_empty() && answer.is_ok());
-    virtual_account::answer(state.store(), &id, answer, &user.actor(), reason).await?;
+    }
     Ok(Redirect::to("/console/queues"))
 }

@@ -78,17 +78,18 @@ pub async fn open(
     store.virtual_account(None, id).await
 }
 
-/// A second operator's confirmation of the number recorded for the
-/// `PENDING` virtual account `id`: it opens under that number. The
-/// recorder's own confirmation, or a break-glass one, is refused.
+/// A second operator's confirmation of `number`, the number they read
+/// from the bank, for the `PENDING` virtual account `id`: it opens when the
+/// number recorded is that one. The recorder's own confirmation, or a
+/// break-glass one, is refused.
 pub async fn confirm(
     store: &Store,
-    id: &str,
+    (id, number): (&str, &str),
     by: &Actor,
     reason: Option<&str>,
 ) -> Result<VirtualAccount, OpenError> {
     let mut tx = store.begin().await?;
-    let Some((number, recorder)) = rows::proposed_number(&mut tx, id).await? else {
+    let Some((recorded, recorder)) = rows::proposed_number(&mut tx, id).await? else {
         return Err(StoreError::Conflict(format!(
             "no account number waits for confirmation on virtual account {id}"
         ))
@@ -96,9 +97,16 @@ pub async fn confirm(
     };
     second_pair(&Actor::from_recorded(&recorder), by)
         .map_err(|refusal| OpenError::FourEyes { id: id.into(), refusal })?;
-    if let Some(organization) = rows::answer(&mut tx, id, Ok(&number)).await? {
+    if recorded != number.trim() {
+        return Err(StoreError::Conflict(format!(
+            "the number recorded for virtual account {id} is not {}: compare it with the bank's again",
+            number.trim()
+        ))
+        .into());
+    }
+    if let Some(organization) = rows::answer(&mut tx, id, Ok(recorded.as_str())).await? {
         let text = format!(
-            "{number}, recorded by {recorder}{}",
+            "{recorded}, recorded by {recorder}{}",
             reason.map(|r| format!(": {r}")).unwrap_or_default()
         );
         let record = entry(by, "virtual_account.opened", (id, &organization), Some(&text));

@@ -65,8 +65,9 @@ pub async fn approve(
     let cipher = store.cipher().ok();
     let mut tx = store.begin().await?;
     let change = decidable(&mut tx, admin, id).await?;
-    // Its proposer still an enabled admin: the proposal of a key since
-    // revoked, or of an admin since disabled, is refused, not approved.
+    // Its proposer still an enabled admin: the proposal of an admin since
+    // disabled or demoted is refused, not approved (those of a key since
+    // revoked were refused with the revocation).
     let proposer = ops::lock(&mut tx, &change.proposed_by).await?;
     if !proposer.is_some_and(|p| p.is_enabled() && p.has(super::resource::Role::Admin)) {
         return Err(Refused::ProposerGone(change.proposed_by.clone()).into());
@@ -132,6 +133,27 @@ async fn decidable(tx: &mut Tx, admin: &Operator, id: &str) -> Result<Change, Op
         return Err(Refused::Unrecorded(id.to_string()).into());
     }
     Ok(change)
+}
+
+/// Refuses every pending change `proposer` proposed, in `tx`, for
+/// `reason`, each with its entry by the service.
+pub(super) async fn refuse_pending_of(
+    tx: &mut Tx,
+    cipher: Option<&Cipher>,
+    proposer: &str,
+    reason: &str,
+) -> Result<(), OperatorError> {
+    for id in rows::pending_of(tx, proposer).await? {
+        if rows::decide(tx, &id, ChangeStatus::Refused, None, Some(reason), now_micros()).await? {
+            audit::append(
+                tx,
+                cipher,
+                on_change(&Actor::System, "operator_change.refused", &id, Some(reason)),
+            )
+            .await?;
+        }
+    }
+    Ok(())
 }
 
 /// An entry about change `id`.

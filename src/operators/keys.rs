@@ -169,10 +169,19 @@ pub async fn revoke_key(store: &Store, admin: &Operator, key_id: &str) -> Result
         .ok_or_else(|| StoreError::NotFound(format!("live operator key {key_id}")))?;
     let entry = record(&by, "operator_key.revoked", &operator, Some(key_id));
     audit::append(&mut tx, cipher, Record { detail: Some(Detail::key(key_id)), ..entry }).await?;
+    let mut owners = vec![operator.clone()];
     for (child, owner) in rows::revoke_made_with(&mut tx, key_id, now).await? {
         let why = format!("{child}: made with {key_id}");
         let entry = record(&by, "operator_key.revoked", &owner, Some(&why));
         audit::append(&mut tx, cipher, Record { detail: Some(Detail::key(&child)), ..entry }).await?;
+        owners.push(owner);
+    }
+    // What a revoked key may have proposed is refused: its holder proposes
+    // again with a key of their own.
+    owners.dedup();
+    for owner in &owners {
+        let why = format!("proposed by {owner}, whose key {key_id} (or one made with it) was revoked");
+        super::changes::refuse_pending_of(&mut tx, cipher, owner, &why).await?;
     }
     rules::keeps_an_admin(rows::enabled_admins(&mut tx, now).await?)?;
     tx.commit().await.map_err(StoreError::from)?;

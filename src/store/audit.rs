@@ -220,17 +220,23 @@ pub async fn has_entry(tx: &mut Tx, action: &str, target_id: &str) -> Result<boo
     Ok(row.is_some())
 }
 
-/// Whether an entry recorded the enrol link whose stored hash is `hash`
-/// (its detail's `link_sha256`).
-pub async fn has_link(tx: &mut Tx, hash: &str) -> Result<bool, StoreError> {
-    if !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Ok(false);
+/// Whether an entry about one of `targets` (a console user, its operator)
+/// recorded the enrol link whose stored hash is `hash` (its detail's
+/// `link_sha256`).
+pub async fn has_link(tx: &mut Tx, hash: &str, targets: &[&str]) -> Result<bool, StoreError> {
+    for target in targets {
+        let rows = sqlx::query("SELECT detail FROM audit_log WHERE target_id = $1 AND detail IS NOT NULL")
+            .bind(*target)
+            .fetch_all(&mut **tx)
+            .await?;
+        for row in rows {
+            let detail: String = row.try_get("detail")?;
+            if crate::audit::Detail::parse(&detail).and_then(|d| d.link_sha256).is_some_and(|h| h == hash) {
+                return Ok(true);
+            }
+        }
     }
-    let row = sqlx::query("SELECT seq FROM audit_log WHERE detail LIKE $1 LIMIT 1")
-        .bind(format!("%\"link_sha256\":\"{hash}\"%"))
-        .fetch_optional(&mut **tx)
-        .await?;
-    Ok(row.is_some())
+    Ok(false)
 }
 
 /// The first entry of `action` about `target_id`.

@@ -93,6 +93,17 @@ pub async fn pending_before(tx: &mut Tx, before: i64) -> Result<Vec<String>, Sto
     rows.iter().map(|r| Ok(r.try_get("id")?)).collect()
 }
 
+/// The ids of the pending changes `proposer` proposed.
+pub async fn pending_of(tx: &mut Tx, proposer: &str) -> Result<Vec<String>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT id FROM operator_changes WHERE status = 'PENDING' AND proposed_by = $1 ORDER BY id",
+    )
+    .bind(proposer)
+    .fetch_all(&mut **tx)
+    .await?;
+    rows.iter().map(|r| Ok(r.try_get("id")?)).collect()
+}
+
 /// Whether a pending change proposes a new operator with `email`.
 pub async fn email_pending(tx: &mut Tx, email: &str) -> Result<bool, StoreError> {
     let rows = sqlx::query(

@@ -20,6 +20,7 @@ use custody_indexer::{
     api::{ApiState, RateLimit},
     audit::Actor,
     config::Chains,
+    console::{people, rules::TenantRole},
     environment::Environment,
     operators::{NewOperator, Role, manage},
 };
@@ -284,7 +285,7 @@ async fn a_database_owner_cannot_bend_a_change_nor_an_invitation() {
         // A link row written with plain SQL enrols no one.
         let cy_id = approved.body["created"]["operator"]["id"].as_str().unwrap().to_string();
         let token = "a-link-the-database-owner-made";
-        let hash = custody_indexer::console::people::hash(token);
+        let hash = people::hash(token);
         sql(
             &app,
             "INSERT INTO console_enrolments (token_hash, user_id, expires_at)
@@ -305,6 +306,36 @@ async fn a_database_owner_cannot_bend_a_change_nor_an_invitation() {
         assert_eq!(answer.status(), 404, "{backend:?}: a forged link");
         let live = app.store().operator_keys(&cy_id).await.unwrap();
         assert!(live.is_empty(), "{backend:?}: no key for a forged enrolment");
+        // Nor does a tenant's link moved onto the operator's sign-in.
+        app.store().create_organization("acme", None).await.unwrap();
+        let invited =
+            people::invite(app.store(), "acme", "ten@acme.example", TenantRole::Viewer, &Actor::System)
+                .await
+                .unwrap();
+        let tenant_token = invited.enrol_path.rsplit('/').next().unwrap().to_string();
+        let moved =
+            "UPDATE console_enrolments SET user_id = (SELECT id FROM console_users WHERE operator_id = $1)
+             WHERE token_hash = $2";
+        sql(&app, moved, &[&cy_id, &people::hash(&tenant_token)]).await;
+        let link = format!("{}/console/enrol/{tenant_token}", app.base);
+        let answer = alloy::transports::http::reqwest::Client::new()
+            .post(&link)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(form)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), 404, "{backend:?}: a link made for someone else");
+
+        // A revoked key's proposals are refused with it.
+        let dee = proposed(&app, Method::POST, ops, &bea, person("Dee", &["compliance"])).await;
+        let bea_key_id = bea.split('_').nth(1).unwrap();
+        let revoke = format!("/operator/v1/operator-keys/{bea_key_id}/revoke");
+        assert_eq!(call(&app, Method::POST, &revoke, &ada, json!({})).await.status, 204, "{backend:?}");
+        let listed = call(&app, Method::GET, "/operator/v1/changes", &ada, json!({})).await;
+        let dee =
+            listed.body["changes"].as_array().unwrap().iter().find(|c| c["id"] == dee.as_str()).cloned();
+        assert_eq!(dee.unwrap()["status"], "REFUSED", "{backend:?}");
     }
 }
 

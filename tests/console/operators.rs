@@ -7,10 +7,11 @@
 use alloy::transports::http::reqwest::Method;
 use custody_indexer::{
     audit::Actor,
+    console::totp,
     environment::Environment,
     identity::{State, Step, Type},
     operators::{NewOperator, Role, manage},
-    store::NewIdentity,
+    store::{NewIdentity, now_micros},
 };
 use serde_json::json;
 
@@ -34,15 +35,27 @@ async fn operator(app: &App, name: &str, role: Role) -> (String, String, String)
     (created.operator.id, link, created.key.unwrap().token)
 }
 
-/// Enrols `name` from `link` and signs in; ends on the queues.
-async fn sign_in(browser: &Browser, app: &App, name: &str, link: &str) {
+/// Enrols `name` from `link` with the second factor production requires
+/// (the code of the step before, within the allowed skew) and signs in;
+/// ends on the queues. Answers the factor's secret.
+async fn sign_in(browser: &Browser, app: &App, name: &str, link: &str) -> String {
     browser.visit(link, &format!("enrol-{name}")).await;
+    let field = browser.find("input[name=totp_secret]").await;
+    let secret = field.attr("value").await.unwrap().unwrap();
     browser.fill("#password", PASSWORD).await;
     browser.fill("#again", PASSWORD).await;
+    browser.fill("#code", &totp::code(&secret, now_micros() - 30_000_000).unwrap()).await;
     browser.click("form button[type=submit]").await;
+    sign_in_again(browser, app, name, &totp::code(&secret, now_micros()).unwrap()).await;
+    secret
+}
+
+/// Signs `name` in with `code`; ends on the queues.
+async fn sign_in_again(browser: &Browser, app: &App, name: &str, code: &str) {
     browser.client.goto(&format!("{}/console/sign-in", app.base)).await.unwrap();
     browser.fill("#email", &format!("{name}@platform.example")).await;
     browser.fill("#password", PASSWORD).await;
+    browser.fill("#code", code).await;
     browser.click("form button[type=submit]").await;
     assert_eq!(browser.client.current_url().await.unwrap().path(), "/console/queues", "{name}");
 }
@@ -118,7 +131,7 @@ async fn operators_decide_from_the_queues_with_four_eyes_on_wires() {
     sign_out(&browser).await;
 
     // The recorder: no approve action, and the service refuses it anyway.
-    sign_in(&browser, &app, "tom", &tom_link).await;
+    let tom_secret = sign_in(&browser, &app, "tom", &tom_link).await;
     browser.check("queues-recorder").await;
     let row = browser.text("#wires tbody").await;
     assert!(row.contains(&mint) && row.contains("you recorded it"), "{row}");
@@ -142,14 +155,24 @@ async fn operators_decide_from_the_queues_with_four_eyes_on_wires() {
     assert_ne!(status.as_str(), "AWAITING_APPROVAL", "approved: {status:?}");
     browser.check("queues-approved").await;
 
-    // A virtual account waiting for the bank: opened with its number.
+    // A virtual account waiting for the bank: its number recorded by one
+    // operator, opened when another confirms the same number.
     let row = browser.text("#virtual-accounts tbody").await;
     assert!(row.contains(&va), "{row}");
     browser.fill("#number-1", "900100200300").await;
     browser.click("#virtual-accounts form[action$='/open'] button").await;
+    let status = |listed: serde_json::Value| {
+        let found =
+            listed["virtual_accounts"].as_array().unwrap().iter().find(|v| v["id"] == va.as_str()).cloned();
+        found.unwrap()["status"].as_str().unwrap().to_string()
+    };
     let listed = app.get("/v2/identities/ada/virtual-accounts", &key).await;
-    let opened =
-        listed.body["virtual_accounts"].as_array().unwrap().iter().find(|v| v["id"] == va.as_str()).unwrap();
-    assert_eq!(opened["status"], "VIRTUAL_ACCOUNT_STATUS_ACTIVE", "{opened}");
+    assert_eq!(status(listed.body), "VIRTUAL_ACCOUNT_STATUS_PENDING", "one operator alone opens nothing");
+    sign_out(&browser).await;
+    sign_in_again(&browser, &app, "tom", &totp::code(&tom_secret, now_micros() + 30_000_000).unwrap()).await;
+    browser.fill("#confirm-1", "900100200300").await;
+    browser.click("#virtual-accounts form[action$='/confirm'] button").await;
+    let listed = app.get("/v2/identities/ada/virtual-accounts", &key).await;
+    assert_eq!(status(listed.body), "VIRTUAL_ACCOUNT_STATUS_ACTIVE");
     assert!(browser.text("#virtual-accounts caption").await.starts_with("0 "));
 }

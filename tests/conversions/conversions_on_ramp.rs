@@ -133,7 +133,13 @@ async fn in_production_an_operator_opens_the_virtual_account_and_two_operators_d
     // Recorded by one operator, the number waits for another's confirmation.
     let recorded = as_ann(&[&open[..], &["--reason", "the bank opened it"]].concat());
     assert!(recorded.contains("VIRTUAL_ACCOUNT_STATUS_PENDING"), "{recorded}");
-    let confirm = ["conversions", "virtual-accounts", "confirm", &va];
+    let confirm = ["conversions", "virtual-accounts", "confirm", &va, "--account-number", "700000000001"];
+    let other = ["conversions", "virtual-accounts", "confirm", &va, "--account-number", "700000000002"];
+    let mismatch = platform.as_operator(port, &bo, &other);
+    assert!(
+        !mismatch.status.success() && String::from_utf8_lossy(&mismatch.stderr).contains("409"),
+        "another number than the one recorded: {mismatch:?}"
+    );
     let own = platform.as_operator(port, &ann, &confirm);
     assert!(
         !own.status.success() && String::from_utf8_lossy(&own.stderr).contains("403"),

@@ -152,6 +152,9 @@ pub async fn open(
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ConfirmRequest {
+    /// The number the confirming operator read from the bank: it must be
+    /// the one recorded.
+    pub account_number: String,
     pub reason: Option<String>,
 }
 
@@ -164,7 +167,7 @@ pub struct ConfirmRequest {
         (status = 200, description = "The virtual account, ACTIVE", body = VirtualAccount),
         (status = 403, description = "The caller is not `treasury`, or recorded the number", body = ErrorBody),
         (status = 404, description = "No such virtual account", body = ErrorBody),
-        (status = 409, description = "No number waits for confirmation", body = ErrorBody),
+        (status = 409, description = "No number waits for confirmation, or another number was recorded", body = ErrorBody),
     ))]
 pub async fn confirm(
     State(state): State<ApiState>,
@@ -174,7 +177,8 @@ pub async fn confirm(
 ) -> Result<Json<VirtualAccount>, ApiError> {
     caller.may(Action::VirtualAccount)?;
     let by = actor(&caller.0);
-    let confirmed = virtual_account::confirm(state.store(), &id, &by, request.reason.as_deref()).await;
+    let confirming = (id.as_str(), request.account_number.as_str());
+    let confirmed = virtual_account::confirm(state.store(), confirming, &by, request.reason.as_deref()).await;
     Ok(Json(confirmed.map_err(|error| match error {
         refusal @ virtual_account::OpenError::FourEyes { .. } => {
             ApiError::coded(StatusCode::FORBIDDEN, crate::api::ErrorCode::Forbidden, refusal.to_string())
