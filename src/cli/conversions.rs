@@ -101,10 +101,10 @@ pub enum VirtualAccountsCommand {
     /// (production): the virtual account opens under it.
     Confirm {
         id: String,
-        /// The account number you read from the bank: it must be the one
-        /// recorded.
+        /// The account number you read from the bank: when given, it must
+        /// be the one recorded.
         #[arg(long)]
-        account_number: String,
+        account_number: Option<String>,
         #[arg(long)]
         reason: Option<String>,
         #[command(flatten)]
@@ -223,7 +223,8 @@ pub async fn run(store: &Store, command: ConversionsCommand) -> anyhow::Result<(
 /// `conversions virtual-accounts`: the bank's answer to a virtual account.
 async fn virtual_account(store: &Store, command: VirtualAccountsCommand) -> anyhow::Result<()> {
     if let VirtualAccountsCommand::Confirm { id, account_number, reason, deciding } = &command {
-        return confirm_virtual_account(store, (id, account_number), reason.as_deref(), deciding).await;
+        return confirm_virtual_account(store, (id, account_number.as_deref()), reason.as_deref(), deciding)
+            .await;
     }
     let (id, answer, reason, deciding) = match &command {
         VirtualAccountsCommand::Open { id, account_number, reason, deciding } => {
@@ -260,7 +261,7 @@ async fn virtual_account(store: &Store, command: VirtualAccountsCommand) -> anyh
 /// confirmation of a recorded account number.
 async fn confirm_virtual_account(
     store: &Store,
-    (id, number): (&str, &str),
+    (id, number): (&str, Option<&str>),
     reason: Option<&str>,
     deciding: &Deciding,
 ) -> anyhow::Result<()> {

@@ -282,6 +282,14 @@ fn print_created_answer(server: &Server, answer: &serde_json::Value) -> anyhow::
     Ok(())
 }
 
+/// Whether a listed key's `expires_at` has passed.
+fn expired(expires_at: &serde_json::Value) -> bool {
+    expires_at
+        .as_str()
+        .and_then(|at| chrono::DateTime::parse_from_rfc3339(at).ok())
+        .is_some_and(|at| at <= chrono::Utc::now())
+}
+
 /// Prints the change an answer holds, if it holds one.
 pub(super) fn print_change(answer: &serde_json::Value) -> bool {
     let change = &answer["change"];
@@ -308,9 +316,9 @@ fn print_list(list: &[serde_json::Value], json: bool) -> anyhow::Result<()> {
     }
     for entry in list {
         let operator = &entry["operator"];
-        let live = entry["keys"]
-            .as_array()
-            .map_or(0, |keys| keys.iter().filter(|k| k["revoked_at"].is_null()).count());
+        let live = entry["keys"].as_array().map_or(0, |keys| {
+            keys.iter().filter(|k| k["revoked_at"].is_null() && !expired(&k["expires_at"])).count()
+        });
         let state = if operator["disabled_at"].is_null() { "enabled" } else { "DISABLED" };
         println!(
             "{} {} <{}> roles {} {state}, {live} live key(s)",

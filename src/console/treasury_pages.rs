@@ -149,7 +149,8 @@ pub async fn answer_virtual_account(
             virtual_account::open(state.store(), state.environment(), opened, &actor, reason).await?;
         }
         "confirm" => {
-            let confirmed = virtual_account::confirm(state.store(), (&id, number), &actor, reason).await;
+            let confirmed =
+                virtual_account::confirm(state.store(), (&id, Some(number)), &actor, reason).await;
             confirmed.map_err(|error| match error {
                 refusal @ virtual_account::OpenError::FourEyes { .. } => {
                     Page::Error(axum::http::StatusCode::FORBIDDEN, refusal.to_string())

@@ -78,13 +78,15 @@ pub async fn open(
     store.virtual_account(None, id).await
 }
 
-/// A second operator's confirmation of `number`, the number they read
-/// from the bank, for the `PENDING` virtual account `id`: it opens when the
-/// number recorded is that one. The recorder's own confirmation, or a
+/// A second operator's confirmation of the number recorded for the
+/// `PENDING` virtual account `id`: it opens under it. Given `number` (the
+/// one the confirming operator read from the bank), it opens only when the
+/// number recorded is that one, so that a number recorded again meanwhile
+/// is never confirmed unseen. The recorder's own confirmation, or a
 /// break-glass one, is refused.
 pub async fn confirm(
     store: &Store,
-    (id, number): (&str, &str),
+    (id, number): (&str, Option<&str>),
     by: &Actor,
     reason: Option<&str>,
 ) -> Result<VirtualAccount, OpenError> {
@@ -97,10 +99,9 @@ pub async fn confirm(
     };
     second_pair(&Actor::from_recorded(&recorder), by)
         .map_err(|refusal| OpenError::FourEyes { id: id.into(), refusal })?;
-    if recorded != number.trim() {
+    if let Some(number) = number.map(str::trim).filter(|n| *n != recorded) {
         return Err(StoreError::Conflict(format!(
-            "the number recorded for virtual account {id} is not {}: compare it with the bank's again",
-            number.trim()
+            "the number recorded for virtual account {id} is not {number}: compare it with the bank's again"
         ))
         .into());
     }

@@ -236,6 +236,13 @@ async fn past_genesis(backend: common::db::Backend, smtp: &Smtp) -> (App, [(Stri
     (app, [admins.first, admins.second])
 }
 
+/// Posts an urlencoded `form` to `url`: its status.
+async fn post_form(url: &str, form: &'static str) -> u16 {
+    let client = alloy::transports::http::reqwest::Client::new();
+    let request = client.post(url).header("content-type", "application/x-www-form-urlencoded").body(form);
+    request.send().await.unwrap().status().as_u16()
+}
+
 async fn sql(app: &App, statement: &str, binds: &[&str]) {
     let pool = sqlx::AnyPool::connect(&app.db.url).await.unwrap();
     let mut query = sqlx::query(statement);
@@ -296,14 +303,8 @@ async fn a_database_owner_cannot_bend_a_change_nor_an_invitation() {
         let link = format!("{}/console/enrol/{token}", app.base);
         let form =
             "password=correct+horse+battery+staple&again=correct+horse+battery+staple&totp_secret=&code=";
-        let answer = alloy::transports::http::reqwest::Client::new()
-            .post(&link)
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body(form)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(answer.status(), 404, "{backend:?}: a forged link");
+        let answer = post_form(&link, form).await;
+        assert_eq!(answer, 404, "{backend:?}: a forged link");
         let live = app.store().operator_keys(&cy_id).await.unwrap();
         assert!(live.is_empty(), "{backend:?}: no key for a forged enrolment");
         // Nor does a tenant's link moved onto the operator's sign-in.
@@ -318,14 +319,8 @@ async fn a_database_owner_cannot_bend_a_change_nor_an_invitation() {
              WHERE token_hash = $2";
         sql(&app, moved, &[&cy_id, &people::hash(&tenant_token)]).await;
         let link = format!("{}/console/enrol/{tenant_token}", app.base);
-        let answer = alloy::transports::http::reqwest::Client::new()
-            .post(&link)
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body(form)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(answer.status(), 404, "{backend:?}: a link made for someone else");
+        let answer = post_form(&link, form).await;
+        assert_eq!(answer, 404, "{backend:?}: a link made for someone else");
 
         // A revoked key's proposals are refused with it.
         let dee = proposed(&app, Method::POST, ops, &bea, person("Dee", &["compliance"])).await;

@@ -145,7 +145,8 @@ async fn in_production_an_operator_opens_the_virtual_account_and_two_operators_d
         !own.status.success() && String::from_utf8_lossy(&own.stderr).contains("403"),
         "the recorder does not confirm: {own:?}"
     );
-    let as_bo = platform.as_operator(port, &bo, &confirm);
+    // As the issue names it: the number recorded, confirmed.
+    let as_bo = platform.as_operator(port, &bo, &["conversions", "virtual-accounts", "confirm", &va]);
     assert!(String::from_utf8_lossy(&as_bo.stdout).contains("VIRTUAL_ACCOUNT_STATUS_ACTIVE"), "{as_bo:?}");
     let page = platform.get(port, "/v2/identities/ada/virtual-accounts").await;
     let instructions = &page["virtual_accounts"][0]["deposit_instructions"];

@@ -152,9 +152,9 @@ pub async fn open(
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ConfirmRequest {
-    /// The number the confirming operator read from the bank: it must be
-    /// the one recorded.
-    pub account_number: String,
+    /// The number the confirming operator read from the bank: when given,
+    /// it must be the one recorded (`409` otherwise).
+    pub account_number: Option<String>,
     pub reason: Option<String>,
 }
 
@@ -177,7 +177,7 @@ pub async fn confirm(
 ) -> Result<Json<VirtualAccount>, ApiError> {
     caller.may(Action::VirtualAccount)?;
     let by = actor(&caller.0);
-    let confirming = (id.as_str(), request.account_number.as_str());
+    let confirming = (id.as_str(), request.account_number.as_deref());
     let confirmed = virtual_account::confirm(state.store(), confirming, &by, request.reason.as_deref()).await;
     Ok(Json(confirmed.map_err(|error| match error {
         refusal @ virtual_account::OpenError::FourEyes { .. } => {
