@@ -12,12 +12,16 @@ use serde::Deserialize;
 use super::{
     frame::Frame,
     people::{self, Enrolment, PeopleError},
-    rules::MIN_PASSWORD,
+    resource::User,
+    rules::{MIN_PASSWORD, factor_required},
     sign_in::{self, SignInError},
     totp,
-    web::{Page, Signed, cleared_cookie, render, session_cookie},
+    web::{Page, Signed, Unfactored, cleared_cookie, render, session_cookie},
 };
-use crate::{api::ApiState, store::now_micros};
+use crate::{
+    api::ApiState,
+    store::{StoreError, now_micros},
+};
 
 #[derive(Template)]
 #[template(path = "console/sign_in.html")]
@@ -103,7 +107,7 @@ pub struct SignOutForm {
 /// `everywhere`, every session of the user.
 pub async fn sign_out(
     State(state): State<ApiState>,
-    Signed(session): Signed,
+    Unfactored(session): Unfactored,
     headers: HeaderMap,
     Form(form): Form<SignOutForm>,
 ) -> Result<Response, Page> {
@@ -120,6 +124,10 @@ struct EnrolPage {
     min_password: usize,
     totp_secret: String,
     totp_uri: String,
+    /// The same address as a QR code (`data:` SVG).
+    totp_qr: String,
+    /// Whether the second factor is required of this person.
+    factor_required: bool,
     message: Option<String>,
 }
 
@@ -145,18 +153,44 @@ pub async fn enrol_page(
     if super::enrol_api::wants_json(&headers) {
         return Ok(super::enrol_api::offer(&state, &token).await);
     }
-    let user = state.store().enrolment_user(&people::hash(&token), now_micros()).await?.ok_or_else(gone)?;
-    let secret = totp::new_secret();
-    let page = EnrolPage {
-        frame: Frame::anonymous(&state),
-        action: format!("{}{token}", people::ENROL_PATH),
-        min_password: MIN_PASSWORD,
-        totp_uri: totp::uri(&secret, &user.email),
-        totp_secret: secret,
-        email: user.email,
-        message: None,
+    // The secret is kept, sealed, with the link: the enrolment's code is
+    // checked against it, never against one the form sends.
+    let (user, secret) = match people::offer_second_factor(state.store(), &token).await {
+        Ok(offered) => offered.ok_or_else(gone)?,
+        Err(PeopleError::Store(StoreError::Pii(_))) => {
+            let user =
+                state.store().enrolment_user(&people::hash(&token), now_micros()).await?.ok_or_else(gone)?;
+            (user, totp::new_secret())
+        }
+        Err(error) => return Err(page_of(error)),
     };
+    let page = EnrolPage::new(&state, &token, &user, secret, None);
     Ok(render(StatusCode::OK, &page))
+}
+
+impl EnrolPage {
+    fn new(state: &ApiState, token: &str, user: &User, totp_secret: String, message: Option<String>) -> Self {
+        let production = state.environment() == crate::environment::Environment::Production;
+        EnrolPage {
+            frame: Frame::anonymous(state),
+            action: format!("{}{token}", people::ENROL_PATH),
+            min_password: MIN_PASSWORD,
+            totp_uri: totp::uri(&totp_secret, &user.email),
+            totp_qr: totp::qr(&totp::uri(&totp_secret, &user.email)),
+            factor_required: factor_required(production, user.role()),
+            totp_secret,
+            email: user.email.clone(),
+            message,
+        }
+    }
+}
+
+fn page_of(error: PeopleError) -> Page {
+    match error {
+        PeopleError::Invalid(message) => Page::Error(StatusCode::UNPROCESSABLE_ENTITY, message),
+        PeopleError::Refused(_) => gone(),
+        PeopleError::Store(error) => error.into(),
+    }
 }
 
 pub struct EnrolForm {
@@ -197,15 +231,23 @@ pub async fn enrol(
         Page::Error(StatusCode::UNPROCESSABLE_ENTITY, "the enrol form is incomplete".into())
     })?;
     let code = form.code.trim();
-    let totp = (!code.is_empty()).then_some((form.totp_secret.as_str(), code));
-    let operators_need_factor = state.environment() == crate::environment::Environment::Production;
-    let enrolment = Enrolment {
-        token: &token,
-        password: &form.password,
-        again: &form.again,
-        totp,
-        operators_need_factor,
+    // The secret offered with the link; the form's only on a store that
+    // cannot seal one.
+    let secret = match people::offered_second_factor(state.store(), &token).await {
+        Ok(Some(offered)) => offered,
+        Ok(None) if state.store().pii_key_id().is_some() && !code.is_empty() => {
+            return Err(Page::Error(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "this enrol form is out of date: open the link again".into(),
+            ));
+        }
+        Ok(None) | Err(PeopleError::Store(StoreError::Pii(_))) => form.totp_secret.clone(),
+        Err(error) => return Err(page_of(error)),
     };
+    let totp = (!code.is_empty()).then_some((secret.as_str(), code));
+    let production = state.environment() == crate::environment::Environment::Production;
+    let enrolment =
+        Enrolment { token: &token, password: &form.password, again: &form.again, totp, production };
     match crate::operators::enrolment::enrol(state.store(), state.environment(), enrolment).await {
         Ok((user, key)) => {
             let key = key.map(|first| first.secret.token.to_string());
@@ -215,18 +257,9 @@ pub async fn enrol(
         Err(PeopleError::Invalid(message)) => {
             let user =
                 state.store().enrolment_user(&people::hash(&token), now_micros()).await?.ok_or_else(gone)?;
-            let page = EnrolPage {
-                frame: Frame::anonymous(&state),
-                action: format!("{}{token}", people::ENROL_PATH),
-                min_password: MIN_PASSWORD,
-                totp_uri: totp::uri(&form.totp_secret, &user.email),
-                totp_secret: form.totp_secret,
-                email: user.email,
-                message: Some(message),
-            };
+            let page = EnrolPage::new(&state, &token, &user, secret, Some(message));
             Ok(render(StatusCode::UNPROCESSABLE_ENTITY, &page))
         }
-        Err(PeopleError::Refused(_)) => Err(gone()),
-        Err(PeopleError::Store(error)) => Err(error.into()),
+        Err(error) => Err(page_of(error)),
     }
 }

@@ -81,14 +81,9 @@ pub async fn enrol(state: &ApiState, token: &str, body: &Bytes) -> Response {
         (Some(_), Err(error)) => return refused(error).into_response(),
     };
     let totp = offered.as_deref().zip(code);
-    let operators_need_factor = state.environment() == crate::environment::Environment::Production;
-    let enrolment = Enrolment {
-        token,
-        password: &request.password,
-        again: &request.password,
-        totp,
-        operators_need_factor,
-    };
+    let production = state.environment() == crate::environment::Environment::Production;
+    let enrolment =
+        Enrolment { token, password: &request.password, again: &request.password, totp, production };
     match crate::operators::enrolment::enrol(state.store(), state.environment(), enrolment).await {
         Ok((_, key)) => {
             let expires_at = key

@@ -16,6 +16,7 @@ mod assets;
 mod auth_pages;
 mod books_page;
 mod enrol_api;
+mod factor_page;
 mod frame;
 mod hooks;
 mod hooks_page;
@@ -47,6 +48,7 @@ pub fn router(state: ApiState) -> Router<ApiState> {
         .route("/console/", get(auth_pages::home))
         .route("/console/sign-in", get(auth_pages::sign_in_page).post(auth_pages::sign_in))
         .route("/console/sign-out", post(auth_pages::sign_out))
+        .route("/console/second-factor", get(factor_page::show).post(factor_page::add))
         .route("/console/enrol/{token}", get(auth_pages::enrol_page).post(auth_pages::enrol))
         .route("/console/keys", get(keys_page::list).post(keys_page::create))
         .route("/console/keys/{id}", get(keys_page::show))

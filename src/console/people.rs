@@ -168,8 +168,9 @@ pub struct Enrolment<'a> {
     /// The second factor's secret shown on the page (base32) and a code
     /// from it, when the person added one.
     pub totp: Option<(&'a str, &'a str)>,
-    /// Whether an operator's sign-in must add a second factor (`production`).
-    pub operators_need_factor: bool,
+    /// Whether the store is `production`, where everyone who can move
+    /// money or make keys enrols with a second factor.
+    pub production: bool,
 }
 
 /// Sets the password (and second factor) of the user whose link `token` is:
@@ -227,7 +228,7 @@ pub async fn enrol_in(tx: &mut Tx, store: &Store, enrolment: Enrolment<'_>) -> R
         detail: None,
     };
     let user = rows::lock_user(tx, &user_id).await?.ok_or_else(gone)?;
-    if enrolment.operators_need_factor && user.operator().is_some() && enrolment.totp.is_none() {
+    if rules::factor_required(enrolment.production, user.role()) && enrolment.totp.is_none() {
         return Err(PeopleError::Invalid(
             "a second factor is required: scan the code with your authenticator app and enter the 6 digits it shows"
                 .into(),
@@ -235,6 +236,44 @@ pub async fn enrol_in(tx: &mut Tx, store: &Store, enrolment: Enrolment<'_>) -> R
     }
     let entry = Record { organization_id: user.organization(), ..entry };
     audit::append(tx, store.cipher().ok(), entry).await?;
+    Ok(user)
+}
+
+/// Adds the second factor `secret`, whose current code is `code`, to user
+/// `user_id`, who has none (a production admin, developer or operator who
+/// enrolled without one, or whose role now needs one).
+pub async fn add_second_factor(
+    store: &Store,
+    user_id: &str,
+    secret: &str,
+    code: &str,
+) -> Result<User, PeopleError> {
+    let step = super::totp::step(secret, code, now_micros()).ok_or_else(|| {
+        PeopleError::Invalid(
+            "the code does not match the second factor's secret: enter the 6 digits your app shows now"
+                .into(),
+        )
+    })?;
+    let sealed = store.cipher()?.seal(
+        secret.as_bytes(),
+        Place { column: "console_users.totp_secret", row: &rows::totp_place(user_id) },
+    );
+    let mut tx = store.begin().await?;
+    let user = rows::lock_user(&mut tx, user_id)
+        .await?
+        .filter(|user| user.enrolled && user.removed_at.is_none())
+        .ok_or_else(|| StoreError::NotFound(format!("user {user_id}")))?;
+    if user.totp {
+        return Err(PeopleError::Refused("this sign-in has a second factor already".into()));
+    }
+    rows::set_totp(&mut tx, user_id, &sealed, i64::try_from(step).unwrap_or(i64::MAX)).await?;
+    let actor = Actor::User(user_id.to_string());
+    let entry = record(&actor, "console_user.second_factor_added", user_id, None, None);
+    let entry = Record { organization_id: user.organization(), ..entry };
+    audit::append(&mut tx, store.cipher().ok(), entry).await?;
+    let user =
+        rows::lock_user(&mut tx, user_id).await?.ok_or_else(|| StoreError::NotFound(user_id.into()))?;
+    tx.commit().await.map_err(StoreError::from)?;
     Ok(user)
 }
 

@@ -93,6 +93,14 @@ pub enum TenantAction {
     UnpairedKeys,
 }
 
+/// Whether a person must have a second factor before any page: in
+/// `production`, everyone who can move money or make keys (an operator,
+/// `role` `None`, and a tenant's `admin` and `developer`); a tenant's
+/// `viewer` and everyone in `sandbox` may go without.
+pub fn factor_required(production: bool, role: Option<TenantRole>) -> bool {
+    production && role != Some(TenantRole::Viewer)
+}
+
 /// Why a password is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum WeakPassword {
@@ -238,6 +246,23 @@ mod tests {
         }
         assert_eq!(TenantRole::parse("Admin"), None);
         assert!("owner".parse::<TenantRole>().unwrap_err().contains("owner"));
+    }
+
+    #[test]
+    fn a_second_factor_is_required_in_production_of_who_can_move_money() {
+        let table = [
+            (true, None, true),
+            (true, Some(TenantRole::Admin), true),
+            (true, Some(TenantRole::Developer), true),
+            (true, Some(TenantRole::Viewer), false),
+            (false, None, false),
+            (false, Some(TenantRole::Admin), false),
+            (false, Some(TenantRole::Developer), false),
+            (false, Some(TenantRole::Viewer), false),
+        ];
+        for (production, role, expected) in table {
+            assert_eq!(factor_required(production, role), expected, "{production} {role:?}");
+        }
     }
 
     #[test]

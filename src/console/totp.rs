@@ -38,6 +38,15 @@ pub fn uri(secret: &str, email: &str) -> String {
     url.to_string()
 }
 
+/// `uri` as a QR code an authenticator app scans: an SVG `data:` address
+/// (the pages' `img-src` allows `data:`).
+pub fn qr(uri: &str) -> String {
+    use base64::Engine;
+    let Ok(code) = qrcode::QrCode::new(uri.as_bytes()) else { return String::new() };
+    let svg = code.render::<qrcode::render::svg::Color>().min_dimensions(200, 200).build();
+    format!("data:image/svg+xml;base64,{}", base64::engine::general_purpose::STANDARD.encode(svg))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -98,15 +98,38 @@ async fn session_of(state: &ApiState, parts: &Parts) -> Result<Option<Session>, 
     Ok(sign_in::session(state.store(), &token).await?)
 }
 
-/// A signed-in person, any kind.
+/// A signed-in person, any kind, who has the second factor their role
+/// needs (otherwise: to `/console/second-factor`).
 pub struct Signed(pub Session);
 
 impl FromRequestParts<ApiState> for Signed {
     type Rejection = Page;
 
     async fn from_request_parts(parts: &mut Parts, state: &ApiState) -> Result<Self, Page> {
-        session_of(state, parts).await?.map(Signed).ok_or(Page::SignIn)
+        let Unfactored(session) = Unfactored::from_request_parts(parts, state).await?;
+        if lacks_factor(state, &session) {
+            return Err(Page::AddFactor);
+        }
+        Ok(Signed(session))
     }
+}
+
+/// A signed-in person, with or without the second factor their role needs:
+/// for adding it, and for signing out.
+pub struct Unfactored(pub Session);
+
+impl FromRequestParts<ApiState> for Unfactored {
+    type Rejection = Page;
+
+    async fn from_request_parts(parts: &mut Parts, state: &ApiState) -> Result<Self, Page> {
+        session_of(state, parts).await?.map(Unfactored).ok_or(Page::SignIn)
+    }
+}
+
+/// Whether `session`'s person must add a second factor before any page.
+pub fn lacks_factor(state: &ApiState, session: &Session) -> bool {
+    let production = state.environment() == Environment::Production;
+    rules::factor_required(production, session.user.role()) && !session.user.totp
 }
 
 /// A signed-in tenant user: its organization and role. Operators get `404`.
@@ -144,6 +167,9 @@ impl FromRequestParts<ApiState> for Tenant {
 pub enum Page {
     /// Not signed in (or the session ended): to the sign-in page.
     SignIn,
+    /// Signed in without the second factor the role needs: to the page
+    /// that adds it.
+    AddFactor,
     /// An error page with its status and what to tell the person.
     Error(StatusCode, String),
 }
@@ -197,6 +223,7 @@ impl IntoResponse for Page {
     fn into_response(self) -> Response {
         match self {
             Page::SignIn => Redirect::to("/console/sign-in").into_response(),
+            Page::AddFactor => Redirect::to("/console/second-factor").into_response(),
             Page::Error(status, message) => {
                 let mut response = status.into_response();
                 response.extensions_mut().insert(Unrendered(status.as_u16(), message));

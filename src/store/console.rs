@@ -133,6 +133,20 @@ pub async fn set_password(
     Ok(())
 }
 
+/// Sets the second factor (already sealed) of a user who has none, with
+/// the TOTP step its first code used.
+pub async fn set_totp(tx: &mut Tx, user_id: &str, sealed: &str, step: i64) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE console_users SET totp_secret = $1, totp_last_step = $2 WHERE id = $3 AND totp_secret IS NULL",
+    )
+    .bind(sealed)
+    .bind(step)
+    .bind(user_id)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
 /// Sets a tenant user's role.
 pub async fn set_role(tx: &mut Tx, user_id: &str, role: TenantRole) -> Result<(), StoreError> {
     sqlx::query("UPDATE console_users SET role = $1 WHERE id = $2 AND removed_at IS NULL")

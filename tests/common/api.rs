@@ -139,10 +139,19 @@ impl Drop for Server {
 
 impl App {
     pub async fn another_server(&self, chains: Chains) -> Server {
+        self.another_configured(chains, |state| state).await
+    }
+
+    /// As [`App::another_server`], its state as `configure` makes it.
+    pub async fn another_configured(
+        &self,
+        chains: Chains,
+        configure: impl FnOnce(ApiState) -> ApiState,
+    ) -> Server {
         let store = super::db::unlocked(&Store::connect(&self.db.url).await.unwrap()).await;
         let listener = api::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
-        let state = ApiState::new(store, chains, Vec::<Chain>::new(), RateLimit::default());
+        let state = configure(ApiState::new(store, chains, Vec::<Chain>::new(), RateLimit::default()));
         let shutdown = CancellationToken::new();
         tokio::spawn(custody_indexer::service::workers::serve_api(listener, state, shutdown.clone()));
         Server { base, shutdown }

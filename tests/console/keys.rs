@@ -23,7 +23,7 @@ async fn status(base: &str, path: &str, key: &str) -> u16 {
 /// Enrols and signs in the tenant's admin; ends on the keys page.
 pub async fn enrol_and_sign_in(browser: &Browser, tenant: &Tenant) {
     browser.visit(&tenant.enrol_link, "enrol").await;
-    assert!(browser.text("header .environment").await.contains("PRODUCTION"));
+    assert!(browser.text("header .environment").await.contains("SANDBOX"));
     browser.fill("#password", PASSWORD).await;
     browser.fill("#again", PASSWORD).await;
     browser.click("form button[type=submit]").await;

@@ -9,6 +9,7 @@ mod common;
 
 mod browser;
 mod dev;
+mod factor;
 mod keys;
 mod operators;
 mod people;
@@ -41,8 +42,11 @@ pub const ADMIN_EMAIL: &str = "ada@acme.example";
 pub const PASSWORD: &str = "correct horse battery";
 
 impl Tenant {
+    /// A `sandbox` service (production's console asks its admins for a
+    /// second factor: tests/console/factor.rs).
     pub async fn new(backend: Backend) -> Tenant {
-        Self::configured(backend, |state| state).await
+        Self::configured(backend, |state| state.with_compliance(Environment::Sandbox, Default::default()))
+            .await
     }
 
     /// As [`Tenant::new`], its service's state as `configure` makes it.

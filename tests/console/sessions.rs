@@ -9,7 +9,7 @@ use super::{
     ADMIN_EMAIL, PASSWORD, Tenant,
     common::db::{BACKENDS, Backend},
 };
-use custody_indexer::config::Chains;
+use custody_indexer::{api::ApiState, config::Chains, environment::Environment};
 
 /// One HTTP answer of the console.
 pub struct Page {
@@ -38,7 +38,7 @@ pub fn client() -> reqwest::Client {
     reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap()
 }
 
-async fn read(answer: reqwest::Response) -> Page {
+pub async fn read(answer: reqwest::Response) -> Page {
     let header_text =
         |name| answer.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
     let set_cookie = header_text(header::SET_COOKIE);
@@ -154,7 +154,8 @@ async fn sessions_are_new_at_each_sign_in_shared_by_instances_and_ended_everywhe
         assert_eq!(kept.status, 200, "{backend:?}: {}", kept.body);
 
         // Another instance knows the session; sign-out there ends it here.
-        let other = tenant.app.another_server(Chains::default()).await;
+        let sandbox = |state: ApiState| state.with_compliance(Environment::Sandbox, Default::default());
+        let other = tenant.app.another_configured(Chains::default(), sandbox).await;
         let keys = get(&other.base, "/console/keys", Some(&a)).await;
         assert_eq!(keys.status, 200, "{backend:?}: {}", keys.body);
         let out = post(&other.base, "/console/sign-out", Some(&a), &[("csrf", &csrf(&keys.body))]).await;
@@ -250,7 +251,9 @@ async fn failed_now(tenant: &Tenant) {
 #[tokio::test]
 async fn sign_ins_are_slowed_per_email_and_client_and_per_client_behind_trusted_proxies() {
     let loopback: Vec<ipnet::IpNet> = vec!["127.0.0.1/32".parse().unwrap(), "::1/128".parse().unwrap()];
-    let tenant = Tenant::configured(Backend::Sqlite, |state| state.with_trusted_proxies(loopback)).await;
+    let sandbox = |state: ApiState| state.with_compliance(Environment::Sandbox, Default::default());
+    let tenant =
+        Tenant::configured(Backend::Sqlite, |state| sandbox(state).with_trusted_proxies(loopback)).await;
     let base = &tenant.app.base;
     enrol(&tenant.enrol_link, PASSWORD).await;
     for _ in 0..5 {

@@ -1,0 +1,96 @@
+//! `/console/second-factor`: in `production`, a person who can move money
+//! or make keys (an operator, a tenant's `admin` or `developer`) and has no
+//! second factor (enrolled before it was required, or given such a role
+//! since) adds one here before any other page answers. The secret offered
+//! travels in the form sealed to the session, so a code is checked only
+//! against a secret the service made.
+
+use askama::Template;
+use axum::{
+    Form,
+    extract::State,
+    http::StatusCode,
+    response::{IntoResponse, Redirect, Response},
+};
+use serde::Deserialize;
+
+use super::{
+    frame::Frame,
+    people::{self, PeopleError},
+    resource::Session,
+    totp,
+    web::{Page, Unfactored, lacks_factor, render},
+};
+use crate::{api::ApiState, pii::Place, store::StoreError};
+
+#[derive(Template)]
+#[template(path = "console/second_factor.html")]
+struct FactorPage {
+    frame: Frame,
+    totp_secret: String,
+    totp_uri: String,
+    totp_qr: String,
+    offer: String,
+    message: Option<String>,
+}
+
+const COLUMN: &str = "console_sessions.totp_offer";
+
+fn page(
+    state: &ApiState,
+    session: &Session,
+    secret: String,
+    message: Option<String>,
+) -> Result<FactorPage, Page> {
+    let cipher = state.store().cipher()?;
+    let offer = cipher.seal(secret.as_bytes(), Place { column: COLUMN, row: &[&session.id_hash] });
+    let mut frame = Frame::of(state, session, "");
+    frame.nav.clear();
+    let totp_uri = totp::uri(&secret, &session.user.email);
+    Ok(FactorPage { frame, totp_qr: totp::qr(&totp_uri), totp_uri, totp_secret: secret, offer, message })
+}
+
+/// `GET /console/second-factor`: a new secret to add.
+pub async fn show(State(state): State<ApiState>, Unfactored(session): Unfactored) -> Result<Response, Page> {
+    if !lacks_factor(&state, &session) {
+        return Ok(Redirect::to("/console/").into_response());
+    }
+    Ok(render(StatusCode::OK, &page(&state, &session, totp::new_secret(), None)?))
+}
+
+#[derive(Deserialize)]
+pub struct FactorForm {
+    offer: String,
+    #[serde(default)]
+    code: String,
+}
+
+/// `POST /console/second-factor`: the secret offered and a current code
+/// from it; the factor is the user's from now on.
+pub async fn add(
+    State(state): State<ApiState>,
+    Unfactored(session): Unfactored,
+    Form(form): Form<FactorForm>,
+) -> Result<Response, Page> {
+    let place = Place { column: COLUMN, row: &[&session.id_hash] };
+    let secret = state.store().cipher()?.open_text(&form.offer, place).map_err(|_| {
+        Page::Error(StatusCode::UNPROCESSABLE_ENTITY, "this form is out of date: reload the page".into())
+    })?;
+    match people::add_second_factor(state.store(), &session.user.id, &secret, &form.code).await {
+        Ok(user) => {
+            tracing::info!(user = %user.id, "console: second factor added");
+            Ok(Redirect::to("/console/").into_response())
+        }
+        Err(PeopleError::Invalid(message)) => {
+            Ok(render(StatusCode::UNPROCESSABLE_ENTITY, &page(&state, &session, secret, Some(message))?))
+        }
+        Err(PeopleError::Refused(_)) => Ok(Redirect::to("/console/").into_response()),
+        Err(PeopleError::Store(error)) => Err(Page::from(error)),
+    }
+}
+
+impl From<crate::pii::PiiError> for Page {
+    fn from(error: crate::pii::PiiError) -> Self {
+        Page::from(StoreError::Pii(error))
+    }
+}
