@@ -217,6 +217,7 @@ mod tests {
             ("POST", "/v2/webhooks/{webhook_id}/rotate-signing-key", true),
             ("GET", "/v2/events", true),
             ("POST", "/operator/v1/organizations/{organization_id}/users", true),
+            ("PUT", "/operator/v1/organizations/{organization_id}/contact", true),
         ] {
             assert_eq!(is_extension(method, path), extension, "{method} {path}");
         }

@@ -17,6 +17,7 @@ use crate::{
     deposits::resource::{Deposit, OwnTransfer, format_time},
     family::rules::account_addresses,
     keys::KeyRef,
+    operators::tenants,
     request_signature::PublicKey,
     store::{ApiKey, NewAccount, Store},
 };
@@ -197,10 +198,12 @@ fn print_deposit(d: &Deposit) {
 
 pub async fn organizations(store: &Store, command: OrganizationsCommand) -> anyhow::Result<()> {
     match command {
-        OrganizationsCommand::Create { id, name } => {
-            let organization = store.create_organization(&id, name.as_deref()).await?;
+        OrganizationsCommand::Create { id, name, contact_email } => {
+            let made = (id.as_str(), name.as_deref(), contact_email.as_deref());
+            let organization = tenants::create_organization(store, made, &Actor::local(None)).await?;
             println!("created organization {} ({})", organization.id, organization.name);
         }
+        OrganizationsCommand::Contact { .. } => unreachable!("served through the service"),
         OrganizationsCommand::List { json } => {
             let organizations = store.organizations().await?;
             if json {

@@ -296,7 +296,7 @@ pub enum DepositsCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum OrganizationsCommand {
-    /// Create an organization.
+    /// Create an organization (on the store; audited).
     Create {
         /// Letters, digits, `-` and `_`, up to 64.
         #[arg(long)]
@@ -304,6 +304,21 @@ pub enum OrganizationsCommand {
         /// A display name (default: the id).
         #[arg(long)]
         name: Option<String>,
+        /// Its contact address: where a production invitation of its first
+        /// console admin is mailed.
+        #[arg(long)]
+        contact_email: Option<String>,
+    },
+    /// Set an organization's contact address, through the service by an
+    /// operator `admin`: a change another admin approves in `production`.
+    Contact {
+        id: String,
+        #[arg(long)]
+        email: String,
+        #[arg(long)]
+        reason: Option<String>,
+        #[command(flatten)]
+        server: operators::ServerArg,
     },
     /// List organizations.
     List {
@@ -394,8 +409,11 @@ impl Cli {
                 conversions::run(&identities::open(&url).await?, command).await?
             }
             Command::Deposits(command) => admin::deposits(&Store::open(&url).await?, command).await?,
+            Command::Organizations(OrganizationsCommand::Contact { id, email, reason, server }) => {
+                users::contact(&id, &email, reason.as_deref(), &server).await?
+            }
             Command::Organizations(command) => {
-                admin::organizations(&Store::open(&url).await?, command).await?
+                admin::organizations(&identities::open(&url).await?, command).await?
             }
             Command::ApiKeys(command) => admin::api_keys(&Store::open(&url).await?, command).await?,
             Command::Webhooks(command) => return webhooks::webhooks(&url, command).await,

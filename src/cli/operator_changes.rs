@@ -22,6 +22,9 @@ pub async fn run(command: ChangesCommand) -> anyhow::Result<()> {
             let server = server.required("approving a change")?;
             let answer = server.post(&format!("/operator/v1/changes/{id}/approve"), &json!({})).await?;
             print_change(&answer);
+            if let Some(invitation) = answer["invitation"].as_str() {
+                println!("the enrol link was {invitation}");
+            }
         }
         ChangesCommand::Refuse { id, reason, server } => {
             let server = server.required("refusing a change")?;
@@ -37,8 +40,10 @@ fn print_line(change: &Value) {
     let proposal = &change["proposal"];
     let roles = proposal["roles"].as_array().map(|r| r.iter().map(str_of).collect::<Vec<_>>().join(","));
     let mut what = String::new();
-    if let Some(name) = proposal["name"].as_str() {
-        what.push_str(&format!(" {name} <{}>", str_of(&proposal["email"])));
+    match (proposal["name"].as_str(), proposal["email"].as_str()) {
+        (Some(name), email) => what.push_str(&format!(" {name} <{}>", email.unwrap_or_default())),
+        (None, Some(email)) => what.push_str(&format!(" <{email}>")),
+        (None, None) => {}
     }
     if let Some(roles) = roles {
         what.push_str(&format!(" roles {roles}"));

@@ -15,7 +15,8 @@ use super::{
 use crate::{
     api_key::sha256_hex,
     audit::{self, Actor, Detail, Record},
-    pii::Place,
+    mail::Invitations,
+    pii::{Cipher, Place},
     store::{Store, StoreError, Tx, console as rows, now_micros},
 };
 
@@ -36,11 +37,13 @@ pub enum PeopleError {
     Store(#[from] StoreError),
 }
 
-/// A user just invited and its enrol link's path, shown once. `Debug`
-/// leaves the path out.
+/// A user just invited and its enrol link's path, shown once, or mailed
+/// to the user's address (`mailed_to`; `production`). `Debug` leaves the
+/// path out.
 pub struct Invited {
     pub user: User,
     pub enrol_path: String,
+    pub mailed_to: Option<String>,
 }
 
 impl std::fmt::Debug for Invited {
@@ -107,25 +110,57 @@ pub fn check_email(email: &str) -> Result<String, PeopleError> {
 }
 
 /// Invites `email` to `organization`'s console with `role`, by `actor`
-/// (an operator admin, or the organization's admin).
+/// (the organization's admin, or an operator admin inviting its first
+/// one); the link mailed when `mail` is given.
 pub async fn invite(
     store: &Store,
     organization: &str,
-    email: &str,
-    role: TenantRole,
+    (email, role): (&str, TenantRole),
     actor: &Actor,
+    mail: Option<&Invitations>,
 ) -> Result<Invited, PeopleError> {
     let email = check_email(email)?;
-    if !store.organizations().await?.iter().any(|o| o.id == organization) {
+    let mut tx = store.begin().await?;
+    if crate::store::organizations::lock_organization(&mut tx, organization).await?.is_none() {
         return Err(StoreError::NotFound(format!("organization {organization}")).into());
     }
-    let mut tx = store.begin().await?;
+    let invited = invite_in(&mut tx, store.cipher().ok(), organization, (&email, role), actor, mail).await?;
+    tx.commit().await.map_err(StoreError::from)?;
+    Ok(invited)
+}
+
+/// [`invite`] in the caller's transaction, of an organization it checked.
+pub async fn invite_in(
+    tx: &mut Tx,
+    cipher: Option<&Cipher>,
+    organization: &str,
+    (email, role): (&str, TenantRole),
+    actor: &Actor,
+    mail: Option<&Invitations>,
+) -> Result<Invited, PeopleError> {
+    let email = check_email(email)?;
     let user = fresh(&email, Member::Tenant { organization_id: organization.into(), role });
     let link = Link::new();
     let entry = record(actor, "console_user.invited", &user.id, Some(organization), Some(role.as_str()));
-    audit::append(&mut tx, store.cipher().ok(), Record { detail: Some(link.detail()), ..entry }).await?;
-    let invited = insert(&mut tx, user, &link).await?;
-    tx.commit().await.map_err(StoreError::from)?;
+    audit::append(tx, cipher, Record { detail: Some(link.detail()), ..entry }).await?;
+    let invited = insert(tx, user, &link).await?;
+    mailed(tx, cipher, invited, mail, organization).await
+}
+
+/// `invited`, its link queued to its address when `mail` is given.
+async fn mailed(
+    tx: &mut Tx,
+    cipher: Option<&Cipher>,
+    mut invited: Invited,
+    mail: Option<&Invitations>,
+    organization: &str,
+) -> Result<Invited, PeopleError> {
+    let Some(invitations) = mail else { return Ok(invited) };
+    let role = invited.user.role().map_or("a user", |role| role.as_str());
+    let what = format!("{role} of the console of organization {organization}");
+    let (to, path) = (invited.user.email.clone(), invited.enrol_path.as_str());
+    crate::mail::queue_invitation(tx, cipher, invitations, (&to, &to), path, &what).await?;
+    invited.mailed_to = Some(to);
     Ok(invited)
 }
 
@@ -157,7 +192,7 @@ async fn insert(tx: &mut Tx, user: User, link: &Link) -> Result<Invited, PeopleE
     rows::insert_user(tx, &user, &email_key(&user.email)).await?;
     let expires = now_micros() + rules::ENROL_VALID.as_micros() as i64;
     rows::insert_enrolment(tx, &link.hash, &user.id, expires).await?;
-    Ok(Invited { user, enrol_path: link.path() })
+    Ok(Invited { user, enrol_path: link.path(), mailed_to: None })
 }
 
 /// What a person chose on the enrol page.
@@ -313,13 +348,14 @@ pub fn verify_password(password: &str, stored: &str) -> bool {
 }
 
 /// A new enrol link for tenant user `target`, who has not enrolled yet (its
-/// earlier links no longer work), by `actor`.
+/// earlier links no longer work), by `actor`; mailed when `mail` is given.
 pub async fn reissue(
     store: &Store,
     organization: &str,
     target: &str,
     actor: &Actor,
-) -> Result<String, PeopleError> {
+    mail: Option<&Invitations>,
+) -> Result<Invited, PeopleError> {
     let mut tx = store.begin().await?;
     let link = Link::new();
     let entry = record(actor, "console_user.link_reissued", target, Some(organization), None);
@@ -331,8 +367,10 @@ pub async fn reissue(
     rows::void_enrolments(&mut tx, target, now_micros()).await?;
     let expires = now_micros() + rules::ENROL_VALID.as_micros() as i64;
     rows::insert_enrolment(&mut tx, &link.hash, target, expires).await?;
+    let invited = Invited { user, enrol_path: link.path(), mailed_to: None };
+    let invited = mailed(&mut tx, store.cipher().ok(), invited, mail, organization).await?;
     tx.commit().await.map_err(StoreError::from)?;
-    Ok(link.path())
+    Ok(invited)
 }
 
 /// A new enrol link for the console sign-in of operator `operator_id`, who

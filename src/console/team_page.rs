@@ -17,7 +17,7 @@ use super::{
     rules::{TenantAction, TenantRole},
     web::{Page, Tenant, render},
 };
-use crate::{api::ApiState, audit::Actor};
+use crate::{api::ApiState, audit::Actor, environment::Environment, mail::Invitations};
 
 struct Member {
     id: String,
@@ -34,10 +34,18 @@ struct TeamPage {
     organization: String,
     members: Vec<Member>,
     may_manage: bool,
-    invited: Option<String>,
+    invited: Option<Invitation>,
 }
 
-async fn page(state: &ApiState, tenant: Tenant, invited: Option<String>) -> Result<Response, Page> {
+/// An invitation as the answer shows it.
+enum Invitation {
+    /// `sandbox`: the link, to pass on.
+    Link(String),
+    /// `production`: mailed to this address.
+    Sent(String),
+}
+
+async fn page(state: &ApiState, tenant: Tenant, invited: Option<Invitation>) -> Result<Response, Page> {
     let members = state
         .store()
         .console_users_of(&tenant.organization)
@@ -83,10 +91,33 @@ pub async fn invite(
     tenant.may(TenantAction::Team)?;
     let role = role(&form.role)?;
     let actor = Actor::User(tenant.session.user.id.clone());
-    let invited = people::invite(state.store(), &tenant.organization, &form.email, role, &actor)
+    let mail = mail(&state)?;
+    let invited = people::invite(state.store(), &tenant.organization, (&form.email, role), &actor, mail)
         .await
         .map_err(page_error)?;
-    page(&state, tenant, Some(link(&headers, &invited.enrol_path))).await
+    page(&state, tenant, Some(shown(&headers, &invited))).await
+}
+
+/// How a production invitation reaches its owner: mail, required.
+fn mail(state: &ApiState) -> Result<Option<&Invitations>, Page> {
+    match (state.environment(), state.invitations()) {
+        (Environment::Sandbox, _) => Ok(None),
+        (Environment::Production, Some(invitations)) => Ok(Some(invitations)),
+        (Environment::Production, None) => Err(Page::Error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "production invitations are mailed to their owner only, and this service has no mail set up: \
+             tell the platform's operators"
+                .into(),
+        )),
+    }
+}
+
+/// What the answer says of an invitation: where it was mailed, or its link.
+fn shown(headers: &HeaderMap, invited: &people::Invited) -> Invitation {
+    match &invited.mailed_to {
+        Some(to) => Invitation::Sent(to.clone()),
+        None => Invitation::Link(link(headers, &invited.enrol_path)),
+    }
 }
 
 /// `POST /console/team/{id}/link`: a new enrol link for a member who has
@@ -99,8 +130,10 @@ pub async fn reissue(
 ) -> Result<Response, Page> {
     tenant.may(TenantAction::Team)?;
     let actor = Actor::User(tenant.session.user.id.clone());
-    let path = people::reissue(state.store(), &tenant.organization, &id, &actor).await.map_err(page_error)?;
-    page(&state, tenant, Some(link(&headers, &path))).await
+    let mail = mail(&state)?;
+    let invited =
+        people::reissue(state.store(), &tenant.organization, &id, &actor, mail).await.map_err(page_error)?;
+    page(&state, tenant, Some(shown(&headers, &invited))).await
 }
 
 /// The enrol link on the address the admin's browser reached.

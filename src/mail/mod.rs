@@ -81,6 +81,20 @@ pub fn invitation(invitations: &Invitations, name: &str, enrol_path: &str, what:
     (subject, body)
 }
 
+/// Queues the invitation of `to` (greeted as `name`) to `enrol_path`, as
+/// `what`, in `tx`.
+pub async fn queue_invitation(
+    tx: &mut Tx,
+    cipher: Option<&Cipher>,
+    invitations: &Invitations,
+    (to, name): (&str, &str),
+    enrol_path: &str,
+    what: &str,
+) -> Result<(), StoreError> {
+    let (subject, body) = invitation(invitations, name, enrol_path, what);
+    queue(tx, cipher, to, &subject, &body).await.map(|_| ())
+}
+
 /// How long a message that could not be sent waits before its next try:
 /// ten seconds, doubling with each try, at most an hour.
 pub fn retry_after(attempts: i64) -> Duration {

@@ -10,13 +10,17 @@ use super::{
     manage::{self, Created, OperatorError, actor, authority, record},
     resource::{Change, ChangeKind, ChangeStatus, Operator},
     rules::{self, Refused},
+    tenants,
 };
 use crate::{
     audit::{self, Actor, Record},
     environment::Environment,
     mail::Invitations,
     pii::Cipher,
-    store::{Store, StoreError, Tx, audit as log, now_micros, operator_changes as rows, operators as ops},
+    store::{
+        Organization, Store, StoreError, Tx, audit as log, now_micros, operator_changes as rows,
+        operators as ops,
+    },
 };
 
 /// What an approval applied.
@@ -24,6 +28,10 @@ use crate::{
 pub enum Applied {
     Created(Created),
     Changed(Operator),
+    /// An organization's contact address set.
+    Organization(Organization),
+    /// A tenant's first admin invited: the address the link was mailed to.
+    Invited(String),
 }
 
 /// The changes, newest first (only pending ones when asked), after those
@@ -74,7 +82,7 @@ pub async fn approve(
     }
     let (by, text) = (actor(admin), grants::describe(&change));
     audit::append(&mut tx, cipher, on_change(&by, "operator_change.approved", id, Some(&text))).await?;
-    let applied = apply(&mut tx, cipher, environment, admin, &change).await?;
+    let applied = apply(&mut tx, (cipher, mailer), environment, admin, &change).await?;
     if let (Applied::Created(created), Some(invitations)) = (&applied, mailer) {
         manage::mail_invitation(&mut tx, cipher, invitations, &created.operator, &created.enrol_path).await?;
     }
@@ -168,7 +176,7 @@ pub(super) fn on_change<'a>(
 
 async fn apply(
     tx: &mut Tx,
-    cipher: Option<&Cipher>,
+    (cipher, mailer): (Option<&Cipher>, Option<&Invitations>),
     environment: Environment,
     admin: &Operator,
     change: &Change,
@@ -204,6 +212,14 @@ async fn apply(
         }
         ChangeKind::Enable => {
             Applied::Changed(grants::apply_enable(tx, cipher, &by, &change.target, &why).await?)
+        }
+        ChangeKind::Contact => {
+            let email = proposal.email.as_deref().ok_or_else(|| missing("email"))?;
+            let to = (change.target.as_str(), email);
+            Applied::Organization(tenants::apply_contact(tx, cipher, &by, to, &why).await?)
+        }
+        ChangeKind::FirstAdmin => {
+            Applied::Invited(tenants::apply_first_admin(tx, cipher, &by, change, mailer).await?)
         }
     })
 }

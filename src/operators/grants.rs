@@ -171,7 +171,7 @@ async fn taken(tx: &mut Tx, email: &str) -> Result<(), OperatorError> {
 }
 
 /// Writes a pending change of `kind` about `target`, with its entry.
-async fn propose(
+pub(super) async fn propose(
     tx: &mut Tx,
     cipher: Option<&Cipher>,
     admin: &Operator,
@@ -206,8 +206,10 @@ async fn propose(
 pub(super) fn describe(change: &Change) -> String {
     let mut text = format!("{} of {}", change.kind.as_str(), change.target);
     let proposal = &change.proposal;
-    if let (Some(name), Some(email)) = (&proposal.name, &proposal.email) {
-        text.push_str(&format!(" ({name}, {email})"));
+    match (&proposal.name, &proposal.email) {
+        (Some(name), Some(email)) => text.push_str(&format!(" ({name}, {email})")),
+        (None, Some(email)) => text.push_str(&format!(" ({email})")),
+        _ => {}
     }
     if let Some(roles) = &proposal.roles {
         text.push_str(&format!(" with roles {}", roles_text(roles)));

@@ -200,8 +200,8 @@ pub(super) async fn mail_invitation(
     enrol_path: &str,
 ) -> Result<(), OperatorError> {
     let what = format!("an operator ({})", super::resource::roles_text(&operator.roles));
-    let (subject, body) = mail::invitation(invitations, &operator.name, enrol_path, &what);
-    mail::queue(tx, cipher, &operator.email, &subject, &body).await?;
+    let to = (operator.email.as_str(), operator.name.as_str());
+    mail::queue_invitation(tx, cipher, invitations, to, enrol_path, &what).await?;
     Ok(())
 }
 

@@ -1,7 +1,8 @@
 //! Operators: the people who decide (compliance, treasury, admin), as
 //! principals the service authenticates by their keys; what each may do
 //! ([`rules`]), and the changes of operators ([`manage`]; grants, which in
-//! `production` wait for another admin, [`grants`] and [`changes`]; how a
+//! `production` wait for another admin, [`grants`] and [`changes`]; what
+//! operators do to tenants, [`tenants`]; how a
 //! store gets its first admins, [`genesis`]), each recorded in the audit
 //! log ([`crate::audit`]).
 
@@ -14,6 +15,7 @@ pub mod keys;
 pub mod manage;
 pub mod resource;
 pub mod rules;
+pub mod tenants;
 
 pub use grants::Outcome;
 pub use keys::authenticate;

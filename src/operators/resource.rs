@@ -119,6 +119,13 @@ pub enum ChangeKind {
     /// A disabled operator enabled.
     #[serde(rename = "operator.enable")]
     Enable,
+    /// An organization's contact address set (`target`: the organization).
+    #[serde(rename = "organization.contact")]
+    Contact,
+    /// A tenant's first console admin invited at its contact address
+    /// (`target`: the organization).
+    #[serde(rename = "organization.first_admin")]
+    FirstAdmin,
 }
 
 impl ChangeKind {
@@ -127,6 +134,8 @@ impl ChangeKind {
             ChangeKind::Create => "operator.create",
             ChangeKind::Roles => "operator.roles",
             ChangeKind::Enable => "operator.enable",
+            ChangeKind::Contact => "organization.contact",
+            ChangeKind::FirstAdmin => "organization.first_admin",
         }
     }
 }
@@ -160,10 +169,16 @@ impl FromStr for ChangeKind {
     type Err = String;
 
     fn from_str(text: &str) -> Result<Self, String> {
-        [ChangeKind::Create, ChangeKind::Roles, ChangeKind::Enable]
-            .into_iter()
-            .find(|k| k.as_str() == text)
-            .ok_or_else(|| format!("unknown change kind {text:?}"))
+        [
+            ChangeKind::Create,
+            ChangeKind::Roles,
+            ChangeKind::Enable,
+            ChangeKind::Contact,
+            ChangeKind::FirstAdmin,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == text)
+        .ok_or_else(|| format!("unknown change kind {text:?}"))
     }
 }
 
@@ -179,7 +194,9 @@ impl FromStr for ChangeStatus {
 }
 
 /// What a change proposes: a new operator's name, email and roles; the
-/// roles an operator is to hold; nothing more for an enabling.
+/// roles an operator is to hold; nothing more for an enabling; an
+/// organization's contact address, or the address its first admin is
+/// invited at (`email`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize, ToSchema)]
 pub struct Proposal {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -202,7 +219,8 @@ pub struct Change {
     pub status: ChangeStatus,
     /// The admin who proposed it.
     pub proposed_by: String,
-    /// The operator it changes (for a new operator, the id it gets).
+    /// The operator it changes (for a new operator, the id it gets), or
+    /// for `organization.*` the organization.
     pub target: String,
     #[serde(serialize_with = "crate::deposits::resource::rfc3339")]
     #[schema(value_type = String, format = DateTime)]

@@ -114,6 +114,21 @@ pub enum Refused {
         "the code does not match your second factor, or was used already: enter the 6 digits your app shows now"
     )]
     WrongCode,
+    #[error(
+        "organization {0} has console users: its own admins invite their team from the console's team page"
+    )]
+    TenantsOwnTeam(String),
+    #[error("a tenant's first console user is its admin: invite them with the role admin")]
+    FirstUserAdmin,
+    #[error(
+        "organization {0} has no contact address: its first admin is invited at it (set it with \
+         PUT /operator/v1/organizations/{0}/contact, a change another admin approves)"
+    )]
+    NoContact(String),
+    #[error("in production a tenant's first admin is invited at the organization's contact address, {0}")]
+    NotContact(String),
+    #[error("organization {0}'s contact address changed since the change was proposed: propose it again")]
+    ContactChanged(String),
     #[error("change {id} is {status}: only a pending change is decided")]
     Decided { id: String, status: &'static str },
 }

@@ -254,6 +254,17 @@ pub async fn lock_operator_user(tx: &mut Tx, operator_id: &str) -> Result<Option
     row.as_ref().map(user).transpose()
 }
 
+/// How many present console users (enrolled or invited) `organization` has.
+pub async fn tenant_users(tx: &mut Tx, organization: &str) -> Result<i64, StoreError> {
+    let row = sqlx::query(
+        "SELECT COUNT(*) AS n FROM console_users WHERE organization_id = $1 AND removed_at IS NULL",
+    )
+    .bind(organization)
+    .fetch_one(&mut **tx)
+    .await?;
+    Ok(row.try_get("n")?)
+}
+
 /// The enrolled tenant admins of `organization`, counted in `tx` (an
 /// invitation not taken up is no admin yet).
 pub async fn tenant_admins(tx: &mut Tx, organization: &str) -> Result<i64, StoreError> {

@@ -11,6 +11,8 @@ use crate::request_signature::{Algorithm, PublicKey};
 pub struct Organization {
     pub id: String,
     pub name: String,
+    /// Where a production invitation of its first console admin is mailed.
+    pub contact_email: Option<String>,
     #[serde(serialize_with = "crate::deposits::resource::rfc3339")]
     pub created_at: DateTime<Utc>,
 }
@@ -54,54 +56,94 @@ pub struct Credentials {
     pub public_key: Option<PublicKey>,
 }
 
+const ORGANIZATION_COLUMNS: &str = "id, name, contact_email, created_at";
+
+fn organization(row: &AnyRow) -> Result<Organization, StoreError> {
+    Ok(Organization {
+        id: row.try_get("id")?,
+        name: row.try_get("name")?,
+        contact_email: row.try_get("contact_email")?,
+        created_at: time(row.try_get("created_at")?)?,
+    })
+}
+
+/// Inserts organization `id` in `tx`: ids are short machine names
+/// (letters, digits, `-` and `_`); the name defaults to the id.
+pub async fn insert_organization(
+    tx: &mut Tx,
+    id: &str,
+    name: Option<&str>,
+    contact_email: Option<&str>,
+) -> Result<Organization, StoreError> {
+    let valid = !id.is_empty()
+        && id.len() <= 64
+        && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if !valid {
+        return Err(StoreError::Invalid(format!(
+            "organization id {id:?} must be 1 to 64 letters, digits, '-' or '_'"
+        )));
+    }
+    let name = name.unwrap_or(id);
+    let created_at = now_micros();
+    let inserted = sqlx::query(
+        "INSERT INTO organizations (id, name, contact_email, created_at) VALUES ($1, $2, $3, $4)
+         ON CONFLICT (id) DO NOTHING",
+    )
+    .bind(id)
+    .bind(name)
+    .bind(contact_email)
+    .bind(created_at)
+    .execute(&mut **tx)
+    .await?;
+    if inserted.rows_affected() == 0 {
+        return Err(StoreError::Conflict(format!("organization {id} already exists")));
+    }
+    let contact_email = contact_email.map(str::to_string);
+    Ok(Organization { id: id.into(), name: name.into(), contact_email, created_at: time(created_at)? })
+}
+
+/// Organization `id`, its row locked until `tx` ends (PostgreSQL).
+pub async fn lock_organization(tx: &mut Tx, id: &str) -> Result<Option<Organization>, StoreError> {
+    let lock = super::lock_suffix(tx);
+    let row = sqlx::query(&format!("SELECT {ORGANIZATION_COLUMNS} FROM organizations WHERE id = $1{lock}"))
+        .bind(id)
+        .fetch_optional(&mut **tx)
+        .await?;
+    row.as_ref().map(organization).transpose()
+}
+
+/// Sets organization `id`'s contact address.
+pub async fn set_contact(tx: &mut Tx, id: &str, contact_email: &str) -> Result<(), StoreError> {
+    sqlx::query("UPDATE organizations SET contact_email = $1 WHERE id = $2")
+        .bind(contact_email)
+        .bind(id)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
 pub(super) const API_KEY_COLUMNS: &str =
     "id, organization_id, name, created_at, revoked_at, signature_algorithm, paired_at, last_used_at";
 
 impl Store {
-    /// Creates an organization. Ids are short machine names: letters, digits,
-    /// `-` and `_`.
+    /// Creates an organization (without a contact address). Ids are short
+    /// machine names: letters, digits, `-` and `_`.
     pub async fn create_organization(
         &self,
         id: &str,
         name: Option<&str>,
     ) -> Result<Organization, StoreError> {
-        let valid = !id.is_empty()
-            && id.len() <= 64
-            && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-        if !valid {
-            return Err(StoreError::Invalid(format!(
-                "organization id {id:?} must be 1 to 64 letters, digits, '-' or '_'"
-            )));
-        }
-        let name = name.unwrap_or(id);
-        let created_at = now_micros();
-        let inserted = sqlx::query(
-            "INSERT INTO organizations (id, name, created_at) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING",
-        )
-        .bind(id)
-        .bind(name)
-        .bind(created_at)
-        .execute(&self.pool)
-        .await?;
-        if inserted.rows_affected() == 0 {
-            return Err(StoreError::Conflict(format!("organization {id} already exists")));
-        }
-        Ok(Organization { id: id.into(), name: name.into(), created_at: time(created_at)? })
+        let mut tx = self.begin().await?;
+        let organization = insert_organization(&mut tx, id, name, None).await?;
+        tx.commit().await?;
+        Ok(organization)
     }
 
     pub async fn organizations(&self) -> Result<Vec<Organization>, StoreError> {
-        let rows = sqlx::query("SELECT id, name, created_at FROM organizations ORDER BY id")
+        let rows = sqlx::query(&format!("SELECT {ORGANIZATION_COLUMNS} FROM organizations ORDER BY id"))
             .fetch_all(&self.pool)
             .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(Organization {
-                    id: r.try_get("id")?,
-                    name: r.try_get("name")?,
-                    created_at: time(r.try_get("created_at")?)?,
-                })
-            })
-            .collect()
+        rows.iter().map(organization).collect()
     }
 
     /// Stores a key's hash under its organization in `tx`; refused beyond

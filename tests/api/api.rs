@@ -611,6 +611,7 @@ async fn the_openapi_document_matches_the_routes_and_resources() {
             "/operator/v1/organizations/{organization_id}/identities",
             "/operator/v1/organizations/{organization_id}/identities/{identity_id}/decisions",
             "/operator/v1/organizations/{organization_id}/users",
+            "/operator/v1/organizations/{organization_id}/contact",
             "/operator/v1/virtual-accounts/{virtual_account_id}/open",
             "/operator/v1/virtual-accounts/{virtual_account_id}/open/confirm",
             "/operator/v1/me/keys",

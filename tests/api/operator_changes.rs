@@ -309,10 +309,15 @@ async fn a_database_owner_cannot_bend_a_change_nor_an_invitation() {
         assert!(live.is_empty(), "{backend:?}: no key for a forged enrolment");
         // Nor does a tenant's link moved onto the operator's sign-in.
         app.store().create_organization("acme", None).await.unwrap();
-        let invited =
-            people::invite(app.store(), "acme", "ten@acme.example", TenantRole::Viewer, &Actor::System)
-                .await
-                .unwrap();
+        let invited = people::invite(
+            app.store(),
+            "acme",
+            ("ten@acme.example", TenantRole::Viewer),
+            &Actor::System,
+            None,
+        )
+        .await
+        .unwrap();
         let tenant_token = invited.enrol_path.rsplit('/').next().unwrap().to_string();
         let moved =
             "UPDATE console_enrolments SET user_id = (SELECT id FROM console_users WHERE operator_id = $1)

@@ -53,9 +53,12 @@ async fn in_production_admins_and_developers_need_a_second_factor_and_viewers_do
         let (store, base) = (app.store(), app.base.as_str());
         store.create_organization("acme", None).await.unwrap();
         let actor = Actor::local(None);
-        let ada = people::invite(store, "acme", "ada@acme.example", TenantRole::Admin, &actor).await.unwrap();
-        let vic =
-            people::invite(store, "acme", "vic@acme.example", TenantRole::Viewer, &actor).await.unwrap();
+        let ada = people::invite(store, "acme", ("ada@acme.example", TenantRole::Admin), &actor, None)
+            .await
+            .unwrap();
+        let vic = people::invite(store, "acme", ("vic@acme.example", TenantRole::Viewer), &actor, None)
+            .await
+            .unwrap();
         let link = format!("{base}{}", ada.enrol_path);
 
         let page = client().get(&link).send().await.unwrap().text().await.unwrap();

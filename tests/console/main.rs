@@ -14,6 +14,7 @@ mod keys;
 mod operators;
 mod people;
 mod sessions;
+mod tenants;
 
 use tokio::process::Command;
 

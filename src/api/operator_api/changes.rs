@@ -12,6 +12,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::{
     OperatorCaller,
     operators::{CreatedOperator, Reason},
+    users::OrganizationAnswer,
 };
 use crate::{
     api::{ApiError, ApiState, Body, ErrorBody},
@@ -42,6 +43,19 @@ pub struct Decided {
     pub operator: Option<Operator>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub created: Option<CreatedOperator>,
+    /// An `organization.contact` change: the organization as set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub organization: Option<OrganizationAnswer>,
+    /// An `organization.first_admin` change: `sent to <email>`, the
+    /// organization's contact address.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub invitation: Option<String>,
+}
+
+impl Decided {
+    fn of(change: Change) -> Self {
+        Decided { change, operator: None, created: None, organization: None, invitation: None }
+    }
 }
 
 /// The changes of operators, newest first; pending ones past their seven
@@ -88,10 +102,15 @@ pub async fn approve(
     let (change, applied) = changes::approve(state.store(), setting, &caller.0, &id).await?;
     let decided = match applied {
         changes::Applied::Created(created) => {
-            let created = CreatedOperator::shown(created, environment);
-            Decided { change, operator: None, created: Some(created) }
+            Decided { created: Some(CreatedOperator::shown(created, environment)), ..Decided::of(change) }
         }
-        changes::Applied::Changed(operator) => Decided { change, operator: Some(operator), created: None },
+        changes::Applied::Changed(operator) => Decided { operator: Some(operator), ..Decided::of(change) },
+        changes::Applied::Organization(organization) => {
+            Decided { organization: Some(organization.into()), ..Decided::of(change) }
+        }
+        changes::Applied::Invited(to) => {
+            Decided { invitation: Some(format!("sent to {to}")), ..Decided::of(change) }
+        }
     };
     Ok(Json(decided))
 }
@@ -118,5 +137,5 @@ pub async fn refuse(
         return Err(ApiError::invalid("reason: a reason is required"));
     }
     let change = changes::refuse(state.store(), &caller.0, &id, reason).await?;
-    Ok(Json(Decided { change, operator: None, created: None }))
+    Ok(Json(Decided::of(change)))
 }

@@ -82,11 +82,16 @@ impl From<Refused> for ApiError {
             | Refused::Decided { .. }
             | Refused::ProposerGone(_)
             | Refused::Unrecorded(_)
-            | Refused::Stale(_) => {
+            | Refused::Stale(_)
+            | Refused::TenantsOwnTeam(_)
+            | Refused::NoContact(_)
+            | Refused::ContactChanged(_) => {
                 ApiError::coded(StatusCode::CONFLICT, ErrorCode::Conflict, refusal.to_string())
             }
             Refused::NoRole => ApiError::invalid(format!("roles: {refusal}")),
-            Refused::KeyDays(_) => ApiError::invalid(refusal.to_string()),
+            Refused::KeyDays(_) | Refused::FirstUserAdmin | Refused::NotContact(_) => {
+                ApiError::invalid(refusal.to_string())
+            }
             Refused::NoMail => ApiError::coded(
                 StatusCode::SERVICE_UNAVAILABLE,
                 ErrorCode::MailUnavailable,
@@ -138,6 +143,7 @@ pub(super) fn routes() -> (Router<ApiState>, utoipa::openapi::OpenApi) {
         .routes(routes!(on_ramp::confirm))
         .routes(routes!(on_ramp::refuse))
         .routes(routes!(users::invite))
+        .routes(routes!(users::set_contact))
         .split_for_parts()
 }
 

@@ -97,7 +97,7 @@ pub struct ChangeAnswer {
 
 /// `202` with the change when a grant waits for another admin, `status`
 /// with what was applied otherwise.
-fn answer<T: Serialize>(outcome: Outcome<T>, status: StatusCode) -> Response {
+pub(super) fn answer<T: Serialize>(outcome: Outcome<T>, status: StatusCode) -> Response {
     match outcome {
         Outcome::Applied(done) => (status, Json(done)).into_response(),
         Outcome::Proposed(change) => {

@@ -1,24 +1,30 @@
-//! `POST /operator/v1/organizations/{organization_id}/users`: an operator
-//! `admin` invites a person to a tenant's console (its first admin, most
-//! often); the answer carries the one-time enrol link's path.
+//! `/operator/v1/organizations/{organization_id}`: an operator `admin`
+//! invites a tenant's first console admin (`POST …/users`; in `sandbox`
+//! the answer carries the one-time enrol link's path, in `production` it is
+//! a change another admin approves, mailed to the contact address) and
+//! sets the organization's contact address (`PUT …/contact`).
 
 use axum::{
     Extension, Json,
     extract::{Path, State},
     http::StatusCode,
+    response::{IntoResponse, Response},
 };
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::OperatorCaller;
-use crate::api::ErrorCode;
+use super::{
+    OperatorCaller,
+    operators::{ChangeAnswer, answer},
+};
 use crate::{
     api::{ApiError, ApiState, Body, ErrorBody},
-    console::{
-        people::{self, PeopleError},
-        rules::TenantRole,
+    console::rules::TenantRole,
+    operators::{
+        Action, Outcome,
+        tenants::{self, FirstAdmin},
     },
-    operators::{Action, manage},
+    store::Organization,
 };
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -54,39 +60,100 @@ impl std::fmt::Debug for InvitedUser {
     }
 }
 
-/// Invites a person to an organization's console.
+/// An organization as an operator sees it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct OrganizationAnswer {
+    pub id: String,
+    pub name: String,
+    /// Where a production invitation of its first console admin is mailed.
+    pub contact_email: Option<String>,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ContactRequest {
+    pub contact_email: String,
+    pub reason: Option<String>,
+}
+
+/// Invites an organization's first console admin: at once in `sandbox`
+/// (the link answered), a change another admin approves in `production`
+/// (mailed to the organization's contact address once approved). An
+/// organization with console users is refused: its own admins invite
+/// their team.
 #[utoipa::path(post, operation_id = "inviteConsoleUser", path = "/operator/v1/organizations/{organization_id}/users",
     tag = "operators", security(("operator_key" = [])), request_body = InviteRequest,
     params(("organization_id" = String, Path, description = "The organization")),
     responses(
-        (status = 201, description = "Invited; the enrol link is shown once", body = InvitedUser),
-        (status = 400, description = "A malformed email or an unknown role", body = ErrorBody),
+        (status = 201, description = "Invited (`sandbox`); the enrol link is shown once", body = InvitedUser),
+        (status = 202, description = "Proposed (`production`): another admin approves", body = ChangeAnswer),
+        (status = 400, description = "A malformed email, a role other than `admin`, or (`production`) an address other than the contact address", body = ErrorBody),
         (status = 403, description = "The caller is not an `admin`", body = ErrorBody),
         (status = 404, description = "No such organization", body = ErrorBody),
-        (status = 409, description = "A console user has this email", body = ErrorBody),
+        (status = 409, description = "The organization has console users, or (`production`) no contact address; a console user has this email", body = ErrorBody),
+        (status = 503, description = "`production` without mail", body = ErrorBody),
     ))]
 pub async fn invite(
     State(state): State<ApiState>,
     Extension(caller): Extension<OperatorCaller>,
     Path(organization): Path<String>,
     Body(request): Body<InviteRequest>,
-) -> Result<(StatusCode, Json<InvitedUser>), ApiError> {
+) -> Result<Response, ApiError> {
     caller.may(Action::Tenants)?;
-    let actor = manage::actor(&caller.0);
-    let invited = people::invite(state.store(), &organization, &request.email, request.role, &actor)
-        .await
-        .map_err(|error| match error {
-            PeopleError::Invalid(message) => ApiError::invalid(message),
-            PeopleError::Refused(message) => {
-                ApiError::coded(StatusCode::CONFLICT, ErrorCode::Conflict, message)
-            }
-            PeopleError::Store(error) => error.into(),
-        })?;
-    let user = ConsoleUser {
-        organization_id: organization,
-        role: request.role.as_str().to_string(),
-        id: invited.user.id,
-        email: invited.user.email,
+    let setting = (state.environment(), state.invitations());
+    let who = (organization.as_str(), request.email.as_str(), request.role);
+    match tenants::invite_first_admin(state.store(), setting, &caller.0, who).await? {
+        FirstAdmin::Invited(invited) => {
+            let user = ConsoleUser {
+                organization_id: organization,
+                role: request.role.as_str().to_string(),
+                id: invited.user.id,
+                email: invited.user.email,
+            };
+            let answer = InvitedUser { user, enrol_path: invited.enrol_path };
+            Ok((StatusCode::CREATED, Json(answer)).into_response())
+        }
+        FirstAdmin::Proposed(change) => {
+            Ok((StatusCode::ACCEPTED, Json(ChangeAnswer { change: *change })).into_response())
+        }
+    }
+}
+
+/// Sets an organization's contact address: at once in `sandbox`, a change
+/// another admin approves in `production`.
+#[utoipa::path(put, operation_id = "setOrganizationContact", path = "/operator/v1/organizations/{organization_id}/contact",
+    tag = "operators", security(("operator_key" = [])), request_body = ContactRequest,
+    params(("organization_id" = String, Path, description = "The organization")),
+    responses(
+        (status = 200, description = "Set (`sandbox`)", body = OrganizationAnswer),
+        (status = 202, description = "Proposed (`production`): another admin approves", body = ChangeAnswer),
+        (status = 400, description = "A malformed email", body = ErrorBody),
+        (status = 403, description = "The caller is not an `admin`", body = ErrorBody),
+        (status = 404, description = "No such organization", body = ErrorBody),
+    ))]
+pub async fn set_contact(
+    State(state): State<ApiState>,
+    Extension(caller): Extension<OperatorCaller>,
+    Path(organization): Path<String>,
+    Body(request): Body<ContactRequest>,
+) -> Result<Response, ApiError> {
+    caller.may(Action::Tenants)?;
+    let to = (organization.as_str(), request.contact_email.as_str());
+    let reason = request.reason.as_deref();
+    let outcome = tenants::set_contact(state.store(), state.environment(), &caller.0, to, reason).await?;
+    let outcome = match outcome {
+        Outcome::Applied(organization) => Outcome::Applied(OrganizationAnswer::from(organization)),
+        Outcome::Proposed(change) => Outcome::Proposed(change),
     };
-    Ok((StatusCode::CREATED, Json(InvitedUser { user, enrol_path: invited.enrol_path })))
+    Ok(answer(outcome, StatusCode::OK))
+}
+
+impl From<Organization> for OrganizationAnswer {
+    fn from(organization: Organization) -> Self {
+        OrganizationAnswer {
+            id: organization.id,
+            name: organization.name,
+            contact_email: organization.contact_email,
+        }
+    }
 }
