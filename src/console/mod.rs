@@ -22,6 +22,7 @@ mod hooks;
 mod hooks_page;
 mod keys_page;
 mod money_page;
+mod names;
 mod operator_pages;
 pub mod people;
 pub mod resource;

@@ -15,6 +15,7 @@ use serde::Deserialize;
 
 use super::{
     frame::{Frame, when},
+    names::Names,
     resource::Session,
     web::{Page, Signed, render},
 };
@@ -111,12 +112,17 @@ pub async fn queues(State(state): State<ApiState>, user: OperatorUser) -> Result
     let mut wires = Vec::new();
     if treasury {
         let me = user.actor();
+        let mut names = Names::load(store).await?;
         for mint in store.mint_page(Some(MintStatus::AwaitingApproval), None, SHOWN as u32).await? {
             let recorder = store.mint_recorder(&mint.id).await?;
             let may_decide =
                 recorder.as_deref().is_none_or(|r| rules::second_pair(&Actor::from_recorded(r), &me).is_ok());
+            let recorded_by = match recorder {
+                Some(recorder) => names.of(store, &recorder).await?,
+                None => "the bank's file".into(),
+            };
             wires.push(WireRow {
-                recorded_by: recorder.unwrap_or_else(|| "the bank's file".into()),
+                recorded_by,
                 may_decide,
                 amount: format!("{} {}", mint.amount, mint.stablecoin_symbol),
                 chain: mint.chain.as_str(),
@@ -249,23 +255,30 @@ pub async fn audit(
     let organization = Some(filter.organization.trim()).filter(|o| !o.is_empty());
     let (head, _) = store.audit_head().await?;
     let from = (head - 500).max(0);
-    let mut entries: Vec<AuditRow> = store
-        .audit_entries(from, organization, 500)
-        .await?
-        .into_iter()
-        .filter(|e| filter.action.trim().is_empty() || e.action.contains(filter.action.trim()))
-        .map(|e| AuditRow {
+    let mut names = Names::load(store).await?;
+    let mut entries = Vec::new();
+    for e in store.audit_entries(from, organization, 500).await? {
+        if !filter.action.trim().is_empty() && !e.action.contains(filter.action.trim()) {
+            continue;
+        }
+        let named = names.of(store, &e.actor).await?;
+        entries.push(AuditRow {
             at: when(&chrono::DateTime::from_timestamp_micros(e.at).unwrap_or_default()),
+            // What the entry itself recorded of its actor (a break-glass
+            // step's process user, a command's `--by`) stays beside it.
             actor: match &e.actor_name {
-                Some(name) => format!("{} ({name})", e.actor),
-                None => e.actor.clone(),
+                Some(name) if named == e.actor => format!("{} ({name})", e.actor),
+                Some(name) if !named.starts_with(&format!("{name} <")) => {
+                    format!("{named}; recorded as {name}")
+                }
+                _ => named,
             },
             target: format!("{} {}", e.target_kind, e.target_id),
             organization: e.organization_id.clone().unwrap_or_default(),
             seq: e.seq,
             action: e.action,
-        })
-        .collect();
+        });
+    }
     entries.reverse();
     let frame = Frame::of(&state, &user.session, "/console/audit");
     Ok(render(StatusCode::OK, &AuditPage { frame, filter, verified, intact, entries }))

@@ -118,7 +118,9 @@ async fn operators_decide_from_the_queues_with_four_eyes_on_wires() {
     browser.visit(&format!("{}/console/audit", app.base), "audit").await;
     assert!(browser.text("#verified").await.starts_with("The chain is intact"));
     let log = browser.text("tbody").await;
-    assert!(log.contains(&format!("operator:{cleo} (cleo)")) && log.contains("identity.approved"), "{log}");
+    // People by name and e-mail beside their ids.
+    let named = format!("cleo <cleo@platform.example> (operator:{cleo})");
+    assert!(log.contains(&named) && log.contains("identity.approved"), "{log}");
     browser.visit(&format!("{}/console/chains", app.base), "chains").await;
     // No watcher runs here: `health`'s answer, and books that cannot read the supply.
     let health = browser.text("#health").await;
@@ -150,6 +152,8 @@ async fn operators_decide_from_the_queues_with_four_eyes_on_wires() {
 
     // A second treasury operator approves: the mint goes on.
     sign_in(&browser, &app, "tess", &tess_link).await;
+    let row = browser.text("#wires tbody").await;
+    assert!(row.contains("tom <tom@platform.example> (operator:"), "the recorder by name: {row}");
     browser.click("#wires form[action$='/approve'] button").await;
     let status = app.store().mint(None, &mint).await.unwrap().status;
     assert_ne!(status.as_str(), "AWAITING_APPROVAL", "approved: {status:?}");
