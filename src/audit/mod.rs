@@ -210,6 +210,11 @@ pub struct Detail {
     /// (see [`crate::operators::resource::Change::digest`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proposal_sha256: Option<String>,
+    /// An organization's contact address as the entry set it: the SHA-256
+    /// of its id and the address (see
+    /// [`crate::operators::tenants::contact_digest`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contact_sha256: Option<String>,
 }
 
 impl Detail {

@@ -241,7 +241,10 @@ pub async fn enrol(
                 "this enrol form is out of date: open the link again".into(),
             ));
         }
-        Ok(None) | Err(PeopleError::Store(StoreError::Pii(_))) => form.totp_secret.clone(),
+        Ok(None) => form.totp_secret.clone(),
+        Err(PeopleError::Store(StoreError::Pii(_))) if state.store().pii_key_id().is_none() => {
+            form.totp_secret.clone()
+        }
         Err(error) => return Err(page_of(error)),
     };
     let totp = (!code.is_empty()).then_some((secret.as_str(), code));

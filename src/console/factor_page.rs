@@ -3,13 +3,15 @@
 //! second factor (enrolled before it was required, or given such a role
 //! since) adds one here before any other page answers. The secret offered
 //! travels in the form sealed to the session, so a code is checked only
-//! against a secret the service made.
+//! against a secret the service made. Once added, every session of the
+//! person ends (the next sign-in asks for the code) and, with mail set up,
+//! their address is told.
 
 use askama::Template;
 use axum::{
     Form,
     extract::State,
-    http::StatusCode,
+    http::{HeaderMap, StatusCode, header},
     response::{IntoResponse, Redirect, Response},
 };
 use serde::Deserialize;
@@ -19,7 +21,7 @@ use super::{
     people::{self, PeopleError},
     resource::Session,
     totp,
-    web::{Page, Unfactored, lacks_factor, render},
+    web::{Page, Unfactored, cleared_cookie, lacks_factor, render},
 };
 use crate::{api::ApiState, pii::Place, store::StoreError};
 
@@ -70,16 +72,20 @@ pub struct FactorForm {
 pub async fn add(
     State(state): State<ApiState>,
     Unfactored(session): Unfactored,
+    headers: HeaderMap,
     Form(form): Form<FactorForm>,
 ) -> Result<Response, Page> {
     let place = Place { column: COLUMN, row: &[&session.id_hash] };
     let secret = state.store().cipher()?.open_text(&form.offer, place).map_err(|_| {
         Page::Error(StatusCode::UNPROCESSABLE_ENTITY, "this form is out of date: reload the page".into())
     })?;
-    match people::add_second_factor(state.store(), &session.user.id, &secret, &form.code).await {
+    let notify = state.invitations().is_some();
+    match people::add_second_factor(state.store(), &session.user.id, (&secret, &form.code), notify).await {
         Ok(user) => {
+            // Every session ended: the next sign-in asks for the code.
             tracing::info!(user = %user.id, "console: second factor added");
-            Ok(Redirect::to("/console/").into_response())
+            let cookie = cleared_cookie(&headers);
+            Ok(([(header::SET_COOKIE, cookie)], Redirect::to("/console/sign-in")).into_response())
         }
         Err(PeopleError::Invalid(message)) => {
             Ok(render(StatusCode::UNPROCESSABLE_ENTITY, &page(&state, &session, secret, Some(message))?))

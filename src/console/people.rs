@@ -276,12 +276,14 @@ pub async fn enrol_in(tx: &mut Tx, store: &Store, enrolment: Enrolment<'_>) -> R
 
 /// Adds the second factor `secret`, whose current code is `code`, to user
 /// `user_id`, who has none (a production admin, developer or operator who
-/// enrolled without one, or whose role now needs one).
+/// enrolled without one, or whose role now needs one). Every session of
+/// the user ends (none opened with the password alone lives on), and with
+/// `notify` the user's address is told by mail.
 pub async fn add_second_factor(
     store: &Store,
     user_id: &str,
-    secret: &str,
-    code: &str,
+    (secret, code): (&str, &str),
+    notify: bool,
 ) -> Result<User, PeopleError> {
     let step = super::totp::step(secret, code, now_micros()).ok_or_else(|| {
         PeopleError::Invalid(
@@ -302,6 +304,14 @@ pub async fn add_second_factor(
         return Err(PeopleError::Refused("this sign-in has a second factor already".into()));
     }
     rows::set_totp(&mut tx, user_id, &sealed, i64::try_from(step).unwrap_or(i64::MAX)).await?;
+    rows::end_sessions_of(&mut tx, user_id, now_micros()).await?;
+    if notify {
+        let body = "A second factor was just added to your custody-indexer console sign-in. From now on each \
+                    sign-in asks for its code.\r\n\r\nIf you did not add it, someone else holds your password: \
+                    tell your administrators at once.\r\n";
+        let subject = "A second factor was added to your sign-in";
+        crate::mail::queue(&mut tx, store.cipher().ok(), &user.email, subject, body).await?;
+    }
     let actor = Actor::User(user_id.to_string());
     let entry = record(&actor, "console_user.second_factor_added", user_id, None, None);
     let entry = Record { organization_id: user.organization(), ..entry };

@@ -11,6 +11,7 @@
 pub mod bank;
 pub mod decimals;
 pub mod deploy;
+pub mod logged;
 pub mod onchain;
 pub mod receiving;
 pub mod reconcile;

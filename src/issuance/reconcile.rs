@@ -17,7 +17,11 @@
 //!   another amount than the wire, and balancing with its number would hide
 //!   that on both sides.
 //!
-//! Pure: the store reads the rows, the caller what the chain says.
+//! - **People**: each mint's recorder and approver are in the audit log
+//!   (see [`super::logged`]).
+//!
+//! Pure but for [`books`]: the store reads the rows, the caller what the
+//! chain says.
 
 use alloy::primitives::U256;
 use serde::Serialize;
@@ -139,6 +143,15 @@ pub async fn books(
             rows.iter().filter(|r| r.chain == row.chain && r.symbol == row.symbol).cloned().collect();
         let missing = Err(format!("no chain file lists {} on {} as issued", row.symbol, row.chain));
         books.push(reconcile(row.chain, &row.symbol, 2, &mine, missing));
+    }
+    // Mints whose people the audit log does not hold.
+    for (mint, why) in super::logged::unlogged(store, chain).await? {
+        let book = books.iter_mut().find(|b| b.chain == mint.chain && b.stablecoin_symbol == mint.symbol);
+        if let Some(book) = book {
+            let message = format!("mint {}: {why}", mint.id);
+            book.differences.push(Difference { message, mints: vec![mint.id] });
+            book.agrees = false;
+        }
     }
     Ok(books)
 }

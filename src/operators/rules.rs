@@ -129,6 +129,11 @@ pub enum Refused {
     NotContact(String),
     #[error("organization {0}'s contact address changed since the change was proposed: propose it again")]
     ContactChanged(String),
+    #[error(
+        "organization {0}'s contact address is not the one the audit log recorded: it was written outside the \
+         service; set it again (a change another admin approves)"
+    )]
+    ContactUnrecorded(String),
     #[error("change {id} is {status}: only a pending change is decided")]
     Decided { id: String, status: &'static str },
 }

@@ -13,7 +13,7 @@ use super::{
     rules::{self, Action, Refused},
 };
 use crate::{
-    audit::{self, Actor, Record},
+    audit::{self, Actor, Detail, Record},
     console::{
         people::{self, Invited, PeopleError},
         resource::email_key,
@@ -23,7 +23,7 @@ use crate::{
     mail::Invitations,
     pii::Cipher,
     store::{
-        Organization, Store, StoreError, Tx, console as users,
+        Organization, Store, StoreError, Tx, audit as log, console as users, now_micros,
         organizations::{insert_organization, lock_organization, set_contact as write_contact},
     },
 };
@@ -49,7 +49,8 @@ pub async fn create_organization(
     let organization = insert_organization(&mut tx, id, name, contact.as_deref()).await?;
     let text = format!("{} (contact {})", organization.name, contact.as_deref().unwrap_or("none"));
     let entry = on_organization(actor, "organization.created", id, Some(&text));
-    audit::append(&mut tx, store.cipher().ok(), entry).await?;
+    let detail = contact.as_deref().map(|contact| contact_detail(id, contact));
+    audit::append(&mut tx, store.cipher().ok(), Record { detail, ..entry }).await?;
     tx.commit().await.map_err(StoreError::from)?;
     Ok(organization)
 }
@@ -107,7 +108,7 @@ pub async fn invite_first_admin(
     audit::lock(&mut tx).await?;
     authority(&mut tx, admin).await?;
     let found = locked(&mut tx, organization).await?;
-    untouched(&mut tx, organization).await?;
+    untouched(&mut tx, cipher, organization).await?;
     if role != TenantRole::Admin {
         return Err(Refused::FirstUserAdmin.into());
     }
@@ -118,7 +119,7 @@ pub async fn invite_first_admin(
             FirstAdmin::Invited(invited.map_err(people_error)?)
         }
         Environment::Production => {
-            let contact = found.contact_email.ok_or_else(|| Refused::NoContact(organization.into()))?;
+            let contact = held(&mut tx, &found).await?;
             if email_key(&email) != email_key(&contact) {
                 return Err(Refused::NotContact(contact).into());
             }
@@ -143,8 +144,9 @@ pub(super) async fn apply_contact(
 ) -> Result<Organization, OperatorError> {
     locked(tx, organization).await?;
     let text = format!("{email}: {why}");
-    audit::append(tx, cipher, on_organization(by, "organization.contact_set", organization, Some(&text)))
-        .await?;
+    let entry = on_organization(by, "organization.contact_set", organization, Some(&text));
+    let detail = Some(contact_detail(organization, email));
+    audit::append(tx, cipher, Record { detail, ..entry }).await?;
     write_contact(tx, organization, email).await?;
     locked(tx, organization).await
 }
@@ -160,9 +162,9 @@ pub(super) async fn apply_first_admin(
     invitations: Option<&Invitations>,
 ) -> Result<String, OperatorError> {
     let organization = locked(tx, &change.target).await?;
-    untouched(tx, &organization.id).await?;
+    untouched(tx, cipher, &organization.id).await?;
     let proposed = change.proposal.email.as_deref().unwrap_or_default();
-    if organization.contact_email.as_deref() != Some(proposed) {
+    if held(tx, &organization).await? != proposed {
         return Err(Refused::ContactChanged(organization.id).into());
     }
     let invitations = invitations.ok_or(Refused::NoMail)?;
@@ -171,12 +173,56 @@ pub(super) async fn apply_first_admin(
     Ok(invited.map_err(people_error)?.mailed_to.unwrap_or_default())
 }
 
-/// Refused once `organization` has a console user.
-async fn untouched(tx: &mut Tx, organization: &str) -> Result<(), OperatorError> {
+/// Refused once `organization` has a console user. Invitations that
+/// lapsed unused (never enrolled, no link alive) are removed first, each
+/// with its entry, so that a tenant whose first admin never came is not
+/// locked out.
+async fn untouched(tx: &mut Tx, cipher: Option<&Cipher>, organization: &str) -> Result<(), OperatorError> {
+    for user in users::lapsed_invitations(tx, organization, now_micros()).await? {
+        let entry = Record {
+            actor: &Actor::System,
+            action: "console_user.removed",
+            target_kind: "console_user",
+            target_id: &user,
+            organization_id: Some(organization),
+            reason: Some("the invitation lapsed unused"),
+            request_id: None,
+            detail: None,
+        };
+        audit::append(tx, cipher, entry).await?;
+        users::remove(tx, &user, now_micros()).await?;
+    }
     if users::tenant_users(tx, organization).await? > 0 {
         return Err(Refused::TenantsOwnTeam(organization.into()).into());
     }
     Ok(())
+}
+
+/// What the entries about an organization's contact address record of it:
+/// the SHA-256 of the organization's id and the address (compared as
+/// emails are).
+pub fn contact_digest(organization: &str, email: &str) -> String {
+    let fields = serde_json::json!([organization, email_key(email)]);
+    crate::api_key::sha256_hex(fields.to_string().as_bytes())
+}
+
+fn contact_detail(organization: &str, email: &str) -> Detail {
+    Detail { contact_sha256: Some(contact_digest(organization, email)), ..Detail::default() }
+}
+
+/// `organization`'s contact address, when the last entry that set it
+/// recorded this very address: one written with plain SQL is refused.
+async fn held(tx: &mut Tx, organization: &Organization) -> Result<String, OperatorError> {
+    let contact =
+        organization.contact_email.clone().ok_or_else(|| Refused::NoContact(organization.id.clone()))?;
+    let actions = ("organization.created", "organization.contact_set");
+    let last = log::last_entry_about(tx, actions, &organization.id).await?;
+    let recorded =
+        last.and_then(|e| e.detail.as_deref().and_then(Detail::parse)).and_then(|d| d.contact_sha256);
+    if recorded != Some(contact_digest(&organization.id, &contact)) {
+        return Err(Refused::ContactUnrecorded(organization.id.clone()).into());
+    }
+    Ok(contact)
 }
 
 async fn locked(tx: &mut Tx, organization: &str) -> Result<Organization, OperatorError> {

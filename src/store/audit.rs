@@ -239,6 +239,23 @@ pub async fn has_link(tx: &mut Tx, hash: &str, targets: &[&str]) -> Result<bool,
     Ok(false)
 }
 
+/// The last entry about `target_id` whose action is one of `actions`.
+pub async fn last_entry_about(
+    tx: &mut Tx,
+    (first, second): (&str, &str),
+    target_id: &str,
+) -> Result<Option<Entry>, StoreError> {
+    let row = sqlx::query(&format!(
+        "SELECT {COLUMNS} FROM audit_log WHERE target_id = $1 AND action IN ($2, $3) ORDER BY seq DESC LIMIT 1"
+    ))
+    .bind(target_id)
+    .bind(first)
+    .bind(second)
+    .fetch_optional(&mut **tx)
+    .await?;
+    row.as_ref().map(entry).transpose()
+}
+
 /// The first entry of `action` about `target_id`.
 pub async fn entry_about(tx: &mut Tx, action: &str, target_id: &str) -> Result<Option<Entry>, StoreError> {
     let row = sqlx::query(&format!(

@@ -254,6 +254,27 @@ pub async fn lock_operator_user(tx: &mut Tx, operator_id: &str) -> Result<Option
     row.as_ref().map(user).transpose()
 }
 
+/// The present users of `organization` who never enrolled and whose every
+/// enrol link is used or expired as of `now`.
+pub async fn lapsed_invitations(
+    tx: &mut Tx,
+    organization: &str,
+    now: i64,
+) -> Result<Vec<String>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT u.id FROM console_users u
+         WHERE u.organization_id = $1 AND u.removed_at IS NULL AND u.password_hash IS NULL
+           AND NOT EXISTS (SELECT 1 FROM console_enrolments e
+                           WHERE e.user_id = u.id AND e.used_at IS NULL AND e.expires_at > $2)
+         ORDER BY u.id",
+    )
+    .bind(organization)
+    .bind(now)
+    .fetch_all(&mut **tx)
+    .await?;
+    rows.iter().map(|r| Ok(r.try_get("id")?)).collect()
+}
+
 /// How many present console users (enrolled or invited) `organization` has.
 pub async fn tenant_users(tx: &mut Tx, organization: &str) -> Result<i64, StoreError> {
     let row = sqlx::query(

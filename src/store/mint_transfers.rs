@@ -5,10 +5,10 @@
 use alloy::primitives::U256;
 use sqlx::{Any, Row, Transaction};
 
-use super::{Store, StoreError, now_micros, parse_column};
+use super::{Store, StoreError, Tx, now_micros, parse_column};
 use crate::{
     chain::Chain,
-    issuance::{reconcile::MintRow, state::Status},
+    issuance::{logged::MintSteps, reconcile::MintRow, state::Status},
     transfers::resource::{Route, TransferStatus},
 };
 
@@ -236,4 +236,27 @@ pub async fn lock_mint(tx: &mut Transaction<'static, Any>, id: &str) -> Result<O
         .fetch_optional(&mut **tx)
         .await?;
     row.map(|r| parse_column(&r.try_get::<String, _>("status")?, "mints.status")).transpose()
+}
+
+/// Every mint's steps as its row records them (of `chain`, if given).
+pub async fn mint_steps(tx: &mut Tx, chain: Option<Chain>) -> Result<Vec<MintSteps>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT id, chain, stablecoin_symbol, status, recorded_by, approved_by FROM mints
+         WHERE ($1 IS NULL OR chain = $1) ORDER BY chain, stablecoin_symbol, created_at, id",
+    )
+    .bind(chain.map(Chain::as_str))
+    .fetch_all(&mut **tx)
+    .await?;
+    rows.iter()
+        .map(|r| {
+            Ok(MintSteps {
+                id: r.try_get("id")?,
+                chain: parse_column(&r.try_get::<String, _>("chain")?, "mints.chain")?,
+                symbol: r.try_get("stablecoin_symbol")?,
+                status: parse_column(&r.try_get::<String, _>("status")?, "mints.status")?,
+                recorded_by: r.try_get("recorded_by")?,
+                approved_by: r.try_get("approved_by")?,
+            })
+        })
+        .collect()
 }

@@ -3,7 +3,8 @@
 //! code (or with a code of a secret it chose itself) is refused and leaves
 //! it unenrolled; a viewer enrols without one; a viewer made developer is
 //! sent to `/console/second-factor` before any page until a current code is
-//! entered, and its sign-ins ask for the code from then on. In `sandbox`
+//! entered, which ends every session it had (one opened with the password
+//! alone among them), and its sign-ins ask for the code from then on. In `sandbox`
 //! the factor stays optional (the other console tests enrol without one).
 
 use custody_indexer::{
@@ -85,6 +86,8 @@ async fn in_production_admins_and_developers_need_a_second_factor_and_viewers_do
         let vic_link = format!("{base}{}", vic.enrol_path);
         assert_eq!(sessions::enrol(&vic_link, PASSWORD).await.status, 200, "{backend:?}");
         let session = sign_in(base, "vic@acme.example", "").await.cookie.unwrap();
+        // A second session opened with the password alone (a thief's).
+        let other = sign_in(base, "vic@acme.example", "").await.cookie.unwrap();
         assert_eq!(get(base, "/console/deposits", Some(&session)).await.status, 200, "{backend:?}");
         // Made a developer, the viewer opens nothing but the page that adds
         // the factor (its sign-out still works).
@@ -95,6 +98,14 @@ async fn in_production_admins_and_developers_need_a_second_factor_and_viewers_do
         }
         let page = get(base, "/console/second-factor", Some(&session)).await;
         assert_eq!(page.status, 200, "{backend:?}: {}", page.body);
+        // A form sent anyway is not served either.
+        let csrf = sessions::csrf(&page.body);
+        let created = post(base, "/console/keys", Some(&session), &[("csrf", &csrf), ("name", "mine")]).await;
+        assert_eq!(
+            (created.status, created.location.as_str()),
+            (303, "/console/second-factor"),
+            "{backend:?}"
+        );
         assert!(page.body.contains("data:image/svg+xml;base64,"), "{backend:?}");
         let secret = page.body.split_once("id=\"totp-secret\">").unwrap().1.split('<').next().unwrap();
         let (csrf, offer) = (sessions::csrf(&page.body), field(&page.body, "offer"));
@@ -111,14 +122,19 @@ async fn in_production_admins_and_developers_need_a_second_factor_and_viewers_do
         let added = post(base, "/console/second-factor", Some(&session), &right).await;
         assert_eq!(
             (added.status, added.location.as_str()),
-            (303, "/console/"),
+            (303, "/console/sign-in"),
             "{backend:?}: {}",
             added.body
         );
-        assert_eq!(get(base, "/console/keys", Some(&session)).await.status, 200, "{backend:?}");
+        // Every session opened without the code ended with it.
+        for ended in [&session, &other] {
+            let page = get(base, "/console/keys", Some(ended)).await;
+            assert_eq!((page.status, page.location.as_str()), (303, "/console/sign-in"), "{backend:?}");
+        }
         assert_eq!(sign_in(base, "vic@acme.example", "").await.status, 401, "{backend:?}: the code is asked");
         let again = sign_in(base, "vic@acme.example", &totp::code(secret, now_micros()).unwrap()).await;
         assert_eq!(again.status, 303, "{backend:?}: {}", again.body);
+        assert_eq!(get(base, "/console/keys", again.cookie.as_deref()).await.status, 200, "{backend:?}");
 
         let entries = store.audit_entries(0, Some("acme"), 100).await.unwrap();
         let added: Vec<_> =

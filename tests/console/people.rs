@@ -9,7 +9,13 @@ use super::{
     common::db::BACKENDS,
     sessions::{FormOf, client, csrf, enrol, get, post, sign_in},
 };
-use custody_indexer::{api::ApiState, console::totp, environment::Environment, store::now_micros};
+use custody_indexer::{
+    api::ApiState,
+    audit::Actor,
+    console::{people, rules::TenantRole, totp},
+    environment::Environment,
+    store::now_micros,
+};
 
 #[tokio::test]
 async fn enrolment_takes_a_long_password_once_and_an_optional_second_factor() {
@@ -66,23 +72,10 @@ async fn enrolment_takes_a_long_password_once_and_an_optional_second_factor() {
         assert_eq!(signed.status, 303, "{backend:?}: {}", signed.body);
         assert_eq!(send_sign_in(with(&code)).await.status, 401, "{backend:?}: replayed code");
 
-        // A link past its 24 hours leads nowhere.
-        let invited = cli(
-            &tenant.app,
-            &[
-                "users",
-                "invite",
-                "--organization",
-                "acme",
-                "--email",
-                "late@acme.example",
-                "--role",
-                "viewer",
-            ],
-            &tenant.operator_key,
-        )
-        .await;
-        let late = String::from_utf8_lossy(&invited.stdout).lines().last().unwrap().to_string();
+        // A link past its 24 hours leads nowhere (the admin's team invitation).
+        let who = ("late@acme.example", TenantRole::Viewer);
+        let invited = people::invite(tenant.app.store(), "acme", who, &Actor::System, None).await.unwrap();
+        let late = format!("{base}{}", invited.enrol_path);
         let pool = sqlx::AnyPool::connect(&tenant.app.db.url).await.unwrap();
         sqlx::query("UPDATE console_enrolments SET expires_at = $1 WHERE used_at IS NULL")
             .bind(now_micros() - 1)

@@ -3,7 +3,8 @@
 //! contact address (`organizations create --contact-email`, audited); its
 //! first console admin invited only at that address, as a change another
 //! admin approves, the link mailed there and shown to no operator; any
-//! other operator invitation into it refused (`409`); the tenant's admin
+//! other operator invitation into it refused (`409`), and none at an address
+//! a database writer put in its row; the tenant's admin
 //! invites their team from the console, each link mailed to the person
 //! invited; the contact address changed only by an approved change. In
 //! `sandbox` an operator still invites a first admin alone and sees the
@@ -88,6 +89,20 @@ async fn operators_stay_out_of_tenants_and_invitations_reach_their_owner_by_mail
         let bad =
             create_organization(&app, &["--id", "globex", "--contact-email", "Boss <b@globex.example>"]);
         assert!(!bad.status.success(), "{backend:?}: a contact is one plain address");
+        // A database writer readdresses an organization's contact with plain
+        // SQL: no invitation goes there.
+        let made = create_organization(&app, &["--id", "globex", "--contact-email", "boss@globex.example"]);
+        assert!(made.status.success(), "{backend:?}: {}", String::from_utf8_lossy(&made.stderr));
+        let pool = sqlx::AnyPool::connect(&app.db.url).await.unwrap();
+        sqlx::query("UPDATE organizations SET contact_email = 'mallory@evil.example' WHERE id = 'globex'")
+            .execute(&pool)
+            .await
+            .unwrap();
+        let globex = "/operator/v1/organizations/globex/users";
+        let body = json!({ "email": "mallory@evil.example", "role": "admin" });
+        let refused = call(&app, Method::POST, globex, first, body).await;
+        assert_eq!(refused.status, 409, "{backend:?}: {:?}", refused.body);
+        assert!(refused.body["message"].as_str().unwrap().contains("not the one the audit log recorded"));
 
         // The first admin: at the contact address only, and only as a change.
         let users = "/operator/v1/organizations/acme/users";
@@ -181,6 +196,20 @@ async fn in_sandbox_an_operator_invites_a_first_admin_alone_and_no_one_after() {
     let again =
         call(&app, Method::POST, users, &key, json!({ "email": "b@acme.example", "role": "admin" })).await;
     assert_eq!(again.status, 409, "{:?}", again.body);
+    // An invitation that lapsed unused does not lock the tenant out: it is
+    // removed (and logged) when the next first admin is invited.
+    let pool = sqlx::AnyPool::connect(&app.db.url).await.unwrap();
+    sqlx::query("UPDATE console_enrolments SET expires_at = $1 WHERE used_at IS NULL")
+        .bind(now_micros() - 1)
+        .execute(&pool)
+        .await
+        .unwrap();
+    let body = json!({ "email": "a@acme.example", "role": "admin" });
+    let again = call(&app, Method::POST, users, &key, body).await;
+    assert_eq!(again.status, 201, "{:?}", again.body);
+    let entries = app.store().audit_entries(0, Some("acme"), 100).await.unwrap();
+    let lapsed = entries.iter().filter(|e| e.action == "console_user.removed" && e.actor == "system").count();
+    assert_eq!(lapsed, 1, "{entries:#?}");
     let body = json!({ "contact_email": "a@acme.example" });
     let set = call(&app, Method::PUT, "/operator/v1/organizations/acme/contact", &key, body).await;
     assert_eq!(

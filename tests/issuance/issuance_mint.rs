@@ -238,6 +238,30 @@ async fn in_production_a_wire_recorded_and_approved_by_two_operators_mints_on_ch
     let decided: Vec<_> = decided.into_iter().filter(|(_, name)| !name.contains("(uid ")).collect();
     assert_eq!(decided, [("wire.recorded", "Ann"), ("wire.approved", "Bo"), ("wire.refused", "Bo")], "{log}");
     assert!(platform.operator(&["audit", "verify"]).contains("verified"));
+
+    // A database owner makes Ann the approver of her own wire with plain
+    // SQL: the books name the mint whose approval the log does not hold.
+    let pool = sqlx::AnyPool::connect(&platform.env.database_url).await.unwrap();
+    let ann_actor: String = sqlx::Row::get(
+        &sqlx::query("SELECT recorded_by FROM mints WHERE id = $1").bind(&id).fetch_one(&pool).await.unwrap(),
+        "recorded_by",
+    );
+    assert!(ann_actor.starts_with("operator:op_"), "{ann_actor}");
+    sqlx::query("UPDATE mints SET approved_by = recorded_by WHERE id = $1")
+        .bind(&id)
+        .execute(&pool)
+        .await
+        .unwrap();
+    let books = reconcile(&platform.env, 1);
+    let found = books[0]["differences"].to_string();
+    assert!(
+        found.contains(&id) && found.contains(&format!("approval by {ann_actor} is not in the audit log")),
+        "{found}"
+    );
+    // And a mint sent to the chain that no one approved.
+    sqlx::query("UPDATE mints SET approved_by = NULL WHERE id = $1").bind(&id).execute(&pool).await.unwrap();
+    let found = reconcile(&platform.env, 1)[0]["differences"].to_string();
+    assert!(found.contains("sent to the chain without an approval"), "{found}");
 }
 
 #[test]

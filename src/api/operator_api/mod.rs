@@ -85,7 +85,8 @@ impl From<Refused> for ApiError {
             | Refused::Stale(_)
             | Refused::TenantsOwnTeam(_)
             | Refused::NoContact(_)
-            | Refused::ContactChanged(_) => {
+            | Refused::ContactChanged(_)
+            | Refused::ContactUnrecorded(_) => {
                 ApiError::coded(StatusCode::CONFLICT, ErrorCode::Conflict, refusal.to_string())
             }
             Refused::NoRole => ApiError::invalid(format!("roles: {refusal}")),
