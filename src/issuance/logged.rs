@@ -1,5 +1,6 @@
 //! Whether each mint's people are in the audit log: the operator who
-//! recorded its wire (`wire.recorded`) and the one who approved it
+//! recorded its wire (`wire.recorded`, or for an on-ramp's mint its
+//! conversion's `conversion.wire_recorded`) and the one who approved it
 //! (`wire.approved`), each by the actor the mint's row names, and in
 //! `production` an approval for every mint that was sent to the chain (every
 //! mint waits for one there). A mint row written or changed with plain SQL
@@ -20,6 +21,9 @@ pub struct MintSteps {
     pub status: Status,
     pub recorded_by: Option<String>,
     pub approved_by: Option<String>,
+    /// The on-ramp conversion whose wire the mint delivers, if any: its
+    /// wire's recording is that conversion's `conversion.wire_recorded`.
+    pub conversion: Option<String>,
 }
 
 /// What the log holds of a mint: the actors of its first `wire.recorded`
@@ -64,8 +68,12 @@ pub async fn unlogged(store: &Store, chain: Option<Chain>) -> Result<Vec<(MintSt
     let mut found = Vec::new();
     for mint in crate::store::mint_transfers::mint_steps(&mut tx, chain).await? {
         let actor = |entry: Option<crate::audit::chain::Entry>| entry.map(|e| e.actor);
+        let recorded = match &mint.conversion {
+            Some(conversion) => log::entry_about(&mut tx, "conversion.wire_recorded", conversion).await?,
+            None => log::entry_about(&mut tx, "wire.recorded", &mint.id).await?,
+        };
         let logged = Logged {
-            recorded: actor(log::entry_about(&mut tx, "wire.recorded", &mint.id).await?),
+            recorded: actor(recorded),
             approved: actor(log::entry_about(&mut tx, "wire.approved", &mint.id).await?),
         };
         if let Some(why) = missing(&mint, &logged, production) {
@@ -88,6 +96,7 @@ mod tests {
             status,
             recorded_by: recorded_by.map(str::to_string),
             approved_by: approved_by.map(str::to_string),
+            conversion: None,
         }
     }
 

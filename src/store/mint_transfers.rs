@@ -241,8 +241,9 @@ pub async fn lock_mint(tx: &mut Transaction<'static, Any>, id: &str) -> Result<O
 /// Every mint's steps as its row records them (of `chain`, if given).
 pub async fn mint_steps(tx: &mut Tx, chain: Option<Chain>) -> Result<Vec<MintSteps>, StoreError> {
     let rows = sqlx::query(
-        "SELECT id, chain, stablecoin_symbol, status, recorded_by, approved_by FROM mints
-         WHERE ($1 IS NULL OR chain = $1) ORDER BY chain, stablecoin_symbol, created_at, id",
+        "SELECT m.id, m.chain, m.stablecoin_symbol, m.status, m.recorded_by, m.approved_by, c.id AS conversion_id
+         FROM mints m LEFT JOIN conversions c ON c.mint_id = m.id
+         WHERE ($1 IS NULL OR m.chain = $1) ORDER BY m.chain, m.stablecoin_symbol, m.created_at, m.id",
     )
     .bind(chain.map(Chain::as_str))
     .fetch_all(&mut **tx)
@@ -256,6 +257,7 @@ pub async fn mint_steps(tx: &mut Tx, chain: Option<Chain>) -> Result<Vec<MintSte
                 status: parse_column(&r.try_get::<String, _>("status")?, "mints.status")?,
                 recorded_by: r.try_get("recorded_by")?,
                 approved_by: r.try_get("approved_by")?,
+                conversion: r.try_get("conversion_id")?,
             })
         })
         .collect()
