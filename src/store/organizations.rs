@@ -85,14 +85,24 @@ pub async fn insert_organization(
     }
     let name = name.unwrap_or(id);
     let created_at = now_micros();
-    let inserted = sqlx::query(
-        "INSERT INTO organizations (id, name, contact_email, created_at) VALUES ($1, $2, $3, $4)
-         ON CONFLICT (id) DO NOTHING",
-    )
-    .bind(id)
-    .bind(name)
-    .bind(contact_email)
-    .bind(created_at)
+    // Without a contact, the columns every release's table has (a store
+    // being migrated may be older than the contact's column).
+    let inserted = match contact_email {
+        None => sqlx::query(
+            "INSERT INTO organizations (id, name, created_at) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING",
+        )
+        .bind(id)
+        .bind(name)
+        .bind(created_at),
+        Some(contact) => sqlx::query(
+            "INSERT INTO organizations (id, name, contact_email, created_at) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (id) DO NOTHING",
+        )
+        .bind(id)
+        .bind(name)
+        .bind(contact)
+        .bind(created_at),
+    }
     .execute(&mut **tx)
     .await?;
     if inserted.rows_affected() == 0 {
