@@ -413,7 +413,14 @@ impl Cli {
                 users::contact(&id, &email, reason.as_deref(), &server).await?
             }
             Command::Organizations(command) => {
-                admin::organizations(&identities::open(&url).await?, command).await?
+                // Unlocked only on a store that seals (its audit entries
+                // are sealed then); unlocking another would give it a key.
+                let store = Store::open(&url).await?;
+                let store = match store.keeps_pii_key().await? {
+                    Some(_) => identities::unlock(store).await?,
+                    None => store,
+                };
+                admin::organizations(&store, command).await?
             }
             Command::ApiKeys(command) => admin::api_keys(&Store::open(&url).await?, command).await?,
             Command::Webhooks(command) => return webhooks::webhooks(&url, command).await,
