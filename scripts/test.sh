@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, as on a fresh machine: installs the pinned anvil,
-# nats-server and axe-core, Debian's chromium and chromium-driver, builds the
-# pinned local Solana network (all cached outside the clone), makes sure a
-# PostgreSQL answers (or starts a throwaway one), then runs every test
+# nats-server and axe-core, Debian's chromium and chromium-driver, softhsm2
+# and opensc (the PKCS#11 signer's token), builds the pinned local Solana
+# network (all cached outside the clone), makes sure a PostgreSQL answers (or
+# starts a throwaway one), then runs every test
 # against real nodes, both store backends and a real browser.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +18,8 @@ CHROMEDRIVER_BIN=$(scripts/install-browser.sh)
 export CHROMEDRIVER_BIN
 AXE_CORE_JS=$(scripts/install-axe.sh)
 export AXE_CORE_JS
+SOFTHSM2_MODULE=$(scripts/install-softhsm.sh)
+export SOFTHSM2_MODULE
 # shellcheck source=scripts/ensure-postgres.sh
 source scripts/ensure-postgres.sh
 

@@ -99,13 +99,18 @@ pub async fn create_account(store: &Store, create: CreateAccount) -> anyhow::Res
         AccountType::Segregated => {
             let (account, _) = store
                 .add_keyed_account(new, |index| {
-                    Ok(account_addresses(&signer, chains.iter().map(|c| c.chain), KeyRef::Account(index))?)
+                    Ok(account_addresses(
+                        signer.as_ref(),
+                        chains.iter().map(|c| c.chain),
+                        KeyRef::Account(index),
+                    )?)
                 })
                 .await?;
             account
         }
         AccountType::Omnibus => {
-            let addresses = account_addresses(&signer, chains.iter().map(|c| c.chain), KeyRef::Omnibus)?;
+            let addresses =
+                account_addresses(signer.as_ref(), chains.iter().map(|c| c.chain), KeyRef::Omnibus)?;
             store
                 .add_account(NewAccount { addresses, ..new })
                 .await

@@ -167,13 +167,14 @@ pub async fn deploy(command: IssuanceCommand) -> anyhow::Result<()> {
         unreachable!("only deploy is run without a store")
     };
     let config = chain_files.load()?.get(chain)?.clone();
-    let signer = crate::keys::MnemonicSigner::from_env()?.ok_or(crate::keys::KeyError::Missing)?;
+    let signer = crate::keys::from_env()?.ok_or(crate::keys::KeyError::Missing)?;
+    let signer = signer.as_ref();
     let coin = Coin { symbol: &symbol, name: name.as_deref().unwrap_or(&symbol), decimals };
     // A node's error may quote its URL, and an RPC URL may hold a key.
-    let deployed = crate::issuance::deploy::deploy(&config, &signer, &coin)
+    let deployed = crate::issuance::deploy::deploy(&config, signer, &coin)
         .await
         .map_err(|e| anyhow::anyhow!(crate::redact::redact_urls(&format!("{e:#}"))))?;
-    let issuer = crate::issuance::deploy::issuer(chain, &signer)?;
+    let issuer = crate::issuance::deploy::issuer(chain, signer)?;
     eprintln!(
         "{symbol} on {chain} at {}, minted by the issuer {issuer} alone; add to its chain file:",
         deployed.contract_address

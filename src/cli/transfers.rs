@@ -8,7 +8,7 @@ use super::ChainFiles;
 use crate::{
     account::DEFAULT_ORGANIZATION,
     chain::Chain,
-    keys::{KeyError, KeyRef, MnemonicSigner, Signer},
+    keys::{KeyError, KeyRef, Signer},
     store::{ChainGas, Store},
 };
 
@@ -80,8 +80,8 @@ pub enum LimitsCommand {
 }
 
 /// The signer the environment configures, required here.
-pub(super) fn signer() -> anyhow::Result<MnemonicSigner> {
-    MnemonicSigner::from_env()?.ok_or(KeyError::Missing).map_err(Into::into)
+pub(super) fn signer() -> anyhow::Result<std::sync::Arc<dyn Signer>> {
+    crate::keys::from_env()?.ok_or(KeyError::Missing).map_err(Into::into)
 }
 
 #[derive(Debug, Serialize)]
@@ -113,7 +113,7 @@ pub fn wallets(command: WalletsCommand) -> anyhow::Result<()> {
     let WalletsCommand::List { chain_files, json } = command;
     let chains = chain_files.load()?;
     let signer = signer()?;
-    let wallets = chains.iter().map(|c| wallet(&signer, c.chain)).collect::<Result<Vec<_>, _>>()?;
+    let wallets = chains.iter().map(|c| wallet(signer.as_ref(), c.chain)).collect::<Result<Vec<_>, _>>()?;
     if json {
         println!("{}", serde_json::to_string_pretty(&wallets)?);
     } else {

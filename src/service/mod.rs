@@ -31,7 +31,7 @@ use crate::{
     config::{ChainConfig, Chains},
     environment::{Configured, Environment},
     events::{self, delivery::DeliveryConfig, url::Policy},
-    keys::{MNEMONIC_ENV, MNEMONIC_FILE_ENV, MnemonicSigner, Signer},
+    keys::{MNEMONIC_ENV, MNEMONIC_FILE_ENV, SIGNER_ENV, Signer},
     lease::Leases,
     pii,
     store::Store,
@@ -347,9 +347,11 @@ async fn start(
 /// The signing keys the environment configures; without them transfers are
 /// refused and nothing is sent.
 fn signer() -> anyhow::Result<Option<Arc<dyn Signer>>> {
-    let signer = MnemonicSigner::from_env()?;
+    let signer = crate::keys::from_env()?;
     if signer.is_none() {
-        info!("no signing keys ({MNEMONIC_ENV} or {MNEMONIC_FILE_ENV}): transfers are disabled");
+        info!(
+            "no signing keys ({MNEMONIC_ENV}, {MNEMONIC_FILE_ENV} or {SIGNER_ENV}): transfers are disabled"
+        );
     }
-    Ok(signer.map(|s| Arc::new(s) as Arc<dyn Signer>))
+    Ok(signer)
 }

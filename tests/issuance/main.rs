@@ -11,4 +11,5 @@ mod issuance_deploy;
 mod issuance_import;
 mod issuance_mint;
 mod issuance_mint_solana;
+mod issuance_pkcs11;
 mod issuance_wires;

@@ -51,6 +51,8 @@ use solana_seed_derivable::SeedDerivable;
 use solana_signer::Signer as _;
 use zeroize::Zeroizing;
 
+pub mod pkcs11;
+
 /// The environment variable holding the phrase itself.
 pub const MNEMONIC_ENV: &str = "CUSTODY_INDEXER_MNEMONIC";
 /// The environment variable naming a file that holds the phrase.
@@ -125,6 +127,45 @@ pub enum KeyError {
     Path(String),
     #[error("signing failed: {0}")]
     Signing(String),
+    #[error("{0} is not set: the {SIGNER_ENV} backend needs it")]
+    Setting(&'static str),
+    #[error("{SIGNER_ENV}: {0:?} is not local or pkcs11")]
+    UnknownBackend(String),
+    #[error(
+        "{MNEMONIC_ENV} or {MNEMONIC_FILE_ENV} is set beside {SIGNER_ENV}={0}: keys come from one source only; \
+         unset the mnemonic (or move its keys into the token with keys import-local)"
+    )]
+    Mixed(String),
+    /// The token or its library: unreachable, refusing, or without the key.
+    #[error("the key token: {0}")]
+    Token(String),
+}
+
+/// The environment variable choosing where keys live: `local` (the
+/// mnemonic; the default) or `pkcs11`.
+pub const SIGNER_ENV: &str = "CUSTODY_INDEXER_SIGNER";
+
+/// The signer the environment configures: `CUSTODY_INDEXER_SIGNER=pkcs11`
+/// opens the token (and refuses a mnemonic beside it); `local`, or unset,
+/// the mnemonic when one is set. `Ok(None)` when no key source is set.
+pub fn from_env() -> Result<Option<std::sync::Arc<dyn Signer>>, KeyError> {
+    let backend = std::env::var(SIGNER_ENV).ok().filter(|v| !v.trim().is_empty());
+    match backend.as_deref().map(str::trim) {
+        None | Some("local") => {
+            Ok(MnemonicSigner::from_env()?.map(|s| std::sync::Arc::new(s) as std::sync::Arc<dyn Signer>))
+        }
+        Some("pkcs11") => {
+            let mnemonic = [MNEMONIC_ENV, MNEMONIC_FILE_ENV]
+                .iter()
+                .any(|name| std::env::var_os(name).is_some_and(|v| !v.is_empty()));
+            if mnemonic {
+                return Err(KeyError::Mixed("pkcs11".into()));
+            }
+            let settings = pkcs11::TokenSettings::from_env()?;
+            Ok(Some(std::sync::Arc::new(pkcs11::Pkcs11Signer::open(&settings)?)))
+        }
+        Some(other) => Err(KeyError::UnknownBackend(other.to_string())),
+    }
 }
 
 /// What signs for the service. Implementations must never log, format or

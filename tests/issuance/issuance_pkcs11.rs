@@ -1,0 +1,211 @@
+//! Keys in a PKCS#11 token (`CUSTODY_INDEXER_SIGNER=pkcs11`; SoftHSM2, a
+//! token of its own per test): `wallets list` names the token's keys, the
+//! same each time the token is opened, made inside it unextractable (as
+//! `pkcs11-tool` reads them); the stablecoin deployed on anvil and on the
+//! local Solana network with every transaction signed in the token, its
+//! minter the token's issuer; a mnemonic beside the token, a wrong PIN and
+//! an unknown token refused with what to fix.
+
+use std::{path::PathBuf, process::Command};
+
+use crate::common;
+
+use alloy::{
+    network::TransactionBuilder,
+    primitives::{Address, U256},
+    providers::Provider,
+    rpc::types::TransactionRequest,
+    sol,
+    sol_types::SolCall,
+};
+use common::{anvil::Anvil, chain_toml, cli::Env, solana::SolanaNode};
+use custody_indexer::{chain::Chain, config::ChainConfig};
+use serde_json::Value;
+use solana_pubkey::Pubkey;
+
+sol! {
+    function minter() returns (address);
+}
+
+const PIN: &str = "4711-0815";
+
+/// A SoftHSM2 token of its own: its configuration, label and PIN file.
+struct Token {
+    dir: tempfile::TempDir,
+    label: String,
+}
+
+fn module() -> String {
+    let module =
+        std::env::var("SOFTHSM2_MODULE").unwrap_or_else(|_| "/usr/lib/softhsm/libsofthsm2.so".into());
+    assert!(
+        std::path::Path::new(&module).exists(),
+        "SoftHSM2 is missing at {module}: scripts/install-softhsm.sh installs it (scripts/test.sh runs it)"
+    );
+    module
+}
+
+impl Token {
+    fn new(label: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let tokens = dir.path().join("tokens");
+        std::fs::create_dir_all(&tokens).unwrap();
+        let conf = format!(
+            "directories.tokendir = {}\nobjectstore.backend = file\nlog.level = ERROR\n",
+            tokens.display()
+        );
+        std::fs::write(dir.path().join("softhsm2.conf"), conf).unwrap();
+        std::fs::write(dir.path().join("pin"), format!("{PIN}\n")).unwrap();
+        let token = Token { dir, label: label.to_string() };
+        let init = Command::new("softhsm2-util")
+            .args(["--init-token", "--free", "--label", label, "--so-pin", "12345678", "--pin", PIN])
+            .env("SOFTHSM2_CONF", token.conf())
+            .output()
+            .expect("softhsm2-util (scripts/install-softhsm.sh installs it)");
+        assert!(init.status.success(), "{}", String::from_utf8_lossy(&init.stderr));
+        token
+    }
+
+    fn conf(&self) -> PathBuf {
+        self.dir.path().join("softhsm2.conf")
+    }
+
+    /// `command` signing with this token and no other key source.
+    fn signing<'a>(&self, command: &'a mut Command) -> &'a mut Command {
+        command
+            .env("SOFTHSM2_CONF", self.conf())
+            .env("CUSTODY_INDEXER_SIGNER", "pkcs11")
+            .env("CUSTODY_INDEXER_PKCS11_MODULE", module())
+            .env("CUSTODY_INDEXER_PKCS11_TOKEN", &self.label)
+            .env("CUSTODY_INDEXER_PKCS11_PIN_FILE", self.dir.path().join("pin"))
+            .env_remove("CUSTODY_INDEXER_MNEMONIC")
+            .env_remove("CUSTODY_INDEXER_MNEMONIC_FILE")
+    }
+
+    /// The private keys as `pkcs11-tool` lists them.
+    fn private_keys(&self) -> String {
+        let out = Command::new("pkcs11-tool")
+            .args(["--module", &module(), "--token-label", &self.label, "--login", "--pin", PIN])
+            .args(["--list-objects", "--type", "privkey"])
+            .env("SOFTHSM2_CONF", self.conf())
+            .output()
+            .expect("pkcs11-tool (scripts/install-softhsm.sh installs opensc)");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    }
+}
+
+fn run(command: &mut Command) -> (bool, String, String) {
+    let out = command.output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+fn deploy(env: &Env, token: &Token, chain: Chain) -> (bool, String, String) {
+    let args = ["issuance", "deploy", "--chain", chain.as_str(), "--symbol", "USDC", "--decimals", "6"];
+    run(token.signing(&mut env.command(&args)))
+}
+
+#[tokio::test]
+async fn on_evm_the_token_signs_and_its_keys_never_leave_it() {
+    let anvil = Anvil::start().await;
+    let toml = chain_toml(&[anvil.url()], None, "");
+    let env = Env::with_chain_file(&toml);
+    let token = Token::new("evm-keys");
+
+    let (ok, listed, err) = run(token.signing(&mut env.command(&["wallets", "list", "--json"])));
+    assert!(ok, "{err}");
+    let (_, again, _) = run(token.signing(&mut env.command(&["wallets", "list", "--json"])));
+    assert_eq!(listed, again, "the keys are found again, not made anew");
+    let wallets: Value = serde_json::from_str(&listed).unwrap();
+    let address = |role: &str| -> Address { wallets[0][role].as_str().unwrap().parse().unwrap() };
+    let (sponsor, issuer) = (address("sponsor"), address("issuer"));
+    assert_ne!(sponsor, issuer);
+    let keys = token.private_keys();
+    for role in ["sponsor", "omnibus", "issuer", "settlement"] {
+        assert!(keys.contains(&format!("custody-indexer:{role}:platform:evm")), "{keys}");
+    }
+    let guarded = keys
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("Access:"))
+        .filter(|access| access.trim().starts_with("sensitive") && access.contains("never extractable"))
+        .count();
+    assert_eq!(guarded, 4, "each key sensitive and never extractable: {keys}");
+
+    // The deployment is signed in the token by the sponsor, and the
+    // token's issuer alone mints.
+    let _: Value = anvil
+        .provider
+        .raw_request("anvil_setBalance".into(), (sponsor, U256::from(10u128.pow(18))))
+        .await
+        .unwrap();
+    let (ok, printed, err) = deploy(&env, &token, Chain::EthereumTestnet);
+    assert!(ok, "{err}");
+    let config =
+        ChainConfig::from_toml(&format!("{toml}\n{printed}"), std::path::Path::new("c.toml"), &|_| None)
+            .unwrap();
+    let coin: Address =
+        config.assets.iter().find(|a| a.symbol == "USDC").unwrap().contract_address.parse().unwrap();
+    let input = minterCall {}.abi_encode();
+    let answer =
+        anvil.provider.call(TransactionRequest::default().with_to(coin).with_input(input)).await.unwrap();
+    assert_eq!(minterCall::abi_decode_returns(&answer).unwrap(), issuer);
+    assert_eq!(anvil.provider.get_transaction_count(sponsor).await.unwrap(), 1, "the sponsor sent it");
+
+    // One key source only; a wrong PIN and an unknown token say what to fix.
+    let mut mixed = env.command(&["wallets", "list"]);
+    token
+        .signing(&mut mixed)
+        .env("CUSTODY_INDEXER_MNEMONIC", "test test test test test test test test test test test junk");
+    let (ok, _, err) = run(&mut mixed);
+    assert!(
+        !ok && err.contains("CUSTODY_INDEXER_MNEMONIC") && err.contains("CUSTODY_INDEXER_SIGNER"),
+        "{err}"
+    );
+    let wrong = token.dir.path().join("wrong");
+    std::fs::write(&wrong, "0000").unwrap();
+    let mut command = env.command(&["wallets", "list"]);
+    token.signing(&mut command).env("CUSTODY_INDEXER_PKCS11_PIN_FILE", &wrong);
+    let (ok, _, err) = run(&mut command);
+    assert!(!ok && err.contains("refuses the PIN") && !err.contains("0000"), "{err}");
+    let mut command = env.command(&["wallets", "list"]);
+    token.signing(&mut command).env("CUSTODY_INDEXER_PKCS11_TOKEN", "nope");
+    let (ok, _, err) = run(&mut command);
+    assert!(!ok && err.contains("no token is labelled \"nope\""), "{err}");
+}
+
+#[tokio::test]
+async fn on_solana_the_token_signs_with_ed25519() {
+    let node = SolanaNode::start().await;
+    let toml = format!(
+        "chain = \"SOLANA_DEVNET\"\ngenesis_hash = \"{}\"\nrpc_urls = [\"{}\"]\nconfirmation = \"finalized\"\npoll_interval_ms = 200\n\
+         native = {{ symbol = \"SOL\", decimals = 9 }}\n",
+        node.genesis_hash, node.url
+    );
+    let env = Env::with_chain_file(&toml);
+    let token = Token::new("solana-keys");
+    let (ok, listed, err) = run(token.signing(&mut env.command(&["wallets", "list", "--json"])));
+    assert!(ok, "{err}");
+    let wallets: Value = serde_json::from_str(&listed).unwrap();
+    let key = |role: &str| -> Pubkey { wallets[0][role].as_str().unwrap().parse().unwrap() };
+    let (sponsor, issuer) = (key("sponsor"), key("issuer"));
+    assert!(token.private_keys().contains("custody-indexer:issuer:platform:solana"));
+    let airdrop = node.rpc.request_airdrop(&sponsor, 10_000_000_000).await.unwrap();
+    while !node.rpc.confirm_transaction(&airdrop).await.unwrap() {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let (ok, printed, err) = deploy(&env, &token, Chain::SolanaDevnet);
+    assert!(ok, "{err}");
+    let config =
+        ChainConfig::from_toml(&format!("{toml}\n{printed}"), std::path::Path::new("c.toml"), &|_| None)
+            .unwrap();
+    let mint: Pubkey =
+        config.assets.iter().find(|a| a.symbol == "USDC").unwrap().contract_address.parse().unwrap();
+    let account = node.rpc.get_account(&mint).await.unwrap();
+    // SPL Token's Mint: COption<Pubkey> authority first.
+    assert_eq!(&account.data[0..4], &[1, 0, 0, 0], "a mint authority is set");
+    assert_eq!(&account.data[4..36], issuer.as_ref(), "the token's issuer is the mint authority");
+}
