@@ -208,7 +208,9 @@ pub async fn organizations(store: &Store, command: OrganizationsCommand) -> anyh
             let organization = tenants::create_organization(store, made, &Actor::local(None)).await?;
             println!("created organization {} ({})", organization.id, organization.name);
         }
-        OrganizationsCommand::Contact { .. } => unreachable!("served through the service"),
+        OrganizationsCommand::Contact { .. } => {
+            anyhow::bail!("organizations contact goes through the service: pass --server URL")
+        }
         OrganizationsCommand::List { json } => {
             let organizations = store.organizations().await?;
             if json {

@@ -11,6 +11,7 @@ mod chain_stops;
 mod clock;
 mod conditions;
 pub mod console;
+pub mod console_sessions;
 pub mod conversions;
 mod coverage;
 mod deliveries;
