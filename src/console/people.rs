@@ -119,12 +119,11 @@ pub async fn invite(
     actor: &Actor,
     mail: Option<&Invitations>,
 ) -> Result<Invited, PeopleError> {
-    let email = check_email(email)?;
     let mut tx = store.begin().await?;
     if crate::store::organizations::lock_organization(&mut tx, organization).await?.is_none() {
         return Err(StoreError::NotFound(format!("organization {organization}")).into());
     }
-    let invited = invite_in(&mut tx, store.cipher().ok(), organization, (&email, role), actor, mail).await?;
+    let invited = invite_in(&mut tx, store.cipher().ok(), organization, (email, role), actor, mail).await?;
     tx.commit().await.map_err(StoreError::from)?;
     Ok(invited)
 }

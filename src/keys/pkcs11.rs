@@ -155,6 +155,16 @@ impl Pkcs11Signer {
         let of = |class| vec![Attribute::Class(class), Attribute::Label(label.clone().into_bytes())];
         let private = session.find_objects(&of(ObjectClass::PRIVATE_KEY)).map_err(token_error("find"))?;
         let public = session.find_objects(&of(ObjectClass::PUBLIC_KEY)).map_err(token_error("find"))?;
+        // Two keys under one label (two processes that made it at once) are
+        // never chosen between: each might sign for another address.
+        if private.len() > 1 || public.len() > 1 {
+            return Err(KeyError::Token(format!(
+                "{label} names {} private and {} public keys: keep the one whose address holds funds, \
+                 remove the others with the token's tools",
+                private.len(),
+                public.len()
+            )));
+        }
         let (private, public) = match (private.first(), public.first()) {
             (Some(private), Some(public)) => (*private, *public),
             _ => {

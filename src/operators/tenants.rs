@@ -250,13 +250,8 @@ fn on_organization<'a>(
     reason: Option<&'a str>,
 ) -> Record<'a> {
     Record {
-        actor,
-        action,
         target_kind: "organization",
-        target_id: id,
         organization_id: Some(id),
-        reason,
-        request_id: None,
-        detail: None,
+        ..manage::record(actor, action, id, reason)
     }
 }

@@ -3,8 +3,8 @@
 //! same each time the token is opened, made inside it unextractable (as
 //! `pkcs11-tool` reads them); the stablecoin deployed on anvil and on the
 //! local Solana network with every transaction signed in the token, its
-//! minter the token's issuer; a mnemonic beside the token, a wrong PIN and
-//! an unknown token refused with what to fix.
+//! minter the token's issuer; a mnemonic beside the token, a wrong PIN,
+//! an unknown token and a label naming two keys refused with what to fix.
 
 use std::{path::PathBuf, process::Command};
 
@@ -175,6 +175,24 @@ async fn on_evm_the_token_signs_and_its_keys_never_leave_it() {
     token.signing(&mut command).env("CUSTODY_INDEXER_PKCS11_TOKEN", "nope");
     let (ok, _, err) = run(&mut command);
     assert!(!ok && err.contains("no token is labelled \"nope\""), "{err}");
+
+    // A second key under a label (two processes making it at once) is
+    // refused, never chosen between.
+    let made = Command::new("pkcs11-tool")
+        .args(["--module", &module(), "--token-label", &token.label, "--login", "--pin", PIN])
+        .args([
+            "--keypairgen",
+            "--key-type",
+            "EC:secp256k1",
+            "--label",
+            "custody-indexer:omnibus:platform:evm",
+        ])
+        .env("SOFTHSM2_CONF", token.conf())
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let (ok, _, err) = run(token.signing(&mut env.command(&["wallets", "list"])));
+    assert!(!ok && err.contains("names 2 private and 2 public keys"), "{err}");
 }
 
 #[tokio::test]
