@@ -65,6 +65,18 @@ fn describe() {
     );
     describe_counter!("custody_indexer_webhook_deliveries_total", "Delivery attempts by outcome");
     describe_counter!("custody_indexer_reorgs_total", "Reorgs this process detected");
+    describe_counter!(
+        "custody_indexer_bad_signatures_total",
+        "Signatures the signer answered that did not verify for their key, never sent"
+    );
+    describe_counter!(
+        "custody_indexer_signer_refusals_total",
+        "Signatures refused because their key reached CUSTODY_INDEXER_SIGNER_MAX_PER_MINUTE"
+    );
+    describe_gauge!(
+        "custody_indexer_local_keys",
+        "1 when a production service signs with keys its host can read (a mnemonic, a software token)"
+    );
     describe_counter!("custody_indexer_deep_reorgs_total", "Reorgs below a confirmed deposit");
 }
 
@@ -93,10 +105,14 @@ pub async fn render(store: &Store, chains: &Chains, required: &[crate::chain::Ch
     }
     // Conditions in force by kind (an unfunded sponsor, failing webhooks),
     // 0 for a kind that has none any more: an alert needs no log search.
-    for kind in [crate::transfers::sponsor::KIND, crate::events::delivery::FAILING] {
+    let kinds =
+        [crate::transfers::sponsor::KIND, crate::events::delivery::FAILING, crate::store::SIGNER_UNREACHABLE];
+    for kind in kinds {
         let n = report.conditions.iter().filter(|c| c.kind == kind).count();
         gauge!("custody_indexer_conditions", "kind" => kind).set(n as f64);
     }
+    let local = report.conditions.iter().any(|c| c.kind == crate::keys::rules::LOCAL_KEYS);
+    gauge!("custody_indexer_local_keys").set(if local { 1.0 } else { 0.0 });
     if let Ok(counts) = store.deposit_counts().await {
         for count in &counts {
             gauge!("custody_indexer_deposits", "chain" => count.chain.as_str(), "status" => count.status.as_str())

@@ -177,6 +177,14 @@ pub(super) fn accept_error(error: AcceptError) -> ApiError {
                 ),
             )
         }
+        AcceptError::Key(error) if error.is_unreachable() => {
+            tracing::warn!(error = %error, "the signer does not answer: transfer not accepted");
+            ApiError::coded(
+                StatusCode::SERVICE_UNAVAILABLE,
+                ErrorCode::TransfersUnavailable,
+                "the signer does not answer now; nothing was accepted: try again later with the same request_id",
+            )
+        }
         AcceptError::Key(error) => {
             tracing::error!(error = %error, "the signer cannot derive an address");
             ApiError::internal()

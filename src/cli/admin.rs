@@ -85,7 +85,7 @@ pub struct CreateAccount {
 /// `accounts create`: an account whose keys the service holds.
 pub async fn create_account(store: &Store, create: CreateAccount) -> anyhow::Result<()> {
     let chains = create.chain_files.load()?;
-    let signer = super::transfers::signer()?;
+    let signer = super::transfers::signer(store.environment().await?)?;
     let new = NewAccount {
         watch_from: Default::default(),
         id: create.account_id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),

@@ -167,7 +167,7 @@ pub async fn deploy(command: IssuanceCommand) -> anyhow::Result<()> {
         unreachable!("only deploy is run without a store")
     };
     let config = chain_files.load()?.get(chain)?.clone();
-    let signer = crate::keys::from_env()?.ok_or(crate::keys::KeyError::Missing)?;
+    let signer = super::transfers::signer(None)?;
     let signer = signer.as_ref();
     let coin = Coin { symbol: &symbol, name: name.as_deref().unwrap_or(&symbol), decimals };
     // A node's error may quote its URL, and an RPC URL may hold a key.

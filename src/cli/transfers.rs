@@ -8,6 +8,7 @@ use super::ChainFiles;
 use crate::{
     account::DEFAULT_ORGANIZATION,
     chain::Chain,
+    environment::Environment,
     keys::{KeyError, KeyRef, Signer},
     store::{ChainGas, Store},
 };
@@ -79,9 +80,22 @@ pub enum LimitsCommand {
     },
 }
 
-/// The signer the environment configures, required here.
-pub(super) fn signer() -> anyhow::Result<std::sync::Arc<dyn Signer>> {
-    crate::keys::from_env()?.ok_or(KeyError::Missing).map_err(Into::into)
+/// The signer the environment configures, required here, if `environment`
+/// (the store's, or `CUSTODY_INDEXER_ENVIRONMENT` for a command without
+/// one) allows its keys: production refuses keys this host can read
+/// unless `CUSTODY_INDEXER_ALLOW_LOCAL_KEYS=true`, and then warns.
+pub(super) fn signer(environment: Option<Environment>) -> anyhow::Result<std::sync::Arc<dyn Signer>> {
+    let signer = crate::keys::from_env()?.ok_or(KeyError::Missing)?;
+    let environment = environment.or_else(|| {
+        std::env::var(crate::environment::ENVIRONMENT_ENV).ok().and_then(|v| v.trim().parse().ok())
+    });
+    if let Some(environment) = environment {
+        let allowed = crate::keys::rules::local_keys_allowed_by_env();
+        if let Some(warning) = crate::keys::rules::may_sign_with(environment, &signer.backend(), allowed)? {
+            eprintln!("warning: {warning}");
+        }
+    }
+    Ok(signer)
 }
 
 #[derive(Debug, Serialize)]
@@ -94,6 +108,10 @@ struct Wallet {
     /// Receives what off-ramps pay out and sends back what a bank refuses
     /// or returns; on EVM chains it pays its own gas for that.
     settlement: String,
+    /// Where the keys live (`local mnemonic`, `pkcs11 token "…"`).
+    backend: String,
+    /// Each key's name (its label in a token), by role.
+    labels: std::collections::BTreeMap<&'static str, String>,
 }
 
 /// The sponsor's, the omnibus wallet's, the issuer's and the settlement
@@ -106,22 +124,37 @@ fn wallet(signer: &dyn Signer, chain: Chain) -> Result<Wallet, KeyError> {
         omnibus: address(KeyRef::Omnibus)?,
         issuer: address(KeyRef::Issuer)?,
         settlement: address(KeyRef::Settlement)?,
+        backend: signer.backend().to_string(),
+        labels: [
+            ("sponsor", KeyRef::Sponsor),
+            ("omnibus", KeyRef::Omnibus),
+            ("issuer", KeyRef::Issuer),
+            ("settlement", KeyRef::Settlement),
+        ]
+        .into_iter()
+        .map(|(role, key)| (role, crate::keys::describe(key, chain.family())))
+        .collect(),
     })
 }
 
 pub fn wallets(command: WalletsCommand) -> anyhow::Result<()> {
     let WalletsCommand::List { chain_files, json } = command;
     let chains = chain_files.load()?;
-    let signer = signer()?;
+    let signer = signer(None)?;
     let wallets = chains.iter().map(|c| wallet(signer.as_ref(), c.chain)).collect::<Result<Vec<_>, _>>()?;
     if json {
         println!("{}", serde_json::to_string_pretty(&wallets)?);
     } else {
         for w in &wallets {
-            println!(
-                "{}\n  sponsor    {}\n  omnibus    {}\n  issuer     {}\n  settlement {}",
-                w.chain, w.sponsor, w.omnibus, w.issuer, w.settlement
-            );
+            println!("{} ({})", w.chain, w.backend);
+            for (role, address) in [
+                ("sponsor", &w.sponsor),
+                ("omnibus", &w.omnibus),
+                ("issuer", &w.issuer),
+                ("settlement", &w.settlement),
+            ] {
+                println!("  {role:<10} {address}  {}", w.labels[role]);
+            }
         }
     }
     Ok(())

@@ -191,6 +191,9 @@ pub async fn check(store: &Store, chains: &Chains, required: &[Chain]) -> Report
         Ok(conditions) => (conditions, None),
         Err(error) => (Vec::new(), Some(format!("conditions could not be read: {error}"))),
     };
+    // A signer that does not answer stops transfers: a problem, not a warning.
+    let (unsigned, conditions): (Vec<Condition>, Vec<Condition>) =
+        conditions.into_iter().partition(|c| c.kind == crate::store::SIGNER_UNREACHABLE);
     let mut warnings = attach(&mut reports, &conditions);
     warnings.extend(unread);
     for report in &mut reports {
@@ -206,7 +209,8 @@ pub async fn check(store: &Store, chains: &Chains, required: &[Chain]) -> Report
             Err(error) => return unreachable(error),
         }
     }
-    let mut problems = Vec::new();
+    let mut problems: Vec<String> = unsigned.iter().map(|c| c.message.clone()).collect();
+    let conditions = [conditions, unsigned].concat();
     if reports.is_empty() {
         problems.push("no chain has recorded a scan yet: is `custody-indexer run` running?".to_string());
     }

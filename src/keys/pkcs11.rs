@@ -76,14 +76,30 @@ struct Found<P> {
     public: P,
 }
 
-/// A logged-in session on the token, and the keys found so far.
+/// A logged-in session on the token, and the library it was opened with
+/// (finalized when the last of them is dropped, the session first).
+struct Open {
+    session: Session,
+    _context: Pkcs11,
+}
+
+/// The token's settings, a session on it while it answers, and the keys
+/// found so far. A failed call drops the session and what was found with
+/// it: the next call loads the library again, finds the token, logs in
+/// (the PIN read from its file again) and finds each key anew, so a token
+/// that went away and came back signs again without a restart.
 pub struct Pkcs11Signer {
+    settings: TokenSettings,
+    software: bool,
     // The session is used by one caller at a time; the library's own
     // locking (`CKF_OS_LOCKING_OK`) guards the token.
-    session: Mutex<Session>,
+    open: Mutex<Option<Open>>,
     evm: Mutex<HashMap<KeyRef, Found<Address>>>,
     solana: Mutex<HashMap<KeyRef, Found<[u8; 32]>>>,
-    _context: Pkcs11,
+    /// Each key's public half once read: kept across sessions, so an
+    /// address is known while the token is away, and a key found again
+    /// must be the same key.
+    known: Mutex<HashMap<(KeyRef, Family), Vec<u8>>>,
 }
 
 impl fmt::Debug for Pkcs11Signer {
@@ -109,49 +125,78 @@ fn read_pin(path: &Path) -> Result<AuthPin, KeyError> {
 impl Pkcs11Signer {
     /// Opens the token `settings` names and logs in as its user.
     pub fn open(settings: &TokenSettings) -> Result<Self, KeyError> {
-        let pin = read_pin(&settings.pin_file)?;
-        let context =
-            Pkcs11::new(&settings.module).map_err(token_error("the PKCS#11 library does not load"))?;
-        context
-            .initialize(CInitializeArgs::new(CInitializeFlags::OS_LOCKING_OK))
-            .map_err(token_error("the PKCS#11 library does not start"))?;
-        let slots = context.get_slots_with_token().map_err(token_error("no slot answers"))?;
-        let slot = slots
-            .into_iter()
-            .find(|slot| {
-                context.get_token_info(*slot).is_ok_and(|info| info.label().trim() == settings.token)
-            })
-            .ok_or_else(|| KeyError::Token(format!("no token is labelled {:?}", settings.token)))?;
-        let session = context.open_rw_session(slot).map_err(token_error("the token opens no session"))?;
-        session.login(UserType::User, Some(&pin)).map_err(token_error("the token refuses the PIN"))?;
+        let (open, software) = connect(settings)?;
         Ok(Pkcs11Signer {
-            session: Mutex::new(session),
+            settings: settings.clone(),
+            software,
+            open: Mutex::new(Some(open)),
             evm: Mutex::default(),
             solana: Mutex::default(),
-            _context: context,
+            known: Mutex::default(),
         })
     }
 
+    /// `f` with the session, opened again first if the last call failed;
+    /// a failure drops it and the keys found through it.
+    fn with_session<T>(&self, f: impl FnOnce(&Session) -> Result<T, KeyError>) -> Result<T, KeyError> {
+        let mut open = self.open.lock().expect("token session lock");
+        let session = match open.take() {
+            Some(session) => session,
+            // Whatever stops it now, the token does not answer.
+            None => connect(&self.settings).map_err(|error| KeyError::Token(error.to_string()))?.0,
+        };
+        let answer = f(&session.session);
+        if answer.is_ok() {
+            *open = Some(session);
+        } else {
+            drop(session);
+            self.evm.lock().expect("key cache lock").clear();
+            self.solana.lock().expect("key cache lock").clear();
+        }
+        answer
+    }
+}
+
+/// Loads the library, finds the token by its label and logs in as its
+/// user; whether the token is a software one (SoftHSM: its manufacturer,
+/// or the library's file name, says so).
+fn connect(settings: &TokenSettings) -> Result<(Open, bool), KeyError> {
+    let pin = read_pin(&settings.pin_file)?;
+    let context = Pkcs11::new(&settings.module).map_err(token_error("the PKCS#11 library does not load"))?;
+    context
+        .initialize(CInitializeArgs::new(CInitializeFlags::OS_LOCKING_OK))
+        .map_err(token_error("the PKCS#11 library does not start"))?;
+    let slots = context.get_slots_with_token().map_err(token_error("no slot answers"))?;
+    let slot = slots
+        .into_iter()
+        .find(|slot| context.get_token_info(*slot).is_ok_and(|info| info.label().trim() == settings.token))
+        .ok_or_else(|| KeyError::Token(format!("no token is labelled {:?}", settings.token)))?;
+    let info = context.get_token_info(slot).map_err(token_error("the token does not describe itself"))?;
+    let named = |text: &str| text.to_ascii_lowercase().contains("softhsm");
+    let software = named(info.manufacturer_id())
+        || settings.module.file_name().is_some_and(|name| named(&name.to_string_lossy()));
+    let session = context.open_rw_session(slot).map_err(token_error("the token opens no session"))?;
+    session.login(UserType::User, Some(&pin)).map_err(token_error("the token refuses the PIN"))?;
+    Ok((Open { session, _context: context }, software))
+}
+
+impl Pkcs11Signer {
     /// `custody-indexer:<role>:<owner>:<family>`.
     pub fn label(key: KeyRef, family: Family) -> String {
-        let (role, owner) = match key {
-            KeyRef::Sponsor => ("sponsor", "platform".to_string()),
-            KeyRef::Omnibus => ("omnibus", "platform".to_string()),
-            KeyRef::Account(index) => ("account", index.to_string()),
-            KeyRef::Issuer => ("issuer", "platform".to_string()),
-            KeyRef::Settlement => ("settlement", "platform".to_string()),
-        };
-        let family = match family {
-            Family::Evm => "evm",
-            Family::Solana => "solana",
-        };
-        format!("custody-indexer:{role}:{owner}:{family}")
+        super::describe(key, family)
     }
 
     /// The key labelled for `key` and `family`: found, or made in the token.
     fn find_or_make(&self, key: KeyRef, family: Family) -> Result<(ObjectHandle, Vec<u8>), KeyError> {
+        self.with_session(|session| Self::find_or_make_in(session, key, family))
+    }
+
+    fn find_or_make_in(
+        session: &Session,
+        key: KeyRef,
+        family: Family,
+    ) -> Result<(ObjectHandle, Vec<u8>), KeyError> {
         let label = Self::label(key, family);
-        let session = self.session.lock().expect("token session lock");
         let of = |class| vec![Attribute::Class(class), Attribute::Label(label.clone().into_bytes())];
         let private = session.find_objects(&of(ObjectClass::PRIVATE_KEY)).map_err(token_error("find"))?;
         let public = session.find_objects(&of(ObjectClass::PUBLIC_KEY)).map_err(token_error("find"))?;
@@ -209,11 +254,34 @@ impl Pkcs11Signer {
         Ok((private, unwrap_octets(point, size)))
     }
 
+    /// Keeps `point` as the key's public half the first time; refuses
+    /// another one later (a token swapped for another, a key replaced).
+    fn same_as_known(&self, key: KeyRef, family: Family, point: &[u8]) -> Result<(), KeyError> {
+        let mut known = self.known.lock().expect("key cache lock");
+        match known.get(&(key, family)) {
+            Some(before) if before.as_slice() != point => Err(KeyError::Token(format!(
+                "{} is another key than the one this process signed with: the token was replaced",
+                Self::label(key, family)
+            ))),
+            Some(_) => Ok(()),
+            None => {
+                known.insert((key, family), point.to_vec());
+                Ok(())
+            }
+        }
+    }
+
+    /// The public half read before, if any.
+    fn known(&self, key: KeyRef, family: Family) -> Option<Vec<u8>> {
+        self.known.lock().expect("key cache lock").get(&(key, family)).cloned()
+    }
+
     fn evm_key(&self, key: KeyRef) -> Result<Found<Address>, KeyError> {
         if let Some(found) = self.evm.lock().expect("key cache lock").get(&key) {
             return Ok(*found);
         }
         let (private, point) = self.find_or_make(key, Family::Evm)?;
+        self.same_as_known(key, Family::Evm, &point)?;
         if point.len() != 65 || point[0] != 0x04 {
             return Err(KeyError::Token(format!(
                 "{} is not an uncompressed secp256k1 key",
@@ -230,6 +298,7 @@ impl Pkcs11Signer {
             return Ok(*found);
         }
         let (private, point) = self.find_or_make(key, Family::Solana)?;
+        self.same_as_known(key, Family::Solana, &point)?;
         let public: [u8; 32] = point.try_into().map_err(|_| {
             KeyError::Token(format!("{} is not an Ed25519 key", Self::label(key, Family::Solana)))
         })?;
@@ -239,8 +308,9 @@ impl Pkcs11Signer {
     }
 
     fn sign(&self, mechanism: &Mechanism, private: ObjectHandle, data: &[u8]) -> Result<Vec<u8>, KeyError> {
-        let session = self.session.lock().expect("token session lock");
-        session.sign(mechanism, private, data).map_err(token_error("the token does not sign"))
+        self.with_session(|session| {
+            session.sign(mechanism, private, data).map_err(token_error("the token does not sign"))
+        })
     }
 }
 
@@ -281,12 +351,22 @@ pub fn evm_signature(raw: &[u8], hash: B256, address: Address) -> Result<Signatu
 }
 
 impl Signer for Pkcs11Signer {
+    fn backend(&self) -> super::Backend {
+        super::Backend::Pkcs11 { token: self.settings.token.clone(), software: self.software }
+    }
+
     fn evm_address(&self, key: KeyRef) -> Result<Address, KeyError> {
-        Ok(self.evm_key(key)?.public)
+        match self.known(key, Family::Evm) {
+            Some(point) if point.len() == 65 => Ok(Address::from_raw_public_key(&point[1..])),
+            _ => Ok(self.evm_key(key)?.public),
+        }
     }
 
     fn solana_address(&self, key: KeyRef) -> Result<String, KeyError> {
-        Ok(bs58::encode(self.solana_key(key)?.public).into_string())
+        match self.known(key, Family::Solana) {
+            Some(point) => Ok(bs58::encode(point).into_string()),
+            None => Ok(bs58::encode(self.solana_key(key)?.public).into_string()),
+        }
     }
 
     fn sign_evm_hash(&self, key: KeyRef, hash: B256) -> BoxFuture<'_, Result<Signature, KeyError>> {

@@ -17,7 +17,7 @@ use std::{net::SocketAddr, sync::Arc};
 
 use anyhow::{Context, bail};
 use tokio_util::sync::CancellationToken;
-use tracing::{error, info};
+use tracing::{error, info, warn};
 
 pub use self::signals::cancel_on_signal;
 use self::{
@@ -158,7 +158,10 @@ async fn run(
     telemetry::prometheus();
     let listener = api::bind(api.listen).await?;
     let required = selected.iter().map(|c| c.chain).collect();
-    let signer = launch.signer;
+    let signer = match launch.signer {
+        Some(signer) => Some(signing(&store, environment, signer).await?),
+        None => None,
+    };
     let webhook_policy = launch.webhook_policy.within(environment);
     let state = api_state(&store, chains, required, &api, signer.clone(), environment)?
         .with_webhook_policy(webhook_policy);
@@ -237,7 +240,11 @@ pub async fn serve(
     crate::issuance::decimals::verify_at_start(chains.iter()).await?;
     telemetry::prometheus();
     let listener = api::bind(api.listen).await?;
-    let state = api_state(&store, chains, required, &api, signer()?, environment)?
+    let signer = match signer()? {
+        Some(signer) => Some(signing(&store, environment, signer).await?),
+        None => None,
+    };
+    let state = api_state(&store, chains, required, &api, signer, environment)?
         .with_webhook_policy(Policy::from_env().within(environment));
     let outcome = workers::serve_api(listener, state, shutdown).await;
     store.close().await;
@@ -342,6 +349,27 @@ async fn start(
     }
     info!(%environment, "environment");
     Ok((store, environment, followed))
+}
+
+/// `signer`, if `environment` allows its keys (a production service with
+/// keys its host can read keeps the warning as a condition, shown by
+/// `health` and `/metrics`), its condition recorded in the store.
+async fn signing(
+    store: &Store,
+    environment: Environment,
+    signer: Arc<dyn Signer>,
+) -> anyhow::Result<Arc<dyn Signer>> {
+    use crate::keys::rules::{LOCAL_KEYS, local_keys_allowed_by_env, may_sign_with};
+    let backend = signer.backend();
+    info!(signer = %backend, "signing keys");
+    // The warning is the last started service's: its keys replace another's.
+    let warning = may_sign_with(environment, &backend, local_keys_allowed_by_env())?;
+    store.clear_conditions(LOCAL_KEYS).await?;
+    if let Some(warning) = warning {
+        warn!(%warning, "production signs with keys this host can read ({})", crate::keys::rules::ALLOW_LOCAL_KEYS_ENV);
+        store.raise_condition(None, LOCAL_KEYS, &backend.to_string(), &warning).await?;
+    }
+    Ok(Arc::new(crate::keys::watch::Watched::new(signer, store.clone())))
 }
 
 /// The signing keys the environment configures; without them transfers are

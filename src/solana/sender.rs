@@ -43,7 +43,8 @@ use crate::{
     store::{Store, now_micros},
     transfers::{
         FailureDetails, Fee, Lineage, Outgoing, Route, SendError, Sender, SentTransaction, TransferStatus,
-        TxRole, TxState, after_step, expire_if_unsent, failure, listed_asset, settle, waiting,
+        TxRole, TxState, after_step, expire_if_unsent, failure, listed_asset, past_submit_window, settle,
+        submit_within_micros, waiting,
     },
 };
 
@@ -88,8 +89,8 @@ impl SolanaSender {
             return self.send_first(t, tx).await;
         }
         if t.transactions.is_empty()
-            && now_micros() - t.created_at
-                > i64::try_from(self.config.transfers.submit_within_secs.as_micros()).unwrap_or(i64::MAX)
+            && now_micros() - t.created_at > submit_within_micros(&self.config)
+            && past_submit_window(&self.store, &self.config, t.created_at).await?
         {
             // Unless another sender recorded a transaction meanwhile.
             expire_if_unsent(&self.store, &self.config, &t.id).await?;

@@ -73,6 +73,12 @@ impl Store {
         Ok(())
     }
 
+    /// Clears every condition of `kind`, whatever it concerns.
+    pub async fn clear_conditions(&self, kind: &str) -> Result<(), StoreError> {
+        sqlx::query("DELETE FROM conditions WHERE kind = $1").bind(kind).execute(&self.pool).await?;
+        Ok(())
+    }
+
     /// Every condition in force, by chain, kind and subject.
     pub async fn conditions(&self) -> Result<Vec<Condition>, StoreError> {
         let rows = sqlx::query(

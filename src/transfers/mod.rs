@@ -145,17 +145,19 @@ async fn expire_chain(store: &Store, config: &ChainConfig) -> Result<(), StoreEr
     if config.transfers.native_usd_micros().is_none() {
         return Ok(());
     }
-    for id in store.expire_unsent(config.chain, unsent_before(config), &unsent(config)).await? {
+    let before = unsent_before(store, config).await?;
+    for id in store.expire_unsent(config.chain, before, &unsent(config)).await? {
         warn!(chain = %config.chain, transfer = %id, "transfer failed: no sender took it in time");
     }
     Ok(())
 }
 
 /// Fails the transfer `id` if it is still `ACCEPTED` with no transaction
-/// (its sender found it past `submit_within_secs`); whether it did. A
+/// (its sender found it past `submit_within_secs`) and the time the
+/// signer did not answer leaves it past still; whether it did. A
 /// transaction another sender recorded meanwhile keeps it alive.
 pub async fn expire_if_unsent(store: &Store, config: &ChainConfig, id: &str) -> Result<bool, StoreError> {
-    let expired = store.expire_if_unsent(id, unsent_before(config), &unsent(config)).await?;
+    let expired = store.expire_if_unsent(id, unsent_before(store, config).await?, &unsent(config)).await?;
     if expired {
         warn!(chain = %config.chain, transfer = %id, "transfer failed: not submitted in time");
     }
@@ -174,11 +176,27 @@ pub async fn fail_if_unsent(tx: &mut Tx, id: &str, settlement: &Settlement) -> R
     Ok(true)
 }
 
-/// Transfers accepted before this (microseconds) are past `submit_within_secs`.
-fn unsent_before(config: &ChainConfig) -> i64 {
-    let within = config.transfers.submit_within_secs;
-    let within_micros = i64::try_from(within.as_micros()).unwrap_or(i64::MAX);
-    now_micros().saturating_sub(within_micros)
+/// Transfers accepted before this (microseconds) are past
+/// `submit_within_secs`, not counting the time the signer did not answer
+/// (as recorded by every instance's senders; see [`rules::unsent_cutoff`]).
+async fn unsent_before(store: &Store, config: &ChainConfig) -> Result<i64, StoreError> {
+    let outages = store.signer_outages().await?;
+    Ok(rules::unsent_cutoff(now_micros(), submit_within_micros(config), &outages))
+}
+
+/// Whether a transfer accepted at `created_at` is past `submit_within_secs`,
+/// the time the signer did not answer not counted.
+pub async fn past_submit_window(
+    store: &Store,
+    config: &ChainConfig,
+    created_at: i64,
+) -> Result<bool, StoreError> {
+    Ok(created_at < unsent_before(store, config).await?)
+}
+
+/// `submit_within_secs` in microseconds.
+pub fn submit_within_micros(config: &ChainConfig) -> i64 {
+    i64::try_from(config.transfers.submit_within_secs.as_micros()).unwrap_or(i64::MAX)
 }
 
 /// The failure of a transfer not submitted within `submit_within_secs`.

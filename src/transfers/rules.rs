@@ -145,9 +145,67 @@ pub fn usd_micros(amount: U256, decimals: u8, price: u128) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }
 
+/// The time (microseconds) before which an accepted transfer has waited
+/// longer than `window` to be submitted, at `now`: the spans in which the
+/// signer did not answer (`outages`, each `since` and `until`, still open
+/// when `None`) do not count, as nothing could have been signed then.
+/// Overlapping spans count once.
+pub fn unsent_cutoff(now: i64, window: i64, outages: &[(i64, Option<i64>)]) -> i64 {
+    let mut spans: Vec<(i64, i64)> = outages
+        .iter()
+        .map(|&(since, until)| (since.min(now), until.unwrap_or(now).min(now)))
+        .filter(|(since, until)| since < until)
+        .collect();
+    spans.sort_unstable();
+    let mut merged: Vec<(i64, i64)> = Vec::with_capacity(spans.len());
+    for (since, until) in spans {
+        match merged.last_mut() {
+            Some(last) if since <= last.1 => last.1 = last.1.max(until),
+            _ => merged.push((since, until)),
+        }
+    }
+    // Walk back from now through the time the signer answered until the
+    // window is used up.
+    let (mut at, mut left) = (now, window.max(0));
+    for &(since, until) in merged.iter().rev() {
+        let answered = at - until;
+        if answered >= left {
+            break;
+        }
+        left -= answered;
+        at = since;
+    }
+    at.saturating_sub(left)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_submit_window_does_not_count_while_the_signer_does_not_answer() {
+        let none: &[(i64, Option<i64>)] = &[];
+        for (outages, cutoff, why) in [
+            (none, 70, "no outage: the window back from now"),
+            (&[(90, None)][..], 60, "open for 10: the window starts 10 earlier"),
+            (&[(0, None)][..], -30, "open since before every transfer"),
+            (&[(80, Some(90))][..], 60, "closed, inside the window"),
+            (&[(10, Some(20))][..], 70, "closed before the window"),
+            (&[(65, Some(75))][..], 60, "closed across the window's start: 25 up after it, 5 up before"),
+            (&[(80, Some(90)), (85, Some(95))][..], 55, "overlapping spans count once"),
+            (&[(85, Some(95)), (80, Some(90)), (40, Some(50))][..], 55, "in any order"),
+            (&[(50, Some(60)), (80, Some(90))][..], 60, "the second span ends where the window does"),
+            (&[(95, Some(120))][..], 65, "a span's end past now counts up to now"),
+            (
+                &[(60, Some(70)), (80, Some(90))][..],
+                50,
+                "up 10 after the second span, 10 between, 10 before the first",
+            ),
+            (&[(90, Some(90))][..], 70, "an empty span"),
+        ] {
+            assert_eq!(unsent_cutoff(100, 30, outages), cutoff, "{why}");
+        }
+    }
 
     #[test]
     fn a_balance_covers_what_the_transfers_in_flight_leave() {

@@ -52,7 +52,11 @@ impl SendError {
     /// not answer, or answered in a way that decides nothing about the
     /// transfer. The transfer then stays as it is, funds held.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, SendError::Rpc(_) | SendError::Store(_) | SendError::Undecided(_))
+        match self {
+            SendError::Rpc(_) | SendError::Store(_) | SendError::Undecided(_) => true,
+            SendError::Key(error) => error.is_retryable(),
+            SendError::Invalid(_) | SendError::Refused(_) => false,
+        }
     }
 
     /// How the transfer fails when the error is not retryable.
@@ -103,6 +107,16 @@ pub async fn after_step(
     match outcome {
         Ok(()) if t.retries > 0 || t.retry_at.is_some() => store.clear_retries(&t.id).await.map(|()| None),
         Ok(()) => Ok(None),
+        // A signer that does not answer is tried again at the next pass,
+        // without backing off: its outage stops the submit window, and once
+        // it answers the transfer must go at once, before the window's rest
+        // runs out.
+        Err(SendError::Key(error)) if error.is_unreachable() => {
+            tracing::debug!(chain = %config.chain, transfer = %t.id, error = %error, "transfer step waits for the signer");
+            let retry_at = now_micros().saturating_add(config.poll_interval.as_micros() as i64);
+            store.defer_transfer(&t.id, t.retries, retry_at, &error.to_string()).await?;
+            Ok(None)
+        }
         Err(error) if error.is_retryable() => {
             let retries = t.retries.saturating_add(1);
             let wait = config.poll_interval.saturating_mul(1 << retries.min(16)).min(MAX_RETRY_WAIT);

@@ -8,5 +8,6 @@ mod common;
 
 mod cli;
 mod dev;
+mod local_keys;
 mod operations;
 mod readme;

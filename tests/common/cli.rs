@@ -64,6 +64,10 @@ impl Env {
             .env("CUSTODY_INDEXER_EMAIL_FROM", "custody@platform.example")
             .env("CUSTODY_INDEXER_PUBLIC_URL", "https://custody.example")
             .env_remove("CUSTODY_INDEXER_KEY_PEPPER_FILE")
+            // Production (the default) refuses keys the host can read; the
+            // tests' keys are a mnemonic or SoftHSM, so they allow them
+            // (tests/cli/local_keys.rs checks the refusal without).
+            .env("CUSTODY_INDEXER_ALLOW_LOCAL_KEYS", "true")
             .current_dir(self.dir.path());
         let pepper = self.dir.path().join(KEY_PEPPER);
         if pepper.exists() {

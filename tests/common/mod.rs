@@ -22,9 +22,11 @@ pub mod python;
 pub mod receiver;
 pub mod signing;
 pub mod smtp;
+pub mod softhsm;
 pub mod solana;
 pub mod solana_cluster;
 pub mod solana_instances;
+pub mod totp;
 pub mod transfers;
 
 use std::{future::Future, path::Path, time::Duration};

@@ -47,6 +47,13 @@ pub struct Setup {
     pub outside: Address,
     /// Between the service and anvil, when asked for.
     pub proxy: Option<FaultyRpc>,
+    /// The variables naming the service's keys: the mnemonic, or a token.
+    pub keys: Vec<(String, String)>,
+}
+
+/// The variables of a service whose keys come from [`MNEMONIC`].
+pub fn mnemonic_keys() -> Vec<(String, String)> {
+    vec![("CUSTODY_INDEXER_MNEMONIC".into(), MNEMONIC.into())]
 }
 
 impl Setup {
@@ -59,6 +66,16 @@ impl Setup {
     /// As [`Setup::new`], the service reaching anvil through a fault proxy
     /// when `through_proxy`.
     pub async fn with_rpc(backend: Backend, transfers: &str, through_proxy: bool) -> Self {
+        Self::with_keys(backend, transfers, through_proxy, mnemonic_keys()).await
+    }
+
+    /// As [`Setup::with_rpc`], the service's keys named by `keys`.
+    pub async fn with_keys(
+        backend: Backend,
+        transfers: &str,
+        through_proxy: bool,
+        keys: Vec<(String, String)>,
+    ) -> Self {
         let anvil = Anvil::start().await;
         let tusd = anvil.deploy_token("TUSD").await;
         let usdc = anvil.deploy_auth_token("USDC").await;
@@ -90,6 +107,7 @@ impl Setup {
             omnibus: Address::ZERO,
             outside: Address::repeat_byte(0x42),
             proxy,
+            keys,
         };
         // What an operator does first: list the wallets and fund them.
         let wallets: Value = serde_json::from_str(&s.cli(&["wallets", "list", "--json"])).unwrap();
@@ -102,10 +120,10 @@ impl Setup {
         s
     }
 
-    /// A command with the mnemonic in its environment.
+    /// A command with the keys in its environment.
     pub fn cli(&self, args: &[&str]) -> String {
         let mut command = self.env.command(args);
-        command.env("CUSTODY_INDEXER_MNEMONIC", MNEMONIC);
+        command.envs(self.keys.iter().map(|(k, v)| (k, v)));
         if args.contains(&"--break-glass") {
             command.env("CUSTODY_INDEXER_OPERATOR_KEY", self.env.break_glass_key());
         }
@@ -138,7 +156,8 @@ impl Setup {
 
     /// `run` (or `serve`) with the keys, waiting until the API answers.
     pub async fn start(&self, command: &str) -> Process {
-        let process = self.env.listen(command, CHAIN, self.port, &[("CUSTODY_INDEXER_MNEMONIC", MNEMONIC)]);
+        let keys: Vec<(&str, &str)> = self.keys.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let process = self.env.listen(command, CHAIN, self.port, &keys);
         let healthz = format!("http://127.0.0.1:{}/healthz", self.port);
         eventually(Duration::from_secs(30), "the API", || async { answers(&healthz).await.then_some(()) })
             .await;

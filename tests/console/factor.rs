@@ -40,8 +40,8 @@ async fn sign_in(base: &str, email: &str, code: &str) -> Page {
 
 /// The code of `secret` a step ago (within the skew allowed), never the
 /// current one, so that the next sign-in's current code is still unused.
-fn earlier(secret: &str) -> String {
-    totp::code(secret, now_micros() - 30_000_000).unwrap()
+async fn earlier(secret: &str) -> String {
+    super::common::totp::a_step_back(secret).await
 }
 
 #[tokio::test]
@@ -75,7 +75,8 @@ async fn in_production_admins_and_developers_need_a_second_factor_and_viewers_do
         assert_eq!(refused.status, 422, "{backend:?}: {}", refused.body);
         let ada_user = store.console_user(&ada.user.id).await.unwrap().unwrap();
         assert!(!ada_user.enrolled, "{backend:?}: refused enrolments leave the admin unenrolled");
-        let enrolled = enrol_with(&link, "ignored: the offered secret counts", &earlier(&offered)).await;
+        let enrolled =
+            enrol_with(&link, "ignored: the offered secret counts", &earlier(&offered).await).await;
         assert_eq!(enrolled.status, 200, "{backend:?}: {}", enrolled.body);
         let signed = sign_in(base, "ada@acme.example", "").await;
         assert_eq!(signed.status, 401, "{backend:?}: a password alone does not sign the admin in");
@@ -115,7 +116,7 @@ async fn in_production_admins_and_developers_need_a_second_factor_and_viewers_do
         // The offer is sealed to this session: another session cannot use it.
         let ada_session = signed.cookie.unwrap();
         let ada_csrf = sessions::csrf(&get(base, "/console/keys", Some(&ada_session)).await.body);
-        let code = earlier(secret);
+        let code = earlier(secret).await;
         let stolen = [("csrf", ada_csrf.as_str()), ("offer", &offer), ("code", &code)];
         assert_eq!(post(base, "/console/second-factor", Some(&ada_session), &stolen).await.status, 422);
         let right = [("csrf", csrf.as_str()), ("offer", &offer), ("code", &code)];

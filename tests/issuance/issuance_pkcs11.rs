@@ -6,7 +6,7 @@
 //! minter the token's issuer; a mnemonic beside the token, a wrong PIN,
 //! an unknown token and a label naming two keys refused with what to fix.
 
-use std::{path::PathBuf, process::Command};
+use std::process::Command;
 
 use crate::common;
 
@@ -18,81 +18,19 @@ use alloy::{
     sol,
     sol_types::SolCall,
 };
-use common::{anvil::Anvil, chain_toml, cli::Env, solana::SolanaNode};
+use common::{
+    anvil::Anvil,
+    chain_toml,
+    cli::Env,
+    softhsm::{PIN, Token, module},
+    solana::SolanaNode,
+};
 use custody_indexer::{chain::Chain, config::ChainConfig};
 use serde_json::Value;
 use solana_pubkey::Pubkey;
 
 sol! {
     function minter() returns (address);
-}
-
-const PIN: &str = "4711-0815";
-
-/// A SoftHSM2 token of its own: its configuration, label and PIN file.
-struct Token {
-    dir: tempfile::TempDir,
-    label: String,
-}
-
-fn module() -> String {
-    let module =
-        std::env::var("SOFTHSM2_MODULE").unwrap_or_else(|_| "/usr/lib/softhsm/libsofthsm2.so".into());
-    assert!(
-        std::path::Path::new(&module).exists(),
-        "SoftHSM2 is missing at {module}: scripts/install-softhsm.sh installs it (scripts/test.sh runs it)"
-    );
-    module
-}
-
-impl Token {
-    fn new(label: &str) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let tokens = dir.path().join("tokens");
-        std::fs::create_dir_all(&tokens).unwrap();
-        let conf = format!(
-            "directories.tokendir = {}\nobjectstore.backend = file\nlog.level = ERROR\n",
-            tokens.display()
-        );
-        std::fs::write(dir.path().join("softhsm2.conf"), conf).unwrap();
-        std::fs::write(dir.path().join("pin"), format!("{PIN}\n")).unwrap();
-        let token = Token { dir, label: label.to_string() };
-        let init = Command::new("softhsm2-util")
-            .args(["--init-token", "--free", "--label", label, "--so-pin", "12345678", "--pin", PIN])
-            .env("SOFTHSM2_CONF", token.conf())
-            .output()
-            .expect("softhsm2-util (scripts/install-softhsm.sh installs it)");
-        assert!(init.status.success(), "{}", String::from_utf8_lossy(&init.stderr));
-        token
-    }
-
-    fn conf(&self) -> PathBuf {
-        self.dir.path().join("softhsm2.conf")
-    }
-
-    /// `command` signing with this token and no other key source.
-    fn signing<'a>(&self, command: &'a mut Command) -> &'a mut Command {
-        command
-            .env("SOFTHSM2_CONF", self.conf())
-            .env("CUSTODY_INDEXER_SIGNER", "pkcs11")
-            .env("CUSTODY_INDEXER_PKCS11_MODULE", module())
-            .env("CUSTODY_INDEXER_PKCS11_TOKEN", &self.label)
-            .env("CUSTODY_INDEXER_PKCS11_PIN_FILE", self.dir.path().join("pin"))
-            .env_remove("CUSTODY_INDEXER_MNEMONIC")
-            .env_remove("CUSTODY_INDEXER_MNEMONIC_FILE")
-    }
-
-    /// The private keys as `pkcs11-tool` lists them.
-    fn private_keys(&self) -> String {
-        let out = Command::new("pkcs11-tool")
-            .args(["--module", &module(), "--token-label", &self.label, "--login", "--pin", PIN])
-            .args(["--list-objects", "--type", "privkey"])
-            .env("SOFTHSM2_CONF", self.conf())
-            .output()
-            .expect("pkcs11-tool (scripts/install-softhsm.sh installs opensc)");
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8(out.stdout).unwrap()
-    }
 }
 
 fn run(command: &mut Command) -> (bool, String, String) {

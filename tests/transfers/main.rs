@@ -15,3 +15,4 @@ mod solana_transfers;
 mod top_up_queue;
 mod transfer_requests;
 mod transfers;
+mod transfers_pkcs11;

@@ -42,7 +42,7 @@ use crate::{
     store::{Store, now_micros},
     transfers::{
         Lineage, Outgoing, Route, SendError, Sender, SentTransaction, TransferStatus, TxRole, TxState,
-        after_step, expire_if_unsent, failure, holds_address, waiting,
+        after_step, expire_if_unsent, failure, holds_address, submit_within_micros, waiting,
     },
 };
 
@@ -128,8 +128,7 @@ impl EvmSender {
         // out (it may execute until its validBefore): then it goes on.
         if t.transactions.is_empty()
             && t.authorization_nonce.is_none()
-            && now_micros() - t.created_at
-                > i64::try_from(self.config.transfers.submit_within_secs.as_micros()).unwrap_or(i64::MAX)
+            && now_micros() - t.created_at > submit_within_micros(&self.config)
             && expire_if_unsent(&self.store, &self.config, &t.id).await?
         {
             return Ok(());

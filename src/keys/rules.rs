@@ -1,0 +1,89 @@
+//! Pure rules of where a service's keys may live.
+
+use super::{Backend, KeyError, MNEMONIC_ENV, MNEMONIC_FILE_ENV};
+use crate::environment::Environment;
+
+/// The environment variable that lets a production service sign with keys
+/// its host can read (a mnemonic, a software token such as SoftHSM).
+pub const ALLOW_LOCAL_KEYS_ENV: &str = "CUSTODY_INDEXER_ALLOW_LOCAL_KEYS";
+
+/// The kind of the condition a production service signing with such keys
+/// raises: `health` warns of it and `/metrics` has
+/// `custody_indexer_local_keys 1`.
+pub const LOCAL_KEYS: &str = "local_keys";
+
+/// Whether `CUSTODY_INDEXER_ALLOW_LOCAL_KEYS` is `true`.
+pub fn local_keys_allowed_by_env() -> bool {
+    std::env::var(ALLOW_LOCAL_KEYS_ENV).is_ok_and(|v| v.trim().eq_ignore_ascii_case("true"))
+}
+
+/// The keys of `backend` as the warning names them, when the host can
+/// read them: `local mnemonic`, `software token`.
+pub fn host_readable(backend: &Backend) -> Option<&'static str> {
+    match backend {
+        Backend::Local => Some("local mnemonic"),
+        Backend::Pkcs11 { software: true, .. } => Some("software token"),
+        Backend::Pkcs11 { software: false, .. } => None,
+    }
+}
+
+/// Whether a service in `environment` may sign with `backend`'s keys:
+/// a production one only with keys no host can read, or with `allowed`
+/// (the override), when it answers the warning `keys: …` to show. Other
+/// environments (sandbox, dev) keep the mnemonic without a word.
+pub fn may_sign_with(
+    environment: Environment,
+    backend: &Backend,
+    allowed: bool,
+) -> Result<Option<String>, KeyError> {
+    let Some(readable) = host_readable(backend) else { return Ok(None) };
+    match (environment, allowed) {
+        (Environment::Production, false) => Err(KeyError::LocalKeys(readable)),
+        (Environment::Production, true) => Ok(Some(format!("keys: {readable}"))),
+        _ => Ok(None),
+    }
+}
+
+/// The refusal's text: what is wrong, and both ways out.
+pub fn refusal(readable: &str) -> String {
+    format!(
+        "production signs with keys in an HSM or a KMS, and these are a {readable} this host can read \
+         ({MNEMONIC_ENV}, {MNEMONIC_FILE_ENV} or a SoftHSM module): configure CUSTODY_INDEXER_SIGNER=pkcs11 \
+         with a hardware token, or set {ALLOW_LOCAL_KEYS_ENV}=true to run with them anyway"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn production_signs_with_keys_no_host_can_read_unless_told_otherwise() {
+        let hsm = Backend::Pkcs11 { token: "custody".into(), software: false };
+        let soft = Backend::Pkcs11 { token: "custody".into(), software: true };
+        let (production, sandbox) = (Environment::Production, Environment::Sandbox);
+        for (environment, backend, allowed, answer) in [
+            (production, &Backend::Local, false, Err("local mnemonic")),
+            (production, &soft, false, Err("software token")),
+            (production, &Backend::Local, true, Ok(Some("keys: local mnemonic"))),
+            (production, &soft, true, Ok(Some("keys: software token"))),
+            (production, &hsm, false, Ok(None)),
+            (production, &hsm, true, Ok(None)),
+            (sandbox, &Backend::Local, false, Ok(None)),
+            (sandbox, &soft, false, Ok(None)),
+        ] {
+            let found = may_sign_with(environment, backend, allowed);
+            match (found, answer) {
+                (Ok(warning), Ok(expected)) => {
+                    assert_eq!(warning.as_deref(), expected, "{environment} {backend} {allowed}")
+                }
+                (Err(KeyError::LocalKeys(readable)), Err(expected)) => assert_eq!(readable, expected),
+                (found, expected) => panic!("{environment} {backend} {allowed}: {found:?}, not {expected:?}"),
+            }
+        }
+        let text = KeyError::LocalKeys("local mnemonic").to_string();
+        for name in [MNEMONIC_ENV, MNEMONIC_FILE_ENV, ALLOW_LOCAL_KEYS_ENV] {
+            assert!(text.contains(name), "{text}");
+        }
+    }
+}

@@ -1,0 +1,119 @@
+//! The signer's condition, kept in the store for every instance: a call
+//! the backend does not answer opens an outage (and its condition, which
+//! `health` reports as `signer: unreachable (…)` and `/metrics` counts);
+//! the next signature it answers closes it. While an outage is open the
+//! submit windows of accepted transfers stop counting
+//! ([`crate::transfers::rules::unsent_cutoff`]). There is never a fallback
+//! to another key source.
+
+use std::sync::{
+    Arc,
+    atomic::{AtomicU8, Ordering},
+};
+
+use alloy::primitives::{Address, B256, Signature};
+use futures::future::BoxFuture;
+
+use super::{Backend, KeyError, KeyRef, Signer};
+use crate::store::Store;
+
+/// What this process last told the store.
+const UNKNOWN: u8 = 0;
+const ANSWERS: u8 = 1;
+const UNREACHABLE: u8 = 2;
+
+/// A signer whose reachability is recorded in `store`.
+pub struct Watched {
+    inner: Arc<dyn Signer>,
+    store: Store,
+    told: AtomicU8,
+}
+
+impl Watched {
+    pub fn new(inner: Arc<dyn Signer>, store: Store) -> Self {
+        Watched { inner, store, told: AtomicU8::new(UNKNOWN) }
+    }
+
+    /// The name the outage and its condition go by: the backend.
+    fn subject(&self) -> String {
+        self.inner.backend().to_string()
+    }
+
+    /// Records what a call's `answer` says of the backend: an unreachable
+    /// one at every failure (refreshing the condition), one that answers
+    /// the first time it does.
+    async fn record<T>(&self, answer: &Result<T, KeyError>) {
+        let subject = self.subject();
+        let recorded = match answer {
+            Err(error) if error.is_unreachable() => {
+                let message = format!("signer: unreachable ({error})");
+                if self.told.swap(UNREACHABLE, Ordering::SeqCst) != UNREACHABLE {
+                    tracing::error!(signer = %subject, %error, "signer: unreachable; transfers wait and their submit windows stop counting");
+                }
+                self.store.signer_unreachable(&subject, &message).await
+            }
+            Ok(_) if self.told.load(Ordering::SeqCst) != ANSWERS => {
+                let answered = self.store.signer_answers(&subject).await;
+                if answered.is_ok() && self.told.swap(ANSWERS, Ordering::SeqCst) == UNREACHABLE {
+                    tracing::info!(signer = %subject, "signer: answers again");
+                }
+                answered
+            }
+            _ => Ok(()),
+        };
+        if let Err(error) = recorded {
+            // Told again at the next call.
+            self.told.store(UNKNOWN, Ordering::SeqCst);
+            tracing::warn!(signer = %subject, %error, "cannot record the signer's condition in the store");
+        }
+    }
+
+    /// An address lookup's failure, recorded without waiting (the lookup
+    /// is not async).
+    fn record_lookup<T>(&self, answer: Result<T, KeyError>) -> Result<T, KeyError> {
+        if let Err(error) = &answer
+            && error.is_unreachable()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            let (store, subject) = (self.store.clone(), self.subject());
+            let message = format!("signer: unreachable ({error})");
+            self.told.store(UNREACHABLE, Ordering::SeqCst);
+            runtime.spawn(async move {
+                if let Err(error) = store.signer_unreachable(&subject, &message).await {
+                    tracing::warn!(signer = %subject, %error, "cannot record the signer's condition in the store");
+                }
+            });
+        }
+        answer
+    }
+}
+
+impl Signer for Watched {
+    fn backend(&self) -> Backend {
+        self.inner.backend()
+    }
+
+    fn evm_address(&self, key: KeyRef) -> Result<Address, KeyError> {
+        self.record_lookup(self.inner.evm_address(key))
+    }
+
+    fn solana_address(&self, key: KeyRef) -> Result<String, KeyError> {
+        self.record_lookup(self.inner.solana_address(key))
+    }
+
+    fn sign_evm_hash(&self, key: KeyRef, hash: B256) -> BoxFuture<'_, Result<Signature, KeyError>> {
+        Box::pin(async move {
+            let answer = self.inner.sign_evm_hash(key, hash).await;
+            self.record(&answer).await;
+            answer
+        })
+    }
+
+    fn sign_solana(&self, key: KeyRef, message: Vec<u8>) -> BoxFuture<'_, Result<[u8; 64], KeyError>> {
+        Box::pin(async move {
+            let answer = self.inner.sign_solana(key, message).await;
+            self.record(&answer).await;
+            answer
+        })
+    }
+}
