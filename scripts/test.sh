@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, as on a fresh machine: installs the pinned anvil,
 # nats-server and axe-core, Debian's chromium and chromium-driver, softhsm2
-# and opensc (the PKCS#11 signer's token), builds the pinned local Solana
+# and opensc (the PKCS#11 signer's token), OpenBao (the Transit signer),
+# builds the pinned local Solana
 # network (all cached outside the clone), makes sure a PostgreSQL answers (or
 # starts a throwaway one), then runs every test
 # against real nodes, both store backends and a real browser.
@@ -20,6 +21,8 @@ AXE_CORE_JS=$(scripts/install-axe.sh)
 export AXE_CORE_JS
 SOFTHSM2_MODULE=$(scripts/install-softhsm.sh)
 export SOFTHSM2_MODULE
+OPENBAO_BIN=$(scripts/install-openbao.sh)
+export OPENBAO_BIN
 # shellcheck source=scripts/ensure-postgres.sh
 source scripts/ensure-postgres.sh
 

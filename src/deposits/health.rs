@@ -209,7 +209,12 @@ pub async fn check(store: &Store, chains: &Chains, required: &[Chain]) -> Report
             Err(error) => return unreachable(error),
         }
     }
-    let mut problems: Vec<String> = unsigned.iter().map(|c| c.message.clone()).collect();
+    // Read from the outages themselves, which stop the submit windows: an
+    // open one shows even without its condition.
+    let mut problems: Vec<String> = match store.open_signer_outages().await {
+        Ok(open) => open.into_iter().map(|(_, message)| message).collect(),
+        Err(error) => return unreachable(error),
+    };
     let conditions = [conditions, unsigned].concat();
     if reports.is_empty() {
         problems.push("no chain has recorded a scan yet: is `custody-indexer run` running?".to_string());

@@ -33,6 +33,7 @@ pub mod guard;
 mod local;
 pub mod pkcs11;
 pub mod rules;
+pub mod transit;
 pub mod watch;
 
 pub use guard::MAX_PER_MINUTE_ENV;
@@ -119,7 +120,7 @@ pub enum KeyError {
     LocalKeys(&'static str),
     #[error("{0} must be {1}")]
     BadSetting(&'static str, &'static str),
-    #[error("{SIGNER_ENV}: {0:?} is not local or pkcs11")]
+    #[error("{SIGNER_ENV}: {0:?} is not local, pkcs11 or vault-transit")]
     UnknownBackend(String),
     #[error(
         "{MNEMONIC_ENV} or {MNEMONIC_FILE_ENV} is set beside {SIGNER_ENV}={0}: keys come from one source only; \
@@ -129,6 +130,14 @@ pub enum KeyError {
     /// The token or its library: unreachable, refusing, or without the key.
     #[error("the key token: {0}")]
     Token(String),
+    /// The signing service (a Transit engine): unreachable or refusing.
+    #[error("the signing service: {0}")]
+    Service(String),
+    /// A backend without secp256k1 keys asked for an EVM key.
+    #[error(
+        "{0}: {SIGNER_ENV}=vault-transit has no secp256k1 keys, so it signs for Solana chains only;          use pkcs11 for EVM chains"
+    )]
+    NoSecp256k1(String),
     /// The backend answered a signature that does not verify against the
     /// key's own public key: never broadcast.
     #[error("the signer answered a signature that does not verify for {0}: not sent")]
@@ -145,18 +154,21 @@ impl KeyError {
     /// signature, or the key's rate was reached. What waits on it keeps
     /// its state.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, KeyError::Token(_) | KeyError::BadSignature(_) | KeyError::RateLimited(..))
+        matches!(
+            self,
+            KeyError::Token(_) | KeyError::Service(_) | KeyError::BadSignature(_) | KeyError::RateLimited(..)
+        )
     }
 
     /// Whether the backend itself did not answer (its library, token or
     /// server), as opposed to refusing what it was asked.
     pub fn is_unreachable(&self) -> bool {
-        matches!(self, KeyError::Token(_))
+        matches!(self, KeyError::Token(_) | KeyError::Service(_))
     }
 }
 
 /// The environment variable choosing where keys live: `local` (the
-/// mnemonic; the default) or `pkcs11`.
+/// mnemonic; the default), `pkcs11` or `vault-transit`.
 pub const SIGNER_ENV: &str = "CUSTODY_INDEXER_SIGNER";
 
 /// The signer the environment configures: `CUSTODY_INDEXER_SIGNER=pkcs11`
@@ -171,15 +183,19 @@ pub fn from_env() -> Result<Option<Arc<dyn Signer>>, KeyError> {
             let local = MnemonicSigner::from_env()?;
             local.map(|s| guarded(Arc::new(s))).transpose()
         }
-        Some("pkcs11") => {
+        Some(backend @ ("pkcs11" | "vault-transit")) => {
             let mnemonic = [MNEMONIC_ENV, MNEMONIC_FILE_ENV]
                 .iter()
                 .any(|name| std::env::var_os(name).is_some_and(|v| !v.is_empty()));
             if mnemonic {
-                return Err(KeyError::Mixed("pkcs11".into()));
+                return Err(KeyError::Mixed(backend.into()));
             }
-            let settings = pkcs11::TokenSettings::from_env()?;
-            guarded(Arc::new(pkcs11::Pkcs11Signer::open(&settings)?)).map(Some)
+            let signer: Arc<dyn Signer> = if backend == "pkcs11" {
+                Arc::new(pkcs11::Pkcs11Signer::open(&pkcs11::TokenSettings::from_env()?)?)
+            } else {
+                Arc::new(transit::TransitSigner::open(&transit::TransitSettings::from_env()?)?)
+            };
+            guarded(signer).map(Some)
         }
         Some(other) => Err(KeyError::UnknownBackend(other.to_string())),
     }
@@ -197,6 +213,8 @@ pub enum Backend {
     /// In the PKCS#11 token labelled so; `software` when the module is a
     /// library file on the host (SoftHSM) rather than an HSM.
     Pkcs11 { token: String, software: bool },
+    /// In a Transit engine, at this mount.
+    VaultTransit { mount: String },
 }
 
 impl fmt::Display for Backend {
@@ -205,6 +223,7 @@ impl fmt::Display for Backend {
             Backend::Local => f.write_str("local mnemonic"),
             Backend::Pkcs11 { token, software: false } => write!(f, "pkcs11 token {token:?}"),
             Backend::Pkcs11 { token, software: true } => write!(f, "pkcs11 software token {token:?}"),
+            Backend::VaultTransit { mount } => write!(f, "vault-transit mount {mount:?}"),
         }
     }
 }

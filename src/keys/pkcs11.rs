@@ -76,6 +76,17 @@ struct Found<P> {
     public: P,
 }
 
+/// A failed opening of the token.
+struct Retry {
+    at: std::time::Instant,
+    error: String,
+    /// The PIN file's modification time when the token refused the PIN.
+    refused_pin: Option<Option<std::time::SystemTime>>,
+}
+
+/// How long after a failed opening the token is tried again.
+const REOPEN_AFTER: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// A logged-in session on the token, and the library it was opened with
 /// (finalized when the last of them is dropped, the session first).
 struct Open {
@@ -94,6 +105,11 @@ pub struct Pkcs11Signer {
     // The session is used by one caller at a time; the library's own
     // locking (`CKF_OS_LOCKING_OK`) guards the token.
     open: Mutex<Option<Open>>,
+    /// When the token may be opened again after a failed attempt, and the
+    /// error to answer until then: a token that does not answer is not
+    /// asked at every call, and a PIN it refused is never tried again (an
+    /// HSM locks its user after a few) until its file changes.
+    retry: Mutex<Option<Retry>>,
     evm: Mutex<HashMap<KeyRef, Found<Address>>>,
     solana: Mutex<HashMap<KeyRef, Found<[u8; 32]>>>,
     /// Each key's public half once read: kept across sessions, so an
@@ -130,6 +146,7 @@ impl Pkcs11Signer {
             settings: settings.clone(),
             software,
             open: Mutex::new(Some(open)),
+            retry: Mutex::default(),
             evm: Mutex::default(),
             solana: Mutex::default(),
             known: Mutex::default(),
@@ -142,8 +159,7 @@ impl Pkcs11Signer {
         let mut open = self.open.lock().expect("token session lock");
         let session = match open.take() {
             Some(session) => session,
-            // Whatever stops it now, the token does not answer.
-            None => connect(&self.settings).map_err(|error| KeyError::Token(error.to_string()))?.0,
+            None => self.reconnect()?,
         };
         let answer = f(&session.session);
         if answer.is_ok() {
@@ -154,6 +170,37 @@ impl Pkcs11Signer {
             self.solana.lock().expect("key cache lock").clear();
         }
         answer
+    }
+}
+
+impl Pkcs11Signer {
+    /// The token opened again, unless the last attempt failed a moment ago
+    /// or the token refused the PIN its file still holds. Whatever stops it
+    /// now, the token does not answer.
+    fn reconnect(&self) -> Result<Open, KeyError> {
+        let pin_changed = || std::fs::metadata(&self.settings.pin_file).and_then(|m| m.modified()).ok();
+        let mut retry = self.retry.lock().expect("token retry lock");
+        if let Some(last) = retry.as_ref() {
+            let same_pin = last.refused_pin.is_some_and(|at| at == pin_changed());
+            if same_pin || last.at.elapsed() < REOPEN_AFTER {
+                return Err(KeyError::Token(last.error.clone()));
+            }
+        }
+        match connect(&self.settings) {
+            Ok((open, _)) => {
+                *retry = None;
+                Ok(open)
+            }
+            Err(error) => {
+                let text = error.to_string();
+                let refused_pin = text.contains("refuses the PIN").then(pin_changed);
+                if refused_pin.is_some() {
+                    tracing::error!(error = %text, "signer: the token refuses the PIN; not tried again until the PIN file changes");
+                }
+                *retry = Some(Retry { at: std::time::Instant::now(), error: text.clone(), refused_pin });
+                Err(KeyError::Token(text))
+            }
+        }
     }
 }
 
@@ -334,7 +381,7 @@ const ORDER: U256 = U256::from_be_bytes([
 /// the lower half of the order (as Ethereum requires), and the recovery
 /// id that recovers `address`.
 pub fn evm_signature(raw: &[u8], hash: B256, address: Address) -> Result<Signature, KeyError> {
-    let bad = || KeyError::Signing("the token's ECDSA signature is not 64 bytes of r and s".into());
+    let bad = || KeyError::BadSignature("the token's ECDSA signature is not 64 bytes of r and s".into());
     let (r, s) = (raw.get(..32).ok_or_else(bad)?, raw.get(32..64).ok_or_else(bad)?);
     if raw.len() != 64 {
         return Err(bad());
@@ -347,7 +394,7 @@ pub fn evm_signature(raw: &[u8], hash: B256, address: Address) -> Result<Signatu
         .into_iter()
         .map(|parity| Signature::new(r, s, parity))
         .find(|signature| signature.recover_address_from_prehash(&hash).is_ok_and(|found| found == address))
-        .ok_or_else(|| KeyError::Signing("the token's signature recovers another key".into()))
+        .ok_or_else(|| KeyError::BadSignature("the token's signature recovers another key".into()))
 }
 
 impl Signer for Pkcs11Signer {
@@ -383,7 +430,7 @@ impl Signer for Pkcs11Signer {
             let mechanism = Mechanism::Eddsa(EddsaParams::new(EddsaSignatureScheme::Pure));
             let raw = self.sign(&mechanism, found.private, &message)?;
             raw.try_into()
-                .map_err(|_| KeyError::Signing("the token's Ed25519 signature is not 64 bytes".into()))
+                .map_err(|_| KeyError::BadSignature("the token's Ed25519 signature is not 64 bytes".into()))
         })
     }
 }

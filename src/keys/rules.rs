@@ -23,7 +23,7 @@ pub fn host_readable(backend: &Backend) -> Option<&'static str> {
     match backend {
         Backend::Local => Some("local mnemonic"),
         Backend::Pkcs11 { software: true, .. } => Some("software token"),
-        Backend::Pkcs11 { software: false, .. } => None,
+        Backend::Pkcs11 { software: false, .. } | Backend::VaultTransit { .. } => None,
     }
 }
 

@@ -6,9 +6,12 @@
 //! ([`crate::transfers::rules::unsent_cutoff`]). There is never a fallback
 //! to another key source.
 
-use std::sync::{
-    Arc,
-    atomic::{AtomicU8, Ordering},
+use std::{
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU8, Ordering},
+    },
+    time::{Duration, Instant},
 };
 
 use alloy::primitives::{Address, B256, Signature};
@@ -27,11 +30,18 @@ pub struct Watched {
     inner: Arc<dyn Signer>,
     store: Store,
     told: AtomicU8,
+    /// When this process last closed the signer's outages: another
+    /// instance's (or a failure racing a success here) is closed by the
+    /// next success after [`RECLOSE_AFTER`].
+    closed_at: Mutex<Option<Instant>>,
 }
+
+/// How often a signer that answers closes outages again.
+const RECLOSE_AFTER: Duration = Duration::from_secs(30);
 
 impl Watched {
     pub fn new(inner: Arc<dyn Signer>, store: Store) -> Self {
-        Watched { inner, store, told: AtomicU8::new(UNKNOWN) }
+        Watched { inner, store, told: AtomicU8::new(UNKNOWN), closed_at: Mutex::default() }
     }
 
     /// The name the outage and its condition go by: the backend.
@@ -52,8 +62,11 @@ impl Watched {
                 }
                 self.store.signer_unreachable(&subject, &message).await
             }
-            Ok(_) if self.told.load(Ordering::SeqCst) != ANSWERS => {
+            Ok(_) if self.told.load(Ordering::SeqCst) != ANSWERS || self.reclose_due() => {
                 let answered = self.store.signer_answers(&subject).await;
+                if answered.is_ok() {
+                    *self.closed_at.lock().expect("signer watch lock") = Some(Instant::now());
+                }
                 if answered.is_ok() && self.told.swap(ANSWERS, Ordering::SeqCst) == UNREACHABLE {
                     tracing::info!(signer = %subject, "signer: answers again");
                 }
@@ -66,6 +79,10 @@ impl Watched {
             self.told.store(UNKNOWN, Ordering::SeqCst);
             tracing::warn!(signer = %subject, %error, "cannot record the signer's condition in the store");
         }
+    }
+
+    fn reclose_due(&self) -> bool {
+        self.closed_at.lock().expect("signer watch lock").is_none_or(|at| at.elapsed() >= RECLOSE_AFTER)
     }
 
     /// An address lookup's failure, recorded without waiting (the lookup

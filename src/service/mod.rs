@@ -27,7 +27,7 @@ use self::{
 use crate::{
     api::{self, ApiState},
     api_key::pepper,
-    chain::Chain,
+    chain::{Chain, Family},
     config::{ChainConfig, Chains},
     environment::{Configured, Environment},
     events::{self, delivery::DeliveryConfig, url::Policy},
@@ -158,8 +158,10 @@ async fn run(
     telemetry::prometheus();
     let listener = api::bind(api.listen).await?;
     let required = selected.iter().map(|c| c.chain).collect();
+    // Every configured chain: the API makes accounts' keys on each.
+    let families: Vec<Family> = chains.iter().map(ChainConfig::family).collect();
     let signer = match launch.signer {
-        Some(signer) => Some(signing(&store, environment, signer).await?),
+        Some(signer) => Some(signing(&store, environment, signer, &families).await?),
         None => None,
     };
     let webhook_policy = launch.webhook_policy.within(environment);
@@ -240,8 +242,9 @@ pub async fn serve(
     crate::issuance::decimals::verify_at_start(chains.iter()).await?;
     telemetry::prometheus();
     let listener = api::bind(api.listen).await?;
+    let families: Vec<Family> = chains.iter().map(ChainConfig::family).collect();
     let signer = match signer()? {
-        Some(signer) => Some(signing(&store, environment, signer).await?),
+        Some(signer) => Some(signing(&store, environment, signer, &families).await?),
         None => None,
     };
     let state = api_state(&store, chains, required, &api, signer, environment)?
@@ -351,16 +354,22 @@ async fn start(
     Ok((store, environment, followed))
 }
 
-/// `signer`, if `environment` allows its keys (a production service with
+/// `signer`, if it has keys for every chain `families` and `environment`
+/// allows its keys (a production service with
 /// keys its host can read keeps the warning as a condition, shown by
 /// `health` and `/metrics`), its condition recorded in the store.
 async fn signing(
     store: &Store,
     environment: Environment,
     signer: Arc<dyn Signer>,
+    families: &[Family],
 ) -> anyhow::Result<Arc<dyn Signer>> {
     use crate::keys::rules::{LOCAL_KEYS, local_keys_allowed_by_env, may_sign_with};
     let backend = signer.backend();
+    // A backend without secp256k1 keys cannot send on an EVM chain.
+    if families.contains(&Family::Evm) && matches!(backend, crate::keys::Backend::VaultTransit { .. }) {
+        bail!(crate::keys::KeyError::NoSecp256k1("an EVM chain is configured".into()));
+    }
     info!(signer = %backend, "signing keys");
     // The warning is the last started service's: its keys replace another's.
     let warning = may_sign_with(environment, &backend, local_keys_allowed_by_env())?;

@@ -72,4 +72,13 @@ impl Store {
         .await?;
         rows.iter().map(|row| Ok((row.try_get("since")?, row.try_get("until")?))).collect()
     }
+
+    /// The outages open now, by signer: its name and what it said last.
+    pub async fn open_signer_outages(&self) -> Result<Vec<(String, String)>, StoreError> {
+        let rows =
+            sqlx::query("SELECT subject, message FROM signer_outages WHERE until IS NULL ORDER BY subject")
+                .fetch_all(&self.pool)
+                .await?;
+        rows.iter().map(|row| Ok((row.try_get("subject")?, row.try_get("message")?))).collect()
+    }
 }

@@ -15,6 +15,7 @@ pub mod issuance;
 pub mod lagging;
 pub mod nats;
 pub mod nats_proxy;
+pub mod openbao;
 pub mod platform;
 pub mod procs;
 pub mod proxy;

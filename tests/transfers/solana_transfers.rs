@@ -56,11 +56,21 @@ struct Setup {
     _run: Process,
 }
 
+/// The variables of a service whose keys come from [`MNEMONIC`].
+fn mnemonic() -> Vec<(String, String)> {
+    vec![("CUSTODY_INDEXER_MNEMONIC".into(), MNEMONIC.into())]
+}
+
 impl Setup {
     /// A local network with a TUSD mint, the service's wallets funded,
     /// alice (segregated, 1 SOL and 100 TUSD) and the omnibus account
     /// `treasury`, and `run` reaching the node directly or through a proxy.
     async fn new(transfers: &str, through_proxy: bool) -> Self {
+        Self::with_keys(transfers, through_proxy, mnemonic()).await
+    }
+
+    /// As [`Setup::new`], the service's keys named by `keys`.
+    async fn with_keys(transfers: &str, through_proxy: bool, keys: Vec<(String, String)>) -> Self {
         let node = SolanaNode::start().await;
         let proxy = if through_proxy { Some(proxy::start(node.url.clone()).await) } else { None };
         let rpc = proxy.as_ref().map_or(node.url.clone(), |p| p.url.clone());
@@ -74,7 +84,7 @@ impl Setup {
             node.genesis_hash, rpc
         ));
         let key = env.organization_with_key();
-        let cli = |args: &[&str]| cli(&env, args);
+        let cli = |args: &[&str]| cli_with(&env, args, &keys);
         let wallets: Value = serde_json::from_str(&cli(&["wallets", "list", "--json"])).unwrap();
         let sponsor = key_of(&wallets[0]["sponsor"]);
         let omnibus = key_of(&wallets[0]["omnibus"]);
@@ -111,7 +121,8 @@ impl Setup {
         )
         .await;
         let port = dead_port();
-        let run = env.listen("run", CHAIN, port, &[("CUSTODY_INDEXER_MNEMONIC", MNEMONIC)]);
+        let vars: Vec<(&str, &str)> = keys.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let run = env.listen("run", CHAIN, port, &vars);
         let base = format!("http://127.0.0.1:{port}");
         eventually(Duration::from_secs(30), "the API", || async {
             answers(&format!("{base}/healthz")).await.then_some(())
@@ -146,7 +157,11 @@ impl Setup {
 }
 
 fn cli(env: &Env, args: &[&str]) -> String {
-    let out = env.command(args).env("CUSTODY_INDEXER_MNEMONIC", MNEMONIC).output().unwrap();
+    cli_with(env, args, &mnemonic())
+}
+
+fn cli_with(env: &Env, args: &[&str], keys: &[(String, String)]) -> String {
+    let out = env.command(args).envs(keys.iter().map(|(k, v)| (k, v))).output().unwrap();
     assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).unwrap()
 }
@@ -342,4 +357,58 @@ async fn a_lagging_nodes_missing_status_does_not_end_a_transfer_that_landed() {
     assert_eq!(signed.len(), 1, "never signed again: {signed:?}");
     assert_eq!(confirmed["transaction_hash"], sent.hash.as_str());
     assert_eq!(lamports(node, &outside).await, SOL / 10);
+}
+
+/// Keys in OpenBao's Transit engine: SOL and TUSD transfers from a
+/// segregated account and the omnibus wallet, the sponsor paying, every
+/// signature made by Ed25519 keys that never left the engine; the accounts'
+/// addresses are the engine's public keys.
+#[tokio::test]
+async fn transit_keys_sign_sol_and_token_transfers() {
+    let bao = common::openbao::Bao::start().await;
+    let s = Setup::with_keys("", false, bao.vars()).await;
+    assert_eq!(s.sponsor.to_string(), bao.public_key("custody-indexer.sponsor.platform.solana").await);
+    assert_eq!(s.omnibus.to_string(), bao.public_key("custody-indexer.omnibus.platform.solana").await);
+    assert_eq!(s.alice.to_string(), bao.public_key("custody-indexer.account.2.solana").await);
+    let (_, exported) = bao.call("transit/export/signing-key/custody-indexer.account.2.solana", None).await;
+    assert!(exported["data"]["keys"].is_null(), "the key is not exportable: {exported}");
+
+    let outside = Keypair::new().pubkey();
+    let mut ids = Vec::new();
+    for (account, amount, symbol) in
+        [("alice", "2", "TUSD"), ("alice", "0.1", "SOL"), ("treasury", "0.5", "SOL")]
+    {
+        let answer = s.post(account, amount, symbol, outside.to_string()).await;
+        assert_eq!(answer.status, 201, "{:?}", answer.body);
+        ids.push(answer.body["id"].as_str().unwrap().to_string());
+    }
+    for id in &ids {
+        let settled = s.until(id, "CONFIRMED").await;
+        let signature = settled["transaction_hash"].as_str().unwrap();
+        let encoding = solana_transaction_status_client_types::UiTransactionEncoding::Json;
+        let tx = s.node.rpc.get_transaction(&signature.parse().unwrap(), encoding).await.unwrap();
+        let solana_transaction_status_client_types::EncodedTransaction::Json(ui) = tx.transaction.transaction
+        else {
+            panic!("{id}: a JSON transaction");
+        };
+        let solana_transaction_status_client_types::UiMessage::Raw(message) = ui.message else {
+            panic!("{id}: a raw message");
+        };
+        assert_eq!(message.account_keys[0], s.sponsor.to_string(), "{id}: the sponsor pays the fee");
+    }
+    let tokens = s.node.rpc.get_token_account_balance(&ata(&outside, &s.mint, TOKEN)).await.unwrap();
+    assert_eq!(tokens.amount, "2000000");
+    assert_eq!(lamports(&s.node, &outside).await, SOL / 10 + SOL / 2);
+
+    // EVM needs secp256k1, which Transit has not: `run` with an EVM chain
+    // refuses to start and says so.
+    let env = Env::with_chain_file(&common::chain_toml(&["http://127.0.0.1:9".into()], None, ""));
+    let mut run = env.command(&["run", "--chain", common::CHAIN.as_str()]);
+    let out = run
+        .envs(bao.vars().iter().map(|(k, v)| (k, v)))
+        .stdout(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let error = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && error.contains("no secp256k1 keys"), "{error}");
 }
