@@ -149,6 +149,10 @@ impl Fleet {
         let port = dead_port();
         let env = [
             ("CUSTODY_INDEXER_MNEMONIC", MNEMONIC),
+            // A hundred transfers a route within seconds: the omnibus
+            // wallet signs far more in a minute than the default allows a
+            // key (the bound itself is keys/guard.rs's tests').
+            ("CUSTODY_INDEXER_SIGNER_MAX_PER_MINUTE", "100000"),
             ("CUSTODY_INDEXER_WORKER_LEASE", self.lease),
             ("CUSTODY_INDEXER_CHAINS", chains.as_str()),
         ];
