@@ -85,7 +85,7 @@ pub enum LimitsCommand {
 /// one) allows its keys: production refuses keys this host can read
 /// unless `CUSTODY_INDEXER_ALLOW_LOCAL_KEYS=true`, and then warns.
 pub(super) fn signer(environment: Option<Environment>) -> anyhow::Result<std::sync::Arc<dyn Signer>> {
-    let signer = crate::keys::from_env()?.ok_or(KeyError::Missing)?;
+    let signer = crate::keys::guarded(crate::keys::from_env()?.ok_or(KeyError::Missing)?)?;
     let environment = environment.or_else(|| {
         std::env::var(crate::environment::ENVIRONMENT_ENV).ok().and_then(|v| v.trim().parse().ok())
     });

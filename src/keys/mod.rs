@@ -174,14 +174,13 @@ pub const SIGNER_ENV: &str = "CUSTODY_INDEXER_SIGNER";
 /// The signer the environment configures: `CUSTODY_INDEXER_SIGNER=pkcs11`
 /// opens the token (and refuses a mnemonic beside it); `local`, or unset,
 /// the mnemonic when one is set. `Ok(None)` when no key source is set.
-/// Whatever the backend, its signatures are verified and each key's rate
-/// bounded ([`guard`]).
+/// Whoever signs with it wraps it in [`guarded`] first.
 pub fn from_env() -> Result<Option<Arc<dyn Signer>>, KeyError> {
     let backend = std::env::var(SIGNER_ENV).ok().filter(|v| !v.trim().is_empty());
     match backend.as_deref().map(str::trim) {
         None | Some("local") => {
             let local = MnemonicSigner::from_env()?;
-            local.map(|s| guarded(Arc::new(s))).transpose()
+            Ok(local.map(|s| Arc::new(s) as Arc<dyn Signer>))
         }
         Some(backend @ ("pkcs11" | "vault-transit")) => {
             let mnemonic = [MNEMONIC_ENV, MNEMONIC_FILE_ENV]
@@ -195,13 +194,16 @@ pub fn from_env() -> Result<Option<Arc<dyn Signer>>, KeyError> {
             } else {
                 Arc::new(transit::TransitSigner::open(&transit::TransitSettings::from_env()?)?)
             };
-            guarded(signer).map(Some)
+            Ok(Some(signer))
         }
         Some(other) => Err(KeyError::UnknownBackend(other.to_string())),
     }
 }
 
-fn guarded(signer: Arc<dyn Signer>) -> Result<Arc<dyn Signer>, KeyError> {
+/// `signer` as everything that signs uses it, whatever the backend (the
+/// environment's, or `dev`'s own mnemonic): every signature verified and
+/// each key's rate bounded ([`guard`]).
+pub fn guarded(signer: Arc<dyn Signer>) -> Result<Arc<dyn Signer>, KeyError> {
     Ok(Arc::new(guard::Guarded::new(signer, guard::max_per_minute_from_env()?)))
 }
 

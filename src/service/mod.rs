@@ -378,6 +378,7 @@ async fn signing(
         warn!(%warning, "production signs with keys this host can read ({})", crate::keys::rules::ALLOW_LOCAL_KEYS_ENV);
         store.raise_condition(None, LOCAL_KEYS, &backend.to_string(), &warning).await?;
     }
+    let signer = crate::keys::guarded(signer)?;
     Ok(Arc::new(crate::keys::watch::Watched::new(signer, store.clone())))
 }
 
