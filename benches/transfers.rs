@@ -37,7 +37,7 @@ use custody_indexer::{
     config::Chains,
     evm::EvmSender,
     keys::{KeyRef, MnemonicSigner, Signer},
-    store::{NewAccount, Store, StoreError, WorkerKind},
+    store::{NewAccount, Store, WorkerKind},
     transfers::run_sender,
 };
 use futures::{StreamExt, stream};
@@ -177,15 +177,9 @@ async fn main() {
     store.add_account(account("treasury", AccountType::Omnibus)).await.unwrap();
     let mut holders = Vec::new();
     for i in 0..10 {
-        let (created, _) = store
-            .add_keyed_account(account(&format!("holder-{i}"), AccountType::Segregated), |index| {
-                let address = signer
-                    .evm_address(KeyRef::Account(index))
-                    .map_err(|e| StoreError::Invalid(e.to_string()))?;
-                Ok(vec![AccountAddress { chains: vec![CHAIN], address: address.to_checksum(None) }])
-            })
-            .await
-            .unwrap();
+        let holder = account(&format!("holder-{i}"), AccountType::Segregated);
+        let created =
+            custody_indexer::keys::accounts::create(&store, signer.as_ref(), [CHAIN], holder).await.unwrap();
         let address: Address = created.addresses[0].address.parse().unwrap();
         anvil
             .token(usdc)

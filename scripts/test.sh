@@ -5,7 +5,9 @@
 # builds the pinned local Solana
 # network (all cached outside the clone), makes sure a PostgreSQL answers (or
 # starts a throwaway one), then runs every test
-# against real nodes, both store backends and a real browser.
+# against real nodes, both store backends and a real browser, with the
+# optional AWS KMS signer built in (its tests talk to a KMS stand-in). Every
+# test binary runs even when one fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,4 +28,4 @@ export OPENBAO_BIN
 # shellcheck source=scripts/ensure-postgres.sh
 source scripts/ensure-postgres.sh
 
-cargo test --locked "$@"
+cargo test --locked --no-fail-fast --features aws-kms "$@"

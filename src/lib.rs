@@ -31,6 +31,7 @@ pub mod lease;
 pub mod mail;
 pub mod operators;
 pub mod pii;
+pub mod reconcile;
 pub mod redact;
 pub mod request_signature;
 pub mod rpc;

@@ -18,8 +18,7 @@ use super::{
 use crate::api::ErrorCode;
 use crate::{
     account::{Account, AccountType},
-    family::rules::account_addresses,
-    keys::KeyRef,
+    keys::accounts::CreateError,
     store::{AccountPage, NewAccount},
 };
 
@@ -130,7 +129,7 @@ pub async fn get(
         (status = 400, description = "Invalid request, or an identity that cannot open accounts", body = ErrorBody),
         (status = 404, description = "No such identity in the organization", body = ErrorBody),
         (status = 409, description = "CONFLICT: request_id used with another request; or ORGANIZATION_LIMIT_REACHED", body = ErrorBody),
-        (status = 503, description = "ACCOUNTS_UNAVAILABLE: the service holds no keys to derive addresses from", body = ErrorBody),
+        (status = 503, description = "ACCOUNTS_UNAVAILABLE: the service holds no keys, or its signer does not answer (retry with the same request_id)", body = ErrorBody),
     ))]
 pub async fn create(
     State(state): State<ApiState>,
@@ -158,7 +157,8 @@ pub async fn create(
         ));
     };
     let new = NewAccount {
-        id: uuid::Uuid::new_v4().to_string(),
+        // A retry of an interrupted creation finds the keys it made.
+        id: crate::keys::accounts::id_for_request(&caller.organization, &request.request_id),
         organization: caller.organization.clone(),
         identity_id: request.identity_id.clone(),
         request_id: Some(request.request_id.clone()),
@@ -167,16 +167,26 @@ pub async fn create(
         watch_from: Default::default(),
     };
     let chains = state.chains().clone();
-    let created = state
-        .store()
-        .add_keyed_account(new, |index| {
-            Ok(account_addresses(&*signer, chains.iter().map(|c| c.chain), KeyRef::Account(index))?)
-        })
-        .await;
+    let created =
+        crate::keys::accounts::create(state.store(), &*signer, chains.iter().map(|c| c.chain), new).await;
     match created {
-        Ok((account, _)) => Ok((StatusCode::CREATED, Json(account))),
+        Ok(account) => Ok((StatusCode::CREATED, Json(account))),
+        Err(CreateError::Key(error)) => {
+            // The backend's own words (a token's label, a cloud account) are
+            // the operators', not the tenant's.
+            tracing::error!(%error, organization = %caller.organization, "an account's keys were not made");
+            if !error.is_retryable() {
+                return Err(ApiError::internal());
+            }
+            Err(ApiError::coded(
+                StatusCode::SERVICE_UNAVAILABLE,
+                ErrorCode::AccountsUnavailable,
+                "the service's signer does not answer: nothing was created; retry with the same request_id",
+            ))
+        }
         // A concurrent request with this request_id committed first.
-        Err(error) => match repeated(&state, &caller.organization, &request, kind).await? {
+        Err(CreateError::Store(error)) => match repeated(&state, &caller.organization, &request, kind).await?
+        {
             Some(found) => Ok((StatusCode::CREATED, Json(found))),
             None => Err(error.into()),
         },

@@ -97,16 +97,7 @@ pub async fn create_account(store: &Store, create: CreateAccount) -> anyhow::Res
     };
     let account = match create.kind {
         AccountType::Segregated => {
-            let (account, _) = store
-                .add_keyed_account(new, |index| {
-                    Ok(account_addresses(
-                        signer.as_ref(),
-                        chains.iter().map(|c| c.chain),
-                        KeyRef::Account(index),
-                    )?)
-                })
-                .await?;
-            account
+            crate::keys::accounts::create(store, signer.as_ref(), chains.iter().map(|c| c.chain), new).await?
         }
         AccountType::Omnibus => {
             let addresses =
@@ -340,6 +331,9 @@ fn print_health(report: &health::Report) {
         if c.addresses_catching_up > 0 {
             let from = c.catching_up_from.map_or(String::new(), |b| format!(" from block {b}"));
             println!("  {} addresses catching up{from}", c.addresses_catching_up);
+        }
+        if let Some(reconciled) = &c.reconciled {
+            println!("  {}", reconciled.line());
         }
         if let Some(stop) = &c.stop {
             println!("  STOPPED at {} by {}: {}", format_time(&stop.stopped_at), stop.instance, stop.reason);

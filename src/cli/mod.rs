@@ -12,8 +12,10 @@ mod identities;
 mod import;
 mod index;
 mod issuance;
+mod keys;
 mod operator_changes;
 mod operators;
+mod reconcile;
 mod server;
 mod transfers;
 mod users;
@@ -140,6 +142,12 @@ pub enum Command {
         #[command(flatten)]
         chain_files: ChainFiles,
     },
+    /// Compare, at one height, every watched address's balance of each asset
+    /// on chain with the ledger (its baseline, confirmed deposits and what
+    /// the platform sent), locating each difference to the blocks where it
+    /// arose. Exit 0 when everything agrees, 1 when something differs, 2
+    /// when a read failed.
+    Reconcile(reconcile::ReconcileArgs),
     /// Print each chain's indexing state from the store; exit 0 when every
     /// chain is healthy, 1 (with the reasons) when one lags, is stale, or the
     /// store is unreachable.
@@ -189,6 +197,10 @@ pub enum Command {
     /// The platform's wallets: what to fund.
     #[command(subcommand)]
     Wallets(transfers::WalletsCommand),
+    /// Where the platform's keys live: make them there, or move keys
+    /// derived from the mnemonic into a pkcs11 token.
+    #[command(subcommand)]
+    Keys(keys::KeysCommand),
     /// Network fees paid: per organization against its credit, and the
     /// platform's own.
     #[command(subcommand)]
@@ -390,6 +402,10 @@ impl Cli {
                 };
                 index::backfill(Store::open(&url).await?, config, range).await?;
             }
+            Command::Reconcile(args) => {
+                let chains = args.chain_files.load()?;
+                return reconcile::run(&Store::open(&url).await?, args, &chains).await;
+            }
             Command::Health { required, chain_files, json } => {
                 let chains = chain_files.load()?;
                 return admin::health(&url, &chains, &required, json).await;
@@ -426,6 +442,7 @@ impl Cli {
             Command::Webhooks(command) => return webhooks::webhooks(&url, command).await,
             Command::Events(command) => events::run(&Store::open(&url).await?, command).await?,
             Command::Wallets(command) => transfers::wallets(command)?,
+            Command::Keys(command) => return keys::run(&Store::open(&url).await?, command).await,
             Command::Gas(command) => transfers::gas(&Store::open(&url).await?, command).await?,
             Command::Limits(command) => transfers::limits(&Store::open(&url).await?, command).await?,
             Command::Operators(command) => operators::run(&url, command).await?,

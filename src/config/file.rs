@@ -26,6 +26,12 @@ pub(super) struct ChainFile {
     genesis_hash: Option<String>,
     rpc_urls: Vec<String>,
     #[serde(default)]
+    confirm_quorum: Option<usize>,
+    #[serde(default)]
+    reconcile_every_secs: Option<f64>,
+    #[serde(default)]
+    reconcile_max_rps: Option<u32>,
+    #[serde(default)]
     ws_url: Option<String>,
     confirmation: Confirmation,
     #[serde(default)]
@@ -82,6 +88,18 @@ impl ChainConfig {
         let file = parse(text).map_err(invalid)?;
         let chain = file.chain;
         let (rpc_urls, ws_url) = endpoints(&file, env).map_err(invalid)?;
+        let confirm_quorum = quorum(&file, &rpc_urls).map_err(invalid)?;
+        let reconcile_every = match file.reconcile_every_secs {
+            Some(secs) if secs < 1.0 => {
+                return Err(invalid("reconcile_every_secs must be at least 1".into()));
+            }
+            Some(secs) => super::time::seconds(secs, "reconcile_every_secs").map_err(invalid)?,
+            None => Duration::from_secs(3600),
+        };
+        let reconcile_max_rps = file.reconcile_max_rps.unwrap_or(20);
+        if reconcile_max_rps == 0 {
+            return Err(invalid("reconcile_max_rps must be at least 1".into()));
+        }
         let (chain_id, genesis_hash) = network(&file, env).map_err(invalid)?;
         let stand_in = chain_id != file.chain_id || genesis_hash != file.genesis_hash;
         positive(&file).map_err(invalid)?;
@@ -93,6 +111,9 @@ impl ChainConfig {
             chain_id,
             genesis_hash,
             rpc_urls,
+            confirm_quorum,
+            reconcile_every,
+            reconcile_max_rps,
             ws_url,
             confirmation: file.confirmation,
             poll_interval: times.poll_interval,
@@ -150,6 +171,38 @@ fn endpoints(file: &ChainFile, env: Env<'_>) -> Result<(Vec<RpcUrl>, Option<RpcU
         return Err("ws_url must be a ws:// or wss:// url".into());
     }
     Ok((rpc_urls, ws_url))
+}
+
+/// How many of the `urls` RPC URLs must agree on a deposit before it is
+/// confirmed: 1 unless the file says more, never more than there are, and
+/// then each on a host (and port) of its own: two keys or paths of one
+/// provider would agree with themselves.
+fn quorum(file: &ChainFile, urls: &[RpcUrl]) -> Result<usize, String> {
+    let quorum = file.confirm_quorum.unwrap_or(1);
+    let hosts: std::collections::HashSet<(Option<&str>, Option<u16>)> =
+        urls.iter().map(|u| (u.expose().host_str(), u.expose().port_or_known_default())).collect();
+    if quorum > 1 && hosts.len() < urls.len() {
+        return Err(format!(
+            "confirm_quorum = {quorum}: two RPC URLs reach the same host; a quorum needs independent providers"
+        ));
+    }
+    let urls = urls.len();
+    if quorum == 0 {
+        return Err("confirm_quorum must be at least 1".into());
+    }
+    if quorum > urls {
+        return Err(format!(
+            "confirm_quorum = {quorum} asks more RPC URLs to agree than the {urls} configured \
+             (rpc_urls, or {}_RPC_URLS)",
+            file.chain
+        ));
+    }
+    if quorum > 1 && file.chain.family() == Family::Solana {
+        return Err(
+            "confirm_quorum above 1 is for EVM chains: Solana deposits are confirmed on one URL".into()
+        );
+    }
+    Ok(quorum)
 }
 
 /// The chain id (EVM) and genesis hash (Solana) the nodes must answer. The
@@ -312,4 +365,64 @@ fn assets(file: &ChainFile) -> Result<Vec<AssetConfig>, String> {
         assets.push(asset);
     }
     Ok(assets)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn evm(quorum: &str, urls: &str) -> String {
+        format!(
+            r#"
+            chain = "ETHEREUM_TESTNET"
+            chain_id = 11155111
+            rpc_urls = [{urls}]
+            {quorum}
+            confirmation = {{ depth = 12 }}
+            poll_interval_secs = 2
+            native = {{ symbol = "ETH", decimals = 18 }}
+            "#
+        )
+    }
+
+    #[test]
+    fn confirm_quorum_is_one_unless_set_and_never_more_than_the_urls() {
+        let two = r#""https://a.example", "https://b.example""#;
+        let env_three = |key: &str| {
+            (key == "ETHEREUM_TESTNET_RPC_URLS")
+                .then(|| "https://a.example,https://b.example,https://c.example".into())
+        };
+        let none = |_: &str| None;
+        let cases: [(&str, &str, Env<'_>, Result<usize, &str>); 7] = [
+            ("", two, &none, Ok(1)),
+            ("confirm_quorum = 2", two, &none, Ok(2)),
+            ("confirm_quorum = 3", two, &none, Err("more RPC URLs to agree than the 2 configured")),
+            ("confirm_quorum = 3", two, &env_three, Ok(3)),
+            ("confirm_quorum = 0", two, &none, Err("at least 1")),
+            ("confirm_quorum = 2", r#""https://a.example""#, &none, Err("ETHEREUM_TESTNET_RPC_URLS")),
+            (
+                "confirm_quorum = 2",
+                r#""https://a.example/k1", "https://a.example/k2""#,
+                &none,
+                Err("same host"),
+            ),
+        ];
+        for (line, urls, env, expected) in cases {
+            let loaded = ChainConfig::from_toml(&evm(line, urls), Path::new("x.toml"), env);
+            match (loaded, expected) {
+                (Ok(config), Ok(quorum)) => assert_eq!(config.confirm_quorum, quorum, "{line}"),
+                (Err(error), Err(says)) => assert!(error.to_string().contains(says), "{line}: {error}"),
+                (loaded, expected) => panic!("{line}: {loaded:?} where {expected:?} was expected"),
+            }
+        }
+        let solana = include_str!("../../chains/solana-devnet.toml").replacen(
+            "rpc_urls",
+            "confirm_quorum = 2\nrpc_urls",
+            1,
+        );
+        let env =
+            |key: &str| (key == "SOLANA_DEVNET_RPC_URLS").then(|| "http://a.example,http://b.example".into());
+        let error = ChainConfig::from_toml(&solana, Path::new("s.toml"), &env).unwrap_err().to_string();
+        assert!(error.contains("for EVM chains"), "{error}");
+    }
 }

@@ -240,6 +240,15 @@ pub struct ChainConfig {
     /// Solana: the cluster's genesis hash.
     pub genesis_hash: Option<String>,
     pub rpc_urls: Vec<RpcUrl>,
+    /// EVM: how many RPC URLs must answer the same block and the same
+    /// deposit before it is confirmed (`confirm_quorum`, default 1).
+    pub confirm_quorum: usize,
+    /// EVM: how often `run` reconciles every watched address with the
+    /// chain (`reconcile_every_secs`, default an hour).
+    pub reconcile_every: Duration,
+    /// EVM: the most requests a second that reconciliation sends
+    /// (`reconcile_max_rps`, default 20); it wins over the period.
+    pub reconcile_max_rps: u32,
     pub ws_url: Option<RpcUrl>,
     pub confirmation: Confirmation,
     pub poll_interval: Duration,
@@ -286,6 +295,13 @@ pub struct ChainConfig {
 impl ChainConfig {
     pub fn family(&self) -> Family {
         self.chain.family()
+    }
+
+    /// The height up to which a scan confirms the deposits it records:
+    /// `confirmed`, unless a quorum of providers must agree on each first
+    /// (then none: the watcher's quorum step confirms them).
+    pub fn confirmed_on_scan(&self, confirmed: Option<u64>) -> Option<u64> {
+        if self.confirm_quorum > 1 { None } else { confirmed }
     }
 
     /// The asset with this symbol, native included, with its decimals.

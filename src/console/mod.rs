@@ -15,6 +15,7 @@
 mod assets;
 mod auth_pages;
 mod books_page;
+mod chains_page;
 mod enrol_api;
 mod factor_page;
 mod frame;
@@ -80,7 +81,7 @@ pub fn router(state: ApiState) -> Router<ApiState> {
         .route("/console/queues/payouts/{id}/confirm", post(treasury_pages::confirm_payout))
         .route("/console/queues/virtual-accounts/{id}/{verb}", post(treasury_pages::answer_virtual_account))
         .route("/console/audit", get(operator_pages::audit))
-        .route("/console/chains", get(operator_pages::chains))
+        .route("/console/chains", get(chains_page::chains))
         .route("/console/assets/{file}", get(assets::serve))
         .layer(middleware::from_fn_with_state(state.clone(), web::guard))
         .layer(middleware::from_fn_with_state(state, web::headers))

@@ -31,6 +31,11 @@ const RESOLVE_BATCH: u32 = 64;
 pub trait History: Step + Send + Sync {
     /// Most blocks (slots) per gap scan step.
     fn max_range(&self) -> u64;
+    /// Whether a scan confirms the deposits it records at or below the
+    /// settled height; not when a quorum of providers must agree first.
+    fn scan_confirms(&self) -> bool {
+        true
+    }
     /// The last block (slot) whose time is at or before `time` (seconds since
     /// the epoch), or the first available one when none is.
     fn block_at(&self, time: u64) -> impl Future<Output = Result<u64, WatchError>> + Send;
@@ -158,7 +163,7 @@ async fn scan<H: History>(history: &H, gap: &Gap, to: u64, settled: u64) -> Resu
         head: settled,
         blocks: Vec::new(),
         deposits,
-        confirmed_through: Some(settled),
+        confirmed_through: history.scan_confirms().then_some(settled),
         cursor: CursorMove::Gap {
             live_from: gap.live_from,
             addresses: gap.addresses.iter().map(|(address, _)| address.clone()).collect(),

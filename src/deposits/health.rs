@@ -90,6 +90,9 @@ pub struct ChainReport {
     /// and runs nowhere until an operator runs `chains resume`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stop: Option<ChainStop>,
+    /// The last background reconciliation (EVM chains).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reconciled: Option<crate::reconcile::Reconciled>,
 }
 
 /// A chain's state at a glance.
@@ -194,6 +197,15 @@ pub async fn check(store: &Store, chains: &Chains, required: &[Chain]) -> Report
     // A signer that does not answer stops transfers: a problem, not a warning.
     let (unsigned, conditions): (Vec<Condition>, Vec<Condition>) =
         conditions.into_iter().partition(|c| c.kind == crate::store::SIGNER_UNREACHABLE);
+    let runs = match store.reconcile_runs(None).await {
+        Ok(runs) => runs,
+        Err(error) => return unreachable(error),
+    };
+    for report in &mut reports {
+        let run = runs.iter().find(|r| r.chain == report.chain.as_str());
+        report.reconciled = run.map(|run| crate::reconcile::Reconciled::of(run, now.timestamp_micros()));
+        report.warnings.extend(report.reconciled.as_ref().and_then(|r| r.warning(report.chain)));
+    }
     let mut warnings = attach(&mut reports, &conditions);
     warnings.extend(unread);
     for report in &mut reports {
@@ -344,6 +356,7 @@ pub fn assess(
         addresses_catching_up: 0,
         catching_up_from: None,
         workers: Vec::new(),
+        reconciled: None,
         stop: None,
     }
 }

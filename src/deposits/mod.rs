@@ -5,13 +5,15 @@
 //! scanned range with its deposits, their `deposit_v2` events and the
 //! cursor in one transaction of the store; [`watch`] is the set of watched
 //! addresses, [`coverage`] where a chain's first scan begins and the scans
-//! of late registrations' gaps, [`health`] what `health` and `/readyz`
+//! of late registrations' gaps, [`quorum`] the providers' agreement a
+//! deposit is confirmed on, [`health`] what `health` and `/readyz`
 //! report, and [`resource`] the Deposit as the API and events show it.
 
 pub mod clock;
 pub mod coverage;
 pub mod follow;
 pub mod health;
+pub mod quorum;
 pub mod resource;
 pub mod watch;
 pub mod watcher;

@@ -25,7 +25,6 @@ use crate::{
     config::{ChainConfig, Chains},
     environment::Environment,
     events::url::Policy,
-    family::rules::account_addresses,
     identity::{State, Type},
     keys::{KeyRef, Signer},
     pii::{Key, KeySource},
@@ -261,12 +260,7 @@ async fn create_seeded(
         addresses: Vec::new(),
         watch_from: Default::default(),
     };
-    let (account, _) = store
-        .add_keyed_account(account, |index| {
-            Ok(account_addresses(signer, chains.iter().map(|c| c.chain), KeyRef::Account(index))?)
-        })
-        .await?;
-    Ok(account)
+    Ok(crate::keys::accounts::create(store, signer, chains.iter().map(|c| c.chain), account).await?)
 }
 
 /// The organization's webhook at `url`, registered (signed with `secret`)

@@ -12,6 +12,7 @@
 
 mod block_receipts;
 mod errors;
+mod paced;
 mod projections;
 mod sending;
 
@@ -90,6 +91,17 @@ pub struct EvmRpc {
     concurrency: usize,
 }
 
+/// What an [`EvmRpc`] is built from.
+struct Build<'a> {
+    chain: Chain,
+    urls: &'a [RpcUrl],
+    max_block_range: u64,
+    batch_size: usize,
+    concurrency: usize,
+    /// At most this many requests a second, when capped.
+    pace: Option<u32>,
+}
+
 impl EvmRpc {
     pub fn new(
         chain: Chain,
@@ -98,6 +110,30 @@ impl EvmRpc {
         batch_size: usize,
         concurrency: usize,
     ) -> Self {
+        Self::build(Build { chain, urls, max_block_range, batch_size, concurrency, pace: None })
+    }
+
+    /// A client of `urls` that sends at most `per_second` requests a
+    /// second (a batch is one), one at a time: for a reader in the
+    /// background that must leave the providers' rate to the watcher.
+    pub fn paced(
+        chain: Chain,
+        urls: &[RpcUrl],
+        max_block_range: u64,
+        batch_size: usize,
+        per_second: u32,
+    ) -> Self {
+        Self::build(Build {
+            chain,
+            urls,
+            max_block_range,
+            batch_size,
+            concurrency: 1,
+            pace: Some(per_second),
+        })
+    }
+
+    fn build(Build { chain, urls, max_block_range, batch_size, concurrency, pace }: Build<'_>) -> Self {
         let http = http_client();
         let transports: Vec<_> =
             urls.iter().map(|u| Http::with_client(http.clone(), u.expose().clone())).collect();
@@ -110,7 +146,13 @@ impl EvmRpc {
             )
             .service(transports);
         let retry = RetryBackoffLayer::new_with_policy(3, 250, u64::MAX, TransientPolicy);
-        let client = ClientBuilder::default().layer(retry).transport(fallback, false);
+        let client = match pace {
+            Some(per_second) => ClientBuilder::default()
+                .layer(retry)
+                .layer(paced::PaceLayer::new(per_second))
+                .transport(fallback, false),
+            None => ClientBuilder::default().layer(retry).transport(fallback, false),
+        };
         Self {
             chain,
             client,

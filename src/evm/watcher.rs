@@ -31,6 +31,7 @@ use crate::{
 };
 
 mod backfill;
+mod quorum;
 
 /// A scanned range before it is committed.
 struct Scanned {
@@ -48,6 +49,8 @@ pub struct EvmWatcher {
     watch_version: Option<i64>,
     /// The chain's block time as measured while following it.
     block_time: Option<Duration>,
+    /// Each RPC URL on its own, asked when a quorum must agree.
+    providers: quorum::Providers,
 }
 
 impl EvmWatcher {
@@ -78,7 +81,18 @@ impl EvmWatcher {
         let assets = EvmAssets::from_config(&config);
         let contracts = assets.contracts();
         let watch = WatchSet::default();
-        Self { config, rpc, store, assets, contracts, watch, watch_version: None, block_time: None }
+        let providers = quorum::Providers::of(&config);
+        Self {
+            config,
+            rpc,
+            store,
+            assets,
+            contracts,
+            watch,
+            watch_version: None,
+            block_time: None,
+            providers,
+        }
     }
 
     pub fn config(&self) -> &ChainConfig {
@@ -333,7 +347,7 @@ impl EvmWatcher {
                 return Ok(Tick::Reorged { common_ancestor: ancestor });
             }
             if let Some(through) = confirmed.map(|c| c.min(next - 1)) {
-                self.store.confirm_through(chain, through).await?;
+                self.confirm(through).await?;
             }
             self.settle_orphans(next - 1).await?;
             return Ok(Tick::Idle { head, indexed: next - 1 });
@@ -354,7 +368,7 @@ impl EvmWatcher {
             head,
             blocks: scanned.blocks,
             deposits: scanned.deposits,
-            confirmed_through: confirmed.map(|c| c.min(to)),
+            confirmed_through: self.config.confirmed_on_scan(confirmed.map(|c| c.min(to))),
             cursor: CursorMove::Live { expected, watch_version: self.watch_version.unwrap_or(0) },
             keep_blocks: self.blocks_of(self.config.reorg_window).max(2),
         };
@@ -365,8 +379,23 @@ impl EvmWatcher {
         } else {
             debug!(%chain, from = next, to, "scanned range");
         }
+        if self.config.confirm_quorum > 1
+            && let Some(through) = confirmed.map(|c| c.min(to))
+        {
+            self.confirm_on_quorum(through).await?;
+        }
         self.settle_orphans(to).await?;
         Ok(Tick::Scanned { from: next, to, head, deposits: found, caught_up: to == head })
+    }
+
+    /// Confirms the pending deposits of blocks up to `through`: at once,
+    /// or as a quorum of providers agrees.
+    async fn confirm(&self, through: u64) -> Result<(), WatchError> {
+        if self.config.confirm_quorum > 1 {
+            return self.confirm_on_quorum(through).await;
+        }
+        self.store.confirm_through(self.config.chain, through).await?;
+        Ok(())
     }
 
     /// Follows the chain until `shutdown` (see [`crate::deposits::watcher::follow`]),

@@ -31,12 +31,10 @@ pub fn max_per_minute_from_env() -> Result<u32, KeyError> {
     match std::env::var(MAX_PER_MINUTE_ENV) {
         Err(_) => Ok(DEFAULT_MAX_PER_MINUTE),
         Ok(value) if value.trim().is_empty() => Ok(DEFAULT_MAX_PER_MINUTE),
-        Ok(value) => value
-            .trim()
-            .parse::<u32>()
-            .ok()
-            .filter(|n| *n > 0)
-            .ok_or(KeyError::BadSetting(MAX_PER_MINUTE_ENV, "a whole number of signatures, at least 1")),
+        Ok(value) => value.trim().parse::<u32>().ok().filter(|n| *n > 0).ok_or(KeyError::BadSetting(
+            MAX_PER_MINUTE_ENV.into(),
+            "a whole number of signatures, at least 1",
+        )),
     }
 }
 
@@ -121,6 +119,10 @@ impl Signer for Guarded {
         self.inner.solana_address(key)
     }
 
+    fn holds(&self, key: KeyRef, family: Family) -> Result<bool, KeyError> {
+        self.inner.holds(key, family)
+    }
+
     fn sign_evm_hash(&self, key: KeyRef, hash: B256) -> BoxFuture<'_, Result<Signature, KeyError>> {
         Box::pin(async move {
             let address = self.inner.evm_address(key)?;
@@ -184,6 +186,9 @@ mod tests {
         }
         fn solana_address(&self, key: KeyRef) -> Result<String, KeyError> {
             self.0.solana_address(key)
+        }
+        fn holds(&self, key: KeyRef, family: Family) -> Result<bool, KeyError> {
+            self.0.holds(key, family)
         }
         fn sign_evm_hash(&self, _: KeyRef, hash: B256) -> BoxFuture<'_, Result<Signature, KeyError>> {
             self.0.sign_evm_hash(KeyRef::Omnibus, hash)

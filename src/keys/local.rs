@@ -182,6 +182,30 @@ impl MnemonicSigner {
     }
 }
 
+impl MnemonicSigner {
+    /// The key's secret (the secp256k1 scalar, or the Ed25519 seed) and its
+    /// public key (the uncompressed secp256k1 point, or Ed25519's 32
+    /// bytes): for `keys import-local` alone, which puts them into a token.
+    pub(crate) fn key_pair(
+        &self,
+        key: KeyRef,
+        family: crate::chain::Family,
+    ) -> Result<(Zeroizing<[u8; 32]>, Vec<u8>), KeyError> {
+        match family {
+            crate::chain::Family::Evm => {
+                let signer = self.evm_key(key)?;
+                let secret = Zeroizing::new(<[u8; 32]>::from(signer.credential().to_bytes()));
+                let public = signer.credential().verifying_key().to_encoded_point(false).as_bytes().to_vec();
+                Ok((secret, public))
+            }
+            crate::chain::Family::Solana => {
+                let keypair = self.solana_key(key)?;
+                Ok((Zeroizing::new(*keypair.secret_bytes()), keypair.pubkey().to_bytes().to_vec()))
+            }
+        }
+    }
+}
+
 impl Signer for MnemonicSigner {
     fn backend(&self) -> Backend {
         Backend::Local
@@ -193,6 +217,10 @@ impl Signer for MnemonicSigner {
 
     fn solana_address(&self, key: KeyRef) -> Result<String, KeyError> {
         Ok(self.solana_key(key)?.pubkey().to_string())
+    }
+
+    fn holds(&self, _: KeyRef, _: crate::chain::Family) -> Result<bool, KeyError> {
+        Ok(true)
     }
 
     fn sign_evm_hash(&self, key: KeyRef, hash: B256) -> BoxFuture<'_, Result<Signature, KeyError>> {

@@ -29,15 +29,26 @@ use alloy::primitives::{Address, B256, Signature};
 use futures::future::BoxFuture;
 use solana_derivation_path::DerivationPath;
 
+pub mod accounts;
+mod apart;
+mod bounded;
 pub mod guard;
+pub mod import;
+pub mod init;
+#[cfg(feature = "aws-kms")]
+pub mod kms;
 mod local;
+mod open;
+pub mod pins;
 pub mod pkcs11;
 pub mod rules;
+mod split;
 pub mod transit;
 pub mod watch;
 
 pub use guard::MAX_PER_MINUTE_ENV;
 pub use local::{MnemonicSigner, Phrase};
+pub use open::{ISSUER_SIGNER_ENV, Scope, from_env};
 
 /// The environment variable holding the phrase itself.
 pub const MNEMONIC_ENV: &str = "CUSTODY_INDEXER_MNEMONIC";
@@ -113,15 +124,23 @@ pub enum KeyError {
     Path(String),
     #[error("signing failed: {0}")]
     Signing(String),
-    #[error("{0} is not set: the {SIGNER_ENV} backend needs it")]
-    Setting(&'static str),
+    #[error("{0} is not set: the signer's backend needs it")]
+    Setting(String),
     /// A production service with keys its host can read, not allowed.
     #[error("{}", rules::refusal(.0))]
     LocalKeys(&'static str),
     #[error("{0} must be {1}")]
-    BadSetting(&'static str, &'static str),
-    #[error("{SIGNER_ENV}: {0:?} is not local, pkcs11 or vault-transit")]
-    UnknownBackend(String),
+    BadSetting(String, &'static str),
+    #[error("{0}: {1:?} is not {2}")]
+    UnknownBackend(String, String, &'static str),
+    /// A backend this build was made without.
+    #[error("{0}={1} needs a build with the cargo feature {1} (cargo build --release --features {1})")]
+    NotBuilt(String, &'static str),
+    /// The issuer's own signer without a signer for the service's keys.
+    #[error(
+        "{0} is set, but no signer holds the service's other keys: set {SIGNER_ENV} (or the mnemonic) too"
+    )]
+    IssuerAlone(String),
     #[error(
         "{MNEMONIC_ENV} or {MNEMONIC_FILE_ENV} is set beside {SIGNER_ENV}={0}: keys come from one source only; \
          unset the mnemonic (or move its keys into the token with keys import-local)"
@@ -142,6 +161,10 @@ pub enum KeyError {
     /// key's own public key: never broadcast.
     #[error("the signer answered a signature that does not verify for {0}: not sent")]
     BadSignature(String),
+    /// A key that is not the one the platform records (another phrase's,
+    /// another key under the label): never imported or used.
+    #[error("{0}")]
+    NotTheKey(String),
     /// More signatures by one key in a minute than
     /// `CUSTODY_INDEXER_SIGNER_MAX_PER_MINUTE` allows.
     #[error("{0} signed {1} times in the last minute, the most {MAX_PER_MINUTE_ENV} allows: refused")]
@@ -171,35 +194,6 @@ impl KeyError {
 /// mnemonic; the default), `pkcs11` or `vault-transit`.
 pub const SIGNER_ENV: &str = "CUSTODY_INDEXER_SIGNER";
 
-/// The signer the environment configures: `CUSTODY_INDEXER_SIGNER=pkcs11`
-/// opens the token (and refuses a mnemonic beside it); `local`, or unset,
-/// the mnemonic when one is set. `Ok(None)` when no key source is set.
-/// Whoever signs with it wraps it in [`guarded`] first.
-pub fn from_env() -> Result<Option<Arc<dyn Signer>>, KeyError> {
-    let backend = std::env::var(SIGNER_ENV).ok().filter(|v| !v.trim().is_empty());
-    match backend.as_deref().map(str::trim) {
-        None | Some("local") => {
-            let local = MnemonicSigner::from_env()?;
-            Ok(local.map(|s| Arc::new(s) as Arc<dyn Signer>))
-        }
-        Some(backend @ ("pkcs11" | "vault-transit")) => {
-            let mnemonic = [MNEMONIC_ENV, MNEMONIC_FILE_ENV]
-                .iter()
-                .any(|name| std::env::var_os(name).is_some_and(|v| !v.is_empty()));
-            if mnemonic {
-                return Err(KeyError::Mixed(backend.into()));
-            }
-            let signer: Arc<dyn Signer> = if backend == "pkcs11" {
-                Arc::new(pkcs11::Pkcs11Signer::open(&pkcs11::TokenSettings::from_env()?)?)
-            } else {
-                Arc::new(transit::TransitSigner::open(&transit::TransitSettings::from_env()?)?)
-            };
-            Ok(Some(signer))
-        }
-        Some(other) => Err(KeyError::UnknownBackend(other.to_string())),
-    }
-}
-
 /// `signer` as everything that signs uses it, whatever the backend (the
 /// environment's, or `dev`'s own mnemonic): every signature verified and
 /// each key's rate bounded ([`guard`]).
@@ -217,6 +211,20 @@ pub enum Backend {
     Pkcs11 { token: String, software: bool },
     /// In a Transit engine, at this mount.
     VaultTransit { mount: String },
+    /// In AWS KMS.
+    AwsKms,
+    /// The issuer's key in a backend of its own, every other key in `main`.
+    Split { main: Box<Backend>, issuer: Box<Backend> },
+}
+
+impl Backend {
+    /// Each backend keys are in: itself, or both of a split.
+    pub fn parts(&self) -> Vec<&Backend> {
+        match self {
+            Backend::Split { main, issuer } => [main.parts(), issuer.parts()].concat(),
+            other => vec![other],
+        }
+    }
 }
 
 impl fmt::Display for Backend {
@@ -226,6 +234,8 @@ impl fmt::Display for Backend {
             Backend::Pkcs11 { token, software: false } => write!(f, "pkcs11 token {token:?}"),
             Backend::Pkcs11 { token, software: true } => write!(f, "pkcs11 software token {token:?}"),
             Backend::VaultTransit { mount } => write!(f, "vault-transit mount {mount:?}"),
+            Backend::AwsKms => f.write_str("aws-kms"),
+            Backend::Split { main, issuer } => write!(f, "{main}; the issuer's key: {issuer}"),
         }
     }
 }
@@ -254,6 +264,9 @@ pub trait Signer: Send + Sync {
     fn evm_address(&self, key: KeyRef) -> Result<Address, KeyError>;
     /// The base58 public key.
     fn solana_address(&self, key: KeyRef) -> Result<String, KeyError>;
+    /// Whether the backend already holds `key` for `family`, asked without
+    /// making it (the mnemonic derives every key: it holds them all).
+    fn holds(&self, key: KeyRef, family: crate::chain::Family) -> Result<bool, KeyError>;
     /// Signs a 32-byte digest (a transaction's or an EIP-712 signing hash).
     fn sign_evm_hash(&self, key: KeyRef, hash: B256) -> BoxFuture<'_, Result<Signature, KeyError>>;
     /// Signs a serialized Solana message with ed25519.

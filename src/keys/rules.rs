@@ -23,7 +23,8 @@ pub fn host_readable(backend: &Backend) -> Option<&'static str> {
     match backend {
         Backend::Local => Some("local mnemonic"),
         Backend::Pkcs11 { software: true, .. } => Some("software token"),
-        Backend::Pkcs11 { software: false, .. } | Backend::VaultTransit { .. } => None,
+        Backend::Pkcs11 { software: false, .. } | Backend::VaultTransit { .. } | Backend::AwsKms => None,
+        Backend::Split { .. } => backend.parts().into_iter().find_map(host_readable),
     }
 }
 
@@ -62,6 +63,11 @@ mod tests {
         let hsm = Backend::Pkcs11 { token: "custody".into(), software: false };
         let soft = Backend::Pkcs11 { token: "custody".into(), software: true };
         let (production, sandbox) = (Environment::Production, Environment::Sandbox);
+        let split = |main: &Backend, issuer: &Backend| Backend::Split {
+            main: Box::new(main.clone()),
+            issuer: Box::new(issuer.clone()),
+        };
+        let (hsm_soft_issuer, hsm_both) = (split(&hsm, &soft), split(&hsm, &hsm));
         for (environment, backend, allowed, answer) in [
             (production, &Backend::Local, false, Err("local mnemonic")),
             (production, &soft, false, Err("software token")),
@@ -71,6 +77,8 @@ mod tests {
             (production, &hsm, true, Ok(None)),
             (sandbox, &Backend::Local, false, Ok(None)),
             (sandbox, &soft, false, Ok(None)),
+            (production, &hsm_soft_issuer, false, Err("software token")),
+            (production, &hsm_both, false, Ok(None)),
         ] {
             let found = may_sign_with(environment, backend, allowed);
             match (found, answer) {

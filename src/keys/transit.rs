@@ -20,19 +20,23 @@ use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use zeroize::Zeroizing;
 
-use super::{Backend, KeyError, KeyRef, Signer};
+use super::{Backend, KeyError, KeyRef, Scope, Signer};
 use crate::chain::Family;
 
-pub const ADDR_ENV: &str = "CUSTODY_INDEXER_VAULT_ADDR";
-pub const TOKEN_FILE_ENV: &str = "CUSTODY_INDEXER_VAULT_TOKEN_FILE";
-pub const MOUNT_ENV: &str = "CUSTODY_INDEXER_VAULT_TRANSIT_MOUNT";
+/// The variables' names after the scope's prefix (`CUSTODY_INDEXER_`,
+/// or `CUSTODY_INDEXER_ISSUER_` for the issuer's own signer).
+pub const ADDR_VAR: &str = "VAULT_ADDR";
+pub const TOKEN_FILE_VAR: &str = "VAULT_TOKEN_FILE";
+pub const MOUNT_VAR: &str = "VAULT_TRANSIT_MOUNT";
 
 /// How long one call to the engine may take.
 const TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Where the engine is: its address, the token's file, the mount.
+/// Where the engine is: its address, the token's file, the mount; and
+/// whose variables named them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TransitSettings {
+    pub scope: Scope,
     pub addr: String,
     pub token_file: PathBuf,
     pub mount: String,
@@ -41,33 +45,41 @@ pub struct TransitSettings {
 impl TransitSettings {
     /// The settings the environment gives; the mount defaults to `transit`.
     pub fn from_env() -> Result<Self, KeyError> {
-        Self::from_vars(|name| std::env::var(name).ok())
+        Self::from_vars(Scope::Main, |name| std::env::var(name).ok())
     }
 
-    /// The settings `vars` gives by variable name.
-    pub fn from_vars(vars: impl Fn(&str) -> Option<String>) -> Result<Self, KeyError> {
-        let var = |name: &'static str| vars(name).filter(|v| !v.trim().is_empty());
-        let addr = var(ADDR_ENV).ok_or(KeyError::Setting(ADDR_ENV))?;
+    /// The settings `vars` gives by variable name, for `scope`.
+    pub fn from_vars(scope: Scope, vars: impl Fn(&str) -> Option<String>) -> Result<Self, KeyError> {
+        let var = |suffix: &str| vars(&scope.var(suffix)).filter(|v| !v.trim().is_empty());
+        let addr = var(ADDR_VAR).ok_or_else(|| KeyError::Setting(scope.var(ADDR_VAR)))?;
         let addr = addr.trim().trim_end_matches('/').to_string();
-        let parsed = url::Url::parse(&addr).ok();
-        let loopback = parsed.as_ref().is_some_and(|u| {
-            u.scheme() == "http" && matches!(u.host_str(), Some("127.0.0.1" | "localhost" | "[::1]"))
-        });
-        let secure = parsed.as_ref().is_some_and(|u| u.scheme() == "https" && u.host_str().is_some());
-        if !(secure || loopback) || parsed.is_some_and(|u| !u.username().is_empty() || u.password().is_some())
-        {
+        if !secure_or_loopback(&addr) {
             return Err(KeyError::BadSetting(
-                ADDR_ENV,
+                scope.var(ADDR_VAR),
                 "https://host[:port] (plain http:// only to this machine)",
             ));
         }
         Ok(TransitSettings {
+            scope,
             addr,
-            token_file: var(TOKEN_FILE_ENV).ok_or(KeyError::Setting(TOKEN_FILE_ENV))?.into(),
-            mount: var(MOUNT_ENV)
+            token_file: var(TOKEN_FILE_VAR)
+                .ok_or_else(|| KeyError::Setting(scope.var(TOKEN_FILE_VAR)))?
+                .into(),
+            mount: var(MOUNT_VAR)
                 .map_or_else(|| "transit".to_string(), |m| m.trim().trim_matches('/').to_string()),
         })
     }
+}
+
+/// Whether `address` is `https://host[:port]`, or plain `http://` to this
+/// machine, without credentials in it: where a token or a signature
+/// request may be sent.
+pub fn secure_or_loopback(address: &str) -> bool {
+    let Ok(parsed) = url::Url::parse(address) else { return false };
+    let loopback =
+        parsed.scheme() == "http" && matches!(parsed.host_str(), Some("127.0.0.1" | "localhost" | "[::1]"));
+    let secure = parsed.scheme() == "https" && parsed.host_str().is_some();
+    (secure || loopback) && parsed.username().is_empty() && parsed.password().is_none()
 }
 
 /// The engine's client, its token, and the public keys read so far.
@@ -112,8 +124,9 @@ impl TransitSigner {
             std::fs::read(&settings.token_file)
                 .map_err(|source| KeyError::Read { path: settings.token_file.clone(), source })?,
         );
-        let token = std::str::from_utf8(&bytes)
-            .map_err(|_| KeyError::BadSetting(TOKEN_FILE_ENV, "a file holding the token as text"))?;
+        let token = std::str::from_utf8(&bytes).map_err(|_| {
+            KeyError::BadSetting(settings.scope.var(TOKEN_FILE_VAR), "a file holding the token as text")
+        })?;
         let token = Zeroizing::new(token.trim().to_string());
         let client = client()?;
         Ok(TransitSigner { settings: settings.clone(), token, client, known: Mutex::default() })
@@ -126,15 +139,31 @@ impl TransitSigner {
     /// `body` posted (or, without one, a GET) to the engine's `path`: the
     /// answer's `data`.
     async fn call(&self, client: &Client, path: &str, body: Option<Value>) -> Result<Value, KeyError> {
+        self.answer(client, path, body)
+            .await?
+            .ok_or_else(|| KeyError::Service(format!("{path}: 404 not found")))
+    }
+
+    /// As [`Self::call`], `None` when the engine answers 404 (no such key).
+    async fn answer(
+        &self,
+        client: &Client,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<Option<Value>, KeyError> {
         let request = match body {
             Some(body) => client.post(self.url(path)).json(&body),
             None => client.get(self.url(path)),
         };
-        let mut token = reqwest::header::HeaderValue::from_str(self.token.as_str())
-            .map_err(|_| KeyError::BadSetting(TOKEN_FILE_ENV, "a file holding the token as text"))?;
+        let mut token = reqwest::header::HeaderValue::from_str(self.token.as_str()).map_err(|_| {
+            KeyError::BadSetting(self.settings.scope.var(TOKEN_FILE_VAR), "a file holding the token as text")
+        })?;
         token.set_sensitive(true);
         let answer = request.header("X-Vault-Token", token).send().await.map_err(unreachable("no answer"))?;
         let status = answer.status();
+        if status == reqwest::StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
         let body: Value = answer.json().await.unwrap_or(Value::Null);
         if !status.is_success() {
             let errors = body["errors"]
@@ -142,7 +171,7 @@ impl TransitSigner {
                 .map(|e| e.iter().filter_map(Value::as_str).collect::<Vec<_>>().join("; "));
             return Err(KeyError::Service(format!("{path}: {status} {}", errors.unwrap_or_default())));
         }
-        Ok(body["data"].clone())
+        Ok(Some(body["data"].clone()))
     }
 
     /// The key's first public key: made in the engine when missing
@@ -166,22 +195,18 @@ impl TransitSigner {
         if let Some(public) = self.known.lock().expect("key cache lock").get(&key) {
             return Ok(*public);
         }
-        let read = std::thread::scope(|scope| {
-            scope
-                .spawn(|| {
-                    let runtime = tokio::runtime::Builder::new_current_thread()
-                        .enable_all()
-                        .build()
-                        .map_err(|e| KeyError::Service(format!("no runtime: {e}")))?;
-                    // A client of this runtime's own: connections stay with it.
-                    let client = client()?;
-                    runtime.block_on(self.public_key(&client, key))
-                })
-                .join()
-                .unwrap_or_else(|_| Err(KeyError::Service("the key lookup panicked".into())))
-        })?;
+        let read = self.blocking(|client| async move { self.public_key(&client, key).await })?;
         self.known.lock().expect("key cache lock").insert(key, read);
         Ok(read)
+    }
+
+    /// `call` run apart ([`super::apart`]) with a client of its own
+    /// runtime (connections stay with it).
+    fn blocking<'a, T: Send, F>(&'a self, call: impl FnOnce(Client) -> F + Send) -> Result<T, KeyError>
+    where
+        F: std::future::Future<Output = Result<T, KeyError>> + 'a,
+    {
+        super::apart::run(|| async move { call(client()?).await }, KeyError::Service)
     }
 }
 
@@ -196,6 +221,18 @@ impl Signer for TransitSigner {
 
     fn solana_address(&self, key: KeyRef) -> Result<String, KeyError> {
         Ok(bs58::encode(self.known_or_read(key)?).into_string())
+    }
+
+    fn holds(&self, key: KeyRef, family: Family) -> Result<bool, KeyError> {
+        if family == Family::Evm {
+            return Ok(false);
+        }
+        if self.known.lock().expect("key cache lock").contains_key(&key) {
+            return Ok(true);
+        }
+        self.blocking(|client| async move {
+            Ok(self.answer(&client, &format!("keys/{}", name(key)), None).await?.is_some())
+        })
     }
 
     fn sign_evm_hash(&self, key: KeyRef, _: B256) -> BoxFuture<'_, Result<Signature, KeyError>> {
@@ -238,11 +275,11 @@ mod tests {
             ("ftp://127.0.0.1", false),
         ] {
             let vars = |name: &str| match name {
-                ADDR_ENV => Some(addr.to_string()),
-                TOKEN_FILE_ENV => Some("/run/bao-token".to_string()),
+                "CUSTODY_INDEXER_VAULT_ADDR" => Some(addr.to_string()),
+                "CUSTODY_INDEXER_VAULT_TOKEN_FILE" => Some("/run/bao-token".to_string()),
                 _ => None,
             };
-            assert_eq!(TransitSettings::from_vars(vars).is_ok(), fine, "{addr}");
+            assert_eq!(TransitSettings::from_vars(Scope::Main, vars).is_ok(), fine, "{addr}");
         }
     }
 

@@ -118,6 +118,10 @@ impl Signer for Watched {
         self.record_lookup(self.inner.solana_address(key))
     }
 
+    fn holds(&self, key: KeyRef, family: crate::chain::Family) -> Result<bool, KeyError> {
+        self.record_lookup(self.inner.holds(key, family))
+    }
+
     fn sign_evm_hash(&self, key: KeyRef, hash: B256) -> BoxFuture<'_, Result<Signature, KeyError>> {
         Box::pin(async move {
             let answer = self.inner.sign_evm_hash(key, hash).await;

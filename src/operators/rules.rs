@@ -35,6 +35,11 @@ pub enum Action {
     Tenants,
     /// Read the audit log.
     Audit,
+    /// Make the platform's keys, or move keys into a token (`keys …`).
+    Keys,
+    /// Read what the ledger and the chain's providers say of each other:
+    /// reconciliation, and the providers' disputes.
+    Reconciliation,
 }
 
 impl Action {
@@ -43,8 +48,9 @@ impl Action {
         match self {
             Action::IdentityDecision | Action::FiatEntitlement => &[Role::Compliance],
             Action::Wire | Action::VirtualAccount | Action::Payout | Action::Refund => &[Role::Treasury],
-            Action::Operators | Action::Tenants => &[Role::Admin],
+            Action::Operators | Action::Tenants | Action::Keys => &[Role::Admin],
             Action::Audit => &[Role::Admin, Role::Compliance],
+            Action::Reconciliation => &[Role::Compliance, Role::Treasury, Role::Admin],
         }
     }
 }
@@ -322,6 +328,10 @@ mod tests {
             (Action::Audit, &[Compliance][..], true),
             (Action::Audit, &[Admin][..], true),
             (Action::Audit, &[Treasury][..], false),
+            (Action::Reconciliation, &[Compliance][..], true),
+            (Action::Reconciliation, &[Treasury][..], true),
+            (Action::Reconciliation, &[Admin][..], true),
+            (Action::Reconciliation, &[][..], false),
         ];
         for (action, roles, allowed) in cases {
             let outcome = permits(&operator("op1", roles), action);

@@ -17,6 +17,7 @@ use crate::{
     family, issuance,
     keys::Signer,
     lease::Leases,
+    reconcile,
     redact::redact_urls,
     store::{Store, StoreError, WorkerKind},
 };
@@ -27,7 +28,17 @@ use crate::{
 /// URL of another chain) fails `run`, a configuration to correct.
 async fn watch(config: ChainConfig, store: Store, stop: CancellationToken) -> anyhow::Result<()> {
     let chain = config.chain;
-    if let Err(error) = family::of(config.family()).watch(config, store.clone(), stop).await? {
+    // EVM chains are reconciled beside their watcher, under its lease.
+    let reconciling = (config.family() == crate::chain::Family::Evm).then(|| {
+        let stop = stop.child_token();
+        (tokio::spawn(reconcile::background::every(config.clone(), store.clone(), stop.clone())), stop)
+    });
+    let watched = family::of(config.family()).watch(config, store.clone(), stop).await;
+    if let Some((task, stop)) = reconciling {
+        stop.cancel();
+        let _ = task.await;
+    }
+    if let Err(error) = watched? {
         stop_chain(&store, chain, error).await;
     }
     Ok(())

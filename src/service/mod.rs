@@ -367,7 +367,8 @@ async fn signing(
     use crate::keys::rules::{LOCAL_KEYS, local_keys_allowed_by_env, may_sign_with};
     let backend = signer.backend();
     // A backend without secp256k1 keys cannot send on an EVM chain.
-    if families.contains(&Family::Evm) && matches!(backend, crate::keys::Backend::VaultTransit { .. }) {
+    let transit = backend.parts().into_iter().any(|b| matches!(b, crate::keys::Backend::VaultTransit { .. }));
+    if families.contains(&Family::Evm) && transit {
         bail!(crate::keys::KeyError::NoSecp256k1("an EVM chain is configured".into()));
     }
     info!(signer = %backend, "signing keys");
@@ -378,6 +379,9 @@ async fn signing(
         warn!(%warning, "production signs with keys this host can read ({})", crate::keys::rules::ALLOW_LOCAL_KEYS_ENV);
         store.raise_condition(None, LOCAL_KEYS, &backend.to_string(), &warning).await?;
     }
+    // The platform keys must be the ones first seen (a replaced token or
+    // KMS alias stops the service here).
+    crate::keys::pins::check(store, signer.as_ref(), families, None).await?;
     let signer = crate::keys::guarded(signer)?;
     Ok(Arc::new(crate::keys::watch::Watched::new(signer, store.clone())))
 }

@@ -11,12 +11,10 @@ use super::{
     now_micros,
     params::{CHUNK, placeholders},
     parse_column,
-    quotas::Quota,
 };
 use crate::{
     account::{Account, AccountAddress, AccountStatus, AccountType},
     chain::Chain,
-    keys::FIRST_ACCOUNT_INDEX,
 };
 
 /// A page of an organization's accounts, by id.
@@ -76,53 +74,9 @@ impl Store {
         tx.commit().await?;
         Ok(())
     }
-
-    /// Registers a segregated account whose key the service holds: takes the
-    /// next free derivation index (from [`FIRST_ACCOUNT_INDEX`] up), derives
-    /// the account's addresses with `derive`, and records the index beside
-    /// the account in one transaction, so an index is never given twice.
-    /// Refused when the organization holds its limit of accounts.
-    pub async fn add_keyed_account(
-        &self,
-        mut new: NewAccount,
-        derive: impl Fn(u32) -> Result<Vec<AccountAddress>, StoreError>,
-    ) -> Result<(Account, u32), StoreError> {
-        let mut tx = self.begin().await?;
-        self.claim(&mut tx, &new.organization, Quota::Accounts).await?;
-        // The accounts' version row first (PostgreSQL holds it until commit,
-        // as [`insert_accounts`] takes it): creations of every organization
-        // then read the highest index one at a time, never the same one.
-        sqlx::query("UPDATE store_meta SET value = value WHERE key = 'accounts_version'")
-            .execute(&mut *tx)
-            .await?;
-        let top: Option<i64> = sqlx::query("SELECT MAX(key_index) AS top FROM account_keys")
-            .fetch_one(&mut *tx)
-            .await?
-            .try_get("top")?;
-        let index =
-            top.map_or(FIRST_ACCOUNT_INDEX, |t| (t as u32).saturating_add(1).max(FIRST_ACCOUNT_INDEX));
-        new.addresses = derive(index)?;
-        insert_accounts(&mut tx, std::slice::from_ref(&new)).await?;
-        sqlx::query("INSERT INTO account_keys (account_id, key_index) VALUES ($1, $2)")
-            .bind(&new.id)
-            .bind(i64::from(index))
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok((self.account(&new.id).await?, index))
-    }
-
-    /// The derivation index of the account's key, if the service holds it.
-    pub async fn account_key(&self, account_id: &str) -> Result<Option<u32>, StoreError> {
-        let row = sqlx::query("SELECT key_index FROM account_keys WHERE account_id = $1")
-            .bind(account_id)
-            .fetch_optional(&self.pool)
-            .await?;
-        row.map(|r| r.try_get::<i64, _>("key_index").map(|i| i as u32)).transpose().map_err(Into::into)
-    }
 }
 
-async fn insert_accounts(
+pub(super) async fn insert_accounts(
     tx: &mut Transaction<'static, Any>,
     accounts: &[NewAccount],
 ) -> Result<(), StoreError> {
@@ -164,7 +118,7 @@ struct NewAddress<'a> {
     created_at: i64,
 }
 
-async fn check_organizations(
+pub(super) async fn check_organizations(
     tx: &mut Transaction<'static, Any>,
     accounts: &[NewAccount],
 ) -> Result<(), StoreError> {
@@ -188,7 +142,7 @@ async fn check_organizations(
 /// are judged one at a time, so no account misses its identity's status.
 /// An identity not of the account's organization is not found; a `REJECTED`
 /// or `TERMINATED` one opens no accounts.
-async fn identity_statuses(
+pub(super) async fn identity_statuses(
     tx: &mut Transaction<'static, Any>,
     accounts: &[NewAccount],
 ) -> Result<Vec<AccountStatus>, StoreError> {

@@ -292,27 +292,8 @@ impl Store {
         let now = now_micros();
         let mut tx = self.begin().await?;
         self.check_own_fence(&mut tx).await?;
-        let mut changed = Vec::new();
-        for (ids, status, confirmed_at) in
-            [(confirmed, DepositStatus::Confirmed, Some(now)), (failed, DepositStatus::Failed, None)]
-        {
-            for id in ids {
-                let row = sqlx::query(
-                    "UPDATE deposits SET status = $1, confirmed_at = $2, updated_at = $3
-                     WHERE id = $4 AND status = 'PENDING' RETURNING id, status",
-                )
-                .bind(status.as_str())
-                .bind(confirmed_at)
-                .bind(now)
-                .bind(id)
-                .fetch_optional(&mut *tx)
-                .await?;
-                if let Some(row) = row {
-                    changed.push(changed_row(&row)?);
-                }
-            }
-        }
-        announce_deposits(&mut tx, changed.iter().map(|(id, _)| id.as_str()), now).await?;
+        let unpinned = |ids: &[String]| ids.iter().map(|id| (id.clone(), None)).collect::<Vec<_>>();
+        let changed = settle_rows(&mut tx, &unpinned(confirmed), &unpinned(failed), now).await?;
         tx.commit().await?;
         Ok(changed)
     }
@@ -429,6 +410,42 @@ async fn confirm_through(
     .fetch_all(&mut **tx)
     .await?;
     rows.iter().map(|row| ChangedDeposit::from_row(row, false)).collect()
+}
+
+/// `confirmed` pending deposits `CONFIRMED` and `failed` ones `FAILED`,
+/// each change announced; a deposit no longer pending, or, when its block
+/// hash is given, no longer in that block, is left alone.
+pub(super) async fn settle_rows(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    confirmed: &[(String, Option<String>)],
+    failed: &[(String, Option<String>)],
+    now: i64,
+) -> Result<Vec<(String, DepositStatus)>, StoreError> {
+    let mut changed = Vec::new();
+    for (ids, status, confirmed_at) in
+        [(confirmed, DepositStatus::Confirmed, Some(now)), (failed, DepositStatus::Failed, None)]
+    {
+        for (id, block_hash) in ids {
+            let row = sqlx::query(
+                "UPDATE deposits SET status = $1, confirmed_at = $2, updated_at = $3
+                 WHERE id = $4 AND status = 'PENDING'
+                   AND ($5 IS NULL OR (block_hash = $5 AND orphaned_at_block IS NULL))
+                 RETURNING id, status",
+            )
+            .bind(status.as_str())
+            .bind(confirmed_at)
+            .bind(now)
+            .bind(id)
+            .bind(block_hash)
+            .fetch_optional(&mut **tx)
+            .await?;
+            if let Some(row) = row {
+                changed.push(changed_row(&row)?);
+            }
+        }
+    }
+    announce_deposits(tx, changed.iter().map(|(id, _)| id.as_str()), now).await?;
+    Ok(changed)
 }
 
 fn changed_row(row: &AnyRow) -> Result<(String, DepositStatus), StoreError> {

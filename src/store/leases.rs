@@ -204,6 +204,14 @@ impl Store {
         Ok(done.rows_affected())
     }
 
+    /// A write transaction that fails unless this handle's lease (if it
+    /// is fenced) still holds: for a worker's writes beside a scan's.
+    pub async fn begin_fenced(&self) -> Result<super::Tx, StoreError> {
+        let mut tx = self.begin().await?;
+        self.check_own_fence(&mut tx).await?;
+        Ok(tx)
+    }
+
     /// Checks this handle's fence, if it has one, inside `tx`.
     pub(super) async fn check_own_fence(&self, tx: &mut Transaction<'static, Any>) -> Result<(), StoreError> {
         match &self.fence {

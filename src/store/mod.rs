@@ -2,6 +2,7 @@
 //! portable dialect runs on SQLite (the default, an embedded file) and on
 //! PostgreSQL (production, several instances) through sqlx's `Any` driver.
 
+mod account_keys;
 mod accounts;
 mod arrays;
 pub mod audit;
@@ -18,6 +19,7 @@ mod deliveries;
 pub mod delivery_log;
 mod deposit_rows;
 mod deposits;
+mod disputes;
 pub mod entitlement;
 mod environment;
 mod events;
@@ -43,9 +45,12 @@ mod params;
 pub(crate) mod payout_answers;
 pub mod payouts;
 mod pii;
+mod platform_keys;
 mod positions;
 mod quotas;
 mod quotes;
+mod reconcile;
+pub mod reconcile_runs;
 mod refusal;
 pub(crate) mod request_signatures;
 pub use request_signatures::INSTANCE_SKEW_SECS;
@@ -86,6 +91,7 @@ pub use conversions::NewVirtualWire;
 pub use coverage::{Coverage, Gap, WatchStart};
 pub use deliveries::{Attempt, Claimed, Delivery, Finished, Outcome, Rooms};
 pub use deposits::{DepositPage, Orphan};
+pub use disputes::QuorumSettlement;
 pub use entitlement::{FIAT_DISABLED, FIAT_ENABLED};
 pub use health::{ChainHealth, DepositCount};
 pub use identities::{Action, NewIdentity, Registered};

@@ -84,18 +84,24 @@ impl Store {
             .collect()
     }
 
-    /// A filler was included, at `cost`: `MINED`, and its fees into the gas
-    /// ledger as the platform's own cost, in one transaction. Fenced like
-    /// [`Store::record_transaction`].
-    pub async fn filler_included(&self, hash: &str, cost: &PlatformCost) -> Result<(), StoreError> {
+    /// A filler was included in `block`, at `cost`: `MINED`, and its fees
+    /// into the gas ledger as the platform's own cost, in one transaction.
+    /// Fenced like [`Store::record_transaction`].
+    pub async fn filler_included(
+        &self,
+        hash: &str,
+        block: u64,
+        cost: &PlatformCost,
+    ) -> Result<(), StoreError> {
         let mut tx = self.begin().await?;
         self.check_own_fence(&mut tx).await?;
         let fee = cost.fees.iter().fold(U256::ZERO, |total, fee| total + fee.amount);
         let row = sqlx::query(
-            "UPDATE nonce_fillers SET state = 'MINED', fee_raw = $2 WHERE hash = $1 RETURNING chain",
+            "UPDATE nonce_fillers SET state = 'MINED', fee_raw = $2, block_number = $3 WHERE hash = $1 RETURNING chain",
         )
         .bind(hash)
         .bind(fee.to_string())
+        .bind(to_i64(block)?)
         .fetch_optional(&mut *tx)
         .await?
         .ok_or_else(|| StoreError::NotFound(format!("nonce filler {hash}")))?;

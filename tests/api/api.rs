@@ -588,6 +588,8 @@ async fn the_openapi_document_matches_the_routes_and_resources() {
             "/healthz",
             "/metrics",
             "/operator/v1/audit",
+            "/operator/v1/disputes",
+            "/operator/v1/reconciliation",
             "/operator/v1/conversions/{conversion_id}/payout",
             "/operator/v1/conversions/wires",
             "/operator/v1/conversions/wires/import",

@@ -8,6 +8,7 @@ mod common;
 
 mod api;
 mod audit_log;
+mod disputes;
 mod generated_clients;
 mod key_pepper;
 mod openapi;

@@ -29,7 +29,7 @@ async fn call(app: &App, method: Method, path: &str, token: &str, body: Option<&
 
 /// The admin (bootstrapped), a compliance and a treasury operator: each
 /// operator and its key.
-async fn staff(app: &App) -> [(Operator, String); 3] {
+pub(super) async fn staff(app: &App) -> [(Operator, String); 3] {
     let new = |name: &str, role: Role| NewOperator {
         name: name.into(),
         email: format!("{}@example.com", name.to_lowercase()),

@@ -77,7 +77,10 @@ async fn production_refuses_keys_the_host_can_read_unless_told_otherwise() {
     assert!(health(&env).contains("keys: local mnemonic"), "{}", health(&env));
     process.kill().unwrap();
 
-    // A SoftHSM token is a file on the host too.
+    // A SoftHSM token is a file on the host too. (A store of its own: the
+    // store above holds the mnemonic's platform keys, and a service with
+    // other keys would not start on it.)
+    let env = Env::with_chain_file(&chain_toml(&[anvil.url()], None, ""));
     let token = Token::new("production");
     let owned = token.vars();
     let vars: Vec<(&str, &str)> = owned.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();

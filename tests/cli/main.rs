@@ -8,6 +8,7 @@ mod common;
 
 mod cli;
 mod dev;
+mod keys;
 mod local_keys;
 mod operations;
 mod readme;

@@ -73,25 +73,39 @@ impl Anvil {
         self.child.id()
     }
 
+    /// anvil with `args`, on a free port. One that exits before it answers
+    /// (the port taken between choosing and binding it) is started again on
+    /// another, twice at most: a test never talks to another test's node.
     pub async fn start_with(args: &[&str]) -> Self {
-        let port = super::dead_port();
-        let child = Command::new(anvil_bin())
-            .args(["--host", "127.0.0.1", "--port", &port.to_string(), "--accounts", "10"])
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("anvil starts");
-        let provider =
-            ProviderBuilder::new().connect_http(format!("http://127.0.0.1:{port}").parse().unwrap()).erased();
-        let started = Instant::now();
-        loop {
-            if provider.get_chain_id().await.is_ok() {
-                break;
+        let mut attempts = 0;
+        let (child, port, provider) = loop {
+            attempts += 1;
+            let port = super::dead_port();
+            let mut child = Command::new(anvil_bin())
+                .args(["--host", "127.0.0.1", "--port", &port.to_string(), "--accounts", "10"])
+                .args(args)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("anvil starts");
+            let url = format!("http://127.0.0.1:{port}");
+            let provider = ProviderBuilder::new().connect_http(url.parse().unwrap()).erased();
+            let started = Instant::now();
+            let exited = loop {
+                if let Some(status) = child.try_wait().unwrap() {
+                    break Some(status);
+                }
+                if provider.get_chain_id().await.is_ok() {
+                    break None;
+                }
+                assert!(started.elapsed() < Duration::from_secs(30), "anvil did not answer on port {port}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            };
+            match exited {
+                None => break (child, port, provider),
+                Some(status) => assert!(attempts < 3, "anvil exited before it answered, 3 times: {status}"),
             }
-            assert!(started.elapsed() < Duration::from_secs(30), "anvil did not answer on port {port}");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        };
         let accounts = provider.get_accounts().await.unwrap();
         Self { child, port, provider, accounts }
     }

@@ -22,7 +22,7 @@ use super::{
     cli::{Env, Process},
     db::{Backend, TestDb},
     eventually,
-    transfers::{ETH, MNEMONIC},
+    transfers::ETH,
 };
 
 sol! {
@@ -60,12 +60,21 @@ pub struct Platform {
     pub issuer: Address,
     pub identity: String,
     pub account: Address,
+    /// The signer's variables every command and `run` gets: the mnemonic,
+    /// or a token's (see [`Platform::with_keys`]).
+    pub keys: Vec<(String, String)>,
 }
 
 impl Platform {
     /// With identity `ada` registered `ACTIVE` by an operator.
     pub async fn new(backend: Backend) -> Self {
-        let mut platform = Self::bare(backend).await;
+        Self::with_keys(backend, super::transfers::mnemonic_keys()).await
+    }
+
+    /// As [`Platform::new`], every key where `keys` (a signer's variables)
+    /// says.
+    pub async fn with_keys(backend: Backend, keys: Vec<(String, String)>) -> Self {
+        let mut platform = Self::bare_with_keys(backend, keys).await;
         platform.env.identity("acme", "ada");
         platform.onboard("ada");
         platform
@@ -73,6 +82,10 @@ impl Platform {
 
     /// The chain with the stablecoin deployed and organization `acme`.
     pub async fn bare(backend: Backend) -> Self {
+        Self::bare_with_keys(backend, super::transfers::mnemonic_keys()).await
+    }
+
+    async fn bare_with_keys(backend: Backend, keys: Vec<(String, String)>) -> Self {
         let anvil = Anvil::start().await;
         let toml = chain_toml(&[anvil.url()], None, "confirmation = { depth = 2 }")
             + "\n[transfers]\nnative_usd = \"3000\"\n";
@@ -91,6 +104,7 @@ impl Platform {
             issuer: Address::ZERO,
             identity: String::new(),
             account: Address::ZERO,
+            keys,
         };
         // The operator funds the sponsor (it deploys) and the issuer (it
         // pays for its mints), then places the stablecoin.
@@ -111,7 +125,7 @@ impl Platform {
 
     /// A command with the keys; its output.
     pub fn cli(&self, args: &[&str]) -> String {
-        let out = self.env.command(args).env("CUSTODY_INDEXER_MNEMONIC", MNEMONIC).output().unwrap();
+        let out = self.env.command(args).envs(self.keys.clone()).output().unwrap();
         assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8(out.stdout).unwrap()
     }
@@ -167,7 +181,8 @@ impl Platform {
         let mint = self.wire(port, amount).await;
         self.completed(port, &mint).await;
         drop(run);
-        let env = [("CUSTODY_INDEXER_ENVIRONMENT", "sandbox"), ("CUSTODY_INDEXER_MNEMONIC", MNEMONIC)];
+        let keys: Vec<(&str, &str)> = self.keys.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let env = [&[("CUSTODY_INDEXER_ENVIRONMENT", "sandbox")], &keys[..]].concat();
         let serve = self.env.listen("serve", CHAIN, port, &env);
         api_up(port).await;
         serve
@@ -244,8 +259,8 @@ impl Platform {
 
     /// `run` on `port` with the keys and `env`.
     pub fn run_with(&self, port: u16, env: &[(&str, &str)]) -> Process {
-        let env = [&[("CUSTODY_INDEXER_MNEMONIC", MNEMONIC)], env].concat();
-        self.env.listen("run", CHAIN, port, &env)
+        let keys: Vec<(&str, &str)> = self.keys.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        self.env.listen("run", CHAIN, port, &[&keys[..], env].concat())
     }
 
     pub async fn get(&self, port: u16, path: &str) -> Value {

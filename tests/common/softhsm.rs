@@ -58,10 +58,41 @@ impl Token {
             .env_remove("CUSTODY_INDEXER_MNEMONIC_FILE")
     }
 
+    /// Another token beside this one, in the same library's configuration
+    /// (one SoftHSM2 library per process, as one HSM holds several
+    /// tokens), with the same PIN.
+    pub fn add_token(&self, label: &str) {
+        let init = Command::new("softhsm2-util")
+            .args(["--init-token", "--free", "--label", label, "--so-pin", "12345678", "--pin", PIN])
+            .env("SOFTHSM2_CONF", self.conf())
+            .output()
+            .expect("softhsm2-util (scripts/install-softhsm.sh installs it)");
+        assert!(init.status.success(), "{}", String::from_utf8_lossy(&init.stderr));
+    }
+
+    /// The variables giving the issuer its own token `label` (made by
+    /// [`Token::add_token`]).
+    pub fn issuer_vars(&self, label: &str) -> Vec<(String, String)> {
+        vec![
+            ("CUSTODY_INDEXER_ISSUER_SIGNER".into(), "pkcs11".into()),
+            ("CUSTODY_INDEXER_ISSUER_PKCS11_MODULE".into(), module()),
+            ("CUSTODY_INDEXER_ISSUER_PKCS11_TOKEN".into(), label.into()),
+            (
+                "CUSTODY_INDEXER_ISSUER_PKCS11_PIN_FILE".into(),
+                self.dir.path().join("pin").display().to_string(),
+            ),
+        ]
+    }
+
     /// The private keys as `pkcs11-tool` lists them.
     pub fn private_keys(&self) -> String {
+        self.private_keys_of(&self.label)
+    }
+
+    /// The private keys of token `label` of this configuration.
+    pub fn private_keys_of(&self, label: &str) -> String {
         let out = Command::new("pkcs11-tool")
-            .args(["--module", &module(), "--token-label", &self.label, "--login", "--pin", PIN])
+            .args(["--module", &module(), "--token-label", label, "--login", "--pin", PIN])
             .args(["--list-objects", "--type", "privkey"])
             .env("SOFTHSM2_CONF", self.conf())
             .output()

@@ -77,37 +77,81 @@ async fn first_block(rpc: &RpcClient) -> u64 {
     }
 }
 
+/// The node started on free ports once it printed `ready`: the process and
+/// its RPC port; or, when it exited first, the end of what it printed on
+/// stderr.
+fn spawn_node(slot_ms: u64) -> Result<(Child, u16), String> {
+    let (rpc_port, ws_port) = (super::dead_port(), super::dead_port());
+    let mut child = Command::new(node_bin())
+        .args([
+            "--rpc-port",
+            &rpc_port.to_string(),
+            "--ws-port",
+            &ws_port.to_string(),
+            "--slot-time-ms",
+            &slot_ms.to_string(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the Solana test node starts");
+    let stdout = child.stdout.take().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if line == "ready" {
+                let _ = ready_tx.send(());
+            }
+        }
+    });
+    // Read all along (a full pipe would stop the node); the last lines kept.
+    let said = std::sync::Arc::new(std::sync::Mutex::new(std::collections::VecDeque::new()));
+    let kept = said.clone();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let mut kept = kept.lock().unwrap();
+            if kept.len() == 20 {
+                kept.pop_front();
+            }
+            kept.push_back(line);
+        }
+    });
+    match ready_rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(()) => Ok((child, rpc_port)),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            let status = child.wait().unwrap();
+            std::thread::sleep(Duration::from_millis(100));
+            let said = said.lock().unwrap().iter().cloned().collect::<Vec<_>>().join("\n");
+            Err(format!("{status}: {said}"))
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            let _ = child.kill();
+            panic!("the Solana test node is not ready within 60 s")
+        }
+    }
+}
+
 impl SolanaNode {
     pub async fn start() -> Self {
         Self::start_with_slot_time(50).await
     }
 
-    /// A node producing a slot every `slot_ms` milliseconds.
+    /// A node producing a slot every `slot_ms` milliseconds. A node that
+    /// exits before it is ready (a port taken between choosing it and
+    /// binding it) is started again on other ports, twice at most.
     pub async fn start_with_slot_time(slot_ms: u64) -> Self {
-        let (rpc_port, ws_port) = (super::dead_port(), super::dead_port());
-        let mut child = Command::new(node_bin())
-            .args([
-                "--rpc-port",
-                &rpc_port.to_string(),
-                "--ws-port",
-                &ws_port.to_string(),
-                "--slot-time-ms",
-                &slot_ms.to_string(),
-            ])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("the Solana test node starts");
-        let stdout = child.stdout.take().unwrap();
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if line == "ready" {
-                    let _ = ready_tx.send(());
+        let mut exits = Vec::new();
+        let (child, rpc_port) = loop {
+            match spawn_node(slot_ms) {
+                Ok(started) => break started,
+                Err(said) if exits.len() < 2 => exits.push(said),
+                Err(said) => {
+                    exits.push(said);
+                    panic!("the Solana test node exited before it was ready, 3 times: {exits:#?}")
                 }
             }
-        });
-        ready_rx.recv_timeout(Duration::from_secs(60)).expect("the Solana test node is ready");
+        };
         let url = format!("http://127.0.0.1:{rpc_port}");
         let rpc = RpcClient::new_with_commitment(url.clone(), CommitmentConfig::confirmed());
         let started = Instant::now();

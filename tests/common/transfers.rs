@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 
 use super::{
     Anvil, CHAIN,
+    anvil::Mined,
     api::{Answer, answers, send, send_json},
     chain_toml,
     cli::{Env, Process},
@@ -227,6 +228,38 @@ impl Setup {
     }
 
     /// The transfer's transactions that made it into a block.
+    /// Two segregated accounts, `alice` and `bob`, holding 10 TUSD each;
+    /// `run` started; one TUSD sent from each and confirmed, each after the
+    /// sponsor's top-up and from its account's own address (the keys'
+    /// addresses, whatever holds them): `(alice, bob, run, store)`.
+    pub async fn two_accounts_sent(&self) -> (Address, Address, Process, Store) {
+        let alice = self.create_account("alice", "SEGREGATED");
+        let bob = self.create_account("bob", "SEGREGATED");
+        let minter = self.anvil.accounts[5];
+        for holder in [alice, bob] {
+            self.anvil.token(self.tusd).mint(holder, U256::from(10_000_000)).from(minter).mined().await;
+        }
+        let run = self.start("run").await;
+        let first = [
+            self.transfer("alice", "1", "TUSD", self.outside).await,
+            self.transfer("bob", "1", "TUSD", self.outside).await,
+        ];
+        for id in &first {
+            self.until(id, "CONFIRMED", true).await;
+        }
+        let store = self.env.store().await;
+        for (id, account) in first.iter().zip([alice, bob]) {
+            let senders: Vec<String> =
+                self.included(&store, id).await.into_iter().map(|x| x.sender).collect();
+            assert_eq!(
+                senders,
+                [self.sponsor.to_string(), account.to_string()],
+                "{id}: top-up, then the transfer"
+            );
+        }
+        (alice, bob, run, store)
+    }
+
     pub async fn included(&self, store: &Store, id: &str) -> Vec<SentTransaction> {
         store
             .transfer_transactions(id)

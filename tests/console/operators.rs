@@ -121,7 +121,22 @@ async fn operators_decide_from_the_queues_with_four_eyes_on_wires() {
     // People by name and e-mail beside their ids.
     let named = format!("cleo <cleo@platform.example> (operator:{cleo})");
     assert!(log.contains(&named) && log.contains("identity.approved"), "{log}");
+    seed_reconciliation(&app).await;
     browser.visit(&format!("{}/console/chains", app.base), "chains").await;
+    let differences = browser.text("#differences tbody").await;
+    assert!(
+        differences.contains("0x00000000000000000000000000000000000000a1")
+            && differences.contains("-0.5")
+            && differences.contains("-0.5 in block 9"),
+        "{differences}"
+    );
+    let disputes = browser.text("#disputes tbody").await;
+    assert!(
+        disputes.contains("dep-forged")
+            && disputes.contains("OPEN")
+            && disputes.contains("https://b.example/: the block without the deposit"),
+        "{disputes}"
+    );
     // No watcher runs here: `health`'s answer, and books that cannot read the supply.
     let health = browser.text("#health").await;
     assert!(health.starts_with("UNHEALTHY") && health.contains("no chain has recorded a scan"), "{health}");
@@ -179,4 +194,53 @@ async fn operators_decide_from_the_queues_with_four_eyes_on_wires() {
     let listed = app.get("/v2/identities/ada/virtual-accounts", &key).await;
     assert_eq!(status(listed.body), "VIRTUAL_ACCOUNT_STATUS_ACTIVE");
     assert!(browser.text("#virtual-accounts caption").await.starts_with("0 "));
+}
+
+/// A reconciliation that found money gone from an address, and a deposit
+/// two providers disagreed about, as `run` keeps them.
+async fn seed_reconciliation(app: &App) {
+    use custody_indexer::{
+        chain::Chain,
+        deposits::quorum::{Answer, Claimed, Decision, Dispute},
+        reconcile::Run,
+        store::{QuorumSettlement, reconcile_runs},
+    };
+    let address = "0x00000000000000000000000000000000000000a1";
+    let claimed = Claimed {
+        id: "dep-forged".into(),
+        chain: Chain::EthereumTestnet,
+        tx_hash: format!("0x{}", "ab".repeat(32)),
+        position: "native".into(),
+        account_id: "alice".into(),
+        address: address.into(),
+        symbol: "ETH".into(),
+        amount_raw: "7".into(),
+        block_number: 8,
+        block_hash: "0xaa".into(),
+    };
+    let answers = [
+        ("https://a.example/".to_string(), Answer::Serves { hash: "0xaa".into(), holds: true }),
+        ("https://b.example/".to_string(), Answer::Serves { hash: "0xaa".into(), holds: false }),
+    ];
+    let disputes = vec![Dispute::new(&claimed, &answers, Decision::Fail)];
+    app.store().settle_on_quorum(&QuorumSettlement { disputes, ..Default::default() }).await.unwrap();
+    let line = json!({
+        "account_id": "alice", "address": address, "asset": "ETH", "difference": "-0.5",
+        "divergent_blocks": [{ "block": 9, "change": "-0.5" }],
+    });
+    let run = Run {
+        chain: "ETHEREUM_TESTNET".into(),
+        at: String::new(),
+        at_micros: now_micros(),
+        took_ms: 1500,
+        at_block: 12,
+        lines: 3,
+        differ: 1,
+        failed: 0,
+        skipped: 0,
+        detail: json!({ "differences": [line], "failed": [] }),
+    };
+    let mut tx = app.store().begin().await.unwrap();
+    reconcile_runs::record_run(&mut tx, &run).await.unwrap();
+    tx.commit().await.unwrap();
 }

@@ -17,128 +17,14 @@ use alloy::{
     transports::http::reqwest::Method,
 };
 use common::{
-    api::{Answer, send_json},
-    cli::Process,
+    api::send_json,
     db::{BACKENDS, Backend},
     dead_port, eventually,
-    issuance::{refused, us_bank},
+    issuance::refused,
+    off_ramp::{USDC, announced, bank, ended, funded, new_id, off_ramp, quote, submit, usdc_of},
     platform::{Coin, Platform, api_up},
 };
 use serde_json::{Value, json};
-
-/// 1 USDC in its smallest unit.
-const USDC: u64 = 1_000_000;
-
-/// A platform whose identity `ada` holds 300 USDC at `ada-1`, minted for a
-/// wire, with `run` (sandbox, quotes living `ttl` seconds) on `port`, and
-/// its settlement wallet funded for gas.
-async fn funded(backend: Backend, ttl: &str) -> (Platform, u16, Process, Address) {
-    let platform = Platform::new(backend).await;
-    let wallets: Value = serde_json::from_str(&platform.cli(&["wallets", "list", "--json"])).unwrap();
-    let settlement: Address = wallets[0]["settlement"].as_str().unwrap().parse().unwrap();
-    let anvil = &platform.anvil;
-    anvil.send_eth(anvil.accounts[0], settlement, U256::from(common::transfers::ETH)).await;
-    let port = dead_port();
-    let env = [("CUSTODY_INDEXER_ENVIRONMENT", "sandbox"), ("CUSTODY_INDEXER_QUOTE_TTL_SECS", ttl)];
-    let run = platform.run_with(port, &env);
-    let mint = platform.wire(port, "300.00").await;
-    platform.completed(port, &mint).await;
-    assert_eq!(platform.balance().await, U256::from(300 * USDC));
-    (platform, port, run, settlement)
-}
-
-/// A bank account of `ada`: a US one with `number`, or over `rail` (`mx`,
-/// `swift`): its id.
-async fn bank(platform: &Platform, port: u16, rail: &str, number: &str) -> String {
-    let mut details = us_bank(number);
-    let map = details.as_object_mut().unwrap();
-    match rail {
-        "mx" => {
-            map.remove("routing_number");
-            map.insert("clabe".into(), json!("032180000118359719"));
-        }
-        "swift" => {
-            map.remove("routing_number");
-            map.insert("swift_or_bic_number".into(), json!("DEUTDEFF"));
-        }
-        _ => {}
-    }
-    let body = json!({ "request_id": uuid::Uuid::new_v4().to_string(), "identity_id": "ada",
-        "bank_account_details": details });
-    platform.post(port, "/v2/issuance/bank-accounts", &body).await["id"].as_str().unwrap().to_string()
-}
-
-fn off_ramp(request_id: &str, bank: &str, amount: &str, quote: Option<&str>) -> Value {
-    let mut body = json!({ "request_id": request_id, "type": "OFF_RAMP", "account_id": "ada-1",
-        "payment_instructions_id": bank, "amount": amount,
-        "source": { "currency": "USDC", "chain": common::CHAIN.as_str() } });
-    if let Some(quote) = quote {
-        body["quote_id"] = json!(quote);
-    }
-    body
-}
-
-async fn submit(platform: &Platform, port: u16, body: &Value) -> Answer {
-    let url = format!("http://127.0.0.1:{port}/v2/conversions");
-    send_json(Method::POST, &url, Some(&platform.key), Some(body)).await
-}
-
-async fn quote(platform: &Platform, port: u16, bank: &str, amount: &str) -> Value {
-    let query = format!(
-        "/v2/conversions/quotes?source_currency=USDC&source_amount={amount}&destination_currency=MXN&payment_instructions_id={bank}"
-    );
-    let url = format!("http://127.0.0.1:{port}{query}");
-    let answer = common::api::send(Method::GET, &url, Some(&platform.key)).await;
-    assert_eq!(answer.status, 201, "{answer:?}");
-    answer.body
-}
-
-fn new_id() -> String {
-    uuid::Uuid::new_v4().to_string()
-}
-
-/// Every event of the organization, in commit order.
-async fn all_events(platform: &Platform, port: u16) -> Vec<Value> {
-    let (mut events, mut after) = (Vec::new(), String::new());
-    loop {
-        let page = platform.get(port, &format!("/v2/events?limit=100{after}")).await;
-        let batch = page["events"].as_array().unwrap().clone();
-        if batch.is_empty() {
-            return events;
-        }
-        after = format!("&after={}", page["cursor"].as_str().unwrap());
-        events.extend(batch);
-    }
-}
-
-/// The statuses `conversion_notification_update` announced for `id`, with
-/// their envelope ids checked stable.
-async fn announced(platform: &Platform, port: u16, id: &str) -> Vec<String> {
-    let events = all_events(platform, port).await;
-    let page = json!({ "events": events });
-    common::api::events_about(&page, "conversion_notification_update", id)
-        .iter()
-        .map(|e| {
-            let status = e["data"]["status"].as_str().unwrap().to_string();
-            assert_eq!(e["id"], format!("{id}-{}", status.to_lowercase()), "{e}");
-            status
-        })
-        .collect()
-}
-
-/// Mines a block each poll until conversion `id` is terminal: its read.
-async fn ended(platform: &Platform, port: u16, id: &str) -> Value {
-    eventually(Duration::from_secs(120), &format!("conversion {id} terminal"), || async {
-        platform.anvil.mine(1).await;
-        let conversion = platform.get(port, &format!("/v2/conversions/{id}")).await;
-        ["COMPLETED", "FAILED", "RETURNED"].contains(&conversion["status"].as_str()?).then_some(conversion)
-    })
-    .await
-}
-
-async fn usdc_of(platform: &Platform, owner: Address) -> U256 {
-    Coin::new(platform.usdc, &platform.anvil.provider).balanceOf(owner).call().await.unwrap()
-}
 
 #[tokio::test]
 async fn every_off_ramp_request_is_checked_and_20_identical_submissions_make_one_conversion() {

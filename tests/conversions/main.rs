@@ -9,4 +9,5 @@ mod common;
 mod conversions;
 mod conversions_off_ramp;
 mod conversions_on_ramp;
+mod keys_in_a_token;
 mod payout_handoff;

@@ -16,6 +16,7 @@ use common::{
     api::{answers, send, send_json},
     cli::Env,
     dead_port, eventually,
+    softhsm::Token,
     solana::{SOL, SolanaNode, TOKEN, ata},
 };
 use custody_indexer::chain::Chain;
@@ -45,11 +46,19 @@ struct Platform {
     base: String,
     /// Between `run` and the node.
     proxy: common::proxy::FaultyRpc,
+    /// The signer's variables every command and `run` gets.
+    keys: Vec<(String, String)>,
     _run: common::cli::Process,
 }
 
 impl Platform {
     async fn start() -> Self {
+        Self::start_with(vec![("CUSTODY_INDEXER_MNEMONIC".into(), MNEMONIC.into())]).await
+    }
+
+    /// As [`Platform::start`], every key where `keys` (a signer's
+    /// variables) says.
+    async fn start_with(keys: Vec<(String, String)>) -> Self {
         let node = SolanaNode::start().await;
         let proxy = common::proxy::start(node.url.clone()).await;
         let toml = format!(
@@ -60,7 +69,7 @@ impl Platform {
         );
         let env = Env::with_chain_file(&toml);
         let cli = |args: &[&str]| {
-            let out = env.command(args).env("CUSTODY_INDEXER_MNEMONIC", MNEMONIC).output().unwrap();
+            let out = env.command(args).envs(keys.clone()).output().unwrap();
             assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
             String::from_utf8(out.stdout).unwrap()
         };
@@ -118,14 +127,16 @@ impl Platform {
         std::fs::write(&file, std::fs::read_to_string(&file).unwrap().replace(&node.url, &proxy.url))
             .unwrap();
         let port = dead_port();
-        let env_vars = [("CUSTODY_INDEXER_MNEMONIC", MNEMONIC), ("CUSTODY_INDEXER_ENVIRONMENT", "sandbox")];
+        let mut env_vars: Vec<(&str, &str)> = keys.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        env_vars.push(("CUSTODY_INDEXER_ENVIRONMENT", "sandbox"));
         let _run = env.listen("run", CHAIN, port, &env_vars);
         let base = format!("http://127.0.0.1:{port}");
         eventually(Duration::from_secs(30), "the API", || async {
             answers(&format!("{base}/healthz")).await.then_some(())
         })
         .await;
-        Self { node, env, key, sponsor, issuer, mint, owner, base, proxy, _run }
+        drop(env_vars);
+        Self { node, env, key, sponsor, issuer, mint, owner, base, proxy, keys, _run }
     }
 
     async fn post(&self, path: &str, body: Value) -> Value {
@@ -163,8 +174,28 @@ impl Platform {
 
 #[tokio::test]
 async fn a_wire_is_minted_to_the_clients_token_account_and_completes() {
-    let platform = Platform::start().await;
-    let Platform { node, env, sponsor, issuer, mint, base, key, .. } = &platform;
+    minted_once(&Platform::start().await).await;
+}
+
+/// Every key in a PKCS#11 token (SoftHSM2), Ed25519 keys made there: the
+/// deployment, the account's key and the mint are the token's.
+#[tokio::test]
+async fn a_wire_is_minted_with_every_key_in_a_token() {
+    let token = Token::new("solana-mint");
+    let platform = Platform::start_with(token.vars()).await;
+    minted_once(&platform).await;
+    let keys = token.private_keys();
+    for label in ["sponsor:platform:solana", "issuer:platform:solana", "account:"] {
+        assert!(keys.contains(&format!("custody-indexer:{label}")), "{label} in the token: {keys}");
+    }
+    assert!(keys.contains("EC_EDWARDS") || keys.contains("EDDSA"), "Ed25519 keys: {keys}");
+}
+
+/// A wire of 250 USD minted to `ada-1` once: the issuer signs as the
+/// mint's authority, the sponsor pays, the deposit confirmed and the books
+/// agree.
+async fn minted_once(platform: &Platform) {
+    let Platform { node, env, sponsor, issuer, mint, base, key, .. } = platform;
     let post = |path: &'static str, body: Value| platform.post(path, body);
     let instruction = json!({ "request_id": uuid::Uuid::new_v4().to_string(), "identity_id": "ada",
         "stablecoin_symbol": "USDC", "chain": CHAIN.as_str(), "mint_destination_address_id": "ada-1" });
@@ -265,7 +296,7 @@ async fn a_wire_to_a_virtual_account_is_delivered_on_solana_in_five_announced_st
             platform
                 .env
                 .command(&["wallets", "list", "--json"])
-                .env("CUSTODY_INDEXER_MNEMONIC", MNEMONIC)
+                .envs(platform.keys.clone())
                 .output()
                 .unwrap()
                 .stdout,

@@ -42,6 +42,20 @@ fn run(command: &mut Command) -> (bool, String, String) {
     )
 }
 
+/// The minter of the USDC that `issuance deploy` printed the chain-file
+/// lines of (`printed`), read on anvil.
+async fn minter(anvil: &Anvil, toml: &str, printed: &str) -> Address {
+    let config =
+        ChainConfig::from_toml(&format!("{toml}\n{printed}"), std::path::Path::new("c.toml"), &|_| None)
+            .unwrap();
+    let coin: Address =
+        config.assets.iter().find(|a| a.symbol == "USDC").unwrap().contract_address.parse().unwrap();
+    let input = minterCall {}.abi_encode();
+    let answer =
+        anvil.provider.call(TransactionRequest::default().with_to(coin).with_input(input)).await.unwrap();
+    minterCall::abi_decode_returns(&answer).unwrap()
+}
+
 fn deploy(env: &Env, token: &Token, chain: Chain) -> (bool, String, String) {
     let args = ["issuance", "deploy", "--chain", chain.as_str(), "--symbol", "USDC", "--decimals", "6"];
     run(token.signing(&mut env.command(&args)))
@@ -82,15 +96,8 @@ async fn on_evm_the_token_signs_and_its_keys_never_leave_it() {
         .unwrap();
     let (ok, printed, err) = deploy(&env, &token, Chain::EthereumTestnet);
     assert!(ok, "{err}");
-    let config =
-        ChainConfig::from_toml(&format!("{toml}\n{printed}"), std::path::Path::new("c.toml"), &|_| None)
-            .unwrap();
-    let coin: Address =
-        config.assets.iter().find(|a| a.symbol == "USDC").unwrap().contract_address.parse().unwrap();
-    let input = minterCall {}.abi_encode();
-    let answer =
-        anvil.provider.call(TransactionRequest::default().with_to(coin).with_input(input)).await.unwrap();
-    assert_eq!(minterCall::abi_decode_returns(&answer).unwrap(), issuer);
+    let answer = minter(&anvil, &toml, &printed).await;
+    assert_eq!(answer, issuer);
     assert_eq!(anvil.provider.get_transaction_count(sponsor).await.unwrap(), 1, "the sponsor sent it");
 
     // One key source only; a wrong PIN and an unknown token say what to fix.
@@ -131,6 +138,59 @@ async fn on_evm_the_token_signs_and_its_keys_never_leave_it() {
     assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
     let (ok, _, err) = run(token.signing(&mut env.command(&["wallets", "list"])));
     assert!(!ok && err.contains("names 2 private and 2 public keys"), "{err}");
+}
+
+/// The issuer's key in a token of its own (`CUSTODY_INDEXER_ISSUER_…`),
+/// beside the service's in the same library: the issuer's key is made in
+/// its token and no other, the sponsor's in the service's token, and the
+/// stablecoin deployed by the sponsor is minted by the issuer's token alone.
+#[tokio::test]
+async fn the_issuer_signs_from_a_token_of_its_own() {
+    let anvil = Anvil::start().await;
+    let toml = chain_toml(&[anvil.url()], None, "");
+    let env = Env::with_chain_file(&toml);
+    let token = Token::new("service");
+    token.add_token("issuer");
+    let signing = |args: &[&str]| {
+        let mut command = env.command(args);
+        token.signing(&mut command).envs(token.issuer_vars("issuer"));
+        command
+    };
+    let (ok, listed, err) = run(&mut signing(&["wallets", "list", "--json"]));
+    assert!(ok, "{err}");
+    let wallets: Value = serde_json::from_str(&listed).unwrap();
+    let address = |role: &str| -> Address { wallets[0][role].as_str().unwrap().parse().unwrap() };
+    let (sponsor, issuer) = (address("sponsor"), address("issuer"));
+    let backend = wallets[0]["backend"].as_str().unwrap();
+    assert!(
+        backend.contains("\"service\"") && backend.contains("issuer's key: pkcs11 software token \"issuer\""),
+        "{backend}"
+    );
+    let (service_keys, issuer_keys) = (token.private_keys(), token.private_keys_of("issuer"));
+    assert!(
+        !service_keys.contains("issuer") && service_keys.contains("sponsor:platform:evm"),
+        "{service_keys}"
+    );
+    assert!(issuer_keys.contains("custody-indexer:issuer:platform:evm"), "{issuer_keys}");
+    assert_eq!(issuer_keys.matches("label:").count(), 1, "the issuer's key alone: {issuer_keys}");
+
+    let _: Value = anvil
+        .provider
+        .raw_request("anvil_setBalance".into(), (sponsor, U256::from(10u128.pow(18))))
+        .await
+        .unwrap();
+    let deploy = ["issuance", "deploy", "--chain", "ETHEREUM_TESTNET", "--symbol", "USDC", "--decimals", "6"];
+    let (ok, printed, err) = run(&mut signing(&deploy));
+    assert!(ok, "{err}");
+    let answer = minter(&anvil, &toml, &printed).await;
+    assert_eq!(answer, issuer, "the issuer's token mints");
+
+    // The issuer's own signer without the service's is refused.
+    let mut alone = env.command(&["wallets", "list"]);
+    alone.envs(token.issuer_vars("issuer")).env("SOFTHSM2_CONF", token.conf());
+    alone.env_remove("CUSTODY_INDEXER_MNEMONIC").env_remove("CUSTODY_INDEXER_SIGNER");
+    let (ok, _, err) = run(&mut alone);
+    assert!(!ok && err.contains("CUSTODY_INDEXER_ISSUER_SIGNER"), "{err}");
 }
 
 #[tokio::test]

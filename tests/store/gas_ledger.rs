@@ -125,7 +125,7 @@ async fn billed_fees_survive_the_upgrade_and_an_earlier_fillers_fee_is_the_platf
             usd_micros_per_coin: PRICE,
         };
         for _ in 0..2 {
-            store.filler_included(FILLER, &cost).await.unwrap();
+            store.filler_included(FILLER, 7, &cost).await.unwrap();
         }
         assert_eq!(store.platform_gas().await.unwrap(), [eth(2, "4", 1)], "{backend:?}");
         assert_eq!(store.pending_fillers(CHAIN).await.unwrap(), []);

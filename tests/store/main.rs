@@ -11,6 +11,7 @@ mod compliance_rounds;
 mod gas_ledger;
 mod outbox_retention;
 mod pii;
+mod reconcile;
 mod store;
 mod transfer_lineage;
 mod webhook_keys;

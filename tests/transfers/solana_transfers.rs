@@ -359,6 +359,60 @@ async fn a_lagging_nodes_missing_status_does_not_end_a_transfer_that_landed() {
     assert_eq!(lamports(node, &outside).await, SOL / 10);
 }
 
+/// TUSD and SOL sent from a segregated account and SOL from the omnibus
+/// wallet to a new address, each `CONFIRMED` and the address holding what
+/// was sent: the settled transfers.
+async fn settled_to_outside(s: &Setup) -> Vec<Value> {
+    let outside = Keypair::new().pubkey();
+    let mut ids = Vec::new();
+    for (account, amount, symbol) in
+        [("alice", "2", "TUSD"), ("alice", "0.1", "SOL"), ("treasury", "0.5", "SOL")]
+    {
+        let answer = s.post(account, amount, symbol, outside.to_string()).await;
+        assert_eq!(answer.status, 201, "{:?}", answer.body);
+        ids.push(answer.body["id"].as_str().unwrap().to_string());
+    }
+    let mut settled = Vec::new();
+    for id in &ids {
+        settled.push(s.until(id, "CONFIRMED").await);
+    }
+    let tokens = s.node.rpc.get_token_account_balance(&ata(&outside, &s.mint, TOKEN)).await.unwrap();
+    assert_eq!(tokens.amount, "2000000");
+    assert_eq!(lamports(&s.node, &outside).await, SOL / 10 + SOL / 2);
+    settled
+}
+
+/// Keys in a PKCS#11 token (SoftHSM2): SOL and TUSD transfers from a
+/// segregated account and the omnibus wallet, the sponsor paying, every
+/// signature a `CKM_EDDSA` signature by a key that never left the token.
+#[tokio::test]
+async fn token_keys_sign_sol_and_token_transfers() {
+    let token = common::softhsm::Token::new("solana-transfers");
+    let s = Setup::with_keys("", false, token.vars()).await;
+    let keys = token.private_keys();
+    for label in ["sponsor:platform:solana", "omnibus:platform:solana", "account:2:solana"] {
+        assert!(keys.contains(&format!("custody-indexer:{label}")), "{label}: {keys}");
+    }
+    settled_to_outside(&s).await;
+}
+
+/// Keys in AWS KMS (the stand-in): SOL and TUSD transfers from a
+/// segregated account and the omnibus wallet, the sponsor paying, every
+/// signature an `ED25519_SHA_512` signature of the raw message by a key
+/// that never left KMS.
+#[cfg(feature = "aws-kms")]
+#[tokio::test(flavor = "multi_thread")]
+async fn kms_keys_sign_sol_and_token_transfers() {
+    let kms = common::kms::Kms::start().await;
+    let s = Setup::with_keys("", false, kms.vars()).await;
+    let aliases = kms.aliases();
+    for alias in ["sponsor/platform/solana", "omnibus/platform/solana", "account/2/solana"] {
+        assert!(aliases.contains(&format!("alias/custody-indexer/{alias}")), "{alias}: {aliases:?}");
+    }
+    settled_to_outside(&s).await;
+    assert!(kms.calls("Sign") >= 3, "every transaction signed in KMS");
+}
+
 /// Keys in OpenBao's Transit engine: SOL and TUSD transfers from a
 /// segregated account and the omnibus wallet, the sponsor paying, every
 /// signature made by Ed25519 keys that never left the engine; the accounts'
@@ -373,17 +427,8 @@ async fn transit_keys_sign_sol_and_token_transfers() {
     let (_, exported) = bao.call("transit/export/signing-key/custody-indexer.account.2.solana", None).await;
     assert!(exported["data"]["keys"].is_null(), "the key is not exportable: {exported}");
 
-    let outside = Keypair::new().pubkey();
-    let mut ids = Vec::new();
-    for (account, amount, symbol) in
-        [("alice", "2", "TUSD"), ("alice", "0.1", "SOL"), ("treasury", "0.5", "SOL")]
-    {
-        let answer = s.post(account, amount, symbol, outside.to_string()).await;
-        assert_eq!(answer.status, 201, "{:?}", answer.body);
-        ids.push(answer.body["id"].as_str().unwrap().to_string());
-    }
-    for id in &ids {
-        let settled = s.until(id, "CONFIRMED").await;
+    for settled in settled_to_outside(&s).await {
+        let id = &settled["id"];
         let signature = settled["transaction_hash"].as_str().unwrap();
         let encoding = solana_transaction_status_client_types::UiTransactionEncoding::Json;
         let tx = s.node.rpc.get_transaction(&signature.parse().unwrap(), encoding).await.unwrap();
@@ -396,9 +441,6 @@ async fn transit_keys_sign_sol_and_token_transfers() {
         };
         assert_eq!(message.account_keys[0], s.sponsor.to_string(), "{id}: the sponsor pays the fee");
     }
-    let tokens = s.node.rpc.get_token_account_balance(&ata(&outside, &s.mint, TOKEN)).await.unwrap();
-    assert_eq!(tokens.amount, "2000000");
-    assert_eq!(lamports(&s.node, &outside).await, SOL / 10 + SOL / 2);
 
     // EVM needs secp256k1, which Transit has not: `run` with an EVM chain
     // refuses to start and says so.

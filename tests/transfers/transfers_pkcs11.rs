@@ -10,7 +10,24 @@ use crate::common;
 use std::time::Duration;
 
 use alloy::{primitives::U256, providers::Provider};
-use common::{anvil::Mined, db::Backend, eventually, softhsm::Token, transfers::Setup};
+use common::{
+    db::Backend,
+    eventually,
+    softhsm::{PIN, Token},
+    transfers::Setup,
+};
+
+/// Everything the service's processes logged.
+fn run_logs(s: &Setup) -> String {
+    let mut logs = String::new();
+    for entry in std::fs::read_dir(s.env.dir.path()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "log") {
+            logs.push_str(&std::fs::read_to_string(path).unwrap());
+        }
+    }
+    logs
+}
 
 /// The transfers' submit window: short, so that waiting past it is quick.
 const SUBMIT_WITHIN_SECS: u64 = 5;
@@ -20,29 +37,26 @@ async fn a_token_that_stops_answering_stops_the_signing_and_nothing_else() {
     let token = Token::new("transfers");
     let transfers = format!("submit_within_secs = {SUBMIT_WITHIN_SECS}");
     let s = Setup::with_keys(Backend::Sqlite, &transfers, false, token.vars()).await;
-    let alice = s.create_account("alice", "SEGREGATED");
-    let bob = s.create_account("bob", "SEGREGATED");
+    // Signed in the token: each account's transfer, after a top-up.
+    let (alice, bob, mut run, store) = s.two_accounts_sent().await;
     let keys = token.private_keys();
     for label in ["custody-indexer:sponsor:platform:evm", "custody-indexer:account:2:evm"] {
         assert!(keys.contains(label), "{label} in the token: {keys}");
     }
-    let minter = s.anvil.accounts[5];
-    for holder in [alice, bob] {
-        s.anvil.token(s.tusd).mint(holder, U256::from(10_000_000)).from(minter).mined().await;
-    }
-    let mut run = s.start("run").await;
 
-    // Signed in the token: each account's transfer, after a top-up.
-    let first =
-        [s.transfer("alice", "1", "TUSD", s.outside).await, s.transfer("bob", "1", "TUSD", s.outside).await];
-    for id in &first {
-        s.until(id, "CONFIRMED", true).await;
-    }
-    let store = s.env.store().await;
-    for (id, account) in first.iter().zip([alice, bob]) {
-        let senders: Vec<String> = s.included(&store, id).await.into_iter().map(|x| x.sender).collect();
-        assert_eq!(senders, [s.sponsor.to_string(), account.to_string()], "{id}: top-up, then the transfer");
-    }
+    // Nothing in the production run's environment or logs can sign: its
+    // PIN is in a file, and there is no phrase.
+    let environ = std::fs::read(format!("/proc/{}/environ", run.id())).unwrap();
+    let environ = String::from_utf8_lossy(&environ);
+    assert!(environ.contains("CUSTODY_INDEXER_PKCS11_PIN_FILE="), "the PIN's file is named");
+    assert!(!environ.contains(PIN) && !environ.contains("MNEMONIC"), "{environ}");
+    let logs = run_logs(&s);
+    let production = logs.contains("production") && logs.contains("signing keys");
+    assert!(
+        production && logs.contains("pkcs11 software token"),
+        "a production run signing in the token: {logs}"
+    );
+    assert!(!logs.contains(PIN) && !logs.contains(common::transfers::MNEMONIC), "{logs}");
 
     // Pulled out: transfers are still accepted (the addresses are known),
     // wait past their window, and health says why.

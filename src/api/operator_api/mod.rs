@@ -7,11 +7,13 @@
 mod audit;
 mod changes;
 mod conversions;
+mod disputes;
 mod identities;
 mod issuance;
 mod me;
 mod on_ramp;
 pub(super) mod operators;
+mod reconciliation;
 mod users;
 
 use axum::{
@@ -128,6 +130,8 @@ pub(super) fn routes() -> (Router<ApiState>, utoipa::openapi::OpenApi) {
         .routes(routes!(operators::create_key))
         .routes(routes!(operators::revoke_key))
         .routes(routes!(audit::list))
+        .routes(routes!(disputes::list))
+        .routes(routes!(reconciliation::list))
         .routes(routes!(identities::decide))
         .routes(routes!(identities::import))
         .routes(routes!(issuance::record))

@@ -23,17 +23,55 @@ impl EvmRpc {
             .map_err(|e| self.failure("eth_getBalance", e))
     }
 
+    /// The native balance of `address` at the end of block `number`: an
+    /// archive read for an old block.
+    pub async fn balance_at(&self, address: Address, number: u64) -> Result<U256, RpcFailure> {
+        self.client
+            .request("eth_getBalance", (address, BlockNumberOrTag::Number(number)))
+            .await
+            .map_err(|e| self.failure("eth_getBalance", e))
+    }
+
+    /// An ERC-20 balance of `owner` at the end of block `number`: nothing
+    /// when the token had no code yet at that block (its contract came
+    /// later), which the node's `eth_getCode` must confirm.
+    pub async fn token_balance_at(
+        &self,
+        token: Address,
+        owner: Address,
+        number: u64,
+    ) -> Result<U256, RpcFailure> {
+        let block = BlockNumberOrTag::Number(number);
+        match self.token_balance_in(token, owner, block).await {
+            Err(failure) if failure.kind == "bad_response" => {
+                let code: Bytes = self
+                    .client
+                    .request("eth_getCode", (token, block))
+                    .await
+                    .map_err(|e| self.failure("eth_getCode", e))?;
+                if code.is_empty() { Ok(U256::ZERO) } else { Err(failure) }
+            }
+            answer => answer,
+        }
+    }
+
     /// An ERC-20 balance of `owner` at the latest block, in the token's base units.
     pub async fn token_balance(&self, token: Address, owner: Address) -> Result<U256, RpcFailure> {
+        self.token_balance_in(token, owner, BlockNumberOrTag::Latest).await
+    }
+
+    async fn token_balance_in(
+        &self,
+        token: Address,
+        owner: Address,
+        block: BlockNumberOrTag,
+    ) -> Result<U256, RpcFailure> {
         let call = serde_json::json!({
             "to": token,
             "data": Bytes::from(balanceOfCall { owner }.abi_encode()),
         });
-        let output: Bytes = self
-            .client
-            .request("eth_call", (call, BlockNumberOrTag::Latest))
-            .await
-            .map_err(|e| self.failure("eth_call", e))?;
+        let output: Bytes =
+            self.client.request("eth_call", (call, block)).await.map_err(|e| self.failure("eth_call", e))?;
         balanceOfCall::abi_decode_returns(&output).map_err(|e| {
             RpcFailure::new(
                 self.chain,

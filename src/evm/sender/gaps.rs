@@ -69,7 +69,7 @@ impl EvmSender {
                 };
                 let fee = receipt.execution_fee() + receipt.l1_fee.unwrap_or_default();
                 info!(chain = %self.config.chain, nonce, %hash, %fee, "nonce gap filled");
-                self.store.filler_included(&hash, &cost).await?;
+                self.store.filler_included(&hash, receipt.block_number.to(), &cost).await?;
                 continue;
             }
             let bytes =

@@ -21,6 +21,7 @@ mod gaps;
 mod outcome;
 mod plan;
 mod pricing;
+mod quorum;
 
 use std::{
     collections::HashSet,
@@ -36,6 +37,7 @@ use tracing::{info, warn};
 
 use self::{broadcast::NonceUse, plan::decode, pricing::replaces};
 use super::rpc::{Broadcast, EvmRpc};
+use crate::deposits::quorum::Decision;
 use crate::{
     config::{ChainConfig, Confirmation},
     keys::{KeyRef, Signer},
@@ -61,12 +63,23 @@ pub struct EvmSender {
     /// answer before that could hide a node taking it: no node holds them,
     /// so they can never be mined (see [`EvmSender::refused`]).
     only_refused: Mutex<HashSet<String>>,
+    /// Each RPC URL on its own, when a quorum settles a transfer.
+    witnesses: quorum::Witnesses,
 }
 
 impl EvmSender {
     pub fn new(config: ChainConfig, store: Store, signer: Arc<dyn Signer>) -> Self {
         let rpc = EvmRpc::new(config.chain, &config.rpc_urls, 1, config.batch_size, 1);
-        Self { config, rpc, store, signer, broadcast: Mutex::default(), only_refused: Mutex::default() }
+        let witnesses = quorum::Witnesses::of(&config);
+        Self {
+            config,
+            rpc,
+            store,
+            signer,
+            broadcast: Mutex::default(),
+            only_refused: Mutex::default(),
+            witnesses,
+        }
     }
 
     /// Moves every transfer of the chain that is not terminal one step on.
@@ -296,8 +309,20 @@ impl EvmSender {
             // Deep enough: it decides only from the canonical chain; a
             // receipt from another fork is taken as no inclusion at all.
             if self.canonical(&receipt).await? {
-                self.record_inclusion(tx, &receipt).await?;
-                return self.decide(t, tx, &receipt, confirmed).await;
+                match self.receipt_on_quorum(tx, &receipt).await? {
+                    Decision::Confirm => {
+                        self.record_inclusion(tx, &receipt).await?;
+                        return self.decide(t, tx, &receipt, confirmed).await;
+                    }
+                    // Included: it waits for the providers, never cancelled.
+                    Decision::Wait => return self.record_inclusion(tx, &receipt).await,
+                    // A receipt the providers deny decides nothing, and
+                    // nothing is cancelled or signed again on its word.
+                    Decision::Fail => {
+                        warn!(chain = %self.config.chain, transfer = %t.id, hash = %tx.hash, "a quorum of providers does not serve the receipt: the transfer waits");
+                        return Ok(());
+                    }
+                }
             }
             warn!(chain = %self.config.chain, transfer = %t.id, hash = %tx.hash, block = %receipt.block_hash, "the receipt's block is not the canonical one at its number: taken as not included");
         }

@@ -78,7 +78,7 @@ impl EvmWatcher {
                 head,
                 blocks: Vec::new(),
                 deposits: scanned.deposits,
-                confirmed_through: Some(confirmed),
+                confirmed_through: this.config.confirmed_on_scan(Some(confirmed)),
                 cursor: CursorMove::Backfill,
                 keep_blocks: 0,
             };
@@ -101,6 +101,10 @@ impl EvmWatcher {
 impl History for EvmWatcher {
     fn max_range(&self) -> u64 {
         self.config.max_block_range
+    }
+
+    fn scan_confirms(&self) -> bool {
+        self.config.confirmed_on_scan(Some(0)).is_some()
     }
 
     async fn block_at(&self, time: u64) -> Result<u64, WatchError> {

@@ -1,0 +1,158 @@
+//! `reconcile`: the ledger against the chain, for every watched address and
+//! asset at one height (see [`crate::reconcile`]).
+
+use std::process::ExitCode;
+
+use clap::Args;
+
+use crate::{
+    chain::{Chain, Family},
+    config::Chains,
+    evm::rpc::EvmRpc,
+    reconcile::{Line, ReconcileError, Report, evm, repair, rules},
+    store::Store,
+};
+
+#[derive(Debug, Args)]
+pub struct ReconcileArgs {
+    #[arg(long)]
+    pub chain: Chain,
+    /// Only this account's addresses.
+    #[arg(long, conflicts_with = "address")]
+    pub account: Option<String>,
+    /// Only this address.
+    #[arg(long)]
+    pub address: Option<String>,
+    /// Only this asset (its symbol in the chain file).
+    #[arg(long)]
+    pub asset: Option<String>,
+    /// The height to compare at (default: the lowest of the confirmed and
+    /// the indexed height, below any deposit still `PENDING`).
+    #[arg(long)]
+    pub at_block: Option<u64>,
+    /// One JSON object per address and asset, a line each.
+    #[arg(long)]
+    pub json: bool,
+    /// Record the credits found in blocks where a balance rose unexplained
+    /// as the deposits the watcher missed (once each, with their events),
+    /// then reconcile again and answer that.
+    #[arg(long)]
+    pub repair: bool,
+    #[command(flatten)]
+    pub chain_files: super::ChainFiles,
+}
+
+/// Exit 0 when everything agrees, 1 when something differs, 2 when a read
+/// failed (naming which) or nothing could be reconciled (a request refused,
+/// the store failing): never 1, which says the chain and the ledger differ.
+pub async fn run(store: &Store, args: ReconcileArgs, chains: &Chains) -> anyhow::Result<ExitCode> {
+    match reconcile(store, args, chains).await {
+        Ok(code) => Ok(code),
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            Ok(ExitCode::from(2))
+        }
+    }
+}
+
+async fn reconcile(store: &Store, args: ReconcileArgs, chains: &Chains) -> anyhow::Result<ExitCode> {
+    let config = chains.get(args.chain)?;
+    if config.family() != Family::Evm {
+        anyhow::bail!("reconcile does not read {} yet: EVM chains only", args.chain);
+    }
+    let rpc = EvmRpc::new(config.chain, &config.rpc_urls, config.max_block_range, config.batch_size, 1);
+    let ask =
+        evm::Ask { account: args.account, address: args.address, asset: args.asset, at_block: args.at_block };
+    let Some(mut report) = reconciled(store, &rpc, config, &ask).await? else { return Ok(ExitCode::from(2)) };
+    if args.repair && report.lines.iter().any(|l| l.at_block > report.settled) {
+        eprintln!(
+            "error: --repair records deposits CONFIRMED: only at or below block {}, the settled height",
+            report.settled
+        );
+        return Ok(ExitCode::from(2));
+    }
+    if args.repair && !report.missed.is_empty() {
+        // Only what the commit wrote: a block's credits the store already
+        // held (its recorded deposits, a gas top-up) are left as they were.
+        let credited = repair::credit(store, config, &report).await?;
+        for (id, _) in &credited {
+            let d = store.deposit(id).await?;
+            let (amount, symbol, tx) = (&d.amount, &d.currency_symbol, &d.transaction_hash);
+            eprintln!("repaired: {amount} {symbol} ({tx}) to {}", d.account_id);
+        }
+        eprintln!("repaired: {} deposits recorded", credited.len());
+        let Some(again) = reconciled(store, &rpc, config, &ask).await? else { return Ok(ExitCode::from(2)) };
+        report = again;
+    }
+    print(&report, args.json)?;
+    Ok(ExitCode::from(rules::exit_code(&report)))
+}
+
+/// The report; `None` (said on standard error) when the height itself
+/// could not be read.
+async fn reconciled(
+    store: &Store,
+    rpc: &EvmRpc,
+    config: &crate::config::ChainConfig,
+    ask: &evm::Ask,
+) -> anyhow::Result<Option<Report>> {
+    match evm::reconcile(store, rpc, config, ask).await {
+        Ok(report) => Ok(Some(report)),
+        Err(ReconcileError::Rpc(failure)) => {
+            eprintln!("read failed: {failure}");
+            Ok(None)
+        }
+        Err(error) => Err(error.into()),
+    }
+}
+
+fn print(report: &Report, json: bool) -> anyhow::Result<()> {
+    if json {
+        for line in &report.lines {
+            println!("{}", serde_json::to_string(line)?);
+        }
+    } else {
+        println!(
+            "{:<44} {:<8} {:>24} {:>24} {:>24} {:>10} BASELINE",
+            "ADDRESS", "ASSET", "ONCHAIN", "LEDGER", "DIFFERENCE", "BLOCK"
+        );
+        for line in &report.lines {
+            print_line(line);
+        }
+    }
+    for skipped in &report.skipped {
+        eprintln!("skipped {skipped}");
+    }
+    for failed in &report.failed {
+        eprintln!("read failed: {failed}");
+    }
+    if !json {
+        let mut addresses: Vec<&str> = report.lines.iter().map(|l| l.address.as_str()).collect();
+        addresses.dedup();
+        let mut differ: Vec<&str> =
+            report.lines.iter().filter(|l| l.difference != "0").map(|l| l.address.as_str()).collect();
+        differ.dedup();
+        println!("reconciled {} addresses: {} differ", addresses.len(), differ.len());
+    }
+    Ok(())
+}
+
+fn print_line(line: &Line) {
+    let block = line.divergent_block.map(|b| b.to_string()).unwrap_or_else(|| "-".into());
+    println!(
+        "{:<44} {:<8} {:>24} {:>24} {:>24} {:>10} {}",
+        line.address,
+        line.asset,
+        line.onchain,
+        line.ledger,
+        line.difference,
+        block,
+        line.baseline.as_str()
+    );
+    for m in &line.movements {
+        println!(
+            "  block {} {} {} {} {} {}",
+            m.block, m.direction, m.amount, line.asset, m.how, m.transaction_hash
+        );
+    }
+}

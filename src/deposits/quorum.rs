@@ -1,0 +1,238 @@
+//! Provider quorum: a deposit is confirmed only when `confirm_quorum`
+//! RPC URLs answer the same block and the same deposit in it. Each URL's
+//! answer is gathered by the family's watcher; the verdict, and what a
+//! disagreement records, are decided here.
+
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::chain::Chain;
+
+/// The reason a deposit no quorum of providers holds is `FAILED` with, in
+/// its dispute and the logs (the Deposit resource has no reason).
+pub const NOT_ON_QUORUM: &str = "NOT_ON_QUORUM";
+
+/// A pending deposit as recorded, to be asked of each provider.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claimed {
+    pub id: String,
+    pub chain: Chain,
+    pub tx_hash: String,
+    /// [`crate::deposits::resource::Position::key`].
+    pub position: String,
+    pub account_id: String,
+    pub address: String,
+    pub symbol: String,
+    pub amount_raw: String,
+    pub block_number: u64,
+    pub block_hash: String,
+}
+
+/// What one RPC URL answered about a deposit's block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// No answer (an error, a timeout): never counted as absent.
+    Silent,
+    /// Its confirmed height (its own head less the depth, or its own
+    /// `finalized` block) is below the block: it does not vouch for it yet.
+    Behind,
+    /// It serves the block at the deposit's height under `hash`, holding
+    /// the deposit as recorded or not.
+    Serves { hash: String, holds: bool },
+}
+
+impl Answer {
+    /// As a dispute lists it.
+    pub fn describe(&self, recorded_hash: &str) -> String {
+        match self {
+            Answer::Silent => "no answer".into(),
+            Answer::Behind => "the block is not final there yet".into(),
+            Answer::Serves { hash, holds: true } if hash == recorded_hash => {
+                "the block with the deposit".into()
+            }
+            Answer::Serves { hash, .. } if hash == recorded_hash => "the block without the deposit".into(),
+            Answer::Serves { hash, .. } => format!("another block at that height ({hash})"),
+        }
+    }
+}
+
+/// What becomes of a pending deposit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    Confirm,
+    /// More URLs serve the block without it than a quorum can spare.
+    Fail,
+    /// Not enough answers yet: it stays `PENDING`.
+    Wait,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Verdict {
+    pub decision: Decision,
+    /// Some URL that vouches for the height serves it without the
+    /// deposit, or serves another block there: recorded, counted and
+    /// alarmed, whatever the decision.
+    pub disputed: bool,
+}
+
+/// The verdict on a deposit recorded in block `recorded_hash` from each
+/// URL's answer, `quorum` of which must hold it. A silent or lagging URL
+/// is never absent: the deposit waits, and never goes ahead on fewer. Only
+/// a URL serving the very block recorded without the deposit counts
+/// against it: another block at that height is a reorg (or a lie) that
+/// the watcher's reorg handling judges, so the deposit waits.
+pub fn verdict(recorded_hash: &str, answers: &[Answer], quorum: usize) -> Verdict {
+    let same = |hash: &String| hash == recorded_hash;
+    let agree =
+        answers.iter().filter(|a| matches!(a, Answer::Serves { hash, holds: true } if same(hash))).count();
+    let absent =
+        answers.iter().filter(|a| matches!(a, Answer::Serves { hash, holds: false } if same(hash))).count();
+    let elsewhere =
+        answers.iter().filter(|a| matches!(a, Answer::Serves { hash, .. } if !same(hash))).count();
+    let spare = answers.len().saturating_sub(quorum);
+    let decision = if agree >= quorum {
+        Decision::Confirm
+    } else if absent > spare {
+        Decision::Fail
+    } else {
+        Decision::Wait
+    };
+    Verdict { decision, disputed: absent + elsewhere > 0 }
+}
+
+/// How a dispute ended, or that it is open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Outcome {
+    /// The deposit waits for the providers to agree.
+    Open,
+    /// A quorum held it after all: confirmed.
+    Confirmed,
+    /// More providers than a quorum can spare serve its block without it.
+    NotOnQuorum,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Open => "OPEN",
+            Outcome::Confirmed => "CONFIRMED",
+            Outcome::NotOnQuorum => NOT_ON_QUORUM,
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        [Outcome::Open, Outcome::Confirmed, Outcome::NotOnQuorum].into_iter().find(|o| o.as_str() == text)
+    }
+
+    fn of(decision: Decision) -> Self {
+        match decision {
+            Decision::Confirm => Outcome::Confirmed,
+            Decision::Fail => Outcome::NotOnQuorum,
+            Decision::Wait => Outcome::Open,
+        }
+    }
+}
+
+/// One URL's answer in a dispute; the URL without its secrets.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize, ToSchema)]
+pub struct UrlAnswer {
+    pub url: String,
+    pub answered: String,
+}
+
+/// Providers that disagreed about a deposit: which URLs answered what.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+pub struct Dispute {
+    pub deposit_id: String,
+    #[schema(value_type = String)]
+    pub chain: Chain,
+    pub account_id: String,
+    pub address: String,
+    pub asset: String,
+    pub transaction_hash: String,
+    pub block_number: u64,
+    pub block_hash: String,
+    pub answers: Vec<UrlAnswer>,
+    pub outcome: Outcome,
+    /// RFC 3339, by the store's clock; empty before it is stored.
+    pub first_seen_at: String,
+    pub updated_at: String,
+}
+
+impl Dispute {
+    /// The dispute a disputed verdict records, `answers` by URL.
+    pub fn new(claimed: &Claimed, answers: &[(String, Answer)], decision: Decision) -> Self {
+        Dispute {
+            deposit_id: claimed.id.clone(),
+            chain: claimed.chain,
+            account_id: claimed.account_id.clone(),
+            address: claimed.address.clone(),
+            asset: claimed.symbol.clone(),
+            transaction_hash: claimed.tx_hash.clone(),
+            block_number: claimed.block_number,
+            block_hash: claimed.block_hash.clone(),
+            answers: answers
+                .iter()
+                .map(|(url, a)| UrlAnswer { url: url.clone(), answered: a.describe(&claimed.block_hash) })
+                .collect(),
+            outcome: Outcome::of(decision),
+            first_seen_at: String::new(),
+            updated_at: String::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const H: &str = "0xaa";
+
+    fn with(holds: bool) -> Answer {
+        Answer::Serves { hash: H.into(), holds }
+    }
+
+    fn other() -> Answer {
+        Answer::Serves { hash: "0xbb".into(), holds: true }
+    }
+
+    #[test]
+    fn a_deposit_is_confirmed_only_on_a_quorum_and_failed_only_when_a_quorum_cannot_hold_it() {
+        use Answer::{Behind, Silent};
+        use Decision::{Confirm, Fail, Wait};
+        let cases: Vec<(&str, Vec<Answer>, usize, Decision, bool)> = vec![
+            ("one URL, quorum 1: today's behaviour", vec![with(true)], 1, Confirm, false),
+            ("two agree", vec![with(true), with(true)], 2, Confirm, false),
+            ("a liar's deposit the honest URL lacks", vec![with(true), with(false)], 2, Fail, true),
+            (
+                "the honest URL on another block: a reorg, judged elsewhere",
+                vec![with(true), other()],
+                2,
+                Wait,
+                true,
+            ),
+            ("all on another block", vec![other(), other()], 2, Wait, true),
+            ("the honest URL silent: wait", vec![with(true), Silent], 2, Wait, false),
+            ("the honest URL behind: wait", vec![with(true), Behind], 2, Wait, false),
+            ("two of three agree, one absent", vec![with(true), with(true), with(false)], 2, Confirm, true),
+            ("one absent of three, one silent", vec![with(true), with(false), Silent], 2, Wait, true),
+            ("two absent of three", vec![with(true), with(false), with(false)], 2, Fail, true),
+            ("nobody answers", vec![Silent, Silent], 2, Wait, false),
+            ("one holds, quorum 1, other absent", vec![with(true), with(false)], 1, Confirm, true),
+            ("all absent, quorum 1", vec![with(false)], 1, Fail, true),
+        ];
+        for (what, answers, quorum, decision, disputed) in cases {
+            assert_eq!(verdict(H, &answers, quorum), Verdict { decision, disputed }, "{what}");
+        }
+    }
+
+    #[test]
+    fn each_answer_is_described_for_the_dispute() {
+        assert_eq!(with(true).describe(H), "the block with the deposit");
+        assert_eq!(with(false).describe(H), "the block without the deposit");
+        assert_eq!(other().describe(H), "another block at that height (0xbb)");
+        assert_eq!(Answer::Silent.describe(H), "no answer");
+        assert_eq!(Outcome::parse("NOT_ON_QUORUM"), Some(Outcome::NotOnQuorum));
+    }
+}

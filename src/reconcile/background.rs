@@ -1,0 +1,165 @@
+//! `run`'s reconciliation: every `reconcile_every_secs` each watched
+//! address of an EVM chain is reconciled as `reconcile` does it, beside the
+//! chain's watcher and under its lease (one instance at a time). The result
+//! is kept for `health`, `/metrics` and `GET /operator/v1/reconciliation`;
+//! money that left an address without the platform is an alarm, once per
+//! block: counted, logged at ERROR and written to the audit log, in the
+//! transaction that keeps the run. Nothing is repaired here.
+
+use std::{collections::BTreeMap, time::Duration};
+
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, error, info, warn};
+
+use super::{Debit, ReconcileError, Run, evm, rules};
+use crate::{
+    audit::{self, Actor, Record},
+    config::ChainConfig,
+    deposits::resource::format_time,
+    evm::rpc::EvmRpc,
+    store::{Store, StoreError, now_micros, reconcile_runs},
+};
+
+/// The condition `health` shows while passes fail.
+pub const FAILING: &str = "reconcile_failing";
+
+/// How long a failed pass waits before the next, at most.
+const RETRY_AFTER: Duration = Duration::from_secs(60);
+
+/// Reconciles `config`'s chain every `reconcile_every` until `stop`: the
+/// first pass when the last one kept is that old (at once on a store that
+/// has none).
+pub async fn every(config: ChainConfig, store: Store, stop: CancellationToken) {
+    let chain = config.chain;
+    let period = config.reconcile_every;
+    let rpc = EvmRpc::paced(
+        chain,
+        &config.rpc_urls,
+        config.max_block_range,
+        config.batch_size,
+        config.reconcile_max_rps,
+    );
+    let mut wait = match store.reconcile_runs(Some(chain)).await {
+        Ok(runs) => runs.first().map_or(Duration::ZERO, |run| {
+            let elapsed = now_micros().saturating_sub(run.at_micros).max(0) as u64;
+            period.saturating_sub(Duration::from_micros(elapsed))
+        }),
+        Err(_) => Duration::ZERO,
+    };
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(wait) => {}
+        }
+        let passed = tokio::select! {
+            _ = stop.cancelled() => return,
+            passed = pass(&store, &rpc, &config) => passed,
+        };
+        wait = match passed {
+            Ok(run) => {
+                let _ = store.clear_condition(Some(chain), FAILING, "reconciliation").await;
+                info!(%chain, at_block = run.at_block, lines = run.lines, differ = run.differ,
+                    failed = run.failed, took_ms = run.took_ms, "reconciled");
+                if Duration::from_millis(run.took_ms) > period {
+                    warn!(%chain, took_ms = run.took_ms, period_secs = period.as_secs_f64(),
+                        "a reconciliation took longer than reconcile_every_secs at reconcile_max_rps: the cap wins");
+                }
+                period
+            }
+            // A watcher that just started: nothing to reconcile yet.
+            Err(ReconcileError::NotIndexed(_)) => {
+                debug!(%chain, "nothing indexed yet to reconcile");
+                period.min(RETRY_AFTER)
+            }
+            Err(error) => {
+                warn!(%chain, %error, retryable = error.retryable(), "reconciliation failed; trying again");
+                let message = format!("the background reconciliation fails: {error}");
+                if let Err(e) = store.raise_condition(Some(chain), FAILING, "reconciliation", &message).await
+                {
+                    warn!(%chain, error = %e, "cannot record the reconciliation's failure");
+                }
+                period.min(RETRY_AFTER)
+            }
+        };
+    }
+}
+
+/// One reconciliation of every watched address, kept with its alarms.
+async fn pass(store: &Store, rpc: &EvmRpc, config: &ChainConfig) -> Result<Run, ReconcileError> {
+    let started = std::time::Instant::now();
+    let report = evm::reconcile(store, rpc, config, &evm::Ask::default()).await?;
+    let differing: Vec<_> = report.lines.iter().filter(|l| l.difference != "0").collect();
+    let debits: Vec<Debit> = differing.iter().flat_map(|l| rules::unexplained_debits(l)).collect();
+    let now = now_micros();
+    let run = Run {
+        chain: config.chain.as_str().to_string(),
+        at: format_time(&crate::store::time(now)?),
+        at_micros: now,
+        took_ms: started.elapsed().as_millis() as u64,
+        at_block: report.lines.first().map_or(report.settled, |l| l.at_block),
+        lines: report.lines.len() as u64,
+        differ: differing.len() as u64,
+        failed: report.failed.len() as u64,
+        skipped: report.skipped.len() as u64,
+        detail: serde_json::json!({ "differences": differing, "failed": report.failed }),
+    };
+    let new = keep(store, &run, &debits, now).await?;
+    let mut by_asset: BTreeMap<&str, u64> = config.assets.iter().map(|a| (a.symbol.as_str(), 0)).collect();
+    by_asset.insert(config.native.symbol.as_str(), 0);
+    for line in &differing {
+        *by_asset.entry(line.asset.as_str()).or_default() += 1;
+    }
+    for (asset, count) in by_asset {
+        metrics::gauge!("custody_indexer_reconcile_differences", "chain" => config.chain.as_str(), "asset" => asset.to_string())
+            .set(count as f64);
+    }
+    for debit in &new {
+        metrics::counter!("custody_indexer_unexplained_debits_total", "chain" => config.chain.as_str(), "asset" => debit.asset.clone())
+            .increment(1);
+        error!(chain = %config.chain, address = debit.address, account = debit.account_id, asset = debit.asset,
+            block = debit.block, change = debit.change, transactions = ?debit.transactions,
+            "money left a watched address without the platform");
+    }
+    Ok(run)
+}
+
+/// Keeps the run and each debit not seen before, each new one in the
+/// audit log, in one transaction; the new debits.
+async fn keep(store: &Store, run: &Run, debits: &[Debit], now: i64) -> Result<Vec<Debit>, StoreError> {
+    let mut tx = store.begin_fenced().await?;
+    reconcile_runs::record_run(&mut tx, run).await?;
+    let mut new = Vec::new();
+    for debit in debits {
+        reconcile_runs::record_debit(&mut tx, debit, now).await?;
+        let target = format!("{}:{}:{}:{}", debit.chain, debit.address, debit.asset, debit.block);
+        if reconcile_runs::alarmed(&mut tx, &target).await? {
+            continue;
+        }
+        let reason = format!(
+            "{} {} left {} in block {} without the platform (transactions: {})",
+            debit.change.trim_start_matches('-'),
+            debit.asset,
+            debit.address,
+            debit.block,
+            if debit.transactions.is_empty() {
+                "none seen".to_string()
+            } else {
+                debit.transactions.join(", ")
+            },
+        );
+        let record = Record {
+            actor: &Actor::System,
+            action: "reconcile.unexplained_debit",
+            target_kind: "address",
+            target_id: &target,
+            organization_id: None,
+            reason: Some(&reason),
+            request_id: None,
+            detail: None,
+        };
+        audit::append(&mut tx, store.cipher().ok(), record).await?;
+        new.push(debit.clone());
+    }
+    tx.commit().await?;
+    Ok(new)
+}

@@ -1,0 +1,277 @@
+//! Reconciliation: does the ledger equal the chain? For each watched
+//! address and each asset of the chain file, at one height, the balance the
+//! chain holds is compared with what the store explains:
+//!
+//! ```text
+//! ledger(h) = baseline (the balance before the watch began)
+//!           + CONFIRMED deposits up to h
+//!           + the platform's own transfers into it up to h (gas top-ups)
+//!           − what the platform sent from it up to h (amounts and fees)
+//! ```
+//!
+//! [`rules`] holds the pure sums and the exit code, [`locate`] the
+//! bisection that finds the blocks where a difference arose, [`evm`] the
+//! flow on an EVM chain, [`repair`] the missed credits recorded,
+//! [`background`] `run`'s periodic reconciliation and its alarms; the rows
+//! are in `store/reconcile.rs` and `store/reconcile_runs.rs`.
+
+pub mod background;
+pub mod evm;
+pub mod locate;
+pub mod repair;
+pub mod rules;
+
+use alloy::primitives::U256;
+use serde::Serialize;
+
+/// One term of an address's ledger in one asset: a movement the store
+/// knows, at the block it happened in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Term {
+    pub asset: String,
+    pub block: u64,
+    pub amount: U256,
+    pub kind: TermKind,
+}
+
+/// What a [`Term`] is: value in, or value out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TermKind {
+    /// A `CONFIRMED` deposit.
+    Deposit,
+    /// Value the platform's own transaction moved in (a gas top-up, a
+    /// cancellation's or a nonce filler's).
+    Own,
+    /// An amount a transfer sent from the address.
+    Sent,
+    /// The fee of a transaction the address sent (bumps, cancellations and
+    /// reverted ones included; on OP-stack chains with the L1 data fee).
+    Fee,
+}
+
+impl TermKind {
+    pub fn is_credit(self) -> bool {
+        matches!(self, TermKind::Deposit | TermKind::Own)
+    }
+}
+
+/// Where a baseline came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Baseline {
+    /// Recorded when the watch began.
+    Recorded,
+    /// Read at the watch start from an archive node.
+    Archive,
+    /// No node could read the watch start: the first reconciliation's
+    /// balance, which agrees by construction.
+    FirstReconciliation,
+}
+
+impl Baseline {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Baseline::Recorded => "recorded",
+            Baseline::Archive => "archive",
+            Baseline::FirstReconciliation => "first_reconciliation",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        [Baseline::Recorded, Baseline::Archive, Baseline::FirstReconciliation]
+            .into_iter()
+            .find(|b| b.as_str() == text)
+    }
+}
+
+/// A baseline or a checkpoint: a balance at the end of a block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Anchor {
+    pub block: u64,
+    pub balance: U256,
+}
+
+/// A watched address of the chain: `(address, account_id)` and whether its
+/// watch is still catching up (a late registration's gap being scanned).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Watched {
+    pub address: String,
+    pub account_id: String,
+    /// The first block whose deposits count.
+    pub watch_from: Option<u64>,
+    pub catching_up: bool,
+}
+
+/// A transfer of value found in a block where a difference arose.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Movement {
+    pub transaction_hash: String,
+    pub block: u64,
+    /// `in` or `out`.
+    pub direction: &'static str,
+    /// In the asset's unit, a decimal string.
+    pub amount: String,
+    /// `top_level`, `internal_call` or `token_log`.
+    pub how: &'static str,
+}
+
+/// One line of `reconcile`'s answer: an address's asset at one height.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Line {
+    pub chain: String,
+    pub account_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wallet: Option<String>,
+    pub address: String,
+    pub asset: String,
+    pub at_block: u64,
+    pub onchain: String,
+    pub ledger: String,
+    pub difference: String,
+    pub divergent_block: Option<u64>,
+    /// Every block where the difference changed, with how much it changed
+    /// (the first is `divergent_block`).
+    pub divergent_blocks: Vec<Divergence>,
+    pub baseline: Baseline,
+    pub movements: Vec<Movement>,
+    /// Balance reads the bisection made.
+    pub reads: u32,
+}
+
+/// A block where the difference between the chain and the ledger changed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Divergence {
+    pub block: u64,
+    /// How much the difference changed there, a signed decimal string.
+    pub change: String,
+}
+
+/// What `reconcile` found: the lines, the addresses skipped while catching
+/// up, the reads that failed, and the credits the decoder found in blocks
+/// where a balance rose unexplained (what `--repair` records).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Report {
+    pub lines: Vec<Line>,
+    pub skipped: Vec<String>,
+    pub failed: Vec<String>,
+    #[serde(skip)]
+    pub missed: Vec<crate::deposits::resource::Detected>,
+    /// The settled height: confirmed, indexed, below every `PENDING`
+    /// deposit. Nothing above it is ever repaired.
+    #[serde(skip)]
+    pub settled: u64,
+}
+
+/// Why a reconciliation could not be made at all.
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    #[error(transparent)]
+    Rpc(#[from] crate::rpc::RpcFailure),
+    #[error("{0}")]
+    Refused(String),
+    /// Nothing of the chain is indexed yet: there is no height to
+    /// reconcile at (a `run` that just started, say).
+    #[error("{0} was never indexed: `run` or `backfill` it first")]
+    NotIndexed(crate::chain::Chain),
+}
+
+impl ReconcileError {
+    /// Whether trying again may help: a node or the store that did not
+    /// answer, never a refused request.
+    pub fn retryable(&self) -> bool {
+        match self {
+            ReconcileError::Store(e) => !e.is_refusal(),
+            ReconcileError::Rpc(e) => e.retryable(),
+            ReconcileError::Refused(_) | ReconcileError::NotIndexed(_) => false,
+        }
+    }
+}
+
+/// A chain's last background reconciliation, as kept.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct Run {
+    pub chain: String,
+    /// When it ended, RFC 3339.
+    pub at: String,
+    #[serde(skip)]
+    pub at_micros: i64,
+    /// How long the pass took: more than the period when
+    /// `reconcile_max_rps` holds it back.
+    pub took_ms: u64,
+    /// The height reconciled.
+    pub at_block: u64,
+    /// The (address, asset) lines compared, and how many of them differ.
+    pub lines: u64,
+    pub differ: u64,
+    /// Reads that failed, and addresses skipped (still catching up).
+    pub failed: u64,
+    pub skipped: u64,
+    /// `differences`: each differing line as `reconcile --json` prints it;
+    /// `failed`: each failed read, named.
+    #[schema(value_type = Object)]
+    pub detail: serde_json::Value,
+}
+
+/// Money that left a watched address without the platform: a block where
+/// its balance fell by more than its ledger explains.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Debit {
+    pub chain: String,
+    pub address: String,
+    pub asset: String,
+    pub block: u64,
+    pub account_id: Option<String>,
+    /// How much the difference fell there, a negative decimal string.
+    pub change: String,
+    /// The transactions seen leaving the address in that block.
+    pub transactions: Vec<String>,
+}
+
+/// The last reconciliation as `health` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Reconciled {
+    /// RFC 3339.
+    pub at: String,
+    pub seconds_ago: u64,
+    pub took_ms: u64,
+    pub at_block: u64,
+    pub lines: u64,
+    pub differ: u64,
+    pub failed: u64,
+}
+
+impl Reconciled {
+    pub fn of(run: &Run, now_micros: i64) -> Self {
+        Reconciled {
+            at: run.at.clone(),
+            seconds_ago: (now_micros.saturating_sub(run.at_micros).max(0) / 1_000_000) as u64,
+            took_ms: run.took_ms,
+            at_block: run.at_block,
+            lines: run.lines,
+            differ: run.differ,
+            failed: run.failed,
+        }
+    }
+
+    /// `reconciled 12 s ago at block 100 (in 3.1 s): 3 differ`.
+    pub fn line(&self) -> String {
+        let failed = if self.failed > 0 { format!(", {} reads failed", self.failed) } else { String::new() };
+        let took = self.took_ms as f64 / 1000.0;
+        format!(
+            "reconciled {} s ago at block {} (in {took:.1} s): {} differ{failed}",
+            self.seconds_ago, self.at_block, self.differ
+        )
+    }
+
+    /// A warning when balances differ from the ledger or reads failed.
+    pub fn warning(&self, chain: crate::chain::Chain) -> Option<String> {
+        (self.differ > 0 || self.failed > 0).then(|| {
+            format!(
+                "{}: see GET /operator/v1/reconciliation or `custody-indexer reconcile --chain {chain}`",
+                self.line()
+            )
+        })
+    }
+}

@@ -1,0 +1,229 @@
+//! `reconcile` on anvil: a watched address whose balance before the watch
+//! is read from the node, its deposits confirmed by `run`, and a credit the
+//! watcher cannot see (a contract forwarding ether in an internal call,
+//! with traces off): the difference is reported with the block it arose
+//! in, found within the bisection's bound of balance reads, and named as
+//! the internal call of its transaction; the token that agrees exits 0,
+//! a height before the credit agrees; `--repair` credits it once, with its
+//! event, and neither a second repair nor a backfill that reads traces
+//! credits it again; a height not indexed is refused.
+
+use crate::common;
+
+use std::time::Duration;
+
+use alloy::primitives::{Address, U256};
+use common::{
+    CHAIN,
+    anvil::{Anvil, Mined},
+    chain_toml,
+    cli::Env,
+    eventually,
+};
+use serde_json::Value;
+
+/// `reconcile` with `args`: its exit code, JSON lines (with `--json`) or
+/// text, and stderr.
+fn reconcile(env: &Env, args: &[&str]) -> (i32, String, String) {
+    let out = env.output(&[&["reconcile", "--chain", CHAIN.as_str()][..], args].concat());
+    let text = String::from_utf8(out.stdout).unwrap();
+    (out.status.code().unwrap(), text, String::from_utf8_lossy(&out.stderr).into())
+}
+
+fn lines(json: &str) -> Vec<Value> {
+    json.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+/// The highest block the watcher indexed.
+async fn head_now(store: &custody_indexer::store::Store) -> u64 {
+    store.chain_state(CHAIN).await.unwrap().unwrap().next_block - 1
+}
+
+/// ⌈log2(n)⌉.
+fn log2_ceil(n: u64) -> u64 {
+    u64::from(64 - (n.max(1) - 1).leading_zeros())
+}
+
+#[tokio::test]
+async fn an_internal_credit_the_watcher_missed_is_found_in_its_block_and_named() {
+    let anvil = Anvil::start().await;
+    let tusd = anvil.deploy_token("TUSD").await;
+    let env = Env::with_chain_file(&chain_toml(&[anvil.url()], Some(&tusd.to_string()), ""));
+    let (funder, alice) = (anvil.accounts[0], Address::repeat_byte(0xa1));
+    let forwarder = anvil.forwarder(anvil.deploy_forwarder().await);
+
+    // 5 wei before the watch begins: the baseline, read from the node.
+    anvil.send_eth(funder, alice, U256::from(5u64)).await;
+    anvil.mine(3).await;
+    let start = anvil.head().await + 1;
+    env.identity("default", "identity-1");
+    env.ok(&[
+        "accounts",
+        "add",
+        "--account-id",
+        "alice",
+        "--identity-id",
+        "identity-1",
+        "--type",
+        "SEGREGATED",
+        "--address",
+        &alice.to_string(),
+        "--chains",
+        CHAIN.as_str(),
+        "--from-block",
+        &start.to_string(),
+    ]);
+    let _run = env.spawn_run(CHAIN);
+    anvil.send_eth(funder, alice, U256::from(100u64)).await;
+    anvil.token(tusd).mint(alice, U256::from(7_000_000u64)).from(anvil.accounts[5]).mined().await;
+    anvil.mine(4).await;
+    // Traces are off: the watcher never sees this 11 wei.
+    forwarder.forward(alice).from(funder).value(U256::from(11u64)).mined().await;
+    let missed = anvil.head().await;
+    anvil.mine(20).await;
+    let store = env.store().await;
+    // The 5 wei are found too (a watch start is a guarantee, not a filter):
+    // the baseline holds them, so the ledger counts deposits after it only.
+    eventually(Duration::from_secs(60), "three deposits CONFIRMED and the chain indexed", || async {
+        let deposits = store.deposits_on_chain(CHAIN).await.unwrap();
+        let confirmed = deposits.iter().filter(|d| d.status.as_str() == "CONFIRMED").count();
+        let indexed = store.chain_state(CHAIN).await.unwrap()?.next_block;
+        (confirmed == 3 && deposits.len() == 3 && indexed > missed + 10).then_some(())
+    })
+    .await;
+
+    let (code, json, err) = reconcile(&env, &["--json"]);
+    assert_eq!(code, 1, "a difference: {json}{err}");
+    let found = lines(&json);
+    assert_eq!(found.len(), 2, "ETH and TUSD of alice: {json}");
+    let eth = found.iter().find(|l| l["asset"] == "ETH").unwrap();
+    assert_eq!(eth["account_id"], "alice");
+    assert_eq!(eth["address"], alice.to_checksum(None));
+    assert_eq!(eth["baseline"], "archive", "read at the block before the watch: {eth}");
+    assert_eq!(eth["onchain"], "0.000000000000000116");
+    assert_eq!(eth["ledger"], "0.000000000000000105", "5 before + 100 deposited: {eth}");
+    assert_eq!(eth["difference"], "0.000000000000000011");
+    assert_eq!(eth["divergent_block"], missed, "{eth}");
+    let at = eth["at_block"].as_u64().unwrap();
+    let bound = log2_ceil(at - (start - 1)) + 1;
+    assert!(eth["reads"].as_u64().unwrap() <= bound, "{} reads, bound {bound}: {eth}", eth["reads"]);
+    let movements = eth["movements"].as_array().unwrap();
+    assert_eq!(movements.len(), 1, "{eth}");
+    assert_eq!(movements[0]["how"], "internal_call", "{eth}");
+    assert_eq!(movements[0]["direction"], "in");
+    assert_eq!(movements[0]["amount"], "0.000000000000000011");
+    assert_eq!(movements[0]["block"], missed);
+    let tusd_line = found.iter().find(|l| l["asset"] == "TUSD").unwrap();
+    assert_eq!((&tusd_line["difference"], &tusd_line["onchain"]), (&Value::from("0"), &Value::from("7")));
+    assert_eq!(tusd_line["divergent_block"], Value::Null);
+
+    // The table says the same, and a second reconciliation finds it again.
+    let (code, text, _) = reconcile(&env, &[]);
+    assert_eq!(code, 1, "{text}");
+    assert_eq!(text.lines().last(), Some("reconciled 1 addresses: 1 differ"), "{text}");
+    assert!(text.contains(&format!("block {missed} in 0.000000000000000011 ETH internal_call")), "{text}");
+
+    // What agrees exits 0: the token, and the native coin before the credit.
+    let (code, text, err) = reconcile(&env, &["--asset", "TUSD"]);
+    assert_eq!((code, text.lines().last()), (0, Some("reconciled 1 addresses: 0 differ")), "{text}{err}");
+    let (code, json, _) =
+        reconcile(&env, &["--json", "--asset", "ETH", "--at-block", &(missed - 1).to_string()]);
+    assert_eq!(code, 0, "{json}");
+    assert_eq!(lines(&json)[0]["ledger"], "0.000000000000000105");
+
+    // --repair records the missed credit as the scan would have: once,
+    // CONFIRMED, announced; then everything agrees, and neither a second
+    // repair nor a backfill that reads traces credits it again.
+    let internal = movements[0]["transaction_hash"].as_str().unwrap().to_string();
+    let (code, text, err) = reconcile(&env, &["--repair"]);
+    assert_eq!(code, 0, "{text}{err}");
+    assert!(err.contains("repaired: 1 deposits recorded"), "{err}");
+    assert!(err.contains(&format!("repaired: 0.000000000000000011 ETH ({internal}) to alice")), "{err}");
+    assert_eq!(err.matches("repaired: 0.").count(), 1, "only the credit it wrote: {err}");
+    assert_eq!(text.lines().last(), Some("reconciled 1 addresses: 0 differ"), "{text}");
+    let credited = |deposits: Vec<custody_indexer::deposits::resource::Deposit>| {
+        deposits.into_iter().filter(|d| d.transaction_hash == internal).collect::<Vec<_>>()
+    };
+    let repaired = credited(store.deposits_on_chain(CHAIN).await.unwrap());
+    assert_eq!(repaired.len(), 1);
+    assert_eq!(
+        (repaired[0].status.as_str(), repaired[0].amount.as_str()),
+        ("CONFIRMED", "0.000000000000000011")
+    );
+    let events = store.events_after("default", None, 100).await.unwrap();
+    let announced = events.iter().filter(|e| e.envelope["data"]["id"] == repaired[0].id).count();
+    assert!(announced >= 1, "its deposit_v2 event: {events:?}");
+    let (code, _, err) = reconcile(&env, &["--repair"]);
+    assert!(code == 0 && !err.contains("repaired"), "{err}");
+    let file = env.chains.join("test.toml");
+    let traced = std::fs::read_to_string(&file).unwrap().replacen("chain_id", "traces = true\nchain_id", 1);
+    std::fs::write(&file, traced).unwrap();
+    let to = found[0]["at_block"].as_u64().unwrap().to_string();
+    let out = env.output(&["backfill", "--chain", CHAIN.as_str(), "--from", &start.to_string(), "--to", &to]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // It reads the internal call (3 found from the watch start: the 100
+    // wei, the token and the 11 wei), and records nothing new.
+    let said = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("3 deposits found, 0 new or updated"), "{said}");
+    assert_eq!(credited(store.deposits_on_chain(CHAIN).await.unwrap()).len(), 1, "credited once");
+    assert_eq!(store.deposits_on_chain(CHAIN).await.unwrap().len(), 4);
+
+    // --repair never confirms above the settled height.
+    let (code, _, err) = reconcile(&env, &["--repair", "--at-block", &(head_now(&store).await).to_string()]);
+    assert!(code == 2 && err.contains("only at or below block"), "{err}");
+
+    // A height not indexed, an unknown asset and an unwatched address are
+    // refused, with 2: never 1, which says something differs.
+    let (code, _, err) = reconcile(&env, &["--at-block", "999999"]);
+    assert!(code == 2 && err.contains("block 999999 is not indexed yet"), "{err}");
+    let (code, _, err) = reconcile(&env, &["--asset", "DAI"]);
+    assert!(code == 2 && err.contains("DAI is not an asset of"), "{err}");
+    let (code, _, err) = reconcile(&env, &["--address", &Address::repeat_byte(0xb2).to_string()]);
+    assert!(code == 2 && err.contains("is not watched on"), "{err}");
+}
+
+/// A node that keeps only the last 10 blocks' state (`--prune-history`)
+/// cannot read the balance at the watch start: the first reconciliation's
+/// balance is the baseline and the answer says so; a credit missed later
+/// cannot be located there, and `reconcile` names the reads that failed
+/// (exit 2) instead of guessing.
+#[tokio::test]
+async fn a_node_without_old_state_is_said_never_guessed_over() {
+    let anvil = Anvil::start_with(&["--prune-history", "10"]).await;
+    let env = Env::with_chain_file(&chain_toml(&[anvil.url()], None, ""));
+    let (funder, alice) = (anvil.accounts[0], Address::repeat_byte(0xa2));
+    let forwarder = anvil.forwarder(anvil.deploy_forwarder().await);
+    let start = anvil.head().await + 1;
+    env.add_account("alice", &alice.to_string(), CHAIN);
+    let _run = env.spawn_run(CHAIN);
+    anvil.send_eth(funder, alice, U256::from(5u64)).await;
+    anvil.mine(40).await;
+    let store = env.store().await;
+    let indexed = |past: u64| {
+        let store = &store;
+        async move {
+            eventually(Duration::from_secs(60), "the deposit CONFIRMED and the chain indexed", || async {
+                let deposits = store.deposits_on_chain(CHAIN).await.unwrap();
+                let confirmed = deposits.iter().all(|d| d.status.as_str() == "CONFIRMED");
+                (confirmed && !deposits.is_empty() && head_now(store).await > past).then_some(())
+            })
+            .await
+        }
+    };
+    indexed(start + 30).await;
+
+    let (code, json, err) = reconcile(&env, &["--json"]);
+    assert_eq!(code, 0, "{json}{err}");
+    let line: Value = serde_json::from_str(json.lines().next().unwrap()).unwrap();
+    assert_eq!(line["baseline"], "first_reconciliation", "{line}");
+    assert_eq!((&line["onchain"], &line["difference"]), (&"0.000000000000000005".into(), &"0".into()));
+
+    forwarder.forward(alice).from(funder).value(U256::from(11u64)).mined().await;
+    anvil.mine(40).await;
+    let past = anvil.head().await - 5;
+    indexed(past).await;
+    let (code, json, err) = reconcile(&env, &["--json"]);
+    assert_eq!(code, 2, "{json}{err}");
+    assert!(err.contains("read failed") && err.contains("eth_getBalance"), "{err}");
+    assert!(json.is_empty(), "nothing guessed: {json}");
+}
