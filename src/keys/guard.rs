@@ -3,7 +3,8 @@
 //! EVM signature must recover the key's address, an Ed25519 one verify
 //! for its public key), and no key but the gas sponsor signs more than
 //! `CUSTODY_INDEXER_SIGNER_MAX_PER_MINUTE` times in a minute in this
-//! process. A bad signature or a refusal is counted
+//! process (a call the backend did not answer signed nothing and is not
+//! counted). A bad signature or a refusal is counted
 //! (`custody_indexer_bad_signatures_total`,
 //! `custody_indexer_signer_refusals_total`) and logged at `ERROR`.
 
@@ -66,21 +67,38 @@ impl Guarded {
         Guarded { inner, limit, recent: Mutex::default() }
     }
 
-    fn admit(&self, key: KeyRef, family: Family) -> Result<(), KeyError> {
+    /// Admits one signature by `key`: the time it is counted at (`None` for
+    /// the sponsor, never counted), to be [`Self::release`]d when the
+    /// backend signs nothing.
+    fn admit(&self, key: KeyRef, family: Family) -> Result<Option<i64>, KeyError> {
         // The sponsor pays for every other key's transactions (on Solana it
         // signs each as the fee payer): bounding it would bound them all.
         // What it holds is gas money, and its signatures are still checked.
         if key == KeyRef::Sponsor {
-            return Ok(());
+            return Ok(None);
         }
         let mut recent = self.recent.lock().expect("signature rate lock");
         let times = recent.entry((key, family)).or_default();
-        admit(times, crate::store::now_micros(), self.limit).map_err(|signed| {
+        let now = crate::store::now_micros();
+        admit(times, now, self.limit).map(|()| Some(now)).map_err(|signed| {
             let name = super::describe(key, family);
             counter!("custody_indexer_signer_refusals_total", "family" => family_label(family)).increment(1);
             tracing::error!(key = %name, signed, limit = self.limit, "signer: a key reached its signatures per minute; refused");
             KeyError::RateLimited(name, signed)
         })
+    }
+
+    /// Uncounts a signature admitted at `at` that the backend did not make
+    /// (it did not answer, or refused): a token away for a while must not
+    /// use up the key's minute with calls that signed nothing.
+    fn release(&self, key: KeyRef, family: Family, at: Option<i64>) {
+        let Some(at) = at else { return };
+        let mut recent = self.recent.lock().expect("signature rate lock");
+        if let Some(times) = recent.get_mut(&(key, family))
+            && let Some(i) = times.iter().rposition(|t| *t == at)
+        {
+            times.remove(i);
+        }
     }
 
     fn bad(&self, key: KeyRef, family: Family) -> KeyError {
@@ -126,8 +144,10 @@ impl Signer for Guarded {
     fn sign_evm_hash(&self, key: KeyRef, hash: B256) -> BoxFuture<'_, Result<Signature, KeyError>> {
         Box::pin(async move {
             let address = self.inner.evm_address(key)?;
-            self.admit(key, Family::Evm)?;
-            let signature = self.inner.sign_evm_hash(key, hash).await?;
+            let admitted = self.admit(key, Family::Evm)?;
+            let signature = self.inner.sign_evm_hash(key, hash).await.inspect_err(|_| {
+                self.release(key, Family::Evm, admitted);
+            })?;
             match signature.recover_address_from_prehash(&hash) {
                 Ok(found) if found == address => Ok(signature),
                 _ => Err(self.bad(key, Family::Evm)),
@@ -138,8 +158,10 @@ impl Signer for Guarded {
     fn sign_solana(&self, key: KeyRef, message: Vec<u8>) -> BoxFuture<'_, Result<[u8; 64], KeyError>> {
         Box::pin(async move {
             let public = self.inner.solana_address(key)?;
-            self.admit(key, Family::Solana)?;
-            let signature = self.inner.sign_solana(key, message.clone()).await?;
+            let admitted = self.admit(key, Family::Solana)?;
+            let signature = self.inner.sign_solana(key, message.clone()).await.inspect_err(|_| {
+                self.release(key, Family::Solana, admitted);
+            })?;
             if ed25519_verifies(&public, &message, &signature) {
                 Ok(signature)
             } else {
@@ -210,6 +232,71 @@ mod tests {
         assert!(crossed.sign_evm_hash(KeyRef::Omnibus, hash).await.is_ok());
         assert!(crossed.sign_solana(KeyRef::Omnibus, b"message".to_vec()).await.is_ok());
         assert!(KeyError::BadSignature("k".into()).is_retryable(), "what waits on it keeps its state");
+    }
+
+    /// A backend that does not answer its first `failing` calls.
+    struct Away {
+        signer: MnemonicSigner,
+        failing: std::sync::atomic::AtomicU32,
+    }
+
+    impl Away {
+        fn answered(&self) -> Result<(), KeyError> {
+            let left = self.failing.load(std::sync::atomic::Ordering::SeqCst);
+            if left > 0 {
+                self.failing.store(left - 1, std::sync::atomic::Ordering::SeqCst);
+                return Err(KeyError::Token("the token is away".into()));
+            }
+            Ok(())
+        }
+    }
+
+    impl Signer for Away {
+        fn backend(&self) -> Backend {
+            self.signer.backend()
+        }
+        fn evm_address(&self, key: KeyRef) -> Result<Address, KeyError> {
+            self.signer.evm_address(key)
+        }
+        fn solana_address(&self, key: KeyRef) -> Result<String, KeyError> {
+            self.signer.solana_address(key)
+        }
+        fn holds(&self, key: KeyRef, family: Family) -> Result<bool, KeyError> {
+            self.signer.holds(key, family)
+        }
+        fn sign_evm_hash(&self, key: KeyRef, hash: B256) -> BoxFuture<'_, Result<Signature, KeyError>> {
+            Box::pin(async move {
+                self.answered()?;
+                self.signer.sign_evm_hash(key, hash).await
+            })
+        }
+        fn sign_solana(&self, key: KeyRef, message: Vec<u8>) -> BoxFuture<'_, Result<[u8; 64], KeyError>> {
+            Box::pin(async move {
+                self.answered()?;
+                self.signer.sign_solana(key, message).await
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn calls_a_backend_did_not_answer_do_not_use_up_the_keys_rate() {
+        let away = Away { signer: MnemonicSigner::from_phrase(PHRASE).unwrap(), failing: 20.into() };
+        let signer = Guarded::new(Arc::new(away), 2);
+        let hash = B256::repeat_byte(3);
+        for _ in 0..10 {
+            let evm = signer.sign_evm_hash(KeyRef::Account(2), hash).await;
+            assert!(matches!(evm, Err(KeyError::Token(_))), "{evm:?}");
+            let solana = signer.sign_solana(KeyRef::Account(2), b"m".to_vec()).await;
+            assert!(matches!(solana, Err(KeyError::Token(_))), "{solana:?}");
+        }
+        // Back: the key signs its two of the minute in each family, then
+        // is refused.
+        for _ in 0..2 {
+            signer.sign_evm_hash(KeyRef::Account(2), hash).await.expect("back, within the rate");
+            signer.sign_solana(KeyRef::Account(2), b"m".to_vec()).await.expect("back, within the rate");
+        }
+        let third = signer.sign_evm_hash(KeyRef::Account(2), hash).await;
+        assert!(matches!(third, Err(KeyError::RateLimited(_, 2))), "{third:?}");
     }
 
     #[tokio::test]

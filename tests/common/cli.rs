@@ -171,7 +171,7 @@ impl Env {
         logs.sort_by_key(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok());
         let tail = |text: String| {
             let lines: Vec<&str> = text.lines().collect();
-            lines[lines.len().saturating_sub(20)..].join("\n")
+            lines[lines.len().saturating_sub(60)..].join("\n")
         };
         logs.into_iter()
             .map(|p| {

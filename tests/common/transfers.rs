@@ -200,7 +200,8 @@ impl Setup {
             assert!(
                 transfer["status"] == status
                     || !["CONFIRMED", "FAILED", "DROPPED"].contains(&transfer["status"].as_str().unwrap()),
-                "{id} ended {transfer} instead of {status}"
+                "{id} ended {transfer} instead of {status}; the runs' logs:\n{}",
+                self.env.run_logs()
             );
             (transfer["status"] == status).then_some(transfer)
         })
