@@ -99,10 +99,16 @@ struct Inner {
     conversions: crate::conversions::Settings,
     /// Where invitations are mailed; without it production invites no one.
     mail: Option<Arc<crate::mail::MailSettings>>,
+    /// Micro-USD above which a reconciliation repair waits for a second
+    /// treasury operator.
+    repair_above_usd_micros: u128,
 }
 
 /// Each organization's sponsored-gas credit: 100 USD.
 pub const DEFAULT_GAS_CREDIT_USD_MICROS: i64 = 100_000_000;
+
+/// A repair worth more than 10,000 USD waits for a second operator.
+pub const DEFAULT_REPAIR_ABOVE_USD_MICROS: u128 = 10_000_000_000;
 
 /// How long the previous signing key stays valid after a rotation.
 pub const DEFAULT_KEY_OVERLAP: Duration = Duration::from_secs(24 * 3600);
@@ -126,7 +132,19 @@ impl ApiState {
             bank: crate::bank::for_environment(Environment::Production, None),
             conversions: Default::default(),
             mail: None,
+            repair_above_usd_micros: DEFAULT_REPAIR_ABOVE_USD_MICROS,
         }))
+    }
+
+    /// Repairs worth more than `usd_micros` wait for a second operator.
+    pub fn with_repairs(mut self, usd_micros: u128) -> Self {
+        Arc::get_mut(&mut self.0).expect("configured before it is shared").repair_above_usd_micros =
+            usd_micros;
+        self
+    }
+
+    pub fn repair_above_usd_micros(&self) -> u128 {
+        self.0.repair_above_usd_micros
     }
 
     /// Serves `environment` (by default `production`) with its bank (set

@@ -5,10 +5,13 @@ use std::process::ExitCode;
 
 use clap::Args;
 
+use super::{decider::Via, server::Server};
 use crate::{
+    audit::Actor,
     chain::{Chain, Family},
     config::Chains,
     evm::rpc::EvmRpc,
+    operators::Action,
     reconcile::{Line, ReconcileError, Report, evm, repair, rules},
     store::Store,
 };
@@ -35,9 +38,15 @@ pub struct ReconcileArgs {
     pub json: bool,
     /// Record the credits found in blocks where a balance rose unexplained
     /// as the deposits the watcher missed (once each, with their events),
-    /// then reconcile again and answer that.
+    /// then reconcile again and answer that. On a production store only
+    /// through the service (--server), as a treasury operator's repair.
     #[arg(long)]
     pub repair: bool,
+    /// Why the repair is asked for (required with --server).
+    #[arg(long)]
+    pub reason: Option<String>,
+    #[command(flatten)]
+    pub deciding: super::decider::Deciding,
     #[command(flatten)]
     pub chain_files: super::ChainFiles,
 }
@@ -59,6 +68,16 @@ async fn reconcile(store: &Store, args: ReconcileArgs, chains: &Chains) -> anyho
     let config = chains.get(args.chain)?;
     if config.family() != Family::Evm {
         anyhow::bail!("reconcile does not read {} yet: EVM chains only", args.chain);
+    }
+    if args.repair {
+        match args.deciding.via(store, args.reason.as_deref(), Action::Repair).await? {
+            Via::Server(server) => return through(&server, &args).await,
+            Via::Store(Actor::BreakGlass { .. }) => anyhow::bail!(
+                "a repair is never a break-glass decision: ask through the service (--server), where a \
+                 large one waits for a second treasury operator"
+            ),
+            Via::Store(_) => {}
+        }
     }
     let rpc = EvmRpc::new(config.chain, &config.rpc_urls, config.max_block_range, config.batch_size, 1);
     let ask =
@@ -86,6 +105,48 @@ async fn reconcile(store: &Store, args: ReconcileArgs, chains: &Chains) -> anyho
     }
     print(&report, args.json)?;
     Ok(ExitCode::from(rules::exit_code(&report)))
+}
+
+/// `--repair` through the service: the repair it made or keeps for a
+/// second operator, printed; exit 0 when applied, 1 while it waits.
+async fn through(server: &Server, args: &ReconcileArgs) -> anyhow::Result<ExitCode> {
+    if args.at_block.is_some() {
+        anyhow::bail!("--at-block is refused with --server: the service repairs at its settled height");
+    }
+    let reason = args.reason.as_deref().map(str::trim).filter(|r| !r.is_empty());
+    let reason = reason.ok_or_else(|| anyhow::anyhow!("--repair through the service needs --reason"))?;
+    let body = serde_json::json!({
+        "chain": args.chain.as_str(),
+        "account_id": args.account,
+        "address": args.address,
+        "asset": args.asset,
+        "reason": reason,
+    });
+    let repair = server.post("/operator/v1/reconciliation/repairs", &body).await?;
+    let (id, status) = (repair["id"].as_str().unwrap_or(""), repair["status"].as_str().unwrap_or(""));
+    if args.json {
+        println!("{repair}");
+    } else {
+        let usd = repair["usd"].as_str().map(|u| format!("{u} USD")).unwrap_or_else(|| "unpriced".into());
+        println!("repair {id}: {status} ({usd})");
+        for credit in repair["credits"].as_array().into_iter().flatten() {
+            println!(
+                "  block {} {} {} to {} ({})",
+                credit["block"],
+                credit["amount"].as_str().unwrap_or(""),
+                credit["asset"].as_str().unwrap_or(""),
+                credit["account_id"].as_str().unwrap_or(""),
+                credit["transaction_hash"].as_str().unwrap_or("")
+            );
+        }
+    }
+    if status == "APPLIED" {
+        return Ok(ExitCode::SUCCESS);
+    }
+    eprintln!(
+        "repair {id} awaits a second treasury operator: POST /operator/v1/reconciliation/repairs/{id}/approve"
+    );
+    Ok(ExitCode::from(1))
 }
 
 /// The report; `None` (said on standard error) when the height itself

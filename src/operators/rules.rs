@@ -40,6 +40,8 @@ pub enum Action {
     /// Read what the ledger and the chain's providers say of each other:
     /// reconciliation, and the providers' disputes.
     Reconciliation,
+    /// Ask for a reconciliation repair, approve or refuse another's.
+    Repair,
 }
 
 impl Action {
@@ -51,6 +53,7 @@ impl Action {
             Action::Operators | Action::Tenants | Action::Keys => &[Role::Admin],
             Action::Audit => &[Role::Admin, Role::Compliance],
             Action::Reconciliation => &[Role::Compliance, Role::Treasury, Role::Admin],
+            Action::Repair => &[Role::Treasury],
         }
     }
 }
@@ -332,6 +335,9 @@ mod tests {
             (Action::Reconciliation, &[Treasury][..], true),
             (Action::Reconciliation, &[Admin][..], true),
             (Action::Reconciliation, &[][..], false),
+            (Action::Repair, &[Treasury][..], true),
+            (Action::Repair, &[Admin][..], false),
+            (Action::Repair, &[Compliance][..], false),
         ];
         for (action, roles, allowed) in cases {
             let outcome = permits(&operator("op1", roles), action);

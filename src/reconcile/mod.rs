@@ -12,13 +12,16 @@
 //! [`rules`] holds the pure sums and the exit code, [`locate`] the
 //! bisection that finds the blocks where a difference arose, [`evm`] the
 //! flow on an EVM chain, [`repair`] the missed credits recorded,
+//! [`repairs`] the repairs operators ask for through the service,
 //! [`background`] `run`'s periodic reconciliation and its alarms; the rows
-//! are in `store/reconcile.rs` and `store/reconcile_runs.rs`.
+//! are in `store/reconcile.rs`, `store/reconcile_runs.rs` and
+//! `store/reconcile_repairs.rs`.
 
 pub mod background;
 pub mod evm;
 pub mod locate;
 pub mod repair;
+pub mod repairs;
 pub mod rules;
 
 use alloy::primitives::U256;
@@ -274,4 +277,92 @@ impl Reconciled {
             )
         })
     }
+}
+
+/// A credit the watcher missed, as a repair names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize, utoipa::ToSchema)]
+pub struct Credit {
+    pub transaction_hash: String,
+    /// Which transfer of its transaction (`native`, `trace:0.1`, `log:…`).
+    pub position: String,
+    pub block: u64,
+    pub account_id: String,
+    pub address: String,
+    pub asset: String,
+    /// In the asset's unit, a decimal string.
+    pub amount: String,
+}
+
+impl Credit {
+    pub fn of(detected: &crate::deposits::resource::Detected) -> Self {
+        Credit {
+            transaction_hash: detected.tx_hash.clone(),
+            position: detected.position.to_string(),
+            block: detected.block_number,
+            account_id: detected.account_id.clone(),
+            address: detected.account_address.clone(),
+            asset: detected.currency_symbol.clone(),
+            amount: detected.amount.to_string(),
+        }
+    }
+}
+
+/// What a repair reconciled: the chain's addresses, narrowed as asked.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize, utoipa::ToSchema)]
+pub struct RepairScope {
+    pub account_id: Option<String>,
+    pub address: Option<String>,
+    pub asset: Option<String>,
+}
+
+/// Where a repair stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum RepairStatus {
+    /// Worth more than `--repair-second-operator-above`: waits for a
+    /// second treasury operator.
+    AwaitingApproval,
+    /// Its credits recorded as deposits.
+    Applied,
+    /// Refused by a second treasury operator: nothing recorded.
+    Refused,
+}
+
+impl RepairStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RepairStatus::AwaitingApproval => "AWAITING_APPROVAL",
+            RepairStatus::Applied => "APPLIED",
+            RepairStatus::Refused => "REFUSED",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        [RepairStatus::AwaitingApproval, RepairStatus::Applied, RepairStatus::Refused]
+            .into_iter()
+            .find(|s| s.as_str() == text)
+    }
+}
+
+/// A repair a treasury operator asked for through the service.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct Repair {
+    pub id: String,
+    pub chain: String,
+    pub scope: RepairScope,
+    /// The missed credits the requester's reconciliation found.
+    pub credits: Vec<Credit>,
+    /// Their worth in dollars, a decimal string; null when the chain file
+    /// prices none of a native credit (no `native_usd`).
+    pub usd: Option<String>,
+    pub status: RepairStatus,
+    /// Who asked (`operator:<id>`), as the audit log records it.
+    pub requested_by: String,
+    pub reason: String,
+    pub decided_by: Option<String>,
+    /// The deposits it recorded.
+    pub deposits: Vec<String>,
+    /// RFC 3339.
+    pub created_at: String,
+    pub decided_at: Option<String>,
 }

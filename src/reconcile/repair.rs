@@ -11,7 +11,7 @@
 use super::Report;
 use crate::{
     config::ChainConfig,
-    deposits::resource::DepositStatus,
+    deposits::resource::{DepositStatus, Detected},
     store::{CursorMove, ScanCommit, Store, StoreError},
 };
 
@@ -22,19 +22,32 @@ pub async fn credit(
     config: &ChainConfig,
     report: &Report,
 ) -> Result<Vec<(String, DepositStatus)>, StoreError> {
-    let missed: Vec<_> = report.missed.iter().filter(|d| d.block_number <= report.settled).cloned().collect();
+    match commit_of(config, report.settled, settled_missed(report)) {
+        Some(commit) => store.commit_scan(&commit).await,
+        None => Ok(Vec::new()),
+    }
+}
+
+/// The report's missed credits at or below its settled height: what a
+/// repair may record.
+pub fn settled_missed(report: &Report) -> Vec<Detected> {
+    report.missed.iter().filter(|d| d.block_number <= report.settled).cloned().collect()
+}
+
+/// The commit that records `missed` as a backfill would (its cursor left
+/// alone), confirmed through `settled`; none when there is nothing.
+pub fn commit_of(config: &ChainConfig, settled: u64, missed: Vec<Detected>) -> Option<ScanCommit> {
     let blocks = missed.iter().map(|d| d.block_number);
-    let (Some(from), Some(to)) = (blocks.clone().min(), blocks.max()) else { return Ok(Vec::new()) };
-    let commit = ScanCommit {
+    let (from, to) = (blocks.clone().min()?, blocks.max()?);
+    Some(ScanCommit {
         chain: config.chain,
         from,
         to,
-        head: report.settled,
+        head: settled,
         blocks: Vec::new(),
         deposits: missed,
-        confirmed_through: config.confirmed_on_scan(Some(report.settled)),
+        confirmed_through: config.confirmed_on_scan(Some(settled)),
         cursor: CursorMove::Backfill,
         keep_blocks: 0,
-    };
-    store.commit_scan(&commit).await
+    })
 }

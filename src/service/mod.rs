@@ -294,6 +294,7 @@ fn api_state(
     };
     Ok(ApiState::new(store.clone(), chains, required, api.rate_limit())
         .with_transfers(signer, api.gas.usd_micros)
+        .with_repairs(api.repair_second_operator_above.max(0) as u128)
         .with_compliance(environment, api.compliance())
         .with_receiving_bank(api.receiving_bank()?)
         .with_conversions(api.pricing.settings())

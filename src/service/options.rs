@@ -37,6 +37,10 @@ pub struct ApiOptions {
     pub rate_limit_burst: NonZeroU32,
     #[command(flatten)]
     pub gas: GasCredit,
+    /// Dollars above which a reconciliation repair asked for through the
+    /// service waits for a second treasury operator.
+    #[arg(long, value_name = "USD", env = "CUSTODY_INDEXER_REPAIR_SECOND_OPERATOR_ABOVE", default_value = "10000", value_parser = parse_usd_micros)]
+    pub repair_second_operator_above: i64,
     #[command(flatten)]
     pub limits: OrgLimits,
     /// How long an identity verification check stays open before it expires.

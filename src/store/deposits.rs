@@ -3,7 +3,7 @@
 use sqlx::{Row, any::AnyRow};
 
 use super::{
-    Store, StoreError, coverage,
+    Store, StoreError, Tx, coverage,
     deposit_rows::{ChangedDeposit, DEPOSIT_COLUMNS, changed_columns, deposit_from_row},
     events::{announce_changed, announce_deposits},
     now_micros,
@@ -60,34 +60,11 @@ impl Store {
     ///
     /// Returns the deposits whose status this commit set or changed.
     pub async fn commit_scan(&self, scan: &ScanCommit) -> Result<Vec<(String, DepositStatus)>, StoreError> {
-        let now = now_micros();
         let mut tx = self.begin().await?;
         self.check_own_fence(&mut tx).await?;
-
-        if let CursorMove::Live { expected, watch_version } = scan.cursor {
-            coverage::move_live_cursor(&mut tx, scan, expected, watch_version, now).await?;
-            record_blocks(&mut tx, scan).await?;
-        }
-        if let CursorMove::Address { address, expected, next, slot } = &scan.cursor {
-            move_address_cursor(&mut tx, scan.chain, address, expected.as_deref(), next, *slot, now).await?;
-        }
-        if let CursorMove::Gap { live_from, addresses } = &scan.cursor {
-            coverage::move_gap_cursor(&mut tx, scan, *live_from, addresses).await?;
-        }
-        let split = split_own(&scan.deposits, &own_hashes(&mut tx, scan.chain, &scan.deposits).await?);
-        record_own(&mut tx, &split.own, now).await?;
-        let mut changed = upsert_deposits(&mut tx, scan, &split.deposits, now).await?;
-        // Only the live watcher, which follows reorgs (EVM) and settles slots
-        // (Solana) before it confirms, confirms the chain's other pending
-        // deposits; a backfill or a gap scan records its own deposits alone.
-        if let (Some(through), CursorMove::Live { .. }) = (scan.confirmed_through, &scan.cursor) {
-            changed.extend(confirm_through(&mut tx, scan.chain, through, now).await?);
-        }
-        let statuses = changed.iter().map(|c| (c.deposit.id.clone(), c.deposit.status)).collect();
-        let announced = !changed.is_empty();
-        announce_changed(&mut tx, changed, now).await?;
+        let statuses = scan_in(&mut tx, scan).await?;
         tx.commit().await?;
-        if announced {
+        if !statuses.is_empty() {
             self.outbox.notify_one();
         }
         Ok(statuses)
@@ -318,6 +295,35 @@ impl Store {
         }
         Ok(statuses)
     }
+}
+
+/// What [`Store::commit_scan`] writes, inside `tx` (whose fence the caller
+/// checked): the deposits whose status it set or changed, each with its
+/// event. The caller wakes the outbox after its commit when there are any.
+pub async fn scan_in(tx: &mut Tx, scan: &ScanCommit) -> Result<Vec<(String, DepositStatus)>, StoreError> {
+    let now = now_micros();
+    if let CursorMove::Live { expected, watch_version } = scan.cursor {
+        coverage::move_live_cursor(tx, scan, expected, watch_version, now).await?;
+        record_blocks(tx, scan).await?;
+    }
+    if let CursorMove::Address { address, expected, next, slot } = &scan.cursor {
+        move_address_cursor(tx, scan.chain, address, expected.as_deref(), next, *slot, now).await?;
+    }
+    if let CursorMove::Gap { live_from, addresses } = &scan.cursor {
+        coverage::move_gap_cursor(tx, scan, *live_from, addresses).await?;
+    }
+    let split = split_own(&scan.deposits, &own_hashes(tx, scan.chain, &scan.deposits).await?);
+    record_own(tx, &split.own, now).await?;
+    let mut changed = upsert_deposits(tx, scan, &split.deposits, now).await?;
+    // Only the live watcher, which follows reorgs (EVM) and settles slots
+    // (Solana) before it confirms, confirms the chain's other pending
+    // deposits; a backfill or a gap scan records its own deposits alone.
+    if let (Some(through), CursorMove::Live { .. }) = (scan.confirmed_through, &scan.cursor) {
+        changed.extend(confirm_through(tx, scan.chain, through, now).await?);
+    }
+    let statuses = changed.iter().map(|c| (c.deposit.id.clone(), c.deposit.status)).collect();
+    announce_changed(tx, changed, now).await?;
+    Ok(statuses)
 }
 
 /// Keeps the scanned blocks' hashes (and only the recent ones).

@@ -4,8 +4,11 @@
 //! with traces off): the difference is reported with the block it arose
 //! in, found within the bisection's bound of balance reads, and named as
 //! the internal call of its transaction; the token that agrees exits 0,
-//! a height before the credit agrees; `--repair` credits it once, with its
-//! event, and neither a second repair nor a backfill that reads traces
+//! a height before the credit agrees; on this production store `--repair`
+//! goes through the service as a treasury operator's request, which a
+//! second one approves (the ether being unpriced) or refuses, never its
+//! requester even when the row names another; it credits once, with its
+//! event, and neither another repair nor a backfill that reads traces
 //! credits it again; a height not indexed is refused.
 
 use crate::common;
@@ -13,14 +16,18 @@ use crate::common;
 use std::time::Duration;
 
 use alloy::primitives::{Address, U256};
+use alloy::transports::http::reqwest::Method;
 use common::{
     CHAIN,
     anvil::{Anvil, Mined},
+    api::{send, send_json},
     chain_toml,
     cli::Env,
-    eventually,
+    dead_port, eventually,
+    platform::api_up,
 };
-use serde_json::Value;
+use serde_json::{Value, json};
+use sqlx::Connection;
 
 /// `reconcile` with `args`: its exit code, JSON lines (with `--json`) or
 /// text, and stderr.
@@ -131,21 +138,70 @@ async fn an_internal_credit_the_watcher_missed_is_found_in_its_block_and_named()
     assert_eq!(code, 0, "{json}");
     assert_eq!(lines(&json)[0]["ledger"], "0.000000000000000105");
 
-    // --repair records the missed credit as the scan would have: once,
-    // CONFIRMED, announced; then everything agrees, and neither a second
-    // repair nor a backfill that reads traces credits it again.
+    // In production a repair is a treasury operator's decision through the
+    // service: the store alone refuses it.
     let internal = movements[0]["transaction_hash"].as_str().unwrap().to_string();
-    let (code, text, err) = reconcile(&env, &["--repair"]);
-    assert_eq!(code, 0, "{text}{err}");
-    assert!(err.contains("repaired: 1 deposits recorded"), "{err}");
-    assert!(err.contains(&format!("repaired: 0.000000000000000011 ETH ({internal}) to alice")), "{err}");
-    assert_eq!(err.matches("repaired: 0.").count(), 1, "only the credit it wrote: {err}");
-    assert_eq!(text.lines().last(), Some("reconciled 1 addresses: 0 differ"), "{text}");
+    let (code, _, err) = reconcile(&env, &["--repair"]);
+    assert!(code == 2 && err.contains("--server"), "{err}");
     let credited = |deposits: Vec<custody_indexer::deposits::resource::Deposit>| {
         deposits.into_iter().filter(|d| d.transaction_hash == internal).collect::<Vec<_>>()
     };
+    let (tess, theo) =
+        (env.production_operator("Tess", "treasury"), env.production_operator("Theo", "treasury"));
+    let port = dead_port();
+    let _serve = env.serve(port);
+    api_up(port).await;
+    let base = format!("http://127.0.0.1:{port}");
+    let ask = |key: &str| {
+        let args =
+            ["reconcile", "--chain", CHAIN.as_str(), "--repair", "--server", &base, "--reason", "traces off"];
+        let out = env.command(&args).env("CUSTODY_INDEXER_OPERATOR_KEY", key).output().unwrap();
+        let text = String::from_utf8(out.stdout).unwrap();
+        (out.status.code().unwrap(), text, String::from_utf8_lossy(&out.stderr).to_string())
+    };
+    let decide = |key: String, id: String, verdict: &'static str| {
+        let url = format!("{base}/operator/v1/reconciliation/repairs/{id}/{verdict}");
+        async move { send_json(Method::POST, &url, Some(&key), Some(&json!({}))).await }
+    };
+    // The ether has no price in the chain file: the repair waits for a
+    // second treasury operator, and a refusal records nothing.
+    let (code, text, err) = ask(&tess);
+    assert_eq!(code, 1, "it waits: {text}{err}");
+    assert!(text.contains("AWAITING_APPROVAL (unpriced)"), "{text}");
+    assert!(
+        text.contains(&format!("block {missed} 0.000000000000000011 ETH to alice ({internal})")),
+        "{text}"
+    );
+    let id = |text: &str| text.split_whitespace().nth(1).unwrap().trim_end_matches(':').to_string();
+    let refused = decide(theo.clone(), id(&text), "refuse").await;
+    assert_eq!((refused.status, &refused.body["status"]), (200, &json!("REFUSED")), "{:?}", refused.body);
+    assert!(credited(store.deposits_on_chain(CHAIN).await.unwrap()).is_empty(), "a refusal records nothing");
+
+    // Asked again: its requester cannot approve it, even after whoever
+    // writes the database names another requester on its row (the audit
+    // log names who asked); another treasury operator can, once.
+    let (code, text, _) = ask(&tess);
+    assert_eq!(code, 1, "{text}");
+    let repair = id(&text);
+    let mut sql = sqlx::AnyConnection::connect(&env.database_url).await.unwrap();
+    sqlx::query("UPDATE reconcile_repairs SET requested_by = 'operator:someone-else' WHERE id = $1")
+        .bind(&repair)
+        .execute(&mut sql)
+        .await
+        .unwrap();
+    let own = decide(tess.clone(), repair.clone(), "approve").await;
+    assert_eq!(own.status, 403, "four eyes: {:?}", own.body);
+    let approved = decide(theo.clone(), repair.clone(), "approve").await;
+    assert_eq!((approved.status, &approved.body["status"]), (200, &json!("APPLIED")), "{:?}", approved.body);
+    let again = decide(theo.clone(), repair.clone(), "approve").await;
+    assert_eq!(again.status, 409, "{:?}", again.body);
+
+    // The missed credit is recorded as the scan would have: once,
+    // CONFIRMED, announced; then everything agrees, and neither another
+    // repair nor a backfill that reads traces credits it again.
     let repaired = credited(store.deposits_on_chain(CHAIN).await.unwrap());
     assert_eq!(repaired.len(), 1);
+    assert_eq!(approved.body["deposits"], json!([repaired[0].id]), "{:?}", approved.body);
     assert_eq!(
         (repaired[0].status.as_str(), repaired[0].amount.as_str()),
         ("CONFIRMED", "0.000000000000000011")
@@ -153,8 +209,22 @@ async fn an_internal_credit_the_watcher_missed_is_found_in_its_block_and_named()
     let events = store.events_after("default", None, 100).await.unwrap();
     let announced = events.iter().filter(|e| e.envelope["data"]["id"] == repaired[0].id).count();
     assert!(announced >= 1, "its deposit_v2 event: {events:?}");
-    let (code, _, err) = reconcile(&env, &["--repair"]);
-    assert!(code == 0 && !err.contains("repaired"), "{err}");
+    let (code, text, _) = reconcile(&env, &[]);
+    assert_eq!((code, text.lines().last()), (0, Some("reconciled 1 addresses: 0 differ")), "{text}");
+    let (code, _, err) = ask(&theo);
+    assert!(code == 2 && err.contains("finds no missed credit"), "{err}");
+    let listed = send(Method::GET, &format!("{base}/operator/v1/reconciliation/repairs"), Some(&theo)).await;
+    let statuses: Vec<&str> =
+        listed.body["data"].as_array().unwrap().iter().map(|r| r["status"].as_str().unwrap()).collect();
+    assert_eq!(statuses, ["APPLIED", "REFUSED"], "{:?}", listed.body);
+    let logged: Vec<String> = sqlx::query_scalar(
+        "SELECT action FROM audit_log WHERE target_kind = 'repair' AND target_id = $1 ORDER BY seq",
+    )
+    .bind(&repair)
+    .fetch_all(&mut sql)
+    .await
+    .unwrap();
+    assert_eq!(logged, ["reconcile.repair_requested", "reconcile.repair_applied"]);
     let file = env.chains.join("test.toml");
     let traced = std::fs::read_to_string(&file).unwrap().replacen("chain_id", "traces = true\nchain_id", 1);
     std::fs::write(&file, traced).unwrap();
@@ -168,9 +238,13 @@ async fn an_internal_credit_the_watcher_missed_is_found_in_its_block_and_named()
     assert_eq!(credited(store.deposits_on_chain(CHAIN).await.unwrap()).len(), 1, "credited once");
     assert_eq!(store.deposits_on_chain(CHAIN).await.unwrap().len(), 4);
 
-    // --repair never confirms above the settled height.
-    let (code, _, err) = reconcile(&env, &["--repair", "--at-block", &(head_now(&store).await).to_string()]);
-    assert!(code == 2 && err.contains("only at or below block"), "{err}");
+    // A repair is the service's, at its settled height: never at a height
+    // the caller picks.
+    let head = head_now(&store).await.to_string();
+    let args = ["reconcile", "--chain", CHAIN.as_str(), "--repair", "--server", &base, "--at-block", &head];
+    let out = env.command(&args).env("CUSTODY_INDEXER_OPERATOR_KEY", &theo).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.code() == Some(2) && err.contains("--at-block is refused with --server"), "{err}");
 
     // A height not indexed, an unknown asset and an unwatched address are
     // refused, with 2: never 1, which says something differs.

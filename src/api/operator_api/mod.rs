@@ -14,6 +14,7 @@ mod me;
 mod on_ramp;
 pub(super) mod operators;
 mod reconciliation;
+mod repairs;
 mod users;
 
 use axum::{
@@ -132,6 +133,9 @@ pub(super) fn routes() -> (Router<ApiState>, utoipa::openapi::OpenApi) {
         .routes(routes!(audit::list))
         .routes(routes!(disputes::list))
         .routes(routes!(reconciliation::list))
+        .routes(routes!(repairs::request, repairs::list))
+        .routes(routes!(repairs::approve))
+        .routes(routes!(repairs::refuse))
         .routes(routes!(identities::decide))
         .routes(routes!(identities::import))
         .routes(routes!(issuance::record))
