@@ -18,7 +18,9 @@ mod sending;
 
 pub use crate::rpc::{Cause, RpcFailure};
 use errors::{TransientPolicy, error_kind, is_range_too_large};
-pub use projections::{BlockReceipt, FeeReceipt, RpcBlock, RpcHeader, RpcReceipt, RpcTransaction, TxStatus};
+pub use projections::{
+    BlockReceipt, FeeReceipt, RpcBlock, RpcHeader, RpcReceipt, RpcReceiptLogs, RpcTransaction, TxStatus,
+};
 use projections::{FeeHeader, RpcBlockTime};
 
 use std::{
@@ -357,6 +359,14 @@ impl EvmRpc {
     pub async fn receipts(&self, hashes: &[B256]) -> Result<Vec<RpcReceipt>, RpcFailure> {
         const METHOD: &str = "eth_getTransactionReceipt";
         let found: Vec<Option<RpcReceipt>> = self.by_hash(METHOD, hashes).await?;
+        let missing = |hash: &B256| self.missing(METHOD, format!("no receipt for mined transaction {hash}"));
+        found.into_iter().zip(hashes).map(|(receipt, hash)| receipt.ok_or_else(|| missing(hash))).collect()
+    }
+
+    /// The receipts of `hashes` with their logs, in order.
+    pub async fn receipts_with_logs(&self, hashes: &[B256]) -> Result<Vec<RpcReceiptLogs>, RpcFailure> {
+        const METHOD: &str = "eth_getTransactionReceipt";
+        let found: Vec<Option<RpcReceiptLogs>> = self.by_hash(METHOD, hashes).await?;
         let missing = |hash: &B256| self.missing(METHOD, format!("no receipt for mined transaction {hash}"));
         found.into_iter().zip(hashes).map(|(receipt, hash)| receipt.ok_or_else(|| missing(hash))).collect()
     }

@@ -359,13 +359,17 @@ impl One<'_> {
         let blocks = self.rpc.blocks(number, number).await?;
         let Some(block) = blocks.first() else { return Ok((Vec::new(), Vec::new())) };
         let hashes: Vec<B256> = block.transactions.iter().map(|tx| tx.hash).collect();
-        let succeeded = decode::succeeded(&self.rpc.receipts(&hashes).await?);
+        let receipts = self.rpc.receipts_with_logs(&hashes).await?;
+        let succeeded: decode::Succeeded =
+            receipts.iter().filter(|r| r.receipt.succeeded()).map(|r| r.receipt.transaction_hash).collect();
         let assets = EvmAssets::from_config(self.config);
         let contracts = assets.contracts();
         let logs = if contracts.is_empty() {
             Vec::new()
         } else {
-            self.rpc.logs_by_hash(&[block.hash], &contracts, decode::transfer_topic()).await?.concat()
+            let answered =
+                self.rpc.logs_by_hash(&[block.hash], &contracts, decode::transfer_topic()).await?.concat();
+            transfer_logs(answered, &receipts, &contracts)
         };
         let traces = self.rpc.traces(block.hash).await.ok();
         let watch = WatchSet::build(
@@ -390,6 +394,28 @@ impl One<'_> {
         found.extend(outflows(block, &logs, &succeeded, self.owner, self.asset));
         Ok((found, credits))
     }
+}
+
+/// The token `Transfer` logs of a block: those the logs answer holds and
+/// those its receipts hold, once each (by transaction and log index), so
+/// that a log one answer left out is still decoded.
+fn transfer_logs(
+    answered: Vec<alloy::rpc::types::Log>,
+    receipts: &[crate::evm::rpc::RpcReceiptLogs],
+    contracts: &[Address],
+) -> Vec<alloy::rpc::types::Log> {
+    let topic = decode::transfer_topic();
+    let key = |log: &alloy::rpc::types::Log| (log.transaction_hash, log.log_index);
+    let mut seen: std::collections::HashSet<_> = answered.iter().map(key).collect();
+    let mut logs = answered;
+    for log in receipts.iter().flat_map(|r| &r.logs) {
+        let transfer = contracts.contains(&log.address()) && log.topics().first() == Some(&topic);
+        if transfer && seen.insert(key(log)) {
+            logs.push(log.clone());
+        }
+    }
+    logs.sort_by_key(|log| log.log_index);
+    logs
 }
 
 /// What left `owner` in `block` in `asset`: its own successful

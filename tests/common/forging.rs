@@ -3,7 +3,9 @@
 //! every answer that could show it (`eth_getLogs` by range or by block
 //! hash, the transaction's receipt, the block's receipts, and the block's
 //! `logsBloom`), so that no check a single provider's answers allow can
-//! tell it from a real one.
+//! tell it from a real one. Or one that leaves out every `Transfer` log of
+//! a token to an address from its `eth_getLogs` answers, as a provider
+//! whose log index lost them does.
 
 use std::{
     net::SocketAddr,
@@ -31,6 +33,9 @@ struct Proxy {
     upstream: String,
     client: reqwest::Client,
     forged: Mutex<Option<Forged>>,
+    /// The token and the receiver (as a topic) whose transfers `eth_getLogs`
+    /// leaves out.
+    dropped: Mutex<Option<(String, String)>>,
 }
 
 pub struct ForgingRpc {
@@ -46,7 +51,12 @@ impl Drop for ForgingRpc {
 }
 
 pub async fn start(upstream: String) -> ForgingRpc {
-    let proxy = Arc::new(Proxy { upstream, client: reqwest::Client::new(), forged: Mutex::new(None) });
+    let proxy = Arc::new(Proxy {
+        upstream,
+        client: reqwest::Client::new(),
+        forged: Mutex::new(None),
+        dropped: Mutex::new(None),
+    });
     let app = Router::new().route("/", post(handle)).with_state(proxy.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr: SocketAddr = listener.local_addr().unwrap();
@@ -96,6 +106,13 @@ impl ForgingRpc {
         });
     }
 
+    /// From now on, `eth_getLogs` answers leave out every `Transfer` of
+    /// `token` to `to` (receipts still hold them).
+    pub fn drop_transfers(&self, token: Address, to: Address) {
+        let topic = format!("{:#x}", word(to.as_slice()));
+        *self.proxy.dropped.lock().unwrap() = Some((format!("{token:#x}"), topic));
+    }
+
     async fn ask(&self, method: &str, params: Value) -> Value {
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
         let answer: Value = self
@@ -116,16 +133,28 @@ impl ForgingRpc {
 async fn handle(State(proxy): State<Arc<Proxy>>, Json(body): Json<Value>) -> Json<Value> {
     let answer = proxy.client.post(&proxy.upstream).json(&body).send().await.unwrap();
     let mut value: Value = answer.json().await.unwrap();
-    let Some(forged) = proxy.forged.lock().unwrap().clone() else { return Json(value) };
+    let forged = proxy.forged.lock().unwrap().clone();
+    let dropped = proxy.dropped.lock().unwrap().clone();
+    let lie = |call: &Value, answer: &mut Value| {
+        if let Some(forged) = &forged {
+            forge(forged, call, answer);
+        }
+        if let Some((token, to)) = &dropped
+            && call["method"] == "eth_getLogs"
+            && let Some(logs) = answer.get_mut("result").and_then(Value::as_array_mut)
+        {
+            logs.retain(|log| !(lower(&log["address"]) == *token && lower(&log["topics"][2]) == *to));
+        }
+    };
     match (&body, &mut value) {
         (Value::Array(calls), Value::Array(answers)) => {
             for answer in answers.iter_mut() {
                 if let Some(call) = calls.iter().find(|c| c["id"] == answer["id"]) {
-                    forge(&forged, call, answer);
+                    lie(call, answer);
                 }
             }
         }
-        (call, answer) => forge(&forged, call, answer),
+        (call, answer) => lie(call, answer),
     }
     Json(value)
 }

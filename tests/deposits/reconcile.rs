@@ -301,3 +301,79 @@ async fn a_node_without_old_state_is_said_never_guessed_over() {
     assert!(err.contains("read failed") && err.contains("eth_getBalance"), "{err}");
     assert!(json.is_empty(), "nothing guessed: {json}");
 }
+
+/// A provider whose `eth_getLogs` answers leave out every `Transfer` of a
+/// token to a watched address: the watcher, which reads logs, never sees
+/// the deposit; `reconcile` finds the difference in its block and names
+/// the token log (the block's receipts hold it), and the repair, worth 7
+/// USD, is one treasury operator's decision: applied at once, once.
+// The proxy serves from this runtime while the commands block a thread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_transfer_left_out_of_the_logs_is_found_and_a_small_repair_takes_one_operator() {
+    let anvil = Anvil::start().await;
+    let tusd = anvil.deploy_token("TUSD").await;
+    let proxy = common::forging::start(anvil.url()).await;
+    let env =
+        Env::with_chain_file(&chain_toml(std::slice::from_ref(&proxy.url), Some(&tusd.to_string()), ""));
+    let alice = Address::repeat_byte(0xa1);
+    proxy.drop_transfers(tusd, alice);
+    let start = anvil.head().await + 1;
+    env.identity("default", "identity-1");
+    let (address, from) = (alice.to_string(), start.to_string());
+    env.ok(&[
+        "accounts",
+        "add",
+        "--account-id",
+        "alice",
+        "--identity-id",
+        "identity-1",
+        "--type",
+        "SEGREGATED",
+        "--address",
+        &address,
+        "--chains",
+        CHAIN.as_str(),
+        "--from-block",
+        &from,
+    ]);
+    let _run = env.spawn_run(CHAIN);
+    anvil.token(tusd).mint(alice, U256::from(7_000_000u64)).from(anvil.accounts[5]).mined().await;
+    let minted = anvil.head().await;
+    anvil.mine(20).await;
+    let store = env.store().await;
+    eventually(Duration::from_secs(60), "the chain indexed past the mint", || async {
+        let indexed = store.chain_state(CHAIN).await.unwrap()?.next_block;
+        (indexed > minted + 10).then_some(())
+    })
+    .await;
+    assert!(store.deposits_on_chain(CHAIN).await.unwrap().is_empty(), "the watcher never saw it");
+
+    let (code, json, err) = reconcile(&env, &["--json", "--asset", "TUSD"]);
+    assert_eq!(code, 1, "{json}{err}");
+    let line = &lines(&json)[0];
+    assert_eq!((&line["difference"], &line["divergent_block"]), (&json!("7"), &json!(minted)), "{line}");
+    let movements = line["movements"].as_array().unwrap();
+    assert_eq!(movements.len(), 1, "{line}");
+    assert_eq!((&movements[0]["how"], &movements[0]["direction"]), (&json!("token_log"), &json!("in")));
+    assert_eq!(movements[0]["amount"], "7");
+
+    let tess = env.production_operator("Tess", "treasury");
+    let port = dead_port();
+    let _serve = env.serve(port);
+    api_up(port).await;
+    let base = format!("http://127.0.0.1:{port}");
+    let args =
+        ["reconcile", "--chain", CHAIN.as_str(), "--repair", "--server", &base, "--reason", "logs lost"];
+    let out = env.command(&args).env("CUSTODY_INDEXER_OPERATOR_KEY", &tess).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "applied at once: {text}");
+    assert!(text.contains("APPLIED (7 USD)"), "{text}");
+    let deposits = store.deposits_on_chain(CHAIN).await.unwrap();
+    assert_eq!(deposits.len(), 1, "{deposits:?}");
+    assert_eq!((deposits[0].status.as_str(), deposits[0].amount.as_str()), ("CONFIRMED", "7"));
+    assert_eq!(deposits[0].transaction_hash, movements[0]["transaction_hash"].as_str().unwrap());
+    let (code, text, err) = reconcile(&env, &["--asset", "TUSD"]);
+    assert_eq!((code, text.lines().last()), (0, Some("reconciled 1 addresses: 0 differ")), "{text}{err}");
+    let again = env.command(&args).env("CUSTODY_INDEXER_OPERATOR_KEY", &tess).output().unwrap();
+    assert_eq!(again.status.code(), Some(2), "nothing left to repair");
+}

@@ -95,6 +95,17 @@ pub struct RpcReceipt {
     pub root: Option<B256>,
 }
 
+/// A receipt with its logs: where a reconciliation reads a block's token
+/// transfers beside the logs answer (`eth_getLogs`), which a provider may
+/// have left one out of.
+#[derive(Debug, Clone, Deserialize)]
+pub struct RpcReceiptLogs {
+    #[serde(flatten)]
+    pub receipt: RpcReceipt,
+    #[serde(default)]
+    pub logs: Vec<alloy::rpc::types::Log>,
+}
+
 impl RpcReceipt {
     pub fn succeeded(&self) -> bool {
         succeeded(self.status)
