@@ -110,6 +110,9 @@ pub enum Outcome {
     Confirmed,
     /// More providers than a quorum can spare serve its block without it.
     NotOnQuorum,
+    /// Its transaction left the chain in a reorg: the deposit `FAILED` as
+    /// any reorged one does.
+    Reorged,
 }
 
 impl Outcome {
@@ -118,11 +121,14 @@ impl Outcome {
             Outcome::Open => "OPEN",
             Outcome::Confirmed => "CONFIRMED",
             Outcome::NotOnQuorum => NOT_ON_QUORUM,
+            Outcome::Reorged => "REORGED",
         }
     }
 
     pub fn parse(text: &str) -> Option<Self> {
-        [Outcome::Open, Outcome::Confirmed, Outcome::NotOnQuorum].into_iter().find(|o| o.as_str() == text)
+        [Outcome::Open, Outcome::Confirmed, Outcome::NotOnQuorum, Outcome::Reorged]
+            .into_iter()
+            .find(|o| o.as_str() == text)
     }
 
     fn of(decision: Decision) -> Self {
@@ -234,5 +240,6 @@ mod tests {
         assert_eq!(other().describe(H), "another block at that height (0xbb)");
         assert_eq!(Answer::Silent.describe(H), "no answer");
         assert_eq!(Outcome::parse("NOT_ON_QUORUM"), Some(Outcome::NotOnQuorum));
+        assert_eq!(Outcome::parse("REORGED"), Some(Outcome::Reorged));
     }
 }

@@ -194,8 +194,9 @@ impl Store {
             .collect()
     }
 
-    /// Marks orphaned deposits `FAILED`; one seen again in the meantime is
-    /// left alone. Returns the ids that failed.
+    /// Marks orphaned deposits `FAILED`, closing a providers' dispute still
+    /// open about one as `REORGED`; one seen again in the meantime is left
+    /// alone. Returns the ids that failed.
     pub async fn fail_orphans(&self, ids: &[String]) -> Result<Vec<String>, StoreError> {
         let mut tx = self.begin().await?;
         self.check_own_fence(&mut tx).await?;
@@ -211,6 +212,14 @@ impl Store {
             .fetch_optional(&mut *tx)
             .await?;
             if row.is_some() {
+                sqlx::query(
+                    "UPDATE provider_disputes SET outcome = 'REORGED', updated_at = $1
+                     WHERE deposit_id = $2 AND outcome = 'OPEN'",
+                )
+                .bind(now)
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
                 failed.push(id.clone());
             }
         }

@@ -12,9 +12,15 @@ use custody_indexer::{
     account::{AccountAddress, AccountType},
     amount::Amount,
     chain::Chain,
-    deposits::resource::{DepositStatus, Detected, Position, SourceType, TokenTransfer},
+    deposits::{
+        quorum::{Dispute, Outcome, UrlAnswer},
+        resource::{DepositStatus, Detected, Position, SourceType, TokenTransfer},
+    },
     identity::{Event as IdentityEvent, State, Type},
-    store::{BlockRef, CursorMove, NewAccount, NewIdentity, Rewind, ScanCommit, Store, StoreError},
+    store::{
+        BlockRef, CursorMove, NewAccount, NewIdentity, QuorumSettlement, Rewind, ScanCommit, Store,
+        StoreError,
+    },
 };
 
 const ALICE: &str = "0x1111111111111111111111111111111111111111";
@@ -47,6 +53,24 @@ fn detected(tx: u8, position: Position, block: u64, hash: &str, raw: u64) -> Det
         source_account_id: None,
         currency_symbol: "USDC".into(),
         amount: Amount::from_raw(U256::from(raw), 6),
+    }
+}
+
+/// An open dispute about deposit `id`: one URL answered its block without it.
+fn dispute(id: &str) -> Dispute {
+    Dispute {
+        deposit_id: id.into(),
+        chain: CHAIN,
+        account_id: "alice".into(),
+        address: ALICE.into(),
+        asset: "ETH".into(),
+        transaction_hash: "0x00".into(),
+        block_number: 22,
+        block_hash: "0xa22".into(),
+        answers: vec![UrlAnswer { url: "http://b.example/…".into(), answered: "absent".into() }],
+        outcome: Outcome::Open,
+        first_seen_at: String::new(),
+        updated_at: String::new(),
     }
 }
 
@@ -236,11 +260,27 @@ async fn a_rewind_orphans_pending_deposits_which_reappear_or_fail() {
         assert_eq!(orphans[0].tx_hash, format!("0x{:064x}", 3));
         let ids: Vec<String> =
             store.deposits_on_chain(CHAIN).await.unwrap().iter().map(|d| d.id.clone()).collect();
+        // The providers disputed both the orphan and the one that reappeared.
+        let disputes: Vec<Dispute> = ids[1..].iter().map(|id| dispute(id)).collect();
+        let settlement = QuorumSettlement { confirmed: vec![], failed: vec![], disputes };
+        store.settle_on_quorum(&settlement).await.unwrap();
         assert_eq!(
             store.fail_orphans(&ids).await.unwrap(),
             vec![orphans[0].id.clone()],
             "only the orphan fails"
         );
+        let outcomes: Vec<(String, &str)> = store
+            .disputes(Some(CHAIN), false, 10)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|d| (d.deposit_id, d.outcome.as_str()))
+            .collect();
+        assert!(
+            outcomes.contains(&(orphans[0].id.clone(), "REORGED")),
+            "the orphan's dispute ends: {outcomes:?}"
+        );
+        assert_eq!(outcomes.iter().filter(|(_, o)| *o == "OPEN").count(), 1, "the other waits: {outcomes:?}");
 
         let all = store.deposits_on_chain(CHAIN).await.unwrap();
         let statuses: Vec<_> = all.iter().map(|d| (d.amount.as_str(), d.status)).collect();
