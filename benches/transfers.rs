@@ -136,6 +136,7 @@ async fn main() {
         eip3009: true,
         issued: false,
         daily_mint_cap: None,
+        usd: Some("1".into()),
         precompile: false,
     });
     let mut chains = Chains::default();

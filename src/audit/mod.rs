@@ -215,6 +215,10 @@ pub struct Detail {
     /// [`crate::operators::tenants::contact_digest`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contact_sha256: Option<String>,
+    /// A reconciliation repair as it was asked for: the digest of its
+    /// chain, scope, credits and worth (see `reconcile::repairs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repair_sha256: Option<String>,
 }
 
 impl Detail {

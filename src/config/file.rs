@@ -348,6 +348,9 @@ fn assets(file: &ChainFile) -> Result<Vec<AssetConfig>, String> {
             }
             crate::amount::Cents::parse(cap).map_err(|e| format!("asset {symbol}: daily_mint_cap: {e}"))?;
         }
+        if let Some(usd) = &asset.usd {
+            crate::amount::Amount::parse(usd, 6).map_err(|e| format!("asset {symbol}: usd: {e}"))?;
+        }
         if asset.contract_address.eq_ignore_ascii_case(super::EIP7708_SYSTEM) {
             return Err(format!(
                 "asset {symbol}: {} is where EIP-7708 logs native transfers, not a token",

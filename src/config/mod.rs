@@ -120,6 +120,12 @@ pub struct AssetConfig {
     /// it, in a UTC day, every mint waits for a second operator's approval.
     #[serde(default)]
     pub daily_mint_cap: Option<String>,
+    /// Dollars one whole unit is worth (`"1"` for a dollar stablecoin):
+    /// what a reconciliation repair of it is worth. Without it a repair of
+    /// the token has no known worth and always waits for a second
+    /// treasury operator.
+    #[serde(default)]
+    pub usd: Option<String>,
     /// EVM only: a native token at a precompile address with no bytecode
     /// (Base's B20 tokens since its Beryl upgrade). Its `Transfer` logs are
     /// deposits like any ERC-20's; without the mark, an asset whose

@@ -3,8 +3,11 @@
 //! EVM signature must recover the key's address, an Ed25519 one verify
 //! for its public key), and no key but the gas sponsor signs more than
 //! `CUSTODY_INDEXER_SIGNER_MAX_PER_MINUTE` times in a minute in this
-//! process (a call the backend did not answer signed nothing and is not
-//! counted). A bad signature or a refusal is counted
+//! process. A call the backend failed is uncounted, as it most likely
+//! signed nothing, but at most that many a minute: a backend that signs and
+//! then fails its answer (a timed-out token call, an answer lost on the
+//! way) cannot be made to sign without bound. A bad signature or a refusal
+//! is counted
 //! (`custody_indexer_bad_signatures_total`,
 //! `custody_indexer_signer_refusals_total`) and logged at `ERROR`.
 
@@ -60,11 +63,13 @@ pub struct Guarded {
     inner: Arc<dyn Signer>,
     limit: u32,
     recent: Mutex<HashMap<(KeyRef, Family), VecDeque<i64>>>,
+    /// When each key's failed calls were uncounted, within the minute.
+    released: Mutex<HashMap<(KeyRef, Family), VecDeque<i64>>>,
 }
 
 impl Guarded {
     pub fn new(inner: Arc<dyn Signer>, limit: u32) -> Self {
-        Guarded { inner, limit, recent: Mutex::default() }
+        Guarded { inner, limit, recent: Mutex::default(), released: Mutex::default() }
     }
 
     /// Admits one signature by `key`: the time it is counted at (`None` for
@@ -88,11 +93,17 @@ impl Guarded {
         })
     }
 
-    /// Uncounts a signature admitted at `at` that the backend did not make
-    /// (it did not answer, or refused): a token away for a while must not
-    /// use up the key's minute with calls that signed nothing.
+    /// Uncounts a signature admitted at `at` that the backend failed (it
+    /// did not answer, or refused), unless the key had as many failures
+    /// uncounted in the minute as it may sign: a token away for a while
+    /// must not use up the key's minute with calls that signed nothing.
     fn release(&self, key: KeyRef, family: Family, at: Option<i64>) {
         let Some(at) = at else { return };
+        let mut released = self.released.lock().expect("signature rate lock");
+        let given = released.entry((key, family)).or_default();
+        if admit(given, crate::store::now_micros(), self.limit).is_err() {
+            return;
+        }
         let mut recent = self.recent.lock().expect("signature rate lock");
         if let Some(times) = recent.get_mut(&(key, family))
             && let Some(i) = times.iter().rposition(|t| *t == at)
@@ -279,24 +290,34 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn calls_a_backend_did_not_answer_do_not_use_up_the_keys_rate() {
-        let away = Away { signer: MnemonicSigner::from_phrase(PHRASE).unwrap(), failing: 20.into() };
-        let signer = Guarded::new(Arc::new(away), 2);
+    async fn calls_a_backend_failed_do_not_use_up_the_keys_rate_up_to_a_bound() {
+        let away = |failing: u32| Away {
+            signer: MnemonicSigner::from_phrase(PHRASE).unwrap(),
+            failing: failing.into(),
+        };
         let hash = B256::repeat_byte(3);
-        for _ in 0..10 {
+        // Three failures, three signatures a minute: back, the key signs
+        // its three, then is refused.
+        let signer = Guarded::new(Arc::new(away(3)), 3);
+        for _ in 0..3 {
             let evm = signer.sign_evm_hash(KeyRef::Account(2), hash).await;
             assert!(matches!(evm, Err(KeyError::Token(_))), "{evm:?}");
+        }
+        for _ in 0..3 {
+            signer.sign_evm_hash(KeyRef::Account(2), hash).await.expect("back, within the rate");
+        }
+        let fourth = signer.sign_evm_hash(KeyRef::Account(2), hash).await;
+        assert!(matches!(fourth, Err(KeyError::RateLimited(_, 3))), "{fourth:?}");
+        // No more failures uncounted in a minute than the key may sign:
+        // two of four are, the other two count, and the fifth is refused
+        // without reaching the backend.
+        let signer = Guarded::new(Arc::new(away(5)), 2);
+        for _ in 0..4 {
             let solana = signer.sign_solana(KeyRef::Account(2), b"m".to_vec()).await;
             assert!(matches!(solana, Err(KeyError::Token(_))), "{solana:?}");
         }
-        // Back: the key signs its two of the minute in each family, then
-        // is refused.
-        for _ in 0..2 {
-            signer.sign_evm_hash(KeyRef::Account(2), hash).await.expect("back, within the rate");
-            signer.sign_solana(KeyRef::Account(2), b"m".to_vec()).await.expect("back, within the rate");
-        }
-        let third = signer.sign_evm_hash(KeyRef::Account(2), hash).await;
-        assert!(matches!(third, Err(KeyError::RateLimited(_, 2))), "{third:?}");
+        let fifth = signer.sign_solana(KeyRef::Account(2), b"m".to_vec()).await;
+        assert!(matches!(fifth, Err(KeyError::RateLimited(_, 2))), "{fifth:?}");
     }
 
     #[tokio::test]

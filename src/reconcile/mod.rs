@@ -356,7 +356,8 @@ pub struct Repair {
     /// prices none of a native credit (no `native_usd`).
     pub usd: Option<String>,
     pub status: RepairStatus,
-    /// Who asked (`operator:<id>`), as the audit log records it.
+    /// Who asked (`operator:<id>`), as the request recorded it (a decision
+    /// reads the requester from the audit log).
     pub requested_by: String,
     pub reason: String,
     pub decided_by: Option<String>,

@@ -3,11 +3,14 @@
 //! reconciles the chain itself and records the missed credits it finds,
 //! at once when they are worth at most `--repair-second-operator-above`,
 //! otherwise once a second treasury operator approves. Every step is an
-//! audit entry in the transaction that makes it. At the approval the
-//! service reconciles again and records only the credits both
-//! reconciliations found, so a row rewritten meanwhile can take credits
-//! away but never add one; the requester, whom the approver must not be,
-//! is read from the hash-chained audit log, never from the row.
+//! audit entry in the transaction that makes it. Repairs one operator
+//! applied alone in the last day count toward the threshold, so splitting
+//! one does not get around it. The request's entry holds the digest of
+//! what was asked (chain, scope, credits, worth): a row rewritten
+//! afterwards is refused at the decision. At the approval the service
+//! reconciles again and records only the credits both reconciliations
+//! found; the requester, whom the approver must not be, is read from the
+//! hash-chained audit log, never from the row.
 
 use super::{
     Credit, ReconcileError, Repair, RepairScope, RepairStatus, Report, evm,
@@ -15,7 +18,7 @@ use super::{
     rules,
 };
 use crate::{
-    audit::{self, Actor, Record},
+    audit::{self, Actor, Detail, Record},
     config::ChainConfig,
     deposits::resource::Detected,
     evm::rpc::EvmRpc,
@@ -79,10 +82,13 @@ pub async fn request(
         .into());
     }
     let credits: Vec<Credit> = missed.iter().map(Credit::of).collect();
-    let worth = rules::repair_worth(&valued(config, &missed), config.transfers.native_usd_micros());
+    let worth = rules::repair_worth(&valued(config, &missed));
     let id = uuid::Uuid::new_v4().to_string();
     let (by, now) = (ask.by.recorded(), now_micros());
     let mut tx = store.begin().await?;
+    // The audit log's head first, as every repair takes it: requests and
+    // decisions (and the day's sum below) come one at a time.
+    audit::lock(&mut tx).await?;
     let new = reconcile_repairs::NewRepair {
         id: &id,
         chain: config.chain.as_str(),
@@ -94,8 +100,13 @@ pub async fn request(
         now,
     };
     reconcile_repairs::insert(&mut tx, &new).await?;
-    append(&mut tx, store, ask.by, "reconcile.repair_requested", &id, Some(ask.reason)).await?;
-    let wrote = if rules::needs_second_operator(worth, ask.second_operator_above) {
+    let kept = reconcile_repairs::repair_in(&mut tx, &id).await?;
+    let detail = Detail { repair_sha256: Some(digest(&kept)), ..Detail::default() };
+    let request = (ask.by, "reconcile.repair_requested", id.as_str());
+    append(&mut tx, store, request, Some(ask.reason), Some(detail)).await?;
+    let alone =
+        reconcile_repairs::applied_alone_since(&mut tx, config.chain.as_str(), now - DAY_MICROS).await?;
+    let wrote = if rules::needs_second_operator(worth, alone, ask.second_operator_above) {
         false
     } else {
         apply(&mut tx, store, config, (&id, ask.by), report.settled, missed).await?;
@@ -124,17 +135,25 @@ pub async fn decide(
         let (report, found) = reconciled(store, rpc, config, &repair.scope).await?;
         let again: Vec<Detected> =
             found.into_iter().filter(|d| repair.credits.contains(&Credit::of(d))).collect();
+        if again.is_empty() {
+            return Err(StoreError::Conflict(format!(
+                "the reconciliation finds none of repair {id}'s credits missed any more: refuse it"
+            ))
+            .into());
+        }
         let mut tx = store.begin().await?;
+        audit::lock(&mut tx).await?;
         apply(&mut tx, store, config, (id, by), report.settled, again).await?;
         tx
     } else {
         let mut tx = store.begin().await?;
+        audit::lock(&mut tx).await?;
         if !reconcile_repairs::decide(&mut tx, id, RepairStatus::Refused, &by.recorded(), &[], now_micros())
             .await?
         {
             return Err(not_awaiting(id));
         }
-        append(&mut tx, store, by, "reconcile.repair_refused", id, reason).await?;
+        append(&mut tx, store, (by, "reconcile.repair_refused", id), reason, None).await?;
         tx
     };
     tx.commit().await.map_err(StoreError::from)?;
@@ -156,6 +175,13 @@ async fn awaiting(store: &Store, id: &str, by: &Actor) -> Result<Repair, RepairE
     };
     second_pair(&Actor::from_recorded(&requested.actor), by)
         .map_err(|refusal| RepairError::FourEyes { id: id.to_string(), refusal })?;
+    let asked = requested.detail.as_deref().and_then(Detail::parse).and_then(|d| d.repair_sha256);
+    if asked.as_deref() != Some(digest(&repair).as_str()) {
+        return Err(StoreError::Conflict(format!(
+            "repair {id} is not what its request in the audit log asked for: refuse it and ask again"
+        ))
+        .into());
+    }
     if repair.status != RepairStatus::AwaitingApproval {
         return Err(not_awaiting(id));
     }
@@ -186,7 +212,18 @@ async fn apply(
     {
         return Err(not_awaiting(id));
     }
-    append(tx, store, by, "reconcile.repair_applied", id, None).await
+    append(tx, store, (by, "reconcile.repair_applied", id), None, None).await
+}
+
+/// A day in microseconds: the window of repairs applied alone that count
+/// toward the threshold.
+const DAY_MICROS: i64 = 24 * 3600 * 1_000_000;
+
+/// What a repair's request entry holds of it: its chain, scope, credits
+/// and worth, bound to its id. A row rewritten afterwards no longer matches.
+pub fn digest(repair: &Repair) -> String {
+    let fields = serde_json::json!([repair.id, repair.chain, repair.scope, repair.credits, repair.usd]);
+    crate::api_key::sha256_hex(fields.to_string().as_bytes())
 }
 
 /// The reconciliation of the scope at the settled height, and the missed
@@ -211,21 +248,27 @@ async fn reconciled(
     Ok((report, missed))
 }
 
-/// Each credit as its worth is figured: raw amount, decimals, native.
-fn valued(config: &ChainConfig, missed: &[Detected]) -> Vec<(alloy::primitives::U256, u8, bool)> {
-    missed
-        .iter()
-        .map(|d| (d.amount.raw(), d.amount.decimals(), d.currency_symbol == config.native.symbol))
-        .collect()
+/// Each credit as its worth is figured: raw amount, decimals, and the
+/// micro-dollars a whole unit is worth (the native coin's `native_usd`, a
+/// token's `usd`; none when the chain file gives none).
+fn valued(config: &ChainConfig, missed: &[Detected]) -> Vec<(alloy::primitives::U256, u8, Option<u128>)> {
+    let price = |symbol: &str| {
+        if symbol == config.native.symbol {
+            return config.transfers.native_usd_micros();
+        }
+        let usd = config.assets.iter().find(|a| a.symbol == symbol)?.usd.as_deref()?;
+        crate::amount::Amount::parse(usd, 6).ok().map(|a| a.raw().to::<u128>())
+    };
+    missed.iter().map(|d| (d.amount.raw(), d.amount.decimals(), price(&d.currency_symbol))).collect()
 }
 
+/// The audit entry of `actor`'s `action` on repair `id`.
 async fn append(
     tx: &mut Tx,
     store: &Store,
-    actor: &Actor,
-    action: &str,
-    id: &str,
+    (actor, action, id): (&Actor, &str, &str),
     reason: Option<&str>,
+    detail: Option<Detail>,
 ) -> Result<(), RepairError> {
     let record = Record {
         actor,
@@ -235,7 +278,7 @@ async fn append(
         organization_id: None,
         reason,
         request_id: None,
-        detail: None,
+        detail,
     };
     audit::append(tx, store.cipher().ok(), record).await?;
     Ok(())

@@ -81,18 +81,14 @@ pub fn unexplained_debits(line: &Line) -> Vec<Debit> {
         .collect()
 }
 
-/// A dollar in micro-dollars: what each unit of a token is counted at.
-const DOLLAR_MICROS: u128 = 1_000_000;
-
-/// What missed credits (`raw` amount, decimals, whether native) are worth
-/// in micro-dollars, each rounded up so that a repair at the threshold's
-/// edge waits for a second operator: a token at a dollar a unit (the
-/// platform's tokens are dollar stablecoins), the native coin at
-/// `native_usd_micros`. `None` when a native credit has no price (the chain
-/// file sets no `native_usd`): such a repair counts as above any threshold.
-pub fn repair_worth(credits: &[(U256, u8, bool)], native_usd_micros: Option<u128>) -> Option<u128> {
-    credits.iter().try_fold(0u128, |sum, &(raw, decimals, native)| {
-        let price = if native { native_usd_micros? } else { DOLLAR_MICROS };
+/// What missed credits (`raw` amount, decimals, the micro-dollars a whole
+/// unit is worth) are worth in micro-dollars, each rounded up so that a
+/// repair at the threshold's edge waits for a second operator. `None` when
+/// a credit has no price (the chain file gives its asset none): such a
+/// repair counts as above any threshold.
+pub fn repair_worth(credits: &[(U256, u8, Option<u128>)]) -> Option<u128> {
+    credits.iter().try_fold(0u128, |sum, &(raw, decimals, price)| {
+        let price = price?;
         let unit = U256::from(10u8).pow(U256::from(decimals));
         let micros = raw.saturating_mul(U256::from(price)).div_ceil(unit);
         Some(sum.saturating_add(u128::try_from(micros).unwrap_or(u128::MAX)))
@@ -100,9 +96,11 @@ pub fn repair_worth(credits: &[(U256, u8, bool)], native_usd_micros: Option<u128
 }
 
 /// Whether a repair worth `worth` waits for a second treasury operator:
-/// above `above_micros`, or of no known worth.
-pub fn needs_second_operator(worth: Option<u128>, above_micros: u128) -> bool {
-    worth.is_none_or(|w| w > above_micros)
+/// of no known worth, or above `above_micros` together with what repairs
+/// applied by one operator alone recorded on the chain in the last day
+/// (`alone`), so that splitting a repair does not get around the threshold.
+pub fn needs_second_operator(worth: Option<u128>, alone: u128, above_micros: u128) -> bool {
+    worth.is_none_or(|w| w.saturating_add(alone) > above_micros)
 }
 
 #[cfg(test)]
@@ -256,28 +254,31 @@ mod tests {
     }
     #[test]
     fn a_repair_is_worth_its_credits_in_dollars_rounded_up() {
-        let eth = |wei: u64| (U256::from(wei), 18u8, true);
-        let usdc = |raw: u64| (U256::from(raw), 6u8, false);
-        let price = Some(3_000_000_000u128); // 3,000 USD an ether
-        for (credits, native, worth, why) in [
-            (vec![usdc(2_500_000)], None, Some(2_500_000), "a token at a dollar a unit, no price needed"),
-            (vec![eth(1_000_000_000_000_000_000)], price, Some(3_000_000_000), "one ether"),
-            (vec![eth(1)], price, Some(1), "one wei is worth a micro-dollar, rounded up"),
-            (vec![eth(1), usdc(1)], None, None, "native with no price: no known worth"),
-            (vec![usdc(1), usdc(2)], None, Some(3), "summed"),
-            (vec![], None, Some(0), "nothing"),
-            (vec![(U256::MAX, 0, false)], None, Some(u128::MAX), "saturates, never wraps"),
+        let eth = |wei: u64| (U256::from(wei), 18u8, Some(3_000_000_000u128)); // 3,000 USD an ether
+        let usdc = |raw: u64| (U256::from(raw), 6u8, Some(1_000_000u128));
+        let wbtc = |raw: u64| (U256::from(raw), 8u8, None);
+        for (credits, worth, why) in [
+            (vec![usdc(2_500_000)], Some(2_500_000), "a dollar stablecoin"),
+            (vec![eth(1_000_000_000_000_000_000)], Some(3_000_000_000), "one ether"),
+            (vec![eth(1)], Some(1), "one wei is worth a micro-dollar, rounded up"),
+            (vec![wbtc(1), usdc(1)], None, "a token with no price: no known worth"),
+            (vec![usdc(1), usdc(2)], Some(3), "summed"),
+            (vec![], Some(0), "nothing"),
+            (vec![(U256::MAX, 0, Some(1))], Some(u128::MAX), "saturates, never wraps"),
         ] {
-            assert_eq!(repair_worth(&credits, native), worth, "{why}");
+            assert_eq!(repair_worth(&credits), worth, "{why}");
         }
         let above = 10_000_000_000u128; // 10,000 USD
-        for (worth, second, why) in [
-            (Some(above), false, "at the threshold: one operator"),
-            (Some(above + 1), true, "above it: a second"),
-            (None, true, "of no known worth: a second"),
-            (Some(0), false, "nothing"),
+        for (worth, alone, second, why) in [
+            (Some(above), 0, false, "at the threshold: one operator"),
+            (Some(above + 1), 0, true, "above it: a second"),
+            (None, 0, true, "of no known worth: a second"),
+            (Some(0), 0, false, "nothing"),
+            (Some(1), above, true, "split: the day's repairs by one operator count"),
+            (Some(above / 2), above / 2, false, "together at the threshold"),
+            (Some(1), u128::MAX, true, "saturates"),
         ] {
-            assert_eq!(needs_second_operator(worth, above), second, "{why}");
+            assert_eq!(needs_second_operator(worth, alone, above), second, "{why}");
         }
     }
 }

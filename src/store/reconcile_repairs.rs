@@ -73,6 +73,25 @@ pub async fn decide(
     Ok(done.rows_affected() == 1)
 }
 
+/// What repairs of `chain` applied by their requester alone (no second
+/// operator) since `since` (microseconds) were worth, in micro-dollars.
+pub async fn applied_alone_since(tx: &mut Tx, chain: &str, since: i64) -> Result<u128, StoreError> {
+    let rows = sqlx::query(
+        "SELECT usd_micros FROM reconcile_repairs
+         WHERE chain = $1 AND status = 'APPLIED' AND decided_by = requested_by AND created_at >= $2",
+    )
+    .bind(chain)
+    .bind(since)
+    .fetch_all(&mut **tx)
+    .await?;
+    let mut sum = 0u128;
+    for row in rows {
+        let worth: Option<i64> = row.try_get("usd_micros")?;
+        sum = sum.saturating_add(worth.map_or(u128::MAX, |w| w.max(0) as u128));
+    }
+    Ok(sum)
+}
+
 /// One repair, read inside `tx`.
 pub async fn repair_in(tx: &mut Tx, id: &str) -> Result<Repair, StoreError> {
     let row = sqlx::query("SELECT * FROM reconcile_repairs WHERE id = $1")

@@ -191,6 +191,25 @@ async fn an_internal_credit_the_watcher_missed_is_found_in_its_block_and_named()
         .unwrap();
     let own = decide(tess.clone(), repair.clone(), "approve").await;
     assert_eq!(own.status, 403, "four eyes: {:?}", own.body);
+    // Nor can the row be made to ask for other credits than its request
+    // did: the request's audit entry holds their digest.
+    let credits: String = sqlx::query_scalar("SELECT credits FROM reconcile_repairs WHERE id = $1")
+        .bind(&repair)
+        .fetch_one(&mut sql)
+        .await
+        .unwrap();
+    let rewrite = |credits: String| {
+        sqlx::query("UPDATE reconcile_repairs SET credits = $1 WHERE id = $2")
+            .bind(credits)
+            .bind(repair.clone())
+    };
+    rewrite(credits.replace("0.000000000000000011", "0.000000000000000012")).execute(&mut sql).await.unwrap();
+    let bent = decide(theo.clone(), repair.clone(), "approve").await;
+    assert_eq!(bent.status, 409, "{:?}", bent.body);
+    let said = bent.body["message"].as_str().unwrap();
+    assert!(said.contains("not what its request in the audit log asked for"), "{said}");
+    assert!(credited(store.deposits_on_chain(CHAIN).await.unwrap()).is_empty());
+    rewrite(credits).execute(&mut sql).await.unwrap();
     let approved = decide(theo.clone(), repair.clone(), "approve").await;
     assert_eq!((approved.status, &approved.body["status"]), (200, &json!("APPLIED")), "{:?}", approved.body);
     let again = decide(theo.clone(), repair.clone(), "approve").await;
@@ -313,8 +332,9 @@ async fn a_token_transfer_left_out_of_the_logs_is_found_and_a_small_repair_takes
     let anvil = Anvil::start().await;
     let tusd = anvil.deploy_token("TUSD").await;
     let proxy = common::forging::start(anvil.url()).await;
-    let env =
-        Env::with_chain_file(&chain_toml(std::slice::from_ref(&proxy.url), Some(&tusd.to_string()), ""));
+    // TUSD is a dollar stablecoin: its repairs are priced.
+    let toml = chain_toml(std::slice::from_ref(&proxy.url), Some(&tusd.to_string()), "") + "usd = \"1\"\n";
+    let env = Env::with_chain_file(&toml);
     let alice = Address::repeat_byte(0xa1);
     proxy.drop_transfers(tusd, alice);
     let start = anvil.head().await + 1;

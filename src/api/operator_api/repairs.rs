@@ -67,12 +67,16 @@ impl From<RepairError> for ApiError {
             RepairError::Reconcile(crate::reconcile::ReconcileError::Refused(message)) => {
                 ApiError::invalid(message)
             }
+            RepairError::Reconcile(not_yet @ crate::reconcile::ReconcileError::NotIndexed(_)) => {
+                ApiError::coded(StatusCode::CONFLICT, ErrorCode::Conflict, not_yet.to_string())
+            }
+            // What the node or its provider answered goes to the log only.
             other => {
                 tracing::warn!(error = %other, "a repair's reconciliation failed");
                 ApiError::coded(
                     StatusCode::SERVICE_UNAVAILABLE,
                     ErrorCode::ChainUnavailable,
-                    other.to_string(),
+                    "the reconciliation could not read the chain now; nothing was recorded, try again later",
                 )
             }
         }

@@ -113,6 +113,7 @@ fn token_2022_is_matched_with_its_program() {
         eip3009: false,
         issued: false,
         daily_mint_cap: None,
+        usd: None,
         precompile: false,
     });
     assert_eq!(decode(name, &[to], &config), vec![row(to, "HELP", "0.01", from)]);

@@ -291,6 +291,7 @@ fn a_token_2022_transfer_fee_is_not_credited() {
         eip3009: false,
         issued: false,
         daily_mint_cap: None,
+        usd: None,
         precompile: false,
     });
     assert_eq!(tx.deposits(&[WALLET], &config), vec![row(WALLET, "FEE", "9.9", PAYER)]);
