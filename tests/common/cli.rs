@@ -264,6 +264,29 @@ impl Env {
         assert!(out.status.success() || stderr.contains("already exists"), "{args:?} failed: {stderr}");
     }
 
+    /// Account `id` of the default organization, `SEGREGATED`, with
+    /// `address` on the test chain watched from block `from`.
+    pub fn add_account_from(&self, id: &str, address: &str, from: u64) {
+        self.identity("default", "identity-1");
+        let from = from.to_string();
+        self.ok(&[
+            "accounts",
+            "add",
+            "--account-id",
+            id,
+            "--identity-id",
+            "identity-1",
+            "--type",
+            "SEGREGATED",
+            "--address",
+            address,
+            "--chains",
+            super::CHAIN.as_str(),
+            "--from-block",
+            &from,
+        ]);
+    }
+
     /// An account of `organization` with one address on `chain`.
     pub fn add_account_of(&self, organization: &str, id: &str, kind: &str, address: &str, chain: Chain) {
         self.identity(organization, "identity-1");

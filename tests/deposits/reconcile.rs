@@ -63,23 +63,7 @@ async fn an_internal_credit_the_watcher_missed_is_found_in_its_block_and_named()
     anvil.send_eth(funder, alice, U256::from(5u64)).await;
     anvil.mine(3).await;
     let start = anvil.head().await + 1;
-    env.identity("default", "identity-1");
-    env.ok(&[
-        "accounts",
-        "add",
-        "--account-id",
-        "alice",
-        "--identity-id",
-        "identity-1",
-        "--type",
-        "SEGREGATED",
-        "--address",
-        &alice.to_string(),
-        "--chains",
-        CHAIN.as_str(),
-        "--from-block",
-        &start.to_string(),
-    ]);
+    env.add_account_from("alice", &alice.to_string(), start);
     let _run = env.spawn_run(CHAIN);
     anvil.send_eth(funder, alice, U256::from(100u64)).await;
     anvil.token(tusd).mint(alice, U256::from(7_000_000u64)).from(anvil.accounts[5]).mined().await;
@@ -338,24 +322,7 @@ async fn a_token_transfer_left_out_of_the_logs_is_found_and_a_small_repair_takes
     let alice = Address::repeat_byte(0xa1);
     proxy.drop_transfers(tusd, alice);
     let start = anvil.head().await + 1;
-    env.identity("default", "identity-1");
-    let (address, from) = (alice.to_string(), start.to_string());
-    env.ok(&[
-        "accounts",
-        "add",
-        "--account-id",
-        "alice",
-        "--identity-id",
-        "identity-1",
-        "--type",
-        "SEGREGATED",
-        "--address",
-        &address,
-        "--chains",
-        CHAIN.as_str(),
-        "--from-block",
-        &from,
-    ]);
+    env.add_account_from("alice", &alice.to_string(), start);
     let _run = env.spawn_run(CHAIN);
     anvil.token(tusd).mint(alice, U256::from(7_000_000u64)).from(anvil.accounts[5]).mined().await;
     let minted = anvil.head().await;

@@ -41,25 +41,8 @@ async fn run_alarms_once_for_money_sent_from_an_address_without_the_platform() {
     // A dev account: its key signs outside the platform.
     let (funder, alice, stranger) = (anvil.accounts[0], anvil.accounts[3], anvil.accounts[7]);
     let start = anvil.head().await + 1;
-    env.identity("default", "identity-1");
     let alice_text = alice.to_string();
-    let from = start.to_string();
-    env.ok(&[
-        "accounts",
-        "add",
-        "--account-id",
-        "alice",
-        "--identity-id",
-        "identity-1",
-        "--type",
-        "SEGREGATED",
-        "--address",
-        &alice_text,
-        "--chains",
-        CHAIN.as_str(),
-        "--from-block",
-        &from,
-    ]);
+    env.add_account_from("alice", &alice_text, start);
     let key = env.production_operator("Tess", "treasury");
     let port = dead_port();
     let _run = env.listen("run", CHAIN, port, &[]);
