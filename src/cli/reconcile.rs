@@ -174,8 +174,8 @@ fn print(report: &Report, json: bool) -> anyhow::Result<()> {
         }
     } else {
         println!(
-            "{:<44} {:<8} {:>24} {:>24} {:>24} {:>10} BASELINE",
-            "ADDRESS", "ASSET", "ONCHAIN", "LEDGER", "DIFFERENCE", "BLOCK"
+            "{:<44} {:<20} {:<8} {:>24} {:>24} {:>24} {:>10} BASELINE",
+            "ADDRESS", "OF", "ASSET", "ONCHAIN", "LEDGER", "DIFFERENCE", "BLOCK"
         );
         for line in &report.lines {
             print_line(line);
@@ -200,9 +200,15 @@ fn print(report: &Report, json: bool) -> anyhow::Result<()> {
 
 fn print_line(line: &Line) {
     let block = line.divergent_block.map(|b| b.to_string()).unwrap_or_else(|| "-".into());
+    // An account's id, or a platform wallet's role.
+    let of = match (&line.wallet, &line.account_id) {
+        (Some(wallet), _) => format!("{wallet} wallet"),
+        (None, account) => account.clone().unwrap_or_default(),
+    };
     println!(
-        "{:<44} {:<8} {:>24} {:>24} {:>24} {:>10} {}",
+        "{:<44} {:<20} {:<8} {:>24} {:>24} {:>24} {:>10} {}",
         line.address,
+        of,
         line.asset,
         line.onchain,
         line.ledger,

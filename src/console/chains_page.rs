@@ -127,7 +127,11 @@ fn differences(run: &Run) -> Vec<DifferenceRow> {
                 .collect();
             DifferenceRow {
                 chain: run.chain.clone(),
-                account: text(line, "account_id"),
+                // A platform wallet has no account: its role instead.
+                account: match line["wallet"].as_str() {
+                    Some(wallet) => format!("{wallet} wallet"),
+                    None => text(line, "account_id"),
+                },
                 address: text(line, "address"),
                 asset: text(line, "asset"),
                 difference: text(line, "difference"),

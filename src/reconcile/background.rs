@@ -1,5 +1,5 @@
 //! `run`'s reconciliation: every `reconcile_every_secs` each watched
-//! address of an EVM chain is reconciled as `reconcile` does it, beside the
+//! address and platform wallet of an EVM chain is reconciled as `reconcile` does it, beside the
 //! chain's watcher and under its lease (one instance at a time). The result
 //! is kept for `health`, `/metrics` and `GET /operator/v1/reconciliation`;
 //! money that left an address without the platform is an alarm, once per
@@ -116,7 +116,7 @@ async fn pass(store: &Store, rpc: &EvmRpc, config: &ChainConfig) -> Result<Run, 
     for debit in &new {
         metrics::counter!("custody_indexer_unexplained_debits_total", "chain" => config.chain.as_str(), "asset" => debit.asset.clone())
             .increment(1);
-        error!(chain = %config.chain, address = debit.address, account = debit.account_id, asset = debit.asset,
+        error!(chain = %config.chain, address = debit.address, account = debit.account_id, wallet = debit.wallet, asset = debit.asset,
             block = debit.block, change = debit.change, transactions = ?debit.transactions,
             "money left a watched address without the platform");
     }
@@ -135,11 +135,15 @@ async fn keep(store: &Store, run: &Run, debits: &[Debit], now: i64) -> Result<Ve
         if reconcile_runs::alarmed(&mut tx, &target).await? {
             continue;
         }
+        let whose = match &debit.wallet {
+            Some(wallet) => format!("the {wallet} wallet {}", debit.address),
+            None => debit.address.clone(),
+        };
         let reason = format!(
             "{} {} left {} in block {} without the platform (transactions: {})",
             debit.change.trim_start_matches('-'),
             debit.asset,
-            debit.address,
+            whose,
             debit.block,
             if debit.transactions.is_empty() {
                 "none seen".to_string()

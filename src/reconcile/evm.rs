@@ -4,7 +4,7 @@
 //! arose, whose movements the watcher's own decoder names (with call
 //! traces where the node serves them).
 
-use alloy::primitives::{Address, B256, I256, U256};
+use alloy::primitives::{Address, I256, U256};
 
 use super::{
     Anchor, Baseline, Divergence, Line, Movement, ReconcileError, Report, Term, Watched,
@@ -14,17 +14,13 @@ use super::{
 use crate::{
     amount::Amount,
     config::{ChainConfig, Confirmation},
-    deposits::{
-        resource::{Detected, Position},
-        watch::WatchSet,
-    },
-    evm::{
-        decode::{self, BlockInput, EvmAssets},
-        rpc::EvmRpc,
-    },
+    deposits::resource::Detected,
+    evm::rpc::EvmRpc,
     rpc::RpcFailure,
-    store::Store,
+    store::{Store, reconcile_wallets::Funding},
 };
+
+mod named;
 
 /// The blocks whose movements a line names at most.
 const NAMED_BLOCKS: usize = 10;
@@ -81,7 +77,7 @@ pub async fn reconcile(
         let Ok(owner) = watched.address.parse::<Address>() else {
             return Err(ReconcileError::Refused(format!("{} is not an address", watched.address)));
         };
-        let terms = store.ledger_terms(config.chain, &watched.address, &config.native.symbol).await?;
+        let terms = terms_of(store, config, &watched).await?;
         for asset in &assets {
             let mine: Vec<Term> = terms.iter().filter(|t| t.asset == asset.symbol).cloned().collect();
             let one = One {
@@ -94,7 +90,7 @@ pub async fn reconcile(
                 terms: &mine,
                 settled: settled.height,
             };
-            match one.line(height).await {
+            match one.reconciled(height).await {
                 Ok((line, missed)) => {
                     report.lines.push(line);
                     report.missed.extend(missed);
@@ -110,6 +106,21 @@ pub async fn reconcile(
         }
     }
     Ok(report)
+}
+
+/// The ledger terms of `watched`, every asset: a platform wallet's also
+/// counts what the platform moved into it and the funding recorded.
+async fn terms_of(
+    store: &Store,
+    config: &ChainConfig,
+    watched: &Watched,
+) -> Result<Vec<Term>, ReconcileError> {
+    let (chain, native) = (config.chain, &config.native.symbol);
+    let mut terms = store.ledger_terms(chain, &watched.address, native).await?;
+    if watched.wallet.is_some() {
+        terms.extend(store.wallet_credit_terms(chain, &watched.address, native).await?);
+    }
+    Ok(terms)
 }
 
 /// The indexed height, and the settled one: the lowest of the confirmed
@@ -162,7 +173,10 @@ fn assets(config: &ChainConfig, only: Option<&str>) -> Result<Vec<Asset>, Reconc
 
 /// The watched addresses `ask` names: all of them, an account's, or one.
 async fn chosen(store: &Store, config: &ChainConfig, ask: &Ask) -> Result<Vec<Watched>, ReconcileError> {
-    let all = store.reconcile_watched(config.chain).await?;
+    let mut all = store.reconcile_watched(config.chain).await?;
+    if ask.account.is_none() {
+        all.extend(store.reconcile_wallets(config.chain, "evm").await?);
+    }
     let named = match (&ask.account, &ask.address) {
         (Some(account), _) => all.into_iter().filter(|w| &w.account_id == account).collect::<Vec<_>>(),
         (None, Some(address)) => {
@@ -198,6 +212,14 @@ impl From<crate::store::StoreError> for Failed {
     }
 }
 
+/// One line and what its located credits are: an account's missed
+/// deposits, or a platform wallet's funding.
+struct Found {
+    line: Line,
+    missed: Vec<Detected>,
+    funding: Vec<Funding>,
+}
+
 /// An address's asset compared at one height.
 struct Compared {
     height: u64,
@@ -210,6 +232,7 @@ struct Compared {
 }
 
 /// One address's asset.
+#[derive(Clone, Copy)]
 struct One<'a> {
     store: &'a Store,
     rpc: &'a EvmRpc,
@@ -244,6 +267,16 @@ impl One<'_> {
         let (chain, address, symbol) = (self.config.chain, &self.watched.address, &self.asset.symbol);
         if let Some(found) = self.store.reconcile_baseline(chain, address, symbol).await? {
             return Ok(found);
+        }
+        // A platform wallet has no watch start: the platform never knew
+        // what it held before, so its first reconciliation is its baseline.
+        if self.watched.wallet.is_some() {
+            let at = height.min(self.settled);
+            let anchor = Anchor { block: at, balance: self.onchain(at).await? };
+            return Ok(self
+                .store
+                .record_baseline(chain, address, symbol, anchor, Baseline::FirstReconciliation)
+                .await?);
         }
         // Never below the watch start: the caller skips a height under it.
         let block = self.watched.watch_from.unwrap_or_default().saturating_sub(1);
@@ -300,16 +333,80 @@ impl One<'_> {
     }
 
     /// The line of this address's asset at `height`, and the credits found
-    /// in the blocks where its balance rose unexplained.
-    async fn line(&self, height: u64) -> Result<(Line, Vec<Detected>), Failed> {
+    /// in the blocks where its balance rose unexplained: an account's
+    /// missed deposits, or the funding that reached a platform wallet.
+    async fn line(&self, height: u64) -> Result<Found, Failed> {
         let compared = self.compare(height).await?;
-        let (mut movements, mut missed) = (Vec::new(), Vec::new());
+        let (mut movements, mut missed, mut funding) = (Vec::new(), Vec::new(), Vec::new());
         for change in compared.changes.iter().take(NAMED_BLOCKS) {
             let (moved, credits) = self.movements(change.block).await?;
             movements.extend(moved);
-            missed.extend(self.unrecorded(change, credits));
+            if self.watched.wallet.is_none() {
+                missed.extend(self.unrecorded(change, credits));
+            } else if change.block <= self.settled {
+                funding.extend(self.funding(change, credits).await?);
+            }
         }
-        Ok((self.make_line(&compared, movements), missed))
+        Ok(Found { line: self.make_line(&compared, movements), missed, funding })
+    }
+
+    /// The credits of a block where a platform wallet's difference rose
+    /// that came from outside the platform, when they name that rise
+    /// exactly; none otherwise.
+    async fn funding(&self, change: &Change, credits: Vec<Detected>) -> Result<Vec<Funding>, Failed> {
+        if !change.by.is_positive() {
+            return Ok(Vec::new());
+        }
+        let hashes: Vec<String> = credits.iter().map(|d| d.tx_hash.clone()).collect();
+        let own = self.store.platform_transactions(self.config.chain, &hashes).await?;
+        let outside: Vec<Detected> = credits.into_iter().filter(|d| !own.contains(&d.tx_hash)).collect();
+        let sum = outside.iter().fold(I256::ZERO, |sum, d| sum + rules::signed(d.amount.raw()));
+        if sum != change.by {
+            return Ok(Vec::new());
+        }
+        Ok(outside
+            .into_iter()
+            .map(|d| Funding {
+                tx_hash: d.tx_hash,
+                position: d.position.to_string(),
+                asset: d.currency_symbol,
+                block: d.block_number,
+                amount: d.amount.raw(),
+            })
+            .collect())
+    }
+
+    /// The line at `height` and the missed deposits found, once the
+    /// funding found reaching a platform wallet is recorded.
+    async fn reconciled(&self, height: u64) -> Result<(Line, Vec<Detected>), Failed> {
+        let Found { line, missed, funding } = self.line(height).await?;
+        if funding.is_empty() {
+            return Ok((line, missed));
+        }
+        Ok((self.funded(height, line, &funding).await?, missed))
+    }
+
+    /// Records `funding` of this platform wallet and reconciles it again
+    /// with it counted: the line that agrees where the funding explains
+    /// the difference, naming the movements `first` found.
+    async fn funded(&self, height: u64, first: Line, funding: &[Funding]) -> Result<Line, Failed> {
+        let (chain, address) = (self.config.chain, &self.watched.address);
+        self.store.record_wallet_funding(chain, address, funding).await?;
+        for f in funding {
+            tracing::info!(%chain, address, wallet = ?self.watched.wallet, asset = f.asset, block = f.block,
+                transaction = f.tx_hash, amount = %f.amount, "a platform wallet was funded from outside the platform");
+        }
+        let mut terms = self.terms.to_vec();
+        terms.extend(funding.iter().map(|f| Term {
+            asset: f.asset.clone(),
+            block: f.block,
+            amount: f.amount,
+            kind: super::TermKind::Own,
+        }));
+        let again = One { terms: &terms, ..*self };
+        let mut line = again.line(height).await?.line;
+        line.movements = first.movements;
+        Ok(line)
     }
 
     fn make_line(&self, compared: &Compared, movements: Vec<Movement>) -> Line {
@@ -318,8 +415,8 @@ impl One<'_> {
         let changes = &compared.changes;
         Line {
             chain: self.config.chain.as_str().to_string(),
-            account_id: Some(self.watched.account_id.clone()),
-            wallet: None,
+            account_id: self.watched.wallet.is_none().then(|| self.watched.account_id.clone()),
+            wallet: self.watched.wallet.clone(),
             address: self.watched.address.clone(),
             asset: self.asset.symbol.clone(),
             at_block: compared.height,
@@ -347,119 +444,5 @@ impl One<'_> {
         }
         let decoded: Vec<U256> = credits.iter().map(|d| d.amount.raw()).collect();
         if rules::unrecorded(self.terms, change.block, &decoded) == change.by { credits } else { Vec::new() }
-    }
-
-    /// What moved this asset into or out of the address in `block`: the
-    /// watcher's decoder over the block, its logs and (where the node
-    /// serves them) its call traces, for what came in; the address's own
-    /// transactions and the token's logs from it, for what went out.
-    /// The credits are the decoder's own findings, as a scan would record
-    /// them.
-    async fn movements(&self, number: u64) -> Result<(Vec<Movement>, Vec<Detected>), RpcFailure> {
-        let blocks = self.rpc.blocks(number, number).await?;
-        let Some(block) = blocks.first() else { return Ok((Vec::new(), Vec::new())) };
-        let hashes: Vec<B256> = block.transactions.iter().map(|tx| tx.hash).collect();
-        let receipts = self.rpc.receipts_with_logs(&hashes).await?;
-        let succeeded: decode::Succeeded =
-            receipts.iter().filter(|r| r.receipt.succeeded()).map(|r| r.receipt.transaction_hash).collect();
-        let assets = EvmAssets::from_config(self.config);
-        let contracts = assets.contracts();
-        let logs = if contracts.is_empty() {
-            Vec::new()
-        } else {
-            let answered =
-                self.rpc.logs_by_hash(&[block.hash], &contracts, decode::transfer_topic()).await?.concat();
-            transfer_logs(answered, &receipts, &contracts)
-        };
-        let traces = self.rpc.traces(block.hash).await.ok();
-        let watch = WatchSet::build(
-            vec![(self.watched.address.clone(), self.watched.account_id.clone())],
-            |a: &str| a.parse::<Address>().ok(),
-        );
-        let input = BlockInput { block, succeeded: &succeeded, logs: &logs, traces: traces.as_deref() };
-        let credits: Vec<Detected> = decode::deposits_in_block(self.config.chain, &input, &watch, &assets)
-            .into_iter()
-            .filter(|d| d.currency_symbol == self.asset.symbol)
-            .collect();
-        let mut found: Vec<Movement> = credits
-            .iter()
-            .map(|d| Movement {
-                transaction_hash: d.tx_hash.clone(),
-                block: number,
-                direction: "in",
-                amount: d.amount.to_string(),
-                how: how(&d.position),
-            })
-            .collect();
-        found.extend(outflows(block, &logs, &succeeded, self.owner, self.asset));
-        Ok((found, credits))
-    }
-}
-
-/// The token `Transfer` logs of a block: those the logs answer holds and
-/// those its receipts hold, once each (by transaction and log index), so
-/// that a log one answer left out is still decoded.
-fn transfer_logs(
-    answered: Vec<alloy::rpc::types::Log>,
-    receipts: &[crate::evm::rpc::RpcReceiptLogs],
-    contracts: &[Address],
-) -> Vec<alloy::rpc::types::Log> {
-    let topic = decode::transfer_topic();
-    let key = |log: &alloy::rpc::types::Log| (log.transaction_hash, log.log_index);
-    let mut seen: std::collections::HashSet<_> = answered.iter().map(key).collect();
-    let mut logs = answered;
-    for log in receipts.iter().flat_map(|r| &r.logs) {
-        let transfer = contracts.contains(&log.address()) && log.topics().first() == Some(&topic);
-        if transfer && seen.insert(key(log)) {
-            logs.push(log.clone());
-        }
-    }
-    logs.sort_by_key(|log| log.log_index);
-    logs
-}
-
-/// What left `owner` in `block` in `asset`: its own successful
-/// transactions' value, or the token's `Transfer` logs from it.
-fn outflows(
-    block: &crate::evm::rpc::RpcBlock,
-    logs: &[alloy::rpc::types::Log],
-    succeeded: &decode::Succeeded,
-    owner: Address,
-    asset: &Asset,
-) -> Vec<Movement> {
-    let number = block.number.to();
-    let amount = |raw: U256| Amount::from_raw(raw, asset.decimals).to_string();
-    let out = |hash: String, raw: U256, how: &'static str| Movement {
-        transaction_hash: hash,
-        block: number,
-        direction: "out",
-        amount: amount(raw),
-        how,
-    };
-    match asset.token {
-        None => block
-            .transactions
-            .iter()
-            .filter(|tx| tx.from == owner && succeeded.contains(&tx.hash) && !tx.value.is_zero())
-            .map(|tx| out(tx.hash.to_string(), tx.value, "top_level"))
-            .collect(),
-        Some(token) => logs
-            .iter()
-            .filter(|log| log.address() == token && log.topics().get(1) == Some(&owner.into_word()))
-            .map(|log| {
-                let raw = U256::from_be_slice(log.data().data.get(..32).unwrap_or_default());
-                out(log.transaction_hash.unwrap_or_default().to_string(), raw, "token_log")
-            })
-            .collect(),
-    }
-}
-
-/// How a decoded movement moved: a transaction's own value, a token's
-/// `Transfer` log, or a contract's internal call.
-fn how(position: &Position) -> &'static str {
-    match position {
-        Position::Trace(_) => "internal_call",
-        Position::Log(_) => "token_log",
-        _ => "top_level",
     }
 }

@@ -95,11 +95,15 @@ pub struct Anchor {
 }
 
 /// A watched address of the chain: `(address, account_id)` and whether its
-/// watch is still catching up (a late registration's gap being scanned).
+/// watch is still catching up (a late registration's gap being scanned);
+/// or a platform wallet (`wallet` its role, `account_id` empty).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Watched {
     pub address: String,
     pub account_id: String,
+    /// The platform wallet's role (`sponsor`, `omnibus`, `settlement`,
+    /// `issuer`); `None` for an account's address.
+    pub wallet: Option<String>,
     /// The first block whose deposits count.
     pub watch_from: Option<u64>,
     pub catching_up: bool,
@@ -226,6 +230,8 @@ pub struct Debit {
     pub asset: String,
     pub block: u64,
     pub account_id: Option<String>,
+    /// The platform wallet's role, for a platform wallet.
+    pub wallet: Option<String>,
     /// How much the difference fell there, a negative decimal string.
     pub change: String,
     /// The transactions seen leaving the address in that block.

@@ -70,6 +70,7 @@ pub fn unexplained_debits(line: &Line) -> Vec<Debit> {
             asset: line.asset.clone(),
             block: d.block,
             account_id: line.account_id.clone(),
+            wallet: line.wallet.clone(),
             change: d.change.clone(),
             transactions: line
                 .movements

@@ -52,6 +52,7 @@ mod quotes;
 mod reconcile;
 pub mod reconcile_repairs;
 pub mod reconcile_runs;
+pub mod reconcile_wallets;
 mod refusal;
 pub(crate) mod request_signatures;
 pub use request_signatures::INSTANCE_SKEW_SECS;

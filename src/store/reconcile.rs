@@ -29,6 +29,7 @@ impl Store {
                 Ok(Watched {
                     address: r.try_get("address")?,
                     account_id: r.try_get("account_id")?,
+                    wallet: None,
                     watch_from: r.try_get::<Option<i64>, _>("watch_from")?.map(|b| b as u64),
                     catching_up: r.try_get::<i64, _>("catching_up")? != 0,
                 })

@@ -39,8 +39,8 @@ pub async fn record_debit(tx: &mut Tx, debit: &Debit, now: i64) -> Result<(), St
     let transactions = serde_json::to_string(&debit.transactions)
         .map_err(|e| StoreError::Invalid(format!("a debit's transactions: {e}")))?;
     sqlx::query(
-        "INSERT INTO unexplained_debits (chain, address, asset, block, account_id, change, transactions, first_seen_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+        "INSERT INTO unexplained_debits (chain, address, asset, block, account_id, change, transactions, first_seen_at, wallet)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
          ON CONFLICT (chain, address, asset, block) DO NOTHING",
     )
     .bind(&debit.chain)
@@ -51,6 +51,7 @@ pub async fn record_debit(tx: &mut Tx, debit: &Debit, now: i64) -> Result<(), St
     .bind(&debit.change)
     .bind(&transactions)
     .bind(now)
+    .bind(&debit.wallet)
     .execute(&mut **tx)
     .await?;
     Ok(())

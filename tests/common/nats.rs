@@ -23,6 +23,19 @@ pub struct NatsServer {
     child: Option<Child>,
     pub port: u16,
     store: tempfile::TempDir,
+    /// While the server is down, a bound socket that does not listen holds
+    /// its port: connections are refused, and no other test's listener
+    /// can take the port before the server starts again.
+    reserved: Option<tokio::net::TcpSocket>,
+}
+
+/// A socket bound to a free port of 127.0.0.1 (or to `port`), not listening.
+fn reserve(port: u16) -> tokio::net::TcpSocket {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    // A killed server's connections linger in TIME_WAIT on its port.
+    socket.set_reuseaddr(true).unwrap();
+    socket.bind(std::net::SocketAddr::from(([127, 0, 0, 1], port))).unwrap();
+    socket
 }
 
 impl NatsServer {
@@ -35,8 +48,9 @@ impl NatsServer {
     /// A server on a free port that is not started yet: its URL refuses
     /// connections until [`NatsServer::restart`].
     pub fn stopped() -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        Self { child: None, port, store: tempfile::tempdir().unwrap() }
+        let socket = reserve(0);
+        let port = socket.local_addr().unwrap().port();
+        Self { child: None, port, store: tempfile::tempdir().unwrap(), reserved: Some(socket) }
     }
 
     pub fn url(&self) -> String {
@@ -48,27 +62,36 @@ impl NatsServer {
         if let Some(mut child) = self.child.take() {
             child.kill().unwrap();
             child.wait().unwrap();
+            self.reserved = Some(reserve(self.port));
         }
     }
 
     /// Starts the server (again) on its port and store, once it listens.
     pub async fn restart(&mut self) {
         self.kill();
-        let child = Command::new(nats_bin())
+        self.reserved = None;
+        let mut child = Command::new(nats_bin())
             .args(["--addr", "127.0.0.1", "--port", &self.port.to_string(), "--jetstream", "--store_dir"])
             .arg(self.store.path())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("nats-server starts");
-        self.child = Some(child);
+        // Ready when it answers as a NATS server, and it is this one.
+        let options = || async_nats::ConnectOptions::new().connection_timeout(Duration::from_secs(1));
         for _ in 0..200 {
-            if tokio::net::TcpStream::connect(("127.0.0.1", self.port)).await.is_ok() {
+            if let Some(status) = child.try_wait().unwrap() {
+                panic!("nats-server on port {} exited at start: {status}", self.port);
+            }
+            if let Ok(client) = options().connect(self.url()).await {
+                drop(client);
+                self.child = Some(child);
                 return;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        panic!("nats-server did not listen on {}", self.port);
+        let _ = child.kill();
+        panic!("nats-server did not answer on {}", self.port);
     }
 
     /// The events' stream, as a consumer reads it.

@@ -231,7 +231,17 @@ async fn run_indexes_while_nats_is_down_and_publishes_when_it_returns() {
     .await;
 
     server.restart().await;
-    stream_holds(&server, served.len() as u64, "the outbox published once NATS is up").await;
+    let published = tokio::time::timeout(Duration::from_secs(90), async {
+        while server.count().await < served.len() as u64 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    assert!(
+        published.is_ok(),
+        "the outbox was not published within 90 s of NATS being up; run's log:\n{}",
+        std::fs::read_to_string(&log_path).unwrap()
+    );
     let messages = server.messages().await;
     let bodies: Vec<serde_json::Value> =
         messages.iter().map(|(_, _, body)| serde_json::from_str(body).unwrap()).collect();

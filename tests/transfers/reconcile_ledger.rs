@@ -3,7 +3,8 @@
 //! fee) equals its balances on chain, so it exits 0. Then an account's key
 //! used outside the platform (the address sends a token itself): an
 //! unexplained debit, reported with its block and the token's log, never
-//! credited or hidden, however often it is reconciled.
+//! credited or hidden, however often it is reconciled. The sponsor's wallet
+//! is reconciled beside them: funded from outside, then robbed.
 
 use crate::common;
 
@@ -75,4 +76,60 @@ async fn the_platforms_own_sends_reconcile_and_a_debit_outside_it_is_found() {
         deposits.iter().all(|d| d.transaction_hash != receipt.transaction_hash.to_string()),
         "never credited"
     );
+    the_sponsor_is_reconciled_as_a_platform_wallet(&s, &store).await;
+}
+
+/// The sponsor's wallet, a platform wallet: gas money an operator sends it
+/// from outside is located and recorded as its funding, so it agrees; its
+/// key used outside the platform is an unexplained debit, never hidden.
+async fn the_sponsor_is_reconciled_as_a_platform_wallet(s: &Setup, store: &custody_indexer::store::Store) {
+    let sponsor = s.sponsor.to_string();
+    let indexed_past = |what: &'static str| async move {
+        s.anvil.mine(5).await;
+        let head = s.anvil.head().await;
+        eventually(Duration::from_secs(60), what, || async {
+            (store.chain_state(CHAIN).await.unwrap()?.next_block > head).then_some(())
+        })
+        .await;
+    };
+    let line = |args: &[&str]| {
+        let (code, json, err) =
+            reconcile(s, &[&["--json", "--address", &sponsor, "--asset", "ETH"][..], args].concat());
+        let line: Value =
+            serde_json::from_str(json.lines().next().unwrap_or_else(|| panic!("{err}"))).unwrap();
+        (code, line)
+    };
+    let funded = s.anvil.send_eth(s.anvil.accounts[0], s.sponsor, U256::from(10u64.pow(18))).await;
+    indexed_past("the chain indexed past the funding").await;
+    let (code, funding) = line(&[]);
+    assert_eq!(code, 0, "funding from outside is recorded, not a difference: {funding}");
+    assert_eq!((&funding["wallet"], &funding["account_id"]), (&"sponsor".into(), &Value::Null), "{funding}");
+    assert_eq!(funding["difference"], "0", "{funding}");
+    let moved = &funding["movements"][0];
+    assert_eq!((&moved["direction"], &moved["amount"]), (&"in".into(), &"1".into()), "{funding}");
+    assert_eq!(moved["transaction_hash"], funded.to_string(), "{funding}");
+    let (code, again) = line(&[]);
+    assert_eq!((code, &again["movements"]), (0, &serde_json::json!([])), "recorded once: {again}");
+
+    // The sponsor's key signs outside the platform: 0.25 ETH and the fee leave.
+    let provider = &s.anvil.provider;
+    provider.raw_request::<_, Value>("anvil_impersonateAccount".into(), (s.sponsor,)).await.unwrap();
+    let quarter = U256::from(25u64 * 10u64.pow(16));
+    let stolen = s.anvil.send_eth(s.sponsor, s.outside, quarter).await;
+    let receipt = provider.get_transaction_receipt(stolen).await.unwrap().unwrap();
+    let fee = U256::from(receipt.gas_used) * U256::from(receipt.effective_gas_price);
+    indexed_past("the chain indexed past the debit").await;
+    let lost = custody_indexer::amount::Amount::from_raw(quarter + fee, 18).to_string();
+    for _ in 0..2 {
+        let (code, line) = line(&[]);
+        assert_eq!(code, 1, "{line}");
+        assert_eq!(line["difference"], format!("-{lost}"), "{line}");
+        assert_eq!(line["divergent_block"], receipt.block_number.unwrap(), "{line}");
+        let moved = &line["movements"][0];
+        assert_eq!(
+            (&moved["direction"], &moved["how"], &moved["amount"]),
+            (&"out".into(), &"top_level".into(), &"0.25".into())
+        );
+        assert_eq!(moved["transaction_hash"], stolen.to_string(), "{line}");
+    }
 }

@@ -1,0 +1,140 @@
+//! The rows a reconciliation reads and keeps for the platform's own
+//! wallets: which they are, what the platform moved into them, and the
+//! funding found reaching them from outside.
+
+use sqlx::Row;
+
+use super::{Store, StoreError, now_micros, to_i64};
+use crate::{
+    chain::Chain,
+    reconcile::{Term, TermKind, Watched},
+};
+
+/// A transfer found reaching a platform wallet from outside the platform.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Funding {
+    pub tx_hash: String,
+    pub position: String,
+    pub asset: String,
+    pub block: u64,
+    pub amount: alloy::primitives::U256,
+}
+
+impl Store {
+    /// The platform wallets of `family` (`evm`, `solana`) whose addresses
+    /// no account of `chain` watches (an omnibus account's address is
+    /// reconciled as that account's), in role order.
+    pub async fn reconcile_wallets(&self, chain: Chain, family: &str) -> Result<Vec<Watched>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT role, address FROM platform_keys k WHERE family = $1
+               AND NOT EXISTS (SELECT 1 FROM account_addresses a
+                               WHERE a.chain = $2 AND LOWER(a.address) = LOWER(k.address))
+             ORDER BY role",
+        )
+        .bind(family)
+        .bind(chain.as_str())
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(Watched {
+                    address: r.try_get("address")?,
+                    account_id: String::new(),
+                    wallet: Some(r.try_get("role")?),
+                    watch_from: None,
+                    catching_up: false,
+                })
+            })
+            .collect()
+    }
+
+    /// The credits of a platform wallet's ledger beyond what it sent: the
+    /// platform's transfers mined into it (a collect into the omnibus, an
+    /// off-ramp's stablecoin into the settlement wallet, a mint to it; the
+    /// native value as the transaction moved it) and the funding recorded.
+    pub async fn wallet_credit_terms(
+        &self,
+        chain: Chain,
+        address: &str,
+        native: &str,
+    ) -> Result<Vec<Term>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT t.currency_symbol AS asset,
+                    CASE WHEN t.currency_symbol = $3 THEN x.value ELSE t.amount_raw END AS amount_raw,
+                    x.block_number AS block_number
+             FROM transfers t JOIN transfer_transactions x ON x.transfer_id = t.id
+             WHERE t.chain = $1 AND LOWER(t.destination_address) = LOWER($2)
+               AND x.role = 'TRANSFER' AND x.state = 'MINED' AND x.block_number IS NOT NULL
+             UNION ALL SELECT asset, amount_raw, block_number FROM wallet_funding
+             WHERE chain = $1 AND address = $2",
+        )
+        .bind(chain.as_str())
+        .bind(address)
+        .bind(native)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                let raw: String = r.try_get("amount_raw")?;
+                Ok(Term {
+                    asset: r.try_get("asset")?,
+                    block: r.try_get::<i64, _>("block_number")? as u64,
+                    amount: super::parse_column(&raw, "amount_raw")?,
+                    kind: TermKind::Own,
+                })
+            })
+            .collect()
+    }
+
+    /// Which of `hashes` are transactions the platform signed on `chain`.
+    pub async fn platform_transactions(
+        &self,
+        chain: Chain,
+        hashes: &[String],
+    ) -> Result<Vec<String>, StoreError> {
+        let mut found = Vec::new();
+        for hash in hashes {
+            let row = sqlx::query(
+                "SELECT hash FROM transfer_transactions WHERE chain = $1 AND hash = $2
+                 UNION ALL SELECT hash FROM nonce_fillers WHERE chain = $1 AND hash = $2",
+            )
+            .bind(chain.as_str())
+            .bind(hash)
+            .fetch_optional(&self.pool)
+            .await?;
+            if row.is_some() {
+                found.push(hash.clone());
+            }
+        }
+        Ok(found)
+    }
+
+    /// Records the funding found reaching the platform wallet `address`;
+    /// one already recorded stays as it is.
+    pub async fn record_wallet_funding(
+        &self,
+        chain: Chain,
+        address: &str,
+        funding: &[Funding],
+    ) -> Result<(), StoreError> {
+        let mut tx = self.begin().await?;
+        for f in funding {
+            sqlx::query(
+                "INSERT INTO wallet_funding (chain, tx_hash, position, address, asset, amount_raw, block_number, recorded_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (chain, tx_hash, position) DO NOTHING",
+            )
+            .bind(chain.as_str())
+            .bind(&f.tx_hash)
+            .bind(&f.position)
+            .bind(address)
+            .bind(&f.asset)
+            .bind(f.amount.to_string())
+            .bind(to_i64(f.block)?)
+            .bind(now_micros())
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+}
