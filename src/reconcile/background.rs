@@ -4,14 +4,16 @@
 //! is kept for `health`, `/metrics` and `GET /operator/v1/reconciliation`;
 //! money that left an address without the platform is an alarm, once per
 //! block: counted, logged at ERROR and written to the audit log, in the
-//! transaction that keeps the run. Nothing is repaired here.
+//! transaction that keeps the run. Nothing is repaired here. Between
+//! passes, newly watched addresses' baselines are recorded
+//! ([`baselines`]).
 
 use std::{collections::BTreeMap, time::Duration};
 
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
-use super::{Debit, ReconcileError, Run, evm, rules};
+use super::{Debit, ReconcileError, Run, baselines, evm, rules};
 use crate::{
     audit::{self, Actor, Record},
     config::ChainConfig,
@@ -26,6 +28,9 @@ pub const FAILING: &str = "reconcile_failing";
 /// How long a failed pass waits before the next, at most.
 const RETRY_AFTER: Duration = Duration::from_secs(60);
 
+/// How often newly watched addresses' baselines are looked for.
+const BASELINES_EVERY: Duration = Duration::from_secs(2);
+
 /// Reconciles `config`'s chain every `reconcile_every` until `stop`: the
 /// first pass when the last one kept is that old (at once on a store that
 /// has none).
@@ -39,23 +44,29 @@ pub async fn every(config: ChainConfig, store: Store, stop: CancellationToken) {
         config.batch_size,
         config.reconcile_max_rps,
     );
-    let mut wait = match store.reconcile_runs(Some(chain)).await {
+    let wait = match store.reconcile_runs(Some(chain)).await {
         Ok(runs) => runs.first().map_or(Duration::ZERO, |run| {
             let elapsed = now_micros().saturating_sub(run.at_micros).max(0) as u64;
             period.saturating_sub(Duration::from_micros(elapsed))
         }),
         Err(_) => Duration::ZERO,
     };
+    let mut due = tokio::time::Instant::now() + wait;
     loop {
+        let nap = due.saturating_duration_since(tokio::time::Instant::now()).min(BASELINES_EVERY);
         tokio::select! {
             _ = stop.cancelled() => return,
-            _ = tokio::time::sleep(wait) => {}
+            _ = tokio::time::sleep(nap) => {}
+        }
+        record_baselines(&store, &rpc, &config).await;
+        if tokio::time::Instant::now() < due {
+            continue;
         }
         let passed = tokio::select! {
             _ = stop.cancelled() => return,
             passed = pass(&store, &rpc, &config) => passed,
         };
-        wait = match passed {
+        let wait = match passed {
             Ok(run) => {
                 let _ = store.clear_condition(Some(chain), FAILING, "reconciliation").await;
                 info!(%chain, at_block = run.at_block, lines = run.lines, differ = run.differ,
@@ -81,6 +92,18 @@ pub async fn every(config: ChainConfig, store: Store, stop: CancellationToken) {
                 period.min(RETRY_AFTER)
             }
         };
+        due = tokio::time::Instant::now() + wait;
+    }
+}
+
+/// Records newly watched addresses' baselines; a failure waits for the
+/// next try.
+async fn record_baselines(store: &Store, rpc: &EvmRpc, config: &ChainConfig) {
+    let chain = config.chain;
+    match baselines::record_new(store, rpc, config).await {
+        Ok(0) => {}
+        Ok(recorded) => debug!(%chain, recorded, "baselines recorded at watch starts"),
+        Err(error) => debug!(%chain, %error, "cannot record baselines at watch starts yet"),
     }
 }
 

@@ -36,10 +36,20 @@ pub struct Ask {
 
 /// An asset of the chain file: the native coin (`token` none) or a token.
 #[derive(Debug, Clone)]
-struct Asset {
-    symbol: String,
+pub(super) struct Asset {
+    pub(super) symbol: String,
     decimals: u8,
     token: Option<Address>,
+}
+
+impl Asset {
+    /// `owner`'s balance of this asset at the end of `block`.
+    pub(super) async fn balance(&self, rpc: &EvmRpc, owner: Address, block: u64) -> Result<U256, RpcFailure> {
+        match self.token {
+            None => rpc.balance_at(owner, block).await,
+            Some(token) => rpc.token_balance_at(token, owner, block).await,
+        }
+    }
 }
 
 /// Reconciles what `ask` names on the EVM chain of `config`.
@@ -126,12 +136,16 @@ async fn terms_of(
 /// The indexed height, and the settled one: the lowest of the confirmed
 /// height (by the node's head and by the head the watcher recorded), the
 /// indexed height and the block below the lowest `PENDING` deposit.
-struct Settled {
-    indexed: u64,
-    height: u64,
+pub(super) struct Settled {
+    pub(super) indexed: u64,
+    pub(super) height: u64,
 }
 
-async fn settled(store: &Store, rpc: &EvmRpc, config: &ChainConfig) -> Result<Settled, ReconcileError> {
+pub(super) async fn settled(
+    store: &Store,
+    rpc: &EvmRpc,
+    config: &ChainConfig,
+) -> Result<Settled, ReconcileError> {
     let chain = config.chain;
     let never = || ReconcileError::NotIndexed(chain);
     let state = store.chain_state(chain).await?.ok_or_else(never)?;
@@ -150,7 +164,7 @@ async fn settled(store: &Store, rpc: &EvmRpc, config: &ChainConfig) -> Result<Se
 }
 
 /// The assets of the chain file, or the one named.
-fn assets(config: &ChainConfig, only: Option<&str>) -> Result<Vec<Asset>, ReconcileError> {
+pub(super) fn assets(config: &ChainConfig, only: Option<&str>) -> Result<Vec<Asset>, ReconcileError> {
     let mut all =
         vec![Asset { symbol: config.native.symbol.clone(), decimals: config.native.decimals, token: None }];
     for asset in &config.assets {
@@ -248,10 +262,7 @@ struct One<'a> {
 impl One<'_> {
     /// The chain's balance at the end of `block`.
     async fn onchain(&self, block: u64) -> Result<U256, RpcFailure> {
-        match self.asset.token {
-            None => self.rpc.balance_at(self.owner, block).await,
-            Some(token) => self.rpc.token_balance_at(token, self.owner, block).await,
-        }
+        self.asset.balance(self.rpc, self.owner, block).await
     }
 
     /// `onchain − ledger` at the end of `block`.

@@ -9,7 +9,8 @@
 //!           − what the platform sent from it up to h (amounts and fees)
 //! ```
 //!
-//! [`rules`] holds the pure sums and the exit code, [`locate`] the
+//! [`rules`] holds the pure sums and the exit code, [`baselines`] the
+//! balances recorded when watching starts, [`locate`] the
 //! bisection that finds the blocks where a difference arose, [`evm`] the
 //! flow on an EVM chain, [`repair`] the missed credits recorded,
 //! [`repairs`] the repairs operators ask for through the service,
@@ -18,6 +19,7 @@
 //! `store/reconcile_repairs.rs`.
 
 pub mod background;
+pub mod baselines;
 pub mod evm;
 pub mod locate;
 pub mod repair;

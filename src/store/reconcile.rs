@@ -37,6 +37,40 @@ impl Store {
             .collect()
     }
 
+    /// The watched addresses of `chain` whose watch began at `since` or
+    /// later, that the live watcher covers, with no baseline recorded in
+    /// the native asset `native`.
+    pub async fn unrecorded_baselines(
+        &self,
+        chain: Chain,
+        native: &str,
+        since: u64,
+    ) -> Result<Vec<Watched>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT address, account_id, watch_from FROM account_addresses a
+             WHERE chain = $1 AND watch_from IS NOT NULL AND watch_from >= $2 AND live_from IS NOT NULL
+               AND NOT EXISTS (SELECT 1 FROM reconcile_baselines b
+                               WHERE b.chain = a.chain AND b.address = a.address AND b.asset = $3)
+             ORDER BY address",
+        )
+        .bind(chain.as_str())
+        .bind(to_i64(since)?)
+        .bind(native)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(Watched {
+                    address: r.try_get("address")?,
+                    account_id: r.try_get("account_id")?,
+                    wallet: None,
+                    watch_from: r.try_get::<Option<i64>, _>("watch_from")?.map(|b| b as u64),
+                    catching_up: false,
+                })
+            })
+            .collect()
+    }
+
     /// The lowest block of a `PENDING` deposit on `chain`: no reconciliation
     /// height reaches it, since its deposit is not counted yet.
     pub async fn lowest_pending_block(&self, chain: Chain) -> Result<Option<u64>, StoreError> {

@@ -83,14 +83,26 @@ async fn an_internal_credit_the_watcher_missed_is_found_in_its_block_and_named()
     })
     .await;
 
+    // `run` recorded alice's balances at the watch start, once that block
+    // was settled: 5 wei and no TUSD.
+    let address = alice.to_checksum(None);
+    for (asset, balance) in [("ETH", 5u64), ("TUSD", 0)] {
+        let recorded = eventually(Duration::from_secs(30), "the baselines recorded by run", || async {
+            store.reconcile_baseline(CHAIN, &address, asset).await.unwrap()
+        })
+        .await;
+        let expected = custody_indexer::reconcile::Anchor { block: start - 1, balance: U256::from(balance) };
+        assert_eq!(recorded, (expected, custody_indexer::reconcile::Baseline::Recorded), "{asset}");
+    }
+
     let (code, json, err) = reconcile(&env, &["--json"]);
     assert_eq!(code, 1, "a difference: {json}{err}");
     let found = lines(&json);
     assert_eq!(found.len(), 2, "ETH and TUSD of alice: {json}");
     let eth = found.iter().find(|l| l["asset"] == "ETH").unwrap();
     assert_eq!(eth["account_id"], "alice");
-    assert_eq!(eth["address"], alice.to_checksum(None));
-    assert_eq!(eth["baseline"], "archive", "read at the block before the watch: {eth}");
+    assert_eq!(eth["address"], address);
+    assert_eq!(eth["baseline"], "recorded", "read at the block before the watch, when it began: {eth}");
     assert_eq!(eth["onchain"], "0.000000000000000116");
     assert_eq!(eth["ledger"], "0.000000000000000105", "5 before + 100 deposited: {eth}");
     assert_eq!(eth["difference"], "0.000000000000000011");
@@ -259,8 +271,38 @@ async fn an_internal_credit_the_watcher_missed_is_found_in_its_block_and_named()
     assert!(code == 2 && err.contains("is not watched on"), "{err}");
 }
 
-/// A node that keeps only the last 10 blocks' state (`--prune-history`)
-/// cannot read the balance at the watch start: the first reconciliation's
+/// An address whose watch began long before `run` first saw it (more than
+/// `RECENT` blocks): its baseline is read from the archive node by the
+/// first reconciliation, and the answer says so.
+#[tokio::test]
+async fn a_watch_start_run_never_saw_is_read_from_the_archive() {
+    use custody_indexer::reconcile::baselines::RECENT;
+    let anvil = Anvil::start().await;
+    let env = Env::with_chain_file(&chain_toml(&[anvil.url()], None, ""));
+    let carol = Address::repeat_byte(0xc3);
+    anvil.send_eth(anvil.accounts[0], carol, U256::from(5u64)).await;
+    let start = anvil.head().await + 1;
+    env.add_account_from("carol", &carol.to_string(), start);
+    anvil.mine(RECENT + 10).await;
+    let _run = env.spawn_run(CHAIN);
+    let store = env.store().await;
+    eventually(Duration::from_secs(60), "the chain indexed", || async {
+        (store.chain_state(CHAIN).await.unwrap()?.next_block > start + RECENT).then_some(())
+    })
+    .await;
+    let (code, json, err) = reconcile(&env, &["--json"]);
+    assert_eq!(code, 0, "{json}{err}");
+    let line = &lines(&json)[0];
+    assert_eq!(
+        (&line["baseline"], &line["ledger"]),
+        (&"archive".into(), &"0.000000000000000005".into()),
+        "{line}"
+    );
+}
+
+/// A node that keeps only the last 10 blocks' state (`--prune-history`),
+/// and `run` started 40 blocks after the watch start: no node can read the
+/// balance at the watch start any more, so the first reconciliation's
 /// balance is the baseline and the answer says so; a credit missed later
 /// cannot be located there, and `reconcile` names the reads that failed
 /// (exit 2) instead of guessing.
@@ -272,9 +314,11 @@ async fn a_node_without_old_state_is_said_never_guessed_over() {
     let forwarder = anvil.forwarder(anvil.deploy_forwarder().await);
     let start = anvil.head().await + 1;
     env.add_account("alice", &alice.to_string(), CHAIN);
-    let _run = env.spawn_run(CHAIN);
     anvil.send_eth(funder, alice, U256::from(5u64)).await;
     anvil.mine(40).await;
+    // `run` starts when the watch start's state is gone: it cannot record
+    // the baseline then.
+    let _run = env.spawn_run(CHAIN);
     let store = env.store().await;
     let indexed = |past: u64| {
         let store = &store;
