@@ -9,14 +9,19 @@
 //!           − what the platform sent from it up to h (amounts and fees)
 //! ```
 //!
+//! A platform wallet (the sponsor, the omnibus, the settlement wallet, the
+//! issuer) is reconciled the same way from its first reconciliation, its
+//! credits being the platform's transfers into it and the funding found
+//! reaching it from outside.
+//!
 //! [`rules`] holds the pure sums and the exit code, [`baselines`] the
 //! balances recorded when watching starts, [`locate`] the
 //! bisection that finds the blocks where a difference arose, [`evm`] the
 //! flow on an EVM chain, [`repair`] the missed credits recorded,
 //! [`repairs`] the repairs operators ask for through the service,
 //! [`background`] `run`'s periodic reconciliation and its alarms; the rows
-//! are in `store/reconcile.rs`, `store/reconcile_runs.rs` and
-//! `store/reconcile_repairs.rs`.
+//! are in `store/reconcile.rs`, `store/reconcile_wallets.rs`,
+//! `store/reconcile_runs.rs` and `store/reconcile_repairs.rs`.
 
 pub mod background;
 pub mod baselines;
