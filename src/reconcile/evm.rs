@@ -186,9 +186,14 @@ pub(super) fn assets(config: &ChainConfig, only: Option<&str>) -> Result<Vec<Ass
 }
 
 /// The watched addresses `ask` names: all of them, an account's, or one.
-async fn chosen(store: &Store, config: &ChainConfig, ask: &Ask) -> Result<Vec<Watched>, ReconcileError> {
+pub(super) async fn chosen(
+    store: &Store,
+    config: &ChainConfig,
+    ask: &Ask,
+) -> Result<Vec<Watched>, ReconcileError> {
     let mut all = store.reconcile_watched(config.chain).await?;
-    if ask.account.is_none() {
+    // The platform's wallets are reconciled on EVM chains.
+    if ask.account.is_none() && config.family() == crate::chain::Family::Evm {
         all.extend(store.reconcile_wallets(config.chain, "evm").await?);
     }
     let named = match (&ask.account, &ask.address) {

@@ -17,7 +17,7 @@
 //! [`rules`] holds the pure sums and the exit code, [`baselines`] the
 //! balances recorded when watching starts, [`locate`] the
 //! bisection that finds the blocks where a difference arose, [`evm`] the
-//! flow on an EVM chain, [`repair`] the missed credits recorded,
+//! flow on an EVM chain, [`solana`] on a Solana chain, [`repair`] the missed credits recorded,
 //! [`repairs`] the repairs operators ask for through the service,
 //! [`background`] `run`'s periodic reconciliation and its alarms; the rows
 //! are in `store/reconcile.rs`, `store/reconcile_wallets.rs`,
@@ -30,6 +30,7 @@ pub mod locate;
 pub mod repair;
 pub mod repairs;
 pub mod rules;
+pub mod solana;
 
 use alloy::primitives::U256;
 use serde::Serialize;

@@ -242,6 +242,23 @@ pub fn account_keys(message: &UiMessage, meta: &UiTransactionStatusMeta) -> Vec<
     }
 }
 
+/// How much `owner`'s balance changed over a transaction: its lamports
+/// (`mint` none; the fee included when it paid it), or its balance of
+/// `mint` across every token account it owns. Zero for a transaction
+/// without metadata.
+pub fn balance_change(tx: &EncodedTransactionWithStatusMeta, owner: &str, mint: Option<&str>) -> i128 {
+    let (Some(meta), EncodedTransaction::Json(ui)) = (&tx.meta, &tx.transaction) else { return 0 };
+    match mint {
+        Some(mint) => token_changes(meta).get(&(owner.to_string(), mint.to_string())).map_or(0, |c| c.delta),
+        None => {
+            let keys = account_keys(&ui.message, meta);
+            let Some(index) = keys.iter().position(|k| k == owner) else { return 0 };
+            let (pre, post) = (meta.pre_balances.get(index), meta.post_balances.get(index));
+            post.zip(pre).map_or(0, |(post, pre)| i128::from(*post) - i128::from(*pre))
+        }
+    }
+}
+
 /// The change of each owner's balance of each mint over the transaction.
 #[derive(Debug, Default)]
 struct Change {

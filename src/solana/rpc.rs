@@ -28,7 +28,10 @@ use solana_transaction_status_client_types::{
     EncodedConfirmedTransactionWithStatusMeta, TransactionDetails, UiConfirmedBlock, UiTransactionEncoding,
 };
 
+mod balances;
 mod sending;
+
+pub use balances::AtSlot;
 
 use super::decode::{self, UnreadableTransaction};
 use crate::{

@@ -149,6 +149,30 @@ impl Store {
         Ok(terms)
     }
 
+    /// The native amounts of the transfers from `address` that were mined
+    /// successfully, by their block: on Solana, where the fee payer's
+    /// transaction carries no value of its own (`native` is the chain's
+    /// native symbol).
+    pub async fn native_sent_terms(
+        &self,
+        chain: Chain,
+        address: &str,
+        native: &str,
+    ) -> Result<Vec<Term>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT t.currency_symbol, t.amount_raw, x.block_number FROM transfers t
+             JOIN transfer_transactions x ON x.transfer_id = t.id
+             WHERE t.chain = $1 AND t.source_address = $2 AND t.currency_symbol = $3
+               AND x.role = 'TRANSFER' AND x.state = 'MINED' AND x.block_number IS NOT NULL",
+        )
+        .bind(chain.as_str())
+        .bind(address)
+        .bind(native)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(|row| term(row, "currency_symbol", "amount_raw", TermKind::Sent)).collect()
+    }
+
     /// The baseline recorded for `address`'s `asset`, and where it came from.
     pub async fn reconcile_baseline(
         &self,

@@ -13,6 +13,7 @@ mod org_limits;
 mod reconcile_ledger;
 mod send_faults;
 mod settle_quorum;
+mod solana_reconcile;
 mod solana_transfers;
 mod top_up_queue;
 mod transfer_requests;

@@ -26,11 +26,11 @@ use solana_keypair::Keypair;
 use solana_pubkey::Pubkey;
 use solana_signer::Signer;
 
-const CHAIN: Chain = Chain::SolanaDevnet;
-const MNEMONIC: &str =
+pub(crate) const CHAIN: Chain = Chain::SolanaDevnet;
+pub(crate) const MNEMONIC: &str =
     "abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon about";
 
-async fn airdrop(node: &SolanaNode, to: &Pubkey, lamports: u64) {
+pub(crate) async fn airdrop(node: &SolanaNode, to: &Pubkey, lamports: u64) {
     let signature = node.rpc.request_airdrop(to, lamports).await.unwrap();
     eventually(Duration::from_secs(30), "the airdrop", || async {
         node.rpc.confirm_transaction(&signature).await.unwrap().then_some(())
@@ -42,15 +42,15 @@ async fn lamports(node: &SolanaNode, of: &Pubkey) -> u64 {
     node.rpc.get_balance_with_commitment(of, CommitmentConfig::finalized()).await.unwrap().value
 }
 
-struct Setup {
-    node: SolanaNode,
-    env: Env,
+pub(crate) struct Setup {
+    pub(crate) node: SolanaNode,
+    pub(crate) env: Env,
     key: String,
     base: String,
     sponsor: Pubkey,
     omnibus: Pubkey,
-    alice: Pubkey,
-    mint: Pubkey,
+    pub(crate) alice: Pubkey,
+    pub(crate) mint: Pubkey,
     /// Between `run` and the node, when asked for.
     proxy: Option<FaultyRpc>,
     _run: Process,
@@ -65,7 +65,7 @@ impl Setup {
     /// A local network with a TUSD mint, the service's wallets funded,
     /// alice (segregated, 1 SOL and 100 TUSD) and the omnibus account
     /// `treasury`, and `run` reaching the node directly or through a proxy.
-    async fn new(transfers: &str, through_proxy: bool) -> Self {
+    pub(crate) async fn new(transfers: &str, through_proxy: bool) -> Self {
         Self::with_keys(transfers, through_proxy, mnemonic()).await
     }
 
@@ -131,7 +131,7 @@ impl Setup {
         Self { node, env, key, base, sponsor, omnibus, alice, mint, proxy, _run: run }
     }
 
-    async fn post(&self, account: &str, amount: &str, symbol: &str, to: String) -> Answer {
+    pub(crate) async fn post(&self, account: &str, amount: &str, symbol: &str, to: String) -> Answer {
         let body = json!({
             "request_id": uuid::Uuid::new_v4().to_string(), "account_id": account, "amount": amount,
             "currency_symbol": symbol, "address_destination": { "address": to, "chain": CHAIN.as_str() },
@@ -145,7 +145,7 @@ impl Setup {
     }
 
     /// Waits until the transfer reaches `status` (failing on another terminal one).
-    async fn until(&self, id: &str, status: &str) -> Value {
+    pub(crate) async fn until(&self, id: &str, status: &str) -> Value {
         eventually(Duration::from_secs(90), &format!("{id} {status}"), || async {
             let t = self.get(&format!("/v2/crypto/transfers/{id}")).await;
             let now = t["status"].as_str().unwrap().to_string();

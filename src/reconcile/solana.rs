@@ -1,0 +1,351 @@
+//! Reconciling a Solana chain: each watched wallet's lamports and its
+//! balance of each mint of the chain file, read with the slot the answer
+//! is at, against the ledger at that slot once the slot is finalized and
+//! the watcher has indexed past it. Solana serves no balance at a past slot, so a
+//! difference is located from the transactions of the wallet (and of its
+//! token accounts) since the last slot it agreed at: each transaction's
+//! pre- and post-balances give the wallet's change in its slot, and the
+//! slots where that change is not the ledger's are the divergent ones,
+//! their transactions named.
+
+use std::{collections::BTreeMap, time::Duration};
+
+use alloy::primitives::{I256, U256};
+use solana_commitment_config::CommitmentConfig;
+
+use super::{
+    Anchor, Baseline, Divergence, Line, Movement, ReconcileError, Report, Term, Watched,
+    evm::{self, Ask},
+    locate::Change,
+    rules,
+};
+use crate::{
+    amount::Amount,
+    config::ChainConfig,
+    rpc::RpcFailure,
+    solana::{
+        decode,
+        rpc::{AtSlot, SolanaRpc},
+    },
+    store::Store,
+};
+
+/// How long a balance read waits for the watcher to index past its slot.
+const INDEXED_WITHIN: Duration = Duration::from_secs(60);
+
+/// The transactions read to locate one difference at most.
+const MAX_TRANSACTIONS: usize = 5_000;
+
+/// A page of signatures.
+const PAGE: usize = 1_000;
+
+/// An asset of the chain file: lamports (`mint` none) or a mint.
+#[derive(Debug, Clone)]
+struct Asset {
+    symbol: String,
+    decimals: u8,
+    mint: Option<String>,
+}
+
+/// Reconciles what `ask` names on the Solana chain of `config`.
+pub async fn reconcile(
+    store: &Store,
+    rpc: &SolanaRpc,
+    config: &ChainConfig,
+    ask: &Ask,
+) -> Result<Report, ReconcileError> {
+    if ask.at_block.is_some() {
+        return Err(ReconcileError::Refused(format!(
+            "{} serves no balance at a past slot: --at-block is for EVM chains",
+            config.chain
+        )));
+    }
+    let assets = assets(config, ask.asset.as_deref())?;
+    let mut report = Report::default();
+    for watched in evm::chosen(store, config, ask).await? {
+        if watched.catching_up {
+            report.skipped.push(format!("{}: its watch is still catching up", watched.address));
+            continue;
+        }
+        let (chain, native) = (config.chain, &config.native.symbol);
+        let mut terms = store.ledger_terms(chain, &watched.address, native).await?;
+        terms.extend(store.native_sent_terms(chain, &watched.address, native).await?);
+        for asset in &assets {
+            let mine: Vec<Term> = terms.iter().filter(|t| t.asset == asset.symbol).cloned().collect();
+            let one = One { store, rpc, config, watched: &watched, asset, terms: &mine };
+            match one.line().await {
+                Ok(line) => report.lines.push(line),
+                Err(Failed::Read(failure)) => {
+                    report.failed.push(format!("{} {}: {failure}", watched.address, asset.symbol))
+                }
+                Err(Failed::Skip(why)) => {
+                    report.skipped.push(format!("{} {}: {why}", watched.address, asset.symbol))
+                }
+                Err(Failed::Other(error)) => return Err(error),
+            }
+        }
+    }
+    report.settled = report.lines.iter().map(|l| l.at_block).min().unwrap_or_default();
+    Ok(report)
+}
+
+/// Lamports, and the chain file's mints (or the one named).
+fn assets(config: &ChainConfig, only: Option<&str>) -> Result<Vec<Asset>, ReconcileError> {
+    let mut all =
+        vec![Asset { symbol: config.native.symbol.clone(), decimals: config.native.decimals, mint: None }];
+    all.extend(config.assets.iter().map(|a| Asset {
+        symbol: a.symbol.clone(),
+        decimals: a.decimals,
+        mint: Some(a.contract_address.clone()),
+    }));
+    match only {
+        None => Ok(all),
+        Some(symbol) => {
+            let found: Vec<Asset> = all.into_iter().filter(|a| a.symbol == symbol).collect();
+            if found.is_empty() {
+                return Err(ReconcileError::Refused(format!("{symbol} is not an asset of {}", config.chain)));
+            }
+            Ok(found)
+        }
+    }
+}
+
+/// Why one line could not be made: a read that failed, a line that cannot
+/// be made now, or anything else (the reconciliation stops).
+enum Failed {
+    Read(RpcFailure),
+    Skip(String),
+    Other(ReconcileError),
+}
+
+impl From<RpcFailure> for Failed {
+    fn from(failure: RpcFailure) -> Self {
+        Failed::Read(failure)
+    }
+}
+
+impl From<crate::store::StoreError> for Failed {
+    fn from(error: crate::store::StoreError) -> Self {
+        Failed::Other(error.into())
+    }
+}
+
+/// A transaction that changed the wallet's balance, in its slot.
+struct Moved {
+    signature: String,
+    slot: u64,
+    change: i128,
+}
+
+/// A wallet's asset compared at one slot: where it diverged and the
+/// transactions read to find out.
+struct Compared {
+    slot: u64,
+    onchain: U256,
+    ledger: I256,
+    source: Baseline,
+    changes: Vec<Change>,
+    movements: Vec<Movement>,
+    reads: u32,
+}
+
+/// One wallet's asset.
+struct One<'a> {
+    store: &'a Store,
+    rpc: &'a SolanaRpc,
+    config: &'a ChainConfig,
+    watched: &'a Watched,
+    asset: &'a Asset,
+    terms: &'a [Term],
+}
+
+impl One<'_> {
+    async fn read(&self) -> Result<AtSlot, RpcFailure> {
+        match &self.asset.mint {
+            None => self.rpc.balance_at_slot(&self.watched.address).await,
+            Some(mint) => self.rpc.token_balance_at_slot(&self.watched.address, mint).await,
+        }
+    }
+
+    /// Waits until `slot` is finalized and the watcher has indexed past it
+    /// with no deposit still `PENDING` at or below it: the ledger then
+    /// holds every deposit the balance holds.
+    async fn indexed_past(&self, slot: u64) -> Result<(), Failed> {
+        let chain = self.config.chain;
+        let deadline = tokio::time::Instant::now() + INDEXED_WITHIN;
+        loop {
+            let next = self.store.chain_state(chain).await?.map_or(0, |s| s.next_block);
+            let pending = self.store.lowest_pending_block(chain).await?;
+            let finalized = self.rpc.slot(CommitmentConfig::finalized()).await?;
+            if finalized >= slot && next > slot && pending.is_none_or(|p| p > slot) {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(Failed::Skip(format!(
+                    "the balance is at slot {slot}, and it is not settled yet (finalized slot {finalized}, the \
+                     watcher's next slot {next}, lowest pending deposit {pending:?}): reconcile again"
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    /// The recorded baseline, or this read's balance (the first
+    /// reconciliation's: no node serves a balance at a past slot).
+    async fn baseline(&self, read: &AtSlot) -> Result<(Anchor, Baseline), Failed> {
+        let (chain, address, symbol) = (self.config.chain, &self.watched.address, &self.asset.symbol);
+        if let Some(found) = self.store.reconcile_baseline(chain, address, symbol).await? {
+            return Ok(found);
+        }
+        let at = Anchor { block: read.slot, balance: U256::from(read.amount) };
+        Ok(self.store.record_baseline(chain, address, symbol, at, Baseline::FirstReconciliation).await?)
+    }
+
+    async fn line(&self) -> Result<Line, Failed> {
+        let read = self.read().await?;
+        self.indexed_past(read.slot).await?;
+        let (baseline, source) = self.baseline(&read).await?;
+        if read.slot < baseline.block {
+            return Err(Failed::Skip(format!(
+                "its baseline is at slot {}, after the balance's",
+                baseline.block
+            )));
+        }
+        let onchain = U256::from(read.amount);
+        let ledger = rules::ledger_at(baseline, self.terms, read.slot);
+        let difference = rules::signed(onchain) - ledger;
+        let mut compared = Compared {
+            slot: read.slot,
+            onchain,
+            ledger,
+            source,
+            changes: Vec::new(),
+            movements: Vec::new(),
+            reads: 0,
+        };
+        if difference.is_zero() {
+            let (chain, address, symbol) = (self.config.chain, &self.watched.address, &self.asset.symbol);
+            let at = Anchor { block: read.slot, balance: onchain };
+            self.store.record_checkpoint(chain, address, symbol, at).await?;
+        } else {
+            let from = self.last_agreement(baseline).await?;
+            let moved = self.moved(&read, from).await?;
+            compared.reads = moved.len() as u32;
+            (compared.changes, compared.movements) = self.divergences(&moved, from, read.slot);
+        }
+        Ok(self.make_line(compared))
+    }
+
+    /// The checkpoint's slot when the ledger still gives its balance there
+    /// (a term recorded since in an older slot moves it), else the
+    /// baseline's.
+    async fn last_agreement(&self, baseline: Anchor) -> Result<u64, Failed> {
+        let (chain, address, symbol) = (self.config.chain, &self.watched.address, &self.asset.symbol);
+        let checkpoint = self.store.reconcile_checkpoint(chain, address, symbol).await?;
+        Ok(match checkpoint.filter(|c| c.block > baseline.block) {
+            Some(c) if rules::ledger_at(baseline, self.terms, c.block) == rules::signed(c.balance) => c.block,
+            _ => baseline.block,
+        })
+    }
+
+    /// The transactions after slot `from` up to the read's slot that changed
+    /// the wallet's balance of the asset: the wallet's own signatures for
+    /// lamports, its token accounts' for a mint.
+    async fn moved(&self, read: &AtSlot, from: u64) -> Result<Vec<Moved>, Failed> {
+        let addresses = match self.asset.mint {
+            None => vec![self.watched.address.clone()],
+            Some(_) => read.accounts.clone(),
+        };
+        let mut signatures: BTreeMap<String, u64> = BTreeMap::new();
+        for address in &addresses {
+            let mut before: Option<String> = None;
+            loop {
+                let page = self.rpc.signatures(address, (before.as_deref(), None), PAGE, read.slot).await?;
+                let older = page.iter().any(|s| s.slot <= from);
+                for s in page.iter().filter(|s| s.slot > from && s.slot <= read.slot) {
+                    signatures.insert(s.signature.clone(), s.slot);
+                }
+                if signatures.len() > MAX_TRANSACTIONS {
+                    return Err(Failed::Skip(format!(
+                        "more than {MAX_TRANSACTIONS} transactions since slot {from}: too many to locate the difference"
+                    )));
+                }
+                match page.last() {
+                    Some(last) if !older && page.len() == PAGE => before = Some(last.signature.clone()),
+                    _ => break,
+                }
+            }
+        }
+        let mut moved = Vec::new();
+        for (signature, slot) in signatures {
+            let Some(tx) = self.rpc.transaction(&signature).await? else {
+                let message = format!("{signature} is listed but not served");
+                return Err(
+                    RpcFailure::new(self.config.chain, "getTransaction", "missing_data", message).into()
+                );
+            };
+            let change =
+                decode::balance_change(&tx.transaction, &self.watched.address, self.asset.mint.as_deref());
+            if change != 0 {
+                moved.push(Moved { signature, slot, change });
+            }
+        }
+        Ok(moved)
+    }
+
+    /// The slots after `from` up to `height` where the wallet's change on
+    /// chain is not the ledger's, with how much, and their transactions.
+    fn divergences(&self, moved: &[Moved], from: u64, height: u64) -> (Vec<Change>, Vec<Movement>) {
+        let mut by_slot: BTreeMap<u64, I256> = BTreeMap::new();
+        for m in moved {
+            *by_slot.entry(m.slot).or_default() += I256::try_from(m.change).unwrap_or_default();
+        }
+        for t in self.terms.iter().filter(|t| t.block > from && t.block <= height) {
+            let amount = rules::signed(t.amount);
+            *by_slot.entry(t.block).or_default() -= if t.kind.is_credit() { amount } else { -amount };
+        }
+        let changes: Vec<Change> = by_slot
+            .into_iter()
+            .filter(|(_, by)| !by.is_zero())
+            .map(|(block, by)| Change { block, by })
+            .collect();
+        let decimals = self.asset.decimals;
+        let movements = moved
+            .iter()
+            .filter(|m| changes.iter().any(|c| c.block == m.slot))
+            .map(|m| Movement {
+                transaction_hash: m.signature.clone(),
+                block: m.slot,
+                direction: if m.change > 0 { "in" } else { "out" },
+                amount: Amount::from_raw(U256::from(m.change.unsigned_abs()), decimals).to_string(),
+                how: "balance_change",
+            })
+            .collect();
+        (changes, movements)
+    }
+
+    fn make_line(&self, compared: Compared) -> Line {
+        let Compared { slot, onchain, ledger, source, changes, movements, reads } = compared;
+        let decimals = self.asset.decimals;
+        let signed = |value: I256| rules::decimal(value, decimals);
+        Line {
+            chain: self.config.chain.as_str().to_string(),
+            account_id: Some(self.watched.account_id.clone()),
+            wallet: None,
+            address: self.watched.address.clone(),
+            asset: self.asset.symbol.clone(),
+            at_block: slot,
+            onchain: Amount::from_raw(onchain, decimals).to_string(),
+            ledger: signed(ledger),
+            difference: signed(rules::signed(onchain) - ledger),
+            divergent_block: changes.first().map(|c| c.block),
+            divergent_blocks: changes
+                .iter()
+                .map(|c| Divergence { block: c.block, change: signed(c.by) })
+                .collect(),
+            baseline: source,
+            movements,
+            reads,
+        }
+    }
+}
