@@ -44,21 +44,17 @@ pub async fn every(config: ChainConfig, store: Store, stop: CancellationToken) {
         config.batch_size,
         config.reconcile_max_rps,
     );
-    let wait = match store.reconcile_runs(Some(chain)).await {
-        Ok(runs) => runs.first().map_or(Duration::ZERO, |run| {
-            let elapsed = now_micros().saturating_sub(run.at_micros).max(0) as u64;
-            period.saturating_sub(Duration::from_micros(elapsed))
-        }),
-        Err(_) => Duration::ZERO,
-    };
-    let mut due = tokio::time::Instant::now() + wait;
+    let mut due = tokio::time::Instant::now() + first_wait(&store, &config).await;
     loop {
         let nap = due.saturating_duration_since(tokio::time::Instant::now()).min(BASELINES_EVERY);
         tokio::select! {
             _ = stop.cancelled() => return,
             _ = tokio::time::sleep(nap) => {}
         }
-        record_baselines(&store, &rpc, &config).await;
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = record_baselines(&store, &rpc, &config) => {}
+        }
         if tokio::time::Instant::now() < due {
             continue;
         }
@@ -93,6 +89,19 @@ pub async fn every(config: ChainConfig, store: Store, stop: CancellationToken) {
             }
         };
         due = tokio::time::Instant::now() + wait;
+    }
+}
+
+/// How long until the first pass: the period less the age of the last
+/// pass kept (none at once).
+async fn first_wait(store: &Store, config: &ChainConfig) -> Duration {
+    let period = config.reconcile_every;
+    match store.reconcile_runs(Some(config.chain)).await {
+        Ok(runs) => runs.first().map_or(Duration::ZERO, |run| {
+            let elapsed = now_micros().saturating_sub(run.at_micros).max(0) as u64;
+            period.saturating_sub(Duration::from_micros(elapsed))
+        }),
+        Err(_) => Duration::ZERO,
     }
 }
 

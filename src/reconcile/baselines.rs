@@ -34,7 +34,9 @@ pub async fn record_new(store: &Store, rpc: &EvmRpc, config: &ChainConfig) -> Re
     for watched in fresh {
         let block = watched.watch_from.unwrap_or_default().saturating_sub(1);
         let Ok(owner) = watched.address.parse::<Address>() else { continue };
-        if block > settled {
+        // Not settled yet; or, with the watcher far behind the chain, too
+        // old for a full node's state.
+        if block > settled || block.saturating_add(RECENT) < settled {
             continue;
         }
         for asset in &assets {

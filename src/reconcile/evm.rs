@@ -60,16 +60,7 @@ pub async fn reconcile(
     ask: &Ask,
 ) -> Result<Report, ReconcileError> {
     let settled = settled(store, rpc, config).await?;
-    let height = match ask.at_block {
-        Some(block) if block > settled.indexed => {
-            return Err(ReconcileError::Refused(format!(
-                "block {block} is not indexed yet: {} is indexed through block {}",
-                config.chain, settled.indexed
-            )));
-        }
-        Some(block) => block,
-        None => settled.height,
-    };
+    let height = settled.height_for(ask.at_block, config)?;
     let assets = assets(config, ask.asset.as_deref())?;
     let mut report = Report { settled: settled.height, ..Report::default() };
     for watched in chosen(store, config, ask).await? {
@@ -139,6 +130,20 @@ async fn terms_of(
 pub(super) struct Settled {
     pub(super) indexed: u64,
     pub(super) height: u64,
+}
+
+impl Settled {
+    /// The height asked for, at most the indexed one; else the settled one.
+    fn height_for(&self, at_block: Option<u64>, config: &ChainConfig) -> Result<u64, ReconcileError> {
+        match at_block {
+            Some(block) if block > self.indexed => Err(ReconcileError::Refused(format!(
+                "block {block} is not indexed yet: {} is indexed through block {}",
+                config.chain, self.indexed
+            ))),
+            Some(block) => Ok(block),
+            None => Ok(self.height),
+        }
+    }
 }
 
 pub(super) async fn settled(
@@ -406,12 +411,7 @@ impl One<'_> {
     /// with it counted: the line that agrees where the funding explains
     /// the difference, naming the movements `first` found.
     async fn funded(&self, height: u64, first: Line, funding: &[Funding]) -> Result<Line, Failed> {
-        let (chain, address) = (self.config.chain, &self.watched.address);
-        self.store.record_wallet_funding(chain, address, funding).await?;
-        for f in funding {
-            tracing::info!(%chain, address, wallet = ?self.watched.wallet, asset = f.asset, block = f.block,
-                transaction = f.tx_hash, amount = %f.amount, "a platform wallet was funded from outside the platform");
-        }
+        super::wallets::record_funding(self.store, self.config.chain, self.watched, funding).await?;
         let mut terms = self.terms.to_vec();
         terms.extend(funding.iter().map(|f| Term {
             asset: f.asset.clone(),

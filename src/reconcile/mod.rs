@@ -19,7 +19,8 @@
 //! bisection that finds the blocks where a difference arose, [`evm`] the
 //! flow on an EVM chain, [`solana`] on a Solana chain, [`repair`] the missed credits recorded,
 //! [`repairs`] the repairs operators ask for through the service,
-//! [`background`] `run`'s periodic reconciliation and its alarms; the rows
+//! [`background`] `run`'s periodic reconciliation and its alarms,
+//! [`wallets`] the funding of platform wallets, audited; the rows
 //! are in `store/reconcile.rs`, `store/reconcile_wallets.rs`,
 //! `store/reconcile_runs.rs` and `store/reconcile_repairs.rs`.
 
@@ -31,6 +32,7 @@ pub mod repair;
 pub mod repairs;
 pub mod rules;
 pub mod solana;
+pub mod wallets;
 
 use alloy::primitives::U256;
 use serde::Serialize;

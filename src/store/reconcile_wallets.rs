@@ -4,7 +4,7 @@
 
 use sqlx::Row;
 
-use super::{Store, StoreError, now_micros, to_i64};
+use super::{Store, StoreError, Tx, now_micros, to_i64};
 use crate::{
     chain::Chain,
     reconcile::{Term, TermKind, Watched},
@@ -51,7 +51,9 @@ impl Store {
     /// The credits of a platform wallet's ledger beyond what it sent: the
     /// platform's transfers mined into it (a collect into the omnibus, an
     /// off-ramp's stablecoin into the settlement wallet, a mint to it; the
-    /// native value as the transaction moved it) and the funding recorded.
+    /// native value as the transaction moved it) and the funding recorded,
+    /// each funding row only with its audit entry ([`funding_target`]): a
+    /// row written beside the hash-chained log counts for nothing.
     pub async fn wallet_credit_terms(
         &self,
         chain: Chain,
@@ -65,8 +67,11 @@ impl Store {
              FROM transfers t JOIN transfer_transactions x ON x.transfer_id = t.id
              WHERE t.chain = $1 AND LOWER(t.destination_address) = LOWER($2)
                AND x.role = 'TRANSFER' AND x.state = 'MINED' AND x.block_number IS NOT NULL
-             UNION ALL SELECT asset, amount_raw, block_number FROM wallet_funding
-             WHERE chain = $1 AND address = $2",
+             UNION ALL SELECT asset, amount_raw, block_number FROM wallet_funding f
+             WHERE chain = $1 AND address = $2
+               AND EXISTS (SELECT 1 FROM audit_log a WHERE a.action = 'reconcile.wallet_funded'
+                           AND a.target_id = f.chain || ':' || f.address || ':' || f.tx_hash || ':' || f.position
+                               || ':' || f.asset || ':' || f.amount_raw || ':' || CAST(f.block_number AS TEXT))",
         )
         .bind(chain.as_str())
         .bind(address)
@@ -108,33 +113,35 @@ impl Store {
         }
         Ok(found)
     }
+}
 
-    /// Records the funding found reaching the platform wallet `address`;
-    /// one already recorded stays as it is.
-    pub async fn record_wallet_funding(
-        &self,
-        chain: Chain,
-        address: &str,
-        funding: &[Funding],
-    ) -> Result<(), StoreError> {
-        let mut tx = self.begin().await?;
-        for f in funding {
-            sqlx::query(
-                "INSERT INTO wallet_funding (chain, tx_hash, position, address, asset, amount_raw, block_number, recorded_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (chain, tx_hash, position) DO NOTHING",
-            )
-            .bind(chain.as_str())
-            .bind(&f.tx_hash)
-            .bind(&f.position)
-            .bind(address)
-            .bind(&f.asset)
-            .bind(f.amount.to_string())
-            .bind(to_i64(f.block)?)
-            .bind(now_micros())
-            .execute(&mut *tx)
-            .await?;
-        }
-        tx.commit().await?;
-        Ok(())
-    }
+/// The audit entry's target of a funding row: every column the ledger
+/// counts, so that a row rewritten afterwards matches no entry.
+pub fn funding_target(chain: Chain, address: &str, f: &Funding) -> String {
+    format!("{chain}:{address}:{}:{}:{}:{}:{}", f.tx_hash, f.position, f.asset, f.amount, f.block)
+}
+
+/// Records funding found reaching the platform wallet `address`, in `tx`
+/// (with its audit entry); `false` when it was recorded already.
+pub async fn record_funding(
+    tx: &mut Tx,
+    chain: Chain,
+    address: &str,
+    f: &Funding,
+) -> Result<bool, StoreError> {
+    let done = sqlx::query(
+        "INSERT INTO wallet_funding (chain, tx_hash, position, address, asset, amount_raw, block_number, recorded_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (chain, tx_hash, position) DO NOTHING",
+    )
+    .bind(chain.as_str())
+    .bind(&f.tx_hash)
+    .bind(&f.position)
+    .bind(address)
+    .bind(&f.asset)
+    .bind(f.amount.to_string())
+    .bind(to_i64(f.block)?)
+    .bind(now_micros())
+    .execute(&mut **tx)
+    .await?;
+    Ok(done.rows_affected() == 1)
 }

@@ -4,7 +4,8 @@
 //! used outside the platform (the address sends a token itself): an
 //! unexplained debit, reported with its block and the token's log, never
 //! credited or hidden, however often it is reconciled. The sponsor's wallet
-//! is reconciled beside them: funded from outside, then robbed.
+//! is reconciled beside them: funded from outside, then robbed, and a
+//! funding row written with plain SQL does not hide the theft.
 
 use crate::common;
 
@@ -13,6 +14,7 @@ use std::time::Duration;
 use alloy::{primitives::U256, providers::Provider};
 use common::{CHAIN, anvil::Mined, db::Backend, eventually, transfers::Setup};
 use serde_json::Value;
+use sqlx::Connection;
 
 fn reconcile(s: &Setup, args: &[&str]) -> (i32, String, String) {
     let out = s.env.output(&[&["reconcile", "--chain", CHAIN.as_str()][..], args].concat());
@@ -120,6 +122,21 @@ async fn the_sponsor_is_reconciled_as_a_platform_wallet(s: &Setup, store: &custo
     let fee = U256::from(receipt.gas_used) * U256::from(receipt.effective_gas_price);
     indexed_past("the chain indexed past the debit").await;
     let lost = custody_indexer::amount::Amount::from_raw(quarter + fee, 18).to_string();
+    // A database owner writes funding that would explain the theft: a row
+    // without its audit entry explains nothing.
+    let mut sql = sqlx::AnyConnection::connect(&s.env.database_url).await.unwrap();
+    sqlx::query(
+        "INSERT INTO wallet_funding (chain, tx_hash, position, address, asset, amount_raw, block_number, recorded_at)
+         VALUES ($1, $2, 'native', $3, 'ETH', $4, $5, 0)",
+    )
+    .bind(CHAIN.as_str())
+    .bind(format!("{:#x}", alloy::primitives::B256::repeat_byte(7)))
+    .bind(&sponsor)
+    .bind((quarter + fee).to_string())
+    .bind(receipt.block_number.unwrap() as i64)
+    .execute(&mut sql)
+    .await
+    .unwrap();
     for _ in 0..2 {
         let (code, line) = line(&[]);
         assert_eq!(code, 1, "{line}");
