@@ -20,3 +20,6 @@ CREATE INDEX wallet_funding_by_address ON wallet_funding (chain, address);
 
 -- An unexplained debit of a platform wallet names its role.
 ALTER TABLE unexplained_debits ADD COLUMN wallet TEXT;
+
+-- `run` looks for newly watched addresses' baselines every few seconds.
+CREATE INDEX account_addresses_by_watch_from ON account_addresses (chain, watch_from);

@@ -12,8 +12,8 @@ use alloy::primitives::Address;
 use super::{Anchor, Baseline, ReconcileError, evm};
 use crate::{config::ChainConfig, evm::rpc::EvmRpc, store::Store};
 
-/// How far below the indexed height a watch start's state is read: full
-/// nodes keep the state of the last 128 blocks.
+/// How far below the settled and indexed heights a watch start's state is
+/// read: Geth keeps the state of the last 128 blocks by default.
 pub const RECENT: u64 = 120;
 
 /// Records the baselines of the addresses whose watch began within

@@ -7,7 +7,7 @@
 use alloy::primitives::{Address, I256, U256};
 
 use super::{
-    Anchor, Baseline, Divergence, Line, Movement, ReconcileError, Report, Term, Watched,
+    Anchor, Baseline, Divergence, Failed, Line, Movement, ReconcileError, Report, Term, Watched,
     locate::{self, Change},
     rules,
 };
@@ -96,13 +96,7 @@ pub async fn reconcile(
                     report.lines.push(line);
                     report.missed.extend(missed);
                 }
-                Err(Failed::Read(failure)) => {
-                    report.failed.push(format!("{} {}: {failure}", watched.address, asset.symbol))
-                }
-                Err(Failed::Skip(why)) => {
-                    report.skipped.push(format!("{} {}: {why}", watched.address, asset.symbol))
-                }
-                Err(Failed::Other(error)) => return Err(error),
+                Err(failed) => failed.file(&mut report, &format!("{} {}", watched.address, asset.symbol))?,
             }
         }
     }
@@ -178,16 +172,7 @@ pub(super) fn assets(config: &ChainConfig, only: Option<&str>) -> Result<Vec<Ass
         })?;
         all.push(Asset { symbol: asset.symbol.clone(), decimals: asset.decimals, token: Some(token) });
     }
-    match only {
-        None => Ok(all),
-        Some(symbol) => {
-            let found: Vec<Asset> = all.into_iter().filter(|a| a.symbol == symbol).collect();
-            if found.is_empty() {
-                return Err(ReconcileError::Refused(format!("{symbol} is not an asset of {}", config.chain)));
-            }
-            Ok(found)
-        }
-    }
+    super::pick(all, only, |a| &a.symbol, config.chain)
 }
 
 /// The watched addresses `ask` names: all of them, an account's, or one.
@@ -213,27 +198,6 @@ pub(super) async fn chosen(
         return Err(ReconcileError::Refused(format!("{what} is not watched on {}", config.chain)));
     }
     Ok(named)
-}
-
-/// Why one line could not be made: a read that failed (reported, the rest
-/// goes on), or anything else (the reconciliation stops).
-enum Failed {
-    Read(RpcFailure),
-    /// The line cannot be made at this height, for the reason given.
-    Skip(String),
-    Other(ReconcileError),
-}
-
-impl From<RpcFailure> for Failed {
-    fn from(failure: RpcFailure) -> Self {
-        Failed::Read(failure)
-    }
-}
-
-impl From<crate::store::StoreError> for Failed {
-    fn from(error: crate::store::StoreError) -> Self {
-        Failed::Other(error.into())
-    }
 }
 
 /// One line and what its located credits are: an account's missed

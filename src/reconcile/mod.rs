@@ -179,6 +179,56 @@ pub struct Report {
     pub settled: u64,
 }
 
+/// Why one line could not be made: a read that failed (reported, the rest
+/// goes on), a line that cannot be made at this height (skipped, for the
+/// reason given), or anything else (the reconciliation stops).
+enum Failed {
+    Read(crate::rpc::RpcFailure),
+    Skip(String),
+    Other(ReconcileError),
+}
+
+impl Failed {
+    /// Files the failure of `what`'s line in `report`; anything else than
+    /// a read or a skip stops the reconciliation.
+    fn file(self, report: &mut Report, what: &str) -> Result<(), ReconcileError> {
+        match self {
+            Failed::Read(failure) => report.failed.push(format!("{what}: {failure}")),
+            Failed::Skip(why) => report.skipped.push(format!("{what}: {why}")),
+            Failed::Other(error) => return Err(error),
+        }
+        Ok(())
+    }
+}
+
+impl From<crate::rpc::RpcFailure> for Failed {
+    fn from(failure: crate::rpc::RpcFailure) -> Self {
+        Failed::Read(failure)
+    }
+}
+
+impl From<crate::store::StoreError> for Failed {
+    fn from(error: crate::store::StoreError) -> Self {
+        Failed::Other(error.into())
+    }
+}
+
+/// The assets of `all` that `only` names (all of them when it names none);
+/// an asset the chain does not list is refused.
+fn pick<A>(
+    all: Vec<A>,
+    only: Option<&str>,
+    symbol: impl Fn(&A) -> &str,
+    chain: crate::chain::Chain,
+) -> Result<Vec<A>, ReconcileError> {
+    let Some(wanted) = only else { return Ok(all) };
+    let found: Vec<A> = all.into_iter().filter(|a| symbol(a) == wanted).collect();
+    if found.is_empty() {
+        return Err(ReconcileError::Refused(format!("{wanted} is not an asset of {chain}")));
+    }
+    Ok(found)
+}
+
 /// Why a reconciliation could not be made at all.
 #[derive(Debug, thiserror::Error)]
 pub enum ReconcileError {

@@ -14,7 +14,7 @@ use alloy::primitives::{I256, U256};
 use solana_commitment_config::CommitmentConfig;
 
 use super::{
-    Anchor, Baseline, Divergence, Line, Movement, ReconcileError, Report, Term, Watched,
+    Anchor, Baseline, Divergence, Failed, Line, Movement, ReconcileError, Report, Term, Watched,
     evm::{self, Ask},
     locate::Change,
     rules,
@@ -47,7 +47,9 @@ struct Asset {
     mint: Option<String>,
 }
 
-/// Reconciles what `ask` names on the Solana chain of `config`.
+/// Reconciles what `ask` names on the Solana chain of `config`: every
+/// balance read first, then one wait until the highest slot read is
+/// settled, then each line.
 pub async fn reconcile(
     store: &Store,
     rpc: &SolanaRpc,
@@ -62,30 +64,43 @@ pub async fn reconcile(
     }
     let assets = assets(config, ask.asset.as_deref())?;
     let mut report = Report::default();
+    let mut read = Vec::new();
     for watched in evm::chosen(store, config, ask).await? {
         if watched.catching_up {
             report.skipped.push(format!("{}: its watch is still catching up", watched.address));
             continue;
         }
-        let (chain, native) = (config.chain, &config.native.symbol);
-        let mut terms = store.ledger_terms(chain, &watched.address, native).await?;
-        terms.extend(store.native_sent_terms(chain, &watched.address, native).await?);
         for asset in &assets {
-            let mine: Vec<Term> = terms.iter().filter(|t| t.asset == asset.symbol).cloned().collect();
-            let one = One { store, rpc, config, watched: &watched, asset, terms: &mine };
-            match one.line().await {
-                Ok(line) => report.lines.push(line),
-                Err(Failed::Read(failure)) => {
-                    report.failed.push(format!("{} {}: {failure}", watched.address, asset.symbol))
-                }
-                Err(Failed::Skip(why)) => {
-                    report.skipped.push(format!("{} {}: {why}", watched.address, asset.symbol))
-                }
-                Err(Failed::Other(error)) => return Err(error),
+            match balance(rpc, &watched, asset).await {
+                Ok(at) => read.push((watched.clone(), asset, at)),
+                Err(failure) => Failed::from(failure)
+                    .file(&mut report, &format!("{} {}", watched.address, asset.symbol))?,
             }
         }
     }
-    report.settled = report.lines.iter().map(|l| l.at_block).min().unwrap_or_default();
+    let highest = read.iter().map(|(_, _, at)| at.slot).max().unwrap_or_default();
+    let settled = settled_past(store, rpc, config, highest).await;
+    let (chain, native) = (config.chain, &config.native.symbol);
+    // The reads are by address: its terms are read once.
+    let mut terms: (String, Vec<Term>) = Default::default();
+    for (watched, asset, at) in read {
+        let what = format!("{} {}", watched.address, asset.symbol);
+        if let Err(failed) = &settled {
+            Failed::Skip(failed.clone()).file(&mut report, &what)?;
+            continue;
+        }
+        if terms.0 != watched.address {
+            let mut all = store.ledger_terms(chain, &watched.address, native).await?;
+            all.extend(store.native_sent_terms(chain, &watched.address, native).await?);
+            terms = (watched.address.clone(), all);
+        }
+        let mine: Vec<Term> = terms.1.iter().filter(|t| t.asset == asset.symbol).cloned().collect();
+        let one = One { store, rpc, config, watched: &watched, asset, terms: &mine };
+        match one.line(at).await {
+            Ok(line) => report.lines.push(line),
+            Err(failed) => failed.file(&mut report, &what)?,
+        }
+    }
     Ok(report)
 }
 
@@ -98,35 +113,38 @@ fn assets(config: &ChainConfig, only: Option<&str>) -> Result<Vec<Asset>, Reconc
         decimals: a.decimals,
         mint: Some(a.contract_address.clone()),
     }));
-    match only {
-        None => Ok(all),
-        Some(symbol) => {
-            let found: Vec<Asset> = all.into_iter().filter(|a| a.symbol == symbol).collect();
-            if found.is_empty() {
-                return Err(ReconcileError::Refused(format!("{symbol} is not an asset of {}", config.chain)));
-            }
-            Ok(found)
+    super::pick(all, only, |a| &a.symbol, config.chain)
+}
+
+/// `watched`'s balance of `asset` and the slot it is at.
+async fn balance(rpc: &SolanaRpc, watched: &Watched, asset: &Asset) -> Result<AtSlot, RpcFailure> {
+    match &asset.mint {
+        None => rpc.balance_at_slot(&watched.address).await,
+        Some(mint) => rpc.token_balance_at_slot(&watched.address, mint).await,
+    }
+}
+
+/// Waits until `slot` is finalized and the watcher has indexed past it
+/// with no deposit still `PENDING` at or below it: the ledger then holds
+/// every deposit the balances read at or below it hold. Why not, when it
+/// is not within [`INDEXED_WITHIN`].
+async fn settled_past(store: &Store, rpc: &SolanaRpc, config: &ChainConfig, slot: u64) -> Result<(), String> {
+    let chain = config.chain;
+    let deadline = tokio::time::Instant::now() + INDEXED_WITHIN;
+    loop {
+        let finalized = rpc.slot(CommitmentConfig::finalized()).await.map_err(|e| e.to_string())?;
+        let next = store.chain_state(chain).await.map_err(|e| e.to_string())?.map_or(0, |s| s.next_block);
+        let pending = store.lowest_pending_block(chain).await.map_err(|e| e.to_string())?;
+        if finalized >= slot && next > slot && pending.is_none_or(|p| p > slot) {
+            return Ok(());
         }
-    }
-}
-
-/// Why one line could not be made: a read that failed, a line that cannot
-/// be made now, or anything else (the reconciliation stops).
-enum Failed {
-    Read(RpcFailure),
-    Skip(String),
-    Other(ReconcileError),
-}
-
-impl From<RpcFailure> for Failed {
-    fn from(failure: RpcFailure) -> Self {
-        Failed::Read(failure)
-    }
-}
-
-impl From<crate::store::StoreError> for Failed {
-    fn from(error: crate::store::StoreError) -> Self {
-        Failed::Other(error.into())
+        if tokio::time::Instant::now() >= deadline {
+            return Err(format!(
+                "the balance is at slot {slot}, and it is not settled yet (finalized slot {finalized}, the \
+                 watcher's next slot {next}, lowest pending deposit {pending:?}): reconcile again"
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
 
@@ -160,36 +178,6 @@ struct One<'a> {
 }
 
 impl One<'_> {
-    async fn read(&self) -> Result<AtSlot, RpcFailure> {
-        match &self.asset.mint {
-            None => self.rpc.balance_at_slot(&self.watched.address).await,
-            Some(mint) => self.rpc.token_balance_at_slot(&self.watched.address, mint).await,
-        }
-    }
-
-    /// Waits until `slot` is finalized and the watcher has indexed past it
-    /// with no deposit still `PENDING` at or below it: the ledger then
-    /// holds every deposit the balance holds.
-    async fn indexed_past(&self, slot: u64) -> Result<(), Failed> {
-        let chain = self.config.chain;
-        let deadline = tokio::time::Instant::now() + INDEXED_WITHIN;
-        loop {
-            let next = self.store.chain_state(chain).await?.map_or(0, |s| s.next_block);
-            let pending = self.store.lowest_pending_block(chain).await?;
-            let finalized = self.rpc.slot(CommitmentConfig::finalized()).await?;
-            if finalized >= slot && next > slot && pending.is_none_or(|p| p > slot) {
-                return Ok(());
-            }
-            if tokio::time::Instant::now() >= deadline {
-                return Err(Failed::Skip(format!(
-                    "the balance is at slot {slot}, and it is not settled yet (finalized slot {finalized}, the \
-                     watcher's next slot {next}, lowest pending deposit {pending:?}): reconcile again"
-                )));
-            }
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
-    }
-
     /// The recorded baseline, or this read's balance (the first
     /// reconciliation's: no node serves a balance at a past slot).
     async fn baseline(&self, read: &AtSlot) -> Result<(Anchor, Baseline), Failed> {
@@ -201,9 +189,8 @@ impl One<'_> {
         Ok(self.store.record_baseline(chain, address, symbol, at, Baseline::FirstReconciliation).await?)
     }
 
-    async fn line(&self) -> Result<Line, Failed> {
-        let read = self.read().await?;
-        self.indexed_past(read.slot).await?;
+    /// The line of a balance read at a settled slot.
+    async fn line(&self, read: AtSlot) -> Result<Line, Failed> {
         let (baseline, source) = self.baseline(&read).await?;
         if read.slot < baseline.block {
             return Err(Failed::Skip(format!(

@@ -24,17 +24,7 @@ impl Store {
         .bind(chain.as_str())
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(Watched {
-                    address: r.try_get("address")?,
-                    account_id: r.try_get("account_id")?,
-                    wallet: None,
-                    watch_from: r.try_get::<Option<i64>, _>("watch_from")?.map(|b| b as u64),
-                    catching_up: r.try_get::<i64, _>("catching_up")? != 0,
-                })
-            })
-            .collect()
+        rows.iter().map(|r| watched(r, r.try_get::<i64, _>("catching_up")? != 0)).collect()
     }
 
     /// The watched addresses of `chain` whose watch began at `since` or
@@ -58,17 +48,7 @@ impl Store {
         .bind(native)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(Watched {
-                    address: r.try_get("address")?,
-                    account_id: r.try_get("account_id")?,
-                    wallet: None,
-                    watch_from: r.try_get::<Option<i64>, _>("watch_from")?.map(|b| b as u64),
-                    catching_up: false,
-                })
-            })
-            .collect()
+        rows.iter().map(|r| watched(r, false)).collect()
     }
 
     /// The lowest block of a `PENDING` deposit on `chain`: no reconciliation
@@ -278,7 +258,20 @@ fn block_of(row: &AnyRow) -> Result<u64, StoreError> {
     Ok(row.try_get::<i64, _>("block_number")? as u64)
 }
 
-fn term(row: &AnyRow, asset: &str, raw: &str, kind: TermKind) -> Result<Term, StoreError> {
+/// An account's watched address from its row.
+fn watched(row: &AnyRow, catching_up: bool) -> Result<Watched, StoreError> {
+    Ok(Watched {
+        address: row.try_get("address")?,
+        account_id: row.try_get("account_id")?,
+        wallet: None,
+        watch_from: row.try_get::<Option<i64>, _>("watch_from")?.map(|b| b as u64),
+        catching_up,
+    })
+}
+
+/// A term from its row: `asset` and `raw` name the columns, the block is
+/// `block_number`.
+pub(super) fn term(row: &AnyRow, asset: &str, raw: &str, kind: TermKind) -> Result<Term, StoreError> {
     Ok(Term { asset: row.try_get(asset)?, block: block_of(row)?, amount: amount(row, raw)?, kind })
 }
 

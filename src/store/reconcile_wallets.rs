@@ -78,17 +78,7 @@ impl Store {
         .bind(native)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
-            .map(|r| {
-                let raw: String = r.try_get("amount_raw")?;
-                Ok(Term {
-                    asset: r.try_get("asset")?,
-                    block: r.try_get::<i64, _>("block_number")? as u64,
-                    amount: super::parse_column(&raw, "amount_raw")?,
-                    kind: TermKind::Own,
-                })
-            })
-            .collect()
+        rows.iter().map(|r| super::reconcile::term(r, "asset", "amount_raw", TermKind::Own)).collect()
     }
 
     /// Which of `hashes` are transactions the platform signed on `chain`.

@@ -30,12 +30,12 @@ pub struct NatsServer {
 }
 
 /// A socket bound to a free port of 127.0.0.1 (or to `port`), not listening.
-fn reserve(port: u16) -> tokio::net::TcpSocket {
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+fn try_reserve(port: u16) -> Option<tokio::net::TcpSocket> {
+    let socket = tokio::net::TcpSocket::new_v4().ok()?;
     // A killed server's connections linger in TIME_WAIT on its port.
-    socket.set_reuseaddr(true).unwrap();
-    socket.bind(std::net::SocketAddr::from(([127, 0, 0, 1], port))).unwrap();
-    socket
+    socket.set_reuseaddr(true).ok()?;
+    socket.bind(std::net::SocketAddr::from(([127, 0, 0, 1], port))).ok()?;
+    Some(socket)
 }
 
 impl NatsServer {
@@ -48,7 +48,7 @@ impl NatsServer {
     /// A server on a free port that is not started yet: its URL refuses
     /// connections until [`NatsServer::restart`].
     pub fn stopped() -> Self {
-        let socket = reserve(0);
+        let socket = try_reserve(0).expect("a free port of 127.0.0.1");
         let port = socket.local_addr().unwrap().port();
         Self { child: None, port, store: tempfile::tempdir().unwrap(), reserved: Some(socket) }
     }
@@ -62,7 +62,9 @@ impl NatsServer {
         if let Some(mut child) = self.child.take() {
             child.kill().unwrap();
             child.wait().unwrap();
-            self.reserved = Some(reserve(self.port));
+            // Held again unless something took it meanwhile (then
+            // `restart` fails, naming the port).
+            self.reserved = try_reserve(self.port);
         }
     }
 
