@@ -85,3 +85,31 @@ pub fn refuses_method(code: i64, message: &str) -> bool {
             .iter()
             .any(|needle| m.contains(needle))
 }
+
+/// A cap on requests a second, for either family's reader in the
+/// background (reconciliation): each request waits for its turn, one every
+/// `1 / rate` seconds, however many callers ask at once.
+#[derive(Debug, Clone)]
+pub struct Pace {
+    gap: std::time::Duration,
+    next: std::sync::Arc<tokio::sync::Mutex<tokio::time::Instant>>,
+}
+
+impl Pace {
+    /// `per_second` requests a second at most (at least one).
+    pub fn new(per_second: u32) -> Self {
+        let gap = std::time::Duration::from_secs(1) / per_second.max(1);
+        Pace { gap, next: std::sync::Arc::new(tokio::sync::Mutex::new(tokio::time::Instant::now())) }
+    }
+
+    /// Waits for the next request's turn.
+    pub async fn turn(&self) {
+        let turn = {
+            let mut next = self.next.lock().await;
+            let turn = (*next).max(tokio::time::Instant::now());
+            *next = turn + self.gap;
+            turn
+        };
+        tokio::time::sleep_until(turn).await;
+    }
+}

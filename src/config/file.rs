@@ -197,11 +197,6 @@ fn quorum(file: &ChainFile, urls: &[RpcUrl]) -> Result<usize, String> {
             file.chain
         ));
     }
-    if quorum > 1 && file.chain.family() == Family::Solana {
-        return Err(
-            "confirm_quorum above 1 is for EVM chains: Solana deposits are confirmed on one URL".into()
-        );
-    }
     Ok(quorum)
 }
 
@@ -425,7 +420,10 @@ mod tests {
         );
         let env =
             |key: &str| (key == "SOLANA_DEVNET_RPC_URLS").then(|| "http://a.example,http://b.example".into());
-        let error = ChainConfig::from_toml(&solana, Path::new("s.toml"), &env).unwrap_err().to_string();
-        assert!(error.contains("for EVM chains"), "{error}");
+        let config = ChainConfig::from_toml(&solana, Path::new("s.toml"), &env).unwrap();
+        assert_eq!(config.confirm_quorum, 2, "Solana deposits too are confirmed on a quorum");
+        let one = |key: &str| (key == "SOLANA_DEVNET_RPC_URLS").then(|| "http://a.example".into());
+        let error = ChainConfig::from_toml(&solana, Path::new("s.toml"), &one).unwrap_err().to_string();
+        assert!(error.contains("SOLANA_DEVNET_RPC_URLS"), "{error}");
     }
 }

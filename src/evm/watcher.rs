@@ -81,7 +81,7 @@ impl EvmWatcher {
         let assets = EvmAssets::from_config(&config);
         let contracts = assets.contracts();
         let watch = WatchSet::default();
-        let providers = quorum::Providers::of(&config);
+        let providers = quorum::providers(&config);
         Self {
             config,
             rpc,

@@ -1,24 +1,26 @@
 //! `run`'s reconciliation: every `reconcile_every_secs` each watched
-//! address and platform wallet of an EVM chain is reconciled as `reconcile` does it, beside the
-//! chain's watcher and under its lease (one instance at a time). The result
-//! is kept for `health`, `/metrics` and `GET /operator/v1/reconciliation`;
-//! money that left an address without the platform is an alarm, once per
-//! block: counted, logged at ERROR and written to the audit log, in the
-//! transaction that keeps the run. Nothing is repaired here. Between
-//! passes, newly watched addresses' baselines are recorded
-//! ([`baselines`]).
+//! address (and, on EVM, platform wallet) of a chain is reconciled as
+//! `reconcile` does it, beside the chain's watcher and under its lease (one
+//! instance at a time). The result is kept for `health`, `/metrics` and
+//! `GET /operator/v1/reconciliation`; money that left an address without
+//! the platform is an alarm, once per block: counted, logged at ERROR and
+//! written to the audit log, in the transaction that keeps the run. Nothing
+//! is repaired here. Between passes, newly watched EVM addresses' baselines
+//! are recorded ([`baselines`]).
 
 use std::{collections::BTreeMap, time::Duration};
 
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
-use super::{Debit, ReconcileError, Run, baselines, evm, rules};
+use super::{Debit, ReconcileError, Report, Run, baselines, evm, rules, solana};
 use crate::{
     audit::{self, Actor, Record},
+    chain::Family,
     config::ChainConfig,
     deposits::resource::format_time,
     evm::rpc::EvmRpc,
+    solana::rpc::SolanaRpc,
     store::{Store, StoreError, now_micros, reconcile_runs},
 };
 
@@ -37,13 +39,7 @@ const BASELINES_EVERY: Duration = Duration::from_secs(2);
 pub async fn every(config: ChainConfig, store: Store, stop: CancellationToken) {
     let chain = config.chain;
     let period = config.reconcile_every;
-    let rpc = EvmRpc::paced(
-        chain,
-        &config.rpc_urls,
-        config.max_block_range,
-        config.batch_size,
-        config.reconcile_max_rps,
-    );
+    let rpc = Reader::of(&config);
     let mut due = tokio::time::Instant::now() + first_wait(&store, &config).await;
     loop {
         let nap = due.saturating_duration_since(tokio::time::Instant::now()).min(BASELINES_EVERY);
@@ -105,10 +101,38 @@ async fn first_wait(store: &Store, config: &ChainConfig) -> Duration {
     }
 }
 
-/// Records newly watched addresses' baselines; a failure waits for the
-/// next try.
-async fn record_baselines(store: &Store, rpc: &EvmRpc, config: &ChainConfig) {
+/// A chain's balance reader, at most `reconcile_max_rps` requests a second.
+enum Reader {
+    Evm(EvmRpc),
+    Solana(SolanaRpc),
+}
+
+impl Reader {
+    fn of(config: &ChainConfig) -> Self {
+        let (chain, urls, rate) = (config.chain, &config.rpc_urls, config.reconcile_max_rps);
+        match config.family() {
+            Family::Evm => {
+                Reader::Evm(EvmRpc::paced(chain, urls, config.max_block_range, config.batch_size, rate))
+            }
+            Family::Solana => Reader::Solana(SolanaRpc::paced(chain, urls, rate)),
+        }
+    }
+
+    /// Every watched address and wallet, as `reconcile` without arguments.
+    async fn reconcile(&self, store: &Store, config: &ChainConfig) -> Result<Report, ReconcileError> {
+        let ask = evm::Ask::default();
+        match self {
+            Reader::Evm(rpc) => evm::reconcile(store, rpc, config, &ask).await,
+            Reader::Solana(rpc) => solana::reconcile(store, rpc, config, &ask).await,
+        }
+    }
+}
+
+/// Records newly watched addresses' baselines (EVM: Solana serves no
+/// balance at a past slot); a failure waits for the next try.
+async fn record_baselines(store: &Store, rpc: &Reader, config: &ChainConfig) {
     let chain = config.chain;
+    let Reader::Evm(rpc) = rpc else { return };
     match baselines::record_new(store, rpc, config).await {
         Ok(0) => {}
         Ok(recorded) => debug!(%chain, recorded, "baselines recorded at watch starts"),
@@ -117,11 +141,12 @@ async fn record_baselines(store: &Store, rpc: &EvmRpc, config: &ChainConfig) {
 }
 
 /// One reconciliation of every watched address, kept with its alarms.
-async fn pass(store: &Store, rpc: &EvmRpc, config: &ChainConfig) -> Result<Run, ReconcileError> {
+async fn pass(store: &Store, rpc: &Reader, config: &ChainConfig) -> Result<Run, ReconcileError> {
     let started = std::time::Instant::now();
-    let report = evm::reconcile(store, rpc, config, &evm::Ask::default()).await?;
+    let report = rpc.reconcile(store, config).await?;
     let differing: Vec<_> = report.lines.iter().filter(|l| l.difference != "0").collect();
-    let debits: Vec<Debit> = differing.iter().flat_map(|l| rules::unexplained_debits(l)).collect();
+    let debits =
+        alarmed_now(store, config, differing.iter().flat_map(|l| rules::unexplained_debits(l))).await?;
     let now = now_micros();
     let run = Run {
         chain: config.chain.as_str().to_string(),
@@ -153,6 +178,27 @@ async fn pass(store: &Store, rpc: &EvmRpc, config: &ChainConfig) -> Result<Run, 
             "money left a watched address without the platform");
     }
     Ok(run)
+}
+
+/// The debits to alarm now: those naming only the platform's own
+/// transactions, which the sender has not recorded as settled yet, wait
+/// for a later pass ([`rules::deferred`]).
+async fn alarmed_now(
+    store: &Store,
+    config: &ChainConfig,
+    debits: impl Iterator<Item = Debit>,
+) -> Result<Vec<Debit>, StoreError> {
+    let mut now = Vec::new();
+    for debit in debits {
+        let platform = store.platform_transactions(config.chain, &debit.transactions).await?;
+        if rules::deferred(&debit, &platform) {
+            info!(chain = %config.chain, address = debit.address, block = debit.block, transactions = ?debit.transactions,
+                "a debit by the platform's own transactions, not settled yet: seen again next pass");
+            continue;
+        }
+        now.push(debit);
+    }
+    Ok(now)
 }
 
 /// Keeps the run and each debit not seen before, each new one in the

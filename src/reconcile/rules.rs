@@ -82,6 +82,16 @@ pub fn unexplained_debits(line: &Line) -> Vec<Debit> {
         .collect()
 }
 
+/// Whether a debit waits for a later pass instead of an alarm: every
+/// transaction it names is one the platform's senders recorded (before
+/// broadcasting it), whose settlement the sender has not recorded yet, so
+/// the ledger does not count it. A debit naming none, or any other
+/// transaction, is alarmed now. A deferred debit is seen again by the
+/// next pass, by then explained or alarmed.
+pub fn deferred(debit: &Debit, platform: &[String]) -> bool {
+    !debit.transactions.is_empty() && debit.transactions.iter().all(|tx| platform.contains(tx))
+}
+
 /// What missed credits (`raw` amount, decimals, the micro-dollars a whole
 /// unit is worth) are worth in micro-dollars, each rounded up so that a
 /// repair at the threshold's edge waits for a second operator. `None` when
@@ -280,6 +290,31 @@ mod tests {
             (Some(1), u128::MAX, true, "saturates"),
         ] {
             assert_eq!(needs_second_operator(worth, alone, above), second, "{why}");
+        }
+    }
+
+    #[test]
+    fn a_debit_waits_only_while_every_transaction_it_names_is_the_platforms() {
+        let debit = |transactions: &[&str]| Debit {
+            chain: "solana-devnet".into(),
+            address: "alice".into(),
+            asset: "SOL".into(),
+            block: 7,
+            account_id: Some("alice".into()),
+            wallet: None,
+            change: "-0.1".into(),
+            transactions: transactions.iter().map(|t| t.to_string()).collect(),
+        };
+        let platform = vec!["ours-1".to_string(), "ours-2".to_string()];
+        let cases: Vec<(&str, Vec<&str>, bool)> = vec![
+            ("the platform's transfer not settled yet", vec!["ours-1"], true),
+            ("two of the platform's", vec!["ours-1", "ours-2"], true),
+            ("the platform's beside a stranger's", vec!["ours-1", "theirs"], false),
+            ("a stranger's", vec!["theirs"], false),
+            ("none named", vec![], false),
+        ];
+        for (what, transactions, waits) in cases {
+            assert_eq!(deferred(&debit(&transactions), &platform), waits, "{what}");
         }
     }
 }

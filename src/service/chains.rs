@@ -28,16 +28,12 @@ use crate::{
 /// URL of another chain) fails `run`, a configuration to correct.
 async fn watch(config: ChainConfig, store: Store, stop: CancellationToken) -> anyhow::Result<()> {
     let chain = config.chain;
-    // EVM chains are reconciled beside their watcher, under its lease.
-    let reconciling = (config.family() == crate::chain::Family::Evm).then(|| {
-        let stop = stop.child_token();
-        (tokio::spawn(reconcile::background::every(config.clone(), store.clone(), stop.clone())), stop)
-    });
+    // Each chain is reconciled beside its watcher, under its lease.
+    let reconciling = stop.child_token();
+    let task = tokio::spawn(reconcile::background::every(config.clone(), store.clone(), reconciling.clone()));
     let watched = family::of(config.family()).watch(config, store.clone(), stop).await;
-    if let Some((task, stop)) = reconciling {
-        stop.cancel();
-        let _ = task.await;
-    }
+    reconciling.cancel();
+    let _ = task.await;
     if let Err(error) = watched? {
         stop_chain(&store, chain, error).await;
     }

@@ -67,6 +67,7 @@ pub const MAX_BLOCKS_RANGE: u64 = 500_000;
 /// transaction of the slot) is of a version newer than the request declared.
 const UNSUPPORTED_TRANSACTION_VERSION: i64 = JSON_RPC_SERVER_ERROR_UNSUPPORTED_TRANSACTION_VERSION;
 
+use crate::rpc::Pace;
 pub use crate::rpc::{Cause, RpcFailure};
 
 /// A signature's status, as `getSignatureStatuses` reports it.
@@ -109,6 +110,8 @@ pub struct SolanaRpc {
     /// head a restart recorded): a backend behind it answers
     /// `minContextSlot` requests with -32016 instead of less.
     freshest: AtomicU64,
+    /// A cap on requests a second, for a reader in the background.
+    pace: Option<Pace>,
 }
 
 impl SolanaRpc {
@@ -123,7 +126,14 @@ impl SolanaRpc {
                 )
             })
             .collect();
-        Self { chain, clients, freshest: AtomicU64::new(0) }
+        Self { chain, clients, freshest: AtomicU64::new(0), pace: None }
+    }
+
+    /// A client of `urls` that sends at most `per_second` requests a
+    /// second: for a reader in the background that must leave the
+    /// providers' rate to the watcher.
+    pub fn paced(chain: Chain, urls: &[RpcUrl], per_second: u32) -> Self {
+        Self { pace: Some(Pace::new(per_second)), ..Self::new(chain, urls) }
     }
 
     /// The highest slot seen so far (see the field).
@@ -147,6 +157,9 @@ impl SolanaRpc {
             let mut last = None;
             for client in &self.clients {
                 for _ in 0..=BEHIND_AT_ONCE {
+                    if let Some(pace) = &self.pace {
+                        pace.turn().await;
+                    }
                     match client.send::<T>(request, params.clone()).await {
                         Ok(value) => return Ok(value),
                         Err(error) if answered(&error) => return Err(self.failure(request, &error)),

@@ -39,6 +39,7 @@ use super::{
 };
 use crate::{
     config::{ChainConfig, Confirmation},
+    deposits::quorum::Decision,
     keys::{KeyRef, Signer},
     store::{Store, now_micros},
     transfers::{
@@ -47,6 +48,8 @@ use crate::{
         submit_within_micros, waiting,
     },
 };
+
+mod quorum;
 
 pub struct SolanaSender {
     config: ChainConfig,
@@ -60,12 +63,15 @@ pub struct SolanaSender {
     /// not know the blockhash yet), and once it expired with no status it
     /// names the failure.
     refused: Mutex<HashMap<String, String>>,
+    /// Each RPC URL on its own, when a quorum must agree.
+    witnesses: quorum::Witnesses,
 }
 
 impl SolanaSender {
     pub fn new(config: ChainConfig, store: Store, signer: Arc<dyn Signer>) -> Self {
         let rpc = SolanaRpc::new(config.chain, &config.rpc_urls);
-        Self { config, rpc, store, signer, sent: Mutex::default(), refused: Mutex::default() }
+        let witnesses = quorum::Witnesses::of(&config);
+        Self { config, rpc, store, signer, sent: Mutex::default(), refused: Mutex::default(), witnesses }
     }
 
     async fn step_once(&self) -> Result<usize, SendError> {
@@ -232,6 +238,15 @@ impl SolanaSender {
         // `finalized` whatever the policy: the bank pays dollars on it.
         if !settled || (!finalized && self.store.collects_off_ramp(&t.id).await?) {
             return Ok(());
+        }
+        match self.status_on_quorum(&tx.hash, status).await? {
+            Decision::Confirm => {}
+            // Landed: it waits for the providers, never expired or signed again.
+            Decision::Wait => return Ok(()),
+            Decision::Fail => {
+                warn!(chain = %self.config.chain, transfer = %t.id, signature = %tx.hash, "a quorum of providers does not serve the transaction's status: the transfer waits");
+                return Ok(());
+            }
         }
         let (state, outcome, reason) = if status.failed {
             (

@@ -30,6 +30,7 @@ use crate::{
 
 mod backfill;
 mod history;
+mod quorum;
 mod settle;
 
 /// Slots listed below a scanned range to prove, in the same answer, that the
@@ -53,6 +54,8 @@ pub struct SolanaWatcher {
     watch_version: Option<i64>,
     /// The cluster's slot time as measured while following it.
     block_time: Option<Duration>,
+    /// Each RPC URL on its own, asked when a quorum must agree.
+    providers: quorum::Providers,
 }
 
 struct Scanned {
@@ -95,7 +98,9 @@ impl SolanaWatcher {
     pub fn history(config: ChainConfig, store: Store) -> Self {
         let rpc = SolanaRpc::new(config.chain, &config.rpc_urls);
         let assets = SolanaAssets::from_config(&config);
+        let providers = quorum::providers(&config);
         Self {
+            providers,
             config,
             rpc,
             store,
@@ -162,7 +167,11 @@ impl SolanaWatcher {
             Strategy::Blocks => self.tick_blocks(confirmed).await?,
             Strategy::Signatures => self.tick_signatures(confirmed).await?,
         };
-        self.settle(finalized).await?;
+        if self.config.confirm_quorum > 1 {
+            self.confirm_on_quorum(finalized).await?;
+        } else {
+            self.settle(finalized).await?;
+        }
         Ok(tick)
     }
 

@@ -56,8 +56,18 @@ async fn operators_of_every_role_list_the_providers_disputes_and_the_reconciliat
         };
         let settlement = QuorumSettlement {
             disputes: vec![
-                Dispute::new(&claimed("dep-failed", Chain::EthereumTestnet), &answers(false), Decision::Fail),
-                Dispute::new(&claimed("dep-open", Chain::BaseSepolia), &answers(false), Decision::Wait),
+                Dispute::new(
+                    &claimed("dep-failed", Chain::EthereumTestnet),
+                    "0xaa",
+                    &answers(false),
+                    Decision::Fail,
+                ),
+                Dispute::new(
+                    &claimed("dep-open", Chain::BaseSepolia),
+                    "0xaa",
+                    &answers(false),
+                    Decision::Wait,
+                ),
             ],
             ..Default::default()
         };

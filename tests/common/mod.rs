@@ -29,6 +29,7 @@ pub mod smtp;
 pub mod softhsm;
 pub mod solana;
 pub mod solana_cluster;
+pub mod solana_forging;
 pub mod solana_instances;
 pub mod totp;
 pub mod transfers;

@@ -222,7 +222,7 @@ async fn seed_reconciliation(app: &App) {
         ("https://a.example/".to_string(), Answer::Serves { hash: "0xaa".into(), holds: true }),
         ("https://b.example/".to_string(), Answer::Serves { hash: "0xaa".into(), holds: false }),
     ];
-    let disputes = vec![Dispute::new(&claimed, &answers, Decision::Fail)];
+    let disputes = vec![Dispute::new(&claimed, "0xaa", &answers, Decision::Fail)];
     app.store().settle_on_quorum(&QuorumSettlement { disputes, ..Default::default() }).await.unwrap();
     let line = json!({
         "account_id": "alice", "address": address, "asset": "ETH", "difference": "-0.5",

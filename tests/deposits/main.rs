@@ -22,6 +22,7 @@ mod reconcile_run;
 mod registration;
 mod silent_waits;
 mod solana_cli;
+mod solana_quorum;
 mod solana_versions;
 mod solana_watcher;
 mod todays_chains;

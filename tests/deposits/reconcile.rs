@@ -9,7 +9,8 @@
 //! second one approves (the ether being unpriced) or refuses, never its
 //! requester even when the row names another; it credits once, with its
 //! event, and neither another repair nor a backfill that reads traces
-//! credits it again; a height not indexed is refused.
+//! credits it again; a height not indexed is refused. A token listed only
+//! after its transfers reached an address is reconciled from the archive.
 
 use crate::common;
 
@@ -407,4 +408,60 @@ async fn a_token_transfer_left_out_of_the_logs_is_found_and_a_small_repair_takes
     assert_eq!((code, text.lines().last()), (0, Some("reconciled 1 addresses: 0 differ")), "{text}{err}");
     let again = env.command(&args).env("CUSTODY_INDEXER_OPERATOR_KEY", &tess).output().unwrap();
     assert_eq!(again.status.code(), Some(2), "nothing left to repair");
+}
+
+/// A token the chain file lists only after transfers of it reached a
+/// watched address: the watcher never read them. Its baseline is read at
+/// the watch start from the archive node, and `reconcile` finds both
+/// transfers, each in its block, named as token logs.
+#[tokio::test]
+async fn a_token_listed_after_its_transfers_is_reconciled_from_the_archive_and_each_is_found() {
+    let anvil = Anvil::start().await;
+    let tusd = anvil.deploy_token("TUSD").await;
+    let env = Env::with_chain_file(&chain_toml(&[anvil.url()], None, ""));
+    let alice = Address::repeat_byte(0xa4);
+    let start = anvil.head().await + 1;
+    env.add_account_from("alice", &alice.to_string(), start);
+    let run = env.spawn_run(CHAIN);
+    let token = anvil.token(tusd);
+    let minter = anvil.accounts[5];
+    let mut minted = Vec::new();
+    for amount in [3_000_000u64, 4_000_000] {
+        anvil.mine(3).await;
+        token.mint(alice, U256::from(amount)).from(minter).mined().await;
+        minted.push(anvil.head().await);
+    }
+    anvil.mine(20).await;
+    let store = env.store().await;
+    let last = minted[1];
+    eventually(Duration::from_secs(60), "the chain indexed past the mints", || async {
+        (store.chain_state(CHAIN).await.unwrap()?.next_block > last + 10).then_some(())
+    })
+    .await;
+    drop(run);
+    assert!(store.deposits_on_chain(CHAIN).await.unwrap().is_empty(), "TUSD was not listed");
+
+    std::fs::write(env.chains.join("test.toml"), chain_toml(&[anvil.url()], Some(&tusd.to_string()), ""))
+        .unwrap();
+    let (code, json, err) = reconcile(&env, &["--json", "--asset", "TUSD"]);
+    assert_eq!(code, 1, "{json}{err}");
+    let line = &lines(&json)[0];
+    assert_eq!(
+        (&line["baseline"], &line["ledger"], &line["onchain"]),
+        (&json!("archive"), &json!("0"), &json!("7"))
+    );
+    let found: Vec<(u64, String)> = line["divergent_blocks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| (d["block"].as_u64().unwrap(), d["change"].as_str().unwrap().to_string()))
+        .collect();
+    assert_eq!(found, vec![(minted[0], "3".to_string()), (minted[1], "4".to_string())], "{line}");
+    let movements: Vec<(u64, &str, &str)> = line["movements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["block"].as_u64().unwrap(), m["how"].as_str().unwrap(), m["amount"].as_str().unwrap()))
+        .collect();
+    assert_eq!(movements, vec![(minted[0], "token_log", "3"), (minted[1], "token_log", "4")], "{line}");
 }

@@ -48,7 +48,7 @@ fn chain_config(node: &SolanaNode, mints: &Mints, strategy: &str) -> ChainConfig
     ChainConfig::from_toml(&text, Path::new("solana-test.toml"), &|_| None).unwrap()
 }
 
-async fn add_wallet(store: &Store, id: &str, wallet: &Pubkey) {
+pub(crate) async fn add_wallet(store: &Store, id: &str, wallet: &Pubkey) {
     common::identity(store, "default", &format!("identity-{id}")).await;
     store
         .add_account(NewAccount {
@@ -72,7 +72,7 @@ fn fidelity() -> bool {
 
 /// Steps until the watcher has read everything up to the current confirmed
 /// slot: for the blocks strategy, until its cursor passed that slot.
-async fn catch_up(watcher: &mut SolanaWatcher, node: &SolanaNode) {
+pub(crate) async fn catch_up(watcher: &mut SolanaWatcher, node: &SolanaNode) {
     let target = node.slot(CommitmentConfig::confirmed()).await;
     let blocks = watcher.config().strategy == custody_indexer::config::Strategy::Blocks;
     for _ in 0..500 {

@@ -14,6 +14,7 @@ mod reconcile_ledger;
 mod send_faults;
 mod settle_quorum;
 mod solana_reconcile;
+mod solana_settle_quorum;
 mod solana_transfers;
 mod top_up_queue;
 mod transfer_requests;

@@ -3,19 +3,23 @@
 //! sponsored transfers from her (the sponsor paid every fee); then her key
 //! signs a transfer outside the platform: an unexplained debit, the slot it
 //! happened in and its transaction named, never hidden, and `--repair` is
-//! refused on Solana.
+//! refused on Solana. `run` reconciles in the background meanwhile: no
+//! alarm for the platform's own transfers, one for the debit outside it.
 
 use crate::common;
 
 use std::time::Duration;
 
-use common::solana::SOL;
+use common::{
+    eventually,
+    solana::{SOL, SolanaNode},
+};
 use custody_indexer::keys::{KeyRef, MnemonicSigner, Signer};
 use serde_json::Value;
 use solana_keypair::Keypair;
 use solana_signer::Signer as _;
 
-use super::solana_transfers::{CHAIN, MNEMONIC, Setup, airdrop};
+use super::solana_transfers::{CHAIN, MNEMONIC, Setup, airdrop, mnemonic};
 
 /// `reconcile --account alice --json`: its exit code and lines, once
 /// alice's watch caught up (her lines are skipped until then).
@@ -38,9 +42,34 @@ fn of<'a>(lines: &'a [Value], asset: &str) -> &'a Value {
     lines.iter().find(|l| l["asset"] == asset).unwrap()
 }
 
+/// The background passes' alarms in the audit log: each one's target and reason.
+async fn alarms(s: &Setup) -> Vec<(String, String)> {
+    let store = s.env.store().await;
+    let entries = store.audit_entries(0, None, 1000).await.unwrap();
+    let alarms = entries.into_iter().filter(|e| e.action == "reconcile.unexplained_debit");
+    alarms.map(|e| (e.target_id, e.reason.unwrap_or_default())).collect()
+}
+
+/// Waits for a background pass that ended after `after` (micros), and
+/// returns how many lines it compared and how many differ.
+async fn pass_after(s: &Setup, after: i64) -> (u64, u64) {
+    let store = s.env.store().await;
+    eventually(Duration::from_secs(90), "a background pass", || async {
+        let runs = store.reconcile_runs(Some(CHAIN)).await.unwrap();
+        let run = runs.into_iter().next().filter(|r| r.at_micros > after)?;
+        Some((run.lines, run.differ))
+    })
+    .await
+}
+
+fn now_micros() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_micros() as i64
+}
+
 #[tokio::test]
 async fn sol_and_tokens_reconcile_at_a_finalized_slot_and_a_debit_outside_is_named() {
-    let s = Setup::new("", false).await;
+    let every = "reconcile_every_secs = 2";
+    let s = Setup::on(SolanaNode::start().await, "", false, mnemonic(), &[], every).await;
     let (code, first) = reconciled(&s).await;
     assert_eq!(code, 0, "{first:?}");
     let sol = of(&first, "SOL");
@@ -61,6 +90,10 @@ async fn sol_and_tokens_reconcile_at_a_finalized_slot_and_a_debit_outside_is_nam
     assert_eq!((&sol["onchain"], &sol["ledger"]), (&"2.75".into(), &"2.75".into()), "{sol}");
     assert_eq!((&tusd["onchain"], &tusd["ledger"]), (&"95".into(), &"95".into()), "{tusd}");
     assert!(sol["at_block"].as_u64().unwrap() > first[0]["at_block"].as_u64().unwrap());
+    // `run`'s passes saw the same: nothing differs, nothing was alarmed.
+    let (lines, differ) = pass_after(&s, now_micros()).await;
+    assert_eq!((lines >= 2, differ), (true, 0), "the background pass agrees");
+    assert_eq!(alarms(&s).await, vec![], "the platform's own transfers are no alarm");
 
     // alice's own key signs a transfer the platform never made: she pays
     // 0.1 SOL and the fee.
@@ -104,6 +137,17 @@ async fn sol_and_tokens_reconcile_at_a_finalized_slot_and_a_debit_outside_is_nam
         );
         assert_eq!(of(&lines, "TUSD")["difference"], "0");
     }
+    // `run` alarmed it once, naming the address, the slot and the transaction.
+    let seen = eventually(Duration::from_secs(90), "the background alarm", || async {
+        let alarms = alarms(&s).await;
+        (!alarms.is_empty()).then_some(alarms)
+    })
+    .await;
+    pass_after(&s, now_micros()).await;
+    assert_eq!(alarms(&s).await.len(), 1, "alarmed once: {seen:?}");
+    let (target, reason) = &seen[0];
+    assert_eq!(target, &format!("{}:{}:SOL:{slot}", CHAIN.as_str(), s.alice));
+    assert!(reason.contains(&stolen) && reason.contains(&lost), "{reason}");
     let out = s.env.output(&["reconcile", "--chain", CHAIN.as_str(), "--repair"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--repair is for EVM chains"));

@@ -57,7 +57,7 @@ pub(crate) struct Setup {
 }
 
 /// The variables of a service whose keys come from [`MNEMONIC`].
-fn mnemonic() -> Vec<(String, String)> {
+pub(crate) fn mnemonic() -> Vec<(String, String)> {
     vec![("CUSTODY_INDEXER_MNEMONIC".into(), MNEMONIC.into())]
 }
 
@@ -72,13 +72,29 @@ impl Setup {
     /// As [`Setup::new`], the service's keys named by `keys`.
     async fn with_keys(transfers: &str, through_proxy: bool, keys: Vec<(String, String)>) -> Self {
         let node = SolanaNode::start().await;
+        Self::on(node, transfers, through_proxy, keys, &[], "").await
+    }
+
+    /// As [`Setup::new`] on `node`, the chain file also listing the RPC
+    /// URLs `also` after the node's (or the proxy's), with `lines` added.
+    pub(crate) async fn on(
+        node: SolanaNode,
+        transfers: &str,
+        through_proxy: bool,
+        keys: Vec<(String, String)>,
+        also: &[String],
+        lines: &str,
+    ) -> Self {
         let proxy = if through_proxy { Some(proxy::start(node.url.clone()).await) } else { None };
-        let rpc = proxy.as_ref().map_or(node.url.clone(), |p| p.url.clone());
+        let mut rpc = proxy.as_ref().map_or(node.url.clone(), |p| p.url.clone());
+        for url in also {
+            rpc = format!("{rpc}\", \"{url}");
+        }
         let minter = node.funded(10 * SOL).await;
         let mint = node.create_mint(&minter, TOKEN, 6).await;
         let env = Env::with_chain_file(&format!(
             "chain = \"{CHAIN}\"\ngenesis_hash = \"{}\"\nrpc_urls = [\"{}\"]\nconfirmation = \"finalized\"\n\
-             poll_interval_ms = 100\nmax_block_range = 200\nnative = {{ symbol = \"SOL\", decimals = 9 }}\n\
+             poll_interval_ms = 100\nmax_block_range = 200\nnative = {{ symbol = \"SOL\", decimals = 9 }}\n{lines}\n\
              [[assets]]\nsymbol = \"TUSD\"\ncontract_address = \"{mint}\"\ndecimals = 6\ntoken_program = \"{TOKEN}\"\n\
              [transfers]\nnative_usd = \"150\"\n{transfers}\n",
             node.genesis_hash, rpc
@@ -140,7 +156,7 @@ impl Setup {
             .await
     }
 
-    async fn get(&self, path: &str) -> Value {
+    pub(crate) async fn get(&self, path: &str) -> Value {
         send(Method::GET, &format!("{}{path}", self.base), Some(&self.key)).await.body
     }
 

@@ -3,31 +3,26 @@
 //! A background reader (reconciliation) uses it so that it never takes
 //! more of a provider's rate than it is given.
 
-use std::{
-    sync::Arc,
-    task::{Context, Poll},
-    time::Duration,
-};
+use std::task::{Context, Poll};
 
 use alloy::{
     rpc::json_rpc::ResponsePacket,
     transports::{TransportError, TransportFut},
 };
-use tokio::{sync::Mutex, time::Instant};
 use tower::{Layer, Service};
 
-/// At most one request every `gap`.
+use crate::rpc::Pace;
+
+/// At most `per_second` requests a second, through [`Pace`].
 #[derive(Debug, Clone)]
 pub struct PaceLayer {
-    gap: Duration,
-    next: Arc<Mutex<Instant>>,
+    pace: Pace,
 }
 
 impl PaceLayer {
     /// `per_second` requests a second at most (at least one).
     pub fn new(per_second: u32) -> Self {
-        let gap = Duration::from_secs(1) / per_second.max(1);
-        PaceLayer { gap, next: Arc::new(Mutex::new(Instant::now())) }
+        PaceLayer { pace: Pace::new(per_second) }
     }
 }
 
@@ -35,15 +30,14 @@ impl<S> Layer<S> for PaceLayer {
     type Service = Paced<S>;
 
     fn layer(&self, inner: S) -> Paced<S> {
-        Paced { inner, gap: self.gap, next: self.next.clone() }
+        Paced { inner, pace: self.pace.clone() }
     }
 }
 
 #[derive(Debug, Clone)]
 pub struct Paced<S> {
     inner: S,
-    gap: Duration,
-    next: Arc<Mutex<Instant>>,
+    pace: Pace,
 }
 
 impl<S, R> Service<R> for Paced<S>
@@ -64,15 +58,9 @@ where
 
     fn call(&mut self, request: R) -> Self::Future {
         let mut inner = self.inner.clone();
-        let (gap, next) = (self.gap, self.next.clone());
+        let pace = self.pace.clone();
         Box::pin(async move {
-            let turn = {
-                let mut next = next.lock().await;
-                let turn = (*next).max(Instant::now());
-                *next = turn + gap;
-                turn
-            };
-            tokio::time::sleep_until(turn).await;
+            pace.turn().await;
             inner.call(request).await
         })
     }
@@ -80,6 +68,10 @@ where
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    use tokio::time::Instant;
+
     use super::*;
 
     /// An endpoint that answers at once.

@@ -37,6 +37,15 @@ impl SolanaRpc {
             .ok_or_else(|| self.malformed("getEpochInfo", &info))
     }
 
+    /// The hash of the block at `slot` (`getBlock` without its
+    /// transactions), at `commitment`.
+    pub async fn block_hash(&self, slot: u64, commitment: CommitmentConfig) -> Result<String, RpcFailure> {
+        let config = json!({ "transactionDetails": "none", "rewards": false, "commitment": commitment.commitment,
+            "maxSupportedTransactionVersion": 0 });
+        let block: Value = self.call(RpcRequest::GetBlock, json!([slot, config])).await?;
+        block["blockhash"].as_str().map(String::from).ok_or_else(|| self.malformed("getBlock", &block))
+    }
+
     /// Whether an account exists at `confirmed`.
     pub async fn account_exists(&self, address: &str) -> Result<bool, RpcFailure> {
         let config = json!({ "encoding": "base64", "commitment": "confirmed", "dataSlice": { "offset": 0, "length": 0 } });

@@ -1,12 +1,17 @@
 //! Provider quorum: a deposit is confirmed only when `confirm_quorum`
 //! RPC URLs answer the same block and the same deposit in it. Each URL's
 //! answer is gathered by the family's watcher; the verdict, and what a
-//! disagreement records, are decided here.
+//! disagreement records, are decided here; [`step`] asks, judges and
+//! settles for either family.
 
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::chain::Chain;
+use crate::{chain::Chain, deposits::resource::Detected};
+
+mod step;
+
+pub use step::{Evidence, Providers, QUORUM_WAITING, Quorum, confirm_on_quorum};
 
 /// The reason a deposit no quorum of providers holds is `FAILED` with, in
 /// its dispute and the logs (the Deposit resource has no reason).
@@ -28,6 +33,18 @@ pub struct Claimed {
     pub block_hash: String,
 }
 
+impl Claimed {
+    /// Whether a provider's `found` deposit is this one: the same
+    /// transaction, position, address, asset and amount.
+    pub fn is(&self, found: &Detected) -> bool {
+        found.tx_hash == self.tx_hash
+            && found.position.key() == self.position
+            && found.account_address.eq_ignore_ascii_case(&self.address)
+            && found.currency_symbol == self.symbol
+            && found.amount.raw().to_string() == self.amount_raw
+    }
+}
+
 /// What one RPC URL answered about a deposit's block.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Answer {
@@ -39,6 +56,9 @@ pub enum Answer {
     /// It serves the block at the deposit's height under `hash`, holding
     /// the deposit as recorded or not.
     Serves { hash: String, holds: bool },
+    /// Solana: it has no block at the deposit's slot (skipped) and no
+    /// status for its transaction: the deposit is absent there.
+    Skipped,
 }
 
 impl Answer {
@@ -47,6 +67,7 @@ impl Answer {
         match self {
             Answer::Silent => "no answer".into(),
             Answer::Behind => "the block is not final there yet".into(),
+            Answer::Skipped => "no block at that slot, and no status for the transaction".into(),
             Answer::Serves { hash, holds: true } if hash == recorded_hash => {
                 "the block with the deposit".into()
             }
@@ -85,8 +106,12 @@ pub fn verdict(recorded_hash: &str, answers: &[Answer], quorum: usize) -> Verdic
     let same = |hash: &String| hash == recorded_hash;
     let agree =
         answers.iter().filter(|a| matches!(a, Answer::Serves { hash, holds: true } if same(hash))).count();
-    let absent =
-        answers.iter().filter(|a| matches!(a, Answer::Serves { hash, holds: false } if same(hash))).count();
+    let absent = answers
+        .iter()
+        .filter(|a| {
+            matches!(a, Answer::Skipped) || matches!(a, Answer::Serves { hash, holds: false } if same(hash))
+        })
+        .count();
     let elsewhere =
         answers.iter().filter(|a| matches!(a, Answer::Serves { hash, .. } if !same(hash))).count();
     let spare = answers.len().saturating_sub(quorum);
@@ -98,6 +123,32 @@ pub fn verdict(recorded_hash: &str, answers: &[Answer], quorum: usize) -> Verdic
         Decision::Wait
     };
     Verdict { decision, disputed: absent + elsewhere > 0 }
+}
+
+/// The block hash a deposit is judged by: the one recorded, or, for a
+/// deposit recorded without one (Solana's `signatures` strategy reads
+/// transactions, not blocks), the hash most URLs holding it serve, else
+/// the one most URLs serve (the first such on a tie). Liars agreeing on
+/// another hash than the honest URLs then make a dispute, never a quorum.
+pub fn reference_hash(recorded_hash: &str, answers: &[Answer]) -> String {
+    if !recorded_hash.is_empty() {
+        return recorded_hash.to_string();
+    }
+    let most = |holding: bool| {
+        let served: Vec<&String> = answers
+            .iter()
+            .filter_map(|a| match a {
+                Answer::Serves { hash, holds } if *holds || !holding => Some(hash),
+                _ => None,
+            })
+            .collect();
+        let count = |h: &String| served.iter().filter(|s| **s == h).count();
+        served.iter().copied().fold(None::<&String>, |best, h| match best {
+            Some(b) if count(b) >= count(h) => Some(b),
+            _ => Some(h),
+        })
+    };
+    most(true).or_else(|| most(false)).cloned().unwrap_or_default()
 }
 
 /// How a dispute ended, or that it is open.
@@ -167,8 +218,9 @@ pub struct Dispute {
 }
 
 impl Dispute {
-    /// The dispute a disputed verdict records, `answers` by URL.
-    pub fn new(claimed: &Claimed, answers: &[(String, Answer)], decision: Decision) -> Self {
+    /// The dispute a disputed verdict records, `answers` by URL, each
+    /// described against `judged_by` (see [`reference_hash`]).
+    pub fn new(claimed: &Claimed, judged_by: &str, answers: &[(String, Answer)], decision: Decision) -> Self {
         Dispute {
             deposit_id: claimed.id.clone(),
             chain: claimed.chain,
@@ -177,10 +229,10 @@ impl Dispute {
             asset: claimed.symbol.clone(),
             transaction_hash: claimed.tx_hash.clone(),
             block_number: claimed.block_number,
-            block_hash: claimed.block_hash.clone(),
+            block_hash: judged_by.to_string(),
             answers: answers
                 .iter()
-                .map(|(url, a)| UrlAnswer { url: url.clone(), answered: a.describe(&claimed.block_hash) })
+                .map(|(url, a)| UrlAnswer { url: url.clone(), answered: a.describe(judged_by) })
                 .collect(),
             outcome: Outcome::of(decision),
             first_seen_at: String::new(),
@@ -227,6 +279,8 @@ mod tests {
             ("nobody answers", vec![Silent, Silent], 2, Wait, false),
             ("one holds, quorum 1, other absent", vec![with(true), with(false)], 1, Confirm, true),
             ("all absent, quorum 1", vec![with(false)], 1, Fail, true),
+            ("skipped counts as absent", vec![with(true), Answer::Skipped], 2, Fail, true),
+            ("skipped on one of three", vec![with(true), with(true), Answer::Skipped], 2, Confirm, true),
         ];
         for (what, answers, quorum, decision, disputed) in cases {
             assert_eq!(verdict(H, &answers, quorum), Verdict { decision, disputed }, "{what}");
@@ -239,7 +293,45 @@ mod tests {
         assert_eq!(with(false).describe(H), "the block without the deposit");
         assert_eq!(other().describe(H), "another block at that height (0xbb)");
         assert_eq!(Answer::Silent.describe(H), "no answer");
+        assert!(Answer::Skipped.describe(H).starts_with("no block at that slot"));
         assert_eq!(Outcome::parse("NOT_ON_QUORUM"), Some(Outcome::NotOnQuorum));
         assert_eq!(Outcome::parse("REORGED"), Some(Outcome::Reorged));
+    }
+
+    #[test]
+    fn a_deposit_recorded_without_a_block_hash_is_judged_by_the_hash_its_holders_serve() {
+        let serves = |hash: &str, holds| Answer::Serves { hash: hash.into(), holds };
+        let cases: Vec<(&str, &str, Vec<Answer>, &str)> = vec![
+            ("a recorded hash is kept", "0xaa", vec![serves("0xbb", true)], "0xaa"),
+            ("the holders' hash", "", vec![serves("0xaa", true), serves("0xaa", true)], "0xaa"),
+            (
+                "holders before others",
+                "",
+                vec![serves("0xbb", false), serves("0xbb", false), serves("0xaa", true)],
+                "0xaa",
+            ),
+            (
+                "most holders win",
+                "",
+                vec![serves("0xbb", true), serves("0xaa", true), serves("0xaa", true)],
+                "0xaa",
+            ),
+            ("a tie: the first", "", vec![serves("0xbb", true), serves("0xaa", true)], "0xbb"),
+            (
+                "nobody holds: the most served",
+                "",
+                vec![serves("0xaa", false), serves("0xbb", false), serves("0xbb", false)],
+                "0xbb",
+            ),
+            ("nobody serves", "", vec![Answer::Silent, Answer::Skipped], ""),
+        ];
+        for (what, recorded, answers, expected) in cases {
+            assert_eq!(reference_hash(recorded, &answers), expected, "{what}");
+        }
+        // A liar holding a deposit under its own hash, beside an honest URL
+        // serving the real block without it: a dispute, never a confirmation.
+        let answers = vec![serves("0xliar", true), serves("0xreal", false)];
+        let judged = verdict(&reference_hash("", &answers), &answers, 2);
+        assert_eq!(judged, Verdict { decision: Decision::Wait, disputed: true });
     }
 }
