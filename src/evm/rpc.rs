@@ -12,12 +12,14 @@
 
 mod block_receipts;
 mod errors;
+mod multicall;
 mod paced;
 mod projections;
 mod sending;
 
 pub use crate::rpc::{Cause, RpcFailure};
 use errors::{TransientPolicy, error_kind, is_range_too_large};
+pub use multicall::{MULTICALL3, PER_CALL as BALANCES_PER_CALL};
 pub use projections::{
     BlockReceipt, FeeReceipt, RpcBlock, RpcHeader, RpcReceipt, RpcReceiptLogs, RpcTransaction, TxStatus,
 };

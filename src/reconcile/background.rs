@@ -40,6 +40,7 @@ pub async fn every(config: ChainConfig, store: Store, stop: CancellationToken) {
     let chain = config.chain;
     let period = config.reconcile_every;
     let rpc = Reader::of(&config);
+    let mut deferrals = Deferrals::new();
     let mut due = tokio::time::Instant::now() + first_wait(&store, &config).await;
     loop {
         let nap = due.saturating_duration_since(tokio::time::Instant::now()).min(BASELINES_EVERY);
@@ -56,7 +57,7 @@ pub async fn every(config: ChainConfig, store: Store, stop: CancellationToken) {
         }
         let passed = tokio::select! {
             _ = stop.cancelled() => return,
-            passed = pass(&store, &rpc, &config) => passed,
+            passed = pass(&store, &rpc, &config, &mut deferrals) => passed,
         };
         let wait = match passed {
             Ok(run) => {
@@ -141,12 +142,17 @@ async fn record_baselines(store: &Store, rpc: &Reader, config: &ChainConfig) {
 }
 
 /// One reconciliation of every watched address, kept with its alarms.
-async fn pass(store: &Store, rpc: &Reader, config: &ChainConfig) -> Result<Run, ReconcileError> {
+async fn pass(
+    store: &Store,
+    rpc: &Reader,
+    config: &ChainConfig,
+    deferrals: &mut Deferrals,
+) -> Result<Run, ReconcileError> {
     let started = std::time::Instant::now();
     let report = rpc.reconcile(store, config).await?;
     let differing: Vec<_> = report.lines.iter().filter(|l| l.difference != "0").collect();
-    let debits =
-        alarmed_now(store, config, differing.iter().flat_map(|l| rules::unexplained_debits(l))).await?;
+    let debits: Vec<Debit> = differing.iter().flat_map(|l| rules::unexplained_debits(l)).collect();
+    let debits = alarmed_now(store, config, debits, deferrals).await?;
     let now = now_micros();
     let run = Run {
         chain: config.chain.as_str().to_string(),
@@ -180,25 +186,40 @@ async fn pass(store: &Store, rpc: &Reader, config: &ChainConfig) -> Result<Run, 
     Ok(run)
 }
 
-/// The debits to alarm now: those naming only the platform's own
-/// transactions, which the sender has not recorded as settled yet, wait
-/// for a later pass ([`rules::deferred`]).
+/// When a pass first deferred each debit (by its audit target), while it
+/// is deferred.
+type Deferrals = std::collections::HashMap<String, std::time::Instant>;
+
+/// The debits to alarm now: one naming only the platform's own
+/// transactions whose inclusion the sender has not recorded yet waits for
+/// a later pass, for [`rules::DEFER_AT_MOST`] at most ([`rules::deferred`]).
 async fn alarmed_now(
     store: &Store,
     config: &ChainConfig,
-    debits: impl Iterator<Item = Debit>,
+    debits: Vec<Debit>,
+    deferrals: &mut Deferrals,
 ) -> Result<Vec<Debit>, StoreError> {
     let mut now = Vec::new();
+    let mut still = Deferrals::new();
     for debit in debits {
-        let platform = store.platform_transactions(config.chain, &debit.transactions).await?;
-        if rules::deferred(&debit, &platform) {
+        let unsettled = store.unsettled_platform_transactions(config.chain, &debit.transactions).await?;
+        let target = debit_target(&debit);
+        let since = deferrals.get(&target).copied().unwrap_or_else(std::time::Instant::now);
+        if rules::deferred(&debit, &unsettled, since.elapsed()) {
             info!(chain = %config.chain, address = debit.address, block = debit.block, transactions = ?debit.transactions,
-                "a debit by the platform's own transactions, not settled yet: seen again next pass");
+                "a debit by the platform's own transactions not recorded as included yet: seen again next pass");
+            still.insert(target, since);
             continue;
         }
         now.push(debit);
     }
+    *deferrals = still;
     Ok(now)
+}
+
+/// The audit entry's target of an unexplained debit.
+fn debit_target(debit: &Debit) -> String {
+    format!("{}:{}:{}:{}", debit.chain, debit.address, debit.asset, debit.block)
 }
 
 /// Keeps the run and each debit not seen before, each new one in the
@@ -209,7 +230,7 @@ async fn keep(store: &Store, run: &Run, debits: &[Debit], now: i64) -> Result<Ve
     let mut new = Vec::new();
     for debit in debits {
         reconcile_runs::record_debit(&mut tx, debit, now).await?;
-        let target = format!("{}:{}:{}:{}", debit.chain, debit.address, debit.asset, debit.block);
+        let target = debit_target(debit);
         if reconcile_runs::alarmed(&mut tx, &target).await? {
             continue;
         }

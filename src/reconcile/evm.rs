@@ -63,9 +63,17 @@ pub async fn reconcile(
     let height = settled.height_for(ask.at_block, config)?;
     let assets = assets(config, ask.asset.as_deref())?;
     let mut report = Report { settled: settled.height, ..Report::default() };
+    let mut compared = Vec::new();
+    let pending = store.pending_addresses_through(config.chain, height).await?;
     for watched in chosen(store, config, ask).await? {
         if watched.catching_up {
             report.skipped.push(format!("{}: its watch is still catching up", watched.address));
+            continue;
+        }
+        if pending.iter().any(|p| p.eq_ignore_ascii_case(&watched.address)) {
+            report
+                .skipped
+                .push(format!("{}: a deposit to it is still PENDING at block {height}", watched.address));
             continue;
         }
         // A baseline comes from a settled block, never above it.
@@ -78,8 +86,16 @@ pub async fn reconcile(
         let Ok(owner) = watched.address.parse::<Address>() else {
             return Err(ReconcileError::Refused(format!("{} is not an address", watched.address)));
         };
+        compared.push((watched, owner));
+    }
+    // Every balance at the height first, batched.
+    let pairs: Vec<(Address, Option<Address>)> =
+        compared.iter().flat_map(|(_, owner)| assets.iter().map(|a| (*owner, a.token))).collect();
+    let mut batched = rpc.balances_at(&pairs, height).await.into_iter();
+    for (watched, owner) in compared {
         let terms = terms_of(store, config, &watched).await?;
         for asset in &assets {
+            let known = batched.next().flatten().map(|balance| (height, balance));
             let mine: Vec<Term> = terms.iter().filter(|t| t.asset == asset.symbol).cloned().collect();
             let one = One {
                 store,
@@ -90,6 +106,7 @@ pub async fn reconcile(
                 asset,
                 terms: &mine,
                 settled: settled.height,
+                known,
             };
             match one.reconciled(height).await {
                 Ok((line, missed)) => {
@@ -118,9 +135,10 @@ async fn terms_of(
     Ok(terms)
 }
 
-/// The indexed height, and the settled one: the lowest of the confirmed
-/// height (by the node's head and by the head the watcher recorded), the
-/// indexed height and the block below the lowest `PENDING` deposit.
+/// The indexed height, and the settled one: the lower of the confirmed
+/// height (by the node's head and by the head the watcher recorded) and
+/// the indexed height. An address with a deposit still `PENDING` at or
+/// below it is skipped by the caller.
 pub(super) struct Settled {
     pub(super) indexed: u64,
     pub(super) height: u64,
@@ -158,8 +176,7 @@ pub(super) async fn settled(
             })?
         }
     };
-    let pending = store.lowest_pending_block(chain).await?.map_or(u64::MAX, |b| b.saturating_sub(1));
-    Ok(Settled { indexed, height: confirmed.min(indexed).min(pending) })
+    Ok(Settled { indexed, height: confirmed.min(indexed) })
 }
 
 /// The assets of the chain file, or the one named.
@@ -231,12 +248,17 @@ struct One<'a> {
     terms: &'a [Term],
     /// No baseline is taken above it.
     settled: u64,
+    /// The balance at a height, read already (batched).
+    known: Option<(u64, U256)>,
 }
 
 impl One<'_> {
     /// The chain's balance at the end of `block`.
     async fn onchain(&self, block: u64) -> Result<U256, RpcFailure> {
-        self.asset.balance(self.rpc, self.owner, block).await
+        match self.known {
+            Some((at, balance)) if at == block => Ok(balance),
+            _ => self.asset.balance(self.rpc, self.owner, block).await,
+        }
     }
 
     /// `onchain − ledger` at the end of `block`.

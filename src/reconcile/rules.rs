@@ -82,14 +82,20 @@ pub fn unexplained_debits(line: &Line) -> Vec<Debit> {
         .collect()
 }
 
+/// How long a debit by the platform's own unsettled transactions waits
+/// for the sender to record them before it is alarmed all the same.
+pub const DEFER_AT_MOST: std::time::Duration = std::time::Duration::from_secs(600);
+
 /// Whether a debit waits for a later pass instead of an alarm: every
 /// transaction it names is one the platform's senders recorded (before
-/// broadcasting it), whose settlement the sender has not recorded yet, so
-/// the ledger does not count it. A debit naming none, or any other
-/// transaction, is alarmed now. A deferred debit is seen again by the
-/// next pass, by then explained or alarmed.
-pub fn deferred(debit: &Debit, platform: &[String]) -> bool {
-    !debit.transactions.is_empty() && debit.transactions.iter().all(|tx| platform.contains(tx))
+/// broadcasting it) and whose inclusion they have not recorded yet
+/// (`unsettled`), so the ledger does not count it yet; and it has waited
+/// (`waited`, since a pass first deferred it) less than [`DEFER_AT_MOST`].
+/// A debit naming none, or any other transaction, is alarmed at once.
+pub fn deferred(debit: &Debit, unsettled: &[String], waited: std::time::Duration) -> bool {
+    !debit.transactions.is_empty()
+        && debit.transactions.iter().all(|tx| unsettled.contains(tx))
+        && waited < DEFER_AT_MOST
 }
 
 /// What missed credits (`raw` amount, decimals, the micro-dollars a whole
@@ -305,16 +311,18 @@ mod tests {
             change: "-0.1".into(),
             transactions: transactions.iter().map(|t| t.to_string()).collect(),
         };
-        let platform = vec!["ours-1".to_string(), "ours-2".to_string()];
-        let cases: Vec<(&str, Vec<&str>, bool)> = vec![
-            ("the platform's transfer not settled yet", vec!["ours-1"], true),
-            ("two of the platform's", vec!["ours-1", "ours-2"], true),
-            ("the platform's beside a stranger's", vec!["ours-1", "theirs"], false),
-            ("a stranger's", vec!["theirs"], false),
-            ("none named", vec![], false),
+        let unsettled = vec!["ours-1".to_string(), "ours-2".to_string()];
+        let (fresh, long) = (std::time::Duration::ZERO, DEFER_AT_MOST);
+        let cases: Vec<(&str, Vec<&str>, std::time::Duration, bool)> = vec![
+            ("the platform's transfer not settled yet", vec!["ours-1"], fresh, true),
+            ("two of the platform's", vec!["ours-1", "ours-2"], fresh, true),
+            ("waited too long: alarmed all the same", vec!["ours-1"], long, false),
+            ("the platform's beside a stranger's", vec!["ours-1", "theirs"], fresh, false),
+            ("a stranger's (or a settled one of the platform's)", vec!["theirs"], fresh, false),
+            ("none named", vec![], fresh, false),
         ];
-        for (what, transactions, waits) in cases {
-            assert_eq!(deferred(&debit(&transactions), &platform), waits, "{what}");
+        for (what, transactions, waited, waits) in cases {
+            assert_eq!(deferred(&debit(&transactions), &unsettled, waited), waits, "{what}");
         }
     }
 }

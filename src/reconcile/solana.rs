@@ -80,6 +80,7 @@ pub async fn reconcile(
     }
     let highest = read.iter().map(|(_, _, at)| at.slot).max().unwrap_or_default();
     let settled = settled_past(store, rpc, config, highest).await;
+    let pending = store.pending_addresses_through(config.chain, highest).await?;
     let (chain, native) = (config.chain, &config.native.symbol);
     // The reads are by address: its terms are read once.
     let mut terms: (String, Vec<Term>) = Default::default();
@@ -87,6 +88,11 @@ pub async fn reconcile(
         let what = format!("{} {}", watched.address, asset.symbol);
         if let Err(failed) = &settled {
             Failed::Skip(failed.clone()).file(&mut report, &what)?;
+            continue;
+        }
+        if pending.contains(&watched.address) {
+            let why = format!("a deposit to it is still PENDING at slot {highest} or below");
+            Failed::Skip(why).file(&mut report, &what)?;
             continue;
         }
         if terms.0 != watched.address {
@@ -126,22 +132,28 @@ async fn balance(rpc: &SolanaRpc, watched: &Watched, asset: &Asset) -> Result<At
 
 /// Waits until `slot` is finalized and the watcher has indexed past it
 /// with no deposit still `PENDING` at or below it: the ledger then holds
-/// every deposit the balances read at or below it hold. Why not, when it
-/// is not within [`INDEXED_WITHIN`].
+/// every deposit the balances read at or below it hold. Why not, when
+/// `slot` is not finalized and indexed within [`INDEXED_WITHIN`]; a
+/// deposit still `PENDING` then (one providers dispute, say) holds back
+/// only its wallet's lines, which the caller skips, never the chain's.
 async fn settled_past(store: &Store, rpc: &SolanaRpc, config: &ChainConfig, slot: u64) -> Result<(), String> {
     let chain = config.chain;
     let deadline = tokio::time::Instant::now() + INDEXED_WITHIN;
     loop {
         let finalized = rpc.slot(CommitmentConfig::finalized()).await.map_err(|e| e.to_string())?;
         let next = store.chain_state(chain).await.map_err(|e| e.to_string())?.map_or(0, |s| s.next_block);
-        let pending = store.lowest_pending_block(chain).await.map_err(|e| e.to_string())?;
-        if finalized >= slot && next > slot && pending.is_none_or(|p| p > slot) {
+        let ready = finalized >= slot && next > slot;
+        let pending = store.pending_addresses_through(chain, slot).await.map_err(|e| e.to_string())?;
+        if ready && pending.is_empty() {
             return Ok(());
         }
         if tokio::time::Instant::now() >= deadline {
+            if ready {
+                return Ok(());
+            }
             return Err(format!(
                 "the balance is at slot {slot}, and it is not settled yet (finalized slot {finalized}, the \
-                 watcher's next slot {next}, lowest pending deposit {pending:?}): reconcile again"
+                 watcher's next slot {next}): reconcile again"
             ));
         }
         tokio::time::sleep(Duration::from_millis(500)).await;

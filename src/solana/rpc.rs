@@ -310,6 +310,18 @@ impl SolanaRpc {
         Ok(block)
     }
 
+    /// Whether this node's own finalized ledger proves `slot` skipped:
+    /// its `getBlocks` answer around the slot lists blocks on both sides
+    /// and not the slot (see [`super::finality::verdict`]). `finalized` is
+    /// the node's finalized slot, at or above `slot`.
+    pub async fn proves_skipped(&self, slot: u64, finalized: u64) -> Result<bool, RpcFailure> {
+        let Some((start, end)) = super::finality::windows(&[slot], finalized).first().copied() else {
+            return Ok(false);
+        };
+        let listed = self.blocks(start, end, CommitmentConfig::finalized()).await?;
+        Ok(super::finality::verdict(slot, &listed) == super::finality::Verdict::Skipped)
+    }
+
     /// One page of an address's signatures, newest first, as known at the
     /// freshest slot seen or `floor`, whichever is higher (`minContextSlot`):
     /// a backend behind it answers -32016 rather than a history without the

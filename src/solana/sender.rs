@@ -147,6 +147,10 @@ impl SolanaSender {
                 info!(chain = %self.config.chain, transfer = %t.id, finalized_slot, answered_at, "blockhash expired but the statuses came from a node behind the finalized slot; asking again");
                 Ok(())
             }
+            Standing::Unagreed { expired } => {
+                warn!(chain = %self.config.chain, transfer = %t.id, expired, quorum = self.config.confirm_quorum, "too few providers prove the blockhash expired; asking again");
+                Ok(())
+            }
             Standing::Live => {
                 let due = self
                     .sent
@@ -172,20 +176,13 @@ impl SolanaSender {
     /// reached the finalized slot whose height passed `last_valid`
     /// (`context.slot` at or past it): every block the transaction could
     /// have landed in was then before that node.
+    /// Under a quorum, expiry must also be proven by enough URLs on their
+    /// own (see [`SolanaSender::expired_on_quorum`]).
     async fn standing(&self, signatures: &[&str], last_valid: u64) -> Result<Standing, SendError> {
-        let finalized = self.rpc.tip(CommitmentConfig::finalized()).await?;
-        let statuses = self.rpc.signature_statuses(signatures).await?;
-        let answered_at = statuses.slot;
-        if let Some((i, status)) = statuses.values.into_iter().enumerate().find_map(|(i, s)| Some((i, s?))) {
-            return Ok(Standing::Landed(i, status));
+        match standing_on(&self.rpc, signatures, last_valid).await? {
+            Standing::Expired => self.expired_on_quorum(signatures, last_valid).await,
+            other => Ok(other),
         }
-        Ok(if finalized.block_height <= last_valid {
-            Standing::Live
-        } else if answered_at < finalized.slot {
-            Standing::Unproven { finalized_slot: finalized.slot, answered_at }
-        } else {
-            Standing::Expired
-        })
     }
 
     /// A transfer whose last blockhash provably expired with no status for
@@ -236,10 +233,11 @@ impl SolanaSender {
         };
         // An off-ramp's collect is confirmed as deposits are, at
         // `finalized` whatever the policy: the bank pays dollars on it.
-        if !settled || (!finalized && self.store.collects_off_ramp(&t.id).await?) {
+        let collect = self.store.collects_off_ramp(&t.id).await?;
+        if !settled || (!finalized && collect) {
             return Ok(());
         }
-        match self.status_on_quorum(&tx.hash, status).await? {
+        match self.status_on_quorum(&tx.hash, status, collect || finalized).await? {
             Decision::Confirm => {}
             // Landed: it waits for the providers, never expired or signed again.
             Decision::Wait => return Ok(()),
@@ -445,6 +443,26 @@ impl SolanaSender {
     }
 }
 
+/// Where `signatures` stand as the node behind `rpc` answers: see
+/// [`SolanaSender::standing`].
+async fn standing_on(rpc: &SolanaRpc, signatures: &[&str], last_valid: u64) -> Result<Standing, RpcFailure> {
+    let finalized = rpc.tip(CommitmentConfig::finalized()).await?;
+    let statuses = rpc.signature_statuses(signatures).await?;
+    let answered_at = statuses.slot;
+    // Never more answers than signatures asked, whatever the node says.
+    let values = statuses.values.into_iter().take(signatures.len());
+    if let Some((i, status)) = values.enumerate().find_map(|(i, s)| Some((i, s?))) {
+        return Ok(Standing::Landed(i, status));
+    }
+    Ok(if finalized.block_height <= last_valid {
+        Standing::Live
+    } else if answered_at < finalized.slot {
+        Standing::Unproven { finalized_slot: finalized.slot, answered_at }
+    } else {
+        Standing::Expired
+    })
+}
+
 /// Where a transfer's signatures stand: see [`SolanaSender::standing`].
 enum Standing {
     /// One of them has a status: its position in the transfer's group.
@@ -457,6 +475,9 @@ enum Standing {
     /// The finalized chain passed every blockhash the transfer used, and a
     /// node at or past that point has no status for any of its signatures.
     Expired,
+    /// Under a quorum, fewer URLs than the quorum prove it expired on their
+    /// own: nothing is signed again or dropped on the others' word.
+    Unagreed { expired: usize },
 }
 
 fn pubkey(text: &str) -> Result<Pubkey, SendError> {

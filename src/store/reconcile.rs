@@ -51,16 +51,23 @@ impl Store {
         rows.iter().map(|r| watched(r, false)).collect()
     }
 
-    /// The lowest block of a `PENDING` deposit on `chain`: no reconciliation
-    /// height reaches it, since its deposit is not counted yet.
-    pub async fn lowest_pending_block(&self, chain: Chain) -> Result<Option<u64>, StoreError> {
-        let row = sqlx::query(
-            "SELECT MIN(block_number) AS block FROM deposits WHERE chain = $1 AND status = 'PENDING' AND orphaned_at_block IS NULL",
+    /// The addresses of `chain` with a deposit still `PENDING` in a block
+    /// at or below `height` (not orphaned): the ledger does not hold it
+    /// yet, while the chain's balance there does.
+    pub async fn pending_addresses_through(
+        &self,
+        chain: Chain,
+        height: u64,
+    ) -> Result<Vec<String>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT DISTINCT account_address FROM deposits
+             WHERE chain = $1 AND status = 'PENDING' AND orphaned_at_block IS NULL AND block_number <= $2",
         )
         .bind(chain.as_str())
-        .fetch_one(&self.pool)
+        .bind(to_i64(height)?)
+        .fetch_all(&self.pool)
         .await?;
-        Ok(row.try_get::<Option<i64>, _>("block")?.map(|b| b as u64))
+        rows.iter().map(|row| Ok(row.try_get("account_address")?)).collect()
     }
 
     /// Every term of `address`'s ledger on `chain` that is on chain (a block

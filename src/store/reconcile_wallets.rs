@@ -103,6 +103,30 @@ impl Store {
         }
         Ok(found)
     }
+
+    /// Which of `hashes` are transactions the platform's senders recorded
+    /// on `chain` (before broadcasting them) whose inclusion they have not
+    /// recorded yet: the ledger does not count them.
+    pub async fn unsettled_platform_transactions(
+        &self,
+        chain: Chain,
+        hashes: &[String],
+    ) -> Result<Vec<String>, StoreError> {
+        let mut found = Vec::new();
+        for hash in hashes {
+            let row = sqlx::query(
+                "SELECT hash FROM transfer_transactions WHERE chain = $1 AND hash = $2 AND block_number IS NULL",
+            )
+            .bind(chain.as_str())
+            .bind(hash)
+            .fetch_optional(&self.pool)
+            .await?;
+            if row.is_some() {
+                found.push(hash.clone());
+            }
+        }
+        Ok(found)
+    }
 }
 
 /// The audit entry's target of a funding row: every column the ledger

@@ -36,6 +36,11 @@ sol!(
     Forwarder,
     "tests/contracts/build/Forwarder.json"
 );
+sol!(
+    #[sol(rpc)]
+    Multicall3Reads,
+    "tests/contracts/build/Multicall3Reads.json"
+);
 
 /// Sends a contract call and waits for its receipt.
 pub trait Mined {
@@ -172,6 +177,16 @@ impl Anvil {
 
     pub async fn deploy_forwarder(&self) -> Address {
         Forwarder::deploy_builder(&self.provider).from(self.accounts[0]).deploy().await.unwrap()
+    }
+
+    /// Places Multicall3's reads at its address on every chain, which
+    /// anvil leaves empty.
+    pub async fn place_multicall3(&self) {
+        let deployed =
+            Multicall3Reads::deploy_builder(&self.provider).from(self.accounts[0]).deploy().await.unwrap();
+        let code = self.provider.get_code_at(deployed).await.unwrap();
+        let at = custody_indexer::evm::rpc::MULTICALL3;
+        self.provider.raw_request::<_, ()>("anvil_setCode".into(), (at, code)).await.unwrap();
     }
 
     pub fn forwarder(&self, address: Address) -> Forwarder::ForwarderInstance<DynProvider> {

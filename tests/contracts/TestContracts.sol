@@ -137,3 +137,33 @@ contract Forwarder {
         revert("refused");
     }
 }
+
+/// The reads of Multicall3 that the reconciliation makes (`aggregate3`,
+/// `getEthBalance`), with the same ABI and behaviour as the contract at
+/// 0xcA11bde05977b3631167028862bE2a173976CA11 on the chains the platform
+/// watches: placed at that address on anvil, which has none.
+contract Multicall3Reads {
+    struct Call3 {
+        address target;
+        bool allowFailure;
+        bytes callData;
+    }
+
+    struct Result {
+        bool success;
+        bytes returnData;
+    }
+
+    function aggregate3(Call3[] calldata calls) external payable returns (Result[] memory returnData) {
+        returnData = new Result[](calls.length);
+        for (uint256 i = 0; i < calls.length; i++) {
+            (bool success, bytes memory data) = calls[i].target.call(calls[i].callData);
+            require(success || calls[i].allowFailure, "Multicall3: call failed");
+            returnData[i] = Result(success, data);
+        }
+    }
+
+    function getEthBalance(address addr) external view returns (uint256 balance) {
+        balance = addr.balance;
+    }
+}

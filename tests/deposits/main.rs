@@ -18,6 +18,7 @@ mod lagging_solana;
 mod own_transactions;
 mod quorum;
 mod reconcile;
+mod reconcile_batched;
 mod reconcile_run;
 mod registration;
 mod silent_waits;

@@ -54,7 +54,9 @@ async fn the_rows_of_a_reconciliation_on_both_backends() {
         let flags: Vec<(&str, Option<u64>, bool)> =
             watched.iter().map(|w| (w.account_id.as_str(), w.watch_from, w.catching_up)).collect();
         assert_eq!(flags, [("alice", Some(5), false), ("bob", Some(3), true)], "{backend:?}");
-        assert_eq!(store.lowest_pending_block(CHAIN).await.unwrap(), Some(30));
+        let pending = |height| store.pending_addresses_through(CHAIN, height);
+        assert_eq!(pending(30).await.unwrap(), [ALICE], "{backend:?}: alice's deposit at 30 is PENDING");
+        assert!(pending(29).await.unwrap().is_empty(), "{backend:?}: nothing PENDING below it");
 
         let terms = store.ledger_terms(CHAIN, ALICE, "ETH").await.unwrap();
         let eth = |block: u64, amount: u64, kind: TermKind| Term {

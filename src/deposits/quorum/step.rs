@@ -81,10 +81,18 @@ pub async fn confirm_on_quorum<R, E: Evidence<R>>(
     let (mut silent, mut waiting) = (Vec::new(), 0);
     for ((number, _), deposits) in &by_block {
         let asked = providers.each.iter().map(|(url, rpc)| async move {
-            let answers = family.evidence(rpc, *number, deposits).await.unwrap_or_else(|failure| {
-                warn!(%chain, url, block = number, %failure, "quorum: the provider did not answer");
-                vec![Answer::Silent; deposits.len()]
-            });
+            let answers = match family.evidence(rpc, *number, deposits).await {
+                Ok(answers) if answers.len() == deposits.len() => answers,
+                Ok(answers) => {
+                    warn!(%chain, url, block = number, answered = answers.len(), asked = deposits.len(),
+                        "quorum: the provider answered for another number of deposits: no answer");
+                    vec![Answer::Silent; deposits.len()]
+                }
+                Err(failure) => {
+                    warn!(%chain, url, block = number, %failure, "quorum: the provider did not answer");
+                    vec![Answer::Silent; deposits.len()]
+                }
+            };
             (url.clone(), answers)
         });
         let by_url = join_all(asked).await;

@@ -10,7 +10,7 @@ use futures::future::join_all;
 use solana_commitment_config::CommitmentConfig;
 use tracing::{error, warn};
 
-use super::SolanaSender;
+use super::{SolanaSender, Standing};
 use crate::{
     config::{ChainConfig, Confirmation},
     deposits::quorum::{Answer, Decision, reference_hash, verdict},
@@ -34,20 +34,23 @@ impl Witnesses {
 
 impl SolanaSender {
     /// Whether a quorum of providers serves `status` of `signature` as the
-    /// sender read it: `Confirm` (or one URL's word is enough), `Wait` (too
-    /// few answered, or they serve different blocks there), or `Fail` (too
-    /// many serve that slot without it).
+    /// sender read it, each at `finalized` when `final_only` (the chain's
+    /// policy, or an off-ramp's collect) else at `confirmed`: `Confirm` (or
+    /// one URL's word is enough), `Wait` (too few answered, or they serve
+    /// different blocks there), or `Fail` (too many serve that slot
+    /// without it).
     pub(super) async fn status_on_quorum(
         &self,
         signature: &str,
         status: &SignatureStatus,
+        final_only: bool,
     ) -> Result<Decision, SendError> {
         if self.witnesses.0.is_empty() {
             return Ok(Decision::Confirm);
         }
-        let commitment = match self.config.confirmation {
-            Confirmation::Finalized => CommitmentConfig::finalized(),
-            Confirmation::Depth(_) => CommitmentConfig::confirmed(),
+        let commitment = match final_only || self.config.confirmation == Confirmation::Finalized {
+            true => CommitmentConfig::finalized(),
+            false => CommitmentConfig::confirmed(),
         };
         let chain = self.config.chain;
         let asked = self.witnesses.0.iter().map(|(url, rpc)| async move {
@@ -72,6 +75,44 @@ impl SolanaSender {
     }
 }
 
+impl SolanaSender {
+    /// Whether enough URLs prove, each on its own, that the transfer's
+    /// last blockhash expired with no status for any of its signatures:
+    /// `Expired` when `confirm_quorum` of them do (or one URL's word is
+    /// enough), `Landed` when any has a status (settled only on a quorum
+    /// in turn), else `Unagreed`: a URL answering first cannot get a
+    /// transaction that landed signed again or dropped.
+    pub(super) async fn expired_on_quorum(
+        &self,
+        signatures: &[&str],
+        last_valid: u64,
+    ) -> Result<Standing, SendError> {
+        if self.witnesses.0.is_empty() {
+            return Ok(Standing::Expired);
+        }
+        let asked =
+            self.witnesses.0.iter().map(|(url, rpc)| async move {
+                (url, super::standing_on(rpc, signatures, last_valid).await)
+            });
+        let mut expired = 0;
+        for (url, standing) in join_all(asked).await {
+            match standing {
+                Ok(Standing::Expired) => expired += 1,
+                Ok(landed @ Standing::Landed(..)) => return Ok(landed),
+                Ok(_) => {}
+                Err(failure) => {
+                    warn!(chain = %self.config.chain, url, %failure, "quorum: the provider did not answer about an expiry")
+                }
+            }
+        }
+        Ok(if expired >= self.config.confirm_quorum {
+            Standing::Expired
+        } else {
+            Standing::Unagreed { expired }
+        })
+    }
+}
+
 /// What the provider behind `rpc` serves of `signature`: held when its own
 /// status names `status`'s slot and outcome; the blockhash of that slot;
 /// `Behind` until that slot reached `commitment` there.
@@ -87,9 +128,12 @@ async fn witness(
     let own = rpc.signature_statuses(&[signature]).await?.values.into_iter().next().flatten();
     let hash = match rpc.block_hash(status.slot, commitment).await {
         Ok(hash) => hash,
-        // Skipped, or a hole in that node's ledger: its status tells.
+        // Absent only where its own finalized ledger proves the slot
+        // skipped and it has no status; else a hole, or a backend behind.
         Err(failure) if failure.cause == Cause::SlotUnavailable => {
-            return Ok(if own.is_none() { Answer::Skipped } else { Answer::Silent });
+            let finalized = rpc.slot(CommitmentConfig::finalized()).await?;
+            let proven = finalized >= status.slot && rpc.proves_skipped(status.slot, finalized).await?;
+            return Ok(if proven && own.is_none() { Answer::Skipped } else { Answer::Silent });
         }
         Err(failure) => return Err(failure),
     };

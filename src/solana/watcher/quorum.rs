@@ -17,6 +17,7 @@ use super::{
 };
 use crate::deposits::{
     quorum::{self, Answer, Claimed, Evidence, Quorum},
+    watch::WatchSet,
     watcher::WatchError,
 };
 
@@ -46,19 +47,14 @@ impl Evidence<SolanaRpc> for SolanaWatcher {
         deposits: &[Claimed],
     ) -> Result<Vec<Answer>, RpcFailure> {
         // Each URL vouches only for what its own ledger holds final.
-        if rpc.slot(CommitmentConfig::finalized()).await? < slot {
+        let finalized = rpc.slot(CommitmentConfig::finalized()).await?;
+        if finalized < slot {
             return Ok(vec![Answer::Behind; deposits.len()]);
         }
         let block = match rpc.block(slot, CommitmentConfig::finalized()).await {
             Ok(block) => block,
             Err(failure) if failure.cause == Cause::SlotUnavailable => {
-                // Skipped, or a hole in that node's ledger: a transaction
-                // it knows a status for waits; one it does not is absent.
-                let signatures: Vec<&str> = deposits.iter().map(|d| d.tx_hash.as_str()).collect();
-                let statuses = rpc.signature_statuses(&signatures).await?;
-                let answer =
-                    |status: &Option<_>| if status.is_none() { Answer::Skipped } else { Answer::Silent };
-                return Ok(statuses.values.iter().map(answer).collect());
+                return skipped(rpc, slot, finalized, deposits).await;
             }
             Err(failure) => return Err(failure),
         };
@@ -68,11 +64,16 @@ impl Evidence<SolanaRpc> for SolanaWatcher {
             block_hash: &block.blockhash,
             block_time: block.block_time.unwrap_or_default().max(0) as u64,
         };
+        // The wallets the deposits were recorded for, whether watched still or not.
+        let watch = WatchSet::build(
+            deposits.iter().map(|d| (d.address.clone(), d.account_id.clone())).collect(),
+            |a: &str| Some(Box::<str>::from(a)),
+        );
         let found: Vec<_> = block
             .transactions
             .iter()
             .flatten()
-            .flat_map(|tx| decode::deposits_in_transaction(at, tx, &self.watch, &self.assets))
+            .flat_map(|tx| decode::deposits_in_transaction(at, tx, &watch, &self.assets))
             .collect();
         let hash = block.blockhash.clone();
         Ok(deposits
@@ -80,4 +81,23 @@ impl Evidence<SolanaRpc> for SolanaWatcher {
             .map(|d| Answer::Serves { hash: hash.clone(), holds: found.iter().any(|f| d.is(f)) })
             .collect())
     }
+}
+
+/// A node without the block of `slot`: the deposits are absent there only
+/// when its own ledger proves the slot skipped and it has no status for
+/// their transaction (else a hole in its ledger, or a backend behind: no
+/// answer, never an absence).
+async fn skipped(
+    rpc: &SolanaRpc,
+    slot: u64,
+    finalized: u64,
+    deposits: &[Claimed],
+) -> Result<Vec<Answer>, RpcFailure> {
+    if !rpc.proves_skipped(slot, finalized).await? {
+        return Ok(vec![Answer::Silent; deposits.len()]);
+    }
+    let signatures: Vec<&str> = deposits.iter().map(|d| d.tx_hash.as_str()).collect();
+    let statuses = rpc.signature_statuses(&signatures).await?;
+    let answer = |status: &Option<_>| if status.is_none() { Answer::Skipped } else { Answer::Silent };
+    Ok(statuses.values.iter().map(answer).collect())
 }
