@@ -63,31 +63,7 @@ pub async fn reconcile(
     let height = settled.height_for(ask.at_block, config)?;
     let assets = assets(config, ask.asset.as_deref())?;
     let mut report = Report { settled: settled.height, ..Report::default() };
-    let mut compared = Vec::new();
-    let pending = store.pending_addresses_through(config.chain, height).await?;
-    for watched in chosen(store, config, ask).await? {
-        if watched.catching_up {
-            report.skipped.push(format!("{}: its watch is still catching up", watched.address));
-            continue;
-        }
-        if pending.iter().any(|p| p.eq_ignore_ascii_case(&watched.address)) {
-            report
-                .skipped
-                .push(format!("{}: a deposit to it is still PENDING at block {height}", watched.address));
-            continue;
-        }
-        // A baseline comes from a settled block, never above it.
-        let start = watched.watch_from.unwrap_or_default().saturating_sub(1);
-        let below = height.min(settled.height);
-        if start > below {
-            report.skipped.push(format!("{}: its watch starts after block {below}", watched.address));
-            continue;
-        }
-        let Ok(owner) = watched.address.parse::<Address>() else {
-            return Err(ReconcileError::Refused(format!("{} is not an address", watched.address)));
-        };
-        compared.push((watched, owner));
-    }
+    let compared = comparable(store, config, ask, (height, settled.height), &mut report).await?;
     // Every balance at the height first, batched.
     let pairs: Vec<(Address, Option<Address>)> =
         compared.iter().flat_map(|(_, owner)| assets.iter().map(|a| (*owner, a.token))).collect();
@@ -118,6 +94,45 @@ pub async fn reconcile(
         }
     }
     Ok(report)
+}
+
+/// The addresses `ask` names that can be compared at `height` (no watch
+/// catching up, no deposit still `PENDING` at or below it, a watch start
+/// at or below `settled`), each with its address parsed; the others are
+/// listed in `report` as skipped.
+async fn comparable(
+    store: &Store,
+    config: &ChainConfig,
+    ask: &Ask,
+    (height, settled): (u64, u64),
+    report: &mut Report,
+) -> Result<Vec<(Watched, Address)>, ReconcileError> {
+    let mut compared = Vec::new();
+    let pending = store.pending_addresses_through(config.chain, height).await?;
+    for watched in chosen(store, config, ask).await? {
+        let address = &watched.address;
+        // A baseline comes from a settled block, never above it.
+        let start = watched.watch_from.unwrap_or_default().saturating_sub(1);
+        let below = height.min(settled);
+        let skipped = if watched.catching_up {
+            Some(format!("{address}: its watch is still catching up"))
+        } else if pending.iter().any(|p| p.eq_ignore_ascii_case(address)) {
+            Some(format!("{address}: a deposit to it is still PENDING at block {height}"))
+        } else if start > below {
+            Some(format!("{address}: its watch starts after block {below}"))
+        } else {
+            None
+        };
+        if let Some(why) = skipped {
+            report.skipped.push(why);
+            continue;
+        }
+        let Ok(owner) = address.parse::<Address>() else {
+            return Err(ReconcileError::Refused(format!("{address} is not an address")));
+        };
+        compared.push((watched, owner));
+    }
+    Ok(compared)
 }
 
 /// The ledger terms of `watched`, every asset: a platform wallet's also
