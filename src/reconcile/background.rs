@@ -164,7 +164,7 @@ async fn pass(
         differ: differing.len() as u64,
         failed: report.failed.len() as u64,
         skipped: report.skipped.len() as u64,
-        detail: serde_json::json!({ "differences": differing, "failed": report.failed }),
+        detail: serde_json::json!({ "differences": differing, "failed": report.failed, "skipped": report.skipped }),
     };
     let new = keep(store, &run, &debits, now).await?;
     let mut by_asset: BTreeMap<&str, u64> = config.assets.iter().map(|a| (a.symbol.as_str(), 0)).collect();
@@ -200,17 +200,21 @@ async fn alarmed_now(
     deferrals: &mut Deferrals,
 ) -> Result<Vec<Debit>, StoreError> {
     let mut now = Vec::new();
-    let mut still = Deferrals::new();
+    // A deferral not seen this pass (its address skipped, a read failed)
+    // is kept a while, so that its wait does not start over.
+    let mut still: Deferrals =
+        deferrals.drain().filter(|(_, since)| since.elapsed() < 2 * rules::DEFER_AT_MOST).collect();
     for debit in debits {
         let unsettled = store.unsettled_platform_transactions(config.chain, &debit.transactions).await?;
         let target = debit_target(&debit);
-        let since = deferrals.get(&target).copied().unwrap_or_else(std::time::Instant::now);
+        let since = still.get(&target).copied().unwrap_or_else(std::time::Instant::now);
         if rules::deferred(&debit, &unsettled, since.elapsed()) {
             info!(chain = %config.chain, address = debit.address, block = debit.block, transactions = ?debit.transactions,
                 "a debit by the platform's own transactions not recorded as included yet: seen again next pass");
             still.insert(target, since);
             continue;
         }
+        still.remove(&target);
         now.push(debit);
     }
     *deferrals = still;

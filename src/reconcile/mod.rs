@@ -309,6 +309,9 @@ pub struct Reconciled {
     pub lines: u64,
     pub differ: u64,
     pub failed: u64,
+    /// Addresses not compared (a watch catching up, a deposit still
+    /// `PENDING`): named in the run's `detail.skipped`.
+    pub skipped: u64,
 }
 
 impl Reconciled {
@@ -321,15 +324,17 @@ impl Reconciled {
             lines: run.lines,
             differ: run.differ,
             failed: run.failed,
+            skipped: run.skipped,
         }
     }
 
     /// `reconciled 12 s ago at block 100 (in 3.1 s): 3 differ`.
     pub fn line(&self) -> String {
         let failed = if self.failed > 0 { format!(", {} reads failed", self.failed) } else { String::new() };
+        let skipped = if self.skipped > 0 { format!(", {} skipped", self.skipped) } else { String::new() };
         let took = self.took_ms as f64 / 1000.0;
         format!(
-            "reconciled {} s ago at block {} (in {took:.1} s): {} differ{failed}",
+            "reconciled {} s ago at block {} (in {took:.1} s): {} differ{failed}{skipped}",
             self.seconds_ago, self.at_block, self.differ
         )
     }

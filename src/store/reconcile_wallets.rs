@@ -105,8 +105,10 @@ impl Store {
     }
 
     /// Which of `hashes` are transactions the platform's senders recorded
-    /// on `chain` (before broadcasting them) whose inclusion they have not
-    /// recorded yet: the ledger does not count them.
+    /// on `chain` (before broadcasting them) that the ledger does not count
+    /// yet: exactly those [`Store::ledger_terms`] leaves out (a transfer's
+    /// transaction not `MINED` or `REVERTED` with its block and fee, a nonce
+    /// filler not `MINED` with its fee).
     pub async fn unsettled_platform_transactions(
         &self,
         chain: Chain,
@@ -115,7 +117,10 @@ impl Store {
         let mut found = Vec::new();
         for hash in hashes {
             let row = sqlx::query(
-                "SELECT hash FROM transfer_transactions WHERE chain = $1 AND hash = $2 AND block_number IS NULL",
+                "SELECT hash FROM transfer_transactions WHERE chain = $1 AND hash = $2
+                   AND NOT (state IN ('MINED', 'REVERTED') AND block_number IS NOT NULL AND fee_raw IS NOT NULL)
+                 UNION ALL SELECT hash FROM nonce_fillers WHERE chain = $1 AND hash = $2
+                   AND NOT (state = 'MINED' AND fee_raw IS NOT NULL)",
             )
             .bind(chain.as_str())
             .bind(hash)

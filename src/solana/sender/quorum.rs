@@ -79,9 +79,11 @@ impl SolanaSender {
     /// Whether enough URLs prove, each on its own, that the transfer's
     /// last blockhash expired with no status for any of its signatures:
     /// `Expired` when `confirm_quorum` of them do (or one URL's word is
-    /// enough), `Landed` when any has a status (settled only on a quorum
-    /// in turn), else `Unagreed`: a URL answering first cannot get a
-    /// transaction that landed signed again or dropped.
+    /// enough) and no URL claims a status a quorum does not refute;
+    /// `Landed` with such a claim (settled only on a quorum in turn); else
+    /// `Unagreed`. A URL answering first cannot get a transaction that
+    /// landed signed again or dropped, and one claiming a status the others
+    /// serve no block for cannot hold back an expiry.
     pub(super) async fn expired_on_quorum(
         &self,
         signatures: &[&str],
@@ -94,15 +96,26 @@ impl SolanaSender {
             self.witnesses.0.iter().map(|(url, rpc)| async move {
                 (url, super::standing_on(rpc, signatures, last_valid).await)
             });
-        let mut expired = 0;
+        let (mut expired, mut claims) = (0, Vec::new());
         for (url, standing) in join_all(asked).await {
             match standing {
                 Ok(Standing::Expired) => expired += 1,
-                Ok(landed @ Standing::Landed(..)) => return Ok(landed),
+                Ok(Standing::Landed(i, status)) => claims.push((url, i, status)),
                 Ok(_) => {}
                 Err(failure) => {
                     warn!(chain = %self.config.chain, url, %failure, "quorum: the provider did not answer about an expiry")
                 }
+            }
+        }
+        for (url, i, status) in claims {
+            // A claim a quorum refutes (too many URLs serve its slot
+            // without it) holds nothing back; any other waits for them.
+            let Some(signature) = signatures.get(i) else { continue };
+            match self.status_on_quorum(signature, &status, true).await? {
+                Decision::Fail => {
+                    warn!(chain = %self.config.chain, url, signature, slot = status.slot, "a provider claims a status a quorum refutes")
+                }
+                _ => return Ok(Standing::Landed(i, status)),
             }
         }
         Ok(if expired >= self.config.confirm_quorum {
