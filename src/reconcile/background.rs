@@ -199,26 +199,35 @@ async fn alarmed_now(
     debits: Vec<Debit>,
     deferrals: &mut Deferrals,
 ) -> Result<Vec<Debit>, StoreError> {
-    let mut now = Vec::new();
-    // A deferral not seen this pass (its address skipped, a read failed)
-    // is kept a while, so that its wait does not start over.
-    let mut still: Deferrals =
-        deferrals.drain().filter(|(_, since)| since.elapsed() < 2 * rules::DEFER_AT_MOST).collect();
+    let before = std::mem::take(deferrals);
+    let (mut now, mut seen) = (Vec::new(), std::collections::HashSet::new());
     for debit in debits {
         let unsettled = store.unsettled_platform_transactions(config.chain, &debit.transactions).await?;
         let target = debit_target(&debit);
-        let since = still.get(&target).copied().unwrap_or_else(std::time::Instant::now);
+        let since = before.get(&target).copied().unwrap_or_else(std::time::Instant::now);
+        seen.insert(target.clone());
         if rules::deferred(&debit, &unsettled, since.elapsed()) {
             info!(chain = %config.chain, address = debit.address, block = debit.block, transactions = ?debit.transactions,
                 "a debit by the platform's own transactions not recorded as included yet: seen again next pass");
-            still.insert(target, since);
+            deferrals.insert(target, since);
             continue;
         }
-        still.remove(&target);
         now.push(debit);
     }
-    *deferrals = still;
+    deferrals.extend(unseen_kept(before, &seen, std::time::Instant::now()));
     Ok(now)
+}
+
+/// The deferrals of `before` a pass did not see (their address skipped, a
+/// read failed), kept for twice [`rules::DEFER_AT_MOST`] since they began,
+/// so that a debit seen again does not start its wait over.
+fn unseen_kept(
+    before: Deferrals,
+    seen: &std::collections::HashSet<String>,
+    now: std::time::Instant,
+) -> Deferrals {
+    let keep = |since: &std::time::Instant| now.saturating_duration_since(*since) < 2 * rules::DEFER_AT_MOST;
+    before.into_iter().filter(|(target, since)| !seen.contains(target) && keep(since)).collect()
 }
 
 /// The audit entry's target of an unexplained debit.
@@ -269,4 +278,29 @@ async fn keep(store: &Store, run: &Run, debits: &[Debit], now: i64) -> Result<Ve
     }
     tx.commit().await?;
     Ok(new)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+
+    #[test]
+    fn a_deferral_a_pass_did_not_see_is_kept_so_its_wait_does_not_start_over() {
+        let now = Instant::now() + 3 * rules::DEFER_AT_MOST;
+        let ago = |d: Duration| now - d;
+        let before: Deferrals = [
+            ("seen".to_string(), ago(Duration::ZERO)),
+            ("unseen, recent".to_string(), ago(rules::DEFER_AT_MOST)),
+            ("unseen, old".to_string(), ago(2 * rules::DEFER_AT_MOST)),
+        ]
+        .into_iter()
+        .collect();
+        let seen = std::collections::HashSet::from(["seen".to_string()]);
+        let kept = unseen_kept(before, &seen, now);
+        let mut targets: Vec<&str> = kept.keys().map(String::as_str).collect();
+        targets.sort();
+        assert_eq!(targets, ["unseen, recent"], "the seen one is decided by the pass, the old one dropped");
+    }
 }
