@@ -6,7 +6,7 @@ use solana_commitment_config::CommitmentConfig;
 use crate::solana::rpc::{RpcFailure, SignatureStatus, SolanaRpc};
 
 /// Where `signatures` stand as the node behind `rpc` answers: see
-/// [`SolanaSender::standing`].
+/// [`super::SolanaSender::standing`].
 pub(super) async fn standing_on(
     rpc: &SolanaRpc,
     signatures: &[&str],
@@ -29,7 +29,7 @@ pub(super) async fn standing_on(
     })
 }
 
-/// Where a transfer's signatures stand: see [`SolanaSender::standing`].
+/// Where a transfer's signatures stand: see [`super::SolanaSender::standing`].
 pub(super) enum Standing {
     /// One of them has a status: its position in the transfer's group.
     Landed(usize, SignatureStatus),
