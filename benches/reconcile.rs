@@ -24,7 +24,7 @@ use std::time::Instant;
 
 use alloy::primitives::{Address, U256};
 use common::{
-    Anvil, CHAIN,
+    Anvil,
     anvil::Mined,
     catch_up, chain_config,
     db::{Backend, TestDb},
@@ -32,7 +32,6 @@ use common::{
     proxy,
 };
 use custody_indexer::{
-    account::AccountAddress,
     evm::{EvmWatcher, rpc::EvmRpc},
     reconcile::evm::{self, Ask},
 };
@@ -120,20 +119,8 @@ async fn main() {
     common::numbered_identities(store).await;
     let watched: Vec<Address> =
         (0..addresses).map(|i| Address::left_padding_from(&(1_000_000 + i).to_be_bytes())).collect();
-    let accounts: Vec<_> = watched
-        .iter()
-        .enumerate()
-        .map(|(i, a)| {
-            common::numbered_account(
-                i as u64,
-                vec![AccountAddress { chains: vec![CHAIN], address: a.to_string() }],
-            )
-        })
-        .collect();
     let setup = Instant::now();
-    for chunk in accounts.chunks(10_000) {
-        store.add_accounts(chunk).await.unwrap();
-    }
+    common::watch_numbered(store, &watched).await;
     let (funder, token) = (anvil.accounts[0], anvil.token(tusd));
     for address in watched.iter().step_by(100) {
         anvil.send_eth(funder, *address, U256::from(1_000u64)).await;

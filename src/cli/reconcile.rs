@@ -55,6 +55,19 @@ pub struct ReconcileArgs {
 /// Exit 0 when everything agrees, 1 when something differs, 2 when a read
 /// failed (naming which) or nothing could be reconciled (a request refused,
 /// the store failing): never 1, which says the chain and the ledger differ.
+impl ReconcileArgs {
+    /// What the command names: every address and asset, or those named.
+    fn ask(&self) -> evm::Ask {
+        evm::Ask {
+            account: self.account.clone(),
+            address: self.address.clone(),
+            asset: self.asset.clone(),
+            at_block: self.at_block,
+            slice: None,
+        }
+    }
+}
+
 pub async fn run(store: &Store, args: ReconcileArgs, chains: &Chains) -> anyhow::Result<ExitCode> {
     match reconcile(store, args, chains).await {
         Ok(code) => Ok(code),
@@ -81,8 +94,7 @@ async fn reconcile(store: &Store, args: ReconcileArgs, chains: &Chains) -> anyho
         }
     }
     let rpc = EvmRpc::new(config.chain, &config.rpc_urls, config.max_block_range, config.batch_size, 1);
-    let ask =
-        evm::Ask { account: args.account, address: args.address, asset: args.asset, at_block: args.at_block };
+    let ask = args.ask();
     let Some(mut report) = reconciled(store, &rpc, config, &ask).await? else { return Ok(ExitCode::from(2)) };
     if args.repair && report.lines.iter().any(|l| l.at_block > report.settled) {
         eprintln!(
@@ -122,8 +134,7 @@ async fn solana(
         );
     }
     let rpc = SolanaRpc::new(config.chain, &config.rpc_urls);
-    let ask =
-        evm::Ask { account: args.account, address: args.address, asset: args.asset, at_block: args.at_block };
+    let ask = args.ask();
     let report = match crate::reconcile::solana::reconcile(store, &rpc, config, &ask).await {
         Ok(report) => report,
         Err(ReconcileError::Rpc(failure)) => {

@@ -1,104 +1,107 @@
 //! `run`'s reconciliation: every `reconcile_every_secs` each watched
-//! address (and, on EVM, platform wallet) of a chain is reconciled as
+//! address and platform wallet of a chain is reconciled as
 //! `reconcile` does it, beside the chain's watcher and under its lease (one
-//! instance at a time). The result is kept for `health`, `/metrics` and
-//! `GET /operator/v1/reconciliation`; money that left an address without
-//! the platform is an alarm, once per block: counted, logged at ERROR and
-//! written to the audit log, in the transaction that keeps the run. Nothing
-//! is repaired here. Between passes, newly watched EVM addresses' baselines
-//! are recorded ([`baselines`]).
+//! instance at a time). A pass is spread over the period in slices of
+//! about two hundred addresses ([`slices`]), each read at its own height.
+//! Each slice's alarms are kept as it ends ([`alarms`]); the pass's result,
+//! when its last slice ends, for `health`, `/metrics` and
+//! `GET /operator/v1/reconciliation`, with the period achieved. Nothing is
+//! repaired here. Between slices, newly watched addresses' baselines are
+//! recorded ([`baselines`]).
 
 use std::{collections::BTreeMap, time::Duration};
 
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, error, info, warn};
+use tracing::{debug, info, warn};
 
-use super::{Debit, ReconcileError, Report, Run, baselines, evm, rules, solana};
+use super::{
+    ReconcileError, Report, Run, alarms, baselines, evm, rules,
+    slices::{self, Slice},
+    solana,
+};
 use crate::{
-    audit::{self, Actor, Record},
     chain::Family,
     config::ChainConfig,
     deposits::resource::format_time,
     evm::rpc::EvmRpc,
     solana::rpc::SolanaRpc,
-    store::{Store, StoreError, now_micros, reconcile_runs},
+    store::{Store, now_micros},
 };
 
 /// The condition `health` shows while passes fail.
 pub const FAILING: &str = "reconcile_failing";
 
-/// How long a failed pass waits before the next, at most.
+/// How long a failed slice waits before it is tried again, at most.
 const RETRY_AFTER: Duration = Duration::from_secs(60);
 
 /// How often newly watched addresses' baselines are looked for.
 const BASELINES_EVERY: Duration = Duration::from_secs(2);
 
 /// Reconciles `config`'s chain every `reconcile_every` until `stop`: the
-/// first pass when the last one kept is that old (at once on a store that
-/// has none).
+/// first pass when the last one kept began that long ago (at once on a
+/// store that has none), each pass's slices evenly spaced over the period.
 pub async fn every(config: ChainConfig, store: Store, stop: CancellationToken) {
-    let chain = config.chain;
     let period = config.reconcile_every;
     let rpc = Reader::of(&config);
-    let mut deferrals = Deferrals::new();
-    let mut due = tokio::time::Instant::now() + first_wait(&store, &config).await;
+    let idle = Idle { store: &store, rpc: &rpc, config: &config, stop: &stop };
+    let mut deferrals = alarms::Deferrals::new();
+    let last = store.reconcile_runs(Some(config.chain)).await.ok().and_then(|runs| runs.into_iter().next());
+    let mut previous = last.as_ref().map(|run| run.started_micros);
+    let mut due = Instant::now() + first_wait(last.as_ref(), period);
     loop {
-        let nap = due.saturating_duration_since(tokio::time::Instant::now()).min(BASELINES_EVERY);
-        tokio::select! {
-            _ = stop.cancelled() => return,
-            _ = tokio::time::sleep(nap) => {}
+        if !idle.until(due).await {
+            return;
         }
-        tokio::select! {
-            _ = stop.cancelled() => return,
-            _ = record_baselines(&store, &rpc, &config) => {}
+        let mut pass = Pass::begin(&store, &config, previous).await;
+        for index in 0..pass.slices {
+            let slice = Slice { index, of: pass.slices };
+            if !idle.until(pass.started + slice.offset(period)).await
+                || !pass.kept(&idle, slice, &mut deferrals).await
+            {
+                return;
+            }
         }
-        if tokio::time::Instant::now() < due {
-            continue;
-        }
-        let passed = tokio::select! {
-            _ = stop.cancelled() => return,
-            passed = pass(&store, &rpc, &config, &mut deferrals) => passed,
-        };
-        let wait = match passed {
-            Ok(run) => {
-                let _ = store.clear_condition(Some(chain), FAILING, "reconciliation").await;
-                info!(%chain, at_block = run.at_block, lines = run.lines, differ = run.differ,
-                    failed = run.failed, took_ms = run.took_ms, "reconciled");
-                if Duration::from_millis(run.took_ms) > period {
-                    warn!(%chain, took_ms = run.took_ms, period_secs = period.as_secs_f64(),
-                        "a reconciliation took longer than reconcile_every_secs at reconcile_max_rps: the cap wins");
-                }
-                period
-            }
-            // A watcher that just started: nothing to reconcile yet.
-            Err(ReconcileError::NotIndexed(_)) => {
-                debug!(%chain, "nothing indexed yet to reconcile");
-                period.min(RETRY_AFTER)
-            }
-            Err(error) => {
-                warn!(%chain, %error, retryable = error.retryable(), "reconciliation failed; trying again");
-                let message = format!("the background reconciliation fails: {error}");
-                if let Err(e) = store.raise_condition(Some(chain), FAILING, "reconciliation", &message).await
-                {
-                    warn!(%chain, error = %e, "cannot record the reconciliation's failure");
-                }
-                period.min(RETRY_AFTER)
-            }
-        };
-        due = tokio::time::Instant::now() + wait;
+        previous = Some(pass.started_micros);
+        due = pass.started + period;
     }
 }
 
-/// How long until the first pass: the period less the age of the last
-/// pass kept (none at once).
-async fn first_wait(store: &Store, config: &ChainConfig) -> Duration {
-    let period = config.reconcile_every;
-    match store.reconcile_runs(Some(config.chain)).await {
-        Ok(runs) => runs.first().map_or(Duration::ZERO, |run| {
-            let elapsed = now_micros().saturating_sub(run.at_micros).max(0) as u64;
-            period.saturating_sub(Duration::from_micros(elapsed))
-        }),
-        Err(_) => Duration::ZERO,
+/// How long until the first pass: the period less the time since the last
+/// pass kept began (none at once).
+fn first_wait(last: Option<&Run>, period: Duration) -> Duration {
+    last.map_or(Duration::ZERO, |run| {
+        let elapsed = now_micros().saturating_sub(run.started_micros).max(0) as u64;
+        period.saturating_sub(Duration::from_micros(elapsed))
+    })
+}
+
+/// What a chain's reconciliation does while it waits: newly watched
+/// addresses' baselines recorded, every [`BASELINES_EVERY`].
+struct Idle<'a> {
+    store: &'a Store,
+    rpc: &'a Reader,
+    config: &'a ChainConfig,
+    stop: &'a CancellationToken,
+}
+
+impl Idle<'_> {
+    /// Waits until `due`; false when stopped first.
+    async fn until(&self, due: Instant) -> bool {
+        loop {
+            let nap = due.saturating_duration_since(Instant::now()).min(BASELINES_EVERY);
+            tokio::select! {
+                _ = self.stop.cancelled() => return false,
+                _ = tokio::time::sleep(nap) => {}
+            }
+            tokio::select! {
+                _ = self.stop.cancelled() => return false,
+                _ = record_baselines(self.store, self.rpc, self.config) => {}
+            }
+            if Instant::now() >= due {
+                return true;
+            }
+        }
     }
 }
 
@@ -119,9 +122,15 @@ impl Reader {
         }
     }
 
-    /// Every watched address and wallet, as `reconcile` without arguments.
-    async fn reconcile(&self, store: &Store, config: &ChainConfig) -> Result<Report, ReconcileError> {
-        let ask = evm::Ask::default();
+    /// The watched addresses and wallets of `slice`, as `reconcile`
+    /// without arguments reads them.
+    async fn reconcile(
+        &self,
+        store: &Store,
+        config: &ChainConfig,
+        slice: Slice,
+    ) -> Result<Report, ReconcileError> {
+        let ask = evm::Ask { slice: Some(slice), ..evm::Ask::default() };
         match self {
             Reader::Evm(rpc) => evm::reconcile(store, rpc, config, &ask).await,
             Reader::Solana(rpc) => solana::reconcile(store, rpc, config, &ask).await,
@@ -129,178 +138,178 @@ impl Reader {
     }
 }
 
-/// Records newly watched addresses' baselines (EVM: Solana serves no
-/// balance at a past slot); a failure waits for the next try.
+/// Records newly watched addresses' baselines; a failure waits for the
+/// next try.
 async fn record_baselines(store: &Store, rpc: &Reader, config: &ChainConfig) {
     let chain = config.chain;
-    let Reader::Evm(rpc) = rpc else { return };
-    match baselines::record_new(store, rpc, config).await {
+    let recorded = match rpc {
+        Reader::Evm(rpc) => baselines::record_new(store, rpc, config).await,
+        Reader::Solana(rpc) => baselines::record_new_solana(store, rpc, config).await,
+    };
+    match recorded {
         Ok(0) => {}
         Ok(recorded) => debug!(%chain, recorded, "baselines recorded at watch starts"),
         Err(error) => debug!(%chain, %error, "cannot record baselines at watch starts yet"),
     }
 }
 
-/// One reconciliation of every watched address, kept with its alarms.
-async fn pass(
-    store: &Store,
-    rpc: &Reader,
-    config: &ChainConfig,
-    deferrals: &mut Deferrals,
-) -> Result<Run, ReconcileError> {
-    let started = std::time::Instant::now();
-    let report = rpc.reconcile(store, config).await?;
-    let differing: Vec<_> = report.lines.iter().filter(|l| l.difference != "0").collect();
-    let debits: Vec<Debit> = differing.iter().flat_map(|l| rules::unexplained_debits(l)).collect();
-    let debits = alarmed_now(store, config, debits, deferrals).await?;
-    let now = now_micros();
-    let run = Run {
-        chain: config.chain.as_str().to_string(),
-        at: format_time(&crate::store::time(now)?),
-        at_micros: now,
-        took_ms: started.elapsed().as_millis() as u64,
-        at_block: report.lines.first().map_or(report.settled, |l| l.at_block),
-        lines: report.lines.len() as u64,
-        differ: differing.len() as u64,
-        failed: report.failed.len() as u64,
-        skipped: report.skipped.len() as u64,
-        detail: serde_json::json!({ "differences": differing, "failed": report.failed, "skipped": report.skipped }),
-    };
-    let new = keep(store, &run, &debits, now).await?;
-    let mut by_asset: BTreeMap<&str, u64> = config.assets.iter().map(|a| (a.symbol.as_str(), 0)).collect();
-    by_asset.insert(config.native.symbol.as_str(), 0);
-    for line in &differing {
-        *by_asset.entry(line.asset.as_str()).or_default() += 1;
-    }
-    for (asset, count) in by_asset {
-        metrics::gauge!("custody_indexer_reconcile_differences", "chain" => config.chain.as_str(), "asset" => asset.to_string())
-            .set(count as f64);
-    }
-    for debit in &new {
-        metrics::counter!("custody_indexer_unexplained_debits_total", "chain" => config.chain.as_str(), "asset" => debit.asset.clone())
-            .increment(1);
-        error!(chain = %config.chain, address = debit.address, account = debit.account_id, wallet = debit.wallet, asset = debit.asset,
-            block = debit.block, change = debit.change, transactions = ?debit.transactions,
-            "money left a watched address without the platform");
-    }
-    Ok(run)
+/// A pass under way: its slices, when it began, and what its slices kept
+/// so far.
+struct Pass {
+    slices: u64,
+    started: Instant,
+    started_micros: i64,
+    /// When the pass before it began, if one was kept.
+    previous: Option<i64>,
+    tally: Tally,
 }
 
-/// When a pass first deferred each debit (by its audit target), while it
-/// is deferred.
-type Deferrals = std::collections::HashMap<String, std::time::Instant>;
+/// The sum of a pass's slices so far.
+#[derive(Debug, Clone, Default)]
+struct Tally {
+    at_block: u64,
+    lines: u64,
+    differences: Vec<serde_json::Value>,
+    failed: Vec<String>,
+    skipped: Vec<String>,
+    by_asset: BTreeMap<String, u64>,
+}
 
-/// The debits to alarm now: one naming only the platform's own
-/// transactions whose inclusion the sender has not recorded yet waits for
-/// a later pass, for [`rules::DEFER_AT_MOST`] at most ([`rules::deferred`]).
-async fn alarmed_now(
-    store: &Store,
-    config: &ChainConfig,
-    debits: Vec<Debit>,
-    deferrals: &mut Deferrals,
-) -> Result<Vec<Debit>, StoreError> {
-    let before = std::mem::take(deferrals);
-    let (mut now, mut seen) = (Vec::new(), std::collections::HashSet::new());
-    for debit in debits {
-        let unsettled = store.unsettled_platform_transactions(config.chain, &debit.transactions).await?;
-        let target = debit_target(&debit);
-        let since = before.get(&target).copied().unwrap_or_else(std::time::Instant::now);
-        seen.insert(target.clone());
-        if rules::deferred(&debit, &unsettled, since.elapsed()) {
-            info!(chain = %config.chain, address = debit.address, block = debit.block, transactions = ?debit.transactions,
-                "a debit by the platform's own transactions not recorded as included yet: seen again next pass");
-            deferrals.insert(target, since);
-            continue;
+impl Tally {
+    fn add(&mut self, report: &Report) -> Result<(), ReconcileError> {
+        self.at_block = report.lines.first().map_or(report.settled, |l| l.at_block);
+        self.lines += report.lines.len() as u64;
+        for line in report.lines.iter().filter(|l| l.difference != "0") {
+            *self.by_asset.entry(line.asset.clone()).or_default() += 1;
+            let line = serde_json::to_value(line)
+                .map_err(|e| crate::store::StoreError::Invalid(format!("a reconciled line: {e}")))?;
+            self.differences.push(line);
         }
-        now.push(debit);
+        self.failed.extend(report.failed.iter().cloned());
+        self.skipped.extend(report.skipped.iter().cloned());
+        Ok(())
     }
-    deferrals.extend(unseen_kept(before, &seen, std::time::Instant::now()));
-    Ok(now)
 }
 
-/// The deferrals of `before` a pass did not see (their address skipped, a
-/// read failed), kept for twice [`rules::DEFER_AT_MOST`] since they began,
-/// so that a debit seen again does not start its wait over.
-fn unseen_kept(
-    before: Deferrals,
-    seen: &std::collections::HashSet<String>,
-    now: std::time::Instant,
-) -> Deferrals {
-    let keep = |since: &std::time::Instant| now.saturating_duration_since(*since) < 2 * rules::DEFER_AT_MOST;
-    before.into_iter().filter(|(target, since)| !seen.contains(target) && keep(since)).collect()
-}
-
-/// The audit entry's target of an unexplained debit.
-fn debit_target(debit: &Debit) -> String {
-    format!("{}:{}:{}:{}", debit.chain, debit.address, debit.asset, debit.block)
-}
-
-/// Keeps the run and each debit not seen before, each new one in the
-/// audit log, in one transaction; the new debits.
-async fn keep(store: &Store, run: &Run, debits: &[Debit], now: i64) -> Result<Vec<Debit>, StoreError> {
-    let mut tx = store.begin_fenced().await?;
-    reconcile_runs::record_run(&mut tx, run).await?;
-    let mut new = Vec::new();
-    for debit in debits {
-        reconcile_runs::record_debit(&mut tx, debit, now).await?;
-        let target = debit_target(debit);
-        if reconcile_runs::alarmed(&mut tx, &target).await? {
-            continue;
+impl Pass {
+    /// A pass over the chain's addresses as they are now, in slices.
+    async fn begin(store: &Store, config: &ChainConfig, previous: Option<i64>) -> Self {
+        let addresses = match evm::chosen(store, config, &evm::Ask::default()).await {
+            Ok(all) => all.len(),
+            Err(_) => 0,
+        };
+        Pass {
+            slices: slices::count(addresses, config.reconcile_every),
+            started: Instant::now(),
+            started_micros: now_micros(),
+            previous,
+            tally: Tally::default(),
         }
-        let whose = match &debit.wallet {
-            Some(wallet) => format!("the {wallet} wallet {}", debit.address),
-            None => debit.address.clone(),
-        };
-        let reason = format!(
-            "{} {} left {} in block {} without the platform (transactions: {})",
-            debit.change.trim_start_matches('-'),
-            debit.asset,
-            whose,
-            debit.block,
-            if debit.transactions.is_empty() {
-                "none seen".to_string()
-            } else {
-                debit.transactions.join(", ")
-            },
-        );
-        let record = Record {
-            actor: &Actor::System,
-            action: "reconcile.unexplained_debit",
-            target_kind: "address",
-            target_id: &target,
-            organization_id: None,
-            reason: Some(&reason),
-            request_id: None,
-            detail: None,
-        };
-        audit::append(&mut tx, store.cipher().ok(), record).await?;
-        new.push(debit.clone());
     }
-    tx.commit().await?;
-    Ok(new)
-}
 
-#[cfg(test)]
-mod tests {
-    use std::time::{Duration, Instant};
+    /// Reconciles `slice` until it is kept, a failure tried again after a
+    /// minute (or the period, when shorter); false when stopped first.
+    async fn kept(&mut self, idle: &Idle<'_>, slice: Slice, deferrals: &mut alarms::Deferrals) -> bool {
+        let (chain, period) = (idle.config.chain, idle.config.reconcile_every);
+        loop {
+            let tried = tokio::select! {
+                _ = idle.stop.cancelled() => return false,
+                tried = self.slice(idle, slice, deferrals) => tried,
+            };
+            match tried {
+                Ok(()) => {
+                    let _ = idle.store.clear_condition(Some(chain), FAILING, "reconciliation").await;
+                    return true;
+                }
+                // A watcher that just started: nothing to reconcile yet.
+                Err(ReconcileError::NotIndexed(_)) => debug!(%chain, "nothing indexed yet to reconcile"),
+                Err(error) => {
+                    warn!(%chain, %error, retryable = error.retryable(), "reconciliation failed; trying again");
+                    let message = format!("the background reconciliation fails: {error}");
+                    if let Err(e) =
+                        idle.store.raise_condition(Some(chain), FAILING, "reconciliation", &message).await
+                    {
+                        warn!(%chain, error = %e, "cannot record the reconciliation's failure");
+                    }
+                }
+            }
+            if !idle.until(Instant::now() + period.min(RETRY_AFTER)).await {
+                return false;
+            }
+        }
+    }
 
-    use super::*;
+    /// One slice reconciled, its alarms kept, and the pass when it is the
+    /// last, in one transaction.
+    async fn slice(
+        &mut self,
+        idle: &Idle<'_>,
+        slice: Slice,
+        deferrals: &mut alarms::Deferrals,
+    ) -> Result<(), ReconcileError> {
+        let (store, config) = (idle.store, idle.config);
+        let report = idle.rpc.reconcile(store, config, slice).await?;
+        let debits =
+            report.lines.iter().filter(|l| l.difference != "0").flat_map(rules::unexplained_debits).collect();
+        let debits = alarms::alarmed_now(store, config, (debits, slice), deferrals).await?;
+        let mut tally = self.tally.clone();
+        tally.add(&report)?;
+        let now = now_micros();
+        let run = match slice.index + 1 == self.slices {
+            true => Some(self.run(config, &tally, now)?),
+            false => None,
+        };
+        let new = alarms::keep(store, run.as_ref(), &debits, now).await?;
+        alarms::announce(config, &new);
+        self.tally = tally;
+        if let Some(run) = run {
+            self.ended(config, &run);
+        }
+        Ok(())
+    }
 
-    #[test]
-    fn a_deferral_a_pass_did_not_see_is_kept_so_its_wait_does_not_start_over() {
-        let now = Instant::now() + 3 * rules::DEFER_AT_MOST;
-        let ago = |d: Duration| now - d;
-        let before: Deferrals = [
-            ("seen".to_string(), ago(Duration::ZERO)),
-            ("unseen, recent".to_string(), ago(rules::DEFER_AT_MOST)),
-            ("unseen, old".to_string(), ago(2 * rules::DEFER_AT_MOST)),
-        ]
-        .into_iter()
-        .collect();
-        let seen = std::collections::HashSet::from(["seen".to_string()]);
-        let kept = unseen_kept(before, &seen, now);
-        let mut targets: Vec<&str> = kept.keys().map(String::as_str).collect();
-        targets.sort();
-        assert_eq!(targets, ["unseen, recent"], "the seen one is decided by the pass, the old one dropped");
+    /// The pass as kept when its last slice ends.
+    fn run(&self, config: &ChainConfig, tally: &Tally, now: i64) -> Result<Run, ReconcileError> {
+        Ok(Run {
+            chain: config.chain.as_str().to_string(),
+            at: format_time(&crate::store::time(now)?),
+            at_micros: now,
+            started_micros: self.started_micros,
+            took_ms: self.started.elapsed().as_millis() as u64,
+            every_ms: config.reconcile_every.as_millis() as u64,
+            period_ms: self
+                .previous
+                .map(|previous| (self.started_micros.saturating_sub(previous).max(0) / 1000) as u64),
+            slices: self.slices,
+            at_block: tally.at_block,
+            lines: tally.lines,
+            differ: tally.differences.len() as u64,
+            failed: tally.failed.len() as u64,
+            skipped: tally.skipped.len() as u64,
+            detail: serde_json::json!({
+                "differences": tally.differences, "failed": tally.failed, "skipped": tally.skipped,
+            }),
+        })
+    }
+
+    /// Logs the pass and sets the gauge of its differences.
+    fn ended(&self, config: &ChainConfig, run: &Run) {
+        let (chain, period) = (config.chain, config.reconcile_every);
+        info!(%chain, at_block = run.at_block, lines = run.lines, differ = run.differ, failed = run.failed,
+            slices = run.slices, took_ms = run.took_ms, period_ms = run.period_ms, "reconciled");
+        if Duration::from_millis(run.took_ms) > period {
+            warn!(%chain, took_ms = run.took_ms, period_secs = period.as_secs_f64(),
+                "a reconciliation took longer than reconcile_every_secs at reconcile_max_rps: the cap wins");
+        }
+        let mut by_asset: BTreeMap<&str, u64> =
+            config.assets.iter().map(|a| (a.symbol.as_str(), 0)).collect();
+        by_asset.insert(config.native.symbol.as_str(), 0);
+        for (asset, count) in &self.tally.by_asset {
+            by_asset.insert(asset.as_str(), *count);
+        }
+        for (asset, count) in by_asset {
+            metrics::gauge!("custody_indexer_reconcile_differences", "chain" => chain.as_str(), "asset" => asset.to_string())
+                .set(count as f64);
+        }
     }
 }

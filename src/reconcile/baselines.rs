@@ -1,16 +1,31 @@
-//! Baselines recorded when watching starts. An address's baseline is its
-//! balance at the end of the block before its watch began; read then, a
-//! block or two after the watcher reached it, any full node still holds
-//! that state, where a read an hour later (the first reconciliation) needs
-//! an archive node. `run` records it for each newly watched address and
-//! asset once the block is settled, while it is within [`RECENT`] blocks
-//! of the indexed height; an address watched before stays for the first
-//! reconciliation to read from an archive node.
+//! Baselines recorded when watching starts. On EVM an address's baseline
+//! is its balance at the end of the block before its watch began; read
+//! then, a block or two after the watcher reached it, any full node still
+//! holds that state, where a read an hour later (the first
+//! reconciliation) needs an archive node. `run` records it for each newly
+//! watched address and asset once the block is settled, while it is
+//! within [`RECENT`] blocks of the indexed height; an address watched
+//! before stays for the first reconciliation to read from an archive node.
+//!
+//! Solana serves no balance at a past slot: a wallet whose watch began
+//! within [`RECENT_SLOTS`] of the indexed slot has its balance read then,
+//! at `confirmed`, and recorded at the slot of the answer once that slot
+//! is finalized; the ledger counts what came after that slot.
 
-use alloy::primitives::Address;
+use alloy::primitives::{Address, U256};
+use solana_commitment_config::CommitmentConfig;
 
-use super::{Anchor, Baseline, ReconcileError, evm};
-use crate::{config::ChainConfig, evm::rpc::EvmRpc, store::Store};
+use super::{Anchor, Baseline, ReconcileError, evm, solana};
+use crate::{config::ChainConfig, evm::rpc::EvmRpc, solana::rpc::SolanaRpc, store::Store};
+
+/// How far below the indexed slot a Solana watch start may be for its
+/// balance read now to be recorded as its baseline: about ten minutes of
+/// 400 ms slots. `run` reads it within seconds of the watch going live; a
+/// wallet watched before `run` ran is left to the first reconciliation.
+pub const RECENT_SLOTS: u64 = 1_500;
+
+/// How long a Solana baseline's read waits for its slot to be finalized.
+const FINALIZED_WITHIN: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// How far below the settled and indexed heights a watch start's state is
 /// read: Geth keeps the state of the last 128 blocks by default.
@@ -54,4 +69,48 @@ pub async fn record_new(store: &Store, rpc: &EvmRpc, config: &ChainConfig) -> Re
         }
     }
     Ok(recorded)
+}
+
+/// Records the baselines of the Solana wallets whose watch began within
+/// [`RECENT_SLOTS`]: each balance read now, recorded at its slot once that
+/// slot is finalized (a read of a slot that never is records nothing). How
+/// many were recorded.
+pub async fn record_new_solana(
+    store: &Store,
+    rpc: &SolanaRpc,
+    config: &ChainConfig,
+) -> Result<usize, ReconcileError> {
+    let chain = config.chain;
+    let Some(state) = store.chain_state(chain).await? else { return Ok(0) };
+    let since = state.next_block.saturating_sub(RECENT_SLOTS);
+    let fresh = store.unrecorded_baselines(chain, &config.native.symbol, since).await?;
+    if fresh.is_empty() {
+        return Ok(0);
+    }
+    let assets = solana::assets(config, None)?;
+    let mut read = Vec::new();
+    for watched in &fresh {
+        for asset in &assets {
+            match solana::balance(rpc, watched, asset).await {
+                Ok(at) => read.push((&watched.address, &asset.symbol, at)),
+                Err(failure) => {
+                    tracing::debug!(%chain, address = watched.address, asset = asset.symbol, %failure,
+                    "the balance at the watch start could not be read; the first reconciliation reads it")
+                }
+            }
+        }
+    }
+    let highest = read.iter().map(|(_, _, at)| at.slot).max().unwrap_or_default();
+    let deadline = tokio::time::Instant::now() + FINALIZED_WITHIN;
+    while rpc.slot(CommitmentConfig::finalized()).await? < highest {
+        if tokio::time::Instant::now() >= deadline {
+            return Ok(0);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    }
+    for (address, symbol, at) in &read {
+        let anchor = Anchor { block: at.slot, balance: U256::from(at.amount) };
+        store.record_baseline(chain, address, symbol, anchor, Baseline::Recorded).await?;
+    }
+    Ok(read.len())
 }

@@ -32,6 +32,9 @@ pub struct Ask {
     pub address: Option<String>,
     pub asset: Option<String>,
     pub at_block: Option<u64>,
+    /// Only the addresses of this slice (`run`'s passes spread over the
+    /// period); every one when none.
+    pub slice: Option<super::slices::Slice>,
 }
 
 /// An asset of the chain file: the native coin (`token` none) or a token.
@@ -214,9 +217,16 @@ pub(super) async fn chosen(
     ask: &Ask,
 ) -> Result<Vec<Watched>, ReconcileError> {
     let mut all = store.reconcile_watched(config.chain).await?;
-    // The platform's wallets are reconciled on EVM chains.
-    if ask.account.is_none() && config.family() == crate::chain::Family::Evm {
-        all.extend(store.reconcile_wallets(config.chain, "evm").await?);
+    // The platform's wallets, of the chain's family.
+    if ask.account.is_none() {
+        let family = match config.family() {
+            crate::chain::Family::Evm => "evm",
+            crate::chain::Family::Solana => "solana",
+        };
+        all.extend(store.reconcile_wallets(config.chain, family).await?);
+    }
+    if let Some(slice) = ask.slice {
+        all.retain(|w| slice.holds(&w.address));
     }
     let named = match (&ask.account, &ask.address) {
         (Some(account), _) => all.into_iter().filter(|w| &w.account_id == account).collect::<Vec<_>>(),
@@ -413,13 +423,7 @@ impl One<'_> {
     /// the difference, naming the movements `first` found.
     async fn funded(&self, height: u64, first: Line, funding: &[Funding]) -> Result<Line, Failed> {
         super::wallets::record_funding(self.store, self.config.chain, self.watched, funding).await?;
-        let mut terms = self.terms.to_vec();
-        terms.extend(funding.iter().map(|f| Term {
-            asset: f.asset.clone(),
-            block: f.block,
-            amount: f.amount,
-            kind: super::TermKind::Own,
-        }));
+        let terms = super::wallets::with_funding(self.terms, funding);
         let again = One { terms: &terms, ..*self };
         let mut line = again.line(height).await?.line;
         line.movements = first.movements;

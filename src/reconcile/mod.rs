@@ -24,6 +24,7 @@
 //! are in `store/reconcile.rs`, `store/reconcile_wallets.rs`,
 //! `store/reconcile_runs.rs` and `store/reconcile_repairs.rs`.
 
+pub mod alarms;
 pub mod background;
 pub mod baselines;
 pub mod evm;
@@ -31,6 +32,7 @@ pub mod locate;
 pub mod repair;
 pub mod repairs;
 pub mod rules;
+pub mod slices;
 pub mod solana;
 pub mod wallets;
 
@@ -264,9 +266,20 @@ pub struct Run {
     pub at: String,
     #[serde(skip)]
     pub at_micros: i64,
-    /// How long the pass took: more than the period when
-    /// `reconcile_max_rps` holds it back.
+    /// When it began.
+    #[serde(skip)]
+    pub started_micros: i64,
+    /// How long the pass took, from its first slice's start to its last
+    /// slice's end: more than the period when `reconcile_max_rps` holds
+    /// it back.
     pub took_ms: u64,
+    /// The slices it was spread over.
+    pub slices: u64,
+    /// The period set (`reconcile_every_secs`), and the period achieved:
+    /// the time since the pass before it began (null for the first pass
+    /// kept).
+    pub every_ms: u64,
+    pub period_ms: Option<u64>,
     /// The height reconciled.
     pub at_block: u64,
     /// The (address, asset) lines compared, and how many of them differ.
@@ -305,6 +318,9 @@ pub struct Reconciled {
     pub at: String,
     pub seconds_ago: u64,
     pub took_ms: u64,
+    /// The period set, and achieved (see [`Run`]).
+    pub every_ms: u64,
+    pub period_ms: Option<u64>,
     pub at_block: u64,
     pub lines: u64,
     pub differ: u64,
@@ -320,6 +336,8 @@ impl Reconciled {
             at: run.at.clone(),
             seconds_ago: (now_micros.saturating_sub(run.at_micros).max(0) / 1_000_000) as u64,
             took_ms: run.took_ms,
+            every_ms: run.every_ms,
+            period_ms: run.period_ms,
             at_block: run.at_block,
             lines: run.lines,
             differ: run.differ,
@@ -328,22 +346,39 @@ impl Reconciled {
         }
     }
 
-    /// `reconciled 12 s ago at block 100 (in 3.1 s): 3 differ`.
+    /// `reconciled 12 s ago at block 100 (in 3.1 s, every 3600 s of 3600
+    /// s set): 3 differ`; the period achieved once two passes were kept.
     pub fn line(&self) -> String {
         let failed = if self.failed > 0 { format!(", {} reads failed", self.failed) } else { String::new() };
         let skipped = if self.skipped > 0 { format!(", {} skipped", self.skipped) } else { String::new() };
         let took = self.took_ms as f64 / 1000.0;
+        let every = match self.period_ms {
+            Some(achieved) => format!(", every {} s of {} s set", achieved / 1000, self.every_ms / 1000),
+            None => String::new(),
+        };
         format!(
-            "reconciled {} s ago at block {} (in {took:.1} s): {} differ{failed}{skipped}",
+            "reconciled {} s ago at block {} (in {took:.1} s{every}): {} differ{failed}{skipped}",
             self.seconds_ago, self.at_block, self.differ
         )
     }
 
-    /// A warning when balances differ from the ledger or reads failed.
+    /// Whether passes come further apart than set (by more than a tenth,
+    /// or a second): `reconcile_max_rps` holds them back, or they fail.
+    pub fn behind(&self) -> bool {
+        self.period_ms.is_some_and(|achieved| achieved > self.every_ms + (self.every_ms / 10).max(1000))
+    }
+
+    /// A warning when balances differ from the ledger, reads failed, or
+    /// passes come further apart than set.
     pub fn warning(&self, chain: crate::chain::Chain) -> Option<String> {
-        (self.differ > 0 || self.failed > 0).then(|| {
+        let see =
+            format!("see GET /operator/v1/reconciliation or `custody-indexer reconcile --chain {chain}`");
+        if self.differ > 0 || self.failed > 0 {
+            return Some(format!("{}: {see}", self.line()));
+        }
+        self.behind().then(|| {
             format!(
-                "{}: see GET /operator/v1/reconciliation or `custody-indexer reconcile --chain {chain}`",
+                "{}: passes come further apart than reconcile_every_secs; raise reconcile_max_rps or the period",
                 self.line()
             )
         })

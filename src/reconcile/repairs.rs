@@ -239,6 +239,7 @@ async fn reconciled(
         address: scope.address.clone(),
         asset: scope.asset.clone(),
         at_block: None,
+        slice: None,
     };
     let report = evm::reconcile(store, rpc, config, &ask).await?;
     if !report.failed.is_empty() {

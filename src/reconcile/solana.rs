@@ -6,9 +6,15 @@
 //! token accounts) since the last slot it agreed at: each transaction's
 //! pre- and post-balances give the wallet's change in its slot, and the
 //! slots where that change is not the ledger's are the divergent ones,
-//! their transactions named.
+//! their transactions named. The platform's wallets are reconciled beside
+//! the watched ones, the sponsor's ledger counting the fee and rent of
+//! every transaction it paid for, and funding from outside recorded
+//! ([`funding`]).
 
-use std::{collections::BTreeMap, time::Duration};
+use std::{
+    collections::{BTreeMap, HashMap},
+    time::Duration,
+};
 
 use alloy::primitives::{I256, U256};
 use solana_commitment_config::CommitmentConfig;
@@ -25,10 +31,12 @@ use crate::{
     rpc::RpcFailure,
     solana::{
         decode,
-        rpc::{AtSlot, SolanaRpc},
+        rpc::{ACCOUNTS_PER_CALL, AtSlot, SolanaRpc},
     },
     store::Store,
 };
+
+mod funding;
 
 /// How long a balance read waits for the watcher to index past its slot.
 const INDEXED_WITHIN: Duration = Duration::from_secs(60);
@@ -41,8 +49,8 @@ const PAGE: usize = 1_000;
 
 /// An asset of the chain file: lamports (`mint` none) or a mint.
 #[derive(Debug, Clone)]
-struct Asset {
-    symbol: String,
+pub(super) struct Asset {
+    pub(super) symbol: String,
     decimals: u8,
     mint: Option<String>,
 }
@@ -64,20 +72,12 @@ pub async fn reconcile(
     }
     let assets = assets(config, ask.asset.as_deref())?;
     let mut report = Report::default();
-    let mut read = Vec::new();
-    for watched in evm::chosen(store, config, ask).await? {
-        if watched.catching_up {
-            report.skipped.push(format!("{}: its watch is still catching up", watched.address));
-            continue;
-        }
-        for asset in &assets {
-            match balance(rpc, &watched, asset).await {
-                Ok(at) => read.push((watched.clone(), asset, at)),
-                Err(failure) => Failed::from(failure)
-                    .file(&mut report, &format!("{} {}", watched.address, asset.symbol))?,
-            }
-        }
+    let (wallets, catching_up): (Vec<Watched>, Vec<Watched>) =
+        evm::chosen(store, config, ask).await?.into_iter().partition(|w| !w.catching_up);
+    for watched in catching_up {
+        report.skipped.push(format!("{}: its watch is still catching up", watched.address));
     }
+    let read = read_balances(rpc, config, wallets, &assets, &mut report).await?;
     let highest = read.iter().map(|(_, _, at)| at.slot).max().unwrap_or_default();
     let settled = settled_past(store, rpc, config, highest).await;
     let pending = store.pending_addresses_through(config.chain, highest).await?;
@@ -98,11 +98,14 @@ pub async fn reconcile(
         if terms.0 != watched.address {
             let mut all = store.ledger_terms(chain, &watched.address, native).await?;
             all.extend(store.native_sent_terms(chain, &watched.address, native).await?);
+            if watched.wallet.is_some() {
+                all.extend(store.wallet_credit_terms(chain, &watched.address, native).await?);
+            }
             terms = (watched.address.clone(), all);
         }
         let mine: Vec<Term> = terms.1.iter().filter(|t| t.asset == asset.symbol).cloned().collect();
         let one = One { store, rpc, config, watched: &watched, asset, terms: &mine };
-        match one.line(at).await {
+        match one.reconciled(at).await {
             Ok(line) => report.lines.push(line),
             Err(failed) => failed.file(&mut report, &what)?,
         }
@@ -110,8 +113,62 @@ pub async fn reconcile(
     Ok(report)
 }
 
+/// Each balance of `wallets` in `assets`, with the slot it is at: the
+/// lamports batched; a read that fails filed in `report`.
+async fn read_balances<'a>(
+    rpc: &SolanaRpc,
+    config: &ChainConfig,
+    wallets: Vec<Watched>,
+    assets: &'a [Asset],
+    report: &mut Report,
+) -> Result<Vec<(Watched, &'a Asset, AtSlot)>, ReconcileError> {
+    let mut lamports = match assets.iter().any(|a| a.mint.is_none()) {
+        true => lamports_batched(rpc, config, &wallets).await,
+        false => HashMap::new(),
+    };
+    let mut read = Vec::new();
+    for watched in wallets {
+        for asset in assets {
+            let batched = asset.mint.is_none().then(|| lamports.remove(&watched.address)).flatten();
+            let at = match batched {
+                Some(at) => Ok(at),
+                None => balance(rpc, &watched, asset).await,
+            };
+            match at {
+                Ok(at) => read.push((watched.clone(), asset, at)),
+                Err(failure) => {
+                    Failed::from(failure).file(report, &format!("{} {}", watched.address, asset.symbol))?
+                }
+            }
+        }
+    }
+    Ok(read)
+}
+
+/// The lamports of `wallets`, [`ACCOUNTS_PER_CALL`] to a request, by
+/// address; a batch that fails is left out (each of its wallets is then
+/// read on its own).
+async fn lamports_batched(
+    rpc: &SolanaRpc,
+    config: &ChainConfig,
+    wallets: &[Watched],
+) -> HashMap<String, AtSlot> {
+    let mut found = HashMap::new();
+    for batch in wallets.chunks(ACCOUNTS_PER_CALL) {
+        let addresses: Vec<String> = batch.iter().map(|w| w.address.clone()).collect();
+        match rpc.lamports_at_slot(&addresses).await {
+            Ok(read) => found.extend(addresses.into_iter().zip(read)),
+            Err(failure) => {
+                tracing::warn!(chain = %config.chain, wallets = addresses.len(), %failure,
+                    "a batch of balances could not be read; each is read on its own")
+            }
+        }
+    }
+    found
+}
+
 /// Lamports, and the chain file's mints (or the one named).
-fn assets(config: &ChainConfig, only: Option<&str>) -> Result<Vec<Asset>, ReconcileError> {
+pub(super) fn assets(config: &ChainConfig, only: Option<&str>) -> Result<Vec<Asset>, ReconcileError> {
     let mut all =
         vec![Asset { symbol: config.native.symbol.clone(), decimals: config.native.decimals, mint: None }];
     all.extend(config.assets.iter().map(|a| Asset {
@@ -123,7 +180,7 @@ fn assets(config: &ChainConfig, only: Option<&str>) -> Result<Vec<Asset>, Reconc
 }
 
 /// `watched`'s balance of `asset` and the slot it is at.
-async fn balance(rpc: &SolanaRpc, watched: &Watched, asset: &Asset) -> Result<AtSlot, RpcFailure> {
+pub(super) async fn balance(rpc: &SolanaRpc, watched: &Watched, asset: &Asset) -> Result<AtSlot, RpcFailure> {
     match &asset.mint {
         None => rpc.balance_at_slot(&watched.address).await,
         Some(mint) => rpc.token_balance_at_slot(&watched.address, mint).await,
@@ -161,6 +218,7 @@ async fn settled_past(store: &Store, rpc: &SolanaRpc, config: &ChainConfig, slot
 }
 
 /// A transaction that changed the wallet's balance, in its slot.
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct Moved {
     signature: String,
     slot: u64,
@@ -201,8 +259,29 @@ impl One<'_> {
         Ok(self.store.record_baseline(chain, address, symbol, at, Baseline::FirstReconciliation).await?)
     }
 
-    /// The line of a balance read at a settled slot.
-    async fn line(&self, read: AtSlot) -> Result<Line, Failed> {
+    /// The line of a balance read at a settled slot; a platform wallet's
+    /// once the funding found reaching it from outside is recorded
+    /// ([`funding`]), counted and the line made again.
+    async fn reconciled(&self, read: AtSlot) -> Result<Line, Failed> {
+        let (line, changes, moved) = self.line(read.clone()).await?;
+        if self.watched.wallet.is_none() || changes.is_empty() {
+            return Ok(line);
+        }
+        let own = self.store.platform_transactions(self.config.chain, &funding::credits(&moved)).await?;
+        let found = funding::outside(&changes, &moved, &own, &self.asset.symbol);
+        if found.is_empty() {
+            return Ok(line);
+        }
+        super::wallets::record_funding(self.store, self.config.chain, self.watched, &found).await?;
+        let terms = super::wallets::with_funding(self.terms, &found);
+        let (mut again, _, _) = One { terms: &terms, ..*self }.line(read).await?;
+        again.movements = line.movements;
+        Ok(again)
+    }
+
+    /// The line of a balance read at a settled slot, the slots where it
+    /// diverged and the transactions read to find them.
+    async fn line(&self, read: AtSlot) -> Result<(Line, Vec<Change>, Vec<Moved>), Failed> {
         let (baseline, source) = self.baseline(&read).await?;
         if read.slot < baseline.block {
             return Err(Failed::Skip(format!(
@@ -222,17 +301,19 @@ impl One<'_> {
             movements: Vec::new(),
             reads: 0,
         };
+        let mut moved = Vec::new();
         if difference.is_zero() {
             let (chain, address, symbol) = (self.config.chain, &self.watched.address, &self.asset.symbol);
             let at = Anchor { block: read.slot, balance: onchain };
             self.store.record_checkpoint(chain, address, symbol, at).await?;
         } else {
             let from = self.last_agreement(baseline).await?;
-            let moved = self.moved(&read, from).await?;
+            moved = self.moved(&read, from).await?;
             compared.reads = moved.len() as u32;
             (compared.changes, compared.movements) = self.divergences(&moved, from, read.slot);
         }
-        Ok(self.make_line(compared))
+        let changes = compared.changes.clone();
+        Ok((self.make_line(compared), changes, moved))
     }
 
     /// The checkpoint's slot when the ledger still gives its balance there
@@ -329,8 +410,8 @@ impl One<'_> {
         let signed = |value: I256| rules::decimal(value, decimals);
         Line {
             chain: self.config.chain.as_str().to_string(),
-            account_id: Some(self.watched.account_id.clone()),
-            wallet: None,
+            account_id: self.watched.wallet.is_none().then(|| self.watched.account_id.clone()),
+            wallet: self.watched.wallet.clone(),
             address: self.watched.address.clone(),
             asset: self.asset.symbol.clone(),
             at_block: slot,

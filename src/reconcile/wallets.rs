@@ -4,7 +4,7 @@
 //! (`store/reconcile_wallets.rs`), so a row written with plain SQL, or
 //! rewritten afterwards, explains nothing.
 
-use super::Watched;
+use super::{Term, TermKind, Watched};
 use crate::{
     audit::{self, Actor, Record},
     chain::Chain,
@@ -46,4 +46,17 @@ pub async fn record_funding(
     }
     tx.commit().await?;
     Ok(())
+}
+
+/// `terms` with `funding` counted: what the platform's own transfers into
+/// the wallet are, a credit at its block.
+pub fn with_funding(terms: &[Term], funding: &[Funding]) -> Vec<Term> {
+    let mut all = terms.to_vec();
+    all.extend(funding.iter().map(|f| Term {
+        asset: f.asset.clone(),
+        block: f.block,
+        amount: f.amount,
+        kind: TermKind::Own,
+    }));
+    all
 }

@@ -31,7 +31,7 @@ use solana_transaction_status_client_types::{
 mod balances;
 mod sending;
 
-pub use balances::AtSlot;
+pub use balances::{ACCOUNTS_PER_CALL, AtSlot};
 
 use super::decode::{self, UnreadableTransaction};
 use crate::{

@@ -13,11 +13,13 @@ use crate::{
 /// Keeps `run` as its chain's last reconciliation.
 pub async fn record_run(tx: &mut Tx, run: &Run) -> Result<(), StoreError> {
     sqlx::query(
-        "INSERT INTO reconcile_runs (chain, at, at_block, lines, differ, failed, skipped, detail, took_ms)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+        "INSERT INTO reconcile_runs (chain, at, at_block, lines, differ, failed, skipped, detail, took_ms,
+                                     started_at, slices, every_ms, period_ms)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
          ON CONFLICT (chain) DO UPDATE SET at = excluded.at, at_block = excluded.at_block, took_ms = excluded.took_ms,
              lines = excluded.lines, differ = excluded.differ, failed = excluded.failed,
-             skipped = excluded.skipped, detail = excluded.detail",
+             skipped = excluded.skipped, detail = excluded.detail, started_at = excluded.started_at,
+             slices = excluded.slices, every_ms = excluded.every_ms, period_ms = excluded.period_ms",
     )
     .bind(&run.chain)
     .bind(run.at_micros)
@@ -28,6 +30,10 @@ pub async fn record_run(tx: &mut Tx, run: &Run) -> Result<(), StoreError> {
     .bind(to_i64(run.skipped)?)
     .bind(run.detail.to_string())
     .bind(to_i64(run.took_ms)?)
+    .bind(run.started_micros)
+    .bind(to_i64(run.slices)?)
+    .bind(to_i64(run.every_ms)?)
+    .bind(run.period_ms.map(to_i64).transpose()?)
     .execute(&mut **tx)
     .await?;
     Ok(())
@@ -84,11 +90,16 @@ impl Store {
                 let count = |column: &str| -> Result<u64, StoreError> {
                     Ok(r.try_get::<i64, _>(column)?.max(0) as u64)
                 };
+                let period: Option<i64> = r.try_get("period_ms")?;
                 Ok(Run {
                     chain: r.try_get("chain")?,
                     at: format_time(&super::time(at)?),
                     at_micros: at,
+                    started_micros: r.try_get::<Option<i64>, _>("started_at")?.unwrap_or(at),
                     took_ms: count("took_ms")?,
+                    slices: count("slices")?,
+                    every_ms: count("every_ms")?,
+                    period_ms: period.map(|p| p.max(0) as u64),
                     at_block: count("at_block")?,
                     lines: count("lines")?,
                     differ: count("differ")?,

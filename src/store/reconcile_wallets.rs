@@ -51,7 +51,8 @@ impl Store {
     /// The credits of a platform wallet's ledger beyond what it sent: the
     /// platform's transfers mined into it (a collect into the omnibus, an
     /// off-ramp's stablecoin into the settlement wallet, a mint to it; the
-    /// native value as the transaction moved it) and the funding recorded,
+    /// native value as the transaction moved it, or the transfer's amount
+    /// where the transaction names none, as on Solana) and the funding recorded,
     /// each funding row only with its audit entry ([`funding_target`]): a
     /// row written beside the hash-chained log counts for nothing.
     pub async fn wallet_credit_terms(
@@ -62,7 +63,7 @@ impl Store {
     ) -> Result<Vec<Term>, StoreError> {
         let rows = sqlx::query(
             "SELECT t.currency_symbol AS asset,
-                    CASE WHEN t.currency_symbol = $3 THEN x.value ELSE t.amount_raw END AS amount_raw,
+                    CASE WHEN t.currency_symbol = $3 AND x.value <> '0' THEN x.value ELSE t.amount_raw END AS amount_raw,
                     x.block_number AS block_number
              FROM transfers t JOIN transfer_transactions x ON x.transfer_id = t.id
              WHERE t.chain = $1 AND LOWER(t.destination_address) = LOWER($2)
@@ -87,21 +88,13 @@ impl Store {
         chain: Chain,
         hashes: &[String],
     ) -> Result<Vec<String>, StoreError> {
-        let mut found = Vec::new();
-        for hash in hashes {
-            let row = sqlx::query(
-                "SELECT hash FROM transfer_transactions WHERE chain = $1 AND hash = $2
-                 UNION ALL SELECT hash FROM nonce_fillers WHERE chain = $1 AND hash = $2",
-            )
-            .bind(chain.as_str())
-            .bind(hash)
-            .fetch_optional(&self.pool)
-            .await?;
-            if row.is_some() {
-                found.push(hash.clone());
-            }
-        }
-        Ok(found)
+        self.hashes_found(
+            "SELECT hash FROM transfer_transactions WHERE chain = $1 AND hash = $2
+             UNION ALL SELECT hash FROM nonce_fillers WHERE chain = $1 AND hash = $2",
+            chain,
+            hashes,
+        )
+        .await
     }
 
     /// Which of `hashes` are transactions the platform's senders recorded
@@ -114,18 +107,28 @@ impl Store {
         chain: Chain,
         hashes: &[String],
     ) -> Result<Vec<String>, StoreError> {
+        self.hashes_found(
+            "SELECT hash FROM transfer_transactions WHERE chain = $1 AND hash = $2
+               AND NOT (state IN ('MINED', 'REVERTED') AND block_number IS NOT NULL AND fee_raw IS NOT NULL)
+             UNION ALL SELECT hash FROM nonce_fillers WHERE chain = $1 AND hash = $2
+               AND NOT (state = 'MINED' AND fee_raw IS NOT NULL)",
+            chain,
+            hashes,
+        )
+        .await
+    }
+
+    /// The `hashes` for which `query` (bound to the chain and one hash)
+    /// answers a row, in their order.
+    async fn hashes_found(
+        &self,
+        query: &str,
+        chain: Chain,
+        hashes: &[String],
+    ) -> Result<Vec<String>, StoreError> {
         let mut found = Vec::new();
         for hash in hashes {
-            let row = sqlx::query(
-                "SELECT hash FROM transfer_transactions WHERE chain = $1 AND hash = $2
-                   AND NOT (state IN ('MINED', 'REVERTED') AND block_number IS NOT NULL AND fee_raw IS NOT NULL)
-                 UNION ALL SELECT hash FROM nonce_fillers WHERE chain = $1 AND hash = $2
-                   AND NOT (state = 'MINED' AND fee_raw IS NOT NULL)",
-            )
-            .bind(chain.as_str())
-            .bind(hash)
-            .fetch_optional(&self.pool)
-            .await?;
+            let row = sqlx::query(query).bind(chain.as_str()).bind(hash).fetch_optional(&self.pool).await?;
             if row.is_some() {
                 found.push(hash.clone());
             }

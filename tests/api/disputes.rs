@@ -110,12 +110,16 @@ async fn operators_of_every_role_list_the_providers_disputes_and_the_reconciliat
         assert!([401, 403].contains(&refused.status), "{backend:?}: a tenant's key: {}", refused.status);
 
         // The last reconciliation of each chain, kept again by the next.
-        for (at_block, differ) in [(10, 2), (12, 1)] {
+        for (at_block, differ, period_ms) in [(10, 2, None), (12, 1, Some(3_650_000))] {
             let run = Run {
                 chain: "ETHEREUM_TESTNET".into(),
                 at: String::new(),
                 at_micros: now_micros(),
+                started_micros: now_micros() - 1_500_000,
                 took_ms: 1500,
+                slices: 3,
+                every_ms: 3_600_000,
+                period_ms,
                 at_block,
                 lines: 4,
                 differ,
@@ -134,6 +138,13 @@ async fn operators_of_every_role_list_the_providers_disputes_and_the_reconciliat
             assert_eq!(data.len(), 1, "{backend:?}: one per chain: {data:?}");
             assert_eq!((data[0]["at_block"].as_u64(), data[0]["differ"].as_u64()), (Some(12), Some(1)));
             assert_eq!(data[0]["detail"]["differences"][0]["difference"], "-1");
+            let spread = (&data[0]["slices"], &data[0]["every_ms"], &data[0]["period_ms"]);
+            assert_eq!(
+                spread,
+                (&json!(3), &json!(3_600_000), &json!(3_650_000)),
+                "{backend:?}: {:?}",
+                data[0]
+            );
         }
         let other = get(&app.base, "/operator/v1/reconciliation?chain=BASE_SEPOLIA", key).await;
         assert_eq!(other.body["data"], json!([]), "{backend:?}");

@@ -149,6 +149,21 @@ pub fn numbered_account(i: u64, addresses: Vec<AccountAddress>) -> NewAccount {
     }
 }
 
+/// Watches each of `addresses` on [`CHAIN`] as a [`numbered_account`] of
+/// its own (the identities of [`numbered_identities`] first).
+pub async fn watch_numbered(store: &custody_indexer::store::Store, addresses: &[alloy::primitives::Address]) {
+    let accounts: Vec<NewAccount> = addresses
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            numbered_account(i as u64, vec![AccountAddress { chains: vec![CHAIN], address: a.to_string() }])
+        })
+        .collect();
+    for chunk in accounts.chunks(10_000) {
+        store.add_accounts(chunk).await.unwrap();
+    }
+}
+
 /// The identities of [`numbered_account`]s.
 /// Grants or withdraws an identity's fiat entitlement as a local operator
 /// would; `false` when it already was so.

@@ -5,6 +5,9 @@
 //! happened in and its transaction named, never hidden, and `--repair` is
 //! refused on Solana. `run` reconciles in the background meanwhile: no
 //! alarm for the platform's own transfers, one for the debit outside it.
+//! The sponsor is reconciled beside her: every fee and rent it paid
+//! explained, its funding from outside recorded once, and its own key used
+//! outside the platform alarmed.
 
 use crate::common;
 
@@ -71,10 +74,20 @@ fn now_micros() -> i64 {
 async fn sol_and_tokens_reconcile_at_a_finalized_slot_and_a_debit_outside_is_named() {
     let every = "reconcile_every_secs = 2";
     let s = Setup::on(SolanaNode::start().await, "", false, mnemonic(), &[], every).await;
+    // `run` records alice's baselines as her watch starts.
+    let store = s.env.store().await;
+    eventually(Duration::from_secs(90), "alice's baselines recorded by run", || async {
+        let alice = s.alice.to_string();
+        let sol = store.reconcile_baseline(CHAIN, &alice, "SOL").await.unwrap();
+        let tusd = store.reconcile_baseline(CHAIN, &alice, "TUSD").await.unwrap();
+        sol.zip(tusd)
+    })
+    .await;
     let (code, first) = reconciled(&s).await;
     assert_eq!(code, 0, "{first:?}");
     let sol = of(&first, "SOL");
-    assert_eq!((&sol["baseline"], &sol["onchain"]), (&"first_reconciliation".into(), &"1".into()), "{sol}");
+    assert_eq!((&sol["baseline"], &sol["onchain"]), (&"recorded".into(), &"1".into()), "{sol}");
+    assert_eq!(of(&first, "TUSD")["baseline"], "recorded");
     assert_eq!(of(&first, "TUSD")["onchain"], "100");
 
     // A deposit, and two transfers the sponsor pays for.
@@ -157,4 +170,73 @@ async fn sol_and_tokens_reconcile_at_a_finalized_slot_and_a_debit_outside_is_nam
     let out = s.env.output(&["reconcile", "--chain", CHAIN.as_str(), "--repair"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--repair is for EVM chains"));
+
+    the_sponsor_is_reconciled_as_a_platform_wallet(&s, &signer).await;
+}
+
+/// The sponsor's line of `reconcile --chain … --json` once it is settled.
+async fn sponsor_line(s: &Setup) -> Value {
+    eventually(Duration::from_secs(90), "the sponsor's line", || async {
+        let out = s.env.output(&["reconcile", "--chain", CHAIN.as_str(), "--asset", "SOL", "--json"]);
+        let text = String::from_utf8(out.stdout).unwrap();
+        let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        lines.into_iter().find(|l| l["wallet"] == "sponsor")
+    })
+    .await
+}
+
+/// The sponsor paid every fee above and the rent of `outside`'s token
+/// account: its ledger explains it. Funded from outside, the funding is
+/// recorded once with its audit entry and the line agrees; its key used
+/// outside the platform is an unexplained debit of the wallet, alarmed.
+async fn the_sponsor_is_reconciled_as_a_platform_wallet(s: &Setup, signer: &MnemonicSigner) {
+    let line = sponsor_line(s).await;
+    assert_eq!(
+        (&line["account_id"], &line["address"]),
+        (&Value::Null, &s.sponsor.to_string().into()),
+        "{line}"
+    );
+    assert_eq!(line["difference"], "0", "every fee and rent it paid is in its ledger: {line}");
+
+    let funder = s.node.funded(10 * SOL).await;
+    let funded = s
+        .node
+        .send(&[common::solana::transfer_sol(&funder.pubkey(), &s.sponsor, 3 * SOL)], &funder, &[])
+        .await;
+    s.node.wait_finalized(s.node.slot_of(&funded).await).await;
+    let line = eventually(Duration::from_secs(90), "the funding explained", || async {
+        let line = sponsor_line(s).await;
+        (line["at_block"].as_u64()? >= s.node.slot_of(&funded).await).then_some(line)
+    })
+    .await;
+    assert_eq!(line["difference"], "0", "the funding is recorded and counted: {line}");
+    let store = s.env.store().await;
+    let entries = store.audit_entries(0, None, 1000).await.unwrap();
+    let funding: Vec<_> = entries.iter().filter(|e| e.action == "reconcile.wallet_funded").collect();
+    assert_eq!(funding.len(), 1, "once: {:?}", funding.iter().map(|e| &e.target_id).collect::<Vec<_>>());
+    assert!(funding[0].target_id.contains(&funded) && funding[0].target_id.contains(":SOL:3000000000:"));
+
+    // The sponsor's own key pays 0.5 SOL out, outside the platform.
+    let outside = Keypair::new().pubkey();
+    let transfer = solana_system_interface::instruction::transfer(&s.sponsor, &outside, SOL / 2);
+    let blockhash = s.node.rpc.get_latest_blockhash().await.unwrap();
+    let message = solana_message::Message::new_with_blockhash(&[transfer], Some(&s.sponsor), &blockhash);
+    let mut tx = solana_transaction::Transaction::new_unsigned(message);
+    tx.signatures[0] = signer.sign_solana(KeyRef::Sponsor, tx.message_data()).await.unwrap().into();
+    let stolen = s.node.rpc.send_and_confirm_transaction(&tx).await.unwrap().to_string();
+    let slot = s.node.slot_of(&stolen).await;
+    s.node.wait_finalized(slot).await;
+    let line = eventually(Duration::from_secs(90), "the debit reconciled", || async {
+        let line = sponsor_line(s).await;
+        (line["at_block"].as_u64()? >= slot).then_some(line)
+    })
+    .await;
+    assert!(line["difference"].as_str().unwrap().starts_with("-0.50000"), "0.5 SOL and the fee: {line}");
+    assert_eq!(line["divergent_block"], slot, "{line}");
+    assert_eq!(line["movements"][0]["transaction_hash"], stolen, "{line}");
+    let target = format!("{}:{}:SOL:{slot}", CHAIN.as_str(), s.sponsor);
+    eventually(Duration::from_secs(90), "the sponsor's alarm", || async {
+        alarms(s).await.iter().any(|(t, actor)| *t == target && actor == "system").then_some(())
+    })
+    .await;
 }

@@ -47,7 +47,7 @@ pub(crate) struct Setup {
     pub(crate) env: Env,
     key: String,
     base: String,
-    sponsor: Pubkey,
+    pub(crate) sponsor: Pubkey,
     omnibus: Pubkey,
     pub(crate) alice: Pubkey,
     pub(crate) mint: Pubkey,

@@ -64,11 +64,24 @@ impl EvmRpc {
                 "data": Bytes::from(aggregate3Call { calls }.abi_encode()),
             });
             let block = BlockNumberOrTag::Number(number);
-            let answer: Option<Bytes> = self.client.request("eth_call", (call, block)).await.ok();
-            let results = answer.and_then(|out| aggregate3Call::abi_decode_returns(&out).ok());
-            match results.filter(|r| r.len() == chunk.len()) {
+            let answer: Result<Bytes, _> = self.client.request("eth_call", (call, block)).await;
+            let results = match &answer {
+                Ok(out) => aggregate3Call::abi_decode_returns(out).ok().filter(|r| r.len() == chunk.len()),
+                Err(error) => {
+                    tracing::warn!(chain = %self.chain, block = number, balances = chunk.len(), %error,
+                        "a Multicall3 batch failed; each of its balances is read on its own");
+                    None
+                }
+            };
+            match results {
                 Some(results) => all.extend(results.iter().map(decoded)),
-                None => all.extend(std::iter::repeat_n(None, chunk.len())),
+                None => {
+                    if answer.is_ok() {
+                        tracing::debug!(chain = %self.chain, block = number, balances = chunk.len(),
+                            "no Multicall3 answer at this block; each balance is read on its own");
+                    }
+                    all.extend(std::iter::repeat_n(None, chunk.len()))
+                }
             }
         }
         all

@@ -1,5 +1,6 @@
-//! What reconciliation asks a Solana node: balances at `confirmed`, each
-//! with the slot it is the balance at (the answer's `context.slot`), which
+//! What reconciliation asks a Solana node: balances at `confirmed` (the
+//! lamports of up to a hundred wallets in one request), each with the
+//! slot it is the balance at (the answer's `context.slot`), which
 //! the caller waits to see finalized. (A node's `finalized` answer may
 //! hold a later bank's state than the root slot its context names.)
 
@@ -17,7 +18,31 @@ pub struct AtSlot {
     pub accounts: Vec<String>,
 }
 
+/// The wallets one `getMultipleAccounts` reads at most.
+pub const ACCOUNTS_PER_CALL: usize = 100;
+
 impl SolanaRpc {
+    /// Wallets' lamports at `confirmed`, at most [`ACCOUNTS_PER_CALL`] in
+    /// one `getMultipleAccounts`, all at the answer's slot (an account the
+    /// chain does not hold has none). An answer without one value per
+    /// wallet is malformed.
+    pub async fn lamports_at_slot(&self, addresses: &[String]) -> Result<Vec<AtSlot>, RpcFailure> {
+        let config = json!({ "commitment": "confirmed", "encoding": "base64", "dataSlice": { "offset": 0, "length": 0 } });
+        let answer: Value = self.call(RpcRequest::GetMultipleAccounts, json!([addresses, config])).await?;
+        let slot = answer["context"]["slot"].as_u64();
+        let values = answer["value"].as_array().filter(|values| values.len() == addresses.len());
+        let (slot, values) =
+            slot.zip(values).ok_or_else(|| self.malformed("getMultipleAccounts", &answer))?;
+        values
+            .iter()
+            .map(|value| {
+                let lamports = if value.is_null() { Some(0) } else { value["lamports"].as_u64() };
+                let lamports = lamports.ok_or_else(|| self.malformed("getMultipleAccounts", value))?;
+                Ok(AtSlot { slot, amount: u128::from(lamports), accounts: Vec::new() })
+            })
+            .collect()
+    }
+
     /// A wallet's lamports at `confirmed`.
     pub async fn balance_at_slot(&self, address: &str) -> Result<AtSlot, RpcFailure> {
         let answer: Value =
