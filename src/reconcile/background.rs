@@ -251,7 +251,10 @@ impl Pass {
         let report = idle.rpc.reconcile(store, config, slice).await?;
         let debits =
             report.lines.iter().filter(|l| l.difference != "0").flat_map(rules::unexplained_debits).collect();
-        let debits = alarms::alarmed_now(store, config, (debits, slice), deferrals).await?;
+        // The deferrals change only once the slice is kept: a commit that
+        // fails does not start a due debit's wait over.
+        let mut waiting = deferrals.clone();
+        let debits = alarms::alarmed_now(store, config, (debits, slice), &mut waiting).await?;
         let mut tally = self.tally.clone();
         tally.add(&report)?;
         let now = now_micros();
@@ -261,6 +264,7 @@ impl Pass {
         };
         let new = alarms::keep(store, run.as_ref(), &debits, now).await?;
         alarms::announce(config, &new);
+        *deferrals = waiting;
         self.tally = tally;
         if let Some(run) = run {
             self.ended(config, &run);

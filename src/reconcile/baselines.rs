@@ -9,8 +9,8 @@
 //!
 //! Solana serves no balance at a past slot: a wallet whose watch began
 //! within [`RECENT_SLOTS`] of the indexed slot has its balance read then,
-//! at `confirmed`, and recorded at the slot of the answer once that slot
-//! is finalized; the ledger counts what came after that slot.
+//! at `confirmed`, and recorded at the slot of the answer once the
+//! finalized slot has reached it; the ledger counts what came after it.
 
 use alloy::primitives::{Address, U256};
 use solana_commitment_config::CommitmentConfig;
@@ -72,9 +72,9 @@ pub async fn record_new(store: &Store, rpc: &EvmRpc, config: &ChainConfig) -> Re
 }
 
 /// Records the baselines of the Solana wallets whose watch began within
-/// [`RECENT_SLOTS`]: each balance read now, recorded at its slot once that
-/// slot is finalized (a read of a slot that never is records nothing). How
-/// many were recorded.
+/// [`RECENT_SLOTS`]: each balance read now (at a slot not before the watch
+/// start), recorded at its slot once the finalized slot has reached it.
+/// How many were recorded.
 pub async fn record_new_solana(
     store: &Store,
     rpc: &SolanaRpc,
@@ -92,6 +92,8 @@ pub async fn record_new_solana(
     for watched in &fresh {
         for asset in &assets {
             match solana::balance(rpc, watched, asset).await {
+                // A node behind the watch start answers a balance from before it.
+                Ok(at) if at.slot + 1 < watched.watch_from.unwrap_or_default() => {}
                 Ok(at) => read.push((&watched.address, &asset.symbol, at)),
                 Err(failure) => {
                     tracing::debug!(%chain, address = watched.address, asset = asset.symbol, %failure,

@@ -368,13 +368,22 @@ impl Reconciled {
         self.period_ms.is_some_and(|achieved| achieved > self.every_ms + (self.every_ms / 10).max(1000))
     }
 
-    /// A warning when balances differ from the ledger, reads failed, or
-    /// passes come further apart than set.
+    /// Whether no pass was kept for two periods (passes that never end: a
+    /// restart again and again, slices that keep failing).
+    pub fn stale(&self) -> bool {
+        self.every_ms > 0 && self.seconds_ago.saturating_mul(1000) > 2 * self.every_ms
+    }
+
+    /// A warning when balances differ from the ledger, reads failed, no
+    /// pass was kept for two periods, or passes come further apart than set.
     pub fn warning(&self, chain: crate::chain::Chain) -> Option<String> {
         let see =
             format!("see GET /operator/v1/reconciliation or `custody-indexer reconcile --chain {chain}`");
         if self.differ > 0 || self.failed > 0 {
             return Some(format!("{}: {see}", self.line()));
+        }
+        if self.stale() {
+            return Some(format!("{}: no pass was kept for two periods since", self.line()));
         }
         self.behind().then(|| {
             format!(

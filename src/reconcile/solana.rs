@@ -268,7 +268,7 @@ impl One<'_> {
             return Ok(line);
         }
         let own = self.store.platform_transactions(self.config.chain, &funding::credits(&moved)).await?;
-        let found = funding::outside(&changes, &moved, &own, &self.asset.symbol);
+        let found = funding::outside(&changes, &moved, &own, (&self.watched.address, &self.asset.symbol));
         if found.is_empty() {
             return Ok(line);
         }
@@ -308,9 +308,19 @@ impl One<'_> {
             self.store.record_checkpoint(chain, address, symbol, at).await?;
         } else {
             let from = self.last_agreement(baseline).await?;
-            moved = self.moved(&read, from).await?;
-            compared.reads = moved.len() as u32;
-            (compared.changes, compared.movements) = self.divergences(&moved, from, read.slot);
+            match self.moved(&read, from).await {
+                Ok(found) => {
+                    moved = found;
+                    compared.reads = moved.len() as u32;
+                    (compared.changes, compared.movements) = self.divergences(&moved, from, read.slot);
+                }
+                // Too many transactions to locate it: the difference is
+                // reported all the same (it counts as differing), its slots
+                // unnamed, never left out as skipped.
+                Err(Failed::Skip(why)) => tracing::warn!(chain = %self.config.chain,
+                    address = self.watched.address, asset = self.asset.symbol, %why, "a difference not located"),
+                Err(other) => return Err(other),
+            }
         }
         let changes = compared.changes.clone();
         Ok((self.make_line(compared), changes, moved))

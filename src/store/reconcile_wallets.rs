@@ -28,11 +28,13 @@ impl Store {
         let rows = sqlx::query(
             "SELECT role, address FROM platform_keys k WHERE family = $1
                AND NOT EXISTS (SELECT 1 FROM account_addresses a
-                               WHERE a.chain = $2 AND LOWER(a.address) = LOWER(k.address))
+                               WHERE a.chain = $2 AND (a.address = k.address
+                                     OR ($3 = 1 AND LOWER(a.address) = LOWER(k.address))))
              ORDER BY role",
         )
         .bind(family)
         .bind(chain.as_str())
+        .bind(any_case(chain))
         .fetch_all(&self.pool)
         .await?;
         rows.iter()
@@ -66,7 +68,7 @@ impl Store {
                     CASE WHEN t.currency_symbol = $3 AND x.value <> '0' THEN x.value ELSE t.amount_raw END AS amount_raw,
                     x.block_number AS block_number
              FROM transfers t JOIN transfer_transactions x ON x.transfer_id = t.id
-             WHERE t.chain = $1 AND LOWER(t.destination_address) = LOWER($2)
+             WHERE t.chain = $1 AND (t.destination_address = $2 OR ($4 = 1 AND LOWER(t.destination_address) = LOWER($2)))
                AND x.role = 'TRANSFER' AND x.state = 'MINED' AND x.block_number IS NOT NULL
              UNION ALL SELECT asset, amount_raw, block_number FROM wallet_funding f
              WHERE chain = $1 AND address = $2
@@ -77,6 +79,7 @@ impl Store {
         .bind(chain.as_str())
         .bind(address)
         .bind(native)
+        .bind(any_case(chain))
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(|r| super::reconcile::term(r, "asset", "amount_raw", TermKind::Own)).collect()
@@ -135,6 +138,13 @@ impl Store {
         }
         Ok(found)
     }
+}
+
+/// 1 where `chain`'s addresses are the same in any case (EVM's hex),
+/// 0 where case tells two apart (Solana's base58): a customer's withdrawal
+/// to a case-variant of a platform wallet's address is not the wallet's.
+fn any_case(chain: Chain) -> i64 {
+    i64::from(chain.family() == crate::chain::Family::Evm)
 }
 
 /// The audit entry's target of a funding row: every column the ledger

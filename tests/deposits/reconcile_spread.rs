@@ -102,6 +102,9 @@ async fn a_pass_is_three_slices_a_third_of_the_period_apart() {
         shown.line()
     );
     assert!(!shown.behind(), "{}", shown.line());
+    assert_eq!(shown.warning(CHAIN), None, "{}", shown.line());
+    let stale = Reconciled { seconds_ago: 3 * PERIOD_SECS, ..shown.clone() };
+    assert!(stale.warning(CHAIN).unwrap().contains("no pass was kept for two periods"), "{}", stale.line());
     let late = Reconciled { period_ms: Some(2 * every_ms), ..shown };
     assert!(late.behind() && late.warning(CHAIN).unwrap().contains("further apart"), "{}", late.line());
 }

@@ -8,9 +8,12 @@ use alloy::primitives::{I256, U256};
 use super::Moved;
 use crate::{reconcile::locate::Change, store::reconcile_wallets::Funding};
 
-/// The position a Solana funding row names: the wallet's balance change in
-/// the transaction.
-const POSITION: &str = "balance_change";
+/// The position a Solana funding row names: the wallet's balance change
+/// of the asset in the transaction (one transaction may fund several
+/// wallets, or one in several assets).
+fn position(address: &str, asset: &str) -> String {
+    format!("balance_change:{address}:{asset}")
+}
 
 /// The transactions that credited the wallet, to ask which are the
 /// platform's.
@@ -20,7 +23,12 @@ pub(super) fn credits(moved: &[Moved]) -> Vec<String> {
 
 /// For each slot where the difference rose, the credits of transactions
 /// not in `own` when they sum to the rise exactly, as funding of `asset`.
-pub(super) fn outside(changes: &[Change], moved: &[Moved], own: &[String], asset: &str) -> Vec<Funding> {
+pub(super) fn outside(
+    changes: &[Change],
+    moved: &[Moved],
+    own: &[String],
+    (address, asset): (&str, &str),
+) -> Vec<Funding> {
     let mut found = Vec::new();
     for change in changes.iter().filter(|c| c.by.is_positive()) {
         let credits: Vec<&Moved> = moved
@@ -34,7 +42,7 @@ pub(super) fn outside(changes: &[Change], moved: &[Moved], own: &[String], asset
         }
         found.extend(credits.into_iter().map(|m| Funding {
             tx_hash: m.signature.clone(),
-            position: POSITION.to_string(),
+            position: position(address, asset),
             asset: asset.to_string(),
             block: m.slot,
             amount: U256::from(m.change.unsigned_abs()),
@@ -73,12 +81,14 @@ mod tests {
             ("another slot's credit", vec![change(5, 100)], vec![moved("a", 6, 100)], vec![]),
         ];
         for (what, changes, moved, expected) in cases {
-            let found = outside(&changes, &moved, &own, "SOL");
+            let found = outside(&changes, &moved, &own, ("Sp0nsor", "SOL"));
             let got: Vec<(&str, u64)> =
                 found.iter().map(|f| (f.tx_hash.as_str(), f.amount.to::<u64>())).collect();
             assert_eq!(got, expected, "{what}");
             assert!(
-                found.iter().all(|f| f.asset == "SOL" && f.position == POSITION && f.block == 5),
+                found
+                    .iter()
+                    .all(|f| f.asset == "SOL" && f.position == "balance_change:Sp0nsor:SOL" && f.block == 5),
                 "{what}"
             );
         }
