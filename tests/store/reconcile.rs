@@ -87,3 +87,33 @@ async fn the_rows_of_a_reconciliation_on_both_backends() {
         assert_eq!(store.reconcile_checkpoint(CHAIN, BOB, "ETH").await.unwrap(), None);
     }
 }
+
+/// A platform wallet's credits are the platform's transfers to its very
+/// address: on Solana, whose base58 tells case apart, a customer's
+/// withdrawal to a case-variant of it is another address's, never the
+/// wallet's.
+#[tokio::test]
+async fn a_solana_wallets_credits_are_transfers_to_its_address_in_its_case() {
+    use super::transfer_lineage::{BOB_SOL, SOLANA, accepted, record, sender_lease, signed, store};
+    use custody_indexer::store::{Lineage, TxRole, TxState};
+    for backend in BACKENDS {
+        let db = store(backend).await;
+        let s = &db.store;
+        let id = accepted(s, SOLANA).await;
+        let sent = signed(77, TxRole::Transfer, "Sp0nsor1111111111111111111111111111111111111", 0);
+        record(s, &id, SOLANA, &sent, Lineage::Start).await.unwrap();
+        let fenced = s.fenced(sender_lease(s, SOLANA).await);
+        fenced
+            .update_transaction(&sent.hash, TxState::Mined, Some((7, "")), Some(U256::from(5u64)))
+            .await
+            .unwrap();
+        let credits = s.wallet_credit_terms(SOLANA, BOB_SOL, "SOL").await.unwrap();
+        assert_eq!(credits.iter().map(|t| t.block).collect::<Vec<_>>(), [7], "{backend:?}: its own address");
+        let swapped: String = BOB_SOL
+            .chars()
+            .map(|c| if c.is_ascii_lowercase() { c.to_ascii_uppercase() } else { c.to_ascii_lowercase() })
+            .collect();
+        let variant = s.wallet_credit_terms(SOLANA, &swapped, "SOL").await.unwrap();
+        assert_eq!(variant, Vec::<Term>::new(), "{backend:?}: a case-variant is another address");
+    }
+}

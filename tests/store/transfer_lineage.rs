@@ -23,15 +23,15 @@ use custody_indexer::{
 use sqlx::{Connection, Executor, PgConnection, Row};
 
 const EVM: Chain = Chain::EthereumTestnet;
-const SOLANA: Chain = Chain::SolanaDevnet;
+pub(crate) const SOLANA: Chain = Chain::SolanaDevnet;
 const ALICE: &str = "0x1111111111111111111111111111111111111111";
 const BOB: &str = "0x2222222222222222222222222222222222222222";
 const SPONSOR: &str = "0x3333333333333333333333333333333333333333";
 const ALICE_SOL: &str = "9WzDXwBbmkg8ZTbNMqUxvQRAyrZzDsGYdLVL9zYtAWWM";
-const BOB_SOL: &str = "4Nd1mBQtrMJVYVfKf2PJy9NZUZdTAsp7D4xWLs4gDB4T";
+pub(crate) const BOB_SOL: &str = "4Nd1mBQtrMJVYVfKf2PJy9NZUZdTAsp7D4xWLs4gDB4T";
 
 /// A store with alice's account on both chains.
-async fn store(backend: Backend) -> TestDb {
+pub(crate) async fn store(backend: Backend) -> TestDb {
     let db = TestDb::new(backend).await;
     let address = |chain, address: &str| AccountAddress { chains: vec![chain], address: address.into() };
     common::identity(&db.store, "default", "identity-alice").await;
@@ -51,7 +51,7 @@ async fn store(backend: Backend) -> TestDb {
 }
 
 /// An `ACCEPTED` transfer of alice's on `chain`; its id.
-async fn accepted(store: &Store, chain: Chain) -> String {
+pub(crate) async fn accepted(store: &Store, chain: Chain) -> String {
     let (source, destination) = if chain == EVM { (ALICE, BOB) } else { (ALICE_SOL, BOB_SOL) };
     let new = NewTransfer {
         organization: "default".into(),
@@ -72,7 +72,7 @@ async fn accepted(store: &Store, chain: Chain) -> String {
 }
 
 /// A signed transaction as a sender records it; `tag` makes its hash.
-fn signed(tag: u64, role: TxRole, sender: &str, nonce: u64) -> SentTransaction {
+pub(crate) fn signed(tag: u64, role: TxRole, sender: &str, nonce: u64) -> SentTransaction {
     let created_at = custody_indexer::store::now_micros() + tag as i64;
     common::sent(
         format!("0x{tag:064x}"),
@@ -85,7 +85,7 @@ fn signed(tag: u64, role: TxRole, sender: &str, nonce: u64) -> SentTransaction {
     )
 }
 
-async fn record(
+pub(crate) async fn record(
     store: &Store,
     id: &str,
     chain: Chain,
@@ -99,7 +99,7 @@ async fn record(
 }
 
 /// The chain's sender lease, held by these tests for an hour.
-async fn sender_lease(store: &Store, chain: Chain) -> Fence {
+pub(crate) async fn sender_lease(store: &Store, chain: Chain) -> Fence {
     let owner = "lineage-tests";
     if let Some(fence) =
         store.take_lease(WorkerKind::Sender, chain, owner, 3_600_000_000, false).await.unwrap()
