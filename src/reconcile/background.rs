@@ -177,7 +177,8 @@ struct Tally {
 
 impl Tally {
     fn add(&mut self, report: &Report) -> Result<(), ReconcileError> {
-        self.at_block = report.lines.first().map_or(report.settled, |l| l.at_block);
+        // A slice that compared nothing keeps the height of the one before.
+        self.at_block = report.lines.first().map_or(self.at_block.max(report.settled), |l| l.at_block);
         self.lines += report.lines.len() as u64;
         for line in report.lines.iter().filter(|l| l.difference != "0") {
             *self.by_asset.entry(line.asset.clone()).or_default() += 1;

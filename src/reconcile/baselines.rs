@@ -88,20 +88,17 @@ pub async fn record_new_solana(
         return Ok(0);
     }
     let assets = solana::assets(config, None)?;
-    let mut read = Vec::new();
-    for watched in &fresh {
-        for asset in &assets {
-            match solana::balance(rpc, watched, asset).await {
-                // A node behind the watch start answers a balance from before it.
-                Ok(at) if at.slot + 1 < watched.watch_from.unwrap_or_default() => {}
-                Ok(at) => read.push((&watched.address, &asset.symbol, at)),
-                Err(failure) => {
-                    tracing::debug!(%chain, address = watched.address, asset = asset.symbol, %failure,
-                    "the balance at the watch start could not be read; the first reconciliation reads it")
-                }
-            }
-        }
+    // Read as a reconciliation reads them (lamports batched); a read that
+    // fails is left to the first reconciliation.
+    let mut unread = super::Report::default();
+    let read = solana::read_balances(rpc, config, fresh, &assets, &mut unread).await?;
+    if !unread.failed.is_empty() {
+        tracing::debug!(%chain, failed = ?unread.failed,
+            "balances at the watch start could not be read; the first reconciliation reads them");
     }
+    // A node behind the watch start answers a balance from before it.
+    let read: Vec<_> =
+        read.into_iter().filter(|(w, _, at)| at.slot + 1 >= w.watch_from.unwrap_or_default()).collect();
     let highest = read.iter().map(|(_, _, at)| at.slot).max().unwrap_or_default();
     let deadline = tokio::time::Instant::now() + FINALIZED_WITHIN;
     while rpc.slot(CommitmentConfig::finalized()).await? < highest {
@@ -110,9 +107,9 @@ pub async fn record_new_solana(
         }
         tokio::time::sleep(std::time::Duration::from_millis(400)).await;
     }
-    for (address, symbol, at) in &read {
+    for (watched, asset, at) in &read {
         let anchor = Anchor { block: at.slot, balance: U256::from(at.amount) };
-        store.record_baseline(chain, address, symbol, anchor, Baseline::Recorded).await?;
+        store.record_baseline(chain, &watched.address, &asset.symbol, anchor, Baseline::Recorded).await?;
     }
     Ok(read.len())
 }

@@ -115,7 +115,7 @@ pub async fn reconcile(
 
 /// Each balance of `wallets` in `assets`, with the slot it is at: the
 /// lamports batched; a read that fails filed in `report`.
-async fn read_balances<'a>(
+pub(super) async fn read_balances<'a>(
     rpc: &SolanaRpc,
     config: &ChainConfig,
     wallets: Vec<Watched>,
