@@ -10,6 +10,7 @@ pub mod api_key;
 pub mod assets;
 pub mod audit;
 pub mod bank;
+pub mod bank_import;
 pub mod chain;
 pub mod cli;
 pub mod config;

@@ -55,19 +55,38 @@ string_enum!(
     "A simulated wire's rail: `WIRE` (the unspecified value is refused)."
 );
 
-/// An address of a compliance submission.
+string_enum!(
+    StablecoinCurrency,
+    ["USDC"],
+    "A stablecoin the platform issues, which a virtual account delivers. The document a service \
+     serves lists the stablecoins its chain files issue."
+);
+
+/// An address of a compliance submission, named as bank details name
+/// theirs. The older names `line1`, `line2` and `country_code` are still
+/// accepted in place of `street_line_1`, `street_line_2` and `country`
+/// (one name per field).
 #[derive(ToSchema)]
 #[allow(dead_code)] // the document's shape, never built
 #[schema(as = ComplianceAddress)]
 pub struct Address {
-    pub line1: String,
-    pub line2: Option<String>,
+    pub street_line_1: String,
+    pub street_line_2: Option<String>,
     pub city: String,
     /// ISO 3166-2 subdivision code, without the country prefix.
     pub region_code: String,
     pub postal_code: String,
     /// ISO 3166-1 alpha-2.
-    pub country_code: String,
+    pub country: String,
+    /// The older name of `street_line_1`.
+    #[schema(deprecated)]
+    pub line1: Option<String>,
+    /// The older name of `street_line_2`.
+    #[schema(deprecated)]
+    pub line2: Option<String>,
+    /// The older name of `country`.
+    #[schema(deprecated)]
+    pub country_code: Option<String>,
 }
 
 /// An individual's data (`INDIVIDUAL` identities).

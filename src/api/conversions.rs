@@ -44,6 +44,7 @@ pub struct DestinationRequest {
     /// One of the identity's accounts, with one address on `chain`.
     pub account_id: String,
     /// A stablecoin the platform issues on `chain`.
+    #[schema(value_type = crate::schemas::StablecoinCurrency)]
     pub currency: String,
     #[schema(value_type = Chain)]
     pub chain: String,

@@ -61,6 +61,18 @@ pub(super) fn finish(doc: &mut OpenApi) {
     }
 }
 
+/// Lists `symbols`, the stablecoins this service's chain files issue, as
+/// the values of `StablecoinCurrency` (a virtual account's currency); the
+/// document without chain files lists `USDC`.
+pub(super) fn issued_currencies(doc: &mut OpenApi, symbols: &[String]) {
+    let schema = doc.components.as_mut().and_then(|c| c.schemas.get_mut("StablecoinCurrency"));
+    if let Some(RefOr::T(Schema::Object(currency))) = schema
+        && !symbols.is_empty()
+    {
+        currency.enum_values = Some(symbols.iter().map(|s| json!(s)).collect());
+    }
+}
+
 /// The reference's `Chain` enum starts with its zero value,
 /// `CHAIN_UNSPECIFIED`: a filter given it filters nothing, and a body that
 /// needs a chain refuses it naming the field.

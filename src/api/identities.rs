@@ -169,8 +169,10 @@ pub async fn list(
 ///
 /// KYC: `first_name`, `last_name`, `date_of_birth` (YYYY-MM-DD),
 /// `nationality` and `country_of_birth` (ISO 3166-1 alpha-2), `occupation`,
-/// `source_of_funds`, `account_purpose` (enums), `addresses` (each `line1`,
-/// `city`, `region_code`, `postal_code`, `country_code`),
+/// `source_of_funds`, `account_purpose` (enums), `addresses` (each
+/// `street_line_1`, optional `street_line_2`, `city`, `region_code`,
+/// `postal_code`, `country`, as bank details name them; the older `line1`,
+/// `line2` and `country_code` are still accepted),
 /// `additional_id_number` for residents of US, BR, MX, IN and AR; optional
 /// `middle_name`, `email`, `phone`. KYB: `business_name`, `business_type`,
 /// `tax_id` (EIN), `incorporation_country` (`US` only), `source_of_funds`,
@@ -189,8 +191,8 @@ pub async fn list(
         "first_name": "Ada", "last_name": "Lovelace", "date_of_birth": "1990-12-10",
         "nationality": "GB", "country_of_birth": "GB", "occupation": "EMPLOYED",
         "source_of_funds": "SALARY", "account_purpose": "SAVINGS",
-        "addresses": [{ "line1": "1 Main St", "city": "London", "region_code": "LND",
-                        "postal_code": "N1 1AA", "country_code": "GB" }]
+        "addresses": [{ "street_line_1": "1 Main St", "city": "London", "region_code": "LND",
+                        "postal_code": "N1 1AA", "country": "GB" }]
     }})),
     responses(
         (status = 200, description = "Accepted: `{}`", body = super::webhooks::Empty),

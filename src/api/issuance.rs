@@ -428,7 +428,7 @@ pub async fn simulate_fiat_deposit(
         reason: None,
         settlement: state.bank().receive(cents),
     };
-    let mint = wires::arrive(state.store(), &wire, &state.mint_approval()).await?;
+    let mint = wires::arrive(state.store(), &wire, &state.mint_approval()).await?.into_inner();
     Ok(Json(FiatDepositAnswer { mint_id: mint.id }))
 }
 

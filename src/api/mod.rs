@@ -442,7 +442,16 @@ pub fn router(state: ApiState) -> Router {
     }
     // There is no conversion list: `GET /v2/conversions` answers 405.
     let v2 = v2.layer(middleware::from_fn_with_state(state.clone(), auth::authenticate));
-    let document = Arc::new(openapi(state.0.environment));
+    let mut document = openapi(state.0.environment);
+    let mut issued: Vec<String> = state
+        .chains()
+        .iter()
+        .flat_map(|chain| chain.assets.iter().filter(|a| a.issued).map(|a| a.symbol.clone()))
+        .collect();
+    issued.sort();
+    issued.dedup();
+    doc::issued_currencies(&mut document, &issued);
+    let document = Arc::new(document);
     Router::new()
         .merge(v2)
         .merge(operator_api::router(state.clone()))

@@ -29,6 +29,7 @@ const MAX_LIMIT: u32 = 100;
 #[serde(deny_unknown_fields)]
 pub struct AddressDestination {
     pub address: String,
+    #[schema(value_type = crate::chain::Chain)]
     pub chain: String,
 }
 

@@ -62,7 +62,8 @@ pub async fn create(
     Extension(caller): Extension<Caller>,
     Body(new): Body<NewWebhook>,
 ) -> Result<(StatusCode, Json<WebhookWithSecret>), ApiError> {
-    let url = state.0.webhook_policy.check(&new.url).await.map_err(|e| ApiError::invalid(e.to_string()))?;
+    let url =
+        state.0.webhook_policy.check(&new.url).await.map_err(|e| ApiError::invalid(format!("url: {e}")))?;
     let secret = Secret::generate();
     let webhook =
         state.store().create_webhook(&caller.organization, url.as_str(), &new.label, secret.expose()).await?;

@@ -11,9 +11,11 @@
 //! A partner with an API is a file beside these (`bank/<partner>.rs`, its
 //! pure message mapping in a `transformers.rs`), as [`camt054`] is for the
 //! ISO 20022 credit notification. The wings never name an implementation:
-//! the API state holds one `Arc<dyn Bank>`, and each bank event enters its
-//! wing through one door (`issuance::wires::arrive`,
-//! `conversions::on_ramp::record_wire`, `conversions::payout::answer`).
+//! the API state holds one `Arc<dyn Bank>`. A bank's file enters through
+//! one door, [`crate::bank_import`], which hands each credit to its wing's
+//! own door (`issuance::wires::arrive`, `conversions::on_ramp::record_wire`),
+//! the doors the sandbox's simulated wires and operators' recorded wires
+//! take too.
 
 pub mod answers;
 pub mod camt054;
@@ -97,15 +99,6 @@ impl Credit {
     }
 }
 
-/// What an import of a bank's credits did: each credit recorded (its
-/// reference and what it started, or found started by an earlier import),
-/// and each left out with why.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Imported<T> {
-    pub recorded: Vec<(String, T)>,
-    pub unmatched: Vec<(Credit, String)>,
-}
-
 /// A credit an import left out, as the operator API and the command line
 /// show it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
@@ -137,59 +130,22 @@ pub fn camt054_credits(body: &[u8]) -> Result<Vec<Credit>, BankError> {
     Ok(Operators::default()
         .notification("application/xml", body)?
         .into_iter()
-        .filter_map(|event| match event {
-            BankEvent::WireArrived(credit) => Some(credit),
-            _ => None,
+        .map(|event| match event {
+            BankEvent::WireArrived(credit) => credit,
         })
         .collect())
 }
 
-impl<T> Default for Imported<T> {
-    fn default() -> Self {
-        Imported { recorded: Vec::new(), unmatched: Vec::new() }
-    }
-}
-
-impl<T> Imported<T> {
-    /// Leaves `credit` out, and why.
-    pub fn leave(&mut self, credit: &Credit, why: impl Into<String>) {
-        self.unmatched.push((credit.clone(), why.into()));
-    }
-
-    /// What a wing's door answered for `credit`: recorded, or left out
-    /// with the door's reason when `refused` says it refused the credit;
-    /// any other error stops the import.
-    pub fn answered<E: std::fmt::Display>(
-        &mut self,
-        credit: &Credit,
-        answer: Result<T, E>,
-        refused: impl Fn(&E) -> bool,
-    ) -> Result<(), E> {
-        match answer {
-            Ok(made) => self.recorded.push((credit.reference.clone(), made)),
-            Err(error) if refused(&error) => self.leave(credit, error.to_string()),
-            Err(error) => return Err(error),
-        }
-        Ok(())
-    }
-}
-
-/// Something the bank tells the platform.
+/// Something a bank tells the platform of its own accord: what the
+/// banks the platform reads produce (a `camt.054` notification holds
+/// credits only). A bank's answers to what the platform asked (a payout's
+/// fate, a virtual account opened) come back from the call itself
+/// ([`PayoutSent::answer`], [`Bank::open_virtual_account`]) or, in
+/// `production`, from operators' commands.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BankEvent {
     /// Dollars arrived at one of the platform's accounts.
     WireArrived(Credit),
-    /// The payout of `key` reached its beneficiary (`note`: the bank's
-    /// words, or the operator's who recorded it).
-    PayoutPaid { key: String, note: String },
-    /// The payout of `key` went out and came back, and why.
-    PayoutReturned { key: String, reason: String },
-    /// The bank refused the payout of `key` before sending anything, and why.
-    PayoutRefused { key: String, reason: String },
-    /// The virtual account `id` is open under `account_number`.
-    VirtualAccountOpened { id: String, account_number: String },
-    /// The bank refused to open the virtual account `id`, and why.
-    VirtualAccountRefused { id: String, reason: String },
 }
 
 /// Why the bank could not do or read something.

@@ -1,6 +1,7 @@
 //! `conversions`: operators' side of conversions. `wires record` is how a
 //! wire to a virtual account enters in `production` (it works in `sandbox`
-//! too), `wires import` the same for each credit of a bank's camt.054 file; `virtual-accounts open` and `refuse` record the bank's answer to a
+//! too), `wires import` is `bank import` under its older name;
+//! `virtual-accounts open` and `refuse` record the bank's answer to a
 //! virtual account in `production`; `payouts record` records the bank's
 //! answer to an off-ramp's payout in `production`; `refunds retry` sends
 //! an off-ramp's refund again once the last one provably cannot land;
@@ -12,18 +13,17 @@ use serde_json::{Value, json};
 
 use super::{
     decider::{Deciding, Via},
-    issuance::{statement, unmatched},
     server::segment,
 };
 use crate::{
     amount::Cents,
-    bank::{Answer, Unmatched},
+    bank::Answer,
     conversions::virtual_account,
     conversions::{
         answers::{self, Answered},
         on_ramp,
     },
-    issuance::wires::{self, Reporter},
+    issuance::wires,
     operators::Action,
     store::{NewVirtualWire, Store},
 };
@@ -69,19 +69,9 @@ pub enum WiresCommand {
         #[command(flatten)]
         deciding: Deciding,
     },
-    /// Record the wires of a bank's ISO 20022 camt.054 credit notification
-    /// (a file the bank gives): each booked credit whose remittance
-    /// information carries a virtual account's deposit message, as `wires
-    /// record` would (the entry's reference again delivers nothing twice).
-    /// Prints a line per wire, then each credit it could not match, and why.
-    Import {
-        /// The camt.054 XML document.
-        file: std::path::PathBuf,
-        #[arg(long)]
-        reason: String,
-        #[command(flatten)]
-        deciding: Deciding,
-    },
+    /// `bank import`, under its older name: every credit of a bank's
+    /// camt.054 file applied in the wing it belongs to.
+    Import(super::bank::ImportArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -307,46 +297,8 @@ async fn wire_command(store: &Store, command: WiresCommand) -> anyhow::Result<()
             );
             println!("{id}");
         }
-        WiresCommand::Import { file, reason, deciding } => {
-            let document = statement(&file)?;
-            let (recorded, unmatched_credits) = match deciding.via(store, Some(&reason), Action::Wire).await?
-            {
-                Via::Server(server) => {
-                    let body = json!({ "camt054": document, "reason": reason });
-                    let answer = server.post("/operator/v1/conversions/wires/import", &body).await?;
-                    let recorded = answer["recorded"].as_array().cloned().unwrap_or_default();
-                    let recorded = recorded.iter().map(|r| (text(&r["reference"]), r["conversion"].clone()));
-                    (recorded.collect(), answer["unmatched"].clone())
-                }
-                Via::Store(actor) => {
-                    let credits = crate::bank::camt054_credits(document.as_bytes())
-                        .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
-                    let by = Reporter { by: &actor, reason: &reason };
-                    let done = on_ramp::import(store, &credits, by).await?;
-                    let unmatched: Vec<Unmatched> = done.unmatched.iter().map(Unmatched::of).collect();
-                    let recorded = done.recorded.into_iter().map(|(r, c)| Ok((r, serde_json::to_value(c)?)));
-                    (recorded.collect::<anyhow::Result<_>>()?, serde_json::to_value(unmatched)?)
-                }
-            };
-            imported(recorded, unmatched_credits)?;
-        }
+        WiresCommand::Import(args) => super::bank::import(store, &args).await?,
     }
-    Ok(())
-}
-
-/// Prints what an import of virtual-account wires recorded, then what it
-/// left out.
-fn imported(recorded: Vec<(String, Value)>, unmatched_credits: Value) -> anyhow::Result<()> {
-    for (reference, conversion) in &recorded {
-        let account = conversion["payment_instructions_id"].as_str().unwrap_or("-");
-        println!(
-            "wire {reference}: {} USD to virtual account {account}: conversion {} {}",
-            text(&conversion["source"]["amount"]),
-            text(&conversion["id"]),
-            text(&conversion["status"])
-        );
-    }
-    unmatched(&serde_json::from_value::<Vec<Unmatched>>(unmatched_credits)?, recorded.len());
     Ok(())
 }
 

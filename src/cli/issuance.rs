@@ -1,6 +1,6 @@
 //! `issuance`: operators' side of issuance. `wires record` is how a wire
-//! enters in `production` (it works in `sandbox` too), `wires import` the
-//! same for each credit of a bank's camt.054 file, `wires approve` the
+//! enters in `production` (it works in `sandbox` too), `wires import` is
+//! `bank import` under its older name, `wires approve` the
 //! second operator's approval a recorded wire's mint waits for in
 //! `production`, `mints` shows mints and `returns` the dollars failed mints
 //! owe back.
@@ -8,7 +8,7 @@
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::{
     decider::{Deciding, Via},
@@ -18,7 +18,6 @@ use super::{
 use crate::amount::Cents;
 use crate::operators::Action;
 use crate::{
-    bank::{Unmatched, camt054_credits},
     environment::Environment,
     issuance::{Approval, Mint, deploy::Coin, reconcile, returns, state::Status, wires},
     store::Store,
@@ -89,22 +88,9 @@ pub enum WiresCommand {
         #[command(flatten)]
         chain_files: super::ChainFiles,
     },
-    /// Record the wires of a bank's ISO 20022 camt.054 credit notification
-    /// (a file the bank gives): each booked credit whose remittance
-    /// information carries a memo, as `wires record` would (the entry's
-    /// reference again mints nothing twice). Prints a line per wire, then
-    /// each credit it could not match, and why.
-    Import {
-        /// The camt.054 XML document.
-        file: std::path::PathBuf,
-        #[arg(long)]
-        reason: String,
-        #[command(flatten)]
-        deciding: Deciding,
-        /// The chain files: their issued assets' daily mint caps.
-        #[command(flatten)]
-        chain_files: super::ChainFiles,
-    },
+    /// `bank import`, under its older name: every credit of a bank's
+    /// camt.054 file applied in the wing it belongs to.
+    Import(super::bank::ImportArgs),
     /// Approve the mint of a recorded wire (another operator than its recorder).
     Approve(Decision),
     /// Refuse the mint of a recorded wire: it fails and its dollars are owed back.
@@ -281,21 +267,6 @@ pub async fn run(store: &Store, command: IssuanceCommand) -> anyhow::Result<()> 
 }
 
 /// The camt.054 document at `path`, as text.
-pub(super) fn statement(path: &std::path::Path) -> anyhow::Result<String> {
-    std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))
-}
-
-/// Prints each credit an import left out and why, then the counts.
-pub(super) fn unmatched(unmatched: &[Unmatched], recorded: usize) {
-    for credit in unmatched {
-        println!(
-            "unmatched {}: {} {} {:?}: {}",
-            credit.reference, credit.amount, credit.currency, credit.remittance, credit.reason
-        );
-    }
-    println!("{recorded} recorded, {} unmatched", unmatched.len());
-}
-
 /// `issuance wires`: a wire recorded or imported, a mint approved or refused.
 async fn wire_command(store: &Store, command: WiresCommand) -> anyhow::Result<()> {
     match command {
@@ -318,61 +289,14 @@ async fn wire_command(store: &Store, command: WiresCommand) -> anyhow::Result<()
             };
             let wire = wires::by_operator(&memo_id, cents, &reference, &recorder, &reason);
             let approval = Approval::new(always_approved(store).await?, &chain_files.load()?);
-            let mint = wires::arrive(store, &wire, &approval).await?;
+            let mint = wires::arrive(store, &wire, &approval).await?.into_inner();
             println!("wire {reference}: {} USD for memo {memo_id}: mint {}", Cents(cents), mint.status);
             println!("{}", mint.id);
         }
-        WiresCommand::Import { file, reason, deciding, chain_files } => {
-            import(store, &file, &reason, &deciding, &chain_files).await?
-        }
+        WiresCommand::Import(args) => super::bank::import(store, &args).await?,
         WiresCommand::Approve(d) => decide(store, d, true).await?,
         WiresCommand::Refuse(d) => decide(store, d, false).await?,
     }
-    Ok(())
-}
-
-/// `issuance wires import`: each credit of a camt.054 file, through the
-/// service (the file as the body) or on the store.
-async fn import(
-    store: &Store,
-    file: &std::path::Path,
-    reason: &str,
-    deciding: &Deciding,
-    chain_files: &super::ChainFiles,
-) -> anyhow::Result<()> {
-    let document = statement(file)?;
-    let (recorded, left_out): (Vec<(Value, Value)>, Vec<Unmatched>) =
-        match deciding.via(store, Some(reason), Action::Wire).await? {
-            Via::Server(server) => {
-                let body = json!({ "camt054": document, "reason": reason });
-                let answer = server.post("/operator/v1/issuance/wires/import", &body).await?;
-                let recorded = answer["recorded"].as_array().cloned().unwrap_or_default();
-                let recorded = recorded.iter().map(|r| (r["reference"].clone(), r["mint"].clone())).collect();
-                (recorded, serde_json::from_value(answer["unmatched"].clone())?)
-            }
-            Via::Store(actor) => {
-                let credits = camt054_credits(document.as_bytes())
-                    .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
-                let by = wires::Reporter { by: &actor, reason };
-                let approval = Approval::new(always_approved(store).await?, &chain_files.load()?);
-                let imported = wires::import(store, &credits, by, &approval).await?;
-                let left_out = imported.unmatched.iter().map(Unmatched::of).collect();
-                let recorded =
-                    imported.recorded.into_iter().map(|(r, m)| Ok((json!(r), serde_json::to_value(m)?)));
-                (recorded.collect::<anyhow::Result<Vec<_>>>()?, left_out)
-            }
-        };
-    for (reference, mint) in &recorded {
-        println!(
-            "wire {}: {} USD for memo {}: mint {} {}",
-            reference.as_str().unwrap_or_default(),
-            mint["amount"].as_str().unwrap_or_default(),
-            mint["memo_id"].as_str().unwrap_or_default(),
-            mint["id"].as_str().unwrap_or_default(),
-            mint["status"].as_str().unwrap_or_default()
-        );
-    }
-    unmatched(&left_out, recorded.len());
     Ok(())
 }
 

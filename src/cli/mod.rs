@@ -4,6 +4,7 @@
 
 mod admin;
 mod audit;
+mod bank;
 mod chains;
 mod conversions;
 mod decider;
@@ -171,6 +172,10 @@ pub enum Command {
     /// is recorded with who took it and why.
     #[command(subcommand)]
     Identities(identities::IdentitiesCommand),
+    /// The bank's files: each credit of a camt.054 notification applied in
+    /// the wing it belongs to.
+    #[command(subcommand)]
+    Bank(bank::BankCommand),
     /// Issuance: record and approve wires, follow mints, return the dollars
     /// of failed ones.
     #[command(subcommand)]
@@ -421,6 +426,7 @@ impl Cli {
                 return issuance::reconcile(&Store::open(&url).await?, chain, json, &chains).await;
             }
             Command::Issuance(command) => issuance::run(&identities::open(&url).await?, command).await?,
+            Command::Bank(command) => bank::run(&identities::open(&url).await?, command).await?,
             Command::Conversions(command) => {
                 conversions::run(&identities::open(&url).await?, command).await?
             }

@@ -18,18 +18,13 @@
 //!
 //! [`record_wire`] is the one door of a wire to a virtual account, whoever
 //! learnt of it (the sandbox's simulation, an operator, a bank's
-//! notification through [`import`]).
+//! notification through [`crate::bank_import`]).
 
 use super::{Conversion, state::Status};
 use crate::{
     amount::Cents,
     audit::{self, Record},
-    bank::{Credit, Imported},
-    issuance::{
-        normalize_reference,
-        state::Status as Mint,
-        wires::{Reporter, credited},
-    },
+    issuance::{normalize_reference, state::Status as Mint},
     store::{
         Made, NewVirtualWire, NewWire, Store, StoreError,
         conversions::{self as rows, Settled, Wired},
@@ -123,45 +118,6 @@ pub async fn record_wire(store: &Store, new: &NewVirtualWire<'_>) -> Result<Made
     }
     tx.commit().await?;
     Ok(Made::New(conversion))
-}
-
-/// The credits of a bank's notification (an imported `camt.054`), each
-/// through [`record_wire`] at the virtual account whose deposit message
-/// its remittance information carries, as `conversions wires record`
-/// would (the entry's reference again starts nothing twice). A credit
-/// without a known deposit message, in another currency, or that the
-/// virtual account does not take is left out with why; a failure of the
-/// store stops the import (what it recorded stays recorded).
-pub async fn import(
-    store: &Store,
-    credits: &[Credit],
-    by: Reporter<'_>,
-) -> Result<Imported<Conversion>, StoreError> {
-    let mut imported = Imported::default();
-    for credit in credits {
-        let message = match super::virtual_account::deposit_message_in(credit) {
-            Ok(message) => message,
-            Err(why) => {
-                imported.leave(credit, why);
-                continue;
-            }
-        };
-        let Some(account) = store.virtual_account_by_message(&message).await? else {
-            imported.leave(credit, format!("no virtual account has deposit message {message}"));
-            continue;
-        };
-        let wire = match credited(credit, "", by) {
-            Ok(wire) => wire,
-            Err(why) => {
-                imported.leave(credit, why);
-                continue;
-            }
-        };
-        let new = NewVirtualWire { organization: None, virtual_account_id: &account, wire };
-        let answer = record_wire(store, &new).await.map(Made::into_inner);
-        imported.answered(credit, answer, StoreError::is_refusal)?;
-    }
-    Ok(imported)
 }
 
 /// The fee the wire of `new` pays at `target`; refused when the virtual

@@ -15,16 +15,17 @@
 //! 3. **record** the hand-off with the bank's reference (once, whichever
 //!    instance comes first): `PAYOUT_INITIATED`.
 //!
-//! The bank's answer arrives as an event through [`answer`], its one door
-//! (an operator's `conversions payouts record` in production; the sandbox
-//! bank's own answer, due [`crate::bank::sandbox::PAYOUT_DELAY`] after the
-//! hand-off), and applies once.
+//! The bank's answer applies once, through one of two doors: an
+//! operator's answer in `production` ([`super::answers`], with a second
+//! operator's confirmation for money that comes back), or the sandbox
+//! bank's own answer, recorded with the hand-off and due
+//! [`crate::bank::sandbox::PAYOUT_DELAY`] after it.
 
 use std::sync::Arc;
 
 use crate::{
     amount::Cents,
-    bank::{Answer, Bank, BankError, BankEvent, Payout},
+    bank::{Answer, Bank, BankError, Payout},
     store::{Store, StoreError, now_micros},
 };
 
@@ -109,18 +110,4 @@ async fn hand_off(store: &Store, bank: &dyn Bank, id: &str) -> Result<bool, Stor
         );
     }
     Ok(recorded)
-}
-
-/// The one door of the bank's answer to a payout: applied to the off-ramp
-/// whose id is the payout's key, once (a second answer to the same payout
-/// is a conflict). Other events are not a payout's answer.
-pub async fn answer(store: &Store, event: &BankEvent) -> Result<Answer, StoreError> {
-    let (key, answer, reason) = match event {
-        BankEvent::PayoutPaid { key, note } => (key, Answer::Paid, note.as_str()),
-        BankEvent::PayoutReturned { key, reason } => (key, Answer::Returned, reason.as_str()),
-        BankEvent::PayoutRefused { key, reason } => (key, Answer::Refused, reason.as_str()),
-        _ => return Err(StoreError::Invalid("a bank event that is not a payout's answer".into())),
-    };
-    store.record_payout(key, answer, reason).await?;
-    Ok(answer)
 }

@@ -192,6 +192,7 @@ pub struct VirtualAccountSource {
 pub struct VirtualAccountDestination {
     pub account_id: String,
     /// The stablecoin delivered.
+    #[schema(value_type = crate::schemas::StablecoinCurrency)]
     pub currency: String,
     pub chain: Chain,
 }
@@ -212,7 +213,7 @@ pub struct DepositInstructions {
     pub amount: String,
     /// The stablecoin delivered (the virtual account's
     /// `destination.currency`): `USDC`. The wire itself is in US dollars.
-    #[schema(example = "USDC")]
+    #[schema(value_type = crate::schemas::StablecoinCurrency, example = "USDC")]
     pub currency: String,
     pub bank_name: String,
     pub bank_address: String,

@@ -79,7 +79,42 @@ const KYB_FIELDS: &[&str] = &[
     "account_purpose",
     "addresses",
 ];
-const ADDRESS_FIELDS: &[&str] = &["line1", "line2", "city", "region_code", "postal_code", "country_code"];
+const ADDRESS_FIELDS: &[&str] = &[
+    "street_line_1",
+    "street_line_2",
+    "city",
+    "region_code",
+    "postal_code",
+    "country",
+    "line1",
+    "line2",
+    "country_code",
+];
+
+/// An address's fields under the reference's names (as bank details name
+/// them), each with the older name still accepted in its place.
+const ADDRESS_NAMES: [(&str, &str); 3] =
+    [("street_line_1", "line1"), ("street_line_2", "line2"), ("country", "country_code")];
+
+/// The name `address` gives the field `reference` (the reference's name,
+/// else its older one, else the reference's when neither is there), or an
+/// error naming both when it gives both.
+fn address_name(
+    errors: &mut Vec<String>,
+    here: &str,
+    address: &Map<String, Value>,
+    reference: &str,
+) -> String {
+    let older = ADDRESS_NAMES.iter().find(|(name, _)| *name == reference).map_or(reference, |(_, o)| *o);
+    match (address.contains_key(reference), address.contains_key(older)) {
+        (true, true) => {
+            errors.push(format!("{here}{reference}: give {reference} or {older}, not both"));
+            reference.to_string()
+        }
+        (false, true) => older.to_string(),
+        _ => reference.to_string(),
+    }
+}
 
 /// Submissions accepted per identity per UTC day at most; the next one is
 /// `429` until midnight UTC. A refused body (a field wrong, a state that
@@ -178,7 +213,7 @@ fn check_kyc(errors: &mut Vec<String>, kyc: &Map<String, Value>) {
     one_of(errors, "kyc.", kyc, "source_of_funds", SOURCES_OF_FUNDS);
     one_of(errors, "kyc.", kyc, "account_purpose", ACCOUNT_PURPOSES);
     let countries = addresses(errors, "kyc.", kyc);
-    let required = countries.iter().any(|c| ADDITIONAL_ID_COUNTRIES.contains(&c.as_str()));
+    let required = countries.iter().any(|(_, c)| ADDITIONAL_ID_COUNTRIES.contains(&c.as_str()));
     field(errors, "kyc.", kyc, "additional_id_number", false);
     if required && kyc.get("additional_id_number").is_none() {
         errors.push(format!(
@@ -211,9 +246,9 @@ fn check_kyb(errors: &mut Vec<String>, kyb: &Map<String, Value>) {
     date(errors, "kyb.", kyb, "incorporation_date", false);
     one_of(errors, "kyb.", kyb, "source_of_funds", SOURCES_OF_FUNDS);
     one_of(errors, "kyb.", kyb, "account_purpose", ACCOUNT_PURPOSES);
-    for (i, code) in addresses(errors, "kyb.", kyb).iter().enumerate() {
+    for (i, (name, code)) in addresses(errors, "kyb.", kyb).iter().enumerate() {
         if code != "US" {
-            errors.push(format!("kyb.addresses[{i}].country_code: only US businesses are supported"));
+            errors.push(format!("kyb.addresses[{i}].{name}: only US businesses are supported"));
         }
     }
 }
@@ -312,7 +347,9 @@ fn date(errors: &mut Vec<String>, path: &str, map: &Map<String, Value>, name: &s
 }
 
 /// At least one address, each with a region code; their valid country codes.
-fn addresses(errors: &mut Vec<String>, path: &str, map: &Map<String, Value>) -> Vec<String> {
+/// Checks the addresses of `map`: each address's country, with the name
+/// it was given under.
+fn addresses(errors: &mut Vec<String>, path: &str, map: &Map<String, Value>) -> Vec<(String, String)> {
     let list = match map.get("addresses") {
         None => {
             errors.push(format!("{path}addresses: required (at least one address)"));
@@ -336,10 +373,12 @@ fn addresses(errors: &mut Vec<String>, path: &str, map: &Map<String, Value>) -> 
             continue;
         };
         names(errors, &here, address, ADDRESS_FIELDS);
-        for field in ["line1", "city", "postal_code"] {
+        let line1 = address_name(errors, &here, address, "street_line_1");
+        for field in [line1.as_str(), "city", "postal_code"] {
             self::field(errors, &here, address, field, true);
         }
-        field(errors, &here, address, "line2", false);
+        let line2 = address_name(errors, &here, address, "street_line_2");
+        field(errors, &here, address, &line2, false);
         if let Some(region) = field(errors, &here, address, "region_code", true)
             && (region.len() > 3 || !region.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit()))
         {
@@ -347,8 +386,9 @@ fn addresses(errors: &mut Vec<String>, path: &str, map: &Map<String, Value>) -> 
                 "{here}region_code: {region:?} is not an ISO 3166-2 subdivision code such as NY"
             ));
         }
-        if let Some(code) = country(errors, &here, address, "country_code") {
-            countries.push(code.to_string());
+        let country_name = address_name(errors, &here, address, "country");
+        if let Some(code) = country(errors, &here, address, &country_name) {
+            countries.push((country_name.clone(), code.to_string()));
         }
     }
     countries
@@ -423,6 +463,28 @@ mod tests {
             assert!(errors.contains(&format!("{field}: at most {bound} characters")), "{errors}");
         }
         let mut many = kyc();
+        let mut reference = kyc();
+        reference["kyc"]["addresses"][0] = json!({ "street_line_1": "1 Main St", "street_line_2": "Flat 2",
+            "city": "London", "region_code": "LND", "postal_code": "N1", "country": "GB" });
+        assert_eq!(validate(Type::Individual, &reference), Ok(()), "the reference's names");
+        *reference.pointer_mut("/kyc/addresses/0/street_line_1").unwrap() = json!("a".repeat(201));
+        reference["kyc"]["addresses"][0]["line2"] = json!("Flat 3");
+        reference["kyc"]["addresses"][0]["country"] = json!("XX");
+        let errors = validate(Type::Individual, &reference).unwrap_err().join("\n");
+        for error in [
+            "kyc.addresses[0].street_line_1: at most 200 characters",
+            "kyc.addresses[0].street_line_2: give street_line_2 or line2, not both",
+            "kyc.addresses[0].country: \"XX\" is not an ISO 3166-1 alpha-2",
+        ] {
+            assert!(errors.contains(error), "{error} in {errors}");
+        }
+        let mut none = kyc();
+        none["kyc"]["addresses"][0] = json!({ "city": "London", "region_code": "LND", "postal_code": "N1" });
+        let errors = validate(Type::Individual, &none).unwrap_err().join("\n");
+        for error in ["kyc.addresses[0].street_line_1: required", "kyc.addresses[0].country: required"] {
+            assert!(errors.contains(error), "{error} in {errors}");
+        }
+
         let address = many["kyc"]["addresses"][0].clone();
         many["kyc"]["addresses"] = json!(vec![address; MAX_ADDRESSES + 1]);
         let errors = validate(Type::Individual, &many).unwrap_err().join("\n");

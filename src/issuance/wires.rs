@@ -13,7 +13,7 @@ use super::{
 use crate::{
     amount::Cents,
     audit::{self, Actor, Record},
-    bank::{Bank, Credit, Imported, Settlement, WireOutcome as Outcome},
+    bank::{Bank, Credit, Settlement, WireOutcome as Outcome},
     operators::rules::second_pair,
     store::{
         Made, NewWire, Store, StoreError, Tx, WireSource, entitlement,
@@ -47,14 +47,20 @@ pub fn by_operator<'a>(
 /// sandbox's simulation, an operator): recorded, then settled at once when
 /// the bank's outcome is already due (otherwise, and when another instance
 /// settled it first, by the issuance worker). Answers the mint as it is
-/// now.
-pub async fn arrive(store: &Store, wire: &NewWire<'_>, approval: &Approval) -> Result<Mint, StoreError> {
-    let mint = record(store, wire).await?.into_inner();
-    match settle(store, &mint.id, approval).await {
+/// now: new, or the one the same wire started before.
+pub async fn arrive(
+    store: &Store,
+    wire: &NewWire<'_>,
+    approval: &Approval,
+) -> Result<Made<Mint>, StoreError> {
+    let made = record(store, wire).await?;
+    let id = made.get().id.clone();
+    match settle(store, &id, approval).await {
         Ok(_) | Err(StoreError::Conflict(_)) => {}
         Err(error) => return Err(error),
     }
-    store.mint(None, &mint.id).await
+    let now = store.mint(None, &id).await?;
+    Ok(made.map(|_| now))
 }
 
 /// Who reports a bank's credits, and why.
@@ -62,40 +68,6 @@ pub async fn arrive(store: &Store, wire: &NewWire<'_>, approval: &Approval) -> R
 pub struct Reporter<'a> {
     pub by: &'a Actor,
     pub reason: &'a str,
-}
-
-/// The credits of a bank's notification (an imported `camt.054`), each
-/// through [`arrive`] as `issuance wires record` would (the same approval
-/// rules; the entry's reference again starts nothing twice). A credit
-/// without a memo, in another currency, or whose memo or reference the
-/// wire cannot take is left out with why; a failure of the store stops
-/// the import (what it recorded stays recorded, and importing the file
-/// again finds it).
-pub async fn import(
-    store: &Store,
-    credits: &[Credit],
-    by: Reporter<'_>,
-    approval: &Approval,
-) -> Result<Imported<Mint>, StoreError> {
-    let mut imported = Imported::default();
-    for credit in credits {
-        let memo = match super::memo_in(credit) {
-            Ok(memo) => memo,
-            Err(why) => {
-                imported.leave(credit, why);
-                continue;
-            }
-        };
-        let wire = match credited(credit, &memo, by) {
-            Ok(wire) => wire,
-            Err(why) => {
-                imported.leave(credit, why);
-                continue;
-            }
-        };
-        imported.answered(credit, arrive(store, &wire, approval).await, StoreError::is_refusal)?;
-    }
-    Ok(imported)
 }
 
 /// The wire a bank reported credited, quoting `memo` (a virtual

@@ -52,6 +52,21 @@ pub async fn not_transacting(
     Ok((status != Status::Active).then_some(status))
 }
 
+impl super::Store {
+    /// [`not_transacting`], read outside any transaction: for a request
+    /// judged before the node is asked, and again under its lock after.
+    pub async fn identity_not_transacting(
+        &self,
+        organization: &str,
+        identity_id: &str,
+    ) -> Result<Option<Status>, StoreError> {
+        let mut tx = self.begin().await?;
+        let status = not_transacting(&mut tx, organization, identity_id).await?;
+        tx.commit().await?;
+        Ok(status)
+    }
+}
+
 /// Grants (`enabled`) or withdraws an identity's fiat entitlement in `tx`,
 /// under the identity's row lock, and records it in the identity's trail
 /// with `actor` and `reason`: the trail entry's id; `None` when it already

@@ -26,6 +26,20 @@ impl<T> Made<T> {
             Made::New(value) | Made::Existing(value) => value,
         }
     }
+
+    pub fn get(&self) -> &T {
+        match self {
+            Made::New(value) | Made::Existing(value) => value,
+        }
+    }
+
+    /// The same outcome (made or found) of what `f` makes of the value.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Made<U> {
+        match self {
+            Made::New(value) => Made::New(f(value)),
+            Made::Existing(value) => Made::Existing(f(value)),
+        }
+    }
 }
 
 /// A mint instruction to create; `memo_id` freshly drawn.

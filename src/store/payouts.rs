@@ -109,22 +109,4 @@ impl Store {
         .await?;
         Ok(done.rows_affected() == 1)
     }
-
-    /// Records the bank's answer to the payout of off-ramp `id`: refused
-    /// unless the payout was handed over and has no answer yet, so each
-    /// answer applies once.
-    pub async fn record_payout(&self, id: &str, answer: Answer, reason: &str) -> Result<(), StoreError> {
-        let mut tx = self.begin().await?;
-        let done = super::payout_answers::set_outcome(&mut tx, id, answer, reason).await?;
-        tx.commit().await?;
-        if done {
-            return Ok(());
-        }
-        let conversion = self.conversion(None, id).await?;
-        Err(StoreError::Conflict(format!(
-            "conversion {id} ({} {}) has no payout waiting for the bank's answer",
-            conversion.kind.as_str(),
-            conversion.status
-        )))
-    }
 }

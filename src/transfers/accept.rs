@@ -119,10 +119,10 @@ impl Acceptance<'_> {
         let symbol = request.currency_symbol;
         let decimals = config
             .decimals_of(symbol)
-            .ok_or_else(|| invalid(format!("{symbol} is not supported on {chain}")))?;
-        let amount = Amount::parse(request.amount, decimals).map_err(|e| invalid(e.to_string()))?;
+            .ok_or_else(|| invalid(format!("currency_symbol: {symbol} is not supported on {chain}")))?;
+        let amount = Amount::parse(request.amount, decimals).map_err(|e| invalid(format!("amount: {e}")))?;
         if amount.is_zero() {
-            return Err(invalid("amount must be positive"));
+            return Err(invalid("amount: must be positive"));
         }
         Ok(Parsed { request_id, chain, destination, decimals, amount })
     }
@@ -139,6 +139,14 @@ impl Acceptance<'_> {
         let account = self.store.organization_account(request.organization, request.account_id).await?;
         if account.status != AccountStatus::Active {
             return Err(Refusal::NotActive(account.id, account.status).into());
+        }
+        // Judged before any node is asked, so a refusal is its 4xx even
+        // while the chain's node does not answer; judged again under the
+        // account's lock when the transfer is held.
+        if let Some(status) =
+            self.store.identity_not_transacting(request.organization, &account.identity_id).await?
+        {
+            return Err(Refusal::IdentityNotActive(account.id, status).into());
         }
         let source = address_on(&account, chain)
             .ok_or_else(|| invalid(format!("account {} has no address on {chain}", account.id)))?;

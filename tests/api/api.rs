@@ -217,12 +217,14 @@ async fn webhooks_need_a_public_https_url_and_show_their_secret_once() {
     let app = app(Backend::Sqlite).await;
     let key = app.key("acme").await;
     for (body, mentions) in [
-        (json!({ "url": "https://127.0.0.1/hook" }), "may not reach"),
+        (json!({ "url": "https://127.0.0.1/hook" }), "url: "),
         (json!({ "url": "https://10.1.2.3/hook" }), "may not reach"),
-        (json!({ "url": "https://169.254.169.254/latest/meta-data/" }), "may not reach"),
-        (json!({ "url": "https://localhost/hook" }), "may not reach"),
         (json!({ "url": "http://93.184.215.14/hook" }), "https"),
         (json!({ "url": "not a url" }), "valid URL"),
+        (json!({ "url": "https://169.254.169.254/latest/meta-data/" }), "may not reach"),
+        (json!({ "url": "https://localhost/hook" }), "may not reach"),
+        (json!({ "url": "http://93.184.215.14/hook" }), "url: "),
+        (json!({ "url": "not a url" }), "url: "),
         (json!({ "url": "https://93.184.215.14/hook", "signingSecret": "x" }), "signingSecret"),
         (json!({ "URL": "https://93.184.215.14/hook" }), "URL"),
         (json!({ "label": "no url" }), "url"),
@@ -595,6 +597,7 @@ async fn the_openapi_document_matches_the_routes_and_resources() {
             "/operator/v1/reconciliation/repairs/{id}/refuse",
             "/operator/v1/conversions/{conversion_id}/payout",
             "/operator/v1/conversions/wires",
+            "/operator/v1/bank/imports",
             "/operator/v1/conversions/wires/import",
             "/operator/v1/conversions/{conversion_id}/payout/confirm",
             "/operator/v1/conversions/{conversion_id}/refund/retry",

@@ -11,12 +11,27 @@ use std::{path::Path, process::Command};
 use common::python::{self, ok};
 use custody_indexer::environment::Environment;
 
+/// The Java runtime OpenAPI Generator's jar runs on: `JAVA_BIN`, or a
+/// `java` on the `PATH` (`scripts/install-java.sh` installs one and
+/// `scripts/test.sh` names it).
+fn java() -> std::path::PathBuf {
+    let java = common::binary("JAVA_BIN", "no-cached-java", "java")
+        .expect("java not found: run scripts/install-java.sh (or set JAVA_BIN)");
+    ok(Command::new(&java).arg("-version"), &format!("{} -version", java.display()));
+    java
+}
+
 /// Runs OpenAPI Generator (`openapi-generator-cli generate …`) through its
-/// Python wrapper.
+/// Python wrapper, on the Java runtime of [`java`].
 fn generate(doc: &Path, generator: &str, out: &Path, extra: &[&str]) {
     let run = "import sys, openapi_generator_cli as g; sys.exit(g.run(sys.argv[1:]).returncode)";
+    let java = java();
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let dirs = std::iter::once(java.parent().expect("java's directory").to_path_buf())
+        .chain(std::env::split_paths(&path));
     ok(
         Command::new(python::python())
+            .env("PATH", std::env::join_paths(dirs).unwrap())
             .args(["-c", run, "generate", "--generator-name", generator, "--input-spec"])
             .arg(doc)
             .arg("--output")

@@ -259,3 +259,30 @@ fn modules_of_client(client: &Path) -> BTreeSet<String> {
     }
     found
 }
+
+/// The reference's enums are enums in the document: a transfer's
+/// `address_destination.chain` a `Chain`, a virtual account's currencies a
+/// `StablecoinCurrency` whose values are the stablecoins the serving
+/// platform's chain files issue (`USDC` without chain files).
+#[tokio::test]
+async fn the_references_enums_are_enums_naming_the_platforms_own_stablecoins() {
+    let document = serde_json::to_value(custody_indexer::api::openapi(
+        custody_indexer::environment::Environment::Sandbox,
+    ))
+    .unwrap();
+    let schemas = &document["components"]["schemas"];
+    let chain = &schemas["AddressDestination"]["properties"]["chain"];
+    assert_eq!(chain["$ref"], "#/components/schemas/Chain", "{chain}");
+    let currency = "#/components/schemas/StablecoinCurrency";
+    assert_eq!(schemas["DepositInstructions"]["properties"]["currency"]["$ref"], currency);
+    assert_eq!(schemas["VirtualAccountDestination"]["properties"]["currency"]["$ref"], currency);
+    assert_eq!(schemas["StablecoinCurrency"]["enum"], json!(["USDC"]));
+
+    let mut chains = Chains::default();
+    let issued = "[[assets]]\nsymbol = \"EURX\"\ncontract_address = \"0x00000000000000000000000000000000000000e1\"\n\
+                  decimals = 6\nissued = true\n";
+    chains.insert(common::chain_config(&["http://127.0.0.1:1".to_string()], None, issued));
+    let app = spawn_app(Backend::Sqlite, chains, RateLimit::default()).await;
+    let served = send(Method::GET, &format!("{}/openapi.json", app.base), None).await.body;
+    assert_eq!(served["components"]["schemas"]["StablecoinCurrency"]["enum"], json!(["EURX"]));
+}

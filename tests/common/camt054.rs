@@ -1,12 +1,18 @@
 //! ISO 20022 `camt.054` credit notifications as a bank writes them, for the
-//! `wires import` commands: written here, in the `camt.054.001.02` shape
+//! `bank import` command: written here, in the `camt.054.001.02` shape
 //! many banks still send (entries with their own reference, free-text
 //! remittance, a debit among the credits).
 
-/// A notification for the platform's account holding one booked credit
-/// per `(reference, amount, remittance)`, then a debit the import leaves
-/// alone.
+/// A notification for the platform's receiving account (the sandbox
+/// bank's number, which the tests' production bank shares) holding one
+/// booked credit per `(reference, amount, remittance)`, then a debit the
+/// import leaves alone.
 pub fn notification(credits: &[(&str, &str, &str)]) -> String {
+    notification_to("000123456789", credits)
+}
+
+/// [`notification`] for the account `account`.
+pub fn notification_to(account: &str, credits: &[(&str, &str, &str)]) -> String {
     let entries: String = credits
         .iter()
         .map(|(reference, amount, remittance)| entry(reference, amount, "CRDT", remittance))
@@ -18,7 +24,7 @@ pub fn notification(credits: &[(&str, &str, &str)]) -> String {
 <BkToCstmrDbtCdtNtfctn>
 <GrpHdr><MsgId>CAMT054-TEST-1</MsgId><CreDtTm>2026-11-26T09:30:00</CreDtTm></GrpHdr>
 <Ntfctn><Id>NTF-1</Id><CreDtTm>2026-11-26T09:30:00</CreDtTm>
-<Acct><Id><Othr><Id>000123456789</Id></Othr></Id><Ccy>USD</Ccy><Svcr><FinInstnId><BIC>SBOXUS33</BIC></FinInstnId></Svcr></Acct>
+<Acct><Id><Othr><Id>{account}</Id></Othr></Id><Ccy>USD</Ccy><Svcr><FinInstnId><BIC>SBOXUS33</BIC></FinInstnId></Svcr></Acct>
 {entries}</Ntfctn>
 </BkToCstmrDbtCdtNtfctn>
 </Document>

@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 /// The tools, pinned. `poetry-core` builds the generated client's package
 /// without a download at test time (`--no-build-isolation`).
 /// `openapi-generator-cli` is OpenAPI Generator's jar with a Python wrapper
-/// (it runs the machine's `java`).
+/// (it runs the `java` that `scripts/install-java.sh` installs, `JAVA_BIN`).
 pub const REQUIREMENTS: &[&str] = &[
     "openapi-spec-validator==0.9.0",
     "openapi-python-client==0.29.1",

@@ -197,32 +197,91 @@ async fn in_production_an_operator_opens_the_virtual_account_and_two_operators_d
         "{books}"
     );
 
-    // The bank's camt.054 file: a credit quoting the virtual account's
-    // deposit message starts a conversion, once however often it is imported.
+    // The bank's camt.054 file, imported once: a credit quoting the
+    // virtual account's deposit message starts a conversion, one quoting a
+    // mint instruction's memo a mint, each once however often the file is
+    // imported, by whichever name. Credited to the virtual account's own
+    // number, as a bank reports a wire to it.
     let message = instructions["deposit_message"].as_str().unwrap();
+    let memo = platform.instruction(port).await;
+    let memo = memo.as_str().unwrap();
     let file = platform.env.dir.path().join("camt054.xml");
     let remittance = format!("ACME PAYROLL {}", message.to_lowercase());
-    let credits = [("FED-VA-2", "40.00", remittance.as_str()), ("FED-VA-3", "5.00", "no reference")];
-    std::fs::write(&file, common::camt054::notification(&credits)).unwrap();
+    let credits = [
+        ("FED-VA-2", "40.00", remittance.as_str()),
+        ("FED-VA-3", "5.00", "no reference"),
+        ("FED-MI-1", "30.00", memo),
+    ];
+    std::fs::write(&file, common::camt054::notification_to("700000000001", &credits)).unwrap();
     // The file is the body of the operator API's import.
-    let import = ["conversions", "wires", "import", file.to_str().unwrap(), "--reason", "statement"];
+    let import = ["bank", "import", file.to_str().unwrap(), "--reason", "statement"];
     let imported = as_ann(&import);
-    let first = imported.lines().next().unwrap();
+    let lines: Vec<&str> = imported.lines().collect();
+    assert_eq!(lines.len(), 4, "{imported}");
     let prefix = format!("wire FED-VA-2: 40.00 USD to virtual account {va}: conversion ");
-    assert!(first.starts_with(&prefix), "{imported}");
-    assert!(
-        imported.contains("unmatched FED-VA-3: 5.00 USD \"no reference\": no deposit message"),
-        "{imported}"
+    assert!(lines[0].starts_with(&prefix), "{imported}");
+    assert!(lines[1].starts_with(&format!("wire FED-MI-1: 30.00 USD for memo {memo}: mint ")), "{imported}");
+    assert!(lines[1].ends_with(" AWAITING_APPROVAL"), "{imported}");
+    assert_eq!(
+        lines[2],
+        "unmatched FED-VA-3: 5.00 USD \"no reference\": no memo_id or deposit message in its remittance information"
     );
-    assert!(imported.ends_with("1 recorded, 1 unmatched\n"), "{imported}");
-    let second = first[prefix.len()..].split(' ').next().unwrap();
-    let again = as_ann(&import);
-    assert!(
-        again.starts_with(&format!("{prefix}{second} ")),
-        "the same file again, the same conversion: {again}"
-    );
+    assert_eq!(lines[3], "2 applied, 0 applied before, 1 unmatched");
+    let second = lines[0][prefix.len()..].split(' ').next().unwrap();
+    for name in [&import[..], &["conversions", "wires", "import", file.to_str().unwrap(), "--reason", "r"]] {
+        let again = as_ann(name);
+        assert!(
+            again.starts_with(&format!("{prefix}{second} "))
+                && again.ends_with("0 applied, 2 applied before, 1 unmatched\n"),
+            "the same file again, the same conversion: {again}"
+        );
+    }
     let conversion = platform.get(port, &format!("/v2/conversions/{second}")).await;
     assert_eq!((&conversion["source"]["amount"], &conversion["type"]), (&json!("40.00"), &json!("ON_RAMP")));
+    let mints = operator(&["issuance", "mints", "list", "--json"]);
+    let wired = serde_json::from_str::<Value>(&mints).unwrap();
+    let of_memo: Vec<&Value> = wired.as_array().unwrap().iter().filter(|m| m["memo_id"] == memo).collect();
+    assert_eq!(of_memo.len(), 1, "one mint for the memo's credit: {mints}");
+
+    // The route answers each credit in its list; a file to an account the
+    // platform takes no wires at applies nothing.
+    let elsewhere = common::camt054::notification_to("999999", &credits[..1]);
+    let body = json!({ "camt054": elsewhere, "reason": "statement" });
+    let answer = common::api::send_json(
+        alloy::transports::http::reqwest::Method::POST,
+        &format!("http://127.0.0.1:{port}/operator/v1/bank/imports"),
+        Some(ann.as_str()),
+        Some(&body),
+    )
+    .await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(
+        (
+            answer.body["applied"].as_array().unwrap().len(),
+            answer.body["already_applied"].as_array().unwrap().len()
+        ),
+        (0, 0),
+        "{answer:?}"
+    );
+    let reason = answer.body["unmatched"][0]["reason"].as_str().unwrap();
+    assert!(reason.starts_with("credited to account 999999, which is neither"), "{reason}");
+    let body = json!({ "camt054": std::fs::read_to_string(&file).unwrap(), "reason": "statement" });
+    let answer = common::api::send_json(
+        alloy::transports::http::reqwest::Method::POST,
+        &format!("http://127.0.0.1:{port}/operator/v1/issuance/wires/import"),
+        Some(ann.as_str()),
+        Some(&body),
+    )
+    .await;
+    let applied = &answer.body["already_applied"];
+    assert_eq!(applied[0]["wing"], "ON_RAMP", "{answer:?}");
+    assert_eq!(applied[0]["conversion_id"], second, "{answer:?}");
+    assert_eq!(applied[1]["wing"], "ISSUANCE", "{answer:?}");
+    assert_eq!(
+        (&applied[1]["memo_id"], &applied[1]["amount"]),
+        (&json!(memo), &json!("30.00")),
+        "{answer:?}"
+    );
 }
 
 #[tokio::test]

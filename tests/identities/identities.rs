@@ -62,8 +62,8 @@ fn kyb(business_name: &str, country: &str) -> Value {
         "business_name": business_name, "business_type": "LLC", "tax_id": "12-3456789",
         "incorporation_country": country, "source_of_funds": "BUSINESS_INCOME",
         "account_purpose": "TREASURY_MANAGEMENT",
-        "addresses": [{ "line1": "1 Market St", "city": "San Francisco", "region_code": "CA",
-                        "postal_code": "94105", "country_code": "US" }]
+        "addresses": [{ "street_line_1": "1 Market St", "city": "San Francisco", "region_code": "CA",
+                        "postal_code": "94105", "country": "US" }]
     }})
 }
 

@@ -15,6 +15,7 @@ from custody_indexer_client.api.deposits import list_deposits
 from custody_indexer_client.api.transfers import create_transfer, get_transfer
 from custody_indexer_client.models import (
     AddressDestination,
+    Chain,
     DepositList,
     ErrorBody,
     Transfer,
@@ -32,7 +33,7 @@ request = TransferRequest(
     account_id=env["ACCOUNT_ID"],
     amount=env["AMOUNT"],
     currency_symbol=env["SYMBOL"],
-    address_destination=AddressDestination(address=env["DESTINATION"], chain=env["CHAIN"]),
+    address_destination=AddressDestination(address=env["DESTINATION"], chain=Chain(env["CHAIN"])),
 )
 created = create_transfer.sync_detailed(client=client, body=request)
 assert created.status_code == 201 and isinstance(created.parsed, Transfer), created

@@ -91,3 +91,67 @@ async fn a_transfer_needing_more_gas_than_a_transaction_may_carry_is_refused_at_
     let transfers = s.get("/v2/crypto/transfers?account_id=treasury").await.body;
     assert_eq!(transfers["transfers"].as_array().unwrap().len(), 2, "only the accepted ones: {transfers}");
 }
+
+/// A request is judged on what the service knows before it asks a node:
+/// while the chain's node answers nothing, an account whose identity
+/// cannot transact, an unknown asset and a bad destination are refused
+/// with their `400`, and only a request the node must judge answers `503`.
+#[tokio::test]
+async fn a_request_is_judged_on_what_the_service_knows_before_any_node_is_asked() {
+    let s = Setup::with_rpc(Backend::Sqlite, "", true).await;
+    s.create_account("treasury", "OMNIBUS");
+    for (account, status) in [("suspended", "SUSPENDED"), ("pending", "PENDING_ONBOARDING")] {
+        let identity = format!("identity-{account}");
+        s.env.identity_in("acme", &identity, status);
+        let create = ["accounts", "create", "--organization", "acme", "--account-id", account];
+        s.cli(&[&create[..], &["--identity-id", &identity, "--type", "SEGREGATED"]].concat());
+    }
+    let _serve = s.start("serve").await;
+    let faults = &s.proxy.as_ref().unwrap().faults;
+    faults.status.store(503, std::sync::atomic::Ordering::SeqCst);
+    faults.fail_next.store(1_000_000, std::sync::atomic::Ordering::SeqCst);
+
+    let request = |changes: serde_json::Value| {
+        let mut body = json!({
+            "request_id": uuid::Uuid::new_v4().to_string(),
+            "account_id": "treasury",
+            "amount": "1",
+            "currency_symbol": "TUSD",
+            "address_destination": { "address": s.outside.to_string(), "chain": common::CHAIN.as_str() },
+        });
+        for (key, value) in changes.as_object().unwrap() {
+            body[key] = value.clone();
+        }
+        body
+    };
+    let cases = [
+        (json!({ "account_id": "suspended" }), 400, "ACCOUNT_NOT_ACTIVE", "FROZEN"),
+        (json!({ "account_id": "pending" }), 400, "ACCOUNT_NOT_ACTIVE", "identity is PENDING_ONBOARDING"),
+        (
+            json!({ "currency_symbol": "DOGE" }),
+            400,
+            "INVALID_REQUEST",
+            "currency_symbol: DOGE is not supported",
+        ),
+        (
+            json!({ "address_destination": { "address": "0x12", "chain": common::CHAIN.as_str() } }),
+            400,
+            "INVALID_REQUEST",
+            "address_destination.address:",
+        ),
+        (json!({ "amount": "0" }), 400, "INVALID_REQUEST", "amount: must be positive"),
+        // Control: a request only the node can judge (the account's balance
+        // and the call's gas) waits for it.
+        (json!({}), 503, "CHAIN_UNAVAILABLE", ""),
+    ];
+    for (changes, status, code, mentions) in cases {
+        let answer = s.post(&request(changes.clone())).await;
+        assert_eq!(
+            (answer.status, answer.body["code"].as_str()),
+            (status, Some(code)),
+            "{changes}: {answer:?}"
+        );
+        let message = answer.body["message"].as_str().unwrap();
+        assert!(message.contains(mentions), "{changes}: {message}");
+    }
+}

@@ -1,5 +1,4 @@
-//! `/operator/v1/issuance`: a wire recorded (or a camt.054 file of them
-//! imported) by a `treasury` operator, its mint approved or refused by
+//! `/operator/v1/issuance`: a wire recorded by a `treasury` operator, its mint approved or refused by
 //! another one, and the dollars of a failed mint returned.
 
 use axum::{
@@ -7,7 +6,7 @@ use axum::{
     extract::{Path, State},
     http::StatusCode,
 };
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use utoipa::ToSchema;
 
 use super::OperatorCaller;
@@ -15,7 +14,6 @@ use crate::api::ErrorCode;
 use crate::{
     amount::Cents,
     api::{ApiError, ApiState, Body, ErrorBody},
-    bank::{Credit, Unmatched, camt054_credits},
     issuance::{
         Mint, returns,
         wires::{self, DecideError},
@@ -77,7 +75,7 @@ pub async fn record(
     }
     let recorder = actor(&caller.0);
     let wire = wires::by_operator(&request.memo_id, cents, &request.reference, &recorder, &request.reason);
-    let mint = wires::arrive(state.store(), &wire, &state.mint_approval()).await?;
+    let mint = wires::arrive(state.store(), &wire, &state.mint_approval()).await?.into_inner();
     Ok((StatusCode::CREATED, Json(mint)))
 }
 
@@ -130,66 +128,6 @@ async fn decide(
     caller.may(Action::Wire)?;
     let by = actor(&caller.0);
     Ok(Json(wires::decide(state.store(), reference, &by, approve, reason).await?))
-}
-
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ImportRequest {
-    /// A bank's ISO 20022 camt.054 credit notification, the XML document.
-    pub camt054: String,
-    pub reason: String,
-}
-
-/// A wire an import recorded, under the bank's reference.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct RecordedMint {
-    pub reference: String,
-    pub mint: Mint,
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-pub struct WireImport {
-    pub recorded: Vec<RecordedMint>,
-    pub unmatched: Vec<Unmatched>,
-}
-
-/// Records the wires of a bank's camt.054 credit notification: each booked
-/// credit whose remittance information carries a memo, as a recorded wire
-/// (its reference again mints nothing twice); the rest are answered with
-/// why they were left out.
-#[utoipa::path(post, operation_id = "importWires", path = "/operator/v1/issuance/wires/import", tag = "operators",
-    security(("operator_key" = [])), request_body = ImportRequest,
-    responses(
-        (status = 200, description = "What was recorded, and what was left out", body = WireImport),
-        (status = 400, description = "Not a camt.054 document; no reason", body = ErrorBody),
-        (status = 403, description = "The caller is not `treasury`", body = ErrorBody),
-    ))]
-pub async fn import(
-    State(state): State<ApiState>,
-    Extension(caller): Extension<OperatorCaller>,
-    Body(request): Body<ImportRequest>,
-) -> Result<Json<WireImport>, ApiError> {
-    caller.may(Action::Wire)?;
-    let credits = credits(&request.camt054, &request.reason)?;
-    let by = actor(&caller.0);
-    let reporter = wires::Reporter { by: &by, reason: &request.reason };
-    let imported = wires::import(state.store(), &credits, reporter, &state.mint_approval()).await?;
-    Ok(Json(WireImport {
-        recorded: imported
-            .recorded
-            .into_iter()
-            .map(|(reference, mint)| RecordedMint { reference, mint })
-            .collect(),
-        unmatched: imported.unmatched.iter().map(Unmatched::of).collect(),
-    }))
-}
-
-/// The credits of an imported camt.054 document, with a reason given.
-pub(super) fn credits(camt054: &str, reason: &str) -> Result<Vec<Credit>, ApiError> {
-    if reason.trim().is_empty() {
-        return Err(ApiError::invalid("reason: a reason is required"));
-    }
-    camt054_credits(camt054.as_bytes()).map_err(|e| ApiError::invalid(format!("camt054: {e}")))
 }
 
 #[derive(Debug, Deserialize, ToSchema)]

@@ -5,6 +5,7 @@
 //! `/openapi.json` and in docs/operations.md.
 
 mod audit;
+mod bank;
 mod changes;
 mod conversions;
 mod disputes;
@@ -144,10 +145,11 @@ pub(super) fn routes() -> (Router<ApiState>, utoipa::openapi::OpenApi) {
         .routes(routes!(conversions::answer))
         .routes(routes!(conversions::confirm))
         .routes(routes!(conversions::retry_refund))
-        .routes(routes!(issuance::import))
+        .routes(routes!(bank::import))
+        .routes(routes!(bank::import_wires))
         .routes(routes!(issuance::complete_return))
         .routes(routes!(on_ramp::record))
-        .routes(routes!(on_ramp::import))
+        .routes(routes!(bank::import_virtual_account_wires))
         .routes(routes!(on_ramp::open))
         .routes(routes!(on_ramp::confirm))
         .routes(routes!(on_ramp::refuse))

@@ -1,23 +1,21 @@
 //! `/operator/v1/conversions/wires` and `/operator/v1/virtual-accounts`: a
-//! `treasury` operator records the wires that arrived at virtual accounts
-//! (one, or a camt.054 file of them) and the bank's answers to virtual
-//! accounts asked for.
+//! `treasury` operator records a wire that arrived at a virtual account
+//! and the bank's answers to virtual accounts asked for.
 
 use axum::{
     Extension, Json,
     extract::{Path, State},
     http::StatusCode,
 };
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use utoipa::ToSchema;
 
-use super::{OperatorCaller, issuance::ImportRequest};
+use super::OperatorCaller;
 use crate::{
     amount::Cents,
     api::{ApiError, ApiState, Body, ErrorBody},
-    bank::Unmatched,
     conversions::{Conversion, VirtualAccount, on_ramp, virtual_account},
-    issuance::wires::{self, Reporter},
+    issuance::wires,
     operators::{Action, manage::actor},
     store::NewVirtualWire,
 };
@@ -31,19 +29,6 @@ pub struct VirtualWireRequest {
     /// The bank's reference of the wire: unique; the same again starts nothing twice.
     pub reference: String,
     pub reason: String,
-}
-
-/// A wire an import recorded, under the bank's reference.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct RecordedConversion {
-    pub reference: String,
-    pub conversion: Conversion,
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-pub struct VirtualWireImport {
-    pub recorded: Vec<RecordedConversion>,
-    pub unmatched: Vec<Unmatched>,
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -90,37 +75,6 @@ pub async fn record(
     };
     let conversion = on_ramp::record_wire(state.store(), &new).await?.into_inner();
     Ok((StatusCode::CREATED, Json(conversion)))
-}
-
-/// Records the wires of a bank's camt.054 credit notification: each booked
-/// credit whose remittance information carries a virtual account's deposit
-/// message (its reference again starts nothing twice); the rest are
-/// answered with why they were left out.
-#[utoipa::path(post, operation_id = "importVirtualAccountWires", path = "/operator/v1/conversions/wires/import",
-    tag = "operators", security(("operator_key" = [])), request_body = ImportRequest,
-    responses(
-        (status = 200, description = "What was recorded, and what was left out", body = VirtualWireImport),
-        (status = 400, description = "Not a camt.054 document; no reason", body = ErrorBody),
-        (status = 403, description = "The caller is not `treasury`", body = ErrorBody),
-    ))]
-pub async fn import(
-    State(state): State<ApiState>,
-    Extension(caller): Extension<OperatorCaller>,
-    Body(request): Body<ImportRequest>,
-) -> Result<Json<VirtualWireImport>, ApiError> {
-    caller.may(Action::Wire)?;
-    let credits = super::issuance::credits(&request.camt054, &request.reason)?;
-    let by = actor(&caller.0);
-    let imported =
-        on_ramp::import(state.store(), &credits, Reporter { by: &by, reason: &request.reason }).await?;
-    Ok(Json(VirtualWireImport {
-        recorded: imported
-            .recorded
-            .into_iter()
-            .map(|(reference, conversion)| RecordedConversion { reference, conversion })
-            .collect(),
-        unmatched: imported.unmatched.iter().map(Unmatched::of).collect(),
-    }))
 }
 
 /// The bank opened a `PENDING` virtual account under this account number.

@@ -9,7 +9,7 @@
 //!    behind its legs under its row lock, its identity judged again once
 //!    the stablecoin is committed; the payout itself is handed to the bank
 //!    by [`super::payout`], outside the transaction;
-//! 3. the bank's answer (through [`super::payout::answer`]) and, after a
+//! 3. the bank's answer (see [`super::payout`]) and, after a
 //!    return or a refusal, the refund ([`refunds`]) sent back by the
 //!    chain's sender.
 
