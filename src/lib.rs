@@ -44,3 +44,4 @@ pub mod store;
 pub mod telemetry;
 pub mod transfers;
 pub mod unknown;
+pub mod webhooks;

@@ -17,6 +17,15 @@ use crate::api_key;
 #[derive(Debug, Clone)]
 pub struct Caller {
     pub organization: String,
+    /// The id of the API key the request carried.
+    pub api_key: String,
+}
+
+impl Caller {
+    /// The caller as an audit entry names it: its key.
+    pub fn actor(&self) -> crate::audit::Actor {
+        crate::audit::Actor::ApiKey(self.api_key.clone())
+    }
 }
 
 pub async fn authenticate(
@@ -49,7 +58,7 @@ pub async fn authenticate(
         }
     }
     tracing::debug!(api_key = %key.id, organization = %key.organization_id, "authenticated");
-    request.extensions_mut().insert(Caller { organization: key.organization_id });
+    request.extensions_mut().insert(Caller { organization: key.organization_id, api_key: key.id });
     Ok(next.run(request).await)
 }
 

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::{ApiError, ApiState, Body, ErrorBody, auth::Caller, params::Params};
-use crate::{events::signing::Secret, store::Webhook};
+use crate::{events::signing::Secret, store::Webhook, webhooks};
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -65,8 +65,10 @@ pub async fn create(
     let url =
         state.0.webhook_policy.check(&new.url).await.map_err(|e| ApiError::invalid(format!("url: {e}")))?;
     let secret = Secret::generate();
+    let target = (url.as_str(), new.label.as_str());
     let webhook =
-        state.store().create_webhook(&caller.organization, url.as_str(), &new.label, secret.expose()).await?;
+        webhooks::register(state.store(), &caller.organization, target, secret.expose(), &caller.actor())
+            .await?;
     Ok((
         StatusCode::CREATED,
         Json(WebhookWithSecret { webhook, signing_secret: secret.expose().to_string() }),
@@ -97,7 +99,7 @@ pub async fn delete(
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
 ) -> Result<Json<Empty>, ApiError> {
-    state.store().delete_webhook(Some(&caller.organization), &id).await?;
+    webhooks::delete(state.store(), Some(&caller.organization), &id, &caller.actor()).await?;
     Ok(Json(Empty {}))
 }
 
@@ -118,10 +120,9 @@ pub async fn rotate(
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
 ) -> Result<Json<WebhookWithSecret>, ApiError> {
-    let secret = Secret::generate();
     let overlap = state.0.key_overlap;
-    let webhook =
-        state.store().rotate_signing_key(Some(&caller.organization), &id, secret.expose(), overlap).await?;
+    let (webhook, secret) =
+        webhooks::rotate(state.store(), Some(&caller.organization), &id, overlap, &caller.actor()).await?;
     Ok(Json(WebhookWithSecret { webhook, signing_secret: secret.expose().to_string() }))
 }
 
@@ -140,7 +141,8 @@ pub async fn revoke_previous_keys(
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
 ) -> Result<Json<Webhook>, ApiError> {
-    Ok(Json(state.store().revoke_previous_keys(Some(&caller.organization), &id).await?))
+    let actor = caller.actor();
+    Ok(Json(webhooks::revoke_previous_keys(state.store(), Some(&caller.organization), &id, &actor).await?))
 }
 
 /// The organization's events in commit order, for receivers that poll or

@@ -7,12 +7,14 @@ use anyhow::Context;
 use clap::Subcommand;
 
 use crate::{
+    audit::Actor,
     events::{
         signing::{Secret, verify},
         url::Policy,
     },
     service::options::one_duration,
     store::{Delivery, Webhook},
+    webhooks,
 };
 
 #[derive(Debug, Subcommand)]
@@ -90,7 +92,10 @@ pub async fn webhooks(url: &str, command: WebhooksCommand) -> anyhow::Result<Exi
                 store.environment().await?.unwrap_or(crate::environment::Environment::Production);
             let url = Policy::from_env().within(environment).check(&url).await?;
             let secret = Secret::generate();
-            let webhook = store.create_webhook(&organization, url.as_str(), &label, secret.expose()).await?;
+            let target = (url.as_str(), label.as_str());
+            let webhook =
+                webhooks::register(&store, &organization, target, secret.expose(), &Actor::local(None))
+                    .await?;
             print_webhook(&webhook);
             println!("the signing secret below is shown once; store it now:");
             println!("{}", secret.expose());
@@ -106,13 +111,12 @@ pub async fn webhooks(url: &str, command: WebhooksCommand) -> anyhow::Result<Exi
             }
         }
         WebhooksCommand::Delete { id } => {
-            store.delete_webhook(None, &id).await?;
+            webhooks::delete(&store, None, &id, &Actor::local(None)).await?;
             println!("deleted webhook {id}");
         }
         WebhooksCommand::Rotate { id, previous_key_expires_in } => {
-            let secret = Secret::generate();
-            let webhook =
-                store.rotate_signing_key(None, &id, secret.expose(), previous_key_expires_in).await?;
+            let (webhook, secret) =
+                webhooks::rotate(&store, None, &id, previous_key_expires_in, &Actor::local(None)).await?;
             print_webhook(&webhook);
             println!("the new signing secret below is shown once; store it now:");
             println!("{}", secret.expose());

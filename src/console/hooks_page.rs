@@ -15,11 +15,10 @@ use serde::Deserialize;
 
 use super::{
     frame::{Frame, when},
-    hooks,
     rules::TenantAction,
     web::{Page, Tenant, render},
 };
-use crate::{api::ApiState, audit::Actor, store::Webhook};
+use crate::{api::ApiState, audit::Actor, events::signing::Secret, store::Webhook, webhooks};
 
 /// The deliveries a webhook's page shows.
 const SHOWN: i64 = 50;
@@ -71,8 +70,10 @@ pub async fn register(
         .await
         .map_err(|e| Page::Error(StatusCode::UNPROCESSABLE_ENTITY, format!("url: {e}")))?;
     let actor = Actor::User(tenant.session.user.id.clone());
-    let (webhook, secret) =
-        hooks::register(state.store(), &tenant.organization, url.as_str(), form.label.trim(), &actor).await?;
+    let secret = Secret::generate();
+    let target = (url.as_str(), form.label.trim());
+    let webhook =
+        webhooks::register(state.store(), &tenant.organization, target, secret.expose(), &actor).await?;
     let frame = Frame::of(&state, &tenant.session, "/console/webhooks");
     let page = SecretPage { frame, webhook, secret: secret.expose().to_string(), rotated: false };
     Ok(render(StatusCode::CREATED, &page))
@@ -87,7 +88,7 @@ pub async fn rotate(
     tenant.may(TenantAction::Webhooks)?;
     let actor = Actor::User(tenant.session.user.id.clone());
     let (webhook, secret) =
-        hooks::rotate(state.store(), &tenant.organization, &id, state.key_overlap(), &actor).await?;
+        webhooks::rotate(state.store(), Some(&tenant.organization), &id, state.key_overlap(), &actor).await?;
     let frame = Frame::of(&state, &tenant.session, "/console/webhooks");
     let page = SecretPage { frame, webhook, secret: secret.expose().to_string(), rotated: true };
     Ok(render(StatusCode::OK, &page))
@@ -189,6 +190,6 @@ pub async fn resend(
     tenant.may(TenantAction::Webhooks)?;
     state.store().webhook(Some(&tenant.organization), &id).await?;
     let actor = Actor::User(tenant.session.user.id.clone());
-    hooks::resend(state.store(), &tenant.organization, &delivery, &actor).await?;
+    webhooks::resend(state.store(), &tenant.organization, &delivery, &actor).await?;
     Ok(Redirect::to(&format!("/console/webhooks/{id}")))
 }

@@ -19,7 +19,6 @@ mod chains_page;
 mod enrol_api;
 mod factor_page;
 mod frame;
-mod hooks;
 mod hooks_page;
 mod keys_page;
 mod money_page;

@@ -270,7 +270,10 @@ async fn webhook(store: &Store, org: &str, url: &str, secret: &str) -> anyhow::R
     let existing = store.webhooks(Some(org)).await?.into_iter().find(|w| w.url == url.as_str());
     let id = match existing {
         Some(existing) => existing.id,
-        None => store.create_webhook(org, url.as_str(), "dev", secret).await?.id,
+        None => {
+            let by = crate::audit::Actor::local(Some("dev".into()));
+            crate::webhooks::register(store, org, (url.as_str(), "dev"), secret, &by).await?.id
+        }
     };
     Ok((id, url.to_string()))
 }

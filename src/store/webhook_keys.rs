@@ -6,7 +6,7 @@ use sqlx::{Any, AnyConnection, Row, Transaction};
 
 use zeroize::Zeroizing;
 
-use super::{Store, StoreError, Tx, Webhook, now_micros, pii::WEBHOOK_SECRET};
+use super::{Store, StoreError, Tx, now_micros, pii::WEBHOOK_SECRET};
 use crate::pii::{Cipher, Place};
 
 /// How many rotated-out keys sign beside the current one at most: a delivery
@@ -15,27 +15,14 @@ use crate::pii::{Cipher, Place};
 pub const MAX_PREVIOUS_KEYS: usize = 2;
 
 impl Store {
-    /// Replaces the signing key; the replaced one keeps signing for
+    /// Replaces the signing key in `tx`; the replaced one keeps signing for
     /// `overlap`, and the keys rotated out before it keep signing until their
     /// own expiry. Of those not yet expired the newest [`MAX_PREVIOUS_KEYS`]
     /// are kept and the older ones dropped at once: a rotation is what an
     /// operator does when a key leaked, so it is never refused, and a
     /// receiver still on a dropped key gets the deliveries again once it
-    /// takes a newer one (every refused delivery is retried).
-    pub async fn rotate_signing_key(
-        &self,
-        organization: Option<&str>,
-        id: &str,
-        secret: &str,
-        overlap: std::time::Duration,
-    ) -> Result<Webhook, StoreError> {
-        let mut tx = self.begin().await?;
-        self.rotate_signing_key_in(&mut tx, organization, id, secret, overlap).await?;
-        tx.commit().await?;
-        self.webhook(organization, id).await
-    }
-
-    /// As [`Store::rotate_signing_key`], in `tx`.
+    /// takes a newer one (every refused delivery is retried). The
+    /// webhook's organization.
     pub async fn rotate_signing_key_in(
         &self,
         tx: &mut Tx,
@@ -43,12 +30,12 @@ impl Store {
         id: &str,
         secret: &str,
         overlap: std::time::Duration,
-    ) -> Result<(), StoreError> {
+    ) -> Result<String, StoreError> {
         let now = now_micros();
         let expires = now.saturating_add(i64::try_from(overlap.as_micros()).unwrap_or(i64::MAX));
         let key_id = uuid::Uuid::new_v4().to_string();
         let sealed = self.seal_signing_secret(id, &key_id, secret)?;
-        lock_webhook(tx, organization, id).await?;
+        let owner = lock_webhook(tx, organization, id).await?;
         // Newer than every earlier rotation whatever this instance's clock
         // says: the newest keys are the ones kept.
         let newest: Option<i64> =
@@ -81,53 +68,53 @@ impl Store {
         .execute(&mut **tx)
         .await?;
         prune_previous_keys(tx, id, now).await?;
-        Ok(())
+        Ok(owner)
     }
 }
 
 impl Store {
-    /// Ends every rotated-out key of a webhook at once, whatever its expiry:
-    /// a key that leaked must stop signing now, not in 24 hours. From then
-    /// on deliveries carry the current key's signature alone.
-    pub async fn revoke_previous_keys(
+    /// Ends every rotated-out key of a webhook at once in `tx`, whatever
+    /// its expiry: a key that leaked must stop signing now, not in 24
+    /// hours. From then on deliveries carry the current key's signature
+    /// alone. The webhook's organization.
+    pub async fn revoke_previous_keys_in(
         &self,
+        tx: &mut Tx,
         organization: Option<&str>,
         id: &str,
-    ) -> Result<Webhook, StoreError> {
-        let mut tx = self.begin().await?;
-        lock_webhook(&mut tx, organization, id).await?;
-        forget_previous_keys(&mut tx, id).await?;
+    ) -> Result<String, StoreError> {
+        let owner = lock_webhook(tx, organization, id).await?;
+        forget_previous_keys(tx, id).await?;
         sqlx::query(
             "UPDATE webhooks SET previous_secret = NULL, previous_key_expires_at = NULL WHERE id = $1",
         )
         .bind(id)
-        .execute(&mut *tx)
+        .execute(&mut **tx)
         .await?;
-        tx.commit().await?;
-        self.webhook(organization, id).await
+        Ok(owner)
     }
 }
 
-/// Locks a webhook's row for a rotation (PostgreSQL: concurrent rotations
-/// of one webhook queue here; SQLite's write transaction holds the whole
-/// file), or fails when it is not one of `organization`'s (any when `None`).
-async fn lock_webhook(
+/// Locks a webhook's row for a change (PostgreSQL: concurrent changes of
+/// one webhook queue here; SQLite's write transaction holds the whole
+/// file), or fails when it is not one of `organization`'s (any when
+/// `None`): its organization.
+pub(super) async fn lock_webhook(
     tx: &mut Transaction<'static, Any>,
     organization: Option<&str>,
     id: &str,
-) -> Result<(), StoreError> {
+) -> Result<String, StoreError> {
     let locked = sqlx::query(
         "UPDATE webhooks SET status = status
-         WHERE id = $1 AND status <> 'DELETED' AND ($2 IS NULL OR organization_id = $2)",
+         WHERE id = $1 AND status <> 'DELETED' AND ($2 IS NULL OR organization_id = $2)
+         RETURNING organization_id",
     )
     .bind(id)
     .bind(organization)
-    .execute(&mut **tx)
+    .fetch_optional(&mut **tx)
     .await?;
-    if locked.rows_affected() == 0 {
-        return Err(StoreError::NotFound(format!("webhook {id}")));
-    }
-    Ok(())
+    let row = locked.ok_or_else(|| StoreError::NotFound(format!("webhook {id}")))?;
+    Ok(row.try_get("organization_id")?)
 }
 
 /// Drops a webhook's expired previous keys and all but the newest

@@ -35,22 +35,8 @@ const WEBHOOK_COLUMNS: &str = "id, organization_id, url, label, created_at, stat
      WHERE k.webhook_id = webhooks.id) AS previous_key_expires_at";
 
 impl Store {
-    /// Registers a webhook; refused when the organization holds its limit of
-    /// webhooks (deleted ones do not count).
-    pub async fn create_webhook(
-        &self,
-        organization: &str,
-        url: &str,
-        label: &str,
-        secret: &str,
-    ) -> Result<Webhook, StoreError> {
-        let mut tx = self.begin().await?;
-        let id = self.create_webhook_in(&mut tx, organization, url, label, secret).await?;
-        tx.commit().await?;
-        self.webhook(Some(organization), &id).await
-    }
-
-    /// As [`Store::create_webhook`], in `tx`; the new webhook's id.
+    /// Registers a webhook in `tx`; refused when the organization holds its
+    /// limit of webhooks (deleted ones do not count). The new webhook's id.
     pub async fn create_webhook_in(
         &self,
         tx: &mut Tx,
@@ -112,20 +98,26 @@ impl Store {
         webhook_from_row(&row)
     }
 
-    /// Deletes a webhook: it gets no new events and its pending deliveries end.
-    pub async fn delete_webhook(&self, organization: Option<&str>, id: &str) -> Result<(), StoreError> {
-        self.webhook(organization, id).await?;
-        let mut tx = self.begin().await?;
+    /// Deletes a webhook in `tx`, if it belongs to `organization` (any when
+    /// `None`): it gets no new events and its pending deliveries end. Its
+    /// organization.
+    pub async fn delete_webhook_in(
+        &self,
+        tx: &mut Tx,
+        organization: Option<&str>,
+        id: &str,
+    ) -> Result<String, StoreError> {
+        let owner = webhook_keys::lock_webhook(tx, organization, id).await?;
         let now = now_micros();
         sqlx::query("UPDATE webhooks SET status = 'DELETED' WHERE id = $1")
             .bind(id)
-            .execute(&mut *tx)
+            .execute(&mut **tx)
             .await?;
-        webhook_keys::forget_previous_keys(&mut tx, id).await?;
+        webhook_keys::forget_previous_keys(tx, id).await?;
         sqlx::query("DELETE FROM conditions WHERE chain = '' AND kind = $1 AND subject = $2")
             .bind(super::WEBHOOK_FAILING)
             .bind(id)
-            .execute(&mut *tx)
+            .execute(&mut **tx)
             .await?;
         sqlx::query(
             "UPDATE deliveries SET state = 'FAILED', last_error = 'webhook deleted', updated_at = $1
@@ -133,10 +125,9 @@ impl Store {
         )
         .bind(now)
         .bind(id)
-        .execute(&mut *tx)
+        .execute(&mut **tx)
         .await?;
-        tx.commit().await?;
-        Ok(())
+        Ok(owner)
     }
 }
 

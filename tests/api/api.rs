@@ -266,6 +266,29 @@ async fn webhooks_need_a_public_https_url_and_show_their_secret_once() {
     assert_ne!(rotated.body["signing_secret"], secret);
     assert_ne!(rotated.body["signing_key_id"], created.body["signing_key_id"]);
     assert!(rotated.body["previous_key_expires_at"].is_string());
+    let revoked = app.post(&format!("/v2/webhooks/{id}/revoke-previous-keys"), &key, &json!({})).await;
+    assert_eq!(revoked.status, 200, "{revoked:?}");
+    let deleted = app.request(Method::DELETE, &format!("/v2/webhooks/{id}"), Some(&key)).await;
+    assert_eq!(deleted.status, 200, "{deleted:?}");
+
+    // Every change is in the audit log, by the key that made it.
+    let by = format!("api-key:{}", custody_indexer::api_key::key_id(&key).unwrap());
+    let mut logged: Vec<(String, String, String)> = app
+        .store()
+        .audit_latest("acme", 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.target_id == id)
+        .map(|e| (e.action, e.actor, e.target_kind))
+        .collect();
+    logged.reverse();
+    let expected: Vec<(String, String, String)> =
+        ["webhook.registered", "webhook.key_rotated", "webhook.previous_keys_revoked", "webhook.deleted"]
+            .iter()
+            .map(|action| (action.to_string(), by.clone(), "webhook".to_string()))
+            .collect();
+    assert_eq!(logged, expected);
 }
 
 #[tokio::test]
@@ -659,7 +682,16 @@ async fn the_openapi_document_matches_the_routes_and_resources() {
     let hook = |label: &'static str| {
         let store = app.store().clone();
         async move {
-            store.create_webhook("acme", "https://93.184.215.14/hook", label, "whsec_AAAA").await.unwrap().id
+            custody_indexer::webhooks::register(
+                &store,
+                "acme",
+                ("https://93.184.215.14/hook", label),
+                "whsec_AAAA",
+                &custody_indexer::audit::Actor::System,
+            )
+            .await
+            .unwrap()
+            .id
         }
     };
     let (deleted, rotated) = (hook("deleted").await, hook("rotated").await);

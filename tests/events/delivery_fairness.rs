@@ -29,7 +29,15 @@ async fn a_hanging_receiver_holds_its_share_and_the_others_are_delivered() {
         hanging.delay(Duration::from_secs(600));
         for (organization, receiver) in [("stuck", &hanging), ("steady", &answering)] {
             store.create_organization(organization, None).await.unwrap();
-            store.create_webhook(organization, &receiver.url, "ledger", &secret).await.unwrap();
+            custody_indexer::webhooks::register(
+                &store,
+                organization,
+                (&receiver.url, "ledger"),
+                &secret,
+                &custody_indexer::audit::Actor::System,
+            )
+            .await
+            .unwrap();
         }
         let webhooks = store.webhooks(None).await.unwrap();
         let id =

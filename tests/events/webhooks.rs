@@ -270,6 +270,19 @@ async fn a_rotation_signs_with_both_keys_until_the_old_one_expires() {
     let expired = std::time::Instant::now() + Duration::from_secs(30);
     let new_secret = out.lines().last().unwrap().to_string();
     assert!(new_secret.starts_with("whsec_") && new_secret != s.secret, "{out}");
+    // Both doors' changes are in the audit log, each by who made it.
+    let log = s.env.ok(&["audit", "list", "--json"]);
+    let log: Vec<serde_json::Value> = log.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let changes: Vec<(&str, &str)> = log
+        .iter()
+        .filter(|e| e["target_id"] == s.webhook.as_str())
+        .map(|e| (e["action"].as_str().unwrap(), e["actor"].as_str().unwrap()))
+        .collect();
+    assert!(
+        matches!(changes.as_slice(), [("webhook.registered", key), ("webhook.key_rotated", local)]
+            if key.starts_with("api-key:") && local.starts_with("local:")),
+        "{changes:?}"
+    );
     s.deposits(1).await;
     let during = s.delivered(2).await;
     for r in &during {

@@ -27,9 +27,10 @@ async fn signing_secrets(store: &Store) -> Vec<String> {
 }
 
 async fn rotate(store: &Store, webhook: &str, overlap: Duration) -> (String, Webhook) {
-    let secret = Secret::generate().expose().to_string();
-    let rotated = store.rotate_signing_key(Some("acme"), webhook, &secret, overlap).await.unwrap();
-    (secret, rotated)
+    let system = custody_indexer::audit::Actor::System;
+    let (rotated, secret) =
+        custody_indexer::webhooks::rotate(store, Some("acme"), webhook, overlap, &system).await.unwrap();
+    (secret.expose().to_string(), rotated)
 }
 
 /// How long the first previous key of the rotation test signs.
@@ -43,7 +44,15 @@ async fn previous_keys_sign_until_their_own_expiry_at_most_two_at_a_time() {
         let store = &db.store;
         store.create_organization("acme", None).await.unwrap();
         let k0 = Secret::generate().expose().to_string();
-        let webhook = store.create_webhook("acme", "https://receiver.test/", "ledger", &k0).await.unwrap();
+        let webhook = custody_indexer::webhooks::register(
+            &store,
+            "acme",
+            ("https://receiver.test/", "ledger"),
+            &k0,
+            &custody_indexer::audit::Actor::System,
+        )
+        .await
+        .unwrap();
         pending_deliveries(&db.url, "acme", &webhook.id, 1).await;
         assert_eq!(signing_secrets(store).await, [k0.as_str()]);
 
@@ -73,10 +82,31 @@ async fn previous_keys_sign_until_their_own_expiry_at_most_two_at_a_time() {
         assert_eq!(signing_secrets(store).await, [k4.as_str(), k3.as_str(), k2.as_str()], "{backend:?}");
 
         // Another organization can neither rotate nor see it.
-        let other = store.rotate_signing_key(Some("other"), &webhook.id, &k0, HOUR).await.unwrap_err();
+        let other = custody_indexer::webhooks::rotate(
+            &store,
+            Some("other"),
+            &webhook.id,
+            HOUR,
+            &custody_indexer::audit::Actor::System,
+        )
+        .await
+        .unwrap_err();
         assert!(other.to_string().contains("not found"), "{other}");
-        store.delete_webhook(None, &webhook.id).await.unwrap();
-        assert!(store.rotate_signing_key(None, &webhook.id, &k0, HOUR).await.is_err(), "deleted");
+        custody_indexer::webhooks::delete(&store, None, &webhook.id, &custody_indexer::audit::Actor::System)
+            .await
+            .unwrap();
+        assert!(
+            custody_indexer::webhooks::rotate(
+                &store,
+                None,
+                &webhook.id,
+                HOUR,
+                &custody_indexer::audit::Actor::System
+            )
+            .await
+            .is_err(),
+            "deleted"
+        );
     }
 }
 
@@ -151,8 +181,24 @@ async fn signing_secrets_are_sealed_at_rest_and_open_only_where_they_were_sealed
         let store = &db.store;
         store.create_organization("acme", None).await.unwrap();
         let (k0, other) = (Secret::generate().expose().to_string(), Secret::generate().expose().to_string());
-        let webhook = store.create_webhook("acme", "https://receiver.test/", "ledger", &k0).await.unwrap();
-        let second = store.create_webhook("acme", "https://receiver.test/b", "b", &other).await.unwrap();
+        let webhook = custody_indexer::webhooks::register(
+            &store,
+            "acme",
+            ("https://receiver.test/", "ledger"),
+            &k0,
+            &custody_indexer::audit::Actor::System,
+        )
+        .await
+        .unwrap();
+        let second = custody_indexer::webhooks::register(
+            &store,
+            "acme",
+            ("https://receiver.test/b", "b"),
+            &other,
+            &custody_indexer::audit::Actor::System,
+        )
+        .await
+        .unwrap();
         let (k1, _) = rotate(store, &webhook.id, HOUR).await;
         assert_sealed(&db.url, &[&k0, &k1, &other]).await;
         pending_deliveries(&db.url, "acme", &webhook.id, 1).await;
@@ -162,7 +208,17 @@ async fn signing_secrets_are_sealed_at_rest_and_open_only_where_they_were_sealed
         let locked = Store::open(&db.url).await.unwrap();
         let refused = locked.claim_deliveries("test", 1, 1, &Rooms::even(1)).await.unwrap_err();
         assert!(refused.to_string().contains("CUSTODY_INDEXER_PII_KEY"), "{refused}");
-        assert!(locked.create_webhook("acme", "https://receiver.test/c", "c", &k0).await.is_err());
+        assert!(
+            custody_indexer::webhooks::register(
+                &locked,
+                "acme",
+                ("https://receiver.test/c", "c"),
+                &k0,
+                &custody_indexer::audit::Actor::System
+            )
+            .await
+            .is_err()
+        );
 
         // The second webhook's sealed secret copied onto the first.
         let mut conn = <sqlx::AnyConnection as sqlx::Connection>::connect(&db.url).await.unwrap();
@@ -188,7 +244,15 @@ async fn a_rotation_on_an_instance_whose_clock_is_behind_keeps_the_key_it_rotate
         let store = &db.store;
         store.create_organization("acme", None).await.unwrap();
         let k0 = Secret::generate().expose().to_string();
-        let webhook = store.create_webhook("acme", "https://receiver.test/", "ledger", &k0).await.unwrap();
+        let webhook = custody_indexer::webhooks::register(
+            &store,
+            "acme",
+            ("https://receiver.test/", "ledger"),
+            &k0,
+            &custody_indexer::audit::Actor::System,
+        )
+        .await
+        .unwrap();
         pending_deliveries(&db.url, "acme", &webhook.id, 1).await;
         let (k1, _) = rotate(store, &webhook.id, HOUR).await;
         let (k2, _) = rotate(store, &webhook.id, HOUR).await;
