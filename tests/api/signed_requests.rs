@@ -403,3 +403,88 @@ async fn an_instance_whose_clock_runs_fast_never_forgets_a_jti_another_still_acc
         }
     }
 }
+
+/// The Python example of docs/http-api.md ("Signing in Python"), run as a
+/// client copies it, with PyJWT: for an `ES256` and an `EdDSA` key, both
+/// requests it signs are accepted, and the same token sent again is not.
+#[tokio::test]
+async fn the_docs_python_example_signs_requests_the_service_accepts() {
+    let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/http-api.md")).unwrap();
+    let after = &docs[docs.find("Signing in Python").expect("the docs' example")..];
+    let start = after.find("```python\n").unwrap() + "```python\n".len();
+    let example = &after[start..start + after[start..].find("```").unwrap()];
+    let app = app(Backend::Sqlite).await;
+    for (algorithm, make) in [
+        ("ES256", "ec.generate_private_key(ec.SECP256R1())"),
+        ("EdDSA", "ed25519.Ed25519PrivateKey.generate()"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        // The client's key pair, as the docs' openssl commands make it.
+        let make_key = format!(
+            "from cryptography.hazmat.primitives.asymmetric import ec, ed25519\n\
+             from cryptography.hazmat.primitives import serialization as s\n\
+             key = {make}\n\
+             open('client.pem', 'wb').write(key.private_bytes(s.Encoding.PEM, s.PrivateFormat.PKCS8, s.NoEncryption()))\n\
+             print(key.public_key().public_bytes(s.Encoding.PEM, s.PublicFormat.SubjectPublicKeyInfo).decode())"
+        );
+        let public_pem = run_python(dir.path(), make_key).await;
+        let token = app.key("acme").await;
+        let id = api_key::key_id(&token).unwrap().to_string();
+        let public = PublicKey::from_pem(&public_pem).unwrap();
+        custody_indexer::api_key::manage::pair(
+            app.store(),
+            &id,
+            &public,
+            &custody_indexer::audit::Actor::System,
+        )
+        .await
+        .unwrap();
+        // The answers it prints, as JSON.
+        let as_json = "import builtins, json\n_print = builtins.print\nbuiltins.print = lambda value: _print(json.dumps(value))\n";
+        let script = as_json.to_string()
+            + &example
+                .replace("cik_<id>_<secret>", &token)
+                .replace("http://127.0.0.1:8080", &app.base)
+                .replace("algorithm=\"ES256\"", &format!("algorithm=\"{algorithm}\""))
+                .replace("\"r-1\"", &format!("\"r-{algorithm}\""));
+        assert!(
+            script.contains(&token) && script.contains(&app.base),
+            "the example changed shape:\n{example}"
+        );
+        let out = run_python(dir.path(), script.clone()).await;
+        let answers: Vec<Value> = out
+            .lines()
+            .map(serde_json::from_str)
+            .collect::<Result<_, _>>()
+            .unwrap_or_else(|e| panic!("{algorithm}: {e}: {out}"));
+        assert!(answers[0]["identities"].is_array(), "{algorithm}: the signed GET: {out}");
+        assert!(answers[1]["id"].is_string(), "{algorithm}: the signed POST: {out}");
+
+        // The same token again is refused: each is accepted once.
+        let replay = format!(
+            "{script}\nimport requests as r\nfrom unittest import mock\n\
+             sent = []\n\
+             real = r.request\n\
+             def keep(*a, **k):\n    sent.append(k['headers'])\n    return real(*a, **k)\n\
+             with mock.patch.object(r, 'request', keep):\n    signed('GET', '/v2/identities?limit=5')\n\
+             print(real('GET', '{base}/v2/identities?limit=5', headers=sent[0]).status_code)",
+            base = app.base
+        );
+        let out = run_python(dir.path(), replay).await;
+        assert_eq!(out.lines().last(), Some("401"), "{algorithm}: a token sent twice: {out}");
+    }
+}
+
+/// Runs `script` with the pinned Python environment in `dir`: its output.
+async fn run_python(dir: &std::path::Path, script: String) -> String {
+    let dir = dir.to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        let out = common::python::ok(
+            std::process::Command::new(common::python::python()).arg("-c").arg(&script).current_dir(&dir),
+            "python",
+        );
+        String::from_utf8(out.stdout).unwrap()
+    })
+    .await
+    .unwrap()
+}

@@ -1,5 +1,7 @@
-//! A Python virtual environment with the OpenAPI tools clients use and the
-//! SMTP listener mail is tested against (`aiosmtpd`), pinned:
+//! A Python virtual environment with the OpenAPI tools clients use, the
+//! SMTP listener mail is tested against (`aiosmtpd`) and what the docs'
+//! signed-request example runs on (PyJWT, `cryptography`, `requests`),
+//! pinned:
 //! made under `$HOME/.cache/custody-indexer/` when missing (the first run
 //! downloads from PyPI), then reused. A test never skips for want of it: a
 //! failed install fails the test with pip's output.
@@ -22,6 +24,10 @@ pub const REQUIREMENTS: &[&str] = &[
     "poetry-core==2.5.0",
     "openapi-generator-cli==7.26.0",
     "aiosmtpd==1.4.6",
+    // The signed-request example of docs/http-api.md, as a client runs it.
+    "PyJWT==2.10.1",
+    "cryptography==44.0.0",
+    "requests==2.32.3",
 ];
 
 /// The environment's directory: named by the pins, so changing a pin makes
@@ -55,7 +61,8 @@ fn usable(python: &Path) -> bool {
         && Command::new(python)
             .args([
                 "-c",
-                "import openapi_spec_validator, openapi_python_client, poetry.core, openapi_generator_cli, aiosmtpd",
+                "import openapi_spec_validator, openapi_python_client, poetry.core, openapi_generator_cli, aiosmtpd, \
+                 jwt, cryptography, requests",
             ])
             .output()
             .is_ok_and(|o| o.status.success())

@@ -97,12 +97,21 @@ async fn operators_decide_from_the_queues_with_four_eyes_on_wires() {
     let recorded = send_json(Method::POST, &url, Some(&tom_key), Some(&wire)).await;
     assert_eq!(recorded.body["status"], "AWAITING_APPROVAL", "{recorded:?}");
     let mint = recorded.body["id"].as_str().unwrap().to_string();
+    let second = json!({ "memo_id": memo, "amount": "40.00", "reference": "FED-78", "reason": "arrived" });
+    let refused_wire = send_json(Method::POST, &url, Some(&tom_key), Some(&second)).await;
+    assert_eq!(refused_wire.body["status"], "AWAITING_APPROVAL", "{refused_wire:?}");
+    let refused_wire = refused_wire.body["id"].as_str().unwrap().to_string();
 
     let request = json!({ "request_id": "va-1", "destination": { "account_id": "ada-usdc", "currency": "USDC",
                           "chain": "ETHEREUM_TESTNET" }, "source": { "banking_country": "US" } });
     let va = app.post("/v2/identities/ada/virtual-accounts", &key, &request).await;
     assert_eq!(va.status, 201, "{va:?}");
     let va = va.body["id"].as_str().unwrap().to_string();
+    let other = json!({ "request_id": "va-2", "destination": { "account_id": "ada-usdc", "currency": "USDC",
+                        "chain": "ETHEREUM_TESTNET" }, "source": { "banking_country": "US" } });
+    let refused_va = app.post("/v2/identities/ada/virtual-accounts", &key, &other).await;
+    assert_eq!(refused_va.status, 201, "{refused_va:?}");
+    let refused_va = refused_va.body["id"].as_str().unwrap().to_string();
 
     let browser = Browser::start("operators").await;
     sign_in(&browser, &app, "cleo", &cleo_link).await;
@@ -142,7 +151,7 @@ async fn operators_decide_from_the_queues_with_four_eyes_on_wires() {
     assert!(health.starts_with("UNHEALTHY") && health.contains("no chain has recorded a scan"), "{health}");
     let books = browser.text("#books tbody").await;
     assert!(
-        books.contains("USDC") && books.contains("received 250.00 USD") && books.contains("DIFFER"),
+        books.contains("USDC") && books.contains("received 290.00 USD") && books.contains("DIFFER"),
         "{books}"
     );
     sign_out(&browser).await;
@@ -169,10 +178,39 @@ async fn operators_decide_from_the_queues_with_four_eyes_on_wires() {
     sign_in(&browser, &app, "tess", &tess_link).await;
     let row = browser.text("#wires tbody").await;
     assert!(row.contains("tom <tom@platform.example> (operator:"), "the recorder by name: {row}");
-    browser.click("#wires form[action$='/approve'] button").await;
+    browser.click(&format!("#wires form[action='/console/queues/wires/{mint}/approve'] button")).await;
     let status = app.store().mint(None, &mint).await.unwrap().status;
     assert_ne!(status.as_str(), "AWAITING_APPROVAL", "approved: {status:?}");
     browser.check("queues-approved").await;
+    // The other wire refused from the queue: nothing is minted, its
+    // dollars are owed back.
+    browser.click(&format!("#wires form[action='/console/queues/wires/{refused_wire}/refuse'] button")).await;
+    let refused = app.store().mint(None, &refused_wire).await.unwrap();
+    assert_eq!(refused.status.as_str(), "FAILED", "refused: {refused:?}");
+    assert!(!browser.text("#wires tbody").await.contains(&refused_wire), "out of the queue");
+    let owed = app.store().fiat_returns(false).await.unwrap();
+    assert!(owed.iter().any(|r| r.mint.id == refused_wire), "its dollars owed back");
+
+    // A virtual account the bank refused, with its reason.
+    browser.fill("#refusal-2", "the bank declined the applicant").await;
+    browser
+        .click(&format!(
+            "#virtual-accounts form[action='/console/queues/virtual-accounts/{refused_va}/refuse'] button"
+        ))
+        .await;
+    let refused = app.get("/v2/identities/ada/virtual-accounts", &key).await;
+    let refused = refused.body["virtual_accounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["id"] == refused_va.as_str())
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        (&refused["status"], &refused["failure_reason"]),
+        (&json!("VIRTUAL_ACCOUNT_STATUS_FAILED"), &json!("the bank declined the applicant")),
+        "{refused}"
+    );
 
     // A virtual account waiting for the bank: its number recorded by one
     // operator, opened when another confirms the same number.

@@ -39,7 +39,7 @@ impl Instance {
         let log = env.dir.path().join(format!("{name}.log"));
         let process = env
             .command(&["run", "--listen", &format!("127.0.0.1:{port}")])
-            .env("CUSTODY_INDEXER_WORKER_LEASE", "1s")
+            .env("CUSTODY_INDEXER_WORKER_LEASE", "10s")
             .env("CUSTODY_INDEXER_MNEMONIC", MNEMONIC)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())

@@ -207,12 +207,37 @@ async fn run_killed_before_and_after_its_first_commit_misses_nothing() {
                 tokio::time::sleep(Duration::from_millis(40)).await;
             }
         });
-        for wait_ms in [30, 120, 400, 900, 250, 1500, 700] {
+        // (after a commit, then how long): killed before its first commit
+        // (0 ms after it started, or 30), or once its cursor moved.
+        let store = env.store().await;
+        let cursor = || async { store.chain_state(CHAIN).await.unwrap().map(|s| s.next_block) };
+        let mut seen = BTreeSet::new();
+        for (after_commit, wait_ms) in [
+            (false, 0),
+            (true, 120),
+            (true, 400),
+            (false, 30),
+            (true, 900),
+            (true, 250),
+            (true, 1500),
+            (true, 700),
+        ] {
+            let before = cursor().await;
             let mut run = env.spawn_run(CHAIN);
+            if after_commit {
+                eventually(Duration::from_secs(60), "a commit by this run", || async {
+                    (cursor().await != before).then_some(())
+                })
+                .await;
+            }
             tokio::time::sleep(Duration::from_millis(wait_ms)).await;
             run.kill().unwrap();
             run.wait().unwrap();
+            seen.insert(cursor().await != before);
         }
+        // The proof of the timings: a run was killed before it committed
+        // anything, and runs were killed after they committed.
+        assert_eq!(seen, BTreeSet::from([false, true]), "kills before and after a commit");
         injector.abort();
         proxy.faults.fail_next.store(0, Ordering::Relaxed);
         stop.store(true, Ordering::Relaxed);

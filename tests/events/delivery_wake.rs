@@ -122,7 +122,7 @@ async fn suspension_is_delivered_at_once(url: &str, writer: &Store) {
     let shutdown = CancellationToken::new();
     let worker = tokio::spawn(delivery::run(worker_store, config, shutdown.clone()));
     // Its first claim finds nothing: the next is a minute away.
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    idle_and_listening(url).await;
     // Another process suspends an identity: an event that is not a deposit's.
     suspend_an_identity(writer).await;
     let suspended = || receiver.received().iter().any(|r| r.json()["type"] == "identity_status_update");
@@ -132,6 +132,26 @@ async fn suspension_is_delivered_at_once(url: &str, writer: &Store) {
     .await;
     shutdown.cancel();
     worker.await.unwrap();
+}
+
+/// Waits until the worker on `url`'s database listens for the outbox and
+/// has finished a claim that found nothing (its connections' last
+/// statements, as PostgreSQL shows them): from then on its next claim is a
+/// poll away, and only a wake finds an event committed now.
+async fn idle_and_listening(url: &str) {
+    let probe = sqlx::PgPool::connect(url).await.unwrap();
+    let sql = "SELECT COALESCE(state, ''), query FROM pg_stat_activity
+               WHERE datname = current_database() AND pid <> pg_backend_pid()";
+    eventually(Duration::from_secs(30), "the worker listening, its first claim done", || async {
+        let rows: Vec<(String, String)> = sqlx::query_as(sql).fetch_all(&probe).await.unwrap();
+        let listening = rows.iter().any(|(_, query)| query.trim_start().starts_with("LISTEN"));
+        let claimed = rows.iter().any(|(state, query)| {
+            state == "idle" && query.contains("FROM deliveries WHERE state = 'PENDING'")
+        });
+        (listening && claimed).then_some(())
+    })
+    .await;
+    probe.close().await;
 }
 
 /// Creates an identity and suspends it: one `identity_status_update` event.
