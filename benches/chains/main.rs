@@ -152,7 +152,17 @@ async fn round(chains: &Chains, profile: Profile, backend: Backend, accounts: u6
     let db = TestDb::new(backend).await;
     let watched = register(&db.store, chains, accounts).await;
     let receiver = Receiver::start().await;
-    db.store.create_webhook("default", &receiver.url, "bench", Secret::generate().expose()).await.unwrap();
+    let secret = Secret::generate();
+    let system = custody_indexer::audit::Actor::System;
+    custody_indexer::webhooks::register(
+        &db.store,
+        "default",
+        (&receiver.url, "bench"),
+        secret.expose(),
+        &system,
+    )
+    .await
+    .unwrap();
     let (overrides, pids) = (nodes.overrides(), nodes.pids());
     let mut run = sample::Run::spawn(&db.url, &overrides);
     run.wait_ready(Duration::from_secs(180)).await;

@@ -103,7 +103,15 @@ pub async fn shared(backend: Backend, organizations: u64, each: u64) {
     for k in 0..organizations {
         let organization = format!("org-{k}");
         db.store.create_organization(&organization, None).await.unwrap();
-        let webhook = db.store.create_webhook(&organization, &url, "shared", secret.expose()).await.unwrap();
+        let webhook = custody_indexer::webhooks::register(
+            &db.store,
+            &organization,
+            (&url, "shared"),
+            secret.expose(),
+            &custody_indexer::audit::Actor::System,
+        )
+        .await
+        .unwrap();
         backlog(&db.url, &organization, &webhook.id, 1 + k * each, each).await;
     }
     let total = organizations * each;
@@ -134,10 +142,26 @@ pub async fn run(backend: Backend, backlog_size: u64, stuck: Stuck) {
     common::add_account_on(&db.store, Chain::BaseSepolia, "acct", address).await;
     let (url, arrivals) = crate::receiver().await;
     let secret = Secret::generate();
-    db.store.create_webhook("default", &url, "steady", secret.expose()).await.unwrap();
+    custody_indexer::webhooks::register(
+        &db.store,
+        "default",
+        (&url, "steady"),
+        secret.expose(),
+        &custody_indexer::audit::Actor::System,
+    )
+    .await
+    .unwrap();
     db.store.create_organization("stuck", None).await.unwrap();
     let (stuck_url, attempts) = stuck_receiver(stuck).await;
-    let webhook = db.store.create_webhook("stuck", &stuck_url, "stuck", secret.expose()).await.unwrap();
+    let webhook = custody_indexer::webhooks::register(
+        &db.store,
+        "stuck",
+        (&stuck_url, "stuck"),
+        secret.expose(),
+        &custody_indexer::audit::Actor::System,
+    )
+    .await
+    .unwrap();
     backlog(&db.url, "stuck", &webhook.id, 1, backlog_size).await;
 
     let shutdown = CancellationToken::new();

@@ -125,12 +125,21 @@ pub async fn write_events(store: &Store, account: &str, address: &str, first: u6
     }
 }
 
+/// The organization's webhook at `url`, the receiver's.
+async fn bench_webhook(store: &custody_indexer::store::Store, url: &str) {
+    let system = custody_indexer::audit::Actor::System;
+    let secret = Secret::generate();
+    custody_indexer::webhooks::register(store, "default", (url, "bench"), secret.expose(), &system)
+        .await
+        .unwrap();
+}
+
 async fn throughput(backend: Backend, events: u64) {
     let db = TestDb::new(backend).await;
     let (url, arrivals) = receiver().await;
     let address = "0x1111111111111111111111111111111111111111";
     common::add_account_on(&db.store, Chain::BaseSepolia, "acct", address).await;
-    db.store.create_webhook("default", &url, "bench", Secret::generate().expose()).await.unwrap();
+    bench_webhook(&db.store, &url).await;
     delivered(&db, backend, &arrivals, address, events).await;
     published(&db, backend).await;
 }
@@ -193,7 +202,7 @@ async fn latency(backend: Backend, samples: u64) {
     let alice = anvil.accounts[1];
     add_account(&db.store, "alice", &alice.to_string()).await;
     let (url, arrivals) = receiver().await;
-    db.store.create_webhook("default", &url, "bench", Secret::generate().expose()).await.unwrap();
+    bench_webhook(&db.store, &url).await;
     let shutdown = CancellationToken::new();
     let config_file =
         chain_config(&[anvil.url()], None, "poll_interval_ms = 100\nconfirmation = { depth = 1000 }");

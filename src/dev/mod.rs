@@ -35,6 +35,7 @@ use std::{collections::BTreeMap, path::PathBuf, process::ExitCode, sync::Arc};
 use anyhow::bail;
 use clap::{Args, Subcommand};
 use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
 
 pub use seed::Asset;
 use state::StateDir;
@@ -79,7 +80,7 @@ enum DevAction {
     Show(show::ShowArgs),
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 struct DevOptions {
     /// The state directory: keys, seed, the SQLite store (dev ignores
     /// --database-url), chain files; kept between runs.
@@ -145,6 +146,10 @@ pub struct Summary {
     /// `--server` commands (`CUSTODY_INDEXER_OPERATOR_KEY`).
     #[serde(default)]
     pub operator_keys: Vec<String>,
+    /// The chains whose local node is being built: each joins when it is,
+    /// and `dev` then prints its line again with them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub joining: Vec<Chain>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -180,7 +185,6 @@ async fn start(options: DevOptions) -> anyhow::Result<ExitCode> {
         );
     }
     let state = StateDir::open(&options.state_dir, options.reset)?;
-    let (url, json) = (state.database_url(), options.json);
     // Signals are handled from here on: one while the nodes start kills
     // those started so far (their handles drop); one later, or a failure
     // of the setup, stops them as a clean exit does, so anvil writes its
@@ -188,20 +192,53 @@ async fn start(options: DevOptions) -> anyhow::Result<ExitCode> {
     // The same listener then stops `run`: a signal between the setup and
     // the service is never lost between two listeners.
     let shutdown = crate::service::cancel_on_signal()?;
+    loop {
+        match run_once(&state, options.clone(), &shutdown).await? {
+            Ended::Stopped(code) => return Ok(code),
+            Ended::Joining => {
+                eprintln!(
+                    "the local Solana network is built: {} joins, and dev starts again with it …",
+                    seed::SOLANA_CHAIN
+                );
+            }
+        }
+    }
+}
+
+/// How one run of the platform ended.
+enum Ended {
+    /// For good: a signal, or a failure.
+    Stopped(ExitCode),
+    /// The local Solana network was built meanwhile: the platform starts
+    /// again with its chain.
+    Joining,
+}
+
+/// Starts the nodes, prepares the platform and runs it until `shutdown`,
+/// or until the local Solana network being built in the background is
+/// ready (the service then stops and the nodes with it; the state
+/// directory keeps what the next run goes on with).
+async fn run_once(
+    state: &StateDir,
+    options: DevOptions,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<Ended> {
+    let (url, json) = (state.database_url(), options.json);
     let stop = shutdown.clone().cancelled_owned();
     tokio::pin!(stop);
-    let nodes = tokio::select! {
-        nodes = start_nodes(&state, options.nats) => nodes?,
+    let (nodes, mut building) = tokio::select! {
+        started = start_nodes(state, options.nats) => started?,
         () = &mut stop => {
             eprintln!("interrupted: stopped before the platform was ready");
-            return Ok(ExitCode::FAILURE);
+            return Ok(Ended::Stopped(ExitCode::FAILURE));
         }
     };
+    let joining: Vec<Chain> = building.iter().map(|_| seed::SOLANA_CHAIN).collect();
     let prepared = tokio::select! {
-        prepared = prepare(&state, &nodes, options) => prepared,
+        prepared = prepare(state, &nodes, options, &joining) => prepared,
         () = &mut stop => Err(Interrupted.into()),
     };
-    let Prepared { summary, people: prepared_people, service, mut launch } = match prepared {
+    let Prepared { summary, people, service, mut launch } = match prepared {
         Ok(prepared) => prepared,
         Err(error) => {
             for node in nodes {
@@ -209,17 +246,57 @@ async fn start(options: DevOptions) -> anyhow::Result<ExitCode> {
             }
             if error.is::<Interrupted>() {
                 eprintln!("interrupted: {error}");
-                return Ok(ExitCode::FAILURE);
+                return Ok(Ended::Stopped(ExitCode::FAILURE));
             }
             return Err(error);
         }
     };
-    launch.shutdown = Some(shutdown);
-    let dir = state.path.clone();
+    // The service stops on a signal, or when a node joins.
+    let run = shutdown.child_token();
+    launch.shutdown = Some(run.clone());
     let pids: Vec<u32> = nodes.iter().filter_map(nodes::Node::pid).collect();
-    let mut summary = summary;
-    let people = prepared_people;
-    launch.on_listen = Some(Box::new(move |address| {
+    launch.on_listen = Some(announcer(summary, people, state.path.clone(), pids, json));
+    let service = crate::service::run_service(&url, service, launch);
+    tokio::pin!(service);
+    let mut joins = false;
+    let outcome = loop {
+        tokio::select! {
+            outcome = &mut service => break outcome,
+            built = async { building.as_mut().expect("awaited only while building").await }, if building.is_some() => {
+                building = None;
+                match built.unwrap_or_else(|e| Err(format!("its build stopped: {e}"))) {
+                    Ok(()) => {
+                        joins = true;
+                        run.cancel();
+                    }
+                    Err(why) => eprintln!(
+                        "warning: the local Solana network could not be built ({why}): dev goes on without {}",
+                        seed::SOLANA_CHAIN
+                    ),
+                }
+            }
+        }
+    };
+    if !joins || outcome.is_err() || shutdown.is_cancelled() {
+        state.withdraw();
+    }
+    for node in nodes {
+        node.stop().await;
+    }
+    outcome?;
+    Ok(if joins && !shutdown.is_cancelled() { Ended::Joining } else { Ended::Stopped(ExitCode::SUCCESS) })
+}
+
+/// What `dev` does once the API listens: writes `dev.json` and prints the
+/// ready line (or the guide).
+fn announcer(
+    mut summary: Summary,
+    people: people::People,
+    dir: PathBuf,
+    pids: Vec<u32>,
+    json: bool,
+) -> Box<dyn FnOnce(std::net::SocketAddr) + Send> {
+    Box::new(move |address| {
         summary.api_url = format!("http://{address}");
         summary.console_url = format!("{}/console/", summary.api_url);
         summary.console_enrol_url = format!("{}{}", summary.api_url, people.console_enrol_path);
@@ -229,13 +306,7 @@ async fn start(options: DevOptions) -> anyhow::Result<ExitCode> {
             eprintln!("warning: cannot write dev.json ({error:#}): `dev deposit` cannot reach this dev");
         }
         print_ready(&summary, &dir, json);
-    }));
-    let outcome = crate::service::run_service(&url, service, launch).await;
-    state.withdraw();
-    for node in nodes {
-        node.stop().await;
-    }
-    outcome.map(|()| ExitCode::SUCCESS)
+    })
 }
 
 /// A signal arrived while `dev` was setting up.
@@ -246,7 +317,12 @@ struct Interrupted;
 /// Places the tokens on the started `nodes`, writes the chain files, funds
 /// the wallets and seeds the store, or opens the one a previous run kept
 /// when its chains are still there.
-async fn prepare(state: &StateDir, nodes: &[nodes::Node], options: DevOptions) -> anyhow::Result<Prepared> {
+async fn prepare(
+    state: &StateDir,
+    nodes: &[nodes::Node],
+    options: DevOptions,
+    joining: &[Chain],
+) -> anyhow::Result<Prepared> {
     let kept = state.ledgers()?;
     let signer = Arc::new(MnemonicSigner::from(&state.mnemonic()?)?);
     let mut placed = Vec::new();
@@ -277,9 +353,17 @@ async fn prepare(state: &StateDir, nodes: &[nodes::Node], options: DevOptions) -
     let url = state.database_url();
     let pii = state.pii_key(crate::pii::Key::from_env()?)?;
     let webhook_url = options.webhook_url.as_deref();
-    let seeded =
-        seed::seed_store(&url, &chains, signer.as_ref(), pii.clone(), &seed, webhook_url, kept.is_some())
-            .await?;
+    let kept_store = kept.is_some();
+    let seeded = seed::seed_store(
+        &url,
+        (&chains, joining),
+        signer.as_ref(),
+        pii.clone(),
+        &seed,
+        webhook_url,
+        kept_store,
+    )
+    .await?;
     let people = people::seed(&url, pii.clone(), state, &seed.organization, kept.is_some()).await?;
     let pii_key = pii;
     let mut ledgers = kept.unwrap_or_default();
@@ -308,6 +392,7 @@ async fn prepare(state: &StateDir, nodes: &[nodes::Node], options: DevOptions) -
         console_enrol_url: String::new(),
         operator_enrol_urls: Vec::new(),
         operator_keys: people.operator_keys.clone(),
+        joining: joining.to_vec(),
     };
     let mut api = options.api;
     api.environment = Some(Environment::Sandbox);
@@ -325,15 +410,36 @@ async fn prepare(state: &StateDir, nodes: &[nodes::Node], options: DevOptions) -
 }
 
 /// The local nodes that can run, each on the chain state the state
-/// directory keeps for it; an error when neither can.
-async fn start_nodes(state: &StateDir, nats: bool) -> anyhow::Result<Vec<nodes::Node>> {
-    let (anvil, solana) = tokio::join!(nodes::find(nodes::Kind::Anvil), nodes::find(nodes::Kind::Solana));
+/// directory keeps for it, and the local Solana network's build when it
+/// must be built first (in the background: the platform is ready without
+/// it, and it joins once built); an error when no node can run.
+async fn start_nodes(state: &StateDir, nats: bool) -> anyhow::Result<(Vec<nodes::Node>, Option<Building>)> {
+    let building = match nodes::found(nodes::Kind::Solana) {
+        None if nodes::solana_buildable() => {
+            let log = state.file("solana-build.log");
+            eprintln!(
+                "{} joins once the local Solana network is built (in the background; its log: {})",
+                seed::SOLANA_CHAIN,
+                log.display()
+            );
+            Some(tokio::spawn(async move { nodes::build_solana_node(Some(&log)).await }))
+        }
+        _ => None,
+    };
+    let solana = async {
+        if building.is_some() {
+            return None;
+        }
+        Some(nodes::find(nodes::Kind::Solana).await)
+    };
+    let (anvil, solana) = tokio::join!(nodes::find(nodes::Kind::Anvil), solana);
     let (anvil_log, solana_log) = (state.file("anvil.log"), state.file("solana-node.log"));
     let (anvil_state, ledger) = (state.file("anvil-state.json"), state.file("solana-ledger.sqlite"));
     let (anvil, solana) = tokio::join!(
         async { Some(nodes::start_anvil(&missing(anvil, seed::EVM_CHAIN)?, &anvil_log, &anvil_state).await) },
         async {
-            Some(nodes::start_solana(&missing(solana, seed::SOLANA_CHAIN)?, &solana_log, &ledger).await)
+            let bin = missing(solana?, seed::SOLANA_CHAIN)?;
+            Some(nodes::start_solana(&bin, &solana_log, &ledger).await)
         },
     );
     let mut nodes: Vec<nodes::Node> = anvil.transpose()?.into_iter().chain(solana.transpose()?).collect();
@@ -344,8 +450,11 @@ async fn start_nodes(state: &StateDir, nats: bool) -> anyhow::Result<Vec<nodes::
         let bin = nodes::find(nodes::Kind::Nats).await.map_err(anyhow::Error::msg)?;
         nodes.push(nodes::start_nats(&bin, &state.file("nats.log"), &state.file("nats")).await?);
     }
-    Ok(nodes)
+    Ok((nodes, building))
 }
+
+/// The local Solana network's build under way.
+type Building = tokio::task::JoinHandle<Result<(), String>>;
 
 /// The binary, or `None` after saying on standard error what is missing,
 /// what installs it, and that `dev` runs without `chain`.
@@ -409,6 +518,12 @@ fn guide(s: &Summary, dir: &std::path::Path) -> String {
             chain.as_str(),
             "",
             tokens.join(", ")
+        ));
+    }
+    for chain in &s.joining {
+        out.push_str(&format!(
+            "  {:<17} joins once its local network is built (in the background: the first build takes minutes)\n",
+            chain.as_str()
         ));
     }
     out.push_str(&console_lines(s));

@@ -101,30 +101,37 @@ fn cache_dir() -> PathBuf {
     }
 }
 
-/// The node's binary: found, or installed now. `Err` says what is missing
-/// and what command installs it.
-pub async fn find(kind: Kind) -> Result<PathBuf, String> {
-    let mut notes = Vec::new();
-    if let Some(given) = std::env::var_os(kind.env()).filter(|v| !v.is_empty()).map(PathBuf::from) {
-        if given.is_file() {
-            return Ok(given);
-        }
-        notes.push(format!("{} names {}, which does not exist", kind.env(), given.display()));
-    }
+/// The node's binary, if it is already there (named by its variable, on
+/// the `PATH`, or in the cache): nothing is installed.
+pub fn found(kind: Kind) -> Option<PathBuf> {
+    let given = std::env::var_os(kind.env()).filter(|v| !v.is_empty()).map(PathBuf::from);
     let on_path = std::env::var_os("PATH")
         .map(|p| std::env::split_paths(&p).map(|dir| dir.join(kind.binary())).collect::<Vec<_>>())
         .unwrap_or_default();
-    if let Some(found) = on_path.into_iter().find(|p| p.is_file()) {
-        return Ok(found);
+    given.into_iter().chain(on_path).chain([kind.cached()]).find(|p| p.is_file())
+}
+
+/// Whether the local Solana network can be built here: its source is
+/// where [`build_solana_node`] looks.
+pub fn solana_buildable() -> bool {
+    solana_source().join("Cargo.toml").is_file()
+}
+
+/// The node's binary: found, or installed now. `Err` says what is missing
+/// and what command installs it.
+pub async fn find(kind: Kind) -> Result<PathBuf, String> {
+    if let Some(bin) = found(kind) {
+        return Ok(bin);
+    }
+    let mut notes = Vec::new();
+    if let Some(given) = std::env::var_os(kind.env()).filter(|v| !v.is_empty()).map(PathBuf::from) {
+        notes.push(format!("{} names {}, which does not exist", kind.env(), given.display()));
     }
     let cached = kind.cached();
-    if cached.is_file() {
-        return Ok(cached);
-    }
     notes.push(format!("`{}` is not on PATH nor at {}", kind.binary(), cached.display()));
     let installed = match kind {
         Kind::Anvil => install_anvil().await,
-        Kind::Solana => build_solana_node().await,
+        Kind::Solana => build_solana_node(None).await,
         Kind::Nats => install_nats().await,
     };
     match installed {
@@ -188,8 +195,9 @@ fn solana_source() -> PathBuf {
 }
 
 /// `cargo build` of tools/solana-node into the cache, as
-/// scripts/install-solana-node.sh, its progress on standard error.
-async fn build_solana_node() -> Result<(), String> {
+/// scripts/install-solana-node.sh, its progress on standard error or, for
+/// a build in the background, in `log`.
+pub async fn build_solana_node(log: Option<&Path>) -> Result<(), String> {
     let source = solana_source();
     let manifest = source.join("Cargo.toml");
     if !manifest.is_file() {
@@ -211,14 +219,17 @@ async fn build_solana_node() -> Result<(), String> {
         source.display(),
         target.display()
     );
-    let status = Command::new("cargo")
+    let mut cargo = Command::new("cargo");
+    cargo
         .args(["build", "--locked", "--manifest-path"])
         .arg(&manifest)
         .env("CARGO_TARGET_DIR", &target)
         .stdout(Stdio::null())
-        .kill_on_drop(true)
-        .status()
-        .await;
+        .kill_on_drop(true);
+    if let Some(log) = log {
+        cargo.stderr(log_file(log).map_err(|e| format!("{e:#}"))?);
+    }
+    let status = cargo.status().await;
     match status {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             Err("cargo is not installed to build it".into())

@@ -184,11 +184,12 @@ pub struct Seeded {
 /// Seeds a new store in `sandbox`, its personal data sealed with `pii`:
 /// the same organization, API key, identity and account (the first
 /// segregated key, so the same addresses) on every run. A `kept` store is
-/// opened as it is; with `webhook_url`, a webhook at that URL is registered
+/// opened as it is. The account has an address on each of `chains` and of
+/// the chains still `joining`. With `webhook_url`, a webhook at that URL is registered
 /// unless the organization has one.
 pub async fn seed_store(
     url: &str,
-    chains: &Chains,
+    (chains, joining): (&Chains, &[Chain]),
     signer: &dyn Signer,
     pii: Key,
     seed: &Seed,
@@ -203,7 +204,7 @@ pub async fn seed_store(
     let account = if kept {
         store.account(&seed.account_id).await.context("the kept store has no dev account: `dev --reset`")?
     } else {
-        create_seeded(&store, chains, signer, seed).await?
+        create_seeded(&store, (chains, joining), signer, seed).await?
     };
     let addresses: BTreeMap<Chain, String> = account
         .addresses
@@ -228,7 +229,7 @@ pub async fn seed_store(
 /// The organization, its API key, the `ACTIVE` identity and the account.
 async fn create_seeded(
     store: &Store,
-    chains: &Chains,
+    (chains, joining): (&Chains, &[Chain]),
     signer: &dyn Signer,
     seed: &Seed,
 ) -> anyhow::Result<crate::account::Account> {
@@ -260,7 +261,10 @@ async fn create_seeded(
         addresses: Vec::new(),
         watch_from: Default::default(),
     };
-    Ok(crate::keys::accounts::create(store, signer, chains.iter().map(|c| c.chain), account).await?)
+    // An address on each chain, the ones still joining too: their watch
+    // starts when they join.
+    let on = chains.iter().map(|c| c.chain).chain(joining.iter().copied());
+    Ok(crate::keys::accounts::create(store, signer, on, account).await?)
 }
 
 /// The organization's webhook at `url`, registered (signed with `secret`)

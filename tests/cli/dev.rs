@@ -32,9 +32,26 @@ struct Dev {
     process: Process,
     line: Value,
     log: PathBuf,
+    /// The lines it prints after the first (a chain joining).
+    more: std::sync::mpsc::Receiver<String>,
 }
 
 impl Dev {
+    /// The next line `dev` prints, within `wait`.
+    async fn next_line(&self, wait: Duration) -> Value {
+        let deadline = std::time::Instant::now() + wait;
+        loop {
+            match self.more.try_recv() {
+                Ok(line) => return serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}")),
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => panic!("dev ended:\n{}", self.stderr()),
+                Err(std::sync::mpsc::TryRecvError::Empty) => {
+                    assert!(std::time::Instant::now() < deadline, "no second line:\n{}", self.stderr());
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+    }
+
     fn field(&self, name: &str) -> &str {
         self.line[name].as_str().unwrap_or_else(|| panic!("{name} in {}", self.line))
     }
@@ -90,11 +107,15 @@ async fn start(state: &Path, args: &[&str], env: &[(&str, &str)]) -> Dev {
     let mut process = Process(command.spawn().unwrap());
     let stdout = process.0.stdout.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
+    let (more_tx, more) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let mut lines = BufReader::new(stdout).lines();
         let _ = tx.send(lines.next());
-        // Keep reading: nothing else is printed, and the pipe stays open.
-        for _ in lines {}
+        // Keep reading: a chain that joins prints the line again, and the
+        // pipe stays open.
+        for line in lines.map_while(Result::ok) {
+            let _ = more_tx.send(line);
+        }
     });
     let line = tokio::task::spawn_blocking(move || rx.recv_timeout(Duration::from_secs(600)))
         .await
@@ -104,7 +125,7 @@ async fn start(state: &Path, args: &[&str], env: &[(&str, &str)]) -> Dev {
         .and_then(Result::ok)
         .unwrap_or_else(|| panic!("dev printed no line: {}", std::fs::read_to_string(&log).unwrap()));
     let line = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
-    Dev { process, line, log }
+    Dev { process, line, log, more }
 }
 
 /// `dev deposit` against the running dev; returns the printed hash.
@@ -614,11 +635,14 @@ fn running_on(dir: &Path) -> Vec<u32> {
 }
 
 /// A missing local Solana network is built once into the cache with cargo,
-/// as scripts/install-solana-node.sh does, its progress shown, and reused by
-/// the next run. The crate built here stands in for tools/solana-node (whose
-/// first build takes 10 minutes and runs in every CI through the install
-/// script): a binary of the same name that execs the real node, so `dev`
-/// goes on to serve the Solana chain from what it built.
+/// as scripts/install-solana-node.sh does, in the background: the platform
+/// is ready on its EVM chain first (its line names the Solana chain as
+/// joining, and the account already has its Solana address), then starts
+/// again with the Solana chain once it is built and prints its line again;
+/// the next run reuses the build. The crate built here stands in for
+/// tools/solana-node (whose first build takes minutes and runs in every CI
+/// through the install script): a binary of the same name that execs the
+/// real node, so `dev` goes on to serve the Solana chain from what it built.
 #[tokio::test]
 async fn a_missing_solana_node_is_built_once_into_the_cache() {
     let dir = tempfile::tempdir().unwrap();
@@ -637,6 +661,17 @@ async fn a_missing_solana_node_is_built_once_into_the_cache() {
             "use std::os::unix::process::CommandExt;\nfn main() {{\n    let error = \
              std::process::Command::new({real:?}).args(std::env::args().skip(1)).exec();\n    \
              panic!(\"{{error}}\");\n}}\n"
+        ),
+    )
+    .unwrap();
+    // The build finishes once the test opens this gate: the platform is
+    // checked on its EVM chain first, however fast the machine builds.
+    let gate = dir.path().join("gate");
+    std::fs::write(
+        source.join("build.rs"),
+        format!(
+            "fn main() {{\n    while !std::path::Path::new({gate:?}).exists() {{\n        \
+             std::thread::sleep(std::time::Duration::from_millis(100));\n    }}\n}}\n"
         ),
     )
     .unwrap();
@@ -660,11 +695,25 @@ async fn a_missing_solana_node_is_built_once_into_the_cache() {
         source.display(),
         built.parent().unwrap().parent().unwrap().display()
     );
+    // Ready on the EVM chain while the Solana network builds.
+    assert_eq!(dev.line["joining"], json!([SOLANA]), "{}", dev.line);
+    assert!(dev.line["rpc_urls"][SOLANA].is_null(), "{}", dev.line);
+    let solana_address = dev.line["addresses"][SOLANA].clone();
+    assert!(solana_address.is_string(), "the account's Solana address, from the start: {}", dev.line);
+    let hash = deposit(&state, EVM, None, "1.5");
+    assert_eq!(confirmed(&dev, &hash).await["amount"], "1.5");
+    // Built, it joins: the line again, with the Solana chain.
+    std::fs::write(&gate, "").unwrap();
+    let joined = dev.next_line(Duration::from_secs(300)).await;
     assert!(dev.stderr().contains(&expected), "{expected:?} in:\n{}", dev.stderr());
     assert!(built.is_file(), "built into the cache");
-    assert!(dev.line["rpc_urls"][SOLANA].is_string(), "serves the Solana chain: {}", dev.line);
+    assert!(joined["rpc_urls"][SOLANA].is_string(), "serves the Solana chain: {joined}");
+    assert!(joined.get("joining").is_none(), "{joined}");
+    assert_eq!((&joined["api_key"], &joined["addresses"][SOLANA]), (&dev.line["api_key"], &solana_address));
+    dev.line = joined;
     let signature = deposit(&state, SOLANA, None, "0.5");
     assert_eq!(confirmed(&dev, &signature).await["amount"], "0.5");
+    assert_eq!(confirmed(&dev, &hash).await["amount"], "1.5", "the EVM deposit kept");
     assert!(terminate(&mut dev.process).success());
 
     let mut again = start(&state, &[], &env).await;

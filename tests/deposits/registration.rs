@@ -180,6 +180,21 @@ async fn keep_depositing(
     sent
 }
 
+/// The logs of the runs `env` spawned, the newest last.
+fn run_logs(env: &Env) -> String {
+    let mut logs: Vec<_> = std::fs::read_dir(env.dir.path())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("run-"))
+        .map(|e| (e.metadata().and_then(|m| m.modified()).unwrap(), e.path()))
+        .collect();
+    logs.sort();
+    logs.iter()
+        .map(|(_, path)| std::fs::read_to_string(path).unwrap_or_default())
+        .collect::<Vec<_>>()
+        .join("\n---\n")
+}
+
 #[tokio::test]
 async fn run_killed_before_and_after_its_first_commit_misses_nothing() {
     let anvil = Anvil::start().await;
@@ -197,14 +212,23 @@ async fn run_killed_before_and_after_its_first_commit_misses_nothing() {
         async move { keep_depositing(anvil, token, &wallets, &stop).await }
     };
     let faults = proxy.faults.clone();
+    let injecting = Arc::new(AtomicBool::new(true));
     let killing = async {
-        // A quarter of the requests fail while `run` is killed again and
-        // again: first before it can commit anything, then mid-catch-up.
-        let injector = tokio::spawn(async move {
-            loop {
-                faults.status.store(503, Ordering::Relaxed);
-                faults.fail_next.store(1, Ordering::Relaxed);
-                tokio::time::sleep(Duration::from_millis(40)).await;
+        // Requests fail now and then while `run` is killed again and again:
+        // first before it can commit anything, then mid-catch-up. A run
+        // that must commit first does so without them (under a failure
+        // every 40 ms its watcher never got past `eth_chainId`), and
+        // meets them again until it is killed.
+        let injector = tokio::spawn({
+            let injecting = injecting.clone();
+            async move {
+                loop {
+                    if injecting.load(Ordering::Relaxed) {
+                        faults.status.store(503, Ordering::Relaxed);
+                        faults.fail_next.store(1, Ordering::Relaxed);
+                    }
+                    tokio::time::sleep(Duration::from_millis(40)).await;
+                }
             }
         });
         // (after a commit, then how long): killed before its first commit
@@ -225,10 +249,17 @@ async fn run_killed_before_and_after_its_first_commit_misses_nothing() {
             let before = cursor().await;
             let mut run = env.spawn_run(CHAIN);
             if after_commit {
-                eventually(Duration::from_secs(60), "a commit by this run", || async {
-                    (cursor().await != before).then_some(())
-                })
-                .await;
+                injecting.store(false, Ordering::Relaxed);
+                proxy.faults.fail_next.store(0, Ordering::Relaxed);
+                let deadline = std::time::Instant::now() + Duration::from_secs(60);
+                while cursor().await == before {
+                    if let Some(status) = run.try_wait().unwrap() {
+                        panic!("run exited ({status}) before it committed:\n{}", run_logs(&env));
+                    }
+                    assert!(std::time::Instant::now() < deadline, "no commit in 60 s:\n{}", run_logs(&env));
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                injecting.store(true, Ordering::Relaxed);
             }
             tokio::time::sleep(Duration::from_millis(wait_ms)).await;
             run.kill().unwrap();

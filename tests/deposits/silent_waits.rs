@@ -363,7 +363,7 @@ async fn a_condition_keeps_its_first_time_until_cleared_on_both_stores() {
 
         // Deleting a webhook clears its condition: nothing else ever would.
         let hook = custody_indexer::webhooks::register(
-            &store,
+            store,
             "default",
             ("https://hooks.example/x", ""),
             "whsec_test",
@@ -372,7 +372,7 @@ async fn a_condition_keeps_its_first_time_until_cleared_on_both_stores() {
         .await
         .unwrap();
         store.raise_condition(None, "webhook_failing", &hook.id, "times out").await.unwrap();
-        custody_indexer::webhooks::delete(&store, None, &hook.id, &custody_indexer::audit::Actor::System)
+        custody_indexer::webhooks::delete(store, None, &hook.id, &custody_indexer::audit::Actor::System)
             .await
             .unwrap();
         let left = store.conditions().await.unwrap();

@@ -30,7 +30,7 @@ async fn a_hanging_receiver_holds_its_share_and_the_others_are_delivered() {
         for (organization, receiver) in [("stuck", &hanging), ("steady", &answering)] {
             store.create_organization(organization, None).await.unwrap();
             custody_indexer::webhooks::register(
-                &store,
+                store,
                 organization,
                 (&receiver.url, "ledger"),
                 &secret,

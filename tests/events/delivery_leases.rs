@@ -36,7 +36,7 @@ async fn slow_receivers_get_each_attempt_from_one_worker() {
     receiver.delay(Duration::from_millis(3600));
     let secret = Secret::generate().expose().to_string();
     let webhook = custody_indexer::webhooks::register(
-        &store,
+        store,
         "acme",
         (&receiver.url, "ledger"),
         &secret,

@@ -105,7 +105,7 @@ async fn suspension_is_delivered_at_once(url: &str, writer: &Store) {
     let receiver = Receiver::start().await;
     let secret = Secret::generate();
     custody_indexer::webhooks::register(
-        &writer,
+        writer,
         "default",
         (&receiver.url, "ledger"),
         secret.expose(),

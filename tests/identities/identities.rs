@@ -744,7 +744,7 @@ async fn identity_events_reach_a_webhook_signed_and_in_order_through_retries() {
     let receiver = common::receiver::Receiver::start().await;
     let secret = Secret::generate();
     custody_indexer::webhooks::register(
-        &app.store(),
+        app.store(),
         "acme",
         (&receiver.url, "hook"),
         secret.expose(),

@@ -72,7 +72,7 @@ async fn the_purge_keeps_what_a_sink_or_a_webhook_has_not_taken() {
         let store = &db.store;
         store.create_organization("acme", None).await.unwrap();
         let webhook = custody_indexer::webhooks::register(
-            &store,
+            store,
             "acme",
             ("https://receiver.example/hook", ""),
             "whsec_x",

@@ -45,7 +45,7 @@ async fn previous_keys_sign_until_their_own_expiry_at_most_two_at_a_time() {
         store.create_organization("acme", None).await.unwrap();
         let k0 = Secret::generate().expose().to_string();
         let webhook = custody_indexer::webhooks::register(
-            &store,
+            store,
             "acme",
             ("https://receiver.test/", "ledger"),
             &k0,
@@ -83,7 +83,7 @@ async fn previous_keys_sign_until_their_own_expiry_at_most_two_at_a_time() {
 
         // Another organization can neither rotate nor see it.
         let other = custody_indexer::webhooks::rotate(
-            &store,
+            store,
             Some("other"),
             &webhook.id,
             HOUR,
@@ -92,12 +92,12 @@ async fn previous_keys_sign_until_their_own_expiry_at_most_two_at_a_time() {
         .await
         .unwrap_err();
         assert!(other.to_string().contains("not found"), "{other}");
-        custody_indexer::webhooks::delete(&store, None, &webhook.id, &custody_indexer::audit::Actor::System)
+        custody_indexer::webhooks::delete(store, None, &webhook.id, &custody_indexer::audit::Actor::System)
             .await
             .unwrap();
         assert!(
             custody_indexer::webhooks::rotate(
-                &store,
+                store,
                 None,
                 &webhook.id,
                 HOUR,
@@ -182,7 +182,7 @@ async fn signing_secrets_are_sealed_at_rest_and_open_only_where_they_were_sealed
         store.create_organization("acme", None).await.unwrap();
         let (k0, other) = (Secret::generate().expose().to_string(), Secret::generate().expose().to_string());
         let webhook = custody_indexer::webhooks::register(
-            &store,
+            store,
             "acme",
             ("https://receiver.test/", "ledger"),
             &k0,
@@ -191,7 +191,7 @@ async fn signing_secrets_are_sealed_at_rest_and_open_only_where_they_were_sealed
         .await
         .unwrap();
         let second = custody_indexer::webhooks::register(
-            &store,
+            store,
             "acme",
             ("https://receiver.test/b", "b"),
             &other,
@@ -245,7 +245,7 @@ async fn a_rotation_on_an_instance_whose_clock_is_behind_keeps_the_key_it_rotate
         store.create_organization("acme", None).await.unwrap();
         let k0 = Secret::generate().expose().to_string();
         let webhook = custody_indexer::webhooks::register(
-            &store,
+            store,
             "acme",
             ("https://receiver.test/", "ledger"),
             &k0,
