@@ -82,19 +82,25 @@ impl Credit {
     }
 }
 
+/// What a credit's remittance information names of one kind of reference
+/// (a memo, a deposit message).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Found {
+    Nothing,
+    One(String),
+    /// Two of the different ones it names: an operator's to match.
+    Several(String, String),
+}
+
 impl Credit {
-    /// The one reference of the kind `what` that `read` finds among the
-    /// [`Credit::words`] (a memo, a deposit message), or why not: none, or
-    /// several different ones (the credit is then an operator's to match).
-    pub fn the_one(&self, what: &str, read: impl Fn(&str) -> Option<String>) -> Result<String, String> {
+    /// The references that `read` finds among the [`Credit::words`].
+    pub fn find(&self, read: impl Fn(&str) -> Option<String>) -> Found {
         let found: std::collections::BTreeSet<String> = self.words().filter_map(|w| read(&w)).collect();
         let mut found = found.into_iter();
         match (found.next(), found.next()) {
-            (Some(one), None) => Ok(one),
-            (None, _) => Err(format!("no {what} in its remittance information")),
-            (Some(one), Some(other)) => {
-                Err(format!("several {what}s in its remittance information ({one}, {other})"))
-            }
+            (None, _) => Found::Nothing,
+            (Some(one), None) => Found::One(one),
+            (Some(one), Some(other)) => Found::Several(one, other),
         }
     }
 }

@@ -25,7 +25,7 @@ use crate::{
     bank::{Credit, Unmatched},
     conversions::{on_ramp, virtual_account::deposit_message_in},
     issuance::{
-        Approval, memo_in,
+        Approval, memo_in, normalize_reference,
         wires::{self, Reporter, credited},
     },
     store::{Made, NewVirtualWire, Store, StoreError},
@@ -77,24 +77,28 @@ pub struct BankImport {
     pub unmatched: Vec<Unmatched>,
 }
 
-/// Where the platform takes wires: its receiving account's number, when
-/// it has one.
+/// Where the platform takes wires: its receiving account's numbers (its
+/// account number and its IBAN, as banks may write either), when it has
+/// one.
 #[derive(Debug, Clone, Default)]
 pub struct Accounts {
-    pub receiving: Option<String>,
+    pub receiving: Vec<String>,
 }
 
 impl Accounts {
     /// The account numbers of the receiving bank `details` (a Bank account
-    /// details object): its `account_number`, or its `iban`.
+    /// details object): its `account_number` and its `iban`.
     pub fn of(details: Option<&serde_json::Value>) -> Self {
-        let number = details.and_then(|d| d["account_number"].as_str().or_else(|| d["iban"].as_str()));
-        Accounts { receiving: number.map(account_key) }
+        let numbers = ["account_number", "iban"].iter().filter_map(|field| details?[field].as_str());
+        Accounts { receiving: numbers.map(account_key).collect() }
     }
 }
 
 /// Applies each credit of a bank's file once, in the wing it belongs to,
 /// as `by` reports it; `approval` is issuance's (a mint's second operator).
+/// A credit whose entry reference was applied before is answered from what
+/// it started, before anything else is judged: a virtual account closed or
+/// a receiving account changed since never makes it look unapplied.
 pub async fn import(
     store: &Store,
     credits: &[Credit],
@@ -104,11 +108,9 @@ pub async fn import(
 ) -> Result<BankImport, StoreError> {
     let mut done = BankImport::default();
     for credit in credits {
-        let creditor = creditor(store, credit, accounts).await?;
-        let applied = match route::route(credit, &creditor, memo_in, deposit_message_in) {
-            Ok(Route::Mint { memo }) => mint(store, credit, &memo, by, approval).await?,
-            Ok(Route::OnRamp { message }) => on_ramp(store, credit, &message, by).await?,
-            Err(why) => Err(why),
+        let applied = match before(store, credit).await? {
+            Some(found) => found.map(Made::Existing),
+            None => apply(store, credit, accounts, by, approval).await?,
         };
         match applied {
             Ok(Made::New(applied)) => done.applied.push(applied),
@@ -119,15 +121,63 @@ pub async fn import(
     Ok(done)
 }
 
+/// `credit` routed by what it names and applied in its wing.
+async fn apply(
+    store: &Store,
+    credit: &Credit,
+    accounts: &Accounts,
+    by: Reporter<'_>,
+    approval: &Approval,
+) -> Result<Applied, StoreError> {
+    let creditor = creditor(store, credit, accounts).await?;
+    Ok(match route::route(&creditor, memo_in(credit), deposit_message_in(credit)) {
+        Ok(Route::Mint { memo }) => mint(store, credit, &memo, by, approval).await?,
+        Ok(Route::OnRamp { message }) => on_ramp(store, credit, (&message, &creditor), by).await?,
+        Err(why) => Err(why),
+    })
+}
+
+/// What the credit's entry reference started before, if anything: the same
+/// amount is the same credit, applied; another amount under it is left out,
+/// naming what the reference started.
+async fn before(store: &Store, credit: &Credit) -> Result<Option<Result<AppliedCredit, String>>, StoreError> {
+    let reference = normalize_reference(&credit.reference);
+    if let Some((conversion, cents)) = store.conversion_by_wire(&reference).await? {
+        if cents != credit.cents {
+            let started = format!("conversion {} for {} USD", conversion.id, Cents(cents));
+            return Ok(Some(Err(format!("reference {reference} started {started}"))));
+        }
+        return Ok(Some(Ok(AppliedCredit {
+            wing: Wing::OnRamp,
+            virtual_account_id: conversion.payment_instructions_id.clone(),
+            conversion_id: Some(conversion.id.clone()),
+            status: conversion.status.to_string(),
+            ..applied(credit)
+        })));
+    }
+    let Some((mint, _)) = store.mint_by_reference(&reference).await? else { return Ok(None) };
+    if mint.amount != Cents(credit.cents).to_string() {
+        let started = format!("mint {} for {} USD", mint.id, mint.amount);
+        return Ok(Some(Err(format!("reference {reference} started {started}"))));
+    }
+    Ok(Some(Ok(AppliedCredit {
+        wing: Wing::Issuance,
+        memo_id: Some(mint.memo_id),
+        mint_id: Some(mint.id),
+        status: mint.status.to_string(),
+        ..applied(credit)
+    })))
+}
+
 /// The account `credit` names, as the platform knows it.
 async fn creditor(store: &Store, credit: &Credit, accounts: &Accounts) -> Result<Creditor, StoreError> {
     let Some(named) = credit.account.as_deref() else { return Ok(Creditor::Unnamed) };
     let key = account_key(named);
-    if accounts.receiving.as_deref() == Some(key.as_str()) {
+    if accounts.receiving.contains(&key) {
         return Ok(Creditor::Receiving);
     }
-    if store.is_active_virtual_account_number(&key).await? {
-        return Ok(Creditor::VirtualAccount);
+    if let Some(id) = store.active_virtual_account_by_number(&key).await? {
+        return Ok(Creditor::VirtualAccount(id));
     }
     Ok(Creditor::Other(named.to_string()))
 }
@@ -170,16 +220,24 @@ async fn mint(
 }
 
 /// `credit` through the on-ramp's door, at the virtual account whose
-/// deposit message is `message`.
+/// deposit message is `message`: the one it was credited to, when the bank
+/// names a virtual account's number.
 async fn on_ramp(
     store: &Store,
     credit: &Credit,
-    message: &str,
+    (message, creditor): (&str, &Creditor),
     by: Reporter<'_>,
 ) -> Result<Applied, StoreError> {
     let Some(account) = store.virtual_account_by_message(message).await? else {
         return Ok(Err(format!("no virtual account has deposit message {message}")));
     };
+    if let Creditor::VirtualAccount(credited) = creditor
+        && *credited != account
+    {
+        return Ok(Err(format!(
+            "credited to virtual account {credited}'s number but quoting virtual account {account}'s deposit message"
+        )));
+    }
     let wire = match credited(credit, "", by) {
         Ok(wire) => wire,
         Err(why) => return Ok(Err(why)),

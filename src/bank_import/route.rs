@@ -1,8 +1,8 @@
-//! Where a bank's credit goes, decided from the credit alone and what the
-//! platform knows of the account it was credited to: pure, with a table
-//! test of every case.
+//! Where a bank's credit goes, decided from what its remittance names and
+//! what the platform knows of the account it was credited to: pure, with a
+//! table test of every case.
 
-use crate::bank::Credit;
+use crate::bank::Found;
 
 /// The platform's account a credit names, as the import found it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -11,8 +11,8 @@ pub enum Creditor {
     Unnamed,
     /// The platform's receiving account (mint instructions show it).
     Receiving,
-    /// The number of an `ACTIVE` virtual account.
-    VirtualAccount,
+    /// The number of the `ACTIVE` virtual account of this id.
+    VirtualAccount(String),
     /// Another account: not one the platform takes wires at.
     Other(String),
 }
@@ -26,31 +26,40 @@ pub enum Route {
     OnRamp { message: String },
 }
 
-/// Where `credit`, credited to `creditor`, goes, or why it goes nowhere:
-/// the account is none the platform takes wires at; its remittance names
-/// both a memo and a deposit message (which is meant cannot be told);
-/// several of one kind; or none. `memo` and `message` read the one memo
-/// and the one deposit message among the remittance's words.
-pub fn route(
-    credit: &Credit,
-    creditor: &Creditor,
-    memo: impl Fn(&Credit) -> Result<String, String>,
-    message: impl Fn(&Credit) -> Result<String, String>,
-) -> Result<Route, String> {
+/// Where a credit to `creditor` whose remittance names `memo` and
+/// `message` goes, or why it goes nowhere: the account is none the
+/// platform takes wires at; a memo credited to a virtual account's number
+/// (a mint's wire goes to the receiving account); both a memo and a
+/// deposit message (which is meant cannot be told); several of a kind; or
+/// none. Whether a deposit message credited to a virtual account's number
+/// is that account's is the flow's to check, once it knows the message's
+/// account.
+pub fn route(creditor: &Creditor, memo: Found, message: Found) -> Result<Route, String> {
     if let Creditor::Other(account) = creditor {
         return Err(format!(
             "credited to account {account}, which is neither the platform's receiving account nor an ACTIVE virtual account's"
         ));
     }
-    let several = |why: &String| why.starts_with("several");
-    match (memo(credit), message(credit)) {
-        (Ok(memo), Ok(message)) => Err(format!(
+    match (memo, message) {
+        (Found::Several(one, other), _) => {
+            Err(format!("several memo_ids in its remittance information ({one}, {other})"))
+        }
+        (_, Found::Several(one, other)) => {
+            Err(format!("several deposit messages in its remittance information ({one}, {other})"))
+        }
+        (Found::One(memo), Found::One(message)) => Err(format!(
             "its remittance information names both a memo_id ({memo}) and a deposit message ({message})"
         )),
-        (Ok(memo), Err(why)) if !several(&why) => Ok(Route::Mint { memo }),
-        (Err(why), Ok(message)) if !several(&why) => Ok(Route::OnRamp { message }),
-        (Err(why), _) | (_, Err(why)) if several(&why) => Err(why),
-        _ => Err("no memo_id or deposit message in its remittance information".to_string()),
+        (Found::One(memo), Found::Nothing) => match creditor {
+            Creditor::VirtualAccount(id) => Err(format!(
+                "credited to virtual account {id}'s number but quoting memo_id {memo}: a mint's wire goes to the receiving account"
+            )),
+            _ => Ok(Route::Mint { memo }),
+        },
+        (Found::Nothing, Found::One(message)) => Ok(Route::OnRamp { message }),
+        (Found::Nothing, Found::Nothing) => {
+            Err("no memo_id or deposit message in its remittance information".to_string())
+        }
     }
 }
 
@@ -63,7 +72,7 @@ pub fn account_key(number: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{conversions::virtual_account::deposit_message_in, issuance::memo_in};
+    use crate::{bank::Credit, conversions::virtual_account::deposit_message_in, issuance::memo_in};
 
     const MEMO: &str = "CI0123456789";
     const MESSAGE: &str = "VA0123456789";
@@ -82,17 +91,23 @@ mod tests {
     fn each_credit_goes_to_the_one_wing_its_remittance_and_account_name() {
         let mint = || -> Result<Route, &str> { Ok(Route::Mint { memo: MEMO.into() }) };
         let on_ramp = || -> Result<Route, &str> { Ok(Route::OnRamp { message: MESSAGE.into() }) };
-        let cases: [(&str, Creditor, Result<Route, &str>); 11] = [
+        let virtual_account = || Creditor::VirtualAccount("va-1".into());
+        let cases: [(&str, Creditor, Result<Route, &str>); 12] = [
             ("memo, no account named", Creditor::Unnamed, mint()),
             ("memo, the receiving account", Creditor::Receiving, mint()),
             ("message, the receiving account", Creditor::Receiving, on_ramp()),
-            ("message, a virtual account", Creditor::VirtualAccount, on_ramp()),
-            ("memo, a virtual account", Creditor::VirtualAccount, mint()),
+            ("message, a virtual account", virtual_account(), on_ramp()),
+            ("message, no account named", Creditor::Unnamed, on_ramp()),
+            (
+                "memo, a virtual account",
+                virtual_account(),
+                Err("virtual account va-1's number but quoting memo_id"),
+            ),
             ("memo, another account", Creditor::Other("DE89 3704".into()), Err("neither the platform's")),
             ("message, another account", Creditor::Other("1".into()), Err("account 1, which is neither")),
             ("both", Creditor::Receiving, Err("names both a memo_id (CI0123456789) and a deposit message")),
             ("neither", Creditor::Unnamed, Err("no memo_id or deposit message")),
-            ("two memos", Creditor::Unnamed, Err("several memo_ids")),
+            ("two memos and a message", Creditor::Unnamed, Err("several memo_ids")),
             ("two messages", Creditor::Unnamed, Err("several deposit messages")),
         ];
         for (case, creditor, expected) in cases {
@@ -100,11 +115,12 @@ mod tests {
                 c if c.starts_with("memo") => format!("INVOICE 7 /REF/{MEMO}"),
                 c if c.starts_with("message") => format!("payroll {}", MESSAGE.to_lowercase()),
                 "both" => format!("{MEMO} {MESSAGE}"),
-                "two memos" => format!("{MEMO} CI0123456780"),
+                "two memos and a message" => format!("{MEMO} CI0123456780 {MESSAGE}"),
                 "two messages" => format!("{MESSAGE} VA0123456780"),
                 _ => "invoice 42".to_string(),
             };
-            let routed = route(&credit(&remittance), &creditor, memo_in, deposit_message_in);
+            let credit = credit(&remittance);
+            let routed = route(&creditor, memo_in(&credit), deposit_message_in(&credit));
             match (routed, expected) {
                 (Ok(route), Ok(expected)) => assert_eq!(route, expected, "{case}"),
                 (Err(why), Err(expected)) => assert!(why.contains(expected), "{case}: {why}"),

@@ -132,7 +132,7 @@ pub async fn webhooks(url: &str, command: WebhooksCommand) -> anyhow::Result<Exi
             }
         }
         WebhooksCommand::Redeliver { id } => {
-            store.redeliver(&id).await?;
+            webhooks::redeliver(&store, &id, &Actor::local(None)).await?;
             println!("delivery {id} is queued again");
         }
         WebhooksCommand::Verify { .. } => unreachable!("handled above"),

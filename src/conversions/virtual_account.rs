@@ -160,10 +160,10 @@ pub fn new_deposit_message() -> String {
 /// The prefix of every deposit message.
 pub const DEPOSIT_MESSAGE_PREFIX: &str = "VA";
 
-/// The deposit message a wire's remittance information carries (a bank's
-/// notification of it); why not when it carries none or several.
-pub fn deposit_message_in(credit: &crate::bank::Credit) -> Result<String, String> {
-    credit.the_one("deposit message", |w| {
+/// The deposit messages a wire's remittance information carries (a bank's
+/// notification of it).
+pub fn deposit_message_in(credit: &crate::bank::Credit) -> crate::bank::Found {
+    credit.find(|w| {
         let message: String = w.chars().filter(|c| *c != '-').map(|c| c.to_ascii_uppercase()).collect();
         Some(message).filter(|m| crate::issuance::is_issued(m, DEPOSIT_MESSAGE_PREFIX))
     })

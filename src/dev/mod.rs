@@ -264,7 +264,12 @@ async fn run_once(
             outcome = &mut service => break outcome,
             built = async { building.as_mut().expect("awaited only while building").await }, if building.is_some() => {
                 building = None;
-                match built.unwrap_or_else(|e| Err(format!("its build stopped: {e}"))) {
+                let built = built.unwrap_or_else(|e| Err(format!("its build stopped: {e}")));
+                // Joined only once the binary is where `dev` looks for it:
+                // a build that leaves it elsewhere restarts nothing.
+                match built.and_then(|()| {
+                    nodes::found(nodes::Kind::Solana).map(|_| ()).ok_or_else(|| "the build left no binary in the cache".to_string())
+                }) {
                     Ok(()) => {
                         joins = true;
                         run.cancel();

@@ -225,11 +225,20 @@ pub async fn build_solana_node(log: Option<&Path>) -> Result<(), String> {
         .arg(&manifest)
         .env("CARGO_TARGET_DIR", &target)
         .stdout(Stdio::null())
+        // Its own process group, ended whole (cargo and its compilers)
+        // when `dev` stops before the build does.
+        .process_group(0)
         .kill_on_drop(true);
     if let Some(log) = log {
         cargo.stderr(log_file(log).map_err(|e| format!("{e:#}"))?);
     }
-    let status = cargo.status().await;
+    let status = match cargo.spawn() {
+        Ok(mut child) => {
+            let _group = child.id().map(GroupGuard);
+            child.wait().await
+        }
+        Err(error) => Err(error),
+    };
     match status {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             Err("cargo is not installed to build it".into())
@@ -237,6 +246,19 @@ pub async fn build_solana_node(log: Option<&Path>) -> Result<(), String> {
         Err(e) => Err(format!("cargo did not start: {e}")),
         Ok(s) if !s.success() => Err(format!("its cargo build failed ({s})")),
         Ok(_) => Ok(()),
+    }
+}
+
+/// Kills a process group when dropped (the `kill` command: no signal
+/// crate is needed for this one use). A group already gone is no error.
+struct GroupGuard(u32);
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.0)])
+            .stderr(Stdio::null())
+            .status();
     }
 }
 

@@ -147,11 +147,10 @@ pub fn is_issued(text: &str, prefix: &str) -> bool {
         && text.bytes().skip(prefix.len()).all(|b| ALPHABET.contains(&b))
 }
 
-/// The memo a wire's remittance information carries (a bank's
-/// notification of it): a word that is one once normalized; why not when
-/// it carries none or several.
-pub fn memo_in(credit: &crate::bank::Credit) -> Result<String, String> {
-    credit.the_one("memo_id", |w| Some(normalize_memo(w)).filter(|m| is_issued(m, MEMO_PREFIX)))
+/// The memos a wire's remittance information carries (a bank's
+/// notification of it): the words that are one once normalized.
+pub fn memo_in(credit: &crate::bank::Credit) -> crate::bank::Found {
+    credit.find(|w| Some(normalize_memo(w)).filter(|m| is_issued(m, MEMO_PREFIX)))
 }
 
 #[cfg(test)]
@@ -237,9 +236,14 @@ mod tests {
             ("CI7K3M9QX2TB ci7k3m9qx2tb", Some("CI7K3M9QX2TB")),
             ("CI7K3M9QX2TB CI0000000000", None),
         ] {
-            assert_eq!(memo_in(&credit(remittance)).ok().as_deref(), memo, "{remittance:?}");
+            let one = match memo_in(&credit(remittance)) {
+                crate::bank::Found::One(one) => Some(one),
+                _ => None,
+            };
+            assert_eq!(one.as_deref(), memo, "{remittance:?}");
         }
-        let several = memo_in(&credit("CI7K3M9QX2TB CI0000000000")).unwrap_err();
-        assert_eq!(several, "several memo_ids in its remittance information (CI0000000000, CI7K3M9QX2TB)");
+        let several = memo_in(&credit("CI7K3M9QX2TB CI0000000000"));
+        assert_eq!(several, crate::bank::Found::Several("CI0000000000".into(), "CI7K3M9QX2TB".into()));
+        assert_eq!(memo_in(&credit("invoice 42")), crate::bank::Found::Nothing);
     }
 }

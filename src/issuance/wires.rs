@@ -57,6 +57,11 @@ pub async fn arrive(
     let id = made.get().id.clone();
     match settle(store, &id, approval).await {
         Ok(_) | Err(StoreError::Conflict(_)) => {}
+        // Recorded all the same: the issuance worker settles it later, and
+        // the wire is not reported as unrecorded.
+        Err(error) if error.is_refusal() => {
+            tracing::warn!(mint = %id, %error, "a recorded wire could not be settled now");
+        }
         Err(error) => return Err(error),
     }
     let now = store.mint(None, &id).await?;

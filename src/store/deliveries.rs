@@ -9,7 +9,7 @@ use sqlx::{Any, AnyConnection, Row, Transaction};
 use zeroize::Zeroizing;
 
 use super::{
-    Backend, Store, StoreError,
+    Backend, Store, StoreError, Tx,
     clock::database_now,
     now_micros,
     params::{CHUNK, placeholders},
@@ -252,23 +252,30 @@ impl Store {
         self.newest_deliveries(webhook, failed, i64::MAX).await
     }
 
-    /// Sends a dead-lettered delivery again, with a fresh retry schedule. Its
-    /// past attempts stay recorded.
-    pub async fn redeliver(&self, id: &str) -> Result<(), StoreError> {
+    /// Sends a dead-lettered delivery again in `tx`, with a fresh retry
+    /// schedule; its past attempts stay recorded. Its webhook's
+    /// organization.
+    pub(crate) async fn redeliver_in(&self, tx: &mut Tx, id: &str) -> Result<String, StoreError> {
         // Due now by the clock the claims compare with (see `clock`).
         let sql = format!(
             "UPDATE deliveries SET state = 'PENDING', attempts = 0, next_attempt_at = {}, updated_at = $1,
                 lease_owner = NULL, lease_until = NULL
              WHERE id = $2 AND state = 'FAILED'
-               AND webhook_id IN (SELECT id FROM webhooks WHERE status = 'ACTIVE')",
+               AND webhook_id IN (SELECT id FROM webhooks WHERE status = 'ACTIVE')
+             RETURNING webhook_id",
             self.lease_now(3)
         );
         let query = sqlx::query(&sql).bind(now_micros()).bind(id);
-        let updated = self.bind_lease_now(query).execute(&self.pool).await?;
-        if updated.rows_affected() == 0 {
+        let updated = self.bind_lease_now(query).fetch_optional(&mut **tx).await?;
+        let Some(row) = updated else {
             return Err(StoreError::NotFound(format!("failed delivery {id} of an active webhook")));
-        }
-        Ok(())
+        };
+        let webhook: String = row.try_get("webhook_id")?;
+        let organization = sqlx::query_scalar("SELECT organization_id FROM webhooks WHERE id = $1")
+            .bind(&webhook)
+            .fetch_one(&mut **tx)
+            .await?;
+        Ok(organization)
     }
 
     /// Every attempt of a delivery: `(attempt, status code, error, duration ms)`.

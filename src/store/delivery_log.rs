@@ -84,7 +84,12 @@ impl Store {
     /// delivered or dead-lettered, with a fresh retry schedule (its earlier
     /// attempts stay recorded); `false` when there is no such delivery or
     /// it is still being sent.
-    pub async fn resend_in(&self, tx: &mut Tx, organization: &str, id: &str) -> Result<bool, StoreError> {
+    pub(crate) async fn resend_in(
+        &self,
+        tx: &mut Tx,
+        organization: &str,
+        id: &str,
+    ) -> Result<bool, StoreError> {
         let sql = format!(
             "UPDATE deliveries SET state = 'PENDING', attempts = 0, next_attempt_at = {}, updated_at = $1,
                 lease_owner = NULL, lease_until = NULL

@@ -132,16 +132,16 @@ impl Store {
         Ok(row.map(|r| r.try_get("id")).transpose()?)
     }
 
-    /// Whether `number` is the bank account number of an `ACTIVE`
-    /// virtual account.
-    pub async fn is_active_virtual_account_number(&self, number: &str) -> Result<bool, StoreError> {
+    /// The id of the `ACTIVE` virtual account whose bank account number
+    /// is `number`.
+    pub async fn active_virtual_account_by_number(&self, number: &str) -> Result<Option<String>, StoreError> {
         let row = sqlx::query(
             "SELECT id FROM virtual_accounts WHERE bank_account_number = $1 AND status = 'ACTIVE'",
         )
         .bind(number)
         .fetch_optional(&self.pool)
         .await?;
-        Ok(row.is_some())
+        Ok(row.map(|r| r.try_get("id")).transpose()?)
     }
 
     /// Up to `limit` virtual accounts of every organization still waiting

@@ -23,7 +23,7 @@ impl Store {
     /// receiver still on a dropped key gets the deliveries again once it
     /// takes a newer one (every refused delivery is retried). The
     /// webhook's organization.
-    pub async fn rotate_signing_key_in(
+    pub(crate) async fn rotate_signing_key_in(
         &self,
         tx: &mut Tx,
         organization: Option<&str>,
@@ -77,7 +77,7 @@ impl Store {
     /// its expiry: a key that leaked must stop signing now, not in 24
     /// hours. From then on deliveries carry the current key's signature
     /// alone. The webhook's organization.
-    pub async fn revoke_previous_keys_in(
+    pub(crate) async fn revoke_previous_keys_in(
         &self,
         tx: &mut Tx,
         organization: Option<&str>,

@@ -37,7 +37,7 @@ const WEBHOOK_COLUMNS: &str = "id, organization_id, url, label, created_at, stat
 impl Store {
     /// Registers a webhook in `tx`; refused when the organization holds its
     /// limit of webhooks (deleted ones do not count). The new webhook's id.
-    pub async fn create_webhook_in(
+    pub(crate) async fn create_webhook_in(
         &self,
         tx: &mut Tx,
         organization: &str,
@@ -101,7 +101,7 @@ impl Store {
     /// Deletes a webhook in `tx`, if it belongs to `organization` (any when
     /// `None`): it gets no new events and its pending deliveries end. Its
     /// organization.
-    pub async fn delete_webhook_in(
+    pub(crate) async fn delete_webhook_in(
         &self,
         tx: &mut Tx,
         organization: Option<&str>,

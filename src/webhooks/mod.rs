@@ -90,6 +90,17 @@ pub async fn resend(store: &Store, organization: &str, id: &str, actor: &Actor) 
     Ok(())
 }
 
+/// Sends the dead-lettered delivery `id` of any organization's active
+/// webhook again (an operator on the store: `webhooks redeliver`).
+pub async fn redeliver(store: &Store, id: &str, actor: &Actor) -> Result<(), StoreError> {
+    let mut tx = store.begin().await?;
+    let organization = store.redeliver_in(&mut tx, id).await?;
+    append(&mut tx, store, actor, ("webhook_delivery.resent", "webhook_delivery", id), &organization).await?;
+    tx.commit().await?;
+    store.wake_deliveries();
+    Ok(())
+}
+
 async fn append(
     tx: &mut Tx,
     store: &Store,

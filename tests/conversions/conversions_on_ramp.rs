@@ -220,14 +220,29 @@ async fn in_production_an_operator_opens_the_virtual_account_and_two_operators_d
     assert_eq!(lines.len(), 4, "{imported}");
     let prefix = format!("wire FED-VA-2: 40.00 USD to virtual account {va}: conversion ");
     assert!(lines[0].starts_with(&prefix), "{imported}");
-    assert!(lines[1].starts_with(&format!("wire FED-MI-1: 30.00 USD for memo {memo}: mint ")), "{imported}");
-    assert!(lines[1].ends_with(" AWAITING_APPROVAL"), "{imported}");
     assert_eq!(
-        lines[2],
+        lines[1],
         "unmatched FED-VA-3: 5.00 USD \"no reference\": no memo_id or deposit message in its remittance information"
     );
-    assert_eq!(lines[3], "2 applied, 0 applied before, 1 unmatched");
-    let second = lines[0][prefix.len()..].split(' ').next().unwrap();
+    // A memo credited to a virtual account's own number: a mint's wire goes
+    // to the receiving account, so it waits for an operator.
+    assert!(
+        lines[2].starts_with("unmatched FED-MI-1: 30.00 USD")
+            && lines[2]
+                .contains(&format!("credited to virtual account {va}'s number but quoting memo_id {memo}")),
+        "{imported}"
+    );
+    assert_eq!(lines[3], "1 applied, 0 applied before, 2 unmatched");
+    // The bank's file for the receiving account: the memo's wire mints, the
+    // on-ramp's credit is the one applied before.
+    std::fs::write(&file, common::camt054::notification(&credits)).unwrap();
+    let imported = as_ann(&import);
+    let lines: Vec<&str> = imported.lines().collect();
+    assert!(lines[0].starts_with(&format!("wire FED-MI-1: 30.00 USD for memo {memo}: mint ")), "{imported}");
+    assert!(lines[0].ends_with(" AWAITING_APPROVAL"), "{imported}");
+    assert!(lines[1].starts_with(&prefix) && lines[1].ends_with("(applied before)"), "{imported}");
+    assert_eq!(lines[3], "1 applied, 1 applied before, 1 unmatched");
+    let second = lines[1][prefix.len()..].split(' ').next().unwrap();
     for name in [&import[..], &["conversions", "wires", "import", file.to_str().unwrap(), "--reason", "r"]] {
         let again = as_ann(name);
         assert!(
@@ -245,7 +260,7 @@ async fn in_production_an_operator_opens_the_virtual_account_and_two_operators_d
 
     // The route answers each credit in its list; a file to an account the
     // platform takes no wires at applies nothing.
-    let elsewhere = common::camt054::notification_to("999999", &credits[..1]);
+    let elsewhere = common::camt054::notification_to("999999", &[("FED-VA-9", "40.00", remittance.as_str())]);
     let body = json!({ "camt054": elsewhere, "reason": "statement" });
     let answer = common::api::send_json(
         alloy::transports::http::reqwest::Method::POST,

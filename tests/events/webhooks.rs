@@ -401,6 +401,13 @@ async fn a_dead_lettered_delivery_is_listed_and_redelivered() {
 
     s.receiver.answer(200);
     s.env.ok(&["webhooks", "redeliver", failed[0]["id"].as_str().unwrap()]);
+    // In the audit log, by the operating-system user who asked.
+    let log = s.env.ok(&["audit", "list", "--json"]);
+    let resent = log
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|e| e["action"] == "webhook_delivery.resent" && e["target_id"] == failed[0]["id"]);
+    assert!(resent.is_some_and(|e| e["actor"].as_str().unwrap().starts_with("local:")), "{log}");
     let delivered = eventually(Duration::from_secs(30), "the redelivery", || async {
         let delivered = s.receiver.delivered();
         delivered.iter().any(|r| r.id == pending_event).then_some(delivered)

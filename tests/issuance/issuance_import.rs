@@ -154,6 +154,22 @@ async fn a_credit_is_applied_only_at_an_account_the_platform_takes_wires_at_and_
         )
     );
     assert_eq!(lines[2], "1 applied, 0 applied before, 1 unmatched");
+    // The same entry again in a file naming another account: applied
+    // before, whatever the account now; another amount under its reference
+    // is left out, naming what the reference started.
+    let again = [("FT-C", "7.00", memo.as_str()), ("ft-c", "8.00", memo.as_str())];
+    std::fs::write(&file, notification_to("999", &again)).unwrap();
+    let out = env.ok(&import);
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(
+        lines[0].starts_with("wire FT-C: 7.00 USD for memo ") && lines[0].ends_with("(applied before)"),
+        "{out}"
+    );
+    assert!(
+        lines[1].starts_with("unmatched ft-c: 8.00 USD") && lines[1].contains("reference FT-C started mint "),
+        "{out}"
+    );
+    assert!(lines[1].ends_with("for 7.00 USD"), "{out}");
     let mints: Vec<Value> = serde_json::from_str(&env.ok(&["issuance", "mints", "list", "--json"])).unwrap();
     let amounts: Vec<&str> = mints.iter().map(|m| m["amount"].as_str().unwrap()).collect();
     assert_eq!(amounts, ["7.00"], "one mint, for the one credit applied");
