@@ -11,7 +11,6 @@ pub mod manage;
 pub mod pepper;
 
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
-use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 const PREFIX: &str = "cik_";
@@ -71,7 +70,7 @@ pub fn hash(token: &str) -> String {
 
 /// Lowercase hex SHA-256 of `bytes`.
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+    crate::audit::chain::sha256_hex(bytes)
 }
 
 /// What a store keeps of a key whose SHA-256 is `sha256_hex`: keyed under

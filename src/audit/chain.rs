@@ -62,8 +62,13 @@ impl Entry {
         fields.push(json!(self.prev_hash));
         let canonical = serde_json::Value::Array(fields);
         let bytes = serde_json::to_vec(&canonical).expect("a JSON value serializes");
-        Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+        sha256_hex(&bytes)
     }
+}
+
+/// The lower-case hex SHA-256 of `bytes`: how the log writes a digest.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Where the chain breaks: the first entry that does not match, and why.

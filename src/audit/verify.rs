@@ -89,7 +89,7 @@ pub async fn principal_rows(store: &Store) -> Result<Rows, StoreError> {
     let public_keys = store.api_key_public_keys().await?;
     for key in store.api_keys(None).await? {
         // Paired as sign-in reads it: a public key is kept.
-        let fingerprint = public_keys.get(&key.id).map(|pem| crate::api_key::sha256_hex(pem.as_bytes()));
+        let fingerprint = public_keys.get(&key.id).map(|pem| super::chain::sha256_hex(pem.as_bytes()));
         let (live, paired) = (key.revoked_at.is_none(), fingerprint.is_some());
         let row =
             KeyRow { id: key.id, owner: key.organization_id, live, paired, fingerprint, expires_at: None };

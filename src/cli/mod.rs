@@ -335,7 +335,7 @@ pub enum OrganizationsCommand {
         #[arg(long)]
         reason: Option<String>,
         #[command(flatten)]
-        server: operators::ServerArg,
+        server: server::ServerArg,
     },
     /// List organizations.
     List {

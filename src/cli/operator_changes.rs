@@ -1,9 +1,39 @@
 //! `operators changes`: the changes of operators that wait for a second
 //! admin, listed, approved and refused through the service.
 
+use clap::Subcommand;
 use serde_json::{Value, json};
 
-use super::operators::{ChangesCommand, print_change, str_of};
+use super::server::ServerArg;
+
+#[derive(Debug, Subcommand)]
+pub enum ChangesCommand {
+    /// List the changes, newest first.
+    List {
+        /// Only the pending ones.
+        #[arg(long)]
+        pending: bool,
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        server: ServerArg,
+    },
+    /// Approve a pending change (not one you proposed or that is about
+    /// you): it applies at once.
+    Approve {
+        id: String,
+        #[command(flatten)]
+        server: ServerArg,
+    },
+    /// Refuse a pending change.
+    Refuse {
+        id: String,
+        #[arg(long)]
+        reason: String,
+        #[command(flatten)]
+        server: ServerArg,
+    },
+}
 
 pub async fn run(command: ChangesCommand) -> anyhow::Result<()> {
     match command {
@@ -57,4 +87,28 @@ fn print_line(change: &Value) {
         str_of(&change["proposed_by"]),
         str_of(&change["created_at"]),
     );
+}
+
+/// A JSON string's text (empty when it is none).
+pub(super) fn str_of(value: &serde_json::Value) -> &str {
+    value.as_str().unwrap_or_default()
+}
+
+/// Prints the change an answer holds, if it holds one.
+pub(super) fn print_change(answer: &serde_json::Value) -> bool {
+    let change = &answer["change"];
+    if change.is_null() {
+        return false;
+    }
+    println!(
+        "change {} ({} of {}) {}",
+        str_of(&change["id"]),
+        str_of(&change["kind"]),
+        str_of(&change["target"]),
+        str_of(&change["status"])
+    );
+    if change["status"] == "PENDING" {
+        println!("another admin approves it: operators changes approve {}", str_of(&change["id"]));
+    }
+    true
 }

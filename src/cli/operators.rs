@@ -4,11 +4,13 @@
 //! the admin's key in `CUSTODY_INDEXER_OPERATOR_KEY`), and in `production`
 //! each grant is a change another admin approves (`operators changes`).
 
-use anyhow::bail;
-use clap::{Args, Subcommand};
+use clap::Subcommand;
 use serde_json::json;
 
-use super::server::Server;
+use super::{
+    operator_changes::{ChangesCommand, print_change, str_of},
+    server::{Server, ServerArg},
+};
 use crate::{
     audit::Actor,
     environment::Environment,
@@ -89,35 +91,6 @@ pub enum RolesCommand {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum ChangesCommand {
-    /// List the changes, newest first.
-    List {
-        /// Only the pending ones.
-        #[arg(long)]
-        pending: bool,
-        #[arg(long)]
-        json: bool,
-        #[command(flatten)]
-        server: ServerArg,
-    },
-    /// Approve a pending change (not one you proposed or that is about
-    /// you): it applies at once.
-    Approve {
-        id: String,
-        #[command(flatten)]
-        server: ServerArg,
-    },
-    /// Refuse a pending change.
-    Refuse {
-        id: String,
-        #[arg(long)]
-        reason: String,
-        #[command(flatten)]
-        server: ServerArg,
-    },
-}
-
-#[derive(Debug, Subcommand)]
 pub enum KeysCommand {
     /// Create a key for an operator; printed once, on the last line.
     Create {
@@ -133,44 +106,10 @@ pub enum KeysCommand {
     },
 }
 
-/// The service to act through.
-#[derive(Debug, Args)]
-pub struct ServerArg {
-    /// The service's URL; the operator key is read from
-    /// `CUSTODY_INDEXER_OPERATOR_KEY`.
-    #[arg(long, env = "CUSTODY_INDEXER_SERVER")]
-    pub server: Option<String>,
-}
-
-impl ServerArg {
-    pub fn required(&self, what: &str) -> anyhow::Result<Server> {
-        match &self.server {
-            Some(url) => Server::from_env(url),
-            None => bail!(
-                "{what} goes through the service: pass --server URL (or set CUSTODY_INDEXER_SERVER) and an admin's \
-                 key in CUSTODY_INDEXER_OPERATOR_KEY"
-            ),
-        }
-    }
-}
-
 pub async fn run(url: &str, command: OperatorsCommand) -> anyhow::Result<()> {
     match command {
         OperatorsCommand::Create { name, email, roles, server: ServerArg { server: None } } => {
-            let store = super::identities::open(url).await?;
-            crate::api_key::pepper::for_keys(&store).await?;
-            // An unstamped store is governed as production, the default.
-            let environment = store.environment().await?.unwrap_or(Environment::Production);
-            let new = NewOperator { name, email, roles };
-            let created = manage::bootstrap(&store, environment, &Actor::local(None), new).await?;
-            let operator = &created.operator;
-            let roles = crate::operators::resource::roles_text(&operator.roles);
-            let who = [operator.id.as_str(), &operator.name, &operator.email];
-            // Without the service's address at hand, the link's path: open
-            // it on the address the service answers at.
-            let enrol = format!("{} (on the service's address)", created.enrol_path);
-            let key = created.key.as_ref().map(|key| (key.id.as_str(), key.token.as_str()));
-            print_created(who, &roles, Some(&enrol), key);
+            bootstrap(url, NewOperator { name, email, roles }).await?
         }
         OperatorsCommand::Create { name, email, roles, server } => {
             let server = server.required("creating an operator")?;
@@ -245,8 +184,22 @@ pub async fn run(url: &str, command: OperatorsCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub(super) fn str_of(value: &serde_json::Value) -> &str {
-    value.as_str().unwrap_or_default()
+/// `operators create` on the store: the bootstrap operator.
+async fn bootstrap(url: &str, new: NewOperator) -> anyhow::Result<()> {
+    let store = super::identities::open(url).await?;
+    crate::api_key::pepper::for_keys(&store).await?;
+    // An unstamped store is governed as production, the default.
+    let environment = store.environment().await?.unwrap_or(Environment::Production);
+    let created = manage::bootstrap(&store, environment, &Actor::local(None), new).await?;
+    let operator = &created.operator;
+    let roles = crate::operators::resource::roles_text(&operator.roles);
+    let who = [operator.id.as_str(), &operator.name, &operator.email];
+    // Without the service's address at hand, the link's path: open it on
+    // the address the service answers at.
+    let enrol = format!("{} (on the service's address)", created.enrol_path);
+    let key = created.key.as_ref().map(|key| (key.id.as_str(), key.token.as_str()));
+    print_created(who, &roles, Some(&enrol), key);
+    Ok(())
 }
 
 fn print_created([id, name, email]: [&str; 3], roles: &str, enrol: Option<&str>, key: Option<(&str, &str)>) {
@@ -288,25 +241,6 @@ fn expired(expires_at: &serde_json::Value) -> bool {
         .as_str()
         .and_then(|at| chrono::DateTime::parse_from_rfc3339(at).ok())
         .is_some_and(|at| at <= chrono::Utc::now())
-}
-
-/// Prints the change an answer holds, if it holds one.
-pub(super) fn print_change(answer: &serde_json::Value) -> bool {
-    let change = &answer["change"];
-    if change.is_null() {
-        return false;
-    }
-    println!(
-        "change {} ({} of {}) {}",
-        str_of(&change["id"]),
-        str_of(&change["kind"]),
-        str_of(&change["target"]),
-        str_of(&change["status"])
-    );
-    if change["status"] == "PENDING" {
-        println!("another admin approves it: operators changes approve {}", str_of(&change["id"]));
-    }
-    true
 }
 
 fn print_list(list: &[serde_json::Value], json: bool) -> anyhow::Result<()> {

@@ -5,6 +5,7 @@
 
 use alloy::transports::http::reqwest;
 use anyhow::{Context, bail};
+use clap::Args;
 use serde_json::Value;
 
 /// Where an operator's key is read from.
@@ -118,6 +119,27 @@ mod tests {
         ] {
             let parsed = super::reqwest::Url::parse(url).unwrap();
             assert_eq!(super::carries_keys(&parsed), carries, "{url}");
+        }
+    }
+}
+
+/// The service to act through.
+#[derive(Debug, Args)]
+pub struct ServerArg {
+    /// The service's URL; the operator key is read from
+    /// `CUSTODY_INDEXER_OPERATOR_KEY`.
+    #[arg(long, env = "CUSTODY_INDEXER_SERVER")]
+    pub server: Option<String>,
+}
+
+impl ServerArg {
+    pub fn required(&self, what: &str) -> anyhow::Result<Server> {
+        match &self.server {
+            Some(url) => Server::from_env(url),
+            None => bail!(
+                "{what} goes through the service: pass --server URL (or set CUSTODY_INDEXER_SERVER) and an admin's \
+                 key in CUSTODY_INDEXER_OPERATOR_KEY"
+            ),
         }
     }
 }

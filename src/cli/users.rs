@@ -6,7 +6,7 @@ use clap::Subcommand;
 use serde_json::json;
 
 use super::{
-    operators::ServerArg,
+    server::ServerArg,
     server::{Server, segment},
 };
 use crate::console::rules::TenantRole;
@@ -37,7 +37,7 @@ pub async fn contact(id: &str, email: &str, reason: Option<&str>, server: &Serve
     let server: Server = server.required("setting an organization's contact address")?;
     let path = format!("/operator/v1/organizations/{}/contact", segment(id));
     let answer = server.put(&path, &json!({ "contact_email": email, "reason": reason })).await?;
-    if !super::operators::print_change(&answer) {
+    if !super::operator_changes::print_change(&answer) {
         println!(
             "organization {} has contact address {}",
             answer["id"].as_str().unwrap_or_default(),
@@ -53,7 +53,7 @@ pub async fn run(command: UsersCommand) -> anyhow::Result<()> {
             let server: Server = server.required("inviting a console user")?;
             let path = format!("/operator/v1/organizations/{}/users", segment(&organization));
             let answer = server.post(&path, &json!({ "email": email, "role": role })).await?;
-            if super::operators::print_change(&answer) {
+            if super::operator_changes::print_change(&answer) {
                 println!("once approved, the enrol link is mailed to {email}");
                 return Ok(());
             }

@@ -228,6 +228,36 @@ pub struct DepositInstructions {
     pub bank_beneficiary_address: String,
 }
 
+impl DepositInstructions {
+    /// The deposit instructions of a virtual account at `bank` (a Bank
+    /// account details object: the platform's receiving bank), under its
+    /// own account number and message, delivering `stablecoin`. As the
+    /// reference observes, `currency` is the stablecoin delivered and
+    /// `payment_method` is `BLOCKCHAIN` (how the funds arrive); the wire
+    /// itself is always US dollars.
+    pub fn at(bank: &serde_json::Value, account_number: &str, message: &str, stablecoin: &str) -> Self {
+        let text = |key: &str| bank[key].as_str().unwrap_or_default().to_string();
+        let address = &bank["address"];
+        let line = ["street_line_1", "street_line_2", "city", "region_code", "postal_code", "country"]
+            .iter()
+            .filter_map(|k| address[*k].as_str().filter(|s| !s.is_empty()))
+            .collect::<Vec<_>>()
+            .join(", ");
+        DepositInstructions {
+            amount: "0".into(),
+            currency: stablecoin.into(),
+            bank_name: text("bank_name"),
+            bank_address: line.clone(),
+            payment_method: PaymentMethod::Blockchain,
+            deposit_message: message.into(),
+            bank_account_number: account_number.into(),
+            bank_routing_number: text("routing_number"),
+            bank_beneficiary_name: text("account_holder_name"),
+            bank_beneficiary_address: line,
+        }
+    }
+}
+
 /// A bank account number opened for an identity: the dollars wired to it
 /// are delivered as `destination.currency` on `destination.chain` to the
 /// account `destination.account_id`, each wire an `ON_RAMP` conversion.

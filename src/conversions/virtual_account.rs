@@ -4,12 +4,7 @@
 //! number one treasury operator records from the bank waits for a second
 //! operator's confirmation.
 
-use serde_json::Value;
-
-use super::{
-    VirtualAccount,
-    resource::{DepositInstructions, PaymentMethod},
-};
+use super::VirtualAccount;
 use crate::{
     audit::{self, Actor, Record},
     environment::Environment,
@@ -169,42 +164,11 @@ pub fn deposit_message_in(credit: &crate::bank::Credit) -> crate::bank::Found {
     })
 }
 
-/// The deposit instructions of a virtual account at `bank` (a Bank account
-/// details object: the platform's receiving bank), under its own account
-/// number and message, delivering `stablecoin`. As the reference observes,
-/// `currency` is the stablecoin delivered and `payment_method` is
-/// `BLOCKCHAIN` (how the funds arrive); the wire itself is always US
-/// dollars.
-pub fn deposit_instructions(
-    bank: &Value,
-    account_number: &str,
-    message: &str,
-    stablecoin: &str,
-) -> DepositInstructions {
-    let text = |key: &str| bank[key].as_str().unwrap_or_default().to_string();
-    let address = &bank["address"];
-    let line = ["street_line_1", "street_line_2", "city", "region_code", "postal_code", "country"]
-        .iter()
-        .filter_map(|k| address[*k].as_str().filter(|s| !s.is_empty()))
-        .collect::<Vec<_>>()
-        .join(", ");
-    DepositInstructions {
-        amount: "0".into(),
-        currency: stablecoin.into(),
-        bank_name: text("bank_name"),
-        bank_address: line.clone(),
-        payment_method: PaymentMethod::Blockchain,
-        deposit_message: message.into(),
-        bank_account_number: account_number.into(),
-        bank_routing_number: text("routing_number"),
-        bank_beneficiary_name: text("account_holder_name"),
-        bank_beneficiary_address: line,
-    }
-}
-
 #[cfg(test)]
 mod tests {
+
     use super::*;
+    use crate::conversions::resource::{DepositInstructions, PaymentMethod};
 
     #[test]
     fn numbers_and_messages_are_distinct_and_well_formed() {
@@ -227,7 +191,7 @@ mod tests {
     #[test]
     fn deposit_instructions_show_the_receiving_bank_under_the_accounts_own_number() {
         let bank = crate::bank::sandbox::receiving_account();
-        let instructions = deposit_instructions(&bank, "812345678901", "VA0123456789", "USDC");
+        let instructions = DepositInstructions::at(&bank, "812345678901", "VA0123456789", "USDC");
         assert_eq!(instructions.bank_routing_number, "123456780");
         assert_eq!(instructions.bank_account_number, "812345678901");
         assert_eq!(instructions.deposit_message, "VA0123456789");

@@ -284,22 +284,8 @@ async fn prepare(
 ) -> anyhow::Result<Prepared> {
     let kept = state.ledgers()?;
     let signer = Arc::new(MnemonicSigner::from(&state.mnemonic()?)?);
-    let mut placed = Vec::new();
     let mut events = options.events;
-    for node in nodes {
-        placed.push(match node.kind {
-            nodes::Kind::Anvil => seed::place_evm(&node.url, signer.evm_address(KeyRef::Issuer)?).await?,
-            nodes::Kind::Solana => {
-                let known = kept.as_ref().and_then(|k| k.get(&seed::SOLANA_CHAIN));
-                let issuer = signer.solana_address(KeyRef::Issuer)?.parse()?;
-                seed::place_solana(&node.url, state, known, &issuer).await?
-            }
-            nodes::Kind::Nats => {
-                events.nats_url = Some(node.url.parse()?);
-                continue;
-            }
-        });
-    }
+    let placed = place(state, nodes, kept.as_ref(), &signer, &mut events).await?;
     if let Some(kept) = &kept {
         seed::check_kept(kept, &placed, &state.path)?;
     }
@@ -366,6 +352,34 @@ async fn prepare(
         shutdown: None,
     };
     Ok(Prepared { summary, people, service, launch })
+}
+
+/// The stablecoin placed on each chain node's chain (the one the state
+/// directory keeps, when it is still there); the NATS node's address taken
+/// for `events`.
+async fn place(
+    state: &StateDir,
+    nodes: &[nodes::Node],
+    kept: Option<&state::Ledgers>,
+    signer: &MnemonicSigner,
+    events: &mut EventOptions,
+) -> anyhow::Result<Vec<seed::Placed>> {
+    let mut placed = Vec::new();
+    for node in nodes {
+        placed.push(match node.kind {
+            nodes::Kind::Anvil => seed::place_evm(&node.url, signer.evm_address(KeyRef::Issuer)?).await?,
+            nodes::Kind::Solana => {
+                let known = kept.and_then(|k| k.get(&seed::SOLANA_CHAIN));
+                let issuer = signer.solana_address(KeyRef::Issuer)?.parse()?;
+                seed::place_solana(&node.url, state, known, &issuer).await?
+            }
+            nodes::Kind::Nats => {
+                events.nats_url = Some(node.url.parse()?);
+                continue;
+            }
+        });
+    }
+    Ok(placed)
 }
 
 /// The local nodes that can run, each on the chain state the state

@@ -6,25 +6,11 @@
 //! mint waits for one there). A mint row written or changed with plain SQL
 //! names steps the log does not hold, and `issuance reconcile` says so.
 
-use super::state::Status;
+use super::{rows::MintSteps, state::Status};
 use crate::{
     chain::Chain,
     store::{Store, StoreError, audit as log},
 };
-
-/// A mint's steps as its row records them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MintSteps {
-    pub id: String,
-    pub chain: Chain,
-    pub symbol: String,
-    pub status: Status,
-    pub recorded_by: Option<String>,
-    pub approved_by: Option<String>,
-    /// The on-ramp conversion whose wire the mint delivers, if any: its
-    /// wire's recording is that conversion's `conversion.wire_recorded`.
-    pub conversion: Option<String>,
-}
 
 /// What the log holds of a mint: the actors of its first `wire.recorded`
 /// and `wire.approved` entries.

@@ -17,6 +17,7 @@ pub mod receiving;
 pub mod reconcile;
 pub mod resource;
 pub mod returns;
+pub mod rows;
 pub mod state;
 pub mod supply;
 pub mod wires;

@@ -26,27 +26,9 @@
 use alloy::primitives::U256;
 use serde::Serialize;
 
-use super::{state::Status, supply::OnChain};
+use super::{rows::MintRow, state::Status, supply::OnChain};
 use crate::amount::Cents;
 use crate::{amount::Amount, chain::Chain};
-
-/// One mint as the books see it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MintRow {
-    pub id: String,
-    pub chain: Chain,
-    pub symbol: String,
-    pub cents: i64,
-    /// Of `cents`, those kept as a fee once minted (an on-ramp's).
-    pub fee_cents: i64,
-    pub status: Status,
-    /// Its dollars are owed back (or were returned).
-    pub fiat_owed: bool,
-    /// What its transaction minted, once confirmed on chain (smallest unit).
-    pub minted: Option<U256>,
-    /// What its transaction carries while being sent.
-    pub sending: Option<U256>,
-}
 
 impl MintRow {
     /// Whether the bank credited its dollars, they are owed back, or they

@@ -84,7 +84,7 @@ impl Guarded {
         }
         let mut recent = self.recent.lock().expect("signature rate lock");
         let times = recent.entry((key, family)).or_default();
-        let now = crate::store::now_micros();
+        let now = chrono::Utc::now().timestamp_micros();
         admit(times, now, self.limit).map(|()| Some(now)).map_err(|signed| {
             let name = super::describe(key, family);
             counter!("custody_indexer_signer_refusals_total", "family" => family_label(family)).increment(1);
@@ -101,7 +101,7 @@ impl Guarded {
         let Some(at) = at else { return };
         let mut released = self.released.lock().expect("signature rate lock");
         let given = released.entry((key, family)).or_default();
-        if admit(given, crate::store::now_micros(), self.limit).is_err() {
+        if admit(given, chrono::Utc::now().timestamp_micros(), self.limit).is_err() {
             return;
         }
         let mut recent = self.recent.lock().expect("signature rate lock");

@@ -5,37 +5,19 @@
 //! cleared once sent. [`settings`] reads where mail goes from the
 //! environment.
 
+pub mod outgoing;
 pub mod sender;
 pub mod settings;
 
 use std::time::Duration;
 
+pub use outgoing::Outgoing;
 pub use settings::{Invitations, MailSettings};
 
 use crate::{
     pii::{Cipher, PiiError, Place},
     store::{StoreError, Tx, mail_outbox as rows, now_micros},
 };
-
-/// A queued message as the store holds it.
-pub struct Outgoing {
-    pub id: String,
-    pub to: String,
-    pub subject: String,
-    /// The body, sealed under the store's personal-data key.
-    pub sealed_body: String,
-    /// Tries so far, this one included once claimed.
-    pub attempts: i64,
-}
-
-impl std::fmt::Debug for Outgoing {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Outgoing")
-            .field("id", &self.id)
-            .field("attempts", &self.attempts)
-            .finish_non_exhaustive()
-    }
-}
 
 /// Where a body is sealed: its message's own place, with its recipient
 /// and subject, so that a body moved to another message, or a message

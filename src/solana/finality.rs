@@ -9,7 +9,9 @@
 //! and the deposit stays `PENDING` to be asked about again. Each decision
 //! rests on a single answer, because each request may reach another backend.
 
-use super::rpc::MAX_BLOCKS_RANGE;
+/// The widest range `getBlocks` accepts (`end - start`), Agave's
+/// `MAX_GET_CONFIRMED_BLOCKS_RANGE`: the windows are cut to it.
+pub const MAX_BLOCKS_RANGE: u64 = 500_000;
 
 /// Slots asked for below a pending slot, to find a block that shows the
 /// node's ledger reaches it. Runs of skipped slots are far shorter.

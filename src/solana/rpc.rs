@@ -59,9 +59,7 @@ const BEHIND_AT_ONCE: usize = 8;
 /// `minContextSlot` (-32016): a backend behind, whose answer would be short.
 const MIN_CONTEXT_SLOT_NOT_REACHED: i64 = JSON_RPC_SERVER_ERROR_MIN_CONTEXT_SLOT_NOT_REACHED;
 
-/// The widest range `getBlocks` accepts (`end - start`), Agave's
-/// `MAX_GET_CONFIRMED_BLOCKS_RANGE`.
-pub const MAX_BLOCKS_RANGE: u64 = 500_000;
+pub use super::finality::MAX_BLOCKS_RANGE;
 
 /// The JSON-RPC code a node answers when a transaction (for `getBlock`: any
 /// transaction of the slot) is of a version newer than the request declared.

@@ -231,7 +231,10 @@ pub async fn has_link(tx: &mut Tx, hash: &str, targets: &[&str]) -> Result<bool,
             .await?;
         for row in rows {
             let detail: String = row.try_get("detail")?;
-            if crate::audit::Detail::parse(&detail).and_then(|d| d.link_sha256).is_some_and(|h| h == hash) {
+            if crate::audit::detail::Detail::parse(&detail)
+                .and_then(|d| d.link_sha256)
+                .is_some_and(|h| h == hash)
+            {
                 return Ok(true);
             }
         }

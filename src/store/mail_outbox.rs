@@ -5,7 +5,7 @@
 use sqlx::Row;
 
 use super::{Store, StoreError, Tx};
-use crate::mail::Outgoing;
+use crate::mail::outgoing::Outgoing;
 
 /// Queues `message` (its body sealed), due at once.
 pub async fn insert(tx: &mut Tx, message: &Outgoing, now: i64) -> Result<(), StoreError> {

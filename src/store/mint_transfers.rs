@@ -8,7 +8,10 @@ use sqlx::{Any, Row, Transaction};
 use super::{Store, StoreError, Tx, now_micros, parse_column};
 use crate::{
     chain::Chain,
-    issuance::{logged::MintSteps, reconcile::MintRow, state::Status},
+    issuance::{
+        rows::{MintRow, MintSteps},
+        state::Status,
+    },
     transfers::resource::{Route, TransferStatus},
 };
 

@@ -12,8 +12,7 @@ use crate::{
     chain::Chain,
     conversions::{
         VirtualAccount, VirtualAccountStatus,
-        resource::{VirtualAccountDestination, VirtualAccountSource},
-        virtual_account::deposit_instructions,
+        resource::{DepositInstructions, VirtualAccountDestination, VirtualAccountSource},
     },
 };
 
@@ -247,7 +246,7 @@ fn virtual_account_from_row(row: &AnyRow) -> Result<VirtualAccount, StoreError> 
         (row.try_get("bank_account_number")?, row.try_get("deposit_message")?);
     let opened = matches!(status, VirtualAccountStatus::Active | VirtualAccountStatus::Inactive);
     let currency: String = row.try_get("currency")?;
-    let instructions = opened.then(|| deposit_instructions(&bank, &number, &message, &currency));
+    let instructions = opened.then(|| DepositInstructions::at(&bank, &number, &message, &currency));
     Ok(VirtualAccount {
         id: row.try_get("id")?,
         identity_id: row.try_get("identity_id")?,
