@@ -25,7 +25,7 @@ use crate::{
     bank::{Credit, Unmatched},
     conversions::{on_ramp, virtual_account::deposit_message_in},
     issuance::{
-        Approval, memo_in, normalize_reference,
+        Approval, FIAT_CURRENCY, memo_in, normalize_reference,
         wires::{self, Reporter, credited},
     },
     store::{Made, NewVirtualWire, Store, StoreError},
@@ -139,8 +139,12 @@ async fn apply(
 
 /// What the credit's entry reference started before, if anything: the same
 /// amount is the same credit, applied; another amount under it is left out,
-/// naming what the reference started.
+/// naming what the reference started. A credit in another currency than
+/// the wires' is nothing a wire started (its wing refuses it).
 async fn before(store: &Store, credit: &Credit) -> Result<Option<Result<AppliedCredit, String>>, StoreError> {
+    if credit.currency != FIAT_CURRENCY {
+        return Ok(None);
+    }
     let reference = normalize_reference(&credit.reference);
     if let Some((conversion, cents)) = store.conversion_by_wire(&reference).await? {
         if cents != credit.cents {

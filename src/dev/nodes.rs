@@ -234,8 +234,12 @@ pub async fn build_solana_node(log: Option<&Path>) -> Result<(), String> {
     }
     let status = match cargo.spawn() {
         Ok(mut child) => {
-            let _group = child.id().map(GroupGuard);
-            child.wait().await
+            let group = child.id().map(GroupGuard);
+            let status = child.wait().await;
+            // cargo ended (and waited for its compilers): its group id may
+            // be another process's from now on, never to be killed.
+            std::mem::forget(group);
+            status
         }
         Err(error) => Err(error),
     };
@@ -249,8 +253,9 @@ pub async fn build_solana_node(log: Option<&Path>) -> Result<(), String> {
     }
 }
 
-/// Kills a process group when dropped (the `kill` command: no signal
-/// crate is needed for this one use). A group already gone is no error.
+/// Kills a process group when dropped before its leader ended (the `kill`
+/// command: no signal crate is needed for this one use); forgotten once
+/// the leader was waited for.
 struct GroupGuard(u32);
 
 impl Drop for GroupGuard {

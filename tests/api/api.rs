@@ -682,16 +682,7 @@ async fn the_openapi_document_matches_the_routes_and_resources() {
     let hook = |label: &'static str| {
         let store = app.store().clone();
         async move {
-            custody_indexer::webhooks::register(
-                &store,
-                "acme",
-                ("https://93.184.215.14/hook", label),
-                "whsec_AAAA",
-                &custody_indexer::audit::Actor::System,
-            )
-            .await
-            .unwrap()
-            .id
+            common::webhook(&store, "acme", ("https://93.184.215.14/hook", label), "whsec_AAAA").await.id
         }
     };
     let (deleted, rotated) = (hook("deleted").await, hook("rotated").await);

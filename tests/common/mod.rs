@@ -296,3 +296,16 @@ pub fn binary(env: &str, cached: &str, name: &str) -> Option<std::path::PathBuf>
         .map(|dir| dir.join(name))
         .find(|p| p.exists())
 }
+
+/// A webhook of `organization` at `url` with `label`, signing with
+/// `secret`, registered through the webhooks wing (audited, by the
+/// service itself).
+pub async fn webhook(
+    store: &Store,
+    organization: &str,
+    (url, label): (&str, &str),
+    secret: &str,
+) -> custody_indexer::store::Webhook {
+    let by = custody_indexer::audit::Actor::System;
+    custody_indexer::webhooks::register(store, organization, (url, label), secret, &by).await.unwrap()
+}

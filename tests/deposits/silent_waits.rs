@@ -362,15 +362,7 @@ async fn a_condition_keeps_its_first_time_until_cleared_on_both_stores() {
         assert_eq!(left.iter().map(|c| c.subject.as_str()).collect::<Vec<_>>(), ["hook-1"], "{backend:?}");
 
         // Deleting a webhook clears its condition: nothing else ever would.
-        let hook = custody_indexer::webhooks::register(
-            store,
-            "default",
-            ("https://hooks.example/x", ""),
-            "whsec_test",
-            &custody_indexer::audit::Actor::System,
-        )
-        .await
-        .unwrap();
+        let hook = common::webhook(store, "default", ("https://hooks.example/x", ""), "whsec_test").await;
         store.raise_condition(None, "webhook_failing", &hook.id, "times out").await.unwrap();
         custody_indexer::webhooks::delete(store, None, &hook.id, &custody_indexer::audit::Actor::System)
             .await

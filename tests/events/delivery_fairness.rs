@@ -29,15 +29,7 @@ async fn a_hanging_receiver_holds_its_share_and_the_others_are_delivered() {
         hanging.delay(Duration::from_secs(600));
         for (organization, receiver) in [("stuck", &hanging), ("steady", &answering)] {
             store.create_organization(organization, None).await.unwrap();
-            custody_indexer::webhooks::register(
-                store,
-                organization,
-                (&receiver.url, "ledger"),
-                &secret,
-                &custody_indexer::audit::Actor::System,
-            )
-            .await
-            .unwrap();
+            common::webhook(store, organization, (&receiver.url, "ledger"), &secret).await;
         }
         let webhooks = store.webhooks(None).await.unwrap();
         let id =

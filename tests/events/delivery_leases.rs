@@ -35,15 +35,7 @@ async fn slow_receivers_get_each_attempt_from_one_worker() {
     let receiver = Receiver::start().await;
     receiver.delay(Duration::from_millis(3600));
     let secret = Secret::generate().expose().to_string();
-    let webhook = custody_indexer::webhooks::register(
-        store,
-        "acme",
-        (&receiver.url, "ledger"),
-        &secret,
-        &custody_indexer::audit::Actor::System,
-    )
-    .await
-    .unwrap();
+    let webhook = common::webhook(store, "acme", (&receiver.url, "ledger"), &secret).await;
     pending_deliveries(&db.url, "acme", &webhook.id, EVENTS).await;
 
     let config = DeliveryConfig {
@@ -92,15 +84,7 @@ async fn delivery_leases_lapse_by_the_databases_clock_not_a_workers() {
     let db = TestDb::new(Backend::Postgres).await;
     db.store.create_organization("acme", None).await.unwrap();
     let secret = Secret::generate().expose().to_string();
-    let webhook = custody_indexer::webhooks::register(
-        &db.store,
-        "acme",
-        ("https://receiver.test/", "ledger"),
-        &secret,
-        &custody_indexer::audit::Actor::System,
-    )
-    .await
-    .unwrap();
+    let webhook = common::webhook(&db.store, "acme", ("https://receiver.test/", "ledger"), &secret).await;
     pending_deliveries(&db.url, "acme", &webhook.id, 1).await;
     let slow = db.store.with_clock(Clock::skewed(-HOUR));
     let fast = db.store.with_clock(Clock::skewed(HOUR));

@@ -44,15 +44,7 @@ async fn a_retry_waits_its_backoff_by_the_database_clock_not_the_workers() {
     let db = TestDb::new(Backend::Postgres).await;
     let store = with_clock_an_hour_behind(&db).await;
     let receiver = Receiver::start().await;
-    custody_indexer::webhooks::register(
-        &store,
-        "default",
-        (&receiver.url, "ledger"),
-        Secret::generate().expose(),
-        &custody_indexer::audit::Actor::System,
-    )
-    .await
-    .unwrap();
+    common::webhook(&store, "default", (&receiver.url, "ledger"), Secret::generate().expose()).await;
     receiver.fail_next(1, 500);
     let config = DeliveryConfig {
         schedule: vec![Duration::from_secs(1)],
@@ -104,15 +96,7 @@ async fn with_clock_an_hour_behind(db: &TestDb) -> Store {
 async fn suspension_is_delivered_at_once(url: &str, writer: &Store) {
     let receiver = Receiver::start().await;
     let secret = Secret::generate();
-    custody_indexer::webhooks::register(
-        writer,
-        "default",
-        (&receiver.url, "ledger"),
-        secret.expose(),
-        &custody_indexer::audit::Actor::System,
-    )
-    .await
-    .unwrap();
+    common::webhook(writer, "default", (&receiver.url, "ledger"), secret.expose()).await;
     let worker_store = common::db::unlocked(&Store::open(url).await.unwrap()).await;
     let config = DeliveryConfig {
         poll: Duration::from_secs(60),

@@ -743,15 +743,7 @@ async fn identity_events_reach_a_webhook_signed_and_in_order_through_retries() {
     let key = app.key("acme").await;
     let receiver = common::receiver::Receiver::start().await;
     let secret = Secret::generate();
-    custody_indexer::webhooks::register(
-        app.store(),
-        "acme",
-        (&receiver.url, "hook"),
-        secret.expose(),
-        &custody_indexer::audit::Actor::System,
-    )
-    .await
-    .unwrap();
+    common::webhook(app.store(), "acme", (&receiver.url, "hook"), secret.expose()).await;
     receiver.fail_next(3, 503);
     let config = DeliveryConfig {
         schedule: vec![Duration::from_millis(100); 10],

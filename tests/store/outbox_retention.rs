@@ -71,15 +71,8 @@ async fn the_purge_keeps_what_a_sink_or_a_webhook_has_not_taken() {
         let db = TestDb::new(backend).await;
         let store = &db.store;
         store.create_organization("acme", None).await.unwrap();
-        let webhook = custody_indexer::webhooks::register(
-            store,
-            "acme",
-            ("https://receiver.example/hook", ""),
-            "whsec_x",
-            &custody_indexer::audit::Actor::System,
-        )
-        .await;
-        let webhook = webhook.unwrap().id;
+        let webhook =
+            common::webhook(store, "acme", ("https://receiver.example/hook", ""), "whsec_x").await.id;
         // Events 1..=10 are 40 days old, 11 and 12 a day old.
         events(&db.url, 12, |seq| if seq <= 10 { 40 * DAY } else { DAY }).await;
         for seq in 1..=5 {

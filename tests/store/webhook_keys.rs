@@ -44,15 +44,7 @@ async fn previous_keys_sign_until_their_own_expiry_at_most_two_at_a_time() {
         let store = &db.store;
         store.create_organization("acme", None).await.unwrap();
         let k0 = Secret::generate().expose().to_string();
-        let webhook = custody_indexer::webhooks::register(
-            store,
-            "acme",
-            ("https://receiver.test/", "ledger"),
-            &k0,
-            &custody_indexer::audit::Actor::System,
-        )
-        .await
-        .unwrap();
+        let webhook = common::webhook(store, "acme", ("https://receiver.test/", "ledger"), &k0).await;
         pending_deliveries(&db.url, "acme", &webhook.id, 1).await;
         assert_eq!(signing_secrets(store).await, [k0.as_str()]);
 
@@ -181,24 +173,8 @@ async fn signing_secrets_are_sealed_at_rest_and_open_only_where_they_were_sealed
         let store = &db.store;
         store.create_organization("acme", None).await.unwrap();
         let (k0, other) = (Secret::generate().expose().to_string(), Secret::generate().expose().to_string());
-        let webhook = custody_indexer::webhooks::register(
-            store,
-            "acme",
-            ("https://receiver.test/", "ledger"),
-            &k0,
-            &custody_indexer::audit::Actor::System,
-        )
-        .await
-        .unwrap();
-        let second = custody_indexer::webhooks::register(
-            store,
-            "acme",
-            ("https://receiver.test/b", "b"),
-            &other,
-            &custody_indexer::audit::Actor::System,
-        )
-        .await
-        .unwrap();
+        let webhook = common::webhook(store, "acme", ("https://receiver.test/", "ledger"), &k0).await;
+        let second = common::webhook(store, "acme", ("https://receiver.test/b", "b"), &other).await;
         let (k1, _) = rotate(store, &webhook.id, HOUR).await;
         assert_sealed(&db.url, &[&k0, &k1, &other]).await;
         pending_deliveries(&db.url, "acme", &webhook.id, 1).await;
@@ -244,15 +220,7 @@ async fn a_rotation_on_an_instance_whose_clock_is_behind_keeps_the_key_it_rotate
         let store = &db.store;
         store.create_organization("acme", None).await.unwrap();
         let k0 = Secret::generate().expose().to_string();
-        let webhook = custody_indexer::webhooks::register(
-            store,
-            "acme",
-            ("https://receiver.test/", "ledger"),
-            &k0,
-            &custody_indexer::audit::Actor::System,
-        )
-        .await
-        .unwrap();
+        let webhook = common::webhook(store, "acme", ("https://receiver.test/", "ledger"), &k0).await;
         pending_deliveries(&db.url, "acme", &webhook.id, 1).await;
         let (k1, _) = rotate(store, &webhook.id, HOUR).await;
         let (k2, _) = rotate(store, &webhook.id, HOUR).await;
