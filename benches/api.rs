@@ -20,7 +20,7 @@ use common::db::{BACKENDS, Backend, TestDb};
 use custody_indexer::{
     account::{AccountAddress, AccountType},
     amount::Amount,
-    api::{self, ApiState, RateLimit},
+    api::{ApiState, RateLimit},
     api_key,
     chain::Chain,
     config::Chains,
@@ -135,7 +135,7 @@ async fn bench(backend: Backend, accounts: u64, deposits: u64, requests: u64, cl
         Vec::new(),
         RateLimit { per_second: unlimited, burst: unlimited },
     );
-    let listener = api::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let listener = custody_indexer::server::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let shutdown = CancellationToken::new();
     tokio::spawn(custody_indexer::service::workers::serve_api(listener, state, shutdown.clone()));

@@ -32,7 +32,7 @@ use common::{
 };
 use custody_indexer::{
     account::{AccountAddress, AccountType},
-    api::{self, ApiState, RateLimit},
+    api::{ApiState, RateLimit},
     api_key,
     config::Chains,
     evm::EvmSender,
@@ -201,7 +201,7 @@ async fn main() {
         },
     )
     .with_transfers(Some(signer.clone() as Arc<dyn Signer>), 100_000_000);
-    let listener = api::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let listener = custody_indexer::server::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let shutdown = CancellationToken::new();
     tokio::spawn(custody_indexer::service::workers::serve_api(listener, state, shutdown.clone()));

@@ -87,6 +87,14 @@ impl Chain {
     }
 }
 
+/// The curve a family's keys sign with: secp256k1 (ECDSA) for EVM chains,
+/// Ed25519 for Solana (see [`crate::family::rules::curve`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Curve {
+    Secp256k1,
+    Ed25519,
+}
+
 impl fmt::Display for Chain {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())

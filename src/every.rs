@@ -57,7 +57,7 @@ pub async fn every_on_chain<F, Fut, E>(
     E: Display + From<KeyError>,
 {
     every(config.poll_interval, stop, logged, move || {
-        let started = crate::family::rules::key_address(signer, config.family(), key).map(&mut pass);
+        let started = crate::family::keys::key_address(signer, config.family(), key).map(&mut pass);
         async move {
             match started {
                 Ok(pass) => pass.await,

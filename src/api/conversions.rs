@@ -115,7 +115,7 @@ pub async fn create_virtual_account(
                 "request_id {} was used for another virtual account ({})",
                 wanted.request_id, found.id
             );
-            return Err(crate::store::StoreError::Conflict(message).into());
+            return Err(crate::store::StoreError::Duplicate(message).into());
         }
         return Ok((StatusCode::CREATED, Json(found)));
     }

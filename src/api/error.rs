@@ -164,10 +164,12 @@ impl ApiError {
 
 impl From<StoreError> for ApiError {
     fn from(error: StoreError) -> Self {
+        if let Some(message) = error.conflict() {
+            return Self::new(StatusCode::CONFLICT, ErrorCode::Conflict, message.to_string());
+        }
         match error {
             StoreError::NotFound(what) => Self::not_found(format!("{what} not found")),
             StoreError::Invalid(message) => Self::invalid(message),
-            StoreError::Conflict(message) => Self::new(StatusCode::CONFLICT, ErrorCode::Conflict, message),
             StoreError::LimitReached(message) => {
                 Self::new(StatusCode::CONFLICT, ErrorCode::OrganizationLimitReached, message)
             }

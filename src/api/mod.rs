@@ -24,13 +24,10 @@ mod signature;
 mod transfers;
 mod webhooks;
 
-use std::{net::SocketAddr, num::NonZeroU32, sync::Arc, time::Duration};
+use std::{num::NonZeroU32, sync::Arc, time::Duration};
 
 use axum::{Router, middleware};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
-use tokio::net::TcpListener;
-use tokio_util::sync::CancellationToken;
-use tower_http::trace::{DefaultOnFailure, TraceLayer};
 use utoipa::{
     Modify, OpenApi,
     openapi::security::{ApiKey, ApiKeyValue, Http, HttpAuthScheme, SecurityRequirement, SecurityScheme},
@@ -40,6 +37,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 pub use body::Body;
 pub use error::{ApiError, ErrorBody, ErrorCode};
 pub use operator::{OperatorToken, WeakToken};
+pub use ops::{method_not_allowed, not_found};
 
 use crate::{
     assets::BalanceReader,
@@ -238,7 +236,7 @@ impl ApiState {
     }
 
     /// Believes `X-Forwarded-For` from these proxies only (CIDRs), to tell
-    /// the console's client address (see [`crate::console::rules::client_address`]).
+    /// the console's client address (see [`crate::people::rules::client_address`]).
     pub fn with_trusted_proxies(mut self, proxies: Vec<ipnet::IpNet>) -> Self {
         let inner = Arc::get_mut(&mut self.0).expect("configured before it is shared");
         inner.trusted_proxies = Arc::new(proxies);
@@ -274,6 +272,11 @@ impl ApiState {
         let inner = Arc::get_mut(&mut self.0).expect("configured before it is shared");
         inner.operator_token = token;
         self
+    }
+
+    /// Whether an operator token was configured.
+    pub fn has_operator_token(&self) -> bool {
+        self.0.operator_token.is_some()
     }
 
     /// Whether the request bears the operator token, or an enabled
@@ -435,7 +438,10 @@ pub fn openapi(environment: Environment) -> utoipa::openapi::OpenApi {
     document
 }
 
-pub fn router(state: ApiState) -> Router {
+/// The API's routes (`/v2`, the simulation in `sandbox`, the operator API,
+/// the operator health and the OpenAPI document), served by
+/// [`crate::server`] beside the console's pages.
+pub fn routes(state: &ApiState) -> Router<ApiState> {
     let (mut v2, _) = v2();
     if state.0.environment == Environment::Sandbox {
         v2 = v2.merge(simulation().0);
@@ -452,59 +458,5 @@ pub fn router(state: ApiState) -> Router {
     issued.dedup();
     doc::issued_currencies(&mut document, &issued);
     let document = Arc::new(document);
-    Router::new()
-        .merge(v2)
-        .merge(operator_api::router(state.clone()))
-        .merge(crate::console::router(state.clone()))
-        .merge(ops::router(document))
-        .fallback(ops::not_found)
-        .method_not_allowed_fallback(ops::method_not_allowed)
-        // 5xx answers are logged where they arise; `/readyz` answers 503 by design.
-        .layer(
-            TraceLayer::new_for_http()
-                .make_span_with(request_span)
-                .on_failure(DefaultOnFailure::new().level(tracing::Level::DEBUG)),
-        )
-        .with_state(state)
-}
-
-/// A request's span: its method and path, an enrol link's token left out
-/// (it is a credential until used); queries are not recorded.
-fn request_span(request: &axum::http::Request<axum::body::Body>) -> tracing::Span {
-    let path = request.uri().path();
-    let path = match path.strip_prefix(crate::console::people::ENROL_PATH) {
-        Some(_) => "/console/enrol/…",
-        None => path,
-    };
-    tracing::debug_span!("request", method = %request.method(), path = %path)
-}
-
-/// Binds `listen`; fails with the address when it is taken.
-pub async fn bind(listen: SocketAddr) -> std::io::Result<TcpListener> {
-    TcpListener::bind(listen)
-        .await
-        .map_err(|e| std::io::Error::new(e.kind(), format!("cannot listen on {listen}: {e}")))
-}
-
-/// Serves the API on `listener` until `shutdown`, finishing requests in
-/// flight: the routes alone. The workers that move what the API accepts on
-/// are started beside it by [`crate::service`].
-pub async fn serve(
-    listener: TcpListener,
-    state: ApiState,
-    shutdown: CancellationToken,
-) -> std::io::Result<()> {
-    let address = listener.local_addr()?;
-    tracing::info!(%address, "api listening");
-    if state.0.operator_token.is_some() {
-        tracing::info!("/metrics and the detail of /readyz need the operator token");
-    } else {
-        tracing::warn!(
-            "no operator token: /metrics answers 401 and /readyz only whether it is ready; \
-             set CUSTODY_INDEXER_OPERATOR_TOKEN (or --operator-token) to see them"
-        );
-    }
-    // Each request knows its peer's address (the console's sign-in delays).
-    let service = router(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
-    axum::serve(listener, service).with_graceful_shutdown(shutdown.cancelled_owned()).await
+    Router::new().merge(v2).merge(operator_api::router(state.clone())).merge(ops::router(document))
 }

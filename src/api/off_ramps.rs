@@ -278,7 +278,7 @@ fn refuse_fee_fields(body: &Value) -> Result<(), ApiError> {
 
 /// The platform's settlement wallet on `chain`.
 fn settlement_address(signer: &dyn Signer, chain: Chain) -> Result<String, crate::keys::KeyError> {
-    crate::family::rules::key_address(signer, chain.family(), KeyRef::Settlement)
+    crate::family::keys::key_address(signer, chain.family(), KeyRef::Settlement)
 }
 
 fn refusal(refusal: OffRampRefusal) -> ApiError {

@@ -65,7 +65,7 @@ pub async fn pair(
     let Some(organization) = request_signatures::pair_api_key(&mut tx, id, public_key).await? else {
         drop(tx);
         store.api_key(id).await?;
-        return Err(StoreError::Conflict(format!("API key {id} is revoked")));
+        return Err(StoreError::Refused(format!("API key {id} is revoked")));
     };
     let fingerprint = super::sha256_hex(public_key.pem().as_bytes());
     let detail = Detail { public_key_sha256: Some(fingerprint), ..Detail::default() };

@@ -15,7 +15,7 @@ use crate::{
     config::Chains,
     deposits::health,
     deposits::resource::{Deposit, OwnTransfer, format_time},
-    family::rules::account_addresses,
+    family::keys::account_addresses,
     keys::KeyRef,
     operators::tenants,
     request_signature::PublicKey,

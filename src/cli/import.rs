@@ -63,8 +63,8 @@ pub async fn import(store: &Store, path: &Path) -> anyhow::Result<Imported> {
     let addresses = accounts.iter().map(|a| a.addresses.len()).sum();
     match store.add_accounts(&accounts).await {
         Ok(()) => Ok(Imported { accounts: accounts.len(), addresses }),
-        Err(StoreError::Conflict(message)) => {
-            let line = places.iter().find(|(key, _)| message.contains(key.as_str())).map(|(_, line)| *line);
+        Err(StoreError::Taken { key, message }) => {
+            let line = places.iter().find(|(place, _)| *place == key).map(|(_, line)| *line);
             match line {
                 Some(line) => bail!("line {line}: {message}; nothing was imported"),
                 None => bail!("{message}; nothing was imported"),
@@ -111,8 +111,8 @@ fn json_lines(text: &str) -> anyhow::Result<Vec<(u64, Line)>> {
 }
 
 /// Accounts from checked lines, and the line where each account id and
-/// address first appears (`("account ID ", line)`, `("address ADDR ", line)`),
-/// to name it when the store refuses one.
+/// address on each chain first appears, under the key the store names it
+/// by when it is taken (`account:<id>`, `address:<CHAIN>:<address>`).
 struct Parsed {
     accounts: Vec<NewAccount>,
     places: Vec<(String, u64)>,
@@ -133,7 +133,9 @@ fn accounts(lines: Vec<(u64, Line)>) -> anyhow::Result<Parsed> {
                 );
             }
         }
-        places.push((format!("address {canonical} "), number));
+        for chain in &account.addresses[0].chains {
+            places.push((format!("address:{chain}:{canonical}"), number));
+        }
         match index.get(&account.id) {
             Some(&i) => {
                 let known = &mut accounts[i];
@@ -148,7 +150,7 @@ fn accounts(lines: Vec<(u64, Line)>) -> anyhow::Result<Parsed> {
                 known.addresses.extend(account.addresses);
             }
             None => {
-                places.push((format!("account {} ", account.id), number));
+                places.push((format!("account:{}", account.id), number));
                 index.insert(account.id.clone(), accounts.len());
                 accounts.push(account);
             }

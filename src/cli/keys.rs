@@ -97,7 +97,8 @@ pub async fn run(store: &Store, command: KeysCommand) -> anyhow::Result<ExitCode
                 for family in [Family::Evm, Family::Solana] {
                     if chains.iter().any(|c| c.chain.family() == family) {
                         for (role, key) in PLATFORM {
-                            let recorded = store.platform_key(role, init::family_name(family)).await?;
+                            let recorded =
+                                store.platform_key(role, crate::family::rules::name(family)).await?;
                             keys.push(((key, family), recorded));
                         }
                     }
@@ -149,7 +150,7 @@ pub async fn run(store: &Store, command: KeysCommand) -> anyhow::Result<ExitCode
 /// The chain families `chains` configure.
 fn families(chains: &crate::config::Chains) -> Vec<Family> {
     let mut families: Vec<Family> = chains.iter().map(|c| c.chain.family()).collect();
-    families.sort_by_key(|f| init::family_name(*f));
+    families.sort_by_key(|f| crate::family::rules::name(*f));
     families.dedup();
     families
 }

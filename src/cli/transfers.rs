@@ -117,7 +117,7 @@ struct Wallet {
 /// The sponsor's, the omnibus wallet's, the issuer's and the settlement
 /// wallet's address on one chain.
 fn wallet(signer: &dyn Signer, chain: Chain) -> Result<Wallet, KeyError> {
-    let address = |key| crate::family::rules::key_address(signer, chain.family(), key);
+    let address = |key| crate::family::keys::key_address(signer, chain.family(), key);
     Ok(Wallet {
         chain,
         sponsor: address(KeyRef::Sponsor)?,

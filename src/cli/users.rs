@@ -9,7 +9,7 @@ use super::{
     server::ServerArg,
     server::{Server, segment},
 };
-use crate::console::rules::TenantRole;
+use crate::people::rules::TenantRole;
 
 #[derive(Debug, Subcommand)]
 pub enum UsersCommand {

@@ -225,15 +225,14 @@ fn network(file: &ChainFile, env: Env<'_>) -> Result<(Option<u64>, Option<String
         }
         None => file.genesis_hash.clone(),
     };
-    match chain.family() {
-        Family::Evm if chain_id.is_none() => Err("missing chain_id".into()),
-        Family::Solana if genesis_hash.is_none() => Err("missing genesis_hash".into()),
-        Family::Solana if file.block_reads.is_some() => Err("block_reads is for EVM chains".into()),
-        Family::Solana if file.eip7708_from_block.is_some() => {
-            Err("eip7708_from_block is for EVM chains".into())
-        }
-        _ => Ok((chain_id, genesis_hash)),
-    }
+    let keys = crate::family::rules::ChainFileKeys {
+        chain_id: chain_id.is_some(),
+        genesis_hash: genesis_hash.is_some(),
+        block_reads: file.block_reads.is_some(),
+        eip7708_from_block: file.eip7708_from_block.is_some(),
+    };
+    crate::family::rules::chain_file(chain.family(), keys).map_err(String::from)?;
+    Ok((chain_id, genesis_hash))
 }
 
 /// The counts and intervals that must be positive, the confirmation depth

@@ -11,12 +11,14 @@ use serde::Deserialize;
 
 use super::{
     frame::Frame,
-    people::{self, Enrolment, PeopleError},
+    web::{Page, Signed, Unfactored, cleared_cookie, render, session_cookie},
+};
+use crate::people::{
+    self, Enrolment, PeopleError,
     resource::User,
     rules::{MIN_PASSWORD, factor_required},
     sign_in::{self, SignInError},
     totp,
-    web::{Page, Signed, Unfactored, cleared_cookie, render, session_cookie},
 };
 use crate::{
     api::ApiState,
@@ -55,7 +57,7 @@ pub async fn sign_in(
     Form(form): Form<SignInForm>,
 ) -> Response {
     let forwarded = headers.get("x-forwarded-for").and_then(|v| v.to_str().ok());
-    let client = super::rules::client_address(peer.ip(), forwarded, state.trusted_proxies());
+    let client = people::rules::client_address(peer.ip(), forwarded, state.trusted_proxies());
     match sign_in::sign_in(state.store(), &form.email, &form.password, &form.code, client).await {
         Ok(started) => {
             // The session this browser had before, if any, ends.

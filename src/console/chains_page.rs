@@ -8,7 +8,7 @@ use axum::{extract::State, http::StatusCode, response::Response};
 
 use super::{
     frame::Frame,
-    operator_pages::OperatorUser,
+    operator::OperatorUser,
     web::{Page, render},
 };
 use crate::{api::ApiState, deposits::quorum::Dispute, operators::Action, reconcile::Run};

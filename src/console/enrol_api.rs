@@ -14,11 +14,8 @@ use axum::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::{
-    people::{self, Enrolment, PeopleError},
-    totp,
-};
 use crate::api::{ApiError, ApiState};
+use crate::people::{self, Enrolment, PeopleError, totp};
 
 /// Whether the request asks for JSON.
 pub fn wants_json(headers: &HeaderMap) -> bool {

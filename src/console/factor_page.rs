@@ -18,11 +18,9 @@ use serde::Deserialize;
 
 use super::{
     frame::Frame,
-    people::{self, PeopleError},
-    resource::Session,
-    totp,
     web::{Page, Unfactored, cleared_cookie, lacks_factor, render},
 };
+use crate::people::{self, PeopleError, resource::Session, totp};
 use crate::{api::ApiState, pii::Place, store::StoreError};
 
 #[derive(Template)]

@@ -1,8 +1,9 @@
 //! What every page's header shows: the environment, who is signed in and
 //! where, the navigation, and the CSRF token its forms carry.
 
-use super::{resource::Session, web::environment_label};
+use super::web::environment_label;
 use crate::api::ApiState;
+use crate::people::resource::Session;
 
 /// A link of the navigation: its path, its label, whether it is this page.
 pub type Link = (&'static str, &'static str, bool);

@@ -15,9 +15,9 @@ use serde::Deserialize;
 
 use super::{
     frame::{Frame, when},
-    rules::TenantAction,
     web::{Page, Tenant, render},
 };
+use crate::people::rules::TenantAction;
 use crate::{api::ApiState, audit::Actor, events::signing::Secret, store::Webhook, webhooks};
 
 /// The deliveries a webhook's page shows.

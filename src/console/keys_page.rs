@@ -13,9 +13,9 @@ use serde::Deserialize;
 
 use super::{
     frame::{Frame, when},
-    rules::TenantAction,
     web::{Page, Tenant, render},
 };
+use crate::people::rules::TenantAction;
 use crate::{
     api::ApiState,
     api_key::manage,

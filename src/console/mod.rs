@@ -6,9 +6,9 @@
 //! updates; htmx, the script and the styles are files of the repository
 //! (`assets/console/`) built into the binary: no CDN, works offline.
 //!
-//! People ([`people`]) enrol from a one-time link, sign in with a password
-//! and an optional TOTP code ([`sign_in`]); sessions live in the store, so
-//! every instance shares them. The rules are pure ([`rules`]). Every
+//! People ([`crate::people`]) enrol from a one-time link, sign in with a
+//! password and an optional TOTP code; sessions live in the store, so
+//! every instance shares them. Every
 //! state-changing request is checked by [`web::guard`]: same origin, a live
 //! session and its CSRF token. docs/console.md describes it all.
 
@@ -23,13 +23,9 @@ mod hooks_page;
 mod keys_page;
 mod money_page;
 mod names;
+mod operator;
 mod operator_pages;
-pub mod people;
-pub mod resource;
-pub mod rules;
-pub mod sign_in;
 mod team_page;
-pub mod totp;
 mod treasury_pages;
 mod web;
 

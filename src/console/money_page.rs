@@ -173,7 +173,7 @@ pub async fn activity(State(state): State<ApiState>, tenant: Tenant) -> Result<R
 /// user or a reason), anything else of the platform as "the platform".
 fn who(
     actor: &str,
-    users: &[super::resource::User],
+    users: &[crate::people::resource::User],
     operators: &std::collections::HashMap<String, String>,
 ) -> String {
     match actor.split_once(':') {

@@ -7,8 +7,8 @@
 use askama::Template;
 use axum::{
     Form,
-    extract::{FromRequestParts, Path, Query, State},
-    http::{StatusCode, request::Parts},
+    extract::{Path, Query, State},
+    http::StatusCode,
     response::{Redirect, Response},
 };
 use serde::Deserialize;
@@ -16,47 +16,16 @@ use serde::Deserialize;
 use super::{
     frame::{Frame, when},
     names::Names,
-    resource::Session,
-    web::{Page, Signed, render},
+    operator::{OperatorUser, required},
+    web::{Page, render},
 };
 use crate::{
     api::ApiState,
     audit::{Actor, chain},
     identity::decide::{self, Decision},
     issuance::{state::Status as MintStatus, wires},
-    operators::{Action, Operator, Role, manage, rules},
+    operators::{Action, Role, rules},
 };
-
-/// A signed-in operator, as the store holds it now: enabled, with its roles.
-pub struct OperatorUser {
-    pub session: Session,
-    pub operator: Operator,
-}
-
-impl OperatorUser {
-    pub fn may(&self, action: Action) -> Result<(), Page> {
-        rules::permits(&self.operator, action)
-            .map_err(|refusal| Page::Error(StatusCode::FORBIDDEN, refusal.to_string()))
-    }
-
-    pub fn actor(&self) -> Actor {
-        manage::actor(&self.operator)
-    }
-}
-
-impl FromRequestParts<ApiState> for OperatorUser {
-    type Rejection = Page;
-
-    async fn from_request_parts(parts: &mut Parts, state: &ApiState) -> Result<Self, Page> {
-        let Signed(session) = Signed::from_request_parts(parts, state).await?;
-        let Some(id) = session.user.operator() else { return Err(Page::not_found()) };
-        let operator = state.store().operator(id).await?.filter(Operator::is_enabled);
-        // A disabled operator's sessions act no more.
-        let operator =
-            operator.ok_or(Page::Error(StatusCode::FORBIDDEN, "this operator is disabled".into()))?;
-        Ok(OperatorUser { session, operator })
-    }
-}
 
 /// How many of each queue a page shows.
 const SHOWN: i64 = 100;
@@ -202,14 +171,6 @@ pub async fn decide_wire(
         },
     )?;
     Ok(Redirect::to("/console/queues"))
-}
-
-pub fn required(reason: &str) -> Result<&str, Page> {
-    let reason = reason.trim();
-    if reason.is_empty() {
-        return Err(Page::Error(StatusCode::UNPROCESSABLE_ENTITY, "a reason is required".into()));
-    }
-    Ok(reason)
 }
 
 struct AuditRow {

@@ -1,6 +1,6 @@
 //! The team tab: the organization's people; an admin invites (the one-time
 //! link shown on the answer), changes roles and removes. Each change goes
-//! through [`super::people`] as `user:<id>`.
+//! through [`crate::people`] as `user:<id>`.
 
 use askama::Template;
 use axum::{
@@ -13,9 +13,11 @@ use serde::Deserialize;
 
 use super::{
     frame::Frame,
-    people::{self, PeopleError},
-    rules::{TenantAction, TenantRole},
     web::{Page, Tenant, render},
+};
+use crate::people::{
+    self, PeopleError,
+    rules::{TenantAction, TenantRole},
 };
 use crate::{api::ApiState, audit::Actor, environment::Environment, mail::Invitations};
 
@@ -140,7 +142,7 @@ pub async fn reissue(
 fn link(headers: &HeaderMap, path: &str) -> String {
     let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("localhost");
     let forwarded = headers.get("x-forwarded-proto").and_then(|v| v.to_str().ok()) == Some("https");
-    let scheme = if super::rules::secure_cookie(forwarded, host) { "https" } else { "http" };
+    let scheme = if people::rules::secure_cookie(forwarded, host) { "https" } else { "http" };
     format!("{scheme}://{host}{path}")
 }
 

@@ -13,7 +13,7 @@ use serde::Deserialize;
 
 use super::{
     frame::when,
-    operator_pages::{OperatorUser, required},
+    operator::{OperatorUser, required},
     web::Page,
 };
 use crate::{

@@ -12,7 +12,7 @@ use axum::{
     response::{Html, IntoResponse, Redirect, Response},
 };
 
-use super::{
+use crate::people::{
     resource::Session,
     rules::{self, TenantAction, TenantRole},
     sign_in,
@@ -182,12 +182,13 @@ impl Page {
 
 impl From<StoreError> for Page {
     fn from(error: StoreError) -> Self {
+        if let Some(message) = error.conflict() {
+            return Page::Error(StatusCode::CONFLICT, message.to_string());
+        }
         match error {
             StoreError::NotFound(_) => Page::not_found(),
             StoreError::Invalid(message) => Page::Error(StatusCode::UNPROCESSABLE_ENTITY, message),
-            StoreError::Conflict(message) | StoreError::LimitReached(message) => {
-                Page::Error(StatusCode::CONFLICT, message)
-            }
+            StoreError::LimitReached(message) => Page::Error(StatusCode::CONFLICT, message),
             StoreError::TooMany { message, .. } => Page::Error(StatusCode::TOO_MANY_REQUESTS, message),
             other => {
                 tracing::error!(error = %other, "console: store failed");
@@ -297,7 +298,7 @@ pub async fn guard(State(state): State<ApiState>, request: Request, next: Next) 
         return Err(refused("this request came from another site"));
     }
     let path = request.uri().path();
-    if path == "/console/sign-in" || path.starts_with(super::people::ENROL_PATH) {
+    if path == "/console/sign-in" || path.starts_with(crate::people::ENROL_PATH) {
         return Ok(next.run(request).await);
     }
     let (mut parts, body) = request.into_parts();

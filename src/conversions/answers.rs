@@ -65,7 +65,7 @@ pub async fn answer(
             organization: organization.clone(),
         };
         if !rows::insert(&mut tx, id, &unconfirmed).await? {
-            return Err(StoreError::Conflict(format!(
+            return Err(StoreError::Waiting(format!(
                 "conversion {id}: an answer to its payout waits for confirmation already (conversions payouts confirm)"
             ))
             .into());
@@ -114,14 +114,14 @@ async fn apply(tx: &mut Tx, id: &str, outcome: Answer, reason: &str) -> Result<(
     if rows::set_outcome(tx, id, outcome, reason).await? {
         Ok(())
     } else {
-        Err(StoreError::Conflict(format!("conversion {id} has no payout waiting for the bank's answer")))
+        Err(StoreError::Refused(format!("conversion {id} has no payout waiting for the bank's answer")))
     }
 }
 
 /// The refusal of an answer to a payout that awaits none.
 async fn no_answer_awaited(store: &Store, id: &str) -> StoreError {
     match store.conversion(None, id).await {
-        Ok(conversion) => StoreError::Conflict(format!(
+        Ok(conversion) => StoreError::Refused(format!(
             "conversion {id} ({} {}) has no payout waiting for the bank's answer",
             conversion.kind.as_str(),
             conversion.status

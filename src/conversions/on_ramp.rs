@@ -95,7 +95,10 @@ pub async fn record_wire(store: &Store, new: &NewVirtualWire<'_>) -> Result<Made
         drop(tx);
         return match store.conversion_by_wire(&reference).await? {
             Some(found) => same_wire(found, new),
-            None => Err(StoreError::Conflict(format!("wire reference {reference} is taken by a mint"))),
+            None => Err(StoreError::taken(
+                format!("wire_reference:{reference}"),
+                format!("wire reference {reference} is taken by a mint"),
+            )),
         };
     }
     let id = rows::insert_on_ramp(&mut tx, new, &target, (&mint_id, fee_cents), now).await?;
@@ -124,7 +127,7 @@ pub async fn record_wire(store: &Store, new: &NewVirtualWire<'_>) -> Result<Made
 /// account takes no wire or the wire does not cover the fee.
 fn takes_wire(target: &Wired, new: &NewVirtualWire<'_>) -> Result<i64, StoreError> {
     if target.status != "ACTIVE" {
-        return Err(StoreError::Conflict(format!(
+        return Err(StoreError::Refused(format!(
             "virtual account {} is VIRTUAL_ACCOUNT_STATUS_{}: it takes no wire",
             new.virtual_account_id, target.status
         )));
@@ -146,11 +149,14 @@ fn same_wire(
     new: &NewVirtualWire<'_>,
 ) -> Result<Made<Conversion>, StoreError> {
     if new.organization.is_some_and(|o| o != found.organization) {
-        return Err(StoreError::Conflict(format!("wire reference {} is taken", new.wire.reference)));
+        return Err(StoreError::taken(
+            format!("wire_reference:{}", new.wire.reference),
+            format!("wire reference {} is taken", new.wire.reference),
+        ));
     }
     let same_account = found.payment_instructions_id.as_deref() == Some(new.virtual_account_id);
     if !same_account || found.source.amount != Cents(new.wire.cents).to_string() {
-        return Err(StoreError::Conflict(format!(
+        return Err(StoreError::Duplicate(format!(
             "wire {} was recorded for virtual account {} and {} USD (conversion {})",
             new.wire.reference,
             found.payment_instructions_id.unwrap_or_default(),

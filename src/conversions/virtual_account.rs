@@ -87,7 +87,7 @@ pub async fn confirm(
 ) -> Result<VirtualAccount, OpenError> {
     let mut tx = store.begin().await?;
     let Some((recorded, recorder)) = rows::proposed_number(&mut tx, id).await? else {
-        return Err(StoreError::Conflict(format!(
+        return Err(StoreError::Refused(format!(
             "no account number waits for confirmation on virtual account {id}"
         ))
         .into());
@@ -95,7 +95,7 @@ pub async fn confirm(
     second_pair(&Actor::from_recorded(&recorder), by)
         .map_err(|refusal| OpenError::FourEyes { id: id.into(), refusal })?;
     if let Some(number) = number.map(str::trim).filter(|n| *n != recorded) {
-        return Err(StoreError::Conflict(format!(
+        return Err(StoreError::Raced(format!(
             "the number recorded for virtual account {id} is not {number}: compare it with the bank's again"
         ))
         .into());

@@ -68,7 +68,7 @@ fn step(id: &str, outcome: Result<usize, StoreError>) -> Result<usize, StoreErro
     match outcome {
         Ok(steps) => Ok(steps),
         // Another instance moved it between the read and the write.
-        Err(StoreError::Conflict(_)) => Ok(0),
+        Err(StoreError::Raced(_)) => Ok(0),
         Err(error @ (StoreError::NotFound(_) | StoreError::Corrupt(_))) => {
             warn!(conversion = %id, %error, "a conversion cannot follow its legs; it waits");
             Ok(0)

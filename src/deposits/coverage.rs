@@ -108,7 +108,9 @@ pub async fn fill_gaps<H: History>(history: H, shutdown: CancellationToken) {
                 failures = 0;
                 history.poll_interval().max(Duration::from_secs(1))
             }
-            Err(WatchError::Store(StoreError::Conflict(reason))) => {
+            Err(WatchError::Store(
+                StoreError::Raced(reason) | StoreError::Elsewhere(reason) | StoreError::LeaseLost(reason),
+            )) => {
                 debug!(%chain, reason, "gap scanned elsewhere");
                 Duration::ZERO
             }

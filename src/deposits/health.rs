@@ -161,32 +161,24 @@ pub struct WorkerReport {
 /// no recorded step is unhealthy), else every configured chain a watcher has
 /// reported on.
 pub async fn check(store: &Store, chains: &Chains, required: &[Chain]) -> Report {
-    let now = Utc::now();
-    let recorded = match store.chain_health().await {
-        Ok(recorded) => recorded,
-        Err(error) => return unreachable(error),
-    };
-    let selected: Vec<Chain> = if required.is_empty() {
-        recorded.iter().map(|r| r.chain).filter(|c| chains.get(*c).is_ok()).collect()
-    } else {
-        required.to_vec()
-    };
-    let mut reports: Vec<ChainReport> = selected
-        .into_iter()
-        .filter_map(|chain| {
-            let config = chains.get(chain).ok()?;
-            let state = recorded.iter().find(|r| r.chain == chain);
-            Some(assess(chain, state, config.max_lag, config.stale_after, now))
-        })
-        .collect();
-    let (leases, mut stops) = match (store.worker_leases().await, store.chain_stops().await) {
-        (Ok(leases), Ok(stops)) => (leases, stops),
-        (Err(error), _) | (_, Err(error)) => return unreachable(error),
-    };
-    let environment = match store.environment().await {
-        Ok(environment) => environment,
-        Err(error) => return unreachable(error),
-    };
+    match gather(store, chains, required, Utc::now()).await {
+        Ok(report) => report,
+        Err(error) => unreachable(error),
+    }
+}
+
+/// [`check`], failing when the store cannot be read.
+async fn gather(
+    store: &Store,
+    chains: &Chains,
+    required: &[Chain],
+    now: DateTime<Utc>,
+) -> Result<Report, StoreError> {
+    let recorded = store.chain_health().await?;
+    let mut reports = assessed(&recorded, chains, required, now);
+    let leases = store.worker_leases().await?;
+    let mut stops = store.chain_stops().await?;
+    let environment = store.environment().await?;
     // Conditions are warnings: failing to read them (a store not yet
     // migrated by a newer release, a row a newer release wrote) is one more
     // warning, never a reason to be unready.
@@ -197,10 +189,7 @@ pub async fn check(store: &Store, chains: &Chains, required: &[Chain]) -> Report
     // A signer that does not answer stops transfers: a problem, not a warning.
     let (unsigned, conditions): (Vec<Condition>, Vec<Condition>) =
         conditions.into_iter().partition(|c| c.kind == crate::store::SIGNER_UNREACHABLE);
-    let runs = match store.reconcile_runs(None).await {
-        Ok(runs) => runs,
-        Err(error) => return unreachable(error),
-    };
+    let runs = store.reconcile_runs(None).await?;
     for report in &mut reports {
         let run = runs.iter().find(|r| r.chain == report.chain.as_str());
         report.reconciled = run.map(|run| crate::reconcile::Reconciled::of(run, now.timestamp_micros()));
@@ -213,21 +202,14 @@ pub async fn check(store: &Store, chains: &Chains, required: &[Chain]) -> Report
         if let Some(at) = stops.iter().position(|s| s.chain == report.chain) {
             report.stopped(stops.swap_remove(at));
         }
-        match store.coverage(report.chain).await {
-            Ok(coverage) => {
-                report.addresses_catching_up = coverage.catching_up;
-                report.catching_up_from = coverage.lowest_gap_block;
-            }
-            Err(error) => return unreachable(error),
-        }
+        let coverage = store.coverage(report.chain).await?;
+        report.addresses_catching_up = coverage.catching_up;
+        report.catching_up_from = coverage.lowest_gap_block;
     }
     // Read from the outages themselves, which stop the submit windows: an
     // open one shows even without its condition.
-    let mut problems: Vec<String> = match store.open_signer_outages().await {
-        Ok(open) => open.into_iter().map(|(_, message)| message).collect(),
-        Err(error) => return unreachable(error),
-    };
-    let conditions = [conditions, unsigned].concat();
+    let mut problems: Vec<String> =
+        store.open_signer_outages().await?.into_iter().map(|(_, message)| message).collect();
     if reports.is_empty() {
         problems.push("no chain has recorded a scan yet: is `custody-indexer run` running?".to_string());
     }
@@ -237,26 +219,52 @@ pub async fn check(store: &Store, chains: &Chains, required: &[Chain]) -> Report
     let chain_warnings = reports.iter().flat_map(|c| c.warnings.iter().map(|w| format!("{}: {w}", c.chain)));
     warnings.splice(0..0, chain_warnings.collect::<Vec<_>>());
     if environment == Some(Environment::Production) {
-        // A store without operators yet (before its bootstrap) has no key
-        // to warn of.
-        match (store.operators().await, store.last_admin_key_expiry(now.timestamp_micros()).await) {
-            (Ok(operators), Ok(last)) if !operators.is_empty() => {
-                warnings.extend(crate::operators::key_rules::admin_key_warning(last, now.timestamp_micros()));
-            }
-            (Ok(_), Ok(_)) => {}
-            (Err(error), _) | (_, Err(error)) => return unreachable(error),
-        }
+        warnings.extend(admin_key_warning(store, now).await?);
     }
-    Report {
+    Ok(Report {
         healthy: problems.is_empty(),
         environment,
         problems,
         warnings,
-        conditions,
+        conditions: [conditions, unsigned].concat(),
         store: StoreReport { reachable: true, error: None },
         chains: reports,
         checked_at: now,
+    })
+}
+
+/// Each chain's report from what its watcher recorded: the `required`
+/// chains, else every configured chain a watcher has reported on.
+fn assessed(
+    recorded: &[ChainHealth],
+    chains: &Chains,
+    required: &[Chain],
+    now: DateTime<Utc>,
+) -> Vec<ChainReport> {
+    let selected: Vec<Chain> = if required.is_empty() {
+        recorded.iter().map(|r| r.chain).filter(|c| chains.get(*c).is_ok()).collect()
+    } else {
+        required.to_vec()
+    };
+    selected
+        .into_iter()
+        .filter_map(|chain| {
+            let config = chains.get(chain).ok()?;
+            let state = recorded.iter().find(|r| r.chain == chain);
+            Some(assess(chain, state, config.max_lag, config.stale_after, now))
+        })
+        .collect()
+}
+
+/// The warning of the last admin key's expiry; none on a store without
+/// operators yet (before its bootstrap).
+async fn admin_key_warning(store: &Store, now: DateTime<Utc>) -> Result<Option<String>, StoreError> {
+    let operators = store.operators().await?;
+    let last = store.last_admin_key_expiry(now.timestamp_micros()).await?;
+    if operators.is_empty() {
+        return Ok(None);
     }
+    Ok(crate::operators::key_rules::admin_key_warning(last, now.timestamp_micros()))
 }
 
 /// Adds each condition to its chain's warnings; those of no chain reported
@@ -406,115 +414,4 @@ fn workers(leases: &[WorkerLease], chain: Chain) -> Vec<WorkerReport> {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::time::Duration;
-
-    use super::*;
-
-    fn state(head: u64, indexed: u64, seconds_ago: i64, now: DateTime<Utc>) -> ChainHealth {
-        ChainHealth {
-            chain: Chain::BaseSepolia,
-            head: Some(head),
-            indexed: Some(indexed),
-            checked_at: Some(now - chrono::Duration::seconds(seconds_ago)),
-            last_error: None,
-            last_error_kind: None,
-            last_error_at: None,
-            block_time: None,
-        }
-    }
-
-    #[test]
-    fn judges_lag_staleness_and_absence() {
-        let now = Utc::now();
-        let limit = Duration::from_secs(60);
-        let fresh =
-            assess(Chain::BaseSepolia, Some(&state(1000, 990, 5, now)), Span::Blocks(100), limit, now);
-        assert!(fresh.healthy, "{:?}", fresh.problems);
-        assert_eq!(fresh.lag, Some(10));
-
-        let lagging =
-            assess(Chain::BaseSepolia, Some(&state(1000, 800, 5, now)), Span::Blocks(100), limit, now);
-        assert!(!lagging.healthy);
-        assert_eq!(lagging.problems, ["indexing trails the head by 200 blocks (limit 100)"]);
-
-        let mut stale = state(1000, 1000, 120, now);
-        stale.last_error = Some("rpc eth_blockNumber failed on BASE_SEPOLIA: connection refused".into());
-        stale.last_error_at = Some(now - chrono::Duration::seconds(1));
-        let stale = assess(Chain::BaseSepolia, Some(&stale), Span::Blocks(100), limit, now);
-        assert!(!stale.healthy);
-        assert_eq!(stale.problems[0], "last successful scan 120s ago (limit 60s)");
-        assert!(stale.problems[1].contains("connection refused"), "{:?}", stale.problems);
-
-        let never = assess(Chain::BaseSepolia, None, Span::Blocks(100), limit, now);
-        assert_eq!(never.problems, ["no successful scan recorded"]);
-    }
-
-    #[test]
-    fn a_lag_limit_in_seconds_is_judged_at_the_measured_block_time() {
-        let now = Utc::now();
-        let limit = Duration::from_secs(60);
-        let five_minutes = Span::Time(Duration::from_secs(300));
-        let ms = Duration::from_millis;
-        // (lag in blocks, measured block time, healthy, the lag limit in blocks)
-        let cases = [
-            // Base since Denim: 1,000 blocks are 200 s, within five minutes,
-            // where the 2 s block time of before would read 2,000 s.
-            (1000, Some(ms(200)), true, Some(1500)),
-            (1600, Some(ms(200)), false, Some(1500)),
-            (100, Some(ms(2000)), true, Some(150)),
-            (151, Some(ms(2000)), false, Some(150)),
-            (20, Some(ms(12_000)), true, Some(25)),
-            // Not measured: not judged, and said.
-            (1_000_000, None, true, None),
-        ];
-        for (lag, block_time, healthy, limit_blocks) in cases {
-            let mut recorded = state(10_000_000, 10_000_000 - lag, 5, now);
-            recorded.block_time = block_time;
-            let report = assess(Chain::BaseMainnet, Some(&recorded), five_minutes, limit, now);
-            assert_eq!(report.healthy, healthy, "{lag} blocks at {block_time:?}: {:?}", report.problems);
-            assert_eq!(report.max_lag_blocks, limit_blocks);
-            assert_eq!(report.max_lag_seconds, Some(300.0));
-            assert_eq!(report.block_time_ms, block_time.map(|t| t.as_millis() as u64));
-            assert_eq!(report.warnings.len(), usize::from(block_time.is_none()), "{:?}", report.warnings);
-        }
-        let mut slow = state(10_000, 8_400, 5, now);
-        slow.block_time = Some(ms(200));
-        let report = assess(Chain::BaseMainnet, Some(&slow), five_minutes, limit, now);
-        assert_eq!(
-            report.problems,
-            ["indexing trails the head by 1600 blocks, 320.0 s at 200 ms a block (limit 300 s)"]
-        );
-    }
-
-    #[test]
-    fn a_setup_error_is_a_problem_at_once_and_a_transient_one_a_warning() {
-        let now = Utc::now();
-        let limit = Duration::from_secs(60);
-        let failing = |kind: &str, message: &str| {
-            let mut failing = state(1000, 1000, 5, now);
-            failing.last_error = Some(message.into());
-            failing.last_error_kind = Some(kind.into());
-            failing.last_error_at = Some(now - chrono::Duration::seconds(1));
-            failing
-        };
-        let pruned = failing("pruned", "slot 5 is below slot 9, the first the RPC node still holds");
-        let pruned = assess(Chain::BaseSepolia, Some(&pruned), Span::Blocks(100), limit, now);
-        assert!(!pruned.healthy);
-        assert_eq!(
-            pruned.problems,
-            ["the watcher cannot progress: slot 5 is below slot 9, the first the RPC node still holds"]
-        );
-
-        let timeout =
-            assess(Chain::BaseSepolia, Some(&failing("timeout", "timed out")), Span::Blocks(100), limit, now);
-        assert!(timeout.healthy, "retried until stale: {:?}", timeout.problems);
-        assert_eq!(timeout.warnings, ["the watcher's last step failed (timeout), retrying: timed out"]);
-
-        // An error older than the last success is over.
-        let mut over = failing("pruned", "pruned");
-        over.last_error_at = Some(now - chrono::Duration::seconds(10));
-        let over = assess(Chain::BaseSepolia, Some(&over), Span::Blocks(100), limit, now);
-        assert!(over.healthy && over.warnings.is_empty());
-    }
-}
+mod tests;

@@ -97,7 +97,12 @@ impl WatchError {
                 | WatchError::Pruned { .. }
                 | WatchError::Behind { .. }
                 | WatchError::HeadBehind { .. }
-                | WatchError::Store(StoreError::Conflict(_) | StoreError::Query(_))
+                | WatchError::Store(
+                    StoreError::Raced(_)
+                        | StoreError::Elsewhere(_)
+                        | StoreError::LeaseLost(_)
+                        | StoreError::Query(_)
+                )
                 | WatchError::Unreachable { .. }
                 | WatchError::Inconsistent { .. }
         )
@@ -279,7 +284,9 @@ pub async fn follow<S: Step>(
                 alarms.raise(&key, error.kind(), &message);
                 watcher.poll_interval()
             }
-            Err(WatchError::Store(StoreError::Conflict(reason))) => {
+            Err(WatchError::Store(
+                StoreError::Raced(reason) | StoreError::Elsewhere(reason) | StoreError::LeaseLost(reason),
+            )) => {
                 // Another instance on the same store indexed this range first.
                 debug!(%chain, reason, "range already indexed elsewhere");
                 delays = backoff();
@@ -373,7 +380,11 @@ async fn record<S: Step>(
                 .set(chrono::Utc::now().timestamp() as f64);
             watcher.store().record_check(chain, head, indexed, block_time).await
         }
-        Err(WatchError::Store(StoreError::Conflict(_))) => return,
+        Err(WatchError::Store(
+            StoreError::Raced(_) | StoreError::Elsewhere(_) | StoreError::LeaseLost(_),
+        )) => {
+            return;
+        }
         Err(error) => {
             let kind = error.kind();
             metrics::counter!("custody_indexer_rpc_errors_total", "chain" => chain.as_str(), "kind" => kind)

@@ -162,10 +162,7 @@ fn asset(dev: &Summary, chain: Chain, symbol: Option<&str>) -> anyhow::Result<Wh
 
 /// The native coin of a local chain: its symbol and decimals.
 fn native(chain: Chain) -> (&'static str, u8) {
-    match chain.family() {
-        crate::chain::Family::Evm => ("ETH", 18),
-        crate::chain::Family::Solana => ("SOL", 9),
-    }
+    crate::family::rules::local_native(chain.family())
 }
 
 /// The receiving address of `account_id` (the seeded account by default) on `chain`.

@@ -10,9 +10,9 @@ use serde::{Deserialize, Serialize};
 use super::state::{StateDir, write_secret};
 use crate::{
     audit::Actor,
-    console::{people, rules::TenantRole},
     environment::Environment,
     operators::{NewOperator, Role, manage},
+    people::{self, rules::TenantRole},
     pii::{Key, KeySource},
     store::Store,
 };

@@ -7,10 +7,18 @@
 //! that take a family as input (a transfer's route, a refund's retry) are
 //! exhaustive matches the compiler lists.
 
+pub mod keys;
 pub mod rules;
 pub mod seam;
 
-use crate::{assets::BalanceReader, chain::Family, config::Chains};
+use crate::{
+    assets::BalanceReader,
+    chain::Family,
+    config::{ChainConfig, Chains},
+    evm::rpc::EvmRpc,
+    reconcile::reader::Reader,
+    solana::rpc::SolanaRpc,
+};
 use seam::ChainFamily;
 
 /// What `family` does.
@@ -18,6 +26,18 @@ pub fn of(family: Family) -> &'static dyn ChainFamily {
     match family {
         Family::Evm => &crate::evm::family::Evm,
         Family::Solana => &crate::solana::family::Solana,
+    }
+}
+
+/// `config`'s chain's reader for reconciliation, at most
+/// `reconcile_max_rps` requests a second.
+pub fn reconcile_reader(config: &ChainConfig) -> Reader {
+    let (chain, urls, rate) = (config.chain, &config.rpc_urls, config.reconcile_max_rps);
+    match config.family() {
+        Family::Evm => {
+            Reader::Evm(EvmRpc::paced(chain, urls, config.max_block_range, config.batch_size, rate))
+        }
+        Family::Solana => Reader::Solana(SolanaRpc::paced(chain, urls, rate)),
     }
 }
 

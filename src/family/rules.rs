@@ -1,14 +1,14 @@
 //! A chain family's pure rules: its addresses, parsed and normalised once
 //! at the edge (EVM addresses in their EIP-55 checksummed form, Solana
 //! addresses as base58 32-byte public keys), what a transfer may be sent
-//! to, and a key's address as the family writes it.
+//! to, its name, its keys' curve, its tokens' type and what its chain files
+//! hold.
 
 use alloy::primitives::Address;
 
 use crate::{
-    account::AccountAddress,
-    chain::{Chain, Family},
-    keys::{KeyError, KeyRef, Signer},
+    assets::resource::AssetType,
+    chain::{Chain, Curve, Family},
 };
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -93,31 +93,58 @@ pub fn same_transaction(family: Family, a: &str, b: &str) -> bool {
     }
 }
 
-/// The key's address on a chain of `family`, written as that family writes
-/// addresses (an EVM address checksummed).
-pub fn key_address(signer: &dyn Signer, family: Family, key: KeyRef) -> Result<String, KeyError> {
+/// The family as keys, labels and the store name it: `evm`, `solana`.
+pub fn name(family: Family) -> &'static str {
     match family {
-        Family::Evm => Ok(signer.evm_address(key)?.to_checksum(None)),
-        Family::Solana => signer.solana_address(key),
+        Family::Evm => "evm",
+        Family::Solana => "solana",
     }
 }
 
-/// The key's address on each family of `chains`, with the chains it serves
-/// there (an account's `addresses`), families in a fixed order.
-pub fn account_addresses(
-    signer: &dyn Signer,
-    chains: impl IntoIterator<Item = Chain>,
-    key: KeyRef,
-) -> Result<Vec<AccountAddress>, KeyError> {
-    let chains: Vec<Chain> = chains.into_iter().collect();
-    let mut out = Vec::new();
-    for family in [Family::Evm, Family::Solana] {
-        let chains: Vec<Chain> = chains.iter().copied().filter(|c| c.family() == family).collect();
-        if !chains.is_empty() {
-            out.push(AccountAddress { chains, address: key_address(signer, family, key)? });
-        }
+/// The curve a family's keys sign with.
+pub fn curve(family: Family) -> Curve {
+    match family {
+        Family::Evm => Curve::Secp256k1,
+        Family::Solana => Curve::Ed25519,
     }
-    Ok(out)
+}
+
+/// The type of a family's tokens.
+pub fn token_type(family: Family) -> AssetType {
+    match family {
+        Family::Evm => AssetType::Erc20,
+        Family::Solana => AssetType::SplToken,
+    }
+}
+
+/// The native coin of a family's local node (anvil, the local Solana
+/// network): its symbol and decimals.
+pub fn local_native(family: Family) -> (&'static str, u8) {
+    match family {
+        Family::Evm => ("ETH", 18),
+        Family::Solana => ("SOL", 9),
+    }
+}
+
+/// What a chain file of `family` says of its identity and of reading
+/// blocks.
+pub struct ChainFileKeys {
+    pub chain_id: bool,
+    pub genesis_hash: bool,
+    pub block_reads: bool,
+    pub eip7708_from_block: bool,
+}
+
+/// Why a chain file of `family` lacks a key it needs, or has one that is
+/// another family's.
+pub fn chain_file(family: Family, keys: ChainFileKeys) -> Result<(), &'static str> {
+    match family {
+        Family::Evm if !keys.chain_id => Err("missing chain_id"),
+        Family::Solana if !keys.genesis_hash => Err("missing genesis_hash"),
+        Family::Solana if keys.block_reads => Err("block_reads is for EVM chains"),
+        Family::Solana if keys.eip7708_from_block => Err("eip7708_from_block is for EVM chains"),
+        _ => Ok(()),
+    }
 }
 
 #[cfg(test)]
@@ -179,5 +206,26 @@ mod tests {
             Err(BadDestination::NotWallet(token_account.clone()))
         );
         assert!(matches!(destination(solana, "0x00"), Err(BadDestination::Address(_))));
+    }
+
+    #[test]
+    fn a_chain_file_names_its_own_family_keys() {
+        let keys = |chain_id, genesis_hash, block_reads, eip7708_from_block| ChainFileKeys {
+            chain_id,
+            genesis_hash,
+            block_reads,
+            eip7708_from_block,
+        };
+        let cases = [
+            (Family::Evm, keys(true, false, true, true), Ok(())),
+            (Family::Evm, keys(false, true, false, false), Err("missing chain_id")),
+            (Family::Solana, keys(false, true, false, false), Ok(())),
+            (Family::Solana, keys(true, false, false, false), Err("missing genesis_hash")),
+            (Family::Solana, keys(false, true, true, false), Err("block_reads is for EVM chains")),
+            (Family::Solana, keys(false, true, false, true), Err("eip7708_from_block is for EVM chains")),
+        ];
+        for (family, keys, expected) in cases {
+            assert_eq!(chain_file(family, keys), expected, "{family:?}");
+        }
     }
 }

@@ -49,7 +49,7 @@ impl Change<'_> {
 pub type UnsentFailure<'a> = &'a (dyn Fn(Chain) -> Settlement + Sync);
 
 /// Applies one lifecycle event (see the module doc). A refused event is
-/// [`StoreError::Conflict`] naming the state and the reason; nothing is
+/// [`StoreError::Refused`] naming the state and the reason; nothing is
 /// written. `unsent` fails the accounts' transfers not yet handed to a
 /// chain when the identity can no longer transact.
 pub async fn change(
@@ -118,7 +118,7 @@ pub async fn apply_in(
     let locked = lock(tx, change.organization, change.identity_id).await?;
     let state = locked.state;
     let transition = apply(locked.kind, state, change.event)
-        .map_err(|refusal| StoreError::Conflict(format!("identity {}: {refusal}", change.identity_id)))?;
+        .map_err(|refusal| StoreError::Refused(format!("identity {}: {refusal}", change.identity_id)))?;
     let now = now_micros();
     let next = transition.next;
     rows::set_state(tx, change.identity(), next, now).await?;

@@ -228,7 +228,7 @@ async fn decide<P: Provider>(
     let Some(decision) = provider.review(review).await? else { return Ok(false) };
     match super::review::decide(store, review, &decision.decided(actor)).await {
         Ok(_) => info!(identity = %review.identity_id, event = ?decision.event, "compliance decision"),
-        Err(StoreError::Conflict(refusal)) => warn!(%refusal, "compliance decision refused"),
+        Err(StoreError::Refused(refusal)) => warn!(%refusal, "compliance decision refused"),
         Err(error) => return Err(error.into()),
     }
     Ok(true)

@@ -12,7 +12,7 @@ pub use crate::family::seam::Coin;
 use crate::{
     chain::Chain,
     config::ChainConfig,
-    family::{self, rules::key_address},
+    family::{self, keys::key_address},
     keys::{KeyRef, Signer},
 };
 

@@ -58,7 +58,7 @@ pub async fn start_mints(store: &Store, config: &ChainConfig, issuer: &str) -> R
         match start_mint(store, &id, issuer, &issued).await {
             Ok(true) => started += 1,
             Ok(false) => {}
-            Err(StoreError::Conflict(reason)) => {
+            Err(StoreError::Unconfigured(reason)) => {
                 error!(mint = %id, chain = %config.chain, reason, "a mint cannot be sent: it waits");
             }
             Err(error) => return Err(error.into()),
@@ -74,7 +74,7 @@ async fn start_mint(store: &Store, id: &str, issuer: &str, issued: &[Issued]) ->
     let mut tx = store.begin().await?;
     let Some(mint) = mint_transfers::lock_minting(&mut tx, id).await? else { return Ok(false) };
     let decimals = issued.iter().find(|i| i.symbol == mint.symbol).map(|i| i.decimals).ok_or_else(|| {
-        StoreError::Conflict(format!("mint {id}: {} is not an issued asset here", mint.symbol))
+        StoreError::Unconfigured(format!("mint {id}: {} is not an issued asset here", mint.symbol))
     })?;
     let amount_raw = mint_amount(mint.minted_cents, decimals)?;
     let transfer = uuid::Uuid::new_v4().to_string();
@@ -91,7 +91,7 @@ fn mint_amount(cents: i64, decimals: u8) -> Result<U256, StoreError> {
     let cents =
         u64::try_from(cents).map_err(|_| StoreError::Corrupt(format!("negative mint amount {cents}")))?;
     let scale = decimals.checked_sub(2).ok_or_else(|| {
-        StoreError::Conflict(format!("a stablecoin of {decimals} decimals cannot hold cents"))
+        StoreError::Unconfigured(format!("a stablecoin of {decimals} decimals cannot hold cents"))
     })?;
     Ok(U256::from(cents) * U256::from(10u8).pow(U256::from(scale)))
 }

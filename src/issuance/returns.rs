@@ -42,7 +42,7 @@ pub async fn complete(
     tx.commit().await?;
     match store.fiat_returns(false).await?.into_iter().find(|r| r.mint.id == id) {
         Some(r) if r.reference.as_deref() == Some(reference) => Ok(r),
-        Some(r) => Err(StoreError::Conflict(format!(
+        Some(r) => Err(StoreError::Duplicate(format!(
             "the fiat of mint {id} was returned already (reference {})",
             r.reference.unwrap_or_default()
         ))),

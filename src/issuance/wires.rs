@@ -56,7 +56,7 @@ pub async fn arrive(
     let made = record(store, wire).await?;
     let id = made.get().id.clone();
     match settle(store, &id, approval).await {
-        Ok(_) | Err(StoreError::Conflict(_)) => {}
+        Ok(_) | Err(StoreError::Raced(_) | StoreError::Refused(_)) => {}
         // Recorded all the same: the issuance worker settles it later, and
         // the wire is not reported as unrecorded.
         Err(error) if error.is_refusal() => {
@@ -141,10 +141,13 @@ pub async fn record(store: &Store, wire: &NewWire<'_>) -> Result<Made<Mint>, Sto
 /// The mint a reference already started, when `wire` is the same wire.
 fn same_wire((found, organization): (Mint, String), wire: &NewWire<'_>) -> Result<Made<Mint>, StoreError> {
     if wire.organization.is_some_and(|o| o != organization) {
-        return Err(StoreError::Conflict(format!("wire reference {} is taken", wire.reference)));
+        return Err(StoreError::taken(
+            format!("wire_reference:{}", wire.reference),
+            format!("wire reference {} is taken", wire.reference),
+        ));
     }
     if found.memo_id != wire.memo_id || found.amount != Cents(wire.cents).to_string() {
-        return Err(StoreError::Conflict(format!(
+        return Err(StoreError::Duplicate(format!(
             "wire {} was recorded for memo_id {} and {} USD (mint {})",
             wire.reference, found.memo_id, found.amount, found.id
         )));
@@ -174,7 +177,7 @@ pub async fn settle(store: &Store, id: &str, approval: &Approval) -> Result<Opti
             Event::Settled { gate, approval: needed }
         }
     };
-    let transition = apply(mint.status, event).map_err(|r| StoreError::Conflict(r.to_string()))?;
+    let transition = apply(mint.status, event).map_err(|r| StoreError::Refused(r.to_string()))?;
     mints::change(&mut tx, id, transition, None).await?;
     tx.commit().await?;
     Ok(Some(transition))
@@ -250,10 +253,7 @@ pub async fn decide(
         Event::Refused
     };
     let transition = apply(mint.status, event).map_err(|_| {
-        StoreError::Conflict(format!(
-            "the mint of wire {reference} is {}, not AWAITING_APPROVAL",
-            mint.status
-        ))
+        StoreError::Refused(format!("the mint of wire {reference} is {}, not AWAITING_APPROVAL", mint.status))
     })?;
     mints::change(&mut tx, &mint.id, transition, Some(&by.recorded())).await?;
     let decided = mints::mint_in(&mut tx, &mint.id).await?;

@@ -58,7 +58,7 @@ pub async fn settle_once(
             Ok(Some(_)) => settled += 1,
             Ok(None) => {}
             // Another instance settled it between the read and the write.
-            Err(crate::store::StoreError::Conflict(_)) => {}
+            Err(crate::store::StoreError::Raced(_) | crate::store::StoreError::Refused(_)) => {}
             // One mint that cannot settle keeps the others moving.
             Err(error @ (crate::store::StoreError::NotFound(_) | crate::store::StoreError::Corrupt(_))) => {
                 warn!(mint = %id, %error, "a wire cannot be settled; it waits");

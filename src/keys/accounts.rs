@@ -11,7 +11,7 @@ use super::{KeyError, KeyRef, Signer};
 use crate::{
     account::Account,
     chain::Chain,
-    family::rules::account_addresses,
+    family::keys::account_addresses,
     store::{NewAccount, Store, StoreError},
 };
 
@@ -30,7 +30,7 @@ impl CreateError {
     /// Whether the same creation, tried again, can succeed.
     pub fn is_retryable(&self) -> bool {
         match self {
-            CreateError::Store(error) => !error.is_refusal(),
+            CreateError::Store(error) => error.retryable(),
             CreateError::Key(error) => error.is_retryable(),
         }
     }

@@ -87,7 +87,7 @@ impl Guarded {
         let now = chrono::Utc::now().timestamp_micros();
         admit(times, now, self.limit).map(|()| Some(now)).map_err(|signed| {
             let name = super::describe(key, family);
-            counter!("custody_indexer_signer_refusals_total", "family" => family_label(family)).increment(1);
+            counter!("custody_indexer_signer_refusals_total", "family" => crate::family::rules::name(family)).increment(1);
             tracing::error!(key = %name, signed, limit = self.limit, "signer: a key reached its signatures per minute; refused");
             KeyError::RateLimited(name, signed)
         })
@@ -114,16 +114,10 @@ impl Guarded {
 
     fn bad(&self, key: KeyRef, family: Family) -> KeyError {
         let name = super::describe(key, family);
-        counter!("custody_indexer_bad_signatures_total", "family" => family_label(family)).increment(1);
+        counter!("custody_indexer_bad_signatures_total", "family" => crate::family::rules::name(family))
+            .increment(1);
         tracing::error!(key = %name, backend = %self.inner.backend(), "signer: a signature does not verify for its key; not sent");
         KeyError::BadSignature(name)
-    }
-}
-
-fn family_label(family: Family) -> &'static str {
-    match family {
-        Family::Evm => "evm",
-        Family::Solana => "solana",
     }
 }
 

@@ -9,7 +9,10 @@ use serde::Serialize;
 use super::{
     KeyError, KeyRef, MnemonicSigner, Signer, describe, guard::ed25519_verifies, pkcs11::Pkcs11Signer,
 };
-use crate::{chain::Family, family::rules::key_address};
+use crate::{
+    chain::{Curve, Family},
+    family::{keys::key_address, rules::curve},
+};
 
 /// One key after `keys import-local`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -42,7 +45,7 @@ pub async fn import(
         )));
     }
     let answer = |state| Imported {
-        family: super::init::family_name(family),
+        family: crate::family::rules::name(family),
         label: label.clone(),
         address: address.clone(),
         state,
@@ -82,8 +85,8 @@ pub async fn import(
 /// A signature by the token's key, checked against `address`.
 async fn probe(token: &Pkcs11Signer, key: KeyRef, family: Family, address: &str) -> Result<(), KeyError> {
     let bad = || KeyError::BadSignature(describe(key, family));
-    match family {
-        Family::Evm => {
+    match curve(family) {
+        Curve::Secp256k1 => {
             let hash = alloy::primitives::keccak256(b"custody-indexer keys import-local");
             // The token's answer is only accepted when it recovers the
             // key's address (see `pkcs11::evm_signature`).
@@ -93,7 +96,7 @@ async fn probe(token: &Pkcs11Signer, key: KeyRef, family: Family, address: &str)
                 return Err(bad());
             }
         }
-        Family::Solana => {
+        Curve::Ed25519 => {
             let message = b"custody-indexer keys import-local".to_vec();
             let signature = token.sign_solana(key, message.clone()).await?;
             if !ed25519_verifies(address, &message, &signature) {

@@ -15,7 +15,7 @@ use super::{KeyError, KeyRef, Signer, describe};
 use crate::{
     chain::{Chain, Family},
     config::ChainConfig,
-    family::rules::key_address,
+    family::keys::key_address,
 };
 
 /// The platform's keys, in the order they are made and printed.
@@ -70,7 +70,7 @@ pub fn init(signer: &dyn Signer, chains: &[&ChainConfig]) -> Result<Vec<KeyState
         for (role, key) in PLATFORM {
             let label = describe(key, family);
             let state = |address: Option<String>, state, reason| KeyState {
-                family: family_name(family),
+                family: crate::family::rules::name(family),
                 role,
                 label: label.clone(),
                 address,
@@ -87,14 +87,6 @@ pub fn init(signer: &dyn Signer, chains: &[&ChainConfig]) -> Result<Vec<KeyState
         }
     }
     Ok(out)
-}
-
-/// The family as labels name it.
-pub fn family_name(family: Family) -> &'static str {
-    match family {
-        Family::Evm => "evm",
-        Family::Solana => "solana",
-    }
 }
 
 #[cfg(test)]

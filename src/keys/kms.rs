@@ -25,7 +25,10 @@ use aws_sdk_kms::{
 use futures::future::BoxFuture;
 
 use super::{Backend, KeyError, KeyRef, Scope, Signer, describe};
-use crate::chain::Family;
+use crate::{
+    chain::{Curve, Family},
+    family::rules::curve,
+};
 
 /// The variable pointing the client at another endpoint (after the
 /// scope's prefix).
@@ -137,9 +140,9 @@ impl KmsSigner {
         if !make {
             return Ok(None);
         }
-        let spec = match family {
-            Family::Evm => KeySpec::EccSecgP256K1,
-            Family::Solana => KeySpec::EccNistEdwards25519,
+        let spec = match curve(family) {
+            Curve::Secp256k1 => KeySpec::EccSecgP256K1,
+            Curve::Ed25519 => KeySpec::EccNistEdwards25519,
         };
         let made = client
             .create_key()
@@ -217,14 +220,14 @@ fn known(key: KeyRef, family: Family, id: Option<String>, spki: Option<Blob>) ->
     let bad =
         || KeyError::Service(format!("KMS answered no {family:?} public key for {}", alias(key, family)));
     let (id, spki) = (id.ok_or_else(bad)?, spki.ok_or_else(bad)?.into_inner());
-    let public = match family {
-        Family::Evm => {
+    let public = match curve(family) {
+        Curve::Secp256k1 => {
             let point = spki.get(spki.len().saturating_sub(65)..).ok_or_else(bad)?;
             // secp256k1's OID, and an uncompressed point.
             let curve = spki.windows(5).any(|w| w == [0x2b, 0x81, 0x04, 0x00, 0x0a]);
             (curve && point.first() == Some(&0x04)).then(|| point.to_vec()).ok_or_else(bad)?
         }
-        Family::Solana => {
+        Curve::Ed25519 => {
             spki.strip_prefix(&ED25519_SPKI).filter(|p| p.len() == 32).ok_or_else(bad)?.to_vec()
         }
     };

@@ -29,6 +29,7 @@ use solana_signer::Signer as _;
 use zeroize::Zeroizing;
 
 use super::{Backend, KeyError, KeyRef, MNEMONIC_ENV, MNEMONIC_FILE_ENV, Signer};
+use crate::chain::Curve;
 
 /// A BIP-39 phrase, its words separated by single spaces, zeroed on drop;
 /// `Debug` never shows it.
@@ -191,14 +192,14 @@ impl MnemonicSigner {
         key: KeyRef,
         family: crate::chain::Family,
     ) -> Result<(Zeroizing<[u8; 32]>, Vec<u8>), KeyError> {
-        match family {
-            crate::chain::Family::Evm => {
+        match crate::family::rules::curve(family) {
+            Curve::Secp256k1 => {
                 let signer = self.evm_key(key)?;
                 let secret = Zeroizing::new(<[u8; 32]>::from(signer.credential().to_bytes()));
                 let public = signer.credential().verifying_key().to_encoded_point(false).as_bytes().to_vec();
                 Ok((secret, public))
             }
-            crate::chain::Family::Solana => {
+            Curve::Ed25519 => {
                 let keypair = self.solana_key(key)?;
                 Ok((Zeroizing::new(*keypair.secret_bytes()), keypair.pubkey().to_bytes().to_vec()))
             }

@@ -149,6 +149,10 @@ pub enum KeyError {
     /// The token or its library: unreachable, refusing, or without the key.
     #[error("the key token: {0}")]
     Token(String),
+    /// The token refuses the PIN it was given: asking again with the same
+    /// PIN changes nothing.
+    #[error("the key token: the token refuses the PIN: {0}")]
+    PinRefused(String),
     /// The signing service (a Transit engine): unreachable or refusing.
     #[error("the signing service: {0}")]
     Service(String),
@@ -249,11 +253,7 @@ pub fn describe(key: KeyRef, family: crate::chain::Family) -> String {
         KeyRef::Issuer => ("issuer", "platform".to_string()),
         KeyRef::Settlement => ("settlement", "platform".to_string()),
     };
-    let family = match family {
-        crate::chain::Family::Evm => "evm",
-        crate::chain::Family::Solana => "solana",
-    };
-    format!("custody-indexer:{role}:{owner}:{family}")
+    format!("custody-indexer:{role}:{owner}:{}", crate::family::rules::name(family))
 }
 
 /// What signs for the service. Implementations must never log, format or

@@ -7,11 +7,11 @@
 //! is sent to or from it. Only `keys init --accept-new-keys`, an admin's
 //! audited decision in production, records a new address.
 
-use super::{KeyRef, Signer, init::PLATFORM, init::family_name};
+use super::{KeyRef, Signer, init::PLATFORM};
 use crate::{
     audit::{self, Actor, Record},
     chain::Family,
-    family::rules::key_address,
+    family::keys::key_address,
     store::Store,
 };
 
@@ -57,7 +57,7 @@ pub async fn check(
     accept: Option<&Actor>,
 ) -> anyhow::Result<()> {
     for family in [Family::Evm, Family::Solana].into_iter().filter(|f| families.contains(f)) {
-        let name = family_name(family);
+        let name = crate::family::rules::name(family);
         for (role, key) in PLATFORM {
             let held = match signer.holds(key, family) {
                 Ok(true) => Some(key_address(signer, family, key)?),
@@ -111,7 +111,7 @@ async fn replace(
 ) -> anyhow::Result<()> {
     let label = super::describe(key, family);
     let mut tx = store.begin().await?;
-    Store::replace_platform_key(&mut tx, role, family_name(family), now).await?;
+    Store::replace_platform_key(&mut tx, role, crate::family::rules::name(family), now).await?;
     audit::append(&mut tx, None, entry(actor, "key.accepted", &label)).await?;
     tx.commit().await?;
     Ok(())

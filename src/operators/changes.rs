@@ -7,13 +7,13 @@
 
 use super::{
     grants,
-    manage::{self, Created, OperatorError, actor, authority, record},
+    manage::{self, Created, OperatorError, actor, authority, on_change},
     resource::{Change, ChangeKind, ChangeStatus, Operator},
     rules::{self, Refused},
     tenants,
 };
 use crate::{
-    audit::{self, Actor, Record},
+    audit::{self, Actor},
     environment::Environment,
     mail::Invitations,
     pii::Cipher,
@@ -162,16 +162,6 @@ pub(super) async fn refuse_pending_of(
         }
     }
     Ok(())
-}
-
-/// An entry about change `id`.
-pub(super) fn on_change<'a>(
-    actor: &'a Actor,
-    action: &'a str,
-    id: &'a str,
-    reason: Option<&'a str>,
-) -> Record<'a> {
-    Record { target_kind: "operator_change", ..record(actor, action, id, reason) }
 }
 
 async fn apply(

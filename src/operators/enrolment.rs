@@ -7,11 +7,8 @@ use super::{genesis, key_rules, manage::locked};
 use crate::{
     api_key::NewSecret,
     audit,
-    console::{
-        people::{self, Enrolment, PeopleError},
-        resource::User,
-    },
     environment::Environment,
+    people::{self, Enrolment, PeopleError, resource::User},
     store::{Store, StoreError, now_micros, operators as rows},
 };
 

@@ -159,13 +159,16 @@ async fn grant(
 /// has it.
 async fn taken(tx: &mut Tx, email: &str) -> Result<(), OperatorError> {
     if changes::email_pending(tx, email).await? {
-        return Err(StoreError::Conflict(format!(
-            "a pending change proposes an operator with email {email}"
-        ))
-        .into());
+        return Err(
+            StoreError::Waiting(format!("a pending change proposes an operator with email {email}")).into()
+        );
     }
     if rows::email_taken(tx, email).await? {
-        return Err(StoreError::Conflict(format!("an operator with email {email} exists")).into());
+        return Err(StoreError::taken(
+            format!("operator_email:{email}"),
+            format!("an operator with email {email} exists"),
+        )
+        .into());
     }
     Ok(())
 }
@@ -194,7 +197,7 @@ pub(super) async fn propose(
     };
     let text = describe(&change);
     let by = actor(admin);
-    let entry = super::changes::on_change(&by, "operator_change.proposed", &change.id, Some(&text));
+    let entry = manage::on_change(&by, "operator_change.proposed", &change.id, Some(&text));
     let detail = Detail { proposal_sha256: Some(change.digest()), ..Detail::default() };
     audit::append(tx, cipher, Record { detail: Some(detail), ..entry }).await?;
     changes::insert(tx, &change).await?;

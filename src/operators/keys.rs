@@ -14,8 +14,8 @@ use super::{
 use crate::{
     api_key::{self, NewSecret, OPERATOR_PREFIX},
     audit::{self, Actor, Detail, Record},
-    console::totp,
     environment::Environment,
+    people::totp,
     pii::Cipher,
     store::{Store, StoreError, Tx, console as people_rows, now_micros, operators as rows},
 };

@@ -12,9 +12,9 @@ use super::{
 use crate::{
     api_key::{self, NewSecret, OPERATOR_PREFIX},
     audit::{self, Actor, Detail, Record},
-    console::people::{self, PeopleError},
     environment::Environment,
     mail::{self, Invitations},
+    people::{self, PeopleError},
     pii::Cipher,
     store::{Store, StoreError, Tx, now_micros, operators as rows},
 };
@@ -267,6 +267,16 @@ pub(super) async fn authority(tx: &mut Tx, admin: &Operator) -> Result<(), Opera
 
 pub(super) async fn locked(tx: &mut Tx, id: &str) -> Result<Operator, OperatorError> {
     Ok(rows::lock(tx, id).await?.ok_or_else(|| StoreError::NotFound(format!("operator {id}")))?)
+}
+
+/// An entry about change `id`.
+pub(super) fn on_change<'a>(
+    actor: &'a Actor,
+    action: &'a str,
+    id: &'a str,
+    reason: Option<&'a str>,
+) -> Record<'a> {
+    Record { target_kind: "operator_change", ..record(actor, action, id, reason) }
 }
 
 pub(super) fn record<'a>(

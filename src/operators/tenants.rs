@@ -14,13 +14,9 @@ use super::{
 };
 use crate::{
     audit::{self, Actor, Detail, Record},
-    console::{
-        people::{self, Invited, PeopleError},
-        resource::email_key,
-        rules::TenantRole,
-    },
     environment::Environment,
     mail::Invitations,
+    people::{self, Invited, PeopleError, resource::email_key, rules::TenantRole},
     pii::Cipher,
     store::{
         Organization, Store, StoreError, Tx, audit as log, console as users, now_micros,
@@ -238,7 +234,7 @@ fn checked(email: &str) -> Result<String, OperatorError> {
 fn people_error(error: PeopleError) -> OperatorError {
     match error {
         PeopleError::Store(error) => OperatorError::Store(error),
-        PeopleError::Refused(message) => OperatorError::Store(StoreError::Conflict(message)),
+        PeopleError::Refused(message) => OperatorError::Store(StoreError::Refused(message)),
         PeopleError::Invalid(message) => OperatorError::Invalid(message),
     }
 }

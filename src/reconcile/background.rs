@@ -16,16 +16,15 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use super::{
-    ReconcileError, Report, Run, alarms, baselines, evm, rules,
+    ReconcileError, Report, Run, alarms, baselines, evm,
+    reader::Reader,
+    rules,
     slices::{self, Slice},
     solana,
 };
 use crate::{
-    chain::Family,
     config::ChainConfig,
     deposits::resource::format_time,
-    evm::rpc::EvmRpc,
-    solana::rpc::SolanaRpc,
     store::{Store, now_micros},
 };
 
@@ -43,7 +42,7 @@ const BASELINES_EVERY: Duration = Duration::from_secs(2);
 /// store that has none), each pass's slices evenly spaced over the period.
 pub async fn every(config: ChainConfig, store: Store, stop: CancellationToken) {
     let period = config.reconcile_every;
-    let rpc = Reader::of(&config);
+    let rpc = crate::family::reconcile_reader(&config);
     let idle = Idle { store: &store, rpc: &rpc, config: &config, stop: &stop };
     let mut deferrals = alarms::Deferrals::new();
     let last = store.reconcile_runs(Some(config.chain)).await.ok().and_then(|runs| runs.into_iter().next());
@@ -105,23 +104,7 @@ impl Idle<'_> {
     }
 }
 
-/// A chain's balance reader, at most `reconcile_max_rps` requests a second.
-enum Reader {
-    Evm(EvmRpc),
-    Solana(SolanaRpc),
-}
-
 impl Reader {
-    fn of(config: &ChainConfig) -> Self {
-        let (chain, urls, rate) = (config.chain, &config.rpc_urls, config.reconcile_max_rps);
-        match config.family() {
-            Family::Evm => {
-                Reader::Evm(EvmRpc::paced(chain, urls, config.max_block_range, config.batch_size, rate))
-            }
-            Family::Solana => Reader::Solana(SolanaRpc::paced(chain, urls, rate)),
-        }
-    }
-
     /// The watched addresses and wallets of `slice`, as `reconcile`
     /// without arguments reads them.
     async fn reconcile(

@@ -219,10 +219,7 @@ pub(super) async fn chosen(
     let mut all = store.reconcile_watched(config.chain).await?;
     // The platform's wallets, of the chain's family.
     if ask.account.is_none() {
-        let family = match config.family() {
-            crate::chain::Family::Evm => "evm",
-            crate::chain::Family::Solana => "solana",
-        };
+        let family = crate::family::rules::name(config.family());
         all.extend(store.reconcile_wallets(config.chain, family).await?);
     }
     if let Some(slice) = ask.slice {

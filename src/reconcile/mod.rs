@@ -29,6 +29,7 @@ pub mod background;
 pub mod baselines;
 pub mod evm;
 pub mod locate;
+pub mod reader;
 pub mod repair;
 pub mod repairs;
 pub mod rules;
@@ -251,7 +252,7 @@ impl ReconcileError {
     /// answer, never a refused request.
     pub fn retryable(&self) -> bool {
         match self {
-            ReconcileError::Store(e) => !e.is_refusal(),
+            ReconcileError::Store(e) => e.retryable(),
             ReconcileError::Rpc(e) => e.retryable(),
             ReconcileError::Refused(_) | ReconcileError::NotIndexed(_) => false,
         }

@@ -48,7 +48,7 @@ impl RepairError {
     pub fn retryable(&self) -> bool {
         match self {
             RepairError::Reconcile(e) => e.retryable(),
-            RepairError::Store(e) => !e.is_refusal(),
+            RepairError::Store(e) => e.retryable(),
             RepairError::ReadFailed(_) => true,
             RepairError::FourEyes { .. } => false,
         }
@@ -75,7 +75,7 @@ pub async fn request(
 ) -> Result<Repair, RepairError> {
     let (report, missed) = reconciled(store, rpc, config, ask.scope).await?;
     if missed.is_empty() {
-        return Err(StoreError::Conflict(format!(
+        return Err(StoreError::Refused(format!(
             "the reconciliation of {} finds no missed credit at or below block {} to repair",
             config.chain, report.settled
         ))
@@ -136,7 +136,7 @@ pub async fn decide(
         let again: Vec<Detected> =
             found.into_iter().filter(|d| repair.credits.contains(&Credit::of(d))).collect();
         if again.is_empty() {
-            return Err(StoreError::Conflict(format!(
+            return Err(StoreError::Refused(format!(
                 "the reconciliation finds none of repair {id}'s credits missed any more: refuse it"
             ))
             .into());
@@ -171,13 +171,13 @@ async fn awaiting(store: &Store, id: &str, by: &Actor) -> Result<Repair, RepairE
     let requested = store::audit::entry_about(&mut tx, "reconcile.repair_requested", id).await?;
     tx.rollback().await.map_err(StoreError::from)?;
     let Some(requested) = requested else {
-        return Err(StoreError::Conflict(format!("repair {id} has no request in the audit log")).into());
+        return Err(StoreError::Refused(format!("repair {id} has no request in the audit log")).into());
     };
     second_pair(&Actor::from_recorded(&requested.actor), by)
         .map_err(|refusal| RepairError::FourEyes { id: id.to_string(), refusal })?;
     let asked = requested.detail.as_deref().and_then(Detail::parse).and_then(|d| d.repair_sha256);
     if asked.as_deref() != Some(digest(&repair).as_str()) {
-        return Err(StoreError::Conflict(format!(
+        return Err(StoreError::Refused(format!(
             "repair {id} is not what its request in the audit log asked for: refuse it and ask again"
         ))
         .into());
@@ -189,7 +189,7 @@ async fn awaiting(store: &Store, id: &str, by: &Actor) -> Result<Repair, RepairE
 }
 
 fn not_awaiting(id: &str) -> RepairError {
-    StoreError::Conflict(format!("repair {id} does not await approval")).into()
+    StoreError::Refused(format!("repair {id} does not await approval")).into()
 }
 
 /// Records `missed` as deposits and the repair as applied by `by`, with

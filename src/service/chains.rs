@@ -55,7 +55,7 @@ async fn stop_chain(store: &Store, chain: Chain, error: WatchError) {
             "the watcher cannot continue: chain STOPPED on every instance until `custody-indexer chains resume {chain}`; \
              the other chains, the senders and the API keep running"
         ),
-        Err(StoreError::Conflict(lost)) => {
+        Err(StoreError::LeaseLost(lost)) => {
             warn!(%chain, kind, %reason, %lost, "the watcher cannot continue, but its lease was lost: the new holder decides")
         }
         Err(failure) => error!(

@@ -25,7 +25,7 @@ use self::{
     signals::until_signal,
 };
 use crate::{
-    api::{self, ApiState},
+    api::ApiState,
     api_key::pepper,
     chain::{Chain, Family},
     config::{ChainConfig, Chains},
@@ -156,7 +156,7 @@ async fn run(
     crate::evm::asset_code::verify_at_start(&selected).await?;
     crate::issuance::decimals::verify_at_start(&selected).await?;
     telemetry::prometheus();
-    let listener = api::bind(api.listen).await?;
+    let listener = crate::server::bind(api.listen).await?;
     let required = selected.iter().map(|c| c.chain).collect();
     // Every configured chain: the API makes accounts' keys on each.
     let families: Vec<Family> = chains.iter().map(ChainConfig::family).collect();
@@ -175,7 +175,9 @@ async fn run(
     let mut tasks = tokio::task::JoinSet::new();
     workers::spawn(&mut tasks, &state, &shutdown);
     let server = shutdown.clone();
-    tasks.spawn(async move { api::serve(listener, state, server).await.context("the HTTP API stopped") });
+    tasks.spawn(async move {
+        crate::server::serve(listener, state, server).await.context("the HTTP API stopped")
+    });
     if delivery.concurrency > 0 {
         let (store, shutdown) = (store.clone(), shutdown.clone());
         tasks.spawn(async move {
@@ -241,7 +243,7 @@ pub async fn serve(
     crate::evm::asset_code::verify_at_start(chains.iter()).await?;
     crate::issuance::decimals::verify_at_start(chains.iter()).await?;
     telemetry::prometheus();
-    let listener = api::bind(api.listen).await?;
+    let listener = crate::server::bind(api.listen).await?;
     let families: Vec<Family> = chains.iter().map(ChainConfig::family).collect();
     let signer = match signer()? {
         Some(signer) => Some(signing(&store, environment, signer, &families).await?),

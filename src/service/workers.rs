@@ -11,7 +11,7 @@ use tokio::{net::TcpListener, task::JoinSet};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    api::{self, ApiState},
+    api::ApiState,
     conversions,
     environment::Environment,
     every::{Logged, every},
@@ -42,7 +42,7 @@ pub fn spawn(tasks: &mut Tasks, state: &ApiState, shutdown: &CancellationToken) 
         every(PURGE_EVERY, &stop, logged, move || async move {
             let purged = store.purge_request_tokens(chrono::Utc::now().timestamp()).await?;
             // And failed console sign-ins no longer counted.
-            let kept = i64::try_from(crate::console::rules::FAILURES_KEPT.as_micros()).unwrap_or(i64::MAX);
+            let kept = i64::try_from(crate::people::rules::FAILURES_KEPT.as_micros()).unwrap_or(i64::MAX);
             let failures =
                 store.purge_sign_in_failures(crate::store::now_micros().saturating_sub(kept)).await?;
             Ok::<_, crate::store::StoreError>(usize::try_from(purged + failures).unwrap_or(usize::MAX))
@@ -78,6 +78,8 @@ pub async fn serve_api(
     let mut tasks = Tasks::new();
     spawn(&mut tasks, &state, &shutdown);
     let server = shutdown.clone();
-    tasks.spawn(async move { api::serve(listener, state, server).await.context("the HTTP API stopped") });
+    tasks.spawn(async move {
+        crate::server::serve(listener, state, server).await.context("the HTTP API stopped")
+    });
     super::watch(tasks, &shutdown).await
 }

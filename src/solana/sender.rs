@@ -43,8 +43,8 @@ use crate::{
     store::{Store, now_micros},
     transfers::{
         FailureDetails, Fee, Lineage, Outgoing, Route, SendError, Sender, SentTransaction, TransferStatus,
-        TxRole, TxState, after_step, expire_if_unsent, failure, listed_asset, past_submit_window, settle,
-        submit_within_micros, waiting,
+        TxRole, TxState, after_step, expire_if_unsent, failure, listed_asset, past_submit_window,
+        record::record, settle, submit_within_micros, waiting,
     },
 };
 
@@ -106,8 +106,7 @@ impl SolanaSender {
         }
         let window_ends_at = now_micros() + self.config.transfers.window().as_micros() as i64;
         let sent = self.sign(t).await?;
-        self.store
-            .record_transaction(&t.id, self.config.chain, &sent, Lineage::Start, Some(window_ends_at), None)
+        record(&self.store, (&t.id, self.config.chain), &sent, Lineage::Start, Some(window_ends_at), None)
             .await?;
         self.send_first(t, &sent).await
     }
@@ -214,7 +213,7 @@ impl SolanaSender {
         };
         info!(chain = %self.config.chain, transfer = %t.id, signature = %sent.hash, "blockhash expired; signed again");
         let lineage = Lineage::After(&last.hash);
-        self.store.record_transaction(&t.id, self.config.chain, &sent, lineage, None, None).await?;
+        record(&self.store, (&t.id, self.config.chain), &sent, lineage, None, None).await?;
         if let SolanaBroadcast::Rejected(reason) = self.send(&sent).await? {
             warn!(chain = %self.config.chain, signature = %sent.hash, reason, "node refused the transaction; sending it again until its blockhash expires");
         }

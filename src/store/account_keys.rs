@@ -48,10 +48,13 @@ impl Store {
         let now = now_micros();
         let index = match reservation(&mut tx, &new.id).await? {
             Some(found) if found.organization != new.organization => {
-                return Err(StoreError::Conflict(format!("account id {} is another organization's", new.id)));
+                return Err(StoreError::taken(
+                    format!("account:{}", new.id),
+                    format!("account id {} is another organization's", new.id),
+                ));
             }
             Some(found) if found.claimed_until.is_some_and(|until| until > now) => {
-                return Err(StoreError::Conflict(format!(
+                return Err(StoreError::Waiting(format!(
                     "account {} is being created by another request: retry in a minute",
                     new.id
                 )));
@@ -70,7 +73,7 @@ impl Store {
                 .await?
                 .try_get("n")?;
                 if unfinished >= MAX_UNFINISHED {
-                    return Err(StoreError::Conflict(format!(
+                    return Err(StoreError::LimitReached(format!(
                         "organization {} has {unfinished} account creations unfinished: retry them, or wait an hour",
                         new.organization
                     )));
@@ -118,7 +121,7 @@ impl Store {
         let mut tx = self.begin().await?;
         self.claim(&mut tx, &new.organization, Quota::Accounts).await?;
         if reserved(&mut tx, &new.id).await? != Some(index) {
-            return Err(StoreError::Conflict(format!(
+            return Err(StoreError::Raced(format!(
                 "key number {index} is not the one reserved for account {}",
                 new.id
             )));

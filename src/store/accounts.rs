@@ -197,7 +197,10 @@ async fn insert_account_rows(
         query.fetch_all(&mut **tx).await?.iter().map(|r| r.try_get("id")).collect::<Result<_, _>>()?;
     let mut seen = HashSet::new();
     match chunk.iter().find(|new| !inserted.contains(&new.id) || !seen.insert(new.id.as_str())) {
-        Some(new) => Err(StoreError::Conflict(format!("account {} already exists", new.id))),
+        Some(new) => Err(StoreError::taken(
+            format!("account:{}", new.id),
+            format!("account {} already exists", new.id),
+        )),
         None => Ok(()),
     }
 }
@@ -242,9 +245,10 @@ async fn insert_address_rows(
         !inserted.contains(&key) || !seen.insert(key)
     });
     match clash {
-        Some(row) => {
-            Err(StoreError::Conflict(format!("address {} is already watched on {}", row.address, row.chain)))
-        }
+        Some(row) => Err(StoreError::taken(
+            format!("address:{}:{}", row.chain, row.address),
+            format!("address {} is already watched on {}", row.address, row.chain),
+        )),
         None => Ok(()),
     }
 }

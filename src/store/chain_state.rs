@@ -99,7 +99,7 @@ impl Store {
         .execute(&mut *tx)
         .await?;
         if moved.rows_affected() != 1 {
-            return Err(StoreError::Conflict(format!("the {chain} cursor moved under this rewind")));
+            return Err(StoreError::Raced(format!("the {chain} cursor moved under this rewind")));
         }
         sqlx::query("DELETE FROM chain_blocks WHERE chain = $1 AND number > $2")
             .bind(chain)

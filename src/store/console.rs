@@ -6,7 +6,7 @@ use sqlx::{Row, any::AnyRow};
 
 use super::{Store, StoreError, Tx, time};
 use crate::{
-    console::{
+    people::{
         resource::{Credentials, Member, User},
         rules::TenantRole,
     },
@@ -57,7 +57,10 @@ pub async fn insert_user(tx: &mut Tx, user: &User, email_key: &str) -> Result<()
         .fetch_optional(&mut **tx)
         .await?;
     if taken.is_some() {
-        return Err(StoreError::Conflict(format!("{} is in use: it cannot be invited", user.email)));
+        return Err(StoreError::taken(
+            format!("user_email:{}", user.email),
+            format!("{} is in use: it cannot be invited", user.email),
+        ));
     }
     let (organization, operator, role) = match &user.member {
         Member::Tenant { organization_id, role } => {

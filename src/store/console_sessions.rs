@@ -7,7 +7,7 @@ use super::{
     Store, StoreError,
     console::{LIVE_OPERATOR, USER_COLUMNS, user},
 };
-use crate::console::resource::Session;
+use crate::people::resource::Session;
 
 impl Store {
     /// The failed sign-ins counted under `email_key` (an email and a client

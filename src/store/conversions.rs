@@ -339,7 +339,7 @@ pub(super) async fn change(
     .execute(&mut **tx)
     .await?;
     if done.rows_affected() != 1 {
-        return Err(StoreError::Conflict(format!("conversion {id} changed meanwhile")));
+        return Err(StoreError::Raced(format!("conversion {id} changed meanwhile")));
     }
     let conversion = conversion_in(tx, id).await?;
     announce(tx, &conversion, now).await

@@ -108,7 +108,7 @@ impl Store {
             .await?;
         }
         tx.commit().await?;
-        self.chain_state(chain).await?.ok_or_else(|| StoreError::Conflict(format!("no {chain} cursor")))
+        self.chain_state(chain).await?.ok_or_else(|| StoreError::Elsewhere(format!("no {chain} cursor")))
     }
 
     /// Registration times (microseconds) of covered-live addresses whose
@@ -252,7 +252,7 @@ pub(super) async fn move_live_cursor(
         }
     };
     if moved.rows_affected() != 1 {
-        return Err(StoreError::Conflict(format!(
+        return Err(StoreError::Elsewhere(format!(
             "the {chain} cursor moved under this scan, or was moved by a scan that knew more addresses \
              (another instance is indexing it)"
         )));
@@ -297,7 +297,7 @@ pub(super) async fn move_gap_cursor(
         moved += query.execute(&mut **tx).await?.rows_affected();
     }
     if moved != addresses.len() as u64 {
-        return Err(StoreError::Conflict(format!(
+        return Err(StoreError::Elsewhere(format!(
             "the {} gap at block {} was scanned by another process",
             scan.chain, scan.from
         )));

@@ -56,7 +56,7 @@ impl Store {
     /// so a restart neither misses nor duplicates a deposit.
     ///
     /// On a handle [`Store::fenced`] by a watcher's lease, nothing is written
-    /// ([`StoreError::Conflict`]) unless the lease is still held.
+    /// ([`StoreError::LeaseLost`]) unless the lease is still held.
     ///
     /// Returns the deposits whose status this commit set or changed.
     pub async fn commit_scan(&self, scan: &ScanCommit) -> Result<Vec<(String, DepositStatus)>, StoreError> {
@@ -401,7 +401,7 @@ async fn move_address_cursor(
         }
     };
     if moved.rows_affected() != 1 {
-        return Err(StoreError::Conflict(format!("the {chain} cursor of {address} moved under this scan")));
+        return Err(StoreError::Elsewhere(format!("the {chain} cursor of {address} moved under this scan")));
     }
     Ok(())
 }

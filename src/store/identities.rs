@@ -74,7 +74,7 @@ impl Store {
             drop(tx);
             let found = self.identity(&new.organization, &found).await?;
             if found.kind != new.kind || found.label != new.label {
-                return Err(StoreError::Conflict(format!(
+                return Err(StoreError::Duplicate(format!(
                     "request_id {request_id} was already used by identity {} with a different request",
                     found.id
                 )));
@@ -89,7 +89,10 @@ impl Store {
             // A concurrent request with this request_id, or the id, was first.
             return match &new.request_id {
                 Some(_) => Box::pin(self.create_identity(new)).await,
-                None => Err(StoreError::Conflict(format!("identity {} already exists", new.id))),
+                None => Err(StoreError::taken(
+                    format!("identity:{}", new.id),
+                    format!("identity {} already exists", new.id),
+                )),
             };
         }
         tx.commit().await?;
@@ -105,9 +108,9 @@ impl Store {
         let cipher = self.cipher()?;
         self.lock_organization(tx, &new.organization, Quota::Identities).await?;
         self.check_room(tx, &new.organization, Quota::Identities).await?;
-        insert(tx, cipher, new, now_micros())
-            .await?
-            .ok_or_else(|| StoreError::Conflict(format!("identity {} already exists", new.id)))
+        insert(tx, cipher, new, now_micros()).await?.ok_or_else(|| {
+            StoreError::taken(format!("identity:{}", new.id), format!("identity {} already exists", new.id))
+        })
     }
 
     /// An identity of `organization`; another organization's is not found.

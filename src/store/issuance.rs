@@ -229,7 +229,7 @@ fn same_bank_account(
     if found.same_request(wanted) {
         Ok(Made::Existing(found))
     } else {
-        Err(StoreError::Conflict(format!(
+        Err(StoreError::Duplicate(format!(
             "request_id {request_id} was already used by bank account {} with a different request",
             found.id
         )))
@@ -243,7 +243,7 @@ pub fn same_instruction(
     if found.same_request(wanted) {
         Ok(Made::Existing(found))
     } else {
-        Err(StoreError::Conflict(format!(
+        Err(StoreError::Duplicate(format!(
             "request_id {} was already used by mint instruction {} with a different request",
             wanted.request_id, found.id
         )))

@@ -213,14 +213,14 @@ impl Store {
     }
 
     /// Checks this handle's fence, if it has one, inside `tx`.
-    pub(super) async fn check_own_fence(&self, tx: &mut Transaction<'static, Any>) -> Result<(), StoreError> {
+    pub(crate) async fn check_own_fence(&self, tx: &mut Transaction<'static, Any>) -> Result<(), StoreError> {
         match &self.fence {
             Some(fence) => self.check_fence(tx, fence).await,
             None => Ok(()),
         }
     }
 
-    /// Refuses, with [`StoreError::Conflict`], a write under `fence` unless
+    /// Refuses, with [`StoreError::LeaseLost`], a write under `fence` unless
     /// the lease still has its owner and epoch and has not lapsed. Inside the
     /// write's transaction: on PostgreSQL the lease row stays share-locked
     /// until commit, so no takeover (which updates the row) interleaves with
@@ -243,7 +243,7 @@ impl Store {
             .bind(fence.epoch);
         match self.bind_lease_now(query).fetch_optional(&mut **tx).await? {
             Some(_) => Ok(()),
-            None => Err(StoreError::Conflict(format!("{fence} is no longer held: nothing written"))),
+            None => Err(StoreError::LeaseLost(format!("{fence} is no longer held: nothing written"))),
         }
     }
 }

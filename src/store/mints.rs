@@ -390,7 +390,7 @@ pub async fn change(
     .execute(&mut **tx)
     .await?;
     if done.rows_affected() != 1 {
-        return Err(StoreError::Conflict(format!("mint {id} changed meanwhile")));
+        return Err(StoreError::Raced(format!("mint {id} changed meanwhile")));
     }
     let mint = mint_in(tx, id).await?;
     announce(tx, &mint, now).await
@@ -463,7 +463,10 @@ pub async fn complete_return(
             .fetch_optional(&mut **tx)
             .await?;
     if let Some(other) = other {
-        return Err(StoreError::Conflict(format!("return wire {reference} returned mint {other} already")));
+        return Err(StoreError::taken(
+            format!("return_wire:{reference}"),
+            format!("return wire {reference} returned mint {other} already"),
+        ));
     }
     let done = sqlx::query(
         "UPDATE mints SET fiat_return = 'COMPLETED', return_reference = $2, return_by = $4, return_reason = $5,

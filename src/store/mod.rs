@@ -60,7 +60,7 @@ mod scan;
 mod signer_outages;
 mod sinks;
 pub(crate) mod transfer_lineage;
-mod transfer_txs;
+pub(crate) mod transfer_txs;
 pub(crate) mod transfers;
 mod upsert;
 pub(crate) mod verification;
@@ -146,8 +146,44 @@ pub enum StoreError {
     Query(#[from] sqlx::Error),
     #[error("{0} not found")]
     NotFound(String),
+    /// Another writer changed the row between this one's read and its
+    /// write (a cursor moved, a row changed meanwhile, a nonce taken):
+    /// nothing was written; the step may be tried again from a fresh read.
     #[error("{0}")]
-    Conflict(String),
+    Raced(String),
+    /// Another instance indexes what this one meant to (a range, a gap, an
+    /// address's cursor): nothing was written; the watcher polls again.
+    #[error("{0}")]
+    Elsewhere(String),
+    /// The worker's lease (its fence) was taken over: nothing was written;
+    /// the new holder goes on, and asking again changes nothing here.
+    #[error("{0}")]
+    LeaseLost(String),
+    /// Not yet: something else must happen first (a refund in flight, an
+    /// answer awaiting its confirmation, an account being created); asking
+    /// again later may succeed.
+    #[error("{0}")]
+    Waiting(String),
+    /// The row's state does not take what was asked (a revoked key, a
+    /// virtual account that takes no wire, a payout not waiting for an
+    /// answer): asking again changes nothing.
+    #[error("{0}")]
+    Refused(String),
+    /// A unique key a new row would hold is another row's already: an id,
+    /// an email, an account number, a watched address, a wire's reference.
+    /// `key` names it as `<kind>:<value>` (`account:<id>`,
+    /// `address:<CHAIN>:<address>`, …), for callers that say which of
+    /// their inputs it was.
+    #[error("{message}")]
+    Taken { key: String, message: String },
+    /// A request's idempotency key (its `request_id`, a wire's reference)
+    /// was used for another request.
+    #[error("{0}")]
+    Duplicate(String),
+    /// The chain's configuration does not allow it (a mint of an asset
+    /// that is not issued here): it waits until the configuration changes.
+    #[error("{0}")]
+    Unconfigured(String),
     /// The organization holds as many of something as it may.
     #[error("{0}")]
     LimitReached(String),
@@ -166,7 +202,7 @@ pub enum StoreError {
     /// may not be sent any more: it ends with this failure, nothing sent
     /// (see [`crate::transfers::rules::may_sign`]).
     #[error("{}: {}", .0.code, .0.message)]
-    Refused(crate::transfers::resource::FailureDetails),
+    Unsendable(crate::transfers::resource::FailureDetails),
 }
 
 /// A key the signer cannot derive: the input named a key that cannot be.
@@ -177,10 +213,61 @@ impl From<crate::keys::KeyError> for StoreError {
 }
 
 impl StoreError {
-    /// Whether the store refused what was asked (not found, a conflict,
-    /// invalid), as opposed to failing: asking again changes nothing.
+    /// A unique key taken: `key` as `<kind>:<value>`, and what to say.
+    pub fn taken(key: String, message: String) -> Self {
+        StoreError::Taken { key, message }
+    }
+
+    /// Whether the store refused what was asked (not found, invalid, taken,
+    /// raced, waiting, refused by a row's state, …), as opposed to failing
+    /// (the database, a corrupt row, a key): the request was read and
+    /// answered.
     pub fn is_refusal(&self) -> bool {
-        matches!(self, StoreError::NotFound(_) | StoreError::Conflict(_) | StoreError::Invalid(_))
+        matches!(
+            self,
+            StoreError::NotFound(_)
+                | StoreError::Invalid(_)
+                | StoreError::Raced(_)
+                | StoreError::Elsewhere(_)
+                | StoreError::LeaseLost(_)
+                | StoreError::Waiting(_)
+                | StoreError::Refused(_)
+                | StoreError::Taken { .. }
+                | StoreError::Duplicate(_)
+                | StoreError::Unconfigured(_)
+        )
+    }
+
+    /// The message of a refusal answered `409 Conflict`: a race, another
+    /// instance's or holder's work, a wait, a row's state, a key taken, an
+    /// idempotency key reused, the configuration.
+    pub fn conflict(&self) -> Option<&str> {
+        match self {
+            StoreError::Raced(message)
+            | StoreError::Elsewhere(message)
+            | StoreError::LeaseLost(message)
+            | StoreError::Waiting(message)
+            | StoreError::Refused(message)
+            | StoreError::Taken { message, .. }
+            | StoreError::Duplicate(message)
+            | StoreError::Unconfigured(message) => Some(message),
+            _ => None,
+        }
+    }
+
+    /// Whether asking again may succeed: the database failed, another
+    /// writer or instance came first (a fresh read may go on), or something
+    /// must happen first.
+    pub fn retryable(&self) -> bool {
+        matches!(
+            self,
+            StoreError::Connect { .. }
+                | StoreError::Query(_)
+                | StoreError::Raced(_)
+                | StoreError::Elsewhere(_)
+                | StoreError::Waiting(_)
+                | StoreError::TooMany { .. }
+        )
     }
 }
 
@@ -317,6 +404,11 @@ impl Store {
 
     pub async fn close(&self) {
         self.pool.close().await;
+    }
+
+    /// The pool, for the row functions that read outside a transaction.
+    pub(crate) fn pool(&self) -> &AnyPool {
+        &self.pool
     }
 
     /// A write transaction, for a wing's flow to read and write rows in

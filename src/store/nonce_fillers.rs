@@ -30,7 +30,7 @@ impl Store {
 
     /// Records a signed filler before it is broadcast; a nonce already
     /// filled is a conflict, and nothing is recorded. Fenced like
-    /// [`Store::record_transaction`].
+    /// [`crate::transfers::record::record`].
     pub async fn record_filler(
         &self,
         chain: Chain,
@@ -55,9 +55,7 @@ impl Store {
             )
             .await?;
         if inserted == 0 {
-            return Err(StoreError::Conflict(format!(
-                "nonce {nonce} of {sender} on {chain} is filled already"
-            )));
+            return Err(StoreError::Raced(format!("nonce {nonce} of {sender} on {chain} is filled already")));
         }
         Ok(())
     }
@@ -86,7 +84,7 @@ impl Store {
 
     /// A filler was included in `block`, at `cost`: `MINED`, and its fees
     /// into the gas ledger as the platform's own cost, in one transaction.
-    /// Fenced like [`Store::record_transaction`].
+    /// Fenced like [`crate::transfers::record::record`].
     pub async fn filler_included(
         &self,
         hash: &str,

@@ -46,7 +46,10 @@ pub async fn email_taken(tx: &mut Tx, email: &str) -> Result<bool, StoreError> {
 /// Writes a new operator; an email already taken is a conflict.
 pub async fn insert(tx: &mut Tx, new: &Operator, created_at: i64) -> Result<(), StoreError> {
     if email_taken(tx, &new.email).await? {
-        return Err(StoreError::Conflict(format!("an operator with email {} exists", new.email)));
+        return Err(StoreError::taken(
+            format!("operator_email:{}", new.email),
+            format!("an operator with email {} exists", new.email),
+        ));
     }
     sqlx::query(&format!("INSERT INTO operators ({COLUMNS}) VALUES ($1, $2, $3, $4, NULL, $5)"))
         .bind(&new.id)

@@ -106,7 +106,10 @@ pub async fn insert_organization(
     .execute(&mut **tx)
     .await?;
     if inserted.rows_affected() == 0 {
-        return Err(StoreError::Conflict(format!("organization {id} already exists")));
+        return Err(StoreError::taken(
+            format!("organization:{id}"),
+            format!("organization {id} already exists"),
+        ));
     }
     let contact_email = contact_email.map(str::to_string);
     Ok(Organization { id: id.into(), name: name.into(), contact_email, created_at: time(created_at)? })

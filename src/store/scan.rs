@@ -18,7 +18,7 @@ pub enum CursorMove {
     /// cursor yet) and moves past the scanned range; `watch_version` is the
     /// address-set version the range was matched against. Another writer
     /// having moved it first, or with a newer address set, is a
-    /// [`super::StoreError::Conflict`] and nothing is written.
+    /// [`super::StoreError::Elsewhere`] and nothing is written.
     Live { expected: Option<u64>, watch_version: i64 },
     /// Solana's signatures strategy: the address's cursor must still be at
     /// `expected` and moves to `next` (a signature in `slot`).

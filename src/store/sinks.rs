@@ -172,7 +172,7 @@ impl Store {
             return Ok(true);
         }
         match self.sinks().await?.into_iter().find(|s| s.name == name) {
-            Some(held) => Err(StoreError::Conflict(format!(
+            Some(held) => Err(StoreError::Waiting(format!(
                 "sink {name} is running on {}: stop it (run without --nats-url) before removing it",
                 held.lease_owner.unwrap_or_default()
             ))),

@@ -9,7 +9,7 @@ use sqlx::{Any, Row, Transaction, any::AnyRow};
 use super::{Store, StoreError, TRANSFER_COLUMNS, gas_ledger::announce_transfer, now_micros, parse_column};
 use crate::{
     chain::Chain,
-    transfers::model::{Lineage, Outgoing, SentTransaction, TxRole, TxState},
+    transfers::model::{Outgoing, SentTransaction, TxRole, TxState},
 };
 
 const TX_COLUMNS: &str = "hash, transfer_id, role, sender, nonce, gas_limit, value, max_fee_per_gas, \
@@ -109,7 +109,7 @@ impl Store {
 
     /// Moves a sender's next nonce up to what the chain has counted (someone
     /// else sent from the address): never down. Fenced like
-    /// [`Store::record_transaction`].
+    /// [`crate::transfers::record::record`].
     pub async fn resync_nonce(
         &self,
         chain: Chain,
@@ -128,65 +128,6 @@ impl Store {
             )
             .await?;
         Ok(moved > 0)
-    }
-
-    /// Persists a signed transaction before it is broadcast, if `lineage`
-    /// still holds for the transfer (checked in the same transaction, under
-    /// the transfer's row lock); otherwise [`StoreError::Conflict`] and
-    /// nothing is recorded, so the transaction must not be broadcast. An EVM
-    /// transaction that starts a lineage takes a new nonce from the sender's
-    /// counter by compare-and-set (the counter must still be at `nonce`, or
-    /// absent), so a nonce is never given twice nor skipped; a replacement
-    /// reuses its predecessor's nonce. `window_ends_at` (microseconds) is
-    /// kept if the transfer has none yet. On a handle [`Store::fenced`] by
-    /// the chain's sender lease, nothing is recorded unless the lease is
-    /// still held.
-    pub async fn record_transaction(
-        &self,
-        transfer_id: &str,
-        chain: Chain,
-        sent: &SentTransaction,
-        lineage: Lineage<'_>,
-        window_ends_at: Option<i64>,
-        authorization_nonce: Option<&str>,
-    ) -> Result<(), StoreError> {
-        let mut tx = self.begin().await?;
-        self.check_own_fence(&mut tx).await?;
-        let evm = chain.family() == crate::chain::Family::Evm;
-        super::transfer_lineage::check(&mut tx, transfer_id, sent, lineage, evm).await?;
-        let nonce = super::to_i64(sent.nonce)?;
-        if lineage == Lineage::Start && evm {
-            take_nonce(&mut tx, chain, &sent.sender, nonce).await?;
-        }
-        // The same bytes signed again (same nonce, fees and call) after every
-        // node refused them: the refused row is live again.
-        let inserted = sqlx::query(&format!(
-            "INSERT INTO transfer_transactions ({TX_COLUMNS}, chain)
-             VALUES ($1, $2, $3, $4, $5, $6, $12, $7, $8, $9, 'SENT', NULL, NULL, NULL, $10, $11)
-             ON CONFLICT (hash) DO UPDATE SET state = 'SENT', created_at = excluded.created_at
-             WHERE transfer_transactions.state = 'REJECTED'
-               AND transfer_transactions.transfer_id = excluded.transfer_id"
-        ))
-        .bind(&sent.hash)
-        .bind(transfer_id)
-        .bind(role_str(sent.role))
-        .bind(&sent.sender)
-        .bind(nonce)
-        .bind(super::to_i64(sent.gas_limit)?)
-        .bind(sent.max_fee_per_gas.to_string())
-        .bind(sent.max_priority_fee_per_gas.to_string())
-        .bind(&sent.raw)
-        .bind(sent.created_at)
-        .bind(chain.as_str())
-        .bind(sent.value.to_string())
-        .execute(&mut *tx)
-        .await?;
-        if inserted.rows_affected() == 0 {
-            return Err(StoreError::Conflict(format!("transaction {} is recorded already", sent.hash)));
-        }
-        mark_transfer(&mut tx, transfer_id, sent, window_ends_at, authorization_nonce).await?;
-        tx.commit().await?;
-        Ok(())
     }
 
     /// The transfer's step failed (`error`, retryable): not tried again
@@ -361,14 +302,49 @@ fn state_str(state: TxState) -> &'static str {
     }
 }
 
+/// Inserts `sent` for transfer `transfer_id`, `SENT`; the same bytes signed
+/// again (same nonce, fees and call) after every node refused them make the
+/// refused row live again. Whether it was written (not when it is recorded
+/// already).
+pub(crate) async fn insert(
+    tx: &mut Transaction<'static, Any>,
+    transfer_id: &str,
+    chain: Chain,
+    sent: &SentTransaction,
+) -> Result<bool, StoreError> {
+    let inserted = sqlx::query(&format!(
+        "INSERT INTO transfer_transactions ({TX_COLUMNS}, chain)
+         VALUES ($1, $2, $3, $4, $5, $6, $12, $7, $8, $9, 'SENT', NULL, NULL, NULL, $10, $11)
+         ON CONFLICT (hash) DO UPDATE SET state = 'SENT', created_at = excluded.created_at
+         WHERE transfer_transactions.state = 'REJECTED'
+           AND transfer_transactions.transfer_id = excluded.transfer_id"
+    ))
+    .bind(&sent.hash)
+    .bind(transfer_id)
+    .bind(role_str(sent.role))
+    .bind(&sent.sender)
+    .bind(super::to_i64(sent.nonce)?)
+    .bind(super::to_i64(sent.gas_limit)?)
+    .bind(sent.max_fee_per_gas.to_string())
+    .bind(sent.max_priority_fee_per_gas.to_string())
+    .bind(&sent.raw)
+    .bind(sent.created_at)
+    .bind(chain.as_str())
+    .bind(sent.value.to_string())
+    .execute(&mut **tx)
+    .await?;
+    Ok(inserted.rows_affected() > 0)
+}
+
 /// Takes `nonce` of `sender` on `chain` for a new lineage: refused when
 /// another sender took it meanwhile.
-async fn take_nonce(
+pub(crate) async fn take_nonce(
     tx: &mut Transaction<'static, Any>,
     chain: Chain,
     sender: &str,
-    nonce: i64,
+    nonce: u64,
 ) -> Result<(), StoreError> {
+    let nonce = super::to_i64(nonce)?;
     let taken = sqlx::query(
         "INSERT INTO sender_nonces (chain, address, next_nonce) VALUES ($1, $2, $4)
          ON CONFLICT (chain, address) DO UPDATE SET next_nonce = excluded.next_nonce
@@ -381,9 +357,7 @@ async fn take_nonce(
     .execute(&mut **tx)
     .await?;
     if taken.rows_affected() == 0 {
-        return Err(StoreError::Conflict(format!(
-            "nonce {nonce} of {sender} on {chain} was taken meanwhile"
-        )));
+        return Err(StoreError::Raced(format!("nonce {nonce} of {sender} on {chain} was taken meanwhile")));
     }
     Ok(())
 }
@@ -391,7 +365,7 @@ async fn take_nonce(
 /// What the transfer keeps of a transaction recorded for it: the
 /// authorization's nonce, the hash (not of a top-up), the window's end
 /// (set once).
-async fn mark_transfer(
+pub(crate) async fn mark_transfer(
     tx: &mut Transaction<'static, Any>,
     transfer_id: &str,
     sent: &SentTransaction,

@@ -224,7 +224,7 @@ fn same_request(found: VirtualAccount, wanted: &VirtualAccount) -> Result<Made<V
     if found.same_request(wanted) {
         Ok(Made::Existing(found))
     } else {
-        Err(StoreError::Conflict(format!(
+        Err(StoreError::Duplicate(format!(
             "request_id {} was used for another virtual account ({})",
             wanted.request_id, found.id
         )))
@@ -329,7 +329,10 @@ pub async fn answer(tx: &mut Tx, id: &str, answer: Result<&str, &str>) -> Result
             .fetch_optional(&mut **tx)
             .await?;
     if let Some(other) = taken {
-        return Err(StoreError::Conflict(format!("virtual account {other} has that account number")));
+        return Err(StoreError::taken(
+            format!("account_number:{other}"),
+            format!("virtual account {other} has that account number"),
+        ));
     }
     let done = sqlx::query(
         "UPDATE virtual_accounts SET status = $2, bank_account_number = COALESCE($3, bank_account_number),
@@ -359,7 +362,7 @@ pub async fn answer(tx: &mut Tx, id: &str, answer: Result<&str, &str>) -> Result
         Err(reason) => was == "FAILED" && was_reason.as_deref() == Some(reason),
     };
     if !same {
-        return Err(StoreError::Conflict(format!("virtual account {id} is {was} already")));
+        return Err(StoreError::Refused(format!("virtual account {id} is {was} already")));
     }
     Ok(None)
 }

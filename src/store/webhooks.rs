@@ -64,7 +64,7 @@ impl Store {
         .execute(&mut **tx)
         .await
         .map_err(|e| match e {
-            sqlx::Error::Database(d) if d.message().to_lowercase().contains("foreign key") => {
+            sqlx::Error::Database(d) if d.is_foreign_key_violation() => {
                 StoreError::NotFound(format!("organization {organization}"))
             }
             e => e.into(),

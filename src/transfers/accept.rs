@@ -237,7 +237,7 @@ impl Acceptance<'_> {
     }
 
     fn address_of(&self, chain: Chain, key: KeyRef) -> Result<String, KeyError> {
-        crate::family::rules::key_address(self.signer, chain.family(), key)
+        crate::family::keys::key_address(self.signer, chain.family(), key)
     }
 }
 

@@ -7,9 +7,12 @@
 //! `solana::SolanaSender`; the SQL is in `store`.
 
 mod accept;
+pub mod expiry;
 pub mod held;
 pub mod hold;
+pub mod lineage;
 pub mod model;
+pub mod record;
 pub mod resource;
 pub mod rules;
 mod send;
@@ -19,6 +22,7 @@ pub mod start_check;
 pub use crate::family::rules::{BadDestination, destination};
 pub use crate::store::Refusal;
 pub use accept::{AcceptError, Acceptance, Request};
+pub use expiry::{expire_if_unsent, expire_unsent, fail_if_unsent, past_submit_window, submit_within_micros};
 pub use model::{
     ChainGas, Created, Fee, GasUsage, LimitPolicy, Lineage, NewTransfer, Outgoing, PlatformCost,
     SentTransaction, Settlement, TxRole, TxState, fingerprint,
@@ -30,14 +34,14 @@ pub use resource::{
 pub use rules::{COMMON_DECIMALS, USD_DECIMALS, holds_address, route, scale, usd_micros};
 pub use send::{SendError, after_step, listed_asset, waiting};
 
-use std::{future::Future, time::Duration};
+use std::future::Future;
 
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::{
-    config::{ChainConfig, Chains},
-    store::{Store, StoreError, Tx, gas_ledger, now_micros, transfer_lineage},
+    config::ChainConfig,
+    store::{Store, StoreError},
 };
 
 /// A `request_id` in its one canonical form, lowercase hyphenated: every
@@ -115,106 +119,6 @@ pub async fn settle(
         usd_micros_per_coin: price,
     };
     store.settle_transfer(id, &settlement).await
-}
-
-/// Fails, until `shutdown`, every transfer of `chains` still `ACCEPTED` with
-/// no transaction `submit_within_secs` after it was accepted: no instance
-/// sends on its chain (none runs it, or its sender never took the
-/// transfer), and its funds must not stay held. The API server runs this, so
-/// whatever accepts transfers also ends those no sender takes; any number of
-/// instances may run it at once ([`Store::expire_unsent`]).
-pub async fn expire_unsent(store: Store, chains: Chains, shutdown: CancellationToken) {
-    let shortest =
-        chains.iter().map(|c| c.transfers.submit_within_secs).min().unwrap_or(Duration::from_secs(60));
-    let poll = (shortest / 4).clamp(Duration::from_secs(1), Duration::from_secs(30));
-    loop {
-        for config in chains.iter() {
-            if let Err(error) = expire_chain(&store, config).await {
-                warn!(chain = %config.chain, error = %error, "cannot expire unsent transfers; retrying");
-            }
-        }
-        tokio::select! {
-            _ = shutdown.cancelled() => break,
-            _ = tokio::time::sleep(poll) => {}
-        }
-    }
-}
-
-async fn expire_chain(store: &Store, config: &ChainConfig) -> Result<(), StoreError> {
-    // A chain without a price accepts no transfers.
-    if config.transfers.native_usd_micros().is_none() {
-        return Ok(());
-    }
-    let before = unsent_before(store, config).await?;
-    for id in store.expire_unsent(config.chain, before, &unsent(config)).await? {
-        warn!(chain = %config.chain, transfer = %id, "transfer failed: no sender took it in time");
-    }
-    Ok(())
-}
-
-/// Fails the transfer `id` if it is still `ACCEPTED` with no transaction
-/// (its sender found it past `submit_within_secs`) and the time the
-/// signer did not answer leaves it past still; whether it did. A
-/// transaction another sender recorded meanwhile keeps it alive.
-pub async fn expire_if_unsent(store: &Store, config: &ChainConfig, id: &str) -> Result<bool, StoreError> {
-    let expired = store.expire_if_unsent(id, unsent_before(store, config).await?, &unsent(config)).await?;
-    if expired {
-        warn!(chain = %config.chain, transfer = %id, "transfer failed: not submitted in time");
-    }
-    Ok(expired)
-}
-
-/// Fails the transfer `id` with `settlement` inside `tx` (its holds
-/// released, its event written) if it is still `ACCEPTED` with no
-/// transaction recorded, judged under its row lock as a sender recording a
-/// transaction judges it; whether it did.
-pub async fn fail_if_unsent(tx: &mut Tx, id: &str, settlement: &Settlement) -> Result<bool, StoreError> {
-    if !transfer_lineage::lock_unsent(tx, id).await? {
-        return Ok(false);
-    }
-    gas_ledger::settle_in(tx, id, settlement).await?;
-    Ok(true)
-}
-
-/// Transfers accepted before this (microseconds) are past
-/// `submit_within_secs`, not counting the time the signer did not answer
-/// (as recorded by every instance's senders; see [`rules::unsent_cutoff`]).
-async fn unsent_before(store: &Store, config: &ChainConfig) -> Result<i64, StoreError> {
-    let outages = store.signer_outages().await?;
-    Ok(rules::unsent_cutoff(now_micros(), submit_within_micros(config), &outages))
-}
-
-/// Whether a transfer accepted at `created_at` is past `submit_within_secs`,
-/// the time the signer did not answer not counted.
-pub async fn past_submit_window(
-    store: &Store,
-    config: &ChainConfig,
-    created_at: i64,
-) -> Result<bool, StoreError> {
-    Ok(created_at < unsent_before(store, config).await?)
-}
-
-/// `submit_within_secs` in microseconds.
-pub fn submit_within_micros(config: &ChainConfig) -> i64 {
-    i64::try_from(config.transfers.submit_within_secs.as_micros()).unwrap_or(i64::MAX)
-}
-
-/// The failure of a transfer not submitted within `submit_within_secs`.
-fn unsent(config: &ChainConfig) -> Settlement {
-    let message = format!(
-        "not submitted within submit_within_secs ({} s): no sender on {} took the transfer",
-        config.transfers.submit_within_secs.as_secs_f64(),
-        config.chain
-    );
-    Settlement {
-        status: TransferStatus::Failed,
-        transaction_hash: None,
-        failure: Some(failure("NOT_SUBMITTED", &message)),
-        fees: Vec::new(),
-        native_symbol: config.native.symbol.clone(),
-        native_decimals: config.native.decimals,
-        usd_micros_per_coin: config.transfers.native_usd_micros().unwrap_or_default(),
-    }
 }
 
 #[cfg(test)]

@@ -145,6 +145,30 @@ pub struct SentTransaction {
     pub created_at: i64,
 }
 
+#[cfg(test)]
+impl SentTransaction {
+    /// A plain transfer transaction `SENT` by `sender` at `nonce`, for unit
+    /// tests to change what they judge.
+    pub(crate) fn sent_by(sender: &str, nonce: u64) -> Self {
+        SentTransaction {
+            hash: String::new(),
+            role: TxRole::Transfer,
+            sender: sender.into(),
+            nonce,
+            gas_limit: 21_000,
+            value: U256::ZERO,
+            max_fee_per_gas: 1,
+            max_priority_fee_per_gas: 1,
+            raw: String::new(),
+            state: TxState::Sent,
+            block_number: None,
+            block_hash: None,
+            fee: None,
+            created_at: 0,
+        }
+    }
+}
+
 /// One fee the platform paid, for the gas ledger.
 #[derive(Debug, Clone)]
 pub struct Fee {

@@ -41,7 +41,7 @@ pub enum SendError {
 impl From<StoreError> for SendError {
     fn from(error: StoreError) -> Self {
         match error {
-            StoreError::Refused(failure) => SendError::Refused(failure),
+            StoreError::Unsendable(failure) => SendError::Refused(failure),
             other => SendError::Store(other),
         }
     }

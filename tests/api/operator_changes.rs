@@ -20,9 +20,9 @@ use custody_indexer::{
     api::{ApiState, RateLimit},
     audit::Actor,
     config::Chains,
-    console::{people, rules::TenantRole},
     environment::Environment,
     operators::{NewOperator, Role, manage},
+    people::{self, rules::TenantRole},
 };
 use serde_json::{Value, json};
 

@@ -17,9 +17,9 @@ use custody_indexer::{
     api::ApiState,
     audit::Actor,
     config::Chains,
-    console::{people, totp},
     environment::Environment,
     operators::{NewOperator, Role, manage},
+    people::{self, totp},
     store::now_micros,
 };
 use serde_json::{Value, json};

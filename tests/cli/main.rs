@@ -9,6 +9,7 @@ mod common;
 mod cli;
 mod dev;
 mod keys;
+mod layout;
 mod local_keys;
 mod operations;
 mod readme;

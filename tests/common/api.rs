@@ -149,7 +149,7 @@ impl App {
         configure: impl FnOnce(ApiState) -> ApiState,
     ) -> Server {
         let store = super::db::unlocked(&Store::connect(&self.db.url).await.unwrap()).await;
-        let listener = api::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let listener = custody_indexer::server::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let state = configure(ApiState::new(store, chains, Vec::<Chain>::new(), RateLimit::default()));
         let shutdown = CancellationToken::new();
@@ -170,7 +170,7 @@ pub async fn spawn_configured(
     configure: impl FnOnce(ApiState) -> ApiState,
 ) -> App {
     let db = TestDb::new(backend).await;
-    let listener = api::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let listener = custody_indexer::server::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let state = configure(ApiState::new(db.store.clone(), chains, Vec::<Chain>::new(), RateLimit::default()));
     let shutdown = CancellationToken::new();
@@ -186,7 +186,7 @@ pub async fn spawn_app_with_signer(
     signer: Option<Arc<dyn Signer>>,
 ) -> App {
     let db = TestDb::new(backend).await;
-    let listener = api::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let listener = custody_indexer::server::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let state = ApiState::new(db.store.clone(), chains, Vec::<Chain>::new(), rate_limit)
         .with_transfers(signer, api::DEFAULT_GAS_CREDIT_USD_MICROS);

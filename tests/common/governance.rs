@@ -6,7 +6,7 @@
 //! the library, as an admin's invitation mints them for the owner's mail.
 
 use alloy::transports::http::reqwest::{self, Method, header};
-use custody_indexer::{audit::Actor, console::people, store::Store};
+use custody_indexer::{audit::Actor, people, store::Store};
 use serde_json::{Value, json};
 
 use super::api::send_json;

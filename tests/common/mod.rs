@@ -129,7 +129,7 @@ pub async fn identity(store: &Store, organization: &str, id: &str) {
         actor: "operator:test".into(),
     };
     match store.create_identity(&new).await {
-        Ok(_) | Err(StoreError::Conflict(_)) => {}
+        Ok(_) | Err(StoreError::Taken { .. }) => {}
         Err(error) => panic!("identity {id}: {error}"),
     }
 }

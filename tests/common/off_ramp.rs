@@ -140,3 +140,15 @@ pub async fn ended(platform: &Platform, port: u16, id: &str) -> Value {
 pub async fn usdc_of(platform: &Platform, owner: Address) -> U256 {
     Coin::new(platform.usdc, &platform.anvil.provider).balanceOf(owner).call().await.unwrap()
 }
+
+/// Mints `amount` USDC to `ada-1` as the issuer, outside any wire (anvil
+/// lets the test send as the issuer's address).
+pub async fn fund_directly(platform: &Platform, amount: u64) {
+    use alloy::providers::Provider;
+    let provider = &platform.anvil.provider;
+    provider.raw_request::<_, Value>("anvil_impersonateAccount".into(), (platform.issuer,)).await.unwrap();
+    let coin = Coin::new(platform.usdc, provider);
+    let minted =
+        coin.mint(platform.account, U256::from(amount * USDC)).from(platform.issuer).send().await.unwrap();
+    assert!(minted.get_receipt().await.unwrap().status());
+}

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use custody_indexer::{console::totp, store::now_micros};
+use custody_indexer::{people::totp, store::now_micros};
 
 /// A step of the codes, in microseconds.
 const STEP: i64 = 30_000_000;

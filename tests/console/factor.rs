@@ -10,8 +10,8 @@
 use custody_indexer::{
     audit::Actor,
     config::Chains,
-    console::{people, rules::TenantRole, totp},
     environment::Environment,
+    people::{self, rules::TenantRole, totp},
     store::now_micros,
 };
 

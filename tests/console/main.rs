@@ -12,6 +12,7 @@ mod dev;
 mod factor;
 mod keys;
 mod operators;
+mod payouts;
 mod people;
 mod sessions;
 mod tenants;

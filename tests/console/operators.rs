@@ -7,10 +7,10 @@
 use alloy::transports::http::reqwest::Method;
 use custody_indexer::{
     audit::Actor,
-    console::totp,
     environment::Environment,
     identity::{State, Step, Type},
     operators::{NewOperator, Role, manage},
+    people::totp,
     store::{NewIdentity, now_micros},
 };
 use serde_json::json;
@@ -38,7 +38,7 @@ async fn operator(app: &App, name: &str, role: Role) -> (String, String, String)
 /// Enrols `name` from `link` with the second factor production requires
 /// (the code of the step before, within the allowed skew) and signs in;
 /// ends on the queues. Answers the factor's secret.
-async fn sign_in(browser: &Browser, app: &App, name: &str, link: &str) -> String {
+pub(crate) async fn sign_in(browser: &Browser, base: &str, name: &str, link: &str) -> String {
     browser.visit(link, &format!("enrol-{name}")).await;
     let field = browser.find("input[name=totp_secret]").await;
     let secret = field.attr("value").await.unwrap().unwrap();
@@ -46,13 +46,13 @@ async fn sign_in(browser: &Browser, app: &App, name: &str, link: &str) -> String
     browser.fill("#again", PASSWORD).await;
     browser.fill("#code", &super::common::totp::a_step_back(&secret).await).await;
     browser.click("form button[type=submit]").await;
-    sign_in_again(browser, app, name, &totp::code(&secret, now_micros()).unwrap()).await;
+    sign_in_again(browser, base, name, &totp::code(&secret, now_micros()).unwrap()).await;
     secret
 }
 
 /// Signs `name` in with `code`; ends on the queues.
-async fn sign_in_again(browser: &Browser, app: &App, name: &str, code: &str) {
-    browser.client.goto(&format!("{}/console/sign-in", app.base)).await.unwrap();
+pub(crate) async fn sign_in_again(browser: &Browser, base: &str, name: &str, code: &str) {
+    browser.client.goto(&format!("{base}/console/sign-in")).await.unwrap();
     browser.fill("#email", &format!("{name}@platform.example")).await;
     browser.fill("#password", PASSWORD).await;
     browser.fill("#code", code).await;
@@ -60,7 +60,7 @@ async fn sign_in_again(browser: &Browser, app: &App, name: &str, code: &str) {
     assert_eq!(browser.client.current_url().await.unwrap().path(), "/console/queues", "{name}");
 }
 
-async fn sign_out(browser: &Browser) {
+pub(crate) async fn sign_out(browser: &Browser) {
     browser.click("header form button").await;
 }
 
@@ -114,7 +114,7 @@ async fn operators_decide_from_the_queues_with_four_eyes_on_wires() {
     let refused_va = refused_va.body["id"].as_str().unwrap().to_string();
 
     let browser = Browser::start("operators").await;
-    sign_in(&browser, &app, "cleo", &cleo_link).await;
+    sign_in(&browser, &app.base, "cleo", &cleo_link).await;
     assert!(browser.text("header .environment").await.contains("PRODUCTION"));
     browser.check("queues-compliance").await;
     let queue = browser.text("#identities tbody").await;
@@ -157,7 +157,7 @@ async fn operators_decide_from_the_queues_with_four_eyes_on_wires() {
     sign_out(&browser).await;
 
     // The recorder: no approve action, and the service refuses it anyway.
-    let tom_secret = sign_in(&browser, &app, "tom", &tom_link).await;
+    let tom_secret = sign_in(&browser, &app.base, "tom", &tom_link).await;
     browser.check("queues-recorder").await;
     let row = browser.text("#wires tbody").await;
     assert!(row.contains(&mint) && row.contains("you recorded it"), "{row}");
@@ -175,7 +175,7 @@ async fn operators_decide_from_the_queues_with_four_eyes_on_wires() {
     sign_out(&browser).await;
 
     // A second treasury operator approves: the mint goes on.
-    sign_in(&browser, &app, "tess", &tess_link).await;
+    sign_in(&browser, &app.base, "tess", &tess_link).await;
     let row = browser.text("#wires tbody").await;
     assert!(row.contains("tom <tom@platform.example> (operator:"), "the recorder by name: {row}");
     browser.click(&format!("#wires form[action='/console/queues/wires/{mint}/approve'] button")).await;
@@ -226,7 +226,8 @@ async fn operators_decide_from_the_queues_with_four_eyes_on_wires() {
     let listed = app.get("/v2/identities/ada/virtual-accounts", &key).await;
     assert_eq!(status(listed.body), "VIRTUAL_ACCOUNT_STATUS_PENDING", "one operator alone opens nothing");
     sign_out(&browser).await;
-    sign_in_again(&browser, &app, "tom", &totp::code(&tom_secret, now_micros() + 30_000_000).unwrap()).await;
+    sign_in_again(&browser, &app.base, "tom", &totp::code(&tom_secret, now_micros() + 30_000_000).unwrap())
+        .await;
     browser.fill("#confirm-1", "900100200300").await;
     browser.click("#virtual-accounts form[action$='/confirm'] button").await;
     let listed = app.get("/v2/identities/ada/virtual-accounts", &key).await;

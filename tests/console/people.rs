@@ -12,8 +12,8 @@ use super::{
 use custody_indexer::{
     api::ApiState,
     audit::Actor,
-    console::{people, rules::TenantRole, totp},
     environment::Environment,
+    people::{self, rules::TenantRole, totp},
     store::now_micros,
 };
 

@@ -15,9 +15,9 @@ use custody_indexer::{
     api::ApiState,
     audit::Actor,
     config::Chains,
-    console::totp,
     environment::Environment,
     operators::{NewOperator, Role, manage},
+    people::totp,
     store::now_micros,
 };
 use serde_json::{Value, json};

@@ -21,8 +21,10 @@ use common::{
     db::{BACKENDS, Backend},
     dead_port, eventually,
     issuance::refused,
-    off_ramp::{USDC, announced, bank, ended, funded, new_id, off_ramp, quote, submit, usdc_of},
-    platform::{Coin, Platform, api_up},
+    off_ramp::{
+        USDC, announced, bank, ended, fund_directly, funded, new_id, off_ramp, quote, submit, usdc_of,
+    },
+    platform::{Platform, api_up},
 };
 use serde_json::{Value, json};
 
@@ -426,18 +428,6 @@ async fn in_production_an_operator_answers_the_payout_and_a_return_comes_back() 
         assert!(log.lines().any(|l| l.contains(action) && l.contains(&format!("({who})"))), "{log}");
     }
     assert!(platform.operator(&["audit", "verify"]).contains("verified"));
-}
-
-/// Mints `amount` USDC to `ada-1` as the issuer, outside any wire (anvil
-/// lets the test send as the issuer's address).
-async fn fund_directly(platform: &Platform, amount: u64) {
-    use alloy::providers::Provider;
-    let provider = &platform.anvil.provider;
-    provider.raw_request::<_, Value>("anvil_impersonateAccount".into(), (platform.issuer,)).await.unwrap();
-    let coin = Coin::new(platform.usdc, provider);
-    let minted =
-        coin.mint(platform.account, U256::from(amount * USDC)).from(platform.issuer).send().await.unwrap();
-    assert!(minted.get_receipt().await.unwrap().status());
 }
 
 #[tokio::test]

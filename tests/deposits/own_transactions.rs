@@ -24,7 +24,7 @@ use custody_indexer::{
     store::{
         BlockRef, Created, CursorMove, Lineage, NewTransfer, ScanCommit, SentTransaction, Store, TxRole,
     },
-    transfers::Route,
+    transfers::{Route, record::record},
 };
 use serde_json::Value;
 
@@ -122,16 +122,16 @@ async fn a_scan_keeps_recorded_own_transactions_apart_from_deposits() {
         store.commit_scan(&backfill(vec![ether(4, SPONSOR, 5, 4)])).await.unwrap();
         let topped_up = alice_sending(store).await;
         let top_up = signed(1, TxRole::TopUp, SPONSOR, 0, 1_000_000);
-        store.record_transaction(&topped_up, EVM, &top_up, Lineage::Start, None, None).await.unwrap();
+        record(store, (&topped_up, EVM), &top_up, Lineage::Start, None, None).await.unwrap();
         store.record_filler(EVM, ALICE, 0, &hash(2), "0x02", 0).await.unwrap();
         store.record_filler(EVM, ALICE, 1, &hash(4), "0x02", 0).await.unwrap();
         // A transfer cancelled at its nonce by a self-transfer.
         let cancelled = alice_sending(store).await;
         let original = signed(6, TxRole::Transfer, ALICE, 2, 0);
-        store.record_transaction(&cancelled, EVM, &original, Lineage::Start, None, None).await.unwrap();
+        record(store, (&cancelled, EVM), &original, Lineage::Start, None, None).await.unwrap();
         let cancel = signed(5, TxRole::Cancel, ALICE, 2, 0);
         let after = Lineage::After(&original.hash);
-        store.record_transaction(&cancelled, EVM, &cancel, after, None, None).await.unwrap();
+        record(store, (&cancelled, EVM), &cancel, after, None, None).await.unwrap();
 
         let scan = backfill(vec![
             ether(1, SPONSOR, 10, 1_000_000),

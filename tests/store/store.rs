@@ -123,11 +123,11 @@ async fn accounts_are_validated_normalised_and_unique_per_chain_address() {
         assert!(store.accounts_version().await.unwrap() > version, "adding bumps the version");
 
         let taken = store.add_account(account("a2", lower, vec![CHAIN])).await.unwrap_err();
-        assert!(matches!(taken, StoreError::Conflict(_)), "{taken}");
+        assert!(matches!(&taken, StoreError::Taken { key, .. } if key == &format!("address:{CHAIN}:0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48")), "{taken:?}");
         assert!(store.account("a2").await.is_err(), "a refused account leaves nothing behind");
 
         let duplicate = store.add_account(account("a1", BOB, vec![CHAIN])).await.unwrap_err();
-        assert!(matches!(duplicate, StoreError::Conflict(_)));
+        assert!(matches!(&duplicate, StoreError::Taken { key, .. } if key == "account:a1"), "{duplicate:?}");
         let bad = store.add_account(account("a3", "0x1234", vec![CHAIN])).await.unwrap_err();
         assert!(matches!(bad, StoreError::Invalid(_)), "{bad}");
         let wrong_family =
@@ -205,11 +205,11 @@ async fn the_cursor_moves_only_from_where_the_scan_started() {
         assert_eq!(store.chain_state(CHAIN).await.unwrap().unwrap().next_block, 5);
         // A second instance that still believes the chain is new is refused.
         let stale = store.commit_scan(&scan(0, 4, vec![], vec![], None)).await.unwrap_err();
-        assert!(matches!(stale, StoreError::Conflict(_)));
+        assert!(matches!(stale, StoreError::Elsewhere(_)), "{stale:?}");
         // One that read an old cursor is refused, and writes none of its deposits.
         store.add_account(account("alice", ALICE, vec![CHAIN])).await.unwrap();
         let late = scan(3, 6, vec![detected(9, Position::Native, 6, "0xb6", 1)], vec![], Some(3));
-        assert!(matches!(store.commit_scan(&late).await.unwrap_err(), StoreError::Conflict(_)));
+        assert!(matches!(store.commit_scan(&late).await.unwrap_err(), StoreError::Elsewhere(_)));
         assert!(store.deposits_of_account("alice").await.unwrap().is_empty());
         store.commit_scan(&scan(5, 6, vec![], vec![], Some(5))).await.unwrap();
         assert_eq!(store.chain_state(CHAIN).await.unwrap().unwrap().next_block, 7);

@@ -18,7 +18,7 @@ use custody_indexer::{
         Created, Fence, Lineage, NewAccount, NewTransfer, SentTransaction, Settlement, Store, StoreError,
         TxRole, TxState, WorkerKind,
     },
-    transfers::{FailureDetails, Route, TransferStatus},
+    transfers::{FailureDetails, Route, TransferStatus, expiry::expire_before, record},
 };
 use sqlx::{Connection, Executor, PgConnection, Row};
 
@@ -92,10 +92,8 @@ pub(crate) async fn record(
     sent: &SentTransaction,
     lineage: Lineage<'_>,
 ) -> Result<(), StoreError> {
-    store
-        .fenced(sender_lease(store, chain).await)
-        .record_transaction(id, chain, sent, lineage, None, None)
-        .await
+    let fenced = store.fenced(sender_lease(store, chain).await);
+    record::record(&fenced, (id, chain), sent, lineage, None, None).await
 }
 
 /// The chain's sender lease, held by these tests for an hour.
@@ -113,7 +111,12 @@ pub(crate) async fn sender_lease(store: &Store, chain: Chain) -> Fence {
 }
 
 fn conflict(result: Result<(), StoreError>, what: &str) {
-    assert!(matches!(result, Err(StoreError::Conflict(_))), "{what}: {result:?}");
+    assert!(matches!(result, Err(StoreError::Raced(_))), "{what}: {result:?}");
+}
+
+/// What a handle whose lease was taken over is answered.
+fn lease_lost(result: Result<(), StoreError>, what: &str) {
+    assert!(matches!(result, Err(StoreError::LeaseLost(_))), "{what}: {result:?}");
 }
 
 #[tokio::test]
@@ -287,8 +290,8 @@ async fn expiring_an_unsent_transfer_and_recording_its_transaction_exclude_each_
             // Two instances expire while a sender records.
             let settlement = failed("NOT_SUBMITTED");
             let (first, second, recorded) = tokio::join!(
-                store.expire_unsent(EVM, late, &settlement),
-                store.expire_unsent(EVM, late, &settlement),
+                expire_before(store, EVM, late, &settlement),
+                expire_before(store, EVM, late, &settlement),
                 record(store, &id, EVM, &sent, Lineage::Start)
             );
             let expired = first.unwrap().len() + second.unwrap().len();
@@ -314,7 +317,7 @@ async fn expiring_an_unsent_transfer_and_recording_its_transaction_exclude_each_
         let young = accepted(store, EVM).await;
         let cutoff = custody_indexer::store::now_micros() - 3_600_000_000;
         assert_eq!(
-            store.expire_unsent(EVM, cutoff, &failed("NOT_SUBMITTED")).await.unwrap(),
+            expire_before(store, EVM, cutoff, &failed("NOT_SUBMITTED")).await.unwrap(),
             Vec::<String>::new()
         );
         assert_eq!(store.transfer(&young).await.unwrap().status, TransferStatus::Accepted);
@@ -336,26 +339,29 @@ async fn a_sender_whose_lease_was_taken_over_records_nothing() {
         assert_eq!(current.epoch, stale.epoch + 1);
         let sent = signed(1, TxRole::Transfer, SPONSOR, 0);
         let refused =
-            store.fenced(stale.clone()).record_transaction(&id, EVM, &sent, Lineage::Start, None, None).await;
-        conflict(refused, &format!("{backend:?}: a stale epoch"));
+            record::record(&store.fenced(stale.clone()), (&id, EVM), &sent, Lineage::Start, None, None).await;
+        lease_lost(refused, &format!("{backend:?}: a stale epoch"));
         assert!(store.transfer_transactions(&id).await.unwrap().is_empty(), "{backend:?}");
         assert_eq!(store.stored_nonce(EVM, SPONSOR).await.unwrap(), None, "{backend:?}: no nonce taken");
         assert_eq!(store.transfer(&id).await.unwrap().transaction_hash, None);
         let current = store.fenced(current);
-        current.record_transaction(&id, EVM, &sent, Lineage::Start, None, None).await.unwrap();
+        record::record(&current, (&id, EVM), &sent, Lineage::Start, None, None).await.unwrap();
         assert_eq!(store.stored_nonce(EVM, SPONSOR).await.unwrap(), Some(1));
 
         // Nor does the stale sender write anything else of the transfer: it
         // neither submits, defers, follows nor ends what the new holder sends.
         let stale = store.fenced(stale);
-        conflict(stale.mark_submitted(&id).await, &format!("{backend:?}: stale submit"));
-        conflict(stale.defer_transfer(&id, 5, i64::MAX, "x").await, &format!("{backend:?}: stale deferral"));
-        conflict(
+        lease_lost(stale.mark_submitted(&id).await, &format!("{backend:?}: stale submit"));
+        lease_lost(
+            stale.defer_transfer(&id, 5, i64::MAX, "x").await,
+            &format!("{backend:?}: stale deferral"),
+        );
+        lease_lost(
             stale.update_transaction(&sent.hash, TxState::Rejected, None, None).await,
             &format!("{backend:?}: stale follow-up"),
         );
-        conflict(stale.reject_transaction(EVM, &sent).await, &format!("{backend:?}: stale refusal"));
-        conflict(
+        lease_lost(stale.reject_transaction(EVM, &sent).await, &format!("{backend:?}: stale refusal"));
+        lease_lost(
             stale.settle_transfer(&id, &failed("LOST")).await,
             &format!("{backend:?}: stale settlement"),
         );
@@ -392,7 +398,7 @@ async fn a_suspension_racing_a_recording_fails_no_transfer_that_was_recorded() {
         let (store, id) = (store.clone(), id.clone());
         tokio::spawn(async move {
             let sent = signed(1, TxRole::Transfer, SPONSOR, 0);
-            store.fenced(fence).record_transaction(&id, EVM, &sent, Lineage::Start, None, None).await
+            record::record(&store.fenced(fence), (&id, EVM), &sent, Lineage::Start, None, None).await
         })
     };
     // The sender holds the row and sleeps inside its insert.

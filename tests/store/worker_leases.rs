@@ -81,13 +81,13 @@ async fn a_watcher_whose_lease_was_taken_over_commits_no_cursor() {
         tokio::time::sleep(Duration::from_millis(400)).await;
         // Lapsed, not yet taken over: `a` no longer writes either.
         let lapsed = a.commit_scan(&live_scan(5, 6, Some(5))).await.unwrap_err();
-        assert!(matches!(lapsed, StoreError::Conflict(_)), "{backend:?}: {lapsed:?}");
+        assert!(matches!(lapsed, StoreError::LeaseLost(_)), "{backend:?}: {lapsed:?}");
         let new = store.take_lease(WorkerKind::Watcher, CHAIN, "b", MINUTE, false).await.unwrap().unwrap();
         let b = store.fenced(new);
         // Renewing late does not revive a taken-over holding.
         assert!(!store.renew_lease(a.fence().unwrap(), MINUTE).await.unwrap());
         let stale = a.commit_scan(&live_scan(5, 6, Some(5))).await.unwrap_err();
-        assert!(matches!(stale, StoreError::Conflict(_)), "{backend:?}: {stale:?}");
+        assert!(matches!(stale, StoreError::LeaseLost(_)), "{backend:?}: {stale:?}");
         assert_eq!(next_block(store).await, 5, "{backend:?}: the stale scan moved nothing");
         b.commit_scan(&live_scan(5, 6, Some(5))).await.unwrap();
         assert_eq!(next_block(store).await, 7);
@@ -123,7 +123,7 @@ async fn on_postgres_a_lease_lapses_by_the_databases_clock_not_an_instances() {
     // takes over.
     tokio::time::sleep(Duration::from_millis(2_200)).await;
     let lapsed = slow.fenced(held).commit_scan(&live_scan(0, 4, None)).await.unwrap_err();
-    assert!(matches!(lapsed, StoreError::Conflict(_)), "{lapsed:?}");
+    assert!(matches!(lapsed, StoreError::LeaseLost(_)), "{lapsed:?}");
     let leases = slow.worker_leases().await.unwrap();
     assert!(leases.iter().all(|l| !l.held), "{leases:?}");
     let taken = fast.take_lease(WorkerKind::Watcher, CHAIN, "b", MINUTE, false).await.unwrap().unwrap();
@@ -191,7 +191,7 @@ async fn only_the_watchers_holder_stops_its_chain_and_a_resume_records_who() {
         let holder = store.take_lease(WorkerKind::Watcher, CHAIN, "b", MINUTE, false).await.unwrap().unwrap();
 
         let refused = store.fenced(stale).stop_chain(CHAIN, "store", "stale", "a").await;
-        assert!(matches!(refused, Err(StoreError::Conflict(_))), "{backend:?}: {refused:?}");
+        assert!(matches!(refused, Err(StoreError::LeaseLost(_))), "{backend:?}: {refused:?}");
         assert_eq!(store.chain_stop(CHAIN).await.unwrap(), None, "{backend:?}: a lost lease stops nothing");
 
         let holding = store.fenced(holder);

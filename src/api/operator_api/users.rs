@@ -19,11 +19,11 @@ use super::{
 };
 use crate::{
     api::{ApiError, ApiState, Body, ErrorBody},
-    console::rules::TenantRole,
     operators::{
         Action, Outcome,
         tenants::{self, FirstAdmin},
     },
+    people::rules::TenantRole,
     store::Organization,
 };
 

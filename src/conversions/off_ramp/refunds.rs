@@ -73,13 +73,13 @@ pub async fn retry(store: &Store, id: &str, actor: &Actor, reason: &str) -> Resu
     let owed = matches!(answer, Some(Answer::Returned | Answer::Refused));
     let ended = matches!(status, Status::Completed | Status::Failed | Status::Returned);
     if !owed || ended {
-        return Err(StoreError::Conflict(format!("off-ramp {id} is {status} and owes no refund")));
+        return Err(StoreError::Refused(format!("off-ramp {id} is {status} and owes no refund")));
     }
     if let Some(refund) = &refund {
         let last = rows::last_refund_in(&mut tx, refund).await?;
         if !refund_replaceable(chain.family(), Some(last.view())) {
             let status = last.status;
-            return Err(StoreError::Conflict(format!(
+            return Err(StoreError::Waiting(format!(
                 "off-ramp {id}'s last refund {refund} is {status} and may still land: a new one waits until \
                  it provably cannot"
             )));

@@ -44,7 +44,7 @@ use crate::{
     store::{Store, now_micros},
     transfers::{
         Lineage, Outgoing, Route, SendError, Sender, SentTransaction, TransferStatus, TxRole, TxState,
-        after_step, expire_if_unsent, failure, holds_address, submit_within_micros, waiting,
+        after_step, expire_if_unsent, failure, holds_address, record::record, submit_within_micros, waiting,
     },
 };
 
@@ -232,15 +232,9 @@ impl EvmSender {
             .unwrap_or_else(|| now_micros() + self.config.transfers.window().as_micros() as i64);
         let sent = self.sign(call.key, tx, TxRole::Transfer).await?;
         let authorization = call.authorization.map(|(nonce, _)| format!("{nonce:#x}"));
-        self.store
-            .record_transaction(
-                &t.id,
-                self.config.chain,
-                &sent,
-                Lineage::Start,
-                Some(window_ends_at),
-                authorization.as_deref(),
-            )
+        let transfer = (t.id.as_str(), self.config.chain);
+        let window_ends_at = Some(window_ends_at);
+        record(&self.store, transfer, &sent, Lineage::Start, window_ends_at, authorization.as_deref())
             .await?;
         self.broadcast_first(t, &sent).await
     }
@@ -262,7 +256,7 @@ impl EvmSender {
             input: Bytes::new(),
         };
         let sent = self.sign(KeyRef::Sponsor, tx, TxRole::TopUp).await?;
-        self.store.record_transaction(&t.id, self.config.chain, &sent, Lineage::Start, None, None).await?;
+        record(&self.store, (&t.id, self.config.chain), &sent, Lineage::Start, None, None).await?;
         info!(chain = %self.config.chain, transfer = %t.id, hash = %sent.hash, %amount, "topping up gas");
         match self.send(&sent).await? {
             Broadcast::Accepted => Ok(()),
@@ -427,7 +421,7 @@ impl EvmSender {
     ) -> Result<(), SendError> {
         let sent = self.sign(key, tx, role).await?;
         let lineage = Lineage::After(previous);
-        self.store.record_transaction(&t.id, self.config.chain, &sent, lineage, None, None).await?;
+        record(&self.store, (&t.id, self.config.chain), &sent, lineage, None, None).await?;
         match self.send(&sent).await? {
             Broadcast::Accepted => {}
             // Its predecessor lives at the nonce: refusing the replacement

@@ -165,7 +165,7 @@ impl EvmSender {
                 let mut nonce = [0u8; 32];
                 getrandom::fill(&mut nonce).map_err(|e| SendError::Invalid(format!("no randomness: {e}")))?;
                 let nonce = format!("{:#x}", B256::from(nonce));
-                self.store.reserve_authorization(&t.id, &nonce, ends).await?
+                crate::transfers::record::reserve_authorization(&self.store, &t.id, &nonce, ends).await?
             }
         };
         let parsed =

@@ -54,24 +54,13 @@ pub(super) fn replaces(previous: &SentTransaction, max_fee: u128, tip: u128) -> 
 #[cfg(test)]
 mod tests {
     use super::{super::TRANSFER_GAS, *};
-    use crate::transfers::{TxRole, TxState};
 
     fn sent(max_fee: u128, tip: u128) -> SentTransaction {
         SentTransaction {
-            hash: String::new(),
-            role: TxRole::Transfer,
-            sender: String::new(),
-            nonce: 0,
             gas_limit: TRANSFER_GAS,
-            value: U256::ZERO,
             max_fee_per_gas: max_fee,
             max_priority_fee_per_gas: tip,
-            raw: String::new(),
-            state: TxState::Sent,
-            block_number: None,
-            block_hash: None,
-            fee: None,
-            created_at: 0,
+            ..SentTransaction::sent_by("", 0)
         }
     }
 

@@ -8,7 +8,11 @@ use cryptoki::{
 };
 
 use super::{ED25519, SECP256K1, token_error};
-use crate::{chain::Family, keys::KeyError};
+use crate::{
+    chain::{Curve, Family},
+    family::rules::curve,
+    keys::KeyError,
+};
 
 /// The key pair labelled `label`: found, or made in the token.
 pub fn find_or_make(
@@ -19,9 +23,9 @@ pub fn find_or_make(
     if let Some(found) = find(session, label, family)? {
         return Ok(found);
     }
-    let (mechanism, params) = match family {
-        Family::Evm => (Mechanism::EccKeyPairGen, SECP256K1.to_vec()),
-        Family::Solana => (Mechanism::EccEdwardsKeyPairGen, ED25519.to_vec()),
+    let (mechanism, params) = match curve(family) {
+        Curve::Secp256k1 => (Mechanism::EccKeyPairGen, SECP256K1.to_vec()),
+        Curve::Ed25519 => (Mechanism::EccEdwardsKeyPairGen, ED25519.to_vec()),
     };
     let public = [
         Attribute::Token(true),
@@ -124,9 +128,9 @@ pub fn import(
     if find(session, label, family)?.is_some() {
         return Err(KeyError::Token(format!("{label} is already in the token")));
     }
-    let (key_type, params) = match family {
-        Family::Evm => (KeyType::EC, SECP256K1.to_vec()),
-        Family::Solana => (KeyType::EC_EDWARDS, ED25519.to_vec()),
+    let (key_type, params) = match curve(family) {
+        Curve::Secp256k1 => (KeyType::EC, SECP256K1.to_vec()),
+        Curve::Ed25519 => (KeyType::EC_EDWARDS, ED25519.to_vec()),
     };
     let common = |class| {
         vec![Attribute::Class(class), Attribute::KeyType(key_type), Attribute::EcParams(params.clone())]

@@ -149,8 +149,8 @@ impl Token {
                 Ok(open)
             }
             Err(error) => {
+                let refused_pin = matches!(error, KeyError::PinRefused(_)).then(pin_changed);
                 let text = error.to_string();
-                let refused_pin = text.contains("refuses the PIN").then(pin_changed);
                 if refused_pin.is_some() {
                     tracing::error!(error = %text, "signer: the token refuses the PIN; not tried again until the PIN file changes");
                 }
@@ -203,7 +203,7 @@ fn connect(settings: &TokenSettings) -> Result<(Open, bool), KeyError> {
         // Another signer of this process (the issuer's, on the same token)
         // logged in first: login is the token's, for the whole process.
         Ok(()) | Err(cryptoki::error::Error::Pkcs11(cryptoki::error::RvError::UserAlreadyLoggedIn, _)) => {}
-        Err(error) => return Err(token_error("the token refuses the PIN")(error)),
+        Err(error) => return Err(KeyError::PinRefused(error.to_string())),
     }
     Ok((Open { session, _context: context }, software))
 }

@@ -14,9 +14,9 @@ use std::{fmt, net::IpAddr, sync::LazyLock, time::Duration};
 use tokio::sync::Semaphore;
 
 use super::{
-    people::{self, hash, token},
+    hash,
     resource::{Session, User, email_key},
-    rules, totp,
+    rules, token, totp,
 };
 use crate::store::{Store, StoreError, console as rows, now_micros};
 
@@ -56,7 +56,7 @@ static HASHING: Semaphore = Semaphore::const_new(4);
 /// What an unknown email's password is checked against, so that it takes
 /// as long as a known one's.
 static UNKNOWN: LazyLock<String> =
-    LazyLock::new(|| people::hash_password("no user has this password").unwrap_or_default());
+    LazyLock::new(|| super::hash_password("no user has this password").unwrap_or_default());
 
 /// The failed tries counted under `key` as of `now`: the stored count and
 /// the count that holds (none once the last failure is older than
@@ -79,7 +79,7 @@ pub async fn sign_in(
 ) -> Result<Started, SignInError> {
     let key = email_key(email);
     // No email is this long: refused without a row of its own.
-    if key.len() > people::MAX_EMAIL || password.chars().count() > rules::MAX_PASSWORD {
+    if key.len() > super::MAX_EMAIL || password.chars().count() > rules::MAX_PASSWORD {
         return Err(SignInError::Wrong);
     }
     let (pair, from) = (format!("{key} from {client}"), format!("from {client}"));
@@ -106,7 +106,7 @@ pub async fn sign_in(
     let password = password.to_string();
     let checked = stored.clone().unwrap_or_else(|| UNKNOWN.clone());
     let permit = HASHING.acquire().await.expect("the semaphore is never closed");
-    let matches = tokio::task::spawn_blocking(move || people::verify_password(&password, &checked))
+    let matches = tokio::task::spawn_blocking(move || super::verify_password(&password, &checked))
         .await
         .unwrap_or(false);
     drop(permit);
@@ -123,7 +123,7 @@ pub async fn sign_in(
     // The address's count took this try as failed before it was checked.
     store.uncount_sign_in_try(&from).await?;
     let token = token();
-    store.insert_session(&hash(&token), &user.id, &people::token(), now_micros()).await?;
+    store.insert_session(&hash(&token), &user.id, &super::token(), now_micros()).await?;
     Ok(Started { token, user })
 }
 

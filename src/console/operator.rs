@@ -1,0 +1,55 @@
+//! A signed-in operator, as the store holds it now, for the operators'
+//! pages; a decision's reason, required.
+
+use axum::{
+    extract::FromRequestParts,
+    http::{StatusCode, request::Parts},
+};
+
+use super::web::{Page, Signed};
+use crate::{
+    api::ApiState,
+    audit::Actor,
+    operators::{Action, Operator, manage, rules},
+    people::resource::Session,
+};
+
+/// A signed-in operator, as the store holds it now: enabled, with its roles.
+pub struct OperatorUser {
+    pub session: Session,
+    pub operator: Operator,
+}
+
+impl OperatorUser {
+    pub fn may(&self, action: Action) -> Result<(), Page> {
+        rules::permits(&self.operator, action)
+            .map_err(|refusal| Page::Error(StatusCode::FORBIDDEN, refusal.to_string()))
+    }
+
+    pub fn actor(&self) -> Actor {
+        manage::actor(&self.operator)
+    }
+}
+
+impl FromRequestParts<ApiState> for OperatorUser {
+    type Rejection = Page;
+
+    async fn from_request_parts(parts: &mut Parts, state: &ApiState) -> Result<Self, Page> {
+        let Signed(session) = Signed::from_request_parts(parts, state).await?;
+        let Some(id) = session.user.operator() else { return Err(Page::not_found()) };
+        let operator = state.store().operator(id).await?.filter(Operator::is_enabled);
+        // A disabled operator's sessions act no more.
+        let operator =
+            operator.ok_or(Page::Error(StatusCode::FORBIDDEN, "this operator is disabled".into()))?;
+        Ok(OperatorUser { session, operator })
+    }
+}
+
+/// `reason` trimmed; a page refusing the decision when it is empty.
+pub fn required(reason: &str) -> Result<&str, Page> {
+    let reason = reason.trim();
+    if reason.is_empty() {
+        return Err(Page::Error(StatusCode::UNPROCESSABLE_ENTITY, "a reason is required".into()));
+    }
+    Ok(reason)
+}

@@ -1,0 +1,68 @@
+//! The one HTTP server: the API's routes ([`crate::api`]) and the
+//! console's pages ([`crate::console`]) on one listener, with one state.
+
+use std::net::SocketAddr;
+
+use axum::Router;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tower_http::trace::{DefaultOnFailure, TraceLayer};
+
+use crate::api::{self, ApiState};
+
+/// Every route the server answers, unknown paths with the API's `404`.
+pub fn router(state: ApiState) -> Router {
+    Router::new()
+        .merge(api::routes(&state))
+        .merge(crate::console::router(state.clone()))
+        .fallback(api::not_found)
+        .method_not_allowed_fallback(api::method_not_allowed)
+        // 5xx answers are logged where they arise; `/readyz` answers 503 by design.
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(request_span)
+                .on_failure(DefaultOnFailure::new().level(tracing::Level::DEBUG)),
+        )
+        .with_state(state)
+}
+
+/// A request's span: its method and path, an enrol link's token left out
+/// (it is a credential until used); queries are not recorded.
+fn request_span(request: &axum::http::Request<axum::body::Body>) -> tracing::Span {
+    let path = request.uri().path();
+    let path = match path.strip_prefix(crate::people::ENROL_PATH) {
+        Some(_) => "/console/enrol/…",
+        None => path,
+    };
+    tracing::debug_span!("request", method = %request.method(), path = %path)
+}
+
+/// Binds `listen`; fails with the address when it is taken.
+pub async fn bind(listen: SocketAddr) -> std::io::Result<TcpListener> {
+    TcpListener::bind(listen)
+        .await
+        .map_err(|e| std::io::Error::new(e.kind(), format!("cannot listen on {listen}: {e}")))
+}
+
+/// Serves the API on `listener` until `shutdown`, finishing requests in
+/// flight: the routes alone. The workers that move what the API accepts on
+/// are started beside it by [`crate::service`].
+pub async fn serve(
+    listener: TcpListener,
+    state: ApiState,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
+    let address = listener.local_addr()?;
+    tracing::info!(%address, "api listening");
+    if state.has_operator_token() {
+        tracing::info!("/metrics and the detail of /readyz need the operator token");
+    } else {
+        tracing::warn!(
+            "no operator token: /metrics answers 401 and /readyz only whether it is ready; \
+             set CUSTODY_INDEXER_OPERATOR_TOKEN (or --operator-token) to see them"
+        );
+    }
+    // Each request knows its peer's address (the console's sign-in delays).
+    let service = router(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
+    axum::serve(listener, service).with_graceful_shutdown(shutdown.cancelled_owned()).await
+}
