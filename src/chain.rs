@@ -87,6 +87,15 @@ impl Chain {
     }
 }
 
+/// How a family's gas sponsor pays for an account's transaction: as its
+/// fee payer (Solana), or by giving the account's address gas (EVM: a
+/// top-up, or an EIP-3009 authorization the sponsor relays).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sponsorship {
+    FeePayer,
+    Gas,
+}
+
 /// The curve a family's keys sign with: secp256k1 (ECDSA) for EVM chains,
 /// Ed25519 for Solana (see [`crate::family::rules::curve`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -81,11 +81,7 @@ pub async fn chains(State(state): State<ApiState>, user: OperatorUser) -> Result
             head: number(c.head),
             indexed: number(c.indexed),
             lag: format!("{} (limit {})", number(c.lag), c.lag_limit()),
-            reconciled: match (&c.reconciled, c.chain.family()) {
-                (Some(reconciled), _) => reconciled.line(),
-                (None, crate::chain::Family::Evm) => "not yet".to_string(),
-                (None, _) => "EVM chains only, for now".to_string(),
-            },
+            reconciled: c.reconciled.as_ref().map_or_else(|| "not yet".to_string(), |r| r.line()),
             problems: c.problems.iter().chain(&c.warnings).cloned().collect::<Vec<_>>().join("; "),
         })
         .collect();

@@ -95,7 +95,7 @@ pub async fn confirm(
     second_pair(&Actor::from_recorded(&recorder), by)
         .map_err(|refusal| OpenError::FourEyes { id: id.into(), refusal })?;
     if let Some(number) = number.map(str::trim).filter(|n| *n != recorded) {
-        return Err(StoreError::Raced(format!(
+        return Err(StoreError::Refused(format!(
             "the number recorded for virtual account {id} is not {number}: compare it with the bank's again"
         ))
         .into());

@@ -108,11 +108,15 @@ pub async fn fill_gaps<H: History>(history: H, shutdown: CancellationToken) {
                 failures = 0;
                 history.poll_interval().max(Duration::from_secs(1))
             }
-            Err(WatchError::Store(
-                StoreError::Raced(reason) | StoreError::Elsewhere(reason) | StoreError::LeaseLost(reason),
-            )) => {
+            Err(WatchError::Store(StoreError::Raced(reason) | StoreError::Elsewhere(reason))) => {
                 debug!(%chain, reason, "gap scanned elsewhere");
                 Duration::ZERO
+            }
+            // Another instance holds the chain now: its scan goes on, this
+            // one asks again at the pace of a poll, not at once.
+            Err(WatchError::Store(StoreError::LeaseLost(reason))) => {
+                debug!(%chain, reason, "the chain's lease was taken over");
+                history.poll_interval().max(Duration::from_secs(1))
             }
             Err(error) => {
                 failures = failures.saturating_add(1);

@@ -1,14 +1,14 @@
 //! A chain family's pure rules: its addresses, parsed and normalised once
 //! at the edge (EVM addresses in their EIP-55 checksummed form, Solana
 //! addresses as base58 32-byte public keys), what a transfer may be sent
-//! to, its name, its keys' curve, its tokens' type and what its chain files
-//! hold.
+//! to, its name, its keys' curve, how its sponsor pays gas, its tokens'
+//! type and what its chain files hold.
 
 use alloy::primitives::Address;
 
 use crate::{
     assets::resource::AssetType,
-    chain::{Chain, Curve, Family},
+    chain::{Chain, Curve, Family, Sponsorship},
 };
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -98,6 +98,14 @@ pub fn name(family: Family) -> &'static str {
     match family {
         Family::Evm => "evm",
         Family::Solana => "solana",
+    }
+}
+
+/// How a family's gas sponsor pays for an account's transaction.
+pub fn sponsorship(family: Family) -> Sponsorship {
+    match family {
+        Family::Evm => Sponsorship::Gas,
+        Family::Solana => Sponsorship::FeePayer,
     }
 }
 

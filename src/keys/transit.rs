@@ -224,7 +224,8 @@ impl Signer for TransitSigner {
     }
 
     fn holds(&self, key: KeyRef, family: Family) -> Result<bool, KeyError> {
-        if family == Family::Evm {
+        // Transit signs Ed25519 alone.
+        if crate::family::rules::curve(family) != crate::chain::Curve::Ed25519 {
             return Ok(false);
         }
         if self.known.lock().expect("key cache lock").contains_key(&key) {

@@ -21,8 +21,7 @@
 //! [`repairs`] the repairs operators ask for through the service,
 //! [`background`] `run`'s periodic reconciliation and its alarms,
 //! [`wallets`] the funding of platform wallets, audited; the rows
-//! are in `store/reconcile.rs`, `store/reconcile_wallets.rs`,
-//! `store/reconcile_runs.rs` and `store/reconcile_repairs.rs`.
+//! are in `store/reconcile/`.
 
 pub mod alarms;
 pub mod background;
@@ -249,7 +248,8 @@ pub enum ReconcileError {
 
 impl ReconcileError {
     /// Whether trying again may help: a node or the store that did not
-    /// answer, never a refused request.
+    /// answer, or another writer that came first ([`StoreError::retryable`]);
+    /// never a refused request.
     pub fn retryable(&self) -> bool {
         match self {
             ReconcileError::Store(e) => e.retryable(),

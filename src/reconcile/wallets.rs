@@ -1,7 +1,7 @@
 //! A platform wallet's funding: money found reaching it from outside the
 //! platform, recorded with an audit entry per transfer in one
 //! transaction. The ledger counts a funding row only beside its entry
-//! (`store/reconcile_wallets.rs`), so a row written with plain SQL, or
+//! (`store/reconcile/reconcile_wallets.rs`), so a row written with plain SQL, or
 //! rewritten afterwards, explains nothing.
 
 use super::{Term, TermKind, Watched};

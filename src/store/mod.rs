@@ -1,73 +1,59 @@
-//! The deposit store: every SQL statement of the service lives here. One
-//! portable dialect runs on SQLite (the default, an embedded file) and on
-//! PostgreSQL (production, several instances) through sqlx's `Any` driver.
+//! The store: every SQL statement of the service lives here, in a folder
+//! per wing (`deposits/`, `transfers/`, `issuance/`, `conversions/`,
+//! `identity/`, `events/`, `operators/`, `people/`, `audit/`, `reconcile/`,
+//! `keys/`) beside the rows every wing shares (accounts, organizations,
+//! leases, personal data). One portable dialect runs on SQLite (the
+//! default, an embedded file) and on PostgreSQL (production, several
+//! instances) through sqlx's `Any` driver.
 
-mod account_keys;
 mod accounts;
 mod arrays;
 pub mod audit;
-mod audit_guard;
-mod chain_state;
-mod chain_stops;
 mod clock;
 mod conditions;
-pub mod console;
-pub mod console_sessions;
 pub mod conversions;
-mod coverage;
-mod deliveries;
-pub mod delivery_log;
-mod deposit_rows;
 mod deposits;
-mod disputes;
-pub mod entitlement;
 mod environment;
+mod error;
 mod events;
-pub(crate) mod gas_ledger;
-mod health;
-pub(crate) mod identities;
-pub(crate) mod identity_changes;
+mod identity;
 mod issuance;
-pub mod key_hashes;
+mod keys;
 mod leases;
-pub(crate) mod limits;
 pub(crate) mod mail_outbox;
-pub mod mint_transfers;
-pub mod mints;
-mod nonce_fillers;
-pub mod off_ramp_refunds;
-pub mod off_ramps;
-pub(crate) mod operator_changes;
 pub(crate) mod operators;
 pub(crate) mod organizations;
-mod own_transfers;
 mod params;
-pub(crate) mod payout_answers;
-pub mod payouts;
+mod people;
 mod pii;
-mod platform_keys;
-mod positions;
 mod quotas;
-mod quotes;
 mod reconcile;
-pub mod reconcile_repairs;
-pub mod reconcile_runs;
-pub mod reconcile_wallets;
-mod refusal;
 pub(crate) mod request_signatures;
-pub use request_signatures::INSTANCE_SKEW_SECS;
-mod scan;
-mod signer_outages;
-mod sinks;
-pub(crate) mod transfer_lineage;
-pub(crate) mod transfer_txs;
 pub(crate) mod transfers;
-mod upsert;
-pub(crate) mod verification;
-pub(crate) mod virtual_accounts;
-mod wake;
-mod webhook_keys;
-mod webhooks;
+
+// The row modules of each wing's folder, under the store's one name.
+use audit::audit_guard;
+use conversions::quotes;
+pub use conversions::{off_ramp_refunds, off_ramps, payouts};
+pub(crate) use conversions::{payout_answers, virtual_accounts};
+use deposits::{
+    chain_state, chain_stops, coverage, deposit_rows, disputes, health, own_transfers, scan, upsert,
+};
+pub use events::delivery_log;
+use events::{deliveries, sinks, wake, webhook_keys, webhooks};
+pub use identity::entitlement;
+use identity::refusal;
+pub(crate) use identity::{identities, identity_changes, verification};
+pub use issuance::{mint_transfers, mints};
+pub use keys::key_hashes;
+use keys::signer_outages;
+pub(crate) use operators::operator_changes;
+pub use people::{console, console_sessions};
+pub use reconcile::{reconcile_repairs, reconcile_runs, reconcile_wallets};
+pub(crate) use transfers::{gas_ledger, limits, transfer_lineage, transfer_txs};
+
+pub use error::StoreError;
+pub use request_signatures::INSTANCE_SKEW_SECS;
 
 use std::{str::FromStr, time::Duration};
 
@@ -129,147 +115,6 @@ pub type Tx = Transaction<'static, Any>;
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://custody-indexer.db";
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
-
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error("cannot open the store at {url}")]
-    Connect {
-        url: String,
-        #[source]
-        source: sqlx::Error,
-    },
-    #[error("unsupported database url {0} (expected sqlite:// or postgres://)")]
-    UnsupportedUrl(String),
-    #[error("migrating the store failed")]
-    Migrate(#[from] sqlx::migrate::MigrateError),
-    #[error("store query failed")]
-    Query(#[from] sqlx::Error),
-    #[error("{0} not found")]
-    NotFound(String),
-    /// Another writer changed the row between this one's read and its
-    /// write (a cursor moved, a row changed meanwhile, a nonce taken):
-    /// nothing was written; the step may be tried again from a fresh read.
-    #[error("{0}")]
-    Raced(String),
-    /// Another instance indexes what this one meant to (a range, a gap, an
-    /// address's cursor): nothing was written; the watcher polls again.
-    #[error("{0}")]
-    Elsewhere(String),
-    /// The worker's lease (its fence) was taken over: nothing was written;
-    /// the new holder goes on, and asking again changes nothing here.
-    #[error("{0}")]
-    LeaseLost(String),
-    /// Not yet: something else must happen first (a refund in flight, an
-    /// answer awaiting its confirmation, an account being created); asking
-    /// again later may succeed.
-    #[error("{0}")]
-    Waiting(String),
-    /// The row's state does not take what was asked (a revoked key, a
-    /// virtual account that takes no wire, a payout not waiting for an
-    /// answer): asking again changes nothing.
-    #[error("{0}")]
-    Refused(String),
-    /// A unique key a new row would hold is another row's already: an id,
-    /// an email, an account number, a watched address, a wire's reference.
-    /// `key` names it as `<kind>:<value>` (`account:<id>`,
-    /// `address:<CHAIN>:<address>`, …), for callers that say which of
-    /// their inputs it was.
-    #[error("{message}")]
-    Taken { key: String, message: String },
-    /// A request's idempotency key (its `request_id`, a wire's reference)
-    /// was used for another request.
-    #[error("{0}")]
-    Duplicate(String),
-    /// The chain's configuration does not allow it (a mint of an asset
-    /// that is not issued here): it waits until the configuration changes.
-    #[error("{0}")]
-    Unconfigured(String),
-    /// The organization holds as many of something as it may.
-    #[error("{0}")]
-    LimitReached(String),
-    #[error("invalid input: {0}")]
-    Invalid(String),
-    #[error("stored row is corrupt: {0}")]
-    Corrupt(String),
-    /// Personal data without its key, or with another key.
-    #[error(transparent)]
-    Pii(#[from] crate::pii::PiiError),
-    /// Too many of something in a period: `429`, to be tried again after
-    /// `retry_after` seconds.
-    #[error("{message}")]
-    TooMany { message: String, retry_after: u64 },
-    /// A transfer's own transaction was not recorded because the transfer
-    /// may not be sent any more: it ends with this failure, nothing sent
-    /// (see [`crate::transfers::rules::may_sign`]).
-    #[error("{}: {}", .0.code, .0.message)]
-    Unsendable(crate::transfers::resource::FailureDetails),
-}
-
-/// A key the signer cannot derive: the input named a key that cannot be.
-impl From<crate::keys::KeyError> for StoreError {
-    fn from(error: crate::keys::KeyError) -> Self {
-        StoreError::Invalid(error.to_string())
-    }
-}
-
-impl StoreError {
-    /// A unique key taken: `key` as `<kind>:<value>`, and what to say.
-    pub fn taken(key: String, message: String) -> Self {
-        StoreError::Taken { key, message }
-    }
-
-    /// Whether the store refused what was asked (not found, invalid, taken,
-    /// raced, waiting, refused by a row's state, …), as opposed to failing
-    /// (the database, a corrupt row, a key): the request was read and
-    /// answered.
-    pub fn is_refusal(&self) -> bool {
-        matches!(
-            self,
-            StoreError::NotFound(_)
-                | StoreError::Invalid(_)
-                | StoreError::Raced(_)
-                | StoreError::Elsewhere(_)
-                | StoreError::LeaseLost(_)
-                | StoreError::Waiting(_)
-                | StoreError::Refused(_)
-                | StoreError::Taken { .. }
-                | StoreError::Duplicate(_)
-                | StoreError::Unconfigured(_)
-        )
-    }
-
-    /// The message of a refusal answered `409 Conflict`: a race, another
-    /// instance's or holder's work, a wait, a row's state, a key taken, an
-    /// idempotency key reused, the configuration.
-    pub fn conflict(&self) -> Option<&str> {
-        match self {
-            StoreError::Raced(message)
-            | StoreError::Elsewhere(message)
-            | StoreError::LeaseLost(message)
-            | StoreError::Waiting(message)
-            | StoreError::Refused(message)
-            | StoreError::Taken { message, .. }
-            | StoreError::Duplicate(message)
-            | StoreError::Unconfigured(message) => Some(message),
-            _ => None,
-        }
-    }
-
-    /// Whether asking again may succeed: the database failed, another
-    /// writer or instance came first (a fresh read may go on), or something
-    /// must happen first.
-    pub fn retryable(&self) -> bool {
-        matches!(
-            self,
-            StoreError::Connect { .. }
-                | StoreError::Query(_)
-                | StoreError::Raced(_)
-                | StoreError::Elsewhere(_)
-                | StoreError::Waiting(_)
-                | StoreError::TooMany { .. }
-        )
-    }
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {

@@ -13,7 +13,7 @@ use super::{
 use crate::{
     account::{AccountStatus, AccountType},
     amount::Amount,
-    chain::Family,
+    chain::{Family, Sponsorship},
     identity::Status,
 };
 
@@ -23,11 +23,11 @@ use crate::{
 /// sends, anything else of it after a gas top-up; on Solana the sponsor is
 /// the fee payer.
 pub fn route(kind: AccountType, family: Family, authorization: bool) -> Route {
-    match (kind, family) {
+    match (kind, crate::family::rules::sponsorship(family)) {
         (AccountType::Omnibus, _) => Route::Omnibus,
-        (AccountType::Segregated, Family::Solana) => Route::FeePayer,
-        (AccountType::Segregated, Family::Evm) if authorization => Route::Authorization,
-        (AccountType::Segregated, Family::Evm) => Route::TopUp,
+        (AccountType::Segregated, Sponsorship::FeePayer) => Route::FeePayer,
+        (AccountType::Segregated, Sponsorship::Gas) if authorization => Route::Authorization,
+        (AccountType::Segregated, Sponsorship::Gas) => Route::TopUp,
     }
 }
 

@@ -99,7 +99,10 @@ fn point(session: &Session, public: ObjectHandle, label: &str, family: Family) -
             _ => None,
         })
         .ok_or_else(|| KeyError::Token(format!("{label} has no public point")))?;
-    let size = if family == Family::Evm { 65 } else { 32 };
+    let size = match curve(family) {
+        Curve::Secp256k1 => 65,
+        Curve::Ed25519 => 32,
+    };
     Ok(unwrap_octets(point, size))
 }
 
