@@ -11,7 +11,7 @@ use utoipa::ToSchema;
 use super::{ApiError, ApiState, ErrorBody, auth::Caller, params::Params};
 use crate::{
     assets::{Asset, Balance, assets_of},
-    chain::Family,
+    chain::{Family, Sponsorship},
 };
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -57,6 +57,12 @@ pub async fn balances(
     Ok(Json(BalanceList { balances }))
 }
 
+/// Whether the sponsor tops up an account's addresses on a family's
+/// chains: where it pays gas by giving the address some.
+fn topped_up(family: Family) -> bool {
+    crate::family::rules::sponsorship(family) == Sponsorship::Gas
+}
+
 /// The balances of `organization`'s account `account_id` (on `chain`
 /// only, when given), as `GET /v2/accounts/{account_id}/balances` and the
 /// console show them.
@@ -74,7 +80,7 @@ pub(crate) async fn account_balances(
     if state.store().account_key(&account.id).await?.is_some() {
         for entry in &account.addresses {
             for chain in
-                entry.chains.iter().filter(|c| c.family() == Family::Evm && chain.is_none_or(|o| o == **c))
+                entry.chains.iter().filter(|c| topped_up(c.family()) && chain.is_none_or(|o| o == **c))
             {
                 let left = state.store().sponsored_gas_left(*chain, &entry.address).await?;
                 if let (false, Ok(config)) = (left.is_zero(), state.chains().get(*chain)) {

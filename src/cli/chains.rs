@@ -5,7 +5,7 @@ use clap::Subcommand;
 use tracing::info;
 
 use crate::{
-    chain::{Chain, Family},
+    chain::Chain,
     deposits::resource::format_time,
     store::{ChainStop, Rewind, Store},
 };
@@ -78,7 +78,7 @@ async fn resume(store: &Store, chain: Chain, by: &str, rewind_to: Option<u64>) -
 /// Moves a stopped chain's cursor back to `block`, as a rewind to that
 /// common ancestor: while it is stopped, no watcher moves it meanwhile.
 async fn rewind(store: &Store, chain: Chain, block: u64) -> anyhow::Result<()> {
-    if chain.family() != Family::Evm {
+    if !crate::family::rules::block_ledger(chain.family()) {
         bail!("{chain}: --rewind-to applies to EVM chains only");
     }
     let Some(state) = store.chain_state(chain).await? else { bail!("{chain} has no cursor to rewind") };

@@ -8,7 +8,7 @@ use clap::Args;
 use super::{decider::Via, server::Server};
 use crate::{
     audit::Actor,
-    chain::{Chain, Family},
+    chain::Chain,
     config::Chains,
     evm::rpc::EvmRpc,
     operators::Action,
@@ -80,7 +80,7 @@ pub async fn run(store: &Store, args: ReconcileArgs, chains: &Chains) -> anyhow:
 
 async fn reconcile(store: &Store, args: ReconcileArgs, chains: &Chains) -> anyhow::Result<ExitCode> {
     let config = chains.get(args.chain)?;
-    if config.family() == Family::Solana {
+    if !crate::family::rules::block_ledger(config.family()) {
         return solana(store, args, config).await;
     }
     if args.repair {

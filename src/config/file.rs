@@ -11,10 +11,7 @@ use super::{
     defaults,
     time::{Either, Span, one_form},
 };
-use crate::{
-    chain::{Chain, Family},
-    redact::RpcUrl,
-};
+use crate::{chain::Chain, redact::RpcUrl};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -351,7 +348,7 @@ fn assets(file: &ChainFile) -> Result<Vec<AssetConfig>, String> {
                 super::EIP7708_SYSTEM
             ));
         }
-        if asset.precompile && file.chain.family() != Family::Evm {
+        if asset.precompile && !crate::family::rules::block_ledger(file.chain.family()) {
             return Err(format!("asset {symbol}: precompile is for EVM assets"));
         }
         if asset.issued && asset.decimals < 2 {

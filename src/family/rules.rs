@@ -87,9 +87,46 @@ pub fn destination(chain: Chain, text: &str) -> Result<String, BadDestination> {
 /// hashes are hex (any case); Solana signatures are base58, whose case
 /// matters.
 pub fn same_transaction(family: Family, a: &str, b: &str) -> bool {
+    if any_case(family) { a.eq_ignore_ascii_case(b) } else { a == b }
+}
+
+/// Whether a family's addresses and transaction ids are the same in any
+/// case: EVM's hex; Solana's base58 tells cases apart.
+pub fn any_case(family: Family) -> bool {
     match family {
-        Family::Evm => a.eq_ignore_ascii_case(b),
-        Family::Solana => a == b,
+        Family::Evm => true,
+        Family::Solana => false,
+    }
+}
+
+/// Whether a sender's transactions take ordered nonces from its counter
+/// (EVM); a Solana transaction carries its blockhash's last valid height
+/// in the nonce's place.
+pub fn ordered_nonces(family: Family) -> bool {
+    match family {
+        Family::Evm => true,
+        Family::Solana => false,
+    }
+}
+
+/// Whether a transaction every node refused may still land later: an EVM
+/// transaction may sit in some node's pool; a Solana one expires with its
+/// blockhash.
+pub fn refused_may_land(family: Family) -> bool {
+    match family {
+        Family::Evm => true,
+        Family::Solana => false,
+    }
+}
+
+/// Whether a family's chains have what reconciliation repairs from and a
+/// rewind moves to: blocks that name every credit (EVM), and chain files
+/// that may name precompiled assets. Solana's differences are reported,
+/// never repaired.
+pub fn block_ledger(family: Family) -> bool {
+    match family {
+        Family::Evm => true,
+        Family::Solana => false,
     }
 }
 

@@ -371,7 +371,9 @@ async fn signing(
     let backend = signer.backend();
     // A backend without secp256k1 keys cannot send on an EVM chain.
     let transit = backend.parts().into_iter().any(|b| matches!(b, crate::keys::Backend::VaultTransit { .. }));
-    if families.contains(&Family::Evm) && transit {
+    let secp256k1 =
+        families.iter().any(|f| crate::family::rules::curve(*f) == crate::chain::Curve::Secp256k1);
+    if secp256k1 && transit {
         bail!(crate::keys::KeyError::NoSecp256k1("an EVM chain is configured".into()));
     }
     info!(signer = %backend, "signing keys");

@@ -11,7 +11,7 @@ use super::{
     rules::may_sign,
 };
 use crate::{
-    chain::{Chain, Family},
+    chain::Chain,
     store::{Store, StoreError, Tx, transfer_lineage as rows, transfer_txs},
 };
 
@@ -36,9 +36,9 @@ pub async fn record(
 ) -> Result<(), StoreError> {
     let mut tx = store.begin().await?;
     store.check_own_fence(&mut tx).await?;
-    let evm = chain.family() == Family::Evm;
-    check(&mut tx, transfer_id, sent, lineage, evm).await?;
-    if lineage == Lineage::Start && evm {
+    let nonces = crate::family::rules::ordered_nonces(chain.family());
+    check(&mut tx, transfer_id, sent, lineage, nonces).await?;
+    if lineage == Lineage::Start && nonces {
         transfer_txs::take_nonce(&mut tx, chain, &sent.sender, sent.nonce).await?;
     }
     if !transfer_txs::insert(&mut tx, transfer_id, chain, sent).await? {

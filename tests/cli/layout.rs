@@ -5,7 +5,8 @@
 //! - no file over 500 lines, no function over 80 (unit tests aside);
 //! - a `store/` file imports model types only (the rooms [`MODEL`] names);
 //! - no wing imports `api/` or `console/` (only the doors do);
-//! - a `match` on a chain's family is written in `src/family/` alone;
+//! - a `match` on a chain's family, or a comparison with one, is written in
+//!   `src/family/` alone (and in the families' own `evm/`, `solana/`);
 //! - docs/architecture.md names every top-level folder of `src/`.
 //!
 //! The code is read as text: comments and string literals are blanked, the
@@ -123,7 +124,8 @@ fn each_rule_fails_when_broken() {
         "deposits/watcher.rs",
         "use crate::{api::ApiState, chain::Family};\npub struct Step;\n\
          fn kind(f: Family) -> u8 {\n    match f {\n        Family::Evm => 1,\n        Family::Solana => 2,\n    }\n}\n\
-         fn pair(f: Family) -> u8 {\n    match (0, f) {\n        (0, crate::chain::Family::Evm) => 1,\n        _ => 2,\n    }\n}\n",
+         fn pair(f: Family) -> u8 {\n    match (0, f) {\n        (0, crate::chain::Family::Evm) => 1,\n        _ => 2,\n    }\n}\n\
+         fn evm(f: Family) -> bool {\n    f == crate::chain::Family::Evm\n}\n",
     );
     write(
         "store/mod.rs",
@@ -144,7 +146,7 @@ fn each_rule_fails_when_broken() {
     assert_eq!(doors.len(), 1, "{doors:?}");
     assert!(doors[0].starts_with("deposits/watcher.rs"), "{doors:?}");
     let family = house.family_matches();
-    assert_eq!(family.len(), 3, "an arm alone or in a tuple: {family:?}");
+    assert_eq!(family.len(), 4, "an arm alone or in a tuple, a comparison: {family:?}");
     let long = house.long_functions();
     assert_eq!(long.len(), 1, "{long:?}");
     assert!(long[0].contains("store/mod.rs") && long[0].contains("long"), "{long:?}");
@@ -390,15 +392,22 @@ impl House {
         out.into_iter().collect()
     }
 
-    /// The arms of a `match` on a chain's family outside `src/family/`.
+    /// The arms of a `match` on a chain's family, and the comparisons with
+    /// one, outside `src/family/` and the families' own folders.
     fn family_matches(&self) -> Vec<String> {
+        let own = |n: &str| ["family/", "evm/", "solana/"].iter().any(|f| n.starts_with(f));
         let mut out = Vec::new();
-        for (name, file) in self.files.iter().filter(|(n, _)| !n.starts_with("family/")) {
+        for (name, file) in self.files.iter().filter(|(n, _)| !own(n)) {
             for (number, line) in file.code.lines().enumerate() {
                 // The pattern of an arm: what stands before its `=>`.
-                let Some((pattern, _)) = line.split_once("=>") else { continue };
-                if ["Family::Evm", "Family::Solana"].iter().any(|v| pattern.contains(v)) {
-                    out.push(format!("{name}:{}: a match on a chain's family: {}", number + 1, line.trim()));
+                let pattern = line.split_once("=>").map(|(pattern, _)| pattern);
+                let arm = pattern.is_some_and(|p| FAMILIES.iter().any(|v| p.contains(v)));
+                if arm || compares_family(line) {
+                    out.push(format!(
+                        "{name}:{}: a decision on a chain's family: {}",
+                        number + 1,
+                        line.trim()
+                    ));
                 }
             }
         }
@@ -419,6 +428,23 @@ fn face_of(a: &str, b: &str) -> bool {
         folder.is_some_and(|folder| file.starts_with(&folder) && file != face)
     };
     holds(a, b) || holds(b, a)
+}
+
+const FAMILIES: [&str; 2] = ["Family::Evm", "Family::Solana"];
+
+/// Whether `line` compares with a family (`==`, `!=`, `matches!`).
+fn compares_family(line: &str) -> bool {
+    FAMILIES.iter().any(|family| {
+        line.match_indices(family).any(|(at, _)| {
+            let before = line[..at].trim_end_matches(|c: char| c.is_alphanumeric() || c == '_' || c == ':');
+            let after = line[at + family.len()..].trim_start();
+            before.trim_end().ends_with("==")
+                || before.trim_end().ends_with("!=")
+                || after.starts_with("==")
+                || after.starts_with("!=")
+                || line[..at].contains("matches!(")
+        })
+    })
 }
 
 fn rust_files(dir: &Path) -> Vec<PathBuf> {

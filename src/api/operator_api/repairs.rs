@@ -14,7 +14,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::OperatorCaller;
 use crate::{
     api::{ApiError, ApiState, Body, ErrorBody, ErrorCode},
-    chain::{Chain, Family},
+    chain::Chain,
     config::ChainConfig,
     evm::rpc::EvmRpc,
     operators::{Action, manage::actor},
@@ -91,7 +91,7 @@ fn evm_chain<'a>(state: &'a ApiState, text: &str) -> Result<&'a ChainConfig, Api
         .chains()
         .get(chain)
         .map_err(|_| ApiError::invalid(format!("chain: {chain} has no chain file here")))?;
-    if config.family() != Family::Evm {
+    if !crate::family::rules::block_ledger(config.family()) {
         return Err(ApiError::invalid(format!("chain: {chain} is not reconciled yet: EVM chains only")));
     }
     Ok(config)

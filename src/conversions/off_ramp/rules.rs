@@ -43,7 +43,7 @@ pub fn refund_replaceable(family: Family, last: Option<LastRefund<'_>>) -> bool 
     match (last.status, last.failure_code) {
         (TransferStatus::Dropped, _) => true,
         (TransferStatus::Failed, Some("REVERTED" | "NOT_SUBMITTED")) => true,
-        (TransferStatus::Failed, Some("REJECTED_BY_NODE")) => family == Family::Solana,
+        (TransferStatus::Failed, Some("REJECTED_BY_NODE")) => !crate::family::rules::refused_may_land(family),
         (TransferStatus::Failed, _) => !last.signed,
         _ => false,
     }

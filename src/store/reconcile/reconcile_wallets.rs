@@ -144,7 +144,7 @@ impl Store {
 /// 0 where case tells two apart (Solana's base58): a customer's withdrawal
 /// to a case-variant of a platform wallet's address is not the wallet's.
 fn any_case(chain: Chain) -> i64 {
-    i64::from(chain.family() == crate::chain::Family::Evm)
+    i64::from(crate::family::rules::any_case(chain.family()))
 }
 
 /// The audit entry's target of a funding row: every column the ledger
