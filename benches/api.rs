@@ -17,6 +17,7 @@ use std::{num::NonZeroU32, time::Instant};
 
 use alloy::{primitives::U256, transports::http::reqwest};
 use common::db::{BACKENDS, Backend, TestDb};
+use custody_indexer::deposits::commit;
 use custody_indexer::{
     account::{AccountAddress, AccountType},
     amount::Amount,
@@ -56,7 +57,7 @@ async fn fill(store: &Store, accounts: u64, deposits: u64) {
     for i in 0..100 {
         common::identity(store, "default", &format!("identity-{i}")).await;
     }
-    store.add_accounts(&new).await.unwrap();
+    custody_indexer::keys::accounts::add_accounts(store, &new).await.unwrap();
     let busy = deposits / 10;
     for chunk in (0..deposits).collect::<Vec<_>>().chunks(2_000) {
         let detected = chunk
@@ -79,8 +80,9 @@ async fn fill(store: &Store, accounts: u64, deposits: u64) {
                 }
             })
             .collect();
-        store
-            .commit_scan(&ScanCommit {
+        commit::commit_scan(
+            store,
+            &ScanCommit {
                 chain: CHAIN,
                 from: chunk[0],
                 to: *chunk.last().unwrap(),
@@ -90,9 +92,10 @@ async fn fill(store: &Store, accounts: u64, deposits: u64) {
                 confirmed_through: None,
                 cursor: CursorMove::Backfill,
                 keep_blocks: 1,
-            })
-            .await
-            .unwrap();
+            },
+        )
+        .await
+        .unwrap();
     }
 }
 

@@ -25,6 +25,7 @@ use common::{
     db::{BACKENDS, TestDb},
     procs::{cpu_seconds, postgres_cpu, postgres_cpu_between},
 };
+use custody_indexer::deposits::commit;
 use custody_indexer::{
     account::AccountAddress,
     amount::Amount,
@@ -107,7 +108,7 @@ async fn round(backend: common::db::Backend, total: u64, range: u64) -> (f64, f6
             common::numbered_account(i, vec![AccountAddress { chains: vec![CHAIN], address: address(i) }])
         })
         .collect();
-    db.store.add_accounts(&accounts).await.unwrap();
+    custody_indexer::keys::accounts::add_accounts(&db.store, &accounts).await.unwrap();
     let blocks = total.div_ceil(PER_BLOCK);
     let per_range = range.div_ceil(PER_BLOCK);
     let (mut server_before, mut server) = (HashMap::new(), HashMap::new());
@@ -128,7 +129,7 @@ async fn round(backend: common::db::Backend, total: u64, range: u64) -> (f64, f6
             keep_blocks: 0,
         };
         let (started, before) = (Instant::now(), cpu_seconds(std::process::id()));
-        db.store.commit_scan(&scan).await.unwrap();
+        commit::commit_scan(&db.store, &scan).await.unwrap();
         cpu += cpu_seconds(std::process::id()) - before;
         seconds += started.elapsed().as_secs_f64();
     }

@@ -90,7 +90,7 @@ async fn store_with(wallets: u64, recipients: &[Pubkey], path: &Path) -> Store {
         .collect();
     common::numbered_identities(&store).await;
     for chunk in accounts.chunks(50_000) {
-        store.add_accounts(chunk).await.unwrap();
+        custody_indexer::keys::accounts::add_accounts(&store, chunk).await.unwrap();
     }
     store
 }

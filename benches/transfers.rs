@@ -150,7 +150,7 @@ async fn main() {
         (signer.evm_address(KeyRef::Sponsor).unwrap(), signer.evm_address(KeyRef::Omnibus).unwrap());
     anvil.send_eth(anvil.accounts[0], sponsor, U256::from(1_000 * ETH)).await;
     anvil.send_eth(anvil.accounts[0], omnibus, U256::from(1_000 * ETH)).await;
-    store.create_organization("acme", None).await.unwrap();
+    custody_indexer::operators::tenants::create_bare_organization(&store, "acme", None).await.unwrap();
     let secret = api_key::generate();
     let actor = custody_indexer::audit::Actor::local(None);
     custody_indexer::api_key::manage::create_with(
@@ -175,7 +175,9 @@ async fn main() {
     for i in 0..10 {
         common::identity(&store, "acme", &format!("holder-{i}")).await;
     }
-    store.add_account(account("treasury", AccountType::Omnibus)).await.unwrap();
+    custody_indexer::keys::accounts::add_account(&store, account("treasury", AccountType::Omnibus))
+        .await
+        .unwrap();
     let mut holders = Vec::new();
     for i in 0..10 {
         let holder = account(&format!("holder-{i}"), AccountType::Segregated);
@@ -206,8 +208,16 @@ async fn main() {
     let shutdown = CancellationToken::new();
     tokio::spawn(custody_indexer::service::workers::serve_api(listener, state, shutdown.clone()));
     // The bench's one sender holds the chain's lease for an hour, unrenewed.
-    let fence =
-        store.take_lease(WorkerKind::Sender, config.chain, "bench", 3_600_000_000, true).await.unwrap();
+    let fence = custody_indexer::lease::take_lease(
+        &store,
+        WorkerKind::Sender,
+        config.chain,
+        "bench",
+        3_600_000_000,
+        true,
+    )
+    .await
+    .unwrap();
     let sender = EvmSender::new(config, store.fenced(fence.unwrap()), signer.clone());
     tokio::spawn(run_sender(sender, shutdown.clone()));
     println!("store: {backend:?}, 2 cores, anvil automine, confirmation depth 1");

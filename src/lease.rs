@@ -135,7 +135,7 @@ impl Leases {
             return Ok(Take::Stopped(stop));
         }
         let Some(fence) =
-            self.store.take_lease(kind, chain, &self.owner, micros(self.ttl), self.sole).await?
+            take_lease(&self.store, kind, chain, &self.owner, micros(self.ttl), self.sole).await?
         else {
             return Ok(Take::Held);
         };
@@ -163,12 +163,50 @@ impl Leases {
     /// Gives `fence` up, waiting no longer than a lease lasts.
     async fn release(&self, fence: &Fence) {
         let (chain, kind) = (fence.chain, fence.kind);
-        match tokio::time::timeout(self.ttl, self.store.release_lease(fence)).await {
+        match tokio::time::timeout(self.ttl, release_lease(&self.store, fence)).await {
             Ok(Ok(())) => {}
             Ok(Err(error)) => warn!(%chain, %kind, %error, "cannot release the lease; it lapses on its own"),
             Err(_) => warn!(%chain, %kind, "releasing the lease timed out; it lapses on its own"),
         }
     }
+}
+
+/// Takes the `(kind, chain)` lease for `owner` for `ttl_micros` if nobody
+/// holds it (no row, or its `until` has passed), with the next epoch.
+/// `None` while another holding is live. With `force` (a process that
+/// knows it is the only one, see SQLite's lock) a live holding is taken
+/// too: its holder is a process that no longer runs.
+pub async fn take_lease(
+    store: &Store,
+    kind: WorkerKind,
+    chain: Chain,
+    owner: &str,
+    ttl_micros: i64,
+    force: bool,
+) -> Result<Option<Fence>, StoreError> {
+    let mut tx = store.begin().await?;
+    let taken = store.take_lease(&mut tx, kind, chain, owner, ttl_micros, force).await?;
+    tx.commit().await?;
+    Ok(taken)
+}
+
+/// Extends a holding by `ttl_micros` from now; false when the lease has
+/// another epoch (it was taken over: the holder must stop). A holder that
+/// renews late keeps its lease if nobody took it meanwhile.
+pub async fn renew_lease(store: &Store, fence: &Fence, ttl_micros: i64) -> Result<bool, StoreError> {
+    let mut tx = store.begin().await?;
+    let renewed = store.renew_lease(&mut tx, fence, ttl_micros).await?;
+    tx.commit().await?;
+    Ok(renewed)
+}
+
+/// Gives a holding up (a clean stop), so another instance takes the
+/// worker over at once.
+pub async fn release_lease(store: &Store, fence: &Fence) -> Result<(), StoreError> {
+    let mut tx = store.begin().await?;
+    Store::release_lease(&mut tx, fence).await?;
+    tx.commit().await?;
+    Ok(())
 }
 
 /// What an attempt to take a lease found.
@@ -199,7 +237,7 @@ async fn renew(
             _ = tokio::time::sleep_until(next) => {}
         }
         let asked = Instant::now();
-        let renewal = tokio::time::timeout_at(held_until, store.renew_lease(&fence, micros(ttl)));
+        let renewal = tokio::time::timeout_at(held_until, renew_lease(&store, &fence, micros(ttl)));
         match renewal.await {
             Ok(Ok(true)) => held_until = asked + ttl,
             Ok(Ok(false)) => {

@@ -42,7 +42,7 @@ pub async fn template(backend: Backend, chain: &Chain, watched: u64) -> Template
         .collect();
     common::numbered_identities(&db.store).await;
     for chunk in accounts.chunks(100_000) {
-        db.store.add_accounts(chunk).await.unwrap();
+        custody_indexer::keys::accounts::add_accounts(&db.store, chunk).await.unwrap();
     }
     // Closing the last connection checkpoints SQLite's WAL into the file; a
     // PostgreSQL template must have no connection left.

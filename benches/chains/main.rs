@@ -115,7 +115,7 @@ async fn register(store: &Store, chains: &Chains, accounts: u64) -> Watched {
         })
         .collect();
     for chunk in new.chunks(10_000) {
-        store.add_accounts(chunk).await.unwrap();
+        custody_indexer::keys::accounts::add_accounts(store, chunk).await.unwrap();
     }
     Watched { evm: Arc::new(evm), solana: Arc::new(solana) }
 }

@@ -102,7 +102,9 @@ pub async fn shared(backend: Backend, organizations: u64, each: u64) {
     let secret = Secret::generate();
     for k in 0..organizations {
         let organization = format!("org-{k}");
-        db.store.create_organization(&organization, None).await.unwrap();
+        custody_indexer::operators::tenants::create_bare_organization(&db.store, &organization, None)
+            .await
+            .unwrap();
         let webhook = custody_indexer::webhooks::register(
             &db.store,
             &organization,
@@ -151,7 +153,7 @@ pub async fn run(backend: Backend, backlog_size: u64, stuck: Stuck) {
     )
     .await
     .unwrap();
-    db.store.create_organization("stuck", None).await.unwrap();
+    custody_indexer::operators::tenants::create_bare_organization(&db.store, "stuck", None).await.unwrap();
     let (stuck_url, attempts) = stuck_receiver(stuck).await;
     let webhook = custody_indexer::webhooks::register(
         &db.store,

@@ -35,6 +35,7 @@ use common::{
     db::{Backend, TestDb},
     nats::NatsServer,
 };
+use custody_indexer::deposits::commit;
 use custody_indexer::{
     amount::Amount,
     chain::Chain,
@@ -108,8 +109,9 @@ pub async fn write_events(store: &Store, account: &str, address: &str, first: u6
                 amount: Amount::from_raw(U256::from(n), 6),
             })
             .collect();
-        store
-            .commit_scan(&ScanCommit {
+        commit::commit_scan(
+            store,
+            &ScanCommit {
                 chain: Chain::BaseSepolia,
                 from: chunk[0],
                 to: *chunk.last().unwrap(),
@@ -119,9 +121,10 @@ pub async fn write_events(store: &Store, account: &str, address: &str, first: u6
                 confirmed_through: None,
                 cursor: CursorMove::Backfill,
                 keep_blocks: 1,
-            })
-            .await
-            .unwrap();
+            },
+        )
+        .await
+        .unwrap();
     }
 }
 

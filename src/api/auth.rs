@@ -53,7 +53,7 @@ pub async fn authenticate(
     let now = crate::store::now_micros();
     if key.last_used_at.is_none_or(|last| now - last.timestamp_micros() > 60_000_000) {
         // Best effort: a request is not refused for want of this record.
-        if let Err(error) = crate::store::organizations::used_api_key(state.store(), &key.id, now).await {
+        if let Err(error) = api_key::requests::used(state.store(), &key.id, now).await {
             tracing::warn!(api_key = %key.id, %error, "the key's last use was not recorded");
         }
     }

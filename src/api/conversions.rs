@@ -144,7 +144,7 @@ pub async fn create_virtual_account(
         deposit_message: virtual_account::new_deposit_message(),
         fee_bps: state.conversions().on_ramp_fee_bps,
     };
-    let created = store.create_virtual_account(&new).await?;
+    let created = virtual_account::create_virtual_account(store, &new).await?;
     Ok((StatusCode::CREATED, Json(created.into_inner())))
 }
 

@@ -17,7 +17,9 @@ use super::{
     params::{Params, encode_cursor},
 };
 use crate::{
-    identity::{IdVerificationCheck, Identity, State as Lifecycle, Type, compliance},
+    identity::{
+        IdVerificationCheck, Identity, State as Lifecycle, Type, compliance, register::create_identity,
+    },
     store::{NewIdentity, Registered},
 };
 
@@ -113,7 +115,7 @@ pub async fn create(
         state: Lifecycle::CREATED,
         actor: "client".into(),
     };
-    match state.store().create_identity(&new).await? {
+    match create_identity(state.store(), &new).await? {
         Registered::New(identity) => Ok((StatusCode::CREATED, Json(identity))),
         Registered::Existing(identity) => Ok((StatusCode::CREATED, Json(identity))),
     }

@@ -24,7 +24,9 @@ use crate::api::ErrorCode;
 use crate::{
     chain::Chain,
     identity::Identity,
-    issuance::{self, BankAccount, FIAT_CURRENCY, Gate, Mint, MintInstruction, PAYMENT_RAIL, bank, wires},
+    issuance::{
+        self, BankAccount, FIAT_CURRENCY, Gate, Mint, MintInstruction, PAYMENT_RAIL, bank, requested, wires,
+    },
     pii::Masked,
     store::{NewMintInstruction, NewWire, WireSource},
 };
@@ -122,7 +124,8 @@ pub async fn create_bank_account(
     if store.bank_account_by_request(&caller.organization, &request.request_id).await?.is_none() {
         gate(&identity)?;
     }
-    let created = store.create_bank_account(&caller.organization, &request.request_id, &account).await?;
+    let created =
+        requested::create_bank_account(store, &caller.organization, &request.request_id, &account).await?;
     Ok((StatusCode::CREATED, Json(created.into_inner())))
 }
 
@@ -229,7 +232,7 @@ pub async fn create_mint_instruction(
     // A memo drawn twice (1 in 2^50) is drawn again.
     for _ in 0..5 {
         new.instruction.memo_id = issuance::new_memo_id();
-        if let Some(created) = store.create_mint_instruction(&new).await? {
+        if let Some(created) = requested::create_mint_instruction(store, &new).await? {
             return Ok((StatusCode::CREATED, Json(created.into_inner())));
         }
     }

@@ -12,6 +12,7 @@ use crate::amount::Cents;
 use crate::api::ErrorCode;
 use crate::{
     conversions::{
+        off_ramp::pricing::create_quote as persist_quote,
         quote::{Corridor, Prices, corridor, price},
         resource::Quote,
     },
@@ -102,5 +103,5 @@ pub async fn create_quote(
         fee_cents: priced.fee_cents,
         lives_micros: i64::try_from(settings.quote_ttl.as_micros()).unwrap_or(i64::MAX),
     };
-    Ok((StatusCode::CREATED, Json(store.create_quote(&new).await?)))
+    Ok((StatusCode::CREATED, Json(persist_quote(store, &new).await?)))
 }

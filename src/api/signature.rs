@@ -10,6 +10,7 @@ use axum::{
 
 use super::{ApiError, ApiState};
 use crate::api::ErrorCode;
+use crate::api_key::requests::record_request_token;
 use crate::request_signature::{self, HEADER, PublicKey, SignatureError};
 
 /// The largest body a signed request may have: axum's default limit, which
@@ -47,7 +48,7 @@ pub(super) async fn check(
     let now = chrono::Utc::now().timestamp();
     let accepted =
         request_signature::verify(&token, public_key, &signed, now).map_err(|e| refused(key_id, e))?;
-    if !state.store().record_request_token(key_id, &accepted.jti, accepted.keep_until, now).await? {
+    if !record_request_token(state.store(), key_id, &accepted.jti, accepted.keep_until, now).await? {
         return Err(refused(key_id, SignatureError::Replayed));
     }
     Ok(Request::from_parts(parts, Body::from(body)))

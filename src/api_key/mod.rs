@@ -9,6 +9,7 @@
 
 pub mod manage;
 pub mod pepper;
+pub mod requests;
 
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
 use subtle::ConstantTimeEq;

@@ -30,7 +30,7 @@ use crate::{
         nats::{NatsUrl, ensure_stream},
         subject::subject,
     },
-    store::{Store, StoreError, now_micros},
+    store::{Store, StoreError, audit as rows, now_micros},
 };
 
 /// How often an instance looks whether a checkpoint is due.
@@ -106,7 +106,7 @@ pub async fn run(store: Store, schedule: Schedule, owner: String, shutdown: Canc
     // every few seconds.
     let tick = schedule.every.min(LOOK_EVERY);
     loop {
-        match store.claim_audit_checkpoint(&owner, now_micros(), every).await {
+        match claim_checkpoint(&store, &owner, now_micros(), every).await {
             Ok(true) => match write(&store, &schedule).await {
                 Ok(written) => info!(seq = written.seq, hash = %written.hash, "audit log checkpointed"),
                 Err(error) => {
@@ -115,7 +115,7 @@ pub async fn run(store: Store, schedule: Schedule, owner: String, shutdown: Canc
                     }
                     error!(%error, "no audit checkpoint this time: tried again in a minute");
                     let again = now_micros().saturating_add(60_000_000);
-                    if let Err(error) = store.retry_audit_checkpoint(&owner, again).await {
+                    if let Err(error) = retry_checkpoint(&store, &owner, again).await {
                         warn!(%error, "cannot make the audit checkpoint due again");
                     }
                 }
@@ -128,6 +128,28 @@ pub async fn run(store: Store, schedule: Schedule, owner: String, shutdown: Canc
             _ = tokio::time::sleep(tick) => {}
         }
     }
+}
+
+/// Claims the next checkpoint for `owner` when it is due at `now`
+/// (microseconds), the one after due `every` later: true for exactly
+/// one claimant per period, however many instances ask. A due time
+/// further away than two periods (written outside the service; one
+/// period's worth is left to instances' clocks differing) counts as
+/// due, and a missing row is made again.
+pub async fn claim_checkpoint(store: &Store, owner: &str, now: i64, every: i64) -> Result<bool, StoreError> {
+    let mut tx = store.begin().await?;
+    let claimed = rows::claim_checkpoint(&mut tx, owner, now, every).await?;
+    tx.commit().await?;
+    Ok(claimed)
+}
+
+/// Makes the checkpoint `owner` claimed due again at `at` (it could not
+/// be written), unless another claimed meanwhile.
+async fn retry_checkpoint(store: &Store, owner: &str, at: i64) -> Result<(), StoreError> {
+    let mut tx = store.begin().await?;
+    rows::retry_checkpoint(&mut tx, owner, at).await?;
+    tx.commit().await?;
+    Ok(())
 }
 
 /// The newest checkpoint in `dir` that `key` signed, if any.

@@ -16,7 +16,7 @@ use crate::{
     deposits::health,
     deposits::resource::{Deposit, OwnTransfer, format_time},
     family::keys::account_addresses,
-    keys::KeyRef,
+    keys::{KeyRef, accounts::add_account},
     operators::tenants,
     request_signature::PublicKey,
     store::{ApiKey, NewAccount, Store},
@@ -27,8 +27,9 @@ pub async fn accounts(store: &Store, command: AccountsCommand) -> anyhow::Result
         AccountsCommand::Add(add) => {
             let watch_from = super::import::watch_from(add.from_block, add.from_time.as_deref(), &add.chains)
                 .map_err(anyhow::Error::msg)?;
-            let account = store
-                .add_account(NewAccount {
+            let account = add_account(
+                store,
+                NewAccount {
                     watch_from,
                     id: add.account_id,
                     organization: add.organization,
@@ -36,8 +37,9 @@ pub async fn accounts(store: &Store, command: AccountsCommand) -> anyhow::Result
                     request_id: None,
                     kind: add.kind,
                     addresses: vec![AccountAddress { chains: add.chains, address: add.address }],
-                })
-                .await?;
+                },
+            )
+            .await?;
             if add.json {
                 println!("{}", serde_json::to_string_pretty(&account)?);
             } else {
@@ -102,8 +104,7 @@ pub async fn create_account(store: &Store, create: CreateAccount) -> anyhow::Res
         AccountType::Omnibus => {
             let addresses =
                 account_addresses(signer.as_ref(), chains.iter().map(|c| c.chain), KeyRef::Omnibus)?;
-            store
-                .add_account(NewAccount { addresses, ..new })
+            add_account(store, NewAccount { addresses, ..new })
                 .await
                 .context("the omnibus wallet's addresses belong to one account")?
         }

@@ -6,6 +6,7 @@ use tracing::info;
 
 use crate::{
     chain::Chain,
+    deposits::commit,
     deposits::resource::format_time,
     store::{ChainStop, Rewind, Store},
 };
@@ -63,7 +64,7 @@ async fn resume(store: &Store, chain: Chain, by: &str, rewind_to: Option<u64>) -
     if let Some(block) = rewind_to {
         rewind(store, chain, block).await?;
     }
-    let Some(stop) = store.resume_chain(chain, by).await? else {
+    let Some(stop) = commit::resume_chain(store, chain, by).await? else {
         println!("{chain} is not stopped: nothing to resume");
         return Ok(());
     };
@@ -86,7 +87,7 @@ async fn rewind(store: &Store, chain: Chain, block: u64) -> anyhow::Result<()> {
     let indexed = next.saturating_sub(1);
     ensure!(block < indexed, "{chain}: --rewind-to {block} is not below the indexed height {indexed}");
     let rewind = Rewind { chain, common_ancestor: block, expected_next: next, scanned_height: indexed };
-    let outcome = store.rewind(rewind).await?;
+    let outcome = commit::rewind(store, rewind).await?;
     info!(%chain, common_ancestor = block, orphaned = outcome.orphaned, confirmed_affected = outcome.confirmed_affected,
         "rewound the stopped chain's cursor");
     println!(

@@ -7,7 +7,10 @@ use std::time::Duration;
 use clap::Subcommand;
 
 use crate::service::{options::one_duration, outbox::cutoff};
-use crate::store::Store;
+use crate::{
+    events::outbox::{purge_events, remove_sink},
+    store::Store,
+};
 
 #[derive(Debug, Subcommand)]
 pub enum EventsCommand {
@@ -41,13 +44,13 @@ pub async fn run(store: &Store, command: EventsCommand) -> anyhow::Result<()> {
             }
         }
         EventsCommand::RemoveSink { name } => {
-            if !store.remove_sink(&name).await? {
+            if !remove_sink(store, &name).await? {
                 anyhow::bail!("no sink named {name:?}");
             }
             println!("removed sink {name}");
         }
         EventsCommand::Purge { older_than } => {
-            let removed = store.purge_events(cutoff(older_than)).await?;
+            let removed = purge_events(store, cutoff(older_than)).await?;
             println!("removed {removed} event{}", if removed == 1 { "" } else { "s" });
         }
     }

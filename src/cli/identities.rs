@@ -155,7 +155,7 @@ pub async fn unlock(store: Store) -> anyhow::Result<Store> {
         }
         None => return Ok(store),
     };
-    Ok(store.unlock_pii(source).await?)
+    Ok(crate::start::unlock_pii(&store, source).await?)
 }
 
 pub async fn run(store: &Store, command: IdentitiesCommand) -> anyhow::Result<()> {

@@ -61,7 +61,7 @@ pub async fn import(store: &Store, path: &Path) -> anyhow::Result<Imported> {
     }
     let Parsed { accounts, places } = accounts(lines)?;
     let addresses = accounts.iter().map(|a| a.addresses.len()).sum();
-    match store.add_accounts(&accounts).await {
+    match crate::keys::accounts::add_accounts(store, &accounts).await {
         Ok(()) => Ok(Imported { accounts: accounts.len(), addresses }),
         Err(StoreError::Taken { key, message }) => {
             let line = places.iter().find(|(place, _)| *place == key).map(|(_, line)| *line);

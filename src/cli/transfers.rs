@@ -11,6 +11,7 @@ use crate::{
     environment::Environment,
     keys::{KeyError, KeyRef, Signer},
     store::{ChainGas, Store},
+    transfers::limit_policies::create_limit_policy,
 };
 
 #[derive(Debug, Subcommand)]
@@ -226,16 +227,16 @@ pub async fn limits(store: &Store, command: LimitsCommand) -> anyhow::Result<()>
                     "{currency_symbol} is not listed on any configured chain: a policy on it would never apply"
                 );
             }
-            let policy = store
-                .create_limit_policy(
-                    &organization,
-                    account_id.as_deref(),
-                    identity_id.as_deref(),
-                    &currency_symbol,
-                    max_per_transfer.as_deref(),
-                    max_rolling_24h.as_deref(),
-                )
-                .await?;
+            let policy = create_limit_policy(
+                store,
+                &organization,
+                account_id.as_deref(),
+                identity_id.as_deref(),
+                &currency_symbol,
+                max_per_transfer.as_deref(),
+                max_rolling_24h.as_deref(),
+            )
+            .await?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&policy)?);
             } else {

@@ -62,7 +62,8 @@ pub async fn sign_in(
         Ok(started) => {
             // The session this browser had before, if any, ends.
             if let Some(previous) = super::web::token(&headers)
-                && let Err(error) = state.store().end_session(&people::hash(&previous), now_micros()).await
+                && let Err(error) =
+                    sign_in::end_session(state.store(), &people::hash(&previous), now_micros()).await
             {
                 tracing::warn!(%error, "console: the previous session was not ended");
             }

@@ -110,6 +110,14 @@ pub async fn confirm(
     Ok(waiting.outcome)
 }
 
+/// The unconfirmed answer to off-ramp `id`'s payout, if any.
+pub async fn unconfirmed_answer(store: &Store, id: &str) -> Result<Option<Unconfirmed>, StoreError> {
+    let mut tx = store.begin().await?;
+    let answer = rows::lock(&mut tx, id).await?;
+    tx.commit().await?;
+    Ok(answer)
+}
+
 async fn apply(tx: &mut Tx, id: &str, outcome: Answer, reason: &str) -> Result<(), StoreError> {
     if rows::set_outcome(tx, id, outcome, reason).await? {
         Ok(())

@@ -26,7 +26,10 @@ use std::sync::Arc;
 use crate::{
     amount::Cents,
     bank::{Answer, Bank, BankError, Payout},
-    store::{Store, StoreError, now_micros},
+    store::{
+        Store, StoreError, now_micros,
+        payouts::{self, Claimed},
+    },
 };
 
 /// How long the bank may take to answer a payout: well under the claim,
@@ -55,7 +58,7 @@ pub async fn follow(store: &Store, bank: &Arc<dyn Bank>, id: &str) -> Result<usi
 /// same key, so it answers what it did.
 async fn hand_off(store: &Store, bank: &dyn Bank, id: &str) -> Result<bool, StoreError> {
     let claimed_at = now_micros();
-    let Some(claimed) = store.claim_payout(id, claimed_at).await? else { return Ok(false) };
+    let Some(claimed) = claim_payout(store, id, claimed_at).await? else { return Ok(false) };
     let account = store.bank_account(&claimed.organization, &claimed.bank_account).await?;
     let account_number = account.bank_account_details.expose()["account_number"].as_str().unwrap_or_default();
     let payout = Payout {
@@ -70,11 +73,11 @@ async fn hand_off(store: &Store, bank: &dyn Bank, id: &str) -> Result<bool, Stor
             let reason = format!("the bank refused the payout: {why}");
             tracing::warn!(conversion = id, %reason, "an off-ramp's payout is refused");
             let now = now_micros();
-            return store.record_handoff(id, None, Some((Answer::Refused, &reason, now)), now).await;
+            return record_handoff(store, id, None, Some((Answer::Refused, &reason, now)), now).await;
         }
         Ok(Err(error)) if error.retryable() => {
             tracing::warn!(conversion = id, %error, "the bank cannot take an off-ramp's payout now; asked again soon");
-            store.release_payout(id, claimed_at, now_micros() + RETRY_MICROS).await?;
+            release_payout(store, id, claimed_at, now_micros() + RETRY_MICROS).await?;
             return Ok(false);
         }
         // Whether the bank took it is unknown: asked again under the same
@@ -97,7 +100,7 @@ async fn hand_off(store: &Store, bank: &dyn Bank, id: &str) -> Result<bool, Stor
         .answer
         .as_ref()
         .map(|(a, reason, after)| (*a, reason.as_str(), now.saturating_add(delay(*after))));
-    let recorded = store.record_handoff(id, Some(&sent.reference), answer, now).await?;
+    let recorded = record_handoff(store, id, Some(&sent.reference), answer, now).await?;
     if !recorded {
         tracing::warn!(conversion = id, reference = %sent.reference, "the bank took a payout whose hand-off another instance recorded first");
     } else {
@@ -109,5 +112,44 @@ async fn hand_off(store: &Store, bank: &dyn Bank, id: &str) -> Result<bool, Stor
             "off-ramp payout handed to the bank"
         );
     }
+    Ok(recorded)
+}
+
+/// Claims the payout of the `PROCESSING` off-ramp `id` for its hand-off at
+/// `now`: `None` when it was handed off already, or another instance
+/// claimed it within [`CLAIM_MICROS`](crate::store::payouts::CLAIM_MICROS).
+pub async fn claim_payout(store: &Store, id: &str, now: i64) -> Result<Option<Claimed>, StoreError> {
+    let mut tx = store.begin().await?;
+    let claimed = payouts::claim(&mut tx, id, now).await?;
+    tx.commit().await?;
+    Ok(claimed)
+}
+
+/// Shortens the claim on the payout of off-ramp `id` made at `claimed_at`
+/// (the bank answered that it is unavailable) so that it lapses at
+/// `lapses_at`. The payout stays claimed once: the bank may have it.
+async fn release_payout(store: &Store, id: &str, claimed_at: i64, lapses_at: i64) -> Result<(), StoreError> {
+    let mut tx = store.begin().await?;
+    payouts::release(&mut tx, id, claimed_at, lapses_at).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Records that the bank took the payout of off-ramp `id` under
+/// `reference` at `now`, with the answer it already gave (due at its third
+/// part) unless one is recorded (an off-ramp accepted before the hand-off
+/// was a step of its own holds its sandbox answer, due now): whether this
+/// call recorded the hand-off (once per payout, whichever instance comes
+/// first).
+async fn record_handoff(
+    store: &Store,
+    id: &str,
+    reference: Option<&str>,
+    answer: Option<(Answer, &str, i64)>,
+    now: i64,
+) -> Result<bool, StoreError> {
+    let mut tx = store.begin().await?;
+    let recorded = payouts::hand_off(&mut tx, id, reference, answer, now).await?;
+    tx.commit().await?;
     Ok(recorded)
 }

@@ -9,8 +9,42 @@ use crate::{
     audit::{self, Actor, Record},
     environment::Environment,
     operators::{Refused, rules::second_pair},
-    store::{Store, StoreError, virtual_accounts as rows},
+    store::{Made, NewVirtualAccount, Store, StoreError, now_micros, virtual_accounts as rows},
 };
+
+/// Creates `new` under its `request_id`, `PENDING`. A replay of the same
+/// request answers what the first created; another request under the same
+/// `request_id` is a conflict.
+pub async fn create_virtual_account(
+    store: &Store,
+    new: &NewVirtualAccount,
+) -> Result<Made<VirtualAccount>, StoreError> {
+    let account = &new.account;
+    if let Some(found) = store.virtual_account_by_request(&account.organization, &account.request_id).await? {
+        return rows::same_request(found, account);
+    }
+    let mut tx = store.begin().await?;
+    let inserted = rows::insert(&mut tx, new, now_micros()).await?;
+    tx.commit().await?;
+    if !inserted {
+        // The same request raced this one in.
+        let found = store.virtual_account_by_request(&account.organization, &account.request_id).await?;
+        return rows::same_request(
+            found.ok_or_else(|| StoreError::Corrupt("a lost virtual account".into()))?,
+            account,
+        );
+    }
+    Ok(Made::New(store.virtual_account(Some(&account.organization), &account.id).await?))
+}
+
+/// Opens (or fails) every `PENDING` virtual account whose bank answer is
+/// due by `now`: the count it changed.
+pub(crate) async fn open_due(store: &Store, now: i64) -> Result<usize, StoreError> {
+    let mut tx = store.begin().await?;
+    let opened = rows::open_due(&mut tx, now).await?;
+    tx.commit().await?;
+    Ok(opened)
+}
 
 /// Records an operator's answer of the bank to the `PENDING` virtual
 /// account `id` (`Ok(account_number)`: opened; `Err(reason)`: refused, the

@@ -51,7 +51,7 @@ pub async fn start_refunds(
 /// One pass: the virtual accounts opened or refused and the conversion
 /// status changes it made, off-ramps' payouts handed to `bank` when due.
 pub async fn follow_once(store: &Store, bank: &Arc<dyn Bank>) -> Result<usize, StoreError> {
-    let opened = store.open_due_virtual_accounts(now_micros()).await?;
+    let opened = super::virtual_account::open_due(store, now_micros()).await?;
     let mut moved = 0;
     for id in super::on_ramp::behind(store).await? {
         moved += step(&id, super::on_ramp::follow(store, &id).await)?;

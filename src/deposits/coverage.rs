@@ -15,9 +15,11 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
 
 use crate::{
+    chain::Chain,
+    deposits::commit,
     deposits::resource::Detected,
     deposits::watcher::{Step, WatchError},
-    store::{ChainState, CursorMove, Gap, ScanCommit, StoreError},
+    store::{ChainState, CursorMove, Gap, ScanCommit, Store, StoreError},
 };
 
 /// How far before its registration an address's watch begins: block times
@@ -79,7 +81,27 @@ pub async fn live_cursor<H: History>(
     let registered = starts.earliest_block.into_iter().chain(resolved).min();
     let start = registered.into_iter().chain(configured).min().unwrap_or(head).min(head);
     info!(%chain, start, head, "first start: indexing from the earliest watch start");
-    Ok(store.start_cursor(chain, start, head, seen).await?)
+    Ok(start_cursor(store, chain, start, head, seen).await?)
+}
+
+/// Makes a chain's starting point durable before its first scan: the
+/// cursor row is created at `start` (unless another process created one
+/// first), and the addresses registered so far without a block are
+/// stamped with it, since they were registered at or after it. A crash
+/// before the first commit then restarts from the same block. Only the
+/// addresses of versions up to `seen` (those the start was computed from)
+/// are stamped; later ones are resolved by time.
+pub async fn start_cursor(
+    store: &Store,
+    chain: Chain,
+    start: u64,
+    head: u64,
+    seen: i64,
+) -> Result<ChainState, StoreError> {
+    let mut tx = store.begin().await?;
+    store.start_cursor(&mut tx, chain, start, head, seen).await?;
+    tx.commit().await?;
+    store.chain_state(chain).await?.ok_or_else(|| StoreError::Elsewhere(format!("no {chain} cursor")))
 }
 
 /// Scans the gaps of late-registered addresses until `shutdown`. Errors are
@@ -143,7 +165,9 @@ async fn step<H: History>(history: &H) -> Result<bool, WatchError> {
     let (chain, store) = (history.chain(), history.store());
     for registered_at in store.unresolved_registrations(chain, RESOLVE_BATCH).await? {
         let block = resolve(history, registered_at).await?;
-        let addresses = store.resolve_watch_start(chain, registered_at, block).await?;
+        let mut tx = store.begin().await?;
+        let addresses = store.resolve_watch_start(&mut tx, chain, registered_at, block).await?;
+        tx.commit().await.map_err(StoreError::from)?;
         debug!(%chain, registered_at, block, addresses, "watch start resolved");
     }
     let Some(gap) = store.next_gap(chain).await? else { return Ok(false) };
@@ -176,7 +200,7 @@ async fn scan<H: History>(history: &H, gap: &Gap, to: u64, settled: u64) -> Resu
         },
         keep_blocks: 0,
     };
-    let changed = history.store().commit_scan(&commit).await?;
+    let changed = commit::commit_scan(history.store(), &commit).await?;
     let (addresses, found) = (gap.addresses.len(), commit.deposits.len());
     info!(%chain, from = gap.from, to, addresses, found, changed = changed.len(), "scanned a registration gap");
     Ok(true)

@@ -7,6 +7,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
 use super::{
+    commit,
     coverage::{self, History},
     watcher::WatchError,
 };
@@ -46,13 +47,15 @@ where
             Ok(watcher) => return Ok(Some(watcher)),
             Err(error) if error.is_retryable() => {
                 warn!(%chain, %error, retry_in_s = delay.as_secs(), "cannot start the watcher yet");
-                if let Err(e) = store.record_failure(chain, error.kind(), &error.to_string()).await {
+                if let Err(e) = commit::record_failure(&store, chain, error.kind(), &error.to_string()).await
+                {
                     warn!(%chain, error = %e, "cannot record the watcher's health");
                 }
             }
             Err(error) => {
                 // Recorded for `health` (another process) before `run` stops.
-                if let Err(e) = store.record_failure(chain, error.kind(), &error.to_string()).await {
+                if let Err(e) = commit::record_failure(&store, chain, error.kind(), &error.to_string()).await
+                {
                     warn!(%chain, error = %e, "cannot record the watcher's health");
                 }
                 return Err(error.into());

@@ -3,13 +3,15 @@
 //! its chain and decodes what it read purely; [`watcher`] is the loop both
 //! share (a step, its backoff, `backfill`'s report), committing each
 //! scanned range with its deposits, their `deposit_v2` events and the
-//! cursor in one transaction of the store; [`watch`] is the set of watched
+//! cursor in one transaction of the store ([`commit`], where each of the
+//! wing's writes holds its transaction); [`watch`] is the set of watched
 //! addresses, [`coverage`] where a chain's first scan begins and the scans
 //! of late registrations' gaps, [`quorum`] the providers' agreement a
 //! deposit is confirmed on, [`health`] what `health` and `/readyz`
 //! report, and [`resource`] the Deposit as the API and events show it.
 
 pub mod clock;
+pub mod commit;
 pub mod coverage;
 pub mod follow;
 pub mod health;

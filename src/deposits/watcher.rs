@@ -12,7 +12,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use super::clock::BlockClock;
+use super::{clock::BlockClock, commit};
 use crate::{
     alarm::Alarms,
     chain::Chain,
@@ -378,7 +378,7 @@ async fn record<S: Step>(
             *recorded = Some(Instant::now());
             metrics::gauge!("custody_indexer_last_success_timestamp_seconds", "chain" => chain.as_str())
                 .set(chrono::Utc::now().timestamp() as f64);
-            watcher.store().record_check(chain, head, indexed, block_time).await
+            commit::record_check(watcher.store(), chain, head, indexed, block_time).await
         }
         Err(WatchError::Store(
             StoreError::Raced(_) | StoreError::Elsewhere(_) | StoreError::LeaseLost(_),
@@ -389,7 +389,7 @@ async fn record<S: Step>(
             let kind = error.kind();
             metrics::counter!("custody_indexer_rpc_errors_total", "chain" => chain.as_str(), "kind" => kind)
                 .increment(1);
-            watcher.store().record_failure(chain, kind, &error.to_string()).await
+            commit::record_failure(watcher.store(), chain, kind, &error.to_string()).await
         }
     };
     if let Err(error) = result {

@@ -69,7 +69,7 @@ pub async fn seed(
 }
 
 async fn make(url: &str, pii: Key, organization: &str) -> anyhow::Result<People> {
-    let store = Store::open(url).await?.unlock_pii(KeySource::Given(pii)).await?;
+    let store = crate::start::unlock_pii(&Store::open(url).await?, KeySource::Given(pii)).await?;
     let dev = Actor::local(Some("dev".into()));
     let admin = people::invite(&store, organization, (ADMIN_EMAIL, TenantRole::Admin), &dev, None).await?;
     let mut made = People { console_enrol_path: admin.enrol_path, ..People::default() };

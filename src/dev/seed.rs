@@ -198,9 +198,9 @@ pub async fn seed_store(
 ) -> anyhow::Result<Seeded> {
     let store = Store::open(url).await?;
     if !kept {
-        store.stamp_environment(Environment::Sandbox).await?;
+        crate::start::stamp_environment(&store, Environment::Sandbox).await?;
     }
-    let store = store.unlock_pii(KeySource::Given(pii)).await?;
+    let store = crate::start::unlock_pii(&store, KeySource::Given(pii)).await?;
     let account = if kept {
         store.account(&seed.account_id).await.context("the kept store has no dev account: `dev --reset`")?
     } else {
@@ -234,7 +234,7 @@ async fn create_seeded(
     seed: &Seed,
 ) -> anyhow::Result<crate::account::Account> {
     let org = seed.organization.as_str();
-    store.create_organization(org, Some("Dev organization")).await?;
+    crate::operators::tenants::create_bare_organization(store, org, Some("Dev organization")).await?;
     let hash = api_key::hash(&seed.api_key);
     let dev = crate::audit::Actor::local(Some("dev".into()));
     api_key::manage::create_with(store, org, "dev", (&seed.api_key_id, &hash), &dev).await?;

@@ -16,6 +16,7 @@ use tracing::{debug, info, warn};
 
 pub use super::schedule::{DEFAULT_SCHEDULE, parse_schedule};
 use super::{
+    claims::{claim_deliveries, finish_attempts},
     schedule::next_wait,
     signing::{Secret, signature_header},
     slots::Slots,
@@ -143,7 +144,7 @@ impl Worker {
     /// each attempt at once.
     async fn claim(&mut self) {
         let Some(wanted) = self.slots.wanted() else { return };
-        match self.store.claim_deliveries(&self.owner, self.lease, wanted, &self.slots.rooms()).await {
+        match claim_deliveries(&self.store, &self.owner, self.lease, wanted, &self.slots.rooms()).await {
             Ok(claimed) => {
                 // Fewer than asked: nothing more is due, or organizations
                 // are at their share (an attempt coming back claims again).
@@ -218,7 +219,7 @@ async fn record(store: Store, owner: String, mut finished: mpsc::Receiver<Finish
     while finished.recv_many(&mut batch, RECORD_BATCH).await > 0 {
         let mut tries = 0;
         let recorded = loop {
-            match store.finish_attempts(&owner, &batch).await {
+            match finish_attempts(&store, &owner, &batch).await {
                 Ok(recorded) => break recorded.len(),
                 Err(error) if tries < 3 => {
                     tries += 1;
@@ -269,7 +270,7 @@ async fn watch_endpoint(
     if matches!(outcome, Outcome::Delivered | Outcome::Gone) {
         alarms.clear(webhook, &format!("webhook {webhook} answers again"));
         // Another worker may have raised it: cleared in the store whatever this one saw.
-        return store.clear_condition(None, FAILING, webhook).await;
+        return crate::conditions::clear(store, None, FAILING, webhook).await;
     }
     let why = match (attempt.status_code, &attempt.error) {
         (Some(status), _) => format!("answered HTTP {status}"),
@@ -286,7 +287,7 @@ async fn watch_endpoint(
     if !alarms.raise(webhook, FAILING, &message).logged() {
         return Ok(());
     }
-    store.raise_condition(None, FAILING, webhook, &message).await
+    crate::conditions::raise(store, None, FAILING, webhook, &message).await
 }
 
 /// The delivery client: no redirects, no proxy, the policy's resolver, the timeout.

@@ -2,8 +2,10 @@
 //! webhook deliveries with retries, the Standard Webhooks signatures
 //! receivers verify, and the NATS JetStream sink.
 
+pub mod claims;
 pub mod delivery;
 pub mod nats;
+pub mod outbox;
 pub mod schedule;
 pub mod signing;
 pub mod slots;

@@ -32,7 +32,10 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use self::stream::Fitness;
-use super::subject::{PUBLISHED, STREAM, SUBJECTS, subject};
+use super::{
+    outbox::{advance_sink, register_sink, release_sink, take_sink},
+    subject::{PUBLISHED, STREAM, SUBJECTS, subject},
+};
 use crate::{
     redact::redact_urls,
     store::{OutboxEvent, Store, StoreError},
@@ -157,7 +160,7 @@ pub async fn run(store: Store, config: NatsConfig, owner: String, shutdown: Canc
     let shown = config.url.to_string();
     // The purge keeps what the sink has not taken from now on, even while
     // NATS is out of reach.
-    if let Err(error) = store.register_sink(SINK).await {
+    if let Err(error) = register_sink(&store, SINK).await {
         warn!(%error, "cannot register the NATS sink yet");
     }
     let client = loop {
@@ -215,7 +218,7 @@ pub async fn run(store: Store, config: NatsConfig, owner: String, shutdown: Canc
             _ = tokio::time::sleep(wait) => {}
         }
     }
-    if let Err(error) = sink.store.release_sink(SINK, &sink.owner).await {
+    if let Err(error) = release_sink(&sink.store, SINK, &sink.owner).await {
         warn!(%error, "cannot release the NATS sink's lease");
     }
 }
@@ -234,11 +237,11 @@ impl Sink {
     async fn step(&mut self) -> Result<Step, SinkError> {
         // An instance that cannot reach NATS holds no lease: another may.
         if self.client.connection_state() != async_nats::connection::State::Connected {
-            self.store.release_sink(SINK, &self.owner).await?;
+            release_sink(&self.store, SINK, &self.owner).await?;
             return Err(SinkError::Nats("not connected".into()));
         }
         let lease = self.config.lease.as_micros() as i64;
-        let Some(cursor) = self.store.take_sink(SINK, &self.owner, lease).await? else {
+        let Some(cursor) = take_sink(&self.store, SINK, &self.owner, lease).await? else {
             return Ok(Step::Standby);
         };
         if !self.stream_ready {
@@ -252,7 +255,7 @@ impl Sink {
         let batch = &events[..distinct_prefix(&events)];
         let (through, failure) = self.publish(batch).await;
         if let Some(seq) = through {
-            if !self.store.advance_sink(SINK, &self.owner, seq, lease).await? {
+            if !advance_sink(&self.store, SINK, &self.owner, seq, lease).await? {
                 return Err(SinkError::LeaseLost);
             }
             let published = batch.iter().take_while(|e| e.seq <= seq).count();

@@ -9,6 +9,7 @@ use tracing::{error, info, warn};
 
 use super::{rpc::TxStatus, watcher::EvmWatcher};
 use crate::{
+    deposits::commit,
     deposits::watcher::{Step, WatchError},
     store::{BlockRef, Rewind},
 };
@@ -66,15 +67,11 @@ impl EvmWatcher {
             .find(|b| canonical.get(&b.number) == Some(&b.hash))
             .map(|b| b.number)
             .ok_or(WatchError::ReorgTooDeep { chain, window, below: next })?;
-        let outcome = self
-            .store()
-            .rewind(Rewind {
-                chain,
-                common_ancestor: ancestor,
-                expected_next: next,
-                scanned_height: next - 1,
-            })
-            .await?;
+        let outcome = commit::rewind(
+            self.store(),
+            Rewind { chain, common_ancestor: ancestor, expected_next: next, scanned_height: next - 1 },
+        )
+        .await?;
         metrics::counter!("custody_indexer_reorgs_total", "chain" => chain.as_str()).increment(1);
         warn!(%chain, common_ancestor = ancestor, depth = next - 1 - ancestor, orphaned = outcome.orphaned, "reorg: rewound to the common ancestor");
         if outcome.confirmed_affected > 0 {
@@ -120,7 +117,7 @@ impl EvmWatcher {
         if failed.is_empty() {
             return Ok(());
         }
-        let failed = self.store().fail_orphans(&failed).await?;
+        let failed = commit::fail_orphans(self.store(), &failed).await?;
         info!(%chain, failed = failed.len(), "deposits of reorged blocks whose transactions did not reappear are FAILED");
         Ok(())
     }

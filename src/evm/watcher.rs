@@ -21,7 +21,7 @@ use super::{
 use crate::{
     config::{BlockReads, ChainConfig, Confirmation, Span},
     deposits::{
-        coverage,
+        commit, coverage,
         resource::Detected,
         watch::WatchSet,
         watcher::{Step, Tick, WatchError, follow, verify_endpoints},
@@ -372,7 +372,7 @@ impl EvmWatcher {
             cursor: CursorMove::Live { expected, watch_version: self.watch_version.unwrap_or(0) },
             keep_blocks: self.blocks_of(self.config.reorg_window).max(2),
         };
-        let changed = self.store.commit_scan(&commit).await?;
+        let changed = commit::commit_scan(&self.store, &commit).await?;
         metrics::gauge!("custody_indexer_indexed_block", "chain" => chain.as_str()).set(to as f64);
         if found > 0 || !changed.is_empty() {
             info!(%chain, from = next, to, found, changed = changed.len(), "scanned range");
@@ -394,7 +394,7 @@ impl EvmWatcher {
         if self.config.confirm_quorum > 1 {
             return self.confirm_on_quorum(through).await;
         }
-        self.store.confirm_through(self.config.chain, through).await?;
+        commit::confirm_through(&self.store, self.config.chain, through).await?;
         Ok(())
     }
 

@@ -14,6 +14,7 @@ pub mod compliance;
 pub mod decide;
 mod lifecycle;
 pub mod provider;
+pub mod register;
 pub mod resource;
 pub mod review;
 mod state;

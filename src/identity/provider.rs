@@ -210,7 +210,7 @@ pub async fn round<P: Provider>(store: &Store, provider: &P, page: u32) -> Resul
                 waiting.push(review);
             }
         }
-        store.wait_on(&waiting, review_after).await?;
+        super::review::wait_on(store, &waiting, review_after).await?;
         if reviews.len() < page as usize {
             return Ok(());
         }

@@ -13,7 +13,7 @@ use crate::{
         CheckStep, Review, Store, StoreError,
         identities::lock_identity,
         now_micros,
-        verification::{current_check, insert_check, newest_submission, set_check},
+        verification::{self, current_check, insert_check, newest_submission, set_check},
     },
 };
 
@@ -90,4 +90,17 @@ pub async fn expire_checks(store: &Store, now: i64) -> Result<Vec<String>, Store
         expired.push(identity_id);
     }
     Ok(expired)
+}
+
+/// Records that the provider waits on each of `reviews` (it answered no
+/// decision), in one transaction: none is read again until it changes or
+/// `review_after` passes; an identity changed since its review is left due.
+pub async fn wait_on(store: &Store, reviews: &[&Review], review_after: i64) -> Result<(), StoreError> {
+    if reviews.is_empty() {
+        return Ok(());
+    }
+    let mut tx = store.begin().await?;
+    verification::wait_on(&mut tx, reviews, review_after).await?;
+    tx.commit().await?;
+    Ok(())
 }

@@ -15,6 +15,7 @@ pub mod logged;
 pub mod onchain;
 pub mod receiving;
 pub mod reconcile;
+pub mod requested;
 pub mod resource;
 pub mod returns;
 pub mod rows;

@@ -12,7 +12,12 @@ use crate::{
     account::Account,
     chain::Chain,
     family::keys::account_addresses,
-    store::{NewAccount, Store, StoreError},
+    store::{
+        NewAccount, Store, StoreError,
+        account_keys::{self, MAX_UNFINISHED},
+        accounts::insert_accounts,
+        now_micros,
+    },
 };
 
 /// Why an account with keys was not created.
@@ -54,7 +59,7 @@ pub async fn create(
     chains: impl IntoIterator<Item = Chain>,
     mut new: NewAccount,
 ) -> Result<Account, CreateError> {
-    let index = store.reserve_account_key(&new).await?;
+    let index = reserve_account_key(store, &new).await?;
     let chains: Vec<Chain> = chains.into_iter().collect();
     // The signer may take a while (an HSM, a KMS): other tasks move off
     // this worker meanwhile.
@@ -65,16 +70,105 @@ pub async fn create(
     let made = match looked_up {
         Ok(addresses) => {
             new.addresses = addresses;
-            store.add_keyed_account(new.clone(), index).await.map_err(CreateError::from)
+            add_keyed_account(store, new.clone(), index).await.map_err(CreateError::from)
         }
         Err(error) => Err(error.into()),
     };
     if made.is_err() {
         // A retry may claim the reservation at once (a crash lets it go
         // after its minute).
-        let _ = store.release_account_key(&new.id).await;
+        let _ = release_account_key(store, &new.id).await;
     }
     made
+}
+
+/// Registers an account and its addresses in one transaction. Each address
+/// must be valid for the family of every chain it is listed on, and an
+/// address is watched for one account per chain.
+pub async fn add_account(store: &Store, new: NewAccount) -> Result<Account, StoreError> {
+    add_accounts(store, std::slice::from_ref(&new)).await?;
+    store.account(&new.id).await
+}
+
+/// Registers many accounts in one transaction: all or none.
+pub async fn add_accounts(store: &Store, accounts: &[NewAccount]) -> Result<(), StoreError> {
+    let mut tx = store.begin().await?;
+    insert_accounts(&mut tx, accounts).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// The key number reserved for account `new`, claimed for this creation
+/// for a minute: the one an earlier attempt reserved, or the next free one
+/// (from [`super::FIRST_ACCOUNT_INDEX`] up), in a transaction of its own
+/// that commits before any key is made, so the signer is never asked
+/// inside the store's locks and a retry of the creation finds the keys it
+/// made. Checked first, as the account itself will be: its organization,
+/// its identity (which must open accounts), the organization's limit of
+/// accounts and of unfinished creations. A reservation another creation
+/// holds, or another organization's, is a conflict.
+async fn reserve_account_key(store: &Store, new: &NewAccount) -> Result<u32, StoreError> {
+    let mut tx = store.begin().await?;
+    store.claim_account(&mut tx, &new.organization).await?;
+    account_keys::check_new(&mut tx, new).await?;
+    let now = now_micros();
+    let index = match account_keys::reservation(&mut tx, &new.id).await? {
+        Some(found) if found.organization != new.organization => {
+            return Err(StoreError::taken(
+                format!("account:{}", new.id),
+                format!("account id {} is another organization's", new.id),
+            ));
+        }
+        Some(found) if found.claimed_until.is_some_and(|until| until > now) => {
+            return Err(StoreError::Waiting(format!(
+                "account {} is being created by another request: retry in a minute",
+                new.id
+            )));
+        }
+        Some(found) => found.index,
+        None => {
+            let unfinished = account_keys::unfinished(&mut tx, &new.organization, now).await?;
+            if unfinished >= MAX_UNFINISHED {
+                return Err(StoreError::Waiting(format!(
+                    "organization {} has {unfinished} account creations unfinished: retry them, or wait an hour",
+                    new.organization
+                )));
+            }
+            account_keys::reserve_next(&mut tx, new, now).await?
+        }
+    };
+    account_keys::claim_reservation(&mut tx, &new.id, now).await?;
+    tx.commit().await?;
+    Ok(index)
+}
+
+/// Lets account `account_id`'s reservation go: its creation failed, and a
+/// retry may claim it at once.
+async fn release_account_key(store: &Store, account_id: &str) -> Result<(), StoreError> {
+    let mut tx = store.begin().await?;
+    account_keys::release(&mut tx, account_id).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Registers a segregated account whose keys the service holds, with the
+/// addresses of the keys made for the number `index` reserved for it
+/// ([`reserve_account_key`]), and records the number beside the account, in
+/// one transaction. Refused when the number is not the one reserved for
+/// the account, or the organization holds its limit of accounts.
+async fn add_keyed_account(store: &Store, new: NewAccount, index: u32) -> Result<Account, StoreError> {
+    let mut tx = store.begin().await?;
+    store.claim_account(&mut tx, &new.organization).await?;
+    if account_keys::reserved(&mut tx, &new.id).await? != Some(index) {
+        return Err(StoreError::Raced(format!(
+            "key number {index} is not the one reserved for account {}",
+            new.id
+        )));
+    }
+    insert_accounts(&mut tx, std::slice::from_ref(&new)).await?;
+    account_keys::record(&mut tx, &new.id, index).await?;
+    tx.commit().await?;
+    store.account(&new.id).await
 }
 
 #[cfg(test)]

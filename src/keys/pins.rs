@@ -12,7 +12,7 @@ use crate::{
     audit::{self, Actor, Record},
     chain::Family,
     family::keys::key_address,
-    store::Store,
+    store::{Store, StoreError},
 };
 
 /// What the recorded address and the signer's say of one platform key.
@@ -76,7 +76,7 @@ pub async fn check(
                 (Pin::First, _) => {
                     let held = held.unwrap_or_default();
                     // Another instance may have recorded one first.
-                    let recorded = store.record_platform_key(role, name, &held).await?;
+                    let recorded = record_platform_key(store, role, name, &held).await?;
                     anyhow::ensure!(
                         recorded == held,
                         "the {role} key on {name} chains was just recorded as {recorded} by another process, \
@@ -115,6 +115,20 @@ async fn replace(
     audit::append(&mut tx, None, entry(actor, "key.accepted", &label)).await?;
     tx.commit().await?;
     Ok(())
+}
+
+/// Records `address` for the platform key `role` on `family` unless one is
+/// recorded already; answers the recorded address.
+async fn record_platform_key(
+    store: &Store,
+    role: &str,
+    family: &str,
+    address: &str,
+) -> Result<String, StoreError> {
+    let mut tx = store.begin().await?;
+    Store::insert_platform_key(&mut tx, role, family, address).await?;
+    tx.commit().await?;
+    store.platform_key(role, family).await?.ok_or_else(|| StoreError::NotFound(format!("{role} {family}")))
 }
 
 /// The audit entry of `actor`'s `action` on the key labelled `label`

@@ -18,7 +18,7 @@ use alloy::primitives::{Address, B256, Signature};
 use futures::future::BoxFuture;
 
 use super::{Backend, KeyError, KeyRef, Signer};
-use crate::store::Store;
+use crate::store::{Store, StoreError, now_micros, signer_outages};
 
 /// What this process last told the store.
 const UNKNOWN: u8 = 0;
@@ -60,10 +60,10 @@ impl Watched {
                 if self.told.swap(UNREACHABLE, Ordering::SeqCst) != UNREACHABLE {
                     tracing::error!(signer = %subject, %error, "signer: unreachable; transfers wait and their submit windows stop counting");
                 }
-                self.store.signer_unreachable(&subject, &message).await
+                signer_unreachable(&self.store, &subject, &message).await
             }
             Ok(_) if self.told.load(Ordering::SeqCst) != ANSWERS || self.reclose_due() => {
-                let answered = self.store.signer_answers(&subject).await;
+                let answered = signer_answers(&self.store, &subject).await;
                 if answered.is_ok() {
                     *self.closed_at.lock().expect("signer watch lock") = Some(Instant::now());
                 }
@@ -96,13 +96,33 @@ impl Watched {
             let message = format!("signer: unreachable ({error})");
             self.told.store(UNREACHABLE, Ordering::SeqCst);
             runtime.spawn(async move {
-                if let Err(error) = store.signer_unreachable(&subject, &message).await {
+                if let Err(error) = signer_unreachable(&store, &subject, &message).await {
                     tracing::warn!(signer = %subject, %error, "cannot record the signer's condition in the store");
                 }
             });
         }
         answer
     }
+}
+
+/// The signer `subject` did not answer (`message` says how, free of
+/// secrets): opens its span unless one is open, and raises (or refreshes)
+/// its condition, at once.
+async fn signer_unreachable(store: &Store, subject: &str, message: &str) -> Result<(), StoreError> {
+    let now = now_micros();
+    let mut tx = store.begin().await?;
+    signer_outages::unreachable(&mut tx, subject, message, now).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// The signer `subject` answered: closes its open span, if any, and clears
+/// its condition, at once.
+async fn signer_answers(store: &Store, subject: &str) -> Result<(), StoreError> {
+    let mut tx = store.begin().await?;
+    signer_outages::answers(&mut tx, subject, now_micros()).await?;
+    tx.commit().await?;
+    Ok(())
 }
 
 impl Signer for Watched {

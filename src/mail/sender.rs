@@ -17,7 +17,7 @@ use super::{MailSettings, Outgoing, settings::Security};
 use crate::{
     every::{Logged, every},
     pii::Place,
-    store::{Store, StoreError, now_micros},
+    store::{Store, StoreError, mail_outbox, now_micros},
 };
 
 /// How often due mail is looked for.
@@ -57,7 +57,7 @@ pub async fn send_due(
 ) -> Result<usize, SendError> {
     let cipher = store.cipher()?;
     let mut sent = 0;
-    while let Some(message) = store.claim_mail(now_micros(), CLAIM.as_micros() as i64).await? {
+    while let Some(message) = claim(store, now_micros(), CLAIM.as_micros() as i64).await? {
         let place = super::place(&message.id, &message.to, &message.subject);
         let opened =
             cipher.open_text(&message.sealed_body, Place { column: "mail_outbox.body", row: &place });
@@ -65,23 +65,46 @@ pub async fn send_due(
             // Readdressed or altered in the store: never sent as it stands.
             tracing::error!(message = %message.id, "a queued message does not open as sealed: altered in the store, not sent");
             let next = now_micros() + super::retry_after(message.attempts).as_micros() as i64;
-            store.mail_failed(&message.id, next, "altered in the store: not sent").await?;
+            mark_failed(store, &message.id, next, "altered in the store: not sent").await?;
             continue;
         };
         match send(settings, transport, &message, body).await {
             Ok(()) => {
-                store.mail_sent(&message.id, now_micros()).await?;
+                mark_sent(store, &message.id, now_micros()).await?;
                 tracing::info!(message = %message.id, "mail sent");
                 sent += 1;
             }
             Err(error) => {
                 let next = now_micros() + super::retry_after(message.attempts).as_micros() as i64;
                 tracing::warn!(message = %message.id, attempts = message.attempts, error = %error, "mail not sent; tried again later");
-                store.mail_failed(&message.id, next, &error).await?;
+                mark_failed(store, &message.id, next, &error).await?;
             }
         }
     }
     Ok(sent)
+}
+
+/// Claims the oldest message due at `now` for `lease` microseconds (see
+/// [`mail_outbox::claim`]).
+async fn claim(store: &Store, now: i64, lease: i64) -> Result<Option<Outgoing>, StoreError> {
+    let mut tx = store.begin().await?;
+    let message = mail_outbox::claim(&mut tx, now, lease).await?;
+    tx.commit().await?;
+    Ok(message)
+}
+
+/// Message `id` sent: its body cleared for good.
+async fn mark_sent(store: &Store, id: &str, now: i64) -> Result<(), StoreError> {
+    let mut tx = store.begin().await?;
+    mail_outbox::mark_sent(&mut tx, id, now).await?;
+    Ok(tx.commit().await?)
+}
+
+/// Message `id` not sent: tried again at `next_at`, `error` kept.
+async fn mark_failed(store: &Store, id: &str, next_at: i64, error: &str) -> Result<(), StoreError> {
+    let mut tx = store.begin().await?;
+    mail_outbox::mark_failed(&mut tx, id, next_at, error).await?;
+    Ok(tx.commit().await?)
 }
 
 async fn send(

@@ -147,7 +147,11 @@ async fn second_factor(
         };
     };
     let step = code.and_then(|code| totp::step(&secret, code, now_micros())).ok_or(Refused::WrongCode)?;
-    if !people_rows::accept_totp_step(store, &user_id, i64::try_from(step).unwrap_or(i64::MAX)).await? {
+    let mut tx = store.begin().await?;
+    let fresh =
+        people_rows::accept_totp_step(&mut tx, &user_id, i64::try_from(step).unwrap_or(i64::MAX)).await?;
+    tx.commit().await.map_err(StoreError::from)?;
+    if !fresh {
         return Err(Refused::WrongCode.into());
     }
     Ok(())

@@ -51,6 +51,20 @@ pub async fn create_organization(
     Ok(organization)
 }
 
+/// Creates an organization (without a contact address, nor an audit
+/// entry): `dev`'s seed, and the tests' tenants. Ids are short machine
+/// names: letters, digits, `-` and `_`.
+pub async fn create_bare_organization(
+    store: &Store,
+    id: &str,
+    name: Option<&str>,
+) -> Result<Organization, StoreError> {
+    let mut tx = store.begin().await?;
+    let organization = insert_organization(&mut tx, id, name, None).await?;
+    tx.commit().await?;
+    Ok(organization)
+}
+
 /// Sets `organization`'s contact address on `admin`'s authority: at once
 /// in `sandbox`, a change another admin approves in `production`.
 pub async fn set_contact(

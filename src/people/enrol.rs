@@ -145,7 +145,10 @@ pub async fn offer_second_factor(store: &Store, token: &str) -> Result<Option<(U
     let cipher = store.cipher()?;
     let sealed =
         cipher.seal(secret.as_bytes(), Place { column: "console_enrolments.totp_secret", row: &[&link] });
-    Ok(rows::offer_totp(store, &link, &sealed, now_micros()).await?.then_some((user, secret)))
+    let mut tx = store.begin().await?;
+    let offered = rows::offer_totp(&mut tx, &link, &sealed, now_micros()).await?;
+    tx.commit().await.map_err(StoreError::from)?;
+    Ok(offered.then_some((user, secret)))
 }
 
 /// The secret [`offer_second_factor`] offered for link `token`.

@@ -18,7 +18,7 @@ use super::{
     resource::{Session, User, email_key},
     rules, token, totp,
 };
-use crate::store::{Store, StoreError, console as rows, now_micros};
+use crate::store::{Store, StoreError, console as rows, console_sessions as sessions, now_micros};
 
 /// Why a sign-in did not start a session.
 #[derive(Debug, thiserror::Error)]
@@ -94,10 +94,10 @@ pub async fn sign_in(
     }
     // Counted before it is checked: another try meanwhile finds the new
     // count, and the delay it sets.
-    if !store.claim_sign_in_try(&pair, pair_stored, pair_failures + 1, now).await? {
+    if !claim_try(store, &pair, pair_stored, pair_failures + 1, now).await? {
         return Err(SignInError::Wait(rules::delay(pair_failures + 1).max(Duration::from_secs(1))));
     }
-    if !store.claim_sign_in_try(&from, from_stored, from_failures + 1, now).await? {
+    if !claim_try(store, &from, from_stored, from_failures + 1, now).await? {
         let wait = rules::client_delay(from_failures + 1).max(Duration::from_secs(1));
         return Err(SignInError::WaitAddress(wait));
     }
@@ -119,12 +119,46 @@ pub async fn sign_in(
     let Some(user) = user else {
         return Err(SignInError::Wrong);
     };
-    store.clear_sign_in_failures(&pair).await?;
-    // The address's count took this try as failed before it was checked.
-    store.uncount_sign_in_try(&from).await?;
     let token = token();
-    store.insert_session(&hash(&token), &user.id, &super::token(), now_micros()).await?;
+    succeeded(store, (&pair, &from), &hash(&token), &user.id).await?;
     Ok(Started { token, user })
+}
+
+/// Counts a try under `key` as failed before it is checked, setting the
+/// count to `next` if it is still `seen`: `false` when another try counted
+/// meanwhile, so that tries sent at once cannot all pass the same delay.
+async fn claim_try(store: &Store, key: &str, seen: i64, next: i64, now: i64) -> Result<bool, StoreError> {
+    let mut tx = store.begin().await?;
+    let claimed = sessions::claim_sign_in_try(&mut tx, key, seen, next, now).await?;
+    tx.commit().await?;
+    Ok(claimed)
+}
+
+/// A sign-in that passed: its email's failures from its address forgotten,
+/// the try the address's count took as failed given back, and session
+/// `id_hash` of `user_id` started.
+async fn succeeded(
+    store: &Store,
+    (pair, from): (&str, &str),
+    id_hash: &str,
+    user_id: &str,
+) -> Result<(), StoreError> {
+    let mut tx = store.begin().await?;
+    sessions::clear_sign_in_failures(&mut tx, pair).await?;
+    // The address's count took this try as failed before it was checked.
+    sessions::uncount_sign_in_try(&mut tx, from).await?;
+    sessions::insert_session(&mut tx, id_hash, user_id, &super::token(), now_micros()).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Forgets the failed sign-ins whose last one came before `before`
+/// (micros): counts no longer held. How many.
+pub async fn purge_failures(store: &Store, before: i64) -> Result<u64, StoreError> {
+    let mut tx = store.begin().await?;
+    let purged = sessions::purge_sign_in_failures(&mut tx, before).await?;
+    tx.commit().await?;
+    Ok(purged)
 }
 
 /// `user` when it has no second factor or `code` is its current one, used
@@ -137,7 +171,9 @@ async fn second_factor(
 ) -> Result<Option<User>, StoreError> {
     let Some(secret) = secret else { return Ok(Some(user.clone())) };
     let Some(step) = totp::step(secret, code, now_micros()) else { return Ok(None) };
-    let fresh = rows::accept_totp_step(store, &user.id, i64::try_from(step).unwrap_or(i64::MAX)).await?;
+    let mut tx = store.begin().await?;
+    let fresh = rows::accept_totp_step(&mut tx, &user.id, i64::try_from(step).unwrap_or(i64::MAX)).await?;
+    tx.commit().await?;
     Ok(fresh.then(|| user.clone()))
 }
 
@@ -148,11 +184,13 @@ pub async fn session(store: &Store, token: &str) -> Result<Option<Session>, Stor
     let Some(session) = store.session(&id_hash).await? else { return Ok(None) };
     let now = now_micros();
     if !rules::live(session.started_at, session.last_seen_at, now) {
-        store.end_session(&id_hash, now).await?;
+        end_session(store, &id_hash, now).await?;
         return Ok(None);
     }
     if now - session.last_seen_at > 60_000_000 {
-        store.touch_session(&id_hash, now).await?;
+        let mut tx = store.begin().await?;
+        sessions::touch_session(&mut tx, &id_hash, now).await?;
+        tx.commit().await?;
     }
     Ok(Some(session))
 }
@@ -166,5 +204,13 @@ pub async fn sign_out(store: &Store, session: &Session, everywhere: bool) -> Res
         tx.commit().await?;
         return Ok(());
     }
-    store.end_session(&session.id_hash, now).await
+    end_session(store, &session.id_hash, now).await
+}
+
+/// Ends session `id_hash`, on every instance.
+pub async fn end_session(store: &Store, id_hash: &str, now: i64) -> Result<(), StoreError> {
+    let mut tx = store.begin().await?;
+    sessions::end_session(&mut tx, id_hash, now).await?;
+    tx.commit().await?;
+    Ok(())
 }

@@ -83,7 +83,7 @@ pub(super) async fn keep(
     debits: &[Debit],
     now: i64,
 ) -> Result<Vec<Debit>, StoreError> {
-    let mut tx = store.begin_fenced().await?;
+    let mut tx = store.begin().await?;
     if let Some(run) = run {
         reconcile_runs::record_run(&mut tx, run).await?;
     }

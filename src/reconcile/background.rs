@@ -23,6 +23,7 @@ use super::{
     solana,
 };
 use crate::{
+    conditions,
     config::ChainConfig,
     deposits::resource::format_time,
     store::{Store, now_micros},
@@ -202,7 +203,7 @@ impl Pass {
             };
             match tried {
                 Ok(()) => {
-                    let _ = idle.store.clear_condition(Some(chain), FAILING, "reconciliation").await;
+                    let _ = conditions::clear(idle.store, Some(chain), FAILING, "reconciliation").await;
                     return true;
                 }
                 // A watcher that just started: nothing to reconcile yet.
@@ -211,7 +212,7 @@ impl Pass {
                     warn!(%chain, %error, retryable = error.retryable(), "reconciliation failed; trying again");
                     let message = format!("the background reconciliation fails: {error}");
                     if let Err(e) =
-                        idle.store.raise_condition(Some(chain), FAILING, "reconciliation", &message).await
+                        conditions::raise(idle.store, Some(chain), FAILING, "reconciliation", &message).await
                     {
                         warn!(%chain, error = %e, "cannot record the reconciliation's failure");
                     }

@@ -15,7 +15,7 @@
 use alloy::primitives::{Address, U256};
 use solana_commitment_config::CommitmentConfig;
 
-use super::{Anchor, Baseline, ReconcileError, evm, solana};
+use super::{Anchor, Baseline, ReconcileError, anchors::record_baseline, evm, solana};
 use crate::{config::ChainConfig, evm::rpc::EvmRpc, solana::rpc::SolanaRpc, store::Store};
 
 /// How far below the indexed slot a Solana watch start may be for its
@@ -64,7 +64,7 @@ pub async fn record_new(store: &Store, rpc: &EvmRpc, config: &ChainConfig) -> Re
                 }
             };
             let at = Anchor { block, balance };
-            store.record_baseline(chain, &watched.address, &asset.symbol, at, Baseline::Recorded).await?;
+            record_baseline(store, chain, &watched.address, &asset.symbol, at, Baseline::Recorded).await?;
             recorded += 1;
         }
     }
@@ -109,7 +109,7 @@ pub async fn record_new_solana(
     }
     for (watched, asset, at) in &read {
         let anchor = Anchor { block: at.slot, balance: U256::from(at.amount) };
-        store.record_baseline(chain, &watched.address, &asset.symbol, anchor, Baseline::Recorded).await?;
+        record_baseline(store, chain, &watched.address, &asset.symbol, anchor, Baseline::Recorded).await?;
     }
     Ok(read.len())
 }

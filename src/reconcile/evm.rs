@@ -8,6 +8,7 @@ use alloy::primitives::{Address, I256, U256};
 
 use super::{
     Anchor, Baseline, Divergence, Failed, Line, Movement, ReconcileError, Report, Term, Watched,
+    anchors::{record_baseline, record_checkpoint},
     locate::{self, Change},
     rules,
 };
@@ -302,10 +303,15 @@ impl One<'_> {
         if self.watched.wallet.is_some() {
             let at = height.min(self.settled);
             let anchor = Anchor { block: at, balance: self.onchain(at).await? };
-            return Ok(self
-                .store
-                .record_baseline(chain, address, symbol, anchor, Baseline::FirstReconciliation)
-                .await?);
+            return Ok(record_baseline(
+                self.store,
+                chain,
+                address,
+                symbol,
+                anchor,
+                Baseline::FirstReconciliation,
+            )
+            .await?);
         }
         // Never below the watch start: the caller skips a height under it.
         let block = self.watched.watch_from.unwrap_or_default().saturating_sub(1);
@@ -319,7 +325,7 @@ impl One<'_> {
             }
             Err(failure) => return Err(failure.into()),
         };
-        Ok(self.store.record_baseline(chain, address, symbol, at, source).await?)
+        Ok(record_baseline(self.store, chain, address, symbol, at, source).await?)
     }
 
     /// Where `f` was last zero: the checkpoint when it still agrees (a
@@ -351,7 +357,7 @@ impl One<'_> {
         if difference.is_zero() {
             let at = Anchor { block: height, balance: onchain };
             let (chain, address, symbol) = (self.config.chain, &self.watched.address, &self.asset.symbol);
-            self.store.record_checkpoint(chain, address, symbol, at).await?;
+            record_checkpoint(self.store, chain, address, symbol, at).await?;
         } else {
             let (from, checked) = self.last_agreement(baseline, height).await?;
             let read = |block: u64| self.difference(baseline, block);

@@ -24,6 +24,7 @@
 //! are in `store/reconcile/`.
 
 pub mod alarms;
+pub mod anchors;
 pub mod background;
 pub mod baselines;
 pub mod evm;

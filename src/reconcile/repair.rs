@@ -11,6 +11,7 @@
 use super::Report;
 use crate::{
     config::ChainConfig,
+    deposits::commit,
     deposits::resource::{DepositStatus, Detected},
     store::{CursorMove, ScanCommit, Store, StoreError},
 };
@@ -23,7 +24,7 @@ pub async fn credit(
     report: &Report,
 ) -> Result<Vec<(String, DepositStatus)>, StoreError> {
     match commit_of(config, report.settled, settled_missed(report)) {
-        Some(commit) => store.commit_scan(&commit).await,
+        Some(commit) => commit::commit_scan(store, &commit).await,
         None => Ok(Vec::new()),
     }
 }

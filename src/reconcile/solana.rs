@@ -21,6 +21,7 @@ use solana_commitment_config::CommitmentConfig;
 
 use super::{
     Anchor, Baseline, Divergence, Failed, Line, Movement, ReconcileError, Report, Term, Watched,
+    anchors::{record_baseline, record_checkpoint},
     evm::{self, Ask},
     locate::Change,
     rules,
@@ -256,7 +257,7 @@ impl One<'_> {
             return Ok(found);
         }
         let at = Anchor { block: read.slot, balance: U256::from(read.amount) };
-        Ok(self.store.record_baseline(chain, address, symbol, at, Baseline::FirstReconciliation).await?)
+        Ok(record_baseline(self.store, chain, address, symbol, at, Baseline::FirstReconciliation).await?)
     }
 
     /// The line of a balance read at a settled slot; a platform wallet's
@@ -305,7 +306,7 @@ impl One<'_> {
         if difference.is_zero() {
             let (chain, address, symbol) = (self.config.chain, &self.watched.address, &self.asset.symbol);
             let at = Anchor { block: read.slot, balance: onchain };
-            self.store.record_checkpoint(chain, address, symbol, at).await?;
+            record_checkpoint(self.store, chain, address, symbol, at).await?;
         } else {
             let from = self.last_agreement(baseline).await?;
             match self.moved(&read, from).await {

@@ -24,7 +24,7 @@ pub async fn record_funding(
 ) -> Result<(), StoreError> {
     let address = &watched.address;
     let wallet = watched.wallet.as_deref().unwrap_or("platform");
-    let mut tx = store.begin_fenced().await?;
+    let mut tx = store.begin().await?;
     for f in funding {
         if !record_row(&mut tx, chain, address, f).await? {
             continue;

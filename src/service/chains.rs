@@ -13,6 +13,7 @@ use crate::{
     chain::Chain,
     config::ChainConfig,
     conversions,
+    deposits::commit,
     deposits::watcher::WatchError,
     family, issuance,
     keys::Signer,
@@ -49,7 +50,7 @@ async fn stop_chain(store: &Store, chain: Chain, error: WatchError) {
     let kind = error.kind();
     let reason = redact_urls(&format!("{:#}", anyhow::Error::from(error)));
     let instance = store.fence().map_or("", |fence| fence.owner.as_str());
-    match store.stop_chain(chain, kind, &reason, instance).await {
+    match commit::stop_chain(store, chain, kind, &reason, instance).await {
         Ok(()) => error!(
             %chain, kind, %reason,
             "the watcher cannot continue: chain STOPPED on every instance until `custody-indexer chains resume {chain}`; \

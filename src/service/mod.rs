@@ -332,10 +332,10 @@ async fn start(
         );
     }
     let source = pii::key_source(chosen, given)?;
-    let stamped = store.stamp_environment(chosen).await?;
+    let stamped = crate::start::stamp_environment(&store, chosen).await?;
     // Another process stamped the store meanwhile: judged against its stamp.
     let environment = crate::environment::on_start(Some(stamped), Some(chosen), false)?;
-    let store = store.unlock_pii(source).await?;
+    let store = crate::start::unlock_pii(&store, source).await?;
     let adopted = crate::identity::trail::adopt(&store).await?;
     if adopted > 0 {
         info!(adopted, "identity trail entries linked into the audit log");
@@ -379,10 +379,10 @@ async fn signing(
     info!(signer = %backend, "signing keys");
     // The warning is the last started service's: its keys replace another's.
     let warning = may_sign_with(environment, &backend, local_keys_allowed_by_env())?;
-    store.clear_conditions(LOCAL_KEYS).await?;
+    crate::conditions::clear_kind(store, LOCAL_KEYS).await?;
     if let Some(warning) = warning {
         warn!(%warning, "production signs with keys this host can read ({})", crate::keys::rules::ALLOW_LOCAL_KEYS_ENV);
-        store.raise_condition(None, LOCAL_KEYS, &backend.to_string(), &warning).await?;
+        crate::conditions::raise(store, None, LOCAL_KEYS, &backend.to_string(), &warning).await?;
     }
     // The platform keys must be the ones first seen (a replaced token or
     // KMS alias stops the service here).

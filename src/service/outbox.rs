@@ -8,7 +8,10 @@ use tracing::{info, warn};
 
 use super::options::EventOptions;
 use crate::{
-    events::nats::{self, NatsConfig},
+    events::{
+        nats::{self, NatsConfig},
+        outbox::purge_events,
+    },
     store::{Store, now_micros},
 };
 
@@ -34,7 +37,7 @@ pub fn spawn(
     let (store, shutdown) = (store.clone(), shutdown.clone());
     tasks.spawn(async move {
         loop {
-            match store.purge_events(cutoff(options.event_retention)).await {
+            match purge_events(&store, cutoff(options.event_retention)).await {
                 Ok(0) => {}
                 Ok(removed) => info!(removed, "purged the outbox's expired events"),
                 Err(error) => warn!(%error, "cannot purge the outbox"),

@@ -12,11 +12,14 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     api::ApiState,
+    api_key::requests::purge_request_tokens,
     conversions,
     environment::Environment,
     every::{Logged, every},
     identity::provider,
-    issuance, transfers,
+    issuance,
+    people::sign_in::purge_failures,
+    transfers,
 };
 
 /// How often the `jti`s of request signatures that can no longer be
@@ -40,11 +43,10 @@ pub fn spawn(tasks: &mut Tasks, state: &ApiState, shutdown: &CancellationToken) 
             Logged { moved: "purged expired request token ids", failed: "cannot purge request token ids" };
         let store = &store;
         every(PURGE_EVERY, &stop, logged, move || async move {
-            let purged = store.purge_request_tokens(chrono::Utc::now().timestamp()).await?;
+            let purged = purge_request_tokens(store, chrono::Utc::now().timestamp()).await?;
             // And failed console sign-ins no longer counted.
             let kept = i64::try_from(crate::people::rules::FAILURES_KEPT.as_micros()).unwrap_or(i64::MAX);
-            let failures =
-                store.purge_sign_in_failures(crate::store::now_micros().saturating_sub(kept)).await?;
+            let failures = purge_failures(store, crate::store::now_micros().saturating_sub(kept)).await?;
             Ok::<_, crate::store::StoreError>(usize::try_from(purged + failures).unwrap_or(usize::MAX))
         })
         .await

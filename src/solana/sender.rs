@@ -44,7 +44,7 @@ use crate::{
     transfers::{
         FailureDetails, Fee, Lineage, Outgoing, Route, SendError, Sender, SentTransaction, TransferStatus,
         TxRole, TxState, after_step, expire_if_unsent, failure, listed_asset, past_submit_window,
-        record::record, settle, submit_within_micros, waiting,
+        record::record, settle, submit_within_micros, transactions, waiting,
     },
 };
 
@@ -127,7 +127,7 @@ impl SolanaSender {
                 warn!(chain = %self.config.chain, transfer = %t.id, signature = %tx.hash, %error, "no answer to the transaction's broadcast; held and sent again")
             }
         }
-        self.store.mark_submitted(&t.id).await?;
+        transactions::mark_submitted(&self.store, &t.id).await?;
         outcome.map(|_| ())
     }
 
@@ -258,7 +258,8 @@ impl SolanaSender {
         };
         let fees = self.fees(&tx.hash).await?;
         let total = fees.iter().fold(alloy::primitives::U256::ZERO, |sum, f| sum + f.amount);
-        self.store.update_transaction(&tx.hash, state, Some((status.slot, "")), Some(total)).await?;
+        transactions::update_transaction(&self.store, &tx.hash, state, Some((status.slot, "")), Some(total))
+            .await?;
         settle(&self.store, &self.config, &t.id, outcome, Some(&tx.hash), reason, fees).await?;
         Ok(())
     }

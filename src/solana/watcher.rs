@@ -20,6 +20,7 @@ use super::{
 };
 use crate::{
     config::{ChainConfig, Strategy},
+    deposits::commit,
     deposits::coverage,
     deposits::resource::Detected,
     deposits::watch::WatchSet,
@@ -204,7 +205,7 @@ impl SolanaWatcher {
             cursor: CursorMove::Live { expected, watch_version: self.watch_version.unwrap_or(0) },
             keep_blocks: self.config.reorg_window.blocks_at_least(self.block_time).max(2),
         };
-        let changed = self.store.commit_scan(&commit).await?;
+        let changed = commit::commit_scan(&self.store, &commit).await?;
         metrics::gauge!("custody_indexer_indexed_block", "chain" => chain.as_str()).set(to as f64);
         if found > 0 {
             info!(%chain, from = next, to, found, changed = changed.len(), "scanned slots");
@@ -407,7 +408,7 @@ impl SolanaWatcher {
             },
             keep_blocks: 0,
         };
-        self.store.commit_scan(&commit).await?;
+        commit::commit_scan(&self.store, &commit).await?;
         if found > 0 {
             info!(%chain, address, signatures = signatures.len(), found, "scanned signatures");
         }

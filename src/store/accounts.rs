@@ -57,26 +57,10 @@ pub enum WatchFrom {
     Block(u64),
 }
 
-impl Store {
-    /// Registers an account and its addresses in one transaction. Each address
-    /// must be valid for the family of every chain it is listed on, and an
-    /// address is watched for one account per chain.
-    pub async fn add_account(&self, new: NewAccount) -> Result<Account, StoreError> {
-        let id = new.id.clone();
-        self.add_accounts(std::slice::from_ref(&new)).await?;
-        self.account(&id).await
-    }
-
-    /// Registers many accounts in one transaction: all or none.
-    pub async fn add_accounts(&self, accounts: &[NewAccount]) -> Result<(), StoreError> {
-        let mut tx = self.begin().await?;
-        insert_accounts(&mut tx, accounts).await?;
-        tx.commit().await?;
-        Ok(())
-    }
-}
-
-pub(super) async fn insert_accounts(
+/// Inserts `accounts` and their addresses in `tx`. Each address must be
+/// valid for the family of every chain it is listed on, and an address is
+/// watched for one account per chain.
+pub(crate) async fn insert_accounts(
     tx: &mut Transaction<'static, Any>,
     accounts: &[NewAccount],
 ) -> Result<(), StoreError> {

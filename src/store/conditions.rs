@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::Row;
 
-use super::{Store, StoreError, now_micros, parse_column, time};
+use super::{Store, StoreError, Tx, now_micros, parse_column, time};
 use crate::{chain::Chain, deposits::resource::rfc3339};
 
 /// The kind of a webhook's condition whose endpoint fails its deliveries;
@@ -32,53 +32,53 @@ pub struct Condition {
     pub seen_at: DateTime<Utc>,
 }
 
-impl Store {
-    /// Raises (or, raised already, refreshes) a condition; `since` stays the
-    /// first time it was raised. `message` must be free of secrets.
-    pub async fn raise_condition(
-        &self,
-        chain: Option<Chain>,
-        kind: &str,
-        subject: &str,
-        message: &str,
-    ) -> Result<(), StoreError> {
-        let now = now_micros();
-        sqlx::query(
-            "INSERT INTO conditions (chain, kind, subject, message, since, seen_at) VALUES ($1, $2, $3, $4, $5, $5)
-             ON CONFLICT (chain, kind, subject) DO UPDATE SET message = $4, seen_at = $5",
-        )
+/// Raises (or, raised already, refreshes) a condition in `tx`; `since`
+/// stays the first time it was raised. `message` must be free of secrets.
+pub(crate) async fn raise(
+    tx: &mut Tx,
+    chain: Option<Chain>,
+    kind: &str,
+    subject: &str,
+    message: &str,
+) -> Result<(), StoreError> {
+    let now = now_micros();
+    sqlx::query(
+        "INSERT INTO conditions (chain, kind, subject, message, since, seen_at) VALUES ($1, $2, $3, $4, $5, $5)
+         ON CONFLICT (chain, kind, subject) DO UPDATE SET message = $4, seen_at = $5",
+    )
+    .bind(chain.map_or("", |c| c.as_str()))
+    .bind(kind)
+    .bind(subject)
+    .bind(message)
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// Clears a condition in `tx`; clearing one not raised is a no-op.
+pub(crate) async fn clear(
+    tx: &mut Tx,
+    chain: Option<Chain>,
+    kind: &str,
+    subject: &str,
+) -> Result<(), StoreError> {
+    sqlx::query("DELETE FROM conditions WHERE chain = $1 AND kind = $2 AND subject = $3")
         .bind(chain.map_or("", |c| c.as_str()))
         .bind(kind)
         .bind(subject)
-        .bind(message)
-        .bind(now)
-        .execute(&self.pool)
+        .execute(&mut **tx)
         .await?;
-        Ok(())
-    }
+    Ok(())
+}
 
-    /// Clears a condition; clearing one not raised is a no-op.
-    pub async fn clear_condition(
-        &self,
-        chain: Option<Chain>,
-        kind: &str,
-        subject: &str,
-    ) -> Result<(), StoreError> {
-        sqlx::query("DELETE FROM conditions WHERE chain = $1 AND kind = $2 AND subject = $3")
-            .bind(chain.map_or("", |c| c.as_str()))
-            .bind(kind)
-            .bind(subject)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
-    }
+/// Clears in `tx` every condition of `kind`, whatever it concerns.
+pub(crate) async fn clear_kind(tx: &mut Tx, kind: &str) -> Result<(), StoreError> {
+    sqlx::query("DELETE FROM conditions WHERE kind = $1").bind(kind).execute(&mut **tx).await?;
+    Ok(())
+}
 
-    /// Clears every condition of `kind`, whatever it concerns.
-    pub async fn clear_conditions(&self, kind: &str) -> Result<(), StoreError> {
-        sqlx::query("DELETE FROM conditions WHERE kind = $1").bind(kind).execute(&self.pool).await?;
-        Ok(())
-    }
-
+impl Store {
     /// Every condition in force, by chain, kind and subject.
     pub async fn conditions(&self) -> Result<Vec<Condition>, StoreError> {
         let rows = sqlx::query(

@@ -3,7 +3,7 @@
 
 use sqlx::Row;
 
-use super::{Store, StoreError, now_micros, parse_column};
+use super::{Store, StoreError, Tx, now_micros, parse_column};
 use crate::environment::Environment;
 
 impl Store {
@@ -16,21 +16,6 @@ impl Store {
             .transpose()
     }
 
-    /// Stamps the store with `environment` unless it has one already;
-    /// the environment it has then. Two processes starting at once stamp
-    /// it once: the loser reads the winner's.
-    pub async fn stamp_environment(&self, environment: Environment) -> Result<Environment, StoreError> {
-        sqlx::query(
-            "INSERT INTO store_environment (id, environment, stamped_at) VALUES (1, $1, $2)
-             ON CONFLICT (id) DO NOTHING",
-        )
-        .bind(environment.as_str())
-        .bind(now_micros())
-        .execute(&self.pool)
-        .await?;
-        self.environment().await?.ok_or_else(|| StoreError::NotFound("the store's environment".into()))
-    }
-
     /// Whether the identities' audit trail holds a decision of the sandbox
     /// compliance provider.
     pub async fn holds_sandbox_decisions(&self) -> Result<bool, StoreError> {
@@ -40,4 +25,17 @@ impl Store {
                 .await?;
         Ok(row.is_some())
     }
+}
+
+/// Stamps the store with `environment` in `tx` unless it has one already.
+pub(crate) async fn stamp(tx: &mut Tx, environment: Environment) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO store_environment (id, environment, stamped_at) VALUES (1, $1, $2)
+         ON CONFLICT (id) DO NOTHING",
+    )
+    .bind(environment.as_str())
+    .bind(now_micros())
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
 }

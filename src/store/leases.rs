@@ -15,7 +15,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::{Any, Row, Transaction};
 
-use super::{Backend, Store, StoreError, parse_column, time};
+use super::{Backend, Store, StoreError, Tx, parse_column, time};
 use crate::chain::Chain;
 
 /// The singleton workers of a chain.
@@ -85,13 +85,13 @@ pub struct WorkerLease {
 }
 
 impl Store {
-    /// Takes the `(kind, chain)` lease for `owner` for `ttl_micros` if nobody
-    /// holds it (no row, or its `until` has passed), with the next epoch.
-    /// `None` while another holding is live. With `force` (a process that
-    /// knows it is the only one, see SQLite's lock) a live holding is taken
-    /// too: its holder is a process that no longer runs.
+    /// Takes the `(kind, chain)` lease for `owner` for `ttl_micros` in `tx`
+    /// if nobody holds it (no row, or its `until` has passed), with the next
+    /// epoch. `None` while another holding is live. With `force` a live
+    /// holding is taken too.
     pub async fn take_lease(
         &self,
+        tx: &mut Tx,
         kind: WorkerKind,
         chain: Chain,
         owner: &str,
@@ -113,17 +113,14 @@ impl Store {
             .bind(owner)
             .bind(ttl_micros)
             .bind(i64::from(force));
-        let mut tx = self.begin().await?;
-        let taken = self.bind_lease_now(query).fetch_optional(&mut *tx).await?;
-        tx.commit().await?;
+        let taken = self.bind_lease_now(query).fetch_optional(&mut **tx).await?;
         let Some(row) = taken else { return Ok(None) };
         Ok(Some(Fence { kind, chain, owner: owner.to_string(), epoch: row.try_get("epoch")? }))
     }
 
-    /// Extends a holding by `ttl_micros` from now; false when the lease has
-    /// another epoch (it was taken over: the holder must stop). A holder that
-    /// renews late keeps its lease if nobody took it meanwhile.
-    pub async fn renew_lease(&self, fence: &Fence, ttl_micros: i64) -> Result<bool, StoreError> {
+    /// Extends a holding by `ttl_micros` from now in `tx`; false when the
+    /// lease has another epoch.
+    pub async fn renew_lease(&self, tx: &mut Tx, fence: &Fence, ttl_micros: i64) -> Result<bool, StoreError> {
         let sql = format!(
             "UPDATE worker_leases SET until = {} + $1 WHERE kind = $2 AND chain = $3 AND owner = $4 AND epoch = $5",
             self.lease_now(6)
@@ -134,13 +131,12 @@ impl Store {
             .bind(fence.chain.as_str())
             .bind(&fence.owner)
             .bind(fence.epoch);
-        let renewed = self.bind_lease_now(query).execute(&self.pool).await?;
+        let renewed = self.bind_lease_now(query).execute(&mut **tx).await?;
         Ok(renewed.rows_affected() == 1)
     }
 
-    /// Gives a holding up (a clean stop), so another instance takes the
-    /// worker over at once. The row stays: its epoch keeps growing.
-    pub async fn release_lease(&self, fence: &Fence) -> Result<(), StoreError> {
+    /// Gives a holding up in `tx`. The row stays: its epoch keeps growing.
+    pub async fn release_lease(tx: &mut Tx, fence: &Fence) -> Result<(), StoreError> {
         sqlx::query(
             "UPDATE worker_leases SET until = 0 WHERE kind = $1 AND chain = $2 AND owner = $3 AND epoch = $4",
         )
@@ -148,7 +144,7 @@ impl Store {
         .bind(fence.chain.as_str())
         .bind(&fence.owner)
         .bind(fence.epoch)
-        .execute(&self.pool)
+        .execute(&mut **tx)
         .await?;
         Ok(())
     }
@@ -181,7 +177,7 @@ impl Store {
     }
 
     /// This store handle, with `fence` checked by the writes of the worker
-    /// that holds it (see [`Store::commit_scan`]).
+    /// that holds it (see [`Store::begin`]).
     pub fn fenced(&self, fence: Fence) -> Store {
         Store { fence: Some(std::sync::Arc::new(fence)), ..self.clone() }
     }
@@ -191,29 +187,9 @@ impl Store {
         self.fence.as_deref()
     }
 
-    /// Runs one statement in a transaction that first checks this handle's
-    /// fence, if it has one; returns the rows it changed.
-    pub(super) async fn execute_fenced<'q>(
-        &self,
-        query: sqlx::query::Query<'q, Any, sqlx::any::AnyArguments<'q>>,
-    ) -> Result<u64, StoreError> {
-        let mut tx = self.begin().await?;
-        self.check_own_fence(&mut tx).await?;
-        let done = query.execute(&mut *tx).await?;
-        tx.commit().await?;
-        Ok(done.rows_affected())
-    }
-
-    /// A write transaction that fails unless this handle's lease (if it
-    /// is fenced) still holds: for a worker's writes beside a scan's.
-    pub async fn begin_fenced(&self) -> Result<super::Tx, StoreError> {
-        let mut tx = self.begin().await?;
-        self.check_own_fence(&mut tx).await?;
-        Ok(tx)
-    }
-
-    /// Checks this handle's fence, if it has one, inside `tx`.
-    pub(crate) async fn check_own_fence(&self, tx: &mut Transaction<'static, Any>) -> Result<(), StoreError> {
+    /// Checks this handle's fence, if it has one, inside `tx` (see
+    /// [`Store::begin`]).
+    pub(super) async fn check_own_fence(&self, tx: &mut Transaction<'static, Any>) -> Result<(), StoreError> {
         match &self.fence {
             Some(fence) => self.check_fence(tx, fence).await,
             None => Ok(()),

@@ -23,58 +23,56 @@ pub async fn insert(tx: &mut Tx, message: &Outgoing, now: i64) -> Result<(), Sto
     Ok(())
 }
 
-impl Store {
-    /// Claims the oldest message due at `now` for `lease` microseconds:
-    /// another instance claims it only once the lease has passed (a sender
-    /// that died mid-send), so one message is sent by one instance at a
-    /// time.
-    pub async fn claim_mail(&self, now: i64, lease: i64) -> Result<Option<Outgoing>, StoreError> {
-        let row = sqlx::query(
-            "UPDATE mail_outbox SET claimed_until = $1, attempts = attempts + 1
-             WHERE id = (SELECT id FROM mail_outbox WHERE sent_at IS NULL AND next_at <= $2
-                         AND (claimed_until IS NULL OR claimed_until < $2) ORDER BY next_at, id LIMIT 1)
-             AND sent_at IS NULL AND (claimed_until IS NULL OR claimed_until < $2)
-             RETURNING id, to_address, subject, body, attempts",
-        )
-        .bind(now + lease)
-        .bind(now)
-        .fetch_optional(&self.pool)
-        .await?;
-        row.map(|row| {
-            Ok(Outgoing {
-                id: row.try_get("id")?,
-                to: row.try_get("to_address")?,
-                subject: row.try_get("subject")?,
-                sealed_body: row.try_get::<Option<String>, _>("body")?.unwrap_or_default(),
-                attempts: row.try_get("attempts")?,
-            })
+/// Claims in `tx` the oldest message due at `now` for `lease`
+/// microseconds: another instance claims it only once the lease has passed
+/// (a sender that died mid-send), so one message is sent by one instance
+/// at a time.
+pub(crate) async fn claim(tx: &mut Tx, now: i64, lease: i64) -> Result<Option<Outgoing>, StoreError> {
+    let row = sqlx::query(
+        "UPDATE mail_outbox SET claimed_until = $1, attempts = attempts + 1
+         WHERE id = (SELECT id FROM mail_outbox WHERE sent_at IS NULL AND next_at <= $2
+                     AND (claimed_until IS NULL OR claimed_until < $2) ORDER BY next_at, id LIMIT 1)
+         AND sent_at IS NULL AND (claimed_until IS NULL OR claimed_until < $2)
+         RETURNING id, to_address, subject, body, attempts",
+    )
+    .bind(now + lease)
+    .bind(now)
+    .fetch_optional(&mut **tx)
+    .await?;
+    row.map(|row| {
+        Ok(Outgoing {
+            id: row.try_get("id")?,
+            to: row.try_get("to_address")?,
+            subject: row.try_get("subject")?,
+            sealed_body: row.try_get::<Option<String>, _>("body")?.unwrap_or_default(),
+            attempts: row.try_get("attempts")?,
         })
-        .transpose()
-    }
+    })
+    .transpose()
+}
 
-    /// Message `id` sent: its body cleared for good.
-    pub async fn mail_sent(&self, id: &str, now: i64) -> Result<(), StoreError> {
-        sqlx::query("UPDATE mail_outbox SET sent_at = $1, body = NULL, claimed_until = NULL WHERE id = $2")
-            .bind(now)
-            .bind(id)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
-    }
+/// Message `id` sent, in `tx`: its body cleared for good.
+pub(crate) async fn mark_sent(tx: &mut Tx, id: &str, now: i64) -> Result<(), StoreError> {
+    sqlx::query("UPDATE mail_outbox SET sent_at = $1, body = NULL, claimed_until = NULL WHERE id = $2")
+        .bind(now)
+        .bind(id)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
 
-    /// Message `id` not sent: tried again at `next_at`, `error` kept.
-    pub async fn mail_failed(&self, id: &str, next_at: i64, error: &str) -> Result<(), StoreError> {
-        sqlx::query(
-            "UPDATE mail_outbox SET next_at = $1, last_error = $2, claimed_until = NULL WHERE id = $3",
-        )
+/// Message `id` not sent, in `tx`: tried again at `next_at`, `error` kept.
+pub(crate) async fn mark_failed(tx: &mut Tx, id: &str, next_at: i64, error: &str) -> Result<(), StoreError> {
+    sqlx::query("UPDATE mail_outbox SET next_at = $1, last_error = $2, claimed_until = NULL WHERE id = $3")
         .bind(next_at)
         .bind(error)
         .bind(id)
-        .execute(&self.pool)
+        .execute(&mut **tx)
         .await?;
-        Ok(())
-    }
+    Ok(())
+}
 
+impl Store {
     /// Messages not sent yet, and the oldest one's age in microseconds.
     pub async fn mail_unsent(&self, now: i64) -> Result<(i64, i64), StoreError> {
         let row = sqlx::query(

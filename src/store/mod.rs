@@ -6,18 +6,18 @@
 //! default, an embedded file) and on PostgreSQL (production, several
 //! instances) through sqlx's `Any` driver.
 
-mod accounts;
+pub(crate) mod accounts;
 mod arrays;
 pub mod audit;
 mod clock;
-mod conditions;
+pub(crate) mod conditions;
 pub mod conversions;
 mod deposits;
-mod environment;
+pub(crate) mod environment;
 mod error;
 mod events;
 mod identity;
-mod issuance;
+pub(crate) mod issuance;
 mod keys;
 mod leases;
 pub(crate) mod mail_outbox;
@@ -25,32 +25,33 @@ pub(crate) mod operators;
 pub(crate) mod organizations;
 mod params;
 mod people;
-mod pii;
+pub(crate) mod pii;
 mod quotas;
-mod reconcile;
+pub(crate) mod reconcile;
 pub(crate) mod request_signatures;
 pub(crate) mod transfers;
 
 // The row modules of each wing's folder, under the store's one name.
 use audit::audit_guard;
-use conversions::quotes;
+pub(crate) use conversions::quotes;
 pub use conversions::{off_ramp_refunds, off_ramps, payouts};
 pub(crate) use conversions::{payout_answers, virtual_accounts};
 use deposits::{
     chain_state, chain_stops, coverage, deposit_rows, disputes, health, own_transfers, scan, upsert,
 };
 pub use events::delivery_log;
-use events::{deliveries, sinks, wake, webhook_keys, webhooks};
+pub(crate) use events::{deliveries, sinks};
+use events::{wake, webhook_keys, webhooks};
 pub use identity::entitlement;
 use identity::refusal;
 pub(crate) use identity::{identities, identity_changes, verification};
 pub use issuance::{mint_transfers, mints};
 pub use keys::key_hashes;
-use keys::signer_outages;
+pub(crate) use keys::{account_keys, signer_outages};
 pub(crate) use operators::operator_changes;
 pub use people::{console, console_sessions};
 pub use reconcile::{reconcile_repairs, reconcile_runs, reconcile_wallets};
-pub(crate) use transfers::{gas_ledger, limits, transfer_lineage, transfer_txs};
+pub(crate) use transfers::{gas_ledger, limits, nonce_fillers, transfer_lineage, transfer_txs};
 
 pub use error::StoreError;
 pub use request_signatures::INSTANCE_SKEW_SECS;
@@ -148,7 +149,7 @@ pub struct Store {
     /// What each organization may hold, enforced on the API's creations
     /// (see [`Store::with_limits`]).
     limits: Option<OrganizationLimits>,
-    /// Seals and opens personal data (see [`Store::unlock_pii`]); `None`:
+    /// Seals and opens personal data (see [`crate::start::unlock_pii`]); `None`:
     /// personal data is refused.
     pii: Option<std::sync::Arc<crate::pii::Cipher>>,
     /// Told when events are committed (see [`Store::outbox_written`]), so
@@ -257,14 +258,19 @@ impl Store {
     }
 
     /// A write transaction, for a wing's flow to read and write rows in
-    /// through the store's row functions and commit. SQLite takes the write
-    /// lock up front so two processes never fail on a lock upgrade
-    /// half-way through.
+    /// through the store's row functions and commit: the one way anything
+    /// is written. SQLite takes the write lock up front so two processes
+    /// never fail on a lock upgrade half-way through. On a handle
+    /// [`Store::fenced`] by a worker's lease it fails with
+    /// [`StoreError::LeaseLost`] unless the lease still holds, and keeps the
+    /// lease from being taken over until it ends.
     pub async fn begin(&self) -> Result<Tx, StoreError> {
-        Ok(match self.backend {
+        let mut tx = match self.backend {
             Backend::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await?,
             Backend::Postgres => self.pool.begin().await?,
-        })
+        };
+        self.check_own_fence(&mut tx).await?;
+        Ok(tx)
     }
 }
 

@@ -139,19 +139,6 @@ pub(super) const API_KEY_COLUMNS: &str =
     "id, organization_id, name, created_at, revoked_at, signature_algorithm, paired_at, last_used_at";
 
 impl Store {
-    /// Creates an organization (without a contact address). Ids are short
-    /// machine names: letters, digits, `-` and `_`.
-    pub async fn create_organization(
-        &self,
-        id: &str,
-        name: Option<&str>,
-    ) -> Result<Organization, StoreError> {
-        let mut tx = self.begin().await?;
-        let organization = insert_organization(&mut tx, id, name, None).await?;
-        tx.commit().await?;
-        Ok(organization)
-    }
-
     pub async fn organizations(&self) -> Result<Vec<Organization>, StoreError> {
         let rows = sqlx::query(&format!("SELECT {ORGANIZATION_COLUMNS} FROM organizations ORDER BY id"))
             .fetch_all(&self.pool)
@@ -259,16 +246,16 @@ fn api_key(row: &AnyRow) -> Result<ApiKey, StoreError> {
     })
 }
 
-/// Records that key `id` authenticated a request at `now`, at most once a
-/// minute.
-pub async fn used_api_key(store: &Store, id: &str, now: i64) -> Result<(), StoreError> {
+/// Records in `tx` that key `id` authenticated a request at `now`, at most
+/// once a minute.
+pub async fn used_api_key(tx: &mut Tx, id: &str, now: i64) -> Result<(), StoreError> {
     sqlx::query(
         "UPDATE api_keys SET last_used_at = $1
          WHERE id = $2 AND (last_used_at IS NULL OR last_used_at < $1 - 60000000)",
     )
     .bind(now)
     .bind(id)
-    .execute(&store.pool)
+    .execute(&mut **tx)
     .await?;
     Ok(())
 }

@@ -6,13 +6,13 @@ use std::sync::Arc;
 
 use sqlx::{Any, Row, Transaction};
 
-use super::{Store, StoreError, now_micros};
-use crate::pii::{Cipher, Key, KeySource, PiiError, Place};
+use super::{Store, StoreError, Tx, now_micros};
+use crate::pii::{Cipher, Key, PiiError, Place};
 
 /// The store's key row: its id, and the key when the store keeps it.
-struct Recorded {
-    key_id: String,
-    kept: Option<Key>,
+pub(crate) struct Recorded {
+    pub key_id: String,
+    pub kept: Option<Key>,
 }
 
 impl Store {
@@ -26,54 +26,9 @@ impl Store {
         self.pii.as_deref().map(Cipher::key_id)
     }
 
-    /// This store with its personal data readable and writable under the
-    /// key of `source`, in one transaction: a store that has no key yet
-    /// records it (a `Kept` one is generated and kept), a store with another
-    /// key refuses (`PiiError::WrongKey`), and every value still in
-    /// plaintext (written before encryption, or by migration 0010) is
-    /// sealed. Two processes starting at once agree on the first key.
-    pub async fn unlock_pii(&self, source: KeySource) -> Result<Store, StoreError> {
-        let mut tx = self.begin().await?;
-        let recorded = match recorded(&mut tx).await? {
-            Some(recorded) => recorded,
-            None => {
-                let (key_id, kept) = match &source {
-                    KeySource::Given(key) => (key.id(), None),
-                    KeySource::Kept => {
-                        let key = Key::generate();
-                        (key.id(), Some(key.expose_base64()))
-                    }
-                };
-                sqlx::query(
-                    "INSERT INTO pii_keys (id, key_id, kept_key, created_at) VALUES (1, $1, $2, $3)
-                     ON CONFLICT (id) DO NOTHING",
-                )
-                .bind(&key_id)
-                .bind(kept.as_deref().map(String::as_str))
-                .bind(now_micros())
-                .execute(&mut *tx)
-                .await?;
-                recorded(&mut tx).await?.ok_or_else(|| StoreError::NotFound("the store's pii key".into()))?
-            }
-        };
-        let key = match (source, recorded.kept) {
-            (KeySource::Given(key), kept) if key.id() != recorded.key_id => {
-                let hint = if kept.is_some() {
-                    " (this sandbox store keeps its own: unset the variable)"
-                } else {
-                    ""
-                };
-                return Err(PiiError::WrongKey { stored: recorded.key_id, given: key.id(), hint }.into());
-            }
-            (KeySource::Given(key), _) => key,
-            (KeySource::Kept, Some(kept)) => kept,
-            (KeySource::Kept, None) => return Err(PiiError::NotKept(recorded.key_id).into()),
-        };
-        let cipher = Cipher::new(&key);
-        let sealed = seal_plaintext(&mut tx, &cipher).await?;
-        tx.commit().await?;
-        tracing::info!(key_id = cipher.key_id(), sealed, "personal data is encrypted at rest");
-        Ok(Store { pii: Some(Arc::new(cipher)), ..self.clone() })
+    /// This store with its personal data readable and writable with `cipher`.
+    pub(crate) fn with_pii(&self, cipher: Cipher) -> Store {
+        Store { pii: Some(Arc::new(cipher)), ..self.clone() }
     }
 
     /// Whether the store keeps its own key (a sandbox store started without
@@ -85,7 +40,8 @@ impl Store {
     }
 }
 
-async fn recorded(tx: &mut Transaction<'static, Any>) -> Result<Option<Recorded>, StoreError> {
+/// The store's key row as `tx` reads it; `None` while it has no key yet.
+pub(crate) async fn recorded(tx: &mut Transaction<'static, Any>) -> Result<Option<Recorded>, StoreError> {
     let Some(row) =
         sqlx::query("SELECT key_id, kept_key FROM pii_keys WHERE id = 1").fetch_optional(&mut **tx).await?
     else {
@@ -99,10 +55,28 @@ async fn recorded(tx: &mut Transaction<'static, Any>) -> Result<Option<Recorded>
     Ok(Some(Recorded { key_id: row.try_get("key_id")?, kept }))
 }
 
+/// Records key `key_id` (with the key itself, `kept`, when the store keeps
+/// it) in `tx` unless the store has a key already.
+pub(crate) async fn record_key(tx: &mut Tx, key_id: &str, kept: Option<&str>) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO pii_keys (id, key_id, kept_key, created_at) VALUES (1, $1, $2, $3)
+         ON CONFLICT (id) DO NOTHING",
+    )
+    .bind(key_id)
+    .bind(kept)
+    .bind(now_micros())
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
 /// Seals every label and submission still in plaintext; how many. Each is
 /// rewritten only if it still holds the plaintext read, so a process
 /// sealing the same rows at once changes nothing twice.
-async fn seal_plaintext(tx: &mut Transaction<'static, Any>, cipher: &Cipher) -> Result<u64, StoreError> {
+pub(crate) async fn seal_plaintext(
+    tx: &mut Transaction<'static, Any>,
+    cipher: &Cipher,
+) -> Result<u64, StoreError> {
     let mut sealed = 0;
     let labels =
         sqlx::query("SELECT organization_id, id, label FROM identities WHERE substr(label, 1, 5) <> 'pii1.'")

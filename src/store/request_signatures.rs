@@ -4,7 +4,7 @@
 
 use sqlx::Row;
 
-use super::{Backend, Store, StoreError, Tx, now_micros};
+use super::{Backend, StoreError, Tx, now_micros};
 use crate::request_signature::PublicKey;
 
 /// Seconds a `jti` is kept past its `keep_until` before it is purged or
@@ -23,55 +23,54 @@ fn seconds_now(backend: Backend, param: usize) -> String {
     }
 }
 
-impl Store {
-    /// Records a request token's `jti` for `key` until `keep_until`
-    /// (seconds); `false` when the key already used it (a replay). The
-    /// primary key decides, so two instances racing on one token cannot
-    /// both accept it. A `jti` kept past its time but not yet purged is
-    /// taken again, as if it had been purged.
-    pub async fn record_request_token(
-        &self,
-        key: &str,
-        jti: &str,
-        keep_until: i64,
-        now: i64,
-    ) -> Result<bool, StoreError> {
-        let sql = format!(
-            "INSERT INTO request_token_ids (api_key_id, jti, keep_until) VALUES ($1, $2, $3)
-             ON CONFLICT (api_key_id, jti) DO UPDATE SET keep_until = excluded.keep_until
-             WHERE request_token_ids.keep_until < {} - {INSTANCE_SKEW_SECS}",
-            seconds_now(self.backend, 4)
-        );
-        let recorded = sqlx::query(&sql).bind(key).bind(jti).bind(keep_until);
-        let recorded = self.bind_seconds(recorded, now).execute(&self.pool).await?;
-        Ok(recorded.rows_affected() == 1)
-    }
+/// Records in `tx` a request token's `jti` for `key` until `keep_until`
+/// (seconds); `false` when the key already used it (a replay). The primary
+/// key decides, so two instances racing on one token cannot both accept
+/// it. A `jti` kept past its time but not yet purged is taken again, as if
+/// it had been purged.
+pub(crate) async fn record_token(
+    tx: &mut Tx,
+    key: &str,
+    jti: &str,
+    keep_until: i64,
+    now: i64,
+) -> Result<bool, StoreError> {
+    let backend = Backend::of(tx);
+    let sql = format!(
+        "INSERT INTO request_token_ids (api_key_id, jti, keep_until) VALUES ($1, $2, $3)
+         ON CONFLICT (api_key_id, jti) DO UPDATE SET keep_until = excluded.keep_until
+         WHERE request_token_ids.keep_until < {} - {INSTANCE_SKEW_SECS}",
+        seconds_now(backend, 4)
+    );
+    let recorded = sqlx::query(&sql).bind(key).bind(jti).bind(keep_until);
+    let recorded = bind_seconds(backend, recorded, now).execute(&mut **tx).await?;
+    Ok(recorded.rows_affected() == 1)
+}
 
-    /// Deletes the `jti`s no token can be accepted with any more on any
-    /// instance: kept until more than [`INSTANCE_SKEW_SECS`] before now
-    /// (`now`, seconds, on SQLite; the database's clock on PostgreSQL);
-    /// returns how many.
-    pub async fn purge_request_tokens(&self, now: i64) -> Result<u64, StoreError> {
-        let sql = format!(
-            "DELETE FROM request_token_ids WHERE keep_until < {} - {INSTANCE_SKEW_SECS}",
-            seconds_now(self.backend, 1)
-        );
-        let purged = sqlx::query(&sql);
-        let purged = self.bind_seconds(purged, now).execute(&self.pool).await?;
-        Ok(purged.rows_affected())
-    }
+/// Deletes in `tx` the `jti`s no token can be accepted with any more on
+/// any instance: kept until more than [`INSTANCE_SKEW_SECS`] before now
+/// (`now`, seconds, on SQLite; the database's clock on PostgreSQL);
+/// returns how many.
+pub(crate) async fn purge_tokens(tx: &mut Tx, now: i64) -> Result<u64, StoreError> {
+    let backend = Backend::of(tx);
+    let sql = format!(
+        "DELETE FROM request_token_ids WHERE keep_until < {} - {INSTANCE_SKEW_SECS}",
+        seconds_now(backend, 1)
+    );
+    let purged = bind_seconds(backend, sqlx::query(&sql), now).execute(&mut **tx).await?;
+    Ok(purged.rows_affected())
+}
 
-    /// Binds the instance's `now` (seconds) where [`seconds_now`] asked for
-    /// it: on SQLite only.
-    fn bind_seconds<'q>(
-        &self,
-        query: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
-        now: i64,
-    ) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
-        match self.backend {
-            Backend::Postgres => query,
-            Backend::Sqlite => query.bind(now),
-        }
+/// Binds the instance's `now` (seconds) where [`seconds_now`] asked for
+/// it: on SQLite only.
+fn bind_seconds<'q>(
+    backend: Backend,
+    query: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
+    now: i64,
+) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
+    match backend {
+        Backend::Postgres => query,
+        Backend::Sqlite => query.bind(now),
     }
 }
 

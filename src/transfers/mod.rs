@@ -2,22 +2,29 @@
 //! its states and the events that announce them (here); the domain types
 //! the store takes and returns (`model`); the pure rules, route, limits'
 //! scale and fee valuation (`rules`); acceptance of a request, whatever
-//! asked (`accept`); and the sender loop with its one error (`send`,
-//! [`run_sender`]). The chain families' senders are `evm::EvmSender` and
-//! `solana::SolanaSender`; the SQL is in `store`.
+//! asked (`accept`); the sender loop with its one error (`send`,
+//! [`run_sender`]); and what senders write, each write in a transaction of
+//! its own (`record`, `transactions`, `retries`, `fillers`, `settle`). The
+//! chain families' senders are `evm::EvmSender` and `solana::SolanaSender`;
+//! the SQL is in `store`.
 
 mod accept;
 pub mod expiry;
+pub mod fillers;
 pub mod held;
 pub mod hold;
+pub mod limit_policies;
 pub mod lineage;
 pub mod model;
 pub mod record;
 pub mod resource;
+pub mod retries;
 pub mod rules;
 mod send;
+pub mod settle;
 pub mod sponsor;
 pub mod start_check;
+pub mod transactions;
 
 pub use crate::family::rules::{BadDestination, destination};
 pub use crate::store::Refusal;
@@ -118,7 +125,7 @@ pub async fn settle(
         native_decimals: config.native.decimals,
         usd_micros_per_coin: price,
     };
-    store.settle_transfer(id, &settlement).await
+    settle::settle_transfer(store, id, &settlement).await
 }
 
 #[cfg(test)]

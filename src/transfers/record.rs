@@ -35,7 +35,6 @@ pub async fn record(
     authorization_nonce: Option<&str>,
 ) -> Result<(), StoreError> {
     let mut tx = store.begin().await?;
-    store.check_own_fence(&mut tx).await?;
     let nonces = crate::family::rules::ordered_nonces(chain.family());
     check(&mut tx, transfer_id, sent, lineage, nonces).await?;
     if lineage == Lineage::Start && nonces {
@@ -103,7 +102,6 @@ pub async fn reserve_authorization(
     valid_before: i64,
 ) -> Result<(String, i64), StoreError> {
     let mut tx = store.begin().await?;
-    store.check_own_fence(&mut tx).await?;
     // The row lock first, then the source: once reserved, the
     // authorization is signed and leaves with the estimate.
     let reserving = rows::lock(&mut tx, id).await? == Some(TransferStatus::Accepted);

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tracing::warn;
 
-use super::{FailureDetails, Outgoing, failure};
+use super::{FailureDetails, Outgoing, failure, retries};
 use crate::{
     config::{AssetConfig, ChainConfig},
     keys::KeyError,
@@ -105,7 +105,9 @@ pub async fn after_step(
     outcome: Result<(), SendError>,
 ) -> Result<Option<FailureDetails>, StoreError> {
     match outcome {
-        Ok(()) if t.retries > 0 || t.retry_at.is_some() => store.clear_retries(&t.id).await.map(|()| None),
+        Ok(()) if t.retries > 0 || t.retry_at.is_some() => {
+            retries::clear_retries(store, &t.id).await.map(|()| None)
+        }
         Ok(()) => Ok(None),
         // A signer that does not answer is tried again at the next pass,
         // without backing off: its outage stops the submit window, and once
@@ -114,7 +116,7 @@ pub async fn after_step(
         Err(SendError::Key(error)) if error.is_unreachable() => {
             tracing::debug!(chain = %config.chain, transfer = %t.id, error = %error, "transfer step waits for the signer");
             let retry_at = now_micros().saturating_add(config.poll_interval.as_micros() as i64);
-            store.defer_transfer(&t.id, t.retries, retry_at, &error.to_string()).await?;
+            retries::defer_transfer(store, &t.id, t.retries, retry_at, &error.to_string()).await?;
             Ok(None)
         }
         Err(error) if error.is_retryable() => {
@@ -122,7 +124,7 @@ pub async fn after_step(
             let wait = config.poll_interval.saturating_mul(1 << retries.min(16)).min(MAX_RETRY_WAIT);
             warn!(chain = %config.chain, transfer = %t.id, retries, wait_ms = wait.as_millis() as u64, error = %error, "transfer step failed; retrying it later");
             let retry_at = now_micros().saturating_add(wait.as_micros() as i64);
-            store.defer_transfer(&t.id, retries, retry_at, &error.to_string()).await?;
+            retries::defer_transfer(store, &t.id, retries, retry_at, &error.to_string()).await?;
             Ok(None)
         }
         Err(error) => Ok(error.failure()),

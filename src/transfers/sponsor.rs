@@ -79,13 +79,13 @@ impl SponsorWatch {
             if !self.alarms.raise(&key, KIND, &message).logged() {
                 return;
             }
-            store.raise_condition(Some(chain), KIND, &funds.sponsor, &message).await
+            crate::conditions::raise(store, Some(chain), KIND, &funds.sponsor, &message).await
         } else {
             if self.raised.take().is_none() && !first {
                 return;
             }
             self.alarms.clear(&key, &format!("{chain}: the gas sponsor {} is funded", funds.sponsor));
-            store.clear_condition(Some(chain), KIND, &funds.sponsor).await
+            crate::conditions::clear(store, Some(chain), KIND, &funds.sponsor).await
         };
         if let Err(error) = result {
             debug!(%chain, %error, "cannot record the gas sponsor's condition");

@@ -12,7 +12,10 @@ use common::{
     api::{App, spawn_app},
     db::{BACKENDS, Backend},
 };
+use custody_indexer::deposits::commit;
+use custody_indexer::keys::accounts;
 use custody_indexer::transfers::hold;
+use custody_indexer::transfers::limit_policies::create_limit_policy;
 use custody_indexer::{
     account::{AccountAddress, AccountType},
     amount::Amount,
@@ -38,8 +41,9 @@ async fn app(backend: Backend) -> App {
 
 async fn add_account(app: &App, organization: &str, id: &str, identity: &str, address: &str) {
     common::identity(app.store(), organization, identity).await;
-    app.store()
-        .add_account(NewAccount {
+    accounts::add_account(
+        app.store(),
+        NewAccount {
             watch_from: Default::default(),
             id: id.into(),
             organization: organization.into(),
@@ -50,9 +54,10 @@ async fn add_account(app: &App, organization: &str, id: &str, identity: &str, ad
                 chains: vec![EVM, Chain::EthereumTestnet],
                 address: address.into(),
             }],
-        })
-        .await
-        .unwrap();
+        },
+    )
+    .await
+    .unwrap();
 }
 
 /// A deposit of `raw` USDC base units to `account` in block `block`, created
@@ -76,8 +81,9 @@ fn deposit(account: &str, address: &str, tx: u64, block: u64, time: u64, raw: u6
 
 async fn record(app: &App, deposits: Vec<Detected>) {
     let to = deposits.iter().map(|d| d.block_number).max().unwrap_or_default();
-    app.store()
-        .commit_scan(&ScanCommit {
+    commit::commit_scan(
+        app.store(),
+        &ScanCommit {
             chain: EVM,
             from: 0,
             to,
@@ -87,9 +93,10 @@ async fn record(app: &App, deposits: Vec<Detected>) {
             confirmed_through: None,
             cursor: CursorMove::Backfill,
             keep_blocks: 10,
-        })
-        .await
-        .unwrap();
+        },
+    )
+    .await
+    .unwrap();
 }
 
 fn ids(body: &Value, list: &str) -> Vec<String> {
@@ -686,8 +693,10 @@ async fn the_openapi_document_matches_the_routes_and_resources() {
         }
     };
     let (deleted, rotated) = (hook("deleted").await, hook("rotated").await);
-    let policy =
-        app.store().create_limit_policy("acme", Some("acct"), None, "ETH", Some("1"), None).await.unwrap().id;
+    let policy = create_limit_policy(app.store(), "acme", Some("acct"), None, "ETH", Some("1"), None)
+        .await
+        .unwrap()
+        .id;
     let transfer = NewTransfer {
         organization: "acme".into(),
         request_id: uuid::Uuid::new_v4().to_string(),

@@ -23,7 +23,7 @@ use custody_indexer::{
         schedule::{self, Schedule, ScheduleError},
     },
     environment::Environment,
-    operators::{Created, NewOperator, Role, manage},
+    operators::{Created, NewOperator, Role, manage, tenants},
     store::Store,
 };
 use sqlx::AnyPool;
@@ -262,7 +262,7 @@ async fn principals_written_with_plain_sql_are_named() {
         .await
         .unwrap();
         custody_indexer::operators::keys::revoke_key(&db.store, &admin.operator, &spare.id).await.unwrap();
-        db.store.create_organization("acme", None).await.unwrap();
+        tenants::create_bare_organization(&db.store, "acme", None).await.unwrap();
         let secret = api_key::generate();
         api_key::manage::create_with(&db.store, "acme", "ci", (&secret.id, &secret.hash), &Actor::System)
             .await
@@ -369,27 +369,27 @@ async fn each_period_one_instance_writes_the_checkpoint_to_its_directory_and_nat
     // Two instances asking at once: one claims the period.
     let (now, hour) = (1_800_000_000_000_000, 3_600_000_000);
     let (a, b) = tokio::join!(
-        db.store.claim_audit_checkpoint("node-a", now, hour),
-        db.store.claim_audit_checkpoint("node-b", now, hour)
+        schedule::claim_checkpoint(&db.store, "node-a", now, hour),
+        schedule::claim_checkpoint(&db.store, "node-b", now, hour)
     );
     assert_eq!([a.unwrap(), b.unwrap()].iter().filter(|c| **c).count(), 1);
-    assert!(!db.store.claim_audit_checkpoint("node-b", now + hour - 1, hour).await.unwrap());
-    assert!(db.store.claim_audit_checkpoint("node-b", now + hour, hour).await.unwrap());
+    assert!(!schedule::claim_checkpoint(&db.store, "node-b", now + hour - 1, hour).await.unwrap());
+    assert!(schedule::claim_checkpoint(&db.store, "node-b", now + hour, hour).await.unwrap());
     // A break-glass step makes the next one due at once.
-    assert!(!db.store.claim_audit_checkpoint("node-a", now + hour + 1, hour).await.unwrap());
+    assert!(!schedule::claim_checkpoint(&db.store, "node-a", now + hour + 1, hour).await.unwrap());
     let glass = Actor::break_glass("op_0123456789abcdef0123456789abcdef", "Ada");
     decide_as(&db.store, &glass, "mint-3").await;
-    assert!(db.store.claim_audit_checkpoint("node-a", now + hour + 1, hour).await.unwrap());
+    assert!(schedule::claim_checkpoint(&db.store, "node-a", now + hour + 1, hour).await.unwrap());
     // Put off or deleted by a writer: due all the same, and claimed once.
     let writer = AnyPool::connect(&db.url).await.unwrap();
     sqlx::query("UPDATE audit_checkpoint_due SET due_at = 9000000000000000000")
         .execute(&writer)
         .await
         .unwrap();
-    assert!(db.store.claim_audit_checkpoint("node-a", now + hour + 2, hour).await.unwrap());
+    assert!(schedule::claim_checkpoint(&db.store, "node-a", now + hour + 2, hour).await.unwrap());
     sqlx::query("DELETE FROM audit_checkpoint_due").execute(&writer).await.unwrap();
-    assert!(db.store.claim_audit_checkpoint("node-b", now + hour + 3, hour).await.unwrap());
-    assert!(!db.store.claim_audit_checkpoint("node-a", now + hour + 4, hour).await.unwrap());
+    assert!(schedule::claim_checkpoint(&db.store, "node-b", now + hour + 3, hour).await.unwrap());
+    assert!(!schedule::claim_checkpoint(&db.store, "node-a", now + hour + 4, hour).await.unwrap());
 
     let written = schedule::write(&db.store, &schedule).await.unwrap();
     assert_eq!(written.seq, 3);

@@ -11,6 +11,7 @@ use common::{
     api::{send_json, spawn_app},
     db::BACKENDS,
 };
+use custody_indexer::deposits::commit;
 use custody_indexer::{
     api::RateLimit,
     chain::Chain,
@@ -71,9 +72,9 @@ async fn operators_of_every_role_list_the_providers_disputes_and_the_reconciliat
             ],
             ..Default::default()
         };
-        let (_, new) = app.store().settle_on_quorum(&settlement).await.unwrap();
+        let (_, new) = commit::settle_on_quorum(app.store(), &settlement).await.unwrap();
         assert_eq!(new.len(), 2, "{backend:?}: two new disputes");
-        let (_, again) = app.store().settle_on_quorum(&settlement).await.unwrap();
+        let (_, again) = commit::settle_on_quorum(app.store(), &settlement).await.unwrap();
         assert!(again.is_empty(), "{backend:?}: a dispute is new once");
 
         for (operator, key) in &staff {

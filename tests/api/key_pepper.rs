@@ -68,7 +68,7 @@ async fn a_stores_plain_key_hashes_are_keyed_once_and_never_again() {
             NewOperator { name: "Ada".into(), email: "ada@example.com".into(), roles: vec![Role::Admin] };
         let admin =
             manage::bootstrap(&db.store, Environment::Sandbox, &Actor::local(None), admin).await.unwrap();
-        db.store.create_organization("acme", None).await.unwrap();
+        custody_indexer::operators::tenants::create_bare_organization(&db.store, "acme", None).await.unwrap();
         let (_, tenant) = api_key::manage::create(&db.store, "acme", "ci", &Actor::System).await.unwrap();
         let pool = AnyPool::connect(&db.url).await.unwrap();
         let plain = hashes(&pool).await;

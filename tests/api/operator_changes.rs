@@ -308,7 +308,9 @@ async fn a_database_owner_cannot_bend_a_change_nor_an_invitation() {
         let live = app.store().operator_keys(&cy_id).await.unwrap();
         assert!(live.is_empty(), "{backend:?}: no key for a forged enrolment");
         // Nor does a tenant's link moved onto the operator's sign-in.
-        app.store().create_organization("acme", None).await.unwrap();
+        custody_indexer::operators::tenants::create_bare_organization(app.store(), "acme", None)
+            .await
+            .unwrap();
         let invited = people::invite(
             app.store(),
             "acme",

@@ -147,7 +147,7 @@ async fn on_a_production_store_identity_decisions_go_through_the_service_or_brea
             ["identities", "import", "--organization", "acme", "--id", "ana", "--type", "INDIVIDUAL"];
         let out = cli(&app, &[&import[..], &["--reason", "migrated"]].concat(), None);
         assert!(out.status.success(), "{backend:?}: an unstamped store takes it: {}", text(&out));
-        app.store().stamp_environment(Environment::Production).await.unwrap();
+        custody_indexer::start::stamp_environment(app.store(), Environment::Production).await.unwrap();
 
         let suspend = ["identities", "suspend", "ana", "--organization", "acme", "--reason", "fraud report"];
         let direct = cli(&app, &suspend, None);

@@ -15,7 +15,15 @@ use common::{
     signing::{ClientKey, claims},
 };
 use custody_indexer::{
-    api::RateLimit, api_key, config::Chains, environment::Environment, request_signature::PublicKey,
+    api::RateLimit,
+    api_key::{
+        self,
+        requests::{purge_request_tokens, record_request_token},
+    },
+    config::Chains,
+    environment::Environment,
+    operators::tenants::create_bare_organization,
+    request_signature::PublicKey,
 };
 use jsonwebtoken::{EncodingKey, Header};
 use serde_json::{Value, json};
@@ -199,7 +207,7 @@ async fn a_token_accepted_by_one_instance_is_refused_by_another_sharing_the_stor
 /// store and the key's id.
 async fn store_with_key(backend: Backend) -> (TestDb, String) {
     let db = TestDb::new(backend).await;
-    db.store.create_organization("acme", None).await.unwrap();
+    create_bare_organization(&db.store, "acme", None).await.unwrap();
     let secret = api_key::generate();
     custody_indexer::api_key::manage::create_with(
         &db.store,
@@ -220,24 +228,27 @@ async fn token_ids_are_kept_until_their_time_then_purged() {
         let (db, key) = store_with_key(backend).await;
         let store = &db.store;
         let now = chrono::Utc::now().timestamp();
-        assert!(store.record_request_token(&key, "j-1", now + 90, now).await.unwrap());
-        assert!(store.record_request_token(&key, "j-2", now - skew - 10, now).await.unwrap());
+        assert!(record_request_token(store, &key, "j-1", now + 90, now).await.unwrap());
+        assert!(record_request_token(store, &key, "j-2", now - skew - 10, now).await.unwrap());
         assert!(
-            !store.record_request_token(&key, "j-1", now + 95, now).await.unwrap(),
+            !record_request_token(store, &key, "j-1", now + 95, now).await.unwrap(),
             "{backend:?}: replay"
         );
         assert_eq!(
-            store.purge_request_tokens(now).await.unwrap(),
+            purge_request_tokens(store, now).await.unwrap(),
             1,
             "{backend:?}: only j-2 is past its time on every instance's clock"
         );
         // Past its time by this clock, not by the skew others may have.
-        assert!(!store.record_request_token(&key, "j-1", now + 95, now + 91).await.unwrap(), "{backend:?}");
-        assert!(store.record_request_token(&key, "j-2", now + 90, now).await.unwrap(), "{backend:?}: purged");
+        assert!(!record_request_token(store, &key, "j-1", now + 95, now + 91).await.unwrap(), "{backend:?}");
+        assert!(
+            record_request_token(store, &key, "j-2", now + 90, now).await.unwrap(),
+            "{backend:?}: purged"
+        );
         if backend == Backend::Sqlite {
             // SQLite serves one instance, whose clock judges.
             let past = now + 91 + skew;
-            assert!(store.record_request_token(&key, "j-1", past + 90, past).await.unwrap(), "{backend:?}");
+            assert!(record_request_token(store, &key, "j-1", past + 90, past).await.unwrap(), "{backend:?}");
         }
     }
 }
@@ -391,15 +402,15 @@ async fn an_instance_whose_clock_runs_fast_never_forgets_a_jti_another_still_acc
         let now = chrono::Utc::now().timestamp();
         // Accepted by the slow instance: kept until its exp plus the leeway.
         let keep_until = now + 40;
-        assert!(store.record_request_token(&key, "jti-1", keep_until, now).await.unwrap());
+        assert!(record_request_token(store, &key, "jti-1", keep_until, now).await.unwrap());
         // The fast instance, 100 s ahead, purges and sees the token again.
         let fast = now + 100;
-        store.purge_request_tokens(fast).await.unwrap();
-        assert!(!store.record_request_token(&key, "jti-1", fast + 40, fast).await.unwrap(), "replayed");
+        purge_request_tokens(store, fast).await.unwrap();
+        assert!(!record_request_token(store, &key, "jti-1", fast + 40, fast).await.unwrap(), "replayed");
         // Once past every instance's clock, it is purged.
         let later = now + 40 + custody_indexer::store::INSTANCE_SKEW_SECS + 1;
         if backend == Backend::Sqlite {
-            assert_eq!(store.purge_request_tokens(later).await.unwrap(), 1);
+            assert_eq!(purge_request_tokens(store, later).await.unwrap(), 1);
         }
     }
 }

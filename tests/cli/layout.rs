@@ -4,6 +4,8 @@
 //! - no import circle among `src/` files;
 //! - no file over 500 lines, no function over 80 (unit tests aside);
 //! - a `store/` file imports model types only (the rooms [`MODEL`] names);
+//! - the store writes only over a transaction its caller holds: no store
+//!   function opens one (but `Store::begin`) or writes without one;
 //! - no wing imports `api/` or `console/` (only the doors do);
 //! - a `match` on a chain's family, or a comparison with one, is written in
 //!   `src/family/` alone (and in the families' own `evm/`, `solana/`);
@@ -97,6 +99,7 @@ fn the_house_keeps_its_layout_rules() {
     broken.extend(house.long_files());
     broken.extend(house.long_functions());
     broken.extend(house.store_imports());
+    broken.extend(house.store_writes());
     broken.extend(house.door_imports());
     broken.extend(house.family_matches());
     broken.extend(folders_described(&house));
@@ -135,7 +138,24 @@ fn each_rule_fails_when_broken() {
             "    let _ = 1;\n".repeat(MAX_FUNCTION_LINES)
         ),
     );
+    write(
+        "store/rows.rs",
+        "pub async fn touch(pool: &AnyPool) {\n    sqlx::query(\"UPDATE sessions SET seen = 1\").execute(pool).await;\n}\n\
+         pub async fn flow(pool: &AnyPool) {\n    let tx = pool.begin().await;\n}\n\
+         pub async fn row(tx: &mut Tx) {\n    sqlx::query(\"UPDATE sessions SET seen = 1\").execute(&mut **tx).await;\n}\n\
+         pub async fn state(pool: &AnyPool, state: TxState) {\n    sqlx::query(\"DELETE FROM sessions\").execute(pool).await;\n}\n\
+         pub async fn read(pool: &AnyPool) {\n    sqlx::query(\"SELECT seen FROM sessions\").fetch_all(pool).await;\n}\n",
+    );
     let house = House::read(src);
+    let writes = house.store_writes();
+    assert_eq!(
+        writes,
+        vec![
+            "store/rows.rs: fn touch writes rows outside its caller's transaction".to_string(),
+            "store/rows.rs: fn flow opens a transaction of its own".into(),
+            "store/rows.rs: fn state writes rows outside its caller's transaction".into(),
+        ]
+    );
     let circles = house.circles();
     assert_eq!(circles, vec![vec!["api/mod.rs".to_string(), "deposits/watcher.rs".into()]]);
     let store = house.store_imports();
@@ -176,6 +196,8 @@ struct File {
     module: Vec<String>,
     /// Its code without comments, string contents or unit tests.
     code: String,
+    /// Its code without unit tests, strings kept (the store's SQL).
+    raw: String,
     lines: usize,
 }
 
@@ -198,8 +220,9 @@ impl House {
             let rel = path.strip_prefix(src).unwrap().to_string_lossy().replace('\\', "/");
             let text = fs::read_to_string(&path).unwrap();
             let module = module_of(&rel);
-            let code = blank(&strip_unit_tests(&text));
-            files.insert(rel, File { module, code, lines: text.lines().count() });
+            let raw = strip_unit_tests(&text);
+            let code = blank(&raw);
+            files.insert(rel, File { module, code, raw, lines: text.lines().count() });
         }
         House { files }
     }
@@ -369,6 +392,34 @@ impl House {
         out.into_iter().collect()
     }
 
+    /// The store's functions that open a transaction of their own (but
+    /// `Store::begin` and the migration's) or write a row without one their
+    /// caller holds: every write is a row function over the wing's `Tx`.
+    fn store_writes(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (name, file) in self.files.iter().filter(|(n, _)| n.starts_with("store/")) {
+            let raw: Vec<&str> = file.raw.lines().collect();
+            for (function, start, len) in function_spans(&file.code) {
+                if OWN_TRANSACTIONS.contains(&(name.as_str(), function.as_str())) {
+                    continue;
+                }
+                let code: Vec<&str> = file.code.lines().skip(start).take(len).collect();
+                let head_end = code.iter().position(|l| l.trim_end().ends_with('{')).unwrap_or(0);
+                let head = code[..=head_end].join(" ");
+                let body = code.join("\n");
+                if [".begin(", ".begin_with("].iter().any(|b| body.contains(b)) {
+                    out.push(format!("{name}: fn {function} opens a transaction of its own"));
+                }
+                let held = ["Tx", "Transaction", "AnyConnection"].iter().any(|t| has_word(&head, t));
+                let sql = raw[start..(start + len).min(raw.len())].join("\n");
+                if head.contains("async") && !held && writes_rows(&sql) {
+                    out.push(format!("{name}: fn {function} writes rows outside its caller's transaction"));
+                }
+            }
+        }
+        out
+    }
+
     /// A wing's imports of `api/` or `console/`, and the API's of the console.
     fn door_imports(&self) -> Vec<String> {
         let top = |file: &str| file.split('/').next().unwrap_or(file).to_string();
@@ -428,6 +479,31 @@ fn face_of(a: &str, b: &str) -> bool {
         folder.is_some_and(|folder| file.starts_with(&folder) && file != face)
     };
     holds(a, b) || holds(b, a)
+}
+
+/// The store's own transactions: `Store::begin`, and the migration's
+/// (its guards put in place, its positions compacted).
+const OWN_TRANSACTIONS: &[(&str, &str)] = &[
+    ("store/mod.rs", "begin"),
+    ("store/mod.rs", "migrate"),
+    ("store/deposits/positions.rs", "compact_positions"),
+    ("store/audit/audit_guard.rs", "install"),
+];
+
+/// Whether `text` holds `word` whole (`Tx`, not `TxState`).
+fn has_word(text: &str, word: &str) -> bool {
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    text.match_indices(word)
+        .any(|(at, _)| !text[..at].ends_with(ident) && !text[at + word.len()..].starts_with(ident))
+}
+
+/// Whether `sql` holds a statement that writes a row.
+fn writes_rows(sql: &str) -> bool {
+    let upper = sql.to_uppercase();
+    let words: Vec<&str> =
+        upper.split(|c: char| !(c.is_alphanumeric() || c == '_')).filter(|w| !w.is_empty()).collect();
+    words.windows(2).any(|w| w == ["INSERT", "INTO"] || w == ["DELETE", "FROM"])
+        || words.windows(3).any(|w| w[0] == "UPDATE" && w[2] == "SET")
 }
 
 const FAMILIES: [&str; 2] = ["Family::Evm", "Family::Solana"];
@@ -680,6 +756,12 @@ fn inline_paths(code: &str) -> Vec<Vec<String>> {
 /// Each function of `code` (a line holding `fn name` and, at its
 /// indentation, the `}` that closes it) and its length in lines.
 fn functions(code: &str) -> Vec<(String, usize)> {
+    function_spans(code).into_iter().map(|(name, _, len)| (name, len)).collect()
+}
+
+/// Each function of `code`: its name, its first line (from 0) and its
+/// length in lines.
+fn function_spans(code: &str) -> Vec<(String, usize, usize)> {
     let lines: Vec<&str> = code.lines().collect();
     let mut out = Vec::new();
     for (i, line) in lines.iter().enumerate() {
@@ -696,7 +778,7 @@ fn functions(code: &str) -> Vec<(String, usize)> {
         let name: String =
             trimmed[at + 3..].chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
         if trimmed.contains('{') && trimmed.trim_end().ends_with('}') {
-            out.push((name, 1));
+            out.push((name, i, 1));
             continue;
         }
         let indent = line.len() - trimmed.len();
@@ -709,12 +791,12 @@ fn functions(code: &str) -> Vec<(String, usize)> {
         if let Some(end) =
             lines[i..].iter().position(|l| l.trim_end() == close || l.trim_end() == format!("{close},"))
         {
-            out.push((name, end + 1));
+            out.push((name, i, end + 1));
         } else if let Some(end) = lines[i..]
             .iter()
             .position(|l| l.trim_end().ends_with('}') && l.len() - l.trim_start().len() == indent)
         {
-            out.push((name, end + 1));
+            out.push((name, i, end + 1));
         }
     }
     out

@@ -44,7 +44,9 @@ impl App {
     /// Creates `organization` (if new) and a key of it; returns the token.
     pub async fn key(&self, organization: &str) -> String {
         if !self.store().organizations().await.unwrap().iter().any(|o| o.id == organization) {
-            self.store().create_organization(organization, None).await.unwrap();
+            custody_indexer::operators::tenants::create_bare_organization(self.store(), organization, None)
+                .await
+                .unwrap();
         }
         let secret = api_key::generate();
         custody_indexer::api_key::manage::create_with(

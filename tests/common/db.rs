@@ -24,7 +24,9 @@ pub const TEST_PII_KEY: &str = "Y3VzdG9keS1pbmRleGVyIHRlc3QgcGlpIGtleSAzMmI=";
 
 /// `store` with its personal data under [`TEST_PII_KEY`] (recorded on first use).
 pub async fn unlocked(store: &Store) -> Store {
-    store.unlock_pii(KeySource::Given(Key::parse(TEST_PII_KEY).unwrap())).await.unwrap()
+    custody_indexer::start::unlock_pii(store, KeySource::Given(Key::parse(TEST_PII_KEY).unwrap()))
+        .await
+        .unwrap()
 }
 
 pub struct TestDb {

@@ -2,6 +2,7 @@
 //! API over it in either environment, identities with or without the fiat
 //! entitlement, accounts, and a valid US bank account.
 
+use custody_indexer::keys::accounts;
 use custody_indexer::{
     account::{AccountAddress, AccountType},
     chain::Chain,
@@ -63,7 +64,7 @@ pub async fn identity(app: &App, organization: &str, id: &str, active: bool, fia
         state,
         actor: "operator:test".into(),
     };
-    app.store().create_identity(&new).await.unwrap();
+    custody_indexer::identity::register::create_identity(app.store(), &new).await.unwrap();
     if fiat {
         assert!(super::set_fiat(app.store(), organization, id, true, "kyc done").await.unwrap());
     }
@@ -81,7 +82,7 @@ pub async fn account(app: &App, organization: &str, identity: &str, id: &str, ad
         addresses,
         watch_from: Default::default(),
     };
-    app.store().add_account(new).await.unwrap();
+    accounts::add_account(app.store(), new).await.unwrap();
 }
 
 pub fn us_bank(account_number: &str) -> Value {
@@ -137,6 +138,9 @@ pub async fn instructed() -> (super::cli::Env, String) {
         instruction,
         destination_address: ADDRESS.into(),
     };
-    env.store().await.create_mint_instruction(&new).await.unwrap().unwrap();
+    custody_indexer::issuance::requested::create_mint_instruction(&env.store().await, &new)
+        .await
+        .unwrap()
+        .unwrap();
     (env, memo)
 }

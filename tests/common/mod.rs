@@ -36,6 +36,7 @@ pub mod transfers;
 
 use std::{future::Future, path::Path, time::Duration};
 
+use custody_indexer::keys::accounts;
 use custody_indexer::{
     account::{AccountAddress, AccountType, DEFAULT_ORGANIZATION},
     chain::Chain,
@@ -128,7 +129,7 @@ pub async fn identity(store: &Store, organization: &str, id: &str) {
         state: State::Active { rfi: false },
         actor: "operator:test".into(),
     };
-    match store.create_identity(&new).await {
+    match custody_indexer::identity::register::create_identity(store, &new).await {
         Ok(_) | Err(StoreError::Taken { .. }) => {}
         Err(error) => panic!("identity {id}: {error}"),
     }
@@ -160,7 +161,7 @@ pub async fn watch_numbered(store: &custody_indexer::store::Store, addresses: &[
         })
         .collect();
     for chunk in accounts.chunks(10_000) {
-        store.add_accounts(chunk).await.unwrap();
+        accounts::add_accounts(store, chunk).await.unwrap();
     }
 }
 
@@ -203,8 +204,9 @@ pub async fn add_account_on(store: &Store, chain: Chain, id: &str, address: &str
 /// An account with one address on `chain`, watched from `watch_from`.
 pub async fn add_account_from(store: &Store, chain: Chain, id: &str, address: &str, watch_from: WatchFrom) {
     identity(store, DEFAULT_ORGANIZATION, &format!("identity-{id}")).await;
-    store
-        .add_account(NewAccount {
+    accounts::add_account(
+        store,
+        NewAccount {
             watch_from,
             id: id.into(),
             organization: DEFAULT_ORGANIZATION.into(),
@@ -212,9 +214,10 @@ pub async fn add_account_from(store: &Store, chain: Chain, id: &str, address: &s
             kind: AccountType::Segregated,
             request_id: None,
             addresses: vec![AccountAddress { chains: vec![chain], address: address.into() }],
-        })
-        .await
-        .expect("account added");
+        },
+    )
+    .await
+    .expect("account added");
 }
 
 /// Steps an EVM watcher until it has indexed the current head.

@@ -52,7 +52,7 @@ async fn in_production_admins_and_developers_need_a_second_factor_and_viewers_do
         })
         .await;
         let (store, base) = (app.store(), app.base.as_str());
-        store.create_organization("acme", None).await.unwrap();
+        custody_indexer::operators::tenants::create_bare_organization(store, "acme", None).await.unwrap();
         let actor = Actor::local(None);
         let ada = people::invite(store, "acme", ("ada@acme.example", TenantRole::Admin), &actor, None)
             .await

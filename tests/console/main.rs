@@ -54,7 +54,9 @@ impl Tenant {
     /// As [`Tenant::new`], its service's state as `configure` makes it.
     pub async fn configured(backend: Backend, configure: impl FnOnce(ApiState) -> ApiState) -> Tenant {
         let app = spawn_configured(backend, Chains::default(), configure).await;
-        app.store().create_organization("acme", Some("Acme")).await.unwrap();
+        custody_indexer::operators::tenants::create_bare_organization(app.store(), "acme", Some("Acme"))
+            .await
+            .unwrap();
         let new = NewOperator {
             name: "Opal Admin".into(),
             email: "opal@platform.example".into(),

@@ -5,6 +5,7 @@
 //! it; the audit log with its chain verified.
 
 use alloy::transports::http::reqwest::Method;
+use custody_indexer::deposits::commit;
 use custody_indexer::{
     audit::Actor,
     environment::Environment,
@@ -67,7 +68,7 @@ pub(crate) async fn sign_out(browser: &Browser) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn operators_decide_from_the_queues_with_four_eyes_on_wires() {
     let app = app(Backend::Postgres, Environment::Production, Some(us_bank("000555555555"))).await;
-    app.store().create_organization("acme", None).await.unwrap();
+    custody_indexer::operators::tenants::create_bare_organization(app.store(), "acme", None).await.unwrap();
     identity(&app, "acme", "ada", true, true).await;
     account(&app, "acme", "ada", "ada-usdc", &[ADDRESS]).await;
     identity(&app, "acme", "cal", false, false).await;
@@ -81,7 +82,7 @@ async fn operators_decide_from_the_queues_with_four_eyes_on_wires() {
         state: checks,
         actor: "client".into(),
     };
-    app.store().create_identity(&bea).await.unwrap();
+    custody_indexer::identity::register::create_identity(app.store(), &bea).await.unwrap();
     let key = app.key("acme").await;
     let body = json!({ "request_id": "ada-mint", "identity_id": "ada", "stablecoin_symbol": "USDC",
                        "chain": "ETHEREUM_TESTNET", "mint_destination_address_id": "ada-usdc" });
@@ -262,7 +263,9 @@ async fn seed_reconciliation(app: &App) {
         ("https://b.example/".to_string(), Answer::Serves { hash: "0xaa".into(), holds: false }),
     ];
     let disputes = vec![Dispute::new(&claimed, "0xaa", &answers, Decision::Fail)];
-    app.store().settle_on_quorum(&QuorumSettlement { disputes, ..Default::default() }).await.unwrap();
+    commit::settle_on_quorum(app.store(), &QuorumSettlement { disputes, ..Default::default() })
+        .await
+        .unwrap();
     let line = json!({
         "account_id": "alice", "address": address, "asset": "ETH", "difference": "-0.5",
         "divergent_blocks": [{ "block": 9, "change": "-0.5" }],

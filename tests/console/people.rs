@@ -260,7 +260,9 @@ async fn an_admin_runs_the_team_and_each_role_does_what_it_may() {
         assert_eq!(enrol(&second_link, PASSWORD).await.status, 200, "{backend:?}: the new link");
 
         // Another organization's user: not found.
-        tenant.app.store().create_organization("globex", None).await.unwrap();
+        custody_indexer::operators::tenants::create_bare_organization(tenant.app.store(), "globex", None)
+            .await
+            .unwrap();
         let args =
             ["users", "invite", "--organization", "globex", "--email", "g@globex.example", "--role", "admin"];
         assert!(cli(&tenant.app, &args, &tenant.operator_key).await.status.success());
@@ -275,8 +277,10 @@ async fn on_a_production_store_a_tenant_with_console_users_keeps_its_keys_in_the
     for backend in BACKENDS {
         let tenant = Tenant::new(backend).await;
         let app = &tenant.app;
-        app.store().create_organization("globex", None).await.unwrap();
-        app.store().stamp_environment(Environment::Production).await.unwrap();
+        custody_indexer::operators::tenants::create_bare_organization(app.store(), "globex", None)
+            .await
+            .unwrap();
+        custody_indexer::start::stamp_environment(app.store(), Environment::Production).await.unwrap();
         let dir = tempfile::tempdir().unwrap();
         let pepper = dir.path().join("pepper");
         std::fs::write(&pepper, "a pepper of thirty-two bytes or more").unwrap();

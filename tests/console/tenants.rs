@@ -180,7 +180,7 @@ async fn operators_stay_out_of_tenants_and_invitations_reach_their_owner_by_mail
 async fn in_sandbox_an_operator_invites_a_first_admin_alone_and_no_one_after() {
     let sandbox = |state: ApiState| state.with_compliance(Environment::Sandbox, Default::default());
     let app = spawn_configured(Backend::Sqlite, Chains::default(), sandbox).await;
-    app.store().create_organization("acme", None).await.unwrap();
+    custody_indexer::operators::tenants::create_bare_organization(app.store(), "acme", None).await.unwrap();
     let new =
         NewOperator { name: "Opal".into(), email: "opal@platform.example".into(), roles: vec![Role::Admin] };
     let opal = manage::bootstrap(app.store(), Environment::Sandbox, &Actor::local(None), new).await.unwrap();

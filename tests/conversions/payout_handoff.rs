@@ -21,6 +21,7 @@ use common::{
     db::{BACKENDS, TestDb, unlocked},
     issuance::us_bank,
 };
+use custody_indexer::keys::accounts;
 use custody_indexer::{
     account::{AccountAddress, AccountType},
     amount::Amount,
@@ -38,7 +39,7 @@ use custody_indexer::{
         Made, NewAccount, NewIdentity, NewOffRamp, NewTransfer, Store, TransferPage, now_micros,
         payouts::CLAIM_MICROS,
     },
-    transfers::{Route, TransferStatus},
+    transfers::{Route, TransferStatus, settle::settle_transfer},
 };
 use serde_json::Value;
 
@@ -118,7 +119,7 @@ async fn ada(store: &Store) {
         state: State::Active { rfi: false },
         actor: "operator:test".into(),
     };
-    store.create_identity(&new).await.unwrap();
+    custody_indexer::identity::register::create_identity(store, &new).await.unwrap();
     assert!(common::set_fiat(store, "default", "ada", true, "kyc done").await.unwrap());
     let account = NewAccount {
         id: "ada-1".into(),
@@ -129,13 +130,15 @@ async fn ada(store: &Store) {
         addresses: vec![AccountAddress { chains: vec![CHAIN], address: ADA.into() }],
         watch_from: Default::default(),
     };
-    store.add_account(account).await.unwrap();
+    accounts::add_account(store, account).await.unwrap();
     let bank = BankAccount {
         id: "bank-1".into(),
         identity_id: "ada".into(),
         bank_account_details: Masked::new(us_bank("000123456789")),
     };
-    store.create_bank_account("default", "bank-request-1", &bank).await.unwrap();
+    custody_indexer::issuance::requested::create_bank_account(store, "default", "bank-request-1", &bank)
+        .await
+        .unwrap();
 }
 
 /// An off-ramp of 50 USDC to `bank-1` whose collect is `CONFIRMED`: its id.
@@ -187,7 +190,7 @@ async fn collected(store: &Store, request_id: &str) -> String {
     };
     let transfers = store.transfer_page(&page).await.unwrap();
     let collect = transfers.iter().find(|t| t.request_id == format!("collect-{request_id}")).unwrap();
-    store.settle_transfer(&collect.id, &settlement).await.unwrap();
+    settle_transfer(store, &collect.id, &settlement).await.unwrap();
     conversion.id
 }
 
@@ -248,7 +251,7 @@ async fn a_payout_is_handed_over_once_under_its_key_whatever_the_bank_and_the_in
         let calls = flaky.calls().len();
         // Claimed now: it holds for the whole claim, whatever the machine's
         // speed, until the test makes it lapse below.
-        assert!(other.claim_payout(&id, now_micros()).await.unwrap().is_some());
+        assert!(payout::claim_payout(other, &id, now_micros()).await.unwrap().is_some());
         // The bank may hold it now: an identity that loses its entitlement
         // meanwhile does not have it refused (and refunded) behind the bank.
         assert!(common::set_fiat(store, "default", "ada", false, "review").await.unwrap());

@@ -14,6 +14,8 @@ use alloy::{
 use common::{
     Anvil, Backend, CHAIN, TestDb, add_account, anvil::Mined, catch_up, chain_config, db::BACKENDS,
 };
+use custody_indexer::deposits::commit;
+use custody_indexer::keys::accounts;
 use custody_indexer::{
     account::{AccountAddress, AccountType},
     amount::Amount,
@@ -103,8 +105,9 @@ async fn reincluded_token_transfer(backend: Backend) {
 
 async fn add_to(store: &Store, organization: &str, id: &str, address: &str, chain: Chain) {
     common::identity(store, organization, &format!("identity-{id}")).await;
-    store
-        .add_account(NewAccount {
+    accounts::add_account(
+        store,
+        NewAccount {
             watch_from: Default::default(),
             id: id.into(),
             organization: organization.into(),
@@ -112,9 +115,10 @@ async fn add_to(store: &Store, organization: &str, id: &str, address: &str, chai
             kind: AccountType::Segregated,
             request_id: None,
             addresses: vec![AccountAddress { chains: vec![chain], address: address.into() }],
-        })
-        .await
-        .unwrap();
+        },
+    )
+    .await
+    .unwrap();
 }
 
 #[tokio::test]
@@ -123,7 +127,7 @@ async fn a_deposit_names_the_senders_account_only_within_its_organization() {
     let db = TestDb::new(Backend::Postgres).await;
     let [outsider, alice, bob, carol] =
         [anvil.accounts[0], anvil.accounts[1], anvil.accounts[2], anvil.accounts[3]];
-    db.store.create_organization("other", None).await.unwrap();
+    custody_indexer::operators::tenants::create_bare_organization(&db.store, "other", None).await.unwrap();
     add_to(&db.store, "default", "alice", &alice.to_string(), CHAIN).await;
     add_to(&db.store, "other", "bob", &bob.to_string(), CHAIN).await;
     add_to(&db.store, "default", "carol", &carol.to_string(), CHAIN).await;
@@ -210,7 +214,7 @@ async fn the_store_keeps_a_source_account_of_another_organization_out_on_every_c
     for backend in BACKENDS {
         let db = TestDb::new(backend).await;
         let store = &db.store;
-        store.create_organization("other", None).await.unwrap();
+        custody_indexer::operators::tenants::create_bare_organization(store, "other", None).await.unwrap();
         // Solana addresses: the rule is the store's, whatever decoded the deposit.
         let key = |n: u8| solana_address(n);
         add_to(store, "default", "alice", &key(1), SOLANA).await;
@@ -224,7 +228,7 @@ async fn the_store_keeps_a_source_account_of_another_organization_out_on_every_c
                 solana_deposit("sig-3", "alice", Some("nobody"), 3),
             ],
         );
-        store.commit_scan(&scan).await.unwrap();
+        commit::commit_scan(store, &scan).await.unwrap();
         let mut found: Vec<_> = store
             .deposits_on_chain(SOLANA)
             .await
@@ -352,7 +356,7 @@ async fn token_deposits_stored_before_the_upgrade_keep_their_identity() {
         // The store before the migration that changed the token key.
         let db = TestDb::migrated_before(backend, 8).await;
         let store = &db.store;
-        store.create_organization("other", None).await.unwrap();
+        custody_indexer::operators::tenants::create_bare_organization(store, "other", None).await.unwrap();
         // Accounts as they were registered before identities existed.
         add_old(&db.url, "default", "alice", RECEIVER, CHAIN).await;
         add_old(&db.url, "default", "sam", SENDER, Chain::EthereumMainnet).await;
@@ -409,7 +413,7 @@ async fn token_deposits_stored_before_the_upgrade_keep_their_identity() {
                 decoded(4, 9, 0, 10),
             ],
         );
-        let changed = store.commit_scan(&scan).await.unwrap();
+        let changed = commit::commit_scan(store, &scan).await.unwrap();
         assert!(changed.is_empty(), "{backend:?}: {changed:?}");
         assert_eq!(store.deposits_on_chain(CHAIN).await.unwrap(), stored);
         let t2: Vec<_> =
@@ -499,7 +503,7 @@ async fn long_positions_stored_before_the_upgrade_are_compacted_and_found_again(
         assert_eq!(stored.len(), 4);
         let mut rescan = transfers.to_vec();
         rescan.push(native);
-        let changed = store.commit_scan(&backfill(CHAIN, rescan)).await.unwrap();
+        let changed = commit::commit_scan(store, &backfill(CHAIN, rescan)).await.unwrap();
         assert!(changed.is_empty(), "{backend:?}: {changed:?}");
         assert_eq!(store.deposits_on_chain(CHAIN).await.unwrap(), stored);
     }
@@ -518,7 +522,7 @@ async fn a_colliding_compact_position_never_moves_another_transfers_deposit() {
         let stored = store.deposits_on_chain(CHAIN).await.unwrap();
 
         // The transfer of 5 seen in another block updates nothing.
-        let changed = store.commit_scan(&backfill(CHAIN, vec![decoded(1, 5, 0, 12)])).await.unwrap();
+        let changed = commit::commit_scan(store, &backfill(CHAIN, vec![decoded(1, 5, 0, 12)])).await.unwrap();
         assert!(changed.is_empty(), "{backend:?}: {changed:?}");
         assert_eq!(store.deposits_on_chain(CHAIN).await.unwrap(), stored, "{backend:?}");
         let pool = AnyPool::connect(&db.url).await.unwrap();

@@ -17,6 +17,7 @@ use common::{
 };
 use custody_indexer::identity::change as lifecycle;
 use custody_indexer::identity::change::Change;
+use custody_indexer::keys::accounts;
 use custody_indexer::{
     account::{AccountAddress, AccountStatus, AccountType},
     deposits::resource::{Deposit, DepositStatus, SourceType},
@@ -604,8 +605,9 @@ async fn deposits_to_frozen_and_closed_accounts_are_recorded() {
         let address = anvil.accounts[i + 1];
         let identity = format!("identity-{status}");
         common::identity(&db.store, "default", &identity).await;
-        db.store
-            .add_account(NewAccount {
+        accounts::add_account(
+            &db.store,
+            NewAccount {
                 watch_from: Default::default(),
                 id: format!("{status}"),
                 organization: "default".into(),
@@ -613,9 +615,10 @@ async fn deposits_to_frozen_and_closed_accounts_are_recorded() {
                 kind: AccountType::Omnibus,
                 request_id: None,
                 addresses: vec![AccountAddress { chains: vec![CHAIN], address: address.to_string() }],
-            })
-            .await
-            .unwrap();
+            },
+        )
+        .await
+        .unwrap();
         let change = Change {
             organization: "default",
             identity_id: &identity,

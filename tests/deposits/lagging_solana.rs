@@ -12,6 +12,7 @@ use common::{
     lagging::{self, Family, Row, assert_exact, rows, settled},
     solana::{SOL, SolanaNode, TOKEN, ata, create_ata, mint_to, transfer_checked, transfer_sol},
 };
+use custody_indexer::deposits::coverage;
 use custody_indexer::{
     chain::Chain, config::ChainConfig, deposits::resource::DepositStatus, evm::WatchError,
     solana::SolanaWatcher, store::Store,
@@ -255,7 +256,7 @@ async fn solana_address_backfill_through_a_lagging_backend_reads_the_whole_histo
     // `run` has seen the chain's head, past the deposits.
     let head = node.slot(CommitmentConfig::confirmed()).await;
     let seen = db.store.accounts_version().await.unwrap();
-    db.store.start_cursor(SOLANA, head, head, seen).await.unwrap();
+    coverage::start_cursor(&db.store, SOLANA, head, head, seen).await.unwrap();
     let config = solana_config(&node, &rpc.url, "signatures", node.first_slot);
     let mut watcher = SolanaWatcher::connect(config, db.store.clone()).await.unwrap();
     // Each backfill's requests reach either backend at random; every one

@@ -16,6 +16,7 @@ use common::{
     eventually,
     transfers::{ETH, Setup},
 };
+use custody_indexer::deposits::commit;
 use custody_indexer::transfers::hold;
 use custody_indexer::{
     amount::Amount,
@@ -24,7 +25,7 @@ use custody_indexer::{
     store::{
         BlockRef, Created, CursorMove, Lineage, NewTransfer, ScanCommit, SentTransaction, Store, TxRole,
     },
-    transfers::{Route, record::record},
+    transfers::{Route, fillers::record_filler, record::record},
 };
 use serde_json::Value;
 
@@ -119,12 +120,12 @@ async fn a_scan_keeps_recorded_own_transactions_apart_from_deposits() {
         // Ether from the sponsor's address before any of this: a deposit, and
         // once announced it stays one, even if a hash the sender records
         // later were the same.
-        store.commit_scan(&backfill(vec![ether(4, SPONSOR, 5, 4)])).await.unwrap();
+        commit::commit_scan(store, &backfill(vec![ether(4, SPONSOR, 5, 4)])).await.unwrap();
         let topped_up = alice_sending(store).await;
         let top_up = signed(1, TxRole::TopUp, SPONSOR, 0, 1_000_000);
         record(store, (&topped_up, EVM), &top_up, Lineage::Start, None, None).await.unwrap();
-        store.record_filler(EVM, ALICE, 0, &hash(2), "0x02", 0).await.unwrap();
-        store.record_filler(EVM, ALICE, 1, &hash(4), "0x02", 0).await.unwrap();
+        record_filler(store, EVM, ALICE, 0, &hash(2), "0x02", 0).await.unwrap();
+        record_filler(store, EVM, ALICE, 1, &hash(4), "0x02", 0).await.unwrap();
         // A transfer cancelled at its nonce by a self-transfer.
         let cancelled = alice_sending(store).await;
         let original = signed(6, TxRole::Transfer, ALICE, 2, 0);
@@ -142,7 +143,7 @@ async fn a_scan_keeps_recorded_own_transactions_apart_from_deposits() {
             ether(4, SPONSOR, 10, 4),
             ether(5, ALICE, 10, 5),
         ]);
-        store.commit_scan(&scan).await.unwrap();
+        commit::commit_scan(store, &scan).await.unwrap();
         assert_eq!(stored_hashes(store).await, [hash(3), hash(4)], "{backend:?}");
         let events = announced(store).await;
         assert!([1, 2, 5].iter().all(|&t| !events.contains(&hash(t))), "{backend:?}: {events:?}");
@@ -168,8 +169,8 @@ async fn a_scan_keeps_recorded_own_transactions_apart_from_deposits() {
 
         // A replay, and a reorg that moves the top-up to block 11: one answer.
         let events = store.event_count().await.unwrap();
-        assert!(store.commit_scan(&scan).await.unwrap().is_empty(), "{backend:?}");
-        store.commit_scan(&backfill(vec![ether(1, SPONSOR, 11, 1_000_000)])).await.unwrap();
+        assert!(commit::commit_scan(store, &scan).await.unwrap().is_empty(), "{backend:?}");
+        commit::commit_scan(store, &backfill(vec![ether(1, SPONSOR, 11, 1_000_000)])).await.unwrap();
         assert_eq!(stored_hashes(store).await, [hash(3), hash(4)], "{backend:?}");
         assert_eq!(store.event_count().await.unwrap(), events, "{backend:?}");
         let own = store.own_transfers(Some("alice")).await.unwrap();

@@ -28,7 +28,7 @@ use common::{
     solana::SolanaNode,
     transfers::MNEMONIC,
 };
-use custody_indexer::chain::Chain;
+use custody_indexer::{chain::Chain, conditions};
 use serde_json::{Value, json};
 use solana_commitment_config::CommitmentConfig;
 
@@ -342,13 +342,13 @@ async fn a_condition_keeps_its_first_time_until_cleared_on_both_stores() {
     for backend in [common::Backend::Sqlite, common::Backend::Postgres] {
         let db = common::TestDb::new(backend).await;
         let store = &db.store;
-        store.raise_condition(Some(CHAIN), "sponsor_unfunded", "0xabc", "empty").await.unwrap();
-        store.raise_condition(None, "webhook_failing", "hook-1", "times out").await.unwrap();
+        conditions::raise(store, Some(CHAIN), "sponsor_unfunded", "0xabc", "empty").await.unwrap();
+        conditions::raise(store, None, "webhook_failing", "hook-1", "times out").await.unwrap();
         let first = store.conditions().await.unwrap();
         assert_eq!(first.len(), 2, "{backend:?}");
         let since = first.iter().find(|c| c.chain == Some(CHAIN)).unwrap().since;
         tokio::time::sleep(Duration::from_millis(5)).await;
-        store.raise_condition(Some(CHAIN), "sponsor_unfunded", "0xabc", "still empty").await.unwrap();
+        conditions::raise(store, Some(CHAIN), "sponsor_unfunded", "0xabc", "still empty").await.unwrap();
         let again = store.conditions().await.unwrap();
         let sponsor = again.iter().find(|c| c.chain == Some(CHAIN)).unwrap();
         assert_eq!((sponsor.message.as_str(), sponsor.since), ("still empty", since));
@@ -356,14 +356,14 @@ async fn a_condition_keeps_its_first_time_until_cleared_on_both_stores() {
         let webhook = again.iter().find(|c| c.chain.is_none()).unwrap();
         assert_eq!((webhook.kind.as_str(), webhook.subject.as_str()), ("webhook_failing", "hook-1"));
 
-        store.clear_condition(Some(CHAIN), "sponsor_unfunded", "0xabc").await.unwrap();
-        store.clear_condition(Some(CHAIN), "sponsor_unfunded", "0xabc").await.unwrap();
+        conditions::clear(store, Some(CHAIN), "sponsor_unfunded", "0xabc").await.unwrap();
+        conditions::clear(store, Some(CHAIN), "sponsor_unfunded", "0xabc").await.unwrap();
         let left = store.conditions().await.unwrap();
         assert_eq!(left.iter().map(|c| c.subject.as_str()).collect::<Vec<_>>(), ["hook-1"], "{backend:?}");
 
         // Deleting a webhook clears its condition: nothing else ever would.
         let hook = common::webhook(store, "default", ("https://hooks.example/x", ""), "whsec_test").await;
-        store.raise_condition(None, "webhook_failing", &hook.id, "times out").await.unwrap();
+        conditions::raise(store, None, "webhook_failing", &hook.id, "times out").await.unwrap();
         custody_indexer::webhooks::delete(store, None, &hook.id, &custody_indexer::audit::Actor::System)
             .await
             .unwrap();

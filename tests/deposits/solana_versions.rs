@@ -15,6 +15,7 @@ use common::{
         transfer_checked, transfer_sol, unwrap_lamports,
     },
 };
+use custody_indexer::keys::accounts;
 use custody_indexer::{
     account::{AccountAddress, AccountType},
     chain::Chain,
@@ -67,7 +68,7 @@ async fn add_wallet(store: &Store, id: &str, wallet: &Pubkey, first_slot: u64) {
         addresses,
     };
     common::identity(store, "default", &format!("identity-{id}")).await;
-    store.add_account(account).await.unwrap();
+    accounts::add_account(store, account).await.unwrap();
 }
 
 /// Steps until the watcher has read everything up to the confirmed slot,

@@ -12,6 +12,7 @@ use common::{
     Backend, TestDb,
     solana::{SOL, SolanaNode, TOKEN, TOKEN_2022, ata, create_ata, mint_to, transfer_checked, transfer_sol},
 };
+use custody_indexer::keys::accounts;
 use custody_indexer::{
     account::{AccountAddress, AccountType},
     amount::Amount,
@@ -50,8 +51,9 @@ fn chain_config(node: &SolanaNode, mints: &Mints, strategy: &str) -> ChainConfig
 
 pub(crate) async fn add_wallet(store: &Store, id: &str, wallet: &Pubkey) {
     common::identity(store, "default", &format!("identity-{id}")).await;
-    store
-        .add_account(NewAccount {
+    accounts::add_account(
+        store,
+        NewAccount {
             watch_from: Default::default(),
             id: id.into(),
             organization: "default".into(),
@@ -59,9 +61,10 @@ pub(crate) async fn add_wallet(store: &Store, id: &str, wallet: &Pubkey) {
             kind: AccountType::Segregated,
             request_id: None,
             addresses: vec![AccountAddress { chains: vec![CHAIN], address: wallet.to_string() }],
-        })
-        .await
-        .unwrap();
+        },
+    )
+    .await
+    .unwrap();
 }
 
 /// Set by scripts/solana-fidelity.sh when the tests run against Agave's test

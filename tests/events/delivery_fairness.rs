@@ -28,7 +28,9 @@ async fn a_hanging_receiver_holds_its_share_and_the_others_are_delivered() {
         let (hanging, answering) = (Receiver::start().await, Receiver::start().await);
         hanging.delay(Duration::from_secs(600));
         for (organization, receiver) in [("stuck", &hanging), ("steady", &answering)] {
-            store.create_organization(organization, None).await.unwrap();
+            custody_indexer::operators::tenants::create_bare_organization(store, organization, None)
+                .await
+                .unwrap();
             common::webhook(store, organization, (&receiver.url, "ledger"), &secret).await;
         }
         let webhooks = store.webhooks(None).await.unwrap();

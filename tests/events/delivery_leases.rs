@@ -14,10 +14,12 @@ use common::{
 };
 use custody_indexer::{
     events::{
+        claims::{claim_deliveries, finish_attempts},
         delivery::{self, DeliveryConfig},
         signing::Secret,
         url::Policy,
     },
+    operators::tenants::create_bare_organization,
     store::{Attempt, Claimed, Clock, Finished, Outcome, Rooms, now_micros},
 };
 use tokio_util::sync::CancellationToken;
@@ -31,7 +33,7 @@ const EVENTS: usize = 24;
 async fn slow_receivers_get_each_attempt_from_one_worker() {
     let db = TestDb::new(Backend::Postgres).await;
     let store = &db.store;
-    store.create_organization("acme", None).await.unwrap();
+    create_bare_organization(store, "acme", None).await.unwrap();
     let receiver = Receiver::start().await;
     receiver.delay(Duration::from_millis(3600));
     let secret = Secret::generate().expose().to_string();
@@ -82,7 +84,7 @@ async fn slow_receivers_get_each_attempt_from_one_worker() {
 async fn delivery_leases_lapse_by_the_databases_clock_not_a_workers() {
     const HOUR: i64 = 3_600_000_000;
     let db = TestDb::new(Backend::Postgres).await;
-    db.store.create_organization("acme", None).await.unwrap();
+    create_bare_organization(&db.store, "acme", None).await.unwrap();
     let secret = Secret::generate().expose().to_string();
     let webhook = common::webhook(&db.store, "acme", ("https://receiver.test/", "ledger"), &secret).await;
     pending_deliveries(&db.url, "acme", &webhook.id, 1).await;
@@ -90,12 +92,15 @@ async fn delivery_leases_lapse_by_the_databases_clock_not_a_workers() {
     let fast = db.store.with_clock(Clock::skewed(HOUR));
     let rooms = Rooms::even(8);
 
-    let claimed = slow.claim_deliveries("a", 2_000_000, 8, &rooms).await.unwrap();
+    let claimed = claim_deliveries(&slow, "a", 2_000_000, 8, &rooms).await.unwrap();
     assert_eq!(claimed.len(), 1);
-    assert!(fast.claim_deliveries("b", 60_000_000, 8, &rooms).await.unwrap().is_empty(), "the lease is live");
+    assert!(
+        claim_deliveries(&fast, "b", 60_000_000, 8, &rooms).await.unwrap().is_empty(),
+        "the lease is live"
+    );
 
     tokio::time::sleep(Duration::from_millis(2_200)).await;
-    let taken = fast.claim_deliveries("b", 60_000_000, 8, &rooms).await.unwrap();
+    let taken = claim_deliveries(&fast, "b", 60_000_000, 8, &rooms).await.unwrap();
     assert_eq!(taken.iter().map(|c| c.delivery_id.as_str()).collect::<Vec<_>>(), ["delivery-1"]);
     let attempt = |claimed: &Claimed| Finished {
         claimed: claimed.clone(),
@@ -103,9 +108,9 @@ async fn delivery_leases_lapse_by_the_databases_clock_not_a_workers() {
         outcome: Outcome::Delivered,
     };
     assert!(
-        slow.finish_attempts("a", &[attempt(&claimed[0])]).await.unwrap().is_empty(),
+        finish_attempts(&slow, "a", &[attempt(&claimed[0])]).await.unwrap().is_empty(),
         "a's lease was lost"
     );
-    assert_eq!(fast.finish_attempts("b", &[attempt(&taken[0])]).await.unwrap(), ["delivery-1"]);
+    assert_eq!(finish_attempts(&fast, "b", &[attempt(&taken[0])]).await.unwrap(), ["delivery-1"]);
     assert_eq!(db.store.delivery_attempts("delivery-1").await.unwrap().len(), 1, "one attempt recorded");
 }

@@ -442,7 +442,7 @@ async fn identities_left_waiting_on_their_client_do_not_keep_a_newer_one_from_re
 
 /// An individual of `acme` in a store of its own, with `data` submitted.
 async fn submitted(store: &Store, data: &Value) -> String {
-    store.create_organization("acme", None).await.unwrap();
+    custody_indexer::operators::tenants::create_bare_organization(store, "acme", None).await.unwrap();
     let id = uuid::Uuid::new_v4().to_string();
     let new = NewIdentity {
         organization: "acme".into(),
@@ -453,7 +453,7 @@ async fn submitted(store: &Store, data: &Value) -> String {
         state: State::CREATED,
         actor: "client".into(),
     };
-    store.create_identity(&new).await.unwrap();
+    custody_indexer::identity::register::create_identity(store, &new).await.unwrap();
     lifecycle::submit(store, "acme", &id, data).await.unwrap();
     id
 }

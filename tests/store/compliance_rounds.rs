@@ -61,7 +61,7 @@ async fn a_round_over_identities_waiting_on_their_clients_reads_only_what_is_due
     for backend in BACKENDS {
         let db = TestDb::new(backend).await;
         let store = &db.store;
-        store.create_organization("acme", None).await.unwrap();
+        custody_indexer::operators::tenants::create_bare_organization(store, "acme", None).await.unwrap();
         for n in 0..WAITING {
             let new = NewIdentity {
                 organization: "acme".into(),
@@ -72,7 +72,7 @@ async fn a_round_over_identities_waiting_on_their_clients_reads_only_what_is_due
                 state: State::CREATED,
                 actor: "test".into(),
             };
-            store.create_identity(&new).await.unwrap();
+            custody_indexer::identity::register::create_identity(store, &new).await.unwrap();
             lifecycle::submit(store, "acme", &new.id, &kyc("Rfi")).await.unwrap();
         }
         // The first round raises an RFI on each; then every one waits on its client.

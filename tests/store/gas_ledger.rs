@@ -7,13 +7,18 @@ use crate::common;
 
 use alloy::primitives::U256;
 use common::{TestDb, db::BACKENDS};
+use custody_indexer::keys::accounts;
 use custody_indexer::transfers::hold;
 use custody_indexer::{
     account::{AccountAddress, AccountType},
     amount::Amount,
     chain::Chain,
     store::{ChainGas, Created, Fee, NewAccount, NewTransfer, PlatformCost, Settlement, Store},
-    transfers::{Route, TransferStatus},
+    transfers::{
+        Route, TransferStatus,
+        fillers::{filler_included, record_filler},
+        settle::settle_transfer,
+    },
 };
 use sqlx::AnyPool;
 
@@ -37,7 +42,7 @@ async fn settled_transfer_of_alice(store: &Store, milli: u64) -> String {
         request_id: None,
         addresses: vec![address],
     };
-    store.add_account(account).await.unwrap();
+    accounts::add_account(store, account).await.unwrap();
     let new = NewTransfer {
         organization: "default".into(),
         request_id: "request-1".into(),
@@ -62,7 +67,7 @@ async fn settled_transfer_of_alice(store: &Store, milli: u64) -> String {
         native_decimals: 18,
         usd_micros_per_coin: PRICE,
     };
-    store.settle_transfer(&transfer.id, &settlement).await.unwrap();
+    settle_transfer(store, &transfer.id, &settlement).await.unwrap();
     transfer.id
 }
 
@@ -97,7 +102,7 @@ async fn billed_fees_survive_the_upgrade_and_an_earlier_fillers_fee_is_the_platf
         .unwrap();
         let id = settled_transfer_of_alice(store, 3).await;
         // A filler included before the upgrade: its fee only in its own row.
-        store.record_filler(CHAIN, ALICE, 1, FILLER, "0x02", 0).await.unwrap();
+        record_filler(store, CHAIN, ALICE, 1, FILLER, "0x02", 0).await.unwrap();
         let pool = AnyPool::connect(&db.url).await.unwrap();
         sqlx::query("UPDATE nonce_fillers SET state = 'MINED', fee_raw = $1 WHERE hash = $2")
             .bind((2 * MILLI_ETH).to_string())
@@ -125,7 +130,7 @@ async fn billed_fees_survive_the_upgrade_and_an_earlier_fillers_fee_is_the_platf
             usd_micros_per_coin: PRICE,
         };
         for _ in 0..2 {
-            store.filler_included(FILLER, 7, &cost).await.unwrap();
+            filler_included(store, FILLER, 7, &cost).await.unwrap();
         }
         assert_eq!(store.platform_gas().await.unwrap(), [eth(2, "4", 1)], "{backend:?}");
         assert_eq!(store.pending_fillers(CHAIN).await.unwrap(), []);

@@ -9,7 +9,11 @@ use common::{
     cli::Env,
     db::{BACKENDS, TestDb},
 };
-use custody_indexer::store::now_micros;
+use custody_indexer::{
+    events::outbox::{advance_sink, purge_events, release_sink, remove_sink, take_sink},
+    operators::tenants::create_bare_organization,
+    store::now_micros,
+};
 use sqlx::{AnyConnection, Connection};
 
 const DAY: i64 = 86_400_000_000;
@@ -70,7 +74,7 @@ async fn the_purge_keeps_what_a_sink_or_a_webhook_has_not_taken() {
     for backend in BACKENDS {
         let db = TestDb::new(backend).await;
         let store = &db.store;
-        store.create_organization("acme", None).await.unwrap();
+        create_bare_organization(store, "acme", None).await.unwrap();
         let webhook =
             common::webhook(store, "acme", ("https://receiver.example/hook", ""), "whsec_x").await.id;
         // Events 1..=10 are 40 days old, 11 and 12 a day old.
@@ -82,16 +86,16 @@ async fn the_purge_keeps_what_a_sink_or_a_webhook_has_not_taken() {
         delivery(&db.url, 7, &webhook, "FAILED").await;
         // A sink that has taken events up to 8.
         let lease = 60_000_000;
-        assert_eq!(store.take_sink("nats", "instance-a", lease).await.unwrap(), Some(0));
-        assert!(store.advance_sink("nats", "instance-a", 8, lease).await.unwrap());
+        assert_eq!(take_sink(store, "nats", "instance-a", lease).await.unwrap(), Some(0));
+        assert!(advance_sink(store, "nats", "instance-a", 8, lease).await.unwrap());
         assert!(
-            !store.advance_sink("nats", "instance-b", 9, lease).await.unwrap(),
+            !advance_sink(store, "nats", "instance-b", 9, lease).await.unwrap(),
             "only the holder moves it"
         );
-        assert_eq!(store.take_sink("nats", "instance-b", lease).await.unwrap(), None, "held");
+        assert_eq!(take_sink(store, "nats", "instance-b", lease).await.unwrap(), None, "held");
 
         let cutoff = now_micros() - 30 * DAY;
-        assert_eq!(store.purge_events(cutoff).await.unwrap(), 5, "{backend:?}: up to the owed delivery");
+        assert_eq!(purge_events(store, cutoff).await.unwrap(), 5, "{backend:?}: up to the owed delivery");
         let (seqs, deliveries) = remaining(&db.url).await;
         assert_eq!(seqs, (6..=12).collect::<Vec<_>>());
         assert_eq!(deliveries, 2, "the purged events' deliveries went with them");
@@ -102,18 +106,18 @@ async fn the_purge_keeps_what_a_sink_or_a_webhook_has_not_taken() {
             .execute(&mut conn)
             .await
             .unwrap();
-        assert_eq!(store.purge_events(cutoff).await.unwrap(), 3);
+        assert_eq!(purge_events(store, cutoff).await.unwrap(), 3);
         assert_eq!(remaining(&db.url).await.0, (9..=12).collect::<Vec<_>>());
 
         // Without the sink, only the retention bounds it: 11 and 12 stay.
-        let refused = store.remove_sink("nats").await.unwrap_err().to_string();
+        let refused = remove_sink(store, "nats").await.unwrap_err().to_string();
         assert!(refused.contains("running on instance-a"), "{refused}");
-        store.release_sink("nats", "instance-a").await.unwrap();
-        assert!(store.remove_sink("nats").await.unwrap());
-        assert!(!store.remove_sink("nats").await.unwrap());
-        assert_eq!(store.purge_events(cutoff).await.unwrap(), 2);
+        release_sink(store, "nats", "instance-a").await.unwrap();
+        assert!(remove_sink(store, "nats").await.unwrap());
+        assert!(!remove_sink(store, "nats").await.unwrap());
+        assert_eq!(purge_events(store, cutoff).await.unwrap(), 2);
         assert_eq!(remaining(&db.url).await, (vec![11, 12], 0));
-        assert_eq!(store.purge_events(cutoff).await.unwrap(), 0);
+        assert_eq!(purge_events(store, cutoff).await.unwrap(), 0);
     }
 }
 
@@ -124,8 +128,8 @@ fn operators_list_sinks_and_purge_from_the_command_line() {
     runtime.block_on(async {
         let store = env.store().await;
         events(&env.database_url, 3, |_| 40 * DAY).await;
-        store.take_sink("nats", "instance-a", 60_000_000).await.unwrap();
-        store.advance_sink("nats", "instance-a", 1, 60_000_000).await.unwrap();
+        take_sink(&store, "nats", "instance-a", 60_000_000).await.unwrap();
+        advance_sink(&store, "nats", "instance-a", 1, 60_000_000).await.unwrap();
     });
     let listed = env.ok(&["events", "sinks"]);
     assert!(listed.contains("nats  last event 1  2 behind  held by instance-a"), "{listed}");
@@ -138,7 +142,7 @@ fn operators_list_sinks_and_purge_from_the_command_line() {
     let held = env.output(&["events", "remove-sink", "nats"]);
     assert!(!held.status.success(), "a running sink is not removed");
     assert!(String::from_utf8_lossy(&held.stderr).contains("is running on instance-a"));
-    runtime.block_on(async { env.store().await.release_sink("nats", "instance-a").await.unwrap() });
+    runtime.block_on(async { release_sink(&env.store().await, "nats", "instance-a").await.unwrap() });
     assert_eq!(env.ok(&["events", "remove-sink", "nats"]).trim(), "removed sink nats");
     assert_eq!(env.ok(&["events", "purge", "--older-than", "30d"]).trim(), "removed 2 events");
     assert_eq!(env.ok(&["events", "sinks"]).trim(), "no sinks");

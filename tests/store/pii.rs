@@ -14,6 +14,7 @@ use custody_indexer::identity::change as lifecycle;
 use custody_indexer::{
     identity::{State, Type},
     pii::{Key, KeySource, PiiError},
+    start::unlock_pii,
     store::{NewIdentity, Store, StoreError},
 };
 use serde_json::json;
@@ -55,7 +56,7 @@ async fn register(store: &Store, id: &str, label: &str) {
         state: State::CREATED,
         actor: "client".into(),
     };
-    store.create_identity(&new).await.unwrap();
+    custody_indexer::identity::register::create_identity(store, &new).await.unwrap();
 }
 
 #[tokio::test]
@@ -120,7 +121,7 @@ async fn plaintext_from_before_is_sealed_once_and_another_key_is_refused() {
         assert_eq!(raw(&db.url).await, before, "{backend:?}");
 
         let other = Key::generate();
-        let error = db.store.unlock_pii(KeySource::Given(other.clone())).await.unwrap_err();
+        let error = unlock_pii(&db.store, KeySource::Given(other.clone())).await.unwrap_err();
         let StoreError::Pii(PiiError::WrongKey { stored, given, .. }) = &error else { panic!("{error:?}") };
         assert_eq!((stored, given), (&key_id, &other.id()));
         assert!(error.to_string().contains("CUSTODY_INDEXER_PII_KEY"), "{error}");
@@ -132,17 +133,17 @@ async fn a_sandbox_store_keeps_its_own_key_and_refuses_the_variable_with_another
     for backend in BACKENDS {
         let db = TestDb::unmigrated(backend).await;
         db.store.migrate().await.unwrap();
-        let first = db.store.unlock_pii(KeySource::Kept).await.unwrap();
+        let first = unlock_pii(&db.store, KeySource::Kept).await.unwrap();
         register(&first, "ada", "Ada Lovelace").await;
         assert_eq!(db.store.keeps_pii_key().await.unwrap(), Some(true));
 
         // Another handle (a restart) takes the same kept key.
-        let again = Store::connect(&db.url).await.unwrap().unlock_pii(KeySource::Kept).await.unwrap();
+        let again = unlock_pii(&Store::connect(&db.url).await.unwrap(), KeySource::Kept).await.unwrap();
         assert_eq!(again.pii_key_id(), first.pii_key_id());
         assert_eq!(again.identity("default", "ada").await.unwrap().label.expose(), "Ada Lovelace");
         assert_sealed(&raw(&db.url).await, first.pii_key_id().unwrap());
 
-        let error = db.store.unlock_pii(KeySource::Given(Key::generate())).await.unwrap_err();
+        let error = unlock_pii(&db.store, KeySource::Given(Key::generate())).await.unwrap_err();
         assert!(error.to_string().contains("keeps its own"), "{error}");
     }
 }

@@ -11,7 +11,10 @@ use alloy::primitives::U256;
 use common::{TestDb, db::BACKENDS};
 use custody_indexer::{
     chain::Chain,
-    reconcile::{Anchor, Baseline, Term, TermKind},
+    reconcile::{
+        Anchor, Baseline, Term, TermKind,
+        anchors::{record_baseline, record_checkpoint},
+    },
 };
 use sqlx::AnyPool;
 
@@ -70,17 +73,17 @@ async fn the_rows_of_a_reconciliation_on_both_backends() {
 
         // Two reconciliations racing keep the first baseline.
         let first = Anchor { block: 4, balance: U256::from(9) };
-        let kept = store.record_baseline(CHAIN, ALICE, "ETH", first, Baseline::Archive).await.unwrap();
+        let kept = record_baseline(store, CHAIN, ALICE, "ETH", first, Baseline::Archive).await.unwrap();
         assert_eq!(kept, (first, Baseline::Archive));
         let other = Anchor { block: 40, balance: U256::from(1) };
         let kept =
-            store.record_baseline(CHAIN, ALICE, "ETH", other, Baseline::FirstReconciliation).await.unwrap();
+            record_baseline(store, CHAIN, ALICE, "ETH", other, Baseline::FirstReconciliation).await.unwrap();
         assert_eq!(kept, (first, Baseline::Archive), "{backend:?}");
 
         // A checkpoint only moves up.
         for (block, balance) in [(10, 5), (20, 6), (15, 7)] {
             let at = Anchor { block, balance: U256::from(balance) };
-            store.record_checkpoint(CHAIN, ALICE, "ETH", at).await.unwrap();
+            record_checkpoint(store, CHAIN, ALICE, "ETH", at).await.unwrap();
         }
         let checkpoint = store.reconcile_checkpoint(CHAIN, ALICE, "ETH").await.unwrap();
         assert_eq!(checkpoint, Some(Anchor { block: 20, balance: U256::from(6) }), "{backend:?}");
@@ -96,6 +99,7 @@ async fn the_rows_of_a_reconciliation_on_both_backends() {
 async fn a_solana_wallets_credits_are_transfers_to_its_address_in_its_case() {
     use super::transfer_lineage::{BOB_SOL, SOLANA, accepted, record, sender_lease, signed, store};
     use custody_indexer::store::{Lineage, TxRole, TxState};
+    use custody_indexer::transfers::transactions::update_transaction;
     for backend in BACKENDS {
         let db = store(backend).await;
         let s = &db.store;
@@ -103,10 +107,8 @@ async fn a_solana_wallets_credits_are_transfers_to_its_address_in_its_case() {
         let sent = signed(77, TxRole::Transfer, "Sp0nsor1111111111111111111111111111111111111", 0);
         record(s, &id, SOLANA, &sent, Lineage::Start).await.unwrap();
         let fenced = s.fenced(sender_lease(s, SOLANA).await);
-        fenced
-            .update_transaction(&sent.hash, TxState::Mined, Some((7, "")), Some(U256::from(5u64)))
-            .await
-            .unwrap();
+        let fee = Some(U256::from(5u64));
+        update_transaction(&fenced, &sent.hash, TxState::Mined, Some((7, "")), fee).await.unwrap();
         let credits = s.wallet_credit_terms(SOLANA, BOB_SOL, "SOL").await.unwrap();
         assert_eq!(credits.iter().map(|t| t.block).collect::<Vec<_>>(), [7], "{backend:?}: its own address");
         let swapped: String = BOB_SOL

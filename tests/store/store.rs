@@ -6,8 +6,10 @@ use crate::common;
 
 use alloy::primitives::U256;
 use common::{Backend, TestDb, db::BACKENDS};
+use custody_indexer::deposits::commit;
 use custody_indexer::identity::change as lifecycle;
 use custody_indexer::identity::change::Change;
+use custody_indexer::keys::accounts;
 use custody_indexer::{
     account::{AccountAddress, AccountType},
     amount::Amount,
@@ -116,26 +118,26 @@ async fn accounts_are_validated_normalised_and_unique_per_chain_address() {
         let version = store.accounts_version().await.unwrap();
         let lower = "0xa0b86991c6218b36c1d19d4a2e9eb0ce3606eb48";
         let added =
-            store.add_account(account("a1", lower, vec![CHAIN, Chain::EthereumMainnet])).await.unwrap();
+            accounts::add_account(&store, account("a1", lower, vec![CHAIN, Chain::EthereumMainnet])).await.unwrap();
         assert_eq!(added.addresses.len(), 1, "{backend:?}");
         assert_eq!(added.addresses[0].address, "0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48");
         assert_eq!(added.addresses[0].chains.len(), 2);
         assert!(store.accounts_version().await.unwrap() > version, "adding bumps the version");
 
-        let taken = store.add_account(account("a2", lower, vec![CHAIN])).await.unwrap_err();
+        let taken = accounts::add_account(&store, account("a2", lower, vec![CHAIN])).await.unwrap_err();
         assert!(matches!(&taken, StoreError::Taken { key, .. } if key == &format!("address:{CHAIN}:0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48")), "{taken:?}");
         assert!(store.account("a2").await.is_err(), "a refused account leaves nothing behind");
 
-        let duplicate = store.add_account(account("a1", BOB, vec![CHAIN])).await.unwrap_err();
+        let duplicate = accounts::add_account(&store, account("a1", BOB, vec![CHAIN])).await.unwrap_err();
         assert!(matches!(&duplicate, StoreError::Taken { key, .. } if key == "account:a1"), "{duplicate:?}");
-        let bad = store.add_account(account("a3", "0x1234", vec![CHAIN])).await.unwrap_err();
+        let bad = accounts::add_account(&store, account("a3", "0x1234", vec![CHAIN])).await.unwrap_err();
         assert!(matches!(bad, StoreError::Invalid(_)), "{bad}");
         let wrong_family =
-            store.add_account(account("a4", BOB, vec![Chain::SolanaDevnet])).await.unwrap_err();
+            accounts::add_account(&store, account("a4", BOB, vec![Chain::SolanaDevnet])).await.unwrap_err();
         assert!(matches!(wrong_family, StoreError::Invalid(_)));
         let mut stranger = account("a5", BOB, vec![CHAIN]);
         stranger.organization = "nobody".into();
-        assert!(matches!(store.add_account(stranger).await.unwrap_err(), StoreError::NotFound(_)));
+        assert!(matches!(accounts::add_account(&store, stranger).await.unwrap_err(), StoreError::NotFound(_)));
 
         let watched = store.watched_addresses(CHAIN).await.unwrap();
         assert_eq!(
@@ -150,7 +152,7 @@ async fn accounts_are_validated_normalised_and_unique_per_chain_address() {
 #[tokio::test]
 async fn rescanning_a_range_never_duplicates_and_confirmation_is_terminal() {
     each_backend(|store, backend| async move {
-        store.add_account(account("alice", ALICE, vec![CHAIN])).await.unwrap();
+        accounts::add_account(&store, account("alice", ALICE, vec![CHAIN])).await.unwrap();
         let deposits = vec![
             detected(1, Position::Native, 10, "0xb10", 5),
             detected(
@@ -163,14 +165,15 @@ async fn rescanning_a_range_never_duplicates_and_confirmation_is_terminal() {
             detected(2, Position::Log(TokenTransfer::new("USDC", BOB, ALICE, "2", 0)), 11, "0xb11", 2),
         ];
         let blocks = vec![block(10, "0xb10", "0xb09"), block(11, "0xb11", "0xb10")];
-        let changed = store.commit_scan(&scan(10, 11, deposits.clone(), blocks.clone(), None)).await.unwrap();
+        let changed =
+            commit::commit_scan(&store, &scan(10, 11, deposits.clone(), blocks.clone(), None)).await.unwrap();
         assert_eq!(changed.len(), 3, "{backend:?}");
         assert!(changed.iter().all(|(_, s)| *s == DepositStatus::Pending));
 
         // The same range again, as a backfill: nothing changes.
         let mut again = scan(10, 11, deposits.clone(), vec![], None);
         again.cursor = CursorMove::Backfill;
-        assert!(store.commit_scan(&again).await.unwrap().is_empty());
+        assert!(commit::commit_scan(&store, &again).await.unwrap().is_empty());
         let listed = store.deposits_of_account("alice").await.unwrap();
         assert_eq!(listed.len(), 3);
         let usdc = listed.iter().find(|d| d.amount == "1.5").unwrap();
@@ -181,7 +184,7 @@ async fn rescanning_a_range_never_duplicates_and_confirmation_is_terminal() {
         assert_eq!(store.deposit(&usdc.id).await.unwrap(), *usdc);
 
         // Confirmation through block 10 confirms only that block's deposit.
-        let confirmed = store.confirm_through(CHAIN, 10).await.unwrap();
+        let confirmed = commit::confirm_through(&store, CHAIN, 10).await.unwrap();
         assert_eq!(confirmed.len(), 1);
         let native = store.deposit(&confirmed[0].0).await.unwrap();
         assert_eq!((native.status, native.amount.as_str()), (DepositStatus::Confirmed, "0.000005"));
@@ -192,7 +195,7 @@ async fn rescanning_a_range_never_duplicates_and_confirmation_is_terminal() {
         moved.block_hash = "0xother".into();
         let mut replay = scan(10, 10, vec![moved], vec![], None);
         replay.cursor = CursorMove::Backfill;
-        assert!(store.commit_scan(&replay).await.unwrap().is_empty());
+        assert!(commit::commit_scan(&store, &replay).await.unwrap().is_empty());
         assert_eq!(store.deposit(&native.id).await.unwrap(), native);
     })
     .await;
@@ -201,17 +204,17 @@ async fn rescanning_a_range_never_duplicates_and_confirmation_is_terminal() {
 #[tokio::test]
 async fn the_cursor_moves_only_from_where_the_scan_started() {
     each_backend(|store, _| async move {
-        store.commit_scan(&scan(0, 4, vec![], vec![], None)).await.unwrap();
+        commit::commit_scan(&store, &scan(0, 4, vec![], vec![], None)).await.unwrap();
         assert_eq!(store.chain_state(CHAIN).await.unwrap().unwrap().next_block, 5);
         // A second instance that still believes the chain is new is refused.
-        let stale = store.commit_scan(&scan(0, 4, vec![], vec![], None)).await.unwrap_err();
+        let stale = commit::commit_scan(&store, &scan(0, 4, vec![], vec![], None)).await.unwrap_err();
         assert!(matches!(stale, StoreError::Elsewhere(_)), "{stale:?}");
         // One that read an old cursor is refused, and writes none of its deposits.
-        store.add_account(account("alice", ALICE, vec![CHAIN])).await.unwrap();
+        accounts::add_account(&store, account("alice", ALICE, vec![CHAIN])).await.unwrap();
         let late = scan(3, 6, vec![detected(9, Position::Native, 6, "0xb6", 1)], vec![], Some(3));
-        assert!(matches!(store.commit_scan(&late).await.unwrap_err(), StoreError::Elsewhere(_)));
+        assert!(matches!(commit::commit_scan(&store, &late).await.unwrap_err(), StoreError::Elsewhere(_)));
         assert!(store.deposits_of_account("alice").await.unwrap().is_empty());
-        store.commit_scan(&scan(5, 6, vec![], vec![], Some(5))).await.unwrap();
+        commit::commit_scan(&store, &scan(5, 6, vec![], vec![], Some(5))).await.unwrap();
         assert_eq!(store.chain_state(CHAIN).await.unwrap().unwrap().next_block, 7);
     })
     .await;
@@ -220,7 +223,7 @@ async fn the_cursor_moves_only_from_where_the_scan_started() {
 #[tokio::test]
 async fn a_rewind_orphans_pending_deposits_which_reappear_or_fail() {
     each_backend(|store, backend| async move {
-        store.add_account(account("alice", ALICE, vec![CHAIN])).await.unwrap();
+        accounts::add_account(&store, account("alice", ALICE, vec![CHAIN])).await.unwrap();
         let blocks =
             vec![block(20, "0xa20", "0xa19"), block(21, "0xa21", "0xa20"), block(22, "0xa22", "0xa21")];
         let deposits = vec![
@@ -230,12 +233,14 @@ async fn a_rewind_orphans_pending_deposits_which_reappear_or_fail() {
         ];
         let mut first = scan(20, 22, deposits.clone(), blocks, None);
         first.confirmed_through = Some(20);
-        store.commit_scan(&first).await.unwrap();
+        commit::commit_scan(&store, &first).await.unwrap();
 
-        let outcome = store
-            .rewind(Rewind { chain: CHAIN, common_ancestor: 20, expected_next: 23, scanned_height: 22 })
-            .await
-            .unwrap();
+        let outcome = commit::rewind(
+            &store,
+            Rewind { chain: CHAIN, common_ancestor: 20, expected_next: 23, scanned_height: 22 },
+        )
+        .await
+        .unwrap();
         assert_eq!((outcome.orphaned, outcome.confirmed_affected), (2, 0), "{backend:?}");
         assert_eq!(store.chain_state(CHAIN).await.unwrap().unwrap().next_block, 21);
         assert_eq!(store.blocks_below(CHAIN, 100, 10).await.unwrap().len(), 1);
@@ -254,7 +259,7 @@ async fn a_rewind_orphans_pending_deposits_which_reappear_or_fail() {
             vec![block(21, "0xc21", "0xa20"), block(22, "0xc22", "0xc21")],
             Some(21),
         );
-        store.commit_scan(&rescan).await.unwrap();
+        commit::commit_scan(&store, &rescan).await.unwrap();
         let orphans = store.orphans(CHAIN).await.unwrap();
         assert_eq!(orphans.len(), 1);
         assert_eq!(orphans[0].tx_hash, format!("0x{:064x}", 3));
@@ -263,9 +268,9 @@ async fn a_rewind_orphans_pending_deposits_which_reappear_or_fail() {
         // The providers disputed both the orphan and the one that reappeared.
         let disputes: Vec<Dispute> = ids[1..].iter().map(|id| dispute(id)).collect();
         let settlement = QuorumSettlement { confirmed: vec![], failed: vec![], disputes };
-        store.settle_on_quorum(&settlement).await.unwrap();
+        commit::settle_on_quorum(&store, &settlement).await.unwrap();
         assert_eq!(
-            store.fail_orphans(&ids).await.unwrap(),
+            commit::fail_orphans(&store, &ids).await.unwrap(),
             vec![orphans[0].id.clone()],
             "only the orphan fails"
         );
@@ -294,10 +299,12 @@ async fn a_rewind_orphans_pending_deposits_which_reappear_or_fail() {
         );
 
         // A rewind below a CONFIRMED deposit reports it and leaves it alone.
-        let deep = store
-            .rewind(Rewind { chain: CHAIN, common_ancestor: 19, expected_next: 23, scanned_height: 22 })
-            .await
-            .unwrap();
+        let deep = commit::rewind(
+            &store,
+            Rewind { chain: CHAIN, common_ancestor: 19, expected_next: 23, scanned_height: 22 },
+        )
+        .await
+        .unwrap();
         assert_eq!(deep.confirmed_affected, 1);
         assert_eq!(store.deposits_on_chain(CHAIN).await.unwrap()[0].status, DepositStatus::Confirmed);
     })
@@ -307,7 +314,7 @@ async fn a_rewind_orphans_pending_deposits_which_reappear_or_fail() {
 #[tokio::test]
 async fn settling_confirms_final_slots_and_fails_skipped_ones() {
     each_backend(|store, backend| async move {
-        store.add_account(account("alice", ALICE, vec![CHAIN])).await.unwrap();
+        accounts::add_account(&store, account("alice", ALICE, vec![CHAIN])).await.unwrap();
         let mut backfill = scan(
             30,
             32,
@@ -319,18 +326,21 @@ async fn settling_confirms_final_slots_and_fails_skipped_ones() {
             None,
         );
         backfill.cursor = CursorMove::Backfill;
-        store.commit_scan(&backfill).await.unwrap();
+        commit::commit_scan(&store, &backfill).await.unwrap();
         let pending = store.pending_through(CHAIN, 31).await.unwrap();
         assert_eq!(pending.iter().map(|(_, slot, _)| *slot).collect::<Vec<_>>(), vec![30], "{backend:?}");
         assert_eq!(pending[0].2, format!("0x{:064x}", 1), "its transaction");
         let all: Vec<String> =
             store.pending_through(CHAIN, 100).await.unwrap().into_iter().map(|(id, _, _)| id).collect();
-        let changed = store.settle(&all[..1], &all[1..]).await.unwrap();
+        let changed = commit::settle(&store, &all[..1], &all[1..]).await.unwrap();
         assert_eq!(changed.len(), 2);
         let statuses: Vec<_> =
             store.deposits_on_chain(CHAIN).await.unwrap().iter().map(|d| d.status).collect();
         assert_eq!(statuses, vec![DepositStatus::Confirmed, DepositStatus::Failed]);
-        assert!(store.settle(&all, &[]).await.unwrap().is_empty(), "settled deposits stay as they are");
+        assert!(
+            commit::settle(&store, &all, &[]).await.unwrap().is_empty(),
+            "settled deposits stay as they are"
+        );
     })
     .await;
 }
@@ -353,13 +363,13 @@ async fn every_deposit_event_carries_the_deposit_as_stored() {
     const CAROL: &str = "0x3333333333333333333333333333333333333333";
     const DAVE: &str = "0x4444444444444444444444444444444444444444";
     each_backend(|store, backend| async move {
-        store.add_account(account("alice", ALICE, vec![CHAIN])).await.unwrap();
-        store.add_account(account("carol", CAROL, vec![CHAIN])).await.unwrap();
-        store.create_organization("other", None).await.unwrap();
+        accounts::add_account(&store, account("alice", ALICE, vec![CHAIN])).await.unwrap();
+        accounts::add_account(&store, account("carol", CAROL, vec![CHAIN])).await.unwrap();
+        custody_indexer::operators::tenants::create_bare_organization(&store, "other", None).await.unwrap();
         common::identity(&store, "other", "identity-dave").await;
         let mut dave = account("dave", DAVE, vec![CHAIN]);
         (dave.organization, dave.identity_id) = ("other".into(), "identity-dave".into());
-        store.add_account(dave).await.unwrap();
+        accounts::add_account(&store, dave).await.unwrap();
         // Confirmed as it is found; from a sender of the same organization;
         // from another organization's account, which alice may not see.
         let native = detected(1, Position::Native, 30, "0xd30", 7);
@@ -377,7 +387,7 @@ async fn every_deposit_event_carries_the_deposit_as_stored() {
         let blocks = vec![block(30, "0xd30", "0xd29"), block(31, "0xd31", "0xd30")];
         let mut first = scan(30, 31, vec![native, from_carol.clone(), from_dave], blocks, None);
         first.confirmed_through = Some(30);
-        assert_eq!(store.commit_scan(&first).await.unwrap().len(), 3, "{backend:?}");
+        assert_eq!(commit::commit_scan(&store, &first).await.unwrap().len(), 3, "{backend:?}");
         let sources: Vec<_> = store
             .deposits_of_account("alice")
             .await
@@ -393,13 +403,14 @@ async fn every_deposit_event_carries_the_deposit_as_stored() {
         // Block 31 is reorged away and its deposits fail; carol's transfer
         // comes back in another block: the row is updated, not inserted.
         let rewind = Rewind { chain: CHAIN, common_ancestor: 30, expected_next: 32, scanned_height: 31 };
-        store.rewind(rewind).await.unwrap();
+        commit::rewind(&store, rewind).await.unwrap();
         let orphans: Vec<String> = store.orphans(CHAIN).await.unwrap().into_iter().map(|o| o.id).collect();
-        assert_eq!(store.fail_orphans(&orphans).await.unwrap().len(), 2);
+        assert_eq!(commit::fail_orphans(&store, &orphans).await.unwrap().len(), 2);
         events_tell_what_is_stored(&store, backend).await;
         (from_carol.block_number, from_carol.block_hash) = (32, "0xe32".into());
         let blocks = vec![block(31, "0xe31", "0xd30"), block(32, "0xe32", "0xe31")];
-        let revived = store.commit_scan(&scan(31, 32, vec![from_carol], blocks, Some(31))).await.unwrap();
+        let revived =
+            commit::commit_scan(&store, &scan(31, 32, vec![from_carol], blocks, Some(31))).await.unwrap();
         assert_eq!(revived.len(), 1);
         assert_eq!(store.deposit(&revived[0].0).await.unwrap().status, DepositStatus::Pending);
         events_tell_what_is_stored(&store, backend).await;
@@ -419,7 +430,7 @@ async fn identity_event_labelled(store: &Store, id: &str, label: &str) -> serde_
         state: State::Active { rfi: false },
         actor: "operator:test".into(),
     };
-    store.create_identity(&new).await.unwrap();
+    custody_indexer::identity::register::create_identity(store, &new).await.unwrap();
     let suspend = Change {
         organization: "default",
         identity_id: id,
@@ -468,14 +479,14 @@ async fn an_event_payload_comes_back_exactly_whatever_characters_it_holds() {
 #[tokio::test]
 async fn a_deposit_alone_in_its_statement_is_stored_exactly_as_detected() {
     each_backend(|store, backend| async move {
-        store.add_account(account("alice", ALICE, vec![CHAIN])).await.unwrap();
+        accounts::add_account(&store, account("alice", ALICE, vec![CHAIN])).await.unwrap();
         // One deposit alone in its statement, with an empty value and a
         // symbol outside ASCII: on PostgreSQL each column's array holds a
         // single value, the empty one included.
         let mut odd = detected(1, Position::Native, 40, "0xd40", 12_345);
         (odd.source_address, odd.currency_symbol) = (String::new(), "USD₮0".into());
         let first = scan(40, 40, vec![odd], vec![block(40, "0xd40", "0xd39")], None);
-        let changed = store.commit_scan(&first).await.unwrap();
+        let changed = commit::commit_scan(&store, &first).await.unwrap();
         let stored = store.deposit(&changed[0].0).await.unwrap();
         assert_eq!(
             (stored.source_address.as_str(), stored.currency_symbol.as_str(), stored.amount.as_str()),
@@ -494,12 +505,12 @@ async fn ids_holding_a_control_character_still_take_their_deposits_and_events() 
         // Account and identity ids are the operator's: nothing keeps a unit
         // separator (U+001F) or a record separator (U+001E) out of them.
         let id = "ali\u{1f}ce\u{1e}";
-        store.add_account(account(id, ALICE, vec![CHAIN])).await.unwrap();
+        accounts::add_account(&store, account(id, ALICE, vec![CHAIN])).await.unwrap();
         let mut deposits: Vec<Detected> =
             (1..=3).map(|tx| detected(tx, Position::Native, 50, "0xd50", u64::from(tx))).collect();
         deposits.iter_mut().for_each(|d| d.account_id = id.into());
         let commit = scan(50, 50, deposits, vec![block(50, "0xd50", "0xd49")], None);
-        assert_eq!(store.commit_scan(&commit).await.unwrap().len(), 3, "{backend:?}");
+        assert_eq!(commit::commit_scan(&store, &commit).await.unwrap().len(), 3, "{backend:?}");
         let stored = store.deposits_of_account(id).await.unwrap();
         assert_eq!(stored.len(), 3, "{backend:?}");
         assert!(stored.iter().all(|d| d.account_id == id), "{backend:?}");

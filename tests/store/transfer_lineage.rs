@@ -8,6 +8,8 @@ use alloy::primitives::U256;
 use common::{Backend, TestDb, db::BACKENDS};
 use custody_indexer::identity::change as lifecycle;
 use custody_indexer::identity::change::Change;
+use custody_indexer::keys::accounts;
+use custody_indexer::lease;
 use custody_indexer::transfers::hold;
 use custody_indexer::{
     account::{AccountAddress, AccountType},
@@ -18,7 +20,10 @@ use custody_indexer::{
         Created, Fence, Lineage, NewAccount, NewTransfer, SentTransaction, Settlement, Store, StoreError,
         TxRole, TxState, WorkerKind,
     },
-    transfers::{FailureDetails, Route, TransferStatus, expiry::expire_before, record},
+    transfers::{
+        FailureDetails, Route, TransferStatus, expiry::expire_before, record, retries,
+        settle::settle_transfer, transactions,
+    },
 };
 use sqlx::{Connection, Executor, PgConnection, Row};
 
@@ -35,8 +40,9 @@ pub(crate) async fn store(backend: Backend) -> TestDb {
     let db = TestDb::new(backend).await;
     let address = |chain, address: &str| AccountAddress { chains: vec![chain], address: address.into() };
     common::identity(&db.store, "default", "identity-alice").await;
-    db.store
-        .add_account(NewAccount {
+    accounts::add_account(
+        &db.store,
+        NewAccount {
             watch_from: Default::default(),
             id: "alice".into(),
             organization: "default".into(),
@@ -44,9 +50,10 @@ pub(crate) async fn store(backend: Backend) -> TestDb {
             kind: AccountType::Segregated,
             request_id: None,
             addresses: vec![address(EVM, ALICE), address(SOLANA, ALICE_SOL)],
-        })
-        .await
-        .unwrap();
+        },
+    )
+    .await
+    .unwrap();
     db
 }
 
@@ -100,7 +107,7 @@ pub(crate) async fn record(
 pub(crate) async fn sender_lease(store: &Store, chain: Chain) -> Fence {
     let owner = "lineage-tests";
     if let Some(fence) =
-        store.take_lease(WorkerKind::Sender, chain, owner, 3_600_000_000, false).await.unwrap()
+        lease::take_lease(store, WorkerKind::Sender, chain, owner, 3_600_000_000, false).await.unwrap()
     {
         return fence;
     }
@@ -198,12 +205,12 @@ async fn a_lineage_goes_on_only_from_its_newest_transaction_at_its_nonce() {
 
         // Once every transaction was refused, a new lineage may start.
         for sent in [&original, bump, &cancel] {
-            store.reject_transaction(EVM, sent).await.unwrap();
+            transactions::reject_transaction(store, EVM, sent).await.unwrap();
         }
         record(store, &id, EVM, &signed(8, TxRole::Transfer, ALICE, 0), Lineage::Start).await.unwrap();
 
         // A terminal transfer takes nothing more.
-        store.settle_transfer(&id, &failed("REVERTED")).await.unwrap();
+        settle_transfer(store, &id, &failed("REVERTED")).await.unwrap();
         conflict(
             record(
                 store,
@@ -249,8 +256,8 @@ async fn a_top_up_and_the_transfer_transaction_never_overlap() {
         // The pending top-up's fee bump is its own lineage.
         let bumped = signed(4, TxRole::TopUp, SPONSOR, 0);
         record(store, &id, EVM, &bumped, Lineage::After(&top_up.hash)).await.unwrap();
-        store
-            .update_transaction(&bumped.hash, TxState::Mined, Some((5, "0xb5")), Some(U256::from(21)))
+        let fee = Some(U256::from(21));
+        transactions::update_transaction(store, &bumped.hash, TxState::Mined, Some((5, "0xb5")), fee)
             .await
             .unwrap();
         record(store, &id, EVM, &signed(5, TxRole::Transfer, ALICE, 0), Lineage::Start).await.unwrap();
@@ -303,7 +310,7 @@ async fn expiring_an_unsent_transfer_and_recording_its_transaction_exclude_each_
                     (0, TransferStatus::Accepted, 0),
                     "{backend:?}"
                 );
-                store.settle_transfer(&id, &failed("REVERTED")).await.unwrap();
+                settle_transfer(store, &id, &failed("REVERTED")).await.unwrap();
                 outcomes[0] += 1;
             } else {
                 conflict(recorded, "recording after the expiry");
@@ -332,10 +339,11 @@ async fn a_sender_whose_lease_was_taken_over_records_nothing() {
         let store = &db.store;
         let id = accepted(store, EVM).await;
         let minute = 60_000_000;
-        let stale = store.take_lease(WorkerKind::Sender, EVM, "first", minute, false).await.unwrap().unwrap();
+        let stale =
+            lease::take_lease(store, WorkerKind::Sender, EVM, "first", minute, false).await.unwrap().unwrap();
         // The first instance is presumed dead; another takes the chain over.
         let current =
-            store.take_lease(WorkerKind::Sender, EVM, "second", minute, true).await.unwrap().unwrap();
+            lease::take_lease(store, WorkerKind::Sender, EVM, "second", minute, true).await.unwrap().unwrap();
         assert_eq!(current.epoch, stale.epoch + 1);
         let sent = signed(1, TxRole::Transfer, SPONSOR, 0);
         let refused =
@@ -351,24 +359,27 @@ async fn a_sender_whose_lease_was_taken_over_records_nothing() {
         // Nor does the stale sender write anything else of the transfer: it
         // neither submits, defers, follows nor ends what the new holder sends.
         let stale = store.fenced(stale);
-        lease_lost(stale.mark_submitted(&id).await, &format!("{backend:?}: stale submit"));
+        lease_lost(transactions::mark_submitted(&stale, &id).await, &format!("{backend:?}: stale submit"));
         lease_lost(
-            stale.defer_transfer(&id, 5, i64::MAX, "x").await,
+            retries::defer_transfer(&stale, &id, 5, i64::MAX, "x").await,
             &format!("{backend:?}: stale deferral"),
         );
         lease_lost(
-            stale.update_transaction(&sent.hash, TxState::Rejected, None, None).await,
+            transactions::update_transaction(&stale, &sent.hash, TxState::Rejected, None, None).await,
             &format!("{backend:?}: stale follow-up"),
         );
-        lease_lost(stale.reject_transaction(EVM, &sent).await, &format!("{backend:?}: stale refusal"));
         lease_lost(
-            stale.settle_transfer(&id, &failed("LOST")).await,
+            transactions::reject_transaction(&stale, EVM, &sent).await,
+            &format!("{backend:?}: stale refusal"),
+        );
+        lease_lost(
+            settle_transfer(&stale, &id, &failed("LOST")).await,
             &format!("{backend:?}: stale settlement"),
         );
         let transfer = store.transfer(&id).await.unwrap();
         assert_eq!(transfer.status, TransferStatus::Accepted, "{backend:?}");
         assert_eq!(store.transfer_transactions(&id).await.unwrap()[0].state, TxState::Sent, "{backend:?}");
-        current.mark_submitted(&id).await.unwrap();
+        transactions::mark_submitted(&current, &id).await.unwrap();
         assert_eq!(store.transfer(&id).await.unwrap().status, TransferStatus::Submitted, "{backend:?}");
     }
 }

@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use common::db::{BACKENDS, TestDb, pending_deliveries};
 use custody_indexer::{
-    events::signing::Secret,
+    events::{claims::claim_deliveries, signing::Secret},
+    operators::tenants::create_bare_organization,
     store::{MAX_PREVIOUS_KEYS, Rooms, Store, Webhook},
 };
 
@@ -19,7 +20,7 @@ const HOUR: Duration = Duration::from_secs(3600);
 /// The secrets a delivery to the webhook would be signed with now, newest first.
 async fn signing_secrets(store: &Store) -> Vec<String> {
     // A lease of 1 µs: the delivery is free again for the next claim.
-    let claimed = store.claim_deliveries("test", 1, 1, &Rooms::even(1)).await.unwrap();
+    let claimed = claim_deliveries(store, "test", 1, 1, &Rooms::even(1)).await.unwrap();
     tokio::time::sleep(Duration::from_millis(2)).await;
     assert_eq!(claimed.len(), 1);
     let secrets = claimed.into_iter().next().unwrap().secrets.unwrap();
@@ -42,7 +43,7 @@ async fn previous_keys_sign_until_their_own_expiry_at_most_two_at_a_time() {
     for backend in BACKENDS {
         let db = TestDb::new(backend).await;
         let store = &db.store;
-        store.create_organization("acme", None).await.unwrap();
+        create_bare_organization(store, "acme", None).await.unwrap();
         let k0 = Secret::generate().expose().to_string();
         let webhook = common::webhook(store, "acme", ("https://receiver.test/", "ledger"), &k0).await;
         pending_deliveries(&db.url, "acme", &webhook.id, 1).await;
@@ -171,7 +172,7 @@ async fn signing_secrets_are_sealed_at_rest_and_open_only_where_they_were_sealed
     for backend in BACKENDS {
         let db = TestDb::new(backend).await;
         let store = &db.store;
-        store.create_organization("acme", None).await.unwrap();
+        create_bare_organization(store, "acme", None).await.unwrap();
         let (k0, other) = (Secret::generate().expose().to_string(), Secret::generate().expose().to_string());
         let webhook = common::webhook(store, "acme", ("https://receiver.test/", "ledger"), &k0).await;
         let second = common::webhook(store, "acme", ("https://receiver.test/b", "b"), &other).await;
@@ -182,7 +183,7 @@ async fn signing_secrets_are_sealed_at_rest_and_open_only_where_they_were_sealed
 
         // A store opened without the key signs nothing.
         let locked = Store::open(&db.url).await.unwrap();
-        let refused = locked.claim_deliveries("test", 1, 1, &Rooms::even(1)).await.unwrap_err();
+        let refused = claim_deliveries(&locked, "test", 1, 1, &Rooms::even(1)).await.unwrap_err();
         assert!(refused.to_string().contains("CUSTODY_INDEXER_PII_KEY"), "{refused}");
         assert!(
             custody_indexer::webhooks::register(
@@ -207,7 +208,7 @@ async fn signing_secrets_are_sealed_at_rest_and_open_only_where_they_were_sealed
         .await
         .unwrap();
         // That delivery's attempt fails, naming why; nothing else stops.
-        let claimed = store.claim_deliveries("test", 1, 1, &Rooms::even(1)).await.unwrap();
+        let claimed = claim_deliveries(store, "test", 1, 1, &Rooms::even(1)).await.unwrap();
         let unopenable = claimed[0].secrets.as_ref().unwrap_err();
         assert!(unopenable.contains("does not open"), "{unopenable}");
     }
@@ -218,7 +219,7 @@ async fn a_rotation_on_an_instance_whose_clock_is_behind_keeps_the_key_it_rotate
     for backend in BACKENDS {
         let db = TestDb::new(backend).await;
         let store = &db.store;
-        store.create_organization("acme", None).await.unwrap();
+        create_bare_organization(store, "acme", None).await.unwrap();
         let k0 = Secret::generate().expose().to_string();
         let webhook = common::webhook(store, "acme", ("https://receiver.test/", "ledger"), &k0).await;
         pending_deliveries(&db.url, "acme", &webhook.id, 1).await;

@@ -10,9 +10,10 @@ use common::{
     TestDb,
     db::{BACKENDS, Backend},
 };
+use custody_indexer::deposits::commit;
 use custody_indexer::{
     chain::Chain,
-    lease::Leases,
+    lease::{self, Leases},
     store::{Clock, CursorMove, ScanCommit, Store, StoreError, WorkerKind},
 };
 
@@ -44,23 +45,31 @@ async fn a_lease_has_one_holder_and_a_new_epoch_at_each_takeover() {
     for backend in BACKENDS {
         let db = TestDb::new(backend).await;
         let store = &db.store;
-        let first = store.take_lease(WorkerKind::Watcher, CHAIN, "a", 300_000, false).await.unwrap().unwrap();
+        let first =
+            lease::take_lease(store, WorkerKind::Watcher, CHAIN, "a", 300_000, false).await.unwrap().unwrap();
         assert_eq!(first.epoch, 1);
-        assert_eq!(store.take_lease(WorkerKind::Watcher, CHAIN, "b", MINUTE, false).await.unwrap(), None);
+        assert_eq!(
+            lease::take_lease(store, WorkerKind::Watcher, CHAIN, "b", MINUTE, false).await.unwrap(),
+            None
+        );
         // The sender's lease of the same chain is another lease.
-        assert!(store.take_lease(WorkerKind::Sender, CHAIN, "b", MINUTE, false).await.unwrap().is_some());
+        assert!(
+            lease::take_lease(store, WorkerKind::Sender, CHAIN, "b", MINUTE, false).await.unwrap().is_some()
+        );
         // `a` stops renewing: once its lease lapses, `b` takes over.
         tokio::time::sleep(Duration::from_millis(400)).await;
-        let second = store.take_lease(WorkerKind::Watcher, CHAIN, "b", MINUTE, false).await.unwrap().unwrap();
+        let second =
+            lease::take_lease(store, WorkerKind::Watcher, CHAIN, "b", MINUTE, false).await.unwrap().unwrap();
         assert_eq!(second.epoch, 2, "{backend:?}");
         assert!(
-            !store.renew_lease(&first, MINUTE).await.unwrap(),
+            !lease::renew_lease(store, &first, MINUTE).await.unwrap(),
             "{backend:?}: a stale holder cannot renew"
         );
-        assert!(store.renew_lease(&second, MINUTE).await.unwrap());
+        assert!(lease::renew_lease(store, &second, MINUTE).await.unwrap());
         // A release on a clean stop frees the lease at once; the epoch goes on.
-        store.release_lease(&second).await.unwrap();
-        let third = store.take_lease(WorkerKind::Watcher, CHAIN, "a", MINUTE, false).await.unwrap().unwrap();
+        lease::release_lease(store, &second).await.unwrap();
+        let third =
+            lease::take_lease(store, WorkerKind::Watcher, CHAIN, "a", MINUTE, false).await.unwrap().unwrap();
         assert_eq!(third.epoch, 3);
         let leases = store.worker_leases().await.unwrap();
         let watcher = leases.iter().find(|l| l.kind == WorkerKind::Watcher).unwrap();
@@ -74,22 +83,24 @@ async fn a_watcher_whose_lease_was_taken_over_commits_no_cursor() {
     for backend in BACKENDS {
         let db = TestDb::new(backend).await;
         let store = &db.store;
-        let old = store.take_lease(WorkerKind::Watcher, CHAIN, "a", 300_000, false).await.unwrap().unwrap();
+        let old =
+            lease::take_lease(store, WorkerKind::Watcher, CHAIN, "a", 300_000, false).await.unwrap().unwrap();
         let a = store.fenced(old);
-        a.commit_scan(&live_scan(0, 4, None)).await.unwrap();
+        commit::commit_scan(&a, &live_scan(0, 4, None)).await.unwrap();
         assert_eq!(next_block(store).await, 5);
         tokio::time::sleep(Duration::from_millis(400)).await;
         // Lapsed, not yet taken over: `a` no longer writes either.
-        let lapsed = a.commit_scan(&live_scan(5, 6, Some(5))).await.unwrap_err();
+        let lapsed = commit::commit_scan(&a, &live_scan(5, 6, Some(5))).await.unwrap_err();
         assert!(matches!(lapsed, StoreError::LeaseLost(_)), "{backend:?}: {lapsed:?}");
-        let new = store.take_lease(WorkerKind::Watcher, CHAIN, "b", MINUTE, false).await.unwrap().unwrap();
+        let new =
+            lease::take_lease(store, WorkerKind::Watcher, CHAIN, "b", MINUTE, false).await.unwrap().unwrap();
         let b = store.fenced(new);
         // Renewing late does not revive a taken-over holding.
-        assert!(!store.renew_lease(a.fence().unwrap(), MINUTE).await.unwrap());
-        let stale = a.commit_scan(&live_scan(5, 6, Some(5))).await.unwrap_err();
+        assert!(!lease::renew_lease(store, a.fence().unwrap(), MINUTE).await.unwrap());
+        let stale = commit::commit_scan(&a, &live_scan(5, 6, Some(5))).await.unwrap_err();
         assert!(matches!(stale, StoreError::LeaseLost(_)), "{backend:?}: {stale:?}");
         assert_eq!(next_block(store).await, 5, "{backend:?}: the stale scan moved nothing");
-        b.commit_scan(&live_scan(5, 6, Some(5))).await.unwrap();
+        commit::commit_scan(&b, &live_scan(5, 6, Some(5))).await.unwrap();
         assert_eq!(next_block(store).await, 7);
     }
 }
@@ -106,27 +117,32 @@ async fn on_postgres_a_lease_lapses_by_the_databases_clock_not_an_instances() {
 
     // `a` holds the watcher's lease for two seconds; `b`, whose clock is an
     // hour ahead, finds it live, and so does `health` read through it.
-    let held = db.store.take_lease(WorkerKind::Watcher, CHAIN, "a", 2_000_000, false).await.unwrap().unwrap();
-    assert_eq!(fast.take_lease(WorkerKind::Watcher, CHAIN, "b", MINUTE, false).await.unwrap(), None);
+    let held = lease::take_lease(&db.store, WorkerKind::Watcher, CHAIN, "a", 2_000_000, false)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(lease::take_lease(&fast, WorkerKind::Watcher, CHAIN, "b", MINUTE, false).await.unwrap(), None);
     let leases = fast.worker_leases().await.unwrap();
     assert!(leases.iter().all(|l| l.held), "{leases:?}");
 
     // `c`, whose clock is an hour behind, takes the sender's lease for two
     // seconds and renews it: still two seconds ahead of the database's now,
     // not an hour in its past, so `b` cannot take it either.
-    let sender = slow.take_lease(WorkerKind::Sender, CHAIN, "c", 2_000_000, false).await.unwrap().unwrap();
-    assert!(slow.renew_lease(&sender, 2_000_000).await.unwrap());
-    assert_eq!(fast.take_lease(WorkerKind::Sender, CHAIN, "b", MINUTE, false).await.unwrap(), None);
+    let sender =
+        lease::take_lease(&slow, WorkerKind::Sender, CHAIN, "c", 2_000_000, false).await.unwrap().unwrap();
+    assert!(lease::renew_lease(&slow, &sender, 2_000_000).await.unwrap());
+    assert_eq!(lease::take_lease(&fast, WorkerKind::Sender, CHAIN, "b", MINUTE, false).await.unwrap(), None);
 
     // Once the watcher's lease lapsed by the database's clock, `a` writes
     // nothing even through a handle whose clock is an hour behind, and `b`
     // takes over.
     tokio::time::sleep(Duration::from_millis(2_200)).await;
-    let lapsed = slow.fenced(held).commit_scan(&live_scan(0, 4, None)).await.unwrap_err();
+    let lapsed = commit::commit_scan(&slow.fenced(held), &live_scan(0, 4, None)).await.unwrap_err();
     assert!(matches!(lapsed, StoreError::LeaseLost(_)), "{lapsed:?}");
     let leases = slow.worker_leases().await.unwrap();
     assert!(leases.iter().all(|l| !l.held), "{leases:?}");
-    let taken = fast.take_lease(WorkerKind::Watcher, CHAIN, "b", MINUTE, false).await.unwrap().unwrap();
+    let taken =
+        lease::take_lease(&fast, WorkerKind::Watcher, CHAIN, "b", MINUTE, false).await.unwrap().unwrap();
     assert_eq!((taken.owner.as_str(), taken.epoch), ("b", 2));
 }
 
@@ -186,17 +202,19 @@ async fn only_the_watchers_holder_stops_its_chain_and_a_resume_records_who() {
     for backend in BACKENDS {
         let db = TestDb::new(backend).await;
         let store = &db.store;
-        let stale = store.take_lease(WorkerKind::Watcher, CHAIN, "a", 300_000, false).await.unwrap().unwrap();
+        let stale =
+            lease::take_lease(store, WorkerKind::Watcher, CHAIN, "a", 300_000, false).await.unwrap().unwrap();
         tokio::time::sleep(Duration::from_millis(400)).await;
-        let holder = store.take_lease(WorkerKind::Watcher, CHAIN, "b", MINUTE, false).await.unwrap().unwrap();
+        let holder =
+            lease::take_lease(store, WorkerKind::Watcher, CHAIN, "b", MINUTE, false).await.unwrap().unwrap();
 
-        let refused = store.fenced(stale).stop_chain(CHAIN, "store", "stale", "a").await;
+        let refused = commit::stop_chain(&store.fenced(stale), CHAIN, "store", "stale", "a").await;
         assert!(matches!(refused, Err(StoreError::LeaseLost(_))), "{backend:?}: {refused:?}");
         assert_eq!(store.chain_stop(CHAIN).await.unwrap(), None, "{backend:?}: a lost lease stops nothing");
 
         let holding = store.fenced(holder);
-        holding.stop_chain(CHAIN, "reorg_too_deep", "too deep", "b").await.unwrap();
-        holding.stop_chain(CHAIN, "store", "later", "b").await.unwrap();
+        commit::stop_chain(&holding, CHAIN, "reorg_too_deep", "too deep", "b").await.unwrap();
+        commit::stop_chain(&holding, CHAIN, "store", "later", "b").await.unwrap();
         let stop = store.chain_stop(CHAIN).await.unwrap().expect("stopped");
         assert_eq!(
             (stop.kind.as_str(), stop.reason.as_str(), stop.instance.as_str()),
@@ -205,17 +223,56 @@ async fn only_the_watchers_holder_stops_its_chain_and_a_resume_records_who() {
         assert_eq!(store.chain_stops().await.unwrap(), vec![stop.clone()]);
         assert_eq!(store.chain_stop(Chain::EthereumTestnet).await.unwrap(), None, "other chains run");
 
-        let resumed = store.resume_chain(CHAIN, "oncall-ana").await.unwrap().expect("was stopped");
+        let resumed = commit::resume_chain(store, CHAIN, "oncall-ana").await.unwrap().expect("was stopped");
         assert_eq!(resumed.resumed_by.as_deref(), Some("oncall-ana"), "{backend:?}");
         assert!(resumed.resumed_at.is_some_and(|at| at >= stop.stopped_at));
         assert_eq!(store.chain_stop(CHAIN).await.unwrap(), None);
-        assert_eq!(store.resume_chain(CHAIN, "oncall-ana").await.unwrap(), None, "nothing left to resume");
+        assert_eq!(
+            commit::resume_chain(store, CHAIN, "oncall-ana").await.unwrap(),
+            None,
+            "nothing left to resume"
+        );
 
         // Stopped again, it needs a new resume; both stops stay on record.
-        holding.stop_chain(CHAIN, "store", "again", "b").await.unwrap();
+        commit::stop_chain(&holding, CHAIN, "store", "again", "b").await.unwrap();
         assert_eq!(store.chain_stop(CHAIN).await.unwrap().unwrap().reason, "again");
         let history = store.chain_stop_history(CHAIN).await.unwrap();
         let reasons: Vec<_> = history.iter().map(|s| (s.reason.as_str(), s.resumed_by.as_deref())).collect();
         assert_eq!(reasons, [("again", None), ("too deep", Some("oncall-ana"))], "{backend:?}");
+    }
+}
+
+/// Every transaction of a handle fenced by a lease checks it, whatever
+/// wing writes: the watcher's health records (once written outside any
+/// transaction) and a transaction begun by hand are refused alike once the
+/// lease was taken over, and nothing is written.
+#[tokio::test]
+async fn every_write_of_a_worker_that_lost_its_lease_is_refused() {
+    for backend in BACKENDS {
+        let db = TestDb::new(backend).await;
+        let store = &db.store;
+        let stale =
+            lease::take_lease(store, WorkerKind::Watcher, CHAIN, "a", 300_000, false).await.unwrap().unwrap();
+        let stale = store.fenced(stale);
+        commit::record_check(&stale, CHAIN, 10, 9, None).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let holder =
+            lease::take_lease(store, WorkerKind::Watcher, CHAIN, "b", MINUTE, false).await.unwrap().unwrap();
+
+        let check = commit::record_check(&stale, CHAIN, 20, 19, None).await;
+        assert!(matches!(check, Err(StoreError::LeaseLost(_))), "{backend:?}: {check:?}");
+        let failure = commit::record_failure(&stale, CHAIN, "store", "stale").await;
+        assert!(matches!(failure, Err(StoreError::LeaseLost(_))), "{backend:?}: {failure:?}");
+        let begun = stale.begin().await;
+        assert!(matches!(begun, Err(StoreError::LeaseLost(_))), "{backend:?}: a transaction begun by hand");
+        let health = store.chain_health().await.unwrap();
+        assert_eq!(
+            (health[0].head, health[0].last_error.as_deref()),
+            (Some(10), None),
+            "{backend:?}: {health:?}"
+        );
+
+        commit::record_check(&store.fenced(holder), CHAIN, 20, 19, None).await.unwrap();
+        assert_eq!(store.chain_health().await.unwrap()[0].head, Some(20), "{backend:?}: the holder writes");
     }
 }

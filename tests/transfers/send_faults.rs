@@ -23,6 +23,7 @@ use common::{
 use custody_indexer::{
     amount::Amount,
     store::{Store, TxRole, TxState},
+    transfers::transactions::resync_nonce,
 };
 use serde_json::{Value, json};
 use sqlx::Connection;
@@ -219,7 +220,7 @@ async fn a_nonce_gap_is_filled_and_the_transfers_after_it_confirm() {
     // (as after a re-sync to a pending count whose transaction was dropped).
     let store = s.env.store().await;
     let omnibus = s.omnibus.to_string();
-    assert!(store.resync_nonce(common::CHAIN, &omnibus, 2).await.unwrap());
+    assert!(resync_nonce(&store, common::CHAIN, &omnibus, 2).await.unwrap());
     let later = [
         s.transfer("treasury", "0.2", "ETH", s.outside).await,
         s.transfer("treasury", "0.3", "ETH", s.outside).await,
@@ -322,7 +323,7 @@ async fn a_nonce_gap_of_a_topped_up_address_is_filled_and_its_fee_taken_off_the_
     // address with what the sponsor's top-ups left there.
     let store = s.env.store().await;
     let address = alice.to_string();
-    assert!(store.resync_nonce(common::CHAIN, &address, 2).await.unwrap());
+    assert!(resync_nonce(&store, common::CHAIN, &address, 2).await.unwrap());
     let second = s.transfer("alice", "2", "TUSD", s.outside).await;
     s.until(&second, "CONFIRMED", true).await;
     assert_eq!(s.tokens(s.tusd, s.outside).await, U256::from(3_000_000));

@@ -17,6 +17,7 @@ use common::{
     db::BACKENDS,
     eventually,
 };
+use custody_indexer::keys::accounts;
 use custody_indexer::{
     account::{AccountAddress, AccountType},
     api::RateLimit,
@@ -24,7 +25,10 @@ use custody_indexer::{
     config::Chains,
     keys::{KeyRef, MnemonicSigner, Signer},
     store::{NewAccount, Settlement},
-    transfers::{FailureDetails, TransferStatus},
+    transfers::{
+        FailureDetails, TransferStatus, limit_policies::create_limit_policy, settle::settle_transfer,
+        transactions::mark_submitted,
+    },
 };
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -56,8 +60,9 @@ impl Setup {
         let app = spawn_app_with_signer(backend, chains.clone(), RateLimit::default(), Some(signer)).await;
         let key = app.key("acme").await;
         common::identity(app.store(), "acme", "identity-treasury").await;
-        app.store()
-            .add_account(NewAccount {
+        accounts::add_account(
+            app.store(),
+            NewAccount {
                 watch_from: Default::default(),
                 id: "treasury".into(),
                 organization: "acme".into(),
@@ -65,9 +70,10 @@ impl Setup {
                 kind: AccountType::Omnibus,
                 request_id: None,
                 addresses: vec![AccountAddress { chains: vec![CHAIN], address: omnibus.to_checksum(None) }],
-            })
-            .await
-            .unwrap();
+            },
+        )
+        .await
+        .unwrap();
         let minter = anvil.accounts[5];
         anvil.token(token).mint(omnibus, U256::from(tusd)).from(minter).mined().await;
         Self { app, _anvil: anvil, chains, key }
@@ -114,9 +120,7 @@ async fn one_request_in_any_uuid_form_is_one_transfer_whatever_it_holds() {
         // The transfer takes the whole balance and the whole 24 h limit: a
         // repeat must not meet its own hold.
         let s = Setup::new(backend, "", 10_000_000).await;
-        s.app
-            .store()
-            .create_limit_policy("acme", Some("treasury"), None, "TUSD", Some("10"), Some("10"))
+        create_limit_policy(s.app.store(), "acme", Some("treasury"), None, "TUSD", Some("10"), Some("10"))
             .await
             .unwrap();
         let id = uuid::Uuid::new_v4();
@@ -136,7 +140,7 @@ async fn one_request_in_any_uuid_form_is_one_transfer_whatever_it_holds() {
         assert_eq!(listed["transfers"].as_array().unwrap().len(), 1, "{listed}");
 
         // Submitted: still in flight, still the same transfer.
-        s.app.store().mark_submitted(&transfer).await.unwrap();
+        mark_submitted(s.app.store(), &transfer).await.unwrap();
         let again = s.post(&s.request(&canonical.to_uppercase(), "10.000")).await;
         assert_eq!((again.status, again.body["id"].as_str()), (201, Some(transfer.as_str())), "{again:?}");
         assert_eq!(again.body["status"], "SUBMITTED");
@@ -160,7 +164,7 @@ async fn one_request_in_any_uuid_form_is_one_transfer_whatever_it_holds() {
             native_decimals: 18,
             usd_micros_per_coin: 0,
         };
-        s.app.store().settle_transfer(&transfer, &settlement).await.unwrap();
+        settle_transfer(s.app.store(), &transfer, &settlement).await.unwrap();
         let duplicate = s.post(&s.request(&format!("urn:uuid:{canonical}"), "10")).await;
         assert_eq!(
             (duplicate.status, duplicate.body["code"].as_str()),

@@ -9,7 +9,7 @@ use crate::{
         resource::Quote,
     },
     issuance::{BankAccount, FIAT_CURRENCY},
-    store::{Store, StoreError},
+    store::{NewQuote, Store, StoreError, quotes},
 };
 
 /// What the payout pays: the currency, the cents when known now, the fee.
@@ -41,6 +41,14 @@ pub enum PricingError {
     QuoteExpired(String),
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+/// Persists `new` under a new id: the quote as the API shows it.
+pub async fn create_quote(store: &Store, new: &NewQuote) -> Result<Quote, StoreError> {
+    let mut tx = store.begin().await?;
+    let id = quotes::insert(&mut tx, new).await?;
+    tx.commit().await?;
+    store.quote(&new.organization, &id).await
 }
 
 /// The payout of what `asked` asks to `bank`, the off-ramp fee `fee_bps`

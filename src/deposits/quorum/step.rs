@@ -16,7 +16,7 @@ use tracing::{error, info, warn};
 use super::{Answer, Claimed, Decision, Dispute, NOT_ON_QUORUM, reference_hash, verdict};
 use crate::{
     chain::Chain,
-    deposits::watcher::WatchError,
+    deposits::{commit, watcher::WatchError},
     rpc::RpcFailure,
     store::{QuorumSettlement, Store},
 };
@@ -137,10 +137,10 @@ async fn waiting_on<R>(
             silent.join(", ")
         );
         warn!(%chain, waiting, ?silent, "quorum: confirmation waits for providers that did not answer");
-        at.store.raise_condition(Some(chain), QUORUM_WAITING, "confirmation", &message).await?;
+        crate::conditions::raise(at.store, Some(chain), QUORUM_WAITING, "confirmation", &message).await?;
         providers.waiting.store(true, Ordering::SeqCst);
     } else if providers.waiting.swap(false, Ordering::SeqCst) {
-        at.store.clear_condition(Some(chain), QUORUM_WAITING, "confirmation").await?;
+        crate::conditions::clear(at.store, Some(chain), QUORUM_WAITING, "confirmation").await?;
     }
     Ok(())
 }
@@ -148,7 +148,7 @@ async fn waiting_on<R>(
 /// Commits a quorum step's settlement, and says what it found.
 async fn settle(at: &Quorum<'_>, settlement: &QuorumSettlement) -> Result<(), WatchError> {
     let chain = at.chain;
-    let (changed, new) = at.store.settle_on_quorum(settlement).await?;
+    let (changed, new) = commit::settle_on_quorum(at.store, settlement).await?;
     if !new.is_empty() {
         metrics::counter!("custody_indexer_provider_disputes_total", "chain" => chain.as_str())
             .increment(new.len() as u64);

@@ -21,7 +21,7 @@ use super::{
     },
     EvmSender,
 };
-use crate::transfers::{Outgoing, Route, SendError, SentTransaction, TxRole};
+use crate::transfers::{Outgoing, Route, SendError, SentTransaction, TxRole, transactions};
 
 /// What the chain says of a transaction's nonce.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,13 +46,13 @@ impl EvmSender {
     pub(super) async fn broadcast_first(&self, t: &Outgoing, tx: &SentTransaction) -> Result<(), SendError> {
         match self.send(tx).await? {
             Broadcast::Accepted => {
-                self.store.mark_submitted(&t.id).await?;
+                transactions::mark_submitted(&self.store, &t.id).await?;
                 info!(chain = %self.config.chain, transfer = %t.id, hash = %tx.hash, nonce = tx.nonce, "transfer submitted");
                 Ok(())
             }
             Broadcast::Unknown(reason) => {
                 warn!(chain = %self.config.chain, transfer = %t.id, hash = %tx.hash, nonce = tx.nonce, reason, "the broadcast's answer decides nothing; the transfer is held and its transaction sent again");
-                self.store.mark_submitted(&t.id).await?;
+                transactions::mark_submitted(&self.store, &t.id).await?;
                 Ok(())
             }
             Broadcast::Refused(reason) => self.refused(t, tx, &reason).await,
@@ -80,11 +80,11 @@ impl EvmSender {
         if !only_refused || !intrinsic(reason) {
             warn!(chain = %self.config.chain, transfer = %t.id, hash = %tx.hash, nonce = tx.nonce, reason, "refused, but a node may hold it; holding it until the chain decides");
             if tx.role != TxRole::TopUp {
-                self.store.mark_submitted(&t.id).await?;
+                transactions::mark_submitted(&self.store, &t.id).await?;
             }
             return Ok(());
         }
-        self.store.reject_transaction(self.config.chain, tx).await?;
+        transactions::reject_transaction(&self.store, self.config.chain, tx).await?;
         self.only_refused.lock().expect("refusal set").remove(&tx.hash);
         if t.route == Route::Authorization && tx.role != TxRole::TopUp {
             // The authorization went out with the refused bytes.
@@ -187,7 +187,7 @@ impl EvmSender {
             Some(stored) if stored >= chain_next => Ok(stored),
             Some(stored) => {
                 warn!(chain = %self.config.chain, sender = %address, stored, chain_next, "nonce drift: the address sent elsewhere; re-syncing");
-                self.store.resync_nonce(self.config.chain, &address, chain_next).await?;
+                transactions::resync_nonce(&self.store, self.config.chain, &address, chain_next).await?;
                 Ok(chain_next)
             }
             None => Ok(chain_next),

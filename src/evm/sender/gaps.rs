@@ -11,7 +11,7 @@ use tracing::{info, warn};
 use super::{EvmSender, broadcast::sender_of, outcome::receipt_fees};
 use crate::{
     keys::KeyRef,
-    transfers::{Outgoing, PlatformCost, SendError, TxRole, TxState},
+    transfers::{Outgoing, PlatformCost, SendError, TxRole, TxState, fillers},
 };
 
 impl EvmSender {
@@ -48,7 +48,16 @@ impl EvmSender {
         let tx = self.self_transfer(from, nonce, max_fee, tip);
         let sent = self.sign(key, tx, TxRole::Cancel).await?;
         let chain = self.config.chain;
-        self.store.record_filler(chain, &sent.sender, nonce, &sent.hash, &sent.raw, sent.created_at).await?;
+        fillers::record_filler(
+            &self.store,
+            chain,
+            &sent.sender,
+            nonce,
+            &sent.hash,
+            &sent.raw,
+            sent.created_at,
+        )
+        .await?;
         warn!(%chain, sender = %sent.sender, nonce, hash = %sent.hash, "nonce gap below later transactions; filling it");
         self.send(&sent).await?;
         Ok(())
@@ -69,7 +78,7 @@ impl EvmSender {
                 };
                 let fee = receipt.execution_fee() + receipt.l1_fee.unwrap_or_default();
                 info!(chain = %self.config.chain, nonce, %hash, %fee, "nonce gap filled");
-                self.store.filler_included(&hash, receipt.block_number.to(), &cost).await?;
+                fillers::filler_included(&self.store, &hash, receipt.block_number.to(), &cost).await?;
                 continue;
             }
             let bytes =
@@ -82,7 +91,7 @@ impl EvmSender {
                 // Read from the block that used the nonce: a receipt missing
                 // may only be missing from a backend behind.
                 if !self.nonce_block(from, nonce, block).await?.contains(&parsed) {
-                    self.store.filler_superseded(&hash).await?;
+                    fillers::filler_superseded(&self.store, &hash).await?;
                 }
                 continue;
             }

@@ -44,7 +44,8 @@ use crate::{
     store::{Store, now_micros},
     transfers::{
         Lineage, Outgoing, Route, SendError, Sender, SentTransaction, TransferStatus, TxRole, TxState,
-        after_step, expire_if_unsent, failure, holds_address, record::record, submit_within_micros, waiting,
+        after_step, expire_if_unsent, failure, holds_address, record::record, submit_within_micros,
+        transactions, waiting,
     },
 };
 
@@ -276,7 +277,7 @@ impl EvmSender {
         if self.nonce_use(last, pending, None).await? == NonceUse::Other {
             warn!(chain = %self.config.chain, transfer = %t.id, nonce = last.nonce, "the top-up's nonce went to another transaction at a final block; topping up again");
             for tx in pending {
-                self.store.reject_transaction(self.config.chain, tx).await?;
+                transactions::reject_transaction(&self.store, self.config.chain, tx).await?;
             }
             return Ok(());
         }
@@ -324,7 +325,7 @@ impl EvmSender {
         for tx in &group {
             if tx.state != TxState::Sent {
                 warn!(chain = %self.config.chain, transfer = %t.id, hash = %tx.hash, "included transaction reorged out; sending it again");
-                self.store.update_transaction(&tx.hash, TxState::Sent, None, None).await?;
+                transactions::update_transaction(&self.store, &tx.hash, TxState::Sent, None, None).await?;
             }
         }
         if self.nonce_use(last, &signed, confirmed).await? == NonceUse::Other {
@@ -428,7 +429,7 @@ impl EvmSender {
             // releases nothing.
             Broadcast::Refused(reason) => {
                 warn!(chain = %self.config.chain, transfer = %t.id, hash = %sent.hash, reason, "node refused a replacement");
-                self.store.reject_transaction(self.config.chain, &sent).await?;
+                transactions::reject_transaction(&self.store, self.config.chain, &sent).await?;
             }
             Broadcast::Unknown(reason) => {
                 warn!(chain = %self.config.chain, transfer = %t.id, hash = %sent.hash, reason, "the replacement's broadcast answer decides nothing; sending it again");

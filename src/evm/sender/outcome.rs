@@ -8,7 +8,7 @@ use tracing::warn;
 use super::{super::rpc::FeeReceipt, EvmSender, authorization::AuthorizationUse};
 use crate::transfers::{
     FailureDetails, Fee, Outgoing, Route, SendError, SentTransaction, TransferStatus, TxRole, TxState,
-    failure, settle,
+    failure, settle, transactions,
 };
 
 impl EvmSender {
@@ -119,7 +119,8 @@ impl EvmSender {
         let number = receipt.block_number.to::<u64>();
         if tx.state != state || tx.block_hash.as_deref() != Some(block.as_str()) {
             let fee = receipt.execution_fee() + receipt.l1_fee.unwrap_or_default();
-            self.store.update_transaction(&tx.hash, state, Some((number, &block)), Some(fee)).await?;
+            transactions::update_transaction(&self.store, &tx.hash, state, Some((number, &block)), Some(fee))
+                .await?;
         }
         Ok(())
     }

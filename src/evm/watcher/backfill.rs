@@ -14,6 +14,7 @@ use tracing::info;
 use super::EvmWatcher;
 use crate::evm::ranges;
 use crate::{
+    deposits::commit,
     deposits::coverage::{self, History},
     deposits::resource::Detected,
     deposits::watch::WatchSet,
@@ -82,8 +83,9 @@ impl EvmWatcher {
                 cursor: CursorMove::Backfill,
                 keep_blocks: 0,
             };
-            let committing =
-                (|| this.store.commit_scan(&commit)).retry(retry).when(|e| matches!(e, StoreError::Query(_)));
+            let committing = (|| commit::commit_scan(&this.store, &commit))
+                .retry(retry)
+                .when(|e| matches!(e, StoreError::Query(_)));
             let (changed, fetched) = tokio::join!(committing, scans.try_next());
             let changed = changed?;
             report.blocks += end - start + 1;

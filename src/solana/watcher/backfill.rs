@@ -12,6 +12,7 @@ use tracing::info;
 use super::{PAGE, SolanaWatcher};
 use crate::{
     chain::Chain,
+    deposits::commit,
     deposits::resource::Detected,
     deposits::watcher::{BackfillReport, WatchError},
     store::{CursorMove, ScanCommit},
@@ -76,7 +77,7 @@ impl SolanaWatcher {
             let end = to.min(start + self.config.max_block_range - 1);
             let (through, deposits) = patiently(chain, || self.backfill_step(start, end), patience()).await?;
             let commit = backfill_commit(chain, start, through, finalized, deposits);
-            report.deposits_changed += self.store.commit_scan(&commit).await?.len();
+            report.deposits_changed += commit::commit_scan(&self.store, &commit).await?.len();
             report.deposits_found += commit.deposits.len();
             report.blocks += through - start + 1;
             progress(report.blocks, report.deposits_found);
@@ -166,7 +167,7 @@ impl SolanaWatcher {
             let Some(commit) = commit else { break };
             report.to = report.to.max(commit.to);
             report.from = report.from.min(commit.from);
-            report.deposits_changed += self.store.commit_scan(&commit).await?.len();
+            report.deposits_changed += commit::commit_scan(&self.store, &commit).await?.len();
             report.deposits_found += commit.deposits.len();
             report.blocks += listed.len() as u64;
             progress(report.blocks, report.deposits_found);

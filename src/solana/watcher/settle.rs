@@ -11,7 +11,7 @@ use super::{
     super::finality::{self, Verdict},
     SolanaWatcher,
 };
-use crate::deposits::watcher::WatchError;
+use crate::deposits::{commit, watcher::WatchError};
 
 /// `getSignatureStatuses` takes at most this many signatures per call.
 const STATUSES_PER_CALL: usize = 256;
@@ -40,7 +40,7 @@ impl SolanaWatcher {
         };
         let confirmed: Vec<String> = with(Verdict::Final).into_iter().map(|(id, _)| id).collect();
         let failed = self.without_status(with(Verdict::Skipped)).await?;
-        let changed = self.store.settle(&confirmed, &failed).await?;
+        let changed = commit::settle(&self.store, &confirmed, &failed).await?;
         if !failed.is_empty() {
             warn!(%chain, failed = failed.len(), "deposits in slots the cluster skipped are FAILED");
         }

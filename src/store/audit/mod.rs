@@ -159,57 +159,50 @@ impl Store {
         rows.iter().map(entry).collect()
     }
 
-    /// Claims the next checkpoint for `owner` when it is due at `now`
-    /// (microseconds), the one after due `every` later: true for exactly
-    /// one claimant per period, however many instances ask. A due time
-    /// further away than two periods (written outside the service; one
-    /// period's worth is left to instances' clocks differing) counts as
-    /// due, and a missing row is made again.
-    pub async fn claim_audit_checkpoint(
-        &self,
-        owner: &str,
-        now: i64,
-        every: i64,
-    ) -> Result<bool, StoreError> {
-        let done = sqlx::query(
-            "UPDATE audit_checkpoint_due SET due_at = $1 + $2, owner = $3
-             WHERE id = 1 AND (due_at <= $1 OR due_at > $1 + $2 + $2)",
-        )
-        .bind(now)
-        .bind(every)
-        .bind(owner)
-        .execute(&self.pool)
-        .await?;
-        if done.rows_affected() == 1 {
-            return Ok(true);
-        }
-        let made = sqlx::query(
-            "INSERT INTO audit_checkpoint_due (id, due_at, owner) VALUES (1, $1 + $2, $3) ON CONFLICT (id) DO NOTHING",
-        )
-        .bind(now)
-        .bind(every)
-        .bind(owner)
-        .execute(&self.pool)
-        .await?;
-        Ok(made.rows_affected() == 1)
-    }
-
-    /// Makes the checkpoint `owner` claimed due again at `at` (it could not
-    /// be written), unless another claimed meanwhile.
-    pub async fn retry_audit_checkpoint(&self, owner: &str, at: i64) -> Result<(), StoreError> {
-        sqlx::query("UPDATE audit_checkpoint_due SET due_at = $1 WHERE id = 1 AND owner = $2")
-            .bind(at)
-            .bind(owner)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
-    }
-
     /// The chain's head: the last `seq` appended and its hash.
     pub async fn audit_head(&self) -> Result<(i64, String), StoreError> {
         let row = sqlx::query("SELECT seq, hash FROM audit_head WHERE id = 1").fetch_one(&self.pool).await?;
         Ok((row.try_get("seq")?, row.try_get("hash")?))
     }
+}
+
+/// Claims in `tx` the next checkpoint for `owner` when it is due at `now`
+/// (microseconds), the one after due `every` later: true for exactly one
+/// claimant per period. A due time further away than two periods counts
+/// as due, and a missing row is made again.
+pub async fn claim_checkpoint(tx: &mut Tx, owner: &str, now: i64, every: i64) -> Result<bool, StoreError> {
+    let done = sqlx::query(
+        "UPDATE audit_checkpoint_due SET due_at = $1 + $2, owner = $3
+         WHERE id = 1 AND (due_at <= $1 OR due_at > $1 + $2 + $2)",
+    )
+    .bind(now)
+    .bind(every)
+    .bind(owner)
+    .execute(&mut **tx)
+    .await?;
+    if done.rows_affected() == 1 {
+        return Ok(true);
+    }
+    let made = sqlx::query(
+        "INSERT INTO audit_checkpoint_due (id, due_at, owner) VALUES (1, $1 + $2, $3) ON CONFLICT (id) DO NOTHING",
+    )
+    .bind(now)
+    .bind(every)
+    .bind(owner)
+    .execute(&mut **tx)
+    .await?;
+    Ok(made.rows_affected() == 1)
+}
+
+/// Makes the checkpoint `owner` claimed due again at `at` in `tx`, unless
+/// another claimed meanwhile.
+pub async fn retry_checkpoint(tx: &mut Tx, owner: &str, at: i64) -> Result<(), StoreError> {
+    sqlx::query("UPDATE audit_checkpoint_due SET due_at = $1 WHERE id = 1 AND owner = $2")
+        .bind(at)
+        .bind(owner)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
 }
 
 /// Whether an entry of `action` about `target_id` exists.

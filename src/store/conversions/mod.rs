@@ -8,7 +8,7 @@ pub mod off_ramp_refunds;
 pub mod off_ramps;
 pub(crate) mod payout_answers;
 pub mod payouts;
-pub(in crate::store) mod quotes;
+pub(crate) mod quotes;
 pub(crate) mod virtual_accounts;
 
 use sqlx::{Any, Row, Transaction, any::AnyRow};

@@ -4,7 +4,7 @@
 
 use sqlx::Row;
 
-use crate::store::{Store, StoreError, Tx, lock_suffix, now_micros};
+use crate::store::{StoreError, Tx, lock_suffix, now_micros};
 use crate::{bank::Answer, conversions::resource::Type};
 
 /// An answer given and not yet confirmed.
@@ -97,14 +97,4 @@ pub async fn confirm(tx: &mut Tx, id: &str, by: &str) -> Result<(), StoreError> 
         .execute(&mut **tx)
         .await?;
     Ok(())
-}
-
-impl Store {
-    /// The unconfirmed answer to off-ramp `id`'s payout, if any.
-    pub async fn unconfirmed_answer(&self, id: &str) -> Result<Option<Unconfirmed>, StoreError> {
-        let mut tx = self.begin().await?;
-        let answer = lock(&mut tx, id).await?;
-        tx.commit().await?;
-        Ok(answer)
-    }
 }

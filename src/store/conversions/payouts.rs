@@ -3,7 +3,7 @@
 
 use sqlx::Row;
 
-use crate::store::{Store, StoreError};
+use crate::store::{StoreError, Tx};
 use crate::{
     bank::Answer,
     conversions::{resource::Type, state::Status},
@@ -24,89 +24,86 @@ pub struct Claimed {
     pub currency: String,
 }
 
-impl Store {
-    /// Claims the payout of the `PROCESSING` off-ramp `id` for its
-    /// hand-off at `now`: `None` when it was handed off already, or another
-    /// instance claimed it within [`CLAIM_MICROS`].
-    pub async fn claim_payout(&self, id: &str, now: i64) -> Result<Option<Claimed>, StoreError> {
-        let row = sqlx::query(
-            "UPDATE conversions SET payout_claimed_at = $2
-             WHERE id = $1 AND type = $3 AND status = $4 AND payout_handed_at IS NULL
-               AND (payout_claimed_at IS NULL OR payout_claimed_at <= $5)
-             RETURNING organization_id, payment_instructions_id, destination_currency",
-        )
-        .bind(id)
-        .bind(now)
-        .bind(Type::OffRamp.as_str())
-        .bind(Status::Processing.as_str())
-        .bind(now - CLAIM_MICROS)
-        .fetch_optional(&self.pool)
-        .await?;
-        let Some(row) = row else { return Ok(None) };
-        let priced = sqlx::query(
-            "SELECT COALESCE(c.destination_cents, q.destination_cents) AS cents
-             FROM conversions c LEFT JOIN quotes q ON q.id = c.quote_id WHERE c.id = $1",
-        )
-        .bind(id)
-        .fetch_one(&self.pool)
-        .await?;
-        let cents = priced
-            .try_get::<Option<i64>, _>("cents")?
-            .ok_or_else(|| StoreError::Corrupt(format!("off-ramp {id} has no destination amount")))?;
-        Ok(Some(Claimed {
-            organization: row.try_get("organization_id")?,
-            bank_account: row.try_get("payment_instructions_id")?,
-            cents,
-            currency: row.try_get("destination_currency")?,
-        }))
-    }
+/// Claims the payout of the `PROCESSING` off-ramp `id` for its hand-off at
+/// `now`: `None` when it was handed off already, or another instance
+/// claimed it within [`CLAIM_MICROS`].
+pub(crate) async fn claim(tx: &mut Tx, id: &str, now: i64) -> Result<Option<Claimed>, StoreError> {
+    let row = sqlx::query(
+        "UPDATE conversions SET payout_claimed_at = $2
+         WHERE id = $1 AND type = $3 AND status = $4 AND payout_handed_at IS NULL
+           AND (payout_claimed_at IS NULL OR payout_claimed_at <= $5)
+         RETURNING organization_id, payment_instructions_id, destination_currency",
+    )
+    .bind(id)
+    .bind(now)
+    .bind(Type::OffRamp.as_str())
+    .bind(Status::Processing.as_str())
+    .bind(now - CLAIM_MICROS)
+    .fetch_optional(&mut **tx)
+    .await?;
+    let Some(row) = row else { return Ok(None) };
+    let priced = sqlx::query(
+        "SELECT COALESCE(c.destination_cents, q.destination_cents) AS cents
+         FROM conversions c LEFT JOIN quotes q ON q.id = c.quote_id WHERE c.id = $1",
+    )
+    .bind(id)
+    .fetch_one(&mut **tx)
+    .await?;
+    let cents = priced
+        .try_get::<Option<i64>, _>("cents")?
+        .ok_or_else(|| StoreError::Corrupt(format!("off-ramp {id} has no destination amount")))?;
+    Ok(Some(Claimed {
+        organization: row.try_get("organization_id")?,
+        bank_account: row.try_get("payment_instructions_id")?,
+        cents,
+        currency: row.try_get("destination_currency")?,
+    }))
+}
 
-    /// Shortens the claim on the payout of off-ramp `id` made at
-    /// `claimed_at` (the bank answered that it is unavailable) so that it
-    /// lapses at `lapses_at`. The payout stays claimed once: the bank may
-    /// have it.
-    pub async fn release_payout(&self, id: &str, claimed_at: i64, lapses_at: i64) -> Result<(), StoreError> {
-        sqlx::query(
-            "UPDATE conversions SET payout_claimed_at = $3
-             WHERE id = $1 AND payout_claimed_at = $2 AND payout_handed_at IS NULL",
-        )
-        .bind(id)
-        .bind(claimed_at)
-        .bind(lapses_at - CLAIM_MICROS)
-        .execute(&self.pool)
-        .await?;
-        Ok(())
-    }
+/// Shortens the claim on the payout of off-ramp `id` made at `claimed_at`
+/// so that it lapses at `lapses_at`.
+pub(crate) async fn release(
+    tx: &mut Tx,
+    id: &str,
+    claimed_at: i64,
+    lapses_at: i64,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE conversions SET payout_claimed_at = $3
+         WHERE id = $1 AND payout_claimed_at = $2 AND payout_handed_at IS NULL",
+    )
+    .bind(id)
+    .bind(claimed_at)
+    .bind(lapses_at - CLAIM_MICROS)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
 
-    /// Records that the bank took the payout of off-ramp `id` under
-    /// `reference` at `now`, with the answer it already gave (due at its
-    /// third part) unless one is recorded (an off-ramp accepted before the
-    /// hand-off was a step of its own holds its sandbox answer, due now):
-    /// whether this call recorded the hand-off
-    /// (once per payout, whichever instance comes first).
-    pub async fn record_handoff(
-        &self,
-        id: &str,
-        reference: Option<&str>,
-        answer: Option<(Answer, &str, i64)>,
-        now: i64,
-    ) -> Result<bool, StoreError> {
-        let (outcome, reason, due) =
-            answer.map_or((None, None, None), |(a, r, d)| (Some(a.as_str()), Some(r), Some(d)));
-        let done = sqlx::query(
-            "UPDATE conversions SET payout_handed_at = $2, payout_reference = $3,
-                 payout_outcome = COALESCE(payout_outcome, $4), payout_reason = COALESCE(payout_reason, $5),
-                 payout_due_at = COALESCE(payout_due_at, $6, CASE WHEN payout_outcome IS NOT NULL THEN $2 END)
-             WHERE id = $1 AND payout_handed_at IS NULL",
-        )
-        .bind(id)
-        .bind(now)
-        .bind(reference)
-        .bind(outcome)
-        .bind(reason)
-        .bind(due)
-        .execute(&self.pool)
-        .await?;
-        Ok(done.rows_affected() == 1)
-    }
+/// Records the hand-off of off-ramp `id`'s payout under `reference` at
+/// `now`, with the bank's answer unless one is recorded: whether it did.
+pub(crate) async fn hand_off(
+    tx: &mut Tx,
+    id: &str,
+    reference: Option<&str>,
+    answer: Option<(Answer, &str, i64)>,
+    now: i64,
+) -> Result<bool, StoreError> {
+    let (outcome, reason, due) =
+        answer.map_or((None, None, None), |(a, r, d)| (Some(a.as_str()), Some(r), Some(d)));
+    let done = sqlx::query(
+        "UPDATE conversions SET payout_handed_at = $2, payout_reference = $3,
+             payout_outcome = COALESCE(payout_outcome, $4), payout_reason = COALESCE(payout_reason, $5),
+             payout_due_at = COALESCE(payout_due_at, $6, CASE WHEN payout_outcome IS NOT NULL THEN $2 END)
+         WHERE id = $1 AND payout_handed_at IS NULL",
+    )
+    .bind(id)
+    .bind(now)
+    .bind(reference)
+    .bind(outcome)
+    .bind(reason)
+    .bind(due)
+    .execute(&mut **tx)
+    .await?;
+    Ok(done.rows_affected() == 1)
 }

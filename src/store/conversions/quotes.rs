@@ -8,7 +8,7 @@ use crate::conversions::{
     quote::Rate,
     resource::{Money, Quote},
 };
-use crate::store::{Store, StoreError, now_micros, time};
+use crate::store::{Store, StoreError, Tx, now_micros, time};
 
 /// A quote to persist; amounts in cents.
 #[derive(Debug, Clone)]
@@ -28,29 +28,30 @@ pub struct NewQuote {
 const COLUMNS: &str = "id, organization_id, payment_instructions_id, source_currency, source_cents, \
     destination_currency, destination_cents, rate, fee_cents, expires_at, created_at";
 
-impl Store {
-    /// Persists `new` under a new id: the quote as the API shows it.
-    pub async fn create_quote(&self, new: &NewQuote) -> Result<Quote, StoreError> {
-        let (id, now) = (uuid::Uuid::new_v4().to_string(), now_micros());
-        sqlx::query(&format!(
-            "INSERT INTO quotes ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
-        ))
-        .bind(&id)
-        .bind(&new.organization)
-        .bind(&new.payment_instructions_id)
-        .bind(&new.source_currency)
-        .bind(new.source_cents)
-        .bind(&new.destination_currency)
-        .bind(new.destination_cents)
-        .bind(new.rate.to_string())
-        .bind(new.fee_cents)
-        .bind(now.saturating_add(new.lives_micros))
-        .bind(now)
-        .execute(&self.pool)
-        .await?;
-        self.quote(&new.organization, &id).await
-    }
+/// Inserts `new` under a new id, due to expire `new.lives_micros` from now:
+/// its id.
+pub(crate) async fn insert(tx: &mut Tx, new: &NewQuote) -> Result<String, StoreError> {
+    let (id, now) = (uuid::Uuid::new_v4().to_string(), now_micros());
+    sqlx::query(&format!(
+        "INSERT INTO quotes ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
+    ))
+    .bind(&id)
+    .bind(&new.organization)
+    .bind(&new.payment_instructions_id)
+    .bind(&new.source_currency)
+    .bind(new.source_cents)
+    .bind(&new.destination_currency)
+    .bind(new.destination_cents)
+    .bind(new.rate.to_string())
+    .bind(new.fee_cents)
+    .bind(now.saturating_add(new.lives_micros))
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    Ok(id)
+}
 
+impl Store {
     /// One quote of `organization`.
     pub async fn quote(&self, organization: &str, id: &str) -> Result<Quote, StoreError> {
         let row =

@@ -48,62 +48,60 @@ fn columns() -> String {
 
 const FROM: &str = "FROM virtual_accounts v JOIN identities i ON i.organization_id = v.organization_id AND i.id = v.identity_id";
 
-impl Store {
-    /// Creates `new` under its `request_id`, `PENDING`.
-    pub async fn create_virtual_account(
-        &self,
-        new: &NewVirtualAccount,
-    ) -> Result<Made<VirtualAccount>, StoreError> {
-        let account = &new.account;
-        if let Some(found) =
-            self.virtual_account_by_request(&account.organization, &account.request_id).await?
-        {
-            return same_request(found, account);
-        }
-        let (outcome, failure, opens_at) = match &new.opening {
-            Some((Outcome::Open, after)) => (Some("OPEN"), None, Some(after)),
-            Some((Outcome::Refuse(reason), after)) => (Some("REFUSE"), Some(reason.as_str()), Some(after)),
-            None => (None, None, None),
-        };
-        let now = now_micros();
-        let opens_at = opens_at.map(|after| now + i64::try_from(after.as_micros()).unwrap_or(i64::MAX));
-        let inserted = sqlx::query(
-            "INSERT INTO virtual_accounts (id, organization_id, identity_id, request_id, account_id, currency,
-                 chain, destination_address, banking_country, status, bank_outcome, failure_reason, opens_at,
-                 deposit_message, bank_account_number, bank_details, fee_bps, created_at, updated_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'PENDING', $10, $11, $12, $13, $14, $15, $17, $16, $16)
-             ON CONFLICT DO NOTHING",
-        )
-        .bind(&account.id)
-        .bind(&account.organization)
-        .bind(&account.identity_id)
-        .bind(&account.request_id)
-        .bind(&account.destination.account_id)
-        .bind(&account.destination.currency)
-        .bind(account.destination.chain.as_str())
-        .bind(&new.destination_address)
-        .bind(&account.source.banking_country)
-        .bind(outcome)
-        .bind(failure)
-        .bind(opens_at)
-        .bind(&new.deposit_message)
-        .bind(&new.account_number)
-        .bind(new.bank.to_string())
-        .bind(now)
-        .bind(i64::from(new.fee_bps))
-        .execute(&self.pool)
-        .await?;
-        if inserted.rows_affected() == 0 {
-            // The same request raced this one in.
-            let found = self.virtual_account_by_request(&account.organization, &account.request_id).await?;
-            return same_request(
-                found.ok_or_else(|| StoreError::Corrupt("a lost virtual account".into()))?,
-                account,
-            );
-        }
-        Ok(Made::New(self.virtual_account(Some(&account.organization), &account.id).await?))
-    }
+/// Inserts `new` `PENDING` under its `request_id` at `now`: `false` when a
+/// virtual account holds that request (or its id) already.
+pub(crate) async fn insert(tx: &mut Tx, new: &NewVirtualAccount, now: i64) -> Result<bool, StoreError> {
+    let account = &new.account;
+    let (outcome, failure, opens_at) = match &new.opening {
+        Some((Outcome::Open, after)) => (Some("OPEN"), None, Some(after)),
+        Some((Outcome::Refuse(reason), after)) => (Some("REFUSE"), Some(reason.as_str()), Some(after)),
+        None => (None, None, None),
+    };
+    let opens_at = opens_at.map(|after| now + i64::try_from(after.as_micros()).unwrap_or(i64::MAX));
+    let inserted = sqlx::query(
+        "INSERT INTO virtual_accounts (id, organization_id, identity_id, request_id, account_id, currency,
+             chain, destination_address, banking_country, status, bank_outcome, failure_reason, opens_at,
+             deposit_message, bank_account_number, bank_details, fee_bps, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'PENDING', $10, $11, $12, $13, $14, $15, $17, $16, $16)
+         ON CONFLICT DO NOTHING",
+    )
+    .bind(&account.id)
+    .bind(&account.organization)
+    .bind(&account.identity_id)
+    .bind(&account.request_id)
+    .bind(&account.destination.account_id)
+    .bind(&account.destination.currency)
+    .bind(account.destination.chain.as_str())
+    .bind(&new.destination_address)
+    .bind(&account.source.banking_country)
+    .bind(outcome)
+    .bind(failure)
+    .bind(opens_at)
+    .bind(&new.deposit_message)
+    .bind(&new.account_number)
+    .bind(new.bank.to_string())
+    .bind(now)
+    .bind(i64::from(new.fee_bps))
+    .execute(&mut **tx)
+    .await?;
+    Ok(inserted.rows_affected() == 1)
+}
 
+/// Opens (or fails) every `PENDING` virtual account whose bank answer is
+/// due by `now`, in one statement: the count it changed.
+pub(crate) async fn open_due(tx: &mut Tx, now: i64) -> Result<usize, StoreError> {
+    let done = sqlx::query(
+        "UPDATE virtual_accounts
+         SET status = CASE WHEN bank_outcome = 'OPEN' THEN 'ACTIVE' ELSE 'FAILED' END, updated_at = $1
+         WHERE status = 'PENDING' AND bank_outcome IS NOT NULL AND opens_at <= $1",
+    )
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    Ok(done.rows_affected() as usize)
+}
+
+impl Store {
     /// One virtual account; of `organization` only, when given.
     pub async fn virtual_account(
         &self,
@@ -203,24 +201,13 @@ impl Store {
         .await?;
         row.as_ref().map(virtual_account_from_row).transpose()
     }
-
-    /// Opens (or fails) every `PENDING` virtual account whose bank answer
-    /// is due by `now`, in one statement: the count it changed.
-    pub async fn open_due_virtual_accounts(&self, now: i64) -> Result<usize, StoreError> {
-        let done = sqlx::query(
-            "UPDATE virtual_accounts
-             SET status = CASE WHEN bank_outcome = 'OPEN' THEN 'ACTIVE' ELSE 'FAILED' END, updated_at = $1
-             WHERE status = 'PENDING' AND bank_outcome IS NOT NULL AND opens_at <= $1",
-        )
-        .bind(now)
-        .execute(&self.pool)
-        .await?;
-        Ok(done.rows_affected() as usize)
-    }
 }
 
 /// The virtual account a request already made, when `wanted` asks for the same.
-fn same_request(found: VirtualAccount, wanted: &VirtualAccount) -> Result<Made<VirtualAccount>, StoreError> {
+pub(crate) fn same_request(
+    found: VirtualAccount,
+    wanted: &VirtualAccount,
+) -> Result<Made<VirtualAccount>, StoreError> {
     if found.same_request(wanted) {
         Ok(Made::Existing(found))
     } else {

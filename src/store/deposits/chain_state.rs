@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use sqlx::Row;
 
 use crate::chain::Chain;
-use crate::store::{BlockRef, Store, StoreError, now_micros, to_i64};
+use crate::store::{BlockRef, Store, StoreError, Tx, now_micros, to_i64};
 
 /// Where the live watcher of a chain stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,14 +81,12 @@ impl Store {
             .collect()
     }
 
-    /// Undoes the blocks above the common ancestor in one transaction: their
-    /// hashes are dropped, their pending deposits are set aside as orphans,
-    /// the cursor moves back, and the reorg is recorded.
-    pub async fn rewind(&self, rewind: Rewind) -> Result<RewindOutcome, StoreError> {
+    /// Undoes the blocks above the common ancestor in `tx`: their hashes are
+    /// dropped, their pending deposits are set aside as orphans, the cursor
+    /// moves back, and the reorg is recorded.
+    pub async fn rewind(&self, tx: &mut Tx, rewind: Rewind) -> Result<RewindOutcome, StoreError> {
         let chain = rewind.chain.as_str();
         let ancestor = to_i64(rewind.common_ancestor)?;
-        let mut tx = self.begin().await?;
-        self.check_own_fence(&mut tx).await?;
         let moved = sqlx::query(
             "UPDATE chain_cursors SET next_block = $1, updated_at = $2 WHERE chain = $3 AND next_block = $4",
         )
@@ -96,7 +94,7 @@ impl Store {
         .bind(now_micros())
         .bind(chain)
         .bind(to_i64(rewind.expected_next)?)
-        .execute(&mut *tx)
+        .execute(&mut **tx)
         .await?;
         if moved.rows_affected() != 1 {
             return Err(StoreError::Raced(format!("the {chain} cursor moved under this rewind")));
@@ -104,7 +102,7 @@ impl Store {
         sqlx::query("DELETE FROM chain_blocks WHERE chain = $1 AND number > $2")
             .bind(chain)
             .bind(ancestor)
-            .execute(&mut *tx)
+            .execute(&mut **tx)
             .await?;
         let orphaned = sqlx::query(
             "UPDATE deposits SET orphaned_at_block = $1, updated_at = $2
@@ -114,7 +112,7 @@ impl Store {
         .bind(now_micros())
         .bind(chain)
         .bind(ancestor)
-        .execute(&mut *tx)
+        .execute(&mut **tx)
         .await?
         .rows_affected();
         let confirmed_affected: i64 = sqlx::query(
@@ -122,7 +120,7 @@ impl Store {
         )
         .bind(chain)
         .bind(ancestor)
-        .fetch_one(&mut *tx)
+        .fetch_one(&mut **tx)
         .await?
         .try_get("n")?;
         sqlx::query(
@@ -136,9 +134,8 @@ impl Store {
         .bind(to_i64(rewind.expected_next.saturating_sub(rewind.common_ancestor + 1))?)
         .bind(to_i64(orphaned)?)
         .bind(confirmed_affected)
-        .execute(&mut *tx)
+        .execute(&mut **tx)
         .await?;
-        tx.commit().await?;
         Ok(RewindOutcome { orphaned, confirmed_affected: confirmed_affected as u64 })
     }
 

@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::{Row, any::AnyRow};
 
-use crate::store::{Store, StoreError, now_micros, parse_column, time};
+use crate::store::{Store, StoreError, Tx, now_micros, parse_column, time};
 use crate::{chain::Chain, deposits::resource::rfc3339};
 
 /// One stop of a chain's watcher.
@@ -35,18 +35,17 @@ pub struct ChainStop {
 const COLUMNS: &str = "id, chain, kind, reason, instance, stopped_at, resumed_at, resumed_by";
 
 impl Store {
-    /// Stops `chain`'s watcher on every instance. Under this handle's fence
-    /// when it has one: only the watcher's current holder stops its chain,
-    /// so a holder that lost its lease stops nothing. A chain already
-    /// stopped stays stopped as it was (its first reason stands).
+    /// Stops `chain`'s watcher on every instance, in `tx`; a chain already
+    /// stopped stays stopped as it was.
     pub async fn stop_chain(
         &self,
+        tx: &mut Tx,
         chain: Chain,
         kind: &str,
         reason: &str,
         instance: &str,
     ) -> Result<(), StoreError> {
-        let query = sqlx::query(
+        sqlx::query(
             "INSERT INTO chain_stops (id, chain, kind, reason, instance, stopped_at)
              VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
         )
@@ -55,8 +54,9 @@ impl Store {
         .bind(kind)
         .bind(reason)
         .bind(instance)
-        .bind(now_micros());
-        self.execute_fenced(query).await?;
+        .bind(now_micros())
+        .execute(&mut **tx)
+        .await?;
         Ok(())
     }
 
@@ -81,22 +81,24 @@ impl Store {
         rows.iter().map(stop_from_row).collect()
     }
 
-    /// Ends the stop in force on `chain`, recording `by` and the time: the
-    /// instances run its watcher again. The stop it ended, `None` when the
-    /// chain was not stopped.
-    pub async fn resume_chain(&self, chain: Chain, by: &str) -> Result<Option<ChainStop>, StoreError> {
+    /// Ends the stop in force on `chain` in `tx`, recording `by` and the
+    /// time. The stop it ended, `None` when the chain was not stopped.
+    pub async fn resume_chain(
+        &self,
+        tx: &mut Tx,
+        chain: Chain,
+        by: &str,
+    ) -> Result<Option<ChainStop>, StoreError> {
         let sql = format!(
             "UPDATE chain_stops SET resumed_at = $1, resumed_by = $2
              WHERE chain = $3 AND resumed_at IS NULL RETURNING {COLUMNS}"
         );
-        let mut tx = self.begin().await?;
         let row = sqlx::query(&sql)
             .bind(now_micros())
             .bind(by)
             .bind(chain.as_str())
-            .fetch_optional(&mut *tx)
+            .fetch_optional(&mut **tx)
             .await?;
-        tx.commit().await?;
         row.as_ref().map(stop_from_row).transpose()
     }
 }

@@ -19,7 +19,7 @@ const CATCHING_UP: &str = "live_from IS NOT NULL AND (watch_from IS NULL OR gap_
 
 use crate::chain::Chain;
 use crate::store::{
-    ChainState, ScanCommit, Store, StoreError, now_micros,
+    ScanCommit, Store, StoreError, Tx, now_micros,
     params::{CHUNK, placeholders},
     to_i64,
 };
@@ -71,21 +71,17 @@ impl Store {
         })
     }
 
-    /// Makes a chain's starting point durable before its first scan: the
-    /// cursor row is created at `start` (unless another process created one
-    /// first), and the addresses registered so far without a block are
-    /// stamped with it, since they were registered at or after it. A crash
-    /// before the first commit then restarts from the same block.
-    /// Only the addresses of versions up to `seen` (those the start was
-    /// computed from) are stamped; later ones are resolved by time.
+    /// Creates a chain's cursor at `start` in `tx` (unless another process
+    /// created one first) and stamps the addresses of versions up to `seen`
+    /// registered so far without a block with it.
     pub async fn start_cursor(
         &self,
+        tx: &mut Tx,
         chain: Chain,
         start: u64,
         head: u64,
         seen: i64,
-    ) -> Result<ChainState, StoreError> {
-        let mut tx = self.begin().await?;
+    ) -> Result<(), StoreError> {
         let created = sqlx::query(
             "INSERT INTO chain_cursors (chain, next_block, head, updated_at, watch_version)
              VALUES ($1, $2, $3, $4, 0) ON CONFLICT (chain) DO NOTHING",
@@ -94,7 +90,7 @@ impl Store {
         .bind(to_i64(start)?)
         .bind(to_i64(head)?)
         .bind(now_micros())
-        .execute(&mut *tx)
+        .execute(&mut **tx)
         .await?;
         if created.rows_affected() == 1 {
             sqlx::query(
@@ -104,11 +100,10 @@ impl Store {
             .bind(to_i64(start)?)
             .bind(chain.as_str())
             .bind(seen)
-            .execute(&mut *tx)
+            .execute(&mut **tx)
             .await?;
         }
-        tx.commit().await?;
-        self.chain_state(chain).await?.ok_or_else(|| StoreError::Elsewhere(format!("no {chain} cursor")))
+        Ok(())
     }
 
     /// Registration times (microseconds) of covered-live addresses whose
@@ -125,9 +120,11 @@ impl Store {
         rows.iter().map(|r| Ok(r.try_get::<i64, _>("registered_at")?)).collect()
     }
 
-    /// Records that addresses registered at `registered_at` are watched from `block`.
+    /// Records in `tx` that addresses registered at `registered_at` are
+    /// watched from `block`.
     pub async fn resolve_watch_start(
         &self,
+        tx: &mut Tx,
         chain: Chain,
         registered_at: i64,
         block: u64,
@@ -139,7 +136,7 @@ impl Store {
         .bind(to_i64(block)?)
         .bind(chain.as_str())
         .bind(registered_at)
-        .execute(&self.pool)
+        .execute(&mut **tx)
         .await?;
         Ok(done.rows_affected())
     }

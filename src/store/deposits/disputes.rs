@@ -4,7 +4,7 @@
 
 use sqlx::{Row, any::AnyRow};
 
-use crate::store::{Store, StoreError, deposits::settle_rows, now_micros, parse_column, to_i64};
+use crate::store::{Store, StoreError, Tx, deposits::settle_rows, now_micros, parse_column, to_i64};
 use crate::{
     chain::Chain,
     deposits::{
@@ -56,22 +56,22 @@ impl Store {
     }
 
     /// Confirms and fails what a quorum step decided and records its
-    /// disputes, in one transaction; a deposit no longer pending, or no
+    /// disputes, in `tx`; a deposit no longer pending, or no
     /// longer in the block the providers were asked about (a backfill or a
     /// rescan moved it meanwhile), is left alone. A dispute still open
     /// ends with its deposit. Returns the deposits changed and the
     /// disputes seen for the first time.
     pub async fn settle_on_quorum(
         &self,
+        tx: &mut Tx,
         settlement: &QuorumSettlement,
     ) -> Result<(Vec<(String, DepositStatus)>, Vec<String>), StoreError> {
         let now = now_micros();
-        let mut tx = self.begin_fenced().await?;
         let pinned = |ids: &[(String, String)]| {
             ids.iter().map(|(id, block)| (id.clone(), Some(block.clone()))).collect::<Vec<_>>()
         };
         let changed =
-            settle_rows(&mut tx, &pinned(&settlement.confirmed), &pinned(&settlement.failed), now).await?;
+            settle_rows(tx, &pinned(&settlement.confirmed), &pinned(&settlement.failed), now).await?;
         let mut new = Vec::new();
         // Recorded open, with the latest answers; closed below with the
         // deposits this transaction settled.
@@ -95,7 +95,7 @@ impl Store {
             .bind(&answers)
             .bind(Outcome::Open.as_str())
             .bind(now)
-            .execute(&mut *tx)
+            .execute(&mut **tx)
             .await?
             .rows_affected();
             if inserted == 1 {
@@ -108,7 +108,7 @@ impl Store {
             .bind(&answers)
             .bind(now)
             .bind(&dispute.deposit_id)
-            .execute(&mut *tx)
+            .execute(&mut **tx)
             .await?;
         }
         for (id, status) in &changed {
@@ -122,12 +122,8 @@ impl Store {
             .bind(outcome.as_str())
             .bind(now)
             .bind(id)
-            .execute(&mut *tx)
+            .execute(&mut **tx)
             .await?;
-        }
-        tx.commit().await?;
-        if !changed.is_empty() {
-            self.outbox.notify_one();
         }
         Ok((changed, new))
     }

@@ -5,7 +5,7 @@
 use chrono::{DateTime, Utc};
 use sqlx::Row;
 
-use crate::store::{Store, StoreError, now_micros, parse_column, time, to_i64};
+use crate::store::{Store, StoreError, Tx, now_micros, parse_column, time, to_i64};
 use crate::{chain::Chain, deposits::resource::DepositStatus};
 
 /// A chain's last reported state.
@@ -34,11 +34,10 @@ pub struct DepositCount {
 }
 
 impl Store {
-    /// Records a successful step of a chain's watcher.
-    /// `block_time`, when measured, is kept; an unmeasured one leaves the
-    /// earlier measure.
+    /// Records a successful step of a chain's watcher in `tx`.
     pub async fn record_check(
         &self,
+        tx: &mut Tx,
         chain: Chain,
         head: u64,
         indexed: u64,
@@ -55,13 +54,19 @@ impl Store {
         .bind(to_i64(indexed)?)
         .bind(now_micros())
         .bind(micros)
-        .execute(&self.pool)
+        .execute(&mut **tx)
         .await?;
         Ok(())
     }
 
-    /// Records a failed step; `message` must already be free of secrets.
-    pub async fn record_failure(&self, chain: Chain, kind: &str, message: &str) -> Result<(), StoreError> {
+    /// Records a failed step in `tx`.
+    pub async fn record_failure(
+        &self,
+        tx: &mut Tx,
+        chain: Chain,
+        kind: &str,
+        message: &str,
+    ) -> Result<(), StoreError> {
         sqlx::query(
             "INSERT INTO chain_health (chain, last_error, last_error_kind, last_error_at) VALUES ($1, $2, $3, $4)
              ON CONFLICT (chain) DO UPDATE SET last_error = $2, last_error_kind = $3, last_error_at = $4",
@@ -70,7 +75,7 @@ impl Store {
         .bind(message)
         .bind(kind)
         .bind(now_micros())
-        .execute(&self.pool)
+        .execute(&mut **tx)
         .await?;
         Ok(())
     }

@@ -57,30 +57,6 @@ pub struct DepositPage {
 }
 
 impl Store {
-    /// Commits a scanned range: upserts its deposits on their natural key
-    /// (in multi-row statements), records block hashes, confirms what the
-    /// policy allows, announces what changed and moves the cursor, all in one
-    /// transaction. What the platform's own recorded transactions (gas
-    /// top-ups, cancellations, nonce fillers) moved is no deposit: it is
-    /// kept apart, unannounced, decided in the same transaction. A crash
-    /// before the commit leaves nothing; a crash after it leaves everything,
-    /// so a restart neither misses nor duplicates a deposit.
-    ///
-    /// On a handle [`Store::fenced`] by a watcher's lease, nothing is written
-    /// ([`StoreError::LeaseLost`]) unless the lease is still held.
-    ///
-    /// Returns the deposits whose status this commit set or changed.
-    pub async fn commit_scan(&self, scan: &ScanCommit) -> Result<Vec<(String, DepositStatus)>, StoreError> {
-        let mut tx = self.begin().await?;
-        self.check_own_fence(&mut tx).await?;
-        let statuses = scan_in(&mut tx, scan).await?;
-        tx.commit().await?;
-        if !statuses.is_empty() {
-            self.outbox.notify_one();
-        }
-        Ok(statuses)
-    }
-
     /// Deposits of an account, newest first.
     pub async fn deposits_of_account(&self, account_id: &str) -> Result<Vec<Deposit>, StoreError> {
         let rows = sqlx::query(&format!(
@@ -205,12 +181,10 @@ impl Store {
             .collect()
     }
 
-    /// Marks orphaned deposits `FAILED`, closing a providers' dispute still
-    /// open about one as `REORGED`; one seen again in the meantime is left
-    /// alone. Returns the ids that failed.
-    pub async fn fail_orphans(&self, ids: &[String]) -> Result<Vec<String>, StoreError> {
-        let mut tx = self.begin().await?;
-        self.check_own_fence(&mut tx).await?;
+    /// Marks orphaned deposits `FAILED` in `tx`, closing a providers'
+    /// dispute still open about one as `REORGED`; one seen again in the
+    /// meantime is left alone. Returns the ids that failed.
+    pub async fn fail_orphans(&self, tx: &mut Tx, ids: &[String]) -> Result<Vec<String>, StoreError> {
         let now = now_micros();
         let mut failed = Vec::new();
         for id in ids {
@@ -220,7 +194,7 @@ impl Store {
             )
             .bind(now)
             .bind(id)
-            .fetch_optional(&mut *tx)
+            .fetch_optional(&mut **tx)
             .await?;
             if row.is_some() {
                 sqlx::query(
@@ -229,13 +203,12 @@ impl Store {
                 )
                 .bind(now)
                 .bind(id)
-                .execute(&mut *tx)
+                .execute(&mut **tx)
                 .await?;
                 failed.push(id.clone());
             }
         }
-        announce_deposits(&mut tx, failed.iter().map(String::as_str), now).await?;
-        tx.commit().await?;
+        announce_deposits(tx, failed.iter().map(String::as_str), now).await?;
         Ok(failed)
     }
 
@@ -279,47 +252,41 @@ impl Store {
             .collect()
     }
 
-    /// Settles pending deposits at once: `confirmed` become `CONFIRMED`,
-    /// `failed` (their block never became final) `FAILED`.
+    /// Settles pending deposits at once in `tx`: `confirmed` become
+    /// `CONFIRMED`, `failed` (their block never became final) `FAILED`.
     pub async fn settle(
         &self,
+        tx: &mut Tx,
         confirmed: &[String],
         failed: &[String],
     ) -> Result<Vec<(String, DepositStatus)>, StoreError> {
-        let now = now_micros();
-        let mut tx = self.begin().await?;
-        self.check_own_fence(&mut tx).await?;
         let unpinned = |ids: &[String]| ids.iter().map(|id| (id.clone(), None)).collect::<Vec<_>>();
-        let changed = settle_rows(&mut tx, &unpinned(confirmed), &unpinned(failed), now).await?;
-        tx.commit().await?;
-        Ok(changed)
+        settle_rows(tx, &unpinned(confirmed), &unpinned(failed), now_micros()).await
     }
 
-    /// Confirms the pending deposits of blocks up to `through` outside a scan
-    /// (when the finalized block moves while no new block arrives).
+    /// Confirms, in `tx`, the pending deposits of blocks up to `through`
+    /// outside a scan (when the finalized block moves while no new block
+    /// arrives), each change announced.
     pub async fn confirm_through(
         &self,
+        tx: &mut Tx,
         chain: Chain,
         through: u64,
     ) -> Result<Vec<(String, DepositStatus)>, StoreError> {
-        let mut tx = self.begin().await?;
-        self.check_own_fence(&mut tx).await?;
         let now = now_micros();
-        let changed = confirm_through(&mut tx, chain, through, now).await?;
+        let changed = confirm_through(tx, chain, through, now).await?;
         let statuses = changed.iter().map(|c| (c.deposit.id.clone(), c.deposit.status)).collect();
-        let announced = !changed.is_empty();
-        announce_changed(&mut tx, changed, now).await?;
-        tx.commit().await?;
-        if announced {
-            self.outbox.notify_one();
-        }
+        announce_changed(tx, changed, now).await?;
         Ok(statuses)
     }
 }
 
-/// What [`Store::commit_scan`] writes, inside `tx` (whose fence the caller
-/// checked): the deposits whose status it set or changed, each with its
-/// event. The caller wakes the outbox after its commit when there are any.
+/// A scanned range written inside `tx`: its deposits upserted on their
+/// natural key (in multi-row statements), its block hashes, what the
+/// policy confirms, each change announced and the cursor moved. What the
+/// platform's own recorded transactions (gas top-ups, cancellations, nonce
+/// fillers) moved is no deposit: it is kept apart, unannounced. Returns
+/// the deposits whose status it set or changed.
 pub async fn scan_in(tx: &mut Tx, scan: &ScanCommit) -> Result<Vec<(String, DepositStatus)>, StoreError> {
     let now = now_micros();
     if let CursorMove::Live { expected, watch_version } = scan.cursor {

@@ -1,8 +1,6 @@
 //! Deliveries of events to webhooks: claimed under a lease, shared out
 //! among organizations, and their attempts recorded many at a time.
 
-use std::collections::HashSet;
-
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::{Any, AnyConnection, Row, Transaction};
@@ -123,48 +121,43 @@ fn due(now: &str) -> String {
 }
 
 impl Store {
-    /// Leases up to `limit` due deliveries to `owner` for `lease_micros`,
-    /// taking turns among organizations (each one's oldest due delivery,
-    /// then each one's second, …) and at most `rooms` of each. Both stores
-    /// look at each active webhook's earliest due deliveries only (an index
-    /// per webhook), so a backlog costs a claim nothing; PostgreSQL skips
-    /// rows other workers are claiming, SQLite serialises claims with its
-    /// write lock. Lease times are the
-    /// database's clock on PostgreSQL (see [`crate::store::clock`]).
-    pub async fn claim_deliveries(
+    /// Whether a pending delivery is due: a read, since idle workers poll
+    /// often and a write transaction would take SQLite's write lock from the
+    /// watchers each time.
+    pub(crate) async fn any_delivery_due(&self) -> Result<bool, StoreError> {
+        let sql = format!(
+            "SELECT id FROM deliveries WHERE state = 'PENDING' AND next_attempt_at <= {} LIMIT 1",
+            self.lease_now(1)
+        );
+        Ok(self.bind_lease_now(sqlx::query(&sql)).fetch_optional(&self.pool).await?.is_some())
+    }
+
+    /// Leases up to `limit` due deliveries to `owner` for `lease_micros` in
+    /// `tx`, at most `rooms` of each organization, and reads what sending
+    /// each needs.
+    pub(crate) async fn lease_deliveries(
         &self,
+        tx: &mut Tx,
         owner: &str,
         lease_micros: i64,
         limit: u32,
         rooms: &Rooms,
     ) -> Result<Vec<Claimed>, StoreError> {
-        // A read first: idle workers poll often, and a write transaction would
-        // take SQLite's write lock from the watchers each time.
-        let sql = format!(
-            "SELECT id FROM deliveries WHERE state = 'PENDING' AND next_attempt_at <= {} LIMIT 1",
-            self.lease_now(1)
-        );
         let each = rooms.each.min(limit);
-        if each == 0 || self.bind_lease_now(sqlx::query(&sql)).fetch_optional(&self.pool).await?.is_none() {
-            return Ok(Vec::new());
-        }
         let sql = self.claim_sql(rooms.left.len());
         let mut query =
             sqlx::query(&sql).bind(owner).bind(lease_micros).bind(i64::from(limit)).bind(i64::from(each));
         for (organization, room) in &rooms.left {
             query = query.bind(organization).bind(i64::from(*room));
         }
-        let mut tx = self.begin().await?;
         if self.backend == Backend::Postgres {
             // A lease lost to a database crash only means the delivery is
             // sent again: at least once holds without waiting for the disk.
-            sqlx::query("SET LOCAL synchronous_commit = off").execute(&mut *tx).await?;
+            sqlx::query("SET LOCAL synchronous_commit = off").execute(&mut **tx).await?;
         }
-        let ids = self.bind_lease_now(query).fetch_all(&mut *tx).await?;
+        let ids = self.bind_lease_now(query).fetch_all(&mut **tx).await?;
         let ids = ids.iter().map(|row| row.try_get("id")).collect::<Result<Vec<String>, _>>()?;
-        let claimed = claimed(self.cipher()?, &mut tx, &ids).await?;
-        tx.commit().await?;
-        Ok(claimed)
+        claimed(self.cipher()?, tx, &ids).await
     }
 
     /// The claim statement with `left` organizations' own rooms.
@@ -215,36 +208,6 @@ impl Store {
                 ) t WHERE turn <= room ORDER BY turn, event_seq LIMIT $3
              ) RETURNING id"
         )
-    }
-
-    /// Records attempts and their outcomes in one transaction, each only if
-    /// `owner` still holds its delivery's lease (or the lease lapsed and no
-    /// one took it since). Returns the deliveries recorded; an attempt not
-    /// recorded is made again by whoever claims its delivery next.
-    pub async fn finish_attempts(
-        &self,
-        owner: &str,
-        finished: &[Finished],
-    ) -> Result<Vec<String>, StoreError> {
-        let mut tx = self.begin().await?;
-        let mut recorded = Vec::with_capacity(finished.len());
-        for chunk in finished.chunks(CHUNK / 7) {
-            recorded.extend(record_outcomes(&mut tx, owner, chunk).await?);
-        }
-        let kept: HashSet<&str> = recorded.iter().map(String::as_str).collect();
-        let done: Vec<&Finished> =
-            finished.iter().filter(|f| kept.contains(f.claimed.delivery_id.as_str())).collect();
-        for chunk in done.chunks(CHUNK / 5) {
-            record_attempts(&mut tx, chunk).await?;
-        }
-        for one in done.iter().filter(|f| f.outcome == Outcome::Gone) {
-            sqlx::query("UPDATE webhooks SET status = 'DISABLED' WHERE id = $1 AND status = 'ACTIVE'")
-                .bind(&one.claimed.webhook_id)
-                .execute(&mut *tx)
-                .await?;
-        }
-        tx.commit().await?;
-        Ok(recorded)
     }
 
     /// Deliveries, newest first: the dead-lettered ones only when `failed`.
@@ -303,11 +266,43 @@ impl Store {
     }
 }
 
+/// Moves each delivery of `finished` to what its attempt's outcome says,
+/// where `owner` still holds it (or its lease lapsed and no one took it
+/// since); the deliveries it moved.
+pub(crate) async fn record_outcomes(
+    tx: &mut Tx,
+    owner: &str,
+    finished: &[Finished],
+) -> Result<Vec<String>, StoreError> {
+    let mut recorded = Vec::with_capacity(finished.len());
+    for chunk in finished.chunks(CHUNK / 7) {
+        recorded.extend(record_outcome_chunk(tx, owner, chunk).await?);
+    }
+    Ok(recorded)
+}
+
+/// Records each attempt of `done`, numbered after its delivery's attempts so far.
+pub(crate) async fn record_attempts(tx: &mut Tx, done: &[&Finished]) -> Result<(), StoreError> {
+    for chunk in done.chunks(CHUNK / 5) {
+        record_attempt_chunk(tx, chunk).await?;
+    }
+    Ok(())
+}
+
+/// Disables an active webhook whose receiver answered `410 Gone`.
+pub(crate) async fn disable_gone_webhook(tx: &mut Tx, webhook_id: &str) -> Result<(), StoreError> {
+    sqlx::query("UPDATE webhooks SET status = 'DISABLED' WHERE id = $1 AND status = 'ACTIVE'")
+        .bind(webhook_id)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
 /// Moves each delivery of `chunk` to what its attempt's outcome says, in one
 /// statement, where `owner` still holds it; the deliveries it moved. A retry
 /// falls due its wait after now by the database's clock on PostgreSQL (see
 /// `clock`), after the attempt on SQLite.
-async fn record_outcomes(
+async fn record_outcome_chunk(
     tx: &mut Transaction<'static, Any>,
     owner: &str,
     chunk: &[Finished],
@@ -353,7 +348,10 @@ async fn record_outcomes(
 /// Each attempt of `chunk`, in one statement, numbered after the
 /// delivery's attempts recorded so far (a delivery sent again after its
 /// dead letter, or resent, keeps its earlier attempts).
-async fn record_attempts(tx: &mut Transaction<'static, Any>, chunk: &[&Finished]) -> Result<(), StoreError> {
+async fn record_attempt_chunk(
+    tx: &mut Transaction<'static, Any>,
+    chunk: &[&Finished],
+) -> Result<(), StoreError> {
     let rows: Vec<String> = (0..chunk.len())
         .map(|i| {
             let first = 1 + 5 * i;

@@ -2,9 +2,9 @@
 //! causes them, with a delivery per active webhook of the organization, and
 //! read back in commit order by the pull API.
 
-pub(in crate::store) mod deliveries;
+pub(crate) mod deliveries;
 pub mod delivery_log;
-pub(in crate::store) mod sinks;
+pub(crate) mod sinks;
 pub(in crate::store) mod wake;
 pub(in crate::store) mod webhook_keys;
 pub(in crate::store) mod webhooks;

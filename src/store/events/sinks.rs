@@ -5,7 +5,7 @@
 
 use sqlx::Row;
 
-use crate::store::{Store, StoreError, now_micros};
+use crate::store::{Store, StoreError, Tx, now_micros};
 
 /// An event as a sink publishes it: its envelope, and what names its subject.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,17 +29,14 @@ pub struct SinkCursor {
     pub lease_owner: Option<String>,
 }
 
-/// Events purged per transaction.
-const PURGE_BATCH: i64 = 5_000;
-
 impl Store {
-    /// Takes (or renews) the lease on sink `name` for `owner`, for
+    /// Takes (or renews) in `tx` the lease on sink `name` for `owner`, for
     /// `lease_micros` from now (the database's clock on PostgreSQL, as for
-    /// worker leases), creating the sink at the outbox's start on first
-    /// use. The sink's cursor when taken; `None` while another instance
-    /// holds it. One statement while the sink exists.
-    pub async fn take_sink(
+    /// worker leases). The sink's cursor when taken; `None` while another
+    /// instance holds it or the sink does not exist.
+    pub(crate) async fn lease_sink(
         &self,
+        tx: &mut Tx,
         name: &str,
         owner: &str,
         lease_micros: i64,
@@ -50,39 +47,19 @@ impl Store {
              WHERE name = $3 AND (lease_owner IS NULL OR lease_owner = $1 OR lease_until < {now})
              RETURNING last_seq"
         );
-        loop {
-            let query = sqlx::query(&sql).bind(owner).bind(lease_micros).bind(name);
-            if let Some(row) = self.bind_lease_now(query).fetch_optional(&self.pool).await? {
-                return Ok(Some(row.try_get("last_seq")?));
-            }
-            // Held by another instance, or not there yet (removed by an operator).
-            if !self.register_sink(name).await? {
-                return Ok(None);
-            }
+        let query = sqlx::query(&sql).bind(owner).bind(lease_micros).bind(name);
+        match self.bind_lease_now(query).fetch_optional(&mut **tx).await? {
+            Some(row) => Ok(Some(row.try_get("last_seq")?)),
+            None => Ok(None),
         }
     }
 
-    /// Creates sink `name` at the outbox's start unless it exists: from
-    /// then on the purge keeps every event it has not taken. Whether it
-    /// was created.
-    pub async fn register_sink(&self, name: &str) -> Result<bool, StoreError> {
-        let done = sqlx::query(
-            "INSERT INTO event_sinks (name, last_seq, created_at, updated_at) VALUES ($1, 0, $2, $2)
-             ON CONFLICT (name) DO NOTHING",
-        )
-        .bind(name)
-        .bind(now_micros())
-        .execute(&self.pool)
-        .await?;
-        Ok(done.rows_affected() == 1)
-    }
-
     /// Moves sink `name`'s cursor on to `seq` (never back) and renews the
-    /// lease for `lease_micros`, while `owner` still holds it: another
-    /// instance that took it over changed the owner. False when the lease
-    /// was lost: the caller stops.
-    pub async fn advance_sink(
+    /// lease for `lease_micros` in `tx`, while `owner` still holds it;
+    /// whether it did.
+    pub(crate) async fn move_sink(
         &self,
+        tx: &mut Tx,
         name: &str,
         owner: &str,
         seq: i64,
@@ -95,19 +72,8 @@ impl Store {
              WHERE name = $4 AND lease_owner = $5"
         );
         let query = sqlx::query(&sql).bind(seq).bind(lease_micros).bind(now_micros()).bind(name).bind(owner);
-        let done = self.bind_lease_now(query).execute(&self.pool).await?;
+        let done = self.bind_lease_now(query).execute(&mut **tx).await?;
         Ok(done.rows_affected() == 1)
-    }
-
-    /// Gives up `owner`'s lease on sink `name` (at shutdown), so another
-    /// instance takes it at once.
-    pub async fn release_sink(&self, name: &str, owner: &str) -> Result<(), StoreError> {
-        sqlx::query("UPDATE event_sinks SET lease_owner = NULL, lease_until = NULL WHERE name = $1 AND lease_owner = $2")
-            .bind(name)
-            .bind(owner)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
     }
 
     /// Up to `limit` events after `after`, in commit order.
@@ -159,76 +125,29 @@ impl Store {
             .collect()
     }
 
-    /// Forgets sink `name` and its cursor: the purge no longer waits for
-    /// it. False when there was none; refused while an instance holds it
-    /// (it would start again from the outbox's oldest event).
-    pub async fn remove_sink(&self, name: &str) -> Result<bool, StoreError> {
+    /// Deletes sink `name` in `tx` unless an instance holds its lease;
+    /// whether it did.
+    pub(crate) async fn delete_idle_sink(&self, tx: &mut Tx, name: &str) -> Result<bool, StoreError> {
         let now = self.lease_now(2);
         let sql = format!(
             "DELETE FROM event_sinks WHERE name = $1 AND (lease_until IS NULL OR lease_until < {now})"
         );
-        let done = self.bind_lease_now(sqlx::query(&sql).bind(name)).execute(&self.pool).await?;
-        if done.rows_affected() == 1 {
-            return Ok(true);
-        }
-        match self.sinks().await?.into_iter().find(|s| s.name == name) {
-            Some(held) => Err(StoreError::Refused(format!(
-                "sink {name} is running on {}: stop it (run without --nats-url) before removing it",
-                held.lease_owner.unwrap_or_default()
-            ))),
-            None => Ok(false),
-        }
+        let done = self.bind_lease_now(sqlx::query(&sql).bind(name)).execute(&mut **tx).await?;
+        Ok(done.rows_affected() == 1)
     }
 
-    /// Removes the events committed before `before` (microseconds) that
-    /// every sink and every webhook has taken, oldest first, with their
-    /// finished deliveries (delivered or dead-lettered) and attempts: never
-    /// an event past a sink's cursor, nor one a webhook still owes (a
-    /// `PENDING` delivery, even one sent again while the purge runs) or any
-    /// after it. How many events were removed.
-    pub async fn purge_events(&self, before: i64) -> Result<u64, StoreError> {
-        let bound = self.purge_bound(before).await?;
-        let first: Option<i64> = sqlx::query("SELECT MIN(seq) AS first FROM events")
+    /// The outbox's oldest event, if any.
+    pub(crate) async fn first_event_seq(&self) -> Result<Option<i64>, StoreError> {
+        Ok(sqlx::query("SELECT MIN(seq) AS first FROM events")
             .fetch_one(&self.pool)
             .await?
-            .try_get("first")?;
-        let mut from = first.unwrap_or(bound + 1);
-        let mut removed = 0;
-        while from <= bound {
-            let upto = bound.min(from + PURGE_BATCH - 1);
-            let mut tx = self.begin().await?;
-            sqlx::query(
-                "DELETE FROM delivery_attempts WHERE delivery_id IN
-                     (SELECT id FROM deliveries WHERE event_seq BETWEEN $1 AND $2 AND state <> 'PENDING')",
-            )
-            .bind(from)
-            .bind(upto)
-            .execute(&mut *tx)
-            .await?;
-            sqlx::query("DELETE FROM deliveries WHERE event_seq BETWEEN $1 AND $2 AND state <> 'PENDING'")
-                .bind(from)
-                .bind(upto)
-                .execute(&mut *tx)
-                .await?;
-            let done = sqlx::query(
-                "DELETE FROM events WHERE seq BETWEEN $1 AND $2
-                 AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_seq = events.seq)",
-            )
-            .bind(from)
-            .bind(upto)
-            .execute(&mut *tx)
-            .await?;
-            tx.commit().await?;
-            removed += done.rows_affected();
-            from = upto + 1;
-        }
-        Ok(removed)
+            .try_get("first")?)
     }
 
     /// The last event the purge may remove: before the first event at or
     /// after `before`, the first a webhook still owes and the first a sink
     /// has not taken.
-    async fn purge_bound(&self, before: i64) -> Result<i64, StoreError> {
+    pub(crate) async fn purge_bound(&self, before: i64) -> Result<i64, StoreError> {
         let row = sqlx::query(
             "SELECT
                  (SELECT seq FROM events WHERE created_at >= $1 ORDER BY seq LIMIT 1) AS young,
@@ -252,4 +171,59 @@ impl Store {
         }
         Ok(bound)
     }
+}
+
+/// Creates sink `name` at the outbox's start in `tx` unless it exists: from
+/// then on the purge keeps every event it has not taken. Whether it was
+/// created.
+pub(crate) async fn insert_sink(tx: &mut Tx, name: &str) -> Result<bool, StoreError> {
+    let done = sqlx::query(
+        "INSERT INTO event_sinks (name, last_seq, created_at, updated_at) VALUES ($1, 0, $2, $2)
+         ON CONFLICT (name) DO NOTHING",
+    )
+    .bind(name)
+    .bind(now_micros())
+    .execute(&mut **tx)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Gives up `owner`'s lease on sink `name` in `tx`.
+pub(crate) async fn free_sink(tx: &mut Tx, name: &str, owner: &str) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE event_sinks SET lease_owner = NULL, lease_until = NULL WHERE name = $1 AND lease_owner = $2",
+    )
+    .bind(name)
+    .bind(owner)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// Removes in `tx` the events of seq `from` to `upto` with their finished
+/// deliveries (delivered or dead-lettered) and attempts, keeping every
+/// event a `PENDING` delivery still owes; how many events were removed.
+pub(crate) async fn purge_range(tx: &mut Tx, from: i64, upto: i64) -> Result<u64, StoreError> {
+    sqlx::query(
+        "DELETE FROM delivery_attempts WHERE delivery_id IN
+             (SELECT id FROM deliveries WHERE event_seq BETWEEN $1 AND $2 AND state <> 'PENDING')",
+    )
+    .bind(from)
+    .bind(upto)
+    .execute(&mut **tx)
+    .await?;
+    sqlx::query("DELETE FROM deliveries WHERE event_seq BETWEEN $1 AND $2 AND state <> 'PENDING'")
+        .bind(from)
+        .bind(upto)
+        .execute(&mut **tx)
+        .await?;
+    let done = sqlx::query(
+        "DELETE FROM events WHERE seq BETWEEN $1 AND $2
+         AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_seq = events.seq)",
+    )
+    .bind(from)
+    .bind(upto)
+    .execute(&mut **tx)
+    .await?;
+    Ok(done.rows_affected())
 }

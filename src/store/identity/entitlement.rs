@@ -4,7 +4,7 @@
 //! otherwise let a mint or a payout start for an identity suspended a
 //! moment before).
 
-use sqlx::{Any, Row, Transaction};
+use sqlx::{Any, Row, Transaction, any::AnyRow};
 
 use crate::identity::Status;
 use crate::store::{StoreError, now_micros, parse_column};
@@ -42,12 +42,17 @@ pub async fn not_transacting(
     organization: &str,
     identity_id: &str,
 ) -> Result<Option<Status>, StoreError> {
-    let row = sqlx::query("SELECT status FROM identities WHERE organization_id = $1 AND id = $2")
-        .bind(organization)
-        .bind(identity_id)
-        .fetch_optional(&mut **tx)
-        .await?
-        .ok_or_else(|| StoreError::NotFound(format!("identity {identity_id}")))?;
+    let row =
+        sqlx::query(NOT_TRANSACTING).bind(organization).bind(identity_id).fetch_optional(&mut **tx).await?;
+    not_transacting_of(row, identity_id)
+}
+
+/// The status read by [`not_transacting`].
+const NOT_TRANSACTING: &str = "SELECT status FROM identities WHERE organization_id = $1 AND id = $2";
+
+/// The status of [`NOT_TRANSACTING`]'s row, `None` when it is `ACTIVE`.
+fn not_transacting_of(row: Option<AnyRow>, identity_id: &str) -> Result<Option<Status>, StoreError> {
+    let row = row.ok_or_else(|| StoreError::NotFound(format!("identity {identity_id}")))?;
     let status: Status = parse_column(&row.try_get::<String, _>("status")?, "identities.status")?;
     Ok((status != Status::Active).then_some(status))
 }
@@ -60,10 +65,12 @@ impl crate::store::Store {
         organization: &str,
         identity_id: &str,
     ) -> Result<Option<Status>, StoreError> {
-        let mut tx = self.begin().await?;
-        let status = not_transacting(&mut tx, organization, identity_id).await?;
-        tx.commit().await?;
-        Ok(status)
+        let row = sqlx::query(NOT_TRANSACTING)
+            .bind(organization)
+            .bind(identity_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        not_transacting_of(row, identity_id)
     }
 }
 

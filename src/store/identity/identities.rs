@@ -27,7 +27,18 @@ pub struct NewIdentity {
     pub actor: String,
 }
 
-/// What [`Store::create_identity`] did.
+/// What [`Store::register_identity_in`] found or wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Registering {
+    /// Inserted, with its first trail entry.
+    Inserted,
+    /// The identity (its id) registered under the same `request_id` before.
+    Replay(String),
+    /// A concurrent request with this `request_id`, or the id, was first.
+    Raced,
+}
+
+/// What [`crate::identity::register::create_identity`] did.
 #[derive(Debug, Clone)]
 pub enum Registered {
     New(Identity),
@@ -56,47 +67,30 @@ const IDENTITY_COLUMNS: &str = "organization_id, id, request_id, type, label, st
      fiat_operations_enabled, created_at, updated_at";
 
 impl Store {
-    /// Registers an identity. Idempotent by `(organization, request_id)`:
-    /// the same request again answers the identity it created; the same
-    /// `request_id` with another type or label is a conflict. Refused when
-    /// the organization holds its limit of identities (a replay still
-    /// answers).
-    pub async fn create_identity(&self, new: &NewIdentity) -> Result<Registered, StoreError> {
+    /// Inserts `new` inside `tx`, after the organization's row lock and
+    /// within its limit of identities: [`Registering::Replay`] when its
+    /// `request_id` holds an identity already, [`Registering::Raced`] when
+    /// an identity (or its `request_id`) was inserted meanwhile.
+    pub(crate) async fn register_identity_in(
+        &self,
+        tx: &mut Tx,
+        new: &NewIdentity,
+    ) -> Result<Registering, StoreError> {
         check(new)?;
         let cipher = self.cipher()?;
-        let mut tx = self.begin().await?;
         // Locked before the replay is looked up: a replay racing the request
         // that took the last slot waits for it, then answers its identity.
-        self.lock_organization(&mut tx, &new.organization, Quota::Identities).await?;
+        self.lock_organization(tx, &new.organization, Quota::Identities).await?;
         if let Some(request_id) = &new.request_id
-            && let Some(found) = identity_by_request(&mut tx, &new.organization, request_id).await?
+            && let Some(found) = identity_by_request(tx, &new.organization, request_id).await?
         {
-            drop(tx);
-            let found = self.identity(&new.organization, &found).await?;
-            if found.kind != new.kind || found.label != new.label {
-                return Err(StoreError::Duplicate(format!(
-                    "request_id {request_id} was already used by identity {} with a different request",
-                    found.id
-                )));
-            }
-            return Ok(Registered::Existing(found));
+            return Ok(Registering::Replay(found));
         }
-        self.check_room(&mut tx, &new.organization, Quota::Identities).await?;
-        let now = now_micros();
-        let inserted = insert(&mut tx, cipher, new, now).await?;
-        if inserted.is_none() {
-            drop(tx);
-            // A concurrent request with this request_id, or the id, was first.
-            return match &new.request_id {
-                Some(_) => Box::pin(self.create_identity(new)).await,
-                None => Err(StoreError::taken(
-                    format!("identity:{}", new.id),
-                    format!("identity {} already exists", new.id),
-                )),
-            };
-        }
-        tx.commit().await?;
-        Ok(Registered::New(self.identity(&new.organization, &new.id).await?))
+        self.check_room(tx, &new.organization, Quota::Identities).await?;
+        Ok(match insert(tx, cipher, new, now_micros()).await? {
+            Some(_) => Registering::Inserted,
+            None => Registering::Raced,
+        })
     }
 
     /// Registers an identity onboarded elsewhere inside `tx` (which the

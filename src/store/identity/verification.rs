@@ -8,7 +8,7 @@ use serde_json::Value;
 use sqlx::{Row, any::AnyRow};
 
 use crate::store::{
-    Store, StoreError, identities::state_of, params::placeholders, parse_column, pii::SUBMISSION, time,
+    Store, StoreError, Tx, identities::state_of, params::placeholders, parse_column, pii::SUBMISSION, time,
 };
 use crate::{
     identity::{CheckStatus, IdVerificationCheck, State, Type},
@@ -110,7 +110,7 @@ impl Store {
     /// Up to `limit` identities in onboarding past `CREATED` that are due
     /// for a review, each with its newest submission and that submission's
     /// newest check: what the provider has to decide on. Due: never
-    /// answered "wait" on, changed since (see [`Store::wait_on`]), or whose
+    /// answered "wait" on, changed since (see [`wait_on`]), or whose
     /// `review_after` passed by `until`. Ordered by (`updated_at`, id) and
     /// taken after `after` (the last review of the previous page), so that a
     /// caller pages through all of them. Only identities changed at or
@@ -177,32 +177,6 @@ impl Store {
         Ok(newest)
     }
 
-    /// Records that the provider waits on each of `reviews` (it answered no
-    /// decision): none is read again until it changes (its `updated_at`
-    /// moves) or `review_after` passes. One statement; an identity changed
-    /// since its review is left due.
-    pub async fn wait_on(&self, reviews: &[&Review], review_after: i64) -> Result<(), StoreError> {
-        if reviews.is_empty() {
-            return Ok(());
-        }
-        let each: Vec<String> = (0..reviews.len())
-            .map(|i| {
-                let n = 3 * i + 2;
-                format!("(organization_id = ${n} AND id = ${} AND updated_at = ${})", n + 1, n + 2)
-            })
-            .collect();
-        let sql = format!(
-            "UPDATE identities SET reviewed_version = updated_at, review_after = $1 WHERE {}",
-            each.join(" OR ")
-        );
-        let mut query = sqlx::query(&sql).bind(review_after);
-        for review in reviews {
-            query = query.bind(&review.organization).bind(&review.identity_id).bind(review.updated_at);
-        }
-        query.execute(&self.pool).await?;
-        Ok(())
-    }
-
     /// The checks not completed by their `expires_at` (before `now`): each
     /// check's id, organization and identity, the first to expire first.
     pub async fn checks_past_expiry(&self, now: i64) -> Result<Vec<(String, String, String)>, StoreError> {
@@ -217,6 +191,32 @@ impl Store {
             .map(|row| Ok((row.try_get("id")?, row.try_get("organization_id")?, row.try_get("identity_id")?)))
             .collect()
     }
+}
+
+/// Records that the provider waits on each of `reviews` (it answered no
+/// decision): none is read again until it changes (its `updated_at` moves)
+/// or `review_after` passes. One statement; an identity changed since its
+/// review is left due.
+pub(crate) async fn wait_on(tx: &mut Tx, reviews: &[&Review], review_after: i64) -> Result<(), StoreError> {
+    if reviews.is_empty() {
+        return Ok(());
+    }
+    let each: Vec<String> = (0..reviews.len())
+        .map(|i| {
+            let n = 3 * i + 2;
+            format!("(organization_id = ${n} AND id = ${} AND updated_at = ${})", n + 1, n + 2)
+        })
+        .collect();
+    let sql = format!(
+        "UPDATE identities SET reviewed_version = updated_at, review_after = $1 WHERE {}",
+        each.join(" OR ")
+    );
+    let mut query = sqlx::query(&sql).bind(review_after);
+    for review in reviews {
+        query = query.bind(&review.organization).bind(&review.identity_id).bind(review.updated_at);
+    }
+    query.execute(&mut **tx).await?;
+    Ok(())
 }
 
 /// A review of a row of [`Store::reviews`], with its submission's check

@@ -9,7 +9,7 @@ pub mod mints;
 use serde_json::Value;
 use sqlx::{Row, any::AnyRow};
 
-use super::{Store, StoreError, now_micros, parse_column, pii::BANK_DETAILS};
+use super::{Store, StoreError, Tx, now_micros, parse_column, pii::BANK_DETAILS};
 use crate::{
     chain::Chain,
     issuance::{BankAccount, FIAT_CURRENCY, MintInstruction, PAYMENT_RAIL},
@@ -59,16 +59,15 @@ const INSTRUCTION_COLUMNS: &str = "organization_id, id, identity_id, request_id,
     account_id, destination_address, memo_id, bank_details, label, created_at";
 
 impl Store {
-    /// Registers `account` of `organization` under `request_id`.
-    pub async fn create_bank_account(
+    /// Inserts `account` of `organization` under `request_id`, its details
+    /// sealed: `false` when the request (or the id) is taken already.
+    pub(crate) async fn insert_bank_account(
         &self,
+        tx: &mut Tx,
         organization: &str,
         request_id: &str,
         account: &BankAccount,
-    ) -> Result<Made<BankAccount>, StoreError> {
-        if let Some(found) = self.bank_account_by_request(organization, request_id).await? {
-            return same_bank_account(found, account, request_id);
-        }
+    ) -> Result<bool, StoreError> {
         let cipher = self.cipher()?;
         let plaintext = zeroize::Zeroizing::new(account.bank_account_details.expose().to_string());
         let place = Place { column: BANK_DETAILS, row: &[organization, &account.id] };
@@ -82,18 +81,9 @@ impl Store {
         .bind(request_id)
         .bind(sealed)
         .bind(now_micros())
-        .execute(&self.pool)
+        .execute(&mut **tx)
         .await?;
-        if inserted.rows_affected() == 1 {
-            return Ok(Made::New(account.clone()));
-        }
-        // The same request_id raced this one in and won.
-        let found = self.bank_account_by_request(organization, request_id).await?;
-        same_bank_account(
-            found.ok_or_else(|| StoreError::Corrupt("a lost bank account".into()))?,
-            account,
-            request_id,
-        )
+        Ok(inserted.rows_affected() == 1)
     }
 
     pub async fn bank_account(&self, organization: &str, id: &str) -> Result<BankAccount, StoreError> {
@@ -147,43 +137,6 @@ impl Store {
         row.map(|row| bank_account_from_row(&row, self.cipher()?)).transpose()
     }
 
-    /// Creates `new`, or answers the same request's instruction. `None`: its
-    /// `memo_id` is taken (draw another and call again).
-    pub async fn create_mint_instruction(
-        &self,
-        new: &NewMintInstruction,
-    ) -> Result<Option<Made<MintInstruction>>, StoreError> {
-        let (organization, wanted) = (&new.organization, &new.instruction);
-        if let Some(found) = self.mint_instruction_by_request(organization, &wanted.request_id).await? {
-            return same_instruction(found, wanted).map(Some);
-        }
-        let inserted = sqlx::query(&format!(
-            "INSERT INTO mint_instructions ({INSTRUCTION_COLUMNS})
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT DO NOTHING"
-        ))
-        .bind(organization)
-        .bind(&wanted.id)
-        .bind(&wanted.identity_id)
-        .bind(&wanted.request_id)
-        .bind(&wanted.stablecoin_symbol)
-        .bind(wanted.chain.as_str())
-        .bind(&wanted.mint_destination_address_id)
-        .bind(&new.destination_address)
-        .bind(&wanted.memo_id)
-        .bind(wanted.bank_account_details.to_string())
-        .bind(wanted.label.as_deref())
-        .bind(now_micros())
-        .execute(&self.pool)
-        .await?;
-        if inserted.rows_affected() == 1 {
-            return Ok(Some(Made::New(wanted.clone())));
-        }
-        match self.mint_instruction_by_request(organization, &wanted.request_id).await? {
-            Some(found) => same_instruction(found, wanted).map(Some),
-            None => Ok(None),
-        }
-    }
-
     /// Up to `limit` of the organization's mint instructions (of `identity`
     /// only, when given) whose id sorts after `after`, by id.
     pub async fn mint_instruction_page(
@@ -223,8 +176,36 @@ impl Store {
     }
 }
 
+/// Inserts `new`: `false` when its request, id or `memo_id` is taken
+/// already.
+pub(crate) async fn insert_mint_instruction(
+    tx: &mut Tx,
+    new: &NewMintInstruction,
+) -> Result<bool, StoreError> {
+    let (organization, wanted) = (&new.organization, &new.instruction);
+    let inserted = sqlx::query(&format!(
+        "INSERT INTO mint_instructions ({INSTRUCTION_COLUMNS})
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT DO NOTHING"
+    ))
+    .bind(organization)
+    .bind(&wanted.id)
+    .bind(&wanted.identity_id)
+    .bind(&wanted.request_id)
+    .bind(&wanted.stablecoin_symbol)
+    .bind(wanted.chain.as_str())
+    .bind(&wanted.mint_destination_address_id)
+    .bind(&new.destination_address)
+    .bind(&wanted.memo_id)
+    .bind(wanted.bank_account_details.to_string())
+    .bind(wanted.label.as_deref())
+    .bind(now_micros())
+    .execute(&mut **tx)
+    .await?;
+    Ok(inserted.rows_affected() == 1)
+}
+
 /// The stored account when `wanted` is the same request; else a conflict.
-fn same_bank_account(
+pub(crate) fn same_bank_account(
     found: BankAccount,
     wanted: &BankAccount,
     request_id: &str,

@@ -1,7 +1,7 @@
 //! The keys' rows: account keys reserved, the platform's keys recorded, the
 //! signer's outages, API keys re-hashed under the pepper.
 
-pub(in crate::store) mod account_keys;
+pub(crate) mod account_keys;
 pub mod key_hashes;
 pub(in crate::store) mod platform_keys;
-pub(in crate::store) mod signer_outages;
+pub(crate) mod signer_outages;

@@ -15,14 +15,14 @@ impl Store {
         Ok(row.map(|r| r.try_get("address")).transpose()?)
     }
 
-    /// Records `address` for the platform key `role` on `family` unless one
-    /// is recorded already; answers the recorded address.
-    pub async fn record_platform_key(
-        &self,
+    /// Inserts `address` for the platform key `role` on `family`, in `tx`,
+    /// unless one is recorded already.
+    pub async fn insert_platform_key(
+        tx: &mut crate::store::Tx,
         role: &str,
         family: &str,
         address: &str,
-    ) -> Result<String, StoreError> {
+    ) -> Result<(), StoreError> {
         sqlx::query(
             "INSERT INTO platform_keys (role, family, address, recorded_at) VALUES ($1, $2, $3, $4) \
              ON CONFLICT (role, family) DO NOTHING",
@@ -31,9 +31,9 @@ impl Store {
         .bind(family)
         .bind(address)
         .bind(now_micros())
-        .execute(&self.pool)
+        .execute(&mut **tx)
         .await?;
-        self.platform_key(role, family).await?.ok_or_else(|| StoreError::NotFound(format!("{role} {family}")))
+        Ok(())
     }
 
     /// Replaces the address recorded for `role` on `family`, in `tx` (with

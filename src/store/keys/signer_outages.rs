@@ -4,7 +4,7 @@
 
 use sqlx::Row;
 
-use crate::store::{Store, StoreError, now_micros};
+use crate::store::{Store, StoreError, Tx, now_micros};
 
 /// The kind of the condition of a signer that does not answer.
 pub const SIGNER_UNREACHABLE: &str = "signer_unreachable";
@@ -13,54 +13,54 @@ pub const SIGNER_UNREACHABLE: &str = "signer_unreachable";
 /// can only matter to a transfer accepted longer ago, waiting all along.
 const OUTAGES_READ_BACK_MICROS: i64 = 30 * 24 * 3_600 * 1_000_000;
 
-impl Store {
-    /// The signer `subject` did not answer (`message` says how, free of
-    /// secrets): opens its span unless one is open, and raises (or
-    /// refreshes) its condition, at once.
-    pub async fn signer_unreachable(&self, subject: &str, message: &str) -> Result<(), StoreError> {
-        let now = now_micros();
-        let mut tx = self.begin().await?;
-        sqlx::query(
-            "INSERT INTO signer_outages (subject, since, until, message) VALUES ($1, $2, NULL, $3)
-             ON CONFLICT (subject) WHERE until IS NULL DO UPDATE SET message = $3",
-        )
+/// The signer `subject` did not answer at `now` (`message` says how, free
+/// of secrets): opens its span unless one is open, and raises (or
+/// refreshes) its condition.
+pub(crate) async fn unreachable(
+    tx: &mut Tx,
+    subject: &str,
+    message: &str,
+    now: i64,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO signer_outages (subject, since, until, message) VALUES ($1, $2, NULL, $3)
+         ON CONFLICT (subject) WHERE until IS NULL DO UPDATE SET message = $3",
+    )
+    .bind(subject)
+    .bind(now)
+    .bind(message)
+    .execute(&mut **tx)
+    .await?;
+    sqlx::query(
+        "INSERT INTO conditions (chain, kind, subject, message, since, seen_at) VALUES ('', $1, $2, $3, $4, $4)
+         ON CONFLICT (chain, kind, subject) DO UPDATE SET message = $3, seen_at = $4",
+    )
+    .bind(SIGNER_UNREACHABLE)
+    .bind(subject)
+    .bind(message)
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// The signer `subject` answered at `now`: closes its open span, if any,
+/// and clears its condition.
+pub(crate) async fn answers(tx: &mut Tx, subject: &str, now: i64) -> Result<(), StoreError> {
+    sqlx::query("UPDATE signer_outages SET until = $2 WHERE subject = $1 AND until IS NULL")
         .bind(subject)
         .bind(now)
-        .bind(message)
-        .execute(&mut *tx)
+        .execute(&mut **tx)
         .await?;
-        sqlx::query(
-            "INSERT INTO conditions (chain, kind, subject, message, since, seen_at) VALUES ('', $1, $2, $3, $4, $4)
-             ON CONFLICT (chain, kind, subject) DO UPDATE SET message = $3, seen_at = $4",
-        )
+    sqlx::query("DELETE FROM conditions WHERE chain = '' AND kind = $1 AND subject = $2")
         .bind(SIGNER_UNREACHABLE)
         .bind(subject)
-        .bind(message)
-        .bind(now)
-        .execute(&mut *tx)
+        .execute(&mut **tx)
         .await?;
-        tx.commit().await?;
-        Ok(())
-    }
+    Ok(())
+}
 
-    /// The signer `subject` answered: closes its open span, if any, and
-    /// clears its condition, at once.
-    pub async fn signer_answers(&self, subject: &str) -> Result<(), StoreError> {
-        let mut tx = self.begin().await?;
-        sqlx::query("UPDATE signer_outages SET until = $2 WHERE subject = $1 AND until IS NULL")
-            .bind(subject)
-            .bind(now_micros())
-            .execute(&mut *tx)
-            .await?;
-        sqlx::query("DELETE FROM conditions WHERE chain = '' AND kind = $1 AND subject = $2")
-            .bind(SIGNER_UNREACHABLE)
-            .bind(subject)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(())
-    }
-
+impl Store {
     /// Every signer's spans that are open or ended in the last 30 days, as
     /// `since` and `until` (`None` while open), microseconds.
     pub async fn signer_outages(&self) -> Result<Vec<(i64, Option<i64>)>, StoreError> {

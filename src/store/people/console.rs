@@ -213,16 +213,16 @@ pub async fn end_sessions_of(tx: &mut Tx, user_id: &str, now: i64) -> Result<(),
     Ok(())
 }
 
-/// Keeps the second factor's secret (sealed) an enrol page offered for
-/// the live link `hash`; `false` when the link is used or expired.
-pub async fn offer_totp(store: &Store, hash: &str, sealed: &str, now: i64) -> Result<bool, StoreError> {
+/// Keeps in `tx` the second factor's secret (sealed) an enrol page offered
+/// for the live link `hash`; `false` when the link is used or expired.
+pub async fn offer_totp(tx: &mut Tx, hash: &str, sealed: &str, now: i64) -> Result<bool, StoreError> {
     let done = sqlx::query(
         "UPDATE console_enrolments SET totp_secret = $1 WHERE token_hash = $2 AND used_at IS NULL AND expires_at > $3",
     )
     .bind(sealed)
     .bind(hash)
     .bind(now)
-    .execute(&store.pool)
+    .execute(&mut **tx)
     .await?;
     Ok(done.rows_affected() == 1)
 }
@@ -303,16 +303,16 @@ pub async fn tenant_admins(tx: &mut Tx, organization: &str) -> Result<i64, Store
     Ok(row.try_get("n")?)
 }
 
-/// Accepts TOTP step `step` for `user_id` once: `false` when it (or a later
-/// one) was accepted already.
-pub async fn accept_totp_step(store: &Store, user_id: &str, step: i64) -> Result<bool, StoreError> {
+/// Accepts TOTP step `step` for `user_id` once, in `tx`: `false` when it
+/// (or a later one) was accepted already.
+pub async fn accept_totp_step(tx: &mut Tx, user_id: &str, step: i64) -> Result<bool, StoreError> {
     let done = sqlx::query(
         "UPDATE console_users SET totp_last_step = $1
          WHERE id = $2 AND (totp_last_step IS NULL OR totp_last_step < $1)",
     )
     .bind(step)
     .bind(user_id)
-    .execute(&store.pool)
+    .execute(&mut **tx)
     .await?;
     Ok(done.rows_affected() == 1)
 }

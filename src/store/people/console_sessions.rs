@@ -5,7 +5,7 @@ use sqlx::Row;
 
 use crate::people::resource::Session;
 use crate::store::{
-    Store, StoreError,
+    Store, StoreError, Tx,
     console::{LIVE_OPERATOR, USER_COLUMNS, user},
 };
 
@@ -22,93 +22,6 @@ impl Store {
             Some(row) => (row.try_get("failures")?, row.try_get("last_failed_at")?),
             None => (0, 0),
         })
-    }
-
-    /// Counts a sign-in try under `email_key` at `now` as failed before it is
-    /// checked (a success forgets it), setting the count to `next` if it is
-    /// still `seen`: `false` when another try counted meanwhile, so that
-    /// tries sent at once cannot all pass the same delay.
-    pub async fn claim_sign_in_try(
-        &self,
-        email_key: &str,
-        seen: i64,
-        next: i64,
-        now: i64,
-    ) -> Result<bool, StoreError> {
-        let done = if seen == 0 {
-            sqlx::query(
-                // A row whose count went back to none (a try that
-                // succeeded) counts again as a new one.
-                "INSERT INTO console_sign_in_failures (email_key, failures, last_failed_at) VALUES ($1, 1, $2)
-                 ON CONFLICT (email_key) DO UPDATE SET failures = 1, last_failed_at = $2
-                 WHERE console_sign_in_failures.failures = 0",
-            )
-            .bind(email_key)
-            .bind(now)
-            .execute(&self.pool)
-            .await?
-        } else {
-            sqlx::query(
-                "UPDATE console_sign_in_failures SET failures = $4, last_failed_at = $2
-                 WHERE email_key = $1 AND failures = $3",
-            )
-            .bind(email_key)
-            .bind(now)
-            .bind(seen)
-            .bind(next)
-            .execute(&self.pool)
-            .await?
-        };
-        Ok(done.rows_affected() == 1)
-    }
-
-    /// Takes one try back from the count of `email_key` (a try counted
-    /// before it succeeded).
-    pub async fn uncount_sign_in_try(&self, email_key: &str) -> Result<(), StoreError> {
-        sqlx::query("UPDATE console_sign_in_failures SET failures = failures - 1 WHERE email_key = $1 AND failures > 0")
-            .bind(email_key)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
-    }
-
-    /// Forgets failed sign-ins whose last one came before `before` (micros).
-    pub async fn purge_sign_in_failures(&self, before: i64) -> Result<u64, StoreError> {
-        let done = sqlx::query("DELETE FROM console_sign_in_failures WHERE last_failed_at < $1")
-            .bind(before)
-            .execute(&self.pool)
-            .await?;
-        Ok(done.rows_affected())
-    }
-
-    /// Forgets the failed sign-ins of `email_key` (after a successful one).
-    pub async fn clear_sign_in_failures(&self, email_key: &str) -> Result<(), StoreError> {
-        sqlx::query("DELETE FROM console_sign_in_failures WHERE email_key = $1")
-            .bind(email_key)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
-    }
-
-    /// Starts a session of `user_id`.
-    pub async fn insert_session(
-        &self,
-        hash: &str,
-        user_id: &str,
-        csrf: &str,
-        now: i64,
-    ) -> Result<(), StoreError> {
-        sqlx::query(
-            "INSERT INTO console_sessions (id_hash, user_id, csrf, created_at, last_seen_at)
-             VALUES ($1, $2, $3, $4, $4)",
-        )
-        .bind(hash)
-        .bind(user_id)
-        .bind(csrf)
-        .bind(now)
-        .execute(&self.pool)
-        .await?;
-        Ok(())
     }
 
     /// The unended session `hash` of a present user.
@@ -130,24 +43,113 @@ impl Store {
             started_at: row.try_get("started_at")?,
         }))
     }
+}
 
-    /// Records that session `hash` was used at `now`.
-    pub async fn touch_session(&self, hash: &str, now: i64) -> Result<(), StoreError> {
-        sqlx::query("UPDATE console_sessions SET last_seen_at = $1 WHERE id_hash = $2 AND last_seen_at < $1")
-            .bind(now)
-            .bind(hash)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
-    }
+/// Counts a sign-in try under `email_key` at `now` as failed before it is
+/// checked (a success forgets it), in `tx`, setting the count to `next` if
+/// it is still `seen`: `false` when another try counted meanwhile.
+pub async fn claim_sign_in_try(
+    tx: &mut Tx,
+    email_key: &str,
+    seen: i64,
+    next: i64,
+    now: i64,
+) -> Result<bool, StoreError> {
+    let done = if seen == 0 {
+        sqlx::query(
+            // A row whose count went back to none (a try that
+            // succeeded) counts again as a new one.
+            "INSERT INTO console_sign_in_failures (email_key, failures, last_failed_at) VALUES ($1, 1, $2)
+             ON CONFLICT (email_key) DO UPDATE SET failures = 1, last_failed_at = $2
+             WHERE console_sign_in_failures.failures = 0",
+        )
+        .bind(email_key)
+        .bind(now)
+        .execute(&mut **tx)
+        .await?
+    } else {
+        sqlx::query(
+            "UPDATE console_sign_in_failures SET failures = $4, last_failed_at = $2
+             WHERE email_key = $1 AND failures = $3",
+        )
+        .bind(email_key)
+        .bind(now)
+        .bind(seen)
+        .bind(next)
+        .execute(&mut **tx)
+        .await?
+    };
+    Ok(done.rows_affected() == 1)
+}
 
-    /// Ends session `hash`, on every instance.
-    pub async fn end_session(&self, hash: &str, now: i64) -> Result<(), StoreError> {
-        sqlx::query("UPDATE console_sessions SET ended_at = $1 WHERE id_hash = $2 AND ended_at IS NULL")
-            .bind(now)
-            .bind(hash)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
-    }
+/// Takes one try back from the count of `email_key` in `tx` (a try counted
+/// before it succeeded).
+pub async fn uncount_sign_in_try(tx: &mut Tx, email_key: &str) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE console_sign_in_failures SET failures = failures - 1 WHERE email_key = $1 AND failures > 0",
+    )
+    .bind(email_key)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// Forgets in `tx` the failed sign-ins whose last one came before `before`
+/// (micros); how many.
+pub async fn purge_sign_in_failures(tx: &mut Tx, before: i64) -> Result<u64, StoreError> {
+    let done = sqlx::query("DELETE FROM console_sign_in_failures WHERE last_failed_at < $1")
+        .bind(before)
+        .execute(&mut **tx)
+        .await?;
+    Ok(done.rows_affected())
+}
+
+/// Forgets in `tx` the failed sign-ins of `email_key` (after a successful one).
+pub async fn clear_sign_in_failures(tx: &mut Tx, email_key: &str) -> Result<(), StoreError> {
+    sqlx::query("DELETE FROM console_sign_in_failures WHERE email_key = $1")
+        .bind(email_key)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+/// Starts a session of `user_id` in `tx`.
+pub async fn insert_session(
+    tx: &mut Tx,
+    hash: &str,
+    user_id: &str,
+    csrf: &str,
+    now: i64,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO console_sessions (id_hash, user_id, csrf, created_at, last_seen_at)
+         VALUES ($1, $2, $3, $4, $4)",
+    )
+    .bind(hash)
+    .bind(user_id)
+    .bind(csrf)
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// Records in `tx` that session `hash` was used at `now`.
+pub async fn touch_session(tx: &mut Tx, hash: &str, now: i64) -> Result<(), StoreError> {
+    sqlx::query("UPDATE console_sessions SET last_seen_at = $1 WHERE id_hash = $2 AND last_seen_at < $1")
+        .bind(now)
+        .bind(hash)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+/// Ends session `hash` in `tx`, on every instance.
+pub async fn end_session(tx: &mut Tx, hash: &str, now: i64) -> Result<(), StoreError> {
+    sqlx::query("UPDATE console_sessions SET ended_at = $1 WHERE id_hash = $2 AND ended_at IS NULL")
+        .bind(now)
+        .bind(hash)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
 }

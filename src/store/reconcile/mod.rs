@@ -8,7 +8,7 @@ pub mod reconcile_wallets;
 use alloy::primitives::U256;
 use sqlx::{Row, any::AnyRow};
 
-use super::{Store, StoreError, now_micros, parse_column, to_i64};
+use super::{Store, StoreError, Tx, now_micros, parse_column, to_i64};
 use crate::{
     chain::Chain,
     reconcile::{Anchor, Baseline, Term, TermKind, Watched},
@@ -188,34 +188,6 @@ impl Store {
         .transpose()
     }
 
-    /// Records a baseline unless one is recorded (two reconciliations at
-    /// once keep the first): the one recorded.
-    pub async fn record_baseline(
-        &self,
-        chain: Chain,
-        address: &str,
-        asset: &str,
-        at: Anchor,
-        source: Baseline,
-    ) -> Result<(Anchor, Baseline), StoreError> {
-        sqlx::query(
-            "INSERT INTO reconcile_baselines (chain, address, asset, block, balance_raw, source, recorded_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (chain, address, asset) DO NOTHING",
-        )
-        .bind(chain.as_str())
-        .bind(address)
-        .bind(asset)
-        .bind(to_i64(at.block)?)
-        .bind(at.balance.to_string())
-        .bind(source.as_str())
-        .bind(now_micros())
-        .execute(&self.pool)
-        .await?;
-        self.reconcile_baseline(chain, address, asset)
-            .await?
-            .ok_or_else(|| StoreError::NotFound(format!("the baseline of {address} in {asset}")))
-    }
-
     /// The last height at which `address`'s `asset` agreed with the ledger.
     pub async fn reconcile_checkpoint(
         &self,
@@ -233,32 +205,55 @@ impl Store {
         .await?;
         row.map(|r| anchor(&r)).transpose()
     }
+}
 
-    /// Moves the checkpoint up to `at`, never down.
-    pub async fn record_checkpoint(
-        &self,
-        chain: Chain,
-        address: &str,
-        asset: &str,
-        at: Anchor,
-    ) -> Result<(), StoreError> {
-        sqlx::query(
-            "INSERT INTO reconcile_checkpoints (chain, address, asset, block, balance_raw, recorded_at)
-             VALUES ($1, $2, $3, $4, $5, $6)
-             ON CONFLICT (chain, address, asset) DO UPDATE
-             SET block = EXCLUDED.block, balance_raw = EXCLUDED.balance_raw, recorded_at = EXCLUDED.recorded_at
-             WHERE reconcile_checkpoints.block < EXCLUDED.block",
-        )
-        .bind(chain.as_str())
-        .bind(address)
-        .bind(asset)
-        .bind(to_i64(at.block)?)
-        .bind(at.balance.to_string())
-        .bind(now_micros())
-        .execute(&self.pool)
-        .await?;
-        Ok(())
-    }
+/// Inserts the baseline of `address`'s `asset` on `chain` unless one is
+/// recorded.
+pub(crate) async fn insert_baseline(
+    tx: &mut Tx,
+    (chain, address, asset): (Chain, &str, &str),
+    at: Anchor,
+    source: Baseline,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO reconcile_baselines (chain, address, asset, block, balance_raw, source, recorded_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (chain, address, asset) DO NOTHING",
+    )
+    .bind(chain.as_str())
+    .bind(address)
+    .bind(asset)
+    .bind(to_i64(at.block)?)
+    .bind(at.balance.to_string())
+    .bind(source.as_str())
+    .bind(now_micros())
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// Moves the checkpoint of `address`'s `asset` on `chain` up to `at`,
+/// never down.
+pub(crate) async fn raise_checkpoint(
+    tx: &mut Tx,
+    (chain, address, asset): (Chain, &str, &str),
+    at: Anchor,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO reconcile_checkpoints (chain, address, asset, block, balance_raw, recorded_at)
+         VALUES ($1, $2, $3, $4, $5, $6)
+         ON CONFLICT (chain, address, asset) DO UPDATE
+         SET block = EXCLUDED.block, balance_raw = EXCLUDED.balance_raw, recorded_at = EXCLUDED.recorded_at
+         WHERE reconcile_checkpoints.block < EXCLUDED.block",
+    )
+    .bind(chain.as_str())
+    .bind(address)
+    .bind(asset)
+    .bind(to_i64(at.block)?)
+    .bind(at.balance.to_string())
+    .bind(now_micros())
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
 }
 
 fn amount(row: &AnyRow, column: &str) -> Result<U256, StoreError> {

@@ -92,9 +92,12 @@ pub async fn applied_alone_since(tx: &mut Tx, chain: &str, since: i64) -> Result
     Ok(sum)
 }
 
+/// The read of one repair by its id.
+const REPAIR: &str = "SELECT * FROM reconcile_repairs WHERE id = $1";
+
 /// One repair, read inside `tx`.
 pub async fn repair_in(tx: &mut Tx, id: &str) -> Result<Repair, StoreError> {
-    let row = sqlx::query("SELECT * FROM reconcile_repairs WHERE id = $1")
+    let row = sqlx::query(REPAIR)
         .bind(id)
         .fetch_optional(&mut **tx)
         .await?
@@ -142,10 +145,13 @@ impl Store {
         rows.iter().map(repair_from).collect()
     }
 
+    /// Repair `id`, as committed.
     pub async fn reconcile_repair(&self, id: &str) -> Result<Repair, StoreError> {
-        let mut tx = self.begin().await?;
-        let repair = repair_in(&mut tx, id).await;
-        tx.rollback().await?;
-        repair
+        let row = sqlx::query(REPAIR)
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("repair {id}")))?;
+        repair_from(&row)
     }
 }

@@ -20,17 +20,6 @@ use crate::{
 };
 
 impl Store {
-    /// Ends a transfer: its terminal status, the fees into the gas ledger and
-    /// its event, in one transaction. A transfer already terminal is left
-    /// alone. On a sender's fenced handle, only while its lease is held.
-    pub async fn settle_transfer(&self, id: &str, settlement: &Settlement) -> Result<(), StoreError> {
-        let mut tx = self.begin().await?;
-        self.check_own_fence(&mut tx).await?;
-        settle_in(&mut tx, id, settlement).await?;
-        tx.commit().await?;
-        Ok(())
-    }
-
     /// The organization's sponsored gas against `credit_usd_micros`.
     pub async fn gas_usage(
         &self,
@@ -85,7 +74,9 @@ impl Store {
     }
 }
 
-/// [`Store::settle_transfer`] inside `tx`.
+/// Ends a transfer inside `tx`: its terminal status, the fees into the gas
+/// ledger and its event; a transfer already terminal is left alone (the
+/// flow is [`crate::transfers::settle::settle_transfer`]).
 pub async fn settle_in(
     tx: &mut Transaction<'static, Any>,
     id: &str,
@@ -147,7 +138,7 @@ pub async fn settle_in(
 
 /// Records `cost` of a transaction on `chain` as the platform's own: entries
 /// billed to no organization. Idempotent, as every entry of the ledger.
-pub(in crate::store) async fn record_platform_cost(
+pub(crate) async fn record_platform_cost(
     tx: &mut Transaction<'static, Any>,
     chain: &str,
     cost: &PlatformCost,
@@ -251,7 +242,7 @@ fn usd(micros: i64) -> String {
 /// Writes the transfer's event when its status differs from the last one
 /// announced: `crypto_transfer_submitted`, `crypto_transfer_updated`, or
 /// `crypto_transfer_failed` with `failure_details`.
-pub(in crate::store) async fn announce_transfer(
+pub(crate) async fn announce_transfer(
     tx: &mut Transaction<'static, Any>,
     id: &str,
     now: i64,

@@ -6,56 +6,11 @@ use sqlx::{Any, Row, Transaction, any::AnyRow};
 
 use crate::store::{PLATFORM_ROUTES, Store, StoreError, now_micros, parse_column, time};
 use crate::{
-    amount::Amount,
     transfers::model::{LimitPolicy, NewTransfer},
-    transfers::rules::{COMMON_DECIMALS, scale},
+    transfers::rules::scale,
 };
 
 impl Store {
-    /// Adds a limit policy for an account or an identity of the organization.
-    pub async fn create_limit_policy(
-        &self,
-        organization: &str,
-        account_id: Option<&str>,
-        identity_id: Option<&str>,
-        currency_symbol: &str,
-        max_per_transfer: Option<&str>,
-        max_rolling_24h: Option<&str>,
-    ) -> Result<LimitPolicy, StoreError> {
-        if account_id.is_some() == identity_id.is_some() {
-            return Err(StoreError::Invalid(
-                "a policy applies to exactly one account or one identity".into(),
-            ));
-        }
-        if max_per_transfer.is_none() && max_rolling_24h.is_none() {
-            return Err(StoreError::Invalid("a policy needs a per-transfer or a rolling 24 h limit".into()));
-        }
-        for limit in [max_per_transfer, max_rolling_24h].into_iter().flatten() {
-            Amount::parse(limit, COMMON_DECIMALS as u8)
-                .map_err(|e| StoreError::Invalid(format!("limit: {e}")))?;
-        }
-        if let Some(account) = account_id {
-            self.organization_account(organization, account).await?;
-        }
-        let id = uuid::Uuid::new_v4().to_string();
-        sqlx::query(
-            "INSERT INTO transaction_limit_policies (id, organization_id, account_id, identity_id, currency_symbol,
-                 max_per_transfer, max_rolling_24h, created_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-        )
-        .bind(&id)
-        .bind(organization)
-        .bind(account_id)
-        .bind(identity_id)
-        .bind(currency_symbol)
-        .bind(max_per_transfer)
-        .bind(max_rolling_24h)
-        .bind(now_micros())
-        .execute(&self.pool)
-        .await?;
-        self.limit_policy(organization, &id).await
-    }
-
     pub async fn limit_policy(&self, organization: &str, id: &str) -> Result<LimitPolicy, StoreError> {
         let row = sqlx::query(&format!(
             "SELECT {POLICY_COLUMNS} FROM transaction_limit_policies WHERE id = $1 AND organization_id = $2"
@@ -77,6 +32,35 @@ impl Store {
         .await?;
         rows.iter().map(policy_from_row).collect()
     }
+}
+
+/// Inserts a limit policy of the organization on an account or an identity
+/// (one of them), with a per-transfer and a rolling 24 h limit (either may
+/// be absent): its new id.
+pub(crate) async fn insert_policy(
+    tx: &mut Transaction<'static, Any>,
+    organization: &str,
+    (account_id, identity_id): (Option<&str>, Option<&str>),
+    currency_symbol: &str,
+    (max_per_transfer, max_rolling_24h): (Option<&str>, Option<&str>),
+) -> Result<String, StoreError> {
+    let id = uuid::Uuid::new_v4().to_string();
+    sqlx::query(
+        "INSERT INTO transaction_limit_policies (id, organization_id, account_id, identity_id, currency_symbol,
+             max_per_transfer, max_rolling_24h, created_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+    )
+    .bind(&id)
+    .bind(organization)
+    .bind(account_id)
+    .bind(identity_id)
+    .bind(currency_symbol)
+    .bind(max_per_transfer)
+    .bind(max_rolling_24h)
+    .bind(now_micros())
+    .execute(&mut **tx)
+    .await?;
+    Ok(id)
 }
 
 const POLICY_COLUMNS: &str =

@@ -5,7 +5,7 @@
 
 pub(crate) mod gas_ledger;
 pub(crate) mod limits;
-pub(in crate::store) mod nonce_fillers;
+pub(crate) mod nonce_fillers;
 pub(crate) mod transfer_lineage;
 pub(crate) mod transfer_txs;
 

@@ -4,8 +4,8 @@
 use alloy::primitives::U256;
 use sqlx::Row;
 
-use crate::store::{Store, StoreError, gas_ledger::record_platform_cost, now_micros, to_i64};
-use crate::{chain::Chain, transfers::model::PlatformCost};
+use crate::chain::Chain;
+use crate::store::{Store, StoreError, Tx, to_i64};
 
 /// A filler not yet included: `(hash, sender, nonce, raw)`.
 pub type PendingFiller = (String, String, u64, String);
@@ -26,38 +26,6 @@ impl Store {
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(|r| Ok(r.try_get::<i64, _>("nonce")? as u64)).collect()
-    }
-
-    /// Records a signed filler before it is broadcast; a nonce already
-    /// filled is a conflict, and nothing is recorded. Fenced like
-    /// [`crate::transfers::record::record`].
-    pub async fn record_filler(
-        &self,
-        chain: Chain,
-        sender: &str,
-        nonce: u64,
-        hash: &str,
-        raw: &str,
-        created_at: i64,
-    ) -> Result<(), StoreError> {
-        let inserted = self
-            .execute_fenced(
-                sqlx::query(
-                    "INSERT INTO nonce_fillers (hash, chain, sender, nonce, raw, state, created_at)
-                     VALUES ($1, $2, $3, $4, $5, 'SENT', $6) ON CONFLICT (chain, sender, nonce) DO NOTHING",
-                )
-                .bind(hash)
-                .bind(chain.as_str())
-                .bind(sender)
-                .bind(to_i64(nonce)?)
-                .bind(raw)
-                .bind(created_at),
-            )
-            .await?;
-        if inserted == 0 {
-            return Err(StoreError::Raced(format!("nonce {nonce} of {sender} on {chain} is filled already")));
-        }
-        Ok(())
     }
 
     /// Fillers of `chain` not yet included, and those included before the
@@ -81,40 +49,56 @@ impl Store {
             })
             .collect()
     }
+}
 
-    /// A filler was included in `block`, at `cost`: `MINED`, and its fees
-    /// into the gas ledger as the platform's own cost, in one transaction.
-    /// Fenced like [`crate::transfers::record::record`].
-    pub async fn filler_included(
-        &self,
-        hash: &str,
-        block: u64,
-        cost: &PlatformCost,
-    ) -> Result<(), StoreError> {
-        let mut tx = self.begin().await?;
-        self.check_own_fence(&mut tx).await?;
-        let fee = cost.fees.iter().fold(U256::ZERO, |total, fee| total + fee.amount);
-        let row = sqlx::query(
-            "UPDATE nonce_fillers SET state = 'MINED', fee_raw = $2, block_number = $3 WHERE hash = $1 RETURNING chain",
-        )
+/// Inserts a signed filler, `SENT`, before it is broadcast; a nonce already
+/// filled is [`StoreError::Raced`], and nothing is inserted.
+pub(crate) async fn insert(
+    tx: &mut Tx,
+    chain: Chain,
+    sender: &str,
+    nonce: u64,
+    hash: &str,
+    raw: &str,
+    created_at: i64,
+) -> Result<(), StoreError> {
+    let inserted = sqlx::query(
+        "INSERT INTO nonce_fillers (hash, chain, sender, nonce, raw, state, created_at)
+         VALUES ($1, $2, $3, $4, $5, 'SENT', $6) ON CONFLICT (chain, sender, nonce) DO NOTHING",
+    )
+    .bind(hash)
+    .bind(chain.as_str())
+    .bind(sender)
+    .bind(to_i64(nonce)?)
+    .bind(raw)
+    .bind(created_at)
+    .execute(&mut **tx)
+    .await?;
+    if inserted.rows_affected() == 0 {
+        return Err(StoreError::Raced(format!("nonce {nonce} of {sender} on {chain} is filled already")));
+    }
+    Ok(())
+}
+
+/// Marks a filler `MINED` in `block`, having paid `fee`: its chain.
+pub(crate) async fn mined(tx: &mut Tx, hash: &str, block: u64, fee: U256) -> Result<String, StoreError> {
+    let row = sqlx::query(
+        "UPDATE nonce_fillers SET state = 'MINED', fee_raw = $2, block_number = $3 WHERE hash = $1 RETURNING chain",
+    )
+    .bind(hash)
+    .bind(fee.to_string())
+    .bind(to_i64(block)?)
+    .fetch_optional(&mut **tx)
+    .await?
+    .ok_or_else(|| StoreError::NotFound(format!("nonce filler {hash}")))?;
+    Ok(row.try_get("chain")?)
+}
+
+/// Marks a filler `SUPERSEDED`: another transaction used its nonce.
+pub(crate) async fn superseded(tx: &mut Tx, hash: &str) -> Result<(), StoreError> {
+    sqlx::query("UPDATE nonce_fillers SET state = 'SUPERSEDED' WHERE hash = $1")
         .bind(hash)
-        .bind(fee.to_string())
-        .bind(to_i64(block)?)
-        .fetch_optional(&mut *tx)
-        .await?
-        .ok_or_else(|| StoreError::NotFound(format!("nonce filler {hash}")))?;
-        let chain: String = row.try_get("chain")?;
-        record_platform_cost(&mut tx, &chain, cost, now_micros()).await?;
-        tx.commit().await?;
-        Ok(())
-    }
-
-    /// A filler whose nonce another transaction used: it can never be included.
-    pub async fn filler_superseded(&self, hash: &str) -> Result<(), StoreError> {
-        self.execute_fenced(
-            sqlx::query("UPDATE nonce_fillers SET state = 'SUPERSEDED' WHERE hash = $1").bind(hash),
-        )
+        .execute(&mut **tx)
         .await?;
-        Ok(())
-    }
+    Ok(())
 }

@@ -6,9 +6,7 @@ use std::collections::HashMap;
 use alloy::primitives::U256;
 use sqlx::{Any, Row, Transaction, any::AnyRow};
 
-use crate::store::{
-    Store, StoreError, TRANSFER_COLUMNS, gas_ledger::announce_transfer, now_micros, parse_column,
-};
+use crate::store::{Store, StoreError, TRANSFER_COLUMNS, Tx, now_micros, parse_column};
 use crate::{
     chain::Chain,
     transfers::model::{Outgoing, SentTransaction, TxRole, TxState},
@@ -109,136 +107,6 @@ impl Store {
         Ok(row.map(|r| r.try_get::<i64, _>("next_nonce")).transpose()?.map(|n| n as u64))
     }
 
-    /// Moves a sender's next nonce up to what the chain has counted (someone
-    /// else sent from the address): never down. Fenced like
-    /// [`crate::transfers::record::record`].
-    pub async fn resync_nonce(
-        &self,
-        chain: Chain,
-        address: &str,
-        chain_next: u64,
-    ) -> Result<bool, StoreError> {
-        let moved = self
-            .execute_fenced(
-                sqlx::query(
-                    "UPDATE sender_nonces SET next_nonce = $3
-                     WHERE chain = $1 AND address = $2 AND next_nonce < $3",
-                )
-                .bind(chain.as_str())
-                .bind(address)
-                .bind(crate::store::to_i64(chain_next)?),
-            )
-            .await?;
-        Ok(moved > 0)
-    }
-
-    /// The transfer's step failed (`error`, retryable): not tried again
-    /// before `retry_at` (microseconds), its `retries` counted.
-    pub async fn defer_transfer(
-        &self,
-        transfer_id: &str,
-        retries: u32,
-        retry_at: i64,
-        error: &str,
-    ) -> Result<(), StoreError> {
-        self.execute_fenced(
-            sqlx::query("UPDATE transfers SET retries = $2, retry_at = $3, last_error = $4 WHERE id = $1")
-                .bind(transfer_id)
-                .bind(i64::from(retries))
-                .bind(retry_at)
-                .bind(error),
-        )
-        .await?;
-        Ok(())
-    }
-
-    /// The transfer's step succeeded again: no more waiting.
-    pub async fn clear_retries(&self, transfer_id: &str) -> Result<(), StoreError> {
-        self.execute_fenced(
-            sqlx::query("UPDATE transfers SET retries = 0, retry_at = NULL, last_error = NULL WHERE id = $1")
-                .bind(transfer_id),
-        )
-        .await?;
-        Ok(())
-    }
-
-    /// A node accepted the transfer's transaction: `SUBMITTED`, announced.
-    pub async fn mark_submitted(&self, transfer_id: &str) -> Result<(), StoreError> {
-        let mut tx = self.begin().await?;
-        self.check_own_fence(&mut tx).await?;
-        let now = now_micros();
-        sqlx::query(
-            "UPDATE transfers SET status = 'SUBMITTED', submitted_at = $2, updated_at = $2
-             WHERE id = $1 AND status = 'ACCEPTED'",
-        )
-        .bind(transfer_id)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
-        announce_transfer(&mut tx, transfer_id, now).await?;
-        tx.commit().await?;
-        Ok(())
-    }
-
-    /// Records what the chain says of a transaction: included (`MINED`,
-    /// `REVERTED`, with its block and fee) or back to `SENT` after a reorg.
-    pub async fn update_transaction(
-        &self,
-        hash: &str,
-        state: TxState,
-        block: Option<(u64, &str)>,
-        fee: Option<U256>,
-    ) -> Result<(), StoreError> {
-        self.execute_fenced(
-            sqlx::query(
-                "UPDATE transfer_transactions SET state = $2, block_number = $3, block_hash = $4, fee_raw = $5
-                 WHERE hash = $1",
-            )
-            .bind(hash)
-            .bind(state_str(state))
-            .bind(block.map(|(n, _)| crate::store::to_i64(n)).transpose()?)
-            .bind(block.map(|(_, h)| h))
-            .bind(fee.map(|f| f.to_string())),
-        )
-        .await?;
-        Ok(())
-    }
-
-    /// A transaction the node refused: it is `REJECTED`, and when it held a
-    /// new nonce that nothing else uses, the nonce is given back.
-    pub async fn reject_transaction(&self, chain: Chain, sent: &SentTransaction) -> Result<(), StoreError> {
-        let mut tx = self.begin().await?;
-        self.check_own_fence(&mut tx).await?;
-        sqlx::query("UPDATE transfer_transactions SET state = 'REJECTED' WHERE hash = $1")
-            .bind(&sent.hash)
-            .execute(&mut *tx)
-            .await?;
-        let nonce = crate::store::to_i64(sent.nonce)?;
-        let others: i64 = sqlx::query(
-            "SELECT COUNT(*) AS n FROM transfer_transactions
-             WHERE chain = $1 AND sender = $2 AND nonce = $3 AND state <> 'REJECTED'",
-        )
-        .bind(chain.as_str())
-        .bind(&sent.sender)
-        .bind(nonce)
-        .fetch_one(&mut *tx)
-        .await?
-        .try_get("n")?;
-        if others == 0 {
-            sqlx::query(
-                "UPDATE sender_nonces SET next_nonce = $3 WHERE chain = $1 AND address = $2 AND next_nonce = $4",
-            )
-            .bind(chain.as_str())
-            .bind(&sent.sender)
-            .bind(nonce)
-            .bind(nonce + 1)
-            .execute(&mut *tx)
-            .await?;
-        }
-        tx.commit().await?;
-        Ok(())
-    }
-
     /// Every transaction signed for a transfer, in signing order.
     pub async fn transfer_transactions(&self, transfer_id: &str) -> Result<Vec<SentTransaction>, StoreError> {
         let rows = sqlx::query(&format!(
@@ -249,6 +117,138 @@ impl Store {
         .await?;
         rows.iter().map(tx_from_row).collect()
     }
+}
+
+/// Moves a sender's next nonce up to `chain_next`, what the chain has
+/// counted, never down: whether it moved.
+pub(crate) async fn resync_nonce(
+    tx: &mut Tx,
+    chain: Chain,
+    address: &str,
+    chain_next: u64,
+) -> Result<bool, StoreError> {
+    let moved = sqlx::query(
+        "UPDATE sender_nonces SET next_nonce = $3
+         WHERE chain = $1 AND address = $2 AND next_nonce < $3",
+    )
+    .bind(chain.as_str())
+    .bind(address)
+    .bind(crate::store::to_i64(chain_next)?)
+    .execute(&mut **tx)
+    .await?;
+    Ok(moved.rows_affected() > 0)
+}
+
+/// Keeps a transfer's failed step: `retries` counted, `error`, not tried
+/// again before `retry_at` (microseconds).
+pub(crate) async fn defer(
+    tx: &mut Tx,
+    transfer_id: &str,
+    retries: u32,
+    retry_at: i64,
+    error: &str,
+) -> Result<(), StoreError> {
+    sqlx::query("UPDATE transfers SET retries = $2, retry_at = $3, last_error = $4 WHERE id = $1")
+        .bind(transfer_id)
+        .bind(i64::from(retries))
+        .bind(retry_at)
+        .bind(error)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+/// Clears a transfer's retries, wait and last error.
+pub(crate) async fn clear_retries(tx: &mut Tx, transfer_id: &str) -> Result<(), StoreError> {
+    sqlx::query("UPDATE transfers SET retries = 0, retry_at = NULL, last_error = NULL WHERE id = $1")
+        .bind(transfer_id)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+/// Marks a transfer still `ACCEPTED` `SUBMITTED` at `now`.
+pub(crate) async fn mark_submitted(tx: &mut Tx, transfer_id: &str, now: i64) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE transfers SET status = 'SUBMITTED', submitted_at = $2, updated_at = $2
+         WHERE id = $1 AND status = 'ACCEPTED'",
+    )
+    .bind(transfer_id)
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// Sets a transaction's `state`, its block `(number, hash)` and its fee.
+pub(crate) async fn update_state(
+    tx: &mut Tx,
+    hash: &str,
+    state: TxState,
+    block: Option<(u64, &str)>,
+    fee: Option<U256>,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE transfer_transactions SET state = $2, block_number = $3, block_hash = $4, fee_raw = $5
+         WHERE hash = $1",
+    )
+    .bind(hash)
+    .bind(state_str(state))
+    .bind(block.map(|(n, _)| crate::store::to_i64(n)).transpose()?)
+    .bind(block.map(|(_, h)| h))
+    .bind(fee.map(|f| f.to_string()))
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// Marks a transaction `REJECTED`.
+pub(crate) async fn reject(tx: &mut Tx, hash: &str) -> Result<(), StoreError> {
+    sqlx::query("UPDATE transfer_transactions SET state = 'REJECTED' WHERE hash = $1")
+        .bind(hash)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+/// How many transactions not `REJECTED` hold `nonce` of `sender` on `chain`.
+pub(crate) async fn nonce_users(
+    tx: &mut Tx,
+    chain: Chain,
+    sender: &str,
+    nonce: u64,
+) -> Result<i64, StoreError> {
+    Ok(sqlx::query(
+        "SELECT COUNT(*) AS n FROM transfer_transactions
+         WHERE chain = $1 AND sender = $2 AND nonce = $3 AND state <> 'REJECTED'",
+    )
+    .bind(chain.as_str())
+    .bind(sender)
+    .bind(crate::store::to_i64(nonce)?)
+    .fetch_one(&mut **tx)
+    .await?
+    .try_get("n")?)
+}
+
+/// Gives `nonce` of `sender` back to its counter if the counter is just
+/// past it (nothing took a later one).
+pub(crate) async fn give_back_nonce(
+    tx: &mut Tx,
+    chain: Chain,
+    sender: &str,
+    nonce: u64,
+) -> Result<(), StoreError> {
+    let nonce = crate::store::to_i64(nonce)?;
+    sqlx::query(
+        "UPDATE sender_nonces SET next_nonce = $3 WHERE chain = $1 AND address = $2 AND next_nonce = $4",
+    )
+    .bind(chain.as_str())
+    .bind(sender)
+    .bind(nonce)
+    .bind(nonce + 1)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
 }
 
 fn tx_from_row(row: &AnyRow) -> Result<SentTransaction, StoreError> {
