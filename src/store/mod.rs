@@ -36,12 +36,10 @@ use audit::audit_guard;
 pub(crate) use conversions::quotes;
 pub use conversions::{off_ramp_refunds, off_ramps, payouts};
 pub(crate) use conversions::{payout_answers, virtual_accounts};
-use deposits::{
-    chain_state, chain_stops, coverage, deposit_rows, disputes, health, own_transfers, scan, upsert,
-};
+use deposits::{chain_state, chain_stops, coverage, deposit_rows, disputes, health, scan};
 pub use events::delivery_log;
 pub(crate) use events::{deliveries, sinks};
-use events::{wake, webhook_keys, webhooks};
+use events::{webhook_keys, webhooks};
 pub use identity::entitlement;
 use identity::refusal;
 pub(crate) use identity::{identities, identity_changes, verification};
@@ -252,18 +250,15 @@ impl Store {
         self.pool.close().await;
     }
 
-    /// The pool, for the row functions that read outside a transaction.
-    pub(crate) fn pool(&self) -> &AnyPool {
-        &self.pool
-    }
-
     /// A write transaction, for a wing's flow to read and write rows in
     /// through the store's row functions and commit: the one way anything
     /// is written. SQLite takes the write lock up front so two processes
     /// never fail on a lock upgrade half-way through. On a handle
     /// [`Store::fenced`] by a worker's lease it fails with
     /// [`StoreError::LeaseLost`] unless the lease still holds, and keeps the
-    /// lease from being taken over until it ends.
+    /// lease from being taken over (and, on PostgreSQL, its renewal waiting)
+    /// until it ends: no call to a node, a bank, a signer or a mail relay
+    /// is made while one is open.
     pub async fn begin(&self) -> Result<Tx, StoreError> {
         let mut tx = match self.backend {
             Backend::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await?,

@@ -134,7 +134,7 @@ pub async fn expire_before(
     settlement: &Settlement,
 ) -> Result<Vec<String>, StoreError> {
     let mut expired = Vec::new();
-    for id in rows::unsent(store.pool(), chain, created_before, EXPIRY_BATCH).await? {
+    for id in rows::unsent(store, chain, created_before, EXPIRY_BATCH).await? {
         if expire_one(store, &id, created_before, settlement).await? {
             expired.push(id);
         }

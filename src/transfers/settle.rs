@@ -11,5 +11,6 @@ pub async fn settle_transfer(store: &Store, id: &str, settlement: &Settlement) -
     let mut tx = store.begin().await?;
     gas_ledger::settle_in(&mut tx, id, settlement).await?;
     tx.commit().await?;
+    store.wake_deliveries();
     Ok(())
 }

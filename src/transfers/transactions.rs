@@ -19,6 +19,7 @@ pub async fn mark_submitted(store: &Store, transfer_id: &str) -> Result<(), Stor
     transfer_txs::mark_submitted(&mut tx, transfer_id, now).await?;
     gas_ledger::announce_transfer(&mut tx, transfer_id, now).await?;
     tx.commit().await?;
+    store.wake_deliveries();
     Ok(())
 }
 

@@ -5,7 +5,8 @@
 //! - no file over 500 lines, no function over 80 (unit tests aside);
 //! - a `store/` file imports model types only (the rooms [`MODEL`] names);
 //! - the store writes only over a transaction its caller holds: no store
-//!   function opens one (but `Store::begin`) or writes without one;
+//!   function opens one (but `Store::begin`) or writes without one, and
+//!   no statement runs outside the store;
 //! - no wing imports `api/` or `console/` (only the doors do);
 //! - a `match` on a chain's family, or a comparison with one, is written in
 //!   `src/family/` alone (and in the families' own `evm/`, `solana/`);
@@ -128,7 +129,8 @@ fn each_rule_fails_when_broken() {
         "use crate::{api::ApiState, chain::Family};\npub struct Step;\n\
          fn kind(f: Family) -> u8 {\n    match f {\n        Family::Evm => 1,\n        Family::Solana => 2,\n    }\n}\n\
          fn pair(f: Family) -> u8 {\n    match (0, f) {\n        (0, crate::chain::Family::Evm) => 1,\n        _ => 2,\n    }\n}\n\
-         fn evm(f: Family) -> bool {\n    f == crate::chain::Family::Evm\n}\n",
+         fn evm(f: Family) -> bool {\n    f == crate::chain::Family::Evm\n}\n\
+         async fn sql(pool: &AnyPool) {\n    use sqlx::query;\n    query(\"DELETE FROM deposits\").execute(pool).await;\n}\n",
     );
     write(
         "store/mod.rs",
@@ -144,6 +146,7 @@ fn each_rule_fails_when_broken() {
          pub async fn flow(pool: &AnyPool) {\n    let tx = pool.begin().await;\n}\n\
          pub async fn row(tx: &mut Tx) {\n    sqlx::query(\"UPDATE sessions SET seen = 1\").execute(&mut **tx).await;\n}\n\
          pub async fn state(pool: &AnyPool, state: TxState) {\n    sqlx::query(\"DELETE FROM sessions\").execute(pool).await;\n}\n\
+         pub async fn mixed(&self, tx: &mut Tx) {\n    sqlx::query(\"UPDATE sessions s SET seen = 1\").execute(&self.pool).await;\n}\n\
          pub async fn read(pool: &AnyPool) {\n    sqlx::query(\"SELECT seen FROM sessions\").fetch_all(pool).await;\n}\n",
     );
     let house = House::read(src);
@@ -151,9 +154,11 @@ fn each_rule_fails_when_broken() {
     assert_eq!(
         writes,
         vec![
-            "store/rows.rs: fn touch writes rows outside its caller's transaction".to_string(),
+            "deposits/watcher.rs: runs a statement outside the store".to_string(),
+            "store/rows.rs: fn touch writes rows outside its caller's transaction".into(),
             "store/rows.rs: fn flow opens a transaction of its own".into(),
             "store/rows.rs: fn state writes rows outside its caller's transaction".into(),
+            "store/rows.rs: fn mixed writes rows outside its caller's transaction".into(),
         ]
     );
     let circles = house.circles();
@@ -397,6 +402,14 @@ impl House {
     /// caller holds: every write is a row function over the wing's `Tx`.
     fn store_writes(&self) -> Vec<String> {
         let mut out = Vec::new();
+        for (name, file) in self.files.iter().filter(|(n, _)| !n.starts_with("store/")) {
+            // Its error type aside, nothing of sqlx is used outside the store.
+            let used =
+                file.code.match_indices("sqlx::").any(|(at, _)| !file.code[at + 6..].starts_with("Error"));
+            if used {
+                out.push(format!("{name}: runs a statement outside the store"));
+            }
+        }
         for (name, file) in self.files.iter().filter(|(n, _)| n.starts_with("store/")) {
             let raw: Vec<&str> = file.raw.lines().collect();
             for (function, start, len) in function_spans(&file.code) {
@@ -410,9 +423,12 @@ impl House {
                 if [".begin(", ".begin_with("].iter().any(|b| body.contains(b)) {
                     out.push(format!("{name}: fn {function} opens a transaction of its own"));
                 }
-                let held = ["Tx", "Transaction", "AnyConnection"].iter().any(|t| has_word(&head, t));
+                // A connection of the pool commits each statement: only a
+                // transaction is held.
+                let held = ["Tx", "Transaction"].iter().any(|t| has_word(&head, t));
+                let on_pool = ["self.pool", "acquire("].iter().any(|p| body.contains(p));
                 let sql = raw[start..(start + len).min(raw.len())].join("\n");
-                if head.contains("async") && !held && writes_rows(&sql) {
+                if head.contains("async") && (!held || on_pool) && writes_rows(&sql) {
                     out.push(format!("{name}: fn {function} writes rows outside its caller's transaction"));
                 }
             }
@@ -502,8 +518,13 @@ fn writes_rows(sql: &str) -> bool {
     let upper = sql.to_uppercase();
     let words: Vec<&str> =
         upper.split(|c: char| !(c.is_alphanumeric() || c == '_')).filter(|w| !w.is_empty()).collect();
-    words.windows(2).any(|w| w == ["INSERT", "INTO"] || w == ["DELETE", "FROM"])
-        || words.windows(3).any(|w| w[0] == "UPDATE" && w[2] == "SET")
+    words.windows(2).any(|w| {
+        w == ["INSERT", "INTO"]
+            || w == ["INSERT", "OR"]
+            || w == ["REPLACE", "INTO"]
+            || w == ["DELETE", "FROM"]
+    }) || words.windows(3).any(|w| w[0] == "UPDATE" && w[2] == "SET")
+        || words.windows(4).any(|w| w[0] == "UPDATE" && w[3] == "SET")
 }
 
 const FAMILIES: [&str; 2] = ["Family::Evm", "Family::Solana"];

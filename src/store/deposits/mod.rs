@@ -15,19 +15,17 @@ use sqlx::{Row, any::AnyRow};
 
 use super::{
     Store, StoreError, Tx,
-    deposit_rows::{ChangedDeposit, DEPOSIT_COLUMNS, changed_columns, deposit_from_row},
     events::{announce_changed, announce_deposits},
-    now_micros,
-    own_transfers::{own_hashes, record_own},
-    parse_column,
-    scan::{CursorMove, ScanCommit},
-    to_i64,
-    upsert::upsert_deposits,
+    now_micros, parse_column, to_i64,
 };
 use crate::{
     chain::Chain,
     deposits::resource::{Deposit, DepositStatus, split_own},
 };
+use deposit_rows::{ChangedDeposit, DEPOSIT_COLUMNS, changed_columns, deposit_from_row};
+use own_transfers::{own_hashes, record_own};
+use scan::{CursorMove, ScanCommit};
+use upsert::upsert_deposits;
 
 /// A deposit whose block was reorged away, awaiting its transaction's fate.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -157,7 +157,7 @@ pub(super) async fn append(
             .await?
             .try_get("value")?;
     let first = last - events.len() as i64 + 1;
-    super::wake::on_commit(tx).await?;
+    wake::on_commit(tx).await?;
     let mut webhooks: HashMap<&str, Vec<String>> = HashMap::new();
     for event in events {
         if !webhooks.contains_key(event.organization) {

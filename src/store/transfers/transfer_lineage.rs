@@ -13,9 +13,9 @@
 //! the transfer unsent therefore serialise on the row, whichever instance
 //! or operator runs them.
 
-use sqlx::{Any, AnyPool, Row, Transaction};
+use sqlx::{Any, Row, Transaction};
 
-use crate::store::{StoreError, parse_column};
+use crate::store::{Store, StoreError, parse_column};
 use crate::{
     chain::Chain,
     transfers::lineage::Live,
@@ -113,7 +113,7 @@ pub(crate) async fn source(
 /// handed out, that wait in no topped-up address's queue: at most `limit`,
 /// oldest first.
 pub(crate) async fn unsent(
-    pool: &AnyPool,
+    store: &Store,
     chain: Chain,
     created_before: i64,
     limit: i64,
@@ -127,7 +127,7 @@ pub(crate) async fn unsent(
     .bind(chain.as_str())
     .bind(created_before)
     .bind(limit)
-    .fetch_all(pool)
+    .fetch_all(&store.pool)
     .await?;
     rows.iter().map(|row| Ok(row.try_get("id")?)).collect()
 }
