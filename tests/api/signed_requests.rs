@@ -344,7 +344,10 @@ async fn the_openapi_document_describes_the_signature_header() {
     );
 }
 
-#[tokio::test]
+// The CLI runs while this test waits for it, blocking its thread: the
+// app's workers run on another, so none keeps SQLite's write lock (a
+// transaction begun before the CLI started) until the CLI gives up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn operators_pair_list_and_unpair_keys_with_the_cli() {
     let app = app(Backend::Sqlite).await;
     let mut env = Env::with_chain_file(&chain_toml(&["http://127.0.0.1:1".into()], None, ""));
