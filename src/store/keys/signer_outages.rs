@@ -4,7 +4,7 @@
 
 use sqlx::Row;
 
-use crate::store::{Store, StoreError, Tx, now_micros};
+use crate::store::{Store, StoreError, Tx, conditions, now_micros};
 
 /// The kind of the condition of a signer that does not answer.
 pub const SIGNER_UNREACHABLE: &str = "signer_unreachable";
@@ -31,17 +31,7 @@ pub(crate) async fn unreachable(
     .bind(message)
     .execute(&mut **tx)
     .await?;
-    sqlx::query(
-        "INSERT INTO conditions (chain, kind, subject, message, since, seen_at) VALUES ('', $1, $2, $3, $4, $4)
-         ON CONFLICT (chain, kind, subject) DO UPDATE SET message = $3, seen_at = $4",
-    )
-    .bind(SIGNER_UNREACHABLE)
-    .bind(subject)
-    .bind(message)
-    .bind(now)
-    .execute(&mut **tx)
-    .await?;
-    Ok(())
+    conditions::raise(tx, None, SIGNER_UNREACHABLE, subject, message).await
 }
 
 /// The signer `subject` answered at `now`: closes its open span, if any,
@@ -52,12 +42,7 @@ pub(crate) async fn answers(tx: &mut Tx, subject: &str, now: i64) -> Result<(), 
         .bind(now)
         .execute(&mut **tx)
         .await?;
-    sqlx::query("DELETE FROM conditions WHERE chain = '' AND kind = $1 AND subject = $2")
-        .bind(SIGNER_UNREACHABLE)
-        .bind(subject)
-        .execute(&mut **tx)
-        .await?;
-    Ok(())
+    conditions::clear(tx, None, SIGNER_UNREACHABLE, subject).await
 }
 
 impl Store {
