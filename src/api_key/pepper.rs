@@ -15,92 +15,14 @@
 //!
 //! The pepper is the process's, read once from the environment.
 
-use std::{
-    path::Path,
-    sync::{Arc, OnceLock},
-};
-
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
-use zeroize::Zeroizing;
-
+pub use crate::store::keyring::{Derived, KEYED, PEPPER_FILE_ENV, Pepper, PepperError, process};
 use crate::{
     audit::{self, Actor, Detail, Record},
     store::{Store, StoreError, audit as log_rows, key_hashes},
 };
 
-/// The variable naming the pepper's file.
-pub const PEPPER_FILE_ENV: &str = "CUSTODY_INDEXER_KEY_PEPPER_FILE";
-/// The prefix of a keyed hash.
-pub const KEYED: &str = "hmac1:";
 /// The audit action that records the re-keying.
 pub const PEPPERED: &str = "key_hashes.peppered";
-/// The fewest bytes a pepper has.
-const MIN_BYTES: usize = 32;
-
-/// A pepper. `Debug` shows its id only.
-#[derive(Clone)]
-pub struct Pepper(Arc<Zeroizing<Vec<u8>>>);
-
-impl std::fmt::Debug for Pepper {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Pepper({})", self.id())
-    }
-}
-
-/// Why the pepper cannot be used.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum PepperError {
-    #[error("{PEPPER_FILE_ENV} {path}: {message}")]
-    Unreadable { path: String, message: String },
-    #[error("{PEPPER_FILE_ENV} {0}: a pepper has at least 32 bytes (`openssl rand -base64 48 > FILE`)")]
-    Short(String),
-}
-
-impl Pepper {
-    /// The pepper in the file at `path`: its bytes, trailing white space
-    /// left out.
-    pub fn from_file(path: &Path) -> Result<Self, PepperError> {
-        let shown = path.display().to_string();
-        let bytes = Zeroizing::new(
-            std::fs::read(path)
-                .map_err(|e| PepperError::Unreadable { path: shown.clone(), message: e.to_string() })?,
-        );
-        let end = bytes.iter().rposition(|b| !b.is_ascii_whitespace()).map_or(0, |i| i + 1);
-        if end < MIN_BYTES {
-            return Err(PepperError::Short(shown));
-        }
-        Ok(Pepper(Arc::new(Zeroizing::new(bytes[..end].to_vec()))))
-    }
-
-    fn mac(&self, data: &[u8]) -> String {
-        let mut mac = Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC takes a key of any length");
-        mac.update(data);
-        mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect()
-    }
-
-    /// Names the pepper without telling it: `pep_` and 16 hex digits.
-    pub fn id(&self) -> String {
-        format!("pep_{}", &self.mac(b"custody-indexer key pepper id")[..16])
-    }
-
-    /// The keyed form of a key's SHA-256 (lowercase hex).
-    pub fn keyed(&self, sha256_hex: &str) -> String {
-        let bytes: Option<Vec<u8>> = (sha256_hex.len() == 64)
-            .then(|| (0..32).map(|i| u8::from_str_radix(&sha256_hex[2 * i..2 * i + 2], 16).ok()).collect())
-            .flatten();
-        format!("{KEYED}{}", self.mac(bytes.as_deref().unwrap_or(sha256_hex.as_bytes())))
-    }
-}
-
-/// The process's pepper, read once from `CUSTODY_INDEXER_KEY_PEPPER_FILE`:
-/// `None` when unset.
-pub fn process() -> Result<Option<&'static Pepper>, PepperError> {
-    static PEPPER: OnceLock<Result<Option<Pepper>, PepperError>> = OnceLock::new();
-    let read =
-        || std::env::var_os(PEPPER_FILE_ENV).map(|path| Pepper::from_file(Path::new(&path))).transpose();
-    PEPPER.get_or_init(read).as_ref().map(Option::as_ref).map_err(Clone::clone)
-}
 
 /// What became of a store's key hashes at start.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -126,7 +48,9 @@ pub async fn for_keys(store: &Store) -> Result<Peppering, StoreError> {
         )));
     }
     crate::audit::adopt::adopt(store).await?;
-    adopt(store, pepper).await
+    let peppering = adopt(store, pepper).await?;
+    crate::audit::authenticate::adopt(store, None).await?;
+    Ok(peppering)
 }
 
 /// Brings `store`'s key hashes under `pepper` (see the module's text):
@@ -193,45 +117,5 @@ async fn recorded(tx: &mut crate::store::Tx) -> Result<Option<String>, StoreErro
             "the audit log's {PEPPERED} records disagree (entries {}): the log was written outside the service",
             entries.iter().map(|e| e.seq.to_string()).collect::<Vec<_>>().join(", ")
         ))),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn pepper(text: &str) -> Pepper {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("pepper");
-        std::fs::write(&path, text).unwrap();
-        Pepper::from_file(&path).unwrap()
-    }
-
-    #[test]
-    fn a_keyed_hash_needs_the_pepper_and_names_it_without_telling_it() {
-        let key = pepper(&format!("{}\n", "a".repeat(32)));
-        let other = pepper(&"b".repeat(40));
-        let sha = super::super::hash("cik_token");
-        let keyed = key.keyed(&sha);
-        assert!(keyed.starts_with(KEYED) && keyed.len() == KEYED.len() + 64, "{keyed}");
-        assert_eq!(keyed, pepper(&"a".repeat(32)).keyed(&sha), "trailing white space is no part of it");
-        assert_ne!(keyed, other.keyed(&sha));
-        assert_ne!(key.id(), other.id());
-        assert!(key.id().starts_with("pep_") && !format!("{key:?}").contains("aaaa"), "{key:?}");
-        // HMAC-SHA-256 over the SHA-256's bytes: RFC 4231's construction.
-        let mut mac = Hmac::<Sha256>::new_from_slice("a".repeat(32).as_bytes()).unwrap();
-        mac.update(&sha2::Digest::finalize(sha2::Digest::chain_update(Sha256::default(), b"cik_token")));
-        let expected: String = mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect();
-        assert_eq!(keyed, format!("{KEYED}{expected}"));
-    }
-
-    #[test]
-    fn a_short_or_missing_pepper_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let short = dir.path().join("short");
-        std::fs::write(&short, format!("{}\n\n", "a".repeat(31))).unwrap();
-        assert!(matches!(Pepper::from_file(&short), Err(PepperError::Short(_))));
-        let missing = Pepper::from_file(&dir.path().join("none")).unwrap_err();
-        assert!(missing.to_string().contains(PEPPER_FILE_ENV), "{missing}");
     }
 }

@@ -38,6 +38,12 @@ pub struct Entry {
     pub detail: Option<String>,
     pub prev_hash: String,
     pub hash: String,
+    /// The entry's MAC under the pepper's audit key (see
+    /// [`crate::store::keyring::audit_mac`]): written by the entry's own
+    /// insert by a process with a pepper, never part of the hash, never
+    /// added later.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mac: Option<String>,
 }
 
 impl Entry {
@@ -184,6 +190,7 @@ mod tests {
                     detail: (seq == 3).then(|| r#"{"roles":["admin"]}"#.into()),
                     prev_hash: prev.clone(),
                     hash: String::new(),
+                    mac: None,
                 };
                 entry.hash = entry.digest();
                 prev = entry.hash.clone();

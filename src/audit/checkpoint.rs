@@ -171,6 +171,7 @@ mod tests {
                 detail: None,
                 prev_hash: String::new(),
                 hash: format!("{seq:064x}"),
+                mac: None,
             })
             .collect()
     }

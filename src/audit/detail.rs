@@ -44,6 +44,21 @@ pub struct Detail {
     /// chain, scope, credits and worth (see `reconcile::repairs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repair_sha256: Option<String>,
+    /// The log's authentication: the head it found (`seq`, hash).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head_seq: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head_hash: Option<String>,
+    /// The log's authentication: the signed checkpoint it held the log
+    /// against, by `seq`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_seq: Option<i64>,
+    /// The log's authentication: the principals in force, a line each
+    /// (see [`crate::audit::authenticate`]), and their SHA-256.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub principals: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub principals_sha256: Option<String>,
 }
 
 impl Detail {

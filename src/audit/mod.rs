@@ -8,6 +8,7 @@
 //! moved; docs/operations.md says how to use it.
 
 pub mod adopt;
+pub mod authenticate;
 pub mod chain;
 pub mod checkpoint;
 pub mod detail;
@@ -20,7 +21,7 @@ use std::fmt;
 
 use crate::{
     pii::{Cipher, Place},
-    store::{StoreError, Tx, audit as rows},
+    store::{StoreError, Tx, audit as rows, keyring},
 };
 
 /// Who decided.
@@ -212,8 +213,10 @@ pub async fn append(tx: &mut Tx, cipher: Option<&Cipher>, record: Record<'_>) ->
         detail: record.detail.as_ref().map(Detail::text),
         prev_hash: head.prev_hash,
         hash: String::new(),
+        mac: None,
     };
     entry.hash = entry.digest();
+    entry.mac = keyring::process().ok().flatten().map(|pepper| keyring::audit_mac(pepper, &entry.hash));
     rows::insert(tx, &entry).await?;
     if matches!(record.actor, Actor::BreakGlass { .. }) {
         // A break-glass step is checkpointed at once: `run` signs the head

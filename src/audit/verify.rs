@@ -6,11 +6,15 @@
 use ed25519_dalek::VerifyingKey;
 
 use super::{
+    authenticate,
     chain::{self, Broken},
     checkpoint::Checkpoint,
     principals::{Finding, KeyRow, Logged, OperatorRow, Rows},
 };
-use crate::store::{Store, StoreError};
+use crate::store::{
+    Store, StoreError,
+    keyring::{self, Authority},
+};
 
 /// What `audit verify` found.
 #[derive(Debug, Clone)]
@@ -26,12 +30,31 @@ pub struct Report {
     pub unguarded: Vec<String>,
     /// Principals' rows the log does not explain.
     pub unexplained: Vec<Finding>,
+    /// How the entries' MACs were checked, and each entry after the log's
+    /// authentication whose MAC does not verify.
+    pub macs: Macs,
+    pub unauthenticated: Vec<Broken>,
+}
+
+/// How `audit verify` checked the entries' MACs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Macs {
+    /// No pepper: `MACs not checked (no pepper)`.
+    NotChecked,
+    /// A pepper, and no authenticated `audit_log.authenticated` entry yet.
+    NotYetAuthenticated,
+    /// Every entry after `entry` (the authentication, whose detail names
+    /// the head before it and the principals then in force) checked.
+    Checked { entry: Box<chain::Entry> },
 }
 
 impl Report {
     /// Whether nothing was found.
     pub fn intact(&self) -> bool {
-        self.broken.is_empty() && self.unguarded.is_empty() && self.unexplained.is_empty()
+        self.broken.is_empty()
+            && self.unguarded.is_empty()
+            && self.unexplained.is_empty()
+            && self.unauthenticated.is_empty()
     }
 }
 
@@ -57,11 +80,24 @@ pub async fn verify(
             Err(at) => broken.push(at),
         }
     }
+    let (macs, authority, unauthenticated) = match keyring::process().ok().flatten() {
+        None => (Macs::NotChecked, Authority::Unkeyed, Vec::new()),
+        Some(pepper) => match authenticate::authenticated_at(&entries, pepper) {
+            None => (Macs::NotYetAuthenticated, Authority::Keyed { since: None }, Vec::new()),
+            Some(entry) => (
+                Macs::Checked { entry: Box::new(entry.clone()) },
+                Authority::Keyed { since: Some(entry.seq) },
+                authenticate::unauthenticated(&entries, pepper),
+            ),
+        },
+    };
+    // An entry after the authentication whose MAC fails explains nothing.
     let mut logged = Logged::default();
-    entries.iter().for_each(|entry| logged.read(entry));
+    entries.iter().filter(|entry| authority.explains(entry)).for_each(|entry| logged.read(entry));
     let unexplained = logged.findings(&principal_rows(store).await?);
     let unguarded = store.audit_guards_missing().await?;
-    Ok(Report { entries: entries.len() as i64, head_hash, broken, held, unguarded, unexplained })
+    let entries = entries.len() as i64;
+    Ok(Report { entries, head_hash, broken, held, unguarded, unexplained, macs, unauthenticated })
 }
 
 /// The principals' rows of `store`.

@@ -158,6 +158,10 @@ async fn verify_log(store: &Store, files: &[PathBuf], public_key: Option<&str>) 
     for finding in &report.unexplained {
         println!("audit log does not explain {finding}");
     }
+    for entry in &report.unauthenticated {
+        println!("{entry}");
+    }
+    print_macs(&report.macs);
     if !report.intact() {
         return Ok(ExitCode::from(1));
     }
@@ -166,6 +170,31 @@ async fn verify_log(store: &Store, files: &[PathBuf], public_key: Option<&str>) 
         println!("checkpoint seq {} ({}) held", held.seq, held.hash);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// How the entries' MACs were checked, and the principals in force when
+/// the log was authenticated, for two admins to confirm.
+fn print_macs(macs: &verify::Macs) {
+    match macs {
+        verify::Macs::NotChecked => println!("MACs not checked (no pepper)"),
+        verify::Macs::NotYetAuthenticated => {
+            println!("MACs not checked: the log is not authenticated yet (`run` or `serve` authenticates it)")
+        }
+        verify::Macs::Checked { entry } => {
+            let detail = entry.detail.as_deref().and_then(audit::Detail::parse).unwrap_or_default();
+            let head = detail.head_seq.unwrap_or_default();
+            println!(
+                "MACs checked from entry {}; entries 1 to {head} are before authentication (checked by the chain \
+                 and the checkpoints)",
+                entry.seq
+            );
+            let digest = detail.principals_sha256.unwrap_or_default();
+            println!("principals in force at authentication (sha256 {digest}), to confirm:");
+            for line in detail.principals.unwrap_or_default() {
+                println!("  {line}");
+            }
+        }
+    }
 }
 
 fn print_entry(store: &Store, entry: &chain::Entry, json: bool) -> anyhow::Result<()> {

@@ -63,7 +63,7 @@ pub async fn sign_in(
             // The session this browser had before, if any, ends.
             if let Some(previous) = super::web::token(&headers)
                 && let Err(error) =
-                    sign_in::end_session(state.store(), &people::hash(&previous), now_micros()).await
+                    sign_in::end_session(state.store(), &people::session_hash(&previous), now_micros()).await
             {
                 tracing::warn!(%error, "console: the previous session was not ended");
             }
@@ -161,8 +161,11 @@ pub async fn enrol_page(
     let (user, secret) = match people::offer_second_factor(state.store(), &token).await {
         Ok(offered) => offered.ok_or_else(gone)?,
         Err(PeopleError::Store(StoreError::Pii(_))) => {
-            let user =
-                state.store().enrolment_user(&people::hash(&token), now_micros()).await?.ok_or_else(gone)?;
+            let user = state
+                .store()
+                .enrolment_user(&people::link_hash(&token), now_micros())
+                .await?
+                .ok_or_else(gone)?;
             (user, totp::new_secret())
         }
         Err(error) => return Err(page_of(error)),
@@ -261,8 +264,11 @@ pub async fn enrol(
             Ok(render(StatusCode::OK, &page))
         }
         Err(PeopleError::Invalid(message)) => {
-            let user =
-                state.store().enrolment_user(&people::hash(&token), now_micros()).await?.ok_or_else(gone)?;
+            let user = state
+                .store()
+                .enrolment_user(&people::link_hash(&token), now_micros())
+                .await?
+                .ok_or_else(gone)?;
             let page = EnrolPage::new(&state, &token, &user, secret, Some(message));
             Ok(render(StatusCode::UNPROCESSABLE_ENTITY, &page))
         }

@@ -55,12 +55,14 @@ pub async fn unlogged(store: &Store, chain: Option<Chain>) -> Result<Vec<(MintSt
     for mint in crate::store::mint_transfers::mint_steps(&mut tx, chain).await? {
         let actor = |entry: Option<crate::audit::chain::Entry>| entry.map(|e| e.actor);
         let recorded = match &mint.conversion {
-            Some(conversion) => log::entry_about(&mut tx, "conversion.wire_recorded", conversion).await?,
-            None => log::entry_about(&mut tx, "wire.recorded", &mint.id).await?,
+            Some(conversion) => {
+                log::logged_entry_about(&mut tx, "conversion.wire_recorded", conversion).await?
+            }
+            None => log::logged_entry_about(&mut tx, "wire.recorded", &mint.id).await?,
         };
         let logged = Logged {
             recorded: actor(recorded),
-            approved: actor(log::entry_about(&mut tx, "wire.approved", &mint.id).await?),
+            approved: actor(log::logged_entry_about(&mut tx, "wire.approved", &mint.id).await?),
         };
         if let Some(why) = missing(&mint, &logged, production) {
             found.push((mint, why));

@@ -1,7 +1,7 @@
 //! Enrolment: a password (and a second factor) set from a one-time link,
 //! and a second factor added later.
 
-use super::{PeopleError, hash, hash_password, record, resource::User, rules};
+use super::{PeopleError, hash_password, link_hash, record, resource::User, rules};
 use crate::{
     audit::{self, Actor, Record},
     pii::Place,
@@ -44,7 +44,7 @@ pub async fn enrol_in(tx: &mut Tx, store: &Store, enrolment: Enrolment<'_>) -> R
     };
     let password_hash = hash_password(enrolment.password)?;
     let gone = || PeopleError::Refused("this enrol link was used, has expired or does not exist".into());
-    let link_hash = hash(enrolment.token);
+    let link_hash = link_hash(enrolment.token);
     let user_id = rows::use_enrolment(tx, &link_hash, now_micros()).await?.ok_or_else(gone)?;
     // A link row the log holds no entry for, about this very person, was
     // not issued by the service.
@@ -139,7 +139,7 @@ pub async fn add_second_factor(
 /// sealed, with the link: the enrolment's code is checked against it);
 /// `None` when the link is used, expired or unknown.
 pub async fn offer_second_factor(store: &Store, token: &str) -> Result<Option<(User, String)>, PeopleError> {
-    let link = hash(token);
+    let link = link_hash(token);
     let Some(user) = store.enrolment_user(&link, now_micros()).await? else { return Ok(None) };
     let secret = super::totp::new_secret();
     let cipher = store.cipher()?;
@@ -153,7 +153,7 @@ pub async fn offer_second_factor(store: &Store, token: &str) -> Result<Option<(U
 
 /// The secret [`offer_second_factor`] offered for link `token`.
 pub async fn offered_second_factor(store: &Store, token: &str) -> Result<Option<String>, PeopleError> {
-    let link = hash(token);
+    let link = link_hash(token);
     let Some(sealed) = rows::offered_totp(store, &link).await? else { return Ok(None) };
     let place = Place { column: "console_enrolments.totp_secret", row: &[&link] };
     Ok(Some(store.cipher()?.open_text(&sealed, place).map_err(StoreError::from)?))

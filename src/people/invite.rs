@@ -2,7 +2,7 @@
 //! or mailed; a new link for one who has not enrolled yet.
 
 use super::{
-    ENROL_PATH, PeopleError, check_email, hash,
+    ENROL_PATH, PeopleError, check_email, link_hash,
     members::member_of,
     record,
     resource::{Member, User, email_key},
@@ -42,7 +42,7 @@ pub struct Link {
 impl Link {
     pub fn new() -> Self {
         let token = token();
-        Link { hash: hash(&token), token }
+        Link { hash: link_hash(&token), token }
     }
 
     /// `/console/enrol/<token>`.

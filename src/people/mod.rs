@@ -24,9 +24,8 @@ pub use invite::{
 pub use members::{remove, set_role};
 
 use crate::{
-    api_key::sha256_hex,
     audit::{Actor, Record},
-    store::StoreError,
+    store::{StoreError, keyring},
 };
 
 /// The longest email.
@@ -54,9 +53,17 @@ pub fn token() -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
 }
 
-/// The stored form of a link's or a session's token.
-pub fn hash(token: &str) -> String {
-    sha256_hex(token.as_bytes())
+/// The stored form of a session's token: keyed under the pepper's session
+/// key, so that a session row inserted with SQL signs no one in (see
+/// [`crate::store::keyring`]).
+pub fn session_hash(token: &str) -> String {
+    keyring::token_hash(keyring::SESSION, token)
+}
+
+/// The stored form of a one-time enrol link's token, keyed as
+/// [`session_hash`] under a key of its own.
+pub fn link_hash(token: &str) -> String {
+    keyring::token_hash(keyring::LINK, token)
 }
 
 /// `email` when it is one plain address (no display name, no comment):

@@ -14,9 +14,8 @@ use std::{fmt, net::IpAddr, sync::LazyLock, time::Duration};
 use tokio::sync::Semaphore;
 
 use super::{
-    hash,
     resource::{Session, User, email_key},
-    rules, token, totp,
+    rules, session_hash, token, totp,
 };
 use crate::store::{Store, StoreError, console as rows, console_sessions as sessions, now_micros};
 
@@ -120,7 +119,7 @@ pub async fn sign_in(
         return Err(SignInError::Wrong);
     };
     let token = token();
-    succeeded(store, (&pair, &from), &hash(&token), &user.id).await?;
+    succeeded(store, (&pair, &from), &session_hash(&token), &user.id).await?;
     Ok(Started { token, user })
 }
 
@@ -180,7 +179,7 @@ async fn second_factor(
 /// The live session whose cookie token is `token`: one idle longer than
 /// [`rules::IDLE`], or older than [`rules::LIFETIME`], is ended instead. Its last use is recorded to the minute.
 pub async fn session(store: &Store, token: &str) -> Result<Option<Session>, StoreError> {
-    let id_hash = hash(token);
+    let id_hash = session_hash(token);
     let Some(session) = store.session(&id_hash).await? else { return Ok(None) };
     let now = now_micros();
     if !rules::live(session.started_at, session.last_seen_at, now) {

@@ -148,7 +148,14 @@ async fn run(
     if selected.is_empty() {
         bail!("no chain to index");
     }
-    let (store, environment, followed) = start(store, api.environment, launch.pii, (&chains, &only)).await?;
+    // The log is authenticated against the newest checkpoint this instance
+    // signs with (see `audit::authenticate`).
+    let newest = checkpoints.as_ref().and_then(|schedule| {
+        let last = schedule.last.lock().expect("never poisoned").clone();
+        last.map(|checkpoint| (checkpoint, schedule.key.verifying_key()))
+    });
+    let given = Given { pii: launch.pii, checkpoint: newest };
+    let (store, environment, followed) = start(store, api.environment, given, (&chains, &only)).await?;
     let selected: Vec<ChainConfig> = selected.into_iter().filter(|c| followed.contains(&c.chain)).collect();
     if selected.is_empty() {
         bail!("no chain to index: a sandbox follows test chains only, and none is configured");
@@ -239,7 +246,8 @@ pub async fn serve(
         return Ok(());
     };
     let (store, environment, _) =
-        start(store, api.environment, pii::Key::from_env()?, (&chains, &[])).await?;
+        start(store, api.environment, Given { pii: pii::Key::from_env()?, checkpoint: None }, (&chains, &[]))
+            .await?;
     crate::evm::asset_code::verify_at_start(chains.iter()).await?;
     crate::issuance::decimals::verify_at_start(chains.iter()).await?;
     telemetry::prometheus();
@@ -306,6 +314,14 @@ fn api_state(
         .with_mail(crate::mail::MailSettings::from_env()?))
 }
 
+/// What a start is given besides the environment: the personal-data key,
+/// and the newest signed checkpoint (with its public key) the log must
+/// still hold when it is authenticated.
+struct Given {
+    pii: Option<pii::Key>,
+    checkpoint: Option<(crate::audit::checkpoint::Checkpoint, ed25519_dalek::VerifyingKey)>,
+}
+
 /// The environment this process runs in, `requested` or the store's
 /// (see [`crate::environment::on_start`]), with the store unlocked for
 /// personal data by `given` or the key that environment takes (see
@@ -316,7 +332,7 @@ fn api_state(
 async fn start(
     store: Store,
     requested: Option<Environment>,
-    given: Option<pii::Key>,
+    Given { pii: given, checkpoint }: Given,
     (chains, only): (&Chains, &[Chain]),
 ) -> anyhow::Result<(Store, Environment, Vec<Chain>)> {
     let stored = store.environment().await?;
@@ -346,6 +362,18 @@ async fn start(
     }
     if let pepper::Peppering::Rekeyed(keys) = pepper::adopt(&store, pepper).await? {
         info!(keys, "operator and API keys re-keyed under the pepper");
+    }
+    let checkpoint = checkpoint.as_ref().map(|(checkpoint, public)| (checkpoint, public));
+    if let Some(done) = crate::audit::authenticate::adopt(&store, checkpoint).await? {
+        info!(
+            entry = done.seq,
+            head = done.head_seq,
+            sessions_ended = done.sessions_ended,
+            links_voided = done.links_voided,
+            principals = done.principals,
+            "audit log authenticated: entries up to the head are before authentication, and the principals in \
+             force are listed for review by `audit verify`"
+        );
     }
     if environment == Environment::Production {
         let bounded = crate::operators::keys::bound_existing(&store).await?;

@@ -18,6 +18,7 @@ mod error;
 mod events;
 mod identity;
 pub(crate) mod issuance;
+pub mod keyring;
 mod keys;
 mod leases;
 pub(crate) mod mail_outbox;

@@ -292,7 +292,7 @@ async fn a_database_owner_cannot_bend_a_change_nor_an_invitation() {
         // A link row written with plain SQL enrols no one.
         let cy_id = approved.body["created"]["operator"]["id"].as_str().unwrap().to_string();
         let token = "a-link-the-database-owner-made";
-        let hash = people::hash(token);
+        let hash = people::link_hash(token);
         sql(
             &app,
             "INSERT INTO console_enrolments (token_hash, user_id, expires_at)
@@ -324,7 +324,7 @@ async fn a_database_owner_cannot_bend_a_change_nor_an_invitation() {
         let moved =
             "UPDATE console_enrolments SET user_id = (SELECT id FROM console_users WHERE operator_id = $1)
              WHERE token_hash = $2";
-        sql(&app, moved, &[&cy_id, &people::hash(&tenant_token)]).await;
+        sql(&app, moved, &[&cy_id, &people::link_hash(&tenant_token)]).await;
         let link = format!("{}/console/enrol/{tenant_token}", app.base);
         let answer = post_form(&link, form).await;
         assert_eq!(answer, 404, "{backend:?}: a link made for someone else");

@@ -15,6 +15,7 @@ fn entry(action: &str, target: &str, org: Option<&str>, detail: Option<Detail>) 
         detail: detail.map(|d| d.text()),
         prev_hash: String::new(),
         hash: String::new(),
+        mac: None,
     }
 }
 

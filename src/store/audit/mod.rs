@@ -7,7 +7,12 @@ pub(in crate::store) mod audit_guard;
 
 use sqlx::{Row, any::AnyRow};
 
-use super::{Store, StoreError, Tx, clock::database_now, lock_suffix, now_micros};
+use super::{
+    Store, StoreError, Tx,
+    clock::database_now,
+    keyring::{self, AUTHENTICATED, Authority},
+    lock_suffix, now_micros,
+};
 use crate::audit::chain::Entry;
 
 /// The next entry's place: its `seq`, the previous hash and its time by the
@@ -20,7 +25,7 @@ pub struct Next {
 }
 
 const COLUMNS: &str = "seq, at, actor, actor_name, action, target_kind, target_id, organization_id, reason, \
-     request_id, detail, prev_hash, hash";
+     request_id, detail, prev_hash, hash, mac";
 
 /// Takes the head's row lock (held until `tx` ends: appends on every
 /// instance form one chain) and answers where the next entry goes, its
@@ -53,7 +58,7 @@ pub async fn lock_head(tx: &mut Tx) -> Result<(i64, String), StoreError> {
 /// Writes `entry` after the head, then moves the head onto it.
 pub async fn insert(tx: &mut Tx, entry: &Entry) -> Result<(), StoreError> {
     sqlx::query(&format!(
-        "INSERT INTO audit_log ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"
+        "INSERT INTO audit_log ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
     ))
     .bind(entry.seq)
     .bind(entry.at)
@@ -68,6 +73,7 @@ pub async fn insert(tx: &mut Tx, entry: &Entry) -> Result<(), StoreError> {
     .bind(entry.detail.as_deref())
     .bind(&entry.prev_hash)
     .bind(&entry.hash)
+    .bind(entry.mac.as_deref())
     .execute(&mut **tx)
     .await?;
     sqlx::query("UPDATE audit_head SET seq = $1, hash = $2 WHERE id = 1")
@@ -123,6 +129,7 @@ fn entry(row: &AnyRow) -> Result<Entry, StoreError> {
         detail: row.try_get("detail")?,
         prev_hash: row.try_get("prev_hash")?,
         hash: row.try_get("hash")?,
+        mac: row.try_get("mac")?,
     })
 }
 
@@ -215,21 +222,32 @@ pub async fn has_entry(tx: &mut Tx, action: &str, target_id: &str) -> Result<boo
     Ok(row.is_some())
 }
 
+/// The entries the log grants authority to, as this process reads it
+/// (see [`Authority`]): the first `audit_log.authenticated` entry whose MAC
+/// verifies marks where authentication began.
+pub async fn authority(tx: &mut Tx) -> Result<Authority, StoreError> {
+    let Some(pepper) = keyring::process().ok().flatten() else { return Ok(Authority::Unkeyed) };
+    let since =
+        all_of(tx, AUTHENTICATED).await?.iter().find(|e| keyring::authentic(pepper, e)).map(|e| e.seq);
+    Ok(Authority::Keyed { since })
+}
+
 /// Whether an entry about one of `targets` (a console user, its operator)
-/// recorded the enrol link whose stored hash is `hash` (its detail's
-/// `link_sha256`).
+/// that counts as authority recorded the enrol link whose stored hash is
+/// `hash` (its detail's `link_sha256`).
 pub async fn has_link(tx: &mut Tx, hash: &str, targets: &[&str]) -> Result<bool, StoreError> {
+    let authority = authority(tx).await?;
     for target in targets {
-        let rows = sqlx::query("SELECT detail FROM audit_log WHERE target_id = $1 AND detail IS NOT NULL")
-            .bind(*target)
-            .fetch_all(&mut **tx)
-            .await?;
+        let rows = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM audit_log WHERE target_id = $1 AND detail IS NOT NULL ORDER BY seq"
+        ))
+        .bind(*target)
+        .fetch_all(&mut **tx)
+        .await?;
         for row in rows {
-            let detail: String = row.try_get("detail")?;
-            if crate::audit::detail::Detail::parse(&detail)
-                .and_then(|d| d.link_sha256)
-                .is_some_and(|h| h == hash)
-            {
+            let found = entry(&row)?;
+            let detail = found.detail.as_deref().and_then(crate::audit::detail::Detail::parse);
+            if detail.and_then(|d| d.link_sha256).is_some_and(|h| h == hash) && authority.admits(&found) {
                 return Ok(true);
             }
         }
@@ -237,31 +255,52 @@ pub async fn has_link(tx: &mut Tx, hash: &str, targets: &[&str]) -> Result<bool,
     Ok(false)
 }
 
-/// The last entry about `target_id` whose action is one of `actions`.
+/// The last entry about `target_id` whose action is one of `actions` and
+/// that the log explains (see [`Authority::explains`]: one inserted
+/// outside the service after the log was authenticated is passed over).
 pub async fn last_entry_about(
     tx: &mut Tx,
     (first, second): (&str, &str),
     target_id: &str,
 ) -> Result<Option<Entry>, StoreError> {
-    let row = sqlx::query(&format!(
-        "SELECT {COLUMNS} FROM audit_log WHERE target_id = $1 AND action IN ($2, $3) ORDER BY seq DESC LIMIT 1"
+    let authority = authority(tx).await?;
+    let rows = sqlx::query(&format!(
+        "SELECT {COLUMNS} FROM audit_log WHERE target_id = $1 AND action IN ($2, $3) ORDER BY seq DESC"
     ))
     .bind(target_id)
     .bind(first)
     .bind(second)
-    .fetch_optional(&mut **tx)
+    .fetch_all(&mut **tx)
     .await?;
-    row.as_ref().map(entry).transpose()
+    Ok(rows.iter().map(entry).collect::<Result<Vec<_>, _>>()?.into_iter().find(|e| authority.explains(e)))
 }
 
-/// The first entry of `action` about `target_id`.
+/// The first entry of `action` about `target_id` that counts as authority
+/// for a new effect (see [`authority`]): one inserted outside the service,
+/// or made before the log was authenticated, is not found.
 pub async fn entry_about(tx: &mut Tx, action: &str, target_id: &str) -> Result<Option<Entry>, StoreError> {
-    let row = sqlx::query(&format!(
-        "SELECT {COLUMNS} FROM audit_log WHERE action = $1 AND target_id = $2 ORDER BY seq LIMIT 1"
+    let authority = authority(tx).await?;
+    Ok(entries_about(tx, action, target_id).await?.into_iter().find(|e| authority.admits(e)))
+}
+
+/// The first entry of `action` about `target_id` that explains history
+/// (see [`Authority::explains`]): a report's reading, never a new effect's.
+pub async fn logged_entry_about(
+    tx: &mut Tx,
+    action: &str,
+    target_id: &str,
+) -> Result<Option<Entry>, StoreError> {
+    let authority = authority(tx).await?;
+    Ok(entries_about(tx, action, target_id).await?.into_iter().find(|e| authority.explains(e)))
+}
+
+async fn entries_about(tx: &mut Tx, action: &str, target_id: &str) -> Result<Vec<Entry>, StoreError> {
+    let rows = sqlx::query(&format!(
+        "SELECT {COLUMNS} FROM audit_log WHERE action = $1 AND target_id = $2 ORDER BY seq"
     ))
     .bind(action)
     .bind(target_id)
-    .fetch_optional(&mut **tx)
+    .fetch_all(&mut **tx)
     .await?;
-    row.as_ref().map(entry).transpose()
+    rows.iter().map(entry).collect()
 }

@@ -203,6 +203,21 @@ pub async fn void_enrolments(tx: &mut Tx, user_id: &str, now: i64) -> Result<(),
     Ok(())
 }
 
+/// Ends every live session and voids every unused enrol link, of everyone
+/// (the log's authentication: none made before it acts after it); how many
+/// sessions and links.
+pub async fn end_all_sessions_and_links(tx: &mut Tx, now: i64) -> Result<(u64, u64), StoreError> {
+    let sessions = sqlx::query("UPDATE console_sessions SET ended_at = $1 WHERE ended_at IS NULL")
+        .bind(now)
+        .execute(&mut **tx)
+        .await?;
+    let links = sqlx::query("UPDATE console_enrolments SET used_at = $1 WHERE used_at IS NULL")
+        .bind(now)
+        .execute(&mut **tx)
+        .await?;
+    Ok((sessions.rows_affected(), links.rows_affected()))
+}
+
 /// Ends every session of `user_id`.
 pub async fn end_sessions_of(tx: &mut Tx, user_id: &str, now: i64) -> Result<(), StoreError> {
     sqlx::query("UPDATE console_sessions SET ended_at = $1 WHERE user_id = $2 AND ended_at IS NULL")

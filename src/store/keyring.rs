@@ -1,0 +1,276 @@
+//! The pepper and the keys it derives: the secret (the file
+//! `CUSTODY_INDEXER_KEY_PEPPER_FILE` names) that the store never holds,
+//! under which every row and token that authenticates is keyed, so that
+//! whoever can write the database but not read that file cannot make one.
+//! Each use has a key of its own, HMAC-SHA-256(pepper, label), with the
+//! labels below; [`crate::api_key::pepper`] says how a store adopts it.
+//! Without a pepper (a sandbox) tokens are kept as plain SHA-256 and rows
+//! carry no MAC.
+
+use std::{
+    path::Path,
+    sync::{Arc, OnceLock},
+};
+
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+use zeroize::Zeroizing;
+
+/// The label of the key console session tokens are kept under.
+pub const SESSION: &str = "custody-indexer session v1";
+/// The label of the key one-time enrol links (enrolment and invitation)
+/// are kept under.
+pub const LINK: &str = "custody-indexer enrol link v1";
+/// The label of the key audit entries are authenticated under.
+pub const AUDIT: &str = "custody-indexer audit mac v1";
+/// The label of the key rows that authenticate or authorize carry their
+/// `row_mac` under.
+pub const ROW: &str = "custody-indexer row mac v1";
+
+/// The variable naming the pepper's file.
+pub const PEPPER_FILE_ENV: &str = "CUSTODY_INDEXER_KEY_PEPPER_FILE";
+/// The prefix of a keyed hash.
+pub const KEYED: &str = "hmac1:";
+/// The fewest bytes a pepper has.
+const MIN_BYTES: usize = 32;
+
+/// A pepper. `Debug` shows its id only.
+#[derive(Clone)]
+pub struct Pepper(Arc<Zeroizing<Vec<u8>>>);
+
+impl std::fmt::Debug for Pepper {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Pepper({})", self.id())
+    }
+}
+
+/// Why the pepper cannot be used.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum PepperError {
+    #[error("{PEPPER_FILE_ENV} {path}: {message}")]
+    Unreadable { path: String, message: String },
+    #[error("{PEPPER_FILE_ENV} {0}: a pepper has at least 32 bytes (`openssl rand -base64 48 > FILE`)")]
+    Short(String),
+}
+
+impl Pepper {
+    /// The pepper in the file at `path`: its bytes, trailing white space
+    /// left out.
+    pub fn from_file(path: &Path) -> Result<Self, PepperError> {
+        let shown = path.display().to_string();
+        let bytes = Zeroizing::new(
+            std::fs::read(path)
+                .map_err(|e| PepperError::Unreadable { path: shown.clone(), message: e.to_string() })?,
+        );
+        let end = bytes.iter().rposition(|b| !b.is_ascii_whitespace()).map_or(0, |i| i + 1);
+        if end < MIN_BYTES {
+            return Err(PepperError::Short(shown));
+        }
+        Ok(Pepper(Arc::new(Zeroizing::new(bytes[..end].to_vec()))))
+    }
+
+    fn mac(&self, data: &[u8]) -> String {
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC takes a key of any length");
+        mac.update(data);
+        mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// The key the pepper derives for one use named by `label`
+    /// (`custody-indexer session v1`, …): HMAC-SHA-256(pepper, label), so
+    /// that a MAC made for one use never passes for another.
+    pub fn derive(&self, label: &str) -> Derived {
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC takes a key of any length");
+        mac.update(label.as_bytes());
+        Derived(Zeroizing::new(mac.finalize().into_bytes().to_vec()))
+    }
+
+    /// Names the pepper without telling it: `pep_` and 16 hex digits.
+    pub fn id(&self) -> String {
+        format!("pep_{}", &self.mac(b"custody-indexer key pepper id")[..16])
+    }
+
+    /// The keyed form of a key's SHA-256 (lowercase hex).
+    pub fn keyed(&self, sha256_hex: &str) -> String {
+        let bytes: Option<Vec<u8>> = (sha256_hex.len() == 64)
+            .then(|| (0..32).map(|i| u8::from_str_radix(&sha256_hex[2 * i..2 * i + 2], 16).ok()).collect())
+            .flatten();
+        format!("{KEYED}{}", self.mac(bytes.as_deref().unwrap_or(sha256_hex.as_bytes())))
+    }
+}
+
+/// A key derived from the pepper for one use (see [`Pepper::derive`]).
+/// `Debug` shows nothing of it.
+pub struct Derived(Zeroizing<Vec<u8>>);
+
+impl std::fmt::Debug for Derived {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Derived(..)")
+    }
+}
+
+impl Derived {
+    /// HMAC-SHA-256 of `bytes` under this key, `hmac1:` and 64 hex digits.
+    pub fn keyed(&self, bytes: &[u8]) -> String {
+        format!("{KEYED}{}", self.hex(bytes))
+    }
+
+    /// HMAC-SHA-256 of `bytes` under this key, 64 lowercase hex digits.
+    pub fn hex(&self, bytes: &[u8]) -> String {
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC takes a key of any length");
+        mac.update(bytes);
+        mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// Whether `stored` is [`Derived::keyed`] of `bytes`, compared in
+    /// constant time.
+    pub fn verifies(&self, bytes: &[u8], stored: &str) -> bool {
+        use subtle::ConstantTimeEq;
+        self.keyed(bytes).as_bytes().ct_eq(stored.as_bytes()).into()
+    }
+}
+
+/// The process's pepper, read once from `CUSTODY_INDEXER_KEY_PEPPER_FILE`:
+/// `None` when unset.
+pub fn process() -> Result<Option<&'static Pepper>, PepperError> {
+    static PEPPER: OnceLock<Result<Option<Pepper>, PepperError>> = OnceLock::new();
+    let read =
+        || std::env::var_os(PEPPER_FILE_ENV).map(|path| Pepper::from_file(Path::new(&path))).transpose();
+    PEPPER.get_or_init(read).as_ref().map(Option::as_ref).map_err(Clone::clone)
+}
+
+/// The stored form of a bearer token of the use `label` ([`SESSION`],
+/// [`LINK`]): keyed under the process's pepper (`hmac1:` and 64 hex
+/// digits), the plain SHA-256 without one (a sandbox).
+pub fn token_hash(label: &str, token: &str) -> String {
+    match process().ok().flatten() {
+        Some(pepper) => pepper.derive(label).keyed(token.as_bytes()),
+        None => crate::audit::chain::sha256_hex(token.as_bytes()),
+    }
+}
+
+/// The `row_mac` of row `id` of `table` whose granting columns hold
+/// `grants`: HMAC-SHA-256 under the [`ROW`] key of the JSON array
+/// `[table, id, grants…]` as `serde_json` writes it; `None` without a
+/// pepper (a sandbox writes none).
+pub fn row_mac(table: &str, id: &str, grants: &[serde_json::Value]) -> Option<String> {
+    let pepper = process().ok().flatten()?;
+    Some(pepper.derive(ROW).keyed(&row_bytes(table, id, grants)))
+}
+
+/// Whether `stored` is the `row_mac` the row's columns give: always true
+/// without a pepper (a sandbox checks none), and never for a row without
+/// one under a pepper (a row inserted with SQL).
+pub fn row_authentic(table: &str, id: &str, grants: &[serde_json::Value], stored: Option<&str>) -> bool {
+    match process().ok().flatten() {
+        None => true,
+        Some(pepper) => {
+            stored.is_some_and(|stored| pepper.derive(ROW).verifies(&row_bytes(table, id, grants), stored))
+        }
+    }
+}
+
+fn row_bytes(table: &str, id: &str, grants: &[serde_json::Value]) -> Vec<u8> {
+    let mut fields = vec![serde_json::json!(table), serde_json::json!(id)];
+    fields.extend(grants.iter().cloned());
+    serde_json::to_vec(&serde_json::Value::Array(fields)).expect("a JSON value serializes")
+}
+
+/// The MAC of an audit entry whose `hash` is given, under `pepper`:
+/// HMAC-SHA-256 under the [`AUDIT`] key of the label's bytes followed by
+/// the hash's 64 hex digits (the hash commits to every field and to the
+/// link before it).
+pub fn audit_mac(pepper: &Pepper, hash: &str) -> String {
+    pepper.derive(AUDIT).keyed(&[AUDIT.as_bytes(), hash.as_bytes()].concat())
+}
+
+/// The audit action that authenticates the log from its entry on (see
+/// [`crate::audit::authenticate`]).
+pub const AUTHENTICATED: &str = "audit_log.authenticated";
+
+/// Which audit entries a process takes as authority for a new effect (an
+/// enrolment, a decision, an approval).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Authority {
+    /// No pepper (a sandbox): the log carries no MACs and every entry the
+    /// chain holds counts.
+    Unkeyed,
+    /// A pepper, and the log authenticated by the entry at `since` (`None`:
+    /// not yet): only entries after it whose MAC verifies count. Entries up
+    /// to it are *before authentication*: checked by the chain and the
+    /// checkpoints, never authority for a new effect.
+    Keyed { since: Option<i64> },
+}
+
+impl Authority {
+    /// Whether `entry` explains what happened before now (a report of
+    /// history, `audit verify`'s principals): every entry up to the log's
+    /// authentication (checked by the chain and the checkpoints), and after
+    /// it those whose MAC verifies.
+    pub fn explains(&self, entry: &crate::audit::chain::Entry) -> bool {
+        match (self, process().ok().flatten()) {
+            (Authority::Unkeyed, _) | (Authority::Keyed { since: None }, _) => true,
+            (Authority::Keyed { since: Some(since) }, pepper) => {
+                entry.seq <= *since || pepper.is_some_and(|pepper| authentic(pepper, entry))
+            }
+        }
+    }
+
+    /// Whether `entry` counts as authority for a new effect.
+    pub fn admits(&self, entry: &crate::audit::chain::Entry) -> bool {
+        match (self, process().ok().flatten()) {
+            (Authority::Unkeyed, _) => true,
+            (Authority::Keyed { since: None }, _) | (Authority::Keyed { .. }, None) => false,
+            (Authority::Keyed { since: Some(since) }, Some(pepper)) => {
+                entry.seq > *since && authentic(pepper, entry)
+            }
+        }
+    }
+}
+
+/// Whether `entry`'s MAC is the one its hash gives under `pepper` (and the
+/// hash the one its fields give), compared in constant time.
+pub fn authentic(pepper: &Pepper, entry: &crate::audit::chain::Entry) -> bool {
+    use subtle::ConstantTimeEq;
+    let Some(mac) = entry.mac.as_deref() else { return false };
+    entry.digest() == entry.hash && audit_mac(pepper, &entry.hash).as_bytes().ct_eq(mac.as_bytes()).into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pepper(text: &str) -> Pepper {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pepper");
+        std::fs::write(&path, text).unwrap();
+        Pepper::from_file(&path).unwrap()
+    }
+
+    #[test]
+    fn a_keyed_hash_needs_the_pepper_and_names_it_without_telling_it() {
+        let key = pepper(&format!("{}\n", "a".repeat(32)));
+        let other = pepper(&"b".repeat(40));
+        let sha = crate::api_key::hash("cik_token");
+        let keyed = key.keyed(&sha);
+        assert!(keyed.starts_with(KEYED) && keyed.len() == KEYED.len() + 64, "{keyed}");
+        assert_eq!(keyed, pepper(&"a".repeat(32)).keyed(&sha), "trailing white space is no part of it");
+        assert_ne!(keyed, other.keyed(&sha));
+        assert_ne!(key.id(), other.id());
+        assert!(key.id().starts_with("pep_") && !format!("{key:?}").contains("aaaa"), "{key:?}");
+        // HMAC-SHA-256 over the SHA-256's bytes: RFC 4231's construction.
+        let mut mac = Hmac::<Sha256>::new_from_slice("a".repeat(32).as_bytes()).unwrap();
+        mac.update(&sha2::Digest::finalize(sha2::Digest::chain_update(Sha256::default(), b"cik_token")));
+        let expected: String = mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(keyed, format!("{KEYED}{expected}"));
+    }
+
+    #[test]
+    fn a_short_or_missing_pepper_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let short = dir.path().join("short");
+        std::fs::write(&short, format!("{}\n\n", "a".repeat(31))).unwrap();
+        assert!(matches!(Pepper::from_file(&short), Err(PepperError::Short(_))));
+        let missing = Pepper::from_file(&dir.path().join("none")).unwrap_err();
+        assert!(missing.to_string().contains(PEPPER_FILE_ENV), "{missing}");
+    }
+}
