@@ -8,7 +8,8 @@
 //! At that first start ([`adopt`]) the service checks the chain (and the
 //! newest signed checkpoint it was given, which the log must still hold),
 //! then, in one transaction holding the head, ends every console session,
-//! voids every unused enrol link, and appends one MAC'd
+//! voids every unused enrol link, seals every row that authenticates as
+//! found (see [`crate::store::sealed`]), and appends one MAC'd
 //! `audit_log.authenticated` entry naming the head it found, that
 //! checkpoint, and the principals in force (a line each, and their
 //! SHA-256), which `audit verify` prints for two admins to confirm.
@@ -26,7 +27,7 @@ use crate::{
     store::{
         Store, StoreError, audit as rows, console,
         keyring::{self, AUTHENTICATED, Authority},
-        now_micros,
+        now_micros, sealed,
     },
 };
 
@@ -67,6 +68,11 @@ pub async fn adopt(
     }
     let principals = principals(store).await?;
     let (sessions_ended, links_voided) = console::end_all_sessions_and_links(&mut tx, now_micros()).await?;
+    // The rows that authenticate, sealed as found: the principals' lines
+    // list them for review.
+    for table in sealed::ALL {
+        table.seal_all(&mut tx).await?;
+    }
     let detail = Detail {
         head_seq: Some(head_seq),
         head_hash: Some(head_hash),

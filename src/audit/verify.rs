@@ -34,6 +34,8 @@ pub struct Report {
     /// authentication whose MAC does not verify.
     pub macs: Macs,
     pub unauthenticated: Vec<Broken>,
+    /// Rows that authenticate whose MAC does not match them (`<table> <id>`).
+    pub unsealed: Vec<String>,
 }
 
 /// How `audit verify` checked the entries' MACs.
@@ -55,6 +57,7 @@ impl Report {
             && self.unguarded.is_empty()
             && self.unexplained.is_empty()
             && self.unauthenticated.is_empty()
+            && self.unsealed.is_empty()
     }
 }
 
@@ -97,7 +100,8 @@ pub async fn verify(
     let unexplained = logged.findings(&principal_rows(store).await?);
     let unguarded = store.audit_guards_missing().await?;
     let entries = entries.len() as i64;
-    Ok(Report { entries, head_hash, broken, held, unguarded, unexplained, macs, unauthenticated })
+    let unsealed = store.unsealed_rows().await?;
+    Ok(Report { entries, head_hash, broken, held, unguarded, unexplained, macs, unauthenticated, unsealed })
 }
 
 /// The principals' rows of `store`.

@@ -161,6 +161,9 @@ async fn verify_log(store: &Store, files: &[PathBuf], public_key: Option<&str>) 
     for entry in &report.unauthenticated {
         println!("{entry}");
     }
+    for row in &report.unsealed {
+        println!("{row}: not authenticated (its row MAC does not match: written outside the service)");
+    }
     print_macs(&report.macs);
     if !report.intact() {
         return Ok(ExitCode::from(1));

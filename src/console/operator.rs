@@ -37,7 +37,7 @@ impl FromRequestParts<ApiState> for OperatorUser {
     async fn from_request_parts(parts: &mut Parts, state: &ApiState) -> Result<Self, Page> {
         let Signed(session) = Signed::from_request_parts(parts, state).await?;
         let Some(id) = session.user.operator() else { return Err(Page::not_found()) };
-        let operator = state.store().operator(id).await?.filter(Operator::is_enabled);
+        let operator = state.store().sealed_operator(id).await?.filter(Operator::is_enabled);
         // A disabled operator's sessions act no more.
         let operator =
             operator.ok_or(Page::Error(StatusCode::FORBIDDEN, "this operator is disabled".into()))?;

@@ -129,7 +129,7 @@ impl FromRequestParts<ApiState> for Unfactored {
 /// Whether `session`'s person must add a second factor before any page.
 pub fn lacks_factor(state: &ApiState, session: &Session) -> bool {
     let production = state.environment() == Environment::Production;
-    rules::factor_required(production, session.user.role()) && !session.user.totp
+    rules::factor_required(production, session.user.role()) && !session.factor
 }
 
 /// A signed-in tenant user: its organization and role. Operators get `404`.

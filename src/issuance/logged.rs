@@ -9,7 +9,7 @@
 use super::{rows::MintSteps, state::Status};
 use crate::{
     chain::Chain,
-    store::{Store, StoreError, audit as log},
+    store::{Store, StoreError, Tx, audit as log},
 };
 
 /// What the log holds of a mint: the actors of its first `wire.recorded`
@@ -25,6 +25,19 @@ pub struct Logged {
 /// records as the command's process user (`local:<user>`).
 fn same(row: &str, logged: Option<&String>) -> bool {
     logged.is_some_and(|logged| row == logged || (row.starts_with("by:") && logged.starts_with("local:")))
+}
+
+/// Whether the recording of mint `mint_id`'s wire by `recorder` (the row's
+/// `recorded_by`) is an entry the log takes as authority for a decision
+/// (see [`crate::store::keyring::Authority`]): one written with plain SQL,
+/// or before the log was authenticated, is not, and the wire is recorded
+/// again.
+pub async fn recording_held(tx: &mut Tx, mint_id: &str, recorder: &str) -> Result<bool, StoreError> {
+    let recorded = match crate::store::mint_transfers::conversion_of(tx, mint_id).await? {
+        Some(conversion) => log::entry_about(tx, "conversion.wire_recorded", &conversion).await?,
+        None => log::entry_about(tx, "wire.recorded", mint_id).await?,
+    };
+    Ok(same(recorder, recorded.map(|e| e.actor).as_ref()))
 }
 
 /// Why `mint`'s steps are not those of the log, if they are not. Pure.

@@ -246,6 +246,13 @@ pub async fn decide(
     if let Some(recorder) = mint.recorded_by.as_deref() {
         second_pair(&Actor::from_recorded(recorder), by)
             .map_err(|refusal| DecideError::FourEyes { reference: reference.to_string(), refusal })?;
+        if approve && !super::logged::recording_held(&mut tx, &mint.id, recorder).await? {
+            return Err(StoreError::Refused(format!(
+                "the recording of wire {reference} by {recorder} is not in the audit log as the service wrote it: \
+                 refuse it and record the wire again"
+            ))
+            .into());
+        }
     }
     let event = if approve {
         Event::Approved { gate: gate_in(&mut tx, &mint.organization, &mint.identity).await? }

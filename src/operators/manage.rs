@@ -259,7 +259,7 @@ fn people_error(error: PeopleError) -> OperatorError {
 /// admin (a change committed since its request was authenticated counts).
 pub(super) async fn authority(tx: &mut Tx, admin: &Operator) -> Result<(), OperatorError> {
     let now = locked(tx, &admin.id).await?;
-    if !now.is_enabled() || !now.has(Role::Admin) {
+    if !now.is_enabled() || !now.has(Role::Admin) || !rows::sealed(tx, &admin.id).await? {
         return Err(Refused::NoLongerAdmin(admin.id.clone()).into());
     }
     Ok(())

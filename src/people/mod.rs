@@ -13,7 +13,7 @@ pub mod sign_in;
 pub mod totp;
 
 use argon2::{
-    Argon2,
+    Algorithm, Argon2, KeyId, Params, ParamsBuilder, Version,
     password_hash::{PasswordHasher, PasswordVerifier, phc::PasswordHash},
 };
 
@@ -79,18 +79,57 @@ pub fn check_email(email: &str) -> Result<String, PeopleError> {
     Ok(email.to_string())
 }
 
-/// The argon2id PHC string of `password`.
+/// The `keyid` a password hash made under the pepper's password key
+/// carries in its PHC string (`keyid=…`), so that it is told from a hash
+/// made without it.
+const PEPPERED: &[u8] = b"pepper1";
+
+/// The argon2id PHC string of `password`: under the pepper's password key
+/// (argon2's secret) when the process has a pepper, so that a hash
+/// written with SQL matches no password.
 pub fn hash_password(password: &str) -> Result<String, PeopleError> {
-    Argon2::default()
-        .hash_password(password.as_bytes())
-        .map(|hash| hash.to_string())
-        .map_err(|e| PeopleError::Invalid(format!("the password cannot be hashed: {e}")))
+    let refused =
+        |e: &dyn std::fmt::Display| PeopleError::Invalid(format!("the password cannot be hashed: {e}"));
+    let Some(secret) = password_key() else {
+        return Argon2::default()
+            .hash_password(password.as_bytes())
+            .map(|h| h.to_string())
+            .map_err(|e| refused(&e));
+    };
+    let keyid = KeyId::new(PEPPERED).map_err(|e| refused(&e))?;
+    let params = ParamsBuilder::new().keyid(keyid).build().map_err(|e| refused(&e))?;
+    let argon2 = Argon2::new_with_secret(secret.bytes(), Algorithm::Argon2id, Version::V0x13, params)
+        .map_err(|e| refused(&e))?;
+    argon2.hash_password(password.as_bytes()).map(|h| h.to_string()).map_err(|e| refused(&e))
 }
 
-/// Whether `password` is the one `stored` hashes.
+/// Whether `password` is the one `stored` hashes: under the pepper's
+/// password key when the hash says so (and never without the pepper).
 pub fn verify_password(password: &str, stored: &str) -> bool {
+    let Ok(hash) = PasswordHash::new(stored) else { return false };
+    if !is_peppered(stored) {
+        return Argon2::default().verify_password(password.as_bytes(), &hash).is_ok();
+    }
+    let Some(secret) = password_key() else { return false };
+    Argon2::new_with_secret(secret.bytes(), Algorithm::Argon2id, Version::V0x13, Params::DEFAULT)
+        .is_ok_and(|argon2| argon2.verify_password(password.as_bytes(), &hash).is_ok())
+}
+
+/// Whether `stored` should be hashed again under the pepper (it was made
+/// without it, and this process has it): done at its owner's next sign-in.
+pub fn needs_rehash(stored: &str) -> bool {
+    password_key().is_some() && !is_peppered(stored)
+}
+
+fn is_peppered(stored: &str) -> bool {
     PasswordHash::new(stored)
-        .is_ok_and(|hash| Argon2::default().verify_password(password.as_bytes(), &hash).is_ok())
+        .ok()
+        .and_then(|hash| Params::try_from(&hash).ok())
+        .is_some_and(|params| params.keyid() == PEPPERED)
+}
+
+fn password_key() -> Option<keyring::Derived> {
+    keyring::process().ok().flatten().map(|pepper| pepper.derive(keyring::PASSWORD))
 }
 pub(crate) fn record<'a>(
     actor: &'a Actor,

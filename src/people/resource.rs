@@ -88,6 +88,11 @@ pub struct Session {
     pub last_seen_at: i64,
     /// When it began (micros): a session lasts at most [`super::rules::LIFETIME`].
     pub started_at: i64,
+    /// Whether it was opened with the second factor as well as the
+    /// password: one opened by the password alone reaches only the
+    /// second-factor page where a factor is required, whatever the user's
+    /// row says.
+    pub factor: bool,
 }
 
 impl std::fmt::Debug for Session {
@@ -125,6 +130,7 @@ mod tests {
             csrf: "the-csrf-token".into(),
             last_seen_at: 0,
             started_at: 0,
+            factor: true,
         };
         let credentials = Credentials {
             user: user(),

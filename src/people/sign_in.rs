@@ -17,7 +17,10 @@ use super::{
     resource::{Session, User, email_key},
     rules, session_hash, token, totp,
 };
-use crate::store::{Store, StoreError, console as rows, console_sessions as sessions, now_micros};
+use crate::{
+    audit::{self, Actor, Record},
+    store::{Store, StoreError, Tx, console as rows, console_sessions as sessions, now_micros},
+};
 
 /// Why a sign-in did not start a session.
 #[derive(Debug, thiserror::Error)]
@@ -102,12 +105,11 @@ pub async fn sign_in(
     }
     let credentials = store.console_credentials(&key).await?;
     let stored = credentials.as_ref().and_then(|c| c.password_hash.clone());
-    let password = password.to_string();
+    let given = password.to_string();
     let checked = stored.clone().unwrap_or_else(|| UNKNOWN.clone());
     let permit = HASHING.acquire().await.expect("the semaphore is never closed");
-    let matches = tokio::task::spawn_blocking(move || super::verify_password(&password, &checked))
-        .await
-        .unwrap_or(false);
+    let matches =
+        tokio::task::spawn_blocking(move || super::verify_password(&given, &checked)).await.unwrap_or(false);
     drop(permit);
     let user = match credentials {
         Some(credentials) if matches && stored.is_some() => {
@@ -118,9 +120,35 @@ pub async fn sign_in(
     let Some(user) = user else {
         return Err(SignInError::Wrong);
     };
+    let rehashed = match stored.as_deref() {
+        Some(stored) if super::needs_rehash(stored) => rehash(password).await,
+        _ => None,
+    };
     let token = token();
-    succeeded(store, (&pair, &from), &session_hash(&token), &user.id).await?;
+    // The session records the factor that opened it: a second factor
+    // given now, not one the user's row says it has.
+    let session = Opened { id_hash: &session_hash(&token), user: &user, factor: user.totp, rehashed };
+    succeeded(store, (&pair, &from), session).await?;
     Ok(Started { token, user })
+}
+
+/// `password` hashed under the pepper, off the runtime's threads.
+async fn rehash(password: &str) -> Option<String> {
+    let password = password.to_string();
+    let permit = HASHING.acquire().await.expect("the semaphore is never closed");
+    let hashed = tokio::task::spawn_blocking(move || super::hash_password(&password)).await.ok()?.ok();
+    drop(permit);
+    hashed
+}
+
+/// A session a sign-in opens: its token's keyed hash, its user, whether a
+/// second factor was given, and the password hashed again under the
+/// pepper when the stored hash was made without it.
+struct Opened<'a> {
+    id_hash: &'a str,
+    user: &'a User,
+    factor: bool,
+    rehashed: Option<String>,
 }
 
 /// Counts a try under `key` as failed before it is checked, setting the
@@ -136,17 +164,19 @@ async fn claim_try(store: &Store, key: &str, seen: i64, next: i64, now: i64) -> 
 /// A sign-in that passed: its email's failures from its address forgotten,
 /// the try the address's count took as failed given back, and session
 /// `id_hash` of `user_id` started.
-async fn succeeded(
-    store: &Store,
-    (pair, from): (&str, &str),
-    id_hash: &str,
-    user_id: &str,
-) -> Result<(), StoreError> {
+async fn succeeded(store: &Store, (pair, from): (&str, &str), opened: Opened<'_>) -> Result<(), StoreError> {
     let mut tx = store.begin().await?;
     sessions::clear_sign_in_failures(&mut tx, pair).await?;
     // The address's count took this try as failed before it was checked.
     sessions::uncount_sign_in_try(&mut tx, from).await?;
-    sessions::insert_session(&mut tx, id_hash, user_id, &super::token(), now_micros()).await?;
+    let id = opened.user.id.as_str();
+    if let Some(hash) = &opened.rehashed {
+        rows::rehash_password(&mut tx, id, hash).await?;
+    }
+    sessions::insert_session(&mut tx, opened.id_hash, (id, opened.factor), &super::token(), now_micros())
+        .await?;
+    // The client's address is the entry's reason, sealed with personal data.
+    logged(&mut tx, store, opened.user, "console_user.signed_in", Some(from)).await?;
     tx.commit().await?;
     Ok(())
 }
@@ -183,7 +213,11 @@ pub async fn session(store: &Store, token: &str) -> Result<Option<Session>, Stor
     let Some(session) = store.session(&id_hash).await? else { return Ok(None) };
     let now = now_micros();
     if !rules::live(session.started_at, session.last_seen_at, now) {
-        end_session(store, &id_hash, now).await?;
+        let mut tx = store.begin().await?;
+        sessions::end_session(&mut tx, &id_hash, now).await?;
+        let why = Some("idle too long, or past its lifetime");
+        logged(&mut tx, store, &session.user, "console_user.session_ended", why).await?;
+        tx.commit().await?;
         return Ok(None);
     }
     if now - session.last_seen_at > 60_000_000 {
@@ -197,13 +231,32 @@ pub async fn session(store: &Store, token: &str) -> Result<Option<Session>, Stor
 /// Ends `session`; with `everywhere`, every session of its user.
 pub async fn sign_out(store: &Store, session: &Session, everywhere: bool) -> Result<(), StoreError> {
     let now = now_micros();
+    let mut tx = store.begin().await?;
     if everywhere {
-        let mut tx = store.begin().await?;
         rows::end_sessions_of(&mut tx, &session.user.id, now).await?;
-        tx.commit().await?;
-        return Ok(());
+    } else {
+        sessions::end_session(&mut tx, &session.id_hash, now).await?;
     }
-    end_session(store, &session.id_hash, now).await
+    let why = everywhere.then_some("everywhere");
+    logged(&mut tx, store, &session.user, "console_user.signed_out", why).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Appends the entry of `user`'s session `action` in `tx`.
+async fn logged(
+    tx: &mut Tx,
+    store: &Store,
+    user: &User,
+    action: &str,
+    reason: Option<&str>,
+) -> Result<(), StoreError> {
+    let actor = Actor::User(user.id.clone());
+    let entry = Record {
+        organization_id: user.organization(),
+        ..super::record(&actor, action, &user.id, None, reason)
+    };
+    audit::append(tx, store.cipher().ok(), entry).await.map(drop)
 }
 
 /// Ends session `id_hash`, on every instance.

@@ -21,6 +21,9 @@ pub const SESSION: &str = "custody-indexer session v1";
 /// The label of the key one-time enrol links (enrolment and invitation)
 /// are kept under.
 pub const LINK: &str = "custody-indexer enrol link v1";
+/// The label of the key console passwords are hashed under (argon2's
+/// secret).
+pub const PASSWORD: &str = "custody-indexer password v1";
 /// The label of the key audit entries are authenticated under.
 pub const AUDIT: &str = "custody-indexer audit mac v1";
 /// The label of the key rows that authenticate or authorize carry their
@@ -114,6 +117,11 @@ impl Derived {
         format!("{KEYED}{}", self.hex(bytes))
     }
 
+    /// The key's bytes, for a primitive that takes a secret (argon2).
+    pub fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+
     /// HMAC-SHA-256 of `bytes` under this key, 64 lowercase hex digits.
     pub fn hex(&self, bytes: &[u8]) -> String {
         let mut mac = Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC takes a key of any length");
@@ -129,13 +137,38 @@ impl Derived {
     }
 }
 
+static PEPPER: OnceLock<Result<Option<Pepper>, PepperError>> = OnceLock::new();
+
+tokio::task_local! {
+    static WITHIN: &'static Pepper;
+}
+
+/// Runs `future` with `pepper` as its pepper, whatever the process's: for
+/// a process that acts on a store whose service holds another (the tests'
+/// harness making enrol links for a `run` of its own).
+pub async fn within<F: std::future::Future>(pepper: &'static Pepper, future: F) -> F::Output {
+    WITHIN.scope(pepper, future).await
+}
+
 /// The process's pepper, read once from `CUSTODY_INDEXER_KEY_PEPPER_FILE`:
-/// `None` when unset.
+/// `None` when unset (or the one [`within`] gives).
 pub fn process() -> Result<Option<&'static Pepper>, PepperError> {
-    static PEPPER: OnceLock<Result<Option<Pepper>, PepperError>> = OnceLock::new();
+    if let Ok(pepper) = WITHIN.try_with(|pepper| *pepper) {
+        return Ok(Some(pepper));
+    }
     let read =
         || std::env::var_os(PEPPER_FILE_ENV).map(|path| Pepper::from_file(Path::new(&path))).transpose();
     PEPPER.get_or_init(read).as_ref().map(Option::as_ref).map_err(Clone::clone)
+}
+
+/// Makes `pepper` the process's before anything reads it (a process that
+/// holds its pepper otherwise than in a file: the tests that play a
+/// database writer against a service with one). `false` when the process
+/// has another pepper, or none, already.
+pub fn install(pepper: Pepper) -> bool {
+    let id = pepper.id();
+    let _ = PEPPER.set(Ok(Some(pepper)));
+    matches!(PEPPER.get(), Some(Ok(Some(installed))) if installed.id() == id)
 }
 
 /// The stored form of a bearer token of the use `label` ([`SESSION`],
@@ -197,7 +230,9 @@ pub enum Authority {
     /// A pepper, and the log authenticated by the entry at `since` (`None`:
     /// not yet): only entries after it whose MAC verifies count. Entries up
     /// to it are *before authentication*: checked by the chain and the
-    /// checkpoints, never authority for a new effect.
+    /// checkpoints, never authority for a new effect. Before the log is
+    /// authenticated, an entry whose MAC verifies counts (its authentication
+    /// then ends what it made).
     Keyed { since: Option<i64> },
 }
 
@@ -219,7 +254,10 @@ impl Authority {
     pub fn admits(&self, entry: &crate::audit::chain::Entry) -> bool {
         match (self, process().ok().flatten()) {
             (Authority::Unkeyed, _) => true,
-            (Authority::Keyed { since: None }, _) | (Authority::Keyed { .. }, None) => false,
+            (Authority::Keyed { .. }, None) => false,
+            // Before the log is authenticated (a command run before the
+            // first start with the pepper), an entry made with the pepper.
+            (Authority::Keyed { since: None }, Some(pepper)) => authentic(pepper, entry),
             (Authority::Keyed { since: Some(since) }, Some(pepper)) => {
                 entry.seq > *since && authentic(pepper, entry)
             }

@@ -30,6 +30,7 @@ pub(crate) mod pii;
 mod quotas;
 pub(crate) mod reconcile;
 pub(crate) mod request_signatures;
+pub mod sealed;
 pub(crate) mod transfers;
 
 // The row modules of each wing's folder, under the store's one name.

@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use sqlx::{Row, any::AnyRow};
 
-use super::{Store, StoreError, Tx, now_micros, parse_column, quotas::Quota, time};
+use super::{Store, StoreError, Tx, now_micros, parse_column, quotas::Quota, sealed::API_KEYS, time};
 use crate::request_signature::{Algorithm, PublicKey};
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -171,6 +171,7 @@ impl Store {
         .bind(created_at)
         .execute(&mut **tx)
         .await?;
+        API_KEYS.seal(tx, id).await?;
         Ok(ApiKey {
             id: id.into(),
             organization_id: organization.into(),
@@ -209,13 +210,19 @@ impl Store {
     /// authentication.
     pub async fn active_api_key(&self, id: &str) -> Result<Option<Credentials>, StoreError> {
         let row = sqlx::query(&format!(
-            "SELECT {API_KEY_COLUMNS}, secret_hash, public_key_pem FROM api_keys
-             WHERE id = $1 AND revoked_at IS NULL"
+            "SELECT {API_KEY_COLUMNS}, secret_hash, public_key_pem, {} FROM api_keys k
+             WHERE id = $1 AND revoked_at IS NULL",
+            API_KEYS.columns("k")
         ))
         .bind(id)
         .fetch_optional(&self.pool)
         .await?;
         let Some(row) = row else { return Ok(None) };
+        // A key written outside the service authenticates nothing.
+        if !API_KEYS.authentic_in(&row, "k", id)? {
+            tracing::warn!(key = %id, "an API key's row was written outside the service");
+            return Ok(None);
+        }
         let key = api_key(&row)?;
         let pem: Option<String> = row.try_get("public_key_pem")?;
         let public_key = pem
@@ -271,5 +278,7 @@ pub async fn revoke_api_key(tx: &mut Tx, id: &str) -> Result<Option<String>, Sto
     .bind(id)
     .fetch_optional(&mut **tx)
     .await?;
+    // Revoked: sealed so, whoever wrote it (a revoked key grants nothing).
+    API_KEYS.seal(tx, id).await?;
     Ok(row.map(|r| r.try_get("organization_id")).transpose()?)
 }

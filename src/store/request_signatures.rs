@@ -4,7 +4,7 @@
 
 use sqlx::Row;
 
-use super::{Backend, StoreError, Tx, now_micros};
+use super::{Backend, StoreError, Tx, now_micros, sealed::API_KEYS};
 use crate::request_signature::PublicKey;
 
 /// Seconds a `jti` is kept past its `keep_until` before it is purged or
@@ -82,6 +82,7 @@ pub async fn pair_api_key(
     id: &str,
     public_key: &PublicKey,
 ) -> Result<Option<String>, StoreError> {
+    API_KEYS.check(tx, id).await?;
     let row = sqlx::query(
         "UPDATE api_keys SET public_key_pem = $1, signature_algorithm = $2, paired_at = $3
          WHERE id = $4 AND revoked_at IS NULL RETURNING organization_id",
@@ -92,12 +93,14 @@ pub async fn pair_api_key(
     .bind(id)
     .fetch_optional(&mut **tx)
     .await?;
+    API_KEYS.seal(tx, id).await?;
     Ok(row.map(|r| r.try_get("organization_id")).transpose()?)
 }
 
 /// Removes a key's public key in `tx`: its requests need no signature any
 /// more. Its organization when it was paired; `None` otherwise.
 pub async fn unpair_api_key(tx: &mut Tx, id: &str) -> Result<Option<String>, StoreError> {
+    API_KEYS.check(tx, id).await?;
     let row = sqlx::query(
         "UPDATE api_keys SET public_key_pem = NULL, signature_algorithm = NULL, paired_at = NULL
          WHERE id = $1 AND public_key_pem IS NOT NULL RETURNING organization_id",
@@ -105,6 +108,7 @@ pub async fn unpair_api_key(tx: &mut Tx, id: &str) -> Result<Option<String>, Sto
     .bind(id)
     .fetch_optional(&mut **tx)
     .await?;
+    API_KEYS.seal(tx, id).await?;
     Ok(row.map(|r| r.try_get("organization_id")).transpose()?)
 }
 

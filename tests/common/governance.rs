@@ -3,10 +3,21 @@
 //! (which ends genesis for good), then each further operator proposed by
 //! the first admin, approved by the second, and enrolled by its owner, its
 //! first key read from its enrolment's page. Enrol links are minted with
-//! the library, as an admin's invitation mints them for the owner's mail.
+//! the library, as an admin's invitation mints them for the owner's mail
+//! (under the tests' pepper when the service holds it).
 
 use alloy::transports::http::reqwest::{self, Method, header};
-use custody_indexer::{audit::Actor, people, store::Store};
+use std::sync::OnceLock;
+
+use custody_indexer::{
+    api_key::pepper,
+    audit::{Actor, Detail},
+    people,
+    store::{
+        Store,
+        keyring::{self, Pepper},
+    },
+};
 use serde_json::{Value, json};
 
 use super::api::send_json;
@@ -28,9 +39,37 @@ fn client() -> reqwest::Client {
 /// Enrols the console sign-in of `operator` through the service at `base`
 /// with a link minted for it; answers the key its enrolment showed, if any.
 pub async fn enrol(base: &str, store: &Store, operator: &str) -> Option<String> {
-    let path =
-        people::operator_link(store, operator, &Actor::local(Some("invitation".into()))).await.unwrap();
+    let path = minted_link(store, operator).await;
     enrol_at(&format!("{base}{path}")).await
+}
+
+/// A fresh enrol link of `operator`, as an admin's invitation mints it:
+/// keyed, and its entry authenticated, under the tests' pepper when the
+/// store's keys are (a `run` of [`super::cli::Env`] serves it).
+pub async fn minted_link(store: &Store, operator: &str) -> String {
+    let by = Actor::local(Some("invitation".into()));
+    let mint = people::operator_link(store, operator, &by);
+    match served_pepper(store).await {
+        Some(pepper) => keyring::within(pepper, mint).await,
+        None => mint.await,
+    }
+    .unwrap()
+}
+
+/// The tests' pepper, when `store`'s log records its keys keyed under it.
+pub async fn served_pepper(store: &Store) -> Option<&'static Pepper> {
+    static PEPPER: OnceLock<Pepper> = OnceLock::new();
+    let pepper = PEPPER.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("pepper"), super::cli::TEST_KEY_PEPPER).unwrap();
+        Pepper::from_file(&dir.path().join("pepper")).unwrap()
+    });
+    let entries = store.audit_entries(0, None, 100_000).await.unwrap();
+    let keyed = entries.iter().any(|entry| {
+        entry.action == pepper::PEPPERED
+            && entry.detail.as_deref().and_then(Detail::parse).and_then(|d| d.pepper_id) == Some(pepper.id())
+    });
+    keyed.then_some(pepper)
 }
 
 /// Enrols through `link`; answers the key its enrolment showed, if any.

@@ -7,6 +7,7 @@ pub mod api;
 pub mod camt054;
 pub mod cli;
 pub mod cluster;
+pub mod console;
 pub mod db;
 pub mod fleet;
 pub mod forging;
@@ -33,6 +34,7 @@ pub mod solana_forging;
 pub mod solana_instances;
 pub mod totp;
 pub mod transfers;
+pub mod writer;
 
 use std::{future::Future, path::Path, time::Duration};
 

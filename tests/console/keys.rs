@@ -111,5 +111,9 @@ async fn a_tenant_admin_creates_a_key_sees_it_once_uses_it_and_revokes_it() {
         .filter(|e| e.actor == format!("user:{}", user.id))
         .map(|e| e.action.as_str())
         .collect();
-    assert_eq!(by_user, ["console_user.enrolled", "api_key.created", "api_key.revoked"], "{entries:#?}");
+    assert_eq!(
+        by_user,
+        ["console_user.enrolled", "console_user.signed_in", "api_key.created", "api_key.revoked"],
+        "{entries:#?}"
+    );
 }

@@ -242,6 +242,15 @@ pub async fn lock_mint(tx: &mut Transaction<'static, Any>, id: &str) -> Result<O
 }
 
 /// Every mint's steps as its row records them (of `chain`, if given).
+/// The on-ramp conversion whose wire mint `mint_id` delivers, if any.
+pub async fn conversion_of(tx: &mut Tx, mint_id: &str) -> Result<Option<String>, StoreError> {
+    let row = sqlx::query("SELECT id FROM conversions WHERE mint_id = $1")
+        .bind(mint_id)
+        .fetch_optional(&mut **tx)
+        .await?;
+    Ok(row.map(|r| r.try_get("id")).transpose()?)
+}
+
 pub async fn mint_steps(tx: &mut Tx, chain: Option<Chain>) -> Result<Vec<MintSteps>, StoreError> {
     let rows = sqlx::query(
         "SELECT m.id, m.chain, m.stablecoin_symbol, m.status, m.recorded_by, m.approved_by, c.id AS conversion_id

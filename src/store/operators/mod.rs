@@ -4,7 +4,11 @@ pub(crate) mod operator_changes;
 
 use sqlx::{Row, any::AnyRow};
 
-use super::{Store, StoreError, Tx, time};
+use super::{
+    Store, StoreError, Tx,
+    sealed::{OPERATOR_KEYS, OPERATORS},
+    time,
+};
 use crate::operators::resource::{Operator, OperatorKey, Role, parse_roles, roles_text};
 
 const COLUMNS: &str = "id, name, email, roles, disabled_at, created_at";
@@ -61,7 +65,7 @@ pub async fn insert(tx: &mut Tx, new: &Operator, created_at: i64) -> Result<(), 
         .bind(created_at)
         .execute(&mut **tx)
         .await?;
-    Ok(())
+    OPERATORS.seal(tx, &new.id).await
 }
 
 /// An operator key's row to write (its hash only).
@@ -91,7 +95,7 @@ pub async fn insert_key(tx: &mut Tx, key: NewKey<'_>) -> Result<(), StoreError> 
     .bind(key.parent)
     .execute(&mut **tx)
     .await?;
-    Ok(())
+    OPERATOR_KEYS.seal(tx, key.id).await
 }
 
 /// Revokes every live key made, directly or not, with key `id`: their
@@ -110,6 +114,8 @@ pub async fn revoke_made_with(tx: &mut Tx, id: &str, now: i64) -> Result<Vec<(St
         .await?;
         for row in rows {
             let (child, operator): (String, String) = (row.try_get("id")?, row.try_get("operator_id")?);
+            // Revoked: sealed so, whoever wrote it (a revoked key grants nothing).
+            OPERATOR_KEYS.seal(tx, &child).await?;
             parents.push(child.clone());
             revoked.push((child, operator));
         }
@@ -119,15 +125,29 @@ pub async fn revoke_made_with(tx: &mut Tx, id: &str, now: i64) -> Result<Vec<(St
 
 /// Gives every live key without an expiry the expiry `expires_at`: their
 /// ids and operators.
+/// A key whose row was written outside the service is left as it is (an
+/// expiry sealed onto it would make it a key).
 pub async fn bound_unbounded(tx: &mut Tx, expires_at: i64) -> Result<Vec<(String, String)>, StoreError> {
     let rows = sqlx::query(
-        "UPDATE operator_keys SET expires_at = $1 WHERE expires_at IS NULL AND revoked_at IS NULL
-         RETURNING id, operator_id",
+        "SELECT id, operator_id FROM operator_keys WHERE expires_at IS NULL AND revoked_at IS NULL ORDER BY id",
     )
-    .bind(expires_at)
     .fetch_all(&mut **tx)
     .await?;
-    rows.iter().map(|r| Ok((r.try_get("id")?, r.try_get("operator_id")?))).collect()
+    let mut bounded = Vec::new();
+    for row in rows {
+        let (id, operator): (String, String) = (row.try_get("id")?, row.try_get("operator_id")?);
+        if OPERATOR_KEYS.check(tx, &id).await.is_err() {
+            continue;
+        }
+        sqlx::query("UPDATE operator_keys SET expires_at = $1 WHERE id = $2")
+            .bind(expires_at)
+            .bind(&id)
+            .execute(&mut **tx)
+            .await?;
+        OPERATOR_KEYS.seal(tx, &id).await?;
+        bounded.push((id, operator));
+    }
+    Ok(bounded)
 }
 
 /// Key `id`'s expiry (`Some(None)`: never), when it is live at `now`.
@@ -141,8 +161,9 @@ pub async fn live_key_expiry(tx: &mut Tx, id: &str, now: i64) -> Result<Option<O
 /// `now` (an admin without one cannot act).
 pub async fn enabled_admins(tx: &mut Tx, now: i64) -> Result<i64, StoreError> {
     let rows = sqlx::query(&format!(
-        "SELECT roles FROM operators o WHERE disabled_at IS NULL
+        "SELECT o.id, o.roles, {} FROM operators o WHERE disabled_at IS NULL
          AND EXISTS (SELECT 1 FROM operator_keys k WHERE k.operator_id = o.id AND {})",
+        OPERATORS.columns("o"),
         live("k", "$1")
     ))
     .bind(now)
@@ -150,8 +171,7 @@ pub async fn enabled_admins(tx: &mut Tx, now: i64) -> Result<i64, StoreError> {
     .await?;
     let mut admins = 0;
     for row in rows {
-        let roles: String = row.try_get("roles")?;
-        admins += i64::from(roles.split(',').any(|r| r == Role::Admin.as_str()));
+        admins += i64::from(sealed_admin(&row)?.is_some());
     }
     Ok(admins)
 }
@@ -173,11 +193,12 @@ pub async fn any_admin(tx: &mut Tx) -> Result<bool, StoreError> {
 /// bootstrap makes one), by id.
 pub async fn enrolled_admins(tx: &mut Tx, now: i64) -> Result<Vec<String>, StoreError> {
     let rows = sqlx::query(&format!(
-        "SELECT o.id, o.roles FROM operators o WHERE o.disabled_at IS NULL AND (EXISTS (
+        "SELECT o.id, o.roles, {} FROM operators o WHERE o.disabled_at IS NULL AND (EXISTS (
              SELECT 1 FROM console_users u WHERE u.operator_id = o.id AND u.password_hash IS NOT NULL
              AND u.removed_at IS NULL)
            OR EXISTS (SELECT 1 FROM operator_keys k WHERE k.operator_id = o.id AND {}))
          ORDER BY o.created_at, o.id",
+        OPERATORS.columns("o"),
         live("k", "$1")
     ))
     .bind(now)
@@ -185,12 +206,18 @@ pub async fn enrolled_admins(tx: &mut Tx, now: i64) -> Result<Vec<String>, Store
     .await?;
     let mut admins = Vec::new();
     for row in rows {
-        let roles: String = row.try_get("roles")?;
-        if roles.split(',').any(|r| r == Role::Admin.as_str()) {
-            admins.push(row.try_get("id")?);
-        }
+        admins.extend(sealed_admin(&row)?);
     }
     Ok(admins)
+}
+
+/// The id of the operator `row` holds (`o.id`, `o.roles` and
+/// [`OPERATORS`]' columns of `o`) when it is an admin whose row is sealed:
+/// a row written outside the service counts as no admin.
+fn sealed_admin(row: &AnyRow) -> Result<Option<String>, StoreError> {
+    let (id, roles): (String, String) = (row.try_get("id")?, row.try_get("roles")?);
+    let admin = roles.split(',').any(|r| r == Role::Admin.as_str());
+    Ok((admin && OPERATORS.authentic_in(row, "o", &id)?).then_some(id))
 }
 
 /// How many keys live at `now` operator `id` holds.
@@ -216,16 +243,29 @@ pub async fn lock(tx: &mut Tx, id: &str) -> Result<Option<Operator>, StoreError>
     row.as_ref().map(operator).transpose()
 }
 
+/// Sets operator `id`'s roles; refused when its row was written outside
+/// the service.
 pub async fn set_roles(tx: &mut Tx, id: &str, roles: &[Role]) -> Result<(), StoreError> {
+    OPERATORS.check(tx, id).await?;
     sqlx::query("UPDATE operators SET roles = $1 WHERE id = $2")
         .bind(roles_text(roles))
         .bind(id)
         .execute(&mut **tx)
         .await?;
-    Ok(())
+    OPERATORS.seal(tx, id).await
 }
 
+/// Whether operator `id`'s row is sealed as it stands (always, without a
+/// pepper): a row written outside the service authorizes nothing.
+pub async fn sealed(tx: &mut Tx, id: &str) -> Result<bool, StoreError> {
+    Ok(OPERATORS.check(tx, id).await.is_ok())
+}
+
+/// Disables operator `id`. Taking power away never waits for a seal: a
+/// row written outside the service is disabled all the same, and stays
+/// unsealed.
 pub async fn disable(tx: &mut Tx, id: &str, reason: &str, now: i64) -> Result<(), StoreError> {
+    let sealed = sealed(tx, id).await?;
     sqlx::query(
         "UPDATE operators SET disabled_at = $1, disabled_reason = $2 WHERE id = $3 AND disabled_at IS NULL",
     )
@@ -234,15 +274,21 @@ pub async fn disable(tx: &mut Tx, id: &str, reason: &str, now: i64) -> Result<()
     .bind(id)
     .execute(&mut **tx)
     .await?;
+    if sealed {
+        OPERATORS.seal(tx, id).await?;
+    }
     Ok(())
 }
 
+/// Enables operator `id`; refused when its row was written outside the
+/// service.
 pub async fn enable(tx: &mut Tx, id: &str) -> Result<(), StoreError> {
+    OPERATORS.check(tx, id).await?;
     sqlx::query("UPDATE operators SET disabled_at = NULL, disabled_reason = NULL WHERE id = $1")
         .bind(id)
         .execute(&mut **tx)
         .await?;
-    Ok(())
+    OPERATORS.seal(tx, id).await
 }
 
 /// Revokes key `id`; answers its operator, `None` when no live key has it.
@@ -254,6 +300,8 @@ pub async fn revoke_key(tx: &mut Tx, id: &str, now: i64) -> Result<Option<String
     .bind(id)
     .fetch_optional(&mut **tx)
     .await?;
+    // Revoked: sealed so, whoever wrote it (a revoked key grants nothing).
+    OPERATOR_KEYS.seal(tx, id).await?;
     Ok(row.map(|r| r.try_get("operator_id")).transpose()?)
 }
 
@@ -265,6 +313,24 @@ impl Store {
             .fetch_optional(&self.pool)
             .await?;
         row.as_ref().map(operator).transpose()
+    }
+
+    /// Operator `id` when its row is sealed as it stands: what a signed-in
+    /// operator acts as (a row written outside the service acts for no one).
+    pub async fn sealed_operator(&self, id: &str) -> Result<Option<Operator>, StoreError> {
+        let row = sqlx::query(&format!(
+            "SELECT {COLUMNS}, {} FROM operators o WHERE o.id = $1",
+            OPERATORS.columns("o")
+        ))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some(row) = row else { return Ok(None) };
+        if !OPERATORS.authentic_in(&row, "o", id)? {
+            tracing::warn!(operator = %id, "an operator's row was written outside the service: it acts for no one");
+            return Ok(None);
+        }
+        Ok(Some(operator(&row)?))
     }
 
     /// Every operator, oldest first.
@@ -295,15 +361,24 @@ impl Store {
         &self,
         key_id: &str,
     ) -> Result<Option<(Operator, String, Option<i64>)>, StoreError> {
-        let row = sqlx::query(
-            "SELECT o.id, o.name, o.email, o.roles, o.disabled_at, o.created_at, k.secret_hash, k.expires_at
+        let row = sqlx::query(&format!(
+            "SELECT o.id, o.name, o.email, o.roles, o.disabled_at, o.created_at, k.secret_hash, k.expires_at, {}, {}
              FROM operator_keys k JOIN operators o ON o.id = k.operator_id
              WHERE k.id = $1 AND k.revoked_at IS NULL AND o.disabled_at IS NULL",
-        )
+            OPERATORS.columns("o"),
+            OPERATOR_KEYS.columns("k"),
+        ))
         .bind(key_id)
         .fetch_optional(&self.pool)
         .await?;
-        row.map(|r| Ok((operator(&r)?, r.try_get("secret_hash")?, r.try_get("expires_at")?))).transpose()
+        let Some(row) = row else { return Ok(None) };
+        let found = operator(&row)?;
+        // A key or an operator written outside the service authenticates nothing.
+        if !OPERATOR_KEYS.authentic_in(&row, "k", key_id)? || !OPERATORS.authentic_in(&row, "o", &found.id)? {
+            tracing::warn!(key = %key_id, "an operator key or its operator's row was written outside the service");
+            return Ok(None);
+        }
+        Ok(Some((found, row.try_get("secret_hash")?, row.try_get("expires_at")?)))
     }
 
     /// When the last key of the enabled admins expires: `None` without a

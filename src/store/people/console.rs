@@ -4,7 +4,7 @@
 
 use sqlx::{Row, any::AnyRow};
 
-use crate::store::{Store, StoreError, Tx, time};
+use crate::store::{Store, StoreError, Tx, sealed::CONSOLE_USERS, time};
 use crate::{
     people::{
         resource::{Credentials, Member, User},
@@ -81,7 +81,7 @@ pub async fn insert_user(tx: &mut Tx, user: &User, email_key: &str) -> Result<()
     .bind(user.created_at.timestamp_micros())
     .execute(&mut **tx)
     .await?;
-    Ok(())
+    CONSOLE_USERS.seal(tx, &user.id).await
 }
 
 /// Writes an enrol link of `user_id`.
@@ -125,6 +125,7 @@ pub async fn set_password(
     password_hash: &str,
     totp: Option<(&str, i64)>,
 ) -> Result<(), StoreError> {
+    CONSOLE_USERS.check(tx, user_id).await?;
     sqlx::query(
         "UPDATE console_users SET password_hash = $1, totp_secret = $2, totp_last_step = $3 WHERE id = $4",
     )
@@ -134,12 +135,25 @@ pub async fn set_password(
     .bind(user_id)
     .execute(&mut **tx)
     .await?;
-    Ok(())
+    CONSOLE_USERS.seal(tx, user_id).await
+}
+
+/// Replaces the password hash of `user_id` (the same password, hashed under
+/// the pepper at its owner's sign-in).
+pub async fn rehash_password(tx: &mut Tx, user_id: &str, password_hash: &str) -> Result<(), StoreError> {
+    CONSOLE_USERS.check(tx, user_id).await?;
+    sqlx::query("UPDATE console_users SET password_hash = $1 WHERE id = $2 AND password_hash IS NOT NULL")
+        .bind(password_hash)
+        .bind(user_id)
+        .execute(&mut **tx)
+        .await?;
+    CONSOLE_USERS.seal(tx, user_id).await
 }
 
 /// Sets the second factor (already sealed) of a user who has none, with
 /// the TOTP step its first code used.
 pub async fn set_totp(tx: &mut Tx, user_id: &str, sealed: &str, step: i64) -> Result<(), StoreError> {
+    CONSOLE_USERS.check(tx, user_id).await?;
     sqlx::query(
         "UPDATE console_users SET totp_secret = $1, totp_last_step = $2 WHERE id = $3 AND totp_secret IS NULL",
     )
@@ -148,26 +162,33 @@ pub async fn set_totp(tx: &mut Tx, user_id: &str, sealed: &str, step: i64) -> Re
     .bind(user_id)
     .execute(&mut **tx)
     .await?;
-    Ok(())
+    CONSOLE_USERS.seal(tx, user_id).await
 }
 
 /// Sets a tenant user's role.
 pub async fn set_role(tx: &mut Tx, user_id: &str, role: TenantRole) -> Result<(), StoreError> {
+    CONSOLE_USERS.check(tx, user_id).await?;
     sqlx::query("UPDATE console_users SET role = $1 WHERE id = $2 AND removed_at IS NULL")
         .bind(role.as_str())
         .bind(user_id)
         .execute(&mut **tx)
         .await?;
-    Ok(())
+    CONSOLE_USERS.seal(tx, user_id).await
 }
 
 /// Removes a user: it signs in no more, its sessions and links end.
 pub async fn remove(tx: &mut Tx, user_id: &str, now: i64) -> Result<(), StoreError> {
+    // Removing takes power away: a row written outside the service is
+    // removed all the same, and stays unsealed.
+    let sealed = CONSOLE_USERS.check(tx, user_id).await.is_ok();
     sqlx::query("UPDATE console_users SET removed_at = $1 WHERE id = $2 AND removed_at IS NULL")
         .bind(now)
         .bind(user_id)
         .execute(&mut **tx)
         .await?;
+    if sealed {
+        CONSOLE_USERS.seal(tx, user_id).await?;
+    }
     end_sessions_of(tx, user_id, now).await?;
     void_enrolments(tx, user_id, now).await
 }
@@ -321,6 +342,7 @@ pub async fn tenant_admins(tx: &mut Tx, organization: &str) -> Result<i64, Store
 /// Accepts TOTP step `step` for `user_id` once, in `tx`: `false` when it
 /// (or a later one) was accepted already.
 pub async fn accept_totp_step(tx: &mut Tx, user_id: &str, step: i64) -> Result<bool, StoreError> {
+    CONSOLE_USERS.check(tx, user_id).await?;
     let done = sqlx::query(
         "UPDATE console_users SET totp_last_step = $1
          WHERE id = $2 AND (totp_last_step IS NULL OR totp_last_step < $1)",
@@ -329,7 +351,20 @@ pub async fn accept_totp_step(tx: &mut Tx, user_id: &str, step: i64) -> Result<b
     .bind(user_id)
     .execute(&mut **tx)
     .await?;
+    CONSOLE_USERS.seal(tx, user_id).await?;
     Ok(done.rows_affected() == 1)
+}
+
+/// The user `row` holds (read with [`CONSOLE_USERS`]'s columns of `u`),
+/// when it is sealed as it stands: `None` otherwise, as for an unknown user.
+fn sealed_user(row: Option<&AnyRow>) -> Result<Option<User>, StoreError> {
+    let Some(row) = row else { return Ok(None) };
+    let found = user(row)?;
+    if !CONSOLE_USERS.authentic_in(row, "u", &found.id)? {
+        tracing::warn!(user = %found.id, "a console user's row was written outside the service: it acts for no one");
+        return Ok(None);
+    }
+    Ok(Some(found))
 }
 
 /// Where a user's TOTP secret is sealed.
@@ -374,30 +409,34 @@ impl Store {
         row.as_ref().map(user).transpose()
     }
 
-    /// The user of the unused, unexpired enrol link `hash`.
+    /// The user of the unused, unexpired enrol link `hash`, when its row is
+    /// sealed.
     pub async fn enrolment_user(&self, hash: &str, now: i64) -> Result<Option<User>, StoreError> {
         let row = sqlx::query(&format!(
-            "SELECT {USER_COLUMNS} FROM console_enrolments e JOIN console_users u ON u.id = e.user_id
-             WHERE e.token_hash = $1 AND e.used_at IS NULL AND e.expires_at > $2 AND u.removed_at IS NULL"
+            "SELECT {USER_COLUMNS}, {} FROM console_enrolments e JOIN console_users u ON u.id = e.user_id
+             WHERE e.token_hash = $1 AND e.used_at IS NULL AND e.expires_at > $2 AND u.removed_at IS NULL",
+            CONSOLE_USERS.columns("u")
         ))
         .bind(hash)
         .bind(now)
         .fetch_optional(&self.pool)
         .await?;
-        row.as_ref().map(user).transpose()
+        sealed_user(row.as_ref())
     }
 
     /// What sign-in checks of the enrolled, present user with `email_key`.
     pub async fn console_credentials(&self, email_key: &str) -> Result<Option<Credentials>, StoreError> {
         let row = sqlx::query(&format!(
-            "SELECT {USER_COLUMNS}, u.password_hash, u.totp_secret FROM console_users u
-             WHERE u.email_key = $1 AND u.removed_at IS NULL AND u.password_hash IS NOT NULL AND {LIVE_OPERATOR}"
+            "SELECT {USER_COLUMNS}, u.password_hash, u.totp_secret, {} FROM console_users u
+             WHERE u.email_key = $1 AND u.removed_at IS NULL AND u.password_hash IS NOT NULL AND {LIVE_OPERATOR}",
+            CONSOLE_USERS.columns("u")
         ))
         .bind(email_key)
         .fetch_optional(&self.pool)
         .await?;
         let Some(row) = row else { return Ok(None) };
-        let user = user(&row)?;
+        // A user's row written outside the service signs no one in.
+        let Some(user) = sealed_user(Some(&row))? else { return Ok(None) };
         let totp = row.try_get::<Option<String>, _>("totp_secret")?;
         let totp_secret = totp.map(|v| open_totp(self.cipher().ok(), &user.id, v)).transpose()?;
         Ok(Some(Credentials { password_hash: row.try_get("password_hash")?, user, totp_secret }))

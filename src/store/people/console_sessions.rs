@@ -1,5 +1,7 @@
 //! The console's sessions and failed sign-ins. Sessions are kept as the
-//! SHA-256 of their token only.
+//! keyed hash of their token only (see [`crate::people::session_hash`]),
+//! each sealed with its user, the factor step that opened it and its
+//! creation time (see [`crate::store::sealed`]).
 
 use sqlx::Row;
 
@@ -7,6 +9,7 @@ use crate::people::resource::Session;
 use crate::store::{
     Store, StoreError, Tx,
     console::{LIVE_OPERATOR, USER_COLUMNS, user},
+    sealed::{CONSOLE_SESSIONS, CONSOLE_USERS},
 };
 
 impl Store {
@@ -24,23 +27,35 @@ impl Store {
         })
     }
 
-    /// The unended session `hash` of a present user.
+    /// The unended session `hash` of a present user, when both rows are
+    /// sealed as they stand: a session or a user written with plain SQL is
+    /// no session.
     pub async fn session(&self, hash: &str) -> Result<Option<Session>, StoreError> {
         let row = sqlx::query(&format!(
-            "SELECT {USER_COLUMNS}, s.csrf, s.last_seen_at, s.created_at AS started_at FROM console_sessions s
-             JOIN console_users u ON u.id = s.user_id
-             WHERE s.id_hash = $1 AND s.ended_at IS NULL AND u.removed_at IS NULL AND {LIVE_OPERATOR}"
+            "SELECT {USER_COLUMNS}, s.csrf, s.last_seen_at, s.created_at AS started_at, s.factor, {}, {}
+             FROM console_sessions s JOIN console_users u ON u.id = s.user_id
+             WHERE s.id_hash = $1 AND s.ended_at IS NULL AND u.removed_at IS NULL AND {LIVE_OPERATOR}",
+            CONSOLE_SESSIONS.columns("s"),
+            CONSOLE_USERS.columns("u"),
         ))
         .bind(hash)
         .fetch_optional(&self.pool)
         .await?;
         let Some(row) = row else { return Ok(None) };
+        let user = user(&row)?;
+        if !CONSOLE_SESSIONS.authentic_in(&row, "s", hash)?
+            || !CONSOLE_USERS.authentic_in(&row, "u", &user.id)?
+        {
+            tracing::warn!(user = %user.id, "a console session or its user's row was written outside the service");
+            return Ok(None);
+        }
         Ok(Some(Session {
             id_hash: hash.to_string(),
-            user: user(&row)?,
+            user,
             csrf: row.try_get("csrf")?,
             last_seen_at: row.try_get("last_seen_at")?,
             started_at: row.try_get("started_at")?,
+            factor: row.try_get::<i64, _>("factor")? != 0,
         }))
     }
 }
@@ -113,25 +128,27 @@ pub async fn clear_sign_in_failures(tx: &mut Tx, email_key: &str) -> Result<(), 
     Ok(())
 }
 
-/// Starts a session of `user_id` in `tx`.
+/// Starts a session of `user_id` in `tx`, sealed; `factor`: opened with
+/// the second factor as well as the password.
 pub async fn insert_session(
     tx: &mut Tx,
     hash: &str,
-    user_id: &str,
+    (user_id, factor): (&str, bool),
     csrf: &str,
     now: i64,
 ) -> Result<(), StoreError> {
     sqlx::query(
-        "INSERT INTO console_sessions (id_hash, user_id, csrf, created_at, last_seen_at)
-         VALUES ($1, $2, $3, $4, $4)",
+        "INSERT INTO console_sessions (id_hash, user_id, csrf, created_at, last_seen_at, factor)
+         VALUES ($1, $2, $3, $4, $4, $5)",
     )
     .bind(hash)
     .bind(user_id)
     .bind(csrf)
     .bind(now)
+    .bind(i64::from(factor))
     .execute(&mut **tx)
     .await?;
-    Ok(())
+    CONSOLE_SESSIONS.seal(tx, hash).await
 }
 
 /// Records in `tx` that session `hash` was used at `now`.
