@@ -42,6 +42,9 @@ pub async fn authenticate(
     if !api_key::matches(&token, &credentials.secret_hash) {
         return Err(invalid());
     }
+    if withdrawn(&state, &credentials).await? {
+        return Err(invalid());
+    }
     let key = credentials.key;
     if let Err(not_until) = state.0.limiter.check_key(&key.id) {
         let wait = not_until.wait_time_from(DefaultClock::default().now());
@@ -60,6 +63,27 @@ pub async fn authenticate(
     tracing::debug!(api_key = %key.id, organization = %key.organization_id, "authenticated");
     request.extensions_mut().insert(Caller { organization: key.organization_id, api_key: key.id });
     Ok(next.run(request).await)
+}
+
+/// Whether the log revoked, moved or paired the key `credentials` holds
+/// otherwise than its row says (see [`crate::audit::withdrawn`]).
+async fn withdrawn(state: &ApiState, credentials: &crate::store::Credentials) -> Result<bool, ApiError> {
+    use crate::audit::principals::{KeyRow, Rows};
+    let key = &credentials.key;
+    let fingerprint = credentials
+        .public_key
+        .as_ref()
+        .map(|public| crate::audit::chain::sha256_hex(public.pem().as_bytes()));
+    let row = KeyRow {
+        id: key.id.clone(),
+        owner: key.organization_id.clone(),
+        live: true,
+        paired: fingerprint.is_some(),
+        fingerprint,
+        expires_at: None,
+    };
+    let rows = Rows { api_keys: vec![row], ..Rows::default() };
+    Ok(crate::audit::withdrawn::withdrawn(state.store(), &[&key.id], &rows).await?.is_some())
 }
 
 /// The token of an `Authorization: Bearer <token>` header, if there is one.

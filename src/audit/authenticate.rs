@@ -134,24 +134,3 @@ pub async fn principals(store: &Store) -> Result<Vec<String>, StoreError> {
     lines.sort();
     Ok(lines)
 }
-
-/// Where the log was authenticated, as `entries` (the whole log, in order)
-/// hold it for a process with `pepper`: the first `audit_log.authenticated`
-/// entry whose MAC verifies.
-pub fn authenticated_at<'a>(
-    entries: &'a [chain::Entry],
-    pepper: &keyring::Pepper,
-) -> Option<&'a chain::Entry> {
-    entries.iter().find(|e| e.action == AUTHENTICATED && keyring::authentic(pepper, e))
-}
-
-/// The entries after the log's authentication whose MAC does not verify,
-/// each as `audit verify` names it.
-pub fn unauthenticated(entries: &[chain::Entry], pepper: &keyring::Pepper) -> Vec<chain::Broken> {
-    let Some(since) = authenticated_at(entries, pepper).map(|e| e.seq) else { return Vec::new() };
-    entries
-        .iter()
-        .filter(|e| e.seq > since && !keyring::authentic(pepper, e))
-        .map(|e| chain::Broken { seq: e.seq, why: "not authenticated" })
-        .collect()
-}

@@ -15,6 +15,7 @@ pub mod detail;
 pub mod principals;
 pub mod schedule;
 pub mod verify;
+pub mod withdrawn;
 
 pub use detail::Detail;
 use std::fmt;

@@ -82,6 +82,10 @@ pub struct Finding {
     pub kind: &'static str,
     pub id: String,
     pub why: String,
+    /// The row grants what the log took away or never gave a principal it
+    /// knows (a key it revoked live, an operator it disabled enabled, a
+    /// role it did not give): refused at authentication too.
+    pub grants_more: bool,
 }
 
 impl std::fmt::Display for Finding {
@@ -214,9 +218,10 @@ impl Logged {
     pub fn findings(&self, rows: &Rows) -> Vec<Finding> {
         let mut findings = Vec::new();
         for row in &rows.operators {
-            let finding = |why: String| Finding { kind: "operator", id: row.id.clone(), why };
+            let finding =
+                |why: String, grants_more| Finding { kind: "operator", id: row.id.clone(), why, grants_more };
             match self.operators.get(&row.id) {
-                None => findings.push(finding("no audit entry made it".into())),
+                None => findings.push(finding("no audit entry made it".into(), false)),
                 Some(logged) => {
                     if logged.roles != row.roles {
                         let why = format!(
@@ -224,13 +229,14 @@ impl Logged {
                             row.roles.join(","),
                             logged.roles.join(",")
                         );
-                        findings.push(finding(why));
+                        let more = row.roles.iter().any(|role| !logged.roles.contains(role));
+                        findings.push(finding(why, more));
                     }
                     if row.enabled && !logged.enabled {
-                        findings.push(finding("is enabled, the log disabled it".into()));
+                        findings.push(finding("is enabled, the log disabled it".into(), true));
                     }
                     if !row.enabled && logged.enabled {
-                        findings.push(finding("is disabled, the log left it enabled".into()));
+                        findings.push(finding("is disabled, the log left it enabled".into(), false));
                     }
                 }
             }
@@ -248,32 +254,34 @@ fn keys(
     logged: &HashMap<String, LoggedKey>,
 ) {
     for row in rows {
-        let finding = |why: String| Finding { kind, id: row.id.clone(), why };
+        let finding =
+            |why: &str| Finding { kind, id: row.id.clone(), why: why.to_string(), grants_more: true };
         let Some(logged) = logged.get(&row.id) else {
-            findings.push(finding("no audit entry made it".into()));
+            findings.push(Finding { grants_more: false, ..finding("no audit entry made it") });
             continue;
         };
         if logged.owner != row.owner {
-            findings.push(finding(format!("belongs to {}, the log made it for {}", row.owner, logged.owner)));
+            findings
+                .push(finding(&format!("belongs to {}, the log made it for {}", row.owner, logged.owner)));
         }
         if row.live && !logged.live {
-            findings.push(finding("is live, the log revoked it".into()));
+            findings.push(finding("is live, the log revoked it"));
         }
         if !row.live && logged.live {
-            findings.push(finding("is revoked, the log left it live".into()));
+            findings.push(Finding { grants_more: false, ..finding("is revoked, the log left it live") });
         }
         if let Some(expiry) = logged.expires_at
             && row.expires_at.is_none_or(|at| at > expiry)
         {
-            findings.push(finding("expires later than the log set it".into()));
+            findings.push(finding("expires later than the log set it"));
         }
         if logged.paired && !row.paired {
-            findings.push(finding("is not paired, the log paired it: its requests need no signature".into()));
+            findings.push(finding("is not paired, the log paired it: its requests need no signature"));
         }
         if let (true, Some(logged)) = (row.paired, &logged.fingerprint)
             && row.fingerprint.as_ref() != Some(logged)
         {
-            findings.push(finding("is paired with another public key than the log paired it with".into()));
+            findings.push(finding("is paired with another public key than the log paired it with"));
         }
     }
 }

@@ -6,14 +6,13 @@
 use ed25519_dalek::VerifyingKey;
 
 use super::{
-    authenticate,
     chain::{self, Broken},
     checkpoint::Checkpoint,
     principals::{Finding, KeyRow, Logged, OperatorRow, Rows},
 };
 use crate::store::{
     Store, StoreError,
-    keyring::{self, Authority},
+    keyring::{self, AUTHENTICATED, Authority},
 };
 
 /// What `audit verify` found.
@@ -85,12 +84,12 @@ pub async fn verify(
     }
     let (macs, authority, unauthenticated) = match keyring::process().ok().flatten() {
         None => (Macs::NotChecked, Authority::Unkeyed, Vec::new()),
-        Some(pepper) => match authenticate::authenticated_at(&entries, pepper) {
+        Some(pepper) => match authenticated_at(&entries, pepper) {
             None => (Macs::NotYetAuthenticated, Authority::Keyed { since: None }, Vec::new()),
             Some(entry) => (
                 Macs::Checked { entry: Box::new(entry.clone()) },
                 Authority::Keyed { since: Some(entry.seq) },
-                authenticate::unauthenticated(&entries, pepper),
+                unauthenticated(&entries, pepper),
             ),
         },
     };
@@ -136,6 +135,27 @@ pub async fn principal_rows(store: &Store) -> Result<Rows, StoreError> {
         rows.api_keys.push(row);
     }
     Ok(rows)
+}
+
+/// Where the log was authenticated, as `entries` (the whole log, in order)
+/// hold it for a process with `pepper`: the first `audit_log.authenticated`
+/// entry whose MAC verifies.
+pub fn authenticated_at<'a>(
+    entries: &'a [chain::Entry],
+    pepper: &keyring::Pepper,
+) -> Option<&'a chain::Entry> {
+    entries.iter().find(|e| e.action == AUTHENTICATED && keyring::authentic(pepper, e))
+}
+
+/// The entries after the log's authentication whose MAC does not verify,
+/// each as `audit verify` names it.
+pub fn unauthenticated(entries: &[chain::Entry], pepper: &keyring::Pepper) -> Vec<chain::Broken> {
+    let Some(since) = authenticated_at(entries, pepper).map(|e| e.seq) else { return Vec::new() };
+    entries
+        .iter()
+        .filter(|e| e.seq > since && !keyring::authentic(pepper, e))
+        .map(|e| chain::Broken { seq: e.seq, why: "not authenticated" })
+        .collect()
 }
 
 /// A checkpoint of `store`'s log at `at`, signed with `key`, once its chain

@@ -216,6 +216,7 @@ impl Store {
     pub async fn migrate(&self) -> Result<(), StoreError> {
         MIGRATOR.run(&self.pool).await?;
         audit_guard::install(&self.pool, self.backend).await?;
+        audit::install_index(&self.pool).await?;
         self.compact_positions().await
     }
 

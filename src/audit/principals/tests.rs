@@ -202,10 +202,21 @@ fn each_row_written_outside_the_log_is_named() {
             "belongs to globex, the log made it for acme",
         ),
     ];
+    // What an authentication refuses too: the row grants more than the log.
+    let grants_more = [
+        "another public key",
+        "a role added",
+        "a disabled operator enabled",
+        "a revoked key revived",
+        "a key moved to the admin",
+        "an API key unpaired",
+        "an API key moved to another tenant",
+    ];
     for (name, tamper, kind, id, why) in cases {
         let mut tampered = rows();
         tamper(&mut tampered);
-        let expected = vec![Finding { kind, id: id.into(), why: why.into() }];
+        let more = grants_more.contains(&name);
+        let expected = vec![Finding { kind, id: id.into(), why: why.into(), grants_more: more }];
         assert_eq!(log().findings(&tampered), expected, "{name}");
     }
 }

@@ -93,6 +93,15 @@ pub async fn all_of(tx: &mut Tx, action: &str) -> Result<Vec<Entry>, StoreError>
     rows.iter().map(entry).collect()
 }
 
+/// Makes the index an authentication reads the entries about its
+/// principal through (made by code, as the guards are, on both stores).
+pub(in crate::store) async fn install_index(pool: &sqlx::AnyPool) -> Result<(), StoreError> {
+    sqlx::query("CREATE INDEX IF NOT EXISTS audit_log_target ON audit_log (target_id, seq)")
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
 /// Makes the next checkpoint due now.
 pub async fn checkpoint_due_now(tx: &mut Tx) -> Result<(), StoreError> {
     sqlx::query("UPDATE audit_checkpoint_due SET due_at = 0 WHERE id = 1").execute(&mut **tx).await?;
@@ -164,6 +173,30 @@ impl Store {
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(entry).collect()
+    }
+
+    /// Every entry about one of `targets`, oldest first (through the index
+    /// [`install_index`] makes).
+    pub async fn audit_about(&self, targets: &[&str]) -> Result<Vec<Entry>, StoreError> {
+        let marks: Vec<String> = (1..=targets.len()).map(|i| format!("${i}")).collect();
+        let sql =
+            format!("SELECT {COLUMNS} FROM audit_log WHERE target_id IN ({}) ORDER BY seq", marks.join(", "));
+        let mut query = sqlx::query(&sql);
+        for target in targets {
+            query = query.bind(*target);
+        }
+        query.fetch_all(&self.pool).await?.iter().map(entry).collect()
+    }
+
+    /// The authority the log grants, read on the pool (see [`authority`]).
+    pub async fn audit_authority(&self) -> Result<Authority, StoreError> {
+        let Some(pepper) = keyring::process().ok().flatten() else { return Ok(Authority::Unkeyed) };
+        let rows = sqlx::query(&format!("SELECT {COLUMNS} FROM audit_log WHERE action = $1 ORDER BY seq"))
+            .bind(AUTHENTICATED)
+            .fetch_all(&self.pool)
+            .await?;
+        let entries: Vec<Entry> = rows.iter().map(entry).collect::<Result<_, _>>()?;
+        Ok(Authority::Keyed { since: entries.iter().find(|e| keyring::authentic(pepper, e)).map(|e| e.seq) })
     }
 
     /// The chain's head: the last `seq` appended and its hash.
