@@ -205,7 +205,8 @@ mod tests {
                 set.iter().find(|(n, _)| *n == name).map(|(_, v)| v.to_string())
             })
         };
-        let cases: [(Scope, &[(&str, &str)], Option<bool>); 7] = [
+        type Case<'a> = (Scope, &'a [(&'a str, &'a str)], Option<bool>);
+        let cases: [Case; 7] = [
             (Scope::Main, &[], Some(false)),
             (Scope::Main, &[("CUSTODY_INDEXER_PKCS11_HARDWARE", "true")], Some(true)),
             (Scope::Main, &[("CUSTODY_INDEXER_PKCS11_HARDWARE", " TRUE ")], Some(true)),
