@@ -78,6 +78,10 @@ fn describe() {
         "1 when a production service signs with keys its host can read (a mnemonic, a software token)"
     );
     describe_counter!("custody_indexer_deep_reorgs_total", "Reorgs below a confirmed deposit");
+    describe_gauge!(
+        "custody_indexer_audit_checkpoint_age_seconds",
+        "Age of the newest audit checkpoint whose signature verifies, as this instance holding the key knows it"
+    );
 }
 
 /// Refreshes the store-backed gauges and renders every metric.

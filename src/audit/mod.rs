@@ -12,6 +12,8 @@ pub mod authenticate;
 pub mod chain;
 pub mod checkpoint;
 pub mod detail;
+pub mod newest;
+pub mod overdue;
 pub mod principals;
 pub mod schedule;
 pub mod verify;

@@ -4,15 +4,21 @@
 //! `CUSTODY_INDEXER_AUDIT_KEY_FILE`, and writes the checkpoint to the
 //! directory given and publishes it on the NATS sink's stream
 //! (`custody.events.platform.audit_checkpoint`), so that copies live where
-//! the database's writers cannot reach. A broken log is never signed: the
-//! period's checkpoint is replaced by an error in the log and the metric
-//! `custody_indexer_audit_broken_total`. A break-glass decision makes the
-//! next checkpoint due at once, in its own transaction: written within
-//! [`LOOK_EVERY`].
+//! the database's writers cannot reach. The store's row only spares
+//! duplicates: an instance holding the key also signs when the newest
+//! checkpoint whose signature verifies, wherever it is kept
+//! ([`super::newest`]), is older than one period and its slack
+//! ([`super::overdue`]), whatever the row says, and
+//! `custody_indexer_audit_checkpoint_age_seconds` is that age. Each
+//! checkpoint chains to the newest one, whichever instance signed it. A
+//! broken log is never signed: the period's checkpoint is replaced by an
+//! error in the log and the metric `custody_indexer_audit_broken_total`. A
+//! break-glass decision makes the next checkpoint due at once, in its own
+//! transaction: written within [`LOOK_EVERY`].
 
 use std::{
     path::{Path, PathBuf},
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use async_nats::{HeaderMap, jetstream};
@@ -20,26 +26,25 @@ use ed25519_dalek::SigningKey;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
+pub use super::newest::checkpoint_subject;
 use super::{
     chain::Broken,
     checkpoint::{self, Checkpoint, KEY_FILE_ENV},
+    newest,
+    overdue::{self, Sign},
     verify,
 };
 use crate::{
-    events::{
-        nats::{NatsUrl, ensure_stream},
-        subject::subject,
-    },
+    events::nats::{NatsUrl, ensure_stream},
     store::{Store, StoreError, audit as rows, now_micros},
 };
 
-/// How often an instance looks whether a checkpoint is due.
+/// How often an instance looks whether a checkpoint is due (more often
+/// when the period's slack is shorter: [`overdue::look_every`]).
 pub const LOOK_EVERY: Duration = Duration::from_secs(5);
 
-/// The subject checkpoints are published on.
-pub fn checkpoint_subject() -> String {
-    subject("platform", "audit_checkpoint")
-}
+/// How long after a failed checkpoint the next try waits.
+const RETRY_AFTER: Duration = Duration::from_secs(60);
 
 /// What `run` checkpoints with.
 pub struct Schedule {
@@ -98,36 +103,89 @@ impl Schedule {
     }
 }
 
-/// Writes a checkpoint whenever this instance claims a period, until
-/// `shutdown`.
+/// Writes a checkpoint whenever this instance claims a period, or the
+/// newest one signed is overdue, until `shutdown`.
 pub async fn run(store: Store, schedule: Schedule, owner: String, shutdown: CancellationToken) {
-    let every = i64::try_from(schedule.every.as_micros()).unwrap_or(i64::MAX);
-    // A break-glass step makes the next checkpoint due at once: looked for
-    // every few seconds.
-    let tick = schedule.every.min(LOOK_EVERY);
+    // A break-glass step makes the next checkpoint due at once, and an
+    // overdue one is signed within the slack: looked for every few seconds.
+    let tick = overdue::look_every(schedule.every, LOOK_EVERY);
+    let mut not_before: Option<Instant> = None;
     loop {
-        match claim_checkpoint(&store, &owner, now_micros(), every).await {
-            Ok(true) => match write(&store, &schedule).await {
-                Ok(written) => info!(seq = written.seq, hash = %written.hash, "audit log checkpointed"),
-                Err(error) => {
-                    if matches!(error, ScheduleError::Broken(_)) {
-                        metrics::counter!("custody_indexer_audit_broken_total").increment(1);
-                    }
-                    error!(%error, "no audit checkpoint this time: tried again in a minute");
-                    let again = now_micros().saturating_add(60_000_000);
-                    if let Err(error) = retry_checkpoint(&store, &owner, again).await {
-                        warn!(%error, "cannot make the audit checkpoint due again");
-                    }
-                }
-            },
-            Ok(false) => {}
-            Err(error) => warn!(%error, "cannot claim the audit checkpoint"),
+        if not_before.is_none_or(|at| Instant::now() >= at) {
+            let written = step(&store, &schedule, &owner).await;
+            not_before = (!written).then(|| Instant::now() + RETRY_AFTER);
         }
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = tokio::time::sleep(tick) => {}
         }
     }
+}
+
+/// One look: the period claimed in the store, the newest checkpoint read,
+/// one signed when the row or its age says so. False when one was due and
+/// could not be written (tried again in a minute).
+async fn step(store: &Store, schedule: &Schedule, owner: &str) -> bool {
+    let every = i64::try_from(schedule.every.as_micros()).unwrap_or(i64::MAX);
+    let claimed = claim_checkpoint(store, owner, now_micros(), every).await.unwrap_or_else(|error| {
+        warn!(%error, "cannot claim the audit checkpoint");
+        false
+    });
+    let age = |known: &Option<Checkpoint>| known.as_ref().map(|c| newest::age(c, now_micros()));
+    let mut known = schedule.last.lock().expect("never poisoned").clone();
+    // Past one period another instance may have signed: read where they are kept.
+    if age(&known).is_none_or(|age| age > schedule.every) {
+        known = schedule.known().await;
+    }
+    let age = age(&known);
+    if let Some(age) = age {
+        metrics::gauge!("custody_indexer_audit_checkpoint_age_seconds").set(age.as_secs_f64());
+    }
+    match overdue::sign(age, schedule.every, claimed) {
+        Sign::Wait => return true,
+        Sign::Due => {}
+        Sign::Overdue => overruled(store, age).await,
+    }
+    match write(store, schedule).await {
+        Ok(written) => {
+            metrics::gauge!("custody_indexer_audit_checkpoint_age_seconds").set(0.0);
+            info!(seq = written.seq, hash = %written.hash, "audit log checkpointed");
+            true
+        }
+        Err(error) => {
+            if matches!(error, ScheduleError::Broken(_)) {
+                metrics::counter!("custody_indexer_audit_broken_total").increment(1);
+            }
+            error!(%error, "no audit checkpoint this time: tried again in a minute");
+            let again = now_micros().saturating_add(RETRY_AFTER.as_micros() as i64);
+            if claimed && let Err(error) = retry_checkpoint(store, owner, again).await {
+                warn!(%error, "cannot make the audit checkpoint due again");
+            }
+            false
+        }
+    }
+}
+
+/// Logs that the row said no checkpoint is due while the newest one signed
+/// is overdue (`age`; `None` when none verifies), naming the row.
+async fn overruled(store: &Store, age: Option<Duration>) {
+    let (due_at, owner) = match store.audit_checkpoint_due().await {
+        Ok(Some((due_at, owner))) => (Some(due_at), owner),
+        Ok(None) => (None, None),
+        Err(error) => {
+            warn!(%error, "cannot read the audit_checkpoint_due row");
+            (None, None)
+        }
+    };
+    let age_secs = age.map(|age| age.as_secs());
+    warn!(
+        row = "audit_checkpoint_due",
+        due_at,
+        owner = owner.as_deref().unwrap_or("none"),
+        age_secs,
+        "the store's audit_checkpoint_due row says no checkpoint is due, yet the newest one signed is older \
+         than the period and its slack (or none verifies): signing one all the same"
+    );
 }
 
 /// Claims the next checkpoint for `owner` when it is due at `now`
@@ -154,19 +212,35 @@ async fn retry_checkpoint(store: &Store, owner: &str, at: i64) -> Result<(), Sto
 
 /// The newest checkpoint in `dir` that `key` signed, if any.
 pub fn newest(dir: &Path, key: &SigningKey) -> Option<Checkpoint> {
-    let public = key.verifying_key();
-    std::fs::read_dir(dir)
-        .ok()?
-        .filter_map(|file| std::fs::read_to_string(file.ok()?.path()).ok())
-        .filter_map(|text| Checkpoint::parse(&text, "").ok())
-        .filter(|checkpoint| checkpoint.signed_by(&public))
-        .max_by_key(|checkpoint| (checkpoint.seq, checkpoint.at))
+    newest::in_dir(dir, &key.verifying_key())
 }
 
-/// One checkpoint now: signed once the log still holds the last one,
-/// written to the directory, published.
+impl Schedule {
+    /// The newest checkpoint signed with the key that this process signed,
+    /// the directory holds or the NATS subject holds last (one NATS cannot
+    /// give is logged and passed over), kept as [`Schedule::last`].
+    pub async fn known(&self) -> Option<Checkpoint> {
+        let public = self.key.verifying_key();
+        let mut found = self.last.lock().expect("never poisoned").clone();
+        if let Some(dir) = &self.dir {
+            found = newest::newer(found, newest::in_dir(dir, &public));
+        }
+        if let Some(url) = &self.nats {
+            match newest::on_nats(url, &public).await {
+                Ok(published) => found = newest::newer(found, published),
+                Err(error) => warn!(%error, "cannot read the last audit checkpoint on NATS"),
+            }
+        }
+        *self.last.lock().expect("never poisoned") = found.clone();
+        found
+    }
+}
+
+/// One checkpoint now: signed once the log still holds the newest one
+/// signed with the key (whichever instance signed it), written to the
+/// directory, published.
 pub async fn write(store: &Store, schedule: &Schedule) -> Result<Checkpoint, ScheduleError> {
-    let previous = schedule.last.lock().expect("never poisoned").clone();
+    let previous = schedule.known().await;
     let written = verify::checkpoint(store, &schedule.key, now_micros(), previous.as_ref())
         .await?
         .map_err(ScheduleError::Broken)?;

@@ -10,7 +10,7 @@ use super::{AccountsCommand, ApiKeysCommand, ChainFiles, DepositsCommand, Organi
 use crate::{
     account::{Account, AccountAddress, AccountType, DEFAULT_ORGANIZATION},
     api_key,
-    audit::Actor,
+    audit::{Actor, newest},
     chain::Chain,
     config::Chains,
     deposits::health,
@@ -293,25 +293,84 @@ fn print_api_key(key: &ApiKey) {
     );
 }
 
+/// Where `health` reads the audit log's signed checkpoints, and the key
+/// and the period it judges them by (`run`'s own settings).
+#[derive(Debug, Clone, Args)]
+pub struct AuditCheck {
+    #[command(flatten)]
+    pub audit: crate::service::options::AuditOptions,
+    /// The NATS servers whose events stream holds the checkpoints `run`
+    /// publishes (`run --nats-url`).
+    #[arg(long, value_name = "URL", env = "CUSTODY_INDEXER_NATS_URL", hide_env_values = true)]
+    pub nats_url: Option<crate::events::nats::NatsUrl>,
+    /// The checkpoint key's public key (base64, as `audit keygen` prints
+    /// it): a checkpoint is verified with it, never with a key it carries.
+    #[arg(long, value_name = "KEY", env = crate::audit::checkpoint::PUBLIC_KEY_ENV)]
+    pub audit_public_key: Option<String>,
+}
+
+impl AuditCheck {
+    /// The age of the newest checkpoint whose signature verifies, judged
+    /// against the period; not checked without a place and the public key.
+    async fn check(&self) -> anyhow::Result<newest::Checked> {
+        let kept =
+            newest::Kept { dir: self.audit.audit_checkpoint_dir.as_deref(), nats: self.nats_url.as_ref() };
+        let placed = kept.dir.is_some() || kept.nats.is_some();
+        let public = match &self.audit_public_key {
+            Some(text) if placed => crate::audit::checkpoint::parse_public_key(text)?,
+            None if placed => {
+                let why = format!(
+                    "audit: checkpoints are verified with {} (or --audit-public-key), never a key they carry",
+                    crate::audit::checkpoint::PUBLIC_KEY_ENV
+                );
+                return Ok(newest::Checked::not_checked(vec![why]));
+            }
+            _ => return Ok(newest::Checked::not_checked(Vec::new())),
+        };
+        let (found, warnings) = newest::find(&kept, &public).await;
+        let every = std::time::Duration::from_secs(self.audit.audit_checkpoint_secs);
+        Ok(newest::judge(found.as_ref(), every, crate::store::now_micros(), warnings))
+    }
+}
+
+/// `health --json`: the report, and what was found of the checkpoints.
+#[derive(serde::Serialize)]
+struct Printed<'a> {
+    #[serde(flatten)]
+    report: &'a health::Report,
+    audit: &'a newest::Checked,
+}
+
 /// Prints the health report; the exit code says whether all is well. Reads
-/// the store without migrating or creating it.
-pub async fn health(url: &str, chains: &Chains, required: &[Chain], json: bool) -> anyhow::Result<ExitCode> {
+/// the store without migrating or creating it, and the audit checkpoints
+/// where `audit` says they are kept.
+pub async fn health(
+    url: &str,
+    (chains, required): (&Chains, &[Chain]),
+    audit: &AuditCheck,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
     for chain in required {
         chains.get(*chain)?;
     }
-    let report = match Store::connect_existing(url).await {
+    let mut report = match Store::connect_existing(url).await {
         Ok(store) => health::check(&store, chains, required).await,
         Err(error) => health::unreachable(error),
     };
+    let audit = audit.check().await?;
+    if let Some(problem) = &audit.problem {
+        report.problems.push(problem.clone());
+        report.healthy = false;
+    }
     if json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        println!("{}", serde_json::to_string_pretty(&Printed { report: &report, audit: &audit })?);
     } else {
-        print_health(&report);
+        print_health(&report, &audit);
     }
     Ok(if report.healthy { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
-fn print_health(report: &health::Report) {
+fn print_health(report: &health::Report, audit: &newest::Checked) {
     let now = report.checked_at;
     println!("store: {}", if report.store.reachable { "reachable" } else { "UNREACHABLE" });
     let environment = report.environment.map_or("not started yet", |e| e.as_str());
@@ -349,9 +408,18 @@ fn print_health(report: &health::Report) {
         }
     }
     for condition in report.conditions.iter().filter(|c| c.chain.is_none()) {
-        println!("warning: {}", condition.message);
+        // An attestation is shown, not warned of.
+        if condition.kind == crate::keys::rules::KEYS_ATTESTED {
+            println!("{}", condition.message);
+        } else {
+            println!("warning: {}", condition.message);
+        }
     }
     for warning in report.warnings.iter().filter(|w| w.contains("admin operator key")) {
+        println!("warning: {warning}");
+    }
+    println!("{}", audit.line());
+    for warning in &audit.warnings {
         println!("warning: {warning}");
     }
     if report.healthy {

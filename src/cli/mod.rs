@@ -159,6 +159,9 @@ pub enum Command {
         required: Vec<Chain>,
         #[command(flatten)]
         chain_files: ChainFiles,
+        /// The audit log's checkpoints: their age from their signatures.
+        #[command(flatten)]
+        audit: admin::AuditCheck,
         #[arg(long)]
         json: bool,
     },
@@ -411,9 +414,9 @@ impl Cli {
                 let chains = args.chain_files.load()?;
                 return reconcile::run(&Store::open(&url).await?, args, &chains).await;
             }
-            Command::Health { required, chain_files, json } => {
+            Command::Health { required, chain_files, audit, json } => {
                 let chains = chain_files.load()?;
-                return admin::health(&url, &chains, &required, json).await;
+                return admin::health(&url, (&chains, &required), &audit, json).await;
             }
             Command::Chains(command) => chains::run(&Store::open(&url).await?, command).await?,
             Command::Accounts(command) => admin::accounts(&Store::open(&url).await?, command).await?,

@@ -268,10 +268,11 @@ async fn admin_key_warning(store: &Store, now: DateTime<Utc>) -> Result<Option<S
 }
 
 /// Adds each condition to its chain's warnings; those of no chain reported
-/// (a webhook's) are returned.
+/// (a webhook's) are returned. Keys attested as hardware are no warning:
+/// they are listed with the conditions only.
 fn attach(reports: &mut [ChainReport], conditions: &[Condition]) -> Vec<String> {
     let mut rest = Vec::new();
-    for condition in conditions {
+    for condition in conditions.iter().filter(|c| c.kind != crate::keys::rules::KEYS_ATTESTED) {
         match reports.iter_mut().find(|r| Some(r.chain) == condition.chain) {
             Some(report) => report.warnings.push(condition.message.clone()),
             None => rest.push(condition.message.clone()),

@@ -210,9 +210,11 @@ pub fn guarded(signer: Arc<dyn Signer>) -> Result<Arc<dyn Signer>, KeyError> {
 pub enum Backend {
     /// Derived in the process from the mnemonic.
     Local,
-    /// In the PKCS#11 token labelled so; `software` when the module is a
-    /// library file on the host (SoftHSM) rather than an HSM.
-    Pkcs11 { token: String, software: bool },
+    /// In the PKCS#11 token labelled so; `hardware` only on the
+    /// operator's attestation (`CUSTODY_INDEXER_PKCS11_HARDWARE=true`) for
+    /// a module that is not SoftHSM: otherwise a software token, a library
+    /// file on the host.
+    Pkcs11 { token: String, hardware: bool },
     /// In a Transit engine, at this mount.
     VaultTransit { mount: String },
     /// In AWS KMS.
@@ -235,8 +237,10 @@ impl fmt::Display for Backend {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Backend::Local => f.write_str("local mnemonic"),
-            Backend::Pkcs11 { token, software: false } => write!(f, "pkcs11 token {token:?}"),
-            Backend::Pkcs11 { token, software: true } => write!(f, "pkcs11 software token {token:?}"),
+            Backend::Pkcs11 { token, hardware: true } => {
+                write!(f, "pkcs11 token {token:?} (attested hardware)")
+            }
+            Backend::Pkcs11 { token, hardware: false } => write!(f, "pkcs11 software token {token:?}"),
             Backend::VaultTransit { mount } => write!(f, "vault-transit mount {mount:?}"),
             Backend::AwsKms => f.write_str("aws-kms"),
             Backend::Split { main, issuer } => write!(f, "{main}; the issuer's key: {issuer}"),

@@ -1,5 +1,6 @@
 //! Mail to people: their invitations (an enrol link only its owner may
-//! hold), queued in the store in the transaction of what they say, the body
+//! hold) and notices (an organization's contact address changed, to both
+//! addresses), queued in the store in the transaction of what they say, the body
 //! sealed under the store's personal-data key, sent over SMTP by whichever
 //! instance claims a message ([`sender`]), retried until sent, the body
 //! cleared once sent. [`settings`] reads where mail goes from the
@@ -63,6 +64,21 @@ pub fn invitation(invitations: &Invitations, name: &str, enrol_path: &str, what:
     (subject, body)
 }
 
+/// The notice of an organization's contact address changed from
+/// `previous` (if it had one) to `new`, sent to both: whoever held the
+/// address hears that invitations go elsewhere now.
+pub fn contact_changed(organization: &str, previous: Option<&str>, new: &str) -> (String, String) {
+    let subject = format!("The contact address of organization {organization} changed");
+    let from = previous.map(|previous| format!(" from {previous}")).unwrap_or_default();
+    let body = format!(
+        "Hello,\r\n\r\nthe contact address of organization {organization} on custody-indexer was changed{from} \
+         to {new}, as two of the platform's administrators approved. The invitation of the organization's \
+         first console admin goes to {new} from now on.\r\n\r\nIf you did not expect this change, tell your \
+         platform's administrators at once.\r\n"
+    );
+    (subject, body)
+}
+
 /// Queues the invitation of `to` (greeted as `name`) to `enrol_path`, as
 /// `what`, in `tx`.
 pub async fn queue_invitation(
@@ -94,6 +110,15 @@ mod tests {
         for (attempts, secs) in cases {
             assert_eq!(retry_after(attempts), Duration::from_secs(secs), "{attempts}");
         }
+    }
+
+    #[test]
+    fn a_contact_change_names_both_addresses() {
+        let (subject, body) = contact_changed("acme", Some("boss@acme.example"), "cfo@acme.example");
+        assert_eq!(subject, "The contact address of organization acme changed");
+        assert!(body.contains("changed from boss@acme.example to cfo@acme.example"), "{body}");
+        let (_, body) = contact_changed("acme", None, "cfo@acme.example");
+        assert!(body.contains("was changed to cfo@acme.example"), "{body}");
     }
 
     #[test]

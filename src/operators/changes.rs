@@ -206,7 +206,7 @@ async fn apply(
         ChangeKind::Contact => {
             let email = proposal.email.as_deref().ok_or_else(|| missing("email"))?;
             let to = (change.target.as_str(), email);
-            Applied::Organization(tenants::apply_contact(tx, cipher, &by, to, &why).await?)
+            Applied::Organization(tenants::apply_contact(tx, (cipher, mailer), &by, to, &why).await?)
         }
         ChangeKind::FirstAdmin => {
             Applied::Invited(tenants::apply_first_admin(tx, cipher, &by, change, mailer).await?)

@@ -84,9 +84,8 @@ pub async fn set_contact(
     let outcome = match environment {
         Environment::Sandbox => {
             let why = reason.unwrap_or("set by an admin");
-            Outcome::Applied(
-                apply_contact(&mut tx, cipher, &actor(admin), (organization, &email), why).await?,
-            )
+            let to = (organization, email.as_str());
+            Outcome::Applied(apply_contact(&mut tx, (cipher, None), &actor(admin), to, why).await?)
         }
         Environment::Production => {
             let proposal = Proposal { email: Some(email), ..Proposal::default() };
@@ -144,20 +143,30 @@ pub async fn invite_first_admin(
     Ok(outcome)
 }
 
-/// Applies an approved `organization.contact` change in `tx`.
+/// Applies an approved `organization.contact` change in `tx`. With
+/// `mailer` (`production`) the change is mailed, in `tx`, to the previous
+/// contact address as well as the new one: the tenant hears of a change
+/// made to take its address away.
 pub(super) async fn apply_contact(
     tx: &mut Tx,
-    cipher: Option<&Cipher>,
+    (cipher, mailer): (Option<&Cipher>, Option<&Invitations>),
     by: &Actor,
     (organization, email): (&str, &str),
     why: &str,
 ) -> Result<Organization, OperatorError> {
-    locked(tx, organization).await?;
+    let before = locked(tx, organization).await?;
     let text = format!("{email}: {why}");
     let entry = on_organization(by, "organization.contact_set", organization, Some(&text));
     let detail = Some(contact_detail(organization, email));
     audit::append(tx, cipher, Record { detail, ..entry }).await?;
     write_contact(tx, organization, email).await?;
+    if mailer.is_some() {
+        let previous = before.contact_email.filter(|previous| email_key(previous) != email_key(email));
+        let (subject, body) = crate::mail::contact_changed(organization, previous.as_deref(), email);
+        for to in previous.as_deref().into_iter().chain([email]) {
+            crate::mail::queue(tx, cipher, to, &subject, &body).await?;
+        }
+    }
     locked(tx, organization).await
 }
 

@@ -395,7 +395,7 @@ async fn signing(
     signer: Arc<dyn Signer>,
     families: &[Family],
 ) -> anyhow::Result<Arc<dyn Signer>> {
-    use crate::keys::rules::{LOCAL_KEYS, local_keys_allowed_by_env, may_sign_with};
+    use crate::keys::rules::{KEYS_ATTESTED, LOCAL_KEYS, attested, local_keys_allowed_by_env, may_sign_with};
     let backend = signer.backend();
     // A backend without secp256k1 keys cannot send on an EVM chain.
     let transit = backend.parts().into_iter().any(|b| matches!(b, crate::keys::Backend::VaultTransit { .. }));
@@ -408,9 +408,15 @@ async fn signing(
     // The warning is the last started service's: its keys replace another's.
     let warning = may_sign_with(environment, &backend, local_keys_allowed_by_env())?;
     crate::conditions::clear_kind(store, LOCAL_KEYS).await?;
+    crate::conditions::clear_kind(store, KEYS_ATTESTED).await?;
     if let Some(warning) = warning {
         warn!(%warning, "production signs with keys this host can read ({})", crate::keys::rules::ALLOW_LOCAL_KEYS_ENV);
         crate::conditions::raise(store, None, LOCAL_KEYS, &backend.to_string(), &warning).await?;
+    }
+    // The operator's word, not the module's: said where an operator looks.
+    if let Some(line) = attested(&backend) {
+        info!(signer = %backend, "keys in a PKCS#11 token counted as hardware on the operator's attestation (CUSTODY_INDEXER_PKCS11_HARDWARE=true)");
+        crate::conditions::raise(store, None, KEYS_ATTESTED, &backend.to_string(), line).await?;
     }
     // The platform keys must be the ones first seen (a replaced token or
     // KMS alias stops the service here).

@@ -29,7 +29,7 @@ use custody_indexer::{
 use sqlx::AnyPool;
 
 /// The command line on the store at `url`, with `envs`.
-fn cli(url: &str, args: &[&str], envs: &[(&str, &str)]) -> Output {
+pub(super) fn cli(url: &str, args: &[&str], envs: &[(&str, &str)]) -> Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_custody-indexer"));
     command
         .args(args)
@@ -41,11 +41,11 @@ fn cli(url: &str, args: &[&str], envs: &[(&str, &str)]) -> Output {
     command.output().unwrap()
 }
 
-fn text(output: &Output) -> String {
+pub(super) fn text(output: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
 }
 
-async fn bootstrap(store: &Store) -> Created {
+pub(super) async fn bootstrap(store: &Store) -> Created {
     let new =
         NewOperator { name: "Ada Admin".into(), email: "ada@example.com".into(), roles: vec![Role::Admin] };
     manage::bootstrap(store, Environment::Sandbox, &Actor::local(None), new).await.unwrap()
@@ -61,7 +61,7 @@ async fn admin_and_treasurer(store: &Store) -> (Created, Created) {
 }
 
 /// Appends a decision as the service does, by the library's one append.
-async fn decide(store: &Store, mint: &str) {
+pub(super) async fn decide(store: &Store, mint: &str) {
     decide_as(store, &Actor::System, mint).await
 }
 
@@ -152,7 +152,7 @@ async fn the_log_refuses_every_change_but_an_append() {
 
 /// The log's entries with `change` made to the one at `seq`, every hash
 /// after it computed again, as an owner with the hashing code would.
-async fn rehash_from(pool: &AnyPool, store: &Store, seq: i64, change: impl Fn(&mut Entry)) {
+pub(super) async fn rehash_from(pool: &AnyPool, store: &Store, seq: i64, change: impl Fn(&mut Entry)) {
     let mut entries = store.audit_entries(0, None, 1000).await.unwrap();
     let mut prev = entries[(seq - 2) as usize].hash.clone();
     for entry in entries.iter_mut().filter(|e| e.seq >= seq) {

@@ -7,6 +7,7 @@
 mod common;
 
 mod api;
+mod audit_checkpoints;
 mod audit_log;
 mod disputes;
 mod generated_clients;

@@ -1,9 +1,11 @@
 //! Production signs with keys no host can read: `run`, `accounts create`
-//! and `wallets list` with a mnemonic, or with a SoftHSM token, refuse
-//! unless `CUSTODY_INDEXER_ALLOW_LOCAL_KEYS=true`, naming the variables;
-//! with it, `health` warns `keys: local mnemonic` (`keys: software token`)
-//! and `/metrics` has `custody_indexer_local_keys 1`. A sandbox keeps its
-//! mnemonic without a word.
+//! and `wallets list` with a mnemonic, or with a SoftHSM token (even one
+//! attested with `CUSTODY_INDEXER_PKCS11_HARDWARE=true`), refuse unless
+//! `CUSTODY_INDEXER_ALLOW_LOCAL_KEYS=true`, naming the variables; with it,
+//! `health` warns `keys: local mnemonic` (`keys: software token`) and
+//! `/metrics` has `custody_indexer_local_keys 1`. Keys attested as hardware
+//! are shown by `health` as `keys: pkcs11 (attested hardware)`, no warning.
+//! A sandbox keeps its mnemonic without a word.
 
 use crate::common;
 
@@ -87,6 +89,12 @@ async fn production_refuses_keys_the_host_can_read_unless_told_otherwise() {
     let mut run = env.command(&["run", "--chain", CHAIN.as_str()]);
     let error = refused(run.envs(vars.iter().copied()).env_remove(ALLOW));
     assert!(error.contains("software token") && error.contains(ALLOW), "{error}");
+    assert!(error.contains("CUSTODY_INDEXER_PKCS11_HARDWARE"), "{error}");
+    // The operator's attestation does not make SoftHSM hardware.
+    let mut run = env.command(&["run", "--chain", CHAIN.as_str()]);
+    let attested = run.envs(vars.iter().copied()).env("CUSTODY_INDEXER_PKCS11_HARDWARE", "true");
+    let error = refused(attested.env_remove(ALLOW));
+    assert!(error.contains("software token") && error.contains(ALLOW), "{error}");
     let (mut process, metrics) = started(&env, &vars).await;
     assert!(metrics.contains("custody_indexer_local_keys 1"), "{metrics}");
     let said = health(&env);
@@ -113,4 +121,18 @@ async fn a_sandbox_keeps_its_mnemonic_without_a_word() {
     assert!(metrics.as_str().unwrap().contains("custody_indexer_local_keys 0"), "{metrics}");
     assert!(!health(&env).contains("keys:"), "{}", health(&env));
     process.kill().unwrap();
+}
+
+#[tokio::test]
+async fn keys_attested_as_hardware_are_shown_by_health_and_no_warning() {
+    use custody_indexer::keys::rules::{ATTESTED_LINE, KEYS_ATTESTED};
+    let env = Env::with_chain_file(&chain_toml(&["http://127.0.0.1:1".to_string()], None, ""));
+    let store = env.store().await;
+    // As a service whose token is attested records it at its start.
+    custody_indexer::conditions::raise(&store, None, KEYS_ATTESTED, "pkcs11 token", ATTESTED_LINE)
+        .await
+        .unwrap();
+    let said = health(&env);
+    assert!(said.lines().any(|l| l == "keys: pkcs11 (attested hardware)"), "{said}");
+    assert!(!said.contains("warning: keys:"), "{said}");
 }

@@ -6,7 +6,8 @@
 //! other operator invitation into it refused (`409`), and none at an address
 //! a database writer put in its row; the tenant's admin
 //! invites their team from the console, each link mailed to the person
-//! invited; the contact address changed only by an approved change. In
+//! invited; the contact address changed only by an approved change, mailed
+//! to the previous address as well as the new one. In
 //! `sandbox` an operator still invites a first admin alone and sees the
 //! link.
 
@@ -132,7 +133,9 @@ async fn operators_stay_out_of_tenants_and_invitations_reach_their_owner_by_mail
         for answer in [&proposed.body, &approved.body] {
             assert!(!answer.to_string().contains("/console/enrol/"), "{backend:?}: no link to an operator");
         }
-        let boss_link = opened(smtp.link_to("boss@acme.example", round + 1).await);
+        // Each round mails the boss twice: the invitation, then the notice
+        // of the contact address changed.
+        let boss_link = opened(smtp.link_to("boss@acme.example", 2 * round + 1).await);
 
         // No other operator invitation into the organization.
         let viewer = json!({ "email": "vic@acme.example", "role": "viewer" });
@@ -167,6 +170,12 @@ async fn operators_stay_out_of_tenants_and_invitations_reach_their_owner_by_mail
         let approved = call(&app, Method::POST, &approve, second, json!({})).await;
         assert_eq!(approved.status, 200, "{backend:?}: {:?}", approved.body);
         assert_eq!(approved.body["organization"]["contact_email"], "treasury@acme.example");
+        // Mailed to the previous address as well as the new one.
+        for (to, count) in [("boss@acme.example", 2 * round + 2), ("treasury@acme.example", round + 1)] {
+            let notice = smtp.messages_to(to, count).await.swap_remove(count - 1);
+            assert!(notice.contains("Subject: The contact address of organization acme changed"), "{notice}");
+            assert!(notice.contains("from boss@acme.example to treasury@acme.example"), "{notice}");
+        }
 
         let entries = store.audit_entries(0, Some("acme"), 200).await.unwrap();
         let actions: Vec<&str> = entries.iter().map(|e| e.action.as_str()).collect();

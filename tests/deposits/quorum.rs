@@ -1,9 +1,11 @@
 //! Provider quorum on anvil: a provider that forges a token `Transfer` log
 //! to a watched address (in the logs, the receipts and the block's bloom
 //! alike) gets it confirmed when it is the chain's only URL, and never
-//! beside an honest one with `confirm_quorum = 2`: the forged deposit is
-//! `FAILED` with its dispute listed, every real deposit is `CONFIRMED`, and
-//! while the honest URL does not answer nothing new is confirmed.
+//! beside an honest one with `confirm_quorum = 2`: with two URLs (k = n) the
+//! forged deposit waits `PENDING` with its dispute open (no single URL's
+//! word fails a deposit), with a third URL to spare it is `FAILED`; every
+//! real deposit is `CONFIRMED`, and while the honest URL does not answer
+//! nothing new is confirmed.
 
 use crate::common;
 
@@ -59,7 +61,8 @@ async fn a_forged_deposit_is_never_confirmed_when_two_providers_must_agree() {
     assert_eq!(states(&alone.store).await, fooled, "one provider's word confirms the forgery");
 
     // Two URLs, two must agree. The honest one is slower, so the liar
-    // serves the scans: the forged deposit is found, then judged.
+    // serves the scans: the forged deposit is found, then judged. With no
+    // URL to spare, the honest URL's word does not fail it: it waits.
     // Each backend's round sends one more real deposit, which the next finds settled.
     let mut earlier: Vec<(String, DepositStatus)> = Vec::new();
     for (backend, late) in [(Backend::Sqlite, 3u64), (Backend::Postgres, 2)] {
@@ -78,13 +81,13 @@ async fn a_forged_deposit_is_never_confirmed_when_two_providers_must_agree() {
         let mut both = watcher(&urls, store, token_address, 2).await;
         catch_up(&mut both).await;
         both.tick().await.unwrap();
-        let judged = with_earlier(vec![("5".to_string(), Confirmed), ("7".to_string(), Failed)]);
-        assert_eq!(states(store).await, judged, "{backend:?}: the forgery fails, the real deposit confirms");
+        let judged = with_earlier(vec![("5".to_string(), Confirmed), ("7".to_string(), Pending)]);
+        assert_eq!(states(store).await, judged, "{backend:?}: the forgery waits, the real deposit confirms");
 
         let disputes = store.disputes(None, false, 10).await.unwrap();
         assert_eq!(disputes.len(), 1, "{disputes:?}");
         let dispute = &disputes[0];
-        assert_eq!(dispute.outcome, Outcome::NotOnQuorum);
+        assert_eq!(dispute.outcome, Outcome::Open);
         assert_eq!(dispute.transaction_hash, format!("{carrier:#x}"));
         assert_eq!(dispute.address.to_lowercase(), alice.to_string().to_lowercase());
         let answered: Vec<(&str, &str)> =
@@ -108,10 +111,10 @@ async fn a_forged_deposit_is_never_confirmed_when_two_providers_must_agree() {
         let waiting = with_earlier(vec![
             (late.to_string(), Pending),
             ("5".to_string(), Confirmed),
-            ("7".to_string(), Failed),
+            ("7".to_string(), Pending),
         ]);
         assert_eq!(states(store).await, waiting, "{backend:?}: never confirmed on one provider's word");
-        assert_eq!(store.disputes(None, true, 10).await.unwrap().len(), 0, "silence is not a dispute");
+        assert_eq!(store.disputes(None, true, 10).await.unwrap().len(), 1, "silence is no new dispute");
         let waits = |conditions: Vec<custody_indexer::store::Condition>| {
             conditions
                 .into_iter()
@@ -129,11 +132,31 @@ async fn a_forged_deposit_is_never_confirmed_when_two_providers_must_agree() {
         let settled = with_earlier(vec![
             (late.to_string(), Confirmed),
             ("5".to_string(), Confirmed),
-            ("7".to_string(), Failed),
+            ("7".to_string(), Pending),
         ]);
         assert_eq!(states(store).await, settled, "{backend:?}");
         assert!(waits(store.conditions().await.unwrap()).is_empty(), "{backend:?}: nothing waits any more");
         earlier.push((late.to_string(), Confirmed));
         assert_eq!(store.disputes(None, false, 10).await.unwrap().len(), 1, "still the one dispute");
     }
+
+    // A third URL to spare: two honest URLs serve the block without the
+    // forged deposit, more than the quorum can spare, and it fails.
+    let db = TestDb::new(Backend::Sqlite).await;
+    add_account(&db.store, "alice", &alice.to_string()).await;
+    let (honest, other) = (proxy::start(anvil.url()).await, proxy::start(anvil.url()).await);
+    for slow in [&honest, &other] {
+        slow.faults.slow_min_ms.store(100, SeqCst);
+        slow.faults.slow_max_ms.store(150, SeqCst);
+    }
+    let urls = [liar.url.clone(), honest.url.clone(), other.url.clone()];
+    let mut three = watcher(&urls, &db.store, token_address, 2).await;
+    catch_up(&mut three).await;
+    three.tick().await.unwrap();
+    let mut judged = earlier.clone();
+    judged.extend([("5".to_string(), Confirmed), ("7".to_string(), Failed)]);
+    judged.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(states(&db.store).await, judged, "the forgery fails on two honest words");
+    let disputes = db.store.disputes(None, false, 10).await.unwrap();
+    assert_eq!(disputes.iter().map(|d| d.outcome).collect::<Vec<_>>(), vec![Outcome::NotOnQuorum]);
 }

@@ -77,7 +77,7 @@ impl Answer {
     }
 }
 
-/// What becomes of a pending deposit.
+/// What becomes of a pending deposit (see [`deposit_verdict`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decision {
     Confirm,
@@ -123,6 +123,24 @@ pub fn verdict(recorded_hash: &str, answers: &[Answer], quorum: usize) -> Verdic
         Decision::Wait
     };
     Verdict { decision, disputed: absent + elsewhere > 0 }
+}
+
+/// The verdict on a pending deposit: [`verdict`], except that with as many
+/// URLs as the quorum (`k = n`, allowed) a URL serving the block without
+/// it never fails it: no quorum is left to spare a URL, so one provider's
+/// word (a lagging index, a lie) would veto every deposit it lacks. Such a
+/// deposit waits as on a non-answer, its dispute open, and only the
+/// watcher's reorg judgement fails it. With a spare URL (`k < n`) more
+/// URLs than the quorum can spare, two at least, fail it as before. The
+/// senders keep [`verdict`]: there a failed verdict only makes a receipt
+/// decide nothing.
+pub fn deposit_verdict(recorded_hash: &str, answers: &[Answer], quorum: usize) -> Verdict {
+    let judged = verdict(recorded_hash, answers, quorum);
+    let spare = answers.len().saturating_sub(quorum);
+    match judged.decision {
+        Decision::Fail if spare == 0 => Verdict { decision: Decision::Wait, ..judged },
+        _ => judged,
+    }
 }
 
 /// The block hash a deposit is judged by: the one recorded, or, for a
@@ -284,6 +302,42 @@ mod tests {
         ];
         for (what, answers, quorum, decision, disputed) in cases {
             assert_eq!(verdict(H, &answers, quorum), Verdict { decision, disputed }, "{what}");
+        }
+    }
+
+    #[test]
+    fn with_as_many_urls_as_the_quorum_no_single_url_fails_a_deposit() {
+        use Answer::{Behind, Silent, Skipped};
+        use Decision::{Confirm, Fail, Wait};
+        let cases: Vec<(&str, Vec<Answer>, usize, Decision, bool)> = vec![
+            ("k = n = 2: the other URL lacks it, so it waits", vec![with(true), with(false)], 2, Wait, true),
+            ("k = n = 2: skipped there, it waits", vec![with(true), Skipped], 2, Wait, true),
+            ("k = n = 2: both lack it, still no veto", vec![with(false), with(false)], 2, Wait, true),
+            ("k = n = 3: one lacks it", vec![with(true), with(true), with(false)], 3, Wait, true),
+            ("k = n = 1: its one URL lacks it", vec![with(false)], 1, Wait, true),
+            ("k = n = 2: both hold it", vec![with(true), with(true)], 2, Confirm, false),
+            ("k = n = 2: silent, as ever", vec![with(true), Silent], 2, Wait, false),
+            ("k = n = 2: behind, as ever", vec![with(true), Behind], 2, Wait, false),
+            ("k = n = 2: another block, the reorg's to judge", vec![with(true), other()], 2, Wait, true),
+            (
+                "a spare URL: two of three lack it, failed",
+                vec![with(true), with(false), with(false)],
+                2,
+                Fail,
+                true,
+            ),
+            (
+                "a spare URL: one of three lacks it, confirmed",
+                vec![with(true), with(true), with(false)],
+                2,
+                Confirm,
+                true,
+            ),
+            ("a spare URL: one lacks it, one silent", vec![with(true), with(false), Silent], 2, Wait, true),
+            ("quorum 1 of 2: both lack it", vec![with(false), with(false)], 1, Fail, true),
+        ];
+        for (what, answers, quorum, decision, disputed) in cases {
+            assert_eq!(deposit_verdict(H, &answers, quorum), Verdict { decision, disputed }, "{what}");
         }
     }
 

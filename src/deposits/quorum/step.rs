@@ -1,6 +1,6 @@
 //! A quorum step, for either family: each pending deposit at or below the
 //! settled height is asked of every RPC URL on its own, judged by
-//! [`super::verdict`], and confirmed, failed or left waiting in one
+//! [`super::deposit_verdict`], and confirmed, failed or left waiting in one
 //! transaction with the disputes found. The family says what one URL
 //! answers about a block's deposits ([`Evidence`]).
 
@@ -13,7 +13,7 @@ use std::{
 use futures::future::join_all;
 use tracing::{error, info, warn};
 
-use super::{Answer, Claimed, Decision, Dispute, NOT_ON_QUORUM, reference_hash, verdict};
+use super::{Answer, Claimed, Decision, Dispute, NOT_ON_QUORUM, deposit_verdict, reference_hash};
 use crate::{
     chain::Chain,
     deposits::{commit, watcher::WatchError},
@@ -101,7 +101,7 @@ pub async fn confirm_on_quorum<R, E: Evidence<R>>(
                 by_url.iter().map(|(u, a)| (u.clone(), a[i].clone())).collect();
             let only: Vec<Answer> = answers.iter().map(|(_, a)| a.clone()).collect();
             let judged_by = reference_hash(&deposit.block_hash, &only);
-            let judged = verdict(&judged_by, &only, at.quorum);
+            let judged = deposit_verdict(&judged_by, &only, at.quorum);
             silent.extend(answers.iter().filter(|(_, a)| *a == Answer::Silent).map(|(u, _)| u.clone()));
             // Pinned to the hash recorded: a deposit moved meanwhile is left alone.
             let pinned = (deposit.id.clone(), deposit.block_hash.clone());

@@ -33,6 +33,9 @@ pub const PIN_FILE_VAR: &str = "PKCS11_PIN_FILE";
 /// The variable bounding how long one call waits for the token, in
 /// seconds ([`DEFAULT_TIMEOUT`] when unset).
 pub const TIMEOUT_VAR: &str = "PKCS11_TIMEOUT_SECS";
+/// The variable by which the operator attests that the module is a
+/// hardware token (`true`): without it a token counts as software.
+pub const HARDWARE_VAR: &str = "PKCS11_HARDWARE";
 /// How long one call waits for the token by default.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -49,6 +52,9 @@ pub struct TokenSettings {
     pub pin_file: PathBuf,
     /// How long a call may wait for the token before it counts as an outage.
     pub timeout: Duration,
+    /// The operator's attestation that the module is a hardware token
+    /// (`CUSTODY_INDEXER_PKCS11_HARDWARE=true`, or the issuer's).
+    pub hardware: bool,
 }
 
 impl TokenSettings {
@@ -72,11 +78,18 @@ impl TokenSettings {
                 )?
             }
         };
+        let hardware = match vars(&scope.var(HARDWARE_VAR)).map(|v| v.trim().to_ascii_lowercase()).as_deref()
+        {
+            None | Some("" | "false") => false,
+            Some("true") => true,
+            Some(_) => return Err(KeyError::BadSetting(scope.var(HARDWARE_VAR), "true or false")),
+        };
         Ok(TokenSettings {
             module: var(MODULE_VAR)?.into(),
             token: var(TOKEN_VAR)?,
             pin_file: var(PIN_FILE_VAR)?.into(),
             timeout,
+            hardware,
         })
     }
 }
@@ -177,6 +190,34 @@ mod tests {
         ];
         for (key, family, label) in table {
             assert_eq!(Pkcs11Signer::label(key, family), label);
+        }
+    }
+
+    #[test]
+    fn a_token_is_attested_as_hardware_by_its_own_scopes_variable_only() {
+        let base = ["PKCS11_MODULE", "PKCS11_TOKEN", "PKCS11_PIN_FILE"];
+        let settings = |scope: Scope, set: &[(&str, &str)]| {
+            TokenSettings::from_vars(scope, |name| {
+                let prefixed = |suffix: &str| scope.var(suffix) == name;
+                if base.iter().any(|s| prefixed(s)) {
+                    return Some("x".to_string());
+                }
+                set.iter().find(|(n, _)| *n == name).map(|(_, v)| v.to_string())
+            })
+        };
+        type Case<'a> = (Scope, &'a [(&'a str, &'a str)], Option<bool>);
+        let cases: [Case; 7] = [
+            (Scope::Main, &[], Some(false)),
+            (Scope::Main, &[("CUSTODY_INDEXER_PKCS11_HARDWARE", "true")], Some(true)),
+            (Scope::Main, &[("CUSTODY_INDEXER_PKCS11_HARDWARE", " TRUE ")], Some(true)),
+            (Scope::Main, &[("CUSTODY_INDEXER_PKCS11_HARDWARE", "false")], Some(false)),
+            (Scope::Main, &[("CUSTODY_INDEXER_PKCS11_HARDWARE", "yes")], None),
+            (Scope::Issuer, &[("CUSTODY_INDEXER_PKCS11_HARDWARE", "true")], Some(false)),
+            (Scope::Issuer, &[("CUSTODY_INDEXER_ISSUER_PKCS11_HARDWARE", "true")], Some(true)),
+        ];
+        for (scope, set, hardware) in cases {
+            let found = settings(scope, set);
+            assert_eq!(found.as_ref().ok().map(|s| s.hardware), hardware, "{scope:?} {set:?}: {found:?}");
         }
     }
 }

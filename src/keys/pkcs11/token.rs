@@ -62,7 +62,8 @@ struct Open {
 /// that went away and came back signs again without a restart.
 pub struct Token {
     settings: TokenSettings,
-    software: bool,
+    /// Counted as hardware: attested by the operator, and not SoftHSM.
+    hardware: bool,
     // The session is used by one caller at a time; the library's own
     // locking (`CKF_OS_LOCKING_OK`) guards the token.
     open: Mutex<Option<Open>>,
@@ -98,10 +99,17 @@ fn read_pin(path: &Path) -> Result<AuthPin, KeyError> {
 impl Token {
     /// Opens the token `settings` names and logs in as its user.
     pub fn open(settings: &TokenSettings) -> Result<Self, KeyError> {
-        let (open, software) = connect(settings)?;
+        let (open, softhsm) = connect(settings)?;
+        if settings.hardware && softhsm {
+            tracing::warn!(
+                token = %settings.token,
+                "the module is SoftHSM, a library file on this host: counted as a software token whatever \
+                 its hardware attestation says"
+            );
+        }
         Ok(Token {
             settings: settings.clone(),
-            software,
+            hardware: crate::keys::rules::counts_as_hardware(settings.hardware, softhsm),
             open: Mutex::new(Some(open)),
             retry: Mutex::default(),
             evm: Mutex::default(),
@@ -184,8 +192,8 @@ fn library(module: &Path) -> Result<Arc<Pkcs11>, KeyError> {
 }
 
 /// Loads the library, finds the token by its label and logs in as its
-/// user; whether the token is a software one (SoftHSM: its manufacturer,
-/// or the library's file name, says so).
+/// user; whether the token is SoftHSM (its manufacturer, or the library's
+/// file name, says so).
 fn connect(settings: &TokenSettings) -> Result<(Open, bool), KeyError> {
     let pin = read_pin(&settings.pin_file)?;
     let context = library(&settings.module)?;
@@ -196,7 +204,7 @@ fn connect(settings: &TokenSettings) -> Result<(Open, bool), KeyError> {
         .ok_or_else(|| KeyError::Token(format!("no token is labelled {:?}", settings.token)))?;
     let info = context.get_token_info(slot).map_err(token_error("the token does not describe itself"))?;
     let named = |text: &str| text.to_ascii_lowercase().contains("softhsm");
-    let software = named(info.manufacturer_id())
+    let softhsm = named(info.manufacturer_id())
         || settings.module.file_name().is_some_and(|name| named(&name.to_string_lossy()));
     let session = context.open_rw_session(slot).map_err(token_error("the token opens no session"))?;
     match session.login(UserType::User, Some(&pin)) {
@@ -205,7 +213,7 @@ fn connect(settings: &TokenSettings) -> Result<(Open, bool), KeyError> {
         Ok(()) | Err(cryptoki::error::Error::Pkcs11(cryptoki::error::RvError::UserAlreadyLoggedIn, _)) => {}
         Err(error) => return Err(KeyError::PinRefused(error.to_string())),
     }
-    Ok((Open { session, _context: context }, software))
+    Ok((Open { session, _context: context }, softhsm))
 }
 
 impl Token {
@@ -315,7 +323,7 @@ impl Token {
 
 impl Token {
     pub fn backend(&self) -> Backend {
-        Backend::Pkcs11 { token: self.settings.token.clone(), software: self.software }
+        Backend::Pkcs11 { token: self.settings.token.clone(), hardware: self.hardware }
     }
 
     pub fn evm_address(&self, key: KeyRef) -> Result<Address, KeyError> {

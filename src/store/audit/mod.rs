@@ -199,6 +199,15 @@ impl Store {
         Ok(Authority::Keyed { since: entries.iter().find(|e| keyring::authentic(pepper, e)).map(|e| e.seq) })
     }
 
+    /// The `audit_checkpoint_due` row as it reads: when the next checkpoint
+    /// is due (microseconds) and who claimed the last; `None` without it.
+    pub async fn audit_checkpoint_due(&self) -> Result<Option<(i64, Option<String>)>, StoreError> {
+        let row = sqlx::query("SELECT due_at, owner FROM audit_checkpoint_due WHERE id = 1")
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|row| Ok((row.try_get("due_at")?, row.try_get("owner")?))).transpose()
+    }
+
     /// The chain's head: the last `seq` appended and its hash.
     pub async fn audit_head(&self) -> Result<(i64, String), StoreError> {
         let row = sqlx::query("SELECT seq, hash FROM audit_head WHERE id = 1").fetch_one(&self.pool).await?;
