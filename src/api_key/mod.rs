@@ -82,7 +82,8 @@ pub fn stored(sha256_hex: &str) -> String {
 
 fn stored_under(sha256_hex: &str, pepper: Option<&pepper::Pepper>) -> String {
     match pepper {
-        Some(pepper) => pepper.keyed(sha256_hex),
+        // A token's SHA-256 is always 64 hex digits.
+        Some(pepper) => pepper.keyed(sha256_hex).unwrap_or_default(),
         None => sha256_hex.to_string(),
     }
 }

@@ -74,7 +74,11 @@ pub async fn adopt(store: &Store, pepper: Option<&Pepper>) -> Result<Peppering, 
             // a key takes them.
             let plain = key_hashes::plain(&mut tx).await?;
             for row in &plain {
-                key_hashes::set(&mut tx, row, &pepper.keyed(&row.hash)).await?;
+                // A hash that is no SHA-256 (written with SQL) is left as
+                // it is: it authenticates nothing, and is never keyed.
+                if let Some(keyed) = pepper.keyed(&row.hash) {
+                    key_hashes::set(&mut tx, row, &keyed).await?;
+                }
             }
             audit::lock(&mut tx).await?;
             if recorded(&mut tx).await?.is_some() {

@@ -15,9 +15,9 @@
 //! SHA-256), which `audit verify` prints for two admins to confirm.
 //! Entries up to that head are *before authentication*: the chain and the
 //! checkpoints vouch for them, they explain history (reports, principals),
-//! and none is authority for a new effect: a change, repair or mint
-//! recorded before it cannot be decided and is asked again. No existing
-//! entry is ever updated.
+//! and one without a MAC (made before the store had the pepper) is no
+//! authority for a new effect: a change, repair or mint recorded so cannot
+//! be decided and is asked again. No existing entry is ever updated.
 
 use ed25519_dalek::VerifyingKey;
 

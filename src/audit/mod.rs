@@ -196,6 +196,15 @@ pub async fn append(tx: &mut Tx, cipher: Option<&Cipher>, record: Record<'_>) ->
         // A reason may hold personal data: this handle cannot seal it.
         return Err(StoreError::Pii(crate::pii::PiiError::Locked));
     }
+    let pepper = keyring::process().ok().flatten();
+    if pepper.is_none() && rows::authenticated(tx).await? {
+        // An entry without its MAC would never count, and `audit verify`
+        // would name it: a process without the pepper writes none.
+        return Err(StoreError::Invalid(format!(
+            "the store's audit log is authenticated under a pepper: set {} to its file",
+            keyring::PEPPER_FILE_ENV
+        )));
+    }
     let head = rows::next(tx).await?;
     let row = place(head.seq);
     let reason = record.reason.map(|text| match cipher {
@@ -219,7 +228,7 @@ pub async fn append(tx: &mut Tx, cipher: Option<&Cipher>, record: Record<'_>) ->
         mac: None,
     };
     entry.hash = entry.digest();
-    entry.mac = keyring::process().ok().flatten().map(|pepper| keyring::audit_mac(pepper, &entry.hash));
+    entry.mac = pepper.map(|pepper| keyring::audit_mac(pepper, &entry.hash));
     rows::insert(tx, &entry).await?;
     if matches!(record.actor, Actor::BreakGlass { .. }) {
         // A break-glass step is checkpointed at once: `run` signs the head

@@ -132,6 +132,8 @@ fn keygen(out: &std::path::Path) -> anyhow::Result<ExitCode> {
 }
 
 async fn verify_log(store: &Store, files: &[PathBuf], public_key: Option<&str>) -> anyhow::Result<ExitCode> {
+    // A pepper file that cannot be read is an error, never "no pepper".
+    crate::store::keyring::process()?;
     let mut checkpoints = Vec::new();
     for file in files {
         let text = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;

@@ -38,6 +38,11 @@ impl FromRequestParts<ApiState> for OperatorUser {
         let Signed(session) = Signed::from_request_parts(parts, state).await?;
         let Some(id) = session.user.operator() else { return Err(Page::not_found()) };
         let operator = state.store().sealed_operator(id).await?.filter(Operator::is_enabled);
+        // A row rolled back to a state the log took away acts no more.
+        let operator = match operator {
+            Some(operator) if crate::audit::withdrawn::operator(state.store(), &operator).await? => None,
+            other => other,
+        };
         // A disabled operator's sessions act no more.
         let operator =
             operator.ok_or(Page::Error(StatusCode::FORBIDDEN, "this operator is disabled".into()))?;

@@ -41,40 +41,13 @@ pub async fn check(store: &Store, token: &str) -> Result<KeyCheck, StoreError> {
     if !api_key::matches(token, &hash) {
         return Ok(KeyCheck::Unknown);
     }
-    if withdrawn(store, &operator, id, expires_at).await? {
+    if crate::audit::withdrawn::operator_key(store, &operator, id, expires_at).await? {
         return Ok(KeyCheck::Unknown);
     }
     if key_rules::key_expired(expires_at, now_micros()) {
         return Ok(KeyCheck::Expired);
     }
     Ok(KeyCheck::Live { operator, key_id: id.to_string(), expires_at })
-}
-
-/// Whether the log took away what operator `operator`'s key `key_id`
-/// (expiring at `expires_at`) and its row grant (see
-/// [`crate::audit::withdrawn`]).
-async fn withdrawn(
-    store: &Store,
-    operator: &Operator,
-    key_id: &str,
-    expires_at: Option<i64>,
-) -> Result<bool, StoreError> {
-    use crate::audit::principals::{KeyRow, OperatorRow, Rows};
-    let mut roles: Vec<String> = operator.roles.iter().map(|r| r.as_str().to_string()).collect();
-    roles.sort();
-    let rows = Rows {
-        operators: vec![OperatorRow { id: operator.id.clone(), roles, enabled: true }],
-        operator_keys: vec![KeyRow {
-            id: key_id.to_string(),
-            owner: operator.id.clone(),
-            live: true,
-            paired: false,
-            fingerprint: None,
-            expires_at,
-        }],
-        api_keys: Vec::new(),
-    };
-    Ok(crate::audit::withdrawn::withdrawn(store, &[&operator.id], &rows).await?.is_some())
 }
 
 /// The enabled operator whose live key `token` is; `None` for any other

@@ -232,6 +232,13 @@ pub async fn invite(
     if !operator.is_enabled() {
         return Err(OperatorError::Invalid(format!("operator {target} is disabled: it is invited no more")));
     }
+    // Mailed to the address the service recorded, or to no one.
+    if !rows::sealed(&mut tx, target).await? {
+        return Err(StoreError::Refused(format!(
+            "operator {target}'s row was written outside the service: it is invited no more (see `audit verify`)"
+        ))
+        .into());
+    }
     let (email, path) =
         people::operator_link_in(&mut tx, cipher, target, &actor(admin)).await.map_err(|e| match e {
             PeopleError::Store(error) => OperatorError::Store(error),

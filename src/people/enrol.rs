@@ -53,6 +53,10 @@ pub async fn enrol_in(tx: &mut Tx, store: &Store, enrolment: Enrolment<'_>) -> R
     if !crate::store::audit::has_link(tx, &link_hash, &about).await? {
         return Err(gone());
     }
+    // Enrolled once: a row rolled back to before it enrols no one again.
+    if crate::store::audit::has_entry(tx, "console_user.enrolled", &user_id).await? {
+        return Err(gone());
+    }
     let totp = match (enrolment.totp, store.cipher()) {
         (None, _) => None,
         (Some((secret, _)), Ok(cipher)) => Some(

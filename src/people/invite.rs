@@ -161,6 +161,8 @@ pub async fn reissue(
     let entry = record(actor, "console_user.link_reissued", target, Some(organization), None);
     audit::append(&mut tx, store.cipher().ok(), Record { detail: Some(link.detail()), ..entry }).await?;
     let user = member_of(&mut tx, organization, target).await?;
+    // The link goes to the address the service recorded, or nowhere.
+    rows::check_sealed(&mut tx, target).await?;
     if user.enrolled {
         return Err(PeopleError::Refused(format!("{} has enrolled already", user.email)));
     }
@@ -194,6 +196,7 @@ pub async fn operator_link_in(
     let user = rows::lock_operator_user(tx, operator_id)
         .await?
         .ok_or_else(|| StoreError::NotFound(format!("the console sign-in of operator {operator_id}")))?;
+    rows::check_sealed(tx, &user.id).await?;
     let link = Link::new();
     let entry = record(actor, "console_user.link_reissued", &user.id, None, None);
     audit::append(tx, cipher, Record { detail: Some(link.detail()), ..entry }).await?;

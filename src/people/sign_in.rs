@@ -111,8 +111,12 @@ pub async fn sign_in(
     let matches =
         tokio::task::spawn_blocking(move || super::verify_password(&given, &checked)).await.unwrap_or(false);
     drop(permit);
+    let withdrawn = match &credentials {
+        Some(found) => crate::audit::withdrawn::console_user(store, &found.user.id, found.user.totp).await?,
+        None => false,
+    };
     let user = match credentials {
-        Some(credentials) if matches && stored.is_some() => {
+        Some(credentials) if matches && stored.is_some() && !withdrawn => {
             second_factor(store, &credentials.user, credentials.totp_secret.as_deref(), code).await?
         }
         _ => None,
@@ -211,6 +215,9 @@ async fn second_factor(
 pub async fn session(store: &Store, token: &str) -> Result<Option<Session>, StoreError> {
     let id_hash = session_hash(token);
     let Some(session) = store.session(&id_hash).await? else { return Ok(None) };
+    if crate::audit::withdrawn::console_user(store, &session.user.id, session.user.totp).await? {
+        return Ok(None);
+    }
     let now = now_micros();
     if !rules::live(session.started_at, session.last_seen_at, now) {
         let mut tx = store.begin().await?;

@@ -92,12 +92,16 @@ impl Pepper {
         format!("pep_{}", &self.mac(b"custody-indexer key pepper id")[..16])
     }
 
-    /// The keyed form of a key's SHA-256 (lowercase hex).
-    pub fn keyed(&self, sha256_hex: &str) -> String {
-        let bytes: Option<Vec<u8>> = (sha256_hex.len() == 64)
+    /// The keyed form of a key's SHA-256 (64 hex digits): HMAC-SHA-256
+    /// under the pepper of its 32 bytes. Anything else is no key's hash and
+    /// has no keyed form: a row holding text of the writer's choice (a
+    /// derived key's label) is never keyed, so the keyed form never tells
+    /// a derived key (whose labels are never 32 bytes long).
+    pub fn keyed(&self, sha256_hex: &str) -> Option<String> {
+        let bytes: Vec<u8> = (sha256_hex.len() == 64)
             .then(|| (0..32).map(|i| u8::from_str_radix(&sha256_hex[2 * i..2 * i + 2], 16).ok()).collect())
-            .flatten();
-        format!("{KEYED}{}", self.mac(bytes.as_deref().unwrap_or(sha256_hex.as_bytes())))
+            .flatten()?;
+        Some(format!("{KEYED}{}", self.mac(&bytes)))
     }
 }
 
@@ -228,11 +232,10 @@ pub enum Authority {
     /// chain holds counts.
     Unkeyed,
     /// A pepper, and the log authenticated by the entry at `since` (`None`:
-    /// not yet): only entries after it whose MAC verifies count. Entries up
-    /// to it are *before authentication*: checked by the chain and the
-    /// checkpoints, never authority for a new effect. Before the log is
-    /// authenticated, an entry whose MAC verifies counts (its authentication
-    /// then ends what it made).
+    /// not yet): only entries whose MAC verifies are authority for a new
+    /// effect. Entries up to it are *before authentication*: checked by the
+    /// chain and the checkpoints, they explain history, and those without
+    /// a MAC (made before the store had the pepper) act no more.
     Keyed { since: Option<i64> },
 }
 
@@ -242,7 +245,17 @@ impl Authority {
     /// authentication (checked by the chain and the checkpoints), and after
     /// it those whose MAC verifies.
     pub fn explains(&self, entry: &crate::audit::chain::Entry) -> bool {
-        match (self, process().ok().flatten()) {
+        self.explains_under(process().ok().flatten(), entry)
+    }
+
+    /// Whether `entry` counts as authority for a new effect.
+    pub fn admits(&self, entry: &crate::audit::chain::Entry) -> bool {
+        self.admits_under(process().ok().flatten(), entry)
+    }
+
+    /// [`Authority::explains`] for a process holding `pepper`. Pure.
+    pub fn explains_under(&self, pepper: Option<&Pepper>, entry: &crate::audit::chain::Entry) -> bool {
+        match (self, pepper) {
             (Authority::Unkeyed, _) | (Authority::Keyed { since: None }, _) => true,
             (Authority::Keyed { since: Some(since) }, pepper) => {
                 entry.seq <= *since || pepper.is_some_and(|pepper| authentic(pepper, entry))
@@ -250,17 +263,14 @@ impl Authority {
         }
     }
 
-    /// Whether `entry` counts as authority for a new effect.
-    pub fn admits(&self, entry: &crate::audit::chain::Entry) -> bool {
-        match (self, process().ok().flatten()) {
+    /// [`Authority::admits`] for a process holding `pepper`. Pure.
+    pub fn admits_under(&self, pepper: Option<&Pepper>, entry: &crate::audit::chain::Entry) -> bool {
+        match (self, pepper) {
             (Authority::Unkeyed, _) => true,
             (Authority::Keyed { .. }, None) => false,
-            // Before the log is authenticated (a command run before the
-            // first start with the pepper), an entry made with the pepper.
-            (Authority::Keyed { since: None }, Some(pepper)) => authentic(pepper, entry),
-            (Authority::Keyed { since: Some(since) }, Some(pepper)) => {
-                entry.seq > *since && authentic(pepper, entry)
-            }
+            // Made with the pepper, whenever: an entry without its MAC (made
+            // before the store had the pepper, or by a writer) never is.
+            (Authority::Keyed { .. }, Some(pepper)) => authentic(pepper, entry),
         }
     }
 }
@@ -289,10 +299,20 @@ mod tests {
         let key = pepper(&format!("{}\n", "a".repeat(32)));
         let other = pepper(&"b".repeat(40));
         let sha = crate::api_key::hash("cik_token");
-        let keyed = key.keyed(&sha);
+        let keyed = key.keyed(&sha).unwrap();
         assert!(keyed.starts_with(KEYED) && keyed.len() == KEYED.len() + 64, "{keyed}");
-        assert_eq!(keyed, pepper(&"a".repeat(32)).keyed(&sha), "trailing white space is no part of it");
-        assert_ne!(keyed, other.keyed(&sha));
+        assert_eq!(
+            Some(&keyed),
+            pepper(&"a".repeat(32)).keyed(&sha).as_ref(),
+            "trailing white space is no part of it"
+        );
+        assert_ne!(Some(keyed.clone()), other.keyed(&sha));
+        // Text of a writer's choosing (a derived key's label) has no keyed
+        // form: a re-keying never writes a derived key where it is read.
+        for label in [SESSION, LINK, PASSWORD, AUDIT, ROW] {
+            assert_eq!(key.keyed(label), None, "{label}");
+            assert_ne!(label.len(), 32, "{label}: a label is never a hash's length");
+        }
         assert_ne!(key.id(), other.id());
         assert!(key.id().starts_with("pep_") && !format!("{key:?}").contains("aaaa"), "{key:?}");
         // HMAC-SHA-256 over the SHA-256's bytes: RFC 4231's construction.
@@ -300,6 +320,100 @@ mod tests {
         mac.update(&sha2::Digest::finalize(sha2::Digest::chain_update(Sha256::default(), b"cik_token")));
         let expected: String = mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(keyed, format!("{KEYED}{expected}"));
+    }
+
+    fn entry(seq: i64, mac_under: Option<&Pepper>) -> crate::audit::chain::Entry {
+        let mut entry = crate::audit::chain::Entry {
+            seq,
+            at: seq,
+            actor: "system".into(),
+            actor_name: None,
+            action: "operator.created".into(),
+            target_kind: "operator".into(),
+            target_id: "op".into(),
+            organization_id: None,
+            reason: None,
+            request_id: None,
+            detail: None,
+            prev_hash: "0".repeat(64),
+            hash: String::new(),
+            mac: None,
+        };
+        entry.hash = entry.digest();
+        entry.mac = mac_under.map(|pepper| audit_mac(pepper, &entry.hash));
+        entry
+    }
+
+    #[test]
+    fn only_entries_made_with_the_pepper_after_authentication_are_authority() {
+        let (ours, theirs) = (pepper(&"a".repeat(32)), pepper(&"b".repeat(32)));
+        let mut edited = entry(12, Some(&ours));
+        edited.target_id = "op_other".into();
+        let cases = [
+            // (what, entry, authority, admits, explains)
+            ("ours, after", entry(12, Some(&ours)), Authority::Keyed { since: Some(10) }, true, true),
+            ("ours, before", entry(9, Some(&ours)), Authority::Keyed { since: Some(10) }, true, true),
+            (
+                "the authentication itself",
+                entry(10, Some(&ours)),
+                Authority::Keyed { since: Some(10) },
+                true,
+                true,
+            ),
+            ("no MAC, after", entry(12, None), Authority::Keyed { since: Some(10) }, false, false),
+            ("no MAC, before", entry(9, None), Authority::Keyed { since: Some(10) }, false, true),
+            (
+                "another pepper's",
+                entry(12, Some(&theirs)),
+                Authority::Keyed { since: Some(10) },
+                false,
+                false,
+            ),
+            ("edited after its MAC", edited, Authority::Keyed { since: Some(10) }, false, false),
+            (
+                "ours, not yet authenticated",
+                entry(3, Some(&ours)),
+                Authority::Keyed { since: None },
+                true,
+                true,
+            ),
+            ("no MAC, not yet authenticated", entry(3, None), Authority::Keyed { since: None }, false, true),
+            ("a sandbox's", entry(3, None), Authority::Unkeyed, true, true),
+        ];
+        for (what, entry, authority, admits, explains) in cases {
+            assert_eq!(authority.admits_under(Some(&ours), &entry), admits, "{what}: admits");
+            assert_eq!(authority.explains_under(Some(&ours), &entry), explains, "{what}: explains");
+        }
+        // A process without the pepper takes nothing of a keyed log as authority.
+        let after = entry(12, Some(&ours));
+        assert!(!Authority::Keyed { since: Some(10) }.admits_under(None, &after));
+    }
+
+    #[test]
+    fn each_use_has_a_key_of_its_own() {
+        let key = pepper(&"a".repeat(32));
+        let labels = [SESSION, LINK, PASSWORD, AUDIT, ROW];
+        let macs: std::collections::BTreeSet<String> =
+            labels.iter().map(|label| key.derive(label).keyed(b"the same token")).collect();
+        assert_eq!(macs.len(), labels.len(), "a MAC made for one use never passes for another");
+        assert!(key.derive(SESSION).verifies(b"t", &key.derive(SESSION).keyed(b"t")));
+        assert!(!key.derive(SESSION).verifies(b"t", &crate::audit::chain::sha256_hex(b"t")));
+        assert_eq!(format!("{:?}", key.derive(SESSION)), "Derived(..)");
+        // A row's MAC covers its table, its id and each granting column.
+        let row = |table: &str, id: &str, grants: &[serde_json::Value]| {
+            key.derive(ROW).keyed(&row_bytes(table, id, grants))
+        };
+        let base = row("operators", "op_1", &[serde_json::json!("admin"), serde_json::json!(null)]);
+        assert_ne!(
+            base,
+            row("operator_keys", "op_1", &[serde_json::json!("admin"), serde_json::json!(null)])
+        );
+        assert_ne!(base, row("operators", "op_2", &[serde_json::json!("admin"), serde_json::json!(null)]));
+        assert_ne!(
+            base,
+            row("operators", "op_1", &[serde_json::json!("admin,treasury"), serde_json::json!(null)])
+        );
+        assert_ne!(base, row("operators", "op_1", &[serde_json::json!("admin"), serde_json::json!("1")]));
     }
 
     #[test]

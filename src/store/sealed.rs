@@ -21,12 +21,14 @@ pub struct Sealed {
     pub grants: &'static [&'static str],
 }
 
-/// A console user: its email key, organization, operator, role, password
-/// hash, TOTP secret and last step, and removal.
+/// A console user: its email (where its links are mailed) and email key,
+/// organization, operator, role, password hash, TOTP secret and last step,
+/// and removal.
 pub const CONSOLE_USERS: Sealed = Sealed {
     table: "console_users",
     id: "id",
     grants: &[
+        "email",
         "email_key",
         "organization_id",
         "operator_id",
@@ -42,14 +44,17 @@ pub const CONSOLE_USERS: Sealed = Sealed {
 pub const CONSOLE_SESSIONS: Sealed =
     Sealed { table: "console_sessions", id: "id_hash", grants: &["user_id", "factor", "created_at"] };
 
-/// An operator: its roles and its disabling.
-pub const OPERATORS: Sealed = Sealed { table: "operators", id: "id", grants: &["roles", "disabled_at"] };
+/// An operator: its email (where its links are mailed), its roles and its
+/// disabling.
+pub const OPERATORS: Sealed =
+    Sealed { table: "operators", id: "id", grants: &["email", "roles", "disabled_at"] };
 
-/// An operator key: its owner, its secret's hash, expiry and revocation.
+/// An operator key: its owner, its secret's hash, expiry and revocation,
+/// and the key that made it (whose revocation revokes it).
 pub const OPERATOR_KEYS: Sealed = Sealed {
     table: "operator_keys",
     id: "id",
-    grants: &["operator_id", "secret_hash", "expires_at", "revoked_at"],
+    grants: &["operator_id", "secret_hash", "expires_at", "revoked_at", "parent_key_id"],
 };
 
 /// An API key: its organization, its secret's hash, its revocation and

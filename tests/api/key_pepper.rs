@@ -80,7 +80,8 @@ async fn a_stores_plain_key_hashes_are_keyed_once_and_never_again() {
             "{backend:?}"
         );
         let keyed = hashes(&pool).await;
-        let expected = [&admin.key.unwrap().token, &tenant.token].map(|t| pepper.keyed(&api_key::hash(t)));
+        let expected =
+            [&admin.key.unwrap().token, &tenant.token].map(|t| pepper.keyed(&api_key::hash(t)).unwrap());
         assert_eq!(keyed, expected, "{backend:?}: HMAC of each key's SHA-256");
         assert_eq!(pepper::adopt(&db.store, Some(&pepper)).await.unwrap(), Peppering::Keyed);
         let none = pepper::adopt(&db.store, None).await.unwrap_err().to_string();

@@ -9,7 +9,7 @@ use alloy::{
     primitives::{Address, U256},
     transports::http::reqwest::Method,
 };
-use custody_indexer::{audit::Actor, people, store::Store};
+use custody_indexer::store::Store;
 use serde_json::{Value, json};
 use sqlx::{Connection, PgConnection, Row};
 
@@ -39,7 +39,7 @@ async fn treasury_operator(base: &str, store: &Store, admins: &Admins, name: &st
     let approved = send_json(Method::POST, &url, Some(&admins.second.1), Some(&json!({}))).await;
     assert_eq!(approved.status, 200, "{approved:?}");
     let id = approved.body["created"]["operator"]["id"].as_str().unwrap();
-    let path = people::operator_link(store, id, &Actor::local(Some("invitation".into()))).await.unwrap();
+    let path = super::common::governance::minted_link(store, id).await;
     format!("{base}{path}")
 }
 

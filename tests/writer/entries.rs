@@ -1,8 +1,8 @@
 //! Audit entries appended with SQL, chained as the guards let them in but
 //! without the MAC only the pepper makes: never authority. Every reader
-//! that takes an entry as authority is given the service's entry from
-//! before the log's authentication, the service's entry from after it, and
-//! a writer's; a forged `operator.created` beside a link row enrols no one
+//! that takes an entry as authority is given the service's entries from
+//! before the log's authentication and after it, an entry without a MAC
+//! from before it, and a writer's after it; a forged `operator.created` beside a link row enrols no one
 //! and `audit verify` names it; the log's authentication over a store that
 //! holds a forgery lists the forged principal for review, and nothing made
 //! before it acts after it.
@@ -52,25 +52,32 @@ async fn service_entry(store: &Store, target: &str) {
 }
 
 #[tokio::test]
-async fn every_reader_takes_only_the_services_entries_after_authentication_as_authority() {
+async fn every_reader_takes_only_entries_made_with_the_pepper_as_authority() {
     keyed();
     for backend in BACKENDS {
         let db = TestDb::new(backend).await;
         let pool = sqlx::AnyPool::connect(&db.url).await.unwrap();
         service_entry(&db.store, "before").await;
-        pepper::for_keys(&db.store).await.unwrap();
-        service_entry(&db.store, "after").await;
-        let forged = Forged {
+        let forged = |target| Forged {
             actor: "system",
             action: ACTION,
             target_kind: "operator",
-            target_id: "forged",
+            target_id: target,
             organization_id: None,
-            detail: Some(link("forged")),
+            detail: Some(link(target)),
         };
-        append_forged(&pool, &db.store, forged).await;
+        // As written before the store had the pepper, or by a writer then.
+        append_forged(&pool, &db.store, forged("unkeyed")).await;
+        pepper::for_keys(&db.store).await.unwrap();
+        service_entry(&db.store, "after").await;
+        append_forged(&pool, &db.store, forged("forged")).await;
         // (target, authority for a new effect, explains history)
-        let table = [("before", false, true), ("after", true, true), ("forged", false, false)];
+        let table = [
+            ("before", true, true),
+            ("unkeyed", false, true),
+            ("after", true, true),
+            ("forged", false, false),
+        ];
         for (target, admits, explains) in table {
             let mut tx = db.store.begin().await.unwrap();
             let case = format!("{backend:?}: the entry made {target}");

@@ -8,6 +8,7 @@
 use super::{
     ADMIN_EMAIL, PASSWORD, World,
     common::{
+        api::seed_operator,
         console::{csrf, enrol, get, post, sign_in},
         db::BACKENDS,
     },
@@ -17,6 +18,7 @@ use argon2::password_hash::PasswordHasher;
 use custody_indexer::{
     api_key::sha256_hex,
     audit::{Actor, verify},
+    operators::{NewOperator, Role, manage},
     people::{self, rules::TenantRole},
     store::now_micros,
 };
@@ -162,5 +164,92 @@ async fn users_keys_and_operators_changed_with_sql_authenticate_nothing() {
             assert!(report.unsealed.contains(&row), "{backend:?}: {row} in {:?}", report.unsealed);
         }
         assert!(!report.intact(), "{backend:?}");
+    }
+}
+
+/// The `row_mac` of row `id` of `table`, as a writer keeps a copy.
+async fn row_mac(world: &World, table: &str, id: &str) -> String {
+    let sql = format!("SELECT row_mac FROM {table} WHERE id = $1");
+    sqlx::query_scalar(&sql).bind(id).fetch_one(&world.pool).await.unwrap()
+}
+
+#[tokio::test]
+async fn a_row_rolled_back_with_its_older_mac_grants_nothing_the_log_took_away() {
+    for backend in BACKENDS {
+        let world = World::new(backend).await;
+        let store = world.app.store();
+        // An API key, and its row's MAC while it was live.
+        let key = world.app.key("acme").await;
+        let key_id = custody_indexer::api_key::key_id(&key).unwrap().to_string();
+        let live_mac = row_mac(&world, "api_keys", &key_id).await;
+        custody_indexer::api_key::manage::revoke(store, &key_id, &Actor::System).await.unwrap();
+        assert_eq!(world.app.get("/v2/webhooks", &key).await.status, 401, "{backend:?}: revoked");
+        let revived = "UPDATE api_keys SET revoked_at = NULL, row_mac = $1 WHERE id = $2";
+        world.sql(revived, &[&live_mac, &key_id]).await;
+        assert_eq!(
+            world.app.get("/v2/webhooks", &key).await.status,
+            401,
+            "{backend:?}: a revoked key revived"
+        );
+
+        // An operator, and its row's MAC while it was enabled.
+        let new = NewOperator {
+            name: "Tess".into(),
+            email: "tess@platform.example".into(),
+            roles: vec![Role::Treasury],
+        };
+        let tess = seed_operator(store, &world.operator.operator, new).await;
+        let tess_key = tess.key.as_ref().unwrap().token.clone();
+        let enabled_mac = row_mac(&world, "operators", &tess.operator.id).await;
+        let app = &world.app;
+        let queues = |key: String| async move {
+            app.request(Method::GET, "/operator/v1/changes", Some(&key)).await.status
+        };
+        // Authenticated, whatever its role may read there.
+        assert_ne!(queues(tess_key.clone()).await, 401, "{backend:?}: the service's operator");
+        manage::disable(store, &world.operator.operator, &tess.operator.id, "left").await.unwrap();
+        assert_eq!(queues(tess_key.clone()).await, 401, "{backend:?}: disabled");
+        let enabled =
+            "UPDATE operators SET disabled_at = NULL, disabled_reason = NULL, row_mac = $1 WHERE id = $2";
+        world.sql(enabled, &[&enabled_mac, &tess.operator.id]).await;
+        assert_eq!(queues(tess_key).await, 401, "{backend:?}: a disabled operator enabled again");
+
+        // A person's row before enrolment, and the link it used: enrols no
+        // one again (with the writer's password) once rolled back.
+        let who = ("re@acme.example", TenantRole::Viewer);
+        let invited = people::invite(store, "acme", who, &Actor::System, None).await.unwrap();
+        let unenrolled = row_mac(&world, "console_users", &invited.user.id).await;
+        let link = format!("{}{}", world.app.base, invited.enrol_path);
+        assert_eq!(enrol(&link, PASSWORD).await.status, 200, "{backend:?}");
+        let rolled = "UPDATE console_users SET password_hash = NULL, totp_secret = NULL, totp_last_step = NULL, \
+                      row_mac = $1 WHERE id = $2";
+        world.sql(rolled, &[&unenrolled, &invited.user.id]).await;
+        world
+            .sql("UPDATE console_enrolments SET used_at = NULL WHERE user_id = $1", &[&invited.user.id])
+            .await;
+        let again = enrol(&link, "the writer's own password").await;
+        assert_eq!(again.status, 404, "{backend:?}: a link replayed: {}", again.body);
+        assert_eq!(
+            sign_in(&world.app.base, who.0, "the writer's own password").await.status,
+            401,
+            "{backend:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_link_is_never_mailed_to_an_address_written_with_sql() {
+    for backend in BACKENDS {
+        let world = World::new(backend).await;
+        let store = world.app.store();
+        let who = ("late@acme.example", TenantRole::Viewer);
+        let invited = people::invite(store, "acme", who, &Actor::System, None).await.unwrap();
+        let fresh = people::reissue(store, "acme", &invited.user.id, &Actor::System, None).await;
+        assert!(fresh.is_ok(), "{backend:?}: the service's own row");
+        let readdressed = "UPDATE console_users SET email = 'mallory@evil.example' WHERE id = $1";
+        world.sql(readdressed, &[&invited.user.id]).await;
+        let refused =
+            people::reissue(store, "acme", &invited.user.id, &Actor::System, None).await.unwrap_err();
+        assert!(refused.to_string().contains("written outside the service"), "{backend:?}: {refused}");
     }
 }

@@ -99,7 +99,20 @@ pub(in crate::store) async fn install_index(pool: &sqlx::AnyPool) -> Result<(), 
     sqlx::query("CREATE INDEX IF NOT EXISTS audit_log_target ON audit_log (target_id, seq)")
         .execute(pool)
         .await?;
+    sqlx::query("CREATE INDEX IF NOT EXISTS audit_log_action ON audit_log (action, seq)")
+        .execute(pool)
+        .await?;
     Ok(())
+}
+
+/// Whether the log has been authenticated under some pepper (an
+/// `audit_log.authenticated` entry, authentic or not, is there).
+pub async fn authenticated(tx: &mut Tx) -> Result<bool, StoreError> {
+    let row = sqlx::query("SELECT seq FROM audit_log WHERE action = $1 LIMIT 1")
+        .bind(AUTHENTICATED)
+        .fetch_optional(&mut **tx)
+        .await?;
+    Ok(row.is_some())
 }
 
 /// Makes the next checkpoint due now.

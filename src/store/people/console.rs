@@ -239,6 +239,12 @@ pub async fn end_all_sessions_and_links(tx: &mut Tx, now: i64) -> Result<(u64, u
     Ok((sessions.rows_affected(), links.rows_affected()))
 }
 
+/// Refuses, in `tx`, what would act on user `user_id`'s row (mail its link,
+/// change it) when the row was written outside the service.
+pub async fn check_sealed(tx: &mut Tx, user_id: &str) -> Result<(), StoreError> {
+    CONSOLE_USERS.check(tx, user_id).await
+}
+
 /// Ends every session of `user_id`.
 pub async fn end_sessions_of(tx: &mut Tx, user_id: &str, now: i64) -> Result<(), StoreError> {
     sqlx::query("UPDATE console_sessions SET ended_at = $1 WHERE user_id = $2 AND ended_at IS NULL")
@@ -387,14 +393,19 @@ impl Store {
         &self,
         operator_id: &str,
     ) -> Result<Option<(String, Option<String>)>, StoreError> {
-        let row = sqlx::query(
-            "SELECT id, totp_secret FROM console_users WHERE operator_id = $1 AND removed_at IS NULL",
-        )
+        let row = sqlx::query(&format!(
+            "SELECT u.id, u.totp_secret, {} FROM console_users u WHERE u.operator_id = $1 AND u.removed_at IS NULL",
+            CONSOLE_USERS.columns("u")
+        ))
         .bind(operator_id)
         .fetch_optional(&self.pool)
         .await?;
         let Some(row) = row else { return Ok(None) };
         let id: String = row.try_get("id")?;
+        // A second factor written with SQL is no operator's.
+        if !CONSOLE_USERS.authentic_in(&row, "u", &id)? {
+            return Ok(None);
+        }
         let secret: Option<String> = row.try_get("totp_secret")?;
         let secret = secret.map(|value| open_totp(self.cipher().ok(), &id, value)).transpose()?;
         Ok(Some((id, secret)))
