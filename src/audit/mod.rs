@@ -196,8 +196,9 @@ pub async fn append(tx: &mut Tx, cipher: Option<&Cipher>, record: Record<'_>) ->
         // A reason may hold personal data: this handle cannot seal it.
         return Err(StoreError::Pii(crate::pii::PiiError::Locked));
     }
+    let head = rows::next(tx).await?;
     let pepper = keyring::process().ok().flatten();
-    if pepper.is_none() && rows::authenticated(tx).await? {
+    if pepper.is_none() && head.authenticated {
         // An entry without its MAC would never count, and `audit verify`
         // would name it: a process without the pepper writes none.
         return Err(StoreError::Invalid(format!(
@@ -205,7 +206,7 @@ pub async fn append(tx: &mut Tx, cipher: Option<&Cipher>, record: Record<'_>) ->
             keyring::PEPPER_FILE_ENV
         )));
     }
-    let head = rows::next(tx).await?;
+
     let row = place(head.seq);
     let reason = record.reason.map(|text| match cipher {
         Some(cipher) => cipher.seal(text.as_bytes(), Place { column: "audit_log.reason", row: &[&row] }),

@@ -8,9 +8,13 @@
 //! does not know is `audit verify`'s to name, not refused here. Without a
 //! pepper nothing is sealed, and nothing is checked.
 
-use super::principals::{Finding, KeyRow, Logged, OperatorRow, Rows};
+use super::{
+    chain::Entry,
+    principals::{Finding, KeyRow, Logged, OperatorRow, Rows},
+};
 use crate::{
     operators::Operator,
+    people::resource::User,
     store::{Store, StoreError, keyring},
 };
 
@@ -67,22 +71,30 @@ pub async fn operator_key(
     Ok(withdrawn(store, &[&operator.id], &rows).await?.is_some())
 }
 
-/// Whether the log took away what console user `user_id`'s row grants
-/// (`totp`: the row holds a second factor): a removal, or a second factor
-/// added that the row no longer holds (a row rolled back to before it, so
-/// that the password alone would open it).
-pub async fn console_user(store: &Store, user_id: &str, totp: bool) -> Result<bool, StoreError> {
+/// Whether the log took away what console `user`'s row grants: a
+/// removal, a second factor added that the row no longer holds (a row
+/// rolled back to before it, so that the password alone would open it), or
+/// a tenant role other than the one the log last gave (the reason of its
+/// `console_user.invited` or `console_user.role_set`, opened with the
+/// store's personal-data key).
+pub async fn console_user(store: &Store, user: &User) -> Result<bool, StoreError> {
     if keyring::process().ok().flatten().is_none() {
         return Ok(false);
     }
     let authority = store.audit_authority().await?;
-    let entries = store.audit_about(&[user_id]).await?;
-    let taken = entries.iter().filter(|entry| authority.explains(entry)).any(|entry| {
+    let entries = store.audit_about(&[&user.id]).await?;
+    let explained: Vec<&Entry> = entries.iter().filter(|entry| authority.explains(entry)).collect();
+    let mut taken = explained.iter().any(|entry| {
         entry.action == "console_user.removed"
-            || (entry.action == "console_user.second_factor_added" && !totp)
+            || (entry.action == "console_user.second_factor_added" && !user.totp)
     });
+    let roles = ["console_user.invited", "console_user.role_set"];
+    let last_role = explained.iter().rev().find(|entry| roles.contains(&entry.action.as_str()));
+    if let (Some(role), Some(entry), Ok(cipher)) = (user.role(), last_role, store.cipher()) {
+        taken |= super::reason(Some(cipher), entry)?.is_some_and(|given| given != role.as_str());
+    }
     if taken {
-        tracing::warn!(user = %user_id, "a console user's row grants what the audit log took away: refused");
+        tracing::warn!(user = %user.id, "a console user's row grants what the audit log took away: refused");
     }
     Ok(taken)
 }

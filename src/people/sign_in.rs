@@ -112,7 +112,7 @@ pub async fn sign_in(
         tokio::task::spawn_blocking(move || super::verify_password(&given, &checked)).await.unwrap_or(false);
     drop(permit);
     let withdrawn = match &credentials {
-        Some(found) => crate::audit::withdrawn::console_user(store, &found.user.id, found.user.totp).await?,
+        Some(found) => crate::audit::withdrawn::console_user(store, &found.user).await?,
         None => false,
     };
     let user = match credentials {
@@ -215,7 +215,7 @@ async fn second_factor(
 pub async fn session(store: &Store, token: &str) -> Result<Option<Session>, StoreError> {
     let id_hash = session_hash(token);
     let Some(session) = store.session(&id_hash).await? else { return Ok(None) };
-    if crate::audit::withdrawn::console_user(store, &session.user.id, session.user.totp).await? {
+    if crate::audit::withdrawn::console_user(store, &session.user).await? {
         return Ok(None);
     }
     let now = now_micros();

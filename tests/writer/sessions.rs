@@ -227,6 +227,17 @@ async fn a_row_rolled_back_with_its_older_mac_grants_nothing_the_log_took_away()
         world
             .sql("UPDATE console_enrolments SET used_at = NULL WHERE user_id = $1", &[&invited.user.id])
             .await;
+        // A role the log took away, back with the row's older MAC.
+        let boss = ("ro@acme.example", TenantRole::Admin);
+        let ro = people::invite(store, "acme", boss, &Actor::System, None).await.unwrap();
+        assert_eq!(enrol(&format!("{}{}", world.app.base, ro.enrol_path), PASSWORD).await.status, 200);
+        let as_admin = row_mac(&world, "console_users", &ro.user.id).await;
+        people::set_role(store, "acme", &ro.user.id, TenantRole::Viewer, &Actor::System).await.unwrap();
+        assert_eq!(sign_in(&world.app.base, boss.0, PASSWORD).await.status, 303, "{backend:?}: a viewer now");
+        let raised = "UPDATE console_users SET role = 'admin', row_mac = $1 WHERE id = $2";
+        world.sql(raised, &[&as_admin, &ro.user.id]).await;
+        assert_eq!(sign_in(&world.app.base, boss.0, PASSWORD).await.status, 401, "{backend:?}: a role back");
+
         let again = enrol(&link, "the writer's own password").await;
         assert_eq!(again.status, 404, "{backend:?}: a link replayed: {}", again.body);
         assert_eq!(

@@ -22,6 +22,9 @@ pub struct Next {
     pub seq: i64,
     pub prev_hash: String,
     pub at: i64,
+    /// Whether the log has been authenticated under some pepper (an
+    /// `audit_log.authenticated` entry, authentic or not, is there).
+    pub authenticated: bool,
 }
 
 const COLUMNS: &str = "seq, at, actor, actor_name, action, target_kind, target_id, organization_id, reason, \
@@ -31,13 +34,22 @@ const COLUMNS: &str = "seq, at, actor, actor_name, action, target_kind, target_i
 /// instance form one chain) and answers where the next entry goes, its
 /// time read once the lock is held.
 pub async fn next(tx: &mut Tx) -> Result<Next, StoreError> {
-    let (seq, prev_hash) = lock_head(tx).await?;
+    // One statement: an append costs no more for knowing whether the log
+    // is authenticated.
+    let sql = format!(
+        "SELECT seq, hash, (SELECT COUNT(*) FROM audit_log WHERE action = $1) AS authenticated \
+         FROM audit_head WHERE id = 1{}",
+        lock_suffix(tx)
+    );
+    let row = sqlx::query(&sql).bind(AUTHENTICATED).fetch_one(&mut **tx).await?;
+    let (seq, prev_hash): (i64, String) = (row.try_get("seq")?, row.try_get("hash")?);
+    let authenticated = row.try_get::<i64, _>("authenticated")? > 0;
     let now = database_now(tx);
     let at: i64 = match now {
         Some(now) => sqlx::query_scalar(&format!("SELECT {now}")).fetch_one(&mut **tx).await?,
         None => now_micros(),
     };
-    Ok(Next { seq: seq + 1, prev_hash, at })
+    Ok(Next { seq: seq + 1, prev_hash, at, authenticated })
 }
 
 /// Whether the store seals personal data (it has a key recorded): then no
@@ -103,16 +115,6 @@ pub(in crate::store) async fn install_index(pool: &sqlx::AnyPool) -> Result<(), 
         .execute(pool)
         .await?;
     Ok(())
-}
-
-/// Whether the log has been authenticated under some pepper (an
-/// `audit_log.authenticated` entry, authentic or not, is there).
-pub async fn authenticated(tx: &mut Tx) -> Result<bool, StoreError> {
-    let row = sqlx::query("SELECT seq FROM audit_log WHERE action = $1 LIMIT 1")
-        .bind(AUTHENTICATED)
-        .fetch_optional(&mut **tx)
-        .await?;
-    Ok(row.is_some())
 }
 
 /// Makes the next checkpoint due now.
