@@ -278,7 +278,10 @@ pub async fn revoke_api_key(tx: &mut Tx, id: &str) -> Result<Option<String>, Sto
     .bind(id)
     .fetch_optional(&mut **tx)
     .await?;
-    // Revoked: sealed so, whoever wrote it (a revoked key grants nothing).
-    API_KEYS.seal(tx, id).await?;
+    // Revoked now: sealed so, whoever wrote it (a revoked key grants
+    // nothing). A row this did not change is left as it stands.
+    if row.is_some() {
+        API_KEYS.seal(tx, id).await?;
+    }
     Ok(row.map(|r| r.try_get("organization_id")).transpose()?)
 }

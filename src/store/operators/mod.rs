@@ -300,8 +300,11 @@ pub async fn revoke_key(tx: &mut Tx, id: &str, now: i64) -> Result<Option<String
     .bind(id)
     .fetch_optional(&mut **tx)
     .await?;
-    // Revoked: sealed so, whoever wrote it (a revoked key grants nothing).
-    OPERATOR_KEYS.seal(tx, id).await?;
+    // Revoked now: sealed so, whoever wrote it (a revoked key grants
+    // nothing). A row this did not change is left as it stands.
+    if row.is_some() {
+        OPERATOR_KEYS.seal(tx, id).await?;
+    }
     Ok(row.map(|r| r.try_get("operator_id")).transpose()?)
 }
 
