@@ -52,21 +52,45 @@ pub async fn adopt(
     if keyring::process().ok().flatten().is_none() {
         return Ok(None);
     }
-    let mut tx = store.begin().await?;
-    super::lock(&mut tx).await?;
+    // The log and the principals are read on the pool, and then the head
+    // is held only if it has not moved since: nothing is read on the pool
+    // while the head is held, where every change of the log waits.
+    for _ in 0..READS {
+        if store.audit_authority().await? != (Authority::Keyed { since: None }) {
+            return Ok(None);
+        }
+        let (entries, head) = chain::read_log(store).await?;
+        let refused = |why: String| StoreError::Corrupt(format!("the audit log is not authenticated: {why}"));
+        chain::verify(&entries, Some((head.0, &head.1))).map_err(|broken| refused(broken.to_string()))?;
+        if let Some((checkpoint, public)) = checkpoint {
+            checkpoint.check(public, &entries, head.0).map_err(|broken| {
+                refused(format!("{broken} (the newest signed checkpoint); see docs/operations.md"))
+            })?;
+        }
+        let principals = principals(store).await?;
+        let mut tx = store.begin().await?;
+        if rows::lock_head(&mut tx).await? == head {
+            return authenticate(tx, head, checkpoint.map(|(c, _)| c.seq), principals).await;
+        }
+    }
+    Err(StoreError::Waiting("the audit log kept moving while it was authenticated: start again".into()))
+}
+
+/// How many times [`adopt`] reads the log before it gives up on a log that
+/// keeps moving.
+const READS: usize = 5;
+
+/// [`adopt`]'s writes in `tx`, which holds the head at `head` as the log
+/// and the `principals` were read.
+async fn authenticate(
+    mut tx: crate::store::Tx,
+    (head_seq, head_hash): (i64, String),
+    checkpoint_seq: Option<i64>,
+    principals: Vec<String>,
+) -> Result<Option<Authenticated>, StoreError> {
     if rows::authority(&mut tx).await? != (Authority::Keyed { since: None }) {
         return Ok(None);
     }
-    // The head is locked: what the pool reads is the log as it stays.
-    let (entries, (head_seq, head_hash)) = chain::read_log(store).await?;
-    let refused = |why: String| StoreError::Corrupt(format!("the audit log is not authenticated: {why}"));
-    chain::verify(&entries, Some((head_seq, &head_hash))).map_err(|broken| refused(broken.to_string()))?;
-    if let Some((checkpoint, public)) = checkpoint {
-        checkpoint.check(public, &entries, head_seq).map_err(|broken| {
-            refused(format!("{broken} (the newest signed checkpoint); see docs/operations.md"))
-        })?;
-    }
-    let principals = principals(store).await?;
     let (sessions_ended, links_voided) = console::end_all_sessions_and_links(&mut tx, now_micros()).await?;
     // The rows that authenticate, sealed as found: the principals' lines
     // list them for review.
@@ -76,7 +100,7 @@ pub async fn adopt(
     let detail = Detail {
         head_seq: Some(head_seq),
         head_hash: Some(head_hash),
-        checkpoint_seq: checkpoint.map(|(c, _)| c.seq),
+        checkpoint_seq,
         principals_sha256: Some(digest(&principals)),
         principals: Some(principals.clone()),
         ..Detail::default()

@@ -59,6 +59,10 @@ pub struct Detail {
     pub principals: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub principals_sha256: Option<String>,
+    /// A grant applied by an approved change of operators: the change's
+    /// id, whose `operator_change.approved` entry comes before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub change_id: Option<String>,
 }
 
 impl Detail {

@@ -6,7 +6,9 @@
 //! names every row that the log does not explain: a row with no entry that
 //! made it (an SQL `INSERT`), roles the log never gave, an operator
 //! enabled or a key live that the log took away, a key moved to another
-//! owner, a key left unpaired that the log paired.
+//! owner, a key left unpaired that the log paired, and an operator
+//! granted after genesis without another admin's approval (see
+//! [`approvals`]).
 //!
 //! Rows made before the log recorded these details are adopted once, when
 //! a store is first started by this release (see [`super::adopt`]).
@@ -14,6 +16,10 @@
 use std::collections::HashMap;
 
 use super::{Detail, chain::Entry};
+
+mod approvals;
+
+use approvals::Approvals;
 
 /// An operator's row as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,6 +57,8 @@ pub struct Rows {
 struct LoggedOperator {
     roles: Vec<String>,
     enabled: bool,
+    /// A grant to it that applied no approved change (see [`approvals`]).
+    unapproved: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,6 +81,7 @@ pub struct Logged {
     /// before it or never, so an `*.adopted` entry after it explains
     /// nothing.
     adoption_closed: bool,
+    approvals: Approvals,
 }
 
 /// A row the log does not explain.
@@ -95,8 +104,15 @@ impl std::fmt::Display for Finding {
 }
 
 impl Logged {
+    /// A replay that holds the grants in entries after `seq` (the log's
+    /// authentication) to four eyes once genesis has ended.
+    pub fn four_eyes_after(seq: i64) -> Self {
+        Self { approvals: Approvals::after(seq), ..Self::default() }
+    }
+
     /// Takes `entry` into account (entries in `seq` order).
     pub fn read(&mut self, entry: &Entry) {
+        self.approvals.read(entry);
         let detail = entry.detail.as_deref().and_then(Detail::parse);
         let target = entry.target_id.clone();
         if entry.action.ends_with(".adopted") {
@@ -108,7 +124,7 @@ impl Logged {
         }
         let action = entry.action.as_str();
         if action.starts_with("operator.") {
-            self.read_operator(action, target, detail);
+            self.read_operator(entry, target, detail);
         } else if action.starts_with("operator_key.") {
             self.read_operator_key(action, target, detail);
         } else if action.starts_with("api_key.") {
@@ -118,8 +134,13 @@ impl Logged {
     }
 
     /// An operator made (with its first key), its roles set, disabled or
-    /// enabled.
-    fn read_operator(&mut self, action: &str, target: String, detail: Option<Detail>) {
+    /// enabled; a grant after genesis held to four eyes.
+    fn read_operator(&mut self, entry: &Entry, target: String, detail: Option<Detail>) {
+        let action = entry.action.as_str();
+        let change_id = detail.as_ref().and_then(|d| d.change_id.clone());
+        let approved = |approvals: &mut Approvals| {
+            (!approvals.grant(entry, change_id.as_deref())).then(|| approvals::unapproved(entry))
+        };
         match (action, detail) {
             (
                 "operator.bootstrapped"
@@ -140,16 +161,26 @@ impl Logged {
                     };
                     self.operator_keys.insert(key, key_owner);
                 }
-                self.operators.insert(target, LoggedOperator { roles, enabled });
+                let unapproved =
+                    if action == "operator.adopted" { None } else { approved(&mut self.approvals) };
+                self.operators.insert(target, LoggedOperator { roles, enabled, unapproved });
             }
             ("operator.roles_set", Some(Detail { roles: Some(roles), .. })) => {
                 if let Some(operator) = self.operators.get_mut(&target) {
+                    if roles.iter().any(|role| !operator.roles.contains(role)) {
+                        operator.unapproved =
+                            operator.unapproved.take().or_else(|| approved(&mut self.approvals));
+                    }
                     operator.roles = roles;
                 }
             }
             ("operator.disabled" | "operator.enabled", _) => {
                 if let Some(operator) = self.operators.get_mut(&target) {
                     operator.enabled = action == "operator.enabled";
+                    if operator.enabled {
+                        operator.unapproved =
+                            operator.unapproved.take().or_else(|| approved(&mut self.approvals));
+                    }
                 }
             }
             _ => {}
@@ -237,6 +268,9 @@ impl Logged {
                     }
                     if !row.enabled && logged.enabled {
                         findings.push(finding("is disabled, the log left it enabled".into(), false));
+                    }
+                    if let Some(why) = &logged.unapproved {
+                        findings.push(finding(why.clone(), true));
                     }
                 }
             }

@@ -94,7 +94,10 @@ pub async fn verify(
         },
     };
     // An entry after the authentication whose MAC fails explains nothing.
-    let mut logged = Logged::default();
+    let mut logged = match authority {
+        Authority::Keyed { since: Some(since) } => Logged::four_eyes_after(since),
+        _ => Logged::default(),
+    };
     entries.iter().filter(|entry| authority.explains(entry)).for_each(|entry| logged.read(entry));
     let unexplained = logged.findings(&principal_rows(store).await?);
     let unguarded = store.audit_guards_missing().await?;

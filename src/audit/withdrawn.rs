@@ -4,11 +4,13 @@
 //! live again, a disabled operator enabled, a removed role back. So an
 //! authentication also replays the entries about its principal that the
 //! log explains (see [`crate::store::keyring::Authority::explains`]) and
-//! refuses a row that grants more than they left it. A principal the log
+//! refuses a row that grants more than they left it, or an operator
+//! granted after genesis without another admin's approval. A principal the log
 //! does not know is `audit verify`'s to name, not refused here. Without a
 //! pepper nothing is sealed, and nothing is checked.
 
 use super::{
+    Detail,
     chain::Entry,
     principals::{Finding, KeyRow, Logged, OperatorRow, Rows},
 };
@@ -25,8 +27,11 @@ pub async fn withdrawn(store: &Store, targets: &[&str], rows: &Rows) -> Result<O
         return Ok(None);
     }
     let authority = store.audit_authority().await?;
-    let mut logged = Logged::default();
-    for entry in store.audit_about(targets).await?.iter().filter(|entry| authority.explains(entry)) {
+    let mut logged = match authority {
+        keyring::Authority::Keyed { since: Some(since) } => Logged::four_eyes_after(since),
+        _ => Logged::default(),
+    };
+    for entry in about(store, targets).await?.iter().filter(|entry| authority.explains(entry)) {
         logged.read(entry);
     }
     let found = logged.findings(rows).into_iter().find(|finding| finding.grants_more);
@@ -34,6 +39,19 @@ pub async fn withdrawn(store: &Store, targets: &[&str], rows: &Rows) -> Result<O
         tracing::warn!(%finding, "a row grants what the audit log took away: refused");
     }
     Ok(found)
+}
+
+/// The entries about `targets`, with those a grant among them is held to:
+/// the end of genesis and the changes the grants name, in `seq` order.
+async fn about(store: &Store, targets: &[&str]) -> Result<Vec<Entry>, StoreError> {
+    let mut entries = store.audit_about(targets).await?;
+    let mut more = vec![crate::operators::genesis::TARGET.to_string()];
+    more.extend(entries.iter().filter_map(|e| e.detail.as_deref().and_then(Detail::parse)?.change_id));
+    let more: Vec<&str> = more.iter().map(String::as_str).collect();
+    entries.extend(store.audit_about(&more).await?);
+    entries.sort_by_key(|entry| entry.seq);
+    entries.dedup_by_key(|entry| entry.seq);
+    Ok(entries)
 }
 
 /// The row of `operator` as an authentication read it (enabled, its roles).

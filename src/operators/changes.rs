@@ -187,7 +187,8 @@ async fn apply(
             operator.id = change.target.clone();
             let reason = format!("{}: {why}", super::resource::roles_text(&operator.roles));
             let keyed = environment == Environment::Sandbox;
-            let by = (&by, "operator.created", Some(reason.as_str()));
+            let change_id = Some(change.id.as_str());
+            let by = manage::By { actor: &by, action: "operator.created", reason: Some(&reason), change_id };
             Applied::Created(manage::insert(tx, cipher, by, operator, (environment, keyed)).await?)
         }
         ChangeKind::Roles => {
@@ -198,11 +199,13 @@ async fn apply(
             if current.roles != from {
                 return Err(Refused::Stale(change.target.clone()).into());
             }
-            Applied::Changed(grants::apply_roles(tx, cipher, &by, &change.target, roles, &why).await?)
+            Applied::Changed(
+                grants::apply_roles(tx, cipher, &by, &change.target, roles, (&why, Some(&change.id))).await?,
+            )
         }
-        ChangeKind::Enable => {
-            Applied::Changed(grants::apply_enable(tx, cipher, &by, &change.target, &why).await?)
-        }
+        ChangeKind::Enable => Applied::Changed(
+            grants::apply_enable(tx, cipher, &by, &change.target, (&why, Some(&change.id))).await?,
+        ),
         ChangeKind::Contact => {
             let email = proposal.email.as_deref().ok_or_else(|| missing("email"))?;
             let to = (change.target.as_str(), email);

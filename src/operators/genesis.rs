@@ -3,7 +3,10 @@
 //! admins alone; the first time two have enrolled, genesis ends for good,
 //! in the store (a latch row) and in the audit log (an entry), either of
 //! which holds it: from then on every grant waits for another admin,
-//! whatever the count of admins later becomes. Each function runs in the
+//! whatever the count of admins later becomes. An admin added during
+//! genesis that has not enrolled when it ends is disabled then: a dormant
+//! admin's link, reissued later to another mailbox, would be a second
+//! admin for one person. Each function runs in the
 //! caller's transaction, after the chain's head is locked (one change of
 //! operators at a time).
 
@@ -16,6 +19,9 @@ use crate::{
 
 /// The latch's name in the store.
 pub const ENDED: &str = "genesis_ended";
+
+/// The target of the entry that ends genesis.
+pub const TARGET: &str = "genesis";
 
 /// The audit action that ends genesis.
 pub const ENDED_ACTION: &str = "operator.genesis_ended";
@@ -36,7 +42,7 @@ pub async fn open(tx: &mut Tx, cipher: Option<&Cipher>) -> Result<bool, StoreErr
         actor: &Actor::System,
         action: ENDED_ACTION,
         target_kind: "platform",
-        target_id: "genesis",
+        target_id: TARGET,
         organization_id: None,
         reason: Some(&reason),
         request_id: None,
@@ -44,7 +50,41 @@ pub async fn open(tx: &mut Tx, cipher: Option<&Cipher>) -> Result<bool, StoreErr
     };
     audit::append(tx, cipher, entry).await?;
     latches::latch(tx, ENDED, &detail, now_micros()).await?;
+    disable_dormant(tx, cipher, &admins).await?;
     Ok(false)
+}
+
+/// Why an admin added during genesis that had not enrolled is disabled.
+pub const DORMANT: &str = "genesis ended before it enrolled";
+
+/// Disables, with an entry each, every enabled admin that is not one of
+/// the `enrolled` when genesis ends: it comes back only through an
+/// approved enabling, and its link is void.
+async fn disable_dormant(
+    tx: &mut Tx,
+    cipher: Option<&Cipher>,
+    enrolled: &[String],
+) -> Result<(), StoreError> {
+    for id in rows::admins_enabled(tx).await? {
+        if enrolled.contains(&id) {
+            continue;
+        }
+        let entry = Record {
+            actor: &Actor::System,
+            action: "operator.disabled",
+            target_kind: "operator",
+            target_id: &id,
+            organization_id: None,
+            reason: Some(DORMANT),
+            request_id: None,
+            detail: None,
+        };
+        audit::append(tx, cipher, entry).await?;
+        let now = now_micros();
+        rows::disable(tx, &id, DORMANT, now).await?;
+        crate::store::console::end_operator(tx, &id, now).await?;
+    }
+    Ok(())
 }
 
 /// Whether genesis has ended: the store's latch or the log's entry.

@@ -6,7 +6,7 @@
 
 use super::{
     genesis,
-    manage::{self, Created, NewOperator, OperatorError, actor, authority, locked, record},
+    manage::{self, By, Created, NewOperator, OperatorError, actor, authority, locked, record},
     resource::{Change, ChangeKind, ChangeStatus, Operator, Proposal, Role, roles_text},
     rules::{self, Action, Grant},
 };
@@ -56,7 +56,7 @@ pub async fn create(
             let action =
                 if grant == Grant::Genesis { "operator.genesis_created" } else { "operator.created" };
             let roles = roles_text(&operator.roles);
-            let by = (&actor(admin), action, Some(roles.as_str()));
+            let by = By { actor: &actor(admin), action, reason: Some(roles.as_str()), change_id: None };
             let keyed = environment == Environment::Sandbox;
             let created = manage::insert(&mut tx, cipher, by, operator, (environment, keyed)).await?;
             if let Some(invitations) = mailer {
@@ -87,7 +87,7 @@ pub async fn set_roles(
     authority(&mut tx, admin).await?;
     let current = locked(&mut tx, target).await?;
     let outcome = if !rules::adds_role(&current.roles, roles) {
-        Outcome::Applied(apply_roles(&mut tx, cipher, &actor(admin), target, roles, reason).await?)
+        Outcome::Applied(apply_roles(&mut tx, cipher, &actor(admin), target, roles, (reason, None)).await?)
     } else {
         match grant(&mut tx, cipher, environment, ChangeKind::Roles, roles).await? {
             Grant::Propose => {
@@ -100,7 +100,9 @@ pub async fn set_roles(
                     propose(&mut tx, cipher, admin, (ChangeKind::Roles, target), proposal, Some(reason));
                 Outcome::Proposed(Box::new(change.await?))
             }
-            _ => Outcome::Applied(apply_roles(&mut tx, cipher, &actor(admin), target, roles, reason).await?),
+            _ => Outcome::Applied(
+                apply_roles(&mut tx, cipher, &actor(admin), target, roles, (reason, None)).await?,
+            ),
         }
     };
     tx.commit().await.map_err(StoreError::from)?;
@@ -136,7 +138,7 @@ pub async fn enable(
             );
             Outcome::Proposed(Box::new(change.await?))
         }
-        _ => Outcome::Applied(apply_enable(&mut tx, cipher, &actor(admin), target, reason).await?),
+        _ => Outcome::Applied(apply_enable(&mut tx, cipher, &actor(admin), target, (reason, None)).await?),
     };
     tx.commit().await.map_err(StoreError::from)?;
     Ok(outcome)
@@ -223,19 +225,21 @@ pub(super) fn describe(change: &Change) -> String {
     text
 }
 
-/// Sets `target`'s roles, with its entry by `by`; the service keeps an
-/// enabled admin.
+/// Sets `target`'s roles, with its entry by `by` (for `reason`, applying
+/// the approved change `change_id` if any); the service keeps an enabled
+/// admin.
 pub(super) async fn apply_roles(
     tx: &mut Tx,
     cipher: Option<&Cipher>,
     by: &Actor,
     target: &str,
     roles: &[Role],
-    reason: &str,
+    (reason, change_id): (&str, Option<&str>),
 ) -> Result<Operator, OperatorError> {
     let reason = format!("{}: {reason}", roles_text(roles));
     let entry = record(by, "operator.roles_set", target, Some(&reason));
-    audit::append(tx, cipher, Record { detail: Some(Detail::roles(roles)), ..entry }).await?;
+    let detail = Detail { change_id: change_id.map(str::to_string), ..Detail::roles(roles) };
+    audit::append(tx, cipher, Record { detail: Some(detail), ..entry }).await?;
     locked(tx, target).await?;
     rows::set_roles(tx, target, roles).await?;
     let operator = locked(tx, target).await?;
@@ -243,15 +247,18 @@ pub(super) async fn apply_roles(
     Ok(operator)
 }
 
-/// Enables `target`, with its entry by `by`.
+/// Enables `target`, with its entry by `by` (for `reason`, applying the
+/// approved change `change_id` if any).
 pub(super) async fn apply_enable(
     tx: &mut Tx,
     cipher: Option<&Cipher>,
     by: &Actor,
     target: &str,
-    reason: &str,
+    (reason, change_id): (&str, Option<&str>),
 ) -> Result<Operator, OperatorError> {
-    audit::append(tx, cipher, record(by, "operator.enabled", target, Some(reason))).await?;
+    let detail = change_id.map(|id| Detail { change_id: Some(id.to_string()), ..Detail::default() });
+    audit::append(tx, cipher, Record { detail, ..record(by, "operator.enabled", target, Some(reason)) })
+        .await?;
     rows::enable(tx, target).await?;
     locked(tx, target).await
 }

@@ -89,7 +89,7 @@ pub async fn bootstrap(
         existed,
         rows::enabled_admins(&mut tx, now_micros()).await?,
     )?;
-    let by = (actor, "operator.bootstrapped", None);
+    let by = By { actor, action: "operator.bootstrapped", reason: None, change_id: None };
     let created = insert(&mut tx, store.cipher().ok(), by, fresh(&new), (environment, true)).await?;
     tx.commit().await.map_err(StoreError::from)?;
     Ok(created)
@@ -137,16 +137,26 @@ pub(super) fn fresh(new: &NewOperator) -> Operator {
     }
 }
 
+/// Who grants, and how: an entry's actor, action and reason, and the
+/// approved change it applies, if any.
+pub(super) struct By<'a> {
+    pub actor: &'a Actor,
+    pub action: &'a str,
+    pub reason: Option<&'a str>,
+    pub change_id: Option<&'a str>,
+}
+
 /// Writes `operator` with its entry (the actor, the action and the
 /// entry's reason) and its console sign-in; with its first key when
 /// `keyed`.
 pub(super) async fn insert(
     tx: &mut Tx,
     cipher: Option<&Cipher>,
-    (actor, action, reason): (&Actor, &str, Option<&str>),
+    by: By<'_>,
     operator: Operator,
     (environment, keyed): (Environment, bool),
 ) -> Result<Created, OperatorError> {
+    let By { actor, action, reason, change_id } = by;
     let key = keyed.then(|| api_key::generate_with(OPERATOR_PREFIX));
     let now = operator.created_at.timestamp_micros();
     let expires_at = key_rules::key_expiry(environment, now, None, None)?;
@@ -156,6 +166,7 @@ pub(super) async fn insert(
         key_id: key.as_ref().map(|k| k.id.clone()),
         expires_at: key.as_ref().and(expires_at),
         link_sha256: Some(link.hash.clone()),
+        change_id: change_id.map(str::to_string),
         ..Detail::roles(&operator.roles)
     };
     audit::append(tx, cipher, Record { detail: Some(detail), ..entry }).await?;

@@ -225,10 +225,20 @@ impl Store {
     /// A store with a migration of this release not applied is refused.
     pub async fn open_migrated(url: &str) -> Result<Self, StoreError> {
         let store = Self::connect_existing(url).await?;
-        let applied: Vec<i64> = sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success")
+        let applied: Vec<i64> = match sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success")
             .fetch_all(&store.pool)
             .await
-            .unwrap_or_default();
+        {
+            Ok(applied) => applied,
+            // Never migrated: every migration is pending. Any other
+            // failure (a lock, a lost connection) is told as itself.
+            Err(sqlx::Error::Database(error))
+                if error.code().as_deref() == Some("42P01") || error.message().contains("no such table") =>
+            {
+                Vec::new()
+            }
+            Err(error) => return Err(error.into()),
+        };
         if let Some(pending) = MIGRATOR.iter().find(|m| !applied.contains(&m.version)) {
             return Err(StoreError::Invalid(format!(
                 "the store lacks migration {} ({}) of this release: run `custody-indexer migrate` with the \

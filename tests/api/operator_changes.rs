@@ -1,6 +1,7 @@
 //! People changes take two admins, in production, through real HTTP on
 //! both stores: genesis adds admins alone until two have enrolled and then
-//! ends for good (disabling an admin does not reopen it); every grant is a
+//! ends for good (disabling an admin does not reopen it), disabling the
+//! admins it added that never enrolled; every grant is a
 //! change that neither its proposer nor its target decides; taking power
 //! away applies at once; a change expires after seven days undecided; a
 //! change row written with plain SQL is never applied; and no answer holds
@@ -112,6 +113,23 @@ async fn one_admin_alone_cannot_grant_a_money_role_nor_reopen_genesis() {
         let bea_key = enrol_at(&second).await.expect("Bea's own first key");
         assert!(!smtp.messages().iter().any(|m| m.contains(&bea_key[4..])), "a key is never mailed");
 
+        // Genesis ended with Bea: Cid, added alone and never enrolled, is
+        // disabled then; its mailed link is void and none is reissued.
+        let cid_mail = |n: usize| smtp.link_to("cid@example.com", 2 * backend_index(backend) + n);
+        let dormant = mailed(cid_mail(1).await);
+        let gone = common::api::send(Method::GET, &dormant, None).await;
+        assert_eq!(gone.status, 404, "{backend:?}: a dormant admin's link is void");
+        let invitation = format!("{ops}/{cid_id}/invitation");
+        let reissued = call(&app, Method::POST, &invitation, &ada_key, json!({})).await;
+        assert_eq!(reissued.status, 400, "{backend:?}: {:?}", reissued.body);
+        assert!(reissued.body["message"].as_str().unwrap().contains("disabled"), "{:?}", reissued.body);
+        // It comes back only through an approved enabling, and enrols anew.
+        let path = format!("{ops}/{cid_id}/enable");
+        let back = proposed(&app, Method::POST, &path, &ada_key, json!({ "reason": "enrols now" })).await;
+        assert_eq!(decide(&app, &back, "approve", &bea_key).await.status, 200, "{backend:?}");
+        assert_eq!(call(&app, Method::POST, &invitation, &ada_key, json!({})).await.status, 200);
+        let cid_key = enrol_at(&mailed(cid_mail(2).await)).await.expect("Cid's own first key");
+
         // Two have enrolled: every grant now waits for another admin.
         let dan = proposed(&app, Method::POST, ops, &ada_key, person("Dan", &["admin"])).await;
         let tom = proposed(&app, Method::POST, ops, &ada_key, person("Tom", &["treasury"])).await;
@@ -139,8 +157,7 @@ async fn one_admin_alone_cannot_grant_a_money_role_nor_reopen_genesis() {
         assert_eq!(eve.status, 202, "{backend:?}: genesis ended for good: {:?}", eve.body);
         assert_eq!(decide(&app, &dan, "approve", &bea_key).await.status, 401, "{backend:?}: disabled");
 
-        // Enabling is a grant: Cid (not enrolled, yet an admin) decides it.
-        let cid_key = enrol(&app.base, store, &cid_id).await.expect("Cid's own first key");
+        // Enabling is a grant: a third admin, Cid, decides it.
         let path = format!("{ops}/{bea_id}/enable");
         let enable = proposed(&app, Method::POST, &path, &ada_key, json!({ "reason": "back" })).await;
         let refused = decide(&app, &enable, "refuse", &cid_key).await;
@@ -198,6 +215,7 @@ async fn one_admin_alone_cannot_grant_a_money_role_nor_reopen_genesis() {
             "operator_change.expired",
             "operator.roles_set",
             "operator.disabled",
+            "operator.enabled",
         ] {
             assert!(actions.contains(&action), "{backend:?}: {action} in {actions:?}");
         }

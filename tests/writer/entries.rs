@@ -143,7 +143,7 @@ async fn a_forged_operator_entry_beside_a_link_row_enrols_no_one_and_verify_name
         assert_eq!(out.status.code(), Some(1), "{backend:?}: {said}{errors}");
         assert!(
             said.contains(&format!("audit entry {}: not authenticated", entry.seq)),
-            "{backend:?}: {said}"
+            "{backend:?}: {said}{errors}"
         );
         // Without the pepper it checks no MAC, and says so.
         let out =

@@ -15,6 +15,7 @@
 mod common;
 
 mod entries;
+mod grants;
 mod sessions;
 
 use common::{

@@ -335,3 +335,138 @@ fn an_expiry_the_log_set_is_never_moved_later_by_an_expiry_set() {
     ));
     assert!(old.findings(&row(Some(99))).is_empty());
 }
+
+/// A production log past its authentication (entry 3) and genesis: the
+/// grants in `tail` (after it) as the four-eyes rule judges them, the
+/// finding about `op_x` if any.
+fn four_eyes(tail: &[Entry]) -> Option<String> {
+    let mut logged = Logged::four_eyes_after(3);
+    let head = [
+        entry("operator.bootstrapped", "op_a", None, with_roles(&["admin"], Some("k1"))),
+        entry("operator.genesis_created", "op_b", None, with_roles(&["admin"], None)),
+        entry("audit_log.authenticated", "audit_log", None, None),
+        entry("operator.genesis_ended", "genesis", None, None),
+    ];
+    for (seq, mut entry) in head.into_iter().chain(tail.iter().cloned()).enumerate() {
+        entry.seq = seq as i64 + 1;
+        logged.read(&entry);
+    }
+    let row = OperatorRow { id: "op_x".into(), roles: roles(&["admin", "treasury"]), enabled: true };
+    let rows = Rows { operators: vec![row], ..Rows::default() };
+    let finding = logged.findings(&rows).into_iter().find(|f| f.grants_more)?;
+    Some(finding.why)
+}
+
+fn by(actor: &str, action: &str, target: &str) -> Entry {
+    Entry { actor: actor.into(), ..entry(action, target, None, None) }
+}
+
+fn applying(action: &str, change: Option<&str>, list: &[&str]) -> Entry {
+    let detail = Detail { change_id: change.map(str::to_string), ..with_roles(list, None).unwrap() };
+    by("operator:op_b", action, "op_x").with_detail(detail)
+}
+
+impl Entry {
+    fn with_detail(self, detail: Detail) -> Self {
+        Entry { detail: Some(detail.text()), ..self }
+    }
+}
+
+#[test]
+fn after_genesis_a_grant_applies_a_change_another_admin_approved_once() {
+    let proposed = || by("operator:op_a", "operator_change.proposed", "chg_1");
+    let approved = |actor: &str| by(actor, "operator_change.approved", "chg_1");
+    let made = |change| applying("operator.created", change, &["admin", "treasury"]);
+    let cases: Vec<(&str, Vec<Entry>, Option<&str>)> = vec![
+        ("approved by another admin", vec![proposed(), approved("operator:op_b"), made(Some("chg_1"))], None),
+        ("no change named", vec![proposed(), approved("operator:op_b"), made(None)], Some("entry 7")),
+        (
+            "approved by its proposer",
+            vec![proposed(), approved("operator:op_a"), made(Some("chg_1"))],
+            Some("entry 7"),
+        ),
+        ("never approved", vec![proposed(), made(Some("chg_1"))], Some("entry 6")),
+        (
+            "approved before proposed",
+            vec![approved("operator:op_b"), proposed(), made(Some("chg_1"))],
+            Some("entry 7"),
+        ),
+        (
+            "another change's approval",
+            vec![proposed(), approved("operator:op_b"), made(Some("chg_2"))],
+            Some("entry 7"),
+        ),
+        (
+            "one approval applied twice",
+            vec![
+                proposed(),
+                approved("operator:op_b"),
+                applying("operator.created", Some("chg_1"), &["admin"]),
+                applying("operator.roles_set", Some("chg_1"), &["admin", "treasury"]),
+            ],
+            Some("entry 8 (operator.roles_set)"),
+        ),
+        (
+            "a role removed needs no approval",
+            vec![
+                proposed(),
+                approved("operator:op_b"),
+                applying("operator.created", Some("chg_1"), &["admin", "compliance", "treasury"]),
+                applying("operator.roles_set", None, &["admin", "treasury"]),
+            ],
+            None,
+        ),
+        (
+            "enabled again without a change",
+            vec![
+                proposed(),
+                approved("operator:op_b"),
+                made(Some("chg_1")),
+                by("operator:op_a", "operator.disabled", "op_x"),
+                by("operator:op_a", "operator.enabled", "op_x"),
+            ],
+            Some("entry 9 (operator.enabled)"),
+        ),
+    ];
+    for (case, tail, expected) in cases {
+        let found = four_eyes(&tail);
+        match expected {
+            None => assert_eq!(found, None, "{case}"),
+            Some(text) => {
+                assert!(found.as_deref().is_some_and(|why| why.contains(text)), "{case}: {found:?}")
+            }
+        }
+    }
+}
+
+#[test]
+fn grants_before_the_authentication_or_in_genesis_are_not_held_to_four_eyes() {
+    // Before the authentication (entry 9 of this log) nothing is held.
+    let mut logged = Logged::four_eyes_after(9);
+    let mut seq = 0;
+    let mut read = |logged: &mut Logged, mut e: Entry| {
+        seq += 1;
+        e.seq = seq;
+        logged.read(&e);
+    };
+    read(&mut logged, entry("operator.genesis_created", "op_x", None, with_roles(&["admin"], None)));
+    read(&mut logged, entry("operator.genesis_ended", "genesis", None, None));
+    read(&mut logged, entry("operator.created", "op_y", None, with_roles(&["treasury"], None)));
+    let rows = Rows {
+        operators: vec![
+            OperatorRow { id: "op_x".into(), roles: roles(&["admin"]), enabled: true },
+            OperatorRow { id: "op_y".into(), roles: roles(&["treasury"]), enabled: true },
+        ],
+        ..Rows::default()
+    };
+    assert!(logged.findings(&rows).is_empty());
+    // A log never authenticated holds nothing either.
+    let mut plain = Logged::default();
+    read(&mut plain, entry("operator.genesis_ended", "genesis", None, None));
+    read(&mut plain, entry("operator.created", "op_z", None, with_roles(&["treasury"], None)));
+    let rows = Rows {
+        operators: vec![OperatorRow { id: "op_z".into(), roles: roles(&["treasury"]), enabled: true }],
+        ..Rows::default()
+    };
+    assert!(plain.findings(&rows).is_empty());
+}

@@ -188,6 +188,22 @@ pub async fn any_admin(tx: &mut Tx) -> Result<bool, StoreError> {
     Ok(false)
 }
 
+/// Every enabled operator holding the `admin` role, sealed or not, by id.
+pub async fn admins_enabled(tx: &mut Tx) -> Result<Vec<String>, StoreError> {
+    let rows =
+        sqlx::query("SELECT id, roles FROM operators WHERE disabled_at IS NULL ORDER BY created_at, id")
+            .fetch_all(&mut **tx)
+            .await?;
+    let mut admins = Vec::new();
+    for row in rows {
+        let roles: String = row.try_get("roles")?;
+        if roles.split(',').any(|r| r == Role::Admin.as_str()) {
+            admins.push(row.try_get("id")?);
+        }
+    }
+    Ok(admins)
+}
+
 /// The enabled admins who have enrolled (set their console password) or
 /// hold a live key (in production only their own enrolment or the
 /// bootstrap makes one), by id.

@@ -1,0 +1,90 @@
+//! Four eyes on grants, held by the log: once genesis has ended, an
+//! operator made, enabled or given a role by an entry that applies no
+//! change another admin approved (here: a process started as `sandbox` on
+//! a production store, which grants alone, with the pepper and its MACs)
+//! authenticates nothing, and `audit verify` names it.
+
+use crate::{common, keyed};
+
+use alloy::transports::http::reqwest::Method;
+use common::{
+    api::{send_json, spawn_configured},
+    cli::Env,
+    db::BACKENDS,
+    governance::{self, Admins},
+    smtp::unsent,
+};
+use custody_indexer::{
+    api::ApiState,
+    api_key::pepper,
+    audit::Actor,
+    config::Chains,
+    environment::Environment,
+    operators::{NewOperator, Operator, Outcome, Role, grants, manage},
+    store::Store,
+};
+
+async fn operators_status(base: &str, key: &str) -> u16 {
+    send_json(Method::GET, &format!("{base}/operator/v1/operators"), Some(key), None).await.status
+}
+
+async fn operator(store: &Store, id: &str) -> Operator {
+    store.operators().await.unwrap().into_iter().find(|o| o.id == id).unwrap()
+}
+
+/// A production service with the pepper, its log authenticated, past
+/// genesis (two admins enrolled).
+async fn past_genesis(backend: common::db::Backend) -> (common::api::App, Admins) {
+    let mail = |state: ApiState| state.with_mail(Some(unsent("https://custody.example")));
+    let app = spawn_configured(backend, Chains::default(), mail).await;
+    let store = app.store();
+    pepper::for_keys(store).await.unwrap();
+    let new = NewOperator { name: "Ada".into(), email: "ada@example.com".into(), roles: vec![Role::Admin] };
+    let ada = manage::bootstrap(store, Environment::Production, &Actor::local(None), new).await.unwrap();
+    let first = (ada.operator.id.clone(), ada.key.unwrap().token.to_string());
+    let admins = governance::past_genesis(&app.base, store, first).await;
+    (app, admins)
+}
+
+#[tokio::test]
+async fn an_operator_granted_alone_after_genesis_acts_for_nothing_and_verify_names_it() {
+    keyed();
+    for backend in BACKENDS {
+        let (app, admins) = past_genesis(backend).await;
+        let (base, store) = (app.base.as_str(), app.store());
+        // Made through an approved change: its key authenticates (a
+        // treasury key is refused the operators' list, not unknown).
+        let (tom, tom_key) = governance::operator(base, store, &admins, "Tom", "treasury").await;
+        assert_eq!(operators_status(base, &tom_key).await, 403, "{backend:?}");
+        assert_eq!(operators_status(base, &admins.first.1).await, 200, "{backend:?}");
+
+        // Granted alone, with MAC'd entries that name no approved change.
+        let ada = operator(store, &admins.first.0).await;
+        let mel =
+            NewOperator { name: "Mel".into(), email: "mel@example.com".into(), roles: vec![Role::Treasury] };
+        let alone = grants::create(store, (Environment::Sandbox, None), &ada, mel).await.unwrap();
+        let Outcome::Applied(mel) = alone else { panic!("{backend:?}: applied alone") };
+        let mel_key = mel.key.expect("a sandbox grant's key").token.to_string();
+        assert_eq!(operators_status(base, &mel_key).await, 401, "{backend:?}: made alone");
+        let roles = [Role::Treasury, Role::Compliance];
+        let raised =
+            grants::set_roles(store, Environment::Sandbox, &ada, &tom, &roles, "alone").await.unwrap();
+        assert!(matches!(raised, Outcome::Applied(_)), "{backend:?}");
+        assert_eq!(operators_status(base, &tom_key).await, 401, "{backend:?}: a role added alone");
+
+        // `audit verify`, with the pepper, names both grants.
+        let mut env = Env::with_chain_file("");
+        env.database_url = app.db.url.clone();
+        let out = env.command(&["audit", "verify"]).output().unwrap();
+        let said = String::from_utf8_lossy(&out.stdout).to_string();
+        let errors = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{backend:?}: {said}{errors}");
+        for (id, action) in [(&mel.operator.id, "operator.created"), (&tom, "operator.roles_set")] {
+            let named = said.lines().any(|line| {
+                line.starts_with(&format!("audit log does not explain operator {id}: audit entry "))
+                    && line.ends_with(&format!("({action}) applies no change another admin approved"))
+            });
+            assert!(named, "{backend:?}: {id} {action} in {said}{errors}");
+        }
+    }
+}
