@@ -12,14 +12,36 @@ use crate::store::{Store, StoreError, audit as rows};
 
 /// Adopts the principals of a store whose log has no detail yet; answers
 /// how many entries were appended. Holds the log's head lock, so that
-/// instances starting together adopt once.
+/// instances starting together adopt once; the rows are read on the pool
+/// before, and adopted only if the head has not moved since (nothing is
+/// read on the pool while the head is held, where every appender waits).
 pub async fn adopt(store: &Store) -> Result<usize, StoreError> {
-    let mut tx = store.begin().await?;
-    super::lock(&mut tx).await?;
-    if rows::has_details(&mut tx).await? {
-        return Ok(0);
+    for _ in 0..READS {
+        let mut tx = store.begin().await?;
+        super::lock(&mut tx).await?;
+        if rows::has_details(&mut tx).await? {
+            return Ok(0);
+        }
+        drop(tx);
+        let head = store.audit_head().await?;
+        let found = principal_rows(store).await?;
+        let mut tx = store.begin().await?;
+        if rows::lock_head(&mut tx).await? == head && !rows::has_details(&mut tx).await? {
+            let appended = append_all(&mut tx, &found).await?;
+            tx.commit().await?;
+            return Ok(appended);
+        }
     }
-    let found = principal_rows(store).await?;
+    Err(StoreError::Waiting(
+        "the audit log kept moving while its principals were adopted: start again".into(),
+    ))
+}
+
+/// How many times [`adopt`] reads the rows before it gives up.
+const READS: usize = 5;
+
+/// Appends an adoption entry for each of `found`'s rows in `tx`: how many.
+async fn append_all(tx: &mut crate::store::Tx, found: &super::principals::Rows) -> Result<usize, StoreError> {
     let mut appended = 0;
     let system = Actor::System;
     let record = |action, target_kind, target_id, organization_id, detail| Record {
@@ -35,14 +57,13 @@ pub async fn adopt(store: &Store) -> Result<usize, StoreError> {
     for operator in &found.operators {
         let names: Vec<&str> = operator.roles.iter().map(String::as_str).collect();
         let detail = Detail { live: Some(operator.enabled), ..Detail::roles_of(&names) };
-        super::append(&mut tx, None, record("operator.adopted", "operator", &operator.id, None, detail))
-            .await?;
+        super::append(tx, None, record("operator.adopted", "operator", &operator.id, None, detail)).await?;
         appended += 1;
     }
     for key in &found.operator_keys {
         let detail = Detail { live: Some(key.live), ..Detail::key(&key.id) };
         let entry = record("operator_key.adopted", "operator", &key.owner, None, detail);
-        super::append(&mut tx, None, entry).await?;
+        super::append(tx, None, entry).await?;
         appended += 1;
     }
     for key in &found.api_keys {
@@ -53,9 +74,8 @@ pub async fn adopt(store: &Store) -> Result<usize, StoreError> {
             ..Detail::default()
         };
         let entry = record("api_key.adopted", "api_key", &key.id, Some(&key.owner), detail);
-        super::append(&mut tx, None, entry).await?;
+        super::append(tx, None, entry).await?;
         appended += 1;
     }
-    tx.commit().await?;
     Ok(appended)
 }

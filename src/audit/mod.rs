@@ -7,6 +7,7 @@
 //! chain's head row. `audit verify` finds an entry edited, deleted or
 //! moved; docs/operations.md says how to use it.
 
+pub mod acknowledge;
 pub mod adopt;
 pub mod authenticate;
 pub mod chain;

@@ -6,6 +6,7 @@
 use ed25519_dalek::VerifyingKey;
 
 use super::{
+    acknowledge::{self, Unauthenticated},
     chain::{self, Broken},
     checkpoint::Checkpoint,
     principals::{Finding, KeyRow, Logged, OperatorRow, Rows},
@@ -30,9 +31,10 @@ pub struct Report {
     /// Principals' rows the log does not explain.
     pub unexplained: Vec<Finding>,
     /// How the entries' MACs were checked, and each entry after the log's
-    /// authentication whose MAC does not verify.
+    /// authentication whose MAC does not verify (failing the log until it
+    /// is acknowledged, see [`super::acknowledge`]).
     pub macs: Macs,
-    pub unauthenticated: Vec<Broken>,
+    pub unauthenticated: Vec<Unauthenticated>,
     /// Rows that authenticate whose MAC does not match them (`<table> <id>`).
     pub unsealed: Vec<String>,
 }
@@ -55,7 +57,7 @@ impl Report {
         self.broken.is_empty()
             && self.unguarded.is_empty()
             && self.unexplained.is_empty()
-            && self.unauthenticated.is_empty()
+            && self.unauthenticated.iter().all(|entry| entry.acknowledged_by.is_some())
             && self.unsealed.is_empty()
     }
 }
@@ -89,7 +91,7 @@ pub async fn verify(
             Some(entry) => (
                 Macs::Checked { entry: Box::new(entry.clone()) },
                 Authority::Keyed { since: Some(entry.seq) },
-                unauthenticated(&entries, pepper),
+                acknowledge::open(&entries, pepper),
             ),
         },
     };
@@ -150,17 +152,6 @@ pub fn authenticated_at<'a>(
     entries.iter().find(|e| e.action == AUTHENTICATED && keyring::authentic(pepper, e))
 }
 
-/// The entries after the log's authentication whose MAC does not verify,
-/// each as `audit verify` names it.
-pub fn unauthenticated(entries: &[chain::Entry], pepper: &keyring::Pepper) -> Vec<chain::Broken> {
-    let Some(since) = authenticated_at(entries, pepper).map(|e| e.seq) else { return Vec::new() };
-    entries
-        .iter()
-        .filter(|e| e.seq > since && !keyring::authentic(pepper, e))
-        .map(|e| chain::Broken { seq: e.seq, why: "not authenticated" })
-        .collect()
-}
-
 /// A checkpoint of `store`'s log at `at`, signed with `key`, once its chain
 /// verifies and it still holds `previous` (the last checkpoint signed with
 /// `key`, kept outside the database): a broken or rewritten log is never
@@ -178,5 +169,28 @@ pub async fn checkpoint(
     if let Some(Err(at)) = previous.map(|previous| previous.check(&key.verifying_key(), &entries, head)) {
         return Ok(Err(at));
     }
+    if let Some(pepper) = keyring::process().ok().flatten() {
+        raise_unacknowledged(&acknowledge::open(&entries, pepper));
+    }
+    // A checkpoint grants nothing: it signs the chain whatever its entries' MACs.
     Ok(Ok(Checkpoint::sign(key, head, &hash, at)))
+}
+
+/// Counts in `custody_indexer_audit_broken_total`, and logs, each entry of
+/// `open` not yet acknowledged that this process has not counted: an entry
+/// a database writer appended after the log's authentication.
+fn raise_unacknowledged(open: &[Unauthenticated]) {
+    use std::sync::atomic::{AtomicI64, Ordering};
+    static COUNTED_UP_TO: AtomicI64 = AtomicI64::new(0);
+    let counted = COUNTED_UP_TO.load(Ordering::Relaxed);
+    for entry in open.iter().filter(|e| e.acknowledged_by.is_none() && e.seq > counted) {
+        metrics::counter!("custody_indexer_audit_broken_total").increment(1);
+        tracing::error!(
+            seq = entry.seq,
+            "audit entry {}: not authenticated (written outside the service; never authority): see `audit verify`, \
+             then `audit acknowledge`",
+            entry.seq
+        );
+        COUNTED_UP_TO.fetch_max(entry.seq, Ordering::Relaxed);
+    }
 }

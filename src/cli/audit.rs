@@ -44,6 +44,18 @@ pub enum AuditCommand {
         #[arg(long, value_name = "KEY", env = PUBLIC_KEY_ENV)]
         public_key: Option<String>,
     },
+    /// Records that entry SEQ (after the log's authentication, its MAC
+    /// failing: written outside the service) was found: `verify` lists it
+    /// as acknowledged from then on, and it stays no authority. In
+    /// `production` an admin acknowledges through the service (`--server`);
+    /// on a `sandbox` store, with the pepper, on the store.
+    Acknowledge {
+        seq: i64,
+        #[arg(long)]
+        reason: String,
+        #[command(flatten)]
+        server: super::server::ServerArg,
+    },
     /// Makes the checkpoints' Ed25519 key in a new file (PKCS#8 PEM,
     /// readable by its owner only) and prints its public key.
     Keygen {
@@ -68,6 +80,16 @@ const PAGE: i64 = 1000;
 pub async fn run(url: &str, command: AuditCommand) -> anyhow::Result<ExitCode> {
     if let AuditCommand::Keygen { out } = &command {
         return keygen(out);
+    }
+    if let AuditCommand::Acknowledge { seq, reason, server: super::server::ServerArg { server: Some(url) } } =
+        &command
+    {
+        let server = super::server::Server::from_env(url)?;
+        let answer = server
+            .post("/operator/v1/audit/acknowledgements", &json!({ "seq": seq, "reason": reason }))
+            .await?;
+        println!("audit entry {seq}: acknowledged by entry {}", answer["acknowledged_by"]);
+        return Ok(ExitCode::SUCCESS);
     }
     // Read as it is: never migrated here, which would put back the guards
     // that `verify` looks for.
@@ -116,6 +138,7 @@ pub async fn run(url: &str, command: AuditCommand) -> anyhow::Result<ExitCode> {
                 }
             }
         }
+        AuditCommand::Acknowledge { seq, reason, .. } => acknowledge_on_store(&store, seq, &reason).await,
         AuditCommand::Keygen { .. } => unreachable!("answered above"),
     }
 }
@@ -161,7 +184,10 @@ async fn verify_log(store: &Store, files: &[PathBuf], public_key: Option<&str>) 
         println!("audit log does not explain {finding}");
     }
     for entry in &report.unauthenticated {
-        println!("{entry}");
+        match entry.acknowledged_by {
+            None => println!("audit entry {}: not authenticated", entry.seq),
+            Some(by) => println!("audit entry {}: not authenticated, acknowledged by entry {by}", entry.seq),
+        }
     }
     for row in &report.unsealed {
         println!("{row}: not authenticated (its row MAC does not match: written outside the service)");
@@ -220,4 +246,17 @@ fn print_entry(store: &Store, entry: &chain::Entry, json: bool) -> anyhow::Resul
         entry.seq, entry.actor, entry.action, entry.target_kind, entry.target_id
     );
     Ok(())
+}
+
+/// `audit acknowledge` without `--server`: on a `sandbox` store only.
+async fn acknowledge_on_store(store: &Store, seq: i64, reason: &str) -> anyhow::Result<ExitCode> {
+    if store.environment().await? != Some(crate::environment::Environment::Sandbox) {
+        bail!(
+            "in production an admin acknowledges through the service: --server URL, with the admin's key in {}",
+            super::server::OPERATOR_KEY_ENV
+        );
+    }
+    let by = audit::acknowledge::acknowledge(store, &audit::Actor::local(None), seq, reason).await?;
+    println!("audit entry {seq}: acknowledged by entry {by}");
+    Ok(ExitCode::SUCCESS)
 }

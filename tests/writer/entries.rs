@@ -3,7 +3,7 @@
 //! that takes an entry as authority is given the service's entries from
 //! before the log's authentication and after it, an entry without a MAC
 //! from before it, and a writer's after it; a forged `operator.created` beside a link row enrols no one
-//! and `audit verify` names it; the log's authentication over a store that
+//! and `audit verify` names it until it is acknowledged; the log's authentication over a store that
 //! holds a forgery lists the forged principal for review, and nothing made
 //! before it acts after it.
 
@@ -149,6 +149,37 @@ async fn a_forged_operator_entry_beside_a_link_row_enrols_no_one_and_verify_name
         let out =
             env.command(&["audit", "verify"]).env_remove("CUSTODY_INDEXER_KEY_PEPPER_FILE").output().unwrap();
         assert!(String::from_utf8_lossy(&out.stdout).contains("MACs not checked (no pepper)"));
+
+        // Acknowledged (on this sandbox store, with the pepper): listed as
+        // such, `audit verify` passes, and the entry is still no authority.
+        let seq = entry.seq.to_string();
+        let acknowledge =
+            |seq: &str| env.command(&["audit", "acknowledge", seq, "--reason", "found, reported"]);
+        let out = acknowledge(&seq).env_remove("CUSTODY_INDEXER_KEY_PEPPER_FILE").output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{backend:?}: without the pepper");
+        let out = acknowledge(&seq).output().unwrap();
+        let said = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(out.status.success(), "{backend:?}: {said}{}", String::from_utf8_lossy(&out.stderr));
+        let by: i64 = said.trim().rsplit(' ').next().unwrap().parse().unwrap();
+        let again = acknowledge(&seq).output().unwrap();
+        let refused = String::from_utf8_lossy(&again.stderr);
+        assert!(refused.contains(&format!("was acknowledged by entry {by}")), "{backend:?}: {refused}");
+        let authentic = acknowledge(&by.to_string()).output().unwrap();
+        assert!(
+            String::from_utf8_lossy(&authentic.stderr).contains("is authenticated: nothing to acknowledge")
+        );
+        // The writer's rows taken out as well: nothing is left to name.
+        world.sql("DELETE FROM console_enrolments WHERE user_id = 'u-forged'", &[]).await;
+        world.sql("DELETE FROM console_users WHERE id = 'u-forged'", &[]).await;
+        let out = env.command(&["audit", "verify"]).output().unwrap();
+        let said = String::from_utf8_lossy(&out.stdout).to_string();
+        assert_eq!(out.status.code(), Some(0), "{backend:?}: {said}");
+        let listed = format!("audit entry {}: not authenticated, acknowledged by entry {by}", entry.seq);
+        assert!(said.contains(&listed), "{backend:?}: {said}");
+        world.sql(&user, &[]).await;
+        world.sql(&link_row, &[]).await;
+        let page = enrol(&format!("{base}/console/enrol/{token}"), PASSWORD).await;
+        assert_eq!(page.status, 404, "{backend:?}: still no authority");
     }
 }
 

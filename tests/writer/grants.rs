@@ -2,7 +2,8 @@
 //! operator made, enabled or given a role by an entry that applies no
 //! change another admin approved (here: a process started as `sandbox` on
 //! a production store, which grants alone, with the pepper and its MACs)
-//! authenticates nothing, and `audit verify` names it.
+//! authenticates nothing, and `audit verify` names it. An entry a writer
+//! appends is acknowledged by an admin through the service.
 
 use crate::{common, keyed};
 
@@ -13,6 +14,7 @@ use common::{
     db::BACKENDS,
     governance::{self, Admins},
     smtp::unsent,
+    writer::{Forged, append_forged},
 };
 use custody_indexer::{
     api::ApiState,
@@ -46,7 +48,8 @@ async fn past_genesis(backend: common::db::Backend) -> (common::api::App, Admins
     (app, admins)
 }
 
-#[tokio::test]
+// Multi-threaded: the command line reaches this process's service.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_operator_granted_alone_after_genesis_acts_for_nothing_and_verify_names_it() {
     keyed();
     for backend in BACKENDS {
@@ -86,5 +89,42 @@ async fn an_operator_granted_alone_after_genesis_acts_for_nothing_and_verify_nam
             });
             assert!(named, "{backend:?}: {id} {action} in {said}{errors}");
         }
+
+        // A writer's entry is acknowledged by an admin, in production
+        // through the service only, and listed as acknowledged.
+        let pool = sqlx::AnyPool::connect(&app.db.url).await.unwrap();
+        let forged = Forged {
+            actor: "system",
+            action: "operator.enabled",
+            target_kind: "operator",
+            target_id: &tom,
+            organization_id: None,
+            detail: None,
+        };
+        let seq = append_forged(&pool, store, forged).await.seq.to_string();
+        let acknowledge = ["audit", "acknowledge", &seq, "--reason", "a writer's entry, reported"];
+        let local = env.command(&acknowledge).output().unwrap();
+        let refused = String::from_utf8_lossy(&local.stderr);
+        assert!(refused.contains("in production an admin acknowledges through the service"), "{refused}");
+        let through = |key: &str| {
+            let mut command = env.command(&acknowledge);
+            command.args(["--server", base]).env("CUSTODY_INDEXER_OPERATOR_KEY", key);
+            command.output().unwrap()
+        };
+        let bea = through(&admins.second.1);
+        let said = String::from_utf8_lossy(&bea.stdout).to_string();
+        assert!(bea.status.success(), "{backend:?}: {said}{}", String::from_utf8_lossy(&bea.stderr));
+        let again = through(&admins.first.1);
+        assert!(String::from_utf8_lossy(&again.stderr).contains("409"), "{backend:?}: acknowledged once");
+        let out = env.command(&["audit", "verify"]).output().unwrap();
+        let said = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(
+            said.contains(&format!("audit entry {seq}: not authenticated, acknowledged by entry ")),
+            "{said}"
+        );
+        let log = store.audit_entries(0, None, 1000).await.unwrap();
+        let recorded =
+            log.iter().find(|e| e.action == "audit_log.acknowledged" && e.target_id == seq).unwrap();
+        assert_eq!(recorded.actor, format!("operator:{}", admins.second.0), "{backend:?}");
     }
 }

@@ -14,6 +14,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod broken;
 mod entries;
 mod grants;
 mod sessions;
@@ -83,6 +84,11 @@ impl World {
         let signed = sign_in(&app.base, ADMIN_EMAIL, PASSWORD).await;
         assert_eq!(signed.status, 303, "{backend:?}: {}", signed.body);
         let pool = sqlx::AnyPool::connect(&app.db.url).await.unwrap();
+        // Stamped as `serve` in sandbox stamps it: the command line reads it.
+        sqlx::query("INSERT INTO store_environment (id, environment, stamped_at) VALUES (1, 'sandbox', 0)")
+            .execute(&pool)
+            .await
+            .unwrap();
         World { session: signed.cookie.unwrap(), operator, app, pool }
     }
 

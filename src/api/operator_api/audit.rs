@@ -96,3 +96,52 @@ pub async fn list(
     let after = entries.last().map_or(after, |e| e.seq);
     Ok(Json(AuditPage { entries, after }))
 }
+
+/// An entry found after the log's authentication whose MAC fails.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct AcknowledgeRequest {
+    /// The entry's `seq`.
+    pub seq: i64,
+    /// What was found, and what was done about it.
+    pub reason: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Acknowledged {
+    /// The entry acknowledged.
+    pub seq: i64,
+    /// The `audit_log.acknowledged` entry that records it.
+    pub acknowledged_by: i64,
+}
+
+/// Records that an unauthenticated entry (after the log's authentication,
+/// its MAC failing: written outside the service) was found: `audit verify`
+/// lists it as acknowledged from then on. It stays no authority.
+#[utoipa::path(post, operation_id = "acknowledgeAuditEntry", path = "/operator/v1/audit/acknowledgements",
+    tag = "operators", security(("operator_key" = [])), request_body = AcknowledgeRequest,
+    responses(
+        (status = 201, description = "Recorded", body = Acknowledged),
+        (status = 400, description = "No reason", body = ErrorBody),
+        (status = 403, description = "The caller is not an `admin`", body = ErrorBody),
+        (status = 409, description = "No such entry, or it is authenticated or acknowledged already", body = ErrorBody),
+    ))]
+pub async fn acknowledge(
+    State(state): State<ApiState>,
+    Extension(caller): Extension<OperatorCaller>,
+    crate::api::Body(request): crate::api::Body<AcknowledgeRequest>,
+) -> Result<(axum::http::StatusCode, Json<Acknowledged>), ApiError> {
+    caller.may(Action::Operators)?;
+    if request.reason.trim().is_empty() {
+        return Err(ApiError::invalid("reason: say what was found"));
+    }
+    let actor = crate::operators::manage::actor(&caller.0);
+    let by = audit::acknowledge::acknowledge(state.store(), &actor, request.seq, &request.reason)
+        .await
+        .map_err(|error| match error {
+            audit::acknowledge::AcknowledgeError::Refused(why) => {
+                ApiError::coded(axum::http::StatusCode::CONFLICT, crate::api::ErrorCode::Conflict, why)
+            }
+            audit::acknowledge::AcknowledgeError::Store(error) => error.into(),
+        })?;
+    Ok((axum::http::StatusCode::CREATED, Json(Acknowledged { seq: request.seq, acknowledged_by: by })))
+}

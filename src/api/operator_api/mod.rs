@@ -132,6 +132,7 @@ pub(super) fn routes() -> (Router<ApiState>, utoipa::openapi::OpenApi) {
         .routes(routes!(operators::create_key))
         .routes(routes!(operators::revoke_key))
         .routes(routes!(audit::list))
+        .routes(routes!(audit::acknowledge))
         .routes(routes!(disputes::list))
         .routes(routes!(reconciliation::list))
         .routes(routes!(repairs::request, repairs::list))

@@ -96,6 +96,15 @@ pub async fn insert(tx: &mut Tx, entry: &Entry) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// The entry at `seq`, if any.
+pub async fn at(tx: &mut Tx, seq: i64) -> Result<Option<Entry>, StoreError> {
+    let rows = sqlx::query(&format!("SELECT {COLUMNS} FROM audit_log WHERE seq = $1"))
+        .bind(seq)
+        .fetch_all(&mut **tx)
+        .await?;
+    rows.iter().map(entry).next().transpose()
+}
+
 /// Every entry of `action`, oldest first.
 pub async fn all_of(tx: &mut Tx, action: &str) -> Result<Vec<Entry>, StoreError> {
     let rows = sqlx::query(&format!("SELECT {COLUMNS} FROM audit_log WHERE action = $1 ORDER BY seq"))
@@ -351,7 +360,7 @@ pub async fn logged_entry_about(
     Ok(entries_about(tx, action, target_id).await?.into_iter().find(|e| authority.explains(e)))
 }
 
-async fn entries_about(tx: &mut Tx, action: &str, target_id: &str) -> Result<Vec<Entry>, StoreError> {
+pub async fn entries_about(tx: &mut Tx, action: &str, target_id: &str) -> Result<Vec<Entry>, StoreError> {
     let rows = sqlx::query(&format!(
         "SELECT {COLUMNS} FROM audit_log WHERE action = $1 AND target_id = $2 ORDER BY seq"
     ))
