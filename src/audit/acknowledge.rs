@@ -3,47 +3,17 @@
 //! until an admin records it as found: `audit acknowledge SEQ --reason`,
 //! one MAC'd `audit_log.acknowledged` entry naming it. After that `audit
 //! verify` lists it as acknowledged, and it is still no authority. The
-//! rule of which entries are open is pure ([`open`]); [`acknowledge`]
-//! writes the record in one transaction holding the head.
+//! rule of which entries are open is pure ([`open`], `audit verify`'s);
+//! [`acknowledge`] writes the record in one transaction holding the head.
 
-use super::{Actor, Record, chain::Entry, verify};
+use super::{Actor, Record};
 use crate::store::{
     Store, StoreError, audit as rows,
-    keyring::{self, Authority, Pepper},
+    keyring::{self, Authority},
 };
 
-/// The action of an acknowledgement; its target is the entry's `seq`.
-pub const ACKNOWLEDGED: &str = "audit_log.acknowledged";
-
-/// An unauthenticated entry and, once acknowledged, the entry that did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Unauthenticated {
-    pub seq: i64,
-    pub acknowledged_by: Option<i64>,
-}
-
-/// Every entry of `entries` (the whole log, in order) after the log's
-/// authentication whose MAC does not verify under `pepper`, each with the
-/// authenticated acknowledgement after it, if any. Pure.
-pub fn open(entries: &[Entry], pepper: &Pepper) -> Vec<Unauthenticated> {
-    let Some(since) = verify::authenticated_at(entries, pepper).map(|e| e.seq) else { return Vec::new() };
-    let acknowledgements: Vec<(i64, i64)> = entries
-        .iter()
-        .filter(|e| e.seq > since && e.action == ACKNOWLEDGED && keyring::authentic(pepper, e))
-        .filter_map(|e| Some((e.target_id.parse::<i64>().ok()?, e.seq)))
-        .collect();
-    entries
-        .iter()
-        .filter(|e| e.seq > since && !keyring::authentic(pepper, e))
-        .map(|e| Unauthenticated {
-            seq: e.seq,
-            acknowledged_by: acknowledgements
-                .iter()
-                .find(|(seq, by)| *seq == e.seq && *by > e.seq)
-                .map(|a| a.1),
-        })
-        .collect()
-}
+pub use super::verify::{Unauthenticated, open};
+pub use crate::store::keyring::ACKNOWLEDGED;
 
 /// Why an acknowledgement was not recorded.
 #[derive(Debug, thiserror::Error)]
@@ -105,7 +75,10 @@ pub async fn acknowledge(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::keyring::audit_mac;
+    use crate::{
+        audit::chain::Entry,
+        store::keyring::{Pepper, audit_mac},
+    };
 
     fn entry(seq: i64, action: &str, target: &str, pepper: Option<&Pepper>) -> Entry {
         let mut entry = Entry {

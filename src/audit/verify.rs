@@ -6,7 +6,6 @@
 use ed25519_dalek::VerifyingKey;
 
 use super::{
-    acknowledge::{self, Unauthenticated},
     chain::{self, Broken},
     checkpoint::Checkpoint,
     principals::{Finding, KeyRow, Logged, OperatorRow, Rows},
@@ -91,7 +90,7 @@ pub async fn verify(
             Some(entry) => (
                 Macs::Checked { entry: Box::new(entry.clone()) },
                 Authority::Keyed { since: Some(entry.seq) },
-                acknowledge::open(&entries, pepper),
+                open(&entries, pepper),
             ),
         },
     };
@@ -152,6 +151,36 @@ pub fn authenticated_at<'a>(
     entries.iter().find(|e| e.action == AUTHENTICATED && keyring::authentic(pepper, e))
 }
 
+/// An unauthenticated entry and, once acknowledged, the entry that did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unauthenticated {
+    pub seq: i64,
+    pub acknowledged_by: Option<i64>,
+}
+
+/// Every entry of `entries` (the whole log, in order) after the log's
+/// authentication whose MAC does not verify under `pepper`, each with the
+/// authenticated acknowledgement after it, if any. Pure.
+pub fn open(entries: &[chain::Entry], pepper: &keyring::Pepper) -> Vec<Unauthenticated> {
+    let Some(since) = authenticated_at(entries, pepper).map(|e| e.seq) else { return Vec::new() };
+    let acknowledgements: Vec<(i64, i64)> = entries
+        .iter()
+        .filter(|e| e.seq > since && e.action == keyring::ACKNOWLEDGED && keyring::authentic(pepper, e))
+        .filter_map(|e| Some((e.target_id.parse::<i64>().ok()?, e.seq)))
+        .collect();
+    entries
+        .iter()
+        .filter(|e| e.seq > since && !keyring::authentic(pepper, e))
+        .map(|e| Unauthenticated {
+            seq: e.seq,
+            acknowledged_by: acknowledgements
+                .iter()
+                .find(|(seq, by)| *seq == e.seq && *by > e.seq)
+                .map(|a| a.1),
+        })
+        .collect()
+}
+
 /// A checkpoint of `store`'s log at `at`, signed with `key`, once its chain
 /// verifies and it still holds `previous` (the last checkpoint signed with
 /// `key`, kept outside the database): a broken or rewritten log is never
@@ -170,7 +199,7 @@ pub async fn checkpoint(
         return Ok(Err(at));
     }
     if let Some(pepper) = keyring::process().ok().flatten() {
-        raise_unacknowledged(&acknowledge::open(&entries, pepper));
+        raise_unacknowledged(&open(&entries, pepper));
     }
     // A checkpoint grants nothing: it signs the chain whatever its entries' MACs.
     Ok(Ok(Checkpoint::sign(key, head, &hash, at)))

@@ -224,6 +224,10 @@ pub fn audit_mac(pepper: &Pepper, hash: &str) -> String {
 /// [`crate::audit::authenticate`]).
 pub const AUTHENTICATED: &str = "audit_log.authenticated";
 
+/// The action of an entry recording, on an admin's word, that an
+/// unauthenticated entry (its `seq` the target) was found.
+pub const ACKNOWLEDGED: &str = "audit_log.acknowledged";
+
 /// Which audit entries a process takes as authority for a new effect (an
 /// enrolment, a decision, an approval).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
