@@ -9,6 +9,7 @@ use crate::people::resource::Session;
 pub type Link = (&'static str, &'static str, bool);
 
 /// The frame of a page.
+#[derive(Clone)]
 pub struct Frame {
     pub environment: &'static str,
     pub csrf: String,
@@ -31,8 +32,12 @@ const TENANT: [(&str, &str); 9] = [
     ("/console/activity", "Activity"),
 ];
 
-const OPERATOR: [(&str, &str); 3] =
-    [("/console/queues", "Queues"), ("/console/chains", "Chains"), ("/console/audit", "Audit")];
+const OPERATOR: [(&str, &str); 4] = [
+    ("/console/queues", "Queues"),
+    ("/console/chains", "Chains"),
+    ("/console/audit", "Audit"),
+    ("/console/operator/keys", "My key"),
+];
 
 impl Frame {
     /// The frame of a page shown before sign-in.

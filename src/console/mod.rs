@@ -24,6 +24,7 @@ mod keys_page;
 mod money_page;
 mod names;
 mod operator;
+mod operator_keys_page;
 mod operator_pages;
 mod team_page;
 mod treasury_pages;
@@ -76,6 +77,7 @@ pub fn router(state: ApiState) -> Router<ApiState> {
         .route("/console/queues/payouts/{id}/confirm", post(treasury_pages::confirm_payout))
         .route("/console/queues/virtual-accounts/{id}/{verb}", post(treasury_pages::answer_virtual_account))
         .route("/console/audit", get(operator_pages::audit))
+        .route("/console/operator/keys", get(operator_keys_page::show).post(operator_keys_page::make))
         .route("/console/chains", get(chains_page::chains))
         .route("/console/assets/{file}", get(assets::serve))
         .layer(middleware::from_fn_with_state(state.clone(), web::guard))

@@ -114,6 +114,34 @@ pub async fn create_own(
     Ok((key, expires_at))
 }
 
+/// A key `operator`, signed in to the console and having given its
+/// password and second factor again ([`crate::people::sign_in::confirm`]),
+/// makes for itself when none of its keys is live (all expired or
+/// revoked): shown once, to that person, expiring as a first key does.
+/// With a live key the operator makes one with it instead.
+pub async fn renew(
+    store: &Store,
+    environment: Environment,
+    operator: &Operator,
+) -> Result<(NewSecret, Option<i64>), OperatorError> {
+    let cipher = store.cipher().ok();
+    let mut tx = store.begin().await?;
+    audit::lock(&mut tx).await?;
+    if !locked(&mut tx, &operator.id).await?.is_enabled() || !rows::sealed(&mut tx, &operator.id).await? {
+        return Err(Refused::NoLongerAdmin(operator.id.clone()).into());
+    }
+    let now = now_micros();
+    if rows::live_keys(&mut tx, &operator.id, now).await? > 0 {
+        return Err(OperatorError::Invalid(
+            "a key of yours is live: make the new one with it (POST /operator/v1/me/keys)".into(),
+        ));
+    }
+    let expires_at = key_rules::key_expiry(environment, now, None, None)?;
+    let key = insert(&mut tx, cipher, &actor(operator), &operator.id, (expires_at, None)).await?;
+    tx.commit().await.map_err(StoreError::from)?;
+    Ok((key, expires_at))
+}
+
 /// Makes a key of `operator_id` in `tx`, with its entry by `by`: its
 /// expiry and the key it was made with.
 pub(super) async fn insert(

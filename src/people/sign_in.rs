@@ -79,6 +79,57 @@ pub async fn sign_in(
     code: &str,
     client: IpAddr,
 ) -> Result<Started, SignInError> {
+    let checked = check(store, email, password, code, client).await?;
+    let token = token();
+    // The session records the factor that opened it: a second factor
+    // given now, not one the user's row says it has.
+    let user = checked.user;
+    let session =
+        Opened { id_hash: &session_hash(&token), user: &user, factor: user.totp, rehashed: checked.rehashed };
+    succeeded(store, (&checked.pair, &checked.from), session).await?;
+    Ok(Started { token, user })
+}
+
+/// A signed-in `user` giving their password and second factor again (to
+/// make a key in the console): checked as a sign-in is, with its delays
+/// and counts, opening no session. A user without a second factor is
+/// refused as a wrong code is.
+pub async fn confirm(
+    store: &Store,
+    user: &User,
+    password: &str,
+    code: &str,
+    client: IpAddr,
+) -> Result<(), SignInError> {
+    let checked = check(store, &user.email, password, code, client).await?;
+    if checked.user.id != user.id || !checked.user.totp {
+        return Err(SignInError::Wrong);
+    }
+    let mut tx = store.begin().await?;
+    sessions::clear_sign_in_failures(&mut tx, &checked.pair).await?;
+    sessions::uncount_sign_in_try(&mut tx, &checked.from).await?;
+    tx.commit().await.map_err(StoreError::from)?;
+    Ok(())
+}
+
+/// A sign-in's checks passed: its user, the password hashed again when
+/// its hash was made without the pepper, and the keys its tries count
+/// under (the email from the address, the address).
+struct Checked {
+    user: User,
+    rehashed: Option<String>,
+    pair: String,
+    from: String,
+}
+
+/// A sign-in's delays, counts and checks (see the module's text).
+async fn check(
+    store: &Store,
+    email: &str,
+    password: &str,
+    code: &str,
+    client: IpAddr,
+) -> Result<Checked, SignInError> {
     let key = email_key(email);
     // No email is this long: refused without a row of its own.
     if key.len() > super::MAX_EMAIL || password.chars().count() > rules::MAX_PASSWORD {
@@ -128,12 +179,7 @@ pub async fn sign_in(
         Some(stored) if super::needs_rehash(stored) => rehash(password).await,
         _ => None,
     };
-    let token = token();
-    // The session records the factor that opened it: a second factor
-    // given now, not one the user's row says it has.
-    let session = Opened { id_hash: &session_hash(&token), user: &user, factor: user.totp, rehashed };
-    succeeded(store, (&pair, &from), session).await?;
-    Ok(Started { token, user })
+    Ok(Checked { user, rehashed, pair, from })
 }
 
 /// `password` hashed under the pepper, off the runtime's threads.

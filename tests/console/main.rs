@@ -11,6 +11,7 @@ mod browser;
 mod dev;
 mod factor;
 mod keys;
+mod operator_keys;
 mod operators;
 mod payouts;
 mod people;

@@ -62,7 +62,7 @@ async fn authenticate(
             return Err(ApiError::coded(
                 StatusCode::UNAUTHORIZED,
                 ErrorCode::KeyExpired,
-                "this operator key has expired: make a new one (POST /operator/v1/me/keys) before your last one expires",
+                "this operator key has expired: make a new one in the console (/console/operator/keys), with your password and second factor",
             ));
         }
         wing::keys::KeyCheck::Unknown => {
