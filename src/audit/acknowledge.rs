@@ -25,14 +25,14 @@ pub enum AcknowledgeError {
 }
 
 /// Records, on `actor`'s word and for `reason`, that entry `seq` (after
-/// the log's authentication, its MAC failing) was found: the
-/// acknowledgement's own `seq`.
+/// the log's authentication, its MAC failing) was found, bound to its
+/// hash as it is now.
 pub async fn acknowledge(
     store: &Store,
     actor: &Actor,
     seq: i64,
     reason: &str,
-) -> Result<i64, AcknowledgeError> {
+) -> Result<Acknowledged, AcknowledgeError> {
     let refused = |why: String| AcknowledgeError::Refused(why);
     if reason.trim().is_empty() {
         return Err(refused("an acknowledgement needs a reason".into()));
@@ -57,6 +57,8 @@ pub async fn acknowledge(
         return Err(refused(format!("audit entry {seq} was acknowledged by entry {}", by.seq)));
     }
     let target = seq.to_string();
+    // Bound to the entry as it is now: one rewritten later is open again.
+    let detail = super::Detail { acknowledged_hash: Some(entry.hash.clone()), ..Default::default() };
     let record = Record {
         actor,
         action: ACKNOWLEDGED,
@@ -65,22 +67,47 @@ pub async fn acknowledge(
         organization_id: None,
         reason: Some(reason),
         request_id: None,
-        detail: None,
+        detail: Some(detail),
     };
-    let acknowledged = super::append(&mut tx, store.cipher().ok(), record).await?;
+    let by = super::append(&mut tx, store.cipher().ok(), record).await?;
     tx.commit().await.map_err(StoreError::from)?;
-    Ok(acknowledged)
+    Ok(Acknowledged { by, action: entry.action, actor: entry.actor })
+}
+
+/// What an acknowledgement recorded: its own `seq`, and the action and
+/// actor the acknowledged entry claims.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Acknowledged {
+    pub by: i64,
+    pub action: String,
+    pub actor: String,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::{
-        audit::chain::Entry,
+        audit::{Detail, chain::Entry},
         store::keyring::{Pepper, audit_mac},
     };
 
     fn entry(seq: i64, action: &str, target: &str, pepper: Option<&Pepper>) -> Entry {
+        entry_of(seq, action, target, None, pepper)
+    }
+
+    /// An acknowledgement of `acknowledged` (as its hash is).
+    fn ack(seq: i64, acknowledged: &Entry, pepper: Option<&Pepper>) -> Entry {
+        let detail = Detail { acknowledged_hash: Some(acknowledged.hash.clone()), ..Detail::default() };
+        entry_of(seq, ACKNOWLEDGED, &acknowledged.seq.to_string(), Some(detail), pepper)
+    }
+
+    fn entry_of(
+        seq: i64,
+        action: &str,
+        target: &str,
+        detail: Option<Detail>,
+        pepper: Option<&Pepper>,
+    ) -> Entry {
         let mut entry = Entry {
             seq,
             at: 0,
@@ -92,7 +119,7 @@ mod tests {
             organization_id: None,
             reason: None,
             request_id: None,
-            detail: None,
+            detail: detail.map(|d| d.text()),
             prev_hash: String::new(),
             hash: String::new(),
             mac: None,
@@ -118,14 +145,19 @@ mod tests {
         // Before the authentication nothing is open; after it, a forgery is.
         assert_eq!(log(vec![entry(3, "x.forged", "a", None)]), vec![of(3, None)]);
         assert_eq!(log(vec![entry(3, "x.made", "a", p)]), vec![]);
+        let forged = entry(3, "x.forged", "a", None);
         // Acknowledged by an authenticated entry after it.
-        let acknowledged = log(vec![entry(3, "x.forged", "a", None), entry(4, ACKNOWLEDGED, "3", p)]);
+        let acknowledged = log(vec![forged.clone(), ack(4, &forged, p)]);
         assert_eq!(acknowledged, vec![of(3, Some(4))]);
+        // Rewritten after its acknowledgement: open again.
+        let rewritten = entry(3, "x.rewritten", "a", None);
+        assert_eq!(log(vec![rewritten, ack(4, &forged, p)]), vec![of(3, None)]);
         // A forged acknowledgement is one more open entry, and acknowledges nothing.
-        let forged = log(vec![entry(3, "x.forged", "a", None), entry(4, ACKNOWLEDGED, "3", None)]);
-        assert_eq!(forged, vec![of(3, None), of(4, None)]);
+        let unkeyed = log(vec![forged.clone(), ack(4, &forged, None)]);
+        assert_eq!(unkeyed, vec![of(3, None), of(4, None)]);
         // An acknowledgement before the entry it names acknowledges nothing.
-        let early = log(vec![entry(3, ACKNOWLEDGED, "4", p), entry(4, "x.forged", "a", None)]);
+        let later = entry(4, "x.forged", "a", None);
+        let early = log(vec![ack(3, &later, p), later.clone()]);
         assert_eq!(early, vec![of(4, None)]);
         // A log never authenticated has nothing open.
         assert_eq!(open(&[entry(1, "x.forged", "a", None)], &pepper), vec![]);

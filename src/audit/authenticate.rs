@@ -127,7 +127,8 @@ pub fn digest(lines: &[String]) -> String {
 
 /// The principals in force, a line each, sorted: every operator with its
 /// roles and state, every operator and API key with its owner and state,
-/// every organization's contact address as its digest (the SHA-256 of the
+/// every console user present with what it belongs to and whether it
+/// enrolled, every organization's contact address as its digest (the SHA-256 of the
 /// JSON array of its id and the address lowercased, as the organization's
 /// entries record it). No personal data.
 pub async fn principals(store: &Store) -> Result<Vec<String>, StoreError> {
@@ -147,6 +148,21 @@ pub async fn principals(store: &Store) -> Result<Vec<String>, StoreError> {
         let paired = key.fingerprint.clone().unwrap_or_else(|| "no".into());
         let live = state(key.live, "live", "revoked");
         lines.push(format!("api_key {} organization={} {live} paired={paired}", key.id, key.owner));
+    }
+    for user in store.console_users_present().await? {
+        let member = match (user.organization(), user.role(), user.operator()) {
+            (Some(organization), Some(role), _) => {
+                format!("organization={organization} role={}", role.as_str())
+            }
+            (_, _, Some(operator)) => format!("operator={operator}"),
+            _ => "unattached".to_string(),
+        };
+        let state = match (user.enrolled, user.totp) {
+            (true, true) => "enrolled second_factor",
+            (true, false) => "enrolled",
+            (false, _) => "invited",
+        };
+        lines.push(format!("console_user {} {member} {state}", user.id));
     }
     for organization in store.organizations().await? {
         if let Some(contact) = &organization.contact_email {

@@ -63,6 +63,10 @@ pub struct Detail {
     /// id, whose `operator_change.approved` entry comes before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub change_id: Option<String>,
+    /// An acknowledgement: the hash of the entry it acknowledges, as the
+    /// admin acknowledged it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acknowledged_hash: Option<String>,
 }
 
 impl Detail {

@@ -103,11 +103,40 @@ impl std::fmt::Display for Finding {
     }
 }
 
+/// The actions that only take power away: an operator disabled, a key
+/// revoked, a person removed or given a second factor, genesis ended.
+const TAKING_AWAY: [&str; 6] = [
+    "operator.disabled",
+    "operator_key.revoked",
+    "api_key.revoked",
+    "console_user.removed",
+    "console_user.second_factor_added",
+    "operator.genesis_ended",
+];
+
 impl Logged {
     /// A replay that holds the grants in entries after `seq` (the log's
     /// authentication) to four eyes once genesis has ended.
     pub fn four_eyes_after(seq: i64) -> Self {
         Self { approvals: Approvals::after(seq), ..Self::default() }
+    }
+
+    /// Takes `entry` into account as `authority` stands: wholly when it
+    /// explains it (see [`crate::store::keyring::Authority::explains`]),
+    /// and otherwise only for the power it takes away, whatever its MAC (a
+    /// revocation, a disabling, a role removed): a writer who strips such
+    /// an entry's MAC (its hash, and so the checkpoints, stay as they
+    /// were) gives nothing back by it, and one who appends one destroys,
+    /// which a writer may.
+    pub fn replay(&mut self, authority: &crate::store::keyring::Authority, entry: &Entry) {
+        if authority.explains(entry) || TAKING_AWAY.contains(&entry.action.as_str()) {
+            self.read(entry);
+        } else if entry.action == "operator.roles_set"
+            && let Some(Detail { roles: Some(roles), .. }) = entry.detail.as_deref().and_then(Detail::parse)
+            && let Some(operator) = self.operators.get_mut(&entry.target_id)
+        {
+            operator.roles.retain(|role| roles.contains(role));
+        }
     }
 
     /// Takes `entry` into account (entries in `seq` order).
@@ -320,5 +349,7 @@ fn keys(
     }
 }
 
+#[cfg(test)]
+mod replay_tests;
 #[cfg(test)]
 mod tests;

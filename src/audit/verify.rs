@@ -94,12 +94,13 @@ pub async fn verify(
             ),
         },
     };
-    // An entry after the authentication whose MAC fails explains nothing.
+    // An entry after the authentication whose MAC fails explains nothing,
+    // unless it only takes power away.
     let mut logged = match authority {
         Authority::Keyed { since: Some(since) } => Logged::four_eyes_after(since),
         _ => Logged::default(),
     };
-    entries.iter().filter(|entry| authority.explains(entry)).for_each(|entry| logged.read(entry));
+    entries.iter().for_each(|entry| logged.replay(&authority, entry));
     let unexplained = logged.findings(&principal_rows(store).await?);
     let unguarded = store.audit_guards_missing().await?;
     let entries = entries.len() as i64;
@@ -163,20 +164,25 @@ pub struct Unauthenticated {
 /// authenticated acknowledgement after it, if any. Pure.
 pub fn open(entries: &[chain::Entry], pepper: &keyring::Pepper) -> Vec<Unauthenticated> {
     let Some(since) = authenticated_at(entries, pepper).map(|e| e.seq) else { return Vec::new() };
-    let acknowledgements: Vec<(i64, i64)> = entries
+    // Each acknowledgement: the entry's seq and hash as acknowledged, and its own seq.
+    let acknowledgements: Vec<(i64, String, i64)> = entries
         .iter()
         .filter(|e| e.seq > since && e.action == keyring::ACKNOWLEDGED && keyring::authentic(pepper, e))
-        .filter_map(|e| Some((e.target_id.parse::<i64>().ok()?, e.seq)))
+        .filter_map(|e| {
+            let hash = e.detail.as_deref().and_then(super::Detail::parse)?.acknowledged_hash?;
+            Some((e.target_id.parse::<i64>().ok()?, hash, e.seq))
+        })
         .collect();
     entries
         .iter()
         .filter(|e| e.seq > since && !keyring::authentic(pepper, e))
         .map(|e| Unauthenticated {
             seq: e.seq,
+            // The entry as it was acknowledged: one rewritten since is open again.
             acknowledged_by: acknowledgements
                 .iter()
-                .find(|(seq, by)| *seq == e.seq && *by > e.seq)
-                .map(|a| a.1),
+                .find(|(seq, hash, by)| *seq == e.seq && *hash == e.hash && *by > e.seq)
+                .map(|a| a.2),
         })
         .collect()
 }

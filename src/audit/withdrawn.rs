@@ -3,7 +3,8 @@
 //! to an older state it had, its older MAC with it: a revoked key made
 //! live again, a disabled operator enabled, a removed role back. So an
 //! authentication also replays the entries about its principal that the
-//! log explains (see [`crate::store::keyring::Authority::explains`]) and
+//! log explains (see [`crate::store::keyring::Authority::explains`]), and
+//! those that only take power away whatever their MAC, and
 //! refuses a row that grants more than they left it, or an operator
 //! granted after genesis without another admin's approval. A principal the log
 //! does not know is `audit verify`'s to name, not refused here. Without a
@@ -31,8 +32,8 @@ pub async fn withdrawn(store: &Store, targets: &[&str], rows: &Rows) -> Result<O
         keyring::Authority::Keyed { since: Some(since) } => Logged::four_eyes_after(since),
         _ => Logged::default(),
     };
-    for entry in about(store, targets).await?.iter().filter(|entry| authority.explains(entry)) {
-        logged.read(entry);
+    for entry in &about(store, targets).await? {
+        logged.replay(&authority, entry);
     }
     let found = logged.findings(rows).into_iter().find(|finding| finding.grants_more);
     if let Some(finding) = &found {
@@ -94,22 +95,32 @@ pub async fn operator_key(
 /// rolled back to before it, so that the password alone would open it), or
 /// a tenant role other than the one the log last gave (the reason of its
 /// `console_user.invited` or `console_user.role_set`, opened with the
-/// store's personal-data key).
+/// store's personal-data key) or than any an unauthenticated entry after
+/// it gave.
 pub async fn console_user(store: &Store, user: &User) -> Result<bool, StoreError> {
     if keyring::process().ok().flatten().is_none() {
         return Ok(false);
     }
     let authority = store.audit_authority().await?;
     let entries = store.audit_about(&[&user.id]).await?;
-    let explained: Vec<&Entry> = entries.iter().filter(|entry| authority.explains(entry)).collect();
-    let mut taken = explained.iter().any(|entry| {
+    // Taking away counts whatever the entry's MAC (see `Logged::replay`).
+    let mut taken = entries.iter().any(|entry| {
         entry.action == "console_user.removed"
             || (entry.action == "console_user.second_factor_added" && !user.totp)
     });
+    // The role the log last gave, and every role an entry after it gave
+    // without a MAC (a demotion whose MAC was stripped, or a writer's):
+    // the row holds each, or nothing.
     let roles = ["console_user.invited", "console_user.role_set"];
-    let last_role = explained.iter().rev().find(|entry| roles.contains(&entry.action.as_str()));
-    if let (Some(role), Some(entry), Ok(cipher)) = (user.role(), last_role, store.cipher()) {
-        taken |= super::reason(Some(cipher), entry)?.is_some_and(|given| given != role.as_str());
+    let given: Vec<&Entry> = entries.iter().filter(|entry| roles.contains(&entry.action.as_str())).collect();
+    let last = given.iter().rposition(|entry| authority.explains(entry));
+    let held = given.iter().enumerate().filter(|(at, entry)| {
+        Some(*at) == last || (last.is_none_or(|last| *at > last) && !authority.explains(entry))
+    });
+    if let (Some(role), Ok(cipher)) = (user.role(), store.cipher()) {
+        for (_, entry) in held {
+            taken |= super::reason(Some(cipher), entry)?.is_some_and(|given| given != role.as_str());
+        }
     }
     if taken {
         tracing::warn!(user = %user.id, "a console user's row grants what the audit log took away: refused");

@@ -88,7 +88,12 @@ pub async fn run(url: &str, command: AuditCommand) -> anyhow::Result<ExitCode> {
         let answer = server
             .post("/operator/v1/audit/acknowledgements", &json!({ "seq": seq, "reason": reason }))
             .await?;
-        println!("audit entry {seq}: acknowledged by entry {}", answer["acknowledged_by"]);
+        let (action, actor) =
+            (answer["action"].as_str().unwrap_or("?"), answer["actor"].as_str().unwrap_or("?"));
+        println!(
+            "audit entry {seq} ({action} by {actor}): acknowledged by entry {}",
+            answer["acknowledged_by"]
+        );
         return Ok(ExitCode::SUCCESS);
     }
     // Read as it is: never migrated here, which would put back the guards
@@ -256,7 +261,7 @@ async fn acknowledge_on_store(store: &Store, seq: i64, reason: &str) -> anyhow::
             super::server::OPERATOR_KEY_ENV
         );
     }
-    let by = audit::acknowledge::acknowledge(store, &audit::Actor::local(None), seq, reason).await?;
-    println!("audit entry {seq}: acknowledged by entry {by}");
+    let done = audit::acknowledge::acknowledge(store, &audit::Actor::local(None), seq, reason).await?;
+    println!("audit entry {seq} ({} by {}): acknowledged by entry {}", done.action, done.actor, done.by);
     Ok(ExitCode::SUCCESS)
 }

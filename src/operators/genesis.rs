@@ -57,15 +57,22 @@ pub async fn open(tx: &mut Tx, cipher: Option<&Cipher>) -> Result<bool, StoreErr
 /// Why an admin added during genesis that had not enrolled is disabled.
 pub const DORMANT: &str = "genesis ended before it enrolled";
 
-/// Disables, with an entry each, every enabled admin that is not one of
-/// the `enrolled` when genesis ends: it comes back only through an
-/// approved enabling, and its link is void.
+/// Disables, with an entry each, every admin that is not one of the
+/// `enrolled` when genesis ends: every one the log says genesis added (its
+/// row's state aside: a row disabled with SQL for the moment and enabled
+/// again later is held to the entry) and every enabled one the rows show.
+/// It comes back only through an approved enabling, and its link is void.
 async fn disable_dormant(
     tx: &mut Tx,
     cipher: Option<&Cipher>,
     enrolled: &[String],
 ) -> Result<(), StoreError> {
-    for id in rows::admins_enabled(tx).await? {
+    let mut dormant: Vec<String> =
+        log::all_of(tx, "operator.genesis_created").await?.into_iter().map(|entry| entry.target_id).collect();
+    dormant.extend(rows::admins_enabled(tx).await?);
+    dormant.sort();
+    dormant.dedup();
+    for id in dormant {
         if enrolled.contains(&id) {
             continue;
         }

@@ -148,13 +148,7 @@ async fn run(
     if selected.is_empty() {
         bail!("no chain to index");
     }
-    // The log is authenticated against the newest checkpoint this instance
-    // signs with (see `audit::authenticate`).
-    let newest = checkpoints.as_ref().and_then(|schedule| {
-        let last = schedule.last.lock().expect("never poisoned").clone();
-        last.map(|checkpoint| (checkpoint, schedule.key.verifying_key()))
-    });
-    let given = Given { pii: launch.pii, checkpoint: newest };
+    let given = Given { pii: launch.pii, checkpoint: newest(checkpoints.as_ref()).await };
     let (store, environment, followed) = start(store, api.environment, given, (&chains, &only)).await?;
     let selected: Vec<ChainConfig> = selected.into_iter().filter(|c| followed.contains(&c.chain)).collect();
     if selected.is_empty() {
@@ -209,6 +203,17 @@ async fn run(
     outcome?;
     info!("stopped cleanly");
     Ok(())
+}
+
+/// The newest checkpoint signed with `schedule`'s key, wherever it is
+/// kept (this instance's, the directory's, the NATS subject's), with its
+/// public key: what the log is authenticated against (see
+/// `audit::authenticate`).
+async fn newest(
+    schedule: Option<&crate::audit::schedule::Schedule>,
+) -> Option<(crate::audit::checkpoint::Checkpoint, ed25519_dalek::VerifyingKey)> {
+    let schedule = schedule?;
+    schedule.known().await.map(|checkpoint| (checkpoint, schedule.key.verifying_key()))
 }
 
 /// Waits for every task of `tasks`; the first that fails cancels

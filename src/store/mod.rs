@@ -288,11 +288,14 @@ fn pool_options(backend: Backend, connections: u32) -> AnyPoolOptions {
         move |conn, _| {
             Box::pin(async move {
                 if backend == Backend::Sqlite {
+                    // First: every statement after it, the journal mode's
+                    // included, waits for a lock another process holds
+                    // instead of failing at once with "database is locked".
+                    sqlx::query("PRAGMA busy_timeout = 30000").execute(&mut *conn).await?;
                     // WAL lets `backfill` and `run` share the file; FULL sync keeps
                     // a committed deposit through a power loss.
                     sqlx::query("PRAGMA journal_mode = WAL").execute(&mut *conn).await?;
                     sqlx::query("PRAGMA synchronous = FULL").execute(&mut *conn).await?;
-                    sqlx::query("PRAGMA busy_timeout = 30000").execute(&mut *conn).await?;
                     sqlx::query("PRAGMA foreign_keys = ON").execute(&mut *conn).await?;
                     // A multi-row statement inside a transaction keeps the pages it
                     // changes in a statement journal, to undo only itself if it

@@ -81,28 +81,7 @@ async fn decide_as(store: &Store, actor: &Actor, mint: &str) {
     tx.commit().await.unwrap();
 }
 
-/// Drops the guards, as the tables' owner can.
-pub async fn drop_guards(pool: &AnyPool, backend: Backend) {
-    let statements: &[&str] = match backend {
-        Backend::Sqlite => &[
-            "DROP TRIGGER audit_log_no_update",
-            "DROP TRIGGER audit_log_no_delete",
-            "DROP TRIGGER audit_log_append",
-            "DROP TRIGGER audit_head_forward",
-            "DROP TRIGGER audit_head_no_delete",
-            "DROP TRIGGER audit_head_no_insert",
-        ],
-        Backend::Postgres => &[
-            "DROP TRIGGER audit_log_guard ON audit_log",
-            "DROP TRIGGER audit_log_no_truncate ON audit_log",
-            "DROP TRIGGER audit_head_guard ON audit_head",
-            "DROP TRIGGER audit_head_no_truncate ON audit_head",
-        ],
-    };
-    for statement in statements {
-        sqlx::query(statement).execute(pool).await.unwrap();
-    }
-}
+pub use common::writer::drop_guards;
 
 #[tokio::test]
 async fn the_log_refuses_every_change_but_an_append() {

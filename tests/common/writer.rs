@@ -6,6 +6,8 @@ use custody_indexer::{
     audit::{Detail, chain::Entry},
     store::Store,
 };
+
+use super::db::Backend;
 use sqlx::AnyPool;
 
 /// What the forged entry says.
@@ -62,4 +64,27 @@ pub async fn append_forged(pool: &AnyPool, store: &Store, forged: Forged<'_>) ->
         .await
         .unwrap();
     entry
+}
+
+/// Drops the audit log's guards, as the tables' owner can.
+pub async fn drop_guards(pool: &AnyPool, backend: Backend) {
+    let statements: &[&str] = match backend {
+        Backend::Sqlite => &[
+            "DROP TRIGGER audit_log_no_update",
+            "DROP TRIGGER audit_log_no_delete",
+            "DROP TRIGGER audit_log_append",
+            "DROP TRIGGER audit_head_forward",
+            "DROP TRIGGER audit_head_no_delete",
+            "DROP TRIGGER audit_head_no_insert",
+        ],
+        Backend::Postgres => &[
+            "DROP TRIGGER audit_log_guard ON audit_log",
+            "DROP TRIGGER audit_log_no_truncate ON audit_log",
+            "DROP TRIGGER audit_head_guard ON audit_head",
+            "DROP TRIGGER audit_head_no_truncate ON audit_head",
+        ],
+    };
+    for statement in statements {
+        sqlx::query(statement).execute(pool).await.unwrap();
+    }
 }

@@ -216,6 +216,14 @@ async fn authentication_over_a_forgery_lists_it_and_nothing_made_before_acts() {
             detail: Some(Detail::roles_of(&["admin"])),
         };
         append_forged(&pool, store, forged).await;
+        // And a console user of its own in acme, as an admin.
+        sqlx::query(
+            "INSERT INTO console_users (id, email, email_key, organization_id, role, created_at) \
+             VALUES ('u-mallory', 'mallory@evil.example', 'mallory@evil.example', 'acme', 'admin', 0)",
+        )
+        .execute(&pool)
+        .await
+        .unwrap();
 
         pepper::for_keys(store).await.unwrap();
         let report = verify::verify(store, &[], None).await.unwrap();
@@ -226,6 +234,13 @@ async fn authentication_over_a_forgery_lists_it_and_nothing_made_before_acts() {
             lines.contains(&"operator op_forged roles=admin enabled".to_string()),
             "{backend:?}: {lines:?}"
         );
+        let people = [
+            "console_user u-mallory organization=acme role=admin invited".to_string(),
+            format!("console_user {} organization=acme role=admin enrolled", ada.user.id),
+        ];
+        for line in people {
+            assert!(lines.contains(&line), "{backend:?}: {line} in {lines:?}");
+        }
         assert_eq!(detail.principals_sha256.unwrap(), audit::authenticate::digest(&lines));
         assert!(report.intact(), "{backend:?}: found by the review alone: {report:?}");
 

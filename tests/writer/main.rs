@@ -92,6 +92,12 @@ impl World {
         World { session: signed.cookie.unwrap(), operator, app, pool }
     }
 
+    /// The `row_mac` of row `id` of `table`, as the store holds it now.
+    pub async fn row_mac(&self, table: &str, id: &str) -> String {
+        let sql = format!("SELECT row_mac FROM {table} WHERE id = $1");
+        sqlx::query_scalar(&sql).bind(id).fetch_one(&self.pool).await.unwrap()
+    }
+
     /// Runs `sql` with `binds` (text) on the store, as its writer would.
     pub async fn sql(&self, sql: &str, binds: &[&str]) {
         let mut query = sqlx::query(sql);

@@ -3,7 +3,9 @@
 //! if the writer could key it), a session moved to another user, a password
 //! hash, a role raised, an API key's owner repointed, an operator's roles
 //! raised. Each signs no one in and makes nothing, while the service's own
-//! rows do; `audit verify` names every row changed.
+//! rows do; `audit verify` names every row changed. Rows rolled back with
+//! their older MACs grant nothing the log took away, even once the owner
+//! strips the MACs of the entries that took it.
 
 use super::{
     ADMIN_EMAIL, PASSWORD, World,
@@ -11,6 +13,7 @@ use super::{
         api::seed_operator,
         console::{csrf, enrol, get, post, sign_in},
         db::BACKENDS,
+        writer::drop_guards,
     },
 };
 use alloy::transports::http::reqwest::Method;
@@ -168,10 +171,6 @@ async fn users_keys_and_operators_changed_with_sql_authenticate_nothing() {
 }
 
 /// The `row_mac` of row `id` of `table`, as a writer keeps a copy.
-async fn row_mac(world: &World, table: &str, id: &str) -> String {
-    let sql = format!("SELECT row_mac FROM {table} WHERE id = $1");
-    sqlx::query_scalar(&sql).bind(id).fetch_one(&world.pool).await.unwrap()
-}
 
 #[tokio::test]
 async fn a_row_rolled_back_with_its_older_mac_grants_nothing_the_log_took_away() {
@@ -181,7 +180,7 @@ async fn a_row_rolled_back_with_its_older_mac_grants_nothing_the_log_took_away()
         // An API key, and its row's MAC while it was live.
         let key = world.app.key("acme").await;
         let key_id = custody_indexer::api_key::key_id(&key).unwrap().to_string();
-        let live_mac = row_mac(&world, "api_keys", &key_id).await;
+        let live_mac = world.row_mac("api_keys", &key_id).await;
         custody_indexer::api_key::manage::revoke(store, &key_id, &Actor::System).await.unwrap();
         assert_eq!(world.app.get("/v2/webhooks", &key).await.status, 401, "{backend:?}: revoked");
         let revived = "UPDATE api_keys SET revoked_at = NULL, row_mac = $1 WHERE id = $2";
@@ -200,7 +199,7 @@ async fn a_row_rolled_back_with_its_older_mac_grants_nothing_the_log_took_away()
         };
         let tess = seed_operator(store, &world.operator.operator, new).await;
         let tess_key = tess.key.as_ref().unwrap().token.clone();
-        let enabled_mac = row_mac(&world, "operators", &tess.operator.id).await;
+        let enabled_mac = world.row_mac("operators", &tess.operator.id).await;
         let app = &world.app;
         let queues = |key: String| async move {
             app.request(Method::GET, "/operator/v1/changes", Some(&key)).await.status
@@ -212,13 +211,13 @@ async fn a_row_rolled_back_with_its_older_mac_grants_nothing_the_log_took_away()
         let enabled =
             "UPDATE operators SET disabled_at = NULL, disabled_reason = NULL, row_mac = $1 WHERE id = $2";
         world.sql(enabled, &[&enabled_mac, &tess.operator.id]).await;
-        assert_eq!(queues(tess_key).await, 401, "{backend:?}: a disabled operator enabled again");
+        assert_eq!(queues(tess_key.clone()).await, 401, "{backend:?}: a disabled operator enabled again");
 
         // A person's row before enrolment, and the link it used: enrols no
         // one again (with the writer's password) once rolled back.
         let who = ("re@acme.example", TenantRole::Viewer);
         let invited = people::invite(store, "acme", who, &Actor::System, None).await.unwrap();
-        let unenrolled = row_mac(&world, "console_users", &invited.user.id).await;
+        let unenrolled = world.row_mac("console_users", &invited.user.id).await;
         let link = format!("{}{}", world.app.base, invited.enrol_path);
         assert_eq!(enrol(&link, PASSWORD).await.status, 200, "{backend:?}");
         let rolled = "UPDATE console_users SET password_hash = NULL, totp_secret = NULL, totp_last_step = NULL, \
@@ -231,7 +230,7 @@ async fn a_row_rolled_back_with_its_older_mac_grants_nothing_the_log_took_away()
         let boss = ("ro@acme.example", TenantRole::Admin);
         let ro = people::invite(store, "acme", boss, &Actor::System, None).await.unwrap();
         assert_eq!(enrol(&format!("{}{}", world.app.base, ro.enrol_path), PASSWORD).await.status, 200);
-        let as_admin = row_mac(&world, "console_users", &ro.user.id).await;
+        let as_admin = world.row_mac("console_users", &ro.user.id).await;
         people::set_role(store, "acme", &ro.user.id, TenantRole::Viewer, &Actor::System).await.unwrap();
         assert_eq!(sign_in(&world.app.base, boss.0, PASSWORD).await.status, 303, "{backend:?}: a viewer now");
         let raised = "UPDATE console_users SET role = 'admin', row_mac = $1 WHERE id = $2";
@@ -245,6 +244,23 @@ async fn a_row_rolled_back_with_its_older_mac_grants_nothing_the_log_took_away()
             401,
             "{backend:?}"
         );
+
+        // The tables' owner drops the guards and strips the MACs of the
+        // entries that took it all away (a MAC is not in its entry's hash:
+        // the chain and the checkpoints stay as they were): still nothing.
+        drop_guards(&world.pool, backend).await;
+        let stripped = "UPDATE audit_log SET mac = NULL WHERE action = $1 AND target_id = $2";
+        for (action, target) in [
+            ("api_key.revoked", &key_id),
+            ("operator.disabled", &tess.operator.id),
+            ("console_user.role_set", &ro.user.id),
+        ] {
+            world.sql(stripped, &[action, target]).await;
+        }
+        assert_eq!(world.app.get("/v2/webhooks", &key).await.status, 401, "{backend:?}: a key, stripped");
+        assert_eq!(queues(tess_key).await, 401, "{backend:?}: an operator, stripped");
+        let status = sign_in(&world.app.base, boss.0, PASSWORD).await.status;
+        assert_eq!(status, 401, "{backend:?}: a person, stripped");
     }
 }
 

@@ -110,6 +110,9 @@ pub struct AcknowledgeRequest {
 pub struct Acknowledged {
     /// The entry acknowledged.
     pub seq: i64,
+    /// What the entry acknowledged claims: its action and actor.
+    pub action: String,
+    pub actor: String,
     /// The `audit_log.acknowledged` entry that records it.
     pub acknowledged_by: i64,
 }
@@ -135,7 +138,7 @@ pub async fn acknowledge(
         return Err(ApiError::invalid("reason: say what was found"));
     }
     let actor = crate::operators::manage::actor(&caller.0);
-    let by = audit::acknowledge::acknowledge(state.store(), &actor, request.seq, &request.reason)
+    let done = audit::acknowledge::acknowledge(state.store(), &actor, request.seq, &request.reason)
         .await
         .map_err(|error| match error {
             audit::acknowledge::AcknowledgeError::Refused(why) => {
@@ -143,5 +146,7 @@ pub async fn acknowledge(
             }
             audit::acknowledge::AcknowledgeError::Store(error) => error.into(),
         })?;
-    Ok((axum::http::StatusCode::CREATED, Json(Acknowledged { seq: request.seq, acknowledged_by: by })))
+    let answer =
+        Acknowledged { seq: request.seq, action: done.action, actor: done.actor, acknowledged_by: done.by };
+    Ok((axum::http::StatusCode::CREATED, Json(answer)))
 }

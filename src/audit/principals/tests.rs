@@ -1,6 +1,6 @@
 use super::*;
 
-fn entry(action: &str, target: &str, org: Option<&str>, detail: Option<Detail>) -> Entry {
+pub(super) fn entry(action: &str, target: &str, org: Option<&str>, detail: Option<Detail>) -> Entry {
     Entry {
         seq: 0,
         at: 0,

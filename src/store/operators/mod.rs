@@ -6,7 +6,7 @@ use sqlx::{Row, any::AnyRow};
 
 use super::{
     Store, StoreError, Tx,
-    sealed::{OPERATOR_KEYS, OPERATORS},
+    sealed::{CONSOLE_USERS, OPERATOR_KEYS, OPERATORS},
     time,
 };
 use crate::operators::resource::{Operator, OperatorKey, Role, parse_roles, roles_text};
@@ -206,25 +206,60 @@ pub async fn admins_enabled(tx: &mut Tx) -> Result<Vec<String>, StoreError> {
 
 /// The enabled admins who have enrolled (set their console password) or
 /// hold a live key (in production only their own enrolment or the
-/// bootstrap makes one), by id.
+/// bootstrap makes one), by id: the operator's row, and the console user's
+/// or key's row that shows it, each sealed (a row written outside the
+/// service enrols no one).
 pub async fn enrolled_admins(tx: &mut Tx, now: i64) -> Result<Vec<String>, StoreError> {
     let rows = sqlx::query(&format!(
-        "SELECT o.id, o.roles, {} FROM operators o WHERE o.disabled_at IS NULL AND (EXISTS (
-             SELECT 1 FROM console_users u WHERE u.operator_id = o.id AND u.password_hash IS NOT NULL
-             AND u.removed_at IS NULL)
-           OR EXISTS (SELECT 1 FROM operator_keys k WHERE k.operator_id = o.id AND {}))
-         ORDER BY o.created_at, o.id",
+        "SELECT o.id, o.roles, {} FROM operators o WHERE o.disabled_at IS NULL ORDER BY o.created_at, o.id",
         OPERATORS.columns("o"),
-        live("k", "$1")
     ))
+    .fetch_all(&mut **tx)
+    .await?;
+    let mut sealed = Vec::new();
+    for row in rows {
+        sealed.extend(sealed_admin(&row)?);
+    }
+    let mut admins = Vec::new();
+    for id in sealed {
+        if enrolled(tx, &id, now).await? {
+            admins.push(id);
+        }
+    }
+    Ok(admins)
+}
+
+/// Whether operator `id` has a sealed console user with a password, or a
+/// sealed key live at `now`.
+async fn enrolled(tx: &mut Tx, id: &str, now: i64) -> Result<bool, StoreError> {
+    let users = sqlx::query(&format!(
+        "SELECT u.id, {} FROM console_users u
+         WHERE u.operator_id = $1 AND u.password_hash IS NOT NULL AND u.removed_at IS NULL",
+        CONSOLE_USERS.columns("u")
+    ))
+    .bind(id)
+    .fetch_all(&mut **tx)
+    .await?;
+    for user in &users {
+        if CONSOLE_USERS.authentic_in(user, "u", &user.try_get::<String, _>("id")?)? {
+            return Ok(true);
+        }
+    }
+    let keys = sqlx::query(&format!(
+        "SELECT k.id, {} FROM operator_keys k WHERE k.operator_id = $1 AND {}",
+        OPERATOR_KEYS.columns("k"),
+        live("k", "$2")
+    ))
+    .bind(id)
     .bind(now)
     .fetch_all(&mut **tx)
     .await?;
-    let mut admins = Vec::new();
-    for row in rows {
-        admins.extend(sealed_admin(&row)?);
+    for key in &keys {
+        if OPERATOR_KEYS.authentic_in(key, "k", &key.try_get::<String, _>("id")?)? {
+            return Ok(true);
+        }
     }
-    Ok(admins)
+    Ok(false)
 }
 
 /// The id of the operator `row` holds (`o.id`, `o.roles` and

@@ -453,6 +453,15 @@ impl Store {
         Ok(Some(Credentials { password_hash: row.try_get("password_hash")?, user, totp_secret }))
     }
 
+    /// Every present user, of every organization and every operator,
+    /// oldest first.
+    pub async fn console_users_present(&self) -> Result<Vec<User>, StoreError> {
+        let sql = format!(
+            "SELECT {USER_COLUMNS} FROM console_users u WHERE u.removed_at IS NULL ORDER BY u.created_at, u.id"
+        );
+        sqlx::query(&sql).fetch_all(&self.pool).await?.iter().map(user).collect()
+    }
+
     /// The present users of `organization`, oldest first.
     pub async fn console_users_of(&self, organization: &str) -> Result<Vec<User>, StoreError> {
         let rows = sqlx::query(&format!(
