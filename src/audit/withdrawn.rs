@@ -45,13 +45,17 @@ pub async fn withdrawn(store: &Store, targets: &[&str], rows: &Rows) -> Result<O
 /// The entries about `targets`, with those a grant among them is held to:
 /// the end of genesis and the changes the grants name, in `seq` order.
 async fn about(store: &Store, targets: &[&str]) -> Result<Vec<Entry>, StoreError> {
-    let mut entries = store.audit_about(targets).await?;
-    let mut more = vec![crate::operators::genesis::TARGET.to_string()];
-    more.extend(entries.iter().filter_map(|e| e.detail.as_deref().and_then(Detail::parse)?.change_id));
-    let more: Vec<&str> = more.iter().map(String::as_str).collect();
-    entries.extend(store.audit_about(&more).await?);
-    entries.sort_by_key(|entry| entry.seq);
-    entries.dedup_by_key(|entry| entry.seq);
+    let mut first = targets.to_vec();
+    first.push(crate::operators::genesis::TARGET);
+    let mut entries = store.audit_about(&first).await?;
+    let changes: Vec<String> =
+        entries.iter().filter_map(|e| e.detail.as_deref().and_then(Detail::parse)?.change_id).collect();
+    if !changes.is_empty() {
+        let changes: Vec<&str> = changes.iter().map(String::as_str).collect();
+        entries.extend(store.audit_about(&changes).await?);
+        entries.sort_by_key(|entry| entry.seq);
+        entries.dedup_by_key(|entry| entry.seq);
+    }
     Ok(entries)
 }
 

@@ -108,6 +108,9 @@ pub async fn confirm(
     let mut tx = store.begin().await?;
     sessions::clear_sign_in_failures(&mut tx, &checked.pair).await?;
     sessions::uncount_sign_in_try(&mut tx, &checked.from).await?;
+    if let Some(hash) = &checked.rehashed {
+        rows::rehash_password(&mut tx, &user.id, hash).await?;
+    }
     tx.commit().await.map_err(StoreError::from)?;
     Ok(())
 }

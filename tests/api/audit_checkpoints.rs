@@ -23,27 +23,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::audit_log::{bootstrap, cli, decide, drop_guards, rehash_from, text};
 use crate::common::{
-    self,
+    checkpoints::nth,
     db::{Backend, TestDb},
     nats::NatsServer,
 };
-
-/// The checkpoints in `dir`, oldest first.
-fn files(dir: &Path) -> Vec<Checkpoint> {
-    let mut found: Vec<Checkpoint> = std::fs::read_dir(dir)
-        .unwrap()
-        .filter_map(|f| std::fs::read_to_string(f.unwrap().path()).ok())
-        .filter_map(|text| Checkpoint::parse(&text, "file").ok())
-        .collect();
-    found.sort_by_key(|c| c.at);
-    found
-}
-
-/// Waits (polling, with a deadline) for the `n`th checkpoint in `dir`.
-async fn nth(dir: &Path, n: usize, within: Duration) -> Checkpoint {
-    let what = format!("checkpoint {n} in {}", dir.display());
-    common::eventually(within, &what, || async { files(dir).get(n - 1).cloned() }).await
-}
 
 /// `health`'s seconds on its `audit: last checkpoint N s ago` line.
 fn age_said(said: &str) -> u64 {

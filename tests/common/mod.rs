@@ -5,6 +5,7 @@
 pub mod anvil;
 pub mod api;
 pub mod camt054;
+pub mod checkpoints;
 pub mod cli;
 pub mod cluster;
 pub mod console;

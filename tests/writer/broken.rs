@@ -3,18 +3,18 @@
 //! checkpoints, once, and the checkpoints go on: a checkpoint grants
 //! nothing, and stopping them would silence them.
 
-use std::{path::Path, time::Duration};
+use std::time::Duration;
 
 use super::{
     World,
     common::{
-        self,
+        checkpoints::nth,
         db::Backend,
         writer::{Forged, append_forged},
     },
 };
 use custody_indexer::audit::{
-    checkpoint::{self, Checkpoint},
+    checkpoint,
     schedule::{self, Schedule},
 };
 use tokio_util::sync::CancellationToken;
@@ -24,21 +24,6 @@ fn broken_total() -> f64 {
     let text = custody_indexer::telemetry::prometheus().render();
     let line = text.lines().find(|l| l.starts_with("custody_indexer_audit_broken_total "));
     line.map_or(0.0, |line| line.rsplit(' ').next().unwrap().parse().unwrap())
-}
-
-/// The `n`th checkpoint written in `dir`, waited for.
-async fn nth(dir: &Path, n: usize) -> Checkpoint {
-    let files = || {
-        let mut found: Vec<Checkpoint> = std::fs::read_dir(dir)
-            .unwrap()
-            .filter_map(|f| std::fs::read_to_string(f.unwrap().path()).ok())
-            .filter_map(|text| Checkpoint::parse(&text, "file").ok())
-            .collect();
-        found.sort_by_key(|c| c.at);
-        found
-    };
-    let what = format!("checkpoint {n} in {}", dir.display());
-    common::eventually(Duration::from_secs(30), &what, || async { files().get(n - 1).cloned() }).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -63,10 +48,10 @@ async fn a_writers_entry_is_counted_once_and_the_checkpoints_go_on() {
         Schedule { key, every, dir: Some(dir.path().to_path_buf()), nats: None, last: Default::default() };
     let stop = CancellationToken::new();
     let running = tokio::spawn(schedule::run(store.clone(), instance, "node-a".into(), stop.clone()));
-    let first = nth(dir.path(), 1).await;
+    let first = nth(dir.path(), 1, Duration::from_secs(30)).await;
     assert!(first.seq >= entry.seq, "the chain is signed, the writer's entry in it");
     assert_eq!(broken_total(), before + 1.0, "counted when the log was read");
-    let second = nth(dir.path(), 2).await;
+    let second = nth(dir.path(), 2, Duration::from_secs(30)).await;
     assert!(second.at > first.at);
     assert_eq!(broken_total(), before + 1.0, "counted once");
     stop.cancel();
