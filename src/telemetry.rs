@@ -109,8 +109,12 @@ pub async fn render(store: &Store, chains: &Chains, required: &[crate::chain::Ch
     }
     // Conditions in force by kind (an unfunded sponsor, failing webhooks),
     // 0 for a kind that has none any more: an alert needs no log search.
-    let kinds =
-        [crate::transfers::sponsor::KIND, crate::events::delivery::FAILING, crate::store::SIGNER_UNREACHABLE];
+    let kinds = [
+        crate::transfers::sponsor::KIND,
+        crate::events::delivery::FAILING,
+        crate::store::SIGNER_UNREACHABLE,
+        crate::operators::suspension::CONDITION,
+    ];
     for kind in kinds {
         let n = report.conditions.iter().filter(|c| c.kind == kind).count();
         gauge!("custody_indexer_conditions", "kind" => kind).set(n as f64);

@@ -59,6 +59,18 @@ struct LoggedOperator {
     enabled: bool,
     /// A grant to it that applied no approved change (see [`approvals`]).
     unapproved: Option<String>,
+    /// Its suspension not yet completed, whatever its time.
+    suspended: Option<Suspension>,
+}
+
+/// An operator suspended (see [`crate::operators::suspension`]) by the
+/// entry `seq`, until `until` (microseconds) unless its change `change_id`
+/// is applied or the operator disabled before.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Suspension {
+    pub seq: i64,
+    pub until: i64,
+    change_id: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,10 +115,12 @@ impl std::fmt::Display for Finding {
     }
 }
 
-/// The actions that only take power away: an operator disabled, a key
-/// revoked, a person removed or given a second factor, genesis ended.
-const TAKING_AWAY: [&str; 6] = [
+/// The actions that only take power away: an operator disabled or
+/// suspended, a key revoked, a person removed or given a second factor,
+/// genesis ended.
+const TAKING_AWAY: [&str; 7] = [
     "operator.disabled",
+    "operator.suspended",
     "operator_key.revoked",
     "api_key.revoked",
     "console_user.removed",
@@ -192,7 +206,8 @@ impl Logged {
                 }
                 let unapproved =
                     if action == "operator.adopted" { None } else { approved(&mut self.approvals) };
-                self.operators.insert(target, LoggedOperator { roles, enabled, unapproved });
+                let logged = LoggedOperator { roles, enabled, unapproved, suspended: None };
+                self.operators.insert(target, logged);
             }
             ("operator.roles_set", Some(Detail { roles: Some(roles), .. })) => {
                 if let Some(operator) = self.operators.get_mut(&target) {
@@ -200,11 +215,25 @@ impl Logged {
                         operator.unapproved =
                             operator.unapproved.take().or_else(|| approved(&mut self.approvals));
                     }
+                    // A demotion's own change applied ends its suspension.
+                    if change_id.is_some()
+                        && operator.suspended.as_ref().is_some_and(|s| s.change_id == change_id)
+                    {
+                        operator.suspended = None;
+                    }
                     operator.roles = roles;
+                }
+            }
+            ("operator.suspended", detail) => {
+                if let Some(operator) = self.operators.get_mut(&target) {
+                    let lapses = crate::operators::suspension::lapses_at(entry.at);
+                    let until = detail.and_then(|d| d.expires_at).map_or(lapses, |at| at.min(lapses));
+                    operator.suspended = Some(Suspension { seq: entry.seq, until, change_id });
                 }
             }
             ("operator.disabled" | "operator.enabled", _) => {
                 if let Some(operator) = self.operators.get_mut(&target) {
+                    operator.suspended = None;
                     operator.enabled = action == "operator.enabled";
                     if operator.enabled {
                         operator.unapproved =
@@ -272,6 +301,14 @@ impl Logged {
             }
             _ => {}
         }
+    }
+
+    /// The suspension of operator `id` in force at `now` (microseconds),
+    /// if any: never longer than the rule's time from its entry, whatever
+    /// the entry's detail says.
+    pub fn suspended(&self, id: &str, now: i64) -> Option<&Suspension> {
+        let suspension = self.operators.get(id)?.suspended.as_ref()?;
+        (now < suspension.until).then_some(suspension)
     }
 
     /// Every row of `rows` the log does not explain.

@@ -5,8 +5,10 @@
 //! authentication also replays the entries about its principal that the
 //! log explains (see [`crate::store::keyring::Authority::explains`]), and
 //! those that only take power away whatever their MAC, and
-//! refuses a row that grants more than they left it, or an operator
-//! granted after genesis without another admin's approval. A principal the log
+//! refuses a row that grants more than they left it, an operator
+//! granted after genesis without another admin's approval, or one the log
+//! suspended (see [`crate::operators::suspension`]) whatever its change's
+//! row says now. A principal the log
 //! does not know is `audit verify`'s to name, not refused here. Without a
 //! pepper nothing is sealed, and nothing is checked.
 
@@ -35,7 +37,15 @@ pub async fn withdrawn(store: &Store, targets: &[&str], rows: &Rows) -> Result<O
     for entry in &about(store, targets).await? {
         logged.replay(&authority, entry);
     }
-    let found = logged.findings(rows).into_iter().find(|finding| finding.grants_more);
+    let now = crate::store::now_micros();
+    let found = logged.findings(rows).into_iter().find(|finding| finding.grants_more).or_else(|| {
+        rows.operators.iter().find_map(|row| {
+            let suspension = logged.suspended(&row.id, now)?;
+            let until = chrono::DateTime::from_timestamp_micros(suspension.until).unwrap_or_default();
+            let why = format!("is suspended by audit entry {} until {}", suspension.seq, until.to_rfc3339());
+            Some(Finding { kind: "operator", id: row.id.clone(), why, grants_more: true })
+        })
+    });
     if let Some(finding) = &found {
         tracing::warn!(%finding, "a row grants what the audit log took away: refused");
     }

@@ -90,6 +90,15 @@ impl Deciding {
 /// The break-glass actor: the enabled operator whose key is in
 /// `CUSTODY_INDEXER_OPERATOR_KEY`, holding the role `action` needs.
 async fn break_glass(store: &Store, action: Action) -> anyhow::Result<Actor> {
+    let operator = glass_operator(store, action).await?;
+    Ok(Actor::break_glass(&operator.id, &operator.name))
+}
+
+/// The operator breaking glass: the enabled (and not suspended) operator
+/// whose key is in `CUSTODY_INDEXER_OPERATOR_KEY`, checked under the
+/// process's pepper as the service checks it, holding the role `action`
+/// needs.
+pub async fn glass_operator(store: &Store, action: Action) -> anyhow::Result<operators::Operator> {
     let roles: Vec<&str> = action.roles().iter().map(|r| r.as_str()).collect();
     let needs = || {
         anyhow!(
@@ -101,5 +110,5 @@ async fn break_glass(store: &Store, action: Action) -> anyhow::Result<Actor> {
     crate::api_key::pepper::for_keys(store).await?;
     let operator = operators::authenticate(store, token.trim()).await?.ok_or_else(needs)?;
     rules::permits(&operator, action)?;
-    Ok(Actor::break_glass(&operator.id, &operator.name))
+    Ok(operator)
 }

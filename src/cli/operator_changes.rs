@@ -107,8 +107,25 @@ pub(super) fn print_change(answer: &serde_json::Value) -> bool {
         str_of(&change["target"]),
         str_of(&change["status"])
     );
-    if change["status"] == "PENDING" {
-        println!("another admin approves it: operators changes approve {}", str_of(&change["id"]));
+    let id = str_of(&change["id"]);
+    if let Some(until) = answer["suspended_until"].as_str() {
+        let target = str_of(&change["target"]);
+        let command =
+            if change["kind"] == "operator.demote" { "operators roles set" } else { "operators disable" };
+        println!(
+            "operator {target} is suspended until {until}: it acts again then unless the change is completed"
+        );
+        println!("another enabled admin approves it: operators changes approve {id}");
+        println!("or you complete it on the store: {command} {target} … --reason TEXT --break-glass");
+    } else if change["status"] == "PENDING" {
+        println!("another admin approves it: operators changes approve {id}");
     }
     true
+}
+
+/// Prints, on standard error, the warnings an answer holds.
+pub(super) fn print_warnings(answer: &serde_json::Value) {
+    for warning in answer["warnings"].as_array().into_iter().flatten() {
+        eprintln!("warning: {}", str_of(warning));
+    }
 }

@@ -8,13 +8,13 @@ use clap::Subcommand;
 use serde_json::json;
 
 use super::{
-    operator_changes::{ChangesCommand, print_change, str_of},
+    operator_changes::{ChangesCommand, print_change, print_warnings, str_of},
     server::{Server, ServerArg},
 };
 use crate::{
     audit::Actor,
     environment::Environment,
-    operators::{NewOperator, Role, manage},
+    operators::{ChangeKind, NewOperator, Role, manage, taking},
     store::Store,
 };
 
@@ -42,12 +42,19 @@ pub enum OperatorsCommand {
         server: ServerArg,
     },
     /// Disable an operator: its keys stop working at once, on every instance.
+    /// In production an admin disabled while two admins hold the platform
+    /// is suspended instead: its proposer completes the disabling with
+    /// --break-glass.
     Disable {
         id: String,
         #[arg(long)]
         reason: String,
         #[command(flatten)]
         server: ServerArg,
+        /// On the production store directly: complete the suspension of this
+        /// operator that the key in CUSTODY_INDEXER_OPERATOR_KEY proposed.
+        #[arg(long)]
+        break_glass: bool,
     },
     /// Enable a disabled operator (in production, a change another admin
     /// approves).
@@ -87,6 +94,11 @@ pub enum RolesCommand {
         reason: String,
         #[command(flatten)]
         server: ServerArg,
+        /// On the production store directly: complete the suspension (its
+        /// `admin` role removed) of this operator that the key in
+        /// CUSTODY_INDEXER_OPERATOR_KEY proposed, with these roles.
+        #[arg(long)]
+        break_glass: bool,
     },
 }
 
@@ -134,12 +146,14 @@ pub async fn run(url: &str, command: OperatorsCommand) -> anyhow::Result<()> {
                 list.into_iter().map(|o| json!({ "operator": o, "keys": o["keys"] })).collect();
             print_list(&list, json)?;
         }
-        OperatorsCommand::Disable { id, reason, server } => {
+        OperatorsCommand::Disable { id, reason, server, break_glass: true } => {
+            complete(url, &server, (ChangeKind::Disable, &id, None), &reason).await?
+        }
+        OperatorsCommand::Disable { id, reason, server, .. } => {
             let server = server.required("disabling an operator")?;
-            server
-                .post(&format!("/operator/v1/operators/{id}/disable"), &json!({ "reason": reason }))
-                .await?;
-            println!("operator {id} disabled: its keys no longer work");
+            let path = format!("/operator/v1/operators/{id}/disable");
+            let answer = server.post(&path, &json!({ "reason": reason })).await?;
+            taken(&answer, &format!("operator {id} disabled: its keys no longer work"));
         }
         OperatorsCommand::Enable { id, reason, server } => {
             let server = server.required("enabling an operator")?;
@@ -161,13 +175,14 @@ pub async fn run(url: &str, command: OperatorsCommand) -> anyhow::Result<()> {
                 (None, None) => println!("operator {id} invited"),
             }
         }
-        OperatorsCommand::Roles(RolesCommand::Set { id, roles, reason, server }) => {
+        OperatorsCommand::Roles(RolesCommand::Set { id, roles, reason, server, break_glass: true }) => {
+            complete(url, &server, (ChangeKind::Demote, &id, Some(&roles)), &reason).await?
+        }
+        OperatorsCommand::Roles(RolesCommand::Set { id, roles, reason, server, .. }) => {
             let server = server.required("setting an operator's roles")?;
             let body = json!({ "roles": roles, "reason": reason });
             let answer = server.put(&format!("/operator/v1/operators/{id}/roles"), &body).await?;
-            if !print_change(&answer) {
-                println!("operator {id}: roles {}", answer["roles"]);
-            }
+            taken(&answer, &format!("operator {id}: roles {}", answer["roles"]));
         }
         OperatorsCommand::Keys(KeysCommand::Create { id, server }) => {
             let server = server.required("creating an operator key")?;
@@ -180,6 +195,49 @@ pub async fn run(url: &str, command: OperatorsCommand) -> anyhow::Result<()> {
             server.post(&format!("/operator/v1/operator-keys/{key_id}/revoke"), &json!({})).await?;
             println!("operator key {key_id} revoked");
         }
+    }
+    Ok(())
+}
+
+/// Prints what taking power away did: the change it waits on (a grant, a
+/// suspension), or `done` and its warnings.
+fn taken(answer: &serde_json::Value, done: &str) {
+    if !print_change(answer) {
+        println!("{done}");
+        print_warnings(answer);
+    }
+}
+
+/// `operators disable|roles set --break-glass`: the suspension of `target`
+/// (of `kind`; for a demotion, leaving `roles`) that the key in
+/// `CUSTODY_INDEXER_OPERATOR_KEY` proposed, completed on the production
+/// store directly.
+async fn complete(
+    url: &str,
+    server: &ServerArg,
+    (kind, target, roles): (ChangeKind, &str, Option<&[Role]>),
+    reason: &str,
+) -> anyhow::Result<()> {
+    if server.server.is_some() {
+        anyhow::bail!("--break-glass acts on the store directly: drop --server (and CUSTODY_INDEXER_SERVER)");
+    }
+    if reason.trim().is_empty() {
+        anyhow::bail!("--break-glass needs --reason: why the suspension is completed");
+    }
+    let store = super::identities::open(url).await?;
+    // An unstamped store is governed as production, the default.
+    if store.environment().await? == Some(Environment::Sandbox) {
+        anyhow::bail!("--break-glass is for a production store; this one is a sandbox's");
+    }
+    let by = super::decider::glass_operator(&store, crate::operators::Action::Operators).await?;
+    let taken = taking::complete(&store, &by, (kind, target, roles), reason.trim()).await?;
+    let done = if kind == ChangeKind::Disable { "disabled" } else { "demoted" };
+    let roles = crate::operators::resource::roles_text(&taken.operator.roles);
+    println!(
+        "operator {target} {done} (roles {roles}), breaking glass: the audit log's next checkpoint is due now"
+    );
+    for warning in &taken.warnings {
+        eprintln!("warning: {warning}");
     }
     Ok(())
 }

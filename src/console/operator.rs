@@ -43,9 +43,12 @@ impl FromRequestParts<ApiState> for OperatorUser {
             Some(operator) if crate::audit::withdrawn::operator(state.store(), &operator).await? => None,
             other => other,
         };
-        // A disabled operator's sessions act no more.
-        let operator =
-            operator.ok_or(Page::Error(StatusCode::FORBIDDEN, "this operator is disabled".into()))?;
+        // A disabled or suspended operator's sessions act no more.
+        let refused = || Page::Error(StatusCode::FORBIDDEN, "this operator is disabled or suspended".into());
+        let operator = operator.ok_or_else(refused)?;
+        if crate::operators::suspension::of(state.store(), &operator.id).await?.is_some() {
+            return Err(refused());
+        }
         Ok(OperatorUser { session, operator })
     }
 }

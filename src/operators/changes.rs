@@ -10,7 +10,7 @@ use super::{
     manage::{self, Created, OperatorError, actor, authority, on_change},
     resource::{Change, ChangeKind, ChangeStatus, Operator},
     rules::{self, Refused},
-    tenants,
+    suspension, taking, tenants,
 };
 use crate::{
     audit::{self, Actor},
@@ -18,7 +18,7 @@ use crate::{
     mail::Invitations,
     pii::Cipher,
     store::{
-        Organization, Store, StoreError, Tx, audit as log, now_micros, operator_changes as rows,
+        Organization, Store, StoreError, Tx, conditions, now_micros, operator_changes as rows,
         operators as ops,
     },
 };
@@ -43,21 +43,48 @@ pub async fn list(store: &Store, pending_only: bool, limit: i64) -> Result<Vec<C
 
 /// Expires every pending change past its time, each with its entry.
 pub async fn expire(store: &Store) -> Result<(), OperatorError> {
+    expire_at(store, now_micros()).await
+}
+
+/// Expires every pending change past its time at `now`, each with its
+/// entry (and a suspension's lapse, see [`taking::lapse`]).
+pub async fn expire_at(store: &Store, now: i64) -> Result<(), OperatorError> {
     let mut tx = store.begin().await?;
     audit::lock(&mut tx).await?;
-    let before = now_micros() - rules::CHANGE_VALID.as_micros() as i64;
+    let before = now - rules::CHANGE_VALID.as_micros() as i64;
     for id in rows::pending_before(&mut tx, before).await? {
-        expire_one(&mut tx, store.cipher().ok(), &id).await?;
+        expire_one(&mut tx, store.cipher().ok(), &id, now).await?;
     }
     tx.commit().await.map_err(StoreError::from)?;
     Ok(())
 }
 
-async fn expire_one(tx: &mut Tx, cipher: Option<&Cipher>, id: &str) -> Result<(), OperatorError> {
-    if rows::decide(tx, id, ChangeStatus::Expired, None, None, now_micros()).await? {
+async fn expire_one(tx: &mut Tx, cipher: Option<&Cipher>, id: &str, now: i64) -> Result<(), OperatorError> {
+    let change = rows::lock(tx, id).await?;
+    if rows::decide(tx, id, ChangeStatus::Expired, None, None, now).await? {
         audit::append(tx, cipher, on_change(&Actor::System, "operator_change.expired", id, None)).await?;
+        if let Some(change) = change.filter(|c| c.kind.suspends()) {
+            taking::lapse(tx, cipher, &change).await?;
+        }
     }
     Ok(())
+}
+
+/// Lapses every suspension past its time at `now` (its change expired,
+/// with `operator.suspension_lapsed`), and raises again, with a warning in
+/// the log, every one still in force: the alarm lasts as the suspension
+/// does. Answers how many are in force.
+pub async fn sweep(store: &Store, now: i64) -> Result<usize, OperatorError> {
+    expire_at(store, now).await?;
+    let mut tx = store.begin().await?;
+    let pending = rows::pending_suspensions(&mut tx, None, taking::since(now)).await?;
+    for change in &pending {
+        let message = taking::alarm(change);
+        conditions::raise(&mut tx, None, suspension::CONDITION, &change.target, &message).await?;
+        tracing::warn!(operator = %change.target, change = %change.id, "{message}");
+    }
+    tx.commit().await.map_err(StoreError::from)?;
+    Ok(pending.len())
 }
 
 /// Approves change `id` on `admin`'s authority and applies it.
@@ -127,41 +154,8 @@ async fn decidable(tx: &mut Tx, admin: &Operator, id: &str) -> Result<Change, Op
     if rules::expired(change.created_at.timestamp_micros(), now_micros()) {
         return Err(Refused::Decided { id: id.to_string(), status: ChangeStatus::Expired.as_str() }.into());
     }
-    let proposed = log::entry_about(tx, "operator_change.proposed", id).await?;
-    let recorded = proposed.is_some_and(|entry| {
-        let detail = entry.detail.as_deref().and_then(crate::audit::Detail::parse);
-        let digest = detail.and_then(|d| d.proposal_sha256);
-        entry.actor == format!("operator:{}", change.proposed_by) && digest == Some(change.digest())
-    });
-    let mut decided = false;
-    for action in ["operator_change.approved", "operator_change.refused", "operator_change.expired"] {
-        decided |= log::has_entry(tx, action, id).await?;
-    }
-    if !recorded || decided {
-        return Err(Refused::Unrecorded(id.to_string()).into());
-    }
+    manage::recorded(tx, &change).await?;
     Ok(change)
-}
-
-/// Refuses every pending change `proposer` proposed, in `tx`, for
-/// `reason`, each with its entry by the service.
-pub(super) async fn refuse_pending_of(
-    tx: &mut Tx,
-    cipher: Option<&Cipher>,
-    proposer: &str,
-    reason: &str,
-) -> Result<(), OperatorError> {
-    for id in rows::pending_of(tx, proposer).await? {
-        if rows::decide(tx, &id, ChangeStatus::Refused, None, Some(reason), now_micros()).await? {
-            audit::append(
-                tx,
-                cipher,
-                on_change(&Actor::System, "operator_change.refused", &id, Some(reason)),
-            )
-            .await?;
-        }
-    }
-    Ok(())
 }
 
 async fn apply(
@@ -213,6 +207,9 @@ async fn apply(
         }
         ChangeKind::FirstAdmin => {
             Applied::Invited(tenants::apply_first_admin(tx, cipher, &by, change, mailer).await?)
+        }
+        ChangeKind::Disable | ChangeKind::Demote => {
+            Applied::Changed(taking::apply(tx, cipher, &by, change, &why).await?.operator)
         }
     })
 }

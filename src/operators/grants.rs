@@ -1,8 +1,8 @@
 //! Grants: a new operator, roles added to an operator, a disabled operator
 //! enabled. In `sandbox` an admin applies one alone; in `production` it is
 //! a proposed [`Change`] that another admin approves ([`super::changes`]),
-//! except an admin added during [`genesis`]. Taking power away (roles
-//! removed, an operator disabled, a key revoked) never waits.
+//! except an admin added during [`genesis`]. A roles set, and taking power
+//! away (roles removed, an operator disabled), are in [`super::taking`].
 
 use super::{
     genesis,
@@ -18,11 +18,14 @@ use crate::{
     store::{Store, StoreError, Tx, now_micros, operator_changes as changes, operators as rows},
 };
 
-/// What a grant did: applied at once, or proposed for another admin.
+/// What a grant did: applied at once, or proposed for another admin; what
+/// taking power away did: applied at once, or its target suspended while
+/// the change waits (see [`super::suspension`]).
 #[derive(Debug)]
 pub enum Outcome<T> {
     Applied(T),
     Proposed(Box<Change>),
+    Suspended(Box<Change>),
 }
 
 /// Creates an operator on `admin`'s authority, or proposes it.
@@ -70,45 +73,6 @@ pub async fn create(
     Ok(outcome)
 }
 
-/// Sets `target`'s roles on `admin`'s authority: at once when the set only
-/// removes roles, otherwise as a grant.
-pub async fn set_roles(
-    store: &Store,
-    environment: Environment,
-    admin: &Operator,
-    target: &str,
-    roles: &[Role],
-    reason: &str,
-) -> Result<Outcome<Operator>, OperatorError> {
-    rules::may_set_roles(admin, target, roles)?;
-    let cipher = store.cipher().ok();
-    let mut tx = store.begin().await?;
-    audit::lock(&mut tx).await?;
-    authority(&mut tx, admin).await?;
-    let current = locked(&mut tx, target).await?;
-    let outcome = if !rules::adds_role(&current.roles, roles) {
-        Outcome::Applied(apply_roles(&mut tx, cipher, &actor(admin), target, roles, (reason, None)).await?)
-    } else {
-        match grant(&mut tx, cipher, environment, ChangeKind::Roles, roles).await? {
-            Grant::Propose => {
-                let proposal = Proposal {
-                    roles: Some(roles.to_vec()),
-                    from_roles: Some(current.roles.clone()),
-                    ..Proposal::default()
-                };
-                let change =
-                    propose(&mut tx, cipher, admin, (ChangeKind::Roles, target), proposal, Some(reason));
-                Outcome::Proposed(Box::new(change.await?))
-            }
-            _ => Outcome::Applied(
-                apply_roles(&mut tx, cipher, &actor(admin), target, roles, (reason, None)).await?,
-            ),
-        }
-    };
-    tx.commit().await.map_err(StoreError::from)?;
-    Ok(outcome)
-}
-
 /// Enables the disabled operator `target` on `admin`'s authority, as a
 /// grant: its keys that were live work again.
 pub async fn enable(
@@ -146,7 +110,7 @@ pub async fn enable(
 
 /// How a grant goes now: genesis is read (and ended when two admins have
 /// enrolled) in `production` only.
-async fn grant(
+pub(super) async fn grant(
     tx: &mut Tx,
     cipher: Option<&Cipher>,
     environment: Environment,

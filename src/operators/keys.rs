@@ -28,6 +28,9 @@ pub enum KeyCheck {
     Live { operator: Operator, key_id: String, expires_at: Option<i64> },
     /// A key that was live and has expired.
     Expired,
+    /// A live key of an operator suspended by change `change` (see
+    /// [`super::suspension`]).
+    Suspended { operator: String, change: String },
     /// Anything else: a tenant's key, a revoked key, a disabled operator's.
     Unknown,
 }
@@ -40,6 +43,9 @@ pub async fn check(store: &Store, token: &str) -> Result<KeyCheck, StoreError> {
     };
     if !api_key::matches(token, &hash) {
         return Ok(KeyCheck::Unknown);
+    }
+    if let Some(change) = super::suspension::of(store, &operator.id).await? {
+        return Ok(KeyCheck::Suspended { operator: operator.id, change: change.id });
     }
     if crate::audit::withdrawn::operator_key(store, &operator, id, expires_at).await? {
         return Ok(KeyCheck::Unknown);
@@ -55,7 +61,7 @@ pub async fn check(store: &Store, token: &str) -> Result<KeyCheck, StoreError> {
 pub async fn authenticate(store: &Store, token: &str) -> Result<Option<Operator>, StoreError> {
     Ok(match check(store, token).await? {
         KeyCheck::Live { operator, .. } => Some(operator),
-        KeyCheck::Expired | KeyCheck::Unknown => None,
+        KeyCheck::Expired | KeyCheck::Suspended { .. } | KeyCheck::Unknown => None,
     })
 }
 
@@ -216,7 +222,7 @@ pub async fn revoke_key(store: &Store, admin: &Operator, key_id: &str) -> Result
     owners.dedup();
     for owner in &owners {
         let why = format!("proposed by {owner}, whose key {key_id} (or one made with it) was revoked");
-        super::changes::refuse_pending_of(&mut tx, cipher, owner, &why).await?;
+        super::manage::refuse_pending_of(&mut tx, cipher, owner, &why).await?;
     }
     rules::keeps_an_admin(rows::enabled_admins(&mut tx, now).await?)?;
     tx.commit().await.map_err(StoreError::from)?;

@@ -1,12 +1,12 @@
-//! Operators managed: the bootstrap from the store alone, an operator
-//! disabled, keys created and revoked (grants, which may wait for another
-//! admin, are in [`super::grants`]). Each change is one transaction with
+//! Operators managed: the bootstrap from the store alone, invitations
+//! (grants, which may wait for another admin, are in [`super::grants`];
+//! power taken away in [`super::taking`]). Each change is one transaction with
 //! its audit entry; the chain's head is locked first, so that concurrent
 //! changes are ordered (two bootstraps cannot both find no admin).
 
 use super::{
     genesis, key_rules,
-    resource::{Operator, Role},
+    resource::{Change, ChangeStatus, Operator, Role},
     rules::{self, Refused},
 };
 use crate::{
@@ -16,7 +16,7 @@ use crate::{
     mail::{self, Invitations},
     people::{self, PeopleError},
     pii::Cipher,
-    store::{Store, StoreError, Tx, now_micros, operators as rows},
+    store::{Store, StoreError, Tx, audit as log, now_micros, operator_changes, operators as rows},
 };
 
 /// Why a change of operators did not happen.
@@ -93,32 +93,6 @@ pub async fn bootstrap(
     let created = insert(&mut tx, store.cipher().ok(), by, fresh(&new), (environment, true)).await?;
     tx.commit().await.map_err(StoreError::from)?;
     Ok(created)
-}
-
-/// Disables `target` on `admin`'s authority: its keys stop working at once,
-/// its console sessions end and its enrol link is void.
-pub async fn disable(
-    store: &Store,
-    admin: &Operator,
-    target: &str,
-    reason: &str,
-) -> Result<Operator, OperatorError> {
-    rules::may_disable(admin, target)?;
-    let mut tx = store.begin().await?;
-    audit::append(
-        &mut tx,
-        store.cipher().ok(),
-        record(&actor(admin), "operator.disabled", target, Some(reason)),
-    )
-    .await?;
-    authority(&mut tx, admin).await?;
-    locked(&mut tx, target).await?;
-    rows::disable(&mut tx, target, reason, now_micros()).await?;
-    crate::store::console::end_operator(&mut tx, target, now_micros()).await?;
-    let operator = locked(&mut tx, target).await?;
-    rules::keeps_an_admin(rows::enabled_admins(&mut tx, now_micros()).await?)?;
-    tx.commit().await.map_err(StoreError::from)?;
-    Ok(operator)
 }
 
 /// The audit actor of an operator.
@@ -274,17 +248,73 @@ fn people_error(error: PeopleError) -> OperatorError {
 }
 
 /// `admin` as the store holds it now, its row locked: still enabled and an
-/// admin (a change committed since its request was authenticated counts).
+/// admin, and not suspended (a change committed since its request was
+/// authenticated counts).
 pub(super) async fn authority(tx: &mut Tx, admin: &Operator) -> Result<(), OperatorError> {
     let now = locked(tx, &admin.id).await?;
     if !now.is_enabled() || !now.has(Role::Admin) || !rows::sealed(tx, &admin.id).await? {
         return Err(Refused::NoLongerAdmin(admin.id.clone()).into());
+    }
+    let since = now_micros().saturating_sub(super::suspension::LAPSES_AFTER.as_micros() as i64);
+    let suspended = operator_changes::pending_suspensions(tx, Some(&admin.id), since).await?;
+    if let Some(change) = suspended.first() {
+        return Err(Refused::Suspended(admin.id.clone(), change.id.clone()).into());
     }
     Ok(())
 }
 
 pub(super) async fn locked(tx: &mut Tx, id: &str) -> Result<Operator, OperatorError> {
     Ok(rows::lock(tx, id).await?.ok_or_else(|| StoreError::NotFound(format!("operator {id}")))?)
+}
+
+/// Whether `change` is the one its proposal's entry recorded (its
+/// proposer and digest), and no entry decided it yet: a change row written
+/// or bent with plain SQL is refused.
+pub(super) async fn recorded(tx: &mut Tx, change: &Change) -> Result<(), OperatorError> {
+    let id = change.id.as_str();
+    let proposed = log::entry_about(tx, "operator_change.proposed", id).await?;
+    let recorded = proposed.is_some_and(|entry| {
+        let detail = entry.detail.as_deref().and_then(crate::audit::Detail::parse);
+        let digest = detail.and_then(|d| d.proposal_sha256);
+        entry.actor == format!("operator:{}", change.proposed_by) && digest == Some(change.digest())
+    });
+    let mut decided = false;
+    for action in DECIDING {
+        decided |= log::has_entry(tx, action, id).await?;
+    }
+    if !recorded || decided {
+        return Err(Refused::Unrecorded(id.to_string()).into());
+    }
+    Ok(())
+}
+
+/// The entries that end a change.
+const DECIDING: [&str; 4] = [
+    "operator_change.approved",
+    "operator_change.refused",
+    "operator_change.expired",
+    "operator_change.completed",
+];
+
+/// Refuses every pending change `proposer` proposed, in `tx`, for
+/// `reason`, each with its entry by the service.
+pub(super) async fn refuse_pending_of(
+    tx: &mut Tx,
+    cipher: Option<&Cipher>,
+    proposer: &str,
+    reason: &str,
+) -> Result<(), OperatorError> {
+    for id in operator_changes::pending_of(tx, proposer).await? {
+        if operator_changes::decide(tx, &id, ChangeStatus::Refused, None, Some(reason), now_micros()).await? {
+            audit::append(
+                tx,
+                cipher,
+                on_change(&Actor::System, "operator_change.refused", &id, Some(reason)),
+            )
+            .await?;
+        }
+    }
+    Ok(())
 }
 
 /// An entry about change `id`.

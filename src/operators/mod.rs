@@ -15,6 +15,8 @@ pub mod keys;
 pub mod manage;
 pub mod resource;
 pub mod rules;
+pub mod suspension;
+pub mod taking;
 pub mod tenants;
 
 pub use grants::Outcome;

@@ -126,9 +126,23 @@ pub enum ChangeKind {
     /// (`target`: the organization).
     #[serde(rename = "organization.first_admin")]
     FirstAdmin,
+    /// An admin disabled while two admins hold the platform: its target is
+    /// suspended until another admin approves it, its proposer completes it
+    /// by breaking glass, or it lapses (see [`crate::operators::suspension`]).
+    #[serde(rename = "operator.disable")]
+    Disable,
+    /// An admin's `admin` role removed while two admins hold the platform
+    /// (`proposal.roles` the roles left): suspended as a disabling is.
+    #[serde(rename = "operator.demote")]
+    Demote,
 }
 
 impl ChangeKind {
+    /// Whether the change suspends its target while it waits.
+    pub fn suspends(self) -> bool {
+        matches!(self, ChangeKind::Disable | ChangeKind::Demote)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             ChangeKind::Create => "operator.create",
@@ -136,6 +150,8 @@ impl ChangeKind {
             ChangeKind::Enable => "operator.enable",
             ChangeKind::Contact => "organization.contact",
             ChangeKind::FirstAdmin => "organization.first_admin",
+            ChangeKind::Disable => "operator.disable",
+            ChangeKind::Demote => "operator.demote",
         }
     }
 }
@@ -175,6 +191,8 @@ impl FromStr for ChangeKind {
             ChangeKind::Enable,
             ChangeKind::Contact,
             ChangeKind::FirstAdmin,
+            ChangeKind::Disable,
+            ChangeKind::Demote,
         ]
         .into_iter()
         .find(|k| k.as_str() == text)

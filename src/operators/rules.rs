@@ -145,6 +145,16 @@ pub enum Refused {
     ContactUnrecorded(String),
     #[error("change {id} is {status}: only a pending change is decided")]
     Decided { id: String, status: &'static str },
+    #[error(
+        "no suspension of operator {0} proposed with this key is pending: --break-glass completes only \
+         its actor's own suspension, in time"
+    )]
+    NotOwnSuspension(String),
+    #[error(
+        "operator {0} is suspended (change {1}): it decides nothing, and is not taken away again, until \
+         the change is approved, completed with --break-glass by its proposer, or lapses"
+    )]
+    Suspended(String, String),
 }
 
 /// Whether `operator` may take `action`.

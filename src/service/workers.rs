@@ -32,8 +32,9 @@ type Tasks = JoinSet<anyhow::Result<()>>;
 /// the end of transfers no sender takes in time, the purge of spent
 /// request-signature ids, in a sandbox the sandbox compliance provider's
 /// reviews (in production only operators decide), the sending of queued
-/// mail when mail is configured, the settlement of wires and the following
-/// of mints, and the conversions' steps and payouts.
+/// mail when mail is configured, the alarms and lapses of operator
+/// suspensions, the settlement of wires and the following of mints, and
+/// the conversions' steps and payouts.
 pub fn spawn(tasks: &mut Tasks, state: &ApiState, shutdown: &CancellationToken) {
     let (store, stop) = (state.store().clone(), shutdown.clone());
     let chains = state.chains().clone();
@@ -60,8 +61,25 @@ pub fn spawn(tasks: &mut Tasks, state: &ApiState, shutdown: &CancellationToken) 
     if let Some(mail) = state.mail() {
         tasks.spawn(finish(crate::mail::sender::run(store.clone(), mail.clone(), stop.clone())));
     }
+    tasks.spawn(finish(suspensions(store.clone(), stop.clone())));
     tasks.spawn(finish(issuance::settle_due(store.clone(), state.mint_approval(), stop.clone())));
     tasks.spawn(finish(conversions::follow(store, state.bank().clone(), stop)));
+}
+
+/// How often suspended operators are alarmed of again, and lapsed
+/// suspensions ended.
+const SUSPENSIONS_EVERY: Duration = Duration::from_secs(60);
+
+/// Keeps every operator suspension's alarm raised while it lasts, and
+/// lapses those past their time (see [`crate::operators::suspension`]).
+async fn suspensions(store: crate::store::Store, stop: CancellationToken) {
+    let logged =
+        Logged { moved: "operator suspensions in force", failed: "cannot review operator suspensions" };
+    let store = &store;
+    every(SUSPENSIONS_EVERY, &stop, logged, move || async move {
+        crate::operators::changes::sweep(store, crate::store::now_micros()).await
+    })
+    .await
 }
 
 /// A worker that ends only when stopped, as a task of the set.

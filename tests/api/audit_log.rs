@@ -122,7 +122,15 @@ async fn the_log_refuses_every_change_but_an_append() {
         assert_eq!(stored.len(), 2, "{backend:?}: nothing changed");
 
         // The service's own append goes through, and the log verifies.
-        manage::disable(&db.store, &admin.operator, &tom.operator.id, "left").await.unwrap();
+        custody_indexer::operators::taking::disable(
+            &db.store,
+            Environment::Sandbox,
+            &admin.operator,
+            &tom.operator.id,
+            "left",
+        )
+        .await
+        .unwrap();
         let out = cli(&db.url, &["audit", "verify"], &[]);
         assert!(out.status.success(), "{backend:?}: {}", text(&out));
         assert!(text(&out).contains("verified: 3 entries"), "{}", text(&out));

@@ -234,6 +234,8 @@ pub async fn seed_operator(
     };
     match grants::create(store, (Environment::Sandbox, None), admin, new).await.unwrap() {
         Outcome::Applied(created) => created,
-        Outcome::Proposed(change) => panic!("sandbox applies at once, yet proposed {change:?}"),
+        Outcome::Proposed(change) | Outcome::Suspended(change) => {
+            panic!("sandbox applies at once, yet proposed {change:?}")
+        }
     }
 }

@@ -22,7 +22,7 @@ use custody_indexer::{
     audit::Actor,
     config::Chains,
     environment::Environment,
-    operators::{NewOperator, Operator, Outcome, Role, grants, manage},
+    operators::{NewOperator, Operator, Outcome, Role, grants, manage, taking},
     store::Store,
 };
 
@@ -36,7 +36,7 @@ async fn operator(store: &Store, id: &str) -> Operator {
 
 /// A production service with the pepper, its log authenticated, past
 /// genesis (two admins enrolled).
-async fn past_genesis(backend: common::db::Backend) -> (common::api::App, Admins) {
+pub(crate) async fn past_genesis(backend: common::db::Backend) -> (common::api::App, Admins) {
     let mail = |state: ApiState| state.with_mail(Some(unsent("https://custody.example")));
     let app = spawn_configured(backend, Chains::default(), mail).await;
     let store = app.store();
@@ -71,7 +71,7 @@ async fn an_operator_granted_alone_after_genesis_acts_for_nothing_and_verify_nam
         assert_eq!(operators_status(base, &mel_key).await, 401, "{backend:?}: made alone");
         let roles = [Role::Treasury, Role::Compliance];
         let raised =
-            grants::set_roles(store, Environment::Sandbox, &ada, &tom, &roles, "alone").await.unwrap();
+            taking::set_roles(store, Environment::Sandbox, &ada, &tom, &roles, "alone").await.unwrap();
         assert!(matches!(raised, Outcome::Applied(_)), "{backend:?}");
         assert_eq!(operators_status(base, &tom_key).await, 401, "{backend:?}: a role added alone");
 

@@ -18,6 +18,7 @@ mod broken;
 mod entries;
 mod grants;
 mod sessions;
+mod suspension;
 
 use common::{
     api::{App, spawn_configured},

@@ -21,7 +21,8 @@ use argon2::password_hash::PasswordHasher;
 use custody_indexer::{
     api_key::sha256_hex,
     audit::{Actor, verify},
-    operators::{NewOperator, Role, manage},
+    environment::Environment,
+    operators::{NewOperator, Role, taking},
     people::{self, rules::TenantRole},
     store::now_micros,
 };
@@ -206,7 +207,9 @@ async fn a_row_rolled_back_with_its_older_mac_grants_nothing_the_log_took_away()
         };
         // Authenticated, whatever its role may read there.
         assert_ne!(queues(tess_key.clone()).await, 401, "{backend:?}: the service's operator");
-        manage::disable(store, &world.operator.operator, &tess.operator.id, "left").await.unwrap();
+        taking::disable(store, Environment::Sandbox, &world.operator.operator, &tess.operator.id, "left")
+            .await
+            .unwrap();
         assert_eq!(queues(tess_key.clone()).await, 401, "{backend:?}: disabled");
         let enabled =
             "UPDATE operators SET disabled_at = NULL, disabled_reason = NULL, row_mac = $1 WHERE id = $2";

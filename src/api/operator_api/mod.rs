@@ -65,8 +65,13 @@ async fn authenticate(
                 "this operator key has expired: make a new one in the console (/console/operator/keys), with your password and second factor",
             ));
         }
+        wing::keys::KeyCheck::Suspended { operator, change } => {
+            return Err(ApiError::unauthorized(Refused::Suspended(operator, change).to_string()));
+        }
         wing::keys::KeyCheck::Unknown => {
-            return Err(ApiError::unauthorized("invalid or revoked operator key, or a disabled operator"));
+            return Err(ApiError::unauthorized(
+                "invalid or revoked operator key, or a disabled or suspended operator",
+            ));
         }
     };
     tracing::debug!(operator = %operator.id, "operator authenticated");
@@ -90,7 +95,9 @@ impl From<Refused> for ApiError {
             | Refused::TenantsOwnTeam(_)
             | Refused::NoContact(_)
             | Refused::ContactChanged(_)
-            | Refused::ContactUnrecorded(_) => {
+            | Refused::ContactUnrecorded(_)
+            | Refused::NotOwnSuspension(_)
+            | Refused::Suspended(..) => {
                 ApiError::coded(StatusCode::CONFLICT, ErrorCode::Conflict, refusal.to_string())
             }
             Refused::NoRole => ApiError::invalid(format!("roles: {refusal}")),

@@ -15,7 +15,10 @@ use crate::{
     api::{ApiError, ApiState, Body, ErrorBody},
     api_key::NewSecret,
     environment::Environment,
-    operators::{Action, Change, NewOperator, Operator, OperatorKey, Outcome, Role, grants, manage},
+    operators::{
+        Action, Change, NewOperator, Operator, OperatorKey, Outcome, Role, grants, manage, suspension,
+        taking::{self, Taken},
+    },
 };
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -89,19 +92,33 @@ pub struct InvitationAnswer {
     pub enrol_path: Option<String>,
 }
 
-/// A change that waits for another admin.
+/// A change that waits for another admin; when it suspends its target
+/// (an admin taken away while two admins hold the platform), when the
+/// suspension lapses unless completed.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ChangeAnswer {
     pub change: Change,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub suspended_until: Option<String>,
 }
 
-/// `202` with the change when a grant waits for another admin, `status`
-/// with what was applied otherwise.
+/// `202` with the change when a grant waits for another admin (or a
+/// suspension for its completion), `status` with what was applied
+/// otherwise.
 pub(super) fn answer<T: Serialize>(outcome: Outcome<T>, status: StatusCode) -> Response {
     match outcome {
         Outcome::Applied(done) => (status, Json(done)).into_response(),
         Outcome::Proposed(change) => {
-            (StatusCode::ACCEPTED, Json(ChangeAnswer { change: *change })).into_response()
+            (StatusCode::ACCEPTED, Json(ChangeAnswer { change: *change, suspended_until: None }))
+                .into_response()
+        }
+        Outcome::Suspended(change) => {
+            let until = suspension::lapses_at(change.created_at.timestamp_micros());
+            let until = chrono::DateTime::from_timestamp_micros(until).unwrap_or_default();
+            let until = Some(until.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+            (StatusCode::ACCEPTED, Json(ChangeAnswer { change: *change, suspended_until: until }))
+                .into_response()
         }
     }
 }
@@ -168,6 +185,7 @@ pub async fn create(
         match grants::create(state.store(), (environment, state.invitations()), &caller.0, new).await? {
             Outcome::Applied(created) => Outcome::Applied(CreatedOperator::shown(created, environment)),
             Outcome::Proposed(change) => Outcome::Proposed(change),
+            Outcome::Suspended(change) => Outcome::Suspended(change),
         };
     Ok(answer(outcome, StatusCode::CREATED))
 }
@@ -192,21 +210,28 @@ pub async fn list(
 }
 
 /// Disables an operator: its keys stop working at once, on every instance.
+/// In `production` an admin disabled while two admins hold the platform
+/// is suspended instead, until another admin approves the change or its
+/// proposer completes it with `--break-glass` (docs/operations.md).
 #[utoipa::path(post, operation_id = "disableOperator", path = "/operator/v1/operators/{operator_id}/disable",
     tag = "operators", security(("operator_key" = [])), request_body = Reason,
     params(("operator_id" = String, Path, description = "The operator's id")),
     responses(
-        (status = 200, description = "Disabled", body = Operator),
+        (status = 200, description = "Disabled; `warnings` names a money role left with no holder", body = Taken),
+        (status = 202, description = "Suspended: the change waits for its completion", body = ChangeAnswer),
         (status = 403, description = "The caller is not an `admin`, or is the operator", body = ErrorBody),
         (status = 404, description = "No such operator", body = ErrorBody),
+        (status = 409, description = "The operator is suspended already; no admin would be left", body = ErrorBody),
     ))]
 pub async fn disable(
     State(state): State<ApiState>,
     Extension(caller): Extension<OperatorCaller>,
     Path(id): Path<String>,
     Body(request): Body<Reason>,
-) -> Result<Json<Operator>, ApiError> {
-    Ok(Json(manage::disable(state.store(), &caller.0, &id, reason(&request.reason)?).await?))
+) -> Result<Response, ApiError> {
+    let reason = reason(&request.reason)?;
+    let outcome = taking::disable(state.store(), state.environment(), &caller.0, &id, reason).await?;
+    Ok(answer(outcome, StatusCode::OK))
 }
 
 /// Sets an operator's roles (not the caller's own): at once when the set
@@ -216,8 +241,8 @@ pub async fn disable(
     tag = "operators", security(("operator_key" = [])), request_body = RolesRequest,
     params(("operator_id" = String, Path, description = "The operator's id")),
     responses(
-        (status = 200, description = "The operator with its roles", body = Operator),
-        (status = 202, description = "Proposed: another admin approves the change", body = ChangeAnswer),
+        (status = 200, description = "The operator with its roles; `warnings` names a money role left with no holder", body = Taken),
+        (status = 202, description = "Proposed: another admin approves the change (or, an admin's `admin` role removed while two admins hold the platform, suspended)", body = ChangeAnswer),
         (status = 400, description = "No role, or no reason", body = ErrorBody),
         (status = 403, description = "The caller is not an `admin`, or is the operator", body = ErrorBody),
         (status = 404, description = "No such operator", body = ErrorBody),
@@ -232,7 +257,7 @@ pub async fn set_roles(
     let reason = reason(&request.reason)?;
     let environment = state.environment();
     let outcome =
-        grants::set_roles(state.store(), environment, &caller.0, &id, &request.roles, reason).await?;
+        taking::set_roles(state.store(), environment, &caller.0, &id, &request.roles, reason).await?;
     Ok(answer(outcome, StatusCode::OK))
 }
 

@@ -114,7 +114,8 @@ pub async fn invite(
             Ok((StatusCode::CREATED, Json(answer)).into_response())
         }
         FirstAdmin::Proposed(change) => {
-            Ok((StatusCode::ACCEPTED, Json(ChangeAnswer { change: *change })).into_response())
+            Ok((StatusCode::ACCEPTED, Json(ChangeAnswer { change: *change, suspended_until: None }))
+                .into_response())
         }
     }
 }
@@ -144,6 +145,7 @@ pub async fn set_contact(
     let outcome = match outcome {
         Outcome::Applied(organization) => Outcome::Applied(OrganizationAnswer::from(organization)),
         Outcome::Proposed(change) => Outcome::Proposed(change),
+        Outcome::Suspended(change) => Outcome::Suspended(change),
     };
     Ok(answer(outcome, StatusCode::OK))
 }

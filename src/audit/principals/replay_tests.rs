@@ -79,3 +79,56 @@ fn an_entry_without_its_mac_takes_power_away_and_gives_none() {
         }
     }
 }
+
+/// Whether `op_a` is suspended at `now` once `tail` is replayed after its
+/// creation, the log authenticated at entry `since` (later entries carry
+/// no MAC that verifies).
+fn suspended_at(since: i64, tail: Vec<Entry>, now: i64) -> bool {
+    let authority = Authority::Keyed { since: Some(since) };
+    let mut logged = Logged::default();
+    let made = entry(1, "operator.created", "op_a", Some(Detail::roles_of(&["admin", "treasury"])));
+    for entry in std::iter::once(&made).chain(tail.iter()) {
+        logged.replay(&authority, entry);
+    }
+    logged.suspended("op_a", now).is_some()
+}
+
+#[test]
+fn a_suspension_holds_until_its_own_change_applies_or_its_time_passes() {
+    use crate::operators::suspension::lapses_at;
+    let at = 1_700_000_000_000_000;
+    let change = |id: &str| Detail { change_id: Some(id.into()), ..Detail::default() };
+    let suspended = |detail: Detail| Entry { at, ..entry(2, "operator.suspended", "op_a", Some(detail)) };
+    let demoted = |id: &str| {
+        let detail = Detail { change_id: Some(id.into()), ..Detail::roles_of(&["treasury"]) };
+        entry(3, "operator.roles_set", "op_a", Some(detail))
+    };
+    let far = Detail { expires_at: Some(i64::MAX), ..change("c1") };
+    // (case, authenticated up to, tail, now, suspended)
+    let cases: Vec<(&str, i64, Vec<Entry>, i64, bool)> = vec![
+        ("suspended", 9, vec![suspended(change("c1"))], at + 1, true),
+        ("lapsed", 9, vec![suspended(change("c1"))], lapses_at(at), false),
+        ("never longer than the rule", 9, vec![suspended(far)], lapses_at(at), false),
+        ("a writer's suspension suspends", 1, vec![suspended(change("c1"))], at + 1, true),
+        ("its demotion applied", 9, vec![suspended(change("c1")), demoted("c1")], at + 1, false),
+        ("another change's demotion", 9, vec![suspended(change("c1")), demoted("c2")], at + 1, true),
+        ("a writer's demotion ends nothing", 2, vec![suspended(change("c1")), demoted("c1")], at + 1, true),
+        (
+            "disabled",
+            9,
+            vec![suspended(change("c1")), entry(3, "operator.disabled", "op_a", None)],
+            at + 1,
+            false,
+        ),
+        (
+            "a writer's enabling ends nothing",
+            2,
+            vec![suspended(change("c1")), entry(3, "operator.enabled", "op_a", None)],
+            at + 1,
+            true,
+        ),
+    ];
+    for (case, since, tail, now, expected) in cases {
+        assert_eq!(suspended_at(since, tail, now), expected, "{case}");
+    }
+}

@@ -176,6 +176,18 @@ pub async fn enabled_admins(tx: &mut Tx, now: i64) -> Result<i64, StoreError> {
     Ok(admins)
 }
 
+/// How many enabled operators hold `role`.
+pub async fn holders(tx: &mut Tx, role: Role) -> Result<i64, StoreError> {
+    let rows =
+        sqlx::query("SELECT roles FROM operators WHERE disabled_at IS NULL").fetch_all(&mut **tx).await?;
+    let mut holders = 0;
+    for row in rows {
+        let roles: String = row.try_get("roles")?;
+        holders += i64::from(roles.split(',').any(|r| r == role.as_str()));
+    }
+    Ok(holders)
+}
+
 /// Whether any operator, enabled or not, holds the `admin` role.
 pub async fn any_admin(tx: &mut Tx) -> Result<bool, StoreError> {
     let rows = sqlx::query("SELECT roles FROM operators").fetch_all(&mut **tx).await?;

@@ -104,6 +104,29 @@ pub async fn pending_of(tx: &mut Tx, proposer: &str) -> Result<Vec<String>, Stor
     rows.iter().map(|r| Ok(r.try_get("id")?)).collect()
 }
 
+/// The suspensions pending (see [`crate::operators::suspension`]) made at
+/// or after `since`, of `target` only when given, oldest first.
+pub async fn pending_suspensions(
+    tx: &mut Tx,
+    target: Option<&str>,
+    since: i64,
+) -> Result<Vec<Change>, StoreError> {
+    let of = if target.is_some() { "AND target = $2" } else { "" };
+    let sql = format!(
+        "SELECT {COLUMNS} FROM operator_changes WHERE status = 'PENDING' AND kind IN ({SUSPENDING})
+         AND created_at >= $1 {of} ORDER BY created_at, id"
+    );
+    let mut query = sqlx::query(&sql).bind(since);
+    if let Some(target) = target {
+        query = query.bind(target);
+    }
+    let rows = query.fetch_all(&mut **tx).await?;
+    rows.iter().map(change).collect()
+}
+
+/// The kinds of change that suspend their target, as SQL.
+const SUSPENDING: &str = "'operator.disable', 'operator.demote'";
+
 /// Whether a pending change proposes a new operator with `email`.
 pub async fn email_pending(tx: &mut Tx, email: &str) -> Result<bool, StoreError> {
     let rows = sqlx::query(
@@ -145,6 +168,20 @@ pub async fn latch(tx: &mut Tx, name: &str, detail: &str, now: i64) -> Result<()
 }
 
 impl Store {
+    /// The pending suspension of operator `id` made at or after `since`,
+    /// if any (see [`pending_suspensions`]).
+    pub async fn suspension_of(&self, id: &str, since: i64) -> Result<Option<Change>, StoreError> {
+        let row = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM operator_changes WHERE status = 'PENDING' AND kind IN ({SUSPENDING})
+             AND created_at >= $1 AND target = $2 ORDER BY created_at LIMIT 1"
+        ))
+        .bind(since)
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(change).transpose()
+    }
+
     /// Changes of operators, newest first; only pending ones when asked.
     pub async fn operator_changes(&self, pending_only: bool, limit: i64) -> Result<Vec<Change>, StoreError> {
         let only = if pending_only { "WHERE status = 'PENDING'" } else { "" };
