@@ -16,8 +16,9 @@
 //! Entries up to that head are *before authentication*: the chain and the
 //! checkpoints vouch for them, they explain history (reports, principals),
 //! and one without a MAC (made before the store had the pepper) is no
-//! authority for a new effect: a change, repair or mint recorded so cannot
-//! be decided and is asked again. No existing entry is ever updated.
+//! authority for a new effect: a change or repair asked so is ended at
+//! every start (see `operators::changes::expire_unauthenticated`), and a
+//! wire recorded so cannot be approved. No existing entry is ever updated.
 
 use ed25519_dalek::VerifyingKey;
 

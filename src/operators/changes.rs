@@ -59,6 +59,27 @@ pub async fn expire_at(store: &Store, now: i64) -> Result<(), OperatorError> {
     Ok(())
 }
 
+/// Expires every pending change proposed before the log's
+/// authentication (its proposal's entry carries no MAC: it could never be
+/// decided), each with its entry, so that it is proposed again. Answers
+/// how many.
+pub async fn expire_unauthenticated(store: &Store) -> Result<usize, OperatorError> {
+    let Some(since) = store.audit_authority().await?.authenticated_at() else { return Ok(0) };
+    let mut tx = store.begin().await?;
+    audit::lock(&mut tx).await?;
+    let now = now_micros();
+    let mut expired = 0;
+    for id in rows::pending_before(&mut tx, i64::MAX).await? {
+        let proposed = crate::store::audit::entry_about(&mut tx, "operator_change.proposed", &id).await?;
+        if proposed.is_some_and(|entry| entry.seq <= since) {
+            expire_one(&mut tx, store.cipher().ok(), &id, now).await?;
+            expired += 1;
+        }
+    }
+    tx.commit().await.map_err(StoreError::from)?;
+    Ok(expired)
+}
+
 async fn expire_one(tx: &mut Tx, cipher: Option<&Cipher>, id: &str, now: i64) -> Result<(), OperatorError> {
     let change = rows::lock(tx, id).await?;
     if rows::decide(tx, id, ChangeStatus::Expired, None, None, now).await? {

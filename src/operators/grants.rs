@@ -87,19 +87,21 @@ pub async fn enable(
     let mut tx = store.begin().await?;
     audit::lock(&mut tx).await?;
     authority(&mut tx, admin).await?;
-    if locked(&mut tx, target).await?.is_enabled() {
+    let current = locked(&mut tx, target).await?;
+    if current.is_enabled() {
         return Err(OperatorError::Invalid(format!("operator {target} is enabled")));
     }
     let outcome = match grant(&mut tx, cipher, environment, ChangeKind::Enable, &[]).await? {
         Grant::Propose => {
-            let change = propose(
-                &mut tx,
-                cipher,
-                admin,
-                (ChangeKind::Enable, target),
-                Proposal::default(),
-                Some(reason),
-            );
+            // Who comes back, as the approver reads it: name, address, roles.
+            let proposal = Proposal {
+                name: Some(current.name),
+                email: Some(current.email),
+                roles: Some(current.roles),
+                from_roles: None,
+            };
+            let to = (ChangeKind::Enable, target);
+            let change = propose(&mut tx, cipher, admin, to, proposal, Some(reason));
             Outcome::Proposed(Box::new(change.await?))
         }
         _ => Outcome::Applied(apply_enable(&mut tx, cipher, &actor(admin), target, (reason, None)).await?),

@@ -163,6 +163,44 @@ pub async fn decide(
     Ok(store.reconcile_repair(id).await?)
 }
 
+/// What ends what was asked before the audit log's authentication.
+pub const ASK_AGAIN: &str =
+    "asked before the audit log was authenticated, so its request is no authority: ask again";
+
+/// Refuses, by the service, every repair awaiting approval whose request
+/// was recorded before the log's authentication (its entry carries no
+/// MAC: it could never be approved), each with its entry. Answers how many.
+pub async fn refuse_unauthenticated(store: &Store) -> Result<usize, RepairError> {
+    let Some(since) = store.audit_authority().await?.authenticated_at() else { return Ok(0) };
+    let awaiting = store.reconcile_repairs(None).await?;
+    let mut tx = store.begin().await?;
+    audit::lock(&mut tx).await?;
+    let mut refused = 0;
+    for repair in awaiting.iter().filter(|r| r.status == RepairStatus::AwaitingApproval) {
+        let requested = store::audit::entry_about(&mut tx, "reconcile.repair_requested", &repair.id).await?;
+        if requested.is_none_or(|entry| entry.seq > since) {
+            continue;
+        }
+        let by = Actor::System;
+        if reconcile_repairs::decide(
+            &mut tx,
+            &repair.id,
+            RepairStatus::Refused,
+            &by.recorded(),
+            &[],
+            now_micros(),
+        )
+        .await?
+        {
+            append(&mut tx, store, (&by, "reconcile.repair_refused", &repair.id), Some(ASK_AGAIN), None)
+                .await?;
+            refused += 1;
+        }
+    }
+    tx.commit().await.map_err(StoreError::from)?;
+    Ok(refused)
+}
+
 /// Repair `id` as it stands, awaiting approval, with `by` not its
 /// requester as the audit log names it.
 async fn awaiting(store: &Store, id: &str, by: &Actor) -> Result<Repair, RepairError> {

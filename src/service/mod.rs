@@ -380,6 +380,17 @@ async fn start(
              force are listed for review by `audit verify`"
         );
     }
+    // What was asked before the log's authentication cannot be decided:
+    // ended, to be asked again (at every start, so a crash just after the
+    // authentication leaves nothing behind).
+    let expired = crate::operators::changes::expire_unauthenticated(&store).await?;
+    let refused = crate::reconcile::repairs::refuse_unauthenticated(&store).await?;
+    if expired + refused > 0 {
+        info!(
+            expired,
+            refused, "changes and repairs asked before the audit log's authentication ended: ask again"
+        );
+    }
     if environment == Environment::Production {
         let bounded = crate::operators::keys::bound_existing(&store).await?;
         if bounded > 0 {

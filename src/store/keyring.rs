@@ -244,6 +244,15 @@ pub enum Authority {
 }
 
 impl Authority {
+    /// The sequence of the log's `audit_log.authenticated` entry, once it
+    /// has one: entries up to it are before authentication.
+    pub fn authenticated_at(&self) -> Option<i64> {
+        match self {
+            Authority::Keyed { since } => *since,
+            Authority::Unkeyed => None,
+        }
+    }
+
     /// Whether `entry` explains what happened before now (a report of
     /// history, `audit verify`'s principals): every entry up to the log's
     /// authentication (checked by the chain and the checkpoints), and after

@@ -22,9 +22,10 @@ use custody_indexer::{
     audit::Actor,
     config::Chains,
     environment::Environment,
-    operators::{NewOperator, Operator, Outcome, Role, grants, manage, taking},
+    operators::{NewOperator, Operator, Outcome, Role, changes, grants, manage, taking},
     store::Store,
 };
+use serde_json::json;
 
 async fn operators_status(base: &str, key: &str) -> u16 {
     send_json(Method::GET, &format!("{base}/operator/v1/operators"), Some(key), None).await.status
@@ -126,5 +127,56 @@ async fn an_operator_granted_alone_after_genesis_acts_for_nothing_and_verify_nam
         let recorded =
             log.iter().find(|e| e.action == "audit_log.acknowledged" && e.target_id == seq).unwrap();
         assert_eq!(recorded.actor, format!("operator:{}", admins.second.0), "{backend:?}");
+    }
+}
+
+// Multi-threaded: enrolments reach this process's service.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_proposed_before_the_logs_authentication_is_ended_at_start_and_none_after() {
+    keyed();
+    for backend in BACKENDS {
+        // A store keyed under the pepper whose log is not yet authenticated.
+        let mail = |state: ApiState| state.with_mail(Some(unsent("https://custody.example")));
+        let app = spawn_configured(backend, Chains::default(), mail).await;
+        let (base, store) = (app.base.as_str(), app.store());
+        custody_indexer::audit::adopt::adopt(store).await.unwrap();
+        pepper::adopt(store, custody_indexer::store::keyring::process().unwrap()).await.unwrap();
+        let new =
+            NewOperator { name: "Ada".into(), email: "ada@example.com".into(), roles: vec![Role::Admin] };
+        let ada = manage::bootstrap(store, Environment::Production, &Actor::local(None), new).await.unwrap();
+        let first = (ada.operator.id.clone(), ada.key.unwrap().token.to_string());
+        let admins = governance::past_genesis(base, store, first).await;
+        let tom = json!({ "name": "Tom", "email": "tom@example.com", "roles": ["treasury"] });
+        let before = send_json(
+            Method::POST,
+            &format!("{base}/operator/v1/operators"),
+            Some(&admins.first.1),
+            Some(&tom),
+        )
+        .await;
+        assert_eq!(before.status, 202, "{backend:?}: {}", before.body);
+        let before = before.body["change"]["id"].as_str().unwrap().to_string();
+
+        // The authentication, then what every start does after it.
+        custody_indexer::audit::authenticate::adopt(store, None).await.unwrap().expect("authenticated now");
+        let cy = json!({ "name": "Cy", "email": "cy@example.com", "roles": ["compliance"] });
+        let after = send_json(
+            Method::POST,
+            &format!("{base}/operator/v1/operators"),
+            Some(&admins.first.1),
+            Some(&cy),
+        )
+        .await;
+        assert_eq!(after.status, 202, "{backend:?}: {}", after.body);
+        let after = after.body["change"]["id"].as_str().unwrap().to_string();
+        assert_eq!(changes::expire_unauthenticated(store).await.unwrap(), 1, "{backend:?}");
+        assert_eq!(changes::expire_unauthenticated(store).await.unwrap(), 0, "{backend:?}: once");
+        let listed = store.operator_changes(false, 10).await.unwrap();
+        let status = |id: &str| listed.iter().find(|c| c.id == id).unwrap().status.as_str();
+        assert_eq!((status(&before), status(&after)), ("EXPIRED", "PENDING"), "{backend:?}");
+        let approve = |id: &str| format!("{base}/operator/v1/changes/{id}/approve");
+        let decided =
+            send_json(Method::POST, &approve(&after), Some(&admins.second.1), Some(&json!({}))).await;
+        assert_eq!(decided.status, 200, "{backend:?}: a change made after it is decided: {}", decided.body);
     }
 }
