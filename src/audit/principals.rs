@@ -228,7 +228,21 @@ impl Logged {
                 if let Some(operator) = self.operators.get_mut(&target) {
                     let lapses = crate::operators::suspension::lapses_at(entry.at);
                     let until = detail.and_then(|d| d.expires_at).map_or(lapses, |at| at.min(lapses));
-                    operator.suspended = Some(Suspension { seq: entry.seq, until, change_id });
+                    // A later entry extends a suspension, never shortens it:
+                    // one a writer appends only takes more away.
+                    if operator.suspended.as_ref().is_none_or(|held| until > held.until) {
+                        operator.suspended = Some(Suspension { seq: entry.seq, until, change_id });
+                    }
+                }
+            }
+            // Read only when explained (made by the service): the
+            // suspension's change ended otherwise than by its completion.
+            ("operator.suspension_ended" | "operator.suspension_lapsed", _) => {
+                if let Some(operator) = self.operators.get_mut(&target)
+                    && change_id.is_some()
+                    && operator.suspended.as_ref().is_some_and(|held| held.change_id == change_id)
+                {
+                    operator.suspended = None;
                 }
             }
             ("operator.disabled" | "operator.enabled", _) => {
@@ -309,6 +323,11 @@ impl Logged {
     pub fn suspended(&self, id: &str, now: i64) -> Option<&Suspension> {
         let suspension = self.operators.get(id)?.suspended.as_ref()?;
         (now < suspension.until).then_some(suspension)
+    }
+
+    /// What the log says operator `id` is: (enabled, holding `admin`).
+    pub fn operator_state(&self, id: &str) -> (bool, bool) {
+        self.operators.get(id).map_or((false, false), |o| (o.enabled, o.roles.iter().any(|r| r == "admin")))
     }
 
     /// Every row of `rows` the log does not explain.

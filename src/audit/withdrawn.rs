@@ -52,6 +52,21 @@ pub async fn withdrawn(store: &Store, targets: &[&str], rows: &Rows) -> Result<O
     Ok(found)
 }
 
+/// What the log says operator `id` is: (enabled, holding `admin`); both
+/// false for an operator the log does not know, or without a pepper (a
+/// sandbox, where rows are all there is).
+pub async fn logged(store: &Store, id: &str) -> Result<(bool, bool), StoreError> {
+    if keyring::process().ok().flatten().is_none() {
+        return Ok((false, false));
+    }
+    let authority = store.audit_authority().await?;
+    let mut logged = Logged::default();
+    for entry in &about(store, &[id]).await? {
+        logged.replay(&authority, entry);
+    }
+    Ok(logged.operator_state(id))
+}
+
 /// The entries about `targets`, with those a grant among them is held to:
 /// the end of genesis and the changes the grants name, in `seq` order.
 async fn about(store: &Store, targets: &[&str]) -> Result<Vec<Entry>, StoreError> {

@@ -98,12 +98,17 @@ async fn expire_one(tx: &mut Tx, cipher: Option<&Cipher>, id: &str, now: i64) ->
 pub async fn sweep(store: &Store, now: i64) -> Result<usize, OperatorError> {
     expire_at(store, now).await?;
     let mut tx = store.begin().await?;
+    // Under the head's lock, as every step of a suspension: an alarm is
+    // never raised again for one that ended meanwhile.
+    audit::lock(&mut tx).await?;
     let pending = rows::pending_suspensions(&mut tx, None, taking::since(now)).await?;
+    let swept = now_micros();
     for change in &pending {
         let message = taking::alarm(change);
         conditions::raise(&mut tx, None, suspension::CONDITION, &change.target, &message).await?;
         tracing::warn!(operator = %change.target, change = %change.id, "{message}");
     }
+    conditions::clear_unseen(&mut tx, suspension::CONDITION, swept).await?;
     tx.commit().await.map_err(StoreError::from)?;
     Ok(pending.len())
 }
@@ -152,10 +157,14 @@ pub async fn refuse(
     expire(store).await?;
     let cipher = store.cipher().ok();
     let mut tx = store.begin().await?;
-    decidable(&mut tx, admin, id).await?;
+    let change = decidable(&mut tx, admin, id).await?;
     let by = actor(admin);
     audit::append(&mut tx, cipher, on_change(&by, "operator_change.refused", id, Some(reason))).await?;
     rows::decide(&mut tx, id, ChangeStatus::Refused, Some(&admin.id), Some(reason), now_micros()).await?;
+    if change.kind.suspends() {
+        manage::suspension_ended(&mut tx, cipher, &change, ("operator.suspension_ended", Some(reason)))
+            .await?;
+    }
     let change =
         rows::lock(&mut tx, id).await?.ok_or_else(|| StoreError::NotFound(format!("change {id}")))?;
     tx.commit().await.map_err(StoreError::from)?;

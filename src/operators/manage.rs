@@ -305,6 +305,7 @@ pub(super) async fn refuse_pending_of(
     reason: &str,
 ) -> Result<(), OperatorError> {
     for id in operator_changes::pending_of(tx, proposer).await? {
+        let change = operator_changes::lock(tx, &id).await?;
         if operator_changes::decide(tx, &id, ChangeStatus::Refused, None, Some(reason), now_micros()).await? {
             audit::append(
                 tx,
@@ -312,8 +313,29 @@ pub(super) async fn refuse_pending_of(
                 on_change(&Actor::System, "operator_change.refused", &id, Some(reason)),
             )
             .await?;
+            if let Some(change) = change.filter(|c| c.kind.suspends()) {
+                suspension_ended(tx, cipher, &change, ("operator.suspension_ended", Some(reason))).await?;
+            }
         }
     }
+    Ok(())
+}
+
+/// In `tx`, the suspension `change` ended otherwise than by its
+/// completion: `action` (`operator.suspension_ended` when refused,
+/// `operator.suspension_lapsed`) recorded with the change's id, which the
+/// log's replay reads as the suspension's end, and its alarm cleared.
+pub(super) async fn suspension_ended(
+    tx: &mut Tx,
+    cipher: Option<&Cipher>,
+    change: &Change,
+    (action, reason): (&str, Option<&str>),
+) -> Result<(), OperatorError> {
+    let detail = Detail { change_id: Some(change.id.clone()), ..Detail::default() };
+    let entry = record(&Actor::System, action, &change.target, reason);
+    audit::append(tx, cipher, Record { detail: Some(detail), ..entry }).await?;
+    crate::store::conditions::clear(tx, None, super::suspension::CONDITION, &change.target).await?;
+    tracing::warn!(operator = %change.target, change = %change.id, action, "a suspension ended uncompleted: the operator acts again");
     Ok(())
 }
 

@@ -155,6 +155,11 @@ pub enum Refused {
          the change is approved, completed with --break-glass by its proposer, or lapses"
     )]
     Suspended(String, String),
+    #[error(
+        "operator {0}'s last suspension ended uncompleted: it is not suspended again before {1} (with a \
+         third enrolled admin, taking it away applies at once)"
+    )]
+    Protected(String, String),
 }
 
 /// Whether `operator` may take `action`.

@@ -53,7 +53,7 @@ pub async fn disable(
     audit::lock(&mut tx).await?;
     authority(&mut tx, admin).await?;
     let current = locked(&mut tx, target).await?;
-    let outcome = match how(&mut tx, environment, &current, current.has(Role::Admin)).await? {
+    let outcome = match how((&mut tx, store), environment, &current, false).await? {
         Taking::Suspend => {
             let to = (ChangeKind::Disable, &current);
             Outcome::Suspended(Box::new(
@@ -85,7 +85,7 @@ pub async fn set_roles(
     authority(&mut tx, admin).await?;
     let current = locked(&mut tx, target).await?;
     let outcome = if !rules::adds_role(&current.roles, roles) {
-        remove_roles(&mut tx, (cipher, environment), admin, &current, (roles, reason)).await?
+        remove_roles((&mut tx, store), (cipher, environment), admin, &current, (roles, reason)).await?
     } else {
         match grants::grant(&mut tx, cipher, environment, ChangeKind::Roles, roles).await? {
             Grant::Propose => {
@@ -120,14 +120,14 @@ pub async fn set_roles(
 /// `admin`'s authority, in `tx`: at once, or as a suspension when it
 /// removes `admin` while two admins hold the platform.
 async fn remove_roles(
-    tx: &mut Tx,
+    (tx, store): (&mut Tx, &Store),
     (cipher, environment): (Option<&Cipher>, Environment),
     admin: &Operator,
     current: &Operator,
     (roles, reason): (&[Role], &str),
 ) -> Result<Outcome<Taken>, OperatorError> {
-    let takes_admin = current.has(Role::Admin) && !roles.contains(&Role::Admin);
-    Ok(match how(tx, environment, current, takes_admin).await? {
+    let keeps_admin = roles.contains(&Role::Admin);
+    Ok(match how((tx, store), environment, current, keeps_admin).await? {
         Taking::Suspend => {
             let proposal = Proposal {
                 roles: Some(roles.to_vec()),
@@ -146,30 +146,64 @@ async fn remove_roles(
     })
 }
 
-/// How taking `takes_admin` (the `admin` role, or the whole operator
-/// when it holds it) from `target` goes: refused while it is suspended
-/// already, a suspension when the two enabled, enrolled admins not
-/// suspended would be one.
+/// How taking power from `target` goes, `keeps_admin` when the change
+/// leaves it the `admin` role: refused while it is suspended already, or
+/// when its last suspension ended uncompleted within a suspension's time; a
+/// suspension when it takes an admin away and the enabled, enrolled admins
+/// not suspended would be one. Where a row and the log disagree (a row a
+/// writer rolled back or broke), it fails closed: the target is an enabled
+/// admin if either says so, and another admin counts only when the log
+/// explains its row.
 async fn how(
-    tx: &mut Tx,
+    (tx, store): (&mut Tx, &Store),
     environment: Environment,
     target: &Operator,
-    takes_admin: bool,
+    keeps_admin: bool,
 ) -> Result<Taking, OperatorError> {
     let now = now_micros();
     let pending = change_rows::pending_suspensions(tx, None, since(now)).await?;
     if let Some(change) = pending.iter().find(|c| c.target == target.id) {
         return Err(Refused::Suspended(target.id.clone(), change.id.clone()).into());
     }
-    if environment != Environment::Production || !takes_admin || !target.is_enabled() {
+    if environment != Environment::Production || keeps_admin {
         return Ok(Taking::AtOnce);
     }
-    let enrolled = rows::enrolled_admins(tx, now).await?;
-    if !enrolled.contains(&target.id) {
+    let (logged_enabled, logged_admin) = crate::audit::withdrawn::logged(store, &target.id).await?;
+    let admin = target.has(Role::Admin) || logged_admin;
+    if !admin || !(target.is_enabled() || logged_enabled) {
         return Ok(Taking::AtOnce);
     }
-    let admins = enrolled.iter().filter(|id| !pending.iter().any(|c| &c.target == *id)).count();
-    Ok(suspension::taking(environment, true, admins))
+    let mut admins = 1;
+    for id in rows::enrolled_admins(tx, now).await? {
+        if id == target.id || pending.iter().any(|c| c.target == id) {
+            continue;
+        }
+        let Some(other) = rows::lock(tx, &id).await? else { continue };
+        admins += usize::from(!crate::audit::withdrawn::operator(store, &other).await?);
+    }
+    let taking = suspension::taking(environment, true, admins);
+    if taking == Taking::Suspend {
+        protected(tx, &target.id, now).await?;
+    }
+    Ok(taking)
+}
+
+/// Refuses a suspension of `target` within a suspension's time after its
+/// last one ended uncompleted (lapsed, or refused): one admin cannot keep
+/// the other out by suspending it again and again.
+async fn protected(tx: &mut Tx, target: &str, now: i64) -> Result<(), OperatorError> {
+    let ends = ("operator.suspension_lapsed", "operator.suspension_ended");
+    let last = crate::store::audit::last_entry_about(tx, ends, target).await?;
+    match last.map(|entry| suspension::lapses_at(entry.at)) {
+        Some(until) if now < until => Err(Refused::Protected(target.to_string(), rfc3339(until)).into()),
+        _ => Ok(()),
+    }
+}
+
+/// `at` (microseconds) as RFC 3339, to the second.
+fn rfc3339(at: i64) -> String {
+    let at = chrono::DateTime::from_timestamp_micros(at).unwrap_or_default();
+    at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
 /// The earliest time a suspension still in force was made at, at `now`.
@@ -353,15 +387,5 @@ pub(super) async fn lapse(
     cipher: Option<&Cipher>,
     change: &Change,
 ) -> Result<(), OperatorError> {
-    let detail = Detail { change_id: Some(change.id.clone()), ..Detail::default() };
-    let entry = record(&Actor::System, "operator.suspension_lapsed", &change.target, None);
-    audit::append(tx, cipher, Record { detail: Some(detail), ..entry }).await?;
-    conditions::clear(tx, None, CONDITION, &change.target).await?;
-    tracing::warn!(
-        operator = %change.target,
-        change = %change.id,
-        "a suspension lapsed uncompleted: operator {} acts again",
-        change.target
-    );
-    Ok(())
+    manage::suspension_ended(tx, cipher, change, ("operator.suspension_lapsed", None)).await
 }

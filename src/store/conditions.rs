@@ -72,6 +72,17 @@ pub(crate) async fn clear(
     Ok(())
 }
 
+/// Clears in `tx` every condition of `kind` last raised before `before`
+/// (microseconds): those a sweep that raised each in force did not find.
+pub(crate) async fn clear_unseen(tx: &mut Tx, kind: &str, before: i64) -> Result<(), StoreError> {
+    sqlx::query("DELETE FROM conditions WHERE kind = $1 AND seen_at < $2")
+        .bind(kind)
+        .bind(before)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
 /// Clears in `tx` every condition of `kind`, whatever it concerns.
 pub(crate) async fn clear_kind(tx: &mut Tx, kind: &str) -> Result<(), StoreError> {
     sqlx::query("DELETE FROM conditions WHERE kind = $1").bind(kind).execute(&mut **tx).await?;

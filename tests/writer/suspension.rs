@@ -10,8 +10,15 @@
 use crate::{common, keyed};
 
 use alloy::transports::http::reqwest::Method;
-use common::{api::send_json, cli::Env, db::BACKENDS, governance};
+use common::{
+    api::send_json,
+    cli::Env,
+    db::BACKENDS,
+    governance,
+    writer::{Forged, append_forged},
+};
 use custody_indexer::{
+    audit::Detail,
     operators::{changes, suspension},
     store::{Store, now_micros},
 };
@@ -98,6 +105,20 @@ async fn one_admin_of_two_suspends_the_other_and_completes_it_only_by_breaking_g
         set("REFUSED").execute(&pool).await.unwrap();
         let (status, _) = call(base, Method::GET, ops, &bea_key, json!({})).await;
         assert_eq!(status, 401, "{backend:?}: the log holds the suspension");
+        // Nor does an entry of its own that would end it sooner.
+        let sooner =
+            Detail { change_id: Some("chg_writer".into()), expires_at: Some(1), ..Detail::default() };
+        let forged = Forged {
+            actor: "system",
+            action: "operator.suspended",
+            target_kind: "operator",
+            target_id: &bea,
+            organization_id: None,
+            detail: Some(sooner),
+        };
+        append_forged(&pool, store, forged).await;
+        let (status, _) = call(base, Method::GET, ops, &bea_key, json!({})).await;
+        assert_eq!(status, 401, "{backend:?}: a writer's entry only takes more away");
         set("PENDING").execute(&pool).await.unwrap();
 
         // Completed on the store only, by its proposer, with its own key.
@@ -107,6 +128,11 @@ async fn one_admin_of_two_suspends_the_other_and_completes_it_only_by_breaking_g
         assert!(!ok && said.contains("`admin`"), "{backend:?}: a treasury key: {said}");
         let (ok, said) = cli(&env, &[&glass[..], &["--server", base]].concat(), &ada_key);
         assert!(!ok && said.contains("drop --server"), "{backend:?}: {said}");
+        sqlx::query("UPDATE audit_checkpoint_due SET due_at = $1 WHERE id = 1")
+            .bind(now_micros() + 3_600_000_000)
+            .execute(&pool)
+            .await
+            .unwrap();
         let (ok, said) = cli(&env, &glass, &ada_key);
         assert!(ok, "{backend:?}: {said}");
         assert!(said.contains(&format!("operator {bea} disabled")), "{said}");
@@ -129,7 +155,7 @@ async fn one_admin_of_two_suspends_the_other_and_completes_it_only_by_breaking_g
             .fetch_one(&pool)
             .await
             .unwrap();
-        assert!(due <= now_micros(), "{backend:?}: a checkpoint is due at once");
+        assert_eq!(due, 0, "{backend:?}: a checkpoint is due at once");
 
         // Tom held the treasury role alone: disabled with a warning.
         let path = format!("{ops}/{tom}/disable");
@@ -209,5 +235,68 @@ async fn another_admin_approves_a_suspension_and_one_undecided_lapses() {
         assert!(!alarmed(store, &cid).await, "{backend:?}: the alarm ends with it");
         let roles = &store.operator(&cid).await.unwrap().unwrap().roles;
         assert_eq!(roles.len(), 2, "{backend:?}: Cid keeps both roles: {roles:?}");
+        // Ada cannot suspend Cid again at once, and again, and again.
+        let body = json!({ "roles": ["compliance"], "reason": "once more" });
+        let (status, again) = call(base, Method::PUT, &path, &ada_key, body).await;
+        assert_eq!(status, 409, "{backend:?}: {again}");
+        assert!(again["message"].as_str().unwrap().contains("not suspended again before"), "{again}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_suspension_whose_proposers_key_is_revoked_ends_and_its_target_acts_again() {
+    keyed();
+    for backend in BACKENDS {
+        let (app, admins) = super::grants::past_genesis(backend).await;
+        let (base, store) = (app.base.as_str(), app.store());
+        let ((ada, ada_key), (bea, bea_key)) = (admins.first.clone(), admins.second.clone());
+        let ops = "/operator/v1/operators";
+        let path = format!("{ops}/{bea}/disable");
+        let (status, _) =
+            call(base, Method::POST, &path, &ada_key, json!({ "reason": "a stolen key" })).await;
+        assert_eq!(status, 202, "{backend:?}");
+        assert_eq!(call(base, Method::GET, ops, &bea_key, json!({})).await.0, 401, "{backend:?}");
+
+        // Ada finds her key was stolen and revokes it: what it proposed ends.
+        let (_, listed) = call(base, Method::GET, ops, &ada_key, json!({})).await;
+        let ada_row =
+            listed["operators"].as_array().unwrap().iter().find(|o| o["id"] == ada.as_str()).unwrap();
+        let key_id = ada_row["keys"][0]["id"].as_str().unwrap().to_string();
+        let revoke = format!("/operator/v1/operator-keys/{key_id}/revoke");
+        let (status, revoked) = call(base, Method::POST, &revoke, &ada_key, json!({})).await;
+        assert_eq!(status, 204, "{backend:?}: {revoked}");
+        let (status, _) = call(base, Method::GET, ops, &bea_key, json!({})).await;
+        assert_eq!(status, 200, "{backend:?}: Bea acts again");
+        assert!(!alarmed(store, &bea).await, "{backend:?}: the alarm ends with it");
+        let log = store.audit_entries(0, None, 1000).await.unwrap();
+        let ended = log.iter().find(|e| e.action == "operator.suspension_ended").unwrap();
+        assert_eq!(ended.target_id, bea, "{backend:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_who_bends_the_targets_row_does_not_make_a_disabling_apply_at_once() {
+    keyed();
+    for backend in BACKENDS {
+        let (app, admins) = super::grants::past_genesis(backend).await;
+        let (base, store) = (app.base.as_str(), app.store());
+        let ((_, ada_key), (bea, _)) = (admins.first.clone(), admins.second.clone());
+        // Bea's row says treasury, and her key's row breaks: the log says
+        // she is an enrolled admin still.
+        let pool = sqlx::AnyPool::connect(&app.db.url).await.unwrap();
+        sqlx::query("UPDATE operators SET roles = 'treasury' WHERE id = $1")
+            .bind(&bea)
+            .execute(&pool)
+            .await
+            .unwrap();
+        sqlx::query("UPDATE operator_keys SET row_mac = 'broken' WHERE operator_id = $1")
+            .bind(&bea)
+            .execute(&pool)
+            .await
+            .unwrap();
+        let path = format!("/operator/v1/operators/{bea}/disable");
+        let (status, answer) = call(base, Method::POST, &path, &ada_key, json!({ "reason": "bent" })).await;
+        assert_eq!(status, 202, "{backend:?}: suspended, not disabled for good: {answer}");
+        assert!(store.operator(&bea).await.unwrap().unwrap().is_enabled(), "{backend:?}");
     }
 }

@@ -97,7 +97,8 @@ impl From<Refused> for ApiError {
             | Refused::ContactChanged(_)
             | Refused::ContactUnrecorded(_)
             | Refused::NotOwnSuspension(_)
-            | Refused::Suspended(..) => {
+            | Refused::Suspended(..)
+            | Refused::Protected(..) => {
                 ApiError::coded(StatusCode::CONFLICT, ErrorCode::Conflict, refusal.to_string())
             }
             Refused::NoRole => ApiError::invalid(format!("roles: {refusal}")),

@@ -121,6 +121,37 @@ fn a_suspension_holds_until_its_own_change_applies_or_its_time_passes() {
             false,
         ),
         (
+            "a writer's later, shorter suspension shortens nothing",
+            1,
+            vec![
+                suspended(change("c1")),
+                Entry { seq: 3, ..suspended(Detail { expires_at: Some(at + 1), ..change("c9") }) },
+            ],
+            at + 2,
+            true,
+        ),
+        (
+            "its change ended by the service",
+            9,
+            vec![suspended(change("c1")), entry(3, "operator.suspension_ended", "op_a", Some(change("c1")))],
+            at + 1,
+            false,
+        ),
+        (
+            "a writer's end ends nothing",
+            2,
+            vec![suspended(change("c1")), entry(3, "operator.suspension_ended", "op_a", Some(change("c1")))],
+            at + 1,
+            true,
+        ),
+        (
+            "another change's end",
+            9,
+            vec![suspended(change("c1")), entry(3, "operator.suspension_lapsed", "op_a", Some(change("c2")))],
+            at + 1,
+            true,
+        ),
+        (
             "a writer's enabling ends nothing",
             2,
             vec![suspended(change("c1")), entry(3, "operator.enabled", "op_a", None)],

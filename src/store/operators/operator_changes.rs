@@ -104,8 +104,8 @@ pub async fn pending_of(tx: &mut Tx, proposer: &str) -> Result<Vec<String>, Stor
     rows.iter().map(|r| Ok(r.try_get("id")?)).collect()
 }
 
-/// The suspensions pending (see [`crate::operators::suspension`]) made at
-/// or after `since`, of `target` only when given, oldest first.
+/// The suspensions pending (see [`crate::operators::suspension`]) made
+/// after `since`, of `target` only when given, oldest first.
 pub async fn pending_suspensions(
     tx: &mut Tx,
     target: Option<&str>,
@@ -114,7 +114,7 @@ pub async fn pending_suspensions(
     let of = if target.is_some() { "AND target = $2" } else { "" };
     let sql = format!(
         "SELECT {COLUMNS} FROM operator_changes WHERE status = 'PENDING' AND kind IN ({SUSPENDING})
-         AND created_at >= $1 {of} ORDER BY created_at, id"
+         AND created_at > $1 {of} ORDER BY created_at, id"
     );
     let mut query = sqlx::query(&sql).bind(since);
     if let Some(target) = target {
@@ -168,12 +168,12 @@ pub async fn latch(tx: &mut Tx, name: &str, detail: &str, now: i64) -> Result<()
 }
 
 impl Store {
-    /// The pending suspension of operator `id` made at or after `since`,
+    /// The pending suspension of operator `id` made after `since`,
     /// if any (see [`pending_suspensions`]).
     pub async fn suspension_of(&self, id: &str, since: i64) -> Result<Option<Change>, StoreError> {
         let row = sqlx::query(&format!(
             "SELECT {COLUMNS} FROM operator_changes WHERE status = 'PENDING' AND kind IN ({SUSPENDING})
-             AND created_at >= $1 AND target = $2 ORDER BY created_at LIMIT 1"
+             AND created_at > $1 AND target = $2 ORDER BY created_at LIMIT 1"
         ))
         .bind(since)
         .bind(id)
