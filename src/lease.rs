@@ -5,10 +5,18 @@
 //! the worker makes checks it in the write's own transaction. When a renewal
 //! finds the lease taken over (or cannot renew before it lapses), the worker
 //! is stopped; an instance that dies leaves its workers to whichever
-//! instance takes the lapsed lease first, within the time to live plus a
-//! third of it.
+//! instance takes the lapsed lease first, within the time to live plus
+//! [`STANDBY_LOOK`]; one that stops gives its leases up, and a standby
+//! takes each within about [`STANDBY_LOOK`].
 
-use std::{future::Future, time::Duration};
+use std::{
+    future::Future,
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
 
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -22,6 +30,11 @@ use crate::{
 /// How long a lease lasts without renewal by default.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(15);
 
+/// How often an instance that holds no lease of a worker looks for it
+/// free: a lease released at another instance's shutdown is taken within
+/// about this (a lapsed one, within its time to live and this).
+pub const STANDBY_LOOK: Duration = Duration::from_secs(1);
+
 /// This process's leases.
 #[derive(Debug, Clone)]
 pub struct Leases {
@@ -32,11 +45,20 @@ pub struct Leases {
     /// a lease still live in the store belongs to a process that died, and
     /// is taken at once.
     sole: bool,
+    /// How many leases this process holds now (see [`Leases::holding`]).
+    held: Arc<AtomicUsize>,
 }
 
 impl Leases {
     pub fn new(store: Store, ttl: Duration, sole: bool) -> Self {
-        Self { store, owner: instance_id(), ttl, sole }
+        Self { store, owner: instance_id(), ttl, sole, held: Arc::default() }
+    }
+
+    /// How many leases this process holds, kept current: a stopping
+    /// instance's listener answers until it reads 0 (its workers have
+    /// given their leases up).
+    pub fn holding(&self) -> Arc<AtomicUsize> {
+        self.held.clone()
     }
 
     /// The instance name leases record: host, process id and a random tag.
@@ -90,7 +112,7 @@ impl Leases {
             }
             tokio::select! {
                 _ = shutdown.cancelled() => break,
-                _ = tokio::time::sleep(self.ttl / 3) => {}
+                _ = tokio::time::sleep(STANDBY_LOOK.min(self.ttl / 3)) => {}
             }
         }
         Ok(())
@@ -111,6 +133,7 @@ impl Leases {
     {
         let (chain, kind) = (fence.chain, fence.kind);
         info!(%chain, %kind, epoch = fence.epoch, instance = %self.owner, "took the lease: running here");
+        self.held.fetch_add(1, Ordering::SeqCst);
         let stop = shutdown.child_token();
         let renewal = renew(self.store.clone(), fence.clone(), asked + self.ttl, self.ttl, stop.clone());
         let renewal = tokio::spawn(renewal);
@@ -123,6 +146,7 @@ impl Leases {
         if !taken_over {
             self.release(&fence).await;
         }
+        self.held.fetch_sub(1, Ordering::SeqCst);
         outcome
     }
 

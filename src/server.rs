@@ -1,7 +1,7 @@
 //! The one HTTP server: the API's routes ([`crate::api`]) and the
 //! console's pages ([`crate::console`]) on one listener, with one state.
 
-use std::net::SocketAddr;
+use std::{net::SocketAddr, time::Duration};
 
 use axum::Router;
 use tokio::net::TcpListener;
@@ -62,7 +62,31 @@ pub async fn serve(
              set CUSTODY_INDEXER_OPERATOR_TOKEN (or --operator-token) to see them"
         );
     }
+    let state_for_drain = state.clone();
     // Each request knows its peer's address (the console's sign-in delays).
     let service = router(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
-    axum::serve(listener, service).with_graceful_shutdown(shutdown.cancelled_owned()).await
+    axum::serve(listener, service).with_graceful_shutdown(drained(state_for_drain, shutdown)).await
+}
+
+/// The least time a stopping listener still answers, `/readyz` with `503`,
+/// so that a load balancer's next probe sees it.
+pub const DRAIN_AT_LEAST: Duration = Duration::from_secs(1);
+
+/// How long a stopping listener waits at most for the leases to be given up.
+pub const DRAIN_AT_MOST: Duration = Duration::from_secs(25);
+
+/// Resolves when a stopping process's listener may close: `shutdown`
+/// marks the state draining (`/readyz` answers `503` at once); then at
+/// least [`DRAIN_AT_LEAST`], and until the process's workers have given
+/// their leases up (at most [`DRAIN_AT_MOST`]). The requests in flight end
+/// after (axum's graceful shutdown), so the process exits within 30 s.
+async fn drained(state: ApiState, shutdown: CancellationToken) {
+    shutdown.cancelled().await;
+    state.drain();
+    tracing::info!("stopping: /readyz answers 503 until the leases are given up");
+    let started = tokio::time::Instant::now();
+    tokio::time::sleep(DRAIN_AT_LEAST).await;
+    while state.leases_held().is_some_and(|held| held > 0) && started.elapsed() < DRAIN_AT_MOST {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

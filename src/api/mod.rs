@@ -100,6 +100,11 @@ struct Inner {
     /// Micro-USD above which a reconciliation repair waits for a second
     /// treasury operator.
     repair_above_usd_micros: u128,
+    /// Set when the process begins to stop: `/readyz` answers `503` from then.
+    draining: std::sync::atomic::AtomicBool,
+    /// The leases this process holds (see [`crate::lease::Leases::holding`]):
+    /// a stopping listener answers until they are given up.
+    leases: Option<Arc<std::sync::atomic::AtomicUsize>>,
 }
 
 /// Each organization's sponsored-gas credit: 100 USD.
@@ -131,7 +136,31 @@ impl ApiState {
             conversions: Default::default(),
             mail: None,
             repair_above_usd_micros: DEFAULT_REPAIR_ABOVE_USD_MICROS,
+            draining: Default::default(),
+            leases: None,
         }))
+    }
+
+    /// The state whose stopping listener waits for `held` (this process's
+    /// leases) to reach 0 before it closes.
+    pub fn with_leases(mut self, held: Arc<std::sync::atomic::AtomicUsize>) -> Self {
+        Arc::get_mut(&mut self.0).expect("configured before it is shared").leases = Some(held);
+        self
+    }
+
+    /// Whether the process is stopping (see [`crate::server::serve`]).
+    pub fn draining(&self) -> bool {
+        self.0.draining.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Marks the process stopping.
+    pub fn drain(&self) {
+        self.0.draining.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// How many leases the process holds, when it knows (`run`).
+    pub fn leases_held(&self) -> Option<usize> {
+        self.0.leases.as_ref().map(|held| held.load(std::sync::atomic::Ordering::SeqCst))
     }
 
     /// Repairs worth more than `usd_micros` wait for a second operator.

@@ -1,5 +1,5 @@
-//! The administrative commands: accounts, deposits, organizations, API keys
-//! and the health check.
+//! The administrative commands: accounts, deposits, organizations, API keys,
+//! the health check and `migrate`.
 
 use std::process::ExitCode;
 
@@ -429,4 +429,26 @@ fn print_health(report: &health::Report, audit: &newest::Checked) {
             println!("unhealthy: {problem}");
         }
     }
+}
+
+/// `migrate`: the store brought to this release; with `dry_run`, what it
+/// lacks printed and nothing changed.
+pub async fn migrate(url: &str, dry_run: bool) -> anyhow::Result<()> {
+    if dry_run {
+        let pending = crate::store::Store::open_as_is(url).await?.pending_migrations().await?;
+        if pending.is_empty() {
+            println!("nothing to apply");
+        }
+        for migration in pending {
+            println!("{migration}");
+        }
+        return Ok(());
+    }
+    let store = crate::store::Store::open(url).await?;
+    let adopted = crate::audit::adopt::adopt(&store).await?;
+    if adopted > 0 {
+        println!("{adopted} operators and keys adopted into the audit log");
+    }
+    println!("store is up to date");
+    Ok(())
 }

@@ -228,7 +228,12 @@ pub enum Command {
     Users(users::UsersCommand),
     /// Apply the store's pending migrations and put the audit log's guards
     /// in place, then exit (with the tables' owner's DATABASE_URL).
-    Migrate,
+    Migrate {
+        /// Print each migration the store lacks (`NNNN_description`), or
+        /// `nothing to apply`, and change nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -384,14 +389,7 @@ impl Cli {
     pub async fn execute(self) -> anyhow::Result<std::process::ExitCode> {
         let url = self.database_url;
         match self.command {
-            Command::Migrate => {
-                let store = Store::open(&url).await?;
-                let adopted = crate::audit::adopt::adopt(&store).await?;
-                if adopted > 0 {
-                    println!("{adopted} operators and keys adopted into the audit log");
-                }
-                println!("store is up to date");
-            }
+            Command::Migrate { dry_run } => admin::migrate(&url, dry_run).await?,
             Command::Run { only, chain_files, api, delivery, events, instance, no_migrate } => {
                 let chains = chain_files.load()?;
                 let service = service::Service { chains, only, api, delivery, events, instance, no_migrate };

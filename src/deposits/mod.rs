@@ -15,6 +15,7 @@ pub mod commit;
 pub mod coverage;
 pub mod follow;
 pub mod health;
+pub mod ids;
 pub mod quorum;
 pub mod resource;
 pub mod watch;

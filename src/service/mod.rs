@@ -167,7 +167,8 @@ async fn run(
     };
     let webhook_policy = launch.webhook_policy.within(environment);
     let state = api_state(&store, chains, required, &api, signer.clone(), environment)?
-        .with_webhook_policy(webhook_policy);
+        .with_webhook_policy(webhook_policy)
+        .with_leases(leases.holding());
     delivery.policy = webhook_policy;
     if let Some(on_listen) = launch.on_listen {
         on_listen(listener.local_addr()?);

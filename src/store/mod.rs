@@ -225,8 +225,26 @@ impl Store {
     /// A store with a migration of this release not applied is refused.
     pub async fn open_migrated(url: &str) -> Result<Self, StoreError> {
         let store = Self::connect_existing(url).await?;
+        if let Some(pending) = store.pending_migrations().await?.first() {
+            return Err(StoreError::Invalid(format!(
+                "the store lacks migration {pending} of this release: run `custody-indexer migrate` with the \
+                 tables' owner's DATABASE_URL first"
+            )));
+        }
+        Ok(store)
+    }
+
+    /// Opens the store at `url` as it is, changing nothing: `migrate
+    /// --dry-run`'s.
+    pub async fn open_as_is(url: &str) -> Result<Self, StoreError> {
+        Self::connect_existing(url).await
+    }
+
+    /// The migrations of this release the store lacks, in order, each as
+    /// its file names it (`NNNN_description`).
+    pub async fn pending_migrations(&self) -> Result<Vec<String>, StoreError> {
         let applied: Vec<i64> = match sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success")
-            .fetch_all(&store.pool)
+            .fetch_all(&self.pool)
             .await
         {
             Ok(applied) => applied,
@@ -239,14 +257,11 @@ impl Store {
             }
             Err(error) => return Err(error.into()),
         };
-        if let Some(pending) = MIGRATOR.iter().find(|m| !applied.contains(&m.version)) {
-            return Err(StoreError::Invalid(format!(
-                "the store lacks migration {} ({}) of this release: run `custody-indexer migrate` with the \
-                 tables' owner's DATABASE_URL first",
-                pending.version, pending.description
-            )));
-        }
-        Ok(store)
+        Ok(MIGRATOR
+            .iter()
+            .filter(|m| !applied.contains(&m.version))
+            .map(|m| format!("{:04}_{}", m.version, m.description.replace(' ', "_")))
+            .collect())
     }
 
     pub fn backend(&self) -> Backend {

@@ -37,6 +37,7 @@ const MODEL: &[&str] = &[
     "conversions/quote.rs",
     "conversions/resource.rs",
     "conversions/state.rs",
+    "deposits/ids.rs",
     "deposits/resource.rs",
     "environment.rs",
     "family/rules.rs",

@@ -11,5 +11,6 @@ mod dev;
 mod keys;
 mod layout;
 mod local_keys;
+mod migrations;
 mod operations;
 mod readme;

@@ -28,12 +28,56 @@ pub(in crate::store) struct ChangedDeposit {
     pub announced_before: Option<DepositStatus>,
     /// The `announced_status` column as the statement left it.
     pub announced_column: Option<DepositStatus>,
+    /// How many events of each status ([`Announced::of`]) the deposit had
+    /// before: what its next event's id is derived from.
+    pub announced: Announced,
+}
+
+/// How many events of each status a deposit has had (`events_pending`,
+/// `events_confirmed`, `events_failed`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub(in crate::store) struct Announced {
+    pub pending: u32,
+    pub confirmed: u32,
+    pub failed: u32,
+}
+
+impl Announced {
+    /// How many events announced `status`.
+    pub fn of(&self, status: DepositStatus) -> u32 {
+        match status {
+            DepositStatus::Pending => self.pending,
+            DepositStatus::Confirmed => self.confirmed,
+            DepositStatus::Failed => self.failed,
+        }
+    }
+
+    /// One more event of `status`.
+    pub fn add(&mut self, status: DepositStatus) {
+        match status {
+            DepositStatus::Pending => self.pending += 1,
+            DepositStatus::Confirmed => self.confirmed += 1,
+            DepositStatus::Failed => self.failed += 1,
+        }
+    }
+
+    fn read(row: &AnyRow) -> Result<Self, StoreError> {
+        let count = |column: &str| -> Result<u32, StoreError> {
+            let n: i64 = row.try_get(column)?;
+            u32::try_from(n).map_err(|_| StoreError::Corrupt(format!("deposits.{column} = {n}")))
+        };
+        Ok(Self {
+            pending: count("events_pending")?,
+            confirmed: count("events_confirmed")?,
+            failed: count("events_failed")?,
+        })
+    }
 }
 
 /// The columns a changed deposit is announced from.
 pub(in crate::store) fn changed_columns() -> String {
     format!(
-        "{}, announced_status,
+        "{}, announced_status, events_pending, events_confirmed, events_failed,
          (SELECT organization_id FROM accounts a WHERE a.id = deposits.account_id) AS organization_id",
         DEPOSIT_COLUMNS
     )
@@ -51,6 +95,7 @@ impl ChangedDeposit {
             organization: row.try_get("organization_id")?,
             announced_before: if inserted { None } else { announced_column },
             announced_column,
+            announced: Announced::read(row)?,
         })
     }
 }

@@ -20,7 +20,10 @@ use crate::store::{
 };
 use crate::{
     chain::Chain,
-    deposits::resource::{Deposit, DepositStatus, Detected, SourceType},
+    deposits::{
+        ids,
+        resource::{Deposit, DepositStatus, Detected, SourceType},
+    },
 };
 
 /// Parameters per row of the upsert.
@@ -99,8 +102,13 @@ async fn changed_rows(
     for row in returned {
         let (tx_hash, position): (String, String) = (row.try_get("tx_hash")?, row.try_get("position")?);
         let id: String = row.try_get("id")?;
+        // Ids are derived from the natural key, so an updated row may hold
+        // the bound id too: a row this release stored had its first event
+        // in the transaction that inserted it, and an inserted one has had
+        // none yet.
+        let fresh = row.try_get::<i64, _>("events_pending")? == 0;
         match order.get(&(tx_hash.as_str(), position.as_str())) {
-            Some(&at) if rows[at].id == id => changed.push((at, rows[at].inserted(organizations)?)),
+            Some(&at) if rows[at].id == id && fresh => changed.push((at, rows[at].inserted(organizations)?)),
             at => _ = updated.insert(id, at.copied().unwrap_or(usize::MAX)),
         }
     }
@@ -144,8 +152,8 @@ impl<'a> NewRow<'a> {
             position,
             block_number: to_i64(detected.block_number)?,
             created_at: to_i64(detected.block_time_ms)?.saturating_mul(1_000),
-            id: uuid::Uuid::now_v7().to_string(),
-            dedup_key: uuid::Uuid::now_v7().to_string(),
+            id: ids::deposit_id(scan.chain, &detected.tx_hash, position),
+            dedup_key: ids::dedup_key(scan.chain, &detected.tx_hash, position),
             status: if confirmed { DepositStatus::Confirmed } else { DepositStatus::Pending },
             source: disclosed_source(detected, organizations),
             confirmed_at: confirmed.then_some(now),
@@ -211,6 +219,7 @@ impl<'a> NewRow<'a> {
             deposit,
             organization: organization.clone(),
             announced_before: None,
+            announced: Default::default(),
             announced_column: Some(self.status),
         })
     }
@@ -417,6 +426,6 @@ fn upsert_sql(rows: &str) -> String {
                    AND deposits.amount_raw = excluded.amount_raw)
            AND (deposits.block_hash <> excluded.block_hash OR deposits.status <> excluded.status
                 OR deposits.orphaned_at_block IS NOT NULL)
-         RETURNING id, tx_hash, position"
+         RETURNING id, tx_hash, position, events_pending"
     )
 }

@@ -18,11 +18,17 @@ use super::{
     Store, StoreError,
     arrays::{ColumnArrays, Kind, unnest},
     clock::database_now,
-    deposit_rows::{ChangedDeposit, read_changed},
+    deposit_rows::{Announced, ChangedDeposit, read_changed},
     params::{ARRAY_ROWS, Params, recurs},
     time,
 };
-use crate::events::{DEPOSIT_V2, Event};
+use crate::{
+    deposits::{
+        ids,
+        resource::{Deposit, DepositStatus},
+    },
+    events::{DEPOSIT_V2, Event},
+};
 
 /// Announces the deposits of `ids` (read back here), for changes whose
 /// statements return only ids.
@@ -38,12 +44,17 @@ pub(super) async fn announce_deposits<'a>(
 }
 
 /// Announces each deposit whose status differs from the one its last event
-/// announced: the first event's id is the deposit's `dedup_key`, later ones
-/// get ids of their own. Called inside the transaction that changed them, so
-/// a rolled-back change announces nothing and a committed one always has its
-/// event. A deposit changed by several statements (in their order) gets one
-/// event, for where it ended. Works in batches: a backfill announces
-/// thousands at once.
+/// announced. A deposit's first event is always its `PENDING`, its id the
+/// deposit's `dedup_key`: a deposit first seen final gets that and then its
+/// final status's. Every later event's id is derived from the `dedup_key`,
+/// the status it announces and how many events of that status came before
+/// ([`crate::deposits::ids::event_id`]), counted on the deposit's row: a
+/// deposit found again after a restore announces what it announced before
+/// under the same ids. Called inside the transaction that changed them, so
+/// a rolled-back change announces nothing and a committed one always has
+/// its event. A deposit changed by several statements (in their order)
+/// gets one event, for where it ended. Works in batches: a backfill
+/// announces thousands at once.
 pub(super) async fn announce_changed(
     tx: &mut Transaction<'static, Any>,
     changed: Vec<ChangedDeposit>,
@@ -51,28 +62,70 @@ pub(super) async fn announce_changed(
 ) -> Result<(), StoreError> {
     let changed = merge(changed);
     let mut events = Vec::new();
-    let mut unmarked = Vec::new();
+    let mut marks: HashMap<Announced, Vec<&str>> = HashMap::new();
     for c in &changed {
-        let status = Some(c.deposit.status);
-        if c.announced_before != status {
-            let event_id = match c.announced_before {
-                None => c.deposit.dedup_key.clone(),
-                Some(_) => uuid::Uuid::now_v7().to_string(),
-            };
-            events.push(NewEvent::new(&c.organization, DEPOSIT_V2, &c.deposit.id, event_id, &c.deposit)?);
-        }
-        if c.announced_column != status {
-            unmarked.push(c.deposit.id.as_str());
+        let added = deposit_events(c, &mut events)?;
+        if c.announced_column != Some(c.deposit.status) || added != Announced::default() {
+            marks.entry(added).or_default().push(c.deposit.id.as_str());
         }
     }
     if !events.is_empty() {
         append(tx, &events, now).await?;
     }
+    for (added, ids) in marks {
+        mark_announced(tx, added, &ids).await?;
+    }
+    Ok(())
+}
+
+/// The events `c` announces, pushed onto `events`: none when its status is
+/// the one last announced. Answers how many of each status it added.
+fn deposit_events<'a>(
+    c: &'a ChangedDeposit,
+    events: &mut Vec<NewEvent<'a>>,
+) -> Result<Announced, StoreError> {
+    let (deposit, status) = (&c.deposit, c.deposit.status);
+    let mut added = Announced::default();
+    if c.announced_before == Some(status) {
+        return Ok(added);
+    }
+    let event =
+        |id: String, data: &Deposit| NewEvent::new(&c.organization, DEPOSIT_V2, &deposit.id, id, data);
+    if c.announced_before.is_none() {
+        if status != DepositStatus::Pending {
+            let first = Deposit { status: DepositStatus::Pending, confirmed_at: None, ..deposit.clone() };
+            events.push(event(deposit.dedup_key.clone(), &first)?);
+        }
+        added.pending += 1;
+    }
+    let id = match c.announced_before {
+        None if status == DepositStatus::Pending => deposit.dedup_key.clone(),
+        _ => ids::event_id(&deposit.dedup_key, status, c.announced.of(status)),
+    };
+    events.push(event(id, deposit)?);
+    if status != DepositStatus::Pending || c.announced_before.is_some() {
+        added.add(status);
+    }
+    Ok(added)
+}
+
+/// Marks the deposits `ids` announced in `tx`: `announced_status` their
+/// status, their counts of events raised by `added`.
+async fn mark_announced(
+    tx: &mut Transaction<'static, Any>,
+    added: Announced,
+    ids: &[&str],
+) -> Result<(), StoreError> {
     let mut params = Params::of(tx);
     let size = params.rows_per_statement(1);
-    for chunk in unmarked.chunks(size) {
+    for chunk in ids.chunks(size) {
         let query = format!(
-            "UPDATE deposits SET announced_status = status WHERE id IN ({})",
+            "UPDATE deposits SET announced_status = status, events_pending = events_pending + {},
+                events_confirmed = events_confirmed + {}, events_failed = events_failed + {}
+             WHERE id IN ({})",
+            added.pending,
+            added.confirmed,
+            added.failed,
             params.restart().take(chunk.len())
         );
         let query = sqlx::query(&query).persistent(recurs(chunk.len(), size));
