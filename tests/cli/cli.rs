@@ -307,3 +307,41 @@ async fn run_and_serve_stopped_while_their_store_does_not_answer_stop_cleanly() 
     }
     drop(silent);
 }
+
+/// A rolling restart's stopping half: on SIGTERM `run` answers `/readyz`
+/// `503` at once, while its listener still answers, gives its leases up
+/// (so that a standby takes each at its next look, within a second) and
+/// exits cleanly.
+#[tokio::test]
+async fn a_stopping_run_answers_readyz_503_and_gives_its_leases_up() {
+    let anvil = Anvil::start().await;
+    let env = env(&anvil, "");
+    let port = common::dead_port();
+    let mut run = env.listen("run", CHAIN, port, &[]);
+    common::platform::api_up(port).await;
+    let readyz = format!("http://127.0.0.1:{port}/readyz");
+    let client = alloy::transports::http::reqwest::Client::new();
+    let status = || async { client.get(&readyz).send().await.map(|answer| answer.status().as_u16()) };
+    eventually(Duration::from_secs(60), "a ready run", || async {
+        (status().await.ok() == Some(200)).then_some(())
+    })
+    .await;
+    let store = env.store().await;
+    let held = |leases: Vec<custody_indexer::store::WorkerLease>| leases.iter().filter(|l| l.held).count();
+    assert_eq!(held(store.worker_leases().await.unwrap()), 1, "the watcher's");
+
+    let sent = std::process::Command::new("kill").args(["-TERM", &run.id().to_string()]).status().unwrap();
+    assert!(sent.success());
+    let draining = eventually(Duration::from_secs(5), "readyz 503 while stopping", || async {
+        match status().await {
+            Ok(503) => Some(Ok(())),
+            Ok(_) => None,
+            Err(error) => Some(Err(error.to_string())),
+        }
+    })
+    .await;
+    assert_eq!(draining, Ok(()), "the listener closed before it answered 503: {}", env.run_logs());
+    let exited = run.wait().unwrap();
+    assert!(exited.success(), "SIGTERM stops run cleanly: {exited}");
+    assert_eq!(held(store.worker_leases().await.unwrap()), 0, "every lease given up");
+}
