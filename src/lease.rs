@@ -133,7 +133,9 @@ impl Leases {
     {
         let (chain, kind) = (fence.chain, fence.kind);
         info!(%chain, %kind, epoch = fence.epoch, instance = %self.owner, "took the lease: running here");
-        self.held.fetch_add(1, Ordering::SeqCst);
+        // Counted while held, whatever ends the holding (a panic in `work`
+        // included): a stopping listener waits for none to be left.
+        let _held = Held::count(&self.held);
         let stop = shutdown.child_token();
         let renewal = renew(self.store.clone(), fence.clone(), asked + self.ttl, self.ttl, stop.clone());
         let renewal = tokio::spawn(renewal);
@@ -146,7 +148,6 @@ impl Leases {
         if !taken_over {
             self.release(&fence).await;
         }
-        self.held.fetch_sub(1, Ordering::SeqCst);
         outcome
     }
 
@@ -231,6 +232,22 @@ pub async fn release_lease(store: &Store, fence: &Fence) -> Result<(), StoreErro
     Store::release_lease(&mut tx, fence).await?;
     tx.commit().await?;
     Ok(())
+}
+
+/// One lease counted in a process's [`Leases::holding`] until dropped.
+struct Held(Arc<AtomicUsize>);
+
+impl Held {
+    fn count(held: &Arc<AtomicUsize>) -> Self {
+        held.fetch_add(1, Ordering::SeqCst);
+        Self(held.clone())
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// What an attempt to take a lease found.

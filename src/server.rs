@@ -65,8 +65,24 @@ pub async fn serve(
     let state_for_drain = state.clone();
     // Each request knows its peer's address (the console's sign-in delays).
     let service = router(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
-    axum::serve(listener, service).with_graceful_shutdown(drained(state_for_drain, shutdown)).await
+    let serving =
+        axum::serve(listener, service).with_graceful_shutdown(drained(state_for_drain, shutdown.clone()));
+    // Requests in flight end after the drain; the listener closes 30 s
+    // after the signal at the latest, whatever they wait for.
+    tokio::select! {
+        served = serving => served,
+        () = async {
+            shutdown.cancelled().await;
+            tokio::time::sleep(CLOSED_AT_LATEST).await;
+        } => {
+            tracing::warn!("requests still in flight 30 s after the signal: the listener closes");
+            Ok(())
+        }
+    }
 }
+
+/// How long after the signal the listener closes at the latest.
+pub const CLOSED_AT_LATEST: Duration = Duration::from_secs(30);
 
 /// The least time a stopping listener still answers, `/readyz` with `503`,
 /// so that a load balancer's next probe sees it.

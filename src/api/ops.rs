@@ -69,12 +69,13 @@ pub async fn healthz() -> Json<Alive> {
         (status = 503, description = "Not ready; with the operator token the health report says why", body = Readiness),
     ))]
 pub async fn readyz(State(state): State<ApiState>, headers: HeaderMap) -> Response {
-    let mut report = health::check(state.store(), state.chains(), &state.0.required).await;
-    // A stopping instance: the load balancer sends elsewhere from now.
+    // A stopping instance: the load balancer sends elsewhere from now,
+    // without waiting on a health check.
     if state.draining() {
-        report.healthy = false;
-        report.problems.insert(0, "shutting down: this instance takes no new work".to_string());
+        let readiness = Readiness { healthy: false, environment: Some(state.environment()) };
+        return (StatusCode::SERVICE_UNAVAILABLE, Json(readiness)).into_response();
     }
+    let report = health::check(state.store(), state.chains(), &state.0.required).await;
     let status = if report.healthy { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     if state.operator(&headers).await {
         return (status, Json(report)).into_response();

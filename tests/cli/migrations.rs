@@ -17,34 +17,56 @@ const FIRST: u32 = 55;
 /// The tables whose indexes are made by code.
 const LARGE: [&str; 4] = ["deposits", "events", "transfers", "audit_log"];
 
-/// What in `sql` (a migration's text) the rule refuses, if anything.
+/// What in `sql` (a migration's text) the rule refuses, if anything:
+/// each statement is read on its own, comments aside.
 fn refused(sql: &str) -> Option<String> {
     let exempt = sql.lines().next().is_some_and(|line| {
         line.strip_prefix("-- unused since migration ")
             .is_some_and(|n| n.trim().len() == 4 && n.trim().chars().all(|c| c.is_ascii_digit()))
     });
-    let code: String = sql
-        .lines()
-        .map(|line| line.split("--").next().unwrap_or_default())
-        .collect::<Vec<_>>()
-        .join(" ")
-        .to_uppercase();
-    let words: Vec<&str> =
-        code.split(|c: char| c.is_whitespace() || c == '(' || c == ';').filter(|w| !w.is_empty()).collect();
-    let has = |phrase: &[&str]| words.windows(phrase.len()).any(|w| w == phrase);
-    let altering = ["DROP", "RENAME"]
-        .into_iter()
-        .find(|word| words.contains(word))
-        .map(str::to_string)
-        .or_else(|| has(&["SET", "NOT", "NULL"]).then(|| "SET NOT NULL".to_string()))
-        .or_else(|| has(&["TYPE"]).then(|| "ALTER … TYPE".to_string()));
-    if let Some(what) = altering.filter(|_| !exempt) {
+    let code: String =
+        sql.lines().map(|line| line.split("--").next().unwrap_or_default()).collect::<Vec<_>>().join(" ");
+    code.split(';').find_map(|statement| statement_refused(statement, exempt))
+}
+
+/// What one statement does that the rule refuses.
+fn statement_refused(statement: &str, exempt: bool) -> Option<String> {
+    let upper = statement.to_uppercase().replace(['(', ')', ','], " ");
+    let words: Vec<String> = upper
+        .split_whitespace()
+        .map(|w| w.replace('"', "").rsplit('.').next().unwrap_or_default().to_string())
+        .collect();
+    let has =
+        |phrase: &[&str]| words.windows(phrase.len()).any(|w| w.iter().zip(phrase).all(|(a, b)| a == b));
+    // `ALTER COLUMN c TYPE …` or `ALTER COLUMN c SET DATA TYPE …`.
+    let column_type = words.iter().enumerate().any(|(at, word)| {
+        let next = |n: usize| words.get(at + n).map(String::as_str);
+        word == "ALTER"
+            && next(1) == Some("COLUMN")
+            && (next(3) == Some("TYPE")
+                || (next(3) == Some("SET") && next(4) == Some("DATA") && next(5) == Some("TYPE")))
+    });
+    let removing = if has(&["DROP", "TABLE"]) || has(&["DROP", "COLUMN"]) {
+        Some("DROP")
+    } else if has(&["RENAME"]) {
+        Some("RENAME")
+    } else if column_type {
+        Some("ALTER … TYPE")
+    } else if has(&["SET", "NOT", "NULL"]) {
+        Some("SET NOT NULL")
+    } else if has(&["ADD", "COLUMN"]) && has(&["NOT", "NULL"]) && !has(&["DEFAULT"]) {
+        Some("a NOT NULL column without a DEFAULT")
+    } else {
+        None
+    };
+    if let Some(what) = removing.filter(|_| !exempt) {
         return Some(format!("{what} without `-- unused since migration NNNN` on its first line"));
     }
-    let index = words.iter().position(|w| *w == "INDEX").filter(|_| has(&["CREATE"]))?;
-    let on = words[index..].iter().position(|w| *w == "ON")?;
-    let table = words.get(index + on + 1)?.to_lowercase();
-    LARGE.contains(&table.as_str()).then(|| format!("an index on {table}, a large table: make it in code"))
+    let indexed = has(&["INDEX"]) || has(&["UNIQUE"]);
+    let mut tables =
+        words.windows(2).filter(|w| w[0] == "ON" || w[0] == "TABLE").map(|w| w[1].to_lowercase());
+    let large = tables.find(|t| LARGE.contains(&t.as_str())).filter(|_| indexed)?;
+    Some(format!("an index on {large}, a large table: make it in code"))
 }
 
 #[test]
@@ -62,6 +84,16 @@ fn the_rule_refuses_what_two_releases_cannot_share() {
         ("ALTER TABLE x ALTER COLUMN a SET NOT NULL;", Some("SET NOT NULL")),
         ("CREATE INDEX deposits_at ON deposits (created_at);", Some("index on deposits")),
         ("CREATE UNIQUE INDEX audit_x ON audit_log (seq);", Some("index on audit_log")),
+        (
+            "CREATE INDEX x_at ON x (at);\nCREATE INDEX d_at ON public.\"deposits\" (at);",
+            Some("index on deposits"),
+        ),
+        ("ALTER TABLE transfers ADD CONSTRAINT t_u UNIQUE (request_id);", Some("index on transfers")),
+        ("ALTER TABLE x ADD COLUMN y TEXT NOT NULL;", Some("without a DEFAULT")),
+        ("CREATE TABLE x (id TEXT, type TEXT NOT NULL);", None),
+        ("ALTER TABLE x ADD COLUMN type TEXT;", None),
+        ("ALTER TABLE x ALTER COLUMN a SET DATA TYPE BIGINT;", Some("TYPE")),
+        ("ALTER TABLE x ALTER COLUMN type SET DEFAULT 'a';", None),
     ];
     for (sql, expected) in cases {
         match (refused(sql), expected) {

@@ -28,6 +28,13 @@ servers=()
 stop_servers() {
   for pid in "${servers[@]}"; do kill -TERM -- "-$pid" 2>/dev/null || true; done
   for pid in "${servers[@]}"; do wait "$pid" 2>/dev/null || true; done
+  # The group's shell ends at once; the service in it drains first (its
+  # listener answers for a second or more after SIGTERM): wait for the
+  # whole group, as a supervisor waits for its process, before the next
+  # server takes the port.
+  for pid in "${servers[@]}"; do
+    for _ in $(seq 1 400); do kill -0 -- "-$pid" 2>/dev/null || break; sleep 0.1; done
+  done
   : > "$README_PIDS"
 }
 trap stop_servers EXIT
