@@ -37,6 +37,7 @@ pub mod pii;
 pub mod reconcile;
 pub mod redact;
 pub mod request_signature;
+pub mod restore;
 pub mod rpc;
 pub mod schemas;
 pub mod scrub;

@@ -105,6 +105,9 @@ struct Inner {
     /// The leases this process holds (see [`crate::lease::Leases::holding`]):
     /// a stopping listener answers until they are given up.
     leases: Option<Arc<std::sync::atomic::AtomicUsize>>,
+    /// Closed on a chain while a restore waits for its recovery: its
+    /// transfers are refused (see [`crate::restore`]).
+    gate: crate::restore::gate::Gate,
 }
 
 /// Each organization's sponsored-gas credit: 100 USD.
@@ -138,6 +141,7 @@ impl ApiState {
             repair_above_usd_micros: DEFAULT_REPAIR_ABOVE_USD_MICROS,
             draining: Default::default(),
             leases: None,
+            gate: Default::default(),
         }))
     }
 
@@ -146,6 +150,17 @@ impl ApiState {
     pub fn with_leases(mut self, held: Arc<std::sync::atomic::AtomicUsize>) -> Self {
         Arc::get_mut(&mut self.0).expect("configured before it is shared").leases = Some(held);
         self
+    }
+
+    /// The state whose transfers wait on `gate` (see [`crate::restore`]).
+    pub fn with_gate(mut self, gate: crate::restore::gate::Gate) -> Self {
+        Arc::get_mut(&mut self.0).expect("configured before it is shared").gate = gate;
+        self
+    }
+
+    /// The gate a detected restore closes.
+    pub fn gate(&self) -> &crate::restore::gate::Gate {
+        &self.0.gate
     }
 
     /// Whether the process is stopping (see [`crate::server::serve`]).

@@ -98,7 +98,7 @@ struct Keyset {
                 ("DUPLICATE_TRANSACTION" = (value = json!({ "code": "DUPLICATE_TRANSACTION", "message": "transfer 0b6f7c1e-2d43-4a8e-b1f5-6c9d2e7a0f13 with this request_id was already processed", "transfer_id": "0b6f7c1e-2d43-4a8e-b1f5-6c9d2e7a0f13" }))),
                 ("REQUEST_ID_REUSED" = (value = json!({ "code": "REQUEST_ID_REUSED", "message": "request_id was already used by transfer 0b6f7c1e-2d43-4a8e-b1f5-6c9d2e7a0f13 with a different request", "transfer_id": "0b6f7c1e-2d43-4a8e-b1f5-6c9d2e7a0f13" }))),
             )),
-        (status = 503, description = "TRANSFERS_UNAVAILABLE (no signing keys configured) or CHAIN_UNAVAILABLE (the chain did not answer a balance read or, three times, the gas estimate)", body = ErrorBody),
+        (status = 503, description = "TRANSFERS_UNAVAILABLE (no signing keys configured, or the chain waits for its recovery after a restore of the store) or CHAIN_UNAVAILABLE (the chain did not answer a balance read or, three times, the gas estimate)", body = ErrorBody),
     ))]
 pub async fn create(
     State(state): State<ApiState>,
@@ -134,7 +134,15 @@ pub async fn create(
             ));
         }
     };
-    chain.parse::<crate::chain::Chain>().map_err(|e| ApiError::invalid(format!("{chain_field}: {e}")))?;
+    let parsed =
+        chain.parse::<crate::chain::Chain>().map_err(|e| ApiError::invalid(format!("{chain_field}: {e}")))?;
+    if let Some(why) = state.gate().closed(parsed) {
+        return Err(ApiError::coded(
+            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::TransfersUnavailable,
+            format!("transfers on {parsed} wait for the store's recovery after a restore: {why}"),
+        ));
+    }
     let acceptance = Acceptance {
         store: state.store(),
         chains: state.chains(),

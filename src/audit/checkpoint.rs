@@ -151,6 +151,21 @@ pub fn parse_public_key(text: &str) -> Result<VerifyingKey, KeyError> {
     VerifyingKey::from_bytes(&bytes).map_err(|_| KeyError::NotAPublicKey)
 }
 
+/// The public key checkpoints are verified with in this process:
+/// `CUSTODY_INDEXER_AUDIT_PUBLIC_KEY`, else the public half of the key in
+/// `CUSTODY_INDEXER_AUDIT_KEY_FILE`; none without either.
+pub fn public_key_from_env() -> Result<Option<VerifyingKey>, String> {
+    if let Ok(text) = std::env::var(PUBLIC_KEY_ENV) {
+        return parse_public_key(&text).map(Some).map_err(|e| format!("{PUBLIC_KEY_ENV}: {e}"));
+    }
+    match std::env::var_os(KEY_FILE_ENV) {
+        Some(path) => {
+            read_key(Path::new(&path)).map(|key| Some(key.verifying_key())).map_err(|e| e.to_string())
+        }
+        None => Ok(None),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -67,6 +67,20 @@ pub struct Detail {
     /// admin acknowledged it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub acknowledged_hash: Option<String>,
+    /// A restore's acknowledgement: the lost checkpoint's hash and time
+    /// (its `seq` is [`Detail::checkpoint_seq`]), the entries lost
+    /// (`lost_from..=lost_to`), and the chains that wait for `transfers
+    /// recover`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_hash: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_at: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_from: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_to: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chains: Option<Vec<String>>,
 }
 
 impl Detail {

@@ -59,10 +59,11 @@ pub async fn on_nats(url: &NatsUrl, public: &VerifyingKey) -> Result<Option<Chec
     }
 }
 
-/// The order checkpoints are compared in: the later head, then the later
-/// time.
+/// The order checkpoints are compared in: the later time, then the later
+/// head. By time first, so that the checkpoints signed after an
+/// acknowledged restore (of a head below the lost one) are the newest.
 fn order(checkpoint: &Checkpoint) -> (i64, i64) {
-    (checkpoint.seq, checkpoint.at)
+    (checkpoint.at, checkpoint.seq)
 }
 
 /// The newer of `a` and `b`.
@@ -195,15 +196,16 @@ mod tests {
     }
 
     #[test]
-    fn the_newer_is_the_later_head_then_the_later_time() {
+    fn the_newer_is_the_later_time_then_the_later_head() {
         let key = SigningKey::from_bytes(&[7; 32]);
         let (a, b, c) = (
             Checkpoint::sign(&key, 3, "a", 10),
             Checkpoint::sign(&key, 4, "b", 5),
-            Checkpoint::sign(&key, 4, "b", 9),
+            Checkpoint::sign(&key, 4, "b", 10),
         );
-        assert_eq!(newer(Some(a.clone()), Some(b.clone())), Some(b.clone()));
-        assert_eq!(newer(Some(c.clone()), Some(b.clone())), Some(c.clone()));
+        // Signed after a restore, at a lower head: the newer.
+        assert_eq!(newer(Some(a.clone()), Some(b.clone())), Some(a.clone()));
+        assert_eq!(newer(Some(c.clone()), Some(a.clone())), Some(c.clone()));
         assert_eq!(newer(None, Some(a.clone())), Some(a.clone()));
         assert_eq!(newer(Some(a.clone()), None), Some(a));
         assert_eq!(newer(None, None), None);

@@ -105,7 +105,12 @@ impl Schedule {
 
 /// Writes a checkpoint whenever this instance claims a period, or the
 /// newest one signed is overdue, until `shutdown`.
-pub async fn run(store: Store, schedule: Schedule, owner: String, shutdown: CancellationToken) {
+pub async fn run(
+    store: Store,
+    schedule: std::sync::Arc<Schedule>,
+    owner: String,
+    shutdown: CancellationToken,
+) {
     // A break-glass step makes the next checkpoint due at once, and an
     // overdue one is signed within the slack: looked for every few seconds.
     let tick = overdue::look_every(schedule.every, LOOK_EVERY);

@@ -25,6 +25,9 @@ pub struct Report {
     pub broken: Vec<Broken>,
     /// Checkpoints the log holds.
     pub held: Vec<Checkpoint>,
+    /// Checkpoints the log lost in a restore an admin acknowledged, each
+    /// with the acknowledgement's `seq`.
+    pub lost: Vec<(Checkpoint, i64)>,
     /// The database's guards absent, disabled or changed.
     pub unguarded: Vec<String>,
     /// Principals' rows the log does not explain.
@@ -72,7 +75,7 @@ pub async fn verify(
     if let Err(at) = chain::verify(&entries, Some((head, &head_hash))) {
         broken.push(at);
     }
-    let mut held = Vec::new();
+    let (mut held, mut lost) = (Vec::new(), Vec::new());
     for checkpoint in checkpoints {
         let checked = match public {
             Some(public) => checkpoint.check(public, &entries, head),
@@ -80,7 +83,10 @@ pub async fn verify(
         };
         match checked {
             Ok(()) => held.push(checkpoint.clone()),
-            Err(at) => broken.push(at),
+            Err(at) => match lost_by(&entries, &authority_of(&entries), checkpoint) {
+                Some(by) => lost.push((checkpoint.clone(), by)),
+                None => broken.push(at),
+            },
         }
     }
     let (macs, authority, unauthenticated) = match keyring::process().ok().flatten() {
@@ -105,7 +111,18 @@ pub async fn verify(
     let unguarded = store.audit_guards_missing().await?;
     let entries = entries.len() as i64;
     let unsealed = store.unsealed_rows().await?;
-    Ok(Report { entries, head_hash, broken, held, unguarded, unexplained, macs, unauthenticated, unsealed })
+    Ok(Report {
+        entries,
+        head_hash,
+        broken,
+        held,
+        lost,
+        unguarded,
+        unexplained,
+        macs,
+        unauthenticated,
+        unsealed,
+    })
 }
 
 /// The principals' rows of `store`.
@@ -159,6 +176,25 @@ pub struct Unauthenticated {
     pub acknowledged_by: Option<i64>,
 }
 
+/// The authority of `entries` (the whole log) for this process: keyed
+/// when it holds a pepper, from the log's authentication.
+fn authority_of(entries: &[chain::Entry]) -> Authority {
+    match keyring::process().ok().flatten() {
+        None => Authority::Unkeyed,
+        Some(pepper) => Authority::Keyed { since: authenticated_at(entries, pepper).map(|e| e.seq) },
+    }
+}
+
+/// The `seq` of the entry of `entries` (the whole log) that acknowledges
+/// `checkpoint` lost in a restore, when `authority` admits it.
+pub fn lost_by(entries: &[chain::Entry], authority: &Authority, checkpoint: &Checkpoint) -> Option<i64> {
+    entries
+        .iter()
+        .filter(|e| e.seq > 0 && authority.admits(e))
+        .find(|e| crate::restore::witness::acknowledges(e, checkpoint))
+        .map(|e| e.seq)
+}
+
 /// Every entry of `entries` (the whole log, in order) after the log's
 /// authentication whose MAC does not verify under `pepper`, each with the
 /// authenticated acknowledgement after it, if any. Pure.
@@ -202,7 +238,12 @@ pub async fn checkpoint(
         return Ok(Err(at));
     }
     if let Some(Err(at)) = previous.map(|previous| previous.check(&key.verifying_key(), &entries, head)) {
-        return Ok(Err(at));
+        // A restore an admin acknowledged, naming exactly this checkpoint:
+        // the chain goes on from the restored head.
+        let authority = authority_of(&entries);
+        if lost_by(&entries, &authority, previous.expect("checked")).is_none() {
+            return Ok(Err(at));
+        }
     }
     if let Some(pepper) = keyring::process().ok().flatten() {
         raise_unacknowledged(&open(&entries, pepper));

@@ -312,7 +312,7 @@ pub struct AuditCheck {
 impl AuditCheck {
     /// The age of the newest checkpoint whose signature verifies, judged
     /// against the period; not checked without a place and the public key.
-    async fn check(&self) -> anyhow::Result<newest::Checked> {
+    async fn check(&self) -> anyhow::Result<(newest::Checked, Option<crate::audit::checkpoint::Checkpoint>)> {
         let kept =
             newest::Kept { dir: self.audit.audit_checkpoint_dir.as_deref(), nats: self.nats_url.as_ref() };
         let placed = kept.dir.is_some() || kept.nats.is_some();
@@ -323,13 +323,13 @@ impl AuditCheck {
                     "audit: checkpoints are verified with {} (or --audit-public-key), never a key they carry",
                     crate::audit::checkpoint::PUBLIC_KEY_ENV
                 );
-                return Ok(newest::Checked::not_checked(vec![why]));
+                return Ok((newest::Checked::not_checked(vec![why]), None));
             }
-            _ => return Ok(newest::Checked::not_checked(Vec::new())),
+            _ => return Ok((newest::Checked::not_checked(Vec::new()), None)),
         };
         let (found, warnings) = newest::find(&kept, &public).await;
         let every = std::time::Duration::from_secs(self.audit.audit_checkpoint_secs);
-        Ok(newest::judge(found.as_ref(), every, crate::store::now_micros(), warnings))
+        Ok((newest::judge(found.as_ref(), every, crate::store::now_micros(), warnings), found))
     }
 }
 
@@ -353,11 +353,29 @@ pub async fn health(
     for chain in required {
         chains.get(*chain)?;
     }
+    let (audit, newest) = audit.check().await?;
     let mut report = match Store::connect_existing(url).await {
-        Ok(store) => health::check(&store, chains, required).await,
+        Ok(store) => {
+            let mut report = health::check(&store, chains, required).await;
+            // The log against the newest checkpoint: restored, until recovered.
+            // and what `run` found (the chains' witness among them).
+            // `/readyz` stays ready: only transfers wait.
+            let mut restored: Vec<String> = match crate::restore::read(&store, newest.as_ref()).await {
+                Ok(witness) => witness.line().into_iter().collect(),
+                Err(error) => vec![format!("restore: the audit log cannot be read: {error}")],
+            };
+            let found = report.conditions.iter().filter(|c| c.kind == crate::restore::watch::CONDITION);
+            for condition in found {
+                if !restored.contains(&condition.message) {
+                    restored.push(condition.message.clone());
+                }
+            }
+            report.healthy &= restored.is_empty();
+            report.problems.extend(restored);
+            report
+        }
         Err(error) => health::unreachable(error),
     };
-    let audit = audit.check().await?;
     if let Some(problem) = &audit.problem {
         report.problems.push(problem.clone());
         report.healthy = false;

@@ -56,6 +56,24 @@ pub enum AuditCommand {
         #[command(flatten)]
         server: super::server::ServerArg,
     },
+    /// Records that the store was restored past the newest signed
+    /// checkpoint (FILE): checkpoints resume from the restored head, and
+    /// each configured chain waits for `transfers recover`. An admin, through
+    /// the service in production (`--server`); on the store directly with
+    /// `--break-glass` when no service can start.
+    AcknowledgeRestore {
+        #[arg(long = "checkpoint", value_name = "FILE")]
+        checkpoint: PathBuf,
+        #[arg(long)]
+        reason: String,
+        /// The checkpoints' public key (base64), on the store directly.
+        #[arg(long, value_name = "KEY", env = PUBLIC_KEY_ENV)]
+        public_key: Option<String>,
+        #[command(flatten)]
+        chain_files: super::ChainFiles,
+        #[command(flatten)]
+        deciding: super::decider::Deciding,
+    },
     /// Makes the checkpoints' Ed25519 key in a new file (PKCS#8 PEM,
     /// readable by its owner only) and prints its public key.
     Keygen {
@@ -80,6 +98,13 @@ const PAGE: i64 = 1000;
 pub async fn run(url: &str, command: AuditCommand) -> anyhow::Result<ExitCode> {
     if let AuditCommand::Keygen { out } = &command {
         return keygen(out);
+    }
+    if let AuditCommand::AcknowledgeRestore { checkpoint, reason, public_key, chain_files, deciding } =
+        &command
+    {
+        let given = (reason.as_str(), public_key.as_deref());
+        super::restores::acknowledge_restore(url, checkpoint, given, chain_files, deciding).await?;
+        return Ok(ExitCode::SUCCESS);
     }
     if let AuditCommand::Acknowledge { seq, reason, server: super::server::ServerArg { server: Some(url) } } =
         &command
@@ -144,7 +169,9 @@ pub async fn run(url: &str, command: AuditCommand) -> anyhow::Result<ExitCode> {
             }
         }
         AuditCommand::Acknowledge { seq, reason, .. } => acknowledge_on_store(&store, seq, &reason).await,
-        AuditCommand::Keygen { .. } => unreachable!("answered above"),
+        AuditCommand::Keygen { .. } | AuditCommand::AcknowledgeRestore { .. } => {
+            unreachable!("answered above")
+        }
     }
 }
 
@@ -204,6 +231,9 @@ async fn verify_log(store: &Store, files: &[PathBuf], public_key: Option<&str>) 
     println!("audit log verified: {} entries, head {}", report.entries, report.head_hash);
     for held in &report.held {
         println!("checkpoint seq {} ({}) held", held.seq, held.hash);
+    }
+    for (lost, by) in &report.lost {
+        println!("checkpoint seq {} ({}) lost in a restore, acknowledged by entry {by}", lost.seq, lost.hash);
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -17,6 +17,7 @@ mod keys;
 mod operator_changes;
 mod operators;
 mod reconcile;
+mod restores;
 mod server;
 mod transfers;
 mod users;
@@ -226,6 +227,13 @@ pub enum Command {
     /// A tenant's console users: invite one (through the service).
     #[command(subcommand)]
     Users(users::UsersCommand),
+    /// Transfers after a restore of the store: `recover` a chain.
+    #[command(subcommand)]
+    Transfers(restores::TransfersCommand),
+    /// Write an online, consistent copy of a SQLite store to FILE (a new
+    /// file), while it runs. A PostgreSQL store is backed up with
+    /// `pg_basebackup` and WAL archiving (docs/operations.md).
+    Backup { file: PathBuf },
     /// Apply the store's pending migrations and put the audit log's guards
     /// in place, then exit (with the tables' owner's DATABASE_URL).
     Migrate {
@@ -454,6 +462,8 @@ impl Cli {
             Command::Limits(command) => transfers::limits(&Store::open(&url).await?, command).await?,
             Command::Operators(command) => operators::run(&url, command).await?,
             Command::Audit(command) => return audit::run(&url, command).await,
+            Command::Transfers(command) => restores::transfers(&url, command).await?,
+            Command::Backup { file } => restores::backup(&url, &file).await?,
             Command::Users(command) => users::run(command).await?,
         }
         Ok(std::process::ExitCode::SUCCESS)

@@ -15,6 +15,7 @@ mod errors;
 mod multicall;
 mod paced;
 mod projections;
+mod recovery;
 mod sending;
 
 pub use crate::rpc::{Cause, RpcFailure};
@@ -24,6 +25,7 @@ pub use projections::{
     BlockReceipt, FeeReceipt, RpcBlock, RpcHeader, RpcReceipt, RpcReceiptLogs, RpcTransaction, TxStatus,
 };
 use projections::{FeeHeader, RpcBlockTime};
+pub use recovery::{InBlock, RpcSentTx};
 
 use std::{
     collections::{HashMap, HashSet},

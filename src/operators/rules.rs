@@ -42,6 +42,8 @@ pub enum Action {
     Reconciliation,
     /// Ask for a reconciliation repair, approve or refuse another's.
     Repair,
+    /// Record a chain recovered after a restore (`transfers recover`).
+    Recovery,
 }
 
 impl Action {
@@ -53,7 +55,7 @@ impl Action {
             Action::Operators | Action::Tenants | Action::Keys => &[Role::Admin],
             Action::Audit => &[Role::Admin, Role::Compliance],
             Action::Reconciliation => &[Role::Compliance, Role::Treasury, Role::Admin],
-            Action::Repair => &[Role::Treasury],
+            Action::Repair | Action::Recovery => &[Role::Treasury],
         }
     }
 }

@@ -70,18 +70,18 @@ async fn stop_chain(store: &Store, chain: Chain, error: WatchError) {
 /// token that stops them.
 type Within<'a> = (&'a Store, &'a Leases, &'a CancellationToken);
 
-/// A sender per chain, each while this instance holds the chain's sender
-/// lease, its store fenced by the lease, with the wings' workers that
+/// A sender per chain, once `gate` is open on it (a restore waits for its
+/// recovery), each while this instance holds the chain's sender lease, its store fenced by the lease, with the wings' workers that
 /// create the chain's mints and off-ramp refunds beside it.
 pub(super) fn spawn_senders(
     tasks: &mut JoinSet<anyhow::Result<()>>,
     selected: &[ChainConfig],
-    signer: &Arc<dyn Signer>,
+    (signer, gate): (&Arc<dyn Signer>, &crate::restore::gate::Gate),
     (store, leases, shutdown): Within<'_>,
 ) {
     for config in selected {
-        let (signer, store, shutdown, leases) =
-            (signer.clone(), store.clone(), shutdown.clone(), leases.clone());
+        let (signer, store, shutdown, leases, gate) =
+            (signer.clone(), store.clone(), shutdown.clone(), leases.clone(), gate.clone());
         let span = info_span!("sender", chain = %config.chain);
         let config = config.clone();
         let chain = config.chain;
@@ -110,6 +110,10 @@ pub(super) fn spawn_senders(
                         Ok::<(), anyhow::Error>(())
                     }
                 };
+                // After a restore, nothing is sent before its recovery.
+                if !gate.opened(chain, &shutdown).await {
+                    return Ok(());
+                }
                 leases.hold(WorkerKind::Sender, chain, &shutdown, send).await
             }
             .instrument(span),

@@ -148,7 +148,8 @@ async fn run(
     if selected.is_empty() {
         bail!("no chain to index");
     }
-    let given = Given { pii: launch.pii, checkpoint: newest(checkpoints.as_ref()).await };
+    let checkpoints = checkpoints.map(Arc::new);
+    let given = Given { pii: launch.pii, checkpoint: newest(checkpoints.as_deref()).await };
     let (store, environment, followed) = start(store, api.environment, given, (&chains, &only)).await?;
     let selected: Vec<ChainConfig> = selected.into_iter().filter(|c| followed.contains(&c.chain)).collect();
     if selected.is_empty() {
@@ -166,9 +167,17 @@ async fn run(
         None => None,
     };
     let webhook_policy = launch.webhook_policy.within(environment);
+    // Before any sender: a restore found closes its chains.
+    let gate = crate::restore::gate::Gate::default();
+    let found = match &checkpoints {
+        Some(schedule) => schedule.known().await,
+        None => None,
+    };
+    let found = crate::restore::watch::at_start(&store, &gate, &selected, found.as_ref()).await?;
     let state = api_state(&store, chains, required, &api, signer.clone(), environment)?
         .with_webhook_policy(webhook_policy)
-        .with_leases(leases.holding());
+        .with_leases(leases.holding())
+        .with_gate(gate.clone());
     delivery.policy = webhook_policy;
     if let Some(on_listen) = launch.on_listen {
         on_listen(listener.local_addr()?);
@@ -187,6 +196,12 @@ async fn run(
             Ok(())
         });
     }
+    let (restores, stop, restore_gate) = (store.clone(), shutdown.clone(), gate.clone());
+    let watched = checkpoints.clone();
+    tasks.spawn(async move {
+        crate::restore::watch::run(restores, restore_gate, watched, found, stop).await;
+        Ok(())
+    });
     if let Some(schedule) = checkpoints {
         let (store, owner, shutdown) = (store.clone(), leases.owner().to_string(), shutdown.clone());
         tasks.spawn(async move {
@@ -196,7 +211,7 @@ async fn run(
     }
     outbox::spawn(&mut tasks, &store, sinks, leases.owner(), &shutdown);
     if let Some(signer) = signer {
-        chains::spawn_senders(&mut tasks, &selected, &signer, (&store, &leases, &shutdown));
+        chains::spawn_senders(&mut tasks, &selected, (&signer, &gate), (&store, &leases, &shutdown));
     }
     chains::spawn_watchers(&mut tasks, selected, (&store, &leases, &shutdown));
     let outcome = watch(tasks, &shutdown).await;

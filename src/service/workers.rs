@@ -97,6 +97,10 @@ pub async fn serve_api(
 ) -> anyhow::Result<()> {
     let mut tasks = Tasks::new();
     spawn(&mut tasks, &state, &shutdown);
+    // Without indexing, the restore's witnesses are the log and what `run` found.
+    let (store, gate, stop) = (state.store().clone(), state.gate().clone(), shutdown.clone());
+    let found = crate::restore::watch::Found::default();
+    tasks.spawn(finish(crate::restore::watch::run(store, gate, None, found, stop)));
     let server = shutdown.clone();
     tasks.spawn(async move {
         crate::server::serve(listener, state, server).await.context("the HTTP API stopped")

@@ -51,6 +51,7 @@ pub(crate) use keys::{account_keys, signer_outages};
 pub(crate) use operators::operator_changes;
 pub use people::{console, console_sessions};
 pub use reconcile::{reconcile_repairs, reconcile_runs, reconcile_wallets};
+pub use transfers::recovered;
 pub(crate) use transfers::{gas_ledger, limits, nonce_fillers, transfer_lineage, transfer_txs};
 
 pub use error::StoreError;
@@ -266,6 +267,23 @@ impl Store {
 
     pub fn backend(&self) -> Backend {
         self.backend
+    }
+
+    /// Writes an online, consistent copy of a SQLite store to `file`
+    /// (`VACUUM INTO`: one read transaction, other writers going on). A
+    /// PostgreSQL store is copied by PostgreSQL's own tools.
+    pub async fn backup_into(&self, file: &std::path::Path) -> Result<(), StoreError> {
+        if self.backend != Backend::Sqlite {
+            return Err(StoreError::Invalid(
+                "backup copies a SQLite store; back a PostgreSQL store up with pg_basebackup and WAL archiving \
+                 (docs/operations.md)"
+                    .into(),
+            ));
+        }
+        let path =
+            file.to_str().ok_or_else(|| StoreError::Invalid("the backup's path is not UTF-8".into()))?;
+        sqlx::query("VACUUM INTO $1").bind(path).execute(&self.pool).await?;
+        Ok(())
     }
 
     /// Checks that the store answers.

@@ -17,6 +17,8 @@ pub mod limit_policies;
 pub mod lineage;
 pub mod model;
 pub mod record;
+pub mod recover;
+pub mod recovered;
 pub mod resource;
 pub mod retries;
 pub mod rules;

@@ -67,7 +67,8 @@ async fn a_row_kept_from_ever_being_due_does_not_silence_the_checkpoints() {
     });
     let instance =
         Schedule { key: key.clone(), every, dir: Some(kept.clone()), nats: None, last: Default::default() };
-    let running = tokio::spawn(schedule::run(db.store.clone(), instance, "node-a".into(), stop.clone()));
+    let running =
+        tokio::spawn(schedule::run(db.store.clone(), instance.into(), "node-a".into(), stop.clone()));
 
     // None verifies yet: signed at once. The next one, once the first is
     // older than one period and its slack, never later than health allows.

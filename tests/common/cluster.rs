@@ -14,6 +14,7 @@ use super::{
     Anvil, CHAIN,
     anvil::Mined,
     chain_toml,
+    db::Backend,
     fleet::{Fleet, Order},
     transfers::ETH,
 };
@@ -61,11 +62,21 @@ impl Cluster {
     /// `payers` payer accounts, and `count` `run` instances holding worker
     /// leases for `lease`.
     pub async fn start(count: usize, payers: usize, slow_ms: (u64, u64), lease: &'static str) -> Self {
+        Self::start_on(Backend::Postgres, count, payers, (slow_ms, lease)).await
+    }
+
+    /// [`Cluster::start`] on `backend` (SQLite holds one instance).
+    pub async fn start_on(
+        backend: Backend,
+        count: usize,
+        payers: usize,
+        (slow_ms, lease): ((u64, u64), &'static str),
+    ) -> Self {
         let anvil = Anvil::start().await;
         let tusd = anvil.deploy_token("TUSD").await;
         let usdc = anvil.deploy_auth_token("USDC").await;
         let chain_file = move |url: &str| chain_file(url, tusd, usdc);
-        let fleet = Fleet::new(CHAIN, anvil.url(), chain_file, slow_ms, lease).await;
+        let fleet = Fleet::new_on(backend, CHAIN, anvil.url(), chain_file, (slow_ms, lease)).await;
         let address = |text: String| text.parse::<Address>().unwrap();
         let (sponsor, omnibus) = fleet.wallets();
         let (sponsor, omnibus) = (address(sponsor), address(omnibus));

@@ -80,6 +80,8 @@ pub struct Fleet {
     /// Organization `acme`'s API key.
     pub key: String,
     pub instances: Vec<Instance>,
+    /// More variables every instance started from now on runs with.
+    pub extra_env: Vec<(String, String)>,
 }
 
 impl Fleet {
@@ -92,8 +94,19 @@ impl Fleet {
         slow_ms: (u64, u64),
         lease: &'static str,
     ) -> Self {
+        Self::new_on(Backend::Postgres, chain, node_url, chain_file, (slow_ms, lease)).await
+    }
+
+    /// [`Fleet::new`] on `backend` (SQLite holds one instance).
+    pub async fn new_on(
+        backend: Backend,
+        chain: Chain,
+        node_url: String,
+        chain_file: impl Fn(&str) -> String + Send + Sync + 'static,
+        (slow_ms, lease): ((u64, u64), &'static str),
+    ) -> Self {
         let mut env = Env::with_chain_file(&chain_file(&node_url));
-        let db = TestDb::new(Backend::Postgres).await;
+        let db = TestDb::new(backend).await;
         env.database_url = db.url.clone();
         let key = env.organization_with_key();
         Self {
@@ -108,6 +121,7 @@ impl Fleet {
             killed: Vec::new(),
             key,
             instances: Vec::new(),
+            extra_env: Vec::new(),
         }
     }
 
@@ -156,7 +170,8 @@ impl Fleet {
             ("CUSTODY_INDEXER_WORKER_LEASE", self.lease),
             ("CUSTODY_INDEXER_CHAINS", chains.as_str()),
         ];
-        let process = self.env.listen("run", self.chain, port, &env);
+        let extra: Vec<(&str, &str)> = self.extra_env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let process = self.env.listen("run", self.chain, port, &[&env[..], &extra[..]].concat());
         let healthz = format!("http://127.0.0.1:{port}/healthz");
         eventually(Duration::from_secs(30), "the API", || async { answers(&healthz).await.then_some(()) })
             .await;
@@ -300,7 +315,12 @@ impl Fleet {
         })
         .await;
         for id in ids {
-            assert_eq!(self.status(id).await, "CONFIRMED", "{id} as the API serves it");
+            assert_eq!(
+                self.status(id).await,
+                "CONFIRMED",
+                "{id} as the API serves it: {}",
+                self.env.run_logs()
+            );
         }
     }
 

@@ -13,4 +13,5 @@ mod hundred_solana_transfers;
 mod hundred_transfers_three_instances;
 mod hundred_transfers_two_instances;
 mod instances;
+mod restores;
 mod solana_instances;

@@ -47,7 +47,7 @@ async fn a_writers_entry_is_counted_once_and_the_checkpoints_go_on() {
     let instance =
         Schedule { key, every, dir: Some(dir.path().to_path_buf()), nats: None, last: Default::default() };
     let stop = CancellationToken::new();
-    let running = tokio::spawn(schedule::run(store.clone(), instance, "node-a".into(), stop.clone()));
+    let running = tokio::spawn(schedule::run(store.clone(), instance.into(), "node-a".into(), stop.clone()));
     let first = nth(dir.path(), 1, Duration::from_secs(30)).await;
     assert!(first.seq >= entry.seq, "the chain is signed, the writer's entry in it");
     assert_eq!(broken_total(), before + 1.0, "counted when the log was read");

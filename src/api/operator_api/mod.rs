@@ -16,6 +16,7 @@ mod on_ramp;
 pub(super) mod operators;
 mod reconciliation;
 mod repairs;
+mod restores;
 mod users;
 
 use axum::{
@@ -141,6 +142,8 @@ pub(super) fn routes() -> (Router<ApiState>, utoipa::openapi::OpenApi) {
         .routes(routes!(operators::revoke_key))
         .routes(routes!(audit::list))
         .routes(routes!(audit::acknowledge))
+        .routes(routes!(restores::acknowledge_restore))
+        .routes(routes!(restores::recover))
         .routes(routes!(disputes::list))
         .routes(routes!(reconciliation::list))
         .routes(routes!(repairs::request, repairs::list))

@@ -102,7 +102,9 @@ impl Store {
              WHERE chain = $1 AND sender = $2 AND state IN ('MINED', 'REVERTED')
                AND block_number IS NOT NULL AND fee_raw IS NOT NULL
              UNION ALL SELECT '0' AS value, fee_raw, COALESCE(block_number, 0) AS block_number, state
-             FROM nonce_fillers WHERE chain = $1 AND sender = $2 AND state = 'MINED' AND fee_raw IS NOT NULL",
+             FROM nonce_fillers WHERE chain = $1 AND sender = $2 AND state = 'MINED' AND fee_raw IS NOT NULL
+             UNION ALL SELECT value, fee_raw, block_number, state FROM recovered_transactions
+             WHERE chain = $1 AND sender = $2 AND transfer_id IS NULL",
         )
         .bind(chain.as_str())
         .bind(address)

@@ -6,6 +6,7 @@
 pub(crate) mod gas_ledger;
 pub(crate) mod limits;
 pub(crate) mod nonce_fillers;
+pub mod recovered;
 pub(crate) mod transfer_lineage;
 pub(crate) mod transfer_txs;
 

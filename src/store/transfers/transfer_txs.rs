@@ -107,6 +107,29 @@ impl Store {
         Ok(row.map(|r| r.try_get::<i64, _>("next_nonce")).transpose()?.map(|n| n as u64))
     }
 
+    /// Every EVM address of a platform-held key on `chain`, lowercase,
+    /// with the store's next nonce for it (`None`: it never sent through
+    /// the store): the senders' counters (the platform's wallets among
+    /// them, once they sent), and the accounts whose keys the service holds.
+    pub async fn held_evm_addresses(&self, chain: Chain) -> Result<Vec<(String, Option<u64>)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT LOWER(address) AS address, MAX(next_nonce) AS next_nonce FROM (
+                 SELECT address, next_nonce FROM sender_nonces WHERE chain = $1
+                 UNION ALL SELECT a.address, CAST(NULL AS BIGINT) FROM account_keys k
+                     JOIN account_addresses a ON a.account_id = k.account_id WHERE a.chain = $1
+             ) held GROUP BY LOWER(address) ORDER BY LOWER(address)",
+        )
+        .bind(chain.as_str())
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                let next: Option<i64> = r.try_get("next_nonce")?;
+                Ok((r.try_get("address")?, next.map(|n| n.max(0) as u64)))
+            })
+            .collect()
+    }
+
     /// Every transaction signed for a transfer, in signing order.
     pub async fn transfer_transactions(&self, transfer_id: &str) -> Result<Vec<SentTransaction>, StoreError> {
         let rows = sqlx::query(&format!(

@@ -1,0 +1,175 @@
+//! The restore's worker: at a start, the witnesses are read before any
+//! sender runs (the log against the newest checkpoint, each chain against
+//! the store's nonces); then, every few seconds, the log is judged again,
+//! so that an acknowledgement or a recovery made through any instance
+//! opens the gate here. What is found is kept as the condition
+//! `store_restored` (shown by `health`, `/readyz` and `/metrics`), so that
+//! every process of the store, and `health`, see it.
+
+use std::{collections::BTreeMap, sync::Arc, time::Duration};
+
+use tokio_util::sync::CancellationToken;
+use tracing::{error, info, warn};
+
+use super::{
+    chains::{self, Unknown},
+    gate::{Closed, Gate},
+    witness::Witness,
+};
+use crate::{
+    audit::{checkpoint::Checkpoint, schedule::Schedule},
+    chain::Chain,
+    config::ChainConfig,
+    store::{Store, StoreError, now_micros},
+};
+
+/// The condition a detected restore raises.
+pub const CONDITION: &str = "store_restored";
+/// The subjects of the log's witness among the conditions: a restore not
+/// yet acknowledged, and one acknowledged, not yet recovered.
+const LOG: &str = "audit_log";
+const RECOVERY: &str = "recovery";
+/// How often the log is judged again.
+const EVERY: Duration = Duration::from_secs(5);
+
+/// What the chains said at the start: each chain's addresses the store
+/// does not know all of, and the log's head then (a recovery after it
+/// answers them).
+#[derive(Debug, Clone, Default)]
+pub struct Found {
+    pub unknown: BTreeMap<Chain, Vec<Unknown>>,
+    pub head: i64,
+}
+
+/// Reads the witnesses at a start: the log against `newest`, and each of
+/// `configs`' chains. A restore not yet acknowledged ends every console
+/// session and voids every unused link, as the log's authentication does.
+pub async fn at_start(
+    store: &Store,
+    gate: &Gate,
+    configs: &[ChainConfig],
+    newest: Option<&Checkpoint>,
+) -> anyhow::Result<Found> {
+    let witness = super::read(store, newest).await?;
+    if let Witness::Restored { .. } = witness {
+        let mut tx = store.begin().await?;
+        let (sessions, links) =
+            crate::store::console::end_all_sessions_and_links(&mut tx, now_micros()).await?;
+        tx.commit().await?;
+        error!(sessions, links, "{}", witness.line().unwrap_or_default());
+    }
+    let (head, _) = store.audit_head().await?;
+    let mut found = Found { unknown: BTreeMap::new(), head };
+    for config in configs {
+        if let Err(error) = chains::count_platform_wallets(store, config).await {
+            warn!(chain = %config.chain, %error, "cannot count the platform wallets' transactions on chain");
+        }
+        match chains::unknown(store, config).await {
+            Ok(unknown) if unknown.is_empty() => {}
+            Ok(unknown) => {
+                unknown.iter().for_each(|u| error!(chain = %u.chain, address = %u.address, "{}", u.line()));
+                found.unknown.insert(config.chain, unknown);
+            }
+            // A chain that does not answer is asked again at the next start;
+            // its sender's own nonce checks still hold.
+            Err(error) => {
+                warn!(chain = %config.chain, %error, "cannot hold the store's nonces against the chain")
+            }
+        }
+    }
+    judge(store, gate, &found, &witness, newest.is_some()).await?;
+    Ok(found)
+}
+
+/// Judges the log again every few seconds until `stop`, keeping the gate
+/// and the conditions as the witnesses say; `schedule` gives the newest
+/// checkpoint (none: only what the log and `found` say).
+pub async fn run(
+    store: Store,
+    gate: Gate,
+    schedule: Option<Arc<Schedule>>,
+    found: Found,
+    stop: CancellationToken,
+) {
+    loop {
+        let newest = match &schedule {
+            Some(schedule) => schedule.known().await,
+            None => None,
+        };
+        let checkpoints = schedule.is_some();
+        let judged = async {
+            judge(&store, &gate, &found, &super::read(&store, newest.as_ref()).await?, checkpoints).await
+        };
+        if let Err(error) = judged.await {
+            warn!(%error, "cannot judge whether the store was restored; judged again shortly");
+        }
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(EVERY) => {}
+        }
+    }
+}
+
+/// Sets the gate and the conditions from `witness` and `found`, and from
+/// the conditions another process raised: an unacknowledged restore is
+/// kept as subject `audit_log` by a process that reads checkpoints
+/// (`checkpoints`), an acknowledged one as `recovery`, and each address
+/// the chains witness as that address, on its chain, until a recovery of
+/// the chain is recorded after it was raised.
+async fn judge(
+    store: &Store,
+    gate: &Gate,
+    found: &Found,
+    witness: &Witness,
+    checkpoints: bool,
+) -> Result<(), StoreError> {
+    let mut closed = Closed::default();
+    let line = witness.line().unwrap_or_default();
+    match witness {
+        Witness::Restored { .. } => {
+            crate::conditions::raise(store, None, CONDITION, LOG, &line).await?;
+            closed.all = Some(line.clone());
+        }
+        _ if checkpoints => crate::conditions::clear(store, None, CONDITION, LOG).await?,
+        _ => {}
+    }
+    match witness {
+        Witness::Recovering { chains, .. } => {
+            crate::conditions::raise(store, None, CONDITION, RECOVERY, &line).await?;
+            for chain in chains.iter().filter_map(|c| c.parse::<Chain>().ok()) {
+                closed.chains.insert(chain, line.clone());
+            }
+        }
+        _ => crate::conditions::clear(store, None, CONDITION, RECOVERY).await?,
+    }
+    for (chain, unknown) in &found.unknown {
+        if super::recovered_at(store, *chain).await?.is_none_or(|(seq, _)| seq <= found.head) {
+            for u in unknown {
+                crate::conditions::raise(store, Some(*chain), CONDITION, &u.address, &u.line()).await?;
+            }
+        }
+    }
+    for condition in store.conditions().await?.into_iter().filter(|c| c.kind == CONDITION) {
+        match condition.chain {
+            Some(chain) => {
+                let since = condition.since.timestamp_micros();
+                if super::recovered_at(store, chain).await?.is_some_and(|(_, at)| at > since) {
+                    crate::conditions::clear(store, Some(chain), CONDITION, &condition.subject).await?;
+                } else {
+                    closed.chains.entry(chain).or_insert(condition.message);
+                }
+            }
+            // Raised by a process that reads the checkpoints.
+            None if condition.subject == LOG && !checkpoints => {
+                closed.all.get_or_insert(condition.message);
+            }
+            None => {}
+        }
+    }
+    let opened = gate.closed_any() && closed == Closed::default();
+    gate.set(closed);
+    if opened {
+        info!("the store's restore is recovered: senders resume");
+    }
+    Ok(())
+}
