@@ -13,6 +13,7 @@ mod deposits;
 mod doc;
 mod error;
 mod identities;
+mod instance;
 mod issuance;
 mod off_ramps;
 mod operator;
@@ -143,39 +144,6 @@ impl ApiState {
             leases: None,
             gate: Default::default(),
         }))
-    }
-
-    /// The state whose stopping listener waits for `held` (this process's
-    /// leases) to reach 0 before it closes.
-    pub fn with_leases(mut self, held: Arc<std::sync::atomic::AtomicUsize>) -> Self {
-        Arc::get_mut(&mut self.0).expect("configured before it is shared").leases = Some(held);
-        self
-    }
-
-    /// The state whose transfers wait on `gate` (see [`crate::restore`]).
-    pub fn with_gate(mut self, gate: crate::restore::gate::Gate) -> Self {
-        Arc::get_mut(&mut self.0).expect("configured before it is shared").gate = gate;
-        self
-    }
-
-    /// The gate a detected restore closes.
-    pub fn gate(&self) -> &crate::restore::gate::Gate {
-        &self.0.gate
-    }
-
-    /// Whether the process is stopping (see [`crate::server::serve`]).
-    pub fn draining(&self) -> bool {
-        self.0.draining.load(std::sync::atomic::Ordering::SeqCst)
-    }
-
-    /// Marks the process stopping.
-    pub fn drain(&self) {
-        self.0.draining.store(true, std::sync::atomic::Ordering::SeqCst);
-    }
-
-    /// How many leases the process holds, when it knows (`run`).
-    pub fn leases_held(&self) -> Option<usize> {
-        self.0.leases.as_ref().map(|held| held.load(std::sync::atomic::Ordering::SeqCst))
     }
 
     /// Repairs worth more than `usd_micros` wait for a second operator.

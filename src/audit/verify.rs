@@ -191,7 +191,7 @@ pub fn lost_by(entries: &[chain::Entry], authority: &Authority, checkpoint: &Che
     entries
         .iter()
         .filter(|e| e.seq > 0 && authority.admits(e))
-        .find(|e| crate::restore::witness::acknowledges(e, checkpoint))
+        .find(|e| crate::restore::witness::covers(e, checkpoint))
         .map(|e| e.seq)
 }
 

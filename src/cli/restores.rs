@@ -2,7 +2,7 @@
 //! recover` (treasury), both through the service in production like the
 //! other deciding commands; and `backup`, an online copy of a SQLite store.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context, bail};
 use clap::Subcommand;
@@ -116,7 +116,7 @@ pub async fn acknowledge_restore(
 }
 
 /// `backup FILE`: an online, consistent copy of a SQLite store.
-pub async fn backup(url: &str, file: &PathBuf) -> anyhow::Result<()> {
+pub async fn backup(url: &str, file: &Path) -> anyhow::Result<()> {
     if file.exists() {
         bail!("{} exists: a backup is written to a new file", file.display());
     }

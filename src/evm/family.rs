@@ -26,6 +26,7 @@ use crate::{
     },
     family::seam::{ChainFamily, Coin, GasBeyondCap, Move, OnChain, Placed, Progress, Totals, sum},
     keys::{KeyRef, Signer},
+    restore::lost::{Unknown, WitnessError},
     rpc::RpcFailure,
     store::Store,
     transfers::run_sender,
@@ -102,6 +103,14 @@ impl ChainFamily for Evm {
 
     /// Deploys `contracts/Stablecoin.sol` from the sponsor, the issuer its
     /// minter.
+    async fn lost_senders(&self, store: &Store, config: &ChainConfig) -> Result<Vec<Unknown>, WitnessError> {
+        super::witness::unknown(store, config).await
+    }
+
+    async fn count_wallets(&self, store: &Store, config: &ChainConfig) -> Result<usize, WitnessError> {
+        super::witness::count_platform_wallets(store, config).await
+    }
+
     async fn deploy(&self, url: &str, signer: &dyn Signer, coin: &Coin<'_>) -> anyhow::Result<Placed> {
         let provider = ProviderBuilder::new().connect_http(url.parse()?);
         let (sponsor, minter) = (signer.evm_address(KeyRef::Sponsor)?, signer.evm_address(KeyRef::Issuer)?);

@@ -12,6 +12,7 @@ mod reorg;
 pub mod rpc;
 mod sender;
 mod watcher;
+mod witness;
 
 pub use sender::EvmSender;
 pub use watcher::EvmWatcher;

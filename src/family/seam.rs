@@ -13,6 +13,7 @@ use crate::{
     config::ChainConfig,
     deposits::watcher::{BackfillReport, WatchError},
     keys::Signer,
+    restore::lost::{Unknown, WitnessError},
     rpc::RpcFailure,
     store::Store,
 };
@@ -99,6 +100,23 @@ pub trait ChainFamily: Send + Sync {
     /// Places `coin` through the node at `url`, the issuer key its only
     /// minter, the sponsor paying.
     async fn deploy(&self, url: &str, signer: &dyn Signer, coin: &Coin<'_>) -> anyhow::Result<Placed>;
+
+    /// Every address of a platform-held key that sent transactions the
+    /// store does not know (see [`crate::restore::chains`]); none where the
+    /// family does not tell.
+    async fn lost_senders(
+        &self,
+        _store: &Store,
+        _config: &ChainConfig,
+    ) -> Result<Vec<Unknown>, WitnessError> {
+        Ok(Vec::new())
+    }
+
+    /// Counts the transactions of each platform wallet the store keeps no
+    /// count of yet, from now on; how many wallets.
+    async fn count_wallets(&self, _store: &Store, _config: &ChainConfig) -> Result<usize, WitnessError> {
+        Ok(0)
+    }
 }
 
 /// A transfer as acceptance asks the chain about it: `amount` (smallest

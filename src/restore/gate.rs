@@ -55,6 +55,16 @@ impl Gate {
         });
     }
 
+    /// Waits until `chain` is closed (at once when it is).
+    pub async fn closes(&self, chain: Chain) {
+        let mut seen = self.0.subscribe();
+        while seen.borrow_and_update().why(chain).is_none() {
+            if seen.changed().await.is_err() {
+                return std::future::pending().await;
+            }
+        }
+    }
+
     /// Waits until `chain` is open: true, or false when `stop` came first.
     pub async fn opened(&self, chain: Chain, stop: &CancellationToken) -> bool {
         let mut seen = self.0.subscribe();
@@ -95,6 +105,14 @@ mod tests {
         assert!(!waiting.is_finished(), "still closed for ethereum");
         gate.set(Closed::default());
         assert!(waiting.await.unwrap(), "opened");
+        let closing = tokio::spawn({
+            let gate = gate.clone();
+            async move { gate.closes(Chain::SolanaMainnet).await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!closing.is_finished(), "open: not closed");
+        gate.set(Closed { all: None, chains: BTreeMap::from([(Chain::SolanaMainnet, "recover".into())]) });
+        closing.await.unwrap();
         gate.set(Closed { all: Some("restored".into()), chains: BTreeMap::new() });
         stop.cancel();
         assert!(!gate.opened(Chain::EthereumMainnet, &stop).await, "stopped while closed");

@@ -17,29 +17,28 @@
 pub mod acknowledge;
 pub mod chains;
 pub mod gate;
+pub mod lost;
 pub mod watch;
 pub mod witness;
 
 use crate::{
     audit::checkpoint::Checkpoint,
-    store::{Store, StoreError, audit as rows},
+    store::{Store, StoreError},
 };
 pub use witness::{RECOVERED, RESTORE_ACKNOWLEDGED, Witness};
 
 /// The witness of `store`'s log against `newest`, the newest checkpoint
 /// whose signature verifies (none: only an acknowledged restore is
-/// followed). Reads only.
+/// followed). Reads only, on the pool.
 pub async fn read(store: &Store, newest: Option<&Checkpoint>) -> Result<Witness, StoreError> {
     let (head, _) = store.audit_head().await?;
-    let mut tx = store.begin().await?;
     let at_checkpoint = match newest {
-        Some(checkpoint) => rows::at(&mut tx, checkpoint.seq).await?.map(|entry| entry.hash),
+        Some(checkpoint) => store.audit_entry(checkpoint.seq).await?.map(|entry| entry.hash),
         None => None,
     };
-    let authority = rows::authority(&mut tx).await?;
-    let mut entries = rows::all_of(&mut tx, RESTORE_ACKNOWLEDGED).await?;
-    entries.extend(rows::all_of(&mut tx, RECOVERED).await?);
-    drop(tx);
+    let authority = store.audit_authority().await?;
+    let mut entries = store.audit_of_action(RESTORE_ACKNOWLEDGED).await?;
+    entries.extend(store.audit_of_action(RECOVERED).await?);
     entries.retain(|entry| authority.admits(entry));
     entries.sort_by_key(|entry| entry.seq);
     let log = witness::Log { head, at_checkpoint: at_checkpoint.as_deref(), entries: &entries };
@@ -47,13 +46,16 @@ pub async fn read(store: &Store, newest: Option<&Checkpoint>) -> Result<Witness,
 }
 
 /// The `seq` and time of the newest admitted `transfers.recovered`
-/// entry of `chain`, if any.
+/// entry of `chain`, if any. Reads only, on the pool.
 pub async fn recovered_at(
     store: &Store,
     chain: crate::chain::Chain,
 ) -> Result<Option<(i64, i64)>, StoreError> {
-    let mut tx = store.begin().await?;
-    let authority = rows::authority(&mut tx).await?;
-    let entries = rows::entries_about(&mut tx, RECOVERED, chain.as_str()).await?;
-    Ok(entries.iter().filter(|e| authority.admits(e)).map(|e| (e.seq, e.at)).max())
+    let authority = store.audit_authority().await?;
+    let entries = store.audit_of_action(RECOVERED).await?;
+    Ok(entries
+        .iter()
+        .filter(|e| e.target_id == chain.as_str() && authority.admits(e))
+        .map(|e| (e.seq, e.at))
+        .max())
 }

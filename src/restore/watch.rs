@@ -32,13 +32,51 @@ const RECOVERY: &str = "recovery";
 /// How often the log is judged again.
 const EVERY: Duration = Duration::from_secs(5);
 
-/// What the chains said at the start: each chain's addresses the store
-/// does not know all of, and the log's head then (a recovery after it
+/// What the chains said: each chain's addresses the store does not know
+/// all of, with the log's head when they were found (a recovery after it
 /// answers them).
 #[derive(Debug, Clone, Default)]
 pub struct Found {
-    pub unknown: BTreeMap<Chain, Vec<Unknown>>,
-    pub head: i64,
+    pub unknown: BTreeMap<Chain, (i64, Vec<Unknown>)>,
+    /// The chains that could not be asked yet: closed, and asked again at
+    /// every look until they answer.
+    pub unasked: Vec<ChainConfig>,
+}
+
+impl Found {
+    /// Asks `config`'s chain what the store does not know, keeping it
+    /// unasked when the chain does not answer.
+    async fn ask(&mut self, store: &Store, config: &ChainConfig) {
+        if let Err(error) = chains::count_platform_wallets(store, config).await {
+            warn!(chain = %config.chain, %error, "cannot count the platform wallets' transactions on chain");
+        }
+        self.unasked.retain(|c| c.chain != config.chain);
+        let head = store.audit_head().await.map(|(seq, _)| seq);
+        match (chains::unknown(store, config).await, head) {
+            (Ok(unknown), _) if unknown.is_empty() => {}
+            (Ok(unknown), Ok(head)) => {
+                unknown.iter().for_each(|u| error!(chain = %u.chain, address = %u.address, "{}", u.line()));
+                let first = &unknown[0];
+                let tag = format!("restore-gap:{}:{}:{}", config.chain, first.address, first.stored_next);
+                if let Err(error) = skip_key_numbers(store, &tag).await {
+                    warn!(%error, "cannot leave key numbers out after a restore: asked again shortly");
+                    self.unasked.push(config.clone());
+                    return;
+                }
+                self.unknown.insert(config.chain, (head, unknown));
+            }
+            (Ok(_), Err(error)) => {
+                warn!(chain = %config.chain, %error, "cannot read the audit log's head: asked again shortly");
+                self.unasked.push(config.clone());
+            }
+            // Closed until the chain answers: nothing is sent from keys
+            // whose history on chain was not held against the store.
+            (Err(error), _) => {
+                warn!(chain = %config.chain, %error, "cannot hold the store's nonces against the chain: its sender waits");
+                self.unasked.push(config.clone());
+            }
+        }
+    }
 }
 
 /// Reads the witnesses at a start: the log against `newest`, and each of
@@ -51,34 +89,30 @@ pub async fn at_start(
     newest: Option<&Checkpoint>,
 ) -> anyhow::Result<Found> {
     let witness = super::read(store, newest).await?;
-    if let Witness::Restored { .. } = witness {
+    if let (Witness::Restored { .. }, Some(newest)) = (&witness, newest) {
+        skip_key_numbers(store, &format!("restore-gap:checkpoint:{}:{}", newest.seq, newest.at)).await?;
         let mut tx = store.begin().await?;
         let (sessions, links) =
             crate::store::console::end_all_sessions_and_links(&mut tx, now_micros()).await?;
         tx.commit().await?;
         error!(sessions, links, "{}", witness.line().unwrap_or_default());
     }
-    let (head, _) = store.audit_head().await?;
-    let mut found = Found { unknown: BTreeMap::new(), head };
+    let mut found = Found::default();
     for config in configs {
-        if let Err(error) = chains::count_platform_wallets(store, config).await {
-            warn!(chain = %config.chain, %error, "cannot count the platform wallets' transactions on chain");
-        }
-        match chains::unknown(store, config).await {
-            Ok(unknown) if unknown.is_empty() => {}
-            Ok(unknown) => {
-                unknown.iter().for_each(|u| error!(chain = %u.chain, address = %u.address, "{}", u.line()));
-                found.unknown.insert(config.chain, unknown);
-            }
-            // A chain that does not answer is asked again at the next start;
-            // its sender's own nonce checks still hold.
-            Err(error) => {
-                warn!(chain = %config.chain, %error, "cannot hold the store's nonces against the chain")
-            }
-        }
+        found.ask(store, config).await;
     }
     judge(store, gate, &found, &witness, newest.is_some()).await?;
     Ok(found)
+}
+
+/// Leaves [`crate::store::account_keys::RESTORE_GAP`] key numbers unused once per `tag`
+/// (a restore suspected): the keys of accounts made after the backup are
+/// never handed to new ones.
+async fn skip_key_numbers(store: &Store, tag: &str) -> Result<(), StoreError> {
+    if store.skip_key_numbers(tag).await? {
+        warn!(tag, "a restore is suspected: the next 1000 account key numbers are left unused");
+    }
+    Ok(())
 }
 
 /// Judges the log again every few seconds until `stop`, keeping the gate
@@ -88,10 +122,13 @@ pub async fn run(
     store: Store,
     gate: Gate,
     schedule: Option<Arc<Schedule>>,
-    found: Found,
+    mut found: Found,
     stop: CancellationToken,
 ) {
     loop {
+        for config in found.unasked.clone() {
+            found.ask(&store, &config).await;
+        }
         let newest = match &schedule {
             Some(schedule) => schedule.known().await,
             None => None,
@@ -142,12 +179,15 @@ async fn judge(
         }
         _ => crate::conditions::clear(store, None, CONDITION, RECOVERY).await?,
     }
-    for (chain, unknown) in &found.unknown {
-        if super::recovered_at(store, *chain).await?.is_none_or(|(seq, _)| seq <= found.head) {
+    for (chain, (head, unknown)) in &found.unknown {
+        if super::recovered_at(store, *chain).await?.is_none_or(|(seq, _)| seq <= *head) {
             for u in unknown {
                 crate::conditions::raise(store, Some(*chain), CONDITION, &u.address, &u.line()).await?;
             }
         }
+    }
+    for config in &found.unasked {
+        closed.chains.insert(config.chain, format!("{}: the chain has not answered whether the store knows every transaction of the platform's keys", config.chain));
     }
     for condition in store.conditions().await?.into_iter().filter(|c| c.kind == CONDITION) {
         match condition.chain {

@@ -123,6 +123,22 @@ pub fn acknowledges(entry: &Entry, checkpoint: &Checkpoint) -> bool {
     })
 }
 
+/// Whether `entry` acknowledges a restore that lost `checkpoint`: the
+/// checkpoint it names, or one signed no later within the entries it
+/// says were lost (the older checkpoints of the lost range).
+pub fn covers(entry: &Entry, checkpoint: &Checkpoint) -> bool {
+    if acknowledges(entry, checkpoint) {
+        return true;
+    }
+    if entry.action != RESTORE_ACKNOWLEDGED {
+        return false;
+    }
+    Detail::parse(entry.detail.as_deref().unwrap_or("")).is_some_and(|d| {
+        let lost = d.lost_from.zip(d.lost_to).is_some_and(|(from, to)| (from..=to).contains(&checkpoint.seq));
+        lost && d.checkpoint_at.is_some_and(|at| checkpoint.at <= at)
+    })
+}
+
 /// The detail an acknowledgement of `checkpoint` records, the log's head
 /// being `head` when it is written, for `chains`.
 pub fn acknowledgement(checkpoint: &Checkpoint, head: i64, chains: Vec<String>) -> Detail {
@@ -241,6 +257,17 @@ mod tests {
         for (case, log, newest, expected) in cases {
             assert_eq!(judge(&log, newest), expected, "{case}");
         }
+        // `audit verify` accepts the older checkpoints of the lost range
+        // through the acknowledgement, never a later one or one outside it.
+        let ack = entry(31, RESTORE_ACKNOWLEDGED, "40", Some(acknowledgement(&lost, 30, chains())));
+        assert!(covers(&ack, &lost));
+        assert!(covers(&ack, &Checkpoint::sign(&key, 35, "h35", 900)), "an older one of the range");
+        assert!(
+            !covers(&ack, &Checkpoint::sign(&key, 35, "h35", 1_001)),
+            "signed after the one acknowledged"
+        );
+        assert!(!covers(&ack, &Checkpoint::sign(&key, 30, "h30", 800)), "the head it kept is not lost");
+        assert!(!covers(&ack, &Checkpoint::sign(&key, 41, "h41", 900)), "past the range");
     }
 
     #[test]

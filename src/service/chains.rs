@@ -110,11 +110,22 @@ pub(super) fn spawn_senders(
                         Ok::<(), anyhow::Error>(())
                     }
                 };
-                // After a restore, nothing is sent before its recovery.
-                if !gate.opened(chain, &shutdown).await {
-                    return Ok(());
+                // After a restore, nothing is sent before its recovery: a
+                // gate that closes stops the sender until it opens again.
+                while !shutdown.is_cancelled() && gate.opened(chain, &shutdown).await {
+                    let paused = shutdown.child_token();
+                    let closing = tokio::spawn({
+                        let (gate, paused) = (gate.clone(), paused.clone());
+                        async move {
+                            gate.closes(chain).await;
+                            paused.cancel();
+                        }
+                    });
+                    let held = leases.hold(WorkerKind::Sender, chain, &paused, &send).await;
+                    closing.abort();
+                    held?;
                 }
-                leases.hold(WorkerKind::Sender, chain, &shutdown, send).await
+                Ok(())
             }
             .instrument(span),
         );

@@ -167,13 +167,8 @@ async fn run(
         None => None,
     };
     let webhook_policy = launch.webhook_policy.within(environment);
-    // Before any sender: a restore found closes its chains.
-    let gate = crate::restore::gate::Gate::default();
-    let found = match &checkpoints {
-        Some(schedule) => schedule.known().await,
-        None => None,
-    };
-    let found = crate::restore::watch::at_start(&store, &gate, &selected, found.as_ref()).await?;
+    let mut tasks = tokio::task::JoinSet::new();
+    let gate = restores(&mut tasks, (&store, &selected), checkpoints.clone(), &shutdown).await?;
     let state = api_state(&store, chains, required, &api, signer.clone(), environment)?
         .with_webhook_policy(webhook_policy)
         .with_leases(leases.holding())
@@ -183,7 +178,6 @@ async fn run(
         on_listen(listener.local_addr()?);
     }
 
-    let mut tasks = tokio::task::JoinSet::new();
     workers::spawn(&mut tasks, &state, &shutdown);
     let server = shutdown.clone();
     tasks.spawn(async move {
@@ -196,12 +190,6 @@ async fn run(
             Ok(())
         });
     }
-    let (restores, stop, restore_gate) = (store.clone(), shutdown.clone(), gate.clone());
-    let watched = checkpoints.clone();
-    tasks.spawn(async move {
-        crate::restore::watch::run(restores, restore_gate, watched, found, stop).await;
-        Ok(())
-    });
     if let Some(schedule) = checkpoints {
         let (store, owner, shutdown) = (store.clone(), leases.owner().to_string(), shutdown.clone());
         tasks.spawn(async move {
@@ -219,6 +207,29 @@ async fn run(
     outcome?;
     info!("stopped cleanly");
     Ok(())
+}
+
+/// Reads a restore's witnesses before any sender starts (see
+/// [`crate::restore`]) and spawns, into `tasks`, the worker that judges
+/// them again until `shutdown`: the gate they keep.
+async fn restores(
+    tasks: &mut tokio::task::JoinSet<anyhow::Result<()>>,
+    (store, selected): (&Store, &[ChainConfig]),
+    checkpoints: Option<Arc<crate::audit::schedule::Schedule>>,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<crate::restore::gate::Gate> {
+    let gate = crate::restore::gate::Gate::default();
+    let newest = match &checkpoints {
+        Some(schedule) => schedule.known().await,
+        None => None,
+    };
+    let found = crate::restore::watch::at_start(store, &gate, selected, newest.as_ref()).await?;
+    let (store, kept, stop) = (store.clone(), gate.clone(), shutdown.clone());
+    tasks.spawn(async move {
+        crate::restore::watch::run(store, kept, checkpoints, found, stop).await;
+        Ok(())
+    });
+    Ok(gate)
 }
 
 /// The newest checkpoint signed with `schedule`'s key, wherever it is

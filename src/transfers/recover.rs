@@ -15,9 +15,11 @@ use alloy::primitives::{Address, U256};
 use serde::{Deserialize, Serialize};
 
 use super::recovered::{Moved, classify, selector};
+use alloy::rpc::types::BlockNumberOrTag;
+
 use crate::{
     audit::{self, Actor, Record},
-    config::ChainConfig,
+    config::{ChainConfig, Confirmation},
     evm::rpc::{EvmRpc, InBlock},
     restore::{
         RECOVERED,
@@ -101,19 +103,17 @@ pub async fn recover(
         WitnessError::Chain(why) => chain_error(&why),
     })?;
     let rpc = EvmRpc::new(config.chain, &config.rpc_urls, config.max_block_range, config.batch_size, 1);
-    let found = find(store, &rpc, &unknown).await?;
+    let found = find(store, (&rpc, config), &unknown).await?;
     let mut records = Vec::with_capacity(found.len());
+    let mut claimed = Vec::new();
     for block in &found {
         let receipt =
             rpc.fee_receipt(block.tx.hash).await.map_err(|e| chain_error(&e))?.ok_or_else(|| {
-                RecoverError::Incomplete(format!(
-                    "transaction {} has no receipt yet: try again",
-                    block.tx.hash
-                ))
+                RecoverError::Chain(format!("transaction {} has no receipt yet: try again", block.tx.hash))
             })?;
         let fee = receipt.execution_fee() + receipt.l1_fee.unwrap_or_default();
         let row = recovered_tx(config, block, receipt.succeeded(), fee);
-        let transfer = transfer_of(store, config, block).await?;
+        let transfer = transfer_of(store, config, block, &mut claimed).await?;
         records.push((row, transfer));
     }
     let mut tx = store.begin().await?;
@@ -145,7 +145,11 @@ pub async fn recover(
 /// Every transaction of `unknown`'s addresses at the nonces the store
 /// lacks, read block by block from the lowest block the store last knew
 /// one of them at, up to the chain's head; all of them, or an error.
-async fn find(store: &Store, rpc: &EvmRpc, unknown: &[Unknown]) -> Result<Vec<InBlock>, RecoverError> {
+async fn find(
+    store: &Store,
+    (rpc, config): (&EvmRpc, &ChainConfig),
+    unknown: &[Unknown],
+) -> Result<Vec<InBlock>, RecoverError> {
     let chain_error =
         |e: &dyn std::fmt::Display| RecoverError::Chain(crate::redact::redact_urls(&e.to_string()));
     let mut wanted: BTreeMap<Address, (u64, u64)> = BTreeMap::new();
@@ -159,30 +163,44 @@ async fn find(store: &Store, rpc: &EvmRpc, unknown: &[Unknown]) -> Result<Vec<In
         from = from.min(store.last_known_block(u.chain, &u.address).await?.unwrap_or(0));
     }
     let missing: u64 = unknown.iter().map(|u| u.chain_next - u.stored_next).sum();
-    let mut found = Vec::new();
     if missing == 0 {
-        return Ok(found);
+        return Ok(Vec::new());
     }
-    let head = rpc.head().await.map_err(|e| chain_error(&e))?;
+    // Only what is final: a transaction still pending, or in a block a
+    // reorg may drop, is asked for again later.
+    let Some(head) = confirmed(rpc, config).await.map_err(|e| chain_error(&e))? else {
+        return Err(RecoverError::Chain("no block is final yet: try again".into()));
+    };
+    // One transaction per (sender, nonce): a node answering one twice
+    // counts it once.
+    let mut by_nonce: BTreeMap<(Address, u64), InBlock> = BTreeMap::new();
     let mut at = from;
-    while at <= head && (found.len() as u64) < missing {
+    while at <= head && (by_nonce.len() as u64) < missing {
         let to = head.min(at + BLOCKS_AT_ONCE - 1);
         for block in rpc.sent_in(at, to).await.map_err(|e| chain_error(&e))? {
             let nonce = block.tx.nonce.to::<u64>();
             if wanted.get(&block.tx.from).is_some_and(|(low, high)| (*low..*high).contains(&nonce)) {
-                found.push(block);
+                by_nonce.entry((block.tx.from, nonce)).or_insert(block);
             }
         }
         at = to + 1;
     }
-    if (found.len() as u64) < missing {
-        return Err(RecoverError::Incomplete(format!(
-            "found {} of the {missing} transactions the store lacks between blocks {from} and {head}: nothing was \
-             recorded",
-            found.len()
+    if (by_nonce.len() as u64) < missing {
+        return Err(RecoverError::Chain(format!(
+            "found {} of the {missing} transactions the store lacks in final blocks {from} to {head} (the rest may \
+             be pending or not final yet): nothing was recorded; try again",
+            by_nonce.len()
         )));
     }
-    Ok(found)
+    Ok(by_nonce.into_values().collect())
+}
+
+/// The newest block the chain's confirmation policy holds final.
+async fn confirmed(rpc: &EvmRpc, config: &ChainConfig) -> Result<Option<u64>, crate::rpc::RpcFailure> {
+    Ok(match config.confirmation {
+        Confirmation::Depth(depth) => rpc.head().await?.checked_sub(depth),
+        Confirmation::Finalized => rpc.tagged(BlockNumberOrTag::Finalized).await?,
+    })
 }
 
 /// The row of a found transaction.
@@ -206,11 +224,15 @@ fn recovered_tx(config: &ChainConfig, block: &InBlock, succeeded: bool, fee: U25
 }
 
 /// The transfer a found transaction is recorded as, when it moved the
-/// money of an account whose keys the service holds.
+/// money of an account whose keys the service holds: the transfer the
+/// store holds unsent that asked for exactly that move (one not `claimed`
+/// by another transaction of this recovery), settled by it, or a
+/// transfer of its own.
 async fn transfer_of(
     store: &Store,
     config: &ChainConfig,
     block: &InBlock,
+    claimed: &mut Vec<String>,
 ) -> Result<Option<RecoveredTransfer>, StoreError> {
     let tx = &block.tx;
     let tokens: Vec<Address> = config.assets.iter().filter_map(|a| a.contract_address.parse().ok()).collect();
@@ -230,11 +252,17 @@ async fn transfer_of(
         return Ok(None);
     };
     let route = route(&owner, from != tx.from);
+    let (source, destination) = (from.to_checksum(None), to.to_checksum(None));
+    let like =
+        store.unsent_like(config.chain, (&source, &destination), (&symbol, &amount.to_string())).await?;
+    let settles = like.into_iter().find(|id| !claimed.contains(id));
+    claimed.extend(settles.clone());
     Ok(Some(RecoveredTransfer {
-        id: uuid::Uuid::now_v7().to_string(),
+        id: settles.clone().unwrap_or_else(|| uuid::Uuid::now_v7().to_string()),
+        settles,
         owner,
-        source: from.to_checksum(None),
-        destination: to.to_checksum(None),
+        source,
+        destination,
         symbol,
         amount_raw: amount.to_string(),
         decimals,

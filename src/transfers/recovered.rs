@@ -106,7 +106,8 @@ mod tests {
                 U256::ZERO,
             ],
         );
-        let cases: Vec<(&str, Address, Option<Address>, U256, Vec<u8>, Moved)> = vec![
+        type Case = (&'static str, Address, Option<Address>, U256, Vec<u8>, Moved);
+        let cases: Vec<Case> = vec![
             ("ether", omnibus, Some(dest), seven, vec![], Moved::Native { to: dest, amount: seven }),
             ("a cancellation: zero to itself", omnibus, Some(omnibus), U256::ZERO, vec![], Moved::Other),
             ("a filler with value to itself", omnibus, Some(omnibus), seven, vec![], Moved::Other),

@@ -173,8 +173,11 @@ impl Fleet {
         let extra: Vec<(&str, &str)> = self.extra_env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         let process = self.env.listen("run", self.chain, port, &[&env[..], &extra[..]].concat());
         let healthz = format!("http://127.0.0.1:{port}/healthz");
-        eventually(Duration::from_secs(30), "the API", || async { answers(&healthz).await.then_some(()) })
-            .await;
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while !answers(&healthz).await {
+            assert!(std::time::Instant::now() < deadline, "the API did not answer: {}", self.env.run_logs());
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
         self.instances.push(Instance { process, port, number });
     }
 

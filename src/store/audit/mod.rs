@@ -212,6 +212,24 @@ impl Store {
         query.fetch_all(&self.pool).await?.iter().map(entry).collect()
     }
 
+    /// Every entry of `action`, oldest first, read on the pool.
+    pub async fn audit_of_action(&self, action: &str) -> Result<Vec<Entry>, StoreError> {
+        let rows = sqlx::query(&format!("SELECT {COLUMNS} FROM audit_log WHERE action = $1 ORDER BY seq"))
+            .bind(action)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(entry).collect()
+    }
+
+    /// The entry at `seq`, read on the pool.
+    pub async fn audit_entry(&self, seq: i64) -> Result<Option<Entry>, StoreError> {
+        let rows = sqlx::query(&format!("SELECT {COLUMNS} FROM audit_log WHERE seq = $1"))
+            .bind(seq)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(entry).next().transpose()
+    }
+
     /// The authority the log grants, read on the pool (see [`authority`]).
     pub async fn audit_authority(&self) -> Result<Authority, StoreError> {
         let Some(pepper) = keyring::process().ok().flatten() else { return Ok(Authority::Unkeyed) };

@@ -51,6 +51,10 @@ pub struct RecoveredTransfer {
     pub amount_raw: String,
     pub decimals: u8,
     pub route: &'static str,
+    /// The transfer the store already holds unsent that this transaction
+    /// paid (accepted before the backup, sent after it): settled by it,
+    /// never sent again. `None`: a transfer of its own.
+    pub settles: Option<String>,
 }
 
 impl Store {
@@ -113,6 +117,33 @@ impl Store {
         rows.iter().map(|r| Ok(r.try_get("address")?)).collect()
     }
 
+    /// The transfers of `chain` the store holds unsent (`ACCEPTED`, or
+    /// `SUBMITTED` with no transaction signed) that move `amount_raw` of
+    /// `symbol` from `source` to `destination` (any case), oldest first.
+    pub async fn unsent_like(
+        &self,
+        chain: Chain,
+        (source, destination): (&str, &str),
+        (symbol, amount_raw): (&str, &str),
+    ) -> Result<Vec<String>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT t.id FROM transfers t WHERE t.chain = $1 AND LOWER(t.source_address) = $2
+               AND LOWER(t.destination_address) = $3 AND t.currency_symbol = $4 AND t.amount_raw = $5
+               AND t.status IN ('ACCEPTED', 'SUBMITTED')
+               AND NOT EXISTS (SELECT 1 FROM transfer_transactions x WHERE x.transfer_id = t.id
+                               AND x.role = 'TRANSFER' AND x.state IN ('SENT', 'MINED'))
+             ORDER BY t.created_at, t.id",
+        )
+        .bind(chain.as_str())
+        .bind(source.to_lowercase())
+        .bind(destination.to_lowercase())
+        .bind(symbol)
+        .bind(amount_raw)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(|r| Ok(r.try_get("id")?)).collect()
+    }
+
     /// The recovered transactions of `chain`, by block: (hash, sender,
     /// nonce, state, transfer id).
     pub async fn recovered_transactions(
@@ -172,11 +203,44 @@ pub async fn record(
     if inserted.rows_affected() == 0 {
         return Ok(false);
     }
-    if let Some(transfer) = transfer {
-        insert_transfer(tx, found, transfer).await?;
-        insert_transaction(tx, found, &transfer.id).await?;
+    match transfer {
+        Some(transfer) if transfer.settles.is_some() => {
+            settle_transfer(tx, found, &transfer.id).await?;
+            insert_transaction(tx, found, &transfer.id).await?;
+            super::gas_ledger::announce_transfer(tx, &transfer.id, now_micros()).await?;
+        }
+        Some(transfer) => {
+            insert_transfer(tx, found, transfer).await?;
+            insert_transaction(tx, found, &transfer.id).await?;
+        }
+        None => {}
     }
     Ok(true)
+}
+
+/// Ends transfer `id`, which the store held unsent, as `found` paid it:
+/// `CONFIRMED` or `FAILED`, its hash recorded. Refused when it moved on
+/// meanwhile.
+async fn settle_transfer(tx: &mut Tx, found: &RecoveredTx, id: &str) -> Result<(), StoreError> {
+    let status = if found.succeeded { "CONFIRMED" } else { "FAILED" };
+    let failure = (!found.succeeded).then_some("REVERTED");
+    let settled = sqlx::query(
+        "UPDATE transfers SET status = $2, transaction_hash = $3, failure_code = $4,
+             submitted_at = COALESCE(submitted_at, $5), confirmed_at = $5, updated_at = $6
+         WHERE id = $1 AND status IN ('ACCEPTED', 'SUBMITTED')",
+    )
+    .bind(id)
+    .bind(status)
+    .bind(&found.hash)
+    .bind(failure)
+    .bind(found.at)
+    .bind(now_micros())
+    .execute(&mut **tx)
+    .await?;
+    if settled.rows_affected() == 0 {
+        return Err(StoreError::Raced(format!("transfer {id} moved on while its transaction was recovered")));
+    }
+    Ok(())
 }
 
 /// The transfer row of a recovered transaction: `CONFIRMED` or `FAILED`
