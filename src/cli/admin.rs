@@ -362,7 +362,10 @@ pub async fn health(
             // `/readyz` stays ready: only transfers wait.
             let mut restored: Vec<String> = match crate::restore::read(&store, newest.as_ref()).await {
                 Ok(witness) => witness.line().into_iter().collect(),
-                Err(error) => vec![format!("restore: the audit log cannot be read: {error}")],
+                Err(error) => {
+                    report.warnings.push(format!("restore: the audit log cannot be read: {error}"));
+                    Vec::new()
+                }
             };
             let found = report.conditions.iter().filter(|c| c.kind == crate::restore::watch::CONDITION);
             for condition in found {

@@ -115,13 +115,23 @@ pub async fn acknowledge_restore(
     Ok(())
 }
 
-/// `backup FILE`: an online, consistent copy of a SQLite store.
+/// `backup FILE`: an online, consistent copy of a SQLite store, written
+/// to a new file only its owner may read (it holds every row).
 pub async fn backup(url: &str, file: &Path) -> anyhow::Result<()> {
-    if file.exists() {
-        bail!("{} exists: a backup is written to a new file", file.display());
+    use std::os::unix::fs::OpenOptionsExt;
+    let store = Store::open_as_is(url).await?;
+    // Made here, empty and private, so that SQLite writes into it and no
+    // other file is ever overwritten.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(file)
+        .with_context(|| format!("{}: a backup is written to a new file", file.display()))?;
+    if let Err(error) = store.backup_into(file).await {
+        let _ = std::fs::remove_file(file);
+        return Err(error.into());
     }
-    let store = Store::open_migrated(url).await?;
-    store.backup_into(file).await?;
     println!("backed up to {}", file.display());
     Ok(())
 }

@@ -11,17 +11,25 @@ use tokio_util::sync::CancellationToken;
 
 use crate::chain::Chain;
 
-/// Why each chain is closed; `all` closes every chain.
+/// Why each chain is closed; `all` closes every chain. A chain `unasked`
+/// (its node has not answered the witness yet) holds its sender only:
+/// its transfers are still accepted, and wait.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Closed {
     pub all: Option<String>,
     pub chains: BTreeMap<Chain, String>,
+    pub unasked: BTreeMap<Chain, String>,
 }
 
 impl Closed {
-    /// Why `chain` is closed, if it is.
+    /// Why `chain`'s transfers are refused, if they are.
     pub fn why(&self, chain: Chain) -> Option<&str> {
         self.all.as_deref().or_else(|| self.chains.get(&chain).map(String::as_str))
+    }
+
+    /// Why `chain`'s sender waits, if it does.
+    pub fn holds(&self, chain: Chain) -> Option<&str> {
+        self.why(chain).or_else(|| self.unasked.get(&chain).map(String::as_str))
     }
 }
 
@@ -58,7 +66,7 @@ impl Gate {
     /// Waits until `chain` is closed (at once when it is).
     pub async fn closes(&self, chain: Chain) {
         let mut seen = self.0.subscribe();
-        while seen.borrow_and_update().why(chain).is_none() {
+        while seen.borrow_and_update().holds(chain).is_none() {
             if seen.changed().await.is_err() {
                 return std::future::pending().await;
             }
@@ -70,7 +78,7 @@ impl Gate {
         let mut seen = self.0.subscribe();
         let mut logged = false;
         loop {
-            let why = seen.borrow_and_update().why(chain).map(str::to_string);
+            let why = seen.borrow_and_update().holds(chain).map(str::to_string);
             let Some(why) = why else { return true };
             if !std::mem::replace(&mut logged, true) {
                 tracing::error!(%chain, %why, "the store was restored: this chain sends nothing until it is recovered");
@@ -92,14 +100,17 @@ mod tests {
         let gate = Gate::default();
         let stop = CancellationToken::new();
         assert!(gate.opened(Chain::EthereumMainnet, &stop).await, "open by default");
-        gate.set(Closed { all: Some("restored".into()), chains: BTreeMap::new() });
+        gate.set(Closed { all: Some("restored".into()), ..Closed::default() });
         assert_eq!(gate.closed(Chain::SolanaMainnet).as_deref(), Some("restored"));
         let waiting = tokio::spawn({
             let (gate, stop) = (gate.clone(), stop.clone());
             async move { gate.opened(Chain::EthereumMainnet, &stop).await }
         });
         // Closed for ethereum only: still waiting.
-        gate.set(Closed { all: None, chains: BTreeMap::from([(Chain::EthereumMainnet, "recover".into())]) });
+        gate.set(Closed {
+            chains: BTreeMap::from([(Chain::EthereumMainnet, "recover".into())]),
+            ..Closed::default()
+        });
         assert_eq!(gate.closed(Chain::SolanaMainnet), None);
         tokio::task::yield_now().await;
         assert!(!waiting.is_finished(), "still closed for ethereum");
@@ -111,9 +122,17 @@ mod tests {
         });
         tokio::task::yield_now().await;
         assert!(!closing.is_finished(), "open: not closed");
-        gate.set(Closed { all: None, chains: BTreeMap::from([(Chain::SolanaMainnet, "recover".into())]) });
+        gate.set(Closed {
+            unasked: BTreeMap::from([(Chain::SolanaMainnet, "unasked".into())]),
+            ..Closed::default()
+        });
         closing.await.unwrap();
-        gate.set(Closed { all: Some("restored".into()), chains: BTreeMap::new() });
+        assert_eq!(
+            gate.closed(Chain::SolanaMainnet),
+            None,
+            "an unasked chain's transfers are accepted, and wait"
+        );
+        gate.set(Closed { all: Some("restored".into()), ..Closed::default() });
         stop.cancel();
         assert!(!gate.opened(Chain::EthereumMainnet, &stop).await, "stopped while closed");
     }

@@ -109,7 +109,10 @@ pub async fn at_start(
 /// (a restore suspected): the keys of accounts made after the backup are
 /// never handed to new ones.
 async fn skip_key_numbers(store: &Store, tag: &str) -> Result<(), StoreError> {
-    if store.skip_key_numbers(tag).await? {
+    let mut tx = store.begin().await?;
+    let skipped = crate::store::account_keys::skip_numbers(&mut tx, tag, now_micros()).await?;
+    tx.commit().await?;
+    if skipped {
         warn!(tag, "a restore is suspected: the next 1000 account key numbers are left unused");
     }
     Ok(())
@@ -180,14 +183,16 @@ async fn judge(
         _ => crate::conditions::clear(store, None, CONDITION, RECOVERY).await?,
     }
     for (chain, (head, unknown)) in &found.unknown {
+        // Closed by what this process found, whatever the conditions' rows say.
         if super::recovered_at(store, *chain).await?.is_none_or(|(seq, _)| seq <= *head) {
             for u in unknown {
                 crate::conditions::raise(store, Some(*chain), CONDITION, &u.address, &u.line()).await?;
+                closed.chains.entry(*chain).or_insert_with(|| u.line());
             }
         }
     }
     for config in &found.unasked {
-        closed.chains.insert(config.chain, format!("{}: the chain has not answered whether the store knows every transaction of the platform's keys", config.chain));
+        closed.unasked.insert(config.chain, format!("{}: the chain has not answered whether the store knows every transaction of the platform's keys", config.chain));
     }
     for condition in store.conditions().await?.into_iter().filter(|c| c.kind == CONDITION) {
         match condition.chain {

@@ -621,6 +621,8 @@ async fn the_openapi_document_matches_the_routes_and_resources() {
             "/metrics",
             "/operator/v1/audit",
             "/operator/v1/audit/acknowledgements",
+            "/operator/v1/audit/restore-acknowledgements",
+            "/operator/v1/transfers/recoveries",
             "/operator/v1/disputes",
             "/operator/v1/reconciliation",
             "/operator/v1/reconciliation/repairs",

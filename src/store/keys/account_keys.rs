@@ -175,28 +175,24 @@ async fn next_index(tx: &mut Tx) -> Result<u32, StoreError> {
 /// reserved: those accounts made after the backup may hold.
 pub const RESTORE_GAP: i64 = 1000;
 
-impl Store {
-    /// Reserves, once per `tag`, the key number [`RESTORE_GAP`] past the
-    /// highest reserved or recorded, for no account (`account_id` the tag,
-    /// organization `platform`): every number up to it stays unused, so
-    /// no account made after a restore gets the keys of one made after its
-    /// backup. Whether it reserved.
-    pub async fn skip_key_numbers(&self, tag: &str) -> Result<bool, StoreError> {
-        let mut tx = self.begin().await?;
-        let skipped = sqlx::query(
-            "INSERT INTO key_reservations (account_id, organization_id, key_index, reserved_at)
-             SELECT $1, 'platform', COALESCE(MAX(key_index), 0) + $2, $3 FROM (
-                 SELECT key_index FROM key_reservations UNION ALL SELECT key_index FROM account_keys) taken
-             WHERE 1 = 1 ON CONFLICT (account_id) DO NOTHING",
-        )
-        .bind(tag)
-        .bind(RESTORE_GAP)
-        .bind(crate::store::now_micros())
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok(skipped.rows_affected() > 0)
-    }
+/// Reserves in `tx`, once per `tag`, the key number [`RESTORE_GAP`] past
+/// the highest reserved or recorded, for no account (`account_id` the tag,
+/// organization `platform`): every number up to it stays unused, so no
+/// account made after a restore gets the keys of one made after its
+/// backup. Whether it reserved.
+pub async fn skip_numbers(tx: &mut Tx, tag: &str, now: i64) -> Result<bool, StoreError> {
+    let skipped = sqlx::query(
+        "INSERT INTO key_reservations (account_id, organization_id, key_index, reserved_at)
+         SELECT $1, 'platform', COALESCE(MAX(key_index), 0) + $2, $3 FROM (
+             SELECT key_index FROM key_reservations UNION ALL SELECT key_index FROM account_keys) taken
+         WHERE 1 = 1 ON CONFLICT (account_id) DO NOTHING",
+    )
+    .bind(tag)
+    .bind(RESTORE_GAP)
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    Ok(skipped.rows_affected() > 0)
 }
 
 /// A stored key number, refused when out of range (never truncated).
