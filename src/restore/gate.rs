@@ -81,7 +81,7 @@ impl Gate {
             let why = seen.borrow_and_update().holds(chain).map(str::to_string);
             let Some(why) = why else { return true };
             if !std::mem::replace(&mut logged, true) {
-                tracing::error!(%chain, %why, "the store was restored: this chain sends nothing until it is recovered");
+                tracing::error!(%chain, %why, "this chain sends nothing until the store is held against it (see `health`)");
             }
             tokio::select! {
                 () = stop.cancelled() => return false,
