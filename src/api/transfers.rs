@@ -136,11 +136,15 @@ pub async fn create(
     };
     let parsed =
         chain.parse::<crate::chain::Chain>().map_err(|e| ApiError::invalid(format!("{chain_field}: {e}")))?;
-    if let Some(why) = state.gate().closed(parsed) {
+    // Why it is closed names platform addresses and other tenants' (see
+    // `health`): never in a tenant's answer.
+    if state.gate().closed(parsed).is_some() {
         return Err(ApiError::coded(
             StatusCode::SERVICE_UNAVAILABLE,
             ErrorCode::TransfersUnavailable,
-            format!("transfers on {parsed} wait for the store's recovery after a restore: {why}"),
+            format!(
+                "transfers on {parsed} wait for the platform's recovery after a restore; try again later"
+            ),
         ));
     }
     let acceptance = Acceptance {

@@ -132,10 +132,11 @@ pub async fn run(
         for config in found.unasked.clone() {
             found.ask(&store, &config).await;
         }
-        let newest = match &schedule {
-            Some(schedule) => schedule.known().await,
-            None => None,
-        };
+        // As this process's checkpoint schedule last read or signed it:
+        // the places checkpoints are kept are read at a start, and again by
+        // the schedule, never every few seconds here.
+        let newest =
+            schedule.as_ref().and_then(|schedule| schedule.last.lock().expect("never poisoned").clone());
         let checkpoints = schedule.is_some();
         let judged = async {
             judge(&store, &gate, &found, &super::read(&store, newest.as_ref()).await?, checkpoints).await
@@ -165,12 +166,20 @@ async fn judge(
 ) -> Result<(), StoreError> {
     let mut closed = Closed::default();
     let line = witness.line().unwrap_or_default();
+    let raised: Vec<_> = store.conditions().await?.into_iter().filter(|c| c.kind == CONDITION).collect();
+    // Cleared only when raised: a healthy store is not written every pass.
+    let clear = |subject: &'static str| {
+        let is_raised = raised.iter().any(|c| c.chain.is_none() && c.subject == subject);
+        async move {
+            if is_raised { crate::conditions::clear(store, None, CONDITION, subject).await } else { Ok(()) }
+        }
+    };
     match witness {
         Witness::Restored { .. } => {
             crate::conditions::raise(store, None, CONDITION, LOG, &line).await?;
             closed.all = Some(line.clone());
         }
-        _ if checkpoints => crate::conditions::clear(store, None, CONDITION, LOG).await?,
+        _ if checkpoints => clear(LOG).await?,
         _ => {}
     }
     match witness {
@@ -180,7 +189,7 @@ async fn judge(
                 closed.chains.insert(chain, line.clone());
             }
         }
-        _ => crate::conditions::clear(store, None, CONDITION, RECOVERY).await?,
+        _ => clear(RECOVERY).await?,
     }
     for (chain, (head, unknown)) in &found.unknown {
         // Closed by what this process found, whatever the conditions' rows say.
@@ -194,7 +203,7 @@ async fn judge(
     for config in &found.unasked {
         closed.unasked.insert(config.chain, format!("{}: the chain has not answered whether the store knows every transaction of the platform's keys", config.chain));
     }
-    for condition in store.conditions().await?.into_iter().filter(|c| c.kind == CONDITION) {
+    for condition in raised {
         match condition.chain {
             Some(chain) => {
                 let since = condition.since.timestamp_micros();

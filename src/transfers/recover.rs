@@ -124,7 +124,6 @@ pub async fn recover(
     for u in &unknown {
         recovered::advance_nonce(&mut tx, config.chain, &u.address, u.chain_next).await?;
     }
-    let detail = audit::Detail { head_seq: Some(records.len() as i64), ..audit::Detail::default() };
     let record = Record {
         actor,
         action: RECOVERED,
@@ -133,7 +132,7 @@ pub async fn recover(
         organization_id: None,
         reason: Some(reason),
         request_id: None,
-        detail: Some(detail),
+        detail: None,
     };
     let seq = audit::append(&mut tx, store.cipher().ok(), record).await?;
     tx.commit().await.map_err(StoreError::from)?;

@@ -320,6 +320,8 @@ async fn assert_refused(c: &Cluster, o: &Order) {
     let answer = post(c, o).await;
     assert_eq!(answer.status, 503, "{:?}", answer.body);
     assert_eq!(answer.body["code"], "TRANSFERS_UNAVAILABLE", "{:?}", answer.body);
+    let message = answer.body["message"].as_str().unwrap();
+    assert!(!message.contains("0x"), "no platform or other tenant's address in a tenant's answer: {message}");
 }
 
 /// `transfers recover` listed the two transfers lost, each recorded once
